@@ -1,0 +1,197 @@
+//! Image inputs: from a file, bytes or a URL, to the string a request field
+//! takes.
+//!
+//! Fields take raw base64 (never a `data:` URL); some also take an http(s)
+//! URL. The format is recognised from the file's first bytes, not its name, so
+//! a mislabelled file is caught before it costs a request.
+
+use std::path::Path;
+
+use base64::Engine as _;
+
+use crate::error::{Error, Result};
+
+/// Image encodings the service reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ImageFormat {
+    /// JPEG.
+    Jpeg,
+    /// PNG.
+    Png,
+    /// WebP.
+    Webp,
+    /// GIF.
+    Gif,
+}
+
+impl ImageFormat {
+    /// Recognises an encoding from its magic bytes.
+    pub fn sniff(bytes: &[u8]) -> Option<ImageFormat> {
+        match bytes {
+            [0xFF, 0xD8, 0xFF, ..] => Some(ImageFormat::Jpeg),
+            [0x89, b'P', b'N', b'G', 0x0D, 0x0A, 0x1A, 0x0A, ..] => Some(ImageFormat::Png),
+            [b'R', b'I', b'F', b'F', _, _, _, _, b'W', b'E', b'B', b'P', ..] => Some(ImageFormat::Webp),
+            [b'G', b'I', b'F', b'8', ..] => Some(ImageFormat::Gif),
+            _ => None,
+        }
+    }
+
+    /// The usual file extension.
+    pub fn extension(self) -> &'static str {
+        match self {
+            ImageFormat::Jpeg => "jpg",
+            ImageFormat::Png => "png",
+            ImageFormat::Webp => "webp",
+            ImageFormat::Gif => "gif",
+        }
+    }
+}
+
+/// Width and height read from an image's header, without decoding pixels.
+/// `None` when the header is not there or not understood.
+pub fn dimensions(bytes: &[u8]) -> Option<(u32, u32)> {
+    let be16 = |at: usize| bytes.get(at..at + 2).map(|b| u16::from_be_bytes([b[0], b[1]]) as u32);
+    let le16 = |at: usize| bytes.get(at..at + 2).map(|b| u16::from_le_bytes([b[0], b[1]]) as u32);
+    let le24 = |at: usize| bytes.get(at..at + 3).map(|b| u32::from_le_bytes([b[0], b[1], b[2], 0]));
+    match ImageFormat::sniff(bytes)? {
+        ImageFormat::Png => {
+            let w = bytes.get(16..20)?;
+            let h = bytes.get(20..24)?;
+            Some((u32::from_be_bytes(w.try_into().ok()?), u32::from_be_bytes(h.try_into().ok()?)))
+        }
+        ImageFormat::Gif => Some((le16(6)?, le16(8)?)),
+        ImageFormat::Webp => match bytes.get(12..16)? {
+            b"VP8 " => Some((le16(26)? & 0x3FFF, le16(28)? & 0x3FFF)),
+            b"VP8L" => {
+                let b = bytes.get(21..25)?;
+                let bits = u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+                Some(((bits & 0x3FFF) + 1, ((bits >> 14) & 0x3FFF) + 1))
+            }
+            b"VP8X" => Some((le24(24)? + 1, le24(27)? + 1)),
+            _ => None,
+        },
+        ImageFormat::Jpeg => {
+            // Walk the segments to the first start-of-frame marker.
+            let mut at = 2;
+            loop {
+                if *bytes.get(at)? != 0xFF {
+                    return None;
+                }
+                let marker = *bytes.get(at + 1)?;
+                if marker == 0xFF {
+                    at += 1;
+                    continue;
+                }
+                let length = be16(at + 2)? as usize;
+                let is_frame = matches!(marker, 0xC0..=0xCF) && !matches!(marker, 0xC4 | 0xC8 | 0xCC);
+                if is_frame {
+                    return Some((be16(at + 7)?, be16(at + 5)?));
+                }
+                at += 2 + length;
+            }
+        }
+    }
+}
+
+/// An image to put into a request.
+///
+/// ```no_run
+/// # async fn demo() -> genapi::Result<()> {
+/// use genapi::ImageInput;
+/// let from_file = ImageInput::path("cat.png").to_base64().await?;
+/// let from_url = ImageInput::url("https://example.com/cat.png").to_field(true).await?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Debug)]
+pub enum ImageInput {
+    /// A file on disk.
+    Path(std::path::PathBuf),
+    /// Encoded image bytes (PNG, JPEG, WebP or GIF).
+    Bytes(Vec<u8>),
+    /// A public http(s) address, passed through for fields that take URLs.
+    Url(String),
+}
+
+impl ImageInput {
+    /// An image file.
+    pub fn path(path: impl AsRef<Path>) -> Self {
+        ImageInput::Path(path.as_ref().to_path_buf())
+    }
+    /// Encoded image bytes.
+    pub fn bytes(bytes: impl Into<Vec<u8>>) -> Self {
+        ImageInput::Bytes(bytes.into())
+    }
+    /// A public http(s) URL.
+    pub fn url(url: impl Into<String>) -> Self {
+        ImageInput::Url(url.into())
+    }
+
+    fn name(&self) -> String {
+        match self {
+            ImageInput::Path(path) => path.display().to_string(),
+            ImageInput::Bytes(_) => "bytes".to_string(),
+            ImageInput::Url(url) => url.clone(),
+        }
+    }
+
+    /// Raw base64 of the image (no `data:` prefix); a URL is refused.
+    pub async fn to_base64(&self) -> Result<String> {
+        self.to_field(false).await
+    }
+
+    /// The value for a field: base64, or the URL itself when `accepts_url`.
+    pub async fn to_field(&self, accepts_url: bool) -> Result<String> {
+        let fail = |message: String| Error::Input { source_name: self.name(), message };
+        let bytes = match self {
+            ImageInput::Url(url) => {
+                let parsed = reqwest::Url::parse(url).map_err(|e| fail(format!("not a valid URL ({e})")))?;
+                if !matches!(parsed.scheme(), "http" | "https") {
+                    return Err(fail("only http and https URLs are accepted".into()));
+                }
+                if !accepts_url {
+                    return Err(fail("this field takes image data, not a URL; download the image and pass its bytes".into()));
+                }
+                return Ok(url.clone());
+            }
+            ImageInput::Path(path) => tokio::fs::read(path).await.map_err(|e| fail(format!("cannot read the file ({e})")))?,
+            ImageInput::Bytes(bytes) => bytes.clone(),
+        };
+        if ImageFormat::sniff(&bytes).is_none() {
+            return Err(fail("not a PNG, JPEG, WebP or GIF image (checked by its first bytes)".into()));
+        }
+        Ok(base64::engine::general_purpose::STANDARD.encode(bytes))
+    }
+}
+
+/// Why a base64 field value is not an image.
+pub(crate) fn base64_problem(value: &str) -> Option<&'static str> {
+    if value.starts_with("data:") {
+        return Some("remove the `data:…;base64,` prefix: the field takes raw base64");
+    }
+    if value.is_empty() {
+        return Some("the image is empty");
+    }
+    let valid_alphabet = value.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'=' | b'\n' | b'\r'));
+    if !valid_alphabet {
+        return Some("not valid base64");
+    }
+    let Some(head) = decode_head(value) else {
+        return Some("not valid base64");
+    };
+    if ImageFormat::sniff(&head).is_none() {
+        return Some("the data is not a PNG, JPEG, WebP or GIF image");
+    }
+    None
+}
+
+/// Decodes the start of a base64 value (enough for the header), or `None`
+/// when it is not base64.
+pub(crate) fn decode_head(value: &str) -> Option<Vec<u8>> {
+    const HEAD: usize = 256 * 1024;
+    let clean: String = value.chars().filter(|c| !c.is_ascii_whitespace()).take(HEAD).collect();
+    let engine = &base64::engine::general_purpose::STANDARD;
+    if clean.len() < HEAD {
+        return engine.decode(clean.as_bytes()).ok().or_else(|| base64::engine::general_purpose::STANDARD_NO_PAD.decode(clean.trim_end_matches('=')).ok());
+    }
+    engine.decode(&clean.as_bytes()[..HEAD]).ok()
+}

@@ -1,0 +1,68 @@
+//! # genapi
+//!
+//! Rust client for the Image Generation and Editing Service.
+//!
+//! The types and the low-level client in [`api`] are generated at compile time
+//! from `openapi.json`; the layer around them adds what every program needs:
+//! configuration and auth ([`Client`]), validation before sending
+//! ([`validate`]), waiting for results ([`Task::wait`]), downloads
+//! ([`Output`]), typed errors ([`Error`]), safe retries and webhook
+//! verification ([`webhook`]).
+//!
+//! ```no_run
+//! # async fn demo() -> genapi::Result<()> {
+//! use genapi::api::types::Gen2ProRequest;
+//!
+//! let client = genapi::Client::from_env()?;
+//! let request = Gen2ProRequest::builder().prompt("a lighthouse at dusk").width(1024).height(768);
+//! let output = client.run(request).await?;
+//! output.save("lighthouse").await?; // saved as lighthouse.jpg
+//! # Ok(()) }
+//! ```
+
+#![warn(missing_docs)]
+
+/// Generated from `openapi.json` by `build.rs`: request and response types
+/// ([`api::types`]) and a low-level client ([`api::Client`]). Never edited by
+/// hand.
+#[allow(missing_docs, clippy::all, rustdoc::all)]
+pub mod api {
+    include!(concat!(env!("OUT_DIR"), "/codegen.rs"));
+    use crate::submit::OperationSpec;
+    include!(concat!(env!("OUT_DIR"), "/operations.rs"));
+}
+
+mod client;
+mod error;
+mod input;
+mod secret;
+mod status;
+mod submit;
+mod task;
+pub mod transport;
+pub mod validate;
+mod wait;
+
+pub use client::{Client, ClientBuilder};
+pub use error::{Checked, Error, Moderation, Result};
+pub use input::{dimensions, ImageFormat, ImageInput};
+pub use secret::{ApiKey, WebhookSecret};
+pub use status::TaskStatus;
+pub use submit::{IntoRequest, OperationSpec, Submit};
+pub use task::{Output, Task};
+pub use transport::RetryPolicy;
+pub use wait::{Progress, WaitOptions};
+
+impl From<crate::api::types::error::ConversionError> for Error {
+    fn from(error: crate::api::types::error::ConversionError) -> Self {
+        Error::Validation {
+            errors: vec![crate::api::types::ValidationError {
+                loc: vec![crate::api::types::ValidationErrorLocItem::String("body".into())],
+                msg: error.to_string(),
+                type_: "missing".into(),
+                input: None,
+            }],
+            checked: Checked::Locally,
+        }
+    }
+}

@@ -1,0 +1,387 @@
+//! Checks a request body against `openapi.json` before it is sent.
+//!
+//! The bounds live in one place, the document: this module walks its JSON
+//! schemas (types, nullability, required fields, enums, ranges, multiples,
+//! lengths, patterns, item counts) plus the few rules the document states in
+//! `x-` extensions because OpenAPI cannot say them:
+//!
+//! - `x-zero-means-auto`: 0 is allowed below `minimum` (gen-2 sizes);
+//! - `x-image`: `base64` or `base64-or-url` image data;
+//! - `x-max-megapixels`: area limit of an image input;
+//! - `x-aspect-ratio-range`: `W:H` between two ratios;
+//! - `x-max-pixels`: `fields` whose product may not exceed `max`;
+//! - `x-same-dimensions`: image fields that must have equal sizes;
+//! - `x-fields-by-mode` / `x-required-by-mode`: per-`mode` bodies (video).
+//!
+//! Errors come out in the service's 422 shape (pydantic v2 wording), so a
+//! caller handles a local rejection and a remote one alike. The mock service
+//! runs the same checks, so it accepts exactly what this client lets through.
+
+use std::sync::OnceLock;
+
+use serde_json::{Map, Value};
+
+use crate::api::types::{ValidationError, ValidationErrorLocItem};
+use crate::input::{base64_problem, decode_head, dimensions};
+
+/// The document this crate was generated from.
+pub const EMBEDDED_DOCUMENT: &str = include_str!("../openapi.json");
+
+/// One pixel budget for "MP" limits: 4 MP is 2048 × 2048.
+const PIXELS_PER_MEGAPIXEL: f64 = 1_048_576.0;
+
+/// An OpenAPI document, ready to validate request bodies.
+#[derive(Debug, Clone)]
+pub struct Document {
+    root: Value,
+}
+
+/// An operation as the document declares it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DocumentOperation {
+    /// `POST`, `GET`, …
+    pub method: String,
+    /// Path as written, e.g. `/v1/gen-2-pro`.
+    pub path: String,
+    /// operationId.
+    pub id: String,
+    /// Name of the request body schema, when there is one.
+    pub request_schema: Option<String>,
+}
+
+impl Document {
+    /// The embedded `openapi.json`, parsed once.
+    pub fn embedded() -> &'static Document {
+        static DOCUMENT: OnceLock<Document> = OnceLock::new();
+        DOCUMENT.get_or_init(|| Document::parse(EMBEDDED_DOCUMENT).unwrap_or(Document { root: Value::Null }))
+    }
+
+    /// Parses a document (for tests and tools that bring their own).
+    pub fn parse(text: &str) -> Result<Document, String> {
+        let root: Value = serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
+        if !root["paths"].is_object() {
+            return Err("the document has no paths".to_string());
+        }
+        Ok(Document { root })
+    }
+
+    /// Every operation, in document order.
+    pub fn operations(&self) -> Vec<DocumentOperation> {
+        let mut list = Vec::new();
+        for (path, item) in self.root["paths"].as_object().into_iter().flatten() {
+            for (method, op) in item.as_object().into_iter().flatten() {
+                list.push(DocumentOperation {
+                    method: method.to_uppercase(),
+                    path: path.clone(),
+                    id: op["operationId"].as_str().unwrap_or_default().to_string(),
+                    request_schema: op["requestBody"]["content"]["application/json"]["schema"]["$ref"]
+                        .as_str()
+                        .and_then(|r| r.rsplit('/').next())
+                        .map(str::to_string),
+                });
+            }
+        }
+        list
+    }
+
+    /// A named schema of `components/schemas`.
+    pub fn schema(&self, name: &str) -> Option<&Value> {
+        self.root["components"]["schemas"].get(name)
+    }
+
+    /// Validates `body` against the named schema; empty when valid.
+    pub fn validate(&self, schema_name: &str, body: &Value) -> Vec<ValidationError> {
+        let mut errors = Vec::new();
+        match self.schema(schema_name) {
+            Some(schema) => self.check(schema, body, &mut vec![loc("body")], &mut errors),
+            None => errors.push(error(vec![loc("body")], "value_error", format!("Value error, unknown request schema {schema_name}"), None)),
+        }
+        errors
+    }
+
+    fn resolve<'a>(&'a self, schema: &'a Value) -> &'a Value {
+        match schema.get("$ref").and_then(Value::as_str).and_then(|r| r.strip_prefix("#/components/schemas/")) {
+            Some(name) => self.schema(name).map(|s| self.resolve(s)).unwrap_or(&Value::Null),
+            None => schema,
+        }
+    }
+
+    fn check(&self, schema: &Value, value: &Value, path: &mut Vec<ValidationErrorLocItem>, out: &mut Vec<ValidationError>) {
+        if value.is_null() && schema["nullable"].as_bool() == Some(true) {
+            return;
+        }
+        let schema = self.resolve(schema);
+        if let Some(parts) = schema["allOf"].as_array() {
+            for part in parts {
+                self.check(part, value, path, out);
+            }
+        }
+        if let Some(branches) = schema["anyOf"].as_array().or_else(|| schema["oneOf"].as_array()) {
+            let matches = branches.iter().any(|b| {
+                let mut scratch = Vec::new();
+                self.check(b, value, &mut path.clone(), &mut scratch);
+                scratch.is_empty()
+            });
+            if !matches {
+                let forms: Vec<String> = branches.iter().map(|b| describe(self.resolve(b))).collect();
+                out.push(error(path.clone(), "union_tag_invalid", format!("Input should be {}", forms.join(" or ")), Some(value)));
+            }
+            return;
+        }
+        match schema["type"].as_str() {
+            Some("string") => self.check_string(schema, value, path, out),
+            Some("integer") | Some("number") => check_number(schema, value, path, out),
+            Some("boolean") if !value.is_boolean() => {
+                out.push(error(path.clone(), "bool_type", "Input should be a valid boolean".into(), Some(value)))
+            }
+            Some("array") => self.check_array(schema, value, path, out),
+            Some("object") => self.check_object(schema, value, path, out),
+            _ => {}
+        }
+    }
+
+    fn check_string(&self, schema: &Value, value: &Value, path: &[ValidationErrorLocItem], out: &mut Vec<ValidationError>) {
+        let Some(text) = value.as_str() else {
+            out.push(error(path.to_vec(), "string_type", "Input should be a valid string".into(), Some(value)));
+            return;
+        };
+        let mut fail = |kind: &str, msg: String| out.push(error(path.to_vec(), kind, msg, Some(value)));
+        if let Some(allowed) = schema["enum"].as_array() {
+            if !allowed.iter().any(|a| a.as_str() == Some(text)) {
+                fail("enum", format!("Input should be {}", quoted_list(allowed)));
+                return;
+            }
+        }
+        let length = text.chars().count() as u64;
+        if let Some(min) = schema["minLength"].as_u64().filter(|min| length < *min) {
+            fail("string_too_short", format!("String should have at least {min} character{}", plural(min)));
+        }
+        if let Some(max) = schema["maxLength"].as_u64().filter(|max| length > *max) {
+            fail("string_too_long", format!("String should have at most {max} character{}", plural(max)));
+        }
+        if let Some(pattern) = schema["pattern"].as_str() {
+            if regress::Regex::new(pattern).map(|re| re.find(text).is_none()).unwrap_or(false) {
+                fail("string_pattern_mismatch", format!("String should match pattern '{pattern}'"));
+            }
+        }
+        if schema["format"].as_str() == Some("uri") && !is_http_url(text) {
+            fail("url_parsing", "Input should be a valid URL, an absolute http or https address".into());
+        }
+        if let Some(kind) = schema["x-image"].as_str() {
+            if !(kind == "base64-or-url" && is_http_url(text)) {
+                if let Some(problem) = base64_problem(text) {
+                    let hint = if kind == "base64" && is_http_url(text) { "this field takes base64 image data, not a URL" } else { problem };
+                    fail("value_error", format!("Value error, {hint}"));
+                } else if let Some(max) = schema["x-max-megapixels"].as_f64() {
+                    if let Some((w, h)) = decode_head(text).and_then(|head| dimensions(&head)) {
+                        if (w as f64) * (h as f64) > max * PIXELS_PER_MEGAPIXEL {
+                            fail("value_error", format!("Value error, the image is {w}x{h}, above the {max} MP limit; downscale it"));
+                        }
+                    }
+                }
+            }
+        }
+        if let Some([low, high]) = schema["x-aspect-ratio-range"].as_array().map(Vec::as_slice) {
+            let bounds = (ratio(low.as_str().unwrap_or("")), ratio(high.as_str().unwrap_or("")));
+            match (ratio(text), bounds) {
+                (Some(r), (Some(lo), Some(hi))) if r >= lo.min(hi) - 1e-9 && r <= lo.max(hi) + 1e-9 => {}
+                (Some(_), _) => fail(
+                    "value_error",
+                    format!("Value error, aspect ratio must be between {} and {}", high.as_str().unwrap_or(""), low.as_str().unwrap_or("")),
+                ),
+                (None, _) => fail("value_error", "Value error, aspect ratio must look like 16:9".into()),
+            }
+        }
+    }
+
+    fn check_array(&self, schema: &Value, value: &Value, path: &mut Vec<ValidationErrorLocItem>, out: &mut Vec<ValidationError>) {
+        let Some(items) = value.as_array() else {
+            out.push(error(path.clone(), "list_type", "Input should be a valid list".into(), Some(value)));
+            return;
+        };
+        let count = items.len() as u64;
+        if let Some(min) = schema["minItems"].as_u64().filter(|min| count < *min) {
+            out.push(error(path.clone(), "too_short", format!("List should have at least {min} item{} after validation, not {count}", plural(min)), None));
+        }
+        if let Some(max) = schema["maxItems"].as_u64().filter(|max| count > *max) {
+            out.push(error(path.clone(), "too_long", format!("List should have at most {max} item{} after validation, not {count}", plural(max)), None));
+        }
+        for (index, item) in items.iter().enumerate() {
+            path.push(ValidationErrorLocItem::Int64(index as i64));
+            self.check(&schema["items"], item, path, out);
+            path.pop();
+        }
+    }
+
+    fn check_object(&self, schema: &Value, value: &Value, path: &mut Vec<ValidationErrorLocItem>, out: &mut Vec<ValidationError>) {
+        let Some(object) = value.as_object() else {
+            out.push(error(path.clone(), "model_attributes_type", "Input should be a valid dictionary or object".into(), Some(value)));
+            return;
+        };
+        let properties = schema["properties"].as_object();
+        let mode = object.get("mode").and_then(Value::as_str);
+        let mut required: Vec<&str> = names(&schema["required"]);
+        if let Some(mode) = mode {
+            required.extend(names(&schema["x-required-by-mode"][mode]));
+        }
+        for name in required {
+            if !object.contains_key(name) {
+                out.push(with_field(path, name, "missing", "Field required".into(), None));
+            }
+        }
+        let allowed_in_mode = mode.and_then(|m| schema["x-fields-by-mode"].get(m)).map(names);
+        for (name, field) in object {
+            match properties.and_then(|p| p.get(name)) {
+                Some(property) => {
+                    if let Some(allowed) = &allowed_in_mode {
+                        if !allowed.contains(&name.as_str()) {
+                            out.push(with_field(path, name, "extra_forbidden", format!("Extra inputs are not permitted in mode '{}'", mode.unwrap_or("")), Some(field)));
+                            continue;
+                        }
+                    }
+                    path.push(loc(name));
+                    self.check(property, field, path, out);
+                    path.pop();
+                }
+                None if schema["additionalProperties"] == Value::Bool(false) => {
+                    out.push(with_field(path, name, "extra_forbidden", "Extra inputs are not permitted".into(), Some(field)));
+                }
+                None => {}
+            }
+        }
+        check_max_pixels(schema, object, path, out);
+        check_same_dimensions(schema, object, path, out);
+    }
+}
+
+fn check_number(schema: &Value, value: &Value, path: &[ValidationErrorLocItem], out: &mut Vec<ValidationError>) {
+    let integer = schema["type"] == "integer";
+    let Some(number) = value.as_f64() else {
+        let (kind, msg) = if integer { ("int_type", "Input should be a valid integer") } else { ("float_type", "Input should be a valid number") };
+        out.push(error(path.to_vec(), kind, msg.into(), Some(value)));
+        return;
+    };
+    if integer && !(value.is_i64() || value.is_u64()) && number.fract() != 0.0 {
+        out.push(error(path.to_vec(), "int_from_float", "Input should be a valid integer, got a number with a fractional part".into(), Some(value)));
+        return;
+    }
+    if number == 0.0 && schema["x-zero-means-auto"] == Value::Bool(true) {
+        return;
+    }
+    if let Some(min) = schema["minimum"].as_f64().filter(|min| number < *min) {
+        out.push(error(path.to_vec(), "greater_than_equal", format!("Input should be greater than or equal to {}", show(min)), Some(value)));
+    }
+    if let Some(max) = schema["maximum"].as_f64().filter(|max| number > *max) {
+        out.push(error(path.to_vec(), "less_than_equal", format!("Input should be less than or equal to {}", show(max)), Some(value)));
+    }
+    if let Some(step) = schema["multipleOf"].as_f64().filter(|s| *s > 0.0) {
+        if (number / step).fract().abs() > 1e-9 {
+            out.push(error(path.to_vec(), "multiple_of", format!("Input should be a multiple of {}", show(step)), Some(value)));
+        }
+    }
+}
+
+fn check_max_pixels(schema: &Value, object: &Map<String, Value>, path: &[ValidationErrorLocItem], out: &mut Vec<ValidationError>) {
+    let rule = &schema["x-max-pixels"];
+    let (Some(max), fields) = (rule["max"].as_f64(), names(&rule["fields"])) else { return };
+    let sizes: Option<Vec<f64>> = fields.iter().map(|f| object.get(*f).and_then(Value::as_f64)).collect();
+    if let Some(sizes) = sizes {
+        let area: f64 = sizes.iter().product();
+        if area > max {
+            out.push(error(
+                path.to_vec(),
+                "value_error",
+                format!("Value error, {} is {} pixels, above the limit of {} ({:.1} MP)", fields.join(" x "), show(area), show(max), max / PIXELS_PER_MEGAPIXEL),
+                None,
+            ));
+        }
+    }
+}
+
+fn check_same_dimensions(schema: &Value, object: &Map<String, Value>, path: &[ValidationErrorLocItem], out: &mut Vec<ValidationError>) {
+    let fields = names(&schema["x-same-dimensions"]);
+    let sizes: Vec<(&str, (u32, u32))> = fields
+        .iter()
+        .filter_map(|f| {
+            let text = object.get(*f)?.as_str()?;
+            Some((*f, decode_head(text).and_then(|head| dimensions(&head))?))
+        })
+        .collect();
+    if let [(first, size), rest @ ..] = sizes.as_slice() {
+        for (other, other_size) in rest {
+            if other_size != size {
+                out.push(with_field(
+                    path,
+                    other,
+                    "value_error",
+                    format!("Value error, {other} is {}x{} but {first} is {}x{}; they must have the same dimensions", other_size.0, other_size.1, size.0, size.1),
+                    None,
+                ));
+            }
+        }
+    }
+}
+
+fn names(value: &Value) -> Vec<&str> {
+    value.as_array().into_iter().flatten().filter_map(Value::as_str).collect()
+}
+
+fn loc(name: &str) -> ValidationErrorLocItem {
+    ValidationErrorLocItem::String(name.to_string())
+}
+
+fn with_field(path: &[ValidationErrorLocItem], field: &str, kind: &str, msg: String, input: Option<&Value>) -> ValidationError {
+    let mut at = path.to_vec();
+    at.push(loc(field));
+    error(at, kind, msg, input)
+}
+
+fn error(loc: Vec<ValidationErrorLocItem>, kind: &str, msg: String, input: Option<&Value>) -> ValidationError {
+    // Large inputs (images) are not echoed back.
+    let input = input.map(|v| match v {
+        Value::String(s) if s.len() > 200 => Value::String(format!("{}…", s.chars().take(200).collect::<String>())),
+        other => other.clone(),
+    });
+    ValidationError { loc, msg, type_: kind.to_string(), input }
+}
+
+fn describe(schema: &Value) -> String {
+    if let Some(values) = schema["enum"].as_array() {
+        return quoted_list(values);
+    }
+    let kind = schema["type"].as_str().unwrap_or("a value");
+    match (schema["minimum"].as_f64(), schema["maximum"].as_f64()) {
+        (Some(lo), Some(hi)) => format!("an {kind} from {} to {}", show(lo), show(hi)),
+        _ => format!("a valid {kind}"),
+    }
+}
+
+fn quoted_list(values: &[Value]) -> String {
+    let quoted: Vec<String> = values.iter().map(|v| format!("'{}'", v.as_str().map(str::to_string).unwrap_or_else(|| v.to_string()))).collect();
+    match quoted.split_last() {
+        Some((last, rest)) if !rest.is_empty() => format!("{} or {last}", rest.join(", ")),
+        _ => quoted.join(""),
+    }
+}
+
+fn show(number: f64) -> String {
+    if number.fract() == 0.0 && number.abs() < 1e15 {
+        format!("{}", number as i64)
+    } else {
+        format!("{number}")
+    }
+}
+
+fn plural(n: u64) -> &'static str {
+    if n == 1 { "" } else { "s" }
+}
+
+fn ratio(text: &str) -> Option<f64> {
+    let (w, h) = text.split_once(':')?;
+    let (w, h): (f64, f64) = (w.trim().parse().ok()?, h.trim().parse().ok()?);
+    (w > 0.0 && h > 0.0).then(|| w / h)
+}
+
+fn is_http_url(text: &str) -> bool {
+    reqwest::Url::parse(text).map(|u| matches!(u.scheme(), "http" | "https") && u.host_str().is_some()).unwrap_or(false)
+}
