@@ -31,7 +31,7 @@ pub const DEFAULT_MAX_ACTIVE_TASKS: usize = 24;
 ///     .api_key("my-key")
 ///     .base_url("https://api.example.com")
 ///     .build()?;
-/// let output = client.run(GenDevRequest::builder().prompt("a red fox")).await?;
+/// let output = client.run(GenDevRequest::builder().prompt("a red fox".to_string())).await?;
 /// let png = output.bytes().await?;
 /// # Ok(()) }
 /// ```

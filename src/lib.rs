@@ -42,6 +42,9 @@ mod task;
 pub mod transport;
 pub mod validate;
 mod wait;
+pub mod webhook;
+#[cfg(feature = "mock")]
+pub mod mock;
 
 pub use client::{Client, ClientBuilder};
 pub use error::{Checked, Error, Moderation, Result};
