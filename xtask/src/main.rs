@@ -1,1 +1,117 @@
-fn main() {}
+//! `cargo xtask check | regen | diff-upstream FILE [--map-prefix FROM=TO]…`
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().map(Path::to_path_buf).unwrap_or_default()
+}
+
+fn read(path: &Path) -> Result<String, String> {
+    std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))
+}
+
+fn check() -> Result<(), String> {
+    let path = root().join("openapi.json");
+    let problems = xtask::check(&read(&path)?);
+    if problems.is_empty() {
+        println!("openapi.json: ok");
+        Ok(())
+    } else {
+        Err(format!("openapi.json has {} problem(s):\n{}", problems.len(), problems.iter().map(|p| format!("  - {p}")).collect::<Vec<_>>().join("\n")))
+    }
+}
+
+fn cargo(args: &[&str], envs: &[(&str, &str)]) -> Result<bool, String> {
+    let mut command = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    command.args(args).current_dir(root());
+    for (k, v) in envs {
+        command.env(k, v);
+    }
+    command.status().map(|s| s.success()).map_err(|e| format!("cannot run cargo: {e}"))
+}
+
+/// The surface part of a snapshot file (after insta's header).
+fn snapshot_body(text: &str) -> String {
+    text.splitn(3, "---").nth(2).unwrap_or(text).trim().to_string()
+}
+
+fn regen() -> Result<(), String> {
+    check()?;
+    if !cargo(&["build", "--quiet"], &[])? {
+        return Err("the build failed; see above".into());
+    }
+    let snapshots = root().join("tests/snapshots");
+    let surface_snap = snapshots.join("spec_snapshots__api_surface.snap");
+    let before = read(&surface_snap).map(|t| snapshot_body(&t)).unwrap_or_default();
+    let passed = cargo(&["test", "--quiet", "--test", "spec_snapshots"], &[("INSTA_UPDATE", "new"), ("INSTA_FORCE_PASS", "0")])?;
+    let doc: serde_json::Value = serde_json::from_str(&read(&root().join("openapi.json"))?).map_err(|e| e.to_string())?;
+    let after = xtask::surface(&doc);
+    let (old, new): (Vec<&str>, Vec<&str>) = (before.lines().collect(), after.trim().lines().collect());
+    let removed: Vec<&&str> = old.iter().filter(|l| !new.contains(l)).collect();
+    let added: Vec<&&str> = new.iter().filter(|l| !old.contains(l)).collect();
+    println!("API surface: {} line(s) added, {} removed", added.len(), removed.len());
+    for line in removed {
+        println!("- {line}");
+    }
+    for line in added {
+        println!("+ {line}");
+    }
+    let pending: Vec<String> = std::fs::read_dir(&snapshots)
+        .map(|d| d.filter_map(|e| e.ok()).map(|e| e.file_name().to_string_lossy().into_owned()).filter(|n| n.ends_with(".snap.new")).collect())
+        .unwrap_or_default();
+    if pending.is_empty() && passed {
+        println!("snapshots: unchanged");
+        return Ok(());
+    }
+    println!("snapshots to review: {}", pending.join(", "));
+    if Command::new("cargo").args(["insta", "--version"]).output().is_ok_and(|o| o.status.success()) {
+        cargo(&["insta", "review"], &[])?;
+    } else {
+        println!("review them with `cargo insta review` (cargo install cargo-insta), or accept with `cargo insta accept`");
+    }
+    Ok(())
+}
+
+fn diff_upstream(args: &[String]) -> Result<(), String> {
+    let mut file = None;
+    let mut rename = Vec::new();
+    let mut rest = args.iter();
+    while let Some(arg) = rest.next() {
+        if arg == "--map-prefix" {
+            let pair = rest.next().ok_or("--map-prefix needs FROM=TO")?;
+            let (from, to) = pair.split_once('=').ok_or("--map-prefix needs FROM=TO")?;
+            rename.push((from.to_string(), to.to_string()));
+        } else {
+            file = Some(PathBuf::from(arg));
+        }
+    }
+    let file = file.ok_or("usage: cargo xtask diff-upstream FILE [--map-prefix FROM=TO]…")?;
+    let ours: serde_json::Value = serde_json::from_str(&read(&root().join("openapi.json"))?).map_err(|e| format!("openapi.json: {e}"))?;
+    let theirs: serde_json::Value = serde_json::from_str(&read(&file)?).map_err(|e| format!("{}: {e}", file.display()))?;
+    let lines = xtask::diff(&ours, &theirs, &rename);
+    if lines.is_empty() {
+        println!("no differences");
+    }
+    for line in lines {
+        println!("{line}");
+    }
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let outcome = match args.first().map(String::as_str) {
+        Some("check") => check(),
+        Some("regen") => regen(),
+        Some("diff-upstream") => diff_upstream(&args[1..]),
+        _ => Err("usage: cargo xtask check | regen | diff-upstream FILE [--map-prefix FROM=TO]…".into()),
+    };
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("{message}");
+            ExitCode::FAILURE
+        }
+    }
+}

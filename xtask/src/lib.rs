@@ -1,0 +1,12 @@
+//! Maintenance tasks of the genapi document: `check`, `regen` and
+//! `diff-upstream`. A library so the crate's snapshot tests use the same
+//! surface listing.
+
+pub mod check;
+pub mod diff;
+pub mod model;
+pub mod surface;
+
+pub use check::check;
+pub use diff::diff;
+pub use surface::surface;

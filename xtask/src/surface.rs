@@ -1,0 +1,54 @@
+//! The API surface as reviewable text: one block per operation with each
+//! request field's type, required flag, bounds and documented default. The
+//! snapshot of this text is what a reviewer reads when the document changes.
+
+use std::fmt::Write as _;
+
+use serde_json::Value;
+
+use crate::model::{read, Field};
+
+fn describe(name: &str, field: &Field) -> String {
+    let mut parts = vec![field.kind.clone()];
+    if field.required {
+        parts.push("required".into());
+    }
+    if field.nullable {
+        parts.push("nullable".into());
+    }
+    parts.extend(field.bounds.iter().cloned());
+    if !field.enumeration.is_empty() {
+        parts.push(format!("enum [{}]", field.enumeration.join(", ")));
+    }
+    if let Some(default) = &field.default {
+        parts.push(format!("default {default}"));
+    }
+    parts.extend(field.rules.iter().cloned());
+    format!("    {name}: {}", parts.join("; "))
+}
+
+/// The listing of a whole document.
+pub fn surface(doc: &Value) -> String {
+    let mut out = String::new();
+    for (key, op) in read(doc, &[]) {
+        let mut flags = vec![op.tag.clone()];
+        if op.deprecated {
+            flags.push("deprecated".into());
+        }
+        if let Some(server) = &op.server {
+            flags.push(format!("server {server}"));
+        }
+        if !op.fields.is_empty() && !op.open {
+            flags.push("unknown fields rejected".into());
+        }
+        let _ = writeln!(out, "{key} ({}) [{}]", op.id, flags.join(", "));
+        for (name, field) in &op.parameters {
+            let _ = writeln!(out, "{} (query)", describe(name, field));
+        }
+        for (name, field) in &op.fields {
+            let _ = writeln!(out, "{}", describe(name, field));
+        }
+        let _ = writeln!(out, "  responses: {}", op.responses.join(", "));
+    }
+    out
+}
