@@ -184,7 +184,7 @@ impl ClientBuilder {
         for extra in &self.trusted {
             trusted.push(origin(&parse_base(extra, "trusted origin")?));
         }
-        install_crypto_provider();
+        crate::transport::ensure_tls_provider();
         let configure = |builder: reqwest::ClientBuilder| {
             builder
                 .timeout(self.request_timeout)
@@ -226,14 +226,6 @@ fn parse_base(text: &str, what: &str) -> Result<Url> {
     Ok(url)
 }
 
-/// reqwest is built without a default TLS provider (no C crypto build);
-/// install ring's unless the program installed one.
-fn install_crypto_provider() {
-    if rustls::crypto::CryptoProvider::get_default().is_none() {
-        // Losing a race to another thread's install is fine.
-        let _ = rustls::crypto::ring::default_provider().install_default();
-    }
-}
 
 impl Client {
     /// A builder with defaults for everything but the key and base URL.

@@ -107,6 +107,19 @@ impl Purpose {
     }
 }
 
+/// Installs ring as the process's rustls provider unless one is installed.
+///
+/// This crate builds reqwest without its default provider (aws-lc, a large C
+/// build). [`crate::ClientBuilder::build`] calls this; call it yourself before
+/// building other reqwest clients in a program where genapi is the only user
+/// of reqwest, or they will refuse to start.
+pub fn ensure_tls_provider() {
+    if rustls::crypto::CryptoProvider::get_default().is_none() {
+        // Losing a race to another thread's install is fine.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    }
+}
+
 /// `scheme://host:port` of an address.
 pub(crate) fn origin(url: &Url) -> String {
     format!(

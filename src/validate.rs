@@ -10,6 +10,7 @@
 //! - `x-max-megapixels`: area limit of an image input;
 //! - `x-aspect-ratio-range`: `W:H` between two ratios;
 //! - `x-max-pixels`: `fields` whose product may not exceed `max`;
+//! - `x-max-images`: at most `max` reference images named `prefix`, `prefix_2`, …;
 //! - `x-same-dimensions`: image fields that must have equal sizes;
 //! - `x-fields-by-mode` / `x-required-by-mode`: per-`mode` bodies (video).
 //!
@@ -249,6 +250,7 @@ impl Document {
                 None => {}
             }
         }
+        check_max_images(schema, object, path, out);
         check_max_pixels(schema, object, path, out);
         check_same_dimensions(schema, object, path, out);
     }
@@ -277,6 +279,26 @@ fn check_number(schema: &Value, value: &Value, path: &[ValidationErrorLocItem], 
     if let Some(step) = schema["multipleOf"].as_f64().filter(|s| *s > 0.0) {
         if (number / step).fract().abs() > 1e-9 {
             out.push(error(path.to_vec(), "multiple_of", format!("Input should be a multiple of {}", show(step)), Some(value)));
+        }
+    }
+}
+
+/// `input_image_9` on an endpoint that takes 8 images is an error even where
+/// unknown fields are allowed.
+fn check_max_images(schema: &Value, object: &Map<String, Value>, path: &[ValidationErrorLocItem], out: &mut Vec<ValidationError>) {
+    let rule = &schema["x-max-images"];
+    let (Some(prefix), Some(max)) = (rule["prefix"].as_str(), rule["max"].as_u64()) else { return };
+    for name in object.keys() {
+        let index = match name.strip_prefix(prefix) {
+            Some("") => 1,
+            Some(rest) => match rest.strip_prefix('_').and_then(|n| n.parse::<u64>().ok()) {
+                Some(n) => n,
+                None => continue,
+            },
+            None => continue,
+        };
+        if index > max {
+            out.push(with_field(path, name, "extra_forbidden", format!("This endpoint takes at most {max} reference images"), None));
         }
     }
 }

@@ -4,14 +4,10 @@
 use genapi::api::types;
 use genapi::api::OPERATIONS;
 use genapi::validate::Document;
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 
-/// A 1x1 PNG, the smallest valid image input.
-const PNG_1X1: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==";
-
-fn document() -> Value {
-    serde_json::from_str(genapi::validate::EMBEDDED_DOCUMENT).expect("embedded document is JSON")
-}
+mod common;
+use common::{body, document};
 
 #[test]
 fn api_surface() {
@@ -21,44 +17,6 @@ fn api_surface() {
 #[test]
 fn generated_code() {
     insta::assert_snapshot!("generated_code", include_str!(concat!(env!("OUT_DIR"), "/codegen.rs")));
-}
-
-/// A valid value for a field schema.
-fn sample(doc: &Value, schema: &Value) -> Value {
-    let schema = match schema["allOf"][0]["$ref"].as_str().or(schema["$ref"].as_str()) {
-        Some(r) => &doc["components"]["schemas"][r.rsplit('/').next().unwrap()],
-        None => schema,
-    };
-    if let Some(first) = schema["anyOf"].as_array().and_then(|b| b.first()) {
-        return sample(doc, first);
-    }
-    if let Some(first) = schema["enum"].as_array().and_then(|e| e.first()) {
-        return first.clone();
-    }
-    match schema["type"].as_str() {
-        Some("string") if schema.get("x-image").is_some() => json!(PNG_1X1),
-        Some("string") if schema["format"] == "uri" => json!("https://example.com/hook"),
-        Some("string") if schema.get("pattern").is_some() => json!("my-lora"),
-        Some("string") if schema.get("x-aspect-ratio-range").is_some() => json!("16:9"),
-        Some("string") => json!("text"),
-        Some("integer") => json!(schema["minimum"].as_i64().unwrap_or(1)),
-        Some("number") => json!(schema["minimum"].as_f64().unwrap_or(1.5)),
-        Some("boolean") => json!(true),
-        Some("array") => json!([sample(doc, &schema["items"])]),
-        _ => json!("any"),
-    }
-}
-
-fn body(doc: &Value, schema_name: &str, all: bool) -> Value {
-    let schema = &doc["components"]["schemas"][schema_name];
-    let required: Vec<&str> = schema["required"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
-    let mut out = Map::new();
-    for (name, property) in schema["properties"].as_object().unwrap() {
-        if all || required.contains(&name.as_str()) {
-            out.insert(name.clone(), sample(doc, property));
-        }
-    }
-    Value::Object(out)
 }
 
 type Reencode = fn(Value) -> Result<Value, String>;

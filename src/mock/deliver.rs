@@ -56,6 +56,7 @@ async fn send(state: &State, id: &str, url: &str, secret: Option<WebhookSecret>,
         tracing::warn!(url, "mock refuses to deliver a webhook off loopback");
         return delivery;
     }
+    crate::transport::ensure_tls_provider();
     let Ok(client) = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build() else { return delivery };
     let message_id = format!("msg_{id}");
     let mut backoff = state.config.webhook_backoff;

@@ -93,9 +93,8 @@ async fn route(ctx: &Ctx, method: &Method, uri: &Uri, headers: &HeaderMap, body:
     if *method == Method::GET && path.starts_with("/mock/results/") {
         return deliver_result(ctx, uri);
     }
-    let key = match authenticate(&ctx.state, headers) {
-        Ok(key) => key,
-        Err(response) => return response,
+    let Some(key) = authenticate(&ctx.state, headers) else {
+        return json_response(StatusCode::FORBIDDEN, json!({"detail": "Not authenticated: missing or unknown x-key"}));
     };
     if *method == Method::GET && path == "/v1/credits" {
         let credits = ctx.state.credits.lock().ok().and_then(|c| *c).unwrap_or(1_000_000.0);
@@ -114,13 +113,10 @@ async fn route(ctx: &Ctx, method: &Method, uri: &Uri, headers: &HeaderMap, body:
     submit(ctx, &key, &operation.id, operation.request_schema.as_deref(), body)
 }
 
-fn authenticate(state: &State, headers: &HeaderMap) -> Result<String, Response> {
+/// The caller's key, when it is one of the configured keys.
+fn authenticate(state: &State, headers: &HeaderMap) -> Option<String> {
     let key = headers.get("x-key").and_then(|v| v.to_str().ok()).unwrap_or("");
-    if state.config.keys.iter().any(|(k, _)| k == key) {
-        Ok(key.to_string())
-    } else {
-        Err(json_response(StatusCode::FORBIDDEN, json!({"detail": "Not authenticated: missing or unknown x-key"})))
-    }
+    state.config.keys.iter().any(|(k, _)| k == key).then(|| key.to_string())
 }
 
 fn allowed(state: &State, key: &str, operation: &str) -> bool {

@@ -45,6 +45,8 @@ pub struct Operation {
     pub deprecated: bool,
     /// Served from another server.
     pub server: Option<String>,
+    /// Body-level rules of this project's document (`x-` extensions).
+    pub rules: Vec<String>,
 }
 
 /// Operations keyed by `METHOD path`.
@@ -74,6 +76,9 @@ pub fn read(doc: &Value, rename: &[(String, String)]) -> Model {
                 server: op["servers"][0]["url"].as_str().map(str::to_string),
                 ..Operation::default()
             };
+            for (key, value) in body.as_object().into_iter().flatten().filter(|(k, _)| k.starts_with("x-")) {
+                operation.rules.push(format!("{key} {value}"));
+            }
             let required: Vec<&str> = body["required"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
             for (name, schema) in body["properties"].as_object().into_iter().flatten() {
                 let mut field = field(doc, schema);

@@ -48,6 +48,9 @@ pub fn surface(doc: &Value) -> String {
         for (name, field) in &op.fields {
             let _ = writeln!(out, "{}", describe(name, field));
         }
+        for rule in &op.rules {
+            let _ = writeln!(out, "  rule: {rule}");
+        }
         let _ = writeln!(out, "  responses: {}", op.responses.join(", "));
     }
     out

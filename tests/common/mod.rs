@@ -1,0 +1,72 @@
+//! Helpers shared by the behaviour tests.
+#![allow(dead_code)]
+
+use serde_json::{json, Map, Value};
+
+/// A 1x1 PNG, the smallest valid image input.
+pub const PNG_1X1: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==";
+
+/// The embedded document as JSON.
+pub fn document() -> Value {
+    serde_json::from_str(genapi::validate::EMBEDDED_DOCUMENT).expect("embedded document is JSON")
+}
+
+/// A valid value for a field schema.
+pub fn sample(doc: &Value, schema: &Value) -> Value {
+    let schema = match schema["allOf"][0]["$ref"].as_str().or(schema["$ref"].as_str()) {
+        Some(r) => &doc["components"]["schemas"][r.rsplit('/').next().unwrap()],
+        None => schema,
+    };
+    if let Some(first) = schema["anyOf"].as_array().and_then(|b| b.first()) {
+        return sample(doc, first);
+    }
+    if let Some(first) = schema["enum"].as_array().and_then(|e| e.first()) {
+        return first.clone();
+    }
+    match schema["type"].as_str() {
+        Some("string") if schema.get("x-image").is_some() => json!(PNG_1X1),
+        Some("string") if schema["format"] == "uri" => json!("https://example.com/hook"),
+        Some("string") if schema.get("pattern").is_some() => json!("my-lora"),
+        Some("string") if schema.get("x-aspect-ratio-range").is_some() => json!("16:9"),
+        Some("string") => json!("text"),
+        Some("integer") => json!(schema["minimum"].as_i64().unwrap_or(1)),
+        Some("number") => json!(schema["minimum"].as_f64().unwrap_or(1.5)),
+        Some("boolean") => json!(true),
+        Some("array") => json!([sample(doc, &schema["items"])]),
+        _ => json!("any"),
+    }
+}
+
+/// A body of the named request schema: required fields only, or all.
+pub fn body(doc: &Value, schema_name: &str, all: bool) -> Value {
+    let schema = &doc["components"]["schemas"][schema_name];
+    let required: Vec<&str> = schema["required"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
+    let mut out = Map::new();
+    for (name, property) in schema["properties"].as_object().unwrap() {
+        if all || required.contains(&name.as_str()) {
+            out.insert(name.clone(), sample(doc, property));
+        }
+    }
+    Value::Object(out)
+}
+
+/// A PNG header claiming `width` x `height` (enough for size checks).
+pub fn png_header(width: u32, height: u32) -> Vec<u8> {
+    let mut bytes = vec![0x89, b'P', b'N', b'G', 0x0D, 0x0A, 0x1A, 0x0A, 0, 0, 0, 13, b'I', b'H', b'D', b'R'];
+    bytes.extend_from_slice(&width.to_be_bytes());
+    bytes.extend_from_slice(&height.to_be_bytes());
+    bytes.extend_from_slice(&[8, 2, 0, 0, 0, 0, 0, 0, 0]);
+    bytes
+}
+
+/// Base64 of bytes.
+pub fn b64(bytes: &[u8]) -> String {
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+/// A plain reqwest client, for talking to the mock directly.
+pub fn http() -> reqwest::Client {
+    genapi::transport::ensure_tls_provider();
+    reqwest::Client::new()
+}
