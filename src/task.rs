@@ -193,24 +193,27 @@ impl Task {
                     polls,
                 });
             }
-            match result.status {
-                TaskStatus::Ready => {
-                    self.learn();
-                    return Output::from_poll(self, result);
-                }
-                TaskStatus::Error => return Err(Error::TaskFailed { id: self.id.clone(), details: result.details }),
-                TaskStatus::RequestModerated => {
-                    return Err(Error::Moderated { id: self.id.clone(), stage: Moderation::Request, details: result.details })
-                }
-                TaskStatus::ContentModerated => {
-                    return Err(Error::Moderated { id: self.id.clone(), stage: Moderation::Content, details: result.details })
-                }
-                TaskStatus::TaskNotFound if self.submitted.elapsed() >= options.not_found_grace => {
-                    return Err(Error::TaskNotFound { id: self.id.clone() })
-                }
-                _ => {}
+            if let Some(outcome) = self.settle(result, options.not_found_grace) {
+                return outcome;
             }
         }
+    }
+
+    /// What a poll result (or a notification) means for this task: `None`
+    /// while it is in progress, else the output or the typed failure.
+    pub(crate) fn settle(&self, result: PollResult, not_found_grace: Duration) -> Option<Result<Output>> {
+        let id = self.id.clone();
+        Some(match result.status {
+            TaskStatus::Ready => {
+                self.learn();
+                Output::from_poll(self, result)
+            }
+            TaskStatus::Error => Err(Error::TaskFailed { id, details: result.details }),
+            TaskStatus::RequestModerated => Err(Error::Moderated { id, stage: Moderation::Request, details: result.details }),
+            TaskStatus::ContentModerated => Err(Error::Moderated { id, stage: Moderation::Content, details: result.details }),
+            TaskStatus::TaskNotFound if self.submitted.elapsed() >= not_found_grace => Err(Error::TaskNotFound { id }),
+            _ => return None,
+        })
     }
 
     fn learn(&self) {

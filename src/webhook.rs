@@ -29,13 +29,13 @@
 //! }
 //! ```
 //!
-//! With axum (see `examples/webhook_receiver.rs` for a whole program):
+//! With axum (the whole program is `examples/webhook_receiver.rs`):
 //!
 //! ```ignore
-//! async fn receive(headers: axum::http::HeaderMap, body: axum::body::Bytes) -> axum::http::StatusCode {
-//!     match VERIFIER.verify(&headers, &body) {
-//!         Ok(event) => { tx.send(event); axum::http::StatusCode::NO_CONTENT }
-//!         Err(_) => axum::http::StatusCode::UNAUTHORIZED,
+//! async fn receive(inbox: Arc<Inbox>, headers: HeaderMap, body: Bytes) -> StatusCode {
+//!     match Verifier::new(SECRET).verify(&headers, &body) {
+//!         Ok(event) => { inbox.deliver(event); StatusCode::NO_CONTENT }
+//!         Err(_) => StatusCode::UNAUTHORIZED,
 //!     }
 //! }
 //! ```
@@ -43,6 +43,9 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use crate::api::types::{PollResult, TaskResult};
+use crate::{Output, Task};
 
 use base64::Engine as _;
 use hmac::{Hmac, Mac};
@@ -193,6 +196,17 @@ impl Verifier {
     /// As [`Verifier::verify`], reading headers through `header(name)` (names
     /// are passed lowercase), for frameworks without `http::HeaderMap`.
     pub fn verify_with<'h>(&self, header: impl Fn(&str) -> Option<&'h str>, body: &[u8]) -> Result<Event, Rejection> {
+        let (scheme, message_id) = self.authenticate_with(header, body)?;
+        parse_event(body, scheme, message_id)
+    }
+
+    /// Checks only that the notification is authentic (any JSON body), and
+    /// returns the scheme and, when signed, the message id.
+    pub fn authenticate_with<'h>(
+        &self,
+        header: impl Fn(&str) -> Option<&'h str>,
+        body: &[u8],
+    ) -> Result<(Scheme, Option<String>), Rejection> {
         if body.len() > self.max_body {
             return Err(Rejection::TooLarge(body.len()));
         }
@@ -214,7 +228,7 @@ impl Verifier {
                 (Scheme::SharedSecret, None)
             }
         };
-        parse_event(body, scheme, message_id)
+        Ok((scheme, message_id))
     }
 
     fn check_signature(&self, id: &str, timestamp: &str, signatures: &str, body: &[u8]) -> Result<(), Rejection> {
@@ -350,6 +364,84 @@ impl ReplayGuard {
         match &event.message_id {
             Some(id) => self.first_time(id),
             None => self.first_time(&format!("{}:{}", event.task_id, event.status)),
+        }
+    }
+}
+
+/// Where a receiver hands over verified notifications, so a program can wait
+/// for a task by its webhook instead of polling.
+///
+/// Your receiver calls [`Inbox::deliver`] with each verified [`Event`];
+/// [`Inbox::wait`] returns the task's output as soon as its final event
+/// arrives (zero polls), and falls back to polling when none has arrived
+/// within `fallback_after`, so a program still finishes when the receiver is
+/// unreachable.
+///
+/// ```no_run
+/// # async fn demo(client: genapi::Client, inbox: std::sync::Arc<genapi::webhook::Inbox>) -> genapi::Result<()> {
+/// use genapi::api::types::{Gen2ProRequest, WebhookUrl};
+/// let request = Gen2ProRequest::builder()
+///     .prompt("a lighthouse")
+///     .webhook_url(WebhookUrl::try_from("https://hooks.example.com/genapi").map_err(|e| genapi::Error::Config(e.to_string()))?)
+///     .webhook_secret(genapi::WebhookSecret::new("whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD"));
+/// let task = client.submit(request).await?;
+/// let output = inbox.wait(task, std::time::Duration::from_secs(30)).await?;
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Default)]
+pub struct Inbox {
+    events: Mutex<HashMap<String, Event>>,
+    arrived: tokio::sync::Notify,
+}
+
+impl Inbox {
+    /// An empty inbox, shared between the receiver and the waiters.
+    pub fn new() -> Arc<Inbox> {
+        Arc::new(Inbox::default())
+    }
+
+    /// Hands over a verified event (only final ones are kept).
+    pub fn deliver(&self, event: Event) {
+        if !event.status.is_final() {
+            return;
+        }
+        if let Ok(mut events) = self.events.lock() {
+            events.insert(event.task_id.clone(), event);
+        }
+        self.arrived.notify_waiters();
+    }
+
+    fn take(&self, task_id: &str) -> Option<Event> {
+        self.events.lock().ok()?.remove(task_id)
+    }
+
+    /// Waits for the task's final notification; polls if none arrives within
+    /// `fallback_after`.
+    pub async fn wait(&self, task: Task, fallback_after: Duration) -> crate::Result<Output> {
+        let deadline = tokio::time::Instant::now() + fallback_after;
+        loop {
+            let arrived = self.arrived.notified();
+            tokio::pin!(arrived);
+            // Register before looking, so an event delivered in between wakes us.
+            arrived.as_mut().enable();
+            if let Some(event) = self.take(task.id()) {
+                let result = PollResult {
+                    id: event.task_id,
+                    status: event.status,
+                    result: event.result.and_then(|r| serde_json::from_value::<TaskResult>(r).ok()),
+                    progress: event.progress,
+                    details: event.details,
+                    preview: None,
+                    cost: event.cost,
+                };
+                if let Some(outcome) = task.settle(result, Duration::ZERO) {
+                    return outcome;
+                }
+            }
+            if tokio::time::timeout_at(deadline, arrived).await.is_err() {
+                tracing::debug!(task_id = task.id(), "no webhook in time; polling instead");
+                return task.wait().await;
+            }
         }
     }
 }

@@ -1,0 +1,59 @@
+//! A webhook receiver with axum, and a program that waits for its task by
+//! webhook instead of polling. Runs against the mock service:
+//!
+//! ```sh
+//! cargo run --example webhook_receiver --features mock
+//! ```
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Bytes;
+use axum::http::{HeaderMap, StatusCode};
+use genapi::api::types::{Gen2ProRequest, WebhookUrl};
+use genapi::webhook::{Inbox, ReplayGuard, Verifier};
+
+const SECRET: &str = "whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD";
+
+/// The receiver: verify, drop replays, hand over.
+async fn receive(inbox: Arc<Inbox>, guard: Arc<ReplayGuard>, headers: HeaderMap, body: Bytes) -> StatusCode {
+    match Verifier::new(SECRET).verify(&headers, &body) {
+        Ok(event) if guard.first_time_event(&event) => {
+            inbox.deliver(event);
+            StatusCode::NO_CONTENT
+        }
+        Ok(_replayed) => StatusCode::OK,
+        Err(rejection) => {
+            eprintln!("rejected a notification: {rejection}");
+            StatusCode::UNAUTHORIZED
+        }
+    }
+}
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let inbox = Inbox::new();
+    let guard = Arc::new(ReplayGuard::new(Duration::from_secs(3600), 100_000));
+    let app = axum::Router::new().route(
+        "/genapi-webhook",
+        axum::routing::post({
+            let (inbox, guard) = (inbox.clone(), guard.clone());
+            move |headers: HeaderMap, body: Bytes| receive(inbox.clone(), guard.clone(), headers, body)
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let hook = format!("http://{}/genapi-webhook", listener.local_addr()?);
+    tokio::spawn(async move { axum::serve(listener, app).await });
+
+    let mock = genapi::mock::MockService::start().await?;
+    println!("using the mock service (a test double) at {}", mock.base_url());
+    let client = mock.client()?;
+    let request = Gen2ProRequest::builder()
+        .prompt("a lighthouse at dusk")
+        .webhook_url(WebhookUrl::try_from(hook.as_str())?)
+        .webhook_secret(genapi::WebhookSecret::new(SECRET));
+    let task = client.submit(request).await?;
+    let output = inbox.wait(task, Duration::from_secs(30)).await?;
+    println!("task {} ready: {} ({} polls)", output.id, output.sample, mock.count("GET", "/v1/get_result"));
+    Ok(())
+}
