@@ -13,7 +13,7 @@ use crate::api::types::{HttpValidationError, SubmissionResponse};
 use crate::error::{Checked, Error, Result};
 use crate::submit::{IntoRequest, OperationSpec, Submit};
 use crate::task::Task;
-use crate::transport::{origin, retry_after, Purpose, RetryPolicy, Transport};
+use crate::transport::{retry_after, Purpose, RetryPolicy, Transport};
 use crate::validate::Document;
 use crate::wait::{Learned, WaitOptions};
 use crate::ApiKey;
@@ -180,9 +180,9 @@ impl ClientBuilder {
             Some(text) => parse_base(text, "regional base URL")?,
             None => base_url.clone(),
         };
-        let mut trusted = vec![origin(&base_url), origin(&regional_url)];
+        let mut trusted = vec![base_url.clone(), regional_url.clone()];
         for extra in &self.trusted {
-            trusted.push(origin(&parse_base(extra, "trusted origin")?));
+            trusted.push(parse_base(extra, "trusted origin")?);
         }
         crate::transport::ensure_tls_provider();
         let configure = |builder: reqwest::ClientBuilder| {
@@ -199,7 +199,7 @@ impl ClientBuilder {
         let download_http = configure(fresh())
             .build()
             .map_err(|e| Error::Config(format!("cannot build the HTTP client: {e}")))?;
-        let transport = Arc::new(Transport::new(api_http.clone(), download_http, key, trusted, self.retry));
+        let transport = Arc::new(Transport::new(api_http.clone(), download_http, key, &trusted, self.retry));
         let generated = |url: &Url| {
             crate::api::Client::new_with_client(url.as_str().trim_end_matches('/'), api_http.clone(), transport.clone())
         };

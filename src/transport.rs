@@ -130,12 +130,21 @@ pub(crate) fn origin(url: &Url) -> String {
     )
 }
 
+/// An origin as compared on every request: scheme, host, port.
+type Origin = (String, String, u16);
+
+fn origin_parts(url: &Url) -> Option<(&str, &str, u16)> {
+    Some((url.scheme(), url.host_str()?, url.port_or_known_default()?))
+}
+
 /// The shared HTTP machinery behind a [`crate::Client`].
 pub struct Transport {
     api: reqwest::Client,
     downloads: reqwest::Client,
     key: ApiKey,
-    trusted: Vec<String>,
+    /// The key as a sensitive header value, built once.
+    key_header: HeaderValue,
+    trusted: Vec<Origin>,
     retry: RetryPolicy,
 }
 
@@ -150,14 +159,23 @@ impl std::fmt::Debug for Transport {
 }
 
 impl Transport {
+    /// `key` must be a valid header value (checked by the builder); `trusted`
+    /// are the origins it may be sent to.
     pub(crate) fn new(
         api: reqwest::Client,
         downloads: reqwest::Client,
         key: ApiKey,
-        trusted: Vec<String>,
+        trusted: &[Url],
         retry: RetryPolicy,
     ) -> Self {
-        Transport { api, downloads, key, trusted, retry }
+        let mut key_header = HeaderValue::from_str(key.expose()).unwrap_or_else(|_| HeaderValue::from_static(""));
+        key_header.set_sensitive(true);
+        let trusted = trusted
+            .iter()
+            .filter_map(origin_parts)
+            .map(|(scheme, host, port)| (scheme.to_string(), host.to_string(), port))
+            .collect();
+        Transport { api, downloads, key, key_header, trusted, retry }
     }
 
     /// The client for API calls (no redirects).
@@ -167,8 +185,9 @@ impl Transport {
 
     /// Whether the key may be sent to this address.
     pub(crate) fn is_trusted(&self, url: &Url) -> bool {
-        let candidate = origin(url);
-        self.trusted.contains(&candidate)
+        origin_parts(url).is_some_and(|(scheme, host, port)| {
+            self.trusted.iter().any(|(s, h, p)| s == scheme && h == host && *p == port)
+        })
     }
 
     /// Sends a request under the retry policy of its purpose.
@@ -189,9 +208,7 @@ impl Transport {
     async fn execute_with_retries(&self, mut request: Request, purpose: Purpose) -> reqwest::Result<Response> {
         let client = if purpose == Purpose::Download { &self.downloads } else { &self.api };
         if purpose != Purpose::Download && self.is_trusted(request.url()) {
-            let mut value = HeaderValue::from_str(self.key.expose()).unwrap_or_else(|_| HeaderValue::from_static(""));
-            value.set_sensitive(true);
-            request.headers_mut().insert("x-key", value);
+            request.headers_mut().insert("x-key", self.key_header.clone());
         }
         let mut attempt = 1;
         loop {

@@ -72,7 +72,8 @@ pub struct LoggedRequest {
     /// Headers, lowercase names; the value of `x-key` is replaced by
     /// `[redacted]` so logs never hold a key.
     pub headers: Vec<(String, String)>,
-    /// Body as text (lossy).
+    /// Body as text (lossy); a `webhook_secret` value is replaced by
+    /// `[redacted]`.
     pub body: String,
 }
 
@@ -154,7 +155,7 @@ impl Fault {
 }
 
 /// Settings of a [`MockService`].
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct MockConfig {
     /// Keys and, for each, the operationIds it may use (`None`: all).
     pub keys: Vec<(String, Option<Vec<String>>)>,
@@ -180,6 +181,8 @@ pub struct MockConfig {
     pub webhook_backoff: Duration,
     /// The OpenAPI document to validate with (default: the embedded one).
     pub document: Option<String>,
+    /// Report `progress` while tasks run (the live service does on most models).
+    pub report_progress: bool,
 }
 
 impl Default for MockConfig {
@@ -197,17 +200,47 @@ impl Default for MockConfig {
             webhook_attempts: 4,
             webhook_backoff: Duration::from_millis(100),
             document: None,
+            report_progress: true,
         }
     }
 }
 
+impl std::fmt::Debug for MockConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Keys are secrets even in a test double.
+        let keys: Vec<String> = self
+            .keys
+            .iter()
+            .map(|(_, ops)| match ops {
+                Some(ops) => format!("[redacted] limited to {ops:?}"),
+                None => "[redacted]".to_string(),
+            })
+            .collect();
+        f.debug_struct("MockConfig")
+            .field("keys", &keys)
+            .field("default_duration", &self.default_duration)
+            .field("durations", &self.durations)
+            .field("credits", &self.credits)
+            .field("price_per_mp", &self.price_per_mp)
+            .field("max_active_tasks", &self.max_active_tasks)
+            .field("task_ttl", &self.task_ttl)
+            .field("report_progress", &self.report_progress)
+            .finish_non_exhaustive()
+    }
+}
+
 /// A running mock service.
-#[derive(Debug)]
 pub struct MockService {
     base_url: String,
     state: Arc<State>,
     shutdown: Option<tokio::sync::oneshot::Sender<()>>,
     server: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for MockService {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MockService").field("base_url", &self.base_url).field("config", &self.state.config).finish_non_exhaustive()
+    }
 }
 
 impl MockService {

@@ -83,8 +83,20 @@ fn log(state: &State, method: &Method, uri: &Uri, headers: &HeaderMap, body: &By
             path: uri.path().to_string(),
             query: uri.query().map(str::to_string),
             headers,
-            body: String::from_utf8_lossy(body).into_owned(),
+            body: redact_body(body),
         });
+    }
+}
+
+/// The body as text, with any `webhook_secret` value replaced, so the log
+/// never holds a secret.
+fn redact_body(body: &Bytes) -> String {
+    match serde_json::from_slice::<Value>(body) {
+        Ok(Value::Object(mut object)) if object.get("webhook_secret").is_some_and(Value::is_string) => {
+            object.insert("webhook_secret".into(), json!("[redacted]"));
+            Value::Object(object).to_string()
+        }
+        _ => String::from_utf8_lossy(body).into_owned(),
     }
 }
 
@@ -235,6 +247,7 @@ pub(super) fn poll_body(state: &State, base_url: &str, id: &str) -> Value {
         return json!({"id": id, "status": "Task not found", "result": null, "progress": null, "details": null, "preview": null});
     };
     let (status, progress) = task.status_at(now);
+    let progress = progress.filter(|_| state.config.report_progress);
     let mut body = json!({"id": id, "status": status, "result": null, "progress": progress, "details": null, "preview": null});
     match (task.is_final(now), &task.outcome) {
         (true, Outcome::Ready) => {

@@ -155,7 +155,6 @@ pub struct Delivery {
     pub delivered: bool,
 }
 
-#[derive(Debug)]
 pub(crate) struct State {
     pub(crate) config: MockConfig,
     pub(crate) document: crate::validate::Document,

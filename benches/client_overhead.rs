@@ -1,0 +1,122 @@
+//! Client CPU time per task (submit + wait + download of a 1 MP image on
+//! loopback): genapi against a minimal hand-written reqwest loop making the
+//! same calls (one POST, polls every 10 ms, one download).
+//!
+//! The mock runs in a child process (`genapi mock`), so only client work is
+//! counted. Rounds alternate between the two to cancel drift; CPU time is the
+//! process's user + system time from getrusage.
+//!
+//! `cargo bench --bench client_overhead --features cli`
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+const TASKS_PER_ROUND: usize = 100;
+const ROUNDS: usize = 5;
+const POLL: Duration = Duration::from_millis(10);
+
+/// User + system CPU seconds of this process (microsecond resolution).
+fn cpu_seconds() -> f64 {
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: getrusage writes into the struct we own.
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
+    let seconds = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    seconds(usage.ru_utime) + seconds(usage.ru_stime)
+}
+
+/// CPU seconds spent in submit, wait and download.
+type Phases = [f64; 3];
+
+async fn genapi_task(client: &genapi::Client, phases: &mut Phases) -> bytes::Bytes {
+    let t0 = cpu_seconds();
+    let request = genapi::api::types::Gen2ProRequest::builder().prompt("bench");
+    let task = client.submit(request).await.expect("submit");
+    let t1 = cpu_seconds();
+    let output = task.wait_with(genapi::WaitOptions::default().fixed_interval(POLL)).await.expect("wait");
+    let t2 = cpu_seconds();
+    let bytes = output.bytes().await.expect("download");
+    let t3 = cpu_seconds();
+    add(phases, [t1 - t0, t2 - t1, t3 - t2]);
+    bytes
+}
+
+fn add(phases: &mut Phases, more: Phases) {
+    for (total, part) in phases.iter_mut().zip(more) {
+        *total += part;
+    }
+}
+
+async fn hand_written_task(http: &reqwest::Client, base: &str, key: &str, phases: &mut Phases) -> usize {
+    let t0 = cpu_seconds();
+    let accepted: Value = http
+        .post(format!("{base}/v1/gen-2-pro"))
+        .header("x-key", key)
+        .json(&json!({"prompt": "bench"}))
+        .send()
+        .await
+        .expect("submit")
+        .json()
+        .await
+        .expect("json");
+    let polling_url = accepted["polling_url"].as_str().expect("polling_url").to_string();
+    let t1 = cpu_seconds();
+    let sample = loop {
+        tokio::time::sleep(POLL).await;
+        let state: Value = http.get(&polling_url).header("x-key", key).send().await.expect("poll").json().await.expect("json");
+        if state["status"] == "Ready" {
+            break state["result"]["sample"].as_str().expect("sample").to_string();
+        }
+    };
+    let t2 = cpu_seconds();
+    let length = http.get(sample).send().await.expect("download").bytes().await.expect("bytes").len();
+    add(phases, [t1 - t0, t2 - t1, cpu_seconds() - t2]);
+    length
+}
+
+fn main() {
+    let mut mock = Command::new(env!("CARGO_BIN_EXE_genapi"))
+        .args(["mock", "--key", "bench-key", "--duration-ms", "20"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("start the mock");
+    let mut lines = BufReader::new(mock.stdout.take().expect("stdout")).lines();
+    let _banner = lines.next();
+    let base = lines.next().and_then(Result::ok).and_then(|l| l.strip_prefix("GENAPI_BASE_URL=").map(str::to_string)).expect("base url");
+
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+    let (mut ours, mut theirs) = (0.0, 0.0);
+    let (mut our_phases, mut their_phases) = ([0.0; 3], [0.0; 3]);
+    runtime.block_on(async {
+        genapi::transport::ensure_tls_provider();
+        let client = genapi::Client::builder().api_key("bench-key").base_url(&base).build().expect("client");
+        let http = reqwest::Client::new();
+        // Warm both up (connections, the embedded document).
+        let mut warm = [0.0; 3];
+        assert_eq!(genapi::dimensions(&genapi_task(&client, &mut warm).await), Some((1024, 1024)), "a 1 MP image");
+        hand_written_task(&http, &base, "bench-key", &mut warm).await;
+        for _ in 0..ROUNDS {
+            let start = cpu_seconds();
+            for _ in 0..TASKS_PER_ROUND {
+                genapi_task(&client, &mut our_phases).await;
+            }
+            ours += cpu_seconds() - start;
+            let start = cpu_seconds();
+            for _ in 0..TASKS_PER_ROUND {
+                hand_written_task(&http, &base, "bench-key", &mut their_phases).await;
+            }
+            theirs += cpu_seconds() - start;
+        }
+    });
+    let _ = mock.kill();
+    let _ = mock.wait();
+    let tasks = (ROUNDS * TASKS_PER_ROUND) as f64;
+    println!("client CPU per task (submit + wait + download of 1 MP), {} tasks each:", tasks);
+    println!("  genapi:             {:.3} ms", ours / tasks * 1000.0);
+    println!("  hand-written loop:  {:.3} ms", theirs / tasks * 1000.0);
+    println!("  ratio:              {:.2}x", ours / theirs);
+    let per = |p: Phases| p.map(|s| format!("{:.3}", s / tasks * 1000.0)).join(" / ");
+    println!("  by phase, ms (submit / wait / download): genapi {}; hand-written {}", per(our_phases), per(their_phases));
+}
