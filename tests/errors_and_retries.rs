@@ -138,3 +138,14 @@ async fn configuration_errors_say_what_is_missing() {
     let error = genapi::Client::builder().api_key("k").base_url("ftp://x").build().unwrap_err();
     assert!(error.to_string().contains("http(s)"), "{error}");
 }
+
+#[tokio::test]
+async fn the_mock_refuses_tasks_beyond_its_active_limit() {
+    let config = MockConfig { max_active_tasks: 2, default_duration: Duration::from_secs(30), ..MockConfig::default() };
+    let mock = MockService::start_with(config, "127.0.0.1:0".parse().unwrap()).await.unwrap();
+    let client = mock.client_builder().max_active_tasks(None).retry_policy(RetryPolicy::never()).build().unwrap();
+    let _first = client.submit(request()).await.unwrap();
+    let _second = client.submit(request()).await.unwrap();
+    let error = client.submit(request()).await.unwrap_err();
+    assert!(matches!(error, Error::RateLimited { retry_after: Some(_), .. }), "{error}");
+}

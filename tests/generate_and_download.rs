@@ -98,3 +98,46 @@ async fn a_task_can_be_resumed_from_its_id_or_polling_url() {
     assert_eq!(by_id.wait().await.unwrap().id, id);
     assert_eq!(client.task(&url).unwrap().id(), id);
 }
+
+mod image_inputs {
+    use genapi::{Error, ImageInput};
+
+    #[tokio::test]
+    async fn files_and_bytes_become_raw_base64_and_urls_pass_only_where_accepted() {
+        let png = super::common::png_header(4, 4);
+        let path = std::env::temp_dir().join(format!("genapi-input-{}.png", std::process::id()));
+        std::fs::write(&path, &png).unwrap();
+        let from_file = ImageInput::path(&path).to_base64().await.unwrap();
+        assert_eq!(from_file, super::common::b64(&png));
+        assert!(!from_file.starts_with("data:"));
+        assert_eq!(ImageInput::bytes(png.clone()).to_base64().await.unwrap(), from_file);
+        std::fs::remove_file(&path).unwrap();
+
+        let url = "https://example.com/cat.png";
+        assert_eq!(ImageInput::url(url).to_field(true).await.unwrap(), url);
+        let refused = ImageInput::url(url).to_field(false).await.unwrap_err();
+        assert!(matches!(&refused, Error::Input { message, .. } if message.contains("not a URL")), "{refused}");
+        let ftp = ImageInput::url("ftp://example.com/cat.png").to_field(true).await.unwrap_err();
+        assert!(ftp.to_string().contains("http"), "{ftp}");
+    }
+
+    #[tokio::test]
+    async fn unreadable_and_unsupported_files_are_clear_errors() {
+        let missing = ImageInput::path("/no/such/image.png").to_base64().await.unwrap_err();
+        assert!(missing.to_string().contains("/no/such/image.png") && missing.to_string().contains("cannot read"), "{missing}");
+        let text = ImageInput::bytes(b"hello, not an image".to_vec()).to_base64().await.unwrap_err();
+        assert!(text.to_string().contains("not a PNG, JPEG, WebP or GIF"), "{text}");
+    }
+
+    #[test]
+    fn formats_are_sniffed_from_magic_bytes_and_sizes_read_from_headers() {
+        use genapi::{dimensions, ImageFormat};
+        assert_eq!(ImageFormat::sniff(&[0xFF, 0xD8, 0xFF, 0xE0]), Some(ImageFormat::Jpeg));
+        assert_eq!(ImageFormat::sniff(b"RIFF\0\0\0\0WEBPVP8 "), Some(ImageFormat::Webp));
+        assert_eq!(ImageFormat::sniff(b"GIF89a"), Some(ImageFormat::Gif));
+        assert_eq!(ImageFormat::sniff(b"%PDF"), None);
+        assert_eq!(dimensions(&super::common::png_header(300, 200)), Some((300, 200)));
+        assert_eq!(dimensions(b"GIF89a\x40\x01\xf0\x00"), Some((320, 240)));
+        assert_eq!(dimensions(&[0xFF, 0xD8, 0xFF]), None, "a truncated header is no size, not a panic");
+    }
+}

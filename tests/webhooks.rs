@@ -222,6 +222,30 @@ mod end_to_end {
     }
 
     #[tokio::test]
+    async fn the_mock_never_follows_a_redirect_nor_delivers_off_loopback() {
+        let mock = MockService::start().await.unwrap();
+        let app = axum::Router::new().route(
+            "/hook",
+            axum::routing::post(|| async { (StatusCode::TEMPORARY_REDIRECT, [("location", "http://127.0.0.1:9/elsewhere")]) }),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/hook", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        let client = mock.client().unwrap();
+        client.submit(request(&url)).await.unwrap().wait().await.unwrap();
+        client.submit(request("http://192.0.2.1/hook")).await.unwrap().wait().await.unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while mock.deliveries().len() < 2 && std::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let deliveries = mock.deliveries();
+        let redirected = deliveries.iter().find(|d| d.url == url).expect("attempted");
+        assert!(!redirected.delivered && redirected.last_status == Some(307), "{redirected:?}");
+        let remote = deliveries.iter().find(|d| d.url.contains("192.0.2.1")).expect("recorded");
+        assert_eq!(remote.attempts, 0, "never sent off loopback");
+    }
+
+    #[tokio::test]
     async fn a_failure_notification_is_the_typed_error() {
         let mock = MockService::start().await.unwrap();
         let inbox = Inbox::new();
