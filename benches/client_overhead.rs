@@ -8,11 +8,11 @@
 //!
 //! `cargo bench --bench client_overhead --features cli`
 
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use serde_json::{json, Value};
+
+mod support;
 
 const TASKS_PER_ROUND: usize = 100;
 const ROUNDS: usize = 5;
@@ -77,14 +77,8 @@ async fn hand_written_task(http: &reqwest::Client, base: &str, key: &str, phases
 }
 
 fn main() {
-    let mut mock = Command::new(env!("CARGO_BIN_EXE_genapi"))
-        .args(["mock", "--key", "bench-key", "--duration-ms", "20"])
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("start the mock");
-    let mut lines = BufReader::new(mock.stdout.take().expect("stdout")).lines();
-    let _banner = lines.next();
-    let base = lines.next().and_then(Result::ok).and_then(|l| l.strip_prefix("GENAPI_BASE_URL=").map(str::to_string)).expect("base url");
+    let mock = support::MockProcess::start("bench-key", 20);
+    let base = mock.base_url.clone();
 
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
     let (mut ours, mut theirs) = (0.0, 0.0);
@@ -110,8 +104,7 @@ fn main() {
             theirs += cpu_seconds() - start;
         }
     });
-    let _ = mock.kill();
-    let _ = mock.wait();
+    drop(mock);
     let tasks = (ROUNDS * TASKS_PER_ROUND) as f64;
     println!("client CPU per task (submit + wait + download of 1 MP), {} tasks each:", tasks);
     println!("  genapi:             {:.3} ms", ours / tasks * 1000.0);

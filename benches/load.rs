@@ -5,9 +5,9 @@
 //! `cargo bench --bench load --features cli`
 
 use std::collections::HashSet;
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+
+mod support;
 
 const TASKS: usize = 1000;
 const LIMIT: usize = 24;
@@ -24,14 +24,8 @@ fn peak_rss_mib() -> f64 {
 }
 
 fn main() {
-    let mut mock = Command::new(env!("CARGO_BIN_EXE_genapi"))
-        .args(["mock", "--key", "load-key", "--duration-ms", &TASK_MS.to_string()])
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("start the mock");
-    let mut lines = BufReader::new(mock.stdout.take().expect("stdout")).lines();
-    let _banner = lines.next();
-    let base = lines.next().and_then(Result::ok).and_then(|l| l.strip_prefix("GENAPI_BASE_URL=").map(str::to_string)).expect("base url");
+    let mock = support::MockProcess::start("load-key", TASK_MS);
+    let base = mock.base_url.clone();
 
     let runtime = tokio::runtime::Runtime::new().expect("runtime");
     let (elapsed, outcomes) = runtime.block_on(async {
@@ -44,8 +38,7 @@ fn main() {
         let outcomes = futures::future::join_all(runs).await;
         (started.elapsed(), outcomes)
     });
-    let _ = mock.kill();
-    let _ = mock.wait();
+    drop(mock);
 
     let failures: Vec<String> = outcomes.iter().filter_map(|o| o.as_ref().err().map(ToString::to_string)).collect();
     let ids: HashSet<String> = outcomes.iter().filter_map(|o| o.as_ref().ok().map(|out| out.id.clone())).collect();

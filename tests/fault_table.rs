@@ -148,3 +148,19 @@ async fn connection_refused_is_retried_then_typed() {
     assert!(matches!(error, Error::Transport { .. }), "{error}");
     assert!(started.elapsed() >= Duration::from_millis(15), "backed off between attempts");
 }
+
+#[tokio::test]
+async fn unknown_fields_in_answers_are_ignored() {
+    let mock = MockService::start().await.unwrap();
+    let client = mock.client().unwrap();
+    // A real task, announced with fields this client has never heard of.
+    let task = client.submit(request()).await.unwrap();
+    let body = serde_json::json!({
+        "id": task.id(), "polling_url": task.polling_url().as_str(), "cost": 1.0,
+        "region": "eu-2", "queue_position": 3, "hints": {"nested": [1, 2]},
+    })
+    .to_string();
+    mock.inject(Fault::on("/v1/gen-2-pro", FaultKind::Status { status: 200, retry_after: None, body }));
+    let output = client.run(request()).await.unwrap();
+    assert_eq!(output.id, task.id());
+}

@@ -1,0 +1,38 @@
+//! Shared by the benches that need the mock in a separate process, so that
+//! only client work is measured in the bench's own process.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+
+/// A `genapi mock` child process; killed when dropped.
+pub struct MockProcess {
+    child: Child,
+    /// Its base URL.
+    pub base_url: String,
+}
+
+impl MockProcess {
+    /// Starts `genapi mock` with this key and task duration.
+    pub fn start(key: &str, duration_ms: u64) -> MockProcess {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_genapi"))
+            .args(["mock", "--key", key, "--duration-ms", &duration_ms.to_string()])
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("start the mock");
+        let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+        let _banner = lines.next();
+        let base_url = lines
+            .next()
+            .and_then(Result::ok)
+            .and_then(|l| l.strip_prefix("GENAPI_BASE_URL=").map(str::to_string))
+            .expect("the mock prints its base URL");
+        MockProcess { child, base_url }
+    }
+}
+
+impl Drop for MockProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
