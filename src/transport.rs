@@ -24,7 +24,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use rand::Rng;
 use reqwest::header::{HeaderValue, RETRY_AFTER};
 use reqwest::{Method, Request, Response, StatusCode, Url};
 use tracing::Instrument;
@@ -66,7 +65,7 @@ impl RetryPolicy {
         let exp = self.initial_backoff.saturating_mul(1u32 << retry.saturating_sub(1).min(16));
         let cap = exp.min(self.max_backoff);
         let lower = cap / 2;
-        lower + cap.mul_f64(rand::rng().random_range(0.0..0.5))
+        lower + cap.mul_f64(fastrand::f64() * 0.5)
     }
 }
 

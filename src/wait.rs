@@ -18,7 +18,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use rand::Rng;
 
 use crate::TaskStatus;
 
@@ -167,7 +166,7 @@ impl Schedule {
 }
 
 fn jitter(seconds: f64) -> Duration {
-    Duration::from_secs_f64(seconds * rand::rng().random_range(0.9..1.1))
+    Duration::from_secs_f64(seconds * (0.9 + fastrand::f64() * 0.2))
 }
 
 #[cfg(test)]

@@ -272,7 +272,9 @@ impl MockService {
             faults: Mutex::new(Vec::new()),
             log: Mutex::new(Vec::new()),
             deliveries: Mutex::new(Vec::new()),
-            signing_key: rand::random(),
+            // Signs result addresses of a test double: unpredictability per run is
+            // all that is needed, not cryptographic strength.
+            signing_key: std::array::from_fn(|_| fastrand::u8(..)),
         });
         let app = routes::router(state.clone(), base_url.clone());
         let (shutdown, stopped) = tokio::sync::oneshot::channel::<()>();

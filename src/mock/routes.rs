@@ -10,9 +10,7 @@ use axum::extract::State as Shared;
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::Router;
-use hmac::{Hmac, Mac};
 use serde_json::{json, Value};
-use sha2::Sha256;
 
 use super::state::{MockTask, Outcome, State};
 use super::{deliver, render, FaultKind, LoggedRequest};
@@ -201,7 +199,7 @@ fn submit(ctx: &Ctx, key: &str, operation: &str, schema: Option<&str>, body: &By
         width,
         height,
         format,
-        seed: request["seed"].as_i64().unwrap_or_else(|| rand::random::<u32>() as i64),
+        seed: request["seed"].as_i64().unwrap_or_else(|| fastrand::u32(..) as i64),
         prompt,
         cost,
         webhook: webhook.clone(),
@@ -261,12 +259,9 @@ pub(super) fn poll_body(state: &State, base_url: &str, id: &str) -> Value {
 }
 
 fn signature(state: &State, id: &str, expires: u64) -> String {
-    let mut mac = match Hmac::<Sha256>::new_from_slice(&state.signing_key) {
-        Ok(mac) => mac,
-        Err(_) => return String::new(),
-    };
-    mac.update(format!("{id}:{expires}").as_bytes());
-    mac.finalize().into_bytes().iter().map(|b| format!("{b:02x}")).collect()
+    let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, &state.signing_key);
+    let tag = ring::hmac::sign(&key, format!("{id}:{expires}").as_bytes());
+    tag.as_ref().iter().map(|b| format!("{b:02x}")).collect()
 }
 
 fn signed_address(state: &State, base_url: &str, task: &MockTask) -> String {
