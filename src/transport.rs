@@ -1,4 +1,4 @@
-//! Every HTTP exchange of the crate goes through [`Transport::execute`]: the
+//! Every HTTP exchange of the crate goes through one function, `Transport::execute`: the
 //! generated client (through progenitor's `exec` hook), polls and downloads.
 //! That one place decides who gets the key, what is retried, and what is
 //! logged.
