@@ -11,7 +11,7 @@ use tracing::Instrument;
 
 use crate::api::types::{HttpValidationError, SubmissionResponse};
 use crate::error::{Checked, Error, Result};
-use crate::submit::{IntoRequest, OperationSpec, Submit};
+use crate::submit::{IntoRequest, Submit};
 use crate::task::Task;
 use crate::transport::{retry_after, Purpose, RetryPolicy, Transport};
 use crate::validate::Document;
@@ -431,12 +431,5 @@ pub(crate) async fn from_generated(operation: &str, error: crate::api::Error<Htt
             body: String::from_utf8_lossy(&bytes).into_owned(),
         },
         other => Error::Config(format!("{operation}: {other}")),
-    }
-}
-
-impl OperationSpec {
-    /// Looks an operation up by its operationId.
-    pub fn by_id(id: &str) -> Option<&'static OperationSpec> {
-        crate::api::OPERATIONS.iter().find(|op| op.id == id)
     }
 }

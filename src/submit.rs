@@ -26,6 +26,18 @@ pub struct OperationSpec {
     pub request_schema: Option<&'static str>,
 }
 
+impl OperationSpec {
+    /// Looks an operation up by its operationId.
+    ///
+    /// ```
+    /// let op = genapi::OperationSpec::by_id("gen_2_pro").unwrap();
+    /// assert_eq!(op.path, "/v1/gen-2-pro");
+    /// ```
+    pub fn by_id(id: &str) -> Option<&'static OperationSpec> {
+        crate::api::OPERATIONS.iter().find(|op| op.id == id)
+    }
+}
+
 /// A request body that creates a task. Implemented for every request type of
 /// [`crate::api::types`] by generated code; not meant to be implemented by hand
 /// (use [`crate::Client::submit_raw`] for endpoints the document lacks).

@@ -97,6 +97,10 @@ impl Task {
     pub fn output_mp(&self) -> Option<f64> {
         self.output_mp
     }
+    /// Time since the task was submitted.
+    pub fn elapsed(&self) -> Duration {
+        self.submitted.elapsed()
+    }
 
     /// Polls once. A 202 reads as `Pending`; a 404 as `Task not found`.
     pub async fn poll(&self) -> Result<PollResult> {
@@ -157,14 +161,15 @@ impl Task {
     pub async fn wait_with(self, options: WaitOptions) -> Result<Output> {
         let span = tracing::info_span!("genapi.wait", task_id = %self.id, operation = %self.operation, polls = tracing::field::Empty);
         let deadline = self.submitted + options.timeout;
-        let outcome = tokio::time::timeout_at(deadline.into(), self.poll_until_final(&options).instrument(span)).await;
+        let last_status = std::sync::Mutex::new(None);
+        let outcome = tokio::time::timeout_at(deadline.into(), self.poll_until_final(&options, &last_status).instrument(span)).await;
         match outcome {
             Ok(result) => result,
-            Err(_) => Err(Error::Timeout { after: options.timeout, last_status: None }),
+            Err(_) => Err(Error::Timeout { after: options.timeout, last_status: last_status.lock().ok().and_then(|s| s.clone()) }),
         }
     }
 
-    async fn poll_until_final(&self, options: &WaitOptions) -> Result<Output> {
+    async fn poll_until_final(&self, options: &WaitOptions, last_status: &std::sync::Mutex<Option<TaskStatus>>) -> Result<Output> {
         let learned = self.client.shared.learned.lock().ok().and_then(|m| m.get(&self.operation).copied());
         let mut schedule = Schedule::new(learned, options.fixed_interval);
         let mut progress = None;
@@ -183,6 +188,9 @@ impl Task {
             };
             polls += 1;
             tracing::Span::current().record("polls", polls);
+            if let Ok(mut last) = last_status.lock() {
+                *last = Some(result.status.clone());
+            }
             progress = result.progress.or(progress);
             if let Some(callback) = &options.on_progress {
                 callback(&Progress {
@@ -322,13 +330,5 @@ impl Output {
             message: format!("cannot write the output ({e})"),
         })?;
         Ok(path)
-    }
-}
-
-/// How long since submission, for callers that report timings.
-impl Task {
-    /// Time since the task was submitted.
-    pub fn elapsed(&self) -> Duration {
-        self.submitted.elapsed()
     }
 }

@@ -61,7 +61,8 @@ async fn the_deadline_bounds_the_wait() {
     let task = mock.client().unwrap().submit(prompt("slow")).await.unwrap();
     let started = std::time::Instant::now();
     let error = task.wait_with(WaitOptions::default().timeout(Duration::from_millis(700))).await.unwrap_err();
-    assert!(matches!(error, Error::Timeout { .. }), "{error}");
+    assert!(matches!(error, Error::Timeout { last_status: Some(TaskStatus::Pending), .. }), "{error}");
+    assert!(error.to_string().contains("last seen: Pending"), "{error}");
     assert!(started.elapsed() < Duration::from_secs(2));
 }
 
