@@ -44,7 +44,7 @@ fn regen() -> Result<(), String> {
     let snapshots = root().join("tests/snapshots");
     let surface_snap = snapshots.join("spec_snapshots__api_surface.snap");
     let before = read(&surface_snap).map(|t| snapshot_body(&t)).unwrap_or_default();
-    let passed = cargo(&["test", "--quiet", "--test", "spec_snapshots"], &[("INSTA_UPDATE", "new"), ("INSTA_FORCE_PASS", "0")])?;
+    let passed = cargo(&["test", "--quiet", "--test", "spec_snapshots"], &[("INSTA_UPDATE", "new"), ("INSTA_FORCE_PASS", "0"), ("RUST_BACKTRACE", "0")])?;
     let doc: serde_json::Value = serde_json::from_str(&read(&root().join("openapi.json"))?).map_err(|e| e.to_string())?;
     let after = xtask::surface(&doc);
     let (old, new): (Vec<&str>, Vec<&str>) = (before.lines().collect(), after.trim().lines().collect());
