@@ -76,7 +76,7 @@ async fn main() -> ExitCode {
     }
 }
 
-/// The mock for a session without configuration (kept alive while used).
+/// The client, or the built-in mock when nothing is configured (kept alive while used).
 async fn client_or_mock() -> Result<(Client, Option<MockService>), String> {
     let configured = ["GENAPI_API_KEY", "GENAPI_BASE_URL"].iter().any(|v| std::env::var(v).is_ok_and(|s| !s.trim().is_empty()));
     if configured {
