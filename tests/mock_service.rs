@@ -81,3 +81,20 @@ async fn results_are_deterministic_for_seed_prompt_and_size() {
     assert_eq!(run(7).await, run(7).await);
     assert_ne!(run(7).await, run(8).await);
 }
+
+#[tokio::test]
+async fn faults_and_the_clock_can_be_scripted_over_http() {
+    let mock = MockService::start().await.unwrap();
+    let http = common::http();
+    let control = |path: &str, body: Value| http.post(format!("{}{path}", mock.base_url())).json(&body).send();
+    let fault = json!({"path_prefix": "/v1/gen-2-pro", "method": "POST", "status": 503, "retry_after": 7, "times": 1});
+    assert_eq!(control("/mock/faults", fault).await.unwrap().status(), 200);
+    let refused = http.post(format!("{}/v1/gen-2-pro", mock.base_url())).header("x-key", mock.key()).json(&json!({"prompt": "x"})).send().await.unwrap();
+    assert_eq!((refused.status().as_u16(), refused.headers()["retry-after"].to_str().unwrap()), (503, "7"));
+    assert_eq!(control("/mock/faults", json!({"path_prefix": "/x"})).await.unwrap().status(), 400, "a fault needs a kind");
+
+    let output = mock.client().unwrap().run(genapi::api::types::Gen2ProRequest::builder().prompt("x")).await.unwrap();
+    assert_eq!(http.get(&output.sample).send().await.unwrap().status(), 200);
+    assert_eq!(control("/mock/clock/advance", json!({"seconds": 601})).await.unwrap().status(), 200);
+    assert_eq!(http.get(&output.sample).send().await.unwrap().status(), 403, "expired on the advanced clock");
+}

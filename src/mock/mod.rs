@@ -33,6 +33,11 @@
 //!   retried with bounded backoff, redirects never followed, loopback only
 //!   unless allowed.
 //! - **Request log** ([`MockService::requests`]), with the key redacted.
+//! - **Control over HTTP**, for tests in other languages: `POST /mock/faults`
+//!   with `{"path_prefix": "/v1/get_result", "status": 503, "retry_after": 1,
+//!   "times": 2}` (or `delay_ms`, `drop_connection`, `malformed_body`,
+//!   `redirect` instead of `status`), and `POST /mock/clock/advance` with
+//!   `{"seconds": 601}`.
 //!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")] async fn main() -> genapi::Result<()> {

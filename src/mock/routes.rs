@@ -103,6 +103,9 @@ async fn route(ctx: &Ctx, method: &Method, uri: &Uri, headers: &HeaderMap, body:
     if *method == Method::GET && path.starts_with("/mock/results/") {
         return deliver_result(ctx, uri);
     }
+    if *method == Method::POST && path.starts_with("/mock/") {
+        return control(&ctx.state, path, body);
+    }
     let Some(key) = authenticate(&ctx.state, headers) else {
         return json_response(StatusCode::FORBIDDEN, json!({"detail": "Not authenticated: missing or unknown x-key"}));
     };
@@ -121,6 +124,59 @@ async fn route(ctx: &Ctx, method: &Method, uri: &Uri, headers: &HeaderMap, body:
         return poll(ctx, uri);
     }
     submit(ctx, &key, &operation.id, operation.request_schema.as_deref(), body)
+}
+
+/// Control endpoints, so tests in any language can script the mock:
+/// `POST /mock/faults` with a fault as JSON, `POST /mock/clock/advance` with
+/// `{"seconds": N}`.
+fn control(state: &State, path: &str, body: &Bytes) -> Response {
+    let request: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
+    let outcome = match path {
+        "/mock/faults" => fault_from_json(&request).map(|fault| {
+            if let Ok(mut faults) = state.faults.lock() {
+                faults.push(fault);
+            }
+        }),
+        "/mock/clock/advance" => request["seconds"]
+            .as_f64()
+            .filter(|s| s.is_finite() && *s >= 0.0)
+            .map(|s| state.clock.advance(Duration::from_secs_f64(s)))
+            .ok_or_else(|| "expected {\"seconds\": N} with N >= 0".to_string()),
+        _ => return json_response(StatusCode::NOT_FOUND, json!({"detail": "Not Found"})),
+    };
+    match outcome {
+        Ok(()) => json_response(StatusCode::OK, json!({"ok": true})),
+        Err(message) => json_response(StatusCode::BAD_REQUEST, json!({"detail": message})),
+    }
+}
+
+/// `{"path_prefix", "method"?, "times"?, one of: "status" (+ "retry_after",
+/// "body"), "delay_ms", "drop_connection": true, "malformed_body": true,
+/// "redirect"}`.
+fn fault_from_json(request: &Value) -> Result<super::Fault, String> {
+    let prefix = request["path_prefix"].as_str().ok_or("path_prefix is required")?;
+    let kind = if let Some(status) = request["status"].as_u64() {
+        FaultKind::Status {
+            status: u16::try_from(status).map_err(|_| "status is not an HTTP status")?,
+            retry_after: request["retry_after"].as_str().map(str::to_string).or_else(|| request["retry_after"].as_u64().map(|s| s.to_string())),
+            body: request["body"].as_str().unwrap_or("{}").to_string(),
+        }
+    } else if let Some(ms) = request["delay_ms"].as_u64() {
+        FaultKind::Delay(Duration::from_millis(ms))
+    } else if request["drop_connection"] == true {
+        FaultKind::DropConnection
+    } else if request["malformed_body"] == true {
+        FaultKind::MalformedBody
+    } else if let Some(location) = request["redirect"].as_str() {
+        FaultKind::Redirect(location.to_string())
+    } else {
+        return Err("give one of status, delay_ms, drop_connection, malformed_body, redirect".into());
+    };
+    let mut fault = super::Fault::on(prefix, kind).times(request["times"].as_u64().unwrap_or(1) as usize);
+    if let Some(method) = request["method"].as_str() {
+        fault = fault.method(method);
+    }
+    Ok(fault)
 }
 
 /// The caller's key, when it is one of the configured keys.
