@@ -18,7 +18,8 @@
 //! caller handles a local rejection and a remote one alike. The mock service
 //! runs the same checks, so it accepts exactly what this client lets through.
 
-use std::sync::OnceLock;
+use std::collections::HashMap;
+use std::sync::{Arc, OnceLock};
 
 use serde_json::{Map, Value};
 
@@ -35,6 +36,9 @@ const PIXELS_PER_MEGAPIXEL: f64 = 1_048_576.0;
 #[derive(Debug, Clone)]
 pub struct Document {
     root: Value,
+    /// Every `pattern` of the document, compiled once at parse time rather
+    /// than on each request.
+    patterns: Arc<HashMap<String, regress::Regex>>,
 }
 
 /// An operation as the document declares it.
@@ -54,7 +58,9 @@ impl Document {
     /// The embedded `openapi.json`, parsed once.
     pub fn embedded() -> &'static Document {
         static DOCUMENT: OnceLock<Document> = OnceLock::new();
-        DOCUMENT.get_or_init(|| Document::parse(EMBEDDED_DOCUMENT).unwrap_or(Document { root: Value::Null }))
+        DOCUMENT.get_or_init(|| {
+            Document::parse(EMBEDDED_DOCUMENT).unwrap_or(Document { root: Value::Null, patterns: Arc::default() })
+        })
     }
 
     /// Parses a document (for tests and tools that bring their own).
@@ -63,7 +69,9 @@ impl Document {
         if !root["paths"].is_object() {
             return Err("the document has no paths".to_string());
         }
-        Ok(Document { root })
+        let mut patterns = HashMap::new();
+        collect_patterns(&root, &mut patterns)?;
+        Ok(Document { root, patterns: Arc::new(patterns) })
     }
 
     /// Every operation, in document order.
@@ -161,7 +169,7 @@ impl Document {
             fail("string_too_long", format!("String should have at most {max} character{}", plural(max)));
         }
         if let Some(pattern) = schema["pattern"].as_str() {
-            if regress::Regex::new(pattern).map(|re| re.find(text).is_none()).unwrap_or(false) {
+            if self.patterns.get(pattern).is_some_and(|re| re.find(text).is_none()) {
                 fail("string_pattern_mismatch", format!("String should match pattern '{pattern}'"));
             }
         }
@@ -253,6 +261,23 @@ impl Document {
         check_max_images(schema, object, path, out);
         check_max_pixels(schema, object, path, out);
         check_same_dimensions(schema, object, path, out);
+    }
+}
+
+/// Compiles every `pattern` keyword of the document.
+fn collect_patterns(value: &Value, out: &mut HashMap<String, regress::Regex>) -> Result<(), String> {
+    match value {
+        Value::Object(map) => {
+            if let Some(pattern) = map.get("pattern").and_then(Value::as_str) {
+                if !out.contains_key(pattern) {
+                    let compiled = regress::Regex::new(pattern).map_err(|e| format!("pattern {pattern:?} does not compile: {e}"))?;
+                    out.insert(pattern.to_string(), compiled);
+                }
+            }
+            map.values().try_for_each(|child| collect_patterns(child, out))
+        }
+        Value::Array(items) => items.iter().try_for_each(|item| collect_patterns(item, out)),
+        _ => Ok(()),
     }
 }
 

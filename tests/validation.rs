@@ -148,3 +148,14 @@ async fn the_mock_reports_every_problem_in_fastapi_shape() {
         .unwrap();
     assert_eq!(bad_json.status(), 422);
 }
+
+#[tokio::test]
+async fn a_document_with_a_pattern_that_does_not_compile_is_refused_up_front() {
+    let mut doc: Value = common::document();
+    doc["components"]["schemas"]["FinetuneId"]["pattern"] = json!("([unclosed");
+    let error = Document::parse(&doc.to_string()).unwrap_err();
+    assert!(error.contains("([unclosed"), "{error}");
+    let config = MockConfig { document: Some(doc.to_string()), ..MockConfig::default() };
+    let error = MockService::start_with(config, "127.0.0.1:0".parse().unwrap()).await.unwrap_err();
+    assert!(error.to_string().contains("does not compile"), "{error}");
+}

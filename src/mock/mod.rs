@@ -271,6 +271,7 @@ impl MockService {
         let state = Arc::new(State {
             credits: Mutex::new(config.credits),
             config,
+            operations: document.operations(),
             document,
             clock: Clock::default(),
             tasks: Mutex::new(HashMap::new()),

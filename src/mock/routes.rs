@@ -113,7 +113,7 @@ async fn route(ctx: &Ctx, method: &Method, uri: &Uri, headers: &HeaderMap, body:
         let credits = ctx.state.credits.lock().ok().and_then(|c| *c).unwrap_or(1_000_000.0);
         return json_response(StatusCode::OK, json!({"credits": credits}));
     }
-    let operation = ctx.state.document.operations().into_iter().find(|op| op.path == path && op.method == method.as_str());
+    let operation = ctx.state.operations.iter().find(|op| op.path == path && op.method == method.as_str());
     let Some(operation) = operation else {
         return json_response(StatusCode::NOT_FOUND, json!({"detail": "Not Found"}));
     };

@@ -158,6 +158,9 @@ pub struct Delivery {
 pub(crate) struct State {
     pub(crate) config: MockConfig,
     pub(crate) document: crate::validate::Document,
+    /// The document's operations, read once: the router looks them up on
+    /// every request.
+    pub(crate) operations: Vec<crate::validate::DocumentOperation>,
     pub(crate) clock: Clock,
     pub(crate) tasks: Mutex<HashMap<String, MockTask>>,
     pub(crate) credits: Mutex<Option<f64>>,
