@@ -47,20 +47,22 @@ fn generate_client(text: &str) -> String {
     let tokens = generator
         .generate_tokens(&spec)
         .unwrap_or_else(|e| fail(&format!("progenitor rejected {DOCUMENT}: {e}")));
-    let file: syn::File =
-        syn::parse2(tokens).unwrap_or_else(|e| fail(&format!("generated code does not parse: {e}")));
+    let file: syn::File = syn::parse2(tokens).unwrap_or_else(|e| fail(&format!("generated code does not parse: {e}")));
     prettyplease::unparse(&file)
 }
 
 fn quote_path(path: &str) -> proc_macro2::TokenStream {
-    path.parse().unwrap_or_else(|e| fail(&format!("bad type path {path}: {e:?}")))
+    path.parse()
+        .unwrap_or_else(|e| fail(&format!("bad type path {path}: {e:?}")))
 }
 
 /// Emits `OPERATIONS` and one `Submit` impl per request type.
 fn operations_table(text: &str) -> String {
     let doc: serde_json::Value =
         serde_json::from_str(text).unwrap_or_else(|e| fail(&format!("{DOCUMENT} is not JSON: {e}")));
-    let paths = doc["paths"].as_object().unwrap_or_else(|| fail("the document has no paths"));
+    let paths = doc["paths"]
+        .as_object()
+        .unwrap_or_else(|| fail("the document has no paths"));
 
     let mut table = String::new();
     let mut impls = String::new();

@@ -35,7 +35,10 @@ async fn genapi_task(client: &genapi::Client, phases: &mut Phases) -> bytes::Byt
     let request = genapi::api::types::Gen2ProRequest::builder().prompt("bench");
     let task = client.submit(request).await.expect("submit");
     let t1 = cpu_seconds();
-    let output = task.wait_with(genapi::WaitOptions::default().fixed_interval(POLL)).await.expect("wait");
+    let output = task
+        .wait_with(genapi::WaitOptions::default().fixed_interval(POLL))
+        .await
+        .expect("wait");
     let t2 = cpu_seconds();
     let bytes = output.bytes().await.expect("download");
     let t3 = cpu_seconds();
@@ -65,13 +68,29 @@ async fn hand_written_task(http: &reqwest::Client, base: &str, key: &str, phases
     let t1 = cpu_seconds();
     let sample = loop {
         tokio::time::sleep(POLL).await;
-        let state: Value = http.get(&polling_url).header("x-key", key).send().await.expect("poll").json().await.expect("json");
+        let state: Value = http
+            .get(&polling_url)
+            .header("x-key", key)
+            .send()
+            .await
+            .expect("poll")
+            .json()
+            .await
+            .expect("json");
         if state["status"] == "Ready" {
             break state["result"]["sample"].as_str().expect("sample").to_string();
         }
     };
     let t2 = cpu_seconds();
-    let length = http.get(sample).send().await.expect("download").bytes().await.expect("bytes").len();
+    let length = http
+        .get(sample)
+        .send()
+        .await
+        .expect("download")
+        .bytes()
+        .await
+        .expect("bytes")
+        .len();
     add(phases, [t1 - t0, t2 - t1, cpu_seconds() - t2]);
     length
 }
@@ -80,16 +99,27 @@ fn main() {
     let mock = support::MockProcess::start("bench-key", 20);
     let base = mock.base_url.clone();
 
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
     let (mut ours, mut theirs) = (0.0, 0.0);
     let (mut our_phases, mut their_phases) = ([0.0; 3], [0.0; 3]);
     runtime.block_on(async {
         genapi::transport::ensure_tls_provider();
-        let client = genapi::Client::builder().api_key("bench-key").base_url(&base).build().expect("client");
+        let client = genapi::Client::builder()
+            .api_key("bench-key")
+            .base_url(&base)
+            .build()
+            .expect("client");
         let http = reqwest::Client::new();
         // Warm both up (connections, the embedded document).
         let mut warm = [0.0; 3];
-        assert_eq!(genapi::dimensions(&genapi_task(&client, &mut warm).await), Some((1024, 1024)), "a 1 MP image");
+        assert_eq!(
+            genapi::dimensions(&genapi_task(&client, &mut warm).await),
+            Some((1024, 1024)),
+            "a 1 MP image"
+        );
         hand_written_task(&http, &base, "bench-key", &mut warm).await;
         for _ in 0..ROUNDS {
             let start = cpu_seconds();
@@ -106,10 +136,17 @@ fn main() {
     });
     drop(mock);
     let tasks = (ROUNDS * TASKS_PER_ROUND) as f64;
-    println!("client CPU per task (submit + wait + download of 1 MP), {} tasks each:", tasks);
+    println!(
+        "client CPU per task (submit + wait + download of 1 MP), {} tasks each:",
+        tasks
+    );
     println!("  genapi:             {:.3} ms", ours / tasks * 1000.0);
     println!("  hand-written loop:  {:.3} ms", theirs / tasks * 1000.0);
     println!("  ratio:              {:.2}x", ours / theirs);
     let per = |p: Phases| p.map(|s| format!("{:.3}", s / tasks * 1000.0)).join(" / ");
-    println!("  by phase, ms (submit / wait / download): genapi {}; hand-written {}", per(our_phases), per(their_phases));
+    println!(
+        "  by phase, ms (submit / wait / download): genapi {}; hand-written {}",
+        per(our_phases),
+        per(their_phases)
+    );
 }

@@ -40,11 +40,19 @@ struct Figures {
 }
 
 async fn measure(fixed: Option<Duration>, progress: bool) -> Figures {
-    let mut config = MockConfig { report_progress: progress, max_active_tasks: 100, ..MockConfig::default() };
+    let mut config = MockConfig {
+        report_progress: progress,
+        max_active_tasks: 100,
+        ..MockConfig::default()
+    };
     for (operation, ms) in DURATIONS {
-        config.durations.insert(operation.to_string(), Duration::from_millis(ms));
+        config
+            .durations
+            .insert(operation.to_string(), Duration::from_millis(ms));
     }
-    let mock = MockService::start_with(config, "127.0.0.1:0".parse().unwrap()).await.unwrap();
+    let mock = MockService::start_with(config, "127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
     let client = mock.client().unwrap();
     let options = match fixed {
         Some(interval) => WaitOptions::default().fixed_interval(interval),
@@ -69,9 +77,16 @@ async fn measure(fixed: Option<Duration>, progress: bool) -> Figures {
 
 #[tokio::main]
 async fn main() {
-    println!("{:<14} {:>9} {:>11} {:>11} {:>10}", "strategy", "progress", "polls/task", "mean delay", "p95 delay");
+    println!(
+        "{:<14} {:>9} {:>11} {:>11} {:>10}",
+        "strategy", "progress", "polls/task", "mean delay", "p95 delay"
+    );
     for progress in [true, false] {
-        for (name, fixed) in [("adaptive", None), ("fixed 0.5 s", Some(Duration::from_millis(500))), ("fixed 1 s", Some(Duration::from_secs(1)))] {
+        for (name, fixed) in [
+            ("adaptive", None),
+            ("fixed 0.5 s", Some(Duration::from_millis(500))),
+            ("fixed 1 s", Some(Duration::from_secs(1))),
+        ] {
             let f = measure(fixed, progress).await;
             println!(
                 "{name:<14} {:>9} {:>11.2} {:>10.3}s {:>9.3}s",

@@ -54,6 +54,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .webhook_secret(genapi::WebhookSecret::new(SECRET));
     let task = client.submit(request).await?;
     let output = inbox.wait(task, Duration::from_secs(30)).await?;
-    println!("task {} ready: {} ({} polls)", output.id, output.sample, mock.count("GET", "/v1/get_result"));
+    println!(
+        "task {} ready: {} ({} polls)",
+        output.id,
+        output.sample,
+        mock.count("GET", "/v1/get_result")
+    );
     Ok(())
 }

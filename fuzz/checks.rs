@@ -10,7 +10,12 @@ pub fn decode_responses(data: &[u8]) {
     let _ = serde_json::from_slice::<SubmissionResponse>(data);
     let _ = serde_json::from_slice::<HttpValidationError>(data);
     if let Ok(value) = serde_json::from_slice::<serde_json::Value>(data) {
-        for schema in ["Gen2ProRequest", "Gen3VideoRequest", "GenPro10FillRequest", "OutpaintingV1Request"] {
+        for schema in [
+            "Gen2ProRequest",
+            "Gen3VideoRequest",
+            "GenPro10FillRequest",
+            "OutpaintingV1Request",
+        ] {
             let _ = genapi::validate::Document::embedded().validate(schema, &value);
         }
     }
@@ -43,5 +48,8 @@ pub fn image_inputs(data: &[u8]) {
     let text = String::from_utf8_lossy(data).into_owned();
     let document = genapi::validate::Document::embedded();
     let _ = document.validate("DeblurV1Request", &serde_json::json!({ "image": text }));
-    let _ = document.validate("GenPro10FillRequest", &serde_json::json!({ "image": text, "mask": text }));
+    let _ = document.validate(
+        "GenPro10FillRequest",
+        &serde_json::json!({ "image": text, "mask": text }),
+    );
 }

@@ -170,11 +170,17 @@ impl ClientBuilder {
 
     /// Checks the settings and builds the client.
     pub fn build(self) -> Result<Client> {
-        let key = self.key.ok_or_else(|| Error::Config("no API key: set GENAPI_API_KEY or call api_key()".into()))?;
+        let key = self
+            .key
+            .ok_or_else(|| Error::Config("no API key: set GENAPI_API_KEY or call api_key()".into()))?;
         if key.expose().is_empty() || reqwest::header::HeaderValue::from_str(key.expose()).is_err() {
-            return Err(Error::Config("the API key is empty or has characters a header cannot carry".into()));
+            return Err(Error::Config(
+                "the API key is empty or has characters a header cannot carry".into(),
+            ));
         }
-        let base_text = self.base_url.ok_or_else(|| Error::Config("no base URL: set GENAPI_BASE_URL or call base_url()".into()))?;
+        let base_text = self
+            .base_url
+            .ok_or_else(|| Error::Config("no base URL: set GENAPI_BASE_URL or call base_url()".into()))?;
         let base_url = parse_base(&base_text, "base URL")?;
         let regional_url = match &self.regional_base_url {
             Some(text) => parse_base(text, "regional base URL")?,
@@ -199,7 +205,13 @@ impl ClientBuilder {
         let download_http = configure(fresh())
             .build()
             .map_err(|e| Error::Config(format!("cannot build the HTTP client: {e}")))?;
-        let transport = Arc::new(Transport::new(api_http.clone(), download_http, key, &trusted, self.retry));
+        let transport = Arc::new(Transport::new(
+            api_http.clone(),
+            download_http,
+            key,
+            &trusted,
+            self.retry,
+        ));
         let generated = |url: &Url| {
             crate::api::Client::new_with_client(url.as_str().trim_end_matches('/'), api_http.clone(), transport.clone())
         };
@@ -225,7 +237,6 @@ fn parse_base(text: &str, what: &str) -> Result<Url> {
     }
     Ok(url)
 }
-
 
 impl Client {
     /// A builder with defaults for everything but the key and base URL.
@@ -274,12 +285,17 @@ impl Client {
     pub async fn submit<R: IntoRequest>(&self, request: R) -> Result<Task> {
         let request = request.into_request()?;
         let spec = R::Request::OPERATION;
-        let body = serde_json::to_value(&request).map_err(|e| Error::Config(format!("cannot encode the request: {e}")))?;
+        let body =
+            serde_json::to_value(&request).map_err(|e| Error::Config(format!("cannot encode the request: {e}")))?;
         check(spec.request_schema, &body)?;
         let span = tracing::info_span!("genapi.submit", operation = spec.id, task_id = tracing::field::Empty);
         async {
             let slot = self.take_slot().await;
-            let api = if spec.regional { &self.shared.regional } else { &self.shared.global };
+            let api = if spec.regional {
+                &self.shared.regional
+            } else {
+                &self.shared.global
+            };
             let answer = match request.send(api).await {
                 Ok(answer) => answer.into_inner(),
                 Err(error) => return Err(from_generated(spec.id, error).await),
@@ -309,12 +325,18 @@ impl Client {
     /// # Ok(()) }
     /// ```
     pub async fn submit_raw(&self, path: &str, body: Value) -> Result<Task> {
-        let known = crate::api::OPERATIONS.iter().find(|op| op.path == path && op.method == "POST");
+        let known = crate::api::OPERATIONS
+            .iter()
+            .find(|op| op.path == path && op.method == "POST");
         if let Some(spec) = known {
             check(spec.request_schema, &body)?;
         }
         let operation = known.map_or(path, |op| op.id);
-        let base = if known.is_some_and(|op| op.regional) { &self.shared.regional_url } else { &self.shared.base_url };
+        let base = if known.is_some_and(|op| op.regional) {
+            &self.shared.regional_url
+        } else {
+            &self.shared.base_url
+        };
         let url = join(base, path)?;
         let slot = self.take_slot().await;
         let request = self
@@ -330,7 +352,10 @@ impl Client {
             .transport
             .execute(request, Purpose::Submit, operation)
             .await
-            .map_err(|source| Error::Transport { operation: operation.to_string(), source })?;
+            .map_err(|source| Error::Transport {
+                operation: operation.to_string(),
+                source,
+            })?;
         if !response.status().is_success() {
             return Err(from_response(operation, response).await);
         }
@@ -356,7 +381,10 @@ fn check(schema: Option<&str>, body: &Value) -> Result<()> {
     if errors.is_empty() {
         Ok(())
     } else {
-        Err(Error::Validation { errors, checked: Checked::Locally })
+        Err(Error::Validation {
+            errors,
+            checked: Checked::Locally,
+        })
     }
 }
 
@@ -368,10 +396,10 @@ pub(crate) fn join(base: &Url, path: &str) -> Result<Url> {
 
 /// Decodes a JSON body, keeping the raw text when it does not fit.
 pub(crate) async fn decode<T: serde::de::DeserializeOwned>(operation: &str, response: reqwest::Response) -> Result<T> {
-    let bytes = response
-        .bytes()
-        .await
-        .map_err(|source| Error::Transport { operation: operation.to_string(), source })?;
+    let bytes = response.bytes().await.map_err(|source| Error::Transport {
+        operation: operation.to_string(),
+        source,
+    })?;
     serde_json::from_slice(&bytes).map_err(|e| Error::Decode {
         operation: operation.to_string(),
         message: e.to_string(),
@@ -392,18 +420,35 @@ pub(crate) async fn from_response(operation: &str, response: reqwest::Response) 
     let message = service_message(&body);
     match status {
         StatusCode::UNPROCESSABLE_ENTITY => match serde_json::from_str::<HttpValidationError>(&body) {
-            Ok(detail) => Error::Validation { errors: detail.detail, checked: Checked::ByService },
-            Err(_) => Error::UnexpectedStatus { status: 422, operation: operation.to_string(), message },
+            Ok(detail) => Error::Validation {
+                errors: detail.detail,
+                checked: Checked::ByService,
+            },
+            Err(_) => Error::UnexpectedStatus {
+                status: 422,
+                operation: operation.to_string(),
+                message,
+            },
         },
         StatusCode::FORBIDDEN | StatusCode::UNAUTHORIZED => Error::Forbidden { message },
         StatusCode::PAYMENT_REQUIRED => Error::InsufficientCredits { message },
-        StatusCode::TOO_MANY_REQUESTS => Error::RateLimited { retry_after: wait, message },
-        s if s.is_server_error() => Error::Server { status: s.as_u16(), message },
+        StatusCode::TOO_MANY_REQUESTS => Error::RateLimited {
+            retry_after: wait,
+            message,
+        },
+        s if s.is_server_error() => Error::Server {
+            status: s.as_u16(),
+            message,
+        },
         s if s.is_redirection() => Error::Redirected {
             operation: operation.to_string(),
             location: location.unwrap_or_default(),
         },
-        s => Error::UnexpectedStatus { status: s.as_u16(), operation: operation.to_string(), message },
+        s => Error::UnexpectedStatus {
+            status: s.as_u16(),
+            operation: operation.to_string(),
+            message,
+        },
     }
 }
 
@@ -412,7 +457,11 @@ fn service_message(body: &str) -> String {
     match serde_json::from_str::<Value>(body) {
         Ok(value) => ["detail", "message", "error"]
             .iter()
-            .find_map(|k| value.get(*k).map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_string)))
+            .find_map(|k| {
+                value
+                    .get(*k)
+                    .map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_string))
+            })
             .unwrap_or_else(|| body.to_string()),
         Err(_) => body.to_string(),
     }
@@ -422,9 +471,15 @@ fn service_message(body: &str) -> String {
 pub(crate) async fn from_generated(operation: &str, error: crate::api::Error<HttpValidationError>) -> Error {
     use progenitor_client::Error as E;
     match error {
-        E::ErrorResponse(answer) => Error::Validation { errors: answer.into_inner().detail, checked: Checked::ByService },
+        E::ErrorResponse(answer) => Error::Validation {
+            errors: answer.into_inner().detail,
+            checked: Checked::ByService,
+        },
         E::UnexpectedResponse(response) => from_response(operation, response).await,
-        E::CommunicationError(source) | E::ResponseBodyError(source) => Error::Transport { operation: operation.to_string(), source },
+        E::CommunicationError(source) | E::ResponseBodyError(source) => Error::Transport {
+            operation: operation.to_string(),
+            source,
+        },
         E::InvalidResponsePayload(bytes, e) => Error::Decode {
             operation: operation.to_string(),
             message: e.to_string(),

@@ -57,7 +57,10 @@ pub fn dimensions(bytes: &[u8]) -> Option<(u32, u32)> {
         ImageFormat::Png => {
             let w = bytes.get(16..20)?;
             let h = bytes.get(20..24)?;
-            Some((u32::from_be_bytes(w.try_into().ok()?), u32::from_be_bytes(h.try_into().ok()?)))
+            Some((
+                u32::from_be_bytes(w.try_into().ok()?),
+                u32::from_be_bytes(h.try_into().ok()?),
+            ))
         }
         ImageFormat::Gif => Some((le16(6)?, le16(8)?)),
         ImageFormat::Webp => match bytes.get(12..16)? {
@@ -141,7 +144,10 @@ impl ImageInput {
 
     /// The value for a field: base64, or the URL itself when `accepts_url`.
     pub async fn to_field(&self, accepts_url: bool) -> Result<String> {
-        let fail = |message: String| Error::Input { source_name: self.name(), message };
+        let fail = |message: String| Error::Input {
+            source_name: self.name(),
+            message,
+        };
         let bytes = match self {
             ImageInput::Url(url) => {
                 let parsed = reqwest::Url::parse(url).map_err(|e| fail(format!("not a valid URL ({e})")))?;
@@ -149,15 +155,21 @@ impl ImageInput {
                     return Err(fail("only http and https URLs are accepted".into()));
                 }
                 if !accepts_url {
-                    return Err(fail("this field takes image data, not a URL; download the image and pass its bytes".into()));
+                    return Err(fail(
+                        "this field takes image data, not a URL; download the image and pass its bytes".into(),
+                    ));
                 }
                 return Ok(url.clone());
             }
-            ImageInput::Path(path) => tokio::fs::read(path).await.map_err(|e| fail(format!("cannot read the file ({e})")))?,
+            ImageInput::Path(path) => tokio::fs::read(path)
+                .await
+                .map_err(|e| fail(format!("cannot read the file ({e})")))?,
             ImageInput::Bytes(bytes) => bytes.clone(),
         };
         if ImageFormat::sniff(&bytes).is_none() {
-            return Err(fail("not a PNG, JPEG, WebP or GIF image (checked by its first bytes)".into()));
+            return Err(fail(
+                "not a PNG, JPEG, WebP or GIF image (checked by its first bytes)".into(),
+            ));
         }
         Ok(base64::engine::general_purpose::STANDARD.encode(bytes))
     }
@@ -171,7 +183,9 @@ pub(crate) fn base64_problem(value: &str) -> Option<&'static str> {
     if value.is_empty() {
         return Some("the image is empty");
     }
-    let valid_alphabet = value.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'=' | b'\n' | b'\r'));
+    let valid_alphabet = value
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'=' | b'\n' | b'\r'));
     if !valid_alphabet {
         return Some("not valid base64");
     }
@@ -191,7 +205,11 @@ pub(crate) fn decode_head(value: &str) -> Option<Vec<u8>> {
     let clean: String = value.chars().filter(|c| !c.is_ascii_whitespace()).take(HEAD).collect();
     let engine = &base64::engine::general_purpose::STANDARD;
     if clean.len() < HEAD {
-        return engine.decode(clean.as_bytes()).ok().or_else(|| base64::engine::general_purpose::STANDARD_NO_PAD.decode(clean.trim_end_matches('=')).ok());
+        return engine.decode(clean.as_bytes()).ok().or_else(|| {
+            base64::engine::general_purpose::STANDARD_NO_PAD
+                .decode(clean.trim_end_matches('='))
+                .ok()
+        });
     }
     engine.decode(&clean.as_bytes()[..HEAD]).ok()
 }

@@ -35,6 +35,8 @@ pub mod api {
 mod client;
 mod error;
 mod input;
+#[cfg(feature = "mock")]
+pub mod mock;
 mod secret;
 mod status;
 mod submit;
@@ -43,8 +45,6 @@ pub mod transport;
 pub mod validate;
 mod wait;
 pub mod webhook;
-#[cfg(feature = "mock")]
-pub mod mock;
 
 pub use client::{Client, ClientBuilder};
 pub use error::{Checked, Error, Moderation, Result};

@@ -63,7 +63,11 @@ impl TaskStatus {
     pub fn as_str(&self) -> &str {
         match self {
             TaskStatus::Other(value) => value,
-            known => KNOWN.iter().find(|(s, _)| s == known).map(|(_, text)| *text).unwrap_or(""),
+            known => KNOWN
+                .iter()
+                .find(|(s, _)| s == known)
+                .map(|(_, text)| *text)
+                .unwrap_or(""),
         }
     }
 

@@ -52,14 +52,28 @@ impl Task {
             })?,
             None => fallback_polling_url(&client, &id)?,
         };
-        Ok(Task { client, id, polling_url, operation, cost, input_mp, output_mp, submitted: Instant::now(), _slot: slot })
+        Ok(Task {
+            client,
+            id,
+            polling_url,
+            operation,
+            cost,
+            input_mp,
+            output_mp,
+            submitted: Instant::now(),
+            _slot: slot,
+        })
     }
 
     /// A handle on a task known by id or polling URL.
     pub(crate) fn existing(client: Client, id_or_url: &str) -> Result<Task> {
         let (id, polling_url) = match Url::parse(id_or_url) {
             Ok(url) if matches!(url.scheme(), "http" | "https") => {
-                let id = url.query_pairs().find(|(k, _)| k == "id").map(|(_, v)| v.into_owned()).unwrap_or_default();
+                let id = url
+                    .query_pairs()
+                    .find(|(k, _)| k == "id")
+                    .map(|(_, v)| v.into_owned())
+                    .unwrap_or_default();
                 (id, url)
             }
             _ => (id_or_url.to_string(), fallback_polling_url(&client, id_or_url)?),
@@ -105,7 +119,9 @@ impl Task {
     /// Polls once. A 202 reads as `Pending`; a 404 as `Task not found`.
     pub async fn poll(&self) -> Result<PollResult> {
         if !self.client.shared.transport.is_trusted(&self.polling_url) {
-            return Err(Error::UntrustedOrigin { origin: origin(&self.polling_url) });
+            return Err(Error::UntrustedOrigin {
+                origin: origin(&self.polling_url),
+            });
         }
         let http = self.client.shared.transport.api_client();
         let request = http
@@ -118,7 +134,10 @@ impl Task {
             .transport
             .execute(request, Purpose::Poll, "get_result")
             .await
-            .map_err(|source| Error::Transport { operation: "get_result".into(), source })?;
+            .map_err(|source| Error::Transport {
+                operation: "get_result".into(),
+                source,
+            })?;
         let placeholder = |status: TaskStatus| PollResult {
             id: self.id.clone(),
             status,
@@ -141,7 +160,10 @@ impl Task {
                         let errors = serde_json::from_slice::<crate::api::types::HttpValidationError>(&body)
                             .map(|e| e.detail)
                             .unwrap_or_default();
-                        Err(Error::Validation { errors, checked: crate::Checked::ByService })
+                        Err(Error::Validation {
+                            errors,
+                            checked: crate::Checked::ByService,
+                        })
                     }
                 }
             }
@@ -162,15 +184,32 @@ impl Task {
         let span = tracing::info_span!("genapi.wait", task_id = %self.id, operation = %self.operation, polls = tracing::field::Empty);
         let deadline = self.submitted + options.timeout;
         let last_status = std::sync::Mutex::new(None);
-        let outcome = tokio::time::timeout_at(deadline.into(), self.poll_until_final(&options, &last_status).instrument(span)).await;
+        let outcome = tokio::time::timeout_at(
+            deadline.into(),
+            self.poll_until_final(&options, &last_status).instrument(span),
+        )
+        .await;
         match outcome {
             Ok(result) => result,
-            Err(_) => Err(Error::Timeout { after: options.timeout, last_status: last_status.lock().ok().and_then(|s| s.clone()) }),
+            Err(_) => Err(Error::Timeout {
+                after: options.timeout,
+                last_status: last_status.lock().ok().and_then(|s| s.clone()),
+            }),
         }
     }
 
-    async fn poll_until_final(&self, options: &WaitOptions, last_status: &std::sync::Mutex<Option<TaskStatus>>) -> Result<Output> {
-        let learned = self.client.shared.learned.lock().ok().and_then(|m| m.get(&self.operation).copied());
+    async fn poll_until_final(
+        &self,
+        options: &WaitOptions,
+        last_status: &std::sync::Mutex<Option<TaskStatus>>,
+    ) -> Result<Output> {
+        let learned = self
+            .client
+            .shared
+            .learned
+            .lock()
+            .ok()
+            .and_then(|m| m.get(&self.operation).copied());
         let mut schedule = Schedule::new(learned, options.fixed_interval);
         let mut progress = None;
         let mut polls = 0u32;
@@ -216,9 +255,20 @@ impl Task {
                 self.learn();
                 Output::from_poll(self, result)
             }
-            TaskStatus::Error => Err(Error::TaskFailed { id, details: result.details }),
-            TaskStatus::RequestModerated => Err(Error::Moderated { id, stage: Moderation::Request, details: result.details }),
-            TaskStatus::ContentModerated => Err(Error::Moderated { id, stage: Moderation::Content, details: result.details }),
+            TaskStatus::Error => Err(Error::TaskFailed {
+                id,
+                details: result.details,
+            }),
+            TaskStatus::RequestModerated => Err(Error::Moderated {
+                id,
+                stage: Moderation::Request,
+                details: result.details,
+            }),
+            TaskStatus::ContentModerated => Err(Error::Moderated {
+                id,
+                stage: Moderation::Content,
+                details: result.details,
+            }),
             TaskStatus::TaskNotFound if self.submitted.elapsed() >= not_found_grace => Err(Error::TaskNotFound { id }),
             _ => return None,
         })
@@ -226,7 +276,10 @@ impl Task {
 
     fn learn(&self) {
         if let Ok(mut learned) = self.client.shared.learned.lock() {
-            learned.entry(self.operation.clone()).or_default().observe(self.submitted.elapsed().as_secs_f64());
+            learned
+                .entry(self.operation.clone())
+                .or_default()
+                .observe(self.submitted.elapsed().as_secs_f64());
         }
     }
 }
@@ -257,11 +310,15 @@ pub struct Output {
 
 impl Output {
     fn from_poll(task: &Task, result: PollResult) -> Result<Output> {
-        let sample = result.result.as_ref().and_then(|r| r.sample.clone()).ok_or_else(|| Error::Decode {
-            operation: "get_result".into(),
-            message: "status is Ready but result.sample is missing".into(),
-            body: serde_json::to_string(&result).unwrap_or_default(),
-        })?;
+        let sample = result
+            .result
+            .as_ref()
+            .and_then(|r| r.sample.clone())
+            .ok_or_else(|| Error::Decode {
+                operation: "get_result".into(),
+                message: "status is Ready but result.sample is missing".into(),
+                body: serde_json::to_string(&result).unwrap_or_default(),
+            })?;
         Ok(Output {
             client: task.client.clone(),
             polling_url: task.polling_url.clone(),
@@ -282,9 +339,15 @@ impl Output {
             None => {
                 let task = Task::existing(self.client.clone(), self.polling_url.as_str())?;
                 let fresh = task.poll().await?;
-                let sample = fresh.result.and_then(|r| r.sample).filter(|_| fresh.status.is_success());
+                let sample = fresh
+                    .result
+                    .and_then(|r| r.sample)
+                    .filter(|_| fresh.status.is_success());
                 match sample {
-                    Some(sample) => self.fetch(&sample).await?.ok_or(Error::ResultExpired { id: self.id.clone() }),
+                    Some(sample) => self
+                        .fetch(&sample)
+                        .await?
+                        .ok_or(Error::ResultExpired { id: self.id.clone() }),
                     None => Err(Error::ResultExpired { id: self.id.clone() }),
                 }
             }
@@ -303,14 +366,20 @@ impl Output {
         let response = transport
             .execute(request, Purpose::Download, "download")
             .await
-            .map_err(|source| Error::Transport { operation: "download".into(), source })?;
+            .map_err(|source| Error::Transport {
+                operation: "download".into(),
+                source,
+            })?;
         match response.status() {
-            s if s.is_success() => response
-                .bytes()
-                .await
-                .map(Some)
-                .map_err(|source| Error::Transport { operation: "download".into(), source }),
-            StatusCode::FORBIDDEN | StatusCode::NOT_FOUND | StatusCode::GONE | StatusCode::BAD_REQUEST | StatusCode::UNAUTHORIZED => Ok(None),
+            s if s.is_success() => response.bytes().await.map(Some).map_err(|source| Error::Transport {
+                operation: "download".into(),
+                source,
+            }),
+            StatusCode::FORBIDDEN
+            | StatusCode::NOT_FOUND
+            | StatusCode::GONE
+            | StatusCode::BAD_REQUEST
+            | StatusCode::UNAUTHORIZED => Ok(None),
             _ => Err(from_response("download", response).await),
         }
     }

@@ -57,12 +57,17 @@ impl Default for RetryPolicy {
 impl RetryPolicy {
     /// No retries at all.
     pub fn never() -> Self {
-        RetryPolicy { max_attempts: 1, ..RetryPolicy::default() }
+        RetryPolicy {
+            max_attempts: 1,
+            ..RetryPolicy::default()
+        }
     }
 
     /// Full-jitter exponential backoff for retry number `retry` (1-based).
     pub(crate) fn backoff(&self, retry: u32) -> Duration {
-        let exp = self.initial_backoff.saturating_mul(1u32 << retry.saturating_sub(1).min(16));
+        let exp = self
+            .initial_backoff
+            .saturating_mul(1u32 << retry.saturating_sub(1).min(16));
         let cap = exp.min(self.max_backoff);
         let lower = cap / 2;
         lower + cap.mul_f64(fastrand::f64() * 0.5)
@@ -174,7 +179,14 @@ impl Transport {
             .filter_map(origin_parts)
             .map(|(scheme, host, port)| (scheme.to_string(), host.to_string(), port))
             .collect();
-        Transport { api, downloads, key, key_header, trusted, retry }
+        Transport {
+            api,
+            downloads,
+            key,
+            key_header,
+            trusted,
+            retry,
+        }
     }
 
     /// The client for API calls (no redirects).
@@ -185,12 +197,19 @@ impl Transport {
     /// Whether the key may be sent to this address.
     pub(crate) fn is_trusted(&self, url: &Url) -> bool {
         origin_parts(url).is_some_and(|(scheme, host, port)| {
-            self.trusted.iter().any(|(s, h, p)| s == scheme && h == host && *p == port)
+            self.trusted
+                .iter()
+                .any(|(s, h, p)| s == scheme && h == host && *p == port)
         })
     }
 
     /// Sends a request under the retry policy of its purpose.
-    pub(crate) async fn execute(&self, request: Request, purpose: Purpose, operation: &str) -> reqwest::Result<Response> {
+    pub(crate) async fn execute(
+        &self,
+        request: Request,
+        purpose: Purpose,
+        operation: &str,
+    ) -> reqwest::Result<Response> {
         let url = request.url();
         let span = tracing::debug_span!(
             "genapi.request",
@@ -205,22 +224,30 @@ impl Transport {
     }
 
     async fn execute_with_retries(&self, mut request: Request, purpose: Purpose) -> reqwest::Result<Response> {
-        let client = if purpose == Purpose::Download { &self.downloads } else { &self.api };
+        let client = if purpose == Purpose::Download {
+            &self.downloads
+        } else {
+            &self.api
+        };
         if purpose != Purpose::Download && self.is_trusted(request.url()) {
             request.headers_mut().insert("x-key", self.key_header.clone());
         }
         let mut attempt = 1;
         loop {
             // A body that cannot be cloned (a stream) is sent once.
-            let retry_copy = if attempt < self.retry.max_attempts { request.try_clone() } else { None };
+            let retry_copy = if attempt < self.retry.max_attempts {
+                request.try_clone()
+            } else {
+                None
+            };
             let outcome = client.execute(request).await;
             let span = tracing::Span::current();
             span.record("attempts", attempt);
             let Some(next) = retry_copy else { return outcome };
             let wait = match &outcome {
-                Ok(response) if purpose.retries_status(response.status()) => {
-                    retry_after(response).map(|d| d.min(self.retry.max_retry_after)).unwrap_or_else(|| self.retry.backoff(attempt))
-                }
+                Ok(response) if purpose.retries_status(response.status()) => retry_after(response)
+                    .map(|d| d.min(self.retry.max_retry_after))
+                    .unwrap_or_else(|| self.retry.backoff(attempt)),
                 Err(error) if purpose.retries_error(error) => self.retry.backoff(attempt),
                 _ => {
                     if let Ok(response) = &outcome {
@@ -244,15 +271,14 @@ pub(crate) fn retry_after(response: &Response) -> Option<Duration> {
         return (seconds.is_finite() && seconds >= 0.0).then(|| Duration::from_secs_f64(seconds));
     }
     let when = httpdate::parse_http_date(value).ok()?;
-    Some(when.duration_since(std::time::SystemTime::now()).unwrap_or(Duration::ZERO))
+    Some(
+        when.duration_since(std::time::SystemTime::now())
+            .unwrap_or(Duration::ZERO),
+    )
 }
 
 impl progenitor_client::ClientHooks<Arc<Transport>> for crate::api::Client {
-    async fn exec(
-        &self,
-        request: Request,
-        info: &progenitor_client::OperationInfo,
-    ) -> reqwest::Result<Response> {
+    async fn exec(&self, request: Request, info: &progenitor_client::OperationInfo) -> reqwest::Result<Response> {
         use progenitor_client::ClientInfo;
         let purpose = Purpose::of(request.method());
         self.inner().execute(request, purpose, info.operation_id).await

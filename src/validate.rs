@@ -59,7 +59,10 @@ impl Document {
     pub fn embedded() -> &'static Document {
         static DOCUMENT: OnceLock<Document> = OnceLock::new();
         DOCUMENT.get_or_init(|| {
-            Document::parse(EMBEDDED_DOCUMENT).unwrap_or(Document { root: Value::Null, patterns: Arc::default() })
+            Document::parse(EMBEDDED_DOCUMENT).unwrap_or(Document {
+                root: Value::Null,
+                patterns: Arc::default(),
+            })
         })
     }
 
@@ -71,7 +74,10 @@ impl Document {
         }
         let mut patterns = HashMap::new();
         collect_patterns(&root, &mut patterns)?;
-        Ok(Document { root, patterns: Arc::new(patterns) })
+        Ok(Document {
+            root,
+            patterns: Arc::new(patterns),
+        })
     }
 
     /// Every operation, in document order.
@@ -103,19 +109,34 @@ impl Document {
         let mut errors = Vec::new();
         match self.schema(schema_name) {
             Some(schema) => self.check(schema, body, &mut vec![loc("body")], &mut errors),
-            None => errors.push(error(vec![loc("body")], "value_error", format!("Value error, unknown request schema {schema_name}"), None)),
+            None => errors.push(error(
+                vec![loc("body")],
+                "value_error",
+                format!("Value error, unknown request schema {schema_name}"),
+                None,
+            )),
         }
         errors
     }
 
     fn resolve<'a>(&'a self, schema: &'a Value) -> &'a Value {
-        match schema.get("$ref").and_then(Value::as_str).and_then(|r| r.strip_prefix("#/components/schemas/")) {
+        match schema
+            .get("$ref")
+            .and_then(Value::as_str)
+            .and_then(|r| r.strip_prefix("#/components/schemas/"))
+        {
             Some(name) => self.schema(name).map(|s| self.resolve(s)).unwrap_or(&Value::Null),
             None => schema,
         }
     }
 
-    fn check(&self, schema: &Value, value: &Value, path: &mut Vec<ValidationErrorLocItem>, out: &mut Vec<ValidationError>) {
+    fn check(
+        &self,
+        schema: &Value,
+        value: &Value,
+        path: &mut Vec<ValidationErrorLocItem>,
+        out: &mut Vec<ValidationError>,
+    ) {
         if value.is_null() && schema["nullable"].as_bool() == Some(true) {
             return;
         }
@@ -133,25 +154,44 @@ impl Document {
             });
             if !matches {
                 let forms: Vec<String> = branches.iter().map(|b| describe(self.resolve(b))).collect();
-                out.push(error(path.clone(), "union_tag_invalid", format!("Input should be {}", forms.join(" or ")), Some(value)));
+                out.push(error(
+                    path.clone(),
+                    "union_tag_invalid",
+                    format!("Input should be {}", forms.join(" or ")),
+                    Some(value),
+                ));
             }
             return;
         }
         match schema["type"].as_str() {
             Some("string") => self.check_string(schema, value, path, out),
             Some("integer") | Some("number") => check_number(schema, value, path, out),
-            Some("boolean") if !value.is_boolean() => {
-                out.push(error(path.clone(), "bool_type", "Input should be a valid boolean".into(), Some(value)))
-            }
+            Some("boolean") if !value.is_boolean() => out.push(error(
+                path.clone(),
+                "bool_type",
+                "Input should be a valid boolean".into(),
+                Some(value),
+            )),
             Some("array") => self.check_array(schema, value, path, out),
             Some("object") => self.check_object(schema, value, path, out),
             _ => {}
         }
     }
 
-    fn check_string(&self, schema: &Value, value: &Value, path: &[ValidationErrorLocItem], out: &mut Vec<ValidationError>) {
+    fn check_string(
+        &self,
+        schema: &Value,
+        value: &Value,
+        path: &[ValidationErrorLocItem],
+        out: &mut Vec<ValidationError>,
+    ) {
         let Some(text) = value.as_str() else {
-            out.push(error(path.to_vec(), "string_type", "Input should be a valid string".into(), Some(value)));
+            out.push(error(
+                path.to_vec(),
+                "string_type",
+                "Input should be a valid string".into(),
+                Some(value),
+            ));
             return;
         };
         let mut fail = |kind: &str, msg: String| out.push(error(path.to_vec(), kind, msg, Some(value)));
@@ -163,28 +203,47 @@ impl Document {
         }
         let length = text.chars().count() as u64;
         if let Some(min) = schema["minLength"].as_u64().filter(|min| length < *min) {
-            fail("string_too_short", format!("String should have at least {min} character{}", plural(min)));
+            fail(
+                "string_too_short",
+                format!("String should have at least {min} character{}", plural(min)),
+            );
         }
         if let Some(max) = schema["maxLength"].as_u64().filter(|max| length > *max) {
-            fail("string_too_long", format!("String should have at most {max} character{}", plural(max)));
+            fail(
+                "string_too_long",
+                format!("String should have at most {max} character{}", plural(max)),
+            );
         }
         if let Some(pattern) = schema["pattern"].as_str() {
             if self.patterns.get(pattern).is_some_and(|re| re.find(text).is_none()) {
-                fail("string_pattern_mismatch", format!("String should match pattern '{pattern}'"));
+                fail(
+                    "string_pattern_mismatch",
+                    format!("String should match pattern '{pattern}'"),
+                );
             }
         }
         if schema["format"].as_str() == Some("uri") && !is_http_url(text) {
-            fail("url_parsing", "Input should be a valid URL, an absolute http or https address".into());
+            fail(
+                "url_parsing",
+                "Input should be a valid URL, an absolute http or https address".into(),
+            );
         }
         if let Some(kind) = schema["x-image"].as_str() {
             if !(kind == "base64-or-url" && is_http_url(text)) {
                 if let Some(problem) = base64_problem(text) {
-                    let hint = if kind == "base64" && is_http_url(text) { "this field takes base64 image data, not a URL" } else { problem };
+                    let hint = if kind == "base64" && is_http_url(text) {
+                        "this field takes base64 image data, not a URL"
+                    } else {
+                        problem
+                    };
                     fail("value_error", format!("Value error, {hint}"));
                 } else if let Some(max) = schema["x-max-megapixels"].as_f64() {
                     if let Some((w, h)) = decode_head(text).and_then(|head| dimensions(&head)) {
                         if (w as f64) * (h as f64) > max * PIXELS_PER_MEGAPIXEL {
-                            fail("value_error", format!("Value error, the image is {w}x{h}, above the {max} MP limit; downscale it"));
+                            fail(
+                                "value_error",
+                                format!("Value error, the image is {w}x{h}, above the {max} MP limit; downscale it"),
+                            );
                         }
                     }
                 }
@@ -196,24 +255,55 @@ impl Document {
                 (Some(r), (Some(lo), Some(hi))) if r >= lo.min(hi) - 1e-9 && r <= lo.max(hi) + 1e-9 => {}
                 (Some(_), _) => fail(
                     "value_error",
-                    format!("Value error, aspect ratio must be between {} and {}", high.as_str().unwrap_or(""), low.as_str().unwrap_or("")),
+                    format!(
+                        "Value error, aspect ratio must be between {} and {}",
+                        high.as_str().unwrap_or(""),
+                        low.as_str().unwrap_or("")
+                    ),
                 ),
                 (None, _) => fail("value_error", "Value error, aspect ratio must look like 16:9".into()),
             }
         }
     }
 
-    fn check_array(&self, schema: &Value, value: &Value, path: &mut Vec<ValidationErrorLocItem>, out: &mut Vec<ValidationError>) {
+    fn check_array(
+        &self,
+        schema: &Value,
+        value: &Value,
+        path: &mut Vec<ValidationErrorLocItem>,
+        out: &mut Vec<ValidationError>,
+    ) {
         let Some(items) = value.as_array() else {
-            out.push(error(path.clone(), "list_type", "Input should be a valid list".into(), Some(value)));
+            out.push(error(
+                path.clone(),
+                "list_type",
+                "Input should be a valid list".into(),
+                Some(value),
+            ));
             return;
         };
         let count = items.len() as u64;
         if let Some(min) = schema["minItems"].as_u64().filter(|min| count < *min) {
-            out.push(error(path.clone(), "too_short", format!("List should have at least {min} item{} after validation, not {count}", plural(min)), None));
+            out.push(error(
+                path.clone(),
+                "too_short",
+                format!(
+                    "List should have at least {min} item{} after validation, not {count}",
+                    plural(min)
+                ),
+                None,
+            ));
         }
         if let Some(max) = schema["maxItems"].as_u64().filter(|max| count > *max) {
-            out.push(error(path.clone(), "too_long", format!("List should have at most {max} item{} after validation, not {count}", plural(max)), None));
+            out.push(error(
+                path.clone(),
+                "too_long",
+                format!(
+                    "List should have at most {max} item{} after validation, not {count}",
+                    plural(max)
+                ),
+                None,
+            ));
         }
         for (index, item) in items.iter().enumerate() {
             path.push(ValidationErrorLocItem::Int64(index as i64));
@@ -222,9 +312,20 @@ impl Document {
         }
     }
 
-    fn check_object(&self, schema: &Value, value: &Value, path: &mut Vec<ValidationErrorLocItem>, out: &mut Vec<ValidationError>) {
+    fn check_object(
+        &self,
+        schema: &Value,
+        value: &Value,
+        path: &mut Vec<ValidationErrorLocItem>,
+        out: &mut Vec<ValidationError>,
+    ) {
         let Some(object) = value.as_object() else {
-            out.push(error(path.clone(), "model_attributes_type", "Input should be a valid dictionary or object".into(), Some(value)));
+            out.push(error(
+                path.clone(),
+                "model_attributes_type",
+                "Input should be a valid dictionary or object".into(),
+                Some(value),
+            ));
             return;
         };
         let properties = schema["properties"].as_object();
@@ -244,7 +345,13 @@ impl Document {
                 Some(property) => {
                     if let Some(allowed) = &allowed_in_mode {
                         if !allowed.contains(&name.as_str()) {
-                            out.push(with_field(path, name, "extra_forbidden", format!("Extra inputs are not permitted in mode '{}'", mode.unwrap_or("")), Some(field)));
+                            out.push(with_field(
+                                path,
+                                name,
+                                "extra_forbidden",
+                                format!("Extra inputs are not permitted in mode '{}'", mode.unwrap_or("")),
+                                Some(field),
+                            ));
                             continue;
                         }
                     }
@@ -253,7 +360,13 @@ impl Document {
                     path.pop();
                 }
                 None if schema["additionalProperties"] == Value::Bool(false) => {
-                    out.push(with_field(path, name, "extra_forbidden", "Extra inputs are not permitted".into(), Some(field)));
+                    out.push(with_field(
+                        path,
+                        name,
+                        "extra_forbidden",
+                        "Extra inputs are not permitted".into(),
+                        Some(field),
+                    ));
                 }
                 None => {}
             }
@@ -270,7 +383,8 @@ fn collect_patterns(value: &Value, out: &mut HashMap<String, regress::Regex>) ->
         Value::Object(map) => {
             if let Some(pattern) = map.get("pattern").and_then(Value::as_str) {
                 if !out.contains_key(pattern) {
-                    let compiled = regress::Regex::new(pattern).map_err(|e| format!("pattern {pattern:?} does not compile: {e}"))?;
+                    let compiled = regress::Regex::new(pattern)
+                        .map_err(|e| format!("pattern {pattern:?} does not compile: {e}"))?;
                     out.insert(pattern.to_string(), compiled);
                 }
             }
@@ -284,35 +398,66 @@ fn collect_patterns(value: &Value, out: &mut HashMap<String, regress::Regex>) ->
 fn check_number(schema: &Value, value: &Value, path: &[ValidationErrorLocItem], out: &mut Vec<ValidationError>) {
     let integer = schema["type"] == "integer";
     let Some(number) = value.as_f64() else {
-        let (kind, msg) = if integer { ("int_type", "Input should be a valid integer") } else { ("float_type", "Input should be a valid number") };
+        let (kind, msg) = if integer {
+            ("int_type", "Input should be a valid integer")
+        } else {
+            ("float_type", "Input should be a valid number")
+        };
         out.push(error(path.to_vec(), kind, msg.into(), Some(value)));
         return;
     };
     if integer && !(value.is_i64() || value.is_u64()) && number.fract() != 0.0 {
-        out.push(error(path.to_vec(), "int_from_float", "Input should be a valid integer, got a number with a fractional part".into(), Some(value)));
+        out.push(error(
+            path.to_vec(),
+            "int_from_float",
+            "Input should be a valid integer, got a number with a fractional part".into(),
+            Some(value),
+        ));
         return;
     }
     if number == 0.0 && schema["x-zero-means-auto"] == Value::Bool(true) {
         return;
     }
     if let Some(min) = schema["minimum"].as_f64().filter(|min| number < *min) {
-        out.push(error(path.to_vec(), "greater_than_equal", format!("Input should be greater than or equal to {}", show(min)), Some(value)));
+        out.push(error(
+            path.to_vec(),
+            "greater_than_equal",
+            format!("Input should be greater than or equal to {}", show(min)),
+            Some(value),
+        ));
     }
     if let Some(max) = schema["maximum"].as_f64().filter(|max| number > *max) {
-        out.push(error(path.to_vec(), "less_than_equal", format!("Input should be less than or equal to {}", show(max)), Some(value)));
+        out.push(error(
+            path.to_vec(),
+            "less_than_equal",
+            format!("Input should be less than or equal to {}", show(max)),
+            Some(value),
+        ));
     }
     if let Some(step) = schema["multipleOf"].as_f64().filter(|s| *s > 0.0) {
         if (number / step).fract().abs() > 1e-9 {
-            out.push(error(path.to_vec(), "multiple_of", format!("Input should be a multiple of {}", show(step)), Some(value)));
+            out.push(error(
+                path.to_vec(),
+                "multiple_of",
+                format!("Input should be a multiple of {}", show(step)),
+                Some(value),
+            ));
         }
     }
 }
 
 /// `input_image_9` on an endpoint that takes 8 images is an error even where
 /// unknown fields are allowed.
-fn check_max_images(schema: &Value, object: &Map<String, Value>, path: &[ValidationErrorLocItem], out: &mut Vec<ValidationError>) {
+fn check_max_images(
+    schema: &Value,
+    object: &Map<String, Value>,
+    path: &[ValidationErrorLocItem],
+    out: &mut Vec<ValidationError>,
+) {
     let rule = &schema["x-max-images"];
-    let (Some(prefix), Some(max)) = (rule["prefix"].as_str(), rule["max"].as_u64()) else { return };
+    let (Some(prefix), Some(max)) = (rule["prefix"].as_str(), rule["max"].as_u64()) else {
+        return;
+    };
     for name in object.keys() {
         let index = match name.strip_prefix(prefix) {
             Some("") => 1,
@@ -323,14 +468,27 @@ fn check_max_images(schema: &Value, object: &Map<String, Value>, path: &[Validat
             None => continue,
         };
         if index > max {
-            out.push(with_field(path, name, "extra_forbidden", format!("This endpoint takes at most {max} reference images"), None));
+            out.push(with_field(
+                path,
+                name,
+                "extra_forbidden",
+                format!("This endpoint takes at most {max} reference images"),
+                None,
+            ));
         }
     }
 }
 
-fn check_max_pixels(schema: &Value, object: &Map<String, Value>, path: &[ValidationErrorLocItem], out: &mut Vec<ValidationError>) {
+fn check_max_pixels(
+    schema: &Value,
+    object: &Map<String, Value>,
+    path: &[ValidationErrorLocItem],
+    out: &mut Vec<ValidationError>,
+) {
     let rule = &schema["x-max-pixels"];
-    let (Some(max), fields) = (rule["max"].as_f64(), names(&rule["fields"])) else { return };
+    let (Some(max), fields) = (rule["max"].as_f64(), names(&rule["fields"])) else {
+        return;
+    };
     let sizes: Option<Vec<f64>> = fields.iter().map(|f| object.get(*f).and_then(Value::as_f64)).collect();
     if let Some(sizes) = sizes {
         let area: f64 = sizes.iter().product();
@@ -338,14 +496,25 @@ fn check_max_pixels(schema: &Value, object: &Map<String, Value>, path: &[Validat
             out.push(error(
                 path.to_vec(),
                 "value_error",
-                format!("Value error, {} is {} pixels, above the limit of {} ({:.1} MP)", fields.join(" x "), show(area), show(max), max / PIXELS_PER_MEGAPIXEL),
+                format!(
+                    "Value error, {} is {} pixels, above the limit of {} ({:.1} MP)",
+                    fields.join(" x "),
+                    show(area),
+                    show(max),
+                    max / PIXELS_PER_MEGAPIXEL
+                ),
                 None,
             ));
         }
     }
 }
 
-fn check_same_dimensions(schema: &Value, object: &Map<String, Value>, path: &[ValidationErrorLocItem], out: &mut Vec<ValidationError>) {
+fn check_same_dimensions(
+    schema: &Value,
+    object: &Map<String, Value>,
+    path: &[ValidationErrorLocItem],
+    out: &mut Vec<ValidationError>,
+) {
     let fields = names(&schema["x-same-dimensions"]);
     let sizes: Vec<(&str, (u32, u32))> = fields
         .iter()
@@ -361,7 +530,10 @@ fn check_same_dimensions(schema: &Value, object: &Map<String, Value>, path: &[Va
                     path,
                     other,
                     "value_error",
-                    format!("Value error, {other} is {}x{} but {first} is {}x{}; they must have the same dimensions", other_size.0, other_size.1, size.0, size.1),
+                    format!(
+                        "Value error, {other} is {}x{} but {first} is {}x{}; they must have the same dimensions",
+                        other_size.0, other_size.1, size.0, size.1
+                    ),
                     None,
                 ));
             }
@@ -370,14 +542,25 @@ fn check_same_dimensions(schema: &Value, object: &Map<String, Value>, path: &[Va
 }
 
 fn names(value: &Value) -> Vec<&str> {
-    value.as_array().into_iter().flatten().filter_map(Value::as_str).collect()
+    value
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect()
 }
 
 fn loc(name: &str) -> ValidationErrorLocItem {
     ValidationErrorLocItem::String(name.to_string())
 }
 
-fn with_field(path: &[ValidationErrorLocItem], field: &str, kind: &str, msg: String, input: Option<&Value>) -> ValidationError {
+fn with_field(
+    path: &[ValidationErrorLocItem],
+    field: &str,
+    kind: &str,
+    msg: String,
+    input: Option<&Value>,
+) -> ValidationError {
     let mut at = path.to_vec();
     at.push(loc(field));
     error(at, kind, msg, input)
@@ -389,7 +572,12 @@ fn error(loc: Vec<ValidationErrorLocItem>, kind: &str, msg: String, input: Optio
         Value::String(s) if s.len() > 200 => Value::String(format!("{}…", s.chars().take(200).collect::<String>())),
         other => other.clone(),
     });
-    ValidationError { loc, msg, type_: kind.to_string(), input }
+    ValidationError {
+        loc,
+        msg,
+        type_: kind.to_string(),
+        input,
+    }
 }
 
 fn describe(schema: &Value) -> String {
@@ -404,7 +592,10 @@ fn describe(schema: &Value) -> String {
 }
 
 fn quoted_list(values: &[Value]) -> String {
-    let quoted: Vec<String> = values.iter().map(|v| format!("'{}'", v.as_str().map(str::to_string).unwrap_or_else(|| v.to_string()))).collect();
+    let quoted: Vec<String> = values
+        .iter()
+        .map(|v| format!("'{}'", v.as_str().map(str::to_string).unwrap_or_else(|| v.to_string())))
+        .collect();
     match quoted.split_last() {
         Some((last, rest)) if !rest.is_empty() => format!("{} or {last}", rest.join(", ")),
         _ => quoted.join(""),
@@ -420,7 +611,11 @@ fn show(number: f64) -> String {
 }
 
 fn plural(n: u64) -> &'static str {
-    if n == 1 { "" } else { "s" }
+    if n == 1 {
+        ""
+    } else {
+        "s"
+    }
 }
 
 fn ratio(text: &str) -> Option<f64> {
@@ -430,5 +625,7 @@ fn ratio(text: &str) -> Option<f64> {
 }
 
 fn is_http_url(text: &str) -> bool {
-    reqwest::Url::parse(text).map(|u| matches!(u.scheme(), "http" | "https") && u.host_str().is_some()).unwrap_or(false)
+    reqwest::Url::parse(text)
+        .map(|u| matches!(u.scheme(), "http" | "https") && u.host_str().is_some())
+        .unwrap_or(false)
 }

@@ -18,7 +18,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-
 use crate::TaskStatus;
 
 /// What a progress callback receives after each poll.
@@ -136,7 +135,11 @@ pub(crate) struct Schedule {
 
 impl Schedule {
     pub(crate) fn new(learned: Option<Learned>, fixed: Option<Duration>) -> Self {
-        Schedule { learned: learned.filter(|l| l.samples > 0), fixed, late: DENSE }
+        Schedule {
+            learned: learned.filter(|l| l.samples > 0),
+            fixed,
+            late: DENSE,
+        }
     }
 
     /// Delay before the next poll, given the time since submission and the
@@ -197,7 +200,9 @@ mod tests {
         let mut learned = Learned::default();
         learned.observe(1.0);
         let mut schedule = Schedule::new(Some(learned), None);
-        let delays: Vec<f64> = (0..20).map(|i| schedule.next(Duration::from_secs(5), None, i).as_secs_f64()).collect();
+        let delays: Vec<f64> = (0..20)
+            .map(|i| schedule.next(Duration::from_secs(5), None, i).as_secs_f64())
+            .collect();
         assert!(delays[0] < 0.25);
         assert!(delays[19] > 0.85 && delays[19] < 1.15, "{delays:?}");
     }

@@ -209,7 +209,9 @@ impl Verifier {
         }
         let (scheme, message_id) = match header(SIGNATURE_HEADER) {
             Some(signatures) => {
-                let id = header(ID_HEADER).filter(|v| !v.is_empty()).ok_or(Rejection::MissingHeader(ID_HEADER))?;
+                let id = header(ID_HEADER)
+                    .filter(|v| !v.is_empty())
+                    .ok_or(Rejection::MissingHeader(ID_HEADER))?;
                 let timestamp = header(TIMESTAMP_HEADER)
                     .filter(|v| !v.is_empty())
                     .ok_or(Rejection::MissingHeader(TIMESTAMP_HEADER))?;
@@ -229,7 +231,10 @@ impl Verifier {
 
     fn check_signature(&self, id: &str, timestamp: &str, signatures: &str, body: &[u8]) -> Result<(), Rejection> {
         let sent: i64 = timestamp.trim().parse().map_err(|_| Rejection::BadTimestamp)?;
-        let now = (self.clock)().duration_since(UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0);
+        let now = (self.clock)()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_secs() as i64)
+            .unwrap_or(0);
         let tolerance = self.tolerance.as_secs() as i64;
         if now.saturating_sub(sent) > tolerance {
             return Err(Rejection::Stale(now.saturating_sub(sent) as u64));
@@ -258,7 +263,9 @@ impl Verifier {
 /// The HMAC key: the base64 part of a `whsec_` secret, or the raw secret.
 fn key(secret: &WebhookSecret) -> Result<ring::hmac::Key, Rejection> {
     let bytes = match secret.expose().strip_prefix("whsec_") {
-        Some(encoded) => base64::engine::general_purpose::STANDARD.decode(encoded).map_err(|_| Rejection::InvalidSecret)?,
+        Some(encoded) => base64::engine::general_purpose::STANDARD
+            .decode(encoded)
+            .map_err(|_| Rejection::InvalidSecret)?,
         None => secret.expose().as_bytes().to_vec(),
     };
     Ok(ring::hmac::Key::new(ring::hmac::HMAC_SHA256, &bytes))
@@ -296,12 +303,17 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 /// ```
 pub fn sign(secret: &WebhookSecret, id: &str, timestamp: i64, body: &[u8]) -> Result<String, Rejection> {
     let tag = ring::hmac::sign(&key(secret)?, &signed_content(id, &timestamp.to_string(), body));
-    Ok(format!("v1,{}", base64::engine::general_purpose::STANDARD.encode(tag.as_ref())))
+    Ok(format!(
+        "v1,{}",
+        base64::engine::general_purpose::STANDARD.encode(tag.as_ref())
+    ))
 }
 
 fn parse_event(body: &[u8], scheme: Scheme, message_id: Option<String>) -> Result<Event, Rejection> {
     let raw: Value = serde_json::from_slice(body).map_err(|e| Rejection::Malformed(e.to_string()))?;
-    let object = raw.as_object().ok_or_else(|| Rejection::Malformed("not a JSON object".into()))?;
+    let object = raw
+        .as_object()
+        .ok_or_else(|| Rejection::Malformed("not a JSON object".into()))?;
     let task_id = ["task_id", "id"]
         .iter()
         .find_map(|k| object.get(*k).and_then(Value::as_str))
@@ -344,7 +356,11 @@ pub struct ReplayGuard {
 impl ReplayGuard {
     /// A guard keeping keys for `ttl`, at most `capacity` of them.
     pub fn new(ttl: Duration, capacity: usize) -> Self {
-        ReplayGuard { seen: Mutex::new(HashMap::new()), ttl, capacity: capacity.max(1) }
+        ReplayGuard {
+            seen: Mutex::new(HashMap::new()),
+            ttl,
+            capacity: capacity.max(1),
+        }
     }
 
     /// True the first time `key` is seen within the ttl.

@@ -10,7 +10,9 @@ fn doc() -> Value {
 
 fn schema_of<'a>(doc: &'a Value, path: &str) -> &'a Value {
     let op = &doc["paths"][path]["post"];
-    let name = op["requestBody"]["content"]["application/json"]["schema"]["$ref"].as_str().unwrap_or_else(|| panic!("{path} has no request schema"));
+    let name = op["requestBody"]["content"]["application/json"]["schema"]["$ref"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{path} has no request schema"));
     &doc["components"]["schemas"][name.rsplit('/').next().unwrap()]
 }
 
@@ -22,7 +24,12 @@ fn field<'a>(doc: &'a Value, path: &str, name: &str) -> &'a Value {
 }
 
 fn required(doc: &Value, path: &str) -> Vec<String> {
-    schema_of(doc, path)["required"].as_array().into_iter().flatten().map(|v| v.as_str().unwrap().to_string()).collect()
+    schema_of(doc, path)["required"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|v| v.as_str().unwrap().to_string())
+        .collect()
 }
 
 fn assert_range(doc: &Value, path: &str, name: &str, min: f64, max: Option<f64>) {
@@ -39,17 +46,31 @@ fn assert_default(doc: &Value, path: &str, name: &str, expected: Value) {
 
 fn assert_images(doc: &Value, path: &str, count: usize, kind: &str) {
     for i in 1..=count {
-        let name = if i == 1 { "input_image".to_string() } else { format!("input_image_{i}") };
+        let name = if i == 1 {
+            "input_image".to_string()
+        } else {
+            format!("input_image_{i}")
+        };
         assert_eq!(field(doc, path, &name)["x-image"], kind, "{path} {name}");
     }
     let beyond = format!("input_image_{}", count + 1);
-    assert!(schema_of(doc, path)["properties"][&beyond].is_null(), "{path} lists {beyond}");
+    assert!(
+        schema_of(doc, path)["properties"][&beyond].is_null(),
+        "{path} lists {beyond}"
+    );
 }
 
 fn assert_webhook_and_format(doc: &Value, path: &str, format_default: &str) {
     let url = &doc["components"]["schemas"]["WebhookUrl"];
-    assert_eq!(field(doc, path, "webhook_url")["allOf"][0]["$ref"], "#/components/schemas/WebhookUrl", "{path}");
-    assert_eq!((url["minLength"].as_u64(), url["maxLength"].as_u64()), (Some(1), Some(2083)));
+    assert_eq!(
+        field(doc, path, "webhook_url")["allOf"][0]["$ref"],
+        "#/components/schemas/WebhookUrl",
+        "{path}"
+    );
+    assert_eq!(
+        (url["minLength"].as_u64(), url["maxLength"].as_u64()),
+        (Some(1), Some(2083))
+    );
     assert!(!field(doc, path, "webhook_secret").is_null());
     assert_default(doc, path, "output_format", Value::from(format_default));
 }
@@ -72,7 +93,10 @@ fn every_contract_path_is_an_operation_with_id_tag_and_description() {
             assert!(op[key].as_str().is_some_and(|s| !s.is_empty()), "{path}: {key}");
         }
         let tag = op["tags"][0].as_str().unwrap_or("");
-        assert!(["generation", "editing", "tools", "finetuned", "video", "results"].contains(&tag), "{path}: tag {tag}");
+        assert!(
+            ["generation", "editing", "tools", "finetuned", "video", "results"].contains(&tag),
+            "{path}: tag {tag}"
+        );
     }
     assert_eq!(doc["paths"].as_object().unwrap().len(), 27);
     assert_eq!(doc["info"]["version"], "0.0.1");
@@ -103,7 +127,10 @@ fn gen_2_family_bounds() {
     assert_default(&doc, "/v1/gen-2-flex", "steps", 50.into());
     assert_default(&doc, "/v1/gen-2-flex", "prompt_upsampling", true.into());
     assert!(!field(&doc, "/v1/gen-2-flex", "input_image_blob_path").is_null());
-    assert_eq!(doc["components"]["schemas"]["OutputFormat"]["enum"], serde_json::json!(["jpeg", "png", "webp"]));
+    assert_eq!(
+        doc["components"]["schemas"]["OutputFormat"]["enum"],
+        serde_json::json!(["jpeg", "png", "webp"])
+    );
 }
 
 #[test]
@@ -113,7 +140,10 @@ fn kontext_bounds() {
     assert_eq!(required(&doc, path), ["prompt"]);
     assert_images(&doc, path, 4, "base64-or-url");
     assert_range(&doc, path, "safety_tolerance", 0.0, Some(6.0));
-    assert_eq!(field(&doc, path, "aspect_ratio")["x-aspect-ratio-range"], serde_json::json!(["9:21", "21:9"]));
+    assert_eq!(
+        field(&doc, path, "aspect_ratio")["x-aspect-ratio-range"],
+        serde_json::json!(["9:21", "21:9"])
+    );
     assert_default(&doc, path, "prompt_upsampling", false.into());
     assert_webhook_and_format(&doc, path, "png");
 }
@@ -174,7 +204,10 @@ fn fill_and_expand_bounds() {
         assert_range(&doc, path, "safety_tolerance", 0.0, Some(6.0));
         assert_default(&doc, path, "prompt", "".into());
     }
-    assert_eq!(schema_of(&doc, "/v1/gen-pro-1.0-fill")["x-same-dimensions"], serde_json::json!(["image", "mask"]));
+    assert_eq!(
+        schema_of(&doc, "/v1/gen-pro-1.0-fill")["x-same-dimensions"],
+        serde_json::json!(["image", "mask"])
+    );
     for side in ["top", "bottom", "left", "right"] {
         assert_range(&doc, "/v1/gen-pro-1.0-expand", side, 0.0, Some(2048.0));
         assert_default(&doc, "/v1/gen-pro-1.0-expand", side, 0.into());
@@ -212,8 +245,17 @@ fn video_and_managed_lora_bounds() {
     let doc = doc();
     let video = "/v1/gen-3-video";
     assert_eq!(required(&doc, video), ["mode"]);
-    assert_eq!(field(&doc, video, "mode")["enum"], serde_json::json!(["t2v", "i2v", "v2v", "draft_enhance"]));
-    assert_eq!((field(&doc, video, "keyframes")["minItems"].as_u64(), field(&doc, video, "keyframes")["maxItems"].as_u64()), (Some(1), Some(10)));
+    assert_eq!(
+        field(&doc, video, "mode")["enum"],
+        serde_json::json!(["t2v", "i2v", "v2v", "draft_enhance"])
+    );
+    assert_eq!(
+        (
+            field(&doc, video, "keyframes")["minItems"].as_u64(),
+            field(&doc, video, "keyframes")["maxItems"].as_u64()
+        ),
+        (Some(1), Some(10))
+    );
     assert_eq!(field(&doc, video, "duration")["anyOf"][1]["minimum"], 5);
     assert_eq!(field(&doc, video, "duration")["anyOf"][1]["maximum"], 20);
     assert_range(&doc, video, "batch", 1.0, Some(4.0));
@@ -242,5 +284,11 @@ fn get_result_takes_the_id_and_answers_the_poll_result() {
     for name in ["id", "status", "result", "progress", "details", "preview", "cost"] {
         assert!(!poll["properties"][name].is_null(), "PollResult.{name}");
     }
-    assert_eq!(doc["components"]["schemas"]["SubmissionResponse"]["anyOf"].as_array().unwrap().len(), 2);
+    assert_eq!(
+        doc["components"]["schemas"]["SubmissionResponse"]["anyOf"]
+            .as_array()
+            .unwrap()
+            .len(),
+        2
+    );
 }

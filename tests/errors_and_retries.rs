@@ -8,7 +8,11 @@ use genapi::mock::{Fault, FaultKind, MockConfig, MockService};
 use genapi::{Error, RetryPolicy};
 
 fn fast_retries() -> RetryPolicy {
-    RetryPolicy { initial_backoff: Duration::from_millis(10), max_backoff: Duration::from_millis(50), ..RetryPolicy::default() }
+    RetryPolicy {
+        initial_backoff: Duration::from_millis(10),
+        max_backoff: Duration::from_millis(50),
+        ..RetryPolicy::default()
+    }
 }
 
 fn request() -> types::builder::Gen2ProRequest {
@@ -18,19 +22,37 @@ fn request() -> types::builder::Gen2ProRequest {
 #[tokio::test]
 async fn a_wrong_key_is_forbidden() {
     let mock = MockService::start().await.unwrap();
-    let client = genapi::Client::builder().api_key("wrong").base_url(mock.base_url()).build().unwrap();
+    let client = genapi::Client::builder()
+        .api_key("wrong")
+        .base_url(mock.base_url())
+        .build()
+        .unwrap();
     let error = client.submit(request()).await.unwrap_err();
     assert!(matches!(error, Error::Forbidden { .. }), "{error}");
-    assert!(error.to_string().contains("GENAPI_API_KEY"), "says what to check: {error}");
+    assert!(
+        error.to_string().contains("GENAPI_API_KEY"),
+        "says what to check: {error}"
+    );
 }
 
 #[tokio::test]
 async fn a_key_limited_to_some_endpoints_is_forbidden_elsewhere() {
-    let config = MockConfig { keys: vec![("dev-only".into(), Some(vec!["gen_dev".into(), "get_result".into()]))], ..MockConfig::default() };
-    let mock = MockService::start_with(config, "127.0.0.1:0".parse().unwrap()).await.unwrap();
+    let config = MockConfig {
+        keys: vec![("dev-only".into(), Some(vec!["gen_dev".into(), "get_result".into()]))],
+        ..MockConfig::default()
+    };
+    let mock = MockService::start_with(config, "127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
     let client = mock.client().unwrap();
-    client.run(types::GenDevRequest::builder().prompt("x".to_string())).await.unwrap();
-    assert!(matches!(client.submit(request()).await.unwrap_err(), Error::Forbidden { .. }));
+    client
+        .run(types::GenDevRequest::builder().prompt("x".to_string()))
+        .await
+        .unwrap();
+    assert!(matches!(
+        client.submit(request()).await.unwrap_err(),
+        Error::Forbidden { .. }
+    ));
 }
 
 #[tokio::test]
@@ -44,7 +66,14 @@ async fn spent_credits_give_insufficient_credits() {
 #[tokio::test]
 async fn a_429_then_success_makes_exactly_two_submissions() {
     let mock = MockService::start().await.unwrap();
-    mock.inject(Fault::on("/v1/gen-2-pro", FaultKind::Status { status: 429, retry_after: Some("0".into()), body: "{}".into() }));
+    mock.inject(Fault::on(
+        "/v1/gen-2-pro",
+        FaultKind::Status {
+            status: 429,
+            retry_after: Some("0".into()),
+            body: "{}".into(),
+        },
+    ));
     let client = mock.client_builder().retry_policy(fast_retries()).build().unwrap();
     client.submit(request()).await.unwrap();
     assert_eq!(mock.count("POST", "/v1/gen-2-pro"), 2);
@@ -53,10 +82,23 @@ async fn a_429_then_success_makes_exactly_two_submissions() {
 #[tokio::test]
 async fn a_persistent_429_is_typed_with_its_retry_after() {
     let mock = MockService::start().await.unwrap();
-    mock.inject(Fault::on("/v1/gen-2-pro", FaultKind::Status { status: 429, retry_after: Some("0".into()), body: "{}".into() }).times(10));
+    mock.inject(
+        Fault::on(
+            "/v1/gen-2-pro",
+            FaultKind::Status {
+                status: 429,
+                retry_after: Some("0".into()),
+                body: "{}".into(),
+            },
+        )
+        .times(10),
+    );
     let client = mock.client_builder().retry_policy(fast_retries()).build().unwrap();
     let error = client.submit(request()).await.unwrap_err();
-    assert!(matches!(error, Error::RateLimited { retry_after: Some(d), .. } if d.is_zero()), "{error}");
+    assert!(
+        matches!(error, Error::RateLimited { retry_after: Some(d), .. } if d.is_zero()),
+        "{error}"
+    );
     assert_eq!(mock.count("POST", "/v1/gen-2-pro"), 4, "max_attempts in all");
 }
 
@@ -67,7 +109,11 @@ async fn a_500_on_submit_is_not_retried() {
     let client = mock.client_builder().retry_policy(fast_retries()).build().unwrap();
     let error = client.submit(request()).await.unwrap_err();
     assert!(matches!(error, Error::Server { status: 500, .. }), "{error}");
-    assert_eq!(mock.count("POST", "/v1/gen-2-pro"), 1, "the task may exist: never sent twice");
+    assert_eq!(
+        mock.count("POST", "/v1/gen-2-pro"),
+        1,
+        "the task may exist: never sent twice"
+    );
 }
 
 #[tokio::test]
@@ -82,7 +128,12 @@ async fn a_connection_dropped_after_sending_is_not_retried() {
 
 #[tokio::test]
 async fn a_refused_connection_is_a_transport_error() {
-    let client = genapi::Client::builder().api_key("k").base_url("http://127.0.0.1:9").retry_policy(fast_retries()).build().unwrap();
+    let client = genapi::Client::builder()
+        .api_key("k")
+        .base_url("http://127.0.0.1:9")
+        .retry_policy(fast_retries())
+        .build()
+        .unwrap();
     let error = client.submit(request()).await.unwrap_err();
     assert!(matches!(error, Error::Transport { .. }), "{error}");
 }
@@ -111,7 +162,9 @@ async fn malformed_json_keeps_the_raw_body() {
     let mock = MockService::start().await.unwrap();
     mock.inject(Fault::on("/v1/gen-2-pro", FaultKind::MalformedBody));
     let error = mock.client().unwrap().submit(request()).await.unwrap_err();
-    let Error::Decode { body, .. } = &error else { panic!("{error}") };
+    let Error::Decode { body, .. } = &error else {
+        panic!("{error}")
+    };
     assert_eq!(body, "{\"id\": \"trunc");
 
     mock.inject(Fault::on("/v1/get_result", FaultKind::MalformedBody));
@@ -123,29 +176,62 @@ async fn malformed_json_keeps_the_raw_body() {
 async fn a_redirect_from_the_api_is_not_followed() {
     let mock = MockService::start().await.unwrap();
     let elsewhere = MockService::start().await.unwrap();
-    mock.inject(Fault::on("/v1/gen-2-pro", FaultKind::Redirect(format!("{}/v1/gen-2-pro", elsewhere.base_url()))));
+    mock.inject(Fault::on(
+        "/v1/gen-2-pro",
+        FaultKind::Redirect(format!("{}/v1/gen-2-pro", elsewhere.base_url())),
+    ));
     let error = mock.client().unwrap().submit(request()).await.unwrap_err();
     assert!(matches!(error, Error::Redirected { .. }), "{error}");
-    assert!(elsewhere.requests().is_empty(), "the key never reached the other origin");
+    assert!(
+        elsewhere.requests().is_empty(),
+        "the key never reached the other origin"
+    );
 }
 
 #[tokio::test]
 async fn configuration_errors_say_what_is_missing() {
-    let error = genapi::Client::builder().base_url("http://127.0.0.1:1").build().unwrap_err();
+    let error = genapi::Client::builder()
+        .base_url("http://127.0.0.1:1")
+        .build()
+        .unwrap_err();
     assert!(error.to_string().contains("GENAPI_API_KEY"), "{error}");
     let error = genapi::Client::builder().api_key("k").build().unwrap_err();
     assert!(error.to_string().contains("GENAPI_BASE_URL"), "{error}");
-    let error = genapi::Client::builder().api_key("k").base_url("ftp://x").build().unwrap_err();
+    let error = genapi::Client::builder()
+        .api_key("k")
+        .base_url("ftp://x")
+        .build()
+        .unwrap_err();
     assert!(error.to_string().contains("http(s)"), "{error}");
 }
 
 #[tokio::test]
 async fn the_mock_refuses_tasks_beyond_its_active_limit() {
-    let config = MockConfig { max_active_tasks: 2, default_duration: Duration::from_secs(30), ..MockConfig::default() };
-    let mock = MockService::start_with(config, "127.0.0.1:0".parse().unwrap()).await.unwrap();
-    let client = mock.client_builder().max_active_tasks(None).retry_policy(RetryPolicy::never()).build().unwrap();
+    let config = MockConfig {
+        max_active_tasks: 2,
+        default_duration: Duration::from_secs(30),
+        ..MockConfig::default()
+    };
+    let mock = MockService::start_with(config, "127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    let client = mock
+        .client_builder()
+        .max_active_tasks(None)
+        .retry_policy(RetryPolicy::never())
+        .build()
+        .unwrap();
     let _first = client.submit(request()).await.unwrap();
     let _second = client.submit(request()).await.unwrap();
     let error = client.submit(request()).await.unwrap_err();
-    assert!(matches!(error, Error::RateLimited { retry_after: Some(_), .. }), "{error}");
+    assert!(
+        matches!(
+            error,
+            Error::RateLimited {
+                retry_after: Some(_),
+                ..
+            }
+        ),
+        "{error}"
+    );
 }

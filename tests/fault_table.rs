@@ -13,7 +13,11 @@ use genapi::{Error, RetryPolicy};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 fn fast() -> RetryPolicy {
-    RetryPolicy { initial_backoff: Duration::from_millis(10), max_backoff: Duration::from_millis(40), ..RetryPolicy::default() }
+    RetryPolicy {
+        initial_backoff: Duration::from_millis(10),
+        max_backoff: Duration::from_millis(40),
+        ..RetryPolicy::default()
+    }
 }
 
 fn request() -> types::builder::Gen2ProRequest {
@@ -46,39 +50,148 @@ fn check(name: &str, outcome: Result<genapi::Output, Error>, expect: &Expect) {
 #[tokio::test]
 async fn http_faults_on_submit_and_poll() {
     let date_soon = httpdate::fmt_http_date(std::time::SystemTime::now() + Duration::from_secs(1));
-    let status = |code: u16, retry_after: Option<&str>| FaultKind::Status { status: code, retry_after: retry_after.map(str::to_string), body: "{}".into() };
+    let status = |code: u16, retry_after: Option<&str>| FaultKind::Status {
+        status: code,
+        retry_after: retry_after.map(str::to_string),
+        body: "{}".into(),
+    };
     let table: Vec<(&str, Fault, Expect, usize)> = vec![
-        ("500 on submit", Fault::on("/v1/gen-2-pro", status(500, None)), Expect::Server(500), 1),
-        ("502 on submit", Fault::on("/v1/gen-2-pro", status(502, None)), Expect::Server(502), 1),
-        ("503 on submit", Fault::on("/v1/gen-2-pro", status(503, Some("0"))), Expect::Server(503), 1),
-        ("504 on submit", Fault::on("/v1/gen-2-pro", status(504, None)), Expect::Server(504), 1),
-        ("429 with Retry-After seconds", Fault::on("/v1/gen-2-pro", status(429, Some("0"))), Expect::Success, 2),
-        ("429 with Retry-After date", Fault::on("/v1/gen-2-pro", status(429, Some(&date_soon))), Expect::Success, 2),
-        ("429 without Retry-After", Fault::on("/v1/gen-2-pro", status(429, None)), Expect::Success, 2),
-        ("429 that persists", Fault::on("/v1/gen-2-pro", status(429, Some("0"))).times(9), Expect::RateLimited, 4),
-        ("reset after the request was sent", Fault::on("/v1/gen-2-pro", FaultKind::DropConnection), Expect::Transport, 1),
-        ("malformed JSON on submit", Fault::on("/v1/gen-2-pro", FaultKind::MalformedBody), Expect::Decode, 1),
-        ("wrong content type", Fault::on("/v1/gen-2-pro", FaultKind::Status { status: 200, retry_after: None, body: "<html>hi</html>".into() }), Expect::Decode, 1),
-        ("500s while polling", Fault::on("/v1/get_result", status(500, None)).times(2), Expect::Success, 1),
-        ("502s while polling", Fault::on("/v1/get_result", status(502, None)).times(2), Expect::Success, 1),
-        ("503s while polling", Fault::on("/v1/get_result", status(503, Some("0"))).times(3), Expect::Success, 1),
-        ("504s while polling", Fault::on("/v1/get_result", status(504, None)).times(2), Expect::Success, 1),
-        ("404 then found", Fault::on("/v1/get_result", status(404, None)).times(3), Expect::Success, 1),
-        ("slow poll answer", Fault::on("/v1/get_result", FaultKind::Delay(Duration::from_millis(300))), Expect::Success, 1),
-        ("reset while polling", Fault::on("/v1/get_result", FaultKind::DropConnection).times(2), Expect::Success, 1),
+        (
+            "500 on submit",
+            Fault::on("/v1/gen-2-pro", status(500, None)),
+            Expect::Server(500),
+            1,
+        ),
+        (
+            "502 on submit",
+            Fault::on("/v1/gen-2-pro", status(502, None)),
+            Expect::Server(502),
+            1,
+        ),
+        (
+            "503 on submit",
+            Fault::on("/v1/gen-2-pro", status(503, Some("0"))),
+            Expect::Server(503),
+            1,
+        ),
+        (
+            "504 on submit",
+            Fault::on("/v1/gen-2-pro", status(504, None)),
+            Expect::Server(504),
+            1,
+        ),
+        (
+            "429 with Retry-After seconds",
+            Fault::on("/v1/gen-2-pro", status(429, Some("0"))),
+            Expect::Success,
+            2,
+        ),
+        (
+            "429 with Retry-After date",
+            Fault::on("/v1/gen-2-pro", status(429, Some(&date_soon))),
+            Expect::Success,
+            2,
+        ),
+        (
+            "429 without Retry-After",
+            Fault::on("/v1/gen-2-pro", status(429, None)),
+            Expect::Success,
+            2,
+        ),
+        (
+            "429 that persists",
+            Fault::on("/v1/gen-2-pro", status(429, Some("0"))).times(9),
+            Expect::RateLimited,
+            4,
+        ),
+        (
+            "reset after the request was sent",
+            Fault::on("/v1/gen-2-pro", FaultKind::DropConnection),
+            Expect::Transport,
+            1,
+        ),
+        (
+            "malformed JSON on submit",
+            Fault::on("/v1/gen-2-pro", FaultKind::MalformedBody),
+            Expect::Decode,
+            1,
+        ),
+        (
+            "wrong content type",
+            Fault::on(
+                "/v1/gen-2-pro",
+                FaultKind::Status {
+                    status: 200,
+                    retry_after: None,
+                    body: "<html>hi</html>".into(),
+                },
+            ),
+            Expect::Decode,
+            1,
+        ),
+        (
+            "500s while polling",
+            Fault::on("/v1/get_result", status(500, None)).times(2),
+            Expect::Success,
+            1,
+        ),
+        (
+            "502s while polling",
+            Fault::on("/v1/get_result", status(502, None)).times(2),
+            Expect::Success,
+            1,
+        ),
+        (
+            "503s while polling",
+            Fault::on("/v1/get_result", status(503, Some("0"))).times(3),
+            Expect::Success,
+            1,
+        ),
+        (
+            "504s while polling",
+            Fault::on("/v1/get_result", status(504, None)).times(2),
+            Expect::Success,
+            1,
+        ),
+        (
+            "404 then found",
+            Fault::on("/v1/get_result", status(404, None)).times(3),
+            Expect::Success,
+            1,
+        ),
+        (
+            "slow poll answer",
+            Fault::on("/v1/get_result", FaultKind::Delay(Duration::from_millis(300))),
+            Expect::Success,
+            1,
+        ),
+        (
+            "reset while polling",
+            Fault::on("/v1/get_result", FaultKind::DropConnection).times(2),
+            Expect::Success,
+            1,
+        ),
     ];
     for (name, fault, expect, submissions) in table {
         let mock = MockService::start().await.unwrap();
         mock.inject(fault);
         let client = mock.client_builder().retry_policy(fast()).build().unwrap();
-        let outcome = tokio::time::timeout(Duration::from_secs(15), client.run(request())).await.unwrap_or_else(|_| panic!("{name}: deadline"));
+        let outcome = tokio::time::timeout(Duration::from_secs(15), client.run(request()))
+            .await
+            .unwrap_or_else(|_| panic!("{name}: deadline"));
         check(name, outcome, &expect);
-        assert_eq!(mock.count("POST", "/v1/gen-2-pro"), submissions, "{name}: submissions seen");
+        assert_eq!(
+            mock.count("POST", "/v1/gen-2-pro"),
+            submissions,
+            "{name}: submissions seen"
+        );
     }
 }
 
 /// A raw TCP server that misbehaves on every connection; counts connections.
-async fn misbehaving(behave: fn(tokio::net::TcpStream) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>) -> (String, Arc<AtomicUsize>) {
+async fn misbehaving(
+    behave: fn(tokio::net::TcpStream) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>,
+) -> (String, Arc<AtomicUsize>) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     let seen = Arc::new(AtomicUsize::new(0));
@@ -101,8 +214,12 @@ async fn read_request(stream: &mut tokio::net::TcpStream) {
 async fn connection_level_faults_on_submit() {
     type Behave = fn(tokio::net::TcpStream) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
     let table: Vec<(&str, Behave)> = vec![
-        ("reset before the request was read", |stream| Box::pin(async move { drop(stream) })),
-        ("closed after the request, no answer", |mut stream| Box::pin(async move { read_request(&mut stream).await })),
+        ("reset before the request was read", |stream| {
+            Box::pin(async move { drop(stream) })
+        }),
+        ("closed after the request, no answer", |mut stream| {
+            Box::pin(async move { read_request(&mut stream).await })
+        }),
         ("headers slower than the timeout", |mut stream| {
             Box::pin(async move {
                 read_request(&mut stream).await;
@@ -112,14 +229,22 @@ async fn connection_level_faults_on_submit() {
         ("body slower than the timeout", |mut stream| {
             Box::pin(async move {
                 read_request(&mut stream).await;
-                let _ = stream.write_all(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{\"id\":").await;
+                let _ = stream
+                    .write_all(
+                        b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{\"id\":",
+                    )
+                    .await;
                 tokio::time::sleep(Duration::from_secs(3)).await;
             })
         }),
         ("truncated body", |mut stream| {
             Box::pin(async move {
                 read_request(&mut stream).await;
-                let _ = stream.write_all(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{\"id\":").await;
+                let _ = stream
+                    .write_all(
+                        b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{\"id\":",
+                    )
+                    .await;
             })
         }),
     ];
@@ -132,21 +257,35 @@ async fn connection_level_faults_on_submit() {
             .retry_policy(fast())
             .build()
             .unwrap();
-        let outcome = tokio::time::timeout(Duration::from_secs(10), client.submit(request())).await.unwrap_or_else(|_| panic!("{name}: deadline"));
+        let outcome = tokio::time::timeout(Duration::from_secs(10), client.submit(request()))
+            .await
+            .unwrap_or_else(|_| panic!("{name}: deadline"));
         let error = outcome.err().unwrap_or_else(|| panic!("{name}: succeeded"));
         assert!(matches!(error, Error::Transport { .. }), "{name}: {error}");
-        assert_eq!(connections.load(Ordering::SeqCst), 1, "{name}: the submission may have been accepted, so it was sent once");
+        assert_eq!(
+            connections.load(Ordering::SeqCst),
+            1,
+            "{name}: the submission may have been accepted, so it was sent once"
+        );
     }
 }
 
 #[tokio::test]
 async fn connection_refused_is_retried_then_typed() {
     // Nothing listens on port 9 of loopback: safe to retry, nothing was sent.
-    let client = genapi::Client::builder().api_key("k").base_url("http://127.0.0.1:9").retry_policy(fast()).build().unwrap();
+    let client = genapi::Client::builder()
+        .api_key("k")
+        .base_url("http://127.0.0.1:9")
+        .retry_policy(fast())
+        .build()
+        .unwrap();
     let started = std::time::Instant::now();
     let error = client.submit(request()).await.unwrap_err();
     assert!(matches!(error, Error::Transport { .. }), "{error}");
-    assert!(started.elapsed() >= Duration::from_millis(15), "backed off between attempts");
+    assert!(
+        started.elapsed() >= Duration::from_millis(15),
+        "backed off between attempts"
+    );
 }
 
 #[tokio::test]
@@ -160,7 +299,14 @@ async fn unknown_fields_in_answers_are_ignored() {
         "region": "eu-2", "queue_position": 3, "hints": {"nested": [1, 2]},
     })
     .to_string();
-    mock.inject(Fault::on("/v1/gen-2-pro", FaultKind::Status { status: 200, retry_after: None, body }));
+    mock.inject(Fault::on(
+        "/v1/gen-2-pro",
+        FaultKind::Status {
+            status: 200,
+            retry_after: None,
+            body,
+        },
+    ));
     let output = client.run(request()).await.unwrap();
     assert_eq!(output.id, task.id());
 }

@@ -8,7 +8,10 @@ mod checks;
 fn replay(target: &str, check: fn(&[u8])) -> usize {
     let mut count = 0;
     for set in ["seeds", "regressions"] {
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz").join(set).join(target);
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("fuzz")
+            .join(set)
+            .join(target);
         for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
             check(&std::fs::read(entry.path()).unwrap());
             count += 1;

@@ -10,7 +10,12 @@ mod common;
 #[tokio::test]
 async fn text_to_image_returns_the_model_chosen_size() {
     let mock = MockService::start().await.unwrap();
-    let output = mock.client().unwrap().run(types::Gen2ProRequest::builder().prompt("a lighthouse")).await.unwrap();
+    let output = mock
+        .client()
+        .unwrap()
+        .run(types::Gen2ProRequest::builder().prompt("a lighthouse"))
+        .await
+        .unwrap();
     let bytes = output.bytes().await.unwrap();
     assert_eq!(ImageFormat::sniff(&bytes), Some(ImageFormat::Jpeg));
     assert_eq!(dimensions(&bytes), Some((1024, 1024)));
@@ -22,7 +27,11 @@ async fn text_to_image_returns_the_model_chosen_size() {
 #[tokio::test]
 async fn requested_size_and_format_are_honoured_and_save_adds_the_extension() {
     let mock = MockService::start().await.unwrap();
-    let request = types::Gen2FlexRequest::builder().prompt("a fox").width(512).height(384).output_format(OutputFormat::Webp);
+    let request = types::Gen2FlexRequest::builder()
+        .prompt("a fox")
+        .width(512)
+        .height(384)
+        .output_format(OutputFormat::Webp);
     let output = mock.client().unwrap().run(request).await.unwrap();
     let dir = std::env::temp_dir().join(format!("genapi-save-{}", output.id));
     std::fs::create_dir_all(&dir).unwrap();
@@ -37,12 +46,23 @@ async fn requested_size_and_format_are_honoured_and_save_adds_the_extension() {
 async fn aspect_ratio_and_input_images_shape_the_output() {
     let mock = MockService::start().await.unwrap();
     let client = mock.client().unwrap();
-    let ultra = client.run(types::GenPro11UltraRequest::builder().aspect_ratio("16:9".to_string())).await.unwrap();
+    let ultra = client
+        .run(types::GenPro11UltraRequest::builder().aspect_ratio("16:9".to_string()))
+        .await
+        .unwrap();
     let (w, h) = dimensions(&ultra.bytes().await.unwrap()).unwrap();
     assert!((w as f64 / h as f64 - 16.0 / 9.0).abs() < 0.05, "{w}x{h}");
 
     let input = common::b64(&common::png_header(640, 480));
-    let edit = client.run(types::GenPro10ExpandRequest::builder().image(input).left(100u16).top(20u16)).await.unwrap();
+    let edit = client
+        .run(
+            types::GenPro10ExpandRequest::builder()
+                .image(input)
+                .left(100u16)
+                .top(20u16),
+        )
+        .await
+        .unwrap();
     assert_eq!(dimensions(&edit.bytes().await.unwrap()), Some((740, 500)));
 }
 
@@ -50,12 +70,18 @@ async fn aspect_ratio_and_input_images_shape_the_output() {
 async fn older_families_report_cost_on_the_poll_result() {
     let mock = MockService::start().await.unwrap();
     let client = mock.client().unwrap();
-    let task = client.submit(types::GenDevRequest::builder().prompt("x".to_string())).await.unwrap();
+    let task = client
+        .submit(types::GenDevRequest::builder().prompt("x".to_string()))
+        .await
+        .unwrap();
     assert_eq!(task.cost(), None, "gen-dev reports no cost at submission");
     let output = task.wait().await.unwrap();
     assert!(output.cost.unwrap() > 0.0, "settled cost comes from the poll result");
 
-    let task = client.submit(types::Gen2ProRequest::builder().prompt("x")).await.unwrap();
+    let task = client
+        .submit(types::Gen2ProRequest::builder().prompt("x"))
+        .await
+        .unwrap();
     assert!(task.cost().is_some() && task.input_mp().is_some() && task.output_mp().is_some());
 }
 
@@ -76,25 +102,40 @@ async fn raw_submission_reaches_any_path_with_the_same_waiting() {
     let mock = MockService::start().await.unwrap();
     let client = mock.client().unwrap();
     // A field the document does not know goes through (the schema is open).
-    let task = client.submit_raw("/v1/gen-2-pro", serde_json::json!({"prompt": "a cat", "user": "u-1"})).await.unwrap();
+    let task = client
+        .submit_raw("/v1/gen-2-pro", serde_json::json!({"prompt": "a cat", "user": "u-1"}))
+        .await
+        .unwrap();
     let output = task.wait().await.unwrap();
     assert!(!output.bytes().await.unwrap().is_empty());
     let logged = mock.requests().into_iter().find(|r| r.path == "/v1/gen-2-pro").unwrap();
     assert!(logged.body.contains("\"user\":\"u-1\""));
     // A path the document does not know: sent as is; the service's 404 is typed.
-    let error = client.submit_raw("/v1/gen-9-future", serde_json::json!({"prompt": "x"})).await.unwrap_err();
-    assert!(matches!(error, genapi::Error::UnexpectedStatus { status: 404, .. }), "{error}");
+    let error = client
+        .submit_raw("/v1/gen-9-future", serde_json::json!({"prompt": "x"}))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(error, genapi::Error::UnexpectedStatus { status: 404, .. }),
+        "{error}"
+    );
 }
 
 #[tokio::test]
 async fn a_task_can_be_resumed_from_its_id_or_polling_url() {
     let mock = MockService::start().await.unwrap();
     let client = mock.client().unwrap();
-    let task = client.submit(types::Gen2ProRequest::builder().prompt("x")).await.unwrap();
+    let task = client
+        .submit(types::Gen2ProRequest::builder().prompt("x"))
+        .await
+        .unwrap();
     let (id, url) = (task.id().to_string(), task.polling_url().to_string());
     drop(task);
     let by_id = client.task(&id).unwrap();
-    assert_eq!(by_id.polling_url().as_str(), format!("{}/v1/get_result?id={id}", mock.base_url()));
+    assert_eq!(
+        by_id.polling_url().as_str(),
+        format!("{}/v1/get_result?id={id}", mock.base_url())
+    );
     assert_eq!(by_id.wait().await.unwrap().id, id);
     assert_eq!(client.task(&url).unwrap().id(), id);
 }
@@ -116,16 +157,28 @@ mod image_inputs {
         let url = "https://example.com/cat.png";
         assert_eq!(ImageInput::url(url).to_field(true).await.unwrap(), url);
         let refused = ImageInput::url(url).to_field(false).await.unwrap_err();
-        assert!(matches!(&refused, Error::Input { message, .. } if message.contains("not a URL")), "{refused}");
-        let ftp = ImageInput::url("ftp://example.com/cat.png").to_field(true).await.unwrap_err();
+        assert!(
+            matches!(&refused, Error::Input { message, .. } if message.contains("not a URL")),
+            "{refused}"
+        );
+        let ftp = ImageInput::url("ftp://example.com/cat.png")
+            .to_field(true)
+            .await
+            .unwrap_err();
         assert!(ftp.to_string().contains("http"), "{ftp}");
     }
 
     #[tokio::test]
     async fn unreadable_and_unsupported_files_are_clear_errors() {
         let missing = ImageInput::path("/no/such/image.png").to_base64().await.unwrap_err();
-        assert!(missing.to_string().contains("/no/such/image.png") && missing.to_string().contains("cannot read"), "{missing}");
-        let text = ImageInput::bytes(b"hello, not an image".to_vec()).to_base64().await.unwrap_err();
+        assert!(
+            missing.to_string().contains("/no/such/image.png") && missing.to_string().contains("cannot read"),
+            "{missing}"
+        );
+        let text = ImageInput::bytes(b"hello, not an image".to_vec())
+            .to_base64()
+            .await
+            .unwrap_err();
         assert!(text.to_string().contains("not a PNG, JPEG, WebP or GIF"), "{text}");
     }
 
@@ -138,6 +191,10 @@ mod image_inputs {
         assert_eq!(ImageFormat::sniff(b"%PDF"), None);
         assert_eq!(dimensions(&super::common::png_header(300, 200)), Some((300, 200)));
         assert_eq!(dimensions(b"GIF89a\x40\x01\xf0\x00"), Some((320, 240)));
-        assert_eq!(dimensions(&[0xFF, 0xD8, 0xFF]), None, "a truncated header is no size, not a panic");
+        assert_eq!(
+            dimensions(&[0xFF, 0xD8, 0xFF]),
+            None,
+            "a truncated header is no size, not a panic"
+        );
     }
 }

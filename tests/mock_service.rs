@@ -21,14 +21,30 @@ async fn every_operation_succeeds_rejects_invalid_bodies_and_refuses_a_missing_k
             let url = format!("{}{}", mock.base_url(), op.path);
 
             let body = common::body(doc, schema, false);
-            let output = client.submit_raw(op.path, body.clone()).await.unwrap().wait().await.unwrap();
+            let output = client
+                .submit_raw(op.path, body.clone())
+                .await
+                .unwrap()
+                .wait()
+                .await
+                .unwrap();
             let bytes = output.bytes().await.unwrap();
             assert!(genapi::dimensions(&bytes).is_some(), "{}: output is an image", op.path);
 
-            let invalid = http.post(&url).header("x-key", mock.key()).json(&json!({"seed": "not a number"})).send().await.unwrap();
+            let invalid = http
+                .post(&url)
+                .header("x-key", mock.key())
+                .json(&json!({"seed": "not a number"}))
+                .send()
+                .await
+                .unwrap();
             assert_eq!(invalid.status(), 422, "{}", op.path);
             let detail: Value = invalid.json().await.unwrap();
-            assert!(detail["detail"].as_array().is_some_and(|d| !d.is_empty()), "{}: {detail}", op.path);
+            assert!(
+                detail["detail"].as_array().is_some_and(|d| !d.is_empty()),
+                "{}: {detail}",
+                op.path
+            );
 
             let forbidden = http.post(&url).json(&body).send().await.unwrap();
             assert_eq!(forbidden.status(), 403, "{}", op.path);
@@ -36,9 +52,18 @@ async fn every_operation_succeeds_rejects_invalid_bodies_and_refuses_a_missing_k
         }
     });
     futures::future::join_all(checks).await;
-    let get = http.get(format!("{}/v1/get_result?id=x", mock.base_url())).send().await.unwrap();
+    let get = http
+        .get(format!("{}/v1/get_result?id=x", mock.base_url()))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(get.status(), 403, "polling needs the key too");
-    let missing_id = http.get(format!("{}/v1/get_result", mock.base_url())).header("x-key", mock.key()).send().await.unwrap();
+    let missing_id = http
+        .get(format!("{}/v1/get_result", mock.base_url()))
+        .header("x-key", mock.key())
+        .send()
+        .await
+        .unwrap();
     assert_eq!(missing_id.status(), 422);
 }
 
@@ -56,9 +81,15 @@ async fn answers_say_they_come_from_the_mock_and_the_log_records_requests() {
     assert_eq!(response.headers()["x-genapi-mock"], "true");
     let body: Value = response.json().await.unwrap();
     assert!(uuid_like(body["id"].as_str().unwrap()));
-    assert_eq!(body["polling_url"], format!("{}/v1/get_result?id={}", mock.base_url(), body["id"].as_str().unwrap()));
+    assert_eq!(
+        body["polling_url"],
+        format!("{}/v1/get_result?id={}", mock.base_url(), body["id"].as_str().unwrap())
+    );
     let logged = &mock.requests()[0];
-    assert_eq!((logged.method.as_str(), logged.path.as_str()), ("POST", "/v1/gen-2-pro"));
+    assert_eq!(
+        (logged.method.as_str(), logged.path.as_str()),
+        ("POST", "/v1/gen-2-pro")
+    );
     assert_eq!(logged.body, r#"{"prompt":"hello"}"#);
     assert_eq!(logged.header("x-key"), Some("[redacted]"));
 }
@@ -74,7 +105,11 @@ async fn results_are_deterministic_for_seed_prompt_and_size() {
     let run = |seed: i64| {
         let client = client.clone();
         async move {
-            let request = genapi::api::types::Gen2ProRequest::builder().prompt("same").seed(seed).width(256).height(256);
+            let request = genapi::api::types::Gen2ProRequest::builder()
+                .prompt("same")
+                .seed(seed)
+                .width(256)
+                .height(256);
             client.run(request).await.unwrap().bytes().await.unwrap()
         }
     };
@@ -89,12 +124,46 @@ async fn faults_and_the_clock_can_be_scripted_over_http() {
     let control = |path: &str, body: Value| http.post(format!("{}{path}", mock.base_url())).json(&body).send();
     let fault = json!({"path_prefix": "/v1/gen-2-pro", "method": "POST", "status": 503, "retry_after": 7, "times": 1});
     assert_eq!(control("/mock/faults", fault).await.unwrap().status(), 200);
-    let refused = http.post(format!("{}/v1/gen-2-pro", mock.base_url())).header("x-key", mock.key()).json(&json!({"prompt": "x"})).send().await.unwrap();
-    assert_eq!((refused.status().as_u16(), refused.headers()["retry-after"].to_str().unwrap()), (503, "7"));
-    assert_eq!(control("/mock/faults", json!({"path_prefix": "/x"})).await.unwrap().status(), 400, "a fault needs a kind");
+    let refused = http
+        .post(format!("{}/v1/gen-2-pro", mock.base_url()))
+        .header("x-key", mock.key())
+        .json(&json!({"prompt": "x"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        (
+            refused.status().as_u16(),
+            refused.headers()["retry-after"].to_str().unwrap()
+        ),
+        (503, "7")
+    );
+    assert_eq!(
+        control("/mock/faults", json!({"path_prefix": "/x"}))
+            .await
+            .unwrap()
+            .status(),
+        400,
+        "a fault needs a kind"
+    );
 
-    let output = mock.client().unwrap().run(genapi::api::types::Gen2ProRequest::builder().prompt("x")).await.unwrap();
+    let output = mock
+        .client()
+        .unwrap()
+        .run(genapi::api::types::Gen2ProRequest::builder().prompt("x"))
+        .await
+        .unwrap();
     assert_eq!(http.get(&output.sample).send().await.unwrap().status(), 200);
-    assert_eq!(control("/mock/clock/advance", json!({"seconds": 601})).await.unwrap().status(), 200);
-    assert_eq!(http.get(&output.sample).send().await.unwrap().status(), 403, "expired on the advanced clock");
+    assert_eq!(
+        control("/mock/clock/advance", json!({"seconds": 601}))
+            .await
+            .unwrap()
+            .status(),
+        200
+    );
+    assert_eq!(
+        http.get(&output.sample).send().await.unwrap().status(),
+        403,
+        "expired on the advanced clock"
+    );
 }

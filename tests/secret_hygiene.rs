@@ -29,11 +29,19 @@ impl Write for Capture {
 async fn the_canaries_never_leak() {
     let capture = Capture::default();
     let writer = capture.clone();
-    let subscriber = tracing_subscriber::fmt().with_max_level(tracing::Level::TRACE).with_writer(move || writer.clone()).finish();
+    let subscriber = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::TRACE)
+        .with_writer(move || writer.clone())
+        .finish();
     let _guard = tracing::subscriber::set_default(subscriber);
 
-    let config = MockConfig { keys: vec![(KEY.into(), None)], ..MockConfig::default() };
-    let mock = MockService::start_with(config, "127.0.0.1:0".parse().unwrap()).await.unwrap();
+    let config = MockConfig {
+        keys: vec![(KEY.into(), None)],
+        ..MockConfig::default()
+    };
+    let mock = MockService::start_with(config, "127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
     let client = mock.client().unwrap();
     let mut texts = vec![format!("{client:?}"), format!("{mock:?}")];
 
@@ -51,13 +59,29 @@ async fn the_canaries_never_leak() {
 
     // Failures of every kind.
     let failures = [
-        client.submit(types::Gen2ProRequest::builder().prompt("x").safety_tolerance(9u8)).await.unwrap_err(),
-        client.run(types::Gen2ProRequest::builder().prompt("[mock:error]")).await.unwrap_err(),
-        genapi::Client::builder().api_key("wrong").base_url(mock.base_url()).build().unwrap().submit(types::Gen2ProRequest::builder().prompt("x")).await.unwrap_err(),
+        client
+            .submit(types::Gen2ProRequest::builder().prompt("x").safety_tolerance(9u8))
+            .await
+            .unwrap_err(),
+        client
+            .run(types::Gen2ProRequest::builder().prompt("[mock:error]"))
+            .await
+            .unwrap_err(),
+        genapi::Client::builder()
+            .api_key("wrong")
+            .base_url(mock.base_url())
+            .build()
+            .unwrap()
+            .submit(types::Gen2ProRequest::builder().prompt("x"))
+            .await
+            .unwrap_err(),
         genapi::Client::builder().base_url("http://x").build().unwrap_err(),
     ];
     mock.inject(Fault::on("/v1/gen-2-pro", FaultKind::MalformedBody));
-    let decode = client.submit(types::Gen2ProRequest::builder().prompt("x")).await.unwrap_err();
+    let decode = client
+        .submit(types::Gen2ProRequest::builder().prompt("x"))
+        .await
+        .unwrap_err();
     for error in failures.iter().chain([&decode]) {
         texts.push(format!("{error:?}"));
         texts.push(error.to_string());
@@ -68,7 +92,10 @@ async fn the_canaries_never_leak() {
     texts.push(format!("{verifier:?}"));
     let mut headers = http::HeaderMap::new();
     headers.insert("x-webhook-secret", http::HeaderValue::from_static("wrong"));
-    texts.push(format!("{:?}", verifier.verify(&headers, br#"{"id":"a","status":"SUCCESS"}"#)));
+    texts.push(format!(
+        "{:?}",
+        verifier.verify(&headers, br#"{"id":"a","status":"SUCCESS"}"#)
+    ));
     texts.push(format!("{:?}", mock.requests()));
 
     let logs = String::from_utf8(capture.0.lock().unwrap().clone()).unwrap();

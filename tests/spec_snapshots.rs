@@ -33,12 +33,32 @@ macro_rules! reencoders {
 
 fn reencoders() -> Vec<(&'static str, Reencode)> {
     reencoders![
-        Gen2ProRequest, Gen2ProPreviewRequest, Gen2FlexRequest, Gen2Klein9bRequest, Gen2Klein9bPreviewRequest,
-        Gen2Klein4bRequest, GenKontextProRequest, GenDevRequest, GenPro11Request, GenPro11UltraRequest,
-        GenPro11UltraFinetunedRequest, GenPro10FillRequest, GenPro10FillFinetunedRequest, GenPro10ExpandRequest,
-        DeblurV1Request, EraseV1Request, VtoV1Request, VtoV2Request, OutpaintingV1Request, Gen3VideoRequest,
-        Gen2Klein4bFinetunedRequest, Gen2Klein9bFinetunedRequest, Gen2Klein9bKvFinetunedRequest,
-        Gen2Klein9bKvBf16FinetunedRequest, Gen2KleinBase4bFinetunedRequest, Gen2KleinBase9bFinetunedRequest,
+        Gen2ProRequest,
+        Gen2ProPreviewRequest,
+        Gen2FlexRequest,
+        Gen2Klein9bRequest,
+        Gen2Klein9bPreviewRequest,
+        Gen2Klein4bRequest,
+        GenKontextProRequest,
+        GenDevRequest,
+        GenPro11Request,
+        GenPro11UltraRequest,
+        GenPro11UltraFinetunedRequest,
+        GenPro10FillRequest,
+        GenPro10FillFinetunedRequest,
+        GenPro10ExpandRequest,
+        DeblurV1Request,
+        EraseV1Request,
+        VtoV1Request,
+        VtoV2Request,
+        OutpaintingV1Request,
+        Gen3VideoRequest,
+        Gen2Klein4bFinetunedRequest,
+        Gen2Klein9bFinetunedRequest,
+        Gen2Klein9bKvFinetunedRequest,
+        Gen2Klein9bKvBf16FinetunedRequest,
+        Gen2KleinBase4bFinetunedRequest,
+        Gen2KleinBase9bFinetunedRequest,
     ]
     .to_vec()
 }
@@ -57,11 +77,25 @@ fn wire() {
             .find(|(name, _)| *name == schema)
             .unwrap_or_else(|| panic!("{schema} is not covered by this test; add it to reencoders![]"));
         let minimal = body(&doc, schema, false);
-        assert_eq!(reencode(minimal.clone()).unwrap(), minimal, "{schema}: required-only body changed on the wire");
-        assert!(Document::embedded().validate(schema, &minimal).is_empty(), "{schema}: required-only sample is invalid");
+        assert_eq!(
+            reencode(minimal.clone()).unwrap(),
+            minimal,
+            "{schema}: required-only body changed on the wire"
+        );
+        assert!(
+            Document::embedded().validate(schema, &minimal).is_empty(),
+            "{schema}: required-only sample is invalid"
+        );
         let full = body(&doc, schema, true);
-        assert_eq!(reencode(full.clone()).unwrap(), full, "{schema}: full body changed on the wire");
-        listing.push_str(&format!("{} {}\n  required: {}\n  all: {}\n", op.method, op.path, minimal, full));
+        assert_eq!(
+            reencode(full.clone()).unwrap(),
+            full,
+            "{schema}: full body changed on the wire"
+        );
+        listing.push_str(&format!(
+            "{} {}\n  required: {}\n  all: {}\n",
+            op.method, op.path, minimal, full
+        ));
     }
     insta::assert_snapshot!("wire", listing);
 }

@@ -14,7 +14,14 @@ fn request() -> types::builder::Gen2ProRequest {
 async fn answer_with_polling_url_on(front: &MockService, other: &MockService) -> String {
     let task = other.client().unwrap().submit(request()).await.unwrap();
     let body = serde_json::json!({"id": task.id(), "polling_url": task.polling_url().as_str()}).to_string();
-    front.inject(Fault::on("/v1/gen-2-pro", FaultKind::Status { status: 200, retry_after: None, body }));
+    front.inject(Fault::on(
+        "/v1/gen-2-pro",
+        FaultKind::Status {
+            status: 200,
+            retry_after: None,
+            body,
+        },
+    ));
     task.id().to_string()
 }
 
@@ -24,10 +31,19 @@ async fn a_polling_url_on_another_origin_is_refused() {
     answer_with_polling_url_on(&front, &other).await;
     let polls_before = other.count("GET", "/v1/get_result");
     let error = front.client().unwrap().run(request()).await.unwrap_err();
-    let Error::UntrustedOrigin { origin } = &error else { panic!("{error}") };
+    let Error::UntrustedOrigin { origin } = &error else {
+        panic!("{error}")
+    };
     assert_eq!(format!("{origin}/"), format!("{}/", other.base_url()));
-    assert!(error.to_string().contains("trust_origin"), "says how to allow it: {error}");
-    assert_eq!(other.count("GET", "/v1/get_result"), polls_before, "the key never went there");
+    assert!(
+        error.to_string().contains("trust_origin"),
+        "says how to allow it: {error}"
+    );
+    assert_eq!(
+        other.count("GET", "/v1/get_result"),
+        polls_before,
+        "the key never went there"
+    );
 }
 
 #[tokio::test]
@@ -37,8 +53,17 @@ async fn a_trusted_regional_polling_host_is_polled_with_the_key() {
     let client = front.client_builder().trust_origin(other.base_url()).build().unwrap();
     let output = client.run(request()).await.unwrap();
     assert_eq!(output.id, id);
-    let poll = other.requests().into_iter().rev().find(|r| r.path == "/v1/get_result").unwrap();
-    assert_eq!(poll.header("x-key"), Some("[redacted]"), "the key was sent (the log redacts it)");
+    let poll = other
+        .requests()
+        .into_iter()
+        .rev()
+        .find(|r| r.path == "/v1/get_result")
+        .unwrap();
+    assert_eq!(
+        poll.header("x-key"),
+        Some("[redacted]"),
+        "the key was sent (the log redacts it)"
+    );
 }
 
 #[tokio::test]
@@ -46,7 +71,11 @@ async fn downloads_carry_no_key() {
     let mock = MockService::start().await.unwrap();
     let output = mock.client().unwrap().run(request()).await.unwrap();
     output.bytes().await.unwrap();
-    let download = mock.requests().into_iter().find(|r| r.path.starts_with("/mock/results/")).unwrap();
+    let download = mock
+        .requests()
+        .into_iter()
+        .find(|r| r.path.starts_with("/mock/results/"))
+        .unwrap();
     assert_eq!(download.header("x-key"), None);
     let submit = mock.requests().into_iter().find(|r| r.path == "/v1/gen-2-pro").unwrap();
     assert_eq!(submit.header("x-key"), Some("[redacted]"));
@@ -59,10 +88,20 @@ async fn no_debug_output_or_error_shows_the_key_or_the_webhook_secret() {
     let builder = genapi::Client::builder().api_key(KEY).base_url("http://127.0.0.1:9");
     let builder_text = format!("{builder:?}");
     let client = builder.build().unwrap();
-    let request: types::Gen2ProRequest = request().webhook_secret(genapi::WebhookSecret::new(SECRET)).try_into().unwrap();
+    let request: types::Gen2ProRequest = request()
+        .webhook_secret(genapi::WebhookSecret::new(SECRET))
+        .try_into()
+        .unwrap();
     let verifier = genapi::webhook::Verifier::new(SECRET);
     let error = client.submit(request.clone()).await.unwrap_err();
-    for text in [builder_text, format!("{client:?}"), format!("{request:?}"), format!("{verifier:?}"), format!("{error:?}"), error.to_string()] {
+    for text in [
+        builder_text,
+        format!("{client:?}"),
+        format!("{request:?}"),
+        format!("{verifier:?}"),
+        format!("{error:?}"),
+        error.to_string(),
+    ] {
         assert!(!text.contains(KEY) && !text.contains(SECRET), "secret leaked in {text}");
     }
     // The secret still reaches the wire, where it belongs.

@@ -18,59 +18,137 @@ async fn each_failure_status_is_a_typed_error() {
     let mock = MockService::start().await.unwrap();
     let client = mock.client().unwrap();
     let failed = client.run(prompt("[mock:error]")).await.unwrap_err();
-    let Error::TaskFailed { details: Some(details), .. } = &failed else { panic!("{failed}") };
+    let Error::TaskFailed {
+        details: Some(details), ..
+    } = &failed
+    else {
+        panic!("{failed}")
+    };
     assert!(details["error"].as_str().unwrap().contains("Mock failure"));
-    assert!(failed.to_string().contains("Mock failure"), "the reason is shown: {failed}");
+    assert!(
+        failed.to_string().contains("Mock failure"),
+        "the reason is shown: {failed}"
+    );
     let request = client.run(prompt("[mock:request-moderated]")).await.unwrap_err();
-    assert!(matches!(request, Error::Moderated { stage: Moderation::Request, .. }), "{request}");
+    assert!(
+        matches!(
+            request,
+            Error::Moderated {
+                stage: Moderation::Request,
+                ..
+            }
+        ),
+        "{request}"
+    );
     let content = client.run(prompt("[mock:content-moderated]")).await.unwrap_err();
-    assert!(matches!(content, Error::Moderated { stage: Moderation::Content, .. }), "{content}");
+    assert!(
+        matches!(
+            content,
+            Error::Moderated {
+                stage: Moderation::Content,
+                ..
+            }
+        ),
+        "{content}"
+    );
 }
 
 #[tokio::test]
 async fn an_unknown_task_is_not_found_after_the_grace_period() {
     let mock = MockService::start().await.unwrap();
-    let client = mock.client_builder().wait_options(WaitOptions { not_found_grace: Duration::from_millis(300), ..WaitOptions::default() }).build().unwrap();
+    let client = mock
+        .client_builder()
+        .wait_options(WaitOptions {
+            not_found_grace: Duration::from_millis(300),
+            ..WaitOptions::default()
+        })
+        .build()
+        .unwrap();
     let started = std::time::Instant::now();
     let error = client.task("no-such-task").unwrap().wait().await.unwrap_err();
     assert!(matches!(error, Error::TaskNotFound { .. }), "{error}");
-    assert!(started.elapsed() >= Duration::from_millis(300), "kept polling through the grace period");
+    assert!(
+        started.elapsed() >= Duration::from_millis(300),
+        "kept polling through the grace period"
+    );
 }
 
 #[tokio::test]
 async fn unknown_statuses_mean_keep_polling_and_progress_is_reported() {
-    let mock = MockService::start_with(MockConfig { default_duration: Duration::from_millis(800), ..MockConfig::default() }, "127.0.0.1:0".parse().unwrap())
-        .await
-        .unwrap();
+    let mock = MockService::start_with(
+        MockConfig {
+            default_duration: Duration::from_millis(800),
+            ..MockConfig::default()
+        },
+        "127.0.0.1:0".parse().unwrap(),
+    )
+    .await
+    .unwrap();
     let seen = Arc::new(Mutex::new(Vec::new()));
     let record = seen.clone();
-    let options = WaitOptions::default().on_progress(move |p| record.lock().unwrap().push((p.status.clone(), p.progress)));
-    let task = mock.client().unwrap().submit(prompt("[mock:status=Dreaming] a cat")).await.unwrap();
+    let options =
+        WaitOptions::default().on_progress(move |p| record.lock().unwrap().push((p.status.clone(), p.progress)));
+    let task = mock
+        .client()
+        .unwrap()
+        .submit(prompt("[mock:status=Dreaming] a cat"))
+        .await
+        .unwrap();
     task.wait_with(options).await.unwrap();
     let seen = seen.lock().unwrap();
-    assert!(seen.iter().any(|(s, _)| *s == TaskStatus::Other("Dreaming".into())), "{seen:?}");
-    assert!(seen.iter().any(|(_, p)| p.is_some_and(|p| p > 0.0 && p < 1.0)), "{seen:?}");
+    assert!(
+        seen.iter().any(|(s, _)| *s == TaskStatus::Other("Dreaming".into())),
+        "{seen:?}"
+    );
+    assert!(
+        seen.iter().any(|(_, p)| p.is_some_and(|p| p > 0.0 && p < 1.0)),
+        "{seen:?}"
+    );
     assert_eq!(seen.last().unwrap().0, TaskStatus::Ready);
 }
 
 #[tokio::test]
 async fn the_deadline_bounds_the_wait() {
-    let mock = MockService::start_with(MockConfig { default_duration: Duration::from_secs(30), ..MockConfig::default() }, "127.0.0.1:0".parse().unwrap())
-        .await
-        .unwrap();
+    let mock = MockService::start_with(
+        MockConfig {
+            default_duration: Duration::from_secs(30),
+            ..MockConfig::default()
+        },
+        "127.0.0.1:0".parse().unwrap(),
+    )
+    .await
+    .unwrap();
     let task = mock.client().unwrap().submit(prompt("slow")).await.unwrap();
     let started = std::time::Instant::now();
-    let error = task.wait_with(WaitOptions::default().timeout(Duration::from_millis(700))).await.unwrap_err();
-    assert!(matches!(error, Error::Timeout { last_status: Some(TaskStatus::Pending), .. }), "{error}");
+    let error = task
+        .wait_with(WaitOptions::default().timeout(Duration::from_millis(700)))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            error,
+            Error::Timeout {
+                last_status: Some(TaskStatus::Pending),
+                ..
+            }
+        ),
+        "{error}"
+    );
     assert!(error.to_string().contains("last seen: Pending"), "{error}");
     assert!(started.elapsed() < Duration::from_secs(2));
 }
 
 #[tokio::test]
 async fn dropping_the_wait_cancels_it_and_frees_the_slot() {
-    let mock = MockService::start_with(MockConfig { default_duration: Duration::from_secs(30), ..MockConfig::default() }, "127.0.0.1:0".parse().unwrap())
-        .await
-        .unwrap();
+    let mock = MockService::start_with(
+        MockConfig {
+            default_duration: Duration::from_secs(30),
+            ..MockConfig::default()
+        },
+        "127.0.0.1:0".parse().unwrap(),
+    )
+    .await
+    .unwrap();
     let client = mock.client_builder().max_active_tasks(Some(1)).build().unwrap();
     let task = client.submit(prompt("first")).await.unwrap();
     let waiting = tokio::time::timeout(Duration::from_millis(300), task.wait()).await;
@@ -79,13 +157,22 @@ async fn dropping_the_wait_cancels_it_and_frees_the_slot() {
     tokio::time::sleep(Duration::from_millis(600)).await;
     assert_eq!(mock.count("GET", "/v1/get_result"), polls, "no polling after the drop");
     // The slot of the dropped task is free again.
-    tokio::time::timeout(Duration::from_secs(2), client.submit(prompt("second"))).await.expect("slot freed").unwrap();
+    tokio::time::timeout(Duration::from_secs(2), client.submit(prompt("second")))
+        .await
+        .expect("slot freed")
+        .unwrap();
 }
 
 #[tokio::test]
 async fn the_active_task_limit_keeps_clear_of_429() {
-    let config = MockConfig { max_active_tasks: 3, default_duration: Duration::from_millis(200), ..MockConfig::default() };
-    let mock = MockService::start_with(config, "127.0.0.1:0".parse().unwrap()).await.unwrap();
+    let config = MockConfig {
+        max_active_tasks: 3,
+        default_duration: Duration::from_millis(200),
+        ..MockConfig::default()
+    };
+    let mock = MockService::start_with(config, "127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
     let client = mock.client_builder().max_active_tasks(Some(3)).build().unwrap();
     let runs = (0..12).map(|i| {
         let client = client.clone();
@@ -94,5 +181,9 @@ async fn the_active_task_limit_keeps_clear_of_429() {
     for outcome in futures::future::join_all(runs).await {
         outcome.unwrap();
     }
-    assert_eq!(mock.count("POST", "/v1/gen-2-pro"), 12, "each task submitted once, none refused");
+    assert_eq!(
+        mock.count("POST", "/v1/gen-2-pro"),
+        12,
+        "each task submitted once, none refused"
+    );
 }

@@ -14,7 +14,11 @@ use genapi::{Client, ImageInput, WaitOptions};
 use serde_json::{Map, Value};
 
 #[derive(Parser)]
-#[command(name = "genapi", version, about = "Generate and edit images with the Image Generation and Editing Service")]
+#[command(
+    name = "genapi",
+    version,
+    about = "Generate and edit images with the Image Generation and Editing Service"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -78,13 +82,20 @@ async fn main() -> ExitCode {
 
 /// The client, or the built-in mock when nothing is configured (kept alive while used).
 async fn client_or_mock() -> Result<(Client, Option<MockService>), String> {
-    let configured = ["GENAPI_API_KEY", "GENAPI_BASE_URL"].iter().any(|v| std::env::var(v).is_ok_and(|s| !s.trim().is_empty()));
+    let configured = ["GENAPI_API_KEY", "GENAPI_BASE_URL"]
+        .iter()
+        .any(|v| std::env::var(v).is_ok_and(|s| !s.trim().is_empty()));
     if configured {
         return Ok((Client::from_env().map_err(|e| e.to_string())?, None));
     }
-    let config = MockConfig { default_duration: Duration::from_secs(3), ..MockConfig::default() };
+    let config = MockConfig {
+        default_duration: Duration::from_secs(3),
+        ..MockConfig::default()
+    };
     let address = "127.0.0.1:0".parse().map_err(|_| "bad address".to_string())?;
-    let mock = MockService::start_with(config, address).await.map_err(|e| e.to_string())?;
+    let mock = MockService::start_with(config, address)
+        .await
+        .map_err(|e| e.to_string())?;
     eprintln!(
         "GENAPI_API_KEY and GENAPI_BASE_URL are not set: using the built-in mock service at {} (a test double; its images are marked MOCK)",
         mock.base_url()
@@ -95,17 +106,35 @@ async fn client_or_mock() -> Result<(Client, Option<MockService>), String> {
 
 async fn run(cli: Cli) -> Result<(), String> {
     match cli.command {
-        Command::Generate { model, out, timeout, set, images, prompt } => generate(model, out, timeout, set, images, prompt).await,
+        Command::Generate {
+            model,
+            out,
+            timeout,
+            set,
+            images,
+            prompt,
+        } => generate(model, out, timeout, set, images, prompt).await,
         Command::Get { id_or_polling_url } => {
             let (client, _mock) = client_or_mock().await?;
-            let state = client.task(&id_or_polling_url).map_err(|e| e.to_string())?.poll().await.map_err(|e| e.to_string())?;
+            let state = client
+                .task(&id_or_polling_url)
+                .map_err(|e| e.to_string())?
+                .poll()
+                .await
+                .map_err(|e| e.to_string())?;
             println!("{}", serde_json::to_string_pretty(&state).map_err(|e| e.to_string())?);
             Ok(())
         }
         Command::Mock { addr, key, duration_ms } => {
             let address = addr.parse().map_err(|e| format!("--addr {addr}: {e}"))?;
-            let config = MockConfig { keys: vec![(key, None)], default_duration: Duration::from_millis(duration_ms), ..MockConfig::default() };
-            let mock = MockService::start_with(config, address).await.map_err(|e| e.to_string())?;
+            let config = MockConfig {
+                keys: vec![(key, None)],
+                default_duration: Duration::from_millis(duration_ms),
+                ..MockConfig::default()
+            };
+            let mock = MockService::start_with(config, address)
+                .await
+                .map_err(|e| e.to_string())?;
             println!("mock service (a test double) listening");
             println!("GENAPI_BASE_URL={}", mock.base_url());
             println!("GENAPI_API_KEY={}", mock.key());
@@ -130,8 +159,17 @@ async fn generate(
         .operations()
         .into_iter()
         .find(|op| op.path == path && op.method == "POST")
-        .ok_or_else(|| format!("unknown model {model:?}; try gen-2-pro, gen-2-flex, gen-dev, gen-kontext-pro or gen-tools/deblur-v1"))?;
-    let schema = operation.request_schema.as_deref().and_then(|s| document.schema(s)).cloned().unwrap_or(Value::Null);
+        .ok_or_else(|| {
+            format!(
+                "unknown model {model:?}; try gen-2-pro, gen-2-flex, gen-dev, gen-kontext-pro or gen-tools/deblur-v1"
+            )
+        })?;
+    let schema = operation
+        .request_schema
+        .as_deref()
+        .and_then(|s| document.schema(s))
+        .cloned()
+        .unwrap_or(Value::Null);
     let mut body = Map::new();
     if let Some(prompt) = prompt {
         body.insert("prompt".into(), Value::String(prompt));
@@ -141,37 +179,61 @@ async fn generate(
         .as_object()
         .into_iter()
         .flatten()
-        .filter_map(|(name, p)| p["x-image"].as_str().map(|kind| (name.clone(), kind == "base64-or-url")))
+        .filter_map(|(name, p)| {
+            p["x-image"]
+                .as_str()
+                .map(|kind| (name.clone(), kind == "base64-or-url"))
+        })
         .collect();
     if images.len() > image_fields.len() {
-        return Err(format!("{model} takes at most {} image(s); {} given", image_fields.len(), images.len()));
+        return Err(format!(
+            "{model} takes at most {} image(s); {} given",
+            image_fields.len(),
+            images.len()
+        ));
     }
     for (file, (field, accepts_url)) in images.iter().zip(&image_fields) {
-        let value = ImageInput::path(file).to_field(*accepts_url).await.map_err(|e| e.to_string())?;
+        let value = ImageInput::path(file)
+            .to_field(*accepts_url)
+            .await
+            .map_err(|e| e.to_string())?;
         body.insert(field.clone(), Value::String(value));
     }
     for pair in set {
-        let (field, value) = pair.split_once('=').ok_or_else(|| format!("--set {pair}: expected FIELD=VALUE"))?;
+        let (field, value) = pair
+            .split_once('=')
+            .ok_or_else(|| format!("--set {pair}: expected FIELD=VALUE"))?;
         let value = serde_json::from_str(value).unwrap_or_else(|_| Value::String(value.to_string()));
         body.insert(field.to_string(), value);
     }
 
     let (client, _mock) = client_or_mock().await?;
-    let task = client.submit_raw(&path, Value::Object(body)).await.map_err(|e| e.to_string())?;
+    let task = client
+        .submit_raw(&path, Value::Object(body))
+        .await
+        .map_err(|e| e.to_string())?;
     let bar = indicatif::ProgressBar::new_spinner();
     bar.enable_steady_tick(Duration::from_millis(120));
     bar.set_message(format!("task {} submitted", task.id()));
     let progress_bar = bar.clone();
-    let options = WaitOptions::default().timeout(Duration::from_secs(timeout)).on_progress(move |p| {
-        let percent = p.progress.map(|f| format!(" {:>3.0}%", f * 100.0)).unwrap_or_default();
-        progress_bar.set_message(format!("{}{percent}  {:.1}s", p.status, p.elapsed.as_secs_f64()));
-    });
+    let options = WaitOptions::default()
+        .timeout(Duration::from_secs(timeout))
+        .on_progress(move |p| {
+            let percent = p.progress.map(|f| format!(" {:>3.0}%", f * 100.0)).unwrap_or_default();
+            progress_bar.set_message(format!("{}{percent}  {:.1}s", p.status, p.elapsed.as_secs_f64()));
+        });
     let id = task.id().to_string();
     let result = task.wait_with(options).await;
     bar.finish_and_clear();
     let output = result.map_err(|e| e.to_string())?;
-    let saved = output.save(out.unwrap_or_else(|| PathBuf::from(&id))).await.map_err(|e| e.to_string())?;
-    let cost = output.cost.map(|c| format!("{c} credits")).unwrap_or_else(|| "not reported".into());
+    let saved = output
+        .save(out.unwrap_or_else(|| PathBuf::from(&id)))
+        .await
+        .map_err(|e| e.to_string())?;
+    let cost = output
+        .cost
+        .map(|c| format!("{c} credits"))
+        .unwrap_or_else(|| "not reported".into());
     println!("task {id}: Ready; cost {cost}; saved {}", saved.display());
     Ok(())
 }

@@ -21,7 +21,9 @@ use crate::WebhookSecret;
 pub(super) fn watch(state: Arc<State>, id: String, base_url: String) {
     tokio::spawn(async move {
         if let Some(task) = sleep_until_final(&state, &id).await {
-            let Some((url, secret)) = task.webhook.clone() else { return };
+            let Some((url, secret)) = task.webhook.clone() else {
+                return;
+            };
             let poll = poll_body(&state, &base_url, &id);
             let body = json!({
                 "task_id": id,
@@ -41,7 +43,13 @@ pub(super) fn watch(state: Arc<State>, id: String, base_url: String) {
 }
 
 async fn send(state: &State, id: &str, url: &str, secret: Option<WebhookSecret>, body: String) -> Delivery {
-    let mut delivery = Delivery { task_id: id.to_string(), url: url.to_string(), attempts: 0, last_status: None, delivered: false };
+    let mut delivery = Delivery {
+        task_id: id.to_string(),
+        url: url.to_string(),
+        attempts: 0,
+        last_status: None,
+        delivered: false,
+    };
     let target = match reqwest::Url::parse(url) {
         Ok(target) => target,
         Err(_) => return delivery,
@@ -57,15 +65,31 @@ async fn send(state: &State, id: &str, url: &str, secret: Option<WebhookSecret>,
         return delivery;
     }
     crate::transport::ensure_tls_provider();
-    let Ok(client) = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build() else { return delivery };
+    let Ok(client) = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+    else {
+        return delivery;
+    };
     let message_id = format!("msg_{id}");
     let mut backoff = state.config.webhook_backoff;
     for attempt in 1..=state.config.webhook_attempts.max(1) {
         delivery.attempts = attempt;
-        let timestamp = state.clock.wall().duration_since(UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0);
-        let mut request = client.post(target.clone()).header("content-type", "application/json").body(body.clone());
+        let timestamp = state
+            .clock
+            .wall()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_secs() as i64)
+            .unwrap_or(0);
+        let mut request = client
+            .post(target.clone())
+            .header("content-type", "application/json")
+            .body(body.clone());
         if let Some(secret) = &secret {
-            request = request.header(SECRET_HEADER, secret.expose()).header(ID_HEADER, &message_id).header(TIMESTAMP_HEADER, timestamp.to_string());
+            request = request
+                .header(SECRET_HEADER, secret.expose())
+                .header(ID_HEADER, &message_id)
+                .header(TIMESTAMP_HEADER, timestamp.to_string());
             if let Ok(signature) = sign(secret, &message_id, timestamp, body.as_bytes()) {
                 request = request.header(SIGNATURE_HEADER, signature);
             }

@@ -85,7 +85,10 @@ pub struct LoggedRequest {
 impl LoggedRequest {
     /// A header's value.
     pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
     }
 }
 
@@ -127,7 +130,12 @@ pub struct Fault {
 impl Fault {
     /// A fault on requests whose path starts with `path_prefix`.
     pub fn on(path_prefix: impl Into<String>, kind: FaultKind) -> Fault {
-        Fault { method: None, path_prefix: path_prefix.into(), times: 1, kind }
+        Fault {
+            method: None,
+            path_prefix: path_prefix.into(),
+            times: 1,
+            kind,
+        }
     }
     /// Only for this method.
     pub fn method(mut self, method: &str) -> Fault {
@@ -141,7 +149,14 @@ impl Fault {
     }
     /// A status fault with an empty JSON body.
     pub fn status(path_prefix: impl Into<String>, status: u16) -> Fault {
-        Fault::on(path_prefix, FaultKind::Status { status, retry_after: None, body: "{}".into() })
+        Fault::on(
+            path_prefix,
+            FaultKind::Status {
+                status,
+                retry_after: None,
+                body: "{}".into(),
+            },
+        )
     }
     /// 503 with `Retry-After` (seconds).
     pub fn unavailable(path_prefix: impl Into<String>, retry_after_secs: u64) -> Fault {
@@ -244,20 +259,29 @@ pub struct MockService {
 
 impl std::fmt::Debug for MockService {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("MockService").field("base_url", &self.base_url).field("config", &self.state.config).finish_non_exhaustive()
+        f.debug_struct("MockService")
+            .field("base_url", &self.base_url)
+            .field("config", &self.state.config)
+            .finish_non_exhaustive()
     }
 }
 
 impl MockService {
     /// Starts a mock with default settings on an ephemeral loopback port.
     pub async fn start() -> Result<MockService> {
-        MockService::start_with(MockConfig::default(), "127.0.0.1:0".parse().map_err(|_| Error::Config("bad address".into()))?).await
+        MockService::start_with(
+            MockConfig::default(),
+            "127.0.0.1:0".parse().map_err(|_| Error::Config("bad address".into()))?,
+        )
+        .await
     }
 
     /// Starts a mock with these settings on `addr` (port 0 for ephemeral).
     pub async fn start_with(config: MockConfig, addr: SocketAddr) -> Result<MockService> {
         let document = match &config.document {
-            Some(text) => crate::validate::Document::parse(text).map_err(|e| Error::Config(format!("mock document: {e}")))?,
+            Some(text) => {
+                crate::validate::Document::parse(text).map_err(|e| Error::Config(format!("mock document: {e}")))?
+            }
             None => crate::validate::Document::embedded().clone(),
         };
         if config.keys.is_empty() {
@@ -266,7 +290,9 @@ impl MockService {
         let listener = tokio::net::TcpListener::bind(addr)
             .await
             .map_err(|e| Error::Config(format!("mock cannot listen on {addr}: {e}")))?;
-        let local = listener.local_addr().map_err(|e| Error::Config(format!("mock address: {e}")))?;
+        let local = listener
+            .local_addr()
+            .map_err(|e| Error::Config(format!("mock address: {e}")))?;
         let base_url = format!("http://{local}");
         let state = Arc::new(State {
             credits: Mutex::new(config.credits),
@@ -292,7 +318,12 @@ impl MockService {
                 tracing::warn!(%error, "mock server stopped with an error");
             }
         });
-        Ok(MockService { base_url, state, shutdown: Some(shutdown), server: Some(server) })
+        Ok(MockService {
+            base_url,
+            state,
+            shutdown: Some(shutdown),
+            server: Some(server),
+        })
     }
 
     /// `http://127.0.0.1:PORT`.
@@ -341,7 +372,10 @@ impl MockService {
 
     /// Requests matching a method and a path.
     pub fn count(&self, method: &str, path: &str) -> usize {
-        self.requests().iter().filter(|r| r.method == method && r.path == path).count()
+        self.requests()
+            .iter()
+            .filter(|r| r.method == method && r.path == path)
+            .count()
     }
 
     /// Webhook deliveries so far.

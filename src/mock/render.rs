@@ -37,8 +37,18 @@ pub(crate) fn render(width: u32, height: u32, seed: i64, prompt: &str, format: &
     let mut out = Vec::new();
     let result = match format {
         "png" => image::codecs::png::PngEncoder::new(&mut out).write_image(&img, w, ht, image::ExtendedColorType::Rgb8),
-        "webp" => image::codecs::webp::WebPEncoder::new_lossless(&mut out).write_image(&img, w, ht, image::ExtendedColorType::Rgb8),
-        _ => image::codecs::jpeg::JpegEncoder::new_with_quality(&mut out, 85).write_image(&img, w, ht, image::ExtendedColorType::Rgb8),
+        "webp" => image::codecs::webp::WebPEncoder::new_lossless(&mut out).write_image(
+            &img,
+            w,
+            ht,
+            image::ExtendedColorType::Rgb8,
+        ),
+        _ => image::codecs::jpeg::JpegEncoder::new_with_quality(&mut out, 85).write_image(
+            &img,
+            w,
+            ht,
+            image::ExtendedColorType::Rgb8,
+        ),
     };
     result.map_err(|e| format!("cannot encode the mock image: {e}"))?;
     Ok(out)

@@ -46,24 +46,43 @@ async fn handle(Shared(ctx): Shared<Ctx>, method: Method, uri: Uri, headers: Hea
                 tokio::time::sleep(delay).await;
                 route(&ctx, &method, &uri, &headers, &body).await
             }
-            FaultKind::Status { status, retry_after, body } => {
-                let mut response = (StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR), body).into_response();
+            FaultKind::Status {
+                status,
+                retry_after,
+                body,
+            } => {
+                let mut response = (
+                    StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+                    body,
+                )
+                    .into_response();
                 if let Some(value) = retry_after.and_then(|v| HeaderValue::from_str(&v).ok()) {
                     response.headers_mut().insert("retry-after", value);
                 }
-                response.headers_mut().insert("content-type", HeaderValue::from_static("application/json"));
+                response
+                    .headers_mut()
+                    .insert("content-type", HeaderValue::from_static("application/json"));
                 response
             }
             FaultKind::DropConnection => {
-                let broken = futures::stream::once(async { Err::<Bytes, std::io::Error>(std::io::Error::other("connection dropped (mock fault)")) });
+                let broken = futures::stream::once(async {
+                    Err::<Bytes, std::io::Error>(std::io::Error::other("connection dropped (mock fault)"))
+                });
                 (StatusCode::OK, Body::from_stream(broken)).into_response()
             }
-            FaultKind::MalformedBody => (StatusCode::OK, [("content-type", "application/json")], "{\"id\": \"trunc").into_response(),
+            FaultKind::MalformedBody => (
+                StatusCode::OK,
+                [("content-type", "application/json")],
+                "{\"id\": \"trunc",
+            )
+                .into_response(),
             FaultKind::Redirect(location) => (StatusCode::TEMPORARY_REDIRECT, [("location", location)]).into_response(),
         },
         None => route(&ctx, &method, &uri, &headers, &body).await,
     };
-    response.headers_mut().insert("x-genapi-mock", HeaderValue::from_static("true"));
+    response
+        .headers_mut()
+        .insert("x-genapi-mock", HeaderValue::from_static("true"));
     response
 }
 
@@ -71,7 +90,11 @@ fn log(state: &State, method: &Method, uri: &Uri, headers: &HeaderMap, body: &By
     let headers = headers
         .iter()
         .map(|(name, value)| {
-            let value = if name.as_str() == "x-key" { "[redacted]".to_string() } else { String::from_utf8_lossy(value.as_bytes()).into_owned() };
+            let value = if name.as_str() == "x-key" {
+                "[redacted]".to_string()
+            } else {
+                String::from_utf8_lossy(value.as_bytes()).into_owned()
+            };
             (name.as_str().to_string(), value)
         })
         .collect();
@@ -107,18 +130,28 @@ async fn route(ctx: &Ctx, method: &Method, uri: &Uri, headers: &HeaderMap, body:
         return control(&ctx.state, path, body);
     }
     let Some(key) = authenticate(&ctx.state, headers) else {
-        return json_response(StatusCode::FORBIDDEN, json!({"detail": "Not authenticated: missing or unknown x-key"}));
+        return json_response(
+            StatusCode::FORBIDDEN,
+            json!({"detail": "Not authenticated: missing or unknown x-key"}),
+        );
     };
     if *method == Method::GET && path == "/v1/credits" {
         let credits = ctx.state.credits.lock().ok().and_then(|c| *c).unwrap_or(1_000_000.0);
         return json_response(StatusCode::OK, json!({"credits": credits}));
     }
-    let operation = ctx.state.operations.iter().find(|op| op.path == path && op.method == method.as_str());
+    let operation = ctx
+        .state
+        .operations
+        .iter()
+        .find(|op| op.path == path && op.method == method.as_str());
     let Some(operation) = operation else {
         return json_response(StatusCode::NOT_FOUND, json!({"detail": "Not Found"}));
     };
     if !allowed(&ctx.state, &key, &operation.id) {
-        return json_response(StatusCode::FORBIDDEN, json!({"detail": "This key's project has no access to this endpoint"}));
+        return json_response(
+            StatusCode::FORBIDDEN,
+            json!({"detail": "This key's project has no access to this endpoint"}),
+        );
     }
     if operation.id == "get_result" {
         return poll(ctx, uri);
@@ -158,7 +191,10 @@ fn fault_from_json(request: &Value) -> Result<super::Fault, String> {
     let kind = if let Some(status) = request["status"].as_u64() {
         FaultKind::Status {
             status: u16::try_from(status).map_err(|_| "status is not an HTTP status")?,
-            retry_after: request["retry_after"].as_str().map(str::to_string).or_else(|| request["retry_after"].as_u64().map(|s| s.to_string())),
+            retry_after: request["retry_after"]
+                .as_str()
+                .map(str::to_string)
+                .or_else(|| request["retry_after"].as_u64().map(|s| s.to_string())),
             body: request["body"].as_str().unwrap_or("{}").to_string(),
         }
     } else if let Some(ms) = request["delay_ms"].as_u64() {
@@ -212,8 +248,13 @@ fn submit(ctx: &Ctx, key: &str, operation: &str, schema: Option<&str>, body: &By
         }
     }
     if state.active_tasks(key) >= state.config.max_active_tasks {
-        let mut response = json_response(StatusCode::TOO_MANY_REQUESTS, json!({"detail": "Too many active tasks (mock limit)"}));
-        response.headers_mut().insert("retry-after", HeaderValue::from_static("1"));
+        let mut response = json_response(
+            StatusCode::TOO_MANY_REQUESTS,
+            json!({"detail": "Too many active tasks (mock limit)"}),
+        );
+        response
+            .headers_mut()
+            .insert("retry-after", HeaderValue::from_static("1"));
         return response;
     }
     let (width, height) = output_size(operation, &request);
@@ -236,10 +277,16 @@ fn submit(ctx: &Ctx, key: &str, operation: &str, schema: Option<&str>, body: &By
     let id = uuid::Uuid::new_v4().to_string();
     let format = request["output_format"]
         .as_str()
-        .or_else(|| schema.and_then(|s| state.document.schema(s)).and_then(|s| s["properties"]["output_format"]["x-default"].as_str()))
+        .or_else(|| {
+            schema
+                .and_then(|s| state.document.schema(s))
+                .and_then(|s| s["properties"]["output_format"]["x-default"].as_str())
+        })
         .unwrap_or("jpeg")
         .to_string();
-    let webhook = request["webhook_url"].as_str().map(|url| (url.to_string(), request["webhook_secret"].as_str().map(str::to_string)));
+    let webhook = request["webhook_url"]
+        .as_str()
+        .map(|url| (url.to_string(), request["webhook_secret"].as_str().map(str::to_string)));
     let working_status = prompt
         .split("[mock:status=")
         .nth(1)
@@ -249,7 +296,12 @@ fn submit(ctx: &Ctx, key: &str, operation: &str, schema: Option<&str>, body: &By
         id: id.clone(),
         key: key.to_string(),
         created: state.clock.now(),
-        duration: state.config.durations.get(operation).copied().unwrap_or(state.config.default_duration),
+        duration: state
+            .config
+            .durations
+            .get(operation)
+            .copied()
+            .unwrap_or(state.config.default_duration),
         outcome,
         working_status,
         width,
@@ -302,7 +354,8 @@ pub(super) fn poll_body(state: &State, base_url: &str, id: &str) -> Value {
     };
     let (status, progress) = task.status_at(now);
     let progress = progress.filter(|_| state.config.report_progress);
-    let mut body = json!({"id": id, "status": status, "result": null, "progress": progress, "details": null, "preview": null});
+    let mut body =
+        json!({"id": id, "status": status, "result": null, "progress": progress, "details": null, "preview": null});
     match (task.is_final(now), &task.outcome) {
         (true, Outcome::Ready) => {
             body["result"] = task.result(&signed_address(state, base_url, &task));
@@ -325,8 +378,16 @@ fn signed_address(state: &State, base_url: &str, task: &MockTask) -> String {
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or(0);
-    let ext = if task.format == "jpeg" { "jpg" } else { task.format.as_str() };
-    format!("{base_url}/mock/results/{}.{ext}?expires={expires}&signature={}", task.id, signature(state, &task.id, expires))
+    let ext = if task.format == "jpeg" {
+        "jpg"
+    } else {
+        task.format.as_str()
+    };
+    format!(
+        "{base_url}/mock/results/{}.{ext}?expires={expires}&signature={}",
+        task.id,
+        signature(state, &task.id, expires)
+    )
 }
 
 fn deliver_result(ctx: &Ctx, uri: &Uri) -> Response {
@@ -337,7 +398,12 @@ fn deliver_result(ctx: &Ctx, uri: &Uri) -> Response {
     let param = |name: &str| query.split('&').find_map(|p| p.strip_prefix(name)).map(str::to_string);
     let expires: u64 = param("expires=").and_then(|v| v.parse().ok()).unwrap_or(0);
     let valid_signature = param("signature=").is_some_and(|s| !s.is_empty() && s == signature(state, id, expires));
-    let now = state.clock.wall().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(u64::MAX);
+    let now = state
+        .clock
+        .wall()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(u64::MAX);
     if !valid_signature {
         return json_response(StatusCode::FORBIDDEN, json!({"detail": "Signature does not match"}));
     }
@@ -368,7 +434,12 @@ fn deliver_result(ctx: &Ctx, uri: &Uri) -> Response {
         "webp" => "image/webp",
         _ => "image/jpeg",
     };
-    (StatusCode::OK, [("content-type", content_type)], Body::from(bytes.as_ref().clone())).into_response()
+    (
+        StatusCode::OK,
+        [("content-type", content_type)],
+        Body::from(bytes.as_ref().clone()),
+    )
+        .into_response()
 }
 
 fn json_response(status: StatusCode, body: Value) -> Response {
@@ -411,7 +482,13 @@ fn input_pixels(request: &Value) -> f64 {
 /// The size the "model" chooses: explicit width/height, else the operation's
 /// default, else the aspect ratio, else the input image's size, else 1024².
 fn output_size(operation: &str, request: &Value) -> (u32, u32) {
-    let number = |k: &str| request.get(k).and_then(Value::as_u64).filter(|v| *v > 0).map(|v| v.min(8192) as u32);
+    let number = |k: &str| {
+        request
+            .get(k)
+            .and_then(Value::as_u64)
+            .filter(|v| *v > 0)
+            .map(|v| v.min(8192) as u32)
+    };
     if let (Some(w), Some(h)) = (number("width"), number("height")) {
         return (w, h);
     }
@@ -427,7 +504,10 @@ fn output_size(operation: &str, request: &Value) -> (u32, u32) {
             }
         }
     }
-    if let Some((w, h)) = ["image", "input_image", "person"].iter().find_map(|f| request.get(*f).and_then(image_size)) {
+    if let Some((w, h)) = ["image", "input_image", "person"]
+        .iter()
+        .find_map(|f| request.get(*f).and_then(image_size))
+    {
         let side = |k: &str| request.get(k).and_then(Value::as_u64).unwrap_or(0).min(2048) as u32;
         return (w + side("left") + side("right"), h + side("top") + side("bottom"));
     }

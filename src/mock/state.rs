@@ -174,7 +174,10 @@ pub(crate) struct State {
 impl State {
     pub(crate) fn active_tasks(&self, key: &str) -> usize {
         let now = self.clock.now();
-        self.tasks.lock().map(|t| t.values().filter(|t| t.key == key && !t.is_final(now)).count()).unwrap_or(0)
+        self.tasks
+            .lock()
+            .map(|t| t.values().filter(|t| t.key == key && !t.is_final(now)).count())
+            .unwrap_or(0)
     }
 
     /// Takes the first fault matching the request, counting it down.

@@ -4,7 +4,8 @@
 use serde_json::{json, Map, Value};
 
 /// A 1x1 PNG, the smallest valid image input.
-pub const PNG_1X1: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==";
+pub const PNG_1X1: &str =
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==";
 
 /// The embedded document as JSON.
 pub fn document() -> Value {
@@ -40,7 +41,12 @@ pub fn sample(doc: &Value, schema: &Value) -> Value {
 /// A body of the named request schema: required fields only, or all.
 pub fn body(doc: &Value, schema_name: &str, all: bool) -> Value {
     let schema = &doc["components"]["schemas"][schema_name];
-    let required: Vec<&str> = schema["required"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
+    let required: Vec<&str> = schema["required"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
     let mut out = Map::new();
     for (name, property) in schema["properties"].as_object().unwrap() {
         if all || required.contains(&name.as_str()) {
@@ -52,7 +58,9 @@ pub fn body(doc: &Value, schema_name: &str, all: bool) -> Value {
 
 /// A PNG header claiming `width` x `height` (enough for size checks).
 pub fn png_header(width: u32, height: u32) -> Vec<u8> {
-    let mut bytes = vec![0x89, b'P', b'N', b'G', 0x0D, 0x0A, 0x1A, 0x0A, 0, 0, 0, 13, b'I', b'H', b'D', b'R'];
+    let mut bytes = vec![
+        0x89, b'P', b'N', b'G', 0x0D, 0x0A, 0x1A, 0x0A, 0, 0, 0, 13, b'I', b'H', b'D', b'R',
+    ];
     bytes.extend_from_slice(&width.to_be_bytes());
     bytes.extend_from_slice(&height.to_be_bytes());
     bytes.extend_from_slice(&[8, 2, 0, 0, 0, 0, 0, 0, 0]);

@@ -42,17 +42,26 @@ pub fn check(text: &str) -> Vec<String> {
         Err(e) => return vec![format!("not JSON: {e}")],
     };
     if !doc["openapi"].as_str().is_some_and(|v| v.starts_with("3.0.")) {
-        problems.push(format!("openapi must be 3.0.x (the generator refuses 3.1), found {}", doc["openapi"]));
+        problems.push(format!(
+            "openapi must be 3.0.x (the generator refuses 3.1), found {}",
+            doc["openapi"]
+        ));
     }
     if let Err(e) = serde_json::from_value::<openapiv3::OpenAPI>(doc.clone()) {
         problems.push(format!("does not parse as OpenAPI 3.0: {e}"));
     }
     if doc["info"]["version"] != "0.0.1" {
-        problems.push(format!("info.version must be \"0.0.1\", found {}", doc["info"]["version"]));
+        problems.push(format!(
+            "info.version must be \"0.0.1\", found {}",
+            doc["info"]["version"]
+        ));
     }
     for (method, path) in CONTRACT_PATHS {
         if doc["paths"][path][method].is_null() {
-            problems.push(format!("{} {path}: missing (the contract lists it)", method.to_uppercase()));
+            problems.push(format!(
+                "{} {path}: missing (the contract lists it)",
+                method.to_uppercase()
+            ));
         }
     }
     for (path, item) in doc["paths"].as_object().into_iter().flatten() {
@@ -68,7 +77,10 @@ pub fn check(text: &str) -> Vec<String> {
                 let response = &op["responses"][status];
                 if response.is_null() {
                     problems.push(format!("{at}: no {status} response"));
-                } else if response["content"]["application/json"]["schema"]["$ref"].as_str().is_none() {
+                } else if response["content"]["application/json"]["schema"]["$ref"]
+                    .as_str()
+                    .is_none()
+                {
                     problems.push(format!("{at}: the {status} response schema must be a $ref (inline schemas of one operation get one generated name)"));
                 }
             }
@@ -94,11 +106,19 @@ fn find_defaults(doc: &Value, schema: &Value, at: &str, seen: &mut Vec<String>, 
         }
         seen.push(reference.to_string());
         let name = reference.rsplit('/').next().unwrap_or("");
-        find_defaults(doc, &doc["components"]["schemas"][name], &format!("{at} ({name})"), seen, problems);
+        find_defaults(
+            doc,
+            &doc["components"]["schemas"][name],
+            &format!("{at} ({name})"),
+            seen,
+            problems,
+        );
         return;
     }
     if schema.get("default").is_some() {
-        problems.push(format!("{at}: has a `default` keyword; use x-default (the generator always serializes defaults)"));
+        problems.push(format!(
+            "{at}: has a `default` keyword; use x-default (the generator always serializes defaults)"
+        ));
     }
     for (name, property) in schema["properties"].as_object().into_iter().flatten() {
         find_defaults(doc, property, &format!("{at}.{name}"), seen, problems);
@@ -118,19 +138,31 @@ fn find_31_constructs(value: &Value, at: &str, problems: &mut Vec<String>) {
     match value {
         Value::Object(map) => {
             if map.get("type").is_some_and(Value::is_array) {
-                problems.push(format!("{at}: `type` is a list (3.1); use one type and `nullable: true`"));
+                problems.push(format!(
+                    "{at}: `type` is a list (3.1); use one type and `nullable: true`"
+                ));
             }
             if map.get("type").and_then(Value::as_str) == Some("null") {
-                problems.push(format!("{at}: `type: null` (3.1 null idiom); use `nullable: true` on the other schema"));
+                problems.push(format!(
+                    "{at}: `type: null` (3.1 null idiom); use `nullable: true` on the other schema"
+                ));
             }
-            for key in ["const", "prefixItems", "$defs", "jsonSchemaDialect", "unevaluatedProperties"] {
+            for key in [
+                "const",
+                "prefixItems",
+                "$defs",
+                "jsonSchemaDialect",
+                "unevaluatedProperties",
+            ] {
                 if map.contains_key(key) {
                     problems.push(format!("{at}: `{key}` is not OpenAPI 3.0"));
                 }
             }
             for key in ["exclusiveMinimum", "exclusiveMaximum"] {
                 if map.get(key).is_some_and(Value::is_number) {
-                    problems.push(format!("{at}: numeric `{key}` is 3.1; 3.0 takes a boolean beside minimum/maximum"));
+                    problems.push(format!(
+                        "{at}: numeric `{key}` is 3.1; 3.0 takes a boolean beside minimum/maximum"
+                    ));
                 }
             }
             if at == "#" && map.contains_key("webhooks") {

@@ -18,10 +18,18 @@ fn changes(ours: &Field, theirs: &Field) -> Vec<String> {
         out.push(format!("required {} -> {}", ours.required, theirs.required));
     }
     if ours.bounds != theirs.bounds {
-        out.push(format!("bounds [{}] -> [{}]", ours.bounds.join(", "), theirs.bounds.join(", ")));
+        out.push(format!(
+            "bounds [{}] -> [{}]",
+            ours.bounds.join(", "),
+            theirs.bounds.join(", ")
+        ));
     }
     if ours.enumeration != theirs.enumeration {
-        out.push(format!("enum [{}] -> [{}]", ours.enumeration.join(", "), theirs.enumeration.join(", ")));
+        out.push(format!(
+            "enum [{}] -> [{}]",
+            ours.enumeration.join(", "),
+            theirs.enumeration.join(", ")
+        ));
     }
     if ours.default != theirs.default {
         let show = |d: &Option<String>| d.clone().unwrap_or_else(|| "none".into());

@@ -4,7 +4,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
 fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().map(Path::to_path_buf).unwrap_or_default()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_default()
 }
 
 fn read(path: &Path) -> Result<String, String> {
@@ -18,7 +21,15 @@ fn check() -> Result<(), String> {
         println!("openapi.json: ok");
         Ok(())
     } else {
-        Err(format!("openapi.json has {} problem(s):\n{}", problems.len(), problems.iter().map(|p| format!("  - {p}")).collect::<Vec<_>>().join("\n")))
+        Err(format!(
+            "openapi.json has {} problem(s):\n{}",
+            problems.len(),
+            problems
+                .iter()
+                .map(|p| format!("  - {p}"))
+                .collect::<Vec<_>>()
+                .join("\n")
+        ))
     }
 }
 
@@ -28,7 +39,10 @@ fn cargo(args: &[&str], envs: &[(&str, &str)]) -> Result<bool, String> {
     for (k, v) in envs {
         command.env(k, v);
     }
-    command.status().map(|s| s.success()).map_err(|e| format!("cannot run cargo: {e}"))
+    command
+        .status()
+        .map(|s| s.success())
+        .map_err(|e| format!("cannot run cargo: {e}"))
 }
 
 /// The surface part of a snapshot file (after insta's header).
@@ -44,8 +58,16 @@ fn regen() -> Result<(), String> {
     let snapshots = root().join("tests/snapshots");
     let surface_snap = snapshots.join("spec_snapshots__api_surface.snap");
     let before = read(&surface_snap).map(|t| snapshot_body(&t)).unwrap_or_default();
-    let passed = cargo(&["test", "--quiet", "--test", "spec_snapshots"], &[("INSTA_UPDATE", "new"), ("INSTA_FORCE_PASS", "0"), ("RUST_BACKTRACE", "0")])?;
-    let doc: serde_json::Value = serde_json::from_str(&read(&root().join("openapi.json"))?).map_err(|e| e.to_string())?;
+    let passed = cargo(
+        &["test", "--quiet", "--test", "spec_snapshots"],
+        &[
+            ("INSTA_UPDATE", "new"),
+            ("INSTA_FORCE_PASS", "0"),
+            ("RUST_BACKTRACE", "0"),
+        ],
+    )?;
+    let doc: serde_json::Value =
+        serde_json::from_str(&read(&root().join("openapi.json"))?).map_err(|e| e.to_string())?;
     let after = xtask::surface(&doc);
     let (old, new): (Vec<&str>, Vec<&str>) = (before.lines().collect(), after.trim().lines().collect());
     let removed: Vec<&&str> = old.iter().filter(|l| !new.contains(l)).collect();
@@ -58,17 +80,28 @@ fn regen() -> Result<(), String> {
         println!("+ {line}");
     }
     let pending: Vec<String> = std::fs::read_dir(&snapshots)
-        .map(|d| d.filter_map(|e| e.ok()).map(|e| e.file_name().to_string_lossy().into_owned()).filter(|n| n.ends_with(".snap.new")).collect())
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.ends_with(".snap.new"))
+                .collect()
+        })
         .unwrap_or_default();
     if pending.is_empty() && passed {
         println!("snapshots: unchanged");
         return Ok(());
     }
     println!("snapshots to review: {}", pending.join(", "));
-    if Command::new("cargo").args(["insta", "--version"]).output().is_ok_and(|o| o.status.success()) {
+    if Command::new("cargo")
+        .args(["insta", "--version"])
+        .output()
+        .is_ok_and(|o| o.status.success())
+    {
         cargo(&["insta", "review"], &[])?;
     } else {
-        println!("review them with `cargo insta review` (cargo install cargo-insta), or accept with `cargo insta accept`");
+        println!(
+            "review them with `cargo insta review` (cargo install cargo-insta), or accept with `cargo insta accept`"
+        );
     }
     Ok(())
 }
@@ -87,8 +120,10 @@ fn diff_upstream(args: &[String]) -> Result<(), String> {
         }
     }
     let file = file.ok_or("usage: cargo xtask diff-upstream FILE [--map-prefix FROM=TO]…")?;
-    let ours: serde_json::Value = serde_json::from_str(&read(&root().join("openapi.json"))?).map_err(|e| format!("openapi.json: {e}"))?;
-    let theirs: serde_json::Value = serde_json::from_str(&read(&file)?).map_err(|e| format!("{}: {e}", file.display()))?;
+    let ours: serde_json::Value =
+        serde_json::from_str(&read(&root().join("openapi.json"))?).map_err(|e| format!("openapi.json: {e}"))?;
+    let theirs: serde_json::Value =
+        serde_json::from_str(&read(&file)?).map_err(|e| format!("{}: {e}", file.display()))?;
     let lines = xtask::diff(&ours, &theirs, &rename);
     if lines.is_empty() {
         println!("no differences");

@@ -76,10 +76,20 @@ pub fn read(doc: &Value, rename: &[(String, String)]) -> Model {
                 server: op["servers"][0]["url"].as_str().map(str::to_string),
                 ..Operation::default()
             };
-            for (key, value) in body.as_object().into_iter().flatten().filter(|(k, _)| k.starts_with("x-")) {
+            for (key, value) in body
+                .as_object()
+                .into_iter()
+                .flatten()
+                .filter(|(k, _)| k.starts_with("x-"))
+            {
                 operation.rules.push(format!("{key} {value}"));
             }
-            let required: Vec<&str> = body["required"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
+            let required: Vec<&str> = body["required"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+                .collect();
             for (name, schema) in body["properties"].as_object().into_iter().flatten() {
                 let mut field = field(doc, schema);
                 field.required = required.contains(&name.as_str());
@@ -88,11 +98,16 @@ pub fn read(doc: &Value, rename: &[(String, String)]) -> Model {
             for parameter in op["parameters"].as_array().into_iter().flatten() {
                 let mut field = field(doc, &parameter["schema"]);
                 field.required = parameter["required"].as_bool().unwrap_or(false);
-                operation.parameters.insert(parameter["name"].as_str().unwrap_or("").to_string(), field);
+                operation
+                    .parameters
+                    .insert(parameter["name"].as_str().unwrap_or("").to_string(), field);
             }
             for (status, response) in op["responses"].as_object().into_iter().flatten() {
                 let schema = &response["content"]["application/json"]["schema"];
-                let name = schema["$ref"].as_str().and_then(|r| r.rsplit('/').next()).unwrap_or(if schema.is_null() { "-" } else { "inline" });
+                let name = schema["$ref"]
+                    .as_str()
+                    .and_then(|r| r.rsplit('/').next())
+                    .unwrap_or(if schema.is_null() { "-" } else { "inline" });
                 operation.responses.push(format!("{status}: {name}"));
             }
             model.insert(format!("{} {path}", method.to_uppercase()), operation);
@@ -103,14 +118,20 @@ pub fn read(doc: &Value, rename: &[(String, String)]) -> Model {
 
 /// Follows `$ref`s to `#/components/schemas/…`.
 pub fn resolve<'a>(doc: &'a Value, schema: &'a Value) -> &'a Value {
-    match schema["$ref"].as_str().and_then(|r| r.strip_prefix("#/components/schemas/")) {
+    match schema["$ref"]
+        .as_str()
+        .and_then(|r| r.strip_prefix("#/components/schemas/"))
+    {
         Some(name) => resolve(doc, &doc["components"]["schemas"][name]),
         None => schema,
     }
 }
 
 fn is_null_schema(schema: &Value) -> bool {
-    schema["type"] == "null" || schema["enum"].as_array().is_some_and(|e| e.len() == 1 && e[0].is_null())
+    schema["type"] == "null"
+        || schema["enum"]
+            .as_array()
+            .is_some_and(|e| e.len() == 1 && e[0].is_null())
 }
 
 /// Describes a field schema, folding both null idioms (3.0 `nullable`, 3.1
@@ -118,7 +139,10 @@ fn is_null_schema(schema: &Value) -> bool {
 fn field(doc: &Value, schema: &Value) -> Field {
     let mut field = Field {
         nullable: schema["nullable"].as_bool().unwrap_or(false),
-        default: schema.get("default").or_else(|| schema.get("x-default")).map(Value::to_string),
+        default: schema
+            .get("default")
+            .or_else(|| schema.get("x-default"))
+            .map(Value::to_string),
         ..Field::default()
     };
     let mut branches: Vec<&Value> = Vec::new();
@@ -135,15 +159,27 @@ fn field(doc: &Value, schema: &Value) -> Field {
         }
     }
     let mut kinds = Vec::new();
-    let own = if schema.get("$ref").is_some() { vec![schema] } else { vec![] };
-    let parts: Vec<&Value> = if branches.is_empty() { vec![schema] } else { own.into_iter().chain(branches).collect() };
+    let own = if schema.get("$ref").is_some() {
+        vec![schema]
+    } else {
+        vec![]
+    };
+    let parts: Vec<&Value> = if branches.is_empty() {
+        vec![schema]
+    } else {
+        own.into_iter().chain(branches).collect()
+    };
     for part in parts {
         let named = part["$ref"].as_str().and_then(|r| r.rsplit('/').next());
         let target = resolve(doc, part);
         let kind = match (&target["type"], named) {
             (_, Some(name)) if target["type"] == "object" || target.get("enum").is_some() => name.to_string(),
             (Value::Array(types), _) => {
-                let names: Vec<&str> = types.iter().filter_map(Value::as_str).filter(|t| *t != "null").collect();
+                let names: Vec<&str> = types
+                    .iter()
+                    .filter_map(Value::as_str)
+                    .filter(|t| *t != "null")
+                    .collect();
                 if types.iter().any(|t| t == "null") {
                     field.nullable = true;
                 }
@@ -171,16 +207,28 @@ fn field(doc: &Value, schema: &Value) -> Field {
             ("pattern", "pattern"),
         ] {
             if let Some(value) = target.get(key) {
-                let text = format!("{label} {}", value.as_str().map_or_else(|| value.to_string(), str::to_string));
+                let text = format!(
+                    "{label} {}",
+                    value.as_str().map_or_else(|| value.to_string(), str::to_string)
+                );
                 if !field.bounds.contains(&text) {
                     field.bounds.push(text);
                 }
             }
         }
-        for key in ["x-image", "x-max-megapixels", "x-aspect-ratio-range", "x-zero-means-auto", "x-correction"] {
+        for key in [
+            "x-image",
+            "x-max-megapixels",
+            "x-aspect-ratio-range",
+            "x-zero-means-auto",
+            "x-correction",
+        ] {
             for source in [schema, target] {
                 if let Some(value) = source.get(key) {
-                    let text = format!("{key} {}", value.as_str().map_or_else(|| value.to_string(), str::to_string));
+                    let text = format!(
+                        "{key} {}",
+                        value.as_str().map_or_else(|| value.to_string(), str::to_string)
+                    );
                     if !field.rules.contains(&text) {
                         field.rules.push(text);
                     }
@@ -196,7 +244,10 @@ fn field(doc: &Value, schema: &Value) -> Field {
             }
         }
         if field.default.is_none() {
-            field.default = target.get("default").or_else(|| target.get("x-default")).map(Value::to_string);
+            field.default = target
+                .get("default")
+                .or_else(|| target.get("x-default"))
+                .map(Value::to_string);
         }
     }
     field.kind = kinds.join(" | ");

@@ -14,7 +14,10 @@ fn problems(doc: &Value) -> Vec<String> {
 
 fn assert_flags(doc: &Value, needle: &str) {
     let found = problems(doc);
-    assert!(found.iter().any(|p| p.contains(needle)), "expected a problem mentioning {needle:?}, got {found:#?}");
+    assert!(
+        found.iter().any(|p| p.contains(needle)),
+        "expected a problem mentioning {needle:?}, got {found:#?}"
+    );
 }
 
 #[test]
@@ -25,7 +28,10 @@ fn the_document_passes() {
 #[test]
 fn a_missing_operation_id_fails() {
     let mut doc = document();
-    doc["paths"]["/v1/gen-dev"]["post"].as_object_mut().unwrap().remove("operationId");
+    doc["paths"]["/v1/gen-dev"]["post"]
+        .as_object_mut()
+        .unwrap()
+        .remove("operationId");
     assert_flags(&doc, "POST /v1/gen-dev: no operationId");
 }
 
@@ -39,7 +45,8 @@ fn a_default_in_a_request_schema_fails() {
 #[test]
 fn an_inline_response_schema_fails() {
     let mut doc = document();
-    doc["paths"]["/v1/gen-dev"]["post"]["responses"]["200"]["content"]["application/json"]["schema"] = json!({"type": "object"});
+    doc["paths"]["/v1/gen-dev"]["post"]["responses"]["200"]["content"]["application/json"]["schema"] =
+        json!({"type": "object"});
     assert_flags(&doc, "POST /v1/gen-dev: the 200 response schema must be a $ref");
 }
 
@@ -69,7 +76,10 @@ fn a_changed_bound_changes_the_surface() {
     doc["components"]["schemas"]["GenDevRequest"]["properties"]["steps"]["maximum"] = json!(60);
     let after = xtask::surface(&doc);
     assert_ne!(before, after);
-    assert!(after.contains("steps: integer(uint8); nullable; min 1; max 60"), "{after}");
+    assert!(
+        after.contains("steps: integer(uint8); nullable; min 1; max 60"),
+        "{after}"
+    );
 }
 
 #[test]
@@ -82,7 +92,12 @@ fn diff_upstream_lists_operations_and_field_changes_of_a_31_document() {
     let upstream: Value = serde_json::from_str(include_str!("fixtures/upstream-3.1.json")).unwrap();
     let rename = [("/v1/flux-".to_string(), "/v1/gen-".to_string())];
     let lines = xtask::diff(&document(), &upstream, &rename);
-    let has = |needle: &str| assert!(lines.iter().any(|l| l.contains(needle)), "missing {needle:?} in {lines:#?}");
+    let has = |needle: &str| {
+        assert!(
+            lines.iter().any(|l| l.contains(needle)),
+            "missing {needle:?} in {lines:#?}"
+        )
+    };
     has("+ operation POST /v1/gen-2-max (not in openapi.json)");
     has("- operation POST /v1/gen-dev (not in the other document)");
     has("+ field POST /v1/gen-2-pro user: string");
