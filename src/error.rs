@@ -5,10 +5,30 @@
 //! is kept so a program can look closer. Nothing here ever holds the API key
 //! or a webhook secret.
 
+use std::fmt;
 use std::time::Duration;
 
 use crate::api::types::{ValidationError, ValidationErrorLocItem};
 use crate::TaskStatus;
+
+/// A task the service accepted: what a program needs to find it again
+/// ([`crate::Client::task`] takes either field).
+///
+/// Every error that happens after a submission was accepted carries one, so
+/// a paid task is never lost: [`Error::task`] returns it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct TaskRef {
+    /// Task id.
+    pub id: String,
+    /// The address that is polled for its result.
+    pub polling_url: String,
+}
+
+impl fmt::Display for TaskRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "task {} (polling URL {})", self.id, self.polling_url)
+    }
+}
 
 /// Result of the client's operations.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -32,6 +52,10 @@ pub enum Moderation {
 }
 
 /// Everything that can go wrong.
+///
+/// Errors that happen after the service accepted a task carry its
+/// [`TaskRef`] (see [`Error::task`]); their messages name the task so it can
+/// be resumed with [`crate::Client::task`] instead of being paid for twice.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
@@ -39,16 +63,19 @@ pub enum Error {
     /// was found locally or by the service, so both are handled alike.
     #[error("invalid request ({}): {}; fix the fields named and send again", checked_by(*.checked), summary(.errors))]
     Validation {
-        /// Every problem found.
+        /// Every problem found. A service's echo of the input is scrubbed:
+        /// secret-like fields are redacted and long values cut.
         errors: Vec<ValidationError>,
         /// Found before sending, or by the service.
         checked: Checked,
     },
     /// 403: the key is missing or wrong, or its project has no access.
-    #[error("forbidden (403): check GENAPI_API_KEY and that its project may use this endpoint{}", detail(.message))]
+    #[error("forbidden (403): check GENAPI_API_KEY and that its project may use this endpoint{}{}", detail(.message), on_task(.task))]
     Forbidden {
         /// The service's message, if any.
         message: String,
+        /// The task, when this happened after it was accepted.
+        task: Option<TaskRef>,
     },
     /// 402: the organization has no credits left.
     #[error("insufficient credits (402): add credits or raise the project's spending limit{}", detail(.message))]
@@ -56,24 +83,29 @@ pub enum Error {
         /// The service's message, if any.
         message: String,
     },
-    /// 429: too many active tasks; the task was not accepted.
-    #[error("rate limited (429): too many active tasks; retry {}{}", retry_hint(*.retry_after), detail(.message))]
+    /// 429: too many active tasks. On a submission the task was not
+    /// accepted, so submitting again later is safe.
+    #[error("rate limited (429): too many active tasks; retry {}{}{}", retry_hint(*.retry_after), detail(.message), on_task(.task))]
     RateLimited {
         /// The service's `Retry-After`, when given.
         retry_after: Option<Duration>,
         /// The service's message, if any.
         message: String,
+        /// The task, when this happened while polling it.
+        task: Option<TaskRef>,
     },
     /// 5xx from the service.
-    #[error("service error ({status}): try again later{}", detail(.message))]
+    #[error("service error ({status}){}{}", detail(.message), match .task { Some(t) => format!("; {t} was accepted: wait for it again instead of resubmitting"), None => "; the submission may or may not have been accepted".to_string() })]
     Server {
         /// HTTP status.
         status: u16,
         /// The body, if any.
         message: String,
+        /// The task, when this happened after it was accepted.
+        task: Option<TaskRef>,
     },
     /// Any other status the contract does not describe.
-    #[error("unexpected response ({status}) from {operation}{}", detail(.message))]
+    #[error("unexpected response ({status}) from {operation}{}{}", detail(.message), on_task(.task))]
     UnexpectedStatus {
         /// HTTP status.
         status: u16,
@@ -81,89 +113,138 @@ pub enum Error {
         operation: String,
         /// The body, if any.
         message: String,
+        /// The task, when this happened after it was accepted.
+        task: Option<TaskRef>,
     },
     /// The request could not be sent, or the answer not read.
-    #[error("network error during {operation}: {source}; check the base URL and your connection")]
+    #[error("network error during {operation}: {}{}", cause_chain(.source), match .task { Some(t) => format!("; {t} was accepted: wait for it again instead of resubmitting"), None => "; check the base URL and your connection".to_string() })]
     Transport {
         /// What was being done.
         operation: String,
         /// The underlying error (never carries the key).
         #[source]
         source: reqwest::Error,
+        /// The task, when this happened after it was accepted.
+        task: Option<TaskRef>,
     },
-    /// The deadline passed before the task reached a final status.
-    #[error("no final status after {}s (last seen: {}); raise the timeout or check the task later with its id", .after.as_secs_f64(), show_status(.last_status))]
+    /// The deadline passed before the task reached a final status. The task
+    /// goes on at the service: wait for it again with [`crate::Client::task`].
+    #[error("no final status for {task} after {}s (last seen: {}); wait for it again later (genapi get {})", .after.as_secs_f64(), show_status(.last_status), .task.id)]
     Timeout {
         /// The deadline.
         after: Duration,
         /// The last status polling saw.
         last_status: Option<TaskStatus>,
+        /// The task.
+        task: TaskRef,
     },
     /// The task ended with `Error`.
-    #[error("task {id} failed{}", details_text(.details))]
+    #[error("task {} failed{}", .task.id, details_text(.details))]
     TaskFailed {
-        /// Task id.
-        id: String,
+        /// The task.
+        task: TaskRef,
         /// The service's `details`, usually `{"error": "…"}`.
         details: Option<serde_json::Value>,
     },
     /// The task was stopped by moderation (not charged).
-    #[error("task {id} was moderated ({}): change the {} or raise safety_tolerance", match .stage { Moderation::Request => "input", Moderation::Content => "output" }, match .stage { Moderation::Request => "prompt or input images", Moderation::Content => "prompt" })]
+    #[error("task {} was moderated ({}): change the {} or raise safety_tolerance", .task.id, match .stage { Moderation::Request => "input", Moderation::Content => "output" }, match .stage { Moderation::Request => "prompt or input images", Moderation::Content => "prompt" })]
     Moderated {
-        /// Task id.
-        id: String,
+        /// The task.
+        task: TaskRef,
         /// Input or output moderation.
         stage: Moderation,
         /// The service's `details`, if any.
         details: Option<serde_json::Value>,
     },
     /// The service does not know the task, or it has expired.
-    #[error("task {id} not found: it expired or was never accepted; submit it again")]
+    #[error("task {} not found: it expired or was never accepted", .task.id)]
     TaskNotFound {
-        /// Task id.
-        id: String,
+        /// The task.
+        task: TaskRef,
     },
     /// The signed result address no longer works, even after polling again.
-    #[error("the result of task {id} has expired (addresses are valid 10 minutes); submit the task again")]
+    #[error("the result of task {} has expired (addresses are valid about 10 minutes) and the service no longer offers a fresh one; to get an image, submit the task again (a new, charged task)", .task.id)]
     ResultExpired {
-        /// Task id.
-        id: String,
+        /// The task.
+        task: TaskRef,
     },
-    /// A `polling_url` points at an origin the key must not go to.
-    #[error("refusing to send the API key to {origin}: add it with ClientBuilder::trust_origin if it belongs to the service")]
+    /// A polling host outside the trusted set refused a poll made without
+    /// the key (401/403). Trust it if it belongs to the service.
+    #[error("the polling host {origin} of {task} refused a poll without the API key; if it belongs to the service, trust it: GENAPI_TRUSTED_ORIGINS={origin} (command: --trust-origin {origin}; library: ClientBuilder::trust_origin)")]
     UntrustedOrigin {
-        /// `scheme://host:port` of the refused address.
+        /// `scheme://host[:port]` of the polling host.
         origin: String,
+        /// The task.
+        task: TaskRef,
     },
     /// A redirect from the API; the key is never forwarded to follow it.
-    #[error("the service redirected {operation} to {location}; not followed, so the key stays on trusted origins")]
+    #[error("the service redirected {operation} to {location}; not followed, so the key stays on trusted origins{}", on_task(.task))]
     Redirected {
         /// What was being done.
         operation: String,
         /// The `Location` header.
         location: String,
+        /// The task, when this happened after it was accepted.
+        task: Option<TaskRef>,
     },
-    /// A body could not be decoded; the raw text is kept.
-    #[error("cannot decode the answer to {operation}: {message}")]
+    /// A body could not be decoded; the raw text is kept (cut to a few KiB,
+    /// with the API key removed should a hostile service echo it).
+    #[error("cannot decode the answer to {operation}: {message}{}", on_task(.task))]
     Decode {
         /// What was being done.
         operation: String,
         /// What did not fit.
         message: String,
-        /// The raw body, as received.
+        /// The raw body, as received (cut, scrubbed).
         body: String,
+        /// The task, when this happened after it was accepted.
+        task: Option<TaskRef>,
     },
-    /// An image input could not be used.
-    #[error("image input {source_name}: {message}")]
+    /// A body was larger than the client accepts.
+    #[error("the answer to {operation} is larger than {limit} bytes{}", on_task(.task))]
+    TooLarge {
+        /// What was being done.
+        operation: String,
+        /// The limit that was exceeded.
+        limit: u64,
+        /// The task, when this happened after it was accepted.
+        task: Option<TaskRef>,
+    },
+    /// An image input could not be used, or an output not written.
+    #[error("{source_name}: {message}{}", on_task(.task))]
     Input {
         /// The path, URL or "bytes".
         source_name: String,
         /// What to fix.
         message: String,
+        /// The task, when this happened after it was accepted (saving its
+        /// output).
+        task: Option<TaskRef>,
     },
     /// The client configuration is incomplete or wrong.
     #[error("configuration: {0}")]
     Config(String),
+}
+
+/// `; task ID (polling URL …)` when there is a task.
+fn on_task(task: &Option<TaskRef>) -> String {
+    task.as_ref().map(|t| format!("; {t}")).unwrap_or_default()
+}
+
+/// The error and its causes, `a: b: c`, so a refused connection, a DNS
+/// failure and a timeout read differently.
+fn cause_chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let more = cause.to_string();
+        if !text.contains(&more) {
+            text.push_str(": ");
+            text.push_str(&more);
+        }
+        source = cause.source();
+    }
+    text
 }
 
 fn checked_by(checked: Checked) -> &'static str {
@@ -225,12 +306,89 @@ fn truncate(text: &str, max: usize) -> String {
 }
 
 impl Error {
-    /// Whether the same call may succeed later without changes (rate limits,
-    /// server errors, network errors, timeouts).
-    pub fn is_transient(&self) -> bool {
+    /// The accepted task this error concerns, if any: resume it with
+    /// [`crate::Client::task`] rather than submitting (and paying) again.
+    pub fn task(&self) -> Option<&TaskRef> {
+        match self {
+            Error::Timeout { task, .. }
+            | Error::TaskFailed { task, .. }
+            | Error::Moderated { task, .. }
+            | Error::TaskNotFound { task }
+            | Error::ResultExpired { task }
+            | Error::UntrustedOrigin { task, .. } => Some(task),
+            Error::Forbidden { task, .. }
+            | Error::RateLimited { task, .. }
+            | Error::Server { task, .. }
+            | Error::UnexpectedStatus { task, .. }
+            | Error::Transport { task, .. }
+            | Error::Redirected { task, .. }
+            | Error::Decode { task, .. }
+            | Error::TooLarge { task, .. }
+            | Error::Input { task, .. } => task.as_ref(),
+            Error::Validation { .. } | Error::InsufficientCredits { .. } | Error::Config(_) => None,
+        }
+    }
+
+    /// Attaches the task to an error that happened after it was accepted
+    /// (kept if one is already there).
+    pub(crate) fn for_task(mut self, accepted: &TaskRef) -> Error {
+        let slot = match &mut self {
+            Error::Forbidden { task, .. }
+            | Error::RateLimited { task, .. }
+            | Error::Server { task, .. }
+            | Error::UnexpectedStatus { task, .. }
+            | Error::Transport { task, .. }
+            | Error::Redirected { task, .. }
+            | Error::Decode { task, .. }
+            | Error::TooLarge { task, .. }
+            | Error::Input { task, .. } => task,
+            _ => return self,
+        };
+        if slot.is_none() {
+            *slot = Some(accepted.clone());
+        }
+        self
+    }
+
+    /// Whether submitting the same request again is safe: the service surely
+    /// did not accept it (a 429, or a connection that never opened). Any
+    /// other failure of a submission may hide an accepted, charged task.
+    ///
+    /// ```
+    /// # async fn demo(client: genapi::Client) -> genapi::Result<()> {
+    /// use genapi::api::types::Gen2ProRequest;
+    /// let task = loop {
+    ///     match client.submit(Gen2ProRequest::builder().prompt("a fox")).await {
+    ///         Err(e) if e.is_safe_to_resubmit() => tokio::time::sleep(std::time::Duration::from_secs(1)).await,
+    ///         other => break other?,
+    ///     }
+    /// };
+    /// # Ok(()) }
+    /// ```
+    pub fn is_safe_to_resubmit(&self) -> bool {
+        match self {
+            Error::RateLimited { task: None, .. } => true,
+            Error::Transport { task: None, source, .. } => source.is_connect(),
+            _ => false,
+        }
+    }
+
+    /// Whether the task was accepted and may still finish: wait for it again
+    /// later (`client.task(id)?.wait()`), never submit it again. True for
+    /// timeouts and for network, overload and server failures while polling
+    /// or downloading.
+    pub fn is_worth_waiting_again(&self) -> bool {
+        if self.task().is_none() {
+            return false;
+        }
         matches!(
             self,
-            Error::RateLimited { .. } | Error::Server { .. } | Error::Transport { .. } | Error::Timeout { .. }
+            Error::Timeout { .. }
+                | Error::Transport { .. }
+                | Error::Server { .. }
+                | Error::RateLimited { .. }
+                | Error::UnexpectedStatus { .. }
+                | Error::Decode { .. }
         )
     }
 

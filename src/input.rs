@@ -147,6 +147,7 @@ impl ImageInput {
         let fail = |message: String| Error::Input {
             source_name: self.name(),
             message,
+            task: None,
         };
         let bytes = match self {
             ImageInput::Url(url) => {

@@ -33,28 +33,44 @@ pub mod api {
 }
 
 mod client;
+mod config;
 mod error;
 mod input;
+mod limit;
 #[cfg(feature = "mock")]
 pub mod mock;
+mod output;
+mod response;
 mod secret;
 mod status;
 mod submit;
 mod task;
 pub mod transport;
+mod trust;
 pub mod validate;
 mod wait;
 pub mod webhook;
 
-pub use client::{Client, ClientBuilder};
-pub use error::{Checked, Error, Moderation, Result};
+pub use client::Client;
+pub use config::ClientBuilder;
+pub use error::{Checked, Error, Moderation, Result, TaskRef};
 pub use input::{dimensions, ImageFormat, ImageInput};
+pub use output::Output;
 pub use secret::{ApiKey, WebhookSecret};
 pub use status::TaskStatus;
 pub use submit::{IntoRequest, OperationSpec, Submit};
-pub use task::{Output, Task};
+pub use task::Task;
 pub use transport::RetryPolicy;
-pub use wait::{Progress, WaitOptions};
+pub use wait::{Learned, Progress, WaitOptions};
+
+/// The `http` crate, whose `HeaderMap` [`webhook::Verifier::verify`] takes.
+pub use http;
+/// The runtime support of the generated client ([`api::Client`] answers in
+/// its `ResponseValue` and `Error`).
+pub use progenitor_client;
+/// The HTTP client crate genapi is built on; its types appear in
+/// [`ClientBuilder::reqwest_builder`] and [`Error::Transport`].
+pub use reqwest;
 
 impl From<crate::api::types::error::ConversionError> for Error {
     fn from(error: crate::api::types::error::ConversionError) -> Self {

@@ -1,73 +1,84 @@
-//! A submitted task: polling it, waiting for it, downloading its output.
+//! A task the service accepted: polling it and waiting for its end.
 
-use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
 use reqwest::{StatusCode, Url};
-use tokio::sync::OwnedSemaphorePermit;
+use serde_json::{Map, Value};
 use tracing::Instrument;
 
-use crate::api::types::{PollResult, SubmissionResponse};
-use crate::client::{decode, from_response, join, Client};
-use crate::error::{Error, Moderation, Result};
-use crate::transport::{origin, Purpose};
-use crate::wait::{Progress, Schedule, WaitOptions};
-use crate::{ImageFormat, TaskStatus};
+use crate::api::types::{PollResult, SubmissionResponse, TaskResult};
+use crate::client::Client;
+use crate::error::{Error, Moderation, Result, TaskRef};
+use crate::output::Output;
+use crate::response::{decode_error, error_from};
+use crate::transport::Purpose;
+use crate::trust::origin_text;
+use crate::wait::{deadline, jitter, Progress, Schedule, WaitOptions};
+use crate::TaskStatus;
 
-/// A task the service accepted.
+/// A task the service accepted (and will charge for).
 ///
-/// Holds one slot of the client's active-task limit until its wait ends or it
-/// is dropped.
+/// Waiting consumes it; every error from then on carries its [`TaskRef`], and
+/// [`crate::Client::task`] makes a new handle from its id or polling URL, so
+/// a task is never submitted twice to be found again.
 #[derive(Debug)]
 pub struct Task {
     client: Client,
-    id: String,
+    task: TaskRef,
     polling_url: Url,
     operation: String,
     cost: Option<f64>,
     input_mp: Option<f64>,
     output_mp: Option<f64>,
     submitted: Instant,
-    _slot: Option<OwnedSemaphorePermit>,
 }
 
 impl Task {
-    /// From a submission answer, either shape.
-    pub(crate) fn accepted(
-        client: Client,
-        operation: String,
-        answer: SubmissionResponse,
-        slot: Option<OwnedSemaphorePermit>,
-    ) -> Result<Task> {
+    /// From a submission answer, either shape. Without a `polling_url` (a
+    /// webhook submission), the task is polled at `{base}/v1/get_result?id=`.
+    pub(crate) fn accepted(client: Client, operation: &str, answer: SubmissionResponse) -> Result<Task> {
         let (id, polling_url, cost, input_mp, output_mp) = match answer {
             SubmissionResponse::Response(a) => (a.id, Some(a.polling_url), a.cost, a.input_mp, a.output_mp),
             SubmissionResponse::WebhookResponse(a) => (a.id, a.polling_url, a.cost, a.input_mp, a.output_mp),
         };
+        let fallback = client.fallback_polling_url(&id)?;
         let polling_url = match polling_url {
-            Some(url) => Url::parse(&url).map_err(|e| Error::Decode {
-                operation: operation.clone(),
-                message: format!("polling_url is not an absolute URL ({e})"),
-                body: url.clone(),
-            })?,
-            None => fallback_polling_url(&client, &id)?,
+            Some(text) => match Url::parse(&text) {
+                Ok(url) if matches!(url.scheme(), "http" | "https") => url,
+                _ => {
+                    let task = TaskRef {
+                        id: id.clone(),
+                        polling_url: fallback.to_string(),
+                    };
+                    return Err(Error::Decode {
+                        operation: operation.to_string(),
+                        message: format!("polling_url {text:?} is not an absolute http(s) URL"),
+                        body: String::new(),
+                        task: Some(task),
+                    });
+                }
+            },
+            None => fallback,
         };
         Ok(Task {
+            task: TaskRef {
+                id,
+                polling_url: polling_url.to_string(),
+            },
             client,
-            id,
             polling_url,
-            operation,
+            operation: operation.to_string(),
             cost,
             input_mp,
             output_mp,
             submitted: Instant::now(),
-            _slot: slot,
         })
     }
 
     /// A handle on a task known by id or polling URL.
     pub(crate) fn existing(client: Client, id_or_url: &str) -> Result<Task> {
-        let (id, polling_url) = match Url::parse(id_or_url) {
+        let text = id_or_url.trim();
+        let (id, polling_url) = match Url::parse(text) {
             Ok(url) if matches!(url.scheme(), "http" | "https") => {
                 let id = url
                     .query_pairs()
@@ -76,28 +87,44 @@ impl Task {
                     .unwrap_or_default();
                 (id, url)
             }
-            _ => (id_or_url.to_string(), fallback_polling_url(&client, id_or_url)?),
+            Ok(_) => {
+                return Err(Error::Config(format!(
+                    "{text:?} is neither a task id nor an http(s) polling URL"
+                )))
+            }
+            Err(_) if text.is_empty() => return Err(Error::Config("a task id or polling URL is needed".into())),
+            Err(_) => (text.to_string(), client.fallback_polling_url(text)?),
         };
         Ok(Task {
+            task: TaskRef {
+                id,
+                polling_url: polling_url.to_string(),
+            },
             client,
-            id,
             polling_url,
             operation: "get_result".into(),
             cost: None,
             input_mp: None,
             output_mp: None,
             submitted: Instant::now(),
-            _slot: None,
         })
     }
 
     /// Task id.
     pub fn id(&self) -> &str {
-        &self.id
+        &self.task.id
     }
     /// The address polled for the result, as the service gave it.
     pub fn polling_url(&self) -> &Url {
         &self.polling_url
+    }
+    /// Id and polling URL, to keep and resume later.
+    pub fn reference(&self) -> &TaskRef {
+        &self.task
+    }
+    /// The operation it was submitted to (`get_result` for a resumed task).
+    pub fn operation(&self) -> &str {
+        &self.operation
     }
     /// Cost in credits reported at submission, if any.
     pub fn cost(&self) -> Option<f64> {
@@ -111,35 +138,36 @@ impl Task {
     pub fn output_mp(&self) -> Option<f64> {
         self.output_mp
     }
-    /// Time since the task was submitted.
+    /// Time since the task was submitted (or this handle was made).
     pub fn elapsed(&self) -> Duration {
         self.submitted.elapsed()
     }
 
     /// Polls once. A 202 reads as `Pending`; a 404 as `Task not found`.
+    ///
+    /// The key goes along only if the polling host is trusted; an untrusted
+    /// host that then refuses gives [`Error::UntrustedOrigin`], naming the
+    /// setting that trusts it.
     pub async fn poll(&self) -> Result<PollResult> {
-        if !self.client.shared.transport.is_trusted(&self.polling_url) {
-            return Err(Error::UntrustedOrigin {
-                origin: origin(&self.polling_url),
-            });
+        let result = self.poll_once().await.map_err(|e| e.for_task(&self.task))?;
+        if result.status.is_final() {
+            self.client.seen_final(self.id());
         }
-        let http = self.client.shared.transport.api_client();
-        let request = http
+        Ok(result)
+    }
+
+    async fn poll_once(&self) -> Result<PollResult> {
+        let transport = &self.client.shared.transport;
+        let request = transport
+            .api_client()
             .get(self.polling_url.clone())
             .build()
             .map_err(|e| Error::Config(format!("cannot build the poll request: {e}")))?;
-        let response = self
-            .client
-            .shared
-            .transport
-            .execute(request, Purpose::Poll, "get_result")
-            .await
-            .map_err(|source| Error::Transport {
-                operation: "get_result".into(),
-                source,
-            })?;
+        let answer = transport
+            .exchange_bytes(request, Purpose::Poll, "get_result", transport.max_response_bytes)
+            .await?;
         let placeholder = |status: TaskStatus| PollResult {
-            id: self.id.clone(),
+            id: self.task.id.clone(),
             status,
             result: None,
             progress: None,
@@ -147,27 +175,22 @@ impl Task {
             preview: None,
             cost: None,
         };
-        match response.status() {
-            StatusCode::OK => decode("get_result", response).await,
+        match answer.status {
+            StatusCode::OK => lenient_poll_result(&answer.body, self.id())
+                .map_err(|message| decode_error(transport, "get_result", message, &answer.body)),
             StatusCode::ACCEPTED => Ok(placeholder(TaskStatus::Pending)),
             StatusCode::NOT_FOUND => Ok(placeholder(TaskStatus::TaskNotFound)),
             // Seen live: a 422 carrying a task body.
             StatusCode::UNPROCESSABLE_ENTITY => {
-                let body = response.bytes().await.unwrap_or_default();
-                match serde_json::from_slice::<PollResult>(&body) {
-                    Ok(result) => Ok(result),
-                    Err(_) => {
-                        let errors = serde_json::from_slice::<crate::api::types::HttpValidationError>(&body)
-                            .map(|e| e.detail)
-                            .unwrap_or_default();
-                        Err(Error::Validation {
-                            errors,
-                            checked: crate::Checked::ByService,
-                        })
-                    }
-                }
+                lenient_poll_result(&answer.body, self.id()).map_err(|_| error_from(transport, "get_result", &answer))
             }
-            _ => Err(from_response("get_result", response).await),
+            StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN if !transport.is_trusted(&self.polling_url) => {
+                Err(Error::UntrustedOrigin {
+                    origin: origin_text(&self.polling_url),
+                    task: self.task.clone(),
+                })
+            }
+            _ => Err(error_from(transport, "get_result", &answer)),
         }
     }
 
@@ -179,69 +202,71 @@ impl Task {
 
     /// Waits for a final status: `Ready` gives the [`Output`]; the failure
     /// statuses give their typed errors. Any other status, known or new,
-    /// means "keep polling". Dropping the future cancels the wait.
+    /// means "keep polling"; so do network failures and overload answers, up
+    /// to the deadline. The task is polled once more at the deadline before
+    /// the wait gives up with [`Error::Timeout`]. Dropping the future cancels
+    /// the wait (not the task).
     pub async fn wait_with(self, options: WaitOptions) -> Result<Output> {
-        let span = tracing::info_span!("genapi.wait", task_id = %self.id, operation = %self.operation, polls = tracing::field::Empty);
-        let deadline = self.submitted + options.timeout;
-        let last_status = std::sync::Mutex::new(None);
-        let outcome = tokio::time::timeout_at(
-            deadline.into(),
-            self.poll_until_final(&options, &last_status).instrument(span),
-        )
-        .await;
-        match outcome {
-            Ok(result) => result,
-            Err(_) => Err(Error::Timeout {
-                after: options.timeout,
-                last_status: last_status.lock().ok().and_then(|s| s.clone()),
-            }),
-        }
+        let span = tracing::info_span!("genapi.wait", task_id = %self.task.id, operation = %self.operation, polls = tracing::field::Empty);
+        self.poll_until_final(&options).instrument(span).await
     }
 
-    async fn poll_until_final(
-        &self,
-        options: &WaitOptions,
-        last_status: &std::sync::Mutex<Option<TaskStatus>>,
-    ) -> Result<Output> {
-        let learned = self
-            .client
-            .shared
-            .learned
-            .lock()
-            .ok()
-            .and_then(|m| m.get(&self.operation).copied());
-        let mut schedule = Schedule::new(learned, options.fixed_interval);
-        let mut progress = None;
+    async fn poll_until_final(&self, options: &WaitOptions) -> Result<Output> {
+        let _watching = self.client.watch(self.id());
+        let deadline = deadline(self.submitted, options.get_timeout());
+        let mut schedule = Schedule::new(self.client.quartiles(&self.operation), options.fixed());
+        let mut progress: Option<(f64, Duration)> = None;
+        let mut last_status = None;
         let mut polls = 0u32;
         loop {
-            tokio::time::sleep(schedule.next(self.submitted.elapsed(), progress, polls)).await;
-            let result = match self.poll().await {
-                // A network error after the transport's own retries: keep
-                // trying until the deadline.
-                Err(error @ (Error::Transport { .. } | Error::Server { .. } | Error::RateLimited { .. })) => {
-                    tracing::debug!(%error, "poll failed; will poll again");
-                    polls += 1;
-                    continue;
+            let mut delay = jitter(schedule.next(self.submitted.elapsed(), progress), fastrand::f64());
+            if let Some(deadline) = deadline {
+                delay = delay.min(deadline.saturating_duration_since(Instant::now()));
+            }
+            tokio::time::sleep(delay).await;
+            // A poll may not outlast the deadline by more than a moment.
+            let bounded = async {
+                match deadline.and_then(|d| d.checked_add(Duration::from_secs(2))) {
+                    Some(hard) => tokio::time::timeout_at(hard.into(), self.poll()).await.ok(),
+                    None => Some(self.poll().await),
                 }
-                other => other?,
             };
+            let outcome = bounded.await;
             polls += 1;
             tracing::Span::current().record("polls", polls);
-            if let Ok(mut last) = last_status.lock() {
-                *last = Some(result.status.clone());
+            match outcome {
+                Some(Ok(result)) => {
+                    last_status = Some(result.status.clone());
+                    if let Some(fraction) = result.progress {
+                        progress = Some((fraction, self.submitted.elapsed()));
+                    }
+                    if let Some(callback) = options.callback() {
+                        callback(&Progress {
+                            id: self.task.id.clone(),
+                            status: result.status.clone(),
+                            progress: result.progress,
+                            elapsed: self.submitted.elapsed(),
+                            polls,
+                        });
+                    }
+                    if let Some(outcome) = self.settle(result, options.get_not_found_grace()) {
+                        return outcome;
+                    }
+                }
+                // The task goes on at the service: poll again (the transport
+                // already retried and honoured Retry-After).
+                Some(Err(error)) if error.is_worth_waiting_again() => {
+                    tracing::debug!(%error, "poll failed; will poll again");
+                }
+                Some(Err(error)) => return Err(error),
+                None => {}
             }
-            progress = result.progress.or(progress);
-            if let Some(callback) = &options.on_progress {
-                callback(&Progress {
-                    id: self.id.clone(),
-                    status: result.status.clone(),
-                    progress: result.progress,
-                    elapsed: self.submitted.elapsed(),
-                    polls,
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                return Err(Error::Timeout {
+                    after: options.get_timeout().unwrap_or_else(|| self.submitted.elapsed()),
+                    last_status,
+                    task: self.task.clone(),
                 });
-            }
-            if let Some(outcome) = self.settle(result, options.not_found_grace) {
-                return outcome;
             }
         }
     }
@@ -249,155 +274,121 @@ impl Task {
     /// What a poll result (or a notification) means for this task: `None`
     /// while it is in progress, else the output or the typed failure.
     pub(crate) fn settle(&self, result: PollResult, not_found_grace: Duration) -> Option<Result<Output>> {
-        let id = self.id.clone();
-        Some(match result.status {
+        let task = self.task.clone();
+        let outcome = match result.status {
             TaskStatus::Ready => {
-                self.learn();
-                Output::from_poll(self, result)
+                self.learn(&result);
+                Output::from_poll(self.client.clone(), task, self.polling_url.clone(), self.cost, result)
             }
             TaskStatus::Error => Err(Error::TaskFailed {
-                id,
+                task,
                 details: result.details,
             }),
             TaskStatus::RequestModerated => Err(Error::Moderated {
-                id,
+                task,
                 stage: Moderation::Request,
                 details: result.details,
             }),
             TaskStatus::ContentModerated => Err(Error::Moderated {
-                id,
+                task,
                 stage: Moderation::Content,
                 details: result.details,
             }),
-            TaskStatus::TaskNotFound if self.submitted.elapsed() >= not_found_grace => Err(Error::TaskNotFound { id }),
+            TaskStatus::TaskNotFound if self.submitted.elapsed() >= not_found_grace => {
+                Err(Error::TaskNotFound { task })
+            }
             _ => return None,
+        };
+        self.client.seen_final(self.id());
+        Some(outcome)
+    }
+
+    /// Learns the duration the service reported (never the moment Ready was
+    /// noticed, which depends on when we polled).
+    fn learn(&self, result: &PollResult) {
+        let Some(output) = &result.result else { return };
+        let reported = output.duration.or(match (output.start_time, output.end_time) {
+            (Some(start), Some(end)) => Some(end - start),
+            _ => None,
+        });
+        if let Some(seconds) = reported {
+            self.client.learn(&self.operation, seconds);
+        }
+    }
+}
+
+/// Decodes a poll answer so that only `status` (and, once Ready,
+/// `result.sample`) can make it fail: any other field that does not fit its
+/// type is dropped with a trace event. A missing `id` is the task's own.
+pub(crate) fn lenient_poll_result(body: &[u8], id: &str) -> std::result::Result<PollResult, String> {
+    let value: Value = serde_json::from_slice(body).map_err(|e| format!("not JSON: {e}"))?;
+    let Value::Object(mut object) = value else {
+        return Err("not a JSON object".into());
+    };
+    if !object.get("status").is_some_and(Value::is_string) {
+        return Err("no status".into());
+    }
+    if !object.get("id").is_some_and(Value::is_string) {
+        object.insert("id".into(), Value::String(id.to_string()));
+    }
+    if let Some(Value::Object(result)) = object.get_mut("result") {
+        keep_fitting::<TaskResult>(result, &[]);
+    }
+    keep_fitting::<PollResult>(&mut object, &["id", "status"]);
+    serde_json::from_value(Value::Object(object)).map_err(|e| e.to_string())
+}
+
+/// Drops every field of `object` (but `required`) that does not decode on
+/// its own as part of a `T`.
+fn keep_fitting<T: serde::de::DeserializeOwned>(object: &mut Map<String, Value>, required: &[&str]) {
+    if serde_json::from_value::<T>(Value::Object(object.clone())).is_ok() {
+        return;
+    }
+    let base: Map<String, Value> = object
+        .iter()
+        .filter(|(k, _)| required.contains(&k.as_str()))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    let misfits: Vec<String> = object
+        .iter()
+        .filter(|(name, _)| !required.contains(&name.as_str()))
+        .filter(|(name, value)| {
+            let mut alone = base.clone();
+            alone.insert((*name).clone(), (*value).clone());
+            serde_json::from_value::<T>(Value::Object(alone)).is_err()
         })
-    }
-
-    fn learn(&self) {
-        if let Ok(mut learned) = self.client.shared.learned.lock() {
-            learned
-                .entry(self.operation.clone())
-                .or_default()
-                .observe(self.submitted.elapsed().as_secs_f64());
-        }
+        .map(|(name, _)| name.clone())
+        .collect();
+    for name in misfits {
+        tracing::trace!(field = %name, "dropping a field of unexpected type from a poll result");
+        object.remove(&name);
     }
 }
 
-fn fallback_polling_url(client: &Client, id: &str) -> Result<Url> {
-    let mut url = join(client.base_url(), "/v1/get_result")?;
-    url.query_pairs_mut().append_pair("id", id);
-    Ok(url)
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-/// The result of a task that reached `Ready`.
-#[derive(Debug, Clone)]
-pub struct Output {
-    client: Client,
-    polling_url: Url,
-    /// Task id.
-    pub id: String,
-    /// Signed address of the output (valid 10 minutes; no key needed).
-    pub sample: String,
-    /// Seed used, when reported.
-    pub seed: Option<i64>,
-    /// Cost in credits: the settled cost of the poll result, else the one
-    /// reported at submission.
-    pub cost: Option<f64>,
-    /// The final poll result, whole.
-    pub result: PollResult,
-}
-
-impl Output {
-    fn from_poll(task: &Task, result: PollResult) -> Result<Output> {
-        let sample = result
-            .result
-            .as_ref()
-            .and_then(|r| r.sample.clone())
-            .ok_or_else(|| Error::Decode {
-                operation: "get_result".into(),
-                message: "status is Ready but result.sample is missing".into(),
-                body: serde_json::to_string(&result).unwrap_or_default(),
-            })?;
-        Ok(Output {
-            client: task.client.clone(),
-            polling_url: task.polling_url.clone(),
-            id: task.id.clone(),
-            seed: result.result.as_ref().and_then(|r| r.seed),
-            cost: result.cost.or(task.cost),
-            sample,
-            result,
-        })
+    #[test]
+    fn odd_optional_fields_are_dropped_and_the_result_kept() {
+        let body = br#"{"id":"t","status":"Ready","progress":"half","details":null,"cost":"cheap",
+            "result":{"sample":"https://d/x.jpg","seed":"a string","duration":[1],"prompt":"ok"}}"#;
+        let result = lenient_poll_result(body, "t").unwrap();
+        assert_eq!(result.status, TaskStatus::Ready);
+        assert_eq!(result.progress, None);
+        assert_eq!(result.cost, None);
+        let output = result.result.unwrap();
+        assert_eq!(output.sample.as_deref(), Some("https://d/x.jpg"));
+        assert_eq!(output.prompt.as_deref(), Some("ok"));
+        assert_eq!(output.duration, None);
     }
 
-    /// Downloads the output. If the signed address has expired or is refused,
-    /// the task is polled once more for a fresh address before giving up with
-    /// [`Error::ResultExpired`].
-    pub async fn bytes(&self) -> Result<Bytes> {
-        match self.fetch(&self.sample).await? {
-            Some(bytes) => Ok(bytes),
-            None => {
-                let task = Task::existing(self.client.clone(), self.polling_url.as_str())?;
-                let fresh = task.poll().await?;
-                let sample = fresh
-                    .result
-                    .and_then(|r| r.sample)
-                    .filter(|_| fresh.status.is_success());
-                match sample {
-                    Some(sample) => self
-                        .fetch(&sample)
-                        .await?
-                        .ok_or(Error::ResultExpired { id: self.id.clone() }),
-                    None => Err(Error::ResultExpired { id: self.id.clone() }),
-                }
-            }
-        }
-    }
-
-    /// `None` when the delivery host refuses the address (expired).
-    async fn fetch(&self, address: &str) -> Result<Option<Bytes>> {
-        let url = Url::parse(address).map_err(|e| Error::Decode {
-            operation: "download".into(),
-            message: format!("result.sample is not a URL ({e})"),
-            body: address.to_string(),
-        })?;
-        let transport = &self.client.shared.transport;
-        let request = reqwest::Request::new(reqwest::Method::GET, url);
-        let response = transport
-            .execute(request, Purpose::Download, "download")
-            .await
-            .map_err(|source| Error::Transport {
-                operation: "download".into(),
-                source,
-            })?;
-        match response.status() {
-            s if s.is_success() => response.bytes().await.map(Some).map_err(|source| Error::Transport {
-                operation: "download".into(),
-                source,
-            }),
-            StatusCode::FORBIDDEN
-            | StatusCode::NOT_FOUND
-            | StatusCode::GONE
-            | StatusCode::BAD_REQUEST
-            | StatusCode::UNAUTHORIZED => Ok(None),
-            _ => Err(from_response("download", response).await),
-        }
-    }
-
-    /// Downloads and saves the output. When `path` has no extension, the one
-    /// of the image's format is added. Returns the path written.
-    pub async fn save(&self, path: impl AsRef<Path>) -> Result<PathBuf> {
-        let bytes = self.bytes().await?;
-        let mut path = path.as_ref().to_path_buf();
-        if path.extension().is_none() {
-            if let Some(format) = ImageFormat::sniff(&bytes) {
-                path.set_extension(format.extension());
-            }
-        }
-        tokio::fs::write(&path, &bytes).await.map_err(|e| Error::Input {
-            source_name: path.display().to_string(),
-            message: format!("cannot write the output ({e})"),
-        })?;
-        Ok(path)
+    #[test]
+    fn status_is_required_and_a_missing_id_is_filled() {
+        assert!(lenient_poll_result(br#"{"id":"t"}"#, "t").is_err());
+        assert!(lenient_poll_result(br#"{"status":7}"#, "t").is_err());
+        assert!(lenient_poll_result(b"[]", "t").is_err());
+        let result = lenient_poll_result(br#"{"status":"Pending"}"#, "t-1").unwrap();
+        assert_eq!(result.id, "t-1");
     }
 }

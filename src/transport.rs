@@ -1,7 +1,7 @@
-//! Every HTTP exchange of the crate goes through one function, `Transport::execute`: the
-//! generated client (through progenitor's `exec` hook), polls and downloads.
-//! That one place decides who gets the key, what is retried, and what is
-//! logged.
+//! Every HTTP exchange of the crate goes through one function,
+//! `Transport::exchange`: submissions, polls and downloads alike. That one
+//! place decides who gets the key, what is retried, how much of an answer is
+//! read, and what is logged.
 //!
 //! # Retry policy
 //!
@@ -10,28 +10,46 @@
 //!   Requests` (the task was refused), after `Retry-After` when given. Never
 //!   after a 5xx, a reset or a read timeout: the task may exist, and sending it
 //!   again would create and charge a second one.
-//! - **Polls and downloads (GET)** are safe to repeat: network errors,
-//!   timeouts, 408, 429, 500, 502, 503 and 504 are retried with jittered
-//!   exponential backoff, honouring `Retry-After`.
+//! - **Polls and downloads (GET)** are safe to repeat: network errors
+//!   (including an answer whose body breaks off), timeouts, 408, 429, 500,
+//!   502, 503 and 504 are retried with jittered exponential backoff,
+//!   honouring `Retry-After`.
 //!
 //! # Where the key goes
 //!
-//! The key is added per request, only to trusted origins (the base and regional
-//! URLs and those added with `ClientBuilder::trust_origin`), never to a
-//! download. API requests do not follow redirects, so the key cannot be
-//! carried to another host.
+//! The key is added per request, only to trusted origins (see the trust rules
+//! in `ClientBuilder::trust_origin`), never to a download. API requests do not
+//! follow redirects, so the key cannot be carried to another host; downloads
+//! follow them without sending a `Referer` (the signed address stays private).
+//!
+//! # Bounded answers
+//!
+//! Bodies are read in chunks up to a limit: JSON answers to
+//! `ClientBuilder::max_response_bytes` (1 MiB by default), downloads to
+//! `ClientBuilder::max_download_bytes`. A larger answer is an
+//! [`crate::Error::TooLarge`], never an allocation the service chose.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use reqwest::header::{HeaderValue, RETRY_AFTER};
-use reqwest::{Method, Request, Response, StatusCode, Url};
+use bytes::Bytes;
+use reqwest::header::{HeaderMap, HeaderValue, RETRY_AFTER};
+use reqwest::{Method, Request, StatusCode, Url};
 use tracing::Instrument;
 
+use crate::error::{Error, Result};
+use crate::trust::{origin_text, TrustPolicy};
 use crate::ApiKey;
 
 /// How failed exchanges are retried (see the module documentation for which).
+///
+/// ```
+/// use std::time::Duration;
+/// let policy = genapi::RetryPolicy::default().max_attempts(6).initial_backoff(Duration::from_millis(100));
+/// assert_eq!(policy.max_attempts, 6);
+/// ```
 #[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub struct RetryPolicy {
     /// Attempts in all, the first included; 1 disables retries.
     pub max_attempts: u32,
@@ -62,15 +80,36 @@ impl RetryPolicy {
             ..RetryPolicy::default()
         }
     }
+    /// Attempts in all, the first included (at least 1).
+    pub fn max_attempts(mut self, attempts: u32) -> Self {
+        self.max_attempts = attempts.max(1);
+        self
+    }
+    /// Delay before the first retry.
+    pub fn initial_backoff(mut self, delay: Duration) -> Self {
+        self.initial_backoff = delay;
+        self
+    }
+    /// Upper bound of one backoff.
+    pub fn max_backoff(mut self, delay: Duration) -> Self {
+        self.max_backoff = delay;
+        self
+    }
+    /// Upper bound of a `Retry-After` honoured by sleeping.
+    pub fn max_retry_after(mut self, delay: Duration) -> Self {
+        self.max_retry_after = delay;
+        self
+    }
 
-    /// Full-jitter exponential backoff for retry number `retry` (1-based).
-    pub(crate) fn backoff(&self, retry: u32) -> Duration {
+    /// "Equal jitter" exponential backoff for retry number `retry` (1-based):
+    /// half the capped exponential delay, plus a random part of the other
+    /// half. `unit` is the random draw in `[0, 1)`.
+    pub(crate) fn backoff(&self, retry: u32, unit: f64) -> Duration {
         let exp = self
             .initial_backoff
             .saturating_mul(1u32 << retry.saturating_sub(1).min(16));
         let cap = exp.min(self.max_backoff);
-        let lower = cap / 2;
-        lower + cap.mul_f64(fastrand::f64() * 0.5)
+        cap / 2 + cap.mul_f64(unit.clamp(0.0, 1.0) * 0.5)
     }
 }
 
@@ -105,18 +144,18 @@ impl Purpose {
         match self {
             Purpose::Submit => error.is_connect(),
             Purpose::Poll | Purpose::Download => {
-                error.is_connect() || error.is_timeout() || error.is_request() || error.is_body()
+                error.is_connect() || error.is_timeout() || error.is_request() || error.is_body() || error.is_decode()
             }
         }
     }
 }
 
-/// Installs ring as the process's rustls provider unless one is installed.
+/// Installs ring as the process's default rustls provider unless one is
+/// installed.
 ///
-/// This crate builds reqwest without its default provider (aws-lc, a large C
-/// build). [`crate::ClientBuilder::build`] calls this; call it yourself before
-/// building other reqwest clients in a program where genapi is the only user
-/// of reqwest, or they will refuse to start.
+/// genapi's own clients never need this: each carries its TLS configuration.
+/// It is for programs that build further reqwest clients from this crate's
+/// reqwest (which has no default provider compiled in).
 pub fn ensure_tls_provider() {
     if rustls::crypto::CryptoProvider::get_default().is_none() {
         // Losing a race to another thread's install is fine.
@@ -124,69 +163,125 @@ pub fn ensure_tls_provider() {
     }
 }
 
-/// `scheme://host:port` of an address.
-pub(crate) fn origin(url: &Url) -> String {
-    format!(
-        "{}://{}:{}",
-        url.scheme(),
-        url.host_str().unwrap_or(""),
-        url.port_or_known_default().unwrap_or(0)
-    )
+/// A TLS configuration with ring and the platform's certificate verifier,
+/// for one client: building a genapi client changes nothing process-wide.
+pub(crate) fn tls_config() -> Result<rustls::ClientConfig> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let verifier = rustls_platform_verifier::Verifier::new(provider.clone())
+        .map_err(|e| Error::Config(format!("cannot load the platform's TLS roots: {e}")))?;
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| Error::Config(format!("TLS versions: {e}")))?
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(verifier))
+        .with_no_client_auth();
+    Ok(config)
 }
 
-/// An origin as compared on every request: scheme, host, port.
-type Origin = (String, String, u16);
-
-fn origin_parts(url: &Url) -> Option<(&str, &str, u16)> {
-    Some((url.scheme(), url.host_str()?, url.port_or_known_default()?))
+/// Where the body of a successful answer goes.
+pub(crate) enum Sink {
+    /// Kept in memory (JSON answers, `Output::bytes`).
+    Memory(Vec<u8>),
+    /// Streamed to a file (`Output::save`); truncated on a retry.
+    File(tokio::fs::File),
 }
 
-/// The shared HTTP machinery behind a [`crate::Client`].
+impl Sink {
+    async fn reset(&mut self) -> std::io::Result<()> {
+        match self {
+            Sink::Memory(bytes) => {
+                bytes.clear();
+                Ok(())
+            }
+            Sink::File(file) => {
+                use tokio::io::AsyncSeekExt;
+                file.set_len(0).await?;
+                file.seek(std::io::SeekFrom::Start(0)).await.map(drop)
+            }
+        }
+    }
+
+    async fn write(&mut self, chunk: &[u8]) -> std::io::Result<()> {
+        match self {
+            Sink::Memory(bytes) => {
+                bytes.extend_from_slice(chunk);
+                Ok(())
+            }
+            Sink::File(file) => tokio::io::AsyncWriteExt::write_all(file, chunk).await,
+        }
+    }
+}
+
+/// An answer read within its limit.
+#[derive(Debug)]
+pub(crate) struct Answer {
+    pub(crate) status: StatusCode,
+    pub(crate) headers: HeaderMap,
+    /// The body of a non-success answer, or of a success read into memory.
+    pub(crate) body: Bytes,
+}
+
+impl Answer {
+    /// The `Retry-After` of this answer.
+    pub(crate) fn retry_after(&self) -> Option<Duration> {
+        retry_after(&self.headers)
+    }
+}
+
+/// Error bodies are read for their message only.
+const ERROR_BODY_LIMIT: u64 = 64 * 1024;
+
+/// The shared HTTP machinery behind a [`crate::Client`] (and the inner value
+/// of the generated [`crate::api::Client`]); built only by the client builder.
 pub struct Transport {
     api: reqwest::Client,
     downloads: reqwest::Client,
     key: ApiKey,
     /// The key as a sensitive header value, built once.
     key_header: HeaderValue,
-    trusted: Vec<Origin>,
+    trust: TrustPolicy,
     retry: RetryPolicy,
+    pub(crate) max_response_bytes: u64,
+    pub(crate) max_download_bytes: u64,
 }
 
 impl std::fmt::Debug for Transport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Transport")
             .field("key", &self.key)
-            .field("trusted", &self.trusted)
+            .field("trust", &self.trust)
             .field("retry", &self.retry)
             .finish_non_exhaustive()
     }
 }
 
+/// The pieces a [`Transport`] is made of.
+pub(crate) struct TransportParts {
+    pub(crate) api: reqwest::Client,
+    pub(crate) downloads: reqwest::Client,
+    pub(crate) key: ApiKey,
+    pub(crate) trust: TrustPolicy,
+    pub(crate) retry: RetryPolicy,
+    pub(crate) max_response_bytes: u64,
+    pub(crate) max_download_bytes: u64,
+}
+
 impl Transport {
-    /// `key` must be a valid header value (checked by the builder); `trusted`
-    /// are the origins it may be sent to.
-    pub(crate) fn new(
-        api: reqwest::Client,
-        downloads: reqwest::Client,
-        key: ApiKey,
-        trusted: &[Url],
-        retry: RetryPolicy,
-    ) -> Self {
-        let mut key_header = HeaderValue::from_str(key.expose()).unwrap_or_else(|_| HeaderValue::from_static(""));
+    /// `key` must be a valid header value (checked by the builder).
+    pub(crate) fn new(parts: TransportParts) -> Result<Self> {
+        let mut key_header = HeaderValue::from_str(parts.key.expose())
+            .map_err(|_| Error::Config("the API key has characters a header cannot carry".into()))?;
         key_header.set_sensitive(true);
-        let trusted = trusted
-            .iter()
-            .filter_map(origin_parts)
-            .map(|(scheme, host, port)| (scheme.to_string(), host.to_string(), port))
-            .collect();
-        Transport {
-            api,
-            downloads,
-            key,
+        Ok(Transport {
+            api: parts.api,
+            downloads: parts.downloads,
+            key: parts.key,
             key_header,
-            trusted,
-            retry,
-        }
+            trust: parts.trust,
+            retry: parts.retry,
+            max_response_bytes: parts.max_response_bytes,
+            max_download_bytes: parts.max_download_bytes,
+        })
     }
 
     /// The client for API calls (no redirects).
@@ -196,42 +291,144 @@ impl Transport {
 
     /// Whether the key may be sent to this address.
     pub(crate) fn is_trusted(&self, url: &Url) -> bool {
-        origin_parts(url).is_some_and(|(scheme, host, port)| {
-            self.trusted
-                .iter()
-                .any(|(s, h, p)| s == scheme && h == host && *p == port)
-        })
+        self.trust.trusts(url)
     }
 
-    /// Sends a request under the retry policy of its purpose.
-    pub(crate) async fn execute(
+    /// Removes the key from text the service sent (a hostile service may echo
+    /// request headers) and cuts it to a few KiB.
+    pub(crate) fn scrub(&self, text: &str) -> String {
+        const KEEP: usize = 4096;
+        let cut = match text.char_indices().nth(KEEP) {
+            Some((at, _)) => format!("{}…", &text[..at]),
+            None => text.to_string(),
+        };
+        let key = self.key.expose();
+        if key.is_empty() {
+            cut
+        } else {
+            cut.replace(key, "[redacted]")
+        }
+    }
+
+    /// Sends a request under the retry policy of its purpose and reads its
+    /// answer within `limit` bytes: a success into `sink`, anything else into
+    /// the answer's body (for the error message).
+    pub(crate) async fn exchange(
         &self,
         request: Request,
         purpose: Purpose,
         operation: &str,
-    ) -> reqwest::Result<Response> {
+        limit: u64,
+        sink: &mut Sink,
+    ) -> Result<Answer> {
         let url = request.url();
         let span = tracing::debug_span!(
             "genapi.request",
             operation,
             method = %request.method(),
-            origin = %origin(url),
+            origin = %origin_text(url),
             path = url.path(),
+            keyed = tracing::field::Empty,
             status = tracing::field::Empty,
             attempts = tracing::field::Empty,
         );
-        self.execute_with_retries(request, purpose).instrument(span).await
+        self.exchange_with_retries(request, purpose, operation, limit, sink)
+            .instrument(span)
+            .await
     }
 
-    async fn execute_with_retries(&self, mut request: Request, purpose: Purpose) -> reqwest::Result<Response> {
+    /// As [`Transport::exchange`], reading a success into memory.
+    pub(crate) async fn exchange_bytes(
+        &self,
+        request: Request,
+        purpose: Purpose,
+        operation: &str,
+        limit: u64,
+    ) -> Result<Answer> {
+        let mut sink = Sink::Memory(Vec::new());
+        let mut answer = self.exchange(request, purpose, operation, limit, &mut sink).await?;
+        if answer.status.is_success() {
+            if let Sink::Memory(bytes) = sink {
+                answer.body = Bytes::from(bytes);
+            }
+        }
+        Ok(answer)
+    }
+
+    async fn exchange_with_retries(
+        &self,
+        mut request: Request,
+        purpose: Purpose,
+        operation: &str,
+        limit: u64,
+        sink: &mut Sink,
+    ) -> Result<Answer> {
+        let mut attempt = 1;
+        loop {
+            // Only idempotent exchanges are sent again after their answer
+            // broke off; a submission may have been accepted.
+            let again = if purpose != Purpose::Submit && attempt < self.retry.max_attempts {
+                request.try_clone()
+            } else {
+                None
+            };
+            let response = self.send(request, purpose).await.map_err(|source| Error::Transport {
+                operation: operation.to_string(),
+                source,
+                task: None,
+            })?;
+            let error = match self.read(response, limit, sink).await {
+                Ok(answer) => return Ok(answer),
+                Err(Read::TooLarge) => {
+                    return Err(Error::TooLarge {
+                        operation: operation.to_string(),
+                        limit,
+                        task: None,
+                    })
+                }
+                Err(Read::Sink(e)) => {
+                    return Err(Error::Input {
+                        source_name: operation.to_string(),
+                        message: format!("cannot write the answer ({e})"),
+                        task: None,
+                    })
+                }
+                Err(Read::Body(error)) => error,
+            };
+            let Some(next) = again.filter(|_| purpose.retries_error(&error)) else {
+                return Err(Error::Transport {
+                    operation: operation.to_string(),
+                    source: error,
+                    task: None,
+                });
+            };
+            tracing::debug!(%error, attempt, "the answer broke off; asking again");
+            sink.reset().await.map_err(|e| Error::Input {
+                source_name: operation.to_string(),
+                message: format!("cannot restart writing the answer ({e})"),
+                task: None,
+            })?;
+            tokio::time::sleep(self.retry.backoff(attempt, fastrand::f64())).await;
+            request = next;
+            attempt += 1;
+        }
+    }
+
+    /// Sends a request, adding the key for trusted origins, and retries
+    /// failures its purpose allows; returns the first answer that is not
+    /// retried (its body unread).
+    async fn send(&self, mut request: Request, purpose: Purpose) -> reqwest::Result<reqwest::Response> {
         let client = if purpose == Purpose::Download {
             &self.downloads
         } else {
             &self.api
         };
-        if purpose != Purpose::Download && self.is_trusted(request.url()) {
+        let keyed = purpose != Purpose::Download && self.is_trusted(request.url());
+        if keyed {
             request.headers_mut().insert("x-key", self.key_header.clone());
         }
+        let span = tracing::Span::current();
+        span.record("keyed", keyed);
         let mut attempt = 1;
         loop {
             // A body that cannot be cloned (a stream) is sent once.
@@ -240,15 +437,19 @@ impl Transport {
             } else {
                 None
             };
-            let outcome = client.execute(request).await;
-            let span = tracing::Span::current();
             span.record("attempts", attempt);
-            let Some(next) = retry_copy else { return outcome };
+            let outcome = client.execute(request).await;
             let wait = match &outcome {
-                Ok(response) if purpose.retries_status(response.status()) => retry_after(response)
-                    .map(|d| d.min(self.retry.max_retry_after))
-                    .unwrap_or_else(|| self.retry.backoff(attempt)),
-                Err(error) if purpose.retries_error(error) => self.retry.backoff(attempt),
+                Ok(response) if purpose.retries_status(response.status()) => Some(
+                    retry_after(response.headers())
+                        .map(|d| d.min(self.retry.max_retry_after))
+                        .unwrap_or_else(|| self.retry.backoff(attempt, fastrand::f64())),
+                ),
+                Err(error) if purpose.retries_error(error) => Some(self.retry.backoff(attempt, fastrand::f64())),
+                _ => None,
+            };
+            let (next, wait) = match (retry_copy, wait) {
+                (Some(next), Some(wait)) => (next, wait),
                 _ => {
                     if let Ok(response) = &outcome {
                         span.record("status", response.status().as_u16());
@@ -262,25 +463,134 @@ impl Transport {
             attempt += 1;
         }
     }
+
+    /// Reads an answer's body in chunks, within `limit` for a success and a
+    /// small limit for anything else.
+    async fn read(&self, mut response: reqwest::Response, limit: u64, sink: &mut Sink) -> Result<Answer, Read> {
+        let status = response.status();
+        let headers = std::mem::take(response.headers_mut());
+        let success = status.is_success();
+        let limit = if success { limit } else { ERROR_BODY_LIMIT };
+        if response.content_length().is_some_and(|length| length > limit) && success {
+            return Err(Read::TooLarge);
+        }
+        let mut error_body = Vec::new();
+        let mut read: u64 = 0;
+        while let Some(chunk) = response.chunk().await.map_err(Read::Body)? {
+            read = read.saturating_add(chunk.len() as u64);
+            if read > limit {
+                if success {
+                    return Err(Read::TooLarge);
+                }
+                // An error message past its limit is cut, not refused.
+                break;
+            }
+            if success {
+                sink.write(&chunk).await.map_err(Read::Sink)?;
+            } else {
+                error_body.extend_from_slice(&chunk);
+            }
+        }
+        Ok(Answer {
+            status,
+            headers,
+            body: Bytes::from(error_body),
+        })
+    }
 }
 
-/// `Retry-After` in seconds or as an HTTP date.
-pub(crate) fn retry_after(response: &Response) -> Option<Duration> {
-    let value = response.headers().get(RETRY_AFTER)?.to_str().ok()?.trim();
+/// Why reading a body failed.
+enum Read {
+    Body(reqwest::Error),
+    TooLarge,
+    Sink(std::io::Error),
+}
+
+/// Longest `Retry-After` taken from a service: a day. Larger values (or ones
+/// too large for a `Duration`) are cut to it, never a panic.
+const LONGEST_RETRY_AFTER: Duration = Duration::from_secs(24 * 60 * 60);
+
+/// `Retry-After` in seconds or as an HTTP date, at most a day.
+pub(crate) fn retry_after(headers: &HeaderMap) -> Option<Duration> {
+    let value = headers.get(RETRY_AFTER)?.to_str().ok()?.trim();
     if let Ok(seconds) = value.parse::<f64>() {
-        return (seconds.is_finite() && seconds >= 0.0).then(|| Duration::from_secs_f64(seconds));
+        if !(seconds.is_finite() && seconds >= 0.0) {
+            return None;
+        }
+        return Some(
+            Duration::try_from_secs_f64(seconds)
+                .unwrap_or(LONGEST_RETRY_AFTER)
+                .min(LONGEST_RETRY_AFTER),
+        );
     }
     let when = httpdate::parse_http_date(value).ok()?;
     Some(
         when.duration_since(std::time::SystemTime::now())
-            .unwrap_or(Duration::ZERO),
+            .unwrap_or(Duration::ZERO)
+            .min(LONGEST_RETRY_AFTER),
     )
 }
 
 impl progenitor_client::ClientHooks<Arc<Transport>> for crate::api::Client {
-    async fn exec(&self, request: Request, info: &progenitor_client::OperationInfo) -> reqwest::Result<Response> {
+    /// The generated client's requests take the same road as everything else:
+    /// the key only to trusted origins, the same retry rules.
+    async fn exec(
+        &self,
+        request: Request,
+        info: &progenitor_client::OperationInfo,
+    ) -> reqwest::Result<reqwest::Response> {
         use progenitor_client::ClientInfo;
+        let span = tracing::debug_span!(
+            "genapi.request",
+            operation = info.operation_id,
+            method = %request.method(),
+            origin = %origin_text(request.url()),
+            path = request.url().path(),
+            keyed = tracing::field::Empty,
+            status = tracing::field::Empty,
+            attempts = tracing::field::Empty,
+        );
         let purpose = Purpose::of(request.method());
-        self.inner().execute(request, purpose, info.operation_id).await
+        self.inner().send(request, purpose).instrument(span).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_is_equal_jitter_within_its_bounds() {
+        let policy = RetryPolicy::default();
+        // Retry 1: cap 250 ms, so between 125 and 250 ms.
+        assert_eq!(policy.backoff(1, 0.0), Duration::from_millis(125));
+        assert_eq!(policy.backoff(1, 1.0), Duration::from_millis(250));
+        // Retry 3: 1 s cap.
+        assert_eq!(policy.backoff(3, 0.0), Duration::from_millis(500));
+        // Far retries stay under max_backoff, whatever the draw.
+        assert_eq!(policy.backoff(40, 1.0), Duration::from_secs(8));
+        assert_eq!(policy.backoff(40, 0.0), Duration::from_secs(4));
+    }
+
+    #[test]
+    fn retry_after_never_overflows() {
+        let header = |value: &str| {
+            let mut headers = HeaderMap::new();
+            headers.insert(RETRY_AFTER, HeaderValue::from_str(value).unwrap());
+            retry_after(&headers)
+        };
+        assert_eq!(header("2"), Some(Duration::from_secs(2)));
+        assert_eq!(header("0.5"), Some(Duration::from_millis(500)));
+        assert_eq!(header("1e20"), Some(LONGEST_RETRY_AFTER));
+        assert_eq!(header("99999999999999999999"), Some(LONGEST_RETRY_AFTER));
+        assert_eq!(header("-1"), None);
+        assert_eq!(header("NaN"), None);
+        assert_eq!(header("inf"), None);
+        assert_eq!(header("soon"), None);
+        assert_eq!(
+            header("Wed, 21 Oct 2015 07:28:00 GMT"),
+            Some(Duration::ZERO),
+            "a date in the past"
+        );
     }
 }

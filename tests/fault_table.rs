@@ -13,11 +13,9 @@ use genapi::{Error, RetryPolicy};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 fn fast() -> RetryPolicy {
-    RetryPolicy {
-        initial_backoff: Duration::from_millis(10),
-        max_backoff: Duration::from_millis(40),
-        ..RetryPolicy::default()
-    }
+    RetryPolicy::default()
+        .initial_backoff(Duration::from_millis(10))
+        .max_backoff(Duration::from_millis(40))
 }
 
 fn request() -> types::builder::Gen2ProRequest {

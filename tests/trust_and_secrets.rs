@@ -26,24 +26,30 @@ async fn answer_with_polling_url_on(front: &MockService, other: &MockService) ->
 }
 
 #[tokio::test]
-async fn a_polling_url_on_another_origin_is_refused() {
+async fn an_untrusted_polling_host_is_polled_without_the_key_and_its_refusal_names_the_remedy() {
     let (front, other) = (MockService::start().await.unwrap(), MockService::start().await.unwrap());
-    answer_with_polling_url_on(&front, &other).await;
+    let id = answer_with_polling_url_on(&front, &other).await;
     let polls_before = other.count("GET", "/v1/get_result");
     let error = front.client().unwrap().run(request()).await.unwrap_err();
-    let Error::UntrustedOrigin { origin } = &error else {
+    let Error::UntrustedOrigin { origin, task } = &error else {
         panic!("{error}")
     };
     assert_eq!(format!("{origin}/"), format!("{}/", other.base_url()));
-    assert!(
-        error.to_string().contains("trust_origin"),
-        "says how to allow it: {error}"
-    );
-    assert_eq!(
-        other.count("GET", "/v1/get_result"),
-        polls_before,
-        "the key never went there"
-    );
+    assert_eq!(task.id, id, "the paid task is named");
+    assert!(task.polling_url.starts_with(other.base_url()));
+    let message = error.to_string();
+    for needed in [id.as_str(), origin.as_str(), "GENAPI_TRUSTED_ORIGINS", "--trust-origin"] {
+        assert!(message.contains(needed), "the message names {needed}: {message}");
+    }
+    assert_eq!(error.task().map(|t| t.id.as_str()), Some(id.as_str()));
+    let polls: Vec<_> = other
+        .requests()
+        .into_iter()
+        .filter(|r| r.path == "/v1/get_result")
+        .skip(polls_before)
+        .collect();
+    assert!(!polls.is_empty(), "the untrusted host was polled");
+    assert!(polls.iter().all(|r| r.header("x-key").is_none()), "never with the key");
 }
 
 #[tokio::test]

@@ -58,10 +58,7 @@ async fn an_unknown_task_is_not_found_after_the_grace_period() {
     let mock = MockService::start().await.unwrap();
     let client = mock
         .client_builder()
-        .wait_options(WaitOptions {
-            not_found_grace: Duration::from_millis(300),
-            ..WaitOptions::default()
-        })
+        .wait_options(WaitOptions::default().not_found_grace(Duration::from_millis(300)))
         .build()
         .unwrap();
     let started = std::time::Instant::now();
@@ -77,7 +74,7 @@ async fn an_unknown_task_is_not_found_after_the_grace_period() {
 async fn unknown_statuses_mean_keep_polling_and_progress_is_reported() {
     let mock = MockService::start_with(
         MockConfig {
-            default_duration: Duration::from_millis(800),
+            default_duration: Duration::from_millis(2500),
             ..MockConfig::default()
         },
         "127.0.0.1:0".parse().unwrap(),
@@ -139,10 +136,11 @@ async fn the_deadline_bounds_the_wait() {
 }
 
 #[tokio::test]
-async fn dropping_the_wait_cancels_it_and_frees_the_slot() {
+async fn dropping_the_wait_stops_polling_but_the_place_is_kept_until_the_task_ends() {
+    let task_time = Duration::from_millis(1500);
     let mock = MockService::start_with(
         MockConfig {
-            default_duration: Duration::from_secs(30),
+            default_duration: task_time,
             ..MockConfig::default()
         },
         "127.0.0.1:0".parse().unwrap(),
@@ -150,17 +148,56 @@ async fn dropping_the_wait_cancels_it_and_frees_the_slot() {
     .await
     .unwrap();
     let client = mock.client_builder().max_active_tasks(Some(1)).build().unwrap();
+    let submitted = std::time::Instant::now();
     let task = client.submit(prompt("first")).await.unwrap();
     let waiting = tokio::time::timeout(Duration::from_millis(300), task.wait()).await;
     assert!(waiting.is_err(), "still waiting when dropped");
     let polls = mock.count("GET", "/v1/get_result");
-    tokio::time::sleep(Duration::from_millis(600)).await;
+    tokio::time::sleep(Duration::from_millis(400)).await;
     assert_eq!(mock.count("GET", "/v1/get_result"), polls, "no polling after the drop");
-    // The slot of the dropped task is free again.
-    tokio::time::timeout(Duration::from_secs(2), client.submit(prompt("second")))
+    // The first task still runs at the service: the second submission waits
+    // for it (checking it by polling), then goes; it never hangs.
+    let second = tokio::time::timeout(Duration::from_secs(10), client.submit(prompt("second")))
         .await
-        .expect("slot freed")
+        .expect("the second submission went once the first task ended")
         .unwrap();
+    assert!(submitted.elapsed() >= task_time, "not before the first task ended");
+    assert!(
+        mock.count("GET", "/v1/get_result") > polls,
+        "the waiting submission checked the first task"
+    );
+    assert_eq!(mock.count("POST", "/v1/gen-2-pro"), 2, "never refused, never doubled");
+    second.wait().await.unwrap();
+}
+
+#[tokio::test]
+async fn submitting_many_before_waiting_on_any_completes() {
+    // The reported hang: 25 submissions before any wait, at a limit of 24.
+    let config = MockConfig {
+        default_duration: Duration::from_millis(300),
+        max_active_tasks: 24,
+        ..MockConfig::default()
+    };
+    let mock = MockService::start_with(config, "127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    let client = mock.client().unwrap();
+    let mut tasks = Vec::new();
+    for i in 0..100 {
+        let task = tokio::time::timeout(Duration::from_secs(30), client.submit(prompt(&format!("task {i}"))))
+            .await
+            .unwrap_or_else(|_| panic!("submission {i} hung"))
+            .unwrap();
+        tasks.push(task);
+    }
+    for task in tasks {
+        task.wait().await.unwrap();
+    }
+    assert_eq!(
+        mock.count("POST", "/v1/gen-2-pro"),
+        100,
+        "each submitted once, none refused"
+    );
 }
 
 #[tokio::test]

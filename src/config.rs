@@ -1,0 +1,335 @@
+//! Configuration: [`ClientBuilder`], from code or from the environment.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use reqwest::Url;
+
+use crate::client::Client;
+use crate::error::{Error, Result};
+use crate::limit::ActiveTasks;
+use crate::transport::{RetryPolicy, Transport, TransportParts};
+use crate::trust::{is_loopback, TrustPolicy};
+use crate::wait::{Learned, WaitOptions};
+use crate::ApiKey;
+
+/// The service's default limit of active tasks per account.
+const DEFAULT_MAX_ACTIVE_TASKS: usize = 24;
+
+/// Makes the reqwest builder the client starts from.
+type HttpFactory = Box<dyn Fn() -> reqwest::ClientBuilder + Send + Sync>;
+
+/// Builds a [`Client`]; every setting has a default but the key and base URL.
+///
+/// ```
+/// use std::time::Duration;
+/// let client = genapi::Client::builder()
+///     .api_key("my-key")
+///     .base_url("https://api.example.com")
+///     .trust_origin("https://poll.partner.example.net")
+///     .request_timeout(Duration::from_secs(30))
+///     .build()?;
+/// # Ok::<(), genapi::Error>(())
+/// ```
+pub struct ClientBuilder {
+    key: Option<ApiKey>,
+    base_url: Option<String>,
+    regional_base_url: Option<String>,
+    trusted: Vec<String>,
+    request_timeout: Duration,
+    connect_timeout: Duration,
+    download_timeout: Duration,
+    retry: RetryPolicy,
+    user_agent: String,
+    max_active_tasks: Option<usize>,
+    max_response_bytes: u64,
+    max_download_bytes: u64,
+    allow_insecure_http: bool,
+    http: Option<HttpFactory>,
+    wait: WaitOptions,
+    learned: Learned,
+}
+
+impl Default for ClientBuilder {
+    fn default() -> Self {
+        ClientBuilder {
+            key: None,
+            base_url: None,
+            regional_base_url: None,
+            trusted: Vec::new(),
+            request_timeout: Duration::from_secs(60),
+            connect_timeout: Duration::from_secs(10),
+            download_timeout: Duration::from_secs(15 * 60),
+            retry: RetryPolicy::default(),
+            user_agent: format!("genapi-rust/{}", env!("CARGO_PKG_VERSION")),
+            max_active_tasks: Some(DEFAULT_MAX_ACTIVE_TASKS),
+            max_response_bytes: 1 << 20,
+            max_download_bytes: 2 << 30,
+            allow_insecure_http: false,
+            http: None,
+            wait: WaitOptions::default(),
+            learned: Learned::default(),
+        }
+    }
+}
+
+impl std::fmt::Debug for ClientBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientBuilder")
+            .field("key", &self.key)
+            .field("base_url", &self.base_url)
+            .field("regional_base_url", &self.regional_base_url)
+            .field("trusted", &self.trusted)
+            .field("request_timeout", &self.request_timeout)
+            .field("download_timeout", &self.download_timeout)
+            .field("retry", &self.retry)
+            .field("max_active_tasks", &self.max_active_tasks)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ClientBuilder {
+    /// The project API key (required).
+    pub fn api_key(mut self, key: impl Into<String>) -> Self {
+        self.key = Some(ApiKey::new(key));
+        self
+    }
+    /// The service address, e.g. `https://api.example.com` (required). Plain
+    /// http is accepted only for loopback addresses (a local mock) unless
+    /// [`ClientBuilder::allow_insecure_http`] is set.
+    pub fn base_url(mut self, url: impl Into<String>) -> Self {
+        self.base_url = Some(url.into());
+        self
+    }
+    /// The regional address of the fine-tuned endpoints; defaults to the base URL.
+    pub fn regional_base_url(mut self, url: impl Into<String>) -> Self {
+        self.regional_base_url = Some(url.into());
+        self
+    }
+    /// Another origin the key may be sent to.
+    ///
+    /// By default the key goes to the base and regional origins and to https
+    /// hosts inside the base host's registrable domain (base
+    /// `https://api.example.com` trusts `https://api.eu4.example.com`, never
+    /// `https://example.com.evil.net`), which covers the service's regional
+    /// polling hosts. Add an origin here when the service polls from another
+    /// domain. A `polling_url` outside the trusted set is polled without the
+    /// key.
+    pub fn trust_origin(mut self, url: impl Into<String>) -> Self {
+        self.trusted.push(url.into());
+        self
+    }
+    /// Timeout of one API exchange (default 60 s).
+    pub fn request_timeout(mut self, timeout: Duration) -> Self {
+        self.request_timeout = timeout;
+        self
+    }
+    /// Timeout to open a connection (default 10 s).
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
+        self
+    }
+    /// Timeout of one download (default 15 minutes, for large videos).
+    pub fn download_timeout(mut self, timeout: Duration) -> Self {
+        self.download_timeout = timeout;
+        self
+    }
+    /// How failed exchanges are retried (see [`crate::transport`]).
+    pub fn retry_policy(mut self, policy: RetryPolicy) -> Self {
+        self.retry = policy;
+        self
+    }
+    /// The `User-Agent` header.
+    pub fn user_agent(mut self, agent: impl Into<String>) -> Self {
+        self.user_agent = agent.into();
+        self
+    }
+    /// At most this many tasks active at once (default 24, the service's
+    /// limit); `None` removes the limit. It only keeps the client clear of
+    /// 429 storms: a submission beyond it waits until the client sees a task
+    /// finish (polling tasks nobody waits for, so it can never wait forever),
+    /// and the service's 429 stays the arbiter.
+    pub fn max_active_tasks(mut self, limit: Option<usize>) -> Self {
+        self.max_active_tasks = limit;
+        self
+    }
+    /// Largest JSON answer read (default 1 MiB).
+    pub fn max_response_bytes(mut self, bytes: u64) -> Self {
+        self.max_response_bytes = bytes;
+        self
+    }
+    /// Largest download (default 2 GiB, room for the longest video).
+    /// [`crate::Output::save`] streams to disk; [`crate::Output::bytes`]
+    /// holds the result in memory.
+    pub fn max_download_bytes(mut self, bytes: u64) -> Self {
+        self.max_download_bytes = bytes;
+        self
+    }
+    /// Accept plain-http base and trusted origins that are not loopback. The
+    /// key then crosses the network unencrypted: only for a trusted network.
+    pub fn allow_insecure_http(mut self, allow: bool) -> Self {
+        self.allow_insecure_http = allow;
+        self
+    }
+    /// Start from reqwest builders made by `factory` (proxies, TLS roots, …).
+    /// The client still sets its own timeouts, user agent and redirect rules
+    /// on them, so the key can never follow a redirect. A factory also owns
+    /// the TLS setup (genapi's reqwest has no process-wide default provider:
+    /// configure one, or call [`crate::transport::ensure_tls_provider`]).
+    ///
+    /// ```
+    /// let builder = genapi::Client::builder().reqwest_builder(|| genapi::reqwest::Client::builder().no_proxy());
+    /// ```
+    pub fn reqwest_builder(mut self, factory: impl Fn() -> reqwest::ClientBuilder + Send + Sync + 'static) -> Self {
+        self.http = Some(Box::new(factory));
+        self
+    }
+    /// Default options of [`crate::Task::wait`].
+    pub fn wait_options(mut self, options: WaitOptions) -> Self {
+        self.wait = options;
+        self
+    }
+    /// Task durations learned earlier (see [`Client::learned`]), so the first
+    /// waits of a new process are already well aimed.
+    pub fn learned(mut self, learned: Learned) -> Self {
+        self.learned = learned;
+        self
+    }
+
+    /// Checks the settings and builds the client.
+    pub fn build(self) -> Result<Client> {
+        let key = self
+            .key
+            .ok_or_else(|| Error::Config("no API key: set GENAPI_API_KEY or call api_key()".into()))?;
+        if key.expose().is_empty() || reqwest::header::HeaderValue::from_str(key.expose()).is_err() {
+            return Err(Error::Config(
+                "the API key is empty or has characters a header cannot carry".into(),
+            ));
+        }
+        let insecure = self.allow_insecure_http;
+        let base_text = self
+            .base_url
+            .ok_or_else(|| Error::Config("no base URL: set GENAPI_BASE_URL or call base_url()".into()))?;
+        let base_url = parse_origin(&base_text, "base URL", insecure)?;
+        let regional_url = match &self.regional_base_url {
+            Some(text) => parse_origin(text, "regional base URL", insecure)?,
+            None => base_url.clone(),
+        };
+        let extra = self
+            .trusted
+            .iter()
+            .map(|text| parse_origin(text, "trusted origin", insecure))
+            .collect::<Result<Vec<_>>>()?;
+        let configure = |builder: reqwest::ClientBuilder, timeout: Duration| {
+            builder
+                .timeout(timeout)
+                .connect_timeout(self.connect_timeout)
+                .user_agent(self.user_agent.clone())
+        };
+        let fresh = || -> Result<reqwest::ClientBuilder> {
+            match &self.http {
+                Some(make) => Ok(make()),
+                None => Ok(reqwest::Client::builder().tls_backend_preconfigured(crate::transport::tls_config()?)),
+            }
+        };
+        let cannot = |e: reqwest::Error| Error::Config(format!("cannot build the HTTP client: {e}"));
+        let api = configure(fresh()?, self.request_timeout)
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .map_err(cannot)?;
+        let downloads = configure(fresh()?, self.download_timeout)
+            .read_timeout(self.request_timeout)
+            .referer(false)
+            .build()
+            .map_err(cannot)?;
+        let transport = Transport::new(TransportParts {
+            api,
+            downloads,
+            key,
+            trust: TrustPolicy::new(&base_url, &regional_url, &extra),
+            retry: self.retry,
+            max_response_bytes: self.max_response_bytes,
+            max_download_bytes: self.max_download_bytes,
+        })?;
+        Ok(Client::from_parts(
+            Arc::new(transport),
+            base_url,
+            regional_url,
+            self.max_active_tasks.map(ActiveTasks::new),
+            self.wait,
+            self.learned,
+        ))
+    }
+}
+
+/// Parses a base or trusted origin: http(s), a host, no user information,
+/// plain http only on loopback unless allowed.
+fn parse_origin(text: &str, what: &str, allow_insecure_http: bool) -> Result<Url> {
+    let url = Url::parse(text.trim()).map_err(|e| Error::Config(format!("{what} {text:?} is not a URL ({e})")))?;
+    if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
+        return Err(Error::Config(format!("{what} {text:?} must be an http(s) address")));
+    }
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err(Error::Config(format!(
+            "{what} {text:?} must not carry a user name or password"
+        )));
+    }
+    if url.scheme() == "http" && !is_loopback(&url) && !allow_insecure_http {
+        return Err(Error::Config(format!(
+            "{what} {text:?} uses plain http, which would send the key unencrypted; use https \
+             (plain http is accepted on loopback, or with ClientBuilder::allow_insecure_http)"
+        )));
+    }
+    Ok(url)
+}
+
+impl Client {
+    /// A builder with defaults for everything but the key and base URL.
+    pub fn builder() -> ClientBuilder {
+        ClientBuilder::default()
+    }
+
+    /// Reads `GENAPI_API_KEY`, `GENAPI_BASE_URL` and (optionally)
+    /// `GENAPI_REGIONAL_BASE_URL` and `GENAPI_TRUSTED_ORIGINS`
+    /// (comma-separated origins that may receive the key).
+    pub fn from_env() -> Result<Client> {
+        Client::from_env_builder()?.build()
+    }
+
+    /// The builder [`Client::from_env`] uses, to adjust before building.
+    pub fn from_env_builder() -> Result<ClientBuilder> {
+        let read = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
+        let (key, base) = match (read("GENAPI_API_KEY"), read("GENAPI_BASE_URL")) {
+            (Some(key), Some(base)) => (key, base),
+            (None, Some(_)) => return Err(Error::Config("GENAPI_BASE_URL is set but GENAPI_API_KEY is not".into())),
+            (Some(_), None) => return Err(Error::Config("GENAPI_API_KEY is set but GENAPI_BASE_URL is not".into())),
+            (None, None) => return Err(Error::Config("set GENAPI_API_KEY and GENAPI_BASE_URL".into())),
+        };
+        let mut builder = Client::builder().api_key(key).base_url(base);
+        if let Some(regional) = read("GENAPI_REGIONAL_BASE_URL") {
+            builder = builder.regional_base_url(regional);
+        }
+        for origin in read("GENAPI_TRUSTED_ORIGINS").iter().flat_map(|list| list.split(',')) {
+            if !origin.trim().is_empty() {
+                builder = builder.trust_origin(origin.trim());
+            }
+        }
+        Ok(builder)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plain_http_is_for_loopback_only() {
+        assert!(parse_origin("http://127.0.0.1:8787", "base URL", false).is_ok());
+        assert!(parse_origin("http://localhost:8787", "base URL", false).is_ok());
+        let error = parse_origin("http://api.example.com", "base URL", false).unwrap_err();
+        assert!(error.to_string().contains("allow_insecure_http"), "{error}");
+        assert!(parse_origin("http://api.example.com", "base URL", true).is_ok());
+        assert!(parse_origin("https://user:pw@api.example.com", "base URL", false).is_err());
+        assert!(parse_origin("ftp://api.example.com", "base URL", false).is_err());
+    }
+}

@@ -1,0 +1,236 @@
+//! The client-side active-task limit.
+//!
+//! The service refuses a submission beyond its limit of active tasks with a
+//! 429 (nothing is created, so trying again later is safe); it stays the
+//! arbiter. The client keeps its own count only to stay clear of 429 storms,
+//! and that count must follow the service's as closely as the client can
+//! know it:
+//!
+//! - a task counts from the moment a submission is sent (a *reservation*)
+//!   and, once accepted, until the client **sees** it final: a wait or a poll
+//!   returns a final status. Dropping a [`crate::Task`] or timing out does not
+//!   free its place, because the task still runs at the service;
+//! - a submission that finds no room does not wait blindly: it polls the
+//!   tasks nobody is waiting for (at most once a second each), which frees
+//!   the places of those that have finished. So `submit` 100 times, then
+//!   `wait` 100 times, completes; it never hangs;
+//! - a task unseen for longer than the service keeps tasks is forgotten.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use reqwest::Url;
+use tokio::sync::Notify;
+
+/// How often one unwatched task is polled to see whether it has finished.
+const RECHECK: Duration = Duration::from_secs(1);
+/// After this long the service no longer knows a task; neither do we.
+const FORGET_AFTER: Duration = Duration::from_secs(2 * 60 * 60);
+
+#[derive(Debug)]
+struct Entry {
+    polling_url: Url,
+    accepted: Instant,
+    last_checked: Instant,
+    watchers: usize,
+}
+
+#[derive(Debug, Default)]
+struct Ledger {
+    /// Submissions sent, answer not yet known.
+    reserved: usize,
+    /// Accepted tasks not yet seen final, by id.
+    active: HashMap<String, Entry>,
+}
+
+impl Ledger {
+    fn used(&self) -> usize {
+        self.reserved + self.active.len()
+    }
+}
+
+/// The count of tasks believed active, shared by a client's clones.
+#[derive(Debug)]
+pub(crate) struct ActiveTasks {
+    limit: usize,
+    ledger: Mutex<Ledger>,
+    changed: Notify,
+}
+
+/// A place taken by a submission in flight; given back when dropped unless
+/// the task was accepted.
+#[derive(Debug)]
+pub(crate) struct Reservation {
+    tasks: Arc<ActiveTasks>,
+    settled: bool,
+}
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        if !self.settled {
+            self.tasks
+                .update(|ledger| ledger.reserved = ledger.reserved.saturating_sub(1));
+        }
+    }
+}
+
+impl Reservation {
+    /// The submission was accepted: the place now belongs to the task.
+    pub(crate) fn accepted(mut self, id: &str, polling_url: &Url) {
+        self.settled = true;
+        let now = Instant::now();
+        self.tasks.update(|ledger| {
+            ledger.reserved = ledger.reserved.saturating_sub(1);
+            ledger.active.insert(
+                id.to_string(),
+                Entry {
+                    polling_url: polling_url.clone(),
+                    accepted: now,
+                    last_checked: now,
+                    watchers: 0,
+                },
+            );
+        });
+    }
+}
+
+/// Marks a task as being waited for; the waiter will see it finish, so
+/// submissions need not poll it.
+#[derive(Debug)]
+pub(crate) struct Watch {
+    tasks: Arc<ActiveTasks>,
+    id: String,
+}
+
+impl Drop for Watch {
+    fn drop(&mut self) {
+        self.tasks.update(|ledger| {
+            if let Some(entry) = ledger.active.get_mut(&self.id) {
+                entry.watchers = entry.watchers.saturating_sub(1);
+                entry.last_checked = Instant::now();
+            }
+        });
+    }
+}
+
+impl ActiveTasks {
+    pub(crate) fn new(limit: usize) -> Arc<ActiveTasks> {
+        Arc::new(ActiveTasks {
+            limit: limit.max(1),
+            ledger: Mutex::new(Ledger::default()),
+            changed: Notify::new(),
+        })
+    }
+
+    fn update<T>(&self, change: impl FnOnce(&mut Ledger) -> T) -> T {
+        // A poisoned lock still holds a usable count.
+        let mut ledger = self.ledger.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let out = change(&mut ledger);
+        drop(ledger);
+        self.changed.notify_waiters();
+        out
+    }
+
+    /// A place, if there is room now (forgetting tasks too old to matter).
+    pub(crate) fn try_reserve(self: &Arc<Self>) -> Option<Reservation> {
+        let now = Instant::now();
+        let reserved = self.update(|ledger| {
+            ledger
+                .active
+                .retain(|_, entry| now.duration_since(entry.accepted) < FORGET_AFTER);
+            (ledger.used() < self.limit).then(|| ledger.reserved += 1).is_some()
+        });
+        reserved.then(|| Reservation {
+            tasks: self.clone(),
+            settled: false,
+        })
+    }
+
+    /// The oldest task nobody waits for and nobody checked in the last
+    /// second; it is marked as checked now.
+    pub(crate) fn next_due(&self) -> Option<(String, Url)> {
+        let now = Instant::now();
+        let mut ledger = self.ledger.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let (id, entry) = ledger
+            .active
+            .iter_mut()
+            .filter(|(_, entry)| entry.watchers == 0 && now.duration_since(entry.last_checked) >= RECHECK)
+            .min_by_key(|(_, entry)| entry.accepted)?;
+        entry.last_checked = now;
+        Some((id.clone(), entry.polling_url.clone()))
+    }
+
+    /// Waits until the count changes, at most `RECHECK`.
+    pub(crate) async fn changed(&self) {
+        let _ = tokio::time::timeout(RECHECK, self.changed.notified()).await;
+    }
+
+    /// The task was seen final: its place is free.
+    pub(crate) fn finished(&self, id: &str) {
+        self.update(|ledger| ledger.active.remove(id));
+    }
+
+    /// Someone waits for this task.
+    pub(crate) fn watch(self: &Arc<Self>, id: &str) -> Watch {
+        self.update(|ledger| {
+            if let Some(entry) = ledger.active.get_mut(id) {
+                entry.watchers += 1;
+            }
+        });
+        Watch {
+            tasks: self.clone(),
+            id: id.to_string(),
+        }
+    }
+
+    /// Tasks believed active, reservations included.
+    #[cfg(test)]
+    pub(crate) fn in_use(&self) -> usize {
+        self.ledger.lock().map(|l| l.used()).unwrap_or(0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn url() -> Url {
+        Url::parse("http://127.0.0.1:1/v1/get_result?id=x").unwrap()
+    }
+
+    #[test]
+    fn reservations_count_until_refused_or_seen_final() {
+        let tasks = ActiveTasks::new(2);
+        let first = tasks.try_reserve().unwrap();
+        let second = tasks.try_reserve().unwrap();
+        assert!(tasks.try_reserve().is_none(), "full");
+        drop(second); // the submission failed: its place is back
+        assert_eq!(tasks.in_use(), 1);
+        first.accepted("a", &url());
+        let third = tasks.try_reserve().unwrap();
+        third.accepted("b", &url());
+        assert!(tasks.try_reserve().is_none());
+        tasks.finished("a");
+        assert!(tasks.try_reserve().is_some(), "a finished task frees its place");
+    }
+
+    #[test]
+    fn only_unwatched_tasks_are_due_for_a_check_and_at_most_once_a_second() {
+        let tasks = ActiveTasks::new(4);
+        tasks.try_reserve().unwrap().accepted("watched", &url());
+        tasks.try_reserve().unwrap().accepted("left", &url());
+        let watch = tasks.watch("watched");
+        // Fresh entries were just "checked" (accepted): none due yet.
+        assert!(tasks.next_due().is_none());
+        tasks.update(|ledger| {
+            for entry in ledger.active.values_mut() {
+                entry.last_checked -= RECHECK;
+            }
+        });
+        assert_eq!(tasks.next_due().map(|(id, _)| id).as_deref(), Some("left"));
+        assert!(tasks.next_due().is_none(), "checked just now");
+        drop(watch);
+        assert_eq!(tasks.in_use(), 2, "dropping a wait does not free the place");
+    }
+}

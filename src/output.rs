@@ -1,0 +1,254 @@
+//! The result of a task that reached `Ready`, and its download.
+//!
+//! The result lives behind a signed delivery address, valid about 10 minutes
+//! (video about 2 hours), that needs no key. Downloads have their own timeout
+//! and size limit, are retried when they break off, and are streamed to disk
+//! by [`Output::save`]. An address that has expired is refreshed by polling
+//! the task once more.
+
+use std::path::{Path, PathBuf};
+
+use bytes::Bytes;
+use reqwest::{StatusCode, Url};
+
+use crate::api::types::PollResult;
+use crate::client::Client;
+use crate::error::{Error, Result, TaskRef};
+use crate::response::error_from;
+use crate::task::Task;
+use crate::transport::{Purpose, Sink};
+use crate::ImageFormat;
+
+/// The result of a task that reached `Ready`.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct Output {
+    client: Client,
+    task: TaskRef,
+    polling_url: Url,
+    /// Task id.
+    pub id: String,
+    /// Signed address of the output (valid about 10 minutes; no key needed).
+    pub sample: String,
+    /// Seed used, when reported.
+    pub seed: Option<i64>,
+    /// Cost in credits: the settled cost of the poll result, else the one
+    /// reported at submission.
+    pub cost: Option<f64>,
+    /// The final poll result, whole.
+    pub result: PollResult,
+}
+
+/// What fetching one address gave.
+enum Fetched<T> {
+    Got(T),
+    /// The delivery host refused the address (expired or revoked).
+    Refused,
+}
+
+impl Output {
+    pub(crate) fn from_poll(
+        client: Client,
+        task: TaskRef,
+        polling_url: Url,
+        submitted_cost: Option<f64>,
+        result: PollResult,
+    ) -> Result<Output> {
+        let sample = result
+            .result
+            .as_ref()
+            .and_then(|r| r.sample.clone())
+            .ok_or_else(|| Error::Decode {
+                operation: "get_result".into(),
+                message: "status is Ready but result.sample is missing".into(),
+                body: String::new(),
+                task: Some(task.clone()),
+            })?;
+        Ok(Output {
+            client,
+            id: task.id.clone(),
+            task,
+            polling_url,
+            seed: result.result.as_ref().and_then(|r| r.seed),
+            cost: result.cost.or(submitted_cost),
+            sample,
+            result,
+        })
+    }
+
+    /// Id and polling URL of the task.
+    pub fn task(&self) -> &TaskRef {
+        &self.task
+    }
+
+    /// Downloads the output into memory (at most
+    /// [`crate::ClientBuilder::max_download_bytes`]). If the signed address
+    /// has expired, the task is polled once more for a fresh one before
+    /// giving up with [`Error::ResultExpired`].
+    pub async fn bytes(&self) -> Result<Bytes> {
+        self.with_fresh_address(|address| async move {
+            let mut sink = Sink::Memory(Vec::new());
+            Ok(match (self.fetch(&address, &mut sink).await?, sink) {
+                (Fetched::Got(()), Sink::Memory(bytes)) => Fetched::Got(Bytes::from(bytes)),
+                (Fetched::Got(()), Sink::File(_)) => Fetched::Got(Bytes::new()),
+                (Fetched::Refused, _) => Fetched::Refused,
+            })
+        })
+        .await
+    }
+
+    /// Downloads the output and streams it to `path`. When `path` has no
+    /// extension, the one of the output's format is added. The file appears
+    /// only once complete (it is written beside it under a temporary name,
+    /// then renamed). Returns the path written.
+    pub async fn save(&self, path: impl AsRef<Path>) -> Result<PathBuf> {
+        let path = path.as_ref().to_path_buf();
+        let partial = partial_path(&path);
+        let write_error = |what: &Path, e: std::io::Error| Error::Input {
+            source_name: what.display().to_string(),
+            message: format!("cannot write the output ({e})"),
+            task: Some(self.task.clone()),
+        };
+        let outcome = self
+            .with_fresh_address(|address| {
+                let partial = partial.clone();
+                async move {
+                    let file = tokio::fs::File::create(&partial)
+                        .await
+                        .map_err(|e| write_error(&partial, e))?;
+                    let mut sink = Sink::File(file);
+                    let fetched = self.fetch(&address, &mut sink).await?;
+                    if let Sink::File(mut file) = sink {
+                        tokio::io::AsyncWriteExt::flush(&mut file)
+                            .await
+                            .map_err(|e| write_error(&partial, e))?;
+                    }
+                    Ok(fetched)
+                }
+            })
+            .await;
+        if let Err(error) = outcome {
+            let _ = tokio::fs::remove_file(&partial).await;
+            return Err(error);
+        }
+        let mut target = path;
+        if target.extension().is_none() {
+            if let Some(extension) = sniff_extension(&partial).await {
+                target.set_extension(extension);
+            }
+        }
+        tokio::fs::rename(&partial, &target)
+            .await
+            .map_err(|e| write_error(&target, e))?;
+        Ok(target)
+    }
+
+    /// Runs `fetch` on the address; on a refusal, polls for a fresh address
+    /// and tries once more.
+    async fn with_fresh_address<T, F, Fut>(&self, fetch: F) -> Result<T>
+    where
+        F: Fn(String) -> Fut,
+        Fut: std::future::Future<Output = Result<Fetched<T>>>,
+    {
+        if let Fetched::Got(value) = fetch(self.sample.clone()).await? {
+            return Ok(value);
+        }
+        let task = Task::existing(self.client.clone(), self.polling_url.as_str())?;
+        let fresh = task.poll().await.map_err(|e| e.for_task(&self.task))?;
+        let sample = fresh
+            .result
+            .and_then(|r| r.sample)
+            .filter(|_| fresh.status.is_success());
+        let expired = || Error::ResultExpired {
+            task: self.task.clone(),
+        };
+        match sample {
+            Some(sample) => match fetch(sample).await? {
+                Fetched::Got(value) => Ok(value),
+                Fetched::Refused => Err(expired()),
+            },
+            None => Err(expired()),
+        }
+    }
+
+    /// Fetches one address into `sink`.
+    async fn fetch(&self, address: &str, sink: &mut Sink) -> Result<Fetched<()>> {
+        let transport = &self.client.shared.transport;
+        let url = Url::parse(address)
+            .ok()
+            .filter(|u| matches!(u.scheme(), "http" | "https"))
+            .ok_or_else(|| Error::Decode {
+                operation: "download".into(),
+                message: "result.sample is not an http(s) URL".into(),
+                body: transport.scrub(address),
+                task: Some(self.task.clone()),
+            })?;
+        let request = reqwest::Request::new(reqwest::Method::GET, url);
+        let answer = transport
+            .exchange(
+                request,
+                Purpose::Download,
+                "download",
+                transport.max_download_bytes,
+                sink,
+            )
+            .await
+            .map_err(|e| e.for_task(&self.task))?;
+        match answer.status {
+            s if s.is_success() => Ok(Fetched::Got(())),
+            StatusCode::FORBIDDEN
+            | StatusCode::NOT_FOUND
+            | StatusCode::GONE
+            | StatusCode::BAD_REQUEST
+            | StatusCode::UNAUTHORIZED => Ok(Fetched::Refused),
+            _ => Err(error_from(transport, "download", &answer).for_task(&self.task)),
+        }
+    }
+}
+
+/// `dir/.name.partial` beside `path`.
+fn partial_path(path: &Path) -> PathBuf {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "output".into());
+    path.with_file_name(format!(".{name}.partial"))
+}
+
+/// The extension of a finished file's format, from its first bytes.
+async fn sniff_extension(path: &Path) -> Option<&'static str> {
+    use tokio::io::AsyncReadExt;
+    let mut head = [0u8; 16];
+    let mut file = tokio::fs::File::open(path).await.ok()?;
+    let read = file.read(&mut head).await.ok()?;
+    extension_of(&head[..read])
+}
+
+/// `jpg`, `png`, `webp`, `gif` or `mp4`, from magic bytes.
+pub(crate) fn extension_of(head: &[u8]) -> Option<&'static str> {
+    if let Some(format) = ImageFormat::sniff(head) {
+        return Some(format.extension());
+    }
+    (head.get(4..8) == Some(b"ftyp")).then_some("mp4")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn partial_files_sit_beside_the_target() {
+        assert_eq!(
+            partial_path(Path::new("out/cat.png")),
+            PathBuf::from("out/.cat.png.partial")
+        );
+        assert_eq!(partial_path(Path::new("cat")), PathBuf::from(".cat.partial"));
+    }
+
+    #[test]
+    fn videos_and_images_are_recognised() {
+        assert_eq!(extension_of(b"\0\0\0\x18ftypmp42"), Some("mp4"));
+        assert_eq!(extension_of(&[0xFF, 0xD8, 0xFF, 0xE0]), Some("jpg"));
+        assert_eq!(extension_of(b"text"), None);
+    }
+}
