@@ -11,6 +11,7 @@ use tracing::Instrument;
 
 use crate::api::types::{HttpValidationError, SubmissionResponse};
 use crate::error::{Checked, Error, Result};
+use crate::submit::sealed::Sealed as _;
 use crate::submit::{IntoRequest, Submit};
 use crate::task::Task;
 use crate::transport::{retry_after, Purpose, RetryPolicy, Transport};
