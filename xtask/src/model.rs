@@ -47,6 +47,23 @@ pub struct Operation {
     pub server: Option<String>,
     /// Body-level rules of this project's document (`x-` extensions).
     pub rules: Vec<String>,
+    /// Security scheme names that apply (the operation's, else the document's).
+    pub security: Vec<String>,
+    /// `x-correction` entries on the operation (they explain differences of
+    /// security, responses or the operation's presence).
+    pub corrections: Vec<String>,
+    /// `x-correction` entries on the request body schema (they explain
+    /// differences of fields without a correction of their own).
+    pub body_corrections: Vec<String>,
+}
+
+/// The entry names of an `x-correction` value (one name or a list).
+pub fn correction_names(value: &Value) -> Vec<String> {
+    match value {
+        Value::String(name) => vec![name.clone()],
+        Value::Array(names) => names.iter().filter_map(Value::as_str).map(str::to_string).collect(),
+        _ => Vec::new(),
+    }
 }
 
 /// Operations keyed by `METHOD path`.
@@ -83,6 +100,20 @@ pub fn read(doc: &Value, rename: &[(String, String)]) -> Model {
             {
                 operation.rules.push(format!("{key} {value}"));
             }
+            let security = if op.get("security").is_some() {
+                &op["security"]
+            } else {
+                &doc["security"]
+            };
+            for requirement in security.as_array().into_iter().flatten() {
+                operation
+                    .security
+                    .extend(requirement.as_object().into_iter().flatten().map(|(k, _)| k.clone()));
+            }
+            operation.corrections.extend(correction_names(&op["x-correction"]));
+            operation
+                .body_corrections
+                .extend(correction_names(&body["x-correction"]));
             let required: Vec<&str> = body["required"]
                 .as_array()
                 .into_iter()
