@@ -13,7 +13,7 @@ pub fn decode_responses(data: &[u8]) {
         for schema in [
             "Gen2ProRequest",
             "Gen3VideoRequest",
-            "GenPro10FillRequest",
+            "GenPro1p0FillRequest",
             "OutpaintingV1Request",
         ] {
             let _ = genapi::validate::Document::embedded().validate(schema, &value);
@@ -49,7 +49,7 @@ pub fn image_inputs(data: &[u8]) {
     let document = genapi::validate::Document::embedded();
     let _ = document.validate("DeblurV1Request", &serde_json::json!({ "image": text }));
     let _ = document.validate(
-        "GenPro10FillRequest",
+        "GenPro1p0FillRequest",
         &serde_json::json!({ "image": text, "mask": text }),
     );
 }

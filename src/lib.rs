@@ -23,17 +23,55 @@
 #![warn(missing_docs)]
 
 /// Generated from `openapi.json` by `build.rs`: request and response types
-/// ([`api::types`]) and a low-level client ([`api::Client`]). Never edited by
-/// hand.
-#[allow(missing_docs, clippy::all, rustdoc::all)]
+/// ([`api::types`], with their builders in [`api::types::builder`]) and a
+/// low-level client ([`api::Client`], whose per-operation request builders are
+/// in [`api::operations`]). Never edited by hand.
 pub mod api {
-    include!(concat!(env!("OUT_DIR"), "/codegen.rs"));
+    #[allow(missing_docs, unused_imports, clippy::all, rustdoc::all)]
+    mod generated {
+        include!(concat!(env!("OUT_DIR"), "/codegen.rs"));
+    }
+
+    pub use generated::{ByteStream, Client, ClientInfo, Error, ResponseValue};
+
+    /// Request builders of the low-level [`Client`], one per operation
+    /// (`client.gen_2_pro().body(..).send()`). Request *bodies* are built
+    /// with [`types::builder`].
+    pub mod operations {
+        pub use super::generated::builder::*;
+    }
+
+    /// Request and response types of the document.
+    pub mod types {
+        pub use super::generated::types::*;
+
+        /// Builders of the request and response types
+        /// (`Gen2ProRequest::builder()` returns [`builder::Gen2ProRequest`]).
+        pub mod builder {
+            pub use super::super::generated::types::builder::*;
+
+            crate::renamed::aliases!();
+        }
+
+        crate::renamed::aliases!();
+    }
+
     use crate::submit::OperationSpec;
-    include!(concat!(env!("OUT_DIR"), "/operations.rs"));
+    #[allow(clippy::all)]
+    mod table {
+        use super::types;
+        use crate::submit::OperationSpec;
+        include!(concat!(env!("OUT_DIR"), "/operations.rs"));
+    }
+    /// Every operation of `openapi.json`, in document order.
+    pub const OPERATIONS: &[OperationSpec] = table::OPERATIONS;
 }
+
+mod renamed;
 
 mod client;
 mod config;
+mod document;
 mod error;
 mod input;
 mod limit;

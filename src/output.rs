@@ -31,7 +31,7 @@ pub struct Output {
     /// Signed address of the output (valid about 10 minutes; no key needed).
     pub sample: String,
     /// Seed used, when reported.
-    pub seed: Option<i64>,
+    pub seed: Option<i128>,
     /// Cost in credits: the settled cost of the poll result, else the one
     /// reported at submission.
     pub cost: Option<f64>,

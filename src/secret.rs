@@ -78,6 +78,8 @@ impl From<String> for WebhookSecret {
     }
 }
 
+/// With the `schema` feature: a webhook secret is a plain string in a JSON Schema.
+#[cfg(feature = "schema")]
 impl schemars::JsonSchema for WebhookSecret {
     fn schema_name() -> String {
         "WebhookSecret".to_string()

@@ -24,6 +24,7 @@ use std::sync::{Arc, OnceLock};
 use serde_json::{Map, Value};
 
 use crate::api::types::{ValidationError, ValidationErrorLocItem};
+use crate::document;
 use crate::input::{base64_problem, decode_head, dimensions};
 
 /// The document this crate was generated from.
@@ -56,21 +57,28 @@ pub struct DocumentOperation {
 
 impl Document {
     /// The embedded `openapi.json`, parsed once.
+    ///
+    /// `build.rs` refuses to build the crate from a document this cannot
+    /// parse (dangling or cyclic `$ref`s, patterns that do not compile), so
+    /// this never falls back to an empty document.
     pub fn embedded() -> &'static Document {
         static DOCUMENT: OnceLock<Document> = OnceLock::new();
-        DOCUMENT.get_or_init(|| {
-            Document::parse(EMBEDDED_DOCUMENT).unwrap_or(Document {
-                root: Value::Null,
-                patterns: Arc::default(),
-            })
+        DOCUMENT.get_or_init(|| match Document::parse(EMBEDDED_DOCUMENT) {
+            Ok(document) => document,
+            // Unreachable: build.rs ran the same checks on the same text.
+            Err(problem) => panic!("the embedded openapi.json is broken, though build.rs checked it: {problem}"),
         })
     }
 
-    /// Parses a document (for tests and tools that bring their own).
+    /// Parses a document (for tests and tools that bring their own). Fails
+    /// on a document without paths, with a dangling or cyclic `$ref`, with a
+    /// request schema shared by two operations, or with a pattern that does
+    /// not compile.
     pub fn parse(text: &str) -> Result<Document, String> {
         let root: Value = serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
-        if !root["paths"].is_object() {
-            return Err("the document has no paths".to_string());
+        let problems = document::problems(&root);
+        if !problems.is_empty() {
+            return Err(problems.join("; "));
         }
         let mut patterns = HashMap::new();
         collect_patterns(&root, &mut patterns)?;
@@ -82,26 +90,20 @@ impl Document {
 
     /// Every operation, in document order.
     pub fn operations(&self) -> Vec<DocumentOperation> {
-        let mut list = Vec::new();
-        for (path, item) in self.root["paths"].as_object().into_iter().flatten() {
-            for (method, op) in item.as_object().into_iter().flatten() {
-                list.push(DocumentOperation {
-                    method: method.to_uppercase(),
-                    path: path.clone(),
-                    id: op["operationId"].as_str().unwrap_or_default().to_string(),
-                    request_schema: op["requestBody"]["content"]["application/json"]["schema"]["$ref"]
-                        .as_str()
-                        .and_then(|r| r.rsplit('/').next())
-                        .map(str::to_string),
-                });
-            }
-        }
-        list
+        document::operations(&self.root)
+            .into_iter()
+            .map(|op| DocumentOperation {
+                method: op.method,
+                path: op.path,
+                id: op.id,
+                request_schema: op.request_schema,
+            })
+            .collect()
     }
 
     /// A named schema of `components/schemas`.
     pub fn schema(&self, name: &str) -> Option<&Value> {
-        self.root["components"]["schemas"].get(name)
+        document::schema(&self.root, name)
     }
 
     /// Validates `body` against the named schema; empty when valid.
@@ -119,15 +121,10 @@ impl Document {
         errors
     }
 
+    /// Follows `$ref`s; [`Document::parse`] has refused dangling and cyclic
+    /// ones, so the fallback is never taken.
     fn resolve<'a>(&'a self, schema: &'a Value) -> &'a Value {
-        match schema
-            .get("$ref")
-            .and_then(Value::as_str)
-            .and_then(|r| r.strip_prefix("#/components/schemas/"))
-        {
-            Some(name) => self.schema(name).map(|s| self.resolve(s)).unwrap_or(&Value::Null),
-            None => schema,
-        }
+        document::resolve(&self.root, schema).unwrap_or(&Value::Null)
     }
 
     fn check(
@@ -415,6 +412,12 @@ fn check_number(schema: &Value, value: &Value, path: &[ValidationErrorLocItem], 
         ));
         return;
     }
+    if integer {
+        if let Some(problem) = outside_integer_range(schema, value) {
+            out.push(error(path.to_vec(), problem.0, problem.1, Some(value)));
+            return;
+        }
+    }
     if number == 0.0 && schema["x-zero-means-auto"] == Value::Bool(true) {
         return;
     }
@@ -443,6 +446,43 @@ fn check_number(schema: &Value, value: &Value, path: &[ValidationErrorLocItem], 
                 Some(value),
             ));
         }
+    }
+}
+
+/// `x-integer-range: [min, max]` (decimal strings, since OpenAPI 3.0 bounds
+/// are 64-bit signed): exact integer bounds beyond what `minimum`/`maximum`
+/// can state, e.g. a seed from -2^63 to 2^64-1.
+fn outside_integer_range(schema: &Value, value: &Value) -> Option<(&'static str, String)> {
+    let [low, high] = schema["x-integer-range"].as_array().map(Vec::as_slice)? else {
+        return None;
+    };
+    let (low, high): (i128, i128) = (low.as_str()?.parse().ok()?, high.as_str()?.parse().ok()?);
+    // serde_json holds integers beyond the 64-bit ranges as floats.
+    let exact = value
+        .as_i64()
+        .map(i128::from)
+        .or_else(|| value.as_u64().map(i128::from));
+    match exact {
+        Some(n) if n < low => Some((
+            "greater_than_equal",
+            format!("Input should be greater than or equal to {low}"),
+        )),
+        Some(n) if n > high => Some((
+            "less_than_equal",
+            format!("Input should be less than or equal to {high}"),
+        )),
+        Some(_) => None,
+        None => match value.as_f64() {
+            Some(f) if f < low as f64 => Some((
+                "greater_than_equal",
+                format!("Input should be greater than or equal to {low}"),
+            )),
+            Some(f) if f >= high as f64 => Some((
+                "less_than_equal",
+                format!("Input should be less than or equal to {high}"),
+            )),
+            _ => None,
+        },
     }
 }
 

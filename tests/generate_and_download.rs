@@ -47,7 +47,7 @@ async fn aspect_ratio_and_input_images_shape_the_output() {
     let mock = MockService::start().await.unwrap();
     let client = mock.client().unwrap();
     let ultra = client
-        .run(types::GenPro11UltraRequest::builder().aspect_ratio("16:9".to_string()))
+        .run(types::GenPro1p1UltraRequest::builder().aspect_ratio("16:9".to_string()))
         .await
         .unwrap();
     let (w, h) = dimensions(&ultra.bytes().await.unwrap()).unwrap();
@@ -56,7 +56,7 @@ async fn aspect_ratio_and_input_images_shape_the_output() {
     let input = common::b64(&common::png_header(640, 480));
     let edit = client
         .run(
-            types::GenPro10ExpandRequest::builder()
+            types::GenPro1p0ExpandRequest::builder()
                 .image(input)
                 .left(100u16)
                 .top(20u16),

@@ -102,7 +102,7 @@ fn uuid_like(id: &str) -> bool {
 async fn results_are_deterministic_for_seed_prompt_and_size() {
     let mock = MockService::start().await.unwrap();
     let client = mock.client().unwrap();
-    let run = |seed: i64| {
+    let run = |seed: i128| {
         let client = client.clone();
         async move {
             let request = genapi::api::types::Gen2ProRequest::builder()

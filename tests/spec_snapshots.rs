@@ -41,12 +41,12 @@ fn reencoders() -> Vec<(&'static str, Reencode)> {
         Gen2Klein4bRequest,
         GenKontextProRequest,
         GenDevRequest,
-        GenPro11Request,
-        GenPro11UltraRequest,
-        GenPro11UltraFinetunedRequest,
-        GenPro10FillRequest,
-        GenPro10FillFinetunedRequest,
-        GenPro10ExpandRequest,
+        GenPro1p1Request,
+        GenPro1p1UltraRequest,
+        GenPro1p1UltraFinetunedRequest,
+        GenPro1p0FillRequest,
+        GenPro1p0FillFinetunedRequest,
+        GenPro1p0ExpandRequest,
         DeblurV1Request,
         EraseV1Request,
         VtoV1Request,
@@ -104,6 +104,6 @@ fn wire() {
 fn a_builder_with_only_the_prompt_sends_only_the_prompt() {
     let request: types::Gen2ProRequest = types::Gen2ProRequest::builder().prompt("a cat").try_into().unwrap();
     assert_eq!(serde_json::to_value(&request).unwrap(), json!({"prompt": "a cat"}));
-    let request: types::GenPro11UltraRequest = types::GenPro11UltraRequest::builder().try_into().unwrap();
+    let request: types::GenPro1p1UltraRequest = types::GenPro1p1UltraRequest::builder().try_into().unwrap();
     assert_eq!(serde_json::to_value(&request).unwrap(), json!({}));
 }

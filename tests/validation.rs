@@ -71,19 +71,19 @@ fn ranges_multiples_and_the_zero_size_rule() {
         "greater_than_equal",
     );
     assert_error(
-        "GenPro10FillRequest",
+        "GenPro1p0FillRequest",
         json!({"image": PNG_1X1, "steps": 14}),
         "body.steps",
         "greater_than_equal",
     );
     assert_error(
-        "GenPro11UltraRequest",
+        "GenPro1p1UltraRequest",
         json!({"image_prompt_strength": 1.5}),
         "body.image_prompt_strength",
         "less_than_equal",
     );
     assert_error(
-        "GenPro10ExpandRequest",
+        "GenPro1p0ExpandRequest",
         json!({"image": PNG_1X1, "top": 2049}),
         "body.top",
         "less_than_equal",
@@ -174,7 +174,7 @@ fn megapixel_limits_mask_sizes_aspect_ratios_finetune_ids_and_video_modes() {
     assert!(errors("DeblurV1Request", json!({"image": b64(&png_header(2048, 2048))})).is_empty());
     let (image, mask) = (b64(&png_header(100, 80)), b64(&png_header(100, 81)));
     assert_error(
-        "GenPro10FillRequest",
+        "GenPro1p0FillRequest",
         json!({"image": image, "mask": mask}),
         "body.mask",
         "value_error",

@@ -12,12 +12,18 @@ pub fn document() -> Value {
     serde_json::from_str(genapi::validate::EMBEDDED_DOCUMENT).expect("embedded document is JSON")
 }
 
-/// A valid value for a field schema.
+#[allow(dead_code, unreachable_pub)]
+#[path = "../../src/document.rs"]
+mod document;
+
+/// A valid value for a field schema (references followed with the crate's
+/// own document reader).
 pub fn sample(doc: &Value, schema: &Value) -> Value {
-    let schema = match schema["allOf"][0]["$ref"].as_str().or(schema["$ref"].as_str()) {
-        Some(r) => &doc["components"]["schemas"][r.rsplit('/').next().unwrap()],
+    let schema = match schema["allOf"].get(0) {
+        Some(first) => first,
         None => schema,
     };
+    let schema = document::resolve(doc, schema).expect("the document's references resolve");
     if let Some(first) = schema["anyOf"].as_array().and_then(|b| b.first()) {
         return sample(doc, first);
     }

@@ -64,12 +64,11 @@ pub fn check(text: &str) -> Vec<String> {
             ));
         }
     }
-    for (path, item) in doc["paths"].as_object().into_iter().flatten() {
-        for (method, op) in item.as_object().into_iter().flatten() {
-            let at = format!("{} {path}", method.to_uppercase());
-            if op["operationId"].as_str().is_none_or(str::is_empty) {
-                problems.push(format!("{at}: no operationId"));
-            }
+    for operation in crate::document::operations(&doc) {
+        let (method, path) = (operation.method.to_lowercase(), operation.path.clone());
+        {
+            let op = &doc["paths"][&path][&method];
+            let at = format!("{} {path}", operation.method);
             if op["tags"].as_array().is_none_or(Vec::is_empty) {
                 problems.push(format!("{at}: no tag"));
             }
@@ -94,6 +93,9 @@ pub fn check(text: &str) -> Vec<String> {
             }
         }
     }
+    // Dangling and cyclic `$ref`s, shared request schemas: what build.rs
+    // and the validator refuse.
+    problems.extend(crate::document::problems(&doc));
     find_31_constructs(&doc, "#", &mut problems);
     problems
 }

@@ -106,32 +106,49 @@ fn regen() -> Result<(), String> {
     Ok(())
 }
 
+const DIFF_USAGE: &str = "usage: cargo xtask diff-upstream FILE [--map-prefix FROM=TO]...
+
+Compares openapi.json with another description of the service (OpenAPI 3.0 or 3.1):
+operations, request fields, query parameters, response status codes and security.
+Values are compared, not spellings; differences on nodes carrying an x-correction are
+listed apart as known. Exits non-zero when there are unknown differences.
+
+  --map-prefix FROM=TO   read the other document's paths starting with FROM as TO
+                         (e.g. --map-prefix /v1/flux-=/v1/gen-); repeatable
+  -h, --help             this text";
+
 fn diff_upstream(args: &[String]) -> Result<(), String> {
     let mut file = None;
     let mut rename = Vec::new();
     let mut rest = args.iter();
     while let Some(arg) = rest.next() {
-        if arg == "--map-prefix" {
-            let pair = rest.next().ok_or("--map-prefix needs FROM=TO")?;
-            let (from, to) = pair.split_once('=').ok_or("--map-prefix needs FROM=TO")?;
-            rename.push((from.to_string(), to.to_string()));
-        } else {
-            file = Some(PathBuf::from(arg));
+        match arg.as_str() {
+            "-h" | "--help" => {
+                println!("{DIFF_USAGE}");
+                return Ok(());
+            }
+            "--map-prefix" => {
+                let pair = rest.next().ok_or("--map-prefix needs FROM=TO")?;
+                let (from, to) = pair.split_once('=').ok_or("--map-prefix needs FROM=TO")?;
+                rename.push((from.to_string(), to.to_string()));
+            }
+            flag if flag.starts_with('-') => return Err(format!("unknown flag {flag}\n\n{DIFF_USAGE}")),
+            path if file.is_none() => file = Some(PathBuf::from(path)),
+            extra => return Err(format!("unexpected argument {extra}\n\n{DIFF_USAGE}")),
         }
     }
-    let file = file.ok_or("usage: cargo xtask diff-upstream FILE [--map-prefix FROM=TO]…")?;
+    let file = file.ok_or(DIFF_USAGE)?;
     let ours: serde_json::Value =
         serde_json::from_str(&read(&root().join("openapi.json"))?).map_err(|e| format!("openapi.json: {e}"))?;
     let theirs: serde_json::Value =
         serde_json::from_str(&read(&file)?).map_err(|e| format!("{}: {e}", file.display()))?;
-    let lines = xtask::diff(&ours, &theirs, &rename);
-    if lines.is_empty() {
-        println!("no differences");
+    let report = xtask::diff(&ours, &theirs, &rename);
+    print!("{}", report.render());
+    if report.unknown.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("{} unknown difference(s) to act on", report.unknown.len()))
     }
-    for line in lines {
-        println!("{line}");
-    }
-    Ok(())
 }
 
 fn main() -> ExitCode {

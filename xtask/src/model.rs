@@ -47,6 +47,23 @@ pub struct Operation {
     pub server: Option<String>,
     /// Body-level rules of this project's document (`x-` extensions).
     pub rules: Vec<String>,
+    /// Security scheme names that apply (the operation's, else the document's).
+    pub security: Vec<String>,
+    /// `x-correction` entries on the operation (they explain differences of
+    /// security, responses or the operation's presence).
+    pub corrections: Vec<String>,
+    /// `x-correction` entries on the request body schema (they explain
+    /// differences of fields without a correction of their own).
+    pub body_corrections: Vec<String>,
+}
+
+/// The entry names of an `x-correction` value (one name or a list).
+pub fn correction_names(value: &Value) -> Vec<String> {
+    match value {
+        Value::String(name) => vec![name.clone()],
+        Value::Array(names) => names.iter().filter_map(Value::as_str).map(str::to_string).collect(),
+        _ => Vec::new(),
+    }
 }
 
 /// Operations keyed by `METHOD path`.
@@ -56,17 +73,16 @@ pub type Model = BTreeMap<String, Operation>;
 /// other document's paths, so a description using other model names lines up.
 pub fn read(doc: &Value, rename: &[(String, String)]) -> Model {
     let mut model = Model::new();
-    for (path, item) in doc["paths"].as_object().into_iter().flatten() {
-        let mut path = path.clone();
+    for listed in crate::document::operations(doc) {
+        let op = &doc["paths"][&listed.path][listed.method.to_lowercase()];
+        let mut path = listed.path.clone();
         for (from, to) in rename {
             if let Some(rest) = path.strip_prefix(from.as_str()) {
                 path = format!("{to}{rest}");
             }
         }
-        for (method, op) in item.as_object().into_iter().flatten() {
-            if !matches!(method.as_str(), "get" | "post" | "put" | "patch" | "delete") {
-                continue;
-            }
+        {
+            let method = &listed.method;
             let body = resolve(doc, &op["requestBody"]["content"]["application/json"]["schema"]);
             let mut operation = Operation {
                 id: op["operationId"].as_str().unwrap_or("").to_string(),
@@ -84,6 +100,20 @@ pub fn read(doc: &Value, rename: &[(String, String)]) -> Model {
             {
                 operation.rules.push(format!("{key} {value}"));
             }
+            let security = if op.get("security").is_some() {
+                &op["security"]
+            } else {
+                &doc["security"]
+            };
+            for requirement in security.as_array().into_iter().flatten() {
+                operation
+                    .security
+                    .extend(requirement.as_object().into_iter().flatten().map(|(k, _)| k.clone()));
+            }
+            operation.corrections.extend(correction_names(&op["x-correction"]));
+            operation
+                .body_corrections
+                .extend(correction_names(&body["x-correction"]));
             let required: Vec<&str> = body["required"]
                 .as_array()
                 .into_iter()
@@ -110,21 +140,17 @@ pub fn read(doc: &Value, rename: &[(String, String)]) -> Model {
                     .unwrap_or(if schema.is_null() { "-" } else { "inline" });
                 operation.responses.push(format!("{status}: {name}"));
             }
-            model.insert(format!("{} {path}", method.to_uppercase()), operation);
+            model.insert(format!("{method} {path}"), operation);
         }
     }
     model
 }
 
-/// Follows `$ref`s to `#/components/schemas/…`.
+/// Follows `$ref`s with the crate's document reader; a dangling or cyclic
+/// reference reads as an empty schema (`cargo xtask check` reports it).
 pub fn resolve<'a>(doc: &'a Value, schema: &'a Value) -> &'a Value {
-    match schema["$ref"]
-        .as_str()
-        .and_then(|r| r.strip_prefix("#/components/schemas/"))
-    {
-        Some(name) => resolve(doc, &doc["components"]["schemas"][name]),
-        None => schema,
-    }
+    static EMPTY: Value = Value::Null;
+    crate::document::resolve(doc, schema).unwrap_or(&EMPTY)
 }
 
 fn is_null_schema(schema: &Value) -> bool {
@@ -221,10 +247,14 @@ fn field(doc: &Value, schema: &Value) -> Field {
             "x-max-megapixels",
             "x-aspect-ratio-range",
             "x-zero-means-auto",
+            "x-integer-range",
+            "x-rust-type",
             "x-correction",
         ] {
             for source in [schema, target] {
                 if let Some(value) = source.get(key) {
+                    // `x-rust-type` shows as the Rust type it picks.
+                    let value = value.get("path").unwrap_or(value);
                     let text = format!(
                         "{key} {}",
                         value.as_str().map_or_else(|| value.to_string(), str::to_string)

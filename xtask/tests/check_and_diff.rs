@@ -84,28 +84,186 @@ fn a_changed_bound_changes_the_surface() {
 
 #[test]
 fn the_document_agrees_with_itself() {
-    assert!(xtask::diff(&document(), &document(), &[]).is_empty());
+    let report = xtask::diff(&document(), &document(), &[]);
+    assert!(report.is_empty(), "{report:#?}");
+    assert!(report.compared > 20);
+    assert!(report
+        .render()
+        .ends_with("0 unknown difference(s), 0 known, 27 operation(s) compared\n"));
+}
+
+fn known_entry<'a>(report: &'a xtask::diff::Report, needle: &str) -> &'a str {
+    report
+        .known
+        .iter()
+        .find(|(line, _)| line.contains(needle))
+        .map(|(_, entries)| entries.as_str())
+        .unwrap_or_else(|| panic!("no known difference {needle:?} in {report:#?}"))
 }
 
 #[test]
 fn diff_upstream_lists_operations_and_field_changes_of_a_31_document() {
     let upstream: Value = serde_json::from_str(include_str!("fixtures/upstream-3.1.json")).unwrap();
     let rename = [("/v1/flux-".to_string(), "/v1/gen-".to_string())];
-    let lines = xtask::diff(&document(), &upstream, &rename);
+    let report = xtask::diff(&document(), &upstream, &rename);
     let has = |needle: &str| {
         assert!(
-            lines.iter().any(|l| l.contains(needle)),
-            "missing {needle:?} in {lines:#?}"
+            report.unknown.iter().any(|l| l.contains(needle)),
+            "missing {needle:?} in {report:#?}"
         )
     };
     has("+ operation POST /v1/gen-2-max (not in openapi.json)");
     has("- operation POST /v1/gen-dev (not in the other document)");
-    has("+ field POST /v1/gen-2-pro user: string");
-    has("- field POST /v1/gen-2-pro disable_pup");
-    has("~ field POST /v1/gen-2-pro safety_tolerance: bounds [min 0, max 5] -> [min 0, max 6]");
-    has("~ field POST /v1/gen-2-pro output_format: enum [jpeg, png, webp] -> [jpeg, png]");
-    has("~ field POST /v1/gen-2-pro width: bounds [min 64] -> [min 64, multipleOf 16]");
-    // The 3.1 null idiom reads as nullable, like ours: no change reported.
-    assert!(!lines.iter().any(|l| l.contains("gen-2-pro seed")), "{lines:#?}");
-    assert!(!lines.iter().any(|l| l.contains("gen-2-pro height")), "{lines:#?}");
+    // Differences our corrections explain are known, with the entry named.
+    assert_eq!(
+        known_entry(
+            &report,
+            "~ field POST /v1/gen-2-pro seed: type integer as i128 -> integer as i64"
+        ),
+        "seed-range"
+    );
+    assert_eq!(
+        known_entry(&report, "- field POST /v1/gen-2-pro disable_pup"),
+        "gen-2-pro-disable-pup"
+    );
+    assert_eq!(
+        known_entry(
+            &report,
+            "~ field POST /v1/gen-2-pro safety_tolerance: bounds [max 5, min 0] -> [max 6, min 0]"
+        ),
+        "safety-tolerance-gen-2"
+    );
+    assert_eq!(
+        known_entry(
+            &report,
+            "~ field POST /v1/gen-2-pro output_format: enum [jpeg, png, webp] -> [jpeg, png]"
+        ),
+        "output-format-webp"
+    );
+    // Corrected to the service's multiples of 16 and its `user` field: no
+    // longer a difference; the 3.1 null idiom reads as nullable, like ours.
+    let all: Vec<&String> = report
+        .unknown
+        .iter()
+        .chain(report.known.iter().map(|(l, _)| l))
+        .collect();
+    assert_eq!(
+        known_entry(
+            &report,
+            "~ field POST /v1/gen-2-pro height: bounds [min 64, multipleOf 16] -> [min 64]"
+        ),
+        "gen-2-size-zero, gen-2-size-multiple-16"
+    );
+    for quiet in ["gen-2-pro width", "gen-2-pro user"] {
+        assert!(!all.iter().any(|l| l.contains(quiet)), "{quiet}: {all:#?}");
+    }
+    assert!(report
+        .render()
+        .lines()
+        .last()
+        .unwrap()
+        .starts_with(&format!("{} unknown difference(s), ", report.unknown.len())));
+}
+
+#[test]
+fn representation_noise_is_not_a_difference() {
+    let mut theirs = document();
+    let dev = &mut theirs["components"]["schemas"]["GenDevRequest"]["properties"];
+    dev["width"]["minimum"] = json!(256.0);
+    dev["steps"]["maximum"] = json!(50.0);
+    // int64 and no format both make i64; double and no format both make f64.
+    dev["guidance"].as_object_mut().unwrap().remove("format");
+    theirs["components"]["schemas"]["OutputFormat"]["enum"] = json!(["webp", "png", "jpeg"]);
+    let report = xtask::diff(&document(), &theirs, &[]);
+    assert!(report.is_empty(), "{report:#?}");
+    // A format that changes the Rust type is a difference.
+    theirs["components"]["schemas"]["GenDevRequest"]["properties"]["steps"]["format"] = json!("int32");
+    let report = xtask::diff(&document(), &theirs, &[]);
+    assert!(
+        report
+            .unknown
+            .iter()
+            .any(|l| l.contains("~ field POST /v1/gen-dev steps: type integer as u8 -> integer as i32")),
+        "{report:#?}"
+    );
+}
+
+#[test]
+fn query_parameters_statuses_and_security_are_compared() {
+    let mut theirs = document();
+    let op = &mut theirs["paths"]["/v1/get_result"]["get"];
+    op["parameters"][0]["schema"] = json!({"type": "integer"});
+    op["responses"]["404"] = json!({"description": "gone"});
+    op["security"] = json!([]);
+    let report = xtask::diff(&document(), &theirs, &[]);
+    assert!(
+        report
+            .unknown
+            .iter()
+            .any(|l| l.starts_with("~ query GET /v1/get_result id: type string as String -> integer as i64")),
+        "{report:#?}"
+    );
+    assert!(
+        report
+            .unknown
+            .iter()
+            .any(|l| l == "~ responses GET /v1/get_result: [200, 422] -> [200, 404, 422]")
+            || report
+                .known
+                .iter()
+                .any(|(l, _)| l == "~ responses GET /v1/get_result: [200, 422] -> [200, 404, 422]"),
+        "{report:#?}"
+    );
+    assert_eq!(
+        known_entry(&report, "~ security GET /v1/get_result: [APIKeyHeader] -> []"),
+        "get-result-security"
+    );
+}
+
+#[test]
+fn the_command_exits_non_zero_on_unknown_differences_and_refuses_unknown_flags() {
+    let run = |args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_xtask"))
+            .arg("diff-upstream")
+            .args(args)
+            .output()
+            .expect("xtask runs")
+    };
+    let fixture = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/upstream-3.1.json");
+    let out = run(&[fixture, "--map-prefix", "/v1/flux-=/v1/gen-"]);
+    assert!(!out.status.success());
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("[known: seed-range]"), "{stdout}");
+    assert!(
+        stdout.lines().last().unwrap_or("").contains("unknown difference(s)"),
+        "{stdout}"
+    );
+
+    let same = concat!(env!("CARGO_MANIFEST_DIR"), "/../openapi.json");
+    let out = run(&[same]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+
+    let out = run(&["--help"]);
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).contains("--map-prefix FROM=TO"));
+
+    let out = run(&[same, "--frobnicate"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown flag --frobnicate"));
+}
+
+#[test]
+fn a_ref_cycle_and_a_shared_request_schema_are_reported() {
+    let mut doc = document();
+    doc["components"]["schemas"]["Loop"] = json!({"$ref": "#/components/schemas/Loop"});
+    doc["components"]["schemas"]["GenDevRequest"]["properties"]["loop"] = json!({"$ref": "#/components/schemas/Loop"});
+    doc["paths"]["/v1/gen-pro-1.1"]["post"]["requestBody"]["content"]["application/json"]["schema"] =
+        json!({"$ref": "#/components/schemas/GenDevRequest"});
+    assert_flags(&doc, "$ref cycle: Loop -> Loop");
+    assert_flags(
+        &doc,
+        "request schema GenDevRequest is shared by operations gen_dev, gen_pro_1_1",
+    );
+    // The surface and the diff still finish on such a document.
+    assert!(xtask::surface(&doc).contains("loop: any"));
 }
