@@ -254,6 +254,7 @@ fn init_logging() {
         .with(
             tracing_subscriber::fmt::layer()
                 .with_ansi(false)
+                .with_span_events(tracing_subscriber::fmt::format::FmtSpan::CLOSE)
                 .log_internal_errors(false)
                 .with_writer(std::io::stderr),
         )
