@@ -117,7 +117,7 @@ mod tests {
 
     #[test]
     fn names_from_service_data_cannot_leave_the_directory() {
-        for hostile in ["../x", "/tmp/x.sh", "..", "a/../../b", "C:\\x", "", "\u{1b}[31m"] {
+        for hostile in ["../x", "/abs/x.sh", "..", "a/../../b", "C:\\x", "", "\u{1b}[31m"] {
             let name = safe_component(hostile, 12);
             assert!(
                 !name.contains('/') && !name.contains('\\') && !name.contains(".."),
