@@ -1,155 +1,745 @@
-//! The `genapi` command, run as a new user would run it.
+//! The `genapi` command, run as a user would run it, against the mock on loopback.
 #![cfg(feature = "cli")]
 
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
 
-fn genapi() -> Command {
+use serde_json::Value;
+
+/// A fresh working directory, removed at the end.
+struct Dir(PathBuf);
+
+impl Dir {
+    fn new(name: &str) -> Dir {
+        let path = std::env::temp_dir().join(format!("genapi-cli-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&path);
+        std::fs::create_dir_all(&path).unwrap();
+        Dir(path)
+    }
+    fn join(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+}
+
+impl Drop for Dir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// The command with nothing configured, run in `dir`.
+fn genapi(dir: &Dir) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_genapi"));
-    for name in ["GENAPI_API_KEY", "GENAPI_BASE_URL", "GENAPI_REGIONAL_BASE_URL"] {
+    for name in [
+        "GENAPI_API_KEY",
+        "GENAPI_BASE_URL",
+        "GENAPI_REGIONAL_BASE_URL",
+        "GENAPI_TRUSTED_ORIGINS",
+        "GENAPI_LOG",
+        "GENAPI_DOCUMENT",
+    ] {
         command.env_remove(name);
     }
+    command.current_dir(&dir.0).stdin(Stdio::null());
     command
 }
 
-#[test]
-fn generate_without_configuration_uses_the_mock_and_saves_a_decodable_image() {
-    let dir = std::env::temp_dir().join(format!("genapi-cli-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let out = dir.join("lighthouse.jpg");
-    let run = genapi()
-        .args(["generate", "a lighthouse at dusk", "--out"])
-        .arg(&out)
-        .output()
-        .unwrap();
-    let (stdout, stderr) = (
-        String::from_utf8_lossy(&run.stdout),
-        String::from_utf8_lossy(&run.stderr),
-    );
-    assert!(run.status.success(), "{stdout}\n{stderr}");
-    assert!(
-        stderr.contains("built-in mock service") && stderr.contains("test double"),
-        "says it used the mock: {stderr}"
-    );
-    assert!(
-        stdout.contains("Ready") && stdout.contains("credits") && stdout.contains("lighthouse.jpg"),
-        "{stdout}"
-    );
-    let bytes = std::fs::read(&out).unwrap();
-    assert_eq!(genapi::ImageFormat::sniff(&bytes), Some(genapi::ImageFormat::Jpeg));
-    assert_eq!(
-        genapi::dimensions(&bytes),
-        Some((1024, 1024)),
-        "the size the model chose"
-    );
-    std::fs::remove_dir_all(dir).unwrap();
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// Asserts the exit code and that nothing panicked.
+fn assert_exit(run: &Output, code: i32) {
+    let (stdout, stderr) = (text(&run.stdout), text(&run.stderr));
+    assert_eq!(run.status.code(), Some(code), "stdout:\n{stdout}\nstderr:\n{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
+/// Every stdout line parsed as JSON (the test fails if one is not).
+fn json_lines(run: &Output) -> Vec<Value> {
+    text(&run.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect()
+}
+
+/// A write end whose reader is already gone: every write fails with EPIPE.
+fn closed_pipe() -> Stdio {
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    Stdio::from(writer)
+}
+
+/// A standalone `genapi mock`, killed when dropped.
+struct Mock {
+    child: Child,
+    base_url: String,
+    key: String,
+}
+
+impl Mock {
+    fn start(dir: &Dir, extra: &[&str]) -> Mock {
+        let mut child = genapi(dir)
+            .args(["mock", "--key", "k-123"])
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let (mut base_url, mut key) = (None, None);
+        for line in BufReader::new(child.stdout.take().unwrap()).lines() {
+            let line = line.unwrap();
+            if let Some((name, value)) = line.split_once('=') {
+                match name {
+                    "GENAPI_BASE_URL" => base_url = Some(value.to_string()),
+                    "GENAPI_API_KEY" => key = Some(value.to_string()),
+                    _ => {}
+                }
+            }
+            if line == "# genapi mock ready" {
+                break;
+            }
+        }
+        Mock {
+            child,
+            base_url: base_url.expect("GENAPI_BASE_URL printed"),
+            key: key.expect("GENAPI_API_KEY printed"),
+        }
+    }
+
+    /// The command configured for this mock.
+    fn command(&self, dir: &Dir) -> Command {
+        let mut command = genapi(dir);
+        command
+            .env("GENAPI_BASE_URL", &self.base_url)
+            .env("GENAPI_API_KEY", &self.key);
+        command
+    }
+}
+
+impl Drop for Mock {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn decoded(path: &Path) -> (Option<genapi::ImageFormat>, Option<(u32, u32)>) {
+    let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    (genapi::ImageFormat::sniff(&bytes), genapi::dimensions(&bytes))
 }
 
 #[test]
-fn set_and_image_fill_the_request_and_failures_exit_non_zero_with_one_line() {
-    let dir = std::env::temp_dir().join(format!("genapi-cli-set-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let input = dir.join("in.png");
-    let mut png = vec![
-        0x89, b'P', b'N', b'G', 0x0D, 0x0A, 0x1A, 0x0A, 0, 0, 0, 13, b'I', b'H', b'D', b'R',
-    ];
-    png.extend_from_slice(&[0, 0, 1, 0, 0, 0, 0, 192, 8, 2, 0, 0, 0]);
-    std::fs::write(&input, png).unwrap();
-    let run = genapi()
-        .args([
-            "generate",
-            "--model",
-            "gen-pro-1.0-expand",
-            "--set",
-            "left=64",
-            "--set",
-            "output_format=png",
-            "--image",
-        ])
-        .arg(&input)
-        .arg("--out")
-        .arg(dir.join("wide"))
-        .arg("wider")
+fn generate_without_configuration_uses_the_mock_and_says_so() {
+    let dir = Dir::new("plain");
+    let run = genapi(&dir)
+        .args(["generate", "a lighthouse at dusk", "--out", "lighthouse.jpg"])
         .output()
         .unwrap();
-    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
-    let bytes = std::fs::read(dir.join("wide.png")).unwrap();
+    assert_exit(&run, 0);
+    let (stdout, stderr) = (text(&run.stdout), text(&run.stderr));
+    assert!(
+        stderr.contains("built-in mock service") && stderr.contains("test double"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("submitted task "),
+        "the id is printed off a terminal too: {stderr}"
+    );
+    assert!(
+        stdout.contains("Ready by the MOCK service")
+            && stdout.contains("illustrative")
+            && stdout.contains("lighthouse.jpg"),
+        "{stdout}"
+    );
+    assert!(
+        !stderr.contains('\u{1b}') && !stdout.contains('\u{1b}'),
+        "no escape codes off a terminal"
+    );
     assert_eq!(
-        genapi::dimensions(&bytes),
-        Some((320, 192)),
-        "input 256x192 plus 64 on the left"
+        decoded(&dir.join("lighthouse.jpg")),
+        (Some(genapi::ImageFormat::Jpeg), Some((1024, 1024)))
+    );
+}
+
+#[test]
+fn json_results_with_count_size_seed_and_format_from_the_extension() {
+    let dir = Dir::new("json");
+    let run = genapi(&dir)
+        .args([
+            "generate",
+            "a red fox",
+            "-n",
+            "2",
+            "--size",
+            "512x384",
+            "--seed",
+            "7",
+            "-o",
+            "fox.png",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    assert_exit(&run, 0);
+    let mut results = json_lines(&run);
+    assert_eq!(results.len(), 2, "one object per result");
+    // Printed as each task finishes, so in any order.
+    results.sort_by_key(|r| r["file"].as_str().map(str::to_string));
+    for (index, result) in results.iter().enumerate() {
+        assert_eq!(result["status"], "Ready");
+        assert_eq!(result["seed"], 7);
+        assert_eq!(result["mock"], true);
+        assert!(
+            result["id"].is_string() && result["polling_url"].is_string(),
+            "{result}"
+        );
+        assert!(
+            result["cost"].as_f64().is_some() && result["duration"].as_f64().is_some(),
+            "{result}"
+        );
+        let file = PathBuf::from(result["file"].as_str().unwrap());
+        assert!(file.ends_with(format!("fox-{}.png", index + 1)), "{}", file.display());
+        assert_eq!(
+            decoded(&dir.0.join(&file)),
+            (Some(genapi::ImageFormat::Png), Some((512, 384)))
+        );
+    }
+}
+
+#[test]
+fn output_paths_are_checked_before_anything_is_submitted() {
+    let dir = Dir::new("paths");
+    std::fs::write(dir.join("taken.jpg"), b"keep").unwrap();
+    for args in [
+        vec!["generate", "x", "-o", "missing/x.jpg"],
+        vec!["generate", "x", "-o", "taken.jpg"],
+        vec!["generate", "x", "-o", "notes.txt"],
+        vec!["generate", "x", "-o", "x.png", "--format", "jpeg"],
+    ] {
+        let run = genapi(&dir).args(&args).output().unwrap();
+        assert_exit(&run, 2);
+        let stderr = text(&run.stderr);
+        assert!(
+            !stderr.contains("submitted"),
+            "{args:?}: refused before submitting: {stderr}"
+        );
+        assert!(stderr.contains("--out") || stderr.contains("--format"), "{stderr}");
+    }
+    assert_eq!(std::fs::read(dir.join("taken.jpg")).unwrap(), b"keep");
+
+    // A directory gets a generated name inside it; --force overwrites.
+    std::fs::create_dir(dir.join("pictures")).unwrap();
+    let run = genapi(&dir)
+        .args(["generate", "a cat", "-o", "pictures", "--json"])
+        .output()
+        .unwrap();
+    assert_exit(&run, 0);
+    let file = PathBuf::from(json_lines(&run)[0]["file"].as_str().unwrap().to_string());
+    assert!(file.starts_with("pictures"), "{}", file.display());
+    let name = file.file_name().unwrap().to_string_lossy().into_owned();
+    assert!(name.starts_with("a-cat-") && name.ends_with(".jpg"), "{name}");
+    let run = genapi(&dir)
+        .args(["generate", "x", "-o", "taken.jpg", "--force"])
+        .output()
+        .unwrap();
+    assert_exit(&run, 0);
+    assert_eq!(decoded(&dir.join("taken.jpg")).0, Some(genapi::ImageFormat::Jpeg));
+}
+
+#[test]
+fn set_refuses_unknown_fields_and_set_raw_is_the_escape_hatch() {
+    let dir = Dir::new("set");
+    let run = genapi(&dir)
+        .args(["generate", "--set", "widht=512", "x"])
+        .output()
+        .unwrap();
+    assert_exit(&run, 2);
+    assert!(
+        text(&run.stderr).contains("did you mean width?"),
+        "{}",
+        text(&run.stderr)
+    );
+    let run = genapi(&dir).args(["generate", "--set", "=5", "x"]).output().unwrap();
+    assert_exit(&run, 2);
+    assert!(text(&run.stderr).contains("field name is empty"));
+    let run = genapi(&dir).args(["generate", "--size", "wide", "x"]).output().unwrap();
+    assert_exit(&run, 2);
+    assert!(text(&run.stderr).contains("--size wide"));
+    let run = genapi(&dir)
+        .args(["generate", "-m", "gen-pro-1.1-ultra", "--size", "512x512", "x"])
+        .output()
+        .unwrap();
+    assert_exit(&run, 2);
+    assert!(
+        text(&run.stderr).contains("use --aspect-ratio"),
+        "{}",
+        text(&run.stderr)
     );
 
-    let refused = genapi()
+    // Validation speaks flags, not JSON paths.
+    let run = genapi(&dir)
         .args(["generate", "--set", "safety_tolerance=9", "x"])
         .output()
         .unwrap();
-    assert!(!refused.status.success());
-    let stderr = String::from_utf8_lossy(&refused.stderr);
-    let last = stderr.lines().last().unwrap_or("");
+    assert_exit(&run, 2);
+    let stderr = text(&run.stderr);
     assert!(
-        last.starts_with("error: invalid request") && last.contains("safety_tolerance"),
+        stderr.contains("error: invalid request")
+            && stderr.contains("--set safety_tolerance:")
+            && !stderr.contains("body."),
         "{stderr}"
     );
-
-    let moderated = genapi()
-        .args(["generate", "[mock:content-moderated] x"])
+    let run = genapi(&dir)
+        .args(["generate", "--set-raw", "user=u-1", "--json", "x"])
         .output()
         .unwrap();
-    assert!(!moderated.status.success());
-    assert!(String::from_utf8_lossy(&moderated.stderr).contains("moderated"));
-    std::fs::remove_dir_all(dir).unwrap();
+    assert_exit(&run, 0);
+    assert_eq!(json_lines(&run)[0]["status"], "Ready");
 }
 
 #[test]
-fn half_a_configuration_says_what_is_missing() {
-    let run = genapi()
+fn prompt_from_stdin_or_file_and_images_by_field() {
+    let dir = Dir::new("prompt");
+    std::fs::write(dir.join("prompt.txt"), "a quiet harbour\n").unwrap();
+    let mut from_stdin = genapi(&dir)
+        .args(["generate", "-", "--seed", "3", "-o", "stdin.png"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    from_stdin
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"a quiet harbour\n")
+        .unwrap();
+    let from_file = genapi(&dir)
+        .args([
+            "generate",
+            "--prompt-file",
+            "prompt.txt",
+            "--seed",
+            "3",
+            "-o",
+            "file.png",
+        ])
+        .output()
+        .unwrap();
+    let literal = genapi(&dir)
+        .args(["generate", "a quiet harbour", "--seed", "3", "-o", "literal.png"])
+        .output()
+        .unwrap();
+    let dash = genapi(&dir)
+        .args([
+            "generate",
+            "--prompt-file",
+            "prompt.txt",
+            "--seed",
+            "4",
+            "-o",
+            "other.png",
+        ])
+        .output()
+        .unwrap();
+    let stdin_run = from_stdin.wait_with_output().unwrap();
+    for run in [&stdin_run, &from_file, &literal, &dash] {
+        assert_exit(run, 0);
+    }
+    let read = |name: &str| std::fs::read(dir.join(name)).unwrap();
+    assert_eq!(
+        read("stdin.png"),
+        read("literal.png"),
+        "stdin sends the text, not \"-\""
+    );
+    assert_eq!(read("file.png"), read("literal.png"));
+    assert_ne!(read("other.png"), read("literal.png"));
+
+    // Image fields are listed (and filled) in document order: person, then garment.
+    let run = genapi(&dir).args(["models", "vto-v1", "--json"]).output().unwrap();
+    assert_exit(&run, 0);
+    let model = &json_lines(&run)[0];
+    let images: Vec<&str> = model["fields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["image"] == true)
+        .map(|f| f["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(images, ["person", "garment"]);
+    let run = genapi(&dir)
+        .args([
+            "generate",
+            "-m",
+            "gen-pro-1.0-expand",
+            "--image",
+            "image=https://example.com/x.png",
+            "x",
+        ])
+        .output()
+        .unwrap();
+    assert_exit(&run, 2);
+    assert!(
+        text(&run.stderr).contains("takes a file, not a URL"),
+        "{}",
+        text(&run.stderr)
+    );
+    let run = genapi(&dir)
+        .args(["generate", "-m", "deblur-v1", "--image", "a.png", "--image", "b.png"])
+        .output()
+        .unwrap();
+    assert_exit(&run, 2);
+    assert!(
+        text(&run.stderr).contains("takes 1 image(s) (image)"),
+        "{}",
+        text(&run.stderr)
+    );
+}
+
+#[test]
+fn models_come_from_the_document_and_a_fixture_shows_an_extra_operation() {
+    let dir = Dir::new("models");
+    let document: Value =
+        serde_json::from_str(&std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/openapi.json")).unwrap())
+            .unwrap();
+    let posts = document["paths"]
+        .as_object()
+        .unwrap()
+        .values()
+        .filter(|item| item.get("post").is_some())
+        .count();
+    let run = genapi(&dir).args(["models", "--json"]).output().unwrap();
+    assert_exit(&run, 0);
+    let models = json_lines(&run);
+    assert_eq!(models.len(), posts);
+    assert_eq!(models[0]["name"], "gen-2-pro", "document order");
+    assert!(models
+        .iter()
+        .any(|m| m["name"] == "gen-pro-1.1-ultra-finetuned" && m["deprecated"] == true));
+    let human = genapi(&dir).args(["models"]).output().unwrap();
+    assert_exit(&human, 0);
+    assert!(text(&human.stdout).contains("[deprecated]"));
+    let run = genapi(&dir).args(["models", "gen-2-prp"]).output().unwrap();
+    assert_exit(&run, 2);
+    let stderr = text(&run.stderr);
+    assert!(
+        stderr.contains("did you mean gen-2-pro?") && stderr.contains("gen-tools/vto-v2"),
+        "{stderr}"
+    );
+
+    let mut fixture = document.clone();
+    fixture["paths"]["/v1/gen-fixture-extra"] = serde_json::json!({"post": {
+        "operationId": "gen_fixture_extra", "summary": "An operation only the fixture has",
+        "requestBody": {"content": {"application/json": {"schema": {"$ref": "#/components/schemas/FixtureRequest"}}}},
+        "responses": {}
+    }});
+    fixture["components"]["schemas"]["FixtureRequest"] = serde_json::json!({"type": "object", "properties": {
+        "glow": {"type": "integer", "minimum": 1, "maximum": 9, "x-default": 4, "description": "How much glow."}
+    }});
+    std::fs::write(dir.join("fixture.json"), fixture.to_string()).unwrap();
+    let run = genapi(&dir)
+        .env("GENAPI_DOCUMENT", dir.join("fixture.json"))
+        .args(["models"])
+        .output()
+        .unwrap();
+    assert_exit(&run, 0);
+    assert!(text(&run.stdout).contains("gen-fixture-extra") && text(&run.stdout).contains("only the fixture has"));
+    let run = genapi(&dir)
+        .env("GENAPI_DOCUMENT", dir.join("fixture.json"))
+        .args(["models", "gen-fixture-extra", "--json"])
+        .output()
+        .unwrap();
+    assert_exit(&run, 0);
+    let field = &json_lines(&run)[0]["fields"][0];
+    assert_eq!(
+        (field["name"].as_str(), field["bounds"].as_str()),
+        (Some("glow"), Some("1..9"))
+    );
+    assert_eq!(field["default"], "4");
+}
+
+#[test]
+fn exit_codes_by_class() {
+    let dir = Dir::new("codes");
+    let usage = genapi(&dir).args(["generate", "--no-such-flag"]).output().unwrap();
+    assert_exit(&usage, 2);
+    let moderated = genapi(&dir)
+        .args(["generate", "[mock:request-moderated] x"])
+        .output()
+        .unwrap();
+    assert_exit(&moderated, 6);
+    assert!(text(&moderated.stderr).contains("moderated"));
+    let failed = genapi(&dir)
+        .args(["generate", "[mock:error] x", "--json"])
+        .output()
+        .unwrap();
+    assert_exit(&failed, 7);
+    let report = &json_lines(&failed)[0];
+    assert_eq!(
+        (report["status"].as_str(), report["exit_code"].as_u64()),
+        (Some("Error"), Some(7))
+    );
+    let unknown = genapi(&dir).args(["get", "no-such-task"]).output().unwrap();
+    assert_exit(&unknown, 7);
+    assert!(text(&unknown.stdout).contains("Task not found"));
+
+    let mock = Mock::start(&dir, &[]);
+    let auth = mock
+        .command(&dir)
+        .env("GENAPI_API_KEY", "wrong")
+        .args(["generate", "x"])
+        .output()
+        .unwrap();
+    assert_exit(&auth, 3);
+    let broke = Mock::start(&dir, &["--credits", "0"]);
+    let credits = broke.command(&dir).args(["generate", "x"]).output().unwrap();
+    assert_exit(&credits, 4);
+    let busy = Mock::start(&dir, &["--max-active", "0"]);
+    let limited = busy.command(&dir).args(["generate", "x"]).output().unwrap();
+    assert_exit(&limited, 5);
+    let network = genapi(&dir)
+        .env("GENAPI_BASE_URL", "http://127.0.0.1:1")
         .env("GENAPI_API_KEY", "k")
         .args(["generate", "x"])
         .output()
         .unwrap();
-    assert!(!run.status.success());
+    assert_exit(&network, 9);
     assert!(
-        String::from_utf8_lossy(&run.stderr).contains("GENAPI_BASE_URL is not"),
+        text(&network.stderr).contains("Connection refused"),
+        "the cause is kept: {}",
+        text(&network.stderr)
+    );
+    let half = genapi(&dir)
+        .env("GENAPI_API_KEY", "k")
+        .args(["generate", "x"])
+        .output()
+        .unwrap();
+    assert_exit(&half, 2);
+    assert!(
+        text(&half.stderr).contains("GENAPI_BASE_URL is not"),
         "{}",
-        String::from_utf8_lossy(&run.stderr)
+        text(&half.stderr)
+    );
+    let help = genapi(&dir).arg("--help").output().unwrap();
+    assert_exit(&help, 0);
+    for needle in ["Exit codes:", "130", "GENAPI_API_KEY", "Examples:"] {
+        assert!(text(&help.stdout).contains(needle), "{needle}");
+    }
+}
+
+#[test]
+fn timeout_is_resumable_and_submit_wait_get_pick_tasks_up() {
+    let dir = Dir::new("resume");
+    let slow = Mock::start(&dir, &["--duration-ms", "600000"]);
+    let run = slow
+        .command(&dir)
+        .args(["generate", "x", "--timeout", "1", "-o", "slow.jpg"])
+        .output()
+        .unwrap();
+    assert_exit(&run, 8);
+    let stderr = text(&run.stderr);
+    let resume = stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("resume with: "))
+        .unwrap_or_else(|| panic!("{stderr}"));
+    assert!(
+        resume.starts_with("genapi get ") && resume.ends_with(" --out slow.jpg"),
+        "{resume}"
+    );
+    let id = resume.split(' ').nth(2).unwrap();
+    let pending = slow.command(&dir).args(["get", id, "--json"]).output().unwrap();
+    assert_exit(&pending, 0);
+    assert_eq!(json_lines(&pending)[0]["status"], "Pending");
+    let not_yet = slow
+        .command(&dir)
+        .args(["get", id, "--out", "slow.jpg"])
+        .output()
+        .unwrap();
+    assert_exit(&not_yet, 8);
+
+    let quick = Mock::start(&dir, &["--duration-ms", "50"]);
+    let submitted = quick
+        .command(&dir)
+        .args(["submit", "a boat", "--format", "webp", "--json"])
+        .output()
+        .unwrap();
+    assert_exit(&submitted, 0);
+    let task = &json_lines(&submitted)[0];
+    let id = task["id"].as_str().unwrap();
+    assert!(task["polling_url"].as_str().unwrap().contains(id));
+    let waited = quick
+        .command(&dir)
+        .args(["wait", id, "-o", "boat.webp", "--json"])
+        .output()
+        .unwrap();
+    assert_exit(&waited, 0);
+    assert_eq!(json_lines(&waited)[0]["status"], "Ready");
+    assert_eq!(decoded(&dir.join("boat.webp")).0, Some(genapi::ImageFormat::Webp));
+    let got = quick
+        .command(&dir)
+        .args(["get", id, "-o", "again.webp"])
+        .output()
+        .unwrap();
+    assert_exit(&got, 0);
+    assert!(dir.join("again.webp").exists(), "get downloads when Ready");
+
+    let forever = genapi(&dir)
+        .args(["generate", "x", "--timeout", "18446744073709551615", "--json"])
+        .output()
+        .unwrap();
+    assert_exit(&forever, 0);
+}
+
+#[test]
+fn ctrl_c_after_submission_prints_the_resume_command() {
+    let dir = Dir::new("interrupt");
+    let slow = Mock::start(&dir, &["--duration-ms", "600000"]);
+    let mut child = slow
+        .command(&dir)
+        .args(["generate", "x", "-o", "later.png"])
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut seen = String::new();
+    while !seen.contains("submitted task") {
+        let mut line = String::new();
+        assert!(stderr.read_line(&mut line).unwrap() > 0, "{seen}");
+        seen.push_str(&line);
+    }
+    // SAFETY: sending a signal to our own child process.
+    assert_eq!(unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) }, 0);
+    let status = child.wait().unwrap();
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut stderr, &mut rest).unwrap();
+    assert_eq!(status.code(), Some(130), "{seen}{rest}");
+    assert!(
+        rest.contains("resume with: genapi get ") && rest.contains("--out later.png"),
+        "{rest}"
     );
 }
 
 #[test]
-fn get_prints_a_task_state() {
-    let run = genapi().args(["get", "no-such-task"]).output().unwrap();
-    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
-    let state: serde_json::Value = serde_json::from_slice(&run.stdout).unwrap();
-    assert_eq!(state["status"], "Task not found");
+fn closed_pipes_stop_printing_but_not_the_work() {
+    let dir = Dir::new("pipes");
+    let mock = Mock::start(&dir, &["--duration-ms", "50"]);
+    let runs: Vec<(Vec<&str>, bool)> = vec![
+        (vec!["models"], false),
+        (vec!["models", "gen-2-pro"], false),
+        (vec!["models", "--json"], false),
+        (vec!["generate", "x", "-o", "a.jpg"], true),
+        (vec!["generate", "x", "-o", "b.jpg", "--json"], true),
+        (vec!["submit", "x"], true),
+        (vec!["get", "no-such-task"], true),
+        (vec!["--help"], false),
+    ];
+    for (args, configured) in &runs {
+        for closed_stderr in [false, true] {
+            let mut command = if *configured { mock.command(&dir) } else { genapi(&dir) };
+            command.args(args).stdout(closed_pipe());
+            if closed_stderr {
+                command.stderr(closed_pipe());
+            }
+            let run = command.output().unwrap();
+            let expected = if args[0] == "get" { 7 } else { 0 };
+            assert_eq!(run.status.code(), Some(expected), "{args:?}: {}", text(&run.stderr));
+            assert!(
+                !text(&run.stderr).contains("panicked"),
+                "{args:?}: {}",
+                text(&run.stderr)
+            );
+            if args.contains(&"-o") {
+                let file = dir.join(args[3]);
+                assert!(file.exists(), "{args:?}: the file is saved");
+                std::fs::remove_file(file).unwrap();
+            }
+        }
+    }
+
+    // The mock keeps serving after its stdout reader went away.
+    let mut orphan = genapi(&dir)
+        .args(["mock", "--key", "k-9", "--duration-ms", "50"])
+        .stdout(closed_pipe())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut banner = String::new();
+    BufReader::new(orphan.stderr.take().unwrap())
+        .read_line(&mut banner)
+        .unwrap();
+    let base = banner
+        .split_whitespace()
+        .find(|w| w.starts_with("http://"))
+        .unwrap_or_else(|| panic!("{banner}"))
+        .trim_end_matches(';')
+        .to_string();
+    let run = genapi(&dir)
+        .env("GENAPI_BASE_URL", &base)
+        .env("GENAPI_API_KEY", "k-9")
+        .args(["generate", "x", "--json"])
+        .output()
+        .unwrap();
+    assert!(orphan.try_wait().unwrap().is_none(), "the mock is still running");
+    let _ = orphan.kill();
+    let _ = orphan.wait();
+    assert_exit(&run, 0);
+    assert_eq!(json_lines(&run)[0]["status"], "Ready");
 }
 
 #[test]
-fn mock_runs_standalone_and_prints_its_address_and_key() {
-    let mut child = genapi()
-        .args(["mock", "--key", "k-123", "--duration-ms", "50"])
+fn mock_prints_its_variables_by_name_and_stays_on_loopback() {
+    let dir = Dir::new("mock");
+    let mock = Mock::start(&dir, &["--duration-ms", "50", "--credits", "100", "--max-active", "3"]);
+    assert_eq!(mock.key, "k-123");
+    let run = mock.command(&dir).args(["generate", "x", "--json"]).output().unwrap();
+    assert_exit(&run, 0);
+    let result = &json_lines(&run)[0];
+    assert_eq!(result["mock"], false, "a configured service is not called the mock");
+    let remote = genapi(&dir).args(["mock", "--addr", "0.0.0.0:0"]).output().unwrap();
+    assert_exit(&remote, 2);
+    assert!(text(&remote.stderr).contains("--allow-remote"));
+    let json = genapi(&dir)
+        .args(["mock", "--json", "--key", "k-1"])
         .stdout(Stdio::piped())
+        .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let banner = lines.next().unwrap().unwrap();
-    let base = lines.next().unwrap().unwrap();
-    let key = lines.next().unwrap().unwrap();
-    assert!(banner.contains("test double"));
-    assert_eq!(key, "GENAPI_API_KEY=k-123");
-    let base = base.strip_prefix("GENAPI_BASE_URL=").unwrap().to_string();
-    let runtime = tokio::runtime::Runtime::new().unwrap();
-    let output = runtime.block_on(async {
-        let client = genapi::Client::builder()
-            .api_key("k-123")
-            .base_url(&base)
-            .build()
-            .unwrap();
-        client
-            .run(genapi::api::types::Gen2ProRequest::builder().prompt("x"))
-            .await
-    });
-    child.kill().unwrap();
-    let _ = child.wait();
-    assert!(output.unwrap().sample.starts_with(&base));
+    let mut json = ChildGuard(json);
+    let mut line = String::new();
+    BufReader::new(json.0.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let variables: Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(variables["GENAPI_API_KEY"], "k-1");
+    assert!(variables["GENAPI_BASE_URL"]
+        .as_str()
+        .unwrap()
+        .starts_with("http://127.0.0.1:"));
+}
+
+#[test]
+fn logs_are_plain_text() {
+    let dir = Dir::new("log");
+    let run = genapi(&dir)
+        .env("GENAPI_LOG", "genapi=debug")
+        .args(["generate", "x", "--json"])
+        .output()
+        .unwrap();
+    assert_exit(&run, 0);
+    let stderr = text(&run.stderr);
+    assert!(stderr.contains("DEBUG") || stderr.contains("INFO"), "{stderr}");
+    assert!(!stderr.contains('\u{1b}'), "{stderr}");
+    assert_eq!(json_lines(&run).len(), 1, "logs stay off stdout");
+}
+
+struct ChildGuard(Child);
+
+impl Drop for ChildGuard {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }

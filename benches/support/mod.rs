@@ -17,15 +17,23 @@ impl MockProcess {
         let mut child = Command::new(env!("CARGO_BIN_EXE_genapi"))
             .args(["mock", "--key", key, "--duration-ms", &duration_ms.to_string()])
             .stdout(Stdio::piped())
+            .stderr(Stdio::null())
             .spawn()
             .expect("start the mock");
-        let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
-        let _banner = lines.next();
-        let base_url = lines
-            .next()
-            .and_then(Result::ok)
-            .and_then(|l| l.strip_prefix("GENAPI_BASE_URL=").map(str::to_string))
-            .expect("the mock prints its base URL");
+        // Read `NAME=VALUE` lines until the ready marker (or the end), in
+        // whatever order and number they come; then stop reading: the mock
+        // keeps serving without anyone on its stdout.
+        let mut base_url = None;
+        for line in BufReader::new(child.stdout.take().expect("stdout")).lines() {
+            let Ok(line) = line else { break };
+            if let Some(value) = line.strip_prefix("GENAPI_BASE_URL=") {
+                base_url = Some(value.to_string());
+            }
+            if line.starts_with("# genapi mock ready") {
+                break;
+            }
+        }
+        let base_url = base_url.expect("the mock prints its base URL");
         MockProcess { child, base_url }
     }
 }

@@ -1,0 +1,72 @@
+//! `genapi models [NAME]`: the operations of the document and their fields.
+
+use serde_json::json;
+
+use crate::catalog::Catalog;
+use crate::{out, Failure, Global};
+
+/// Lists the models, or describes one.
+pub fn run(global: &Global, name: Option<&str>) -> Result<(), Failure> {
+    let catalog = Catalog::load().map_err(Failure::usage)?;
+    let Some(name) = name else {
+        for model in catalog.models() {
+            if global.json {
+                out::out(
+                    &json!({"name": model.name, "summary": model.summary, "deprecated": model.deprecated}).to_string(),
+                );
+            } else {
+                let deprecated = if model.deprecated { "  [deprecated]" } else { "" };
+                out::out(&format!("{:<36} {}{deprecated}", model.name, model.summary));
+            }
+        }
+        return Ok(());
+    };
+    let model = catalog.find(name).map_err(Failure::usage)?;
+    let fields = catalog.fields(&model);
+    if global.json {
+        let fields: Vec<_> = fields
+            .iter()
+            .map(|f| {
+                json!({"name": f.name, "type": f.kind, "bounds": f.bounds, "default": f.default,
+                       "required": f.required, "image": f.image.is_some(),
+                       "image_url": f.image == Some(true), "description": f.description})
+            })
+            .collect();
+        out::out(
+            &json!({"name": model.name, "path": model.path, "operation_id": model.id, "summary": model.summary,
+                    "deprecated": model.deprecated, "fields": fields})
+            .to_string(),
+        );
+        return Ok(());
+    }
+    let deprecated = if model.deprecated { " [deprecated]" } else { "" };
+    out::out(&format!("{} — {}{deprecated}", model.name, model.summary));
+    out::out(&format!("POST {}", model.path));
+    out::out("");
+    let mut image_position = 0;
+    for field in &fields {
+        let mut notes = Vec::new();
+        if field.required {
+            notes.push("required".to_string());
+        }
+        if !field.bounds.is_empty() {
+            notes.push(field.bounds.clone());
+        }
+        if let Some(default) = &field.default {
+            notes.push(format!("default {default}"));
+        }
+        if let Some(url) = field.image {
+            image_position += 1;
+            let takes = if url { "file or URL" } else { "file" };
+            notes.push(format!(
+                "image #{image_position} ({takes}): --image PATH or --image {}=PATH",
+                field.name
+            ));
+        }
+        out::out(&format!("  {:<20} {:<28} {}", field.name, field.kind, notes.join("; ")));
+        if !field.description.is_empty() {
+            out::out(&format!("  {:<20} {}", "", field.description));
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,144 @@
+//! Everything the command prints, and the names it writes.
+//!
+//! Printing never panics: a closed stdout or stderr means nobody is
+//! listening, so printing stops there and the work goes on. Text that comes
+//! from the service is stripped of control characters before it is shown.
+
+use std::io::{IsTerminal, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+static STDOUT_OPEN: AtomicBool = AtomicBool::new(true);
+static STDERR_OPEN: AtomicBool = AtomicBool::new(true);
+static QUIET: AtomicBool = AtomicBool::new(false);
+
+/// Silences progress lines (`--quiet`).
+pub fn set_quiet(quiet: bool) {
+    QUIET.store(quiet, Ordering::Relaxed);
+}
+
+/// Whether progress lines are silenced.
+pub fn quiet() -> bool {
+    QUIET.load(Ordering::Relaxed)
+}
+
+/// Whether stderr is a terminal (progress may then redraw one line).
+pub fn stderr_is_terminal() -> bool {
+    std::io::stderr().is_terminal()
+}
+
+/// One line on stdout; dropped once stdout is closed.
+pub fn out(line: &str) {
+    if !STDOUT_OPEN.load(Ordering::Relaxed) {
+        return;
+    }
+    let mut stdout = std::io::stdout().lock();
+    if writeln!(stdout, "{line}").and_then(|()| stdout.flush()).is_err() {
+        STDOUT_OPEN.store(false, Ordering::Relaxed);
+    }
+}
+
+/// One line on stderr; dropped once stderr is closed.
+pub fn err(line: &str) {
+    err_raw(&format!("{line}\n"));
+}
+
+/// A progress line on stderr, unless `--quiet`.
+pub fn progress(line: &str) {
+    if !quiet() {
+        err(line);
+    }
+}
+
+/// Text on stderr as is (for a redrawn progress line).
+pub fn err_raw(text: &str) {
+    if !STDERR_OPEN.load(Ordering::Relaxed) {
+        return;
+    }
+    let mut stderr = std::io::stderr().lock();
+    if stderr.write_all(text.as_bytes()).and_then(|()| stderr.flush()).is_err() {
+        STDERR_OPEN.store(false, Ordering::Relaxed);
+    }
+}
+
+/// Service-supplied text made safe for a terminal: control characters
+/// (escape sequences included) become spaces, except nothing else changes.
+pub fn clean(text: &str) -> String {
+    text.chars().map(|c| if c.is_control() { ' ' } else { c }).collect()
+}
+
+/// A file-name component from text the service chose (a task id): only
+/// ASCII letters, digits, `-` and `_`, at most `max` of them, never empty.
+pub fn safe_component(text: &str, max: usize) -> String {
+    let cleaned: String = text
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '_')
+        .take(max)
+        .collect();
+    if cleaned.is_empty() {
+        "task".to_string()
+    } else {
+        cleaned
+    }
+}
+
+/// A short, readable file stem from the prompt: lowercase words joined by `-`.
+pub fn slug(text: &str, max: usize) -> String {
+    let mut slug = String::new();
+    for word in text.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()) {
+        let word = word.to_lowercase();
+        let extra = if slug.is_empty() { 0 } else { 1 };
+        if slug.chars().count() + extra + word.chars().count() > max {
+            break;
+        }
+        if extra == 1 {
+            slug.push('-');
+        }
+        slug.push_str(&word);
+    }
+    slug
+}
+
+/// A word quoted for a POSIX shell when it needs to be.
+pub fn shell_quote(word: &str) -> String {
+    let plain = !word.is_empty()
+        && word
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./:=@%+,".contains(c));
+    if plain {
+        word.to_string()
+    } else {
+        format!("'{}'", word.replace('\'', r"'\''"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_from_service_data_cannot_leave_the_directory() {
+        for hostile in ["../x", "/abs/x.sh", "..", "a/../../b", "C:\\x", "", "\u{1b}[31m"] {
+            let name = safe_component(hostile, 12);
+            assert!(
+                !name.contains('/') && !name.contains('\\') && !name.contains(".."),
+                "{name}"
+            );
+            assert!(!name.is_empty() && name.len() <= 12);
+            assert_eq!(std::path::Path::new(&name).components().count(), 1);
+        }
+        assert_eq!(safe_component(&"a".repeat(500), 12).len(), 12);
+    }
+
+    #[test]
+    fn control_characters_are_stripped() {
+        assert_eq!(clean("ok\u{1b}[2J\r\nbad\u{7}"), "ok [2J  bad ");
+    }
+
+    #[test]
+    fn slugs_and_quotes() {
+        assert_eq!(slug("A lighthouse, at dusk!", 40), "a-lighthouse-at-dusk");
+        assert_eq!(slug("abcdef ghijkl", 8), "abcdef");
+        assert_eq!(shell_quote("a b'c"), r"'a b'\''c'");
+        assert_eq!(shell_quote("out/x.png"), "out/x.png");
+    }
+}

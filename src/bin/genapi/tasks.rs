@@ -1,0 +1,650 @@
+//! `generate`, `submit`, `wait` and `get`: tasks from submission to saved file.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use clap::Args;
+use genapi::{Client, Output, Task, WaitOptions};
+use serde_json::{json, Value};
+use tokio::time::Instant;
+
+use crate::request::{prepare, Format, RequestArgs};
+use crate::{code, connect, exit_code, out, timeout_of, Connection, Failure, Global};
+
+/// Where results go.
+#[derive(Args, Clone, Debug)]
+pub struct SaveArgs {
+    /// File or directory for the result; a file's extension chooses the format (.jpg, .png, .webp).
+    #[arg(short = 'o', long, value_name = "FILE|DIR")]
+    pub out: Option<PathBuf>,
+    /// Overwrite existing files.
+    #[arg(long)]
+    pub force: bool,
+}
+
+/// Where each result will be written; checked before anything is submitted.
+#[derive(Clone, Debug)]
+struct Plan {
+    /// A file the user named, or a directory for generated names.
+    file: Option<PathBuf>,
+    dir: PathBuf,
+    force: bool,
+    /// Readable start of generated names.
+    stem: String,
+}
+
+impl Plan {
+    fn new(save: &SaveArgs, count: u32, stem: String) -> Result<Plan, Failure> {
+        let (file, dir) = match &save.out {
+            None => (None, PathBuf::from(".")),
+            Some(path) if path.is_dir() || path.as_os_str().to_string_lossy().ends_with(std::path::MAIN_SEPARATOR) => {
+                (None, path.clone())
+            }
+            Some(path) => {
+                let parent = match path.parent() {
+                    Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+                    _ => PathBuf::from("."),
+                };
+                (Some(path.clone()), parent)
+            }
+        };
+        if !dir.is_dir() {
+            return Err(Failure::usage(format!(
+                "--out {}: the directory {} does not exist",
+                shown(save.out.as_deref().unwrap_or(&dir)),
+                shown(&dir)
+            )));
+        }
+        probe_writable(&dir)?;
+        let plan = Plan {
+            file,
+            dir,
+            force: save.force,
+            stem,
+        };
+        if let Some(file) = &plan.file {
+            for index in 1..=count {
+                let path = plan.numbered(file, (count > 1).then_some(index));
+                if path.exists() && !plan.force {
+                    return Err(Failure::usage(format!(
+                        "--out {}: the file exists; pass --force to overwrite it",
+                        shown(&path)
+                    )));
+                }
+            }
+        }
+        Ok(plan)
+    }
+
+    fn numbered(&self, file: &Path, index: Option<u32>) -> PathBuf {
+        let Some(index) = index else { return file.to_path_buf() };
+        let stem = file
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let name = match file.extension() {
+            Some(ext) => format!("{stem}-{index}.{}", ext.to_string_lossy()),
+            None => format!("{stem}-{index}"),
+        };
+        file.with_file_name(name)
+    }
+
+    /// What the resume command should pass as `--out`.
+    fn resume_target(&self, index: Option<u32>) -> PathBuf {
+        match &self.file {
+            Some(file) => self.numbered(file, index),
+            None => self.dir.clone(),
+        }
+    }
+
+    /// The path for a result with these bytes. Only the user's `--out` can
+    /// leave the output directory: names made from service data are sanitised.
+    fn path_for(&self, index: Option<u32>, id: &str, bytes: &[u8], sample: &str) -> (PathBuf, Option<String>) {
+        let sniffed = genapi::ImageFormat::sniff(bytes).map(|f| f.extension().to_string());
+        let extension = sniffed.clone().unwrap_or_else(|| extension_of_url(sample));
+        match &self.file {
+            Some(file) => {
+                let path = self.numbered(file, index);
+                match path.extension().map(|e| e.to_string_lossy().into_owned()) {
+                    None => (path.with_extension(&extension), None),
+                    Some(ext) => {
+                        let expected = Format::from_extension(&ext).map(|f| f.as_str().to_string());
+                        let got = sniffed
+                            .as_deref()
+                            .and_then(Format::from_extension)
+                            .map(|f| f.as_str().to_string());
+                        match (expected, got) {
+                            (Some(expected), Some(got)) if expected != got => (
+                                path.with_extension(&extension),
+                                Some(format!(
+                                    "the service returned {got}, not {expected}; saved with the .{extension} extension"
+                                )),
+                            ),
+                            _ => (path, None),
+                        }
+                    }
+                }
+            }
+            None => {
+                let stem = if self.stem.is_empty() { "genapi" } else { &self.stem };
+                let mut name = format!("{stem}-{}", out::safe_component(id, 8));
+                if let Some(index) = index {
+                    name = format!("{name}-{index}");
+                }
+                let mut path = self.dir.join(format!("{name}.{extension}"));
+                let mut n = 2;
+                while path.exists() && !self.force {
+                    path = self.dir.join(format!("{name}-{n}.{extension}"));
+                    n += 1;
+                }
+                (path, None)
+            }
+        }
+    }
+}
+
+fn extension_of_url(address: &str) -> String {
+    let path = address.split(['?', '#']).next().unwrap_or_default();
+    let last = path.rsplit('/').next().unwrap_or_default();
+    match last.rsplit_once('.') {
+        Some((_, ext)) if (1..=5).contains(&ext.len()) && ext.chars().all(|c| c.is_ascii_alphanumeric()) => {
+            ext.to_ascii_lowercase()
+        }
+        _ => "bin".to_string(),
+    }
+}
+
+fn shown(path: &Path) -> String {
+    out::clean(&path.display().to_string())
+}
+
+fn probe_writable(dir: &Path) -> Result<(), Failure> {
+    let probe = dir.join(format!(".genapi-write-check-{}", std::process::id()));
+    match std::fs::OpenOptions::new().write(true).create_new(true).open(&probe) {
+        Ok(_) => {
+            let _ = std::fs::remove_file(&probe);
+            Ok(())
+        }
+        Err(e) => Err(Failure::usage(format!("cannot write in {}: {e}", shown(dir)))),
+    }
+}
+
+/// The command that picks a task up again.
+fn resume_command(client: &Client, task_id: &str, polling_url: &str, target: &Path) -> String {
+    let by_id = url_is_fallback(client, task_id, polling_url);
+    let reference = if by_id { task_id } else { polling_url };
+    format!(
+        "genapi get {} --out {}",
+        out::shell_quote(reference),
+        out::shell_quote(&target.display().to_string())
+    )
+}
+
+fn url_is_fallback(client: &Client, task_id: &str, polling_url: &str) -> bool {
+    let Ok(url) = reqwest_url(polling_url) else {
+        return false;
+    };
+    let base = client.base_url();
+    url.origin() == base.origin()
+        && url.path().ends_with("/v1/get_result")
+        && url.query_pairs().any(|(k, v)| k == "id" && v == task_id)
+}
+
+fn reqwest_url(text: &str) -> Result<url::Url, url::ParseError> {
+    url::Url::parse(text)
+}
+
+/// Tells the user how to resume after a failure or an interruption.
+fn print_resume(connection: &Connection, command: &str) {
+    if connection.mock.is_some() {
+        out::err("note: the built-in mock stops with this command, so its tasks cannot be resumed");
+    } else {
+        out::err(&format!("resume with: {command}"));
+    }
+}
+
+/// A task accepted by the service, with what is needed to report on it.
+struct Accepted {
+    task: Task,
+    index: Option<u32>,
+    resume: String,
+    model: String,
+}
+
+/// What a finished task produced.
+struct Saved {
+    output: Output,
+    file: PathBuf,
+}
+
+/// `genapi generate`.
+pub async fn generate(global: &Global, request: RequestArgs, save: SaveArgs, count: u32) -> Result<(), Failure> {
+    let deadline = Instant::now() + timeout_of(global);
+    let out_file = save.out.as_deref().filter(|p| !p.is_dir());
+    let prepared = prepare(&request, out_file).await?;
+    let stem = out::slug(prepared.prompt.as_deref().unwrap_or(&prepared.model.name), 40);
+    let plan = Plan::new(&save, count, stem)?;
+    let connection = connect(global).await?;
+    let interrupt = tokio::signal::ctrl_c();
+    tokio::pin!(interrupt);
+
+    let mut accepted = Vec::new();
+    for index in 1..=count {
+        let index = (count > 1).then_some(index);
+        let submission = connection
+            .client
+            .submit_raw(&prepared.model.path, Value::Object(prepared.body.clone()));
+        let task = tokio::select! {
+            result = tokio::time::timeout_at(deadline, submission) => match result {
+                Ok(Ok(task)) => task,
+                Ok(Err(error)) => {
+                    let failure = Failure { code: exit_code(&error), message: prepared.in_flag_terms(&error) };
+                    return finish_early(&connection, &accepted, failure);
+                }
+                Err(_) => {
+                    let failure = Failure::new(code::TIMEOUT, format!(
+                        "--timeout {}s passed during submission; the task may have been accepted",
+                        global.timeout
+                    ));
+                    return finish_early(&connection, &accepted, failure);
+                }
+            },
+            _ = &mut interrupt => {
+                let failure = Failure::new(code::INTERRUPTED, "interrupted during submission; the task may have been accepted");
+                return finish_early(&connection, &accepted, failure);
+            }
+        };
+        let resume = resume_command(
+            &connection.client,
+            task.id(),
+            task.polling_url().as_str(),
+            &plan.resume_target(index),
+        );
+        announce(&task);
+        accepted.push(Accepted {
+            task,
+            index,
+            resume,
+            model: prepared.model.name.clone(),
+        });
+    }
+    complete(global, &connection, &plan, accepted, deadline, interrupt).await
+}
+
+/// Submission stopped early: report the tasks already accepted.
+fn finish_early(connection: &Connection, accepted: &[Accepted], failure: Failure) -> Result<(), Failure> {
+    for task in accepted {
+        print_resume(connection, &task.resume);
+    }
+    Err(failure)
+}
+
+/// Printed as soon as the service accepts a task, on a terminal or not.
+fn announce(task: &Task) {
+    out::err(&format!(
+        "submitted task {} (polling URL {})",
+        out::clean(task.id()),
+        out::clean(task.polling_url().as_str())
+    ));
+}
+
+/// Waits for every task, saves the results and reports each one.
+async fn complete(
+    global: &Global,
+    connection: &Connection,
+    plan: &Plan,
+    accepted: Vec<Accepted>,
+    deadline: Instant,
+    interrupt: std::pin::Pin<&mut impl std::future::Future<Output = std::io::Result<()>>>,
+) -> Result<(), Failure> {
+    let resumes: Vec<String> = accepted.iter().map(|a| a.resume.clone()).collect();
+    let runs = accepted.into_iter().map(|accepted| async move {
+        let id = accepted.task.id().to_string();
+        let polling_url = accepted.task.polling_url().to_string();
+        let last_status = Arc::new(Mutex::new(String::new()));
+        let outcome = finish(
+            accepted.task,
+            plan,
+            accepted.index,
+            deadline,
+            global,
+            last_status.clone(),
+        )
+        .await;
+        let status = last_status.lock().map(|s| s.clone()).unwrap_or_default();
+        report(
+            global,
+            connection,
+            &id,
+            &polling_url,
+            &accepted.model,
+            &accepted.resume,
+            &status,
+            outcome,
+        )
+    });
+    let all = futures::future::join_all(runs);
+    tokio::select! {
+        codes = all => match codes.into_iter().find(|c| *c != 0) {
+            None => Ok(()),
+            Some(code) => Err(Failure::new(code, "")),
+        },
+        _ = interrupt => {
+            out::err("interrupted");
+            for resume in &resumes {
+                print_resume(connection, resume);
+            }
+            Err(Failure::new(code::INTERRUPTED, ""))
+        }
+    }
+}
+
+/// One task, from waiting to the saved file.
+async fn finish(
+    task: Task,
+    plan: &Plan,
+    index: Option<u32>,
+    deadline: Instant,
+    global: &Global,
+    last_status: Arc<Mutex<String>>,
+) -> Result<Saved, Failure> {
+    let remaining = deadline.saturating_duration_since(Instant::now());
+    let terminal = out::stderr_is_terminal();
+    let label = format!("task {}", out::safe_component(task.id(), 8));
+    let options = WaitOptions::default().timeout(remaining).on_progress(move |p| {
+        let status = out::clean(p.status.as_str());
+        let changed = last_status.lock().map(|mut last| {
+            let changed = *last != status;
+            *last = status.clone();
+            changed
+        });
+        let percent = p.progress.map(|f| format!(" {:.0}%", f * 100.0)).unwrap_or_default();
+        if terminal {
+            if !out::quiet() {
+                let line = format!("{label}: {status}{percent} {:.1}s", p.elapsed.as_secs_f64());
+                out::err_raw(&format!("\r{line:<60}"));
+                if p.status.is_final() {
+                    out::err_raw("\n");
+                }
+            }
+        } else if changed.unwrap_or(true) {
+            out::progress(&format!("{label}: {status}{percent}"));
+        }
+    });
+    let waited = tokio::time::timeout_at(deadline, task.wait_with(options)).await;
+    let output = match waited {
+        Ok(Ok(output)) => output,
+        Ok(Err(error)) => return Err(Failure::api(&error)),
+        Err(_) => {
+            return Err(Failure::new(
+                code::TIMEOUT,
+                format!("--timeout {}s passed before the task finished", global.timeout),
+            ))
+        }
+    };
+    save_output(output, plan, index, deadline, global).await
+}
+
+async fn save_output(
+    output: Output,
+    plan: &Plan,
+    index: Option<u32>,
+    deadline: Instant,
+    global: &Global,
+) -> Result<Saved, Failure> {
+    let bytes = match tokio::time::timeout_at(deadline, output.bytes()).await {
+        Ok(Ok(bytes)) => bytes,
+        Ok(Err(error)) => return Err(Failure::api(&error)),
+        Err(_) => {
+            return Err(Failure::new(
+                code::TIMEOUT,
+                format!("--timeout {}s passed during the download", global.timeout),
+            ))
+        }
+    };
+    let (file, warning) = plan.path_for(index, &output.id, &bytes, &output.sample);
+    if let Some(warning) = warning {
+        out::err(&format!("warning: {warning}"));
+    }
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true);
+    if plan.force {
+        options.create(true).truncate(true);
+    } else {
+        options.create_new(true);
+    }
+    let written = options
+        .open(&file)
+        .and_then(|mut f| std::io::Write::write_all(&mut f, &bytes));
+    if let Err(e) = written {
+        return Err(Failure::new(code::OTHER, format!("cannot write {}: {e}", shown(&file))));
+    }
+    Ok(Saved { output, file })
+}
+
+/// Prints one task's outcome; returns its exit code.
+#[allow(clippy::too_many_arguments)]
+fn report(
+    global: &Global,
+    connection: &Connection,
+    id: &str,
+    polling_url: &str,
+    model: &str,
+    resume: &str,
+    status: &str,
+    outcome: Result<Saved, Failure>,
+) -> u8 {
+    let mock = connection.mock.is_some();
+    match outcome {
+        Ok(saved) => {
+            let result = saved.output.result.result.as_ref();
+            let duration = result.and_then(|r| r.duration);
+            if global.json {
+                out::out(
+                    &json!({
+                        "id": id, "polling_url": polling_url, "model": model, "status": "Ready",
+                        "file": saved.file.display().to_string(), "seed": saved.output.seed,
+                        "cost": saved.output.cost, "duration": duration, "mock": mock,
+                    })
+                    .to_string(),
+                );
+            } else {
+                let cost = match saved.output.cost {
+                    Some(cost) if mock => format!("cost {cost} credits (illustrative mock price)"),
+                    Some(cost) => format!("cost {cost} credits"),
+                    None => "cost not reported".to_string(),
+                };
+                let seed = saved.output.seed.map(|s| format!("; seed {s}")).unwrap_or_default();
+                let served = if mock { " by the MOCK service" } else { "" };
+                out::out(&format!(
+                    "task {}: Ready{served}; {cost}{seed}; saved {}",
+                    out::clean(id),
+                    shown(&saved.file)
+                ));
+            }
+            0
+        }
+        Err(failure) => {
+            out::err(&format!("error: task {}: {}", out::clean(id), failure.message));
+            print_resume(connection, resume);
+            if global.json {
+                let status = if status.is_empty() { "unknown" } else { status };
+                out::out(
+                    &json!({
+                        "id": id, "polling_url": polling_url, "model": model, "status": status,
+                        "error": failure.message, "exit_code": failure.code, "resume": resume, "mock": mock,
+                    })
+                    .to_string(),
+                );
+            }
+            failure.code
+        }
+    }
+}
+
+/// `genapi submit`.
+pub async fn submit(global: &Global, request: RequestArgs) -> Result<(), Failure> {
+    let deadline = Instant::now() + timeout_of(global);
+    let prepared = prepare(&request, None).await?;
+    let connection = connect(global).await?;
+    if connection.mock.is_some() {
+        out::err("warning: the built-in mock stops when this command ends; run `genapi mock` to keep one");
+    }
+    let submission = connection
+        .client
+        .submit_raw(&prepared.model.path, Value::Object(prepared.body.clone()));
+    let task = match tokio::time::timeout_at(deadline, submission).await {
+        Ok(Ok(task)) => task,
+        Ok(Err(error)) => {
+            return Err(Failure {
+                code: exit_code(&error),
+                message: prepared.in_flag_terms(&error),
+            })
+        }
+        Err(_) => {
+            return Err(Failure::new(
+                code::TIMEOUT,
+                format!(
+                    "--timeout {}s passed during submission; the task may have been accepted",
+                    global.timeout
+                ),
+            ))
+        }
+    };
+    let (id, polling_url) = (task.id().to_string(), task.polling_url().to_string());
+    if global.json {
+        out::out(&json!({"id": id, "polling_url": polling_url, "model": prepared.model.name, "status": "submitted", "cost": task.cost()}).to_string());
+    } else {
+        out::out(&format!("{}\t{}", out::clean(&id), out::clean(&polling_url)));
+    }
+    let reference = if url_is_fallback(&connection.client, &id, &polling_url) {
+        &id
+    } else {
+        &polling_url
+    };
+    out::progress(&format!(
+        "wait for it with: genapi wait {} --out FILE",
+        out::shell_quote(reference)
+    ));
+    Ok(())
+}
+
+/// `genapi wait`.
+pub async fn wait(global: &Global, reference: &str, save: SaveArgs) -> Result<(), Failure> {
+    let deadline = Instant::now() + timeout_of(global);
+    let plan = Plan::new(&save, 1, "genapi".into())?;
+    let connection = connect(global).await?;
+    let task = connection.client.task(reference).map_err(|e| Failure::api(&e))?;
+    let resume = resume_command(
+        &connection.client,
+        task.id(),
+        task.polling_url().as_str(),
+        &plan.resume_target(None),
+    );
+    let accepted = vec![Accepted {
+        task,
+        index: None,
+        resume,
+        model: String::new(),
+    }];
+    let interrupt = tokio::signal::ctrl_c();
+    tokio::pin!(interrupt);
+    complete(global, &connection, &plan, accepted, deadline, interrupt).await
+}
+
+/// `genapi get`: the state; with `--out`, the result when Ready.
+pub async fn get(global: &Global, reference: &str, out_path: Option<PathBuf>, force: bool) -> Result<(), Failure> {
+    let deadline = Instant::now() + timeout_of(global);
+    let save = SaveArgs { out: out_path, force };
+    let plan = match &save.out {
+        Some(_) => Some(Plan::new(&save, 1, "genapi".into())?),
+        None => None,
+    };
+    let connection = connect(global).await?;
+    let task = connection.client.task(reference).map_err(|e| Failure::api(&e))?;
+    let state = match tokio::time::timeout_at(deadline, task.poll()).await {
+        Ok(Ok(state)) => state,
+        Ok(Err(error)) => return Err(Failure::api(&error)),
+        Err(_) => {
+            return Err(Failure::new(
+                code::TIMEOUT,
+                format!("--timeout {}s passed", global.timeout),
+            ))
+        }
+    };
+    if global.json && plan.is_none() {
+        out::out(&serde_json::to_string(&state).unwrap_or_default());
+    } else if !global.json {
+        let percent = state
+            .progress
+            .map(|f| format!(" {:.0}%", f * 100.0))
+            .unwrap_or_default();
+        out::out(&format!(
+            "task {}: {}{percent}",
+            out::clean(task.id()),
+            out::clean(state.status.as_str())
+        ));
+    }
+    if !state.status.is_final() {
+        return match plan {
+            None => Ok(()),
+            Some(plan) => {
+                let command = format!(
+                    "genapi wait {} --out {}",
+                    out::shell_quote(reference),
+                    out::shell_quote(&plan.resume_target(None).display().to_string())
+                );
+                Err(Failure::new(
+                    code::TIMEOUT,
+                    format!("the task is not finished yet; wait for it with: {command}"),
+                ))
+            }
+        };
+    }
+    // A final state: the typed outcome (and the output when Ready).
+    let options = WaitOptions::default()
+        .not_found_grace(Duration::ZERO)
+        .timeout(deadline.saturating_duration_since(Instant::now()));
+    let output = match tokio::time::timeout_at(deadline, task.wait_with(options)).await {
+        Ok(Ok(output)) => output,
+        Ok(Err(error)) => return Err(Failure::api(&error)),
+        Err(_) => {
+            return Err(Failure::new(
+                code::TIMEOUT,
+                format!("--timeout {}s passed", global.timeout),
+            ))
+        }
+    };
+    let Some(plan) = plan else { return Ok(()) };
+    let id = output.id.clone();
+    let polling_url = reference.to_string();
+    let outcome = save_output(output, &plan, None, deadline, global).await;
+    let resume = resume_command(&connection.client, &id, &polling_url, &plan.resume_target(None));
+    match report(global, &connection, &id, &polling_url, "", &resume, "Ready", outcome) {
+        0 => Ok(()),
+        code => Err(Failure::new(code, "")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn generated_names_stay_in_the_output_directory() {
+        let dir = std::env::temp_dir();
+        let plan = Plan {
+            file: None,
+            dir: dir.clone(),
+            force: false,
+            stem: "x".into(),
+        };
+        for hostile in ["../../etc/passwd", "/abs/x.sh", "..", "a/b"] {
+            let (path, _) = plan.path_for(None, hostile, b"", &format!("https://h/{hostile}"));
+            assert_eq!(path.parent(), Some(dir.as_path()), "{}", path.display());
+        }
+        assert_eq!(extension_of_url("https://h/a/b.mp4?sig=1"), "mp4");
+        assert_eq!(extension_of_url("https://h/a/..%2F..%2Fx"), "bin");
+    }
+}
