@@ -16,6 +16,9 @@ pub fn document() -> Value {
 #[path = "../../src/document.rs"]
 mod document;
 
+#[cfg(feature = "mock")]
+pub mod hostile;
+
 /// A valid value for a field schema (references followed with the crate's
 /// own document reader).
 pub fn sample(doc: &Value, schema: &Value) -> Value {
