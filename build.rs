@@ -35,8 +35,11 @@ fn main() {
         serde_json::from_str(&text).unwrap_or_else(|e| fail(&format!("{DOCUMENT} is not JSON: {e}")));
     check_document(&root);
 
-    write(&out_dir.join("codegen.rs"), &generate_client(&text));
-    write(&out_dir.join("operations.rs"), &operations_table(&root));
+    let client = generate_client(&text);
+    let text_types = parsed_from_text(&client);
+    write(&out_dir.join("codegen.rs"), &client);
+    write(&out_dir.join("operations.rs"), &operations_table(&root, &text_types));
+    write(&out_dir.join("string_setters.rs"), &string_setters(&root));
 }
 
 /// Refuses a document the validator could not use at run time.
@@ -102,8 +105,88 @@ fn generate_client(text: &str) -> String {
     let tokens = generator
         .generate_tokens(&spec)
         .unwrap_or_else(|e| fail(&format!("progenitor rejected {DOCUMENT}: {e}")));
-    let file: syn::File = syn::parse2(tokens).unwrap_or_else(|e| fail(&format!("generated code does not parse: {e}")));
+    let mut file: syn::File =
+        syn::parse2(tokens).unwrap_or_else(|e| fail(&format!("generated code does not parse: {e}")));
+    syn::visit_mut::VisitMut::visit_file_mut(&mut OptionalSetters, &mut file);
     prettyplease::unparse(&file)
+}
+
+/// Rewrites the setters of optional fields in the generated builders.
+///
+/// typify types them `T: TryInto<Option<X>>`, which `&str` cannot meet for a
+/// `String` field (no `From<&str>` for `Option<String>`, and the orphan rule
+/// forbids adding one), so `.prompt("x")` compiled on some request types and
+/// not on others. No generator setting changes the bound, so each such setter
+/// is rewritten, mechanically and only there, to take `T: crate::FieldValue<X>`
+/// and convert with `FieldValue::into_field` (see `src/field.rs`). Nothing else
+/// of the generated code is touched.
+struct OptionalSetters;
+
+impl syn::visit_mut::VisitMut for OptionalSetters {
+    fn visit_impl_item_fn_mut(&mut self, function: &mut syn::ImplItemFn) {
+        let Some(clause) = function.sig.generics.where_clause.as_mut() else {
+            return;
+        };
+        let mut rewritten = false;
+        for predicate in clause.predicates.iter_mut() {
+            let syn::WherePredicate::Type(predicate) = predicate else {
+                continue;
+            };
+            for bound in predicate.bounds.iter_mut() {
+                if let Some(inner) = try_into_option(bound) {
+                    *bound = syn::parse_quote!(crate::FieldValue<#inner>);
+                    rewritten = true;
+                }
+            }
+        }
+        if rewritten {
+            syn::visit_mut::VisitMut::visit_block_mut(&mut IntoField, &mut function.block);
+        }
+    }
+}
+
+/// `X` of a `::std::convert::TryInto<::std::option::Option<X>>` bound.
+fn try_into_option(bound: &syn::TypeParamBound) -> Option<syn::Type> {
+    let syn::TypeParamBound::Trait(bound) = bound else {
+        return None;
+    };
+    let last = bound.path.segments.last()?;
+    if last.ident != "TryInto" {
+        return None;
+    }
+    let syn::PathArguments::AngleBracketed(args) = &last.arguments else {
+        return None;
+    };
+    let Some(syn::GenericArgument::Type(syn::Type::Path(target))) = args.args.first() else {
+        return None;
+    };
+    let option = target.path.segments.last()?;
+    if option.ident != "Option" {
+        return None;
+    }
+    let syn::PathArguments::AngleBracketed(inner) = &option.arguments else {
+        return None;
+    };
+    match inner.args.first() {
+        Some(syn::GenericArgument::Type(inner)) => Some(inner.clone()),
+        _ => None,
+    }
+}
+
+/// `value.try_into()` becomes `crate::FieldValue::into_field(value)`.
+struct IntoField;
+
+impl syn::visit_mut::VisitMut for IntoField {
+    fn visit_expr_mut(&mut self, expr: &mut syn::Expr) {
+        if let syn::Expr::MethodCall(call) = expr {
+            if call.method == "try_into" && call.args.is_empty() {
+                let receiver = &call.receiver;
+                *expr = syn::parse_quote!(crate::FieldValue::into_field(#receiver));
+                return;
+            }
+        }
+        syn::visit_mut::visit_expr_mut(self, expr);
+    }
 }
 
 fn quote_path(path: &str) -> proc_macro2::TokenStream {
@@ -111,9 +194,73 @@ fn quote_path(path: &str) -> proc_macro2::TokenStream {
         .unwrap_or_else(|e| fail(&format!("bad type path {path}: {e:?}")))
 }
 
+/// For the compile test of `tests/string_setters.rs`: one builder per
+/// request type with every string field of the document set from a `&str`
+/// (an enum's first value, a sample for patterned or URL fields). If any
+/// setter refused `&str`, the test would not compile.
+fn string_setters(root: &serde_json::Value) -> String {
+    let mut builders = Vec::new();
+    for op in document::operations(root) {
+        let Some(name) = op.request_schema.as_deref().filter(|_| op.method == "POST") else {
+            continue;
+        };
+        let Some(schema) = document::schema(root, name) else {
+            continue;
+        };
+        let mut calls = Vec::new();
+        for (field, property) in schema["properties"].as_object().into_iter().flatten() {
+            let target = property["allOf"].get(0).unwrap_or(property);
+            let Ok(resolved) = document::resolve(root, target) else {
+                continue;
+            };
+            if resolved["type"] != "string" {
+                continue;
+            }
+            let text = match (
+                &resolved["enum"][0],
+                resolved["format"].as_str(),
+                resolved.get("pattern"),
+            ) {
+                (serde_json::Value::String(first), _, _) => first.clone(),
+                (_, Some("uri"), _) => "https://example.com/hook".to_string(),
+                (_, _, Some(_)) => "my-lora".to_string(),
+                _ => "text".to_string(),
+            };
+            let setter = format_ident!("{}", field);
+            calls.push(quote!(.#setter(#text)));
+        }
+        let name = format_ident!("{}", name);
+        builders.push(quote!(let _ = genapi::api::types::#name::builder() #(#calls)*;));
+    }
+    let file = quote! {
+        /// Sets every string field of every request type from a `&str`.
+        fn every_string_field_takes_str() {
+            #(#builders)*
+        }
+    };
+    let file: syn::File =
+        syn::parse2(file).unwrap_or_else(|e| fail(&format!("string setter test does not parse: {e}")));
+    prettyplease::unparse(&file)
+}
+
+/// The generated types that parse from text (`impl TryFrom<&str> for X`):
+/// enums and checked strings, whose optional setters also take `&str`.
+fn parsed_from_text(generated: &str) -> Vec<String> {
+    let mut names: Vec<String> = generated
+        .lines()
+        .filter_map(|line| line.trim().strip_prefix("impl ::std::convert::TryFrom<&str> for "))
+        .filter_map(|rest| rest.strip_suffix(" {"))
+        .filter(|name| name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'))
+        .map(str::to_string)
+        .collect();
+    names.sort();
+    names.dedup();
+    names
+}
+
 /// Emits `OPERATIONS` and, per submission, the impls of the sealed
 /// `Submit`/`IntoRequest` traits for its request type and that type's builder.
-fn operations_table(root: &serde_json::Value) -> String {
+fn operations_table(root: &serde_json::Value, text_types: &[String]) -> String {
     let operations = document::operations(root);
     let rows = operations.iter().map(|op| {
         let (id, method, path, tag) = (&op.id, &op.method, &op.path, &op.tag);
@@ -157,10 +304,23 @@ fn operations_table(root: &serde_json::Value) -> String {
             }
         })
     });
+    let text_values = text_types.iter().map(|name| {
+        let name = format_ident!("{}", name);
+        quote! {
+            crate::field::text_values!(types::#name, types::error::ConversionError, |text| types::#name::try_from(text));
+            impl crate::FieldValue<types::#name> for String {
+                type Error = types::error::ConversionError;
+                fn into_field(self) -> Result<Option<types::#name>, Self::Error> {
+                    types::#name::try_from(self.as_str()).map(Some)
+                }
+            }
+        }
+    });
     let file = quote! {
         /// Every operation of `openapi.json`, in document order.
         pub const OPERATIONS: &[OperationSpec] = &[#(#rows),*];
         #(#impls)*
+        #(#text_values)*
     };
     let file: syn::File = syn::parse2(file).unwrap_or_else(|e| fail(&format!("operations table does not parse: {e}")));
     prettyplease::unparse(&file)

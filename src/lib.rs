@@ -73,6 +73,7 @@ mod client;
 mod config;
 mod document;
 mod error;
+mod field;
 mod input;
 mod limit;
 #[cfg(feature = "mock")]
@@ -92,6 +93,7 @@ pub mod webhook;
 pub use client::Client;
 pub use config::ClientBuilder;
 pub use error::{Checked, Error, Moderation, Result, TaskRef};
+pub use field::FieldValue;
 pub use input::{dimensions, ImageFormat, ImageInput};
 pub use output::Output;
 pub use secret::{ApiKey, WebhookSecret};

@@ -147,10 +147,7 @@ fn old_request_type_names_are_deprecated_aliases_of_the_new_ones() {
         assert_eq!(old, new);
     }
     // The old name still builds and submits to the same operation.
-    let request: types::GenPro11Request = types::GenPro11Request::builder()
-        .prompt(Some("x".into()))
-        .try_into()
-        .unwrap();
+    let request: types::GenPro11Request = types::GenPro11Request::builder().prompt("x").try_into().unwrap();
     assert_eq!(
         <types::GenPro11Request as genapi::Submit>::OPERATION.path,
         "/v1/gen-pro-1.1"
