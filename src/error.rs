@@ -226,6 +226,25 @@ pub enum Error {
     Config(String),
 }
 
+/// Matches the variants whose task is optional (errors that can happen
+/// before or after acceptance), binding their `task` field.
+macro_rules! with_optional_task {
+    ($error:expr, $task:ident => $then:expr, otherwise $else:expr) => {
+        match $error {
+            Error::Forbidden { $task, .. }
+            | Error::RateLimited { $task, .. }
+            | Error::Server { $task, .. }
+            | Error::UnexpectedStatus { $task, .. }
+            | Error::Transport { $task, .. }
+            | Error::Redirected { $task, .. }
+            | Error::Decode { $task, .. }
+            | Error::TooLarge { $task, .. }
+            | Error::Input { $task, .. } => $then,
+            _ => $else,
+        }
+    };
+}
+
 /// `; task ID (polling URL …)` when there is a task.
 fn on_task(task: &Option<TaskRef>) -> String {
     task.as_ref().map(|t| format!("; {t}")).unwrap_or_default()
@@ -316,34 +335,14 @@ impl Error {
             | Error::TaskNotFound { task }
             | Error::ResultExpired { task }
             | Error::UntrustedOrigin { task, .. } => Some(task),
-            Error::Forbidden { task, .. }
-            | Error::RateLimited { task, .. }
-            | Error::Server { task, .. }
-            | Error::UnexpectedStatus { task, .. }
-            | Error::Transport { task, .. }
-            | Error::Redirected { task, .. }
-            | Error::Decode { task, .. }
-            | Error::TooLarge { task, .. }
-            | Error::Input { task, .. } => task.as_ref(),
-            Error::Validation { .. } | Error::InsufficientCredits { .. } | Error::Config(_) => None,
+            other => with_optional_task!(other, task => task.as_ref(), otherwise None),
         }
     }
 
     /// Attaches the task to an error that happened after it was accepted
     /// (kept if one is already there).
     pub(crate) fn for_task(mut self, accepted: &TaskRef) -> Error {
-        let slot = match &mut self {
-            Error::Forbidden { task, .. }
-            | Error::RateLimited { task, .. }
-            | Error::Server { task, .. }
-            | Error::UnexpectedStatus { task, .. }
-            | Error::Transport { task, .. }
-            | Error::Redirected { task, .. }
-            | Error::Decode { task, .. }
-            | Error::TooLarge { task, .. }
-            | Error::Input { task, .. } => task,
-            _ => return self,
-        };
+        let slot = with_optional_task!(&mut self, task => task, otherwise return self);
         if slot.is_none() {
             *slot = Some(accepted.clone());
         }

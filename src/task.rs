@@ -60,7 +60,19 @@ impl Task {
             },
             None => fallback,
         };
-        Ok(Task {
+        Ok(Task::new(
+            client,
+            id,
+            polling_url,
+            operation,
+            [cost, input_mp, output_mp],
+        ))
+    }
+
+    /// `figures` are cost, input and output megapixels, as reported.
+    fn new(client: Client, id: String, polling_url: Url, operation: &str, figures: [Option<f64>; 3]) -> Task {
+        let [cost, input_mp, output_mp] = figures;
+        Task {
             task: TaskRef {
                 id,
                 polling_url: polling_url.to_string(),
@@ -72,7 +84,7 @@ impl Task {
             input_mp,
             output_mp,
             submitted: Instant::now(),
-        })
+        }
     }
 
     /// A handle on a task known by id or polling URL.
@@ -95,19 +107,7 @@ impl Task {
             Err(_) if text.is_empty() => return Err(Error::Config("a task id or polling URL is needed".into())),
             Err(_) => (text.to_string(), client.fallback_polling_url(text)?),
         };
-        Ok(Task {
-            task: TaskRef {
-                id,
-                polling_url: polling_url.to_string(),
-            },
-            client,
-            polling_url,
-            operation: "get_result".into(),
-            cost: None,
-            input_mp: None,
-            output_mp: None,
-            submitted: Instant::now(),
-        })
+        Ok(Task::new(client, id, polling_url, "get_result", [None; 3]))
     }
 
     /// Task id.
