@@ -4,6 +4,8 @@
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 
+mod common;
+
 fn genapi() -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_genapi"));
     for name in ["GENAPI_API_KEY", "GENAPI_BASE_URL", "GENAPI_REGIONAL_BASE_URL"] {
@@ -140,9 +142,23 @@ fn mock_runs_standalone_and_prints_its_address_and_key() {
     let base = base.strip_prefix("GENAPI_BASE_URL=").unwrap().to_string();
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let output = runtime.block_on(async {
+        // As for the service, the polling host is a regional one: find it from
+        // a submission and trust it.
+        let submitted: serde_json::Value = common::http()
+            .post(format!("{base}/v1/gen-2-pro"))
+            .header("x-key", "k-123")
+            .json(&serde_json::json!({"prompt": "x"}))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let polling = reqwest::Url::parse(submitted["polling_url"].as_str().unwrap()).unwrap();
         let client = genapi::Client::builder()
             .api_key("k-123")
             .base_url(&base)
+            .trust_origin(polling.origin().ascii_serialization())
             .build()
             .unwrap();
         client
@@ -151,5 +167,5 @@ fn mock_runs_standalone_and_prints_its_address_and_key() {
     });
     child.kill().unwrap();
     let _ = child.wait();
-    assert!(output.unwrap().sample.starts_with(&base));
+    assert!(output.unwrap().sample.starts_with("http://127.0.0.1:"));
 }

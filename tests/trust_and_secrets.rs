@@ -34,7 +34,7 @@ async fn a_polling_url_on_another_origin_is_refused() {
     let Error::UntrustedOrigin { origin } = &error else {
         panic!("{error}")
     };
-    assert_eq!(format!("{origin}/"), format!("{}/", other.base_url()));
+    assert_eq!(format!("{origin}/"), format!("{}/", other.regional_url()));
     assert!(
         error.to_string().contains("trust_origin"),
         "says how to allow it: {error}"
@@ -50,7 +50,11 @@ async fn a_polling_url_on_another_origin_is_refused() {
 async fn a_trusted_regional_polling_host_is_polled_with_the_key() {
     let (front, other) = (MockService::start().await.unwrap(), MockService::start().await.unwrap());
     let id = answer_with_polling_url_on(&front, &other).await;
-    let client = front.client_builder().trust_origin(other.base_url()).build().unwrap();
+    let client = front
+        .client_builder()
+        .trust_origin(other.regional_url())
+        .build()
+        .unwrap();
     let output = client.run(request()).await.unwrap();
     assert_eq!(output.id, id);
     let poll = other
