@@ -9,6 +9,8 @@ pub struct MockProcess {
     child: Child,
     /// Its base URL.
     pub base_url: String,
+    /// The origin of its regional polling host, which a client must trust.
+    pub regional_origin: String,
 }
 
 impl MockProcess {
@@ -26,7 +28,12 @@ impl MockProcess {
             .and_then(Result::ok)
             .and_then(|l| l.strip_prefix("GENAPI_BASE_URL=").map(str::to_string))
             .expect("the mock prints its base URL");
-        MockProcess { child, base_url }
+        let regional_origin = regional_origin(&base_url, key);
+        MockProcess {
+            child,
+            base_url,
+            regional_origin,
+        }
     }
 }
 
@@ -35,4 +42,28 @@ impl Drop for MockProcess {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// Finds the regional host from one submission's `polling_url`, as a user of
+/// the service would learn it.
+fn regional_origin(base_url: &str, key: &str) -> String {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    runtime.block_on(async {
+        genapi::transport::ensure_tls_provider();
+        let answer: serde_json::Value = reqwest::Client::new()
+            .post(format!("{base_url}/v1/gen-2-pro"))
+            .header("x-key", key)
+            .json(&serde_json::json!({"prompt": "probe", "width": 64, "height": 64}))
+            .send()
+            .await
+            .expect("probe submission")
+            .json()
+            .await
+            .expect("probe answer");
+        let polling = reqwest::Url::parse(answer["polling_url"].as_str().expect("polling_url")).expect("absolute");
+        polling.origin().ascii_serialization()
+    })
 }
