@@ -505,3 +505,33 @@ async fn a_client_written_for_the_live_service_works_unmodified() {
     }
     assert_eq!(mock.stats().keys_sent_to_delivery, 0);
 }
+
+#[tokio::test]
+async fn sizes_are_validated_from_the_document_not_hard_coded() {
+    // The contract's "multiples of 16" for gen-2-* width/height, as the document states it.
+    let mut document = common::document();
+    for side in ["width", "height"] {
+        document["components"]["schemas"]["Gen2ProRequest"]["properties"][side]["multipleOf"] = json!(16);
+    }
+    let mock = start(MockConfig::default().document(Some(document.to_string()))).await;
+    let response = common::http()
+        .post(format!("{}/v1/gen-2-pro", mock.base_url()))
+        .header("x-key", mock.key())
+        .json(&json!({"prompt": "p", "width": 1000, "height": 1008}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 422);
+    let detail: Value = response.json().await.unwrap();
+    assert_eq!(detail["detail"][0]["type"], "multiple_of", "{detail}");
+    assert_eq!(detail["detail"][0]["input"], 1000);
+    assert_eq!(
+        submit(
+            &mock,
+            "/v1/gen-2-pro",
+            json!({"prompt": "p", "width": 1024, "height": 1008})
+        )
+        .await["output_mp"],
+        1.03
+    );
+}
