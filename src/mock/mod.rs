@@ -1,5 +1,5 @@
 //! **A test double of the service** (feature `mock`): an in-process HTTP
-//! emulator on 127.0.0.1. It is not the service and never claims to be: every
+//! emulator on loopback. It is not the service and never claims to be: every
 //! answer carries `x-genapi-mock: true`, and its images say "MOCK".
 //!
 //! It behaves as the contract and the service's known behaviour say, so the

@@ -275,9 +275,12 @@ impl Tasks {
     }
 
     /// Keeps a task at least until `until` (a result address was issued).
+    /// Extended a minute at a time, so a task polled in a loop adds at most
+    /// one expiry entry a minute.
     pub(crate) fn keep(&mut self, id: &str, until: Instant) {
         if let Some(task) = self.map.get_mut(id) {
             if until > task.keep_until {
+                let until = until.checked_add(Duration::from_secs(60)).unwrap_or(until);
                 task.keep_until = until;
                 self.expiry.push(Reverse((until, id.to_string())));
             }
