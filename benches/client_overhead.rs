@@ -110,6 +110,7 @@ fn main() {
         let client = genapi::Client::builder()
             .api_key("bench-key")
             .base_url(&base)
+            .trust_origin(&mock.regional_origin)
             .build()
             .expect("client");
         let http = reqwest::Client::new();

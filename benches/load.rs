@@ -32,6 +32,7 @@ fn main() {
         let client = genapi::Client::builder()
             .api_key("load-key")
             .base_url(&base)
+            .trust_origin(&mock.regional_origin)
             .max_active_tasks(Some(LIMIT))
             .build()
             .expect("client");

@@ -45,7 +45,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let hook = format!("http://{}/genapi-webhook", listener.local_addr()?);
     tokio::spawn(async move { axum::serve(listener, app).await });
 
-    let mock = genapi::mock::MockService::start().await?;
+    // The mock delivers webhooks (and their secret) only where it is told to.
+    let config = genapi::mock::MockConfig::default().webhook_target(&hook);
+    let mock = genapi::mock::MockService::start_with(config, "127.0.0.1:0".parse()?).await?;
     println!("using the mock service (a test double) at {}", mock.base_url());
     let client = mock.client()?;
     let request = Gen2ProRequest::builder()

@@ -74,7 +74,8 @@ fn closed_pipe() -> Stdio {
 /// A standalone `genapi mock`, killed when dropped.
 struct Mock {
     child: Child,
-    base_url: String,
+    /// Every `NAME=VALUE` the mock printed, in order.
+    variables: Vec<(String, String)>,
     key: String,
 }
 
@@ -87,33 +88,36 @@ impl Mock {
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
-        let (mut base_url, mut key) = (None, None);
+        let mut variables = Vec::new();
         for line in BufReader::new(child.stdout.take().unwrap()).lines() {
             let line = line.unwrap();
             if let Some((name, value)) = line.split_once('=') {
-                match name {
-                    "GENAPI_BASE_URL" => base_url = Some(value.to_string()),
-                    "GENAPI_API_KEY" => key = Some(value.to_string()),
-                    _ => {}
-                }
+                variables.push((name.to_string(), value.to_string()));
             }
             if line == "# genapi mock ready" {
                 break;
             }
         }
-        Mock {
-            child,
-            base_url: base_url.expect("GENAPI_BASE_URL printed"),
-            key: key.expect("GENAPI_API_KEY printed"),
-        }
+        let value = |wanted: &str| {
+            variables
+                .iter()
+                .find(|(name, _)| name == wanted)
+                .map(|(_, v)| v.clone())
+        };
+        assert!(value("GENAPI_BASE_URL").is_some(), "GENAPI_BASE_URL printed");
+        let key = value("GENAPI_API_KEY").expect("GENAPI_API_KEY printed");
+        Mock { child, variables, key }
     }
 
-    /// The command configured for this mock.
+    /// The command configured with exactly the variables the mock printed,
+    /// as a user following its output would.
     fn command(&self, dir: &Dir) -> Command {
         let mut command = genapi(dir);
-        command
-            .env("GENAPI_BASE_URL", &self.base_url)
-            .env("GENAPI_API_KEY", &self.key);
+        command.envs(
+            self.variables
+                .iter()
+                .map(|(name, value)| (name.as_str(), value.as_str())),
+        );
         command
     }
 }
@@ -548,7 +552,7 @@ fn timeout_is_resumable_and_submit_wait_get_pick_tasks_up() {
         resume.starts_with("genapi get ") && resume.ends_with(" --out slow.jpg"),
         "{resume}"
     );
-    let id = resume.split(' ').nth(2).unwrap();
+    let id = resume.split(' ').nth(2).unwrap().trim_matches('\'');
     let pending = slow.command(&dir).args(["get", id, "--json"]).output().unwrap();
     assert_exit(&pending, 0);
     assert_eq!(json_lines(&pending)[0]["status"], "Pending");
@@ -568,10 +572,13 @@ fn timeout_is_resumable_and_submit_wait_get_pick_tasks_up() {
     assert_exit(&submitted, 0);
     let task = &json_lines(&submitted)[0];
     let id = task["id"].as_str().unwrap();
-    assert!(task["polling_url"].as_str().unwrap().contains(id));
+    // The task is polled on a regional host, as with the service: resume by
+    // its polling URL (the global host does not know regional tasks).
+    let polling_url = task["polling_url"].as_str().unwrap();
+    assert!(polling_url.contains(id));
     let waited = quick
         .command(&dir)
-        .args(["wait", id, "-o", "boat.webp", "--json"])
+        .args(["wait", polling_url, "-o", "boat.webp", "--json"])
         .output()
         .unwrap();
     assert_exit(&waited, 0);
@@ -579,7 +586,7 @@ fn timeout_is_resumable_and_submit_wait_get_pick_tasks_up() {
     assert_eq!(decoded(&dir.join("boat.webp")).0, Some(genapi::ImageFormat::Webp));
     let got = quick
         .command(&dir)
-        .args(["get", id, "-o", "again.webp"])
+        .args(["get", polling_url, "-o", "again.webp"])
         .output()
         .unwrap();
     assert_exit(&got, 0);
@@ -670,16 +677,18 @@ fn closed_pipes_stop_printing_but_not_the_work() {
     BufReader::new(orphan.stderr.take().unwrap())
         .read_line(&mut banner)
         .unwrap();
-    let base = banner
+    let hosts: Vec<&str> = banner
         .split_whitespace()
-        .find(|w| w.starts_with("http://"))
-        .unwrap_or_else(|| panic!("{banner}"))
-        .trim_end_matches(';')
-        .to_string();
+        .filter(|w| w.starts_with("http://"))
+        .map(|w| w.trim_end_matches([';', ',', ')']))
+        .collect();
+    let [base, polling, ..] = hosts[..] else {
+        panic!("{banner}")
+    };
     let run = genapi(&dir)
-        .env("GENAPI_BASE_URL", &base)
+        .env("GENAPI_BASE_URL", base)
         .env("GENAPI_API_KEY", "k-9")
-        .args(["generate", "x", "--json"])
+        .args(["--trust-origin", polling, "generate", "x", "--json"])
         .output()
         .unwrap();
     assert!(orphan.try_wait().unwrap().is_none(), "the mock is still running");

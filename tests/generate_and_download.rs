@@ -19,7 +19,10 @@ async fn text_to_image_returns_the_model_chosen_size() {
     let bytes = output.bytes().await.unwrap();
     assert_eq!(ImageFormat::sniff(&bytes), Some(ImageFormat::Jpeg));
     assert_eq!(dimensions(&bytes), Some((1024, 1024)));
-    assert!(output.sample.starts_with(mock.base_url()));
+    assert!(
+        output.sample.starts_with(mock.delivery_url()),
+        "served by the delivery host"
+    );
     assert!(output.cost.unwrap() > 0.0);
     assert!(output.seed.is_some());
 }
@@ -131,13 +134,30 @@ async fn a_task_can_be_resumed_from_its_id_or_polling_url() {
         .unwrap();
     let (id, url) = (task.id().to_string(), task.polling_url().to_string());
     drop(task);
-    let by_id = client.task(&id).unwrap();
+    assert!(url.starts_with(mock.regional_url()), "{url}");
+    let by_url = client.task(&url).unwrap();
+    assert_eq!(by_url.id(), id);
+    assert_eq!(by_url.wait().await.unwrap().id, id);
+    // From the id alone the client can only ask the global host, which (as the
+    // service does) serves tasks submitted with a webhook: their answer has no
+    // polling_url.
+    let hooked = common::http()
+        .post(format!("{}/v1/gen-2-pro", mock.base_url()))
+        .header("x-key", mock.key())
+        .json(&serde_json::json!({"prompt": "x", "webhook_url": "http://127.0.0.1:9/hook"}))
+        .send()
+        .await
+        .unwrap()
+        .json::<serde_json::Value>()
+        .await
+        .unwrap();
+    let hooked_id = hooked["id"].as_str().unwrap();
+    let by_id = client.task(hooked_id).unwrap();
     assert_eq!(
         by_id.polling_url().as_str(),
-        format!("{}/v1/get_result?id={id}", mock.base_url())
+        format!("{}/v1/get_result?id={hooked_id}", mock.base_url())
     );
-    assert_eq!(by_id.wait().await.unwrap().id, id);
-    assert_eq!(client.task(&url).unwrap().id(), id);
+    assert_eq!(by_id.wait().await.unwrap().id, hooked_id);
 }
 
 mod image_inputs {

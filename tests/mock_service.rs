@@ -29,7 +29,11 @@ async fn every_operation_succeeds_rejects_invalid_bodies_and_refuses_a_missing_k
                 .await
                 .unwrap();
             let bytes = output.bytes().await.unwrap();
-            assert!(genapi::dimensions(&bytes).is_some(), "{}: output is an image", op.path);
+            if op.path == "/v1/gen-3-video" {
+                assert_eq!(&bytes[4..8], b"ftyp", "{}: output is an MP4 video", op.path);
+            } else {
+                assert!(genapi::dimensions(&bytes).is_some(), "{}: output is an image", op.path);
+            }
 
             let invalid = http
                 .post(&url)
@@ -83,7 +87,11 @@ async fn answers_say_they_come_from_the_mock_and_the_log_records_requests() {
     assert!(uuid_like(body["id"].as_str().unwrap()));
     assert_eq!(
         body["polling_url"],
-        format!("{}/v1/get_result?id={}", mock.base_url(), body["id"].as_str().unwrap())
+        format!(
+            "{}/v1/get_result?id={}",
+            mock.regional_url(),
+            body["id"].as_str().unwrap()
+        )
     );
     let logged = &mock.requests()[0];
     assert_eq!(
@@ -121,7 +129,12 @@ async fn results_are_deterministic_for_seed_prompt_and_size() {
 async fn faults_and_the_clock_can_be_scripted_over_http() {
     let mock = MockService::start().await.unwrap();
     let http = common::http();
-    let control = |path: &str, body: Value| http.post(format!("{}{path}", mock.base_url())).json(&body).send();
+    let control = |path: &str, body: Value| {
+        http.post(format!("{}{path}", mock.base_url()))
+            .header("x-key", mock.key())
+            .json(&body)
+            .send()
+    };
     let fault = json!({"path_prefix": "/v1/gen-2-pro", "method": "POST", "status": 503, "retry_after": 7, "times": 1});
     assert_eq!(control("/mock/faults", fault).await.unwrap().status(), 200);
     let refused = http

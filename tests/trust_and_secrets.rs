@@ -34,9 +34,9 @@ async fn an_untrusted_polling_host_is_polled_without_the_key_and_its_refusal_nam
     let Error::UntrustedOrigin { origin, task } = &error else {
         panic!("{error}")
     };
-    assert_eq!(format!("{origin}/"), format!("{}/", other.base_url()));
+    assert_eq!(format!("{origin}/"), format!("{}/", other.regional_url()));
     assert_eq!(task.id, id, "the paid task is named");
-    assert!(task.polling_url.starts_with(other.base_url()));
+    assert!(task.polling_url.starts_with(other.regional_url()));
     let message = error.to_string();
     for needed in [id.as_str(), origin.as_str(), "GENAPI_TRUSTED_ORIGINS", "--trust-origin"] {
         assert!(message.contains(needed), "the message names {needed}: {message}");
@@ -56,7 +56,11 @@ async fn an_untrusted_polling_host_is_polled_without_the_key_and_its_refusal_nam
 async fn a_trusted_regional_polling_host_is_polled_with_the_key() {
     let (front, other) = (MockService::start().await.unwrap(), MockService::start().await.unwrap());
     let id = answer_with_polling_url_on(&front, &other).await;
-    let client = front.client_builder().trust_origin(other.base_url()).build().unwrap();
+    let client = front
+        .client_builder()
+        .trust_origin(other.regional_url())
+        .build()
+        .unwrap();
     let output = client.run(request()).await.unwrap();
     assert_eq!(output.id, id);
     let poll = other

@@ -241,7 +241,7 @@ mod end_to_end {
     use axum::body::Bytes;
     use axum::http::{HeaderMap, StatusCode};
     use genapi::api::types;
-    use genapi::mock::MockService;
+    use genapi::mock::{MockConfig, MockService};
     use genapi::webhook::{Inbox, Scheme, Verifier};
     use genapi::WebhookSecret;
 
@@ -279,6 +279,16 @@ mod end_to_end {
         (format!("http://{address}/hook"), schemes)
     }
 
+    /// A mock that may deliver webhooks to these addresses.
+    async fn mock_delivering_to(urls: &[&str]) -> MockService {
+        let config = urls
+            .iter()
+            .fold(MockConfig::default(), |config, url| config.webhook_target(url));
+        MockService::start_with(config, "127.0.0.1:0".parse().unwrap())
+            .await
+            .unwrap()
+    }
+
     fn request(url: &str) -> types::builder::Gen2ProRequest {
         types::Gen2ProRequest::builder()
             .prompt("a lighthouse")
@@ -288,9 +298,9 @@ mod end_to_end {
 
     #[tokio::test]
     async fn the_mock_notifies_the_receiver_and_the_task_finishes_without_polling() {
-        let mock = MockService::start().await.unwrap();
         let inbox = Inbox::new();
         let (url, schemes) = receiver(inbox.clone(), 1).await;
+        let mock = mock_delivering_to(&[&url]).await;
         let task = mock.client().unwrap().submit(request(&url)).await.unwrap();
         let output = inbox.wait(task, Duration::from_secs(20)).await.unwrap();
         assert!(!output.bytes().await.unwrap().is_empty());
@@ -323,7 +333,6 @@ mod end_to_end {
 
     #[tokio::test]
     async fn the_mock_never_follows_a_redirect_nor_delivers_off_loopback() {
-        let mock = MockService::start().await.unwrap();
         let app = axum::Router::new().route(
             "/hook",
             axum::routing::post(|| async {
@@ -336,6 +345,8 @@ mod end_to_end {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}/hook", listener.local_addr().unwrap());
         tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        // Even a listed remote address is refused unless remote deliveries are allowed.
+        let mock = mock_delivering_to(&[&url, "http://192.0.2.1/hook"]).await;
         let client = mock.client().unwrap();
         client.submit(request(&url)).await.unwrap().wait().await.unwrap();
         client
@@ -364,9 +375,9 @@ mod end_to_end {
 
     #[tokio::test]
     async fn a_failure_notification_is_the_typed_error() {
-        let mock = MockService::start().await.unwrap();
         let inbox = Inbox::new();
         let (url, _) = receiver(inbox.clone(), 0).await;
+        let mock = mock_delivering_to(&[&url]).await;
         let task = mock
             .client()
             .unwrap()

@@ -9,6 +9,8 @@ pub struct MockProcess {
     child: Child,
     /// Its base URL.
     pub base_url: String,
+    /// The origin of its regional polling host, which a client must trust.
+    pub regional_origin: String,
 }
 
 impl MockProcess {
@@ -23,18 +25,24 @@ impl MockProcess {
         // Read `NAME=VALUE` lines until the ready marker (or the end), in
         // whatever order and number they come; then stop reading: the mock
         // keeps serving without anyone on its stdout.
-        let mut base_url = None;
+        let (mut base_url, mut regional_origin) = (None, None);
         for line in BufReader::new(child.stdout.take().expect("stdout")).lines() {
             let Ok(line) = line else { break };
             if let Some(value) = line.strip_prefix("GENAPI_BASE_URL=") {
                 base_url = Some(value.to_string());
             }
+            if let Some(value) = line.strip_prefix("GENAPI_TRUSTED_ORIGINS=") {
+                regional_origin = Some(value.to_string());
+            }
             if line.starts_with("# genapi mock ready") {
                 break;
             }
         }
-        let base_url = base_url.expect("the mock prints its base URL");
-        MockProcess { child, base_url }
+        MockProcess {
+            child,
+            base_url: base_url.expect("the mock prints its base URL"),
+            regional_origin: regional_origin.expect("the mock prints the origins a client must trust"),
+        }
     }
 }
 

@@ -5,8 +5,9 @@
 //! "progress", "cost"}`. Headers: `X-Webhook-Secret` (the live service's echo)
 //! and `webhook-id`, `webhook-timestamp`, `webhook-signature` (Standard
 //! Webhooks), when the request carried a secret. Redirects are never
-//! followed; non-loopback hosts are refused unless allowed; failures are
-//! retried with doubling backoff, a bounded number of times.
+//! followed; only origins listed in `MockConfig::webhook_targets` are called
+//! (and non-loopback ones only when allowed); failures are retried with
+//! doubling backoff, a bounded number of times.
 
 use std::sync::Arc;
 use std::time::UNIX_EPOCH;
@@ -18,13 +19,13 @@ use super::state::{Delivery, Outcome, State};
 use crate::webhook::{sign, ID_HEADER, SECRET_HEADER, SIGNATURE_HEADER, TIMESTAMP_HEADER};
 use crate::WebhookSecret;
 
-pub(super) fn watch(state: Arc<State>, id: String, base_url: String) {
+pub(super) fn watch(state: Arc<State>, id: String) {
     tokio::spawn(async move {
         if let Some(task) = sleep_until_final(&state, &id).await {
             let Some((url, secret)) = task.webhook.clone() else {
                 return;
             };
-            let poll = poll_body(&state, &base_url, &id);
+            let poll = poll_body(&state, &id);
             let body = json!({
                 "task_id": id,
                 "id": id,
@@ -32,12 +33,10 @@ pub(super) fn watch(state: Arc<State>, id: String, base_url: String) {
                 "result": poll["result"],
                 "error": if task.outcome == Outcome::Ready { serde_json::Value::Null } else { json!({"status": poll["status"], "details": poll["details"]}) },
                 "progress": 1.0,
-                "cost": task.cost,
+                "cost": task.charged(),
             });
-            let delivery = send(&state, &id, &url, secret.map(WebhookSecret::new), body.to_string()).await;
-            if let Ok(mut deliveries) = state.deliveries.lock() {
-                deliveries.push(delivery);
-            }
+            let delivery = send(&state, &id, &url, secret, body.to_string()).await;
+            state.record_delivery(delivery);
         }
     });
 }
@@ -60,8 +59,15 @@ async fn send(state: &State, id: &str, url: &str, secret: Option<WebhookSecret>,
         Some(url::Host::Domain(name)) => name == "localhost",
         None => false,
     };
-    if !loopback && !state.config.allow_remote_webhooks {
-        tracing::warn!(url, "mock refuses to deliver a webhook off loopback");
+    let origin = target.origin().ascii_serialization();
+    let listed = state.config.webhook_targets.iter().any(|t| {
+        reqwest::Url::parse(t)
+            .map(|t| t.origin().ascii_serialization())
+            .is_ok_and(|t| t == origin)
+    });
+    if !listed || (!loopback && !state.config.allow_remote_webhooks) {
+        tracing::warn!(%origin, "mock refuses to deliver a webhook to an address the test did not configure");
+        state.count(|c| c.webhooks_refused += 1);
         return delivery;
     }
     crate::transport::ensure_tls_provider();

@@ -12,10 +12,11 @@ const GLYPHS: [(char, [u8; 7]); 4] = [
     ('K', [0b10001, 0b10010, 0b10100, 0b11000, 0b10100, 0b10010, 0b10001]),
 ];
 
-fn hash(seed: i64, prompt: &str) -> u64 {
-    // FNV-1a: stable across runs and platforms.
+fn hash(seed: &str, prompt: &str) -> u64 {
+    // FNV-1a over the seed as written and the prompt: stable across runs and
+    // platforms, and any integer seed (up to 2^64−1 or negative) works.
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for byte in seed.to_le_bytes().iter().chain(prompt.as_bytes()) {
+    for byte in seed.as_bytes().iter().chain(&[0]).chain(prompt.as_bytes()) {
         h ^= *byte as u64;
         h = h.wrapping_mul(0x0100_0000_01b3);
     }
@@ -23,7 +24,13 @@ fn hash(seed: i64, prompt: &str) -> u64 {
 }
 
 /// Renders the image and encodes it as `format` (`jpeg`, `png` or `webp`).
-pub(crate) fn render(width: u32, height: u32, seed: i64, prompt: &str, format: &str) -> Result<Vec<u8>, String> {
+/// Sizes beyond the mock's output limits are refused, whatever was asked.
+pub(crate) fn render(width: u32, height: u32, seed: &str, prompt: &str, format: &str) -> Result<Vec<u8>, String> {
+    if super::routes::clamp_size(width as u64, height as u64) != (width.max(1), height.max(1)) {
+        return Err(format!(
+            "the mock does not render {width}x{height}: above its output limits"
+        ));
+    }
     let h = hash(seed, prompt);
     let a = [(h >> 8) as u8, (h >> 16) as u8, (h >> 24) as u8];
     let b = [(h >> 32) as u8, (h >> 40) as u8, (h >> 48) as u8];
@@ -87,4 +94,37 @@ fn draw_mark(img: &mut RgbImage) {
             }
         }
     }
+}
+
+/// A minimal valid MP4 file (an `ftyp` box, a `moov` box with a movie header
+/// and no tracks, and a `free` box saying it is a mock): what the mock serves
+/// as a video result.
+pub(crate) fn mp4() -> Vec<u8> {
+    fn boxed(kind: &[u8; 4], payload: &[u8]) -> Vec<u8> {
+        let mut out = ((payload.len() + 8) as u32).to_be_bytes().to_vec();
+        out.extend_from_slice(kind);
+        out.extend_from_slice(payload);
+        out
+    }
+    let mut ftyp = b"isom".to_vec();
+    ftyp.extend_from_slice(&512u32.to_be_bytes());
+    ftyp.extend_from_slice(b"isomiso2mp41");
+    // Movie header, version 0: times, timescale 1000, duration 5 s, rate 1.0,
+    // volume 1.0, the identity matrix, next track id 1.
+    let mut mvhd = vec![0u8; 4];
+    mvhd.extend_from_slice(&[0; 8]);
+    mvhd.extend_from_slice(&1000u32.to_be_bytes());
+    mvhd.extend_from_slice(&5000u32.to_be_bytes());
+    mvhd.extend_from_slice(&0x0001_0000u32.to_be_bytes());
+    mvhd.extend_from_slice(&0x0100u16.to_be_bytes());
+    mvhd.extend_from_slice(&[0; 10]);
+    for value in [0x0001_0000u32, 0, 0, 0, 0x0001_0000, 0, 0, 0, 0x4000_0000] {
+        mvhd.extend_from_slice(&value.to_be_bytes());
+    }
+    mvhd.extend_from_slice(&[0; 24]);
+    mvhd.extend_from_slice(&1u32.to_be_bytes());
+    let mut out = boxed(b"ftyp", &ftyp);
+    out.extend(boxed(b"moov", &boxed(b"mvhd", &mvhd)));
+    out.extend(boxed(b"free", b"MOCK video from the genapi test double"));
+    out
 }

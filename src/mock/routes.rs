@@ -1,30 +1,60 @@
-//! The mock's HTTP surface: one handler that routes by the document's
-//! operations, so every path of `openapi.json` is served without a route
-//! table of its own.
+//! The mock's HTTP surface: one handler per host (API, regional, delivery)
+//! that routes by the document's operations, so every path of `openapi.json`
+//! is served without a route table of its own.
 
 use std::sync::Arc;
 use std::time::{Duration, UNIX_EPOCH};
 
 use axum::body::{Body, Bytes};
-use axum::extract::State as Shared;
+use axum::extract::{Request, State as Shared};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::Router;
+use futures::StreamExt;
 use serde_json::{json, Value};
 
-use super::state::{MockTask, Outcome, State};
-use super::{deliver, render, FaultKind, LoggedRequest};
+use super::state::{Media, MockTask, Outcome, State, MAX_CLOCK_OFFSET};
+use super::{deliver, render, FaultKind, LoggedRequest, LOGGED_BODY_LIMIT};
 use crate::input::{decode_head, dimensions};
+
+/// Which of the mock's hosts a listener plays.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(super) enum Origin {
+    /// Takes submissions (the base URL) and the control routes.
+    Api,
+    /// Named in `polling_url`.
+    Regional,
+    /// Serves `result.sample`; takes no key.
+    Delivery,
+}
+
+impl Origin {
+    fn name(self) -> &'static str {
+        match self {
+            Origin::Api => "api",
+            Origin::Regional => "regional",
+            Origin::Delivery => "delivery",
+        }
+    }
+}
 
 #[derive(Clone)]
 struct Ctx {
     state: Arc<State>,
-    base_url: String,
+    origin: Origin,
 }
 
-pub(super) fn router(state: Arc<State>, base_url: String) -> Router {
-    Router::new().fallback(handle).with_state(Ctx { state, base_url })
+pub(super) fn router(state: Arc<State>, origin: Origin) -> Router {
+    Router::new().fallback(handle).with_state(Ctx { state, origin })
 }
+
+/// Largest output area the mock renders: the contract's 4 MP.
+pub(super) const MAX_OUTPUT_PIXELS: u64 = 4 * 1024 * 1024;
+/// Longest output side the mock renders.
+const MAX_OUTPUT_SIDE: u64 = 8192;
+/// An oversize body is read (and discarded) up to this much before the 413,
+/// so the client sees the answer rather than a broken pipe.
+const DRAIN_LIMIT: usize = 1024 * 1024 * 1024;
 
 /// Operations that report their cost only on the poll result.
 const COST_ON_POLL: [&str; 8] = [
@@ -38,9 +68,66 @@ const COST_ON_POLL: [&str; 8] = [
     "gen_kontext_pro",
 ];
 
-async fn handle(Shared(ctx): Shared<Ctx>, method: Method, uri: Uri, headers: HeaderMap, body: Bytes) -> Response {
-    log(&ctx.state, &method, &uri, &headers, &body);
-    let mut response = match ctx.state.take_fault(method.as_str(), uri.path()) {
+/// Control routes of the API host: never subject to faults.
+fn is_control(origin: Origin, path: &str) -> bool {
+    origin == Origin::Api && matches!(path, "/mock/faults" | "/mock/clock/advance" | "/mock/stats")
+}
+
+/// Reads the body up to `limit` bytes; `None` when it is larger (the rest
+/// is drained and dropped) or broken.
+async fn read_body(body: Body, limit: usize) -> Result<Bytes, StatusCode> {
+    let mut stream = body.into_data_stream();
+    let mut buffer = Vec::new();
+    let mut total = 0usize;
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(|_| StatusCode::BAD_REQUEST)?;
+        total = total.saturating_add(chunk.len());
+        if total > DRAIN_LIMIT {
+            return Err(StatusCode::PAYLOAD_TOO_LARGE);
+        }
+        if total <= limit {
+            buffer.extend_from_slice(&chunk);
+        } else if !buffer.is_empty() {
+            buffer = Vec::new();
+        }
+    }
+    if total > limit {
+        return Err(StatusCode::PAYLOAD_TOO_LARGE);
+    }
+    Ok(Bytes::from(buffer))
+}
+
+async fn handle(Shared(ctx): Shared<Ctx>, request: Request) -> Response {
+    let (parts, body) = request.into_parts();
+    let (method, uri, headers) = (parts.method, parts.uri, parts.headers);
+    let limit = ctx.state.config.max_body_bytes;
+    let declared = headers
+        .get("content-length")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    let body = match declared {
+        Some(length) if length > limit as u64 && length > DRAIN_LIMIT as u64 => Err(StatusCode::PAYLOAD_TOO_LARGE),
+        _ => read_body(body, limit).await,
+    };
+    let body = match body {
+        Ok(body) => body,
+        Err(status) => {
+            log(&ctx, &method, &uri, &headers, &Bytes::new());
+            let detail = if status == StatusCode::PAYLOAD_TOO_LARGE {
+                format!("Request body too large: the limit is {limit} bytes")
+            } else {
+                "The request body could not be read".to_string()
+            };
+            return mark(json_response(status, json!({ "detail": detail })));
+        }
+    };
+    log(&ctx, &method, &uri, &headers, &body);
+    let fault = if is_control(ctx.origin, uri.path()) {
+        None
+    } else {
+        ctx.state.take_fault(method.as_str(), uri.path())
+    };
+    let response = match fault {
         Some(fault) => match fault.kind {
             FaultKind::Delay(delay) => {
                 tokio::time::sleep(delay).await;
@@ -76,21 +163,32 @@ async fn handle(Shared(ctx): Shared<Ctx>, method: Method, uri: Uri, headers: Hea
                 "{\"id\": \"trunc",
             )
                 .into_response(),
-            FaultKind::Redirect(location) => (StatusCode::TEMPORARY_REDIRECT, [("location", location)]).into_response(),
+            FaultKind::Redirect(location) => match HeaderValue::from_str(&location) {
+                Ok(location) => (StatusCode::TEMPORARY_REDIRECT, [("location", location)]).into_response(),
+                Err(_) => json_response(StatusCode::INTERNAL_SERVER_ERROR, json!({"detail": "bad redirect"})),
+            },
         },
         None => route(&ctx, &method, &uri, &headers, &body).await,
     };
+    mark(response)
+}
+
+/// Every answer says it comes from a test double.
+fn mark(mut response: Response) -> Response {
     response
         .headers_mut()
         .insert("x-genapi-mock", HeaderValue::from_static("true"));
     response
 }
 
-fn log(state: &State, method: &Method, uri: &Uri, headers: &HeaderMap, body: &Bytes) {
+fn log(ctx: &Ctx, method: &Method, uri: &Uri, headers: &HeaderMap, body: &Bytes) {
+    if ctx.state.config.request_log_capacity == 0 {
+        return;
+    }
     let headers = headers
         .iter()
         .map(|(name, value)| {
-            let value = if name.as_str() == "x-key" {
+            let value = if name.as_str() == "x-key" || name.as_str() == "x-webhook-secret" {
                 "[redacted]".to_string()
             } else {
                 String::from_utf8_lossy(value.as_bytes()).into_owned()
@@ -98,36 +196,52 @@ fn log(state: &State, method: &Method, uri: &Uri, headers: &HeaderMap, body: &By
             (name.as_str().to_string(), value)
         })
         .collect();
-    if let Ok(mut log) = state.log.lock() {
-        log.push(LoggedRequest {
-            method: method.to_string(),
-            path: uri.path().to_string(),
-            query: uri.query().map(str::to_string),
-            headers,
-            body: redact_body(body),
-        });
-    }
+    ctx.state.record(LoggedRequest {
+        origin: ctx.origin.name().to_string(),
+        method: method.to_string(),
+        path: uri.path().to_string(),
+        query: uri.query().map(str::to_string),
+        headers,
+        body: redact_body(body),
+    });
 }
 
 /// The body as text, with any `webhook_secret` value replaced, so the log
-/// never holds a secret.
+/// never holds a secret, cut at [`LOGGED_BODY_LIMIT`] bytes.
 fn redact_body(body: &Bytes) -> String {
-    match serde_json::from_slice::<Value>(body) {
-        Ok(Value::Object(mut object)) if object.get("webhook_secret").is_some_and(Value::is_string) => {
+    let mut text = match serde_json::from_slice::<Value>(body) {
+        Ok(Value::Object(mut object)) if object.contains_key("webhook_secret") => {
             object.insert("webhook_secret".into(), json!("[redacted]"));
             Value::Object(object).to_string()
         }
-        _ => String::from_utf8_lossy(body).into_owned(),
+        Ok(_) => String::from_utf8_lossy(body).into_owned(),
+        // Not JSON: a secret could sit anywhere in it, and nothing reads it.
+        Err(_) if body.windows(14).any(|w| w == b"webhook_secret") => "[unparsed body redacted]".to_string(),
+        Err(_) => String::from_utf8_lossy(body).into_owned(),
+    };
+    if text.len() > LOGGED_BODY_LIMIT {
+        let mut cut = LOGGED_BODY_LIMIT;
+        while !text.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        let dropped = text.len() - cut;
+        text.truncate(cut);
+        text.push_str(&format!("…[{dropped} more bytes not kept]"));
     }
+    text
 }
 
 async fn route(ctx: &Ctx, method: &Method, uri: &Uri, headers: &HeaderMap, body: &Bytes) -> Response {
     let path = uri.path();
-    if *method == Method::GET && path.starts_with("/mock/results/") {
-        return deliver_result(ctx, uri);
-    }
-    if *method == Method::POST && path.starts_with("/mock/") {
-        return control(&ctx.state, path, body);
+    let not_found = || json_response(StatusCode::NOT_FOUND, json!({"detail": "Not Found"}));
+    if ctx.origin == Origin::Delivery {
+        if headers.contains_key("x-key") {
+            ctx.state.count(|c| c.keys_sent_to_delivery += 1);
+        }
+        return match (method, path.strip_prefix("/mock/results/")) {
+            (&Method::GET, Some(file)) => deliver_result(ctx, file, uri).await,
+            _ => not_found(),
+        };
     }
     let Some(key) = authenticate(&ctx.state, headers) else {
         return json_response(
@@ -135,6 +249,16 @@ async fn route(ctx: &Ctx, method: &Method, uri: &Uri, headers: &HeaderMap, body:
             json!({"detail": "Not authenticated: missing or unknown x-key"}),
         );
     };
+    if ctx.origin == Origin::Regional {
+        return match (method, path) {
+            (&Method::GET, "/v1/get_result") if allowed(&ctx.state, &key, "get_result") => poll(ctx, uri),
+            (&Method::GET, "/v1/get_result") => no_access(),
+            _ => not_found(),
+        };
+    }
+    if path.starts_with("/mock/") {
+        return control(&ctx.state, method, path, body);
+    }
     if *method == Method::GET && path == "/v1/credits" {
         let credits = ctx.state.credits.lock().ok().and_then(|c| *c).unwrap_or(1_000_000.0);
         return json_response(StatusCode::OK, json!({"credits": credits}));
@@ -145,36 +269,62 @@ async fn route(ctx: &Ctx, method: &Method, uri: &Uri, headers: &HeaderMap, body:
         .iter()
         .find(|op| op.path == path && op.method == method.as_str());
     let Some(operation) = operation else {
-        return json_response(StatusCode::NOT_FOUND, json!({"detail": "Not Found"}));
+        return not_found();
     };
     if !allowed(&ctx.state, &key, &operation.id) {
-        return json_response(
-            StatusCode::FORBIDDEN,
-            json!({"detail": "This key's project has no access to this endpoint"}),
-        );
+        return no_access();
     }
     if operation.id == "get_result" {
         return poll(ctx, uri);
     }
-    submit(ctx, &key, &operation.id, operation.request_schema.as_deref(), body)
+    submit(
+        ctx,
+        &key,
+        &operation.id,
+        path,
+        operation.request_schema.as_deref(),
+        body,
+    )
 }
 
-/// Control endpoints, so tests in any language can script the mock:
-/// `POST /mock/faults` with a fault as JSON, `POST /mock/clock/advance` with
-/// `{"seconds": N}`.
-fn control(state: &State, path: &str, body: &Bytes) -> Response {
+fn no_access() -> Response {
+    json_response(
+        StatusCode::FORBIDDEN,
+        json!({"detail": "This key's project has no access to this endpoint"}),
+    )
+}
+
+/// Control endpoints, so tests in any language can script the mock (all take
+/// the mock's key): `POST /mock/faults` with a fault as JSON,
+/// `POST /mock/clock/advance` with `{"seconds": N}`, `GET /mock/stats`.
+fn control(state: &State, method: &Method, path: &str, body: &Bytes) -> Response {
+    if *method == Method::GET && path == "/mock/stats" {
+        return match serde_json::to_value(state.stats()) {
+            Ok(stats) => json_response(StatusCode::OK, stats),
+            Err(_) => json_response(StatusCode::INTERNAL_SERVER_ERROR, json!({"detail": "stats"})),
+        };
+    }
+    if *method != Method::POST {
+        return json_response(StatusCode::NOT_FOUND, json!({"detail": "Not Found"}));
+    }
     let request: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
     let outcome = match path {
-        "/mock/faults" => fault_from_json(&request).map(|fault| {
-            if let Ok(mut faults) = state.faults.lock() {
-                faults.push(fault);
-            }
+        "/mock/faults" => fault_from_json(&request).and_then(|fault| {
+            state
+                .add_fault(fault)
+                .then_some(())
+                .ok_or_else(|| format!("too many faults pending (at most {})", super::state::MAX_FAULTS))
         }),
         "/mock/clock/advance" => request["seconds"]
             .as_f64()
-            .filter(|s| s.is_finite() && *s >= 0.0)
+            .filter(|s| s.is_finite() && *s >= 0.0 && *s <= MAX_CLOCK_OFFSET.as_secs_f64())
             .map(|s| state.clock.advance(Duration::from_secs_f64(s)))
-            .ok_or_else(|| "expected {\"seconds\": N} with N >= 0".to_string()),
+            .ok_or_else(|| {
+                format!(
+                    "expected {{\"seconds\": N}} with 0 <= N <= {}",
+                    MAX_CLOCK_OFFSET.as_secs()
+                )
+            }),
         _ => return json_response(StatusCode::NOT_FOUND, json!({"detail": "Not Found"})),
     };
     match outcome {
@@ -185,30 +335,62 @@ fn control(state: &State, path: &str, body: &Bytes) -> Response {
 
 /// `{"path_prefix", "method"?, "times"?, one of: "status" (+ "retry_after",
 /// "body"), "delay_ms", "drop_connection": true, "malformed_body": true,
-/// "redirect"}`.
+/// "redirect"}`, each within sane bounds.
 fn fault_from_json(request: &Value) -> Result<super::Fault, String> {
     let prefix = request["path_prefix"].as_str().ok_or("path_prefix is required")?;
-    let kind = if let Some(status) = request["status"].as_u64() {
-        FaultKind::Status {
-            status: u16::try_from(status).map_err(|_| "status is not an HTTP status")?,
-            retry_after: request["retry_after"]
-                .as_str()
-                .map(str::to_string)
-                .or_else(|| request["retry_after"].as_u64().map(|s| s.to_string())),
-            body: request["body"].as_str().unwrap_or("{}").to_string(),
+    if prefix.len() > 1024 {
+        return Err("path_prefix is too long".into());
+    }
+    let kind = if let Some(status) = request.get("status").filter(|v| !v.is_null()) {
+        let status = status
+            .as_u64()
+            .filter(|s| (100..=599).contains(s))
+            .ok_or("status must be an HTTP status from 100 to 599")? as u16;
+        let retry_after = request["retry_after"]
+            .as_str()
+            .map(str::to_string)
+            .or_else(|| request["retry_after"].as_u64().map(|s| s.to_string()));
+        if retry_after
+            .as_deref()
+            .is_some_and(|v| v.len() > 64 || HeaderValue::from_str(v).is_err())
+        {
+            return Err("retry_after must be a short header value".into());
         }
-    } else if let Some(ms) = request["delay_ms"].as_u64() {
+        let body = request["body"].as_str().unwrap_or("{}");
+        if body.len() > 64 * 1024 {
+            return Err("body is limited to 64 KiB".into());
+        }
+        FaultKind::Status {
+            status,
+            retry_after,
+            body: body.to_string(),
+        }
+    } else if let Some(ms) = request.get("delay_ms").filter(|v| !v.is_null()) {
+        let ms = ms
+            .as_u64()
+            .filter(|ms| *ms <= 60_000)
+            .ok_or("delay_ms must be from 0 to 60000")?;
         FaultKind::Delay(Duration::from_millis(ms))
     } else if request["drop_connection"] == true {
         FaultKind::DropConnection
     } else if request["malformed_body"] == true {
         FaultKind::MalformedBody
     } else if let Some(location) = request["redirect"].as_str() {
+        if url::Url::parse(location).is_err() || HeaderValue::from_str(location).is_err() {
+            return Err("redirect must be an absolute URL".into());
+        }
         FaultKind::Redirect(location.to_string())
     } else {
         return Err("give one of status, delay_ms, drop_connection, malformed_body, redirect".into());
     };
-    let mut fault = super::Fault::on(prefix, kind).times(request["times"].as_u64().unwrap_or(1) as usize);
+    let times = match request.get("times").filter(|v| !v.is_null()) {
+        None => 1,
+        Some(times) => times
+            .as_u64()
+            .filter(|t| (1..=1_000_000).contains(t))
+            .ok_or("times must be from 1 to 1000000")? as usize,
+    };
+    let mut fault = super::Fault::on(prefix, kind).times(times);
     if let Some(method) = request["method"].as_str() {
         fault = fault.method(method);
     }
@@ -217,7 +399,7 @@ fn fault_from_json(request: &Value) -> Result<super::Fault, String> {
 
 /// The caller's key, when it is one of the configured keys.
 fn authenticate(state: &State, headers: &HeaderMap) -> Option<String> {
-    let key = headers.get("x-key").and_then(|v| v.to_str().ok()).unwrap_or("");
+    let key = headers.get("x-key").and_then(|v| v.to_str().ok())?;
     state.config.keys.iter().any(|(k, _)| k == key).then(|| key.to_string())
 }
 
@@ -230,7 +412,41 @@ fn allowed(state: &State, key: &str, operation: &str) -> bool {
         .is_some_and(|(_, ops)| ops.as_ref().is_none_or(|ops| ops.iter().any(|o| o == operation)))
 }
 
-fn submit(ctx: &Ctx, key: &str, operation: &str, schema: Option<&str>, body: &Bytes) -> Response {
+/// The value at a validation error's `loc` (after `"body"`) in the request.
+fn at<'a>(request: &'a Value, loc: &[Value]) -> Option<&'a Value> {
+    loc.iter().try_fold(request, |value, step| match step {
+        Value::String(name) => value.get(name.as_str()),
+        Value::Number(index) => value.get(usize::try_from(index.as_u64()?).ok()?),
+        _ => None,
+    })
+}
+
+/// Sets `input` as the service's framework does: the containing object for a
+/// missing field (for a top-level field, the whole body), else the value.
+fn echo_inputs(errors: Value, request: &Value) -> Value {
+    let Value::Array(errors) = errors else {
+        return errors;
+    };
+    let errors = errors
+        .into_iter()
+        .map(|mut error| {
+            let loc: Vec<Value> = error["loc"].as_array().cloned().unwrap_or_default();
+            let path = loc.get(1..).unwrap_or(&[]);
+            let input = if error["type"] == "missing" {
+                at(request, &path[..path.len().saturating_sub(1)])
+            } else {
+                at(request, path)
+            };
+            if let Some(input) = input {
+                error["input"] = input.clone();
+            }
+            error
+        })
+        .collect();
+    Value::Array(errors)
+}
+
+fn submit(ctx: &Ctx, key: &str, operation: &str, path: &str, schema: Option<&str>, body: &Bytes) -> Response {
     let state = &ctx.state;
     let request: Value = match serde_json::from_slice(body) {
         Ok(value) => value,
@@ -241,97 +457,136 @@ fn submit(ctx: &Ctx, key: &str, operation: &str, schema: Option<&str>, body: &By
             )
         }
     };
+    let schema_value = schema.and_then(|s| state.document.schema(s));
     if let Some(schema) = schema {
         let errors = state.document.validate(schema, &request);
         if !errors.is_empty() {
-            return json_response(StatusCode::UNPROCESSABLE_ENTITY, json!({ "detail": errors }));
+            let errors = serde_json::to_value(&errors).unwrap_or(Value::Null);
+            return json_response(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                json!({ "detail": echo_inputs(errors, &request) }),
+            );
         }
     }
-    if state.active_tasks(key) >= state.config.max_active_tasks {
-        let mut response = json_response(
-            StatusCode::TOO_MANY_REQUESTS,
-            json!({"detail": "Too many active tasks (mock limit)"}),
-        );
-        response
-            .headers_mut()
-            .insert("retry-after", HeaderValue::from_static("1"));
-        return response;
-    }
-    let (width, height) = output_size(operation, &request);
+    let media = if operation == "gen_3_video" {
+        Media::Video
+    } else {
+        Media::Image
+    };
+    let default_ratio = schema_value.and_then(|s| s["properties"]["aspect_ratio"]["x-default"].as_str());
+    let (width, height) = match media {
+        Media::Image => output_size(operation, &request, default_ratio),
+        Media::Video => (0, 0),
+    };
     let input_mp = round2(input_pixels(&request) / 1e6);
     let output_mp = round2(width as f64 * height as f64 / 1e6);
     let prompt = request["prompt"].as_str().unwrap_or("").to_string();
     let outcome = Outcome::from_prompt(&prompt);
     let cost = round2((input_mp + output_mp) * state.config.price_per_mp);
-    if let Ok(mut credits) = state.credits.lock() {
-        if let Some(balance) = credits.as_mut() {
-            if *balance < cost {
-                return json_response(StatusCode::PAYMENT_REQUIRED, json!({"detail": "Insufficient credits"}));
-            }
-            // Moderated requests are not charged.
-            if outcome != Outcome::RequestModerated {
-                *balance -= cost;
-            }
-        }
-    }
-    let id = uuid::Uuid::new_v4().to_string();
-    let format = request["output_format"]
-        .as_str()
-        .or_else(|| {
-            schema
-                .and_then(|s| state.document.schema(s))
-                .and_then(|s| s["properties"]["output_format"]["x-default"].as_str())
-        })
-        .unwrap_or("jpeg")
-        .to_string();
-    let webhook = request["webhook_url"]
-        .as_str()
-        .map(|url| (url.to_string(), request["webhook_secret"].as_str().map(str::to_string)));
+    let format = match media {
+        Media::Video => "mp4".to_string(),
+        Media::Image => request["output_format"]
+            .as_str()
+            .or_else(|| schema_value.and_then(|s| s["properties"]["output_format"]["x-default"].as_str()))
+            .unwrap_or("jpeg")
+            .to_string(),
+    };
+    let webhook = request["webhook_url"].as_str().map(|url| {
+        (
+            url.to_string(),
+            request["webhook_secret"].as_str().map(crate::WebhookSecret::new),
+        )
+    });
     let working_status = prompt
         .split("[mock:status=")
         .nth(1)
         .and_then(|rest| rest.split(']').next())
         .map(str::to_string);
-    let task = MockTask {
+    let seed = request
+        .get("seed")
+        .and_then(Value::as_number)
+        .filter(|n| n.is_u64() || n.is_i64())
+        .cloned()
+        .unwrap_or_else(|| serde_json::Number::from(fastrand::u32(..)));
+    let now = state.clock.now();
+    let duration = state
+        .config
+        .durations
+        .get(operation)
+        .copied()
+        .unwrap_or(state.config.default_duration);
+    let id = uuid::Uuid::new_v4().to_string();
+    let mut task = MockTask {
         id: id.clone(),
         key: key.to_string(),
-        created: state.clock.now(),
-        duration: state
-            .config
-            .durations
-            .get(operation)
-            .copied()
-            .unwrap_or(state.config.default_duration),
+        created: now,
+        start_time: state.clock.unix_secs_f64(),
+        duration,
         outcome,
         working_status,
+        observed_statuses: state.config.observed_statuses,
+        media,
         width,
         height,
         format,
-        seed: request["seed"].as_i64().unwrap_or_else(|| fastrand::u32(..) as i64),
+        seed,
         prompt,
         cost,
         webhook: webhook.clone(),
-        image: None,
+        regional: webhook.is_none(),
+        keep_until: now,
     };
-    if let Ok(mut tasks) = state.tasks.lock() {
-        tasks.insert(id.clone(), task);
+    task.keep_until = task.finished_at() + state.config.task_ttl;
+    {
+        let Ok(mut tasks) = state.tasks.lock() else {
+            return json_response(StatusCode::INTERNAL_SERVER_ERROR, json!({"detail": "mock state"}));
+        };
+        tasks.tidy(now);
+        if tasks.active(key) >= state.config.max_active_tasks {
+            drop(tasks);
+            state.count(|c| c.too_many_requests += 1);
+            let mut response = json_response(
+                StatusCode::TOO_MANY_REQUESTS,
+                json!({"detail": "Too many active tasks (mock limit)"}),
+            );
+            response
+                .headers_mut()
+                .insert("retry-after", HeaderValue::from_static("1"));
+            return response;
+        }
+        if let Ok(mut credits) = state.credits.lock() {
+            if let Some(balance) = credits.as_mut() {
+                if *balance < cost {
+                    drop(credits);
+                    drop(tasks);
+                    state.count(|c| c.payment_required += 1);
+                    return json_response(StatusCode::PAYMENT_REQUIRED, json!({"detail": "Insufficient credits"}));
+                }
+                // Neither moderation outcome is charged.
+                *balance -= task.charged();
+            }
+        }
+        tasks.insert(task, now);
     }
-    let polling_url = format!("{}/v1/get_result?id={id}", ctx.base_url);
-    let mut answer = json!({"id": id, "polling_url": polling_url});
+    state.count(|c| *c.submissions.entry(path.to_string()).or_insert(0) += 1);
+    let mut answer = match &webhook {
+        // AsyncWebhookResponse: no polling_url; the fallback is the global host.
+        Some((url, _)) => json!({"id": id, "status": "Pending", "webhook_url": url}),
+        None => json!({"id": id, "polling_url": format!("{}/v1/get_result?id={id}", state.regional_url)}),
+    };
     if !COST_ON_POLL.contains(&operation) {
         answer["cost"] = json!(cost);
         answer["input_mp"] = json!(input_mp);
         answer["output_mp"] = json!(output_mp);
     }
-    if let Some((url, _)) = webhook {
-        answer["status"] = json!("Pending");
-        answer["webhook_url"] = json!(url);
-        deliver::watch(state.clone(), id, ctx.base_url.clone());
+    if webhook.is_some() {
+        deliver::watch(state.clone(), id);
     }
     json_response(StatusCode::OK, answer)
 }
 
 fn poll(ctx: &Ctx, uri: &Uri) -> Response {
+    ctx.state.count(|c| c.polls += 1);
     let id = uri
         .query()
         .and_then(|q| q.split('&').find_map(|pair| pair.strip_prefix("id=")))
@@ -342,13 +597,29 @@ fn poll(ctx: &Ctx, uri: &Uri) -> Response {
             json!({"detail": [{"type": "missing", "loc": ["query", "id"], "msg": "Field required", "input": null}]}),
         );
     };
-    json_response(StatusCode::OK, poll_body(&ctx.state, &ctx.base_url, &id))
+    if ctx.origin == Origin::Api {
+        // The global host answers 404 for a regional task.
+        let regional = ctx
+            .state
+            .tasks
+            .lock()
+            .ok()
+            .and_then(|t| t.get(&id).map(|t| t.regional))
+            .unwrap_or(false);
+        if regional {
+            return json_response(StatusCode::NOT_FOUND, json!({"detail": "Not Found"}));
+        }
+    }
+    json_response(StatusCode::OK, poll_body(&ctx.state, &id))
 }
 
 /// The poll result of a task, as the service would answer it now.
-pub(super) fn poll_body(state: &State, base_url: &str, id: &str) -> Value {
+pub(super) fn poll_body(state: &State, id: &str) -> Value {
     let now = state.clock.now();
-    let task = state.tasks.lock().ok().and_then(|t| t.get(id).cloned());
+    let task = state.tasks.lock().ok().and_then(|mut t| {
+        t.tidy(now);
+        t.get(id).cloned()
+    });
     let Some(task) = task.filter(|t| now < t.finished_at() + state.config.task_ttl) else {
         return json!({"id": id, "status": "Task not found", "result": null, "progress": null, "details": null, "preview": null});
     };
@@ -358,8 +629,8 @@ pub(super) fn poll_body(state: &State, base_url: &str, id: &str) -> Value {
         json!({"id": id, "status": status, "result": null, "progress": progress, "details": null, "preview": null});
     match (task.is_final(now), &task.outcome) {
         (true, Outcome::Ready) => {
-            body["result"] = task.result(&signed_address(state, base_url, &task));
-            body["cost"] = json!(task.cost);
+            body["result"] = task.result(&signed_address(state, &task));
+            body["cost"] = json!(task.charged());
         }
         (true, _) => body["details"] = task.details(),
         (false, _) => {}
@@ -373,26 +644,36 @@ fn signature(state: &State, id: &str, expires: u64) -> String {
     tag.as_ref().iter().map(|b| format!("{b:02x}")).collect()
 }
 
-fn signed_address(state: &State, base_url: &str, task: &MockTask) -> String {
-    let expires = (state.clock.wall() + state.config.result_url_validity)
-        .duration_since(UNIX_EPOCH)
+fn signed_address(state: &State, task: &MockTask) -> String {
+    let validity = match task.media {
+        Media::Image => state.config.result_url_validity,
+        Media::Video => state.config.video_result_url_validity,
+    };
+    let expires = state
+        .clock
+        .wall()
+        .checked_add(validity)
+        .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
         .map(|d| d.as_secs())
         .unwrap_or(0);
+    if let (Ok(mut tasks), Some(until)) = (state.tasks.lock(), state.clock.now().checked_add(validity)) {
+        tasks.keep(&task.id, until);
+    }
     let ext = if task.format == "jpeg" {
         "jpg"
     } else {
         task.format.as_str()
     };
     format!(
-        "{base_url}/mock/results/{}.{ext}?expires={expires}&signature={}",
+        "{}/mock/results/{}.{ext}?expires={expires}&signature={}",
+        state.delivery_url,
         task.id,
         signature(state, &task.id, expires)
     )
 }
 
-fn deliver_result(ctx: &Ctx, uri: &Uri) -> Response {
+async fn deliver_result(ctx: &Ctx, file: &str, uri: &Uri) -> Response {
     let state = &ctx.state;
-    let file = uri.path().trim_start_matches("/mock/results/");
     let id = file.split('.').next().unwrap_or("");
     let query = uri.query().unwrap_or("");
     let param = |name: &str| query.split('&').find_map(|p| p.strip_prefix(name)).map(str::to_string);
@@ -414,20 +695,42 @@ fn deliver_result(ctx: &Ctx, uri: &Uri) -> Response {
     let Some(task) = task else {
         return json_response(StatusCode::NOT_FOUND, json!({"detail": "No such result"}));
     };
-    let bytes = match &task.image {
-        Some(bytes) => bytes.clone(),
-        None => match render::render(task.width, task.height, task.seed, &task.prompt, &task.format) {
-            Ok(bytes) => {
-                let bytes = Arc::new(bytes);
-                if let Ok(mut tasks) = state.tasks.lock() {
-                    if let Some(stored) = tasks.get_mut(id) {
-                        stored.image = Some(bytes.clone());
-                    }
+    state.count(|c| c.downloads += 1);
+    if task.media == Media::Video {
+        return (StatusCode::OK, [("content-type", "video/mp4")], render::mp4()).into_response();
+    }
+    let bytes = match state.cached_render(id) {
+        Some(bytes) => bytes,
+        None => {
+            let Ok(_permit) = state.render_permits.acquire().await else {
+                return json_response(StatusCode::SERVICE_UNAVAILABLE, json!({"detail": "mock stopping"}));
+            };
+            let (width, height, seed, prompt, format) = (
+                task.width,
+                task.height,
+                task.seed.to_string(),
+                task.prompt.clone(),
+                task.format.clone(),
+            );
+            let rendered =
+                tokio::task::spawn_blocking(move || render::render(width, height, &seed, &prompt, &format)).await;
+            match rendered {
+                Ok(Ok(bytes)) => {
+                    let bytes = Arc::new(bytes);
+                    state.cache_render(id, bytes.clone());
+                    bytes
                 }
-                bytes
+                Ok(Err(message)) => {
+                    return json_response(StatusCode::INTERNAL_SERVER_ERROR, json!({"detail": message}))
+                }
+                Err(_) => {
+                    return json_response(
+                        StatusCode::INTERNAL_SERVER_ERROR,
+                        json!({"detail": "mock render failed"}),
+                    )
+                }
             }
-            Err(message) => return json_response(StatusCode::INTERNAL_SERVER_ERROR, json!({"detail": message})),
-        },
+        }
     };
     let content_type = match task.format.as_str() {
         "png" => "image/png",
@@ -455,7 +758,7 @@ fn image_size(value: &Value) -> Option<(u32, u32)> {
     decode_head(value.as_str()?).and_then(|head| dimensions(&head))
 }
 
-const IMAGE_FIELDS: [&str; 13] = [
+const IMAGE_FIELDS: [&str; 12] = [
     "image",
     "input_image",
     "input_image_2",
@@ -468,48 +771,67 @@ const IMAGE_FIELDS: [&str; 13] = [
     "person",
     "garment",
     "image_prompt",
-    "mask",
 ];
 
 fn input_pixels(request: &Value) -> f64 {
-    IMAGE_FIELDS[..12]
+    // A fold from +0.0: an empty float sum is -0.0.
+    IMAGE_FIELDS
         .iter()
         .filter_map(|f| request.get(*f).filter(|v| v.is_string()))
         .map(|v| image_size(v).map_or(1_000_000.0, |(w, h)| w as f64 * h as f64))
-        .sum()
+        .fold(0.0, |sum, pixels| sum + pixels)
+}
+
+/// Scales a requested size down to the mock's limits, keeping its shape.
+pub(super) fn clamp_size(width: u64, height: u64) -> (u32, u32) {
+    let (mut w, mut h) = (width.clamp(1, u32::MAX as u64), height.clamp(1, u32::MAX as u64));
+    let area = w as f64 * h as f64;
+    if area > MAX_OUTPUT_PIXELS as f64 {
+        let scale = (MAX_OUTPUT_PIXELS as f64 / area).sqrt();
+        w = ((w as f64 * scale).floor() as u64).max(1);
+        h = ((h as f64 * scale).floor() as u64).max(1);
+    }
+    (w.min(MAX_OUTPUT_SIDE) as u32, h.min(MAX_OUTPUT_SIDE) as u32)
+}
+
+fn ratio_size(ratio: &str) -> Option<(u32, u32)> {
+    let (w, h) = ratio.split_once(':')?;
+    let (w, h) = (w.parse::<f64>().ok()?, h.parse::<f64>().ok()?);
+    if !(w > 0.0 && h > 0.0 && w.is_finite() && h.is_finite()) {
+        return None;
+    }
+    let height = (1_048_576.0 * h / w).sqrt();
+    let round = |x: f64| ((x / 32.0).round() * 32.0).clamp(32.0, MAX_OUTPUT_SIDE as f64) as u64;
+    Some(clamp_size(round(height * w / h), round(height)))
 }
 
 /// The size the "model" chooses: explicit width/height, else the operation's
-/// default, else the aspect ratio, else the input image's size, else 1024².
-fn output_size(operation: &str, request: &Value) -> (u32, u32) {
-    let number = |k: &str| {
-        request
-            .get(k)
-            .and_then(Value::as_u64)
-            .filter(|v| *v > 0)
-            .map(|v| v.min(8192) as u32)
-    };
+/// default, else the aspect ratio (given, else the document's default when
+/// there is no input image), else the input image's size, else 1024².
+/// Always within the mock's output limits.
+fn output_size(operation: &str, request: &Value, default_ratio: Option<&str>) -> (u32, u32) {
+    let number = |k: &str| request.get(k).and_then(Value::as_u64).filter(|v| *v > 0);
     if let (Some(w), Some(h)) = (number("width"), number("height")) {
-        return (w, h);
+        return clamp_size(w, h);
     }
     if matches!(operation, "gen_dev" | "gen_pro_1_1") {
-        return (number("width").unwrap_or(1024), number("height").unwrap_or(768));
+        return clamp_size(number("width").unwrap_or(1024), number("height").unwrap_or(768));
     }
-    if let Some((w, h)) = request["aspect_ratio"].as_str().and_then(|r| r.split_once(':')) {
-        if let (Ok(w), Ok(h)) = (w.parse::<f64>(), h.parse::<f64>()) {
-            if w > 0.0 && h > 0.0 {
-                let height = (1_048_576.0 * h / w).sqrt();
-                let round = |x: f64| ((x / 32.0).round() * 32.0).max(32.0) as u32;
-                return (round(height * w / h), round(height));
-            }
-        }
+    if let Some(size) = request["aspect_ratio"].as_str().and_then(ratio_size) {
+        return size;
     }
     if let Some((w, h)) = ["image", "input_image", "person"]
         .iter()
         .find_map(|f| request.get(*f).and_then(image_size))
     {
-        let side = |k: &str| request.get(k).and_then(Value::as_u64).unwrap_or(0).min(2048) as u32;
-        return (w + side("left") + side("right"), h + side("top") + side("bottom"));
+        let side = |k: &str| request.get(k).and_then(Value::as_u64).unwrap_or(0).min(2048);
+        return clamp_size(
+            w as u64 + side("left") + side("right"),
+            h as u64 + side("top") + side("bottom"),
+        );
+    }
+    if let Some(size) = default_ratio.and_then(ratio_size) {
+        return size;
     }
     (1024, 1024)
 }

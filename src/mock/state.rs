@@ -1,13 +1,20 @@
-//! What the mock remembers: keys, tasks, credits, faults, the request log and
-//! its clock.
+//! What the mock remembers: keys, tasks, credits, faults, the request log,
+//! counters and its clock. Everything here is bounded: tasks are pruned once
+//! their results have expired, the log is a ring, and the active-task count
+//! is a counter settled from a heap of finishing times.
 
-use std::collections::HashMap;
-use std::sync::Mutex;
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap, HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use serde_json::{json, Value};
 
-use super::{Fault, LoggedRequest, MockConfig};
+use super::{Fault, LoggedRequest, MockConfig, MockStats};
+
+/// Furthest the mock clock can be moved ahead (about a century): beyond it,
+/// `advance` saturates, so no later time computation can overflow.
+pub(crate) const MAX_CLOCK_OFFSET: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
 
 /// The mock's clock: real time plus an offset tests can advance, so a signed
 /// address can expire without waiting ten minutes.
@@ -18,14 +25,24 @@ pub(crate) struct Clock {
 
 impl Clock {
     pub(crate) fn now(&self) -> Instant {
-        Instant::now() + self.offset()
+        let now = Instant::now();
+        now.checked_add(self.offset()).unwrap_or(now)
     }
     pub(crate) fn wall(&self) -> SystemTime {
-        SystemTime::now() + self.offset()
+        let now = SystemTime::now();
+        now.checked_add(self.offset()).unwrap_or(now)
     }
+    /// Seconds since the Unix epoch on the mock clock.
+    pub(crate) fn unix_secs_f64(&self) -> f64 {
+        self.wall()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map(|d| d.as_secs_f64())
+            .unwrap_or(0.0)
+    }
+    /// Moves the clock ahead, saturating at [`MAX_CLOCK_OFFSET`].
     pub(crate) fn advance(&self, by: Duration) {
         if let Ok(mut offset) = self.offset.lock() {
-            *offset += by;
+            *offset = offset.saturating_add(by).min(MAX_CLOCK_OFFSET);
         }
     }
     fn offset(&self) -> Duration {
@@ -55,7 +72,7 @@ impl Outcome {
             Outcome::Ready
         }
     }
-    fn status(&self) -> &'static str {
+    pub(crate) fn status(&self) -> &'static str {
         match self {
             Outcome::Ready => "Ready",
             Outcome::Error(_) => "Error",
@@ -63,6 +80,17 @@ impl Outcome {
             Outcome::ContentModerated => "Content Moderated",
         }
     }
+    /// Neither moderation outcome is charged.
+    pub(crate) fn is_charged(&self) -> bool {
+        !matches!(self, Outcome::RequestModerated | Outcome::ContentModerated)
+    }
+}
+
+/// What kind of output a task makes.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) enum Media {
+    Image,
+    Video,
 }
 
 /// One task of the mock.
@@ -71,18 +99,30 @@ pub(crate) struct MockTask {
     pub(crate) id: String,
     pub(crate) key: String,
     pub(crate) created: Instant,
+    /// Wall time of the submission on the mock clock (Unix seconds).
+    pub(crate) start_time: f64,
     pub(crate) duration: Duration,
     pub(crate) outcome: Outcome,
     /// `[mock:status=X]` makes the in-progress status X (an unknown value).
     pub(crate) working_status: Option<String>,
+    /// Report the observed extra statuses (`Reasoning`/`Generating`, video's
+    /// `Queued`/`Uploading`) while in progress.
+    pub(crate) observed_statuses: bool,
+    pub(crate) media: Media,
     pub(crate) width: u32,
     pub(crate) height: u32,
     pub(crate) format: String,
-    pub(crate) seed: i64,
+    /// The seed as the JSON number it was given (any integer up to 2^64−1).
+    pub(crate) seed: serde_json::Number,
     pub(crate) prompt: String,
+    /// Cost announced at submission.
     pub(crate) cost: f64,
-    pub(crate) webhook: Option<(String, Option<String>)>,
-    pub(crate) image: Option<std::sync::Arc<Vec<u8>>>,
+    pub(crate) webhook: Option<(String, Option<crate::WebhookSecret>)>,
+    /// Polled on the regional host (the global host answers 404 for it);
+    /// `false` for webhook submissions, whose fallback is the global host.
+    pub(crate) regional: bool,
+    /// When the task may be forgotten (results expired).
+    pub(crate) keep_until: Instant,
 }
 
 impl MockTask {
@@ -96,12 +136,17 @@ impl MockTask {
             return (self.outcome.status().to_string(), Some(1.0));
         }
         let fraction = elapsed.as_secs_f64() / self.duration.as_secs_f64().max(1e-9);
-        let status = match &self.working_status {
-            Some(custom) => custom.clone(),
-            None if fraction < 0.2 => "Pending".to_string(),
-            None => "Generating".to_string(),
+        let status = match (&self.working_status, self.observed_statuses, self.media) {
+            (Some(custom), _, _) => custom.as_str(),
+            (None, false, _) => "Pending",
+            (None, true, Media::Image) if fraction < 0.2 => "Pending",
+            (None, true, Media::Image) if fraction < 0.5 => "Reasoning",
+            (None, true, Media::Image) => "Generating",
+            (None, true, Media::Video) if fraction < 0.2 => "Queued",
+            (None, true, Media::Video) if fraction < 0.8 => "Generating",
+            (None, true, Media::Video) => "Uploading",
         };
-        (status, Some((fraction * 100.0).floor() / 100.0))
+        (status.to_string(), Some((fraction * 100.0).floor() / 100.0))
     }
 
     pub(crate) fn finished_at(&self) -> Instant {
@@ -116,16 +161,25 @@ impl MockTask {
         now >= self.finished_at()
     }
 
+    /// What the task costs once final: nothing when moderated.
+    pub(crate) fn charged(&self) -> f64 {
+        if self.outcome.is_charged() {
+            self.cost
+        } else {
+            0.0
+        }
+    }
+
     /// The `result` object of a Ready task.
     pub(crate) fn result(&self, sample: &str) -> Value {
-        let start = 1_700_000_000.0;
+        let duration = self.duration.as_secs_f64();
         json!({
             "sample": sample,
-            "seed": self.seed,
+            "seed": Value::Number(self.seed.clone()),
             "prompt": self.prompt,
-            "start_time": start,
-            "end_time": start + self.duration.as_secs_f64(),
-            "duration": self.duration.as_secs_f64(),
+            "start_time": self.start_time,
+            "end_time": self.start_time + duration,
+            "duration": duration,
         })
     }
 
@@ -147,12 +201,103 @@ pub struct Delivery {
     pub task_id: String,
     /// Where it was sent.
     pub url: String,
-    /// Attempts made.
+    /// Attempts made (0 when the address was refused).
     pub attempts: u32,
     /// Status of the last attempt, if any answered.
     pub last_status: Option<u16>,
     /// Whether an attempt got a 2xx.
     pub delivered: bool,
+}
+
+/// Tasks, with the indexes that keep pruning and the active count cheap.
+#[derive(Default)]
+pub(crate) struct Tasks {
+    map: HashMap<String, MockTask>,
+    /// (time, id) at which a task may be forgotten; stale entries are checked
+    /// against the task's `keep_until` when popped.
+    expiry: BinaryHeap<Reverse<(Instant, String)>>,
+    /// (finish time, key) of tasks still counted as active.
+    finishing: BinaryHeap<Reverse<(Instant, String)>>,
+    active: HashMap<String, usize>,
+}
+
+impl Tasks {
+    /// Drops tasks whose results have expired and settles the active count.
+    pub(crate) fn tidy(&mut self, now: Instant) {
+        while let Some(Reverse((at, _))) = self.finishing.peek() {
+            if *at > now {
+                break;
+            }
+            if let Some(Reverse((_, key))) = self.finishing.pop() {
+                if let Some(count) = self.active.get_mut(&key) {
+                    *count = count.saturating_sub(1);
+                    if *count == 0 {
+                        self.active.remove(&key);
+                    }
+                }
+            }
+        }
+        while let Some(Reverse((at, _))) = self.expiry.peek() {
+            if *at > now {
+                break;
+            }
+            if let Some(Reverse((_, id))) = self.expiry.pop() {
+                if self.map.get(&id).is_some_and(|t| t.keep_until <= now) {
+                    self.map.remove(&id);
+                }
+            }
+        }
+    }
+
+    pub(crate) fn active(&self, key: &str) -> usize {
+        self.active.get(key).copied().unwrap_or(0)
+    }
+
+    pub(crate) fn active_total(&self) -> usize {
+        self.active.values().sum()
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    pub(crate) fn insert(&mut self, task: MockTask, now: Instant) {
+        if !task.is_final(now) {
+            *self.active.entry(task.key.clone()).or_insert(0) += 1;
+            self.finishing.push(Reverse((task.finished_at(), task.key.clone())));
+        }
+        self.expiry.push(Reverse((task.keep_until, task.id.clone())));
+        self.map.insert(task.id.clone(), task);
+    }
+
+    pub(crate) fn get(&self, id: &str) -> Option<&MockTask> {
+        self.map.get(id)
+    }
+
+    /// Keeps a task at least until `until` (a result address was issued).
+    /// Extended a minute at a time, so a task polled in a loop adds at most
+    /// one expiry entry a minute.
+    pub(crate) fn keep(&mut self, id: &str, until: Instant) {
+        if let Some(task) = self.map.get_mut(id) {
+            if until > task.keep_until {
+                let until = until.checked_add(Duration::from_secs(60)).unwrap_or(until);
+                task.keep_until = until;
+                self.expiry.push(Reverse((until, id.to_string())));
+            }
+        }
+    }
+}
+
+/// Counters of what the service saw.
+#[derive(Default)]
+pub(crate) struct Counters {
+    pub(crate) submissions: BTreeMap<String, u64>,
+    pub(crate) polls: u64,
+    pub(crate) too_many_requests: u64,
+    pub(crate) payment_required: u64,
+    pub(crate) downloads: u64,
+    pub(crate) keys_sent_to_delivery: u64,
+    pub(crate) webhooks_refused: u64,
 }
 
 pub(crate) struct State {
@@ -162,33 +307,123 @@ pub(crate) struct State {
     /// every request.
     pub(crate) operations: Vec<crate::validate::DocumentOperation>,
     pub(crate) clock: Clock,
-    pub(crate) tasks: Mutex<HashMap<String, MockTask>>,
+    pub(crate) tasks: Mutex<Tasks>,
     pub(crate) credits: Mutex<Option<f64>>,
     pub(crate) faults: Mutex<Vec<Fault>>,
-    pub(crate) log: Mutex<Vec<LoggedRequest>>,
-    pub(crate) deliveries: Mutex<Vec<Delivery>>,
+    pub(crate) log: Mutex<VecDeque<LoggedRequest>>,
+    pub(crate) deliveries: Mutex<VecDeque<Delivery>>,
+    pub(crate) counters: Mutex<Counters>,
+    /// A few recently rendered results, so repeated downloads do not render
+    /// again; bounded, never one per task.
+    pub(crate) rendered: Mutex<VecDeque<(String, Arc<Vec<u8>>)>>,
+    /// Renders running at once (each is bounded by the output limits).
+    pub(crate) render_permits: tokio::sync::Semaphore,
     /// Key used to sign delivery addresses.
     pub(crate) signing_key: [u8; 32],
+    /// `http://127.0.0.1:PORT` of the regional and delivery listeners.
+    pub(crate) regional_url: String,
+    pub(crate) delivery_url: String,
 }
 
-impl State {
-    pub(crate) fn active_tasks(&self, key: &str) -> usize {
-        let now = self.clock.now();
-        self.tasks
-            .lock()
-            .map(|t| t.values().filter(|t| t.key == key && !t.is_final(now)).count())
-            .unwrap_or(0)
-    }
+/// Most faults pending at once.
+pub(crate) const MAX_FAULTS: usize = 1024;
+/// Most webhook delivery records kept.
+const MAX_DELIVERIES: usize = 4096;
+/// Rendered results kept for repeated downloads.
+const RENDER_CACHE: usize = 16;
 
+impl State {
     /// Takes the first fault matching the request, counting it down.
     pub(crate) fn take_fault(&self, method: &str, path: &str) -> Option<Fault> {
         let mut faults = self.faults.lock().ok()?;
         let index = faults.iter().position(|f| f.matches(method, path))?;
         let fault = faults[index].clone();
-        faults[index].times -= 1;
+        faults[index].times = faults[index].times.saturating_sub(1);
         if faults[index].times == 0 {
             faults.remove(index);
         }
         Some(fault)
+    }
+
+    pub(crate) fn add_fault(&self, fault: Fault) -> bool {
+        match self.faults.lock() {
+            Ok(mut faults) if faults.len() < MAX_FAULTS => {
+                faults.push(fault);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    pub(crate) fn count(&self, update: impl FnOnce(&mut Counters)) {
+        if let Ok(mut counters) = self.counters.lock() {
+            update(&mut counters);
+        }
+    }
+
+    pub(crate) fn record(&self, request: LoggedRequest) {
+        if let Ok(mut log) = self.log.lock() {
+            let capacity = self.config.request_log_capacity;
+            if capacity == 0 {
+                return;
+            }
+            while log.len() >= capacity {
+                log.pop_front();
+            }
+            log.push_back(request);
+        }
+    }
+
+    pub(crate) fn record_delivery(&self, delivery: Delivery) {
+        if let Ok(mut deliveries) = self.deliveries.lock() {
+            if deliveries.len() >= MAX_DELIVERIES {
+                deliveries.pop_front();
+            }
+            deliveries.push_back(delivery);
+        }
+    }
+
+    pub(crate) fn cached_render(&self, id: &str) -> Option<Arc<Vec<u8>>> {
+        let cache = self.rendered.lock().ok()?;
+        cache
+            .iter()
+            .find(|(cached, _)| cached == id)
+            .map(|(_, bytes)| bytes.clone())
+    }
+
+    pub(crate) fn cache_render(&self, id: &str, bytes: Arc<Vec<u8>>) {
+        if let Ok(mut cache) = self.rendered.lock() {
+            if cache.len() >= RENDER_CACHE {
+                cache.pop_front();
+            }
+            cache.push_back((id.to_string(), bytes));
+        }
+    }
+
+    pub(crate) fn stats(&self) -> MockStats {
+        let now = self.clock.now();
+        let (active_tasks, tasks_kept) = self
+            .tasks
+            .lock()
+            .map(|mut tasks| {
+                tasks.tidy(now);
+                (tasks.active_total() as u64, tasks.len() as u64)
+            })
+            .unwrap_or((0, 0));
+        let counters = self.counters.lock();
+        let Ok(c) = counters else {
+            return MockStats::default();
+        };
+        MockStats {
+            submissions: c.submissions.clone(),
+            polls: c.polls,
+            too_many_requests: c.too_many_requests,
+            payment_required: c.payment_required,
+            downloads: c.downloads,
+            keys_sent_to_delivery: c.keys_sent_to_delivery,
+            webhooks_refused: c.webhooks_refused,
+            active_tasks,
+            tasks_kept,
+        }
     }
 }

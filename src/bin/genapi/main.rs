@@ -305,10 +305,7 @@ pub async fn connect(global: &Global) -> Result<Connection, Failure> {
         let client = builder.build().map_err(|e| Failure::api(&e))?;
         return Ok(Connection { client, mock: None });
     }
-    let config = MockConfig {
-        default_duration: Duration::from_secs(3),
-        ..MockConfig::default()
-    };
+    let config = MockConfig::default().default_duration(Duration::from_secs(3));
     let address = std::net::SocketAddr::from(([127, 0, 0, 1], 0));
     let mock = MockService::start_with(config, address)
         .await

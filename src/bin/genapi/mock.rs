@@ -60,20 +60,22 @@ pub async fn run(global: &Global, args: MockArgs) -> Result<(), Failure> {
     if args.credits.is_some_and(|c| !c.is_finite() || c < 0.0) {
         return Err(Failure::usage("--credits: expected a number of credits, 0 or more"));
     }
-    let defaults = MockConfig::default();
-    let config = MockConfig {
-        keys: vec![(args.key, None)],
-        default_duration: Duration::from_millis(args.duration_ms),
-        credits: args.credits,
-        max_active_tasks: args.max_active.unwrap_or(defaults.max_active_tasks),
-        ..defaults
-    };
+    let mut config = MockConfig::default()
+        .key(args.key)
+        .default_duration(Duration::from_millis(args.duration_ms))
+        .credits(args.credits)
+        .allow_remote(args.allow_remote);
+    if let Some(limit) = args.max_active {
+        config = config.max_active_tasks(limit);
+    }
     let mock = MockService::start_with(config, address)
         .await
         .map_err(|e| Failure::new(code::OTHER, format!("cannot start the mock: {}", describe(&e))))?;
     out::err(&format!(
-        "mock service (a test double) listening on {}; stop it with Ctrl-C",
-        mock.base_url()
+        "mock service (a test double) listening on {} (polling host {}, delivery host {}); stop it with Ctrl-C",
+        mock.base_url(),
+        mock.regional_url(),
+        mock.delivery_url()
     ));
     let variables = variables(&mock);
     if global.json {
@@ -96,11 +98,10 @@ pub async fn run(global: &Global, args: MockArgs) -> Result<(), Failure> {
 
 /// Every variable a client of this mock needs.
 fn variables(mock: &MockService) -> Vec<(&'static str, String)> {
-    let variables = vec![
+    vec![
         ("GENAPI_BASE_URL", mock.base_url().to_string()),
         ("GENAPI_API_KEY", mock.key().to_string()),
-    ];
-    // When the mock reports trusted origins (a regional polling host), add:
-    // ("GENAPI_TRUSTED_ORIGINS", mock.trusted_origins().join(",")),
-    variables
+        // The regional polling host, on another port of loopback.
+        ("GENAPI_TRUSTED_ORIGINS", mock.trusted_origins().join(",")),
+    ]
 }

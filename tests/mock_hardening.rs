@@ -1,0 +1,239 @@
+//! The mock stands up to a hostile client: claimed image sizes are not
+//! trusted, control routes need the key and sane values, its state stays
+//! bounded, it listens on loopback only unless allowed, and it delivers
+//! webhooks (and their secrets) only where the test said. Over real HTTP on
+//! loopback.
+#![cfg(feature = "mock")]
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use genapi::mock::{MockConfig, MockService, LOGGED_BODY_LIMIT};
+use serde_json::{json, Value};
+
+mod common;
+
+async fn start(config: MockConfig) -> MockService {
+    MockService::start_with(config, "127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap()
+}
+
+async fn post(mock: &MockService, path: &str, key: Option<&str>, body: Value) -> (u16, Value) {
+    let mut request = common::http().post(format!("{}{path}", mock.base_url())).json(&body);
+    if let Some(key) = key {
+        request = request.header("x-key", key);
+    }
+    let response = request.send().await.unwrap();
+    (response.status().as_u16(), response.json().await.unwrap_or(Value::Null))
+}
+
+async fn poll(mock: &MockService, answer: &Value) -> Value {
+    common::http()
+        .get(answer["polling_url"].as_str().unwrap())
+        .header("x-key", mock.key())
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_claimed_giant_image_does_not_make_a_giant_output() {
+    let mock = start(MockConfig::default().default_duration(Duration::from_millis(1))).await;
+    let giant = common::b64(&common::png_header(200_000, 200_000));
+    let (status, answer) = post(
+        &mock,
+        "/v1/gen-pro-1.0-expand",
+        Some(mock.key()),
+        json!({"image": giant, "top": 2048, "left": 2048}),
+    )
+    .await;
+    assert_eq!(status, 200, "{answer}");
+    mock.advance(Duration::from_secs(1));
+    let result = poll(&mock, &answer).await;
+    let image = common::http()
+        .get(result["result"]["sample"].as_str().unwrap())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(image.status(), 200);
+    let (w, h) = genapi::dimensions(&image.bytes().await.unwrap()).unwrap();
+    assert!(u64::from(w) * u64::from(h) <= 4 * 1024 * 1024, "{w}x{h}");
+    assert!((w as f64 / h as f64 - 1.0).abs() < 0.01, "shape kept: {w}x{h}");
+    // Still serving.
+    assert_eq!(
+        post(&mock, "/v1/gen-2-pro", Some(mock.key()), json!({"prompt": "after"}))
+            .await
+            .0,
+        200
+    );
+}
+
+#[tokio::test]
+async fn control_routes_need_the_key_and_sane_values() {
+    let mock = MockService::start().await.unwrap();
+    let fault = json!({"path_prefix": "/v1/gen-2-pro", "status": 500});
+    assert_eq!(post(&mock, "/mock/faults", None, fault.clone()).await.0, 403);
+    assert_eq!(post(&mock, "/mock/faults", Some("guess"), fault.clone()).await.0, 403);
+    assert_eq!(
+        post(&mock, "/mock/clock/advance", None, json!({"seconds": 601}))
+            .await
+            .0,
+        403
+    );
+    let stats = common::http()
+        .get(format!("{}/mock/stats", mock.base_url()))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stats.status(), 403);
+    assert_eq!(
+        post(&mock, "/v1/gen-2-pro", Some(mock.key()), json!({"prompt": "x"}))
+            .await
+            .0,
+        200,
+        "the keyless fault was not installed"
+    );
+
+    let key = Some(mock.key());
+    for bad in [
+        json!({"seconds": 1.8e19}),
+        json!({"seconds": -1}),
+        json!({"seconds": "soon"}),
+    ] {
+        assert_eq!(
+            post(&mock, "/mock/clock/advance", key, bad.clone()).await.0,
+            400,
+            "{bad}"
+        );
+    }
+    for bad in [
+        json!({"path_prefix": "/v1", "status": 1000}),
+        json!({"path_prefix": "/v1", "status": 99}),
+        json!({"path_prefix": "/v1", "delay_ms": 86_400_000u64}),
+        json!({"path_prefix": "/v1", "status": 500, "times": 0}),
+        json!({"path_prefix": "/v1", "status": 503, "retry_after": "1\r\nx-evil: 1"}),
+        json!({"path_prefix": "/v1", "redirect": "not a url"}),
+    ] {
+        assert_eq!(post(&mock, "/mock/faults", key, bad.clone()).await.0, 400, "{bad}");
+    }
+    // The largest sane advance, and a saturating one from Rust: later requests still work.
+    assert_eq!(
+        post(&mock, "/mock/clock/advance", key, json!({"seconds": 3.0e9}))
+            .await
+            .0,
+        200
+    );
+    mock.advance(Duration::MAX);
+    let (status, answer) = post(&mock, "/v1/gen-2-pro", key, json!({"prompt": "later"})).await;
+    assert_eq!(status, 200);
+    assert_eq!(poll(&mock, &answer).await["status"], "Pending");
+    // A fault on every path never locks the test out of the control routes.
+    assert_eq!(
+        post(
+            &mock,
+            "/mock/faults",
+            key,
+            json!({"path_prefix": "/", "status": 500, "times": 100})
+        )
+        .await
+        .0,
+        200
+    );
+    assert_eq!(
+        post(&mock, "/mock/clock/advance", key, json!({"seconds": 1})).await.0,
+        200
+    );
+}
+
+#[tokio::test]
+async fn a_non_loopback_address_is_refused_unless_allowed() {
+    let error = MockService::start_with(MockConfig::default(), "0.0.0.0:0".parse().unwrap())
+        .await
+        .unwrap_err();
+    assert!(error.to_string().contains("loopback"), "{error}");
+}
+
+#[tokio::test]
+async fn the_request_log_is_a_ring_and_keeps_no_whole_bodies() {
+    let mock = start(MockConfig::default().request_log_capacity(10)).await;
+    let big = "x".repeat(1024 * 1024);
+    for n in 0..30 {
+        // Keyless, so refused: the body is still not kept whole.
+        let (status, _) = post(&mock, "/v1/gen-2-pro", None, json!({"prompt": big, "n": n})).await;
+        assert_eq!(status, 403);
+    }
+    let log = mock.requests();
+    assert_eq!(log.len(), 10);
+    assert!(log[9].body.starts_with("{\"n\":29,"), "the newest kept");
+    assert!(log.iter().all(|r| r.body.len() <= LOGGED_BODY_LIMIT + 64));
+    assert_eq!(mock.count("POST", "/v1/gen-2-pro"), 10);
+}
+
+#[tokio::test]
+async fn finished_tasks_are_forgotten_once_their_results_expire_and_active_tasks_are_counted() {
+    let mock = start(
+        MockConfig::default()
+            .max_active_tasks(2)
+            .default_duration(Duration::from_secs(60)),
+    )
+    .await;
+    let key = Some(mock.key());
+    let first = post(&mock, "/v1/gen-2-pro", key, json!({"prompt": "a"})).await.1;
+    post(&mock, "/v1/gen-2-pro", key, json!({"prompt": "b"})).await;
+    assert_eq!(post(&mock, "/v1/gen-2-pro", key, json!({"prompt": "c"})).await.0, 429);
+    assert_eq!(mock.stats().active_tasks, 2);
+    mock.advance(Duration::from_secs(61));
+    assert_eq!(mock.stats().active_tasks, 0);
+    assert_eq!(post(&mock, "/v1/gen-2-pro", key, json!({"prompt": "c"})).await.0, 200);
+    // Issue a result address, then let everything expire.
+    let ready = poll(&mock, &first).await;
+    assert_eq!(ready["status"], "Ready");
+    assert_eq!(mock.stats().tasks_kept, 3);
+    mock.advance(Duration::from_secs(25 * 60));
+    assert_eq!(
+        mock.stats().tasks_kept,
+        0,
+        "pruned after task_ttl and the result's expiry"
+    );
+    assert_eq!(poll(&mock, &first).await["status"], "Task not found");
+}
+
+#[tokio::test]
+async fn webhooks_go_only_to_configured_addresses() {
+    // A local listener the test did not configure: it must never see the secret.
+    let hits = Arc::new(AtomicUsize::new(0));
+    let seen = hits.clone();
+    let app = axum::Router::new().fallback(move || {
+        let seen = seen.clone();
+        async move {
+            seen.fetch_add(1, Ordering::SeqCst);
+            "ok"
+        }
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/hook", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+
+    let mock = start(MockConfig::default().default_duration(Duration::from_millis(1))).await;
+    let (status, _) = post(
+        &mock,
+        "/v1/gen-2-pro",
+        Some(mock.key()),
+        json!({"prompt": "p", "webhook_url": url, "webhook_secret": "whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD"}),
+    )
+    .await;
+    assert_eq!(status, 200);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while mock.deliveries().is_empty() && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let delivery = &mock.deliveries()[0];
+    assert_eq!((delivery.attempts, delivery.delivered), (0, false), "{delivery:?}");
+    assert_eq!(hits.load(Ordering::SeqCst), 0);
+    assert_eq!(mock.stats().webhooks_refused, 1);
+}
