@@ -40,11 +40,7 @@ struct Figures {
 }
 
 async fn measure(fixed: Option<Duration>, progress: bool) -> Figures {
-    let mut config = MockConfig {
-        report_progress: progress,
-        max_active_tasks: 100,
-        ..MockConfig::default()
-    };
+    let mut config = MockConfig::default().report_progress(progress).max_active_tasks(100);
     for (operation, ms) in DURATIONS {
         config
             .durations

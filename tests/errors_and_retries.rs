@@ -35,10 +35,9 @@ async fn a_wrong_key_is_forbidden() {
 
 #[tokio::test]
 async fn a_key_limited_to_some_endpoints_is_forbidden_elsewhere() {
-    let config = MockConfig {
-        keys: vec![("dev-only".into(), Some(vec!["gen_dev".into(), "get_result".into()]))],
-        ..MockConfig::default()
-    };
+    let config = MockConfig::default()
+        .keys(Vec::new())
+        .limited_key("dev-only", &["gen_dev", "get_result"]);
     let mock = MockService::start_with(config, "127.0.0.1:0".parse().unwrap())
         .await
         .unwrap();
@@ -211,11 +210,9 @@ async fn configuration_errors_say_what_is_missing() {
 
 #[tokio::test]
 async fn the_mock_refuses_tasks_beyond_its_active_limit() {
-    let config = MockConfig {
-        max_active_tasks: 2,
-        default_duration: Duration::from_secs(30),
-        ..MockConfig::default()
-    };
+    let config = MockConfig::default()
+        .max_active_tasks(2)
+        .default_duration(Duration::from_secs(30));
     let mock = MockService::start_with(config, "127.0.0.1:0".parse().unwrap())
         .await
         .unwrap();

@@ -137,10 +137,7 @@ async fn an_odd_optional_field_never_makes_a_finished_task_undecodable() {
 #[tokio::test]
 async fn every_failure_after_acceptance_names_the_task() {
     let mock = MockService::start_with(
-        MockConfig {
-            default_duration: Duration::from_secs(30),
-            ..MockConfig::default()
-        },
+        MockConfig::default().default_duration(Duration::from_secs(30)),
         "127.0.0.1:0".parse().unwrap(),
     )
     .await

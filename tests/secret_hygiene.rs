@@ -35,10 +35,7 @@ async fn the_canaries_never_leak() {
         .finish();
     let _guard = tracing::subscriber::set_default(subscriber);
 
-    let config = MockConfig {
-        keys: vec![(KEY.into(), None)],
-        ..MockConfig::default()
-    };
+    let config = MockConfig::default().key(KEY);
     let mock = MockService::start_with(config, "127.0.0.1:0".parse().unwrap())
         .await
         .unwrap();

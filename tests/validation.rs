@@ -252,10 +252,7 @@ async fn the_mock_validates_from_its_document_and_the_client_reads_its_422() {
     // client's own (embedded) document allows, and the error comes back typed.
     let mut doc: Value = common::document();
     doc["components"]["schemas"]["Gen2ProRequest"]["properties"]["safety_tolerance"]["maximum"] = json!(1);
-    let config = MockConfig {
-        document: Some(doc.to_string()),
-        ..MockConfig::default()
-    };
+    let config = MockConfig::default().document(Some(doc.to_string()));
     let mock = MockService::start_with(config, "127.0.0.1:0".parse().unwrap())
         .await
         .unwrap();
@@ -322,10 +319,7 @@ async fn a_document_with_a_pattern_that_does_not_compile_is_refused_up_front() {
     doc["components"]["schemas"]["FinetuneId"]["pattern"] = json!("([unclosed");
     let error = Document::parse(&doc.to_string()).unwrap_err();
     assert!(error.contains("([unclosed"), "{error}");
-    let config = MockConfig {
-        document: Some(doc.to_string()),
-        ..MockConfig::default()
-    };
+    let config = MockConfig::default().document(Some(doc.to_string()));
     let error = MockService::start_with(config, "127.0.0.1:0".parse().unwrap())
         .await
         .unwrap_err();

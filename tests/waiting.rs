@@ -73,10 +73,7 @@ async fn an_unknown_task_is_not_found_after_the_grace_period() {
 #[tokio::test]
 async fn unknown_statuses_mean_keep_polling_and_progress_is_reported() {
     let mock = MockService::start_with(
-        MockConfig {
-            default_duration: Duration::from_millis(2500),
-            ..MockConfig::default()
-        },
+        MockConfig::default().default_duration(Duration::from_millis(2500)),
         "127.0.0.1:0".parse().unwrap(),
     )
     .await
@@ -107,10 +104,7 @@ async fn unknown_statuses_mean_keep_polling_and_progress_is_reported() {
 #[tokio::test]
 async fn the_deadline_bounds_the_wait() {
     let mock = MockService::start_with(
-        MockConfig {
-            default_duration: Duration::from_secs(30),
-            ..MockConfig::default()
-        },
+        MockConfig::default().default_duration(Duration::from_secs(30)),
         "127.0.0.1:0".parse().unwrap(),
     )
     .await
@@ -139,10 +133,7 @@ async fn the_deadline_bounds_the_wait() {
 async fn dropping_the_wait_stops_polling_but_the_place_is_kept_until_the_task_ends() {
     let task_time = Duration::from_millis(1500);
     let mock = MockService::start_with(
-        MockConfig {
-            default_duration: task_time,
-            ..MockConfig::default()
-        },
+        MockConfig::default().default_duration(task_time),
         "127.0.0.1:0".parse().unwrap(),
     )
     .await
@@ -173,11 +164,9 @@ async fn dropping_the_wait_stops_polling_but_the_place_is_kept_until_the_task_en
 #[tokio::test]
 async fn submitting_many_before_waiting_on_any_completes() {
     // The reported hang: 25 submissions before any wait, at a limit of 24.
-    let config = MockConfig {
-        default_duration: Duration::from_millis(300),
-        max_active_tasks: 24,
-        ..MockConfig::default()
-    };
+    let config = MockConfig::default()
+        .default_duration(Duration::from_millis(300))
+        .max_active_tasks(24);
     let mock = MockService::start_with(config, "127.0.0.1:0".parse().unwrap())
         .await
         .unwrap();
@@ -202,11 +191,9 @@ async fn submitting_many_before_waiting_on_any_completes() {
 
 #[tokio::test]
 async fn the_active_task_limit_keeps_clear_of_429() {
-    let config = MockConfig {
-        max_active_tasks: 3,
-        default_duration: Duration::from_millis(200),
-        ..MockConfig::default()
-    };
+    let config = MockConfig::default()
+        .max_active_tasks(3)
+        .default_duration(Duration::from_millis(200));
     let mock = MockService::start_with(config, "127.0.0.1:0".parse().unwrap())
         .await
         .unwrap();

@@ -89,6 +89,7 @@ pub const LOGGED_BODY_LIMIT: usize = 16 * 1024;
 
 /// A request the mock received.
 #[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub struct LoggedRequest {
     /// Which listener took it: `"api"`, `"regional"` or `"delivery"`.
     pub origin: String,
@@ -118,6 +119,7 @@ impl LoggedRequest {
 
 /// What an injected fault does.
 #[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub enum FaultKind {
     /// Answer with this status, body and optional `Retry-After` value.
     Status {
@@ -140,6 +142,7 @@ pub enum FaultKind {
 
 /// A fault applied to the next `times` requests matching `method` and `path`.
 #[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub struct Fault {
     /// Method to match, or any.
     pub method: Option<String>,
@@ -211,6 +214,7 @@ impl Fault {
 /// Settings of a [`MockService`]. Build with the chained setters, which have
 /// the fields' names: `MockConfig::default().key("k").credits(Some(5.0))`.
 #[derive(Clone)]
+#[non_exhaustive]
 pub struct MockConfig {
     /// Keys and, for each, the operationIds it may use (`None`: all).
     pub keys: Vec<(String, Option<Vec<String>>)>,
@@ -399,6 +403,7 @@ impl std::fmt::Debug for MockConfig {
 /// What the mock saw, as counted by [`MockService::stats`] and served as JSON
 /// by `GET /mock/stats`.
 #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[non_exhaustive]
 pub struct MockStats {
     /// Accepted submissions, by path.
     pub submissions: BTreeMap<String, u64>,

@@ -196,6 +196,7 @@ impl MockTask {
 
 /// A webhook delivery attempt series, for tests to inspect.
 #[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub struct Delivery {
     /// Task id.
     pub task_id: String,
