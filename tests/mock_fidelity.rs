@@ -535,3 +535,23 @@ async fn sizes_are_validated_from_the_document_not_hard_coded() {
         1.03
     );
 }
+
+#[tokio::test]
+async fn a_prompt_marker_sets_one_tasks_duration() {
+    let mock = MockService::start().await.unwrap();
+    let client = mock.client().unwrap();
+    let output = client
+        .run(types::Gen2ProRequest::builder().prompt("[mock:duration_ms=1200] slow"))
+        .await
+        .unwrap();
+    assert_eq!(output.result.result.unwrap().duration, Some(1.2));
+    let quick = client
+        .run(types::Gen2ProRequest::builder().prompt("quick"))
+        .await
+        .unwrap();
+    assert_eq!(
+        quick.result.result.unwrap().duration,
+        Some(0.3),
+        "others keep the default"
+    );
+}

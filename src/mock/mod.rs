@@ -35,7 +35,8 @@
 //!   result, as the live service does.
 //! - **Scripted outcomes** by a marker in the prompt: `[mock:error]`,
 //!   `[mock:request-moderated]`, `[mock:content-moderated]`, and
-//!   `[mock:status=NAME]` for an in-progress status the client does not know.
+//!   `[mock:status=NAME]` for an in-progress status the client does not know,
+//!   `[mock:duration_ms=N]` for one task's duration (at most an hour).
 //!   Neither moderation outcome is charged.
 //! - **Limits**: 402 once a configured credit balance is spent; 429 beyond
 //!   `max_active_tasks` active tasks per key; 413 (JSON) for a body over

@@ -509,12 +509,21 @@ fn submit(ctx: &Ctx, key: &str, operation: &str, path: &str, schema: Option<&str
         .cloned()
         .unwrap_or_else(|| serde_json::Number::from(fastrand::u32(..)));
     let now = state.clock.now();
-    let duration = state
-        .config
-        .durations
-        .get(operation)
-        .copied()
-        .unwrap_or(state.config.default_duration);
+    // `[mock:duration_ms=N]` sets this task's duration (at most an hour).
+    let scripted = prompt
+        .split("[mock:duration_ms=")
+        .nth(1)
+        .and_then(|rest| rest.split(']').next())
+        .and_then(|ms| ms.parse::<u64>().ok())
+        .map(|ms| Duration::from_millis(ms.min(3_600_000)));
+    let duration = scripted.unwrap_or_else(|| {
+        state
+            .config
+            .durations
+            .get(operation)
+            .copied()
+            .unwrap_or(state.config.default_duration)
+    });
     let id = uuid::Uuid::new_v4().to_string();
     let mut task = MockTask {
         id: id.clone(),
