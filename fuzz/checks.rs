@@ -73,6 +73,30 @@ pub fn webhook_verify(data: &[u8]) {
     }
 }
 
+/// The request validator on any body, for every request schema of the
+/// embedded document: the first byte picks the schema, the rest is the body
+/// (JSON, or else text put in the usual string fields).
+pub fn validator(data: &[u8]) {
+    let document = genapi::validate::Document::embedded();
+    let schemas: Vec<String> = document
+        .operations()
+        .into_iter()
+        .filter_map(|operation| operation.request_schema)
+        .collect();
+    let Some((selector, rest)) = data.split_first() else {
+        return;
+    };
+    if schemas.is_empty() {
+        return;
+    }
+    let schema = &schemas[usize::from(*selector) % schemas.len()];
+    let body = serde_json::from_slice::<serde_json::Value>(rest).unwrap_or_else(|_| {
+        let text = String::from_utf8_lossy(rest);
+        serde_json::json!({ "prompt": text, "image": text, "mask": text, "webhook_url": text })
+    });
+    let _ = document.validate(schema, &body);
+}
+
 /// Image sniffing and header sizes, and the same bytes as a base64 image
 /// field (decoding, sniffing, size limits, equal-size masks).
 pub fn image_inputs(data: &[u8]) {

@@ -100,3 +100,12 @@ fn image_inputs_corpus() {
         "{seeds} seeds, {regressions} regressions"
     );
 }
+
+#[test]
+fn validator_corpus() {
+    let [seeds, regressions] = replay("validator", checks::validator);
+    assert!(
+        seeds >= 4 && regressions >= 855,
+        "{seeds} seeds, {regressions} regressions"
+    );
+}
