@@ -244,6 +244,13 @@ fn secrets_are_checked_when_the_verifier_is_built() {
     );
     assert_eq!(Verifier::new("whsec_%%%").unwrap_err(), SecretError::InvalidBase64);
     assert!(Verifier::new("0123456789abcdef").is_ok(), "sixteen bytes are enough");
+    // One whose echo would be refused as an oversize header.
+    let long = "k".repeat(MAX_HEADER_BYTES + 1);
+    assert_eq!(
+        Verifier::new(long.as_str()).unwrap_err(),
+        SecretError::TooLong(MAX_HEADER_BYTES + 1)
+    );
+    assert!(Verifier::new("k".repeat(MAX_HEADER_BYTES)).is_ok());
     // The sender side refuses the same secrets, so nothing signs with an empty key.
     assert_eq!(
         sign(&WebhookSecret::new("whsec_"), ID, TIMESTAMP, BODY),

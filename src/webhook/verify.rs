@@ -25,7 +25,8 @@ pub const MAX_HEADER_BYTES: usize = 2048;
 /// several only while rotating keys); more are refused.
 pub const MAX_SIGNATURES: usize = 16;
 /// Shortest key accepted, in bytes: the decoded part of a `whsec_` secret,
-/// or the raw secret.
+/// or the raw secret. The longest secret is [`MAX_HEADER_BYTES`], since the
+/// service may echo it in a header.
 pub const MIN_SECRET_BYTES: usize = 16;
 
 /// Why a notification was rejected.
@@ -93,6 +94,10 @@ pub enum SecretError {
     /// The part after `whsec_` is not standard base64.
     #[error("the whsec_ secret is not valid base64")]
     InvalidBase64,
+    /// Longer than [`MAX_HEADER_BYTES`]: its echo in `X-Webhook-Secret` would
+    /// be refused as oversize; the length is given.
+    #[error("the webhook secret is {0} bytes long, over the 2048 a header may carry")]
+    TooLong(usize),
 }
 
 /// Reads the current time; replaceable for tests.
@@ -136,7 +141,8 @@ impl Verifier {
     /// `whsec_` one, else the echoed secret is also accepted.
     ///
     /// Refuses an empty secret, one with fewer than [`MIN_SECRET_BYTES`] bytes
-    /// of key, and a `whsec_` secret that is not base64.
+    /// of key, one longer than [`MAX_HEADER_BYTES`], and a `whsec_` secret
+    /// that is not base64.
     pub fn new(secret: impl Into<WebhookSecret>) -> Result<Self, SecretError> {
         let secret = secret.into();
         let key = hmac_key(&secret)?;
@@ -267,6 +273,9 @@ impl Verifier {
 
 /// The HMAC key: the base64 part of a `whsec_` secret, or the raw secret.
 fn hmac_key(secret: &WebhookSecret) -> Result<ring::hmac::Key, SecretError> {
+    if secret.expose().len() > MAX_HEADER_BYTES {
+        return Err(SecretError::TooLong(secret.expose().len()));
+    }
     let bytes = match secret.expose().strip_prefix("whsec_") {
         Some(encoded) => base64::engine::general_purpose::STANDARD
             .decode(encoded)
