@@ -15,9 +15,17 @@ use genapi::webhook::{Inbox, ReplayGuard, Verifier};
 
 const SECRET: &str = "whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD";
 
+/// What the receiver shares between requests.
+struct Receiver {
+    verifier: Verifier,
+    guard: ReplayGuard,
+    inbox: Arc<Inbox>,
+}
+
 /// The receiver: verify, drop replays, hand over.
-async fn receive(inbox: Arc<Inbox>, guard: Arc<ReplayGuard>, headers: HeaderMap, body: Bytes) -> StatusCode {
-    match Verifier::new(SECRET).verify(&headers, &body) {
+async fn receive(receiver: Arc<Receiver>, headers: HeaderMap, body: Bytes) -> StatusCode {
+    let Receiver { verifier, guard, inbox } = &*receiver;
+    match verifier.verify(&headers, &body) {
         Ok(event) if guard.first_time_event(&event) => {
             inbox.deliver(event);
             StatusCode::NO_CONTENT
@@ -33,13 +41,16 @@ async fn receive(inbox: Arc<Inbox>, guard: Arc<ReplayGuard>, headers: HeaderMap,
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let inbox = Inbox::new();
-    let guard = Arc::new(ReplayGuard::new(Duration::from_secs(3600), 100_000));
+    // The secret is checked here, once: an empty or malformed one stops the
+    // program before it listens.
+    let receiver = Arc::new(Receiver {
+        verifier: Verifier::new(SECRET)?,
+        guard: ReplayGuard::new(Duration::from_secs(3600), 100_000),
+        inbox: inbox.clone(),
+    });
     let app = axum::Router::new().route(
         "/genapi-webhook",
-        axum::routing::post({
-            let (inbox, guard) = (inbox.clone(), guard.clone());
-            move |headers: HeaderMap, body: Bytes| receive(inbox.clone(), guard.clone(), headers, body)
-        }),
+        axum::routing::post(move |headers: HeaderMap, body: Bytes| receive(receiver.clone(), headers, body)),
     );
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let hook = format!("http://{}/genapi-webhook", listener.local_addr()?);

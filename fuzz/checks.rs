@@ -21,15 +21,23 @@ pub fn decode_responses(data: &[u8]) {
     }
 }
 
+/// The Standard Webhooks secret of the published test vector.
+const WEBHOOK_SECRET: &str = "whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD";
+/// A raw secret, for the echo scheme.
+const WEBHOOK_RAW_SECRET: &str = "a-raw-secret-for-the-echo-scheme";
+
 /// Webhook verification: the first lines are header values (id, timestamp,
-/// signature, echoed secret), the rest is the body.
+/// signature, echoed secret), the rest is the body. Checked with a `whsec_`
+/// verifier (signatures required) and a raw-secret one (echo accepted); when
+/// either accepts, the headers must really carry the right signature or the
+/// right secret, else the check panics: random bytes never authenticate.
 pub fn webhook_verify(data: &[u8]) {
+    use genapi::webhook::{sign, Scheme, Verifier};
     let mut parts = data.splitn(5, |b| *b == b'\n');
     let mut field = || parts.next().map(|p| String::from_utf8_lossy(p).into_owned());
     let (id, timestamp, signature, echo) = (field(), field(), field(), field());
     let body = field().unwrap_or_default();
-    let verifier = genapi::webhook::Verifier::new("whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD")
-        .clock(|| std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_649_367_553));
+    let now = || std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_649_367_553);
     let lookup = |name: &str| match name {
         "webhook-id" => id.as_deref(),
         "webhook-timestamp" => timestamp.as_deref(),
@@ -37,7 +45,56 @@ pub fn webhook_verify(data: &[u8]) {
         "x-webhook-secret" => echo.as_deref(),
         _ => None,
     };
-    let _ = verifier.verify_with(lookup, body.as_bytes());
+    for (secret, verifier) in [
+        (WEBHOOK_SECRET, Verifier::new(WEBHOOK_SECRET).map(|v| v.clock(now))),
+        (
+            WEBHOOK_RAW_SECRET,
+            Verifier::new(WEBHOOK_RAW_SECRET).map(|v| v.clock(now).require_signature(false)),
+        ),
+    ] {
+        let Ok(verifier) = verifier else {
+            panic!("the fuzzing secrets are valid");
+        };
+        let Ok(event) = verifier.verify_with(lookup, body.as_bytes()) else {
+            continue;
+        };
+        match event.scheme {
+            Scheme::StandardWebhooks => {
+                let sent = timestamp.as_deref().and_then(|t| t.trim().parse::<i64>().ok());
+                let expected = sent.and_then(|t| sign(&secret.into(), id.as_deref()?, t, body.as_bytes()).ok());
+                let carried = signature.as_deref().unwrap_or_default();
+                assert!(
+                    expected.is_some_and(|e| carried.split_whitespace().any(|s| s == e)),
+                    "authenticated without the right signature"
+                );
+            }
+            Scheme::SharedSecret => assert_eq!(echo.as_deref(), Some(secret), "authenticated without the secret"),
+        }
+    }
+}
+
+/// The request validator on any body, for every request schema of the
+/// embedded document: the first byte picks the schema, the rest is the body
+/// (JSON, or else text put in the usual string fields).
+pub fn validator(data: &[u8]) {
+    let document = genapi::validate::Document::embedded();
+    let schemas: Vec<String> = document
+        .operations()
+        .into_iter()
+        .filter_map(|operation| operation.request_schema)
+        .collect();
+    let Some((selector, rest)) = data.split_first() else {
+        return;
+    };
+    if schemas.is_empty() {
+        return;
+    }
+    let schema = &schemas[usize::from(*selector) % schemas.len()];
+    let body = serde_json::from_slice::<serde_json::Value>(rest).unwrap_or_else(|_| {
+        let text = String::from_utf8_lossy(rest);
+        serde_json::json!({ "prompt": text, "image": text, "mask": text, "webhook_url": text })
+    });
+    let _ = document.validate(schema, &body);
 }
 
 /// Image sniffing and header sizes, and the same bytes as a base64 image

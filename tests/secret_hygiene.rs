@@ -85,7 +85,7 @@ async fn the_canaries_never_leak() {
     }
 
     // Webhook verification, accepted and rejected.
-    let verifier = Verifier::new(SECRET);
+    let verifier = Verifier::new(SECRET).unwrap();
     texts.push(format!("{verifier:?}"));
     let mut headers = http::HeaderMap::new();
     headers.insert("x-webhook-secret", http::HeaderValue::from_static("wrong"));

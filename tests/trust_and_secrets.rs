@@ -102,7 +102,7 @@ async fn no_debug_output_or_error_shows_the_key_or_the_webhook_secret() {
         .webhook_secret(genapi::WebhookSecret::new(SECRET))
         .try_into()
         .unwrap();
-    let verifier = genapi::webhook::Verifier::new(SECRET);
+    let verifier = genapi::webhook::Verifier::new(SECRET).unwrap();
     let error = client.submit(request.clone()).await.unwrap_err();
     for text in [
         builder_text,

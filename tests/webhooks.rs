@@ -1,10 +1,14 @@
 //! Webhook verification: the published Standard Webhooks vector, every way a
-//! notification must be rejected, replay protection, and waiting by webhook.
+//! notification must be rejected, secrets checked up front, bounded work per
+//! request, bounded memory in long-lived receivers, and waiting by webhook.
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use base64::Engine as _;
-use genapi::webhook::{sign, Rejection, ReplayGuard, Scheme, Verifier};
+use genapi::webhook::{
+    sign, Event, Inbox, Rejection, ReplayGuard, Scheme, SecretError, Verifier, MAX_HEADER_BYTES, MAX_SIGNATURES,
+};
 use genapi::{TaskStatus, WebhookSecret};
 use http::{HeaderMap, HeaderValue};
 
@@ -13,13 +17,26 @@ const ID: &str = "msg_27UH4WbU6Z5A5EzD8u03UvzRbpk";
 const TIMESTAMP: i64 = 1649367553;
 const BODY: &[u8] = br#"{"email":"test@example.com","username":"test_user"}"#;
 const SIGNATURE: &str = "v1,tZ1I4/hDygAJgO5TYxiSd6Sd0kDW6hPenDe+bTa3Kkw=";
+/// A raw (not `whsec_`) secret: the echo scheme is accepted with it.
+const RAW: &str = "a-raw-shared-secret";
 
 fn at(seconds: i64) -> SystemTime {
     UNIX_EPOCH + Duration::from_secs(seconds as u64)
 }
 
 fn verifier() -> Verifier {
-    Verifier::new(SECRET).clock(|| at(TIMESTAMP))
+    Verifier::new(SECRET).unwrap().clock(|| at(TIMESTAMP))
+}
+
+fn raw_verifier() -> Verifier {
+    Verifier::new(RAW).unwrap()
+}
+
+/// A clock that the test moves by hand.
+fn manual_clock() -> (Arc<Mutex<Instant>>, impl Fn() -> Instant + Send + Sync + 'static) {
+    let now = Arc::new(Mutex::new(Instant::now()));
+    let reading = now.clone();
+    (now, move || *reading.lock().unwrap())
 }
 
 fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
@@ -81,7 +98,9 @@ fn forged_signatures_are_rejected() {
         "bit-flipped"
     );
     assert_eq!(reject("v1,not base64!"), Err(Rejection::BadSignature));
-    let other = Verifier::new("whsec_b3RoZXItc2VjcmV0LW9mLWF0LWxlYXN0LTE2").clock(|| at(TIMESTAMP));
+    let other = Verifier::new("whsec_b3RoZXItc2VjcmV0LW9mLWF0LWxlYXN0LTE2")
+        .unwrap()
+        .clock(|| at(TIMESTAMP));
     assert_eq!(
         authenticate(&other, &signed(SIGNATURE), BODY),
         Err(Rejection::BadSignature),
@@ -96,17 +115,17 @@ fn forged_signatures_are_rejected() {
 
 #[test]
 fn stale_future_and_malformed_timestamps_are_rejected() {
-    let stale = Verifier::new(SECRET).clock(|| at(TIMESTAMP + 301));
+    let stale = Verifier::new(SECRET).unwrap().clock(|| at(TIMESTAMP + 301));
     assert_eq!(
         authenticate(&stale, &signed(SIGNATURE), BODY),
         Err(Rejection::Stale(301))
     );
-    let future = Verifier::new(SECRET).clock(|| at(TIMESTAMP - 301));
+    let future = Verifier::new(SECRET).unwrap().clock(|| at(TIMESTAMP - 301));
     assert_eq!(
         authenticate(&future, &signed(SIGNATURE), BODY),
         Err(Rejection::Future(301))
     );
-    let within = Verifier::new(SECRET).clock(|| at(TIMESTAMP + 300));
+    let within = Verifier::new(SECRET).unwrap().clock(|| at(TIMESTAMP + 300));
     assert!(authenticate(&within, &signed(SIGNATURE), BODY).is_ok());
     let bad = headers(&[
         ("webhook-id", ID),
@@ -138,38 +157,36 @@ fn missing_headers_and_oversize_bodies_are_rejected() {
         authenticate(&small, &signed(SIGNATURE), BODY),
         Err(Rejection::TooLarge(BODY.len()))
     );
-    let broken = Verifier::new("whsec_%%%").clock(|| at(TIMESTAMP));
-    assert_eq!(
-        authenticate(&broken, &signed(SIGNATURE), BODY),
-        Err(Rejection::InvalidSecret)
-    );
 }
 
 #[test]
 fn the_echo_scheme_matches_the_secret_and_never_overrides_a_bad_signature() {
     let body = br#"{"task_id":"t-1","status":"SUCCESS","result":{"sample":"https://cdn/x.jpg"}}"#;
-    let event = Verifier::new("plain-secret")
-        .verify(&headers(&[("x-webhook-secret", "plain-secret")]), body)
+    let event = raw_verifier()
+        .verify(&headers(&[("x-webhook-secret", RAW)]), body)
         .unwrap();
     assert_eq!(
         (event.scheme, event.task_id.as_str(), event.status.clone()),
         (Scheme::SharedSecret, "t-1", TaskStatus::Ready)
     );
     assert_eq!(event.sample(), Some("https://cdn/x.jpg"));
-    let wrong = Verifier::new("plain-secret").verify(&headers(&[("x-webhook-secret", "guess")]), body);
+    let wrong = raw_verifier().verify(&headers(&[("x-webhook-secret", "guess")]), body);
     assert_eq!(wrong, Err(Rejection::BadSecret));
     // A right echo beside a wrong signature: the signature decides.
     let mut both = signed("v1,AAAA");
     both.insert("x-webhook-secret", HeaderValue::from_static(SECRET));
-    assert_eq!(authenticate(&verifier(), &both, BODY), Err(Rejection::BadSignature));
+    assert_eq!(
+        authenticate(&verifier().require_signature(false), &both, BODY),
+        Err(Rejection::BadSignature)
+    );
 }
 
 #[test]
 fn statuses_are_normalised_and_ids_read_from_either_field() {
-    let verifier = Verifier::new("s");
+    let verifier = raw_verifier();
     let event = |body: &str| {
         verifier
-            .verify(&headers(&[("x-webhook-secret", "s")]), body.as_bytes())
+            .verify(&headers(&[("x-webhook-secret", RAW)]), body.as_bytes())
             .unwrap()
     };
     assert_eq!(
@@ -194,7 +211,7 @@ fn statuses_are_normalised_and_ids_read_from_either_field() {
         "b"
     );
     assert!(matches!(
-        verifier.verify(&headers(&[("x-webhook-secret", "s")]), b"[1]"),
+        verifier.verify(&headers(&[("x-webhook-secret", RAW)]), b"[1]"),
         Err(Rejection::Malformed(_))
     ));
 }
@@ -202,10 +219,10 @@ fn statuses_are_normalised_and_ids_read_from_either_field() {
 #[test]
 fn a_replayed_notification_is_recognised() {
     let guard = ReplayGuard::new(Duration::from_secs(60), 2);
-    let verifier = Verifier::new("s");
+    let verifier = raw_verifier();
     let event = verifier
         .verify(
-            &headers(&[("x-webhook-secret", "s")]),
+            &headers(&[("x-webhook-secret", RAW)]),
             br#"{"id":"a","status":"SUCCESS"}"#,
         )
         .unwrap();
@@ -215,13 +232,157 @@ fn a_replayed_notification_is_recognised() {
     assert!(guard.first_time_event(&event), "evicted once capacity was reached");
 }
 
+#[test]
+fn secrets_are_checked_when_the_verifier_is_built() {
+    assert_eq!(Verifier::new("").unwrap_err(), SecretError::Empty, "an unset variable");
+    assert_eq!(Verifier::new("whsec_").unwrap_err(), SecretError::Empty);
+    assert_eq!(Verifier::new("s").unwrap_err(), SecretError::TooShort(1));
+    assert_eq!(
+        Verifier::new("whsec_c2hvcnQ=").unwrap_err(),
+        SecretError::TooShort(5),
+        "five bytes of key"
+    );
+    assert_eq!(Verifier::new("whsec_%%%").unwrap_err(), SecretError::InvalidBase64);
+    assert!(Verifier::new("0123456789abcdef").is_ok(), "sixteen bytes are enough");
+    // One whose echo would be refused as an oversize header.
+    let long = "k".repeat(MAX_HEADER_BYTES + 1);
+    assert_eq!(
+        Verifier::new(long.as_str()).unwrap_err(),
+        SecretError::TooLong(MAX_HEADER_BYTES + 1)
+    );
+    assert!(Verifier::new("k".repeat(MAX_HEADER_BYTES)).is_ok());
+    // The sender side refuses the same secrets, so nothing signs with an empty key.
+    assert_eq!(
+        sign(&WebhookSecret::new("whsec_"), ID, TIMESTAMP, BODY),
+        Err(SecretError::Empty)
+    );
+    // The error never shows the secret.
+    let error = Verifier::new("whsec_not*base64*but-secret").unwrap_err();
+    assert!(!format!("{error:?} {error}").contains("not*base64"));
+}
+
+#[test]
+fn a_flood_of_signatures_or_oversize_headers_is_refused() {
+    let timestamp = TIMESTAMP.to_string();
+    let filler = format!("v1,{}", base64::engine::general_purpose::STANDARD.encode([7u8; 32]));
+    // The right signature after the allowed number of wrong ones is never reached.
+    let mut flood = vec![filler.as_str(); MAX_SIGNATURES];
+    flood.push(SIGNATURE);
+    assert_eq!(
+        authenticate(&verifier(), &signed(&flood.join(" ")), BODY),
+        Err(Rejection::TooManySignatures)
+    );
+    // Within the bound, the right one among wrong ones still verifies.
+    let mut rotation = vec![filler.as_str(); MAX_SIGNATURES - 1];
+    rotation.push(SIGNATURE);
+    assert_eq!(
+        authenticate(&verifier(), &signed(&rotation.join(" ")), BODY),
+        Ok(Scheme::StandardWebhooks)
+    );
+    let long = format!("{SIGNATURE}{}", " ".repeat(MAX_HEADER_BYTES));
+    assert_eq!(
+        authenticate(&verifier(), &signed(&long), BODY),
+        Err(Rejection::HeaderTooLarge("webhook-signature"))
+    );
+    let long_id = "m".repeat(MAX_HEADER_BYTES + 1);
+    let with_long_id = headers(&[
+        ("webhook-id", &long_id),
+        ("webhook-timestamp", &timestamp),
+        ("webhook-signature", SIGNATURE),
+    ]);
+    assert_eq!(
+        authenticate(&verifier(), &with_long_id, BODY),
+        Err(Rejection::HeaderTooLarge("webhook-id"))
+    );
+    let long_echo = "e".repeat(MAX_HEADER_BYTES + 1);
+    assert_eq!(
+        authenticate(&raw_verifier(), &headers(&[("x-webhook-secret", &long_echo)]), BODY),
+        Err(Rejection::HeaderTooLarge("x-webhook-secret"))
+    );
+}
+
+#[test]
+fn a_whsec_secret_requires_a_signature_unless_told_otherwise() {
+    let body = br#"{"task_id":"t-1","status":"SUCCESS"}"#;
+    let echo_only = headers(&[("x-webhook-secret", SECRET)]);
+    // Whoever saw one delivery knows the echoed secret: refused by default.
+    assert_eq!(verifier().verify(&echo_only, body), Err(Rejection::SignatureRequired));
+    let lenient = verifier().require_signature(false);
+    assert_eq!(
+        lenient.verify(&echo_only, body).map(|e| e.scheme),
+        Ok(Scheme::SharedSecret)
+    );
+    // A raw secret accepts the echo by default, and can require signatures too.
+    let raw_echo = headers(&[("x-webhook-secret", RAW)]);
+    assert_eq!(
+        raw_verifier().verify(&raw_echo, body).map(|e| e.scheme),
+        Ok(Scheme::SharedSecret)
+    );
+    assert_eq!(
+        raw_verifier().require_signature(true).verify(&raw_echo, body),
+        Err(Rejection::SignatureRequired)
+    );
+    // A signed delivery still verifies with signatures required.
+    assert_eq!(
+        authenticate(&verifier(), &signed(SIGNATURE), BODY),
+        Ok(Scheme::StandardWebhooks)
+    );
+}
+
+#[test]
+fn the_replay_guard_forgets_by_age_and_holds_at_most_its_capacity() {
+    let (now, clock) = manual_clock();
+    let guard = ReplayGuard::new(Duration::from_secs(60), 100).clock(clock);
+    for i in 0..1_000 {
+        assert!(guard.first_time(&format!("msg-{i}")));
+    }
+    assert_eq!(guard.len(), 100, "bounded by capacity");
+    assert!(!guard.first_time("msg-999"), "recent keys are kept");
+    assert!(guard.first_time("msg-0"), "the oldest went first");
+    *now.lock().unwrap() += Duration::from_secs(59);
+    assert!(!guard.first_time("msg-999"));
+    *now.lock().unwrap() += Duration::from_secs(1);
+    assert!(guard.is_empty(), "nothing kept past the ttl");
+    assert!(guard.first_time("msg-999"));
+}
+
+fn final_event(task_id: &str) -> Event {
+    let body = format!(r#"{{"task_id":"{task_id}","status":"SUCCESS"}}"#);
+    raw_verifier()
+        .verify(&headers(&[("x-webhook-secret", RAW)]), body.as_bytes())
+        .unwrap()
+}
+
+#[test]
+fn the_inbox_keeps_no_event_forever_for_a_task_nobody_waits_for() {
+    let (now, clock) = manual_clock();
+    let inbox = Inbox::with_limits(50, Duration::from_secs(600)).clock(clock);
+    for i in 0..500 {
+        inbox.deliver(final_event(&format!("task-{i}")));
+    }
+    assert_eq!(inbox.len(), 50, "bounded by capacity");
+    let mut progress = final_event("task-in-progress");
+    progress.status = TaskStatus::Pending;
+    inbox.deliver(progress);
+    assert_eq!(inbox.len(), 50, "only final events are kept");
+    *now.lock().unwrap() += Duration::from_secs(600);
+    assert!(inbox.is_empty(), "nothing kept past the maximum age");
+    let default = Inbox::new();
+    default.deliver(final_event("task-1"));
+    assert_eq!(default.len(), 1);
+    assert_eq!(
+        (Inbox::DEFAULT_CAPACITY, Inbox::DEFAULT_MAX_AGE),
+        (10_000, Duration::from_secs(3600))
+    );
+}
+
 proptest::proptest! {
     #[test]
     fn no_header_or_body_makes_verification_panic(
         id in ".{0,40}", timestamp in ".{0,20}", signature in ".{0,120}", echo in proptest::option::of(".{0,40}"),
         body in proptest::collection::vec(proptest::num::u8::ANY, 0..300),
     ) {
-        let verifier = Verifier::new(SECRET).clock(|| at(TIMESTAMP));
+        let verifier = Verifier::new(SECRET).unwrap().clock(|| at(TIMESTAMP));
         let lookup = |name: &str| match name {
             "webhook-id" => Some(id.as_str()),
             "webhook-timestamp" => Some(timestamp.as_str()),
@@ -230,6 +391,36 @@ proptest::proptest! {
             _ => None,
         };
         let _ = verifier.verify_with(lookup, &body);
+    }
+
+    /// Random headers never authenticate, whatever scheme they try: random
+    /// signatures (well-formed or not) within the time window, random echoed
+    /// secrets, with signatures required or not.
+    #[test]
+    fn random_headers_never_authenticate(
+        id in "[a-zA-Z0-9_]{1,40}", skew in -300i64..=300,
+        raw_signatures in proptest::collection::vec(proptest::collection::vec(proptest::num::u8::ANY, 0..40), 0..6),
+        noise in "[ -~]{0,60}", echo in proptest::option::of("[ -~]{0,40}"),
+        body in proptest::collection::vec(proptest::num::u8::ANY, 0..200),
+    ) {
+        let engine = base64::engine::general_purpose::STANDARD;
+        let mut signatures: Vec<String> = raw_signatures.iter().map(|raw| format!("v1,{}", engine.encode(raw))).collect();
+        signatures.push(noise);
+        let signature = signatures.join(" ");
+        let timestamp = (TIMESTAMP + skew).to_string();
+        for signed_too in [true, false] {
+            let lookup = |name: &str| match name {
+                "webhook-id" if signed_too => Some(id.as_str()),
+                "webhook-timestamp" if signed_too => Some(timestamp.as_str()),
+                "webhook-signature" if signed_too => Some(signature.as_str()),
+                "x-webhook-secret" => echo.as_deref(),
+                _ => None,
+            };
+            for verifier in [verifier(), verifier().require_signature(false), raw_verifier().clock(|| at(TIMESTAMP))] {
+                let outcome = verifier.authenticate_with(lookup, &body);
+                proptest::prop_assert!(outcome.is_err(), "authenticated: {:?}", outcome);
+            }
+        }
     }
 }
 
@@ -253,7 +444,7 @@ mod end_to_end {
         let schemes = Arc::new(std::sync::Mutex::new(Vec::new()));
         let seen = schemes.clone();
         let refused = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-        let verifier = Verifier::new(SECRET);
+        let verifier = Verifier::new(SECRET).unwrap();
         let app = axum::Router::new().route(
             "/hook",
             axum::routing::post(move |headers: HeaderMap, body: Bytes| {

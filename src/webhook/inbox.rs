@@ -1,0 +1,151 @@
+//! Waiting for a task by its notification instead of polling.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use super::bounded::{Bounded, Now};
+use super::event::Event;
+use crate::api::types::{PollResult, TaskResult};
+use crate::{Output, Task};
+
+/// Where a receiver hands over verified notifications, so a program can wait
+/// for a task by its webhook instead of polling.
+///
+/// Your receiver calls [`Inbox::deliver`] with each verified [`Event`];
+/// [`Inbox::wait`] returns the task's output as soon as its final event
+/// arrives (zero polls), and falls back to polling when none has arrived
+/// within `fallback_after`, so a program still finishes when the receiver is
+/// unreachable.
+///
+/// An event nobody waits for is not kept forever: at most `capacity` events
+/// are held (the oldest goes first), none longer than `max_age`
+/// ([`Inbox::DEFAULT_CAPACITY`] and [`Inbox::DEFAULT_MAX_AGE`] unless set
+/// with [`Inbox::with_limits`]). A waiter that comes later polls instead.
+///
+/// ```no_run
+/// # async fn demo(client: genapi::Client, inbox: std::sync::Arc<genapi::webhook::Inbox>) -> genapi::Result<()> {
+/// use genapi::api::types::{Gen2ProRequest, WebhookUrl};
+/// let request = Gen2ProRequest::builder()
+///     .prompt("a lighthouse")
+///     .webhook_url(WebhookUrl::try_from("https://hooks.example.com/genapi").map_err(|e| genapi::Error::Config(e.to_string()))?)
+///     .webhook_secret(genapi::WebhookSecret::new("whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD"));
+/// let task = client.submit(request).await?;
+/// let output = inbox.wait(task, std::time::Duration::from_secs(30)).await?;
+/// # Ok(()) }
+/// ```
+pub struct Inbox {
+    events: Mutex<Bounded<Event>>,
+    arrived: tokio::sync::Notify,
+    clock: Now,
+}
+
+impl std::fmt::Debug for Inbox {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut out = f.debug_struct("Inbox");
+        if let Ok(events) = self.events.lock() {
+            out.field("capacity", &events.capacity())
+                .field("max_age", &events.max_age());
+        }
+        out.finish_non_exhaustive()
+    }
+}
+
+impl Default for Inbox {
+    fn default() -> Self {
+        Inbox::with_limits(Inbox::DEFAULT_CAPACITY, Inbox::DEFAULT_MAX_AGE)
+    }
+}
+
+impl Inbox {
+    /// Events held at most, by default.
+    pub const DEFAULT_CAPACITY: usize = 10_000;
+    /// How long an event waits for its waiter, by default.
+    pub const DEFAULT_MAX_AGE: Duration = Duration::from_secs(3600);
+
+    /// An empty inbox with the default limits, shared between the receiver
+    /// and the waiters.
+    pub fn new() -> Arc<Inbox> {
+        Arc::new(Inbox::default())
+    }
+
+    /// An empty inbox holding at most `capacity` events (at least one), none
+    /// longer than `max_age`; wrap it in an `Arc` to share it.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let inbox = std::sync::Arc::new(genapi::webhook::Inbox::with_limits(1_000, Duration::from_secs(600)));
+    /// assert!(inbox.is_empty());
+    /// ```
+    pub fn with_limits(capacity: usize, max_age: Duration) -> Inbox {
+        Inbox {
+            events: Mutex::new(Bounded::new(capacity, max_age)),
+            arrived: tokio::sync::Notify::new(),
+            clock: Arc::new(Instant::now),
+        }
+    }
+
+    /// Uses another monotonic clock for the ages (tests).
+    pub fn clock(mut self, clock: impl Fn() -> Instant + Send + Sync + 'static) -> Inbox {
+        self.clock = Arc::new(clock);
+        self
+    }
+
+    /// Hands over a verified event (only final ones are kept).
+    pub fn deliver(&self, event: Event) {
+        if !event.status.is_final() {
+            return;
+        }
+        let now = (self.clock)();
+        if let Ok(mut events) = self.events.lock() {
+            let task_id = event.task_id.clone();
+            events.insert(&task_id, event, now);
+        }
+        self.arrived.notify_waiters();
+    }
+
+    /// The number of events held now, waiting for their waiter.
+    pub fn len(&self) -> usize {
+        let now = (self.clock)();
+        self.events.lock().map(|mut events| events.len(now)).unwrap_or(0)
+    }
+
+    /// Whether no event is held now.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn take(&self, task_id: &str) -> Option<Event> {
+        let now = (self.clock)();
+        self.events.lock().ok()?.remove(task_id, now)
+    }
+
+    /// Waits for the task's final notification; polls if none arrives within
+    /// `fallback_after`.
+    pub async fn wait(&self, task: Task, fallback_after: Duration) -> crate::Result<Output> {
+        let deadline = tokio::time::Instant::now() + fallback_after;
+        loop {
+            let arrived = self.arrived.notified();
+            tokio::pin!(arrived);
+            // Register before looking, so an event delivered in between wakes us.
+            arrived.as_mut().enable();
+            if let Some(event) = self.take(task.id()) {
+                let result = PollResult {
+                    id: event.task_id,
+                    status: event.status,
+                    result: event.result.and_then(|r| serde_json::from_value::<TaskResult>(r).ok()),
+                    progress: event.progress,
+                    details: event.details,
+                    preview: None,
+                    cost: event.cost,
+                };
+                if let Some(outcome) = task.settle(result, Duration::ZERO) {
+                    return outcome;
+                }
+            }
+            if tokio::time::timeout_at(deadline, arrived).await.is_err() {
+                tracing::debug!(task_id = task.id(), "no webhook in time; polling instead");
+                return task.wait().await;
+            }
+        }
+    }
+}
