@@ -338,6 +338,13 @@ pub(crate) fn lenient_poll_result(body: &[u8], id: &str) -> std::result::Result<
     serde_json::from_value(Value::Object(object)).map_err(|e| e.to_string())
 }
 
+/// A notification's `result`, decoded as leniently as a poll's.
+pub(crate) fn lenient_task_result(value: Value) -> Option<TaskResult> {
+    let Value::Object(mut object) = value else { return None };
+    keep_fitting::<TaskResult>(&mut object, &[]);
+    serde_json::from_value(Value::Object(object)).ok()
+}
+
 /// Drops every field of `object` (but `required`) that does not decode on
 /// its own as part of a `T`.
 fn keep_fitting<T: serde::de::DeserializeOwned>(object: &mut Map<String, Value>, required: &[&str]) {

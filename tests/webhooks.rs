@@ -509,6 +509,17 @@ mod end_to_end {
     }
 
     #[tokio::test]
+    async fn waiting_by_webhook_without_a_fallback_deadline_is_no_panic() {
+        let inbox = Inbox::new();
+        let (url, _) = receiver(inbox.clone(), 0).await;
+        let mock = mock_delivering_to(&[&url]).await;
+        let task = mock.client().unwrap().submit(request(&url)).await.unwrap();
+        let output = inbox.wait(task, Duration::MAX).await.unwrap();
+        assert!(!output.sample.is_empty());
+        assert_eq!(mock.count("GET", "/v1/get_result"), 0, "the notification settled it");
+    }
+
+    #[tokio::test]
     async fn an_unreachable_receiver_falls_back_to_polling() {
         let mock = MockService::start().await.unwrap();
         let task = mock

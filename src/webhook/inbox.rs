@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use super::bounded::{Bounded, Now};
 use super::event::Event;
-use crate::api::types::{PollResult, TaskResult};
+use crate::api::types::PollResult;
 use crate::{Output, Task};
 
 /// Where a receiver hands over verified notifications, so a program can wait
@@ -122,7 +122,8 @@ impl Inbox {
     /// Waits for the task's final notification; polls if none arrives within
     /// `fallback_after`.
     pub async fn wait(&self, task: Task, fallback_after: Duration) -> crate::Result<Output> {
-        let deadline = tokio::time::Instant::now() + fallback_after;
+        // A fallback too far away to add to the clock means "never poll".
+        let deadline = crate::wait::deadline(std::time::Instant::now(), Some(fallback_after));
         loop {
             let arrived = self.arrived.notified();
             tokio::pin!(arrived);
@@ -132,7 +133,7 @@ impl Inbox {
                 let result = PollResult {
                     id: event.task_id,
                     status: event.status,
-                    result: event.result.and_then(|r| serde_json::from_value::<TaskResult>(r).ok()),
+                    result: event.result.and_then(crate::task::lenient_task_result),
                     progress: event.progress,
                     details: event.details,
                     preview: None,
@@ -142,7 +143,14 @@ impl Inbox {
                     return outcome;
                 }
             }
-            if tokio::time::timeout_at(deadline, arrived).await.is_err() {
+            let timed_out = match deadline {
+                Some(deadline) => tokio::time::timeout_at(deadline.into(), arrived).await.is_err(),
+                None => {
+                    arrived.await;
+                    false
+                }
+            };
+            if timed_out {
                 tracing::debug!(task_id = task.id(), "no webhook in time; polling instead");
                 return task.wait().await;
             }
