@@ -41,6 +41,8 @@ fn genapi(dir: &Dir) -> Command {
     ] {
         command.env_remove(name);
     }
+    // What the command keeps between runs stays in the test's directory.
+    command.env("XDG_CACHE_HOME", dir.0.join("cache"));
     command.current_dir(&dir.0).stdin(Stdio::null());
     command
 }
@@ -751,4 +753,45 @@ impl Drop for ChildGuard {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
+}
+
+#[test]
+fn learned_durations_are_kept_between_runs_and_a_corrupt_file_is_ignored() {
+    let dir = Dir::new("learned");
+    let mock = Mock::start(&dir, &["--duration-ms", "400"]);
+    let first = mock
+        .command(&dir)
+        .args(["generate", "x", "-o", "one.jpg"])
+        .output()
+        .unwrap();
+    assert_exit(&first, 0);
+    let file = dir.join("cache").join("genapi").join("learned.json");
+    let kept: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    let service = kept.as_object().unwrap().keys().next().unwrap().clone();
+    assert_eq!(
+        kept[&service]["operations"]["gen_2_pro"],
+        serde_json::json!([0.4]),
+        "{kept}"
+    );
+
+    // A second run starts from it and adds to it.
+    let second = mock
+        .command(&dir)
+        .args(["generate", "y", "-o", "two.jpg"])
+        .output()
+        .unwrap();
+    assert_exit(&second, 0);
+    let kept: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    assert_eq!(kept[&service]["operations"]["gen_2_pro"], serde_json::json!([0.4, 0.4]));
+
+    // A corrupt file is ignored, never fatal, and replaced.
+    std::fs::write(&file, "{not json").unwrap();
+    let third = mock
+        .command(&dir)
+        .args(["generate", "z", "-o", "three.jpg"])
+        .output()
+        .unwrap();
+    assert_exit(&third, 0);
+    let kept: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    assert_eq!(kept[&service]["operations"]["gen_2_pro"], serde_json::json!([0.4]));
 }

@@ -4,6 +4,7 @@
 //! tasks run against the built-in mock service, and every result line says so.
 
 mod catalog;
+mod learned;
 mod mock;
 mod models;
 mod out;
@@ -290,6 +291,18 @@ pub struct Connection {
     pub client: Client,
     /// The mock serving it, when the mock is used.
     pub mock: Option<MockService>,
+    /// The configured service address, whose learned durations are kept.
+    service: Option<String>,
+}
+
+impl Drop for Connection {
+    /// Keeps what this run learned about task durations for the next one
+    /// (not for the built-in mock, which lives only as long as the run).
+    fn drop(&mut self) {
+        if let Some(service) = &self.service {
+            learned::save(service, self.client.learned());
+        }
+    }
 }
 
 /// The configured service; the built-in mock with `--mock` or when nothing is
@@ -302,8 +315,17 @@ pub async fn connect(global: &Global) -> Result<Connection, Failure> {
         for origin in &global.trust_origins {
             builder = builder.trust_origin(origin);
         }
-        let client = builder.build().map_err(|e| Failure::api(&e))?;
-        return Ok(Connection { client, mock: None });
+        // What earlier runs learned about this service's task durations.
+        let service = std::env::var("GENAPI_BASE_URL").unwrap_or_default().trim().to_string();
+        let client = builder
+            .learned(learned::load(&service))
+            .build()
+            .map_err(|e| Failure::api(&e))?;
+        return Ok(Connection {
+            client,
+            mock: None,
+            service: Some(service),
+        });
     }
     let config = MockConfig::default().default_duration(Duration::from_secs(3));
     let address = std::net::SocketAddr::from(([127, 0, 0, 1], 0));
@@ -323,5 +345,6 @@ pub async fn connect(global: &Global) -> Result<Connection, Failure> {
     Ok(Connection {
         client,
         mock: Some(mock),
+        service: None,
     })
 }
