@@ -110,3 +110,16 @@ pub fn image_inputs(data: &[u8]) {
         &serde_json::json!({ "image": text, "mask": text }),
     );
 }
+
+/// The transport's reading of an answer: two bytes of status, `name: value`
+/// header lines up to a blank line, then the body.
+pub fn transport(data: &[u8]) {
+    let Some((status, rest)) = data.split_first_chunk::<2>() else {
+        return;
+    };
+    let status = 100 + u16::from_be_bytes(*status) % 500;
+    let split = rest.windows(2).position(|w| w == b"\n\n").unwrap_or(rest.len());
+    let headers = String::from_utf8_lossy(&rest[..split]);
+    let body = rest.get(split + 2..).unwrap_or_default();
+    genapi::fuzzing::answer(status, &headers, body);
+}

@@ -74,6 +74,8 @@ mod config;
 mod document;
 mod error;
 mod field;
+#[doc(hidden)]
+pub mod fuzzing;
 mod input;
 mod limit;
 #[cfg(feature = "mock")]

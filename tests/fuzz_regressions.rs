@@ -109,3 +109,12 @@ fn validator_corpus() {
         "{seeds} seeds, {regressions} regressions"
     );
 }
+
+#[test]
+fn transport_corpus() {
+    let [seeds, regressions] = replay("transport", checks::transport);
+    assert!(
+        seeds >= 5 && regressions >= 5,
+        "{seeds} seeds, {regressions} regressions"
+    );
+}
