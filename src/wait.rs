@@ -19,7 +19,8 @@
 //! Past the expected end the interval grows from 0.2 s to 1 s. Every aimed
 //! sleep is capped (a wrong guess costs at most [`MAX_AIM`]), every sleep is
 //! clamped to the deadline, and the task is polled once more at the deadline
-//! before a wait gives up. Delays get ±10 % jitter so many tasks do not poll in
+//! before a wait gives up. Delays get up to 5 % jitter, only ever later (an
+//! aimed poll that lands early costs a round), so many tasks do not poll in
 //! lockstep; the jitter's draw is an input, so tests pin it.
 
 use std::collections::{BTreeMap, VecDeque};
@@ -283,9 +284,11 @@ impl Schedule {
     }
 }
 
-/// ±10 % of `delay`; `unit` is a draw in `[0, 1)`.
+/// `delay` plus up to 5 %; `unit` is a draw in `[0, 1)`. Only ever later: a
+/// poll aimed at the expected end that lands before it costs a whole extra
+/// round, one that lands a little after costs a few milliseconds.
 pub(crate) fn jitter(delay: Duration, unit: f64) -> Duration {
-    delay.mul_f64(0.9 + unit.clamp(0.0, 1.0) * 0.2)
+    delay.mul_f64(1.0 + unit.clamp(0.0, 1.0) * 0.05)
 }
 
 #[cfg(test)]
@@ -375,11 +378,11 @@ mod tests {
     }
 
     #[test]
-    fn jitter_stays_within_ten_percent() {
+    fn jitter_only_delays_and_by_at_most_five_percent() {
         let base = Duration::from_secs(2);
-        assert_eq!(jitter(base, 0.0), Duration::from_millis(1800));
-        assert_eq!(jitter(base, 1.0), Duration::from_millis(2200));
-        assert_eq!(jitter(base, 0.5), base);
+        assert_eq!(jitter(base, 0.0), base);
+        assert_eq!(jitter(base, 1.0), Duration::from_millis(2100));
+        assert_eq!(jitter(base, 0.5), Duration::from_millis(2050));
     }
 
     #[test]
