@@ -243,7 +243,13 @@ pub struct Transport {
     retry: RetryPolicy,
     pub(crate) max_response_bytes: u64,
     pub(crate) max_download_bytes: u64,
+    /// Whether an answer came from genapi's mock service, which marks every
+    /// answer with `x-genapi-mock: true`.
+    pub(crate) mock_seen: std::sync::atomic::AtomicBool,
 }
+
+/// The header the mock service puts on every answer.
+const MOCK_MARK: &str = "x-genapi-mock";
 
 impl std::fmt::Debug for Transport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -281,6 +287,7 @@ impl Transport {
             retry: parts.retry,
             max_response_bytes: parts.max_response_bytes,
             max_download_bytes: parts.max_download_bytes,
+            mock_seen: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -469,6 +476,9 @@ impl Transport {
     async fn read(&self, mut response: reqwest::Response, limit: u64, sink: &mut Sink) -> Result<Answer, Read> {
         let status = response.status();
         let headers = std::mem::take(response.headers_mut());
+        if headers.get(MOCK_MARK).is_some_and(|v| v == "true") {
+            self.mock_seen.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
         let success = status.is_success();
         let limit = if success { limit } else { ERROR_BODY_LIMIT };
         if response.content_length().is_some_and(|length| length > limit) && success {

@@ -708,7 +708,12 @@ fn mock_prints_its_variables_by_name_and_stays_on_loopback() {
     let run = mock.command(&dir).args(["generate", "x", "--json"]).output().unwrap();
     assert_exit(&run, 0);
     let result = &json_lines(&run)[0];
-    assert_eq!(result["mock"], false, "a configured service is not called the mock");
+    assert_eq!(
+        result["mock"], true,
+        "a standalone mock is recognised by its mark, configured or not"
+    );
+    let human = mock.command(&dir).args(["generate", "y"]).output().unwrap();
+    assert!(text(&human.stdout).contains("MOCK"), "{}", text(&human.stdout));
     let remote = genapi(&dir).args(["mock", "--addr", "0.0.0.0:0"]).output().unwrap();
     assert_exit(&remote, 2);
     assert!(text(&remote.stderr).contains("--allow-remote"));

@@ -10,12 +10,12 @@ mod common;
 #[tokio::test]
 async fn text_to_image_returns_the_model_chosen_size() {
     let mock = MockService::start().await.unwrap();
-    let output = mock
-        .client()
-        .unwrap()
+    let client = mock.client().unwrap();
+    let output = client
         .run(types::Gen2ProRequest::builder().prompt("a lighthouse"))
         .await
         .unwrap();
+    assert!(client.served_by_mock(), "the mock's answers say so");
     let bytes = output.bytes().await.unwrap();
     assert_eq!(ImageFormat::sniff(&bytes), Some(ImageFormat::Jpeg));
     assert_eq!(dimensions(&bytes), Some((1024, 1024)));

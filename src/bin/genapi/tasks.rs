@@ -435,7 +435,8 @@ fn report(
     status: &str,
     outcome: Result<Saved, Failure>,
 ) -> u8 {
-    let mock = connection.mock.is_some();
+    // The built-in mock, or a standalone one recognised by its mark.
+    let mock = connection.mock.is_some() || connection.client.served_by_mock();
     match outcome {
         Ok(saved) => {
             let result = saved.output.result.result.as_ref();
