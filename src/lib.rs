@@ -69,6 +69,7 @@ pub mod api {
 
 mod renamed;
 
+pub mod batch;
 mod client;
 mod config;
 mod document;
