@@ -92,7 +92,14 @@ pub fn safe_stem(text: &str) -> String {
 /// ```
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
-#[cfg_attr(feature = "schema", schemars(title = "genapi batch job line"))]
+#[cfg_attr(
+    feature = "schema",
+    schemars(
+        title = "genapi batch job line",
+        description = "One request of `genapi batch`: the model, the output's name, and the model's fields. Image \
+                       fields take a file path (relative to the job file) or an http(s) URL."
+    )
+)]
 pub struct JobLine {
     /// The model (see `genapi models`), e.g. `gen-2-pro`, `gen-tools/deblur-v1`.
     #[cfg_attr(feature = "schema", schemars(length(min = 1)))]
