@@ -74,9 +74,9 @@ pub enum Record {
         /// The saved file, relative to the output directory.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         file: Option<String>,
-        /// Seed reported by the service.
+        /// Seed reported by the service (a JSON number of any size).
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        seed: Option<i128>,
+        seed: Option<serde_json::Number>,
         /// Cost in credits.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         cost: Option<f64>,
@@ -299,6 +299,22 @@ mod tests {
         let state = &fold(records)[&1];
         assert!(!state.unanswered && state.accepted.is_none());
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn finished_records_with_large_seeds_read_back() {
+        let record = Record::Finished {
+            line: 1,
+            status: "Ready".into(),
+            file: Some("a.jpg".into()),
+            seed: serde_json::Number::from_i128(u64::MAX.into()),
+            cost: Some(1.5),
+            duration: None,
+            error: None,
+            class: None,
+        };
+        let text = serde_json::to_string(&record).unwrap();
+        assert_eq!(serde_json::from_str::<Record>(&text).unwrap(), record);
     }
 
     #[test]

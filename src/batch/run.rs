@@ -263,7 +263,7 @@ impl<J: Journal> Context<J> {
                 let mut outcome = JobOutcome::new(job.line, stem, finished_status(status, *class));
                 outcome.task = accepted_ref;
                 outcome.file = saved.filter(|_| intact);
-                outcome.seed = *seed;
+                outcome.seed = seed.as_ref().and_then(seed_of);
                 outcome.cost = *cost;
                 outcome.duration = *duration;
                 outcome.error = error.clone();
@@ -452,7 +452,11 @@ impl<J: Journal> Context<J> {
         let cost = output.cost.or(cost);
         let duration = output.result.result.as_ref().and_then(|r| r.duration);
         // A run that stopped between saving and recording left the file.
-        let existing = if resumed { existing_file(&self.out_dir, stem) } else { None };
+        let existing = if resumed {
+            existing_file(&self.out_dir, stem)
+        } else {
+            None
+        };
         let file = match existing {
             Some(file) => file,
             None => match output.save(self.out_dir.join(stem)).await {
@@ -472,7 +476,7 @@ impl<J: Journal> Context<J> {
             line,
             status: "Ready".into(),
             file: name,
-            seed: output.seed,
+            seed: output.seed.and_then(serde_json::Number::from_i128),
             cost,
             duration,
             error: None,
@@ -534,6 +538,14 @@ fn unknown_message(line: u64, error: Option<&Error>) -> String {
          dashboard for it; to submit it anyway, accepting the risk of paying twice, allow resubmitting unknown \
          submissions (command: --resubmit-unknown; library: Batch::resubmit_unknown)"
     )
+}
+
+/// A seed read back from the journal.
+fn seed_of(number: &serde_json::Number) -> Option<i128> {
+    number
+        .as_i64()
+        .map(i128::from)
+        .or_else(|| number.as_u64().map(i128::from))
 }
 
 /// A result saved under this stem earlier.

@@ -92,8 +92,12 @@ pub async fn run(global: &Global, args: BatchArgs) -> Result<(), Failure> {
     }
     std::fs::create_dir_all(&out_dir)
         .map_err(|e| Failure::usage(format!("--out {}: cannot create the directory ({e})", shown(&out_dir))))?;
-    let journal = FileJournal::open(out_dir.join(JOURNAL))
-        .map_err(|e| Failure::new(code::OTHER, format!("cannot open the journal in {}: {e}", shown(&out_dir))))?;
+    let journal = FileJournal::open(out_dir.join(JOURNAL)).map_err(|e| {
+        Failure::new(
+            code::OTHER,
+            format!("cannot open the journal in {}: {e}", shown(&out_dir)),
+        )
+    })?;
     let connection = connect(global).await?;
     if connection.mock.is_some() {
         out::err("note: the built-in mock stops with this command, so a later run cannot resume its tasks");
@@ -283,7 +287,9 @@ impl Tally {
         order
             .iter()
             .find(|(class, _)| self.classes.contains(class))
-            .map_or(if self.invalid > 0 { code::USAGE } else { code::OTHER }, |(_, code)| *code)
+            .map_or(if self.invalid > 0 { code::USAGE } else { code::OTHER }, |(_, code)| {
+                *code
+            })
     }
 }
 
@@ -473,7 +479,9 @@ fn body_of(job: &JobLine, info: &ModelInfo, base_dir: &Path) -> Result<Value, St
     let mut body = Map::new();
     for (name, value) in &job.fields {
         let value = match (info.images.get(name), value) {
-            (Some(accepts_url), Value::String(source)) => Value::String(image_value(name, source, *accepts_url, base_dir)?),
+            (Some(accepts_url), Value::String(source)) => {
+                Value::String(image_value(name, source, *accepts_url, base_dir)?)
+            }
             (Some(_), _) => return Err(format!("{name}: expected a file path or an http(s) URL")),
             (None, value) => value.clone(),
         };
@@ -494,7 +502,10 @@ fn image_value(field: &str, source: &str, accepts_url: bool, base_dir: &Path) ->
     let path = base_dir.join(source);
     let bytes = std::fs::read(&path).map_err(|e| format!("{field}: cannot read {} ({e})", shown(&path)))?;
     if genapi::ImageFormat::sniff(&bytes).is_none() {
-        return Err(format!("{field}: {} is not a PNG, JPEG, WebP or GIF image", shown(&path)));
+        return Err(format!(
+            "{field}: {} is not a PNG, JPEG, WebP or GIF image",
+            shown(&path)
+        ));
     }
     Ok(base64::engine::general_purpose::STANDARD.encode(bytes))
 }
@@ -537,13 +548,15 @@ impl Iterator for JobReader {
             if text.trim().is_empty() || self.invalid.contains(&self.line) {
                 continue;
             }
-            let built = serde_json::from_str::<JobLine>(&text).map_err(|e| e.to_string()).and_then(|job| {
-                let info = self.models.get(&job.model).ok_or("unknown model")?;
-                let body = body_of(&job, info, &self.base_dir)?;
-                let mut built = Job::new(self.line, info.path.clone(), body);
-                built.name = job.name;
-                Ok(built)
-            });
+            let built = serde_json::from_str::<JobLine>(&text)
+                .map_err(|e| e.to_string())
+                .and_then(|job| {
+                    let info = self.models.get(&job.model).ok_or("unknown model")?;
+                    let body = body_of(&job, info, &self.base_dir)?;
+                    let mut built = Job::new(self.line, info.path.clone(), body);
+                    built.name = job.name;
+                    Ok(built)
+                });
             match built {
                 Ok(job) => return Some(job),
                 Err(problem) => out::err(&format!(
