@@ -271,6 +271,17 @@ impl<J: Journal> Context<J> {
                 outcome.from_journal = true;
                 return outcome;
             }
+            if status == "Ready" && state.accepted.is_none() {
+                // Never submit a finished line again, even without its task.
+                let mut outcome = JobOutcome::new(job.line, stem, JobStatus::Failed);
+                outcome.class = Some(FailureClass::Write);
+                outcome.from_journal = true;
+                outcome.error = Some(format!(
+                    "line {} finished in an earlier run, but its file is gone and the journal does not hold its                      task to fetch it again",
+                    job.line
+                ));
+                return outcome;
+            }
             // Ready but the file is gone (fetched again below), or a refusal
             // to try again.
         }
