@@ -17,6 +17,8 @@ const TASK_MS: u64 = 1000;
 const KEY: &str = "batch-bench-key";
 
 /// One batch run: wall time and peak RSS (MiB) of the batch process.
+// The child is reaped by `wait4`, which also gives its resource usage.
+#[allow(clippy::zombie_processes)]
 fn run_once(base_url: &str, lines: usize, dir: &Path) -> (Duration, f64) {
     let _ = std::fs::remove_dir_all(dir);
     std::fs::create_dir_all(dir).expect("bench directory");
@@ -83,7 +85,7 @@ fn main() {
         .unwrap_or(5)
         .max(1);
     let dir = std::env::temp_dir().join(format!("genapi-batch-bench-{}", std::process::id()));
-    for (lines, runs) in [(1000, runs), (250, runs.min(3))] {
+    for (lines, runs) in [(1000usize, runs), (250, runs.min(3))] {
         // A fresh mock for each size, so no task of one size counts against the other.
         let mock = support::MockProcess::start(KEY, TASK_MS);
         let waves = lines.div_ceil(LIMIT);
