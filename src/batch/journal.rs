@@ -258,7 +258,10 @@ pub(crate) fn fold(records: Vec<Record>) -> std::collections::HashMap<u64, LineS
                 state.accepted = Some((id, polling_url, cost));
             }
             Record::Refused { .. } => state.unanswered = false,
-            finished @ Record::Finished { .. } => state.finished = Some(finished),
+            finished @ Record::Finished { .. } => {
+                state.unanswered = false;
+                state.finished = Some(finished);
+            }
         }
     }
     lines
@@ -336,5 +339,23 @@ mod tests {
             },
         ]);
         assert!(lines[&2].unanswered);
+        let refused = fold(vec![
+            Record::Intent {
+                line: 3,
+                name: "c".into(),
+                digest: "d".into(),
+            },
+            Record::Finished {
+                line: 3,
+                status: "Refused".into(),
+                file: None,
+                seed: None,
+                cost: None,
+                duration: None,
+                error: Some("402".into()),
+                class: Some(FailureClass::Credits),
+            },
+        ]);
+        assert!(!refused[&3].unanswered, "a refusal is an answer");
     }
 }

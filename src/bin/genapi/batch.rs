@@ -159,6 +159,9 @@ pub async fn run(global: &Global, args: BatchArgs) -> Result<(), Failure> {
     if stopped.is_none() {
         std::fs::rename(&partial, out_dir.join(RESULTS))
             .map_err(|e| Failure::new(code::OTHER, format!("cannot write {RESULTS}: {e}")))?;
+    } else {
+        // An unfinished run leaves the previous results as they were.
+        let _ = std::fs::remove_file(&partial);
     }
     summary(&tally, &out_dir, global.json, connection.mock.is_some());
     if let Some(failure) = stopped {
