@@ -25,7 +25,7 @@ const EXTENSIONS: [&str; 6] = ["jpg", "png", "webp", "gif", "mp4", "bin"];
 /// Batch generation that never loses or doubles a paid task.
 ///
 /// Jobs are taken from an iterator as room frees up: at most
-/// [`Batch::limit`] are in flight (submitted or being polled), each is
+/// [`Batch::limit`] tasks are active (submitted or being polled), each is
 /// waited for with the client's adaptive schedule, and its result is saved
 /// in the output directory as soon as it is `Ready`. The [`Journal`] records
 /// each submission before it is sent and the task as soon as it is accepted,
@@ -93,7 +93,8 @@ struct CounterValues {
 }
 
 impl Counters {
-    /// Jobs being submitted, polled or downloaded now.
+    /// Jobs whose task is being submitted or waited for now (at most the
+    /// batch's limit).
     pub fn in_flight(&self) -> usize {
         self.inner.in_flight.load(Ordering::Relaxed)
     }
@@ -109,6 +110,12 @@ impl Counters {
         self.inner.in_flight.fetch_add(1, Ordering::Relaxed);
         InFlight(self.inner.clone())
     }
+}
+
+/// A job's place among the active tasks; given back when dropped.
+struct Place {
+    _permit: Option<tokio::sync::OwnedSemaphorePermit>,
+    _in_flight: InFlight,
 }
 
 /// One job in flight; counted out when dropped.
@@ -137,7 +144,8 @@ impl<J: Journal> Batch<J> {
         }
     }
 
-    /// Jobs in flight at most (at least 1).
+    /// Tasks active at most: submitted or being waited for (at least 1).
+    /// Saving a result does not hold a place.
     pub fn limit(mut self, limit: usize) -> Self {
         self.limit = limit.max(1);
         self
@@ -192,13 +200,17 @@ impl<J: Journal> Batch<J> {
             wait: self.wait,
             counters: self.counters,
             lines: Mutex::new(lines),
+            active: Arc::new(tokio::sync::Semaphore::new(self.limit)),
         });
         Ok(futures::stream::iter(jobs)
             .map(move |job| {
                 let context = context.clone();
                 async move { context.process(job).await }
             })
-            .buffer_unordered(self.limit))
+            // Up to `limit` tasks active, and as many more jobs saving their
+            // results or answered from the journal, so downloads never hold
+            // a task's place.
+            .buffer_unordered(self.limit.saturating_mul(2)))
     }
 }
 
@@ -211,6 +223,8 @@ struct Context<J> {
     wait: Option<WaitOptions>,
     counters: Counters,
     lines: Mutex<HashMap<u64, LineState>>,
+    /// Places for active tasks (submitted or polled, not yet final).
+    active: Arc<tokio::sync::Semaphore>,
 }
 
 impl<J: Journal> Context<J> {
@@ -297,10 +311,10 @@ impl<J: Journal> Context<J> {
             return outcome;
         }
         if let Some((_, polling_url, cost)) = &state.accepted {
-            let _in_flight = self.counters.enter();
+            let place = self.place().await;
             self.counters.inner.resumed.fetch_add(1, Ordering::Relaxed);
             return match self.client.task(polling_url) {
-                Ok(task) => self.follow(task, *cost, job.line, stem, true).await,
+                Ok(task) => self.follow(task, *cost, job.line, stem, true, place).await,
                 Err(error) => self.failed(job.line, stem, accepted_ref, &error, JobStatus::Failed),
             };
         }
@@ -310,11 +324,20 @@ impl<J: Journal> Context<J> {
             outcome.error = Some(unknown_message(job.line, None));
             return outcome;
         }
-        let _in_flight = self.counters.enter();
-        self.submit(job, stem).await
+        let place = self.place().await;
+        self.submit(job, stem, place).await
     }
 
-    async fn submit(&self, job: Job, stem: &str) -> JobOutcome {
+    /// A place for an active task, counted in flight while held.
+    async fn place(&self) -> Place {
+        let permit = self.active.clone().acquire_owned().await.ok();
+        Place {
+            _permit: permit,
+            _in_flight: self.counters.enter(),
+        }
+    }
+
+    async fn submit(&self, job: Job, stem: &str, place: Place) -> JobOutcome {
         let mut attempt = 0;
         loop {
             attempt += 1;
@@ -344,7 +367,7 @@ impl<J: Journal> Context<J> {
                         tracing::warn!(error = %e, task_id = task.id(), "cannot record an accepted task in the journal");
                     }
                     let cost = task.cost();
-                    return self.follow(task, cost, job.line, stem, false).await;
+                    return self.follow(task, cost, job.line, stem, false, place).await;
                 }
                 Err(error) => error,
             };
@@ -406,12 +429,23 @@ impl<J: Journal> Context<J> {
     }
 
     /// Waits for an accepted task and saves its result.
-    async fn follow(&self, task: Task, cost: Option<f64>, line: u64, stem: &str, resumed: bool) -> JobOutcome {
+    async fn follow(
+        &self,
+        task: Task,
+        cost: Option<f64>,
+        line: u64,
+        stem: &str,
+        resumed: bool,
+        place: Place,
+    ) -> JobOutcome {
         let task_ref = task.reference().clone();
         let waited = match &self.wait {
             Some(options) => task.wait_with(options.clone()).await,
             None => task.wait().await,
         };
+        // The task is final (or no longer waited for): its place is free
+        // while the result is saved.
+        drop(place);
         let mut outcome = match waited {
             Ok(output) => self.save(output, cost, line, stem, resumed).await,
             Err(error) => {
