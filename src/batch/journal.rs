@@ -143,7 +143,11 @@ impl FileJournal {
     /// ```
     pub fn open(path: impl AsRef<Path>) -> io::Result<FileJournal> {
         let path = path.as_ref().to_path_buf();
+        let existed = path.exists();
         let mut file = OpenOptions::new().read(true).append(true).create(true).open(&path)?;
+        if !existed {
+            sync_directory(&path);
+        }
         // A record cut short by a crash: end it, so the next one starts on its own line.
         let length = file.metadata()?.len();
         if length > 0 {
@@ -161,6 +165,18 @@ impl FileJournal {
     /// Where the journal is.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+}
+
+/// Makes a new file's directory entry durable too (where the platform
+/// allows syncing a directory; elsewhere this does nothing).
+fn sync_directory(path: &Path) {
+    let parent = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    if let Ok(directory) = File::open(parent) {
+        let _ = directory.sync_all();
     }
 }
 

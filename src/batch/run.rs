@@ -271,7 +271,11 @@ impl<J: Journal> Context<J> {
         }) = &state.finished
         {
             let saved = file.as_ref().map(|f| self.out_dir.join(f));
-            let intact = status == "Ready" && saved.as_ref().is_some_and(|p| p.is_file());
+            let intact = status == "Ready"
+                && saved
+                    .as_ref()
+                    .and_then(|p| std::fs::metadata(p).ok())
+                    .is_some_and(|m| m.is_file() && m.len() > 0);
             let refused = status == "Refused";
             if intact || (status != "Ready" && !refused) || (refused && !changed && !self.retry_refused) {
                 let mut outcome = JobOutcome::new(job.line, stem, finished_status(status, *class));

@@ -350,11 +350,15 @@ fn summary(tally: &Tally, out_dir: &Path, json: bool, mock: bool) {
     }
     if !tally.unknown.is_empty() {
         let lines: Vec<String> = tally.unknown.iter().take(20).map(u64::to_string).collect();
+        let more = if tally.unknown.len() > lines.len() { ", …" } else { "" };
+        let which = match lines.as_slice() {
+            [one] => format!("line {one} was"),
+            _ => format!("lines {}{more} were", lines.join(", ")),
+        };
         text.push_str(&format!(
-            "\nlines {} were sent without an answer: the service may have accepted (and charged) them. They are not \
-             sent again. Check the service's dashboard; to submit them anyway, risking paying twice, run again with \
-             --resubmit-unknown",
-            lines.join(", ")
+            "\n{which} sent without an answer: the service may have accepted (and charged) them. They are not sent \
+             again. Check the service's dashboard; to submit them anyway, risking paying twice, run again with \
+             --resubmit-unknown"
         ));
     }
     if json {
