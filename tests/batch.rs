@@ -481,3 +481,136 @@ async fn a_refusal_that_created_no_task_is_kept_until_the_user_asks_to_retry_it(
     assert!(third.iter().all(|o| o.status == JobStatus::Succeeded), "{third:#?}");
     assert_eq!(mock.count("POST", "/v1/gen-2-pro"), 4);
 }
+
+/// A standalone `genapi mock` process, killed when dropped.
+struct StandaloneMock {
+    child: std::process::Child,
+    base_url: String,
+    key: String,
+}
+
+impl StandaloneMock {
+    fn start(duration_ms: u64) -> StandaloneMock {
+        use std::io::BufRead;
+        let mut child = Command::new(env!("CARGO_BIN_EXE_genapi"))
+            .args(["mock", "--duration-ms", &duration_ms.to_string()])
+            .env_remove("GENAPI_LOG")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut variables = HashMap::new();
+        for line in std::io::BufReader::new(child.stdout.take().unwrap()).lines() {
+            let line = line.unwrap();
+            if line.starts_with("# genapi mock ready") {
+                break;
+            }
+            if let Some((name, value)) = line.split_once('=') {
+                variables.insert(name.to_string(), value.to_string());
+            }
+        }
+        StandaloneMock {
+            child,
+            base_url: variables["GENAPI_BASE_URL"].clone(),
+            key: variables["GENAPI_API_KEY"].clone(),
+        }
+    }
+
+    /// POSTs a control request over plain HTTP/1.1 (with the key, which
+    /// control routes may require) and checks it succeeded.
+    fn control(&self, path: &str, body: Value) {
+        use std::io::{Read, Write};
+        let address = self.base_url.trim_start_matches("http://");
+        let mut stream = std::net::TcpStream::connect(address).unwrap();
+        let body = body.to_string();
+        write!(
+            stream,
+            "POST {path} HTTP/1.1\r\nHost: {address}\r\nx-key: {}\r\nContent-Type: application/json\r\n\
+             Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            self.key,
+            body.len()
+        )
+        .unwrap();
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer).unwrap();
+        assert!(answer.starts_with("HTTP/1.1 200"), "{path}: {answer}");
+    }
+
+    fn command(&self, dir: &Dir) -> Command {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_genapi"));
+        for name in [
+            "GENAPI_REGIONAL_BASE_URL",
+            "GENAPI_TRUSTED_ORIGINS",
+            "GENAPI_LOG",
+            "GENAPI_DOCUMENT",
+        ] {
+            command.env_remove(name);
+        }
+        command
+            .env("GENAPI_BASE_URL", &self.base_url)
+            .env("GENAPI_API_KEY", &self.key)
+            .current_dir(&dir.0)
+            .stdin(Stdio::null());
+        command
+    }
+}
+
+impl Drop for StandaloneMock {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn the_command_fetches_expired_results_again_from_the_same_tasks_on_a_standalone_mock() {
+    let mock = StandaloneMock::start(100);
+    let dir = Dir::new("standalone-expiry");
+    write_jobs(&dir.join("jobs.jsonl"), 3, "standalone expiry");
+    // Every download of the first run is refused: each result address, then
+    // the fresh one a poll gives (two refusals per line, never retried).
+    mock.control(
+        "/mock/faults",
+        json!({"path_prefix": "/mock/results/", "status": 403, "times": 6}),
+    );
+    let first = mock
+        .command(&dir)
+        .args(["batch", "jobs.jsonl", "--out", "out", "--json"])
+        .output()
+        .unwrap();
+    assert_ne!(first.status.code(), Some(0), "{}", text(&first.stderr));
+    let pending: Vec<Value> = text(&first.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(pending.len(), 3);
+    assert!(pending.iter().all(|r| r["status"] == "pending"), "{pending:#?}");
+    assert!(!dir.join("out/results.jsonl").exists() || results(&dir.join("out/results.jsonl")).len() == 3);
+
+    // Past the addresses' validity: the next run polls the same tasks for
+    // fresh addresses and submits nothing.
+    mock.control("/mock/clock/advance", json!({"seconds": 601}));
+    let second = mock
+        .command(&dir)
+        .args(["batch", "jobs.jsonl", "--out", "out", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(second.status.code(), Some(0), "{}", text(&second.stderr));
+    let done = results(&dir.join("out/results.jsonl"));
+    assert_eq!(done.len(), 3);
+    let ids = |lines: &[Value]| -> HashMap<u64, String> {
+        lines
+            .iter()
+            .map(|r| (r["line"].as_u64().unwrap(), r["task_id"].as_str().unwrap().to_string()))
+            .collect()
+    };
+    assert_eq!(ids(&pending), ids(&done), "the same tasks: nothing submitted again");
+    for line in &done {
+        assert_eq!(line["status"], "succeeded");
+        let file = dir.0.join(line["file"].as_str().unwrap());
+        assert_eq!(genapi::dimensions(&std::fs::read(file).unwrap()), Some((64, 64)));
+    }
+    let journal = std::fs::read_to_string(dir.join("out/journal.jsonl")).unwrap();
+    assert_eq!(journal.matches(r#""event":"intent""#).count(), 3, "{journal}");
+}
