@@ -614,3 +614,41 @@ fn the_command_fetches_expired_results_again_from_the_same_tasks_on_a_standalone
     let journal = std::fs::read_to_string(dir.join("out/journal.jsonl")).unwrap();
     assert_eq!(journal.matches(r#""event":"intent""#).count(), 3, "{journal}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ctrl_c_stops_with_130_and_the_same_command_finishes_the_batch() {
+    let mock = mock(300).await;
+    let dir = Dir::new("interrupt");
+    write_jobs(&dir.join("jobs.jsonl"), 30, "interrupt");
+    let journal = dir.join("out/journal.jsonl");
+    let child = genapi(&dir, &mock)
+        .args(["batch", "jobs.jsonl", "--out", "out"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let give_up = Instant::now() + Duration::from_secs(30);
+    while journal_records(&journal) < 10 {
+        assert!(Instant::now() < give_up, "the batch made no progress");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    // SAFETY: signals our own child process.
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+    let stopped = child.wait_with_output().unwrap();
+    let stderr = text(&stopped.stderr);
+    assert_eq!(stopped.status.code(), Some(130), "{stderr}");
+    assert!(stderr.contains("run the same command again to resume"), "{stderr}");
+    assert!(
+        !dir.join("out/results.jsonl").exists(),
+        "no results from an unfinished run"
+    );
+    let finished = genapi(&dir, &mock)
+        .args(["batch", "jobs.jsonl", "--out", "out"])
+        .output()
+        .unwrap();
+    assert_eq!(finished.status.code(), Some(0), "{}", text(&finished.stderr));
+    assert_eq!(results(&dir.join("out/results.jsonl")).len(), 30);
+    let posts = posts_by_prompt(&mock);
+    assert_eq!(posts.len(), 30);
+    assert!(posts.values().all(|n| *n == 1), "{posts:?}");
+}

@@ -17,4 +17,4 @@ mod run;
 pub use job::{safe_stem, Job, JobLine};
 pub use journal::{FileJournal, Journal, MemoryJournal, Record};
 pub use outcome::{FailureClass, JobOutcome, JobStatus};
-pub use run::{Batch, Counters};
+pub use run::{Batch, Counters, Stopper};

@@ -66,6 +66,51 @@ pub struct Batch<J: Journal> {
     retry_refused: bool,
     wait: Option<WaitOptions>,
     counters: Counters,
+    stop: Stopper,
+}
+
+/// Stops a running batch gently ([`Batch::stopper`]): no new job is
+/// started, no new submission is sent, submissions already sent get their
+/// answer recorded, and waits end at once (their tasks go on at the service
+/// and the next run polls them). The stream then ends. Clones stop the same
+/// batch.
+///
+/// ```
+/// # fn demo(batch: &genapi::batch::Batch<genapi::batch::MemoryJournal>) {
+/// let stopper = batch.stopper();
+/// // on Ctrl-C:
+/// stopper.stop();
+/// # }
+/// ```
+#[derive(Clone, Debug)]
+pub struct Stopper {
+    sender: Arc<tokio::sync::watch::Sender<bool>>,
+}
+
+impl Default for Stopper {
+    fn default() -> Self {
+        Stopper {
+            sender: Arc::new(tokio::sync::watch::channel(false).0),
+        }
+    }
+}
+
+impl Stopper {
+    /// Asks the batch to stop.
+    pub fn stop(&self) {
+        self.sender.send_replace(true);
+    }
+
+    /// Whether a stop was asked.
+    pub fn is_stopped(&self) -> bool {
+        *self.sender.borrow()
+    }
+
+    /// Resolves once a stop is asked.
+    async fn stopped(&self) {
+        let mut receiver = self.sender.subscribe();
+        let _ = receiver.wait_for(|stopped| *stopped).await;
+    }
 }
 
 impl<J: Journal> std::fmt::Debug for Batch<J> {
@@ -141,6 +186,7 @@ impl<J: Journal> Batch<J> {
             retry_refused: false,
             wait: None,
             counters: Counters::default(),
+            stop: Stopper::default(),
         }
     }
 
@@ -173,6 +219,11 @@ impl<J: Journal> Batch<J> {
         self
     }
 
+    /// A handle that stops the batch gently (see [`Stopper`]).
+    pub fn stopper(&self) -> Stopper {
+        self.stop.clone()
+    }
+
     /// Live counts, to show progress while the stream runs.
     pub fn counters(&self) -> Counters {
         self.counters.clone()
@@ -199,10 +250,13 @@ impl<J: Journal> Batch<J> {
             retry_refused: self.retry_refused,
             wait: self.wait,
             counters: self.counters,
+            stop: self.stop.clone(),
             lines: Mutex::new(lines),
             active: Arc::new(tokio::sync::Semaphore::new(self.limit)),
         });
+        let stop = self.stop;
         Ok(futures::stream::iter(jobs)
+            .take_while(move |_| futures::future::ready(!stop.is_stopped()))
             .map(move |job| {
                 let context = context.clone();
                 async move { context.process(job).await }
@@ -222,6 +276,7 @@ struct Context<J> {
     retry_refused: bool,
     wait: Option<WaitOptions>,
     counters: Counters,
+    stop: Stopper,
     lines: Mutex<HashMap<u64, LineState>>,
     /// Places for active tasks (submitted or polled, not yet final).
     active: Arc<tokio::sync::Semaphore>,
@@ -315,7 +370,13 @@ impl<J: Journal> Context<J> {
             return outcome;
         }
         if let Some((_, polling_url, cost)) = &state.accepted {
-            let place = self.place().await;
+            let Some(place) = self.place().await else {
+                let mut outcome = JobOutcome::new(job.line, stem, JobStatus::Pending);
+                outcome.task = accepted_ref;
+                outcome.resumed = true;
+                outcome.error = Some(STOPPED_WAITING.into());
+                return outcome;
+            };
             self.counters.inner.resumed.fetch_add(1, Ordering::Relaxed);
             return match self.client.task(polling_url) {
                 Ok(task) => self.follow(task, *cost, job.line, stem, true, place).await,
@@ -328,23 +389,35 @@ impl<J: Journal> Context<J> {
             outcome.error = Some(unknown_message(job.line, None));
             return outcome;
         }
-        let place = self.place().await;
-        self.submit(job, stem, place).await
+        match self.place().await {
+            Some(place) => self.submit(job, stem, place).await,
+            None => not_sent(job.line, stem),
+        }
     }
 
-    /// A place for an active task, counted in flight while held.
-    async fn place(&self) -> Place {
-        let permit = self.active.clone().acquire_owned().await.ok();
-        Place {
+    /// A place for an active task, counted in flight while held; `None`
+    /// once the batch is stopping.
+    async fn place(&self) -> Option<Place> {
+        if self.stop.is_stopped() {
+            return None;
+        }
+        let permit = tokio::select! {
+            permit = self.active.clone().acquire_owned() => permit.ok(),
+            () = self.stop.stopped() => return None,
+        };
+        Some(Place {
             _permit: permit,
             _in_flight: self.counters.enter(),
-        }
+        })
     }
 
     async fn submit(&self, job: Job, stem: &str, place: Place) -> JobOutcome {
         let mut attempt = 0;
         loop {
             attempt += 1;
+            if self.stop.is_stopped() {
+                return not_sent(job.line, stem);
+            }
             let intent = Record::Intent {
                 line: job.line,
                 name: stem.to_string(),
@@ -405,8 +478,10 @@ impl<J: Journal> Context<J> {
                     } => (*after).min(Duration::from_secs(30)),
                     _ => Duration::from_secs(u64::from(attempt)),
                 };
-                tokio::time::sleep(pause).await;
-                continue;
+                tokio::select! {
+                    () = tokio::time::sleep(pause) => continue,
+                    () = self.stop.stopped() => return not_sent(job.line, stem),
+                }
             }
             if surely_refused(&error) {
                 let class = FailureClass::of(&error);
@@ -443,9 +518,21 @@ impl<J: Journal> Context<J> {
         place: Place,
     ) -> JobOutcome {
         let task_ref = task.reference().clone();
-        let waited = match &self.wait {
-            Some(options) => task.wait_with(options.clone()).await,
-            None => task.wait().await,
+        let wait = async {
+            match &self.wait {
+                Some(options) => task.wait_with(options.clone()).await,
+                None => task.wait().await,
+            }
+        };
+        let waited = tokio::select! {
+            waited = wait => waited,
+            () = self.stop.stopped() => {
+                let mut outcome = JobOutcome::new(line, stem, JobStatus::Pending);
+                outcome.task = Some(task_ref);
+                outcome.resumed = resumed;
+                outcome.error = Some(STOPPED_WAITING.into());
+                return outcome;
+            }
         };
         // The task is final (or no longer waited for): its place is free
         // while the result is saved.
@@ -556,6 +643,18 @@ impl<J: Journal> Context<J> {
         outcome.error = Some(error.to_string());
         outcome
     }
+}
+
+/// Said of an accepted task whose wait a stop ended.
+const STOPPED_WAITING: &str =
+    "stopped while waiting; the task was accepted: run the batch again to keep waiting for it (it is not submitted \
+     again)";
+
+/// A job a stop kept from being sent.
+fn not_sent(line: u64, stem: &str) -> JobOutcome {
+    let mut outcome = JobOutcome::new(line, stem, JobStatus::NotSubmitted);
+    outcome.error = Some("stopped before it was sent; running the batch again submits it".into());
+    outcome
 }
 
 /// The service answered, and its answer means no task was created.

@@ -107,6 +107,7 @@ pub async fn run(global: &Global, args: BatchArgs) -> Result<(), Failure> {
         .resubmit_unknown(args.resubmit_unknown)
         .retry_refused(args.retry_refused);
     let counters = batch.counters();
+    let stopper = batch.stopper();
     let reader = JobReader::open(&jobs_file, base_dir, checked.models, checked.invalid.clone())?;
     let stream = batch
         .run(reader)
@@ -151,6 +152,29 @@ pub async fn run(global: &Global, args: BatchArgs) -> Result<(), Failure> {
                 "interrupted; run the same command again to resume (accepted tasks are polled, not submitted again)")),
         }
     };
+    if stopped.is_some() {
+        // Submissions already sent get their answers recorded, so the next
+        // run polls their tasks instead of calling them unknown; nothing new
+        // is sent. A second Ctrl-C (or 15 s) ends this at once.
+        stopper.stop();
+        out::progress("stopping: recording the answers of submissions in flight (Ctrl-C again to quit now)");
+        let drain_until = Instant::now() + Duration::from_secs(15);
+        let again = tokio::signal::ctrl_c();
+        tokio::pin!(again);
+        loop {
+            tokio::select! {
+                next = stream.next() => match next {
+                    Some(outcome) => {
+                        write_result(&mut results, &outcome.to_json(), global.json)?;
+                        tally.add(&outcome);
+                    }
+                    None => break,
+                },
+                _ = tokio::time::sleep_until(drain_until) => break,
+                _ = &mut again => break,
+            }
+        }
+    }
     if terminal && !out::quiet() {
         out::err_raw("\r\x1b[2K");
     }
@@ -256,7 +280,12 @@ impl Tally {
             JobStatus::Unknown => self.unknown.push(outcome.line),
             JobStatus::Pending => self.pending += 1,
             _ => {
-                let class = outcome.class.map_or("other", FailureClass::as_str);
+                let unsent = if outcome.status == JobStatus::NotSubmitted {
+                    "not_sent"
+                } else {
+                    "other"
+                };
+                let class = outcome.class.map_or(unsent, FailureClass::as_str);
                 *self.failed.entry(class).or_default() += 1;
             }
         }
