@@ -6,8 +6,9 @@
 //! from `openapi.json`; the layer around them adds what every program needs:
 //! configuration and auth ([`Client`]), validation before sending
 //! ([`validate`]), waiting for results ([`Task::wait`]), downloads
-//! ([`Output`]), typed errors ([`Error`]), safe retries and webhook
-//! verification ([`webhook`]).
+//! ([`Output`]), typed errors ([`Error`]), safe retries, webhook
+//! verification ([`webhook`]) and batches that survive any interruption
+//! without paying twice for a task ([`batch`]).
 //!
 //! ```no_run
 //! # async fn demo() -> genapi::Result<()> {
@@ -69,6 +70,7 @@ pub mod api {
 
 mod renamed;
 
+pub mod batch;
 mod client;
 mod config;
 mod document;

@@ -3,6 +3,7 @@
 //! With neither GENAPI_API_KEY nor GENAPI_BASE_URL set (or with `--mock`),
 //! tasks run against the built-in mock service, and every result line says so.
 
+mod batch;
 mod catalog;
 mod learned;
 mod mock;
@@ -31,6 +32,7 @@ Environment:
 Examples:
   genapi generate \"a lighthouse at dusk\" -o lighthouse.png --size 1024x768 --seed 7
   genapi generate -m vto-v1 --image person.jpg --image garment.jpg \"a red coat\" --json
+  genapi batch jobs.jsonl --out shots    # again after any interruption: resumes, never pays twice
 
 Exit codes:
   0   success
@@ -43,7 +45,9 @@ Exit codes:
   7   task failed, not found, or its result expired
   8   timeout (the task may still finish: resume with the command printed)
   9   network or service error
-  130 interrupted (resume with the command printed)";
+  130 interrupted (resume with the command printed)
+  batch: 0 when every line succeeded, else the code of the most serious failure
+  (3, 4, 9, 5, 8, 7, 6, 1, 2 in that order)";
 
 #[derive(Parser)]
 #[command(
@@ -119,6 +123,8 @@ enum Command {
         /// A model to describe.
         name: Option<String>,
     },
+    /// Run many requests from a job file; run it again to resume after any interruption.
+    Batch(batch::BatchArgs),
     /// Run the mock service (a test double) until interrupted.
     Mock(mock::MockArgs),
 }
@@ -272,6 +278,7 @@ async fn run(cli: Cli) -> Result<(), Failure> {
         Command::Wait { id, save } => tasks::wait(&global, &id, save).await,
         Command::Get { id, out, force } => tasks::get(&global, &id, out, force).await,
         Command::Models { name } => models::run(&global, name.as_deref()),
+        Command::Batch(args) => batch::run(&global, args).await,
         Command::Mock(args) => mock::run(&global, args).await,
     }
 }

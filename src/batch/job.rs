@@ -1,0 +1,130 @@
+//! One request of a batch, and the line of a job file it comes from.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+/// One request of a batch: where it goes, its body, and the name of its
+/// output file.
+///
+/// ```
+/// use genapi::batch::Job;
+/// let job = Job::new(1, "/v1/gen-2-pro", serde_json::json!({"prompt": "a red fox"})).name("fox");
+/// assert_eq!(job.stem(), "fox");
+/// assert_eq!(Job::new(7, "/v1/gen-2-pro", serde_json::json!({})).stem(), "line-7");
+/// ```
+#[derive(Clone, Debug, PartialEq)]
+pub struct Job {
+    /// A number unique within the batch (the line of the job file): the key
+    /// of the journal.
+    pub line: u64,
+    /// Path of the operation, e.g. `/v1/gen-2-pro`.
+    pub path: String,
+    /// The request body, as sent (image fields already encoded).
+    pub body: Value,
+    /// File stem of the output; `line-N` when not given.
+    pub name: Option<String>,
+}
+
+impl Job {
+    /// A job without a name.
+    pub fn new(line: u64, path: impl Into<String>, body: Value) -> Job {
+        Job {
+            line,
+            path: path.into(),
+            body,
+            name: None,
+        }
+    }
+
+    /// Names the output file (its extension follows the image format).
+    pub fn name(mut self, name: impl Into<String>) -> Job {
+        self.name = Some(name.into());
+        self
+    }
+
+    /// The output file's stem: the name made safe for a file name (ASCII
+    /// letters, digits, `-` and `_`), else `line-N`.
+    pub fn stem(&self) -> String {
+        let safe = self.name.as_deref().map(safe_stem).unwrap_or_default();
+        if safe.is_empty() {
+            format!("line-{}", self.line)
+        } else {
+            safe
+        }
+    }
+
+    /// A fingerprint of the path and body (FNV-1a, hex), to notice a job file
+    /// that changed between runs.
+    pub(crate) fn digest(&self) -> String {
+        let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+        let text = format!("{}\n{}", self.path, self.body);
+        for byte in text.bytes() {
+            hash ^= u64::from(byte);
+            hash = hash.wrapping_mul(0x0100_0000_01b3);
+        }
+        format!("{hash:016x}")
+    }
+}
+
+/// `text` reduced to a safe file stem: at most 100 of ASCII letters, digits,
+/// `-` and `_` (possibly empty). It has no dot, so the output's extension is
+/// always the image format's.
+///
+/// ```
+/// assert_eq!(genapi::batch::safe_stem("../../etc/passwd"), "etcpasswd");
+/// ```
+pub fn safe_stem(text: &str) -> String {
+    text.chars()
+        .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_'))
+        .take(100)
+        .collect()
+}
+
+/// One line of a job file: the model, the output's name, and the model's
+/// fields. Image fields hold a file path (relative to the job file) or an
+/// http(s) URL.
+///
+/// ```
+/// let line: genapi::batch::JobLine =
+///     serde_json::from_str(r#"{"model": "gen-2-pro", "name": "fox", "prompt": "a red fox", "seed": 7}"#).unwrap();
+/// assert_eq!(line.model, "gen-2-pro");
+/// assert_eq!(line.fields["seed"], 7);
+/// ```
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[cfg_attr(
+    feature = "schema",
+    schemars(
+        title = "genapi batch job line",
+        description = "One request of `genapi batch`: the model, the output's name, and the model's fields. Image \
+                       fields take a file path (relative to the job file) or an http(s) URL."
+    )
+)]
+pub struct JobLine {
+    /// The model (see `genapi models`), e.g. `gen-2-pro`, `gen-tools/deblur-v1`.
+    #[cfg_attr(feature = "schema", schemars(length(min = 1)))]
+    pub model: String,
+    /// Stem of the output file in the output directory: letters, digits, `-` and `_` (the extension follows the
+    /// image format); unique in the file. Default: `line-N`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(regex(pattern = r"^[A-Za-z0-9_-]{1,100}$")))]
+    pub name: Option<String>,
+    /// The model's request fields (`prompt`, `seed`, `width`, …); image fields take a file path, relative to the
+    /// job file, or an http(s) URL.
+    #[serde(flatten)]
+    pub fields: Map<String, Value>,
+}
+
+#[cfg(feature = "schema")]
+impl JobLine {
+    /// The JSON Schema of a job line, for editors that validate job files.
+    ///
+    /// ```
+    /// let schema = genapi::batch::JobLine::schema();
+    /// assert_eq!(schema["required"][0], "model");
+    /// ```
+    pub fn schema() -> Value {
+        let schema = schemars::schema_for!(JobLine);
+        serde_json::to_value(schema).unwrap_or(Value::Null)
+    }
+}

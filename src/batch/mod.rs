@@ -1,0 +1,20 @@
+//! Batch generation that never loses or doubles a paid task.
+//!
+//! [`Batch`] turns an iterator of [`Job`]s into a stream of [`JobOutcome`]s,
+//! keeping up to the active-task limit in flight, and keeps a [`Journal`]
+//! ([`FileJournal`] on disk, [`MemoryJournal`] in memory, or your own) so that
+//! running the same batch again after a crash, a Ctrl-C or a lost network
+//! polls what was accepted instead of submitting it again.
+//!
+//! A job file line ([`JobLine`]) is what the `genapi batch` command reads;
+//! with the `schema` feature, [`JobLine::schema`] gives its JSON Schema.
+
+mod job;
+mod journal;
+mod outcome;
+mod run;
+
+pub use job::{safe_stem, Job, JobLine};
+pub use journal::{FileJournal, Journal, MemoryJournal, Record};
+pub use outcome::{FailureClass, JobOutcome, JobStatus};
+pub use run::{Batch, Counters, Stopper};

@@ -1,0 +1,188 @@
+//! What a batch reports for each job.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, TaskRef};
+
+/// How one job ended (in this run).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum JobStatus {
+    /// The result is saved.
+    Succeeded,
+    /// The task was stopped by moderation (not charged).
+    Moderated,
+    /// The job failed for good (see its [`FailureClass`]).
+    Failed,
+    /// The task was accepted but is not finished or not saved yet: running
+    /// the batch again picks it up (it is polled, never submitted again).
+    Pending,
+    /// The submission was sent and no answer came back: the service may have
+    /// accepted (and charged) a task that cannot be found. It is not sent
+    /// again unless asked ([`crate::batch::Batch::resubmit_unknown`]).
+    Unknown,
+    /// The job was never accepted (the service surely refused it, e.g. 429):
+    /// running the batch again submits it.
+    NotSubmitted,
+}
+
+impl JobStatus {
+    /// The word used in journals and result lines.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobStatus::Succeeded => "succeeded",
+            JobStatus::Moderated => "moderated",
+            JobStatus::Failed => "failed",
+            JobStatus::Pending => "pending",
+            JobStatus::Unknown => "unknown",
+            JobStatus::NotSubmitted => "not_submitted",
+        }
+    }
+}
+
+/// Why a job did not succeed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum FailureClass {
+    /// The request is invalid.
+    Validation,
+    /// 403, or a polling host the key may not go to.
+    Auth,
+    /// 402: no credits left.
+    Credits,
+    /// 429: too many active tasks.
+    RateLimited,
+    /// Moderated (not charged).
+    Moderated,
+    /// The task ended with `Error`, was not found, or its result expired.
+    TaskFailed,
+    /// No final status in time.
+    Timeout,
+    /// Network or service failure.
+    Network,
+    /// The submission's outcome is unknown.
+    Unknown,
+    /// The result could not be written, or the journal not kept.
+    Write,
+    /// Anything else.
+    Other,
+}
+
+impl FailureClass {
+    /// The class of a library error.
+    pub fn of(error: &Error) -> FailureClass {
+        match error {
+            Error::Validation { .. } | Error::Config(_) => FailureClass::Validation,
+            Error::Forbidden { .. } | Error::UntrustedOrigin { .. } => FailureClass::Auth,
+            Error::InsufficientCredits { .. } => FailureClass::Credits,
+            Error::RateLimited { .. } => FailureClass::RateLimited,
+            Error::Moderated { .. } => FailureClass::Moderated,
+            Error::TaskFailed { .. } | Error::TaskNotFound { .. } | Error::ResultExpired { .. } => {
+                FailureClass::TaskFailed
+            }
+            Error::Timeout { .. } => FailureClass::Timeout,
+            Error::Transport { .. }
+            | Error::Server { .. }
+            | Error::UnexpectedStatus { .. }
+            | Error::Redirected { .. }
+            | Error::Decode { .. }
+            | Error::TooLarge { .. } => FailureClass::Network,
+            Error::Input { .. } => FailureClass::Write,
+        }
+    }
+
+    /// The word used in journals and result lines.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FailureClass::Validation => "validation",
+            FailureClass::Auth => "auth",
+            FailureClass::Credits => "credits",
+            FailureClass::RateLimited => "rate_limited",
+            FailureClass::Moderated => "moderated",
+            FailureClass::TaskFailed => "task_failed",
+            FailureClass::Timeout => "timeout",
+            FailureClass::Network => "network",
+            FailureClass::Unknown => "unknown",
+            FailureClass::Write => "write",
+            FailureClass::Other => "other",
+        }
+    }
+}
+
+/// What a batch reports for one job.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub struct JobOutcome {
+    /// Line of the job.
+    pub line: u64,
+    /// File stem of the job.
+    pub name: String,
+    /// The task, once accepted.
+    pub task: Option<TaskRef>,
+    /// How it ended.
+    pub status: JobStatus,
+    /// The saved file.
+    pub file: Option<PathBuf>,
+    /// Seed reported by the service.
+    pub seed: Option<i128>,
+    /// Cost in credits.
+    pub cost: Option<f64>,
+    /// Task duration reported by the service, in seconds.
+    pub duration: Option<f64>,
+    /// Time this run spent on the job.
+    pub elapsed: Duration,
+    /// What went wrong, and what to do about it.
+    pub error: Option<String>,
+    /// The class of failure.
+    pub class: Option<FailureClass>,
+    /// Finished in an earlier run: nothing was sent or downloaded now.
+    pub from_journal: bool,
+    /// The task was accepted in an earlier run and polled in this one.
+    pub resumed: bool,
+}
+
+impl JobOutcome {
+    pub(crate) fn new(line: u64, name: &str, status: JobStatus) -> JobOutcome {
+        JobOutcome {
+            line,
+            name: name.to_string(),
+            task: None,
+            status,
+            file: None,
+            seed: None,
+            cost: None,
+            duration: None,
+            elapsed: Duration::ZERO,
+            error: None,
+            class: None,
+            from_journal: false,
+            resumed: false,
+        }
+    }
+
+    /// The outcome as one JSON object (`line`, `name`, `task_id`, `status`,
+    /// `file`, `seed`, `cost`, `duration`, `error`, …), as a results file
+    /// holds it.
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "line": self.line,
+            "name": self.name,
+            "task_id": self.task.as_ref().map(|t| &t.id),
+            "polling_url": self.task.as_ref().map(|t| &t.polling_url),
+            "status": self.status.as_str(),
+            "file": self.file.as_ref().map(|f| f.display().to_string()),
+            "seed": self.seed,
+            "cost": self.cost,
+            "duration": self.duration,
+            "elapsed": (self.elapsed.as_secs_f64() * 1000.0).round() / 1000.0,
+            "error": self.error,
+            "class": self.class.map(FailureClass::as_str),
+            "from_journal": self.from_journal,
+        })
+    }
+}

@@ -1,0 +1,705 @@
+//! The batch driver: jobs in, outcomes out, the journal kept in between.
+
+use std::collections::HashMap;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures::{Stream, StreamExt};
+
+use super::job::Job;
+use super::journal::{fold, Journal, LineState, Record};
+use super::outcome::{FailureClass, JobOutcome, JobStatus};
+use crate::error::{Checked, Error};
+use crate::{Client, Output, Task, WaitOptions};
+
+/// Submissions refused with "surely not accepted" (429, connection never
+/// opened) are tried this many times in one run before the job is reported
+/// as not submitted.
+const SUBMIT_ATTEMPTS: u32 = 6;
+/// Extensions an output may have been saved with.
+const EXTENSIONS: [&str; 6] = ["jpg", "png", "webp", "gif", "mp4", "bin"];
+
+/// Batch generation that never loses or doubles a paid task.
+///
+/// Jobs are taken from an iterator as room frees up: at most
+/// [`Batch::limit`] tasks are active (submitted or being polled), each is
+/// waited for with the client's adaptive schedule, and its result is saved
+/// in the output directory as soon as it is `Ready`. The [`Journal`] records
+/// each submission before it is sent and the task as soon as it is accepted,
+/// so running the same batch again after any interruption:
+///
+/// - polls the tasks already accepted instead of submitting them again;
+/// - does not download files already saved (a result whose address expired
+///   is fetched again through a fresh poll);
+/// - submits again only jobs the service surely did not accept;
+/// - reports, and does not send, a job whose submission was sent but never
+///   answered ([`JobStatus::Unknown`]), unless [`Batch::resubmit_unknown`].
+///
+/// ```no_run
+/// # async fn demo() -> genapi::Result<()> {
+/// use futures::StreamExt;
+/// use genapi::batch::{Batch, FileJournal, Job};
+///
+/// let client = genapi::Client::from_env()?;
+/// let journal = FileJournal::open("out/journal.jsonl").map_err(|e| genapi::Error::Config(e.to_string()))?;
+/// let jobs = ["a red fox", "a blue whale"]
+///     .into_iter()
+///     .enumerate()
+///     .map(|(i, prompt)| Job::new(i as u64 + 1, "/v1/gen-2-pro", serde_json::json!({ "prompt": prompt })));
+/// let mut outcomes = Batch::new(client, journal, "out")
+///     .run(jobs)
+///     .map_err(|e| genapi::Error::Config(e.to_string()))?;
+/// while let Some(outcome) = outcomes.next().await {
+///     println!("line {}: {:?} {:?}", outcome.line, outcome.status, outcome.file);
+/// }
+/// # Ok(()) }
+/// ```
+pub struct Batch<J: Journal> {
+    client: Client,
+    journal: J,
+    out_dir: PathBuf,
+    limit: usize,
+    resubmit_unknown: bool,
+    retry_refused: bool,
+    wait: Option<WaitOptions>,
+    counters: Counters,
+    stop: Stopper,
+}
+
+/// Stops a running batch gently ([`Batch::stopper`]): no new job is
+/// started, no new submission is sent, submissions already sent get their
+/// answer recorded, and waits end at once (their tasks go on at the service
+/// and the next run polls them). The stream then ends. Clones stop the same
+/// batch.
+///
+/// ```
+/// # fn demo(batch: &genapi::batch::Batch<genapi::batch::MemoryJournal>) {
+/// let stopper = batch.stopper();
+/// // on Ctrl-C:
+/// stopper.stop();
+/// # }
+/// ```
+#[derive(Clone, Debug)]
+pub struct Stopper {
+    sender: Arc<tokio::sync::watch::Sender<bool>>,
+}
+
+impl Default for Stopper {
+    fn default() -> Self {
+        Stopper {
+            sender: Arc::new(tokio::sync::watch::channel(false).0),
+        }
+    }
+}
+
+impl Stopper {
+    /// Asks the batch to stop.
+    pub fn stop(&self) {
+        self.sender.send_replace(true);
+    }
+
+    /// Whether a stop was asked.
+    pub fn is_stopped(&self) -> bool {
+        *self.sender.borrow()
+    }
+
+    /// Resolves once a stop is asked.
+    async fn stopped(&self) {
+        let mut receiver = self.sender.subscribe();
+        let _ = receiver.wait_for(|stopped| *stopped).await;
+    }
+}
+
+impl<J: Journal> std::fmt::Debug for Batch<J> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Batch")
+            .field("out_dir", &self.out_dir)
+            .field("limit", &self.limit)
+            .field("resubmit_unknown", &self.resubmit_unknown)
+            .field("retry_refused", &self.retry_refused)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Live counts of a running batch, for progress displays. Clones share them.
+#[derive(Clone, Debug, Default)]
+pub struct Counters {
+    inner: Arc<CounterValues>,
+}
+
+#[derive(Debug, Default)]
+struct CounterValues {
+    in_flight: AtomicUsize,
+    submitted: AtomicUsize,
+    resumed: AtomicUsize,
+}
+
+impl Counters {
+    /// Jobs whose task is being submitted or waited for now (at most the
+    /// batch's limit).
+    pub fn in_flight(&self) -> usize {
+        self.inner.in_flight.load(Ordering::Relaxed)
+    }
+    /// Submissions the service accepted in this run.
+    pub fn submitted(&self) -> usize {
+        self.inner.submitted.load(Ordering::Relaxed)
+    }
+    /// Tasks accepted in an earlier run and polled in this one.
+    pub fn resumed(&self) -> usize {
+        self.inner.resumed.load(Ordering::Relaxed)
+    }
+    fn enter(&self) -> InFlight {
+        self.inner.in_flight.fetch_add(1, Ordering::Relaxed);
+        InFlight(self.inner.clone())
+    }
+}
+
+/// A job's place among the active tasks; given back when dropped.
+struct Place {
+    _permit: Option<tokio::sync::OwnedSemaphorePermit>,
+    _in_flight: InFlight,
+}
+
+/// One job in flight; counted out when dropped.
+struct InFlight(Arc<CounterValues>);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.in_flight.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+impl<J: Journal> Batch<J> {
+    /// A batch with `client`, keeping its records in `journal` and its
+    /// results in `out_dir` (which must exist). At most 24 jobs are in flight
+    /// (the service's default limit of active tasks).
+    pub fn new(client: Client, journal: J, out_dir: impl Into<PathBuf>) -> Batch<J> {
+        Batch {
+            client,
+            journal,
+            out_dir: out_dir.into(),
+            limit: 24,
+            resubmit_unknown: false,
+            retry_refused: false,
+            wait: None,
+            counters: Counters::default(),
+            stop: Stopper::default(),
+        }
+    }
+
+    /// Tasks active at most: submitted or being waited for (at least 1).
+    /// Saving a result does not hold a place.
+    pub fn limit(mut self, limit: usize) -> Self {
+        self.limit = limit.max(1);
+        self
+    }
+
+    /// Submits again the jobs whose earlier submission was sent but never
+    /// answered. The service may have accepted them: this **risks paying
+    /// twice** for each, and is off by default.
+    pub fn resubmit_unknown(mut self, resubmit: bool) -> Self {
+        self.resubmit_unknown = resubmit;
+        self
+    }
+
+    /// Submits again the jobs the service refused in an earlier run with an
+    /// answer that created no task (402, 403, 422), for instance after adding
+    /// credits. A job whose line changed since is always submitted again.
+    pub fn retry_refused(mut self, retry: bool) -> Self {
+        self.retry_refused = retry;
+        self
+    }
+
+    /// Options for each wait (default: the client's).
+    pub fn wait_options(mut self, options: WaitOptions) -> Self {
+        self.wait = Some(options);
+        self
+    }
+
+    /// A handle that stops the batch gently (see [`Stopper`]).
+    pub fn stopper(&self) -> Stopper {
+        self.stop.clone()
+    }
+
+    /// Live counts, to show progress while the stream runs.
+    pub fn counters(&self) -> Counters {
+        self.counters.clone()
+    }
+
+    /// Reads the journal, then returns the stream of outcomes, one per job,
+    /// in the order they finish. Jobs are taken from `jobs` only as room
+    /// frees up, so memory does not grow with their number. Nothing happens
+    /// until the stream is polled; dropping it stops the batch (accepted
+    /// tasks go on at the service, and the next run picks them up).
+    ///
+    /// Fails only when the journal cannot be read.
+    pub fn run<I>(mut self, jobs: I) -> io::Result<impl Stream<Item = JobOutcome> + Send + 'static>
+    where
+        I: IntoIterator<Item = Job>,
+        I::IntoIter: Send + 'static,
+    {
+        let lines = fold(self.journal.replay()?);
+        let context = Arc::new(Context {
+            client: self.client,
+            journal: Arc::new(Mutex::new(self.journal)),
+            out_dir: self.out_dir,
+            resubmit_unknown: self.resubmit_unknown,
+            retry_refused: self.retry_refused,
+            wait: self.wait,
+            counters: self.counters,
+            stop: self.stop.clone(),
+            lines: Mutex::new(lines),
+            active: Arc::new(tokio::sync::Semaphore::new(self.limit)),
+        });
+        let stop = self.stop;
+        Ok(futures::stream::iter(jobs)
+            .take_while(move |_| futures::future::ready(!stop.is_stopped()))
+            .map(move |job| {
+                let context = context.clone();
+                async move { context.process(job).await }
+            })
+            // Up to `limit` tasks active, and as many more jobs saving their
+            // results or answered from the journal, so downloads never hold
+            // a task's place.
+            .buffer_unordered(self.limit.saturating_mul(2)))
+    }
+}
+
+struct Context<J> {
+    client: Client,
+    journal: Arc<Mutex<J>>,
+    out_dir: PathBuf,
+    resubmit_unknown: bool,
+    retry_refused: bool,
+    wait: Option<WaitOptions>,
+    counters: Counters,
+    stop: Stopper,
+    lines: Mutex<HashMap<u64, LineState>>,
+    /// Places for active tasks (submitted or polled, not yet final).
+    active: Arc<tokio::sync::Semaphore>,
+}
+
+impl<J: Journal> Context<J> {
+    async fn process(&self, job: Job) -> JobOutcome {
+        let started = Instant::now();
+        let stem = job.stem();
+        let state = self
+            .lines
+            .lock()
+            .ok()
+            .and_then(|mut lines| lines.remove(&job.line))
+            .unwrap_or_default();
+        let mut outcome = self.decide(job, &stem, state).await;
+        outcome.elapsed = started.elapsed();
+        outcome
+    }
+
+    /// Stores a record durably, off the async threads.
+    async fn record(&self, record: Record) -> io::Result<()> {
+        let journal = self.journal.clone();
+        tokio::task::spawn_blocking(move || {
+            let mut journal = journal.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            journal.append(&record)
+        })
+        .await
+        .map_err(io::Error::other)?
+    }
+
+    async fn decide(&self, job: Job, stem: &str, state: LineState) -> JobOutcome {
+        let accepted_ref = state.accepted.as_ref().map(|(id, polling_url, _)| crate::TaskRef {
+            id: id.clone(),
+            polling_url: polling_url.clone(),
+        });
+        let changed = state.digest.as_ref().is_some_and(|d| *d != job.digest());
+        if let Some(Record::Finished {
+            status,
+            file,
+            seed,
+            cost,
+            duration,
+            error,
+            class,
+            ..
+        }) = &state.finished
+        {
+            let saved = file.as_ref().map(|f| self.out_dir.join(f));
+            let intact = status == "Ready"
+                && saved
+                    .as_ref()
+                    .and_then(|p| std::fs::metadata(p).ok())
+                    .is_some_and(|m| m.is_file() && m.len() > 0);
+            let refused = status == "Refused";
+            if intact || (status != "Ready" && !refused) || (refused && !changed && !self.retry_refused) {
+                let mut outcome = JobOutcome::new(job.line, stem, finished_status(status, *class));
+                outcome.task = accepted_ref;
+                outcome.file = saved.filter(|_| intact);
+                outcome.seed = seed.as_ref().and_then(seed_of);
+                outcome.cost = *cost;
+                outcome.duration = *duration;
+                outcome.error = error.clone();
+                outcome.class = *class;
+                outcome.from_journal = true;
+                return outcome;
+            }
+            if status == "Ready" && state.accepted.is_none() {
+                // Never submit a finished line again, even without its task.
+                let mut outcome = JobOutcome::new(job.line, stem, JobStatus::Failed);
+                outcome.class = Some(FailureClass::Write);
+                outcome.from_journal = true;
+                outcome.error = Some(format!(
+                    "line {} finished in an earlier run, but its file is gone and the journal does not hold its                      task to fetch it again",
+                    job.line
+                ));
+                return outcome;
+            }
+            // Ready but the file is gone (fetched again below), or a refusal
+            // to try again.
+        }
+        if changed && (state.accepted.is_some() || state.unanswered) {
+            let mut outcome = JobOutcome::new(job.line, stem, JobStatus::Failed);
+            outcome.task = accepted_ref;
+            outcome.class = Some(FailureClass::Validation);
+            outcome.error = Some(format!(
+                "line {} changed since the journal recorded its submission; restore it, or run the changed job \
+                 file with another output directory",
+                job.line
+            ));
+            return outcome;
+        }
+        if let Some((_, polling_url, cost)) = &state.accepted {
+            let Some(place) = self.place().await else {
+                let mut outcome = JobOutcome::new(job.line, stem, JobStatus::Pending);
+                outcome.task = accepted_ref;
+                outcome.resumed = true;
+                outcome.error = Some(STOPPED_WAITING.into());
+                return outcome;
+            };
+            self.counters.inner.resumed.fetch_add(1, Ordering::Relaxed);
+            return match self.client.task(polling_url) {
+                Ok(task) => self.follow(task, *cost, job.line, stem, true, place).await,
+                Err(error) => self.failed(job.line, stem, accepted_ref, &error, JobStatus::Failed),
+            };
+        }
+        if state.unanswered && !self.resubmit_unknown {
+            let mut outcome = JobOutcome::new(job.line, stem, JobStatus::Unknown);
+            outcome.class = Some(FailureClass::Unknown);
+            outcome.error = Some(unknown_message(job.line, None));
+            return outcome;
+        }
+        match self.place().await {
+            Some(place) => self.submit(job, stem, place).await,
+            None => not_sent(job.line, stem),
+        }
+    }
+
+    /// A place for an active task, counted in flight while held; `None`
+    /// once the batch is stopping.
+    async fn place(&self) -> Option<Place> {
+        if self.stop.is_stopped() {
+            return None;
+        }
+        let permit = tokio::select! {
+            permit = self.active.clone().acquire_owned() => permit.ok(),
+            () = self.stop.stopped() => return None,
+        };
+        Some(Place {
+            _permit: permit,
+            _in_flight: self.counters.enter(),
+        })
+    }
+
+    async fn submit(&self, job: Job, stem: &str, place: Place) -> JobOutcome {
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            if self.stop.is_stopped() {
+                return not_sent(job.line, stem);
+            }
+            let intent = Record::Intent {
+                line: job.line,
+                name: stem.to_string(),
+                digest: job.digest(),
+            };
+            if let Err(e) = self.record(intent).await {
+                let mut outcome = JobOutcome::new(job.line, stem, JobStatus::NotSubmitted);
+                outcome.class = Some(FailureClass::Write);
+                outcome.error = Some(format!("cannot write the journal ({e}); nothing was sent"));
+                return outcome;
+            }
+            let error = match self.client.submit_raw(&job.path, job.body.clone()).await {
+                Ok(task) => {
+                    self.counters.inner.submitted.fetch_add(1, Ordering::Relaxed);
+                    let accepted = Record::Accepted {
+                        line: job.line,
+                        id: task.id().to_string(),
+                        polling_url: task.polling_url().to_string(),
+                        cost: task.cost(),
+                    };
+                    if let Err(e) = self.record(accepted).await {
+                        // Carry on: the task is paid for. Without the record a
+                        // later run reports the line as unknown, never resubmits it.
+                        tracing::warn!(error = %e, task_id = task.id(), "cannot record an accepted task in the journal");
+                    }
+                    let cost = task.cost();
+                    return self.follow(task, cost, job.line, stem, false, place).await;
+                }
+                Err(error) => error,
+            };
+            let nothing_sent = matches!(
+                error,
+                Error::Validation {
+                    checked: Checked::Locally,
+                    ..
+                } | Error::Config(_)
+            );
+            if error.is_safe_to_resubmit() || nothing_sent {
+                let refused = Record::Refused {
+                    line: job.line,
+                    error: error.to_string(),
+                };
+                if let Err(e) = self.record(refused).await {
+                    tracing::warn!(error = %e, "cannot record a refused submission in the journal");
+                }
+                if nothing_sent || attempt >= SUBMIT_ATTEMPTS {
+                    let status = if nothing_sent {
+                        JobStatus::Failed
+                    } else {
+                        JobStatus::NotSubmitted
+                    };
+                    return self.failed(job.line, stem, None, &error, status);
+                }
+                let pause = match &error {
+                    Error::RateLimited {
+                        retry_after: Some(after),
+                        ..
+                    } => (*after).min(Duration::from_secs(30)),
+                    _ => Duration::from_secs(u64::from(attempt)),
+                };
+                tokio::select! {
+                    () = tokio::time::sleep(pause) => continue,
+                    () = self.stop.stopped() => return not_sent(job.line, stem),
+                }
+            }
+            if surely_refused(&error) {
+                let class = FailureClass::of(&error);
+                let finished = Record::Finished {
+                    line: job.line,
+                    status: "Refused".into(),
+                    file: None,
+                    seed: None,
+                    cost: None,
+                    duration: None,
+                    error: Some(error.to_string()),
+                    class: Some(class),
+                };
+                if let Err(e) = self.record(finished).await {
+                    tracing::warn!(error = %e, "cannot record a refused submission in the journal");
+                }
+                return self.failed(job.line, stem, None, &error, JobStatus::Failed);
+            }
+            let mut outcome = JobOutcome::new(job.line, stem, JobStatus::Unknown);
+            outcome.class = Some(FailureClass::Unknown);
+            outcome.error = Some(unknown_message(job.line, Some(&error)));
+            return outcome;
+        }
+    }
+
+    /// Waits for an accepted task and saves its result.
+    async fn follow(
+        &self,
+        task: Task,
+        cost: Option<f64>,
+        line: u64,
+        stem: &str,
+        resumed: bool,
+        place: Place,
+    ) -> JobOutcome {
+        let task_ref = task.reference().clone();
+        let wait = async {
+            match &self.wait {
+                Some(options) => task.wait_with(options.clone()).await,
+                None => task.wait().await,
+            }
+        };
+        let waited = tokio::select! {
+            waited = wait => waited,
+            () = self.stop.stopped() => {
+                let mut outcome = JobOutcome::new(line, stem, JobStatus::Pending);
+                outcome.task = Some(task_ref);
+                outcome.resumed = resumed;
+                outcome.error = Some(STOPPED_WAITING.into());
+                return outcome;
+            }
+        };
+        // The task is final (or no longer waited for): its place is free
+        // while the result is saved.
+        drop(place);
+        let mut outcome = match waited {
+            Ok(output) => self.save(output, cost, line, stem, resumed).await,
+            Err(error) => {
+                let (status, label) = match &error {
+                    Error::Moderated { stage, .. } => (
+                        JobStatus::Moderated,
+                        match stage {
+                            crate::Moderation::Request => "Request Moderated",
+                            crate::Moderation::Content => "Content Moderated",
+                        },
+                    ),
+                    Error::TaskFailed { .. } => (JobStatus::Failed, "Error"),
+                    Error::TaskNotFound { .. } => (JobStatus::Failed, "Task not found"),
+                    Error::ResultExpired { .. } => (JobStatus::Failed, "Expired"),
+                    _ => (JobStatus::Pending, ""),
+                };
+                if status != JobStatus::Pending {
+                    let finished = Record::Finished {
+                        line,
+                        status: label.into(),
+                        file: None,
+                        seed: None,
+                        cost: None,
+                        duration: None,
+                        error: Some(error.to_string()),
+                        class: Some(FailureClass::of(&error)),
+                    };
+                    if let Err(e) = self.record(finished).await {
+                        tracing::warn!(error = %e, "cannot record a finished task in the journal");
+                    }
+                }
+                let mut outcome = self.failed(line, stem, Some(task_ref.clone()), &error, status);
+                if status == JobStatus::Pending {
+                    outcome.error = Some(format!(
+                        "{error}; task {} was accepted: run the batch again to keep waiting for it (it is not \
+                         submitted again)",
+                        task_ref.id
+                    ));
+                }
+                outcome
+            }
+        };
+        outcome.task = Some(task_ref);
+        outcome.resumed = resumed;
+        outcome
+    }
+
+    async fn save(&self, output: Output, cost: Option<f64>, line: u64, stem: &str, resumed: bool) -> JobOutcome {
+        let cost = output.cost.or(cost);
+        let duration = output.result.result.as_ref().and_then(|r| r.duration);
+        // A run that stopped between saving and recording left the file.
+        let existing = if resumed {
+            existing_file(&self.out_dir, stem)
+        } else {
+            None
+        };
+        let file = match existing {
+            Some(file) => file,
+            None => match output.save(self.out_dir.join(stem)).await {
+                Ok(file) => file,
+                Err(error) => {
+                    let mut outcome = self.failed(line, stem, None, &error, JobStatus::Pending);
+                    outcome.error = Some(format!(
+                        "{error}; the task is finished: run the batch again to fetch its result (it is not submitted \
+                         again)"
+                    ));
+                    return outcome;
+                }
+            },
+        };
+        let name = file.file_name().map(|n| n.to_string_lossy().into_owned());
+        let finished = Record::Finished {
+            line,
+            status: "Ready".into(),
+            file: name,
+            seed: output.seed.and_then(serde_json::Number::from_i128),
+            cost,
+            duration,
+            error: None,
+            class: None,
+        };
+        let mut outcome = JobOutcome::new(line, stem, JobStatus::Succeeded);
+        if let Err(e) = self.record(finished).await {
+            outcome.error = Some(format!("saved, but the journal could not record it ({e})"));
+        }
+        outcome.file = Some(file);
+        outcome.seed = output.seed;
+        outcome.cost = cost;
+        outcome.duration = duration;
+        outcome
+    }
+
+    fn failed(
+        &self,
+        line: u64,
+        stem: &str,
+        task: Option<crate::TaskRef>,
+        error: &Error,
+        status: JobStatus,
+    ) -> JobOutcome {
+        let mut outcome = JobOutcome::new(line, stem, status);
+        outcome.task = task.or_else(|| error.task().cloned());
+        outcome.class = Some(FailureClass::of(error));
+        outcome.error = Some(error.to_string());
+        outcome
+    }
+}
+
+/// Said of an accepted task whose wait a stop ended.
+const STOPPED_WAITING: &str =
+    "stopped while waiting; the task was accepted: run the batch again to keep waiting for it (it is not submitted \
+     again)";
+
+/// A job a stop kept from being sent.
+fn not_sent(line: u64, stem: &str) -> JobOutcome {
+    let mut outcome = JobOutcome::new(line, stem, JobStatus::NotSubmitted);
+    outcome.error = Some("stopped before it was sent; running the batch again submits it".into());
+    outcome
+}
+
+/// The service answered, and its answer means no task was created.
+fn surely_refused(error: &Error) -> bool {
+    matches!(
+        error,
+        Error::Validation {
+            checked: Checked::ByService,
+            ..
+        } | Error::InsufficientCredits { .. }
+            | Error::Forbidden { task: None, .. }
+    )
+}
+
+fn finished_status(status: &str, class: Option<FailureClass>) -> JobStatus {
+    match (status, class) {
+        ("Ready", _) => JobStatus::Succeeded,
+        (_, Some(FailureClass::Moderated)) => JobStatus::Moderated,
+        _ => JobStatus::Failed,
+    }
+}
+
+/// What to say about a submission sent without an answer.
+fn unknown_message(line: u64, error: Option<&Error>) -> String {
+    let cause = error.map(|e| format!(" ({e})")).unwrap_or_default();
+    format!(
+        "line {line}: the submission was sent but no answer came back{cause}; the service may have accepted it, and \
+         an accepted task cannot be found without its id. It is not sent again automatically. Check the service's \
+         dashboard for it; to submit it anyway, accepting the risk of paying twice, allow resubmitting unknown \
+         submissions (command: --resubmit-unknown; library: Batch::resubmit_unknown)"
+    )
+}
+
+/// A seed read back from the journal.
+fn seed_of(number: &serde_json::Number) -> Option<i128> {
+    number
+        .as_i64()
+        .map(i128::from)
+        .or_else(|| number.as_u64().map(i128::from))
+}
+
+/// A result saved under this stem earlier.
+fn existing_file(dir: &Path, stem: &str) -> Option<PathBuf> {
+    EXTENSIONS
+        .iter()
+        .map(|ext| dir.join(format!("{stem}.{ext}")))
+        .find(|path| path.is_file())
+}

@@ -1,0 +1,606 @@
+//! `genapi batch JOBS.jsonl --out DIR`: many requests, resumable after any
+//! interruption without paying twice.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use base64::Engine;
+use clap::Args;
+use futures::StreamExt;
+use genapi::batch::{safe_stem, Batch, FailureClass, FileJournal, Job, JobLine, JobOutcome, JobStatus};
+use serde_json::{json, Map, Value};
+use tokio::time::Instant;
+
+use crate::catalog::{suggest, Catalog};
+use crate::{code, connect, out, timeout_of, Failure, Global};
+
+/// The journal's file name in the output directory.
+const JOURNAL: &str = "journal.jsonl";
+/// The results' file name in the output directory.
+const RESULTS: &str = "results.jsonl";
+
+/// Settings of `genapi batch`.
+#[derive(Args, Debug)]
+pub struct BatchArgs {
+    /// The job file: one JSON object per line, `{"model": "gen-2-pro", "name": "fox", "prompt": "a red fox"}`;
+    /// image fields take a path (relative to the job file) or an http(s) URL. See --schema.
+    #[arg(value_name = "JOBS.jsonl", required_unless_present = "schema")]
+    jobs: Option<PathBuf>,
+    /// Directory for the images, results.jsonl and the journal (created if needed). Run the same command
+    /// again to resume.
+    #[arg(short = 'o', long, value_name = "DIR", required_unless_present = "schema")]
+    out: Option<PathBuf>,
+    /// Submit the valid lines even when others are invalid.
+    #[arg(long)]
+    skip_invalid: bool,
+    /// Submit again lines whose earlier submission was sent but never answered. The service may have accepted
+    /// them: this risks paying twice for each.
+    #[arg(long)]
+    resubmit_unknown: bool,
+    /// Submit again lines the service refused in an earlier run (402, 403, 422), e.g. after adding credits.
+    #[arg(long)]
+    retry_refused: bool,
+    /// Jobs in flight at most (the service allows 24 active tasks by default).
+    #[arg(long, default_value_t = 24, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    limit: u32,
+    /// Print the JSON Schema of a job line and exit.
+    #[arg(long)]
+    schema: bool,
+}
+
+/// What the command needs of a model to build bodies.
+#[derive(Clone, Debug)]
+struct ModelInfo {
+    path: String,
+    schema: Option<&'static str>,
+    /// Field names, in document order.
+    fields: Vec<String>,
+    /// Image fields, and whether each accepts a URL.
+    images: HashMap<String, bool>,
+}
+
+/// `genapi batch`.
+pub async fn run(global: &Global, args: BatchArgs) -> Result<(), Failure> {
+    if args.schema {
+        let schema = JobLine::schema();
+        out::out(&serde_json::to_string_pretty(&schema).unwrap_or_default());
+        return Ok(());
+    }
+    let (Some(jobs_file), Some(out_dir)) = (args.jobs.clone(), args.out.clone()) else {
+        return Err(Failure::usage("give a job file and --out DIR (or --schema)"));
+    };
+    let deadline = Instant::now() + timeout_of(global);
+    let base_dir = match jobs_file.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let checked = check_file(&jobs_file, &base_dir)?;
+    for problem in &checked.problems {
+        out::err(&format!("{}: {problem}", shown(&jobs_file)));
+    }
+    if !checked.problems.is_empty() && !args.skip_invalid {
+        return Err(Failure::usage(format!(
+            "{} of {} lines are invalid; nothing was submitted (fix them, or pass --skip-invalid to submit the others)",
+            checked.invalid.len(),
+            checked.total
+        )));
+    }
+    if checked.total == 0 {
+        return Err(Failure::usage(format!("{}: no jobs in the file", shown(&jobs_file))));
+    }
+    std::fs::create_dir_all(&out_dir)
+        .map_err(|e| Failure::usage(format!("--out {}: cannot create the directory ({e})", shown(&out_dir))))?;
+    let journal = FileJournal::open(out_dir.join(JOURNAL)).map_err(|e| {
+        Failure::new(
+            code::OTHER,
+            format!("cannot open the journal in {}: {e}", shown(&out_dir)),
+        )
+    })?;
+    let connection = connect(global).await?;
+    if connection.mock.is_some() {
+        out::err("note: the built-in mock stops with this command, so a later run cannot resume its tasks");
+    }
+    let batch = Batch::new(connection.client.clone(), journal, &out_dir)
+        .limit(args.limit as usize)
+        .resubmit_unknown(args.resubmit_unknown)
+        .retry_refused(args.retry_refused);
+    let counters = batch.counters();
+    let stopper = batch.stopper();
+    let reader = JobReader::open(&jobs_file, base_dir, checked.models, checked.invalid.clone())?;
+    let stream = batch
+        .run(reader)
+        .map_err(|e| Failure::new(code::OTHER, format!("cannot read the journal: {e}")))?;
+    tokio::pin!(stream);
+
+    let partial = out_dir.join(format!(".{RESULTS}.partial"));
+    let mut results = std::fs::File::create(&partial)
+        .map_err(|e| Failure::new(code::OTHER, format!("cannot write {}: {e}", shown(&partial))))?;
+    let mut tally = Tally::new(checked.total - checked.invalid.len());
+    for (line, message) in &checked.invalid {
+        let entry = json!({"line": line, "status": "invalid", "error": message, "class": "validation"});
+        write_result(&mut results, &entry, global.json)?;
+        tally.invalid += 1;
+    }
+    let started = Instant::now();
+    let terminal = out::stderr_is_terminal();
+    let mut ticker = tokio::time::interval(if terminal {
+        Duration::from_secs(1)
+    } else {
+        Duration::from_secs(5)
+    });
+    ticker.tick().await;
+    let interrupt = tokio::signal::ctrl_c();
+    tokio::pin!(interrupt);
+    let stopped: Option<Failure> = loop {
+        tokio::select! {
+            next = stream.next() => match next {
+                Some(outcome) => {
+                    report(&outcome);
+                    write_result(&mut results, &outcome.to_json(), global.json)?;
+                    tally.add(&outcome);
+                }
+                None => break None,
+            },
+            _ = ticker.tick() => show_progress(&tally, counters.in_flight(), started.elapsed(), terminal),
+            _ = tokio::time::sleep_until(deadline) => break Some(Failure::new(code::TIMEOUT, format!(
+                "--timeout {}s passed; run the same command again to resume (accepted tasks are polled, not submitted again)",
+                global.timeout
+            ))),
+            _ = &mut interrupt => break Some(Failure::new(code::INTERRUPTED,
+                "interrupted; run the same command again to resume (accepted tasks are polled, not submitted again)")),
+        }
+    };
+    if stopped.is_some() {
+        // Submissions already sent get their answers recorded, so the next
+        // run polls their tasks instead of calling them unknown; nothing new
+        // is sent. A second Ctrl-C (or 15 s) ends this at once.
+        stopper.stop();
+        out::progress("stopping: recording the answers of submissions in flight (Ctrl-C again to quit now)");
+        let drain_until = Instant::now() + Duration::from_secs(15);
+        let again = tokio::signal::ctrl_c();
+        tokio::pin!(again);
+        loop {
+            tokio::select! {
+                next = stream.next() => match next {
+                    Some(outcome) => {
+                        write_result(&mut results, &outcome.to_json(), global.json)?;
+                        tally.add(&outcome);
+                    }
+                    None => break,
+                },
+                _ = tokio::time::sleep_until(drain_until) => break,
+                _ = &mut again => break,
+            }
+        }
+    }
+    if terminal && !out::quiet() {
+        out::err_raw("\r\x1b[2K");
+    }
+    let _ = results.sync_data();
+    drop(results);
+    if stopped.is_none() {
+        std::fs::rename(&partial, out_dir.join(RESULTS))
+            .map_err(|e| Failure::new(code::OTHER, format!("cannot write {RESULTS}: {e}")))?;
+    } else {
+        // An unfinished run leaves the previous results as they were.
+        let _ = std::fs::remove_file(&partial);
+    }
+    summary(&tally, &out_dir, global.json, connection.mock.is_some());
+    if let Some(failure) = stopped {
+        return Err(failure);
+    }
+    match tally.exit_code() {
+        0 => Ok(()),
+        code => Err(Failure::new(code, "")),
+    }
+}
+
+fn shown(path: &Path) -> String {
+    out::clean(&path.display().to_string())
+}
+
+fn write_result(file: &mut std::fs::File, entry: &Value, json: bool) -> Result<(), Failure> {
+    let text = entry.to_string();
+    writeln!(file, "{text}").map_err(|e| Failure::new(code::OTHER, format!("cannot write {RESULTS}: {e}")))?;
+    if json {
+        out::out(&text);
+    }
+    Ok(())
+}
+
+/// A failure or an unknown outcome, said as it happens.
+fn report(outcome: &JobOutcome) {
+    if outcome.from_journal {
+        return;
+    }
+    if let (Some(error), false) = (&outcome.error, outcome.status == JobStatus::Succeeded) {
+        let task = outcome
+            .task
+            .as_ref()
+            .map(|t| format!(" (task {})", out::clean(&t.id)))
+            .unwrap_or_default();
+        out::err(&format!(
+            "line {} {}{task}: {}: {}",
+            outcome.line,
+            outcome.name,
+            outcome.status.as_str(),
+            out::clean(error)
+        ));
+    }
+}
+
+/// Counts for the progress line and the summary.
+struct Tally {
+    jobs: usize,
+    succeeded: usize,
+    earlier: usize,
+    worked: usize,
+    failed: BTreeMap<&'static str, usize>,
+    classes: HashSet<FailureClass>,
+    moderated: usize,
+    unknown: Vec<u64>,
+    pending: usize,
+    invalid: usize,
+    cost: f64,
+}
+
+impl Tally {
+    fn new(jobs: usize) -> Tally {
+        Tally {
+            jobs,
+            succeeded: 0,
+            earlier: 0,
+            worked: 0,
+            failed: BTreeMap::new(),
+            classes: HashSet::new(),
+            moderated: 0,
+            unknown: Vec::new(),
+            pending: 0,
+            invalid: 0,
+            cost: 0.0,
+        }
+    }
+
+    fn add(&mut self, outcome: &JobOutcome) {
+        if outcome.from_journal {
+            self.earlier += 1;
+        } else {
+            self.worked += 1;
+        }
+        // Whatever was charged for the line, in this run or before.
+        self.cost += outcome.cost.unwrap_or(0.0);
+        if let Some(class) = outcome.class {
+            self.classes.insert(class);
+        }
+        match outcome.status {
+            JobStatus::Succeeded => self.succeeded += 1,
+            JobStatus::Moderated => self.moderated += 1,
+            JobStatus::Unknown => self.unknown.push(outcome.line),
+            JobStatus::Pending => self.pending += 1,
+            _ => {
+                let unsent = if outcome.status == JobStatus::NotSubmitted {
+                    "not_sent"
+                } else {
+                    "other"
+                };
+                let class = outcome.class.map_or(unsent, FailureClass::as_str);
+                *self.failed.entry(class).or_default() += 1;
+            }
+        }
+    }
+
+    fn done(&self) -> usize {
+        self.earlier + self.worked
+    }
+
+    fn failed_total(&self) -> usize {
+        self.failed.values().sum::<usize>() + self.moderated + self.unknown.len() + self.pending
+    }
+
+    /// 0 when every line succeeded, else the code of the most serious class.
+    fn exit_code(&self) -> u8 {
+        if self.failed_total() == 0 && self.invalid == 0 {
+            return 0;
+        }
+        let order = [
+            (FailureClass::Auth, code::AUTH),
+            (FailureClass::Credits, code::CREDITS),
+            (FailureClass::Unknown, code::NETWORK),
+            (FailureClass::Network, code::NETWORK),
+            (FailureClass::RateLimited, code::RATE_LIMIT),
+            (FailureClass::Timeout, code::TIMEOUT),
+            (FailureClass::TaskFailed, code::TASK_FAILED),
+            (FailureClass::Moderated, code::MODERATED),
+            (FailureClass::Write, code::OTHER),
+            (FailureClass::Validation, code::USAGE),
+        ];
+        order
+            .iter()
+            .find(|(class, _)| self.classes.contains(class))
+            .map_or(if self.invalid > 0 { code::USAGE } else { code::OTHER }, |(_, code)| {
+                *code
+            })
+    }
+}
+
+fn show_progress(tally: &Tally, in_flight: usize, elapsed: Duration, terminal: bool) {
+    if out::quiet() {
+        return;
+    }
+    let seconds = elapsed.as_secs_f64().max(0.001);
+    let rate = tally.worked as f64 / seconds;
+    let remaining = tally.jobs.saturating_sub(tally.done());
+    let eta = if rate > 0.0 {
+        format!("ETA {:.0}s", remaining as f64 / rate)
+    } else {
+        "ETA unknown".to_string()
+    };
+    let line = format!(
+        "batch: {}/{} done, {} failed, {} in flight, {:.1}/s, {eta}, {:.2} credits",
+        tally.done(),
+        tally.jobs,
+        tally.failed_total(),
+        in_flight,
+        rate,
+        tally.cost
+    );
+    if terminal {
+        out::err_raw(&format!("\r\x1b[2K{line}"));
+    } else {
+        out::err(&line);
+    }
+}
+
+fn summary(tally: &Tally, out_dir: &Path, json: bool, mock: bool) {
+    let failed: Vec<String> = tally.failed.iter().map(|(class, n)| format!("{n} {class}")).collect();
+    let mut text = format!(
+        "{} succeeded ({} from earlier runs), {} failed{}, {} moderated, {} pending, {} unknown, {} invalid; total \
+         cost {:.2} credits{}; results in {}",
+        tally.succeeded,
+        tally.earlier,
+        tally.failed.values().sum::<usize>(),
+        if failed.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", failed.join(", "))
+        },
+        tally.moderated,
+        tally.pending,
+        tally.unknown.len(),
+        tally.invalid,
+        tally.cost,
+        if mock { " (illustrative mock prices)" } else { "" },
+        shown(&out_dir.join(RESULTS)),
+    );
+    if tally.pending > 0 {
+        text.push_str("\npending tasks were accepted: run the same command again to finish them (never resubmitted)");
+    }
+    if !tally.unknown.is_empty() {
+        let lines: Vec<String> = tally.unknown.iter().take(20).map(u64::to_string).collect();
+        let more = if tally.unknown.len() > lines.len() { ", …" } else { "" };
+        let which = match lines.as_slice() {
+            [one] => format!("line {one} was"),
+            _ => format!("lines {}{more} were", lines.join(", ")),
+        };
+        text.push_str(&format!(
+            "\n{which} sent without an answer: the service may have accepted (and charged) them. They are not sent \
+             again. Check the service's dashboard; to submit them anyway, risking paying twice, run again with \
+             --resubmit-unknown"
+        ));
+    }
+    if json {
+        out::err(&text);
+    } else {
+        for line in text.lines() {
+            out::out(line);
+        }
+    }
+}
+
+/// The outcome of checking the job file.
+struct Checked {
+    total: usize,
+    problems: Vec<String>,
+    /// Invalid lines and why.
+    invalid: Vec<(u64, String)>,
+    /// By the model name as written in the file.
+    models: HashMap<String, ModelInfo>,
+}
+
+/// Every line checked against the document before anything is sent.
+fn check_file(path: &Path, base_dir: &Path) -> Result<Checked, Failure> {
+    let file = std::fs::File::open(path).map_err(|e| Failure::usage(format!("{}: {e}", shown(path))))?;
+    let catalog = Catalog::load().map_err(Failure::usage)?;
+    let mut checked = Checked {
+        total: 0,
+        problems: Vec::new(),
+        invalid: Vec::new(),
+        models: HashMap::new(),
+    };
+    let mut stems: HashMap<String, u64> = HashMap::new();
+    for (index, text) in BufReader::new(file).lines().enumerate() {
+        let line = index as u64 + 1;
+        let text = text.map_err(|e| Failure::usage(format!("{}: line {line}: {e}", shown(path))))?;
+        if text.trim().is_empty() {
+            continue;
+        }
+        checked.total += 1;
+        let mut problems = Vec::new();
+        match serde_json::from_str::<JobLine>(&text) {
+            Err(e) => problems.push(format!("not a job line ({e}); see `genapi batch --schema`")),
+            Ok(job) => {
+                if !checked.models.contains_key(&job.model) {
+                    match catalog.find(&job.model) {
+                        Ok(model) => {
+                            let fields = catalog.fields(&model);
+                            let schema = genapi::api::OPERATIONS
+                                .iter()
+                                .find(|op| op.path == model.path && op.method == "POST")
+                                .and_then(|op| op.request_schema);
+                            let info = ModelInfo {
+                                path: model.path.clone(),
+                                schema,
+                                fields: fields.iter().map(|f| f.name.clone()).collect(),
+                                images: fields
+                                    .iter()
+                                    .filter_map(|f| f.image.map(|url| (f.name.clone(), url)))
+                                    .collect(),
+                            };
+                            checked.models.insert(job.model.clone(), info);
+                        }
+                        Err(message) => problems.push(message),
+                    }
+                }
+                if let Some(info) = checked.models.get(&job.model) {
+                    let stem = match &job.name {
+                        Some(name) if safe_stem(name) != *name || name.is_empty() => {
+                            problems.push(format!(
+                                "name {:?}: use 1 to 100 letters, digits, - and _",
+                                out::clean(name)
+                            ));
+                            None
+                        }
+                        Some(name) => Some(name.clone()),
+                        None => Some(format!("line-{line}")),
+                    };
+                    if let Some(stem) = stem {
+                        if let Some(first) = stems.insert(stem.clone(), line) {
+                            problems.push(format!("name {stem:?} is also the name of line {first}"));
+                        }
+                    }
+                    for name in job.fields.keys() {
+                        if !info.fields.contains(name) {
+                            let hint = suggest(name, info.fields.iter().map(String::as_str))
+                                .map(|s| format!("did you mean {s}? "))
+                                .unwrap_or_default();
+                            problems.push(format!(
+                                "{} has no field {:?}; {hint}see `genapi models {}`",
+                                job.model,
+                                out::clean(name),
+                                job.model
+                            ));
+                        }
+                    }
+                    if problems.is_empty() {
+                        match body_of(&job, info, base_dir) {
+                            Err(problem) => problems.push(problem),
+                            Ok(body) => {
+                                if let Some(schema) = info.schema {
+                                    let errors = genapi::validate::Document::embedded().validate(schema, &body);
+                                    for error in errors {
+                                        let at: Vec<String> = error.loc.iter().map(ToString::to_string).collect();
+                                        let field = at.get(1..).map(|r| r.join(".")).unwrap_or_default();
+                                        problems.push(format!("{field}: {}", error.msg));
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        if !problems.is_empty() {
+            let message = problems.join("; ");
+            checked.problems.push(format!("line {line}: {message}"));
+            checked.invalid.push((line, message));
+        }
+    }
+    Ok(checked)
+}
+
+/// The body of a job line: its fields, image paths read and encoded.
+fn body_of(job: &JobLine, info: &ModelInfo, base_dir: &Path) -> Result<Value, String> {
+    let mut body = Map::new();
+    for (name, value) in &job.fields {
+        let value = match (info.images.get(name), value) {
+            (Some(accepts_url), Value::String(source)) => {
+                Value::String(image_value(name, source, *accepts_url, base_dir)?)
+            }
+            (Some(_), _) => return Err(format!("{name}: expected a file path or an http(s) URL")),
+            (None, value) => value.clone(),
+        };
+        body.insert(name.clone(), value);
+    }
+    Ok(Value::Object(body))
+}
+
+/// A file (relative to the job file) as base64, or a URL as is.
+fn image_value(field: &str, source: &str, accepts_url: bool, base_dir: &Path) -> Result<String, String> {
+    if source.starts_with("http://") || source.starts_with("https://") {
+        return if accepts_url {
+            Ok(source.to_string())
+        } else {
+            Err(format!("{field}: takes a file, not a URL"))
+        };
+    }
+    let path = base_dir.join(source);
+    let bytes = std::fs::read(&path).map_err(|e| format!("{field}: cannot read {} ({e})", shown(&path)))?;
+    if genapi::ImageFormat::sniff(&bytes).is_none() {
+        return Err(format!(
+            "{field}: {} is not a PNG, JPEG, WebP or GIF image",
+            shown(&path)
+        ));
+    }
+    Ok(base64::engine::general_purpose::STANDARD.encode(bytes))
+}
+
+/// The valid lines of the job file, read again one at a time as the batch
+/// takes them, so memory does not grow with the file.
+struct JobReader {
+    lines: std::io::Lines<BufReader<std::fs::File>>,
+    line: u64,
+    base_dir: PathBuf,
+    models: HashMap<String, ModelInfo>,
+    invalid: HashSet<u64>,
+}
+
+impl JobReader {
+    fn open(
+        path: &Path,
+        base_dir: PathBuf,
+        models: HashMap<String, ModelInfo>,
+        invalid: Vec<(u64, String)>,
+    ) -> Result<JobReader, Failure> {
+        let file = std::fs::File::open(path).map_err(|e| Failure::usage(format!("{}: {e}", shown(path))))?;
+        Ok(JobReader {
+            lines: BufReader::new(file).lines(),
+            line: 0,
+            base_dir,
+            models,
+            invalid: invalid.into_iter().map(|(line, _)| line).collect(),
+        })
+    }
+}
+
+impl Iterator for JobReader {
+    type Item = Job;
+
+    fn next(&mut self) -> Option<Job> {
+        loop {
+            let text = self.lines.next()?.ok()?;
+            self.line += 1;
+            if text.trim().is_empty() || self.invalid.contains(&self.line) {
+                continue;
+            }
+            let built = serde_json::from_str::<JobLine>(&text)
+                .map_err(|e| e.to_string())
+                .and_then(|job| {
+                    let info = self.models.get(&job.model).ok_or("unknown model")?;
+                    let body = body_of(&job, info, &self.base_dir)?;
+                    let mut built = Job::new(self.line, info.path.clone(), body);
+                    built.name = job.name;
+                    Ok(built)
+                });
+            match built {
+                Ok(job) => return Some(job),
+                Err(problem) => out::err(&format!(
+                    "line {}: changed while the batch ran, skipped: {}",
+                    self.line,
+                    out::clean(&problem)
+                )),
+            }
+        }
+    }
+}

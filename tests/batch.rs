@@ -1,0 +1,654 @@
+//! Batch generation: the library against the in-process mock, and the
+//! `genapi batch` command killed with SIGKILL and run again until it
+//! completes.
+#![cfg(feature = "cli")]
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use genapi::batch::{Batch, Job, JobOutcome, JobStatus, MemoryJournal};
+use genapi::mock::{Fault, FaultKind, MockConfig, MockService};
+use serde_json::{json, Value};
+
+/// A fresh working directory, removed at the end.
+struct Dir(PathBuf);
+
+impl Dir {
+    fn new(name: &str) -> Dir {
+        let path = std::env::temp_dir().join(format!("genapi-batch-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&path);
+        std::fs::create_dir_all(&path).unwrap();
+        Dir(path)
+    }
+    fn join(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+}
+
+impl Drop for Dir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+async fn mock(duration_ms: u64) -> MockService {
+    let config = MockConfig {
+        default_duration: Duration::from_millis(duration_ms),
+        // Every submission is accepted, so POSTs and accepted tasks are the same count.
+        max_active_tasks: 10_000,
+        ..MockConfig::default()
+    };
+    MockService::start_with(config, "127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap()
+}
+
+fn jobs(count: u64, tag: &str) -> Vec<Job> {
+    (1..=count)
+        .map(|n| {
+            Job::new(
+                n,
+                "/v1/gen-2-pro",
+                json!({"prompt": format!("{tag} {n}"), "width": 64, "height": 64}),
+            )
+            .name(format!("img-{n}"))
+        })
+        .collect()
+}
+
+async fn run_batch(batch: Batch<MemoryJournal>, jobs: Vec<Job>) -> Vec<JobOutcome> {
+    let mut outcomes: Vec<JobOutcome> = batch.run(jobs).unwrap().collect().await;
+    outcomes.sort_by_key(|o| o.line);
+    outcomes
+}
+
+/// POSTs the mock received per prompt.
+fn posts_by_prompt(mock: &MockService) -> HashMap<String, usize> {
+    let mut counts = HashMap::new();
+    for request in mock.requests() {
+        if request.method == "POST" && request.path == "/v1/gen-2-pro" {
+            let body: Value = serde_json::from_str(&request.body).unwrap();
+            *counts.entry(body["prompt"].as_str().unwrap().to_string()).or_default() += 1;
+        }
+    }
+    counts
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn expired_results_are_fetched_again_by_polling_without_resubmitting() {
+    let mock = mock(100).await;
+    let client = mock.client().unwrap();
+    let dir = Dir::new("expiry");
+    let journal = MemoryJournal::default();
+    // First run: the output "directory" is a file, so no result can be saved.
+    let blocked = dir.join("out");
+    std::fs::write(&blocked, b"not a directory").unwrap();
+    let first = run_batch(Batch::new(client.clone(), journal.clone(), &blocked), jobs(3, "expiry")).await;
+    assert!(first.iter().all(|o| o.status == JobStatus::Pending), "{first:#?}");
+    assert!(first.iter().all(|o| o.task.is_some()));
+    assert!(first[0].error.as_deref().unwrap().contains("not submitted again"));
+    // The result addresses of the first run expire.
+    std::fs::remove_file(&blocked).unwrap();
+    std::fs::create_dir(&blocked).unwrap();
+    mock.advance(Duration::from_secs(601));
+    let polls_before = mock.count("GET", "/v1/get_result");
+    let second = run_batch(Batch::new(client.clone(), journal.clone(), &blocked), jobs(3, "expiry")).await;
+    for (before, after) in first.iter().zip(&second) {
+        assert_eq!(after.status, JobStatus::Succeeded, "{after:#?}");
+        assert!(after.resumed);
+        assert_eq!(before.task, after.task, "the same task, polled again");
+        let file = after.file.as_ref().unwrap();
+        assert_eq!(genapi::dimensions(&std::fs::read(file).unwrap()), Some((64, 64)));
+    }
+    assert!(
+        mock.count("GET", "/v1/get_result") >= polls_before + 3,
+        "fresh addresses come from polls"
+    );
+    assert_eq!(mock.count("POST", "/v1/gen-2-pro"), 3, "nothing was submitted twice");
+    // A third run downloads nothing and sends nothing.
+    let downloads = mock
+        .requests()
+        .iter()
+        .filter(|r| r.path.starts_with("/mock/results/"))
+        .count();
+    let third = run_batch(Batch::new(client, journal, &blocked), jobs(3, "expiry")).await;
+    assert!(third.iter().all(|o| o.status == JobStatus::Succeeded && o.from_journal));
+    let after = mock
+        .requests()
+        .iter()
+        .filter(|r| r.path.starts_with("/mock/results/"))
+        .count();
+    assert_eq!((after, mock.count("POST", "/v1/gen-2-pro")), (downloads, 3));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_submission_without_an_answer_is_reported_and_never_resubmitted_silently() {
+    let mock = mock(100).await;
+    let client = mock.client().unwrap();
+    let dir = Dir::new("unknown");
+    let journal = MemoryJournal::default();
+    // The service receives the first submission, and the answer is lost.
+    mock.inject(Fault::on("/v1/gen-2-pro", FaultKind::DropConnection).method("POST"));
+    let batch = || Batch::new(client.clone(), journal.clone(), &dir.0).limit(1);
+    let first = run_batch(batch(), jobs(3, "unknown")).await;
+    assert_eq!(first[0].status, JobStatus::Unknown, "{first:#?}");
+    let message = first[0].error.as_deref().unwrap();
+    assert!(
+        message.contains("may have accepted") && message.contains("--resubmit-unknown"),
+        "{message}"
+    );
+    assert!(first[1..].iter().all(|o| o.status == JobStatus::Succeeded));
+    assert_eq!(mock.count("POST", "/v1/gen-2-pro"), 3);
+
+    let second = run_batch(batch(), jobs(3, "unknown")).await;
+    assert_eq!(second[0].status, JobStatus::Unknown);
+    assert!(second[1..].iter().all(|o| o.from_journal));
+    assert_eq!(
+        mock.count("POST", "/v1/gen-2-pro"),
+        3,
+        "not sent again without being asked"
+    );
+
+    let third = run_batch(batch().resubmit_unknown(true), jobs(3, "unknown")).await;
+    assert_eq!(third[0].status, JobStatus::Succeeded);
+    assert_eq!(mock.count("POST", "/v1/gen-2-pro"), 4, "sent again only when asked");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refusals_that_surely_created_nothing_are_retried_and_in_flight_stays_under_the_limit() {
+    let mock = mock(200).await;
+    let client = mock.client().unwrap();
+    let dir = Dir::new("limit");
+    // Two 429s: the service surely did not accept them; tried again in the run.
+    mock.inject(Fault::status("/v1/gen-2-pro", 429).method("POST").times(2));
+    let batch = Batch::new(client, MemoryJournal::default(), &dir.0).limit(4);
+    let counters = batch.counters();
+    let stream = batch.run(jobs(12, "limit")).unwrap();
+    tokio::pin!(stream);
+    let mut peak = 0;
+    let mut outcomes = Vec::new();
+    loop {
+        tokio::select! {
+            next = stream.next() => match next {
+                Some(outcome) => outcomes.push(outcome),
+                None => break,
+            },
+            _ = tokio::time::sleep(Duration::from_millis(5)) => peak = peak.max(counters.in_flight()),
+        }
+    }
+    assert_eq!(outcomes.len(), 12);
+    assert!(
+        outcomes.iter().all(|o| o.status == JobStatus::Succeeded),
+        "{outcomes:#?}"
+    );
+    assert!((1..=4).contains(&peak), "peak in flight {peak}");
+    assert_eq!(counters.submitted(), 12);
+    let posts = posts_by_prompt(&mock);
+    assert_eq!(posts.values().sum::<usize>(), 14, "12 accepted + 2 refused with 429");
+}
+
+// ---------------------------------------------------------------------------
+// The command.
+
+fn genapi(dir: &Dir, mock: &MockService) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_genapi"));
+    for name in [
+        "GENAPI_REGIONAL_BASE_URL",
+        "GENAPI_TRUSTED_ORIGINS",
+        "GENAPI_LOG",
+        "GENAPI_DOCUMENT",
+    ] {
+        command.env_remove(name);
+    }
+    command
+        .env("GENAPI_BASE_URL", mock.base_url())
+        .env("GENAPI_API_KEY", mock.key())
+        .current_dir(&dir.0)
+        .stdin(Stdio::null());
+    command
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn write_jobs(path: &Path, count: u64, tag: &str) {
+    let lines: Vec<String> = (1..=count)
+        .map(|n| json!({"model": "gen-2-pro", "name": format!("img-{n}"), "prompt": format!("{tag} {n}"), "width": 64, "height": 64}).to_string())
+        .collect();
+    std::fs::write(path, lines.join("\n") + "\n").unwrap();
+}
+
+fn results(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn journal_records(path: &Path) -> usize {
+    std::fs::read_to_string(path).map(|t| t.lines().count()).unwrap_or(0)
+}
+
+/// Runs the batch to its end; `None` when it was killed.
+fn run_until(command: &mut Command, journal: &Path, kill_at_records: Option<usize>) -> Option<Output> {
+    let Some(threshold) = kill_at_records else {
+        return Some(command.output().unwrap());
+    };
+    // Nobody reads a run that is to be killed: its output goes nowhere.
+    let mut child = command.stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+    let give_up = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("the batch ended ({status}) before the kill point {threshold}");
+        }
+        if journal_records(journal) >= threshold {
+            child.kill().unwrap(); // SIGKILL
+            let _ = child.wait();
+            return None;
+        }
+        assert!(Instant::now() < give_up, "the batch made no progress");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_killed_with_sigkill_at_random_points_completes_without_a_lost_or_doubled_task() {
+    const LINES: u64 = 200;
+    let mock = mock(150).await;
+    let dir = Dir::new("crash");
+    write_jobs(&dir.join("jobs.jsonl"), LINES, "crash test line");
+    let out = dir.join("out");
+    let journal = out.join("journal.jsonl");
+    // A journal holds about 3 records per line (intent, accepted, finished):
+    // kill points spread over the whole batch, drawn from a fixed seed.
+    let mut rng = fastrand::Rng::with_seed(13);
+    let mut points: Vec<usize> = (0..5).map(|i| 10 + i * 110 + rng.usize(0..100)).collect();
+    points.sort();
+    let mut kills = 0;
+    for point in &points {
+        let mut command = genapi(&dir, &mock);
+        command.args(["batch", "jobs.jsonl", "--out", "out", "--json"]);
+        assert!(run_until(&mut command, &journal, Some(*point)).is_none());
+        kills += 1;
+    }
+    let mut command = genapi(&dir, &mock);
+    command.args(["batch", "jobs.jsonl", "--out", "out", "--json"]);
+    let last = run_until(&mut command, &journal, None).unwrap();
+    let stderr = text(&last.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+
+    // A kill between the service's answer and the journal's record leaves a
+    // submission whose outcome is unknown: reported, never sent again silently.
+    let unknown: Vec<u64> = results(&out.join("results.jsonl"))
+        .iter()
+        .filter(|r| r["status"] == "unknown")
+        .map(|r| r["line"].as_u64().unwrap())
+        .collect();
+    // Before any explicit choice: one accepted submission per line; an
+    // unknown line was sent once (the answer was lost) or not at all (the
+    // kill came between its record and its sending).
+    let before = posts_by_prompt(&mock);
+    let sent =
+        |posts: &HashMap<String, usize>, line: u64| posts.get(&format!("crash test line {line}")).copied().unwrap_or(0);
+    for line in 1..=LINES {
+        let allowed = if unknown.contains(&line) { 0..=1 } else { 1..=1 };
+        assert!(
+            allowed.contains(&sent(&before, line)),
+            "line {line}: {} submissions",
+            sent(&before, line)
+        );
+    }
+    if !unknown.is_empty() {
+        assert_eq!(last.status.code(), Some(9), "{stderr}");
+        assert!(stderr.contains("--resubmit-unknown"), "{stderr}");
+        let mut command = genapi(&dir, &mock);
+        command.args(["batch", "jobs.jsonl", "--out", "out", "--resubmit-unknown"]);
+        let again = run_until(&mut command, &journal, None).unwrap();
+        assert_eq!(again.status.code(), Some(0), "{}", text(&again.stderr));
+    } else {
+        assert_eq!(last.status.code(), Some(0), "{stderr}");
+    }
+    // After it: exactly one more submission for each unknown line, none for
+    // any other. Without unknown lines, exactly one per line.
+    let after = posts_by_prompt(&mock);
+    for line in 1..=LINES {
+        let extra = usize::from(unknown.contains(&line));
+        assert_eq!(sent(&after, line), sent(&before, line) + extra, "line {line}");
+    }
+    let doubled_by_choice = unknown.iter().filter(|l| sent(&before, **l) == 1).count();
+    assert_eq!(after.values().sum::<usize>(), LINES as usize + doubled_by_choice);
+    eprintln!(
+        "kills: {kills}; unknown lines: {unknown:?}; sent again by choice after a lost answer: {doubled_by_choice}"
+    );
+    let lines = results(&out.join("results.jsonl"));
+    assert_eq!(lines.len(), LINES as usize);
+    let client = mock.client().unwrap();
+    let checks = lines.iter().map(|line| {
+        let client = client.clone();
+        let out = out.clone();
+        async move {
+            assert_eq!(line["status"], "succeeded", "{line}");
+            let n = line["line"].as_u64().unwrap();
+            let file = out.join(format!("img-{n}.jpg"));
+            let saved = std::fs::read(&file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+            // The file is the task's own result: fetch it again from its task.
+            let task = client.task(line["polling_url"].as_str().unwrap()).unwrap();
+            let fetched = task.wait().await.unwrap().bytes().await.unwrap();
+            assert_eq!(saved, fetched.to_vec(), "line {n}");
+        }
+    });
+    futures::stream::iter(checks)
+        .buffer_unordered(16)
+        .collect::<Vec<()>>()
+        .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn invalid_lines_are_all_reported_and_nothing_is_sent() {
+    let mock = mock(100).await;
+    let dir = Dir::new("invalid");
+    let jobs = [
+        json!({"model": "gen-2-pro", "prompt": "fine"}).to_string(),
+        json!({"model": "gen-2-prp", "prompt": "typo"}).to_string(),
+        "not json".to_string(),
+        json!({"model": "gen-2-pro", "prompt": "small", "width": 3}).to_string(),
+        json!({"model": "gen-2-pro", "name": "../up", "prompt": "x"}).to_string(),
+        json!({"model": "gen-2-pro", "promt": "x"}).to_string(),
+        json!({"model": "gen-2-pro", "input_image": "missing.png", "prompt": "x"}).to_string(),
+    ];
+    std::fs::write(dir.join("jobs.jsonl"), jobs.join("\n")).unwrap();
+    let run = genapi(&dir, &mock)
+        .args(["batch", "jobs.jsonl", "--out", "out"])
+        .output()
+        .unwrap();
+    let stderr = text(&run.stderr);
+    assert_eq!(run.status.code(), Some(2), "{stderr}");
+    for expected in [
+        "line 2: unknown model",
+        "did you mean gen-2-pro",
+        "line 3: not a job line",
+        "line 4: width",
+        "line 5: name",
+        "line 6: gen-2-pro has no field \"promt\"; did you mean prompt",
+        "line 7: input_image: cannot read",
+        "6 of 7 lines are invalid; nothing was submitted",
+    ] {
+        assert!(stderr.contains(expected), "{expected:?} in\n{stderr}");
+    }
+    assert_eq!(mock.count("POST", "/v1/gen-2-pro"), 0);
+
+    // --skip-invalid sends the valid line; every line is in results.jsonl.
+    let run = genapi(&dir, &mock)
+        .args(["batch", "jobs.jsonl", "--out", "out", "--skip-invalid", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(run.status.code(), Some(2), "{}", text(&run.stderr));
+    assert_eq!(mock.count("POST", "/v1/gen-2-pro"), 1);
+    let printed: Vec<Value> = text(&run.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(printed, results(&dir.join("out/results.jsonl")));
+    assert_eq!(printed.len(), 7);
+    let fine = printed.iter().find(|r| r["line"] == 1).unwrap();
+    assert_eq!(fine["status"], "succeeded");
+    assert!(dir.join("out/line-1.jpg").is_file());
+    assert!(text(&run.stderr).contains("1 succeeded"), "{}", text(&run.stderr));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_command_reports_an_unknown_outcome_with_what_to_do_and_survives_closed_pipes() {
+    let mock = mock(100).await;
+    let dir = Dir::new("cli-unknown");
+    write_jobs(&dir.join("jobs.jsonl"), 3, "cli unknown");
+    mock.inject(Fault::on("/v1/gen-2-pro", FaultKind::DropConnection).method("POST"));
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let run = genapi(&dir, &mock)
+        .args(["batch", "jobs.jsonl", "--out", "out", "--json", "--limit", "1"])
+        .stdout(Stdio::from(writer))
+        .output()
+        .unwrap();
+    let stderr = text(&run.stderr);
+    assert_eq!(run.status.code(), Some(9), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(stderr.contains("line 1 was sent without an answer"), "{stderr}");
+    assert!(stderr.contains("--resubmit-unknown"), "{stderr}");
+    let again = genapi(&dir, &mock)
+        .args(["batch", "jobs.jsonl", "--out", "out"])
+        .output()
+        .unwrap();
+    assert_eq!(again.status.code(), Some(9), "{}", text(&again.stderr));
+    assert!(
+        text(&again.stdout).contains("2 succeeded (2 from earlier runs)"),
+        "{}",
+        text(&again.stdout)
+    );
+    assert_eq!(
+        mock.count("POST", "/v1/gen-2-pro"),
+        3,
+        "the unknown line was not sent again"
+    );
+}
+
+#[test]
+fn the_job_line_schema_is_printed() {
+    let run = Command::new(env!("CARGO_BIN_EXE_genapi"))
+        .args(["batch", "--schema"])
+        .output()
+        .unwrap();
+    assert_eq!(run.status.code(), Some(0));
+    let schema: Value = serde_json::from_slice(&run.stdout).unwrap();
+    assert_eq!(schema["required"], json!(["model"]));
+    assert_eq!(schema["properties"]["name"]["pattern"], "^[A-Za-z0-9_-]{1,100}$");
+    assert_eq!(schema["additionalProperties"], true);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refusal_that_created_no_task_is_kept_until_the_user_asks_to_retry_it() {
+    let mock = mock(100).await;
+    let client = mock.client().unwrap();
+    let dir = Dir::new("refused");
+    let journal = MemoryJournal::default();
+    // 1 MP costs 1.5 illustrative credits: more than the balance.
+    mock.set_credits(Some(1.0));
+    let jobs = |_: u64, tag: &str| -> Vec<Job> {
+        (1..=2)
+            .map(|n| {
+                Job::new(
+                    n,
+                    "/v1/gen-2-pro",
+                    json!({"prompt": format!("{tag} {n}"), "width": 1024, "height": 1024}),
+                )
+            })
+            .collect()
+    };
+    let batch = || Batch::new(client.clone(), journal.clone(), &dir.0);
+    let first = run_batch(batch(), jobs(2, "refused")).await;
+    assert!(first.iter().all(|o| o.status == JobStatus::Failed), "{first:#?}");
+    assert_eq!(first[0].class, Some(genapi::batch::FailureClass::Credits));
+    assert_eq!(mock.count("POST", "/v1/gen-2-pro"), 2);
+    mock.set_credits(None);
+    let second = run_batch(batch(), jobs(2, "refused")).await;
+    assert!(second.iter().all(|o| o.status == JobStatus::Failed && o.from_journal));
+    assert_eq!(mock.count("POST", "/v1/gen-2-pro"), 2, "not sent again by itself");
+    let third = run_batch(batch().retry_refused(true), jobs(2, "refused")).await;
+    assert!(third.iter().all(|o| o.status == JobStatus::Succeeded), "{third:#?}");
+    assert_eq!(mock.count("POST", "/v1/gen-2-pro"), 4);
+}
+
+/// A standalone `genapi mock` process, killed when dropped.
+struct StandaloneMock {
+    child: std::process::Child,
+    base_url: String,
+    key: String,
+}
+
+impl StandaloneMock {
+    fn start(duration_ms: u64) -> StandaloneMock {
+        use std::io::BufRead;
+        let mut child = Command::new(env!("CARGO_BIN_EXE_genapi"))
+            .args(["mock", "--duration-ms", &duration_ms.to_string()])
+            .env_remove("GENAPI_LOG")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut variables = HashMap::new();
+        for line in std::io::BufReader::new(child.stdout.take().unwrap()).lines() {
+            let line = line.unwrap();
+            if line.starts_with("# genapi mock ready") {
+                break;
+            }
+            if let Some((name, value)) = line.split_once('=') {
+                variables.insert(name.to_string(), value.to_string());
+            }
+        }
+        StandaloneMock {
+            child,
+            base_url: variables["GENAPI_BASE_URL"].clone(),
+            key: variables["GENAPI_API_KEY"].clone(),
+        }
+    }
+
+    /// POSTs a control request over plain HTTP/1.1 (with the key, which
+    /// control routes may require) and checks it succeeded.
+    fn control(&self, path: &str, body: Value) {
+        use std::io::{Read, Write};
+        let address = self.base_url.trim_start_matches("http://");
+        let mut stream = std::net::TcpStream::connect(address).unwrap();
+        let body = body.to_string();
+        write!(
+            stream,
+            "POST {path} HTTP/1.1\r\nHost: {address}\r\nx-key: {}\r\nContent-Type: application/json\r\n\
+             Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            self.key,
+            body.len()
+        )
+        .unwrap();
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer).unwrap();
+        assert!(answer.starts_with("HTTP/1.1 200"), "{path}: {answer}");
+    }
+
+    fn command(&self, dir: &Dir) -> Command {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_genapi"));
+        for name in [
+            "GENAPI_REGIONAL_BASE_URL",
+            "GENAPI_TRUSTED_ORIGINS",
+            "GENAPI_LOG",
+            "GENAPI_DOCUMENT",
+        ] {
+            command.env_remove(name);
+        }
+        command
+            .env("GENAPI_BASE_URL", &self.base_url)
+            .env("GENAPI_API_KEY", &self.key)
+            .current_dir(&dir.0)
+            .stdin(Stdio::null());
+        command
+    }
+}
+
+impl Drop for StandaloneMock {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn the_command_fetches_expired_results_again_from_the_same_tasks_on_a_standalone_mock() {
+    let mock = StandaloneMock::start(100);
+    let dir = Dir::new("standalone-expiry");
+    write_jobs(&dir.join("jobs.jsonl"), 3, "standalone expiry");
+    // Every download of the first run is refused: each result address, then
+    // the fresh one a poll gives (two refusals per line, never retried).
+    mock.control(
+        "/mock/faults",
+        json!({"path_prefix": "/mock/results/", "status": 403, "times": 6}),
+    );
+    let first = mock
+        .command(&dir)
+        .args(["batch", "jobs.jsonl", "--out", "out", "--json"])
+        .output()
+        .unwrap();
+    assert_ne!(first.status.code(), Some(0), "{}", text(&first.stderr));
+    let pending: Vec<Value> = text(&first.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(pending.len(), 3);
+    assert!(pending.iter().all(|r| r["status"] == "pending"), "{pending:#?}");
+    assert!(!dir.join("out/results.jsonl").exists() || results(&dir.join("out/results.jsonl")).len() == 3);
+
+    // Past the addresses' validity: the next run polls the same tasks for
+    // fresh addresses and submits nothing.
+    mock.control("/mock/clock/advance", json!({"seconds": 601}));
+    let second = mock
+        .command(&dir)
+        .args(["batch", "jobs.jsonl", "--out", "out", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(second.status.code(), Some(0), "{}", text(&second.stderr));
+    let done = results(&dir.join("out/results.jsonl"));
+    assert_eq!(done.len(), 3);
+    let ids = |lines: &[Value]| -> HashMap<u64, String> {
+        lines
+            .iter()
+            .map(|r| (r["line"].as_u64().unwrap(), r["task_id"].as_str().unwrap().to_string()))
+            .collect()
+    };
+    assert_eq!(ids(&pending), ids(&done), "the same tasks: nothing submitted again");
+    for line in &done {
+        assert_eq!(line["status"], "succeeded");
+        let file = dir.0.join(line["file"].as_str().unwrap());
+        assert_eq!(genapi::dimensions(&std::fs::read(file).unwrap()), Some((64, 64)));
+    }
+    let journal = std::fs::read_to_string(dir.join("out/journal.jsonl")).unwrap();
+    assert_eq!(journal.matches(r#""event":"intent""#).count(), 3, "{journal}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ctrl_c_stops_with_130_and_the_same_command_finishes_the_batch() {
+    let mock = mock(300).await;
+    let dir = Dir::new("interrupt");
+    write_jobs(&dir.join("jobs.jsonl"), 30, "interrupt");
+    let journal = dir.join("out/journal.jsonl");
+    let child = genapi(&dir, &mock)
+        .args(["batch", "jobs.jsonl", "--out", "out"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let give_up = Instant::now() + Duration::from_secs(30);
+    while journal_records(&journal) < 10 {
+        assert!(Instant::now() < give_up, "the batch made no progress");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    // SAFETY: signals our own child process.
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+    let stopped = child.wait_with_output().unwrap();
+    let stderr = text(&stopped.stderr);
+    assert_eq!(stopped.status.code(), Some(130), "{stderr}");
+    assert!(stderr.contains("run the same command again to resume"), "{stderr}");
+    assert!(
+        !dir.join("out/results.jsonl").exists(),
+        "no results from an unfinished run"
+    );
+    let finished = genapi(&dir, &mock)
+        .args(["batch", "jobs.jsonl", "--out", "out"])
+        .output()
+        .unwrap();
+    assert_eq!(finished.status.code(), Some(0), "{}", text(&finished.stderr));
+    assert_eq!(results(&dir.join("out/results.jsonl")).len(), 30);
+    let posts = posts_by_prompt(&mock);
+    assert_eq!(posts.len(), 30);
+    assert!(posts.values().all(|n| *n == 1), "{posts:?}");
+}
