@@ -19,7 +19,7 @@ const KEY: &str = "batch-bench-key";
 /// One batch run: wall time and peak RSS (MiB) of the batch process.
 // The child is reaped by `wait4`, which also gives its resource usage.
 #[allow(clippy::zombie_processes)]
-fn run_once(base_url: &str, lines: usize, dir: &Path) -> (Duration, f64) {
+fn run_once(mock: &support::MockProcess, lines: usize, dir: &Path) -> (Duration, f64) {
     let _ = std::fs::remove_dir_all(dir);
     std::fs::create_dir_all(dir).expect("bench directory");
     let jobs: Vec<String> = (1..=lines)
@@ -41,8 +41,9 @@ fn run_once(base_url: &str, lines: usize, dir: &Path) -> (Duration, f64) {
             "--limit",
             &LIMIT.to_string(),
         ])
-        .env("GENAPI_BASE_URL", base_url)
+        .env("GENAPI_BASE_URL", &mock.base_url)
         .env("GENAPI_API_KEY", KEY)
+        .env("GENAPI_TRUSTED_ORIGINS", &mock.regional_origin)
         .env_remove("GENAPI_LOG")
         .current_dir(dir)
         .stdin(Stdio::null())
@@ -93,7 +94,7 @@ fn main() {
         let mut walls = Vec::new();
         let mut memory = Vec::new();
         for run in 1..=runs {
-            let (elapsed, rss) = run_once(&mock.base_url, lines, &dir);
+            let (elapsed, rss) = run_once(&mock, lines, &dir);
             let wall = elapsed.as_secs_f64();
             println!(
                 "{lines} lines, run {run}: {wall:.2} s (ideal {ideal:.0} s = {waves} waves x 1 s; {:.3}x), peak RSS {rss:.1} MiB",

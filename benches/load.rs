@@ -56,19 +56,32 @@ fn run() -> (f64, u64, u64) {
         let started = Instant::now();
         let runs = (0..TASKS).map(|i| {
             let client = client.clone();
-            async move { client.run(genapi::api::types::Gen2ProRequest::builder().prompt(format!("task {i}"))).await }
+            async move {
+                client
+                    .run(genapi::api::types::Gen2ProRequest::builder().prompt(format!("task {i}")))
+                    .await
+            }
         });
         let outcomes = futures::future::join_all(runs).await;
         let elapsed = started.elapsed();
         (elapsed, outcomes, stats(&base, "load-key").await)
     });
     drop(mock);
-    let failures: Vec<String> = outcomes.iter().filter_map(|o| o.as_ref().err().map(ToString::to_string)).collect();
-    let ids: HashSet<String> = outcomes.iter().filter_map(|o| o.as_ref().ok().map(|out| out.id.clone())).collect();
+    let failures: Vec<String> = outcomes
+        .iter()
+        .filter_map(|o| o.as_ref().err().map(ToString::to_string))
+        .collect();
+    let ids: HashSet<String> = outcomes
+        .iter()
+        .filter_map(|o| o.as_ref().ok().map(|out| out.id.clone()))
+        .collect();
     if let Some(first) = failures.first() {
         println!("  first failure: {first}");
     }
-    assert!(failures.is_empty() && ids.len() == TASKS, "tasks were lost or duplicated");
+    assert!(
+        failures.is_empty() && ids.len() == TASKS,
+        "tasks were lost or duplicated"
+    );
     let submissions = seen["submissions"]["/v1/gen-2-pro"].as_u64().unwrap_or(0);
     let refused = seen["too_many_requests"].as_u64().unwrap_or(0);
     (elapsed.as_secs_f64(), submissions, refused)

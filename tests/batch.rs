@@ -35,12 +35,12 @@ impl Drop for Dir {
 }
 
 async fn mock(duration_ms: u64) -> MockService {
-    let config = MockConfig {
-        default_duration: Duration::from_millis(duration_ms),
-        // Every submission is accepted, so POSTs and accepted tasks are the same count.
-        max_active_tasks: 10_000,
-        ..MockConfig::default()
-    };
+    // Every submission is accepted, so POSTs and accepted tasks are the same
+    // count; the request log keeps them all.
+    let config = MockConfig::default()
+        .default_duration(Duration::from_millis(duration_ms))
+        .max_active_tasks(10_000)
+        .request_log_capacity(100_000);
     MockService::start_with(config, "127.0.0.1:0".parse().unwrap())
         .await
         .unwrap()
@@ -206,6 +206,8 @@ fn genapi(dir: &Dir, mock: &MockService) -> Command {
     command
         .env("GENAPI_BASE_URL", mock.base_url())
         .env("GENAPI_API_KEY", mock.key())
+        .env("GENAPI_TRUSTED_ORIGINS", mock.trusted_origins().join(","))
+        .env("XDG_CACHE_HOME", dir.0.join("cache"))
         .current_dir(&dir.0)
         .stdin(Stdio::null());
     command
@@ -487,6 +489,8 @@ struct StandaloneMock {
     child: std::process::Child,
     base_url: String,
     key: String,
+    /// The origins it prints for `GENAPI_TRUSTED_ORIGINS` (its polling host).
+    trusted: String,
 }
 
 impl StandaloneMock {
@@ -514,6 +518,7 @@ impl StandaloneMock {
             child,
             base_url: variables["GENAPI_BASE_URL"].clone(),
             key: variables["GENAPI_API_KEY"].clone(),
+            trusted: variables["GENAPI_TRUSTED_ORIGINS"].clone(),
         }
     }
 
@@ -550,6 +555,8 @@ impl StandaloneMock {
         command
             .env("GENAPI_BASE_URL", &self.base_url)
             .env("GENAPI_API_KEY", &self.key)
+            .env("GENAPI_TRUSTED_ORIGINS", &self.trusted)
+            .env("XDG_CACHE_HOME", dir.0.join("cache"))
             .current_dir(&dir.0)
             .stdin(Stdio::null());
         command
