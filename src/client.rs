@@ -14,7 +14,7 @@ use tracing::Instrument;
 
 use crate::api::types::SubmissionResponse;
 use crate::error::{Checked, Error, Result};
-use crate::limit::{ActiveTasks, Reservation, Watch};
+use crate::limit::{ActiveTasks, Reservation, Watch, RECHECK};
 use crate::output::Output;
 use crate::response::{decode, error_from};
 use crate::submit::{IntoRequest, OperationSpec, Submit};
@@ -234,6 +234,10 @@ impl Client {
     async fn reserve(&self) -> Option<Reservation> {
         let active = self.shared.active.clone()?;
         loop {
+            // Registered before looking, so a place freed in between wakes us.
+            let changed = active.next_change();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
             if let Some(reservation) = active.try_reserve() {
                 return Some(reservation);
             }
@@ -250,7 +254,8 @@ impl Client {
                     return Some(reservation);
                 }
             }
-            active.changed().await;
+            // Unwatched tasks are checked again after a while.
+            let _ = tokio::time::timeout(RECHECK, changed).await;
         }
     }
 

@@ -24,7 +24,7 @@ use reqwest::Url;
 use tokio::sync::Notify;
 
 /// How often one unwatched task is polled to see whether it has finished.
-const RECHECK: Duration = Duration::from_secs(1);
+pub(crate) const RECHECK: Duration = Duration::from_secs(1);
 /// After this long the service no longer knows a task; neither do we.
 const FORGET_AFTER: Duration = Duration::from_secs(2 * 60 * 60);
 
@@ -126,10 +126,12 @@ impl ActiveTasks {
     fn update<T>(&self, change: impl FnOnce(&mut Ledger) -> T) -> T {
         // A poisoned lock still holds a usable count.
         let mut ledger = self.ledger.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        let out = change(&mut ledger);
-        drop(ledger);
+        change(&mut ledger)
+    }
+
+    /// A place was freed: wake the submissions waiting for one.
+    fn freed(&self) {
         self.changed.notify_waiters();
-        out
     }
 
     /// A place, if there is room now (forgetting tasks too old to matter).
@@ -161,14 +163,18 @@ impl ActiveTasks {
         Some((id.clone(), entry.polling_url.clone()))
     }
 
-    /// Waits until the count changes, at most `RECHECK`.
-    pub(crate) async fn changed(&self) {
-        let _ = tokio::time::timeout(RECHECK, self.changed.notified()).await;
+    /// A future that completes when the count next changes. Make it (and
+    /// enable it) *before* looking at the count, so a change in between is
+    /// not missed.
+    pub(crate) fn next_change(&self) -> tokio::sync::futures::Notified<'_> {
+        self.changed.notified()
     }
 
     /// The task was seen final: its place is free.
     pub(crate) fn finished(&self, id: &str) {
-        self.update(|ledger| ledger.active.remove(id));
+        if self.update(|ledger| ledger.active.remove(id)).is_some() {
+            self.freed();
+        }
     }
 
     /// Someone waits for this task.
