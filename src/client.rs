@@ -12,11 +12,10 @@ use reqwest::Url;
 use serde_json::Value;
 use tracing::Instrument;
 
-use crate::api::types::SubmissionResponse;
 use crate::error::{Checked, Error, Result};
 use crate::limit::{ActiveTasks, Reservation, Watch, RECHECK};
 use crate::output::Output;
-use crate::response::{decode, error_from};
+use crate::response::error_from;
 use crate::submit::{IntoRequest, OperationSpec, Submit};
 use crate::task::Task;
 use crate::transport::{Purpose, Transport};
@@ -216,8 +215,7 @@ impl Client {
             if !answer.status.is_success() {
                 return Err(error_from(transport, target.operation, &answer));
             }
-            let accepted: SubmissionResponse = decode(transport, target.operation, &answer.body)?;
-            let task = Task::accepted(self.clone(), target.operation, accepted)?;
+            let task = Task::accepted(self.clone(), target.operation, &answer.body)?;
             if let Some(reservation) = reservation {
                 reservation.accepted(task.id(), task.polling_url());
             }

@@ -117,7 +117,7 @@ pub enum Error {
         task: Option<TaskRef>,
     },
     /// The request could not be sent, or the answer not read.
-    #[error("network error during {operation}: {}{}", cause_chain(.source), match .task { Some(t) => format!("; {t} was accepted: wait for it again instead of resubmitting"), None => "; check the base URL and your connection".to_string() })]
+    #[error("network error during {operation}: {}{}", cause_chain(.source), match .task { Some(t) => format!("; {t} was accepted: wait for it again instead of resubmitting"), None if .source.is_connect() => "; nothing was sent: check the base URL and your connection".to_string(), None => "; the request may have reached the service: check for the task before submitting again".to_string() })]
     Transport {
         /// What was being done.
         operation: String,

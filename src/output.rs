@@ -14,7 +14,7 @@ use reqwest::{StatusCode, Url};
 use crate::api::types::PollResult;
 use crate::client::Client;
 use crate::error::{Error, Result, TaskRef};
-use crate::response::error_from;
+use crate::response::error_for_task;
 use crate::task::Task;
 use crate::transport::{Purpose, Sink};
 use crate::ImageFormat;
@@ -201,7 +201,7 @@ impl Output {
             | StatusCode::GONE
             | StatusCode::BAD_REQUEST
             | StatusCode::UNAUTHORIZED => Ok(Fetched::Refused),
-            _ => Err(error_from(transport, "download", &answer).for_task(&self.task)),
+            _ => Err(error_for_task(transport, "download", &answer, &self.task)),
         }
     }
 }

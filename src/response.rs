@@ -11,7 +11,7 @@ use reqwest::StatusCode;
 use serde_json::Value;
 
 use crate::api::types::HttpValidationError;
-use crate::error::{Checked, Error, Result};
+use crate::error::{Checked, Error, Result, TaskRef};
 use crate::transport::{Answer, Transport};
 
 /// Decodes a JSON body, keeping the (scrubbed) text when it does not fit.
@@ -60,6 +60,28 @@ pub(crate) fn error_from(transport: &Transport, operation: &str, answer: &Answer
             task: None,
         },
         s => unexpected(operation, s, message),
+    }
+}
+
+/// Turns a non-success answer about an accepted task (a poll, a download)
+/// into an error that carries the task. A 422 or 402 there is not about the
+/// user's request (which was accepted and will be charged), so it is reported
+/// as an unexpected answer, never as "fix your request" or "no credits".
+pub(crate) fn error_for_task(transport: &Transport, operation: &str, answer: &Answer, task: &TaskRef) -> Error {
+    match error_from(transport, operation, answer) {
+        Error::Validation { errors, .. } => Error::UnexpectedStatus {
+            status: answer.status.as_u16(),
+            operation: operation.to_string(),
+            message: transport.scrub(&crate::error::summary(&errors)),
+            task: Some(task.clone()),
+        },
+        Error::InsufficientCredits { message } => Error::UnexpectedStatus {
+            status: answer.status.as_u16(),
+            operation: operation.to_string(),
+            message,
+            task: Some(task.clone()),
+        },
+        other => other.for_task(task),
     }
 }
 

@@ -6,11 +6,11 @@ use reqwest::{StatusCode, Url};
 use serde_json::{Map, Value};
 use tracing::Instrument;
 
-use crate::api::types::{PollResult, SubmissionResponse, TaskResult};
+use crate::api::types::{PollResult, TaskResult};
 use crate::client::Client;
 use crate::error::{Error, Moderation, Result, TaskRef};
 use crate::output::Output;
-use crate::response::{decode_error, error_from};
+use crate::response::{decode_error, error_for_task};
 use crate::transport::Purpose;
 use crate::trust::origin_text;
 use crate::wait::{deadline, jitter, Progress, Schedule, WaitOptions};
@@ -34,38 +34,60 @@ pub struct Task {
 }
 
 impl Task {
-    /// From a submission answer, either shape. Without a `polling_url` (a
-    /// webhook submission), the task is polled at `{base}/v1/get_result?id=`.
-    pub(crate) fn accepted(client: Client, operation: &str, answer: SubmissionResponse) -> Result<Task> {
-        let (id, polling_url, cost, input_mp, output_mp) = match answer {
-            SubmissionResponse::Response(a) => (a.id, Some(a.polling_url), a.cost, a.input_mp, a.output_mp),
-            SubmissionResponse::WebhookResponse(a) => (a.id, a.polling_url, a.cost, a.input_mp, a.output_mp),
+    /// From a submission answer, either shape (AsyncResponse or
+    /// AsyncWebhookResponse). Once the service sent a task id the task exists
+    /// and is charged, so only the id can make this fail: a field of an
+    /// unexpected type is dropped, a missing or unusable `polling_url` means
+    /// polling `{base}/v1/get_result?id=`.
+    pub(crate) fn accepted(client: Client, operation: &str, body: &[u8]) -> Result<Task> {
+        let transport = client.shared.transport.clone();
+        let value: Value = serde_json::from_slice(body).map_err(|e| {
+            decode_error(
+                &transport,
+                operation,
+                format!("the submission answer is not JSON: {e}"),
+                body,
+            )
+        })?;
+        let Some(id) = value
+            .get("id")
+            .and_then(Value::as_str)
+            .filter(|id| !id.is_empty())
+            .map(str::to_string)
+        else {
+            return Err(decode_error(
+                &transport,
+                operation,
+                "the submission answer has no task id".into(),
+                body,
+            ));
         };
-        let fallback = client.fallback_polling_url(&id)?;
-        let polling_url = match polling_url {
-            Some(text) => match Url::parse(&text) {
-                Ok(url) if matches!(url.scheme(), "http" | "https") => url,
-                _ => {
-                    let task = TaskRef {
-                        id: id.clone(),
-                        polling_url: fallback.to_string(),
-                    };
-                    return Err(Error::Decode {
-                        operation: operation.to_string(),
-                        message: format!("polling_url {text:?} is not an absolute http(s) URL"),
-                        body: String::new(),
-                        task: Some(task),
-                    });
+        let figure = |name: &str| value.get(name).and_then(Value::as_f64);
+        let given = value
+            .get("polling_url")
+            .and_then(Value::as_str)
+            .and_then(|text| Url::parse(text).ok());
+        let polling_url = match given {
+            Some(url)
+                if matches!(url.scheme(), "http" | "https")
+                    && url.username().is_empty()
+                    && url.password().is_none() =>
+            {
+                url
+            }
+            other => {
+                if other.is_some() || value.get("polling_url").is_some_and(|v| !v.is_null()) {
+                    tracing::warn!(task_id = %id, "unusable polling_url in the submission answer; polling the base URL");
                 }
-            },
-            None => fallback,
+                client.fallback_polling_url(&id)?
+            }
         };
         Ok(Task::new(
             client,
             id,
             polling_url,
             operation,
-            [cost, input_mp, output_mp],
+            [figure("cost"), figure("input_mp"), figure("output_mp")],
         ))
     }
 
@@ -91,6 +113,11 @@ impl Task {
     pub(crate) fn existing(client: Client, id_or_url: &str) -> Result<Task> {
         let text = id_or_url.trim();
         let (id, polling_url) = match Url::parse(text) {
+            Ok(url) if !url.username().is_empty() || url.password().is_some() => {
+                return Err(Error::Config(format!(
+                    "{text:?}: a polling URL with a user name or password is refused"
+                )))
+            }
             Ok(url) if matches!(url.scheme(), "http" | "https") => {
                 let id = url
                     .query_pairs()
@@ -181,16 +208,15 @@ impl Task {
             StatusCode::ACCEPTED => Ok(placeholder(TaskStatus::Pending)),
             StatusCode::NOT_FOUND => Ok(placeholder(TaskStatus::TaskNotFound)),
             // Seen live: a 422 carrying a task body.
-            StatusCode::UNPROCESSABLE_ENTITY => {
-                lenient_poll_result(&answer.body, self.id()).map_err(|_| error_from(transport, "get_result", &answer))
-            }
+            StatusCode::UNPROCESSABLE_ENTITY => lenient_poll_result(&answer.body, self.id())
+                .map_err(|_| error_for_task(transport, "get_result", &answer, &self.task)),
             StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN if !transport.is_trusted(&self.polling_url) => {
                 Err(Error::UntrustedOrigin {
                     origin: origin_text(&self.polling_url),
                     task: self.task.clone(),
                 })
             }
-            _ => Err(error_from(transport, "get_result", &answer)),
+            _ => Err(error_for_task(transport, "get_result", &answer, &self.task)),
         }
     }
 

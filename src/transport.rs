@@ -305,15 +305,16 @@ impl Transport {
     /// request headers) and cuts it to a few KiB.
     pub(crate) fn scrub(&self, text: &str) -> String {
         const KEEP: usize = 4096;
-        let cut = match text.char_indices().nth(KEEP) {
-            Some((at, _)) => format!("{}…", &text[..at]),
-            None => text.to_string(),
-        };
+        // The key goes first, so a cut can never leave part of it behind.
         let key = self.key.expose();
-        if key.is_empty() {
-            cut
+        let scrubbed = if key.is_empty() {
+            text.to_string()
         } else {
-            cut.replace(key, "[redacted]")
+            text.replace(key, "[redacted]")
+        };
+        match scrubbed.char_indices().nth(KEEP) {
+            Some((at, _)) => format!("{}…", &scrubbed[..at]),
+            None => scrubbed,
         }
     }
 

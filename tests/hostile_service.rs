@@ -231,3 +231,14 @@ impl<T: axum::response::IntoResponse> IntoResponseForTest for T {
         self.into_response()
     }
 }
+
+#[tokio::test]
+async fn a_key_straddling_the_cut_of_an_echoed_body_is_still_removed() {
+    for pad in [4076, 4080, 4091, 4095] {
+        let service =
+            hostile::serve(move |_, _, _| json(500, json!({ "detail": format!("{}{KEY}", "A".repeat(pad)) }))).await;
+        let error = client(&service.base).submit(prompt("x")).await.unwrap_err();
+        let text = format!("{error:?} {error}");
+        assert!(!text.contains(&KEY[..8]), "pad {pad}: part of the key survived");
+    }
+}

@@ -237,3 +237,19 @@ async fn webhooks_go_only_to_configured_addresses() {
     assert_eq!(hits.load(Ordering::SeqCst), 0);
     assert_eq!(mock.stats().webhooks_refused, 1);
 }
+
+#[tokio::test]
+async fn a_huge_prompt_is_not_kept_whole_for_the_tasks_lifetime() {
+    let mock = start(MockConfig::default().default_duration(Duration::ZERO)).await;
+    let prompt = "p".repeat(4 << 20);
+    let key = mock.key().to_string();
+    let (status, answer) = post(&mock, "/v1/gen-2-pro", Some(&key), json!({ "prompt": prompt })).await;
+    assert_eq!(status, 200);
+    let result = poll(&mock, &answer).await;
+    let kept = result["result"]["prompt"].as_str().unwrap();
+    assert!(
+        kept.len() <= 4096,
+        "the task keeps {} characters of its prompt",
+        kept.len()
+    );
+}

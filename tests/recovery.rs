@@ -218,6 +218,10 @@ async fn retry_advice_never_suggests_paying_twice() {
     mock.inject(Fault::on("/v1/gen-2-pro", FaultKind::DropConnection));
     let dropped = client.submit(prompt("x")).await.unwrap_err();
     assert!(!dropped.is_safe_to_resubmit(), "the task may exist: {dropped}");
+    assert!(
+        dropped.to_string().contains("may have reached the service"),
+        "{dropped}"
+    );
     mock.inject(Fault::status("/v1/gen-2-pro", 429));
     let refused = client.submit(prompt("x")).await.unwrap_err();
     assert!(refused.is_safe_to_resubmit(), "{refused}");
@@ -293,4 +297,101 @@ async fn downloads_have_their_own_timeout() {
         .unwrap();
     let bytes = client.run(prompt("x")).await.unwrap().bytes().await.unwrap();
     assert_eq!(bytes.len(), 8 * 1024);
+}
+
+#[tokio::test]
+async fn a_422_or_402_after_acceptance_is_about_the_task_never_a_fix_your_request() {
+    for status in [422u16, 402] {
+        let service = hostile::serve(move |base, request, _| match request.path.as_str() {
+            "/v1/gen-2-pro" => accepted(base, "t-paid"),
+            "/v1/get_result" => json(
+                status,
+                json!({"detail": [{"loc": ["query", "id"], "msg": "bad id", "type": "value_error"}]}),
+            ),
+            _ => json(404, json!({})),
+        })
+        .await;
+        let client = genapi::Client::builder()
+            .api_key("k")
+            .base_url(&service.base)
+            .retry_policy(quick_retries())
+            .build()
+            .unwrap();
+        let task = client.submit(prompt("x")).await.unwrap();
+        let error = task.poll().await.unwrap_err();
+        assert!(matches!(error, Error::UnexpectedStatus { .. }), "{status}: {error}");
+        assert_eq!(error.task().map(|t| t.id.as_str()), Some("t-paid"), "{status}: {error}");
+        assert!(!error.to_string().contains("fix the fields"), "{error}");
+        assert_eq!(service.count("/v1/gen-2-pro"), 1);
+    }
+}
+
+#[tokio::test]
+async fn an_accepted_answer_with_odd_fields_still_gives_the_task() {
+    let service = hostile::serve(|base, request, _| match request.path.as_str() {
+        "/v1/gen-2-pro" => json(
+            200,
+            json!({"id": "t-odd", "polling_url": 42, "cost": "3 credits", "output_mp": "1.0"}),
+        ),
+        "/v1/get_result" => json(
+            200,
+            json!({"id": "t-odd", "status": "Ready", "result": {"sample": format!("{base}/x")}}),
+        ),
+        _ => json(404, json!({})),
+    })
+    .await;
+    let client = genapi::Client::builder()
+        .api_key("k")
+        .base_url(&service.base)
+        .build()
+        .unwrap();
+    let task = client.submit(prompt("x")).await.unwrap();
+    assert_eq!(task.id(), "t-odd");
+    assert_eq!(task.cost(), None, "the odd cost is dropped, the task kept");
+    assert_eq!(
+        task.polling_url().as_str(),
+        format!("{}/v1/get_result?id=t-odd", service.base),
+        "the fallback"
+    );
+    task.wait().await.unwrap();
+    // Without an id there is no task to keep: a typed decode error.
+    let none = hostile::serve(|_, _, _| json(200, json!({"polling_url": "http://x/"}))).await;
+    let client = genapi::Client::builder()
+        .api_key("k")
+        .base_url(&none.base)
+        .build()
+        .unwrap();
+    let error = client.submit(prompt("x")).await.unwrap_err();
+    assert!(matches!(error, Error::Decode { task: None, .. }), "{error}");
+}
+
+#[tokio::test]
+async fn a_polling_url_with_user_information_is_never_used() {
+    let client = genapi::Client::builder()
+        .api_key("k")
+        .base_url("http://127.0.0.1:9")
+        .build()
+        .unwrap();
+    let error = client.task("http://u:p@127.0.0.1:9/v1/get_result?id=t").unwrap_err();
+    assert!(matches!(error, Error::Config(_)), "{error}");
+    let service = hostile::serve(|base, request, _| match request.path.as_str() {
+        "/v1/gen-2-pro" => {
+            let trick = base.replace("http://", "http://user:pw@");
+            json(
+                200,
+                json!({"id": "t-u", "polling_url": format!("{trick}/v1/get_result?id=t-u")}),
+            )
+        }
+        _ => json(200, json!({"id": "t-u", "status": "Pending"})),
+    })
+    .await;
+    let client = genapi::Client::builder()
+        .api_key("k")
+        .base_url(&service.base)
+        .build()
+        .unwrap();
+    let task = client.submit(prompt("x")).await.unwrap();
+    assert!(task.polling_url().username().is_empty(), "{}", task.polling_url());
+    task.poll().await.unwrap();
+    assert!(service.seen().iter().all(|s| s.headers.get("authorization").is_none()));
 }

@@ -56,6 +56,18 @@ fn signed(signature: &str) -> HeaderMap {
     ])
 }
 
+#[test]
+fn a_tolerance_too_large_for_the_clock_accepts_a_valid_signature() {
+    let forever = Verifier::new(SECRET)
+        .unwrap()
+        .clock(|| at(TIMESTAMP + 1_000_000))
+        .tolerance(Duration::MAX);
+    assert_eq!(
+        authenticate(&forever, &signed(SIGNATURE), BODY),
+        Ok(Scheme::StandardWebhooks)
+    );
+}
+
 fn authenticate(verifier: &Verifier, headers: &HeaderMap, body: &[u8]) -> Result<Scheme, Rejection> {
     verifier
         .authenticate_with(|n| headers.get(n).and_then(|v| v.to_str().ok()), body)

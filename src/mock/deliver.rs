@@ -71,8 +71,10 @@ async fn send(state: &State, id: &str, url: &str, secret: Option<WebhookSecret>,
         return delivery;
     }
     crate::transport::ensure_tls_provider();
+    // A receiver that never answers must not keep a delivery alive forever.
     let Ok(client) = reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
+        .timeout(std::time::Duration::from_secs(10))
         .build()
     else {
         return delivery;

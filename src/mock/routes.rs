@@ -480,7 +480,14 @@ fn submit(ctx: &Ctx, key: &str, operation: &str, path: &str, schema: Option<&str
     };
     let input_mp = round2(input_pixels(&request) / 1e6);
     let output_mp = round2(width as f64 * height as f64 / 1e6);
-    let prompt = request["prompt"].as_str().unwrap_or("").to_string();
+    // What a task keeps of its prompt is bounded, so a client cannot make the
+    // mock hold a 100 MiB prompt per task for the task's lifetime.
+    let prompt: String = request["prompt"]
+        .as_str()
+        .unwrap_or("")
+        .chars()
+        .take(KEPT_PROMPT_CHARS)
+        .collect();
     let outcome = Outcome::from_prompt(&prompt);
     let cost = round2((input_mp + output_mp) * state.config.price_per_mp);
     let format = match media {
@@ -753,6 +760,10 @@ async fn deliver_result(ctx: &Ctx, file: &str, uri: &Uri) -> Response {
     )
         .into_response()
 }
+
+/// Longest prompt a task keeps; its `[mock:…]` markers are read from this
+/// part.
+const KEPT_PROMPT_CHARS: usize = 4096;
 
 fn json_response(status: StatusCode, body: Value) -> Response {
     (status, axum::Json(body)).into_response()

@@ -34,7 +34,9 @@ use crate::{Output, Task};
 /// # Ok(()) }
 /// ```
 pub struct Inbox {
-    events: Mutex<Bounded<Event>>,
+    /// What is kept of each final event: its poll-result form, without the raw
+    /// body or fields nobody reads, so memory stays near the event count.
+    events: Mutex<Bounded<PollResult>>,
     arrived: tokio::sync::Notify,
     clock: Now,
 }
@@ -96,9 +98,10 @@ impl Inbox {
             return;
         }
         let now = (self.clock)();
+        let task_id = event.task_id.clone();
+        let kept = slim(event);
         if let Ok(mut events) = self.events.lock() {
-            let task_id = event.task_id.clone();
-            events.insert(&task_id, event, now);
+            events.insert(&task_id, kept, now);
         }
         self.arrived.notify_waiters();
     }
@@ -114,7 +117,7 @@ impl Inbox {
         self.len() == 0
     }
 
-    fn take(&self, task_id: &str) -> Option<Event> {
+    fn take(&self, task_id: &str) -> Option<PollResult> {
         let now = (self.clock)();
         self.events.lock().ok()?.remove(task_id, now)
     }
@@ -129,16 +132,7 @@ impl Inbox {
             tokio::pin!(arrived);
             // Register before looking, so an event delivered in between wakes us.
             arrived.as_mut().enable();
-            if let Some(event) = self.take(task.id()) {
-                let result = PollResult {
-                    id: event.task_id,
-                    status: event.status,
-                    result: event.result.and_then(crate::task::lenient_task_result),
-                    progress: event.progress,
-                    details: event.details,
-                    preview: None,
-                    cost: event.cost,
-                };
+            if let Some(result) = self.take(task.id()) {
                 if let Some(outcome) = task.settle(result, Duration::ZERO) {
                     return outcome;
                 }
@@ -155,5 +149,31 @@ impl Inbox {
                 return task.wait().await;
             }
         }
+    }
+}
+
+/// Longest `details` kept from a notification, as JSON text.
+const DETAILS_KEPT: usize = 4096;
+
+/// An event as a poll result: the known fields of `result` only (others are
+/// dropped), `details` cut when large, no raw body.
+fn slim(event: Event) -> PollResult {
+    let details = event.details.map(|details| {
+        let text = details.to_string();
+        if text.len() <= DETAILS_KEPT {
+            details
+        } else {
+            let cut = text.char_indices().nth(DETAILS_KEPT).map_or(text.len(), |(at, _)| at);
+            serde_json::Value::String(format!("{}…", &text[..cut]))
+        }
+    });
+    PollResult {
+        id: event.task_id,
+        status: event.status,
+        result: event.result.and_then(crate::task::lenient_task_result),
+        progress: event.progress,
+        details,
+        preview: None,
+        cost: event.cost,
     }
 }

@@ -234,9 +234,9 @@ impl Verifier {
         let sent: i64 = timestamp.trim().parse().map_err(|_| Rejection::BadTimestamp)?;
         let now = (self.clock)()
             .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_secs() as i64)
+            .map(|d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
             .unwrap_or(0);
-        let tolerance = self.tolerance.as_secs() as i64;
+        let tolerance = i64::try_from(self.tolerance.as_secs()).unwrap_or(i64::MAX);
         if now.saturating_sub(sent) > tolerance {
             return Err(Rejection::Stale(now.saturating_sub(sent) as u64));
         }

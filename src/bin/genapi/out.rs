@@ -100,6 +100,9 @@ pub fn slug(text: &str, max: usize) -> String {
 
 /// A word quoted for a POSIX shell when it needs to be.
 pub fn shell_quote(word: &str) -> String {
+    // Printed for the user to copy: control characters (terminal escapes from
+    // service data) never reach the terminal.
+    let word = &clean(word);
     let plain = !word.is_empty()
         && word
             .chars()
@@ -140,5 +143,6 @@ mod tests {
         assert_eq!(slug("abcdef ghijkl", 8), "abcdef");
         assert_eq!(shell_quote("a b'c"), r"'a b'\''c'");
         assert_eq!(shell_quote("out/x.png"), "out/x.png");
+        assert!(!shell_quote("\u{1b}]0;title\u{7}\u{1b}[2Jid").contains('\u{1b}'));
     }
 }

@@ -147,10 +147,10 @@ impl Plan {
 fn extension_of_url(address: &str) -> String {
     let path = address.split(['?', '#']).next().unwrap_or_default();
     let last = path.rsplit('/').next().unwrap_or_default();
-    match last.rsplit_once('.') {
-        Some((_, ext)) if (1..=5).contains(&ext.len()) && ext.chars().all(|c| c.is_ascii_alphanumeric()) => {
-            ext.to_ascii_lowercase()
-        }
+    // Only the extensions of outputs the service makes: a hostile address
+    // must not name a file `.exe` or `.sh`.
+    match last.rsplit_once('.').map(|(_, ext)| ext.to_ascii_lowercase()) {
+        Some(ext) if ["jpg", "jpeg", "png", "webp", "gif", "mp4"].contains(&ext.as_str()) => ext,
         _ => "bin".to_string(),
     }
 }
@@ -393,31 +393,43 @@ async fn save_output(
     deadline: Instant,
     global: &Global,
 ) -> Result<Saved, Failure> {
-    let bytes = match tokio::time::timeout_at(deadline, output.bytes()).await {
-        Ok(Ok(bytes)) => bytes,
+    // Streamed to a temporary file beside the result (never held whole in
+    // memory), named once its first bytes say what it is.
+    let dir = plan
+        .file
+        .as_ref()
+        .and_then(|f| f.parent())
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(&plan.dir);
+    let partial = dir.join(format!(".genapi-{}.partial", out::safe_component(&output.id, 16)));
+    let saved = match tokio::time::timeout_at(deadline, output.save(&partial)).await {
+        Ok(Ok(saved)) => saved,
         Ok(Err(error)) => return Err(Failure::api(&error)),
         Err(_) => {
+            let _ = std::fs::remove_file(&partial);
             return Err(Failure::new(
                 code::TIMEOUT,
                 format!("--timeout {}s passed during the download", global.timeout),
-            ))
+            ));
         }
     };
-    let (file, warning) = plan.path_for(index, &output.id, &bytes, &output.sample);
+    let mut head = [0u8; 16];
+    let read = std::fs::File::open(&saved)
+        .and_then(|mut f| std::io::Read::read(&mut f, &mut head))
+        .unwrap_or(0);
+    let (file, warning) = plan.path_for(index, &output.id, &head[..read], &output.sample);
     if let Some(warning) = warning {
         out::err(&format!("warning: {warning}"));
     }
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true);
-    if plan.force {
-        options.create(true).truncate(true);
+    // Without --force an existing file is never replaced: a hard link fails
+    // when the name is taken, a rename would not.
+    let published = if plan.force {
+        std::fs::rename(&saved, &file)
     } else {
-        options.create_new(true);
-    }
-    let written = options
-        .open(&file)
-        .and_then(|mut f| std::io::Write::write_all(&mut f, &bytes));
-    if let Err(e) = written {
+        std::fs::hard_link(&saved, &file).and_then(|()| std::fs::remove_file(&saved))
+    };
+    if let Err(e) = published {
+        let _ = std::fs::remove_file(&saved);
         return Err(Failure::new(code::OTHER, format!("cannot write {}: {e}", shown(&file))));
     }
     Ok(Saved { output, file })
