@@ -11,8 +11,10 @@ use std::time::Duration;
 use crate::api::types::{ValidationError, ValidationErrorLocItem};
 use crate::TaskStatus;
 
-/// A task the service accepted: what a program needs to find it again
-/// ([`crate::Client::task`] takes either field).
+/// A task the service accepted: what a program needs to find it again with
+/// [`crate::Client::task`]. Keep the polling URL: the service polls a task on
+/// the (regional) host its submission named, and an id alone is looked up at
+/// `{base}/v1/get_result`, which knows only the base host's tasks.
 ///
 /// Every error that happens after a submission was accepted carries one, so
 /// a paid task is never lost: [`Error::task`] returns it.
@@ -70,7 +72,7 @@ pub enum Error {
         checked: Checked,
     },
     /// 403: the key is missing or wrong, or its project has no access.
-    #[error("forbidden (403): check GENAPI_API_KEY and that its project may use this endpoint{}{}", detail(.message), on_task(.task))]
+    #[error("forbidden (403): check the API key (GENAPI_API_KEY) and that its project may use this endpoint{}{}", detail(.message), on_task(.task))]
     Forbidden {
         /// The service's message, if any.
         message: String,
@@ -129,7 +131,7 @@ pub enum Error {
     },
     /// The deadline passed before the task reached a final status. The task
     /// goes on at the service: wait for it again with [`crate::Client::task`].
-    #[error("no final status for {task} after {}s (last seen: {}); wait for it again later (genapi get {})", .after.as_secs_f64(), show_status(.last_status), .task.id)]
+    #[error("no final status for {task} after {}s (last seen: {}); the task goes on: wait for it again later with its polling URL", .after.as_secs_f64(), show_status(.last_status))]
     Timeout {
         /// The deadline.
         after: Duration,
@@ -157,7 +159,7 @@ pub enum Error {
         details: Option<serde_json::Value>,
     },
     /// The service does not know the task, or it has expired.
-    #[error("task {} not found: it expired or was never accepted", .task.id)]
+    #[error("task {} not found at {}: it expired, was never accepted, or is known only to the polling host its submission named (resume with that polling URL)", .task.id, .task.polling_url)]
     TaskNotFound {
         /// The task.
         task: TaskRef,

@@ -104,9 +104,10 @@ impl Output {
     pub async fn save(&self, path: impl AsRef<Path>) -> Result<PathBuf> {
         let path = path.as_ref().to_path_buf();
         let partial = partial_path(&path);
-        let write_error = |what: &Path, e: std::io::Error| Error::Input {
-            source_name: what.display().to_string(),
-            message: format!("cannot write the output ({e})"),
+        // Named after the file asked for, not the temporary one beside it.
+        let write_error = |_: &Path, e: std::io::Error| Error::Input {
+            source_name: path.display().to_string(),
+            message: format!("cannot write the output ({e}); check that its directory exists and is writable"),
             task: Some(self.task.clone()),
         };
         let outcome = self
@@ -131,7 +132,7 @@ impl Output {
             let _ = tokio::fs::remove_file(&partial).await;
             return Err(error);
         }
-        let mut target = path;
+        let mut target = path.clone();
         if target.extension().is_none() {
             if let Some(extension) = sniff_extension(&partial).await {
                 target.set_extension(extension);

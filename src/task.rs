@@ -31,6 +31,9 @@ pub struct Task {
     input_mp: Option<f64>,
     output_mp: Option<f64>,
     submitted: Instant,
+    /// Made from an id or polling URL (not a submission just answered): it
+    /// was accepted earlier, so "not found" is final at once.
+    resumed: bool,
 }
 
 impl Task {
@@ -106,6 +109,7 @@ impl Task {
             input_mp,
             output_mp,
             submitted: Instant::now(),
+            resumed: false,
         }
     }
 
@@ -134,7 +138,10 @@ impl Task {
             Err(_) if text.is_empty() => return Err(Error::Config("a task id or polling URL is needed".into())),
             Err(_) => (text.to_string(), client.fallback_polling_url(text)?),
         };
-        Ok(Task::new(client, id, polling_url, "get_result", [None; 3]))
+        Ok(Task {
+            resumed: true,
+            ..Task::new(client, id, polling_url, "get_result", [None; 3])
+        })
     }
 
     /// Task id.
@@ -320,7 +327,7 @@ impl Task {
                 stage: Moderation::Content,
                 details: result.details,
             }),
-            TaskStatus::TaskNotFound if self.submitted.elapsed() >= not_found_grace => {
+            TaskStatus::TaskNotFound if self.resumed || self.submitted.elapsed() >= not_found_grace => {
                 Err(Error::TaskNotFound { task })
             }
             _ => return None,

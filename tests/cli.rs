@@ -477,6 +477,10 @@ fn exit_codes_by_class() {
         .unwrap();
     assert_exit(&moderated, 6);
     assert!(text(&moderated.stderr).contains("moderated"));
+    assert!(
+        !text(&moderated.stderr).contains("resume with"),
+        "nothing to resume after a final failure"
+    );
     let failed = genapi(&dir)
         .args(["generate", "[mock:error] x", "--json"])
         .output()
@@ -551,7 +555,7 @@ fn timeout_is_resumable_and_submit_wait_get_pick_tasks_up() {
         .find_map(|l| l.strip_prefix("resume with: "))
         .unwrap_or_else(|| panic!("{stderr}"));
     assert!(
-        resume.starts_with("genapi get ") && resume.ends_with(" --out slow.jpg"),
+        resume.starts_with("genapi wait ") && resume.ends_with(" --out slow.jpg"),
         "{resume}"
     );
     let id = resume.split(' ').nth(2).unwrap().trim_matches('\'');
@@ -626,7 +630,7 @@ fn ctrl_c_after_submission_prints_the_resume_command() {
     std::io::Read::read_to_string(&mut stderr, &mut rest).unwrap();
     assert_eq!(status.code(), Some(130), "{seen}{rest}");
     assert!(
-        rest.contains("resume with: genapi get ") && rest.contains("--out later.png"),
+        rest.contains("resume with: genapi wait ") && rest.contains("--out later.png"),
         "{rest}"
     );
 }
@@ -799,4 +803,15 @@ fn learned_durations_are_kept_between_runs_and_a_corrupt_file_is_ignored() {
     assert_exit(&third, 0);
     let kept: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
     assert_eq!(kept[&service]["operations"]["gen_2_pro"], serde_json::json!([0.4]));
+}
+
+#[test]
+fn a_negative_seed_is_a_value_not_a_flag() {
+    let dir = Dir::new("seed");
+    let run = genapi(&dir)
+        .args(["generate", "x", "--seed", "-5", "-o", "s.jpg", "--json"])
+        .output()
+        .unwrap();
+    assert_exit(&run, 0);
+    assert_eq!(json_lines(&run)[0]["seed"], -5);
 }

@@ -325,3 +325,27 @@ async fn a_document_with_a_pattern_that_does_not_compile_is_refused_up_front() {
         .unwrap_err();
     assert!(error.to_string().contains("does not compile"), "{error}");
 }
+
+#[tokio::test]
+async fn an_unfinished_builder_is_reported_in_the_services_shape() {
+    let mock = MockService::start().await.unwrap();
+    let client = mock.client().unwrap();
+    let error = client.submit(types::Gen2ProRequest::builder()).await.unwrap_err();
+    let errors = error.validation_errors().unwrap();
+    assert_eq!(genapi_loc(&errors[0].loc), "body.prompt");
+    assert_eq!(
+        (errors[0].type_.as_str(), errors[0].msg.as_str()),
+        ("missing", "Field required")
+    );
+    let error = client
+        .submit(types::GenDevRequest::builder().prompt("x").output_format("gif"))
+        .await
+        .unwrap_err();
+    let errors = error.validation_errors().unwrap();
+    assert_eq!(genapi_loc(&errors[0].loc), "body.output_format");
+    assert_eq!(errors[0].type_, "value_error");
+    assert_eq!(
+        mock.count("POST", "/v1/gen-2-pro") + mock.count("POST", "/v1/gen-dev"),
+        0
+    );
+}

@@ -54,20 +54,23 @@ async fn each_failure_status_is_a_typed_error() {
 }
 
 #[tokio::test]
-async fn an_unknown_task_is_not_found_after_the_grace_period() {
+async fn not_found_is_ridden_out_right_after_submission_but_final_for_a_resumed_task() {
     let mock = MockService::start().await.unwrap();
-    let client = mock
-        .client_builder()
-        .wait_options(WaitOptions::default().not_found_grace(Duration::from_millis(300)))
-        .build()
-        .unwrap();
+    // The default grace is 10 s.
+    let client = mock.client().unwrap();
+    // Just submitted: the service may not know it yet; polling goes on.
+    mock.inject(genapi::mock::Fault::status("/v1/get_result", 404).times(2));
+    client.run(prompt("x")).await.unwrap();
+    // Resumed by an id the service does not know: final at once, and the
+    // message says how to resume a task polled on another host.
     let started = std::time::Instant::now();
     let error = client.task("no-such-task").unwrap().wait().await.unwrap_err();
     assert!(matches!(error, Error::TaskNotFound { .. }), "{error}");
     assert!(
-        started.elapsed() >= Duration::from_millis(300),
-        "kept polling through the grace period"
+        started.elapsed() < Duration::from_millis(1500),
+        "no grace for a task accepted long ago"
     );
+    assert!(error.to_string().contains("polling URL"), "{error}");
 }
 
 #[tokio::test]

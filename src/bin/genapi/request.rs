@@ -22,8 +22,8 @@ pub struct RequestArgs {
     /// Read the prompt from this file (`-` for stdin).
     #[arg(long, value_name = "FILE", conflicts_with = "prompt")]
     pub prompt_file: Option<PathBuf>,
-    /// Seed, for reproducible results.
-    #[arg(long)]
+    /// Seed, for reproducible results (negative values too: `--seed -5`).
+    #[arg(long, allow_hyphen_values = true)]
     pub seed: Option<String>,
     /// Output size in pixels.
     #[arg(long, value_name = "WxH")]

@@ -174,8 +174,10 @@ fn probe_writable(dir: &Path) -> Result<(), Failure> {
 fn resume_command(client: &Client, task_id: &str, polling_url: &str, target: &Path) -> String {
     let by_id = url_is_fallback(client, task_id, polling_url);
     let reference = if by_id { task_id } else { polling_url };
+    // `wait` finishes the job whatever the task's state: it waits while the
+    // task runs and downloads once it is Ready.
     format!(
-        "genapi get {} --out {}",
+        "genapi wait {} --out {}",
         out::shell_quote(reference),
         out::shell_quote(&target.display().to_string())
     )
@@ -479,10 +481,21 @@ fn report(
             0
         }
         Err(failure) => {
-            out::err(&format!("error: task {}: {}", out::clean(id), failure.message));
-            print_resume(connection, resume);
+            // The message usually names the task already.
+            if failure.message.contains(id) {
+                out::err(&format!("error: {}", failure.message));
+            } else {
+                out::err(&format!("error: task {}: {}", out::clean(id), failure.message));
+            }
+            // Only a task that may still finish (or whose result could not be
+            // saved) is worth resuming; a failed or moderated one is not.
+            let resumable = matches!(failure.code, code::TIMEOUT | code::NETWORK | code::OTHER);
+            if resumable {
+                print_resume(connection, resume);
+            }
             if global.json {
                 let status = if status.is_empty() { "unknown" } else { status };
+                let resume = resumable.then_some(resume);
                 out::out(
                     &json!({
                         "id": id, "polling_url": polling_url, "model": model, "status": status,
