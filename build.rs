@@ -96,8 +96,10 @@ fn generate_client(text: &str) -> String {
         .with_replacement("WebhookSecret", "crate::WebhookSecret", std::iter::empty())
         // `x-rust-type` with crate `std` picks a primitive the integer formats
         // of OpenAPI cannot name: `i128` for seeds (any integer up to 2^64-1),
-        // `u32` for sizes that carry a `multipleOf` (which would otherwise
-        // widen them to `i64`).
+        // and the plain `u8`/`u32` of a field's format where the generator
+        // would pick another type: sizes with a `multipleOf` (widened to
+        // `i64`) and counts with a minimum of 1 (`NonZeroU8`). The bounds
+        // are the validator's job either way.
         .with_crate("std", progenitor::CrateVers::Any, None)
         .with_derive("PartialEq");
 

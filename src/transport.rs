@@ -485,6 +485,11 @@ impl Transport {
         if response.content_length().is_some_and(|length| length > limit) && success {
             return Err(Read::TooLarge);
         }
+        if let (true, Sink::Memory(bytes), Some(length)) = (success, &mut *sink, response.content_length()) {
+            // Announced and within the limit: one allocation instead of
+            // doubling as chunks arrive.
+            bytes.reserve(usize::try_from(length).unwrap_or(0));
+        }
         let mut error_body = Vec::new();
         let mut read: u64 = 0;
         while let Some(chunk) = response.chunk().await.map_err(Read::Body)? {

@@ -31,3 +31,27 @@ fn optional_text_fields_take_str_string_option_and_their_own_type() {
     let refused: Result<GenDevRequest, _> = GenDevRequest::builder().output_format("gif").try_into();
     assert!(refused.unwrap_err().to_string().contains("output_format"));
 }
+
+#[test]
+fn counts_and_sizes_take_plain_integers_on_every_model() {
+    use genapi::api::types::{Gen2FlexRequest, GenDevRequest, GenPro1p1Request};
+    // The same u32 feeds every model's size; steps take a plain integer.
+    let side: u32 = 1024;
+    let dev: GenDevRequest = GenDevRequest::builder()
+        .width(side)
+        .height(768u32)
+        .steps(28)
+        .try_into()
+        .unwrap();
+    let pro: GenPro1p1Request = GenPro1p1Request::builder().width(side).try_into().unwrap();
+    let flex: Gen2FlexRequest = Gen2FlexRequest::builder()
+        .prompt("x")
+        .width(side)
+        .steps(28)
+        .try_into()
+        .unwrap();
+    assert_eq!(
+        (dev.width, dev.steps, pro.width, flex.steps),
+        (Some(1024), Some(28), Some(1024), Some(28))
+    );
+}
