@@ -815,3 +815,24 @@ fn a_negative_seed_is_a_value_not_a_flag() {
     assert_exit(&run, 0);
     assert_eq!(json_lines(&run)[0]["seed"], -5);
 }
+
+#[test]
+fn a_misspelt_image_field_is_named_and_n_with_a_seed_warns() {
+    let dir = Dir::new("image-field");
+    let run = genapi(&dir)
+        .args(["generate", "x", "--image", "nofield=cat.png"])
+        .output()
+        .unwrap();
+    assert_exit(&run, 2);
+    let stderr = text(&run.stderr);
+    assert!(
+        stderr.contains("no image field") && stderr.contains("input_image"),
+        "{stderr}"
+    );
+    let run = genapi(&dir)
+        .args(["generate", "x", "-n", "2", "--seed", "7", "-o", "same.jpg"])
+        .output()
+        .unwrap();
+    assert_exit(&run, 0);
+    assert!(text(&run.stderr).contains("identical images"), "{}", text(&run.stderr));
+}

@@ -328,7 +328,28 @@ async fn add_images(
             .and_then(|(name, rest)| image_fields.iter().find(|f| f.name == name).map(|f| (*f, rest)))
         {
             Some(pair) => named.push(pair),
-            None => positional.push(value),
+            None => {
+                // `name=…` that names no image field and no existing file is a
+                // misspelt field, not a file name.
+                if let Some((name, _)) = value.split_once('=') {
+                    let looks_like_field = !name.is_empty()
+                        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+                        && !value.contains("://");
+                    if looks_like_field && !std::path::Path::new(value.as_str()).exists() {
+                        let names: Vec<&str> = image_fields.iter().map(|f| f.name.as_str()).collect();
+                        let known = if names.is_empty() {
+                            "none".to_string()
+                        } else {
+                            names.join(", ")
+                        };
+                        return Err(Failure::usage(format!(
+                            "--image {value}: {} has no image field {name:?}; its image fields: {known}",
+                            model.name
+                        )));
+                    }
+                }
+                positional.push(value)
+            }
         }
     }
     let free: Vec<&Field> = image_fields

@@ -227,6 +227,11 @@ pub async fn generate(global: &Global, request: RequestArgs, save: SaveArgs, cou
     let prepared = prepare(&request, out_file).await?;
     let stem = out::slug(prepared.prompt.as_deref().unwrap_or(&prepared.model.name), 40);
     let plan = Plan::new(&save, count, stem)?;
+    if count > 1 && prepared.body.get("seed").is_some_and(|seed| !seed.is_null()) {
+        out::err(&format!(
+            "warning: -n {count} with one seed makes {count} identical images, each charged; drop --seed for variations"
+        ));
+    }
     let connection = connect(global).await?;
     let interrupt = tokio::signal::ctrl_c();
     tokio::pin!(interrupt);
