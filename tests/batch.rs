@@ -4,7 +4,7 @@
 #![cfg(feature = "cli")]
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
@@ -13,26 +13,8 @@ use genapi::batch::{Batch, Job, JobOutcome, JobStatus, MemoryJournal};
 use genapi::mock::{Fault, FaultKind, MockConfig, MockService};
 use serde_json::{json, Value};
 
-/// A fresh working directory, removed at the end.
-struct Dir(PathBuf);
-
-impl Dir {
-    fn new(name: &str) -> Dir {
-        let path = std::env::temp_dir().join(format!("genapi-batch-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&path);
-        std::fs::create_dir_all(&path).unwrap();
-        Dir(path)
-    }
-    fn join(&self, name: &str) -> PathBuf {
-        self.0.join(name)
-    }
-}
-
-impl Drop for Dir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+mod common;
+use common::Dir;
 
 async fn mock(duration_ms: u64) -> MockService {
     // Every submission is accepted, so POSTs and accepted tasks are the same

@@ -87,3 +87,26 @@ pub fn http() -> reqwest::Client {
     genapi::transport::ensure_tls_provider();
     reqwest::Client::new()
 }
+
+/// A fresh working directory for one test, removed at the end.
+pub struct Dir(pub std::path::PathBuf);
+
+impl Dir {
+    /// `genapi-test-NAME-PID` in the temporary directory, empty.
+    pub fn new(name: &str) -> Dir {
+        let path = std::env::temp_dir().join(format!("genapi-test-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&path);
+        std::fs::create_dir_all(&path).unwrap();
+        Dir(path)
+    }
+    /// A path inside it.
+    pub fn join(&self, name: &str) -> std::path::PathBuf {
+        self.0.join(name)
+    }
+}
+
+impl Drop for Dir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
