@@ -818,3 +818,31 @@ fn a_misspelt_image_field_is_named_and_n_with_a_seed_warns() {
     assert_exit(&run, 0);
     assert!(text(&run.stderr).contains("identical images"), "{}", text(&run.stderr));
 }
+
+#[test]
+fn a_result_that_cannot_be_written_exits_1_and_says_how_to_resume() {
+    let dir = Dir::new("unwritable");
+    let out = dir.join("gone");
+    std::fs::create_dir_all(&out).unwrap();
+    let mut child = genapi(&dir)
+        .args(["generate", "x", "-o"])
+        .arg(out.join("x.jpg"))
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut seen = String::new();
+    // Once the task is accepted (the built-in mock takes 3 s), the directory goes.
+    while !seen.contains("submitted task") {
+        let mut line = String::new();
+        assert!(stderr.read_line(&mut line).unwrap() > 0, "{seen}");
+        seen.push_str(&line);
+    }
+    std::fs::remove_dir_all(&out).unwrap();
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut stderr, &mut rest).unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(1), "{seen}{rest}");
+    assert!(rest.contains("cannot write"), "{rest}");
+}

@@ -156,6 +156,8 @@ pub mod code {
 /// The exit code of a library error: the one place errors map to codes.
 pub fn exit_code(error: &Error) -> u8 {
     match error {
+        // Writing the result of an accepted (charged) task failed: not a usage error.
+        Error::Input { task: Some(_), .. } => code::OTHER,
         Error::Validation { .. } | Error::Input { .. } | Error::Config(..) => code::USAGE,
         Error::Forbidden { .. } | Error::UntrustedOrigin { .. } => code::AUTH,
         Error::InsufficientCredits { .. } => code::CREDITS,
