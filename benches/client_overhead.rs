@@ -95,18 +95,6 @@ async fn hand_written_task(http: &reqwest::Client, base: &str, key: &str, phases
     length
 }
 
-/// The mock's counters.
-async fn stats(http: &reqwest::Client, base: &str) -> Value {
-    http.get(format!("{base}/mock/stats"))
-        .header("x-key", "bench-key")
-        .send()
-        .await
-        .expect("stats")
-        .json()
-        .await
-        .expect("stats JSON")
-}
-
 fn main() {
     let mock = support::MockProcess::start("bench-key", 20);
     let base = mock.base_url.clone();
@@ -138,7 +126,7 @@ fn main() {
         hand_written_task(&http, &base, "bench-key", &mut warm).await;
         // Polls as the mock counted them, so both sides are seen to make
         // the same calls.
-        let polls = || async { stats(&http, &base).await["polls"].as_u64().unwrap_or(0) };
+        let polls = || async { mock.stats(&http).await["polls"].as_u64().unwrap_or(0) };
         for _ in 0..ROUNDS {
             let (start, before) = (cpu_seconds(), polls().await);
             for _ in 0..TASKS_PER_ROUND {

@@ -26,20 +26,6 @@ fn peak_rss_mib() -> f64 {
         .map_or(0.0, |kb| kb / 1024.0)
 }
 
-/// The mock's counters, as any client of it can read them.
-async fn stats(base: &str, key: &str) -> serde_json::Value {
-    genapi::transport::ensure_tls_provider();
-    reqwest::Client::new()
-        .get(format!("{base}/mock/stats"))
-        .header("x-key", key)
-        .send()
-        .await
-        .expect("stats")
-        .json()
-        .await
-        .expect("stats JSON")
-}
-
 /// One run against a fresh mock: (wall seconds, submissions seen, 429s seen).
 fn run() -> (f64, u64, u64) {
     let mock = support::MockProcess::start("load-key", TASK_MS);
@@ -64,7 +50,8 @@ fn run() -> (f64, u64, u64) {
         });
         let outcomes = futures::future::join_all(runs).await;
         let elapsed = started.elapsed();
-        (elapsed, outcomes, stats(&base, "load-key").await)
+        genapi::transport::ensure_tls_provider();
+        (elapsed, outcomes, mock.stats(&reqwest::Client::new()).await)
     });
     drop(mock);
     let failures: Vec<String> = outcomes

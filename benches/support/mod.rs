@@ -11,6 +11,8 @@ pub struct MockProcess {
     pub base_url: String,
     /// The origin of its regional polling host, which a client must trust.
     pub regional_origin: String,
+    /// The key it accepts.
+    key: String,
 }
 
 impl MockProcess {
@@ -42,7 +44,23 @@ impl MockProcess {
             child,
             base_url: base_url.expect("the mock prints its base URL"),
             regional_origin: regional_origin.expect("the mock prints the origins a client must trust"),
+            key: key.to_string(),
         }
+    }
+}
+
+impl MockProcess {
+    /// The mock's counters (`GET /mock/stats`): what the service saw.
+    #[allow(dead_code)] // not every bench counts
+    pub async fn stats(&self, http: &reqwest::Client) -> serde_json::Value {
+        http.get(format!("{}/mock/stats", self.base_url))
+            .header("x-key", &self.key)
+            .send()
+            .await
+            .expect("stats")
+            .json()
+            .await
+            .expect("stats JSON")
     }
 }
 
