@@ -109,6 +109,12 @@ async fn http_faults_on_submit_and_poll() {
             1,
         ),
         (
+            "answer lost after the task was created",
+            Fault::on("/v1/gen-2-pro", FaultKind::LoseAnswer),
+            Expect::Transport,
+            1,
+        ),
+        (
             "malformed JSON on submit",
             Fault::on("/v1/gen-2-pro", FaultKind::MalformedBody),
             Expect::Decode,

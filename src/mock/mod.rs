@@ -53,7 +53,7 @@
 //! - **Control over HTTP** (with the mock's key in `x-key`), for tests in other
 //!   languages: `POST /mock/faults`
 //!   with `{"path_prefix": "/v1/get_result", "status": 503, "retry_after": 1,
-//!   "times": 2}` (or `delay_ms`, `drop_connection`, `malformed_body`,
+//!   "times": 2}` (or `delay_ms`, `drop_connection`, `lose_answer`, `malformed_body`,
 //!   `redirect` instead of `status`), and `POST /mock/clock/advance` with
 //!   `{"seconds": 601}` (at most a century in all), `GET /mock/stats`.
 //! - **Bounded state**: tasks are forgotten once their results expire, and it
@@ -80,8 +80,8 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-pub use state::Delivery;
 use state::{Clock, State};
+pub use state::{CreatedTask, Delivery};
 
 use crate::error::{Error, Result};
 
@@ -135,6 +135,10 @@ pub enum FaultKind {
     Delay(Duration),
     /// Send headers, then break the connection mid-body.
     DropConnection,
+    /// Handle the request normally (a submission creates its task), then
+    /// break the connection before the answer's body arrives: the service
+    /// acted, and the client never hears of it.
+    LoseAnswer,
     /// Answer 200 with a body that is not JSON.
     MalformedBody,
     /// Answer 307 to this address.
@@ -626,6 +630,28 @@ impl MockService {
     /// Counters of what the mock saw (as `GET /mock/stats` serves them).
     pub fn stats(&self) -> MockStats {
         self.state.stats()
+    }
+
+    /// The tasks created and not yet forgotten (a task is forgotten once its
+    /// results expire), oldest first.
+    pub fn created_tasks(&self) -> Vec<CreatedTask> {
+        let mut tasks: Vec<CreatedTask> = self
+            .state
+            .tasks
+            .lock()
+            .map(|tasks| {
+                tasks
+                    .all()
+                    .map(|task| CreatedTask {
+                        id: task.id.clone(),
+                        prompt: task.prompt.clone(),
+                        submitted_at: task.start_time,
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        tasks.sort_by(|a, b| a.submitted_at.total_cmp(&b.submitted_at));
+        tasks
     }
 
     /// Webhook deliveries so far (the last 4096).

@@ -157,6 +157,13 @@ async fn handle(Shared(ctx): Shared<Ctx>, request: Request) -> Response {
                 });
                 (StatusCode::OK, Body::from_stream(broken)).into_response()
             }
+            FaultKind::LoseAnswer => {
+                let acted = route(&ctx, &method, &uri, &headers, &body).await;
+                let broken = futures::stream::once(async {
+                    Err::<Bytes, std::io::Error>(std::io::Error::other("answer lost (mock fault)"))
+                });
+                (acted.status(), Body::from_stream(broken)).into_response()
+            }
             FaultKind::MalformedBody => (
                 StatusCode::OK,
                 [("content-type", "application/json")],
@@ -334,7 +341,7 @@ fn control(state: &State, method: &Method, path: &str, body: &Bytes) -> Response
 }
 
 /// `{"path_prefix", "method"?, "times"?, one of: "status" (+ "retry_after",
-/// "body"), "delay_ms", "drop_connection": true, "malformed_body": true,
+/// "body"), "delay_ms", "drop_connection": true, "lose_answer": true, "malformed_body": true,
 /// "redirect"}`, each within sane bounds.
 fn fault_from_json(request: &Value) -> Result<super::Fault, String> {
     let prefix = request["path_prefix"].as_str().ok_or("path_prefix is required")?;
@@ -373,6 +380,8 @@ fn fault_from_json(request: &Value) -> Result<super::Fault, String> {
         FaultKind::Delay(Duration::from_millis(ms))
     } else if request["drop_connection"] == true {
         FaultKind::DropConnection
+    } else if request["lose_answer"] == true {
+        FaultKind::LoseAnswer
     } else if request["malformed_body"] == true {
         FaultKind::MalformedBody
     } else if let Some(location) = request["redirect"].as_str() {
@@ -381,7 +390,7 @@ fn fault_from_json(request: &Value) -> Result<super::Fault, String> {
         }
         FaultKind::Redirect(location.to_string())
     } else {
-        return Err("give one of status, delay_ms, drop_connection, malformed_body, redirect".into());
+        return Err("give one of status, delay_ms, drop_connection, lose_answer, malformed_body, redirect".into());
     };
     let times = match request.get("times").filter(|v| !v.is_null()) {
         None => 1,

@@ -194,6 +194,20 @@ impl MockTask {
     }
 }
 
+/// A task the mock created, as the service's activity records would show
+/// it (the live service's records are outside the reference; tests use
+/// this to play a user who looks a task up there).
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub struct CreatedTask {
+    /// Task id.
+    pub id: String,
+    /// The prompt it was given (the first 4 KiB), empty for none.
+    pub prompt: String,
+    /// When it was submitted, on the mock's clock (Unix seconds).
+    pub submitted_at: f64,
+}
+
 /// A webhook delivery attempt series, for tests to inspect.
 #[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
@@ -273,6 +287,11 @@ impl Tasks {
 
     pub(crate) fn get(&self, id: &str) -> Option<&MockTask> {
         self.map.get(id)
+    }
+
+    /// Every task still kept.
+    pub(crate) fn all(&self) -> impl Iterator<Item = &MockTask> {
+        self.map.values()
     }
 
     /// Keeps a task at least until `until` (a result address was issued).
