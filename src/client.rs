@@ -114,7 +114,7 @@ impl Client {
             regional: spec.regional,
             schema: spec.request_schema,
         };
-        self.send_submission(target, body).await
+        self.send_submission(target, body, ready).await
     }
 
     /// Submits, waits for the result and returns it: the one call most
@@ -136,6 +136,18 @@ impl Client {
     /// # Ok(()) }
     /// ```
     pub async fn submit_raw(&self, path: &str, body: Value) -> Result<Task> {
+        self.submit_raw_recorded(path, body, ready).await
+    }
+
+    /// [`Client::submit_raw`], awaiting `before_send` once the body is
+    /// checked and a place under the limit is held, just before the request
+    /// leaves. A journal that records the submission there leaves the least
+    /// room for "recorded, never sent". An error from it sends nothing.
+    pub(crate) async fn submit_raw_recorded<F, Fut>(&self, path: &str, body: Value, before_send: F) -> Result<Task>
+    where
+        F: FnOnce() -> Fut,
+        Fut: std::future::Future<Output = Result<()>>,
+    {
         let known = crate::api::OPERATIONS
             .iter()
             .find(|op| op.path == path && op.method == "POST");
@@ -153,7 +165,7 @@ impl Client {
                 schema: None,
             },
         };
-        self.send_submission(target, body).await
+        self.send_submission(target, body, before_send).await
     }
 
     /// A handle on an existing task, from its id or its polling URL, to poll
@@ -179,7 +191,11 @@ impl Client {
     }
 
     /// The one submission path.
-    async fn send_submission(&self, target: Target<'_>, body: Value) -> Result<Task> {
+    async fn send_submission<F, Fut>(&self, target: Target<'_>, body: Value, before_send: F) -> Result<Task>
+    where
+        F: FnOnce() -> Fut,
+        Fut: std::future::Future<Output = Result<()>>,
+    {
         if let Some(schema) = target.schema {
             let errors = Document::embedded().validate(schema, &body);
             if !errors.is_empty() {
@@ -209,6 +225,7 @@ impl Client {
                 .json(&body)
                 .build()
                 .map_err(|e| Error::Config(format!("cannot build the request: {e}")))?;
+            before_send().await?;
             let answer = transport
                 .exchange_bytes(request, Purpose::Submit, target.operation, transport.max_response_bytes)
                 .await?;
@@ -279,6 +296,22 @@ impl Client {
         }
     }
 
+    /// `{origin}/v1/get_result?id=…` on each API host configured by name,
+    /// base first: where a task known only by its id may be (a regional
+    /// host answers only for its own tasks, the global one 404 for them).
+    pub(crate) fn polling_candidates(&self, id: &str) -> Result<Vec<Url>> {
+        self.shared
+            .transport
+            .named_origins()
+            .iter()
+            .map(|origin| {
+                let mut url = join(origin, "/v1/get_result")?;
+                url.query_pairs_mut().append_pair("id", id);
+                Ok(url)
+            })
+            .collect()
+    }
+
     /// `{base}/v1/get_result?id=…`, where a task without a `polling_url` is
     /// polled.
     pub(crate) fn fallback_polling_url(&self, id: &str) -> Result<Url> {
@@ -286,6 +319,11 @@ impl Client {
         url.query_pairs_mut().append_pair("id", id);
         Ok(url)
     }
+}
+
+/// Nothing to do before sending.
+async fn ready() -> Result<()> {
+    Ok(())
 }
 
 /// `base` + `path`, keeping any path prefix of the base. `path` must be an

@@ -301,6 +301,11 @@ impl Transport {
         self.trust.trusts(url)
     }
 
+    /// The API hosts configured by name, base first.
+    pub(crate) fn named_origins(&self) -> &[Url] {
+        self.trust.named_origins()
+    }
+
     /// Removes the key from text the service sent (a hostile service may echo
     /// request headers) and cuts it to a few KiB.
     pub(crate) fn scrub(&self, text: &str) -> String {

@@ -97,6 +97,8 @@ fn registrable_domain(host: &str) -> Option<String> {
 #[derive(Clone, Debug)]
 pub(crate) struct TrustPolicy {
     exact: Vec<Origin>,
+    /// The configured origins as given: base, regional, then added ones.
+    named: Vec<Url>,
     /// Registrable domain of the base host, when it has one.
     domain: Option<String>,
 }
@@ -111,7 +113,19 @@ impl TrustPolicy {
             .filter_map(Origin::of)
             .collect();
         let domain = Origin::of(base).and_then(|o| registrable_domain(&o.host));
-        TrustPolicy { exact, domain }
+        let mut named: Vec<Url> = Vec::new();
+        for url in [base, regional].into_iter().chain(extra) {
+            if !named.contains(url) {
+                named.push(url.clone());
+            }
+        }
+        TrustPolicy { exact, domain, named }
+    }
+
+    /// The API hosts configured by name (base first), where a task known only
+    /// by its id can be looked for.
+    pub(crate) fn named_origins(&self) -> &[Url] {
+        &self.named
     }
 
     /// Whether the key may be sent to this address.

@@ -9,7 +9,7 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use genapi::batch::{Batch, Job, JobOutcome, JobStatus, MemoryJournal};
+use genapi::batch::{adopt, AdoptError, Batch, Job, JobOutcome, JobStatus, MemoryJournal};
 use genapi::mock::{Fault, FaultKind, MockConfig, MockService};
 use serde_json::{json, Value};
 
@@ -112,7 +112,9 @@ async fn a_submission_without_an_answer_is_reported_and_never_resubmitted_silent
     let client = mock.client().unwrap();
     let dir = Dir::new("unknown");
     let journal = MemoryJournal::default();
-    // The service receives the first submission, and the answer is lost.
+    // The first submission reaches the service and the connection breaks
+    // before any answer (this fault creates no task, so the resubmission
+    // asked for below pays once; the client cannot know that).
     mock.inject(Fault::on("/v1/gen-2-pro", FaultKind::DropConnection).method("POST"));
     let batch = || Batch::new(client.clone(), journal.clone(), &dir.0).limit(1);
     let first = run_batch(batch(), jobs(3, "unknown")).await;
@@ -137,6 +139,66 @@ async fn a_submission_without_an_answer_is_reported_and_never_resubmitted_silent
     let third = run_batch(batch().resubmit_unknown(true), jobs(3, "unknown")).await;
     assert_eq!(third[0].status, JobStatus::Succeeded);
     assert_eq!(mock.count("POST", "/v1/gen-2-pro"), 4, "sent again only when asked");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_answer_is_recovered_by_adopting_the_task_found_in_the_services_records() {
+    let mock = mock(100).await;
+    let client = mock.client().unwrap();
+    let dir = Dir::new("adopt");
+    let mut journal = MemoryJournal::default();
+    // The service creates the first task; its answer is lost on the way.
+    mock.inject(Fault::on("/v1/gen-2-pro", FaultKind::LoseAnswer).method("POST"));
+    let batch = |journal: &MemoryJournal| Batch::new(client.clone(), journal.clone(), &dir.0).limit(1);
+    let first = run_batch(batch(&journal), jobs(3, "adopt")).await;
+    assert_eq!(first[0].status, JobStatus::Unknown, "{first:#?}");
+    let message = first[0].error.as_deref().unwrap();
+    assert!(
+        message.contains("sent at ") && message.contains("--adopt 1=TASK_ID"),
+        "{message}"
+    );
+    assert_eq!(
+        mock.stats().submissions.get("/v1/gen-2-pro"),
+        Some(&3),
+        "the service created all three"
+    );
+
+    // The user looks the task up (here: the mock's records of created tasks).
+    let lost = mock
+        .created_tasks()
+        .into_iter()
+        .find(|task| task.prompt == "adopt 1")
+        .unwrap();
+    let line_two = first[1].task.clone().unwrap();
+    let refused = |result: Result<genapi::TaskRef, AdoptError>| result.unwrap_err();
+    assert!(matches!(
+        refused(adopt(&client, &mut journal, 9, &lost.id).await),
+        AdoptError::NoSubmission { line: 9 }
+    ));
+    assert!(matches!(
+        refused(adopt(&client, &mut journal, 2, &lost.id).await),
+        AdoptError::NotUnknown { line: 2, .. }
+    ));
+    assert!(matches!(
+        refused(adopt(&client, &mut journal, 1, &line_two.id).await),
+        AdoptError::TaskTaken { other_line: 2, .. }
+    ));
+    let mistyped = refused(adopt(&client, &mut journal, 1, "no-such-task").await);
+    assert!(matches!(mistyped, AdoptError::NoSuchTask { .. }), "{mistyped}");
+    assert!(mistyped.to_string().contains("no-such-task"), "{mistyped}");
+
+    let adopted = adopt(&client, &mut journal, 1, &lost.id).await.unwrap();
+    assert_eq!(adopted.id, lost.id);
+    assert!(matches!(
+        refused(adopt(&client, &mut journal, 1, &lost.id).await),
+        AdoptError::NotUnknown { line: 1, .. }
+    ));
+    let second = run_batch(batch(&journal), jobs(3, "adopt")).await;
+    assert_eq!(second[0].status, JobStatus::Succeeded, "{second:#?}");
+    assert_eq!(second[0].task.as_ref().map(|t| t.id.as_str()), Some(lost.id.as_str()));
+    assert!(second[0].resumed);
+    assert_eq!(mock.count("POST", "/v1/gen-2-pro"), 3, "nothing was submitted again");
+    assert_eq!(mock.stats().submissions.get("/v1/gen-2-pro"), Some(&3));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -219,24 +281,33 @@ fn journal_records(path: &Path) -> usize {
 }
 
 /// Runs the batch to its end; `None` when it was killed.
-fn run_until(command: &mut Command, journal: &Path, kill_at_records: Option<usize>) -> Option<Output> {
-    let Some(threshold) = kill_at_records else {
+///
+/// A kill comes once the journal holds `threshold` records (so it lands
+/// inside the batch, not after it) plus `delay` (so it lands at any moment:
+/// while submissions are in flight, answers are being recorded, results
+/// saved, or nothing happens).
+fn run_until(command: &mut Command, journal: &Path, kill: Option<(usize, Duration)>) -> Option<Output> {
+    let Some((threshold, delay)) = kill else {
         return Some(command.output().unwrap());
     };
     // Nobody reads a run that is to be killed: its output goes nowhere.
     let mut child = command.stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
     let give_up = Instant::now() + Duration::from_secs(30);
+    let mut fire_at = None;
     loop {
         if let Some(status) = child.try_wait().unwrap() {
-            panic!("the batch ended ({status}) before the kill point {threshold}");
+            panic!("the batch ended ({status}) before the kill point {threshold} + {delay:?}");
         }
-        if journal_records(journal) >= threshold {
+        if fire_at.is_none() && journal_records(journal) >= threshold {
+            fire_at = Some(Instant::now() + delay);
+        }
+        if fire_at.is_some_and(|at| Instant::now() >= at) {
             child.kill().unwrap(); // SIGKILL
             let _ = child.wait();
             return None;
         }
         assert!(Instant::now() < give_up, "the batch made no progress");
-        std::thread::sleep(Duration::from_millis(2));
+        std::thread::sleep(Duration::from_millis(1));
     }
 }
 
@@ -253,33 +324,34 @@ async fn a_batch_killed_with_sigkill_at_random_points_completes_without_a_lost_o
     let mut rng = fastrand::Rng::with_seed(13);
     let mut points: Vec<usize> = (0..5).map(|i| 10 + i * 110 + rng.usize(0..100)).collect();
     points.sort();
-    let mut kills = 0;
-    for point in &points {
+    let batch = |extra: &[String]| {
         let mut command = genapi(&dir, &mock);
-        command.args(["batch", "jobs.jsonl", "--out", "out", "--json"]);
-        assert!(run_until(&mut command, &journal, Some(*point)).is_none());
-        kills += 1;
+        command
+            .args(["batch", "jobs.jsonl", "--out", "out", "--json"])
+            .args(extra);
+        command
+    };
+    for point in &points {
+        let delay = Duration::from_millis(rng.u64(0..40));
+        assert!(run_until(&mut batch(&[]), &journal, Some((*point, delay))).is_none());
     }
-    let mut command = genapi(&dir, &mock);
-    command.args(["batch", "jobs.jsonl", "--out", "out", "--json"]);
-    let last = run_until(&mut command, &journal, None).unwrap();
+    let last = run_until(&mut batch(&[]), &journal, None).unwrap();
     let stderr = text(&last.stderr);
     assert!(!stderr.contains("panicked"), "{stderr}");
 
-    // A kill between the service's answer and the journal's record leaves a
-    // submission whose outcome is unknown: reported, never sent again silently.
+    // A kill between sending a submission and recording its answer leaves a
+    // line whose outcome is unknown: reported, never sent again on its own.
     let unknown: Vec<u64> = results(&out.join("results.jsonl"))
         .iter()
         .filter(|r| r["status"] == "unknown")
         .map(|r| r["line"].as_u64().unwrap())
         .collect();
-    // Before any explicit choice: one accepted submission per line; an
-    // unknown line was sent once (the answer was lost) or not at all (the
-    // kill came between its record and its sending).
+    let prompt = |line: u64| format!("crash test line {line}");
     let before = posts_by_prompt(&mock);
-    let sent =
-        |posts: &HashMap<String, usize>, line: u64| posts.get(&format!("crash test line {line}")).copied().unwrap_or(0);
+    let sent = |posts: &HashMap<String, usize>, line: u64| posts.get(&prompt(line)).copied().unwrap_or(0);
     for line in 1..=LINES {
+        // An unknown line was sent once (its answer was lost) or not at all
+        // (the kill came between its record and its sending).
         let allowed = if unknown.contains(&line) { 0..=1 } else { 1..=1 };
         assert!(
             allowed.contains(&sent(&before, line)),
@@ -287,27 +359,38 @@ async fn a_batch_killed_with_sigkill_at_random_points_completes_without_a_lost_o
             sent(&before, line)
         );
     }
-    if !unknown.is_empty() {
-        assert_eq!(last.status.code(), Some(9), "{stderr}");
-        assert!(stderr.contains("--resubmit-unknown"), "{stderr}");
-        let mut command = genapi(&dir, &mock);
-        command.args(["batch", "jobs.jsonl", "--out", "out", "--resubmit-unknown"]);
-        let again = run_until(&mut command, &journal, None).unwrap();
-        assert_eq!(again.status.code(), Some(0), "{}", text(&again.stderr));
-    } else {
+
+    // What a user does with them: look each up in the service's records;
+    // adopt the tasks found, submit the rest again.
+    let mut recover = Vec::new();
+    if unknown.is_empty() {
         assert_eq!(last.status.code(), Some(0), "{stderr}");
+    } else {
+        assert_eq!(last.status.code(), Some(9), "{stderr}");
+        assert!(
+            stderr.contains("--adopt") && stderr.contains("--resubmit-unknown"),
+            "{stderr}"
+        );
+        let created = mock.created_tasks();
+        for line in &unknown {
+            if let Some(task) = created.iter().find(|t| t.prompt == prompt(*line)) {
+                recover.push(format!("--adopt={line}={}", task.id));
+            }
+        }
+        recover.push("--resubmit-unknown".into());
+        let again = run_until(&mut batch(&recover), &journal, None).unwrap();
+        assert_eq!(again.status.code(), Some(0), "{}", text(&again.stderr));
     }
-    // After it: exactly one more submission for each unknown line, none for
-    // any other. Without unknown lines, exactly one per line.
+    // Exactly one accepted submission per line, by the mock's own counters.
     let after = posts_by_prompt(&mock);
     for line in 1..=LINES {
-        let extra = usize::from(unknown.contains(&line));
-        assert_eq!(sent(&after, line), sent(&before, line) + extra, "line {line}");
+        assert_eq!(sent(&after, line), 1, "line {line}");
     }
-    let doubled_by_choice = unknown.iter().filter(|l| sent(&before, **l) == 1).count();
-    assert_eq!(after.values().sum::<usize>(), LINES as usize + doubled_by_choice);
+    assert_eq!(mock.stats().submissions.get("/v1/gen-2-pro"), Some(&LINES));
     eprintln!(
-        "kills: {kills}; unknown lines: {unknown:?}; sent again by choice after a lost answer: {doubled_by_choice}"
+        "kills: {}; unknown lines: {unknown:?}; adopted: {}",
+        points.len(),
+        recover.len().saturating_sub(1)
     );
     let lines = results(&out.join("results.jsonl"));
     assert_eq!(lines.len(), LINES as usize);
@@ -390,7 +473,7 @@ async fn the_command_reports_an_unknown_outcome_with_what_to_do_and_survives_clo
     let mock = mock(100).await;
     let dir = Dir::new("cli-unknown");
     write_jobs(&dir.join("jobs.jsonl"), 3, "cli unknown");
-    mock.inject(Fault::on("/v1/gen-2-pro", FaultKind::DropConnection).method("POST"));
+    mock.inject(Fault::on("/v1/gen-2-pro", FaultKind::LoseAnswer).method("POST"));
     let (reader, writer) = std::io::pipe().unwrap();
     drop(reader);
     let run = genapi(&dir, &mock)
@@ -418,6 +501,43 @@ async fn the_command_reports_an_unknown_outcome_with_what_to_do_and_survives_clo
         3,
         "the unknown line was not sent again"
     );
+
+    // Its task, found in the service's records, is adopted and fetched.
+    let bad = genapi(&dir, &mock)
+        .args(["batch", "jobs.jsonl", "--out", "out", "--adopt", "1"])
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(text(&bad.stderr).contains("LINE=TASK"), "{}", text(&bad.stderr));
+    let mistyped = genapi(&dir, &mock)
+        .args(["batch", "jobs.jsonl", "--out", "out", "--adopt", "1=no-such-task"])
+        .output()
+        .unwrap();
+    assert_eq!(mistyped.status.code(), Some(2));
+    assert!(
+        text(&mistyped.stderr).contains("does not know task no-such-task"),
+        "{}",
+        text(&mistyped.stderr)
+    );
+    let lost = mock
+        .created_tasks()
+        .into_iter()
+        .find(|task| task.prompt == "cli unknown 1")
+        .unwrap();
+    let adopted = genapi(&dir, &mock)
+        .args(["batch", "jobs.jsonl", "--out", "out", "--adopt"])
+        .arg(format!("1={}", lost.id))
+        .output()
+        .unwrap();
+    assert_eq!(adopted.status.code(), Some(0), "{}", text(&adopted.stderr));
+    assert!(
+        text(&adopted.stdout).contains("3 succeeded"),
+        "{}",
+        text(&adopted.stdout)
+    );
+    assert!(dir.join("out").join("img-1.jpg").is_file());
+    assert_eq!(mock.count("POST", "/v1/gen-2-pro"), 3, "adopting sends nothing");
+    assert_eq!(mock.stats().submissions.get("/v1/gen-2-pro"), Some(&3));
 }
 
 #[test]

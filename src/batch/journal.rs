@@ -43,6 +43,10 @@ pub enum Record {
         name: String,
         /// Fingerprint of the job's path and body, to notice a changed job file.
         digest: String,
+        /// When it was sent (Unix seconds), to find the task in the service's
+        /// records if the answer is lost.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        sent_at: Option<u64>,
     },
     /// The service accepted the submission.
     Accepted {
@@ -121,6 +125,14 @@ pub trait Journal: Send + 'static {
     fn replay(&mut self) -> io::Result<Vec<Record>>;
     /// Stores one record durably.
     fn append(&mut self, record: &Record) -> io::Result<()>;
+
+    /// Stores several records durably, in order. A running batch hands over
+    /// every record that arrived while the previous write was syncing, so a
+    /// journal that can make them durable together (one sync) should: the
+    /// sooner an accepted task is on disk, the less a crash can lose.
+    fn append_all(&mut self, records: &[Record]) -> io::Result<()> {
+        records.iter().try_for_each(|record| self.append(record))
+    }
 }
 
 /// A journal in a file: one JSON object per line, appended, flushed and
@@ -208,8 +220,16 @@ impl Journal for FileJournal {
     }
 
     fn append(&mut self, record: &Record) -> io::Result<()> {
-        let mut text = serde_json::to_string(record).map_err(io::Error::other)?;
-        text.push('\n');
+        self.append_all(std::slice::from_ref(record))
+    }
+
+    fn append_all(&mut self, records: &[Record]) -> io::Result<()> {
+        let mut text = String::new();
+        for record in records {
+            text.push_str(&serde_json::to_string(record).map_err(io::Error::other)?);
+            text.push('\n');
+        }
+        // One write, so a crash tears at most the last record.
         self.file.write_all(text.as_bytes())?;
         self.file.flush()?;
         self.file.sync_data()
@@ -244,6 +264,60 @@ impl Journal for MemoryJournal {
     }
 }
 
+/// Records at most this many in one write.
+const GROUP_LIMIT: usize = 1024;
+
+/// A record waiting for its write, and who waits for it.
+type Pending = (Record, tokio::sync::oneshot::Sender<io::Result<()>>);
+
+/// The batch's way to its journal: a thread that writes records in groups.
+///
+/// Every record that arrives while a write is syncing goes into the next
+/// write, and all of them share one sync. With many tasks answered at once,
+/// an accepted task then waits for at most two syncs to be durable, not for
+/// one sync per record queued before it: the moment in which a crash loses
+/// an accepted task stays short.
+pub(crate) struct Recorder {
+    sender: std::sync::mpsc::Sender<Pending>,
+}
+
+impl Recorder {
+    /// Starts the writer; it ends when the recorder is dropped.
+    pub(crate) fn start<J: Journal>(mut journal: J) -> io::Result<Recorder> {
+        let (sender, receiver) = std::sync::mpsc::channel::<Pending>();
+        std::thread::Builder::new()
+            .name("genapi-journal".into())
+            .spawn(move || {
+                while let Ok(first) = receiver.recv() {
+                    let mut group = vec![first];
+                    while group.len() < GROUP_LIMIT {
+                        match receiver.try_recv() {
+                            Ok(next) => group.push(next),
+                            Err(_) => break,
+                        }
+                    }
+                    let (records, waiting): (Vec<Record>, Vec<_>) = group.into_iter().unzip();
+                    let result = journal.append_all(&records);
+                    for waiter in waiting {
+                        let _ = waiter.send(match &result {
+                            Ok(()) => Ok(()),
+                            Err(e) => Err(io::Error::new(e.kind(), e.to_string())),
+                        });
+                    }
+                }
+            })?;
+        Ok(Recorder { sender })
+    }
+
+    /// Stores a record; returns once it is durable.
+    pub(crate) async fn record(&self, record: Record) -> io::Result<()> {
+        let (done, written) = tokio::sync::oneshot::channel();
+        let stopped = || io::Error::other("the journal writer stopped");
+        self.sender.send((record, done)).map_err(|_| stopped())?;
+        written.await.map_err(|_| stopped())?
+    }
+}
+
 /// What the journal says about one line.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct LineState {
@@ -251,6 +325,8 @@ pub(crate) struct LineState {
     pub(crate) digest: Option<String>,
     /// A submission was recorded and nothing came after it.
     pub(crate) unanswered: bool,
+    /// When the last submission was sent (Unix seconds), if recorded.
+    pub(crate) sent_at: Option<u64>,
     /// The accepted task: id, polling URL, cost at submission.
     pub(crate) accepted: Option<(String, String, Option<f64>)>,
     /// The end, when reached.
@@ -263,9 +339,10 @@ pub(crate) fn fold(records: Vec<Record>) -> std::collections::HashMap<u64, LineS
     for record in records {
         let state = lines.entry(record.line()).or_default();
         match record {
-            Record::Intent { digest, .. } => {
+            Record::Intent { digest, sent_at, .. } => {
                 state.digest.get_or_insert(digest);
                 state.unanswered = true;
+                state.sent_at = sent_at;
             }
             Record::Accepted {
                 id, polling_url, cost, ..
@@ -299,6 +376,7 @@ mod tests {
                 line: 1,
                 name: "a".into(),
                 digest: "d".into(),
+                sent_at: Some(1),
             })
             .unwrap();
         drop(journal);
@@ -318,6 +396,66 @@ mod tests {
         let state = &fold(records)[&1];
         assert!(!state.unanswered && state.accepted.is_none());
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Holds its first write until told, and counts the records of each.
+    struct GatedJournal {
+        writes: Arc<Mutex<Vec<usize>>>,
+        entered: std::sync::mpsc::Sender<()>,
+        gate: std::sync::mpsc::Receiver<()>,
+    }
+
+    impl Journal for GatedJournal {
+        fn replay(&mut self) -> io::Result<Vec<Record>> {
+            Ok(Vec::new())
+        }
+        fn append(&mut self, record: &Record) -> io::Result<()> {
+            self.append_all(std::slice::from_ref(record))
+        }
+        fn append_all(&mut self, records: &[Record]) -> io::Result<()> {
+            let first = self.writes.lock().unwrap().is_empty();
+            if first {
+                self.entered.send(()).unwrap();
+                self.gate.recv().unwrap();
+            }
+            self.writes.lock().unwrap().push(records.len());
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn records_that_arrive_during_a_write_share_the_next_one() {
+        let writes = Arc::new(Mutex::new(Vec::new()));
+        let (entered, inside) = std::sync::mpsc::channel();
+        let (open, gate) = std::sync::mpsc::channel();
+        let recorder = Recorder::start(GatedJournal {
+            writes: writes.clone(),
+            entered,
+            gate,
+        })
+        .unwrap();
+        let refused = |line| Record::Refused {
+            line,
+            error: "429".into(),
+        };
+        // Polled once, each future hands its record over and waits; dropping
+        // it leaves the record queued.
+        use futures::FutureExt;
+        assert!(recorder.record(refused(1)).now_or_never().is_none());
+        inside.recv().unwrap();
+        for line in 2..=10 {
+            assert!(recorder.record(refused(line)).now_or_never().is_none());
+        }
+        open.send(()).unwrap();
+        let give_up = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while writes.lock().unwrap().len() < 2 && std::time::Instant::now() < give_up {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        assert_eq!(
+            *writes.lock().unwrap(),
+            vec![1, 9],
+            "one write for the nine that waited"
+        );
     }
 
     #[test]
@@ -343,6 +481,7 @@ mod tests {
                 line: 2,
                 name: "b".into(),
                 digest: "d".into(),
+                sent_at: None,
             },
             Record::Refused {
                 line: 2,
@@ -352,6 +491,7 @@ mod tests {
                 line: 2,
                 name: "b".into(),
                 digest: "d".into(),
+                sent_at: None,
             },
         ]);
         assert!(lines[&2].unanswered);
@@ -360,6 +500,7 @@ mod tests {
                 line: 3,
                 name: "c".into(),
                 digest: "d".into(),
+                sent_at: None,
             },
             Record::Finished {
                 line: 3,

@@ -4,16 +4,20 @@
 //! keeping up to the active-task limit in flight, and keeps a [`Journal`]
 //! ([`FileJournal`] on disk, [`MemoryJournal`] in memory, or your own) so that
 //! running the same batch again after a crash, a Ctrl-C or a lost network
-//! polls what was accepted instead of submitting it again.
+//! polls what was accepted instead of submitting it again. A line whose
+//! submission was sent but never answered is not sent again on its own; if
+//! its task id turns up, [`adopt`] gives it back to the line.
 //!
 //! A job file line ([`JobLine`]) is what the `genapi batch` command reads;
 //! with the `schema` feature, [`JobLine::schema`] gives its JSON Schema.
 
+mod adopt;
 mod job;
 mod journal;
 mod outcome;
 mod run;
 
+pub use adopt::{adopt, AdoptError};
 pub use job::{safe_stem, Job, JobLine};
 pub use journal::{FileJournal, Journal, MemoryJournal, Record};
 pub use outcome::{FailureClass, JobOutcome, JobStatus};

@@ -5,12 +5,12 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use futures::{Stream, StreamExt};
 
 use super::job::Job;
-use super::journal::{fold, Journal, LineState, Record};
+use super::journal::{fold, Journal, LineState, Record, Recorder};
 use super::outcome::{FailureClass, JobOutcome, JobStatus};
 use crate::error::{Checked, Error};
 use crate::{Client, Output, Task, WaitOptions};
@@ -244,7 +244,7 @@ impl<J: Journal> Batch<J> {
         let lines = fold(self.journal.replay()?);
         let context = Arc::new(Context {
             client: self.client,
-            journal: Arc::new(Mutex::new(self.journal)),
+            journal: Recorder::start(self.journal)?,
             out_dir: self.out_dir,
             resubmit_unknown: self.resubmit_unknown,
             retry_refused: self.retry_refused,
@@ -268,9 +268,9 @@ impl<J: Journal> Batch<J> {
     }
 }
 
-struct Context<J> {
+struct Context {
     client: Client,
-    journal: Arc<Mutex<J>>,
+    journal: Recorder,
     out_dir: PathBuf,
     resubmit_unknown: bool,
     retry_refused: bool,
@@ -282,7 +282,7 @@ struct Context<J> {
     active: Arc<tokio::sync::Semaphore>,
 }
 
-impl<J: Journal> Context<J> {
+impl Context {
     async fn process(&self, job: Job) -> JobOutcome {
         let started = Instant::now();
         let stem = job.stem();
@@ -299,13 +299,7 @@ impl<J: Journal> Context<J> {
 
     /// Stores a record durably, off the async threads.
     async fn record(&self, record: Record) -> io::Result<()> {
-        let journal = self.journal.clone();
-        tokio::task::spawn_blocking(move || {
-            let mut journal = journal.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-            journal.append(&record)
-        })
-        .await
-        .map_err(io::Error::other)?
+        self.journal.record(record).await
     }
 
     async fn decide(&self, job: Job, stem: &str, state: LineState) -> JobOutcome {
@@ -386,7 +380,7 @@ impl<J: Journal> Context<J> {
         if state.unanswered && !self.resubmit_unknown {
             let mut outcome = JobOutcome::new(job.line, stem, JobStatus::Unknown);
             outcome.class = Some(FailureClass::Unknown);
-            outcome.error = Some(unknown_message(job.line, None));
+            outcome.error = Some(unknown_message(job.line, state.sent_at, None));
             return outcome;
         }
         match self.place().await {
@@ -418,18 +412,36 @@ impl<J: Journal> Context<J> {
             if self.stop.is_stopped() {
                 return not_sent(job.line, stem);
             }
+            let sent_at = unix_now();
             let intent = Record::Intent {
                 line: job.line,
                 name: stem.to_string(),
                 digest: job.digest(),
+                sent_at: Some(sent_at),
             };
-            if let Err(e) = self.record(intent).await {
+            // Recorded at the last moment before sending (the body checked, a
+            // place held), so a crash leaves few lines recorded but never sent.
+            let journal_failure = Mutex::new(None);
+            let record_intent = || async {
+                self.record(intent).await.map_err(|e| {
+                    let message = format!("cannot write the journal ({e}); nothing was sent");
+                    if let Ok(mut failure) = journal_failure.lock() {
+                        *failure = Some(message.clone());
+                    }
+                    Error::Config(message)
+                })
+            };
+            let submitted = self
+                .client
+                .submit_raw_recorded(&job.path, job.body.clone(), record_intent)
+                .await;
+            if let Some(message) = journal_failure.lock().ok().and_then(|mut f| f.take()) {
                 let mut outcome = JobOutcome::new(job.line, stem, JobStatus::NotSubmitted);
                 outcome.class = Some(FailureClass::Write);
-                outcome.error = Some(format!("cannot write the journal ({e}); nothing was sent"));
+                outcome.error = Some(message);
                 return outcome;
             }
-            let error = match self.client.submit_raw(&job.path, job.body.clone()).await {
+            let error = match submitted {
                 Ok(task) => {
                     self.counters.inner.submitted.fetch_add(1, Ordering::Relaxed);
                     let accepted = Record::Accepted {
@@ -502,7 +514,7 @@ impl<J: Journal> Context<J> {
             }
             let mut outcome = JobOutcome::new(job.line, stem, JobStatus::Unknown);
             outcome.class = Some(FailureClass::Unknown);
-            outcome.error = Some(unknown_message(job.line, Some(&error)));
+            outcome.error = Some(unknown_message(job.line, Some(sent_at), Some(&error)));
             return outcome;
         }
     }
@@ -678,14 +690,30 @@ fn finished_status(status: &str, class: Option<FailureClass>) -> JobStatus {
 }
 
 /// What to say about a submission sent without an answer.
-fn unknown_message(line: u64, error: Option<&Error>) -> String {
+fn unknown_message(line: u64, sent_at: Option<u64>, error: Option<&Error>) -> String {
     let cause = error.map(|e| format!(" ({e})")).unwrap_or_default();
+    let when = sent_at
+        .map(|secs| {
+            let at = SystemTime::UNIX_EPOCH + Duration::from_secs(secs);
+            format!(" at {}", httpdate::fmt_http_date(at))
+        })
+        .unwrap_or_default();
     format!(
-        "line {line}: the submission was sent but no answer came back{cause}; the service may have accepted it, and \
-         an accepted task cannot be found without its id. It is not sent again automatically. Check the service's \
-         dashboard for it; to submit it anyway, accepting the risk of paying twice, allow resubmitting unknown \
-         submissions (command: --resubmit-unknown; library: Batch::resubmit_unknown)"
+        "line {line}: the submission was sent{when} but no answer came back{cause}; the service may have accepted \
+         (and charged) it, and the batch cannot look a task up without its id, so it is not sent again \
+         automatically. If you find its task id (for instance in the project's activity records), give it to the \
+         batch (command: --adopt {line}=TASK_ID; library: batch::adopt) and its result is fetched; if it was not \
+         accepted, submit it again, accepting the risk of paying twice (command: --resubmit-unknown; library: \
+         Batch::resubmit_unknown)"
     )
+}
+
+/// Now, in Unix seconds.
+fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map(|since| since.as_secs())
+        .unwrap_or(0)
 }
 
 /// A seed read back from the journal.

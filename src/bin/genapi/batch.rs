@@ -9,7 +9,9 @@ use std::time::Duration;
 use base64::Engine;
 use clap::Args;
 use futures::StreamExt;
-use genapi::batch::{safe_stem, Batch, FailureClass, FileJournal, Job, JobLine, JobOutcome, JobStatus};
+use genapi::batch::{
+    adopt, safe_stem, AdoptError, Batch, FailureClass, FileJournal, Job, JobLine, JobOutcome, JobStatus,
+};
 use serde_json::{json, Map, Value};
 use tokio::time::Instant;
 
@@ -39,6 +41,11 @@ pub struct BatchArgs {
     /// them: this risks paying twice for each.
     #[arg(long)]
     resubmit_unknown: bool,
+    /// Give a line whose submission went unanswered the task it created, found elsewhere (e.g. in the project's
+    /// activity records): the task is polled and its result saved; the line is not submitted again. TASK is the
+    /// task id or its polling URL. Repeatable.
+    #[arg(long, value_name = "LINE=TASK", value_parser = parse_adopt)]
+    adopt: Vec<(u64, String)>,
     /// Submit again lines the service refused in an earlier run (402, 403, 422), e.g. after adding credits.
     #[arg(long)]
     retry_refused: bool,
@@ -92,7 +99,7 @@ pub async fn run(global: &Global, args: BatchArgs) -> Result<(), Failure> {
     }
     std::fs::create_dir_all(&out_dir)
         .map_err(|e| Failure::usage(format!("--out {}: cannot create the directory ({e})", shown(&out_dir))))?;
-    let journal = FileJournal::open(out_dir.join(JOURNAL)).map_err(|e| {
+    let mut journal = FileJournal::open(out_dir.join(JOURNAL)).map_err(|e| {
         Failure::new(
             code::OTHER,
             format!("cannot open the journal in {}: {e}", shown(&out_dir)),
@@ -101,6 +108,15 @@ pub async fn run(global: &Global, args: BatchArgs) -> Result<(), Failure> {
     let connection = connect(global).await?;
     if connection.mock.is_some() {
         out::err("note: the built-in mock stops with this command, so a later run cannot resume its tasks");
+    }
+    for (line, task) in &args.adopt {
+        let adopted = adopt(&connection.client, &mut journal, *line, task)
+            .await
+            .map_err(|e| adopt_failure(*line, &e))?;
+        out::progress(&format!(
+            "line {line}: adopted task {}; it is polled, not submitted again",
+            adopted.id
+        ));
     }
     let batch = Batch::new(connection.client.clone(), journal, &out_dir)
         .limit(args.limit as usize)
@@ -194,6 +210,35 @@ pub async fn run(global: &Global, args: BatchArgs) -> Result<(), Failure> {
     match tally.exit_code() {
         0 => Ok(()),
         code => Err(Failure::new(code, "")),
+    }
+}
+
+/// Reads `LINE=TASK`.
+fn parse_adopt(text: &str) -> Result<(u64, String), String> {
+    let (line, task) = text
+        .split_once('=')
+        .ok_or_else(|| format!("expected LINE=TASK (a line number, `=`, a task id or polling URL), got `{text}`"))?;
+    let line = line
+        .trim()
+        .parse::<u64>()
+        .map_err(|_| format!("`{line}` is not a line number (in LINE=TASK)"))?;
+    let task = task.trim();
+    if task.is_empty() {
+        return Err("the task id is empty (in LINE=TASK)".into());
+    }
+    Ok((line, task.to_string()))
+}
+
+/// An adoption that did not happen; nothing was recorded or sent.
+fn adopt_failure(line: u64, error: &AdoptError) -> Failure {
+    match error {
+        AdoptError::Service { source, .. } => {
+            let mut failure = Failure::api(source);
+            failure.message = format!("--adopt {line}=…: {}", failure.message);
+            failure
+        }
+        AdoptError::Journal(e) => Failure::new(code::OTHER, format!("--adopt {line}=…: the journal: {e}")),
+        other => Failure::usage(format!("--adopt {line}=…: {other}")),
     }
 }
 
@@ -386,8 +431,9 @@ fn summary(tally: &Tally, out_dir: &Path, json: bool, mock: bool) {
         };
         text.push_str(&format!(
             "\n{which} sent without an answer: the service may have accepted (and charged) them. They are not sent \
-             again. Check the service's dashboard; to submit them anyway, risking paying twice, run again with \
-             --resubmit-unknown"
+             again. If you find a line's task id (e.g. in the project's activity records; results.jsonl says when \
+             each was sent), run again with --adopt LINE=TASK_ID to fetch its result; to submit the others anyway, \
+             risking paying twice, run again with --resubmit-unknown"
         ));
     }
     if json {
