@@ -416,6 +416,34 @@ async fn a_batch_killed_with_sigkill_at_random_points_completes_without_a_lost_o
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_run_over_the_same_output_directory_is_refused_while_the_first_runs() {
+    let mock = mock(100).await;
+    let dir = Dir::new("locked");
+    write_jobs(&dir.join("jobs.jsonl"), 2, "locked");
+    std::fs::create_dir_all(dir.join("out")).unwrap();
+    // Another run holds the journal (here: this process).
+    let held = genapi::batch::FileJournal::open(dir.join("out").join("journal.jsonl")).unwrap();
+    let second = genapi(&dir, &mock)
+        .args(["batch", "jobs.jsonl", "--out", "out"])
+        .output()
+        .unwrap();
+    assert_eq!(second.status.code(), Some(2), "{}", text(&second.stderr));
+    assert!(
+        text(&second.stderr).contains("in use by another run"),
+        "{}",
+        text(&second.stderr)
+    );
+    assert_eq!(mock.count("POST", "/v1/gen-2-pro"), 0, "nothing was sent");
+    drop(held);
+    let after = genapi(&dir, &mock)
+        .args(["batch", "jobs.jsonl", "--out", "out"])
+        .output()
+        .unwrap();
+    assert_eq!(after.status.code(), Some(0), "{}", text(&after.stderr));
+    assert_eq!(mock.count("POST", "/v1/gen-2-pro"), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn invalid_lines_are_all_reported_and_nothing_is_sent() {
     let mock = mock(100).await;
     let dir = Dir::new("invalid");

@@ -434,6 +434,20 @@ async fn stats_count_what_the_service_saw_in_rust_and_over_http() {
     assert_eq!(status, 200);
     let over_http: MockStats = serde_json::from_value(over_http).unwrap();
     assert_eq!(over_http, mock.stats());
+
+    // The tasks created, as a user would look them up in the service's records.
+    let created = mock.created_tasks();
+    assert_eq!(created.len(), 1, "refused submissions create nothing");
+    assert_eq!(
+        (created[0].id.as_str(), created[0].prompt.as_str()),
+        (answer["id"].as_str().unwrap(), "one")
+    );
+    let url = format!("{}/mock/tasks", mock.base_url());
+    assert_eq!(get_json(&url, None).await.0, 403, "needs the key");
+    let (status, tasks) = get_json(&url, Some(mock.key())).await;
+    assert_eq!(status, 200);
+    assert_eq!(tasks["tasks"][0]["id"], answer["id"]);
+    assert_eq!(tasks["tasks"][0]["prompt"], "one");
 }
 
 /// A client written for the live service, in any language, as third-party

@@ -140,6 +140,10 @@ pub trait Journal: Send + 'static {
 ///
 /// A line cut short by a crash (the last one) is ignored on replay; a damaged
 /// line elsewhere is an error, since skipping it could lose an accepted task.
+///
+/// The file is locked while the journal is open: two runs over the same
+/// journal would both submit the lines neither has recorded yet, paying twice
+/// for each. The lock goes with the process, however it ends.
 #[derive(Debug)]
 pub struct FileJournal {
     path: PathBuf,
@@ -147,7 +151,10 @@ pub struct FileJournal {
 }
 
 impl FileJournal {
-    /// Opens (or creates) the journal at `path`.
+    /// Opens (or creates) the journal at `path`, and locks it.
+    ///
+    /// Fails with [`io::ErrorKind::WouldBlock`] while another open journal
+    /// (in this process or another) holds the file.
     ///
     /// ```no_run
     /// let journal = genapi::batch::FileJournal::open("out/journal.jsonl")?;
@@ -159,6 +166,24 @@ impl FileJournal {
         let mut file = OpenOptions::new().read(true).append(true).create(true).open(&path)?;
         if !existed {
             sync_directory(&path);
+        }
+        match file.try_lock() {
+            Ok(()) => {}
+            Err(std::fs::TryLockError::WouldBlock) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::WouldBlock,
+                    format!(
+                        "{} is in use by another run of this batch; wait for it to end (two runs would submit the \
+                         same lines twice)",
+                        path.display()
+                    ),
+                ))
+            }
+            // A file system without locks: go on, as a journal did before.
+            Err(std::fs::TryLockError::Error(e)) if e.kind() == io::ErrorKind::Unsupported => {
+                tracing::warn!(path = %path.display(), "this file system cannot lock the journal; do not run the same batch twice at once");
+            }
+            Err(std::fs::TryLockError::Error(e)) => return Err(e),
         }
         // A record cut short by a crash: end it, so the next one starts on its own line.
         let length = file.metadata()?.len();
@@ -456,6 +481,20 @@ mod tests {
             vec![1, 9],
             "one write for the nine that waited"
         );
+    }
+
+    #[test]
+    fn a_journal_in_use_cannot_be_opened_again_until_it_is_closed() {
+        let dir = std::env::temp_dir().join(format!("genapi-journal-lock-{}", std::process::id()));
+        let _ = std::fs::create_dir_all(&dir);
+        let path = dir.join("journal.jsonl");
+        let first = FileJournal::open(&path).unwrap();
+        let second = FileJournal::open(&path).unwrap_err();
+        assert_eq!(second.kind(), io::ErrorKind::WouldBlock);
+        assert!(second.to_string().contains("in use by another run"), "{second}");
+        drop(first);
+        assert!(FileJournal::open(&path).is_ok());
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

@@ -55,7 +55,8 @@
 //!   with `{"path_prefix": "/v1/get_result", "status": 503, "retry_after": 1,
 //!   "times": 2}` (or `delay_ms`, `drop_connection`, `lose_answer`, `malformed_body`,
 //!   `redirect` instead of `status`), and `POST /mock/clock/advance` with
-//!   `{"seconds": 601}` (at most a century in all), `GET /mock/stats`.
+//!   `{"seconds": 601}` (at most a century in all), `GET /mock/stats`, and
+//!   `GET /mock/tasks` (the tasks created: id, prompt, submission time).
 //! - **Bounded state**: tasks are forgotten once their results expire, and it
 //!   listens only on loopback unless [`MockConfig::allow_remote`] is set.
 //!
@@ -633,25 +634,9 @@ impl MockService {
     }
 
     /// The tasks created and not yet forgotten (a task is forgotten once its
-    /// results expire), oldest first.
+    /// results expire), oldest first (as `GET /mock/tasks` serves them).
     pub fn created_tasks(&self) -> Vec<CreatedTask> {
-        let mut tasks: Vec<CreatedTask> = self
-            .state
-            .tasks
-            .lock()
-            .map(|tasks| {
-                tasks
-                    .all()
-                    .map(|task| CreatedTask {
-                        id: task.id.clone(),
-                        prompt: task.prompt.clone(),
-                        submitted_at: task.start_time,
-                    })
-                    .collect()
-            })
-            .unwrap_or_default();
-        tasks.sort_by(|a, b| a.submitted_at.total_cmp(&b.submitted_at));
-        tasks
+        self.state.created_tasks()
     }
 
     /// Webhook deliveries so far (the last 4096).

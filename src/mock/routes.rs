@@ -303,8 +303,12 @@ fn no_access() -> Response {
 
 /// Control endpoints, so tests in any language can script the mock (all take
 /// the mock's key): `POST /mock/faults` with a fault as JSON,
-/// `POST /mock/clock/advance` with `{"seconds": N}`, `GET /mock/stats`.
+/// `POST /mock/clock/advance` with `{"seconds": N}`, `GET /mock/stats`,
+/// `GET /mock/tasks`.
 fn control(state: &State, method: &Method, path: &str, body: &Bytes) -> Response {
+    if *method == Method::GET && path == "/mock/tasks" {
+        return json_response(StatusCode::OK, json!({ "tasks": state.created_tasks() }));
+    }
     if *method == Method::GET && path == "/mock/stats" {
         return match serde_json::to_value(state.stats()) {
             Ok(stats) => json_response(StatusCode::OK, stats),

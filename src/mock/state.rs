@@ -197,7 +197,7 @@ impl MockTask {
 /// A task the mock created, as the service's activity records would show
 /// it (the live service's records are outside the reference; tests use
 /// this to play a user who looks a task up there).
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
 #[non_exhaustive]
 pub struct CreatedTask {
     /// Task id.
@@ -418,6 +418,26 @@ impl State {
             }
             cache.push_back((id.to_string(), bytes));
         }
+    }
+
+    /// The tasks still kept, oldest first.
+    pub(crate) fn created_tasks(&self) -> Vec<CreatedTask> {
+        let mut tasks: Vec<CreatedTask> = self
+            .tasks
+            .lock()
+            .map(|tasks| {
+                tasks
+                    .all()
+                    .map(|task| CreatedTask {
+                        id: task.id.clone(),
+                        prompt: task.prompt.clone(),
+                        submitted_at: task.start_time,
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        tasks.sort_by(|a, b| a.submitted_at.total_cmp(&b.submitted_at));
+        tasks
     }
 
     pub(crate) fn stats(&self) -> MockStats {

@@ -100,10 +100,14 @@ pub async fn run(global: &Global, args: BatchArgs) -> Result<(), Failure> {
     std::fs::create_dir_all(&out_dir)
         .map_err(|e| Failure::usage(format!("--out {}: cannot create the directory ({e})", shown(&out_dir))))?;
     let mut journal = FileJournal::open(out_dir.join(JOURNAL)).map_err(|e| {
-        Failure::new(
-            code::OTHER,
-            format!("cannot open the journal in {}: {e}", shown(&out_dir)),
-        )
+        if e.kind() == std::io::ErrorKind::WouldBlock {
+            Failure::usage(format!("{e}; nothing was sent"))
+        } else {
+            Failure::new(
+                code::OTHER,
+                format!("cannot open the journal in {}: {e}", shown(&out_dir)),
+            )
+        }
     })?;
     let connection = connect(global).await?;
     if connection.mock.is_some() {
