@@ -148,6 +148,40 @@ pub trait Journal: Send + 'static {
 pub struct FileJournal {
     path: PathBuf,
     file: File,
+    /// Which file the path named when it was locked (device, inode).
+    identity: Option<(u64, u64)>,
+    /// Set once a failed write could not be undone: nothing more is written.
+    broken: Option<String>,
+}
+
+/// The length of the file up to its last complete record (its last newline).
+fn complete_length(file: &mut File) -> io::Result<u64> {
+    let length = file.metadata()?.len();
+    let mut end = length;
+    let mut chunk = vec![0u8; 4096];
+    while end > 0 {
+        let start = end.saturating_sub(chunk.len() as u64);
+        let size = (end - start) as usize;
+        file.seek(SeekFrom::Start(start))?;
+        io::Read::read_exact(file, &mut chunk[..size])?;
+        if let Some(newline) = chunk[..size].iter().rposition(|b| *b == b'\n') {
+            return Ok(start + newline as u64 + 1);
+        }
+        end = start;
+    }
+    Ok(0)
+}
+
+/// The file's device and inode, to notice the path naming another file.
+#[cfg(unix)]
+fn identity(metadata: &std::fs::Metadata) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    Some((metadata.dev(), metadata.ino()))
+}
+
+#[cfg(not(unix))]
+fn identity(_metadata: &std::fs::Metadata) -> Option<(u64, u64)> {
+    None
 }
 
 impl FileJournal {
@@ -185,23 +219,43 @@ impl FileJournal {
             }
             Err(std::fs::TryLockError::Error(e)) => return Err(e),
         }
-        // A record cut short by a crash: end it, so the next one starts on its own line.
-        let length = file.metadata()?.len();
-        if length > 0 {
-            let mut last = [0u8; 1];
-            file.seek(SeekFrom::Start(length - 1))?;
-            io::Read::read_exact(&mut file, &mut last)?;
-            if last[0] != b'\n' {
-                file.write_all(b"\n")?;
-                file.sync_data()?;
-            }
+        // A record cut short by a crash was never acknowledged: cut it off,
+        // so the next record starts on a line of its own.
+        let whole = complete_length(&mut file)?;
+        if whole < file.metadata()?.len() {
+            file.set_len(whole)?;
+            file.sync_data()?;
         }
-        Ok(FileJournal { path, file })
+        let identity = identity(&file.metadata()?);
+        Ok(FileJournal {
+            path,
+            file,
+            identity,
+            broken: None,
+        })
     }
 
     /// Where the journal is.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Fails when the path no longer names the locked file (deleted, moved
+    /// or replaced while in use): records written there would be lost to
+    /// the next run, which could then pay again for what this one sent.
+    fn still_ours(&self) -> io::Result<()> {
+        let Some(identity) = self.identity else {
+            return Ok(());
+        };
+        let now = std::fs::metadata(&self.path).ok().and_then(|m| self::identity(&m));
+        if now == Some(identity) {
+            Ok(())
+        } else {
+            Err(io::Error::other(format!(
+                "{} was deleted or replaced while this run used it; nothing more is sent (run the batch again)",
+                self.path.display()
+            )))
+        }
     }
 }
 
@@ -219,20 +273,23 @@ fn sync_directory(path: &Path) {
 
 impl Journal for FileJournal {
     fn replay(&mut self) -> io::Result<Vec<Record>> {
-        let reader = BufReader::new(File::open(&self.path)?);
+        // Through the locked handle, not the path: it is the file this run owns.
+        let mut handle = self.file.try_clone()?;
+        handle.seek(SeekFrom::Start(0))?;
+        let reader = BufReader::new(handle);
         let lines: Vec<String> = reader.lines().collect::<io::Result<_>>()?;
         let mut records = Vec::new();
-        let count = lines.len();
         for (index, text) in lines.iter().enumerate() {
             if text.trim().is_empty() {
                 continue;
             }
             match serde_json::from_str::<Record>(text) {
                 Ok(record) => records.push(record),
-                // A torn write: the record was never complete. Nothing after
-                // it? Then it is the crash point. A torn line followed by
-                // more (a crash, then a resumed run) is also a crash point.
-                Err(_) if index + 1 == count || !text.ends_with('}') => {}
+                // A torn write: a record cut short is a prefix of one, which
+                // reads as JSON that ended too early. It was never
+                // acknowledged (journals of older versions could keep one in
+                // the middle; opening now cuts it off).
+                Err(e) if e.is_eof() => {}
                 Err(e) => {
                     return Err(io::Error::new(
                         io::ErrorKind::InvalidData,
@@ -249,15 +306,34 @@ impl Journal for FileJournal {
     }
 
     fn append_all(&mut self, records: &[Record]) -> io::Result<()> {
+        if let Some(why) = &self.broken {
+            return Err(io::Error::other(why.clone()));
+        }
+        self.still_ours()?;
         let mut text = String::new();
         for record in records {
             text.push_str(&serde_json::to_string(record).map_err(io::Error::other)?);
             text.push('\n');
         }
+        let before = self.file.metadata()?.len();
         // One write, so a crash tears at most the last record.
-        self.file.write_all(text.as_bytes())?;
-        self.file.flush()?;
-        self.file.sync_data()
+        let written = self
+            .file
+            .write_all(text.as_bytes())
+            .and_then(|()| self.file.flush())
+            .and_then(|()| self.file.sync_data());
+        if let Err(e) = written {
+            // A write cut short (a full disk) must not stay in front of the
+            // next record: take it back, or write nothing more.
+            if let Err(undo) = self.file.set_len(before).and_then(|()| self.file.sync_data()) {
+                self.broken = Some(format!(
+                    "{}: a failed write could not be undone ({undo}); nothing more is recorded",
+                    self.path.display()
+                ));
+            }
+            return Err(e);
+        }
+        Ok(())
     }
 }
 
@@ -303,14 +379,26 @@ type Pending = (Record, tokio::sync::oneshot::Sender<io::Result<()>>);
 /// one sync per record queued before it: the moment in which a crash loses
 /// an accepted task stays short.
 pub(crate) struct Recorder {
-    sender: std::sync::mpsc::Sender<Pending>,
+    sender: Option<std::sync::mpsc::Sender<Pending>>,
+    writer: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for Recorder {
+    /// Closes the journal before returning (a file journal's lock with it),
+    /// after the write under way, so the caller can open it again at once.
+    fn drop(&mut self) {
+        drop(self.sender.take());
+        if let Some(writer) = self.writer.take() {
+            let _ = writer.join();
+        }
+    }
 }
 
 impl Recorder {
     /// Starts the writer; it ends when the recorder is dropped.
     pub(crate) fn start<J: Journal>(mut journal: J) -> io::Result<Recorder> {
         let (sender, receiver) = std::sync::mpsc::channel::<Pending>();
-        std::thread::Builder::new()
+        let writer = std::thread::Builder::new()
             .name("genapi-journal".into())
             .spawn(move || {
                 while let Ok(first) = receiver.recv() {
@@ -331,14 +419,21 @@ impl Recorder {
                     }
                 }
             })?;
-        Ok(Recorder { sender })
+        Ok(Recorder {
+            sender: Some(sender),
+            writer: Some(writer),
+        })
     }
 
     /// Stores a record; returns once it is durable.
     pub(crate) async fn record(&self, record: Record) -> io::Result<()> {
         let (done, written) = tokio::sync::oneshot::channel();
         let stopped = || io::Error::other("the journal writer stopped");
-        self.sender.send((record, done)).map_err(|_| stopped())?;
+        self.sender
+            .as_ref()
+            .ok_or_else(stopped)?
+            .send((record, done))
+            .map_err(|_| stopped())?;
         written.await.map_err(|_| stopped())?
     }
 }
@@ -365,9 +460,12 @@ pub(crate) fn fold(records: Vec<Record>) -> std::collections::HashMap<u64, LineS
         let state = lines.entry(record.line()).or_default();
         match record {
             Record::Intent { digest, sent_at, .. } => {
-                state.digest.get_or_insert(digest);
+                // A new submission: what an earlier one ended with (a
+                // refusal) no longer says anything about the line.
+                state.digest = Some(digest);
                 state.unanswered = true;
                 state.sent_at = sent_at;
+                state.finished = None;
             }
             Record::Accepted {
                 id, polling_url, cost, ..
@@ -481,6 +579,114 @@ mod tests {
             vec![1, 9],
             "one write for the nine that waited"
         );
+    }
+
+    fn scratch(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("genapi-journal-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    #[test]
+    fn a_torn_record_is_cut_off_on_opening_and_ignored_anywhere_on_replay() {
+        let dir = scratch("torn");
+        let path = dir.join("journal.jsonl");
+        let whole = "{\"event\":\"refused\",\"line\":1,\"error\":\"429\"}\n";
+        // Torn right after a `}` inside a string, as an older version could
+        // leave it in the middle (it ended the line and went on).
+        let torn = "{\"event\":\"refused\",\"line\":2,\"error\":\"{}";
+        std::fs::write(&path, format!("{whole}{torn}\n{whole}")).unwrap();
+        let mut journal = FileJournal::open(&path).unwrap();
+        assert_eq!(
+            journal.replay().unwrap().len(),
+            2,
+            "the torn record is skipped, not fatal"
+        );
+        drop(journal);
+        // A torn tail is removed, so the next record starts on its own line.
+        std::fs::write(&path, format!("{whole}{torn}")).unwrap();
+        let mut journal = FileJournal::open(&path).unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), whole);
+        journal
+            .append(&Record::Refused {
+                line: 3,
+                error: "x".into(),
+            })
+            .unwrap();
+        assert_eq!(journal.replay().unwrap().len(), 2);
+        // Damage that is not a cut-short record is an error.
+        drop(journal);
+        std::fs::write(&path, format!("{whole}{{\"event\":nonsense}}\n{whole}")).unwrap();
+        let mut journal = FileJournal::open(&path).unwrap();
+        assert_eq!(journal.replay().unwrap_err().kind(), io::ErrorKind::InvalidData);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_failed_write_that_cannot_be_undone_stops_all_later_writes() {
+        // Every write to /dev/full fails (no space), and it cannot be cut back.
+        if !Path::new("/dev/full").exists() {
+            return;
+        }
+        let mut journal = FileJournal::open("/dev/full").unwrap();
+        let record = Record::Refused {
+            line: 1,
+            error: "x".into(),
+        };
+        assert!(journal.append(&record).is_err());
+        let later = journal.append(&record).unwrap_err();
+        assert!(later.to_string().contains("nothing more is recorded"), "{later}");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_journal_deleted_while_in_use_takes_no_more_records_and_still_replays() {
+        let dir = scratch("deleted");
+        let path = dir.join("journal.jsonl");
+        let mut journal = FileJournal::open(&path).unwrap();
+        let record = Record::Refused {
+            line: 1,
+            error: "x".into(),
+        };
+        journal.append(&record).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        let refused = journal.append(&record).unwrap_err();
+        assert!(refused.to_string().contains("deleted or replaced"), "{refused}");
+        assert_eq!(
+            journal.replay().unwrap(),
+            vec![record.clone()],
+            "read through the locked handle"
+        );
+        // Another file at the same path is not this run's either.
+        std::fs::write(&path, "").unwrap();
+        assert!(journal.append(&record).is_err());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_new_submission_replaces_what_an_earlier_one_ended_with() {
+        let intent = |digest: &str| Record::Intent {
+            line: 1,
+            name: "a".into(),
+            digest: digest.into(),
+            sent_at: None,
+        };
+        let refused = Record::Finished {
+            line: 1,
+            status: "Refused".into(),
+            file: None,
+            seed: None,
+            cost: None,
+            duration: None,
+            error: Some("402".into()),
+            class: Some(FailureClass::Credits),
+        };
+        let lines = fold(vec![intent("first"), refused, intent("second")]);
+        let state = &lines[&1];
+        assert!(state.finished.is_none() && state.unanswered, "{state:?}");
+        assert_eq!(state.digest.as_deref(), Some("second"), "the last submission's job");
     }
 
     #[test]
