@@ -174,6 +174,43 @@ impl Client {
         Task::existing(self.clone(), id_or_polling_url)
     }
 
+    /// A handle on an existing task, checked at the service. A polling URL is
+    /// used as it is; a bare id is looked for on each API host this client
+    /// is configured with (base, regional, trusted origins), in turn, since a
+    /// regional host answers only for its own tasks and the global one 404
+    /// for them. Fails with [`Error::TaskNotFound`] when no host knows it.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: genapi::Client) -> genapi::Result<()> {
+    /// let task = client.locate("2f6c1a0e-6d1b-4c6e-9a43-0d8e5b7e2a91").await?;
+    /// println!("{} is polled at {}", task.id(), task.polling_url());
+    /// # Ok(()) }
+    /// ```
+    pub async fn locate(&self, id_or_polling_url: &str) -> Result<Task> {
+        self.locate_polled(id_or_polling_url).await.map(|(task, _)| task)
+    }
+
+    /// [`Client::locate`], with the answer that found the task.
+    pub(crate) async fn locate_polled(&self, id_or_polling_url: &str) -> Result<(Task, crate::api::types::PollResult)> {
+        let given = self.task(id_or_polling_url)?;
+        let reference = given.reference().clone();
+        let candidates = if id_or_polling_url.contains("://") {
+            vec![given]
+        } else {
+            self.polling_candidates(given.id())?
+                .iter()
+                .map(|url| self.task(url.as_str()))
+                .collect::<Result<Vec<_>>>()?
+        };
+        for candidate in candidates {
+            let polled = candidate.poll_once().await?;
+            if polled.status != crate::TaskStatus::TaskNotFound {
+                return Ok((candidate, polled));
+            }
+        }
+        Err(Error::TaskNotFound { task: reference })
+    }
+
     /// Whether any answer so far came from genapi's mock service (a test
     /// double, which marks every answer), so a program can say so rather than
     /// present mock results as real ones.

@@ -117,10 +117,11 @@ impl Task {
     pub(crate) fn existing(client: Client, id_or_url: &str) -> Result<Task> {
         let text = id_or_url.trim();
         let (id, polling_url) = match Url::parse(text) {
+            // Not echoed: the user name or password should not reach a log.
             Ok(url) if !url.username().is_empty() || url.password().is_some() => {
-                return Err(Error::Config(format!(
-                    "{text:?}: a polling URL with a user name or password is refused"
-                )))
+                return Err(Error::Config(
+                    "a polling URL with a user name or password is refused".into(),
+                ))
             }
             Ok(url) if matches!(url.scheme(), "http" | "https") => {
                 let id = url
@@ -130,13 +131,14 @@ impl Task {
                     .unwrap_or_default();
                 (id, url)
             }
-            Ok(_) => {
+            Ok(_) if text.contains("://") => {
                 return Err(Error::Config(format!(
                     "{text:?} is neither a task id nor an http(s) polling URL"
                 )))
             }
             Err(_) if text.is_empty() => return Err(Error::Config("a task id or polling URL is needed".into())),
-            Err(_) => (text.to_string(), client.fallback_polling_url(text)?),
+            // A bare id (`task:1` parses as a URL with a scheme, but is an id).
+            _ => (text.to_string(), client.fallback_polling_url(text)?),
         };
         Ok(Task {
             resumed: true,
@@ -190,7 +192,9 @@ impl Task {
         Ok(result)
     }
 
-    async fn poll_once(&self) -> Result<PollResult> {
+    /// Polls once, without taking the answer as the task's: errors carry no
+    /// task, and the active-task ledger is not told (for looking a task up).
+    pub(crate) async fn poll_once(&self) -> Result<PollResult> {
         let transport = &self.client.shared.transport;
         let request = transport
             .api_client()

@@ -279,6 +279,23 @@ fn set_refuses_unknown_fields_and_set_raw_is_the_escape_hatch() {
             && !stderr.contains("body."),
         "{stderr}"
     );
+    // A field the user set by name is named by the flag that set it.
+    let run = genapi(&dir)
+        .args(["generate", "--set", "width=abc", "x"])
+        .output()
+        .unwrap();
+    assert_exit(&run, 2);
+    let stderr = text(&run.stderr);
+    assert!(
+        stderr.contains("--set width:") && !stderr.contains("--size"),
+        "{stderr}"
+    );
+    let run = genapi(&dir)
+        .args(["generate", "--set", "width=100", "--size", "512x512", "x"])
+        .output()
+        .unwrap();
+    assert_exit(&run, 2);
+    assert!(text(&run.stderr).contains("--set width:"), "{}", text(&run.stderr));
     let run = genapi(&dir)
         .args(["generate", "--set-raw", "user=u-1", "--json", "x"])
         .output()
@@ -579,6 +596,11 @@ fn timeout_is_resumable_and_submit_wait_get_pick_tasks_up() {
         .unwrap();
     assert_exit(&got, 0);
     assert!(dir.join("again.webp").exists(), "get downloads when Ready");
+    // By its id alone it is looked for on every configured host, the
+    // regional one included.
+    let by_id = quick.command(&dir).args(["get", id, "--json"]).output().unwrap();
+    assert_exit(&by_id, 0);
+    assert_eq!(json_lines(&by_id)[0]["status"], "Ready");
 
     let forever = genapi(&dir)
         .args(["generate", "x", "--timeout", "18446744073709551615", "--json"])

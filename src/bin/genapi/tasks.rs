@@ -561,12 +561,32 @@ pub async fn submit(global: &Global, request: RequestArgs) -> Result<(), Failure
     Ok(())
 }
 
+/// The task an id or polling URL names; a bare id is looked for on every
+/// configured API host (a regional task is unknown to the global one).
+async fn locate(
+    global: &Global,
+    client: &genapi::Client,
+    reference: &str,
+    deadline: Instant,
+) -> Result<genapi::Task, Failure> {
+    match tokio::time::timeout_at(deadline, client.locate(reference)).await {
+        Ok(Ok(task)) => Ok(task),
+        // Nowhere: the usual handle, whose state then says so.
+        Ok(Err(genapi::Error::TaskNotFound { .. })) => client.task(reference).map_err(|e| Failure::api(&e)),
+        Ok(Err(error)) => Err(Failure::api(&error)),
+        Err(_) => Err(Failure::new(
+            code::TIMEOUT,
+            format!("--timeout {}s passed", global.timeout),
+        )),
+    }
+}
+
 /// `genapi wait`.
 pub async fn wait(global: &Global, reference: &str, save: SaveArgs) -> Result<(), Failure> {
     let deadline = Instant::now() + timeout_of(global);
     let plan = Plan::new(&save, 1, "genapi".into())?;
     let connection = connect(global).await?;
-    let task = connection.client.task(reference).map_err(|e| Failure::api(&e))?;
+    let task = locate(global, &connection.client, reference, deadline).await?;
     let resume = resume_command(
         &connection.client,
         task.id(),
@@ -593,7 +613,7 @@ pub async fn get(global: &Global, reference: &str, out_path: Option<PathBuf>, fo
         None => None,
     };
     let connection = connect(global).await?;
-    let task = connection.client.task(reference).map_err(|e| Failure::api(&e))?;
+    let task = locate(global, &connection.client, reference, deadline).await?;
     let state = match tokio::time::timeout_at(deadline, task.poll()).await {
         Ok(Ok(state)) => state,
         Ok(Err(error)) => return Err(Failure::api(&error)),
