@@ -170,35 +170,124 @@ async fn a_lost_answer_is_recovered_by_adopting_the_task_found_in_the_services_r
         .find(|task| task.prompt == "adopt 1")
         .unwrap();
     let line_two = first[1].task.clone().unwrap();
+    let job = jobs(3, "adopt");
     let refused = |result: Result<genapi::TaskRef, AdoptError>| result.unwrap_err();
+    let absent = Job::new(9, "/v1/gen-2-pro", json!({"prompt": "adopt 9"}));
     assert!(matches!(
-        refused(adopt(&client, &mut journal, 9, &lost.id).await),
+        refused(adopt(&client, &mut journal, &absent, &lost.id).await),
         AdoptError::NoSubmission { line: 9 }
     ));
     assert!(matches!(
-        refused(adopt(&client, &mut journal, 2, &lost.id).await),
+        refused(adopt(&client, &mut journal, &job[1], &lost.id).await),
         AdoptError::NotUnknown { line: 2, .. }
     ));
     assert!(matches!(
-        refused(adopt(&client, &mut journal, 1, &line_two.id).await),
+        refused(adopt(&client, &mut journal, &job[0], &line_two.id).await),
         AdoptError::TaskTaken { other_line: 2, .. }
     ));
-    let mistyped = refused(adopt(&client, &mut journal, 1, "no-such-task").await);
+    let mistyped = refused(adopt(&client, &mut journal, &job[0], "no-such-task").await);
     assert!(matches!(mistyped, AdoptError::NoSuchTask { .. }), "{mistyped}");
     assert!(mistyped.to_string().contains("no-such-task"), "{mistyped}");
-
-    let adopted = adopt(&client, &mut journal, 1, &lost.id).await.unwrap();
-    assert_eq!(adopted.id, lost.id);
+    for hostile in ["abc\u{1b}[31m", "", "http://127.0.0.1:9/v1/get_result"] {
+        let refusal = refused(adopt(&client, &mut journal, &job[0], hostile).await);
+        assert!(
+            matches!(refusal, AdoptError::InvalidTask { .. }),
+            "{hostile:?}: {refusal}"
+        );
+        assert!(!refusal.to_string().contains('\u{1b}'));
+    }
+    // Another submission's task: its answer names another prompt.
+    let stranger = client
+        .submit_raw(
+            "/v1/gen-2-pro",
+            json!({"prompt": "someone else", "width": 64, "height": 64}),
+        )
+        .await
+        .unwrap();
+    let stranger_id = stranger.id().to_string();
+    stranger.wait().await.unwrap();
+    let mismatch = refused(adopt(&client, &mut journal, &job[0], &stranger_id).await);
+    assert!(
+        matches!(mismatch, AdoptError::PromptMismatch { line: 1, .. }),
+        "{mismatch}"
+    );
+    assert!(mismatch.to_string().contains("someone else"), "{mismatch}");
+    // A changed job is not the one whose submission was recorded.
+    let changed = Job::new(1, "/v1/gen-2-pro", json!({"prompt": "adopt 1, changed"}));
     assert!(matches!(
-        refused(adopt(&client, &mut journal, 1, &lost.id).await),
-        AdoptError::NotUnknown { line: 1, .. }
+        refused(adopt(&client, &mut journal, &changed, &lost.id).await),
+        AdoptError::JobChanged { line: 1 }
     ));
+
+    let adopted = adopt(&client, &mut journal, &job[0], &lost.id).await.unwrap();
+    assert_eq!(adopted.id, lost.id);
+    // Adopting it again changes nothing (the same command can run again).
+    let again = adopt(&client, &mut journal, &job[0], &lost.id).await.unwrap();
+    assert_eq!(again, adopted);
+    assert_eq!(
+        journal
+            .records()
+            .iter()
+            .filter(|r| matches!(r, genapi::batch::Record::Accepted { line: 1, .. }))
+            .count(),
+        1
+    );
     let second = run_batch(batch(&journal), jobs(3, "adopt")).await;
     assert_eq!(second[0].status, JobStatus::Succeeded, "{second:#?}");
     assert_eq!(second[0].task.as_ref().map(|t| t.id.as_str()), Some(lost.id.as_str()));
     assert!(second[0].resumed);
-    assert_eq!(mock.count("POST", "/v1/gen-2-pro"), 3, "nothing was submitted again");
-    assert_eq!(mock.stats().submissions.get("/v1/gen-2-pro"), Some(&3));
+    assert_eq!(
+        mock.count("POST", "/v1/gen-2-pro"),
+        4,
+        "nothing was submitted again (3 lines + the stranger)"
+    );
+    assert_eq!(mock.stats().submissions.get("/v1/gen-2-pro"), Some(&4));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_journal_is_free_again_as_soon_as_the_stream_has_ended() {
+    let mock = mock(50).await;
+    let dir = Dir::new("unlocked");
+    let path = dir.join("journal.jsonl");
+    for round in 0..3 {
+        let journal = genapi::batch::FileJournal::open(&path).unwrap();
+        let mut outcomes = Batch::new(mock.client().unwrap(), journal, &dir.0)
+            .run(jobs(2, "unlocked"))
+            .unwrap();
+        while let Some(outcome) = outcomes.next().await {
+            assert_eq!(outcome.status, JobStatus::Succeeded, "round {round}");
+        }
+        // The stream is still in scope: its end closed the journal.
+        assert!(genapi::batch::FileJournal::open(&path).is_ok(), "round {round}");
+    }
+    assert_eq!(mock.count("POST", "/v1/gen-2-pro"), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stop_keeps_submissions_still_waiting_for_room_from_being_sent() {
+    let mock = mock(60_000).await;
+    // The client allows one active task; the batch would run three.
+    let client = mock.client_builder().max_active_tasks(Some(1)).build().unwrap();
+    let dir = Dir::new("stop-waiting");
+    let batch = Batch::new(client, MemoryJournal::default(), &dir.0).limit(3);
+    let stopper = batch.stopper();
+    let outcomes = tokio::spawn(run_batch(batch, jobs(3, "stop waiting")));
+    let give_up = Instant::now() + Duration::from_secs(20);
+    while mock.count("POST", "/v1/gen-2-pro") < 1 {
+        assert!(Instant::now() < give_up, "the first submission never came");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    // Two jobs now wait for the first task (a minute long) to free a place.
+    stopper.stop();
+    let outcomes = outcomes.await.unwrap();
+    assert_eq!(mock.count("POST", "/v1/gen-2-pro"), 1, "nothing sent after the stop");
+    let statuses: Vec<JobStatus> = outcomes.iter().map(|o| o.status).collect();
+    assert_eq!(
+        statuses.iter().filter(|s| **s == JobStatus::NotSubmitted).count(),
+        2,
+        "{outcomes:#?}"
+    );
+    assert_eq!(statuses.iter().filter(|s| **s == JobStatus::Pending).count(), 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -566,6 +655,24 @@ async fn the_command_reports_an_unknown_outcome_with_what_to_do_and_survives_clo
     assert!(dir.join("out").join("img-1.jpg").is_file());
     assert_eq!(mock.count("POST", "/v1/gen-2-pro"), 3, "adopting sends nothing");
     assert_eq!(mock.stats().submissions.get("/v1/gen-2-pro"), Some(&3));
+    // The same command again: nothing to do, nothing refused.
+    let repeated = genapi(&dir, &mock)
+        .args(["batch", "jobs.jsonl", "--out", "out", "--adopt"])
+        .arg(format!("1={}", lost.id))
+        .output()
+        .unwrap();
+    assert_eq!(repeated.status.code(), Some(0), "{}", text(&repeated.stderr));
+    let absent = genapi(&dir, &mock)
+        .args(["batch", "jobs.jsonl", "--out", "out", "--adopt", "7=abc"])
+        .output()
+        .unwrap();
+    assert_eq!(absent.status.code(), Some(2));
+    assert!(
+        text(&absent.stderr).contains("has no valid line 7"),
+        "{}",
+        text(&absent.stderr)
+    );
+    assert_eq!(mock.count("POST", "/v1/gen-2-pro"), 3);
 }
 
 #[test]

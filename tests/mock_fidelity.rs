@@ -382,7 +382,8 @@ async fn stats_count_what_the_service_saw_in_rust_and_over_http() {
     let mock = start(
         MockConfig::default()
             .max_active_tasks(1)
-            .default_duration(Duration::from_secs(3600)),
+            .default_duration(Duration::from_secs(3600))
+            .limited_key("viewer", &["get_result"]),
     )
     .await;
     let answer = submit(&mock, "/v1/gen-2-pro", json!({"prompt": "one"})).await;
@@ -448,6 +449,9 @@ async fn stats_count_what_the_service_saw_in_rust_and_over_http() {
     assert_eq!(status, 200);
     assert_eq!(tasks["tasks"][0]["id"], answer["id"]);
     assert_eq!(tasks["tasks"][0]["prompt"], "one");
+    let (status, others) = get_json(&url, Some("viewer")).await;
+    assert_eq!(status, 200);
+    assert_eq!(others["tasks"], json!([]), "a key sees only the tasks it created");
 }
 
 /// A client written for the live service, in any language, as third-party

@@ -9,28 +9,44 @@
 //! line's task: the next run polls it and saves its result, and the line is
 //! never submitted again.
 
+use super::job::Job;
 use super::journal::{fold, Journal, Record};
-use crate::{Client, TaskRef, TaskStatus};
+use crate::{Client, TaskRef};
+
+/// Longest task id or polling URL taken (ids are UUIDs; addresses short).
+const MAX_TASK_TEXT: usize = 2048;
 
 /// Why a task could not be adopted for a line.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum AdoptError {
+    /// The task was given in a form that cannot name a task.
+    #[error("{why}")]
+    InvalidTask {
+        /// What is wrong with it.
+        why: String,
+    },
     /// The journal has no submission for this line: there is nothing to
     /// recover (a later run submits it normally).
-    #[error("line {line} has no submission in the journal: nothing to recover (a run submits it normally)")]
+    #[error("line {line} has no submission in the journal, so there is nothing to recover (check the line number)")]
     NoSubmission {
         /// The line.
         line: u64,
     },
-    /// The line's submission was answered: it already has its task, or the
-    /// service refused it (nothing was created), or it finished.
+    /// The line's submission was answered: it already has another task, or
+    /// the service refused it (nothing was created), or it finished.
     #[error("line {line} is not unknown: {why}")]
     NotUnknown {
         /// The line.
         line: u64,
         /// What the journal holds for it.
         why: String,
+    },
+    /// The job of the line is not the one whose submission was recorded.
+    #[error("line {line} changed since its submission was recorded; restore it to adopt its task")]
+    JobChanged {
+        /// The line.
+        line: u64,
     },
     /// The task is already the task of another line.
     #[error("task {id} is already recorded for line {other_line}; one task cannot serve two lines")]
@@ -40,19 +56,31 @@ pub enum AdoptError {
         /// The line that holds it.
         other_line: u64,
     },
-    /// The service does not know the task (a mistyped id, a task of another
-    /// project, a regional task given by id to the global host, or a task
-    /// whose results have expired).
+    /// The task's answer names another prompt than the line's: it is some
+    /// other submission's task.
+    #[error("task {id} was made from another prompt ({task_prompt:?}) than line {line}'s; it is not this line's task")]
+    PromptMismatch {
+        /// The line.
+        line: u64,
+        /// The task id.
+        id: String,
+        /// The start of the prompt the service reports for the task.
+        task_prompt: String,
+    },
+    /// No host knows the task (a mistyped id, a task of another project or
+    /// of a host not configured, or one whose results have expired).
     #[error(
-        "the service does not know task {id} on any configured API host (check the id; a task polled on another \
-         regional host needs its polling URL or that host trusted; results expire after about 10 minutes)"
+        "the service does not know task {id} (looked at {looked_at}); check the id, give its polling URL if it \
+         lives on another host, and note that tasks are forgotten once their results expire (about 10 minutes)"
     )]
     NoSuchTask {
         /// The task id.
         id: String,
+        /// The hosts asked.
+        looked_at: String,
     },
-    /// The task could not be checked at the service.
-    #[error("cannot check task {id} at the service: {source}")]
+    /// The task could not be checked at the service; nothing was recorded.
+    #[error("cannot check task {id} at the service, so nothing was recorded: {source}")]
     Service {
         /// The task id or address as given.
         id: String,
@@ -66,46 +94,78 @@ pub enum AdoptError {
 }
 
 /// Records `task` (an id, or the polling URL the service gave) as the task
-/// of `line`, whose submission was sent but never answered.
+/// of `job`'s line, whose submission was sent but never answered.
 ///
-/// The task is polled once first, so a mistyped id is refused rather than
-/// recorded; any status will do, a finished one too. The next run of the
-/// batch over the same journal polls it and saves its result, as for any
-/// accepted task.
+/// The task is looked up first ([`Client::locate`]), so a mistyped id is
+/// refused rather than recorded; any status will do, a finished one too.
+/// When the service reports the task's prompt, it must be the job's. Adopting
+/// the task a line already has changes nothing, so the same command can be
+/// run again. The next run of the batch over the same journal polls the task
+/// and saves its result, as for any accepted task.
 ///
 /// ```no_run
-/// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+/// # async fn demo(job: genapi::batch::Job) -> Result<(), Box<dyn std::error::Error>> {
 /// use genapi::batch::{adopt, FileJournal};
 /// let client = genapi::Client::from_env()?;
 /// let mut journal = FileJournal::open("out/journal.jsonl")?;
-/// // Line 17 was reported unknown; its task was found in the activity records.
-/// let task = adopt(&client, &mut journal, 17, "2f6c1a0e-6d1b-4c6e-9a43-0d8e5b7e2a91").await?;
-/// println!("line 17 is {task}");
+/// // The job's line was reported unknown; its task was found in the activity records.
+/// let task = adopt(&client, &mut journal, &job, "2f6c1a0e-6d1b-4c6e-9a43-0d8e5b7e2a91").await?;
+/// println!("line {} is {task}", job.line);
 /// # Ok(()) }
 /// ```
-pub async fn adopt<J: Journal>(client: &Client, journal: &mut J, line: u64, task: &str) -> Result<TaskRef, AdoptError> {
-    let lines = fold(journal.replay()?);
-    let Some(state) = lines.get(&line) else {
-        return Err(AdoptError::NoSubmission { line });
-    };
-    let why = if let Some((id, _, _)) = &state.accepted {
-        Some(format!("it already has task {id}"))
-    } else if state.finished.is_some() {
-        Some("it has finished".to_string())
-    } else if !state.unanswered {
-        Some("the service refused its submission, so no task was created; a run submits it again".to_string())
-    } else {
-        None
-    };
-    if let Some(why) = why {
-        return Err(AdoptError::NotUnknown { line, why });
+pub async fn adopt<J: Journal>(client: &Client, journal: &mut J, job: &Job, task: &str) -> Result<TaskRef, AdoptError> {
+    let line = job.line;
+    let task = task.trim();
+    let invalid = |why: String| AdoptError::InvalidTask { why };
+    if task.is_empty() {
+        return Err(invalid("the task id is empty".into()));
+    }
+    if task.len() > MAX_TASK_TEXT || task.chars().any(char::is_control) {
+        return Err(invalid(format!(
+            "a task id or polling URL is at most {MAX_TASK_TEXT} characters, without control characters"
+        )));
     }
     let service_error = |source: crate::Error| AdoptError::Service {
         id: task.to_string(),
         source: Box::new(source),
     };
-    let given = client.task(task).map_err(service_error)?;
-    let id = given.id().to_string();
+    // The id, without asking the service yet.
+    let id = client.task(task).map_err(service_error)?.id().to_string();
+    if id.is_empty() || id.chars().any(char::is_control) {
+        return Err(invalid("the polling URL has no usable `id` parameter".into()));
+    }
+
+    let lines = fold(journal.replay()?);
+    let Some(state) = lines.get(&line) else {
+        return Err(AdoptError::NoSubmission { line });
+    };
+    if let Some((held, polling_url, _)) = &state.accepted {
+        if *held == id {
+            return Ok(TaskRef {
+                id,
+                polling_url: polling_url.clone(),
+            });
+        }
+        return Err(AdoptError::NotUnknown {
+            line,
+            why: format!("it already has task {held}"),
+        });
+    }
+    if state.finished.is_some() {
+        return Err(AdoptError::NotUnknown {
+            line,
+            why: "it has finished".into(),
+        });
+    }
+    if !state.unanswered {
+        return Err(AdoptError::NotUnknown {
+            line,
+            why: "the service refused its submission, so no task was created; a run submits it again".into(),
+        });
+    }
+    if state.digest.as_deref().is_some_and(|digest| digest != job.digest()) {
+        return Err(AdoptError::JobChanged { line });
+    }
     if let Some((other_line, _)) = lines
         .iter()
         .find(|(_, other)| other.accepted.as_ref().is_some_and(|(taken, _, _)| *taken == id))
@@ -115,31 +175,36 @@ pub async fn adopt<J: Journal>(client: &Client, journal: &mut J, line: u64, task
             other_line: *other_line,
         });
     }
-    // A polling URL says where the task is; an id alone is looked for on
-    // each API host the client is configured with.
-    let candidates = if looks_like_url(task) {
-        vec![given]
-    } else {
-        client
-            .polling_candidates(&id)
-            .map_err(service_error)?
-            .iter()
-            .map(|url| client.task(url.as_str()))
-            .collect::<crate::Result<Vec<_>>>()
-            .map_err(service_error)?
+
+    let (found, polled) = match client.locate_polled(task).await {
+        Ok(found) => found,
+        Err(crate::Error::TaskNotFound { .. }) => {
+            let looked_at = if task.contains("://") {
+                vec![client.task(task).map_err(service_error)?.polling_url().clone()]
+            } else {
+                client.polling_candidates(&id).map_err(service_error)?
+            };
+            let looked_at: Vec<String> = looked_at.iter().map(crate::trust::origin_text).collect();
+            return Err(AdoptError::NoSuchTask {
+                id,
+                looked_at: looked_at.join(", "),
+            });
+        }
+        Err(error) => return Err(service_error(error)),
     };
-    let mut found = None;
-    for candidate in candidates {
-        let polled = candidate.poll().await.map_err(service_error)?;
-        if polled.status != TaskStatus::TaskNotFound {
-            found = Some(candidate);
-            break;
+    let reported = polled.result.as_ref().and_then(|r| r.prompt.as_deref());
+    let asked = job.body.get("prompt").and_then(|p| p.as_str());
+    let rewritten = job.body.get("prompt_upsampling").and_then(|u| u.as_bool()) == Some(true);
+    if let (Some(reported), Some(asked)) = (reported, asked) {
+        if reported != asked && !rewritten {
+            return Err(AdoptError::PromptMismatch {
+                line,
+                id,
+                task_prompt: reported.chars().filter(|c| !c.is_control()).take(80).collect(),
+            });
         }
     }
-    let Some(handle) = found else {
-        return Err(AdoptError::NoSuchTask { id });
-    };
-    let reference = handle.reference().clone();
+    let reference = found.reference().clone();
     journal.append(&Record::Accepted {
         line,
         id: reference.id.clone(),
@@ -147,9 +212,4 @@ pub async fn adopt<J: Journal>(client: &Client, journal: &mut J, line: u64, task
         cost: None,
     })?;
     Ok(reference)
-}
-
-/// Whether the text is an address rather than a bare id.
-fn looks_like_url(text: &str) -> bool {
-    text.contains("://")
 }

@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -44,6 +44,7 @@ const EXTENSIONS: [&str; 6] = ["jpg", "png", "webp", "gif", "mp4", "bin"];
 /// use genapi::batch::{Batch, FileJournal, Job};
 ///
 /// let client = genapi::Client::from_env()?;
+/// std::fs::create_dir_all("out").map_err(|e| genapi::Error::Config(e.to_string()))?;
 /// let journal = FileJournal::open("out/journal.jsonl").map_err(|e| genapi::Error::Config(e.to_string()))?;
 /// let jobs = ["a red fox", "a blue whale"]
 ///     .into_iter()
@@ -230,7 +231,9 @@ impl<J: Journal> Batch<J> {
     }
 
     /// Reads the journal, then returns the stream of outcomes, one per job,
-    /// in the order they finish. Jobs are taken from `jobs` only as room
+    /// in the order they finish. The journal is closed once the stream has
+    /// ended (or is dropped), so it can be opened again at once, for
+    /// instance to [`super::adopt`] a task. Jobs are taken from `jobs` only as room
     /// frees up, so memory does not grow with their number. Nothing happens
     /// until the stream is polled; dropping it stops the batch (accepted
     /// tasks go on at the service, and the next run picks them up).
@@ -255,7 +258,7 @@ impl<J: Journal> Batch<J> {
             active: Arc::new(tokio::sync::Semaphore::new(self.limit)),
         });
         let stop = self.stop;
-        Ok(futures::stream::iter(jobs)
+        let outcomes = futures::stream::iter(jobs)
             .take_while(move |_| futures::future::ready(!stop.is_stopped()))
             .map(move |job| {
                 let context = context.clone();
@@ -264,7 +267,20 @@ impl<J: Journal> Batch<J> {
             // Up to `limit` tasks active, and as many more jobs saving their
             // results or answered from the journal, so downloads never hold
             // a task's place.
-            .buffer_unordered(self.limit.saturating_mul(2)))
+            .buffer_unordered(self.limit.saturating_mul(2));
+        // Once the last outcome is out, the journal is closed (and a file
+        // journal unlocked) before the stream says it has ended.
+        let mut running = Some(Box::pin(outcomes));
+        Ok(futures::stream::poll_fn(move |cx| {
+            let Some(outcomes) = running.as_mut() else {
+                return std::task::Poll::Ready(None);
+            };
+            let next = outcomes.as_mut().poll_next(cx);
+            if let std::task::Poll::Ready(None) = next {
+                running = None;
+            }
+            next
+        }))
     }
 }
 
@@ -344,7 +360,8 @@ impl Context {
                 outcome.class = Some(FailureClass::Write);
                 outcome.from_journal = true;
                 outcome.error = Some(format!(
-                    "line {} finished in an earlier run, but its file is gone and the journal does not hold its                      task to fetch it again",
+                    "line {} finished in an earlier run, but its file is gone and the journal does not hold its \
+                     task to fetch it again",
                     job.line
                 ));
                 return outcome;
@@ -422,7 +439,14 @@ impl Context {
             // Recorded at the last moment before sending (the body checked, a
             // place held), so a crash leaves few lines recorded but never sent.
             let journal_failure = Mutex::new(None);
+            // Set when the request is about to leave: from then on a stop
+            // waits for the answer instead of dropping the submission.
+            let leaving = AtomicBool::new(false);
             let record_intent = || async {
+                if self.stop.is_stopped() {
+                    return Err(Error::Config(STOPPED_BEFORE_SENDING.into()));
+                }
+                leaving.store(true, Ordering::SeqCst);
                 self.record(intent).await.map_err(|e| {
                     let message = format!("cannot write the journal ({e}); nothing was sent");
                     if let Ok(mut failure) = journal_failure.lock() {
@@ -431,10 +455,28 @@ impl Context {
                     Error::Config(message)
                 })
             };
-            let submitted = self
+            let submission = self
                 .client
-                .submit_raw_recorded(&job.path, job.body.clone(), record_intent)
-                .await;
+                .submit_raw_recorded(&job.path, job.body.clone(), record_intent);
+            tokio::pin!(submission);
+            let mut stop_seen = false;
+            let submitted = loop {
+                tokio::select! {
+                    biased;
+                    submitted = &mut submission => break submitted,
+                    () = self.stop.stopped(), if !stop_seen => {
+                        // Still waiting for room under the client's limit:
+                        // nothing is recorded or sent, so it can be dropped.
+                        if !leaving.load(Ordering::SeqCst) {
+                            return not_sent(job.line, stem);
+                        }
+                        stop_seen = true;
+                    }
+                }
+            };
+            if !leaving.load(Ordering::SeqCst) && self.stop.is_stopped() {
+                return not_sent(job.line, stem);
+            }
             if let Some(message) = journal_failure.lock().ok().and_then(|mut f| f.take()) {
                 let mut outcome = JobOutcome::new(job.line, stem, JobStatus::NotSubmitted);
                 outcome.class = Some(FailureClass::Write);
@@ -541,6 +583,7 @@ impl Context {
             () = self.stop.stopped() => {
                 let mut outcome = JobOutcome::new(line, stem, JobStatus::Pending);
                 outcome.task = Some(task_ref);
+                outcome.cost = cost;
                 outcome.resumed = resumed;
                 outcome.error = Some(STOPPED_WAITING.into());
                 return outcome;
@@ -582,6 +625,7 @@ impl Context {
                 }
                 let mut outcome = self.failed(line, stem, Some(task_ref.clone()), &error, status);
                 if status == JobStatus::Pending {
+                    outcome.cost = cost;
                     outcome.error = Some(format!(
                         "{error}; task {} was accepted: run the batch again to keep waiting for it (it is not \
                          submitted again)",
@@ -662,6 +706,9 @@ const STOPPED_WAITING: &str =
     "stopped while waiting; the task was accepted: run the batch again to keep waiting for it (it is not submitted \
      again)";
 
+/// Said (inside the crate) of a submission a stop kept from leaving.
+const STOPPED_BEFORE_SENDING: &str = "stopped before it was sent";
+
 /// A job a stop kept from being sent.
 fn not_sent(line: u64, stem: &str) -> JobOutcome {
     let mut outcome = JobOutcome::new(line, stem, JobStatus::NotSubmitted);
@@ -699,12 +746,9 @@ fn unknown_message(line: u64, sent_at: Option<u64>, error: Option<&Error>) -> St
         })
         .unwrap_or_default();
     format!(
-        "line {line}: the submission was sent{when} but no answer came back{cause}; the service may have accepted \
-         (and charged) it, and the batch cannot look a task up without its id, so it is not sent again \
-         automatically. If you find its task id (for instance in the project's activity records), give it to the \
-         batch (command: --adopt {line}=TASK_ID; library: batch::adopt) and its result is fetched; if it was not \
-         accepted, submit it again, accepting the risk of paying twice (command: --resubmit-unknown; library: \
-         Batch::resubmit_unknown)"
+        "line {line}: sent{when}, no answer came back{cause}; the service may have accepted (and charged) it, so it \
+         is not sent again on its own. If you find its task id, adopt it (--adopt {line}=TASK_ID; batch::adopt); \
+         if it was not accepted, send it again (--resubmit-unknown; Batch::resubmit_unknown)"
     )
 }
 

@@ -636,7 +636,7 @@ impl MockService {
     /// The tasks created and not yet forgotten (a task is forgotten once its
     /// results expire), oldest first (as `GET /mock/tasks` serves them).
     pub fn created_tasks(&self) -> Vec<CreatedTask> {
-        self.state.created_tasks()
+        self.state.created_tasks(None)
     }
 
     /// Webhook deliveries so far (the last 4096).

@@ -264,7 +264,7 @@ async fn route(ctx: &Ctx, method: &Method, uri: &Uri, headers: &HeaderMap, body:
         };
     }
     if path.starts_with("/mock/") {
-        return control(&ctx.state, method, path, body);
+        return control(&ctx.state, &key, method, path, body);
     }
     if *method == Method::GET && path == "/v1/credits" {
         let credits = ctx.state.credits.lock().ok().and_then(|c| *c).unwrap_or(1_000_000.0);
@@ -305,9 +305,10 @@ fn no_access() -> Response {
 /// the mock's key): `POST /mock/faults` with a fault as JSON,
 /// `POST /mock/clock/advance` with `{"seconds": N}`, `GET /mock/stats`,
 /// `GET /mock/tasks`.
-fn control(state: &State, method: &Method, path: &str, body: &Bytes) -> Response {
+fn control(state: &State, key: &str, method: &Method, path: &str, body: &Bytes) -> Response {
     if *method == Method::GET && path == "/mock/tasks" {
-        return json_response(StatusCode::OK, json!({ "tasks": state.created_tasks() }));
+        // Each key sees the tasks it created, as a project sees its own.
+        return json_response(StatusCode::OK, json!({ "tasks": state.created_tasks(Some(key)) }));
     }
     if *method == Method::GET && path == "/mock/stats" {
         return match serde_json::to_value(state.stats()) {

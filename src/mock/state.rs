@@ -420,14 +420,15 @@ impl State {
         }
     }
 
-    /// The tasks still kept, oldest first.
-    pub(crate) fn created_tasks(&self) -> Vec<CreatedTask> {
+    /// The tasks still kept (those of `key` only, if given), oldest first.
+    pub(crate) fn created_tasks(&self, key: Option<&str>) -> Vec<CreatedTask> {
         let mut tasks: Vec<CreatedTask> = self
             .tasks
             .lock()
             .map(|tasks| {
                 tasks
                     .all()
+                    .filter(|task| key.is_none_or(|key| task.key == key))
                     .map(|task| CreatedTask {
                         id: task.id.clone(),
                         prompt: task.prompt.clone(),

@@ -113,14 +113,45 @@ pub async fn run(global: &Global, args: BatchArgs) -> Result<(), Failure> {
     if connection.mock.is_some() {
         out::err("note: the built-in mock stops with this command, so a later run cannot resume its tasks");
     }
-    for (line, task) in &args.adopt {
-        let adopted = adopt(&connection.client, &mut journal, *line, task)
-            .await
-            .map_err(|e| adopt_failure(*line, &e))?;
-        out::progress(&format!(
-            "line {line}: adopted task {}; it is polled, not submitted again",
-            adopted.id
-        ));
+    if !args.adopt.is_empty() {
+        let wanted: HashSet<u64> = args.adopt.iter().map(|(line, _)| *line).collect();
+        let jobs: HashMap<u64, Job> = JobReader::open(
+            &jobs_file,
+            base_dir.clone(),
+            checked.models.clone(),
+            checked.invalid.clone(),
+        )?
+        .filter(|job| wanted.contains(&job.line))
+        .map(|job| (job.line, job))
+        .collect();
+        let adopting = async {
+            for (line, task) in &args.adopt {
+                let Some(job) = jobs.get(line) else {
+                    return Err(Failure::usage(format!(
+                        "--adopt {line}=…: {} has no valid line {line}",
+                        shown(&jobs_file)
+                    )));
+                };
+                let adopted = adopt(&connection.client, &mut journal, job, task)
+                    .await
+                    .map_err(|e| adopt_failure(*line, &e))?;
+                out::progress(&out::clean(&format!(
+                    "line {line}: task {} is its task; it is polled, not submitted again",
+                    adopted.id
+                )));
+            }
+            Ok(())
+        };
+        tokio::time::timeout_at(deadline, adopting).await.map_err(|_| {
+            Failure::new(
+                code::TIMEOUT,
+                format!(
+                    "--timeout {}s passed while checking the --adopt tasks; those not reported above were not \
+                     recorded, and nothing was sent",
+                    global.timeout
+                ),
+            )
+        })??;
     }
     let batch = Batch::new(connection.client.clone(), journal, &out_dir)
         .limit(args.limit as usize)
@@ -207,7 +238,13 @@ pub async fn run(global: &Global, args: BatchArgs) -> Result<(), Failure> {
         // An unfinished run leaves the previous results as they were.
         let _ = std::fs::remove_file(&partial);
     }
-    summary(&tally, &out_dir, global.json, connection.mock.is_some());
+    summary(
+        &tally,
+        &out_dir,
+        global.json,
+        connection.mock.is_some(),
+        stopped.is_none(),
+    );
     if let Some(failure) = stopped {
         return Err(failure);
     }
@@ -235,15 +272,19 @@ fn parse_adopt(text: &str) -> Result<(u64, String), String> {
 
 /// An adoption that did not happen; nothing was recorded or sent.
 fn adopt_failure(line: u64, error: &AdoptError) -> Failure {
-    match error {
-        AdoptError::Service { source, .. } => {
-            let mut failure = Failure::api(source);
-            failure.message = format!("--adopt {line}=…: {}", failure.message);
-            failure
-        }
-        AdoptError::Journal(e) => Failure::new(code::OTHER, format!("--adopt {line}=…: the journal: {e}")),
-        other => Failure::usage(format!("--adopt {line}=…: {other}")),
-    }
+    let code = match error {
+        AdoptError::Service { source, .. } => crate::exit_code(source),
+        AdoptError::Journal(_) => code::OTHER,
+        _ => code::USAGE,
+    };
+    let message = match error {
+        AdoptError::Service { source, .. } => format!(
+            "cannot check the task, so nothing was recorded: {}",
+            crate::describe(source)
+        ),
+        other => other.to_string(),
+    };
+    Failure::new(code, out::clean(&format!("--adopt {line}=…: {message}")))
 }
 
 fn shown(path: &Path) -> String {
@@ -402,11 +443,11 @@ fn show_progress(tally: &Tally, in_flight: usize, elapsed: Duration, terminal: b
     }
 }
 
-fn summary(tally: &Tally, out_dir: &Path, json: bool, mock: bool) {
+fn summary(tally: &Tally, out_dir: &Path, json: bool, mock: bool, written: bool) {
     let failed: Vec<String> = tally.failed.iter().map(|(class, n)| format!("{n} {class}")).collect();
     let mut text = format!(
         "{} succeeded ({} from earlier runs), {} failed{}, {} moderated, {} pending, {} unknown, {} invalid; total \
-         cost {:.2} credits{}; results in {}",
+         cost {:.2} credits{}; {}",
         tally.succeeded,
         tally.earlier,
         tally.failed.values().sum::<usize>(),
@@ -421,25 +462,35 @@ fn summary(tally: &Tally, out_dir: &Path, json: bool, mock: bool) {
         tally.invalid,
         tally.cost,
         if mock { " (illustrative mock prices)" } else { "" },
-        shown(&out_dir.join(RESULTS)),
+        if written {
+            format!("results in {}", shown(&out_dir.join(RESULTS)))
+        } else {
+            format!("{RESULTS} not updated (the run stopped early)")
+        },
     );
     if tally.pending > 0 {
         text.push_str("\npending tasks were accepted: run the same command again to finish them (never resubmitted)");
     }
     if !tally.unknown.is_empty() {
-        let lines: Vec<String> = tally.unknown.iter().take(20).map(u64::to_string).collect();
-        let more = if tally.unknown.len() > lines.len() { ", …" } else { "" };
-        let which = match lines.as_slice() {
-            [one] => format!("line {one} was"),
-            _ => format!("lines {}{more} were", lines.join(", ")),
+        let mut unknown = tally.unknown.clone();
+        unknown.sort_unstable();
+        let lines: Vec<String> = unknown.iter().take(20).map(u64::to_string).collect();
+        let more = if unknown.len() > lines.len() { ", …" } else { "" };
+        let (which, them) = match lines.as_slice() {
+            [one] => (format!("line {one} was"), "it"),
+            _ => (format!("lines {}{more} were", lines.join(", ")), "them"),
         };
         text.push_str(&format!(
-            "\n{which} sent without an answer: the service may have accepted (and charged) them. They are not sent \
-             again. If you find a line's task id (e.g. in the project's activity records; results.jsonl says when \
-             each was sent), run again with --adopt LINE=TASK_ID to fetch its result; to submit the others anyway, \
-             risking paying twice, run again with --resubmit-unknown"
+            "\n{which} sent without an answer: the service may have accepted (and charged) {them}, so {them} \
+             {not} sent again on {own}. For each: if you find its task id (e.g. in the project's activity records; \
+             the line's error in results.jsonl says when it was sent), run again with --adopt LINE=TASK_ID to fetch \
+             its result; if it was not accepted, run again with --resubmit-unknown (it sends every unknown line \
+             left, risking paying twice for any that was accepted)",
+            not = if them == "it" { "is not" } else { "are not" },
+            own = if them == "it" { "its own" } else { "their own" },
         ));
     }
+
     if json {
         out::err(&text);
     } else {

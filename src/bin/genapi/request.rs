@@ -90,6 +90,8 @@ pub struct Prepared {
     pub body: Map<String, Value>,
     /// The prompt, if any (for file names).
     pub prompt: Option<String>,
+    /// Fields given by `--set`/`--set-raw`, named after those flags in messages.
+    pub set_by_name: Vec<(String, &'static str)>,
 }
 
 impl Prepared {
@@ -99,7 +101,9 @@ impl Prepared {
         for problem in error.validation_errors().unwrap_or_default() {
             let location: Vec<String> = problem.loc.iter().map(ToString::to_string).collect();
             let Some(field) = location.get(1) else { continue };
+            let set_with = self.set_by_name.iter().rev().find(|(name, _)| name == field);
             let flag = match field.as_str() {
+                name if set_with.is_some() => format!("{} {name}", set_with.map_or("--set", |(_, flag)| *flag)),
                 "prompt" => "the prompt".to_string(),
                 "seed" => "--seed".to_string(),
                 "width" | "height" => format!("--size ({field})"),
@@ -199,6 +203,7 @@ pub async fn prepare(args: &RequestArgs, out_file: Option<&Path>) -> Result<Prep
         body.insert("output_format".into(), Value::String(format.as_str().into()));
     }
     add_images(args, &model, &fields, &mut body).await?;
+    let mut set_by_name = Vec::new();
     for pair in &args.set {
         let (name, value) = split_pair("--set", pair)?;
         if !has(name) {
@@ -212,10 +217,12 @@ pub async fn prepare(args: &RequestArgs, out_file: Option<&Path>) -> Result<Prep
                 names.join(", ")
             )));
         }
+        set_by_name.push((name.to_string(), "--set"));
         body.insert(name.to_string(), value);
     }
     for pair in &args.set_raw {
         let (name, value) = split_pair("--set-raw", pair)?;
+        set_by_name.push((name.to_string(), "--set-raw"));
         body.insert(name.to_string(), value);
     }
     Ok(Prepared {
@@ -223,6 +230,7 @@ pub async fn prepare(args: &RequestArgs, out_file: Option<&Path>) -> Result<Prep
         fields,
         body,
         prompt,
+        set_by_name,
     })
 }
 
