@@ -581,6 +581,20 @@ mod tests {
         );
     }
 
+    /// The service refused the line for want of credits.
+    fn credits_refusal(line: u64) -> Record {
+        Record::Finished {
+            line,
+            status: "Refused".into(),
+            file: None,
+            seed: None,
+            cost: None,
+            duration: None,
+            error: Some("402".into()),
+            class: Some(FailureClass::Credits),
+        }
+    }
+
     fn scratch(name: &str) -> PathBuf {
         let dir = std::env::temp_dir().join(format!("genapi-journal-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
@@ -673,17 +687,7 @@ mod tests {
             digest: digest.into(),
             sent_at: None,
         };
-        let refused = Record::Finished {
-            line: 1,
-            status: "Refused".into(),
-            file: None,
-            seed: None,
-            cost: None,
-            duration: None,
-            error: Some("402".into()),
-            class: Some(FailureClass::Credits),
-        };
-        let lines = fold(vec![intent("first"), refused, intent("second")]);
+        let lines = fold(vec![intent("first"), credits_refusal(1), intent("second")]);
         let state = &lines[&1];
         assert!(state.finished.is_none() && state.unanswered, "{state:?}");
         assert_eq!(state.digest.as_deref(), Some("second"), "the last submission's job");
@@ -747,16 +751,7 @@ mod tests {
                 digest: "d".into(),
                 sent_at: None,
             },
-            Record::Finished {
-                line: 3,
-                status: "Refused".into(),
-                file: None,
-                seed: None,
-                cost: None,
-                duration: None,
-                error: Some("402".into()),
-                class: Some(FailureClass::Credits),
-            },
+            credits_refusal(3),
         ]);
         assert!(!refused[&3].unanswered, "a refusal is an answer");
     }
