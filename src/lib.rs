@@ -100,6 +100,8 @@ pub use error::{Checked, Error, Moderation, Result, TaskRef};
 pub use field::FieldValue;
 pub use input::{dimensions, ImageFormat, ImageInput};
 pub use output::Output;
+#[doc(hidden)]
+pub use response::is_unsafe_to_show;
 pub use secret::{ApiKey, WebhookSecret};
 pub use status::TaskStatus;
 pub use submit::{IntoRequest, OperationSpec, Submit};

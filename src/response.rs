@@ -167,6 +167,20 @@ fn service_message(body: &[u8]) -> String {
     }
 }
 
+/// Whether a character should not reach a terminal as it is: control
+/// characters, and the invisible ones that reorder or hide text (bidi
+/// controls, zero-width characters, the byte-order mark).
+///
+/// ```
+/// assert!(genapi::is_unsafe_to_show('\u{1b}'));
+/// assert!(genapi::is_unsafe_to_show('\u{202e}'));
+/// assert!(!genapi::is_unsafe_to_show('é'));
+/// ```
+pub fn is_unsafe_to_show(c: char) -> bool {
+    c.is_control()
+        || matches!(c, '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{feff}' | '\u{061c}')
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -41,7 +41,19 @@ fn jobs(count: u64, tag: &str) -> Vec<Job> {
         .collect()
 }
 
-async fn run_batch(batch: Batch<MemoryJournal>, jobs: Vec<Job>) -> Vec<JobOutcome> {
+/// Jobs whose prompt the service does not rewrite (upsampling off), so the
+/// prompt a task reports can be checked against them.
+fn literal_jobs(count: u64, tag: &str) -> Vec<Job> {
+    jobs(count, tag)
+        .into_iter()
+        .map(|mut job| {
+            job.body["disable_pup"] = json!(true);
+            job
+        })
+        .collect()
+}
+
+async fn run_batch<J: genapi::batch::Journal>(batch: Batch<J>, jobs: Vec<Job>) -> Vec<JobOutcome> {
     let mut outcomes: Vec<JobOutcome> = batch.run(jobs).unwrap().collect().await;
     outcomes.sort_by_key(|o| o.line);
     outcomes
@@ -150,7 +162,7 @@ async fn a_lost_answer_is_recovered_by_adopting_the_task_found_in_the_services_r
     // The service creates the first task; its answer is lost on the way.
     mock.inject(Fault::on("/v1/gen-2-pro", FaultKind::LoseAnswer).method("POST"));
     let batch = |journal: &MemoryJournal| Batch::new(client.clone(), journal.clone(), &dir.0).limit(1);
-    let first = run_batch(batch(&journal), jobs(3, "adopt")).await;
+    let first = run_batch(batch(&journal), literal_jobs(3, "adopt")).await;
     assert_eq!(first[0].status, JobStatus::Unknown, "{first:#?}");
     let message = first[0].error.as_deref().unwrap();
     assert!(
@@ -170,7 +182,7 @@ async fn a_lost_answer_is_recovered_by_adopting_the_task_found_in_the_services_r
         .find(|task| task.prompt == "adopt 1")
         .unwrap();
     let line_two = first[1].task.clone().unwrap();
-    let job = jobs(3, "adopt");
+    let job = literal_jobs(3, "adopt");
     let refused = |result: Result<genapi::TaskRef, AdoptError>| result.unwrap_err();
     let absent = Job::new(9, "/v1/gen-2-pro", json!({"prompt": "adopt 9"}));
     assert!(matches!(
@@ -200,7 +212,7 @@ async fn a_lost_answer_is_recovered_by_adopting_the_task_found_in_the_services_r
     let stranger = client
         .submit_raw(
             "/v1/gen-2-pro",
-            json!({"prompt": "someone else", "width": 64, "height": 64}),
+            json!({"prompt": "someone else", "width": 64, "height": 64, "disable_pup": true}),
         )
         .await
         .unwrap();
@@ -213,7 +225,11 @@ async fn a_lost_answer_is_recovered_by_adopting_the_task_found_in_the_services_r
     );
     assert!(mismatch.to_string().contains("someone else"), "{mismatch}");
     // A changed job is not the one whose submission was recorded.
-    let changed = Job::new(1, "/v1/gen-2-pro", json!({"prompt": "adopt 1, changed"}));
+    let changed = Job::new(
+        1,
+        "/v1/gen-2-pro",
+        json!({"prompt": "adopt 1, changed", "disable_pup": true}),
+    );
     assert!(matches!(
         refused(adopt(&client, &mut journal, &changed, &lost.id).await),
         AdoptError::JobChanged { line: 1 }
@@ -232,7 +248,7 @@ async fn a_lost_answer_is_recovered_by_adopting_the_task_found_in_the_services_r
             .count(),
         1
     );
-    let second = run_batch(batch(&journal), jobs(3, "adopt")).await;
+    let second = run_batch(batch(&journal), literal_jobs(3, "adopt")).await;
     assert_eq!(second[0].status, JobStatus::Succeeded, "{second:#?}");
     assert_eq!(second[0].task.as_ref().map(|t| t.id.as_str()), Some(lost.id.as_str()));
     assert!(second[0].resumed);
@@ -242,6 +258,188 @@ async fn a_lost_answer_is_recovered_by_adopting_the_task_found_in_the_services_r
         "nothing was submitted again (3 lines + the stranger)"
     );
     assert_eq!(mock.stats().submissions.get("/v1/gen-2-pro"), Some(&4));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_adopted_task_made_from_another_prompt_is_not_saved_and_can_be_replaced() {
+    let mock = mock(100).await;
+    let client = mock.client().unwrap();
+    let dir = Dir::new("adopt-wrong");
+    let journal = MemoryJournal::default();
+    // Clones share the records: one to run, one to adopt with.
+    let mut records = journal.clone();
+    mock.inject(Fault::on("/v1/gen-2-pro", FaultKind::LoseAnswer).method("POST"));
+    let batch = || Batch::new(client.clone(), journal.clone(), &dir.0);
+    let job = literal_jobs(1, "adopt wrong");
+    assert_eq!(run_batch(batch(), job.clone()).await[0].status, JobStatus::Unknown);
+    // A task still running cannot say its prompt yet: it is taken on the
+    // user's word, and checked when its result comes.
+    let stranger = client
+        .submit_raw(
+            "/v1/gen-2-pro",
+            json!({"prompt": "someone else [mock:duration_ms=1500]", "width": 64, "height": 64, "disable_pup": true}),
+        )
+        .await
+        .unwrap();
+    adopt(&client, &mut records, &job[0], stranger.id()).await.unwrap();
+    let wrong = run_batch(batch(), job.clone()).await;
+    assert_eq!(wrong[0].status, JobStatus::Failed, "{wrong:#?}");
+    let message = wrong[0].error.as_deref().unwrap();
+    assert!(
+        message.contains("made from another prompt") && message.contains("someone else"),
+        "{message}"
+    );
+    assert!(wrong[0].file.is_none());
+    assert!(
+        !dir.join("img-1.jpg").exists(),
+        "another task's image is not saved as the line's"
+    );
+
+    let lost = mock
+        .created_tasks()
+        .into_iter()
+        .find(|task| task.prompt == "adopt wrong 1")
+        .unwrap();
+    adopt(&client, &mut records, &job[0], &lost.id).await.unwrap();
+    let right = run_batch(batch(), job).await;
+    assert_eq!(right[0].status, JobStatus::Succeeded, "{right:#?}");
+    assert_eq!(right[0].task.as_ref().map(|t| t.id.as_str()), Some(lost.id.as_str()));
+    assert_eq!(
+        mock.count("POST", "/v1/gen-2-pro"),
+        2,
+        "the line and the stranger, nothing more"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jobs_that_moved_to_other_lines_are_refused_not_paid_again() {
+    let mock = mock(50).await;
+    let client = mock.client().unwrap();
+    let dir = Dir::new("moved");
+    let journal = MemoryJournal::default();
+    let job = |line: u64, prompt: &str| {
+        Job::new(
+            line,
+            "/v1/gen-2-pro",
+            json!({"prompt": prompt, "width": 64, "height": 64}),
+        )
+    };
+    let first = run_batch(
+        Batch::new(client.clone(), journal.clone(), &dir.0),
+        vec![job(1, "fox"), job(2, "owl")],
+    )
+    .await;
+    assert!(first.iter().all(|o| o.status == JobStatus::Succeeded));
+    // A line inserted above: every job now sits one line lower.
+    let second = run_batch(
+        Batch::new(client.clone(), journal.clone(), &dir.0),
+        vec![job(1, "cat"), job(2, "fox"), job(3, "owl")],
+    )
+    .await;
+    for outcome in &second {
+        assert_eq!(outcome.status, JobStatus::Failed, "{outcome:#?}");
+        assert!(outcome.file.is_none(), "no other job's file is reported");
+    }
+    assert!(
+        second[2].error.as_deref().unwrap().contains("submitted as line 2"),
+        "{second:#?}"
+    );
+    assert_eq!(mock.count("POST", "/v1/gen-2-pro"), 2, "nothing paid again");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_journal_with_an_impossible_time_is_read_without_a_panic() {
+    let mock = mock(50).await;
+    let dir = Dir::new("far-future");
+    let journal = MemoryJournal::default();
+    let job = literal_jobs(1, "far future").remove(0);
+    // The digest the batch records, read back from a first (refused) run.
+    mock.inject(Fault::on("/v1/gen-2-pro", FaultKind::DropConnection).method("POST"));
+    run_batch(
+        Batch::new(mock.client().unwrap(), journal.clone(), &dir.0),
+        vec![job.clone()],
+    )
+    .await;
+    let digest = journal
+        .records()
+        .iter()
+        .find_map(|r| match r {
+            genapi::batch::Record::Intent { digest, .. } => Some(digest.clone()),
+            _ => None,
+        })
+        .unwrap();
+    let mut edited = journal.clone();
+    for sent_at in [u64::MAX, 253_402_300_800] {
+        genapi::batch::Journal::append(
+            &mut edited,
+            &serde_json::from_value(
+                json!({"event": "intent", "line": 1, "name": "x", "digest": digest, "sent_at": sent_at}),
+            )
+            .unwrap(),
+        )
+        .unwrap();
+        let outcome = run_batch(
+            Batch::new(mock.client().unwrap(), journal.clone(), &dir.0),
+            vec![job.clone()],
+        )
+        .await;
+        assert_eq!(outcome[0].status, JobStatus::Unknown);
+        assert!(outcome[0]
+            .error
+            .as_deref()
+            .unwrap()
+            .contains(&format!("Unix time {sent_at}")));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stop_while_the_intent_is_written_sends_nothing() {
+    /// Holds the first write (the intent) until told.
+    struct Held {
+        records: MemoryJournal,
+        entered: std::sync::mpsc::Sender<()>,
+        release: std::sync::mpsc::Receiver<()>,
+        first: bool,
+    }
+    impl genapi::batch::Journal for Held {
+        fn replay(&mut self) -> std::io::Result<Vec<genapi::batch::Record>> {
+            self.records.replay()
+        }
+        fn append(&mut self, record: &genapi::batch::Record) -> std::io::Result<()> {
+            if std::mem::take(&mut self.first) {
+                self.entered.send(()).unwrap();
+                self.release.recv().unwrap();
+            }
+            self.records.append(record)
+        }
+    }
+    let mock = mock(50).await;
+    let dir = Dir::new("stop-intent");
+    let records = MemoryJournal::default();
+    let (entered, inside) = std::sync::mpsc::channel();
+    let (release, held) = std::sync::mpsc::channel();
+    let journal = Held {
+        records: records.clone(),
+        entered,
+        release: held,
+        first: true,
+    };
+    let batch = Batch::new(mock.client().unwrap(), journal, &dir.0);
+    let stopper = batch.stopper();
+    let outcomes = tokio::spawn(run_batch(batch, jobs(1, "stop intent")));
+    tokio::task::spawn_blocking(move || inside.recv().unwrap())
+        .await
+        .unwrap();
+    stopper.stop();
+    release.send(()).unwrap();
+    let outcomes = outcomes.await.unwrap();
+    assert_eq!(outcomes[0].status, JobStatus::NotSubmitted, "{outcomes:#?}");
+    assert_eq!(mock.count("POST", "/v1/gen-2-pro"), 0, "nothing sent after the stop");
+    let kept = records.records();
+    assert!(
+        matches!(kept.last(), Some(genapi::batch::Record::Refused { .. })),
+        "the journal says it was not sent: {kept:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -56,8 +56,9 @@ pub enum AdoptError {
         /// The line that holds it.
         other_line: u64,
     },
-    /// The task's answer names another prompt than the line's: it is some
-    /// other submission's task.
+    /// The task's answer names another prompt than the line's (checked only
+    /// where the service does not rewrite prompts): it is some other
+    /// submission's task.
     #[error("task {id} was made from another prompt ({task_prompt:?}) than line {line}'s; it is not this line's task")]
     PromptMismatch {
         /// The line.
@@ -98,9 +99,11 @@ pub enum AdoptError {
 ///
 /// The task is looked up first ([`Client::locate`]), so a mistyped id is
 /// refused rather than recorded; any status will do, a finished one too.
-/// When the service reports the task's prompt, it must be the job's. Adopting
-/// the task a line already has changes nothing, so the same command can be
-/// run again. The next run of the batch over the same journal polls the task
+/// Where the service does not rewrite prompts (upsampling off, or a model
+/// without it), the prompt it reports must be the job's, now or, for a task
+/// still running, before its result is saved. Adopting the task a line
+/// already has changes nothing, so the same command can be run again; an
+/// adopted task can be replaced by another until the line finishes. The next run of the batch over the same journal polls the task
 /// and saves its result, as for any accepted task.
 ///
 /// ```no_run
@@ -120,9 +123,9 @@ pub async fn adopt<J: Journal>(client: &Client, journal: &mut J, job: &Job, task
     if task.is_empty() {
         return Err(invalid("the task id is empty".into()));
     }
-    if task.len() > MAX_TASK_TEXT || task.chars().any(char::is_control) {
+    if task.len() > MAX_TASK_TEXT || task.chars().any(crate::is_unsafe_to_show) {
         return Err(invalid(format!(
-            "a task id or polling URL is at most {MAX_TASK_TEXT} characters, without control characters"
+            "a task id or polling URL is at most {MAX_TASK_TEXT} characters, without control or invisible formatting characters"
         )));
     }
     let service_error = |source: crate::Error| AdoptError::Service {
@@ -131,7 +134,7 @@ pub async fn adopt<J: Journal>(client: &Client, journal: &mut J, job: &Job, task
     };
     // The id, without asking the service yet.
     let id = client.task(task).map_err(service_error)?.id().to_string();
-    if id.is_empty() || id.chars().any(char::is_control) {
+    if id.is_empty() || id.chars().any(crate::is_unsafe_to_show) {
         return Err(invalid("the polling URL has no usable `id` parameter".into()));
     }
 
@@ -146,18 +149,21 @@ pub async fn adopt<J: Journal>(client: &Client, journal: &mut J, job: &Job, task
                 polling_url: polling_url.clone(),
             });
         }
-        return Err(AdoptError::NotUnknown {
-            line,
-            why: format!("it already has task {held}"),
-        });
-    }
-    if state.finished.is_some() {
+        // An adopted task can be replaced (it was the user's word, and may
+        // prove to be another line's); a task the batch submitted cannot.
+        if !state.adopted || state.finished.is_some() {
+            return Err(AdoptError::NotUnknown {
+                line,
+                why: format!("it already has task {held}"),
+            });
+        }
+    } else if state.finished.is_some() {
         return Err(AdoptError::NotUnknown {
             line,
             why: "it has finished".into(),
         });
     }
-    if !state.unanswered {
+    if !state.unanswered && !state.adopted {
         return Err(AdoptError::NotUnknown {
             line,
             why: "the service refused its submission, so no task was created; a run submits it again".into(),
@@ -193,14 +199,12 @@ pub async fn adopt<J: Journal>(client: &Client, journal: &mut J, job: &Job, task
         Err(error) => return Err(service_error(error)),
     };
     let reported = polled.result.as_ref().and_then(|r| r.prompt.as_deref());
-    let asked = job.body.get("prompt").and_then(|p| p.as_str());
-    let rewritten = job.body.get("prompt_upsampling").and_then(|u| u.as_bool()) == Some(true);
-    if let (Some(reported), Some(asked)) = (reported, asked) {
-        if reported != asked && !rewritten {
+    if let (Some(expected), Some(reported)) = (checked_prompt(job), reported) {
+        if !same_prompt(expected, reported) {
             return Err(AdoptError::PromptMismatch {
                 line,
                 id,
-                task_prompt: reported.chars().filter(|c| !c.is_control()).take(80).collect(),
+                task_prompt: shown_prompt(reported),
             });
         }
     }
@@ -210,6 +214,46 @@ pub async fn adopt<J: Journal>(client: &Client, journal: &mut J, job: &Job, task
         id: reference.id.clone(),
         polling_url: reference.polling_url.clone(),
         cost: None,
+        adopted: true,
     })?;
     Ok(reference)
+}
+
+/// The prompt a task of this job must report, when the service is known not
+/// to rewrite it: the job turns upsampling off, or its model has no such
+/// setting. Otherwise the reported prompt may be a rewrite, and says nothing.
+pub(crate) fn checked_prompt(job: &Job) -> Option<&str> {
+    let asked = job.body.get("prompt")?.as_str()?;
+    let flag = |name: &str| job.body.get(name).and_then(serde_json::Value::as_bool);
+    if flag("prompt_upsampling") == Some(false) || flag("disable_pup") == Some(true) {
+        return Some(asked);
+    }
+    if flag("prompt_upsampling") == Some(true) {
+        return None;
+    }
+    let schema = crate::api::OPERATIONS
+        .iter()
+        .find(|op| op.path == job.path && op.method == "POST")?
+        .request_schema?;
+    let properties = crate::validate::Document::embedded()
+        .schema(schema)?
+        .get("properties")?;
+    let may_rewrite = properties.get("prompt_upsampling").is_some() || properties.get("disable_pup").is_some();
+    (!may_rewrite).then_some(asked)
+}
+
+/// Whether a reported prompt is the asked one: the same text, allowing for
+/// spaces around it and for a long report cut short.
+pub(crate) fn same_prompt(asked: &str, reported: &str) -> bool {
+    let (asked, reported) = (asked.trim(), reported.trim());
+    asked == reported || (reported.len() >= 1024 && asked.starts_with(reported))
+}
+
+/// The start of a reported prompt, safe to show.
+pub(crate) fn shown_prompt(reported: &str) -> String {
+    reported
+        .chars()
+        .filter(|c| !crate::is_unsafe_to_show(*c))
+        .take(80)
+        .collect()
 }

@@ -25,6 +25,7 @@ use super::outcome::FailureClass;
 ///     id: "t-1".into(),
 ///     polling_url: "https://api.example.com/v1/get_result?id=t-1".into(),
 ///     cost: Some(4.5),
+///     adopted: false,
 /// };
 /// let text = serde_json::to_string(&record).unwrap();
 /// assert!(text.starts_with(r#"{"event":"accepted","line":3"#));
@@ -59,6 +60,10 @@ pub enum Record {
         /// Cost reported at submission, if any.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         cost: Option<f64>,
+        /// The task was found by the user and given to the line
+        /// ([`super::adopt`]), not submitted by the batch.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        adopted: bool,
     },
     /// The submission was surely not accepted (nothing was created); it may
     /// be sent again.
@@ -94,13 +99,21 @@ pub enum Record {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         class: Option<FailureClass>,
     },
+    /// A record of this line that cannot be read (found on replay, never
+    /// written). It may have been an accepted task, so the line is treated
+    /// as one whose submission went unanswered: never sent again on its own.
+    Damaged {
+        /// Line of the job.
+        line: u64,
+    },
 }
 
 impl Record {
     /// The job line the record is about.
     pub fn line(&self) -> u64 {
         match self {
-            Record::Intent { line, .. }
+            Record::Damaged { line }
+            | Record::Intent { line, .. }
             | Record::Accepted { line, .. }
             | Record::Refused { line, .. }
             | Record::Finished { line, .. } => *line,
@@ -141,13 +154,17 @@ pub trait Journal: Send + 'static {
 /// A line cut short by a crash (the last one) is ignored on replay; a damaged
 /// line elsewhere is an error, since skipping it could lose an accepted task.
 ///
-/// The file is locked while the journal is open: two runs over the same
-/// journal would both submit the lines neither has recorded yet, paying twice
-/// for each. The lock goes with the process, however it ends.
+/// The file and its directory are locked while the journal is open: two runs
+/// over the same journal would both submit the lines neither has recorded
+/// yet, paying twice for each (so one open journal per directory). The locks
+/// go with the process, however it ends, and a batch gives them back when its
+/// stream ends.
 #[derive(Debug)]
 pub struct FileJournal {
     path: PathBuf,
     file: File,
+    /// The directory, locked too (where the platform can open one).
+    _directory: Option<File>,
     /// Which file the path named when it was locked (device, inode).
     identity: Option<(u64, u64)>,
     /// Set once a failed write could not be undone: nothing more is written.
@@ -170,6 +187,13 @@ fn complete_length(file: &mut File) -> io::Result<u64> {
         end = start;
     }
     Ok(0)
+}
+
+/// The line number a damaged record names (`"line":N`), if it can be read.
+fn damaged_line(text: &str) -> Option<u64> {
+    let after = &text[text.find("\"line\":")? + 7..];
+    let digits: String = after.trim_start().chars().take_while(char::is_ascii_digit).collect();
+    digits.parse().ok()
 }
 
 /// The file's device and inode, to notice the path naming another file.
@@ -195,41 +219,58 @@ impl FileJournal {
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn open(path: impl AsRef<Path>) -> io::Result<FileJournal> {
-        let path = path.as_ref().to_path_buf();
+        // Absolute, so a later change of directory does not make it name
+        // another file.
+        let path = std::path::absolute(path.as_ref())?;
         let existed = path.exists();
         let mut file = OpenOptions::new().read(true).append(true).create(true).open(&path)?;
         if !existed {
             sync_directory(&path);
         }
-        match file.try_lock() {
-            Ok(()) => {}
-            Err(std::fs::TryLockError::WouldBlock) => {
-                return Err(io::Error::new(
-                    io::ErrorKind::WouldBlock,
-                    format!(
-                        "{} is in use by another run of this batch; wait for it to end (two runs would submit the \
-                         same lines twice)",
-                        path.display()
-                    ),
-                ))
+        // The journal and its directory: deleting the journal while a run
+        // uses it must not let a second run in.
+        let directory = File::open(parent_of(&path)).ok();
+        for held in std::iter::once(&file).chain(directory.as_ref()) {
+            match held.try_lock() {
+                Ok(()) => {}
+                Err(std::fs::TryLockError::WouldBlock) => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::WouldBlock,
+                        format!(
+                            "{} is in use by another run of this batch; wait for it to end (two runs would submit \
+                             the same lines twice)",
+                            path.display()
+                        ),
+                    ))
+                }
+                // A file system without locks: go on, as a journal did before.
+                Err(std::fs::TryLockError::Error(e)) if e.kind() == io::ErrorKind::Unsupported => {
+                    tracing::warn!(path = %path.display(), "this file system cannot lock the journal; do not run the same batch twice at once");
+                }
+                Err(std::fs::TryLockError::Error(e)) => return Err(e),
             }
-            // A file system without locks: go on, as a journal did before.
-            Err(std::fs::TryLockError::Error(e)) if e.kind() == io::ErrorKind::Unsupported => {
-                tracing::warn!(path = %path.display(), "this file system cannot lock the journal; do not run the same batch twice at once");
-            }
-            Err(std::fs::TryLockError::Error(e)) => return Err(e),
         }
         // A record cut short by a crash was never acknowledged: cut it off,
-        // so the next record starts on a line of its own.
+        // so the next record starts on a line of its own. A whole record
+        // that only lacks its newline (an editor's save) is kept.
         let whole = complete_length(&mut file)?;
-        if whole < file.metadata()?.len() {
-            file.set_len(whole)?;
+        let length = file.metadata()?.len();
+        if whole < length {
+            let mut tail = Vec::new();
+            file.seek(SeekFrom::Start(whole))?;
+            io::Read::read_to_end(&mut file, &mut tail)?;
+            if serde_json::from_slice::<Record>(&tail).is_ok() {
+                file.write_all(b"\n")?;
+            } else {
+                file.set_len(whole)?;
+            }
             file.sync_data()?;
         }
         let identity = identity(&file.metadata()?);
         Ok(FileJournal {
             path,
             file,
+            _directory: directory,
             identity,
             broken: None,
         })
@@ -262,12 +303,16 @@ impl FileJournal {
 /// Makes a new file's directory entry durable too (where the platform
 /// allows syncing a directory; elsewhere this does nothing).
 fn sync_directory(path: &Path) {
-    let parent = match path.parent() {
+    if let Ok(directory) = File::open(parent_of(path)) {
+        let _ = directory.sync_all();
+    }
+}
+
+/// The directory a file is in.
+fn parent_of(path: &Path) -> &Path {
+    match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),
-    };
-    if let Ok(directory) = File::open(parent) {
-        let _ = directory.sync_all();
     }
 }
 
@@ -279,23 +324,28 @@ impl Journal for FileJournal {
         let reader = BufReader::new(handle);
         let lines: Vec<String> = reader.lines().collect::<io::Result<_>>()?;
         let mut records = Vec::new();
+        let count = lines.len();
         for (index, text) in lines.iter().enumerate() {
             if text.trim().is_empty() {
                 continue;
             }
             match serde_json::from_str::<Record>(text) {
                 Ok(record) => records.push(record),
-                // A torn write: a record cut short is a prefix of one, which
-                // reads as JSON that ended too early. It was never
-                // acknowledged (journals of older versions could keep one in
-                // the middle; opening now cuts it off).
-                Err(e) if e.is_eof() => {}
-                Err(e) => {
-                    return Err(io::Error::new(
-                        io::ErrorKind::InvalidData,
-                        format!("{} line {}: {e}", self.path.display(), index + 1),
-                    ))
-                }
+                // A torn last record was never acknowledged (opening cuts
+                // one off; this is a journal read while another run writes).
+                Err(_) if index + 1 == count => {}
+                // Elsewhere (an older version kept torn records, or the file
+                // was damaged) it may have held an accepted task: its line is
+                // treated as unanswered, never as free to submit.
+                Err(e) => match damaged_line(text) {
+                    Some(line) => records.push(Record::Damaged { line }),
+                    None => {
+                        return Err(io::Error::new(
+                            io::ErrorKind::InvalidData,
+                            format!("{} line {}: {e}", self.path.display(), index + 1),
+                        ))
+                    }
+                },
             }
         }
         Ok(records)
@@ -449,6 +499,8 @@ pub(crate) struct LineState {
     pub(crate) sent_at: Option<u64>,
     /// The accepted task: id, polling URL, cost at submission.
     pub(crate) accepted: Option<(String, String, Option<f64>)>,
+    /// The accepted task was adopted, not submitted by the batch.
+    pub(crate) adopted: bool,
     /// The end, when reached.
     pub(crate) finished: Option<Record>,
 }
@@ -468,12 +520,23 @@ pub(crate) fn fold(records: Vec<Record>) -> std::collections::HashMap<u64, LineS
                 state.finished = None;
             }
             Record::Accepted {
-                id, polling_url, cost, ..
+                id,
+                polling_url,
+                cost,
+                adopted,
+                ..
             } => {
                 state.unanswered = false;
                 state.accepted = Some((id, polling_url, cost));
+                state.adopted = adopted;
             }
             Record::Refused { .. } => state.unanswered = false,
+            // Whatever it was, it may have been an accepted task.
+            Record::Damaged { .. } => {
+                if state.accepted.is_none() && state.finished.is_none() {
+                    state.unanswered = true;
+                }
+            }
             finished @ Record::Finished { .. } => {
                 state.unanswered = false;
                 state.finished = Some(finished);
@@ -603,7 +666,7 @@ mod tests {
     }
 
     #[test]
-    fn a_torn_record_is_cut_off_on_opening_and_ignored_anywhere_on_replay() {
+    fn a_torn_record_is_cut_off_on_opening_and_leaves_its_line_unanswered_elsewhere() {
         let dir = scratch("torn");
         let path = dir.join("journal.jsonl");
         let whole = "{\"event\":\"refused\",\"line\":1,\"error\":\"429\"}\n";
@@ -612,11 +675,10 @@ mod tests {
         let torn = "{\"event\":\"refused\",\"line\":2,\"error\":\"{}";
         std::fs::write(&path, format!("{whole}{torn}\n{whole}")).unwrap();
         let mut journal = FileJournal::open(&path).unwrap();
-        assert_eq!(
-            journal.replay().unwrap().len(),
-            2,
-            "the torn record is skipped, not fatal"
-        );
+        let records = journal.replay().unwrap();
+        // It may have been line 2's accepted task: line 2 is unanswered.
+        assert_eq!(records[1], Record::Damaged { line: 2 });
+        assert!(fold(records)[&2].unanswered);
         drop(journal);
         // A torn tail is removed, so the next record starts on its own line.
         std::fs::write(&path, format!("{whole}{torn}")).unwrap();
@@ -629,7 +691,13 @@ mod tests {
             })
             .unwrap();
         assert_eq!(journal.replay().unwrap().len(), 2);
-        // Damage that is not a cut-short record is an error.
+        // A whole last record without its newline (an editor's save) is kept.
+        drop(journal);
+        std::fs::write(&path, format!("{whole}{}", whole.trim_end())).unwrap();
+        let mut journal = FileJournal::open(&path).unwrap();
+        assert_eq!(journal.replay().unwrap().len(), 2);
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), format!("{whole}{whole}"));
+        // Damage that names no line is an error.
         drop(journal);
         std::fs::write(&path, format!("{whole}{{\"event\":nonsense}}\n{whole}")).unwrap();
         let mut journal = FileJournal::open(&path).unwrap();
@@ -702,8 +770,23 @@ mod tests {
         let second = FileJournal::open(&path).unwrap_err();
         assert_eq!(second.kind(), io::ErrorKind::WouldBlock);
         assert!(second.to_string().contains("in use by another run"), "{second}");
+        // Deleting the journal does not let a second run in: the directory
+        // is held too.
+        std::fs::remove_file(&path).unwrap();
+        let after_delete = FileJournal::open(&path).unwrap_err();
+        assert_eq!(after_delete.kind(), io::ErrorKind::WouldBlock);
         drop(first);
         assert!(FileJournal::open(&path).is_ok());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_journal_named_by_a_relative_path_keeps_its_absolute_name() {
+        let dir = PathBuf::from(format!("target/genapi-journal-relative-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let journal = FileJournal::open(dir.join("journal.jsonl")).unwrap();
+        assert!(journal.path().is_absolute(), "{}", journal.path().display());
+        drop(journal);
         let _ = std::fs::remove_dir_all(&dir);
     }
 

@@ -158,6 +158,17 @@ impl Counters {
     }
 }
 
+/// Where a followed task comes from.
+enum Source<'a> {
+    /// Submitted in this run.
+    Submitted,
+    /// Accepted in an earlier run (or adopted), polled in this one.
+    Resumed {
+        /// For an adopted task: the prompt its result must report.
+        expected_prompt: Option<&'a str>,
+    },
+}
+
 /// A job's place among the active tasks; given back when dropped.
 struct Place {
     _permit: Option<tokio::sync::OwnedSemaphorePermit>,
@@ -245,6 +256,12 @@ impl<J: Journal> Batch<J> {
         I::IntoIter: Send + 'static,
     {
         let lines = fold(self.journal.replay()?);
+        let mut recorded: HashMap<String, Vec<u64>> = HashMap::new();
+        for (line, state) in &lines {
+            if let Some(digest) = &state.digest {
+                recorded.entry(digest.clone()).or_default().push(*line);
+            }
+        }
         let context = Arc::new(Context {
             client: self.client,
             journal: Recorder::start(self.journal)?,
@@ -254,6 +271,8 @@ impl<J: Journal> Batch<J> {
             wait: self.wait,
             counters: self.counters,
             stop: self.stop.clone(),
+            recorded,
+            current: Mutex::new(HashMap::new()),
             lines: Mutex::new(lines),
             active: Arc::new(tokio::sync::Semaphore::new(self.limit)),
         });
@@ -261,6 +280,15 @@ impl<J: Journal> Batch<J> {
         let outcomes = futures::stream::iter(jobs)
             .take_while(move |_| futures::future::ready(!stop.is_stopped()))
             .map(move |job| {
+                // Taken in order: every earlier line's job is known here
+                // (kept only for lines the journal knows, so memory follows
+                // the journal, not the job file).
+                let known = context.lines.lock().is_ok_and(|lines| lines.contains_key(&job.line));
+                if known {
+                    if let Ok(mut current) = context.current.lock() {
+                        current.insert(job.line, job.digest());
+                    }
+                }
                 let context = context.clone();
                 async move { context.process(job).await }
             })
@@ -294,6 +322,10 @@ struct Context {
     counters: Counters,
     stop: Stopper,
     lines: Mutex<HashMap<u64, LineState>>,
+    /// Lines the journal recorded a submission for, by the job's digest.
+    recorded: HashMap<String, Vec<u64>>,
+    /// The digest of each job taken so far, by line.
+    current: Mutex<HashMap<u64, String>>,
     /// Places for active tasks (submitted or polled, not yet final).
     active: Arc<tokio::sync::Semaphore>,
 }
@@ -324,6 +356,34 @@ impl Context {
             polling_url: polling_url.clone(),
         });
         let changed = state.digest.as_ref().is_some_and(|d| *d != job.digest());
+        let refused_before = matches!(&state.finished, Some(Record::Finished { status, .. }) if status == "Refused");
+        // A changed line whose earlier job was sent is not this job's: its
+        // task or file must not be reported as this job's, nor this job sent
+        // in its place. (A refused one created nothing: it is sent again.)
+        if changed && !refused_before && (state.finished.is_some() || state.accepted.is_some() || state.unanswered) {
+            let mut outcome = JobOutcome::new(job.line, stem, JobStatus::Failed);
+            outcome.task = accepted_ref;
+            outcome.class = Some(FailureClass::Validation);
+            outcome.error = Some(format!(
+                "line {} changed since the journal recorded its submission; restore it, or run the changed job \
+                 file with another output directory",
+                job.line
+            ));
+            return outcome;
+        }
+        if state.digest.is_none() {
+            if let Some(earlier) = self.moved_from(job.line, &job.digest()) {
+                let mut outcome = JobOutcome::new(job.line, stem, JobStatus::Failed);
+                outcome.class = Some(FailureClass::Validation);
+                outcome.error = Some(format!(
+                    "line {}'s job was submitted as line {earlier}, which now holds another job: lines of the job \
+                     file moved (one inserted or removed above?); restore the file, or run it with another output \
+                     directory",
+                    job.line
+                ));
+                return outcome;
+            }
+        }
         if let Some(Record::Finished {
             status,
             file,
@@ -369,17 +429,6 @@ impl Context {
             // Ready but the file is gone (fetched again below), or a refusal
             // to try again.
         }
-        if changed && (state.accepted.is_some() || state.unanswered) {
-            let mut outcome = JobOutcome::new(job.line, stem, JobStatus::Failed);
-            outcome.task = accepted_ref;
-            outcome.class = Some(FailureClass::Validation);
-            outcome.error = Some(format!(
-                "line {} changed since the journal recorded its submission; restore it, or run the changed job \
-                 file with another output directory",
-                job.line
-            ));
-            return outcome;
-        }
         if let Some((_, polling_url, cost)) = &state.accepted {
             let Some(place) = self.place().await else {
                 let mut outcome = JobOutcome::new(job.line, stem, JobStatus::Pending);
@@ -389,8 +438,16 @@ impl Context {
                 return outcome;
             };
             self.counters.inner.resumed.fetch_add(1, Ordering::Relaxed);
+            // A task the user adopted is checked against the job once its
+            // result says what prompt it was made from.
+            let expected = state.adopted.then(|| super::adopt::checked_prompt(&job)).flatten();
             return match self.client.task(polling_url) {
-                Ok(task) => self.follow(task, *cost, job.line, stem, true, place).await,
+                Ok(task) => {
+                    let source = Source::Resumed {
+                        expected_prompt: expected,
+                    };
+                    self.follow(task, *cost, job.line, stem, source, place).await
+                }
                 Err(error) => self.failed(job.line, stem, accepted_ref, &error, JobStatus::Failed),
             };
         }
@@ -404,6 +461,17 @@ impl Context {
             Some(place) => self.submit(job, stem, place).await,
             None => not_sent(job.line, stem),
         }
+    }
+
+    /// The earlier line this job was submitted as, when that line now holds
+    /// another job (the job file's lines moved).
+    fn moved_from(&self, line: u64, digest: &str) -> Option<u64> {
+        let current = self.current.lock().ok()?;
+        self.recorded
+            .get(digest)?
+            .iter()
+            .copied()
+            .find(|earlier| *earlier != line && current.get(earlier).is_some_and(|now| now != digest))
     }
 
     /// A place for an active task, counted in flight while held; `None`
@@ -442,8 +510,11 @@ impl Context {
             // Set when the request is about to leave: from then on a stop
             // waits for the answer instead of dropping the submission.
             let leaving = AtomicBool::new(false);
+            // Set when a stop came before the request left: nothing was sent.
+            let held_back = AtomicBool::new(false);
             let record_intent = || async {
                 if self.stop.is_stopped() {
+                    held_back.store(true, Ordering::SeqCst);
                     return Err(Error::Config(STOPPED_BEFORE_SENDING.into()));
                 }
                 leaving.store(true, Ordering::SeqCst);
@@ -453,7 +524,20 @@ impl Context {
                         *failure = Some(message.clone());
                     }
                     Error::Config(message)
-                })
+                })?;
+                // A stop while the intent was being written: still unsent,
+                // and the journal says so.
+                if self.stop.is_stopped() {
+                    held_back.store(true, Ordering::SeqCst);
+                    let _ = self
+                        .record(Record::Refused {
+                            line: job.line,
+                            error: STOPPED_BEFORE_SENDING.into(),
+                        })
+                        .await;
+                    return Err(Error::Config(STOPPED_BEFORE_SENDING.into()));
+                }
+                Ok(())
             };
             let submission = self
                 .client
@@ -474,7 +558,7 @@ impl Context {
                     }
                 }
             };
-            if !leaving.load(Ordering::SeqCst) && self.stop.is_stopped() {
+            if held_back.load(Ordering::SeqCst) {
                 return not_sent(job.line, stem);
             }
             if let Some(message) = journal_failure.lock().ok().and_then(|mut f| f.take()) {
@@ -491,6 +575,7 @@ impl Context {
                         id: task.id().to_string(),
                         polling_url: task.polling_url().to_string(),
                         cost: task.cost(),
+                        adopted: false,
                     };
                     if let Err(e) = self.record(accepted).await {
                         // Carry on: the task is paid for. Without the record a
@@ -498,7 +583,7 @@ impl Context {
                         tracing::warn!(error = %e, task_id = task.id(), "cannot record an accepted task in the journal");
                     }
                     let cost = task.cost();
-                    return self.follow(task, cost, job.line, stem, false, place).await;
+                    return self.follow(task, cost, job.line, stem, Source::Submitted, place).await;
                 }
                 Err(error) => error,
             };
@@ -568,9 +653,13 @@ impl Context {
         cost: Option<f64>,
         line: u64,
         stem: &str,
-        resumed: bool,
+        source: Source<'_>,
         place: Place,
     ) -> JobOutcome {
+        let (resumed, expected_prompt) = match source {
+            Source::Submitted => (false, None),
+            Source::Resumed { expected_prompt } => (true, expected_prompt),
+        };
         let task_ref = task.reference().clone();
         let wait = async {
             match &self.wait {
@@ -592,6 +681,25 @@ impl Context {
         // The task is final (or no longer waited for): its place is free
         // while the result is saved.
         drop(place);
+        let reported = waited
+            .as_ref()
+            .ok()
+            .and_then(|output| output.result.result.as_ref())
+            .and_then(|result| result.prompt.as_deref());
+        if let (Some(expected), Some(reported)) = (expected_prompt, reported) {
+            if !super::adopt::same_prompt(expected, reported) {
+                let mut outcome = JobOutcome::new(line, stem, JobStatus::Failed);
+                outcome.class = Some(FailureClass::Validation);
+                outcome.task = Some(task_ref.clone());
+                outcome.error = Some(format!(
+                    "task {}, adopted for line {line}, was made from another prompt ({:?}); it is not this line's \
+                     task, and its result was not saved. Adopt the right one (--adopt {line}=TASK_ID replaces it)",
+                    task_ref.id,
+                    super::adopt::shown_prompt(reported)
+                ));
+                return outcome;
+            }
+        }
         let mut outcome = match waited {
             Ok(output) => self.save(output, cost, line, stem, resumed).await,
             Err(error) => {
@@ -739,12 +847,18 @@ fn finished_status(status: &str, class: Option<FailureClass>) -> JobStatus {
 /// What to say about a submission sent without an answer.
 fn unknown_message(line: u64, sent_at: Option<u64>, error: Option<&Error>) -> String {
     let cause = error.map(|e| format!(" ({e})")).unwrap_or_default();
-    let when = sent_at
-        .map(|secs| {
-            let at = SystemTime::UNIX_EPOCH + Duration::from_secs(secs);
-            format!(" at {}", httpdate::fmt_http_date(at))
-        })
-        .unwrap_or_default();
+    // The journal is input: a time past what a date can show is given as it is.
+    const YEAR_10000: u64 = 253_402_300_800;
+    let when = match sent_at {
+        Some(secs) if secs < YEAR_10000 => {
+            format!(
+                " at {}",
+                httpdate::fmt_http_date(SystemTime::UNIX_EPOCH + Duration::from_secs(secs))
+            )
+        }
+        Some(secs) => format!(" at Unix time {secs}"),
+        None => String::new(),
+    };
     format!(
         "line {line}: sent{when}, no answer came back{cause}; the service may have accepted (and charged) it, so it \
          is not sent again on its own. If you find its task id, adopt it (--adopt {line}=TASK_ID; batch::adopt); \

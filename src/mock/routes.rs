@@ -264,6 +264,12 @@ async fn route(ctx: &Ctx, method: &Method, uri: &Uri, headers: &HeaderMap, body:
         };
     }
     if path.starts_with("/mock/") {
+        // Scripting the mock is for its owner: a key limited to some
+        // operations cannot.
+        let unrestricted = ctx.state.config.keys.iter().any(|(k, ops)| *k == key && ops.is_none());
+        if !unrestricted {
+            return no_access();
+        }
         return control(&ctx.state, &key, method, path, body);
     }
     if *method == Method::GET && path == "/v1/credits" {

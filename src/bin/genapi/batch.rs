@@ -153,6 +153,11 @@ pub async fn run(global: &Global, args: BatchArgs) -> Result<(), Failure> {
             )
         })??;
     }
+    // Listening for Ctrl-C before anything is sent: the handler is in place
+    // once the future has been polled.
+    let interrupt = tokio::signal::ctrl_c();
+    tokio::pin!(interrupt);
+    let _ = futures::poll!(interrupt.as_mut());
     let batch = Batch::new(connection.client.clone(), journal, &out_dir)
         .limit(args.limit as usize)
         .resubmit_unknown(args.resubmit_unknown)
@@ -182,8 +187,6 @@ pub async fn run(global: &Global, args: BatchArgs) -> Result<(), Failure> {
         Duration::from_secs(5)
     });
     ticker.tick().await;
-    let interrupt = tokio::signal::ctrl_c();
-    tokio::pin!(interrupt);
     let stopped: Option<Failure> = loop {
         tokio::select! {
             next = stream.next() => match next {

@@ -63,7 +63,9 @@ pub fn err_raw(text: &str) {
 /// Service-supplied text made safe for a terminal: control characters
 /// (escape sequences included) become spaces, except nothing else changes.
 pub fn clean(text: &str) -> String {
-    text.chars().map(|c| if c.is_control() { ' ' } else { c }).collect()
+    text.chars()
+        .map(|c| if genapi::is_unsafe_to_show(c) { ' ' } else { c })
+        .collect()
 }
 
 /// A file-name component from text the service chose (a task id): only
