@@ -9,7 +9,7 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use genapi::batch::{adopt, AdoptError, Batch, Job, JobOutcome, JobStatus, MemoryJournal};
+use genapi::batch::{adopt, AdoptError, Adopted, Batch, Job, JobOutcome, JobStatus, MemoryJournal};
 use genapi::mock::{Fault, FaultKind, MockConfig, MockService};
 use serde_json::{json, Value};
 
@@ -183,7 +183,7 @@ async fn a_lost_answer_is_recovered_by_adopting_the_task_found_in_the_services_r
         .unwrap();
     let line_two = first[1].task.clone().unwrap();
     let job = literal_jobs(3, "adopt");
-    let refused = |result: Result<genapi::TaskRef, AdoptError>| result.unwrap_err();
+    let refused = |result: Result<Adopted, AdoptError>| result.unwrap_err();
     let absent = Job::new(9, "/v1/gen-2-pro", json!({"prompt": "adopt 9"}));
     assert!(matches!(
         refused(adopt(&client, &mut journal, &absent, &lost.id).await),
@@ -236,7 +236,10 @@ async fn a_lost_answer_is_recovered_by_adopting_the_task_found_in_the_services_r
     ));
 
     let adopted = adopt(&client, &mut journal, &job[0], &lost.id).await.unwrap();
-    assert_eq!(adopted.id, lost.id);
+    assert_eq!(
+        (adopted.task.id.as_str(), adopted.unchecked_prompt.as_deref()),
+        (lost.id.as_str(), None)
+    );
     // Adopting it again changes nothing (the same command can run again).
     let again = adopt(&client, &mut journal, &job[0], &lost.id).await.unwrap();
     assert_eq!(again, adopted);
@@ -440,6 +443,62 @@ async fn a_stop_while_the_intent_is_written_sends_nothing() {
         matches!(kept.last(), Some(genapi::batch::Record::Refused { .. })),
         "the journal says it was not sent: {kept:?}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn where_prompts_may_be_rewritten_a_differing_prompt_is_shown_and_the_task_can_be_replaced_after_it_finished() {
+    let mock = mock(100).await;
+    let client = mock.client().unwrap();
+    let dir = Dir::new("adopt-unchecked");
+    let journal = MemoryJournal::default();
+    let mut records = journal.clone();
+    mock.inject(Fault::on("/v1/gen-2-pro", FaultKind::LoseAnswer).method("POST"));
+    let batch = || Batch::new(client.clone(), journal.clone(), &dir.0);
+    // gen-2-pro rewrites prompts unless told not to: a differing prompt
+    // proves nothing, so it is shown, not refused.
+    let job = jobs(1, "adopt unchecked");
+    assert_eq!(run_batch(batch(), job.clone()).await[0].status, JobStatus::Unknown);
+    let stranger = client
+        .submit_raw(
+            "/v1/gen-2-pro",
+            json!({"prompt": "someone else", "width": 64, "height": 64}),
+        )
+        .await
+        .unwrap();
+    let stranger_id = stranger.id().to_string();
+    let stranger_bytes = stranger.wait().await.unwrap().bytes().await.unwrap();
+    let wrong = adopt(&client, &mut records, &job[0], &stranger_id).await.unwrap();
+    assert_eq!(wrong.unchecked_prompt.as_deref(), Some("someone else"));
+    let first = run_batch(batch(), job.clone()).await;
+    assert_eq!(first[0].status, JobStatus::Succeeded);
+    let saved = first[0].file.clone().unwrap();
+    assert_eq!(std::fs::read(&saved).unwrap(), stranger_bytes.to_vec());
+
+    // The user sees it is the wrong one and adopts the right one: the line's
+    // file becomes that task's result.
+    let lost = mock
+        .created_tasks()
+        .into_iter()
+        .find(|task| task.prompt == "adopt unchecked 1")
+        .unwrap();
+    let right = adopt(&client, &mut records, &job[0], &lost.id).await.unwrap();
+    assert_eq!(right.unchecked_prompt, None);
+    let second = run_batch(batch(), job).await;
+    assert_eq!(second[0].status, JobStatus::Succeeded, "{second:#?}");
+    assert_eq!(second[0].task.as_ref().map(|t| t.id.as_str()), Some(lost.id.as_str()));
+    let right_bytes = mock_result(&client, &lost.id).await;
+    assert_eq!(std::fs::read(second[0].file.as_ref().unwrap()).unwrap(), right_bytes);
+    assert_eq!(
+        mock.count("POST", "/v1/gen-2-pro"),
+        2,
+        "the line and the stranger, nothing more"
+    );
+}
+
+/// The result of a task, fetched again through its polling host.
+async fn mock_result(client: &genapi::Client, id: &str) -> Vec<u8> {
+    let task = client.locate(id).await.unwrap();
+    task.wait().await.unwrap().bytes().await.unwrap().to_vec()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

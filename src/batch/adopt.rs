@@ -94,6 +94,18 @@ pub enum AdoptError {
     Journal(#[from] std::io::Error),
 }
 
+/// A task recorded for a line by [`adopt`].
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub struct Adopted {
+    /// The task.
+    pub task: TaskRef,
+    /// The prompt the service reports for the task when it differs from the
+    /// job's but could not be judged (the model may rewrite prompts): worth
+    /// showing the user, who may have picked the wrong task.
+    pub unchecked_prompt: Option<String>,
+}
+
 /// Records `task` (an id, or the polling URL the service gave) as the task
 /// of `job`'s line, whose submission was sent but never answered.
 ///
@@ -101,9 +113,11 @@ pub enum AdoptError {
 /// refused rather than recorded; any status will do, a finished one too.
 /// Where the service does not rewrite prompts (upsampling off, or a model
 /// without it), the prompt it reports must be the job's, now or, for a task
-/// still running, before its result is saved. Adopting the task a line
-/// already has changes nothing, so the same command can be run again; an
-/// adopted task can be replaced by another until the line finishes. The next run of the batch over the same journal polls the task
+/// still running, before its result is saved. Elsewhere a differing prompt
+/// is returned in [`Adopted::unchecked_prompt`] for the user to judge.
+/// Adopting the task a line already has changes nothing, so the same command
+/// can be run again; an adopted task can be replaced by another, even once
+/// its line has finished (the next run saves the new task's result). The next run of the batch over the same journal polls the task
 /// and saves its result, as for any accepted task.
 ///
 /// ```no_run
@@ -113,10 +127,10 @@ pub enum AdoptError {
 /// let mut journal = FileJournal::open("out/journal.jsonl")?;
 /// // The job's line was reported unknown; its task was found in the activity records.
 /// let task = adopt(&client, &mut journal, &job, "2f6c1a0e-6d1b-4c6e-9a43-0d8e5b7e2a91").await?;
-/// println!("line {} is {task}", job.line);
+/// println!("line {} is {}", job.line, task.task);
 /// # Ok(()) }
 /// ```
-pub async fn adopt<J: Journal>(client: &Client, journal: &mut J, job: &Job, task: &str) -> Result<TaskRef, AdoptError> {
+pub async fn adopt<J: Journal>(client: &Client, journal: &mut J, job: &Job, task: &str) -> Result<Adopted, AdoptError> {
     let line = job.line;
     let task = task.trim();
     let invalid = |why: String| AdoptError::InvalidTask { why };
@@ -144,14 +158,18 @@ pub async fn adopt<J: Journal>(client: &Client, journal: &mut J, job: &Job, task
     };
     if let Some((held, polling_url, _)) = &state.accepted {
         if *held == id {
-            return Ok(TaskRef {
-                id,
-                polling_url: polling_url.clone(),
+            return Ok(Adopted {
+                task: TaskRef {
+                    id,
+                    polling_url: polling_url.clone(),
+                },
+                unchecked_prompt: None,
             });
         }
-        // An adopted task can be replaced (it was the user's word, and may
-        // prove to be another line's); a task the batch submitted cannot.
-        if !state.adopted || state.finished.is_some() {
+        // An adopted task can be replaced, finished or not (it was the
+        // user's word, and may prove to be another line's); a task the batch
+        // submitted cannot.
+        if !state.adopted {
             return Err(AdoptError::NotUnknown {
                 line,
                 why: format!("it already has task {held}"),
@@ -199,13 +217,18 @@ pub async fn adopt<J: Journal>(client: &Client, journal: &mut J, job: &Job, task
         Err(error) => return Err(service_error(error)),
     };
     let reported = polled.result.as_ref().and_then(|r| r.prompt.as_deref());
-    if let (Some(expected), Some(reported)) = (checked_prompt(job), reported) {
-        if !same_prompt(expected, reported) {
-            return Err(AdoptError::PromptMismatch {
-                line,
-                id,
-                task_prompt: shown_prompt(reported),
-            });
+    let asked = job.body.get("prompt").and_then(serde_json::Value::as_str);
+    let mut unchecked_prompt = None;
+    if let (Some(asked), Some(reported)) = (asked, reported) {
+        if !same_prompt(asked, reported) {
+            if checked_prompt(job).is_some() {
+                return Err(AdoptError::PromptMismatch {
+                    line,
+                    id,
+                    task_prompt: shown_prompt(reported),
+                });
+            }
+            unchecked_prompt = Some(shown_prompt(reported));
         }
     }
     let reference = found.reference().clone();
@@ -216,7 +239,10 @@ pub async fn adopt<J: Journal>(client: &Client, journal: &mut J, job: &Job, task
         cost: None,
         adopted: true,
     })?;
-    Ok(reference)
+    Ok(Adopted {
+        task: reference,
+        unchecked_prompt,
+    })
 }
 
 /// The prompt a task of this job must report, when the service is known not

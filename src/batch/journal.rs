@@ -529,6 +529,8 @@ pub(crate) fn fold(records: Vec<Record>) -> std::collections::HashMap<u64, LineS
                 state.unanswered = false;
                 state.accepted = Some((id, polling_url, cost));
                 state.adopted = adopted;
+                // Only an adoption comes after a finish: a replaced task.
+                state.finished = None;
             }
             Record::Refused { .. } => state.unanswered = false,
             // Whatever it was, it may have been an accepted task.

@@ -17,7 +17,7 @@ mod journal;
 mod outcome;
 mod run;
 
-pub use adopt::{adopt, AdoptError};
+pub use adopt::{adopt, AdoptError, Adopted};
 pub use job::{safe_stem, Job, JobLine};
 pub use journal::{FileJournal, Journal, MemoryJournal, Record};
 pub use outcome::{FailureClass, JobOutcome, JobStatus};

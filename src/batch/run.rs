@@ -166,6 +166,8 @@ enum Source<'a> {
     Resumed {
         /// For an adopted task: the prompt its result must report.
         expected_prompt: Option<&'a str>,
+        /// An adopted task: a file already there may be an earlier task's.
+        adopted: bool,
     },
 }
 
@@ -445,6 +447,7 @@ impl Context {
                 Ok(task) => {
                     let source = Source::Resumed {
                         expected_prompt: expected,
+                        adopted: state.adopted,
                     };
                     self.follow(task, *cost, job.line, stem, source, place).await
                 }
@@ -656,9 +659,12 @@ impl Context {
         source: Source<'_>,
         place: Place,
     ) -> JobOutcome {
-        let (resumed, expected_prompt) = match source {
-            Source::Submitted => (false, None),
-            Source::Resumed { expected_prompt } => (true, expected_prompt),
+        let (resumed, expected_prompt, adopted) = match source {
+            Source::Submitted => (false, None, false),
+            Source::Resumed {
+                expected_prompt,
+                adopted,
+            } => (true, expected_prompt, adopted),
         };
         let task_ref = task.reference().clone();
         let wait = async {
@@ -701,7 +707,9 @@ impl Context {
             }
         }
         let mut outcome = match waited {
-            Ok(output) => self.save(output, cost, line, stem, resumed).await,
+            // A file left by an earlier run is this task's, unless the task
+            // was adopted (it may replace another).
+            Ok(output) => self.save(output, cost, line, stem, resumed && !adopted).await,
             Err(error) => {
                 let (status, label) = match &error {
                     Error::Moderated { stage, .. } => (
@@ -860,8 +868,8 @@ fn unknown_message(line: u64, sent_at: Option<u64>, error: Option<&Error>) -> St
         None => String::new(),
     };
     format!(
-        "line {line}: sent{when}, no answer came back{cause}; the service may have accepted (and charged) it, so it \
-         is not sent again on its own. If you find its task id, adopt it (--adopt {line}=TASK_ID; batch::adopt); \
+        "sent{when}, no answer came back{cause}; the service may have accepted (and charged) it, so it is not sent \
+         again on its own. If you find its task id, adopt it (--adopt {line}=TASK_ID; batch::adopt); \
          if it was not accepted, send it again (--resubmit-unknown; Batch::resubmit_unknown)"
     )
 }

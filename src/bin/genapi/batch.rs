@@ -135,9 +135,16 @@ pub async fn run(global: &Global, args: BatchArgs) -> Result<(), Failure> {
                 let adopted = adopt(&connection.client, &mut journal, job, task)
                     .await
                     .map_err(|e| adopt_failure(*line, &e))?;
-                out::progress(&out::clean(&format!(
-                    "line {line}: task {} is its task; it is polled, not submitted again",
-                    adopted.id
+                let note = match &adopted.unchecked_prompt {
+                    None => String::new(),
+                    Some(reported) => format!(
+                        "; note: its prompt is reported as {reported:?}, not the line's (this model may rewrite \
+                         prompts, so it was not refused): if it is another task, adopt the right one, which replaces it"
+                    ),
+                };
+                out::err(&out::clean(&format!(
+                    "line {line}: recorded task {} as its task; the next step polls it, it is not submitted again{note}",
+                    adopted.task.id
                 )));
             }
             Ok(())
@@ -211,7 +218,10 @@ pub async fn run(global: &Global, args: BatchArgs) -> Result<(), Failure> {
         // run polls their tasks instead of calling them unknown; nothing new
         // is sent. A second Ctrl-C (or 15 s) ends this at once.
         stopper.stop();
-        out::progress("stopping: recording the answers of submissions in flight (Ctrl-C again to quit now)");
+        out::progress(
+            "stopping: recording the answers of submissions in flight (Ctrl-C again to quit now; submissions still \
+             unanswered then are reported as unknown by the next run)",
+        );
         let drain_until = Instant::now() + Duration::from_secs(15);
         let again = tokio::signal::ctrl_c();
         tokio::pin!(again);
@@ -450,7 +460,7 @@ fn summary(tally: &Tally, out_dir: &Path, json: bool, mock: bool, written: bool)
     let failed: Vec<String> = tally.failed.iter().map(|(class, n)| format!("{n} {class}")).collect();
     let mut text = format!(
         "{} succeeded ({} from earlier runs), {} failed{}, {} moderated, {} pending, {} unknown, {} invalid; total \
-         cost {:.2} credits{}; {}",
+         known cost {:.2} credits{}; {}",
         tally.succeeded,
         tally.earlier,
         tally.failed.values().sum::<usize>(),
@@ -471,6 +481,15 @@ fn summary(tally: &Tally, out_dir: &Path, json: bool, mock: bool, written: bool)
             format!("{RESULTS} not updated (the run stopped early)")
         },
     );
+    let accounted =
+        tally.succeeded + tally.failed.values().sum::<usize>() + tally.moderated + tally.pending + tally.unknown.len();
+    let not_started = tally.jobs.saturating_sub(accounted);
+    if not_started > 0 {
+        text.push_str(&format!(
+            "\n{not_started} of {} lines were not started: running the same command again sends them",
+            tally.jobs
+        ));
+    }
     if tally.pending > 0 {
         text.push_str("\npending tasks were accepted: run the same command again to finish them (never resubmitted)");
     }
@@ -479,18 +498,16 @@ fn summary(tally: &Tally, out_dir: &Path, json: bool, mock: bool, written: bool)
         unknown.sort_unstable();
         let lines: Vec<String> = unknown.iter().take(20).map(u64::to_string).collect();
         let more = if unknown.len() > lines.len() { ", …" } else { "" };
-        let (which, them) = match lines.as_slice() {
-            [one] => (format!("line {one} was"), "it"),
-            _ => (format!("lines {}{more} were", lines.join(", ")), "them"),
+        let (which, them, they) = match lines.as_slice() {
+            [one] => (format!("line {one} was"), "it", "it is"),
+            _ => (format!("lines {}{more} were", lines.join(", ")), "them", "they are"),
         };
         text.push_str(&format!(
-            "\n{which} sent without an answer: the service may have accepted (and charged) {them}, so {them} \
-             {not} sent again on {own}. For each: if you find its task id (e.g. in the project's activity records; \
+            "\n{which} sent without an answer: the service may have accepted (and charged) {them}, so {they} not \
+             sent again automatically. For each: if you find its task id (e.g. in the project's activity records; \
              the line's error in results.jsonl says when it was sent), run again with --adopt LINE=TASK_ID to fetch \
              its result; if it was not accepted, run again with --resubmit-unknown (it sends every unknown line \
-             left, risking paying twice for any that was accepted)",
-            not = if them == "it" { "is not" } else { "are not" },
-            own = if them == "it" { "its own" } else { "their own" },
+             left, risking paying twice for any that was accepted)"
         ));
     }
 
