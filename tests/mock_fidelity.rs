@@ -449,6 +449,12 @@ async fn stats_count_what_the_service_saw_in_rust_and_over_http() {
     assert_eq!(status, 200);
     assert_eq!(tasks["tasks"][0]["id"], answer["id"]);
     assert_eq!(tasks["tasks"][0]["prompt"], "one");
+    // Enough to tell apart tasks of one prompt, and the batch's time format.
+    let listed = &tasks["tasks"][0];
+    assert!(listed["width"].as_u64().is_some() && listed["height"].as_u64().is_some() && listed["seed"].is_number());
+    let submitted = httpdate::parse_http_date(listed["submitted"].as_str().unwrap()).unwrap();
+    let at = submitted.duration_since(std::time::UNIX_EPOCH).unwrap().as_secs_f64();
+    assert!((at - listed["submitted_at"].as_f64().unwrap()).abs() < 1.0, "{listed}");
     assert_eq!(
         get_json(&url, Some("viewer")).await.0,
         403,

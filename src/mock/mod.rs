@@ -56,7 +56,7 @@
 //!   "times": 2}` (or `delay_ms`, `drop_connection`, `lose_answer`, `malformed_body`,
 //!   `redirect` instead of `status`), and `POST /mock/clock/advance` with
 //!   `{"seconds": 601}` (at most a century in all), `GET /mock/stats`, and
-//!   `GET /mock/tasks` (the tasks created: id, prompt, submission time).
+//!   `GET /mock/tasks` (the tasks created: id, prompt, submission time, size, seed).
 //! - **Bounded state**: tasks are forgotten once their results expire, and it
 //!   listens only on loopback unless [`MockConfig::allow_remote`] is set.
 //!

@@ -206,6 +206,14 @@ pub struct CreatedTask {
     pub prompt: String,
     /// When it was submitted, on the mock's clock (Unix seconds).
     pub submitted_at: f64,
+    /// The same moment as an HTTP date, the form `genapi batch` reports.
+    pub submitted: String,
+    /// Output size, to tell apart tasks of one prompt.
+    pub width: u32,
+    /// Output size, to tell apart tasks of one prompt.
+    pub height: u32,
+    /// The seed it was given or drawn.
+    pub seed: serde_json::Number,
 }
 
 /// A webhook delivery attempt series, for tests to inspect.
@@ -433,6 +441,10 @@ impl State {
                         id: task.id.clone(),
                         prompt: task.prompt.clone(),
                         submitted_at: task.start_time,
+                        submitted: http_date(task.start_time),
+                        width: task.width,
+                        height: task.height,
+                        seed: task.seed.clone(),
                     })
                     .collect()
             })
@@ -467,4 +479,11 @@ impl State {
             tasks_kept,
         }
     }
+}
+
+/// Unix seconds as an HTTP date (whole seconds; the mock's clock stays within
+/// a century of now).
+fn http_date(unix_seconds: f64) -> String {
+    let seconds = Duration::try_from_secs_f64(unix_seconds.max(0.0)).unwrap_or_default();
+    httpdate::fmt_http_date(std::time::UNIX_EPOCH + seconds)
 }
