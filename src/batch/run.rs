@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -500,13 +500,8 @@ impl Context {
             if self.stop.is_stopped() {
                 return not_sent(job.line, stem);
             }
-            let sent_at = unix_now();
-            let intent = Record::Intent {
-                line: job.line,
-                name: stem.to_string(),
-                digest: job.digest(),
-                sent_at: Some(sent_at),
-            };
+            // When the request left (Unix seconds), set as the intent is written.
+            let sent_at = AtomicU64::new(0);
             // Recorded at the last moment before sending (the body checked, a
             // place held), so a crash leaves few lines recorded but never sent.
             let journal_failure = Mutex::new(None);
@@ -521,6 +516,14 @@ impl Context {
                     return Err(Error::Config(STOPPED_BEFORE_SENDING.into()));
                 }
                 leaving.store(true, Ordering::SeqCst);
+                let now = unix_now();
+                sent_at.store(now, Ordering::SeqCst);
+                let intent = Record::Intent {
+                    line: job.line,
+                    name: stem.to_string(),
+                    digest: job.digest(),
+                    sent_at: Some(now),
+                };
                 self.record(intent).await.map_err(|e| {
                     let message = format!("cannot write the journal ({e}); nothing was sent");
                     if let Ok(mut failure) = journal_failure.lock() {
@@ -644,7 +647,11 @@ impl Context {
             }
             let mut outcome = JobOutcome::new(job.line, stem, JobStatus::Unknown);
             outcome.class = Some(FailureClass::Unknown);
-            outcome.error = Some(unknown_message(job.line, Some(sent_at), Some(&error)));
+            outcome.error = Some(unknown_message(
+                job.line,
+                Some(sent_at.load(Ordering::SeqCst)).filter(|at| *at > 0),
+                Some(&error),
+            ));
             return outcome;
         }
     }
