@@ -59,6 +59,15 @@ async fn run_batch<J: genapi::batch::Journal>(batch: Batch<J>, jobs: Vec<Job>) -
     outcomes
 }
 
+/// The task the mock created for `prompt`, as a user finds it in the
+/// service's records.
+fn created_for(mock: &MockService, prompt: &str) -> genapi::mock::CreatedTask {
+    mock.created_tasks()
+        .into_iter()
+        .find(|task| task.prompt == prompt)
+        .unwrap_or_else(|| panic!("no task was created for {prompt:?}"))
+}
+
 /// POSTs the mock received per prompt.
 fn posts_by_prompt(mock: &MockService) -> HashMap<String, usize> {
     let mut counts = HashMap::new();
@@ -176,11 +185,7 @@ async fn a_lost_answer_is_recovered_by_adopting_the_task_found_in_the_services_r
     );
 
     // The user looks the task up (here: the mock's records of created tasks).
-    let lost = mock
-        .created_tasks()
-        .into_iter()
-        .find(|task| task.prompt == "adopt 1")
-        .unwrap();
+    let lost = created_for(&mock, "adopt 1");
     let line_two = first[1].task.clone().unwrap();
     let job = literal_jobs(3, "adopt");
     let refused = |result: Result<Adopted, AdoptError>| result.unwrap_err();
@@ -298,11 +303,7 @@ async fn an_adopted_task_made_from_another_prompt_is_not_saved_and_can_be_replac
         "another task's image is not saved as the line's"
     );
 
-    let lost = mock
-        .created_tasks()
-        .into_iter()
-        .find(|task| task.prompt == "adopt wrong 1")
-        .unwrap();
+    let lost = created_for(&mock, "adopt wrong 1");
     adopt(&client, &mut records, &job[0], &lost.id).await.unwrap();
     let right = run_batch(batch(), job).await;
     assert_eq!(right[0].status, JobStatus::Succeeded, "{right:#?}");
@@ -476,11 +477,7 @@ async fn where_prompts_may_be_rewritten_a_differing_prompt_is_shown_and_the_task
 
     // The user sees it is the wrong one and adopts the right one: the line's
     // file becomes that task's result.
-    let lost = mock
-        .created_tasks()
-        .into_iter()
-        .find(|task| task.prompt == "adopt unchecked 1")
-        .unwrap();
+    let lost = created_for(&mock, "adopt unchecked 1");
     let right = adopt(&client, &mut records, &job[0], &lost.id).await.unwrap();
     assert_eq!(right.unchecked_prompt, None);
     let second = run_batch(batch(), job).await;
@@ -893,11 +890,7 @@ async fn the_command_reports_an_unknown_outcome_with_what_to_do_and_survives_clo
         "{}",
         text(&mistyped.stderr)
     );
-    let lost = mock
-        .created_tasks()
-        .into_iter()
-        .find(|task| task.prompt == "cli unknown 1")
-        .unwrap();
+    let lost = created_for(&mock, "cli unknown 1");
     let adopted = genapi(&dir, &mock)
         .args(["batch", "jobs.jsonl", "--out", "out", "--adopt"])
         .arg(format!("1={}", lost.id))

@@ -123,11 +123,7 @@ async fn an_odd_optional_field_never_makes_a_finished_task_undecodable() {
         _ => json(404, json!({})),
     })
     .await;
-    let client = genapi::Client::builder()
-        .api_key("k")
-        .base_url(&service.base)
-        .build()
-        .unwrap();
+    let client = service.client_builder().build().unwrap();
     let output = client.run(prompt("x")).await.unwrap();
     assert_eq!(output.id, "t-odd");
     assert_eq!(output.seed, Some(18446744073709551615), "a seed up to 2^64-1 is kept");
@@ -185,12 +181,7 @@ async fn download_and_save_failures_name_the_task() {
         _ => json(500, json!({"detail": "storage down"})),
     })
     .await;
-    let client = genapi::Client::builder()
-        .api_key("k")
-        .base_url(&service.base)
-        .retry_policy(quick_retries())
-        .build()
-        .unwrap();
+    let client = service.client_builder().retry_policy(quick_retries()).build().unwrap();
     let output = client.run(prompt("x")).await.unwrap();
     let error = output.bytes().await.unwrap_err();
     assert_eq!(error.task().map(|t| t.id.as_str()), Some("t-dl"), "{error}");
@@ -246,12 +237,7 @@ async fn a_download_that_breaks_off_is_fetched_again() {
         _ => json(200, json!({"whole": true})),
     })
     .await;
-    let client = genapi::Client::builder()
-        .api_key("k")
-        .base_url(&service.base)
-        .retry_policy(quick_retries())
-        .build()
-        .unwrap();
+    let client = service.client_builder().retry_policy(quick_retries()).build().unwrap();
     let bytes = client.run(prompt("x")).await.unwrap().bytes().await.unwrap();
     assert_eq!(&bytes[..], br#"{"whole":true}"#);
     assert_eq!(service.count("/out.bin"), 2);
@@ -266,12 +252,7 @@ async fn a_poll_that_breaks_off_is_asked_again_within_the_same_poll() {
         _ => json(404, json!({})),
     })
     .await;
-    let client = genapi::Client::builder()
-        .api_key("k")
-        .base_url(&service.base)
-        .retry_policy(quick_retries())
-        .build()
-        .unwrap();
+    let client = service.client_builder().retry_policy(quick_retries()).build().unwrap();
     let task = client.submit(prompt("x")).await.unwrap();
     assert_eq!(task.poll().await.unwrap().status, genapi::TaskStatus::Pending);
     assert_eq!(service.count("/v1/get_result"), 2);
@@ -289,9 +270,8 @@ async fn downloads_have_their_own_timeout() {
         _ => hostile::trickle(8, 1024, Duration::from_millis(100)),
     })
     .await;
-    let client = genapi::Client::builder()
-        .api_key("k")
-        .base_url(&service.base)
+    let client = service
+        .client_builder()
         .request_timeout(Duration::from_millis(400))
         .build()
         .unwrap();
@@ -311,12 +291,7 @@ async fn a_422_or_402_after_acceptance_is_about_the_task_never_a_fix_your_reques
             _ => json(404, json!({})),
         })
         .await;
-        let client = genapi::Client::builder()
-            .api_key("k")
-            .base_url(&service.base)
-            .retry_policy(quick_retries())
-            .build()
-            .unwrap();
+        let client = service.client_builder().retry_policy(quick_retries()).build().unwrap();
         let task = client.submit(prompt("x")).await.unwrap();
         let error = task.poll().await.unwrap_err();
         assert!(matches!(error, Error::UnexpectedStatus { .. }), "{status}: {error}");
@@ -340,11 +315,7 @@ async fn an_accepted_answer_with_odd_fields_still_gives_the_task() {
         _ => json(404, json!({})),
     })
     .await;
-    let client = genapi::Client::builder()
-        .api_key("k")
-        .base_url(&service.base)
-        .build()
-        .unwrap();
+    let client = service.client_builder().build().unwrap();
     let task = client.submit(prompt("x")).await.unwrap();
     assert_eq!(task.id(), "t-odd");
     assert_eq!(task.cost(), None, "the odd cost is dropped, the task kept");
@@ -356,11 +327,7 @@ async fn an_accepted_answer_with_odd_fields_still_gives_the_task() {
     task.wait().await.unwrap();
     // Without an id there is no task to keep: a typed decode error.
     let none = hostile::serve(|_, _, _| json(200, json!({"polling_url": "http://x/"}))).await;
-    let client = genapi::Client::builder()
-        .api_key("k")
-        .base_url(&none.base)
-        .build()
-        .unwrap();
+    let client = none.client_builder().build().unwrap();
     let error = client.submit(prompt("x")).await.unwrap_err();
     assert!(matches!(error, Error::Decode { task: None, .. }), "{error}");
 }
@@ -385,11 +352,7 @@ async fn a_polling_url_with_user_information_is_never_used() {
         _ => json(200, json!({"id": "t-u", "status": "Pending"})),
     })
     .await;
-    let client = genapi::Client::builder()
-        .api_key("k")
-        .base_url(&service.base)
-        .build()
-        .unwrap();
+    let client = service.client_builder().build().unwrap();
     let task = client.submit(prompt("x")).await.unwrap();
     assert!(task.polling_url().username().is_empty(), "{}", task.polling_url());
     task.poll().await.unwrap();

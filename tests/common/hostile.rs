@@ -32,6 +32,10 @@ impl Hostile {
     pub fn count(&self, path: &str) -> usize {
         self.seen().iter().filter(|s| s.path == path).count()
     }
+    /// A client builder aimed at this service, with a key.
+    pub fn client_builder(&self) -> genapi::ClientBuilder {
+        genapi::Client::builder().api_key("k").base_url(&self.base)
+    }
 }
 
 type Handler = dyn Fn(&str, &Seen, usize) -> Response + Send + Sync;
