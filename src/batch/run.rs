@@ -357,7 +357,9 @@ impl Context {
             id: id.clone(),
             polling_url: polling_url.clone(),
         });
-        let changed = state.digest.as_ref().is_some_and(|d| *d != job.digest());
+        // Computed once: a body with images is large.
+        let digest = job.digest();
+        let changed = state.digest.as_ref().is_some_and(|d| *d != digest);
         let refused_before = matches!(&state.finished, Some(Record::Finished { status, .. }) if status == "Refused");
         // A changed line whose earlier job was sent is not this job's: its
         // task or file must not be reported as this job's, nor this job sent
@@ -374,7 +376,7 @@ impl Context {
             return outcome;
         }
         if state.digest.is_none() {
-            if let Some(earlier) = self.moved_from(job.line, &job.digest()) {
+            if let Some(earlier) = self.moved_from(job.line, &digest) {
                 let mut outcome = JobOutcome::new(job.line, stem, JobStatus::Failed);
                 outcome.class = Some(FailureClass::Validation);
                 outcome.error = Some(format!(
@@ -461,7 +463,7 @@ impl Context {
             return outcome;
         }
         match self.place().await {
-            Some(place) => self.submit(job, stem, place).await,
+            Some(place) => self.submit(job, stem, digest, place).await,
             None => not_sent(job.line, stem),
         }
     }
@@ -493,7 +495,7 @@ impl Context {
         })
     }
 
-    async fn submit(&self, job: Job, stem: &str, place: Place) -> JobOutcome {
+    async fn submit(&self, job: Job, stem: &str, digest: String, place: Place) -> JobOutcome {
         let mut attempt = 0;
         loop {
             attempt += 1;
@@ -521,7 +523,7 @@ impl Context {
                 let intent = Record::Intent {
                     line: job.line,
                     name: stem.to_string(),
-                    digest: job.digest(),
+                    digest: digest.clone(),
                     sent_at: Some(now),
                 };
                 self.record(intent).await.map_err(|e| {
