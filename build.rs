@@ -86,9 +86,10 @@ fn generate_client(text: &str) -> String {
     settings
         .with_interface(progenitor::InterfaceStyle::Builder)
         .with_tag(progenitor::TagStyle::Merged)
-        // The transport (auth for trusted origins only, retries, tracing) lives
-        // in the inner value; `src/transport.rs` implements the hooks.
-        .with_inner_type(quote_path("std::sync::Arc<crate::transport::Transport>"))
+        // Each call's transport (auth for trusted origins only, retries, size
+        // caps, tracing) and exact address live in the inner value;
+        // `src/call.rs` implements the hooks.
+        .with_inner_type(quote_path("crate::call::Call"))
         .with_hooks(progenitor::HooksMode::Expected)
         // Status is an open set: unknown values must decode (codegen-notes).
         .with_replacement("TaskStatus", "crate::TaskStatus", std::iter::empty())
@@ -286,7 +287,11 @@ fn operations_table(root: &serde_json::Value, text_types: &[String]) -> String {
     let impls = operations.iter().enumerate().filter_map(|(index, op)| {
         let name = format_ident!("{}", op.request_schema.as_deref().filter(|_| op.method == "POST")?);
         Some(quote! {
-            impl crate::submit::sealed::Sealed for types::#name {}
+            impl crate::submit::sealed::Sealed for types::#name {
+                fn into_any(self) -> AnySubmission {
+                    AnySubmission::#name(self)
+                }
+            }
             impl crate::Submit for types::#name {
                 const OPERATION: &'static OperationSpec = &OPERATIONS[#index];
             }
@@ -318,9 +323,52 @@ fn operations_table(root: &serde_json::Value, text_types: &[String]) -> String {
             }
         }
     });
+    let submissions: Vec<(String, syn::Ident)> = operations
+        .iter()
+        .filter(|op| op.method == "POST")
+        .filter_map(|op| Some((op.id.clone(), format_ident!("{}", op.request_schema.as_deref()?))))
+        .collect();
+    let variants = submissions.iter().map(|(_, name)| quote!(#name(types::#name)));
+    let decode_arms = submissions
+        .iter()
+        .map(|(id, name)| quote!(#id => Some(::serde_json::from_value(body).map(AnySubmission::#name))));
+    let send_arms = submissions.iter().map(|(id, name)| {
+        let method = format_ident!("{}", id);
+        quote!(AnySubmission::#name(body) => client.#method().body(body).send().await)
+    });
     let file = quote! {
         /// Every operation of `openapi.json`, in document order.
         pub const OPERATIONS: &[OperationSpec] = &[#(#rows),*];
+
+        /// A request of any submission of the document, decoded from JSON.
+        #[doc(hidden)]
+        pub enum AnySubmission {
+            #(#variants),*
+        }
+
+        impl AnySubmission {
+            /// Decodes a body of the submission `operation`; `None` for an
+            /// operation that is not a submission of the document.
+            pub(crate) fn decode(
+                operation: &str,
+                body: ::serde_json::Value,
+            ) -> Option<Result<AnySubmission, ::serde_json::Error>> {
+                match operation {
+                    #(#decode_arms,)*
+                    _ => None,
+                }
+            }
+
+            /// Sends it by its operation's generated method.
+            pub(crate) async fn send(
+                self,
+                client: &crate::call::Generated,
+            ) -> crate::call::Sent<types::SubmissionResponse> {
+                match self {
+                    #(#send_arms,)*
+                }
+            }
+        }
         #(#impls)*
         #(#text_values)*
     };

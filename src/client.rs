@@ -12,10 +12,13 @@ use reqwest::Url;
 use serde_json::Value;
 use tracing::Instrument;
 
+use crate::api::table::AnySubmission;
+use crate::call::{Call, Reply};
 use crate::error::{Checked, Error, Result};
 use crate::limit::{ActiveTasks, Reservation, Watch, RECHECK};
 use crate::output::Output;
-use crate::response::error_from;
+use crate::response::{error_from, validation_from_service};
+use crate::submit::sealed::Sealed as _;
 use crate::submit::{IntoRequest, OperationSpec, Submit};
 use crate::task::Task;
 use crate::transport::{Purpose, Transport};
@@ -43,7 +46,6 @@ pub struct Client {
 
 #[derive(Debug)]
 pub(crate) struct Shared {
-    generated: crate::api::Client,
     pub(crate) transport: Arc<Transport>,
     base_url: Url,
     regional_url: Url,
@@ -70,14 +72,8 @@ impl Client {
         wait: WaitOptions,
         learned: Learned,
     ) -> Client {
-        let generated = crate::api::Client::new_with_client(
-            base_url.as_str().trim_end_matches('/'),
-            transport.api_client().clone(),
-            transport.clone(),
-        );
         Client {
             shared: Arc::new(Shared {
-                generated,
                 transport,
                 base_url,
                 regional_url,
@@ -86,12 +82,6 @@ impl Client {
                 learned: Mutex::new(learned),
             }),
         }
-    }
-
-    /// The generated low-level client for the base URL, sharing this client's
-    /// key rules and retries. Prefer [`Client::submit`].
-    pub fn api(&self) -> &crate::api::Client {
-        &self.shared.generated
     }
 
     /// The base URL.
@@ -114,7 +104,8 @@ impl Client {
             regional: spec.regional,
             schema: spec.request_schema,
         };
-        self.send_submission(target, body, ready).await
+        self.send_submission(target, body, Some(request.into_any()), ready)
+            .await
     }
 
     /// Submits, waits for the result and returns it: the one call most
@@ -165,7 +156,7 @@ impl Client {
                 schema: None,
             },
         };
-        self.send_submission(target, body, before_send).await
+        self.send_submission(target, body, None, before_send).await
     }
 
     /// A handle on an existing task, from its id or its polling URL, to poll
@@ -227,8 +218,16 @@ impl Client {
         self.shared.learned.lock().map(|l| l.clone()).unwrap_or_default()
     }
 
-    /// The one submission path.
-    async fn send_submission<F, Fut>(&self, target: Target<'_>, body: Value, before_send: F) -> Result<Task>
+    /// The one submission path: `body` is checked against the document, and
+    /// `typed` is the request it was made from (`None` for JSON the caller
+    /// wrote).
+    async fn send_submission<F, Fut>(
+        &self,
+        target: Target<'_>,
+        body: Value,
+        typed: Option<AnySubmission>,
+        before_send: F,
+    ) -> Result<Task>
     where
         F: FnOnce() -> Fut,
         Fut: std::future::Future<Output = Result<()>>,
@@ -247,7 +246,6 @@ impl Client {
         } else {
             &self.shared.base_url
         };
-        let url = join(base, target.path)?;
         let span = tracing::info_span!(
             "genapi.submit",
             operation = target.operation,
@@ -256,20 +254,23 @@ impl Client {
         async {
             let reservation = self.reserve().await;
             let transport = &self.shared.transport;
-            let request = transport
-                .api_client()
-                .post(url)
-                .json(&body)
-                .build()
-                .map_err(|e| Error::Config(format!("cannot build the request: {e}")))?;
-            before_send().await?;
-            let answer = transport
-                .exchange_bytes(request, Purpose::Submit, target.operation, transport.max_response_bytes)
-                .await?;
-            if !answer.status.is_success() {
-                return Err(error_from(transport, target.operation, &answer));
-            }
-            let task = Task::accepted(self.clone(), target.operation, &answer.body)?;
+            let reply = match typed {
+                Some(request) => {
+                    let api = Call::client(transport, base, None, None);
+                    before_send().await?;
+                    let sent = request.send(&api).await;
+                    Call::reply(&api, target.operation, sent).await?
+                }
+                None => self.send_raw(&target, base, body, before_send).await?,
+            };
+            let task = match reply {
+                Reply::Typed(answer) => Task::from_submission(self.clone(), target.operation, answer)?,
+                Reply::Invalid(detail) => return Err(validation_from_service(detail)),
+                Reply::Raw(answer) if answer.status.is_success() => {
+                    Task::accepted(self.clone(), target.operation, &answer.body)?
+                }
+                Reply::Raw(answer) => return Err(error_from(transport, target.operation, &answer)),
+            };
             if let Some(reservation) = reservation {
                 reservation.accepted(task.id(), task.polling_url());
             }
@@ -278,6 +279,61 @@ impl Client {
         }
         .instrument(span)
         .await
+    }
+
+    /// Sends JSON as the caller wrote it. To an operation of the document, by
+    /// its generated method: the body decoded into the operation's type (so
+    /// it is the same operation, headers and answer decoding as
+    /// [`Client::submit`]), with the caller's own bytes put on the wire, so
+    /// fields the document does not know yet reach the service. To a path
+    /// the document lacks there is no generated method: the transport sends
+    /// it as it is (see `docs/one-road.md`).
+    async fn send_raw<F, Fut>(
+        &self,
+        target: &Target<'_>,
+        base: &Url,
+        body: Value,
+        before_send: F,
+    ) -> Result<Reply<crate::api::types::SubmissionResponse>>
+    where
+        F: FnOnce() -> Fut,
+        Fut: std::future::Future<Output = Result<()>>,
+    {
+        let transport = &self.shared.transport;
+        let bytes = bytes::Bytes::from(
+            serde_json::to_vec(&body).map_err(|e| Error::Config(format!("cannot encode the request: {e}")))?,
+        );
+        if target.schema.is_none() {
+            let request = transport
+                .api_client()
+                .post(join(base, target.path)?)
+                .header(reqwest::header::CONTENT_TYPE, "application/json")
+                .body(bytes)
+                .build()
+                .map_err(|e| Error::Config(format!("cannot build the request: {e}")))?;
+            before_send().await?;
+            let answer = transport
+                .exchange_bytes(request, Purpose::Submit, target.operation, transport.max_response_bytes)
+                .await?;
+            return Ok(Reply::Raw(answer));
+        }
+        // Decoded before anything is recorded: a body that does not fit
+        // the operation's type is refused with nothing sent.
+        let decoded = AnySubmission::decode(target.operation, body)
+            .ok_or_else(|| Error::Config(format!("{} is not a submission of the document", target.operation)))?;
+        let request = decoded.map_err(|error| Error::Validation {
+            errors: vec![crate::api::types::ValidationError {
+                loc: vec![crate::api::types::ValidationErrorLocItem::String("body".into())],
+                msg: format!("Value error, {error}"),
+                type_: "value_error".into(),
+                input: None,
+            }],
+            checked: Checked::Locally,
+        })?;
+        let api = Call::client(transport, base, None, Some(bytes));
+        before_send().await?;
+        let sent = request.send(&api).await;
+        Call::reply(&api, target.operation, sent).await
     }
 
     /// Waits for room under the active-task limit. While there is none, the

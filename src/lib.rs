@@ -24,22 +24,16 @@
 #![warn(missing_docs)]
 
 /// Generated from `openapi.json` by `build.rs`: request and response types
-/// ([`api::types`], with their builders in [`api::types::builder`]) and a
-/// low-level client ([`api::Client`], whose per-operation request builders are
-/// in [`api::operations`]). Never edited by hand.
+/// ([`api::types`], with their builders in [`api::types::builder`]) and the
+/// table of operations. The generated client that sends them is the crate's
+/// own (every [`Client`] call goes through it). Never edited by hand.
 pub mod api {
-    #[allow(missing_docs, unused_imports, clippy::all, rustdoc::all)]
-    mod generated {
+    // The generated client is the crate's own road to the service (see
+    // `call.rs`): every operation is sent by its methods, inside the
+    // transport's rules. It is not public, so there is no second road.
+    #[allow(missing_docs, unused_imports, unreachable_pub, dead_code, clippy::all, rustdoc::all)]
+    pub(crate) mod generated {
         include!(concat!(env!("OUT_DIR"), "/codegen.rs"));
-    }
-
-    pub use generated::{ByteStream, Client, ClientInfo, Error, ResponseValue};
-
-    /// Request builders of the low-level [`Client`], one per operation
-    /// (`client.gen_2_pro().body(..).send()`). Request *bodies* are built
-    /// with [`types::builder`].
-    pub mod operations {
-        pub use super::generated::builder::*;
     }
 
     /// Request and response types of the document.
@@ -59,7 +53,7 @@ pub mod api {
 
     use crate::submit::OperationSpec;
     #[allow(clippy::all)]
-    mod table {
+    pub(crate) mod table {
         use super::types;
         use crate::submit::OperationSpec;
         include!(concat!(env!("OUT_DIR"), "/operations.rs"));
@@ -71,6 +65,7 @@ pub mod api {
 mod renamed;
 
 pub mod batch;
+mod call;
 mod client;
 mod config;
 mod document;
@@ -111,9 +106,6 @@ pub use wait::{Learned, Progress, WaitOptions};
 
 /// The `http` crate, whose `HeaderMap` [`webhook::Verifier::verify`] takes.
 pub use http;
-/// The runtime support of the generated client ([`api::Client`] answers in
-/// its `ResponseValue` and `Error`).
-pub use progenitor_client;
 /// The HTTP client crate genapi is built on; its types appear in
 /// [`ClientBuilder::reqwest_builder`] and [`Error::Transport`].
 pub use reqwest;

@@ -78,8 +78,13 @@ pub trait IntoRequest: sealed::Building {
 /// Supertraits nobody outside the crate can name, so nobody outside can
 /// implement [`Submit`] or [`IntoRequest`].
 pub(crate) mod sealed {
-    /// Seals [`super::Submit`].
-    pub trait Sealed {}
+    /// Seals [`super::Submit`]; implemented by `build.rs` for every request
+    /// type.
+    pub trait Sealed: Sized {
+        /// The request among all submissions of the document, to be sent by
+        /// its operation's generated method.
+        fn into_any(self) -> crate::api::table::AnySubmission;
+    }
 
     /// Seals [`super::IntoRequest`].
     pub trait Building {}

@@ -6,12 +6,12 @@ use reqwest::{StatusCode, Url};
 use serde_json::{Map, Value};
 use tracing::Instrument;
 
-use crate::api::types::{PollResult, TaskResult};
+use crate::api::types::{PollResult, SubmissionResponse, TaskResult};
+use crate::call::{Call, Reply};
 use crate::client::Client;
 use crate::error::{Error, Moderation, Result, TaskRef};
 use crate::output::Output;
 use crate::response::{decode_error, error_for_task};
-use crate::transport::Purpose;
 use crate::trust::origin_text;
 use crate::wait::{deadline, jitter, Progress, Schedule, WaitOptions};
 use crate::TaskStatus;
@@ -37,11 +37,19 @@ pub struct Task {
 }
 
 impl Task {
-    /// From a submission answer, either shape (AsyncResponse or
-    /// AsyncWebhookResponse). Once the service sent a task id the task exists
-    /// and is charged, so only the id can make this fail: a field of an
-    /// unexpected type is dropped, a missing or unusable `polling_url` means
-    /// polling `{base}/v1/get_result?id=`.
+    /// From a submission answer the document's type fits, either shape
+    /// (AsyncResponse or AsyncWebhookResponse).
+    pub(crate) fn from_submission(client: Client, operation: &str, answer: SubmissionResponse) -> Result<Task> {
+        let (id, polling_url, figures) = match answer {
+            SubmissionResponse::Response(r) => (r.id, Some(r.polling_url), [r.cost, r.input_mp, r.output_mp]),
+            SubmissionResponse::WebhookResponse(r) => (r.id, r.polling_url, [r.cost, r.input_mp, r.output_mp]),
+        };
+        Task::from_answer(client, operation, id, polling_url.as_deref(), figures, b"")
+    }
+
+    /// From a submission answer the document's type does not fit. Once the
+    /// service sent a task id the task exists and is charged, so only the id
+    /// can make this fail: a field of an unexpected type is dropped.
     pub(crate) fn accepted(client: Client, operation: &str, body: &[u8]) -> Result<Task> {
         let transport = client.shared.transport.clone();
         let value: Value = serde_json::from_slice(body).map_err(|e| {
@@ -52,46 +60,54 @@ impl Task {
                 body,
             )
         })?;
-        let Some(id) = value
-            .get("id")
-            .and_then(Value::as_str)
-            .filter(|id| !id.is_empty())
-            .map(str::to_string)
-        else {
+        let id = value.get("id").and_then(Value::as_str).unwrap_or_default().to_string();
+        let figure = |name: &str| value.get(name).and_then(Value::as_f64);
+        let polling_url = match value.get("polling_url") {
+            None | Some(Value::Null) => None,
+            Some(given) => Some(given.as_str().unwrap_or_default()),
+        };
+        Task::from_answer(
+            client,
+            operation,
+            id,
+            polling_url,
+            [figure("cost"), figure("input_mp"), figure("output_mp")],
+            body,
+        )
+    }
+
+    /// A missing or unusable `polling_url` means polling
+    /// `{base}/v1/get_result?id=`; an empty id is no task.
+    fn from_answer(
+        client: Client,
+        operation: &str,
+        id: String,
+        polling_url: Option<&str>,
+        figures: [Option<f64>; 3],
+        body: &[u8],
+    ) -> Result<Task> {
+        if id.is_empty() {
+            let transport = client.shared.transport.clone();
             return Err(decode_error(
                 &transport,
                 operation,
                 "the submission answer has no task id".into(),
                 body,
             ));
-        };
-        let figure = |name: &str| value.get(name).and_then(Value::as_f64);
-        let given = value
-            .get("polling_url")
-            .and_then(Value::as_str)
-            .and_then(|text| Url::parse(text).ok());
-        let polling_url = match given {
-            Some(url)
-                if matches!(url.scheme(), "http" | "https")
-                    && url.username().is_empty()
-                    && url.password().is_none() =>
-            {
-                url
-            }
-            other => {
-                if other.is_some() || value.get("polling_url").is_some_and(|v| !v.is_null()) {
+        }
+        let usable = polling_url.and_then(|text| Url::parse(text).ok()).filter(|url| {
+            matches!(url.scheme(), "http" | "https") && url.username().is_empty() && url.password().is_none()
+        });
+        let polling_url = match usable {
+            Some(url) => url,
+            None => {
+                if polling_url.is_some() {
                     tracing::warn!(task_id = %id, "unusable polling_url in the submission answer; polling the base URL");
                 }
                 client.fallback_polling_url(&id)?
             }
         };
-        Ok(Task::new(
-            client,
-            id,
-            polling_url,
-            operation,
-            [figure("cost"), figure("input_mp"), figure("output_mp")],
-        ))
+        Ok(Task::new(client, id, polling_url, operation, figures))
     }
 
     /// `figures` are cost, input and output megapixels, as reported.
@@ -196,14 +212,22 @@ impl Task {
     /// task, and the active-task ledger is not told (for looking a task up).
     pub(crate) async fn poll_once(&self) -> Result<PollResult> {
         let transport = &self.client.shared.transport;
-        let request = transport
-            .api_client()
-            .get(self.polling_url.clone())
-            .build()
-            .map_err(|e| Error::Config(format!("cannot build the poll request: {e}")))?;
-        let answer = transport
-            .exchange_bytes(request, Purpose::Poll, "get_result", transport.max_response_bytes)
-            .await?;
+        // The generated `get_result`, sent to the polling URL as given.
+        let api = Call::client(transport, &self.polling_url, Some(self.polling_url.clone()), None);
+        let sent = api.get_result().id(self.id()).send().await;
+        let answer = match Call::reply(&api, "get_result", sent).await? {
+            Reply::Typed(result) => return Ok(result),
+            // A 422 about an accepted task is not about the user's request.
+            Reply::Invalid(detail) => {
+                return Err(Error::UnexpectedStatus {
+                    status: StatusCode::UNPROCESSABLE_ENTITY.as_u16(),
+                    operation: "get_result".into(),
+                    message: transport.scrub(&crate::error::summary(&detail.detail)),
+                    task: Some(self.task.clone()),
+                })
+            }
+            Reply::Raw(answer) => answer,
+        };
         let placeholder = |status: TaskStatus| PollResult {
             id: self.task.id.clone(),
             status,

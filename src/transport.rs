@@ -1,9 +1,15 @@
 //! Every HTTP exchange of the crate goes through one function,
 //! `Transport::exchange`: submissions, polls and downloads alike. That one
 //! place decides who gets the key, what is retried, how much of an answer is
-//! read, and what is logged.
+//! read, and what is logged. API operations reach it from the generated
+//! client's `exec` hook (see `call.rs`); downloads of signed result
+//! addresses, which are no operation of the document, call it directly.
 //!
 //! # Retry policy
+//!
+//! One loop: a call sends at most `RetryPolicy::max_attempts` requests in
+//! all, whatever mix of refused connections, retried statuses and answers
+//! that broke off it meets.
 //!
 //! - **Submissions (POST)** are retried only when the service surely did not
 //!   accept them: a connection that could not be opened, or `429 Too Many
@@ -125,7 +131,8 @@ pub(crate) enum Purpose {
 }
 
 impl Purpose {
-    fn of(method: &Method) -> Purpose {
+    /// An API request's purpose, from its method.
+    pub(crate) fn of(method: &Method) -> Purpose {
         if method == Method::POST {
             Purpose::Submit
         } else {
@@ -222,6 +229,15 @@ pub(crate) struct Answer {
 }
 
 impl Answer {
+    /// The answer again as a response whose body is already read, for the
+    /// generated code to decode.
+    pub(crate) fn into_response(self) -> reqwest::Response {
+        let mut response = http::Response::new(self.body);
+        *response.status_mut() = self.status;
+        *response.headers_mut() = self.headers;
+        reqwest::Response::from(response)
+    }
+
     /// The `Retry-After` of this answer.
     pub(crate) fn retry_after(&self) -> Option<Duration> {
         retry_after(&self.headers)
@@ -368,6 +384,9 @@ impl Transport {
         Ok(answer)
     }
 
+    /// The one retry loop: at most `RetryPolicy::max_attempts` requests in
+    /// all, whether an attempt failed to connect, answered a status its
+    /// purpose retries, or broke off while its body was read.
     async fn exchange_with_retries(
         &self,
         mut request: Request,
@@ -376,61 +395,6 @@ impl Transport {
         limit: u64,
         sink: &mut Sink,
     ) -> Result<Answer> {
-        let mut attempt = 1;
-        loop {
-            // Only idempotent exchanges are sent again after their answer
-            // broke off; a submission may have been accepted.
-            let again = if purpose != Purpose::Submit && attempt < self.retry.max_attempts {
-                request.try_clone()
-            } else {
-                None
-            };
-            let response = self.send(request, purpose).await.map_err(|source| Error::Transport {
-                operation: operation.to_string(),
-                source,
-                task: None,
-            })?;
-            let error = match self.read(response, limit, sink).await {
-                Ok(answer) => return Ok(answer),
-                Err(Read::TooLarge) => {
-                    return Err(Error::TooLarge {
-                        operation: operation.to_string(),
-                        limit,
-                        task: None,
-                    })
-                }
-                Err(Read::Sink(e)) => {
-                    return Err(Error::Input {
-                        source_name: operation.to_string(),
-                        message: format!("cannot write the answer ({e})"),
-                        task: None,
-                    })
-                }
-                Err(Read::Body(error)) => error,
-            };
-            let Some(next) = again.filter(|_| purpose.retries_error(&error)) else {
-                return Err(Error::Transport {
-                    operation: operation.to_string(),
-                    source: error,
-                    task: None,
-                });
-            };
-            tracing::debug!(%error, attempt, "the answer broke off; asking again");
-            sink.reset().await.map_err(|e| Error::Input {
-                source_name: operation.to_string(),
-                message: format!("cannot restart writing the answer ({e})"),
-                task: None,
-            })?;
-            tokio::time::sleep(self.retry.backoff(attempt, fastrand::f64())).await;
-            request = next;
-            attempt += 1;
-        }
-    }
-
-    /// Sends a request, adding the key for trusted origins, and retries
-    /// failures its purpose allows; returns the first answer that is not
-    /// retried (its body unread).
-    async fn send(&self, mut request: Request, purpose: Purpose) -> reqwest::Result<reqwest::Response> {
         let client = if purpose == Purpose::Download {
             &self.downloads
         } else {
@@ -442,33 +406,45 @@ impl Transport {
         }
         let span = tracing::Span::current();
         span.record("keyed", keyed);
+        let failed = |why: Read| why.into_error(operation, limit);
         let mut attempt = 1;
         loop {
+            span.record("attempts", attempt);
             // A body that cannot be cloned (a stream) is sent once.
-            let retry_copy = if attempt < self.retry.max_attempts {
+            let again = if attempt < self.retry.max_attempts {
                 request.try_clone()
             } else {
                 None
             };
-            span.record("attempts", attempt);
             let outcome = client.execute(request).await;
-            let wait = match &outcome {
-                Ok(response) if purpose.retries_status(response.status()) => Some(
-                    retry_after(response.headers())
-                        .map(|d| d.min(self.retry.max_retry_after))
-                        .unwrap_or_else(|| self.retry.backoff(attempt, fastrand::f64())),
-                ),
-                Err(error) if purpose.retries_error(error) => Some(self.retry.backoff(attempt, fastrand::f64())),
-                _ => None,
+            if let Ok(response) = &outcome {
+                span.record("status", response.status().as_u16());
+            }
+            let Some(next) = again else {
+                // The last attempt: its answer, whatever it is.
+                return match outcome {
+                    Ok(response) => self.read(response, limit, sink).await.map_err(failed),
+                    Err(error) => Err(failed(Read::Body(error))),
+                };
             };
-            let (next, wait) = match (retry_copy, wait) {
-                (Some(next), Some(wait)) => (next, wait),
-                _ => {
-                    if let Ok(response) = &outcome {
-                        span.record("status", response.status().as_u16());
+            let wait = match outcome {
+                Ok(response) if purpose.retries_status(response.status()) => retry_after(response.headers())
+                    .map(|d| d.min(self.retry.max_retry_after))
+                    .unwrap_or_else(|| self.retry.backoff(attempt, fastrand::f64())),
+                Ok(response) => match self.read(response, limit, sink).await {
+                    Ok(answer) => return Ok(answer),
+                    // Only idempotent exchanges are asked again after their
+                    // answer broke off: `retries_error` refuses it for a
+                    // submission, which may have been accepted.
+                    Err(Read::Body(error)) if purpose.retries_error(&error) => {
+                        tracing::debug!(%error, attempt, "the answer broke off; asking again");
+                        sink.reset().await.map_err(|e| failed(Read::Sink(e)))?;
+                        self.retry.backoff(attempt, fastrand::f64())
                     }
-                    return outcome;
-                }
+                    Err(why) => return Err(failed(why)),
+                },
+                Err(error) if purpose.retries_error(&error) => self.retry.backoff(attempt, fastrand::f64()),
+                Err(error) => return Err(failed(Read::Body(error))),
             };
             tracing::debug!(attempt, wait_ms = wait.as_millis() as u64, "retrying");
             tokio::time::sleep(wait).await;
@@ -520,11 +496,35 @@ impl Transport {
     }
 }
 
-/// Why reading a body failed.
+/// Why an exchange failed.
 enum Read {
+    /// The request could not be sent, or its answer broke off.
     Body(reqwest::Error),
     TooLarge,
     Sink(std::io::Error),
+}
+
+impl Read {
+    fn into_error(self, operation: &str, limit: u64) -> Error {
+        let operation = operation.to_string();
+        match self {
+            Read::Body(source) => Error::Transport {
+                operation,
+                source,
+                task: None,
+            },
+            Read::TooLarge => Error::TooLarge {
+                operation,
+                limit,
+                task: None,
+            },
+            Read::Sink(e) => Error::Input {
+                source_name: operation,
+                message: format!("cannot write the answer ({e})"),
+                task: None,
+            },
+        }
+    }
 }
 
 /// Longest `Retry-After` taken from a service: a day. Larger values (or ones
@@ -550,30 +550,6 @@ pub(crate) fn retry_after(headers: &HeaderMap) -> Option<Duration> {
             .unwrap_or(Duration::ZERO)
             .min(LONGEST_RETRY_AFTER),
     )
-}
-
-impl progenitor_client::ClientHooks<Arc<Transport>> for crate::api::Client {
-    /// The generated client's requests take the same road as everything else:
-    /// the key only to trusted origins, the same retry rules.
-    async fn exec(
-        &self,
-        request: Request,
-        info: &progenitor_client::OperationInfo,
-    ) -> reqwest::Result<reqwest::Response> {
-        use progenitor_client::ClientInfo;
-        let span = tracing::debug_span!(
-            "genapi.request",
-            operation = info.operation_id,
-            method = %request.method(),
-            origin = %origin_text(request.url()),
-            path = request.url().path(),
-            keyed = tracing::field::Empty,
-            status = tracing::field::Empty,
-            attempts = tracing::field::Empty,
-        );
-        let purpose = Purpose::of(request.method());
-        self.inner().send(request, purpose).instrument(span).await
-    }
 }
 
 #[cfg(test)]
