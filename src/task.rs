@@ -1,6 +1,8 @@
 //! A task the service accepted: polling it and waiting for its end.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use reqwest::{StatusCode, Url};
 use serde_json::{Map, Value};
@@ -288,7 +290,7 @@ impl Task {
             // A poll may not outlast the deadline by more than a moment.
             let bounded = async {
                 match deadline.and_then(|d| d.checked_add(Duration::from_secs(2))) {
-                    Some(hard) => tokio::time::timeout_at(hard.into(), self.poll()).await.ok(),
+                    Some(hard) => tokio::time::timeout_at(hard, self.poll()).await.ok(),
                     None => Some(self.poll().await),
                 }
             };

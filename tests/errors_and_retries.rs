@@ -17,7 +17,7 @@ fn request() -> types::builder::Gen2ProRequest {
     types::Gen2ProRequest::builder().prompt("x")
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_wrong_key_is_forbidden() {
     let mock = MockService::start().await.unwrap();
     let client = genapi::Client::builder()
@@ -33,7 +33,7 @@ async fn a_wrong_key_is_forbidden() {
     );
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_key_limited_to_some_endpoints_is_forbidden_elsewhere() {
     let config = MockConfig::default()
         .keys(Vec::new())
@@ -52,7 +52,7 @@ async fn a_key_limited_to_some_endpoints_is_forbidden_elsewhere() {
     ));
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn spent_credits_give_insufficient_credits() {
     let mock = MockService::start().await.unwrap();
     mock.set_credits(Some(0.5));
@@ -60,7 +60,7 @@ async fn spent_credits_give_insufficient_credits() {
     assert!(matches!(error, Error::InsufficientCredits { .. }), "{error}");
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_429_then_success_makes_exactly_two_submissions() {
     let mock = MockService::start().await.unwrap();
     mock.inject(Fault::on(
@@ -76,7 +76,7 @@ async fn a_429_then_success_makes_exactly_two_submissions() {
     assert_eq!(mock.count("POST", "/v1/gen-2-pro"), 2);
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_persistent_429_is_typed_with_its_retry_after() {
     let mock = MockService::start().await.unwrap();
     mock.inject(
@@ -99,7 +99,7 @@ async fn a_persistent_429_is_typed_with_its_retry_after() {
     assert_eq!(mock.count("POST", "/v1/gen-2-pro"), 4, "max_attempts in all");
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_500_on_submit_is_not_retried() {
     let mock = MockService::start().await.unwrap();
     mock.inject(Fault::status("/v1/gen-2-pro", 500).times(3));
@@ -113,7 +113,7 @@ async fn a_500_on_submit_is_not_retried() {
     );
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_connection_dropped_after_sending_is_not_retried() {
     let mock = MockService::start().await.unwrap();
     mock.inject(Fault::on("/v1/gen-2-pro", FaultKind::DropConnection));
@@ -123,7 +123,7 @@ async fn a_connection_dropped_after_sending_is_not_retried() {
     assert_eq!(mock.count("POST", "/v1/gen-2-pro"), 1);
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_refused_connection_is_a_transport_error() {
     let client = genapi::Client::builder()
         .api_key("k")
@@ -135,17 +135,17 @@ async fn a_refused_connection_is_a_transport_error() {
     assert!(matches!(error, Error::Transport { .. }), "{error}");
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_503_with_retry_after_while_polling_is_ridden_out() {
     let mock = MockService::start().await.unwrap();
     mock.inject(Fault::unavailable("/v1/get_result", 1).times(2));
     let client = mock.client_builder().retry_policy(fast_retries()).build().unwrap();
-    let started = std::time::Instant::now();
+    let started = tokio::time::Instant::now();
     client.run(request()).await.unwrap();
     assert!(started.elapsed() >= Duration::from_secs(2), "Retry-After was honoured");
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn not_found_and_202_right_after_submission_are_ridden_out() {
     let mock = MockService::start().await.unwrap();
     mock.inject(Fault::status("/v1/get_result", 404).times(2));
@@ -154,7 +154,7 @@ async fn not_found_and_202_right_after_submission_are_ridden_out() {
     assert!(mock.count("GET", "/v1/get_result") >= 4);
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn malformed_json_keeps_the_raw_body() {
     let mock = MockService::start().await.unwrap();
     mock.inject(Fault::on("/v1/gen-2-pro", FaultKind::MalformedBody));
@@ -175,7 +175,7 @@ async fn malformed_json_keeps_the_raw_body() {
     );
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_redirect_from_the_api_is_not_followed() {
     let mock = MockService::start().await.unwrap();
     let elsewhere = MockService::start().await.unwrap();
@@ -191,7 +191,7 @@ async fn a_redirect_from_the_api_is_not_followed() {
     );
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn configuration_errors_say_what_is_missing() {
     let error = genapi::Client::builder()
         .base_url("http://127.0.0.1:1")
@@ -208,7 +208,7 @@ async fn configuration_errors_say_what_is_missing() {
     assert!(error.to_string().contains("http(s)"), "{error}");
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn the_mock_refuses_tasks_beyond_its_active_limit() {
     let config = MockConfig::default()
         .max_active_tasks(2)

@@ -45,7 +45,7 @@ fn check(name: &str, outcome: Result<genapi::Output, Error>, expect: &Expect) {
 }
 
 /// HTTP-level faults, injected into the mock.
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn http_faults_on_submit_and_poll() {
     let date_soon = httpdate::fmt_http_date(std::time::SystemTime::now() + Duration::from_secs(1));
     let status = |code: u16, retry_after: Option<&str>| FaultKind::Status {
@@ -214,7 +214,7 @@ async fn read_request(stream: &mut tokio::net::TcpStream) {
     let _ = stream.read(&mut buffer).await;
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn connection_level_faults_on_submit() {
     type Behave = fn(tokio::net::TcpStream) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
     let table: Vec<(&str, Behave)> = vec![
@@ -274,7 +274,7 @@ async fn connection_level_faults_on_submit() {
     }
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn connection_refused_is_retried_then_typed() {
     // Nothing listens on port 9 of loopback: safe to retry, nothing was sent.
     let client = genapi::Client::builder()
@@ -283,7 +283,7 @@ async fn connection_refused_is_retried_then_typed() {
         .retry_policy(fast())
         .build()
         .unwrap();
-    let started = std::time::Instant::now();
+    let started = tokio::time::Instant::now();
     let error = client.submit(request()).await.unwrap_err();
     assert!(matches!(error, Error::Transport { .. }), "{error}");
     assert!(
@@ -292,7 +292,7 @@ async fn connection_refused_is_retried_then_typed() {
     );
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn unknown_fields_in_answers_are_ignored() {
     let mock = MockService::start().await.unwrap();
     let client = mock.client().unwrap();

@@ -7,7 +7,7 @@ use genapi::{dimensions, ImageFormat};
 
 mod common;
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn text_to_image_returns_the_model_chosen_size() {
     let mock = MockService::start().await.unwrap();
     let client = mock.client().unwrap();
@@ -27,7 +27,7 @@ async fn text_to_image_returns_the_model_chosen_size() {
     assert!(output.seed.is_some());
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn requested_size_and_format_are_honoured_and_save_adds_the_extension() {
     let mock = MockService::start().await.unwrap();
     let request = types::Gen2FlexRequest::builder()
@@ -45,7 +45,7 @@ async fn requested_size_and_format_are_honoured_and_save_adds_the_extension() {
     std::fs::remove_dir_all(dir).unwrap();
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn aspect_ratio_and_input_images_shape_the_output() {
     let mock = MockService::start().await.unwrap();
     let client = mock.client().unwrap();
@@ -69,7 +69,7 @@ async fn aspect_ratio_and_input_images_shape_the_output() {
     assert_eq!(dimensions(&edit.bytes().await.unwrap()), Some((740, 500)));
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn older_families_report_cost_on_the_poll_result() {
     let mock = MockService::start().await.unwrap();
     let client = mock.client().unwrap();
@@ -88,7 +88,7 @@ async fn older_families_report_cost_on_the_poll_result() {
     assert!(task.cost().is_some() && task.input_mp().is_some() && task.output_mp().is_some());
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_webhook_submission_still_yields_a_waitable_task() {
     let mock = MockService::start().await.unwrap();
     let request = types::Gen2ProRequest::builder()
@@ -100,7 +100,7 @@ async fn a_webhook_submission_still_yields_a_waitable_task() {
     task.wait().await.unwrap();
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn raw_submission_reaches_any_path_with_the_same_waiting() {
     let mock = MockService::start().await.unwrap();
     let client = mock.client().unwrap();
@@ -124,7 +124,7 @@ async fn raw_submission_reaches_any_path_with_the_same_waiting() {
     );
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_task_can_be_resumed_from_its_id_or_polling_url() {
     let mock = MockService::start().await.unwrap();
     let client = mock.client().unwrap();
@@ -163,7 +163,7 @@ async fn a_task_can_be_resumed_from_its_id_or_polling_url() {
 mod image_inputs {
     use genapi::{Error, ImageInput};
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn files_and_bytes_become_raw_base64_and_urls_pass_only_where_accepted() {
         let png = super::common::png_header(4, 4);
         let path = std::env::temp_dir().join(format!("genapi-input-{}.png", std::process::id()));
@@ -188,7 +188,7 @@ mod image_inputs {
         assert!(ftp.to_string().contains("http"), "{ftp}");
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn unreadable_and_unsupported_files_are_clear_errors() {
         let missing = ImageInput::path("/no/such/image.png").to_base64().await.unwrap_err();
         assert!(

@@ -32,7 +32,7 @@ fn client(base: &str) -> genapi::Client {
         .unwrap()
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn answers_are_read_within_limits_and_the_excess_is_a_typed_error_naming_the_task() {
     let service = hostile::serve(|base, request, _| match request.path.as_str() {
         "/v1/gen-2-pro" => accepted(base, "t-big"),
@@ -80,7 +80,7 @@ async fn answers_are_read_within_limits_and_the_excess_is_a_typed_error_naming_t
     std::fs::remove_dir_all(dir).unwrap();
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn an_error_body_is_read_only_for_its_message() {
     let service = hostile::serve(|_, _, _| {
         let huge = "e".repeat(8 << 20);
@@ -92,7 +92,7 @@ async fn an_error_body_is_read_only_for_its_message() {
     assert!(format!("{error:?}").len() < 20_000, "the message is cut");
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_422_that_echoes_the_whole_body_loses_the_secret_and_the_images() {
     let service = hostile::serve(|_, request, _| {
         // As the service's framework does for a missing field: the whole body.
@@ -122,7 +122,7 @@ async fn a_422_that_echoes_the_whole_body_loses_the_secret_and_the_images() {
     }
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_service_that_echoes_request_headers_cannot_put_the_key_in_an_error() {
     let service = hostile::serve(|_, request, _| {
         let headers: Vec<String> = request
@@ -145,7 +145,7 @@ async fn a_service_that_echoes_request_headers_cannot_put_the_key_in_an_error() 
     assert!(!format!("{error:?}").contains(KEY));
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_download_redirect_sends_no_referer_and_no_key() {
     let service = hostile::serve(|base, request, _| match request.path.as_str() {
         "/v1/gen-2-pro" => accepted(base, "t-r"),
@@ -182,7 +182,7 @@ async fn a_download_redirect_sends_no_referer_and_no_key() {
     assert!(signed.headers.get("x-key").is_none(), "downloads carry no key");
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_raw_path_can_never_send_the_body_elsewhere() {
     let service = hostile::serve(|_, _, _| json(200, json!({}))).await;
     let client = client(&service.base);
@@ -232,7 +232,7 @@ impl<T: axum::response::IntoResponse> IntoResponseForTest for T {
     }
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_key_straddling_the_cut_of_an_echoed_body_is_still_removed() {
     for pad in [4076, 4080, 4091, 4095] {
         let service =

@@ -40,7 +40,7 @@ async fn get_json(url: &str, key: Option<&str>) -> (u16, Value) {
     (response.status().as_u16(), response.json().await.unwrap_or(Value::Null))
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn polling_is_on_the_regional_host_with_the_key_and_samples_on_the_delivery_host_without() {
     let mock = MockService::start().await.unwrap();
     assert_eq!(mock.trusted_origins(), vec![mock.regional_url().to_string()]);
@@ -89,7 +89,7 @@ async fn polling_is_on_the_regional_host_with_the_key_and_samples_on_the_deliver
     assert_eq!(mock.stats().keys_sent_to_delivery, 1);
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn in_progress_is_pending_with_progress_and_the_observed_extras_are_opt_in() {
     let hour = Duration::from_secs(3600);
     let status_at = |mock: &MockService, url: String, key: String| async move {
@@ -139,7 +139,7 @@ async fn in_progress_is_pending_with_progress_and_the_observed_extras_are_opt_in
     assert_eq!(poll["status"], "Thinking");
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_webhook_submission_answers_without_polling_url_and_the_global_host_serves_its_result() {
     let mock = start(MockConfig::default().default_duration(Duration::from_millis(50))).await;
     let answer = submit(
@@ -183,7 +183,7 @@ async fn a_webhook_submission_answers_without_polling_url_and_the_global_host_se
     assert!(!polls.is_empty() && polls.iter().all(|r| r.origin == "api"));
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn moderation_outcomes_are_not_charged() {
     let mock = start(
         MockConfig::default()
@@ -206,7 +206,7 @@ async fn moderation_outcomes_are_not_charged() {
     assert_eq!(mock.credits(), Some(100.0 - cost));
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_422_echoes_the_input_as_the_services_framework_does() {
     let mock = MockService::start().await.unwrap();
     let image = common::b64(&common::png_header(64, 64));
@@ -251,7 +251,7 @@ async fn a_422_echoes_the_input_as_the_services_framework_does() {
     );
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn eight_large_reference_images_fit_and_oversize_bodies_get_a_json_413() {
     let mock = start(MockConfig::default().default_duration(Duration::from_millis(1))).await;
     // A 4 MP PNG header followed by 3 MB of data: about 4 MB of base64 each.
@@ -279,7 +279,7 @@ async fn eight_large_reference_images_fit_and_oversize_bodies_get_a_json_413() {
     assert!(detail["detail"].as_str().unwrap().contains("1048576"), "{detail}");
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn video_results_are_mp4_valid_about_two_hours_and_images_ten_minutes() {
     let mock = start(MockConfig::default().default_duration(Duration::from_millis(1))).await;
     let video = submit(&mock, "/v1/gen-3-video", json!({"mode": "t2v", "prompt": "waves"})).await;
@@ -307,7 +307,7 @@ async fn video_results_are_mp4_valid_about_two_hours_and_images_ten_minutes() {
     assert_eq!(status(video).await, 403, "video: about 2 hours");
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn input_mp_start_time_ultra_ratio_and_seed_are_as_the_service_answers() {
     let mock = start(
         MockConfig::default()
@@ -377,7 +377,7 @@ async fn input_mp_start_time_ultra_ratio_and_seed_are_as_the_service_answers() {
     }
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn stats_count_what_the_service_saw_in_rust_and_over_http() {
     let mock = start(
         MockConfig::default()
@@ -465,7 +465,7 @@ async fn stats_count_what_the_service_saw_in_rust_and_over_http() {
 /// A client written for the live service, in any language, as third-party
 /// clients do it: submit, read `id` and `polling_url`, poll accepting only
 /// the statuses they know, read `result.sample`, download with a plain GET.
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_client_written_for_the_live_service_works_unmodified() {
     const KNOWN: [&str; 5] = ["Pending", "Ready", "Error", "Failed", "Request Moderated"];
     let mock = start(MockConfig::default().default_duration(Duration::from_millis(200))).await;
@@ -532,7 +532,7 @@ async fn a_client_written_for_the_live_service_works_unmodified() {
     assert_eq!(mock.stats().keys_sent_to_delivery, 0);
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn sizes_are_validated_from_the_document_not_hard_coded() {
     // The contract's "multiples of 16" for gen-2-* width/height, as the document states it.
     let mut document = common::document();
@@ -562,7 +562,7 @@ async fn sizes_are_validated_from_the_document_not_hard_coded() {
     );
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_prompt_marker_sets_one_tasks_duration() {
     let mock = MockService::start().await.unwrap();
     let client = mock.client().unwrap();

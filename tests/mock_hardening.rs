@@ -41,7 +41,7 @@ async fn poll(mock: &MockService, answer: &Value) -> Value {
         .unwrap()
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_claimed_giant_image_does_not_make_a_giant_output() {
     let mock = start(MockConfig::default().default_duration(Duration::from_millis(1))).await;
     let giant = common::b64(&common::png_header(200_000, 200_000));
@@ -73,7 +73,7 @@ async fn a_claimed_giant_image_does_not_make_a_giant_output() {
     );
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn control_routes_need_the_key_and_sane_values() {
     let mock = MockService::start().await.unwrap();
     let fault = json!({"path_prefix": "/v1/gen-2-pro", "status": 500});
@@ -150,7 +150,7 @@ async fn control_routes_need_the_key_and_sane_values() {
     );
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_non_loopback_address_is_refused_unless_allowed() {
     let error = MockService::start_with(MockConfig::default(), "0.0.0.0:0".parse().unwrap())
         .await
@@ -158,7 +158,7 @@ async fn a_non_loopback_address_is_refused_unless_allowed() {
     assert!(error.to_string().contains("loopback"), "{error}");
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn the_request_log_is_a_ring_and_keeps_no_whole_bodies() {
     let mock = start(MockConfig::default().request_log_capacity(10)).await;
     let big = "x".repeat(1024 * 1024);
@@ -174,7 +174,7 @@ async fn the_request_log_is_a_ring_and_keeps_no_whole_bodies() {
     assert_eq!(mock.count("POST", "/v1/gen-2-pro"), 10);
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn finished_tasks_are_forgotten_once_their_results_expire_and_active_tasks_are_counted() {
     let mock = start(
         MockConfig::default()
@@ -203,7 +203,7 @@ async fn finished_tasks_are_forgotten_once_their_results_expire_and_active_tasks
     assert_eq!(poll(&mock, &first).await["status"], "Task not found");
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn webhooks_go_only_to_configured_addresses() {
     // A local listener the test did not configure: it must never see the secret.
     let hits = Arc::new(AtomicUsize::new(0));
@@ -228,8 +228,8 @@ async fn webhooks_go_only_to_configured_addresses() {
     )
     .await;
     assert_eq!(status, 200);
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while mock.deliveries().is_empty() && std::time::Instant::now() < deadline {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while mock.deliveries().is_empty() && tokio::time::Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let delivery = &mock.deliveries()[0];
@@ -238,7 +238,7 @@ async fn webhooks_go_only_to_configured_addresses() {
     assert_eq!(mock.stats().webhooks_refused, 1);
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_huge_prompt_is_not_kept_whole_for_the_tasks_lifetime() {
     let mock = start(MockConfig::default().default_duration(Duration::ZERO)).await;
     let prompt = "p".repeat(4 << 20);

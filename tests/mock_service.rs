@@ -8,7 +8,7 @@ use serde_json::{json, Value};
 
 mod common;
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn every_operation_succeeds_rejects_invalid_bodies_and_refuses_a_missing_key() {
     let mock = MockService::start().await.unwrap();
     let client = mock.client().unwrap();
@@ -71,7 +71,7 @@ async fn every_operation_succeeds_rejects_invalid_bodies_and_refuses_a_missing_k
     assert_eq!(missing_id.status(), 422);
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn answers_say_they_come_from_the_mock_and_the_log_records_requests() {
     let mock = MockService::start().await.unwrap();
     let response = common::http()
@@ -106,7 +106,7 @@ fn uuid_like(id: &str) -> bool {
     id.len() == 36 && id.chars().filter(|c| *c == '-').count() == 4
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn results_are_deterministic_for_seed_prompt_and_size() {
     let mock = MockService::start().await.unwrap();
     let client = mock.client().unwrap();
@@ -125,7 +125,7 @@ async fn results_are_deterministic_for_seed_prompt_and_size() {
     assert_ne!(run(7).await, run(8).await);
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn faults_and_the_clock_can_be_scripted_over_http() {
     let mock = MockService::start().await.unwrap();
     let http = common::http();

@@ -17,7 +17,7 @@ fn fast_retries(attempts: u32) -> RetryPolicy {
 
 /// The `api-version` header is written by the generated operation methods
 /// only: a request without it was built by hand.
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn every_operation_is_sent_by_the_generated_client() {
     let mock = MockService::start().await.unwrap();
     let client = mock.client().unwrap();
@@ -63,7 +63,7 @@ async fn every_operation_is_sent_by_the_generated_client() {
 /// Before the retry loops were one, an answer that broke off restarted the
 /// status retries: a poll meeting one broken answer and then 503s sent
 /// `max_attempts + 1` requests.
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn one_poll_sends_at_most_max_attempts_requests() {
     let mock = MockService::start().await.unwrap();
     let client = mock.client_builder().retry_policy(fast_retries(4)).build().unwrap();
@@ -78,7 +78,7 @@ async fn one_poll_sends_at_most_max_attempts_requests() {
     assert_eq!(mock.count("GET", "/v1/get_result"), 4, "max_attempts in all");
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn one_submission_sends_at_most_max_attempts_requests() {
     let mock = MockService::start().await.unwrap();
     let client = mock.client_builder().retry_policy(fast_retries(3)).build().unwrap();

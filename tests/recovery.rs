@@ -23,7 +23,7 @@ fn quick_retries() -> RetryPolicy {
         .max_retry_after(Duration::from_millis(20))
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_retry_after_too_large_for_a_duration_is_no_panic() {
     for (status, value) in [
         (429, "1e20"),
@@ -61,7 +61,7 @@ async fn a_retry_after_too_large_for_a_duration_is_no_panic() {
     }
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_timeout_of_any_size_is_accepted_and_no_timeout_is_expressible() {
     let mock = MockService::start().await.unwrap();
     let client = mock.client().unwrap();
@@ -73,7 +73,7 @@ async fn a_timeout_of_any_size_is_accepted_and_no_timeout_is_expressible() {
     task.wait_with(WaitOptions::default().no_timeout()).await.unwrap();
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn durations_are_learned_from_what_the_service_reports_not_when_ready_was_noticed() {
     let mock = MockService::start().await.unwrap();
     // Every poll answer is slow: Ready is noticed late.
@@ -88,7 +88,7 @@ async fn durations_are_learned_from_what_the_service_reports_not_when_ready_was_
     );
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_wrong_guess_never_sleeps_past_the_deadline_and_the_last_poll_comes_at_it() {
     // Learned: this operation takes a minute. This task takes 0.3 s.
     let mut learned = Learned::default();
@@ -98,7 +98,7 @@ async fn a_wrong_guess_never_sleeps_past_the_deadline_and_the_last_poll_comes_at
     let mock = MockService::start().await.unwrap();
     let client = mock.client_builder().learned(learned).build().unwrap();
     let task = client.submit(prompt("x")).await.unwrap();
-    let started = std::time::Instant::now();
+    let started = tokio::time::Instant::now();
     let output = task
         .wait_with(WaitOptions::default().timeout(Duration::from_secs(2)))
         .await;
@@ -110,7 +110,7 @@ async fn a_wrong_guess_never_sleeps_past_the_deadline_and_the_last_poll_comes_at
     assert!(started.elapsed() < Duration::from_secs(4));
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn an_odd_optional_field_never_makes_a_finished_task_undecodable() {
     let service = hostile::serve(|base, request, _| match request.path.as_str() {
         "/v1/gen-2-pro" => accepted(base, "t-odd"),
@@ -130,7 +130,7 @@ async fn an_odd_optional_field_never_makes_a_finished_task_undecodable() {
     assert_eq!(output.cost, None, "the odd cost was dropped, the task kept");
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn every_failure_after_acceptance_names_the_task() {
     let mock = MockService::start_with(
         MockConfig::default().default_duration(Duration::from_secs(30)),
@@ -170,7 +170,7 @@ async fn every_failure_after_acceptance_names_the_task() {
     assert!(error.to_string().contains("instead of resubmitting"), "{error}");
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn download_and_save_failures_name_the_task() {
     let service = hostile::serve(|base, request, _| match request.path.as_str() {
         "/v1/gen-2-pro" => accepted(base, "t-dl"),
@@ -192,7 +192,7 @@ async fn download_and_save_failures_name_the_task() {
     assert_eq!(error.task().map(|t| t.id.as_str()), Some("t-dl"), "{error}");
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn retry_advice_never_suggests_paying_twice() {
     let mock = MockService::start().await.unwrap();
     let client = mock
@@ -225,7 +225,7 @@ async fn retry_advice_never_suggests_paying_twice() {
     assert!(unreachable.is_safe_to_resubmit(), "{unreachable}");
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_download_that_breaks_off_is_fetched_again() {
     let service = hostile::serve(|base, request, before| match request.path.as_str() {
         "/v1/gen-2-pro" => accepted(base, "t-b"),
@@ -243,7 +243,7 @@ async fn a_download_that_breaks_off_is_fetched_again() {
     assert_eq!(service.count("/out.bin"), 2);
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_poll_that_breaks_off_is_asked_again_within_the_same_poll() {
     let service = hostile::serve(|base, request, before| match request.path.as_str() {
         "/v1/gen-2-pro" => accepted(base, "t-p"),
@@ -258,7 +258,7 @@ async fn a_poll_that_breaks_off_is_asked_again_within_the_same_poll() {
     assert_eq!(service.count("/v1/get_result"), 2);
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn downloads_have_their_own_timeout() {
     // A download slower than the API timeout, but steadily moving.
     let service = hostile::serve(|base, request, _| match request.path.as_str() {
@@ -279,7 +279,7 @@ async fn downloads_have_their_own_timeout() {
     assert_eq!(bytes.len(), 8 * 1024);
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_422_or_402_after_acceptance_is_about_the_task_never_a_fix_your_request() {
     for status in [422u16, 402] {
         let service = hostile::serve(move |base, request, _| match request.path.as_str() {
@@ -301,7 +301,7 @@ async fn a_422_or_402_after_acceptance_is_about_the_task_never_a_fix_your_reques
     }
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn an_accepted_answer_with_odd_fields_still_gives_the_task() {
     let service = hostile::serve(|base, request, _| match request.path.as_str() {
         "/v1/gen-2-pro" => json(
@@ -332,7 +332,7 @@ async fn an_accepted_answer_with_odd_fields_still_gives_the_task() {
     assert!(matches!(error, Error::Decode { task: None, .. }), "{error}");
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_polling_url_with_user_information_is_never_used() {
     let client = genapi::Client::builder()
         .api_key("k")

@@ -8,7 +8,7 @@ use genapi::api::types;
 use genapi::mock::MockService;
 use genapi::Error;
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn an_expired_address_is_refused_and_the_client_fetches_a_fresh_one() {
     let mock = MockService::start().await.unwrap();
     let output = mock
@@ -35,7 +35,7 @@ async fn an_expired_address_is_refused_and_the_client_fetches_a_fresh_one() {
     );
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn once_the_task_itself_has_expired_the_error_is_result_expired() {
     let mock = MockService::start().await.unwrap();
     let output = mock
@@ -50,7 +50,7 @@ async fn once_the_task_itself_has_expired_the_error_is_result_expired() {
     assert!(error.to_string().contains("submit the task again"), "{error}");
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_tampered_address_is_refused() {
     let mock = MockService::start().await.unwrap();
     let output = mock

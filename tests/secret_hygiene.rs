@@ -25,7 +25,7 @@ impl Write for Capture {
     }
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn the_canaries_never_leak() {
     let capture = Capture::default();
     let writer = capture.clone();

@@ -25,7 +25,7 @@ async fn answer_with_polling_url_on(front: &MockService, other: &MockService) ->
     task.id().to_string()
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn an_untrusted_polling_host_is_polled_without_the_key_and_its_refusal_names_the_remedy() {
     let (front, other) = (MockService::start().await.unwrap(), MockService::start().await.unwrap());
     let id = answer_with_polling_url_on(&front, &other).await;
@@ -52,7 +52,7 @@ async fn an_untrusted_polling_host_is_polled_without_the_key_and_its_refusal_nam
     assert!(polls.iter().all(|r| r.header("x-key").is_none()), "never with the key");
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_trusted_regional_polling_host_is_polled_with_the_key() {
     let (front, other) = (MockService::start().await.unwrap(), MockService::start().await.unwrap());
     let id = answer_with_polling_url_on(&front, &other).await;
@@ -76,7 +76,7 @@ async fn a_trusted_regional_polling_host_is_polled_with_the_key() {
     );
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn downloads_carry_no_key() {
     let mock = MockService::start().await.unwrap();
     let output = mock.client().unwrap().run(request()).await.unwrap();
@@ -91,7 +91,7 @@ async fn downloads_carry_no_key() {
     assert_eq!(submit.header("x-key"), Some("[redacted]"));
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn no_debug_output_or_error_shows_the_key_or_the_webhook_secret() {
     const KEY: &str = "canary-key-0042";
     const SECRET: &str = "canary-secret-0042";

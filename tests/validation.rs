@@ -217,7 +217,7 @@ fn megapixel_limits_mask_sizes_aspect_ratios_finetune_ids_and_video_modes() {
     .is_empty());
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn the_client_refuses_an_invalid_request_without_sending_it() {
     let mock = MockService::start().await.unwrap();
     let client = mock.client().unwrap();
@@ -246,7 +246,7 @@ async fn the_client_refuses_an_invalid_request_without_sending_it() {
     assert_eq!(mock.count("POST", "/v1/gen-2-pro"), 0, "nothing was sent");
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn the_mock_validates_from_its_document_and_the_client_reads_its_422() {
     // A fixture document with a stricter bound: the mock now refuses what the
     // client's own (embedded) document allows, and the error comes back typed.
@@ -279,7 +279,7 @@ async fn the_mock_validates_from_its_document_and_the_client_reads_its_422() {
         .unwrap();
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn the_mock_reports_every_problem_in_fastapi_shape() {
     let mock = MockService::start().await.unwrap();
     let response = common::http()
@@ -313,7 +313,7 @@ async fn the_mock_reports_every_problem_in_fastapi_shape() {
     assert_eq!(bad_json.status(), 422);
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_document_with_a_pattern_that_does_not_compile_is_refused_up_front() {
     let mut doc: Value = common::document();
     doc["components"]["schemas"]["FinetuneId"]["pattern"] = json!("([unclosed");
@@ -326,7 +326,7 @@ async fn a_document_with_a_pattern_that_does_not_compile_is_refused_up_front() {
     assert!(error.to_string().contains("does not compile"), "{error}");
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn an_unfinished_builder_is_reported_in_the_services_shape() {
     let mock = MockService::start().await.unwrap();
     let client = mock.client().unwrap();

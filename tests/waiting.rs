@@ -13,7 +13,7 @@ fn prompt(text: &str) -> types::builder::Gen2ProRequest {
     types::Gen2ProRequest::builder().prompt(text)
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn each_failure_status_is_a_typed_error() {
     let mock = MockService::start().await.unwrap();
     let client = mock.client().unwrap();
@@ -53,7 +53,7 @@ async fn each_failure_status_is_a_typed_error() {
     );
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn not_found_is_ridden_out_right_after_submission_but_final_for_a_resumed_task() {
     let mock = MockService::start().await.unwrap();
     // The default grace is 10 s.
@@ -63,7 +63,7 @@ async fn not_found_is_ridden_out_right_after_submission_but_final_for_a_resumed_
     client.run(prompt("x")).await.unwrap();
     // Resumed by an id the service does not know: final at once, and the
     // message says how to resume a task polled on another host.
-    let started = std::time::Instant::now();
+    let started = tokio::time::Instant::now();
     let error = client.task("no-such-task").unwrap().wait().await.unwrap_err();
     assert!(matches!(error, Error::TaskNotFound { .. }), "{error}");
     assert!(
@@ -73,7 +73,7 @@ async fn not_found_is_ridden_out_right_after_submission_but_final_for_a_resumed_
     assert!(error.to_string().contains("polling URL"), "{error}");
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn unknown_statuses_mean_keep_polling_and_progress_is_reported() {
     let mock = MockService::start_with(
         MockConfig::default().default_duration(Duration::from_millis(2500)),
@@ -104,7 +104,7 @@ async fn unknown_statuses_mean_keep_polling_and_progress_is_reported() {
     assert_eq!(seen.last().unwrap().0, TaskStatus::Ready);
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn the_deadline_bounds_the_wait() {
     let mock = MockService::start_with(
         MockConfig::default().default_duration(Duration::from_secs(30)),
@@ -113,7 +113,7 @@ async fn the_deadline_bounds_the_wait() {
     .await
     .unwrap();
     let task = mock.client().unwrap().submit(prompt("slow")).await.unwrap();
-    let started = std::time::Instant::now();
+    let started = tokio::time::Instant::now();
     let error = task
         .wait_with(WaitOptions::default().timeout(Duration::from_millis(700)))
         .await
@@ -132,7 +132,7 @@ async fn the_deadline_bounds_the_wait() {
     assert!(started.elapsed() < Duration::from_secs(2));
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn dropping_the_wait_stops_polling_but_the_place_is_kept_until_the_task_ends() {
     let task_time = Duration::from_millis(1500);
     let mock = MockService::start_with(
@@ -142,7 +142,7 @@ async fn dropping_the_wait_stops_polling_but_the_place_is_kept_until_the_task_en
     .await
     .unwrap();
     let client = mock.client_builder().max_active_tasks(Some(1)).build().unwrap();
-    let submitted = std::time::Instant::now();
+    let submitted = tokio::time::Instant::now();
     let task = client.submit(prompt("first")).await.unwrap();
     let waiting = tokio::time::timeout(Duration::from_millis(300), task.wait()).await;
     assert!(waiting.is_err(), "still waiting when dropped");
@@ -164,7 +164,7 @@ async fn dropping_the_wait_stops_polling_but_the_place_is_kept_until_the_task_en
     second.wait().await.unwrap();
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn submitting_many_before_waiting_on_any_completes() {
     // The reported hang: 25 submissions before any wait, at a limit of 24.
     let config = MockConfig::default()
@@ -192,7 +192,7 @@ async fn submitting_many_before_waiting_on_any_completes() {
     );
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn the_active_task_limit_keeps_clear_of_429() {
     let config = MockConfig::default()
         .max_active_tasks(3)

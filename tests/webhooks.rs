@@ -499,7 +499,7 @@ mod end_to_end {
             .webhook_secret(WebhookSecret::new(SECRET))
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn the_mock_notifies_the_receiver_and_the_task_finishes_without_polling() {
         let inbox = Inbox::new();
         let (url, schemes) = receiver(inbox.clone(), 1).await;
@@ -520,7 +520,7 @@ mod end_to_end {
         );
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn waiting_by_webhook_without_a_fallback_deadline_is_no_panic() {
         let inbox = Inbox::new();
         let (url, _) = receiver(inbox.clone(), 0).await;
@@ -531,7 +531,7 @@ mod end_to_end {
         assert_eq!(mock.count("GET", "/v1/get_result"), 0, "the notification settled it");
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn an_unreachable_receiver_falls_back_to_polling() {
         let mock = MockService::start().await.unwrap();
         let task = mock
@@ -545,7 +545,7 @@ mod end_to_end {
         assert!(mock.count("GET", "/v1/get_result") >= 1);
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn the_mock_never_follows_a_redirect_nor_delivers_off_loopback() {
         let app = axum::Router::new().route(
             "/hook",
@@ -570,8 +570,8 @@ mod end_to_end {
             .wait()
             .await
             .unwrap();
-        let deadline = std::time::Instant::now() + Duration::from_secs(5);
-        while mock.deliveries().len() < 2 && std::time::Instant::now() < deadline {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        while mock.deliveries().len() < 2 && tokio::time::Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         let deliveries = mock.deliveries();
@@ -587,7 +587,7 @@ mod end_to_end {
         assert_eq!(remote.attempts, 0, "never sent off loopback");
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn a_failure_notification_is_the_typed_error() {
         let inbox = Inbox::new();
         let (url, _) = receiver(inbox.clone(), 0).await;

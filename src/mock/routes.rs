@@ -876,7 +876,7 @@ fn output_size(operation: &str, request: &Value, default_ratio: Option<&str>) ->
     (1024, 1024)
 }
 
-/// Waits (in real time) for a duration measured on the mock clock.
+/// Waits, on the runtime's clock, until the task is final on the mock clock.
 pub(super) async fn sleep_until_final(state: &State, id: &str) -> Option<MockTask> {
     loop {
         let task = state.tasks.lock().ok().and_then(|t| t.get(id).cloned())?;

@@ -16,20 +16,38 @@ use super::{Fault, LoggedRequest, MockConfig, MockStats};
 /// `advance` saturates, so no later time computation can overflow.
 pub(crate) const MAX_CLOCK_OFFSET: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
 
-/// The mock's clock: real time plus an offset tests can advance, so a signed
-/// address can expire without waiting ten minutes.
-#[derive(Debug, Default)]
+/// The mock's clock: the runtime's time plus an offset tests can advance, so
+/// a signed address can expire without waiting ten minutes. It reads tokio's
+/// clock, so a test on a paused clock moves the service's time too.
+#[derive(Debug)]
 pub(crate) struct Clock {
     offset: Mutex<Duration>,
+    /// The wall time at a known instant, to tell wall time on the same clock.
+    origin: (Instant, SystemTime),
+}
+
+impl Default for Clock {
+    fn default() -> Self {
+        Clock {
+            offset: Mutex::default(),
+            origin: (tokio::time::Instant::now().into_std(), SystemTime::now()),
+        }
+    }
 }
 
 impl Clock {
+    fn runtime_now() -> Instant {
+        tokio::time::Instant::now().into_std()
+    }
     pub(crate) fn now(&self) -> Instant {
-        let now = Instant::now();
+        let now = Clock::runtime_now();
         now.checked_add(self.offset()).unwrap_or(now)
     }
     pub(crate) fn wall(&self) -> SystemTime {
-        let now = SystemTime::now();
+        let (at, wall) = self.origin;
+        let now = wall
+            .checked_add(Clock::runtime_now().saturating_duration_since(at))
+            .unwrap_or(wall);
         now.checked_add(self.offset()).unwrap_or(now)
     }
     /// Seconds since the Unix epoch on the mock clock.

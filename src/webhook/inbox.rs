@@ -82,7 +82,8 @@ impl Inbox {
         Inbox {
             events: Mutex::new(Bounded::new(capacity, max_age)),
             arrived: tokio::sync::Notify::new(),
-            clock: Arc::new(Instant::now),
+            // The runtime's clock, so a paused test clock ages entries too.
+            clock: Arc::new(|| tokio::time::Instant::now().into_std()),
         }
     }
 
@@ -126,7 +127,7 @@ impl Inbox {
     /// `fallback_after`.
     pub async fn wait(&self, task: Task, fallback_after: Duration) -> crate::Result<Output> {
         // A fallback too far away to add to the clock means "never poll".
-        let deadline = crate::wait::deadline(std::time::Instant::now(), Some(fallback_after));
+        let deadline = crate::wait::deadline(tokio::time::Instant::now(), Some(fallback_after));
         loop {
             let arrived = self.arrived.notified();
             tokio::pin!(arrived);
@@ -138,7 +139,7 @@ impl Inbox {
                 }
             }
             let timed_out = match deadline {
-                Some(deadline) => tokio::time::timeout_at(deadline.into(), arrived).await.is_err(),
+                Some(deadline) => tokio::time::timeout_at(deadline, arrived).await.is_err(),
                 None => {
                     arrived.await;
                     false

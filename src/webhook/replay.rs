@@ -37,7 +37,8 @@ impl ReplayGuard {
     pub fn new(ttl: Duration, capacity: usize) -> Self {
         ReplayGuard {
             seen: Mutex::new(Bounded::new(capacity, ttl)),
-            clock: Arc::new(Instant::now),
+            // The runtime's clock, so a paused test clock ages entries too.
+            clock: Arc::new(|| tokio::time::Instant::now().into_std()),
         }
     }
 
