@@ -108,7 +108,7 @@ fn main() {
     let mut ratios = Vec::new();
     let (mut our_polls, mut their_polls) = (0, 0);
     runtime.block_on(async {
-        genapi::transport::ensure_tls_provider();
+        genapi::ensure_tls_provider();
         let client = genapi::Client::builder()
             .api_key("bench-key")
             .base_url(&base)

@@ -36,7 +36,7 @@ fn run() -> (f64, u64, u64) {
             .api_key("load-key")
             .base_url(&base)
             .trust_origin(&mock.regional_origin)
-            .max_active_tasks(Some(LIMIT))
+            .max_active_tasks(LIMIT)
             .build()
             .expect("client");
         let started = Instant::now();
@@ -50,7 +50,7 @@ fn run() -> (f64, u64, u64) {
         });
         let outcomes = futures::future::join_all(runs).await;
         let elapsed = started.elapsed();
-        genapi::transport::ensure_tls_provider();
+        genapi::ensure_tls_provider();
         (elapsed, outcomes, mock.stats(&reqwest::Client::new()).await)
     });
     drop(mock);

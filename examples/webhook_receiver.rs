@@ -40,12 +40,12 @@ async fn receive(receiver: Arc<Receiver>, headers: HeaderMap, body: Bytes) -> St
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let inbox = Inbox::new();
+    let inbox = Arc::new(Inbox::new());
     // The secret is checked here, once: an empty or malformed one stops the
     // program before it listens.
     let receiver = Arc::new(Receiver {
         verifier: Verifier::new(SECRET)?,
-        guard: ReplayGuard::new(Duration::from_secs(3600), 100_000),
+        guard: ReplayGuard::new(100_000, Duration::from_secs(3600)),
         inbox: inbox.clone(),
     });
     let app = axum::Router::new().route(

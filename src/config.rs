@@ -145,12 +145,18 @@ impl ClientBuilder {
         self
     }
     /// At most this many tasks active at once (default 24, the service's
-    /// limit); `None` removes the limit. It only keeps the client clear of
-    /// 429 storms: a submission beyond it waits until the client sees a task
-    /// finish (polling tasks nobody waits for, so it can never wait forever),
-    /// and the service's 429 stays the arbiter.
-    pub fn max_active_tasks(mut self, limit: Option<usize>) -> Self {
-        self.max_active_tasks = limit;
+    /// limit; at least 1). It only keeps the client clear of 429 storms: a
+    /// submission beyond it waits until the client sees a task finish
+    /// (polling tasks nobody waits for, so it can never wait forever), and
+    /// the service's 429 stays the arbiter.
+    pub fn max_active_tasks(mut self, limit: usize) -> Self {
+        self.max_active_tasks = Some(limit.max(1));
+        self
+    }
+    /// No client-side limit on active tasks: every submission is sent at
+    /// once, and the service's 429 is the only limit.
+    pub fn unlimited_active_tasks(mut self) -> Self {
+        self.max_active_tasks = None;
         self
     }
     /// Largest JSON answer read (default 1 MiB).

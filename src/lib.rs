@@ -10,6 +10,9 @@
 //! verification ([`webhook`]) and batches that survive any interruption
 //! without paying twice for a task ([`batch`]).
 //!
+//! [`Client`] is cheap to clone and, like [`Task`], [`Output`] and [`Error`],
+//! `Send + Sync`: share it between tasks and threads.
+//!
 //! ```no_run
 //! # async fn demo() -> genapi::Result<()> {
 //! use genapi::api::types::Gen2ProRequest;
@@ -83,7 +86,7 @@ mod secret;
 mod status;
 mod submit;
 mod task;
-pub mod transport;
+mod transport;
 mod trust;
 pub mod validate;
 mod wait;
@@ -101,7 +104,7 @@ pub use secret::{ApiKey, WebhookSecret};
 pub use status::TaskStatus;
 pub use submit::{IntoRequest, OperationSpec, Submit};
 pub use task::Task;
-pub use transport::RetryPolicy;
+pub use transport::{ensure_tls_provider, RetryPolicy};
 pub use wait::{Learned, Progress, WaitOptions};
 
 /// The `http` crate, whose `HeaderMap` [`webhook::Verifier::verify`] takes.
@@ -145,3 +148,16 @@ impl From<crate::api::types::error::ConversionError> for Error {
         }
     }
 }
+
+/// The handles a program shares between tasks and threads are `Send + Sync`;
+/// this fails to compile the day one of them stops being so.
+const _: () = {
+    const fn shared_between_threads<T: Send + Sync>() {}
+    shared_between_threads::<Client>();
+    shared_between_threads::<ClientBuilder>();
+    shared_between_threads::<Task>();
+    shared_between_threads::<Output>();
+    shared_between_threads::<Error>();
+    shared_between_threads::<webhook::Inbox>();
+    shared_between_threads::<webhook::Verifier>();
+};

@@ -77,7 +77,7 @@ impl Output {
     }
 
     /// Id and polling URL of the task.
-    pub fn task(&self) -> &TaskRef {
+    pub fn reference(&self) -> &TaskRef {
         &self.task
     }
 

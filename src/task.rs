@@ -276,7 +276,7 @@ impl Task {
 
     async fn poll_until_final(&self, options: &WaitOptions) -> Result<Output> {
         let _watching = self.client.watch(self.id());
-        let deadline = deadline(self.submitted, options.get_timeout());
+        let deadline = deadline(self.submitted, options.deadline_after());
         let mut schedule = Schedule::new(self.client.quartiles(&self.operation), options.fixed());
         let mut progress: Option<(f64, Duration)> = None;
         let mut last_status = None;
@@ -312,7 +312,7 @@ impl Task {
                             polls,
                         });
                     }
-                    if let Some(outcome) = self.settle(result, options.get_not_found_grace()) {
+                    if let Some(outcome) = self.settle(result, options.grace_period()) {
                         return outcome;
                     }
                 }
@@ -326,7 +326,7 @@ impl Task {
             }
             if deadline.is_some_and(|d| Instant::now() >= d) {
                 return Err(Error::Timeout {
-                    after: options.get_timeout().unwrap_or_else(|| self.submitted.elapsed()),
+                    after: options.deadline_after().unwrap_or_else(|| self.submitted.elapsed()),
                     last_status,
                     task: self.task.clone(),
                 });

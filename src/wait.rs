@@ -126,11 +126,11 @@ impl WaitOptions {
     }
 
     /// The deadline, `None` for none.
-    pub fn get_timeout(&self) -> Option<Duration> {
+    pub(crate) fn deadline_after(&self) -> Option<Duration> {
         self.timeout
     }
     /// The not-found grace period.
-    pub fn get_not_found_grace(&self) -> Duration {
+    pub(crate) fn grace_period(&self) -> Duration {
         self.not_found_grace
     }
     pub(crate) fn fixed(&self) -> Option<Duration> {

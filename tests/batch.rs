@@ -521,7 +521,7 @@ async fn the_journal_is_free_again_as_soon_as_the_stream_has_ended() {
 async fn a_stop_keeps_submissions_still_waiting_for_room_from_being_sent() {
     let mock = mock(60_000).await;
     // The client allows one active task; the batch would run three.
-    let client = mock.client_builder().max_active_tasks(Some(1)).build().unwrap();
+    let client = mock.client_builder().max_active_tasks(1).build().unwrap();
     let dir = Dir::new("stop-waiting");
     let batch = Batch::new(client, MemoryJournal::default(), &dir.0).limit(3);
     let stopper = batch.stopper();

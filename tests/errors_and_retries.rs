@@ -218,7 +218,7 @@ async fn the_mock_refuses_tasks_beyond_its_active_limit() {
         .unwrap();
     let client = mock
         .client_builder()
-        .max_active_tasks(None)
+        .unlimited_active_tasks()
         .retry_policy(RetryPolicy::never())
         .build()
         .unwrap();

@@ -64,6 +64,6 @@ async fn a_tampered_address_is_refused() {
 }
 
 fn genapi_http() -> reqwest::Client {
-    genapi::transport::ensure_tls_provider();
+    genapi::ensure_tls_provider();
     reqwest::Client::new()
 }

@@ -141,7 +141,7 @@ async fn dropping_the_wait_stops_polling_but_the_place_is_kept_until_the_task_en
     )
     .await
     .unwrap();
-    let client = mock.client_builder().max_active_tasks(Some(1)).build().unwrap();
+    let client = mock.client_builder().max_active_tasks(1).build().unwrap();
     let submitted = tokio::time::Instant::now();
     let task = client.submit(prompt("first")).await.unwrap();
     let waiting = tokio::time::timeout(Duration::from_millis(300), task.wait()).await;
@@ -200,7 +200,7 @@ async fn the_active_task_limit_keeps_clear_of_429() {
     let mock = MockService::start_with(config, "127.0.0.1:0".parse().unwrap())
         .await
         .unwrap();
-    let client = mock.client_builder().max_active_tasks(Some(3)).build().unwrap();
+    let client = mock.client_builder().max_active_tasks(3).build().unwrap();
     let runs = (0..12).map(|i| {
         let client = client.clone();
         async move { client.run(prompt(&format!("task {i}"))).await }

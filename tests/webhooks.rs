@@ -230,7 +230,7 @@ fn statuses_are_normalised_and_ids_read_from_either_field() {
 
 #[test]
 fn a_replayed_notification_is_recognised() {
-    let guard = ReplayGuard::new(Duration::from_secs(60), 2);
+    let guard = ReplayGuard::new(2, Duration::from_secs(60));
     let verifier = raw_verifier();
     let event = verifier
         .verify(
@@ -344,7 +344,7 @@ fn a_whsec_secret_requires_a_signature_unless_told_otherwise() {
 #[test]
 fn the_replay_guard_forgets_by_age_and_holds_at_most_its_capacity() {
     let (now, clock) = manual_clock();
-    let guard = ReplayGuard::new(Duration::from_secs(60), 100).clock(clock);
+    let guard = ReplayGuard::new(100, Duration::from_secs(60)).clock(clock);
     for i in 0..1_000 {
         assert!(guard.first_time(&format!("msg-{i}")));
     }
@@ -501,7 +501,7 @@ mod end_to_end {
 
     #[tokio::test(start_paused = true)]
     async fn the_mock_notifies_the_receiver_and_the_task_finishes_without_polling() {
-        let inbox = Inbox::new();
+        let inbox = Arc::new(Inbox::new());
         let (url, schemes) = receiver(inbox.clone(), 1).await;
         let mock = mock_delivering_to(&[&url]).await;
         let task = mock.client().unwrap().submit(request(&url)).await.unwrap();
@@ -522,7 +522,7 @@ mod end_to_end {
 
     #[tokio::test(start_paused = true)]
     async fn waiting_by_webhook_without_a_fallback_deadline_is_no_panic() {
-        let inbox = Inbox::new();
+        let inbox = Arc::new(Inbox::new());
         let (url, _) = receiver(inbox.clone(), 0).await;
         let mock = mock_delivering_to(&[&url]).await;
         let task = mock.client().unwrap().submit(request(&url)).await.unwrap();
@@ -589,7 +589,7 @@ mod end_to_end {
 
     #[tokio::test(start_paused = true)]
     async fn a_failure_notification_is_the_typed_error() {
-        let inbox = Inbox::new();
+        let inbox = Arc::new(Inbox::new());
         let (url, _) = receiver(inbox.clone(), 0).await;
         let mock = mock_delivering_to(&[&url]).await;
         let task = mock

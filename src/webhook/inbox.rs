@@ -64,10 +64,10 @@ impl Inbox {
     /// How long an event waits for its waiter, by default.
     pub const DEFAULT_MAX_AGE: Duration = Duration::from_secs(3600);
 
-    /// An empty inbox with the default limits, shared between the receiver
-    /// and the waiters.
-    pub fn new() -> Arc<Inbox> {
-        Arc::new(Inbox::default())
+    /// An empty inbox with the default limits; wrap it in an `Arc` to share
+    /// it between the receiver and the waiters.
+    pub fn new() -> Inbox {
+        Inbox::default()
     }
 
     /// An empty inbox holding at most `capacity` events (at least one), none

@@ -11,7 +11,7 @@ use super::event::Event;
 /// are kept (the oldest goes first). Each call costs O(log n).
 ///
 /// ```
-/// let guard = genapi::webhook::ReplayGuard::new(std::time::Duration::from_secs(3600), 10_000);
+/// let guard = genapi::webhook::ReplayGuard::new(10_000, std::time::Duration::from_secs(3600));
 /// assert!(guard.first_time("task-1:Ready"));
 /// assert!(!guard.first_time("task-1:Ready"));
 /// assert_eq!(guard.len(), 1);
@@ -32,9 +32,9 @@ impl std::fmt::Debug for ReplayGuard {
 }
 
 impl ReplayGuard {
-    /// A guard keeping keys for `ttl`, at most `capacity` of them (at least
-    /// one).
-    pub fn new(ttl: Duration, capacity: usize) -> Self {
+    /// A guard keeping at most `capacity` keys (at least one), each for
+    /// `ttl` (the same order as [`super::Inbox::with_limits`]).
+    pub fn new(capacity: usize, ttl: Duration) -> Self {
         ReplayGuard {
             seen: Mutex::new(Bounded::new(capacity, ttl)),
             // The runtime's clock, so a paused test clock ages entries too.
@@ -49,7 +49,7 @@ impl ReplayGuard {
     /// use std::time::{Duration, Instant};
     /// let now = Arc::new(Mutex::new(Instant::now()));
     /// let reading = now.clone();
-    /// let guard = genapi::webhook::ReplayGuard::new(Duration::from_secs(60), 100)
+    /// let guard = genapi::webhook::ReplayGuard::new(100, Duration::from_secs(60))
     ///     .clock(move || *reading.lock().unwrap());
     /// assert!(guard.first_time("a"));
     /// *now.lock().unwrap() += Duration::from_secs(60);

@@ -84,7 +84,7 @@ pub fn b64(bytes: &[u8]) -> String {
 
 /// A plain reqwest client, for talking to the mock directly.
 pub fn http() -> reqwest::Client {
-    genapi::transport::ensure_tls_provider();
+    genapi::ensure_tls_provider();
     reqwest::Client::new()
 }
 
