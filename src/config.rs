@@ -134,7 +134,7 @@ impl ClientBuilder {
         self.download_timeout = timeout;
         self
     }
-    /// How failed exchanges are retried (see [`crate::transport`]).
+    /// How failed exchanges are retried (see [`RetryPolicy`] for which).
     pub fn retry_policy(mut self, policy: RetryPolicy) -> Self {
         self.retry = policy;
         self

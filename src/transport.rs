@@ -5,22 +5,6 @@
 //! client's `exec` hook (see `call.rs`); downloads of signed result
 //! addresses, which are no operation of the document, call it directly.
 //!
-//! # Retry policy
-//!
-//! One loop: a call sends at most `RetryPolicy::max_attempts` requests in
-//! all, whatever mix of refused connections, retried statuses and answers
-//! that broke off it meets.
-//!
-//! - **Submissions (POST)** are retried only when the service surely did not
-//!   accept them: a connection that could not be opened, or `429 Too Many
-//!   Requests` (the task was refused), after `Retry-After` when given. Never
-//!   after a 5xx, a reset or a read timeout: the task may exist, and sending it
-//!   again would create and charge a second one.
-//! - **Polls and downloads (GET)** are safe to repeat: network errors
-//!   (including an answer whose body breaks off), timeouts, 408, 429, 500,
-//!   502, 503 and 504 are retried with jittered exponential backoff,
-//!   honouring `Retry-After`.
-//!
 //! # Where the key goes
 //!
 //! The key is added per request, only to trusted origins (see the trust rules
@@ -47,7 +31,21 @@ use crate::error::{Error, Result};
 use crate::trust::{origin_text, TrustPolicy};
 use crate::ApiKey;
 
-/// How failed exchanges are retried (see the module documentation for which).
+/// How failed exchanges are retried.
+///
+/// One loop: a call sends at most [`RetryPolicy::max_attempts`] requests in
+/// all, whatever mix of refused connections, retried statuses and answers
+/// that broke off it meets.
+///
+/// - **Submissions (POST)** are retried only when the service surely did not
+///   accept them: a connection that could not be opened, or `429 Too Many
+///   Requests` (the task was refused), after `Retry-After` when given. Never
+///   after a 5xx, a reset or a read timeout: the task may exist, and sending it
+///   again would create and charge a second one.
+/// - **Polls and downloads (GET)** are safe to repeat: network errors
+///   (including an answer whose body breaks off), timeouts, 408, 429, 500,
+///   502, 503 and 504 are retried with jittered exponential backoff,
+///   honouring `Retry-After`.
 ///
 /// ```
 /// use std::time::Duration;
