@@ -106,6 +106,7 @@ impl Client {
         };
         self.send_submission(target, body, Some(request.into_any()), ready)
             .await
+            .map_err(Unsent::into_error)
     }
 
     /// Submits, waits for the result and returns it: the one call most
@@ -127,17 +128,25 @@ impl Client {
     /// # Ok(()) }
     /// ```
     pub async fn submit_raw(&self, path: &str, body: Value) -> Result<Task> {
-        self.submit_raw_recorded(path, body, ready).await
+        self.submit_raw_recorded(path, body, ready)
+            .await
+            .map_err(Unsent::into_error)
     }
 
     /// [`Client::submit_raw`], awaiting `before_send` once the body is
     /// checked and a place under the limit is held, just before the request
     /// leaves. A journal that records the submission there leaves the least
-    /// room for "recorded, never sent". An error from it sends nothing.
-    pub(crate) async fn submit_raw_recorded<F, Fut>(&self, path: &str, body: Value, before_send: F) -> Result<Task>
+    /// room for "recorded, never sent". When it holds the submission back,
+    /// nothing is sent and its reason comes back as [`Unsent::HeldBack`].
+    pub(crate) async fn submit_raw_recorded<F, Fut, H>(
+        &self,
+        path: &str,
+        body: Value,
+        before_send: F,
+    ) -> Result<Task, Unsent<H>>
     where
         F: FnOnce() -> Fut,
-        Fut: std::future::Future<Output = Result<()>>,
+        Fut: std::future::Future<Output = Result<(), H>>,
     {
         let known = crate::api::OPERATIONS
             .iter()
@@ -221,16 +230,16 @@ impl Client {
     /// The one submission path: `body` is checked against the document, and
     /// `typed` is the request it was made from (`None` for JSON the caller
     /// wrote).
-    async fn send_submission<F, Fut>(
+    async fn send_submission<F, Fut, H>(
         &self,
         target: Target<'_>,
         body: Value,
         typed: Option<AnySubmission>,
         before_send: F,
-    ) -> Result<Task>
+    ) -> Result<Task, Unsent<H>>
     where
         F: FnOnce() -> Fut,
-        Fut: std::future::Future<Output = Result<()>>,
+        Fut: std::future::Future<Output = Result<(), H>>,
     {
         if let Some(schema) = target.schema {
             let errors = Document::embedded().validate(schema, &body);
@@ -238,7 +247,8 @@ impl Client {
                 return Err(Error::Validation {
                     errors,
                     checked: Checked::Locally,
-                });
+                }
+                .into());
             }
         }
         let base = if target.regional {
@@ -257,7 +267,7 @@ impl Client {
             let reply = match typed {
                 Some(request) => {
                     let api = Call::client(transport, base, None, None);
-                    before_send().await?;
+                    before_send().await.map_err(Unsent::HeldBack)?;
                     let sent = request.send(&api).await;
                     Call::reply(&api, target.operation, sent).await?
                 }
@@ -265,11 +275,11 @@ impl Client {
             };
             let task = match reply {
                 Reply::Typed(answer) => Task::from_submission(self.clone(), target.operation, answer)?,
-                Reply::Invalid(detail) => return Err(validation_from_service(detail)),
+                Reply::Invalid(detail) => return Err(validation_from_service(detail).into()),
                 Reply::Raw(answer) if answer.status.is_success() => {
                     Task::accepted(self.clone(), target.operation, &answer.body)?
                 }
-                Reply::Raw(answer) => return Err(error_from(transport, target.operation, &answer)),
+                Reply::Raw(answer) => return Err(error_from(transport, target.operation, &answer).into()),
             };
             if let Some(reservation) = reservation {
                 reservation.accepted(task.id(), task.polling_url());
@@ -288,16 +298,16 @@ impl Client {
     /// fields the document does not know yet reach the service. To a path
     /// the document lacks there is no generated method: the transport sends
     /// it as it is (see `docs/one-road.md`).
-    async fn send_raw<F, Fut>(
+    async fn send_raw<F, Fut, H>(
         &self,
         target: &Target<'_>,
         base: &Url,
         body: Value,
         before_send: F,
-    ) -> Result<Reply<crate::api::types::SubmissionResponse>>
+    ) -> Result<Reply<crate::api::types::SubmissionResponse>, Unsent<H>>
     where
         F: FnOnce() -> Fut,
-        Fut: std::future::Future<Output = Result<()>>,
+        Fut: std::future::Future<Output = Result<(), H>>,
     {
         let transport = &self.shared.transport;
         let bytes = bytes::Bytes::from(
@@ -311,7 +321,7 @@ impl Client {
                 .body(bytes)
                 .build()
                 .map_err(|e| Error::Config(format!("cannot build the request: {e}")))?;
-            before_send().await?;
+            before_send().await.map_err(Unsent::HeldBack)?;
             let answer = transport
                 .exchange_bytes(request, Purpose::Submit, target.operation, transport.max_response_bytes)
                 .await?;
@@ -331,9 +341,9 @@ impl Client {
             checked: Checked::Locally,
         })?;
         let api = Call::client(transport, base, None, Some(bytes));
-        before_send().await?;
+        before_send().await.map_err(Unsent::HeldBack)?;
         let sent = request.send(&api).await;
-        Call::reply(&api, target.operation, sent).await
+        Ok(Call::reply(&api, target.operation, sent).await?)
     }
 
     /// Waits for room under the active-task limit. While there is none, the
@@ -414,9 +424,34 @@ impl Client {
     }
 }
 
-/// Nothing to do before sending.
-async fn ready() -> Result<()> {
+/// Nothing to do before sending: never holds a submission back.
+async fn ready() -> Result<(), std::convert::Infallible> {
     Ok(())
+}
+
+/// Why a submission with a hook before sending did not give a task.
+#[derive(Debug)]
+pub(crate) enum Unsent<H> {
+    /// It failed, as any submission can.
+    Failed(Error),
+    /// The hook held it back: nothing was sent.
+    HeldBack(H),
+}
+
+impl<H> From<Error> for Unsent<H> {
+    fn from(error: Error) -> Self {
+        Unsent::Failed(error)
+    }
+}
+
+impl Unsent<std::convert::Infallible> {
+    /// The error of a submission no hook can hold back.
+    fn into_error(self) -> Error {
+        match self {
+            Unsent::Failed(error) => error,
+            Unsent::HeldBack(never) => match never {},
+        }
+    }
 }
 
 /// `base` + `path`, keeping any path prefix of the base. `path` must be an

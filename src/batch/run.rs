@@ -14,6 +14,7 @@ use futures::{Stream, StreamExt};
 use super::job::Job;
 use super::journal::{fold, Journal, LineState, Record, Recorder};
 use super::outcome::{FailureClass, JobOutcome, JobStatus};
+use crate::client::Unsent;
 use crate::error::{Checked, Error};
 use crate::{Client, Output, Task, WaitOptions};
 
@@ -506,18 +507,14 @@ impl Context {
             }
             // When the request left (Unix seconds), set as the intent is written.
             let sent_at = AtomicU64::new(0);
-            // Recorded at the last moment before sending (the body checked, a
-            // place held), so a crash leaves few lines recorded but never sent.
-            let journal_failure = Mutex::new(None);
             // Set when the request is about to leave: from then on a stop
             // waits for the answer instead of dropping the submission.
             let leaving = AtomicBool::new(false);
-            // Set when a stop came before the request left: nothing was sent.
-            let held_back = AtomicBool::new(false);
+            // Recorded at the last moment before sending (the body checked, a
+            // place held), so a crash leaves few lines recorded but never sent.
             let record_intent = || async {
                 if self.stop.is_stopped() {
-                    held_back.store(true, Ordering::SeqCst);
-                    return Err(Error::Config(STOPPED_BEFORE_SENDING.into()));
+                    return Err(HeldBack::Stopped);
                 }
                 leaving.store(true, Ordering::SeqCst);
                 let now = unix_now();
@@ -529,23 +526,18 @@ impl Context {
                     sent_at: Some(now),
                 };
                 self.record(intent).await.map_err(|e| {
-                    let message = format!("cannot write the journal ({e}); nothing was sent");
-                    if let Ok(mut failure) = journal_failure.lock() {
-                        *failure = Some(message.clone());
-                    }
-                    Error::Config(message)
+                    HeldBack::JournalFailed(format!("cannot write the journal ({e}); nothing was sent"))
                 })?;
                 // A stop while the intent was being written: still unsent,
                 // and the journal says so.
                 if self.stop.is_stopped() {
-                    held_back.store(true, Ordering::SeqCst);
                     let _ = self
                         .record(Record::Refused {
                             line: job.line,
                             error: STOPPED_BEFORE_SENDING.into(),
                         })
                         .await;
-                    return Err(Error::Config(STOPPED_BEFORE_SENDING.into()));
+                    return Err(HeldBack::Stopped);
                 }
                 Ok(())
             };
@@ -568,16 +560,15 @@ impl Context {
                     }
                 }
             };
-            if held_back.load(Ordering::SeqCst) {
-                return not_sent(job.line, stem);
-            }
-            if let Some(message) = journal_failure.lock().ok().and_then(|mut f| f.take()) {
-                let mut outcome = JobOutcome::new(job.line, stem, JobStatus::NotSubmitted);
-                outcome.class = Some(FailureClass::Write);
-                outcome.error = Some(message);
-                return outcome;
-            }
             let error = match submitted {
+                Err(Unsent::HeldBack(HeldBack::Stopped)) => return not_sent(job.line, stem),
+                Err(Unsent::HeldBack(HeldBack::JournalFailed(message))) => {
+                    let mut outcome = JobOutcome::new(job.line, stem, JobStatus::NotSubmitted);
+                    outcome.class = Some(FailureClass::Write);
+                    outcome.error = Some(message);
+                    return outcome;
+                }
+                Err(Unsent::Failed(error)) => error,
                 Ok(task) => {
                     self.counters.inner.submitted.fetch_add(1, Ordering::Relaxed);
                     let accepted = Record::Accepted {
@@ -595,7 +586,6 @@ impl Context {
                     let cost = task.cost();
                     return self.follow(task, cost, job.line, stem, Source::Submitted, place).await;
                 }
-                Err(error) => error,
             };
             let nothing_sent = matches!(
                 error,
@@ -907,4 +897,12 @@ fn existing_file(dir: &Path, stem: &str) -> Option<PathBuf> {
         .iter()
         .map(|ext| dir.join(format!("{stem}.{ext}")))
         .find(|path| path.is_file())
+}
+
+/// Why the journal held a submission back: nothing was sent.
+enum HeldBack {
+    /// A stop came before the request left.
+    Stopped,
+    /// The intent could not be recorded (the message says why).
+    JournalFailed(String),
 }
