@@ -73,6 +73,7 @@ mod client;
 mod config;
 mod document;
 mod error;
+mod failure;
 mod field;
 #[doc(hidden)]
 pub mod fuzzing;
@@ -95,6 +96,7 @@ pub mod webhook;
 pub use client::Client;
 pub use config::ClientBuilder;
 pub use error::{Checked, Error, Moderation, Result, TaskRef};
+pub use failure::FailureClass;
 pub use field::FieldValue;
 pub use input::{dimensions, ImageFormat, ImageInput};
 pub use output::Output;

@@ -5,7 +5,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::{Error, TaskRef};
+use crate::error::TaskRef;
+pub use crate::failure::FailureClass;
 
 /// How one job ended (in this run).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -40,76 +41,6 @@ impl JobStatus {
             JobStatus::Pending => "pending",
             JobStatus::Unknown => "unknown",
             JobStatus::NotSubmitted => "not_submitted",
-        }
-    }
-}
-
-/// Why a job did not succeed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-#[non_exhaustive]
-pub enum FailureClass {
-    /// The request is invalid.
-    Validation,
-    /// 403, or a polling host the key may not go to.
-    Auth,
-    /// 402: no credits left.
-    Credits,
-    /// 429: too many active tasks.
-    RateLimited,
-    /// Moderated (not charged).
-    Moderated,
-    /// The task ended with `Error`, was not found, or its result expired.
-    TaskFailed,
-    /// No final status in time.
-    Timeout,
-    /// Network or service failure.
-    Network,
-    /// The submission's outcome is unknown.
-    Unknown,
-    /// The result could not be written, or the journal not kept.
-    Write,
-    /// Anything else.
-    Other,
-}
-
-impl FailureClass {
-    /// The class of a library error.
-    pub fn of(error: &Error) -> FailureClass {
-        match error {
-            Error::Validation { .. } | Error::Config(_) => FailureClass::Validation,
-            Error::Forbidden { .. } | Error::UntrustedOrigin { .. } => FailureClass::Auth,
-            Error::InsufficientCredits { .. } => FailureClass::Credits,
-            Error::RateLimited { .. } => FailureClass::RateLimited,
-            Error::Moderated { .. } => FailureClass::Moderated,
-            Error::TaskFailed { .. } | Error::TaskNotFound { .. } | Error::ResultExpired { .. } => {
-                FailureClass::TaskFailed
-            }
-            Error::Timeout { .. } => FailureClass::Timeout,
-            Error::Transport { .. }
-            | Error::Server { .. }
-            | Error::UnexpectedStatus { .. }
-            | Error::Redirected { .. }
-            | Error::Decode { .. }
-            | Error::TooLarge { .. } => FailureClass::Network,
-            Error::Input { .. } => FailureClass::Write,
-        }
-    }
-
-    /// The word used in journals and result lines.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            FailureClass::Validation => "validation",
-            FailureClass::Auth => "auth",
-            FailureClass::Credits => "credits",
-            FailureClass::RateLimited => "rate_limited",
-            FailureClass::Moderated => "moderated",
-            FailureClass::TaskFailed => "task_failed",
-            FailureClass::Timeout => "timeout",
-            FailureClass::Network => "network",
-            FailureClass::Unknown => "unknown",
-            FailureClass::Write => "write",
-            FailureClass::Other => "other",
         }
     }
 }

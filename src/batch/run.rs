@@ -623,7 +623,7 @@ impl Context {
                 }
             }
             if surely_refused(&error) {
-                let class = FailureClass::of(&error);
+                let class = error.class();
                 let finished = Record::Finished {
                     line: job.line,
                     status: "Refused".into(),
@@ -734,7 +734,7 @@ impl Context {
                         cost: None,
                         duration: None,
                         error: Some(error.to_string()),
-                        class: Some(FailureClass::of(&error)),
+                        class: Some(error.class()),
                     };
                     if let Err(e) = self.record(finished).await {
                         tracing::warn!(error = %e, "cannot record a finished task in the journal");
@@ -812,7 +812,7 @@ impl Context {
     ) -> JobOutcome {
         let mut outcome = JobOutcome::new(line, stem, status);
         outcome.task = task.or_else(|| error.task().cloned());
-        outcome.class = Some(FailureClass::of(error));
+        outcome.class = Some(error.class());
         outcome.error = Some(error.to_string());
         outcome
     }

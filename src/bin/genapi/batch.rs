@@ -407,24 +407,24 @@ impl Tally {
         if self.failed_total() == 0 && self.invalid == 0 {
             return 0;
         }
+        // The most serious class first: what stops the whole batch, then
+        // what a re-run may fix, then what a line's own input caused.
         let order = [
-            (FailureClass::Auth, code::AUTH),
-            (FailureClass::Credits, code::CREDITS),
-            (FailureClass::Unknown, code::NETWORK),
-            (FailureClass::Network, code::NETWORK),
-            (FailureClass::RateLimited, code::RATE_LIMIT),
-            (FailureClass::Timeout, code::TIMEOUT),
-            (FailureClass::TaskFailed, code::TASK_FAILED),
-            (FailureClass::Moderated, code::MODERATED),
-            (FailureClass::Write, code::OTHER),
-            (FailureClass::Validation, code::USAGE),
+            FailureClass::Auth,
+            FailureClass::Credits,
+            FailureClass::Unknown,
+            FailureClass::Network,
+            FailureClass::RateLimited,
+            FailureClass::Timeout,
+            FailureClass::TaskFailed,
+            FailureClass::Moderated,
+            FailureClass::Write,
+            FailureClass::Validation,
         ];
-        order
-            .iter()
-            .find(|(class, _)| self.classes.contains(class))
-            .map_or(if self.invalid > 0 { code::USAGE } else { code::OTHER }, |(_, code)| {
-                *code
-            })
+        order.into_iter().find(|class| self.classes.contains(class)).map_or(
+            if self.invalid > 0 { code::USAGE } else { code::OTHER },
+            FailureClass::exit_code,
+        )
     }
 }
 

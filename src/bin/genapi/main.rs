@@ -129,50 +129,27 @@ enum Command {
     Mock(mock::MockArgs),
 }
 
-/// Exit codes, by class (documented in `--help` and the README).
+/// Exit codes (documented in `--help` and the README): the library's
+/// [`FailureClass::exit_code`], and the command's own for anything else and
+/// for Ctrl-C.
 pub mod code {
+    use genapi::FailureClass;
+
     /// Anything else.
-    pub const OTHER: u8 = 1;
+    pub const OTHER: u8 = FailureClass::Other.exit_code();
     /// Usage or validation.
-    pub const USAGE: u8 = 2;
-    /// Authentication.
-    pub const AUTH: u8 = 3;
-    /// Insufficient credits.
-    pub const CREDITS: u8 = 4;
-    /// Rate limited.
-    pub const RATE_LIMIT: u8 = 5;
-    /// Moderated.
-    pub const MODERATED: u8 = 6;
-    /// Task failed.
-    pub const TASK_FAILED: u8 = 7;
+    pub const USAGE: u8 = FailureClass::Validation.exit_code();
     /// Timeout.
-    pub const TIMEOUT: u8 = 8;
+    pub const TIMEOUT: u8 = FailureClass::Timeout.exit_code();
     /// Network or service.
-    pub const NETWORK: u8 = 9;
+    pub const NETWORK: u8 = FailureClass::Network.exit_code();
     /// Ctrl-C.
     pub const INTERRUPTED: u8 = 130;
 }
 
-/// The exit code of a library error: the one place errors map to codes.
+/// The exit code of a library error: the library's class decides.
 pub fn exit_code(error: &Error) -> u8 {
-    match error {
-        // Writing the result of an accepted (charged) task failed: not a usage error.
-        Error::Input { task: Some(_), .. } => code::OTHER,
-        Error::Validation { .. } | Error::Input { .. } | Error::Config(..) => code::USAGE,
-        Error::Forbidden { .. } | Error::UntrustedOrigin { .. } => code::AUTH,
-        Error::InsufficientCredits { .. } => code::CREDITS,
-        Error::RateLimited { .. } => code::RATE_LIMIT,
-        Error::Moderated { .. } => code::MODERATED,
-        Error::TaskFailed { .. } | Error::TaskNotFound { .. } | Error::ResultExpired { .. } => code::TASK_FAILED,
-        Error::Timeout { .. } => code::TIMEOUT,
-        Error::Transport { .. }
-        | Error::Server { .. }
-        | Error::UnexpectedStatus { .. }
-        | Error::Redirected { .. }
-        | Error::Decode { .. }
-        | Error::TooLarge { .. } => code::NETWORK,
-        _ => code::OTHER,
-    }
+    error.class().exit_code()
 }
 
 /// A failure of the command: the exit code and the message (already printed

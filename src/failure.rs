@@ -1,0 +1,127 @@
+//! What kind of failure an error is: the one mapping from [`Error`] to a
+//! class, and from a class to the exit code the `genapi` command uses (so a
+//! program wrapping the library can exit the same way).
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::Error;
+
+/// Why something did not succeed, in the few kinds a program acts on.
+///
+/// ```
+/// use genapi::{Error, FailureClass};
+/// let error = Error::Config("no API key".into());
+/// assert_eq!(error.class(), FailureClass::Validation);
+/// assert_eq!(error.class().exit_code(), 2);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum FailureClass {
+    /// The request, an input or the configuration is invalid: fix it.
+    Validation,
+    /// 403, or a polling host the key may not go to.
+    Auth,
+    /// 402: no credits left.
+    Credits,
+    /// 429: too many active tasks.
+    RateLimited,
+    /// Moderated (not charged).
+    Moderated,
+    /// The task ended with `Error`, was not found, or its result expired.
+    TaskFailed,
+    /// No final status in time.
+    Timeout,
+    /// Network or service failure.
+    Network,
+    /// The submission's outcome is unknown.
+    Unknown,
+    /// The result could not be written, or the journal not kept.
+    Write,
+    /// Anything else.
+    Other,
+}
+
+impl FailureClass {
+    /// The word used in journals, result lines and `--json` output.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FailureClass::Validation => "validation",
+            FailureClass::Auth => "auth",
+            FailureClass::Credits => "credits",
+            FailureClass::RateLimited => "rate_limited",
+            FailureClass::Moderated => "moderated",
+            FailureClass::TaskFailed => "task_failed",
+            FailureClass::Timeout => "timeout",
+            FailureClass::Network => "network",
+            FailureClass::Unknown => "unknown",
+            FailureClass::Write => "write",
+            FailureClass::Other => "other",
+        }
+    }
+
+    /// The exit code of the `genapi` command for this class: 2 validation,
+    /// 3 auth, 4 credits, 5 rate limited, 6 moderated, 7 task failed,
+    /// 8 timeout, 9 network or unknown, 1 anything else.
+    pub const fn exit_code(self) -> u8 {
+        match self {
+            FailureClass::Validation => 2,
+            FailureClass::Auth => 3,
+            FailureClass::Credits => 4,
+            FailureClass::RateLimited => 5,
+            FailureClass::Moderated => 6,
+            FailureClass::TaskFailed => 7,
+            FailureClass::Timeout => 8,
+            FailureClass::Network | FailureClass::Unknown => 9,
+            FailureClass::Write | FailureClass::Other => 1,
+        }
+    }
+}
+
+impl Error {
+    /// The kind of failure this is.
+    pub fn class(&self) -> FailureClass {
+        match self {
+            // Writing the output of an accepted (charged) task failed: the
+            // task is fine, the disk is not.
+            Error::Input { task: Some(_), .. } => FailureClass::Write,
+            Error::Validation { .. } | Error::Input { task: None, .. } | Error::Config(_) => FailureClass::Validation,
+            Error::Forbidden { .. } | Error::UntrustedOrigin { .. } => FailureClass::Auth,
+            Error::InsufficientCredits { .. } => FailureClass::Credits,
+            Error::RateLimited { .. } => FailureClass::RateLimited,
+            Error::Moderated { .. } => FailureClass::Moderated,
+            Error::TaskFailed { .. } | Error::TaskNotFound { .. } | Error::ResultExpired { .. } => {
+                FailureClass::TaskFailed
+            }
+            Error::Timeout { .. } => FailureClass::Timeout,
+            Error::Transport { .. }
+            | Error::Server { .. }
+            | Error::UnexpectedStatus { .. }
+            | Error::Redirected { .. }
+            | Error::Decode { .. }
+            | Error::TooLarge { .. } => FailureClass::Network,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::TaskRef;
+
+    #[test]
+    fn an_input_is_the_users_to_fix_until_a_task_was_paid_for() {
+        let input = |task| Error::Input {
+            source_name: "cat.png".into(),
+            message: "cannot read".into(),
+            task,
+        };
+        assert_eq!(input(None).class(), FailureClass::Validation);
+        let task = TaskRef {
+            id: "t".into(),
+            polling_url: "https://api.example.com/v1/get_result?id=t".into(),
+        };
+        assert_eq!(input(Some(task)).class(), FailureClass::Write);
+        assert_eq!(FailureClass::Write.exit_code(), 1);
+    }
+}
