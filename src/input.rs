@@ -142,37 +142,78 @@ impl ImageInput {
         self.to_field(false).await
     }
 
+    /// What a user wrote for an image: an http(s) URL, or a file path
+    /// (relative to `base_dir`, such as the directory of a job file).
+    ///
+    /// ```
+    /// use genapi::ImageInput;
+    /// assert!(matches!(ImageInput::from_source("https://example.com/a.png", "."), ImageInput::Url(_)));
+    /// assert!(matches!(ImageInput::from_source("a.png", "jobs"), ImageInput::Path(p) if p.ends_with("jobs/a.png")));
+    /// ```
+    pub fn from_source(source: &str, base_dir: impl AsRef<Path>) -> Self {
+        if source.starts_with("http://") || source.starts_with("https://") {
+            ImageInput::url(source)
+        } else {
+            ImageInput::path(base_dir.as_ref().join(source))
+        }
+    }
+
     /// The value for a field: base64, or the URL itself when `accepts_url`.
     pub async fn to_field(&self, accepts_url: bool) -> Result<String> {
-        let fail = |message: String| Error::Input {
+        let bytes = match self {
+            ImageInput::Path(path) => Some(
+                tokio::fs::read(path)
+                    .await
+                    .map_err(|e| self.refused(format!("cannot read the file ({e})")))?,
+            ),
+            _ => None,
+        };
+        self.field_from(bytes, accepts_url)
+    }
+
+    /// [`ImageInput::to_field`], reading a file with blocking I/O (for
+    /// code that reads its inputs before any runtime runs, or off it).
+    pub fn to_field_blocking(&self, accepts_url: bool) -> Result<String> {
+        let bytes = match self {
+            ImageInput::Path(path) => {
+                Some(std::fs::read(path).map_err(|e| self.refused(format!("cannot read the file ({e})")))?)
+            }
+            _ => None,
+        };
+        self.field_from(bytes, accepts_url)
+    }
+
+    fn refused(&self, message: String) -> Error {
+        Error::Input {
             source_name: self.name(),
             message,
             task: None,
-        };
-        let bytes = match self {
-            ImageInput::Url(url) => {
-                let parsed = reqwest::Url::parse(url).map_err(|e| fail(format!("not a valid URL ({e})")))?;
+        }
+    }
+
+    /// The field's value, given the bytes of a file that was read.
+    fn field_from(&self, read: Option<Vec<u8>>, accepts_url: bool) -> Result<String> {
+        let bytes = match (self, read) {
+            (ImageInput::Url(url), _) => {
+                let parsed = reqwest::Url::parse(url).map_err(|e| self.refused(format!("not a valid URL ({e})")))?;
                 if !matches!(parsed.scheme(), "http" | "https") {
-                    return Err(fail("only http and https URLs are accepted".into()));
+                    return Err(self.refused("only http and https URLs are accepted".into()));
                 }
                 if !accepts_url {
-                    return Err(fail(
-                        "this field takes image data, not a URL; download the image and pass its bytes".into(),
+                    return Err(self.refused(
+                        "this field takes a file, not a URL; download the image and pass the file or its bytes".into(),
                     ));
                 }
                 return Ok(url.clone());
             }
-            ImageInput::Path(path) => tokio::fs::read(path)
-                .await
-                .map_err(|e| fail(format!("cannot read the file ({e})")))?,
-            ImageInput::Bytes(bytes) => bytes.clone(),
+            (ImageInput::Bytes(bytes), _) => std::borrow::Cow::Borrowed(bytes),
+            (ImageInput::Path(_), Some(read)) => std::borrow::Cow::Owned(read),
+            (ImageInput::Path(_), None) => return Err(self.refused("the file was not read".into())),
         };
         if ImageFormat::sniff(&bytes).is_none() {
-            return Err(fail(
-                "not a PNG, JPEG, WebP or GIF image (checked by its first bytes)".into(),
-            ));
+            return Err(self.refused("not a PNG, JPEG, WebP or GIF image (checked by its first bytes)".into()));
         }
-        Ok(base64::engine::general_purpose::STANDARD.encode(bytes))
+        Ok(base64::engine::general_purpose::STANDARD.encode(bytes.as_ref()))
     }
 }
 

@@ -6,7 +6,6 @@ use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use base64::Engine;
 use clap::Args;
 use futures::StreamExt;
 use genapi::batch::{
@@ -649,22 +648,14 @@ fn body_of(job: &JobLine, info: &ModelInfo, base_dir: &Path) -> Result<Value, St
 
 /// A file (relative to the job file) as base64, or a URL as is.
 fn image_value(field: &str, source: &str, accepts_url: bool, base_dir: &Path) -> Result<String, String> {
-    if source.starts_with("http://") || source.starts_with("https://") {
-        return if accepts_url {
-            Ok(source.to_string())
-        } else {
-            Err(format!("{field}: takes a file, not a URL"))
-        };
-    }
-    let path = base_dir.join(source);
-    let bytes = std::fs::read(&path).map_err(|e| format!("{field}: cannot read {} ({e})", shown(&path)))?;
-    if genapi::ImageFormat::sniff(&bytes).is_none() {
-        return Err(format!(
-            "{field}: {} is not a PNG, JPEG, WebP or GIF image",
-            shown(&path)
-        ));
-    }
-    Ok(base64::engine::general_purpose::STANDARD.encode(bytes))
+    genapi::ImageInput::from_source(source, base_dir)
+        .to_field_blocking(accepts_url)
+        .map_err(|error| match error {
+            genapi::Error::Input {
+                source_name, message, ..
+            } => format!("{field}: {message}: {}", out::clean(&source_name)),
+            other => format!("{field}: {other}"),
+        })
 }
 
 /// The valid lines of the job file, read again one at a time as the batch

@@ -381,19 +381,7 @@ async fn add_images(
     }
     for (field, source) in named.into_iter().chain(free.into_iter().zip(positional)) {
         let accepts_url = field.image == Some(true);
-        let is_url = source.starts_with("http://") || source.starts_with("https://");
-        let input = if is_url {
-            if !accepts_url {
-                return Err(Failure::usage(format!(
-                    "--image {}={source}: this field takes a file, not a URL",
-                    field.name
-                )));
-            }
-            ImageInput::url(source)
-        } else {
-            ImageInput::path(source)
-        };
-        let value = input
+        let value = ImageInput::from_source(source, "")
             .to_field(accepts_url)
             .await
             .map_err(|e| Failure::usage(format!("--image {}: {}", field.name, crate::describe(&e))))?;
