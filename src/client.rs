@@ -15,15 +15,16 @@ use tracing::Instrument;
 use crate::api::table::AnySubmission;
 use crate::call::{Call, Reply};
 use crate::error::{Checked, Error, Result};
-use crate::limit::{ActiveTasks, Reservation, Watch, RECHECK};
+use crate::limit::{ActiveTasks, Reservation, RECHECK};
 use crate::output::Output;
 use crate::response::{error_from, validation_from_service};
+use crate::session::{join, Session};
 use crate::submit::sealed::Sealed as _;
 use crate::submit::{IntoRequest, OperationSpec, Submit};
 use crate::task::Task;
 use crate::transport::{Purpose, Transport};
 use crate::validate::Document;
-use crate::wait::{Learned, Quartiles, WaitOptions};
+use crate::wait::{Learned, WaitOptions};
 
 /// A client of the service. Cheap to clone; clones share connections, the
 /// active-task limit and what the client has learned about task durations.
@@ -41,17 +42,7 @@ use crate::wait::{Learned, Quartiles, WaitOptions};
 /// ```
 #[derive(Clone, Debug)]
 pub struct Client {
-    pub(crate) shared: Arc<Shared>,
-}
-
-#[derive(Debug)]
-pub(crate) struct Shared {
-    pub(crate) transport: Arc<Transport>,
-    base_url: Url,
-    regional_url: Url,
-    active: Option<Arc<ActiveTasks>>,
-    pub(crate) wait: WaitOptions,
-    learned: Mutex<Learned>,
+    pub(crate) shared: Arc<Session>,
 }
 
 /// Where a submission goes.
@@ -73,7 +64,7 @@ impl Client {
         learned: Learned,
     ) -> Client {
         Client {
-            shared: Arc::new(Shared {
+            shared: Arc::new(Session {
                 transport,
                 base_url,
                 regional_url,
@@ -171,7 +162,7 @@ impl Client {
     /// A handle on an existing task, from its id or its polling URL, to poll
     /// it or wait for it again (for instance after [`Error::Timeout`]).
     pub fn task(&self, id_or_polling_url: &str) -> Result<Task> {
-        Task::existing(self.clone(), id_or_polling_url)
+        Task::existing(self.shared.clone(), id_or_polling_url)
     }
 
     /// A handle on an existing task, checked at the service. A polling URL is
@@ -197,7 +188,8 @@ impl Client {
         let candidates = if id_or_polling_url.contains("://") {
             vec![given]
         } else {
-            self.polling_candidates(given.id())?
+            self.shared
+                .polling_candidates(given.id())?
                 .iter()
                 .map(|url| self.task(url.as_str()))
                 .collect::<Result<Vec<_>>>()?
@@ -274,10 +266,10 @@ impl Client {
                 None => self.send_raw(&target, base, body, before_send).await?,
             };
             let task = match reply {
-                Reply::Typed(answer) => Task::from_submission(self.clone(), target.operation, answer)?,
+                Reply::Typed(answer) => Task::from_submission(self.shared.clone(), target.operation, answer)?,
                 Reply::Invalid(detail) => return Err(validation_from_service(detail).into()),
                 Reply::Raw(answer) if answer.status.is_success() => {
-                    Task::accepted(self.clone(), target.operation, &answer.body)?
+                    Task::accepted(self.shared.clone(), target.operation, &answer.body)?
                 }
                 Reply::Raw(answer) => return Err(error_from(transport, target.operation, &answer).into()),
             };
@@ -360,7 +352,7 @@ impl Client {
                 return Some(reservation);
             }
             while let Some((id, polling_url)) = active.next_due() {
-                match Task::existing(self.clone(), polling_url.as_str()) {
+                match Task::existing(self.shared.clone(), polling_url.as_str()) {
                     Ok(task) => match task.poll().await {
                         Ok(result) if result.status.is_final() => active.finished(&id),
                         Ok(_) => {}
@@ -375,52 +367,6 @@ impl Client {
             // Unwatched tasks are checked again after a while.
             let _ = tokio::time::timeout(RECHECK, changed).await;
         }
-    }
-
-    /// The task was seen final: its place under the limit is free.
-    pub(crate) fn seen_final(&self, id: &str) {
-        if let Some(active) = &self.shared.active {
-            active.finished(id);
-        }
-    }
-
-    /// Someone waits for this task (so submissions need not poll it).
-    pub(crate) fn watch(&self, id: &str) -> Option<Watch> {
-        self.shared.active.as_ref().map(|active| active.watch(id))
-    }
-
-    pub(crate) fn quartiles(&self, operation: &str) -> Option<Quartiles> {
-        self.shared.learned.lock().ok()?.quartiles(operation)
-    }
-
-    pub(crate) fn learn(&self, operation: &str, seconds: f64) {
-        if let Ok(mut learned) = self.shared.learned.lock() {
-            learned.observe(operation, seconds);
-        }
-    }
-
-    /// `{origin}/v1/get_result?id=…` on each API host configured by name,
-    /// base first: where a task known only by its id may be (a regional
-    /// host answers only for its own tasks, the global one 404 for them).
-    pub(crate) fn polling_candidates(&self, id: &str) -> Result<Vec<Url>> {
-        self.shared
-            .transport
-            .named_origins()
-            .iter()
-            .map(|origin| {
-                let mut url = join(origin, "/v1/get_result")?;
-                url.query_pairs_mut().append_pair("id", id);
-                Ok(url)
-            })
-            .collect()
-    }
-
-    /// `{base}/v1/get_result?id=…`, where a task without a `polling_url` is
-    /// polled.
-    pub(crate) fn fallback_polling_url(&self, id: &str) -> Result<Url> {
-        let mut url = join(&self.shared.base_url, "/v1/get_result")?;
-        url.query_pairs_mut().append_pair("id", id);
-        Ok(url)
     }
 }
 
@@ -450,55 +396,6 @@ impl Unsent<std::convert::Infallible> {
         match self {
             Unsent::Failed(error) => error,
             Unsent::HeldBack(never) => match never {},
-        }
-    }
-}
-
-/// `base` + `path`, keeping any path prefix of the base. `path` must be an
-/// absolute path (`/v1/…`): anything that would leave the base's origin
-/// (`//host`, `@host`, a scheme) is refused.
-pub(crate) fn join(base: &Url, path: &str) -> Result<Url> {
-    let refuse = || {
-        Error::Config(format!(
-            "{path:?} is not a path of the service; give a path such as /v1/gen-2-pro"
-        ))
-    };
-    if !path.starts_with('/') || path.starts_with("//") || path.contains('\\') || path.contains('@') {
-        return Err(refuse());
-    }
-    let text = format!("{}{}", base.as_str().trim_end_matches('/'), path);
-    let url = Url::parse(&text).map_err(|_| refuse())?;
-    let same_origin = url.scheme() == base.scheme()
-        && url.host() == base.host()
-        && url.port_or_known_default() == base.port_or_known_default()
-        && url.username().is_empty();
-    if same_origin {
-        Ok(url)
-    } else {
-        Err(refuse())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn only_paths_of_the_service_can_be_joined() {
-        let base = Url::parse("https://api.example.com/prefix/").unwrap();
-        assert_eq!(
-            join(&base, "/v1/gen-2-pro").unwrap().as_str(),
-            "https://api.example.com/prefix/v1/gen-2-pro"
-        );
-        for hostile in [
-            "@evil.example/x",
-            "//evil.example/x",
-            "https://evil.example/x",
-            "v1/x",
-            "/\\evil",
-            "/x@y",
-        ] {
-            assert!(join(&base, hostile).is_err(), "{hostile}");
         }
     }
 }

@@ -44,7 +44,7 @@ pub fn answer(status: u16, headers: &str, body: &[u8]) {
     let transport = &client.shared.transport;
     let _ = answer.retry_after();
     let _ = crate::response::error_from(transport, "fuzz", &answer);
-    let _ = crate::task::lenient_poll_result(body, "fuzz-task");
+    let _ = crate::poll::lenient_poll_result(body, "fuzz-task");
     let _ = crate::response::decode::<SubmissionResponse>(transport, "fuzz", body);
-    let _ = crate::task::Task::accepted(client.clone(), "fuzz", body);
+    let _ = crate::task::Task::accepted(client.shared.clone(), "fuzz", body);
 }

@@ -82,8 +82,10 @@ mod limit;
 #[cfg(feature = "mock")]
 pub mod mock;
 mod output;
+mod poll;
 mod response;
 mod secret;
+mod session;
 mod status;
 mod submit;
 mod task;

@@ -7,15 +7,15 @@
 //! the task once more.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use bytes::Bytes;
 use reqwest::{StatusCode, Url};
 
 use crate::api::types::PollResult;
-use crate::client::Client;
 use crate::error::{Error, Result, TaskRef};
 use crate::response::error_for_task;
-use crate::task::Task;
+use crate::session::Session;
 use crate::transport::{Purpose, Sink};
 use crate::ImageFormat;
 
@@ -23,7 +23,7 @@ use crate::ImageFormat;
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Output {
-    client: Client,
+    session: Arc<Session>,
     task: TaskRef,
     polling_url: Url,
     /// Task id.
@@ -48,7 +48,7 @@ enum Fetched<T> {
 
 impl Output {
     pub(crate) fn from_poll(
-        client: Client,
+        session: Arc<Session>,
         task: TaskRef,
         polling_url: Url,
         submitted_cost: Option<f64>,
@@ -65,7 +65,7 @@ impl Output {
                 task: Some(task.clone()),
             })?;
         Ok(Output {
-            client,
+            session,
             id: task.id.clone(),
             task,
             polling_url,
@@ -154,8 +154,12 @@ impl Output {
         if let Fetched::Got(value) = fetch(self.sample.clone()).await? {
             return Ok(value);
         }
-        let task = Task::existing(self.client.clone(), self.polling_url.as_str())?;
-        let fresh = task.poll().await.map_err(|e| e.for_task(&self.task))?;
+        let fresh = crate::poll::poll_at(&self.session, &self.polling_url, &self.task)
+            .await
+            .map_err(|e| e.for_task(&self.task))?;
+        if fresh.status.is_final() {
+            self.session.seen_final(&self.task.id);
+        }
         let sample = fresh
             .result
             .and_then(|r| r.sample)
@@ -174,7 +178,7 @@ impl Output {
 
     /// Fetches one address into `sink`.
     async fn fetch(&self, address: &str, sink: &mut Sink) -> Result<Fetched<()>> {
-        let transport = &self.client.shared.transport;
+        let transport = &self.session.transport;
         let url = Url::parse(address)
             .ok()
             .filter(|u| matches!(u.scheme(), "http" | "https"))

@@ -1,20 +1,19 @@
 //! A task the service accepted: polling it and waiting for its end.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
 
-use reqwest::{StatusCode, Url};
-use serde_json::{Map, Value};
+use reqwest::Url;
+use serde_json::Value;
 use tracing::Instrument;
 
-use crate::api::types::{PollResult, SubmissionResponse, TaskResult};
-use crate::call::{Call, Reply};
-use crate::client::Client;
+use crate::api::types::{PollResult, SubmissionResponse};
 use crate::error::{Error, Moderation, Result, TaskRef};
 use crate::output::Output;
-use crate::response::{decode_error, error_for_task};
-use crate::trust::origin_text;
+use crate::response::decode_error;
+use crate::session::Session;
 use crate::wait::{deadline, jitter, Progress, Schedule, WaitOptions};
 use crate::TaskStatus;
 
@@ -25,7 +24,7 @@ use crate::TaskStatus;
 /// a task is never submitted twice to be found again.
 #[derive(Debug)]
 pub struct Task {
-    client: Client,
+    session: Arc<Session>,
     task: TaskRef,
     polling_url: Url,
     operation: String,
@@ -41,19 +40,19 @@ pub struct Task {
 impl Task {
     /// From a submission answer the document's type fits, either shape
     /// (AsyncResponse or AsyncWebhookResponse).
-    pub(crate) fn from_submission(client: Client, operation: &str, answer: SubmissionResponse) -> Result<Task> {
+    pub(crate) fn from_submission(session: Arc<Session>, operation: &str, answer: SubmissionResponse) -> Result<Task> {
         let (id, polling_url, figures) = match answer {
             SubmissionResponse::Response(r) => (r.id, Some(r.polling_url), [r.cost, r.input_mp, r.output_mp]),
             SubmissionResponse::WebhookResponse(r) => (r.id, r.polling_url, [r.cost, r.input_mp, r.output_mp]),
         };
-        Task::from_answer(client, operation, id, polling_url.as_deref(), figures, b"")
+        Task::from_answer(session, operation, id, polling_url.as_deref(), figures, b"")
     }
 
     /// From a submission answer the document's type does not fit. Once the
     /// service sent a task id the task exists and is charged, so only the id
     /// can make this fail: a field of an unexpected type is dropped.
-    pub(crate) fn accepted(client: Client, operation: &str, body: &[u8]) -> Result<Task> {
-        let transport = client.shared.transport.clone();
+    pub(crate) fn accepted(session: Arc<Session>, operation: &str, body: &[u8]) -> Result<Task> {
+        let transport = session.transport.clone();
         let value: Value = serde_json::from_slice(body).map_err(|e| {
             decode_error(
                 &transport,
@@ -69,7 +68,7 @@ impl Task {
             Some(given) => Some(given.as_str().unwrap_or_default()),
         };
         Task::from_answer(
-            client,
+            session,
             operation,
             id,
             polling_url,
@@ -81,7 +80,7 @@ impl Task {
     /// A missing or unusable `polling_url` means polling
     /// `{base}/v1/get_result?id=`; an empty id is no task.
     fn from_answer(
-        client: Client,
+        session: Arc<Session>,
         operation: &str,
         id: String,
         polling_url: Option<&str>,
@@ -89,7 +88,7 @@ impl Task {
         body: &[u8],
     ) -> Result<Task> {
         if id.is_empty() {
-            let transport = client.shared.transport.clone();
+            let transport = session.transport.clone();
             return Err(decode_error(
                 &transport,
                 operation,
@@ -106,21 +105,21 @@ impl Task {
                 if polling_url.is_some() {
                     tracing::warn!(task_id = %id, "unusable polling_url in the submission answer; polling the base URL");
                 }
-                client.fallback_polling_url(&id)?
+                session.fallback_polling_url(&id)?
             }
         };
-        Ok(Task::new(client, id, polling_url, operation, figures))
+        Ok(Task::new(session, id, polling_url, operation, figures))
     }
 
     /// `figures` are cost, input and output megapixels, as reported.
-    fn new(client: Client, id: String, polling_url: Url, operation: &str, figures: [Option<f64>; 3]) -> Task {
+    fn new(session: Arc<Session>, id: String, polling_url: Url, operation: &str, figures: [Option<f64>; 3]) -> Task {
         let [cost, input_mp, output_mp] = figures;
         Task {
             task: TaskRef {
                 id,
                 polling_url: polling_url.to_string(),
             },
-            client,
+            session,
             polling_url,
             operation: operation.to_string(),
             cost,
@@ -132,7 +131,7 @@ impl Task {
     }
 
     /// A handle on a task known by id or polling URL.
-    pub(crate) fn existing(client: Client, id_or_url: &str) -> Result<Task> {
+    pub(crate) fn existing(session: Arc<Session>, id_or_url: &str) -> Result<Task> {
         let text = id_or_url.trim();
         let (id, polling_url) = match Url::parse(text) {
             // Not echoed: the user name or password should not reach a log.
@@ -156,11 +155,11 @@ impl Task {
             }
             Err(_) if text.is_empty() => return Err(Error::Config("a task id or polling URL is needed".into())),
             // A bare id (`task:1` parses as a URL with a scheme, but is an id).
-            _ => (text.to_string(), client.fallback_polling_url(text)?),
+            _ => (text.to_string(), session.fallback_polling_url(text)?),
         };
         Ok(Task {
             resumed: true,
-            ..Task::new(client, id, polling_url, "get_result", [None; 3])
+            ..Task::new(session, id, polling_url, "get_result", [None; 3])
         })
     }
 
@@ -205,7 +204,7 @@ impl Task {
     pub async fn poll(&self) -> Result<PollResult> {
         let result = self.poll_once().await.map_err(|e| e.for_task(&self.task))?;
         if result.status.is_final() {
-            self.client.seen_final(self.id());
+            self.session.seen_final(self.id());
         }
         Ok(result)
     }
@@ -213,53 +212,12 @@ impl Task {
     /// Polls once, without taking the answer as the task's: errors carry no
     /// task, and the active-task ledger is not told (for looking a task up).
     pub(crate) async fn poll_once(&self) -> Result<PollResult> {
-        let transport = &self.client.shared.transport;
-        // The generated `get_result`, sent to the polling URL as given.
-        let api = Call::client(transport, &self.polling_url, Some(self.polling_url.clone()), None);
-        let sent = api.get_result().id(self.id()).send().await;
-        let answer = match Call::reply(&api, "get_result", sent).await? {
-            Reply::Typed(result) => return Ok(result),
-            // A 422 about an accepted task is not about the user's request.
-            Reply::Invalid(detail) => {
-                return Err(Error::UnexpectedStatus {
-                    status: StatusCode::UNPROCESSABLE_ENTITY.as_u16(),
-                    operation: "get_result".into(),
-                    message: transport.scrub(&crate::error::summary(&detail.detail)),
-                    task: Some(self.task.clone()),
-                })
-            }
-            Reply::Raw(answer) => answer,
-        };
-        let placeholder = |status: TaskStatus| PollResult {
-            id: self.task.id.clone(),
-            status,
-            result: None,
-            progress: None,
-            details: None,
-            preview: None,
-            cost: None,
-        };
-        match answer.status {
-            StatusCode::OK => lenient_poll_result(&answer.body, self.id())
-                .map_err(|message| decode_error(transport, "get_result", message, &answer.body)),
-            StatusCode::ACCEPTED => Ok(placeholder(TaskStatus::Pending)),
-            StatusCode::NOT_FOUND => Ok(placeholder(TaskStatus::TaskNotFound)),
-            // Seen live: a 422 carrying a task body.
-            StatusCode::UNPROCESSABLE_ENTITY => lenient_poll_result(&answer.body, self.id())
-                .map_err(|_| error_for_task(transport, "get_result", &answer, &self.task)),
-            StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN if !transport.is_trusted(&self.polling_url) => {
-                Err(Error::UntrustedOrigin {
-                    origin: origin_text(&self.polling_url),
-                    task: self.task.clone(),
-                })
-            }
-            _ => Err(error_for_task(transport, "get_result", &answer, &self.task)),
-        }
+        crate::poll::poll_at(&self.session, &self.polling_url, &self.task).await
     }
 
     /// Waits for a final status with the client's default options.
     pub async fn wait(self) -> Result<Output> {
-        let options = self.client.shared.wait.clone();
+        let options = self.session.wait.clone();
         self.wait_with(options).await
     }
 
@@ -275,9 +233,9 @@ impl Task {
     }
 
     async fn poll_until_final(&self, options: &WaitOptions) -> Result<Output> {
-        let _watching = self.client.watch(self.id());
+        let _watching = self.session.watch(self.id());
         let deadline = deadline(self.submitted, options.deadline_after());
-        let mut schedule = Schedule::new(self.client.quartiles(&self.operation), options.fixed());
+        let mut schedule = Schedule::new(self.session.quartiles(&self.operation), options.fixed());
         let mut progress: Option<(f64, Duration)> = None;
         let mut last_status = None;
         let mut polls = 0u32;
@@ -341,7 +299,7 @@ impl Task {
         let outcome = match result.status {
             TaskStatus::Ready => {
                 self.learn(&result);
-                Output::from_poll(self.client.clone(), task, self.polling_url.clone(), self.cost, result)
+                Output::from_poll(self.session.clone(), task, self.polling_url.clone(), self.cost, result)
             }
             TaskStatus::Error => Err(Error::TaskFailed {
                 task,
@@ -362,7 +320,7 @@ impl Task {
             }
             _ => return None,
         };
-        self.client.seen_final(self.id());
+        self.session.seen_final(self.id());
         Some(outcome)
     }
 
@@ -375,94 +333,7 @@ impl Task {
             _ => None,
         });
         if let Some(seconds) = reported {
-            self.client.learn(&self.operation, seconds);
+            self.session.learn(&self.operation, seconds);
         }
-    }
-}
-
-/// Decodes a poll answer so that only `status` (and, once Ready,
-/// `result.sample`) can make it fail: any other field that does not fit its
-/// type is dropped with a trace event. A missing `id` is the task's own.
-pub(crate) fn lenient_poll_result(body: &[u8], id: &str) -> std::result::Result<PollResult, String> {
-    // The usual answer decodes as it is: one pass.
-    if let Ok(result) = serde_json::from_slice::<PollResult>(body) {
-        return Ok(result);
-    }
-    let value: Value = serde_json::from_slice(body).map_err(|e| format!("not JSON: {e}"))?;
-    let Value::Object(mut object) = value else {
-        return Err("not a JSON object".into());
-    };
-    if !object.get("status").is_some_and(Value::is_string) {
-        return Err("no status".into());
-    }
-    if !object.get("id").is_some_and(Value::is_string) {
-        object.insert("id".into(), Value::String(id.to_string()));
-    }
-    if let Some(Value::Object(result)) = object.get_mut("result") {
-        keep_fitting::<TaskResult>(result, &[]);
-    }
-    keep_fitting::<PollResult>(&mut object, &["id", "status"]);
-    serde_json::from_value(Value::Object(object)).map_err(|e| e.to_string())
-}
-
-/// A notification's `result`, decoded as leniently as a poll's.
-pub(crate) fn lenient_task_result(value: Value) -> Option<TaskResult> {
-    let Value::Object(mut object) = value else { return None };
-    keep_fitting::<TaskResult>(&mut object, &[]);
-    serde_json::from_value(Value::Object(object)).ok()
-}
-
-/// Drops every field of `object` (but `required`) that does not decode on
-/// its own as part of a `T`.
-fn keep_fitting<T: serde::de::DeserializeOwned>(object: &mut Map<String, Value>, required: &[&str]) {
-    if serde_json::from_value::<T>(Value::Object(object.clone())).is_ok() {
-        return;
-    }
-    let base: Map<String, Value> = object
-        .iter()
-        .filter(|(k, _)| required.contains(&k.as_str()))
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect();
-    let misfits: Vec<String> = object
-        .iter()
-        .filter(|(name, _)| !required.contains(&name.as_str()))
-        .filter(|(name, value)| {
-            let mut alone = base.clone();
-            alone.insert((*name).clone(), (*value).clone());
-            serde_json::from_value::<T>(Value::Object(alone)).is_err()
-        })
-        .map(|(name, _)| name.clone())
-        .collect();
-    for name in misfits {
-        tracing::trace!(field = %name, "dropping a field of unexpected type from a poll result");
-        object.remove(&name);
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn odd_optional_fields_are_dropped_and_the_result_kept() {
-        let body = br#"{"id":"t","status":"Ready","progress":"half","details":null,"cost":"cheap",
-            "result":{"sample":"https://d/x.jpg","seed":"a string","duration":[1],"prompt":"ok"}}"#;
-        let result = lenient_poll_result(body, "t").unwrap();
-        assert_eq!(result.status, TaskStatus::Ready);
-        assert_eq!(result.progress, None);
-        assert_eq!(result.cost, None);
-        let output = result.result.unwrap();
-        assert_eq!(output.sample.as_deref(), Some("https://d/x.jpg"));
-        assert_eq!(output.prompt.as_deref(), Some("ok"));
-        assert_eq!(output.duration, None);
-    }
-
-    #[test]
-    fn status_is_required_and_a_missing_id_is_filled() {
-        assert!(lenient_poll_result(br#"{"id":"t"}"#, "t").is_err());
-        assert!(lenient_poll_result(br#"{"status":7}"#, "t").is_err());
-        assert!(lenient_poll_result(b"[]", "t").is_err());
-        let result = lenient_poll_result(br#"{"status":"Pending"}"#, "t-1").unwrap();
-        assert_eq!(result.id, "t-1");
     }
 }

@@ -206,7 +206,7 @@ pub async fn adopt<J: Journal>(client: &Client, journal: &mut J, job: &Job, task
             let looked_at = if task.contains("://") {
                 vec![client.task(task).map_err(service_error)?.polling_url().clone()]
             } else {
-                client.polling_candidates(&id).map_err(service_error)?
+                client.shared.polling_candidates(&id).map_err(service_error)?
             };
             let looked_at: Vec<String> = looked_at.iter().map(crate::trust::origin_text).collect();
             return Err(AdoptError::NoSuchTask {

@@ -14,7 +14,7 @@ use std::time::UNIX_EPOCH;
 
 use serde_json::json;
 
-use super::routes::{poll_body, sleep_until_final};
+use super::results::{poll_body, sleep_until_final};
 use super::state::{Delivery, Outcome, State};
 use crate::webhook::{sign, ID_HEADER, SECRET_HEADER, SIGNATURE_HEADER, TIMESTAMP_HEADER};
 use crate::WebhookSecret;

@@ -73,6 +73,7 @@
 
 mod deliver;
 mod render;
+mod results;
 mod routes;
 mod state;
 

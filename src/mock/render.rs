@@ -26,7 +26,7 @@ fn hash(seed: &str, prompt: &str) -> u64 {
 /// Renders the image and encodes it as `format` (`jpeg`, `png` or `webp`).
 /// Sizes beyond the mock's output limits are refused, whatever was asked.
 pub(crate) fn render(width: u32, height: u32, seed: &str, prompt: &str, format: &str) -> Result<Vec<u8>, String> {
-    if super::routes::clamp_size(width as u64, height as u64) != (width.max(1), height.max(1)) {
+    if clamp_size(width as u64, height as u64) != (width.max(1), height.max(1)) {
         return Err(format!(
             "the mock does not render {width}x{height}: above its output limits"
         ));
@@ -128,3 +128,20 @@ pub(crate) fn mp4() -> Vec<u8> {
     out.extend(boxed(b"free", b"MOCK video from the genapi test double"));
     out
 }
+
+/// Scales a requested size down to the mock's limits, keeping its shape.
+pub(super) fn clamp_size(width: u64, height: u64) -> (u32, u32) {
+    let (mut w, mut h) = (width.clamp(1, u32::MAX as u64), height.clamp(1, u32::MAX as u64));
+    let area = w as f64 * h as f64;
+    if area > MAX_OUTPUT_PIXELS as f64 {
+        let scale = (MAX_OUTPUT_PIXELS as f64 / area).sqrt();
+        w = ((w as f64 * scale).floor() as u64).max(1);
+        h = ((h as f64 * scale).floor() as u64).max(1);
+    }
+    (w.min(MAX_OUTPUT_SIDE) as u32, h.min(MAX_OUTPUT_SIDE) as u32)
+}
+
+/// Largest output area the mock renders: the contract's 4 MP.
+pub(super) const MAX_OUTPUT_PIXELS: u64 = 4 * 1024 * 1024;
+/// Longest output side the mock renders.
+pub(super) const MAX_OUTPUT_SIDE: u64 = 8192;

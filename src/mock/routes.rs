@@ -13,6 +13,8 @@ use axum::Router;
 use futures::StreamExt;
 use serde_json::{json, Value};
 
+use super::render::{clamp_size, MAX_OUTPUT_SIDE};
+use super::results::{poll_body, signature};
 use super::state::{Media, MockTask, Outcome, State, MAX_CLOCK_OFFSET};
 use super::{deliver, render, FaultKind, LoggedRequest, LOGGED_BODY_LIMIT};
 use crate::input::{decode_head, dimensions};
@@ -48,10 +50,6 @@ pub(super) fn router(state: Arc<State>, origin: Origin) -> Router {
     Router::new().fallback(handle).with_state(Ctx { state, origin })
 }
 
-/// Largest output area the mock renders: the contract's 4 MP.
-pub(super) const MAX_OUTPUT_PIXELS: u64 = 4 * 1024 * 1024;
-/// Longest output side the mock renders.
-const MAX_OUTPUT_SIDE: u64 = 8192;
 /// An oversize body is read (and discarded) up to this much before the 413,
 /// so the client sees the answer rather than a broken pipe.
 const DRAIN_LIMIT: usize = 1024 * 1024 * 1024;
@@ -649,65 +647,6 @@ fn poll(ctx: &Ctx, uri: &Uri) -> Response {
     json_response(StatusCode::OK, poll_body(&ctx.state, &id))
 }
 
-/// The poll result of a task, as the service would answer it now.
-pub(super) fn poll_body(state: &State, id: &str) -> Value {
-    let now = state.clock.now();
-    let task = state.tasks.lock().ok().and_then(|mut t| {
-        t.tidy(now);
-        t.get(id).cloned()
-    });
-    let Some(task) = task.filter(|t| now < t.finished_at() + state.config.task_ttl) else {
-        return json!({"id": id, "status": "Task not found", "result": null, "progress": null, "details": null, "preview": null});
-    };
-    let (status, progress) = task.status_at(now);
-    let progress = progress.filter(|_| state.config.report_progress);
-    let mut body =
-        json!({"id": id, "status": status, "result": null, "progress": progress, "details": null, "preview": null});
-    match (task.is_final(now), &task.outcome) {
-        (true, Outcome::Ready) => {
-            body["result"] = task.result(&signed_address(state, &task));
-            body["cost"] = json!(task.charged());
-        }
-        (true, _) => body["details"] = task.details(),
-        (false, _) => {}
-    }
-    body
-}
-
-fn signature(state: &State, id: &str, expires: u64) -> String {
-    let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, &state.signing_key);
-    let tag = ring::hmac::sign(&key, format!("{id}:{expires}").as_bytes());
-    tag.as_ref().iter().map(|b| format!("{b:02x}")).collect()
-}
-
-fn signed_address(state: &State, task: &MockTask) -> String {
-    let validity = match task.media {
-        Media::Image => state.config.result_url_validity,
-        Media::Video => state.config.video_result_url_validity,
-    };
-    let expires = state
-        .clock
-        .wall()
-        .checked_add(validity)
-        .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
-    if let (Ok(mut tasks), Some(until)) = (state.tasks.lock(), state.clock.now().checked_add(validity)) {
-        tasks.keep(&task.id, until);
-    }
-    let ext = if task.format == "jpeg" {
-        "jpg"
-    } else {
-        task.format.as_str()
-    };
-    format!(
-        "{}/mock/results/{}.{ext}?expires={expires}&signature={}",
-        state.delivery_url,
-        task.id,
-        signature(state, &task.id, expires)
-    )
-}
-
 async fn deliver_result(ctx: &Ctx, file: &str, uri: &Uri) -> Response {
     let state = &ctx.state;
     let id = file.split('.').next().unwrap_or("");
@@ -822,18 +761,6 @@ fn input_pixels(request: &Value) -> f64 {
         .fold(0.0, |sum, pixels| sum + pixels)
 }
 
-/// Scales a requested size down to the mock's limits, keeping its shape.
-pub(super) fn clamp_size(width: u64, height: u64) -> (u32, u32) {
-    let (mut w, mut h) = (width.clamp(1, u32::MAX as u64), height.clamp(1, u32::MAX as u64));
-    let area = w as f64 * h as f64;
-    if area > MAX_OUTPUT_PIXELS as f64 {
-        let scale = (MAX_OUTPUT_PIXELS as f64 / area).sqrt();
-        w = ((w as f64 * scale).floor() as u64).max(1);
-        h = ((h as f64 * scale).floor() as u64).max(1);
-    }
-    (w.min(MAX_OUTPUT_SIDE) as u32, h.min(MAX_OUTPUT_SIDE) as u32)
-}
-
 fn ratio_size(ratio: &str) -> Option<(u32, u32)> {
     let (w, h) = ratio.split_once(':')?;
     let (w, h) = (w.parse::<f64>().ok()?, h.parse::<f64>().ok()?);
@@ -874,15 +801,4 @@ fn output_size(operation: &str, request: &Value, default_ratio: Option<&str>) ->
         return size;
     }
     (1024, 1024)
-}
-
-/// Waits, on the runtime's clock, until the task is final on the mock clock.
-pub(super) async fn sleep_until_final(state: &State, id: &str) -> Option<MockTask> {
-    loop {
-        let task = state.tasks.lock().ok().and_then(|t| t.get(id).cloned())?;
-        if task.is_final(state.clock.now()) {
-            return Some(task);
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }

@@ -171,7 +171,7 @@ fn slim(event: Event) -> PollResult {
     PollResult {
         id: event.task_id,
         status: event.status,
-        result: event.result.and_then(crate::task::lenient_task_result),
+        result: event.result.and_then(crate::poll::lenient_task_result),
         progress: event.progress,
         details,
         preview: None,
