@@ -6,7 +6,9 @@
 use std::collections::HashMap;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use futures::StreamExt;
 use genapi::batch::{adopt, AdoptError, Adopted, Batch, Job, JobOutcome, JobStatus, MemoryJournal};
@@ -80,7 +82,7 @@ fn posts_by_prompt(mock: &MockService) -> HashMap<String, usize> {
     counts
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn expired_results_are_fetched_again_by_polling_without_resubmitting() {
     let mock = mock(100).await;
     let client = mock.client().unwrap();
@@ -127,7 +129,7 @@ async fn expired_results_are_fetched_again_by_polling_without_resubmitting() {
     assert_eq!((after, mock.count("POST", "/v1/gen-2-pro")), (downloads, 3));
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn a_submission_without_an_answer_is_reported_and_never_resubmitted_silently() {
     let mock = mock(100).await;
     let client = mock.client().unwrap();
@@ -162,7 +164,7 @@ async fn a_submission_without_an_answer_is_reported_and_never_resubmitted_silent
     assert_eq!(mock.count("POST", "/v1/gen-2-pro"), 4, "sent again only when asked");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn a_lost_answer_is_recovered_by_adopting_the_task_found_in_the_services_records() {
     let mock = mock(100).await;
     let client = mock.client().unwrap();
@@ -268,7 +270,7 @@ async fn a_lost_answer_is_recovered_by_adopting_the_task_found_in_the_services_r
     assert_eq!(mock.stats().submissions.get("/v1/gen-2-pro"), Some(&4));
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn an_adopted_task_made_from_another_prompt_is_not_saved_and_can_be_replaced() {
     let mock = mock(100).await;
     let client = mock.client().unwrap();
@@ -315,7 +317,7 @@ async fn an_adopted_task_made_from_another_prompt_is_not_saved_and_can_be_replac
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn jobs_that_moved_to_other_lines_are_refused_not_paid_again() {
     let mock = mock(50).await;
     let client = mock.client().unwrap();
@@ -351,7 +353,7 @@ async fn jobs_that_moved_to_other_lines_are_refused_not_paid_again() {
     assert_eq!(mock.count("POST", "/v1/gen-2-pro"), 2, "nothing paid again");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn a_journal_with_an_impossible_time_is_read_without_a_panic() {
     let mock = mock(50).await;
     let dir = Dir::new("far-future");
@@ -396,7 +398,7 @@ async fn a_journal_with_an_impossible_time_is_read_without_a_panic() {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn a_stop_while_the_intent_is_written_sends_nothing() {
     /// Holds the first write (the intent) until told.
     struct Held {
@@ -446,7 +448,7 @@ async fn a_stop_while_the_intent_is_written_sends_nothing() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn where_prompts_may_be_rewritten_a_differing_prompt_is_shown_and_the_task_can_be_replaced_after_it_finished() {
     let mock = mock(100).await;
     let client = mock.client().unwrap();
@@ -498,7 +500,7 @@ async fn mock_result(client: &genapi::Client, id: &str) -> Vec<u8> {
     task.wait().await.unwrap().bytes().await.unwrap().to_vec()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn the_journal_is_free_again_as_soon_as_the_stream_has_ended() {
     let mock = mock(50).await;
     let dir = Dir::new("unlocked");
@@ -517,7 +519,7 @@ async fn the_journal_is_free_again_as_soon_as_the_stream_has_ended() {
     assert_eq!(mock.count("POST", "/v1/gen-2-pro"), 2);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn a_stop_keeps_submissions_still_waiting_for_room_from_being_sent() {
     let mock = mock(60_000).await;
     // The client allows one active task; the batch would run three.
@@ -544,7 +546,7 @@ async fn a_stop_keeps_submissions_still_waiting_for_room_from_being_sent() {
     assert_eq!(statuses.iter().filter(|s| **s == JobStatus::Pending).count(), 1);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn refusals_that_surely_created_nothing_are_retried_and_in_flight_stays_under_the_limit() {
     let mock = mock(200).await;
     let client = mock.client().unwrap();
