@@ -267,7 +267,7 @@ impl Client {
             };
             let task = match reply {
                 Reply::Typed(answer) => Task::from_submission(self.shared.clone(), target.operation, answer)?,
-                Reply::Invalid(detail) => return Err(validation_from_service(detail).into()),
+                Reply::Invalid(detail) => return Err(validation_from_service(transport, detail).into()),
                 Reply::Raw(answer) if answer.status.is_success() => {
                     Task::accepted(self.shared.clone(), target.operation, &answer.body)?
                 }
@@ -320,7 +320,11 @@ impl Client {
             return Ok(Reply::Raw(answer));
         }
         // Decoded before anything is recorded: a body that does not fit
-        // the operation's type is refused with nothing sent.
+        // the operation's type is refused with nothing sent. The document
+        // takes `1024.0` where it wants an integer, and so must the decoding
+        // (only the caller's own bytes go on the wire).
+        let mut body = body;
+        whole_numbers_as_integers(&mut body);
         let decoded = AnySubmission::decode(target.operation, body)
             .ok_or_else(|| Error::Config(format!("{} is not a submission of the document", target.operation)))?;
         let request = decoded.map_err(|error| Error::Validation {
@@ -367,6 +371,23 @@ impl Client {
             // Unwatched tasks are checked again after a while.
             let _ = tokio::time::timeout(RECHECK, changed).await;
         }
+    }
+}
+
+/// `1024.0` becomes `1024`, at any depth: JSON Schema counts a number with
+/// no fraction as an integer, serde does not.
+fn whole_numbers_as_integers(value: &mut Value) {
+    match value {
+        Value::Number(number) if number.is_f64() => {
+            let Some(float) = number.as_f64() else { return };
+            // Exactly representable and within i64: no value changes.
+            if float.fract() == 0.0 && float.abs() < 9.0e15 {
+                *value = Value::from(float as i64);
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(whole_numbers_as_integers),
+        Value::Object(map) => map.values_mut().for_each(whole_numbers_as_integers),
+        _ => {}
     }
 }
 

@@ -275,6 +275,11 @@ fn parse_origin(text: &str, what: &str, allow_insecure_http: bool) -> Result<Url
     if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
         return Err(Error::Config(format!("{what} {text:?} must be an http(s) address")));
     }
+    if url.query().is_some() || url.fragment().is_some() {
+        return Err(Error::Config(format!(
+            "{what} {text:?} must not carry a query or fragment: paths are appended to it"
+        )));
+    }
     if !url.username().is_empty() || url.password().is_some() {
         return Err(Error::Config(format!(
             "{what} {text:?} must not carry a user name or password"
@@ -337,5 +342,12 @@ mod tests {
         assert!(parse_origin("http://api.example.com", "base URL", true).is_ok());
         assert!(parse_origin("https://user:pw@api.example.com", "base URL", false).is_err());
         assert!(parse_origin("ftp://api.example.com", "base URL", false).is_err());
+        for odd in [
+            "https://api.example.com/?tenant=1",
+            "https://api.example.com/#frag",
+            "https://api.example.com?a=b",
+        ] {
+            assert!(parse_origin(odd, "base URL", false).is_err(), "{odd}");
+        }
     }
 }

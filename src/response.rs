@@ -10,7 +10,7 @@
 use reqwest::StatusCode;
 use serde_json::Value;
 
-use crate::api::types::HttpValidationError;
+use crate::api::types::{HttpValidationError, ValidationErrorLocItem};
 use crate::error::{Checked, Error, Result, TaskRef};
 use crate::transport::{Answer, Transport};
 
@@ -34,7 +34,7 @@ pub(crate) fn error_from(transport: &Transport, operation: &str, answer: &Answer
     let message = transport.scrub(&service_message(&answer.body));
     match answer.status {
         StatusCode::UNPROCESSABLE_ENTITY => match serde_json::from_slice::<HttpValidationError>(&answer.body) {
-            Ok(detail) => validation_from_service(detail),
+            Ok(detail) => validation_from_service(transport, detail),
             Err(_) => unexpected(operation, answer.status, message),
         },
         StatusCode::FORBIDDEN | StatusCode::UNAUTHORIZED => Error::Forbidden { message, task: None },
@@ -94,17 +94,35 @@ fn unexpected(operation: &str, status: StatusCode, message: String) -> Error {
     }
 }
 
-/// A service 422, with its echoes of the input scrubbed.
-pub(crate) fn validation_from_service(detail: HttpValidationError) -> Error {
+/// A service 422, with its echoes of the input scrubbed, and the key
+/// removed from every text in it (a service may echo request headers).
+pub(crate) fn validation_from_service(transport: &Transport, detail: HttpValidationError) -> Error {
     let mut errors = detail.detail;
     for error in &mut errors {
+        error.msg = transport.scrub(&error.msg);
+        for item in &mut error.loc {
+            if let ValidationErrorLocItem::String(text) = item {
+                *text = transport.scrub(text);
+            }
+        }
         if let Some(input) = error.input.as_mut() {
             scrub_input(input, 0);
+            remove_key(transport, input);
         }
     }
     Error::Validation {
         errors,
         checked: Checked::ByService,
+    }
+}
+
+/// Removes the key from every string of an echoed value.
+fn remove_key(transport: &Transport, value: &mut Value) {
+    match value {
+        Value::String(text) => *text = transport.scrub(text),
+        Value::Array(items) => items.iter_mut().for_each(|item| remove_key(transport, item)),
+        Value::Object(map) => map.values_mut().for_each(|field| remove_key(transport, field)),
+        _ => {}
     }
 }
 

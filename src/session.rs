@@ -79,7 +79,10 @@ pub(crate) fn join(base: &Url, path: &str) -> Result<Url> {
             "{path:?} is not a path of the service; give a path such as /v1/gen-2-pro"
         ))
     };
-    if !path.starts_with('/') || path.starts_with("//") || path.contains('\\') || path.contains('@') {
+    // Only a plain path: no query or fragment, no `.` or `..` segment that
+    // the URL parser would fold into another operation's path.
+    let dot_segment = path.split('/').any(|segment| segment == "." || segment == "..");
+    if !path.starts_with('/') || path.starts_with("//") || path.contains(['\\', '@', '?', '#']) || dot_segment {
         return Err(refuse());
     }
     let text = format!("{}{}", base.as_str().trim_end_matches('/'), path);
@@ -113,6 +116,10 @@ mod tests {
             "v1/x",
             "/\\evil",
             "/x@y",
+            "/v1/./gen-2-pro",
+            "/v1/x/../gen-2-pro",
+            "/v1/gen-2-pro?",
+            "/v1/gen-2-pro#",
         ] {
             assert!(join(&base, hostile).is_err(), "{hostile}");
         }

@@ -242,6 +242,9 @@ impl Answer {
     }
 }
 
+/// Most memory reserved ahead for an announced length.
+const MAX_RESERVE: u64 = 8 * 1024 * 1024;
+
 /// Error bodies are read for their message only.
 const ERROR_BODY_LIMIT: u64 = 64 * 1024;
 
@@ -466,8 +469,9 @@ impl Transport {
         }
         if let (true, Sink::Memory(bytes), Some(length)) = (success, &mut *sink, response.content_length()) {
             // Announced and within the limit: one allocation instead of
-            // doubling as chunks arrive.
-            bytes.reserve(usize::try_from(length).unwrap_or(0));
+            // doubling as chunks arrive, but never more than a few MiB on
+            // the service's word (the limit may be far above memory).
+            bytes.reserve(usize::try_from(length.min(MAX_RESERVE)).unwrap_or(0));
         }
         let mut error_body = Vec::new();
         let mut read: u64 = 0;

@@ -108,11 +108,15 @@ impl WaitOptions {
         self.not_found_grace = grace;
         self
     }
-    /// Polls at a fixed interval instead of the adaptive schedule.
+    /// Polls at a fixed interval instead of the adaptive schedule (at
+    /// least [`WaitOptions::MIN_INTERVAL`], so a zero cannot flood the
+    /// service).
     pub fn fixed_interval(mut self, interval: Duration) -> Self {
-        self.fixed_interval = Some(interval);
+        self.fixed_interval = Some(interval.max(Self::MIN_INTERVAL));
         self
     }
+    /// The shortest fixed interval: 50 ms.
+    pub const MIN_INTERVAL: Duration = Duration::from_millis(50);
     /// Calls `callback` after every poll.
     ///
     /// ```
@@ -290,7 +294,11 @@ impl Schedule {
 /// poll aimed at the expected end that lands before it costs a whole extra
 /// round, one that lands a little after costs a few milliseconds.
 pub(crate) fn jitter(delay: Duration, unit: f64) -> Duration {
-    delay.mul_f64(1.0 + unit.clamp(0.0, 1.0) * 0.05)
+    // Added rather than multiplied, so a delay near `Duration::MAX` saturates
+    // instead of overflowing.
+    delay.saturating_add(
+        Duration::try_from_secs_f64(delay.as_secs_f64() * unit.clamp(0.0, 1.0) * 0.05).unwrap_or(Duration::MAX),
+    )
 }
 
 #[cfg(test)]
@@ -377,6 +385,12 @@ mod tests {
             DENSE,
             "never closer than DENSE"
         );
+    }
+
+    #[test]
+    fn jitter_saturates_instead_of_overflowing() {
+        assert_eq!(jitter(Duration::MAX, 1.0), Duration::MAX);
+        assert_eq!(jitter(Duration::MAX, 0.0), Duration::MAX);
     }
 
     #[test]

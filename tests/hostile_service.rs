@@ -242,3 +242,73 @@ async fn a_key_straddling_the_cut_of_an_echoed_body_is_still_removed() {
         assert!(!text.contains(&KEY[..8]), "pad {pad}: part of the key survived");
     }
 }
+
+/// The service sometimes answers a poll with 422 and the task itself; the
+/// task is read, never taken for an empty validation error.
+#[tokio::test(start_paused = true)]
+async fn a_poll_answered_422_with_the_task_gives_the_task() {
+    let service = hostile::serve(|base, request, _| match request.path.as_str() {
+        "/v1/gen-2-pro" => accepted(base, "t-422"),
+        "/v1/get_result" => json(
+            422,
+            json!({"id": "t-422", "status": "Ready", "result": {"sample": format!("{base}/out")}}),
+        ),
+        _ => hostile::trickle(1, 100, Duration::from_millis(1)),
+    })
+    .await;
+    let task = client(&service.base).submit(prompt("x")).await.unwrap();
+    let result = task.poll().await.unwrap();
+    assert_eq!(result.status, genapi::TaskStatus::Ready);
+    let output = task.wait().await.unwrap();
+    assert!(output.sample.ends_with("/out"));
+}
+
+/// A 422 that is not the validation shape keeps the service's message.
+#[tokio::test(start_paused = true)]
+async fn a_422_without_detail_keeps_its_message() {
+    let service = hostile::serve(|_, _, _| json(422, json!({"message": "project P-7 is suspended"}))).await;
+    let error = client(&service.base).submit(prompt("x")).await.unwrap_err();
+    assert!(matches!(error, Error::UnexpectedStatus { status: 422, .. }), "{error}");
+    assert!(error.to_string().contains("P-7"), "{error}");
+}
+
+/// A key echoed by a trusted service in a 422's text never reaches the error.
+#[tokio::test(start_paused = true)]
+async fn a_key_echoed_in_a_422_is_removed_from_the_error() {
+    let service = hostile::serve(|_, _, _| {
+        json(
+            422,
+            json!({"detail": [{"loc": ["header", KEY], "msg": format!("key {KEY} is not allowed"), "type": "value_error", "input": KEY}]}),
+        )
+    })
+    .await;
+    let error = client(&service.base).submit(prompt("x")).await.unwrap_err();
+    assert!(matches!(error, Error::Validation { .. }), "{error}");
+    for text in [format!("{error:?}"), error.to_string()] {
+        assert!(!text.contains(KEY), "{text}");
+    }
+}
+
+/// An announced length far beyond memory is refused, not reserved.
+#[tokio::test(start_paused = true)]
+async fn an_absurd_content_length_is_no_allocation() {
+    let service = hostile::serve(|base, request, _| match request.path.as_str() {
+        "/v1/gen-2-pro" => accepted(base, "t-huge"),
+        "/v1/get_result" => json(
+            200,
+            json!({"id": "t-huge", "status": "Ready", "result": {"sample": format!("{base}/out")}}),
+        ),
+        _ => hostile::announced(64 << 30, b"short"),
+    })
+    .await;
+    let client = genapi::Client::builder()
+        .api_key(KEY)
+        .base_url(&service.base)
+        .max_download_bytes(u64::MAX)
+        .retry_policy(RetryPolicy::never())
+        .build()
+        .unwrap();
+    let output = client.run(prompt("x")).await.unwrap();
+    let error = output.bytes().await.unwrap_err();
+    assert_eq!(error.task().map(|t| t.id.as_str()), Some("t-huge"), "{error}");
+}

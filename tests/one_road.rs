@@ -100,3 +100,19 @@ async fn one_submission_sends_at_most_max_attempts_requests() {
     assert!(matches!(error, Error::RateLimited { .. }), "{error}");
     assert_eq!(mock.count("POST", "/v1/gen-2-pro"), 3, "max_attempts in all");
 }
+
+/// The document counts `1024.0` as an integer, so `submit_raw` sends it (as
+/// written), though the generated type wants a `u32`.
+#[tokio::test(start_paused = true)]
+async fn raw_bodies_with_whole_floats_are_sent_as_written() {
+    let mock = MockService::start().await.unwrap();
+    let client = mock.client().unwrap();
+    let body =
+        serde_json::json!({"prompt": "a", "width": 1024.0, "height": 1024.0, "seed": 42.0, "safety_tolerance": 2.0});
+    assert!(genapi::validate::Document::embedded()
+        .validate("Gen2ProRequest", &body)
+        .is_empty());
+    client.submit_raw("/v1/gen-2-pro", body).await.unwrap();
+    let posted = mock.requests().into_iter().find(|r| r.method == "POST").unwrap();
+    assert!(posted.body.contains("1024.0"), "{}", posted.body);
+}

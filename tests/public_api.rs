@@ -16,15 +16,19 @@ use std::process::Command;
 
 use serde_json::Value;
 
-/// Writes the crate's rustdoc JSON (all features). It shares the target
-/// directory, so the dependencies `cargo doc` checked are not checked again.
+/// Writes the crate's rustdoc JSON (all features) into a target directory
+/// of its own: run in the one `cargo test` builds in, it would rebuild the
+/// dependencies there under other flags and leave the doctests without them.
 fn rustdoc_json() -> Value {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let target = std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), Into::into);
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map_or_else(|| root.join("target"), Into::into)
+        .join("public-api");
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let status = Command::new(cargo)
         .current_dir(root)
         .env("RUSTC_BOOTSTRAP", "1")
+        .env("CARGO_TARGET_DIR", &target)
         .env_remove("RUSTFLAGS")
         .args(["rustdoc", "-p", "genapi", "--lib", "--all-features", "--quiet", "--"])
         .args(["-Z", "unstable-options", "--output-format", "json"])

@@ -109,3 +109,14 @@ pub fn trickle(chunks: usize, size: usize, every: std::time::Duration) -> Respon
     });
     (StatusCode::OK, Body::from_stream(stream)).into_response()
 }
+
+/// A body that announces `length` bytes in `Content-Length` and sends only
+/// `sent` before the connection ends.
+pub fn announced(length: u64, sent: &'static [u8]) -> Response {
+    let stream = futures::stream::iter([Ok::<Bytes, std::io::Error>(Bytes::from_static(sent))]);
+    let mut response = (StatusCode::OK, Body::from_stream(stream)).into_response();
+    response
+        .headers_mut()
+        .insert("content-length", axum::http::HeaderValue::from(length));
+    response
+}
