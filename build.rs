@@ -8,25 +8,22 @@
 //!   to its operation. Both come from the document alone, so a new operation
 //!   needs no hand-written code.
 //!
-//! The document is checked first with the crate's own reader
-//! (`src/document.rs`): a dangling `$ref`, a `$ref` cycle, a pattern that does
-//! not compile or a request schema shared by two operations fails the build
-//! with a message naming it, instead of a client that rejects every request.
+//! The document is checked first with the reader the library's validator
+//! uses (the `genapi-document` crate): a dangling `$ref`, a `$ref` cycle, a
+//! pattern that does not compile or a request schema shared by two operations
+//! fails the build with a message naming it, instead of a client that rejects
+//! every request.
 
 use std::path::{Path, PathBuf};
 
+use genapi_document as document;
 use quote::{format_ident, quote};
-
-#[allow(dead_code)]
-#[path = "src/document.rs"]
-mod document;
 
 const DOCUMENT: &str = "openapi.json";
 
 fn main() {
     println!("cargo:rerun-if-changed={DOCUMENT}");
     println!("cargo:rerun-if-changed=build.rs");
-    println!("cargo:rerun-if-changed=src/document.rs");
 
     let text = std::fs::read_to_string(DOCUMENT).unwrap_or_else(|e| fail(&format!("cannot read {DOCUMENT}: {e}")));
     let out_dir = PathBuf::from(std::env::var_os("OUT_DIR").unwrap_or_else(|| fail("OUT_DIR is not set")));

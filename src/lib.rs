@@ -71,7 +71,6 @@ pub mod batch;
 mod call;
 mod client;
 mod config;
-mod document;
 mod error;
 mod failure;
 mod field;

@@ -21,10 +21,10 @@
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
 
+use genapi_document as document;
 use serde_json::{Map, Value};
 
 use crate::api::types::{ValidationError, ValidationErrorLocItem};
-use crate::document;
 use crate::input::{base64_problem, decode_head, dimensions};
 
 /// The document this crate was generated from.

@@ -1,18 +1,21 @@
-//! Reads an OpenAPI document: its operations and its `$ref`s.
+//! Reads the OpenAPI document `genapi` is generated from: its operations,
+//! its `$ref`s, and the rules a document must keep for the crate to use it.
 //!
-//! One reader for everything that looks at `openapi.json`: the validator
-//! ([`crate::validate`]), `build.rs` (which includes this file by path to emit
-//! the operations table and to refuse a broken document) and the maintenance
-//! tasks in `xtask`. It therefore depends on `serde_json` and `std` only.
+//! One reader for everything that looks at `openapi.json`: the library's
+//! validator, its build script (which emits the operations table from
+//! [`operations`] and refuses a document with [`problems`]) and the
+//! maintenance tasks in `xtask` (whose `check` runs the same [`problems`]).
 //!
 //! The document is walked as JSON rather than as typed OpenAPI, so one reader
 //! serves 3.0 and 3.1 descriptions alike.
+
+#![warn(missing_docs)]
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::Value;
 
-/// Where named schemas live.
+/// Where named schemas live: the prefix of a `$ref` to one of them.
 pub const SCHEMA_PREFIX: &str = "#/components/schemas/";
 
 /// The HTTP methods a path item can hold (its other keys are not operations).
