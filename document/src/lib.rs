@@ -182,9 +182,41 @@ pub fn shared_request_schemas(operations: &[Operation]) -> Vec<(String, Vec<Stri
         .collect()
 }
 
+/// Every `pattern` of the document, each once. Extensions (`x-`) are
+/// searched too: the validator compiles every string under a `pattern` key.
+pub fn patterns(root: &Value) -> BTreeSet<&str> {
+    fn walk<'a>(value: &'a Value, out: &mut BTreeSet<&'a str>) {
+        match value {
+            Value::Object(map) => {
+                if let Some(pattern) = map.get("pattern").and_then(Value::as_str) {
+                    out.insert(pattern);
+                }
+                map.values().for_each(|child| walk(child, out));
+            }
+            Value::Array(items) => items.iter().for_each(|item| walk(item, out)),
+            _ => {}
+        }
+    }
+    let mut out = BTreeSet::new();
+    walk(root, &mut out);
+    out
+}
+
+/// Compiles a `pattern` the way the validator matches it (ECMAScript syntax,
+/// no flags). The error names the pattern.
+pub fn compile_pattern(pattern: &str) -> Result<regress::Regex, String> {
+    regress::Regex::new(pattern).map_err(|e| format!("pattern {pattern:?} does not compile: {e}"))
+}
+
 /// What makes the document unusable by this crate, every problem at once:
 /// no paths, operations without an operationId, dangling references,
-/// reference cycles, request schemas shared between operations.
+/// reference cycles, request schemas shared between operations, patterns
+/// that do not compile.
+///
+/// These are the rules of the document's structure, and the only ones:
+/// `build.rs` refuses to build from a document with any of them, the
+/// library's validator refuses to parse one, and `cargo xtask check`
+/// reports them all.
 pub fn problems(root: &Value) -> Vec<String> {
     let mut problems = Vec::new();
     if !root["paths"].is_object() {
@@ -208,6 +240,11 @@ pub fn problems(root: &Value) -> Vec<String> {
              (one request type submits to one operation)",
             ids.join(", ")
         ));
+    }
+    for pattern in patterns(root) {
+        if let Err(problem) = compile_pattern(pattern) {
+            problems.push(problem);
+        }
     }
     problems
 }
@@ -260,6 +297,22 @@ mod tests {
             found[0].starts_with("request schema A is shared by operations a, b"),
             "{found:?}"
         );
+    }
+
+    #[test]
+    fn a_pattern_that_does_not_compile_is_a_problem() {
+        let root = doc(json!({"A": {"type": "object", "properties": {
+            "id": {"type": "string", "pattern": "^[a-z]+$"},
+            "bad": {"type": "string", "pattern": "([unclosed"}
+        }}}));
+        assert_eq!(patterns(&root), BTreeSet::from(["^[a-z]+$", "([unclosed"]));
+        let found = problems(&root);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert!(
+            found[0].starts_with("pattern \"([unclosed\" does not compile: "),
+            "{found:?}"
+        );
+        assert!(compile_pattern("^[a-z]+$").is_ok_and(|re| re.find("lora").is_some()));
     }
 
     #[test]
