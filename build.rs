@@ -239,7 +239,8 @@ fn parsed_from_text(generated: &str) -> Vec<String> {
     names
 }
 
-/// Emits `OPERATIONS` and, per submission, the impls of the sealed
+/// Emits `OPERATIONS`, in the order of `document::operations` (by path,
+/// then method), and, per submission, the impls of the sealed
 /// `Submit`/`IntoRequest` traits for its request type and that type's builder.
 fn operations_table(root: &serde_json::Value, text_types: &[String]) -> String {
     let operations = document::operations(root);
@@ -315,7 +316,9 @@ fn operations_table(root: &serde_json::Value, text_types: &[String]) -> String {
         quote!(AnySubmission::#name(body) => client.#method().body(body).send().await)
     });
     let file = quote! {
-        /// Every operation of `openapi.json`, in document order.
+        /// Every operation of `openapi.json`, sorted by path and then by
+        /// method (compared as strings, byte by byte), not in the order the
+        /// document lists them.
         pub const OPERATIONS: &[OperationSpec] = &[#(#rows),*];
 
         /// A request of any submission of the document, decoded from JSON.

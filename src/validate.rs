@@ -93,7 +93,8 @@ impl Document {
         })
     }
 
-    /// Every operation, in document order.
+    /// Every operation, sorted by path and then by method (not in the order
+    /// the document lists them), as `api::OPERATIONS` is.
     pub fn operations(&self) -> Vec<DocumentOperation> {
         document::operations(&self.root)
             .into_iter()

@@ -40,7 +40,13 @@ pub struct Operation {
     pub request_schema: Option<String>,
 }
 
-/// Every operation, in document order (paths as the JSON object orders them).
+/// Every operation, sorted by path and then by method, both compared as
+/// strings (byte by byte): not the order the document lists them in.
+///
+/// `serde_json` keeps an object's keys sorted unless its `preserve_order`
+/// feature is on, so the document's own order is not known here; the list
+/// is sorted explicitly, so it is the same whichever features `serde_json`
+/// is built with.
 pub fn operations(root: &Value) -> Vec<Operation> {
     let mut list = Vec::new();
     for (path, item) in root["paths"].as_object().into_iter().flatten() {
@@ -62,6 +68,7 @@ pub fn operations(root: &Value) -> Vec<Operation> {
             });
         }
     }
+    list.sort_by(|a, b| (&a.path, &a.method).cmp(&(&b.path, &b.method)));
     list
 }
 
@@ -313,6 +320,18 @@ mod tests {
             "{found:?}"
         );
         assert!(compile_pattern("^[a-z]+$").is_ok_and(|re| re.find("lora").is_some()));
+    }
+
+    #[test]
+    fn operations_are_sorted_by_path_then_method_not_in_document_order() {
+        let text = r#"{"paths": {
+            "/v1/z": {"post": {"operationId": "z"}},
+            "/v1/a-b": {"post": {"operationId": "a_b_post"}, "get": {"operationId": "a_b_get"}},
+            "/v1/a": {"put": {"operationId": "a"}}
+        }}"#;
+        let root: Value = serde_json::from_str(text).unwrap();
+        let order: Vec<String> = operations(&root).into_iter().map(|op| op.id).collect();
+        assert_eq!(order, ["a", "a_b_get", "a_b_post", "z"]);
     }
 
     #[test]
