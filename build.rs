@@ -1,18 +1,29 @@
 //! Turns `openapi.json` into the generated client at compile time.
 //!
-//! Two files land in `OUT_DIR`:
-//! - `codegen.rs`: types and client from progenitor, pretty-printed (also what the
-//!   drift snapshot shows);
-//! - `operations.rs`: a table of the document's operations and, for every
-//!   submission, the `Submit` and `IntoRequest` impls that tie its request type
-//!   to its operation. Both come from the document alone, so a new operation
-//!   needs no hand-written code.
+//! Three files land in `OUT_DIR`:
+//! - `codegen.rs`: types and client from progenitor, with the setters of
+//!   optional fields rewritten to take `FieldValue` (see `OptionalSetters` below),
+//!   pretty-printed (also what the drift snapshot shows);
+//! - `operations.rs`: the table of the document's operations (`OPERATIONS`,
+//!   sorted by path, then method); for every submission, the `Submit` and
+//!   `IntoRequest` impls that tie its request type to its operation, and its
+//!   variant of `AnySubmission`; and the `FieldValue` impls that let the
+//!   generated types parsed from text be set from strings. All of it comes
+//!   from the document and the generated code alone, so a new operation
+//!   needs no hand-written code;
+//! - `string_setters.rs`: the body of the compile test in
+//!   `tests/string_setters.rs`, every string field of every request type set
+//!   from a `&str`.
 //!
-//! The document is checked first with the reader the library's validator
-//! uses (the `genapi-document` crate): a dangling `$ref`, a `$ref` cycle, a
-//! pattern that does not compile or a request schema shared by two operations
-//! fails the build with a message naming it, instead of a client that rejects
-//! every request.
+//! The document is checked first with `genapi_document::problems`, the rules
+//! the library's validator parses by and `cargo xtask check` reports too: no
+//! paths, an operation without an operationId, a dangling `$ref`, a `$ref`
+//! cycle, a request schema shared by two operations or a pattern that does
+//! not compile fails the build with a message naming each, instead of a
+//! client whose validator cannot load its own document. Beyond that, the
+//! build refuses only what the generator or the compiler cannot take; the
+//! other rules of `cargo xtask check` are about what the document says, not
+//! whether a client can be built from it (see `xtask/src/check.rs`).
 
 use std::path::{Path, PathBuf};
 
