@@ -1,32 +1,40 @@
 //! Turns `openapi.json` into the generated client at compile time.
 //!
-//! Two files land in `OUT_DIR`:
-//! - `codegen.rs`: types and client from progenitor, pretty-printed (also what the
-//!   drift snapshot shows);
-//! - `operations.rs`: a table of the document's operations and, for every
-//!   submission, the `Submit` and `IntoRequest` impls that tie its request type
-//!   to its operation. Both come from the document alone, so a new operation
-//!   needs no hand-written code.
+//! Three files land in `OUT_DIR`:
+//! - `codegen.rs`: types and client from progenitor, with the setters of
+//!   optional fields rewritten to take `FieldValue` (see `OptionalSetters` below),
+//!   pretty-printed (also what the drift snapshot shows);
+//! - `operations.rs`: the table of the document's operations (`OPERATIONS`,
+//!   sorted by path, then method); for every submission, the `Submit` and
+//!   `IntoRequest` impls that tie its request type to its operation, and its
+//!   variant of `AnySubmission`; and the `FieldValue` impls that let the
+//!   generated types parsed from text be set from strings. All of it comes
+//!   from the document and the generated code alone, so a new operation
+//!   needs no hand-written code;
+//! - `string_setters.rs`: the body of the compile test in
+//!   `tests/string_setters.rs`, every string field of every request type set
+//!   from a `&str`.
 //!
-//! The document is checked first with the crate's own reader
-//! (`src/document.rs`): a dangling `$ref`, a `$ref` cycle, a pattern that does
-//! not compile or a request schema shared by two operations fails the build
-//! with a message naming it, instead of a client that rejects every request.
+//! The document is checked first with `genapi_document::problems`, the rules
+//! the library's validator parses by and `cargo xtask check` reports too: no
+//! paths, an operation without an operationId, a dangling `$ref`, a `$ref`
+//! cycle, a request schema shared by two operations or a pattern that does
+//! not compile fails the build with a message naming each, instead of a
+//! client whose validator cannot load its own document. Beyond that, the
+//! build refuses only what the generator or the compiler cannot take; the
+//! other rules of `cargo xtask check` are about what the document says, not
+//! whether a client can be built from it (see `xtask/src/check.rs`).
 
 use std::path::{Path, PathBuf};
 
+use genapi_document as document;
 use quote::{format_ident, quote};
-
-#[allow(dead_code)]
-#[path = "src/document.rs"]
-mod document;
 
 const DOCUMENT: &str = "openapi.json";
 
 fn main() {
     println!("cargo:rerun-if-changed={DOCUMENT}");
     println!("cargo:rerun-if-changed=build.rs");
-    println!("cargo:rerun-if-changed=src/document.rs");
 
     let text = std::fs::read_to_string(DOCUMENT).unwrap_or_else(|e| fail(&format!("cannot read {DOCUMENT}: {e}")));
     let out_dir = PathBuf::from(std::env::var_os("OUT_DIR").unwrap_or_else(|| fail("OUT_DIR is not set")));
@@ -42,16 +50,10 @@ fn main() {
     write(&out_dir.join("string_setters.rs"), &string_setters(&root));
 }
 
-/// Refuses a document the validator could not use at run time.
+/// Refuses a document the validator could not use at run time, by the rules
+/// `Document::parse` and `cargo xtask check` apply too.
 fn check_document(root: &serde_json::Value) {
-    let mut problems = document::problems(root);
-    let mut patterns = Vec::new();
-    collect_patterns(root, &mut patterns);
-    for pattern in patterns {
-        if let Err(e) = regress::Regex::new(pattern) {
-            problems.push(format!("pattern {pattern:?} does not compile: {e}"));
-        }
-    }
+    let problems = document::problems(root);
     if !problems.is_empty() {
         fail(&format!(
             "{DOCUMENT} is broken:\n{}",
@@ -61,19 +63,6 @@ fn check_document(root: &serde_json::Value) {
                 .collect::<Vec<_>>()
                 .join("\n")
         ));
-    }
-}
-
-fn collect_patterns<'a>(value: &'a serde_json::Value, out: &mut Vec<&'a str>) {
-    match value {
-        serde_json::Value::Object(map) => {
-            if let Some(pattern) = map.get("pattern").and_then(serde_json::Value::as_str) {
-                out.push(pattern);
-            }
-            map.values().for_each(|child| collect_patterns(child, out));
-        }
-        serde_json::Value::Array(items) => items.iter().for_each(|item| collect_patterns(item, out)),
-        _ => {}
     }
 }
 
@@ -261,7 +250,8 @@ fn parsed_from_text(generated: &str) -> Vec<String> {
     names
 }
 
-/// Emits `OPERATIONS` and, per submission, the impls of the sealed
+/// Emits `OPERATIONS`, in the order of `document::operations` (by path,
+/// then method), and, per submission, the impls of the sealed
 /// `Submit`/`IntoRequest` traits for its request type and that type's builder.
 fn operations_table(root: &serde_json::Value, text_types: &[String]) -> String {
     let operations = document::operations(root);
@@ -337,7 +327,9 @@ fn operations_table(root: &serde_json::Value, text_types: &[String]) -> String {
         quote!(AnySubmission::#name(body) => client.#method().body(body).send().await)
     });
     let file = quote! {
-        /// Every operation of `openapi.json`, in document order.
+        /// Every operation of `openapi.json`, sorted by path and then by
+        /// method (compared as strings, byte by byte), not in the order the
+        /// document lists them.
         pub const OPERATIONS: &[OperationSpec] = &[#(#rows),*];
 
         /// A request of any submission of the document, decoded from JSON.

@@ -61,7 +61,9 @@ pub mod api {
         use crate::submit::OperationSpec;
         include!(concat!(env!("OUT_DIR"), "/operations.rs"));
     }
-    /// Every operation of `openapi.json`, in document order.
+    /// Every operation of `openapi.json`, sorted by path and then by method
+    /// (compared as strings, byte by byte), not in the order the document
+    /// lists them.
     pub const OPERATIONS: &[OperationSpec] = table::OPERATIONS;
 }
 
@@ -71,7 +73,6 @@ pub mod batch;
 mod call;
 mod client;
 mod config;
-mod document;
 mod error;
 mod failure;
 mod field;

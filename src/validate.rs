@@ -21,10 +21,10 @@
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
 
+use genapi_document as document;
 use serde_json::{Map, Value};
 
 use crate::api::types::{ValidationError, ValidationErrorLocItem};
-use crate::document;
 use crate::input::{base64_problem, decode_head, dimensions};
 
 /// The document this crate was generated from.
@@ -73,22 +73,28 @@ impl Document {
     /// Parses a document (for tests and tools that bring their own). Fails
     /// on a document without paths, with a dangling or cyclic `$ref`, with a
     /// request schema shared by two operations, or with a pattern that does
-    /// not compile.
+    /// not compile: the problems `build.rs` refuses, found by the same
+    /// `genapi_document::problems`.
     pub fn parse(text: &str) -> Result<Document, String> {
         let root: Value = serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
         let problems = document::problems(&root);
         if !problems.is_empty() {
             return Err(problems.join("; "));
         }
-        let mut patterns = HashMap::new();
-        collect_patterns(&root, &mut patterns)?;
+        // `problems` has just compiled every pattern, so this cannot fail;
+        // an error would still be passed on rather than unwrapped.
+        let patterns = document::patterns(&root)
+            .into_iter()
+            .map(|pattern| Ok((pattern.to_string(), document::compile_pattern(pattern)?)))
+            .collect::<Result<HashMap<_, _>, String>>()?;
         Ok(Document {
             root,
             patterns: Arc::new(patterns),
         })
     }
 
-    /// Every operation, in document order.
+    /// Every operation, sorted by path and then by method (not in the order
+    /// the document lists them), as `api::OPERATIONS` is.
     pub fn operations(&self) -> Vec<DocumentOperation> {
         document::operations(&self.root)
             .into_iter()
@@ -371,24 +377,6 @@ impl Document {
         check_max_images(schema, object, path, out);
         check_max_pixels(schema, object, path, out);
         check_same_dimensions(schema, object, path, out);
-    }
-}
-
-/// Compiles every `pattern` keyword of the document.
-fn collect_patterns(value: &Value, out: &mut HashMap<String, regress::Regex>) -> Result<(), String> {
-    match value {
-        Value::Object(map) => {
-            if let Some(pattern) = map.get("pattern").and_then(Value::as_str) {
-                if !out.contains_key(pattern) {
-                    let compiled = regress::Regex::new(pattern)
-                        .map_err(|e| format!("pattern {pattern:?} does not compile: {e}"))?;
-                    out.insert(pattern.to_string(), compiled);
-                }
-            }
-            map.values().try_for_each(|child| collect_patterns(child, out))
-        }
-        Value::Array(items) => items.iter().try_for_each(|item| collect_patterns(item, out)),
-        _ => Ok(()),
     }
 }
 

@@ -19,6 +19,19 @@ fn generated_code() {
     insta::assert_snapshot!("generated_code", include_str!(concat!(env!("OUT_DIR"), "/codegen.rs")));
 }
 
+/// `OPERATIONS` (built by build.rs) and the validator's list (read at run
+/// time) are sorted by path, then method, as their documentation says.
+#[test]
+fn operations_are_sorted_by_path_then_method() {
+    let order: Vec<(&str, &str)> = OPERATIONS.iter().map(|op| (op.path, op.method)).collect();
+    let mut sorted = order.clone();
+    sorted.sort();
+    assert_eq!(order, sorted);
+    let read = Document::embedded().operations();
+    let read: Vec<(&str, &str)> = read.iter().map(|op| (op.path.as_str(), op.method.as_str())).collect();
+    assert_eq!(read, order);
+}
+
 type Reencode = fn(Value) -> Result<Value, String>;
 
 /// Decodes into the generated type and encodes again.

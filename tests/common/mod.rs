@@ -12,10 +12,6 @@ pub fn document() -> Value {
     serde_json::from_str(genapi::validate::EMBEDDED_DOCUMENT).expect("embedded document is JSON")
 }
 
-#[allow(dead_code, unreachable_pub)]
-#[path = "../../src/document.rs"]
-mod document;
-
 #[cfg(feature = "mock")]
 pub mod hostile;
 
@@ -26,7 +22,7 @@ pub fn sample(doc: &Value, schema: &Value) -> Value {
         Some(first) => first,
         None => schema,
     };
-    let schema = document::resolve(doc, schema).expect("the document's references resolve");
+    let schema = genapi_document::resolve(doc, schema).expect("the document's references resolve");
     if let Some(first) = schema["anyOf"].as_array().and_then(|b| b.first()) {
         return sample(doc, first);
     }

@@ -1,5 +1,26 @@
 //! `cargo xtask check`: what the generator needs of the document, checked
 //! before it runs, with every problem listed at once.
+//!
+//! Two sets of rules:
+//!
+//! - The document's structure (paths, operationIds, `$ref`s that resolve and
+//!   do not loop, one request schema per submission, patterns that compile)
+//!   is `genapi_document::problems`, the very function `build.rs` refuses to
+//!   build by and the validator refuses to parse by. This check neither
+//!   repeats nor loosens it, so the three refuse the same documents.
+//! - The rest is this check's own, and `build.rs` has no reason to apply it.
+//!   Either the build already refuses such a document on its own, and this
+//!   check only names the problem before a build does (a document that does
+//!   not parse as OpenAPI 3.0, which the generator parses the same way; a
+//!   response schema that is not a `$ref`, whose generated type the crate's
+//!   code then fails to compile against), or the rule is about what the
+//!   document says rather than whether a client can be built from it: the
+//!   contract's paths and version, tags, request schemas by `$ref` so each
+//!   submission gets its request type, no `default` (it would put unset
+//!   fields on the wire), no 3.1 idioms pasted from an upstream description.
+//!   A document breaking those still builds a working client, only not the
+//!   intended one, and the library must keep reading such documents when a
+//!   test or tool brings its own.
 
 use serde_json::Value;
 
@@ -93,8 +114,8 @@ pub fn check(text: &str) -> Vec<String> {
             }
         }
     }
-    // Dangling and cyclic `$ref`s, shared request schemas: what build.rs
-    // and the validator refuse.
+    // The document's structure: exactly what build.rs and the validator
+    // refuse (see the module comment).
     problems.extend(crate::document::problems(&doc));
     find_31_constructs(&doc, "#", &mut problems);
     problems

@@ -4,14 +4,12 @@
 
 pub mod check;
 pub mod diff;
-/// The crate's own reader of operations and `$ref`s, shared with the
-/// validator and `build.rs`.
-#[allow(dead_code, unreachable_pub)]
-#[path = "../../src/document.rs"]
-pub mod document;
 pub mod model;
 pub mod surface;
 
 pub use check::check;
 pub use diff::diff;
+/// The crate's reader of operations and `$ref`s (`genapi-document`), shared
+/// with the library's validator and `build.rs`.
+pub use genapi_document as document;
 pub use surface::surface;

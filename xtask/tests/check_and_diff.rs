@@ -268,3 +268,50 @@ fn a_ref_cycle_and_a_shared_request_schema_are_reported() {
     // The surface and the diff still finish on such a document.
     assert!(xtask::surface(&doc).contains("loop: any"));
 }
+
+#[test]
+fn a_pattern_that_does_not_compile_is_refused_by_the_shared_rules() {
+    let mut doc = document();
+    doc["components"]["schemas"]["FinetuneId"]["pattern"] = json!("([unclosed");
+    // `problems` is what build.rs refuses to build by; `check` reports it.
+    let shared = xtask::document::problems(&doc);
+    assert_eq!(shared.len(), 1, "{shared:#?}");
+    assert!(
+        shared[0].starts_with("pattern \"([unclosed\" does not compile: "),
+        "{shared:#?}"
+    );
+    assert_flags(&doc, &shared[0]);
+}
+
+#[test]
+fn every_problem_build_rs_refuses_is_a_problem_of_check() {
+    let mut broken = Vec::new();
+    let mut doc = document();
+    doc["components"]["schemas"]["FinetuneId"]["pattern"] = json!("(?<");
+    broken.push(doc);
+    let mut doc = document();
+    doc["components"]["schemas"]["GenDevRequest"]["properties"]["seed"] =
+        json!({"$ref": "#/components/schemas/Nowhere"});
+    broken.push(doc);
+    let mut doc = document();
+    doc["components"]["schemas"]["Loop"] = json!({"$ref": "#/components/schemas/Loop"});
+    doc["components"]["schemas"]["GenDevRequest"]["properties"]["loop"] = json!({"$ref": "#/components/schemas/Loop"});
+    broken.push(doc);
+    let mut doc = document();
+    doc["paths"]["/v1/gen-dev"]["post"]
+        .as_object_mut()
+        .unwrap()
+        .remove("operationId");
+    broken.push(doc);
+    let mut doc = document();
+    doc.as_object_mut().unwrap().remove("paths");
+    broken.push(doc);
+    for doc in broken {
+        let shared = xtask::document::problems(&doc);
+        assert!(!shared.is_empty());
+        let checked = problems(&doc);
+        for problem in shared {
+            assert!(checked.contains(&problem), "{problem:?} is not in {checked:#?}");
+        }
+    }
+}

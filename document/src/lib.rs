@@ -1,18 +1,21 @@
-//! Reads an OpenAPI document: its operations and its `$ref`s.
+//! Reads the OpenAPI document `genapi` is generated from: its operations,
+//! its `$ref`s, and the rules a document must keep for the crate to use it.
 //!
-//! One reader for everything that looks at `openapi.json`: the validator
-//! ([`crate::validate`]), `build.rs` (which includes this file by path to emit
-//! the operations table and to refuse a broken document) and the maintenance
-//! tasks in `xtask`. It therefore depends on `serde_json` and `std` only.
+//! One reader for everything that looks at `openapi.json`: the library's
+//! validator, its build script (which emits the operations table from
+//! [`operations`] and refuses a document with [`problems`]) and the
+//! maintenance tasks in `xtask` (whose `check` runs the same [`problems`]).
 //!
 //! The document is walked as JSON rather than as typed OpenAPI, so one reader
 //! serves 3.0 and 3.1 descriptions alike.
+
+#![warn(missing_docs)]
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::Value;
 
-/// Where named schemas live.
+/// Where named schemas live: the prefix of a `$ref` to one of them.
 pub const SCHEMA_PREFIX: &str = "#/components/schemas/";
 
 /// The HTTP methods a path item can hold (its other keys are not operations).
@@ -37,7 +40,13 @@ pub struct Operation {
     pub request_schema: Option<String>,
 }
 
-/// Every operation, in document order (paths as the JSON object orders them).
+/// Every operation, sorted by path and then by method, both compared as
+/// strings (byte by byte): not the order the document lists them in.
+///
+/// `serde_json` keeps an object's keys sorted unless its `preserve_order`
+/// feature is on, so the document's own order is not known here; the list
+/// is sorted explicitly, so it is the same whichever features `serde_json`
+/// is built with.
 pub fn operations(root: &Value) -> Vec<Operation> {
     let mut list = Vec::new();
     for (path, item) in root["paths"].as_object().into_iter().flatten() {
@@ -59,6 +68,7 @@ pub fn operations(root: &Value) -> Vec<Operation> {
             });
         }
     }
+    list.sort_by(|a, b| (&a.path, &a.method).cmp(&(&b.path, &b.method)));
     list
 }
 
@@ -179,9 +189,41 @@ pub fn shared_request_schemas(operations: &[Operation]) -> Vec<(String, Vec<Stri
         .collect()
 }
 
+/// Every `pattern` of the document, each once. Extensions (`x-`) are
+/// searched too: the validator compiles every string under a `pattern` key.
+pub fn patterns(root: &Value) -> BTreeSet<&str> {
+    fn walk<'a>(value: &'a Value, out: &mut BTreeSet<&'a str>) {
+        match value {
+            Value::Object(map) => {
+                if let Some(pattern) = map.get("pattern").and_then(Value::as_str) {
+                    out.insert(pattern);
+                }
+                map.values().for_each(|child| walk(child, out));
+            }
+            Value::Array(items) => items.iter().for_each(|item| walk(item, out)),
+            _ => {}
+        }
+    }
+    let mut out = BTreeSet::new();
+    walk(root, &mut out);
+    out
+}
+
+/// Compiles a `pattern` the way the validator matches it (ECMAScript syntax,
+/// no flags). The error names the pattern.
+pub fn compile_pattern(pattern: &str) -> Result<regress::Regex, String> {
+    regress::Regex::new(pattern).map_err(|e| format!("pattern {pattern:?} does not compile: {e}"))
+}
+
 /// What makes the document unusable by this crate, every problem at once:
 /// no paths, operations without an operationId, dangling references,
-/// reference cycles, request schemas shared between operations.
+/// reference cycles, request schemas shared between operations, patterns
+/// that do not compile.
+///
+/// These are the rules of the document's structure, and the only ones:
+/// `build.rs` refuses to build from a document with any of them, the
+/// library's validator refuses to parse one, and `cargo xtask check`
+/// reports them all.
 pub fn problems(root: &Value) -> Vec<String> {
     let mut problems = Vec::new();
     if !root["paths"].is_object() {
@@ -205,6 +247,11 @@ pub fn problems(root: &Value) -> Vec<String> {
              (one request type submits to one operation)",
             ids.join(", ")
         ));
+    }
+    for pattern in patterns(root) {
+        if let Err(problem) = compile_pattern(pattern) {
+            problems.push(problem);
+        }
     }
     problems
 }
@@ -257,6 +304,34 @@ mod tests {
             found[0].starts_with("request schema A is shared by operations a, b"),
             "{found:?}"
         );
+    }
+
+    #[test]
+    fn a_pattern_that_does_not_compile_is_a_problem() {
+        let root = doc(json!({"A": {"type": "object", "properties": {
+            "id": {"type": "string", "pattern": "^[a-z]+$"},
+            "bad": {"type": "string", "pattern": "([unclosed"}
+        }}}));
+        assert_eq!(patterns(&root), BTreeSet::from(["^[a-z]+$", "([unclosed"]));
+        let found = problems(&root);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert!(
+            found[0].starts_with("pattern \"([unclosed\" does not compile: "),
+            "{found:?}"
+        );
+        assert!(compile_pattern("^[a-z]+$").is_ok_and(|re| re.find("lora").is_some()));
+    }
+
+    #[test]
+    fn operations_are_sorted_by_path_then_method_not_in_document_order() {
+        let text = r#"{"paths": {
+            "/v1/z": {"post": {"operationId": "z"}},
+            "/v1/a-b": {"post": {"operationId": "a_b_post"}, "get": {"operationId": "a_b_get"}},
+            "/v1/a": {"put": {"operationId": "a"}}
+        }}"#;
+        let root: Value = serde_json::from_str(text).unwrap();
+        let order: Vec<String> = operations(&root).into_iter().map(|op| op.id).collect();
+        assert_eq!(order, ["a", "a_b_get", "a_b_post", "z"]);
     }
 
     #[test]
