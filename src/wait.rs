@@ -115,8 +115,8 @@ impl WaitOptions {
         self.fixed_interval = Some(interval.max(Self::MIN_INTERVAL));
         self
     }
-    /// The shortest fixed interval: 50 ms.
-    pub const MIN_INTERVAL: Duration = Duration::from_millis(50);
+    /// The shortest fixed interval: 10 ms.
+    pub const MIN_INTERVAL: Duration = Duration::from_millis(10);
     /// Calls `callback` after every poll.
     ///
     /// ```
