@@ -180,8 +180,13 @@ impl Verifier {
         self
     }
 
-    /// Verifies a notification from its headers and raw body.
+    /// Verifies a notification from its headers and raw body. A signature
+    /// header that is there but not plain text is a bad signature, never a
+    /// reason to fall back to the echoed-secret check.
     pub fn verify(&self, headers: &http::HeaderMap, body: &[u8]) -> Result<Event, Rejection> {
+        if headers.get(SIGNATURE_HEADER).is_some_and(|v| v.to_str().is_err()) {
+            return Err(Rejection::BadSignature);
+        }
         self.verify_with(|name| headers.get(name).and_then(|v| v.to_str().ok()), body)
     }
 
@@ -370,6 +375,20 @@ mod tests {
 
     const SECRET: &str = "whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD";
     const NOW: u64 = 1_649_367_553;
+
+    /// A signature header of bytes that are not text once let the echoed
+    /// secret decide; the module promises a present signature is checked.
+    #[test]
+    fn a_signature_header_that_is_not_text_is_refused_not_ignored() {
+        let shared = "a-shared-secret-long-enough-for-the-check";
+        let verifier = Verifier::new(shared).unwrap();
+        let mut headers = http::HeaderMap::new();
+        headers.insert(SECRET_HEADER, http::HeaderValue::from_static(shared));
+        let body = br#"{"task_id":"t","status":"Ready"}"#;
+        assert!(verifier.verify(&headers, body).is_ok(), "the echo alone is accepted");
+        headers.insert(SIGNATURE_HEADER, http::HeaderValue::from_bytes(b"v1,\xff\xfe").unwrap());
+        assert_eq!(verifier.verify(&headers, body).unwrap_err(), Rejection::BadSignature);
+    }
 
     /// A flood of well-formed but wrong candidates over a 1 MiB body costs
     /// one HMAC, not one per candidate.
