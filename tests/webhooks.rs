@@ -520,6 +520,28 @@ mod end_to_end {
         );
     }
 
+    /// A moderated task reads the same by notification as by polling.
+    #[tokio::test(start_paused = true)]
+    async fn a_moderated_task_notified_by_webhook_is_moderated() {
+        let inbox = Arc::new(Inbox::new());
+        let (url, _) = receiver(inbox.clone(), 0).await;
+        let mock = mock_delivering_to(&[&url]).await;
+        let moderated = request(&url).prompt("a lighthouse [mock:content-moderated]");
+        let task = mock.client().unwrap().submit(moderated).await.unwrap();
+        let error = inbox.wait(task, Duration::from_secs(20)).await.unwrap_err();
+        assert!(
+            matches!(
+                error,
+                genapi::Error::Moderated {
+                    stage: genapi::Moderation::Content,
+                    ..
+                }
+            ),
+            "{error}"
+        );
+        assert_eq!(mock.count("GET", "/v1/get_result"), 0, "the notification settled it");
+    }
+
     #[tokio::test(start_paused = true)]
     async fn waiting_by_webhook_without_a_fallback_deadline_is_no_panic() {
         let inbox = Arc::new(Inbox::new());

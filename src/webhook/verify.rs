@@ -352,7 +352,16 @@ fn parse_event(body: &[u8], scheme: Scheme, message_id: Option<String>) -> Resul
         .to_string();
     let status = match object.get("status").and_then(Value::as_str).unwrap_or("") {
         "SUCCESS" => TaskStatus::Ready,
-        "FAILED" => TaskStatus::Error,
+        // A failure may say which one in its `error`, in the poll's words
+        // (`Content Moderated`): read with the same mapping as a poll, so
+        // a moderated task is `Moderated` on both roads.
+        "FAILED" => object
+            .get("error")
+            .and_then(|error| error.get("status"))
+            .and_then(Value::as_str)
+            .map(TaskStatus::from)
+            .filter(|status| status.is_final() && !status.is_success())
+            .unwrap_or(TaskStatus::Error),
         other => TaskStatus::from(other),
     };
     let present = |k: &str| object.get(k).filter(|v| !v.is_null()).cloned();
@@ -375,6 +384,29 @@ mod tests {
 
     const SECRET: &str = "whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD";
     const NOW: u64 = 1_649_367_553;
+
+    #[test]
+    fn a_failure_names_its_status_as_a_poll_would() {
+        let event = |body: &str| parse_event(body.as_bytes(), Scheme::SharedSecret, None).unwrap().status;
+        assert_eq!(
+            event(r#"{"task_id":"t","status":"FAILED","error":{"status":"Content Moderated","details":null}}"#),
+            TaskStatus::ContentModerated
+        );
+        assert_eq!(
+            event(r#"{"task_id":"t","status":"FAILED","error":{"status":"Request Moderated"}}"#),
+            TaskStatus::RequestModerated
+        );
+        assert_eq!(
+            event(r#"{"task_id":"t","status":"FAILED","error":"boom"}"#),
+            TaskStatus::Error
+        );
+        // A status that is not a failure cannot turn a failure into something else.
+        assert_eq!(
+            event(r#"{"task_id":"t","status":"FAILED","error":{"status":"Ready"}}"#),
+            TaskStatus::Error
+        );
+        assert_eq!(event(r#"{"task_id":"t","status":"SUCCESS"}"#), TaskStatus::Ready);
+    }
 
     /// A signature header of bytes that are not text once let the echoed
     /// secret decide; the module promises a present signature is checked.
