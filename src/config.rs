@@ -238,16 +238,12 @@ impl ClientBuilder {
                 None => Ok(reqwest::Client::builder().tls_backend_preconfigured(crate::transport::tls_config()?)),
             }
         };
-        let cannot = |e: reqwest::Error| Error::Config(format!("cannot build the HTTP client: {e}"));
-        let api = configure(fresh()?, self.request_timeout)
-            .redirect(reqwest::redirect::Policy::none())
-            .build()
-            .map_err(cannot)?;
-        let downloads = configure(fresh()?, self.download_timeout)
-            .read_timeout(self.request_timeout)
-            .referer(false)
-            .build()
-            .map_err(cannot)?;
+        let api = build_http(configure(fresh()?, self.request_timeout).redirect(reqwest::redirect::Policy::none()))?;
+        let downloads = build_http(
+            configure(fresh()?, self.download_timeout)
+                .read_timeout(self.request_timeout)
+                .referer(false),
+        )?;
         let transport = Transport::new(TransportParts {
             api,
             downloads,
@@ -265,6 +261,20 @@ impl ClientBuilder {
             self.wait,
             self.learned,
         ))
+    }
+}
+
+/// Builds an HTTP client. A reqwest builder given by the program may carry no
+/// TLS provider (genapi's reqwest compiles none in by default), and reqwest
+/// then panics while building; that becomes an error saying what to do.
+fn build_http(builder: reqwest::ClientBuilder) -> Result<reqwest::Client> {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| builder.build())) {
+        Ok(built) => built.map_err(|e| Error::Config(format!("cannot build the HTTP client: {e}"))),
+        Err(_) => Err(Error::Config(
+            "the reqwest builder given to ClientBuilder::reqwest_builder has no TLS provider: give it one \
+             (reqwest's tls_backend_preconfigured) or call genapi::ensure_tls_provider() before building"
+                .into(),
+        )),
     }
 }
 
