@@ -248,6 +248,11 @@ impl Client {
         } else {
             &self.shared.base_url
         };
+        // Everything that can refuse the body is done before a place is held.
+        let outgoing = match typed {
+            Some(request) => Outgoing::Operation(request, None),
+            None => self.raw_outgoing(&target, base, body)?,
+        };
         let span = tracing::info_span!(
             "genapi.submit",
             operation = target.operation,
@@ -256,14 +261,18 @@ impl Client {
         async {
             let reservation = self.reserve().await;
             let transport = &self.shared.transport;
-            let reply = match typed {
-                Some(request) => {
-                    let api = Call::client(transport, base, None, None);
-                    before_send().await.map_err(Unsent::HeldBack)?;
+            before_send().await.map_err(Unsent::HeldBack)?;
+            let reply = match outgoing {
+                Outgoing::Operation(request, exact_body) => {
+                    let api = Call::client(transport, base, None, exact_body);
                     let sent = request.send(&api).await;
                     Call::reply(&api, target.operation, sent).await?
                 }
-                None => self.send_raw(&target, base, body, before_send).await?,
+                Outgoing::Unlisted(request) => Reply::Raw(
+                    transport
+                        .exchange_bytes(request, Purpose::Submit, target.operation, transport.max_response_bytes)
+                        .await?,
+                ),
             };
             let task = match reply {
                 Reply::Typed(answer) => Task::from_submission(self.shared.clone(), target.operation, answer)?,
@@ -283,47 +292,31 @@ impl Client {
         .await
     }
 
-    /// Sends JSON as the caller wrote it. To an operation of the document, by
-    /// its generated method: the body decoded into the operation's type (so
-    /// it is the same operation, headers and answer decoding as
-    /// [`Client::submit`]), with the caller's own bytes put on the wire, so
-    /// fields the document does not know yet reach the service. To a path
-    /// the document lacks there is no generated method: the transport sends
-    /// it as it is (see `docs/one-road.md`).
-    async fn send_raw<F, Fut, H>(
-        &self,
-        target: &Target<'_>,
-        base: &Url,
-        body: Value,
-        before_send: F,
-    ) -> Result<Reply<crate::api::types::SubmissionResponse>, Unsent<H>>
-    where
-        F: FnOnce() -> Fut,
-        Fut: std::future::Future<Output = Result<(), H>>,
-    {
-        let transport = &self.shared.transport;
+    /// What JSON the caller wrote becomes. For an operation of the document:
+    /// the body decoded into the operation's type, to be sent by its
+    /// generated method (the same operation, headers and answer decoding as
+    /// [`Client::submit`]), with the caller's own bytes put on the wire so
+    /// fields the document does not know yet reach the service. For a path
+    /// the document lacks there is no generated method: the request the
+    /// transport sends as it is (see `docs/one-road.md`).
+    fn raw_outgoing(&self, target: &Target<'_>, base: &Url, mut body: Value) -> Result<Outgoing> {
         let bytes = bytes::Bytes::from(
             serde_json::to_vec(&body).map_err(|e| Error::Config(format!("cannot encode the request: {e}")))?,
         );
         if target.schema.is_none() {
-            let request = transport
+            let request = self
+                .shared
+                .transport
                 .api_client()
                 .post(join(base, target.path)?)
                 .header(reqwest::header::CONTENT_TYPE, "application/json")
                 .body(bytes)
                 .build()
                 .map_err(|e| Error::Config(format!("cannot build the request: {e}")))?;
-            before_send().await.map_err(Unsent::HeldBack)?;
-            let answer = transport
-                .exchange_bytes(request, Purpose::Submit, target.operation, transport.max_response_bytes)
-                .await?;
-            return Ok(Reply::Raw(answer));
+            return Ok(Outgoing::Unlisted(request));
         }
-        // Decoded before anything is recorded: a body that does not fit
-        // the operation's type is refused with nothing sent. The document
-        // takes `1024.0` where it wants an integer, and so must the decoding
-        // (only the caller's own bytes go on the wire).
-        let mut body = body;
+        // The document takes `1024.0` where it wants an integer, and so must
+        // the decoding (only the caller's own bytes go on the wire).
         whole_numbers_as_integers(&mut body);
         let decoded = AnySubmission::decode(target.operation, body)
             .ok_or_else(|| Error::Config(format!("{} is not a submission of the document", target.operation)))?;
@@ -336,10 +329,7 @@ impl Client {
             }],
             checked: Checked::Locally,
         })?;
-        let api = Call::client(transport, base, None, Some(bytes));
-        before_send().await.map_err(Unsent::HeldBack)?;
-        let sent = request.send(&api).await;
-        Ok(Call::reply(&api, target.operation, sent).await?)
+        Ok(Outgoing::Operation(request, Some(bytes)))
     }
 
     /// Waits for room under the active-task limit. While there is none, the
@@ -394,6 +384,15 @@ fn whole_numbers_as_integers(value: &mut Value) {
 /// Nothing to do before sending: never holds a submission back.
 async fn ready() -> Result<(), std::convert::Infallible> {
     Ok(())
+}
+
+/// A submission ready to leave.
+enum Outgoing {
+    /// An operation of the document, sent by its generated method; with the
+    /// caller's exact bytes when they wrote the JSON.
+    Operation(AnySubmission, Option<bytes::Bytes>),
+    /// A path the document lacks, sent by the transport as it is.
+    Unlisted(reqwest::Request),
 }
 
 /// Why a submission with a hook before sending did not give a task.

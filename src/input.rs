@@ -160,27 +160,27 @@ impl ImageInput {
 
     /// The value for a field: base64, or the URL itself when `accepts_url`.
     pub async fn to_field(&self, accepts_url: bool) -> Result<String> {
-        let bytes = match self {
-            ImageInput::Path(path) => Some(
-                tokio::fs::read(path)
-                    .await
-                    .map_err(|e| self.refused(format!("cannot read the file ({e})")))?,
-            ),
-            _ => None,
-        };
-        self.field_from(bytes, accepts_url)
+        match self {
+            ImageInput::Url(url) => self.url_field(url, accepts_url),
+            ImageInput::Bytes(bytes) => self.encoded(bytes),
+            ImageInput::Path(path) => {
+                let bytes = tokio::fs::read(path).await.map_err(|e| self.cannot_read(e))?;
+                self.encoded(&bytes)
+            }
+        }
     }
 
     /// [`ImageInput::to_field`], reading a file with blocking I/O (for
     /// code that reads its inputs before any runtime runs, or off it).
     pub fn to_field_blocking(&self, accepts_url: bool) -> Result<String> {
-        let bytes = match self {
+        match self {
+            ImageInput::Url(url) => self.url_field(url, accepts_url),
+            ImageInput::Bytes(bytes) => self.encoded(bytes),
             ImageInput::Path(path) => {
-                Some(std::fs::read(path).map_err(|e| self.refused(format!("cannot read the file ({e})")))?)
+                let bytes = std::fs::read(path).map_err(|e| self.cannot_read(e))?;
+                self.encoded(&bytes)
             }
-            _ => None,
-        };
-        self.field_from(bytes, accepts_url)
+        }
     }
 
     fn refused(&self, message: String) -> Error {
@@ -191,29 +191,30 @@ impl ImageInput {
         }
     }
 
-    /// The field's value, given the bytes of a file that was read.
-    fn field_from(&self, read: Option<Vec<u8>>, accepts_url: bool) -> Result<String> {
-        let bytes = match (self, read) {
-            (ImageInput::Url(url), _) => {
-                let parsed = reqwest::Url::parse(url).map_err(|e| self.refused(format!("not a valid URL ({e})")))?;
-                if !matches!(parsed.scheme(), "http" | "https") {
-                    return Err(self.refused("only http and https URLs are accepted".into()));
-                }
-                if !accepts_url {
-                    return Err(self.refused(
-                        "this field takes a file, not a URL; download the image and pass the file or its bytes".into(),
-                    ));
-                }
-                return Ok(url.clone());
-            }
-            (ImageInput::Bytes(bytes), _) => std::borrow::Cow::Borrowed(bytes),
-            (ImageInput::Path(_), Some(read)) => std::borrow::Cow::Owned(read),
-            (ImageInput::Path(_), None) => return Err(self.refused("the file was not read".into())),
-        };
-        if ImageFormat::sniff(&bytes).is_none() {
+    fn cannot_read(&self, error: std::io::Error) -> Error {
+        self.refused(format!("cannot read the file ({error})"))
+    }
+
+    /// A URL, passed on as it is where the field takes one.
+    fn url_field(&self, url: &str, accepts_url: bool) -> Result<String> {
+        let parsed = reqwest::Url::parse(url).map_err(|e| self.refused(format!("not a valid URL ({e})")))?;
+        if !matches!(parsed.scheme(), "http" | "https") {
+            return Err(self.refused("only http and https URLs are accepted".into()));
+        }
+        if !accepts_url {
+            return Err(self.refused(
+                "this field takes a file, not a URL; download the image and pass the file or its bytes".into(),
+            ));
+        }
+        Ok(url.to_string())
+    }
+
+    /// Raw base64 of image bytes, checked by their first bytes.
+    fn encoded(&self, bytes: &[u8]) -> Result<String> {
+        if ImageFormat::sniff(bytes).is_none() {
             return Err(self.refused("not a PNG, JPEG, WebP or GIF image (checked by its first bytes)".into()));
         }
-        Ok(base64::engine::general_purpose::STANDARD.encode(bytes.as_ref()))
+        Ok(base64::engine::general_purpose::STANDARD.encode(bytes))
     }
 }
 

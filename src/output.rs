@@ -154,12 +154,7 @@ impl Output {
         if let Fetched::Got(value) = fetch(self.sample.clone()).await? {
             return Ok(value);
         }
-        let fresh = crate::poll::poll_at(&self.session, &self.polling_url, &self.task)
-            .await
-            .map_err(|e| e.for_task(&self.task))?;
-        if fresh.status.is_final() {
-            self.session.seen_final(&self.task.id);
-        }
+        let fresh = crate::poll::poll_task(&self.session, &self.polling_url, &self.task).await?;
         let sample = fresh
             .result
             .and_then(|r| r.sample)

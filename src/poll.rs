@@ -13,13 +13,30 @@ use crate::session::Session;
 use crate::trust::origin_text;
 use crate::TaskStatus;
 
+/// Polls an accepted task once: errors carry the task, and a final status
+/// frees its place under the active-task limit.
+pub(crate) async fn poll_task(session: &Session, polling_url: &Url, task: &TaskRef) -> Result<PollResult> {
+    let result = poll_at(session, polling_url, task)
+        .await
+        .map_err(|e| e.for_task(task))?;
+    if result.status.is_final() {
+        session.seen_final(&task.id);
+    }
+    Ok(result)
+}
+
 /// Polls `polling_url` once by the generated `get_result`. A 202 reads as
 /// `Pending`; a 404 as `Task not found`. Errors carry no task yet: the
 /// caller decides whether the answer is the task's.
 pub(crate) async fn poll_at(session: &Session, polling_url: &Url, task: &TaskRef) -> Result<PollResult> {
     let transport = &session.transport;
-    // The generated `get_result`, sent to the polling URL as given.
-    let api = Call::client(transport, polling_url, Some(polling_url.clone()), None);
+    // The generated `get_result` for the polling host, sent to the polling
+    // URL exactly as given (the `pre` hook sets it).
+    let mut origin = polling_url.clone();
+    origin.set_query(None);
+    origin.set_fragment(None);
+    origin.set_path("");
+    let api = Call::client(transport, &origin, Some(polling_url.clone()), None);
     let sent = api.get_result().id(&task.id).send().await;
     let answer = match Call::reply(&api, "get_result", sent).await? {
         Reply::Typed(result) => return Ok(result),

@@ -202,11 +202,7 @@ impl Task {
     /// host that then refuses gives [`Error::UntrustedOrigin`], naming the
     /// setting that trusts it.
     pub async fn poll(&self) -> Result<PollResult> {
-        let result = self.poll_once().await.map_err(|e| e.for_task(&self.task))?;
-        if result.status.is_final() {
-            self.session.seen_final(self.id());
-        }
-        Ok(result)
+        crate::poll::poll_task(&self.session, &self.polling_url, &self.task).await
     }
 
     /// Polls once, without taking the answer as the task's: errors carry no
