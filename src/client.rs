@@ -165,6 +165,35 @@ impl Client {
         Task::existing(self.shared.clone(), id_or_polling_url)
     }
 
+    /// A handle on a task accepted earlier that may still be running (a
+    /// batch taking up its journal): it takes a place under the active-task
+    /// limit, waiting for room as a submission does, and holds it until the
+    /// task is seen final.
+    pub(crate) async fn resume(&self, id_or_polling_url: &str) -> Result<Task> {
+        let task = self.task(id_or_polling_url)?;
+        let seat = self
+            .reserve()
+            .await
+            .map(|reservation| reservation.accepted(task.id(), task.polling_url()));
+        Ok(task.seated(seat))
+    }
+
+    /// The most tasks this client keeps active at once (see
+    /// [`crate::ClientBuilder::max_active_tasks`]); `None` when unlimited.
+    ///
+    /// ```
+    /// let client = genapi::Client::builder()
+    ///     .api_key("key")
+    ///     .base_url("https://api.example.com")
+    ///     .max_active_tasks(8)
+    ///     .build()
+    ///     .unwrap();
+    /// assert_eq!(client.max_active_tasks(), Some(8));
+    /// ```
+    pub fn max_active_tasks(&self) -> Option<usize> {
+        self.shared.active.as_ref().map(|active| active.limit())
+    }
+
     /// A handle on an existing task, checked at the service. A polling URL is
     /// used as it is; a bare id is looked for on each API host this client
     /// is configured with (base, regional, trusted origins), in turn, since a
@@ -282,9 +311,8 @@ impl Client {
                 }
                 Reply::Raw(answer) => return Err(error_from(transport, target.operation, &answer).into()),
             };
-            if let Some(reservation) = reservation {
-                reservation.accepted(task.id(), task.polling_url());
-            }
+            let seat = reservation.map(|reservation| reservation.accepted(task.id(), task.polling_url()));
+            let task = task.seated(seat);
             tracing::Span::current().record("task_id", task.id());
             Ok(task)
         }

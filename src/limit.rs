@@ -7,9 +7,11 @@
 //! know it:
 //!
 //! - a task counts from the moment a submission is sent (a *reservation*)
-//!   and, once accepted, until the client **sees** it final: a wait or a poll
-//!   returns a final status. Dropping a [`crate::Task`] or timing out does not
-//!   free its place, because the task still runs at the service;
+//!   and, once accepted, holds a [`Seat`]: the [`crate::Task`] owns it, and
+//!   it is free when the client **sees** the task final (a wait or a poll
+//!   returns a final status). Dropping a `Task` or timing out hands the seat
+//!   back to the client, still taken, because the task still runs at the
+//!   service and counts against the service's limit until it ends;
 //! - a submission that finds no room does not wait blindly: it polls the
 //!   tasks nobody is waiting for (at most once a second each), which frees
 //!   the places of those that have finished. So `submit` 100 times, then
@@ -78,8 +80,9 @@ impl Drop for Reservation {
 }
 
 impl Reservation {
-    /// The submission was accepted: the place now belongs to the task.
-    pub(crate) fn accepted(mut self, id: &str, polling_url: &Url) {
+    /// The submission was accepted (or a task accepted earlier is taken up
+    /// again): the place now belongs to the task, as its seat.
+    pub(crate) fn accepted(mut self, id: &str, polling_url: &Url) -> Seat {
         self.settled = true;
         let now = Instant::now();
         self.tasks.update(|ledger| {
@@ -94,6 +97,30 @@ impl Reservation {
                 },
             );
         });
+        Seat {
+            tasks: self.tasks.clone(),
+            id: id.to_string(),
+        }
+    }
+}
+
+/// The place of one accepted task under the limit, owned by its
+/// [`crate::Task`].
+///
+/// It is freed when the task is seen final, by whoever sees it. Dropping it
+/// before then does not free it: the task still runs at the service, so the
+/// place stays taken, and submissions waiting for room poll the task (at
+/// most once a second) until it ends.
+#[derive(Debug)]
+pub(crate) struct Seat {
+    tasks: Arc<ActiveTasks>,
+    id: String,
+}
+
+impl Seat {
+    /// Someone waits for this task: submissions need not poll it.
+    pub(crate) fn watch(&self) -> Watch {
+        self.tasks.watch(&self.id)
     }
 }
 
@@ -180,7 +207,7 @@ impl ActiveTasks {
     }
 
     /// Someone waits for this task.
-    pub(crate) fn watch(self: &Arc<Self>, id: &str) -> Watch {
+    fn watch(self: &Arc<Self>, id: &str) -> Watch {
         self.update(|ledger| {
             if let Some(entry) = ledger.active.get_mut(id) {
                 entry.watchers += 1;
@@ -190,6 +217,11 @@ impl ActiveTasks {
             tasks: self.clone(),
             id: id.to_string(),
         }
+    }
+
+    /// Tasks active at most.
+    pub(crate) fn limit(&self) -> usize {
+        self.limit
     }
 
     /// Tasks believed active, reservations included.
@@ -226,9 +258,10 @@ mod tests {
     #[test]
     fn only_unwatched_tasks_are_due_for_a_check_and_at_most_once_a_second() {
         let tasks = ActiveTasks::new(4);
-        tasks.try_reserve().unwrap().accepted("watched", &url());
-        tasks.try_reserve().unwrap().accepted("left", &url());
-        let watch = tasks.watch("watched");
+        let watched = tasks.try_reserve().unwrap().accepted("watched", &url());
+        let left = tasks.try_reserve().unwrap().accepted("left", &url());
+        drop(left);
+        let watch = watched.watch();
         // Fresh entries were just "checked" (accepted): none due yet.
         assert!(tasks.next_due().is_none());
         tasks.update(|ledger| {
@@ -239,6 +272,7 @@ mod tests {
         assert_eq!(tasks.next_due().map(|(id, _)| id).as_deref(), Some("left"));
         assert!(tasks.next_due().is_none(), "checked just now");
         drop(watch);
-        assert_eq!(tasks.in_use(), 2, "dropping a wait does not free the place");
+        drop(watched);
+        assert_eq!(tasks.in_use(), 2, "dropping a wait or a seat does not free the place");
     }
 }

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use reqwest::Url;
 
 use crate::error::{Error, Result};
-use crate::limit::{ActiveTasks, Watch};
+use crate::limit::ActiveTasks;
 use crate::transport::Transport;
 use crate::wait::{Learned, Quartiles, WaitOptions};
 
@@ -29,11 +29,6 @@ impl Session {
         if let Some(active) = &self.active {
             active.finished(id);
         }
-    }
-
-    /// Someone waits for this task (so submissions need not poll it).
-    pub(crate) fn watch(&self, id: &str) -> Option<Watch> {
-        self.active.as_ref().map(|active| active.watch(id))
     }
 
     pub(crate) fn quartiles(&self, operation: &str) -> Option<Quartiles> {

@@ -11,6 +11,7 @@ use tracing::Instrument;
 
 use crate::api::types::{PollResult, SubmissionResponse};
 use crate::error::{Error, Moderation, Result, TaskRef};
+use crate::limit::Seat;
 use crate::output::Output;
 use crate::response::decode_error;
 use crate::session::Session;
@@ -35,6 +36,8 @@ pub struct Task {
     /// Made from an id or polling URL (not a submission just answered): it
     /// was accepted earlier, so "not found" is final at once.
     resumed: bool,
+    /// Its place under the client's active-task limit, if it holds one.
+    seat: Option<Seat>,
 }
 
 impl Task {
@@ -127,7 +130,14 @@ impl Task {
             output_mp,
             submitted: Instant::now(),
             resumed: false,
+            seat: None,
         }
+    }
+
+    /// The task takes its place under the active-task limit.
+    pub(crate) fn seated(mut self, seat: Option<Seat>) -> Task {
+        self.seat = seat;
+        self
     }
 
     /// A handle on a task known by id or polling URL.
@@ -229,7 +239,7 @@ impl Task {
     }
 
     async fn poll_until_final(&self, options: &WaitOptions) -> Result<Output> {
-        let _watching = self.session.watch(self.id());
+        let _watching = self.seat.as_ref().map(Seat::watch);
         let deadline = deadline(self.submitted, options.deadline_after());
         let mut schedule = Schedule::new(self.session.quartiles(&self.operation), options.fixed());
         let mut progress: Option<(f64, Duration)> = None;

@@ -27,9 +27,10 @@ const EXTENSIONS: [&str; 6] = ["jpg", "png", "webp", "gif", "mp4", "bin"];
 
 /// Batch generation that never loses or doubles a paid task.
 ///
-/// Jobs are taken from an iterator as room frees up: at most
-/// [`Batch::limit`] tasks are active (submitted or being polled), each is
-/// waited for with the client's adaptive schedule, and its result is saved
+/// Jobs are taken from an iterator as room frees up: tasks are active
+/// (submitted or being polled) within the client's active-task limit
+/// ([`crate::ClientBuilder::max_active_tasks`], the one limit: a batch adds
+/// none of its own), each is waited for with the client's adaptive schedule, and its result is saved
 /// in the output directory as soon as it is `Ready`. The [`Journal`] records
 /// each submission before it is sent and the task as soon as it is accepted,
 /// so running the same batch again after any interruption:
@@ -65,7 +66,7 @@ pub struct Batch<J: Journal> {
     client: Client,
     journal: J,
     out_dir: PathBuf,
-    limit: usize,
+    limit: Option<usize>,
     resubmit_unknown: bool,
     retry_refused: bool,
     wait: Option<WaitOptions>,
@@ -142,8 +143,8 @@ struct CounterValues {
 }
 
 impl Counters {
-    /// Jobs whose task is being submitted or waited for now (at most the
-    /// batch's limit).
+    /// Jobs whose task is being submitted (or waits for room under the
+    /// client's limit) or waited for now; at most [`Batch::limit`].
     pub fn in_flight(&self) -> usize {
         self.inner.in_flight.load(Ordering::Relaxed)
     }
@@ -174,9 +175,9 @@ enum Source<'a> {
     },
 }
 
-/// A job's place among the active tasks; given back when dropped.
+/// A job being submitted or followed, counted in flight until dropped.
+/// (Its task's place under the active-task limit is the task's own seat.)
 struct Place {
-    _permit: Option<tokio::sync::OwnedSemaphorePermit>,
     _in_flight: InFlight,
 }
 
@@ -191,14 +192,14 @@ impl Drop for InFlight {
 
 impl<J: Journal> Batch<J> {
     /// A batch with `client`, keeping its records in `journal` and its
-    /// results in `out_dir` (which must exist). At most 24 jobs are in flight
-    /// (the service's default limit of active tasks).
+    /// results in `out_dir` (which must exist). Its tasks share the
+    /// client's active-task limit.
     pub fn new(client: Client, journal: J, out_dir: impl Into<PathBuf>) -> Batch<J> {
         Batch {
             client,
             journal,
             out_dir: out_dir.into(),
-            limit: 24,
+            limit: None,
             resubmit_unknown: false,
             retry_refused: false,
             wait: None,
@@ -207,10 +208,14 @@ impl<J: Journal> Batch<J> {
         }
     }
 
-    /// Tasks active at most: submitted or being waited for (at least 1).
-    /// Saving a result does not hold a place.
+    /// Jobs worked on at once at most: being submitted, waited for or saved
+    /// (at least 1). This bounds the batch's own work (and so its memory),
+    /// not the account's active tasks, which the client's limit keeps:
+    /// below that limit it also bounds the batch's active tasks. The
+    /// default is twice the client's limit (48 for an unlimited client), so
+    /// saving results never keeps a task from starting.
     pub fn limit(mut self, limit: usize) -> Self {
-        self.limit = limit.max(1);
+        self.limit = Some(limit.max(1));
         self
     }
 
@@ -267,6 +272,9 @@ impl<J: Journal> Batch<J> {
                 recorded.entry(digest.clone()).or_default().push(*line);
             }
         }
+        let at_once = self
+            .limit
+            .unwrap_or_else(|| self.client.max_active_tasks().unwrap_or(24).saturating_mul(2));
         let context = Arc::new(Context {
             client: self.client,
             journal: Recorder::start(self.journal)?,
@@ -279,8 +287,8 @@ impl<J: Journal> Batch<J> {
             recorded,
             current: Mutex::new(HashMap::new()),
             lines: Mutex::new(lines),
-            active: Arc::new(tokio::sync::Semaphore::new(self.limit)),
         });
+
         let stop = self.stop;
         let outcomes = futures::stream::iter(jobs)
             .take_while(move |_| futures::future::ready(!stop.is_stopped()))
@@ -297,10 +305,10 @@ impl<J: Journal> Batch<J> {
                 let context = context.clone();
                 async move { context.process(job).await }
             })
-            // Up to `limit` tasks active, and as many more jobs saving their
-            // results or answered from the journal, so downloads never hold
-            // a task's place.
-            .buffer_unordered(self.limit.saturating_mul(2));
+            // Tasks take their places under the client's limit; the jobs
+            // beyond it wait for room, save results or are answered from the
+            // journal.
+            .buffer_unordered(at_once);
         // Once the last outcome is out, the journal is closed (and a file
         // journal unlocked) before the stream says it has ended.
         let mut running = Some(Box::pin(outcomes));
@@ -331,8 +339,6 @@ struct Context {
     recorded: HashMap<String, Vec<u64>>,
     /// The digest of each job taken so far, by line.
     current: Mutex<HashMap<u64, String>>,
-    /// Places for active tasks (submitted or polled, not yet final).
-    active: Arc<tokio::sync::Semaphore>,
 }
 
 impl Context {
@@ -437,18 +443,27 @@ impl Context {
             // to try again.
         }
         if let Some((_, polling_url, cost)) = &state.accepted {
-            let Some(place) = self.place().await else {
+            let stopped = || {
                 let mut outcome = JobOutcome::new(job.line, stem, JobStatus::Pending);
-                outcome.task = accepted_ref;
+                outcome.task = accepted_ref.clone();
                 outcome.resumed = true;
                 outcome.error = Some(STOPPED_WAITING.into());
-                return outcome;
+                outcome
+            };
+            let Some(place) = self.place() else {
+                return stopped();
+            };
+            // The task may still run: it takes its place under the client's
+            // limit (waiting for room) before it is polled.
+            let resumed = tokio::select! {
+                resumed = self.client.resume(polling_url) => resumed,
+                () = self.stop.stopped() => return stopped(),
             };
             self.counters.inner.resumed.fetch_add(1, Ordering::Relaxed);
             // A task the user adopted is checked against the job once its
             // result says what prompt it was made from.
             let expected = state.adopted.then(|| super::adopt::checked_prompt(&job)).flatten();
-            return match self.client.task(polling_url) {
+            return match resumed {
                 Ok(task) => {
                     let source = Source::Resumed {
                         expected_prompt: expected,
@@ -465,7 +480,7 @@ impl Context {
             outcome.error = Some(unknown_message(job.line, state.sent_at, None));
             return outcome;
         }
-        match self.place().await {
+        match self.place() {
             Some(place) => self.submit(job, stem, digest, place).await,
             None => not_sent(job.line, stem),
         }
@@ -482,18 +497,12 @@ impl Context {
             .find(|earlier| *earlier != line && current.get(earlier).is_some_and(|now| now != digest))
     }
 
-    /// A place for an active task, counted in flight while held; `None`
-    /// once the batch is stopping.
-    async fn place(&self) -> Option<Place> {
+    /// The job goes in flight; `None` once the batch is stopping.
+    fn place(&self) -> Option<Place> {
         if self.stop.is_stopped() {
             return None;
         }
-        let permit = tokio::select! {
-            permit = self.active.clone().acquire_owned() => permit.ok(),
-            () = self.stop.stopped() => return None,
-        };
         Some(Place {
-            _permit: permit,
             _in_flight: self.counters.enter(),
         })
     }
@@ -685,8 +694,8 @@ impl Context {
                 return outcome;
             }
         };
-        // The task is final (or no longer waited for): its place is free
-        // while the result is saved.
+        // The task is final (its seat is free) or no longer waited for: the
+        // job is out of flight while the result is saved.
         drop(place);
         let reported = waited
             .as_ref()

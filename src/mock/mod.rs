@@ -428,6 +428,9 @@ pub struct MockStats {
     pub webhooks_refused: u64,
     /// Tasks still in progress.
     pub active_tasks: u64,
+    /// The most tasks in progress at once since the mock started, over all
+    /// keys: what a client's active-task limit is judged by.
+    pub peak_active_tasks: u64,
     /// Tasks remembered (pruned once their results expire).
     pub tasks_kept: u64,
 }

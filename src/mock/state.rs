@@ -260,6 +260,8 @@ pub(crate) struct Tasks {
     /// (finish time, key) of tasks still counted as active.
     finishing: BinaryHeap<Reverse<(Instant, String)>>,
     active: HashMap<String, usize>,
+    /// The most tasks ever active at once, over all keys.
+    peak_active: usize,
 }
 
 impl Tasks {
@@ -304,7 +306,9 @@ impl Tasks {
 
     pub(crate) fn insert(&mut self, task: MockTask, now: Instant) {
         if !task.is_final(now) {
+            self.tidy(now);
             *self.active.entry(task.key.clone()).or_insert(0) += 1;
+            self.peak_active = self.peak_active.max(self.active_total());
             self.finishing.push(Reverse((task.finished_at(), task.key.clone())));
         }
         self.expiry.push(Reverse((task.keep_until, task.id.clone())));
@@ -473,14 +477,18 @@ impl State {
 
     pub(crate) fn stats(&self) -> MockStats {
         let now = self.clock.now();
-        let (active_tasks, tasks_kept) = self
+        let (active_tasks, peak_active_tasks, tasks_kept) = self
             .tasks
             .lock()
             .map(|mut tasks| {
                 tasks.tidy(now);
-                (tasks.active_total() as u64, tasks.len() as u64)
+                (
+                    tasks.active_total() as u64,
+                    tasks.peak_active as u64,
+                    tasks.len() as u64,
+                )
             })
-            .unwrap_or((0, 0));
+            .unwrap_or((0, 0, 0));
         let counters = self.counters.lock();
         let Ok(c) = counters else {
             return MockStats::default();
@@ -494,6 +502,7 @@ impl State {
             keys_sent_to_delivery: c.keys_sent_to_delivery,
             webhooks_refused: c.webhooks_refused,
             active_tasks,
+            peak_active_tasks,
             tasks_kept,
         }
     }

@@ -15,7 +15,7 @@ use serde_json::{json, Map, Value};
 use tokio::time::Instant;
 
 use crate::catalog::{suggest, Catalog};
-use crate::{code, connect, out, timeout_of, Failure, Global};
+use crate::{code, connect_with_limit, out, timeout_of, Failure, Global};
 
 /// The journal's file name in the output directory.
 const JOURNAL: &str = "journal.jsonl";
@@ -48,9 +48,10 @@ pub struct BatchArgs {
     /// Submit again lines the service refused in an earlier run (402, 403, 422), e.g. after adding credits.
     #[arg(long)]
     retry_refused: bool,
-    /// Jobs in flight at most (the service allows 24 active tasks by default).
-    #[arg(long, default_value_t = 24, value_parser = clap::value_parser!(u32).range(1..=1000))]
-    limit: u32,
+    /// Tasks active at the service at most, for this run (the service allows 24 by default). `--limit` is the old
+    /// name.
+    #[arg(long, visible_alias = "limit", default_value_t = 24, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    max_active: u32,
     /// Print the JSON Schema of a job line and exit.
     #[arg(long)]
     schema: bool,
@@ -108,7 +109,7 @@ pub async fn run(global: &Global, args: BatchArgs) -> Result<(), Failure> {
             )
         }
     })?;
-    let connection = connect(global).await?;
+    let connection = connect_with_limit(global, Some(args.max_active as usize)).await?;
     if connection.mock.is_some() {
         out::err("note: the built-in mock stops with this command, so a later run cannot resume its tasks");
     }
@@ -165,7 +166,6 @@ pub async fn run(global: &Global, args: BatchArgs) -> Result<(), Failure> {
     tokio::pin!(interrupt);
     let _ = futures::poll!(interrupt.as_mut());
     let batch = Batch::new(connection.client.clone(), journal, &out_dir)
-        .limit(args.limit as usize)
         .resubmit_unknown(args.resubmit_unknown)
         .retry_refused(args.retry_refused);
     let counters = batch.counters();

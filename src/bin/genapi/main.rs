@@ -294,6 +294,16 @@ impl Drop for Connection {
 /// The configured service; the built-in mock with `--mock` or when nothing is
 /// configured. Half a configuration is refused, naming what is missing.
 pub async fn connect(global: &Global) -> Result<Connection, Failure> {
+    connect_with_limit(global, None).await
+}
+
+/// [`connect`], with a client keeping at most `max_active` tasks active
+/// (the library's default when `None`).
+pub async fn connect_with_limit(global: &Global, max_active: Option<usize>) -> Result<Connection, Failure> {
+    let limited = |builder: genapi::ClientBuilder| match max_active {
+        Some(limit) => builder.max_active_tasks(limit),
+        None => builder,
+    };
     let set = |name: &str| std::env::var(name).is_ok_and(|s| !s.trim().is_empty());
     let configured = set("GENAPI_API_KEY") || set("GENAPI_BASE_URL");
     if configured && !global.mock {
@@ -303,7 +313,7 @@ pub async fn connect(global: &Global) -> Result<Connection, Failure> {
         }
         // What earlier runs learned about this service's task durations.
         let service = std::env::var("GENAPI_BASE_URL").unwrap_or_default().trim().to_string();
-        let client = builder
+        let client = limited(builder)
             .learned(learned::load(&service))
             .build()
             .map_err(|e| Failure::api(&e))?;
@@ -327,7 +337,9 @@ pub async fn connect(global: &Global) -> Result<Connection, Failure> {
         "{why}: using the built-in mock service at {} (a test double; its images are marked MOCK and its prices are illustrative)",
         mock.base_url()
     ));
-    let client = mock.client().map_err(|e| Failure::new(code::OTHER, describe(&e)))?;
+    let client = limited(mock.client_builder())
+        .build()
+        .map_err(|e| Failure::new(code::OTHER, describe(&e)))?;
     Ok(Connection {
         client,
         mock: Some(mock),
