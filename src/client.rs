@@ -370,24 +370,44 @@ impl Client {
             let changed = active.next_change();
             tokio::pin!(changed);
             changed.as_mut().enable();
-            if let Some(reservation) = active.try_reserve() {
+            if let Some(reservation) = active.try_reserve_shared().await {
                 return Some(reservation);
             }
             while let Some((id, polling_url)) = active.next_due() {
-                match Task::existing(self.shared.clone(), polling_url.as_str()) {
-                    Ok(task) => match task.poll().await {
-                        Ok(result) if result.status.is_final() => active.finished(&id),
-                        Ok(_) => {}
-                        Err(error) => tracing::debug!(%error, task_id = %id, "could not check an active task"),
-                    },
-                    Err(_) => active.finished(&id),
+                if self.seen_final(polling_url.as_str()).await {
+                    active.finished(&id);
                 }
-                if let Some(reservation) = active.try_reserve() {
+                if let Some(reservation) = active.try_reserve_shared().await {
                     return Some(reservation);
                 }
             }
-            // Unwatched tasks are checked again after a while.
+            // A shared place held by a worker that died frees once its task
+            // is seen final.
+            if let Some(shared) = active.shared() {
+                for (place, id, polling_url) in shared.lapsed().await {
+                    if self.seen_final(&polling_url).await {
+                        shared.reclaim(place, &id);
+                    }
+                }
+            }
+            // Unwatched tasks are checked again after a while (and shared
+            // places, freed by other processes, looked for again).
             let _ = tokio::time::timeout(RECHECK, changed).await;
+        }
+    }
+
+    /// Polls a task once to learn whether it can still be running: a final
+    /// status, or an address that cannot name a task, says it cannot.
+    async fn seen_final(&self, polling_url: &str) -> bool {
+        match Task::existing(self.shared.clone(), polling_url) {
+            Ok(task) => match task.poll_once().await {
+                Ok(result) => result.status.is_final(),
+                Err(error) => {
+                    tracing::debug!(%error, task_id = %task.id(), "could not check an active task");
+                    false
+                }
+            },
+            Err(_) => true,
         }
     }
 }

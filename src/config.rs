@@ -48,6 +48,8 @@ pub struct ClientBuilder {
     http: Option<HttpFactory>,
     wait: WaitOptions,
     learned: Learned,
+    /// An active-task limit shared with other processes, and its size.
+    shared_seats: Option<(Arc<dyn crate::limit::SharedPlaces>, usize)>,
 }
 
 impl Default for ClientBuilder {
@@ -63,6 +65,7 @@ impl Default for ClientBuilder {
             retry: RetryPolicy::default(),
             user_agent: format!("genapi-rust/{}", env!("CARGO_PKG_VERSION")),
             max_active_tasks: Some(DEFAULT_MAX_ACTIVE_TASKS),
+            shared_seats: None,
             max_response_bytes: 1 << 20,
             max_download_bytes: 2 << 30,
             allow_insecure_http: false,
@@ -151,6 +154,14 @@ impl ClientBuilder {
     /// the service's 429 stays the arbiter.
     pub fn max_active_tasks(mut self, limit: usize) -> Self {
         self.max_active_tasks = Some(limit.max(1));
+        self
+    }
+    /// Shares the active-task limit with every client, in any process, given
+    /// the same seats: together they keep at most [`crate::ledger::SharedSeats::limit`]
+    /// tasks active. This replaces [`ClientBuilder::max_active_tasks`].
+    #[cfg(feature = "postgres")]
+    pub fn shared_seats(mut self, seats: crate::ledger::SharedSeats) -> Self {
+        self.shared_seats = Some((seats.places(), seats.limit()));
         self
     }
     /// No client-side limit on active tasks: every submission is sent at
@@ -257,7 +268,10 @@ impl ClientBuilder {
             Arc::new(transport),
             base_url,
             regional_url,
-            self.max_active_tasks.map(ActiveTasks::new),
+            match self.shared_seats {
+                Some((shared, limit)) => Some(ActiveTasks::new(limit, Some(shared))),
+                None => self.max_active_tasks.map(|limit| ActiveTasks::new(limit, None)),
+            },
             self.wait,
             self.learned,
         ))

@@ -40,6 +40,9 @@ pub enum FailureClass {
     Write,
     /// Anything else.
     Other,
+    /// A batch stopped submitting at its spending cap
+    /// ([`crate::batch::Batch::max_credits`]): the job was not sent.
+    CreditCap,
 }
 
 impl FailureClass {
@@ -57,12 +60,14 @@ impl FailureClass {
             FailureClass::Unknown => "unknown",
             FailureClass::Write => "write",
             FailureClass::Other => "other",
+            FailureClass::CreditCap => "credit_cap",
         }
     }
 
     /// The exit code of the `genapi` command for this class: 2 validation,
     /// 3 auth, 4 credits, 5 rate limited, 6 moderated, 7 task failed,
-    /// 8 timeout, 9 network or unknown, 1 anything else.
+    /// 8 timeout, 9 network or unknown, 11 a batch at its credit cap, 1
+    /// anything else.
     pub const fn exit_code(self) -> u8 {
         match self {
             FailureClass::Validation => 2,
@@ -74,6 +79,7 @@ impl FailureClass {
             FailureClass::Timeout => 8,
             FailureClass::Network | FailureClass::Unknown => 9,
             FailureClass::Write | FailureClass::Other => 1,
+            FailureClass::CreditCap => 11,
         }
     }
 }

@@ -79,6 +79,8 @@ mod field;
 #[doc(hidden)]
 pub mod fuzzing;
 mod input;
+#[cfg(feature = "postgres")]
+pub mod ledger;
 mod limit;
 #[cfg(feature = "mock")]
 pub mod mock;

@@ -22,6 +22,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use futures::future::BoxFuture;
+
 use tokio::time::Instant;
 
 use reqwest::Url;
@@ -32,9 +34,28 @@ pub(crate) const RECHECK: Duration = Duration::from_secs(1);
 /// After this long the service no longer knows a task; neither do we.
 const FORGET_AFTER: Duration = Duration::from_secs(2 * 60 * 60);
 
+/// Places under a limit shared with other processes
+/// (`ledger::SharedSeats`): a submission needs one of these as well as a
+/// local place.
+pub(crate) trait SharedPlaces: Send + Sync + std::fmt::Debug {
+    /// A free place now, if there is one.
+    fn take(&self) -> BoxFuture<'_, Option<i32>>;
+    /// Places whose holder died while their task may still run: place,
+    /// task id, polling URL. Poll the task; when it is final, `reclaim`.
+    fn lapsed(&self) -> BoxFuture<'_, Vec<(i32, String, String)>>;
+    /// The task of a lapsed place was seen final: the place is free.
+    fn reclaim(&self, place: i32, task_id: &str);
+    /// The place now belongs to an accepted task.
+    fn assign(&self, place: i32, task_id: &str, polling_url: &Url);
+    /// The place is free.
+    fn free(&self, place: i32);
+}
+
 #[derive(Debug)]
 struct Entry {
     polling_url: Url,
+    /// Its shared place, if the limit is shared.
+    shared: Option<i32>,
     accepted: Instant,
     last_checked: Instant,
     watchers: usize,
@@ -58,6 +79,7 @@ impl Ledger {
 #[derive(Debug)]
 pub(crate) struct ActiveTasks {
     limit: usize,
+    shared: Option<Arc<dyn SharedPlaces>>,
     ledger: Mutex<Ledger>,
     changed: Notify,
 }
@@ -68,6 +90,8 @@ pub(crate) struct ActiveTasks {
 pub(crate) struct Reservation {
     tasks: Arc<ActiveTasks>,
     settled: bool,
+    /// The shared place taken with it, if the limit is shared.
+    shared: Option<i32>,
 }
 
 impl Drop for Reservation {
@@ -75,6 +99,10 @@ impl Drop for Reservation {
         if !self.settled {
             self.tasks
                 .update(|ledger| ledger.reserved = ledger.reserved.saturating_sub(1));
+            if let (Some(shared), Some(place)) = (&self.tasks.shared, self.shared) {
+                shared.free(place);
+            }
+            self.tasks.freed();
         }
     }
 }
@@ -85,12 +113,17 @@ impl Reservation {
     pub(crate) fn accepted(mut self, id: &str, polling_url: &Url) -> Seat {
         self.settled = true;
         let now = Instant::now();
+        if let (Some(shared), Some(place)) = (&self.tasks.shared, self.shared) {
+            shared.assign(place, id, polling_url);
+        }
+        let shared = self.shared;
         self.tasks.update(|ledger| {
             ledger.reserved = ledger.reserved.saturating_sub(1);
             ledger.active.insert(
                 id.to_string(),
                 Entry {
                     polling_url: polling_url.clone(),
+                    shared,
                     accepted: now,
                     last_checked: now,
                     watchers: 0,
@@ -144,9 +177,10 @@ impl Drop for Watch {
 }
 
 impl ActiveTasks {
-    pub(crate) fn new(limit: usize) -> Arc<ActiveTasks> {
+    pub(crate) fn new(limit: usize, shared: Option<Arc<dyn SharedPlaces>>) -> Arc<ActiveTasks> {
         Arc::new(ActiveTasks {
             limit: limit.max(1),
+            shared,
             ledger: Mutex::new(Ledger::default()),
             changed: Notify::new(),
         })
@@ -167,15 +201,35 @@ impl ActiveTasks {
     pub(crate) fn try_reserve(self: &Arc<Self>) -> Option<Reservation> {
         let now = Instant::now();
         let reserved = self.update(|ledger| {
-            ledger
-                .active
-                .retain(|_, entry| now.duration_since(entry.accepted) < FORGET_AFTER);
+            ledger.active.retain(|_, entry| {
+                let keep = now.duration_since(entry.accepted) < FORGET_AFTER;
+                if let (false, Some(shared), Some(place)) = (keep, &self.shared, entry.shared) {
+                    shared.free(place);
+                }
+                keep
+            });
             (ledger.used() < self.limit).then(|| ledger.reserved += 1).is_some()
         });
         reserved.then(|| Reservation {
             tasks: self.clone(),
             settled: false,
+            shared: None,
         })
+    }
+
+    /// A place, if there is room now here and, for a shared limit, among
+    /// the shared places too.
+    pub(crate) async fn try_reserve_shared(self: &Arc<Self>) -> Option<Reservation> {
+        let mut reservation = self.try_reserve()?;
+        if let Some(shared) = &self.shared {
+            reservation.shared = Some(shared.take().await?);
+        }
+        Some(reservation)
+    }
+
+    /// The shared limit, if any.
+    pub(crate) fn shared(&self) -> Option<&Arc<dyn SharedPlaces>> {
+        self.shared.as_ref()
     }
 
     /// The oldest task nobody waits for and nobody checked in the last
@@ -201,7 +255,10 @@ impl ActiveTasks {
 
     /// The task was seen final: its place is free.
     pub(crate) fn finished(&self, id: &str) {
-        if self.update(|ledger| ledger.active.remove(id)).is_some() {
+        if let Some(entry) = self.update(|ledger| ledger.active.remove(id)) {
+            if let (Some(shared), Some(place)) = (&self.shared, entry.shared) {
+                shared.free(place);
+            }
             self.freed();
         }
     }
@@ -241,7 +298,7 @@ mod tests {
 
     #[test]
     fn reservations_count_until_refused_or_seen_final() {
-        let tasks = ActiveTasks::new(2);
+        let tasks = ActiveTasks::new(2, None);
         let first = tasks.try_reserve().unwrap();
         let second = tasks.try_reserve().unwrap();
         assert!(tasks.try_reserve().is_none(), "full");
@@ -257,7 +314,7 @@ mod tests {
 
     #[test]
     fn only_unwatched_tasks_are_due_for_a_check_and_at_most_once_a_second() {
-        let tasks = ActiveTasks::new(4);
+        let tasks = ActiveTasks::new(4, None);
         let watched = tasks.try_reserve().unwrap().accepted("watched", &url());
         let left = tasks.try_reserve().unwrap().accepted("left", &url());
         drop(left);

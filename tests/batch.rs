@@ -16,7 +16,7 @@ use genapi::mock::{Fault, FaultKind, MockConfig, MockService};
 use serde_json::{json, Value};
 
 mod common;
-use common::Dir;
+use common::{genapi, posts_by_prompt, Dir};
 
 async fn mock(duration_ms: u64) -> MockService {
     // Every submission is accepted, so POSTs and accepted tasks are the same
@@ -68,18 +68,6 @@ fn created_for(mock: &MockService, prompt: &str) -> genapi::mock::CreatedTask {
         .into_iter()
         .find(|task| task.prompt == prompt)
         .unwrap_or_else(|| panic!("no task was created for {prompt:?}"))
-}
-
-/// POSTs the mock received per prompt.
-fn posts_by_prompt(mock: &MockService) -> HashMap<String, usize> {
-    let mut counts = HashMap::new();
-    for request in mock.requests() {
-        if request.method == "POST" && request.path == "/v1/gen-2-pro" {
-            let body: Value = serde_json::from_str(&request.body).unwrap();
-            *counts.entry(body["prompt"].as_str().unwrap().to_string()).or_default() += 1;
-        }
-    }
-    counts
 }
 
 #[tokio::test(start_paused = true)]
@@ -629,26 +617,6 @@ async fn tasks_taken_up_from_the_journal_hold_places_under_the_clients_limit() {
 
 // ---------------------------------------------------------------------------
 // The command.
-
-fn genapi(dir: &Dir, mock: &MockService) -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_genapi"));
-    for name in [
-        "GENAPI_REGIONAL_BASE_URL",
-        "GENAPI_TRUSTED_ORIGINS",
-        "GENAPI_LOG",
-        "GENAPI_DOCUMENT",
-    ] {
-        command.env_remove(name);
-    }
-    command
-        .env("GENAPI_BASE_URL", mock.base_url())
-        .env("GENAPI_API_KEY", mock.key())
-        .env("GENAPI_TRUSTED_ORIGINS", mock.trusted_origins().join(","))
-        .env("XDG_CACHE_HOME", dir.0.join("cache"))
-        .current_dir(&dir.0)
-        .stdin(Stdio::null());
-    command
-}
 
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()

@@ -505,6 +505,11 @@ pub(crate) struct LineState {
     pub(crate) finished: Option<Record>,
 }
 
+/// Folds the records of one line into its state.
+pub(crate) fn line_state(records: Vec<Record>) -> LineState {
+    fold(records).into_values().next().unwrap_or_default()
+}
+
 /// Folds records into one state per line.
 pub(crate) fn fold(records: Vec<Record>) -> std::collections::HashMap<u64, LineState> {
     let mut lines: std::collections::HashMap<u64, LineState> = std::collections::HashMap::new();

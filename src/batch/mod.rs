@@ -12,6 +12,7 @@
 //! with the `schema` feature, [`JobLine::schema`] gives its JSON Schema.
 
 mod adopt;
+pub(crate) mod budget;
 mod job;
 mod journal;
 mod outcome;
@@ -19,6 +20,7 @@ mod run;
 
 pub use adopt::{adopt, AdoptError, Adopted};
 pub use job::{safe_stem, Job, JobLine};
+pub(crate) use journal::{line_state, LineState};
 pub use journal::{FileJournal, Journal, MemoryJournal, Record};
 pub use outcome::{FailureClass, JobOutcome, JobStatus};
 pub use run::{Batch, Counters, Stopper};

@@ -11,6 +11,7 @@ use tokio::time::Instant;
 
 use futures::{Stream, StreamExt};
 
+use super::budget::{Hold, LocalBudget};
 use super::job::Job;
 use super::journal::{fold, Journal, LineState, Record, Recorder};
 use super::outcome::{FailureClass, JobOutcome, JobStatus};
@@ -24,6 +25,10 @@ use crate::{Client, Output, Task, WaitOptions};
 const SUBMIT_ATTEMPTS: u32 = 6;
 /// Extensions an output may have been saved with.
 const EXTENSIONS: [&str; 6] = ["jpg", "png", "webp", "gif", "mp4", "bin"];
+/// How often lines held by other workers are tried again.
+const HELD_RECHECK: Duration = Duration::from_secs(1);
+/// How often a submission waiting for held credits to come back asks again.
+const CREDITS_RECHECK: Duration = Duration::from_millis(100);
 
 /// Batch generation that never loses or doubles a paid task.
 ///
@@ -72,6 +77,9 @@ pub struct Batch<J: Journal> {
     wait: Option<WaitOptions>,
     counters: Counters,
     stop: Stopper,
+    max_credits: Option<f64>,
+    #[cfg(feature = "postgres")]
+    ledger: Option<Arc<crate::ledger::Ledger>>,
 }
 
 /// Stops a running batch gently ([`Batch::stopper`]): no new job is
@@ -205,7 +213,52 @@ impl<J: Journal> Batch<J> {
             wait: None,
             counters: Counters::default(),
             stop: Stopper::default(),
+            max_credits: None,
+            #[cfg(feature = "postgres")]
+            ledger: None,
         }
+    }
+
+    /// Spends at most `credits` in all on this batch's submissions, over
+    /// every run (and, with a [`Batch::ledger`], every worker). Before each
+    /// submission credits are held for it: the most a submission of its kind
+    /// (path and size) was charged so far, or for the first of a kind all
+    /// that is left, so it goes alone. A submission whose answer never came
+    /// keeps its hold, since it may have been charged. When the next
+    /// submission could pass the cap, the batch submits no more: the jobs
+    /// left come out [`JobStatus::NotSubmitted`] with
+    /// [`FailureClass::CreditCap`], and tasks in flight are finished.
+    pub fn max_credits(mut self, credits: f64) -> Self {
+        self.max_credits = Some(if credits.is_finite() { credits.max(0.0) } else { 0.0 });
+        self
+    }
+
+    /// Keeps the batch in a PostgreSQL [`crate::ledger::Ledger`] instead of
+    /// the journal (which is then neither read nor written), so that any
+    /// number of processes, on any machines, given the same jobs, share it:
+    /// each line is claimed by one worker; the records are the journal's,
+    /// with the same rules; a dead worker's lines are taken over once its
+    /// lease lapses, its accepted tasks polled and saved, never submitted
+    /// again. A line done by another worker comes out as from the journal,
+    /// with the file name that worker saved (in its output directory).
+    ///
+    /// ```no_run
+    /// # async fn demo(client: genapi::Client, jobs: Vec<genapi::batch::Job>) -> Result<(), Box<dyn std::error::Error>> {
+    /// use futures::StreamExt;
+    /// use genapi::batch::{Batch, MemoryJournal};
+    /// use genapi::ledger::Ledger;
+    /// let ledger = Ledger::open("postgres://genapi@db.internal/genapi", "catalogue", "jobs-digest").await?;
+    /// let outcomes: Vec<_> = Batch::new(client, MemoryJournal::default(), "out")
+    ///     .ledger(ledger)
+    ///     .run(jobs)?
+    ///     .collect()
+    ///     .await;
+    /// # Ok(()) }
+    /// ```
+    #[cfg(feature = "postgres")]
+    pub fn ledger(mut self, ledger: crate::ledger::Ledger) -> Self {
+        self.ledger = Some(Arc::new(ledger));
+        self
     }
 
     /// Jobs worked on at once at most: being submitted, waited for or saved
@@ -265,7 +318,15 @@ impl<J: Journal> Batch<J> {
         I: IntoIterator<Item = Job>,
         I::IntoIter: Send + 'static,
     {
-        let lines = fold(self.journal.replay()?);
+        #[cfg(feature = "postgres")]
+        let ledger = self.ledger.take();
+        #[cfg(not(feature = "postgres"))]
+        let ledger: Option<SharedLedger> = None;
+        let lines = match ledger {
+            Some(_) => HashMap::new(),
+            None => fold(self.journal.replay()?),
+        };
+        let budget = LocalBudget::from_lines(lines.iter());
         let mut recorded: HashMap<String, Vec<u64>> = HashMap::new();
         for (line, state) in &lines {
             if let Some(digest) = &state.digest {
@@ -277,7 +338,14 @@ impl<J: Journal> Batch<J> {
             .unwrap_or_else(|| self.client.max_active_tasks().unwrap_or(24).saturating_mul(2));
         let context = Arc::new(Context {
             client: self.client,
-            journal: Recorder::start(self.journal)?,
+            journal: match ledger {
+                Some(_) => None,
+                None => Some(Recorder::start(self.journal)?),
+            },
+            ledger,
+            max_credits: self.max_credits,
+            budget: Mutex::new(budget),
+            cap_reached: AtomicBool::new(false),
             out_dir: self.out_dir,
             resubmit_unknown: self.resubmit_unknown,
             retry_refused: self.retry_refused,
@@ -287,28 +355,60 @@ impl<J: Journal> Batch<J> {
             recorded,
             current: Mutex::new(HashMap::new()),
             lines: Mutex::new(lines),
+            deferred: Mutex::new(Vec::new()),
         });
 
         let stop = self.stop;
-        let outcomes = futures::stream::iter(jobs)
+        let first = context.clone();
+        let first_pass = futures::stream::iter(jobs)
             .take_while(move |_| futures::future::ready(!stop.is_stopped()))
             .map(move |job| {
                 // Taken in order: every earlier line's job is known here
                 // (kept only for lines the journal knows, so memory follows
                 // the journal, not the job file).
-                let known = context.lines.lock().is_ok_and(|lines| lines.contains_key(&job.line));
+                let known = first.lines.lock().is_ok_and(|lines| lines.contains_key(&job.line));
                 if known {
-                    if let Ok(mut current) = context.current.lock() {
+                    if let Ok(mut current) = first.current.lock() {
                         current.insert(job.line, job.digest());
                     }
                 }
-                let context = context.clone();
-                async move { context.process(job).await }
+                let context = first.clone();
+                async move { context.process_or_defer(job).await }
             })
             // Tasks take their places under the client's limit; the jobs
             // beyond it wait for room, save results or are answered from the
             // journal.
-            .buffer_unordered(at_once);
+            .buffer_unordered(at_once)
+            .filter_map(futures::future::ready);
+        // Lines another worker held are tried again, round after round,
+        // until each is done here or there (a dead worker's lease lapses).
+        let later_rounds = futures::stream::unfold(context, move |context| async move {
+            loop {
+                let held: Vec<Job> = context
+                    .deferred
+                    .lock()
+                    .map(|mut held| std::mem::take(&mut *held))
+                    .ok()?;
+                if held.is_empty() || context.stop.is_stopped() {
+                    return None;
+                }
+                tokio::select! {
+                    () = tokio::time::sleep(HELD_RECHECK) => {}
+                    () = context.stop.stopped() => return None,
+                }
+                let round: Vec<JobOutcome> = futures::stream::iter(held)
+                    .map(|job| context.process_or_defer(job))
+                    .buffer_unordered(at_once)
+                    .filter_map(futures::future::ready)
+                    .collect()
+                    .await;
+                if !round.is_empty() {
+                    return Some((futures::stream::iter(round), context));
+                }
+            }
+        })
+        .flatten();
+        let outcomes = first_pass.chain(later_rounds);
         // Once the last outcome is out, the journal is closed (and a file
         // journal unlocked) before the stream says it has ended.
         let mut running = Some(Box::pin(outcomes));
@@ -327,7 +427,9 @@ impl<J: Journal> Batch<J> {
 
 struct Context {
     client: Client,
-    journal: Recorder,
+    /// The journal; `None` when the batch is kept in a ledger.
+    journal: Option<Recorder>,
+    ledger: Option<SharedLedger>,
     out_dir: PathBuf,
     resubmit_unknown: bool,
     retry_refused: bool,
@@ -339,12 +441,55 @@ struct Context {
     recorded: HashMap<String, Vec<u64>>,
     /// The digest of each job taken so far, by line.
     current: Mutex<HashMap<u64, String>>,
+    /// Jobs whose line another worker holds, to try again.
+    deferred: Mutex<Vec<Job>>,
+    /// The batch's spending cap.
+    max_credits: Option<f64>,
+    /// Credits of a batch kept in the journal (a ledger keeps its own).
+    budget: Mutex<LocalBudget>,
+    /// The cap was reached: nothing more is submitted.
+    cap_reached: AtomicBool,
 }
 
 impl Context {
-    async fn process(&self, job: Job) -> JobOutcome {
+    /// The job's outcome; `None` when another worker holds its line (the
+    /// job is kept for a later round).
+    async fn process_or_defer(&self, job: Job) -> Option<JobOutcome> {
         let started = Instant::now();
         let stem = job.stem();
+        #[cfg(feature = "postgres")]
+        if let Some(ledger) = &self.ledger {
+            use crate::ledger::Claim;
+            let line = job.line;
+            let claimed = ledger.claim(line).await;
+            let (state, mine) = match claimed {
+                Ok(Claim::Mine(records)) => (super::line_state(records), true),
+                Ok(Claim::Done(records)) => (super::line_state(records), false),
+                Ok(Claim::Held) => {
+                    if let Ok(mut deferred) = self.deferred.lock() {
+                        deferred.push(job);
+                    }
+                    return None;
+                }
+                Err(error) => {
+                    let mut outcome = JobOutcome::new(line, &stem, JobStatus::NotSubmitted);
+                    outcome.class = Some(FailureClass::Other);
+                    outcome.error = Some(format!(
+                        "cannot claim the line in the ledger ({error}); nothing was sent"
+                    ));
+                    return Some(outcome);
+                }
+            };
+            let mut outcome = self.decide(job, &stem, state).await;
+            if mine {
+                if let Err(error) = ledger.release(line).await {
+                    // Its lease lapses instead: another worker takes it then.
+                    tracing::warn!(%error, line, "cannot release a line in the ledger");
+                }
+            }
+            outcome.elapsed = started.elapsed();
+            return Some(outcome);
+        }
         let state = self
             .lines
             .lock()
@@ -353,12 +498,88 @@ impl Context {
             .unwrap_or_default();
         let mut outcome = self.decide(job, &stem, state).await;
         outcome.elapsed = started.elapsed();
-        outcome
+        Some(outcome)
     }
 
-    /// Stores a record durably, off the async threads.
+    /// Stores a record durably: in the ledger, or in the journal off the
+    /// async threads.
     async fn record(&self, record: Record) -> io::Result<()> {
-        self.journal.record(record).await
+        #[cfg(feature = "postgres")]
+        if let Some(ledger) = &self.ledger {
+            return ledger.record(&record).await.map_err(io::Error::other);
+        }
+        if self.max_credits.is_some() {
+            if let Ok(mut budget) = self.budget.lock() {
+                budget.note(&record);
+            }
+        }
+        match &self.journal {
+            Some(journal) => journal.record(record).await,
+            None => Err(io::Error::other("the batch has no journal")),
+        }
+    }
+
+    /// Holds credits for `job`'s submission under the cap, waiting while
+    /// holds in flight may come back.
+    async fn hold_credits(&self, job: &Job, max: f64) -> Result<(), HeldBack> {
+        let kind = super::budget::kind(job);
+        loop {
+            if self.cap_reached.load(Ordering::SeqCst) {
+                return Err(HeldBack::CapReached);
+            }
+            #[cfg(feature = "postgres")]
+            let hold = match &self.ledger {
+                Some(ledger) => ledger.hold_credits(job.line, &kind, max).await.map_err(|e| {
+                    HeldBack::JournalFailed(format!("cannot hold credits in the ledger ({e}); nothing was sent"))
+                })?,
+                None => self.local_hold(job.line, &kind, max),
+            };
+            #[cfg(not(feature = "postgres"))]
+            let hold = self.local_hold(job.line, &kind, max);
+            match hold {
+                Hold::Held(_) => return Ok(()),
+                Hold::CapReached => {
+                    self.cap_reached.store(true, Ordering::SeqCst);
+                    return Err(HeldBack::CapReached);
+                }
+                Hold::Wait => tokio::select! {
+                    () = tokio::time::sleep(CREDITS_RECHECK) => {}
+                    () = self.stop.stopped() => return Err(HeldBack::Stopped),
+                },
+            }
+        }
+    }
+
+    fn local_hold(&self, line: u64, kind: &str, max: f64) -> Hold {
+        self.budget
+            .lock()
+            .map(|mut budget| budget.hold(line, kind, max))
+            .unwrap_or(Hold::CapReached)
+    }
+
+    /// The submission was not sent: its credits are free again.
+    async fn drop_hold(&self, line: u64) {
+        #[cfg(feature = "postgres")]
+        if let Some(ledger) = &self.ledger {
+            if let Err(error) = ledger.drop_hold(line).await {
+                tracing::warn!(%error, line, "cannot give back held credits in the ledger");
+            }
+            return;
+        }
+        if let Ok(mut budget) = self.budget.lock() {
+            budget.drop_hold(line);
+        }
+    }
+
+    /// The outcome of a job left unsent at the credit cap.
+    fn at_cap(&self, line: u64, stem: &str) -> JobOutcome {
+        let mut outcome = JobOutcome::new(line, stem, JobStatus::NotSubmitted);
+        outcome.class = Some(FailureClass::CreditCap);
+        outcome.error = Some(format!(
+            "not sent: the next submission could pass the batch's credit cap of {}; raise the cap to go on",
+            self.max_credits.unwrap_or_default()
+        ));
+        outcome
     }
 
     async fn decide(&self, job: Job, stem: &str, state: LineState) -> JobOutcome {
@@ -409,11 +630,13 @@ impl Context {
         }) = &state.finished
         {
             let saved = file.as_ref().map(|f| self.out_dir.join(f));
+            // In a ledger the file may be in another worker's directory.
             let intact = status == "Ready"
-                && saved
-                    .as_ref()
-                    .and_then(|p| std::fs::metadata(p).ok())
-                    .is_some_and(|m| m.is_file() && m.len() > 0);
+                && (self.ledger.is_some()
+                    || saved
+                        .as_ref()
+                        .and_then(|p| std::fs::metadata(p).ok())
+                        .is_some_and(|m| m.is_file() && m.len() > 0));
             let refused = status == "Refused";
             if intact || (status != "Ready" && !refused) || (refused && !changed && !self.retry_refused) {
                 let mut outcome = JobOutcome::new(job.line, stem, finished_status(status, *class));
@@ -480,6 +703,9 @@ impl Context {
             outcome.error = Some(unknown_message(job.line, state.sent_at, None));
             return outcome;
         }
+        if self.cap_reached.load(Ordering::SeqCst) {
+            return self.at_cap(job.line, stem);
+        }
         match self.place() {
             Some(place) => self.submit(job, stem, digest, place).await,
             None => not_sent(job.line, stem),
@@ -525,6 +751,13 @@ impl Context {
                 if self.stop.is_stopped() {
                     return Err(HeldBack::Stopped);
                 }
+                if let Some(max) = self.max_credits {
+                    self.hold_credits(&job, max).await?;
+                    if self.stop.is_stopped() {
+                        self.drop_hold(job.line).await;
+                        return Err(HeldBack::Stopped);
+                    }
+                }
                 leaving.store(true, Ordering::SeqCst);
                 let now = unix_now();
                 sent_at.store(now, Ordering::SeqCst);
@@ -534,9 +767,12 @@ impl Context {
                     digest: digest.clone(),
                     sent_at: Some(now),
                 };
-                self.record(intent).await.map_err(|e| {
-                    HeldBack::JournalFailed(format!("cannot write the journal ({e}); nothing was sent"))
-                })?;
+                if let Err(e) = self.record(intent).await {
+                    self.drop_hold(job.line).await;
+                    return Err(HeldBack::JournalFailed(format!(
+                        "cannot record the submission before sending it ({e}); nothing was sent"
+                    )));
+                }
                 // A stop while the intent was being written: still unsent,
                 // and the journal says so.
                 if self.stop.is_stopped() {
@@ -571,6 +807,7 @@ impl Context {
             };
             let error = match submitted {
                 Err(Unsent::HeldBack(HeldBack::Stopped)) => return not_sent(job.line, stem),
+                Err(Unsent::HeldBack(HeldBack::CapReached)) => return self.at_cap(job.line, stem),
                 Err(Unsent::HeldBack(HeldBack::JournalFailed(message))) => {
                     let mut outcome = JobOutcome::new(job.line, stem, JobStatus::NotSubmitted);
                     outcome.class = Some(FailureClass::Write);
@@ -914,4 +1151,13 @@ enum HeldBack {
     Stopped,
     /// The intent could not be recorded (the message says why).
     JournalFailed(String),
+    /// The submission could pass the credit cap.
+    CapReached,
 }
+
+/// The ledger a batch may be kept in.
+#[cfg(feature = "postgres")]
+type SharedLedger = Arc<crate::ledger::Ledger>;
+/// Without the `postgres` feature there is no ledger.
+#[cfg(not(feature = "postgres"))]
+type SharedLedger = std::convert::Infallible;

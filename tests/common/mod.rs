@@ -15,6 +15,9 @@ pub fn document() -> Value {
 #[cfg(feature = "mock")]
 pub mod hostile;
 
+#[cfg(feature = "postgres")]
+pub mod pg;
+
 /// A valid value for a field schema (references followed with the crate's
 /// own document reader).
 pub fn sample(doc: &Value, schema: &Value) -> Value {
@@ -105,4 +108,40 @@ impl Drop for Dir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
     }
+}
+
+/// The `genapi` command, run in `dir` against `mock`.
+#[cfg(feature = "cli")]
+pub fn genapi(dir: &Dir, mock: &genapi::mock::MockService) -> std::process::Command {
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_genapi"));
+    for name in [
+        "GENAPI_REGIONAL_BASE_URL",
+        "GENAPI_TRUSTED_ORIGINS",
+        "GENAPI_LOG",
+        "GENAPI_DOCUMENT",
+        "GENAPI_LEDGER_URL",
+    ] {
+        command.env_remove(name);
+    }
+    command
+        .env("GENAPI_BASE_URL", mock.base_url())
+        .env("GENAPI_API_KEY", mock.key())
+        .env("GENAPI_TRUSTED_ORIGINS", mock.trusted_origins().join(","))
+        .env("XDG_CACHE_HOME", dir.0.join("cache"))
+        .current_dir(&dir.0)
+        .stdin(std::process::Stdio::null());
+    command
+}
+
+/// Submissions of `/v1/gen-2-pro` the mock received, by prompt.
+#[cfg(feature = "mock")]
+pub fn posts_by_prompt(mock: &genapi::mock::MockService) -> std::collections::HashMap<String, usize> {
+    let mut counts = std::collections::HashMap::new();
+    for request in mock.requests() {
+        if request.method == "POST" && request.path == "/v1/gen-2-pro" {
+            let body: Value = serde_json::from_str(&request.body).unwrap();
+            *counts.entry(body["prompt"].as_str().unwrap().to_string()).or_default() += 1;
+        }
+    }
+    counts
 }

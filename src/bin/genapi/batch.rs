@@ -9,13 +9,13 @@ use std::time::Duration;
 use clap::Args;
 use futures::StreamExt;
 use genapi::batch::{
-    adopt, safe_stem, AdoptError, Batch, FailureClass, FileJournal, Job, JobLine, JobOutcome, JobStatus,
+    adopt, safe_stem, AdoptError, Batch, FailureClass, FileJournal, Job, JobLine, JobOutcome, JobStatus, MemoryJournal,
 };
 use serde_json::{json, Map, Value};
 use tokio::time::Instant;
 
 use crate::catalog::{suggest, Catalog};
-use crate::{code, connect_with_limit, out, timeout_of, Failure, Global};
+use crate::{code, connect_with, out, timeout_of, Failure, Global};
 
 /// The journal's file name in the output directory.
 const JOURNAL: &str = "journal.jsonl";
@@ -52,9 +52,80 @@ pub struct BatchArgs {
     /// name.
     #[arg(long, visible_alias = "limit", default_value_t = 24, value_parser = clap::value_parser!(u32).range(1..=1000))]
     max_active: u32,
+    /// Share the batch with other workers, on this machine or others, through this PostgreSQL database
+    /// (postgres://USER:PASSWORD@HOST:PORT/DB; default: GENAPI_LEDGER_URL). Each line is done by one worker, the
+    /// --max-active seats are shared by all, and the ledger replaces the journal.
+    #[arg(long, value_name = "URL")]
+    ledger: Option<String>,
+    /// The batch's name in the ledger (default: from the job file's contents).
+    #[arg(long, value_name = "NAME")]
+    batch_name: Option<String>,
+    /// The seat pool in the ledger that --max-active counts in: batches and programs sharing a pool share an
+    /// account's active tasks.
+    #[arg(long, value_name = "NAME", default_value = "default")]
+    seats_pool: String,
+    /// Spend at most N credits on this batch in all (over every run and worker). Submissions stop when the next
+    /// could pass it; tasks in flight finish.
+    #[arg(long, value_name = "N", value_parser = parse_credits)]
+    max_credits: Option<f64>,
+    /// Show where the batch stands in the ledger (lines done, failed, in flight, unknown, credits, workers) and
+    /// exit; --json for JSON.
+    #[arg(long)]
+    status: bool,
+    /// Seconds a worker's claims and seats last without renewal (a dead worker's lines go to others after it).
+    #[arg(long, hide = true, default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    ledger_lease: u64,
     /// Print the JSON Schema of a job line and exit.
     #[arg(long)]
     schema: bool,
+}
+
+/// Reads a credit amount.
+fn parse_credits(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(credits) if credits.is_finite() && credits >= 0.0 => Ok(credits),
+        _ => Err(format!("{text:?} is not a number of credits (0 or more)")),
+    }
+}
+
+/// A fingerprint of the job file's bytes (FNV-1a), naming its batch in a ledger.
+fn file_digest(path: &Path) -> Result<String, Failure> {
+    use std::io::Read;
+    let mut file = std::fs::File::open(path).map_err(|e| Failure::usage(format!("{}: {e}", shown(path))))?;
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut buffer = [0_u8; 64 * 1024];
+    loop {
+        let read = file
+            .read(&mut buffer)
+            .map_err(|e| Failure::usage(format!("{}: {e}", shown(path))))?;
+        if read == 0 {
+            break;
+        }
+        for byte in &buffer[..read] {
+            hash ^= u64::from(*byte);
+            hash = hash.wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    Ok(format!("{hash:016x}"))
+}
+
+/// The ledger URL: --ledger, else GENAPI_LEDGER_URL.
+fn ledger_url(args: &BatchArgs) -> Option<String> {
+    args.ledger
+        .clone()
+        .or_else(|| std::env::var("GENAPI_LEDGER_URL").ok())
+        .filter(|url| !url.trim().is_empty())
+}
+
+fn ledger_failure(error: &genapi::ledger::LedgerError) -> Failure {
+    use genapi::ledger::LedgerError;
+    let class = match error {
+        LedgerError::Unreachable { .. } => code::NETWORK,
+        LedgerError::Credentials { .. } => FailureClass::Auth.exit_code(),
+        LedgerError::Url { .. } | LedgerError::OtherJobFile { .. } | LedgerError::SchemaTooNew { .. } => code::USAGE,
+        _ => code::OTHER,
+    };
+    Failure::new(class, format!("--ledger: {error}; nothing was sent"))
 }
 
 /// What the command needs of a model to build bodies.
@@ -97,19 +168,56 @@ pub async fn run(global: &Global, args: BatchArgs) -> Result<(), Failure> {
     if checked.total == 0 {
         return Err(Failure::usage(format!("{}: no jobs in the file", shown(&jobs_file))));
     }
+    let ledger = match ledger_url(&args) {
+        None if args.status || args.batch_name.is_some() => {
+            return Err(Failure::usage(
+                "--status and --batch-name need --ledger URL (or GENAPI_LEDGER_URL)",
+            ))
+        }
+        None => None,
+        Some(url) => {
+            let digest = file_digest(&jobs_file)?;
+            let name = args.batch_name.clone().unwrap_or_else(|| format!("jobs-{digest}"));
+            let lease = Duration::from_secs(args.ledger_lease);
+            let ledger = genapi::ledger::Ledger::open_with_lease(&url, &name, &digest, lease)
+                .await
+                .map_err(|e| ledger_failure(&e))?;
+            if args.status {
+                return show_status(&ledger, global.json).await;
+            }
+            let seats = genapi::ledger::SharedSeats::connect_with(
+                &url,
+                &args.seats_pool,
+                args.max_active as usize,
+                lease,
+                genapi::ledger::UNANSWERED_SEAT_HOLD,
+            )
+            .await
+            .map_err(|e| ledger_failure(&e))?;
+            Some((ledger, seats))
+        }
+    };
     std::fs::create_dir_all(&out_dir)
         .map_err(|e| Failure::usage(format!("--out {}: cannot create the directory ({e})", shown(&out_dir))))?;
-    let mut journal = FileJournal::open(out_dir.join(JOURNAL)).map_err(|e| {
-        if e.kind() == std::io::ErrorKind::WouldBlock {
-            Failure::usage(format!("{e}; nothing was sent"))
-        } else {
-            Failure::new(
-                code::OTHER,
-                format!("cannot open the journal in {}: {e}", shown(&out_dir)),
-            )
-        }
-    })?;
-    let connection = connect_with_limit(global, Some(args.max_active as usize)).await?;
+    // With a ledger, workers share the output directory and no journal is kept.
+    let mut keeper = match ledger {
+        Some((ledger, seats)) => Keeper::Ledger(Box::new(ledger), seats),
+        None => Keeper::File(FileJournal::open(out_dir.join(JOURNAL)).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::WouldBlock {
+                Failure::usage(format!("{e}; nothing was sent"))
+            } else {
+                Failure::new(
+                    code::OTHER,
+                    format!("cannot open the journal in {}: {e}", shown(&out_dir)),
+                )
+            }
+        })?),
+    };
+    let max_active = args.max_active as usize;
+    let connection = match &keeper {
+        Keeper::Ledger(_, seats) => connect_with(global, |builder| builder.shared_seats(seats.clone())).await?,
+        Keeper::File(_) => connect_with(global, |builder| builder.max_active_tasks(max_active)).await?,
+    };
     if connection.mock.is_some() {
         out::err("note: the built-in mock stops with this command, so a later run cannot resume its tasks");
     }
@@ -132,9 +240,11 @@ pub async fn run(global: &Global, args: BatchArgs) -> Result<(), Failure> {
                         shown(&jobs_file)
                     )));
                 };
-                let adopted = adopt(&connection.client, &mut journal, job, task)
-                    .await
-                    .map_err(|e| adopt_failure(*line, &e))?;
+                let adopted = match &mut keeper {
+                    Keeper::File(journal) => adopt(&connection.client, journal, job, task).await,
+                    Keeper::Ledger(ledger, _) => ledger.adopt(&connection.client, job, task).await,
+                }
+                .map_err(|e| adopt_failure(*line, &e))?;
                 let note = match &adopted.unchecked_prompt {
                     None => String::new(),
                     Some(reported) => format!(
@@ -165,18 +275,30 @@ pub async fn run(global: &Global, args: BatchArgs) -> Result<(), Failure> {
     let interrupt = tokio::signal::ctrl_c();
     tokio::pin!(interrupt);
     let _ = futures::poll!(interrupt.as_mut());
-    let batch = Batch::new(connection.client.clone(), journal, &out_dir)
-        .resubmit_unknown(args.resubmit_unknown)
-        .retry_refused(args.retry_refused);
-    let counters = batch.counters();
-    let stopper = batch.stopper();
+    let shared = matches!(keeper, Keeper::Ledger(..));
     let reader = JobReader::open(&jobs_file, base_dir, checked.models, checked.invalid.clone())?;
-    let stream = batch
-        .run(reader)
-        .map_err(|e| Failure::new(code::OTHER, format!("cannot read the journal: {e}")))?;
-    tokio::pin!(stream);
+    let (counters, stopper, stream) = match keeper {
+        Keeper::File(journal) => {
+            let batch = settle(Batch::new(connection.client.clone(), journal, &out_dir), &args);
+            (batch.counters(), batch.stopper(), batch.run(reader).map(|s| s.boxed()))
+        }
+        Keeper::Ledger(ledger, _) => {
+            let batch = settle(
+                Batch::new(connection.client.clone(), MemoryJournal::default(), &out_dir),
+                &args,
+            )
+            .ledger(*ledger);
+            (batch.counters(), batch.stopper(), batch.run(reader).map(|s| s.boxed()))
+        }
+    };
+    let mut stream = stream.map_err(|e| Failure::new(code::OTHER, format!("cannot read the journal: {e}")))?;
 
-    let partial = out_dir.join(format!(".{RESULTS}.partial"));
+    // Workers sharing the directory each write their own partial results.
+    let partial = if shared {
+        out_dir.join(format!(".{RESULTS}.{}.partial", std::process::id()))
+    } else {
+        out_dir.join(format!(".{RESULTS}.partial"))
+    };
     let mut results = std::fs::File::create(&partial)
         .map_err(|e| Failure::new(code::OTHER, format!("cannot write {}: {e}", shown(&partial))))?;
     let mut tally = Tally::new(checked.total - checked.invalid.len());
@@ -264,6 +386,56 @@ pub async fn run(global: &Global, args: BatchArgs) -> Result<(), Failure> {
         0 => Ok(()),
         code => Err(Failure::new(code, "")),
     }
+}
+
+/// The run's settings on a batch, whatever keeps it.
+fn settle<J: genapi::batch::Journal>(batch: Batch<J>, args: &BatchArgs) -> Batch<J> {
+    let batch = batch
+        .resubmit_unknown(args.resubmit_unknown)
+        .retry_refused(args.retry_refused);
+    match args.max_credits {
+        Some(credits) => batch.max_credits(credits),
+        None => batch,
+    }
+}
+
+/// Where the batch is kept.
+enum Keeper {
+    /// The journal in the output directory (one process).
+    File(FileJournal),
+    /// A ledger shared by workers, with the seats they share.
+    Ledger(Box<genapi::ledger::Ledger>, genapi::ledger::SharedSeats),
+}
+
+/// `--status`: the whole batch, as the ledger holds it.
+async fn show_status(ledger: &genapi::ledger::Ledger, json: bool) -> Result<(), Failure> {
+    let status = ledger.status().await.map_err(|e| ledger_failure(&e))?;
+    if json {
+        out::out(&serde_json::to_string(&status).unwrap_or_default());
+        return Ok(());
+    }
+    out::out(&format!(
+        "batch {}: {} done, {} failed, {} in flight, {} unknown, {} open; {:.2} credits charged, {:.2} held",
+        out::clean(&status.batch),
+        status.done,
+        status.failed,
+        status.in_flight,
+        status.unknown,
+        status.open,
+        status.credits_charged,
+        status.credits_held
+    ));
+    for (worker, lines) in &status.workers {
+        let shown: Vec<String> = lines.iter().take(20).map(ToString::to_string).collect();
+        let more = if lines.len() > 20 { ", …" } else { "" };
+        out::out(&format!(
+            "  {} holds {} line(s): {}{more}",
+            out::clean(worker),
+            lines.len(),
+            shown.join(", ")
+        ));
+    }
+    Ok(())
 }
 
 /// Reads `LINE=TASK`.
@@ -411,6 +583,7 @@ impl Tally {
         let order = [
             FailureClass::Auth,
             FailureClass::Credits,
+            FailureClass::CreditCap,
             FailureClass::Unknown,
             FailureClass::Network,
             FailureClass::RateLimited,

@@ -294,16 +294,15 @@ impl Drop for Connection {
 /// The configured service; the built-in mock with `--mock` or when nothing is
 /// configured. Half a configuration is refused, naming what is missing.
 pub async fn connect(global: &Global) -> Result<Connection, Failure> {
-    connect_with_limit(global, None).await
+    connect_with(global, |builder| builder).await
 }
 
-/// [`connect`], with a client keeping at most `max_active` tasks active
-/// (the library's default when `None`).
-pub async fn connect_with_limit(global: &Global, max_active: Option<usize>) -> Result<Connection, Failure> {
-    let limited = |builder: genapi::ClientBuilder| match max_active {
-        Some(limit) => builder.max_active_tasks(limit),
-        None => builder,
-    };
+/// [`connect`], with the client's builder set up further by `limited` (its
+/// active-task limit).
+pub async fn connect_with(
+    global: &Global,
+    limited: impl Fn(genapi::ClientBuilder) -> genapi::ClientBuilder,
+) -> Result<Connection, Failure> {
     let set = |name: &str| std::env::var(name).is_ok_and(|s| !s.trim().is_empty());
     let configured = set("GENAPI_API_KEY") || set("GENAPI_BASE_URL");
     if configured && !global.mock {

@@ -1,0 +1,187 @@
+//! The spending cap of a batch ([`super::Batch::max_credits`]).
+//!
+//! The service bills each accepted task, and reports the cost in the
+//! submission's answer (or only later, on the poll, for some models). Before
+//! a submission is sent, credits are *held* for it: the most a submission of
+//! its kind (path and size) was charged so far. With no charge of its kind
+//! seen yet, everything left under the cap is held, so the first of a kind
+//! goes alone and its cost is known before the next is sent. A hold is
+//! replaced by the reported cost once known, and given back when nothing was
+//! created. A submission whose answer never came may have been charged: its
+//! hold stays. So the service is never charged more than the cap, and the
+//! cap is used: a batch stops submitting only when the next submission could
+//! pass it.
+
+use std::collections::HashMap;
+
+use super::job::Job;
+use super::journal::{LineState, Record};
+
+/// The outcome of asking to hold credits for one submission.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) enum Hold {
+    /// This much is held for the submission: send it.
+    Held(f64),
+    /// Not now: credits held for submissions in flight may come back.
+    Wait,
+    /// The next submission could pass the cap: submit no more.
+    CapReached,
+}
+
+/// The one rule, for the file journal and the ledger alike. `charged` and
+/// `held` are over the whole batch; `live_holds` says whether any hold may
+/// still be given back (a hold of a worker that died stays); `estimate` is
+/// the most a submission of this kind was charged so far.
+pub(crate) fn decide(max: f64, charged: f64, held: f64, live_holds: bool, estimate: Option<f64>) -> Hold {
+    let left = max - charged - held;
+    match estimate {
+        Some(cost) if cost <= left => Hold::Held(cost.max(0.0)),
+        // The first of a kind goes alone, once nothing else is in flight.
+        None if !live_holds && left > 0.0 => Hold::Held(left),
+        _ if live_holds => Hold::Wait,
+        _ => Hold::CapReached,
+    }
+}
+
+/// What a submission of `job` is compared with: its path and output size.
+pub(crate) fn kind(job: &Job) -> String {
+    let dimension = |name: &str| job.body.get(name).map(ToString::to_string).unwrap_or_default();
+    format!("{} {}x{}", job.path, dimension("width"), dimension("height"))
+}
+
+/// The credits of a batch kept in a file journal (one process).
+#[derive(Debug, Default)]
+pub(crate) struct LocalBudget {
+    /// Reported cost by line.
+    charged: HashMap<u64, f64>,
+    /// Held credits and the kind, by line.
+    holds: HashMap<u64, (String, f64)>,
+    /// Held for lines whose submission went unanswered in an earlier run.
+    unanswered: f64,
+    /// The most charged so far, by kind.
+    most: HashMap<String, f64>,
+}
+
+impl LocalBudget {
+    /// From the journal: what was charged, and for each line sent but never
+    /// answered, the most any line was charged (it may have been charged;
+    /// its kind is not recorded).
+    pub(crate) fn from_lines<'a>(lines: impl Iterator<Item = (&'a u64, &'a LineState)>) -> LocalBudget {
+        let mut budget = LocalBudget::default();
+        let mut unanswered = 0_usize;
+        for (line, state) in lines {
+            let finished_cost = match &state.finished {
+                Some(Record::Finished { cost, .. }) => *cost,
+                _ => None,
+            };
+            if let Some(cost) = state.accepted.as_ref().and_then(|(_, _, cost)| *cost).or(finished_cost) {
+                budget.charged.insert(*line, cost);
+            } else if state.unanswered {
+                unanswered += 1;
+            }
+        }
+        let most = budget.charged.values().copied().fold(0.0, f64::max);
+        budget.unanswered = most * unanswered as f64;
+        budget
+    }
+
+    pub(crate) fn hold(&mut self, line: u64, kind: &str, max: f64) -> Hold {
+        let charged: f64 = self.charged.values().sum();
+        let held: f64 = self.holds.values().map(|(_, amount)| amount).sum::<f64>() + self.unanswered;
+        let live = !self.holds.is_empty();
+        let hold = decide(max, charged, held, live, self.most.get(kind).copied());
+        if let Hold::Held(amount) = hold {
+            self.holds.insert(line, (kind.to_string(), amount));
+        }
+        hold
+    }
+
+    pub(crate) fn drop_hold(&mut self, line: u64) {
+        self.holds.remove(&line);
+    }
+
+    /// Follows what a record says about charges.
+    pub(crate) fn note(&mut self, record: &Record) {
+        let (line, cost) = match record {
+            Record::Accepted { line, cost, .. } => (*line, *cost),
+            Record::Finished { line, cost, status, .. } => {
+                if cost.is_none() && status == "Refused" {
+                    self.holds.remove(line);
+                }
+                (*line, *cost)
+            }
+            Record::Refused { line, .. } => {
+                self.holds.remove(line);
+                return;
+            }
+            Record::Intent { .. } | Record::Damaged { .. } => return,
+        };
+        let Some(cost) = cost else { return };
+        if self.charged.contains_key(&line) {
+            return;
+        }
+        self.charged.insert(line, cost);
+        if let Some((kind, _)) = self.holds.remove(&line) {
+            let most = self.most.entry(kind).or_insert(cost);
+            *most = most.max(cost);
+        }
+    }
+
+    /// Credits charged so far.
+    #[cfg(test)]
+    pub(crate) fn charged(&self) -> f64 {
+        self.charged.values().sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_first_of_a_kind_goes_alone_and_then_the_cap_is_used_without_being_passed() {
+        assert_eq!(decide(60.0, 0.0, 0.0, false, None), Hold::Held(60.0));
+        assert_eq!(decide(60.0, 0.0, 60.0, true, None), Hold::Wait, "goes alone");
+        assert_eq!(decide(60.0, 3.0, 0.0, false, Some(3.0)), Hold::Held(3.0));
+        assert_eq!(
+            decide(60.0, 57.0, 0.0, false, Some(3.0)),
+            Hold::Held(3.0),
+            "up to the cap"
+        );
+        assert_eq!(
+            decide(60.0, 57.0, 3.0, true, Some(3.0)),
+            Hold::Wait,
+            "a hold may come back"
+        );
+        assert_eq!(decide(60.0, 58.0, 0.0, false, Some(3.0)), Hold::CapReached);
+        assert_eq!(
+            decide(60.0, 57.0, 3.0, false, Some(3.0)),
+            Hold::CapReached,
+            "a dead hold stays"
+        );
+    }
+
+    #[test]
+    fn a_local_budget_replaces_holds_by_charges() {
+        let mut budget = LocalBudget::default();
+        assert_eq!(budget.hold(1, "k", 10.0), Hold::Held(10.0));
+        assert_eq!(budget.hold(2, "k", 10.0), Hold::Wait);
+        budget.note(&Record::Accepted {
+            line: 1,
+            id: "t".into(),
+            polling_url: "http://x/v1/get_result?id=t".into(),
+            cost: Some(3.0),
+            adopted: false,
+        });
+        assert_eq!(budget.hold(2, "k", 10.0), Hold::Held(3.0));
+        assert_eq!(budget.hold(3, "k", 10.0), Hold::Held(3.0));
+        assert_eq!(budget.hold(4, "k", 10.0), Hold::Wait, "1 left, 6 held");
+        budget.note(&Record::Refused {
+            line: 2,
+            error: "429".into(),
+        });
+        budget.drop_hold(3);
+        assert_eq!(budget.hold(4, "k", 10.0), Hold::Held(3.0));
+        assert_eq!(budget.charged(), 3.0);
+    }
+}

@@ -1,0 +1,491 @@
+//! A batch's lines in the ledger: who works on which, and their records.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Serialize;
+
+use super::{connect, seconds, worker_name, LedgerError, DEFAULT_LEASE};
+use crate::batch::budget::Hold;
+use crate::batch::Record;
+
+/// One batch in a PostgreSQL ledger, as one worker sees it.
+///
+/// Open it in every worker with the same batch name and job file; give it
+/// to [`crate::batch::Batch::ledger`].
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+/// use genapi::ledger::Ledger;
+/// let ledger = Ledger::open("postgres://genapi@db.internal/genapi", "catalogue-2026-11", "9f2c0d1e").await?;
+/// println!("working as {}", ledger.worker());
+/// # Ok(()) }
+/// ```
+pub struct Ledger {
+    db: Arc<tokio_postgres::Client>,
+    /// A connection of its own for transactions: statements of other tasks
+    /// sent on the shared one would run inside them.
+    transactions: tokio::sync::Mutex<tokio_postgres::Client>,
+    batch: String,
+    worker: String,
+    lease: Duration,
+    renewal: tokio::task::JoinHandle<()>,
+}
+
+impl std::fmt::Debug for Ledger {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ledger")
+            .field("batch", &self.batch)
+            .field("worker", &self.worker)
+            .field("lease", &self.lease)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for Ledger {
+    fn drop(&mut self) {
+        self.renewal.abort();
+    }
+}
+
+/// What the ledger holds for one line, for the batch to decide.
+#[derive(Debug)]
+pub(crate) enum Claim {
+    /// This worker holds the line now; its records so far.
+    Mine(Vec<Record>),
+    /// The line is done; its records.
+    Done(Vec<Record>),
+    /// Another worker holds it.
+    Held,
+}
+
+impl Ledger {
+    /// Connects (applying the schema's migrations on first use) and joins
+    /// batch `batch` of the job file whose digest is `jobs_digest`, creating
+    /// the batch if it is new. A batch of another job file is refused.
+    pub async fn open(url: &str, batch: &str, jobs_digest: &str) -> Result<Ledger, LedgerError> {
+        Ledger::open_with_lease(url, batch, jobs_digest, DEFAULT_LEASE).await
+    }
+
+    /// [`Ledger::open`] with claims lasting `lease` without renewal (at
+    /// least a second): a dead worker's lines go to others after it.
+    pub async fn open_with_lease(
+        url: &str,
+        batch: &str,
+        jobs_digest: &str,
+        lease: Duration,
+    ) -> Result<Ledger, LedgerError> {
+        let db = Arc::new(connect(url).await?);
+        let db_error = LedgerError::from_db;
+        db.execute(
+            "INSERT INTO genapi_batches (name, jobs_digest) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING",
+            &[&batch, &jobs_digest],
+        )
+        .await
+        .map_err(db_error)?;
+        let recorded: String = db
+            .query_one("SELECT jobs_digest FROM genapi_batches WHERE name = $1", &[&batch])
+            .await
+            .map_err(db_error)?
+            .get(0);
+        if recorded != jobs_digest {
+            return Err(LedgerError::OtherJobFile { batch: batch.into() });
+        }
+        let lease = lease.max(Duration::from_secs(1));
+        let worker = worker_name();
+        let renewal = tokio::spawn(renew(db.clone(), batch.to_string(), worker.clone(), lease));
+        Ok(Ledger {
+            db,
+            transactions: tokio::sync::Mutex::new(connect(url).await?),
+            batch: batch.into(),
+            worker,
+            lease,
+            renewal,
+        })
+    }
+
+    /// This worker's name, as the ledger shows it.
+    pub fn worker(&self) -> &str {
+        &self.worker
+    }
+
+    /// The batch's name.
+    pub fn batch(&self) -> &str {
+        &self.batch
+    }
+
+    /// Claims `line` for this worker: it is this worker's until released,
+    /// or until its lease lapses.
+    pub(crate) async fn claim(&self, line: u64) -> Result<Claim, LedgerError> {
+        let line = line as i64;
+        let lease = seconds(self.lease);
+        let claimed = self
+            .db
+            .query_opt(
+                "INSERT INTO genapi_lines AS l (batch, line, worker, lease_until)
+                 VALUES ($1, $2, $3, now() + make_interval(secs => $4))
+                 ON CONFLICT (batch, line) DO UPDATE
+                   SET worker = excluded.worker, lease_until = excluded.lease_until
+                   WHERE NOT l.done AND (l.worker IS NULL OR l.worker = $3 OR l.lease_until < now())
+                 RETURNING (SELECT coalesce(json_agg(r.record ORDER BY r.seq), '[]'::json)::text
+                            FROM genapi_records r WHERE r.batch = $1 AND r.line = $2)",
+                &[&self.batch, &line, &self.worker, &lease],
+            )
+            .await
+            .map_err(LedgerError::from_db)?;
+        if let Some(row) = claimed {
+            return Ok(Claim::Mine(records(&row.get::<_, String>(0))?));
+        }
+        let row = self
+            .db
+            .query_one(
+                "SELECT l.done, (SELECT coalesce(json_agg(r.record ORDER BY r.seq), '[]'::json)::text
+                                 FROM genapi_records r WHERE r.batch = $1 AND r.line = $2)
+                 FROM genapi_lines l WHERE l.batch = $1 AND l.line = $2",
+                &[&self.batch, &line],
+            )
+            .await
+            .map_err(LedgerError::from_db)?;
+        if row.get::<_, bool>(0) {
+            Ok(Claim::Done(records(&row.get::<_, String>(1))?))
+        } else {
+            Ok(Claim::Held)
+        }
+    }
+
+    /// Gives `line` back (its work in this run is over, done or not).
+    pub(crate) async fn release(&self, line: u64) -> Result<(), LedgerError> {
+        self.db
+            .execute(
+                "UPDATE genapi_lines SET worker = NULL, lease_until = NULL
+                 WHERE batch = $1 AND line = $2 AND worker = $3",
+                &[&self.batch, &(line as i64), &self.worker],
+            )
+            .await
+            .map_err(LedgerError::from_db)?;
+        Ok(())
+    }
+
+    /// Stores one record of a line this worker holds. An intent is stored
+    /// only while the claim has at least half its lease left (else
+    /// [`LedgerError::Database`] says the claim was lost and nothing may be
+    /// sent); the other records are stored whatever happened to the claim,
+    /// since they say what the service did.
+    pub(crate) async fn record(&self, record: &Record) -> Result<(), LedgerError> {
+        let line = record.line() as i64;
+        let text = serde_json::to_string(record).map_err(|e| LedgerError::Database(e.to_string()))?;
+        let db_error = LedgerError::from_db;
+        match record {
+            Record::Intent { .. } => {
+                let margin = seconds(self.lease) / 2.0;
+                let stored = self
+                    .db
+                    .execute(
+                        "INSERT INTO genapi_records (batch, line, worker, record)
+                         SELECT $1, $2, $3, $4::text::jsonb FROM genapi_lines
+                         WHERE batch = $1 AND line = $2 AND worker = $3
+                           AND lease_until > now() + make_interval(secs => $5)",
+                        &[&self.batch, &line, &self.worker, &text, &margin],
+                    )
+                    .await
+                    .map_err(db_error)?;
+                if stored == 0 {
+                    return Err(LedgerError::Database(format!(
+                        "line {line} is no longer held by this worker (its lease lapsed); nothing was sent"
+                    )));
+                }
+            }
+            Record::Accepted { cost, .. } => {
+                self.db
+                    .execute(
+                        "WITH stored AS (INSERT INTO genapi_records (batch, line, worker, record)
+                                         VALUES ($1, $2, $3, $4::text::jsonb))
+                         UPDATE genapi_lines SET charged = $5,
+                                hold = CASE WHEN $5::float8 IS NULL THEN hold END
+                         WHERE batch = $1 AND line = $2",
+                        &[&self.batch, &line, &self.worker, &text, cost],
+                    )
+                    .await
+                    .map_err(db_error)?;
+            }
+            Record::Refused { .. } => {
+                self.db
+                    .execute(
+                        "WITH stored AS (INSERT INTO genapi_records (batch, line, worker, record)
+                                         VALUES ($1, $2, $3, $4::text::jsonb))
+                         UPDATE genapi_lines SET hold = NULL WHERE batch = $1 AND line = $2",
+                        &[&self.batch, &line, &self.worker, &text],
+                    )
+                    .await
+                    .map_err(db_error)?;
+            }
+            Record::Finished { status, cost, .. } => {
+                // A refusal created no task: the line stays open to a retry.
+                let done = status != "Refused";
+                self.db
+                    .execute(
+                        "WITH stored AS (INSERT INTO genapi_records (batch, line, worker, record)
+                                         VALUES ($1, $2, $3, $4::text::jsonb))
+                         UPDATE genapi_lines SET done = $5, charged = coalesce(charged, $6),
+                                hold = CASE WHEN coalesce(charged, $6) IS NULL AND $5 THEN hold END
+                         WHERE batch = $1 AND line = $2",
+                        &[&self.batch, &line, &self.worker, &text, &done, cost],
+                    )
+                    .await
+                    .map_err(db_error)?;
+            }
+            Record::Damaged { .. } => {}
+        }
+        Ok(())
+    }
+
+    /// Every record of the batch, line by line in the order stored (for
+    /// [`crate::batch::adopt`] and the status view).
+    pub async fn records(&self) -> Result<Vec<Record>, LedgerError> {
+        let rows = self
+            .db
+            .query(
+                "SELECT record::text FROM genapi_records WHERE batch = $1 ORDER BY seq",
+                &[&self.batch],
+            )
+            .await
+            .map_err(LedgerError::from_db)?;
+        rows.iter()
+            .map(|row| {
+                serde_json::from_str(&row.get::<_, String>(0))
+                    .map_err(|e| LedgerError::Database(format!("a record of the ledger cannot be read: {e}")))
+            })
+            .collect()
+    }
+
+    /// Stores records made outside a run (an adoption), as a run would. The
+    /// line gets a row if it has none. Intents are written by runs only.
+    pub async fn append(&self, records: &[Record]) -> Result<(), LedgerError> {
+        for record in records {
+            if let Record::Intent { line, .. } = record {
+                return Err(LedgerError::Database(format!(
+                    "line {line}: an intent is recorded only by a run, just before it sends"
+                )));
+            }
+            // An adopted task reopens its line.
+            let reopen = matches!(record, Record::Accepted { .. });
+            self.db
+                .execute(
+                    "INSERT INTO genapi_lines AS l (batch, line) VALUES ($1, $2)
+                     ON CONFLICT (batch, line) DO UPDATE SET done = l.done AND NOT $3",
+                    &[&self.batch, &(record.line() as i64), &reopen],
+                )
+                .await
+                .map_err(LedgerError::from_db)?;
+            self.record(record).await?;
+        }
+        Ok(())
+    }
+
+    /// [`crate::batch::adopt`] for a batch kept in this ledger: records
+    /// `task` as the task of `job`'s line, whose submission went unanswered,
+    /// with the same checks. Run it before the batch, not beside it.
+    pub async fn adopt(
+        &self,
+        client: &crate::Client,
+        job: &crate::batch::Job,
+        task: &str,
+    ) -> Result<crate::batch::Adopted, crate::batch::AdoptError> {
+        let ledger_error = |e: LedgerError| crate::batch::AdoptError::Journal(std::io::Error::other(e));
+        let mut snapshot = crate::batch::MemoryJournal::default();
+        let earlier = self.records().await.map_err(ledger_error)?;
+        let count = earlier.len();
+        for record in &earlier {
+            crate::batch::Journal::append(&mut snapshot, record)?;
+        }
+        let adopted = crate::batch::adopt(client, &mut snapshot, job, task).await?;
+        let added: Vec<Record> = snapshot.records().into_iter().skip(count).collect();
+        self.append(&added).await.map_err(ledger_error)?;
+        Ok(adopted)
+    }
+
+    /// Holds credits for a submission of `line` under a cap of `max` in all
+    /// over the batch. `estimate` is the most a submission of its kind was
+    /// charged so far, read here; with none yet, everything left is held, so
+    /// the first of a kind goes alone.
+    pub(crate) async fn hold_credits(&self, line: u64, kind: &str, max: f64) -> Result<Hold, LedgerError> {
+        let db_error = LedgerError::from_db;
+        let mut connection = self.transactions.lock().await;
+        let transaction = connection.transaction().await.map_err(db_error)?;
+        // One decision at a time over the batch, each on fresh totals.
+        transaction
+            .execute("SELECT pg_advisory_xact_lock(hashtextextended($1, 7))", &[&self.batch])
+            .await
+            .map_err(db_error)?;
+        let row = transaction
+            .query_one(
+                "SELECT coalesce(sum(charged), 0), coalesce(sum(hold), 0),
+                        max(charged) FILTER (WHERE kind = $2),
+                        count(*) FILTER (WHERE hold IS NOT NULL AND lease_until > now()) > 0
+                 FROM genapi_lines WHERE batch = $1",
+                &[&self.batch, &kind],
+            )
+            .await
+            .map_err(db_error)?;
+        let (charged, held, estimate, live): (f64, f64, Option<f64>, bool) =
+            (row.get(0), row.get(1), row.get(2), row.get(3));
+        let hold = crate::batch::budget::decide(max, charged, held, live, estimate);
+        if let Hold::Held(amount) = hold {
+            transaction
+                .execute(
+                    "UPDATE genapi_lines SET hold = $3, kind = $4 WHERE batch = $1 AND line = $2",
+                    &[&self.batch, &(line as i64), &amount, &kind],
+                )
+                .await
+                .map_err(db_error)?;
+        }
+        transaction.commit().await.map_err(db_error)?;
+        Ok(hold)
+    }
+
+    /// Lets go of the credits held for `line` (its submission was not sent).
+    pub(crate) async fn drop_hold(&self, line: u64) -> Result<(), LedgerError> {
+        self.db
+            .execute(
+                "UPDATE genapi_lines SET hold = NULL WHERE batch = $1 AND line = $2",
+                &[&self.batch, &(line as i64)],
+            )
+            .await
+            .map_err(LedgerError::from_db)?;
+        Ok(())
+    }
+
+    /// Credits charged over the batch (as the service reported them) and
+    /// held for submissions whose cost is not known yet.
+    pub async fn credits(&self) -> Result<(f64, f64), LedgerError> {
+        let row = self
+            .db
+            .query_one(
+                "SELECT coalesce(sum(charged), 0), coalesce(sum(hold), 0) FROM genapi_lines WHERE batch = $1",
+                &[&self.batch],
+            )
+            .await
+            .map_err(LedgerError::from_db)?;
+        Ok((row.get(0), row.get(1)))
+    }
+
+    /// One view of the whole batch.
+    pub async fn status(&self) -> Result<BatchStatus, LedgerError> {
+        let rows = self
+            .db
+            .query(
+                "SELECT l.line, l.worker, l.lease_until > now(), l.charged, l.hold,
+                        (SELECT coalesce(json_agg(r.record ORDER BY r.seq), '[]'::json)::text
+                         FROM genapi_records r WHERE r.batch = l.batch AND r.line = l.line)
+                 FROM genapi_lines l WHERE l.batch = $1 ORDER BY l.line",
+                &[&self.batch],
+            )
+            .await
+            .map_err(LedgerError::from_db)?;
+        let mut status = BatchStatus {
+            batch: self.batch.clone(),
+            ..BatchStatus::default()
+        };
+        for row in rows {
+            let line = row.get::<_, i64>(0) as u64;
+            let worker: Option<String> = row.get(1);
+            let live = row.get::<_, Option<bool>>(2).unwrap_or(false);
+            let charged: Option<f64> = row.get(3);
+            let hold: Option<f64> = row.get(4);
+            let records = records(&row.get::<_, String>(5))?;
+            let state = crate::batch::line_state(records);
+            let view = LineView::of(&state);
+            status.credits_charged += charged.unwrap_or(0.0);
+            status.credits_held += hold.unwrap_or(0.0);
+            match view {
+                LineView::Done => status.done += 1,
+                LineView::Failed => status.failed += 1,
+                LineView::InFlight => status.in_flight += 1,
+                LineView::Unknown => status.unknown += 1,
+                LineView::Open => status.open += 1,
+            }
+            if let (Some(worker), true) = (worker, live) {
+                status.workers.entry(worker).or_default().push(line);
+            }
+        }
+        Ok(status)
+    }
+}
+
+/// Renews this worker's claims while it lives.
+async fn renew(db: Arc<tokio_postgres::Client>, batch: String, worker: String, lease: Duration) {
+    let mut every = tokio::time::interval(lease / 3);
+    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        every.tick().await;
+        let renewed = db
+            .execute(
+                "UPDATE genapi_lines SET lease_until = now() + make_interval(secs => $3)
+                 WHERE batch = $1 AND worker = $2",
+                &[&batch, &worker, &seconds(lease)],
+            )
+            .await;
+        if let Err(error) = renewed {
+            tracing::warn!(error = %super::describe(&error), "cannot renew this worker's claims in the ledger");
+        }
+    }
+}
+
+fn records(text: &str) -> Result<Vec<Record>, LedgerError> {
+    serde_json::from_str(text).map_err(|e| LedgerError::Database(format!("a record of the ledger cannot be read: {e}")))
+}
+
+/// Where a line of a batch is, in the ledger.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum LineView {
+    /// Its result was saved.
+    Done,
+    /// It ended in a failure (refused, moderated, failed).
+    Failed,
+    /// Its task was accepted and is not finished.
+    InFlight,
+    /// Its submission was sent and never answered.
+    Unknown,
+    /// Not submitted yet (or refused in a way that may be retried).
+    Open,
+}
+
+impl LineView {
+    fn of(state: &crate::batch::LineState) -> LineView {
+        match &state.finished {
+            Some(Record::Finished { status, .. }) if status == "Ready" => LineView::Done,
+            Some(Record::Finished { status, .. }) if status == "Refused" => LineView::Open,
+            Some(_) => LineView::Failed,
+            None if state.accepted.is_some() => LineView::InFlight,
+            None if state.unanswered => LineView::Unknown,
+            None => LineView::Open,
+        }
+    }
+}
+
+/// The whole batch at a glance ([`Ledger::status`]).
+#[derive(Clone, Debug, Default, Serialize)]
+#[non_exhaustive]
+pub struct BatchStatus {
+    /// The batch's name.
+    pub batch: String,
+    /// Lines whose result was saved.
+    pub done: u64,
+    /// Lines that ended in a failure.
+    pub failed: u64,
+    /// Lines whose task runs.
+    pub in_flight: u64,
+    /// Lines whose submission was never answered.
+    pub unknown: u64,
+    /// Lines not submitted yet, or open to a retry.
+    pub open: u64,
+    /// Credits the service reported charging.
+    pub credits_charged: f64,
+    /// Credits held for submissions whose cost is not known yet.
+    pub credits_held: f64,
+    /// Lines held by each live worker.
+    pub workers: BTreeMap<String, Vec<u64>>,
+}

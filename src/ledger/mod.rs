@@ -1,0 +1,214 @@
+//! A batch, its active-task seats and its spending shared by many workers,
+//! through PostgreSQL (feature `postgres`).
+//!
+//! One process with a [`crate::batch::FileJournal`] already runs a batch
+//! without ever paying twice. Several processes, on one machine or many,
+//! share one batch through a [`Ledger`]:
+//!
+//! - each line is **claimed** by one worker at a time, with a lease the
+//!   worker renews while it lives. A line whose lease lapsed (its worker
+//!   died) is claimed by another, which reads the line's records as a
+//!   restarted run reads its journal: an accepted task is polled and saved,
+//!   never submitted again; a submission sent but never answered is
+//!   reported unknown, never sent again on its own;
+//! - the records are the file journal's ([`crate::batch::Record`]), one row
+//!   each; an intent is written only while the worker still holds the line,
+//!   so a worker that lost its lease (a pause, a partition) sends nothing;
+//! - [`SharedSeats`] share the active-task limit: a seat is a row, taken
+//!   with `FOR UPDATE SKIP LOCKED` (never by counting rows, which races),
+//!   and a dead worker's seat comes back only once its task can no longer
+//!   be running;
+//! - the spending cap ([`crate::batch::Batch::max_credits`]) holds credits
+//!   per line in the ledger, so all workers together stay under it.
+//!
+//! The ledger owns its schema: numbered migrations applied on first use. It
+//! never stores the API key or images.
+
+mod lines;
+mod schema;
+mod seats;
+
+use std::time::Duration;
+
+use tokio_postgres::error::SqlState;
+
+pub(crate) use lines::Claim;
+pub use lines::{BatchStatus, Ledger, LineView};
+pub use seats::{SharedSeats, UNANSWERED_SEAT_HOLD};
+
+/// Why the ledger cannot be used. Nothing was sent to the service.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LedgerError {
+    /// The URL cannot be read as a PostgreSQL connection URL.
+    #[error("the ledger URL is not usable ({reason}); write it as postgres://USER:PASSWORD@HOST:PORT/DATABASE")]
+    Url {
+        /// What is wrong with it (the URL itself is not repeated: it may hold a password).
+        reason: String,
+    },
+    /// No connection could be opened.
+    #[error(
+        "cannot reach the ledger database at {at} ({reason}); check the host and port, and that PostgreSQL runs there"
+    )]
+    Unreachable {
+        /// Host and port.
+        at: String,
+        /// What the connection attempt met.
+        reason: String,
+    },
+    /// The server refused the user or password.
+    #[error(
+        "the ledger database at {at} refused the credentials ({reason}); check the user and password in the ledger URL"
+    )]
+    Credentials {
+        /// Host and port.
+        at: String,
+        /// The server's words.
+        reason: String,
+    },
+    /// The batch name is taken by a batch of another job file.
+    #[error(
+        "batch {batch:?} in the ledger was started from another job file; run the same job file, or give this one \
+         another batch name"
+    )]
+    OtherJobFile {
+        /// The batch name.
+        batch: String,
+    },
+    /// The database holds a newer schema than this build knows.
+    #[error("the ledger's schema is version {found}, newer than this genapi knows ({known}); upgrade genapi")]
+    SchemaTooNew {
+        /// The version found.
+        found: i32,
+        /// The newest version this build knows.
+        known: i32,
+    },
+    /// The database answered with an error.
+    #[error("the ledger database: {0}")]
+    Database(String),
+}
+
+impl LedgerError {
+    fn from_db(error: tokio_postgres::Error) -> LedgerError {
+        LedgerError::Database(describe(&error))
+    }
+}
+
+/// The server's message, or the error and its cause.
+fn describe(error: &tokio_postgres::Error) -> String {
+    if let Some(db) = error.as_db_error() {
+        return db.message().to_string();
+    }
+    match std::error::Error::source(error) {
+        Some(source) => format!("{error}: {source}"),
+        None => error.to_string(),
+    }
+}
+
+/// How long a worker's claims and seats last without renewal (renewed a
+/// few times per lease while it lives).
+pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
+
+/// A connection, migrated to the schema this build knows.
+pub(crate) async fn connect(url: &str) -> Result<tokio_postgres::Client, LedgerError> {
+    let mut config: tokio_postgres::Config = url
+        .parse()
+        .map_err(|e: tokio_postgres::Error| LedgerError::Url { reason: describe(&e) })?;
+    if config.get_connect_timeout().is_none() {
+        config.connect_timeout(Duration::from_secs(10));
+    }
+    let at = config
+        .get_hosts()
+        .iter()
+        .zip(config.get_ports().iter().chain(std::iter::repeat(&5432)))
+        .map(|(host, port)| match host {
+            tokio_postgres::config::Host::Tcp(name) => format!("{name}:{port}"),
+            #[cfg(unix)]
+            tokio_postgres::config::Host::Unix(path) => format!("{}:{port}", path.display()),
+        })
+        .collect::<Vec<_>>()
+        .join(",");
+    let (client, connection) = config.connect(tokio_postgres::NoTls).await.map_err(|e| {
+        let reason = describe(&e);
+        match e.code() {
+            Some(code)
+                if *code == SqlState::INVALID_PASSWORD || *code == SqlState::INVALID_AUTHORIZATION_SPECIFICATION =>
+            {
+                LedgerError::Credentials { at: at.clone(), reason }
+            }
+            Some(_) => LedgerError::Database(reason),
+            None => LedgerError::Unreachable { at: at.clone(), reason },
+        }
+    })?;
+    tokio::spawn(async move {
+        if let Err(error) = connection.await {
+            tracing::warn!(error = %describe(&error), "the ledger connection closed");
+        }
+    });
+    migrate(&client).await?;
+    Ok(client)
+}
+
+/// Applies the migrations this database lacks, one process at a time.
+async fn migrate(client: &tokio_postgres::Client) -> Result<(), LedgerError> {
+    let db = LedgerError::from_db;
+    client.batch_execute("BEGIN").await.map_err(db)?;
+    let applied = async {
+        client
+            .execute("SELECT pg_advisory_xact_lock($1)", &[&schema::MIGRATION_LOCK])
+            .await
+            .map_err(db)?;
+        client
+            .batch_execute("CREATE TABLE IF NOT EXISTS genapi_schema (version integer NOT NULL)")
+            .await
+            .map_err(db)?;
+        let found: i32 = client
+            .query_opt("SELECT max(version) FROM genapi_schema", &[])
+            .await
+            .map_err(db)?
+            .and_then(|row| row.get::<_, Option<i32>>(0))
+            .unwrap_or(0);
+        if found > schema::VERSION {
+            return Err(LedgerError::SchemaTooNew {
+                found,
+                known: schema::VERSION,
+            });
+        }
+        for (index, migration) in schema::MIGRATIONS.iter().enumerate().skip(found.max(0) as usize) {
+            client.batch_execute(migration).await.map_err(db)?;
+            let version = index as i32 + 1;
+            client
+                .execute("INSERT INTO genapi_schema (version) VALUES ($1)", &[&version])
+                .await
+                .map_err(db)?;
+        }
+        Ok(())
+    }
+    .await;
+    let end = if applied.is_ok() { "COMMIT" } else { "ROLLBACK" };
+    client.batch_execute(end).await.map_err(db)?;
+    applied
+}
+
+/// A name for this process among the workers: host, process id and a
+/// random part (a restarted process is a new worker).
+pub(crate) fn worker_name() -> String {
+    let host = std::env::var("HOSTNAME")
+        .ok()
+        .or_else(|| std::fs::read_to_string("/etc/hostname").ok())
+        .map(|name| {
+            name.trim()
+                .chars()
+                .filter(|c| c.is_ascii_alphanumeric() || *c == '-')
+                .take(40)
+                .collect()
+        })
+        .filter(|name: &String| !name.is_empty())
+        .unwrap_or_else(|| "host".into());
+    format!("{host}-{}-{:04x}", std::process::id(), fastrand::u16(..))
+}
+
+/// `lease` in seconds, as PostgreSQL takes an interval.
+fn seconds(lease: Duration) -> f64 {
+    lease.as_secs_f64()
+}

@@ -1,0 +1,55 @@
+//! The ledger's tables, as numbered migrations applied in order on first use.
+//!
+//! A database holds many batches and many seat pools. The ledger keeps what
+//! a batch's file journal keeps (its records, one row each) plus who works
+//! on which line; never the API key, never an image.
+
+/// Each migration, by its version (its index + 1). Applied ones are never
+/// edited: a change is a new migration at the end.
+pub(crate) const MIGRATIONS: &[&str] = &[
+    // 1: batches, their lines and records, shared seats.
+    "CREATE TABLE genapi_batches (
+        name text PRIMARY KEY,
+        jobs_digest text NOT NULL,
+        created_at timestamptz NOT NULL DEFAULT now()
+    );
+    CREATE TABLE genapi_lines (
+        batch text NOT NULL REFERENCES genapi_batches (name) ON DELETE CASCADE,
+        line bigint NOT NULL,
+        worker text,
+        lease_until timestamptz,
+        done boolean NOT NULL DEFAULT false,
+        -- Credits: what the service reported charging for the line's task,
+        -- and what is held for a submission whose cost is not known yet.
+        kind text,
+        charged double precision,
+        hold double precision,
+        PRIMARY KEY (batch, line)
+    );
+    CREATE TABLE genapi_records (
+        seq bigserial PRIMARY KEY,
+        batch text NOT NULL,
+        line bigint NOT NULL,
+        worker text NOT NULL,
+        at timestamptz NOT NULL DEFAULT now(),
+        record jsonb NOT NULL,
+        FOREIGN KEY (batch, line) REFERENCES genapi_lines (batch, line) ON DELETE CASCADE
+    );
+    CREATE INDEX genapi_records_line ON genapi_records (batch, line, seq);
+    CREATE TABLE genapi_seats (
+        pool text NOT NULL,
+        seat integer NOT NULL,
+        worker text,
+        lease_until timestamptz,
+        task_id text,
+        polling_url text,
+        taken_at timestamptz,
+        PRIMARY KEY (pool, seat)
+    );",
+];
+
+/// The newest schema version this build knows.
+pub(crate) const VERSION: i32 = MIGRATIONS.len() as i32;
+
+/// Serialises migrations between processes (`pg_advisory_xact_lock`).
+pub(crate) const MIGRATION_LOCK: i64 = 0x6765_6e61_7069_0001;

@@ -1,0 +1,246 @@
+//! An active-task limit shared by many processes: seats as rows.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use reqwest::Url;
+
+use super::{connect, describe, seconds, worker_name, LedgerError, DEFAULT_LEASE};
+use crate::limit::SharedPlaces;
+
+/// How long a seat taken for a submission whose answer never came back (its
+/// worker died) stays taken: the task may exist, and runs at most this long.
+pub const UNANSWERED_SEAT_HOLD: Duration = Duration::from_secs(30 * 60);
+
+/// `limit` seats in pool `pool` of a PostgreSQL database, shared by every
+/// client given them ([`crate::ClientBuilder::shared_seats`]) in any
+/// process: together they never keep more than `limit` tasks active.
+///
+/// A seat is taken for a submission and belongs to its task once accepted;
+/// it is given back when the task is seen final. A worker renews its seats'
+/// leases while it lives; a dead worker's seat whose task is known comes
+/// back once a live client polls that task and sees it final, and one taken
+/// for a submission whose answer never came back after
+/// [`UNANSWERED_SEAT_HOLD`].
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+/// use genapi::ledger::SharedSeats;
+/// let seats = SharedSeats::connect("postgres://genapi@db.internal/genapi", "team-account", 24).await?;
+/// let client = genapi::Client::from_env_builder()?.shared_seats(seats).build()?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct SharedSeats {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    db: Arc<tokio_postgres::Client>,
+    pool: String,
+    limit: usize,
+    worker: String,
+    lease: Duration,
+    unanswered_hold: Duration,
+    /// Dropped with the last clone: the background task then applies what
+    /// is queued and ends.
+    changes: tokio::sync::mpsc::UnboundedSender<Change>,
+}
+
+impl std::fmt::Debug for SharedSeats {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SharedSeats")
+            .field("pool", &self.inner.pool)
+            .field("limit", &self.inner.limit)
+            .field("worker", &self.inner.worker)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A change made from code that cannot wait (a drop), applied in order.
+enum Change {
+    Assign(i32, String, String),
+    Free(i32),
+    Reclaim(i32, String),
+}
+
+impl SharedSeats {
+    /// Connects (applying the schema on first use) and makes sure pool
+    /// `pool` has `limit` seats (at least 1).
+    pub async fn connect(url: &str, pool: &str, limit: usize) -> Result<SharedSeats, LedgerError> {
+        SharedSeats::connect_with(url, pool, limit, DEFAULT_LEASE, UNANSWERED_SEAT_HOLD).await
+    }
+
+    /// [`SharedSeats::connect`] with other lease and unanswered-seat times
+    /// (at least a second each).
+    pub async fn connect_with(
+        url: &str,
+        pool: &str,
+        limit: usize,
+        lease: Duration,
+        unanswered_hold: Duration,
+    ) -> Result<SharedSeats, LedgerError> {
+        let limit = limit.clamp(1, 100_000);
+        let db = Arc::new(connect(url).await?);
+        db.execute(
+            "INSERT INTO genapi_seats (pool, seat) SELECT $1, g FROM generate_series(1, $2) g ON CONFLICT DO NOTHING",
+            &[&pool, &(limit as i32)],
+        )
+        .await
+        .map_err(LedgerError::from_db)?;
+        let worker = worker_name();
+        let lease = lease.max(Duration::from_secs(1));
+        let (changes, received) = tokio::sync::mpsc::unbounded_channel();
+        tokio::spawn(apply(db.clone(), pool.to_string(), worker.clone(), lease, received));
+        Ok(SharedSeats {
+            inner: Arc::new(Inner {
+                db,
+                pool: pool.into(),
+                limit,
+                worker,
+                lease,
+                unanswered_hold: unanswered_hold.max(Duration::from_secs(1)),
+                changes,
+            }),
+        })
+    }
+
+    /// Seats in the pool this client uses.
+    pub fn limit(&self) -> usize {
+        self.inner.limit
+    }
+
+    /// Seats taken now in the pool, by any worker (live or not).
+    pub async fn taken(&self) -> Result<usize, LedgerError> {
+        let row = self
+            .inner
+            .db
+            .query_one(
+                "SELECT count(*) FROM genapi_seats WHERE pool = $1 AND worker IS NOT NULL",
+                &[&self.inner.pool],
+            )
+            .await
+            .map_err(LedgerError::from_db)?;
+        Ok(row.get::<_, i64>(0) as usize)
+    }
+
+    pub(crate) fn places(&self) -> Arc<dyn SharedPlaces> {
+        Arc::new(self.clone())
+    }
+
+    fn send(&self, change: Change) {
+        // The receiver lives as long as `inner`: a send cannot fail while
+        // `self` exists.
+        let _ = self.inner.changes.send(change);
+    }
+}
+
+impl SharedPlaces for SharedSeats {
+    fn take(&self) -> BoxFuture<'_, Option<i32>> {
+        Box::pin(async move {
+            let inner = &self.inner;
+            let taken = inner
+                .db
+                .query_opt(
+                    "UPDATE genapi_seats SET worker = $2, lease_until = now() + make_interval(secs => $4),
+                            task_id = NULL, polling_url = NULL, taken_at = now()
+                     WHERE (pool, seat) = (
+                       SELECT pool, seat FROM genapi_seats
+                       WHERE pool = $1 AND seat <= $3
+                         AND (worker IS NULL
+                              OR (lease_until < now() AND task_id IS NULL
+                                  AND taken_at < now() - make_interval(secs => $5)))
+                       ORDER BY seat LIMIT 1 FOR UPDATE SKIP LOCKED)
+                     RETURNING seat",
+                    &[
+                        &inner.pool,
+                        &inner.worker,
+                        &(inner.limit as i32),
+                        &seconds(inner.lease),
+                        &seconds(inner.unanswered_hold),
+                    ],
+                )
+                .await;
+            match taken {
+                Ok(row) => row.map(|row| row.get(0)),
+                Err(error) => {
+                    tracing::warn!(error = %describe(&error), "cannot take a shared seat");
+                    None
+                }
+            }
+        })
+    }
+
+    fn lapsed(&self) -> BoxFuture<'_, Vec<(i32, String, String)>> {
+        Box::pin(async move {
+            let inner = &self.inner;
+            let rows = inner
+                .db
+                .query(
+                    "SELECT seat, task_id, polling_url FROM genapi_seats
+                     WHERE pool = $1 AND seat <= $2 AND worker IS NOT NULL AND lease_until < now()
+                       AND task_id IS NOT NULL
+                     ORDER BY taken_at LIMIT 8",
+                    &[&inner.pool, &(inner.limit as i32)],
+                )
+                .await
+                .unwrap_or_default();
+            rows.iter().map(|row| (row.get(0), row.get(1), row.get(2))).collect()
+        })
+    }
+
+    fn reclaim(&self, place: i32, task_id: &str) {
+        self.send(Change::Reclaim(place, task_id.to_string()));
+    }
+
+    fn assign(&self, place: i32, task_id: &str, polling_url: &Url) {
+        self.send(Change::Assign(place, task_id.to_string(), polling_url.to_string()));
+    }
+
+    fn free(&self, place: i32) {
+        self.send(Change::Free(place));
+    }
+}
+
+/// Applies changes in order, and renews this worker's seats while it lives.
+async fn apply(
+    db: Arc<tokio_postgres::Client>,
+    pool: String,
+    worker: String,
+    lease: Duration,
+    mut changes: tokio::sync::mpsc::UnboundedReceiver<Change>,
+) {
+    let mut every = tokio::time::interval(lease / 3);
+    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        let result = tokio::select! {
+            change = changes.recv() => match change {
+                None => return,
+                Some(Change::Assign(seat, task, url)) => db.execute(
+                    "UPDATE genapi_seats SET task_id = $4, polling_url = $5
+                     WHERE pool = $1 AND seat = $2 AND worker = $3",
+                    &[&pool, &seat, &worker, &task, &url],
+                ).await,
+                Some(Change::Free(seat)) => db.execute(
+                    "UPDATE genapi_seats SET worker = NULL, lease_until = NULL, task_id = NULL, polling_url = NULL
+                     WHERE pool = $1 AND seat = $2 AND worker = $3",
+                    &[&pool, &seat, &worker],
+                ).await,
+                Some(Change::Reclaim(seat, task)) => db.execute(
+                    "UPDATE genapi_seats SET worker = NULL, lease_until = NULL, task_id = NULL, polling_url = NULL
+                     WHERE pool = $1 AND seat = $2 AND task_id = $3 AND lease_until < now()",
+                    &[&pool, &seat, &task],
+                ).await,
+            },
+            _ = every.tick() => db.execute(
+                "UPDATE genapi_seats SET lease_until = now() + make_interval(secs => $3)
+                 WHERE pool = $1 AND worker = $2",
+                &[&pool, &worker, &seconds(lease)],
+            ).await,
+        };
+        if let Err(error) = result {
+            tracing::warn!(error = %describe(&error), "cannot update the shared seats");
+        }
+    }
+}

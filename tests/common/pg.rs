@@ -1,0 +1,192 @@
+//! A throwaway PostgreSQL cluster on a free loopback port, for the ledger's
+//! tests: Debian's server binaries, run as the `postgres` user when the
+//! tests run as root (the server refuses root). Gone when dropped.
+//!
+//! Where no server is installed the tests say so and pass without it, except
+//! under CI (`CI` set), where a missing server is a failure: `.ci/run`
+//! installs it.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The password of the `postgres` user for TCP connections.
+pub const PASSWORD: &str = "ledger-test-password";
+
+pub struct Postgres {
+    dir: PathBuf,
+    bin: PathBuf,
+    pub port: u16,
+    as_postgres: bool,
+}
+
+impl Postgres {
+    /// A new cluster, or `None` (outside CI) when PostgreSQL is not installed.
+    pub fn start(name: &str) -> Option<Postgres> {
+        let Some(bin) = server_binaries() else {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "PostgreSQL's server binaries are not installed (Debian's postgresql package); CI must have them"
+            );
+            eprintln!("skipped: PostgreSQL's server binaries are not installed (Debian's postgresql package)");
+            return None;
+        };
+        let as_postgres = is_root();
+        let dir = std::env::temp_dir().join(format!("genapi-pg-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let pwfile = dir.join("pw");
+        std::fs::write(&pwfile, PASSWORD).unwrap();
+        if as_postgres {
+            run(Command::new("chown").args(["-R", "postgres:postgres"]).arg(&dir));
+        }
+        let data = dir.join("data");
+        let port = free_port();
+        let mut cluster = Postgres {
+            dir: dir.clone(),
+            bin,
+            port,
+            as_postgres,
+        };
+        cluster.pg(
+            "initdb",
+            &[
+                "-D",
+                path(&data),
+                "-U",
+                "postgres",
+                "--auth-local=trust",
+                "--auth-host=scram-sha-256",
+                "--pwfile",
+                path(&pwfile),
+                "--no-sync",
+            ],
+        );
+        let options = format!(
+            "-p {port} -k {} -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off \
+             -c full_page_writes=off -c max_connections=300",
+            path(&dir)
+        );
+        cluster.pg(
+            "pg_ctl",
+            &[
+                "-D",
+                path(&data),
+                "-l",
+                path(&dir.join("log")),
+                "-o",
+                &options,
+                "-w",
+                "start",
+            ],
+        );
+        cluster.port = port;
+        Some(cluster)
+    }
+
+    /// A URL to database `postgres` as user `postgres`.
+    pub fn url(&self) -> String {
+        format!("postgres://postgres:{PASSWORD}@127.0.0.1:{}/postgres", self.port)
+    }
+
+    /// Runs SQL as the superuser through `psql`.
+    pub fn sql(&self, statement: &str) -> String {
+        let output = self
+            .command(
+                "psql",
+                &[
+                    "-h",
+                    path(&self.dir),
+                    "-p",
+                    &self.port.to_string(),
+                    "-U",
+                    "postgres",
+                    "-d",
+                    "postgres",
+                    "-tAc",
+                    statement,
+                ],
+            )
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "psql: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8_lossy(&output.stdout).trim().to_string()
+    }
+
+    fn command(&self, program: &str, args: &[&str]) -> Command {
+        let binary = self.bin.join(program);
+        if self.as_postgres {
+            let mut command = Command::new("runuser");
+            command.args(["-u", "postgres", "--"]).arg(binary).args(args);
+            command
+        } else {
+            let mut command = Command::new(binary);
+            command.args(args);
+            command
+        }
+    }
+
+    fn pg(&mut self, program: &str, args: &[&str]) {
+        run(&mut self.command(program, args));
+    }
+}
+
+impl Drop for Postgres {
+    fn drop(&mut self) {
+        let data = self.dir.join("data");
+        let _ = self
+            .command("pg_ctl", &["-D", path(&data), "-m", "immediate", "-w", "stop"])
+            .output();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// The newest installed server's binaries.
+fn server_binaries() -> Option<PathBuf> {
+    let mut found: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
+        .ok()?
+        .filter_map(|entry| entry.ok().map(|e| e.path().join("bin")))
+        .filter(|bin| bin.join("initdb").is_file() && bin.join("pg_ctl").is_file())
+        .collect();
+    found.sort_by_key(|bin| {
+        bin.parent()
+            .and_then(Path::file_name)
+            .and_then(|v| v.to_str())
+            .and_then(|v| v.parse::<u32>().ok())
+            .unwrap_or(0)
+    });
+    found.pop()
+}
+
+fn is_root() -> bool {
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+        .unwrap_or(false)
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn path(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+fn run(command: &mut Command) {
+    let output = command.output().unwrap();
+    assert!(
+        output.status.success(),
+        "{command:?}: {}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
