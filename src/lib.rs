@@ -167,4 +167,8 @@ const _: () = {
     shared_between_threads::<Error>();
     shared_between_threads::<webhook::Inbox>();
     shared_between_threads::<webhook::Verifier>();
+    #[cfg(feature = "postgres")]
+    shared_between_threads::<ledger::Ledger>();
+    #[cfg(feature = "postgres")]
+    shared_between_threads::<ledger::SharedSeats>();
 };

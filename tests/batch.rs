@@ -615,6 +615,46 @@ async fn tasks_taken_up_from_the_journal_hold_places_under_the_clients_limit() {
     assert_eq!(mock.stats().peak_active_tasks, 3);
 }
 
+#[tokio::test(start_paused = true)]
+async fn a_credit_cap_is_used_without_being_passed_and_says_why_the_rest_was_not_sent() {
+    // 256 x 256 is 0.07 MP as the service rounds it: 3 credits a task.
+    let config = MockConfig::default()
+        .default_duration(Duration::from_millis(200))
+        .price_per_mp(300.0 / 7.0);
+    let mock = MockService::start_with(config, "127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    mock.set_credits(Some(100.0));
+    let dir = Dir::new("credit-cap");
+    let journal = MemoryJournal::default();
+    let sized = |count, tag| -> Vec<Job> {
+        jobs(count, tag)
+            .into_iter()
+            .map(|mut job| {
+                job.body["width"] = json!(256);
+                job.body["height"] = json!(256);
+                job
+            })
+            .collect()
+    };
+    let batch = Batch::new(mock.client().unwrap(), journal.clone(), &dir.0).max_credits(10.0);
+    let outcomes = run_batch(batch, sized(8, "capped")).await;
+    let charged = 100.0 - mock.credits().unwrap();
+    assert_eq!(charged, 9.0, "three tasks fit under 10 credits, a fourth would pass it");
+    let at_cap: Vec<&JobOutcome> = outcomes
+        .iter()
+        .filter(|o| o.class == Some(genapi::FailureClass::CreditCap))
+        .collect();
+    assert_eq!(at_cap.len(), 5, "{outcomes:#?}");
+    assert!(at_cap.iter().all(|o| o.status == JobStatus::NotSubmitted));
+    assert!(at_cap[0].error.as_deref().unwrap().contains("credit cap of 10"));
+    // The cap counts over runs: what the journal says was charged stays spent.
+    let again = Batch::new(mock.client().unwrap(), journal, &dir.0).max_credits(10.0);
+    let outcomes = run_batch(again, sized(8, "capped")).await;
+    assert_eq!(100.0 - mock.credits().unwrap(), 9.0, "nothing more charged");
+    assert_eq!(outcomes.iter().filter(|o| o.from_journal).count(), 3);
+}
+
 // ---------------------------------------------------------------------------
 // The command.
 

@@ -5,7 +5,8 @@
 //! a submission is sent, credits are *held* for it: the most a submission of
 //! its kind (path and size) was charged so far. With no charge of its kind
 //! seen yet, everything left under the cap is held, so the first of a kind
-//! goes alone and its cost is known before the next is sent. A hold is
+//! goes alone (and only while what is left covers the largest charge seen
+//! of any kind) and its cost is known before the next is sent. A hold is
 //! replaced by the reported cost once known, and given back when nothing was
 //! created. A submission whose answer never came may have been charged: its
 //! hold stays. So the service is never charged more than the cap, and the
@@ -31,13 +32,14 @@ pub(crate) enum Hold {
 /// The one rule, for the file journal and the ledger alike. `charged` and
 /// `held` are over the whole batch; `live_holds` says whether any hold may
 /// still be given back (a hold of a worker that died stays); `estimate` is
-/// the most a submission of this kind was charged so far.
-pub(crate) fn decide(max: f64, charged: f64, held: f64, live_holds: bool, estimate: Option<f64>) -> Hold {
+/// the most a submission of this kind was charged so far, and `largest` the
+/// most any submission was.
+pub(crate) fn decide(max: f64, charged: f64, held: f64, live_holds: bool, estimate: Option<f64>, largest: f64) -> Hold {
     let left = max - charged - held;
     match estimate {
         Some(cost) if cost <= left => Hold::Held(cost.max(0.0)),
         // The first of a kind goes alone, once nothing else is in flight.
-        None if !live_holds && left > 0.0 => Hold::Held(left),
+        None if !live_holds && left > 0.0 && left >= largest => Hold::Held(left),
         _ if live_holds => Hold::Wait,
         _ => Hold::CapReached,
     }
@@ -89,7 +91,8 @@ impl LocalBudget {
         let charged: f64 = self.charged.values().sum();
         let held: f64 = self.holds.values().map(|(_, amount)| amount).sum::<f64>() + self.unanswered;
         let live = !self.holds.is_empty();
-        let hold = decide(max, charged, held, live, self.most.get(kind).copied());
+        let largest = self.charged.values().copied().fold(0.0, f64::max);
+        let hold = decide(max, charged, held, live, self.most.get(kind).copied(), largest);
         if let Hold::Held(amount) = hold {
             self.holds.insert(line, (kind.to_string(), amount));
         }
@@ -140,24 +143,19 @@ mod tests {
 
     #[test]
     fn the_first_of_a_kind_goes_alone_and_then_the_cap_is_used_without_being_passed() {
-        assert_eq!(decide(60.0, 0.0, 0.0, false, None), Hold::Held(60.0));
-        assert_eq!(decide(60.0, 0.0, 60.0, true, None), Hold::Wait, "goes alone");
-        assert_eq!(decide(60.0, 3.0, 0.0, false, Some(3.0)), Hold::Held(3.0));
+        let first = |charged, held, live, largest| decide(60.0, charged, held, live, None, largest);
+        let known = |charged, held, live| decide(60.0, charged, held, live, Some(3.0), 3.0);
+        assert_eq!(first(0.0, 0.0, false, 0.0), Hold::Held(60.0));
+        assert_eq!(first(0.0, 60.0, true, 0.0), Hold::Wait, "goes alone");
+        assert_eq!(known(3.0, 0.0, false), Hold::Held(3.0));
+        assert_eq!(known(57.0, 0.0, false), Hold::Held(3.0), "up to the cap");
+        assert_eq!(known(57.0, 3.0, true), Hold::Wait, "a hold may come back");
+        assert_eq!(known(58.0, 0.0, false), Hold::CapReached);
+        assert_eq!(known(57.0, 3.0, false), Hold::CapReached, "a dead hold stays");
         assert_eq!(
-            decide(60.0, 57.0, 0.0, false, Some(3.0)),
-            Hold::Held(3.0),
-            "up to the cap"
-        );
-        assert_eq!(
-            decide(60.0, 57.0, 3.0, true, Some(3.0)),
-            Hold::Wait,
-            "a hold may come back"
-        );
-        assert_eq!(decide(60.0, 58.0, 0.0, false, Some(3.0)), Hold::CapReached);
-        assert_eq!(
-            decide(60.0, 57.0, 3.0, false, Some(3.0)),
+            first(58.0, 0.0, false, 3.0),
             Hold::CapReached,
-            "a dead hold stays"
+            "a new kind goes only if what is left covers the largest charge seen"
         );
     }
 

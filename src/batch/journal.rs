@@ -506,6 +506,7 @@ pub(crate) struct LineState {
 }
 
 /// Folds the records of one line into its state.
+#[cfg(feature = "postgres")]
 pub(crate) fn line_state(records: Vec<Record>) -> LineState {
     fold(records).into_values().next().unwrap_or_default()
 }

@@ -20,6 +20,7 @@ mod run;
 
 pub use adopt::{adopt, AdoptError, Adopted};
 pub use job::{safe_stem, Job, JobLine};
+#[cfg(feature = "postgres")]
 pub(crate) use journal::{line_state, LineState};
 pub use journal::{FileJournal, Journal, MemoryJournal, Record};
 pub use outcome::{FailureClass, JobOutcome, JobStatus};

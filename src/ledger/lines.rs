@@ -322,15 +322,16 @@ impl Ledger {
             .query_one(
                 "SELECT coalesce(sum(charged), 0), coalesce(sum(hold), 0),
                         max(charged) FILTER (WHERE kind = $2),
-                        count(*) FILTER (WHERE hold IS NOT NULL AND lease_until > now()) > 0
+                        count(*) FILTER (WHERE hold IS NOT NULL AND lease_until > now()) > 0,
+                        coalesce(max(charged), 0)
                  FROM genapi_lines WHERE batch = $1",
                 &[&self.batch, &kind],
             )
             .await
             .map_err(db_error)?;
-        let (charged, held, estimate, live): (f64, f64, Option<f64>, bool) =
-            (row.get(0), row.get(1), row.get(2), row.get(3));
-        let hold = crate::batch::budget::decide(max, charged, held, live, estimate);
+        let (charged, held, estimate, live, largest): (f64, f64, Option<f64>, bool, f64) =
+            (row.get(0), row.get(1), row.get(2), row.get(3), row.get(4));
+        let hold = crate::batch::budget::decide(max, charged, held, live, estimate, largest);
         if let Hold::Held(amount) = hold {
             transaction
                 .execute(
