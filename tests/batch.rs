@@ -1196,3 +1196,51 @@ async fn ctrl_c_stops_with_130_and_the_same_command_finishes_the_batch() {
     assert_eq!(posts.len(), 30);
     assert!(posts.values().all(|n| *n == 1), "{posts:?}");
 }
+
+#[cfg(unix)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn links_planted_where_the_command_writes_temporary_files_are_never_followed() {
+    let mock = mock(50).await;
+    let dir = Dir::new("planted-links");
+    write_jobs(&dir.join("jobs.jsonl"), 2, "planted");
+    let out = dir.join("out");
+    let cache = dir.join("cache").join("genapi");
+    std::fs::create_dir_all(&out).unwrap();
+    std::fs::create_dir_all(&cache).unwrap();
+    // Where results.jsonl, an image and the learned durations are written
+    // before they are renamed into place: links to files of someone else's,
+    // and one to a file that does not exist yet.
+    let victims: Vec<_> = ["results", "image", "durations"]
+        .iter()
+        .map(|name| dir.join(&format!("victim-{name}.txt")))
+        .collect();
+    for victim in &victims {
+        std::fs::write(victim, b"not yours").unwrap();
+    }
+    let elsewhere = dir.join("created-elsewhere.txt");
+    for (link, target) in [
+        (out.join(".results.jsonl.partial"), &victims[0]),
+        (out.join(".img-1.partial"), &victims[1]),
+        (cache.join("learned.json.partial"), &victims[2]),
+        (out.join(".img-2.partial"), &elsewhere),
+    ] {
+        std::os::unix::fs::symlink(target, link).unwrap();
+    }
+    let run = genapi(&dir, &mock)
+        .args(["batch", "jobs.jsonl", "--out", "out"])
+        .output()
+        .unwrap();
+    assert_eq!(run.status.code(), Some(0), "{}", text(&run.stderr));
+    for victim in &victims {
+        let kept = std::fs::read(victim).unwrap() == b"not yours";
+        assert!(kept, "{} was written through a link", victim.display());
+    }
+    assert!(!elsewhere.exists(), "nothing is created through a link");
+    for n in 1..=2 {
+        let image = std::fs::read(out.join(format!("img-{n}.jpg"))).unwrap();
+        assert_eq!(genapi::dimensions(&image), Some((64, 64)));
+    }
+    assert_eq!(results(&out.join("results.jsonl")).len(), 2);
+    let learned = std::fs::read_to_string(cache.join("learned.json")).unwrap();
+    assert!(serde_json::from_str::<Value>(&learned).is_ok(), "{learned}");
+}

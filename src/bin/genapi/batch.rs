@@ -177,7 +177,7 @@ pub async fn run(global: &Global, args: BatchArgs) -> Result<(), Failure> {
     tokio::pin!(stream);
 
     let partial = out_dir.join(format!(".{RESULTS}.partial"));
-    let mut results = std::fs::File::create(&partial)
+    let mut results = genapi::create_temporary(&partial)
         .map_err(|e| Failure::new(code::OTHER, format!("cannot write {}: {e}", shown(&partial))))?;
     let mut tally = Tally::new(checked.total - checked.invalid.len());
     for (line, message) in &checked.invalid {
