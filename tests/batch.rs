@@ -1244,3 +1244,51 @@ async fn links_planted_where_the_command_writes_temporary_files_are_never_follow
     let learned = std::fs::read_to_string(cache.join("learned.json")).unwrap();
     assert!(serde_json::from_str::<Value>(&learned).is_ok(), "{learned}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_journal_file_the_batch_did_not_write_is_left_as_it_was_and_refused() {
+    let mock = mock(50).await;
+    let dir = Dir::new("foreign-journal");
+    write_jobs(&dir.join("jobs.jsonl"), 2, "foreign journal");
+    std::fs::create_dir_all(dir.join("out")).unwrap();
+    let journal = dir.join("out/journal.jsonl");
+    // Someone's own file, its last line without a newline.
+    let mine = "{\"note\":\"my own log\"}\n{\"note\":\"its last line\"}";
+    std::fs::write(&journal, mine).unwrap();
+    let batch = || {
+        genapi(&dir, &mock)
+            .args(["batch", "jobs.jsonl", "--out", "out"])
+            .output()
+            .unwrap()
+    };
+    for _ in 0..2 {
+        let run = batch();
+        let stderr = text(&run.stderr);
+        assert_eq!(run.status.code(), Some(2), "{stderr}");
+        for expected in [
+            "is not a journal of a batch",
+            "left as it is",
+            "move it elsewhere",
+            "nothing was sent",
+        ] {
+            assert!(stderr.contains(expected), "{expected:?} in {stderr}");
+        }
+        assert_eq!(
+            std::fs::read_to_string(&journal).unwrap(),
+            mine,
+            "left exactly as it was"
+        );
+    }
+    assert_eq!(mock.count("POST", "/v1/gen-2-pro"), 0);
+    // Moved away, it makes room for the batch's own, which the next run reads.
+    std::fs::rename(&journal, dir.join("mine.jsonl")).unwrap();
+    for _ in 0..2 {
+        let run = batch();
+        assert_eq!(run.status.code(), Some(0), "{}", text(&run.stderr));
+    }
+    assert_eq!(
+        mock.count("POST", "/v1/gen-2-pro"),
+        2,
+        "the second run found its tasks in the journal"
+    );
+}

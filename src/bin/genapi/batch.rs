@@ -100,7 +100,10 @@ pub async fn run(global: &Global, args: BatchArgs) -> Result<(), Failure> {
     std::fs::create_dir_all(&out_dir)
         .map_err(|e| Failure::usage(format!("--out {}: cannot create the directory ({e})", shown(&out_dir))))?;
     let mut journal = FileJournal::open(out_dir.join(JOURNAL)).map_err(|e| {
-        if e.kind() == std::io::ErrorKind::WouldBlock {
+        if matches!(
+            e.kind(),
+            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::InvalidData
+        ) {
             Failure::usage(format!("{e}; nothing was sent"))
         } else {
             Failure::new(
