@@ -1292,3 +1292,62 @@ async fn a_journal_file_the_batch_did_not_write_is_left_as_it_was_and_refused() 
         "the second run found its tasks in the journal"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_output_directory_whose_journal_lost_its_records_is_refused_not_paid_again() {
+    let mock = mock(50).await;
+    let dir = Dir::new("lost-journal");
+    write_jobs(&dir.join("jobs.jsonl"), 2, "lost journal");
+    let out = dir.join("out");
+    let batch = || {
+        genapi(&dir, &mock)
+            .args(["batch", "jobs.jsonl", "--out", "out"])
+            .output()
+            .unwrap()
+    };
+    let first = batch();
+    assert_eq!(first.status.code(), Some(0), "{}", text(&first.stderr));
+    let images: Vec<Vec<u8>> = (1..=2)
+        .map(|n| std::fs::read(out.join(format!("img-{n}.jpg"))).unwrap())
+        .collect();
+    let unchanged = || {
+        for (n, image) in (1..=2).zip(&images) {
+            assert_eq!(&std::fs::read(out.join(format!("img-{n}.jpg"))).unwrap(), image);
+        }
+    };
+    // The journal is emptied: results.jsonl still names the tasks.
+    std::fs::write(out.join("journal.jsonl"), "").unwrap();
+    let refused = batch();
+    let stderr = text(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(2), "{stderr}");
+    for expected in [
+        "results.jsonl lists tasks",
+        "holds no record",
+        "restore journal.jsonl",
+        "nothing was sent",
+    ] {
+        assert!(stderr.contains(expected), "{expected:?} in {stderr}");
+    }
+    assert_eq!(mock.count("POST", "/v1/gen-2-pro"), 2, "nothing paid again");
+    unchanged();
+    // Without results.jsonl, the saved images say so, line by line.
+    std::fs::rename(out.join("results.jsonl"), dir.join("old-results.jsonl")).unwrap();
+    let refused = batch();
+    let stderr = text(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("img-1.jpg is already in the output directory")
+            && stderr.contains("journal holds no task of line 1")
+            && stderr.contains("restore it"),
+        "{stderr}"
+    );
+    assert_eq!(mock.count("POST", "/v1/gen-2-pro"), 2, "nothing paid again");
+    unchanged();
+    // With the results moved away too, it starts over.
+    for n in 1..=2 {
+        std::fs::remove_file(out.join(format!("img-{n}.jpg"))).unwrap();
+    }
+    let fresh = batch();
+    assert_eq!(fresh.status.code(), Some(0), "{}", text(&fresh.stderr));
+    assert_eq!(mock.count("POST", "/v1/gen-2-pro"), 4);
+}

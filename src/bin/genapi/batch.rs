@@ -9,7 +9,7 @@ use std::time::Duration;
 use clap::Args;
 use futures::StreamExt;
 use genapi::batch::{
-    adopt, safe_stem, AdoptError, Batch, FailureClass, FileJournal, Job, JobLine, JobOutcome, JobStatus,
+    adopt, safe_stem, AdoptError, Batch, FailureClass, FileJournal, Job, JobLine, JobOutcome, JobStatus, Journal,
 };
 use serde_json::{json, Map, Value};
 use tokio::time::Instant;
@@ -112,6 +112,17 @@ pub async fn run(global: &Global, args: BatchArgs) -> Result<(), Failure> {
             )
         }
     })?;
+    // A journal that lost its records would have every line submitted (and
+    // paid for) again: results.jsonl naming tasks says it had some.
+    if results_name_tasks(&out_dir) && journal.replay().is_ok_and(|records| records.is_empty()) {
+        return Err(Failure::usage(format!(
+            "--out {}: {RESULTS} lists tasks of an earlier run, but {JOURNAL} holds no record of them, so running \
+             would submit (and pay for) those lines again and overwrite their files; restore {JOURNAL} from a copy, \
+             or, to start over, move {RESULTS} and the images away (or choose another --out directory); nothing was \
+             sent",
+            shown(&out_dir)
+        )));
+    }
     let connection = connect_with_limit(global, Some(args.max_active as usize)).await?;
     if connection.mock.is_some() {
         out::err("note: the built-in mock stops with this command, so a later run cannot resume its tasks");
@@ -300,6 +311,22 @@ fn adopt_failure(line: u64, error: &AdoptError) -> Failure {
         other => other.to_string(),
     };
     Failure::new(code, out::clean(&format!("--adopt {line}=…: {message}")))
+}
+
+/// Whether the output directory's results.jsonl names a task (a line an
+/// earlier run submitted or took up). Only a regular file is read.
+fn results_name_tasks(out_dir: &Path) -> bool {
+    let path = out_dir.join(RESULTS);
+    if !std::fs::metadata(&path).is_ok_and(|m| m.is_file()) {
+        return false;
+    }
+    let Ok(file) = std::fs::File::open(&path) else {
+        return false;
+    };
+    BufReader::new(file)
+        .lines()
+        .map_while(Result::ok)
+        .any(|line| serde_json::from_str::<Value>(&line).is_ok_and(|entry| entry["task_id"].is_string()))
 }
 
 fn shown(path: &Path) -> String {
