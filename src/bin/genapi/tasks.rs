@@ -443,7 +443,7 @@ async fn save_output(
         out::err(&format!("warning: {warning}"));
     }
     // Without --force an existing file is never replaced: a hard link fails
-    // when the name is [`taken`], a rename would not.
+    // when the name is taken (see `taken`), a rename would not.
     let published = if plan.force {
         std::fs::rename(&saved, &file)
     } else {
