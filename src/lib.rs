@@ -104,6 +104,8 @@ pub use error::{Checked, Error, Moderation, Result, TaskRef};
 pub use failure::FailureClass;
 pub use field::FieldValue;
 pub use input::{dimensions, ImageFormat, ImageInput};
+#[doc(hidden)]
+pub use output::create_temporary;
 pub use output::Output;
 #[doc(hidden)]
 pub use response::is_unsafe_to_show;

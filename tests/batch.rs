@@ -1204,3 +1204,158 @@ async fn ctrl_c_stops_with_130_and_the_same_command_finishes_the_batch() {
     assert_eq!(posts.len(), 30);
     assert!(posts.values().all(|n| *n == 1), "{posts:?}");
 }
+
+#[cfg(unix)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn links_planted_where_the_command_writes_temporary_files_are_never_followed() {
+    let mock = mock(50).await;
+    let dir = Dir::new("planted-links");
+    write_jobs(&dir.join("jobs.jsonl"), 2, "planted");
+    let out = dir.join("out");
+    let cache = dir.join("cache").join("genapi");
+    std::fs::create_dir_all(&out).unwrap();
+    std::fs::create_dir_all(&cache).unwrap();
+    // Where results.jsonl, an image and the learned durations are written
+    // before they are renamed into place: links to files of someone else's,
+    // and one to a file that does not exist yet.
+    let victims: Vec<_> = ["results", "image", "durations"]
+        .iter()
+        .map(|name| dir.join(&format!("victim-{name}.txt")))
+        .collect();
+    for victim in &victims {
+        std::fs::write(victim, b"not yours").unwrap();
+    }
+    let elsewhere = dir.join("created-elsewhere.txt");
+    for (link, target) in [
+        (out.join(".results.jsonl.partial"), &victims[0]),
+        (out.join(".img-1.partial"), &victims[1]),
+        (cache.join("learned.json.partial"), &victims[2]),
+        (out.join(".img-2.partial"), &elsewhere),
+    ] {
+        std::os::unix::fs::symlink(target, link).unwrap();
+    }
+    let run = genapi(&dir, &mock)
+        .args(["batch", "jobs.jsonl", "--out", "out"])
+        .output()
+        .unwrap();
+    assert_eq!(run.status.code(), Some(0), "{}", text(&run.stderr));
+    for victim in &victims {
+        let kept = std::fs::read(victim).unwrap() == b"not yours";
+        assert!(kept, "{} was written through a link", victim.display());
+    }
+    assert!(!elsewhere.exists(), "nothing is created through a link");
+    for n in 1..=2 {
+        let image = std::fs::read(out.join(format!("img-{n}.jpg"))).unwrap();
+        assert_eq!(genapi::dimensions(&image), Some((64, 64)));
+    }
+    assert_eq!(results(&out.join("results.jsonl")).len(), 2);
+    let learned = std::fs::read_to_string(cache.join("learned.json")).unwrap();
+    assert!(serde_json::from_str::<Value>(&learned).is_ok(), "{learned}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_journal_file_the_batch_did_not_write_is_left_as_it_was_and_refused() {
+    let mock = mock(50).await;
+    let dir = Dir::new("foreign-journal");
+    write_jobs(&dir.join("jobs.jsonl"), 2, "foreign journal");
+    std::fs::create_dir_all(dir.join("out")).unwrap();
+    let journal = dir.join("out/journal.jsonl");
+    // Someone's own file, its last line without a newline.
+    let mine = "{\"note\":\"my own log\"}\n{\"note\":\"its last line\"}";
+    std::fs::write(&journal, mine).unwrap();
+    let batch = || {
+        genapi(&dir, &mock)
+            .args(["batch", "jobs.jsonl", "--out", "out"])
+            .output()
+            .unwrap()
+    };
+    for _ in 0..2 {
+        let run = batch();
+        let stderr = text(&run.stderr);
+        assert_eq!(run.status.code(), Some(2), "{stderr}");
+        for expected in [
+            "is not a journal of a batch",
+            "left as it is",
+            "move it elsewhere",
+            "nothing was sent",
+        ] {
+            assert!(stderr.contains(expected), "{expected:?} in {stderr}");
+        }
+        assert_eq!(
+            std::fs::read_to_string(&journal).unwrap(),
+            mine,
+            "left exactly as it was"
+        );
+    }
+    assert_eq!(mock.count("POST", "/v1/gen-2-pro"), 0);
+    // Moved away, it makes room for the batch's own, which the next run reads.
+    std::fs::rename(&journal, dir.join("mine.jsonl")).unwrap();
+    for _ in 0..2 {
+        let run = batch();
+        assert_eq!(run.status.code(), Some(0), "{}", text(&run.stderr));
+    }
+    assert_eq!(
+        mock.count("POST", "/v1/gen-2-pro"),
+        2,
+        "the second run found its tasks in the journal"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_output_directory_whose_journal_lost_its_records_is_refused_not_paid_again() {
+    let mock = mock(50).await;
+    let dir = Dir::new("lost-journal");
+    write_jobs(&dir.join("jobs.jsonl"), 2, "lost journal");
+    let out = dir.join("out");
+    let batch = || {
+        genapi(&dir, &mock)
+            .args(["batch", "jobs.jsonl", "--out", "out"])
+            .output()
+            .unwrap()
+    };
+    let first = batch();
+    assert_eq!(first.status.code(), Some(0), "{}", text(&first.stderr));
+    let images: Vec<Vec<u8>> = (1..=2)
+        .map(|n| std::fs::read(out.join(format!("img-{n}.jpg"))).unwrap())
+        .collect();
+    let unchanged = || {
+        for (n, image) in (1..=2).zip(&images) {
+            assert_eq!(&std::fs::read(out.join(format!("img-{n}.jpg"))).unwrap(), image);
+        }
+    };
+    // The journal is emptied: results.jsonl still names the tasks.
+    std::fs::write(out.join("journal.jsonl"), "").unwrap();
+    let refused = batch();
+    let stderr = text(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(2), "{stderr}");
+    for expected in [
+        "results.jsonl lists tasks",
+        "holds no record",
+        "restore journal.jsonl",
+        "nothing was sent",
+    ] {
+        assert!(stderr.contains(expected), "{expected:?} in {stderr}");
+    }
+    assert_eq!(mock.count("POST", "/v1/gen-2-pro"), 2, "nothing paid again");
+    unchanged();
+    // Without results.jsonl, the saved images say so, line by line.
+    std::fs::rename(out.join("results.jsonl"), dir.join("old-results.jsonl")).unwrap();
+    let refused = batch();
+    let stderr = text(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("img-1.jpg is already in the output directory")
+            && stderr.contains("journal holds no task of line 1")
+            && stderr.contains("restore it"),
+        "{stderr}"
+    );
+    assert_eq!(mock.count("POST", "/v1/gen-2-pro"), 2, "nothing paid again");
+    unchanged();
+    // With the results moved away too, it starts over.
+    for n in 1..=2 {
+        std::fs::remove_file(out.join(format!("img-{n}.jpg"))).unwrap();
+    }
+    let fresh = batch();
+    assert_eq!(fresh.status.code(), Some(0), "{}", text(&fresh.stderr));
+    assert_eq!(mock.count("POST", "/v1/gen-2-pro"), 4);
+}

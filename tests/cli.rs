@@ -868,3 +868,37 @@ fn a_result_that_cannot_be_written_exits_1_and_says_how_to_resume() {
     assert_eq!(status.code(), Some(1), "{seen}{rest}");
     assert!(rest.contains("cannot write"), "{rest}");
 }
+
+#[cfg(unix)]
+#[test]
+fn an_output_named_by_a_link_to_nothing_is_refused_before_anything_is_submitted() {
+    let dir = Dir::new("dangling");
+    let nowhere = dir.join("nowhere.jpg");
+    std::os::unix::fs::symlink(&nowhere, dir.join("link.jpg")).unwrap();
+    // The save would refuse the name (it never replaces one without
+    // --force): so does the check before paying, for generate and for the
+    // wait that picks a task up again.
+    for args in [
+        vec!["generate", "x", "-o", "link.jpg"],
+        vec!["wait", "some-task", "-o", "link.jpg"],
+    ] {
+        let run = genapi(&dir).args(&args).output().unwrap();
+        assert_exit(&run, 2);
+        let stderr = text(&run.stderr);
+        assert!(!stderr.contains("submitted"), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains("--out link.jpg") && stderr.contains("link to a file that does not exist"),
+            "{args:?}: {stderr}"
+        );
+        assert!(stderr.contains("--force"), "says what to do: {stderr}");
+    }
+    // --force replaces the link itself, not what it names.
+    let run = genapi(&dir)
+        .args(["generate", "x", "-o", "link.jpg", "--force"])
+        .output()
+        .unwrap();
+    assert_exit(&run, 0);
+    assert!(!std::fs::symlink_metadata(dir.join("link.jpg")).unwrap().is_symlink());
+    assert_eq!(decoded(&dir.join("link.jpg")).0, Some(genapi::ImageFormat::Jpeg));
+    assert!(!nowhere.exists());
+}

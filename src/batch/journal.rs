@@ -154,6 +154,9 @@ pub trait Journal: Send + 'static {
 /// A line cut short by a crash (the last one) is ignored on replay; a damaged
 /// line elsewhere is an error, since skipping it could lose an accepted task.
 ///
+/// Its first line is a header that marks it as a batch's journal. A file that
+/// is not one (see [`FileJournal::open`]) is refused and left as it was.
+///
 /// The file and its directory are locked while the journal is open: two runs
 /// over the same journal would both submit the lines neither has recorded
 /// yet, paying twice for each (so one open journal per directory). The locks
@@ -169,6 +172,53 @@ pub struct FileJournal {
     identity: Option<(u64, u64)>,
     /// Set once a failed write could not be undone: nothing more is written.
     broken: Option<String>,
+}
+
+/// The first line of every journal this crate writes.
+///
+/// Opening a journal changes it (a torn last line is cut off, records are
+/// appended), so a file is first recognised as a batch's journal, and any
+/// other file named like one is refused untouched. A file is a journal when:
+///
+/// - its first line is this header (written with the first record): this
+///   version made it;
+/// - its first line is a whole record: an earlier version made it. Those
+///   wrote no header, but always began the file with one whole record, so
+///   the check is no weaker for them: a file of someone else's would need a
+///   line that is exactly one of the batch's records;
+/// - it is empty: earlier versions created the file before recording
+///   anything, and an empty file holds nothing to lose.
+///
+/// A header torn by a crash fails the check, but nothing was recorded (nor
+/// sent) before it was whole: moving the file away, as the error says, loses
+/// nothing.
+const HEADER: &str = r#"{"journal":"genapi batch","format":1}"#;
+
+/// How much of a file is read to find its first line.
+const FIRST_LINE_LIMIT: u64 = 1 << 20;
+
+/// Fails, with what to do, unless the file is a batch's journal (see
+/// [`HEADER`]). Reads only; changes nothing.
+fn recognise(file: &mut File, path: &Path) -> io::Result<()> {
+    let length = file.metadata()?.len();
+    if length == 0 {
+        return Ok(());
+    }
+    file.seek(SeekFrom::Start(0))?;
+    let mut first = Vec::new();
+    BufReader::new(io::Read::take(&mut *file, length.min(FIRST_LINE_LIMIT))).read_until(b'\n', &mut first)?;
+    let first = first.strip_suffix(b"\n").unwrap_or(&first);
+    if first == HEADER.as_bytes() || serde_json::from_slice::<Record>(first).is_ok() {
+        return Ok(());
+    }
+    Err(io::Error::new(
+        io::ErrorKind::InvalidData,
+        format!(
+            "{} is not a journal of a batch (its first line is neither the journal's header nor one of its records), \
+             so it was left as it is; move it elsewhere, or choose another output directory",
+            path.display()
+        ),
+    ))
 }
 
 /// The length of the file up to its last complete record (its last newline).
@@ -212,7 +262,10 @@ impl FileJournal {
     /// Opens (or creates) the journal at `path`, and locks it.
     ///
     /// Fails with [`io::ErrorKind::WouldBlock`] while another open journal
-    /// (in this process or another) holds the file.
+    /// (in this process or another) holds the file, and with
+    /// [`io::ErrorKind::InvalidData`] when the file is not a batch's journal
+    /// (it is then left exactly as it was). A new journal is never created
+    /// through a link.
     ///
     /// ```no_run
     /// let journal = genapi::batch::FileJournal::open("out/journal.jsonl")?;
@@ -222,11 +275,18 @@ impl FileJournal {
         // Absolute, so a later change of directory does not make it name
         // another file.
         let path = std::path::absolute(path.as_ref())?;
-        let existed = path.exists();
-        let mut file = OpenOptions::new().read(true).append(true).create(true).open(&path)?;
-        if !existed {
-            sync_directory(&path);
-        }
+        let mut options = OpenOptions::new();
+        options.read(true).append(true);
+        // Created only where nothing has the name (a link included), else
+        // the file that is there, which must then be a journal.
+        let mut file = match options.clone().create_new(true).open(&path) {
+            Ok(file) => {
+                sync_directory(&path);
+                file
+            }
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => options.open(&path)?,
+            Err(e) => return Err(e),
+        };
         // The journal and its directory: deleting the journal while a run
         // uses it must not let a second run in.
         let directory = File::open(parent_of(&path)).ok();
@@ -250,6 +310,7 @@ impl FileJournal {
                 Err(std::fs::TryLockError::Error(e)) => return Err(e),
             }
         }
+        recognise(&mut file, &path)?;
         // A record cut short by a crash was never acknowledged: cut it off,
         // so the next record starts on a line of its own. A whole record
         // that only lacks its newline (an editor's save) is kept.
@@ -326,7 +387,7 @@ impl Journal for FileJournal {
         let mut records = Vec::new();
         let count = lines.len();
         for (index, text) in lines.iter().enumerate() {
-            if text.trim().is_empty() {
+            if text.trim().is_empty() || (index == 0 && text == HEADER) {
                 continue;
             }
             match serde_json::from_str::<Record>(text) {
@@ -360,12 +421,16 @@ impl Journal for FileJournal {
             return Err(io::Error::other(why.clone()));
         }
         self.still_ours()?;
+        let before = self.file.metadata()?.len();
         let mut text = String::new();
+        if before == 0 {
+            text.push_str(HEADER);
+            text.push('\n');
+        }
         for record in records {
             text.push_str(&serde_json::to_string(record).map_err(io::Error::other)?);
             text.push('\n');
         }
-        let before = self.file.metadata()?.len();
         // One write, so a crash tears at most the last record.
         let written = self
             .file
@@ -710,6 +775,37 @@ mod tests {
         std::fs::write(&path, format!("{whole}{{\"event\":nonsense}}\n{whole}")).unwrap();
         let mut journal = FileJournal::open(&path).unwrap();
         assert_eq!(journal.replay().unwrap_err().kind(), io::ErrorKind::InvalidData);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn only_a_batchs_journal_is_opened_and_any_other_file_is_left_as_it_was() {
+        let dir = scratch("recognise");
+        let path = dir.join("journal.jsonl");
+        let record = Record::Refused {
+            line: 1,
+            error: "x".into(),
+        };
+        let line = serde_json::to_string(&record).unwrap();
+        // This version's: the header, then the records.
+        let mut journal = FileJournal::open(&path).unwrap();
+        journal.append(&record).unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), format!("{HEADER}\n{line}\n"));
+        assert_eq!(journal.replay().unwrap(), vec![record.clone()]);
+        drop(journal);
+        // An earlier version's: records only, or nothing yet.
+        for earlier in [format!("{line}\n"), String::new()] {
+            std::fs::write(&path, &earlier).unwrap();
+            assert!(FileJournal::open(&path).is_ok(), "{earlier:?}");
+        }
+        // Anything else, untouched.
+        for foreign in ["{\"note\":1}\n{\"note\":2}", &format!("\n{line}\n"), "text"] {
+            std::fs::write(&path, foreign).unwrap();
+            let refused = FileJournal::open(&path).unwrap_err();
+            assert_eq!(refused.kind(), io::ErrorKind::InvalidData, "{foreign:?}");
+            assert!(refused.to_string().contains("move it elsewhere"), "{refused}");
+            assert_eq!(std::fs::read_to_string(&path).unwrap(), foreign);
+        }
         let _ = std::fs::remove_dir_all(&dir);
     }
 

@@ -43,7 +43,10 @@ const CREDITS_RECHECK: Duration = Duration::from_millis(100);
 /// - polls the tasks already accepted instead of submitting them again;
 /// - does not download files already saved (a result whose address expired
 ///   is fetched again through a fresh poll);
-/// - submits again only jobs the service surely did not accept;
+/// - submits again only jobs the service surely did not accept, and never
+///   one whose result file is in the output directory while the journal
+///   holds no task of it (the journal lost its records, or the file is
+///   someone else's): it would be paid for again and overwritten;
 /// - reports, and does not send, a job whose submission was sent but never
 ///   answered ([`JobStatus::Unknown`]), unless [`Batch::resubmit_unknown`].
 ///
@@ -705,6 +708,21 @@ impl Context {
         }
         if self.cap_reached.load(Ordering::SeqCst) {
             return self.at_cap(job.line, stem);
+        }
+        // The journal holds no task of this line, yet a result has its name:
+        // the journal lost its records (emptied, replaced) or the file is
+        // someone else's. Submitting would pay again and overwrite it.
+        if let Some(file) = existing_file(&self.out_dir, stem) {
+            let mut outcome = JobOutcome::new(job.line, stem, JobStatus::Failed);
+            outcome.class = Some(FailureClass::Validation);
+            outcome.error = Some(format!(
+                "{} is already in the output directory, but the journal holds no task of line {}, so it was not \
+                 submitted (that would pay for it again and overwrite the file); if the journal lost its records, \
+                 restore it, else move the file away (or use another output directory) to make it anew",
+                file.display(),
+                job.line
+            ));
+            return outcome;
         }
         match self.place() {
             Some(place) => self.submit(job, stem, digest, place).await,

@@ -9,7 +9,8 @@ use std::time::Duration;
 use clap::Args;
 use futures::StreamExt;
 use genapi::batch::{
-    adopt, safe_stem, AdoptError, Batch, FailureClass, FileJournal, Job, JobLine, JobOutcome, JobStatus, MemoryJournal,
+    adopt, safe_stem, AdoptError, Batch, FailureClass, FileJournal, Job, JobLine, JobOutcome, JobStatus, Journal,
+    MemoryJournal,
 };
 use serde_json::{json, Map, Value};
 use tokio::time::Instant;
@@ -202,16 +203,33 @@ pub async fn run(global: &Global, args: BatchArgs) -> Result<(), Failure> {
     // With a ledger, workers share the output directory and no journal is kept.
     let mut keeper = match ledger {
         Some((ledger, seats)) => Keeper::Ledger(Box::new(ledger), seats),
-        None => Keeper::File(FileJournal::open(out_dir.join(JOURNAL)).map_err(|e| {
-            if e.kind() == std::io::ErrorKind::WouldBlock {
-                Failure::usage(format!("{e}; nothing was sent"))
-            } else {
-                Failure::new(
-                    code::OTHER,
-                    format!("cannot open the journal in {}: {e}", shown(&out_dir)),
-                )
+        None => {
+            let mut journal = FileJournal::open(out_dir.join(JOURNAL)).map_err(|e| {
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::InvalidData
+                ) {
+                    Failure::usage(format!("{e}; nothing was sent"))
+                } else {
+                    Failure::new(
+                        code::OTHER,
+                        format!("cannot open the journal in {}: {e}", shown(&out_dir)),
+                    )
+                }
+            })?;
+            // A journal that lost its records would have every line submitted
+            // (and paid for) again: results.jsonl naming tasks says it had some.
+            if results_name_tasks(&out_dir) && journal.replay().is_ok_and(|records| records.is_empty()) {
+                return Err(Failure::usage(format!(
+                    "--out {}: {RESULTS} lists tasks of an earlier run, but {JOURNAL} holds no record of them, so \
+                     running would submit (and pay for) those lines again and overwrite their files; restore \
+                     {JOURNAL} from a copy, or, to start over, move {RESULTS} and the images away (or choose another \
+                     --out directory); nothing was sent",
+                    shown(&out_dir)
+                )));
             }
-        })?),
+            Keeper::File(journal)
+        }
     };
     let max_active = args.max_active as usize;
     let connection = match &keeper {
@@ -299,7 +317,7 @@ pub async fn run(global: &Global, args: BatchArgs) -> Result<(), Failure> {
     } else {
         out_dir.join(format!(".{RESULTS}.partial"))
     };
-    let mut results = std::fs::File::create(&partial)
+    let mut results = genapi::create_temporary(&partial)
         .map_err(|e| Failure::new(code::OTHER, format!("cannot write {}: {e}", shown(&partial))))?;
     let mut tally = Tally::new(checked.total - checked.invalid.len());
     for (line, message) in &checked.invalid {
@@ -469,6 +487,22 @@ fn adopt_failure(line: u64, error: &AdoptError) -> Failure {
         other => other.to_string(),
     };
     Failure::new(code, out::clean(&format!("--adopt {line}=…: {message}")))
+}
+
+/// Whether the output directory's results.jsonl names a task (a line an
+/// earlier run submitted or took up). Only a regular file is read.
+fn results_name_tasks(out_dir: &Path) -> bool {
+    let path = out_dir.join(RESULTS);
+    if !std::fs::metadata(&path).is_ok_and(|m| m.is_file()) {
+        return false;
+    }
+    let Ok(file) = std::fs::File::open(&path) else {
+        return false;
+    };
+    BufReader::new(file)
+        .lines()
+        .map_while(Result::ok)
+        .any(|line| serde_json::from_str::<Value>(&line).is_ok_and(|entry| entry["task_id"].is_string()))
 }
 
 fn shown(path: &Path) -> String {

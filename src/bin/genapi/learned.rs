@@ -49,7 +49,7 @@ pub fn save(service: &str, learned: Learned) {
     let written = path.parent().map_or(Ok(()), std::fs::create_dir_all).and_then(|()| {
         // Written beside it, then renamed: a reader never sees half a file.
         let partial = path.with_extension("json.partial");
-        std::fs::write(&partial, text)?;
+        std::io::Write::write_all(&mut genapi::create_temporary(&partial)?, text.as_bytes())?;
         std::fs::rename(&partial, &path)
     });
     if let Err(error) = written {

@@ -66,9 +66,14 @@ impl Plan {
         if let Some(file) = &plan.file {
             for index in 1..=count {
                 let path = plan.numbered(file, (count > 1).then_some(index));
-                if path.exists() && !plan.force {
+                if taken(&path) && !plan.force {
+                    let what = if path.exists() {
+                        "the file exists"
+                    } else {
+                        "the name is taken by a link to a file that does not exist"
+                    };
                     return Err(Failure::usage(format!(
-                        "--out {}: the file exists; pass --force to overwrite it",
+                        "--out {}: {what}; choose another name, or pass --force to replace it",
                         shown(&path)
                     )));
                 }
@@ -134,7 +139,7 @@ impl Plan {
                 }
                 let mut path = self.dir.join(format!("{name}.{extension}"));
                 let mut n = 2;
-                while path.exists() && !self.force {
+                while taken(&path) && !self.force {
                     path = self.dir.join(format!("{name}-{n}.{extension}"));
                     n += 1;
                 }
@@ -142,6 +147,15 @@ impl Plan {
             }
         }
     }
+}
+
+/// Whether a result cannot be written at `path` without `--force`: anything
+/// has the name, a link to nothing included. The save publishes the finished
+/// file by linking it under the name, which fails in exactly this case, so
+/// the checks before it (and the names it picks) ask the same; `exists`
+/// follows links and would call a dangling one free.
+fn taken(path: &Path) -> bool {
+    path.symlink_metadata().is_ok()
 }
 
 fn extension_of_url(address: &str) -> String {
@@ -429,7 +443,7 @@ async fn save_output(
         out::err(&format!("warning: {warning}"));
     }
     // Without --force an existing file is never replaced: a hard link fails
-    // when the name is taken, a rename would not.
+    // when the name is taken (see `taken`), a rename would not.
     let published = if plan.force {
         std::fs::rename(&saved, &file)
     } else {
