@@ -47,9 +47,9 @@ async fn a_claimed_giant_image_does_not_make_a_giant_output() {
     let giant = common::b64(&common::png_header(200_000, 200_000));
     let (status, answer) = post(
         &mock,
-        "/v1/gen-pro-1.0-expand",
+        "/v1/gen-2-pro",
         Some(mock.key()),
-        json!({"image": giant, "top": 2048, "left": 2048}),
+        json!({"prompt": "edit", "input_image": giant}),
     )
     .await;
     assert_eq!(status, 200, "{answer}");
@@ -71,6 +71,43 @@ async fn a_claimed_giant_image_does_not_make_a_giant_output() {
             .0,
         200
     );
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_expand_beyond_the_output_bound_is_refused_with_the_bound() {
+    let mock = start(MockConfig::default().default_duration(Duration::from_millis(1))).await;
+    let key = Some(mock.key());
+    let expand = |w: u32, h: u32, sides: Value| {
+        let mut body = json!({"image": common::b64(&common::png_header(w, h))});
+        body.as_object_mut()
+            .unwrap()
+            .extend(sides.as_object().unwrap().clone());
+        body
+    };
+    // Each side within its 0..2048, the result 6144 x 6144 (36 MP).
+    let giant = expand(2048, 2048, json!({"top": 2048, "bottom": 2048, "left": 2048, "right": 2048}));
+    let (status, answer) = post(&mock, "/v1/gen-pro-1.0-expand", key, giant).await;
+    assert_eq!(status, 422, "{answer}");
+    let error = &answer["detail"][0];
+    assert_eq!(error["loc"], json!(["body"]), "{answer}");
+    assert_eq!(error["type"], "value_error", "{answer}");
+    let message = error["msg"].as_str().unwrap();
+    assert!(
+        message.contains("6144 x 6144") && message.contains("4194304") && message.contains("4 MP"),
+        "{message}"
+    );
+    assert_eq!(mock.stats().tasks_kept, 0, "no task was created");
+    // A claimed giant image with nothing added is as far beyond it.
+    let claimed = expand(200_000, 200_000, json!({}));
+    assert_eq!(post(&mock, "/v1/gen-pro-1.0-expand", key, claimed).await.0, 422);
+    // Up to the bound, the expand is accepted: 2048 x 2048 exactly, and 1024 x 1024 plus 1024 on the left.
+    for within in [
+        expand(2048, 2048, json!({})),
+        expand(1024, 1024, json!({"left": 1024})),
+    ] {
+        let (status, answer) = post(&mock, "/v1/gen-pro-1.0-expand", key, within).await;
+        assert_eq!(status, 200, "{answer}");
+    }
 }
 
 #[tokio::test(start_paused = true)]

@@ -9,7 +9,9 @@
 //! - **Auth**: `x-key` must be a configured key (403 otherwise); a key can be
 //!   limited to some operations (403 elsewhere).
 //! - **Validation** from `openapi.json` itself (or a document you pass), all
-//!   errors at once, as 422 `{"detail":[{"type","loc","msg","input"}]}`.
+//!   errors at once, as 422 `{"detail":[{"type","loc","msg","input"}]}`;
+//!   an expand whose result (the image plus the four sides) would be above
+//!   4 MP is a 422 that names the bound.
 //! - **Three hosts**, as the service has: submissions on the API origin
 //!   ([`MockService::base_url`]); an absolute `polling_url` on a second,
 //!   "regional" listener ([`MockService::regional_url`]), which takes the key

@@ -13,7 +13,7 @@ use axum::Router;
 use futures::StreamExt;
 use serde_json::{json, Value};
 
-use super::render::{clamp_size, MAX_OUTPUT_SIDE};
+use super::render::{clamp_size, MAX_OUTPUT_PIXELS, MAX_OUTPUT_SIDE};
 use super::results::{poll_body, signature};
 use super::state::{Media, MockTask, Outcome, State, MAX_CLOCK_OFFSET};
 use super::{deliver, render, FaultKind, LoggedRequest, LOGGED_BODY_LIMIT};
@@ -486,6 +486,9 @@ fn submit(ctx: &Ctx, key: &str, operation: &str, path: &str, schema: Option<&str
             );
         }
     }
+    if let Some(error) = expand_beyond_limit(operation, &request) {
+        return json_response(StatusCode::UNPROCESSABLE_ENTITY, json!({ "detail": [error] }));
+    }
     let media = if operation == "gen_3_video" {
         Media::Video
     } else {
@@ -759,6 +762,35 @@ fn input_pixels(request: &Value) -> f64 {
         .filter_map(|f| request.get(*f).filter(|v| v.is_string()))
         .map(|v| image_size(v).map_or(1_000_000.0, |(w, h)| w as f64 * h as f64))
         .fold(0.0, |sum, pixels| sum + pixels)
+}
+
+/// An expand whose result (the image plus the four sides) would be above
+/// the contract's 4 MP output bound: the 422 the service answers, else
+/// `None`. An image whose size cannot be read is left to the task.
+fn expand_beyond_limit(operation: &str, request: &Value) -> Option<Value> {
+    if operation != "gen_pro_1_0_expand" {
+        return None;
+    }
+    let (w, h) = request.get("image").and_then(image_size)?;
+    let side = |k: &str| request.get(k).and_then(Value::as_u64).unwrap_or(0);
+    let width = u64::from(w) + side("left") + side("right");
+    let height = u64::from(h) + side("top") + side("bottom");
+    let area = u128::from(width) * u128::from(height);
+    (area > u128::from(MAX_OUTPUT_PIXELS)).then(|| {
+        json!({
+            "type": "value_error",
+            "loc": ["body"],
+            "msg": format!(
+                "Value error, the expanded image ({w} x {h} plus left {}, right {}, top {}, bottom {}) would be \
+                 {width} x {height} = {area} pixels, above the limit of {MAX_OUTPUT_PIXELS} (4 MP): expand less \
+                 or send a smaller image",
+                side("left"),
+                side("right"),
+                side("top"),
+                side("bottom"),
+            ),
+        })
+    })
 }
 
 fn ratio_size(ratio: &str) -> Option<(u32, u32)> {
