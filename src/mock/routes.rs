@@ -103,7 +103,12 @@ async fn handle(Shared(ctx): Shared<Ctx>, request: Request) -> Response {
         .get("content-length")
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
+    // The key is checked before the body is read: a client without one
+    // cannot make the mock read (or hold) a large body. The request is then
+    // answered as before (faults, then 403), with an empty body.
+    let keyed = ctx.origin == Origin::Delivery || authenticate(&ctx.state, &headers).is_some();
     let body = match declared {
+        _ if !keyed => Ok(Bytes::new()),
         Some(length) if length > limit as u64 && length > DRAIN_LIMIT as u64 => Err(StatusCode::PAYLOAD_TOO_LARGE),
         _ => read_body(body, limit).await,
     };
@@ -232,6 +237,9 @@ fn redact_body(body: &Bytes) -> String {
         let dropped = text.len() - cut;
         text.truncate(cut);
         text.push_str(&format!("…[{dropped} more bytes not kept]"));
+        // What was cut is freed, not kept as spare capacity for the life of
+        // the entry.
+        text.shrink_to_fit();
     }
     text
 }
@@ -833,4 +841,21 @@ fn output_size(operation: &str, request: &Value, default_ratio: Option<&str>) ->
         return size;
     }
     (1024, 1024)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cut_body_holds_only_its_prefix() {
+        let body = Bytes::from(json!({ "prompt": "x".repeat(2 << 20) }).to_string());
+        let kept = redact_body(&body);
+        assert!(kept.ends_with("more bytes not kept]"), "{}", &kept[kept.len() - 40..]);
+        assert!(
+            kept.capacity() <= LOGGED_BODY_LIMIT + 64,
+            "a 2 MiB body holds {} bytes in the log",
+            kept.capacity()
+        );
+    }
 }
