@@ -661,7 +661,12 @@ fn closed_pipes_stop_printing_but_not_the_work() {
                 command.stderr(closed_pipe());
             }
             let run = command.output().unwrap();
-            let expected = if args[0] == "get" { 7 } else { 0 };
+            // A submitted task's id is its only output: not written, it is an error.
+            let expected = match args[0] {
+                "get" => 7,
+                "submit" => 10,
+                _ => 0,
+            };
             assert_eq!(run.status.code(), Some(expected), "{args:?}: {}", text(&run.stderr));
             assert!(
                 !text(&run.stderr).contains("panicked"),
@@ -867,4 +872,25 @@ fn a_result_that_cannot_be_written_exits_1_and_says_how_to_resume() {
     let status = child.wait().unwrap();
     assert_eq!(status.code(), Some(1), "{seen}{rest}");
     assert!(rest.contains("cannot write"), "{rest}");
+}
+
+#[test]
+fn a_submitted_tasks_id_that_cannot_be_written_is_an_error_and_goes_to_stderr() {
+    let dir = Dir::new("full-disk");
+    for args in [vec!["submit", "x", "-q"], vec!["submit", "x", "--json"], vec!["submit", "x"]] {
+        let full = std::fs::OpenOptions::new().write(true).open("/dev/full").unwrap();
+        let run = genapi(&dir).args(&args).stdout(full).output().unwrap();
+        assert_exit(&run, 10);
+        let stderr = text(&run.stderr);
+        let id = stderr
+            .lines()
+            .find_map(|l| l.strip_prefix("submitted task "))
+            .and_then(|rest| rest.split(' ').next())
+            .unwrap_or_else(|| panic!("{args:?}: the id is on stderr: {stderr}"));
+        assert!(!id.is_empty(), "{stderr}");
+        assert!(
+            stderr.contains("could not be written to stdout") && stderr.contains("genapi wait "),
+            "{args:?}: {stderr}"
+        );
+    }
 }
