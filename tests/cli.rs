@@ -894,3 +894,71 @@ fn a_submitted_tasks_id_that_cannot_be_written_is_an_error_and_goes_to_stderr() 
         );
     }
 }
+
+/// Runs the command and fails (killing it) if it has not ended within a
+/// minute: a hang is a failure of the test, not a stuck run.
+fn output_within_a_minute(command: &mut Command) -> Output {
+    let mut child = command.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the command hung");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn input_files_must_be_regular_files_within_a_named_limit() {
+    let dir = Dir::new("inputs");
+    // One byte over each limit, sparse (nothing is written to the disk).
+    let oversize = |name: &str, size: u64| {
+        std::fs::File::create(dir.join(name)).unwrap().set_len(size).unwrap();
+        name.to_string()
+    };
+    let fifo = dir.join("fifo");
+    let fifo_name = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(fifo_name.as_ptr(), 0o600) }, 0);
+    std::fs::write(
+        dir.join("zero-image.jsonl"),
+        r#"{"model": "gen-2-pro", "prompt": "x", "input_image": "/dev/zero"}"#,
+    )
+    .unwrap();
+    let cases: Vec<(Vec<String>, &str)> = vec![
+        (vec!["generate".into(), "--prompt-file".into(), oversize("prompt.txt", (1 << 20) + 1)], "1 MiB"),
+        (vec!["generate".into(), "x".into(), "--image".into(), oversize("big.png", (32 << 20) + 1)], "32 MiB"),
+        (vec!["batch".into(), oversize("jobs.jsonl", (64 << 20) + 1), "--out".into(), "shots".into()], "64 MiB"),
+        (vec!["generate".into(), "--prompt-file".into(), "fifo".into()], "not a regular file"),
+        (vec!["generate".into(), "x".into(), "--image".into(), "fifo".into()], "not a regular file"),
+        (vec!["batch".into(), "fifo".into(), "--out".into(), "shots".into()], "not a regular file"),
+        (vec!["generate".into(), "--prompt-file".into(), "/dev/zero".into()], "not a regular file"),
+        (vec!["generate".into(), "x".into(), "--image".into(), "/dev/zero".into()], "not a regular file"),
+        (vec!["batch".into(), "/dev/zero".into(), "--out".into(), "shots".into()], "not a regular file"),
+        (vec!["batch".into(), "zero-image.jsonl".into(), "--out".into(), "shots".into()], "not a regular file"),
+    ];
+    for (args, expected) in cases {
+        let run = output_within_a_minute(genapi(&dir).args(&args));
+        assert_exit(&run, 2);
+        let stderr = text(&run.stderr);
+        assert!(stderr.contains(expected), "{args:?}: {stderr}");
+    }
+    // A prompt on stdin has the same limit.
+    let mut child = genapi(&dir)
+        .args(["generate", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    // The command stops reading past the limit: the rest may not be taken.
+    let _ = stdin.write_all(&vec![b'a'; (1 << 20) + 4096]);
+    drop(stdin);
+    let run = child.wait_with_output().unwrap();
+    assert_exit(&run, 2);
+    assert!(text(&run.stderr).contains("1 MiB"), "{}", text(&run.stderr));
+}

@@ -202,6 +202,41 @@ mod image_inputs {
         assert!(text.to_string().contains("not a PNG, JPEG, WebP or GIF"), "{text}");
     }
 
+    #[tokio::test(start_paused = true)]
+    async fn only_regular_image_files_of_at_most_32_mib_are_read() {
+        use std::io::Write;
+        let path = std::env::temp_dir().join(format!("genapi-input-big-{}.png", std::process::id()));
+        let mut file = std::fs::File::create(&path).unwrap();
+        file.write_all(&super::common::png_header(4, 4)).unwrap();
+        // A PNG of 32 MiB and a byte (sparse: nothing is written to the disk).
+        file.set_len((32 << 20) + 1).unwrap();
+        let input = ImageInput::path(&path);
+        // Never unwrap_err: an accepted file would print 43 MB of base64.
+        for error in [input.to_base64().await.err(), input.to_field_blocking(false).err()] {
+            let error = error.expect("a file over 32 MiB is refused");
+            assert!(
+                matches!(&error, Error::Input { message, .. } if message.contains("32 MiB")),
+                "{error}"
+            );
+        }
+        file.set_len(32 << 20).unwrap();
+        assert!(input.to_base64().await.is_ok(), "32 MiB is within the limit");
+        std::fs::remove_file(&path).unwrap();
+
+        for special in ["/dev/zero", "/dev/null", "/"] {
+            let input = ImageInput::path(special);
+            for error in [
+                input.to_base64().await.unwrap_err(),
+                input.to_field_blocking(true).unwrap_err(),
+            ] {
+                assert!(
+                    matches!(&error, Error::Input { message, .. } if message.contains("not a regular file")),
+                    "{special}: {error}"
+                );
+            }
+        }
+    }
+
     #[test]
     fn formats_are_sniffed_from_magic_bytes_and_sizes_read_from_headers() {
         use genapi::{dimensions, ImageFormat};

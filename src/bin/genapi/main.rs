@@ -5,6 +5,7 @@
 
 mod batch;
 mod catalog;
+mod files;
 mod learned;
 mod mock;
 mod models;
