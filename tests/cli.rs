@@ -962,3 +962,44 @@ fn input_files_must_be_regular_files_within_a_named_limit() {
     assert_exit(&run, 2);
     assert!(text(&run.stderr).contains("1 MiB"), "{}", text(&run.stderr));
 }
+
+#[test]
+fn a_learned_durations_file_that_is_not_a_small_regular_file_is_ignored_with_a_warning() {
+    let dir = Dir::new("learned-hostile");
+    let mock = Mock::start(&dir, &["--duration-ms", "50"]);
+    let cache = dir.join("cache").join("genapi");
+    std::fs::create_dir_all(&cache).unwrap();
+    let file = cache.join("learned.json");
+    let fifo = |path: &Path| {
+        let name = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(name.as_ptr(), 0o600) }, 0);
+    };
+    // Valid JSON, but over the 1 MiB limit; a named pipe (no writer: reading
+    // it would wait for ever); a device that never ends.
+    let cases: Vec<(&str, Box<dyn Fn(&Path)>)> = vec![
+        (
+            "1 MiB",
+            Box::new(|path: &Path| std::fs::write(path, format!("{{}}{}", " ".repeat(1 << 20))).unwrap()),
+        ),
+        ("not a regular file", Box::new(fifo)),
+        (
+            "not a regular file",
+            Box::new(|path: &Path| std::os::unix::fs::symlink("/dev/zero", path).unwrap()),
+        ),
+    ];
+    for (n, (expected, make)) in cases.iter().enumerate() {
+        let _ = std::fs::remove_file(&file);
+        make(&file);
+        let run = output_within_a_minute(mock.command(&dir).args(["generate", "x", "--json", "-o", &format!("{n}.jpg")]));
+        assert_exit(&run, 0);
+        let stderr = text(&run.stderr);
+        assert!(
+            stderr.contains("warning: ignoring the learned task durations") && stderr.contains(expected),
+            "{expected}: {stderr}"
+        );
+        assert_eq!(json_lines(&run).len(), 1);
+        let kept: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+        assert!(kept.is_object(), "replaced by what this run learned: {kept}");
+    }
+}
