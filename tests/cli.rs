@@ -877,7 +877,11 @@ fn a_result_that_cannot_be_written_exits_1_and_says_how_to_resume() {
 #[test]
 fn a_submitted_tasks_id_that_cannot_be_written_is_an_error_and_goes_to_stderr() {
     let dir = Dir::new("full-disk");
-    for args in [vec!["submit", "x", "-q"], vec!["submit", "x", "--json"], vec!["submit", "x"]] {
+    for args in [
+        vec!["submit", "x", "-q"],
+        vec!["submit", "x", "--json"],
+        vec!["submit", "x"],
+    ] {
         let full = std::fs::OpenOptions::new().write(true).open("/dev/full").unwrap();
         let run = genapi(&dir).args(&args).stdout(full).output().unwrap();
         assert_exit(&run, 10);
@@ -929,16 +933,65 @@ fn input_files_must_be_regular_files_within_a_named_limit() {
     )
     .unwrap();
     let cases: Vec<(Vec<String>, &str)> = vec![
-        (vec!["generate".into(), "--prompt-file".into(), oversize("prompt.txt", (1 << 20) + 1)], "1 MiB"),
-        (vec!["generate".into(), "x".into(), "--image".into(), oversize("big.png", (32 << 20) + 1)], "32 MiB"),
-        (vec!["batch".into(), oversize("jobs.jsonl", (64 << 20) + 1), "--out".into(), "shots".into()], "64 MiB"),
-        (vec!["generate".into(), "--prompt-file".into(), "fifo".into()], "not a regular file"),
-        (vec!["generate".into(), "x".into(), "--image".into(), "fifo".into()], "not a regular file"),
-        (vec!["batch".into(), "fifo".into(), "--out".into(), "shots".into()], "not a regular file"),
-        (vec!["generate".into(), "--prompt-file".into(), "/dev/zero".into()], "not a regular file"),
-        (vec!["generate".into(), "x".into(), "--image".into(), "/dev/zero".into()], "not a regular file"),
-        (vec!["batch".into(), "/dev/zero".into(), "--out".into(), "shots".into()], "not a regular file"),
-        (vec!["batch".into(), "zero-image.jsonl".into(), "--out".into(), "shots".into()], "not a regular file"),
+        (
+            vec![
+                "generate".into(),
+                "--prompt-file".into(),
+                oversize("prompt.txt", (1 << 20) + 1),
+            ],
+            "1 MiB",
+        ),
+        (
+            vec![
+                "generate".into(),
+                "x".into(),
+                "--image".into(),
+                oversize("big.png", (32 << 20) + 1),
+            ],
+            "32 MiB",
+        ),
+        (
+            vec![
+                "batch".into(),
+                oversize("jobs.jsonl", (64 << 20) + 1),
+                "--out".into(),
+                "shots".into(),
+            ],
+            "64 MiB",
+        ),
+        (
+            vec!["generate".into(), "--prompt-file".into(), "fifo".into()],
+            "not a regular file",
+        ),
+        (
+            vec!["generate".into(), "x".into(), "--image".into(), "fifo".into()],
+            "not a regular file",
+        ),
+        (
+            vec!["batch".into(), "fifo".into(), "--out".into(), "shots".into()],
+            "not a regular file",
+        ),
+        (
+            vec!["generate".into(), "--prompt-file".into(), "/dev/zero".into()],
+            "not a regular file",
+        ),
+        (
+            vec!["generate".into(), "x".into(), "--image".into(), "/dev/zero".into()],
+            "not a regular file",
+        ),
+        (
+            vec!["batch".into(), "/dev/zero".into(), "--out".into(), "shots".into()],
+            "not a regular file",
+        ),
+        (
+            vec![
+                "batch".into(),
+                "zero-image.jsonl".into(),
+                "--out".into(),
+                "shots".into(),
+            ],
+            "not a regular file",
+        ),
     ];
     for (args, expected) in cases {
         let run = output_within_a_minute(genapi(&dir).args(&args));
@@ -991,7 +1044,11 @@ fn a_learned_durations_file_that_is_not_a_small_regular_file_is_ignored_with_a_w
     for (n, (expected, make)) in cases.iter().enumerate() {
         let _ = std::fs::remove_file(&file);
         make(&file);
-        let run = output_within_a_minute(mock.command(&dir).args(["generate", "x", "--json", "-o", &format!("{n}.jpg")]));
+        let run =
+            output_within_a_minute(
+                mock.command(&dir)
+                    .args(["generate", "x", "--json", "-o", &format!("{n}.jpg")]),
+            );
         assert_exit(&run, 0);
         let stderr = text(&run.stderr);
         assert!(

@@ -79,13 +79,15 @@ async fn an_expand_beyond_the_output_bound_is_refused_with_the_bound() {
     let key = Some(mock.key());
     let expand = |w: u32, h: u32, sides: Value| {
         let mut body = json!({"image": common::b64(&common::png_header(w, h))});
-        body.as_object_mut()
-            .unwrap()
-            .extend(sides.as_object().unwrap().clone());
+        body.as_object_mut().unwrap().extend(sides.as_object().unwrap().clone());
         body
     };
     // Each side within its 0..2048, the result 6144 x 6144 (36 MP).
-    let giant = expand(2048, 2048, json!({"top": 2048, "bottom": 2048, "left": 2048, "right": 2048}));
+    let giant = expand(
+        2048,
+        2048,
+        json!({"top": 2048, "bottom": 2048, "left": 2048, "right": 2048}),
+    );
     let (status, answer) = post(&mock, "/v1/gen-pro-1.0-expand", key, giant).await;
     assert_eq!(status, 422, "{answer}");
     let error = &answer["detail"][0];
@@ -101,10 +103,7 @@ async fn an_expand_beyond_the_output_bound_is_refused_with_the_bound() {
     let claimed = expand(200_000, 200_000, json!({}));
     assert_eq!(post(&mock, "/v1/gen-pro-1.0-expand", key, claimed).await.0, 422);
     // Up to the bound, the expand is accepted: 2048 x 2048 exactly, and 1024 x 1024 plus 1024 on the left.
-    for within in [
-        expand(2048, 2048, json!({})),
-        expand(1024, 1024, json!({"left": 1024})),
-    ] {
+    for within in [expand(2048, 2048, json!({})), expand(1024, 1024, json!({"left": 1024}))] {
         let (status, answer) = post(&mock, "/v1/gen-pro-1.0-expand", key, within).await;
         assert_eq!(status, 200, "{answer}");
     }
@@ -201,7 +200,13 @@ async fn the_request_log_is_a_ring_and_keeps_no_whole_bodies() {
     let big = "x".repeat(1024 * 1024);
     for n in 0..30 {
         // Read (the key is right), refused (no such path): the body is still not kept whole.
-        let (status, _) = post(&mock, "/v1/no-such-model", Some(mock.key()), json!({"prompt": big, "n": n})).await;
+        let (status, _) = post(
+            &mock,
+            "/v1/no-such-model",
+            Some(mock.key()),
+            json!({"prompt": big, "n": n}),
+        )
+        .await;
         assert_eq!(status, 404);
     }
     let log = mock.requests();
