@@ -160,6 +160,43 @@ async fn a_task_can_be_resumed_from_its_id_or_polling_url() {
     assert_eq!(by_id.wait().await.unwrap().id, hooked_id);
 }
 
+#[tokio::test(start_paused = true)]
+async fn download_timeout_bounds_the_whole_download_not_each_attempt() {
+    use genapi::mock::Fault;
+    use std::time::Duration;
+    let mock = MockService::start().await.unwrap();
+    let client = mock
+        .client_builder()
+        .download_timeout(Duration::from_secs(5))
+        .build()
+        .unwrap();
+    let output = client
+        .run(types::Gen2ProRequest::builder().prompt("x").width(64).height(64))
+        .await
+        .unwrap();
+    // Every attempt is answered at once with 503 and "Retry-After: 3": four
+    // attempts, each far within 5 s, would hold the download for 9 s.
+    mock.inject(Fault::unavailable("/mock/results/", 3).times(4));
+    let started = tokio::time::Instant::now();
+    let error = output.bytes().await.unwrap_err();
+    let held = started.elapsed();
+    assert!(held <= Duration::from_secs(5), "the download was held {held:?}");
+    assert!(error.to_string().contains("download timeout"), "{error}");
+    assert_eq!(error.class(), genapi::FailureClass::Timeout, "{error}");
+    assert_eq!(error.task(), Some(output.reference()), "the task is named");
+    assert!(error.is_worth_waiting_again());
+    // Saving is bounded the same way, and leaves no partial file behind.
+    mock.inject(Fault::unavailable("/mock/results/", 3).times(4));
+    let dir = std::env::temp_dir().join(format!("genapi-download-timeout-{}", output.id));
+    std::fs::create_dir_all(&dir).unwrap();
+    let started = tokio::time::Instant::now();
+    let error = output.save(dir.join("x.jpg")).await.unwrap_err();
+    assert!(started.elapsed() <= Duration::from_secs(5), "{:?}", started.elapsed());
+    assert_eq!(error.class(), genapi::FailureClass::Timeout, "{error}");
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
 mod image_inputs {
     use genapi::{Error, ImageInput};
 
