@@ -1023,23 +1023,24 @@ fn a_learned_durations_file_that_is_not_a_small_regular_file_is_ignored_with_a_w
     let cache = dir.join("cache").join("genapi");
     std::fs::create_dir_all(&cache).unwrap();
     let file = cache.join("learned.json");
-    let fifo = |path: &Path| {
+    fn oversize(path: &Path) {
+        std::fs::write(path, format!("{{}}{}", " ".repeat(1 << 20))).unwrap();
+    }
+    fn fifo(path: &Path) {
         let name = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
         // SAFETY: a valid NUL-terminated path.
         assert_eq!(unsafe { libc::mkfifo(name.as_ptr(), 0o600) }, 0);
-    };
+    }
+    fn endless(path: &Path) {
+        std::os::unix::fs::symlink("/dev/zero", path).unwrap();
+    }
     // Valid JSON, but over the 1 MiB limit; a named pipe (no writer: reading
     // it would wait for ever); a device that never ends.
-    let cases: Vec<(&str, Box<dyn Fn(&Path)>)> = vec![
-        (
-            "1 MiB",
-            Box::new(|path: &Path| std::fs::write(path, format!("{{}}{}", " ".repeat(1 << 20))).unwrap()),
-        ),
-        ("not a regular file", Box::new(fifo)),
-        (
-            "not a regular file",
-            Box::new(|path: &Path| std::os::unix::fs::symlink("/dev/zero", path).unwrap()),
-        ),
+    type Make = fn(&Path);
+    let cases: [(&str, Make); 3] = [
+        ("1 MiB", oversize),
+        ("not a regular file", fifo),
+        ("not a regular file", endless),
     ];
     for (n, (expected, make)) in cases.iter().enumerate() {
         let _ = std::fs::remove_file(&file);
