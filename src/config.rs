@@ -132,7 +132,9 @@ impl ClientBuilder {
         self.connect_timeout = timeout;
         self
     }
-    /// Timeout of one download (default 15 minutes, for large videos).
+    /// Timeout of one whole download of a result: every attempt, the waits
+    /// between them and the poll for a fresh address included (default 15
+    /// minutes, for large videos). Past it, [`crate::Error::DownloadTimeout`].
     pub fn download_timeout(mut self, timeout: Duration) -> Self {
         self.download_timeout = timeout;
         self
@@ -263,6 +265,7 @@ impl ClientBuilder {
             retry: self.retry,
             max_response_bytes: self.max_response_bytes,
             max_download_bytes: self.max_download_bytes,
+            download_timeout: self.download_timeout,
         })?;
         Ok(Client::from_parts(
             Arc::new(transport),

@@ -140,6 +140,16 @@ pub enum Error {
         /// The task.
         task: TaskRef,
     },
+    /// The download of a result took longer than
+    /// [`crate::ClientBuilder::download_timeout`], all its attempts together.
+    /// The task is done: download it again later ([`crate::Client::task`]).
+    #[error("the download of the result of {task} took longer than the download timeout ({}s in all, every attempt included); the task is done: wait for it again with its polling URL to download it, or raise the timeout (ClientBuilder::download_timeout)", .after.as_secs_f64())]
+    DownloadTimeout {
+        /// The download timeout.
+        after: Duration,
+        /// The task.
+        task: TaskRef,
+    },
     /// The task ended with `Error`.
     #[error("task {} failed{}", .task.id, details_text(.details))]
     TaskFailed {
@@ -332,6 +342,7 @@ impl Error {
     pub fn task(&self) -> Option<&TaskRef> {
         match self {
             Error::Timeout { task, .. }
+            | Error::DownloadTimeout { task, .. }
             | Error::TaskFailed { task, .. }
             | Error::Moderated { task, .. }
             | Error::TaskNotFound { task }
@@ -385,6 +396,7 @@ impl Error {
         matches!(
             self,
             Error::Timeout { .. }
+                | Error::DownloadTimeout { .. }
                 | Error::Transport { .. }
                 | Error::Server { .. }
                 | Error::RateLimited { .. }

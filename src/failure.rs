@@ -99,7 +99,7 @@ impl Error {
             Error::TaskFailed { .. } | Error::TaskNotFound { .. } | Error::ResultExpired { .. } => {
                 FailureClass::TaskFailed
             }
-            Error::Timeout { .. } => FailureClass::Timeout,
+            Error::Timeout { .. } | Error::DownloadTimeout { .. } => FailureClass::Timeout,
             Error::Transport { .. }
             | Error::Server { .. }
             | Error::UnexpectedStatus { .. }

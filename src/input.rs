@@ -5,11 +5,16 @@
 //! URL. The format is recognised from the file's first bytes, not its name, so
 //! a mislabelled file is caught before it costs a request.
 
+use std::io::Read as _;
 use std::path::Path;
 
 use base64::Engine as _;
 
 use crate::error::{Error, Result};
+
+/// Largest image file read as an input: 32 MiB, far more than a 4 MP image
+/// takes in any format the service reads.
+const MAX_IMAGE_FILE_BYTES: u64 = 32 * 1024 * 1024;
 
 /// Image encodings the service reads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -98,6 +103,9 @@ pub fn dimensions(bytes: &[u8]) -> Option<(u32, u32)> {
 
 /// An image to put into a request.
 ///
+/// A file must be a regular file (not a pipe, a device or a directory) of at
+/// most 32 MiB; anything else is refused before it is read.
+///
 /// ```no_run
 /// # async fn demo() -> genapi::Result<()> {
 /// use genapi::ImageInput;
@@ -164,7 +172,10 @@ impl ImageInput {
             ImageInput::Url(url) => self.url_field(url, accepts_url),
             ImageInput::Bytes(bytes) => self.encoded(bytes),
             ImageInput::Path(path) => {
-                let bytes = tokio::fs::read(path).await.map_err(|e| self.cannot_read(e))?;
+                let (input, path) = (self.clone(), path.clone());
+                let bytes = tokio::task::spawn_blocking(move || input.read_file(&path))
+                    .await
+                    .map_err(|e| self.refused(format!("the file could not be read ({e})")))??;
                 self.encoded(&bytes)
             }
         }
@@ -176,11 +187,44 @@ impl ImageInput {
         match self {
             ImageInput::Url(url) => self.url_field(url, accepts_url),
             ImageInput::Bytes(bytes) => self.encoded(bytes),
-            ImageInput::Path(path) => {
-                let bytes = std::fs::read(path).map_err(|e| self.cannot_read(e))?;
-                self.encoded(&bytes)
-            }
+            ImageInput::Path(path) => self.encoded(&self.read_file(path)?),
         }
+    }
+
+    /// The bytes of an image file: a regular file (opened without blocking,
+    /// so a named pipe cannot hang the read) of at most
+    /// [`MAX_IMAGE_FILE_BYTES`], read no further than that.
+    fn read_file(&self, path: &Path) -> Result<Vec<u8>> {
+        let mut options = std::fs::OpenOptions::new();
+        options.read(true);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::custom_flags(&mut options, libc::O_NONBLOCK);
+        let file = options.open(path).map_err(|e| self.cannot_read(e))?;
+        let metadata = file.metadata().map_err(|e| self.cannot_read(e))?;
+        if !metadata.is_file() {
+            return Err(self.refused(
+                "not a regular file (a pipe, a device or a directory is never read as an image); pass an image file"
+                    .into(),
+            ));
+        }
+        let too_large = |size: u64| {
+            self.refused(format!(
+                "the file is {size} bytes, above the {} MiB an image input may be; pass a smaller image",
+                MAX_IMAGE_FILE_BYTES >> 20
+            ))
+        };
+        if metadata.len() > MAX_IMAGE_FILE_BYTES {
+            return Err(too_large(metadata.len()));
+        }
+        let mut bytes = Vec::with_capacity(usize::try_from(metadata.len()).unwrap_or(0));
+        file.take(MAX_IMAGE_FILE_BYTES + 1)
+            .read_to_end(&mut bytes)
+            .map_err(|e| self.cannot_read(e))?;
+        // It grew while it was read.
+        if bytes.len() as u64 > MAX_IMAGE_FILE_BYTES {
+            return Err(too_large(bytes.len() as u64));
+        }
+        Ok(bytes)
     }
 
     fn refused(&self, message: String) -> Error {

@@ -2,8 +2,9 @@
 //!
 //! The result lives behind a signed delivery address, valid about 10 minutes
 //! (video about 2 hours), that needs no key. Downloads have their own timeout
-//! and size limit, are retried when they break off, and are streamed to disk
-//! by [`Output::save`]. An address that has expired is refreshed by polling
+//! (for the whole download, every attempt included) and size limit, are
+//! retried when they break off, and are streamed to disk by
+//! [`Output::save`]. An address that has expired is refreshed by polling
 //! the task once more.
 
 use std::path::{Path, PathBuf};
@@ -86,14 +87,14 @@ impl Output {
     /// has expired, the task is polled once more for a fresh one before
     /// giving up with [`Error::ResultExpired`].
     pub async fn bytes(&self) -> Result<Bytes> {
-        self.with_fresh_address(|address| async move {
+        self.bounded(self.with_fresh_address(|address| async move {
             let mut sink = Sink::Memory(Vec::new());
             Ok(match (self.fetch(&address, &mut sink).await?, sink) {
                 (Fetched::Got(()), Sink::Memory(bytes)) => Fetched::Got(Bytes::from(bytes)),
                 (Fetched::Got(()), Sink::File(_)) => Fetched::Got(Bytes::new()),
                 (Fetched::Refused, _) => Fetched::Refused,
             })
-        })
+        }))
         .await
     }
 
@@ -111,7 +112,7 @@ impl Output {
             task: Some(self.task.clone()),
         };
         let outcome = self
-            .with_fresh_address(|address| {
+            .bounded(self.with_fresh_address(|address| {
                 let partial = partial.clone();
                 async move {
                     let target = partial.clone();
@@ -128,7 +129,7 @@ impl Output {
                     }
                     Ok(fetched)
                 }
-            })
+            }))
             .await;
         if let Err(error) = outcome {
             let _ = tokio::fs::remove_file(&partial).await;
@@ -144,6 +145,18 @@ impl Output {
             .await
             .map_err(|e| write_error(&target, e))?;
         Ok(target)
+    }
+
+    /// A whole download (every attempt, the waits between them and a fresh
+    /// address) within the client's download timeout.
+    async fn bounded<T>(&self, download: impl std::future::Future<Output = Result<T>>) -> Result<T> {
+        let after = self.session.transport.download_timeout;
+        tokio::time::timeout(after, download).await.unwrap_or_else(|_| {
+            Err(Error::DownloadTimeout {
+                after,
+                task: self.task.clone(),
+            })
+        })
     }
 
     /// Runs `fetch` on the address; on a refusal, polls for a fresh address

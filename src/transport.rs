@@ -260,6 +260,8 @@ pub struct Transport {
     retry: RetryPolicy,
     pub(crate) max_response_bytes: u64,
     pub(crate) max_download_bytes: u64,
+    /// Bounds one whole download, every attempt included.
+    pub(crate) download_timeout: Duration,
     /// Whether an answer came from genapi's mock service, which marks every
     /// answer with `x-genapi-mock: true`.
     pub(crate) mock_seen: std::sync::atomic::AtomicBool,
@@ -287,6 +289,7 @@ pub(crate) struct TransportParts {
     pub(crate) retry: RetryPolicy,
     pub(crate) max_response_bytes: u64,
     pub(crate) max_download_bytes: u64,
+    pub(crate) download_timeout: Duration,
 }
 
 impl Transport {
@@ -304,6 +307,7 @@ impl Transport {
             retry: parts.retry,
             max_response_bytes: parts.max_response_bytes,
             max_download_bytes: parts.max_download_bytes,
+            download_timeout: parts.download_timeout,
             mock_seen: std::sync::atomic::AtomicBool::new(false),
         })
     }

@@ -166,10 +166,74 @@ pub const WINDOW: usize = 32;
 /// assert_eq!(again, learned);
 /// # Ok::<(), serde_json::Error>(())
 /// ```
+///
+/// What is read is trimmed as it is read, to what [`Learned::observe`] would
+/// keep: the last 32 plausible durations of each operation, for at most 256
+/// operations, so a large or hostile file costs no more memory or time than
+/// a kept one.
 #[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Learned {
-    #[serde(default)]
+    #[serde(default, deserialize_with = "trimmed")]
     operations: BTreeMap<String, VecDeque<f64>>,
+}
+
+/// Operations whose durations a [`Learned`] read from elsewhere keeps (the
+/// document has a few dozen).
+const MAX_OPERATIONS: usize = 256;
+
+/// Whether `seconds` is a duration worth learning.
+fn plausible(seconds: f64) -> bool {
+    seconds.is_finite() && seconds > 0.0 && seconds < 24.0 * 3600.0
+}
+
+/// The last [`WINDOW`] plausible durations of a list, never holding more.
+struct Window(VecDeque<f64>);
+
+impl<'de> serde::Deserialize<'de> for Window {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl<'de> serde::de::Visitor<'de> for Visitor {
+            type Value = Window;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a list of durations in seconds")
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Window, A::Error> {
+                let mut window = VecDeque::with_capacity(WINDOW + 1);
+                while let Some(seconds) = seq.next_element::<f64>()? {
+                    if plausible(seconds) {
+                        window.push_back(seconds);
+                        if window.len() > WINDOW {
+                            window.pop_front();
+                        }
+                    }
+                }
+                Ok(Window(window))
+            }
+        }
+        deserializer.deserialize_seq(Visitor)
+    }
+}
+
+/// The operations' durations, trimmed as they are read.
+fn trimmed<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<BTreeMap<String, VecDeque<f64>>, D::Error> {
+    struct Visitor;
+    impl<'de> serde::de::Visitor<'de> for Visitor {
+        type Value = BTreeMap<String, VecDeque<f64>>;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("durations by operation")
+        }
+        fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+            let mut operations = BTreeMap::new();
+            while let Some(operation) = map.next_key::<String>()? {
+                let Window(window) = map.next_value()?;
+                if !window.is_empty() && (operations.len() < MAX_OPERATIONS || operations.contains_key(&operation)) {
+                    operations.insert(operation, window);
+                }
+            }
+            Ok(operations)
+        }
+    }
+    deserializer.deserialize_map(Visitor)
 }
 
 /// Quartiles of an operation's durations, in seconds.
@@ -183,7 +247,7 @@ impl Learned {
     /// Records a duration the service reported for a task of `operation`.
     /// Values that are not a plausible duration are ignored.
     pub fn observe(&mut self, operation: &str, seconds: f64) {
-        if !(seconds.is_finite() && seconds > 0.0 && seconds < 24.0 * 3600.0) {
+        if !plausible(seconds) {
             return;
         }
         let window = self.operations.entry(operation.to_string()).or_default();

@@ -661,7 +661,12 @@ fn closed_pipes_stop_printing_but_not_the_work() {
                 command.stderr(closed_pipe());
             }
             let run = command.output().unwrap();
-            let expected = if args[0] == "get" { 7 } else { 0 };
+            // A submitted task's id is its only output: not written, it is an error.
+            let expected = match args[0] {
+                "get" => 7,
+                "submit" => 10,
+                _ => 0,
+            };
             assert_eq!(run.status.code(), Some(expected), "{args:?}: {}", text(&run.stderr));
             assert!(
                 !text(&run.stderr).contains("panicked"),
@@ -901,4 +906,192 @@ fn an_output_named_by_a_link_to_nothing_is_refused_before_anything_is_submitted(
     assert!(!std::fs::symlink_metadata(dir.join("link.jpg")).unwrap().is_symlink());
     assert_eq!(decoded(&dir.join("link.jpg")).0, Some(genapi::ImageFormat::Jpeg));
     assert!(!nowhere.exists());
+}
+
+#[test]
+fn a_submitted_tasks_id_that_cannot_be_written_is_an_error_and_goes_to_stderr() {
+    let dir = Dir::new("full-disk");
+    for args in [
+        vec!["submit", "x", "-q"],
+        vec!["submit", "x", "--json"],
+        vec!["submit", "x"],
+    ] {
+        let full = std::fs::OpenOptions::new().write(true).open("/dev/full").unwrap();
+        let run = genapi(&dir).args(&args).stdout(full).output().unwrap();
+        assert_exit(&run, 10);
+        let stderr = text(&run.stderr);
+        let id = stderr
+            .lines()
+            .find_map(|l| l.strip_prefix("submitted task "))
+            .and_then(|rest| rest.split(' ').next())
+            .unwrap_or_else(|| panic!("{args:?}: the id is on stderr: {stderr}"));
+        assert!(!id.is_empty(), "{stderr}");
+        assert!(
+            stderr.contains("could not be written to stdout") && stderr.contains("genapi wait "),
+            "{args:?}: {stderr}"
+        );
+    }
+}
+
+/// Runs the command and fails (killing it) if it has not ended within a
+/// minute: a hang is a failure of the test, not a stuck run.
+fn output_within_a_minute(command: &mut Command) -> Output {
+    let mut child = command.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the command hung");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn input_files_must_be_regular_files_within_a_named_limit() {
+    let dir = Dir::new("inputs");
+    // One byte over each limit, sparse (nothing is written to the disk).
+    let oversize = |name: &str, size: u64| {
+        std::fs::File::create(dir.join(name)).unwrap().set_len(size).unwrap();
+        name.to_string()
+    };
+    let fifo = dir.join("fifo");
+    let fifo_name = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(fifo_name.as_ptr(), 0o600) }, 0);
+    std::fs::write(
+        dir.join("zero-image.jsonl"),
+        r#"{"model": "gen-2-pro", "prompt": "x", "input_image": "/dev/zero"}"#,
+    )
+    .unwrap();
+    let cases: Vec<(Vec<String>, &str)> = vec![
+        (
+            vec![
+                "generate".into(),
+                "--prompt-file".into(),
+                oversize("prompt.txt", (1 << 20) + 1),
+            ],
+            "1 MiB",
+        ),
+        (
+            vec![
+                "generate".into(),
+                "x".into(),
+                "--image".into(),
+                oversize("big.png", (32 << 20) + 1),
+            ],
+            "32 MiB",
+        ),
+        (
+            vec![
+                "batch".into(),
+                oversize("jobs.jsonl", (64 << 20) + 1),
+                "--out".into(),
+                "shots".into(),
+            ],
+            "64 MiB",
+        ),
+        (
+            vec!["generate".into(), "--prompt-file".into(), "fifo".into()],
+            "not a regular file",
+        ),
+        (
+            vec!["generate".into(), "x".into(), "--image".into(), "fifo".into()],
+            "not a regular file",
+        ),
+        (
+            vec!["batch".into(), "fifo".into(), "--out".into(), "shots".into()],
+            "not a regular file",
+        ),
+        (
+            vec!["generate".into(), "--prompt-file".into(), "/dev/zero".into()],
+            "not a regular file",
+        ),
+        (
+            vec!["generate".into(), "x".into(), "--image".into(), "/dev/zero".into()],
+            "not a regular file",
+        ),
+        (
+            vec!["batch".into(), "/dev/zero".into(), "--out".into(), "shots".into()],
+            "not a regular file",
+        ),
+        (
+            vec![
+                "batch".into(),
+                "zero-image.jsonl".into(),
+                "--out".into(),
+                "shots".into(),
+            ],
+            "not a regular file",
+        ),
+    ];
+    for (args, expected) in cases {
+        let run = output_within_a_minute(genapi(&dir).args(&args));
+        assert_exit(&run, 2);
+        let stderr = text(&run.stderr);
+        assert!(stderr.contains(expected), "{args:?}: {stderr}");
+    }
+    // A prompt on stdin has the same limit.
+    let mut child = genapi(&dir)
+        .args(["generate", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    // The command stops reading past the limit: the rest may not be taken.
+    let _ = stdin.write_all(&vec![b'a'; (1 << 20) + 4096]);
+    drop(stdin);
+    let run = child.wait_with_output().unwrap();
+    assert_exit(&run, 2);
+    assert!(text(&run.stderr).contains("1 MiB"), "{}", text(&run.stderr));
+}
+
+#[test]
+fn a_learned_durations_file_that_is_not_a_small_regular_file_is_ignored_with_a_warning() {
+    let dir = Dir::new("learned-hostile");
+    let mock = Mock::start(&dir, &["--duration-ms", "50"]);
+    let cache = dir.join("cache").join("genapi");
+    std::fs::create_dir_all(&cache).unwrap();
+    let file = cache.join("learned.json");
+    fn oversize(path: &Path) {
+        std::fs::write(path, format!("{{}}{}", " ".repeat(1 << 20))).unwrap();
+    }
+    fn fifo(path: &Path) {
+        let name = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(name.as_ptr(), 0o600) }, 0);
+    }
+    fn endless(path: &Path) {
+        std::os::unix::fs::symlink("/dev/zero", path).unwrap();
+    }
+    // Valid JSON, but over the 1 MiB limit; a named pipe (no writer: reading
+    // it would wait for ever); a device that never ends.
+    type Make = fn(&Path);
+    let cases: [(&str, Make); 3] = [
+        ("1 MiB", oversize),
+        ("not a regular file", fifo),
+        ("not a regular file", endless),
+    ];
+    for (n, (expected, make)) in cases.iter().enumerate() {
+        let _ = std::fs::remove_file(&file);
+        make(&file);
+        let run =
+            output_within_a_minute(
+                mock.command(&dir)
+                    .args(["generate", "x", "--json", "-o", &format!("{n}.jpg")]),
+            );
+        assert_exit(&run, 0);
+        let stderr = text(&run.stderr);
+        assert!(
+            stderr.contains("warning: ignoring the learned task durations") && stderr.contains(expected),
+            "{expected}: {stderr}"
+        );
+        assert_eq!(json_lines(&run).len(), 1);
+        let kept: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+        assert!(kept.is_object(), "replaced by what this run learned: {kept}");
+    }
 }

@@ -160,6 +160,43 @@ async fn a_task_can_be_resumed_from_its_id_or_polling_url() {
     assert_eq!(by_id.wait().await.unwrap().id, hooked_id);
 }
 
+#[tokio::test(start_paused = true)]
+async fn download_timeout_bounds_the_whole_download_not_each_attempt() {
+    use genapi::mock::Fault;
+    use std::time::Duration;
+    let mock = MockService::start().await.unwrap();
+    let client = mock
+        .client_builder()
+        .download_timeout(Duration::from_secs(5))
+        .build()
+        .unwrap();
+    let output = client
+        .run(types::Gen2ProRequest::builder().prompt("x").width(64).height(64))
+        .await
+        .unwrap();
+    // Every attempt is answered at once with 503 and "Retry-After: 3": four
+    // attempts, each far within 5 s, would hold the download for 9 s.
+    mock.inject(Fault::unavailable("/mock/results/", 3).times(4));
+    let started = tokio::time::Instant::now();
+    let error = output.bytes().await.unwrap_err();
+    let held = started.elapsed();
+    assert!(held <= Duration::from_secs(5), "the download was held {held:?}");
+    assert!(error.to_string().contains("download timeout"), "{error}");
+    assert_eq!(error.class(), genapi::FailureClass::Timeout, "{error}");
+    assert_eq!(error.task(), Some(output.reference()), "the task is named");
+    assert!(error.is_worth_waiting_again());
+    // Saving is bounded the same way, and leaves no partial file behind.
+    mock.inject(Fault::unavailable("/mock/results/", 3).times(4));
+    let dir = std::env::temp_dir().join(format!("genapi-download-timeout-{}", output.id));
+    std::fs::create_dir_all(&dir).unwrap();
+    let started = tokio::time::Instant::now();
+    let error = output.save(dir.join("x.jpg")).await.unwrap_err();
+    assert!(started.elapsed() <= Duration::from_secs(5), "{:?}", started.elapsed());
+    assert_eq!(error.class(), genapi::FailureClass::Timeout, "{error}");
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
 mod image_inputs {
     use genapi::{Error, ImageInput};
 
@@ -200,6 +237,41 @@ mod image_inputs {
             .await
             .unwrap_err();
         assert!(text.to_string().contains("not a PNG, JPEG, WebP or GIF"), "{text}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn only_regular_image_files_of_at_most_32_mib_are_read() {
+        use std::io::Write;
+        let path = std::env::temp_dir().join(format!("genapi-input-big-{}.png", std::process::id()));
+        let mut file = std::fs::File::create(&path).unwrap();
+        file.write_all(&super::common::png_header(4, 4)).unwrap();
+        // A PNG of 32 MiB and a byte (sparse: nothing is written to the disk).
+        file.set_len((32 << 20) + 1).unwrap();
+        let input = ImageInput::path(&path);
+        // Never unwrap_err: an accepted file would print 43 MB of base64.
+        for error in [input.to_base64().await.err(), input.to_field_blocking(false).err()] {
+            let error = error.expect("a file over 32 MiB is refused");
+            assert!(
+                matches!(&error, Error::Input { message, .. } if message.contains("32 MiB")),
+                "{error}"
+            );
+        }
+        file.set_len(32 << 20).unwrap();
+        assert!(input.to_base64().await.is_ok(), "32 MiB is within the limit");
+        std::fs::remove_file(&path).unwrap();
+
+        for special in ["/dev/zero", "/dev/null", "/"] {
+            let input = ImageInput::path(special);
+            for error in [
+                input.to_base64().await.unwrap_err(),
+                input.to_field_blocking(true).unwrap_err(),
+            ] {
+                assert!(
+                    matches!(&error, Error::Input { message, .. } if message.contains("not a regular file")),
+                    "{special}: {error}"
+                );
+            }
+        }
     }
 
     #[test]

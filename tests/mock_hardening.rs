@@ -47,9 +47,9 @@ async fn a_claimed_giant_image_does_not_make_a_giant_output() {
     let giant = common::b64(&common::png_header(200_000, 200_000));
     let (status, answer) = post(
         &mock,
-        "/v1/gen-pro-1.0-expand",
+        "/v1/gen-2-pro",
         Some(mock.key()),
-        json!({"image": giant, "top": 2048, "left": 2048}),
+        json!({"prompt": "edit", "input_image": giant}),
     )
     .await;
     assert_eq!(status, 200, "{answer}");
@@ -71,6 +71,42 @@ async fn a_claimed_giant_image_does_not_make_a_giant_output() {
             .0,
         200
     );
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_expand_beyond_the_output_bound_is_refused_with_the_bound() {
+    let mock = start(MockConfig::default().default_duration(Duration::from_millis(1))).await;
+    let key = Some(mock.key());
+    let expand = |w: u32, h: u32, sides: Value| {
+        let mut body = json!({"image": common::b64(&common::png_header(w, h))});
+        body.as_object_mut().unwrap().extend(sides.as_object().unwrap().clone());
+        body
+    };
+    // Each side within its 0..2048, the result 6144 x 6144 (36 MP).
+    let giant = expand(
+        2048,
+        2048,
+        json!({"top": 2048, "bottom": 2048, "left": 2048, "right": 2048}),
+    );
+    let (status, answer) = post(&mock, "/v1/gen-pro-1.0-expand", key, giant).await;
+    assert_eq!(status, 422, "{answer}");
+    let error = &answer["detail"][0];
+    assert_eq!(error["loc"], json!(["body"]), "{answer}");
+    assert_eq!(error["type"], "value_error", "{answer}");
+    let message = error["msg"].as_str().unwrap();
+    assert!(
+        message.contains("6144 x 6144") && message.contains("4194304") && message.contains("4 MP"),
+        "{message}"
+    );
+    assert_eq!(mock.stats().tasks_kept, 0, "no task was created");
+    // A claimed giant image with nothing added is as far beyond it.
+    let claimed = expand(200_000, 200_000, json!({}));
+    assert_eq!(post(&mock, "/v1/gen-pro-1.0-expand", key, claimed).await.0, 422);
+    // Up to the bound, the expand is accepted: 2048 x 2048 exactly, and 1024 x 1024 plus 1024 on the left.
+    for within in [expand(2048, 2048, json!({})), expand(1024, 1024, json!({"left": 1024}))] {
+        let (status, answer) = post(&mock, "/v1/gen-pro-1.0-expand", key, within).await;
+        assert_eq!(status, 200, "{answer}");
+    }
 }
 
 #[tokio::test(start_paused = true)]
@@ -163,15 +199,74 @@ async fn the_request_log_is_a_ring_and_keeps_no_whole_bodies() {
     let mock = start(MockConfig::default().request_log_capacity(10)).await;
     let big = "x".repeat(1024 * 1024);
     for n in 0..30 {
-        // Keyless, so refused: the body is still not kept whole.
-        let (status, _) = post(&mock, "/v1/gen-2-pro", None, json!({"prompt": big, "n": n})).await;
-        assert_eq!(status, 403);
+        // Read (the key is right), refused (no such path): the body is still not kept whole.
+        let (status, _) = post(
+            &mock,
+            "/v1/no-such-model",
+            Some(mock.key()),
+            json!({"prompt": big, "n": n}),
+        )
+        .await;
+        assert_eq!(status, 404);
     }
     let log = mock.requests();
     assert_eq!(log.len(), 10);
     assert!(log[9].body.starts_with("{\"n\":29,"), "the newest kept");
     assert!(log.iter().all(|r| r.body.len() <= LOGGED_BODY_LIMIT + 64));
-    assert_eq!(mock.count("POST", "/v1/gen-2-pro"), 10);
+    assert_eq!(mock.count("POST", "/v1/no-such-model"), 10);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_request_log_stays_within_its_byte_budget() {
+    // The defaults: 1,024 entries, 16 MiB.
+    let mock = MockService::start().await.unwrap();
+    let filler = "h".repeat(64 * 1024);
+    let body = json!({"prompt": "x".repeat(20 * 1024)});
+    for n in 0..300 {
+        let response = common::http()
+            .post(format!("{}/v1/no-such-model", mock.base_url()))
+            .header("x-key", mock.key())
+            .header("x-filler", &filler)
+            .header("x-n", n.to_string())
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 404);
+    }
+    let log = mock.requests();
+    let held: usize = log
+        .iter()
+        .map(|r| r.body.len() + r.path.len() + r.headers.iter().map(|(n, v)| n.len() + v.len()).sum::<usize>())
+        .sum();
+    assert!(held <= 16 << 20, "the log holds {held} bytes of {} requests", log.len());
+    assert!(log.len() < 300, "the oldest were dropped");
+    assert_eq!(log.last().unwrap().header("x-n"), Some("299"), "the newest are kept");
+}
+
+#[tokio::test]
+async fn a_request_without_the_key_is_answered_before_its_body_is_read() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mock = MockService::start().await.unwrap();
+    let address = mock.base_url().trim_start_matches("http://").to_string();
+    let mut stream = tokio::net::TcpStream::connect(address).await.unwrap();
+    // 100 MiB announced and none of it sent: the answer must not wait for it.
+    stream
+        .write_all(
+            b"POST /v1/gen-2-pro HTTP/1.1\r\nhost: mock\r\ncontent-type: application/json\r\n\
+              content-length: 104857600\r\n\r\n",
+        )
+        .await
+        .unwrap();
+    let mut head = [0u8; 12];
+    tokio::time::timeout(Duration::from_secs(30), stream.read_exact(&mut head))
+        .await
+        .expect("answered without waiting for the body")
+        .unwrap();
+    assert_eq!(&head, b"HTTP/1.1 403");
+    let logged = mock.requests();
+    assert_eq!(logged.len(), 1);
+    assert_eq!(logged[0].body, "", "nothing of the body was read");
 }
 
 #[tokio::test(start_paused = true)]

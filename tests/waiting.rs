@@ -214,3 +214,34 @@ async fn the_active_task_limit_keeps_clear_of_429() {
         "each task submitted once, none refused"
     );
 }
+
+#[test]
+fn learned_durations_are_trimmed_as_they_are_read() {
+    // A kept file grown by hand or by an attacker: 100,000 durations of one
+    // operation, some implausible, and a thousand operations.
+    let mut samples: Vec<f64> = (1..=100_000).map(|n| f64::from(n) / 1000.0).collect();
+    samples.insert(99_990, -1.0);
+    samples.insert(99_995, 1e12);
+    let mut operations = serde_json::Map::new();
+    operations.insert("gen_2_pro".into(), serde_json::json!(samples));
+    for n in 0..1000 {
+        operations.insert(format!("op_{n:04}"), serde_json::json!([1.0]));
+    }
+    let text = serde_json::json!({ "operations": operations }).to_string();
+    let read: genapi::Learned = serde_json::from_str(&text).unwrap();
+
+    // What observing the same durations keeps: the last 32 plausible ones.
+    let mut observed = genapi::Learned::default();
+    for seconds in &samples {
+        observed.observe("gen_2_pro", *seconds);
+    }
+    let read = serde_json::to_value(&read).unwrap();
+    let observed = serde_json::to_value(&observed).unwrap();
+    assert_eq!(read["operations"]["gen_2_pro"], observed["operations"]["gen_2_pro"]);
+    assert_eq!(read["operations"]["gen_2_pro"].as_array().unwrap().len(), 32);
+    assert!(
+        read["operations"].as_object().unwrap().len() <= 256,
+        "{} operations kept",
+        read["operations"].as_object().unwrap().len()
+    );
+}

@@ -9,7 +9,9 @@
 //! - **Auth**: `x-key` must be a configured key (403 otherwise); a key can be
 //!   limited to some operations (403 elsewhere).
 //! - **Validation** from `openapi.json` itself (or a document you pass), all
-//!   errors at once, as 422 `{"detail":[{"type","loc","msg","input"}]}`.
+//!   errors at once, as 422 `{"detail":[{"type","loc","msg","input"}]}`;
+//!   an expand whose result (the image plus the four sides) would be above
+//!   4 MP is a 422 that names the bound.
 //! - **Three hosts**, as the service has: submissions on the API origin
 //!   ([`MockService::base_url`]); an absolute `polling_url` on a second,
 //!   "regional" listener ([`MockService::regional_url`]), which takes the key
@@ -47,8 +49,9 @@
 //!   `X-Webhook-Secret` echo and Standard Webhooks signature headers),
 //!   retried with bounded backoff, redirects never followed, and only to the
 //!   origins listed in [`MockConfig::webhook_targets`] (the secret goes with it).
-//! - **Request log** ([`MockService::requests`]), a bounded ring with the key
-//!   and webhook secret redacted and long bodies truncated; counters of what
+//! - **Request log** ([`MockService::requests`]), a ring bounded in entries
+//!   and in bytes ([`MockConfig::request_log_bytes`]), with the key and
+//!   webhook secret redacted and long bodies truncated; counters of what
 //!   the service saw ([`MockService::stats`], `GET /mock/stats`).
 //! - **Control over HTTP** (with the mock's key in `x-key`), for tests in other
 //!   languages: `POST /mock/faults`
@@ -111,6 +114,18 @@ pub struct LoggedRequest {
 }
 
 impl LoggedRequest {
+    /// Memory the entry holds, as counted against
+    /// [`MockConfig::request_log_bytes`].
+    fn held_bytes(&self) -> usize {
+        let strings = [&self.origin, &self.method, &self.path, &self.body]
+            .into_iter()
+            .chain(&self.query)
+            .chain(self.headers.iter().flat_map(|(name, value)| [name, value]));
+        std::mem::size_of::<LoggedRequest>()
+            + self.headers.capacity() * std::mem::size_of::<(String, String)>()
+            + strings.map(String::capacity).sum::<usize>()
+    }
+
     /// A header's value.
     pub fn header(&self, name: &str) -> Option<&str> {
         self.headers
@@ -263,6 +278,10 @@ pub struct MockConfig {
     pub max_body_bytes: usize,
     /// Requests kept by the request log (the oldest are dropped).
     pub request_log_capacity: usize,
+    /// Bytes the request log may hold in all (its entries' bodies, headers
+    /// and the rest); the oldest entries are dropped to stay within it.
+    /// Default 16 MiB.
+    pub request_log_bytes: usize,
     /// Allow listening on a non-loopback address.
     pub allow_remote: bool,
 }
@@ -288,6 +307,7 @@ impl Default for MockConfig {
             observed_statuses: false,
             max_body_bytes: 128 * 1024 * 1024,
             request_log_capacity: 1024,
+            request_log_bytes: 16 * 1024 * 1024,
             allow_remote: false,
         }
     }
@@ -343,6 +363,8 @@ impl MockConfig {
         max_body_bytes: usize;
         /// Sets [`MockConfig::request_log_capacity`].
         request_log_capacity: usize;
+        /// Sets [`MockConfig::request_log_bytes`].
+        request_log_bytes: usize;
         /// Sets [`MockConfig::allow_remote`].
         allow_remote: bool;
     }
@@ -509,7 +531,7 @@ impl MockService {
             clock: Clock::default(),
             tasks: Mutex::new(Default::default()),
             faults: Mutex::new(Vec::new()),
-            log: Mutex::new(VecDeque::new()),
+            log: Mutex::new(state::RequestLog::default()),
             deliveries: Mutex::new(VecDeque::new()),
             counters: Mutex::new(Default::default()),
             rendered: Mutex::new(VecDeque::new()),
@@ -613,8 +635,9 @@ impl MockService {
         self.state.credits.lock().ok().and_then(|c| *c)
     }
 
-    /// The requests still in the log (the last
-    /// [`MockConfig::request_log_capacity`]).
+    /// The requests still in the log (the newest, within
+    /// [`MockConfig::request_log_capacity`] and
+    /// [`MockConfig::request_log_bytes`]).
     pub fn requests(&self) -> Vec<LoggedRequest> {
         self.state
             .log

@@ -13,7 +13,7 @@ use axum::Router;
 use futures::StreamExt;
 use serde_json::{json, Value};
 
-use super::render::{clamp_size, MAX_OUTPUT_SIDE};
+use super::render::{clamp_size, MAX_OUTPUT_PIXELS, MAX_OUTPUT_SIDE};
 use super::results::{poll_body, signature};
 use super::state::{Media, MockTask, Outcome, State, MAX_CLOCK_OFFSET};
 use super::{deliver, render, FaultKind, LoggedRequest, LOGGED_BODY_LIMIT};
@@ -103,7 +103,12 @@ async fn handle(Shared(ctx): Shared<Ctx>, request: Request) -> Response {
         .get("content-length")
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
+    // The key is checked before the body is read: a client without one
+    // cannot make the mock read (or hold) a large body. The request is then
+    // answered as before (faults, then 403), with an empty body.
+    let keyed = ctx.origin == Origin::Delivery || authenticate(&ctx.state, &headers).is_some();
     let body = match declared {
+        _ if !keyed => Ok(Bytes::new()),
         Some(length) if length > limit as u64 && length > DRAIN_LIMIT as u64 => Err(StatusCode::PAYLOAD_TOO_LARGE),
         _ => read_body(body, limit).await,
     };
@@ -232,6 +237,9 @@ fn redact_body(body: &Bytes) -> String {
         let dropped = text.len() - cut;
         text.truncate(cut);
         text.push_str(&format!("…[{dropped} more bytes not kept]"));
+        // What was cut is freed, not kept as spare capacity for the life of
+        // the entry.
+        text.shrink_to_fit();
     }
     text
 }
@@ -485,6 +493,9 @@ fn submit(ctx: &Ctx, key: &str, operation: &str, path: &str, schema: Option<&str
                 json!({ "detail": echo_inputs(errors, &request) }),
             );
         }
+    }
+    if let Some(error) = expand_beyond_limit(operation, &request) {
+        return json_response(StatusCode::UNPROCESSABLE_ENTITY, json!({ "detail": [error] }));
     }
     let media = if operation == "gen_3_video" {
         Media::Video
@@ -761,6 +772,35 @@ fn input_pixels(request: &Value) -> f64 {
         .fold(0.0, |sum, pixels| sum + pixels)
 }
 
+/// An expand whose result (the image plus the four sides) would be above
+/// the contract's 4 MP output bound: the 422 the service answers, else
+/// `None`. An image whose size cannot be read is left to the task.
+fn expand_beyond_limit(operation: &str, request: &Value) -> Option<Value> {
+    if operation != "gen_pro_1_0_expand" {
+        return None;
+    }
+    let (w, h) = request.get("image").and_then(image_size)?;
+    let side = |k: &str| request.get(k).and_then(Value::as_u64).unwrap_or(0);
+    let width = u64::from(w) + side("left") + side("right");
+    let height = u64::from(h) + side("top") + side("bottom");
+    let area = u128::from(width) * u128::from(height);
+    (area > u128::from(MAX_OUTPUT_PIXELS)).then(|| {
+        json!({
+            "type": "value_error",
+            "loc": ["body"],
+            "msg": format!(
+                "Value error, the expanded image ({w} x {h} plus left {}, right {}, top {}, bottom {}) would be \
+                 {width} x {height} = {area} pixels, above the limit of {MAX_OUTPUT_PIXELS} (4 MP): expand less \
+                 or send a smaller image",
+                side("left"),
+                side("right"),
+                side("top"),
+                side("bottom"),
+            ),
+        })
+    })
+}
+
 fn ratio_size(ratio: &str) -> Option<(u32, u32)> {
     let (w, h) = ratio.split_once(':')?;
     let (w, h) = (w.parse::<f64>().ok()?, h.parse::<f64>().ok()?);
@@ -801,4 +841,21 @@ fn output_size(operation: &str, request: &Value, default_ratio: Option<&str>) ->
         return size;
     }
     (1024, 1024)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cut_body_holds_only_its_prefix() {
+        let body = Bytes::from(json!({ "prompt": "x".repeat(2 << 20) }).to_string());
+        let kept = redact_body(&body);
+        assert!(kept.ends_with("more bytes not kept]"), "{}", &kept[kept.len() - 40..]);
+        assert!(
+            kept.capacity() <= LOGGED_BODY_LIMIT + 64,
+            "a 2 MiB body holds {} bytes in the log",
+            kept.capacity()
+        );
+    }
 }

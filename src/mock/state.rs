@@ -360,7 +360,7 @@ pub(crate) struct State {
     pub(crate) tasks: Mutex<Tasks>,
     pub(crate) credits: Mutex<Option<f64>>,
     pub(crate) faults: Mutex<Vec<Fault>>,
-    pub(crate) log: Mutex<VecDeque<LoggedRequest>>,
+    pub(crate) log: Mutex<RequestLog>,
     pub(crate) deliveries: Mutex<VecDeque<Delivery>>,
     pub(crate) counters: Mutex<Counters>,
     /// A few recently rendered results, so repeated downloads do not render
@@ -373,6 +373,19 @@ pub(crate) struct State {
     /// `http://127.0.0.1:PORT` of the regional and delivery listeners.
     pub(crate) regional_url: String,
     pub(crate) delivery_url: String,
+}
+
+/// The request log: the newest requests, and the bytes they hold.
+#[derive(Default)]
+pub(crate) struct RequestLog {
+    entries: VecDeque<LoggedRequest>,
+    bytes: usize,
+}
+
+impl RequestLog {
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &LoggedRequest> {
+        self.entries.iter()
+    }
 }
 
 /// Most faults pending at once.
@@ -411,16 +424,23 @@ impl State {
         }
     }
 
+    /// Keeps a request in the log, dropping (and freeing) the oldest ones
+    /// beyond [`MockConfig::request_log_capacity`] entries or
+    /// [`MockConfig::request_log_bytes`] bytes. A request larger than the
+    /// whole budget is not kept.
     pub(crate) fn record(&self, request: LoggedRequest) {
+        let (capacity, budget) = (self.config.request_log_capacity, self.config.request_log_bytes);
+        let size = request.held_bytes();
+        if capacity == 0 || size > budget {
+            return;
+        }
         if let Ok(mut log) = self.log.lock() {
-            let capacity = self.config.request_log_capacity;
-            if capacity == 0 {
-                return;
+            while log.entries.len() >= capacity || log.bytes + size > budget {
+                let Some(dropped) = log.entries.pop_front() else { break };
+                log.bytes = log.bytes.saturating_sub(dropped.held_bytes());
             }
-            while log.len() >= capacity {
-                log.pop_front();
-            }
-            log.push_back(request);
+            log.bytes += size;
+            log.entries.push_back(request);
         }
     }
 

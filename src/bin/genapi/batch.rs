@@ -16,7 +16,7 @@ use serde_json::{json, Map, Value};
 use tokio::time::Instant;
 
 use crate::catalog::{suggest, Catalog};
-use crate::{code, connect_with, out, timeout_of, Failure, Global};
+use crate::{code, connect_with, files, out, timeout_of, Failure, Global};
 
 /// The journal's file name in the output directory.
 const JOURNAL: &str = "journal.jsonl";
@@ -738,7 +738,7 @@ struct Checked {
 
 /// Every line checked against the document before anything is sent.
 fn check_file(path: &Path, base_dir: &Path) -> Result<Checked, Failure> {
-    let file = std::fs::File::open(path).map_err(|e| Failure::usage(format!("{}: {e}", shown(path))))?;
+    let file = open_jobs(path)?;
     let catalog = Catalog::load().map_err(Failure::usage)?;
     let mut checked = Checked {
         total: 0,
@@ -837,6 +837,11 @@ fn check_file(path: &Path, base_dir: &Path) -> Result<Checked, Failure> {
     Ok(checked)
 }
 
+/// The job file, within the limit of a job file.
+fn open_jobs(path: &Path) -> Result<std::io::Take<std::fs::File>, Failure> {
+    files::open(path, files::JOB_FILE_LIMIT).map_err(|e| Failure::usage(format!("{}: {e}", shown(path))))
+}
+
 /// The body of a job line: its fields, image paths read and encoded.
 fn body_of(job: &JobLine, info: &ModelInfo, base_dir: &Path) -> Result<Value, String> {
     let mut body = Map::new();
@@ -868,7 +873,7 @@ fn image_value(field: &str, source: &str, accepts_url: bool, base_dir: &Path) ->
 /// The valid lines of the job file, read again one at a time as the batch
 /// takes them, so memory does not grow with the file.
 struct JobReader {
-    lines: std::io::Lines<BufReader<std::fs::File>>,
+    lines: std::io::Lines<BufReader<std::io::Take<std::fs::File>>>,
     line: u64,
     base_dir: PathBuf,
     models: HashMap<String, ModelInfo>,
@@ -882,7 +887,7 @@ impl JobReader {
         models: HashMap<String, ModelInfo>,
         invalid: Vec<(u64, String)>,
     ) -> Result<JobReader, Failure> {
-        let file = std::fs::File::open(path).map_err(|e| Failure::usage(format!("{}: {e}", shown(path))))?;
+        let file = open_jobs(path)?;
         Ok(JobReader {
             lines: BufReader::new(file).lines(),
             line: 0,

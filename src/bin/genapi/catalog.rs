@@ -64,7 +64,7 @@ impl Catalog {
                 order: Ordered::read(EMBEDDED_DOCUMENT),
             }),
             Some(file) => {
-                let text = std::fs::read_to_string(&file)
+                let text = crate::files::read_to_string(std::path::Path::new(&file), crate::files::DOCUMENT_LIMIT)
                     .map_err(|e| format!("{DOCUMENT_VARIABLE}={}: {e}", file.to_string_lossy()))?;
                 let document = Document::parse(&text)
                     .map_err(|e| format!("{DOCUMENT_VARIABLE}={}: {e}", file.to_string_lossy()))?;

@@ -2,13 +2,17 @@
 //! small file in the user's cache directory, per service address, so the
 //! first wait of a new run is already well aimed.
 //!
-//! The file is a convenience: a missing, corrupt or foreign one is ignored,
-//! and failing to write it never fails a command.
+//! The file is a convenience: a missing one is ignored, one that is not a
+//! small regular file of the expected shape is ignored with a warning (and
+//! replaced), and failing to write it never fails a command. What it holds is
+//! trimmed as it is read (see `genapi::Learned`).
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use genapi::Learned;
+
+use crate::{files, out};
 
 /// `$XDG_CACHE_HOME/genapi/learned.json`, else `~/.cache/genapi/learned.json`.
 fn path() -> Option<PathBuf> {
@@ -23,27 +27,41 @@ fn path() -> Option<PathBuf> {
     Some(base.join("genapi").join("learned.json"))
 }
 
-/// Every service's durations, as kept in the file.
-fn read_all() -> BTreeMap<String, Learned> {
-    let Some(path) = path() else { return BTreeMap::new() };
-    let Ok(text) = std::fs::read_to_string(&path) else {
-        return BTreeMap::new();
-    };
-    serde_json::from_str(&text).unwrap_or_else(|error| {
-        tracing::debug!(%error, file = %path.display(), "ignoring an unreadable durations file");
-        BTreeMap::new()
-    })
+/// Largest file read: far more than the durations of every operation of a
+/// few services.
+const LIMIT: u64 = 1024 * 1024;
+
+/// Every service's durations, as kept in the file (none when there is no
+/// file); why the file is not usable otherwise.
+fn read_all(path: &Path) -> Result<BTreeMap<String, Learned>, String> {
+    if !path.exists() {
+        return Ok(BTreeMap::new());
+    }
+    let text = files::read_to_string(path, LIMIT)?;
+    serde_json::from_str(&text).map_err(|e| e.to_string())
 }
 
 /// What was learned for this service address.
 pub fn load(service: &str) -> Learned {
-    read_all().remove(service).unwrap_or_default()
+    let Some(path) = path() else { return Learned::default() };
+    match read_all(&path) {
+        Ok(mut all) => all.remove(service).unwrap_or_default(),
+        Err(why) => {
+            out::err(&format!(
+                "warning: ignoring the learned task durations in {} ({}); it is replaced after the next task",
+                out::clean(&path.display().to_string()),
+                out::clean(&why)
+            ));
+            Learned::default()
+        }
+    }
 }
 
 /// Keeps what `learned` holds for this service address.
 pub fn save(service: &str, learned: Learned) {
     let Some(path) = path() else { return };
-    let mut all = read_all();
+    // An unusable file was reported when it was loaded; it is replaced.
+    let mut all = read_all(&path).unwrap_or_default();
     all.insert(service.to_string(), learned);
     let Ok(text) = serde_json::to_string(&all) else { return };
     let written = path.parent().map_or(Ok(()), std::fs::create_dir_all).and_then(|()| {

@@ -37,6 +37,17 @@ pub fn out(line: &str) {
     }
 }
 
+/// One line on stdout that must arrive (a paid task's id): the error when it
+/// could not be written, so the caller can say so and show it elsewhere.
+pub fn out_required(line: &str) -> std::io::Result<()> {
+    let mut stdout = std::io::stdout().lock();
+    let written = writeln!(stdout, "{line}").and_then(|()| stdout.flush());
+    if written.is_err() {
+        STDOUT_OPEN.store(false, Ordering::Relaxed);
+    }
+    written
+}
+
 /// One line on stderr; dropped once stderr is closed.
 pub fn err(line: &str) {
     err_raw(&format!("{line}\n"));

@@ -9,7 +9,7 @@ use genapi::ImageInput;
 use serde_json::{Map, Number, Value};
 
 use crate::catalog::{suggest, Catalog, Field, Model};
-use crate::{out, Failure};
+use crate::{files, out, Failure};
 
 /// What to submit.
 #[derive(Args, Clone, Debug)]
@@ -298,18 +298,26 @@ fn split_pair<'a>(flag: &str, pair: &'a str) -> Result<(&'a str, Value), Failure
 }
 
 fn read_prompt(args: &RequestArgs) -> Result<Option<String>, Failure> {
+    let limit = files::PROMPT_LIMIT;
     let from_stdin = || {
         let mut text = String::new();
         std::io::stdin()
+            .take(limit + 1)
             .read_to_string(&mut text)
             .map_err(|e| Failure::usage(format!("cannot read the prompt from stdin: {e}")))?;
+        if text.len() as u64 > limit {
+            return Err(Failure::usage(format!(
+                "the prompt on stdin is larger than {}, the most a prompt may be",
+                files::shown_limit(limit)
+            )));
+        }
         Ok::<_, Failure>(text)
     };
     let text = match (&args.prompt, &args.prompt_file) {
         (Some(prompt), _) if prompt == "-" => from_stdin()?,
         (Some(prompt), _) => return Ok(Some(prompt.clone())),
         (None, Some(file)) if file.as_os_str() == "-" => from_stdin()?,
-        (None, Some(file)) => std::fs::read_to_string(file)
+        (None, Some(file)) => files::read_to_string(file, limit)
             .map_err(|e| Failure::usage(format!("--prompt-file {}: {e}", file.display())))?,
         (None, None) => return Ok(None),
     };

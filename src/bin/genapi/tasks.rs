@@ -558,20 +558,30 @@ pub async fn submit(global: &Global, request: RequestArgs) -> Result<(), Failure
         }
     };
     let (id, polling_url) = (task.id().to_string(), task.polling_url().to_string());
-    if global.json {
-        out::out(&json!({"id": id, "polling_url": polling_url, "model": prepared.model.name, "status": "submitted", "cost": task.cost()}).to_string());
+    let line = if global.json {
+        json!({"id": id, "polling_url": polling_url, "model": prepared.model.name, "status": "submitted", "cost": task.cost()}).to_string()
     } else {
-        out::out(&format!("{}\t{}", out::clean(&id), out::clean(&polling_url)));
-    }
+        format!("{}\t{}", out::clean(&id), out::clean(&polling_url))
+    };
     let reference = if url_is_fallback(&connection.client, &id, &polling_url) {
         &id
     } else {
         &polling_url
     };
-    out::progress(&format!(
-        "wait for it with: genapi wait {} --out FILE",
-        out::shell_quote(reference)
-    ));
+    let wait = format!("genapi wait {} --out FILE", out::shell_quote(reference));
+    if let Err(error) = out::out_required(&line) {
+        // The task is paid for: its id must not be lost with stdout.
+        announce(&task);
+        return Err(Failure::new(
+            code::ID_NOT_WRITTEN,
+            format!(
+                "task {} was accepted, but its id could not be written to stdout ({error}); it is printed above: \
+                 wait for it with: {wait}",
+                out::clean(&id)
+            ),
+        ));
+    }
+    out::progress(&format!("wait for it with: {wait}"));
     Ok(())
 }
 
