@@ -5,12 +5,12 @@
 //! URL. The format is recognised from the file's first bytes, not its name, so
 //! a mislabelled file is caught before it costs a request.
 
-use std::io::Read as _;
 use std::path::Path;
 
 use base64::Engine as _;
 
 use crate::error::{Error, Result};
+use crate::user_files::Unread;
 
 /// Largest image file read as an input: 32 MiB, far more than a 4 MP image
 /// takes in any format the service reads.
@@ -195,36 +195,17 @@ impl ImageInput {
     /// so a named pipe cannot hang the read) of at most
     /// [`MAX_IMAGE_FILE_BYTES`], read no further than that.
     fn read_file(&self, path: &Path) -> Result<Vec<u8>> {
-        let mut options = std::fs::OpenOptions::new();
-        options.read(true);
-        #[cfg(unix)]
-        std::os::unix::fs::OpenOptionsExt::custom_flags(&mut options, libc::O_NONBLOCK);
-        let file = options.open(path).map_err(|e| self.cannot_read(e))?;
-        let metadata = file.metadata().map_err(|e| self.cannot_read(e))?;
-        if !metadata.is_file() {
-            return Err(self.refused(
+        crate::user_files::read_regular_file(path, MAX_IMAGE_FILE_BYTES).map_err(|unread| match unread {
+            Unread::Io(e) => self.cannot_read(e),
+            Unread::NotRegular => self.refused(
                 "not a regular file (a pipe, a device or a directory is never read as an image); pass an image file"
                     .into(),
-            ));
-        }
-        let too_large = |size: u64| {
-            self.refused(format!(
+            ),
+            Unread::TooLarge(size) => self.refused(format!(
                 "the file is {size} bytes, above the {} MiB an image input may be; pass a smaller image",
                 MAX_IMAGE_FILE_BYTES >> 20
-            ))
-        };
-        if metadata.len() > MAX_IMAGE_FILE_BYTES {
-            return Err(too_large(metadata.len()));
-        }
-        let mut bytes = Vec::with_capacity(usize::try_from(metadata.len()).unwrap_or(0));
-        file.take(MAX_IMAGE_FILE_BYTES + 1)
-            .read_to_end(&mut bytes)
-            .map_err(|e| self.cannot_read(e))?;
-        // It grew while it was read.
-        if bytes.len() as u64 > MAX_IMAGE_FILE_BYTES {
-            return Err(too_large(bytes.len() as u64));
-        }
-        Ok(bytes)
+            )),
+        })
     }
 
     fn refused(&self, message: String) -> Error {

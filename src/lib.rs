@@ -94,6 +94,7 @@ mod submit;
 mod task;
 mod transport;
 mod trust;
+mod user_files;
 pub mod validate;
 mod wait;
 pub mod webhook;
@@ -114,6 +115,8 @@ pub use status::TaskStatus;
 pub use submit::{IntoRequest, OperationSpec, Submit};
 pub use task::Task;
 pub use transport::{ensure_tls_provider, RetryPolicy};
+#[doc(hidden)]
+pub use user_files::{open_regular_file, read_regular_file, Unread};
 pub use wait::{Learned, Progress, WaitOptions};
 
 /// The `http` crate, whose `HeaderMap` [`webhook::Verifier::verify`] takes.

@@ -5,7 +5,7 @@
 //! the library's `ImageInput`, which keeps the same rule.
 
 use std::fs::File;
-use std::io::{Read, Take};
+use std::io::Take;
 use std::path::Path;
 
 /// Largest prompt read from a file or stdin.
@@ -20,33 +20,29 @@ pub fn shown_limit(limit: u64) -> String {
     format!("{} MiB", limit >> 20)
 }
 
-/// Opens `path` for reading: a regular file of at most `limit` bytes, read
-/// no further than that even if it grows. The error says what to fix.
+/// Opens `path` for reading: a regular file of at most `limit` bytes (the
+/// library's rule). The error says what to fix.
 pub fn open(path: &Path, limit: u64) -> Result<Take<File>, String> {
-    let mut options = std::fs::OpenOptions::new();
-    options.read(true);
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::custom_flags(&mut options, libc::O_NONBLOCK);
-    let file = options.open(path).map_err(|e| e.to_string())?;
-    let metadata = file.metadata().map_err(|e| e.to_string())?;
-    if !metadata.is_file() {
-        return Err("not a regular file (a pipe, a device or a directory is never read); name a file".into());
-    }
-    if metadata.len() > limit {
-        return Err(format!(
-            "the file is {} bytes, above the {} this input may be",
-            metadata.len(),
-            shown_limit(limit)
-        ));
-    }
-    Ok(file.take(limit))
+    genapi::open_regular_file(path, limit).map_err(|unread| said(unread, limit))
 }
 
 /// The text of a file opened as [`open`] does.
 pub fn read_to_string(path: &Path, limit: u64) -> Result<String, String> {
-    let mut text = String::new();
-    open(path, limit)?
-        .read_to_string(&mut text)
-        .map_err(|e| e.to_string())?;
-    Ok(text)
+    let bytes = genapi::read_regular_file(path, limit).map_err(|unread| said(unread, limit))?;
+    String::from_utf8(bytes).map_err(|_| "the file is not UTF-8 text".into())
+}
+
+fn said(unread: genapi::Unread, limit: u64) -> String {
+    match unread {
+        genapi::Unread::Io(e) => e.to_string(),
+        genapi::Unread::NotRegular => {
+            "not a regular file (a pipe, a device or a directory is never read); name a file".into()
+        }
+        genapi::Unread::TooLarge(size) => {
+            format!(
+                "the file is {size} bytes, above the {} this input may be",
+                shown_limit(limit)
+            )
+        }
+    }
 }
