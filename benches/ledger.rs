@@ -6,7 +6,9 @@
 //!
 //! The lines are mixed: durations uniform in 100–300 ms, and one in a
 //! hundred an outlier of 2 s (seeded). The ideal is the sum of the durations
-//! over 24 seats. Runs are interleaved (1 worker, 4 workers, 1, 4, …).
+//! over 24 seats. Runs are interleaved (the file journal, 1 worker, 4
+//! workers, and again): the file journal, one process with no database, is
+//! the baseline the ledger is compared with.
 //!
 //! `cargo bench --bench ledger --features cli`
 //! (`LEDGER_BENCH_RUNS=N` sets the runs of each, 5 by default;
@@ -53,21 +55,24 @@ fn run_once(
     std::thread::sleep(Duration::from_millis(1200));
     let (transactions_before, busy_before) = db_counters(cluster);
     let started = Instant::now();
-    let children: Vec<_> = (0..workers)
+    let children: Vec<_> = (0..workers.max(1))
         .map(|_| {
-            Command::new(env!("CARGO_BIN_EXE_genapi"))
-                .args([
-                    "batch",
-                    "jobs.jsonl",
-                    "--out",
-                    "out",
-                    "--quiet",
-                    "--batch-name",
-                    name,
-                    "--ledger",
-                ])
-                .arg(cluster.url())
-                .args(["--max-active", &SEATS.to_string(), "--seats-pool", name])
+            let mut command = Command::new(env!("CARGO_BIN_EXE_genapi"));
+            command.args([
+                "batch",
+                "jobs.jsonl",
+                "--out",
+                "out",
+                "--quiet",
+                "--max-active",
+                &SEATS.to_string(),
+            ]);
+            if workers > 0 {
+                command
+                    .args(["--batch-name", name, "--seats-pool", name, "--ledger"])
+                    .arg(cluster.url());
+            }
+            command
                 .env("GENAPI_BASE_URL", &mock.base_url)
                 .env("GENAPI_API_KEY", KEY)
                 .env("GENAPI_TRUSTED_ORIGINS", &mock.regional_origin)
@@ -91,6 +96,13 @@ fn run_once(
         wall,
         transactions_per_line: (transactions_after - transactions_before) / lines,
         db_ms_per_line: (busy_after - busy_before) / lines,
+    }
+}
+
+fn shown(workers: usize) -> String {
+    match workers {
+        0 => "file journal".into(),
+        n => format!("{n} worker(s) on the ledger"),
     }
 }
 
@@ -122,7 +134,7 @@ fn main() {
         .collect();
     let ideal = durations.iter().sum::<u64>() as f64 / 1000.0 / SEATS as f64;
     let dir = std::env::temp_dir().join(format!("genapi-ledger-bench-{}", std::process::id()));
-    let mut figures: Vec<(usize, Vec<Figures>)> = vec![(1, Vec::new()), (4, Vec::new())];
+    let mut figures: Vec<(usize, Vec<Figures>)> = vec![(0, Vec::new()), (1, Vec::new()), (4, Vec::new())];
     for run in 1..=runs {
         for (workers, results) in &mut figures {
             let name = format!("bench-{workers}-{run}");
@@ -138,8 +150,9 @@ fn main() {
                 .collect();
             let result = run_once(&mock, &cluster, *workers, &name, &(jobs.join("\n") + "\n"), &dir);
             println!(
-                "{workers} worker(s), run {run}: {:.2} s ({:.3}x the ideal {ideal:.2} s); {:.1} transactions and {:.2} \
+                "{}, run {run}: {:.2} s ({:.3}x the ideal {ideal:.2} s); {:.1} transactions and {:.2} \
                  ms of database time per line",
+                shown(*workers),
                 result.wall,
                 result.wall / ideal,
                 result.transactions_per_line,
@@ -157,8 +170,9 @@ fn main() {
         let mut transactions: Vec<f64> = results.iter().map(|f| f.transactions_per_line).collect();
         let mut busy: Vec<f64> = results.iter().map(|f| f.db_ms_per_line).collect();
         println!(
-            "{workers} worker(s), {lines} lines, {SEATS} seats: median {:.3}x the ideal (range {low:.3}x to {high:.3}x \
+            "{}, {lines} lines, {SEATS} seats: median {:.3}x the ideal (range {low:.3}x to {high:.3}x \
              over {runs} runs); median {:.1} transactions and {:.2} ms of database time per line",
+            shown(*workers),
             median(&mut ratios),
             median(&mut transactions),
             median(&mut busy)

@@ -365,35 +365,37 @@ impl Client {
     /// freed: this never waits forever.
     async fn reserve(&self) -> Option<Reservation> {
         let active = self.shared.active.clone()?;
-        loop {
+        let mut reservation = loop {
             // Registered before looking, so a place freed in between wakes us.
             let changed = active.next_change();
             tokio::pin!(changed);
             changed.as_mut().enable();
-            if let Some(reservation) = active.try_reserve_shared().await {
-                return Some(reservation);
+            if let Some(reservation) = active.try_reserve() {
+                break reservation;
             }
+            let mut found = None;
             while let Some((id, polling_url)) = active.next_due() {
                 if self.seen_final(polling_url.as_str()).await {
                     active.finished(&id);
                 }
-                if let Some(reservation) = active.try_reserve_shared().await {
-                    return Some(reservation);
+                found = active.try_reserve();
+                if found.is_some() {
+                    break;
                 }
             }
-            // A shared place held by a worker that died frees once its task
-            // is seen final.
-            if let Some(shared) = active.shared() {
-                for (place, id, polling_url) in shared.lapsed().await {
-                    if self.seen_final(&polling_url).await {
-                        shared.reclaim(place, &id);
-                    }
-                }
+            if let Some(reservation) = found {
+                break reservation;
             }
-            // Unwatched tasks are checked again after a while (and shared
-            // places, freed by other processes, looked for again).
+            // Unwatched tasks are checked again after a while.
             let _ = tokio::time::timeout(RECHECK, changed).await;
-        }
+        };
+        // A limit shared with other processes needs one of its places too.
+        active
+            .take_shared(&mut reservation, |polling_url| async move {
+                self.seen_final(&polling_url).await
+            })
+            .await;
+        Some(reservation)
     }
 
     /// Polls a task once to learn whether it can still be running: a final

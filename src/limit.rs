@@ -40,6 +40,9 @@ const FORGET_AFTER: Duration = Duration::from_secs(2 * 60 * 60);
 pub(crate) trait SharedPlaces: Send + Sync + std::fmt::Debug {
     /// A free place now, if there is one.
     fn take(&self) -> BoxFuture<'_, Option<i32>>;
+    /// Wakes its waiters whenever a place may have been freed, by any
+    /// process.
+    fn changes(&self) -> &Notify;
     /// Places whose holder died while their task may still run: place,
     /// task id, polling URL. Poll the task; when it is final, `reclaim`.
     fn lapsed(&self) -> BoxFuture<'_, Vec<(i32, String, String)>>;
@@ -80,6 +83,9 @@ impl Ledger {
 pub(crate) struct ActiveTasks {
     limit: usize,
     shared: Option<Arc<dyn SharedPlaces>>,
+    /// One submission at a time asks for a shared place, so a freed place
+    /// costs one query, not one per waiting submission.
+    shared_turn: tokio::sync::Mutex<()>,
     ledger: Mutex<Ledger>,
     changed: Notify,
 }
@@ -181,6 +187,7 @@ impl ActiveTasks {
         Arc::new(ActiveTasks {
             limit: limit.max(1),
             shared,
+            shared_turn: tokio::sync::Mutex::new(()),
             ledger: Mutex::new(Ledger::default()),
             changed: Notify::new(),
         })
@@ -217,19 +224,40 @@ impl ActiveTasks {
         })
     }
 
-    /// A place, if there is room now here and, for a shared limit, among
-    /// the shared places too.
-    pub(crate) async fn try_reserve_shared(self: &Arc<Self>) -> Option<Reservation> {
-        let mut reservation = self.try_reserve()?;
-        if let Some(shared) = &self.shared {
-            reservation.shared = Some(shared.take().await?);
+    /// Adds a shared place to a local one: waits for its turn among this
+    /// process's submissions, then for a place freed by any process.
+    /// Meanwhile the tasks nobody waits for, this process's and those of
+    /// dead workers, are checked (`check` polls one: final?), so their
+    /// places come back when they end: this never waits forever.
+    pub(crate) async fn take_shared<F, Fut>(&self, reservation: &mut Reservation, check: F)
+    where
+        F: Fn(String) -> Fut,
+        Fut: std::future::Future<Output = bool>,
+    {
+        let Some(shared) = &self.shared else { return };
+        let _turn = self.shared_turn.lock().await;
+        loop {
+            // Registered before asking, so a place freed in between wakes us.
+            let changed = shared.changes().notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            if let Some(place) = shared.take().await {
+                reservation.shared = Some(place);
+                return;
+            }
+            // This process's own tasks nobody waits for hold places too.
+            while let Some((id, polling_url)) = self.next_due() {
+                if check(polling_url.to_string()).await {
+                    self.finished(&id);
+                }
+            }
+            for (place, id, polling_url) in shared.lapsed().await {
+                if check(polling_url).await {
+                    shared.reclaim(place, &id);
+                }
+            }
+            let _ = tokio::time::timeout(RECHECK, changed).await;
         }
-        Some(reservation)
-    }
-
-    /// The shared limit, if any.
-    pub(crate) fn shared(&self) -> Option<&Arc<dyn SharedPlaces>> {
-        self.shared.as_ref()
     }
 
     /// The oldest task nobody waits for and nobody checked in the last

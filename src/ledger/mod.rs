@@ -28,6 +28,7 @@ mod lines;
 mod schema;
 mod seats;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio_postgres::error::SqlState;
@@ -111,6 +112,14 @@ pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
 
 /// A connection, migrated to the schema this build knows.
 pub(crate) async fn connect(url: &str) -> Result<tokio_postgres::Client, LedgerError> {
+    connect_listening(url).await.map(|(client, _)| client)
+}
+
+/// [`connect`], and what wakes on each notification the connection gets
+/// (`LISTEN`).
+pub(crate) async fn connect_listening(
+    url: &str,
+) -> Result<(tokio_postgres::Client, Arc<tokio::sync::Notify>), LedgerError> {
     let mut config: tokio_postgres::Config = url
         .parse()
         .map_err(|e: tokio_postgres::Error| LedgerError::Url { reason: describe(&e) })?;
@@ -128,7 +137,7 @@ pub(crate) async fn connect(url: &str) -> Result<tokio_postgres::Client, LedgerE
         })
         .collect::<Vec<_>>()
         .join(",");
-    let (client, connection) = config.connect(tokio_postgres::NoTls).await.map_err(|e| {
+    let (client, mut connection) = config.connect(tokio_postgres::NoTls).await.map_err(|e| {
         let reason = describe(&e);
         match e.code() {
             Some(code)
@@ -140,13 +149,23 @@ pub(crate) async fn connect(url: &str) -> Result<tokio_postgres::Client, LedgerE
             None => LedgerError::Unreachable { at: at.clone(), reason },
         }
     })?;
+    let notified = Arc::new(tokio::sync::Notify::new());
+    let wake = notified.clone();
     tokio::spawn(async move {
-        if let Err(error) = connection.await {
-            tracing::warn!(error = %describe(&error), "the ledger connection closed");
+        let mut messages = futures::stream::poll_fn(move |cx| connection.poll_message(cx));
+        while let Some(message) = futures::StreamExt::next(&mut messages).await {
+            match message {
+                Ok(tokio_postgres::AsyncMessage::Notification(_)) => wake.notify_waiters(),
+                Ok(_) => {}
+                Err(error) => {
+                    tracing::warn!(error = %describe(&error), "the ledger connection closed");
+                    break;
+                }
+            }
         }
     });
     migrate(&client).await?;
-    Ok(client)
+    Ok((client, notified))
 }
 
 /// Applies the migrations this database lacks, one process at a time.

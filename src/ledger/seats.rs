@@ -6,7 +6,7 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use reqwest::Url;
 
-use super::{connect, describe, seconds, worker_name, LedgerError, DEFAULT_LEASE};
+use super::{connect_listening, describe, seconds, worker_name, LedgerError, DEFAULT_LEASE};
 use crate::limit::SharedPlaces;
 
 /// How long a seat taken for a submission whose answer never came back (its
@@ -46,6 +46,8 @@ struct Inner {
     /// Dropped with the last clone: the background task then applies what
     /// is queued and ends.
     changes: tokio::sync::mpsc::UnboundedSender<Change>,
+    /// Woken by the database whenever any process frees a seat.
+    freed: Arc<tokio::sync::Notify>,
 }
 
 impl std::fmt::Debug for SharedSeats {
@@ -82,7 +84,11 @@ impl SharedSeats {
         unanswered_hold: Duration,
     ) -> Result<SharedSeats, LedgerError> {
         let limit = limit.clamp(1, 100_000);
-        let db = Arc::new(connect(url).await?);
+        let (db, freed) = connect_listening(url).await?;
+        let db = Arc::new(db);
+        db.batch_execute("LISTEN genapi_seats")
+            .await
+            .map_err(LedgerError::from_db)?;
         db.execute(
             "INSERT INTO genapi_seats (pool, seat) SELECT $1, g FROM generate_series(1, $2) g ON CONFLICT DO NOTHING",
             &[&pool, &(limit as i32)],
@@ -102,6 +108,7 @@ impl SharedSeats {
                 lease,
                 unanswered_hold: unanswered_hold.max(Duration::from_secs(1)),
                 changes,
+                freed,
             }),
         })
     }
@@ -172,6 +179,10 @@ impl SharedPlaces for SharedSeats {
         })
     }
 
+    fn changes(&self) -> &tokio::sync::Notify {
+        &self.inner.freed
+    }
+
     fn lapsed(&self) -> BoxFuture<'_, Vec<(i32, String, String)>> {
         Box::pin(async move {
             let inner = &self.inner;
@@ -222,14 +233,19 @@ async fn apply(
                      WHERE pool = $1 AND seat = $2 AND worker = $3",
                     &[&pool, &seat, &worker, &task, &url],
                 ).await,
+                // Every process waiting for a seat hears of a freed one.
                 Some(Change::Free(seat)) => db.execute(
-                    "UPDATE genapi_seats SET worker = NULL, lease_until = NULL, task_id = NULL, polling_url = NULL
-                     WHERE pool = $1 AND seat = $2 AND worker = $3",
+                    "WITH freed AS (
+                       UPDATE genapi_seats SET worker = NULL, lease_until = NULL, task_id = NULL, polling_url = NULL
+                       WHERE pool = $1 AND seat = $2 AND worker = $3 RETURNING seat)
+                     SELECT pg_notify('genapi_seats', $1) FROM freed",
                     &[&pool, &seat, &worker],
                 ).await,
                 Some(Change::Reclaim(seat, task)) => db.execute(
-                    "UPDATE genapi_seats SET worker = NULL, lease_until = NULL, task_id = NULL, polling_url = NULL
-                     WHERE pool = $1 AND seat = $2 AND task_id = $3 AND lease_until < now()",
+                    "WITH freed AS (
+                       UPDATE genapi_seats SET worker = NULL, lease_until = NULL, task_id = NULL, polling_url = NULL
+                       WHERE pool = $1 AND seat = $2 AND task_id = $3 AND lease_until < now() RETURNING seat)
+                     SELECT pg_notify('genapi_seats', $1) FROM freed",
                     &[&pool, &seat, &task],
                 ).await,
             },
