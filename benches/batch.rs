@@ -69,16 +69,6 @@ fn run_once(mock: &support::MockProcess, lines: usize, dir: &Path) -> (Duration,
     (elapsed, usage.ru_maxrss as f64 / 1024.0)
 }
 
-fn median(values: &mut [f64]) -> f64 {
-    values.sort_by(f64::total_cmp);
-    let n = values.len();
-    if n % 2 == 1 {
-        values[n / 2]
-    } else {
-        (values[n / 2 - 1] + values[n / 2]) / 2.0
-    }
-}
-
 fn main() {
     let runs: usize = std::env::var("BATCH_BENCH_RUNS")
         .ok()
@@ -107,13 +97,13 @@ fn main() {
             walls.iter().copied().fold(f64::MAX, f64::min),
             walls.iter().copied().fold(0.0, f64::max),
         );
-        let wall = median(&mut walls);
+        let wall = support::median(&mut walls);
         println!(
             "{lines} lines: median {wall:.2} s = {:.3}x ideal (range {:.3}x to {:.3}x over {runs} runs); median peak RSS {:.1} MiB",
             wall / ideal,
             low / ideal,
             high / ideal,
-            median(&mut memory)
+            support::median(&mut memory)
         );
     }
     let _ = std::fs::remove_dir_all(&dir);

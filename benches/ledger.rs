@@ -106,16 +106,6 @@ fn shown(workers: usize) -> String {
     }
 }
 
-fn median(values: &mut [f64]) -> f64 {
-    values.sort_by(f64::total_cmp);
-    let n = values.len();
-    if n % 2 == 1 {
-        values[n / 2]
-    } else {
-        (values[n / 2 - 1] + values[n / 2]) / 2.0
-    }
-}
-
 fn main() {
     let setting = |name: &str, default: usize| {
         std::env::var(name)
@@ -173,9 +163,9 @@ fn main() {
             "{}, {lines} lines, {SEATS} seats: median {:.3}x the ideal (range {low:.3}x to {high:.3}x \
              over {runs} runs); median {:.1} transactions and {:.2} ms of database time per line",
             shown(*workers),
-            median(&mut ratios),
-            median(&mut transactions),
-            median(&mut busy)
+            support::median(&mut ratios),
+            support::median(&mut transactions),
+            support::median(&mut busy)
         );
     }
     let _ = std::fs::remove_dir_all(&dir);

@@ -70,3 +70,15 @@ impl Drop for MockProcess {
         let _ = self.child.wait();
     }
 }
+
+/// The median of `values` (sorted in place).
+#[allow(dead_code)]
+pub fn median(values: &mut [f64]) -> f64 {
+    values.sort_by(f64::total_cmp);
+    let n = values.len();
+    if n % 2 == 1 {
+        values[n / 2]
+    } else {
+        (values[n / 2 - 1] + values[n / 2]) / 2.0
+    }
+}
