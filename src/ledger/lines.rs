@@ -6,7 +6,10 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use super::{connect, seconds, worker_name, LedgerError, DEFAULT_LEASE};
+use tokio_postgres::types::ToSql;
+use tokio_postgres::{Error as PgError, Row};
+
+use super::{connect, seconds, worker_name, LedgerError, Prepared, DEFAULT_LEASE};
 use crate::batch::budget::Hold;
 use crate::batch::Record;
 
@@ -24,6 +27,7 @@ use crate::batch::Record;
 /// ```
 pub struct Ledger {
     db: Arc<tokio_postgres::Client>,
+    prepared: Prepared,
     /// A connection of its own for transactions: statements of other tasks
     /// sent on the shared one would run inside them.
     transactions: tokio::sync::Mutex<tokio_postgres::Client>,
@@ -61,6 +65,21 @@ pub(crate) enum Claim {
 }
 
 impl Ledger {
+    // The statements of the shared connection, each prepared once.
+    async fn execute(&self, sql: &'static str, params: &[&(dyn ToSql + Sync)]) -> Result<u64, PgError> {
+        self.prepared.execute(&self.db, sql, params).await
+    }
+
+    async fn query(&self, sql: &'static str, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<Row>, PgError> {
+        let statement = self.prepared.get(&self.db, sql).await?;
+        self.db.query(&statement, params).await
+    }
+
+    async fn query_one(&self, sql: &'static str, params: &[&(dyn ToSql + Sync)]) -> Result<Row, PgError> {
+        let statement = self.prepared.get(&self.db, sql).await?;
+        self.db.query_one(&statement, params).await
+    }
+
     /// Connects (applying the schema's migrations on first use) and joins
     /// batch `batch` of the job file whose digest is `jobs_digest`, creating
     /// the batch if it is new. A batch of another job file is refused.
@@ -97,6 +116,7 @@ impl Ledger {
         let renewal = tokio::spawn(renew(db.clone(), batch.to_string(), worker.clone(), lease));
         Ok(Ledger {
             db,
+            prepared: Prepared::default(),
             transactions: tokio::sync::Mutex::new(connect(url).await?),
             batch: batch.into(),
             worker,
@@ -120,50 +140,41 @@ impl Ledger {
     pub(crate) async fn claim(&self, line: u64) -> Result<Claim, LedgerError> {
         let line = line as i64;
         let lease = seconds(self.lease);
-        let claimed = self
-            .db
-            .query_opt(
-                "INSERT INTO genapi_lines AS l (batch, line, worker, lease_until)
-                 VALUES ($1, $2, $3, now() + make_interval(secs => $4))
-                 ON CONFLICT (batch, line) DO UPDATE
-                   SET worker = excluded.worker, lease_until = excluded.lease_until
-                   WHERE NOT l.done AND (l.worker IS NULL OR l.worker = $3 OR l.lease_until < now())
-                 RETURNING (SELECT coalesce(json_agg(r.record ORDER BY r.seq), '[]'::json)::text
-                            FROM genapi_records r WHERE r.batch = $1 AND r.line = $2)",
+        // One round trip: the claim, and what the line was before it.
+        let row = self
+            .query_one(
+                "WITH claimed AS (
+                   INSERT INTO genapi_lines AS l (batch, line, worker, lease_until)
+                   VALUES ($1, $2, $3, now() + make_interval(secs => $4))
+                   ON CONFLICT (batch, line) DO UPDATE
+                     SET worker = excluded.worker, lease_until = excluded.lease_until
+                     WHERE NOT l.done AND (l.worker IS NULL OR l.worker = $3 OR l.lease_until < now())
+                   RETURNING 1)
+                 SELECT EXISTS (SELECT 1 FROM claimed),
+                        coalesce((SELECT done FROM genapi_lines WHERE batch = $1 AND line = $2), false),
+                        (SELECT coalesce(json_agg(r.record ORDER BY r.seq), '[]'::json)::text
+                         FROM genapi_records r WHERE r.batch = $1 AND r.line = $2)",
                 &[&self.batch, &line, &self.worker, &lease],
             )
             .await
             .map_err(LedgerError::from_db)?;
-        if let Some(row) = claimed {
-            return Ok(Claim::Mine(records(&row.get::<_, String>(0))?));
-        }
-        let row = self
-            .db
-            .query_one(
-                "SELECT l.done, (SELECT coalesce(json_agg(r.record ORDER BY r.seq), '[]'::json)::text
-                                 FROM genapi_records r WHERE r.batch = $1 AND r.line = $2)
-                 FROM genapi_lines l WHERE l.batch = $1 AND l.line = $2",
-                &[&self.batch, &line],
-            )
-            .await
-            .map_err(LedgerError::from_db)?;
-        if row.get::<_, bool>(0) {
-            Ok(Claim::Done(records(&row.get::<_, String>(1))?))
-        } else {
-            Ok(Claim::Held)
+        let (mine, done, text): (bool, bool, String) = (row.get(0), row.get(1), row.get(2));
+        match (mine, done) {
+            (true, _) => Ok(Claim::Mine(records(&text)?)),
+            (false, true) => Ok(Claim::Done(records(&text)?)),
+            (false, false) => Ok(Claim::Held),
         }
     }
 
     /// Gives `line` back (its work in this run is over, done or not).
     pub(crate) async fn release(&self, line: u64) -> Result<(), LedgerError> {
-        self.db
-            .execute(
-                "UPDATE genapi_lines SET worker = NULL, lease_until = NULL
+        self.execute(
+            "UPDATE genapi_lines SET worker = NULL, lease_until = NULL
                  WHERE batch = $1 AND line = $2 AND worker = $3",
-                &[&self.batch, &(line as i64), &self.worker],
-            )
-            .await
-            .map_err(LedgerError::from_db)?;
+            &[&self.batch, &(line as i64), &self.worker],
+        )
+        .await
+        .map_err(LedgerError::from_db)?;
         Ok(())
     }
 
@@ -180,7 +191,6 @@ impl Ledger {
             Record::Intent { .. } => {
                 let margin = seconds(self.lease) / 2.0;
                 let stored = self
-                    .db
                     .execute(
                         "INSERT INTO genapi_records (batch, line, worker, record)
                          SELECT $1, $2, $3, $4::text::jsonb FROM genapi_lines
@@ -197,43 +207,40 @@ impl Ledger {
                 }
             }
             Record::Accepted { cost, .. } => {
-                self.db
-                    .execute(
-                        "WITH stored AS (INSERT INTO genapi_records (batch, line, worker, record)
+                self.execute(
+                    "WITH stored AS (INSERT INTO genapi_records (batch, line, worker, record)
                                          VALUES ($1, $2, $3, $4::text::jsonb))
                          UPDATE genapi_lines SET charged = $5,
                                 hold = CASE WHEN $5::float8 IS NULL THEN hold END
                          WHERE batch = $1 AND line = $2",
-                        &[&self.batch, &line, &self.worker, &text, cost],
-                    )
-                    .await
-                    .map_err(db_error)?;
+                    &[&self.batch, &line, &self.worker, &text, cost],
+                )
+                .await
+                .map_err(db_error)?;
             }
             Record::Refused { .. } => {
-                self.db
-                    .execute(
-                        "WITH stored AS (INSERT INTO genapi_records (batch, line, worker, record)
+                self.execute(
+                    "WITH stored AS (INSERT INTO genapi_records (batch, line, worker, record)
                                          VALUES ($1, $2, $3, $4::text::jsonb))
                          UPDATE genapi_lines SET hold = NULL WHERE batch = $1 AND line = $2",
-                        &[&self.batch, &line, &self.worker, &text],
-                    )
-                    .await
-                    .map_err(db_error)?;
+                    &[&self.batch, &line, &self.worker, &text],
+                )
+                .await
+                .map_err(db_error)?;
             }
             Record::Finished { status, cost, .. } => {
                 // A refusal created no task: the line stays open to a retry.
                 let done = status != "Refused";
-                self.db
-                    .execute(
-                        "WITH stored AS (INSERT INTO genapi_records (batch, line, worker, record)
+                self.execute(
+                    "WITH stored AS (INSERT INTO genapi_records (batch, line, worker, record)
                                          VALUES ($1, $2, $3, $4::text::jsonb))
                          UPDATE genapi_lines SET done = $5, charged = coalesce(charged, $6),
                                 hold = CASE WHEN coalesce(charged, $6) IS NULL AND $5 THEN hold END
                          WHERE batch = $1 AND line = $2",
-                        &[&self.batch, &line, &self.worker, &text, &done, cost],
-                    )
-                    .await
-                    .map_err(db_error)?;
+                    &[&self.batch, &line, &self.worker, &text, &done, cost],
+                )
+                .await
+                .map_err(db_error)?;
             }
             Record::Damaged { .. } => {}
         }
@@ -244,7 +251,6 @@ impl Ledger {
     /// [`crate::batch::adopt`] and the status view).
     pub async fn records(&self) -> Result<Vec<Record>, LedgerError> {
         let rows = self
-            .db
             .query(
                 "SELECT record::text FROM genapi_records WHERE batch = $1 ORDER BY seq",
                 &[&self.batch],
@@ -270,14 +276,13 @@ impl Ledger {
             }
             // An adopted task reopens its line.
             let reopen = matches!(record, Record::Accepted { .. });
-            self.db
-                .execute(
-                    "INSERT INTO genapi_lines AS l (batch, line) VALUES ($1, $2)
+            self.execute(
+                "INSERT INTO genapi_lines AS l (batch, line) VALUES ($1, $2)
                      ON CONFLICT (batch, line) DO UPDATE SET done = l.done AND NOT $3",
-                    &[&self.batch, &(record.line() as i64), &reopen],
-                )
-                .await
-                .map_err(LedgerError::from_db)?;
+                &[&self.batch, &(record.line() as i64), &reopen],
+            )
+            .await
+            .map_err(LedgerError::from_db)?;
             self.record(record).await?;
         }
         Ok(())
@@ -347,13 +352,12 @@ impl Ledger {
 
     /// Lets go of the credits held for `line` (its submission was not sent).
     pub(crate) async fn drop_hold(&self, line: u64) -> Result<(), LedgerError> {
-        self.db
-            .execute(
-                "UPDATE genapi_lines SET hold = NULL WHERE batch = $1 AND line = $2",
-                &[&self.batch, &(line as i64)],
-            )
-            .await
-            .map_err(LedgerError::from_db)?;
+        self.execute(
+            "UPDATE genapi_lines SET hold = NULL WHERE batch = $1 AND line = $2",
+            &[&self.batch, &(line as i64)],
+        )
+        .await
+        .map_err(LedgerError::from_db)?;
         Ok(())
     }
 
@@ -361,7 +365,6 @@ impl Ledger {
     /// held for submissions whose cost is not known yet.
     pub async fn credits(&self) -> Result<(f64, f64), LedgerError> {
         let row = self
-            .db
             .query_one(
                 "SELECT coalesce(sum(charged), 0), coalesce(sum(hold), 0) FROM genapi_lines WHERE batch = $1",
                 &[&self.batch],
@@ -374,7 +377,6 @@ impl Ledger {
     /// One view of the whole batch.
     pub async fn status(&self) -> Result<BatchStatus, LedgerError> {
         let rows = self
-            .db
             .query(
                 "SELECT l.line, l.worker, l.lease_until > now(), l.charged, l.hold,
                         (SELECT coalesce(json_agg(r.record ORDER BY r.seq), '[]'::json)::text

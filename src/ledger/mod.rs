@@ -227,6 +227,39 @@ pub(crate) fn worker_name() -> String {
     format!("{host}-{}-{:04x}", std::process::id(), fastrand::u16(..))
 }
 
+/// Statements prepared once per connection: a statement sent as text is
+/// parsed anew each time, and preparing it costs a round trip of its own.
+#[derive(Default)]
+pub(crate) struct Prepared(std::sync::Mutex<std::collections::HashMap<&'static str, tokio_postgres::Statement>>);
+
+impl Prepared {
+    pub(crate) async fn get(
+        &self,
+        db: &tokio_postgres::Client,
+        sql: &'static str,
+    ) -> Result<tokio_postgres::Statement, tokio_postgres::Error> {
+        if let Some(statement) = self.0.lock().ok().and_then(|known| known.get(sql).cloned()) {
+            return Ok(statement);
+        }
+        let statement = db.prepare(sql).await?;
+        if let Ok(mut known) = self.0.lock() {
+            known.insert(sql, statement.clone());
+        }
+        Ok(statement)
+    }
+
+    /// Runs `sql`, prepared once.
+    pub(crate) async fn execute(
+        &self,
+        db: &tokio_postgres::Client,
+        sql: &'static str,
+        params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
+    ) -> Result<u64, tokio_postgres::Error> {
+        let statement = self.get(db, sql).await?;
+        db.execute(&statement, params).await
+    }
+}
+
 /// `lease` in seconds, as PostgreSQL takes an interval.
 fn seconds(lease: Duration) -> f64 {
     lease.as_secs_f64()

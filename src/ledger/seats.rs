@@ -6,7 +6,7 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use reqwest::Url;
 
-use super::{connect_listening, describe, seconds, worker_name, LedgerError, DEFAULT_LEASE};
+use super::{connect_listening, describe, seconds, worker_name, LedgerError, Prepared, DEFAULT_LEASE};
 use crate::limit::SharedPlaces;
 
 /// How long a seat taken for a submission whose answer never came back (its
@@ -48,6 +48,7 @@ struct Inner {
     changes: tokio::sync::mpsc::UnboundedSender<Change>,
     /// Woken by the database whenever any process frees a seat.
     freed: Arc<tokio::sync::Notify>,
+    prepared: Prepared,
 }
 
 impl std::fmt::Debug for SharedSeats {
@@ -109,6 +110,7 @@ impl SharedSeats {
                 unanswered_hold: unanswered_hold.max(Duration::from_secs(1)),
                 changes,
                 freed,
+                prepared: Prepared::default(),
             }),
         })
     }
@@ -147,10 +149,7 @@ impl SharedPlaces for SharedSeats {
     fn take(&self) -> BoxFuture<'_, Option<i32>> {
         Box::pin(async move {
             let inner = &self.inner;
-            let taken = inner
-                .db
-                .query_opt(
-                    "UPDATE genapi_seats SET worker = $2, lease_until = now() + make_interval(secs => $4),
+            const TAKE: &str = "UPDATE genapi_seats SET worker = $2, lease_until = now() + make_interval(secs => $4),
                             task_id = NULL, polling_url = NULL, taken_at = now()
                      WHERE (pool, seat) = (
                        SELECT pool, seat FROM genapi_seats
@@ -159,7 +158,18 @@ impl SharedPlaces for SharedSeats {
                               OR (lease_until < now() AND task_id IS NULL
                                   AND taken_at < now() - make_interval(secs => $5)))
                        ORDER BY seat LIMIT 1 FOR UPDATE SKIP LOCKED)
-                     RETURNING seat",
+                     RETURNING seat";
+            let statement = match inner.prepared.get(&inner.db, TAKE).await {
+                Ok(statement) => statement,
+                Err(error) => {
+                    tracing::warn!(error = %describe(&error), "cannot take a shared seat");
+                    return None;
+                }
+            };
+            let taken = inner
+                .db
+                .query_opt(
+                    &statement,
                     &[
                         &inner.pool,
                         &inner.worker,
@@ -224,24 +234,28 @@ async fn apply(
 ) {
     let mut every = tokio::time::interval(lease / 3);
     every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let prepared = Prepared::default();
     loop {
         let result = tokio::select! {
             change = changes.recv() => match change {
                 None => return,
-                Some(Change::Assign(seat, task, url)) => db.execute(
+                Some(Change::Assign(seat, task, url)) => prepared.execute(
+                    &db,
                     "UPDATE genapi_seats SET task_id = $4, polling_url = $5
                      WHERE pool = $1 AND seat = $2 AND worker = $3",
                     &[&pool, &seat, &worker, &task, &url],
                 ).await,
                 // Every process waiting for a seat hears of a freed one.
-                Some(Change::Free(seat)) => db.execute(
+                Some(Change::Free(seat)) => prepared.execute(
+                    &db,
                     "WITH freed AS (
                        UPDATE genapi_seats SET worker = NULL, lease_until = NULL, task_id = NULL, polling_url = NULL
                        WHERE pool = $1 AND seat = $2 AND worker = $3 RETURNING seat)
                      SELECT pg_notify('genapi_seats', $1) FROM freed",
                     &[&pool, &seat, &worker],
                 ).await,
-                Some(Change::Reclaim(seat, task)) => db.execute(
+                Some(Change::Reclaim(seat, task)) => prepared.execute(
+                    &db,
                     "WITH freed AS (
                        UPDATE genapi_seats SET worker = NULL, lease_until = NULL, task_id = NULL, polling_url = NULL
                        WHERE pool = $1 AND seat = $2 AND task_id = $3 AND lease_until < now() RETURNING seat)
@@ -249,7 +263,8 @@ async fn apply(
                     &[&pool, &seat, &task],
                 ).await,
             },
-            _ = every.tick() => db.execute(
+            _ = every.tick() => prepared.execute(
+                    &db,
                 "UPDATE genapi_seats SET lease_until = now() + make_interval(secs => $3)
                  WHERE pool = $1 AND worker = $2",
                 &[&pool, &worker, &seconds(lease)],
