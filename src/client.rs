@@ -173,7 +173,7 @@ impl Client {
         let task = self.task(id_or_polling_url)?;
         let seat = self
             .reserve()
-            .await
+            .await?
             .map(|reservation| reservation.accepted(task.id(), task.polling_url()));
         Ok(task.seated(seat))
     }
@@ -288,28 +288,42 @@ impl Client {
             task_id = tracing::field::Empty
         );
         async {
-            let reservation = self.reserve().await;
+            let reservation = self.reserve().await?;
             let transport = &self.shared.transport;
             before_send().await.map_err(Unsent::HeldBack)?;
-            let reply = match outgoing {
-                Outgoing::Operation(request, exact_body) => {
-                    let api = Call::client(transport, base, None, exact_body);
-                    let sent = request.send(&api).await;
-                    Call::reply(&api, target.operation, sent).await?
+            let sent: Result<Task> = async {
+                let reply = match outgoing {
+                    Outgoing::Operation(request, exact_body) => {
+                        let api = Call::client(transport, base, None, exact_body);
+                        let sent = request.send(&api).await;
+                        Call::reply(&api, target.operation, sent).await?
+                    }
+                    Outgoing::Unlisted(request) => Reply::Raw(
+                        transport
+                            .exchange_bytes(request, Purpose::Submit, target.operation, transport.max_response_bytes)
+                            .await?,
+                    ),
+                };
+                match reply {
+                    Reply::Typed(answer) => Task::from_submission(self.shared.clone(), target.operation, answer),
+                    Reply::Invalid(detail) => Err(validation_from_service(transport, detail)),
+                    Reply::Raw(answer) if answer.status.is_success() => {
+                        Task::accepted(self.shared.clone(), target.operation, &answer.body)
+                    }
+                    Reply::Raw(answer) => Err(error_from(transport, target.operation, &answer)),
                 }
-                Outgoing::Unlisted(request) => Reply::Raw(
-                    transport
-                        .exchange_bytes(request, Purpose::Submit, target.operation, transport.max_response_bytes)
-                        .await?,
-                ),
-            };
-            let task = match reply {
-                Reply::Typed(answer) => Task::from_submission(self.shared.clone(), target.operation, answer)?,
-                Reply::Invalid(detail) => return Err(validation_from_service(transport, detail).into()),
-                Reply::Raw(answer) if answer.status.is_success() => {
-                    Task::accepted(self.shared.clone(), target.operation, &answer.body)?
+            }
+            .await;
+            let task = match sent {
+                Ok(task) => task,
+                Err(error) => {
+                    // The service may have created a task: a shared place
+                    // stays taken for it.
+                    if let (Some(reservation), false) = (reservation, error.created_no_task()) {
+                        reservation.unanswered();
+                    }
+                    return Err(error.into());
                 }
-                Reply::Raw(answer) => return Err(error_from(transport, target.operation, &answer).into()),
             };
             let seat = reservation.map(|reservation| reservation.accepted(task.id(), task.polling_url()));
             let task = task.seated(seat);
@@ -363,8 +377,10 @@ impl Client {
     /// Waits for room under the active-task limit. While there is none, the
     /// tasks nobody waits for are polled, so the places of finished ones are
     /// freed: this never waits forever.
-    async fn reserve(&self) -> Option<Reservation> {
-        let active = self.shared.active.clone()?;
+    async fn reserve(&self) -> Result<Option<Reservation>> {
+        let Some(active) = self.shared.active.clone() else {
+            return Ok(None);
+        };
         let mut reservation = loop {
             // Registered before looking, so a place freed in between wakes us.
             let changed = active.next_change();
@@ -394,8 +410,9 @@ impl Client {
             .take_shared(&mut reservation, |polling_url| async move {
                 self.seen_final(&polling_url).await
             })
-            .await;
-        Some(reservation)
+            .await
+            .map_err(|reason| Error::SharedLimit { reason })?;
+        Ok(Some(reservation))
     }
 
     /// Polls a task once to learn whether it can still be running: a final

@@ -236,6 +236,14 @@ pub enum Error {
     /// The client configuration is incomplete or wrong.
     #[error("configuration: {0}")]
     Config(String),
+    /// The database behind an active-task limit shared with other
+    /// processes (`ClientBuilder::shared_seats`) cannot be used, so no place
+    /// could be taken. Nothing was sent.
+    #[error("the shared active-task limit's database cannot be used ({reason}); nothing was sent: check the database and try again")]
+    SharedLimit {
+        /// What the database answered, or why it could not be reached.
+        reason: String,
+    },
 }
 
 /// Matches the variants whose task is optional (errors that can happen
@@ -383,6 +391,21 @@ impl Error {
             Error::Transport { task: None, source, .. } => source.is_connect(),
             _ => false,
         }
+    }
+
+    /// Whether the service surely created no task for a submission that
+    /// failed so: refused before or by the service, or never sent.
+    pub(crate) fn created_no_task(&self) -> bool {
+        self.is_safe_to_resubmit()
+            || matches!(
+                self,
+                Error::Validation { .. }
+                    | Error::InsufficientCredits { .. }
+                    | Error::Forbidden { task: None, .. }
+                    | Error::Config(_)
+                    | Error::SharedLimit { .. }
+                    | Error::UntrustedOrigin { .. }
+            )
     }
 
     /// Whether the task was accepted and may still finish: wait for it again

@@ -105,7 +105,8 @@ impl Error {
             | Error::UnexpectedStatus { .. }
             | Error::Redirected { .. }
             | Error::Decode { .. }
-            | Error::TooLarge { .. } => FailureClass::Network,
+            | Error::TooLarge { .. }
+            | Error::SharedLimit { .. } => FailureClass::Network,
         }
     }
 }

@@ -31,6 +31,8 @@ use tokio::sync::Notify;
 
 /// How often one unwatched task is polled to see whether it has finished.
 pub(crate) const RECHECK: Duration = Duration::from_secs(1);
+/// How long shared places may stay unreadable before a submission gives up.
+pub(crate) const SHARED_GIVE_UP: Duration = Duration::from_secs(30);
 /// After this long the service no longer knows a task; neither do we.
 const FORGET_AFTER: Duration = Duration::from_secs(2 * 60 * 60);
 
@@ -38,8 +40,9 @@ const FORGET_AFTER: Duration = Duration::from_secs(2 * 60 * 60);
 /// (`ledger::SharedSeats`): a submission needs one of these as well as a
 /// local place.
 pub(crate) trait SharedPlaces: Send + Sync + std::fmt::Debug {
-    /// A free place now, if there is one.
-    fn take(&self) -> BoxFuture<'_, Option<i32>>;
+    /// A free place now, if there is one; an error when the places cannot
+    /// be read.
+    fn take(&self) -> BoxFuture<'_, Result<Option<i32>, String>>;
     /// Wakes its waiters whenever a place may have been freed, by any
     /// process.
     fn changes(&self) -> &Notify;
@@ -52,6 +55,9 @@ pub(crate) trait SharedPlaces: Send + Sync + std::fmt::Debug {
     fn assign(&self, place: i32, task_id: &str, polling_url: &Url);
     /// The place is free.
     fn free(&self, place: i32);
+    /// A submission sent from this place got no answer: its task may run,
+    /// so the place stays taken as long as a task may run, then is free.
+    fn free_when_unanswered_expires(&self, place: i32);
 }
 
 #[derive(Debug)]
@@ -114,15 +120,40 @@ impl Drop for Reservation {
 }
 
 impl Reservation {
+    /// The submission was sent and no answer came: the service may have
+    /// created the task. The local place is given back (the service's 429
+    /// stays the arbiter), but a shared place stays taken for as long as
+    /// such a task may run, since other processes count on it.
+    pub(crate) fn unanswered(mut self) {
+        if let (Some(shared), Some(place)) = (&self.tasks.shared, self.shared.take()) {
+            shared.free_when_unanswered_expires(place);
+        }
+    }
+
     /// The submission was accepted (or a task accepted earlier is taken up
     /// again): the place now belongs to the task, as its seat.
     pub(crate) fn accepted(mut self, id: &str, polling_url: &Url) -> Seat {
         self.settled = true;
         let now = Instant::now();
-        if let (Some(shared), Some(place)) = (&self.tasks.shared, self.shared) {
-            shared.assign(place, id, polling_url);
-        }
         let shared = self.shared;
+        let known = self.tasks.update(|ledger| ledger.active.contains_key(id));
+        if known {
+            // The same task twice (taken up again, or a service repeating an
+            // id): it keeps the place it has; this one is free.
+            self.tasks
+                .update(|ledger| ledger.reserved = ledger.reserved.saturating_sub(1));
+            if let (Some(shared_places), Some(place)) = (&self.tasks.shared, shared) {
+                shared_places.free(place);
+            }
+            self.tasks.freed();
+            return Seat {
+                tasks: self.tasks.clone(),
+                id: id.to_string(),
+            };
+        }
+        if let (Some(shared_places), Some(place)) = (&self.tasks.shared, shared) {
+            shared_places.assign(place, id, polling_url);
+        }
         self.tasks.update(|ledger| {
             ledger.reserved = ledger.reserved.saturating_sub(1);
             ledger.active.insert(
@@ -229,21 +260,34 @@ impl ActiveTasks {
     /// Meanwhile the tasks nobody waits for, this process's and those of
     /// dead workers, are checked (`check` polls one: final?), so their
     /// places come back when they end: this never waits forever.
-    pub(crate) async fn take_shared<F, Fut>(&self, reservation: &mut Reservation, check: F)
+    ///
+    /// Fails when the places cannot be read for [`SHARED_GIVE_UP`] in a row
+    /// (the database is gone): waiting would never end.
+    pub(crate) async fn take_shared<F, Fut>(&self, reservation: &mut Reservation, check: F) -> Result<(), String>
     where
         F: Fn(String) -> Fut,
         Fut: std::future::Future<Output = bool>,
     {
-        let Some(shared) = &self.shared else { return };
+        let Some(shared) = &self.shared else { return Ok(()) };
         let _turn = self.shared_turn.lock().await;
+        let mut failing_since: Option<Instant> = None;
         loop {
             // Registered before asking, so a place freed in between wakes us.
             let changed = shared.changes().notified();
             tokio::pin!(changed);
             changed.as_mut().enable();
-            if let Some(place) = shared.take().await {
-                reservation.shared = Some(place);
-                return;
+            match shared.take().await {
+                Ok(Some(place)) => {
+                    reservation.shared = Some(place);
+                    return Ok(());
+                }
+                Ok(None) => failing_since = None,
+                Err(reason) => {
+                    let since = *failing_since.get_or_insert_with(Instant::now);
+                    if since.elapsed() >= SHARED_GIVE_UP {
+                        return Err(reason);
+                    }
+                }
             }
             // This process's own tasks nobody waits for hold places too.
             while let Some((id, polling_url)) = self.next_due() {

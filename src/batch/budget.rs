@@ -83,7 +83,12 @@ impl LocalBudget {
             }
         }
         let most = budget.charged.values().copied().fold(0.0, f64::max);
-        budget.unanswered = most * unanswered as f64;
+        budget.unanswered = match (unanswered, most > 0.0) {
+            (0, _) => 0.0,
+            (count, true) => most * count as f64,
+            // What it cost is not known at all: it may have taken all there was.
+            (_, false) => f64::INFINITY,
+        };
         budget
     }
 
@@ -103,6 +108,14 @@ impl LocalBudget {
         self.holds.remove(&line);
     }
 
+    /// The submission of `line` was sent and never answered: it may have
+    /// been charged, so its hold stays, but it will never come back.
+    pub(crate) fn keep_unanswered(&mut self, line: u64) {
+        if let Some((_, amount)) = self.holds.remove(&line) {
+            self.unanswered += amount;
+        }
+    }
+
     /// Follows what a record says about charges.
     pub(crate) fn note(&mut self, record: &Record) {
         let (line, cost) = match record {
@@ -119,7 +132,10 @@ impl LocalBudget {
             }
             Record::Intent { .. } | Record::Damaged { .. } => return,
         };
-        let Some(cost) = cost else { return };
+        // A cost below zero (a hostile answer) would loosen the cap.
+        let Some(cost) = cost.map(|cost| cost.max(0.0)) else {
+            return;
+        };
         if self.charged.contains_key(&line) {
             return;
         }

@@ -903,6 +903,11 @@ impl Context {
                 }
                 return self.failed(job.line, stem, None, &error, JobStatus::Failed);
             }
+            // Its hold stays (it may have been charged) but no longer waits
+            // for an answer (a ledger's does so once the line is released).
+            if let Ok(mut budget) = self.budget.lock() {
+                budget.keep_unanswered(job.line);
+            }
             let mut outcome = JobOutcome::new(job.line, stem, JobStatus::Unknown);
             outcome.class = Some(FailureClass::Unknown);
             outcome.error = Some(unknown_message(

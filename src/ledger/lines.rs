@@ -210,7 +210,7 @@ impl Ledger {
                 self.execute(
                     "WITH stored AS (INSERT INTO genapi_records (batch, line, worker, record)
                                          VALUES ($1, $2, $3, $4::text::jsonb))
-                         UPDATE genapi_lines SET charged = $5,
+                         UPDATE genapi_lines SET charged = greatest($5::float8, 0),
                                 hold = CASE WHEN $5::float8 IS NULL THEN hold END
                          WHERE batch = $1 AND line = $2",
                     &[&self.batch, &line, &self.worker, &text, cost],
@@ -234,7 +234,7 @@ impl Ledger {
                 self.execute(
                     "WITH stored AS (INSERT INTO genapi_records (batch, line, worker, record)
                                          VALUES ($1, $2, $3, $4::text::jsonb))
-                         UPDATE genapi_lines SET done = $5, charged = coalesce(charged, $6),
+                         UPDATE genapi_lines SET done = $5, charged = coalesce(charged, greatest($6::float8, 0)),
                                 hold = CASE WHEN coalesce(charged, $6) IS NULL AND $5 THEN hold END
                          WHERE batch = $1 AND line = $2",
                     &[&self.batch, &line, &self.worker, &text, &done, cost],
@@ -338,13 +338,18 @@ impl Ledger {
             (row.get(0), row.get(1), row.get(2), row.get(3), row.get(4));
         let hold = crate::batch::budget::decide(max, charged, held, live, estimate, largest);
         if let Hold::Held(amount) = hold {
-            transaction
+            let held = transaction
                 .execute(
-                    "UPDATE genapi_lines SET hold = $3, kind = $4 WHERE batch = $1 AND line = $2",
-                    &[&self.batch, &(line as i64), &amount, &kind],
+                    "UPDATE genapi_lines SET hold = $3, kind = $4 WHERE batch = $1 AND line = $2 AND worker = $5",
+                    &[&self.batch, &(line as i64), &amount, &kind, &self.worker],
                 )
                 .await
                 .map_err(db_error)?;
+            if held == 0 {
+                return Err(LedgerError::Database(format!(
+                    "line {line} is no longer held by this worker (its lease lapsed); nothing was sent"
+                )));
+            }
         }
         transaction.commit().await.map_err(db_error)?;
         Ok(hold)
@@ -353,8 +358,8 @@ impl Ledger {
     /// Lets go of the credits held for `line` (its submission was not sent).
     pub(crate) async fn drop_hold(&self, line: u64) -> Result<(), LedgerError> {
         self.execute(
-            "UPDATE genapi_lines SET hold = NULL WHERE batch = $1 AND line = $2",
-            &[&self.batch, &(line as i64)],
+            "UPDATE genapi_lines SET hold = NULL WHERE batch = $1 AND line = $2 AND worker = $3",
+            &[&self.batch, &(line as i64), &self.worker],
         )
         .await
         .map_err(LedgerError::from_db)?;
@@ -374,8 +379,9 @@ impl Ledger {
         Ok((row.get(0), row.get(1)))
     }
 
-    /// One view of the whole batch.
-    pub async fn status(&self) -> Result<BatchStatus, LedgerError> {
+    /// One view of the whole batch of `lines` jobs (those no worker has
+    /// reached yet count as not started).
+    pub async fn status(&self, lines: u64) -> Result<BatchStatus, LedgerError> {
         let rows = self
             .query(
                 "SELECT l.line, l.worker, l.lease_until > now(), l.charged, l.hold,
@@ -412,6 +418,8 @@ impl Ledger {
                 status.workers.entry(worker).or_default().push(line);
             }
         }
+        let known = status.done + status.failed + status.in_flight + status.unknown + status.open;
+        status.not_started = lines.saturating_sub(known);
         Ok(status)
     }
 }
@@ -483,8 +491,10 @@ pub struct BatchStatus {
     pub in_flight: u64,
     /// Lines whose submission was never answered.
     pub unknown: u64,
-    /// Lines not submitted yet, or open to a retry.
+    /// Lines a worker reached but did not submit yet, or open to a retry.
     pub open: u64,
+    /// Lines no worker has reached yet.
+    pub not_started: u64,
     /// Credits the service reported charging.
     pub credits_charged: f64,
     /// Credits held for submissions whose cost is not known yet.

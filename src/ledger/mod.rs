@@ -69,8 +69,8 @@ pub enum LedgerError {
     },
     /// The batch name is taken by a batch of another job file.
     #[error(
-        "batch {batch:?} in the ledger was started from another job file; run the same job file, or give this one \
-         another batch name"
+        "batch {batch:?} in the ledger was started from another job file, or from this one before it changed \
+         (lines added, removed or edited); restore it, or give this job file another batch name"
     )]
     OtherJobFile {
         /// The batch name.
@@ -125,6 +125,14 @@ pub(crate) async fn connect_listening(
         .map_err(|e: tokio_postgres::Error| LedgerError::Url { reason: describe(&e) })?;
     if config.get_connect_timeout().is_none() {
         config.connect_timeout(Duration::from_secs(10));
+    }
+    // A database that goes away mid-statement (a partition) is noticed in
+    // about a minute rather than hours.
+    config.keepalives(true).keepalives_idle(Duration::from_secs(30));
+    #[cfg(target_os = "linux")]
+    config.tcp_user_timeout(Duration::from_secs(60));
+    if config.get_options().is_none() {
+        config.options("-c statement_timeout=60000");
     }
     let at = config
         .get_hosts()
@@ -224,7 +232,9 @@ pub(crate) fn worker_name() -> String {
         })
         .filter(|name: &String| !name.is_empty())
         .unwrap_or_else(|| "host".into());
-    format!("{host}-{}-{:04x}", std::process::id(), fastrand::u16(..))
+    // 64 random bits: containers sharing a host name and a process id are
+    // still told apart.
+    format!("{host}-{}-{:016x}", std::process::id(), fastrand::u64(..))
 }
 
 /// Statements prepared once per connection: a statement sent as text is

@@ -146,7 +146,7 @@ impl SharedSeats {
 }
 
 impl SharedPlaces for SharedSeats {
-    fn take(&self) -> BoxFuture<'_, Option<i32>> {
+    fn take(&self) -> BoxFuture<'_, Result<Option<i32>, String>> {
         Box::pin(async move {
             let inner = &self.inner;
             const TAKE: &str = "UPDATE genapi_seats SET worker = $2, lease_until = now() + make_interval(secs => $4),
@@ -159,13 +159,7 @@ impl SharedPlaces for SharedSeats {
                                   AND taken_at < now() - make_interval(secs => $5)))
                        ORDER BY seat LIMIT 1 FOR UPDATE SKIP LOCKED)
                      RETURNING seat";
-            let statement = match inner.prepared.get(&inner.db, TAKE).await {
-                Ok(statement) => statement,
-                Err(error) => {
-                    tracing::warn!(error = %describe(&error), "cannot take a shared seat");
-                    return None;
-                }
-            };
+            let statement = inner.prepared.get(&inner.db, TAKE).await.map_err(|e| describe(&e))?;
             let taken = inner
                 .db
                 .query_opt(
@@ -180,10 +174,10 @@ impl SharedPlaces for SharedSeats {
                 )
                 .await;
             match taken {
-                Ok(row) => row.map(|row| row.get(0)),
+                Ok(row) => Ok(row.and_then(|row| row.try_get(0).ok())),
                 Err(error) => {
                     tracing::warn!(error = %describe(&error), "cannot take a shared seat");
-                    None
+                    Err(describe(&error))
                 }
             }
         })
@@ -201,13 +195,21 @@ impl SharedPlaces for SharedSeats {
                 .query(
                     "SELECT seat, task_id, polling_url FROM genapi_seats
                      WHERE pool = $1 AND seat <= $2 AND worker IS NOT NULL AND lease_until < now()
-                       AND task_id IS NOT NULL
+                       AND task_id IS NOT NULL AND polling_url IS NOT NULL
                      ORDER BY taken_at LIMIT 8",
                     &[&inner.pool, &(inner.limit as i32)],
                 )
                 .await
                 .unwrap_or_default();
-            rows.iter().map(|row| (row.get(0), row.get(1), row.get(2))).collect()
+            // A row another version or a hand wrote may hold NULLs: skipped.
+            rows.iter()
+                .filter_map(|row| {
+                    let place: i32 = row.try_get(0).ok()?;
+                    let task: Option<String> = row.try_get(1).ok()?;
+                    let url: Option<String> = row.try_get(2).ok()?;
+                    Some((place, task?, url?))
+                })
+                .collect()
         })
     }
 
@@ -221,6 +223,15 @@ impl SharedPlaces for SharedSeats {
 
     fn free(&self, place: i32) {
         self.send(Change::Free(place));
+    }
+
+    fn free_when_unanswered_expires(&self, place: i32) {
+        let seats = self.clone();
+        let after = self.inner.unanswered_hold;
+        tokio::spawn(async move {
+            tokio::time::sleep(after).await;
+            seats.send(Change::Free(place));
+        });
     }
 }
 

@@ -178,13 +178,22 @@ pub async fn run(global: &Global, args: BatchArgs) -> Result<(), Failure> {
         None => None,
         Some(url) => {
             let digest = file_digest(&jobs_file)?;
-            let name = args.batch_name.clone().unwrap_or_else(|| format!("jobs-{digest}"));
+            // Named after the job file, not its contents: a job file that
+            // changes under the same name is refused (its lines would be paid
+            // for again in a new batch), not silently a new batch.
+            let name = args.batch_name.clone().unwrap_or_else(|| {
+                let file = jobs_file
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default();
+                format!("jobs:{}", safe_stem(&file))
+            });
             let lease = Duration::from_secs(args.ledger_lease);
             let ledger = genapi::ledger::Ledger::open_with_lease(&url, &name, &digest, lease)
                 .await
                 .map_err(|e| ledger_failure(&e))?;
             if args.status {
-                return show_status(&ledger, global.json).await;
+                return show_status(&ledger, checked.total as u64, global.json).await;
             }
             let seats = genapi::ledger::SharedSeats::connect_with(
                 &url,
@@ -426,20 +435,22 @@ enum Keeper {
 }
 
 /// `--status`: the whole batch, as the ledger holds it.
-async fn show_status(ledger: &genapi::ledger::Ledger, json: bool) -> Result<(), Failure> {
-    let status = ledger.status().await.map_err(|e| ledger_failure(&e))?;
+async fn show_status(ledger: &genapi::ledger::Ledger, lines: u64, json: bool) -> Result<(), Failure> {
+    let status = ledger.status(lines).await.map_err(|e| ledger_failure(&e))?;
     if json {
         out::out(&serde_json::to_string(&status).unwrap_or_default());
         return Ok(());
     }
     out::out(&format!(
-        "batch {}: {} done, {} failed, {} in flight, {} unknown, {} open; {:.2} credits charged, {:.2} held",
+        "batch {}: {} done, {} failed, {} in flight, {} unknown, {} open, {} not started; {:.2} credits charged, \
+         {:.2} held",
         out::clean(&status.batch),
         status.done,
         status.failed,
         status.in_flight,
         status.unknown,
         status.open,
+        status.not_started,
         status.credits_charged,
         status.credits_held
     ));
