@@ -105,6 +105,9 @@ impl Output {
     pub async fn save(&self, path: impl AsRef<Path>) -> Result<PathBuf> {
         let path = path.as_ref().to_path_buf();
         let partial = partial_path(&path);
+        // Removed however the save ends short of the rename: an error, or
+        // the future dropped (a caller's timeout, a stop).
+        let mut leftover = RemoveOnDrop(Some(partial.clone()));
         // Named after the file asked for, not the temporary one beside it.
         let write_error = |_: &Path, e: std::io::Error| Error::Input {
             source_name: path.display().to_string(),
@@ -131,10 +134,7 @@ impl Output {
                 }
             }))
             .await;
-        if let Err(error) = outcome {
-            let _ = tokio::fs::remove_file(&partial).await;
-            return Err(error);
-        }
+        outcome?;
         let mut target = path.clone();
         if target.extension().is_none() {
             if let Some(extension) = sniff_extension(&partial).await {
@@ -144,6 +144,7 @@ impl Output {
         tokio::fs::rename(&partial, &target)
             .await
             .map_err(|e| write_error(&target, e))?;
+        leftover.0 = None;
         Ok(target)
     }
 
@@ -236,6 +237,17 @@ pub fn create_temporary(path: &Path) -> std::io::Result<std::fs::File> {
         }
     }
     std::fs::OpenOptions::new().write(true).create_new(true).open(path)
+}
+
+/// Removes a temporary file when dropped, unless disarmed.
+struct RemoveOnDrop(Option<PathBuf>);
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        if let Some(path) = self.0.take() {
+            let _ = std::fs::remove_file(path);
+        }
+    }
 }
 
 /// `dir/.name.partial` beside `path`.

@@ -284,7 +284,31 @@ impl FileJournal {
                 sync_directory(&path);
                 file
             }
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => options.open(&path)?,
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                // Never through a link (it could name any file, or a device
+                // that never ends), and only a regular file.
+                let mut existing = options.clone();
+                #[cfg(unix)]
+                std::os::unix::fs::OpenOptionsExt::custom_flags(&mut existing, libc::O_NOFOLLOW | libc::O_NONBLOCK);
+                let refuse = |what: &str| {
+                    io::Error::new(
+                        io::ErrorKind::InvalidData,
+                        format!(
+                            "{} is {what}, not a journal of this batch; it was left as it is: move it away, or choose \
+                             another output directory",
+                            path.display()
+                        ),
+                    )
+                };
+                if std::fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_symlink()) {
+                    return Err(refuse("a link"));
+                }
+                let file = existing.open(&path)?;
+                if !file.metadata()?.is_file() {
+                    return Err(refuse("not a regular file"));
+                }
+                file
+            }
             Err(e) => return Err(e),
         };
         // The journal and its directory: deleting the journal while a run

@@ -66,7 +66,8 @@ pub fn save(service: &str, learned: Learned) {
     let Ok(text) = serde_json::to_string(&all) else { return };
     let written = path.parent().map_or(Ok(()), std::fs::create_dir_all).and_then(|()| {
         // Written beside it, then renamed: a reader never sees half a file.
-        let partial = path.with_extension("json.partial");
+        // Two commands ending at once each write their own.
+        let partial = path.with_extension(format!("json.{}.partial", std::process::id()));
         std::io::Write::write_all(&mut genapi::create_temporary(&partial)?, text.as_bytes())?;
         std::fs::rename(&partial, &path)
     });

@@ -65,17 +65,28 @@ impl Plan {
         };
         if let Some(file) = &plan.file {
             for index in 1..=count {
-                let path = plan.numbered(file, (count > 1).then_some(index));
-                if taken(&path) && !plan.force {
-                    let what = if path.exists() {
-                        "the file exists"
-                    } else {
-                        "the name is taken by a link to a file that does not exist"
-                    };
-                    return Err(Failure::usage(format!(
-                        "--out {}: {what}; choose another name, or pass --force to replace it",
-                        shown(&path)
-                    )));
+                let numbered = plan.numbered(file, (count > 1).then_some(index));
+                // Without an extension the save adds the format's: every name
+                // it may pick must be free.
+                let candidates: Vec<PathBuf> = match numbered.extension() {
+                    Some(_) => vec![numbered.clone()],
+                    None => SAVED_EXTENSIONS
+                        .iter()
+                        .map(|ext| numbered.with_extension(ext))
+                        .collect(),
+                };
+                for path in candidates {
+                    if taken(&path) && !plan.force {
+                        let what = if path.exists() {
+                            "the file exists"
+                        } else {
+                            "the name is taken by a link to a file that does not exist"
+                        };
+                        return Err(Failure::usage(format!(
+                            "--out {}: {what}; choose another name, or pass --force to replace it",
+                            shown(&path)
+                        )));
+                    }
                 }
             }
         }
@@ -450,11 +461,21 @@ async fn save_output(
         std::fs::hard_link(&saved, &file).and_then(|()| std::fs::remove_file(&saved))
     };
     if let Err(e) = published {
-        let _ = std::fs::remove_file(&saved);
-        return Err(Failure::new(code::OTHER, format!("cannot write {}: {e}", shown(&file))));
+        // The result is paid for: it is kept where it is, and said so.
+        return Err(Failure::new(
+            code::OTHER,
+            format!(
+                "cannot write {}: {e}; the result was kept as {}",
+                shown(&file),
+                shown(&saved)
+            ),
+        ));
     }
     Ok(Saved { output, file })
 }
+
+/// The extensions a save may add to an `--out` given without one.
+const SAVED_EXTENSIONS: [&str; 7] = ["jpg", "png", "webp", "gif", "mp4", "mov", "bin"];
 
 /// Prints one task's outcome; returns its exit code.
 #[allow(clippy::too_many_arguments)]
