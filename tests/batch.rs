@@ -655,6 +655,23 @@ async fn a_credit_cap_is_used_without_being_passed_and_says_why_the_rest_was_not
     assert_eq!(outcomes.iter().filter(|o| o.from_journal).count(), 3);
 }
 
+#[tokio::test(start_paused = true)]
+async fn the_output_directory_is_made_before_anything_is_paid_for() {
+    let mock = mock(100).await;
+    let dir = Dir::new("made-out-dir");
+    let out = dir.join("not/yet/there");
+    let outcomes = run_batch(
+        Batch::new(mock.client().unwrap(), MemoryJournal::default(), &out),
+        jobs(2, "made"),
+    )
+    .await;
+    assert!(
+        outcomes.iter().all(|o| o.status == JobStatus::Succeeded),
+        "{outcomes:#?}"
+    );
+    assert!(out.join("img-1.jpg").is_file() || out.join("img-1.png").is_file() || out.join("img-1.webp").is_file());
+}
+
 // ---------------------------------------------------------------------------
 // The command.
 

@@ -305,4 +305,71 @@ mod ledger {
             "the next submission went out into a full account: {second:?}"
         );
     }
+
+    /// `--ledger` with no service configured would share a batch whose tasks
+    /// live in this worker's own built-in mock: refused before anything.
+    #[test]
+    fn a_ledger_is_refused_for_a_worker_on_its_own_built_in_mock() {
+        let dir = Dir::new("ledger-builtin-mock");
+        write_jobs(&dir.join("jobs.jsonl"), 2, "builtin");
+        let mut command = Command::new(env!("CARGO_BIN_EXE_genapi"));
+        for name in ["GENAPI_API_KEY", "GENAPI_BASE_URL", "GENAPI_LEDGER_URL"] {
+            command.env_remove(name);
+        }
+        let run = command
+            .args([
+                "batch",
+                "jobs.jsonl",
+                "--out",
+                "out",
+                "--ledger",
+                "postgres://nobody@127.0.0.1:1/none",
+            ])
+            .current_dir(&dir.0)
+            .env("XDG_CACHE_HOME", dir.join("cache"))
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&run.stderr);
+        assert_eq!(run.status.code(), Some(2), "{said}");
+        assert!(said.contains("built-in") && said.contains("GENAPI_BASE_URL"), "{said}");
+        assert!(!dir.join("out").exists(), "nothing was done");
+    }
+
+    /// A dead worker's seat whose task cannot be checked (its host is gone)
+    /// comes back once a task taken then can no longer be running.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_dead_workers_seat_whose_task_cannot_be_checked_comes_back_in_time() {
+        let Some(pg) = Postgres::start("uncheckable-seat") else {
+            return;
+        };
+        let mock = service().await;
+        let seats = genapi::ledger::SharedSeats::connect_with(
+            &pg.url(),
+            "stranded",
+            1,
+            Duration::from_secs(1),
+            Duration::from_secs(3),
+        )
+        .await
+        .unwrap();
+        pg.sql(
+            "UPDATE genapi_seats SET worker = 'gone', lease_until = now() - interval '1 second', task_id = 't', \
+             polling_url = 'http://127.0.0.1:1/v1/get_result?id=t', taken_at = now() WHERE pool = 'stranded'",
+        );
+        let client = mock.client_builder().shared_seats(seats.clone()).build().unwrap();
+        let started = std::time::Instant::now();
+        let request = genapi::api::types::Gen2ProRequest::builder()
+            .prompt("stranded")
+            .width(64)
+            .height(64);
+        let task = tokio::time::timeout(Duration::from_secs(30), client.submit(request))
+            .await
+            .expect("the stranded seat never came back")
+            .unwrap();
+        assert!(started.elapsed() >= Duration::from_secs(2), "not before the hold");
+        task.wait().await.unwrap();
+        // Given back at once when the program says it is done.
+        seats.flush().await;
+        assert_eq!(seats.taken().await.unwrap(), 0);
+    }
 }

@@ -203,8 +203,8 @@ impl Drop for InFlight {
 
 impl<J: Journal> Batch<J> {
     /// A batch with `client`, keeping its records in `journal` and its
-    /// results in `out_dir` (which must exist). Its tasks share the
-    /// client's active-task limit.
+    /// results in `out_dir` (made when the batch runs, if need be). Its tasks
+    /// share the client's active-task limit.
     pub fn new(client: Client, journal: J, out_dir: impl Into<PathBuf>) -> Batch<J> {
         Batch {
             client,
@@ -325,6 +325,11 @@ impl<J: Journal> Batch<J> {
         let ledger = self.ledger.take();
         #[cfg(not(feature = "postgres"))]
         let ledger: Option<SharedLedger> = None;
+        // Results are saved there: made, when nothing has the name, before
+        // anything is paid for.
+        if std::fs::symlink_metadata(&self.out_dir).is_err() {
+            std::fs::create_dir_all(&self.out_dir)?;
+        }
         let lines = match ledger {
             Some(_) => HashMap::new(),
             None => fold(self.journal.replay()?),
@@ -644,7 +649,8 @@ impl Context {
             if intact || (status != "Ready" && !refused) || (refused && !changed && !self.retry_refused) {
                 let mut outcome = JobOutcome::new(job.line, stem, finished_status(status, *class));
                 outcome.task = accepted_ref;
-                outcome.file = saved.filter(|_| intact);
+                // A file another worker saved elsewhere is not named here.
+                outcome.file = saved.filter(|path| intact && path.is_file());
                 outcome.seed = seed.as_ref().and_then(seed_of);
                 outcome.cost = *cost;
                 outcome.duration = *duration;

@@ -83,6 +83,12 @@ impl Ledger {
     /// Connects (applying the schema's migrations on first use) and joins
     /// batch `batch` of the job file whose digest is `jobs_digest`, creating
     /// the batch if it is new. A batch of another job file is refused.
+    ///
+    /// `jobs_digest` is any fingerprint of the jobs that every worker
+    /// computes alike; `genapi batch` uses the FNV-1a hash of the job file's
+    /// bytes as 16 hex digits, and names the batch `jobs:` and the file's
+    /// name, so a program joins a batch the command started by computing
+    /// the same.
     pub async fn open(url: &str, batch: &str, jobs_digest: &str) -> Result<Ledger, LedgerError> {
         Ledger::open_with_lease(url, batch, jobs_digest, DEFAULT_LEASE).await
     }

@@ -9,8 +9,9 @@ use reqwest::Url;
 use super::{connect_listening, describe, seconds, worker_name, LedgerError, Prepared, DEFAULT_LEASE};
 use crate::limit::SharedPlaces;
 
-/// How long a seat taken for a submission whose answer never came back (its
-/// worker died) stays taken: the task may exist, and runs at most this long.
+/// The longest a task is taken to run. A seat whose worker died comes back
+/// after this long from when it was taken, even when its task cannot be
+/// checked (its host unreachable, or no answer ever named the task).
 pub const UNANSWERED_SEAT_HOLD: Duration = Duration::from_secs(30 * 60);
 
 /// `limit` seats in pool `pool` of a PostgreSQL database, shared by every
@@ -20,9 +21,10 @@ pub const UNANSWERED_SEAT_HOLD: Duration = Duration::from_secs(30 * 60);
 /// A seat is taken for a submission and belongs to its task once accepted;
 /// it is given back when the task is seen final. A worker renews its seats'
 /// leases while it lives; a dead worker's seat whose task is known comes
-/// back once a live client polls that task and sees it final, and one taken
-/// for a submission whose answer never came back after
-/// [`UNANSWERED_SEAT_HOLD`].
+/// back once a live client polls that task and sees it final, and any dead
+/// worker's seat [`UNANSWERED_SEAT_HOLD`] after it was taken. Changes are
+/// applied in the background: call [`SharedSeats::flush`] before a program
+/// ends, so the seats it gave back are free at once.
 ///
 /// ```no_run
 /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
@@ -66,6 +68,8 @@ enum Change {
     Assign(i32, String, String),
     Free(i32),
     Reclaim(i32, String),
+    /// Everything before it is applied.
+    Flush(tokio::sync::oneshot::Sender<()>),
 }
 
 impl SharedSeats {
@@ -115,6 +119,15 @@ impl SharedSeats {
         })
     }
 
+    /// Waits until every change made so far (seats given back, tasks
+    /// assigned) is in the database. Call it before the program ends: what
+    /// is still queued then is lost, and those seats wait for their lease.
+    pub async fn flush(&self) {
+        let (done, applied) = tokio::sync::oneshot::channel();
+        self.send(Change::Flush(done));
+        let _ = applied.await;
+    }
+
     /// Seats in the pool this client uses.
     pub fn limit(&self) -> usize {
         self.inner.limit
@@ -155,8 +168,7 @@ impl SharedPlaces for SharedSeats {
                        SELECT pool, seat FROM genapi_seats
                        WHERE pool = $1 AND seat <= $3
                          AND (worker IS NULL
-                              OR (lease_until < now() AND task_id IS NULL
-                                  AND taken_at < now() - make_interval(secs => $5)))
+                              OR (lease_until < now() AND taken_at < now() - make_interval(secs => $5)))
                        ORDER BY seat LIMIT 1 FOR UPDATE SKIP LOCKED)
                      RETURNING seat";
             let statement = inner.prepared.get(&inner.db, TAKE).await.map_err(|e| describe(&e))?;
@@ -250,6 +262,10 @@ async fn apply(
         let result = tokio::select! {
             change = changes.recv() => match change {
                 None => return,
+                Some(Change::Flush(done)) => {
+                    let _ = done.send(());
+                    continue;
+                }
                 Some(Change::Assign(seat, task, url)) => prepared.execute(
                     &db,
                     "UPDATE genapi_seats SET task_id = $4, polling_url = $5

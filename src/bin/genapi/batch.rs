@@ -176,6 +176,14 @@ pub async fn run(global: &Global, args: BatchArgs) -> Result<(), Failure> {
             ))
         }
         None => None,
+        Some(_) if crate::uses_builtin_mock(global) && !args.status => {
+            return Err(Failure::usage(
+                "--ledger shares a batch between workers of one service, but this run would use its own built-in \
+                 mock, which no other worker can see and which ends with it (its tasks and seats would be stranded \
+                 in the ledger): set GENAPI_BASE_URL and GENAPI_API_KEY, for instance to a `genapi mock` all the \
+                 workers share; nothing was sent",
+            ))
+        }
         Some(url) => {
             let digest = file_digest(&jobs_file)?;
             // Named after the job file, not its contents: a job file that
@@ -302,7 +310,11 @@ pub async fn run(global: &Global, args: BatchArgs) -> Result<(), Failure> {
     let interrupt = tokio::signal::ctrl_c();
     tokio::pin!(interrupt);
     let _ = futures::poll!(interrupt.as_mut());
-    let shared = matches!(keeper, Keeper::Ledger(..));
+    let shared_seats = match &keeper {
+        Keeper::Ledger(_, seats) => Some(seats.clone()),
+        Keeper::File(_) => None,
+    };
+    let shared = shared_seats.is_some();
     let reader = JobReader::open(&jobs_file, base_dir, checked.models, checked.invalid.clone())?;
     let (counters, stopper, stream) = match keeper {
         Keeper::File(journal) => {
@@ -389,6 +401,10 @@ pub async fn run(global: &Global, args: BatchArgs) -> Result<(), Failure> {
     }
     if terminal && !out::quiet() {
         out::err_raw("\r\x1b[2K");
+    }
+    // The seats this worker gave back are free for the others at once.
+    if let Some(seats) = &shared_seats {
+        seats.flush().await;
     }
     let _ = results.sync_data();
     drop(results);
@@ -850,7 +866,12 @@ fn check_file(path: &Path, base_dir: &Path) -> Result<Checked, Failure> {
 
 /// The job file, within the limit of a job file.
 fn open_jobs(path: &Path) -> Result<std::io::Take<std::fs::File>, Failure> {
-    files::open(path, files::JOB_FILE_LIMIT).map_err(|e| Failure::usage(format!("{}: {e}", shown(path))))
+    files::open(path, files::JOB_FILE_LIMIT).map_err(|e| {
+        Failure::usage(format!(
+            "{}: {e} (split a larger batch into several job files, each run with its own --out)",
+            shown(path)
+        ))
+    })
 }
 
 /// The body of a job line: its fields, image paths read and encoded.

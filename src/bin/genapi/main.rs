@@ -48,9 +48,10 @@ Exit codes:
   9   network or service error
   10  submit: the task was accepted but its id could not be written to stdout
       (it is printed on stderr)
+  11  batch: stopped submitting at its --max-credits cap
   130 interrupted (resume with the command printed)
   batch: 0 when every line succeeded, else the code of the most serious failure
-  (3, 4, 9, 5, 8, 7, 6, 1, 2 in that order)";
+  (3, 4, 11, 9, 5, 8, 7, 6, 1, 2 in that order)";
 
 #[derive(Parser)]
 #[command(
@@ -296,6 +297,13 @@ impl Drop for Connection {
     }
 }
 
+/// Whether this run uses the built-in mock: `--mock`, or no service
+/// configured.
+pub fn uses_builtin_mock(global: &Global) -> bool {
+    let set = |name: &str| std::env::var(name).is_ok_and(|s| !s.trim().is_empty());
+    global.mock || !(set("GENAPI_API_KEY") || set("GENAPI_BASE_URL"))
+}
+
 /// The configured service; the built-in mock with `--mock` or when nothing is
 /// configured. Half a configuration is refused, naming what is missing.
 pub async fn connect(global: &Global) -> Result<Connection, Failure> {
@@ -308,9 +316,7 @@ pub async fn connect_with(
     global: &Global,
     limited: impl Fn(genapi::ClientBuilder) -> genapi::ClientBuilder,
 ) -> Result<Connection, Failure> {
-    let set = |name: &str| std::env::var(name).is_ok_and(|s| !s.trim().is_empty());
-    let configured = set("GENAPI_API_KEY") || set("GENAPI_BASE_URL");
-    if configured && !global.mock {
+    if !uses_builtin_mock(global) {
         let mut builder = Client::from_env_builder().map_err(|e| Failure::api(&e))?;
         for origin in &global.trust_origins {
             builder = builder.trust_origin(origin);

@@ -317,8 +317,12 @@ fn read_prompt(args: &RequestArgs) -> Result<Option<String>, Failure> {
         (Some(prompt), _) if prompt == "-" => from_stdin()?,
         (Some(prompt), _) => return Ok(Some(prompt.clone())),
         (None, Some(file)) if file.as_os_str() == "-" => from_stdin()?,
-        (None, Some(file)) => files::read_to_string(file, limit)
-            .map_err(|e| Failure::usage(format!("--prompt-file {}: {e}", file.display())))?,
+        (None, Some(file)) => files::read_to_string(file, limit).map_err(|e| {
+            Failure::usage(format!(
+                "--prompt-file {}: {e} (to pipe a prompt in, pass --prompt-file -)",
+                file.display()
+            ))
+        })?,
         (None, None) => return Ok(None),
     };
     let text = text.trim_end_matches(['\n', '\r']).to_string();
