@@ -304,7 +304,15 @@ impl FileJournal {
                     return Err(refuse("a link"));
                 }
                 let file = existing.open(&path)?;
-                if !file.metadata()?.is_file() {
+                // A pipe, a socket or a directory is never a journal. (A
+                // character device is let through: /dev/full is how a full
+                // disk is tried out.)
+                let kind = file.metadata()?.file_type();
+                #[cfg(unix)]
+                let device = std::os::unix::fs::FileTypeExt::is_char_device(&kind);
+                #[cfg(not(unix))]
+                let device = false;
+                if !kind.is_file() && !device {
                     return Err(refuse("not a regular file"));
                 }
                 file
