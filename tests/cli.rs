@@ -8,26 +8,7 @@ use std::process::{Child, Command, Output, Stdio};
 use serde_json::Value;
 
 mod common;
-use common::Dir;
-
-/// The command with nothing configured, run in `dir`.
-fn genapi(dir: &Dir) -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_genapi"));
-    for name in [
-        "GENAPI_API_KEY",
-        "GENAPI_BASE_URL",
-        "GENAPI_REGIONAL_BASE_URL",
-        "GENAPI_TRUSTED_ORIGINS",
-        "GENAPI_LOG",
-        "GENAPI_DOCUMENT",
-    ] {
-        command.env_remove(name);
-    }
-    // What the command keeps between runs stays in the test's directory.
-    command.env("XDG_CACHE_HOME", dir.0.join("cache"));
-    command.current_dir(&dir.0).stdin(Stdio::null());
-    command
-}
+use common::{genapi_alone as genapi, Dir};
 
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()

@@ -3,28 +3,10 @@
 //! that are links, saves cut short.
 #![cfg(all(feature = "cli", unix))]
 
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 mod common;
-use common::Dir;
-
-fn genapi(dir: &Dir) -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_genapi"));
-    for name in [
-        "GENAPI_API_KEY",
-        "GENAPI_BASE_URL",
-        "GENAPI_REGIONAL_BASE_URL",
-        "GENAPI_TRUSTED_ORIGINS",
-        "GENAPI_LOG",
-        "GENAPI_DOCUMENT",
-    ] {
-        command.env_remove(name);
-    }
-    command.env("XDG_CACHE_HOME", dir.0.join("cache"));
-    command.current_dir(&dir.0).stdin(Stdio::null());
-    command
-}
+use common::{genapi_alone as genapi, Dir};
 
 /// `-o cat` (no extension) becomes `cat.jpg` at the save, so the check
 /// before paying looks at every name the save may pick: with `cat.jpg`

@@ -312,11 +312,7 @@ mod ledger {
     fn a_ledger_is_refused_for_a_worker_on_its_own_built_in_mock() {
         let dir = Dir::new("ledger-builtin-mock");
         write_jobs(&dir.join("jobs.jsonl"), 2, "builtin");
-        let mut command = Command::new(env!("CARGO_BIN_EXE_genapi"));
-        for name in ["GENAPI_API_KEY", "GENAPI_BASE_URL", "GENAPI_LEDGER_URL"] {
-            command.env_remove(name);
-        }
-        let run = command
+        let run = super::common::genapi_alone(&dir)
             .args([
                 "batch",
                 "jobs.jsonl",
@@ -325,8 +321,6 @@ mod ledger {
                 "--ledger",
                 "postgres://nobody@127.0.0.1:1/none",
             ])
-            .current_dir(&dir.0)
-            .env("XDG_CACHE_HOME", dir.join("cache"))
             .output()
             .unwrap();
         let said = String::from_utf8_lossy(&run.stderr);

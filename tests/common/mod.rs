@@ -145,3 +145,24 @@ pub fn posts_by_prompt(mock: &genapi::mock::MockService) -> std::collections::Ha
     }
     counts
 }
+
+/// The `genapi` command with nothing configured (so on its built-in mock),
+/// run in `dir`; what it keeps between runs stays there.
+#[cfg(feature = "cli")]
+pub fn genapi_alone(dir: &Dir) -> std::process::Command {
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_genapi"));
+    for name in [
+        "GENAPI_API_KEY",
+        "GENAPI_BASE_URL",
+        "GENAPI_REGIONAL_BASE_URL",
+        "GENAPI_TRUSTED_ORIGINS",
+        "GENAPI_LOG",
+        "GENAPI_DOCUMENT",
+        "GENAPI_LEDGER_URL",
+    ] {
+        command.env_remove(name);
+    }
+    command.env("XDG_CACHE_HOME", dir.0.join("cache"));
+    command.current_dir(&dir.0).stdin(std::process::Stdio::null());
+    command
+}
