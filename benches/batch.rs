@@ -7,7 +7,6 @@
 //! (`BATCH_BENCH_RUNS=N` sets the number of runs, 5 by default.)
 
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 mod support;
@@ -31,7 +30,7 @@ fn run_once(mock: &support::MockProcess, lines: usize, dir: &Path) -> (Duration,
         .collect();
     std::fs::write(dir.join("jobs.jsonl"), jobs.join("\n")).expect("job file");
     let started = Instant::now();
-    let child = Command::new(env!("CARGO_BIN_EXE_genapi"))
+    let child = support::genapi_command(mock, KEY, dir)
         .args([
             "batch",
             "jobs.jsonl",
@@ -41,14 +40,6 @@ fn run_once(mock: &support::MockProcess, lines: usize, dir: &Path) -> (Duration,
             "--limit",
             &LIMIT.to_string(),
         ])
-        .env("GENAPI_BASE_URL", &mock.base_url)
-        .env("GENAPI_API_KEY", KEY)
-        .env("GENAPI_TRUSTED_ORIGINS", &mock.regional_origin)
-        .env_remove("GENAPI_LOG")
-        .current_dir(dir)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit())
         .spawn()
         .expect("start the batch");
     let pid = child.id() as libc::pid_t;

@@ -15,7 +15,6 @@
 //! `LEDGER_BENCH_LINES=N` the lines, 2,000 by default.)
 
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 #[path = "../tests/common/pg.rs"]
@@ -57,7 +56,7 @@ fn run_once(
     let started = Instant::now();
     let children: Vec<_> = (0..workers.max(1))
         .map(|_| {
-            let mut command = Command::new(env!("CARGO_BIN_EXE_genapi"));
+            let mut command = support::genapi_command(mock, KEY, dir);
             command.args([
                 "batch",
                 "jobs.jsonl",
@@ -72,17 +71,7 @@ fn run_once(
                     .args(["--batch-name", name, "--seats-pool", name, "--ledger"])
                     .arg(cluster.url());
             }
-            command
-                .env("GENAPI_BASE_URL", &mock.base_url)
-                .env("GENAPI_API_KEY", KEY)
-                .env("GENAPI_TRUSTED_ORIGINS", &mock.regional_origin)
-                .env_remove("GENAPI_LOG")
-                .current_dir(dir)
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::inherit())
-                .spawn()
-                .expect("start a worker")
+            command.spawn().expect("start a worker")
         })
         .collect();
     for mut child in children {

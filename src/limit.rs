@@ -136,26 +136,13 @@ impl Reservation {
         self.settled = true;
         let now = Instant::now();
         let shared = self.shared;
-        let known = self.tasks.update(|ledger| ledger.active.contains_key(id));
-        if known {
-            // The same task twice (taken up again, or a service repeating an
-            // id): it keeps the place it has; this one is free.
-            self.tasks
-                .update(|ledger| ledger.reserved = ledger.reserved.saturating_sub(1));
-            if let (Some(shared_places), Some(place)) = (&self.tasks.shared, shared) {
-                shared_places.free(place);
-            }
-            self.tasks.freed();
-            return Seat {
-                tasks: self.tasks.clone(),
-                id: id.to_string(),
-            };
-        }
-        if let (Some(shared_places), Some(place)) = (&self.tasks.shared, shared) {
-            shared_places.assign(place, id, polling_url);
-        }
-        self.tasks.update(|ledger| {
+        // One look at the ledger: a task it already counts (taken up again,
+        // or a service repeating an id) keeps its place, and this one is free.
+        let already_counted = self.tasks.update(|ledger| {
             ledger.reserved = ledger.reserved.saturating_sub(1);
+            if ledger.active.contains_key(id) {
+                return true;
+            }
             ledger.active.insert(
                 id.to_string(),
                 Entry {
@@ -166,7 +153,18 @@ impl Reservation {
                     watchers: 0,
                 },
             );
+            false
         });
+        if let (Some(shared_places), Some(place)) = (&self.tasks.shared, shared) {
+            if already_counted {
+                shared_places.free(place);
+            } else {
+                shared_places.assign(place, id, polling_url);
+            }
+        }
+        if already_counted {
+            self.tasks.freed();
+        }
         Seat {
             tasks: self.tasks.clone(),
             id: id.to_string(),

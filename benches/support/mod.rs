@@ -82,3 +82,19 @@ pub fn median(values: &mut [f64]) -> f64 {
         (values[n / 2 - 1] + values[n / 2]) / 2.0
     }
 }
+
+/// `genapi ARGS` against `mock` with `key`, in `dir`, its stdout dropped.
+#[allow(dead_code)]
+pub fn genapi_command(mock: &MockProcess, key: &str, dir: &std::path::Path) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_genapi"));
+    command
+        .env("GENAPI_BASE_URL", &mock.base_url)
+        .env("GENAPI_API_KEY", key)
+        .env("GENAPI_TRUSTED_ORIGINS", &mock.regional_origin)
+        .env_remove("GENAPI_LOG")
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit());
+    command
+}

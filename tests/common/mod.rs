@@ -113,23 +113,11 @@ impl Drop for Dir {
 /// The `genapi` command, run in `dir` against `mock`.
 #[cfg(feature = "cli")]
 pub fn genapi(dir: &Dir, mock: &genapi::mock::MockService) -> std::process::Command {
-    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_genapi"));
-    for name in [
-        "GENAPI_REGIONAL_BASE_URL",
-        "GENAPI_TRUSTED_ORIGINS",
-        "GENAPI_LOG",
-        "GENAPI_DOCUMENT",
-        "GENAPI_LEDGER_URL",
-    ] {
-        command.env_remove(name);
-    }
+    let mut command = genapi_alone(dir);
     command
         .env("GENAPI_BASE_URL", mock.base_url())
         .env("GENAPI_API_KEY", mock.key())
-        .env("GENAPI_TRUSTED_ORIGINS", mock.trusted_origins().join(","))
-        .env("XDG_CACHE_HOME", dir.0.join("cache"))
-        .current_dir(&dir.0)
-        .stdin(std::process::Stdio::null());
+        .env("GENAPI_TRUSTED_ORIGINS", mock.trusted_origins().join(","));
     command
 }
 
