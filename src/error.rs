@@ -182,7 +182,7 @@ pub enum Error {
     },
     /// A polling host outside the trusted set refused a poll made without
     /// the key (401/403). Trust it if it belongs to the service.
-    #[error("the polling host {origin} of {task} refused a poll without the API key; if it belongs to the service, trust it: GENAPI_TRUSTED_ORIGINS={origin} (command: --trust-origin {origin}; library: ClientBuilder::trust_origin)")]
+    #[error("the polling host {origin} of {task} refused a poll without the API key; if it belongs to the service, trust it: GENAPI_TRUSTED_ORIGINS={origin}, or ClientBuilder::trust_origin")]
     UntrustedOrigin {
         /// `scheme://host[:port]` of the polling host.
         origin: String,

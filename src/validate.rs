@@ -21,11 +21,14 @@
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
 
+mod catalog;
+
 use genapi_document as document;
 use serde_json::{Map, Value};
 
 use crate::api::types::{ValidationError, ValidationErrorLocItem};
 use crate::input::{base64_problem, decode_head, dimensions};
+pub use catalog::{closest, RequestField, UnknownModel};
 
 /// The document this crate was generated from.
 pub const EMBEDDED_DOCUMENT: &str = include_str!("../openapi.json");

@@ -132,7 +132,7 @@ async fn a_submission_without_an_answer_is_reported_and_never_resubmitted_silent
     assert_eq!(first[0].status, JobStatus::Unknown, "{first:#?}");
     let message = first[0].error.as_deref().unwrap();
     assert!(
-        message.contains("may have accepted") && message.contains("--resubmit-unknown"),
+        message.contains("may have accepted") && message.contains("Batch::resubmit_unknown"),
         "{message}"
     );
     assert!(first[1..].iter().all(|o| o.status == JobStatus::Succeeded));
@@ -165,7 +165,7 @@ async fn a_lost_answer_is_recovered_by_adopting_the_task_found_in_the_services_r
     assert_eq!(first[0].status, JobStatus::Unknown, "{first:#?}");
     let message = first[0].error.as_deref().unwrap();
     assert!(
-        message.contains("sent at ") && message.contains("--adopt 1=TASK_ID"),
+        message.contains("sent at ") && message.contains("adopt it for line 1 (batch::adopt)"),
         "{message}"
     );
     assert_eq!(
@@ -932,6 +932,14 @@ async fn the_command_reports_an_unknown_outcome_with_what_to_do_and_survives_clo
     assert!(!stderr.contains("panicked"), "{stderr}");
     assert!(stderr.contains("line 1 was sent without an answer"), "{stderr}");
     assert!(stderr.contains("--resubmit-unknown"), "{stderr}");
+    // The line's own report names the command's flags, not the library's calls.
+    let results = std::fs::read_to_string(dir.join("out/results.jsonl")).unwrap();
+    let unknown: Value = serde_json::from_str(results.lines().find(|l| l.contains("\"unknown\"")).unwrap()).unwrap();
+    let error = unknown["error"].as_str().unwrap();
+    assert!(
+        error.ends_with("(genapi batch: --adopt 1=TASK_ID, or --resubmit-unknown)"),
+        "{error}"
+    );
     let again = genapi(&dir, &mock)
         .args(["batch", "jobs.jsonl", "--out", "out"])
         .output()

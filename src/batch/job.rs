@@ -56,13 +56,32 @@ impl Job {
     /// A fingerprint of the path and body (FNV-1a, hex), to notice a job file
     /// that changed between runs.
     pub(crate) fn digest(&self) -> String {
-        let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-        let text = format!("{}\n{}", self.path, self.body);
-        for byte in text.bytes() {
-            hash ^= u64::from(byte);
-            hash = hash.wrapping_mul(0x0100_0000_01b3);
+        let mut fingerprint = Fingerprint::default();
+        fingerprint.add(format!("{}\n{}", self.path, self.body).as_bytes());
+        fingerprint.hex()
+    }
+}
+
+/// FNV-1a over bytes: a cheap fingerprint to notice a change, not a
+/// defence against someone crafting one.
+pub(crate) struct Fingerprint(u64);
+
+impl Default for Fingerprint {
+    fn default() -> Self {
+        Fingerprint(0xcbf2_9ce4_8422_2325)
+    }
+}
+
+impl Fingerprint {
+    pub(crate) fn add(&mut self, bytes: &[u8]) {
+        for byte in bytes {
+            self.0 ^= u64::from(*byte);
+            self.0 = self.0.wrapping_mul(0x0100_0000_01b3);
         }
-        format!("{hash:016x}")
+    }
+
+    pub(crate) fn hex(&self) -> String {
+        format!("{:016x}", self.0)
     }
 }
 

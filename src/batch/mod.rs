@@ -8,18 +8,22 @@
 //! submission was sent but never answered is not sent again on its own; if
 //! its task id turns up, [`adopt`] gives it back to the line.
 //!
-//! A job file line ([`JobLine`]) is what the `genapi batch` command reads;
-//! with the `schema` feature, [`JobLine::schema`] gives its JSON Schema.
+//! A job file ([`JobFile`]) holds one [`JobLine`] per line: checked against
+//! the document before anything is sent, then read as [`Job`]s. The
+//! `genapi batch` command reads its job files so; with the `schema` feature,
+//! [`JobLine::schema`] gives a line's JSON Schema.
 
 mod adopt;
 pub(crate) mod budget;
 mod job;
+mod job_file;
 mod journal;
 mod outcome;
 mod run;
 
 pub use adopt::{adopt, AdoptError, Adopted};
 pub use job::{safe_stem, Job, JobLine};
+pub use job_file::{InvalidLine, JobFile, Jobs, LineProblem, JOB_FILE_LIMIT};
 #[cfg(feature = "postgres")]
 pub(crate) use journal::{line_state, LineState};
 pub use journal::{FileJournal, Journal, MemoryJournal, Record};

@@ -975,7 +975,7 @@ impl Context {
                 outcome.task = Some(task_ref.clone());
                 outcome.error = Some(format!(
                     "task {}, adopted for line {line}, was made from another prompt ({:?}); it is not this line's \
-                     task, and its result was not saved. Adopt the right one (--adopt {line}=TASK_ID replaces it)",
+                     task, and its result was not saved. Adopting the right one for this line replaces it (batch::adopt)",
                     task_ref.id,
                     super::adopt::shown_prompt(reported)
                 ));
@@ -1145,8 +1145,8 @@ fn unknown_message(line: u64, sent_at: Option<u64>, error: Option<&Error>) -> St
     };
     format!(
         "sent{when}, no answer came back{cause}; the service may have accepted (and charged) it, so it is not sent \
-         again on its own. If you find its task id, adopt it (--adopt {line}=TASK_ID; batch::adopt); \
-         if it was not accepted, send it again (--resubmit-unknown; Batch::resubmit_unknown)"
+         again on its own. If you find its task id, adopt it for line {line} (batch::adopt); if it was not \
+         accepted, allow sending it again (Batch::resubmit_unknown)"
     )
 }
 

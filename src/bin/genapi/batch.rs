@@ -9,14 +9,13 @@ use std::time::Duration;
 use clap::Args;
 use futures::StreamExt;
 use genapi::batch::{
-    adopt, safe_stem, AdoptError, Batch, FailureClass, FileJournal, Job, JobLine, JobOutcome, JobStatus, Journal,
-    MemoryJournal,
+    adopt, safe_stem, AdoptError, Batch, FailureClass, FileJournal, InvalidLine, Job, JobFile, JobLine, JobOutcome,
+    JobStatus, Journal, LineProblem, MemoryJournal,
 };
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 use tokio::time::Instant;
 
-use crate::catalog::{suggest, Catalog};
-use crate::{code, connect_with, files, out, timeout_of, Failure, Global};
+use crate::{code, connect_with, out, timeout_of, Failure, Global};
 
 /// The journal's file name in the output directory.
 const JOURNAL: &str = "journal.jsonl";
@@ -89,27 +88,6 @@ fn parse_credits(text: &str) -> Result<f64, String> {
     }
 }
 
-/// A fingerprint of the job file's bytes (FNV-1a), naming its batch in a ledger.
-fn file_digest(path: &Path) -> Result<String, Failure> {
-    use std::io::Read;
-    let mut file = std::fs::File::open(path).map_err(|e| Failure::usage(format!("{}: {e}", shown(path))))?;
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    let mut buffer = [0_u8; 64 * 1024];
-    loop {
-        let read = file
-            .read(&mut buffer)
-            .map_err(|e| Failure::usage(format!("{}: {e}", shown(path))))?;
-        if read == 0 {
-            break;
-        }
-        for byte in &buffer[..read] {
-            hash ^= u64::from(*byte);
-            hash = hash.wrapping_mul(0x0100_0000_01b3);
-        }
-    }
-    Ok(format!("{hash:016x}"))
-}
-
 /// The ledger URL: --ledger, else GENAPI_LEDGER_URL.
 fn ledger_url(args: &BatchArgs) -> Option<String> {
     args.ledger
@@ -129,17 +107,6 @@ fn ledger_failure(error: &genapi::ledger::LedgerError) -> Failure {
     Failure::new(class, format!("--ledger: {error}; nothing was sent"))
 }
 
-/// What the command needs of a model to build bodies.
-#[derive(Clone, Debug)]
-struct ModelInfo {
-    path: String,
-    schema: Option<&'static str>,
-    /// Field names, in document order.
-    fields: Vec<String>,
-    /// Image fields, and whether each accepts a URL.
-    images: HashMap<String, bool>,
-}
-
 /// `genapi batch`.
 pub async fn run(global: &Global, args: BatchArgs) -> Result<(), Failure> {
     if args.schema {
@@ -151,22 +118,28 @@ pub async fn run(global: &Global, args: BatchArgs) -> Result<(), Failure> {
         return Err(Failure::usage("give a job file and --out DIR (or --schema)"));
     };
     let deadline = Instant::now() + timeout_of(global);
-    let base_dir = match jobs_file.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    let checked = check_file(&jobs_file, &base_dir)?;
-    for problem in &checked.problems {
-        out::err(&format!("{}: {problem}", shown(&jobs_file)));
+    let checked = JobFile::check(&jobs_file).map_err(|e| {
+        Failure::usage(format!(
+            "{} (split a larger batch into several job files, each run with its own --out)",
+            out::clean(&e.to_string())
+        ))
+    })?;
+    for invalid in checked.invalid() {
+        out::err(&format!(
+            "{}: line {}: {}",
+            shown(&jobs_file),
+            invalid.line,
+            explained(invalid)
+        ));
     }
-    if !checked.problems.is_empty() && !args.skip_invalid {
+    if !checked.invalid().is_empty() && !args.skip_invalid {
         return Err(Failure::usage(format!(
             "{} of {} lines are invalid; nothing was submitted (fix them, or pass --skip-invalid to submit the others)",
-            checked.invalid.len(),
-            checked.total
+            checked.invalid().len(),
+            checked.lines()
         )));
     }
-    if checked.total == 0 {
+    if checked.lines() == 0 {
         return Err(Failure::usage(format!("{}: no jobs in the file", shown(&jobs_file))));
     }
     let ledger = match ledger_url(&args) {
@@ -185,7 +158,7 @@ pub async fn run(global: &Global, args: BatchArgs) -> Result<(), Failure> {
             ))
         }
         Some(url) => {
-            let digest = file_digest(&jobs_file)?;
+            let digest = checked.digest().to_string();
             // Named after the job file, not its contents: a job file that
             // changes under the same name is refused (its lines would be paid
             // for again in a new batch), not silently a new batch.
@@ -201,7 +174,7 @@ pub async fn run(global: &Global, args: BatchArgs) -> Result<(), Failure> {
                 .await
                 .map_err(|e| ledger_failure(&e))?;
             if args.status {
-                return show_status(&ledger, checked.total as u64, global.json).await;
+                return show_status(&ledger, checked.lines() as u64, global.json).await;
             }
             let seats = genapi::ledger::SharedSeats::connect_with(
                 &url,
@@ -258,15 +231,10 @@ pub async fn run(global: &Global, args: BatchArgs) -> Result<(), Failure> {
     }
     if !args.adopt.is_empty() {
         let wanted: HashSet<u64> = args.adopt.iter().map(|(line, _)| *line).collect();
-        let jobs: HashMap<u64, Job> = JobReader::open(
-            &jobs_file,
-            base_dir.clone(),
-            checked.models.clone(),
-            checked.invalid.clone(),
-        )?
-        .filter(|job| wanted.contains(&job.line))
-        .map(|job| (job.line, job))
-        .collect();
+        let jobs: HashMap<u64, Job> = valid_jobs(&checked)?
+            .filter(|job| wanted.contains(&job.line))
+            .map(|job| (job.line, job))
+            .collect();
         let adopting = async {
             for (line, task) in &args.adopt {
                 let Some(job) = jobs.get(line) else {
@@ -315,7 +283,7 @@ pub async fn run(global: &Global, args: BatchArgs) -> Result<(), Failure> {
         Keeper::File(_) => None,
     };
     let shared = shared_seats.is_some();
-    let reader = JobReader::open(&jobs_file, base_dir, checked.models, checked.invalid.clone())?;
+    let reader = valid_jobs(&checked)?;
     let (counters, stopper, stream) = match keeper {
         Keeper::File(journal) => {
             let batch = settle(Batch::new(connection.client.clone(), journal, &out_dir), &args);
@@ -340,9 +308,10 @@ pub async fn run(global: &Global, args: BatchArgs) -> Result<(), Failure> {
     };
     let mut results = genapi::create_temporary(&partial)
         .map_err(|e| Failure::new(code::OTHER, format!("cannot write {}: {e}", shown(&partial))))?;
-    let mut tally = Tally::new(checked.total - checked.invalid.len());
-    for (line, message) in &checked.invalid {
-        let entry = json!({"line": line, "status": "invalid", "error": message, "class": "validation"});
+    let mut tally = Tally::new(checked.lines() - checked.invalid().len());
+    for invalid in checked.invalid() {
+        let message = explained(invalid);
+        let entry = json!({"line": invalid.line, "status": "invalid", "error": message, "class": "validation"});
         write_result(&mut results, &entry, global.json)?;
         tally.invalid += 1;
     }
@@ -358,6 +327,7 @@ pub async fn run(global: &Global, args: BatchArgs) -> Result<(), Failure> {
         tokio::select! {
             next = stream.next() => match next {
                 Some(outcome) => {
+                    let outcome = with_flags(outcome);
                     report(&outcome);
                     write_result(&mut results, &outcome.to_json(), global.json)?;
                     tally.add(&outcome);
@@ -389,6 +359,7 @@ pub async fn run(global: &Global, args: BatchArgs) -> Result<(), Failure> {
             tokio::select! {
                 next = stream.next() => match next {
                     Some(outcome) => {
+                        let outcome = with_flags(outcome);
                         write_result(&mut results, &outcome.to_json(), global.json)?;
                         tally.add(&outcome);
                     }
@@ -543,6 +514,22 @@ fn write_result(file: &mut std::fs::File, entry: &Value, json: bool) -> Result<(
         out::out(&text);
     }
     Ok(())
+}
+
+/// The library says how to recover in its own terms; a command user gets
+/// the flags that do it.
+fn with_flags(mut outcome: JobOutcome) -> JobOutcome {
+    let line = outcome.line;
+    let flags = match (outcome.status, outcome.class, &outcome.task) {
+        (JobStatus::Unknown, _, _) => format!("--adopt {line}=TASK_ID, or --resubmit-unknown"),
+        // An adopted task that turned out to be another line's.
+        (JobStatus::Failed, Some(FailureClass::Validation), Some(_)) => format!("--adopt {line}=TASK_ID"),
+        _ => return outcome,
+    };
+    if let Some(error) = &mut outcome.error {
+        error.push_str(&format!(" (genapi batch: {flags})"));
+    }
+    outcome
 }
 
 /// A failure or an unknown outcome, said as it happens.
@@ -753,210 +740,33 @@ fn summary(tally: &Tally, out_dir: &Path, json: bool, mock: bool, written: bool)
     }
 }
 
-/// The outcome of checking the job file.
-struct Checked {
-    total: usize,
-    problems: Vec<String>,
-    /// Invalid lines and why.
-    invalid: Vec<(u64, String)>,
-    /// By the model name as written in the file.
-    models: HashMap<String, ModelInfo>,
-}
-
-/// Every line checked against the document before anything is sent.
-fn check_file(path: &Path, base_dir: &Path) -> Result<Checked, Failure> {
-    let file = open_jobs(path)?;
-    let catalog = Catalog::load().map_err(Failure::usage)?;
-    let mut checked = Checked {
-        total: 0,
-        problems: Vec::new(),
-        invalid: Vec::new(),
-        models: HashMap::new(),
-    };
-    let mut stems: HashMap<String, u64> = HashMap::new();
-    for (index, text) in BufReader::new(file).lines().enumerate() {
-        let line = index as u64 + 1;
-        let text = text.map_err(|e| Failure::usage(format!("{}: line {line}: {e}", shown(path))))?;
-        if text.trim().is_empty() {
-            continue;
-        }
-        checked.total += 1;
-        let mut problems = Vec::new();
-        match serde_json::from_str::<JobLine>(&text) {
-            Err(e) => problems.push(format!("not a job line ({e}); see `genapi batch --schema`")),
-            Ok(job) => {
-                if !checked.models.contains_key(&job.model) {
-                    match catalog.find(&job.model) {
-                        Ok(model) => {
-                            let fields = catalog.fields(&model);
-                            let schema = genapi::api::OPERATIONS
-                                .iter()
-                                .find(|op| op.path == model.path && op.method == "POST")
-                                .and_then(|op| op.request_schema);
-                            let info = ModelInfo {
-                                path: model.path.clone(),
-                                schema,
-                                fields: fields.iter().map(|f| f.name.clone()).collect(),
-                                images: fields
-                                    .iter()
-                                    .filter_map(|f| f.image.map(|url| (f.name.clone(), url)))
-                                    .collect(),
-                            };
-                            checked.models.insert(job.model.clone(), info);
-                        }
-                        Err(message) => problems.push(message),
-                    }
-                }
-                if let Some(info) = checked.models.get(&job.model) {
-                    let stem = match &job.name {
-                        Some(name) if safe_stem(name) != *name || name.is_empty() => {
-                            problems.push(format!(
-                                "name {:?}: use 1 to 100 letters, digits, - and _",
-                                out::clean(name)
-                            ));
-                            None
-                        }
-                        Some(name) => Some(name.clone()),
-                        None => Some(format!("line-{line}")),
-                    };
-                    if let Some(stem) = stem {
-                        if let Some(first) = stems.insert(stem.clone(), line) {
-                            problems.push(format!("name {stem:?} is also the name of line {first}"));
-                        }
-                    }
-                    for name in job.fields.keys() {
-                        if !info.fields.contains(name) {
-                            let hint = suggest(name, info.fields.iter().map(String::as_str))
-                                .map(|s| format!("did you mean {s}? "))
-                                .unwrap_or_default();
-                            problems.push(format!(
-                                "{} has no field {:?}; {hint}see `genapi models {}`",
-                                job.model,
-                                out::clean(name),
-                                job.model
-                            ));
-                        }
-                    }
-                    if problems.is_empty() {
-                        match body_of(&job, info, base_dir) {
-                            Err(problem) => problems.push(problem),
-                            Ok(body) => {
-                                if let Some(schema) = info.schema {
-                                    let errors = genapi::validate::Document::embedded().validate(schema, &body);
-                                    for error in errors {
-                                        let at: Vec<String> = error.loc.iter().map(ToString::to_string).collect();
-                                        let field = at.get(1..).map(|r| r.join(".")).unwrap_or_default();
-                                        problems.push(format!("{field}: {}", error.msg));
-                                    }
-                                }
-                            }
-                        }
-                    }
-                }
-            }
-        }
-        if !problems.is_empty() {
-            let message = problems.join("; ");
-            checked.problems.push(format!("line {line}: {message}"));
-            checked.invalid.push((line, message));
-        }
-    }
-    Ok(checked)
-}
-
-/// The job file, within the limit of a job file.
-fn open_jobs(path: &Path) -> Result<std::io::Take<std::fs::File>, Failure> {
-    files::open(path, files::JOB_FILE_LIMIT).map_err(|e| {
-        Failure::usage(format!(
-            "{}: {e} (split a larger batch into several job files, each run with its own --out)",
-            shown(path)
-        ))
-    })
-}
-
-/// The body of a job line: its fields, image paths read and encoded.
-fn body_of(job: &JobLine, info: &ModelInfo, base_dir: &Path) -> Result<Value, String> {
-    let mut body = Map::new();
-    for (name, value) in &job.fields {
-        let value = match (info.images.get(name), value) {
-            (Some(accepts_url), Value::String(source)) => {
-                Value::String(image_value(name, source, *accepts_url, base_dir)?)
-            }
-            (Some(_), _) => return Err(format!("{name}: expected a file path or an http(s) URL")),
-            (None, value) => value.clone(),
-        };
-        body.insert(name.clone(), value);
-    }
-    Ok(Value::Object(body))
-}
-
-/// A file (relative to the job file) as base64, or a URL as is.
-fn image_value(field: &str, source: &str, accepts_url: bool, base_dir: &Path) -> Result<String, String> {
-    genapi::ImageInput::from_source(source, base_dir)
-        .to_field_blocking(accepts_url)
-        .map_err(|error| match error {
-            genapi::Error::Input {
-                source_name, message, ..
-            } => format!("{field}: {message}: {}", out::clean(&source_name)),
-            other => format!("{field}: {other}"),
+/// Why a line is invalid, in the command's words: the library's reasons, with
+/// where to look for the right ones, and what a terminal should not print
+/// removed.
+fn explained(invalid: &InvalidLine) -> String {
+    let problems: Vec<String> = invalid
+        .problems
+        .iter()
+        .map(|problem| {
+            let hint = match problem {
+                LineProblem::NotAJobLine(_) => "; see `genapi batch --schema`".to_string(),
+                LineProblem::UnknownModel(_) => " (see `genapi models`)".to_string(),
+                LineProblem::UnknownField { model, .. } => format!("; see `genapi models {model}`"),
+                _ => String::new(),
+            };
+            out::clean(&format!("{problem}{hint}"))
         })
+        .collect();
+    problems.join("; ")
 }
 
 /// The valid lines of the job file, read again one at a time as the batch
-/// takes them, so memory does not grow with the file.
-struct JobReader {
-    lines: std::io::Lines<BufReader<std::io::Take<std::fs::File>>>,
-    line: u64,
-    base_dir: PathBuf,
-    models: HashMap<String, ModelInfo>,
-    invalid: HashSet<u64>,
-}
-
-impl JobReader {
-    fn open(
-        path: &Path,
-        base_dir: PathBuf,
-        models: HashMap<String, ModelInfo>,
-        invalid: Vec<(u64, String)>,
-    ) -> Result<JobReader, Failure> {
-        let file = open_jobs(path)?;
-        Ok(JobReader {
-            lines: BufReader::new(file).lines(),
-            line: 0,
-            base_dir,
-            models,
-            invalid: invalid.into_iter().map(|(line, _)| line).collect(),
-        })
-    }
-}
-
-impl Iterator for JobReader {
-    type Item = Job;
-
-    fn next(&mut self) -> Option<Job> {
-        loop {
-            let text = self.lines.next()?.ok()?;
-            self.line += 1;
-            if text.trim().is_empty() || self.invalid.contains(&self.line) {
-                continue;
-            }
-            let built = serde_json::from_str::<JobLine>(&text)
-                .map_err(|e| e.to_string())
-                .and_then(|job| {
-                    let info = self.models.get(&job.model).ok_or("unknown model")?;
-                    let body = body_of(&job, info, &self.base_dir)?;
-                    let mut built = Job::new(self.line, info.path.clone(), body);
-                    built.name = job.name;
-                    Ok(built)
-                });
-            match built {
-                Ok(job) => return Some(job),
-                Err(problem) => out::err(&format!(
-                    "line {}: changed while the batch ran, skipped: {}",
-                    self.line,
-                    out::clean(&problem)
-                )),
-            }
-        }
-    }
+/// takes them; a line that changed since it was checked is reported and
+/// skipped.
+fn valid_jobs(checked: &JobFile) -> Result<impl Iterator<Item = Job> + Send + 'static, Failure> {
+    let jobs = checked.jobs().map_err(|e| Failure::usage(out::clean(&e.to_string())))?;
+    Ok(jobs.filter_map(|job| {
+        job.map_err(|changed| out::err(&format!("line {}: {}", changed.line, explained(&changed))))
+            .ok()
+    }))
 }

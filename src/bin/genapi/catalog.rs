@@ -99,30 +99,17 @@ impl Catalog {
         models
     }
 
-    /// The model called `name` (its path, its last segment, or its operationId).
+    /// The model called `name` (its path, its last segment, or its
+    /// operationId), as the library resolves it.
     pub fn find(&self, name: &str) -> Result<Model, String> {
-        let models = self.models();
-        let wanted = name.trim().trim_start_matches('/');
-        let wanted = wanted.strip_prefix("v1/").unwrap_or(wanted);
-        if let Some(model) = models.iter().find(|m| m.name == wanted || m.id == wanted) {
-            return Ok(model.clone());
-        }
-        let by_last: Vec<&Model> = models
-            .iter()
-            .filter(|m| m.name.rsplit('/').next() == Some(wanted))
-            .collect();
-        if let [model] = by_last.as_slice() {
-            return Ok((*model).clone());
-        }
-        let names: Vec<&str> = models.iter().map(|m| m.name.as_str()).collect();
-        let hint = suggest(wanted, names.iter().copied())
-            .map(|s| format!("did you mean {s}? "))
-            .unwrap_or_default();
-        Err(format!(
-            "unknown model {:?}; {hint}known models: {} (see `genapi models`)",
-            crate::out::clean(name),
-            names.join(", ")
-        ))
+        let found = self
+            .document
+            .submission(name)
+            .map_err(|unknown| format!("{} (see `genapi models`)", crate::out::clean(&unknown.to_string())))?;
+        self.models()
+            .into_iter()
+            .find(|model| model.path == found.path)
+            .ok_or_else(|| format!("unknown model {:?} (see `genapi models`)", crate::out::clean(name)))
     }
 
     /// The model's request fields, in document order.
@@ -130,38 +117,28 @@ impl Catalog {
         let Some(schema_name) = &model.schema else {
             return Vec::new();
         };
-        let Some(schema) = self.document.schema(schema_name) else {
+        let Some(properties) = self
+            .document
+            .schema(schema_name)
+            .and_then(|s| s["properties"].as_object())
+        else {
             return Vec::new();
         };
-        let required: Vec<&str> = schema["required"]
-            .as_array()
+        let mut fields: Vec<Field> = self
+            .document
+            .request_fields(schema_name)
             .into_iter()
-            .flatten()
-            .filter_map(Value::as_str)
-            .collect();
-        let mut fields: Vec<Field> = schema["properties"]
-            .as_object()
-            .into_iter()
-            .flatten()
-            .map(|(name, property)| self.field(name, property, required.contains(&name.as_str())))
+            .filter_map(|field| {
+                let property = properties.get(&field.name)?;
+                Some(self.field(field, property))
+            })
             .collect();
         fields.sort_by_key(|f| self.order.property_position(schema_name, &f.name));
         fields
     }
 
-    fn field(&self, name: &str, property: &Value, required: bool) -> Field {
-        // `allOf: [{$ref}]` or `$ref` point at a shared schema (enums, patterns).
-        let referenced = property["allOf"][0]["$ref"]
-            .as_str()
-            .or_else(|| property["$ref"].as_str())
-            .and_then(|r| r.rsplit('/').next())
-            .and_then(|n| self.document.schema(n));
-        let look = |key: &str| -> Option<&Value> {
-            property
-                .get(key)
-                .or_else(|| referenced.and_then(|r| r.get(key)))
-                .filter(|v| !v.is_null())
-        };
+    fn field(&self, field: genapi::validate::RequestField, property: &Value) -> Field {
+        let look = |key: &str| self.document.property_rule(property, key);
         let choices: Vec<String> = look("enum")
             .and_then(Value::as_array)
             .into_iter()
@@ -200,12 +177,12 @@ impl Catalog {
             }
         }
         Field {
-            name: name.to_string(),
+            name: field.name,
             kind,
             bounds,
             default: look("default").or_else(|| look("x-default")).map(Value::to_string),
-            required,
-            image: look("x-image").and_then(Value::as_str).map(|k| k == "base64-or-url"),
+            required: field.required,
+            image: field.image,
             description: look("description")
                 .and_then(Value::as_str)
                 .unwrap_or_default()
@@ -213,41 +190,6 @@ impl Catalog {
             choices,
         }
     }
-}
-
-/// The closest of `candidates` to `wanted`, when close enough to be a typo.
-pub fn suggest<'a>(wanted: &str, candidates: impl Iterator<Item = &'a str>) -> Option<&'a str> {
-    candidates
-        .map(|c| (distance(wanted, c), c))
-        .filter(|(d, c)| *d <= threshold(c) || (wanted.len() >= 3 && c.contains(wanted)))
-        .min_by_key(|(d, _)| *d)
-        .map(|(_, c)| c)
-}
-
-/// How many edits still read as a typo of `candidate`.
-fn threshold(candidate: &str) -> usize {
-    let length = candidate.chars().count();
-    if length >= 5 {
-        (length / 3).max(2)
-    } else {
-        1
-    }
-}
-
-/// Levenshtein distance.
-fn distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut previous = row[0];
-        row[0] = i + 1;
-        for (j, cb) in b.iter().enumerate() {
-            let substitute = previous + usize::from(ca != *cb);
-            previous = row[j + 1];
-            row[j + 1] = substitute.min(row[j] + 1).min(previous + 1);
-        }
-    }
-    row[b.len()]
 }
 
 /// Summary and deprecation of one operation.
@@ -375,7 +317,5 @@ mod tests {
         assert_eq!(catalog.find("/v1/gen-2-pro").unwrap().name, "gen-2-pro");
         let error = catalog.find("gen-2-prp").unwrap_err();
         assert!(error.contains("did you mean gen-2-pro?"), "{error}");
-        assert_eq!(suggest("widht", ["width", "height", "seed"].into_iter()), Some("width"));
-        assert_eq!(suggest("zzzz", ["width", "height"].into_iter()), None);
     }
 }

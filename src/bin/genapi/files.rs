@@ -1,17 +1,14 @@
 //! Files the command reads that the user names or may have replaced (a
-//! prompt, a job file, a document, the learned durations): only regular
+//! prompt, a document, the learned durations): only regular
 //! files, opened without blocking (a named pipe cannot hang the command) and
-//! read no further than a limit named in the error. Image files go through
-//! the library's `ImageInput`, which keeps the same rule.
+//! read no further than a limit named in the error. Image files and job
+//! files are read by the library (`ImageInput`, `batch::JobFile`), which keeps
+//! the same rule.
 
-use std::fs::File;
-use std::io::Take;
 use std::path::Path;
 
 /// Largest prompt read from a file or stdin.
 pub const PROMPT_LIMIT: u64 = 1024 * 1024;
-/// Largest job file.
-pub const JOB_FILE_LIMIT: u64 = 64 * 1024 * 1024;
 /// Largest OpenAPI document (`GENAPI_DOCUMENT`).
 pub const DOCUMENT_LIMIT: u64 = 16 * 1024 * 1024;
 
@@ -20,13 +17,8 @@ pub fn shown_limit(limit: u64) -> String {
     format!("{} MiB", limit >> 20)
 }
 
-/// Opens `path` for reading: a regular file of at most `limit` bytes (the
-/// library's rule). The error says what to fix.
-pub fn open(path: &Path, limit: u64) -> Result<Take<File>, String> {
-    genapi::open_regular_file(path, limit).map_err(|unread| said(unread, limit))
-}
-
-/// The text of a file opened as [`open`] does.
+/// The text of a regular file of at most `limit` bytes (the library's
+/// rule). The error says what to fix.
 pub fn read_to_string(path: &Path, limit: u64) -> Result<String, String> {
     let bytes = genapi::read_regular_file(path, limit).map_err(|unread| said(unread, limit))?;
     String::from_utf8(bytes).map_err(|_| "the file is not UTF-8 text".into())

@@ -195,6 +195,9 @@ impl Failure {
 /// An error and its cause chain, one cause per line, without repeats.
 pub fn describe(error: &Error) -> String {
     let mut text = out::clean(&error.to_string());
+    if let Error::UntrustedOrigin { origin, .. } = error {
+        text.push_str(&format!(" (genapi: --trust-origin {})", out::clean(origin)));
+    }
     let mut cause = std::error::Error::source(error);
     while let Some(source) = cause {
         let line = out::clean(&source.to_string());
@@ -355,4 +358,26 @@ pub async fn connect_with(
         mock: Some(mock),
         service: None,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_untrusted_polling_host_is_described_with_the_flag_that_trusts_it() {
+        let error = Error::UntrustedOrigin {
+            origin: "https://eu.example.com".into(),
+            task: genapi::TaskRef {
+                id: "t1".into(),
+                polling_url: "https://eu.example.com/v1/get_result?id=t1".into(),
+            },
+        };
+        let text = describe(&error);
+        assert!(text.contains("ClientBuilder::trust_origin"), "{text}");
+        assert!(
+            text.ends_with("(genapi: --trust-origin https://eu.example.com)"),
+            "{text}"
+        );
+    }
 }

@@ -79,14 +79,11 @@ pub fn clean(text: &str) -> String {
         .collect()
 }
 
-/// A file-name component from text the service chose (a task id): only
-/// ASCII letters, digits, `-` and `_`, at most `max` of them, never empty.
+/// A file-name component from text the service chose (a task id): the
+/// library's safe stem (ASCII letters, digits, `-` and `_`), at most `max`
+/// characters, never empty.
 pub fn safe_component(text: &str, max: usize) -> String {
-    let cleaned: String = text
-        .chars()
-        .filter(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '_')
-        .take(max)
-        .collect();
+    let cleaned: String = genapi::batch::safe_stem(text).chars().take(max).collect();
     if cleaned.is_empty() {
         "task".to_string()
     } else {

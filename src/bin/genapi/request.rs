@@ -8,7 +8,7 @@ use clap::{Args, ValueEnum};
 use genapi::ImageInput;
 use serde_json::{Map, Number, Value};
 
-use crate::catalog::{suggest, Catalog, Field, Model};
+use crate::catalog::{Catalog, Field, Model};
 use crate::{files, out, Failure};
 
 /// What to submit.
@@ -208,7 +208,7 @@ pub async fn prepare(args: &RequestArgs, out_file: Option<&Path>) -> Result<Prep
         let (name, value) = split_pair("--set", pair)?;
         if !has(name) {
             let names: Vec<&str> = fields.iter().map(|f| f.name.as_str()).collect();
-            let hint = suggest(name, names.iter().copied())
+            let hint = genapi::validate::closest(name, names.iter().copied())
                 .map(|s| format!("did you mean {s}? "))
                 .unwrap_or_default();
             return Err(Failure::usage(format!(

@@ -1,0 +1,410 @@
+//! A job file: one [`JobLine`] (JSON) per line. Every line is checked
+//! against the document before anything is sent, so a typo on line 900 does
+//! not surface after 899 paid tasks; then the valid lines are read again one
+//! at a time as the batch takes them, so memory does not grow with the file.
+
+use std::collections::{HashMap, HashSet};
+use std::fs::File;
+use std::io::{BufRead, BufReader, Read, Take};
+use std::path::{Path, PathBuf};
+
+use serde_json::{Map, Value};
+
+use super::job::{safe_stem, Fingerprint, Job, JobLine};
+use crate::error::Error;
+use crate::input::ImageInput;
+use crate::user_files::{open_regular_file, Unread};
+use crate::validate::{closest, Document, RequestField, UnknownModel};
+
+/// The largest job file read: 64 MiB (some hundred thousand lines).
+pub const JOB_FILE_LIMIT: u64 = 64 * 1024 * 1024;
+
+/// A job file checked against the document.
+///
+/// ```no_run
+/// use genapi::batch::JobFile;
+/// let jobs = JobFile::check("jobs.jsonl")?;
+/// for invalid in jobs.invalid() {
+///     eprintln!("{invalid}");
+/// }
+/// for job in jobs.jobs()? {
+///     match job {
+///         Ok(job) => println!("line {}: {} → {}", job.line, job.path, job.stem()),
+///         Err(changed) => eprintln!("{changed}"),
+///     }
+/// }
+/// # Ok::<(), genapi::Error>(())
+/// ```
+#[derive(Debug)]
+pub struct JobFile {
+    path: PathBuf,
+    base_dir: PathBuf,
+    lines: usize,
+    invalid: Vec<InvalidLine>,
+    digest: String,
+    /// By the model name as written in the file.
+    models: HashMap<String, Model>,
+}
+
+/// What the reader needs of a model to build bodies.
+#[derive(Clone, Debug)]
+struct Model {
+    path: String,
+    schema: String,
+    fields: Vec<RequestField>,
+}
+
+/// A line of a job file that will not be sent, and why.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+#[error("line {line}: {}", problems.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
+pub struct InvalidLine {
+    /// Its number in the file (the first line is 1).
+    pub line: u64,
+    /// Everything wrong with it (at least one).
+    pub problems: Vec<LineProblem>,
+}
+
+/// One thing wrong with a line of a job file.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum LineProblem {
+    /// Not a JSON object with a `model` (the reason given by the parser).
+    #[error("not a job line ({0})")]
+    NotAJobLine(String),
+    /// The model is not a submission of the document.
+    #[error(transparent)]
+    UnknownModel(UnknownModel),
+    /// `name` is empty or has characters other than ASCII letters, digits,
+    /// `-` and `_` (or more than 100 of them).
+    #[error("name {0:?}: use 1 to 100 letters, digits, - and _")]
+    UnsafeName(String),
+    /// Another line has the same output name.
+    #[error("name {name:?} is also the name of line {first}")]
+    RepeatedName {
+        /// The name.
+        name: String,
+        /// The line that has it first.
+        first: u64,
+    },
+    /// The model's request has no such field.
+    #[error(
+        "{model} has no field {field:?}{}",
+        suggestion.as_ref().map(|s| format!("; did you mean {s}?")).unwrap_or_default()
+    )]
+    UnknownField {
+        /// The model as written.
+        model: String,
+        /// The field as written.
+        field: String,
+        /// The model's field closest to it, when it reads as a typo.
+        suggestion: Option<String>,
+    },
+    /// An image field whose file cannot be used (or that is not a path or
+    /// URL at all).
+    #[error("{field}: {message}")]
+    Image {
+        /// The field.
+        field: String,
+        /// What to fix, naming the file.
+        message: String,
+    },
+    /// The document refuses the body (the service's 422 wording).
+    #[error("{field}: {message}")]
+    Invalid {
+        /// The field, as a dotted path (empty for the body as a whole).
+        field: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// The line was valid when the file was checked, and is not now (the
+    /// file changed while the batch ran): it is skipped.
+    #[error("changed while the batch ran, skipped ({0})")]
+    Changed(String),
+}
+
+impl JobFile {
+    /// Reads the file at `path` and checks every line against the document
+    /// the crate was generated from: its model, its name, its fields, its
+    /// image files (read and encoded), and the body as the service would.
+    /// Image paths are relative to the file's directory.
+    ///
+    /// Fails (with [`Error::Input`]) only when the file itself cannot be
+    /// read: not a regular file, larger than [`JOB_FILE_LIMIT`], not UTF-8.
+    /// Invalid lines are listed by [`JobFile::invalid`].
+    pub fn check(path: impl AsRef<Path>) -> Result<JobFile, Error> {
+        let path = path.as_ref().to_path_buf();
+        let base_dir = match path.parent() {
+            Some(parent) if !parent.as_os_str().is_empty() => parent.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        let mut file = JobFile {
+            path,
+            base_dir,
+            lines: 0,
+            invalid: Vec::new(),
+            digest: String::new(),
+            models: HashMap::new(),
+        };
+        let mut reader = BufReader::new(Fingerprinted {
+            inner: file.open()?,
+            fingerprint: Fingerprint::default(),
+            bytes: 0,
+        });
+        let mut names: HashMap<String, u64> = HashMap::new();
+        let mut text = String::new();
+        let mut line = 0;
+        loop {
+            text.clear();
+            match reader.read_line(&mut text) {
+                Ok(0) => break,
+                Ok(_) => line += 1,
+                Err(e) => return Err(file.unreadable(format!("line {}: {e}", line + 1))),
+            }
+            if text.trim().is_empty() {
+                continue;
+            }
+            file.lines += 1;
+            let problems = file.check_line(line, &text, &mut names);
+            if !problems.is_empty() {
+                file.invalid.push(InvalidLine { line, problems });
+            }
+        }
+        let read = reader.into_inner();
+        if read.bytes > JOB_FILE_LIMIT {
+            return Err(file.unreadable(too_large(read.bytes)));
+        }
+        file.digest = read.fingerprint.hex();
+        Ok(file)
+    }
+
+    /// The path it was read from.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// How many lines hold a job (valid or not; blank lines are not jobs).
+    pub fn lines(&self) -> usize {
+        self.lines
+    }
+
+    /// The lines that will not be sent, and why, in file order.
+    pub fn invalid(&self) -> &[InvalidLine] {
+        &self.invalid
+    }
+
+    /// A fingerprint of the file's bytes as checked (FNV-1a, hex): what
+    /// workers sharing a [`crate::ledger::Ledger`] agree on, so a file that
+    /// changed is not taken for the same batch.
+    pub fn digest(&self) -> &str {
+        &self.digest
+    }
+
+    /// The valid lines as [`Job`]s, read again from the file one at a time.
+    /// A line that no longer passes its check (the file changed since
+    /// [`JobFile::check`]) comes out as an [`InvalidLine`] with
+    /// [`LineProblem::Changed`] and is not sent.
+    pub fn jobs(&self) -> Result<Jobs, Error> {
+        Ok(Jobs {
+            lines: BufReader::new(self.open()?),
+            line: 0,
+            base_dir: self.base_dir.clone(),
+            models: self.models.clone(),
+            invalid: self.invalid.iter().map(|invalid| invalid.line).collect(),
+        })
+    }
+
+    fn open(&self) -> Result<Take<File>, Error> {
+        open_regular_file(&self.path, JOB_FILE_LIMIT).map_err(|unread| {
+            self.unreadable(match unread {
+                Unread::Io(e) => e.to_string(),
+                Unread::NotRegular => {
+                    "not a regular file (a pipe, a device or a directory is never read); name a file".into()
+                }
+                Unread::TooLarge(size) => too_large(size),
+            })
+        })
+    }
+
+    fn unreadable(&self, message: String) -> Error {
+        Error::Input {
+            source_name: self.path.display().to_string(),
+            message,
+            task: None,
+        }
+    }
+
+    /// Everything wrong with one line; empty when it can be sent.
+    fn check_line(&mut self, line: u64, text: &str, names: &mut HashMap<String, u64>) -> Vec<LineProblem> {
+        let job: JobLine = match serde_json::from_str(text) {
+            Ok(job) => job,
+            Err(e) => return vec![LineProblem::NotAJobLine(e.to_string())],
+        };
+        if !self.models.contains_key(&job.model) {
+            let document = Document::embedded();
+            match document.submission(&job.model) {
+                Ok(operation) => {
+                    let schema = operation.request_schema.unwrap_or_default();
+                    let model = Model {
+                        fields: document.request_fields(&schema),
+                        path: operation.path,
+                        schema,
+                    };
+                    self.models.insert(job.model.clone(), model);
+                }
+                Err(unknown) => return vec![LineProblem::UnknownModel(unknown)],
+            }
+        }
+        let Some(model) = self.models.get(&job.model) else {
+            return Vec::new();
+        };
+        let mut problems = Vec::new();
+        let name = match &job.name {
+            Some(name) if name.is_empty() || safe_stem(name) != *name => {
+                problems.push(LineProblem::UnsafeName(name.clone()));
+                None
+            }
+            Some(name) => Some(name.clone()),
+            None => Some(format!("line-{line}")),
+        };
+        if let Some(name) = name {
+            if let Some(first) = names.insert(name.clone(), line) {
+                problems.push(LineProblem::RepeatedName { name, first });
+            }
+        }
+        for field in job.fields.keys() {
+            if !model.fields.iter().any(|known| known.name == *field) {
+                problems.push(LineProblem::UnknownField {
+                    model: job.model.clone(),
+                    field: field.clone(),
+                    suggestion: closest(field, model.fields.iter().map(|f| f.name.as_str())).map(str::to_string),
+                });
+            }
+        }
+        if !problems.is_empty() {
+            return problems;
+        }
+        match body_of(&job, model, &self.base_dir) {
+            Err(problem) => vec![problem],
+            Ok(body) => Document::embedded()
+                .validate(&model.schema, &body)
+                .into_iter()
+                .map(|error| LineProblem::Invalid {
+                    field: error
+                        .loc
+                        .iter()
+                        .skip(1)
+                        .map(ToString::to_string)
+                        .collect::<Vec<_>>()
+                        .join("."),
+                    message: error.msg,
+                })
+                .collect(),
+        }
+    }
+}
+
+/// The body of a job line: its fields, image paths read and encoded.
+fn body_of(job: &JobLine, model: &Model, base_dir: &Path) -> Result<Value, LineProblem> {
+    let mut body = Map::new();
+    for (name, value) in &job.fields {
+        let image = model.fields.iter().find(|f| f.name == *name).and_then(|f| f.image);
+        let value = match (image, value) {
+            (Some(accepts_url), Value::String(source)) => Value::String(
+                ImageInput::from_source(source, base_dir)
+                    .to_field_blocking(accepts_url)
+                    .map_err(|error| LineProblem::Image {
+                        field: name.clone(),
+                        message: match error {
+                            Error::Input {
+                                source_name, message, ..
+                            } => format!("{message}: {source_name}"),
+                            other => other.to_string(),
+                        },
+                    })?,
+            ),
+            (Some(_), _) => {
+                return Err(LineProblem::Image {
+                    field: name.clone(),
+                    message: "expected a file path or an http(s) URL".into(),
+                })
+            }
+            (None, value) => value.clone(),
+        };
+        body.insert(name.clone(), value);
+    }
+    Ok(Value::Object(body))
+}
+
+fn too_large(size: u64) -> String {
+    format!(
+        "the file is {size} bytes, above the {} MiB a job file may be",
+        JOB_FILE_LIMIT >> 20
+    )
+}
+
+/// The valid lines of a [`JobFile`], read again one at a time.
+pub struct Jobs {
+    lines: BufReader<Take<File>>,
+    line: u64,
+    base_dir: PathBuf,
+    models: HashMap<String, Model>,
+    invalid: HashSet<u64>,
+}
+
+impl std::fmt::Debug for Jobs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Jobs").field("line", &self.line).finish_non_exhaustive()
+    }
+}
+
+impl Iterator for Jobs {
+    type Item = Result<Job, InvalidLine>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let mut text = String::new();
+        loop {
+            text.clear();
+            // A read error ends the jobs: the lines not read are not sent.
+            if self.lines.read_line(&mut text).ok()? == 0 {
+                return None;
+            }
+            self.line += 1;
+            if text.trim().is_empty() || self.invalid.contains(&self.line) {
+                continue;
+            }
+            let line = self.line;
+            let built = serde_json::from_str::<JobLine>(&text)
+                .map_err(|e| e.to_string())
+                .and_then(|job| {
+                    let model = self.models.get(&job.model).ok_or("an unknown model")?;
+                    let body = body_of(&job, model, &self.base_dir).map_err(|problem| problem.to_string())?;
+                    Ok(Job {
+                        line,
+                        path: model.path.clone(),
+                        body,
+                        name: job.name,
+                    })
+                });
+            return Some(built.map_err(|problem| InvalidLine {
+                line,
+                problems: vec![LineProblem::Changed(problem)],
+            }));
+        }
+    }
+}
+
+/// A reader that fingerprints and counts the bytes read through it.
+struct Fingerprinted<R> {
+    inner: R,
+    fingerprint: Fingerprint,
+    bytes: u64,
+}
+
+impl<R: Read> Read for Fingerprinted<R> {
+    fn read(&mut self, buffer: &mut [u8]) -> std::io::Result<usize> {
+        let read = self.inner.read(buffer)?;
+        self.fingerprint.add(&buffer[..read]);
+        self.bytes += read as u64;
+        Ok(read)
+    }
+}

@@ -1,0 +1,172 @@
+//! A job file is checked, every line, before anything is sent; then its valid
+//! lines come out as jobs ready to submit, images read and encoded.
+
+mod common;
+
+use common::{b64, png_header, Dir};
+use genapi::batch::{JobFile, LineProblem, JOB_FILE_LIMIT};
+use serde_json::json;
+
+fn write_lines(dir: &Dir, lines: &[serde_json::Value]) -> std::path::PathBuf {
+    let path = dir.join("jobs.jsonl");
+    let text: Vec<String> = lines.iter().map(ToString::to_string).collect();
+    std::fs::write(&path, text.join("\n") + "\n").unwrap();
+    path
+}
+
+#[test]
+fn every_problem_of_every_line_is_named_before_anything_is_read_as_a_job() {
+    let dir = Dir::new("job-file-problems");
+    let path = dir.join("jobs.jsonl");
+    let lines = [
+        json!({"model": "gen-2-pro", "name": "ok", "prompt": "fine"}).to_string(),
+        json!({"model": "gen-2-prp", "prompt": "typo"}).to_string(),
+        "not json".to_string(),
+        json!({"model": "gen-2-pro", "prompt": "small", "width": 48}).to_string(),
+        json!({"model": "gen-2-pro", "name": "../up", "promt": "x"}).to_string(),
+        json!({"model": "gen-2-pro", "name": "ok", "prompt": "again"}).to_string(),
+        json!({"model": "gen-2-pro", "input_image": "missing.png", "prompt": "x"}).to_string(),
+        json!({"model": "gen-2-pro", "input_image": 7, "prompt": "x"}).to_string(),
+        String::new(),
+    ];
+    std::fs::write(&path, lines.join("\n")).unwrap();
+    let checked = JobFile::check(&path).unwrap();
+    assert_eq!(checked.lines(), 8, "the blank line is not a job");
+    let invalid: Vec<(u64, &[LineProblem])> = checked
+        .invalid()
+        .iter()
+        .map(|i| (i.line, i.problems.as_slice()))
+        .collect();
+    assert_eq!(invalid.len(), 7, "{invalid:#?}");
+
+    let LineProblem::UnknownModel(unknown) = &invalid[0].1[0] else {
+        panic!("{invalid:?}")
+    };
+    assert_eq!((invalid[0].0, unknown.suggestion.as_deref()), (2, Some("gen-2-pro")));
+    assert!(matches!(&invalid[1], (3, [LineProblem::NotAJobLine(_)])));
+    assert!(
+        matches!(&invalid[2], (4, [LineProblem::Invalid { field, .. }]) if field == "width"),
+        "{:?}",
+        invalid[2]
+    );
+    assert_eq!(
+        invalid[3],
+        (
+            5,
+            &[
+                LineProblem::UnsafeName("../up".into()),
+                LineProblem::UnknownField {
+                    model: "gen-2-pro".into(),
+                    field: "promt".into(),
+                    suggestion: Some("prompt".into())
+                }
+            ][..]
+        )
+    );
+    assert_eq!(
+        invalid[4],
+        (
+            6,
+            &[LineProblem::RepeatedName {
+                name: "ok".into(),
+                first: 1
+            }][..]
+        )
+    );
+    assert!(
+        matches!(&invalid[5], (7, [LineProblem::Image { field, message }])
+            if field == "input_image" && message.contains("missing.png")),
+        "{:?}",
+        invalid[5]
+    );
+    assert!(matches!(&invalid[6], (8, [LineProblem::Image { field, .. }]) if field == "input_image"));
+    let shown = checked.invalid()[3].to_string();
+    assert!(shown.starts_with("line 5: name \"../up\""), "{shown}");
+
+    let jobs: Vec<_> = checked.jobs().unwrap().collect::<Result<_, _>>().unwrap();
+    assert_eq!(jobs.len(), 1);
+    assert_eq!((jobs[0].line, jobs[0].stem().as_str()), (1, "ok"));
+}
+
+#[test]
+fn valid_lines_become_jobs_with_their_images_encoded_relative_to_the_file() {
+    let dir = Dir::new("job-file-jobs");
+    std::fs::create_dir_all(dir.join("in")).unwrap();
+    let image = png_header(64, 48);
+    std::fs::write(dir.join("in/person.png"), &image).unwrap();
+    let path = write_lines(
+        &dir,
+        &[
+            json!({"model": "/v1/gen-2-pro", "name": "fox", "prompt": "a red fox", "seed": 7}),
+            json!({"model": "gen-2-pro", "prompt": "edit", "input_image": "in/person.png",
+                   "input_image_2": "https://example.com/coat.png"}),
+        ],
+    );
+    // Run from elsewhere: image paths are the file's, not the process's.
+    let checked = JobFile::check(&path).unwrap();
+    assert!(checked.invalid().is_empty(), "{:?}", checked.invalid());
+    let jobs: Vec<_> = checked.jobs().unwrap().collect::<Result<_, _>>().unwrap();
+    assert_eq!(jobs.len(), 2);
+    assert_eq!(jobs[0].path, "/v1/gen-2-pro");
+    assert_eq!(jobs[0].body, json!({"prompt": "a red fox", "seed": 7}));
+    assert_eq!(jobs[1].stem(), "line-2");
+    assert_eq!(jobs[1].body["input_image"], b64(&image));
+    assert_eq!(jobs[1].body["input_image_2"], "https://example.com/coat.png");
+}
+
+#[test]
+fn a_line_that_changes_after_the_check_is_not_sent() {
+    let dir = Dir::new("job-file-changed");
+    let path = write_lines(
+        &dir,
+        &[
+            json!({"model": "gen-2-pro", "prompt": "one"}),
+            json!({"model": "gen-2-pro", "prompt": "two"}),
+        ],
+    );
+    let checked = JobFile::check(&path).unwrap();
+    let before = checked.digest().to_string();
+    let lines = [
+        json!({"model": "gen-2-pro", "prompt": "one"}).to_string(),
+        json!({"model": "gen-2-prp", "prompt": "two"}).to_string(),
+    ];
+    std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+    let read: Vec<_> = checked.jobs().unwrap().collect();
+    assert_eq!(read.len(), 2);
+    assert_eq!(read[0].as_ref().map(|job| job.line), Ok(1));
+    let changed = read[1].as_ref().unwrap_err();
+    assert_eq!(changed.line, 2);
+    assert!(matches!(changed.problems[..], [LineProblem::Changed(_)]));
+    assert_ne!(JobFile::check(&path).unwrap().digest(), before);
+}
+
+#[test]
+fn the_digest_is_a_fingerprint_of_the_bytes() {
+    let dir = Dir::new("job-file-digest");
+    let path = dir.join("jobs.jsonl");
+    std::fs::write(&path, "").unwrap();
+    // FNV-1a of nothing is its offset basis.
+    assert_eq!(JobFile::check(&path).unwrap().digest(), "cbf29ce484222325");
+    std::fs::write(&path, "a").unwrap();
+    assert_eq!(JobFile::check(&path).unwrap().digest(), "af63dc4c8601ec8c");
+}
+
+#[test]
+fn a_file_that_cannot_be_a_job_file_is_refused_with_what_to_fix() {
+    let dir = Dir::new("job-file-refused");
+    let error = JobFile::check(dir.join("absent.jsonl")).unwrap_err();
+    assert!(matches!(error, genapi::Error::Input { .. }), "{error:?}");
+    let error = JobFile::check(&dir.0).unwrap_err();
+    assert!(error.to_string().contains("not a regular file"), "{error}");
+
+    let large = dir.join("large.jsonl");
+    let file = std::fs::File::create(&large).unwrap();
+    file.set_len(JOB_FILE_LIMIT + 1).unwrap();
+    let error = JobFile::check(&large).unwrap_err();
+    assert!(error.to_string().contains("above the 64 MiB"), "{error}");
+
+    let binary = dir.join("binary.jsonl");
+    std::fs::write(&binary, b"{\"model\": \"gen-2-pro\"}\n\xff\xfe\n").unwrap();
+    let error = JobFile::check(&binary).unwrap_err();
+    assert!(error.to_string().contains("line 2"), "{error}");
+}
