@@ -2,7 +2,8 @@
 //!
 //! Three files land in `OUT_DIR`:
 //! - `codegen.rs`: types and client from progenitor, with the setters of
-//!   optional fields rewritten to take `FieldValue` (see `OptionalSetters` below),
+//!   optional fields rewritten to take `FieldValue` (see `OptionalSetters`
+//!   below) and the request builders made serializable (`ShowableBuilders`),
 //!   pretty-printed (also what the drift snapshot shows);
 //! - `operations.rs`: the table of the document's operations (`OPERATIONS`,
 //!   sorted by path, then method); for every submission, the `Submit` and
@@ -100,7 +101,38 @@ fn generate_client(text: &str) -> String {
     let mut file: syn::File =
         syn::parse2(tokens).unwrap_or_else(|e| fail(&format!("generated code does not parse: {e}")));
     syn::visit_mut::VisitMut::visit_file_mut(&mut OptionalSetters, &mut file);
+    syn::visit_mut::VisitMut::visit_file_mut(&mut ShowableBuilders::default(), &mut file);
     prettyplease::unparse(&file)
+}
+
+/// Derives `serde::Serialize` for the request builders of `types::builder`.
+///
+/// A builder that cannot finish says why only as text (typify keeps each
+/// field as `Result<T, String>` and its `ConversionError` is a string), and
+/// no generator setting changes that. Serialized, a builder shows each
+/// field as `{"Ok": value}` or `{"Err": why}` under its name, so the library
+/// tells a field never set (its error is the untouched builder's) from one
+/// set to a value that does not fit, without reading the generator's
+/// sentences (see `src/field.rs`, `unfinished`). Nothing else of the
+/// generated code is touched.
+#[derive(Default)]
+struct ShowableBuilders {
+    /// The modules the visitor is in.
+    path: Vec<String>,
+}
+
+impl syn::visit_mut::VisitMut for ShowableBuilders {
+    fn visit_item_mod_mut(&mut self, module: &mut syn::ItemMod) {
+        self.path.push(module.ident.to_string());
+        syn::visit_mut::visit_item_mod_mut(self, module);
+        self.path.pop();
+    }
+
+    fn visit_item_struct_mut(&mut self, item: &mut syn::ItemStruct) {
+        if self.path.ends_with(&["types".to_string(), "builder".to_string()]) {
+            item.attrs.push(syn::parse_quote!(#[derive(::serde::Serialize)]));
+        }
+    }
 }
 
 /// Rewrites the setters of optional fields in the generated builders.
@@ -296,7 +328,9 @@ fn operations_table(root: &serde_json::Value, text_types: &[String]) -> String {
             impl crate::IntoRequest for types::builder::#name {
                 type Request = types::#name;
                 fn into_request(self) -> Result<types::#name, crate::Error> {
-                    Ok(self.try_into()?)
+                    types::#name::try_from(self.clone()).map_err(|_| {
+                        crate::field::unfinished(stringify!(#name), &self, &types::builder::#name::default())
+                    })
                 }
             }
         })
@@ -304,11 +338,14 @@ fn operations_table(root: &serde_json::Value, text_types: &[String]) -> String {
     let text_values = text_types.iter().map(|name| {
         let name = format_ident!("{}", name);
         quote! {
-            crate::field::text_values!(types::#name, types::error::ConversionError, |text| types::#name::try_from(text));
+            crate::field::text_values!(types::#name, crate::field::Unparsed, |text| types::#name::try_from(text)
+                .map_err(|why| crate::field::Unparsed::new(text, why)));
             impl crate::FieldValue<types::#name> for String {
-                type Error = types::error::ConversionError;
+                type Error = crate::field::Unparsed;
                 fn into_field(self) -> Result<Option<types::#name>, Self::Error> {
-                    types::#name::try_from(self.as_str()).map(Some)
+                    types::#name::try_from(self.as_str())
+                        .map(Some)
+                        .map_err(|why| crate::field::Unparsed::new(&self, why))
                 }
             }
         }

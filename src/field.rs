@@ -8,7 +8,10 @@
 //! `build.rs` rewrites those setters to take a [`FieldValue`] instead; it is
 //! implemented for `X`, `Option<X>` and, for every string field and every
 //! generated type that parses from a string (enums, checked strings), for
-//! `&str`, `String` and `Option<&str>`.
+//! `&str`, `String` and `Option<&str>` (text that does not parse is an
+//! [`Unparsed`]).
+//!
+//! A builder that cannot finish is read here too (`unfinished`), as data.
 
 use std::convert::Infallible;
 
@@ -89,5 +92,92 @@ impl crate::FieldValue<crate::WebhookSecret> for String {
     type Error = Infallible;
     fn into_field(self) -> Result<Option<crate::WebhookSecret>, Infallible> {
         Ok(Some(crate::WebhookSecret::new(self)))
+    }
+}
+
+/// Text given for a field of a type parsed from text (an enum, a checked
+/// string) that does not parse: the text and the reason.
+#[derive(Debug)]
+pub struct Unparsed {
+    text: String,
+    why: String,
+}
+
+impl Unparsed {
+    pub(crate) fn new(text: &str, why: impl std::fmt::Display) -> Unparsed {
+        Unparsed {
+            // Shown in errors: a long text is cut, not repeated whole.
+            text: text.chars().take(64).collect(),
+            why: why.to_string(),
+        }
+    }
+}
+
+impl std::fmt::Display for Unparsed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:?} does not fit ({})", self.text, self.why)
+    }
+}
+
+impl std::error::Error for Unparsed {}
+
+/// The values the document allows for a field, when it lists them.
+fn allowed(schema: &str, field: &str) -> String {
+    let document = crate::validate::Document::embedded();
+    let Some(property) = document.schema(schema).map(|s| &s["properties"][field]) else {
+        return String::new();
+    };
+    match document
+        .property_rule(property, "enum")
+        .and_then(serde_json::Value::as_array)
+    {
+        Some(values) => {
+            let shown: Vec<String> = values.iter().map(ToString::to_string).collect();
+            format!("; expected one of {}", shown.join(", "))
+        }
+        None => String::new(),
+    }
+}
+
+/// Why a request builder could not finish, in the service's 422 shape, read
+/// from the builder itself rather than from the generator's sentences: each
+/// field in error is either one never set (its error is the untouched
+/// builder's: "Field required", type `missing`) or one set to a value that
+/// does not fit (type `value_error`, with the setter's reason).
+pub(crate) fn unfinished<B: serde::Serialize>(schema: &str, builder: &B, untouched: &B) -> crate::Error {
+    use crate::api::types::{ValidationError, ValidationErrorLocItem};
+    let (state, untouched) = match (serde_json::to_value(builder), serde_json::to_value(untouched)) {
+        (Ok(state), Ok(untouched)) => (state, untouched),
+        // Unreachable: builders hold only serializable values.
+        (Err(e), _) | (_, Err(e)) => return crate::Error::Config(format!("cannot read the request builder: {e}")),
+    };
+    let at = |field: &str| {
+        vec![
+            ValidationErrorLocItem::String("body".into()),
+            ValidationErrorLocItem::String(field.into()),
+        ]
+    };
+    let errors = state
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter_map(|(field, value)| {
+            let why = value.get("Err")?.as_str().unwrap_or_default();
+            let (msg, kind) = if untouched.get(field) == Some(value) {
+                ("Field required".to_string(), "missing")
+            } else {
+                (format!("Value error, {why}{}", allowed(schema, field)), "value_error")
+            };
+            Some(ValidationError {
+                loc: at(field),
+                msg,
+                type_: kind.into(),
+                input: None,
+            })
+        })
+        .collect();
+    crate::Error::Validation {
+        errors,
+        checked: crate::Checked::Locally,
     }
 }

@@ -103,7 +103,7 @@ pub use client::Client;
 pub use config::ClientBuilder;
 pub use error::{Checked, Error, Moderation, Result, TaskRef};
 pub use failure::FailureClass;
-pub use field::FieldValue;
+pub use field::{FieldValue, Unparsed};
 pub use input::{dimensions, ImageFormat, ImageInput};
 #[doc(hidden)]
 pub use output::create_temporary;
@@ -124,42 +124,6 @@ pub use http;
 /// The HTTP client crate genapi is built on; its types appear in
 /// [`ClientBuilder::reqwest_builder`] and [`Error::Transport`].
 pub use reqwest;
-
-/// A builder that could not finish, in the service's 422 shape: the
-/// generator reports "no value supplied for FIELD" (a missing required field)
-/// or "error converting supplied value for FIELD: WHY" (text that does not
-/// parse, such as an unknown enum value).
-impl From<crate::api::types::error::ConversionError> for Error {
-    fn from(error: crate::api::types::error::ConversionError) -> Self {
-        use crate::api::types::{ValidationError, ValidationErrorLocItem};
-        let text = error.to_string();
-        let at = |field: &str| {
-            vec![
-                ValidationErrorLocItem::String("body".into()),
-                ValidationErrorLocItem::String(field.trim().into()),
-            ]
-        };
-        let (loc, msg, kind) = if let Some(field) = text.strip_prefix("no value supplied for ") {
-            (at(field), "Field required".to_string(), "missing")
-        } else if let Some((field, why)) = text
-            .strip_prefix("error converting supplied value for ")
-            .and_then(|rest| rest.split_once(": "))
-        {
-            (at(field), format!("Value error, {why}"), "value_error")
-        } else {
-            (vec![ValidationErrorLocItem::String("body".into())], text, "value_error")
-        };
-        Error::Validation {
-            errors: vec![ValidationError {
-                loc,
-                msg,
-                type_: kind.into(),
-                input: None,
-            }],
-            checked: Checked::Locally,
-        }
-    }
-}
 
 /// The handles a program shares between tasks and threads are `Send + Sync`;
 /// this fails to compile the day one of them stops being so.

@@ -349,3 +349,26 @@ async fn an_unfinished_builder_is_reported_in_the_services_shape() {
         0
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn every_unfinished_field_of_a_builder_is_named_at_once() {
+    let mock = MockService::start().await.unwrap();
+    let client = mock.client().unwrap();
+    let error = client
+        .submit(types::Gen2ProRequest::builder().output_format("gif").width(1024))
+        .await
+        .unwrap_err();
+    let errors = error.validation_errors().unwrap();
+    let found: Vec<(String, &str)> = errors.iter().map(|e| (genapi_loc(&e.loc), e.type_.as_str())).collect();
+    assert_eq!(
+        found,
+        [
+            ("body.output_format".to_string(), "value_error"),
+            ("body.prompt".to_string(), "missing")
+        ]
+    );
+    let said = &errors[0].msg;
+    assert!(said.contains("\"gif\"") && said.contains("\"png\""), "{said}");
+    assert_eq!(error.class(), genapi::FailureClass::Validation);
+    assert_eq!(mock.count("POST", "/v1/gen-2-pro"), 0);
+}
