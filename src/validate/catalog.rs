@@ -99,12 +99,7 @@ impl Document {
         let Some(schema) = self.schema(schema_name) else {
             return Vec::new();
         };
-        let required: Vec<&str> = schema["required"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(Value::as_str)
-            .collect();
+        let required = super::names(&schema["required"]);
         schema["properties"]
             .as_object()
             .into_iter()
