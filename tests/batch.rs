@@ -71,6 +71,30 @@ fn created_for(mock: &MockService, prompt: &str) -> genapi::mock::CreatedTask {
 }
 
 #[tokio::test(start_paused = true)]
+async fn two_jobs_with_one_output_name_are_not_both_paid_for() {
+    let mock = mock(100).await;
+    let client = mock.client().unwrap();
+    let dir = Dir::new("same-name");
+    let mut same = jobs(3, "same name");
+    same[1].name = Some("img-1".into());
+    // Names are made safe before they are compared: "../img-1" is "img-1".
+    same[2].name = Some("../img-1".into());
+    let outcomes = run_batch(Batch::new(client, MemoryJournal::default(), &dir.0), same).await;
+    assert_eq!(outcomes[0].status, JobStatus::Succeeded, "{outcomes:#?}");
+    for later in &outcomes[1..] {
+        assert_eq!(later.status, JobStatus::NotSubmitted, "{later:#?}");
+        assert_eq!(later.class, Some(genapi::FailureClass::Validation));
+        let error = later.error.as_deref().unwrap();
+        assert!(
+            error.contains("also line 1's") && error.contains("nothing was sent"),
+            "{error}"
+        );
+    }
+    assert_eq!(mock.count("POST", "/v1/gen-2-pro"), 1, "only the first was sent");
+    assert!(dir.join("img-1.jpg").is_file());
+}
+
+#[tokio::test(start_paused = true)]
 async fn expired_results_are_fetched_again_by_polling_without_resubmitting() {
     let mock = mock(100).await;
     let client = mock.client().unwrap();

@@ -122,22 +122,73 @@ fn a_line_that_changes_after_the_check_is_not_sent() {
         &[
             json!({"model": "gen-2-pro", "prompt": "one"}),
             json!({"model": "gen-2-pro", "prompt": "two"}),
+            json!({"model": "gen-2-pro", "prompt": "three"}),
+            json!({"model": "gen-2-pro", "name": "n", "prompt": "four"}),
         ],
     );
     let checked = JobFile::check(&path).unwrap();
     let before = checked.digest().to_string();
+    // Line 2 gets a model typo, line 3 a field the model lacks (still a
+    // job line), line 4 a name that is not safe; a fifth line is added.
     let lines = [
         json!({"model": "gen-2-pro", "prompt": "one"}).to_string(),
         json!({"model": "gen-2-prp", "prompt": "two"}).to_string(),
+        json!({"model": "gen-2-pro", "prompt": "three", "widht": 5}).to_string(),
+        json!({"model": "gen-2-pro", "name": "../n", "prompt": "four"}).to_string(),
+        json!({"model": "gen-2-pro", "prompt": "five", "colour": "red"}).to_string(),
     ];
     std::fs::write(&path, lines.join("\n") + "\n").unwrap();
     let read: Vec<_> = checked.jobs().unwrap().collect();
-    assert_eq!(read.len(), 2);
+    assert_eq!(read.len(), 5);
     assert_eq!(read[0].as_ref().map(|job| job.line), Ok(1));
-    let changed = read[1].as_ref().unwrap_err();
-    assert_eq!(changed.line, 2);
-    assert!(matches!(changed.problems[..], [LineProblem::Changed(_)]));
+    for (index, outcome) in read.iter().enumerate().skip(1) {
+        let changed = outcome.as_ref().unwrap_err();
+        assert_eq!(changed.line, index as u64 + 1);
+        assert!(matches!(changed.problems[..], [LineProblem::Changed(_)]), "{changed}");
+    }
     assert_ne!(JobFile::check(&path).unwrap().digest(), before);
+}
+
+#[test]
+fn a_replaced_image_is_checked_again_when_its_line_is_read() {
+    let dir = Dir::new("job-file-image-replaced");
+    std::fs::write(dir.join("in.png"), png_header(64, 48)).unwrap();
+    let path = write_lines(
+        &dir,
+        &[json!({"model": "gen-2-pro", "prompt": "edit", "input_image": "in.png"})],
+    );
+    let checked = JobFile::check(&path).unwrap();
+    assert!(checked.invalid().is_empty());
+    std::fs::write(dir.join("in.png"), b"not an image at all").unwrap();
+    let read: Vec<_> = checked.jobs().unwrap().collect();
+    let changed = read[0].as_ref().unwrap_err();
+    assert!(matches!(changed.problems[..], [LineProblem::Changed(_)]), "{changed}");
+}
+
+#[test]
+fn a_repeated_name_points_at_the_first_line_that_has_it() {
+    let dir = Dir::new("job-file-repeated");
+    let path = write_lines(
+        &dir,
+        &[
+            json!({"model": "gen-2-pro", "name": "fox", "prompt": "1"}),
+            json!({"model": "gen-2-pro", "name": "fox", "prompt": "2"}),
+            json!({"model": "gen-2-pro", "name": "fox", "prompt": "3"}),
+        ],
+    );
+    let checked = JobFile::check(&path).unwrap();
+    let firsts: Vec<_> = checked
+        .invalid()
+        .iter()
+        .map(|invalid| (invalid.line, invalid.problems.clone()))
+        .collect();
+    let repeated = |first| {
+        vec![LineProblem::RepeatedName {
+            name: "fox".into(),
+            first,
+        }]
+    };
+    assert_eq!(firsts, [(2, repeated(1)), (3, repeated(1))]);
 }
 
 #[test]

@@ -81,7 +81,11 @@ impl Fingerprint {
     }
 
     pub(crate) fn hex(&self) -> String {
-        format!("{:016x}", self.0)
+        format!("{:016x}", self.value())
+    }
+
+    pub(crate) fn value(&self) -> u64 {
+        self.0
     }
 }
 

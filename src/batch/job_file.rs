@@ -3,7 +3,7 @@
 //! not surface after 899 paid tasks; then the valid lines are read again one
 //! at a time as the batch takes them, so memory does not grow with the file.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Take};
 use std::path::{Path, PathBuf};
@@ -41,6 +41,10 @@ pub struct JobFile {
     base_dir: PathBuf,
     lines: usize,
     invalid: Vec<InvalidLine>,
+    /// The fingerprint of each valid line's text, by line number (0 for a
+    /// line that is not a valid job), so a line that changed after the
+    /// check is never sent unchecked.
+    checked: Vec<u64>,
     digest: String,
     /// By the model name as written in the file.
     models: HashMap<String, Model>,
@@ -109,7 +113,7 @@ pub enum LineProblem {
         message: String,
     },
     /// The document refuses the body (the service's 422 wording).
-    #[error("{field}: {message}")]
+    #[error("{}{message}", if field.is_empty() { String::new() } else { format!("{field}: ") })]
     Invalid {
         /// The field, as a dotted path (empty for the body as a whole).
         field: String,
@@ -142,6 +146,7 @@ impl JobFile {
             base_dir,
             lines: 0,
             invalid: Vec::new(),
+            checked: Vec::new(),
             digest: String::new(),
             models: HashMap::new(),
         };
@@ -161,11 +166,15 @@ impl JobFile {
                 Err(e) => return Err(file.unreadable(format!("line {}: {e}", line + 1))),
             }
             if text.trim().is_empty() {
+                file.checked.push(0);
                 continue;
             }
             file.lines += 1;
             let problems = file.check_line(line, &text, &mut names);
-            if !problems.is_empty() {
+            if problems.is_empty() {
+                file.checked.push(line_fingerprint(&text));
+            } else {
+                file.checked.push(0);
                 file.invalid.push(InvalidLine { line, problems });
             }
         }
@@ -200,16 +209,36 @@ impl JobFile {
     }
 
     /// The valid lines as [`Job`]s, read again from the file one at a time.
-    /// A line that no longer passes its check (the file changed since
-    /// [`JobFile::check`]) comes out as an [`InvalidLine`] with
-    /// [`LineProblem::Changed`] and is not sent.
+    /// A line whose text is not the one checked (the file changed since
+    /// [`JobFile::check`]: edited, added or moved lines), or whose body no
+    /// longer passes the document's rules (an image file replaced), comes
+    /// out as an [`InvalidLine`] with [`LineProblem::Changed`]; so does a
+    /// read that fails, which ends the jobs. Lines found invalid by the
+    /// check are left out.
+    ///
+    /// [`crate::batch::Batch::run`] takes jobs; keep the errors to report
+    /// them:
+    ///
+    /// ```no_run
+    /// # async fn run(client: genapi::Client) -> Result<(), Box<dyn std::error::Error>> {
+    /// use genapi::batch::{Batch, FileJournal, JobFile};
+    /// let file = JobFile::check("jobs.jsonl")?;
+    /// let jobs = file.jobs()?.filter_map(|job| job.map_err(|changed| eprintln!("{changed}")).ok());
+    /// std::fs::create_dir_all("out")?;
+    /// let journal = FileJournal::open("out/journal.jsonl")?;
+    /// let outcomes = Batch::new(client, journal, "out").run(jobs)?;
+    /// # let _ = outcomes;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn jobs(&self) -> Result<Jobs, Error> {
         Ok(Jobs {
             lines: BufReader::new(self.open()?),
             line: 0,
+            ended: false,
             base_dir: self.base_dir.clone(),
             models: self.models.clone(),
-            invalid: self.invalid.iter().map(|invalid| invalid.line).collect(),
+            checked: self.checked.clone(),
         })
     }
 
@@ -267,7 +296,8 @@ impl JobFile {
             None => Some(format!("line-{line}")),
         };
         if let Some(name) = name {
-            if let Some(first) = names.insert(name.clone(), line) {
+            let first = *names.entry(name.clone()).or_insert(line);
+            if first != line {
                 problems.push(LineProblem::RepeatedName { name, first });
             }
         }
@@ -285,22 +315,34 @@ impl JobFile {
         }
         match body_of(&job, model, &self.base_dir) {
             Err(problem) => vec![problem],
-            Ok(body) => Document::embedded()
-                .validate(&model.schema, &body)
-                .into_iter()
-                .map(|error| LineProblem::Invalid {
-                    field: error
-                        .loc
-                        .iter()
-                        .skip(1)
-                        .map(ToString::to_string)
-                        .collect::<Vec<_>>()
-                        .join("."),
-                    message: error.msg,
-                })
-                .collect(),
+            Ok(body) => refusals(model, &body),
         }
     }
+}
+
+/// What the document refuses in a body.
+fn refusals(model: &Model, body: &Value) -> Vec<LineProblem> {
+    Document::embedded()
+        .validate(&model.schema, body)
+        .into_iter()
+        .map(|error| LineProblem::Invalid {
+            field: error
+                .loc
+                .iter()
+                .skip(1)
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join("."),
+            message: error.msg,
+        })
+        .collect()
+}
+
+/// The fingerprint of a line's text, never 0 (which marks "not a job").
+fn line_fingerprint(text: &str) -> u64 {
+    let mut fingerprint = Fingerprint::default();
+    fingerprint.add(text.trim_end_matches(['\n', '\r']).as_bytes());
+    fingerprint.value().max(1)
 }
 
 /// The body of a job line: its fields, image paths read and encoded.
@@ -346,9 +388,11 @@ fn too_large(size: u64) -> String {
 pub struct Jobs {
     lines: BufReader<Take<File>>,
     line: u64,
+    /// A read failed: nothing more comes.
+    ended: bool,
     base_dir: PathBuf,
     models: HashMap<String, Model>,
-    invalid: HashSet<u64>,
+    checked: Vec<u64>,
 }
 
 impl std::fmt::Debug for Jobs {
@@ -363,21 +407,44 @@ impl Iterator for Jobs {
     fn next(&mut self) -> Option<Self::Item> {
         let mut text = String::new();
         loop {
-            text.clear();
-            // A read error ends the jobs: the lines not read are not sent.
-            if self.lines.read_line(&mut text).ok()? == 0 {
+            if self.ended {
                 return None;
             }
+            text.clear();
+            let read = self.lines.read_line(&mut text);
             self.line += 1;
-            if text.trim().is_empty() || self.invalid.contains(&self.line) {
+            let line = self.line;
+            let changed = |problem: String| {
+                Some(Err(InvalidLine {
+                    line,
+                    problems: vec![LineProblem::Changed(problem)],
+                }))
+            };
+            match read {
+                Ok(0) => return None,
+                Ok(_) => {}
+                Err(e) => {
+                    self.ended = true;
+                    return changed(format!("the file cannot be read from here on: {e}"));
+                }
+            }
+            let expected = self.checked.get(line as usize - 1).copied().unwrap_or(0);
+            if text.trim().is_empty() || (expected == 0 && line as usize <= self.checked.len()) {
+                // Blank, or found invalid by the check.
                 continue;
             }
-            let line = self.line;
+            if line_fingerprint(&text) != expected {
+                return changed("the line is not the one that was checked".into());
+            }
             let built = serde_json::from_str::<JobLine>(&text)
                 .map_err(|e| e.to_string())
                 .and_then(|job| {
                     let model = self.models.get(&job.model).ok_or("an unknown model")?;
                     let body = body_of(&job, model, &self.base_dir).map_err(|problem| problem.to_string())?;
+                    let refused: Vec<String> = refusals(model, &body).iter().map(ToString::to_string).collect();
+                    if !refused.is_empty() {
+                        return Err(refused.join("; "));
+                    }
                     Ok(Job {
                         line,
                         path: model.path.clone(),
@@ -385,10 +452,10 @@ impl Iterator for Jobs {
                         name: job.name,
                     })
                 });
-            return Some(built.map_err(|problem| InvalidLine {
-                line,
-                problems: vec![LineProblem::Changed(problem)],
-            }));
+            return match built {
+                Ok(job) => Some(Ok(job)),
+                Err(problem) => changed(problem),
+            };
         }
     }
 }

@@ -265,9 +265,11 @@ impl FileJournal {
     /// (in this process or another) holds the file, and with
     /// [`io::ErrorKind::InvalidData`] when the file is not a batch's journal
     /// (it is then left exactly as it was). A new journal is never created
-    /// through a link.
+    /// through a link, and never in a directory that does not exist yet
+    /// (make it first: the error then names the path).
     ///
     /// ```no_run
+    /// std::fs::create_dir_all("out")?;
     /// let journal = genapi::batch::FileJournal::open("out/journal.jsonl")?;
     /// # Ok::<(), std::io::Error>(())
     /// ```
@@ -283,6 +285,12 @@ impl FileJournal {
             Ok(file) => {
                 sync_directory(&path);
                 file
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                return Err(io::Error::new(
+                    e.kind(),
+                    format!("{}: {e} (its directory must exist)", path.display()),
+                ))
             }
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
                 // Never through a link (it could name any file, or a device

@@ -368,9 +368,24 @@ impl<J: Journal> Batch<J> {
 
         let stop = self.stop;
         let first = context.clone();
+        // Two jobs with one output name would both be paid for and write one
+        // file: the later is refused before anything is sent. Names are kept
+        // as hashes, so memory stays small for a long batch.
+        let mut names: HashMap<u64, u64> = HashMap::new();
         let first_pass = futures::stream::iter(jobs)
             .take_while(move |_| futures::future::ready(!stop.is_stopped()))
             .map(move |job| {
+                let stem = job.stem();
+                let first_with_name = *names.entry(name_hash(&stem)).or_insert(job.line);
+                if first_with_name != job.line {
+                    let mut outcome = JobOutcome::new(job.line, &stem, JobStatus::NotSubmitted);
+                    outcome.class = Some(FailureClass::Validation);
+                    outcome.error = Some(format!(
+                        "its output name {stem:?} is also line {first_with_name}'s; give each job its own name \
+                         (nothing was sent)"
+                    ));
+                    return futures::future::Either::Left(futures::future::ready(Some(outcome)));
+                }
                 // Taken in order: every earlier line's job is known here
                 // (kept only for lines the journal knows, so memory follows
                 // the journal, not the job file).
@@ -381,7 +396,7 @@ impl<J: Journal> Batch<J> {
                     }
                 }
                 let context = first.clone();
-                async move { context.process_or_defer(job).await }
+                futures::future::Either::Right(async move { context.process_or_defer(job).await })
             })
             // Tasks take their places under the client's limit; the jobs
             // beyond it wait for room, save results or are answered from the
@@ -1148,6 +1163,14 @@ fn unknown_message(line: u64, sent_at: Option<u64>, error: Option<&Error>) -> St
          again on its own. If you find its task id, adopt it for line {line} (batch::adopt); if it was not \
          accepted, allow sending it again (Batch::resubmit_unknown)"
     )
+}
+
+/// A hash of an output name (fixed keys, so the same in every run).
+fn name_hash(name: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    name.hash(&mut hasher);
+    hasher.finish()
 }
 
 /// Now, in Unix seconds.

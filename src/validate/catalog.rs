@@ -86,7 +86,8 @@ impl Document {
     }
 
     /// The fields of a request schema, sorted by name; empty for a schema the
-    /// document lacks.
+    /// document lacks. (The command lists them in the document's order,
+    /// which it reads itself.)
     ///
     /// ```
     /// let document = genapi::validate::Document::embedded();
@@ -100,7 +101,7 @@ impl Document {
             return Vec::new();
         };
         let required = super::names(&schema["required"]);
-        schema["properties"]
+        let mut fields: Vec<RequestField> = schema["properties"]
             .as_object()
             .into_iter()
             .flatten()
@@ -112,7 +113,9 @@ impl Document {
                     .and_then(Value::as_str)
                     .map(|kind| kind == "base64-or-url"),
             })
-            .collect()
+            .collect();
+        fields.sort_by(|a, b| a.name.cmp(&b.name));
+        fields
     }
 
     /// A rule of a property, written on it or on the shared schema it points

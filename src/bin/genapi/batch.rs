@@ -119,10 +119,13 @@ pub async fn run(global: &Global, args: BatchArgs) -> Result<(), Failure> {
     };
     let deadline = Instant::now() + timeout_of(global);
     let checked = JobFile::check(&jobs_file).map_err(|e| {
-        Failure::usage(format!(
-            "{} (split a larger batch into several job files, each run with its own --out)",
-            out::clean(&e.to_string())
-        ))
+        let too_large = std::fs::metadata(&jobs_file).is_ok_and(|m| m.len() > genapi::batch::JOB_FILE_LIMIT);
+        let hint = if too_large {
+            " (split a larger batch into several job files, each run with its own --out)"
+        } else {
+            ""
+        };
+        Failure::usage(format!("{}{hint}", out::clean(&e.to_string())))
     })?;
     for invalid in checked.invalid() {
         out::err(&format!(
