@@ -341,7 +341,7 @@ impl Client {
     /// fields the document does not know yet reach the service. For a path
     /// the document lacks there is no generated method: the request the
     /// transport sends as it is (see `docs/one-road.md`).
-    fn raw_outgoing(&self, target: &Target<'_>, base: &Url, mut body: Value) -> Result<Outgoing> {
+    fn raw_outgoing(&self, target: &Target<'_>, base: &Url, body: Value) -> Result<Outgoing> {
         let bytes = bytes::Bytes::from(
             serde_json::to_vec(&body).map_err(|e| Error::Config(format!("cannot encode the request: {e}")))?,
         );
@@ -357,20 +357,8 @@ impl Client {
                 .map_err(|e| Error::Config(format!("cannot build the request: {e}")))?;
             return Ok(Outgoing::Unlisted(request));
         }
-        // The document takes `1024.0` where it wants an integer, and so must
-        // the decoding (only the caller's own bytes go on the wire).
-        whole_numbers_as_integers(&mut body);
-        let decoded = AnySubmission::decode(target.operation, body)
-            .ok_or_else(|| Error::Config(format!("{} is not a submission of the document", target.operation)))?;
-        let request = decoded.map_err(|error| Error::Validation {
-            errors: vec![crate::api::types::ValidationError {
-                loc: vec![crate::api::types::ValidationErrorLocItem::String("body".into())],
-                msg: format!("Value error, {error}"),
-                type_: "value_error".into(),
-                input: None,
-            }],
-            checked: Checked::Locally,
-        })?;
+        // Only the caller's own bytes go on the wire.
+        let request = typed_submission(target.operation, body)?;
         Ok(Outgoing::Operation(request, Some(bytes)))
     }
 
@@ -433,6 +421,26 @@ impl Client {
 
 /// `1024.0` becomes `1024`, at any depth: JSON Schema counts a number with
 /// no fraction as an integer, serde does not.
+/// A JSON body as the request type of the submission `operation`: what the
+/// generated method sends. A body the type cannot hold (a size beyond `u32`,
+/// say) is refused in the service's 422 shape, before anything is sent.
+pub(crate) fn typed_submission(operation: &str, mut body: Value) -> Result<AnySubmission> {
+    // The document takes `1024.0` where it wants an integer, and so must
+    // the decoding.
+    whole_numbers_as_integers(&mut body);
+    let decoded = AnySubmission::decode(operation, body)
+        .ok_or_else(|| Error::Config(format!("{operation} is not a submission of the document")))?;
+    decoded.map_err(|error| Error::Validation {
+        errors: vec![crate::api::types::ValidationError {
+            loc: vec![crate::api::types::ValidationErrorLocItem::String("body".into())],
+            msg: format!("Value error, {error}"),
+            type_: "value_error".into(),
+            input: None,
+        }],
+        checked: Checked::Locally,
+    })
+}
+
 fn whole_numbers_as_integers(value: &mut Value) {
     match value {
         Value::Number(number) if number.is_f64() => {

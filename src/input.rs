@@ -231,6 +231,11 @@ impl ImageInput {
                 "this field takes a file, not a URL; download the image and pass the file or its bytes".into(),
             ));
         }
+        // The parser drops tabs and line breaks the text still has, and
+        // the text is what is sent.
+        if url.chars().any(char::is_control) {
+            return Err(self.refused("the URL has control characters (a tab or a line break?)".into()));
+        }
         Ok(url.to_string())
     }
 

@@ -221,3 +221,57 @@ fn a_file_that_cannot_be_a_job_file_is_refused_with_what_to_fix() {
     let error = JobFile::check(&binary).unwrap_err();
     assert!(error.to_string().contains("line 2"), "{error}");
 }
+
+#[test]
+fn a_line_the_request_type_cannot_hold_is_invalid_before_anything_is_sent() {
+    let dir = Dir::new("job-file-typed");
+    let path = write_lines(
+        &dir,
+        &[json!({"model": "gen-2-pro", "prompt": "x", "width": 4_294_967_296_u64})],
+    );
+    let checked = JobFile::check(&path).unwrap();
+    assert_eq!(checked.invalid_lines(), 1, "{:?}", checked.invalid());
+    assert!(checked.jobs().unwrap().next().is_none());
+}
+
+#[test]
+fn a_file_of_many_bad_lines_keeps_the_first_ones_and_counts_the_rest() {
+    let dir = Dir::new("job-file-many-bad");
+    let path = dir.join("jobs.jsonl");
+    let bad = 3 * genapi::batch::INVALID_LINES_KEPT;
+    let mut text = "{\"model\":\"x\"}\n".repeat(bad);
+    text.push_str(&json!({"model": "gen-2-pro", "prompt": "the good one"}).to_string());
+    std::fs::write(&path, text).unwrap();
+    let checked = JobFile::check(&path).unwrap();
+    assert_eq!(checked.lines(), bad + 1);
+    assert_eq!(checked.invalid_lines(), bad);
+    assert_eq!(checked.invalid().len(), genapi::batch::INVALID_LINES_KEPT);
+    let jobs: Vec<_> = checked.jobs().unwrap().collect::<Result<_, _>>().unwrap();
+    assert_eq!(jobs.iter().map(|job| job.line).collect::<Vec<_>>(), [bad as u64 + 1]);
+}
+
+#[test]
+fn what_a_line_shows_is_safe_for_a_terminal_and_keeps_secrets() {
+    let dir = Dir::new("job-file-shown");
+    let path = write_lines(
+        &dir,
+        &[
+            json!({"model": "gen-2-pro", "prompt": "x", "input_image": "./\u{1b}]0;title\u{7}\u{1b}[2J.png"}),
+            json!({"model": "gen-2-pro", "prompt": "x", "input_image": "https://example.com/a\t.png"}),
+            json!({"model": "gen-2-pro", "prompt": "x", "webhook_url": "https://example.com/hook",
+                   "webhook_secret": "whsec_canary_canary_canary_canary"}),
+        ],
+    );
+    let checked = JobFile::check(&path).unwrap();
+    let shown: Vec<String> = checked.invalid().iter().map(ToString::to_string).collect();
+    assert_eq!(shown.len(), 2, "{shown:?}");
+    assert!(
+        shown.iter().all(|text| !text.chars().any(char::is_control)),
+        "{shown:?}"
+    );
+    assert!(shown[1].contains("control characters"), "{}", shown[1]);
+    let job = checked.jobs().unwrap().next().unwrap().unwrap();
+    assert_eq!(job.body["webhook_secret"], "whsec_canary_canary_canary_canary");
+    let debug = format!("{job:?}");
+    assert!(!debug.contains("canary"), "{debug}");
+}

@@ -12,7 +12,7 @@ use serde_json::{Map, Value};
 /// assert_eq!(job.stem(), "fox");
 /// assert_eq!(Job::new(7, "/v1/gen-2-pro", serde_json::json!({})).stem(), "line-7");
 /// ```
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, PartialEq)]
 pub struct Job {
     /// A number unique within the batch (the line of the job file): the key
     /// of the journal.
@@ -23,6 +23,35 @@ pub struct Job {
     pub body: Value,
     /// File stem of the output; `line-N` when not given.
     pub name: Option<String>,
+}
+
+/// Shown without secrets (a `webhook_secret`, any key or token) and with
+/// long values (images) cut.
+fn shown_body(body: &Value) -> Value {
+    let mut shown = body.clone();
+    crate::response::scrub_input(&mut shown, 0);
+    shown
+}
+
+impl std::fmt::Debug for Job {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Job")
+            .field("line", &self.line)
+            .field("path", &self.path)
+            .field("body", &shown_body(&self.body))
+            .field("name", &self.name)
+            .finish()
+    }
+}
+
+impl std::fmt::Debug for JobLine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JobLine")
+            .field("model", &self.model)
+            .field("name", &self.name)
+            .field("fields", &shown_body(&Value::Object(self.fields.clone())))
+            .finish()
+    }
 }
 
 impl Job {
@@ -60,6 +89,15 @@ impl Job {
         fingerprint.add(format!("{}\n{}", self.path, self.body).as_bytes());
         fingerprint.hex()
     }
+}
+
+/// A hash of an output name (fixed keys, so the same in every run), to
+/// notice a repeated name without keeping every name.
+pub(crate) fn name_hash(name: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    name.hash(&mut hasher);
+    hasher.finish()
 }
 
 /// FNV-1a over bytes: a cheap fingerprint to notice a change, not a
@@ -113,7 +151,7 @@ pub fn safe_stem(text: &str) -> String {
 /// assert_eq!(line.model, "gen-2-pro");
 /// assert_eq!(line.fields["seed"], 7);
 /// ```
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[cfg_attr(
     feature = "schema",

@@ -7,10 +7,11 @@ use std::collections::HashMap;
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Take};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
-use super::job::{safe_stem, Fingerprint, Job, JobLine};
+use super::job::{name_hash, safe_stem, Fingerprint, Job, JobLine};
 use crate::error::Error;
 use crate::input::ImageInput;
 use crate::user_files::{open_regular_file, Unread};
@@ -18,6 +19,18 @@ use crate::validate::{closest, Document, RequestField, UnknownModel};
 
 /// The largest job file read: 64 MiB (some hundred thousand lines).
 pub const JOB_FILE_LIMIT: u64 = 64 * 1024 * 1024;
+
+/// The invalid lines whose problems are kept (the others are counted), so a
+/// file of a million bad lines costs no more memory than a thousand.
+pub const INVALID_LINES_KEPT: usize = 1000;
+
+/// Spellings of model names remembered (`gen-2-pro`, `/v1/gen-2-pro`, …);
+/// others are looked up each time.
+const SPELLINGS_KEPT: usize = 256;
+
+/// Image files whose encoding the check keeps for the next lines naming
+/// them (a file of jobs often names one image many times).
+const IMAGES_KEPT: usize = 4;
 
 /// A job file checked against the document.
 ///
@@ -41,26 +54,64 @@ pub struct JobFile {
     base_dir: PathBuf,
     lines: usize,
     invalid: Vec<InvalidLine>,
-    /// The fingerprint of each valid line's text, by line number (0 for a
-    /// line that is not a valid job), so a line that changed after the
-    /// check is never sent unchecked.
-    checked: Vec<u64>,
+    invalid_lines: usize,
+    /// The line numbers and text fingerprints of the valid lines, in order,
+    /// so a line that changed after the check is never sent unchecked.
+    valid: Arc<[(u64, u64)]>,
+    /// How many lines the file had when checked.
+    last_line: u64,
     digest: String,
-    /// By the model name as written in the file.
-    models: HashMap<String, Model>,
+    models: Models,
 }
 
 /// What the reader needs of a model to build bodies.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 struct Model {
     path: String,
+    operation: String,
     schema: String,
     fields: Vec<RequestField>,
 }
 
-/// A line of a job file that will not be sent, and why.
+/// The models named in a job file: one entry per model, and a bounded
+/// number of spellings of their names.
+#[derive(Clone, Debug, Default)]
+struct Models {
+    by_path: HashMap<String, Arc<Model>>,
+    by_spelling: HashMap<String, Arc<Model>>,
+}
+
+impl Models {
+    fn resolve(&mut self, name: &str) -> Result<Arc<Model>, UnknownModel> {
+        if let Some(model) = self.by_spelling.get(name) {
+            return Ok(model.clone());
+        }
+        let document = Document::embedded();
+        let operation = document.submission(name)?;
+        let model = self
+            .by_path
+            .entry(operation.path.clone())
+            .or_insert_with(|| {
+                let schema = operation.request_schema.clone().unwrap_or_default();
+                Arc::new(Model {
+                    fields: document.request_fields(&schema),
+                    path: operation.path.clone(),
+                    operation: operation.id.clone(),
+                    schema,
+                })
+            })
+            .clone();
+        if self.by_spelling.len() < SPELLINGS_KEPT {
+            self.by_spelling.insert(name.to_string(), model.clone());
+        }
+        Ok(model)
+    }
+}
+
+/// A line of a job file that will not be sent, and why. Shown, it is safe
+/// for a terminal: control characters the file had are blanked.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
-#[error("line {line}: {}", problems.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
+#[error("line {line}: {}", shown_problems(problems))]
 pub struct InvalidLine {
     /// Its number in the file (the first line is 1).
     pub line: u64,
@@ -146,16 +197,20 @@ impl JobFile {
             base_dir,
             lines: 0,
             invalid: Vec::new(),
-            checked: Vec::new(),
+            invalid_lines: 0,
+            valid: Arc::from(Vec::new()),
+            last_line: 0,
             digest: String::new(),
-            models: HashMap::new(),
+            models: Models::default(),
         };
+        let mut valid = Vec::new();
+        let mut images = ImageCache::default();
         let mut reader = BufReader::new(Fingerprinted {
             inner: file.open()?,
             fingerprint: Fingerprint::default(),
             bytes: 0,
         });
-        let mut names: HashMap<String, u64> = HashMap::new();
+        let mut names: HashMap<u64, u64> = HashMap::new();
         let mut text = String::new();
         let mut line = 0;
         loop {
@@ -166,18 +221,21 @@ impl JobFile {
                 Err(e) => return Err(file.unreadable(format!("line {}: {e}", line + 1))),
             }
             if text.trim().is_empty() {
-                file.checked.push(0);
                 continue;
             }
             file.lines += 1;
-            let problems = file.check_line(line, &text, &mut names);
+            let problems = file.check_line(line, &text, &mut names, &mut images);
             if problems.is_empty() {
-                file.checked.push(line_fingerprint(&text));
+                valid.push((line, line_fingerprint(&text)));
             } else {
-                file.checked.push(0);
-                file.invalid.push(InvalidLine { line, problems });
+                file.invalid_lines += 1;
+                if file.invalid.len() < INVALID_LINES_KEPT {
+                    file.invalid.push(InvalidLine { line, problems });
+                }
             }
         }
+        file.valid = Arc::from(valid);
+        file.last_line = line;
         let read = reader.into_inner();
         if read.bytes > JOB_FILE_LIMIT {
             return Err(file.unreadable(too_large(read.bytes)));
@@ -196,9 +254,16 @@ impl JobFile {
         self.lines
     }
 
-    /// The lines that will not be sent, and why, in file order.
+    /// The lines that will not be sent, and why, in file order: the first
+    /// [`INVALID_LINES_KEPT`] of them ([`JobFile::invalid_lines`] counts
+    /// them all).
     pub fn invalid(&self) -> &[InvalidLine] {
         &self.invalid
+    }
+
+    /// How many lines are invalid, all of them counted.
+    pub fn invalid_lines(&self) -> usize {
+        self.invalid_lines
     }
 
     /// A fingerprint of the file's bytes as checked (FNV-1a, hex): what
@@ -238,7 +303,9 @@ impl JobFile {
             ended: false,
             base_dir: self.base_dir.clone(),
             models: self.models.clone(),
-            checked: self.checked.clone(),
+            valid: self.valid.clone(),
+            next_valid: 0,
+            last_line: self.last_line,
         })
     }
 
@@ -263,28 +330,20 @@ impl JobFile {
     }
 
     /// Everything wrong with one line; empty when it can be sent.
-    fn check_line(&mut self, line: u64, text: &str, names: &mut HashMap<String, u64>) -> Vec<LineProblem> {
+    fn check_line(
+        &mut self,
+        line: u64,
+        text: &str,
+        names: &mut HashMap<u64, u64>,
+        images: &mut ImageCache,
+    ) -> Vec<LineProblem> {
         let job: JobLine = match serde_json::from_str(text) {
             Ok(job) => job,
             Err(e) => return vec![LineProblem::NotAJobLine(e.to_string())],
         };
-        if !self.models.contains_key(&job.model) {
-            let document = Document::embedded();
-            match document.submission(&job.model) {
-                Ok(operation) => {
-                    let schema = operation.request_schema.unwrap_or_default();
-                    let model = Model {
-                        fields: document.request_fields(&schema),
-                        path: operation.path,
-                        schema,
-                    };
-                    self.models.insert(job.model.clone(), model);
-                }
-                Err(unknown) => return vec![LineProblem::UnknownModel(unknown)],
-            }
-        }
-        let Some(model) = self.models.get(&job.model) else {
-            return Vec::new();
+        let model = match self.models.resolve(&job.model) {
+            Ok(model) => model,
+            Err(unknown) => return vec![LineProblem::UnknownModel(unknown)],
         };
         let mut problems = Vec::new();
         let name = match &job.name {
@@ -296,7 +355,7 @@ impl JobFile {
             None => Some(format!("line-{line}")),
         };
         if let Some(name) = name {
-            let first = *names.entry(name.clone()).or_insert(line);
+            let first = *names.entry(name_hash(&name)).or_insert(line);
             if first != line {
                 problems.push(LineProblem::RepeatedName { name, first });
             }
@@ -313,11 +372,60 @@ impl JobFile {
         if !problems.is_empty() {
             return problems;
         }
-        match body_of(&job, model, &self.base_dir) {
-            Err(problem) => vec![problem],
-            Ok(body) => refusals(model, &body),
+        let body = match body_of(&job, &model, &self.base_dir, Some(images)) {
+            Err(problem) => return vec![problem],
+            Ok(body) => body,
+        };
+        let refused = refusals(&model, &body);
+        if !refused.is_empty() {
+            return refused;
+        }
+        // What the document allows and what the request type can hold may
+        // differ (a size beyond `u32`): the line must also be sendable.
+        match crate::client::typed_submission(&model.operation, body) {
+            Ok(_) => Vec::new(),
+            Err(error) => error
+                .validation_errors()
+                .unwrap_or_default()
+                .iter()
+                .map(|problem| LineProblem::Invalid {
+                    field: String::new(),
+                    message: problem.msg.clone(),
+                })
+                .collect(),
         }
     }
+}
+
+/// The last image files the check encoded, by the source as written.
+#[derive(Default)]
+struct ImageCache(Vec<((String, bool), String)>);
+
+impl ImageCache {
+    fn encoded(&mut self, source: &str, accepts_url: bool, base_dir: &Path) -> Result<String, Error> {
+        let key = (source.to_string(), accepts_url);
+        if let Some((_, encoded)) = self.0.iter().find(|(seen, _)| *seen == key) {
+            return Ok(encoded.clone());
+        }
+        let encoded = ImageInput::from_source(source, base_dir).to_field_blocking(accepts_url)?;
+        if self.0.len() == IMAGES_KEPT {
+            self.0.remove(0);
+        }
+        self.0.push((key, encoded.clone()));
+        Ok(encoded)
+    }
+}
+
+/// Problems shown one after the other, safe for a terminal.
+fn shown_problems(problems: &[LineProblem]) -> String {
+    problems
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("; ")
+        .chars()
+        .map(|c| if crate::is_unsafe_to_show(c) { ' ' } else { c })
+        .collect()
 }
 
 /// What the document refuses in a body.
@@ -338,32 +446,41 @@ fn refusals(model: &Model, body: &Value) -> Vec<LineProblem> {
         .collect()
 }
 
-/// The fingerprint of a line's text, never 0 (which marks "not a job").
+/// The fingerprint of a line's text.
 fn line_fingerprint(text: &str) -> u64 {
     let mut fingerprint = Fingerprint::default();
     fingerprint.add(text.trim_end_matches(['\n', '\r']).as_bytes());
-    fingerprint.value().max(1)
+    fingerprint.value()
 }
 
-/// The body of a job line: its fields, image paths read and encoded.
-fn body_of(job: &JobLine, model: &Model, base_dir: &Path) -> Result<Value, LineProblem> {
+/// The body of a job line: its fields, image paths read and encoded
+/// (through `images`, when given).
+fn body_of(
+    job: &JobLine,
+    model: &Model,
+    base_dir: &Path,
+    images: Option<&mut ImageCache>,
+) -> Result<Value, LineProblem> {
     let mut body = Map::new();
+    let mut images = images;
     for (name, value) in &job.fields {
         let image = model.fields.iter().find(|f| f.name == *name).and_then(|f| f.image);
         let value = match (image, value) {
-            (Some(accepts_url), Value::String(source)) => Value::String(
-                ImageInput::from_source(source, base_dir)
-                    .to_field_blocking(accepts_url)
-                    .map_err(|error| LineProblem::Image {
-                        field: name.clone(),
-                        message: match error {
-                            Error::Input {
-                                source_name, message, ..
-                            } => format!("{message}: {source_name}"),
-                            other => other.to_string(),
-                        },
-                    })?,
-            ),
+            (Some(accepts_url), Value::String(source)) => {
+                let encoded = match images.as_deref_mut() {
+                    Some(cache) => cache.encoded(source, accepts_url, base_dir),
+                    None => ImageInput::from_source(source, base_dir).to_field_blocking(accepts_url),
+                };
+                Value::String(encoded.map_err(|error| LineProblem::Image {
+                    field: name.clone(),
+                    message: match error {
+                        Error::Input {
+                            source_name, message, ..
+                        } => format!("{message}: {source_name:?}"),
+                        other => other.to_string(),
+                    },
+                })?)
+            }
             (Some(_), _) => {
                 return Err(LineProblem::Image {
                     field: name.clone(),
@@ -391,8 +508,11 @@ pub struct Jobs {
     /// A read failed: nothing more comes.
     ended: bool,
     base_dir: PathBuf,
-    models: HashMap<String, Model>,
-    checked: Vec<u64>,
+    models: Models,
+    valid: Arc<[(u64, u64)]>,
+    /// The first entry of `valid` not yet reached.
+    next_valid: usize,
+    last_line: u64,
 }
 
 impl std::fmt::Debug for Jobs {
@@ -428,20 +548,29 @@ impl Iterator for Jobs {
                     return changed(format!("the file cannot be read from here on: {e}"));
                 }
             }
-            let expected = self.checked.get(line as usize - 1).copied().unwrap_or(0);
-            if text.trim().is_empty() || (expected == 0 && line as usize <= self.checked.len()) {
-                // Blank, or found invalid by the check.
+            if text.trim().is_empty() {
                 continue;
             }
-            if line_fingerprint(&text) != expected {
-                return changed("the line is not the one that was checked".into());
+            let expected = match self.valid.get(self.next_valid) {
+                Some(&(valid_line, fingerprint)) if valid_line == line => {
+                    self.next_valid += 1;
+                    Some(fingerprint)
+                }
+                _ => None,
+            };
+            match expected {
+                Some(fingerprint) if fingerprint == line_fingerprint(&text) => {}
+                Some(_) => return changed("the line is not the one that was checked".into()),
+                // Blank or invalid when checked: never sent.
+                None if line <= self.last_line => continue,
+                None => return changed("the line was added after the check".into()),
             }
             let built = serde_json::from_str::<JobLine>(&text)
                 .map_err(|e| e.to_string())
                 .and_then(|job| {
-                    let model = self.models.get(&job.model).ok_or("an unknown model")?;
-                    let body = body_of(&job, model, &self.base_dir).map_err(|problem| problem.to_string())?;
-                    let refused: Vec<String> = refusals(model, &body).iter().map(ToString::to_string).collect();
+                    let model = self.models.resolve(&job.model).map_err(|unknown| unknown.to_string())?;
+                    let body = body_of(&job, &model, &self.base_dir, None).map_err(|problem| problem.to_string())?;
+                    let refused: Vec<String> = refusals(&model, &body).iter().map(ToString::to_string).collect();
                     if !refused.is_empty() {
                         return Err(refused.join("; "));
                     }

@@ -23,7 +23,7 @@ mod run;
 
 pub use adopt::{adopt, AdoptError, Adopted};
 pub use job::{safe_stem, Job, JobLine};
-pub use job_file::{InvalidLine, JobFile, Jobs, LineProblem, JOB_FILE_LIMIT};
+pub use job_file::{InvalidLine, JobFile, Jobs, LineProblem, INVALID_LINES_KEPT, JOB_FILE_LIMIT};
 #[cfg(feature = "postgres")]
 pub(crate) use journal::{line_state, LineState};
 pub use journal::{FileJournal, Journal, MemoryJournal, Record};

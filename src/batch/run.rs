@@ -376,7 +376,7 @@ impl<J: Journal> Batch<J> {
             .take_while(move |_| futures::future::ready(!stop.is_stopped()))
             .map(move |job| {
                 let stem = job.stem();
-                let first_with_name = *names.entry(name_hash(&stem)).or_insert(job.line);
+                let first_with_name = *names.entry(super::job::name_hash(&stem)).or_insert(job.line);
                 if first_with_name != job.line {
                     let mut outcome = JobOutcome::new(job.line, &stem, JobStatus::NotSubmitted);
                     outcome.class = Some(FailureClass::Validation);
@@ -1163,14 +1163,6 @@ fn unknown_message(line: u64, sent_at: Option<u64>, error: Option<&Error>) -> St
          again on its own. If you find its task id, adopt it for line {line} (batch::adopt); if it was not \
          accepted, allow sending it again (Batch::resubmit_unknown)"
     )
-}
-
-/// A hash of an output name (fixed keys, so the same in every run).
-fn name_hash(name: &str) -> u64 {
-    use std::hash::{Hash, Hasher};
-    let mut hasher = std::collections::hash_map::DefaultHasher::new();
-    name.hash(&mut hasher);
-    hasher.finish()
 }
 
 /// Now, in Unix seconds.

@@ -135,10 +135,18 @@ pub async fn run(global: &Global, args: BatchArgs) -> Result<(), Failure> {
             explained(invalid)
         ));
     }
-    if !checked.invalid().is_empty() && !args.skip_invalid {
+    let unlisted = checked.invalid_lines() - checked.invalid().len();
+    if unlisted > 0 {
+        out::err(&format!(
+            "{}: {unlisted} more invalid lines (only the first {} are listed)",
+            shown(&jobs_file),
+            checked.invalid().len()
+        ));
+    }
+    if checked.invalid_lines() > 0 && !args.skip_invalid {
         return Err(Failure::usage(format!(
             "{} of {} lines are invalid; nothing was submitted (fix them, or pass --skip-invalid to submit the others)",
-            checked.invalid().len(),
+            checked.invalid_lines(),
             checked.lines()
         )));
     }
@@ -311,13 +319,13 @@ pub async fn run(global: &Global, args: BatchArgs) -> Result<(), Failure> {
     };
     let mut results = genapi::create_temporary(&partial)
         .map_err(|e| Failure::new(code::OTHER, format!("cannot write {}: {e}", shown(&partial))))?;
-    let mut tally = Tally::new(checked.lines() - checked.invalid().len());
+    let mut tally = Tally::new(checked.lines() - checked.invalid_lines());
     for invalid in checked.invalid() {
         let message = explained(invalid);
         let entry = json!({"line": invalid.line, "status": "invalid", "error": message, "class": "validation"});
         write_result(&mut results, &entry, global.json)?;
-        tally.invalid += 1;
     }
+    tally.invalid = checked.invalid_lines();
     let started = Instant::now();
     let terminal = out::stderr_is_terminal();
     let mut ticker = tokio::time::interval(if terminal {
