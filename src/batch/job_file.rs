@@ -181,7 +181,9 @@ impl JobFile {
     /// Reads the file at `path` and checks every line against the document
     /// the crate was generated from: its model, its name, its fields, its
     /// image files (read and encoded), and the body as the service would.
-    /// Image paths are relative to the file's directory.
+    /// Image paths are relative to the file's directory; an absolute path,
+    /// or one that leads out of it (`../`), is read as written: a job file
+    /// is trusted as a command line is, so run only job files you trust.
     ///
     /// Fails (with [`Error::Input`]) only when the file itself cannot be
     /// read: not a regular file, larger than [`JOB_FILE_LIMIT`], not UTF-8.
