@@ -886,6 +886,51 @@ async fn a_second_run_over_the_same_output_directory_is_refused_while_the_first_
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_of_many_invalid_lines_lists_the_first_and_counts_the_rest() {
+    let mock = mock(100).await;
+    let dir = Dir::new("cli-many-invalid");
+    let kept = genapi::batch::INVALID_LINES_KEPT;
+    std::fs::write(dir.join("jobs.jsonl"), "{\"model\":\"x\"}\n".repeat(kept + 2)).unwrap();
+    let run = genapi(&dir, &mock)
+        .args(["batch", "jobs.jsonl", "--out", "out"])
+        .output()
+        .unwrap();
+    let stderr = text(&run.stderr);
+    assert_eq!(run.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains(&format!("2 more invalid lines (only the first {kept} are listed)")),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(&format!("{} of {} lines are invalid", kept + 2, kept + 2)),
+        "{stderr}"
+    );
+    assert_eq!(stderr.matches("unknown model").count(), kept);
+
+    // A missing file is not a file too large: no hint to split it.
+    let run = genapi(&dir, &mock)
+        .args(["batch", "absent.jsonl", "--out", "out"])
+        .output()
+        .unwrap();
+    let stderr = text(&run.stderr);
+    assert_eq!(run.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("absent.jsonl") && !stderr.contains("split"), "{stderr}");
+    assert_eq!(mock.count("POST", "/v1/gen-2-pro"), 0);
+}
+
+#[test]
+fn a_journal_in_a_directory_that_does_not_exist_names_the_path() {
+    let dir = Dir::new("journal-no-dir");
+    let error = genapi::batch::FileJournal::open(dir.join("missing/journal.jsonl")).unwrap_err();
+    assert_eq!(error.kind(), std::io::ErrorKind::NotFound);
+    let said = error.to_string();
+    assert!(
+        said.contains("missing/journal.jsonl") && said.contains("its directory must exist"),
+        "{said}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn invalid_lines_are_all_reported_and_nothing_is_sent() {
     let mock = mock(100).await;
     let dir = Dir::new("invalid");

@@ -91,13 +91,12 @@ impl Job {
     }
 }
 
-/// A hash of an output name (fixed keys, so the same in every run), to
-/// notice a repeated name without keeping every name.
+/// A hash of an output name, to notice a repeated name without keeping
+/// every name.
 pub(crate) fn name_hash(name: &str) -> u64 {
-    use std::hash::{Hash, Hasher};
-    let mut hasher = std::collections::hash_map::DefaultHasher::new();
-    name.hash(&mut hasher);
-    hasher.finish()
+    let mut fingerprint = Fingerprint::default();
+    fingerprint.add(name.as_bytes());
+    fingerprint.value()
 }
 
 /// FNV-1a over bytes: a cheap fingerprint to notice a change, not a
