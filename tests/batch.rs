@@ -95,6 +95,23 @@ async fn two_jobs_with_one_output_name_are_not_both_paid_for() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_line_renamed_onto_another_after_its_task_was_accepted_names_that_task() {
+    let mock = mock(100).await;
+    let client = mock.client().unwrap();
+    let dir = Dir::new("renamed-onto");
+    let journal = MemoryJournal::default();
+    let first = run_batch(Batch::new(client.clone(), journal.clone(), &dir.0), jobs(2, "renamed")).await;
+    let accepted = first[1].task.clone().unwrap();
+    let mut renamed = jobs(2, "renamed");
+    renamed[1].name = Some("img-1".into());
+    let again = run_batch(Batch::new(client, journal, &dir.0), renamed).await;
+    assert_eq!(again[1].status, JobStatus::NotSubmitted, "{again:#?}");
+    assert_eq!(again[1].task.as_ref(), Some(&accepted), "the paid task is named");
+    assert!(again[1].error.as_deref().unwrap().contains(&accepted.id));
+    assert_eq!(mock.count("POST", "/v1/gen-2-pro"), 2, "nothing sent again");
+}
+
+#[tokio::test(start_paused = true)]
 async fn expired_results_are_fetched_again_by_polling_without_resubmitting() {
     let mock = mock(100).await;
     let client = mock.client().unwrap();

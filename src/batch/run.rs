@@ -380,9 +380,24 @@ impl<J: Journal> Batch<J> {
                 if first_with_name != job.line {
                     let mut outcome = JobOutcome::new(job.line, &stem, JobStatus::NotSubmitted);
                     outcome.class = Some(FailureClass::Validation);
+                    // A task an earlier run had accepted for this line stays
+                    // in the journal, and is named so it is not lost.
+                    let earlier = first
+                        .lines
+                        .lock()
+                        .ok()
+                        .and_then(|lines| lines.get(&job.line).and_then(|state| state.accepted.clone()));
+                    let kept = match earlier {
+                        Some((id, polling_url, _)) => {
+                            let note = format!("; its task {id}, accepted in an earlier run, is kept for it");
+                            outcome.task = Some(crate::TaskRef { id, polling_url });
+                            note
+                        }
+                        None => String::new(),
+                    };
                     outcome.error = Some(format!(
                         "its output name {stem:?} is also line {first_with_name}'s; give each job its own name \
-                         (nothing was sent)"
+                         (nothing was sent){kept}"
                     ));
                     return futures::future::Either::Left(futures::future::ready(Some(outcome)));
                 }
