@@ -3,8 +3,17 @@
 //! same calls (one POST, polls every 10 ms, one download).
 //!
 //! The mock runs in a child process (`genapi mock`), so only client work is
-//! counted. Rounds alternate between the two to cancel drift; CPU time is the
-//! process's user + system time from getrusage.
+//! counted. The two clients take turns task by task (who goes first
+//! alternates), so both see the same machine: drift and bursts of load fall
+//! on both sides alike. CPU time is the process's user + system time from
+//! getrusage, read around each phase of each task.
+//!
+//! Two workloads, five rounds of 100 task pairs each:
+//! - **constant**: every task takes 20 ms (two polls);
+//! - **mixed**: durations uniform in 10–60 ms (seeded), one task in twenty an
+//!   outlier of 300 ms; both clients get the same sequence.
+//!
+//! Polls are counted by the mock (what the service saw), per client.
 //!
 //! `cargo bench --bench client_overhead --features cli`
 
@@ -20,19 +29,16 @@ const POLL: Duration = Duration::from_millis(10);
 
 /// User + system CPU seconds of this process (microsecond resolution).
 fn cpu_seconds() -> f64 {
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: getrusage writes into the struct we own.
-    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
-    let seconds = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
-    seconds(usage.ru_utime) + seconds(usage.ru_stime)
+    let (user, system) = user_system();
+    user + system
 }
 
 /// CPU seconds spent in submit, wait and download.
 type Phases = [f64; 3];
 
-async fn genapi_task(client: &genapi::Client, phases: &mut Phases) -> bytes::Bytes {
+async fn genapi_task(client: &genapi::Client, prompt: &str, phases: &mut Phases) -> bytes::Bytes {
     let t0 = cpu_seconds();
-    let request = genapi::api::types::Gen2ProRequest::builder().prompt("bench");
+    let request = genapi::api::types::Gen2ProRequest::builder().prompt(prompt);
     let task = client.submit(request).await.expect("submit");
     let t1 = cpu_seconds();
     let output = task
@@ -52,12 +58,12 @@ fn add(phases: &mut Phases, more: Phases) {
     }
 }
 
-async fn hand_written_task(http: &reqwest::Client, base: &str, key: &str, phases: &mut Phases) -> usize {
+async fn hand_written_task(http: &reqwest::Client, base: &str, key: &str, prompt: &str, phases: &mut Phases) -> usize {
     let t0 = cpu_seconds();
     let accepted: Value = http
         .post(format!("{base}/v1/gen-2-pro"))
         .header("x-key", key)
-        .json(&json!({"prompt": "bench"}))
+        .json(&json!({ "prompt": prompt }))
         .send()
         .await
         .expect("submit")
@@ -95,6 +101,38 @@ async fn hand_written_task(http: &reqwest::Client, base: &str, key: &str, phases
     length
 }
 
+/// The duration of each task of a workload, in milliseconds.
+fn durations(workload: &str, tasks: usize) -> Vec<u64> {
+    match workload {
+        "constant" => vec![20; tasks],
+        _ => {
+            let mut draw = fastrand::Rng::with_seed(0x9e37_79b9);
+            (0..tasks)
+                .map(|i| if i % 20 == 19 { 300 } else { draw.u64(10..=60) })
+                .collect()
+        }
+    }
+}
+
+/// What one side spent in one workload.
+#[derive(Default)]
+struct Side {
+    cpu: f64,
+    user: f64,
+    system: f64,
+    phases: Phases,
+    polls: u64,
+}
+
+/// User and system CPU seconds of this process.
+fn user_system() -> (f64, f64) {
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: getrusage writes into the struct we own.
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
+    let seconds = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    (seconds(usage.ru_utime), seconds(usage.ru_stime))
+}
+
 fn main() {
     let mock = support::MockProcess::start("bench-key", 20);
     let base = mock.base_url.clone();
@@ -103,10 +141,6 @@ fn main() {
         .enable_all()
         .build()
         .expect("runtime");
-    let (mut ours, mut theirs) = (0.0, 0.0);
-    let (mut our_phases, mut their_phases) = ([0.0; 3], [0.0; 3]);
-    let mut ratios = Vec::new();
-    let (mut our_polls, mut their_polls) = (0, 0);
     runtime.block_on(async {
         genapi::ensure_tls_provider();
         let client = genapi::Client::builder()
@@ -119,53 +153,86 @@ fn main() {
         // Warm both up (connections, the embedded document).
         let mut warm = [0.0; 3];
         assert_eq!(
-            genapi::dimensions(&genapi_task(&client, &mut warm).await),
+            genapi::dimensions(&genapi_task(&client, "bench", &mut warm).await),
             Some((1024, 1024)),
             "a 1 MP image"
         );
-        hand_written_task(&http, &base, "bench-key", &mut warm).await;
-        // Polls as the mock counted them, so both sides are seen to make
-        // the same calls.
-        let polls = || async { mock.stats(&http).await["polls"].as_u64().unwrap_or(0) };
-        for _ in 0..ROUNDS {
-            let (start, before) = (cpu_seconds(), polls().await);
-            for _ in 0..TASKS_PER_ROUND {
-                genapi_task(&client, &mut our_phases).await;
+        hand_written_task(&http, &base, "bench-key", "bench", &mut warm).await;
+        // The counters are read with a client of their own, so reading them
+        // warms neither side's connections.
+        let counter = reqwest::Client::new();
+        let polls = || async { mock.stats(&counter).await["polls"].as_u64().unwrap_or(0) };
+
+        for workload in ["constant", "mixed"] {
+            let (mut ours, mut theirs) = (Side::default(), Side::default());
+            let mut ratios = Vec::new();
+            let plan = durations(workload, ROUNDS * TASKS_PER_ROUND);
+            for round in plan.chunks(TASKS_PER_ROUND) {
+                let (mut mine, mut other) = (0.0, 0.0);
+                for (i, &ms) in round.iter().enumerate() {
+                    let prompt = format!("bench [mock:duration_ms={ms}]");
+                    for turn in 0..2 {
+                        let genapi_turn = (i + turn) % 2 == 0;
+                        let side = if genapi_turn { &mut ours } else { &mut theirs };
+                        let (before, (user, system)) = (polls().await, user_system());
+                        if genapi_turn {
+                            genapi_task(&client, &prompt, &mut side.phases).await;
+                        } else {
+                            hand_written_task(&http, &base, "bench-key", &prompt, &mut side.phases).await;
+                        }
+                        let (user_after, system_after) = user_system();
+                        let spent = (user_after - user) + (system_after - system);
+                        side.cpu += spent;
+                        side.user += user_after - user;
+                        side.system += system_after - system;
+                        side.polls += polls().await - before;
+                        if genapi_turn {
+                            mine += spent;
+                        } else {
+                            other += spent;
+                        }
+                    }
+                }
+                ratios.push(mine / other);
             }
-            let mine = cpu_seconds() - start;
-            our_polls += polls().await - before;
-            let (start, before) = (cpu_seconds(), polls().await);
-            for _ in 0..TASKS_PER_ROUND {
-                hand_written_task(&http, &base, "bench-key", &mut their_phases).await;
-            }
-            let other = cpu_seconds() - start;
-            their_polls += polls().await - before;
-            ours += mine;
-            theirs += other;
-            ratios.push(mine / other);
+            report(workload, &ours, &theirs, &mut ratios);
         }
     });
     drop(mock);
+}
+
+fn report(workload: &str, ours: &Side, theirs: &Side, ratios: &mut [f64]) {
     let tasks = (ROUNDS * TASKS_PER_ROUND) as f64;
+    let ms = |seconds: f64| seconds / tasks * 1000.0;
+    println!("{workload}: client CPU per task (submit + wait + download of 1 MP), {tasks} tasks each");
     println!(
-        "client CPU per task (submit + wait + download of 1 MP), {} tasks each:",
-        tasks
+        "  genapi:             {:.3} ms (user {:.3}, system {:.3})",
+        ms(ours.cpu),
+        ms(ours.user),
+        ms(ours.system)
     );
-    println!("  genapi:             {:.3} ms", ours / tasks * 1000.0);
-    println!("  hand-written loop:  {:.3} ms", theirs / tasks * 1000.0);
+    println!(
+        "  hand-written loop:  {:.3} ms (user {:.3}, system {:.3})",
+        ms(theirs.cpu),
+        ms(theirs.user),
+        ms(theirs.system)
+    );
     ratios.sort_by(f64::total_cmp);
     println!(
         "  ratio:              median {:.2}x of {ROUNDS} interleaved rounds (range {:.2}–{:.2}); overall {:.2}x",
         ratios[ratios.len() / 2],
         ratios[0],
         ratios[ratios.len() - 1],
-        ours / theirs
+        ours.cpu / theirs.cpu
     );
-    println!("  polls seen by the mock: genapi {our_polls}, hand-written {their_polls}");
-    let per = |p: Phases| p.map(|s| format!("{:.3}", s / tasks * 1000.0)).join(" / ");
+    println!(
+        "  polls seen by the mock: genapi {}, hand-written {}",
+        ours.polls, theirs.polls
+    );
+    let per = |p: Phases| p.map(|s| format!("{:.3}", ms(s))).join(" / ");
     println!(
         "  by phase, ms (submit / wait / download): genapi {}; hand-written {}",
-        per(our_phases),
-        per(their_phases)
+        per(ours.phases),
+        per(theirs.phases)
     );
 }

@@ -42,7 +42,7 @@ struct Origin {
 
 impl Origin {
     fn of(url: &Url) -> Option<Origin> {
-        if !url.username().is_empty() || url.password().is_some() {
+        if has_user_info(url) {
             return None;
         }
         Some(Origin {
@@ -51,6 +51,25 @@ impl Origin {
             port: url.port_or_known_default()?,
         })
     }
+
+    /// Whether `url` is at this origin: `Origin::of(url) == Some(self)`,
+    /// compared in place, since it is asked for every request.
+    fn holds(&self, url: &Url) -> bool {
+        let same_host = match url.host() {
+            Some(url::Host::Domain(name)) => name.trim_end_matches('.').eq_ignore_ascii_case(&self.host),
+            Some(url::Host::Ipv4(ip)) => self.host.parse() == Ok(IpAddr::V4(ip)),
+            Some(url::Host::Ipv6(ip)) => self.host.parse() == Ok(IpAddr::V6(ip)),
+            None => false,
+        };
+        same_host
+            && !has_user_info(url)
+            && url.scheme() == self.scheme
+            && url.port_or_known_default() == Some(self.port)
+    }
+}
+
+fn has_user_info(url: &Url) -> bool {
+    !url.username().is_empty() || url.password().is_some()
 }
 
 /// The host as compared: lower case (the parser already folds it), no
@@ -130,15 +149,15 @@ impl TrustPolicy {
 
     /// Whether the key may be sent to this address.
     pub(crate) fn trusts(&self, url: &Url) -> bool {
-        let Some(origin) = Origin::of(url) else { return false };
-        if self.exact.contains(&origin) {
+        if self.exact.iter().any(|origin| origin.holds(url)) {
             return true;
         }
         let Some(domain) = &self.domain else { return false };
+        let Some(origin) = Origin::of(url) else { return false };
         origin.scheme == "https"
             && origin.port == 443
             && origin.host.parse::<IpAddr>().is_err()
-            && (origin.host == *domain || origin.host.ends_with(&format!(".{domain}")))
+            && (origin.host == *domain || origin.host.strip_suffix(domain.as_str()).is_some_and(|sub| sub.ends_with('.')))
             // A public suffix below the base's domain (a private registry
             // entry) is someone else's namespace.
             && registrable_domain(&origin.host).as_deref() == Some(domain.as_str())
@@ -241,6 +260,35 @@ mod tests {
         assert!(!p.trusts(&url("https://other.partner.net/x")));
         assert!(p.trusts(&url("http://127.0.0.1:9000/x")));
         assert!(!p.trusts(&url("http://127.0.0.1:9001/x")));
+    }
+
+    #[test]
+    fn an_origin_holds_exactly_the_addresses_it_is_the_origin_of() {
+        let addresses = [
+            "https://api.example.com/v1/get_result?id=1",
+            "https://API.Example.COM./x",
+            "https://api.example.com:443/x",
+            "https://api.example.com:8443/x",
+            "http://api.example.com/x",
+            "https://user@api.example.com/x",
+            "https://:secret@api.example.com/x",
+            "https://api.example.com.evil.net/x",
+            "http://127.0.0.1:8080/x",
+            "http://127.0.0.1:8081/x",
+            "http://[::1]:8080/x",
+            "http://[0:0:0:0:0:0:0:1]:8080/x",
+            "http://localhost:8080/x",
+        ];
+        for origin in addresses.iter().filter_map(|a| Origin::of(&url(a))) {
+            for address in addresses {
+                let address = url(address);
+                assert_eq!(
+                    origin.holds(&address),
+                    Origin::of(&address).as_ref() == Some(&origin),
+                    "{origin:?} and {address}"
+                );
+            }
+        }
     }
 
     #[test]
