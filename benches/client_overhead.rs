@@ -2,18 +2,20 @@
 //! loopback): genapi against a minimal hand-written reqwest loop making the
 //! same calls (one POST, polls every 10 ms, one download).
 //!
-//! The mock runs in a child process (`genapi mock`), so only client work is
-//! counted. The two clients take turns task by task (who goes first
-//! alternates), so both see the same machine: drift and bursts of load fall
-//! on both sides alike. CPU time is the process's user + system time from
-//! getrusage, read around each phase of each task.
+//! Each client has its own mock in a child process (`genapi mock`), so only
+//! client work is counted, and each mock's counters tell what that client
+//! sent without a request between tasks (which would warm one side's
+//! connection just before it is measured). The two clients take turns task
+//! by task (who goes first alternates), so both see the same machine: drift
+//! and bursts of load fall on both sides alike. CPU time is the process's
+//! user + system time from getrusage, read around each phase of each task.
 //!
 //! Two workloads, five rounds of 100 task pairs each:
 //! - **constant**: every task takes 20 ms (two polls);
 //! - **mixed**: durations uniform in 10–60 ms (seeded), one task in twenty an
 //!   outlier of 300 ms; both clients get the same sequence.
 //!
-//! Polls are counted by the mock (what the service saw), per client.
+//! Polls are counted by each client's mock (what the service saw).
 //!
 //! `cargo bench --bench client_overhead --features cli`
 
@@ -114,6 +116,11 @@ fn durations(workload: &str, tasks: usize) -> Vec<u64> {
     }
 }
 
+/// Polls the mock has answered so far.
+async fn polls(mock: &support::MockProcess, counter: &reqwest::Client) -> u64 {
+    mock.stats(counter).await["polls"].as_u64().unwrap_or(0)
+}
+
 /// What one side spent in one workload.
 #[derive(Default)]
 struct Side {
@@ -134,8 +141,9 @@ fn user_system() -> (f64, f64) {
 }
 
 fn main() {
-    let mock = support::MockProcess::start("bench-key", 20);
-    let base = mock.base_url.clone();
+    let ours_mock = support::MockProcess::start("bench-key", 20);
+    let theirs_mock = support::MockProcess::start("bench-key", 20);
+    let base = theirs_mock.base_url.clone();
 
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -145,8 +153,8 @@ fn main() {
         genapi::ensure_tls_provider();
         let client = genapi::Client::builder()
             .api_key("bench-key")
-            .base_url(&base)
-            .trust_origin(&mock.regional_origin)
+            .base_url(&ours_mock.base_url)
+            .trust_origin(&ours_mock.regional_origin)
             .build()
             .expect("client");
         let http = reqwest::Client::new();
@@ -158,10 +166,8 @@ fn main() {
             "a 1 MP image"
         );
         hand_written_task(&http, &base, "bench-key", "bench", &mut warm).await;
-        // The counters are read with a client of their own, so reading them
-        // warms neither side's connections.
+        // The counters are read between rounds, with a client of their own.
         let counter = reqwest::Client::new();
-        let polls = || async { mock.stats(&counter).await["polls"].as_u64().unwrap_or(0) };
 
         for workload in ["constant", "mixed"] {
             let (mut ours, mut theirs) = (Side::default(), Side::default());
@@ -169,12 +175,13 @@ fn main() {
             let plan = durations(workload, ROUNDS * TASKS_PER_ROUND);
             for round in plan.chunks(TASKS_PER_ROUND) {
                 let (mut mine, mut other) = (0.0, 0.0);
+                let (our_polls, their_polls) = (polls(&ours_mock, &counter).await, polls(&theirs_mock, &counter).await);
                 for (i, &ms) in round.iter().enumerate() {
                     let prompt = format!("bench [mock:duration_ms={ms}]");
                     for turn in 0..2 {
                         let genapi_turn = (i + turn) % 2 == 0;
                         let side = if genapi_turn { &mut ours } else { &mut theirs };
-                        let (before, (user, system)) = (polls().await, user_system());
+                        let (user, system) = user_system();
                         if genapi_turn {
                             genapi_task(&client, &prompt, &mut side.phases).await;
                         } else {
@@ -185,7 +192,6 @@ fn main() {
                         side.cpu += spent;
                         side.user += user_after - user;
                         side.system += system_after - system;
-                        side.polls += polls().await - before;
                         if genapi_turn {
                             mine += spent;
                         } else {
@@ -193,12 +199,14 @@ fn main() {
                         }
                     }
                 }
+                ours.polls += polls(&ours_mock, &counter).await - our_polls;
+                theirs.polls += polls(&theirs_mock, &counter).await - their_polls;
                 ratios.push(mine / other);
             }
             report(workload, &ours, &theirs, &mut ratios);
         }
     });
-    drop(mock);
+    drop((ours_mock, theirs_mock));
 }
 
 fn report(workload: &str, ours: &Side, theirs: &Side, ratios: &mut [f64]) {
