@@ -88,10 +88,11 @@ impl Output {
     /// giving up with [`Error::ResultExpired`].
     pub async fn bytes(&self) -> Result<Bytes> {
         self.bounded(self.with_fresh_address(|address| async move {
-            let mut sink = Sink::memory();
-            Ok(match self.fetch(&address, &mut sink).await? {
-                Fetched::Got(()) => Fetched::Got(sink.into_bytes()),
-                Fetched::Refused => Fetched::Refused,
+            let mut sink = Sink::Memory(Vec::new());
+            Ok(match (self.fetch(&address, &mut sink).await?, sink) {
+                (Fetched::Got(()), Sink::Memory(bytes)) => Fetched::Got(Bytes::from(bytes)),
+                (Fetched::Got(()), Sink::File(_)) => Fetched::Got(Bytes::new()),
+                (Fetched::Refused, _) => Fetched::Refused,
             })
         }))
         .await

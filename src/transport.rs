@@ -186,60 +186,16 @@ pub(crate) fn tls_config() -> Result<rustls::ClientConfig> {
 /// Where the body of a successful answer goes.
 pub(crate) enum Sink {
     /// Kept in memory (JSON answers, `Output::bytes`).
-    Memory(Received),
+    Memory(Vec<u8>),
     /// Streamed to a file (`Output::save`); truncated on a retry.
     File(tokio::fs::File),
 }
 
-/// A body kept in memory. An answer that comes in one chunk (the usual
-/// case) is kept as it came, never copied; from a second chunk on, the
-/// chunks are joined into one buffer, so many small chunks cannot hold more
-/// memory than the bytes they carry.
-#[derive(Default)]
-pub(crate) enum Received {
-    #[default]
-    Nothing,
-    One(Bytes),
-    Joined(Vec<u8>),
-}
-
-impl Received {
-    fn add(&mut self, chunk: Bytes) {
-        *self = match std::mem::take(self) {
-            Received::Nothing => Received::One(chunk),
-            Received::One(first) => {
-                let mut joined = Vec::with_capacity(first.len() + chunk.len());
-                joined.extend_from_slice(&first);
-                joined.extend_from_slice(&chunk);
-                Received::Joined(joined)
-            }
-            Received::Joined(mut joined) => {
-                joined.extend_from_slice(&chunk);
-                Received::Joined(joined)
-            }
-        }
-    }
-}
-
 impl Sink {
-    /// An empty memory sink.
-    pub(crate) fn memory() -> Sink {
-        Sink::Memory(Received::Nothing)
-    }
-
-    /// What a memory sink holds, as one buffer; empty for a file.
-    pub(crate) fn into_bytes(self) -> Bytes {
-        match self {
-            Sink::Memory(Received::One(body)) => body,
-            Sink::Memory(Received::Joined(body)) => Bytes::from(body),
-            Sink::Memory(Received::Nothing) | Sink::File(_) => Bytes::new(),
-        }
-    }
-
     async fn reset(&mut self) -> std::io::Result<()> {
         match self {
-            Sink::Memory(received) => {
-                *received = Received::Nothing;
+            Sink::Memory(bytes) => {
+                bytes.clear();
                 Ok(())
             }
             Sink::File(file) => {
@@ -250,13 +206,13 @@ impl Sink {
         }
     }
 
-    async fn write(&mut self, chunk: Bytes) -> std::io::Result<()> {
+    async fn write(&mut self, chunk: &[u8]) -> std::io::Result<()> {
         match self {
-            Sink::Memory(received) => {
-                received.add(chunk);
+            Sink::Memory(bytes) => {
+                bytes.extend_from_slice(chunk);
                 Ok(())
             }
-            Sink::File(file) => tokio::io::AsyncWriteExt::write_all(file, &chunk).await,
+            Sink::File(file) => tokio::io::AsyncWriteExt::write_all(file, chunk).await,
         }
     }
 }
@@ -285,6 +241,9 @@ impl Answer {
         retry_after(&self.headers)
     }
 }
+
+/// Most memory reserved ahead for an announced length.
+const MAX_RESERVE: u64 = 8 * 1024 * 1024;
 
 /// Error bodies are read for their message only.
 const ERROR_BODY_LIMIT: u64 = 64 * 1024;
@@ -420,10 +379,12 @@ impl Transport {
         operation: &str,
         limit: u64,
     ) -> Result<Answer> {
-        let mut sink = Sink::memory();
+        let mut sink = Sink::Memory(Vec::new());
         let mut answer = self.exchange(request, purpose, operation, limit, &mut sink).await?;
         if answer.status.is_success() {
-            answer.body = sink.into_bytes();
+            if let Sink::Memory(bytes) = sink {
+                answer.body = Bytes::from(bytes);
+            }
         }
         Ok(answer)
     }
@@ -510,6 +471,12 @@ impl Transport {
         if response.content_length().is_some_and(|length| length > limit) && success {
             return Err(Read::TooLarge);
         }
+        if let (true, Sink::Memory(bytes), Some(length)) = (success, &mut *sink, response.content_length()) {
+            // Announced and within the limit: one allocation instead of
+            // doubling as chunks arrive, but never more than a few MiB on
+            // the service's word (the limit may be far above memory).
+            bytes.reserve(usize::try_from(length.min(MAX_RESERVE)).unwrap_or(0));
+        }
         let mut error_body = Vec::new();
         let mut read: u64 = 0;
         while let Some(chunk) = response.chunk().await.map_err(Read::Body)? {
@@ -522,7 +489,7 @@ impl Transport {
                 break;
             }
             if success {
-                sink.write(chunk).await.map_err(Read::Sink)?;
+                sink.write(&chunk).await.map_err(Read::Sink)?;
             } else {
                 error_body.extend_from_slice(&chunk);
             }
@@ -606,22 +573,6 @@ mod tests {
         // Far retries stay under max_backoff, whatever the draw.
         assert_eq!(policy.backoff(40, 1.0), Duration::from_secs(8));
         assert_eq!(policy.backoff(40, 0.0), Duration::from_secs(4));
-    }
-
-    #[test]
-    fn a_body_in_one_chunk_is_kept_as_it_came_and_more_chunks_are_joined() {
-        let chunk = Bytes::from(vec![7u8; 4096]);
-        let mut one = Received::default();
-        one.add(chunk.clone());
-        let kept = Sink::Memory(one).into_bytes();
-        assert_eq!(kept.as_ptr(), chunk.as_ptr(), "not copied");
-
-        let mut three = Received::default();
-        for part in ["ab", "", "cd"] {
-            three.add(Bytes::from(part));
-        }
-        assert_eq!(Sink::Memory(three).into_bytes(), Bytes::from("abcd"));
-        assert!(Sink::memory().into_bytes().is_empty());
     }
 
     #[test]
