@@ -239,8 +239,9 @@ impl ClientBuilder {
             .iter()
             .map(|text| parse_origin(text, "trusted origin", insecure))
             .collect::<Result<Vec<_>>>()?;
-        let configure = |builder: reqwest::ClientBuilder| {
+        let configure = |builder: reqwest::ClientBuilder, timeout: Duration| {
             builder
+                .timeout(timeout)
                 .connect_timeout(self.connect_timeout)
                 .user_agent(self.user_agent.clone())
         };
@@ -250,15 +251,12 @@ impl ClientBuilder {
                 None => Ok(reqwest::Client::builder().tls_backend_preconfigured(crate::transport::tls_config()?)),
             }
         };
-        let api = build_http(
-            configure(fresh()?)
-                .timeout(self.request_timeout)
-                .redirect(reqwest::redirect::Policy::none()),
+        let api = build_http(configure(fresh()?, self.request_timeout).redirect(reqwest::redirect::Policy::none()))?;
+        let downloads = build_http(
+            configure(fresh()?, self.download_timeout)
+                .read_timeout(self.request_timeout)
+                .referer(false),
         )?;
-        // A whole download, retries included, is bounded by the transport
-        // (`download_timeout`); reqwest only watches for a stalled read, so
-        // a download does not carry a second timer for the same bound.
-        let downloads = build_http(configure(fresh()?).read_timeout(self.request_timeout).referer(false))?;
         let transport = Transport::new(TransportParts {
             api,
             downloads,

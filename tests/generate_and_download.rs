@@ -197,6 +197,30 @@ async fn download_timeout_bounds_the_whole_download_not_each_attempt() {
     std::fs::remove_dir_all(dir).unwrap();
 }
 
+#[tokio::test(start_paused = true)]
+async fn a_reqwest_factorys_own_timeout_does_not_cut_a_download_short() {
+    use genapi::mock::{Fault, FaultKind};
+    use std::time::Duration;
+    genapi::ensure_tls_provider();
+    let mock = MockService::start().await.unwrap();
+    // The client sets its own timeouts on what the factory builds: a total
+    // timeout of 1 s there must not bound a download the client allows 15
+    // minutes.
+    let client = mock
+        .client_builder()
+        .reqwest_builder(|| genapi::reqwest::Client::builder().timeout(Duration::from_secs(1)))
+        .build()
+        .unwrap();
+    let output = client
+        .run(types::Gen2ProRequest::builder().prompt("x").width(64).height(64))
+        .await
+        .unwrap();
+    mock.inject(Fault::on("/mock/results/", FaultKind::Delay(Duration::from_secs(2))).times(4));
+    let bytes = output.bytes().await.unwrap();
+    assert_eq!(dimensions(&bytes), Some((64, 64)));
+    assert_eq!(mock.stats().downloads, 1, "one attempt, answered after 2 s");
+}
+
 mod image_inputs {
     use genapi::{Error, ImageInput};
 
