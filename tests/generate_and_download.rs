@@ -165,15 +165,7 @@ async fn download_timeout_bounds_the_whole_download_not_each_attempt() {
     use genapi::mock::Fault;
     use std::time::Duration;
     let mock = MockService::start().await.unwrap();
-    let client = mock
-        .client_builder()
-        .download_timeout(Duration::from_secs(5))
-        .build()
-        .unwrap();
-    let output = client
-        .run(types::Gen2ProRequest::builder().prompt("x").width(64).height(64))
-        .await
-        .unwrap();
+    let output = small_output(mock.client_builder().download_timeout(Duration::from_secs(5))).await;
     // Every attempt is answered at once with 503 and "Retry-After: 3": four
     // attempts, each far within 5 s, would hold the download for 9 s.
     mock.inject(Fault::unavailable("/mock/results/", 3).times(4));
@@ -206,19 +198,25 @@ async fn a_reqwest_factorys_own_timeout_does_not_cut_a_download_short() {
     // The client sets its own timeouts on what the factory builds: a total
     // timeout of 1 s there must not bound a download the client allows 15
     // minutes.
-    let client = mock
-        .client_builder()
-        .reqwest_builder(|| genapi::reqwest::Client::builder().timeout(Duration::from_secs(1)))
-        .build()
-        .unwrap();
-    let output = client
-        .run(types::Gen2ProRequest::builder().prompt("x").width(64).height(64))
-        .await
-        .unwrap();
+    let output = small_output(
+        mock.client_builder()
+            .reqwest_builder(|| genapi::reqwest::Client::builder().timeout(Duration::from_secs(1))),
+    )
+    .await;
     mock.inject(Fault::on("/mock/results/", FaultKind::Delay(Duration::from_secs(2))).times(4));
     let bytes = output.bytes().await.unwrap();
     assert_eq!(dimensions(&bytes), Some((64, 64)));
     assert_eq!(mock.stats().downloads, 1, "one attempt, answered after 2 s");
+}
+
+/// A 64×64 image made by a client built from `builder`, ready to download.
+async fn small_output(builder: genapi::ClientBuilder) -> genapi::Output {
+    builder
+        .build()
+        .unwrap()
+        .run(types::Gen2ProRequest::builder().prompt("x").width(64).height(64))
+        .await
+        .unwrap()
 }
 
 mod image_inputs {
