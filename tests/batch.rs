@@ -96,10 +96,7 @@ async fn two_jobs_with_one_output_name_are_not_both_paid_for() {
 
 #[tokio::test(start_paused = true)]
 async fn a_line_renamed_onto_another_after_its_task_was_accepted_names_that_task() {
-    let mock = mock(100).await;
-    let client = mock.client().unwrap();
-    let dir = Dir::new("renamed-onto");
-    let journal = MemoryJournal::default();
+    let (mock, client, dir, journal) = setup(100, "renamed-onto").await;
     let first = run_batch(Batch::new(client.clone(), journal.clone(), &dir.0), jobs(2, "renamed")).await;
     let accepted = first[1].task.clone().unwrap();
     let mut renamed = jobs(2, "renamed");
@@ -113,10 +110,7 @@ async fn a_line_renamed_onto_another_after_its_task_was_accepted_names_that_task
 
 #[tokio::test(start_paused = true)]
 async fn expired_results_are_fetched_again_by_polling_without_resubmitting() {
-    let mock = mock(100).await;
-    let client = mock.client().unwrap();
-    let dir = Dir::new("expiry");
-    let journal = MemoryJournal::default();
+    let (mock, client, dir, journal) = setup(100, "expiry").await;
     // First run: the output "directory" is a file, so no result can be saved.
     let blocked = dir.join("out");
     std::fs::write(&blocked, b"not a directory").unwrap();
@@ -160,10 +154,7 @@ async fn expired_results_are_fetched_again_by_polling_without_resubmitting() {
 
 #[tokio::test(start_paused = true)]
 async fn a_submission_without_an_answer_is_reported_and_never_resubmitted_silently() {
-    let mock = mock(100).await;
-    let client = mock.client().unwrap();
-    let dir = Dir::new("unknown");
-    let journal = MemoryJournal::default();
+    let (mock, client, dir, journal) = setup(100, "unknown").await;
     // The first submission reaches the service and the connection breaks
     // before any answer (this fault creates no task, so the resubmission
     // asked for below pays once; the client cannot know that).
@@ -195,10 +186,7 @@ async fn a_submission_without_an_answer_is_reported_and_never_resubmitted_silent
 
 #[tokio::test(start_paused = true)]
 async fn a_lost_answer_is_recovered_by_adopting_the_task_found_in_the_services_records() {
-    let mock = mock(100).await;
-    let client = mock.client().unwrap();
-    let dir = Dir::new("adopt");
-    let mut journal = MemoryJournal::default();
+    let (mock, client, dir, mut journal) = setup(100, "adopt").await;
     // The service creates the first task; its answer is lost on the way.
     mock.inject(Fault::on("/v1/gen-2-pro", FaultKind::LoseAnswer).method("POST"));
     let batch = |journal: &MemoryJournal| Batch::new(client.clone(), journal.clone(), &dir.0).limit(1);
@@ -301,10 +289,7 @@ async fn a_lost_answer_is_recovered_by_adopting_the_task_found_in_the_services_r
 
 #[tokio::test(start_paused = true)]
 async fn an_adopted_task_made_from_another_prompt_is_not_saved_and_can_be_replaced() {
-    let mock = mock(100).await;
-    let client = mock.client().unwrap();
-    let dir = Dir::new("adopt-wrong");
-    let journal = MemoryJournal::default();
+    let (mock, client, dir, journal) = setup(100, "adopt-wrong").await;
     // Clones share the records: one to run, one to adopt with.
     let mut records = journal.clone();
     mock.inject(Fault::on("/v1/gen-2-pro", FaultKind::LoseAnswer).method("POST"));
@@ -348,10 +333,7 @@ async fn an_adopted_task_made_from_another_prompt_is_not_saved_and_can_be_replac
 
 #[tokio::test(start_paused = true)]
 async fn jobs_that_moved_to_other_lines_are_refused_not_paid_again() {
-    let mock = mock(50).await;
-    let client = mock.client().unwrap();
-    let dir = Dir::new("moved");
-    let journal = MemoryJournal::default();
+    let (mock, client, dir, journal) = setup(50, "moved").await;
     let job = |line: u64, prompt: &str| {
         Job::new(
             line,
@@ -479,10 +461,7 @@ async fn a_stop_while_the_intent_is_written_sends_nothing() {
 
 #[tokio::test(start_paused = true)]
 async fn where_prompts_may_be_rewritten_a_differing_prompt_is_shown_and_the_task_can_be_replaced_after_it_finished() {
-    let mock = mock(100).await;
-    let client = mock.client().unwrap();
-    let dir = Dir::new("adopt-unchecked");
-    let journal = MemoryJournal::default();
+    let (mock, client, dir, journal) = setup(100, "adopt-unchecked").await;
     let mut records = journal.clone();
     mock.inject(Fault::on("/v1/gen-2-pro", FaultKind::LoseAnswer).method("POST"));
     let batch = || Batch::new(client.clone(), journal.clone(), &dir.0);
@@ -524,6 +503,14 @@ async fn where_prompts_may_be_rewritten_a_differing_prompt_is_shown_and_the_task
 }
 
 /// The result of a task, fetched again through its polling host.
+/// A mock whose tasks take `duration_ms`, a client of it, an empty output
+/// directory named after the test, and an empty journal.
+async fn setup(duration_ms: u64, name: &str) -> (MockService, genapi::Client, Dir, MemoryJournal) {
+    let mock = mock(duration_ms).await;
+    let client = mock.client().unwrap();
+    (mock, client, Dir::new(name), MemoryJournal::default())
+}
+
 async fn mock_result(client: &genapi::Client, id: &str) -> Vec<u8> {
     let task = client.locate(id).await.unwrap();
     task.wait().await.unwrap().bytes().await.unwrap().to_vec()
@@ -1109,10 +1096,7 @@ fn the_job_line_schema_is_printed() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refusal_that_created_no_task_is_kept_until_the_user_asks_to_retry_it() {
-    let mock = mock(100).await;
-    let client = mock.client().unwrap();
-    let dir = Dir::new("refused");
-    let journal = MemoryJournal::default();
+    let (mock, client, dir, journal) = setup(100, "refused").await;
     // 1 MP costs 1.5 illustrative credits: more than the balance.
     mock.set_credits(Some(1.0));
     let jobs = |_: u64, tag: &str| -> Vec<Job> {
