@@ -78,11 +78,12 @@ pub(crate) enum Reply<T> {
 }
 
 impl Call {
-    /// A generated client for one call to `base`, optionally to the exact
-    /// `address` and with the exact `body` given.
+    /// A generated client for one call to `base` (an origin or base URL, as
+    /// text), optionally to the exact `address` and with the exact `body`
+    /// given.
     pub(crate) fn client(
         transport: &Arc<Transport>,
-        base: &Url,
+        base: &str,
         address: Option<Url>,
         body: Option<Bytes>,
     ) -> Generated {
@@ -92,11 +93,7 @@ impl Call {
             body,
             outcome: Arc::default(),
         };
-        Generated::new_with_client(
-            base.as_str().trim_end_matches('/'),
-            transport.api_client().clone(),
-            call,
-        )
+        Generated::new_with_client(base.trim_end_matches('/'), transport.api_client().clone(), call)
     }
 
     /// Sorts what an operation method of `client` returned.
@@ -159,7 +156,8 @@ impl ClientHooks<Call> for Generated {
         _info: &OperationInfo,
     ) -> std::result::Result<(), progenitor_client::Error<E>> {
         let call = self.inner();
-        if let Some(address) = &call.address {
+        // Usually the generated address is the polling URL already.
+        if let Some(address) = call.address.as_ref().filter(|address| *address != request.url()) {
             *request.url_mut() = address.clone();
         }
         if let Some(body) = &call.body {
@@ -171,6 +169,7 @@ impl ClientHooks<Call> for Generated {
     async fn exec(&self, request: reqwest::Request, info: &OperationInfo) -> reqwest::Result<reqwest::Response> {
         let call = self.inner();
         let purpose = Purpose::of(request.method());
+        let url = request.url().clone();
         let transport = &call.transport;
         match transport
             .exchange_bytes(request, purpose, info.operation_id, transport.max_response_bytes)
@@ -178,7 +177,7 @@ impl ClientHooks<Call> for Generated {
         {
             Ok(answer) => {
                 call.keep(|outcome| outcome.status = Some(answer.status));
-                Ok(answer.into_response())
+                Ok(answer.into_response(url))
             }
             Err(error) => {
                 call.keep(|outcome| outcome.failed = Some(error));

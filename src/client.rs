@@ -294,7 +294,7 @@ impl Client {
             let sent: Result<Task> = async {
                 let reply = match outgoing {
                     Outgoing::Operation(request, exact_body) => {
-                        let api = Call::client(transport, base, None, exact_body);
+                        let api = Call::client(transport, base.as_str(), None, exact_body);
                         let sent = request.send(&api).await;
                         Call::reply(&api, target.operation, sent).await?
                     }

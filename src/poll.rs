@@ -31,12 +31,10 @@ pub(crate) async fn poll_task(session: &Session, polling_url: &Url, task: &TaskR
 pub(crate) async fn poll_at(session: &Session, polling_url: &Url, task: &TaskRef) -> Result<PollResult> {
     let transport = &session.transport;
     // The generated `get_result` for the polling host, sent to the polling
-    // URL exactly as given (the `pre` hook sets it).
-    let mut origin = polling_url.clone();
-    origin.set_query(None);
-    origin.set_fragment(None);
-    origin.set_path("");
-    let api = Call::client(transport, &origin, Some(polling_url.clone()), None);
+    // URL exactly as given (the `pre` hook sets it). The origin is a slice
+    // of the URL's text: nothing is parsed or built again for it.
+    let origin = &polling_url[..url::Position::BeforePath];
+    let api = Call::client(transport, origin, Some(polling_url.clone()), None);
     let sent = api.get_result().id(&task.id).send().await;
     let answer = match Call::reply(&api, "get_result", sent).await? {
         Reply::Typed(result) => return Ok(result),

@@ -241,7 +241,12 @@ impl Task {
     async fn poll_until_final(&self, options: &WaitOptions) -> Result<Output> {
         let _watching = self.seat.as_ref().map(Seat::watch);
         let deadline = deadline(self.submitted, options.deadline_after());
-        let mut schedule = Schedule::new(self.session.quartiles(&self.operation), options.fixed());
+        // Learned durations matter only when the interval is not fixed.
+        let learned = match options.fixed() {
+            Some(_) => None,
+            None => self.session.quartiles(&self.operation),
+        };
+        let mut schedule = Schedule::new(learned, options.fixed());
         let mut progress: Option<(f64, Duration)> = None;
         let mut last_status = None;
         let mut polls = 0u32;

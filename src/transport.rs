@@ -228,9 +228,11 @@ pub(crate) struct Answer {
 
 impl Answer {
     /// The answer again as a response whose body is already read, for the
-    /// generated code to decode.
-    pub(crate) fn into_response(self) -> reqwest::Response {
-        let mut response = http::Response::new(self.body);
+    /// generated code to decode. `url` is the address it came from (given,
+    /// since reqwest would otherwise parse a placeholder address for it).
+    pub(crate) fn into_response(self, url: Url) -> reqwest::Response {
+        use reqwest::ResponseBuilderExt;
+        let mut response = http::Response::builder().url(url).body(self.body).unwrap_or_default();
         *response.status_mut() = self.status;
         *response.headers_mut() = self.headers;
         reqwest::Response::from(response)

@@ -37,6 +37,9 @@ use reqwest::Url;
 struct Origin {
     scheme: String,
     host: String,
+    /// The host as an address, when it is an IP literal (parsed once here,
+    /// not for every request it is compared with).
+    ip: Option<IpAddr>,
     port: u16,
 }
 
@@ -45,9 +48,15 @@ impl Origin {
         if has_user_info(url) {
             return None;
         }
+        let ip = match url.host()? {
+            url::Host::Domain(_) => None,
+            url::Host::Ipv4(ip) => Some(IpAddr::V4(ip)),
+            url::Host::Ipv6(ip) => Some(IpAddr::V6(ip)),
+        };
         Some(Origin {
             scheme: url.scheme().to_string(),
             host: host_of(url)?,
+            ip,
             port: url.port_or_known_default()?,
         })
     }
@@ -57,8 +66,8 @@ impl Origin {
     fn holds(&self, url: &Url) -> bool {
         let same_host = match url.host() {
             Some(url::Host::Domain(name)) => name.trim_end_matches('.').eq_ignore_ascii_case(&self.host),
-            Some(url::Host::Ipv4(ip)) => self.host.parse() == Ok(IpAddr::V4(ip)),
-            Some(url::Host::Ipv6(ip)) => self.host.parse() == Ok(IpAddr::V6(ip)),
+            Some(url::Host::Ipv4(ip)) => self.ip == Some(IpAddr::V4(ip)),
+            Some(url::Host::Ipv6(ip)) => self.ip == Some(IpAddr::V6(ip)),
             None => false,
         };
         same_host

@@ -116,3 +116,48 @@ async fn raw_bodies_with_whole_floats_are_sent_as_written() {
     let posted = mock.requests().into_iter().find(|r| r.method == "POST").unwrap();
     assert!(posted.body.contains("1024.0"), "{}", posted.body);
 }
+
+/// The generated `get_result` builds `{origin}/v1/get_result?id=…`; a polling
+/// URL that says more (another parameter, another order) is still polled
+/// exactly as the service gave it.
+#[tokio::test(start_paused = true)]
+async fn a_polling_url_is_polled_exactly_as_the_service_gave_it() {
+    let mock = MockService::start().await.unwrap();
+    let client = mock.client().unwrap();
+    let accepted = client
+        .submit(types::Gen2ProRequest::builder().prompt("a fox"))
+        .await
+        .unwrap();
+    let id = accepted.id().to_string();
+    let given = format!(
+        "{}/v1/get_result?shard=7&id={id}",
+        mock.regional_url().trim_end_matches('/')
+    );
+    let body = serde_json::json!({"id": id, "polling_url": given}).to_string();
+    mock.inject(Fault::on(
+        "/v1/gen-2-pro",
+        FaultKind::Status {
+            status: 200,
+            retry_after: None,
+            body,
+        },
+    ));
+    let task = client
+        .submit(types::Gen2ProRequest::builder().prompt("a fox"))
+        .await
+        .unwrap();
+    assert_eq!(task.polling_url().as_str(), given);
+    task.wait().await.unwrap();
+    let polls: Vec<_> = mock
+        .requests()
+        .into_iter()
+        .filter(|r| r.path == "/v1/get_result")
+        .collect();
+    assert!(!polls.is_empty());
+    let expected = format!("shard=7&id={id}");
+    assert!(
+        polls.iter().all(|r| r.query.as_deref() == Some(expected.as_str())),
+        "every poll carries the given query: {:?}",
+        polls.iter().map(|r| r.query.clone()).collect::<Vec<_>>()
+    );
+}
