@@ -23,7 +23,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use reqwest::header::{HeaderMap, HeaderValue, RETRY_AFTER};
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
 use reqwest::{Method, Request, StatusCode, Url};
 use tracing::Instrument;
 
@@ -269,6 +269,9 @@ pub struct Transport {
     pub(crate) mock_seen: std::sync::atomic::AtomicBool,
 }
 
+/// The header that carries the API key.
+const KEY_HEADER: HeaderName = HeaderName::from_static("x-key");
+
 /// The header the mock service puts on every answer.
 const MOCK_MARK: &str = "x-genapi-mock";
 
@@ -368,8 +371,10 @@ impl Transport {
             status = tracing::field::Empty,
             attempts = tracing::field::Empty,
         );
-        self.exchange_with_retries(request, purpose, operation, limit, sink)
-            .instrument(span)
+        // The span is handed down as well as entered: looking the current
+        // one up again costs a thread-local lookup per request.
+        self.exchange_with_retries(request, purpose, operation, limit, sink, &span)
+            .instrument(span.clone())
             .await
     }
 
@@ -401,6 +406,7 @@ impl Transport {
         operation: &str,
         limit: u64,
         sink: &mut Sink,
+        span: &tracing::Span,
     ) -> Result<Answer> {
         let client = if purpose == Purpose::Download {
             &self.downloads
@@ -409,9 +415,8 @@ impl Transport {
         };
         let keyed = purpose != Purpose::Download && self.is_trusted(request.url());
         if keyed {
-            request.headers_mut().insert("x-key", self.key_header.clone());
+            request.headers_mut().insert(KEY_HEADER, self.key_header.clone());
         }
-        let span = tracing::Span::current();
         span.record("keyed", keyed);
         let failed = |why: Read| why.into_error(operation, limit);
         let mut attempt = 1;

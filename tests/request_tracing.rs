@@ -1,0 +1,86 @@
+//! What the logs say about each request: its operation, whether the key went
+//! with it, the status it ended in and how many attempts it took.
+#![cfg(feature = "mock")]
+
+use std::io::Write;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use genapi::api::types;
+use genapi::mock::{Fault, MockService};
+use genapi::RetryPolicy;
+use tracing_subscriber::fmt::format::FmtSpan;
+
+#[derive(Clone, Default)]
+struct Capture(Arc<Mutex<Vec<u8>>>);
+
+impl Write for Capture {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// The closing line of each `genapi.request` span, with the fields recorded
+/// while it ran.
+fn closed_requests(capture: &Capture) -> Vec<String> {
+    let text = String::from_utf8(capture.0.lock().unwrap().clone()).unwrap();
+    text.lines()
+        .filter(|line| line.contains("genapi.request{") && line.ends_with("close"))
+        .map(str::to_string)
+        .collect()
+}
+
+#[tokio::test(start_paused = true)]
+async fn each_request_is_traced_with_its_key_status_and_attempts() {
+    let capture = Capture::default();
+    let writer = capture.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::DEBUG)
+        .with_span_events(FmtSpan::CLOSE)
+        .without_time()
+        .with_ansi(false)
+        .with_writer(move || writer.clone())
+        .finish();
+    let _guard = tracing::subscriber::set_default(subscriber);
+
+    let mock = MockService::start().await.unwrap();
+    let retries = RetryPolicy::default()
+        .initial_backoff(Duration::from_millis(5))
+        .max_backoff(Duration::from_millis(20));
+    let client = mock.client_builder().retry_policy(retries).build().unwrap();
+    let task = client
+        .submit(types::Gen2ProRequest::builder().prompt("a fox"))
+        .await
+        .unwrap();
+    mock.inject(Fault::status("/v1/get_result", 503).times(1));
+    let output = task.wait().await.unwrap();
+    output.bytes().await.unwrap();
+
+    let closed = closed_requests(&capture);
+    let submission = closed
+        .iter()
+        .find(|line| line.contains("operation=\"gen_2_pro\""))
+        .unwrap_or_else(|| panic!("no submission span in {closed:#?}"));
+    for field in ["keyed=true", "status=200", "attempts=1"] {
+        assert!(submission.contains(field), "{field} in {submission}");
+    }
+    assert!(
+        closed.iter().any(|line| line.contains("operation=\"get_result\"")
+            && line.contains("keyed=true")
+            && line.contains("status=")
+            && line.contains("attempts=2")),
+        "the poll that met a 503 took two attempts: {closed:#?}"
+    );
+    let download = closed
+        .iter()
+        .find(|line| line.contains("operation=\"download\""))
+        .unwrap_or_else(|| panic!("no download span in {closed:#?}"));
+    assert!(
+        download.contains("keyed=false"),
+        "downloads go without the key: {download}"
+    );
+}
