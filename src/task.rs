@@ -235,10 +235,12 @@ impl Task {
     /// the wait (not the task).
     pub async fn wait_with(self, options: WaitOptions) -> Result<Output> {
         let span = tracing::info_span!("genapi.wait", task_id = %self.task.id, operation = %self.operation, polls = tracing::field::Empty);
-        self.poll_until_final(&options).instrument(span).await
+        self.poll_until_final(&options, &span).instrument(span.clone()).await
     }
 
-    async fn poll_until_final(&self, options: &WaitOptions) -> Result<Output> {
+    /// `span` is the wait's own, handed down so each poll is counted on it
+    /// without looking the current span up again.
+    async fn poll_until_final(&self, options: &WaitOptions, span: &tracing::Span) -> Result<Output> {
         let _watching = self.seat.as_ref().map(Seat::watch);
         let deadline = deadline(self.submitted, options.deadline_after());
         // Learned durations matter only when the interval is not fixed.
@@ -265,7 +267,7 @@ impl Task {
             };
             let outcome = bounded.await;
             polls += 1;
-            tracing::Span::current().record("polls", polls);
+            span.record("polls", polls);
             match outcome {
                 Some(Ok(result)) => {
                     last_status = Some(result.status.clone());
@@ -306,6 +308,10 @@ impl Task {
     /// What a poll result (or a notification) means for this task: `None`
     /// while it is in progress, else the output or the typed failure.
     pub(crate) fn settle(&self, result: PollResult, not_found_grace: Duration) -> Option<Result<Output>> {
+        if !result.status.is_final() {
+            return None;
+        }
+        // Only a final status needs the task's reference, for its outcome.
         let task = self.task.clone();
         let outcome = match result.status {
             TaskStatus::Ready => {

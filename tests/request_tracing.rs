@@ -75,6 +75,15 @@ async fn each_request_is_traced_with_its_key_status_and_attempts() {
             && line.contains("attempts=2")),
         "the poll that met a 503 took two attempts: {closed:#?}"
     );
+    // The wait counts polls, not requests: the 503 was asked again inside
+    // one poll.
+    let polls = mock.count("GET", "/v1/get_result") - 1;
+    let text = String::from_utf8(capture.0.lock().unwrap().clone()).unwrap();
+    let wait = text
+        .lines()
+        .find(|line| line.contains("genapi.wait{") && !line.contains("genapi.request{") && line.ends_with("close"))
+        .unwrap_or_else(|| panic!("no wait span in {text}"));
+    assert!(wait.contains(&format!("polls={polls}")), "{polls} polls in {wait}");
     let download = closed
         .iter()
         .find(|line| line.contains("operation=\"download\""))
