@@ -12,6 +12,8 @@ use genapi::mock::{Fault, FaultKind, MockService};
 use genapi::{Error, RetryPolicy};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+mod common;
+
 fn fast() -> RetryPolicy {
     RetryPolicy::default()
         .initial_backoff(Duration::from_millis(10))
@@ -303,14 +305,7 @@ async fn unknown_fields_in_answers_are_ignored() {
         "region": "eu-2", "queue_position": 3, "hints": {"nested": [1, 2]},
     })
     .to_string();
-    mock.inject(Fault::on(
-        "/v1/gen-2-pro",
-        FaultKind::Status {
-            status: 200,
-            retry_after: None,
-            body,
-        },
-    ));
+    common::answer_next_submission(&mock, body);
     let output = client.run(request()).await.unwrap();
     assert_eq!(output.id, task.id());
 }

@@ -8,6 +8,8 @@ use genapi::api::types;
 use genapi::mock::{Fault, FaultKind, MockService};
 use genapi::{Error, RetryPolicy};
 
+mod common;
+
 fn fast_retries(attempts: u32) -> RetryPolicy {
     RetryPolicy::default()
         .max_attempts(attempts)
@@ -133,15 +135,7 @@ async fn a_polling_url_is_polled_exactly_as_the_service_gave_it() {
         "{}/v1/get_result?shard=7&id={id}",
         mock.regional_url().trim_end_matches('/')
     );
-    let body = serde_json::json!({"id": id, "polling_url": given}).to_string();
-    mock.inject(Fault::on(
-        "/v1/gen-2-pro",
-        FaultKind::Status {
-            status: 200,
-            retry_after: None,
-            body,
-        },
-    ));
+    common::answer_next_submission(&mock, serde_json::json!({"id": id, "polling_url": given}).to_string());
     let task = client
         .submit(types::Gen2ProRequest::builder().prompt("a fox"))
         .await

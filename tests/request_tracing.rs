@@ -2,8 +2,6 @@
 //! with it, the status it ended in and how many attempts it took.
 #![cfg(feature = "mock")]
 
-use std::io::Write;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use genapi::api::types;
@@ -11,24 +9,15 @@ use genapi::mock::{Fault, MockService};
 use genapi::RetryPolicy;
 use tracing_subscriber::fmt::format::FmtSpan;
 
-#[derive(Clone, Default)]
-struct Capture(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Capture {
-    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(bytes);
-        Ok(bytes.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
+mod common;
+use common::LogCapture;
 
 /// The closing line of each `genapi.request` span, with the fields recorded
 /// while it ran.
-fn closed_requests(capture: &Capture) -> Vec<String> {
-    let text = String::from_utf8(capture.0.lock().unwrap().clone()).unwrap();
-    text.lines()
+fn closed_requests(capture: &LogCapture) -> Vec<String> {
+    capture
+        .text()
+        .lines()
         .filter(|line| line.contains("genapi.request{") && line.ends_with("close"))
         .map(str::to_string)
         .collect()
@@ -36,7 +25,7 @@ fn closed_requests(capture: &Capture) -> Vec<String> {
 
 #[tokio::test(start_paused = true)]
 async fn each_request_is_traced_with_its_key_status_and_attempts() {
-    let capture = Capture::default();
+    let capture = LogCapture::default();
     let writer = capture.clone();
     let subscriber = tracing_subscriber::fmt()
         .with_max_level(tracing::Level::DEBUG)
@@ -78,7 +67,7 @@ async fn each_request_is_traced_with_its_key_status_and_attempts() {
     // The wait counts polls, not requests: the 503 was asked again inside
     // one poll.
     let polls = mock.count("GET", "/v1/get_result") - 1;
-    let text = String::from_utf8(capture.0.lock().unwrap().clone()).unwrap();
+    let text = capture.text();
     let wait = text
         .lines()
         .find(|line| line.contains("genapi.wait{") && !line.contains("genapi.request{") && line.ends_with("close"))

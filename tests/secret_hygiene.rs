@@ -2,9 +2,6 @@
 //! logging: they never appear in logs, Debug output or error text.
 #![cfg(feature = "mock")]
 
-use std::io::Write;
-use std::sync::{Arc, Mutex};
-
 use genapi::api::types;
 use genapi::mock::{Fault, FaultKind, MockConfig, MockService};
 use genapi::webhook::Verifier;
@@ -12,22 +9,12 @@ use genapi::webhook::Verifier;
 const KEY: &str = "canary-key-7f3a9c";
 const SECRET: &str = "canary-secret-b81d";
 
-#[derive(Clone, Default)]
-struct Capture(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Capture {
-    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(bytes);
-        Ok(bytes.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
+mod common;
+use common::LogCapture;
 
 #[tokio::test(start_paused = true)]
 async fn the_canaries_never_leak() {
-    let capture = Capture::default();
+    let capture = LogCapture::default();
     let writer = capture.clone();
     let subscriber = tracing_subscriber::fmt()
         .with_max_level(tracing::Level::TRACE)
@@ -95,7 +82,7 @@ async fn the_canaries_never_leak() {
     ));
     texts.push(format!("{:?}", mock.requests()));
 
-    let logs = String::from_utf8(capture.0.lock().unwrap().clone()).unwrap();
+    let logs = capture.text();
     assert!(logs.contains("genapi.request"), "TRACE logging was captured");
     for text in texts.iter().chain([&logs]) {
         assert!(!text.contains(KEY), "the key leaked: {text}");

@@ -3,8 +3,10 @@
 #![cfg(feature = "mock")]
 
 use genapi::api::types;
-use genapi::mock::{Fault, FaultKind, MockService};
+use genapi::mock::MockService;
 use genapi::Error;
+
+mod common;
 
 fn request() -> types::builder::Gen2ProRequest {
     types::Gen2ProRequest::builder().prompt("x")
@@ -14,14 +16,7 @@ fn request() -> types::builder::Gen2ProRequest {
 async fn answer_with_polling_url_on(front: &MockService, other: &MockService) -> String {
     let task = other.client().unwrap().submit(request()).await.unwrap();
     let body = serde_json::json!({"id": task.id(), "polling_url": task.polling_url().as_str()}).to_string();
-    front.inject(Fault::on(
-        "/v1/gen-2-pro",
-        FaultKind::Status {
-            status: 200,
-            retry_after: None,
-            body,
-        },
-    ));
+    common::answer_next_submission(front, body);
     task.id().to_string()
 }
 

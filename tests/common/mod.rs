@@ -154,3 +154,38 @@ pub fn genapi_alone(dir: &Dir) -> std::process::Command {
     command.current_dir(&dir.0).stdin(std::process::Stdio::null());
     command
 }
+
+/// Makes the mock answer its next `gen-2-pro` submission with a 200 and
+/// `body`, whatever was sent: a service's answer, chosen by the test.
+#[cfg(feature = "mock")]
+pub fn answer_next_submission(mock: &genapi::mock::MockService, body: String) {
+    mock.inject(genapi::mock::Fault::on(
+        "/v1/gen-2-pro",
+        genapi::mock::FaultKind::Status {
+            status: 200,
+            retry_after: None,
+            body,
+        },
+    ));
+}
+
+/// Where a `tracing_subscriber` writes, for a test to read what was logged.
+#[derive(Clone, Default)]
+pub struct LogCapture(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl LogCapture {
+    /// Everything written so far.
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
+    }
+}
+
+impl std::io::Write for LogCapture {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
