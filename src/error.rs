@@ -28,7 +28,12 @@ pub struct TaskRef {
 
 impl fmt::Display for TaskRef {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "task {} (polling URL {})", self.id, self.polling_url)
+        // A task resumed from a polling URL without an `id` parameter has
+        // no id of its own: the URL alone names it.
+        match self.id.as_str() {
+            "" => write!(f, "the task at polling URL {}", self.polling_url),
+            id => write!(f, "task {id} (polling URL {})", self.polling_url),
+        }
     }
 }
 
@@ -169,7 +174,7 @@ pub enum Error {
         details: Option<serde_json::Value>,
     },
     /// The service does not know the task, or it has expired.
-    #[error("task {} not found at {}: it expired, was never accepted, or is known only to the polling host its submission named (resume with that polling URL)", .task.id, .task.polling_url)]
+    #[error("{task} was not found: it expired, was never accepted, or is known only to the polling host its submission named (resume with that polling URL)")]
     TaskNotFound {
         /// The task.
         task: TaskRef,
@@ -434,5 +439,32 @@ impl Error {
             Error::Validation { errors, .. } => Some(errors),
             _ => None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_task_is_named_by_its_id_or_else_by_its_polling_url_alone() {
+        let with_id = TaskRef {
+            id: "t-1".into(),
+            polling_url: "https://api.example.com/v1/get_result?id=t-1".into(),
+        };
+        assert_eq!(
+            with_id.to_string(),
+            "task t-1 (polling URL https://api.example.com/v1/get_result?id=t-1)"
+        );
+        let without = TaskRef {
+            id: String::new(),
+            polling_url: "https://api.example.com/v1/get_result?task=7".into(),
+        };
+        assert_eq!(
+            without.to_string(),
+            "the task at polling URL https://api.example.com/v1/get_result?task=7"
+        );
+        let not_found = Error::TaskNotFound { task: without }.to_string();
+        assert!(!not_found.contains("  "), "no gap where an id would be: {not_found}");
     }
 }

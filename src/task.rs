@@ -234,7 +234,12 @@ impl Task {
     /// the wait gives up with [`Error::Timeout`]. Dropping the future cancels
     /// the wait (not the task).
     pub async fn wait_with(self, options: WaitOptions) -> Result<Output> {
-        let span = tracing::info_span!("genapi.wait", task_id = %self.task.id, operation = %self.operation, polls = tracing::field::Empty);
+        let span = tracing::info_span!(
+            "genapi.wait",
+            task_id = self.task.id.as_str(),
+            operation = self.operation.as_str(),
+            polls = tracing::field::Empty
+        );
         self.poll_until_final(&options, &span).instrument(span.clone()).await
     }
 

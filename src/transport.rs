@@ -232,9 +232,14 @@ impl Answer {
     /// since reqwest would otherwise parse a placeholder address for it).
     pub(crate) fn into_response(self, url: Url) -> reqwest::Response {
         use reqwest::ResponseBuilderExt;
-        let mut response = http::Response::builder().url(url).body(self.body).unwrap_or_default();
+        let mut response = http::Response::new(self.body);
         *response.status_mut() = self.status;
         *response.headers_mut() = self.headers;
+        // reqwest's own way to attach an address is through a builder; only
+        // its extensions are taken (the builder has nothing that can fail).
+        if let Ok(addressed) = http::Response::builder().url(url).body(()) {
+            *response.extensions_mut() = addressed.into_parts().0.extensions;
+        }
         reqwest::Response::from(response)
     }
 

@@ -165,7 +165,7 @@ impl TrustPolicy {
         let Some(origin) = Origin::of(url) else { return false };
         origin.scheme == "https"
             && origin.port == 443
-            && origin.host.parse::<IpAddr>().is_err()
+            && origin.ip.is_none()
             && (origin.host == *domain || origin.host.strip_suffix(domain.as_str()).is_some_and(|sub| sub.ends_with('.')))
             // A public suffix below the base's domain (a private registry
             // entry) is someone else's namespace.
