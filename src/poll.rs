@@ -14,12 +14,14 @@ use crate::trust::origin_text;
 use crate::TaskStatus;
 
 /// Polls an accepted task once: errors carry the task, and a final status
-/// frees its place under the active-task limit.
+/// frees its place under the active-task limit. `Task not found` is left to
+/// the caller: right after a submission it is not final yet (the not-found
+/// grace period), and only the task knows when it was submitted.
 pub(crate) async fn poll_task(session: &Session, polling_url: &Url, task: &TaskRef) -> Result<PollResult> {
     let result = poll_at(session, polling_url, task)
         .await
         .map_err(|e| e.for_task(task))?;
-    if result.status.is_final() {
+    if result.status.is_final() && result.status != TaskStatus::TaskNotFound {
         session.seen_final(&task.id);
     }
     Ok(result)

@@ -211,8 +211,27 @@ impl Task {
     /// The key goes along only if the polling host is trusted; an untrusted
     /// host that then refuses gives [`Error::UntrustedOrigin`], naming the
     /// setting that trusts it.
+    ///
+    /// A final status frees the task's place under the active-task limit;
+    /// `Task not found` does so only once it is final for this task (a
+    /// resumed task, or one past the client's not-found grace period).
     pub async fn poll(&self) -> Result<PollResult> {
+        let result = self.poll_for_status().await?;
+        if result.status == TaskStatus::TaskNotFound && self.not_found_is_final(self.session.wait.grace_period()) {
+            self.session.seen_final(self.id());
+        }
+        Ok(result)
+    }
+
+    /// One poll whose `Task not found` the caller settles.
+    async fn poll_for_status(&self) -> Result<PollResult> {
         crate::poll::poll_task(&self.session, &self.polling_url, &self.task).await
+    }
+
+    /// Whether `Task not found` is the task's end rather than the service
+    /// not knowing it yet.
+    fn not_found_is_final(&self, grace: Duration) -> bool {
+        self.resumed || self.submitted.elapsed() >= grace
     }
 
     /// Polls once, without taking the answer as the task's: errors carry no
@@ -266,8 +285,8 @@ impl Task {
             // A poll may not outlast the deadline by more than a moment.
             let bounded = async {
                 match deadline.and_then(|d| d.checked_add(Duration::from_secs(2))) {
-                    Some(hard) => tokio::time::timeout_at(hard, self.poll()).await.ok(),
-                    None => Some(self.poll().await),
+                    Some(hard) => tokio::time::timeout_at(hard, self.poll_for_status()).await.ok(),
+                    None => Some(self.poll_for_status().await),
                 }
             };
             let outcome = bounded.await;
@@ -337,9 +356,7 @@ impl Task {
                 stage: Moderation::Content,
                 details: result.details,
             }),
-            TaskStatus::TaskNotFound if self.resumed || self.submitted.elapsed() >= not_found_grace => {
-                Err(Error::TaskNotFound { task })
-            }
+            TaskStatus::TaskNotFound if self.not_found_is_final(not_found_grace) => Err(Error::TaskNotFound { task }),
             _ => return None,
         };
         self.session.seen_final(self.id());

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use genapi::api::types;
-use genapi::mock::{MockConfig, MockService};
+use genapi::mock::{Fault, MockConfig, MockService};
 use genapi::{Error, Moderation, TaskStatus, WaitOptions};
 
 fn prompt(text: &str) -> types::builder::Gen2ProRequest {
@@ -213,6 +213,27 @@ async fn the_active_task_limit_keeps_clear_of_429() {
         12,
         "each task submitted once, none refused"
     );
+}
+
+/// Right after a submission, "not found" means the service does not know the
+/// task yet: the task keeps its place, by a poll of its own or inside a wait.
+#[tokio::test(start_paused = true)]
+async fn a_not_found_within_the_grace_period_keeps_the_place() {
+    let mock = MockService::start().await.unwrap();
+    let client = mock.client_builder().max_active_tasks(1).build().unwrap();
+    let first = client.submit(prompt("[mock:duration_ms=5000]")).await.unwrap();
+    mock.inject(Fault::status("/v1/get_result", 404).times(1));
+    assert_eq!(first.poll().await.unwrap().status, TaskStatus::TaskNotFound);
+    let second = tokio::time::timeout(Duration::from_secs(2), client.submit(prompt("second"))).await;
+    assert!(second.is_err(), "the first task still holds the one place");
+    assert_eq!(mock.count("POST", "/v1/gen-2-pro"), 1);
+
+    mock.inject(Fault::status("/v1/get_result", 404).times(1));
+    let waiting = tokio::spawn(first.wait_with(WaitOptions::default().not_found_grace(Duration::from_secs(60))));
+    let second = tokio::time::timeout(Duration::from_secs(2), client.submit(prompt("second"))).await;
+    assert!(second.is_err(), "still held while the wait rides the not-found out");
+    waiting.await.unwrap().unwrap();
+    client.submit(prompt("second")).await.unwrap();
 }
 
 #[test]
