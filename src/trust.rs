@@ -48,14 +48,16 @@ impl Origin {
         if has_user_info(url) {
             return None;
         }
-        let ip = match url.host()? {
-            url::Host::Domain(_) => None,
-            url::Host::Ipv4(ip) => Some(IpAddr::V4(ip)),
-            url::Host::Ipv6(ip) => Some(IpAddr::V6(ip)),
+        // The host as compared: lower case (the parser already folds it), no
+        // trailing dot, IPv6 without brackets; an IP literal also as an address.
+        let (host, ip) = match url.host()? {
+            url::Host::Domain(name) => (name.trim_end_matches('.').to_ascii_lowercase(), None),
+            url::Host::Ipv4(ip) => (ip.to_string(), Some(IpAddr::V4(ip))),
+            url::Host::Ipv6(ip) => (ip.to_string(), Some(IpAddr::V6(ip))),
         };
         Some(Origin {
             scheme: url.scheme().to_string(),
-            host: host_of(url)?,
+            host,
             ip,
             port: url.port_or_known_default()?,
         })
@@ -79,16 +81,6 @@ impl Origin {
 
 fn has_user_info(url: &Url) -> bool {
     !url.username().is_empty() || url.password().is_some()
-}
-
-/// The host as compared: lower case (the parser already folds it), no
-/// trailing dot, IPv6 without brackets.
-fn host_of(url: &Url) -> Option<String> {
-    match url.host()? {
-        url::Host::Domain(name) => Some(name.trim_end_matches('.').to_ascii_lowercase()),
-        url::Host::Ipv4(ip) => Some(ip.to_string()),
-        url::Host::Ipv6(ip) => Some(ip.to_string()),
-    }
 }
 
 /// `scheme://host:port` of an address, for messages and logs.

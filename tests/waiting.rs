@@ -236,6 +236,20 @@ async fn a_not_found_within_the_grace_period_keeps_the_place() {
     client.submit(prompt("second")).await.unwrap();
 }
 
+/// Past the grace period, "not found" is the task's end: a poll of its own
+/// frees its place.
+#[tokio::test(start_paused = true)]
+async fn a_not_found_past_the_grace_period_frees_the_place() {
+    let mock = MockService::start().await.unwrap();
+    let client = mock.client_builder().max_active_tasks(1).build().unwrap();
+    let first = client.submit(prompt("[mock:duration_ms=60000]")).await.unwrap();
+    tokio::time::sleep(Duration::from_secs(11)).await;
+    mock.inject(Fault::status("/v1/get_result", 404).times(1));
+    assert_eq!(first.poll().await.unwrap().status, TaskStatus::TaskNotFound);
+    let second = tokio::time::timeout(Duration::from_secs(2), client.submit(prompt("second"))).await;
+    assert!(second.is_ok_and(|submitted| submitted.is_ok()), "the place was freed");
+}
+
 #[test]
 fn learned_durations_are_trimmed_as_they_are_read() {
     // A kept file grown by hand or by an attacker: 100,000 durations of one
