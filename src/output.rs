@@ -17,7 +17,7 @@ use crate::api::types::PollResult;
 use crate::error::{Error, Result, TaskRef};
 use crate::response::error_for_task;
 use crate::session::Session;
-use crate::transport::{Buffer, Purpose, Sink};
+use crate::transport::{Purpose, Sink};
 use crate::ImageFormat;
 
 /// The result of a task that reached `Ready`.
@@ -88,9 +88,9 @@ impl Output {
     /// giving up with [`Error::ResultExpired`].
     pub async fn bytes(&self) -> Result<Bytes> {
         self.bounded(self.with_fresh_address(|address| async move {
-            let mut sink = Sink::Memory(Buffer::default());
+            let mut sink = Sink::Memory(Vec::new());
             Ok(match (self.fetch(&address, &mut sink).await?, sink) {
-                (Fetched::Got(()), Sink::Memory(buffer)) => Fetched::Got(buffer.into_bytes()),
+                (Fetched::Got(()), Sink::Memory(bytes)) => Fetched::Got(Bytes::from(bytes)),
                 (Fetched::Got(()), Sink::File(_)) => Fetched::Got(Bytes::new()),
                 (Fetched::Refused, _) => Fetched::Refused,
             })

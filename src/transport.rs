@@ -186,7 +186,7 @@ pub(crate) fn tls_config() -> Result<rustls::ClientConfig> {
 /// Where the body of a successful answer goes.
 pub(crate) enum Sink {
     /// Kept in memory (JSON answers, `Output::bytes`).
-    Memory(Buffer),
+    Memory(Vec<u8>),
     /// Streamed to a file (`Output::save`); truncated on a retry.
     File(tokio::fs::File),
 }
@@ -194,8 +194,8 @@ pub(crate) enum Sink {
 impl Sink {
     async fn reset(&mut self) -> std::io::Result<()> {
         match self {
-            Sink::Memory(buffer) => {
-                *buffer = Buffer::default();
+            Sink::Memory(bytes) => {
+                bytes.clear();
                 Ok(())
             }
             Sink::File(file) => {
@@ -206,59 +206,13 @@ impl Sink {
         }
     }
 
-    async fn write(&mut self, chunk: Bytes) -> std::io::Result<()> {
+    async fn write(&mut self, chunk: &[u8]) -> std::io::Result<()> {
         match self {
-            Sink::Memory(buffer) => {
-                buffer.push(chunk);
+            Sink::Memory(bytes) => {
+                bytes.extend_from_slice(chunk);
                 Ok(())
             }
-            Sink::File(file) => tokio::io::AsyncWriteExt::write_all(file, &chunk).await,
-        }
-    }
-}
-
-/// A body read into memory. Most answers arrive in one chunk, which is kept
-/// as it came (no copy); from the second chunk on they are joined in one
-/// buffer, so memory stays at the body's size however many chunks come.
-#[derive(Default)]
-pub(crate) struct Buffer {
-    held: Held,
-    /// The announced length (at most [`MAX_RESERVE`]), reserved at once
-    /// when a second chunk comes rather than doubling as chunks arrive.
-    announced: usize,
-}
-
-#[derive(Default)]
-enum Held {
-    #[default]
-    Nothing,
-    One(Bytes),
-    Joined(Vec<u8>),
-}
-
-impl Buffer {
-    fn push(&mut self, chunk: Bytes) {
-        self.held = match std::mem::take(&mut self.held) {
-            Held::Nothing => Held::One(chunk),
-            Held::One(first) => {
-                let mut joined = Vec::with_capacity(self.announced.max(first.len() + chunk.len()));
-                joined.extend_from_slice(&first);
-                joined.extend_from_slice(&chunk);
-                Held::Joined(joined)
-            }
-            Held::Joined(mut joined) => {
-                joined.extend_from_slice(&chunk);
-                Held::Joined(joined)
-            }
-        };
-    }
-
-    /// The body, in one piece.
-    pub(crate) fn into_bytes(self) -> Bytes {
-        match self.held {
-            Held::Nothing => Bytes::new(),
-            Held::One(chunk) => chunk,
-            Held::Joined(bytes) => Bytes::from(bytes),
+            Sink::File(file) => tokio::io::AsyncWriteExt::write_all(file, chunk).await,
         }
     }
 }
@@ -437,10 +391,12 @@ impl Transport {
         operation: &str,
         limit: u64,
     ) -> Result<Answer> {
-        let mut sink = Sink::Memory(Buffer::default());
+        let mut sink = Sink::Memory(Vec::new());
         let mut answer = self.exchange(request, purpose, operation, limit, &mut sink).await?;
-        if let (true, Sink::Memory(buffer)) = (answer.status.is_success(), sink) {
-            answer.body = buffer.into_bytes();
+        if answer.status.is_success() {
+            if let Sink::Memory(bytes) = sink {
+                answer.body = Bytes::from(bytes);
+            }
         }
         Ok(answer)
     }
@@ -527,10 +483,11 @@ impl Transport {
         if response.content_length().is_some_and(|length| length > limit) && success {
             return Err(Read::TooLarge);
         }
-        if let (true, Sink::Memory(buffer), Some(length)) = (success, &mut *sink, response.content_length()) {
-            // Never more than a few MiB reserved on the service's word (the
-            // limit may be far above memory).
-            buffer.announced = usize::try_from(length.min(MAX_RESERVE)).unwrap_or(0);
+        if let (true, Sink::Memory(bytes), Some(length)) = (success, &mut *sink, response.content_length()) {
+            // Announced and within the limit: one allocation instead of
+            // doubling as chunks arrive, but never more than a few MiB on
+            // the service's word (the limit may be far above memory).
+            bytes.reserve(usize::try_from(length.min(MAX_RESERVE)).unwrap_or(0));
         }
         let mut error_body = Vec::new();
         let mut read: u64 = 0;
@@ -544,7 +501,7 @@ impl Transport {
                 break;
             }
             if success {
-                sink.write(chunk).await.map_err(Read::Sink)?;
+                sink.write(&chunk).await.map_err(Read::Sink)?;
             } else {
                 error_body.extend_from_slice(&chunk);
             }
@@ -616,29 +573,6 @@ pub(crate) fn retry_after(headers: &HeaderMap) -> Option<Duration> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_body_in_one_chunk_is_kept_without_a_copy_and_more_chunks_are_joined() {
-        let chunk = Bytes::from_static(b"one chunk");
-        let mut one = Buffer::default();
-        one.push(chunk.clone());
-        let kept = one.into_bytes();
-        assert_eq!(kept.as_ptr(), chunk.as_ptr(), "the chunk itself, not a copy");
-
-        let mut many = Buffer {
-            announced: 64,
-            ..Buffer::default()
-        };
-        for part in [&b"ab"[..], b"cd", b"", b"ef"] {
-            many.push(Bytes::copy_from_slice(part));
-        }
-        match &many.held {
-            Held::Joined(joined) => assert!(joined.capacity() >= 64, "the announced length is reserved at once"),
-            _ => panic!("several chunks are joined"),
-        }
-        assert_eq!(&many.into_bytes()[..], b"abcdef");
-        assert!(Buffer::default().into_bytes().is_empty());
-    }
 
     #[test]
     fn backoff_is_equal_jitter_within_its_bounds() {
