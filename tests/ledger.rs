@@ -5,6 +5,7 @@
 use std::collections::HashMap;
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
+use std::thread::JoinHandle;
 use std::time::Duration;
 
 use genapi::mock::{MockConfig, MockService};
@@ -49,9 +50,60 @@ fn worker(dir: &Dir, mock: &MockService, pg: &Postgres, extra: &[&str]) -> Comma
         .arg(pg.url())
         .args(["--ledger-lease", "2"])
         .args(extra)
+        // Kept in memory, shown only when a test fails: what each worker did.
+        .env("GENAPI_LOG", "genapi=info")
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     command
+}
+
+/// A worker whose output is read as it comes. Read only once the worker
+/// ends, a pipe fills (64 KiB: a few hundred JSON lines or log lines), the
+/// worker stops at its next write holding its lines' leases and seats, and
+/// every other worker waits for them.
+struct Running {
+    child: Child,
+    stdout: JoinHandle<Vec<u8>>,
+    stderr: JoinHandle<Vec<u8>>,
+}
+
+impl Running {
+    fn start(mut command: Command) -> Running {
+        let mut child = command.spawn().unwrap();
+        let drain = |mut pipe: Box<dyn std::io::Read + Send>| {
+            std::thread::spawn(move || {
+                let mut all = Vec::new();
+                let _ = pipe.read_to_end(&mut all);
+                all
+            })
+        };
+        let stdout = drain(Box::new(child.stdout.take().unwrap()));
+        let stderr = drain(Box::new(child.stderr.take().unwrap()));
+        Running { child, stdout, stderr }
+    }
+
+    fn kill(mut self) {
+        self.child.kill().unwrap();
+        let _ = self.child.wait();
+    }
+
+    /// Waits for the worker to end (blocking).
+    fn finish(mut self) -> Output {
+        let status = self.child.wait().unwrap();
+        Output {
+            status,
+            stdout: self.stdout.join().unwrap(),
+            stderr: self.stderr.join().unwrap(),
+        }
+    }
+}
+
+/// Waits for every worker to end, off the runtime's threads (the mock is
+/// served on them).
+async fn finish_all(workers: Vec<Running>) -> Vec<Output> {
+    tokio::task::spawn_blocking(move || workers.into_iter().map(Running::finish).collect())
+        .await
+        .unwrap()
 }
 
 fn text(bytes: &[u8]) -> String {
@@ -85,7 +137,7 @@ async fn four_workers_two_killed_and_restarted_finish_every_line_once_without_a_
     let dir = Dir::new("ledger-workers");
     write_jobs(&dir.join("jobs.jsonl"), LINES, "shared line", 64);
     let started = std::time::Instant::now();
-    let mut children: Vec<Child> = (0..4).map(|_| worker(&dir, &mock, &pg, &[]).spawn().unwrap()).collect();
+    let mut children: Vec<Running> = (0..4).map(|_| Running::start(worker(&dir, &mock, &pg, &[]))).collect();
     // Two of them die by SIGKILL at points drawn from a fixed seed, and are
     // started again.
     let mut rng = fastrand::Rng::with_seed(21);
@@ -93,17 +145,10 @@ async fn four_workers_two_killed_and_restarted_finish_every_line_once_without_a_
     for victim in [1_usize, 3] {
         let after = Duration::from_millis(rng.u64(1_000..6_000));
         tokio::time::sleep(after).await;
-        children[victim].kill().unwrap();
-        let _ = children[victim].wait();
-        children[victim] = worker(&dir, &mock, &pg, &[]).spawn().unwrap();
+        children.remove(victim).kill();
+        children.insert(victim, Running::start(worker(&dir, &mock, &pg, &[])));
     }
-    for child in children {
-        let output = tokio::task::spawn_blocking(move || child.wait_with_output())
-            .await
-            .unwrap()
-            .unwrap();
-        outputs.push(output);
-    }
+    outputs.extend(finish_all(children).await);
     let elapsed = started.elapsed();
     for output in &outputs {
         assert!(!text(&output.stderr).contains("panicked"), "{}", text(&output.stderr));
@@ -157,7 +202,36 @@ async fn four_workers_two_killed_and_restarted_finish_every_line_once_without_a_
         ideal.as_secs_f64(),
         stats.peak_active_tasks
     );
-    assert!(elapsed <= ideal * 2, "{elapsed:?} against an ideal of {ideal:?}");
+    assert!(
+        elapsed <= ideal * 2,
+        "{elapsed:?} against an ideal of {ideal:?}\n{}",
+        what_each_worker_said(&outputs)
+    );
+}
+
+/// For a failure message: every outcome other than `succeeded` that any
+/// worker reported (a line may be reported by more than one), and the end
+/// of each worker's log.
+fn what_each_worker_said(outputs: &[Output]) -> String {
+    let mut said = String::new();
+    for (worker, output) in outputs.iter().enumerate() {
+        for line in text(&output.stdout).lines() {
+            if serde_json::from_str::<Value>(line).is_ok_and(|o| o["line"].is_u64() && o["status"] != "succeeded") {
+                said.push_str(&format!("worker {worker} reported: {line}\n"));
+            }
+        }
+    }
+    for (worker, output) in outputs.iter().enumerate() {
+        let log = text(&output.stderr);
+        let lines: Vec<&str> = log.lines().collect();
+        let tail = &lines[lines.len().saturating_sub(60)..];
+        said.push_str(&format!(
+            "--- worker {worker}, last {} log lines:\n{}\n",
+            tail.len(),
+            tail.join("\n")
+        ));
+    }
+    said
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -171,18 +245,10 @@ async fn three_workers_under_a_cap_of_60_credits_at_3_a_task_spend_48_to_60() {
     mock.set_credits(Some(1_000.0));
     let dir = Dir::new("ledger-cap");
     write_jobs(&dir.join("jobs.jsonl"), 40, "capped line", 256);
-    let children: Vec<Child> = (0..3)
-        .map(|_| worker(&dir, &mock, &pg, &["--max-credits", "60"]).spawn().unwrap())
+    let children: Vec<Running> = (0..3)
+        .map(|_| Running::start(worker(&dir, &mock, &pg, &["--max-credits", "60"])))
         .collect();
-    let mut outputs = Vec::new();
-    for child in children {
-        outputs.push(
-            tokio::task::spawn_blocking(move || child.wait_with_output())
-                .await
-                .unwrap()
-                .unwrap(),
-        );
-    }
+    let outputs = finish_all(children).await;
     let charged = 1_000.0 - mock.credits().unwrap();
     let created = mock.created_tasks().len();
     eprintln!("charged {charged} credits for {created} tasks");
