@@ -70,15 +70,8 @@ struct Running {
 impl Running {
     fn start(mut command: Command) -> Running {
         let mut child = command.spawn().unwrap();
-        let drain = |mut pipe: Box<dyn std::io::Read + Send>| {
-            std::thread::spawn(move || {
-                let mut all = Vec::new();
-                let _ = pipe.read_to_end(&mut all);
-                all
-            })
-        };
-        let stdout = drain(Box::new(child.stdout.take().unwrap()));
-        let stderr = drain(Box::new(child.stderr.take().unwrap()));
+        let stdout = drain(child.stdout.take().unwrap());
+        let stderr = drain(child.stderr.take().unwrap());
         Running { child, stdout, stderr }
     }
 
@@ -96,6 +89,15 @@ impl Running {
             stderr: self.stderr.join().unwrap(),
         }
     }
+}
+
+/// Reads `pipe` to its end on a thread of its own.
+fn drain(mut pipe: impl std::io::Read + Send + 'static) -> JoinHandle<Vec<u8>> {
+    std::thread::spawn(move || {
+        let mut all = Vec::new();
+        let _ = pipe.read_to_end(&mut all);
+        all
+    })
 }
 
 /// Waits for every worker to end, off the runtime's threads (the mock is
