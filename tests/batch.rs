@@ -683,6 +683,57 @@ async fn a_credit_cap_is_used_without_being_passed_and_says_why_the_rest_was_not
     assert_eq!(outcomes.iter().filter(|o| o.from_journal).count(), 3);
 }
 
+/// Lines of one path and size, most of them with an input image of one of
+/// two sizes: the input changes the price (the service bills input and
+/// output megapixels) while the path and size stay the same.
+fn mixed_input_jobs(count: u64, tag: &str) -> Vec<Job> {
+    (1..=count)
+        .map(|n| {
+            let mut body = json!({"prompt": format!("{tag} {n}"), "width": 256, "height": 256});
+            match n % 4 {
+                2 | 3 => body["input_image"] = json!(common::b64(&common::png_header(512, 512))),
+                0 => body["input_image"] = json!(common::b64(&common::png_header(640, 640))),
+                _ => {}
+            }
+            Job::new(n, "/v1/gen-2-pro", body).name(format!("img-{n}"))
+        })
+        .collect()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_credit_cap_holds_when_input_images_change_the_price() {
+    // At the default price: 0.1 credit a line without input, 0.5 with a
+    // 512 x 512 input and 0.72 with a 640 x 640 one.
+    let config = MockConfig::default().default_duration(Duration::from_millis(200));
+    let mock = MockService::start_with(config, "127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    mock.set_credits(Some(100.0));
+    let dir = Dir::new("credit-cap-mixed");
+    let journal_path = dir.join("journal.jsonl");
+    let journal = genapi::batch::FileJournal::open(&journal_path).unwrap();
+    let batch = Batch::new(mock.client().unwrap(), journal, &dir.0).max_credits(1.0);
+    let outcomes = run_batch(batch, mixed_input_jobs(8, "mixed")).await;
+    let charged = 100.0 - mock.credits().unwrap();
+    assert!(charged > 0.0, "{outcomes:#?}");
+    assert!(
+        charged <= 1.0,
+        "a cap of 1 credit, yet the service charged {charged}: {outcomes:#?}"
+    );
+    assert!(
+        outcomes
+            .iter()
+            .any(|o| o.class == Some(genapi::FailureClass::CreditCap)),
+        "{outcomes:#?}"
+    );
+    // Run again from the journal: nothing more passes the cap.
+    let journal = genapi::batch::FileJournal::open(&journal_path).unwrap();
+    let again = Batch::new(mock.client().unwrap(), journal, &dir.0).max_credits(1.0);
+    run_batch(again, mixed_input_jobs(8, "mixed")).await;
+    let charged = 100.0 - mock.credits().unwrap();
+    assert!(charged <= 1.0, "after a rerun the service charged {charged}");
+}
+
 #[tokio::test(start_paused = true)]
 async fn the_output_directory_is_made_before_anything_is_paid_for() {
     let mock = mock(100).await;

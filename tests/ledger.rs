@@ -276,6 +276,57 @@ async fn three_workers_under_a_cap_of_60_credits_at_3_a_task_spend_48_to_60() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_workers_under_a_cap_stay_under_it_when_input_images_change_the_price() {
+    let _alone = ONE_AT_A_TIME.lock().await;
+    let Some(pg) = Postgres::start("credit-cap-mixed") else {
+        return;
+    };
+    // At 1.5 credits per megapixel: 0.1 a line without input, 0.5 with a
+    // 512 x 512 input and 0.72 with a 640 x 640 one; the size is the same.
+    let mock = service(Duration::from_millis(300), 1.5).await;
+    mock.set_credits(Some(1_000.0));
+    let dir = Dir::new("ledger-cap-mixed");
+    std::fs::write(dir.join("in-512.png"), square_png(512)).unwrap();
+    std::fs::write(dir.join("in-640.png"), square_png(640)).unwrap();
+    let lines: Vec<String> = (1..=24)
+        .map(|n| {
+            let mut line = json!({"model": "gen-2-pro", "name": format!("img-{n}"),
+                                  "prompt": format!("mixed line {n}"), "width": 256, "height": 256});
+            match n % 4 {
+                2 | 3 => line["input_image"] = json!("in-512.png"),
+                0 => line["input_image"] = json!("in-640.png"),
+                _ => {}
+            }
+            line.to_string()
+        })
+        .collect();
+    std::fs::write(dir.join("jobs.jsonl"), lines.join("\n") + "\n").unwrap();
+    // Answers that take a while keep several submissions in flight at once,
+    // each held at what was seen so far.
+    mock.inject(
+        genapi::mock::Fault::on(
+            "/v1/gen-2-pro",
+            genapi::mock::FaultKind::Delay(Duration::from_millis(500)),
+        )
+        .method("POST")
+        .times(100),
+    );
+    let children: Vec<Running> = (0..3)
+        .map(|_| Running::start(worker(&dir, &mock, &pg, &["--max-credits", "2"])))
+        .collect();
+    let outputs = finish_all(children).await;
+    let charged = 1_000.0 - mock.credits().unwrap();
+    eprintln!("charged {charged} credits for {} tasks", mock.created_tasks().len());
+    assert!(charged > 0.0, "{}", what_each_worker_said(&outputs));
+    assert!(charged <= 2.0, "a cap of 2 credits, yet the service charged {charged}");
+}
+
+/// A PNG header of a square image.
+fn square_png(side: u32) -> Vec<u8> {
+    common::png_header(side, side)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_ledger_that_cannot_be_used_is_refused_and_nothing_is_sent() {
     let _alone = ONE_AT_A_TIME.lock().await;
     let Some(pg) = Postgres::start("refusals") else { return };

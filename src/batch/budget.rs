@@ -3,7 +3,12 @@
 //! The service bills each accepted task, and reports the cost in the
 //! submission's answer (or only later, on the poll, for some models). Before
 //! a submission is sent, credits are *held* for it: the most a submission of
-//! its kind (path and size) was charged so far. With no charge of its kind
+//! its kind was charged so far. A kind is everything in a request that may
+//! change its price: the path and every field but the prompt, the seed and
+//! the webhook's, with each image by its dimensions (the service bills input
+//! and output megapixels), or, where they cannot be read (a URL, a header
+//! past what is decoded), by its fingerprint, so an unknown image is a kind
+//! of its own. With no charge of its kind
 //! seen yet, everything left under the cap is held, so the first of a kind
 //! goes alone (and only while what is left covers the largest charge seen
 //! of any kind) and its cost is known before the next is sent. A hold is
@@ -45,10 +50,54 @@ pub(crate) fn decide(max: f64, charged: f64, held: f64, live_holds: bool, estima
     }
 }
 
-/// What a submission of `job` is compared with: its path and output size.
+/// Fields whose value does not change what a submission costs: a line that
+/// differs from another only in these is of the same kind.
+const PRICE_NEUTRAL: [&str; 4] = ["prompt", "seed", "webhook_url", "webhook_secret"];
+
+/// What a submission of `job` is compared with: its path and every field that
+/// may change its price (see the module's doc).
 pub(crate) fn kind(job: &Job) -> String {
-    let dimension = |name: &str| job.body.get(name).map(ToString::to_string).unwrap_or_default();
-    format!("{} {}x{}", job.path, dimension("width"), dimension("height"))
+    let mut kind = job.path.clone();
+    if let Some(fields) = job.body.as_object() {
+        for (name, value) in fields
+            .iter()
+            .filter(|(name, _)| !PRICE_NEUTRAL.contains(&name.as_str()))
+        {
+            kind.push_str(&format!(" {name}={}", priced(value)));
+        }
+    }
+    kind
+}
+
+/// A field's value as far as the price may follow it: an image by its
+/// dimensions, any other long text by its fingerprint (kinds are stored and
+/// compared, and a 4 MP image would make a 5 MB kind).
+fn priced(value: &serde_json::Value) -> String {
+    const SHORT: usize = 32;
+    match value {
+        serde_json::Value::String(text) => {
+            let dimensions = (text.len() > SHORT)
+                .then(|| crate::input::decode_head(text))
+                .flatten()
+                .and_then(|head| crate::input::dimensions(&head));
+            match dimensions {
+                Some((width, height)) => format!("{width}x{height}px"),
+                // A short word (a format, a ratio, a mode); never an address,
+                // which may carry a token.
+                None if text.len() <= SHORT && !text.contains("://") => value.to_string(),
+                None => {
+                    let mut fingerprint = super::job::Fingerprint::default();
+                    fingerprint.add(text.as_bytes());
+                    format!("#{}", fingerprint.hex())
+                }
+            }
+        }
+        serde_json::Value::Array(items) => {
+            let items: Vec<String> = items.iter().map(priced).collect();
+            format!("[{}]", items.join(","))
+        }
+        other => other.to_string(),
+    }
 }
 
 /// The credits of a batch kept in a file journal (one process).
@@ -172,6 +221,48 @@ mod tests {
             first(58.0, 0.0, false, 3.0),
             Hold::CapReached,
             "a new kind goes only if what is left covers the largest charge seen"
+        );
+    }
+
+    #[test]
+    fn a_kind_follows_the_price_not_the_prompt_or_the_seed() {
+        use base64::Engine;
+        let png = |width: u32, height: u32| {
+            let mut header = b"\x89PNG\r\n\x1a\n\0\0\0\x0dIHDR".to_vec();
+            header.extend(width.to_be_bytes());
+            header.extend(height.to_be_bytes());
+            header.extend([8, 2, 0, 0, 0]);
+            header.resize(200, 0);
+            base64::engine::general_purpose::STANDARD.encode(header)
+        };
+        let job = |body: serde_json::Value| kind(&Job::new(1, "/v1/gen-2-pro", body));
+        let plain = job(serde_json::json!({"prompt": "a", "seed": 1, "width": 256, "height": 256}));
+        assert_eq!(
+            plain,
+            job(serde_json::json!({"prompt": "b", "seed": 2, "width": 256, "height": 256, "webhook_secret": "s"}))
+        );
+        assert_ne!(
+            plain,
+            job(serde_json::json!({"prompt": "a", "width": 512, "height": 256}))
+        );
+        let with_input =
+            |image: String| job(serde_json::json!({"prompt": "a", "width": 256, "height": 256, "input_image": image}));
+        assert_ne!(plain, with_input(png(512, 512)), "an input image changes the price");
+        assert_eq!(with_input(png(512, 512)), with_input(png(512, 512)));
+        assert_ne!(
+            with_input(png(512, 512)),
+            with_input(png(1024, 512)),
+            "so does its size"
+        );
+        assert!(with_input(png(512, 512)).contains("input_image=512x512px"));
+        let url = with_input("https://images.example/a.png?token=secret-token".into());
+        assert!(
+            !url.contains("secret-token"),
+            "an address is kept by its fingerprint: {url}"
+        );
+        assert_ne!(
+            url,
+            with_input("https://images.example/b.png?token=secret-token".into())
         );
     }
 
