@@ -21,8 +21,8 @@
 use std::time::{Duration, Instant};
 
 use genapi::api::types;
-use genapi::mock::{MockConfig, MockService};
 use genapi::WaitOptions;
+use genapi_mock::{MockConfig, MockService};
 
 const RUNS: usize = 5;
 

@@ -57,8 +57,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     tokio::spawn(async move { axum::serve(listener, app).await });
 
     // The mock delivers webhooks (and their secret) only where it is told to.
-    let config = genapi::mock::MockConfig::default().webhook_target(&hook);
-    let mock = genapi::mock::MockService::start_with(config, "127.0.0.1:0".parse()?).await?;
+    let config = genapi_mock::MockConfig::default().webhook_target(&hook);
+    let mock = genapi_mock::MockService::start_with(config, "127.0.0.1:0".parse()?).await?;
     println!("using the mock service (a test double) at {}", mock.base_url());
     let client = mock.client()?;
     let request = Gen2ProRequest::builder()

@@ -82,8 +82,6 @@ mod input;
 #[cfg(feature = "postgres")]
 pub mod ledger;
 mod limit;
-#[cfg(feature = "mock")]
-pub mod mock;
 mod output;
 mod poll;
 mod response;

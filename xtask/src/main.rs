@@ -55,11 +55,19 @@ fn regen() -> Result<(), String> {
     if !cargo(&["build", "--quiet"], &[])? {
         return Err("the build failed; see above".into());
     }
-    let snapshots = root().join("tests/snapshots");
-    let surface_snap = snapshots.join("spec_snapshots__api_surface.snap");
+    let snapshots = root().join("tests/client/snapshots");
+    let surface_snap = snapshots.join("client__spec_snapshots__api_surface.snap");
     let before = read(&surface_snap).map(|t| snapshot_body(&t)).unwrap_or_default();
     let passed = cargo(
-        &["test", "--quiet", "--test", "spec_snapshots"],
+        &[
+            "test",
+            "--quiet",
+            "-p",
+            "genapi",
+            "--test",
+            "client",
+            "spec_snapshots::",
+        ],
         &[
             ("INSTA_UPDATE", "new"),
             ("INSTA_FORCE_PASS", "0"),

@@ -1,0 +1,160 @@
+//! `genapi batch --ledger` with 1 and with 4 workers on 2,000 short lines
+//! through 24 shared seats, against the mock in another process and a
+//! throwaway PostgreSQL cluster: wall time against the 24-slot ideal, and
+//! what the database did per line (transactions, which are the round trips
+//! of autocommit statements, and its busy time).
+//!
+//! The lines are mixed: durations uniform in 100–300 ms, and one in a
+//! hundred an outlier of 2 s (seeded). The ideal is the sum of the durations
+//! over 24 seats. Runs are interleaved (the file journal, 1 worker, 4
+//! workers, and again): the file journal, one process with no database, is
+//! the baseline the ledger is compared with.
+//!
+//! `cargo bench -p genapi-cli --bench ledger`
+//! (`LEDGER_BENCH_RUNS=N` sets the runs of each, 5 by default;
+//! `LEDGER_BENCH_LINES=N` the lines, 2,000 by default.)
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use genapi_test_common::pg;
+mod support;
+
+const SEATS: usize = 24;
+const KEY: &str = "ledger-bench-key";
+
+struct Figures {
+    wall: f64,
+    transactions_per_line: f64,
+    db_ms_per_line: f64,
+}
+
+/// The database's committed transactions and busy milliseconds so far.
+fn db_counters(cluster: &pg::Postgres) -> (f64, f64) {
+    let text = cluster.sql("SELECT xact_commit, active_time FROM pg_stat_database WHERE datname = 'postgres'");
+    let mut parts = text.split('|').map(|p| p.trim().parse::<f64>().unwrap_or(0.0));
+    (parts.next().unwrap_or(0.0), parts.next().unwrap_or(0.0))
+}
+
+fn run_once(
+    mock: &support::MockProcess,
+    cluster: &pg::Postgres,
+    workers: usize,
+    name: &str,
+    jobs: &str,
+    dir: &Path,
+) -> Figures {
+    let _ = std::fs::remove_dir_all(dir);
+    std::fs::create_dir_all(dir).expect("bench directory");
+    std::fs::write(dir.join("jobs.jsonl"), jobs).expect("job file");
+    let lines = jobs.lines().count() as f64;
+    // Statistics reach pg_stat_database when a backend reports them; give
+    // the previous run's a moment.
+    std::thread::sleep(Duration::from_millis(1200));
+    let (transactions_before, busy_before) = db_counters(cluster);
+    let started = Instant::now();
+    let children: Vec<_> = (0..workers.max(1))
+        .map(|_| {
+            let mut command = support::genapi_command(mock, KEY, dir);
+            command.args([
+                "batch",
+                "jobs.jsonl",
+                "--out",
+                "out",
+                "--quiet",
+                "--max-active",
+                &SEATS.to_string(),
+            ]);
+            if workers > 0 {
+                command
+                    .args(["--batch-name", name, "--seats-pool", name, "--ledger"])
+                    .arg(cluster.url());
+            }
+            command.spawn().expect("start a worker")
+        })
+        .collect();
+    for mut child in children {
+        let status = child.wait().expect("wait for a worker");
+        assert!(status.success(), "a worker failed ({status})");
+    }
+    let wall = started.elapsed().as_secs_f64();
+    std::thread::sleep(Duration::from_millis(1200));
+    let (transactions_after, busy_after) = db_counters(cluster);
+    Figures {
+        wall,
+        transactions_per_line: (transactions_after - transactions_before) / lines,
+        db_ms_per_line: (busy_after - busy_before) / lines,
+    }
+}
+
+fn shown(workers: usize) -> String {
+    match workers {
+        0 => "file journal".into(),
+        n => format!("{n} worker(s) on the ledger"),
+    }
+}
+
+fn main() {
+    let setting = |name: &str, default: usize| {
+        std::env::var(name)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(default)
+            .max(1)
+    };
+    let runs = setting("LEDGER_BENCH_RUNS", 5);
+    let lines = setting("LEDGER_BENCH_LINES", 2000);
+    let cluster = pg::Postgres::start("ledger-bench").expect("PostgreSQL's server binaries (Debian's postgresql)");
+    let mock = support::MockProcess::start(KEY, 200);
+    let mut rng = fastrand::Rng::with_seed(5);
+    let durations: Vec<u64> = (0..lines)
+        .map(|_| if rng.u32(0..100) == 0 { 2000 } else { rng.u64(100..=300) })
+        .collect();
+    let ideal = durations.iter().sum::<u64>() as f64 / 1000.0 / SEATS as f64;
+    let dir = std::env::temp_dir().join(format!("genapi-ledger-bench-{}", std::process::id()));
+    let mut figures: Vec<(usize, Vec<Figures>)> = vec![(0, Vec::new()), (1, Vec::new()), (4, Vec::new())];
+    for run in 1..=runs {
+        for (workers, results) in &mut figures {
+            let name = format!("bench-{workers}-{run}");
+            // Prompts differ per run: every run's lines are new tasks.
+            let jobs: Vec<String> = durations
+                .iter()
+                .enumerate()
+                .map(|(n, ms)| {
+                    serde_json::json!({"model": "gen-2-pro", "name": format!("img-{n}"),
+                        "prompt": format!("{name} line {n} [mock:duration_ms={ms}]"), "width": 64, "height": 64})
+                    .to_string()
+                })
+                .collect();
+            let result = run_once(&mock, &cluster, *workers, &name, &(jobs.join("\n") + "\n"), &dir);
+            println!(
+                "{}, run {run}: {:.2} s ({:.3}x the ideal {ideal:.2} s); {:.1} transactions and {:.2} \
+                 ms of database time per line",
+                shown(*workers),
+                result.wall,
+                result.wall / ideal,
+                result.transactions_per_line,
+                result.db_ms_per_line
+            );
+            results.push(result);
+        }
+    }
+    for (workers, results) in &figures {
+        let mut ratios: Vec<f64> = results.iter().map(|f| f.wall / ideal).collect();
+        let (low, high) = (
+            ratios.iter().copied().fold(f64::MAX, f64::min),
+            ratios.iter().copied().fold(0.0, f64::max),
+        );
+        let mut transactions: Vec<f64> = results.iter().map(|f| f.transactions_per_line).collect();
+        let mut busy: Vec<f64> = results.iter().map(|f| f.db_ms_per_line).collect();
+        println!(
+            "{}, {lines} lines, {SEATS} seats: median {:.3}x the ideal (range {low:.3}x to {high:.3}x \
+             over {runs} runs); median {:.1} transactions and {:.2} ms of database time per line",
+            shown(*workers),
+            support::median(&mut ratios),
+            support::median(&mut transactions),
+            support::median(&mut busy)
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

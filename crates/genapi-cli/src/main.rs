@@ -1,0 +1,386 @@
+//! The `genapi` command: generate images, follow tasks, list models, run the mock.
+//!
+//! With neither GENAPI_API_KEY nor GENAPI_BASE_URL set (or with `--mock`),
+//! tasks run against the built-in mock service, and every result line says so.
+
+mod batch;
+mod catalog;
+mod files;
+mod learned;
+mod mock;
+mod models;
+mod out;
+mod request;
+mod tasks;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+use genapi::{Client, Error};
+use genapi_mock::{MockConfig, MockService};
+
+const AFTER_HELP: &str = "\
+Environment:
+  GENAPI_API_KEY            project API key (never printed)
+  GENAPI_BASE_URL           service address
+  GENAPI_REGIONAL_BASE_URL  address of the fine-tuned endpoints (optional)
+  GENAPI_TRUSTED_ORIGINS    more origins the key may go to, comma-separated (optional)
+  GENAPI_LOG                log filter, e.g. genapi=debug (plain text on stderr)
+  With neither key nor address set, the built-in mock service (a test double) is used.
+
+Examples:
+  genapi generate \"a lighthouse at dusk\" -o lighthouse.png --size 1024x768 --seed 7
+  genapi generate -m vto-v1 --image person.jpg --image garment.jpg \"a red coat\" --json
+  genapi batch jobs.jsonl --out shots    # again after any interruption: resumes, never pays twice
+
+Exit codes:
+  0   success
+  1   other failure (e.g. the result could not be written)
+  2   usage or validation (fix the command; nothing was charged)
+  3   authentication (403, or a host the key may not go to)
+  4   insufficient credits (402)
+  5   rate limited (429: too many active tasks; try again later)
+  6   moderated (not charged)
+  7   task failed, not found, or its result expired
+  8   timeout (the task may still finish: resume with the command printed)
+  9   network or service error
+  10  submit: the task was accepted but its id could not be written to stdout
+      (it is printed on stderr)
+  11  batch: stopped submitting at its --max-credits cap
+  130 interrupted (resume with the command printed)
+  batch: 0 when every line succeeded, else the code of the most serious failure
+  (3, 4, 11, 9, 5, 8, 7, 6, 1, 2 in that order)";
+
+#[derive(Parser)]
+#[command(
+    name = "genapi",
+    version,
+    about = "Generate and edit images with the Image Generation and Editing Service",
+    after_help = AFTER_HELP
+)]
+struct Cli {
+    #[command(flatten)]
+    global: Global,
+    #[command(subcommand)]
+    command: Command,
+}
+
+/// Options every subcommand takes.
+#[derive(Args, Clone)]
+pub struct Global {
+    /// Print one JSON object per result on stdout, and nothing else there.
+    #[arg(long, global = true)]
+    pub json: bool,
+    /// No progress lines on stderr (errors and submitted task ids are still shown).
+    #[arg(long, short = 'q', global = true)]
+    pub quiet: bool,
+    /// Use the built-in mock service (a test double) even when the service is configured.
+    #[arg(long, global = true)]
+    pub mock: bool,
+    /// Bound the whole command to this many seconds.
+    #[arg(long, global = true, default_value_t = 600, value_name = "SECONDS")]
+    pub timeout: u64,
+    /// Another origin the key may be sent to (e.g. a regional polling host); repeatable.
+    #[arg(long = "trust-origin", global = true, value_name = "ORIGIN")]
+    pub trust_origins: Vec<String>,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Submit a request, wait for it, and save the result.
+    Generate {
+        #[command(flatten)]
+        request: request::RequestArgs,
+        #[command(flatten)]
+        save: tasks::SaveArgs,
+        /// Number of results (N tasks; files are numbered).
+        #[arg(short = 'n', long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=24))]
+        count: u32,
+    },
+    /// Submit a request and print its task id and polling URL, without waiting.
+    Submit {
+        #[command(flatten)]
+        request: request::RequestArgs,
+    },
+    /// Wait for a submitted task and save its result.
+    Wait {
+        /// Task id or polling URL.
+        id: String,
+        #[command(flatten)]
+        save: tasks::SaveArgs,
+    },
+    /// Show a task's state; with --out, save its result when it is Ready.
+    Get {
+        /// Task id or polling URL.
+        id: String,
+        /// Where to save the result when it is Ready.
+        #[arg(short = 'o', long, value_name = "FILE|DIR")]
+        out: Option<PathBuf>,
+        /// Overwrite an existing file.
+        #[arg(long)]
+        force: bool,
+    },
+    /// List the models, or show one model's fields.
+    Models {
+        /// A model to describe.
+        name: Option<String>,
+    },
+    /// Run many requests from a job file; run it again to resume after any interruption.
+    Batch(batch::BatchArgs),
+    /// Run the mock service (a test double) until interrupted.
+    Mock(mock::MockArgs),
+}
+
+/// Exit codes (documented in `--help` and the README): the library's
+/// [`genapi::FailureClass::exit_code`], and the command's own for anything else and
+/// for Ctrl-C.
+pub mod code {
+    use genapi::FailureClass;
+
+    /// Anything else.
+    pub const OTHER: u8 = FailureClass::Other.exit_code();
+    /// Usage or validation.
+    pub const USAGE: u8 = FailureClass::Validation.exit_code();
+    /// Timeout.
+    pub const TIMEOUT: u8 = FailureClass::Timeout.exit_code();
+    /// Network or service.
+    pub const NETWORK: u8 = FailureClass::Network.exit_code();
+    /// A task was accepted but its id could not be written to stdout.
+    pub const ID_NOT_WRITTEN: u8 = 10;
+    /// Ctrl-C.
+    pub const INTERRUPTED: u8 = 130;
+}
+
+/// The exit code of a library error: the library's class decides.
+pub fn exit_code(error: &Error) -> u8 {
+    error.class().exit_code()
+}
+
+/// A failure of the command: the exit code and the message (already printed
+/// when `message` is empty).
+#[derive(Debug)]
+pub struct Failure {
+    /// Exit code.
+    pub code: u8,
+    /// What to print after `error: `.
+    pub message: String,
+}
+
+impl Failure {
+    /// A usage or validation failure.
+    pub fn usage(message: impl Into<String>) -> Failure {
+        Failure {
+            code: code::USAGE,
+            message: message.into(),
+        }
+    }
+    /// A failure with this code.
+    pub fn new(code: u8, message: impl Into<String>) -> Failure {
+        Failure {
+            code,
+            message: message.into(),
+        }
+    }
+    /// A library error, its causes included.
+    pub fn api(error: &Error) -> Failure {
+        Failure {
+            code: exit_code(error),
+            message: describe(error),
+        }
+    }
+}
+
+/// An error and its cause chain, one cause per line, without repeats.
+pub fn describe(error: &Error) -> String {
+    let mut text = out::clean(&error.to_string());
+    if let Error::UntrustedOrigin { origin, .. } = error {
+        text.push_str(&format!(" (genapi: --trust-origin {})", out::clean(origin)));
+    }
+    let mut cause = std::error::Error::source(error);
+    while let Some(source) = cause {
+        let line = out::clean(&source.to_string());
+        if !text.contains(&line) {
+            text.push_str("\n  caused by: ");
+            text.push_str(&line);
+        }
+        cause = source.source();
+    }
+    text
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging();
+    out::set_quiet(cli.global.quiet);
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            out::err(&format!("error: cannot start the runtime: {e}"));
+            return ExitCode::from(code::OTHER);
+        }
+    };
+    match runtime.block_on(run(cli)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(failure) => {
+            if !failure.message.is_empty() {
+                out::err(&format!("error: {}", failure.message));
+            }
+            ExitCode::from(failure.code)
+        }
+    }
+}
+
+/// `GENAPI_LOG` (e.g. `genapi=debug`): plain text on stderr, never colour.
+fn init_logging() {
+    let Ok(filter) = std::env::var("GENAPI_LOG") else {
+        return;
+    };
+    let targets: tracing_subscriber::filter::Targets = match filter.parse() {
+        Ok(targets) => targets,
+        Err(e) => {
+            out::err(&format!("warning: GENAPI_LOG={filter:?} ignored: {e}"));
+            return;
+        }
+    };
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    let _ = tracing_subscriber::registry()
+        .with(
+            tracing_subscriber::fmt::layer()
+                .with_ansi(false)
+                .with_span_events(tracing_subscriber::fmt::format::FmtSpan::CLOSE)
+                .log_internal_errors(false)
+                .with_writer(std::io::stderr),
+        )
+        .with(targets)
+        .try_init();
+}
+
+async fn run(cli: Cli) -> Result<(), Failure> {
+    let global = cli.global;
+    match cli.command {
+        Command::Generate { request, save, count } => tasks::generate(&global, request, save, count).await,
+        Command::Submit { request } => tasks::submit(&global, request).await,
+        Command::Wait { id, save } => tasks::wait(&global, &id, save).await,
+        Command::Get { id, out, force } => tasks::get(&global, &id, out, force).await,
+        Command::Models { name } => models::run(&global, name.as_deref()),
+        Command::Batch(args) => batch::run(&global, args).await,
+        Command::Mock(args) => mock::run(&global, args).await,
+    }
+}
+
+/// The longest bound the command accepts; larger values mean "no practical
+/// limit" and are clamped so no deadline arithmetic can overflow.
+const MAX_TIMEOUT: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+
+/// `--timeout`, clamped.
+pub fn timeout_of(global: &Global) -> Duration {
+    Duration::from_secs(global.timeout).min(MAX_TIMEOUT)
+}
+
+/// A client for the service, or the built-in mock (kept alive while used).
+pub struct Connection {
+    /// The client.
+    pub client: Client,
+    /// The mock serving it, when the mock is used.
+    pub mock: Option<MockService>,
+    /// The configured service address, whose learned durations are kept.
+    service: Option<String>,
+}
+
+impl Drop for Connection {
+    /// Keeps what this run learned about task durations for the next one
+    /// (not for the built-in mock, which lives only as long as the run).
+    fn drop(&mut self) {
+        if let Some(service) = &self.service {
+            learned::save(service, self.client.learned());
+        }
+    }
+}
+
+/// Whether this run uses the built-in mock: `--mock`, or no service
+/// configured.
+pub fn uses_builtin_mock(global: &Global) -> bool {
+    let set = |name: &str| std::env::var(name).is_ok_and(|s| !s.trim().is_empty());
+    global.mock || !(set("GENAPI_API_KEY") || set("GENAPI_BASE_URL"))
+}
+
+/// The configured service; the built-in mock with `--mock` or when nothing is
+/// configured. Half a configuration is refused, naming what is missing.
+pub async fn connect(global: &Global) -> Result<Connection, Failure> {
+    connect_with(global, |builder| builder).await
+}
+
+/// [`connect`], with the client's builder set up further by `limited` (its
+/// active-task limit).
+pub async fn connect_with(
+    global: &Global,
+    limited: impl Fn(genapi::ClientBuilder) -> genapi::ClientBuilder,
+) -> Result<Connection, Failure> {
+    if !uses_builtin_mock(global) {
+        let mut builder = Client::from_env_builder().map_err(|e| Failure::api(&e))?;
+        for origin in &global.trust_origins {
+            builder = builder.trust_origin(origin);
+        }
+        // What earlier runs learned about this service's task durations.
+        let service = std::env::var("GENAPI_BASE_URL").unwrap_or_default().trim().to_string();
+        let client = limited(builder)
+            .learned(learned::load(&service))
+            .build()
+            .map_err(|e| Failure::api(&e))?;
+        return Ok(Connection {
+            client,
+            mock: None,
+            service: Some(service),
+        });
+    }
+    let config = MockConfig::default().default_duration(Duration::from_secs(3));
+    let address = std::net::SocketAddr::from(([127, 0, 0, 1], 0));
+    let mock = MockService::start_with(config, address).await.map_err(|e| {
+        Failure::new(
+            code::OTHER,
+            format!("cannot start the mock: {}", out::clean(&e.to_string())),
+        )
+    })?;
+    let why = if global.mock {
+        "--mock given"
+    } else {
+        "GENAPI_API_KEY and GENAPI_BASE_URL are not set"
+    };
+    out::err(&format!(
+        "{why}: using the built-in mock service at {} (a test double; its images are marked MOCK and its prices are illustrative)",
+        mock.base_url()
+    ));
+    let client = limited(mock.client_builder())
+        .build()
+        .map_err(|e| Failure::new(code::OTHER, describe(&e)))?;
+    Ok(Connection {
+        client,
+        mock: Some(mock),
+        service: None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_untrusted_polling_host_is_described_with_the_flag_that_trusts_it() {
+        let error = Error::UntrustedOrigin {
+            origin: "https://eu.example.com".into(),
+            task: genapi::TaskRef {
+                id: "t1".into(),
+                polling_url: "https://eu.example.com/v1/get_result?id=t1".into(),
+            },
+        };
+        let text = describe(&error);
+        assert!(text.contains("ClientBuilder::trust_origin"), "{text}");
+        assert!(
+            text.ends_with("(genapi: --trust-origin https://eu.example.com)"),
+            "{text}"
+        );
+    }
+}

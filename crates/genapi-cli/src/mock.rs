@@ -1,0 +1,110 @@
+//! `genapi mock`: the mock service (a test double), standalone.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use clap::Args;
+use genapi_mock::{MockConfig, MockService};
+use serde_json::{Map, Value};
+
+use crate::{code, out, Failure, Global};
+
+/// The line printed after the variables, so a reader knows it has them all.
+const READY_MARKER: &str = "# genapi mock ready";
+
+/// Settings of the standalone mock.
+#[derive(Args, Debug)]
+pub struct MockArgs {
+    /// Address to listen on (loopback unless --allow-remote).
+    #[arg(long, default_value = "127.0.0.1:0")]
+    addr: String,
+    /// Allow listening on a non-loopback address (its control routes are then reachable by others).
+    #[arg(long)]
+    allow_remote: bool,
+    /// The key clients must send.
+    #[arg(long, default_value = "mock-key")]
+    key: String,
+    /// How long tasks take, in milliseconds.
+    #[arg(long, default_value_t = 3000)]
+    duration_ms: u64,
+    /// Credit balance (unlimited when not given); 402 once spent.
+    #[arg(long)]
+    credits: Option<f64>,
+    /// Active tasks per key before 429.
+    #[arg(long, value_name = "N")]
+    max_active: Option<usize>,
+}
+
+/// Runs the mock until Ctrl-C. Prints on stdout the variables a client
+/// needs, one `NAME=VALUE` per line (or one JSON object with `--json`),
+/// then `# genapi mock ready`.
+pub async fn run(global: &Global, args: MockArgs) -> Result<(), Failure> {
+    let address: SocketAddr = args.addr.parse().map_err(|e| {
+        Failure::usage(format!(
+            "--addr {}: {e}; expected IP:PORT, e.g. 127.0.0.1:8787",
+            args.addr
+        ))
+    })?;
+    if !address.ip().is_loopback() {
+        if !args.allow_remote {
+            return Err(Failure::usage(format!(
+                "--addr {address} is not a loopback address: anyone who can reach it could use the mock's control \
+                 routes; pass --allow-remote to listen there anyway"
+            )));
+        }
+        out::err(&format!(
+            "warning: listening on {address}, reachable from other machines; the mock is a test double with \
+             open control routes"
+        ));
+    }
+    if args.credits.is_some_and(|c| !c.is_finite() || c < 0.0) {
+        return Err(Failure::usage("--credits: expected a number of credits, 0 or more"));
+    }
+    let mut config = MockConfig::default()
+        .key(args.key)
+        .default_duration(Duration::from_millis(args.duration_ms))
+        .credits(args.credits)
+        .allow_remote(args.allow_remote);
+    if let Some(limit) = args.max_active {
+        config = config.max_active_tasks(limit);
+    }
+    let mock = MockService::start_with(config, address).await.map_err(|e| {
+        Failure::new(
+            code::OTHER,
+            format!("cannot start the mock: {}", out::clean(&e.to_string())),
+        )
+    })?;
+    out::err(&format!(
+        "mock service (a test double) listening on {} (polling host {}, delivery host {}); stop it with Ctrl-C",
+        mock.base_url(),
+        mock.regional_url(),
+        mock.delivery_url()
+    ));
+    let variables = variables(&mock);
+    if global.json {
+        let object: Map<String, Value> = variables
+            .iter()
+            .map(|(name, value)| (name.to_string(), Value::String(value.clone())))
+            .collect();
+        out::out(&Value::Object(object).to_string());
+    } else {
+        for (name, value) in &variables {
+            out::out(&format!("{name}={value}"));
+        }
+        out::out(READY_MARKER);
+    }
+    // Whether or not anyone still reads stdout, the mock keeps serving.
+    let stopped = tokio::signal::ctrl_c().await;
+    mock.stop().await;
+    stopped.map_err(|e| Failure::new(code::OTHER, format!("cannot wait for Ctrl-C: {e}")))
+}
+
+/// Every variable a client of this mock needs.
+fn variables(mock: &MockService) -> Vec<(&'static str, String)> {
+    vec![
+        ("GENAPI_BASE_URL", mock.base_url().to_string()),
+        ("GENAPI_API_KEY", mock.key().to_string()),
+        // The regional polling host, on another port of loopback.
+        ("GENAPI_TRUSTED_ORIGINS", mock.trusted_origins().join(",")),
+    ]
+}

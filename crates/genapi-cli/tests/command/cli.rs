@@ -1,0 +1,1078 @@
+//! The `genapi` command, run as a user would run it, against the mock on loopback.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+
+use serde_json::Value;
+
+use crate::common;
+use common::{genapi_alone as genapi, Dir};
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// Asserts the exit code and that nothing panicked.
+fn assert_exit(run: &Output, code: i32) {
+    let (stdout, stderr) = (text(&run.stdout), text(&run.stderr));
+    assert_eq!(run.status.code(), Some(code), "stdout:\n{stdout}\nstderr:\n{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
+/// Every stdout line parsed as JSON (the test fails if one is not).
+fn json_lines(run: &Output) -> Vec<Value> {
+    text(&run.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect()
+}
+
+/// A write end whose reader is already gone: every write fails with EPIPE.
+fn closed_pipe() -> Stdio {
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    Stdio::from(writer)
+}
+
+/// A standalone `genapi mock`, killed when dropped.
+struct Mock {
+    child: Child,
+    /// Every `NAME=VALUE` the mock printed, in order.
+    variables: Vec<(String, String)>,
+    key: String,
+}
+
+impl Mock {
+    fn start(dir: &Dir, extra: &[&str]) -> Mock {
+        let mut child = genapi(dir)
+            .args(["mock", "--key", "k-123"])
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut variables = Vec::new();
+        for line in BufReader::new(child.stdout.take().unwrap()).lines() {
+            let line = line.unwrap();
+            if let Some((name, value)) = line.split_once('=') {
+                variables.push((name.to_string(), value.to_string()));
+            }
+            if line == "# genapi mock ready" {
+                break;
+            }
+        }
+        let value = |wanted: &str| {
+            variables
+                .iter()
+                .find(|(name, _)| name == wanted)
+                .map(|(_, v)| v.clone())
+        };
+        assert!(value("GENAPI_BASE_URL").is_some(), "GENAPI_BASE_URL printed");
+        let key = value("GENAPI_API_KEY").expect("GENAPI_API_KEY printed");
+        Mock { child, variables, key }
+    }
+
+    /// The command configured with exactly the variables the mock printed,
+    /// as a user following its output would.
+    fn command(&self, dir: &Dir) -> Command {
+        let mut command = genapi(dir);
+        command.envs(
+            self.variables
+                .iter()
+                .map(|(name, value)| (name.as_str(), value.as_str())),
+        );
+        command
+    }
+}
+
+impl Drop for Mock {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn decoded(path: &Path) -> (Option<genapi::ImageFormat>, Option<(u32, u32)>) {
+    let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    (genapi::ImageFormat::sniff(&bytes), genapi::dimensions(&bytes))
+}
+
+#[test]
+fn generate_without_configuration_uses_the_mock_and_says_so() {
+    let dir = Dir::new("plain");
+    let run = genapi(&dir)
+        .args(["generate", "a lighthouse at dusk", "--out", "lighthouse.jpg"])
+        .output()
+        .unwrap();
+    assert_exit(&run, 0);
+    let (stdout, stderr) = (text(&run.stdout), text(&run.stderr));
+    assert!(
+        stderr.contains("built-in mock service") && stderr.contains("test double"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("submitted task "),
+        "the id is printed off a terminal too: {stderr}"
+    );
+    assert!(
+        stdout.contains("Ready by the MOCK service")
+            && stdout.contains("illustrative")
+            && stdout.contains("lighthouse.jpg"),
+        "{stdout}"
+    );
+    assert!(
+        !stderr.contains('\u{1b}') && !stdout.contains('\u{1b}'),
+        "no escape codes off a terminal"
+    );
+    assert_eq!(
+        decoded(&dir.join("lighthouse.jpg")),
+        (Some(genapi::ImageFormat::Jpeg), Some((1024, 1024)))
+    );
+}
+
+#[test]
+fn json_results_with_count_size_seed_and_format_from_the_extension() {
+    let dir = Dir::new("json");
+    let run = genapi(&dir)
+        .args([
+            "generate",
+            "a red fox",
+            "-n",
+            "2",
+            "--size",
+            "512x384",
+            "--seed",
+            "7",
+            "-o",
+            "fox.png",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    assert_exit(&run, 0);
+    let mut results = json_lines(&run);
+    assert_eq!(results.len(), 2, "one object per result");
+    // Printed as each task finishes, so in any order.
+    results.sort_by_key(|r| r["file"].as_str().map(str::to_string));
+    for (index, result) in results.iter().enumerate() {
+        assert_eq!(result["status"], "Ready");
+        assert_eq!(result["seed"], 7);
+        assert_eq!(result["mock"], true);
+        assert!(
+            result["id"].is_string() && result["polling_url"].is_string(),
+            "{result}"
+        );
+        assert!(
+            result["cost"].as_f64().is_some() && result["duration"].as_f64().is_some(),
+            "{result}"
+        );
+        let file = PathBuf::from(result["file"].as_str().unwrap());
+        assert!(file.ends_with(format!("fox-{}.png", index + 1)), "{}", file.display());
+        assert_eq!(
+            decoded(&dir.0.join(&file)),
+            (Some(genapi::ImageFormat::Png), Some((512, 384)))
+        );
+    }
+}
+
+#[test]
+fn output_paths_are_checked_before_anything_is_submitted() {
+    let dir = Dir::new("paths");
+    std::fs::write(dir.join("taken.jpg"), b"keep").unwrap();
+    for args in [
+        vec!["generate", "x", "-o", "missing/x.jpg"],
+        vec!["generate", "x", "-o", "taken.jpg"],
+        vec!["generate", "x", "-o", "notes.txt"],
+        vec!["generate", "x", "-o", "x.png", "--format", "jpeg"],
+    ] {
+        let run = genapi(&dir).args(&args).output().unwrap();
+        assert_exit(&run, 2);
+        let stderr = text(&run.stderr);
+        assert!(
+            !stderr.contains("submitted"),
+            "{args:?}: refused before submitting: {stderr}"
+        );
+        assert!(stderr.contains("--out") || stderr.contains("--format"), "{stderr}");
+    }
+    assert_eq!(std::fs::read(dir.join("taken.jpg")).unwrap(), b"keep");
+
+    // A directory gets a generated name inside it; --force overwrites.
+    std::fs::create_dir(dir.join("pictures")).unwrap();
+    let run = genapi(&dir)
+        .args(["generate", "a cat", "-o", "pictures", "--json"])
+        .output()
+        .unwrap();
+    assert_exit(&run, 0);
+    let file = PathBuf::from(json_lines(&run)[0]["file"].as_str().unwrap().to_string());
+    assert!(file.starts_with("pictures"), "{}", file.display());
+    let name = file.file_name().unwrap().to_string_lossy().into_owned();
+    assert!(name.starts_with("a-cat-") && name.ends_with(".jpg"), "{name}");
+    let run = genapi(&dir)
+        .args(["generate", "x", "-o", "taken.jpg", "--force"])
+        .output()
+        .unwrap();
+    assert_exit(&run, 0);
+    assert_eq!(decoded(&dir.join("taken.jpg")).0, Some(genapi::ImageFormat::Jpeg));
+}
+
+#[test]
+fn set_refuses_unknown_fields_and_set_raw_is_the_escape_hatch() {
+    let dir = Dir::new("set");
+    let run = genapi(&dir)
+        .args(["generate", "--set", "widht=512", "x"])
+        .output()
+        .unwrap();
+    assert_exit(&run, 2);
+    assert!(
+        text(&run.stderr).contains("did you mean width?"),
+        "{}",
+        text(&run.stderr)
+    );
+    let run = genapi(&dir).args(["generate", "--set", "=5", "x"]).output().unwrap();
+    assert_exit(&run, 2);
+    assert!(text(&run.stderr).contains("field name is empty"));
+    let run = genapi(&dir).args(["generate", "--size", "wide", "x"]).output().unwrap();
+    assert_exit(&run, 2);
+    assert!(text(&run.stderr).contains("--size wide"));
+    let run = genapi(&dir)
+        .args(["generate", "-m", "gen-pro-1.1-ultra", "--size", "512x512", "x"])
+        .output()
+        .unwrap();
+    assert_exit(&run, 2);
+    assert!(
+        text(&run.stderr).contains("use --aspect-ratio"),
+        "{}",
+        text(&run.stderr)
+    );
+
+    // Validation speaks flags, not JSON paths.
+    let run = genapi(&dir)
+        .args(["generate", "--set", "safety_tolerance=9", "x"])
+        .output()
+        .unwrap();
+    assert_exit(&run, 2);
+    let stderr = text(&run.stderr);
+    assert!(
+        stderr.contains("error: invalid request")
+            && stderr.contains("--set safety_tolerance:")
+            && !stderr.contains("body."),
+        "{stderr}"
+    );
+    // A field the user set by name is named by the flag that set it.
+    let run = genapi(&dir)
+        .args(["generate", "--set", "width=abc", "x"])
+        .output()
+        .unwrap();
+    assert_exit(&run, 2);
+    let stderr = text(&run.stderr);
+    assert!(
+        stderr.contains("--set width:") && !stderr.contains("--size"),
+        "{stderr}"
+    );
+    let run = genapi(&dir)
+        .args(["generate", "--set", "width=100", "--size", "512x512", "x"])
+        .output()
+        .unwrap();
+    assert_exit(&run, 2);
+    assert!(text(&run.stderr).contains("--set width:"), "{}", text(&run.stderr));
+    let run = genapi(&dir)
+        .args(["generate", "--set-raw", "user=u-1", "--json", "x"])
+        .output()
+        .unwrap();
+    assert_exit(&run, 0);
+    assert_eq!(json_lines(&run)[0]["status"], "Ready");
+}
+
+#[test]
+fn prompt_from_stdin_or_file_and_images_by_field() {
+    let dir = Dir::new("prompt");
+    std::fs::write(dir.join("prompt.txt"), "a quiet harbour\n").unwrap();
+    let mut from_stdin = genapi(&dir)
+        .args(["generate", "-", "--seed", "3", "-o", "stdin.png"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    from_stdin
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"a quiet harbour\n")
+        .unwrap();
+    let from_file = genapi(&dir)
+        .args([
+            "generate",
+            "--prompt-file",
+            "prompt.txt",
+            "--seed",
+            "3",
+            "-o",
+            "file.png",
+        ])
+        .output()
+        .unwrap();
+    let literal = genapi(&dir)
+        .args(["generate", "a quiet harbour", "--seed", "3", "-o", "literal.png"])
+        .output()
+        .unwrap();
+    let dash = genapi(&dir)
+        .args([
+            "generate",
+            "--prompt-file",
+            "prompt.txt",
+            "--seed",
+            "4",
+            "-o",
+            "other.png",
+        ])
+        .output()
+        .unwrap();
+    let stdin_run = from_stdin.wait_with_output().unwrap();
+    for run in [&stdin_run, &from_file, &literal, &dash] {
+        assert_exit(run, 0);
+    }
+    let read = |name: &str| std::fs::read(dir.join(name)).unwrap();
+    assert_eq!(
+        read("stdin.png"),
+        read("literal.png"),
+        "stdin sends the text, not \"-\""
+    );
+    assert_eq!(read("file.png"), read("literal.png"));
+    assert_ne!(read("other.png"), read("literal.png"));
+
+    // Image fields are listed (and filled) in document order: person, then garment.
+    let run = genapi(&dir).args(["models", "vto-v1", "--json"]).output().unwrap();
+    assert_exit(&run, 0);
+    let model = &json_lines(&run)[0];
+    let images: Vec<&str> = model["fields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["image"] == true)
+        .map(|f| f["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(images, ["person", "garment"]);
+    let run = genapi(&dir)
+        .args([
+            "generate",
+            "-m",
+            "gen-pro-1.0-expand",
+            "--image",
+            "image=https://example.com/x.png",
+            "x",
+        ])
+        .output()
+        .unwrap();
+    assert_exit(&run, 2);
+    assert!(
+        text(&run.stderr).contains("takes a file, not a URL"),
+        "{}",
+        text(&run.stderr)
+    );
+    let run = genapi(&dir)
+        .args(["generate", "-m", "deblur-v1", "--image", "a.png", "--image", "b.png"])
+        .output()
+        .unwrap();
+    assert_exit(&run, 2);
+    assert!(
+        text(&run.stderr).contains("takes 1 image(s) (image)"),
+        "{}",
+        text(&run.stderr)
+    );
+}
+
+#[test]
+fn models_come_from_the_document_and_a_fixture_shows_an_extra_operation() {
+    let dir = Dir::new("models");
+    let document: Value = serde_json::from_str(
+        &std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../openapi.json")).unwrap(),
+    )
+    .unwrap();
+    let posts = document["paths"]
+        .as_object()
+        .unwrap()
+        .values()
+        .filter(|item| item.get("post").is_some())
+        .count();
+    let run = genapi(&dir).args(["models", "--json"]).output().unwrap();
+    assert_exit(&run, 0);
+    let models = json_lines(&run);
+    assert_eq!(models.len(), posts);
+    assert_eq!(models[0]["name"], "gen-2-pro", "document order");
+    assert!(models
+        .iter()
+        .any(|m| m["name"] == "gen-pro-1.1-ultra-finetuned" && m["deprecated"] == true));
+    let human = genapi(&dir).args(["models"]).output().unwrap();
+    assert_exit(&human, 0);
+    assert!(text(&human.stdout).contains("[deprecated]"));
+    let run = genapi(&dir).args(["models", "gen-2-prp"]).output().unwrap();
+    assert_exit(&run, 2);
+    let stderr = text(&run.stderr);
+    assert!(
+        stderr.contains("did you mean gen-2-pro?") && stderr.contains("gen-tools/vto-v2"),
+        "{stderr}"
+    );
+
+    let mut fixture = document.clone();
+    fixture["paths"]["/v1/gen-fixture-extra"] = serde_json::json!({"post": {
+        "operationId": "gen_fixture_extra", "summary": "An operation only the fixture has",
+        "requestBody": {"content": {"application/json": {"schema": {"$ref": "#/components/schemas/FixtureRequest"}}}},
+        "responses": {}
+    }});
+    fixture["components"]["schemas"]["FixtureRequest"] = serde_json::json!({"type": "object", "properties": {
+        "glow": {"type": "integer", "minimum": 1, "maximum": 9, "x-default": 4, "description": "How much glow."}
+    }});
+    std::fs::write(dir.join("fixture.json"), fixture.to_string()).unwrap();
+    let run = genapi(&dir)
+        .env("GENAPI_DOCUMENT", dir.join("fixture.json"))
+        .args(["models"])
+        .output()
+        .unwrap();
+    assert_exit(&run, 0);
+    assert!(text(&run.stdout).contains("gen-fixture-extra") && text(&run.stdout).contains("only the fixture has"));
+    let run = genapi(&dir)
+        .env("GENAPI_DOCUMENT", dir.join("fixture.json"))
+        .args(["models", "gen-fixture-extra", "--json"])
+        .output()
+        .unwrap();
+    assert_exit(&run, 0);
+    let field = &json_lines(&run)[0]["fields"][0];
+    assert_eq!(
+        (field["name"].as_str(), field["bounds"].as_str()),
+        (Some("glow"), Some("1..9"))
+    );
+    assert_eq!(field["default"], "4");
+}
+
+#[test]
+fn exit_codes_by_class() {
+    let dir = Dir::new("codes");
+    let usage = genapi(&dir).args(["generate", "--no-such-flag"]).output().unwrap();
+    assert_exit(&usage, 2);
+    let moderated = genapi(&dir)
+        .args(["generate", "[mock:request-moderated] x"])
+        .output()
+        .unwrap();
+    assert_exit(&moderated, 6);
+    assert!(text(&moderated.stderr).contains("moderated"));
+    assert!(
+        !text(&moderated.stderr).contains("resume with"),
+        "nothing to resume after a final failure"
+    );
+    let failed = genapi(&dir)
+        .args(["generate", "[mock:error] x", "--json"])
+        .output()
+        .unwrap();
+    assert_exit(&failed, 7);
+    let report = &json_lines(&failed)[0];
+    assert_eq!(
+        (report["status"].as_str(), report["exit_code"].as_u64()),
+        (Some("Error"), Some(7))
+    );
+    let unknown = genapi(&dir).args(["get", "no-such-task"]).output().unwrap();
+    assert_exit(&unknown, 7);
+    assert!(text(&unknown.stdout).contains("Task not found"));
+
+    let mock = Mock::start(&dir, &[]);
+    let auth = mock
+        .command(&dir)
+        .env("GENAPI_API_KEY", "wrong")
+        .args(["generate", "x"])
+        .output()
+        .unwrap();
+    assert_exit(&auth, 3);
+    let broke = Mock::start(&dir, &["--credits", "0"]);
+    let credits = broke.command(&dir).args(["generate", "x"]).output().unwrap();
+    assert_exit(&credits, 4);
+    let busy = Mock::start(&dir, &["--max-active", "0"]);
+    let limited = busy.command(&dir).args(["generate", "x"]).output().unwrap();
+    assert_exit(&limited, 5);
+    let network = genapi(&dir)
+        .env("GENAPI_BASE_URL", "http://127.0.0.1:1")
+        .env("GENAPI_API_KEY", "k")
+        .args(["generate", "x"])
+        .output()
+        .unwrap();
+    assert_exit(&network, 9);
+    assert!(
+        text(&network.stderr).contains("Connection refused"),
+        "the cause is kept: {}",
+        text(&network.stderr)
+    );
+    let half = genapi(&dir)
+        .env("GENAPI_API_KEY", "k")
+        .args(["generate", "x"])
+        .output()
+        .unwrap();
+    assert_exit(&half, 2);
+    assert!(
+        text(&half.stderr).contains("GENAPI_BASE_URL is not"),
+        "{}",
+        text(&half.stderr)
+    );
+    let help = genapi(&dir).arg("--help").output().unwrap();
+    assert_exit(&help, 0);
+    for needle in ["Exit codes:", "130", "GENAPI_API_KEY", "Examples:"] {
+        assert!(text(&help.stdout).contains(needle), "{needle}");
+    }
+}
+
+#[test]
+fn timeout_is_resumable_and_submit_wait_get_pick_tasks_up() {
+    let dir = Dir::new("resume");
+    let slow = Mock::start(&dir, &["--duration-ms", "600000"]);
+    let run = slow
+        .command(&dir)
+        .args(["generate", "x", "--timeout", "1", "-o", "slow.jpg"])
+        .output()
+        .unwrap();
+    assert_exit(&run, 8);
+    let stderr = text(&run.stderr);
+    let resume = stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("resume with: "))
+        .unwrap_or_else(|| panic!("{stderr}"));
+    assert!(
+        resume.starts_with("genapi wait ") && resume.ends_with(" --out slow.jpg"),
+        "{resume}"
+    );
+    let id = resume.split(' ').nth(2).unwrap().trim_matches('\'');
+    let pending = slow.command(&dir).args(["get", id, "--json"]).output().unwrap();
+    assert_exit(&pending, 0);
+    assert_eq!(json_lines(&pending)[0]["status"], "Pending");
+    let not_yet = slow
+        .command(&dir)
+        .args(["get", id, "--out", "slow.jpg"])
+        .output()
+        .unwrap();
+    assert_exit(&not_yet, 8);
+
+    let quick = Mock::start(&dir, &["--duration-ms", "50"]);
+    let submitted = quick
+        .command(&dir)
+        .args(["submit", "a boat", "--format", "webp", "--json"])
+        .output()
+        .unwrap();
+    assert_exit(&submitted, 0);
+    let task = &json_lines(&submitted)[0];
+    let id = task["id"].as_str().unwrap();
+    // The task is polled on a regional host, as with the service: resume by
+    // its polling URL (the global host does not know regional tasks).
+    let polling_url = task["polling_url"].as_str().unwrap();
+    assert!(polling_url.contains(id));
+    let waited = quick
+        .command(&dir)
+        .args(["wait", polling_url, "-o", "boat.webp", "--json"])
+        .output()
+        .unwrap();
+    assert_exit(&waited, 0);
+    assert_eq!(json_lines(&waited)[0]["status"], "Ready");
+    assert_eq!(decoded(&dir.join("boat.webp")).0, Some(genapi::ImageFormat::Webp));
+    let got = quick
+        .command(&dir)
+        .args(["get", polling_url, "-o", "again.webp"])
+        .output()
+        .unwrap();
+    assert_exit(&got, 0);
+    assert!(dir.join("again.webp").exists(), "get downloads when Ready");
+    // By its id alone it is looked for on every configured host, the
+    // regional one included.
+    let by_id = quick.command(&dir).args(["get", id, "--json"]).output().unwrap();
+    assert_exit(&by_id, 0);
+    assert_eq!(json_lines(&by_id)[0]["status"], "Ready");
+
+    let forever = genapi(&dir)
+        .args(["generate", "x", "--timeout", "18446744073709551615", "--json"])
+        .output()
+        .unwrap();
+    assert_exit(&forever, 0);
+}
+
+#[test]
+fn ctrl_c_after_submission_prints_the_resume_command() {
+    let dir = Dir::new("interrupt");
+    let slow = Mock::start(&dir, &["--duration-ms", "600000"]);
+    let mut child = slow
+        .command(&dir)
+        .args(["generate", "x", "-o", "later.png"])
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut seen = String::new();
+    while !seen.contains("submitted task") {
+        let mut line = String::new();
+        assert!(stderr.read_line(&mut line).unwrap() > 0, "{seen}");
+        seen.push_str(&line);
+    }
+    // SAFETY: sending a signal to our own child process.
+    assert_eq!(unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) }, 0);
+    let status = child.wait().unwrap();
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut stderr, &mut rest).unwrap();
+    assert_eq!(status.code(), Some(130), "{seen}{rest}");
+    assert!(
+        rest.contains("resume with: genapi wait ") && rest.contains("--out later.png"),
+        "{rest}"
+    );
+}
+
+#[test]
+fn closed_pipes_stop_printing_but_not_the_work() {
+    let dir = Dir::new("pipes");
+    let mock = Mock::start(&dir, &["--duration-ms", "50"]);
+    let runs: Vec<(Vec<&str>, bool)> = vec![
+        (vec!["models"], false),
+        (vec!["models", "gen-2-pro"], false),
+        (vec!["models", "--json"], false),
+        (vec!["generate", "x", "-o", "a.jpg"], true),
+        (vec!["generate", "x", "-o", "b.jpg", "--json"], true),
+        (vec!["submit", "x"], true),
+        (vec!["get", "no-such-task"], true),
+        (vec!["--help"], false),
+    ];
+    for (args, configured) in &runs {
+        for closed_stderr in [false, true] {
+            let mut command = if *configured { mock.command(&dir) } else { genapi(&dir) };
+            command.args(args).stdout(closed_pipe());
+            if closed_stderr {
+                command.stderr(closed_pipe());
+            }
+            let run = command.output().unwrap();
+            // A submitted task's id is its only output: not written, it is an error.
+            let expected = match args[0] {
+                "get" => 7,
+                "submit" => 10,
+                _ => 0,
+            };
+            assert_eq!(run.status.code(), Some(expected), "{args:?}: {}", text(&run.stderr));
+            assert!(
+                !text(&run.stderr).contains("panicked"),
+                "{args:?}: {}",
+                text(&run.stderr)
+            );
+            if args.contains(&"-o") {
+                let file = dir.join(args[3]);
+                assert!(file.exists(), "{args:?}: the file is saved");
+                std::fs::remove_file(file).unwrap();
+            }
+        }
+    }
+
+    // The mock keeps serving after its stdout reader went away.
+    let mut orphan = genapi(&dir)
+        .args(["mock", "--key", "k-9", "--duration-ms", "50"])
+        .stdout(closed_pipe())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut banner = String::new();
+    BufReader::new(orphan.stderr.take().unwrap())
+        .read_line(&mut banner)
+        .unwrap();
+    let hosts: Vec<&str> = banner
+        .split_whitespace()
+        .filter(|w| w.starts_with("http://"))
+        .map(|w| w.trim_end_matches([';', ',', ')']))
+        .collect();
+    let [base, polling, ..] = hosts[..] else {
+        panic!("{banner}")
+    };
+    let run = genapi(&dir)
+        .env("GENAPI_BASE_URL", base)
+        .env("GENAPI_API_KEY", "k-9")
+        .args(["--trust-origin", polling, "generate", "x", "--json"])
+        .output()
+        .unwrap();
+    assert!(orphan.try_wait().unwrap().is_none(), "the mock is still running");
+    let _ = orphan.kill();
+    let _ = orphan.wait();
+    assert_exit(&run, 0);
+    assert_eq!(json_lines(&run)[0]["status"], "Ready");
+}
+
+#[test]
+fn mock_prints_its_variables_by_name_and_stays_on_loopback() {
+    let dir = Dir::new("mock");
+    let mock = Mock::start(&dir, &["--duration-ms", "50", "--credits", "100", "--max-active", "3"]);
+    assert_eq!(mock.key, "k-123");
+    let run = mock.command(&dir).args(["generate", "x", "--json"]).output().unwrap();
+    assert_exit(&run, 0);
+    let result = &json_lines(&run)[0];
+    assert_eq!(
+        result["mock"], true,
+        "a standalone mock is recognised by its mark, configured or not"
+    );
+    let human = mock.command(&dir).args(["generate", "y"]).output().unwrap();
+    assert!(text(&human.stdout).contains("MOCK"), "{}", text(&human.stdout));
+    let remote = genapi(&dir).args(["mock", "--addr", "0.0.0.0:0"]).output().unwrap();
+    assert_exit(&remote, 2);
+    assert!(text(&remote.stderr).contains("--allow-remote"));
+    let json = genapi(&dir)
+        .args(["mock", "--json", "--key", "k-1"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut json = ChildGuard(json);
+    let mut line = String::new();
+    BufReader::new(json.0.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let variables: Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(variables["GENAPI_API_KEY"], "k-1");
+    assert!(variables["GENAPI_BASE_URL"]
+        .as_str()
+        .unwrap()
+        .starts_with("http://127.0.0.1:"));
+}
+
+#[test]
+fn logs_are_plain_text() {
+    let dir = Dir::new("log");
+    let run = genapi(&dir)
+        .env("GENAPI_LOG", "genapi=debug")
+        .args(["generate", "x", "--json"])
+        .output()
+        .unwrap();
+    assert_exit(&run, 0);
+    let stderr = text(&run.stderr);
+    assert!(stderr.contains("DEBUG") || stderr.contains("INFO"), "{stderr}");
+    assert!(!stderr.contains('\u{1b}'), "{stderr}");
+    assert_eq!(json_lines(&run).len(), 1, "logs stay off stdout");
+}
+
+struct ChildGuard(Child);
+
+impl Drop for ChildGuard {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn learned_durations_are_kept_between_runs_and_a_corrupt_file_is_ignored() {
+    let dir = Dir::new("learned");
+    let mock = Mock::start(&dir, &["--duration-ms", "400"]);
+    let first = mock
+        .command(&dir)
+        .args(["generate", "x", "-o", "one.jpg"])
+        .output()
+        .unwrap();
+    assert_exit(&first, 0);
+    let file = dir.join("cache").join("genapi").join("learned.json");
+    let kept: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    let service = kept.as_object().unwrap().keys().next().unwrap().clone();
+    assert_eq!(
+        kept[&service]["operations"]["gen_2_pro"],
+        serde_json::json!([0.4]),
+        "{kept}"
+    );
+
+    // A second run starts from it and adds to it.
+    let second = mock
+        .command(&dir)
+        .args(["generate", "y", "-o", "two.jpg"])
+        .output()
+        .unwrap();
+    assert_exit(&second, 0);
+    let kept: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    assert_eq!(kept[&service]["operations"]["gen_2_pro"], serde_json::json!([0.4, 0.4]));
+
+    // A corrupt file is ignored, never fatal, and replaced.
+    std::fs::write(&file, "{not json").unwrap();
+    let third = mock
+        .command(&dir)
+        .args(["generate", "z", "-o", "three.jpg"])
+        .output()
+        .unwrap();
+    assert_exit(&third, 0);
+    let kept: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    assert_eq!(kept[&service]["operations"]["gen_2_pro"], serde_json::json!([0.4]));
+}
+
+#[test]
+fn a_negative_seed_is_a_value_not_a_flag() {
+    let dir = Dir::new("seed");
+    let run = genapi(&dir)
+        .args(["generate", "x", "--seed", "-5", "-o", "s.jpg", "--json"])
+        .output()
+        .unwrap();
+    assert_exit(&run, 0);
+    assert_eq!(json_lines(&run)[0]["seed"], -5);
+}
+
+#[test]
+fn a_misspelt_image_field_is_named_and_n_with_a_seed_warns() {
+    let dir = Dir::new("image-field");
+    let run = genapi(&dir)
+        .args(["generate", "x", "--image", "nofield=cat.png"])
+        .output()
+        .unwrap();
+    assert_exit(&run, 2);
+    let stderr = text(&run.stderr);
+    assert!(
+        stderr.contains("no image field") && stderr.contains("input_image"),
+        "{stderr}"
+    );
+    let run = genapi(&dir)
+        .args(["generate", "x", "-n", "2", "--seed", "7", "-o", "same.jpg"])
+        .output()
+        .unwrap();
+    assert_exit(&run, 0);
+    assert!(text(&run.stderr).contains("identical images"), "{}", text(&run.stderr));
+}
+
+#[test]
+fn a_result_that_cannot_be_written_exits_1_and_says_how_to_resume() {
+    let dir = Dir::new("unwritable");
+    let out = dir.join("gone");
+    std::fs::create_dir_all(&out).unwrap();
+    let mut child = genapi(&dir)
+        .args(["generate", "x", "-o"])
+        .arg(out.join("x.jpg"))
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut seen = String::new();
+    // Once the task is accepted (the built-in mock takes 3 s), the directory goes.
+    while !seen.contains("submitted task") {
+        let mut line = String::new();
+        assert!(stderr.read_line(&mut line).unwrap() > 0, "{seen}");
+        seen.push_str(&line);
+    }
+    std::fs::remove_dir_all(&out).unwrap();
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut stderr, &mut rest).unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(1), "{seen}{rest}");
+    assert!(rest.contains("cannot write"), "{rest}");
+}
+
+#[cfg(unix)]
+#[test]
+fn an_output_named_by_a_link_to_nothing_is_refused_before_anything_is_submitted() {
+    let dir = Dir::new("dangling");
+    let nowhere = dir.join("nowhere.jpg");
+    std::os::unix::fs::symlink(&nowhere, dir.join("link.jpg")).unwrap();
+    // The save would refuse the name (it never replaces one without
+    // --force): so does the check before paying, for generate and for the
+    // wait that picks a task up again.
+    for args in [
+        vec!["generate", "x", "-o", "link.jpg"],
+        vec!["wait", "some-task", "-o", "link.jpg"],
+    ] {
+        let run = genapi(&dir).args(&args).output().unwrap();
+        assert_exit(&run, 2);
+        let stderr = text(&run.stderr);
+        assert!(!stderr.contains("submitted"), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains("--out link.jpg") && stderr.contains("link to a file that does not exist"),
+            "{args:?}: {stderr}"
+        );
+        assert!(stderr.contains("--force"), "says what to do: {stderr}");
+    }
+    // --force replaces the link itself, not what it names.
+    let run = genapi(&dir)
+        .args(["generate", "x", "-o", "link.jpg", "--force"])
+        .output()
+        .unwrap();
+    assert_exit(&run, 0);
+    assert!(!std::fs::symlink_metadata(dir.join("link.jpg")).unwrap().is_symlink());
+    assert_eq!(decoded(&dir.join("link.jpg")).0, Some(genapi::ImageFormat::Jpeg));
+    assert!(!nowhere.exists());
+}
+
+#[test]
+fn a_submitted_tasks_id_that_cannot_be_written_is_an_error_and_goes_to_stderr() {
+    let dir = Dir::new("full-disk");
+    for args in [
+        vec!["submit", "x", "-q"],
+        vec!["submit", "x", "--json"],
+        vec!["submit", "x"],
+    ] {
+        let full = std::fs::OpenOptions::new().write(true).open("/dev/full").unwrap();
+        let run = genapi(&dir).args(&args).stdout(full).output().unwrap();
+        assert_exit(&run, 10);
+        let stderr = text(&run.stderr);
+        let id = stderr
+            .lines()
+            .find_map(|l| l.strip_prefix("submitted task "))
+            .and_then(|rest| rest.split(' ').next())
+            .unwrap_or_else(|| panic!("{args:?}: the id is on stderr: {stderr}"));
+        assert!(!id.is_empty(), "{stderr}");
+        assert!(
+            stderr.contains("could not be written to stdout") && stderr.contains("genapi wait "),
+            "{args:?}: {stderr}"
+        );
+    }
+}
+
+/// Runs the command and fails (killing it) if it has not ended within a
+/// minute: a hang is a failure of the test, not a stuck run.
+fn output_within_a_minute(command: &mut Command) -> Output {
+    let mut child = command.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the command hung");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn input_files_must_be_regular_files_within_a_named_limit() {
+    let dir = Dir::new("inputs");
+    // One byte over each limit, sparse (nothing is written to the disk).
+    let oversize = |name: &str, size: u64| {
+        std::fs::File::create(dir.join(name)).unwrap().set_len(size).unwrap();
+        name.to_string()
+    };
+    let fifo = dir.join("fifo");
+    let fifo_name = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(fifo_name.as_ptr(), 0o600) }, 0);
+    std::fs::write(
+        dir.join("zero-image.jsonl"),
+        r#"{"model": "gen-2-pro", "prompt": "x", "input_image": "/dev/zero"}"#,
+    )
+    .unwrap();
+    let cases: Vec<(Vec<String>, &str)> = vec![
+        (
+            vec![
+                "generate".into(),
+                "--prompt-file".into(),
+                oversize("prompt.txt", (1 << 20) + 1),
+            ],
+            "1 MiB",
+        ),
+        (
+            vec![
+                "generate".into(),
+                "x".into(),
+                "--image".into(),
+                oversize("big.png", (32 << 20) + 1),
+            ],
+            "32 MiB",
+        ),
+        (
+            vec![
+                "batch".into(),
+                oversize("jobs.jsonl", (64 << 20) + 1),
+                "--out".into(),
+                "shots".into(),
+            ],
+            "64 MiB",
+        ),
+        (
+            vec!["generate".into(), "--prompt-file".into(), "fifo".into()],
+            "not a regular file",
+        ),
+        (
+            vec!["generate".into(), "x".into(), "--image".into(), "fifo".into()],
+            "not a regular file",
+        ),
+        (
+            vec!["batch".into(), "fifo".into(), "--out".into(), "shots".into()],
+            "not a regular file",
+        ),
+        (
+            vec!["generate".into(), "--prompt-file".into(), "/dev/zero".into()],
+            "not a regular file",
+        ),
+        (
+            vec!["generate".into(), "x".into(), "--image".into(), "/dev/zero".into()],
+            "not a regular file",
+        ),
+        (
+            vec!["batch".into(), "/dev/zero".into(), "--out".into(), "shots".into()],
+            "not a regular file",
+        ),
+        (
+            vec![
+                "batch".into(),
+                "zero-image.jsonl".into(),
+                "--out".into(),
+                "shots".into(),
+            ],
+            "not a regular file",
+        ),
+    ];
+    for (args, expected) in cases {
+        let run = output_within_a_minute(genapi(&dir).args(&args));
+        assert_exit(&run, 2);
+        let stderr = text(&run.stderr);
+        assert!(stderr.contains(expected), "{args:?}: {stderr}");
+    }
+    // A prompt on stdin has the same limit.
+    let mut child = genapi(&dir)
+        .args(["generate", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    // The command stops reading past the limit: the rest may not be taken.
+    let _ = stdin.write_all(&vec![b'a'; (1 << 20) + 4096]);
+    drop(stdin);
+    let run = child.wait_with_output().unwrap();
+    assert_exit(&run, 2);
+    assert!(text(&run.stderr).contains("1 MiB"), "{}", text(&run.stderr));
+}
+
+#[test]
+fn a_learned_durations_file_that_is_not_a_small_regular_file_is_ignored_with_a_warning() {
+    let dir = Dir::new("learned-hostile");
+    let mock = Mock::start(&dir, &["--duration-ms", "50"]);
+    let cache = dir.join("cache").join("genapi");
+    std::fs::create_dir_all(&cache).unwrap();
+    let file = cache.join("learned.json");
+    fn oversize(path: &Path) {
+        std::fs::write(path, format!("{{}}{}", " ".repeat(1 << 20))).unwrap();
+    }
+    fn fifo(path: &Path) {
+        let name = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(name.as_ptr(), 0o600) }, 0);
+    }
+    fn endless(path: &Path) {
+        std::os::unix::fs::symlink("/dev/zero", path).unwrap();
+    }
+    // Valid JSON, but over the 1 MiB limit; a named pipe (no writer: reading
+    // it would wait for ever); a device that never ends.
+    type Make = fn(&Path);
+    let cases: [(&str, Make); 3] = [
+        ("1 MiB", oversize),
+        ("not a regular file", fifo),
+        ("not a regular file", endless),
+    ];
+    for (n, (expected, make)) in cases.iter().enumerate() {
+        let _ = std::fs::remove_file(&file);
+        make(&file);
+        let run =
+            output_within_a_minute(
+                mock.command(&dir)
+                    .args(["generate", "x", "--json", "-o", &format!("{n}.jpg")]),
+            );
+        assert_exit(&run, 0);
+        let stderr = text(&run.stderr);
+        assert!(
+            stderr.contains("warning: ignoring the learned task durations") && stderr.contains(expected),
+            "{expected}: {stderr}"
+        );
+        assert_eq!(json_lines(&run).len(), 1);
+        let kept: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+        assert!(kept.is_object(), "replaced by what this run learned: {kept}");
+    }
+}

@@ -1,0 +1,24 @@
+//! The `genapi` command as a user runs it: against a mock, with nothing
+//! configured, in batches killed and resumed, and with workers sharing a
+//! PostgreSQL ledger.
+
+/// The workspace's shared test helpers, and the command under test.
+mod common {
+    pub use genapi_test_common::*;
+
+    /// This build's `genapi`, run in `dir` against `mock`.
+    pub fn genapi(dir: &Dir, mock: &genapi_mock::MockService) -> std::process::Command {
+        genapi_test_common::genapi(env!("CARGO_BIN_EXE_genapi"), dir, mock)
+    }
+
+    /// This build's `genapi` with nothing configured, run in `dir`.
+    pub fn genapi_alone(dir: &Dir) -> std::process::Command {
+        genapi_test_common::genapi_alone(env!("CARGO_BIN_EXE_genapi"), dir)
+    }
+}
+
+mod batch;
+mod cli;
+mod hardening_files;
+mod ledger;
+mod ledger_hardening;

@@ -1,0 +1,12 @@
+//! The mock service against the contract: what it answers, how it holds up
+//! under abuse, and that it behaves as the live service does by default.
+
+/// The workspace's shared test helpers.
+mod common {
+    pub use genapi_test_common::*;
+}
+
+mod fidelity;
+mod hardening;
+mod service;
+mod soak;

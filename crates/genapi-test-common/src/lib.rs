@@ -1,0 +1,189 @@
+//! Helpers shared by the behaviour tests of the workspace's crates: working
+//! directories, sample bodies and images, a hostile service, a throwaway
+//! PostgreSQL cluster, and the `genapi` command run against a mock.
+//!
+//! Not published: it exists for the tests.
+
+use serde_json::{json, Map, Value};
+
+/// A 1x1 PNG, the smallest valid image input.
+pub const PNG_1X1: &str =
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==";
+
+/// The embedded document as JSON.
+pub fn document() -> Value {
+    serde_json::from_str(genapi::validate::EMBEDDED_DOCUMENT).expect("embedded document is JSON")
+}
+
+pub mod hostile;
+
+pub mod pg;
+
+/// A valid value for a field schema (references followed with the crate's
+/// own document reader).
+pub fn sample(doc: &Value, schema: &Value) -> Value {
+    let schema = match schema["allOf"].get(0) {
+        Some(first) => first,
+        None => schema,
+    };
+    let schema = genapi_document::resolve(doc, schema).expect("the document's references resolve");
+    if let Some(first) = schema["anyOf"].as_array().and_then(|b| b.first()) {
+        return sample(doc, first);
+    }
+    if let Some(first) = schema["enum"].as_array().and_then(|e| e.first()) {
+        return first.clone();
+    }
+    match schema["type"].as_str() {
+        Some("string") if schema.get("x-image").is_some() => json!(PNG_1X1),
+        Some("string") if schema["format"] == "uri" => json!("https://example.com/hook"),
+        Some("string") if schema.get("pattern").is_some() => json!("my-lora"),
+        Some("string") if schema.get("x-aspect-ratio-range").is_some() => json!("16:9"),
+        Some("string") => json!("text"),
+        Some("integer") => json!(schema["minimum"].as_i64().unwrap_or(1)),
+        Some("number") => json!(schema["minimum"].as_f64().unwrap_or(1.5)),
+        Some("boolean") => json!(true),
+        Some("array") => json!([sample(doc, &schema["items"])]),
+        _ => json!("any"),
+    }
+}
+
+/// A body of the named request schema: required fields only, or all.
+pub fn body(doc: &Value, schema_name: &str, all: bool) -> Value {
+    let schema = &doc["components"]["schemas"][schema_name];
+    let required: Vec<&str> = schema["required"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    let mut out = Map::new();
+    for (name, property) in schema["properties"].as_object().unwrap() {
+        if all || required.contains(&name.as_str()) {
+            out.insert(name.clone(), sample(doc, property));
+        }
+    }
+    Value::Object(out)
+}
+
+/// A PNG header claiming `width` x `height` (enough for size checks).
+pub fn png_header(width: u32, height: u32) -> Vec<u8> {
+    let mut bytes = vec![
+        0x89, b'P', b'N', b'G', 0x0D, 0x0A, 0x1A, 0x0A, 0, 0, 0, 13, b'I', b'H', b'D', b'R',
+    ];
+    bytes.extend_from_slice(&width.to_be_bytes());
+    bytes.extend_from_slice(&height.to_be_bytes());
+    bytes.extend_from_slice(&[8, 2, 0, 0, 0, 0, 0, 0, 0]);
+    bytes
+}
+
+/// Base64 of bytes.
+pub fn b64(bytes: &[u8]) -> String {
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+/// A plain reqwest client, for talking to the mock directly.
+pub fn http() -> reqwest::Client {
+    genapi::ensure_tls_provider();
+    reqwest::Client::new()
+}
+
+/// A fresh working directory for one test, removed at the end.
+pub struct Dir(pub std::path::PathBuf);
+
+impl Dir {
+    /// `genapi-test-NAME-PID` in the temporary directory, empty.
+    pub fn new(name: &str) -> Dir {
+        let path = std::env::temp_dir().join(format!("genapi-test-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&path);
+        std::fs::create_dir_all(&path).unwrap();
+        Dir(path)
+    }
+    /// A path inside it.
+    pub fn join(&self, name: &str) -> std::path::PathBuf {
+        self.0.join(name)
+    }
+}
+
+impl Drop for Dir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// The `genapi` command at `program`, run in `dir` against `mock` (the
+/// command's tests pass `env!("CARGO_BIN_EXE_genapi")`).
+pub fn genapi(program: &str, dir: &Dir, mock: &genapi_mock::MockService) -> std::process::Command {
+    let mut command = genapi_alone(program, dir);
+    command
+        .env("GENAPI_BASE_URL", mock.base_url())
+        .env("GENAPI_API_KEY", mock.key())
+        .env("GENAPI_TRUSTED_ORIGINS", mock.trusted_origins().join(","));
+    command
+}
+
+/// Submissions of `/v1/gen-2-pro` the mock received, by prompt.
+pub fn posts_by_prompt(mock: &genapi_mock::MockService) -> std::collections::HashMap<String, usize> {
+    let mut counts = std::collections::HashMap::new();
+    for request in mock.requests() {
+        if request.method == "POST" && request.path == "/v1/gen-2-pro" {
+            let body: Value = serde_json::from_str(&request.body).unwrap();
+            *counts.entry(body["prompt"].as_str().unwrap().to_string()).or_default() += 1;
+        }
+    }
+    counts
+}
+
+/// The `genapi` command at `program` with nothing configured (so on its
+/// built-in mock), run in `dir`; what it keeps between runs stays there.
+pub fn genapi_alone(program: &str, dir: &Dir) -> std::process::Command {
+    let mut command = std::process::Command::new(program);
+    for name in [
+        "GENAPI_API_KEY",
+        "GENAPI_BASE_URL",
+        "GENAPI_REGIONAL_BASE_URL",
+        "GENAPI_TRUSTED_ORIGINS",
+        "GENAPI_LOG",
+        "GENAPI_DOCUMENT",
+        "GENAPI_LEDGER_URL",
+    ] {
+        command.env_remove(name);
+    }
+    command.env("XDG_CACHE_HOME", dir.0.join("cache"));
+    command.current_dir(&dir.0).stdin(std::process::Stdio::null());
+    command
+}
+
+/// Makes the mock answer its next `gen-2-pro` submission with a 200 and
+/// `body`, whatever was sent: a service's answer, chosen by the test.
+pub fn answer_next_submission(mock: &genapi_mock::MockService, body: String) {
+    mock.inject(genapi_mock::Fault::on(
+        "/v1/gen-2-pro",
+        genapi_mock::FaultKind::Status {
+            status: 200,
+            retry_after: None,
+            body,
+        },
+    ));
+}
+
+/// Where a `tracing_subscriber` writes, for a test to read what was logged.
+#[derive(Clone, Default)]
+pub struct LogCapture(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl LogCapture {
+    /// Everything written so far.
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
+    }
+}
+
+impl std::io::Write for LogCapture {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}

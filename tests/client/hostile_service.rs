@@ -1,0 +1,313 @@
+//! A hostile service on loopback: oversized answers, echoed secrets,
+//! redirects that fish for the signed address. The client stays bounded and
+//! keeps its secrets.
+
+use std::time::Duration;
+
+use genapi::api::types;
+use genapi::{Error, RetryPolicy};
+use serde_json::json;
+
+use crate::common;
+use common::hostile::{self, accepted, json};
+
+const KEY: &str = "hostile-canary-key";
+const SECRET: &str = "hostile-canary-secret";
+
+fn prompt(text: &str) -> types::builder::Gen2ProRequest {
+    types::Gen2ProRequest::builder().prompt(text)
+}
+
+fn client(base: &str) -> genapi::Client {
+    genapi::Client::builder()
+        .api_key(KEY)
+        .base_url(base)
+        .retry_policy(
+            RetryPolicy::default()
+                .initial_backoff(Duration::from_millis(5))
+                .max_backoff(Duration::from_millis(20)),
+        )
+        .build()
+        .unwrap()
+}
+
+#[tokio::test(start_paused = true)]
+async fn answers_are_read_within_limits_and_the_excess_is_a_typed_error_naming_the_task() {
+    let service = hostile::serve(|base, request, _| match request.path.as_str() {
+        "/v1/gen-2-pro" => accepted(base, "t-big"),
+        // A poll answer of 4 MiB, sent slowly enough to be read in chunks.
+        "/v1/get_result" => hostile::trickle(64, 64 * 1024, Duration::from_millis(1)),
+        _ => json(404, json!({})),
+    })
+    .await;
+    let task = client(&service.base).submit(prompt("x")).await.unwrap();
+    let error = task.poll().await.unwrap_err();
+    let Error::TooLarge { limit, .. } = &error else {
+        panic!("{error}")
+    };
+    assert_eq!(*limit, 1 << 20, "the default JSON limit");
+    assert_eq!(error.task().map(|t| t.id.as_str()), Some("t-big"));
+
+    // Downloads have their own, configurable limit.
+    let service = hostile::serve(|base, request, _| match request.path.as_str() {
+        "/v1/gen-2-pro" => accepted(base, "t-dl"),
+        "/v1/get_result" => json(
+            200,
+            json!({"id": "t-dl", "status": "Ready", "result": {"sample": format!("{base}/out")}}),
+        ),
+        _ => hostile::trickle(10, 1000, Duration::from_millis(1)),
+    })
+    .await;
+    let small = genapi::Client::builder()
+        .api_key(KEY)
+        .base_url(&service.base)
+        .max_download_bytes(4000)
+        .build()
+        .unwrap();
+    let output = small.run(prompt("x")).await.unwrap();
+    let error = output.bytes().await.unwrap_err();
+    assert!(matches!(error, Error::TooLarge { limit: 4000, .. }), "{error}");
+    assert_eq!(error.task().map(|t| t.id.as_str()), Some("t-dl"));
+    let dir = std::env::temp_dir().join(format!("genapi-hostile-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let error = output.save(dir.join("out")).await.unwrap_err();
+    assert!(matches!(error, Error::TooLarge { .. }), "{error}");
+    assert!(
+        std::fs::read_dir(&dir).unwrap().next().is_none(),
+        "no partial file is left behind"
+    );
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_error_body_is_read_only_for_its_message() {
+    let service = hostile::serve(|_, _, _| {
+        let huge = "e".repeat(8 << 20);
+        json(500, json!({ "detail": huge }))
+    })
+    .await;
+    let error = client(&service.base).submit(prompt("x")).await.unwrap_err();
+    assert!(matches!(error, Error::Server { status: 500, .. }), "{error}");
+    assert!(format!("{error:?}").len() < 20_000, "the message is cut");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_422_that_echoes_the_whole_body_loses_the_secret_and_the_images() {
+    let service = hostile::serve(|_, request, _| {
+        // As the service's framework does for a missing field: the whole body.
+        let body: serde_json::Value = serde_json::from_slice(&request.body).unwrap();
+        json(
+            422,
+            json!({"detail": [{"type": "missing", "loc": ["body", "prompt"], "msg": "Field required", "input": body}]}),
+        )
+    })
+    .await;
+    let image = common::b64(&common::png_header(64, 64)) + &"A".repeat(50_000);
+    let body = json!({"prompt": "x", "webhook_secret": SECRET, "input_image": image, "user": "u"});
+    let error = client(&service.base)
+        .submit_raw("/v1/gen-9-unknown", body)
+        .await
+        .unwrap_err();
+    let Error::Validation { errors, .. } = &error else {
+        panic!("{error}")
+    };
+    let echoed = errors[0].input.as_ref().unwrap();
+    assert_eq!(echoed["webhook_secret"], "[redacted]");
+    assert_eq!(echoed["prompt"], "x");
+    assert!(echoed["input_image"].as_str().unwrap().len() < 200);
+    for text in [format!("{error:?}"), error.to_string()] {
+        assert!(!text.contains(SECRET), "{text}");
+        assert!(text.len() < 5_000, "{}", text.len());
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_service_that_echoes_request_headers_cannot_put_the_key_in_an_error() {
+    let service = hostile::serve(|_, request, _| {
+        let headers: Vec<String> = request
+            .headers
+            .iter()
+            .map(|(n, v)| format!("{n}: {}", v.to_str().unwrap_or("")))
+            .collect();
+        // Not JSON: a decode error that keeps the body.
+        (axum::http::StatusCode::OK, headers.join("\n")).into_response_for_test()
+    })
+    .await;
+    let error = client(&service.base).submit(prompt("x")).await.unwrap_err();
+    let Error::Decode { body, .. } = &error else {
+        panic!("{error}")
+    };
+    assert!(
+        body.contains("x-key: [redacted]"),
+        "the echo is kept, the key is not: {body}"
+    );
+    assert!(!format!("{error:?}").contains(KEY));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_download_redirect_sends_no_referer_and_no_key() {
+    let service = hostile::serve(|base, request, _| match request.path.as_str() {
+        "/v1/gen-2-pro" => accepted(base, "t-r"),
+        "/v1/get_result" => json(
+            200,
+            json!({"id": "t-r", "status": "Ready", "result": {"sample": format!("{base}/signed?sig=private")}}),
+        ),
+        "/signed" => (
+            axum::http::StatusCode::FOUND,
+            [("location", format!("{base}/elsewhere"))],
+        )
+            .into_response_for_test(),
+        _ => json(200, json!({"image": true})),
+    })
+    .await;
+    client(&service.base)
+        .run(prompt("x"))
+        .await
+        .unwrap()
+        .bytes()
+        .await
+        .unwrap();
+    let landed = service
+        .seen()
+        .into_iter()
+        .find(|s| s.path == "/elsewhere")
+        .expect("the redirect was followed");
+    assert!(
+        landed.headers.get("referer").is_none(),
+        "the signed address is not leaked as Referer"
+    );
+    assert!(landed.headers.get("x-key").is_none());
+    let signed = service.seen().into_iter().find(|s| s.path == "/signed").unwrap();
+    assert!(signed.headers.get("x-key").is_none(), "downloads carry no key");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_raw_path_can_never_send_the_body_elsewhere() {
+    let service = hostile::serve(|_, _, _| json(200, json!({}))).await;
+    let client = client(&service.base);
+    for path in [
+        "@evil.example/x",
+        "//evil.example/x",
+        "https://evil.example/v1/x",
+        "v1/gen-2-pro",
+    ] {
+        let error = client.submit_raw(path, json!({"prompt": "x"})).await.unwrap_err();
+        assert!(matches!(error, Error::Config(_)), "{path}: {error}");
+    }
+    assert!(service.seen().is_empty(), "nothing was sent anywhere");
+}
+
+#[test]
+fn plain_http_off_loopback_is_refused_unless_asked_for() {
+    let error = genapi::Client::builder()
+        .api_key("k")
+        .base_url("http://api.example.com")
+        .build()
+        .unwrap_err();
+    assert!(error.to_string().contains("https"), "{error}");
+    genapi::Client::builder()
+        .api_key("k")
+        .base_url("http://api.example.com")
+        .allow_insecure_http(true)
+        .build()
+        .unwrap();
+    let error = genapi::Client::builder()
+        .api_key("k")
+        .base_url("https://api.example.com")
+        .trust_origin("http://poll.example.com")
+        .build()
+        .unwrap_err();
+    assert!(error.to_string().contains("trusted origin"), "{error}");
+}
+
+/// `IntoResponse` under a name that does not clash with the helper module.
+trait IntoResponseForTest {
+    fn into_response_for_test(self) -> axum::response::Response;
+}
+
+impl<T: axum::response::IntoResponse> IntoResponseForTest for T {
+    fn into_response_for_test(self) -> axum::response::Response {
+        self.into_response()
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_key_straddling_the_cut_of_an_echoed_body_is_still_removed() {
+    for pad in [4076, 4080, 4091, 4095] {
+        let service =
+            hostile::serve(move |_, _, _| json(500, json!({ "detail": format!("{}{KEY}", "A".repeat(pad)) }))).await;
+        let error = client(&service.base).submit(prompt("x")).await.unwrap_err();
+        let text = format!("{error:?} {error}");
+        assert!(!text.contains(&KEY[..8]), "pad {pad}: part of the key survived");
+    }
+}
+
+/// The service sometimes answers a poll with 422 and the task itself; the
+/// task is read, never taken for an empty validation error.
+#[tokio::test(start_paused = true)]
+async fn a_poll_answered_422_with_the_task_gives_the_task() {
+    let service = hostile::serve(|base, request, _| match request.path.as_str() {
+        "/v1/gen-2-pro" => accepted(base, "t-422"),
+        "/v1/get_result" => json(
+            422,
+            json!({"id": "t-422", "status": "Ready", "result": {"sample": format!("{base}/out")}}),
+        ),
+        _ => hostile::trickle(1, 100, Duration::from_millis(1)),
+    })
+    .await;
+    let task = client(&service.base).submit(prompt("x")).await.unwrap();
+    let result = task.poll().await.unwrap();
+    assert_eq!(result.status, genapi::TaskStatus::Ready);
+    let output = task.wait().await.unwrap();
+    assert!(output.sample.ends_with("/out"));
+}
+
+/// A 422 that is not the validation shape keeps the service's message.
+#[tokio::test(start_paused = true)]
+async fn a_422_without_detail_keeps_its_message() {
+    let service = hostile::serve(|_, _, _| json(422, json!({"message": "project P-7 is suspended"}))).await;
+    let error = client(&service.base).submit(prompt("x")).await.unwrap_err();
+    assert!(matches!(error, Error::UnexpectedStatus { status: 422, .. }), "{error}");
+    assert!(error.to_string().contains("P-7"), "{error}");
+}
+
+/// A key echoed by a trusted service in a 422's text never reaches the error.
+#[tokio::test(start_paused = true)]
+async fn a_key_echoed_in_a_422_is_removed_from_the_error() {
+    let service = hostile::serve(|_, _, _| {
+        json(
+            422,
+            json!({"detail": [{"loc": ["header", KEY], "msg": format!("key {KEY} is not allowed"), "type": "value_error", "input": KEY}]}),
+        )
+    })
+    .await;
+    let error = client(&service.base).submit(prompt("x")).await.unwrap_err();
+    assert!(matches!(error, Error::Validation { .. }), "{error}");
+    for text in [format!("{error:?}"), error.to_string()] {
+        assert!(!text.contains(KEY), "{text}");
+    }
+}
+
+/// An announced length far beyond memory is refused, not reserved.
+#[tokio::test(start_paused = true)]
+async fn an_absurd_content_length_is_no_allocation() {
+    let service = hostile::serve(|base, request, _| match request.path.as_str() {
+        "/v1/gen-2-pro" => accepted(base, "t-huge"),
+        "/v1/get_result" => json(
+            200,
+            json!({"id": "t-huge", "status": "Ready", "result": {"sample": format!("{base}/out")}}),
+        ),
+        _ => hostile::announced(64 << 30, b"short"),
+    })
+    .await;
+    let client = genapi::Client::builder()
+        .api_key(KEY)
+        .base_url(&service.base)
+        .max_download_bytes(u64::MAX)
+        .retry_policy(RetryPolicy::never())
+        .build()
+        .unwrap();
+    let output = client.run(prompt("x")).await.unwrap();
+    let error = output.bytes().await.unwrap_err();
+    assert_eq!(error.task().map(|t| t.id.as_str()), Some("t-huge"), "{error}");
+}

@@ -1,0 +1,31 @@
+//! The client's behaviour, driven through the real HTTP stack against the
+//! mock service on ephemeral loopback ports: one test binary, a module per
+//! behaviour a user would name.
+
+/// The workspace's shared test helpers.
+mod common {
+    pub use genapi_test_common::*;
+}
+
+mod contract_coverage;
+mod document_corrections;
+mod errors_and_retries;
+mod fault_table;
+mod fuzz_regressions;
+mod generate_and_download;
+mod hostile_service;
+mod job_file;
+mod module_graph;
+mod one_road;
+mod process_wide_tls;
+mod public_api;
+mod recovery;
+mod request_tracing;
+mod result_expiry;
+mod secret_hygiene;
+mod spec_snapshots;
+mod string_setters;
+mod trust_and_secrets;
+mod validation;
+mod waiting;
+mod webhooks;

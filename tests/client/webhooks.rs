@@ -1,0 +1,626 @@
+//! Webhook verification: the published Standard Webhooks vector, every way a
+//! notification must be rejected, secrets checked up front, bounded work per
+//! request, bounded memory in long-lived receivers, and waiting by webhook.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use base64::Engine as _;
+use genapi::webhook::{
+    sign, Event, Inbox, Rejection, ReplayGuard, Scheme, SecretError, Verifier, MAX_HEADER_BYTES, MAX_SIGNATURES,
+};
+use genapi::{TaskStatus, WebhookSecret};
+use http::{HeaderMap, HeaderValue};
+
+const SECRET: &str = "whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD";
+const ID: &str = "msg_27UH4WbU6Z5A5EzD8u03UvzRbpk";
+const TIMESTAMP: i64 = 1649367553;
+const BODY: &[u8] = br#"{"email":"test@example.com","username":"test_user"}"#;
+const SIGNATURE: &str = "v1,tZ1I4/hDygAJgO5TYxiSd6Sd0kDW6hPenDe+bTa3Kkw=";
+/// A raw (not `whsec_`) secret: the echo scheme is accepted with it.
+const RAW: &str = "a-raw-shared-secret";
+
+fn at(seconds: i64) -> SystemTime {
+    UNIX_EPOCH + Duration::from_secs(seconds as u64)
+}
+
+fn verifier() -> Verifier {
+    Verifier::new(SECRET).unwrap().clock(|| at(TIMESTAMP))
+}
+
+fn raw_verifier() -> Verifier {
+    Verifier::new(RAW).unwrap()
+}
+
+/// A clock that the test moves by hand.
+fn manual_clock() -> (Arc<Mutex<Instant>>, impl Fn() -> Instant + Send + Sync + 'static) {
+    let now = Arc::new(Mutex::new(Instant::now()));
+    let reading = now.clone();
+    (now, move || *reading.lock().unwrap())
+}
+
+fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
+    let mut map = HeaderMap::new();
+    for (name, value) in pairs {
+        map.insert(*name, HeaderValue::from_str(value).unwrap());
+    }
+    map
+}
+
+fn signed(signature: &str) -> HeaderMap {
+    let timestamp = TIMESTAMP.to_string();
+    headers(&[
+        ("webhook-id", ID),
+        ("webhook-timestamp", &timestamp),
+        ("webhook-signature", signature),
+    ])
+}
+
+#[test]
+fn a_tolerance_too_large_for_the_clock_accepts_a_valid_signature() {
+    let forever = Verifier::new(SECRET)
+        .unwrap()
+        .clock(|| at(TIMESTAMP + 1_000_000))
+        .tolerance(Duration::MAX);
+    assert_eq!(
+        authenticate(&forever, &signed(SIGNATURE), BODY),
+        Ok(Scheme::StandardWebhooks)
+    );
+}
+
+fn authenticate(verifier: &Verifier, headers: &HeaderMap, body: &[u8]) -> Result<Scheme, Rejection> {
+    verifier
+        .authenticate_with(|n| headers.get(n).and_then(|v| v.to_str().ok()), body)
+        .map(|(scheme, _)| scheme)
+}
+
+#[test]
+fn the_published_vector_verifies() {
+    assert_eq!(
+        sign(&WebhookSecret::new(SECRET), ID, TIMESTAMP, BODY).unwrap(),
+        SIGNATURE
+    );
+    assert_eq!(
+        authenticate(&verifier(), &signed(SIGNATURE), BODY),
+        Ok(Scheme::StandardWebhooks)
+    );
+    // One good signature among several is enough; unknown versions are skipped.
+    let several = format!("v2,abc v1,AAAA {SIGNATURE}");
+    assert_eq!(
+        authenticate(&verifier(), &signed(&several), BODY),
+        Ok(Scheme::StandardWebhooks)
+    );
+}
+
+#[test]
+fn forged_signatures_are_rejected() {
+    let reject = |signature: &str| authenticate(&verifier(), &signed(signature), BODY);
+    assert_eq!(reject("v1,"), Err(Rejection::BadSignature), "the bare-prefix bypass");
+    assert_eq!(
+        reject(&SIGNATURE[..SIGNATURE.len() - 8]),
+        Err(Rejection::BadSignature),
+        "truncated"
+    );
+    let engine = base64::engine::general_purpose::STANDARD;
+    let mut raw = engine.decode(&SIGNATURE[3..]).unwrap();
+    raw[5] ^= 0x01;
+    assert_eq!(
+        reject(&format!("v1,{}", engine.encode(&raw))),
+        Err(Rejection::BadSignature),
+        "bit-flipped"
+    );
+    assert_eq!(reject("v1,not base64!"), Err(Rejection::BadSignature));
+    let other = Verifier::new("whsec_b3RoZXItc2VjcmV0LW9mLWF0LWxlYXN0LTE2")
+        .unwrap()
+        .clock(|| at(TIMESTAMP));
+    assert_eq!(
+        authenticate(&other, &signed(SIGNATURE), BODY),
+        Err(Rejection::BadSignature),
+        "wrong secret"
+    );
+    assert_eq!(
+        authenticate(&verifier(), &signed(SIGNATURE), b"{\"email\":\"x\"}"),
+        Err(Rejection::BadSignature),
+        "other body"
+    );
+}
+
+#[test]
+fn stale_future_and_malformed_timestamps_are_rejected() {
+    let stale = Verifier::new(SECRET).unwrap().clock(|| at(TIMESTAMP + 301));
+    assert_eq!(
+        authenticate(&stale, &signed(SIGNATURE), BODY),
+        Err(Rejection::Stale(301))
+    );
+    let future = Verifier::new(SECRET).unwrap().clock(|| at(TIMESTAMP - 301));
+    assert_eq!(
+        authenticate(&future, &signed(SIGNATURE), BODY),
+        Err(Rejection::Future(301))
+    );
+    let within = Verifier::new(SECRET).unwrap().clock(|| at(TIMESTAMP + 300));
+    assert!(authenticate(&within, &signed(SIGNATURE), BODY).is_ok());
+    let bad = headers(&[
+        ("webhook-id", ID),
+        ("webhook-timestamp", "yesterday"),
+        ("webhook-signature", SIGNATURE),
+    ]);
+    assert_eq!(authenticate(&verifier(), &bad, BODY), Err(Rejection::BadTimestamp));
+}
+
+#[test]
+fn missing_headers_and_oversize_bodies_are_rejected() {
+    let timestamp = TIMESTAMP.to_string();
+    let no_id = headers(&[("webhook-timestamp", &timestamp), ("webhook-signature", SIGNATURE)]);
+    assert_eq!(
+        authenticate(&verifier(), &no_id, BODY),
+        Err(Rejection::MissingHeader("webhook-id"))
+    );
+    let no_time = headers(&[("webhook-id", ID), ("webhook-signature", SIGNATURE)]);
+    assert_eq!(
+        authenticate(&verifier(), &no_time, BODY),
+        Err(Rejection::MissingHeader("webhook-timestamp"))
+    );
+    assert_eq!(
+        authenticate(&verifier(), &HeaderMap::new(), BODY),
+        Err(Rejection::Unsigned)
+    );
+    let small = verifier().max_body(16);
+    assert_eq!(
+        authenticate(&small, &signed(SIGNATURE), BODY),
+        Err(Rejection::TooLarge(BODY.len()))
+    );
+}
+
+#[test]
+fn the_echo_scheme_matches_the_secret_and_never_overrides_a_bad_signature() {
+    let body = br#"{"task_id":"t-1","status":"SUCCESS","result":{"sample":"https://cdn/x.jpg"}}"#;
+    let event = raw_verifier()
+        .verify(&headers(&[("x-webhook-secret", RAW)]), body)
+        .unwrap();
+    assert_eq!(
+        (event.scheme, event.task_id.as_str(), event.status.clone()),
+        (Scheme::SharedSecret, "t-1", TaskStatus::Ready)
+    );
+    assert_eq!(event.sample(), Some("https://cdn/x.jpg"));
+    let wrong = raw_verifier().verify(&headers(&[("x-webhook-secret", "guess")]), body);
+    assert_eq!(wrong, Err(Rejection::BadSecret));
+    // A right echo beside a wrong signature: the signature decides.
+    let mut both = signed("v1,AAAA");
+    both.insert("x-webhook-secret", HeaderValue::from_static(SECRET));
+    assert_eq!(
+        authenticate(&verifier().require_signature(false), &both, BODY),
+        Err(Rejection::BadSignature)
+    );
+}
+
+#[test]
+fn statuses_are_normalised_and_ids_read_from_either_field() {
+    let verifier = raw_verifier();
+    let event = |body: &str| {
+        verifier
+            .verify(&headers(&[("x-webhook-secret", RAW)]), body.as_bytes())
+            .unwrap()
+    };
+    assert_eq!(
+        event(r#"{"id":"a","status":"FAILED","error":"boom"}"#).status,
+        TaskStatus::Error
+    );
+    assert_eq!(
+        event(r#"{"id":"a","status":"FAILED","error":"boom"}"#).details,
+        Some(serde_json::json!("boom"))
+    );
+    assert_eq!(event(r#"{"id":"a","status":"Ready"}"#).status, TaskStatus::Ready);
+    assert_eq!(
+        event(r#"{"id":"a","status":"Content Moderated"}"#).status,
+        TaskStatus::ContentModerated
+    );
+    assert_eq!(
+        event(r#"{"id":"a","status":"Teleporting"}"#).status,
+        TaskStatus::Other("Teleporting".into())
+    );
+    assert_eq!(
+        event(r#"{"task_id":"b","id":"ignored","status":"SUCCESS"}"#).task_id,
+        "b"
+    );
+    assert!(matches!(
+        verifier.verify(&headers(&[("x-webhook-secret", RAW)]), b"[1]"),
+        Err(Rejection::Malformed(_))
+    ));
+}
+
+#[test]
+fn a_replayed_notification_is_recognised() {
+    let guard = ReplayGuard::new(2, Duration::from_secs(60));
+    let verifier = raw_verifier();
+    let event = verifier
+        .verify(
+            &headers(&[("x-webhook-secret", RAW)]),
+            br#"{"id":"a","status":"SUCCESS"}"#,
+        )
+        .unwrap();
+    assert!(guard.first_time_event(&event));
+    assert!(!guard.first_time_event(&event), "the same notification again");
+    assert!(guard.first_time("b") && guard.first_time("c"));
+    assert!(guard.first_time_event(&event), "evicted once capacity was reached");
+}
+
+#[test]
+fn secrets_are_checked_when_the_verifier_is_built() {
+    assert_eq!(Verifier::new("").unwrap_err(), SecretError::Empty, "an unset variable");
+    assert_eq!(Verifier::new("whsec_").unwrap_err(), SecretError::Empty);
+    assert_eq!(Verifier::new("s").unwrap_err(), SecretError::TooShort(1));
+    assert_eq!(
+        Verifier::new("whsec_c2hvcnQ=").unwrap_err(),
+        SecretError::TooShort(5),
+        "five bytes of key"
+    );
+    assert_eq!(Verifier::new("whsec_%%%").unwrap_err(), SecretError::InvalidBase64);
+    assert!(Verifier::new("0123456789abcdef").is_ok(), "sixteen bytes are enough");
+    // One whose echo would be refused as an oversize header.
+    let long = "k".repeat(MAX_HEADER_BYTES + 1);
+    assert_eq!(
+        Verifier::new(long.as_str()).unwrap_err(),
+        SecretError::TooLong(MAX_HEADER_BYTES + 1)
+    );
+    assert!(Verifier::new("k".repeat(MAX_HEADER_BYTES)).is_ok());
+    // The sender side refuses the same secrets, so nothing signs with an empty key.
+    assert_eq!(
+        sign(&WebhookSecret::new("whsec_"), ID, TIMESTAMP, BODY),
+        Err(SecretError::Empty)
+    );
+    // The error never shows the secret.
+    let error = Verifier::new("whsec_not*base64*but-secret").unwrap_err();
+    assert!(!format!("{error:?} {error}").contains("not*base64"));
+}
+
+#[test]
+fn a_flood_of_signatures_or_oversize_headers_is_refused() {
+    let timestamp = TIMESTAMP.to_string();
+    let filler = format!("v1,{}", base64::engine::general_purpose::STANDARD.encode([7u8; 32]));
+    // The right signature after the allowed number of wrong ones is never reached.
+    let mut flood = vec![filler.as_str(); MAX_SIGNATURES];
+    flood.push(SIGNATURE);
+    assert_eq!(
+        authenticate(&verifier(), &signed(&flood.join(" ")), BODY),
+        Err(Rejection::TooManySignatures)
+    );
+    // Within the bound, the right one among wrong ones still verifies.
+    let mut rotation = vec![filler.as_str(); MAX_SIGNATURES - 1];
+    rotation.push(SIGNATURE);
+    assert_eq!(
+        authenticate(&verifier(), &signed(&rotation.join(" ")), BODY),
+        Ok(Scheme::StandardWebhooks)
+    );
+    let long = format!("{SIGNATURE}{}", " ".repeat(MAX_HEADER_BYTES));
+    assert_eq!(
+        authenticate(&verifier(), &signed(&long), BODY),
+        Err(Rejection::HeaderTooLarge("webhook-signature"))
+    );
+    let long_id = "m".repeat(MAX_HEADER_BYTES + 1);
+    let with_long_id = headers(&[
+        ("webhook-id", &long_id),
+        ("webhook-timestamp", &timestamp),
+        ("webhook-signature", SIGNATURE),
+    ]);
+    assert_eq!(
+        authenticate(&verifier(), &with_long_id, BODY),
+        Err(Rejection::HeaderTooLarge("webhook-id"))
+    );
+    let long_echo = "e".repeat(MAX_HEADER_BYTES + 1);
+    assert_eq!(
+        authenticate(&raw_verifier(), &headers(&[("x-webhook-secret", &long_echo)]), BODY),
+        Err(Rejection::HeaderTooLarge("x-webhook-secret"))
+    );
+}
+
+#[test]
+fn a_whsec_secret_requires_a_signature_unless_told_otherwise() {
+    let body = br#"{"task_id":"t-1","status":"SUCCESS"}"#;
+    let echo_only = headers(&[("x-webhook-secret", SECRET)]);
+    // Whoever saw one delivery knows the echoed secret: refused by default.
+    assert_eq!(verifier().verify(&echo_only, body), Err(Rejection::SignatureRequired));
+    let lenient = verifier().require_signature(false);
+    assert_eq!(
+        lenient.verify(&echo_only, body).map(|e| e.scheme),
+        Ok(Scheme::SharedSecret)
+    );
+    // A raw secret accepts the echo by default, and can require signatures too.
+    let raw_echo = headers(&[("x-webhook-secret", RAW)]);
+    assert_eq!(
+        raw_verifier().verify(&raw_echo, body).map(|e| e.scheme),
+        Ok(Scheme::SharedSecret)
+    );
+    assert_eq!(
+        raw_verifier().require_signature(true).verify(&raw_echo, body),
+        Err(Rejection::SignatureRequired)
+    );
+    // A signed delivery still verifies with signatures required.
+    assert_eq!(
+        authenticate(&verifier(), &signed(SIGNATURE), BODY),
+        Ok(Scheme::StandardWebhooks)
+    );
+}
+
+#[test]
+fn the_replay_guard_forgets_by_age_and_holds_at_most_its_capacity() {
+    let (now, clock) = manual_clock();
+    let guard = ReplayGuard::new(100, Duration::from_secs(60)).clock(clock);
+    for i in 0..1_000 {
+        assert!(guard.first_time(&format!("msg-{i}")));
+    }
+    assert_eq!(guard.len(), 100, "bounded by capacity");
+    assert!(!guard.first_time("msg-999"), "recent keys are kept");
+    assert!(guard.first_time("msg-0"), "the oldest went first");
+    *now.lock().unwrap() += Duration::from_secs(59);
+    assert!(!guard.first_time("msg-999"));
+    *now.lock().unwrap() += Duration::from_secs(1);
+    assert!(guard.is_empty(), "nothing kept past the ttl");
+    assert!(guard.first_time("msg-999"));
+}
+
+fn final_event(task_id: &str) -> Event {
+    let body = format!(r#"{{"task_id":"{task_id}","status":"SUCCESS"}}"#);
+    raw_verifier()
+        .verify(&headers(&[("x-webhook-secret", RAW)]), body.as_bytes())
+        .unwrap()
+}
+
+#[test]
+fn the_inbox_keeps_no_event_forever_for_a_task_nobody_waits_for() {
+    let (now, clock) = manual_clock();
+    let inbox = Inbox::with_limits(50, Duration::from_secs(600)).clock(clock);
+    for i in 0..500 {
+        inbox.deliver(final_event(&format!("task-{i}")));
+    }
+    assert_eq!(inbox.len(), 50, "bounded by capacity");
+    let mut progress = final_event("task-in-progress");
+    progress.status = TaskStatus::Pending;
+    inbox.deliver(progress);
+    assert_eq!(inbox.len(), 50, "only final events are kept");
+    *now.lock().unwrap() += Duration::from_secs(600);
+    assert!(inbox.is_empty(), "nothing kept past the maximum age");
+    let default = Inbox::new();
+    default.deliver(final_event("task-1"));
+    assert_eq!(default.len(), 1);
+    assert_eq!(
+        (Inbox::DEFAULT_CAPACITY, Inbox::DEFAULT_MAX_AGE),
+        (10_000, Duration::from_secs(3600))
+    );
+}
+
+proptest::proptest! {
+    #[test]
+    fn no_header_or_body_makes_verification_panic(
+        id in ".{0,40}", timestamp in ".{0,20}", signature in ".{0,120}", echo in proptest::option::of(".{0,40}"),
+        body in proptest::collection::vec(proptest::num::u8::ANY, 0..300),
+    ) {
+        let verifier = Verifier::new(SECRET).unwrap().clock(|| at(TIMESTAMP));
+        let lookup = |name: &str| match name {
+            "webhook-id" => Some(id.as_str()),
+            "webhook-timestamp" => Some(timestamp.as_str()),
+            "webhook-signature" if !signature.is_empty() => Some(signature.as_str()),
+            "x-webhook-secret" => echo.as_deref(),
+            _ => None,
+        };
+        let _ = verifier.verify_with(lookup, &body);
+    }
+
+    /// Random headers never authenticate, whatever scheme they try: random
+    /// signatures (well-formed or not) within the time window, random echoed
+    /// secrets, with signatures required or not.
+    #[test]
+    fn random_headers_never_authenticate(
+        id in "[a-zA-Z0-9_]{1,40}", skew in -300i64..=300,
+        raw_signatures in proptest::collection::vec(proptest::collection::vec(proptest::num::u8::ANY, 0..40), 0..6),
+        noise in "[ -~]{0,60}", echo in proptest::option::of("[ -~]{0,40}"),
+        body in proptest::collection::vec(proptest::num::u8::ANY, 0..200),
+    ) {
+        let engine = base64::engine::general_purpose::STANDARD;
+        let mut signatures: Vec<String> = raw_signatures.iter().map(|raw| format!("v1,{}", engine.encode(raw))).collect();
+        signatures.push(noise);
+        let signature = signatures.join(" ");
+        let timestamp = (TIMESTAMP + skew).to_string();
+        for signed_too in [true, false] {
+            let lookup = |name: &str| match name {
+                "webhook-id" if signed_too => Some(id.as_str()),
+                "webhook-timestamp" if signed_too => Some(timestamp.as_str()),
+                "webhook-signature" if signed_too => Some(signature.as_str()),
+                "x-webhook-secret" => echo.as_deref(),
+                _ => None,
+            };
+            for verifier in [verifier(), verifier().require_signature(false), raw_verifier().clock(|| at(TIMESTAMP))] {
+                let outcome = verifier.authenticate_with(lookup, &body);
+                proptest::prop_assert!(outcome.is_err(), "authenticated: {:?}", outcome);
+            }
+        }
+    }
+}
+
+mod end_to_end {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use axum::body::Bytes;
+    use axum::http::{HeaderMap, StatusCode};
+    use genapi::api::types;
+    use genapi::webhook::{Inbox, Scheme, Verifier};
+    use genapi::WebhookSecret;
+    use genapi_mock::{MockConfig, MockService};
+
+    const SECRET: &str = "whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD";
+
+    /// A receiver on loopback that verifies and forwards to the inbox; it
+    /// refuses the first `refuse_first` deliveries with 500.
+    async fn receiver(inbox: Arc<Inbox>, refuse_first: usize) -> (String, Arc<std::sync::Mutex<Vec<Scheme>>>) {
+        let schemes = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let seen = schemes.clone();
+        let refused = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let verifier = Verifier::new(SECRET).unwrap();
+        let app = axum::Router::new().route(
+            "/hook",
+            axum::routing::post(move |headers: HeaderMap, body: Bytes| {
+                let (inbox, seen, refused, verifier) = (inbox.clone(), seen.clone(), refused.clone(), verifier.clone());
+                async move {
+                    if refused.fetch_add(1, std::sync::atomic::Ordering::SeqCst) < refuse_first {
+                        return StatusCode::INTERNAL_SERVER_ERROR;
+                    }
+                    match verifier.verify(&headers, &body) {
+                        Ok(event) => {
+                            seen.lock().unwrap().push(event.scheme);
+                            inbox.deliver(event);
+                            StatusCode::NO_CONTENT
+                        }
+                        Err(_) => StatusCode::UNAUTHORIZED,
+                    }
+                }
+            }),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        (format!("http://{address}/hook"), schemes)
+    }
+
+    /// A mock that may deliver webhooks to these addresses.
+    async fn mock_delivering_to(urls: &[&str]) -> MockService {
+        let config = urls
+            .iter()
+            .fold(MockConfig::default(), |config, url| config.webhook_target(url));
+        MockService::start_with(config, "127.0.0.1:0".parse().unwrap())
+            .await
+            .unwrap()
+    }
+
+    fn request(url: &str) -> types::builder::Gen2ProRequest {
+        types::Gen2ProRequest::builder()
+            .prompt("a lighthouse")
+            .webhook_url(types::WebhookUrl::try_from(url).unwrap())
+            .webhook_secret(WebhookSecret::new(SECRET))
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_mock_notifies_the_receiver_and_the_task_finishes_without_polling() {
+        let inbox = Arc::new(Inbox::new());
+        let (url, schemes) = receiver(inbox.clone(), 1).await;
+        let mock = mock_delivering_to(&[&url]).await;
+        let task = mock.client().unwrap().submit(request(&url)).await.unwrap();
+        let output = inbox.wait(task, Duration::from_secs(20)).await.unwrap();
+        assert!(!output.bytes().await.unwrap().is_empty());
+        assert_eq!(mock.count("GET", "/v1/get_result"), 0, "zero polls");
+        assert_eq!(
+            *schemes.lock().unwrap(),
+            [Scheme::StandardWebhooks],
+            "signed, and verified by signature"
+        );
+        let delivery = &mock.deliveries()[0];
+        assert!(
+            delivery.delivered && delivery.attempts == 2,
+            "retried after a 500: {delivery:?}"
+        );
+    }
+
+    /// A moderated task reads the same by notification as by polling.
+    #[tokio::test(start_paused = true)]
+    async fn a_moderated_task_notified_by_webhook_is_moderated() {
+        let inbox = Arc::new(Inbox::new());
+        let (url, _) = receiver(inbox.clone(), 0).await;
+        let mock = mock_delivering_to(&[&url]).await;
+        let moderated = request(&url).prompt("a lighthouse [mock:content-moderated]");
+        let task = mock.client().unwrap().submit(moderated).await.unwrap();
+        let error = inbox.wait(task, Duration::from_secs(20)).await.unwrap_err();
+        assert!(
+            matches!(
+                error,
+                genapi::Error::Moderated {
+                    stage: genapi::Moderation::Content,
+                    ..
+                }
+            ),
+            "{error}"
+        );
+        assert_eq!(mock.count("GET", "/v1/get_result"), 0, "the notification settled it");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn waiting_by_webhook_without_a_fallback_deadline_is_no_panic() {
+        let inbox = Arc::new(Inbox::new());
+        let (url, _) = receiver(inbox.clone(), 0).await;
+        let mock = mock_delivering_to(&[&url]).await;
+        let task = mock.client().unwrap().submit(request(&url)).await.unwrap();
+        let output = inbox.wait(task, Duration::MAX).await.unwrap();
+        assert!(!output.sample.is_empty());
+        assert_eq!(mock.count("GET", "/v1/get_result"), 0, "the notification settled it");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_unreachable_receiver_falls_back_to_polling() {
+        let mock = MockService::start().await.unwrap();
+        let task = mock
+            .client()
+            .unwrap()
+            .submit(request("http://127.0.0.1:9/hook"))
+            .await
+            .unwrap();
+        let output = Inbox::new().wait(task, Duration::from_millis(500)).await.unwrap();
+        assert!(!output.sample.is_empty());
+        assert!(mock.count("GET", "/v1/get_result") >= 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_mock_never_follows_a_redirect_nor_delivers_off_loopback() {
+        let app = axum::Router::new().route(
+            "/hook",
+            axum::routing::post(|| async {
+                (
+                    StatusCode::TEMPORARY_REDIRECT,
+                    [("location", "http://127.0.0.1:9/elsewhere")],
+                )
+            }),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/hook", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        // Even a listed remote address is refused unless remote deliveries are allowed.
+        let mock = mock_delivering_to(&[&url, "http://192.0.2.1/hook"]).await;
+        let client = mock.client().unwrap();
+        client.submit(request(&url)).await.unwrap().wait().await.unwrap();
+        client
+            .submit(request("http://192.0.2.1/hook"))
+            .await
+            .unwrap()
+            .wait()
+            .await
+            .unwrap();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        while mock.deliveries().len() < 2 && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let deliveries = mock.deliveries();
+        let redirected = deliveries.iter().find(|d| d.url == url).expect("attempted");
+        assert!(
+            !redirected.delivered && redirected.last_status == Some(307),
+            "{redirected:?}"
+        );
+        let remote = deliveries
+            .iter()
+            .find(|d| d.url.contains("192.0.2.1"))
+            .expect("recorded");
+        assert_eq!(remote.attempts, 0, "never sent off loopback");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_failure_notification_is_the_typed_error() {
+        let inbox = Arc::new(Inbox::new());
+        let (url, _) = receiver(inbox.clone(), 0).await;
+        let mock = mock_delivering_to(&[&url]).await;
+        let task = mock
+            .client()
+            .unwrap()
+            .submit(request(&url).prompt("[mock:error]"))
+            .await
+            .unwrap();
+        let error = inbox.wait(task, Duration::from_secs(20)).await.unwrap_err();
+        assert!(matches!(error, genapi::Error::TaskFailed { .. }), "{error}");
+        assert_eq!(mock.count("GET", "/v1/get_result"), 0);
+    }
+}
