@@ -2,7 +2,7 @@
 //! webhook instead of polling. Runs against the mock service:
 //!
 //! ```sh
-//! cargo run --example webhook_receiver --features mock
+//! cargo run --example webhook_receiver
 //! ```
 
 use std::sync::Arc;
