@@ -10,7 +10,7 @@ use std::path::Path;
 use base64::Engine as _;
 
 use crate::error::{Error, Result};
-use crate::user_files::Unread;
+use crate::files::Unread;
 
 /// Largest image file read as an input: 32 MiB, far more than a 4 MP image
 /// takes in any format the service reads.
@@ -195,7 +195,7 @@ impl ImageInput {
     /// so a named pipe cannot hang the read) of at most
     /// [`MAX_IMAGE_FILE_BYTES`], read no further than that.
     fn read_file(&self, path: &Path) -> Result<Vec<u8>> {
-        crate::user_files::read_regular_file(path, MAX_IMAGE_FILE_BYTES).map_err(|unread| match unread {
+        crate::files::read_regular_file(path, MAX_IMAGE_FILE_BYTES).map_err(|unread| match unread {
             Unread::Io(e) => self.cannot_read(e),
             Unread::NotRegular => self.refused(
                 "not a regular file (a pipe, a device or a directory is never read as an image); pass an image file"

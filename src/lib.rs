@@ -76,6 +76,7 @@ mod config;
 mod error;
 mod failure;
 mod field;
+pub mod files;
 #[doc(hidden)]
 pub mod fuzzing;
 mod input;
@@ -92,7 +93,6 @@ mod submit;
 mod task;
 mod transport;
 mod trust;
-mod user_files;
 pub mod validate;
 mod wait;
 pub mod webhook;
@@ -103,18 +103,13 @@ pub use error::{Checked, Error, Moderation, Result, TaskRef};
 pub use failure::FailureClass;
 pub use field::{FieldValue, Unparsed};
 pub use input::{dimensions, ImageFormat, ImageInput};
-#[doc(hidden)]
-pub use output::create_temporary;
 pub use output::Output;
-#[doc(hidden)]
 pub use response::is_unsafe_to_show;
 pub use secret::{ApiKey, WebhookSecret};
 pub use status::TaskStatus;
 pub use submit::{IntoRequest, OperationSpec, Submit};
 pub use task::Task;
 pub use transport::{ensure_tls_provider, RetryPolicy};
-#[doc(hidden)]
-pub use user_files::{open_regular_file, read_regular_file, Unread};
 pub use wait::{Learned, Progress, WaitOptions};
 
 /// The `http` crate, whose `HeaderMap` [`webhook::Verifier::verify`] takes.

@@ -119,7 +119,7 @@ impl Output {
                 let partial = partial.clone();
                 async move {
                     let target = partial.clone();
-                    let file = tokio::task::spawn_blocking(move || create_temporary(&target))
+                    let file = tokio::task::spawn_blocking(move || crate::files::create_temporary(&target))
                         .await
                         .unwrap_or_else(|e| Err(std::io::Error::other(e)))
                         .map_err(|e| write_error(&partial, e))?;
@@ -220,23 +220,6 @@ impl Output {
             _ => Err(error_for_task(transport, "download", &answer, &self.task)),
         }
     }
-}
-
-/// Creates the temporary file `path` anew, never through what is already
-/// there: whatever has the name (a leftover of an interrupted run, or a link
-/// planted in its place) is removed first (a link itself, never what it
-/// points to), then the file is created exclusively. `O_CREAT | O_EXCL`
-/// refuses a link in the last component as well, so it does what
-/// `O_NOFOLLOW` would; a name taken again in between is an error, never
-/// followed.
-#[doc(hidden)]
-pub fn create_temporary(path: &Path) -> std::io::Result<std::fs::File> {
-    if let Err(e) = std::fs::remove_file(path) {
-        if e.kind() != std::io::ErrorKind::NotFound {
-            return Err(e);
-        }
-    }
-    std::fs::OpenOptions::new().write(true).create_new(true).open(path)
 }
 
 /// Removes a temporary file when dropped, unless disarmed.

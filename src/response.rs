@@ -187,7 +187,9 @@ fn service_message(body: &[u8]) -> String {
 
 /// Whether a character should not reach a terminal as it is: control
 /// characters, and the invisible ones that reorder or hide text (bidi
-/// controls, zero-width characters, the byte-order mark).
+/// controls, zero-width characters, the byte-order mark). genapi replaces
+/// them in what it shows of an answer; a program printing a prompt, a name
+/// or a message that came from the service or a file can do the same.
 ///
 /// ```
 /// assert!(genapi::is_unsafe_to_show('\u{1b}'));

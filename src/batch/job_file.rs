@@ -13,8 +13,8 @@ use serde_json::{Map, Value};
 
 use super::job::{name_hash, safe_stem, Fingerprint, Job, JobLine};
 use crate::error::Error;
+use crate::files::{open_regular_file, Unread};
 use crate::input::ImageInput;
-use crate::user_files::{open_regular_file, Unread};
 use crate::validate::{closest, Document, RequestField, UnknownModel};
 
 /// The largest job file read: 64 MiB (some hundred thousand lines).

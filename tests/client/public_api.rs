@@ -1,4 +1,5 @@
-//! The Rust public API, as rustdoc sees it, in a reviewed snapshot: any
+//! The Rust public API of the client and of the mock, as rustdoc sees it,
+//! in a reviewed snapshot per crate: any
 //! change to a public name, signature, field or trait impl shows up as a
 //! diff to accept with `cargo insta review`. The generated request and
 //! response types (`api::types`) are left out: the generated code has its own
@@ -17,7 +18,7 @@ use serde_json::Value;
 /// Writes the crate's rustdoc JSON (all features) into a target directory
 /// of its own: run in the one `cargo test` builds in, it would rebuild the
 /// dependencies there under other flags and leave the doctests without them.
-fn rustdoc_json() -> Value {
+fn rustdoc_json(package: &str) -> Value {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map_or_else(|| root.join("target"), Into::into)
@@ -28,12 +29,13 @@ fn rustdoc_json() -> Value {
         .env("RUSTC_BOOTSTRAP", "1")
         .env("CARGO_TARGET_DIR", &target)
         .env_remove("RUSTFLAGS")
-        .args(["rustdoc", "-p", "genapi", "--lib", "--all-features", "--quiet", "--"])
+        .args(["rustdoc", "-p", package, "--lib", "--all-features", "--quiet", "--"])
         .args(["-Z", "unstable-options", "--output-format", "json"])
         .status()
         .expect("cargo runs");
     assert!(status.success(), "rustdoc JSON failed");
-    let text = std::fs::read_to_string(target.join("doc").join("genapi.json")).expect("rustdoc wrote JSON");
+    let text = std::fs::read_to_string(target.join("doc").join(format!("{}.json", package.replace('-', "_"))))
+        .expect("rustdoc wrote JSON");
     serde_json::from_str(&text).expect("rustdoc JSON parses")
 }
 
@@ -347,14 +349,23 @@ fn ty(value: &Value) -> String {
     }
 }
 
-#[test]
-fn the_public_api_is_as_reviewed() {
-    let doc = rustdoc_json();
+/// The public API of one crate of the workspace, a line per item.
+fn surface_of(package: &str) -> String {
+    let doc = rustdoc_json(package);
     let mut surface = Surface {
         index: &doc["index"],
         lines: BTreeSet::new(),
     };
     surface.walk(&doc["root"], "");
-    let text = surface.lines.into_iter().collect::<Vec<_>>().join("\n");
-    insta::assert_snapshot!("public_api", text);
+    surface.lines.into_iter().collect::<Vec<_>>().join("\n")
+}
+
+#[test]
+fn the_public_api_is_as_reviewed() {
+    insta::assert_snapshot!("public_api", surface_of("genapi"));
+}
+
+#[test]
+fn the_mocks_public_api_is_as_reviewed() {
+    insta::assert_snapshot!("mock_public_api", surface_of("genapi-mock"));
 }

@@ -317,7 +317,7 @@ pub async fn run(global: &Global, args: BatchArgs) -> Result<(), Failure> {
     } else {
         out_dir.join(format!(".{RESULTS}.partial"))
     };
-    let mut results = genapi::create_temporary(&partial)
+    let mut results = genapi::files::create_temporary(&partial)
         .map_err(|e| Failure::new(code::OTHER, format!("cannot write {}: {e}", shown(&partial))))?;
     let mut tally = Tally::new(checked.lines() - checked.invalid_lines());
     for invalid in checked.invalid() {

@@ -20,21 +20,22 @@ pub fn shown_limit(limit: u64) -> String {
 /// The text of a regular file of at most `limit` bytes (the library's
 /// rule). The error says what to fix.
 pub fn read_to_string(path: &Path, limit: u64) -> Result<String, String> {
-    let bytes = genapi::read_regular_file(path, limit).map_err(|unread| said(unread, limit))?;
+    let bytes = genapi::files::read_regular_file(path, limit).map_err(|unread| said(unread, limit))?;
     String::from_utf8(bytes).map_err(|_| "the file is not UTF-8 text".into())
 }
 
-fn said(unread: genapi::Unread, limit: u64) -> String {
+fn said(unread: genapi::files::Unread, limit: u64) -> String {
     match unread {
-        genapi::Unread::Io(e) => e.to_string(),
-        genapi::Unread::NotRegular => {
+        genapi::files::Unread::Io(e) => e.to_string(),
+        genapi::files::Unread::NotRegular => {
             "not a regular file (a pipe, a device or a directory is never read); name a file".into()
         }
-        genapi::Unread::TooLarge(size) => {
+        genapi::files::Unread::TooLarge(size) => {
             format!(
                 "the file is {size} bytes, above the {} this input may be",
                 shown_limit(limit)
             )
         }
+        other => other.to_string(),
     }
 }

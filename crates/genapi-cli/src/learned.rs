@@ -68,7 +68,7 @@ pub fn save(service: &str, learned: Learned) {
         // Written beside it, then renamed: a reader never sees half a file.
         // Two commands ending at once each write their own.
         let partial = path.with_extension(format!("json.{}.partial", std::process::id()));
-        std::io::Write::write_all(&mut genapi::create_temporary(&partial)?, text.as_bytes())?;
+        std::io::Write::write_all(&mut genapi::files::create_temporary(&partial)?, text.as_bytes())?;
         std::fs::rename(&partial, &path)
     });
     if let Err(error) = written {
