@@ -16,7 +16,9 @@
 //!
 //! Errors come out in the service's 422 shape (pydantic v2 wording), so a
 //! caller handles a local rejection and a remote one alike. The mock service
-//! runs the same checks, so it accepts exactly what this client lets through.
+//! (`genapi-mock`) reads the same rules with code of its own, so a rule
+//! misread here is not misread there too; a test compares the two readings
+//! over every operation and a body breaking each rule.
 
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};

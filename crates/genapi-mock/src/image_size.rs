@@ -6,6 +6,30 @@
 //! probe them. This reader is the mock's own, kept apart from the client's:
 //! a misread shared by both would let every test pass.
 
+/// Enough of the start of base64 text for any header the formats put first
+/// (a multiple of four characters, so a cut needs no padding); the whole
+/// image is never decoded for its size. `None` when it is not base64.
+pub(crate) fn head(text: &str) -> Option<Vec<u8>> {
+    use base64::Engine as _;
+    const HEAD_CHARS: usize = 256 * 1024;
+    let start: String = text
+        .chars()
+        .filter(|c| !c.is_ascii_whitespace())
+        .take(HEAD_CHARS)
+        .collect();
+    base64::engine::general_purpose::STANDARD_NO_PAD
+        .decode(start.trim_end_matches('='))
+        .ok()
+}
+
+/// Whether bytes start as a PNG, JPEG, WebP or GIF image does.
+pub(crate) fn is_image(head: &[u8]) -> bool {
+    head.starts_with(b"\x89PNG\r\n\x1a\n")
+        || head.starts_with(&[0xff, 0xd8, 0xff])
+        || head.starts_with(b"GIF8")
+        || (head.starts_with(b"RIFF") && head.get(8..12) == Some(b"WEBP"))
+}
+
 /// Width and height from the start of a PNG, JPEG, WebP or GIF image.
 pub(crate) fn of(head: &[u8]) -> Option<(u32, u32)> {
     let u16_be = |at: usize| Some(u16::from_be_bytes(head.get(at..at + 2)?.try_into().ok()?) as u32);

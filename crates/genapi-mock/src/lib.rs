@@ -81,6 +81,7 @@ mod render;
 mod results;
 mod routes;
 mod state;
+mod validate;
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::net::SocketAddr;
@@ -532,9 +533,9 @@ impl MockService {
         }
         let document = match &config.document {
             Some(text) => {
-                genapi::validate::Document::parse(text).map_err(|e| Error::Config(format!("mock document: {e}")))?
+                Arc::new(validate::Rules::parse(text).map_err(|e| Error::Config(format!("mock document: {e}")))?)
             }
-            None => genapi::validate::Document::embedded().clone(),
+            None => validate::Rules::embedded().map_err(|e| Error::Config(format!("the embedded document: {e}")))?,
         };
         if config.keys.is_empty() {
             return Err(Error::Config("the mock needs at least one key".into()));

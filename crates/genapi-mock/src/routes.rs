@@ -484,9 +484,9 @@ fn submit(ctx: &Ctx, key: &str, operation: &str, path: &str, schema: Option<&str
     };
     let schema_value = schema.and_then(|s| state.document.schema(s));
     if let Some(schema) = schema {
-        let errors = state.document.validate(schema, &request);
+        let errors = state.document.problems(schema, &request);
         if !errors.is_empty() {
-            let errors = serde_json::to_value(&errors).unwrap_or(Value::Null);
+            let errors = Value::Array(errors);
             return json_response(
                 StatusCode::UNPROCESSABLE_ENTITY,
                 json!({ "detail": echo_inputs(errors, &request) }),
@@ -746,21 +746,7 @@ fn round2(x: f64) -> f64 {
 
 /// Size of a base64 image field, if it is one.
 fn image_size(value: &Value) -> Option<(u32, u32)> {
-    use base64::Engine as _;
-    // Enough of the start for any header the formats put first (a multiple
-    // of four characters, so a cut needs no padding); the whole image is
-    // never decoded for its size.
-    const HEAD_CHARS: usize = 256 * 1024;
-    let text: String = value
-        .as_str()?
-        .chars()
-        .filter(|c| !c.is_ascii_whitespace())
-        .take(HEAD_CHARS)
-        .collect();
-    let head = base64::engine::general_purpose::STANDARD_NO_PAD
-        .decode(text.trim_end_matches('='))
-        .ok()?;
-    super::image_size::of(&head)
+    super::image_size::of(&super::image_size::head(value.as_str()?)?)
 }
 
 const IMAGE_FIELDS: [&str; 12] = [

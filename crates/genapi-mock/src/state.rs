@@ -352,10 +352,10 @@ pub(crate) struct Counters {
 
 pub(crate) struct State {
     pub(crate) config: MockConfig,
-    pub(crate) document: genapi::validate::Document,
+    pub(crate) document: Arc<crate::validate::Rules>,
     /// The document's operations, read once: the router looks them up on
     /// every request.
-    pub(crate) operations: Vec<genapi::validate::DocumentOperation>,
+    pub(crate) operations: Vec<genapi_document::Operation>,
     pub(crate) clock: Clock,
     pub(crate) tasks: Mutex<Tasks>,
     pub(crate) credits: Mutex<Option<f64>>,
