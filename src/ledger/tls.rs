@@ -321,17 +321,19 @@ impl Security {
         Ok(Some(Arc::new(config)))
     }
 
-    /// What a refused certificate means and what to change.
+    /// What a failed TLS handshake means and what to change, when the
+    /// server's certificate is what failed it (`None` otherwise: a network
+    /// or protocol failure).
     pub(super) fn certificate_refusal(&self, error: &io::Error, name: &str) -> Option<Refusal> {
-        let rustls::Error::InvalidCertificate(problem) = error.get_ref()?.downcast_ref::<rustls::Error>()? else {
-            return None;
-        };
-        let fix = match problem {
-            CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. } => format!(
-                "in the ledger URL, name the server as its certificate does, or use sslmode=verify-ca \
-                 to check the CA alone (the certificate is not made out to {name:?})"
+        let error = error.get_ref()?.downcast_ref::<rustls::Error>()?;
+        let fix = match error {
+            rustls::Error::InvalidCertificate(
+                CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. },
+            ) => format!(
+                "in the ledger URL, name the server as its certificate does (it is not made out to {name:?}), \
+                 or use sslmode=verify-ca to check the CA alone"
             ),
-            CertificateError::UnknownIssuer => match self.roots {
+            rustls::Error::InvalidCertificate(CertificateError::UnknownIssuer) => match self.roots {
                 Roots::File(_) => "in the ledger URL, give the CA that signed the server's certificate with \
                                    sslrootcert=PATH (the one given did not sign it)"
                     .into(),
@@ -339,11 +341,20 @@ impl Security {
                       or use sslmode=require to encrypt without checking it"
                     .into(),
             },
-            _ => "renew the server's certificate, or give the right CA with sslrootcert=PATH in the ledger URL".into(),
+            rustls::Error::InvalidCertificate(_) => {
+                "renew the server's certificate, or give the CA that signed it with sslrootcert=PATH in the \
+                 ledger URL"
+                    .into()
+            }
+            // The platform's verifier, unable to check (no roots found).
+            rustls::Error::General(_) | rustls::Error::Other(_) => {
+                "in the ledger URL, give the CA that signed the server's certificate with sslrootcert=PATH".into()
+            }
+            _ => return None,
         };
         Some(Refusal::Insecure {
             reason: format!(
-                "sslmode={}: the server's certificate was refused ({problem:?})",
+                "sslmode={}: the server's certificate was not accepted ({error})",
                 self.mode.name()
             ),
             fix,
