@@ -23,15 +23,20 @@
 //!
 //! The ledger owns its schema: numbered migrations applied on first use. It
 //! never stores the API key or images.
+//!
+//! The connection is protected as the URL's `sslmode`, `sslrootcert` and
+//! `require_auth` ask, read as libpq reads them: see [`tls`] for what each
+//! checks, and when the password may be sent.
 
+mod dial;
+mod guard;
 mod lines;
 mod schema;
 mod seats;
+pub mod tls;
 
 use std::sync::Arc;
 use std::time::Duration;
-
-use tokio_postgres::error::SqlState;
 
 pub(crate) use lines::Claim;
 pub use lines::{BatchStatus, Ledger, LineView};
@@ -56,6 +61,20 @@ pub enum LedgerError {
         at: String,
         /// What the connection attempt met.
         reason: String,
+    },
+    /// The connection was given up for its safety before any password was
+    /// sent: TLS was required and not offered, the server's certificate was
+    /// refused, or the server asked for a way of authentication the URL
+    /// does not allow (by default, a clear-text password over an
+    /// unencrypted connection).
+    #[error("the connection to the ledger database at {at} was given up for its safety: {reason}; {fix}")]
+    Insecure {
+        /// Host and port.
+        at: String,
+        /// What happened.
+        reason: String,
+        /// What to change, in the URL or at the server.
+        fix: String,
     },
     /// The server refused the user or password.
     #[error(
@@ -120,12 +139,7 @@ pub(crate) async fn connect(url: &str) -> Result<tokio_postgres::Client, LedgerE
 pub(crate) async fn connect_listening(
     url: &str,
 ) -> Result<(tokio_postgres::Client, Arc<tokio::sync::Notify>), LedgerError> {
-    let mut config: tokio_postgres::Config = url
-        .parse()
-        .map_err(|e: tokio_postgres::Error| LedgerError::Url { reason: describe(&e) })?;
-    if config.get_connect_timeout().is_none() {
-        config.connect_timeout(Duration::from_secs(10));
-    }
+    let (mut config, security) = tls::read_url(url)?;
     // A database that goes away mid-statement (a partition) is noticed in
     // about a minute rather than hours.
     config.keepalives(true).keepalives_idle(Duration::from_secs(30));
@@ -134,29 +148,7 @@ pub(crate) async fn connect_listening(
     if config.get_options().is_none() {
         config.options("-c statement_timeout=60000");
     }
-    let at = config
-        .get_hosts()
-        .iter()
-        .zip(config.get_ports().iter().chain(std::iter::repeat(&5432)))
-        .map(|(host, port)| match host {
-            tokio_postgres::config::Host::Tcp(name) => format!("{name}:{port}"),
-            #[cfg(unix)]
-            tokio_postgres::config::Host::Unix(path) => format!("{}:{port}", path.display()),
-        })
-        .collect::<Vec<_>>()
-        .join(",");
-    let (client, mut connection) = config.connect(tokio_postgres::NoTls).await.map_err(|e| {
-        let reason = describe(&e);
-        match e.code() {
-            Some(code)
-                if *code == SqlState::INVALID_PASSWORD || *code == SqlState::INVALID_AUTHORIZATION_SPECIFICATION =>
-            {
-                LedgerError::Credentials { at: at.clone(), reason }
-            }
-            Some(_) => LedgerError::Database(reason),
-            None => LedgerError::Unreachable { at: at.clone(), reason },
-        }
-    })?;
+    let (client, mut connection) = dial::connect(&config, security).await?;
     let notified = Arc::new(tokio::sync::Notify::new());
     let wake = notified.clone();
     tokio::spawn(async move {

@@ -101,7 +101,10 @@ fn ledger_failure(error: &genapi::ledger::LedgerError) -> Failure {
     let class = match error {
         LedgerError::Unreachable { .. } => code::NETWORK,
         LedgerError::Credentials { .. } => FailureClass::Auth.exit_code(),
-        LedgerError::Url { .. } | LedgerError::OtherJobFile { .. } | LedgerError::SchemaTooNew { .. } => code::USAGE,
+        LedgerError::Url { .. }
+        | LedgerError::Insecure { .. }
+        | LedgerError::OtherJobFile { .. }
+        | LedgerError::SchemaTooNew { .. } => code::USAGE,
         _ => code::OTHER,
     };
     Failure::new(class, format!("--ledger: {error}; nothing was sent"))

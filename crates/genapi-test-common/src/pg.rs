@@ -12,6 +12,16 @@ use std::process::Command;
 /// The password of the `postgres` user for TCP connections.
 pub const PASSWORD: &str = "ledger-test-password";
 
+/// How a cluster is set up beyond the defaults.
+#[derive(Default)]
+pub struct Setup {
+    /// `ssl=on` with this certificate chain and key (PEM).
+    pub tls: Option<(String, String)>,
+    /// pg_hba's method for TCP connections (`scram-sha-256` when `None`),
+    /// e.g. `password` for a clear-text password.
+    pub host_auth: Option<&'static str>,
+}
+
 pub struct Postgres {
     dir: PathBuf,
     bin: PathBuf,
@@ -22,6 +32,11 @@ pub struct Postgres {
 impl Postgres {
     /// A new cluster, or `None` (outside CI) when PostgreSQL is not installed.
     pub fn start(name: &str) -> Option<Postgres> {
+        Postgres::start_with(name, Setup::default())
+    }
+
+    /// [`Postgres::start`], set up as `setup` says.
+    pub fn start_with(name: &str, setup: Setup) -> Option<Postgres> {
         let Some(bin) = server_binaries() else {
             assert!(
                 std::env::var_os("CI").is_none(),
@@ -36,6 +51,19 @@ impl Postgres {
         std::fs::create_dir_all(&dir).unwrap();
         let pwfile = dir.join("pw");
         std::fs::write(&pwfile, PASSWORD).unwrap();
+        let mut tls_options = String::new();
+        if let Some((chain, key)) = &setup.tls {
+            let (cert_file, key_file) = (dir.join("server.crt"), dir.join("server.key"));
+            std::fs::write(&cert_file, chain).unwrap();
+            std::fs::write(&key_file, key).unwrap();
+            // The server refuses a key others may read.
+            std::fs::set_permissions(&key_file, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+            tls_options = format!(
+                " -c ssl=on -c ssl_cert_file={} -c ssl_key_file={}",
+                path(&cert_file),
+                path(&key_file)
+            );
+        }
         if as_postgres {
             run(Command::new("chown").args(["-R", "postgres:postgres"]).arg(&dir));
         }
@@ -55,7 +83,7 @@ impl Postgres {
                 "-U",
                 "postgres",
                 "--auth-local=trust",
-                "--auth-host=scram-sha-256",
+                &format!("--auth-host={}", setup.host_auth.unwrap_or("scram-sha-256")),
                 "--pwfile",
                 path(&pwfile),
                 "--no-sync",
@@ -63,7 +91,7 @@ impl Postgres {
         );
         let options = format!(
             "-p {port} -k {} -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off \
-             -c full_page_writes=off -c max_connections=300",
+             -c full_page_writes=off -c max_connections=300{tls_options}",
             path(&dir)
         );
         cluster.pg(
