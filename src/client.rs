@@ -129,7 +129,11 @@ impl Client {
     /// leaves. A journal that records the submission there leaves the least
     /// room for "recorded, never sent". When it holds the submission back,
     /// nothing is sent and its reason comes back as [`Unsent::HeldBack`].
-    pub(crate) async fn submit_raw_recorded<F, Fut, H>(
+    ///
+    /// A program that keeps its own record of submissions (a batch journal)
+    /// writes it here, so a crash leaves at most one submission recorded
+    /// and not sent, never one sent and not recorded.
+    pub async fn submit_raw_recorded<F, Fut, H>(
         &self,
         path: &str,
         body: Value,
@@ -168,14 +172,21 @@ impl Client {
     /// A handle on a task accepted earlier that may still be running (a
     /// batch taking up its journal): it takes a place under the active-task
     /// limit, waiting for room as a submission does, and holds it until the
-    /// task is seen final.
-    pub(crate) async fn resume(&self, id_or_polling_url: &str) -> Result<Task> {
+    /// task is seen final. For a program that keeps its own record of
+    /// accepted tasks; [`Client::locate`] finds a task by its id alone.
+    pub async fn resume(&self, id_or_polling_url: &str) -> Result<Task> {
         let task = self.task(id_or_polling_url)?;
         let seat = self
             .reserve()
             .await?
             .map(|reservation| reservation.accepted(task.id(), task.polling_url()));
         Ok(task.seated(seat))
+    }
+
+    /// Where a task known only by its id may be polled: `get_result` on each
+    /// API host this client is configured with, base first.
+    pub fn polling_candidates(&self, id: &str) -> Result<Vec<url::Url>> {
+        self.shared.polling_candidates(id)
     }
 
     /// The most tasks this client keeps active at once (see
@@ -210,8 +221,9 @@ impl Client {
         self.locate_polled(id_or_polling_url).await.map(|(task, _)| task)
     }
 
-    /// [`Client::locate`], with the answer that found the task.
-    pub(crate) async fn locate_polled(&self, id_or_polling_url: &str) -> Result<(Task, crate::api::types::PollResult)> {
+    /// [`Client::locate`], with the answer that found the task (its status,
+    /// and the prompt and seed it ran with).
+    pub async fn locate_polled(&self, id_or_polling_url: &str) -> Result<(Task, crate::api::types::PollResult)> {
         let given = self.task(id_or_polling_url)?;
         let reference = given.reference().clone();
         let candidates = if id_or_polling_url.contains("://") {
@@ -421,6 +433,14 @@ impl Client {
 
 /// `1024.0` becomes `1024`, at any depth: JSON Schema counts a number with
 /// no fraction as an integer, serde does not.
+/// Whether a JSON body, valid against the document, can also be held by the
+/// request type of the submission `operation` (a size beyond `u32` cannot):
+/// a body that fails here would be refused before it is sent. A tool that
+/// checks requests ahead of time (a job file) can find such bodies early.
+pub fn check_request_type(operation: &str, body: Value) -> Result<()> {
+    typed_submission(operation, body).map(drop)
+}
+
 /// A JSON body as the request type of the submission `operation`: what the
 /// generated method sends. A body the type cannot hold (a size beyond `u32`,
 /// say) is refused in the service's 422 shape, before anything is sent.
@@ -470,9 +490,9 @@ enum Outgoing {
     Unlisted(reqwest::Request),
 }
 
-/// Why a submission with a hook before sending did not give a task.
+/// Why [`Client::submit_raw_recorded`] did not give a task.
 #[derive(Debug)]
-pub(crate) enum Unsent<H> {
+pub enum Unsent<H> {
     /// It failed, as any submission can.
     Failed(Error),
     /// The hook held it back: nothing was sent.

@@ -49,7 +49,7 @@ pub struct ClientBuilder {
     wait: WaitOptions,
     learned: Learned,
     /// An active-task limit shared with other processes, and its size.
-    shared_seats: Option<(Arc<dyn crate::limit::SharedPlaces>, usize)>,
+    shared_seats: Option<(Arc<dyn crate::SharedPlaces>, usize)>,
 }
 
 impl Default for ClientBuilder {
@@ -159,11 +159,11 @@ impl ClientBuilder {
         self
     }
     /// Shares the active-task limit with every client, in any process, given
-    /// the same seats: together they keep at most [`crate::ledger::SharedSeats::limit`]
-    /// tasks active. This replaces [`ClientBuilder::max_active_tasks`].
-    #[cfg(feature = "postgres")]
-    pub fn shared_seats(mut self, seats: crate::ledger::SharedSeats) -> Self {
-        self.shared_seats = Some((seats.places(), seats.limit()));
+    /// the same places: together they keep at most `limit` tasks active
+    /// (`genapi-batch`'s `SharedSeats` gives both, from PostgreSQL). This
+    /// replaces [`ClientBuilder::max_active_tasks`].
+    pub fn shared_places(mut self, places: Arc<dyn crate::SharedPlaces>, limit: usize) -> Self {
+        self.shared_seats = Some((places, limit.max(1)));
         self
     }
     /// No client-side limit on active tasks: every submission is sent at

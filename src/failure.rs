@@ -41,7 +41,7 @@ pub enum FailureClass {
     /// Anything else.
     Other,
     /// A batch stopped submitting at its spending cap
-    /// ([`crate::batch::Batch::max_credits`]): the job was not sent.
+    /// (`genapi_batch::Batch::max_credits`): the job was not sent.
     CreditCap,
 }
 

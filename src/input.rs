@@ -271,6 +271,18 @@ pub(crate) fn base64_problem(value: &str) -> Option<&'static str> {
     None
 }
 
+/// Width and height of a base64 image, as an image field holds it, read
+/// from its header; `None` when it is not base64 of a known format.
+///
+/// ```
+/// let png = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==";
+/// assert_eq!(genapi::base64_dimensions(png), Some((1, 1)));
+/// assert_eq!(genapi::base64_dimensions("not an image"), None);
+/// ```
+pub fn base64_dimensions(value: &str) -> Option<(u32, u32)> {
+    dimensions(&decode_head(value)?)
+}
+
 /// Decodes the start of a base64 value (enough for the header), or `None`
 /// when it is not base64.
 pub(crate) fn decode_head(value: &str) -> Option<Vec<u8>> {

@@ -7,8 +7,8 @@
 //! configuration and auth ([`Client`]), validation before sending
 //! ([`validate`]), waiting for results ([`Task::wait`]), downloads
 //! ([`Output`]), typed errors ([`Error`]), safe retries, webhook
-//! verification ([`webhook`]) and batches that survive any interruption
-//! without paying twice for a task ([`batch`]).
+//! verification ([`webhook`]); batches that survive any interruption
+//! without paying twice for a task are the `genapi-batch` crate.
 //!
 //! [`Client`] is cheap to clone and, like [`Task`], [`Output`] and [`Error`],
 //! `Send + Sync`: share it between tasks and threads.
@@ -69,7 +69,6 @@ pub mod api {
 
 mod renamed;
 
-pub mod batch;
 mod call;
 mod client;
 mod config;
@@ -80,8 +79,6 @@ pub mod files;
 #[doc(hidden)]
 pub mod fuzzing;
 mod input;
-#[cfg(feature = "postgres")]
-pub mod ledger;
 mod limit;
 mod output;
 mod poll;
@@ -97,14 +94,18 @@ pub mod validate;
 mod wait;
 pub mod webhook;
 
-pub use client::Client;
+pub use client::Unsent;
+pub use client::{check_request_type, Client};
 pub use config::ClientBuilder;
 pub use error::{Checked, Error, Moderation, Result, TaskRef};
 pub use failure::FailureClass;
 pub use field::{FieldValue, Unparsed};
+pub use input::base64_dimensions;
 pub use input::{dimensions, ImageFormat, ImageInput};
+pub use limit::SharedPlaces;
 pub use output::Output;
 pub use response::is_unsafe_to_show;
+pub use response::scrubbed;
 pub use secret::{ApiKey, WebhookSecret};
 pub use status::TaskStatus;
 pub use submit::{IntoRequest, OperationSpec, Submit};
@@ -129,8 +130,4 @@ const _: () = {
     shared_between_threads::<Error>();
     shared_between_threads::<webhook::Inbox>();
     shared_between_threads::<webhook::Verifier>();
-    #[cfg(feature = "postgres")]
-    shared_between_threads::<ledger::Ledger>();
-    #[cfg(feature = "postgres")]
-    shared_between_threads::<ledger::SharedSeats>();
 };

@@ -36,10 +36,17 @@ pub(crate) const SHARED_GIVE_UP: Duration = Duration::from_secs(30);
 /// After this long the service no longer knows a task; neither do we.
 const FORGET_AFTER: Duration = Duration::from_secs(2 * 60 * 60);
 
-/// Places under a limit shared with other processes
-/// (`ledger::SharedSeats`): a submission needs one of these as well as a
-/// local place.
-pub(crate) trait SharedPlaces: Send + Sync + std::fmt::Debug {
+/// Places under an active-task limit shared with other processes, for
+/// [`crate::ClientBuilder::shared_places`]: a submission needs one of these
+/// as well as a place under the client's own limit. `genapi-batch`'s
+/// `SharedSeats` keeps them in PostgreSQL; another store (a lock service, a
+/// cache) can implement the same protocol.
+///
+/// A place is a number. It is taken before a submission is sent, then
+/// assigned to the task the service accepted, or freed when nothing was
+/// created; a place whose submission went unanswered stays taken as long as
+/// its task may run.
+pub trait SharedPlaces: Send + Sync + std::fmt::Debug {
     /// A free place now, if there is one; an error when the places cannot
     /// be read.
     fn take(&self) -> BoxFuture<'_, Result<Option<i32>, String>>;

@@ -139,6 +139,22 @@ const ECHO_STRING: usize = 120;
 /// Deepest nesting kept from an echoed input.
 const ECHO_DEPTH: usize = 8;
 
+/// A JSON value as genapi shows one in messages and `Debug` output: fields
+/// whose name says secret, key, token, password, authorization or
+/// credential replaced, long strings (images) cut, deep nesting folded. A
+/// program logging a request body can show it the same way.
+///
+/// ```
+/// let shown = genapi::scrubbed(&serde_json::json!({"prompt": "a fox", "webhook_secret": "s3cret"}));
+/// assert_eq!(shown["prompt"], "a fox");
+/// assert!(!shown.to_string().contains("s3cret"));
+/// ```
+pub fn scrubbed(value: &Value) -> Value {
+    let mut shown = value.clone();
+    scrub_input(&mut shown, 0);
+    shown
+}
+
 /// Redacts secret-like fields and cuts long values of an echoed input.
 pub(crate) fn scrub_input(value: &mut Value, depth: usize) {
     if depth > ECHO_DEPTH {

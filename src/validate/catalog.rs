@@ -1,6 +1,6 @@
 //! What the document offers a user who names things: the submission a model
 //! name means, the fields of its request, and the closest known name to a
-//! typo. The `genapi` command and job files ([`crate::batch::JobFile`]) both
+//! typo. The `genapi` command and job files (`genapi_batch::JobFile`) both
 //! look names up here, so a name means the same thing everywhere.
 
 use serde_json::Value;

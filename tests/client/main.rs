@@ -14,7 +14,6 @@ mod fault_table;
 mod fuzz_regressions;
 mod generate_and_download;
 mod hostile_service;
-mod job_file;
 mod module_graph;
 mod one_road;
 mod process_wide_tls;

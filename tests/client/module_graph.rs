@@ -1,5 +1,5 @@
-//! No import circles between the modules of the library, the mock or the
-//! command (each crate read on its own): each module names (`crate::x`, `super::x`) only modules below it
+//! No import circles between the modules of the library, the mock, the
+//! batch or the command (each crate read on its own): each module names (`crate::x`, `super::x`) only modules below it
 //! in one order, so each can be read knowing only what comes before it.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -124,6 +124,12 @@ fn the_library_has_no_import_circles() {
 #[test]
 fn the_mock_has_no_import_circles() {
     let found = circles(&graph(&crate_source("crates/genapi-mock/src"), Path::new("")));
+    assert!(found.is_empty(), "modules that name each other: {found:#?}");
+}
+
+#[test]
+fn the_batch_has_no_import_circles() {
+    let found = circles(&graph(&crate_source("crates/genapi-batch/src"), Path::new("")));
     assert!(found.is_empty(), "modules that name each other: {found:#?}");
 }
 

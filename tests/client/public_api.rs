@@ -1,4 +1,4 @@
-//! The Rust public API of the client and of the mock, as rustdoc sees it,
+//! The Rust public API of the client, the mock and the batch, as rustdoc sees it,
 //! in a reviewed snapshot per crate: any
 //! change to a public name, signature, field or trait impl shows up as a
 //! diff to accept with `cargo insta review`. The generated request and
@@ -363,6 +363,11 @@ fn surface_of(package: &str) -> String {
 #[test]
 fn the_public_api_is_as_reviewed() {
     insta::assert_snapshot!("public_api", surface_of("genapi"));
+}
+
+#[test]
+fn the_batchs_public_api_is_as_reviewed() {
+    insta::assert_snapshot!("batch_public_api", surface_of("genapi-batch"));
 }
 
 #[test]

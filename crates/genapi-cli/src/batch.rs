@@ -8,9 +8,10 @@ use std::time::Duration;
 
 use clap::Args;
 use futures::StreamExt;
-use genapi::batch::{
-    adopt, safe_stem, AdoptError, Batch, FailureClass, FileJournal, InvalidLine, Job, JobFile, JobLine, JobOutcome,
-    JobStatus, Journal, LineProblem, MemoryJournal,
+use genapi::FailureClass;
+use genapi_batch::{
+    adopt, safe_stem, AdoptError, Batch, FileJournal, InvalidLine, Job, JobFile, JobLine, JobOutcome, JobStatus,
+    Journal, LineProblem, MemoryJournal,
 };
 use serde_json::{json, Value};
 use tokio::time::Instant;
@@ -96,8 +97,8 @@ fn ledger_url(args: &BatchArgs) -> Option<String> {
         .filter(|url| !url.trim().is_empty())
 }
 
-fn ledger_failure(error: &genapi::ledger::LedgerError) -> Failure {
-    use genapi::ledger::LedgerError;
+fn ledger_failure(error: &genapi_batch::ledger::LedgerError) -> Failure {
+    use genapi_batch::ledger::LedgerError;
     let class = match error {
         LedgerError::Unreachable { .. } => code::NETWORK,
         LedgerError::Credentials { .. } => FailureClass::Auth.exit_code(),
@@ -122,7 +123,7 @@ pub async fn run(global: &Global, args: BatchArgs) -> Result<(), Failure> {
     };
     let deadline = Instant::now() + timeout_of(global);
     let checked = JobFile::check(&jobs_file).map_err(|e| {
-        let too_large = std::fs::metadata(&jobs_file).is_ok_and(|m| m.len() > genapi::batch::JOB_FILE_LIMIT);
+        let too_large = std::fs::metadata(&jobs_file).is_ok_and(|m| m.len() > genapi_batch::JOB_FILE_LIMIT);
         let hint = if too_large {
             " (split a larger batch into several job files, each run with its own --out)"
         } else {
@@ -184,18 +185,18 @@ pub async fn run(global: &Global, args: BatchArgs) -> Result<(), Failure> {
                 format!("jobs:{}", safe_stem(&file))
             });
             let lease = Duration::from_secs(args.ledger_lease);
-            let ledger = genapi::ledger::Ledger::open_with_lease(&url, &name, &digest, lease)
+            let ledger = genapi_batch::ledger::Ledger::open_with_lease(&url, &name, &digest, lease)
                 .await
                 .map_err(|e| ledger_failure(&e))?;
             if args.status {
                 return show_status(&ledger, checked.lines() as u64, global.json).await;
             }
-            let seats = genapi::ledger::SharedSeats::connect_with(
+            let seats = genapi_batch::ledger::SharedSeats::connect_with(
                 &url,
                 &args.seats_pool,
                 args.max_active as usize,
                 lease,
-                genapi::ledger::UNANSWERED_SEAT_HOLD,
+                genapi_batch::ledger::UNANSWERED_SEAT_HOLD,
             )
             .await
             .map_err(|e| ledger_failure(&e))?;
@@ -237,7 +238,9 @@ pub async fn run(global: &Global, args: BatchArgs) -> Result<(), Failure> {
     };
     let max_active = args.max_active as usize;
     let connection = match &keeper {
-        Keeper::Ledger(_, seats) => connect_with(global, |builder| builder.shared_seats(seats.clone())).await?,
+        Keeper::Ledger(_, seats) => {
+            connect_with(global, |builder| builder.shared_places(seats.places(), seats.limit())).await?
+        }
         Keeper::File(_) => connect_with(global, |builder| builder.max_active_tasks(max_active)).await?,
     };
     if connection.mock.is_some() {
@@ -417,7 +420,7 @@ pub async fn run(global: &Global, args: BatchArgs) -> Result<(), Failure> {
 }
 
 /// The run's settings on a batch, whatever keeps it.
-fn settle<J: genapi::batch::Journal>(batch: Batch<J>, args: &BatchArgs) -> Batch<J> {
+fn settle<J: genapi_batch::Journal>(batch: Batch<J>, args: &BatchArgs) -> Batch<J> {
     let batch = batch
         .resubmit_unknown(args.resubmit_unknown)
         .retry_refused(args.retry_refused);
@@ -432,11 +435,11 @@ enum Keeper {
     /// The journal in the output directory (one process).
     File(FileJournal),
     /// A ledger shared by workers, with the seats they share.
-    Ledger(Box<genapi::ledger::Ledger>, genapi::ledger::SharedSeats),
+    Ledger(Box<genapi_batch::ledger::Ledger>, genapi_batch::ledger::SharedSeats),
 }
 
 /// `--status`: the whole batch, as the ledger holds it.
-async fn show_status(ledger: &genapi::ledger::Ledger, lines: u64, json: bool) -> Result<(), Failure> {
+async fn show_status(ledger: &genapi_batch::ledger::Ledger, lines: u64, json: bool) -> Result<(), Failure> {
     let status = ledger.status(lines).await.map_err(|e| ledger_failure(&e))?;
     if json {
         out::out(&serde_json::to_string(&status).unwrap_or_default());

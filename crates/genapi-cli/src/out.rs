@@ -83,7 +83,7 @@ pub fn clean(text: &str) -> String {
 /// library's safe stem (ASCII letters, digits, `-` and `_`), at most `max`
 /// characters, never empty.
 pub fn safe_component(text: &str, max: usize) -> String {
-    let cleaned: String = genapi::batch::safe_stem(text).chars().take(max).collect();
+    let cleaned: String = genapi_batch::safe_stem(text).chars().take(max).collect();
     if cleaned.is_empty() {
         "task".to_string()
     } else {

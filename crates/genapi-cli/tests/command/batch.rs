@@ -10,7 +10,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use futures::StreamExt;
-use genapi::batch::{adopt, AdoptError, Adopted, Batch, Job, JobOutcome, JobStatus, MemoryJournal};
+use genapi_batch::{adopt, AdoptError, Adopted, Batch, Job, JobOutcome, JobStatus, MemoryJournal};
 use genapi_mock::{Fault, FaultKind, MockConfig, MockService};
 use serde_json::{json, Value};
 
@@ -54,7 +54,7 @@ fn literal_jobs(count: u64, tag: &str) -> Vec<Job> {
         .collect()
 }
 
-async fn run_batch<J: genapi::batch::Journal>(batch: Batch<J>, jobs: Vec<Job>) -> Vec<JobOutcome> {
+async fn run_batch<J: genapi_batch::Journal>(batch: Batch<J>, jobs: Vec<Job>) -> Vec<JobOutcome> {
     let mut outcomes: Vec<JobOutcome> = batch.run(jobs).unwrap().collect().await;
     outcomes.sort_by_key(|o| o.line);
     outcomes
@@ -270,7 +270,7 @@ async fn a_lost_answer_is_recovered_by_adopting_the_task_found_in_the_services_r
         journal
             .records()
             .iter()
-            .filter(|r| matches!(r, genapi::batch::Record::Accepted { line: 1, .. }))
+            .filter(|r| matches!(r, genapi_batch::Record::Accepted { line: 1, .. }))
             .count(),
         1
     );
@@ -380,13 +380,13 @@ async fn a_journal_with_an_impossible_time_is_read_without_a_panic() {
         .records()
         .iter()
         .find_map(|r| match r {
-            genapi::batch::Record::Intent { digest, .. } => Some(digest.clone()),
+            genapi_batch::Record::Intent { digest, .. } => Some(digest.clone()),
             _ => None,
         })
         .unwrap();
     let mut edited = journal.clone();
     for sent_at in [u64::MAX, 253_402_300_800] {
-        genapi::batch::Journal::append(
+        genapi_batch::Journal::append(
             &mut edited,
             &serde_json::from_value(
                 json!({"event": "intent", "line": 1, "name": "x", "digest": digest, "sent_at": sent_at}),
@@ -417,11 +417,11 @@ async fn a_stop_while_the_intent_is_written_sends_nothing() {
         release: std::sync::mpsc::Receiver<()>,
         first: bool,
     }
-    impl genapi::batch::Journal for Held {
-        fn replay(&mut self) -> std::io::Result<Vec<genapi::batch::Record>> {
+    impl genapi_batch::Journal for Held {
+        fn replay(&mut self) -> std::io::Result<Vec<genapi_batch::Record>> {
             self.records.replay()
         }
-        fn append(&mut self, record: &genapi::batch::Record) -> std::io::Result<()> {
+        fn append(&mut self, record: &genapi_batch::Record) -> std::io::Result<()> {
             if std::mem::take(&mut self.first) {
                 self.entered.send(()).unwrap();
                 self.release.recv().unwrap();
@@ -453,7 +453,7 @@ async fn a_stop_while_the_intent_is_written_sends_nothing() {
     assert_eq!(mock.count("POST", "/v1/gen-2-pro"), 0, "nothing sent after the stop");
     let kept = records.records();
     assert!(
-        matches!(kept.last(), Some(genapi::batch::Record::Refused { .. })),
+        matches!(kept.last(), Some(genapi_batch::Record::Refused { .. })),
         "the journal says it was not sent: {kept:?}"
     );
 }
@@ -521,7 +521,7 @@ async fn the_journal_is_free_again_as_soon_as_the_stream_has_ended() {
     let dir = Dir::new("unlocked");
     let path = dir.join("journal.jsonl");
     for round in 0..3 {
-        let journal = genapi::batch::FileJournal::open(&path).unwrap();
+        let journal = genapi_batch::FileJournal::open(&path).unwrap();
         let mut outcomes = Batch::new(mock.client().unwrap(), journal, &dir.0)
             .run(jobs(2, "unlocked"))
             .unwrap();
@@ -529,7 +529,7 @@ async fn the_journal_is_free_again_as_soon_as_the_stream_has_ended() {
             assert_eq!(outcome.status, JobStatus::Succeeded, "round {round}");
         }
         // The stream is still in scope: its end closed the journal.
-        assert!(genapi::batch::FileJournal::open(&path).is_ok(), "round {round}");
+        assert!(genapi_batch::FileJournal::open(&path).is_ok(), "round {round}");
     }
     assert_eq!(mock.count("POST", "/v1/gen-2-pro"), 2);
 }
@@ -710,7 +710,7 @@ async fn a_credit_cap_holds_when_input_images_change_the_price() {
     mock.set_credits(Some(100.0));
     let dir = Dir::new("credit-cap-mixed");
     let journal_path = dir.join("journal.jsonl");
-    let journal = genapi::batch::FileJournal::open(&journal_path).unwrap();
+    let journal = genapi_batch::FileJournal::open(&journal_path).unwrap();
     let batch = Batch::new(mock.client().unwrap(), journal, &dir.0).max_credits(1.0);
     let outcomes = run_batch(batch, mixed_input_jobs(8, "mixed")).await;
     let charged = 100.0 - mock.credits().unwrap();
@@ -726,7 +726,7 @@ async fn a_credit_cap_holds_when_input_images_change_the_price() {
         "{outcomes:#?}"
     );
     // Run again from the journal: nothing more passes the cap.
-    let journal = genapi::batch::FileJournal::open(&journal_path).unwrap();
+    let journal = genapi_batch::FileJournal::open(&journal_path).unwrap();
     let again = Batch::new(mock.client().unwrap(), journal, &dir.0).max_credits(1.0);
     run_batch(again, mixed_input_jobs(8, "mixed")).await;
     let charged = 100.0 - mock.credits().unwrap();
@@ -918,7 +918,7 @@ async fn a_second_run_over_the_same_output_directory_is_refused_while_the_first_
     write_jobs(&dir.join("jobs.jsonl"), 2, "locked");
     std::fs::create_dir_all(dir.join("out")).unwrap();
     // Another run holds the journal (here: this process).
-    let held = genapi::batch::FileJournal::open(dir.join("out").join("journal.jsonl")).unwrap();
+    let held = genapi_batch::FileJournal::open(dir.join("out").join("journal.jsonl")).unwrap();
     let second = genapi(&dir, &mock)
         .args(["batch", "jobs.jsonl", "--out", "out"])
         .output()
@@ -943,7 +943,7 @@ async fn a_second_run_over_the_same_output_directory_is_refused_while_the_first_
 async fn a_file_of_many_invalid_lines_lists_the_first_and_counts_the_rest() {
     let mock = mock(100).await;
     let dir = Dir::new("cli-many-invalid");
-    let kept = genapi::batch::INVALID_LINES_KEPT;
+    let kept = genapi_batch::INVALID_LINES_KEPT;
     std::fs::write(dir.join("jobs.jsonl"), "{\"model\":\"x\"}\n".repeat(kept + 2)).unwrap();
     let run = genapi(&dir, &mock)
         .args(["batch", "jobs.jsonl", "--out", "out"])
@@ -975,7 +975,7 @@ async fn a_file_of_many_invalid_lines_lists_the_first_and_counts_the_rest() {
 #[test]
 fn a_journal_in_a_directory_that_does_not_exist_names_the_path() {
     let dir = Dir::new("journal-no-dir");
-    let error = genapi::batch::FileJournal::open(dir.join("missing/journal.jsonl")).unwrap_err();
+    let error = genapi_batch::FileJournal::open(dir.join("missing/journal.jsonl")).unwrap_err();
     assert_eq!(error.kind(), std::io::ErrorKind::NotFound);
     let said = error.to_string();
     assert!(
@@ -1163,7 +1163,7 @@ async fn a_refusal_that_created_no_task_is_kept_until_the_user_asks_to_retry_it(
     let batch = || Batch::new(client.clone(), journal.clone(), &dir.0);
     let first = run_batch(batch(), jobs(2, "refused")).await;
     assert!(first.iter().all(|o| o.status == JobStatus::Failed), "{first:#?}");
-    assert_eq!(first[0].class, Some(genapi::batch::FailureClass::Credits));
+    assert_eq!(first[0].class, Some(genapi::FailureClass::Credits));
     assert_eq!(mock.count("POST", "/v1/gen-2-pro"), 2);
     mock.set_credits(None);
     let second = run_batch(batch(), jobs(2, "refused")).await;

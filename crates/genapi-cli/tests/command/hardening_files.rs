@@ -32,7 +32,7 @@ fn a_journal_that_is_a_link_to_a_device_is_refused() {
     let dir = Dir::new("journal-device");
     let path = dir.join("journal.jsonl");
     std::os::unix::fs::symlink("/dev/zero", &path).unwrap();
-    let opened = genapi::batch::FileJournal::open(&path);
+    let opened = genapi_batch::FileJournal::open(&path);
     assert!(
         opened.is_err(),
         "/dev/zero opened as a journal (its replay would never end)"
@@ -43,14 +43,14 @@ fn a_journal_that_is_a_link_to_a_device_is_refused() {
 /// is never written through.
 #[test]
 fn a_journal_is_never_written_through_a_planted_link() {
-    use genapi::batch::{Journal, Record};
+    use genapi_batch::{Journal, Record};
     let dir = Dir::new("journal-link");
     let victim = dir.join("victim.txt");
     std::fs::write(&victim, b"").unwrap();
     std::fs::create_dir_all(dir.join("out")).unwrap();
     let path = dir.join("out").join("journal.jsonl");
     std::os::unix::fs::symlink(&victim, &path).unwrap();
-    if let Ok(mut journal) = genapi::batch::FileJournal::open(&path) {
+    if let Ok(mut journal) = genapi_batch::FileJournal::open(&path) {
         let _ = journal.append(&Record::Refused {
             line: 1,
             error: "x".into(),

@@ -391,12 +391,21 @@ async fn two_programs_sharing_seats_keep_the_accounts_active_tasks_under_the_lim
     };
     let mock = service(Duration::from_millis(500), 1.5).await;
     let seats = || async {
-        genapi::ledger::SharedSeats::connect(&pg.url(), "account", 3)
+        genapi_batch::ledger::SharedSeats::connect(&pg.url(), "account", 3)
             .await
             .unwrap()
     };
-    let first = mock.client_builder().shared_seats(seats().await).build().unwrap();
-    let second = mock.client_builder().shared_seats(seats().await).build().unwrap();
+    let (first_seats, second_seats) = (seats().await, seats().await);
+    let first = mock
+        .client_builder()
+        .shared_places(first_seats.places(), first_seats.limit())
+        .build()
+        .unwrap();
+    let second = mock
+        .client_builder()
+        .shared_places(second_seats.places(), second_seats.limit())
+        .build()
+        .unwrap();
     assert_eq!(first.max_active_tasks(), Some(3));
     let run = |client: genapi::Client, tag: &'static str| async move {
         let mut tasks = Vec::new();

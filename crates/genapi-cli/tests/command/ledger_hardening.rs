@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use futures::StreamExt;
-use genapi::batch::{Batch, Job, JobOutcome, JobStatus, MemoryJournal};
+use genapi_batch::{Batch, Job, JobOutcome, JobStatus, MemoryJournal};
 use genapi_mock::{Fault, FaultKind, MockConfig, MockService};
 use serde_json::json;
 
@@ -188,12 +188,18 @@ mod ledger {
     async fn a_null_in_a_seat_row_is_skipped_without_a_panic() {
         let Some(pg) = Postgres::start("null-seat") else { return };
         let mock = service().await;
-        let seats = genapi::ledger::SharedSeats::connect(&pg.url(), "odd", 1).await.unwrap();
+        let seats = genapi_batch::ledger::SharedSeats::connect(&pg.url(), "odd", 1)
+            .await
+            .unwrap();
         pg.sql(
             "UPDATE genapi_seats SET worker = 'ghost', lease_until = now() - interval '1 hour', task_id = 't', \
              polling_url = NULL, taken_at = now() WHERE pool = 'odd'",
         );
-        let client = mock.client_builder().shared_seats(seats).build().unwrap();
+        let client = mock
+            .client_builder()
+            .shared_places(seats.places(), seats.limit())
+            .build()
+            .unwrap();
         let submitting = tokio::spawn(async move {
             let request = genapi::api::types::Gen2ProRequest::builder()
                 .prompt("odd")
@@ -216,10 +222,14 @@ mod ledger {
             return;
         };
         let mock = service().await;
-        let seats = genapi::ledger::SharedSeats::connect(&pg.url(), "gone", 4)
+        let seats = genapi_batch::ledger::SharedSeats::connect(&pg.url(), "gone", 4)
             .await
             .unwrap();
-        let client = mock.client_builder().shared_seats(seats).build().unwrap();
+        let client = mock
+            .client_builder()
+            .shared_places(seats.places(), seats.limit())
+            .build()
+            .unwrap();
         drop(pg);
         let request = genapi::api::types::Gen2ProRequest::builder()
             .prompt("gone")
@@ -247,8 +257,14 @@ mod ledger {
             _ => hostile::json(404, json!({})),
         })
         .await;
-        let seats = genapi::ledger::SharedSeats::connect(&pg.url(), "dup", 2).await.unwrap();
-        let client = service.client_builder().shared_seats(seats.clone()).build().unwrap();
+        let seats = genapi_batch::ledger::SharedSeats::connect(&pg.url(), "dup", 2)
+            .await
+            .unwrap();
+        let client = service
+            .client_builder()
+            .shared_places(seats.places(), seats.limit())
+            .build()
+            .unwrap();
         let request = || {
             genapi::api::types::Gen2ProRequest::builder()
                 .prompt("dup")
@@ -283,10 +299,14 @@ mod ledger {
             .await
             .unwrap();
         mock.inject(genapi_mock::Fault::on("/v1/gen-2-pro", genapi_mock::FaultKind::LoseAnswer).method("POST"));
-        let seats = genapi::ledger::SharedSeats::connect(&pg.url(), "unanswered", 1)
+        let seats = genapi_batch::ledger::SharedSeats::connect(&pg.url(), "unanswered", 1)
             .await
             .unwrap();
-        let client = mock.client_builder().shared_seats(seats.clone()).build().unwrap();
+        let client = mock
+            .client_builder()
+            .shared_places(seats.places(), seats.limit())
+            .build()
+            .unwrap();
         let request = |p: &str| {
             genapi::api::types::Gen2ProRequest::builder()
                 .prompt(p)
@@ -336,7 +356,7 @@ mod ledger {
             return;
         };
         let mock = service().await;
-        let seats = genapi::ledger::SharedSeats::connect_with(
+        let seats = genapi_batch::ledger::SharedSeats::connect_with(
             &pg.url(),
             "stranded",
             1,
@@ -349,7 +369,11 @@ mod ledger {
             "UPDATE genapi_seats SET worker = 'gone', lease_until = now() - interval '1 second', task_id = 't', \
              polling_url = 'http://127.0.0.1:1/v1/get_result?id=t', taken_at = now() WHERE pool = 'stranded'",
         );
-        let client = mock.client_builder().shared_seats(seats.clone()).build().unwrap();
+        let client = mock
+            .client_builder()
+            .shared_places(seats.places(), seats.limit())
+            .build()
+            .unwrap();
         let started = std::time::Instant::now();
         let request = genapi::api::types::Gen2ProRequest::builder()
             .prompt("stranded")
@@ -374,7 +398,7 @@ mod ledger {
 mod tls {
     use std::time::{Duration, Instant};
 
-    use genapi::ledger::{LedgerError, SharedSeats};
+    use genapi_batch::ledger::{LedgerError, SharedSeats};
     use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 

@@ -4,7 +4,7 @@
 use crate::common;
 
 use common::{b64, png_header, Dir};
-use genapi::batch::{JobFile, LineProblem, JOB_FILE_LIMIT};
+use genapi_batch::{JobFile, LineProblem, JOB_FILE_LIMIT};
 use serde_json::json;
 
 fn write_lines(dir: &Dir, lines: &[serde_json::Value]) -> std::path::PathBuf {
@@ -238,14 +238,14 @@ fn a_line_the_request_type_cannot_hold_is_invalid_before_anything_is_sent() {
 fn a_file_of_many_bad_lines_keeps_the_first_ones_and_counts_the_rest() {
     let dir = Dir::new("job-file-many-bad");
     let path = dir.join("jobs.jsonl");
-    let bad = 3 * genapi::batch::INVALID_LINES_KEPT;
+    let bad = 3 * genapi_batch::INVALID_LINES_KEPT;
     let mut text = "{\"model\":\"x\"}\n".repeat(bad);
     text.push_str(&json!({"model": "gen-2-pro", "prompt": "the good one"}).to_string());
     std::fs::write(&path, text).unwrap();
     let checked = JobFile::check(&path).unwrap();
     assert_eq!(checked.lines(), bad + 1);
     assert_eq!(checked.invalid_lines(), bad);
-    assert_eq!(checked.invalid().len(), genapi::batch::INVALID_LINES_KEPT);
+    assert_eq!(checked.invalid().len(), genapi_batch::INVALID_LINES_KEPT);
     let jobs: Vec<_> = checked.jobs().unwrap().collect::<Result<_, _>>().unwrap();
     assert_eq!(jobs.iter().map(|job| job.line).collect::<Vec<_>>(), [bad as u64 + 1]);
 }

@@ -76,10 +76,7 @@ fn priced(value: &serde_json::Value) -> String {
     const SHORT: usize = 32;
     match value {
         serde_json::Value::String(text) => {
-            let dimensions = (text.len() > SHORT)
-                .then(|| crate::input::decode_head(text))
-                .flatten()
-                .and_then(|head| crate::input::dimensions(&head));
+            let dimensions = (text.len() > SHORT).then(|| genapi::base64_dimensions(text)).flatten();
             match dimensions {
                 Some((width, height)) => format!("{width}x{height}px"),
                 // A short word (a format, a ratio, a mode); never an address,

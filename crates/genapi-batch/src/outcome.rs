@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::TaskRef;
-pub use crate::failure::FailureClass;
+use genapi::FailureClass;
+use genapi::TaskRef;
 
 /// How one job ended (in this run).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -24,7 +24,7 @@ pub enum JobStatus {
     Pending,
     /// The submission was sent and no answer came back: the service may have
     /// accepted (and charged) a task that cannot be found. It is not sent
-    /// again unless asked ([`crate::batch::Batch::resubmit_unknown`]).
+    /// again unless asked ([`crate::Batch::resubmit_unknown`]).
     Unknown,
     /// The job was never accepted (the service surely refused it, e.g. 429):
     /// running the batch again submits it.

@@ -27,5 +27,8 @@ pub use job_file::{InvalidLine, JobFile, Jobs, LineProblem, INVALID_LINES_KEPT, 
 #[cfg(feature = "postgres")]
 pub(crate) use journal::{line_state, LineState};
 pub use journal::{FileJournal, Journal, MemoryJournal, Record};
-pub use outcome::{FailureClass, JobOutcome, JobStatus};
+pub use outcome::{JobOutcome, JobStatus};
 pub use run::{Batch, Counters, Stopper};
+
+#[cfg(feature = "postgres")]
+pub mod ledger;

@@ -11,7 +11,7 @@
 
 use super::job::Job;
 use super::journal::{fold, Journal, Record};
-use crate::{Client, TaskRef};
+use genapi::{Client, TaskRef};
 
 /// Longest task id or polling URL taken (ids are UUIDs; addresses short).
 const MAX_TASK_TEXT: usize = 2048;
@@ -87,7 +87,7 @@ pub enum AdoptError {
         id: String,
         /// What went wrong.
         #[source]
-        source: Box<crate::Error>,
+        source: Box<genapi::Error>,
     },
     /// The journal could not be read or written.
     #[error("the journal: {0}")]
@@ -121,8 +121,8 @@ pub struct Adopted {
 /// and saves its result, as for any accepted task.
 ///
 /// ```no_run
-/// # async fn demo(job: genapi::batch::Job) -> Result<(), Box<dyn std::error::Error>> {
-/// use genapi::batch::{adopt, FileJournal};
+/// # async fn demo(job: genapi_batch::Job) -> Result<(), Box<dyn std::error::Error>> {
+/// use genapi_batch::{adopt, FileJournal};
 /// let client = genapi::Client::from_env()?;
 /// let mut journal = FileJournal::open("out/journal.jsonl")?;
 /// // The job's line was reported unknown; its task was found in the activity records.
@@ -137,18 +137,18 @@ pub async fn adopt<J: Journal>(client: &Client, journal: &mut J, job: &Job, task
     if task.is_empty() {
         return Err(invalid("the task id is empty".into()));
     }
-    if task.len() > MAX_TASK_TEXT || task.chars().any(crate::is_unsafe_to_show) {
+    if task.len() > MAX_TASK_TEXT || task.chars().any(genapi::is_unsafe_to_show) {
         return Err(invalid(format!(
             "a task id or polling URL is at most {MAX_TASK_TEXT} characters, without control or invisible formatting characters"
         )));
     }
-    let service_error = |source: crate::Error| AdoptError::Service {
+    let service_error = |source: genapi::Error| AdoptError::Service {
         id: task.to_string(),
         source: Box::new(source),
     };
     // The id, without asking the service yet.
     let id = client.task(task).map_err(service_error)?.id().to_string();
-    if id.is_empty() || id.chars().any(crate::is_unsafe_to_show) {
+    if id.is_empty() || id.chars().any(genapi::is_unsafe_to_show) {
         return Err(invalid("the polling URL has no usable `id` parameter".into()));
     }
 
@@ -202,13 +202,13 @@ pub async fn adopt<J: Journal>(client: &Client, journal: &mut J, job: &Job, task
 
     let (found, polled) = match client.locate_polled(task).await {
         Ok(found) => found,
-        Err(crate::Error::TaskNotFound { .. }) => {
+        Err(genapi::Error::TaskNotFound { .. }) => {
             let looked_at = if task.contains("://") {
                 vec![client.task(task).map_err(service_error)?.polling_url().clone()]
             } else {
-                client.shared.polling_candidates(&id).map_err(service_error)?
+                client.polling_candidates(&id).map_err(service_error)?
             };
-            let looked_at: Vec<String> = looked_at.iter().map(crate::trust::origin_text).collect();
+            let looked_at: Vec<String> = looked_at.iter().map(|url| url.origin().ascii_serialization()).collect();
             return Err(AdoptError::NoSuchTask {
                 id,
                 looked_at: looked_at.join(", "),
@@ -257,11 +257,11 @@ pub(crate) fn checked_prompt(job: &Job) -> Option<&str> {
     if flag("prompt_upsampling") == Some(true) {
         return None;
     }
-    let schema = crate::api::OPERATIONS
+    let schema = genapi::api::OPERATIONS
         .iter()
         .find(|op| op.path == job.path && op.method == "POST")?
         .request_schema?;
-    let properties = crate::validate::Document::embedded()
+    let properties = genapi::validate::Document::embedded()
         .schema(schema)?
         .get("properties")?;
     let may_rewrite = properties.get("prompt_upsampling").is_some() || properties.get("disable_pup").is_some();
@@ -279,7 +279,7 @@ pub(crate) fn same_prompt(asked: &str, reported: &str) -> bool {
 pub(crate) fn shown_prompt(reported: &str) -> String {
     reported
         .chars()
-        .filter(|c| !crate::is_unsafe_to_show(*c))
+        .filter(|c| !genapi::is_unsafe_to_show(*c))
         .take(80)
         .collect()
 }

@@ -12,10 +12,10 @@ use std::sync::Arc;
 use serde_json::{Map, Value};
 
 use super::job::{name_hash, safe_stem, Fingerprint, Job, JobLine};
-use crate::error::Error;
-use crate::files::{open_regular_file, Unread};
-use crate::input::ImageInput;
-use crate::validate::{closest, Document, RequestField, UnknownModel};
+use genapi::files::{open_regular_file, Unread};
+use genapi::validate::{closest, Document, RequestField, UnknownModel};
+use genapi::Error;
+use genapi::ImageInput;
 
 /// The largest job file read: 64 MiB (some hundred thousand lines).
 pub const JOB_FILE_LIMIT: u64 = 64 * 1024 * 1024;
@@ -35,7 +35,7 @@ const IMAGES_KEPT: usize = 4;
 /// A job file checked against the document.
 ///
 /// ```no_run
-/// use genapi::batch::JobFile;
+/// use genapi_batch::JobFile;
 /// let jobs = JobFile::check("jobs.jsonl")?;
 /// for invalid in jobs.invalid() {
 ///     eprintln!("{invalid}");
@@ -283,12 +283,12 @@ impl JobFile {
     /// read that fails, which ends the jobs. Lines found invalid by the
     /// check are left out.
     ///
-    /// [`crate::batch::Batch::run`] takes jobs; keep the errors to report
+    /// [`crate::Batch::run`] takes jobs; keep the errors to report
     /// them:
     ///
     /// ```no_run
     /// # async fn run(client: genapi::Client) -> Result<(), Box<dyn std::error::Error>> {
-    /// use genapi::batch::{Batch, FileJournal, JobFile};
+    /// use genapi_batch::{Batch, FileJournal, JobFile};
     /// let file = JobFile::check("jobs.jsonl")?;
     /// let jobs = file.jobs()?.filter_map(|job| job.map_err(|changed| eprintln!("{changed}")).ok());
     /// std::fs::create_dir_all("out")?;
@@ -319,6 +319,7 @@ impl JobFile {
                     "not a regular file (a pipe, a device or a directory is never read); name a file".into()
                 }
                 Unread::TooLarge(size) => too_large(size),
+                other => other.to_string(),
             })
         })
     }
@@ -384,8 +385,8 @@ impl JobFile {
         }
         // What the document allows and what the request type can hold may
         // differ (a size beyond `u32`): the line must also be sendable.
-        match crate::client::typed_submission(&model.operation, body) {
-            Ok(_) => Vec::new(),
+        match genapi::check_request_type(&model.operation, body) {
+            Ok(()) => Vec::new(),
             Err(error) => error
                 .validation_errors()
                 .unwrap_or_default()
@@ -426,7 +427,7 @@ fn shown_problems(problems: &[LineProblem]) -> String {
         .collect::<Vec<_>>()
         .join("; ")
         .chars()
-        .map(|c| if crate::is_unsafe_to_show(c) { ' ' } else { c })
+        .map(|c| if genapi::is_unsafe_to_show(c) { ' ' } else { c })
         .collect()
 }
 

@@ -13,13 +13,13 @@ use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
 
-use super::outcome::FailureClass;
+use genapi::FailureClass;
 
 /// One event of a batch, as the journal keeps it (one JSON object per line,
 /// tagged by `event`).
 ///
 /// ```
-/// use genapi::batch::Record;
+/// use genapi_batch::Record;
 /// let record = Record::Accepted {
 ///     line: 3,
 ///     id: "t-1".into(),
@@ -128,7 +128,7 @@ impl Record {
 /// `Accepted` being stored before the task is reported.
 ///
 /// ```
-/// use genapi::batch::{Journal, MemoryJournal, Record};
+/// use genapi_batch::{Journal, MemoryJournal, Record};
 /// let mut journal = MemoryJournal::default();
 /// journal.append(&Record::Refused { line: 1, error: "429".into() }).unwrap();
 /// assert_eq!(journal.replay().unwrap().len(), 1);
@@ -270,7 +270,7 @@ impl FileJournal {
     ///
     /// ```no_run
     /// std::fs::create_dir_all("out")?;
-    /// let journal = genapi::batch::FileJournal::open("out/journal.jsonl")?;
+    /// let journal = genapi_batch::FileJournal::open("out/journal.jsonl")?;
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn open(path: impl AsRef<Path>) -> io::Result<FileJournal> {

@@ -1,7 +1,7 @@
 //! A batch, its active-task seats and its spending shared by many workers,
 //! through PostgreSQL (feature `postgres`).
 //!
-//! One process with a [`crate::batch::FileJournal`] already runs a batch
+//! One process with a [`crate::FileJournal`] already runs a batch
 //! without ever paying twice. Several processes, on one machine or many,
 //! share one batch through a [`Ledger`]:
 //!
@@ -11,14 +11,14 @@
 //!   restarted run reads its journal: an accepted task is polled and saved,
 //!   never submitted again; a submission sent but never answered is
 //!   reported unknown, never sent again on its own;
-//! - the records are the file journal's ([`crate::batch::Record`]), one row
+//! - the records are the file journal's ([`crate::Record`]), one row
 //!   each; an intent is written only while the worker still holds the line,
 //!   so a worker that lost its lease (a pause, a partition) sends nothing;
 //! - [`SharedSeats`] share the active-task limit: a seat is a row, taken
 //!   with `FOR UPDATE SKIP LOCKED` (never by counting rows, which races),
 //!   and a dead worker's seat comes back only once its task can no longer
 //!   be running;
-//! - the spending cap ([`crate::batch::Batch::max_credits`]) holds credits
+//! - the spending cap ([`crate::Batch::max_credits`]) holds credits
 //!   per line in the ledger, so all workers together stay under it.
 //!
 //! The ledger owns its schema: numbered migrations applied on first use. It

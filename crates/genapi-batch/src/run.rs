@@ -14,10 +14,11 @@ use futures::{Stream, StreamExt};
 use super::budget::{Hold, LocalBudget};
 use super::job::Job;
 use super::journal::{fold, Journal, LineState, Record, Recorder};
-use super::outcome::{FailureClass, JobOutcome, JobStatus};
-use crate::client::Unsent;
-use crate::error::{Checked, Error};
-use crate::{Client, Output, Task, WaitOptions};
+use super::outcome::{JobOutcome, JobStatus};
+use genapi::FailureClass;
+use genapi::Unsent;
+use genapi::{Checked, Error};
+use genapi::{Client, Output, Task, WaitOptions};
 
 /// Submissions refused with "surely not accepted" (429, connection never
 /// opened) are tried this many times in one run before the job is reported
@@ -34,7 +35,7 @@ const CREDITS_RECHECK: Duration = Duration::from_millis(100);
 ///
 /// Jobs are taken from an iterator as room frees up: tasks are active
 /// (submitted or being polled) within the client's active-task limit
-/// ([`crate::ClientBuilder::max_active_tasks`], the one limit: a batch adds
+/// ([`genapi::ClientBuilder::max_active_tasks`], the one limit: a batch adds
 /// none of its own), each is waited for with the client's adaptive schedule, and its result is saved
 /// in the output directory as soon as it is `Ready`. The [`Journal`] records
 /// each submission before it is sent and the task as soon as it is accepted,
@@ -53,7 +54,7 @@ const CREDITS_RECHECK: Duration = Duration::from_millis(100);
 /// ```no_run
 /// # async fn demo() -> genapi::Result<()> {
 /// use futures::StreamExt;
-/// use genapi::batch::{Batch, FileJournal, Job};
+/// use genapi_batch::{Batch, FileJournal, Job};
 ///
 /// let client = genapi::Client::from_env()?;
 /// std::fs::create_dir_all("out").map_err(|e| genapi::Error::Config(e.to_string()))?;
@@ -92,7 +93,7 @@ pub struct Batch<J: Journal> {
 /// batch.
 ///
 /// ```
-/// # fn demo(batch: &genapi::batch::Batch<genapi::batch::MemoryJournal>) {
+/// # fn demo(batch: &genapi_batch::Batch<genapi_batch::MemoryJournal>) {
 /// let stopper = batch.stopper();
 /// // on Ctrl-C:
 /// stopper.stop();
@@ -248,10 +249,10 @@ impl<J: Journal> Batch<J> {
     /// with the file name that worker saved (in its output directory).
     ///
     /// ```no_run
-    /// # async fn demo(client: genapi::Client, jobs: Vec<genapi::batch::Job>) -> Result<(), Box<dyn std::error::Error>> {
+    /// # async fn demo(client: genapi::Client, jobs: Vec<genapi_batch::Job>) -> Result<(), Box<dyn std::error::Error>> {
     /// use futures::StreamExt;
-    /// use genapi::batch::{Batch, MemoryJournal};
-    /// use genapi::ledger::Ledger;
+    /// use genapi_batch::{Batch, MemoryJournal};
+    /// use genapi_batch::ledger::Ledger;
     /// let ledger = Ledger::open("postgres://genapi@db.internal/genapi", "catalogue", "jobs-digest").await?;
     /// let outcomes: Vec<_> = Batch::new(client, MemoryJournal::default(), "out")
     ///     .ledger(ledger)
@@ -392,7 +393,7 @@ impl<J: Journal> Batch<J> {
                     let kept = match earlier {
                         Some((id, polling_url, _)) => {
                             let note = format!("; its task {id}, accepted in an earlier run, is kept for it");
-                            outcome.task = Some(crate::TaskRef { id, polling_url });
+                            outcome.task = Some(genapi::TaskRef { id, polling_url });
                             note
                         }
                         None => String::new(),
@@ -623,7 +624,7 @@ impl Context {
     }
 
     async fn decide(&self, job: Job, stem: &str, state: LineState) -> JobOutcome {
-        let accepted_ref = state.accepted.as_ref().map(|(id, polling_url, _)| crate::TaskRef {
+        let accepted_ref = state.accepted.as_ref().map(|(id, polling_url, _)| genapi::TaskRef {
             id: id.clone(),
             polling_url: polling_url.clone(),
         });
@@ -1023,8 +1024,8 @@ impl Context {
                     Error::Moderated { stage, .. } => (
                         JobStatus::Moderated,
                         match stage {
-                            crate::Moderation::Request => "Request Moderated",
-                            crate::Moderation::Content => "Content Moderated",
+                            genapi::Moderation::Request => "Request Moderated",
+                            genapi::Moderation::Content => "Content Moderated",
                         },
                     ),
                     Error::TaskFailed { .. } => (JobStatus::Failed, "Error"),
@@ -1113,7 +1114,7 @@ impl Context {
         &self,
         line: u64,
         stem: &str,
-        task: Option<crate::TaskRef>,
+        task: Option<genapi::TaskRef>,
         error: &Error,
         status: JobStatus,
     ) -> JobOutcome {

@@ -10,17 +10,17 @@ use tokio_postgres::types::ToSql;
 use tokio_postgres::{Error as PgError, Row};
 
 use super::{connect, seconds, worker_name, LedgerError, Prepared, DEFAULT_LEASE};
-use crate::batch::budget::Hold;
-use crate::batch::Record;
+use crate::budget::Hold;
+use crate::Record;
 
 /// One batch in a PostgreSQL ledger, as one worker sees it.
 ///
 /// Open it in every worker with the same batch name and job file; give it
-/// to [`crate::batch::Batch::ledger`].
+/// to [`crate::Batch::ledger`].
 ///
 /// ```no_run
 /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
-/// use genapi::ledger::Ledger;
+/// use genapi_batch::ledger::Ledger;
 /// let ledger = Ledger::open("postgres://genapi@db.internal/genapi", "catalogue-2026-11", "9f2c0d1e").await?;
 /// println!("working as {}", ledger.worker());
 /// # Ok(()) }
@@ -254,7 +254,7 @@ impl Ledger {
     }
 
     /// Every record of the batch, line by line in the order stored (for
-    /// [`crate::batch::adopt`] and the status view).
+    /// [`crate::adopt`] and the status view).
     pub async fn records(&self) -> Result<Vec<Record>, LedgerError> {
         let rows = self
             .query(
@@ -294,23 +294,23 @@ impl Ledger {
         Ok(())
     }
 
-    /// [`crate::batch::adopt`] for a batch kept in this ledger: records
+    /// [`crate::adopt`] for a batch kept in this ledger: records
     /// `task` as the task of `job`'s line, whose submission went unanswered,
     /// with the same checks. Run it before the batch, not beside it.
     pub async fn adopt(
         &self,
-        client: &crate::Client,
-        job: &crate::batch::Job,
+        client: &genapi::Client,
+        job: &crate::Job,
         task: &str,
-    ) -> Result<crate::batch::Adopted, crate::batch::AdoptError> {
-        let ledger_error = |e: LedgerError| crate::batch::AdoptError::Journal(std::io::Error::other(e));
-        let mut snapshot = crate::batch::MemoryJournal::default();
+    ) -> Result<crate::Adopted, crate::AdoptError> {
+        let ledger_error = |e: LedgerError| crate::AdoptError::Journal(std::io::Error::other(e));
+        let mut snapshot = crate::MemoryJournal::default();
         let earlier = self.records().await.map_err(ledger_error)?;
         let count = earlier.len();
         for record in &earlier {
-            crate::batch::Journal::append(&mut snapshot, record)?;
+            crate::Journal::append(&mut snapshot, record)?;
         }
-        let adopted = crate::batch::adopt(client, &mut snapshot, job, task).await?;
+        let adopted = crate::adopt(client, &mut snapshot, job, task).await?;
         let added: Vec<Record> = snapshot.records().into_iter().skip(count).collect();
         self.append(&added).await.map_err(ledger_error)?;
         Ok(adopted)
@@ -342,7 +342,7 @@ impl Ledger {
             .map_err(db_error)?;
         let (charged, held, estimate, live, largest): (f64, f64, Option<f64>, bool, f64) =
             (row.get(0), row.get(1), row.get(2), row.get(3), row.get(4));
-        let hold = crate::batch::budget::decide(max, charged, held, live, estimate, largest);
+        let hold = crate::budget::decide(max, charged, held, live, estimate, largest);
         if let Hold::Held(amount) = hold {
             let held = transaction
                 .execute(
@@ -409,7 +409,7 @@ impl Ledger {
             let charged: Option<f64> = row.get(3);
             let hold: Option<f64> = row.get(4);
             let records = records(&row.get::<_, String>(5))?;
-            let state = crate::batch::line_state(records);
+            let state = crate::line_state(records);
             let view = LineView::of(&state);
             status.credits_charged += charged.unwrap_or(0.0);
             status.credits_held += hold.unwrap_or(0.0);
@@ -471,7 +471,7 @@ pub enum LineView {
 }
 
 impl LineView {
-    fn of(state: &crate::batch::LineState) -> LineView {
+    fn of(state: &crate::LineState) -> LineView {
         match &state.finished {
             Some(Record::Finished { status, .. }) if status == "Ready" => LineView::Done,
             Some(Record::Finished { status, .. }) if status == "Refused" => LineView::Open,

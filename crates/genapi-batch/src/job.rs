@@ -7,7 +7,7 @@ use serde_json::{Map, Value};
 /// output file.
 ///
 /// ```
-/// use genapi::batch::Job;
+/// use genapi_batch::Job;
 /// let job = Job::new(1, "/v1/gen-2-pro", serde_json::json!({"prompt": "a red fox"})).name("fox");
 /// assert_eq!(job.stem(), "fox");
 /// assert_eq!(Job::new(7, "/v1/gen-2-pro", serde_json::json!({})).stem(), "line-7");
@@ -28,9 +28,7 @@ pub struct Job {
 /// Shown without secrets (a `webhook_secret`, any key or token) and with
 /// long values (images) cut.
 fn shown_body(body: &Value) -> Value {
-    let mut shown = body.clone();
-    crate::response::scrub_input(&mut shown, 0);
-    shown
+    genapi::scrubbed(body)
 }
 
 impl std::fmt::Debug for Job {
@@ -131,7 +129,7 @@ impl Fingerprint {
 /// always the image format's.
 ///
 /// ```
-/// assert_eq!(genapi::batch::safe_stem("../../etc/passwd"), "etcpasswd");
+/// assert_eq!(genapi_batch::safe_stem("../../etc/passwd"), "etcpasswd");
 /// ```
 pub fn safe_stem(text: &str) -> String {
     text.chars()
@@ -145,7 +143,7 @@ pub fn safe_stem(text: &str) -> String {
 /// http(s) URL.
 ///
 /// ```
-/// let line: genapi::batch::JobLine =
+/// let line: genapi_batch::JobLine =
 ///     serde_json::from_str(r#"{"model": "gen-2-pro", "name": "fox", "prompt": "a red fox", "seed": 7}"#).unwrap();
 /// assert_eq!(line.model, "gen-2-pro");
 /// assert_eq!(line.fields["seed"], 7);
@@ -180,7 +178,7 @@ impl JobLine {
     /// The JSON Schema of a job line, for editors that validate job files.
     ///
     /// ```
-    /// let schema = genapi::batch::JobLine::schema();
+    /// let schema = genapi_batch::JobLine::schema();
     /// assert_eq!(schema["required"][0], "model");
     /// ```
     pub fn schema() -> Value {

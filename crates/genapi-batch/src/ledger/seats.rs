@@ -4,10 +4,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
-use reqwest::Url;
+use url::Url;
 
 use super::{connect_listening, describe, seconds, worker_name, LedgerError, Prepared, DEFAULT_LEASE};
-use crate::limit::SharedPlaces;
+use genapi::SharedPlaces;
 
 /// The longest a task is taken to run. A seat whose worker died comes back
 /// after this long from when it was taken, even when its task cannot be
@@ -15,7 +15,7 @@ use crate::limit::SharedPlaces;
 pub const UNANSWERED_SEAT_HOLD: Duration = Duration::from_secs(30 * 60);
 
 /// `limit` seats in pool `pool` of a PostgreSQL database, shared by every
-/// client given them ([`crate::ClientBuilder::shared_seats`]) in any
+/// client given them ([`genapi::ClientBuilder::shared_places`]) in any
 /// process: together they never keep more than `limit` tasks active.
 ///
 /// A seat is taken for a submission and belongs to its task once accepted;
@@ -28,9 +28,11 @@ pub const UNANSWERED_SEAT_HOLD: Duration = Duration::from_secs(30 * 60);
 ///
 /// ```no_run
 /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
-/// use genapi::ledger::SharedSeats;
+/// use genapi_batch::ledger::SharedSeats;
 /// let seats = SharedSeats::connect("postgres://genapi@db.internal/genapi", "team-account", 24).await?;
-/// let client = genapi::Client::from_env_builder()?.shared_seats(seats).build()?;
+/// let client = genapi::Client::from_env_builder()?
+///     .shared_places(seats.places(), seats.limit())
+///     .build()?;
 /// # Ok(()) }
 /// ```
 #[derive(Clone)]
@@ -147,7 +149,9 @@ impl SharedSeats {
         Ok(row.get::<_, i64>(0) as usize)
     }
 
-    pub(crate) fn places(&self) -> Arc<dyn SharedPlaces> {
+    /// These seats as the places a client takes under its limit, for
+    /// [`genapi::ClientBuilder::shared_places`] with [`SharedSeats::limit`].
+    pub fn places(&self) -> Arc<dyn SharedPlaces> {
         Arc::new(self.clone())
     }
 
