@@ -46,6 +46,76 @@ pub enum FailureClass {
 }
 
 impl FailureClass {
+    /// Every class, in the order of their exit codes.
+    pub const ALL: [FailureClass; 12] = [
+        FailureClass::Write,
+        FailureClass::Other,
+        FailureClass::Validation,
+        FailureClass::Auth,
+        FailureClass::Credits,
+        FailureClass::RateLimited,
+        FailureClass::Moderated,
+        FailureClass::TaskFailed,
+        FailureClass::Timeout,
+        FailureClass::Network,
+        FailureClass::Unknown,
+        FailureClass::CreditCap,
+    ];
+
+    /// The classes from the most serious to the least: what stops a whole
+    /// batch first (the key, the credits, the cap), then what a later run
+    /// may fix (the network, the limit, time), then what one line's own
+    /// task or input caused, and last a failure of no known kind. A batch of many outcomes reports the first
+    /// class of this list among them ([`FailureClass::most_serious`]).
+    pub const BY_SEVERITY: [FailureClass; 12] = [
+        FailureClass::Auth,
+        FailureClass::Credits,
+        FailureClass::CreditCap,
+        FailureClass::Unknown,
+        FailureClass::Network,
+        FailureClass::RateLimited,
+        FailureClass::Timeout,
+        FailureClass::TaskFailed,
+        FailureClass::Moderated,
+        FailureClass::Write,
+        FailureClass::Validation,
+        FailureClass::Other,
+    ];
+
+    /// The most serious of `classes` ([`FailureClass::BY_SEVERITY`]), or
+    /// `None` when there is none.
+    ///
+    /// ```
+    /// use genapi::FailureClass;
+    /// let seen = [FailureClass::Moderated, FailureClass::Network, FailureClass::Validation];
+    /// assert_eq!(FailureClass::most_serious(seen), Some(FailureClass::Network));
+    /// assert_eq!(FailureClass::most_serious([]), None);
+    /// ```
+    pub fn most_serious(classes: impl IntoIterator<Item = FailureClass>) -> Option<FailureClass> {
+        classes
+            .into_iter()
+            .min_by_key(|class| FailureClass::BY_SEVERITY.iter().position(|c| c == class))
+    }
+
+    /// What the class means, in a line: the text of the exit-code tables of
+    /// `genapi --help` and the README.
+    pub const fn meaning(self) -> &'static str {
+        match self {
+            FailureClass::Validation => "usage or validation (fix the command or the request; nothing was charged)",
+            FailureClass::Auth => "authentication (403, or a host the key may not go to)",
+            FailureClass::Credits => "insufficient credits (402)",
+            FailureClass::RateLimited => "rate limited (429: too many active tasks; try again later)",
+            FailureClass::Moderated => "moderated (not charged)",
+            FailureClass::TaskFailed => "task failed, not found, or its result expired",
+            FailureClass::Timeout => "timeout (the task may still finish: resume with the command printed)",
+            FailureClass::Network => "network or service error",
+            FailureClass::Unknown => "a submission got no answer: it may have created a task",
+            FailureClass::Write => "the result could not be written (the task is paid for: resume it)",
+            FailureClass::Other => "any other failure",
+            FailureClass::CreditCap => "a batch stopped submitting at its spending cap",
+        }
+    }
+
     /// The word used in journals, result lines and `--json` output.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -115,6 +185,21 @@ impl Error {
 mod tests {
     use super::*;
     use crate::TaskRef;
+
+    #[test]
+    fn every_class_is_listed_once_in_each_list() {
+        for list in [FailureClass::ALL, FailureClass::BY_SEVERITY] {
+            let mut sorted = list.to_vec();
+            sorted.sort();
+            sorted.dedup();
+            assert_eq!(sorted.len(), 12, "{list:?}");
+        }
+        let codes: Vec<u8> = FailureClass::ALL.iter().map(|class| class.exit_code()).collect();
+        assert!(
+            codes.windows(2).all(|pair| pair[0] <= pair[1]),
+            "ALL is in the order of the codes: {codes:?}"
+        );
+    }
 
     #[test]
     fn an_input_is_the_users_to_fix_until_a_task_was_paid_for() {

@@ -643,22 +643,7 @@ impl Tally {
         if self.failed_total() == 0 && self.invalid == 0 {
             return 0;
         }
-        // The most serious class first: what stops the whole batch, then
-        // what a re-run may fix, then what a line's own input caused.
-        let order = [
-            FailureClass::Auth,
-            FailureClass::Credits,
-            FailureClass::CreditCap,
-            FailureClass::Unknown,
-            FailureClass::Network,
-            FailureClass::RateLimited,
-            FailureClass::Timeout,
-            FailureClass::TaskFailed,
-            FailureClass::Moderated,
-            FailureClass::Write,
-            FailureClass::Validation,
-        ];
-        order.into_iter().find(|class| self.classes.contains(class)).map_or(
+        FailureClass::most_serious(self.classes.iter().copied()).map_or(
             if self.invalid > 0 { code::USAGE } else { code::OTHER },
             FailureClass::exit_code,
         )

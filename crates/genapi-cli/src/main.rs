@@ -35,30 +35,20 @@ Examples:
   genapi generate -m vto-v1 --image person.jpg --image garment.jpg \"a red coat\" --json
   genapi batch jobs.jsonl --out shots    # again after any interruption: resumes, never pays twice
 
-Exit codes:
-  0   success
-  1   other failure (e.g. the result could not be written)
-  2   usage or validation (fix the command; nothing was charged)
-  3   authentication (403, or a host the key may not go to)
-  4   insufficient credits (402)
-  5   rate limited (429: too many active tasks; try again later)
-  6   moderated (not charged)
-  7   task failed, not found, or its result expired
-  8   timeout (the task may still finish: resume with the command printed)
-  9   network or service error
-  10  submit: the task was accepted but its id could not be written to stdout
-      (it is printed on stderr)
-  11  batch: stopped submitting at its --max-credits cap
-  130 interrupted (resume with the command printed)
-  batch: 0 when every line succeeded, else the code of the most serious failure
-  (3, 4, 11, 9, 5, 8, 7, 6, 1, 2 in that order)";
+";
+
+/// The text after the options in `--help`: the environment, examples and
+/// the exit codes (made from the one list, [`code::help_section`]).
+fn after_help() -> String {
+    format!("{AFTER_HELP}{}", code::help_section())
+}
 
 #[derive(Parser)]
 #[command(
     name = "genapi",
     version,
     about = "Generate and edit images with the Image Generation and Editing Service",
-    after_help = AFTER_HELP
+    after_help = after_help()
 )]
 struct Cli {
     #[command(flatten)]
@@ -133,25 +123,7 @@ enum Command {
     Mock(mock::MockArgs),
 }
 
-/// Exit codes (documented in `--help` and the README): the library's
-/// [`genapi::FailureClass::exit_code`], and the command's own for anything else and
-/// for Ctrl-C.
-pub mod code {
-    use genapi::FailureClass;
-
-    /// Anything else.
-    pub const OTHER: u8 = FailureClass::Other.exit_code();
-    /// Usage or validation.
-    pub const USAGE: u8 = FailureClass::Validation.exit_code();
-    /// Timeout.
-    pub const TIMEOUT: u8 = FailureClass::Timeout.exit_code();
-    /// Network or service.
-    pub const NETWORK: u8 = FailureClass::Network.exit_code();
-    /// A task was accepted but its id could not be written to stdout.
-    pub const ID_NOT_WRITTEN: u8 = 10;
-    /// Ctrl-C.
-    pub const INTERRUPTED: u8 = 130;
-}
+pub mod code;
 
 /// The exit code of a library error: the library's class decides.
 pub fn exit_code(error: &Error) -> u8 {

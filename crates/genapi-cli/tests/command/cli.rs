@@ -1076,3 +1076,78 @@ fn a_learned_durations_file_that_is_not_a_small_regular_file_is_ignored_with_a_w
         assert!(kept.is_object(), "replaced by what this run learned: {kept}");
     }
 }
+
+/// The codes a table lists: the first number of each of its lines.
+fn listed_codes<'a>(lines: impl Iterator<Item = &'a str>) -> Vec<u8> {
+    lines
+        .filter_map(|line| {
+            let first = line.trim_start_matches(['|', ' ']).split([' ', '|']).next()?;
+            first.parse().ok()
+        })
+        .collect()
+}
+
+/// The numbers of a "in that order" list, without what parentheses add.
+fn order_of(text: &str) -> Vec<u8> {
+    let mut depth = 0;
+    let kept: String = text
+        .chars()
+        .filter(|c| {
+            match c {
+                '(' => depth += 1,
+                ')' => depth -= 1,
+                _ => return depth == 0,
+            }
+            false
+        })
+        .collect();
+    kept.split(|c: char| !c.is_ascii_digit())
+        .filter_map(|n| n.parse().ok())
+        .collect()
+}
+
+/// Every exit code the command can use: the library's classes and the
+/// command's own three; a batch's order is the library's severity order.
+#[test]
+fn help_and_the_readme_list_the_exit_codes_of_the_library() {
+    let mut expected: Vec<u8> = genapi::FailureClass::ALL
+        .iter()
+        .map(|class| class.exit_code())
+        .collect();
+    expected.extend([0, 10, 130]);
+    expected.sort_unstable();
+    expected.dedup();
+    let mut batch_order: Vec<u8> = Vec::new();
+    for class in genapi::FailureClass::BY_SEVERITY {
+        if !batch_order.contains(&class.exit_code()) {
+            batch_order.push(class.exit_code());
+        }
+    }
+
+    let dir = Dir::new("exit-code-tables");
+    let help = text(&genapi(&dir).arg("--help").output().unwrap().stdout);
+    let section = help.split("Exit codes:").nth(1).expect("an exit code section");
+    let (rows, order) = section.split_once("batch:").expect("the batch's order");
+    assert_eq!(listed_codes(rows.lines()), expected, "{section}");
+    // The help gives the order inside parentheses of its own.
+    let listed = order
+        .split("most serious failure")
+        .nth(1)
+        .unwrap_or("")
+        .replace(['(', ')'], "");
+    assert_eq!(order_of(&listed), batch_order, "{order}");
+
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md")).unwrap();
+    let table = readme
+        .lines()
+        .skip_while(|line| !line.starts_with("| exit code |"))
+        .skip(2)
+        .take_while(|line| line.starts_with('|'));
+    assert_eq!(listed_codes(table), expected, "the README's exit code table");
+    let sentence = readme
+        .split("class among its lines, in this order:")
+        .nth(1)
+        .and_then(|rest| rest.split('.').next())
+        .expect("the README says a batch's order");
+    assert_eq!(order_of(sentence), batch_order, "the README's batch order: {sentence}");
+}
