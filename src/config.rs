@@ -331,11 +331,18 @@ impl Client {
     /// `GENAPI_REGIONAL_BASE_URL` and `GENAPI_TRUSTED_ORIGINS`
     /// (comma-separated origins that may receive the key).
     pub fn from_env() -> Result<Client> {
-        Client::from_env_builder()?.build()
+        ClientBuilder::from_env()?.build()
     }
+}
 
+impl ClientBuilder {
     /// The builder [`Client::from_env`] uses, to adjust before building.
-    pub fn from_env_builder() -> Result<ClientBuilder> {
+    ///
+    /// ```no_run
+    /// let client = genapi::ClientBuilder::from_env()?.max_active_tasks(4).build()?;
+    /// # Ok::<(), genapi::Error>(())
+    /// ```
+    pub fn from_env() -> Result<ClientBuilder> {
         let read = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
         let (key, base) = match (read("GENAPI_API_KEY"), read("GENAPI_BASE_URL")) {
             (Some(key), Some(base)) => (key, base),

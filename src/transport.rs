@@ -50,19 +50,19 @@ use crate::ApiKey;
 /// ```
 /// use std::time::Duration;
 /// let policy = genapi::RetryPolicy::default().max_attempts(6).initial_backoff(Duration::from_millis(100));
-/// assert_eq!(policy.max_attempts, 6);
+/// assert_ne!(policy, genapi::RetryPolicy::default());
 /// ```
 #[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
 pub struct RetryPolicy {
     /// Attempts in all, the first included; 1 disables retries.
-    pub max_attempts: u32,
+    pub(crate) max_attempts: u32,
     /// Delay before the first retry; doubles each time, with jitter.
-    pub initial_backoff: Duration,
+    pub(crate) initial_backoff: Duration,
     /// Upper bound of one backoff.
-    pub max_backoff: Duration,
+    pub(crate) max_backoff: Duration,
     /// Upper bound of a `Retry-After` the client will honour by sleeping.
-    pub max_retry_after: Duration,
+    pub(crate) max_retry_after: Duration,
 }
 
 impl Default for RetryPolicy {

@@ -47,6 +47,15 @@ pub struct Document {
     patterns: Arc<HashMap<String, regress::Regex>>,
 }
 
+/// Why a document cannot be used: every problem found in it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}", problems.join("; "))]
+pub struct UnusableDocument {
+    /// What is wrong, one problem each (a dangling or cyclic `$ref`, a
+    /// pattern that does not compile, …).
+    pub problems: Vec<String>,
+}
+
 /// An operation as the document declares it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct DocumentOperation {
@@ -80,18 +89,20 @@ impl Document {
     /// request schema shared by two operations, or with a pattern that does
     /// not compile: the problems `build.rs` refuses, found by the same
     /// `genapi_document::problems`.
-    pub fn parse(text: &str) -> Result<Document, String> {
-        let root: Value = serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
+    pub fn parse(text: &str) -> Result<Document, UnusableDocument> {
+        let unusable = |problems| UnusableDocument { problems };
+        let root: Value = serde_json::from_str(text).map_err(|e| unusable(vec![format!("not JSON: {e}")]))?;
         let problems = document::problems(&root);
         if !problems.is_empty() {
-            return Err(problems.join("; "));
+            return Err(unusable(problems));
         }
         // `problems` has just compiled every pattern, so this cannot fail;
         // an error would still be passed on rather than unwrapped.
         let patterns = document::patterns(&root)
             .into_iter()
             .map(|pattern| Ok((pattern.to_string(), document::compile_pattern(pattern)?)))
-            .collect::<Result<HashMap<_, _>, String>>()?;
+            .collect::<Result<HashMap<_, _>, String>>()
+            .map_err(|problem| unusable(vec![problem]))?;
         Ok(Document {
             root,
             patterns: Arc::new(patterns),

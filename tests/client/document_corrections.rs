@@ -160,7 +160,7 @@ fn a_document_with_a_ref_cycle_is_refused_with_the_cycle_named() {
     let mut doc: Value = serde_json::from_str(genapi::validate::EMBEDDED_DOCUMENT).unwrap();
     doc["components"]["schemas"]["OutputFormat"] = json!({"$ref": "#/components/schemas/WebhookUrl"});
     doc["components"]["schemas"]["WebhookUrl"] = json!({"$ref": "#/components/schemas/OutputFormat"});
-    let error = Document::parse(&doc.to_string()).unwrap_err();
+    let error = Document::parse(&doc.to_string()).unwrap_err().to_string();
     assert!(
         error.contains("$ref cycle: OutputFormat -> WebhookUrl -> OutputFormat"),
         "{error}"

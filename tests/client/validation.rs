@@ -316,7 +316,7 @@ async fn the_mock_reports_every_problem_in_fastapi_shape() {
 async fn a_document_with_a_pattern_that_does_not_compile_is_refused_up_front() {
     let mut doc: Value = common::document();
     doc["components"]["schemas"]["FinetuneId"]["pattern"] = json!("([unclosed");
-    let error = Document::parse(&doc.to_string()).unwrap_err();
+    let error = Document::parse(&doc.to_string()).unwrap_err().to_string();
     assert!(error.contains("([unclosed"), "{error}");
     let config = MockConfig::default().document(Some(doc.to_string()));
     let error = MockService::start_with(config, "127.0.0.1:0".parse().unwrap())

@@ -292,7 +292,7 @@ pub async fn connect_with(
     limited: impl Fn(genapi::ClientBuilder) -> genapi::ClientBuilder,
 ) -> Result<Connection, Failure> {
     if !uses_builtin_mock(global) {
-        let mut builder = Client::from_env_builder().map_err(|e| Failure::api(&e))?;
+        let mut builder = genapi::ClientBuilder::from_env().map_err(|e| Failure::api(&e))?;
         for origin in &global.trust_origins {
             builder = builder.trust_origin(origin);
         }

@@ -255,57 +255,57 @@ impl Fault {
     }
 }
 
-/// Settings of a [`MockService`]. Build with the chained setters, which have
-/// the fields' names: `MockConfig::default().key("k").credits(Some(5.0))`.
+/// Settings of a [`MockService`], set with chained calls named after what
+/// they set: `MockConfig::default().key("k").credits(Some(5.0))`.
 #[derive(Clone)]
 #[non_exhaustive]
 pub struct MockConfig {
     /// Keys and, for each, the operationIds it may use (`None`: all).
-    pub keys: Vec<(String, Option<Vec<String>>)>,
+    pub(crate) keys: Vec<(String, Option<Vec<String>>)>,
     /// Task duration when `durations` has no entry for the operation.
-    pub default_duration: Duration,
+    pub(crate) default_duration: Duration,
     /// Task duration per operationId.
-    pub durations: HashMap<String, Duration>,
+    pub(crate) durations: HashMap<String, Duration>,
     /// Credit balance; `None` for unlimited.
-    pub credits: Option<f64>,
+    pub(crate) credits: Option<f64>,
     /// Illustrative price in credits per megapixel (input + output).
-    pub price_per_mp: f64,
+    pub(crate) price_per_mp: f64,
     /// Active tasks per key before 429.
-    pub max_active_tasks: usize,
+    pub(crate) max_active_tasks: usize,
     /// How long a finished task stays known (then `Task not found`).
-    pub task_ttl: Duration,
+    pub(crate) task_ttl: Duration,
     /// Validity of a signed image result address (the service: 10 minutes).
-    pub result_url_validity: Duration,
+    pub(crate) result_url_validity: Duration,
     /// Validity of a signed video result address (the service: about 2 hours).
-    pub video_result_url_validity: Duration,
+    pub(crate) video_result_url_validity: Duration,
     /// Webhook deliveries may also go to listed non-loopback hosts.
-    pub allow_remote_webhooks: bool,
+    pub(crate) allow_remote_webhooks: bool,
     /// Origins (`http://127.0.0.1:PORT`) webhooks may be delivered to; a
     /// `webhook_url` elsewhere is never called, since the delivery carries
     /// the secret. Empty by default.
-    pub webhook_targets: Vec<String>,
+    pub(crate) webhook_targets: Vec<String>,
     /// Delivery attempts per webhook.
-    pub webhook_attempts: u32,
+    pub(crate) webhook_attempts: u32,
     /// Delay before the first webhook retry; doubles each time.
-    pub webhook_backoff: Duration,
+    pub(crate) webhook_backoff: Duration,
     /// The OpenAPI document to validate with (default: the embedded one).
-    pub document: Option<String>,
+    pub(crate) document: Option<String>,
     /// Report `progress` while tasks run (the live service does on most models).
-    pub report_progress: bool,
+    pub(crate) report_progress: bool,
     /// Report the observed extra in-progress statuses (`Reasoning` then
     /// `Generating`; video: `Queued`, `Generating`, `Uploading`) instead of
     /// `Pending` only.
-    pub observed_statuses: bool,
+    pub(crate) observed_statuses: bool,
     /// Largest request body accepted; larger ones get 413.
-    pub max_body_bytes: usize,
+    pub(crate) max_body_bytes: usize,
     /// Requests kept by the request log (the oldest are dropped).
-    pub request_log_capacity: usize,
+    pub(crate) request_log_capacity: usize,
     /// Bytes the request log may hold in all (its entries' bodies, headers
     /// and the rest); the oldest entries are dropped to stay within it.
     /// Default 16 MiB.
-    pub request_log_bytes: usize,
+    pub(crate) request_log_bytes: usize,
     /// Allow listening on a non-loopback address.
-    pub allow_remote: bool,
+    pub(crate) allow_remote: bool,
 }
 
 impl Default for MockConfig {
@@ -349,45 +349,51 @@ macro_rules! setters {
 
 impl MockConfig {
     setters! {
-        /// Sets [`MockConfig::keys`].
+        /// Keys and, for each, the operationIds it may use (`None`: all).
         keys: Vec<(String, Option<Vec<String>>)>;
-        /// Sets [`MockConfig::default_duration`].
+        /// Task duration when `durations` has no entry for the operation.
         default_duration: Duration;
-        /// Sets [`MockConfig::durations`].
+        /// Task duration per operationId.
         durations: HashMap<String, Duration>;
-        /// Sets [`MockConfig::credits`].
+        /// Credit balance; `None` for unlimited.
         credits: Option<f64>;
-        /// Sets [`MockConfig::price_per_mp`].
+        /// Illustrative price in credits per megapixel (input + output).
         price_per_mp: f64;
-        /// Sets [`MockConfig::max_active_tasks`].
+        /// Active tasks per key before 429.
         max_active_tasks: usize;
-        /// Sets [`MockConfig::task_ttl`].
+        /// How long a finished task stays known (then `Task not found`).
         task_ttl: Duration;
-        /// Sets [`MockConfig::result_url_validity`].
+        /// Validity of a signed image result address (the service: 10 minutes).
         result_url_validity: Duration;
-        /// Sets [`MockConfig::video_result_url_validity`].
+        /// Validity of a signed video result address (the service: about 2 hours).
         video_result_url_validity: Duration;
-        /// Sets [`MockConfig::allow_remote_webhooks`].
+        /// Webhook deliveries may also go to listed non-loopback hosts.
         allow_remote_webhooks: bool;
-        /// Sets [`MockConfig::webhook_targets`].
+        /// Origins (`http://127.0.0.1:PORT`) webhooks may be delivered to; a
+        /// `webhook_url` elsewhere is never called, since the delivery carries
+        /// the secret. Empty by default.
         webhook_targets: Vec<String>;
-        /// Sets [`MockConfig::webhook_attempts`].
+        /// Delivery attempts per webhook.
         webhook_attempts: u32;
-        /// Sets [`MockConfig::webhook_backoff`].
+        /// Delay before the first webhook retry; doubles each time.
         webhook_backoff: Duration;
-        /// Sets [`MockConfig::document`].
+        /// The OpenAPI document to validate with (default: the embedded one).
         document: Option<String>;
-        /// Sets [`MockConfig::report_progress`].
+        /// Report `progress` while tasks run (the live service does on most models).
         report_progress: bool;
-        /// Sets [`MockConfig::observed_statuses`].
+        /// Report the observed extra in-progress statuses (`Reasoning` then
+        /// `Generating`; video: `Queued`, `Generating`, `Uploading`) instead of
+        /// `Pending` only.
         observed_statuses: bool;
-        /// Sets [`MockConfig::max_body_bytes`].
+        /// Largest request body accepted; larger ones get 413.
         max_body_bytes: usize;
-        /// Sets [`MockConfig::request_log_capacity`].
+        /// Requests kept by the request log (the oldest are dropped).
         request_log_capacity: usize;
-        /// Sets [`MockConfig::request_log_bytes`].
+        /// Bytes the request log may hold in all (its entries' bodies, headers
+        /// and the rest); the oldest entries are dropped to stay within it.
+        /// Default 16 MiB.
         request_log_bytes: usize;
-        /// Sets [`MockConfig::allow_remote`].
+        /// Allow listening on a non-loopback address.
         allow_remote: bool;
     }
 

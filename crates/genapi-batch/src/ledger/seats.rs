@@ -30,7 +30,7 @@ pub const UNANSWERED_SEAT_HOLD: Duration = Duration::from_secs(30 * 60);
 /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
 /// use genapi_batch::ledger::SharedSeats;
 /// let seats = SharedSeats::connect("postgres://genapi@db.internal/genapi", "team-account", 24).await?;
-/// let client = genapi::Client::from_env_builder()?
+/// let client = genapi::ClientBuilder::from_env()?
 ///     .shared_places(seats.places(), seats.limit())
 ///     .build()?;
 /// # Ok(()) }
