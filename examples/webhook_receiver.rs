@@ -69,8 +69,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let output = inbox.wait(task, Duration::from_secs(30)).await?;
     println!(
         "task {} ready: {} ({} polls)",
-        output.id,
-        output.sample,
+        output.id(),
+        output.sample(),
         mock.count("GET", "/v1/get_result")
     );
     Ok(())

@@ -27,17 +27,11 @@ pub struct Output {
     session: Arc<Session>,
     task: TaskRef,
     polling_url: Url,
-    /// Task id.
-    pub id: String,
-    /// Signed address of the output (valid about 10 minutes; no key needed).
-    pub sample: String,
-    /// Seed used, when reported.
-    pub seed: Option<i128>,
-    /// Cost in credits: the settled cost of the poll result, else the one
-    /// reported at submission.
-    pub cost: Option<f64>,
+    sample: String,
+    seed: Option<i128>,
+    cost: Option<f64>,
     /// The final poll result, whole.
-    pub result: PollResult,
+    result: PollResult,
 }
 
 /// What fetching one address gave.
@@ -67,7 +61,6 @@ impl Output {
             })?;
         Ok(Output {
             session,
-            id: task.id.clone(),
             task,
             polling_url,
             seed: result.result.as_ref().and_then(|r| r.seed),
@@ -75,6 +68,40 @@ impl Output {
             sample,
             result,
         })
+    }
+
+    /// The task's id.
+    pub fn id(&self) -> &str {
+        &self.task.id
+    }
+
+    /// Signed address of the output: valid about 10 minutes and taken
+    /// without the key. [`Output::bytes`] and [`Output::save`] fetch it, and
+    /// fetch a fresh one by polling again when it has expired.
+    pub fn sample(&self) -> &str {
+        &self.sample
+    }
+
+    /// The seed the task ran with, when the service reported it.
+    pub fn seed(&self) -> Option<i128> {
+        self.seed
+    }
+
+    /// Cost in credits: the settled cost of the poll result, else the one
+    /// reported at submission.
+    pub fn cost(&self) -> Option<f64> {
+        self.cost
+    }
+
+    /// The prompt the task ran with, when reported: the service may have
+    /// rewritten the one sent (prompt upsampling).
+    pub fn prompt(&self) -> Option<&str> {
+        self.result.result.as_ref().and_then(|result| result.prompt.as_deref())
+    }
+
+    /// How long the service says the task ran, in seconds, when reported.
+    pub fn duration(&self) -> Option<f64> {
+        self.result.result.as_ref().and_then(|result| result.duration)
     }
 
     /// Id and polling URL of the task.

@@ -42,7 +42,11 @@ fn check(name: &str, outcome: Result<genapi::Output, Error>, expect: &Expect) {
         (Err(Error::RateLimited { .. }), Expect::RateLimited) => true,
         _ => false,
     };
-    assert!(ok, "{name}: expected {expect:?}, got {:?}", outcome.map(|o| o.id));
+    assert!(
+        ok,
+        "{name}: expected {expect:?}, got {:?}",
+        outcome.map(|o| o.id().to_string())
+    );
 }
 
 /// HTTP-level faults, injected into the mock.
@@ -306,5 +310,5 @@ async fn unknown_fields_in_answers_are_ignored() {
     .to_string();
     common::answer_next_submission(&mock, body);
     let output = client.run(request()).await.unwrap();
-    assert_eq!(output.id, task.id());
+    assert_eq!(output.id(), task.id());
 }

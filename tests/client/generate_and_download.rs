@@ -19,11 +19,11 @@ async fn text_to_image_returns_the_model_chosen_size() {
     assert_eq!(ImageFormat::sniff(&bytes), Some(ImageFormat::Jpeg));
     assert_eq!(dimensions(&bytes), Some((1024, 1024)));
     assert!(
-        output.sample.starts_with(mock.delivery_url()),
+        output.sample().starts_with(mock.delivery_url()),
         "served by the delivery host"
     );
-    assert!(output.cost.unwrap() > 0.0);
-    assert!(output.seed.is_some());
+    assert!(output.cost().unwrap() > 0.0);
+    assert!(output.seed().is_some());
 }
 
 #[tokio::test(start_paused = true)]
@@ -35,7 +35,7 @@ async fn requested_size_and_format_are_honoured_and_save_adds_the_extension() {
         .height(384)
         .output_format(OutputFormat::Webp);
     let output = mock.client().unwrap().run(request).await.unwrap();
-    let dir = std::env::temp_dir().join(format!("genapi-save-{}", output.id));
+    let dir = std::env::temp_dir().join(format!("genapi-save-{}", output.id()));
     std::fs::create_dir_all(&dir).unwrap();
     let saved = output.save(dir.join("fox")).await.unwrap();
     assert_eq!(saved.extension().unwrap(), "webp");
@@ -78,7 +78,7 @@ async fn older_families_report_cost_on_the_poll_result() {
         .unwrap();
     assert_eq!(task.cost(), None, "gen-dev reports no cost at submission");
     let output = task.wait().await.unwrap();
-    assert!(output.cost.unwrap() > 0.0, "settled cost comes from the poll result");
+    assert!(output.cost().unwrap() > 0.0, "settled cost comes from the poll result");
 
     let task = client
         .submit(types::Gen2ProRequest::builder().prompt("x"))
@@ -136,7 +136,7 @@ async fn a_task_can_be_resumed_from_its_id_or_polling_url() {
     assert!(url.starts_with(mock.regional_url()), "{url}");
     let by_url = client.task(&url).unwrap();
     assert_eq!(by_url.id(), id);
-    assert_eq!(by_url.wait().await.unwrap().id, id);
+    assert_eq!(by_url.wait().await.unwrap().id(), id);
     // From the id alone the client can only ask the global host, which (as the
     // service does) serves tasks submitted with a webhook: their answer has no
     // polling_url.
@@ -156,7 +156,7 @@ async fn a_task_can_be_resumed_from_its_id_or_polling_url() {
         by_id.polling_url().as_str(),
         format!("{}/v1/get_result?id={hooked_id}", mock.base_url())
     );
-    assert_eq!(by_id.wait().await.unwrap().id, hooked_id);
+    assert_eq!(by_id.wait().await.unwrap().id(), hooked_id);
 }
 
 #[tokio::test(start_paused = true)]
@@ -178,7 +178,7 @@ async fn download_timeout_bounds_the_whole_download_not_each_attempt() {
     assert!(error.is_worth_waiting_again());
     // Saving is bounded the same way, and leaves no partial file behind.
     mock.inject(Fault::unavailable("/mock/results/", 3).times(4));
-    let dir = std::env::temp_dir().join(format!("genapi-download-timeout-{}", output.id));
+    let dir = std::env::temp_dir().join(format!("genapi-download-timeout-{}", output.id()));
     std::fs::create_dir_all(&dir).unwrap();
     let started = tokio::time::Instant::now();
     let error = output.save(dir.join("x.jpg")).await.unwrap_err();

@@ -259,7 +259,7 @@ async fn a_poll_answered_422_with_the_task_gives_the_task() {
     let result = task.poll().await.unwrap();
     assert_eq!(result.status, genapi::TaskStatus::Ready);
     let output = task.wait().await.unwrap();
-    assert!(output.sample.ends_with("/out"));
+    assert!(output.sample().ends_with("/out"));
 }
 
 /// A 422 that is not the validation shape keeps the service's message.

@@ -124,9 +124,9 @@ async fn an_odd_optional_field_never_makes_a_finished_task_undecodable() {
     .await;
     let client = service.client_builder().build().unwrap();
     let output = client.run(prompt("x")).await.unwrap();
-    assert_eq!(output.id, "t-odd");
-    assert_eq!(output.seed, Some(18446744073709551615), "a seed up to 2^64-1 is kept");
-    assert_eq!(output.cost, None, "the odd cost was dropped, the task kept");
+    assert_eq!(output.id(), "t-odd");
+    assert_eq!(output.seed(), Some(18446744073709551615), "a seed up to 2^64-1 is kept");
+    assert_eq!(output.cost(), None, "the odd cost was dropped, the task kept");
 }
 
 #[tokio::test(start_paused = true)]

@@ -17,10 +17,10 @@ async fn an_expired_address_is_refused_and_the_client_fetches_a_fresh_one() {
         .await
         .unwrap();
     let http = genapi_http();
-    assert_eq!(http.get(&output.sample).send().await.unwrap().status(), 200);
+    assert_eq!(http.get(output.sample()).send().await.unwrap().status(), 200);
     mock.advance(Duration::from_secs(10 * 60 + 1));
     assert_eq!(
-        http.get(&output.sample).send().await.unwrap().status(),
+        http.get(output.sample()).send().await.unwrap().status(),
         403,
         "expired after 10 minutes"
     );
@@ -58,7 +58,7 @@ async fn a_tampered_address_is_refused() {
         .run(types::Gen2ProRequest::builder().prompt("x"))
         .await
         .unwrap();
-    let tampered = output.sample.replace("expires=", "expires=9");
+    let tampered = output.sample().replace("expires=", "expires=9");
     assert_eq!(genapi_http().get(&tampered).send().await.unwrap().status(), 403);
 }
 

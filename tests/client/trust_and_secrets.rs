@@ -61,7 +61,7 @@ async fn a_trusted_regional_polling_host_is_polled_with_the_key() {
         .build()
         .unwrap();
     let output = client.run(request()).await.unwrap();
-    assert_eq!(output.id, id);
+    assert_eq!(output.id(), id);
     let poll = other
         .requests()
         .into_iter()

@@ -548,7 +548,7 @@ mod end_to_end {
         let mock = mock_delivering_to(&[&url]).await;
         let task = mock.client().unwrap().submit(request(&url)).await.unwrap();
         let output = inbox.wait(task, Duration::MAX).await.unwrap();
-        assert!(!output.sample.is_empty());
+        assert!(!output.sample().is_empty());
         assert_eq!(mock.count("GET", "/v1/get_result"), 0, "the notification settled it");
     }
 
@@ -562,7 +562,7 @@ mod end_to_end {
             .await
             .unwrap();
         let output = Inbox::new().wait(task, Duration::from_millis(500)).await.unwrap();
-        assert!(!output.sample.is_empty());
+        assert!(!output.sample().is_empty());
         assert!(mock.count("GET", "/v1/get_result") >= 1);
     }
 

@@ -996,11 +996,7 @@ impl Context {
         // The task is final (its seat is free) or no longer waited for: the
         // job is out of flight while the result is saved.
         drop(place);
-        let reported = waited
-            .as_ref()
-            .ok()
-            .and_then(|output| output.result.result.as_ref())
-            .and_then(|result| result.prompt.as_deref());
+        let reported = waited.as_ref().ok().and_then(|output| output.prompt());
         if let (Some(expected), Some(reported)) = (expected_prompt, reported) {
             if !super::adopt::same_prompt(expected, reported) {
                 let mut outcome = JobOutcome::new(line, stem, JobStatus::Failed);
@@ -1066,8 +1062,8 @@ impl Context {
     }
 
     async fn save(&self, output: Output, cost: Option<f64>, line: u64, stem: &str, resumed: bool) -> JobOutcome {
-        let cost = output.cost.or(cost);
-        let duration = output.result.result.as_ref().and_then(|r| r.duration);
+        let cost = output.cost().or(cost);
+        let duration = output.duration();
         // A run that stopped between saving and recording left the file.
         let existing = if resumed {
             existing_file(&self.out_dir, stem)
@@ -1093,7 +1089,7 @@ impl Context {
             line,
             status: "Ready".into(),
             file: name,
-            seed: output.seed.and_then(serde_json::Number::from_i128),
+            seed: output.seed().and_then(serde_json::Number::from_i128),
             cost,
             duration,
             error: None,
@@ -1104,7 +1100,7 @@ impl Context {
             outcome.error = Some(format!("saved, but the journal could not record it ({e})"));
         }
         outcome.file = Some(file);
-        outcome.seed = output.seed;
+        outcome.seed = output.seed();
         outcome.cost = cost;
         outcome.duration = duration;
         outcome

@@ -60,7 +60,7 @@ fn run() -> (f64, u64, u64) {
         .collect();
     let ids: HashSet<String> = outcomes
         .iter()
-        .filter_map(|o| o.as_ref().ok().map(|out| out.id.clone()))
+        .filter_map(|o| o.as_ref().ok().map(|out| out.id().to_string()))
         .collect();
     if let Some(first) = failures.first() {
         println!("  first failure: {first}");

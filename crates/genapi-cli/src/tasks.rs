@@ -433,7 +433,7 @@ async fn save_output(
         .and_then(|f| f.parent())
         .filter(|d| !d.as_os_str().is_empty())
         .unwrap_or(&plan.dir);
-    let partial = dir.join(format!(".genapi-{}.partial", out::safe_component(&output.id, 16)));
+    let partial = dir.join(format!(".genapi-{}.partial", out::safe_component(output.id(), 16)));
     let saved = match tokio::time::timeout_at(deadline, output.save(&partial)).await {
         Ok(Ok(saved)) => saved,
         Ok(Err(error)) => return Err(Failure::api(&error)),
@@ -449,7 +449,7 @@ async fn save_output(
     let read = std::fs::File::open(&saved)
         .and_then(|mut f| std::io::Read::read(&mut f, &mut head))
         .unwrap_or(0);
-    let (file, warning) = plan.path_for(index, &output.id, &head[..read], &output.sample);
+    let (file, warning) = plan.path_for(index, output.id(), &head[..read], output.sample());
     if let Some(warning) = warning {
         out::err(&format!("warning: {warning}"));
     }
@@ -493,24 +493,23 @@ fn report(
     let mock = connection.mock.is_some() || connection.client.served_by_mock();
     match outcome {
         Ok(saved) => {
-            let result = saved.output.result.result.as_ref();
-            let duration = result.and_then(|r| r.duration);
+            let duration = saved.output.duration();
             if global.json {
                 out::out(
                     &json!({
                         "id": id, "polling_url": polling_url, "model": model, "status": "Ready",
-                        "file": saved.file.display().to_string(), "seed": saved.output.seed,
-                        "cost": saved.output.cost, "duration": duration, "mock": mock,
+                        "file": saved.file.display().to_string(), "seed": saved.output.seed(),
+                        "cost": saved.output.cost(), "duration": duration, "mock": mock,
                     })
                     .to_string(),
                 );
             } else {
-                let cost = match saved.output.cost {
+                let cost = match saved.output.cost() {
                     Some(cost) if mock => format!("cost {cost} credits (illustrative mock price)"),
                     Some(cost) => format!("cost {cost} credits"),
                     None => "cost not reported".to_string(),
                 };
-                let seed = saved.output.seed.map(|s| format!("; seed {s}")).unwrap_or_default();
+                let seed = saved.output.seed().map(|s| format!("; seed {s}")).unwrap_or_default();
                 let served = if mock { " by the MOCK service" } else { "" };
                 out::out(&format!(
                     "task {}: Ready{served}; {cost}{seed}; saved {}",
@@ -713,7 +712,7 @@ pub async fn get(global: &Global, reference: &str, out_path: Option<PathBuf>, fo
         }
     };
     let Some(plan) = plan else { return Ok(()) };
-    let id = output.id.clone();
+    let id = output.id().to_string();
     let polling_url = reference.to_string();
     let outcome = save_output(output, &plan, None, deadline, global).await;
     let resume = resume_command(&connection.client, &id, &polling_url, &plan.resume_target(None));

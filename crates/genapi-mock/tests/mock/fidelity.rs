@@ -53,7 +53,7 @@ async fn polling_is_on_the_regional_host_with_the_key_and_samples_on_the_deliver
         .unwrap();
     assert!(task.polling_url().as_str().starts_with(mock.regional_url()));
     let output = task.wait().await.unwrap();
-    assert!(output.sample.starts_with(mock.delivery_url()), "{}", output.sample);
+    assert!(output.sample().starts_with(mock.delivery_url()), "{}", output.sample());
     output.bytes().await.unwrap();
 
     let log = mock.requests();
@@ -67,7 +67,7 @@ async fn polling_is_on_the_regional_host_with_the_key_and_samples_on_the_deliver
     assert_eq!(mock.stats().keys_sent_to_delivery, 0);
 
     // The global host answers 404 for a regional task; the regional host takes no submissions.
-    let on_global = format!("{}/v1/get_result?id={}", mock.base_url(), output.id);
+    let on_global = format!("{}/v1/get_result?id={}", mock.base_url(), output.id());
     assert_eq!(get_json(&on_global, Some(mock.key())).await.0, 404);
     let submit_on_regional = common::http()
         .post(format!("{}/v1/gen-2-pro", mock.regional_url()))
@@ -79,7 +79,7 @@ async fn polling_is_on_the_regional_host_with_the_key_and_samples_on_the_deliver
     assert_eq!(submit_on_regional.status(), 404);
     // A key sent to the delivery host is counted, and not needed.
     let with_key = common::http()
-        .get(&output.sample)
+        .get(output.sample())
         .header("x-key", mock.key())
         .send()
         .await
@@ -177,7 +177,7 @@ async fn a_webhook_submission_answers_without_polling_url_and_the_global_host_se
     let polls: Vec<_> = mock
         .requests()
         .into_iter()
-        .filter(|r| r.path == "/v1/get_result" && r.query.as_deref() == Some(&format!("id={}", output.id)))
+        .filter(|r| r.path == "/v1/get_result" && r.query.as_deref() == Some(&format!("id={}", output.id())))
         .collect();
     assert!(!polls.is_empty() && polls.iter().all(|r| r.origin == "api"));
 }
@@ -569,14 +569,10 @@ async fn a_prompt_marker_sets_one_tasks_duration() {
         .run(types::Gen2ProRequest::builder().prompt("[mock:duration_ms=1200] slow"))
         .await
         .unwrap();
-    assert_eq!(output.result.result.unwrap().duration, Some(1.2));
+    assert_eq!(output.duration(), Some(1.2));
     let quick = client
         .run(types::Gen2ProRequest::builder().prompt("quick"))
         .await
         .unwrap();
-    assert_eq!(
-        quick.result.result.unwrap().duration,
-        Some(0.3),
-        "others keep the default"
-    );
+    assert_eq!(quick.duration(), Some(0.3), "others keep the default");
 }

@@ -165,7 +165,7 @@ async fn faults_and_the_clock_can_be_scripted_over_http() {
         .run(genapi::api::types::Gen2ProRequest::builder().prompt("x"))
         .await
         .unwrap();
-    assert_eq!(http.get(&output.sample).send().await.unwrap().status(), 200);
+    assert_eq!(http.get(output.sample()).send().await.unwrap().status(), 200);
     assert_eq!(
         control("/mock/clock/advance", json!({"seconds": 601}))
             .await
@@ -174,7 +174,7 @@ async fn faults_and_the_clock_can_be_scripted_over_http() {
         200
     );
     assert_eq!(
-        http.get(&output.sample).send().await.unwrap().status(),
+        http.get(output.sample()).send().await.unwrap().status(),
         403,
         "expired on the advanced clock"
     );
