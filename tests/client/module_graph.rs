@@ -151,3 +151,26 @@ fn a_circle_is_seen() {
     std::fs::remove_dir_all(&dir).unwrap();
     assert_eq!(found, vec!["a <-> b".to_string()]);
 }
+
+/// The batch's stores (the journal and the ledger) share the records'
+/// model with its runner, never the runner itself: no store names the
+/// runner's module or its `Batch`, outside comments.
+#[test]
+fn the_batchs_stores_do_not_know_its_runner() {
+    let source = crate_source("crates/genapi-batch/src");
+    let mut stores = vec![source.join("journal.rs"), source.join("store.rs")];
+    for entry in std::fs::read_dir(source.join("ledger")).unwrap() {
+        stores.push(entry.unwrap().path());
+    }
+    for file in stores {
+        let text = std::fs::read_to_string(&file).unwrap();
+        for (number, line) in text.lines().enumerate() {
+            let code = line.split("//").next().unwrap_or("");
+            let names_runner = code.contains("run::")
+                || code
+                    .split(|c: char| !c.is_alphanumeric() && c != '_')
+                    .any(|word| word == "Batch");
+            assert!(!names_runner, "{}:{}: {line}", file.display(), number + 1);
+        }
+    }
+}

@@ -20,6 +20,7 @@ mod job_file;
 mod journal;
 mod outcome;
 mod run;
+mod store;
 
 pub use adopt::{adopt, AdoptError, Adopted};
 pub use job::{safe_stem, Job, JobLine};
@@ -29,6 +30,7 @@ pub(crate) use journal::{line_state, LineState};
 pub use journal::{FileJournal, Journal, MemoryJournal, Record};
 pub use outcome::{JobOutcome, JobStatus};
 pub use run::{Batch, Counters, Stopper};
+pub use store::SharedStore;
 
 #[cfg(feature = "postgres")]
 pub mod ledger;

@@ -11,10 +11,11 @@ use tokio::time::Instant;
 
 use futures::{Stream, StreamExt};
 
-use super::budget::{Hold, LocalBudget};
+use super::budget::Hold;
 use super::job::Job;
-use super::journal::{fold, Journal, LineState, Record, Recorder};
+use super::journal::{Journal, LineState, Record};
 use super::outcome::{JobOutcome, JobStatus};
+use super::store::{Claim, JournalStore, SharedStore, Store};
 use genapi::FailureClass;
 use genapi::Unsent;
 use genapi::{Checked, Error};
@@ -82,8 +83,8 @@ pub struct Batch<J: Journal> {
     counters: Counters,
     stop: Stopper,
     max_credits: Option<f64>,
-    #[cfg(feature = "postgres")]
-    ledger: Option<Arc<crate::ledger::Ledger>>,
+    /// A store shared with other workers, in place of the journal.
+    shared_store: Option<Arc<dyn Store>>,
 }
 
 /// Stops a running batch gently ([`Batch::stopper`]): no new job is
@@ -218,8 +219,7 @@ impl<J: Journal> Batch<J> {
             counters: Counters::default(),
             stop: Stopper::default(),
             max_credits: None,
-            #[cfg(feature = "postgres")]
-            ledger: None,
+            shared_store: None,
         }
     }
 
@@ -239,31 +239,17 @@ impl<J: Journal> Batch<J> {
         self
     }
 
-    /// Keeps the batch in a PostgreSQL [`crate::ledger::Ledger`] instead of
-    /// the journal (which is then neither read nor written), so that any
-    /// number of processes, on any machines, given the same jobs, share it:
+    /// Keeps the batch in a PostgreSQL ledger (`ledger::Ledger`, feature
+    /// `postgres`) instead of the journal (which is then neither read nor
+    /// written), so that any number of processes, on any machines, given the same jobs, share it:
     /// each line is claimed by one worker; the records are the journal's,
     /// with the same rules; a dead worker's lines are taken over once its
     /// lease lapses, its accepted tasks polled and saved, never submitted
     /// again. A line done by another worker comes out as from the journal,
     /// with the file name that worker saved (in its output directory).
-    ///
-    /// ```no_run
-    /// # async fn demo(client: genapi::Client, jobs: Vec<genapi_batch::Job>) -> Result<(), Box<dyn std::error::Error>> {
-    /// use futures::StreamExt;
-    /// use genapi_batch::{Batch, MemoryJournal};
-    /// use genapi_batch::ledger::Ledger;
-    /// let ledger = Ledger::open("postgres://genapi@db.internal/genapi", "catalogue", "jobs-digest").await?;
-    /// let outcomes: Vec<_> = Batch::new(client, MemoryJournal::default(), "out")
-    ///     .ledger(ledger)
-    ///     .run(jobs)?
-    ///     .collect()
-    ///     .await;
-    /// # Ok(()) }
-    /// ```
-    #[cfg(feature = "postgres")]
-    pub fn ledger(mut self, ledger: crate::ledger::Ledger) -> Self {
-        self.ledger = Some(Arc::new(ledger));
+    /// (`ledger::Ledger` shows it in use.)
+    pub fn ledger(mut self, ledger: impl Into<SharedStore>) -> Self {
+        self.shared_store = Some(ledger.into().0);
         self
     }
 
@@ -324,38 +310,26 @@ impl<J: Journal> Batch<J> {
         I: IntoIterator<Item = Job>,
         I::IntoIter: Send + 'static,
     {
-        #[cfg(feature = "postgres")]
-        let ledger = self.ledger.take();
-        #[cfg(not(feature = "postgres"))]
-        let ledger: Option<SharedLedger> = None;
         // Results are saved there: made, when nothing has the name, before
         // anything is paid for.
         if std::fs::symlink_metadata(&self.out_dir).is_err() {
             std::fs::create_dir_all(&self.out_dir)?;
         }
-        let lines = match ledger {
-            Some(_) => HashMap::new(),
-            None => fold(self.journal.replay()?),
-        };
-        let budget = LocalBudget::from_lines(lines.iter());
-        let mut recorded: HashMap<String, Vec<u64>> = HashMap::new();
-        for (line, state) in &lines {
-            if let Some(digest) = &state.digest {
-                recorded.entry(digest.clone()).or_default().push(*line);
+        let (store, recorded): (Arc<dyn Store>, _) = match self.shared_store.take() {
+            Some(store) => (store, HashMap::new()),
+            None => {
+                let journal = JournalStore::open(self.journal, self.max_credits.is_some())?;
+                let recorded = journal.recorded();
+                (Arc::new(journal), recorded)
             }
-        }
+        };
         let at_once = self
             .limit
             .unwrap_or_else(|| self.client.max_active_tasks().unwrap_or(24).saturating_mul(2));
         let context = Arc::new(Context {
             client: self.client,
-            journal: match ledger {
-                Some(_) => None,
-                None => Some(Recorder::start(self.journal)?),
-            },
-            ledger,
+            store,
             max_credits: self.max_credits,
-            budget: Mutex::new(budget),
             cap_reached: AtomicBool::new(false),
             out_dir: self.out_dir,
             resubmit_unknown: self.resubmit_unknown,
@@ -365,7 +339,6 @@ impl<J: Journal> Batch<J> {
             stop: self.stop.clone(),
             recorded,
             current: Mutex::new(HashMap::new()),
-            lines: Mutex::new(lines),
             deferred: Mutex::new(Vec::new()),
         });
 
@@ -385,11 +358,7 @@ impl<J: Journal> Batch<J> {
                     outcome.class = Some(FailureClass::Validation);
                     // A task an earlier run had accepted for this line stays
                     // in the journal, and is named so it is not lost.
-                    let earlier = first
-                        .lines
-                        .lock()
-                        .ok()
-                        .and_then(|lines| lines.get(&job.line).and_then(|state| state.accepted.clone()));
+                    let earlier = first.store.earlier(job.line).and_then(|state| state.accepted);
                     let kept = match earlier {
                         Some((id, polling_url, _)) => {
                             let note = format!("; its task {id}, accepted in an earlier run, is kept for it");
@@ -407,7 +376,7 @@ impl<J: Journal> Batch<J> {
                 // Taken in order: every earlier line's job is known here
                 // (kept only for lines the journal knows, so memory follows
                 // the journal, not the job file).
-                let known = first.lines.lock().is_ok_and(|lines| lines.contains_key(&job.line));
+                let known = first.store.earlier(job.line).is_some();
                 if known {
                     if let Ok(mut current) = first.current.lock() {
                         current.insert(job.line, job.digest());
@@ -468,16 +437,14 @@ impl<J: Journal> Batch<J> {
 
 struct Context {
     client: Client,
-    /// The journal; `None` when the batch is kept in a ledger.
-    journal: Option<Recorder>,
-    ledger: Option<SharedLedger>,
+    /// Where the batch lives: this process's journal, or a shared ledger.
+    store: Arc<dyn Store>,
     out_dir: PathBuf,
     resubmit_unknown: bool,
     retry_refused: bool,
     wait: Option<WaitOptions>,
     counters: Counters,
     stop: Stopper,
-    lines: Mutex<HashMap<u64, LineState>>,
     /// Lines the journal recorded a submission for, by the job's digest.
     recorded: HashMap<String, Vec<u64>>,
     /// The digest of each job taken so far, by line.
@@ -486,8 +453,6 @@ struct Context {
     deferred: Mutex<Vec<Job>>,
     /// The batch's spending cap.
     max_credits: Option<f64>,
-    /// Credits of a batch kept in the journal (a ledger keeps its own).
-    budget: Mutex<LocalBudget>,
     /// The cap was reached: nothing more is submitted.
     cap_reached: AtomicBool,
 }
@@ -498,66 +463,37 @@ impl Context {
     async fn process_or_defer(&self, job: Job) -> Option<JobOutcome> {
         let started = Instant::now();
         let stem = job.stem();
-        #[cfg(feature = "postgres")]
-        if let Some(ledger) = &self.ledger {
-            use crate::ledger::Claim;
-            let line = job.line;
-            let claimed = ledger.claim(line).await;
-            let (state, mine) = match claimed {
-                Ok(Claim::Mine(records)) => (super::line_state(records), true),
-                Ok(Claim::Done(records)) => (super::line_state(records), false),
-                Ok(Claim::Held) => {
-                    if let Ok(mut deferred) = self.deferred.lock() {
-                        deferred.push(job);
-                    }
-                    return None;
+        let line = job.line;
+        let (state, mine) = match self.store.claim(line).await {
+            Ok(Claim::Mine(state)) => (state, true),
+            Ok(Claim::Done(state)) => (state, false),
+            Ok(Claim::Held) => {
+                if let Ok(mut deferred) = self.deferred.lock() {
+                    deferred.push(job);
                 }
-                Err(error) => {
-                    let mut outcome = JobOutcome::new(line, &stem, JobStatus::NotSubmitted);
-                    outcome.class = Some(FailureClass::Other);
-                    outcome.error = Some(format!(
-                        "cannot claim the line in the ledger ({error}); nothing was sent"
-                    ));
-                    return Some(outcome);
-                }
-            };
-            let mut outcome = self.decide(job, &stem, state).await;
-            if mine {
-                if let Err(error) = ledger.release(line).await {
-                    // Its lease lapses instead: another worker takes it then.
-                    tracing::warn!(%error, line, "cannot release a line in the ledger");
-                }
+                return None;
             }
-            outcome.elapsed = started.elapsed();
-            return Some(outcome);
-        }
-        let state = self
-            .lines
-            .lock()
-            .ok()
-            .and_then(|mut lines| lines.remove(&job.line))
-            .unwrap_or_default();
+            Err(error) => {
+                let mut outcome = JobOutcome::new(line, &stem, JobStatus::NotSubmitted);
+                outcome.class = Some(FailureClass::Other);
+                outcome.error = Some(format!("cannot claim the line ({error}); nothing was sent"));
+                return Some(outcome);
+            }
+        };
         let mut outcome = self.decide(job, &stem, state).await;
+        if mine {
+            if let Err(error) = self.store.release(line).await {
+                // Its lease lapses instead: another worker takes it then.
+                tracing::warn!(%error, line, "cannot release a line");
+            }
+        }
         outcome.elapsed = started.elapsed();
         Some(outcome)
     }
 
-    /// Stores a record durably: in the ledger, or in the journal off the
-    /// async threads.
+    /// Stores a record durably.
     async fn record(&self, record: Record) -> io::Result<()> {
-        #[cfg(feature = "postgres")]
-        if let Some(ledger) = &self.ledger {
-            return ledger.record(&record).await.map_err(io::Error::other);
-        }
-        if self.max_credits.is_some() {
-            if let Ok(mut budget) = self.budget.lock() {
-                budget.note(&record);
-            }
-        }
-        match &self.journal {
-            Some(journal) => journal.record(record).await,
-            None => Err(io::Error::other("the batch has no journal")),
-        }
+        self.store.record(record).await
     }
 
     /// Holds credits for `job`'s submission under the cap, waiting while
@@ -568,15 +504,11 @@ impl Context {
             if self.cap_reached.load(Ordering::SeqCst) {
                 return Err(HeldBack::CapReached);
             }
-            #[cfg(feature = "postgres")]
-            let hold = match &self.ledger {
-                Some(ledger) => ledger.hold_credits(job.line, &kind, max).await.map_err(|e| {
-                    HeldBack::JournalFailed(format!("cannot hold credits in the ledger ({e}); nothing was sent"))
-                })?,
-                None => self.local_hold(job.line, &kind, max),
-            };
-            #[cfg(not(feature = "postgres"))]
-            let hold = self.local_hold(job.line, &kind, max);
+            let hold = self
+                .store
+                .hold_credits(job.line, &kind, max)
+                .await
+                .map_err(|e| HeldBack::JournalFailed(format!("cannot hold credits ({e}); nothing was sent")))?;
             match hold {
                 Hold::Held(_) => return Ok(()),
                 Hold::CapReached => {
@@ -591,24 +523,10 @@ impl Context {
         }
     }
 
-    fn local_hold(&self, line: u64, kind: &str, max: f64) -> Hold {
-        self.budget
-            .lock()
-            .map(|mut budget| budget.hold(line, kind, max))
-            .unwrap_or(Hold::CapReached)
-    }
-
     /// The submission was not sent: its credits are free again.
     async fn drop_hold(&self, line: u64) {
-        #[cfg(feature = "postgres")]
-        if let Some(ledger) = &self.ledger {
-            if let Err(error) = ledger.drop_hold(line).await {
-                tracing::warn!(%error, line, "cannot give back held credits in the ledger");
-            }
-            return;
-        }
-        if let Ok(mut budget) = self.budget.lock() {
-            budget.drop_hold(line);
+        if let Err(error) = self.store.drop_hold(line).await {
+            tracing::warn!(%error, line, "cannot give back held credits");
         }
     }
 
@@ -673,7 +591,7 @@ impl Context {
             let saved = file.as_ref().map(|f| self.out_dir.join(f));
             // In a ledger the file may be in another worker's directory.
             let intact = status == "Ready"
-                && (self.ledger.is_some()
+                && (self.store.shared()
                     || saved
                         .as_ref()
                         .and_then(|p| std::fs::metadata(p).ok())
@@ -944,9 +862,7 @@ impl Context {
             }
             // Its hold stays (it may have been charged) but no longer waits
             // for an answer (a ledger's does so once the line is released).
-            if let Ok(mut budget) = self.budget.lock() {
-                budget.keep_unanswered(job.line);
-            }
+            self.store.keep_unanswered(job.line);
             let mut outcome = JobOutcome::new(job.line, stem, JobStatus::Unknown);
             outcome.class = Some(FailureClass::Unknown);
             outcome.error = Some(unknown_message(
@@ -1212,10 +1128,3 @@ enum HeldBack {
     /// The submission could pass the credit cap.
     CapReached,
 }
-
-/// The ledger a batch may be kept in.
-#[cfg(feature = "postgres")]
-type SharedLedger = Arc<crate::ledger::Ledger>;
-/// Without the `postgres` feature there is no ledger.
-#[cfg(not(feature = "postgres"))]
-type SharedLedger = std::convert::Infallible;

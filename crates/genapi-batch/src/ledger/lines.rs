@@ -19,10 +19,17 @@ use crate::Record;
 /// to [`crate::Batch::ledger`].
 ///
 /// ```no_run
-/// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+/// # async fn demo(client: genapi::Client, jobs: Vec<genapi_batch::Job>) -> Result<(), Box<dyn std::error::Error>> {
+/// use futures::StreamExt;
 /// use genapi_batch::ledger::Ledger;
+/// use genapi_batch::{Batch, MemoryJournal};
 /// let ledger = Ledger::open("postgres://genapi@db.internal/genapi", "catalogue-2026-11", "9f2c0d1e").await?;
 /// println!("working as {}", ledger.worker());
+/// let outcomes: Vec<_> = Batch::new(client, MemoryJournal::default(), "out")
+///     .ledger(ledger)
+///     .run(jobs)?
+///     .collect()
+///     .await;
 /// # Ok(()) }
 /// ```
 pub struct Ledger {

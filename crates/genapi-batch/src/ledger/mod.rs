@@ -33,12 +33,12 @@ mod guard;
 mod lines;
 mod schema;
 mod seats;
+mod store;
 pub mod tls;
 
 use std::sync::Arc;
 use std::time::Duration;
 
-pub(crate) use lines::Claim;
 pub use lines::{BatchStatus, Ledger, LineView};
 pub use seats::{SharedSeats, UNANSWERED_SEAT_HOLD};
 
