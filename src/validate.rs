@@ -56,18 +56,9 @@ pub struct UnusableDocument {
     pub problems: Vec<String>,
 }
 
-/// An operation as the document declares it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct DocumentOperation {
-    /// `POST`, `GET`, …
-    pub method: String,
-    /// Path as written, e.g. `/v1/gen-2-pro`.
-    pub path: String,
-    /// operationId.
-    pub id: String,
-    /// Name of the request body schema, when there is one.
-    pub request_schema: Option<String>,
-}
+/// An operation as the document declares it: the document reader's own
+/// type, so every part of genapi speaks of an operation the same way.
+pub use genapi_document::Operation;
 
 impl Document {
     /// The embedded `openapi.json`, parsed once.
@@ -111,16 +102,8 @@ impl Document {
 
     /// Every operation, sorted by path and then by method (not in the order
     /// the document lists them), as `api::OPERATIONS` is.
-    pub fn operations(&self) -> Vec<DocumentOperation> {
+    pub fn operations(&self) -> Vec<Operation> {
         document::operations(&self.root)
-            .into_iter()
-            .map(|op| DocumentOperation {
-                method: op.method,
-                path: op.path,
-                id: op.id,
-                request_schema: op.request_schema,
-            })
-            .collect()
     }
 
     /// A named schema of `components/schemas`.

@@ -5,7 +5,7 @@
 
 use serde_json::Value;
 
-use super::{Document, DocumentOperation};
+use super::{Document, Operation};
 
 /// One field of a request schema, as the document declares it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -38,7 +38,7 @@ pub struct UnknownModel {
 impl Document {
     /// The model name of a submission: its path without `/v1/`, e.g.
     /// `gen-tools/deblur-v1`.
-    pub fn model_name(operation: &DocumentOperation) -> &str {
+    pub fn model_name(operation: &Operation) -> &str {
         operation.path.strip_prefix("/v1/").unwrap_or(&operation.path)
     }
 
@@ -52,8 +52,8 @@ impl Document {
     /// let typo = document.submission("gen-2-prp").unwrap_err();
     /// assert_eq!(typo.suggestion.as_deref(), Some("gen-2-pro"));
     /// ```
-    pub fn submission(&self, name: &str) -> Result<DocumentOperation, UnknownModel> {
-        let submissions: Vec<DocumentOperation> = self
+    pub fn submission(&self, name: &str) -> Result<Operation, UnknownModel> {
+        let submissions: Vec<Operation> = self
             .operations()
             .into_iter()
             .filter(|op| op.method == "POST" && op.request_schema.is_some())
@@ -63,7 +63,7 @@ impl Document {
         let exact = submissions
             .iter()
             .find(|op| Document::model_name(op) == wanted || op.id == wanted);
-        let by_last: Vec<&DocumentOperation> = submissions
+        let by_last: Vec<&Operation> = submissions
             .iter()
             .filter(|op| op.path.rsplit('/').next() == Some(wanted))
             .collect();
