@@ -27,6 +27,8 @@ use genapi::{Client, Output, Task, WaitOptions};
 const SUBMIT_ATTEMPTS: u32 = 6;
 /// Extensions an output may have been saved with.
 const EXTENSIONS: [&str; 6] = ["jpg", "png", "webp", "gif", "mp4", "bin"];
+/// Attempts to record a paid task before the run reports it could not.
+const PAID_RECORD_ATTEMPTS: u32 = 4;
 /// How often lines held by other workers are tried again.
 const HELD_RECHECK: Duration = Duration::from_secs(1);
 /// How often a submission waiting for held credits to come back asks again.
@@ -496,6 +498,26 @@ impl Context {
         self.store.record(record).await
     }
 
+    /// Stores the record of a paid task, trying again a few times (a
+    /// database failing over, a disk briefly full): without it a later run
+    /// cannot know the task.
+    async fn record_paid(&self, record: Record) -> io::Result<()> {
+        let mut pause = Duration::from_millis(200);
+        let mut attempt = 1;
+        loop {
+            match self.record(record.clone()).await {
+                Ok(()) => return Ok(()),
+                Err(error) if attempt >= PAID_RECORD_ATTEMPTS => return Err(error),
+                Err(error) => {
+                    tracing::warn!(%error, attempt, line = record.line(), "cannot record a paid task yet; trying again");
+                    tokio::time::sleep(pause).await;
+                    pause *= 4;
+                    attempt += 1;
+                }
+            }
+        }
+    }
+
     /// Holds credits for `job`'s submission under the cap, waiting while
     /// holds in flight may come back.
     async fn hold_credits(&self, job: &Job, max: f64) -> Result<(), HeldBack> {
@@ -799,13 +821,24 @@ impl Context {
                         cost: task.cost(),
                         adopted: false,
                     };
-                    if let Err(e) = self.record(accepted).await {
-                        // Carry on: the task is paid for. Without the record a
-                        // later run reports the line as unknown, never resubmits it.
-                        tracing::warn!(error = %e, task_id = task.id(), "cannot record an accepted task in the journal");
-                    }
+                    let unrecorded = self.record_paid(accepted).await.err();
                     let cost = task.cost();
-                    return self.follow(task, cost, job.line, stem, Source::Submitted, place).await;
+                    let reference = task.reference().clone();
+                    let mut outcome = self.follow(task, cost, job.line, stem, Source::Submitted, place).await;
+                    if let Some(error) = unrecorded {
+                        // The task is paid for and followed, but a later run
+                        // would not know it: this run must not end as if all
+                        // were well, and says which task to adopt.
+                        outcome.class = Some(FailureClass::Write);
+                        let after = outcome.error.take().map(|e| format!("; then: {e}")).unwrap_or_default();
+                        outcome.error = Some(format!(
+                            "task {} was accepted (and paid for) but could not be recorded ({error}); a later run \
+                             would report line {} unknown: adopt the task for it{after}",
+                            reference.id, job.line
+                        ));
+                        outcome.task = Some(reference);
+                    }
+                    return outcome;
                 }
             };
             let nothing_sent = matches!(

@@ -541,6 +541,8 @@ fn with_flags(mut outcome: JobOutcome) -> JobOutcome {
         (JobStatus::Unknown, _, _) => format!("--adopt {line}=TASK_ID, or --resubmit-unknown"),
         // An adopted task that turned out to be another line's.
         (JobStatus::Failed, Some(FailureClass::Validation), Some(_)) => format!("--adopt {line}=TASK_ID"),
+        // A paid task the journal or ledger could not record.
+        (_, Some(FailureClass::Write), Some(task)) => format!("--adopt {line}={}", out::clean(&task.id)),
         _ => return outcome,
     };
     if let Some(error) = &mut outcome.error {
@@ -549,12 +551,14 @@ fn with_flags(mut outcome: JobOutcome) -> JobOutcome {
     outcome
 }
 
-/// A failure or an unknown outcome, said as it happens.
+/// A failure or an unknown outcome, said as it happens; a saved result
+/// with a problem (a class) too.
 fn report(outcome: &JobOutcome) {
     if outcome.from_journal {
         return;
     }
-    if let (Some(error), false) = (&outcome.error, outcome.status == JobStatus::Succeeded) {
+    let worth_saying = outcome.status != JobStatus::Succeeded || outcome.class.is_some();
+    if let (Some(error), true) = (&outcome.error, worth_saying) {
         let task = outcome
             .task
             .as_ref()
@@ -640,7 +644,7 @@ impl Tally {
 
     /// 0 when every line succeeded, else the code of the most serious class.
     fn exit_code(&self) -> u8 {
-        if self.failed_total() == 0 && self.invalid == 0 {
+        if self.failed_total() == 0 && self.invalid == 0 && self.classes.is_empty() {
             return 0;
         }
         FailureClass::most_serious(self.classes.iter().copied()).map_or(

@@ -76,6 +76,18 @@ pub enum LedgerError {
         /// What to change, in the URL or at the server.
         fix: String,
     },
+    /// A table of the ledger is not as the migrations made it (a column
+    /// dropped or renamed by hand).
+    #[error(
+        "the ledger's table {table} is not as genapi made it ({reason}); restore it from a backup, or give the \
+         ledger a new database"
+    )]
+    SchemaChanged {
+        /// The table.
+        table: String,
+        /// The server's words.
+        reason: String,
+    },
     /// The server refused the user or password.
     #[error(
         "the ledger database at {at} refused the credentials ({reason}); check the user and password in the ledger URL"
@@ -165,7 +177,25 @@ pub(crate) async fn connect_listening(
         }
     });
     migrate(&client).await?;
+    check_shape(&client).await?;
     Ok((client, notified))
+}
+
+/// Reads every column the ledger uses, so a table changed by hand is found
+/// now, before anything is sent.
+async fn check_shape(client: &tokio_postgres::Client) -> Result<(), LedgerError> {
+    for (table, columns) in schema::SHAPE {
+        if let Err(error) = client
+            .batch_execute(&format!("SELECT {columns} FROM {table} LIMIT 0"))
+            .await
+        {
+            return Err(LedgerError::SchemaChanged {
+                table: table.to_string(),
+                reason: describe(&error),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// Applies the migrations this database lacks, one process at a time.

@@ -48,6 +48,22 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     );",
 ];
 
+/// Every table and the columns the ledger reads or writes, checked each
+/// time a ledger is opened: a table changed by hand is refused before
+/// anything is sent, rather than found when a paid task cannot be recorded.
+pub(crate) const SHAPE: &[(&str, &str)] = &[
+    ("genapi_batches", "name, jobs_digest, created_at"),
+    (
+        "genapi_lines",
+        "batch, line, worker, lease_until, done, kind, charged, hold",
+    ),
+    ("genapi_records", "seq, batch, line, worker, at, record"),
+    (
+        "genapi_seats",
+        "pool, seat, worker, lease_until, task_id, polling_url, taken_at",
+    ),
+];
+
 /// The newest schema version this build knows.
 pub(crate) const VERSION: i32 = MIGRATIONS.len() as i32;
 

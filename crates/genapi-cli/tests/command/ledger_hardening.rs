@@ -120,6 +120,96 @@ mod ledger {
         command
     }
 
+    /// A table changed by hand (a column dropped) is found when the ledger
+    /// is opened, before anything is paid for, not when a paid task cannot
+    /// be recorded.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_ledger_table_changed_by_hand_is_refused_before_anything_is_sent() {
+        let Some(pg) = Postgres::start("changed-table") else {
+            return;
+        };
+        let mock = service().await;
+        let dir = Dir::new("changed-table");
+        write_jobs(&dir.join("jobs.jsonl"), 2, "changed table");
+        let first = worker(&dir, &mock, &pg, "out", &[]).output().unwrap();
+        assert_eq!(
+            first.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&first.stderr)
+        );
+        assert_eq!(mock.count("POST", "/v1/gen-2-pro"), 2);
+        pg.sql("ALTER TABLE genapi_lines DROP COLUMN charged");
+        write_jobs(&dir.join("jobs.jsonl"), 3, "changed table");
+        let refused = worker(&dir, &mock, &pg, "out", &["--batch-name", "after-the-change"])
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&refused.stderr);
+        assert_ne!(refused.status.code(), Some(0), "{said}");
+        assert!(
+            said.contains("genapi_lines") && said.contains("not as genapi made it"),
+            "{said}"
+        );
+        assert!(said.contains("nothing was sent"), "{said}");
+        assert_eq!(mock.count("POST", "/v1/gen-2-pro"), 2, "nothing more was sent");
+    }
+
+    /// A paid task whose record the ledger refuses is still waited for and
+    /// saved, but the run names the task and does not end as a success: a
+    /// later run could not know it.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_paid_task_the_ledger_cannot_record_is_reported_with_its_id_and_a_failing_exit() {
+        let Some(pg) = Postgres::start("unrecorded") else {
+            return;
+        };
+        let mock = service().await;
+        let dir = Dir::new("unrecorded");
+        write_jobs(&dir.join("jobs.jsonl"), 2, "unrecorded");
+        // The tables exist (opening a ledger made them), then accepted
+        // records are refused by the database, as a failing disk would.
+        genapi_batch::ledger::Ledger::open(&pg.url(), "tables", "no jobs")
+            .await
+            .unwrap();
+        pg.sql(
+            "CREATE FUNCTION refuse_accepted() RETURNS trigger AS $$ BEGIN
+                 IF NEW.record->>'event' = 'accepted' THEN RAISE EXCEPTION 'no room for accepted records'; END IF;
+                 RETURN NEW;
+             END $$ LANGUAGE plpgsql;
+             CREATE TRIGGER refuse_accepted BEFORE INSERT ON genapi_records
+                 FOR EACH ROW EXECUTE FUNCTION refuse_accepted();",
+        );
+        let run = worker(&dir, &mock, &pg, "out", &[]).output().unwrap();
+        let said = format!(
+            "{}{}",
+            String::from_utf8_lossy(&run.stdout),
+            String::from_utf8_lossy(&run.stderr)
+        );
+        assert_eq!(
+            run.status.code(),
+            Some(i32::from(genapi::FailureClass::Write.exit_code())),
+            "{said}"
+        );
+        let tasks = mock.created_tasks();
+        assert_eq!(tasks.len(), 2, "each line sent once");
+        let reported: Vec<Value> = String::from_utf8_lossy(&run.stdout)
+            .lines()
+            .filter_map(|line| serde_json::from_str(line).ok())
+            .collect();
+        for task in &tasks {
+            let outcome = reported.iter().find(|outcome| outcome["task_id"] == task.id.as_str());
+            let outcome = outcome.unwrap_or_else(|| panic!("task {} is not named: {reported:#?}", task.id));
+            let error = outcome["error"].as_str().unwrap_or("");
+            assert!(
+                error.contains(&task.id) && error.contains("could not be recorded"),
+                "{outcome}"
+            );
+        }
+        assert!(
+            dir.join("out/img-1.jpg").is_file() && dir.join("out/img-2.jpg").is_file(),
+            "the results are saved"
+        );
+    }
+
     /// A worker started after a line was appended, on another machine (its
     /// own output directory): the batch is the job file's, by name, so the
     /// changed file is refused; nothing is paid for again.
