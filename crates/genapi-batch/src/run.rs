@@ -825,7 +825,12 @@ impl Context {
                     let cost = task.cost();
                     let reference = task.reference().clone();
                     let mut outcome = self.follow(task, cost, job.line, stem, Source::Submitted, place).await;
-                    if let Some(error) = unrecorded {
+                    let recorded_later = outcome.status == JobStatus::Succeeded && outcome.error.is_none();
+                    if let (Some(error), true) = (&unrecorded, recorded_later) {
+                        // The saved result was recorded after all: a later
+                        // run knows the line.
+                        tracing::warn!(%error, task_id = %reference.id, line = job.line, "the acceptance of a paid task was not recorded, its result was");
+                    } else if let Some(error) = unrecorded {
                         // The task is paid for and followed, but a later run
                         // would not know it: this run must not end as if all
                         // were well, and says which task to adopt.
@@ -833,8 +838,8 @@ impl Context {
                         let after = outcome.error.take().map(|e| format!("; then: {e}")).unwrap_or_default();
                         outcome.error = Some(format!(
                             "task {} was accepted (and paid for) but could not be recorded ({error}); a later run \
-                             would report line {} unknown: adopt the task for it{after}",
-                            reference.id, job.line
+                             would report line {} unknown: adopt task {} for it{after}",
+                            reference.id, job.line, reference.id
                         ));
                         outcome.task = Some(reference);
                     }

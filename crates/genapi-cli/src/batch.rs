@@ -541,8 +541,6 @@ fn with_flags(mut outcome: JobOutcome) -> JobOutcome {
         (JobStatus::Unknown, _, _) => format!("--adopt {line}=TASK_ID, or --resubmit-unknown"),
         // An adopted task that turned out to be another line's.
         (JobStatus::Failed, Some(FailureClass::Validation), Some(_)) => format!("--adopt {line}=TASK_ID"),
-        // A paid task the journal or ledger could not record.
-        (_, Some(FailureClass::Write), Some(task)) => format!("--adopt {line}={}", out::clean(&task.id)),
         _ => return outcome,
     };
     if let Some(error) = &mut outcome.error {

@@ -154,7 +154,7 @@ mod ledger {
         assert_eq!(mock.count("POST", "/v1/gen-2-pro"), 2, "nothing more was sent");
     }
 
-    /// A paid task whose record the ledger refuses is still waited for and
+    /// A paid task whose records the ledger refuses is still waited for and
     /// saved, but the run names the task and does not end as a success: a
     /// later run could not know it.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -165,14 +165,16 @@ mod ledger {
         let mock = service().await;
         let dir = Dir::new("unrecorded");
         write_jobs(&dir.join("jobs.jsonl"), 2, "unrecorded");
-        // The tables exist (opening a ledger made them), then accepted
-        // records are refused by the database, as a failing disk would.
+        // The tables exist (opening a ledger made them), then the records of
+        // paid tasks are refused by the database, as a failing disk would.
         genapi_batch::ledger::Ledger::open(&pg.url(), "tables", "no jobs")
             .await
             .unwrap();
         pg.sql(
             "CREATE FUNCTION refuse_accepted() RETURNS trigger AS $$ BEGIN
-                 IF NEW.record->>'event' = 'accepted' THEN RAISE EXCEPTION 'no room for accepted records'; END IF;
+                 IF NEW.record->>'event' IN ('accepted', 'finished') THEN
+                     RAISE EXCEPTION 'no room for these records';
+                 END IF;
                  RETURN NEW;
              END $$ LANGUAGE plpgsql;
              CREATE TRIGGER refuse_accepted BEFORE INSERT ON genapi_records
