@@ -49,7 +49,7 @@ pub struct ClientBuilder {
     wait: WaitOptions,
     learned: Learned,
     /// An active-task limit shared with other processes, and its size.
-    shared_seats: Option<(Arc<dyn crate::SharedPlaces>, usize)>,
+    shared_places: Option<(Arc<dyn crate::SharedPlaces>, usize)>,
 }
 
 impl Default for ClientBuilder {
@@ -65,7 +65,7 @@ impl Default for ClientBuilder {
             retry: RetryPolicy::default(),
             user_agent: format!("genapi-rust/{}", env!("CARGO_PKG_VERSION")),
             max_active_tasks: Some(DEFAULT_MAX_ACTIVE_TASKS),
-            shared_seats: None,
+            shared_places: None,
             max_response_bytes: 1 << 20,
             max_download_bytes: 2 << 30,
             allow_insecure_http: false,
@@ -163,7 +163,7 @@ impl ClientBuilder {
     /// (`genapi-batch`'s `SharedSeats` gives both, from PostgreSQL). This
     /// replaces [`ClientBuilder::max_active_tasks`].
     pub fn shared_places(mut self, places: Arc<dyn crate::SharedPlaces>, limit: usize) -> Self {
-        self.shared_seats = Some((places, limit.max(1)));
+        self.shared_places = Some((places, limit.max(1)));
         self
     }
     /// No client-side limit on active tasks: every submission is sent at
@@ -271,7 +271,7 @@ impl ClientBuilder {
             Arc::new(transport),
             base_url,
             regional_url,
-            match self.shared_seats {
+            match self.shared_places {
                 Some((shared, limit)) => Some(ActiveTasks::new(limit, Some(shared))),
                 None => self.max_active_tasks.map(|limit| ActiveTasks::new(limit, None)),
             },
