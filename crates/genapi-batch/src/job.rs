@@ -63,6 +63,28 @@ impl Job {
         }
     }
 
+    /// A job from a typed request or its builder, as
+    /// [`genapi::Client::submit`] takes one: the path is its operation's and
+    /// the body what the client would send. A builder that cannot finish
+    /// fails here with the same [`genapi::Error::Validation`] as `submit`.
+    ///
+    /// ```
+    /// use genapi::api::types::Gen2ProRequest;
+    /// use genapi_batch::Job;
+    /// let job = Job::from_request(1, Gen2ProRequest::builder().prompt("a red fox").width(1024u32))?.name("fox");
+    /// assert_eq!(job.path, "/v1/gen-2-pro");
+    /// assert_eq!(job.body["prompt"], "a red fox");
+    /// assert_eq!(job.stem(), "fox");
+    /// # Ok::<(), genapi::Error>(())
+    /// ```
+    pub fn from_request<R: genapi::IntoRequest>(line: u64, request: R) -> Result<Job, genapi::Error> {
+        let request = request.into_request()?;
+        let operation = <R::Request as genapi::Submit>::OPERATION;
+        let body = serde_json::to_value(&request)
+            .map_err(|e| genapi::Error::Config(format!("cannot encode the request: {e}")))?;
+        Ok(Job::new(line, operation.path, body))
+    }
+
     /// Names the output file (its extension follows the image format).
     pub fn name(mut self, name: impl Into<String>) -> Job {
         self.name = Some(name.into());

@@ -1,6 +1,6 @@
 //! Batches as a library user runs them: job files checked before anything
-//! is sent. (The runner itself is driven through the `genapi batch` command's
-//! tests, against the mock.)
+//! is sent, and jobs made from typed requests run against the mock. (Most of
+//! the runner is driven through the `genapi batch` command's tests.)
 
 /// The workspace's shared test helpers.
 mod common {
@@ -8,3 +8,4 @@ mod common {
 }
 
 mod job_file;
+mod typed_jobs;
