@@ -5,10 +5,12 @@
 //! a submission is sent, credits are *held* for it: the most a submission of
 //! its kind was charged so far. A kind is everything in a request that may
 //! change its price: the path and every field but the prompt, the seed and
-//! the webhook's, with each image by its dimensions (the service bills input
-//! and output megapixels), or, where they cannot be read (a URL, a header
-//! past what is decoded), by its fingerprint, so an unknown image is a kind
-//! of its own. With no charge of its kind
+//! the webhook's, each with its whole value, an image included. Two lines
+//! whose images differ are of two kinds even when the images have the same
+//! size: the client cannot know how the service reads a header, and a
+//! header it misread would put a dearer line under a cheaper one's price.
+//! The kind is kept as a digest (SHA-256), so it is small and holds no
+//! secret or image, in a journal or in the ledger's database. With no charge of its kind
 //! seen yet, everything left under the cap is held, so the first of a kind
 //! goes alone (and only while what is left covers the largest charge seen
 //! of any kind) and its cost is known before the next is sent. A hold is
@@ -54,46 +56,41 @@ pub(crate) fn decide(max: f64, charged: f64, held: f64, live_holds: bool, estima
 /// differs from another only in these is of the same kind.
 const PRICE_NEUTRAL: [&str; 4] = ["prompt", "seed", "webhook_url", "webhook_secret"];
 
-/// What a submission of `job` is compared with: its path and every field that
-/// may change its price (see the module's doc).
+/// What a submission of `job` is compared with: a digest of its path and of
+/// every field that may change its price, each with its whole value (see the
+/// module's doc).
 pub(crate) fn kind(job: &Job) -> String {
-    let mut kind = job.path.clone();
-    if let Some(fields) = job.body.as_object() {
-        for (name, value) in fields
+    let priced: std::collections::BTreeMap<&str, &serde_json::Value> = match job.body.as_object() {
+        Some(fields) => fields
             .iter()
             .filter(|(name, _)| !PRICE_NEUTRAL.contains(&name.as_str()))
-        {
-            kind.push_str(&format!(" {name}={}", priced(value)));
-        }
+            .map(|(name, value)| (name.as_str(), value))
+            .collect(),
+        None => std::iter::once(("", &job.body)).collect(),
+    };
+    let mut digest = Digest(ring::digest::Context::new(&ring::digest::SHA256));
+    // Written out as JSON, names quoted: no two different lines can spell
+    // the same kind, whatever their fields are called.
+    let written = serde_json::to_writer(&mut digest, &(&job.path, &priced));
+    let hash = digest.0.finish();
+    match written {
+        Ok(()) => hash.as_ref()[..16].iter().map(|byte| format!("{byte:02x}")).collect(),
+        // A body that cannot be written out is a kind of its own.
+        Err(_) => format!("line-{}", job.line),
     }
-    kind
 }
 
-/// A field's value as far as the price may follow it: an image by its
-/// dimensions, any other long text by its fingerprint (kinds are stored and
-/// compared, and a 4 MP image would make a 5 MB kind).
-fn priced(value: &serde_json::Value) -> String {
-    const SHORT: usize = 32;
-    match value {
-        serde_json::Value::String(text) => {
-            let dimensions = (text.len() > SHORT).then(|| genapi::base64_dimensions(text)).flatten();
-            match dimensions {
-                Some((width, height)) => format!("{width}x{height}px"),
-                // A short word (a format, a ratio, a mode); never an address,
-                // which may carry a token.
-                None if text.len() <= SHORT && !text.contains("://") => value.to_string(),
-                None => {
-                    let mut fingerprint = super::job::Fingerprint::default();
-                    fingerprint.add(text.as_bytes());
-                    format!("#{}", fingerprint.hex())
-                }
-            }
-        }
-        serde_json::Value::Array(items) => {
-            let items: Vec<String> = items.iter().map(priced).collect();
-            format!("[{}]", items.join(","))
-        }
-        other => other.to_string(),
+/// A SHA-256 fed as JSON is written, so a body's images are not copied.
+struct Digest(ring::digest::Context);
+
+impl std::io::Write for Digest {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.update(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
     }
 }
 
@@ -167,8 +164,17 @@ impl LocalBudget {
         let (line, cost) = match record {
             Record::Accepted { line, cost, .. } => (*line, *cost),
             Record::Finished { line, cost, status, .. } => {
-                if cost.is_none() && status == "Refused" {
-                    self.holds.remove(line);
+                if cost.is_none() {
+                    let charged_nothing = status == "Refused" || status.ends_with("Moderated");
+                    if let Some((_, amount)) = self.holds.remove(line) {
+                        // Ended without a cost: a refusal or a moderation
+                        // charged nothing; anything else may have been
+                        // charged, so its hold stays, but no longer waited
+                        // for (the batch would wait for ever).
+                        if !charged_nothing {
+                            self.unanswered += amount;
+                        }
+                    }
                 }
                 (*line, *cost)
             }
@@ -222,16 +228,9 @@ mod tests {
     }
 
     #[test]
-    fn a_kind_follows_the_price_not_the_prompt_or_the_seed() {
+    fn a_kind_follows_every_priced_field_and_holds_no_value() {
         use base64::Engine;
-        let png = |width: u32, height: u32| {
-            let mut header = b"\x89PNG\r\n\x1a\n\0\0\0\x0dIHDR".to_vec();
-            header.extend(width.to_be_bytes());
-            header.extend(height.to_be_bytes());
-            header.extend([8, 2, 0, 0, 0]);
-            header.resize(200, 0);
-            base64::engine::general_purpose::STANDARD.encode(header)
-        };
+        let image = |marker: u8| base64::engine::general_purpose::STANDARD.encode([marker; 300]);
         let job = |body: serde_json::Value| kind(&Job::new(1, "/v1/gen-2-pro", body));
         let plain = job(serde_json::json!({"prompt": "a", "seed": 1, "width": 256, "height": 256}));
         assert_eq!(
@@ -244,23 +243,22 @@ mod tests {
         );
         let with_input =
             |image: String| job(serde_json::json!({"prompt": "a", "width": 256, "height": 256, "input_image": image}));
-        assert_ne!(plain, with_input(png(512, 512)), "an input image changes the price");
-        assert_eq!(with_input(png(512, 512)), with_input(png(512, 512)));
+        assert_ne!(plain, with_input(image(1)), "an input image changes the price");
+        assert_eq!(with_input(image(1)), with_input(image(1)));
         assert_ne!(
-            with_input(png(512, 512)),
-            with_input(png(1024, 512)),
-            "so does its size"
+            with_input(image(1)),
+            with_input(image(2)),
+            "so may another image of the same size"
         );
-        assert!(with_input(png(512, 512)).contains("input_image=512x512px"));
-        let url = with_input("https://images.example/a.png?token=secret-token".into());
-        assert!(
-            !url.contains("secret-token"),
-            "an address is kept by its fingerprint: {url}"
-        );
+        // Field names cannot forge another line's kind.
         assert_ne!(
-            url,
-            with_input("https://images.example/b.png?token=secret-token".into())
+            job(serde_json::json!({"height": 256, "width": 256})),
+            job(serde_json::json!({"height=256 width": 256}))
         );
+        // Small, and nothing of the request in it.
+        let secret = job(serde_json::json!({"extra": {"api_token": "sk-live-secret"}, "x": "y".repeat(100_000)}));
+        assert_eq!(secret.len(), 32);
+        assert!(secret.chars().all(|c| c.is_ascii_hexdigit()), "{secret}");
     }
 
     #[test]
@@ -285,5 +283,30 @@ mod tests {
         budget.drop_hold(3);
         assert_eq!(budget.hold(4, "k", 10.0), Hold::Held(3.0));
         assert_eq!(budget.charged(), 3.0);
+    }
+
+    #[test]
+    fn a_first_of_a_kind_that_ends_without_a_cost_does_not_hold_the_batch_for_ever() {
+        let finished = |line, status: &str| Record::Finished {
+            line,
+            status: status.into(),
+            file: None,
+            seed: None,
+            cost: None,
+            duration: None,
+            error: None,
+            class: None,
+        };
+        let mut budget = LocalBudget::default();
+        assert_eq!(budget.hold(1, "k", 10.0), Hold::Held(10.0));
+        assert_eq!(budget.hold(2, "k", 10.0), Hold::Wait);
+        // It failed and said no cost: it may have been charged all it held.
+        budget.note(&finished(1, "Error"));
+        assert_eq!(budget.hold(2, "k", 10.0), Hold::CapReached, "counted, not waited for");
+        // A moderated task is not charged: its hold comes back.
+        let mut budget = LocalBudget::default();
+        assert_eq!(budget.hold(1, "k", 10.0), Hold::Held(10.0));
+        budget.note(&finished(1, "Content Moderated"));
+        assert_eq!(budget.hold(2, "k", 10.0), Hold::Held(10.0));
     }
 }

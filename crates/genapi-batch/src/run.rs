@@ -230,8 +230,9 @@ impl<J: Journal> Batch<J> {
     /// submission credits are held for it: the most a submission of its kind
     /// was charged so far, or for the first of a kind all that is left, so it
     /// goes alone. A kind is the path and every field that may change the
-    /// price (sizes, steps, each input image by its dimensions), all but the
-    /// prompt, the seed and the webhook's fields. A submission whose answer never came
+    /// price, each with its whole value (so each distinct input image is a
+    /// kind of its own): all but the prompt, the seed and the webhook's
+    /// fields. A submission whose answer never came
     /// keeps its hold, since it may have been charged. When the next
     /// submission could pass the cap, the batch submits no more: the jobs
     /// left come out [`JobStatus::NotSubmitted`] with

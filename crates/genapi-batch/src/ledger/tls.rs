@@ -478,7 +478,23 @@ fn take_options(url: &str) -> Result<(String, Vec<(Key, String)>), String> {
         .iter()
         .find_map(|prefix| url.strip_prefix(prefix));
     match rest {
-        Some(rest) => Ok(take_from_uri(url, url.len() - rest.len())),
+        Some(rest) => {
+            // libpq ends the user and host at the first `/` or `?`, while
+            // tokio-postgres takes the first `@` anywhere as the end of the
+            // credentials: with an `@` past that point the two read other
+            // hosts, users and options (the TLS options would be lost and the
+            // password sent where the user did not mean). Such a URL is
+            // refused: an `@` there is written `%40`.
+            let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
+            if rest[authority_end..].contains('@') {
+                return Err(
+                    "an `@` after the host (in a password, the database name or an option) must be \
+                            written %40, and a `/` or `?` in a password %2F or %3F"
+                        .to_string(),
+                );
+            }
+            Ok(take_from_uri(url, url.len() - rest.len()))
+        }
         None => take_from_pairs(url),
     }
     .and_then(|(rest, options)| {
@@ -691,10 +707,20 @@ mod tests {
     }
 
     #[test]
-    fn a_question_mark_in_the_password_is_not_the_query() {
-        let (rest, taken) = options("postgres://u:a?b@db/x?require_auth=password");
-        assert_eq!(rest, "postgres://u:a?b@db/x");
+    fn a_question_mark_in_the_password_is_written_encoded_and_an_at_past_the_host_is_refused() {
+        let (rest, taken) = options("postgres://u:a%3Fb@db/x?require_auth=password");
+        assert_eq!(rest, "postgres://u:a%3Fb@db/x");
         assert_eq!(taken, vec![(Key::RequireAuth, "password".to_string())]);
+        // Read by libpq and by tokio-postgres as other hosts and options:
+        // the TLS options would be lost and the password sent elsewhere.
+        for ambiguous in [
+            "postgres://u:a?b@db/x?require_auth=password",
+            "postgres://db.invalid/ledger?password=pw&sslmode=verify-full&application_name=me@127.0.0.1:5432",
+            "postgres://db/ledger?user=alice@corp&sslmode=require",
+        ] {
+            let refused = take_options(ambiguous).unwrap_err();
+            assert!(refused.contains("%40") && !refused.contains("pw&"), "{refused}");
+        }
     }
 
     #[test]

@@ -733,6 +733,34 @@ async fn a_credit_cap_holds_when_input_images_change_the_price() {
     assert!(charged <= 1.0, "after a rerun the service charged {charged}");
 }
 
+/// A first line of its kind that fails with no cost reported (a model that
+/// reports cost only on the poll) holds what was left: counted, but never
+/// waited for, so the batch ends rather than waits for ever.
+#[tokio::test(start_paused = true)]
+async fn a_capped_batch_ends_when_its_first_line_fails_without_a_cost() {
+    let mock = mock(200).await;
+    mock.set_credits(Some(100.0));
+    let dir = Dir::new("credit-cap-failed-first");
+    let jobs: Vec<Job> = (1..=3)
+        .map(|n| {
+            let prompt = if n == 1 {
+                "[mock:error] first".to_string()
+            } else {
+                format!("line {n}")
+            };
+            Job::new(n, "/v1/gen-dev", json!({"prompt": prompt})).name(format!("dev-{n}"))
+        })
+        .collect();
+    let batch = Batch::new(mock.client().unwrap(), MemoryJournal::default(), &dir.0).max_credits(5.0);
+    let outcomes = tokio::time::timeout(Duration::from_secs(600), run_batch(batch, jobs))
+        .await
+        .expect("the batch waited for ever on a hold no answer would give back");
+    assert_eq!(outcomes.len(), 3, "{outcomes:#?}");
+    assert_eq!(outcomes[0].status, JobStatus::Failed, "{outcomes:#?}");
+    let charged = 100.0 - mock.credits().unwrap();
+    assert!(charged <= 5.0, "a cap of 5 credits, yet the service charged {charged}");
+}
+
 #[tokio::test(start_paused = true)]
 async fn the_output_directory_is_made_before_anything_is_paid_for() {
     let mock = mock(100).await;
