@@ -30,14 +30,17 @@
 //! A server asks for the password in one of several ways. SCRAM and MD5 never
 //! put the password itself on the wire; a clear-text request
 //! (`password` in `pg_hba.conf`) does. On an unencrypted connection anyone on
-//! the path, or a machine answering in the server's place, would read it, so
-//! such a request is refused there, before the password is sent, unless the
-//! URL allows it with libpq's `require_auth`: a comma list of `password`,
+//! the path would read it, and on one whose certificate was not checked
+//! (`prefer` or `require` without `sslrootcert`) a machine answering in the
+//! server's place would: such a request is refused on both, before the
+//! password is sent (stricter than libpq, which sends it over any TLS),
+//! unless the URL allows it with libpq's `require_auth`: a comma list of `password`,
 //! `md5`, `scram-sha-256`, `gss`, `sspi` and `none` (the server asks for
 //! nothing), or the same names each preceded by `!` for every way but
 //! those. When `require_auth` is given, exactly the ways it allows are
 //! accepted, encrypted or not; when it is absent, every way is accepted but
-//! a clear-text password on an unencrypted connection.
+//! a clear-text password on a connection that is not encrypted to a checked
+//! certificate.
 //!
 //! Channel binding (SCRAM's proof that the TLS session ends at the server
 //! itself) is not offered: the TLS stream reports no binding data, so
@@ -270,12 +273,27 @@ impl Security {
                 reason: "the server asked for the password in clear text over an unencrypted connection; \
                          it was not sent"
                     .into(),
-                fix: "in the ledger URL, use sslmode=require or sslmode=verify-full to encrypt the connection \
-                      (the server needs ssl=on), or add require_auth=password to send it in clear all the same"
+                fix: "in the ledger URL, use sslmode=verify-full (with sslrootcert=PATH for a private CA) to \
+                      encrypt the connection to a checked server (the server needs ssl=on), or add \
+                      require_auth=password to send it in clear all the same"
+                    .into(),
+            }),
+            None if method == Method::Password && !self.checks_certificate() => Err(Refusal::Insecure {
+                reason: "the server asked for the password in clear text over a connection whose certificate \
+                         was not checked, so whoever answered in its place would read it; it was not sent"
+                    .into(),
+                fix: "in the ledger URL, use sslmode=verify-full (with sslrootcert=PATH for a private CA), or \
+                      add require_auth=password to send it all the same"
                     .into(),
             }),
             None => Ok(()),
         }
+    }
+
+    /// Whether a TLS connection's certificate is checked: `verify-ca`,
+    /// `verify-full`, or any mode with `sslrootcert`.
+    fn checks_certificate(&self) -> bool {
+        matches!(self.mode, Mode::VerifyCa | Mode::VerifyFull) || !matches!(self.roots, Roots::Unset)
     }
 
     /// The TLS configuration for this mode, `None` for `disable`.
@@ -779,9 +797,22 @@ mod tests {
     }
 
     #[test]
-    fn a_clear_text_password_needs_encryption_or_require_auth() {
+    fn a_clear_text_password_needs_a_checked_certificate_or_require_auth() {
         assert!(security(None).judge_auth(3, false, false).is_err());
-        assert!(security(None).judge_auth(3, true, false).is_ok());
+        assert!(
+            security(None).judge_auth(3, true, false).is_err(),
+            "encrypted to anyone"
+        );
+        let checked = Security {
+            mode: Mode::VerifyFull,
+            ..security(None)
+        };
+        assert!(checked.judge_auth(3, true, false).is_ok());
+        let with_root = Security {
+            roots: Roots::File("ca.pem".into()),
+            ..security(None)
+        };
+        assert!(with_root.judge_auth(3, true, false).is_ok());
         assert!(security(Some("password")).judge_auth(3, false, false).is_ok());
         assert!(security(None).judge_auth(5, false, false).is_ok());
         assert!(security(None).judge_auth(10, false, false).is_ok());

@@ -691,8 +691,9 @@ mod tls {
     /// `require_auth=scram-sha-256` refuses it even over TLS.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_clear_text_password_goes_only_over_tls_or_when_allowed() {
+        let ca = Ca::new("clear-text test CA");
         let setup = Setup {
-            tls: Some(self_signed()),
+            tls: Some(ca.server(&["localhost", "127.0.0.1"])),
             host_auth: Some("password"),
         };
         let Some(pg) = Postgres::start_with("tls-clear-text", setup) else {
@@ -704,7 +705,7 @@ mod tls {
         };
         assert!(reason.contains("clear text") && reason.contains("not sent"), "{plain}");
         assert!(
-            fix.contains("sslmode=require") && fix.contains("require_auth=password"),
+            fix.contains("sslmode=verify-full") && fix.contains("require_auth=password"),
             "{plain}"
         );
         assert!(!plain.to_string().contains(PASSWORD), "{plain}");
@@ -715,11 +716,36 @@ mod tls {
             "sslmode=disable&require_auth=password&application_name=opt-in",
         ))
         .await;
-        let _tls = connects(&url(&pg, "127.0.0.1", "sslmode=require&application_name=tls")).await;
-        let _default = connects(&url(&pg, "127.0.0.1", "application_name=default")).await;
+        // Encrypted to a certificate nobody checked, whoever answered in the
+        // server's place would read it: refused, by default and with require.
+        for unchecked in ["sslmode=require", "application_name=default"] {
+            let refused = refused(&url(&pg, "127.0.0.1", unchecked)).await;
+            let LedgerError::Insecure { reason, .. } = &refused else {
+                panic!("{refused}")
+            };
+            assert!(
+                reason.contains("not checked") && reason.contains("not sent"),
+                "{refused}"
+            );
+            assert!(!refused.to_string().contains(PASSWORD), "{refused}");
+        }
+        let dir = Dir::new("tls-clear-text");
+        let root = ca.file(&dir);
+        let _checked = connects(&url(
+            &pg,
+            "127.0.0.1",
+            &format!("sslmode=verify-full&sslrootcert={root}&application_name=checked"),
+        ))
+        .await;
+        let _require_checked = connects(&url(
+            &pg,
+            "127.0.0.1",
+            &format!("sslmode=require&sslrootcert={root}&application_name=require-checked"),
+        ))
+        .await;
         assert_eq!(encrypted(&pg, "opt-in"), "f");
-        assert_eq!(encrypted(&pg, "tls"), "t");
-        assert_eq!(encrypted(&pg, "default"), "t");
+        assert_eq!(encrypted(&pg, "checked"), "t");
+        assert_eq!(encrypted(&pg, "require-checked"), "t");
 
         let scram_only = refused(&url(&pg, "127.0.0.1", "sslmode=require&require_auth=scram-sha-256")).await;
         let LedgerError::Insecure { reason, .. } = &scram_only else {
