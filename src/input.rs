@@ -36,7 +36,7 @@ impl ImageFormat {
             [0xFF, 0xD8, 0xFF, ..] => Some(ImageFormat::Jpeg),
             [0x89, b'P', b'N', b'G', 0x0D, 0x0A, 0x1A, 0x0A, ..] => Some(ImageFormat::Png),
             [b'R', b'I', b'F', b'F', _, _, _, _, b'W', b'E', b'B', b'P', ..] => Some(ImageFormat::Webp),
-            [b'G', b'I', b'F', b'8', ..] => Some(ImageFormat::Gif),
+            [b'G', b'I', b'F', b'8', b'7' | b'9', b'a', ..] => Some(ImageFormat::Gif),
             _ => None,
         }
     }
@@ -60,6 +60,10 @@ pub fn dimensions(bytes: &[u8]) -> Option<(u32, u32)> {
     let le24 = |at: usize| bytes.get(at..at + 3).map(|b| u32::from_le_bytes([b[0], b[1], b[2], 0]));
     match ImageFormat::sniff(bytes)? {
         ImageFormat::Png => {
+            // The size is in the header chunk, which must come first.
+            if bytes.get(12..16)? != b"IHDR" {
+                return None;
+            }
             let w = bytes.get(16..20)?;
             let h = bytes.get(20..24)?;
             Some((

@@ -405,6 +405,12 @@ fn rule_breakers(doc: &Value, schema_name: &str) -> Vec<Value> {
                     bodies.push(with(name, json!("data:image/png;base64,AAAA")));
                     bodies.push(with(name, json!(b64(b"plain text, not an image"))));
                     bodies.push(with(name, json!(b64(&png_header(5000, 5000)))));
+                    // Headers the two readings could read apart: a GIF of
+                    // no known version, a PNG whose first chunk is not IHDR.
+                    bodies.push(with(name, json!(b64(b"GIF80a\x00\x01\x00\x01\x00\x00\x00"))));
+                    let mut no_ihdr = png_header(32, 32);
+                    no_ihdr[12..16].copy_from_slice(b"IDAT");
+                    bodies.push(with(name, json!(b64(&no_ihdr))));
                     bodies.push(with(name, json!("https://example.com/a.png")));
                 }
             }

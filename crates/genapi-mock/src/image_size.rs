@@ -26,7 +26,8 @@ pub(crate) fn head(text: &str) -> Option<Vec<u8>> {
 pub(crate) fn is_image(head: &[u8]) -> bool {
     head.starts_with(b"\x89PNG\r\n\x1a\n")
         || head.starts_with(&[0xff, 0xd8, 0xff])
-        || head.starts_with(b"GIF8")
+        || head.starts_with(b"GIF87a")
+        || head.starts_with(b"GIF89a")
         || (head.starts_with(b"RIFF") && head.get(8..12) == Some(b"WEBP"))
 }
 
