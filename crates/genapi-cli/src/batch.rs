@@ -323,10 +323,14 @@ pub async fn run(global: &Global, args: BatchArgs) -> Result<(), Failure> {
     let mut results = genapi::files::create_temporary(&partial)
         .map_err(|e| Failure::new(code::OTHER, format!("cannot write {}: {e}", shown(&partial))))?;
     let mut tally = Tally::new(checked.lines() - checked.invalid_lines());
+    let mut printed = Printed {
+        json: global.json,
+        lost: None,
+    };
     for invalid in checked.invalid() {
         let message = explained(invalid);
         let entry = json!({"line": invalid.line, "status": "invalid", "error": message, "class": "validation"});
-        write_result(&mut results, &entry, global.json)?;
+        write_result(&mut results, &entry, &mut printed)?;
     }
     tally.invalid = checked.invalid_lines();
     let started = Instant::now();
@@ -343,7 +347,7 @@ pub async fn run(global: &Global, args: BatchArgs) -> Result<(), Failure> {
                 Some(outcome) => {
                     let outcome = with_flags(outcome);
                     report(&outcome);
-                    write_result(&mut results, &outcome.to_json(), global.json)?;
+                    write_result(&mut results, &outcome.to_json(), &mut printed)?;
                     tally.add(&outcome);
                 }
                 None => break None,
@@ -374,7 +378,7 @@ pub async fn run(global: &Global, args: BatchArgs) -> Result<(), Failure> {
                 next = stream.next() => match next {
                     Some(outcome) => {
                         let outcome = with_flags(outcome);
-                        write_result(&mut results, &outcome.to_json(), global.json)?;
+                        write_result(&mut results, &outcome.to_json(), &mut printed)?;
                         tally.add(&outcome);
                     }
                     None => break,
@@ -407,6 +411,22 @@ pub async fn run(global: &Global, args: BatchArgs) -> Result<(), Failure> {
         connection.mock.is_some(),
         stopped.is_none(),
     );
+    if let Some(error) = &printed.lost {
+        let kept = if stopped.is_none() {
+            format!("they are in {}, and ", shown(&out_dir.join(RESULTS)))
+        } else {
+            String::new()
+        };
+        let message =
+            format!("the results could not be written to stdout ({error}); {kept}the task of each line is named above");
+        match stopped {
+            Some(failure) => {
+                out::err(&format!("error: {message}"));
+                return Err(failure);
+            }
+            None => return Err(Failure::new(code::ID_NOT_WRITTEN, message)),
+        }
+    }
     if let Some(failure) = stopped {
         return Err(failure);
     }
@@ -521,11 +541,35 @@ fn shown(path: &Path) -> String {
     out::clean(&path.display().to_string())
 }
 
-fn write_result(file: &mut std::fs::File, entry: &Value, json: bool) -> Result<(), Failure> {
+/// Where result lines go besides results.jsonl: stdout with --json, as long
+/// as it can be written.
+struct Printed {
+    json: bool,
+    /// Why stdout could not be written, once it could not.
+    lost: Option<std::io::Error>,
+}
+
+fn write_result(file: &mut std::fs::File, entry: &Value, printed: &mut Printed) -> Result<(), Failure> {
     let text = entry.to_string();
     writeln!(file, "{text}").map_err(|e| Failure::new(code::OTHER, format!("cannot write {RESULTS}: {e}")))?;
-    if json {
-        out::out(&text);
+    if !printed.json {
+        return Ok(());
+    }
+    if printed.lost.is_none() {
+        match out::out_required(&text) {
+            Ok(()) => return Ok(()),
+            Err(error) => printed.lost = Some(error),
+        }
+    }
+    // A task is paid for: its id must not be lost with stdout.
+    if let Some(id) = entry["task_id"].as_str() {
+        out::err(&out::clean(&format!(
+            "line {} {}: task {id} (polling URL {}): {}",
+            entry["line"],
+            entry["name"].as_str().unwrap_or_default(),
+            entry["polling_url"].as_str().unwrap_or_default(),
+            entry["status"].as_str().unwrap_or_default(),
+        )));
     }
     Ok(())
 }

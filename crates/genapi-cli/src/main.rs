@@ -46,12 +46,13 @@ Exit codes:
   7   task failed, not found, or its result expired
   8   timeout (the task may still finish: resume with the command printed)
   9   network or service error
-  10  submit: the task was accepted but its id could not be written to stdout
-      (it is printed on stderr)
+  10  submit, batch --json: a task was accepted but its id could not be written
+      to stdout (it is printed on stderr)
   11  batch: stopped submitting at its --max-credits cap
   130 interrupted (resume with the command printed)
   batch: 0 when every line succeeded, else the code of the most serious failure
-  (3, 4, 11, 9, 5, 8, 7, 6, 1, 2 in that order)";
+  (3, 4, 11, 9, 5, 8, 7, 6, 1, 2 in that order); 10 first when --json could not
+  write to stdout";
 
 #[derive(Parser)]
 #[command(
@@ -147,7 +148,8 @@ pub mod code {
     pub const TIMEOUT: u8 = FailureClass::Timeout.exit_code();
     /// Network or service.
     pub const NETWORK: u8 = FailureClass::Network.exit_code();
-    /// A task was accepted but its id could not be written to stdout.
+    /// A task was accepted but its id could not be written to stdout
+    /// (`submit`, `batch --json`).
     pub const ID_NOT_WRITTEN: u8 = 10;
     /// Ctrl-C.
     pub const INTERRUPTED: u8 = 130;

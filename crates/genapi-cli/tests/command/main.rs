@@ -18,6 +18,7 @@ mod common {
 }
 
 mod batch;
+mod batch_stdout;
 mod cli;
 mod hardening_files;
 mod ledger;
