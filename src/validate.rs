@@ -99,7 +99,7 @@ impl Document {
     }
 
     /// Every operation, sorted by path and then by method (not in the order
-    /// the document lists them), as `api::OPERATIONS` is.
+    /// the document lists them, which `api::OPERATIONS` keeps).
     pub fn operations(&self) -> Vec<DocumentOperation> {
         document::operations(&self.root)
             .into_iter()
