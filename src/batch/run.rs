@@ -889,6 +889,13 @@ impl Context {
                     return self.follow(task, cost, job.line, stem, Source::Submitted, place).await;
                 }
             };
+            // No place could be taken under the shared limit: the request
+            // never left and nothing was recorded, so the next run sends it.
+            if let Error::SharedLimit { .. } = error {
+                let mut outcome = self.failed(job.line, stem, None, &error, JobStatus::NotSubmitted);
+                outcome.error = Some(format!("{error} (running the batch again submits it)"));
+                return outcome;
+            }
             let nothing_sent = matches!(
                 error,
                 Error::Validation {

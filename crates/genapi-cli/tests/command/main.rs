@@ -23,3 +23,4 @@ mod cli;
 mod hardening_files;
 mod ledger;
 mod ledger_hardening;
+mod ledger_seat_lost;
