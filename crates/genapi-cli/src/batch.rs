@@ -69,7 +69,7 @@ pub struct BatchArgs {
     #[arg(long, value_name = "N", value_parser = parse_credits)]
     max_credits: Option<f64>,
     /// Show where the batch stands in the ledger (lines done, failed, in flight, unknown, credits, workers) and
-    /// exit; --json for JSON.
+    /// exit; --json for JSON. It only reads: a batch no worker has started is reported as not there, not created.
     #[arg(long)]
     status: bool,
     /// Seconds a worker's claims and seats last without renewal (a dead worker's lines go to others after it).
@@ -183,13 +183,19 @@ pub async fn run(global: &Global, args: BatchArgs) -> Result<(), Failure> {
                     .unwrap_or_default();
                 format!("jobs:{}", safe_stem(&file))
             });
+            if args.status {
+                // Only read: a batch no worker has started is not created.
+                let lines = checked.lines() as u64;
+                let status = genapi::ledger::Ledger::read_status(&url, &name, &digest, lines)
+                    .await
+                    .map_err(|e| ledger_failure(&e))?;
+                show_status(status, &name, lines, global.json);
+                return Ok(());
+            }
             let lease = Duration::from_secs(args.ledger_lease);
             let ledger = genapi::ledger::Ledger::open_with_lease(&url, &name, &digest, lease)
                 .await
                 .map_err(|e| ledger_failure(&e))?;
-            if args.status {
-                return show_status(&ledger, checked.lines() as u64, global.json).await;
-            }
             let seats = genapi::ledger::SharedSeats::connect_with(
                 &url,
                 &args.seats_pool,
@@ -455,12 +461,29 @@ enum Keeper {
     Ledger(Box<genapi::ledger::Ledger>, genapi::ledger::SharedSeats),
 }
 
-/// `--status`: the whole batch, as the ledger holds it.
-async fn show_status(ledger: &genapi::ledger::Ledger, lines: u64, json: bool) -> Result<(), Failure> {
-    let status = ledger.status(lines).await.map_err(|e| ledger_failure(&e))?;
+/// `--status`: the whole batch, as the ledger holds it (`None`: not there).
+fn show_status(status: Option<genapi::ledger::BatchStatus>, name: &str, lines: u64, json: bool) {
+    let exists = status.is_some();
+    let status = status.unwrap_or_else(|| {
+        let mut none = genapi::ledger::BatchStatus::default();
+        none.batch = name.to_string();
+        none.not_started = lines;
+        none
+    });
     if json {
-        out::out(&serde_json::to_string(&status).unwrap_or_default());
-        return Ok(());
+        let mut view = serde_json::to_value(&status).unwrap_or_default();
+        if let Some(fields) = view.as_object_mut() {
+            fields.insert("exists".into(), Value::Bool(exists));
+        }
+        out::out(&view.to_string());
+        return;
+    }
+    if !exists {
+        out::out(&format!(
+            "batch {} is not in the ledger: no worker has started it yet ({lines} lines not started)",
+            out::clean(name)
+        ));
+        return;
     }
     out::out(&format!(
         "batch {}: {} done, {} failed, {} in flight, {} unknown, {} open, {} not started; {:.2} credits charged, \
@@ -485,7 +508,6 @@ async fn show_status(ledger: &genapi::ledger::Ledger, lines: u64, json: bool) ->
             shown.join(", ")
         ));
     }
-    Ok(())
 }
 
 /// Reads `LINE=TASK`.

@@ -24,3 +24,4 @@ mod hardening_files;
 mod ledger;
 mod ledger_hardening;
 mod ledger_seat_lost;
+mod ledger_status;
