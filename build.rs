@@ -6,7 +6,7 @@
 //!   below) and the request builders made serializable (`ShowableBuilders`),
 //!   pretty-printed (also what the drift snapshot shows);
 //! - `operations.rs`: the table of the document's operations (`OPERATIONS`,
-//!   sorted by path, then method); for every submission, the `Submit` and
+//!   in the order the document lists them); for every submission, the `Submit` and
 //!   `IntoRequest` impls that tie its request type to its operation, and its
 //!   variant of `AnySubmission`; and the `FieldValue` impls that let the
 //!   generated types parsed from text be set from strings. All of it comes
@@ -47,7 +47,9 @@ fn main() {
     let client = generate_client(&text);
     let text_types = parsed_from_text(&client);
     write(&out_dir.join("codegen.rs"), &client);
-    write(&out_dir.join("operations.rs"), &operations_table(&root, &text_types));
+    let operations = document::operations_in_document_order(&root, &text).unwrap_or_else(|e| fail(&e));
+    let table = operations_table(&operations, &text_types);
+    write(&out_dir.join("operations.rs"), &table);
     write(&out_dir.join("string_setters.rs"), &string_setters(&root));
 }
 
@@ -282,11 +284,10 @@ fn parsed_from_text(generated: &str) -> Vec<String> {
     names
 }
 
-/// Emits `OPERATIONS`, in the order of `document::operations` (by path,
-/// then method), and, per submission, the impls of the sealed
-/// `Submit`/`IntoRequest` traits for its request type and that type's builder.
-fn operations_table(root: &serde_json::Value, text_types: &[String]) -> String {
-    let operations = document::operations(root);
+/// Emits `OPERATIONS`, in the order given (the document's), and, per
+/// submission, the impls of the sealed `Submit`/`IntoRequest` traits for its
+/// request type and that type's builder.
+fn operations_table(operations: &[document::Operation], text_types: &[String]) -> String {
     let rows = operations.iter().map(|op| {
         let (id, method, path, tag) = (&op.id, &op.method, &op.path, &op.tag);
         let (regional, deprecated) = (op.regional, op.deprecated);
@@ -364,9 +365,8 @@ fn operations_table(root: &serde_json::Value, text_types: &[String]) -> String {
         quote!(AnySubmission::#name(body) => client.#method().body(body).send().await)
     });
     let file = quote! {
-        /// Every operation of `openapi.json`, sorted by path and then by
-        /// method (compared as strings, byte by byte), not in the order the
-        /// document lists them.
+        /// Every operation of `openapi.json`, in the order the document
+        /// lists them (its paths in order, each path's methods in order).
         pub const OPERATIONS: &[OperationSpec] = &[#(#rows),*];
 
         /// A request of any submission of the document, decoded from JSON.

@@ -61,9 +61,10 @@ pub mod api {
         use crate::submit::OperationSpec;
         include!(concat!(env!("OUT_DIR"), "/operations.rs"));
     }
-    /// Every operation of `openapi.json`, sorted by path and then by method
-    /// (compared as strings, byte by byte), not in the order the document
-    /// lists them.
+    /// Every operation of `openapi.json`, in the order the document lists
+    /// them: its paths in the order of `paths`, and each path's methods in
+    /// the order of its path item. ([`crate::validate::Document::operations`]
+    /// lists the same operations sorted by path, then method.)
     pub const OPERATIONS: &[OperationSpec] = table::OPERATIONS;
 }
 

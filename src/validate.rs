@@ -101,7 +101,7 @@ impl Document {
     }
 
     /// Every operation, sorted by path and then by method (not in the order
-    /// the document lists them), as `api::OPERATIONS` is.
+    /// the document lists them, which `api::OPERATIONS` keeps).
     pub fn operations(&self) -> Vec<Operation> {
         document::operations(&self.root)
     }

@@ -26,8 +26,8 @@ pub enum JobStatus {
     /// accepted (and charged) a task that cannot be found. It is not sent
     /// again unless asked ([`crate::Batch::resubmit_unknown`]).
     Unknown,
-    /// The job was never accepted (the service surely refused it, e.g. 429):
-    /// running the batch again submits it.
+    /// The job was never accepted (the service surely refused it, e.g. 429,
+    /// or it was never sent): running the batch again submits it.
     NotSubmitted,
 }
 

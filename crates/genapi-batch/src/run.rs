@@ -847,6 +847,13 @@ impl Context {
                     return outcome;
                 }
             };
+            // No place could be taken under the shared limit: the request
+            // never left and nothing was recorded, so the next run sends it.
+            if let Error::SharedLimit { .. } = error {
+                let mut outcome = self.failed(job.line, stem, None, &error, JobStatus::NotSubmitted);
+                outcome.error = Some(format!("{error} (running the batch again submits it)"));
+                return outcome;
+            }
             let nothing_sent = matches!(
                 error,
                 Error::Validation {

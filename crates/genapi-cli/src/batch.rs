@@ -70,7 +70,7 @@ pub struct BatchArgs {
     #[arg(long, value_name = "N", value_parser = parse_credits)]
     max_credits: Option<f64>,
     /// Show where the batch stands in the ledger (lines done, failed, in flight, unknown, credits, workers) and
-    /// exit; --json for JSON.
+    /// exit; --json for JSON. It only reads: a batch no worker has started is reported as not there, not created.
     #[arg(long)]
     status: bool,
     /// Seconds a worker's claims and seats last without renewal (a dead worker's lines go to others after it).
@@ -184,13 +184,19 @@ pub async fn run(global: &Global, args: BatchArgs) -> Result<(), Failure> {
                     .unwrap_or_default();
                 format!("jobs:{}", safe_stem(&file))
             });
+            if args.status {
+                // Only read: a batch no worker has started is not created.
+                let lines = checked.lines() as u64;
+                let status = genapi_batch::ledger::Ledger::read_status(&url, &name, &digest, lines)
+                    .await
+                    .map_err(|e| ledger_failure(&e))?;
+                show_status(status, &name, lines, global.json);
+                return Ok(());
+            }
             let lease = Duration::from_secs(args.ledger_lease);
             let ledger = genapi_batch::ledger::Ledger::open_with_lease(&url, &name, &digest, lease)
                 .await
                 .map_err(|e| ledger_failure(&e))?;
-            if args.status {
-                return show_status(&ledger, checked.lines() as u64, global.json).await;
-            }
             let seats = genapi_batch::ledger::SharedSeats::connect_with(
                 &url,
                 &args.seats_pool,
@@ -326,10 +332,14 @@ pub async fn run(global: &Global, args: BatchArgs) -> Result<(), Failure> {
     let mut results = genapi::files::create_temporary(&partial)
         .map_err(|e| Failure::new(code::OTHER, format!("cannot write {}: {e}", shown(&partial))))?;
     let mut tally = Tally::new(checked.lines() - checked.invalid_lines());
+    let mut printed = Printed {
+        json: global.json,
+        lost: None,
+    };
     for invalid in checked.invalid() {
         let message = explained(invalid);
         let entry = json!({"line": invalid.line, "status": "invalid", "error": message, "class": "validation"});
-        write_result(&mut results, &entry, global.json)?;
+        write_result(&mut results, &entry, &mut printed)?;
     }
     tally.invalid = checked.invalid_lines();
     let started = Instant::now();
@@ -346,7 +356,7 @@ pub async fn run(global: &Global, args: BatchArgs) -> Result<(), Failure> {
                 Some(outcome) => {
                     let outcome = with_flags(outcome);
                     report(&outcome);
-                    write_result(&mut results, &outcome.to_json(), global.json)?;
+                    write_result(&mut results, &outcome.to_json(), &mut printed)?;
                     tally.add(&outcome);
                 }
                 None => break None,
@@ -377,7 +387,7 @@ pub async fn run(global: &Global, args: BatchArgs) -> Result<(), Failure> {
                 next = stream.next() => match next {
                     Some(outcome) => {
                         let outcome = with_flags(outcome);
-                        write_result(&mut results, &outcome.to_json(), global.json)?;
+                        write_result(&mut results, &outcome.to_json(), &mut printed)?;
                         tally.add(&outcome);
                     }
                     None => break,
@@ -410,6 +420,22 @@ pub async fn run(global: &Global, args: BatchArgs) -> Result<(), Failure> {
         connection.mock.is_some(),
         stopped.is_none(),
     );
+    if let Some(error) = &printed.lost {
+        let kept = if stopped.is_none() {
+            format!("they are in {}, and ", shown(&out_dir.join(RESULTS)))
+        } else {
+            String::new()
+        };
+        let message =
+            format!("the results could not be written to stdout ({error}); {kept}the task of each line is named above");
+        match stopped {
+            Some(failure) => {
+                out::err(&format!("error: {message}"));
+                return Err(failure);
+            }
+            None => return Err(Failure::new(code::ID_NOT_WRITTEN, message)),
+        }
+    }
     if let Some(failure) = stopped {
         return Err(failure);
     }
@@ -438,12 +464,29 @@ enum Keeper {
     Ledger(Box<genapi_batch::ledger::Ledger>, genapi_batch::ledger::SharedSeats),
 }
 
-/// `--status`: the whole batch, as the ledger holds it.
-async fn show_status(ledger: &genapi_batch::ledger::Ledger, lines: u64, json: bool) -> Result<(), Failure> {
-    let status = ledger.status(lines).await.map_err(|e| ledger_failure(&e))?;
+/// `--status`: the whole batch, as the ledger holds it (`None`: not there).
+fn show_status(status: Option<genapi_batch::ledger::BatchStatus>, name: &str, lines: u64, json: bool) {
+    let exists = status.is_some();
+    let status = status.unwrap_or_else(|| {
+        let mut none = genapi_batch::ledger::BatchStatus::default();
+        none.batch = name.to_string();
+        none.not_started = lines;
+        none
+    });
     if json {
-        out::out(&serde_json::to_string(&status).unwrap_or_default());
-        return Ok(());
+        let mut view = serde_json::to_value(&status).unwrap_or_default();
+        if let Some(fields) = view.as_object_mut() {
+            fields.insert("exists".into(), Value::Bool(exists));
+        }
+        out::out(&view.to_string());
+        return;
+    }
+    if !exists {
+        out::out(&format!(
+            "batch {} is not in the ledger: no worker has started it yet ({lines} lines not started)",
+            out::clean(name)
+        ));
+        return;
     }
     out::out(&format!(
         "batch {}: {} done, {} failed, {} in flight, {} unknown, {} open, {} not started; {:.2} credits charged, \
@@ -468,7 +511,6 @@ async fn show_status(ledger: &genapi_batch::ledger::Ledger, lines: u64, json: bo
             shown.join(", ")
         ));
     }
-    Ok(())
 }
 
 /// Reads `LINE=TASK`.
@@ -524,11 +566,35 @@ fn shown(path: &Path) -> String {
     out::clean(&path.display().to_string())
 }
 
-fn write_result(file: &mut std::fs::File, entry: &Value, json: bool) -> Result<(), Failure> {
+/// Where result lines go besides results.jsonl: stdout with --json, as long
+/// as it can be written.
+struct Printed {
+    json: bool,
+    /// Why stdout could not be written, once it could not.
+    lost: Option<std::io::Error>,
+}
+
+fn write_result(file: &mut std::fs::File, entry: &Value, printed: &mut Printed) -> Result<(), Failure> {
     let text = entry.to_string();
     writeln!(file, "{text}").map_err(|e| Failure::new(code::OTHER, format!("cannot write {RESULTS}: {e}")))?;
-    if json {
-        out::out(&text);
+    if !printed.json {
+        return Ok(());
+    }
+    if printed.lost.is_none() {
+        match out::out_required(&text) {
+            Ok(()) => return Ok(()),
+            Err(error) => printed.lost = Some(error),
+        }
+    }
+    // A task is paid for: its id must not be lost with stdout.
+    if let Some(id) = entry["task_id"].as_str() {
+        out::err(&out::clean(&format!(
+            "line {} {}: task {id} (polling URL {}): {}",
+            entry["line"],
+            entry["name"].as_str().unwrap_or_default(),
+            entry["polling_url"].as_str().unwrap_or_default(),
+            entry["status"].as_str().unwrap_or_default(),
+        )));
     }
     Ok(())
 }

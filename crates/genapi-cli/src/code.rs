@@ -18,7 +18,8 @@ pub const USAGE: u8 = FailureClass::Validation.exit_code();
 pub const TIMEOUT: u8 = FailureClass::Timeout.exit_code();
 /// Network or service.
 pub const NETWORK: u8 = FailureClass::Network.exit_code();
-/// A task was accepted but its id could not be written to stdout.
+/// A task was accepted but its id could not be written to stdout
+/// (`submit`, `batch --json`).
 pub const ID_NOT_WRITTEN: u8 = 10;
 /// Ctrl-C (or SIGTERM).
 pub const INTERRUPTED: u8 = 130;
@@ -30,7 +31,9 @@ pub fn table() -> Vec<(u8, String)> {
         (0, "success".into()),
         (
             ID_NOT_WRITTEN,
-            "submit: the task was accepted but its id could not be written to stdout (it is printed on stderr)".into(),
+            "submit, batch --json: a task was accepted but its id could not be written to stdout (it is printed \
+             on stderr)"
+                .into(),
         ),
         (INTERRUPTED, "interrupted (resume with the command printed)".into()),
     ];
@@ -66,7 +69,8 @@ pub fn help_section() -> String {
     }
     let order: Vec<String> = batch_order().iter().map(u8::to_string).collect();
     text.push_str(&format!(
-        "  batch: 0 when every line succeeded, else the code of the most serious failure\n  ({} in that order)",
+        "  batch: 0 when every line succeeded, else the code of the most serious failure\n  ({} in that order); \
+         10 first when --json could not write to stdout",
         order.join(", ")
     ));
     text

@@ -3,7 +3,8 @@
 //!
 //! One reader for everything that looks at `openapi.json`: the library's
 //! validator, its build script (which emits the operations table from
-//! [`operations`] and refuses a document with [`problems`]) and the
+//! [`operations_in_document_order`] and refuses a document with
+//! [`problems`]) and the
 //! maintenance tasks in `xtask` (whose `check` runs the same [`problems`]).
 //!
 //! The document is walked as JSON rather than as typed OpenAPI, so one reader
@@ -41,12 +42,13 @@ pub struct Operation {
 }
 
 /// Every operation, sorted by path and then by method, both compared as
-/// strings (byte by byte): not the order the document lists them in.
+/// strings (byte by byte): not the order the document lists them in (see
+/// [`operations_in_document_order`] for that).
 ///
 /// `serde_json` keeps an object's keys sorted unless its `preserve_order`
-/// feature is on, so the document's own order is not known here; the list
-/// is sorted explicitly, so it is the same whichever features `serde_json`
-/// is built with.
+/// feature is on, so the document's own order is not known from `root`; the
+/// list is sorted explicitly, so it is the same whichever features
+/// `serde_json` is built with.
 pub fn operations(root: &Value) -> Vec<Operation> {
     let mut list = Vec::new();
     for (path, item) in root["paths"].as_object().into_iter().flatten() {
@@ -70,6 +72,126 @@ pub fn operations(root: &Value) -> Vec<Operation> {
     }
     list.sort_by(|a, b| (&a.path, &a.method).cmp(&(&b.path, &b.method)));
     list
+}
+
+/// Every operation in the order the document lists them: its paths in the
+/// order of `paths`, and each path's methods in the order of its path item.
+///
+/// `root` is `text` read as JSON. A `serde_json::Value` keeps an object's
+/// keys sorted (unless `serde_json`'s `preserve_order` feature is on, which
+/// nothing here asks for), so the order is read from `text` itself. Fails
+/// when `text` is not JSON, or `paths` or a path item is not an object.
+pub fn operations_in_document_order(root: &Value, text: &str) -> Result<Vec<Operation>, String> {
+    let order = order::of_operations(text)?;
+    let place = |op: &Operation| {
+        order
+            .iter()
+            .position(|(path, method)| *path == op.path && method.eq_ignore_ascii_case(&op.method))
+            .unwrap_or(usize::MAX)
+    };
+    let mut list = operations(root);
+    list.sort_by_key(place);
+    Ok(list)
+}
+
+/// The order of the document's keys, read from its text.
+mod order {
+    use std::fmt;
+
+    use serde::de::{DeserializeSeed, Deserializer, Error, IgnoredAny, MapAccess, Visitor};
+
+    /// Each path, with each key of its path item (methods and others), in
+    /// the order of the text.
+    pub(super) fn of_operations(text: &str) -> Result<Vec<(String, String)>, String> {
+        let mut reader = serde_json::Deserializer::from_str(text);
+        let order = reader
+            .deserialize_map(Document)
+            .and_then(|order| reader.end().map(|()| order))
+            .map_err(|e| format!("cannot read the order of the document's paths: {e}"))?;
+        Ok(order)
+    }
+
+    /// The document: only `paths` is read (the last one, as a JSON value
+    /// keeps the last of repeated keys).
+    struct Document;
+
+    impl<'de> Visitor<'de> for Document {
+        type Value = Vec<(String, String)>;
+
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("the document as a JSON object")
+        }
+
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+            let mut order = Vec::new();
+            while let Some(key) = map.next_key::<String>()? {
+                if key == "paths" {
+                    order = map.next_value_seed(Paths)?;
+                } else {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+            Ok(order)
+        }
+    }
+
+    /// `paths`: each path item's keys.
+    struct Paths;
+
+    impl<'de> DeserializeSeed<'de> for Paths {
+        type Value = Vec<(String, String)>;
+
+        fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+            deserializer.deserialize_map(self)
+        }
+    }
+
+    impl<'de> Visitor<'de> for Paths {
+        type Value = Vec<(String, String)>;
+
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("`paths` as a JSON object")
+        }
+
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+            let mut order = Vec::new();
+            while let Some(path) = map.next_key::<String>()? {
+                let keys = map
+                    .next_value_seed(Keys)
+                    .map_err(|e| A::Error::custom(format!("paths/{path}: {e}")))?;
+                order.extend(keys.into_iter().map(|key| (path.clone(), key)));
+            }
+            Ok(order)
+        }
+    }
+
+    /// An object's keys, its values skipped.
+    struct Keys;
+
+    impl<'de> DeserializeSeed<'de> for Keys {
+        type Value = Vec<String>;
+
+        fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+            deserializer.deserialize_map(self)
+        }
+    }
+
+    impl<'de> Visitor<'de> for Keys {
+        type Value = Vec<String>;
+
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("a path item as a JSON object")
+        }
+
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+            let mut keys = Vec::new();
+            while let Some(key) = map.next_key::<String>()? {
+                map.next_value::<IgnoredAny>()?;
+                keys.push(key);
+            }
+            Ok(keys)
+        }
+    }
 }
 
 /// A named schema of `components/schemas`.
@@ -332,6 +454,25 @@ mod tests {
         let root: Value = serde_json::from_str(text).unwrap();
         let order: Vec<String> = operations(&root).into_iter().map(|op| op.id).collect();
         assert_eq!(order, ["a", "a_b_get", "a_b_post", "z"]);
+    }
+
+    #[test]
+    fn operations_in_document_order_keep_the_order_of_the_text() {
+        let text = r#"{"info": {"title": "t"}, "paths": {
+            "/v1/z": {"post": {"operationId": "z"}},
+            "/v1/a-b": {"summary": "x", "post": {"operationId": "a_b_post"}, "get": {"operationId": "a_b_get"}},
+            "/v1/a": {"put": {"operationId": "a"}}
+        }, "components": {}}"#;
+        let root: Value = serde_json::from_str(text).unwrap();
+        let order: Vec<String> = operations_in_document_order(&root, text)
+            .unwrap()
+            .into_iter()
+            .map(|op| op.id)
+            .collect();
+        assert_eq!(order, ["z", "a_b_post", "a_b_get", "a"]);
+        let broken = r#"{"paths": {"/v1/a": []}}"#;
+        let error = operations_in_document_order(&serde_json::from_str(broken).unwrap(), broken).unwrap_err();
+        assert!(error.contains("paths//v1/a"), "{error}");
     }
 
     #[test]

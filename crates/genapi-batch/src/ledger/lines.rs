@@ -395,18 +395,49 @@ impl Ledger {
     /// One view of the whole batch of `lines` jobs (those no worker has
     /// reached yet count as not started).
     pub async fn status(&self, lines: u64) -> Result<BatchStatus, LedgerError> {
-        let rows = self
+        Ledger::status_of(&self.db, &self.batch, lines).await
+    }
+
+    /// [`Ledger::status`] of batch `batch` of the job file whose digest is
+    /// `jobs_digest`, read without changing the database: no migration is
+    /// applied, no batch is created and no digest stored. `None` when the
+    /// batch is not in the ledger (no worker has started it). A batch of
+    /// another job file is refused as [`Ledger::open`] refuses it.
+    pub async fn read_status(
+        url: &str,
+        batch: &str,
+        jobs_digest: &str,
+        lines: u64,
+    ) -> Result<Option<BatchStatus>, LedgerError> {
+        let Some(db) = super::connect_to_read(url).await? else {
+            return Ok(None);
+        };
+        let recorded = db
+            .query_opt("SELECT jobs_digest FROM genapi_batches WHERE name = $1", &[&batch])
+            .await
+            .map_err(LedgerError::from_db)?;
+        match recorded.map(|row| row.try_get::<_, String>(0)).transpose() {
+            Ok(None) => Ok(None),
+            Ok(Some(digest)) if digest == jobs_digest => Ledger::status_of(&db, batch, lines).await.map(Some),
+            Ok(Some(_)) => Err(LedgerError::OtherJobFile { batch: batch.into() }),
+            Err(error) => Err(LedgerError::from_db(error)),
+        }
+    }
+
+    /// [`Ledger::status`] of batch `batch`, through `db`.
+    async fn status_of(db: &tokio_postgres::Client, batch: &str, lines: u64) -> Result<BatchStatus, LedgerError> {
+        let rows = db
             .query(
                 "SELECT l.line, l.worker, l.lease_until > now(), l.charged, l.hold,
                         (SELECT coalesce(json_agg(r.record ORDER BY r.seq), '[]'::json)::text
                          FROM genapi_records r WHERE r.batch = l.batch AND r.line = l.line)
                  FROM genapi_lines l WHERE l.batch = $1 ORDER BY l.line",
-                &[&self.batch],
+                &[&batch],
             )
             .await
             .map_err(LedgerError::from_db)?;
         let mut status = BatchStatus {
-            batch: self.batch.clone(),
+            batch: batch.to_string(),
             ..BatchStatus::default()
         };
         for row in rows {

@@ -151,6 +151,41 @@ pub(crate) async fn connect(url: &str) -> Result<tokio_postgres::Client, LedgerE
 pub(crate) async fn connect_listening(
     url: &str,
 ) -> Result<(tokio_postgres::Client, Arc<tokio::sync::Notify>), LedgerError> {
+    let (client, notified) = open(url).await?;
+    migrate(&client).await?;
+    check_shape(&client).await?;
+    Ok((client, notified))
+}
+
+/// A connection to read the ledger as it is: no migration is applied.
+/// `None` when the database holds no ledger yet.
+pub(crate) async fn connect_to_read(url: &str) -> Result<Option<tokio_postgres::Client>, LedgerError> {
+    let db = LedgerError::from_db;
+    let (client, _) = open(url).await?;
+    let ledger = client
+        .query_one("SELECT to_regclass('genapi_schema') IS NOT NULL", &[])
+        .await
+        .map_err(db)?;
+    if !ledger.try_get::<_, bool>(0).map_err(db)? {
+        return Ok(None);
+    }
+    let found: i32 = client
+        .query_one("SELECT coalesce(max(version), 0) FROM genapi_schema", &[])
+        .await
+        .map_err(db)?
+        .try_get(0)
+        .map_err(db)?;
+    if found > schema::VERSION {
+        return Err(LedgerError::SchemaTooNew {
+            found,
+            known: schema::VERSION,
+        });
+    }
+    Ok((found > 0).then_some(client))
+}
+
+/// A connection as the URL asks, not migrated.
+async fn open(url: &str) -> Result<(tokio_postgres::Client, Arc<tokio::sync::Notify>), LedgerError> {
     let (mut config, security) = tls::read_url(url)?;
     // A database that goes away mid-statement (a partition) is noticed in
     // about a minute rather than hours.
@@ -176,8 +211,6 @@ pub(crate) async fn connect_listening(
             }
         }
     });
-    migrate(&client).await?;
-    check_shape(&client).await?;
     Ok((client, notified))
 }
 

@@ -18,7 +18,10 @@ mod common {
 }
 
 mod batch;
+mod batch_stdout;
 mod cli;
 mod hardening_files;
 mod ledger;
 mod ledger_hardening;
+mod ledger_seat_lost;
+mod ledger_status;

@@ -1,0 +1,102 @@
+//! A worker whose shared seat pool cannot be read mid-run (its table gone
+//! away): the line that could not take a seat was never sent, so it is
+//! reported as not submitted, with no advice to adopt or resubmit, and the
+//! next run sends it.
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use genapi_mock::{MockConfig, MockService};
+use serde_json::{json, Value};
+
+use crate::common;
+use common::pg::Postgres;
+use common::{genapi, posts_by_prompt, Dir};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_line_that_could_not_take_a_seat_is_not_submitted_and_the_next_run_sends_it() {
+    let Some(pg) = Postgres::start("seat-pool-lost") else {
+        return;
+    };
+    let config = MockConfig::default()
+        .default_duration(Duration::from_secs(3))
+        .request_log_capacity(1_000);
+    let mock = MockService::start_with(config, "127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    let dir = Dir::new("seat-pool-lost");
+    let lines: Vec<String> = (1..=2)
+        .map(|n| {
+            json!({"model": "gen-2-pro", "name": format!("img-{n}"), "prompt": format!("seatless {n}"),
+                   "width": 64, "height": 64})
+            .to_string()
+        })
+        .collect();
+    std::fs::write(dir.join("jobs.jsonl"), lines.join("\n") + "\n").unwrap();
+    let worker = || {
+        let mut command = genapi(&dir, &mock);
+        command
+            .args(["batch", "jobs.jsonl", "--out", "out", "--json", "--max-active", "1"])
+            .args(["--ledger-lease", "2", "--ledger"])
+            .arg(pg.url())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        command
+    };
+    // One seat: line 1 takes it and is sent; line 2 waits for it. Once line
+    // 1's task holds the seat, the seat pool's table goes away.
+    let first = worker().spawn().unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let held = || {
+        pg.sql("SELECT to_regclass('genapi_seats') IS NOT NULL") == "t"
+            && pg.sql("SELECT count(*) FROM genapi_seats WHERE task_id IS NOT NULL") == "1"
+    };
+    while !held() {
+        assert!(std::time::Instant::now() < deadline, "line 1 never held its seat");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    pg.sql("ALTER TABLE genapi_seats RENAME TO genapi_seats_away");
+    let first = tokio::task::spawn_blocking(move || first.wait_with_output().unwrap())
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&first.stderr).into_owned();
+    assert_eq!(first.status.code(), Some(9), "{stderr}");
+    let reported: Vec<Value> = String::from_utf8_lossy(&first.stdout)
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    let line_2 = reported
+        .iter()
+        .find(|o| o["line"] == 2)
+        .unwrap_or_else(|| panic!("{reported:?}"));
+    assert_eq!(line_2["status"], "not_submitted", "{line_2}");
+    let error = line_2["error"].as_str().unwrap();
+    assert!(error.contains("nothing was sent"), "{error}");
+    assert!(error.contains("running the batch again submits it"), "{error}");
+    for wrong in [
+        "no answer came back",
+        "--adopt",
+        "--resubmit-unknown",
+        "resubmit_unknown",
+    ] {
+        assert!(!error.contains(wrong), "{wrong:?} in {error}");
+        assert!(!stderr.contains(wrong), "{wrong:?} in {stderr}");
+    }
+    assert_eq!(posts_by_prompt(&mock).get("seatless 2"), None, "line 2 was not sent");
+
+    // The table is back: a plain run sends line 2, and line 1 is not sent again.
+    pg.sql("ALTER TABLE genapi_seats_away RENAME TO genapi_seats");
+    let mut rerun = worker();
+    let again = tokio::task::spawn_blocking(move || rerun.output().unwrap())
+        .await
+        .unwrap();
+    assert_eq!(
+        again.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&again.stderr)
+    );
+    let posts = posts_by_prompt(&mock);
+    assert_eq!(posts.get("seatless 1"), Some(&1), "{posts:?}");
+    assert_eq!(posts.get("seatless 2"), Some(&1), "{posts:?}");
+}
