@@ -46,6 +46,13 @@ pub(crate) const MIGRATIONS: &[&str] = &[
         taken_at timestamptz,
         PRIMARY KEY (pool, seat)
     );",
+    // 2: each seat pool's one size, set by the first worker that joins it
+    // (a pool made before this version gets it from its next worker).
+    "CREATE TABLE genapi_seat_pools (
+        pool text PRIMARY KEY,
+        size integer NOT NULL CHECK (size > 0),
+        created_at timestamptz NOT NULL DEFAULT now()
+    );",
 ];
 
 /// The newest schema version this build knows.
