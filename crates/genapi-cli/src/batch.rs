@@ -22,6 +22,9 @@ use crate::{code, connect_with, out, timeout_of, Failure, Global};
 const JOURNAL: &str = "journal.jsonl";
 /// The results' file name in the output directory.
 const RESULTS: &str = "results.jsonl";
+/// Active tasks at most without --max-active (the service's default), and
+/// the size of a new seat pool.
+const DEFAULT_MAX_ACTIVE: usize = 24;
 
 /// Settings of `genapi batch`.
 #[derive(Args, Debug)]
@@ -49,20 +52,20 @@ pub struct BatchArgs {
     /// Submit again lines the service refused in an earlier run (402, 403, 422), e.g. after adding credits.
     #[arg(long)]
     retry_refused: bool,
-    /// Tasks active at the service at most, for this run (the service allows 24 by default). `--limit` is the old
-    /// name.
-    #[arg(long, visible_alias = "limit", default_value_t = 24, value_parser = clap::value_parser!(u32).range(1..=1000))]
-    max_active: u32,
+    /// Tasks active at the service at most, for this run [default: 24, as the service allows by default; with
+    /// --ledger, the seat pool's size, which a new pool takes from its first worker]. `--limit` is the old name.
+    #[arg(long, visible_alias = "limit", value_parser = clap::value_parser!(u32).range(1..=1000))]
+    max_active: Option<u32>,
     /// Share the batch with other workers, on this machine or others, through this PostgreSQL database
     /// (postgres://USER:PASSWORD@HOST:PORT/DB; default: GENAPI_LEDGER_URL). Each line is done by one worker, the
-    /// --max-active seats are shared by all, and the ledger replaces the journal.
+    /// seats of the --seats-pool are shared by all, and the ledger replaces the journal.
     #[arg(long, value_name = "URL")]
     ledger: Option<String>,
     /// The batch's name in the ledger (default: from the job file's contents).
     #[arg(long, value_name = "NAME")]
     batch_name: Option<String>,
     /// The seat pool in the ledger that --max-active counts in: batches and programs sharing a pool share an
-    /// account's active tasks.
+    /// account's active tasks. A pool has one size: a worker asking for another is refused.
     #[arg(long, value_name = "NAME", default_value = "default")]
     seats_pool: String,
     /// Spend at most N credits on this batch in all (over every run and worker). Submissions stop when the next
@@ -99,6 +102,14 @@ fn ledger_url(args: &BatchArgs) -> Option<String> {
 
 fn ledger_failure(error: &genapi_batch::ledger::LedgerError) -> Failure {
     use genapi_batch::ledger::LedgerError;
+    if let LedgerError::PoolSize { pool, size, asked } = error {
+        return Failure::usage(format!(
+            "--max-active {asked}: seat pool {} in the ledger has {size} seats, and a pool has one size, which all \
+             its workers share; leave --max-active out (or pass --max-active {size}) to work in it, or choose another \
+             --seats-pool for {asked} seats; nothing was sent",
+            out::clean(&format!("{pool:?}"))
+        ));
+    }
     let class = match error {
         LedgerError::Unreachable { .. } => code::NETWORK,
         LedgerError::Credentials { .. } => FailureClass::Auth.exit_code(),
@@ -194,18 +205,21 @@ pub async fn run(global: &Global, args: BatchArgs) -> Result<(), Failure> {
                 return Ok(());
             }
             let lease = Duration::from_secs(args.ledger_lease);
+            let hold = genapi_batch::ledger::UNANSWERED_SEAT_HOLD;
+            // The pool's size is checked first: a refused worker leaves no batch behind.
+            let seats = match args.max_active {
+                Some(size) => {
+                    genapi_batch::ledger::SharedSeats::connect_with(&url, &args.seats_pool, size as usize, lease, hold).await
+                }
+                None => {
+                    genapi_batch::ledger::SharedSeats::join_with(&url, &args.seats_pool, DEFAULT_MAX_ACTIVE, lease, hold)
+                        .await
+                }
+            }
+            .map_err(|e| ledger_failure(&e))?;
             let ledger = genapi_batch::ledger::Ledger::open_with_lease(&url, &name, &digest, lease)
                 .await
                 .map_err(|e| ledger_failure(&e))?;
-            let seats = genapi_batch::ledger::SharedSeats::connect_with(
-                &url,
-                &args.seats_pool,
-                args.max_active as usize,
-                lease,
-                genapi_batch::ledger::UNANSWERED_SEAT_HOLD,
-            )
-            .await
-            .map_err(|e| ledger_failure(&e))?;
             Some((ledger, seats))
         }
     };
@@ -242,7 +256,7 @@ pub async fn run(global: &Global, args: BatchArgs) -> Result<(), Failure> {
             Keeper::File(journal)
         }
     };
-    let max_active = args.max_active as usize;
+    let max_active = args.max_active.map_or(DEFAULT_MAX_ACTIVE, |n| n as usize);
     let connection = match &keeper {
         Keeper::Ledger(_, seats) => {
             connect_with(global, |builder| builder.shared_places(seats.places(), seats.limit())).await?

@@ -107,6 +107,20 @@ pub enum LedgerError {
         /// The batch name.
         batch: String,
     },
+    /// The seat pool has another size than the one asked for: a pool has
+    /// one size, which all its workers share.
+    #[error(
+        "seat pool {pool:?} in the ledger has {size} seats, not the {asked} asked for; a pool has one size, which \
+         all its workers share: ask for {size} (or join it at its size), or use another pool for {asked}"
+    )]
+    PoolSize {
+        /// The pool's name.
+        pool: String,
+        /// Its size, as the ledger keeps it.
+        size: usize,
+        /// The size asked for.
+        asked: usize,
+    },
     /// The database holds a newer schema than this build knows.
     #[error("the ledger's schema is version {found}, newer than this genapi knows ({known}); upgrade genapi")]
     SchemaTooNew {

@@ -46,6 +46,13 @@ pub(crate) const MIGRATIONS: &[&str] = &[
         taken_at timestamptz,
         PRIMARY KEY (pool, seat)
     );",
+    // 2: each seat pool's one size, set by the first worker that joins it
+    // (a pool made before this version gets it from its next worker).
+    "CREATE TABLE genapi_seat_pools (
+        pool text PRIMARY KEY,
+        size integer NOT NULL CHECK (size > 0),
+        created_at timestamptz NOT NULL DEFAULT now()
+    );",
 ];
 
 /// Every table and the columns the ledger reads or writes, checked each
@@ -62,6 +69,7 @@ pub(crate) const SHAPE: &[(&str, &str)] = &[
         "genapi_seats",
         "pool, seat, worker, lease_until, task_id, polling_url, taken_at",
     ),
+    ("genapi_seat_pools", "pool, size, created_at"),
 ];
 
 /// The newest schema version this build knows.

@@ -18,6 +18,10 @@ pub const UNANSWERED_SEAT_HOLD: Duration = Duration::from_secs(30 * 60);
 /// client given them ([`genapi::ClientBuilder::shared_places`]) in any
 /// process: together they never keep more than `limit` tasks active.
 ///
+/// A pool has one size, kept with it in the ledger: the first to connect
+/// sets it, [`SharedSeats::connect`] with another size is refused
+/// ([`LedgerError::PoolSize`]), and [`SharedSeats::join`] takes the pool's.
+///
 /// A seat is taken for a submission and belongs to its task once accepted;
 /// it is given back when the task is seen final. A worker renews its seats'
 /// leases while it lives; a dead worker's seat whose task is known comes
@@ -75,8 +79,9 @@ enum Change {
 }
 
 impl SharedSeats {
-    /// Connects (applying the schema on first use) and makes sure pool
-    /// `pool` has `limit` seats (at least 1).
+    /// Connects (applying the schema on first use) to pool `pool` of
+    /// `limit` seats (at least 1), making it if it is new. A pool of
+    /// another size is refused ([`LedgerError::PoolSize`]).
     pub async fn connect(url: &str, pool: &str, limit: usize) -> Result<SharedSeats, LedgerError> {
         SharedSeats::connect_with(url, pool, limit, DEFAULT_LEASE, UNANSWERED_SEAT_HOLD).await
     }
@@ -90,12 +95,66 @@ impl SharedSeats {
         lease: Duration,
         unanswered_hold: Duration,
     ) -> Result<SharedSeats, LedgerError> {
-        let limit = limit.clamp(1, 100_000);
+        SharedSeats::open(url, pool, limit, true, lease, unanswered_hold).await
+    }
+
+    /// Connects (applying the schema on first use) to pool `pool` at the
+    /// size it has, or makes it with `size_if_new` seats (at least 1).
+    pub async fn join(url: &str, pool: &str, size_if_new: usize) -> Result<SharedSeats, LedgerError> {
+        SharedSeats::join_with(url, pool, size_if_new, DEFAULT_LEASE, UNANSWERED_SEAT_HOLD).await
+    }
+
+    /// [`SharedSeats::join`] with other lease and unanswered-seat times (at
+    /// least a second each).
+    pub async fn join_with(
+        url: &str,
+        pool: &str,
+        size_if_new: usize,
+        lease: Duration,
+        unanswered_hold: Duration,
+    ) -> Result<SharedSeats, LedgerError> {
+        SharedSeats::open(url, pool, size_if_new, false, lease, unanswered_hold).await
+    }
+
+    /// The pool at its size: `asked` when it is new; else, when `exact`,
+    /// refused unless it is `asked`.
+    async fn open(
+        url: &str,
+        pool: &str,
+        asked: usize,
+        exact: bool,
+        lease: Duration,
+        unanswered_hold: Duration,
+    ) -> Result<SharedSeats, LedgerError> {
+        let asked = asked.clamp(1, 100_000);
         let (db, freed) = connect_listening(url).await?;
         let db = Arc::new(db);
         db.batch_execute("LISTEN genapi_seats")
             .await
             .map_err(LedgerError::from_db)?;
+        // The first worker sets the size; every later one reads it.
+        db.execute(
+            "INSERT INTO genapi_seat_pools (pool, size) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+            &[&pool, &(asked as i32)],
+        )
+        .await
+        .map_err(LedgerError::from_db)?;
+        let size: i32 = db
+            .query_one("SELECT size FROM genapi_seat_pools WHERE pool = $1", &[&pool])
+            .await
+            .and_then(|row| row.try_get(0))
+            .map_err(LedgerError::from_db)?;
+        let limit = usize::try_from(size)
+            .ok()
+            .filter(|size| (1..=100_000).contains(size))
+            .ok_or_else(|| LedgerError::Database(format!("seat pool {pool:?} has an unusable size ({size})")))?;
+        if exact && limit != asked {
+            return Err(LedgerError::PoolSize {
+                pool: pool.into(),
+                size: limit,
+                asked,
+            });
+        }
         db.execute(
             "INSERT INTO genapi_seats (pool, seat) SELECT $1, g FROM generate_series(1, $2) g ON CONFLICT DO NOTHING",
             &[&pool, &(limit as i32)],

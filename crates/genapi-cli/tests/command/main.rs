@@ -23,5 +23,6 @@ mod cli;
 mod hardening_files;
 mod ledger;
 mod ledger_hardening;
+mod ledger_pool_size;
 mod ledger_seat_lost;
 mod ledger_status;
