@@ -209,11 +209,18 @@ pub async fn run(global: &Global, args: BatchArgs) -> Result<(), Failure> {
             // The pool's size is checked first: a refused worker leaves no batch behind.
             let seats = match args.max_active {
                 Some(size) => {
-                    genapi_batch::ledger::SharedSeats::connect_with(&url, &args.seats_pool, size as usize, lease, hold).await
+                    genapi_batch::ledger::SharedSeats::connect_with(&url, &args.seats_pool, size as usize, lease, hold)
+                        .await
                 }
                 None => {
-                    genapi_batch::ledger::SharedSeats::join_with(&url, &args.seats_pool, DEFAULT_MAX_ACTIVE, lease, hold)
-                        .await
+                    genapi_batch::ledger::SharedSeats::join_with(
+                        &url,
+                        &args.seats_pool,
+                        DEFAULT_MAX_ACTIVE,
+                        lease,
+                        hold,
+                    )
+                    .await
                 }
             }
             .map_err(|e| ledger_failure(&e))?;
