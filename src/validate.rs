@@ -29,7 +29,7 @@ use genapi_document as document;
 use serde_json::{Map, Value};
 
 use crate::api::types::{ValidationError, ValidationErrorLocItem};
-use crate::input::{base64_problem, decode_head, dimensions};
+use crate::input::{base64_dimensions, base64_problem};
 pub use catalog::{closest, RequestField, UnknownModel};
 
 /// The document this crate was generated from.
@@ -240,7 +240,7 @@ impl Document {
                     };
                     fail("value_error", format!("Value error, {hint}"));
                 } else if let Some(max) = schema["x-max-megapixels"].as_f64() {
-                    if let Some((w, h)) = decode_head(text).and_then(|head| dimensions(&head)) {
+                    if let Some((w, h)) = base64_dimensions(text) {
                         if (w as f64) * (h as f64) > max * PIXELS_PER_MEGAPIXEL {
                             fail(
                                 "value_error",
@@ -547,7 +547,7 @@ fn check_same_dimensions(
         .iter()
         .filter_map(|f| {
             let text = object.get(*f)?.as_str()?;
-            Some((*f, decode_head(text).and_then(|head| dimensions(&head))?))
+            Some((*f, base64_dimensions(text)?))
         })
         .collect();
     if let [(first, size), rest @ ..] = sizes.as_slice() {

@@ -628,6 +628,11 @@ fn with_flags(mut outcome: JobOutcome) -> JobOutcome {
         (JobStatus::Unknown, _, _) => format!("--adopt {line}=TASK_ID, or --resubmit-unknown"),
         // An adopted task that turned out to be another line's.
         (JobStatus::Failed, Some(FailureClass::Validation), Some(_)) => format!("--adopt {line}=TASK_ID"),
+        // A saved result whose paid task could not be recorded: a later
+        // run would not know the task.
+        (JobStatus::Succeeded, Some(FailureClass::Write), Some(task)) => {
+            format!("--adopt {line}={}", out::clean(&task.id))
+        }
         _ => return outcome,
     };
     if let Some(error) = &mut outcome.error {

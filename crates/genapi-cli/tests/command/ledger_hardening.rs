@@ -205,6 +205,11 @@ mod ledger {
                 error.contains(&task.id) && error.contains("could not be recorded"),
                 "{outcome}"
             );
+            let line = outcome["line"].as_u64().unwrap();
+            assert!(
+                error.contains(&format!("--adopt {line}={}", task.id)),
+                "the flag that adopts it: {outcome}"
+            );
         }
         assert!(
             dir.join("out/img-1.jpg").is_file() && dir.join("out/img-2.jpg").is_file(),
