@@ -123,19 +123,13 @@ impl std::error::Error for Unparsed {}
 
 /// The values the document allows for a field, when it lists them.
 fn allowed(schema: &str, field: &str) -> String {
-    let document = crate::validate::Document::embedded();
-    let Some(property) = document.schema(schema).map(|s| &s["properties"][field]) else {
-        return String::new();
-    };
-    match document
-        .property_rule(property, "enum")
-        .and_then(serde_json::Value::as_array)
-    {
-        Some(values) => {
-            let shown: Vec<String> = values.iter().map(ToString::to_string).collect();
+    let catalog = crate::validate::Document::embedded().catalog();
+    match catalog.by_request_schema(schema).and_then(|model| model.field(field)) {
+        Some(field) if !field.choices.is_empty() => {
+            let shown: Vec<String> = field.choices.iter().map(ToString::to_string).collect();
             format!("; expected one of {}", shown.join(", "))
         }
-        None => String::new(),
+        _ => String::new(),
     }
 }
 

@@ -23,14 +23,14 @@
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
 
-mod catalog;
-
 use genapi_document as document;
 use serde_json::{Map, Value};
 
 use crate::api::types::{ValidationError, ValidationErrorLocItem};
 use crate::input::{base64_dimensions, base64_problem};
-pub use catalog::{closest, RequestField, UnknownModel};
+/// The document's models and their fields, as every part of genapi reads
+/// them: the document reader's own types.
+pub use genapi_document::{closest, Catalog, Field, ImageField, Model, UnknownModel};
 
 /// The document this crate was generated from.
 pub const EMBEDDED_DOCUMENT: &str = include_str!("../openapi.json");
@@ -45,6 +45,8 @@ pub struct Document {
     /// Every `pattern` of the document, compiled once at parse time rather
     /// than on each request.
     patterns: Arc<HashMap<String, regress::Regex>>,
+    /// The models, read once.
+    catalog: Arc<Catalog>,
 }
 
 /// Why a document cannot be used: every problem found in it.
@@ -94,9 +96,11 @@ impl Document {
             .map(|pattern| Ok((pattern.to_string(), document::compile_pattern(pattern)?)))
             .collect::<Result<HashMap<_, _>, String>>()
             .map_err(|problem| unusable(vec![problem]))?;
+        let catalog = Catalog::read(&root, text).map_err(|problem| unusable(vec![problem]))?;
         Ok(Document {
             root,
             patterns: Arc::new(patterns),
+            catalog: Arc::new(catalog),
         })
     }
 
@@ -104,6 +108,22 @@ impl Document {
     /// the document lists them, which `api::OPERATIONS` keeps).
     pub fn operations(&self) -> Vec<Operation> {
         document::operations(&self.root)
+    }
+
+    /// The document's models (its submissions) and their fields, in the
+    /// document's order.
+    ///
+    /// ```
+    /// let catalog = genapi::validate::Document::embedded().catalog();
+    /// let vto = catalog.find("vto-v1").unwrap();
+    /// assert_eq!(vto.operation.path, "/v1/vto-v1");
+    /// let images: Vec<&str> = vto.fields.iter().filter(|f| f.image().is_some()).map(|f| f.name.as_str()).collect();
+    /// assert_eq!(images, ["person", "garment"]);
+    /// let typo = catalog.find("gen-2-prp").unwrap_err();
+    /// assert_eq!(typo.suggestion.as_deref(), Some("gen-2-pro"));
+    /// ```
+    pub fn catalog(&self) -> &Catalog {
+        &self.catalog
     }
 
     /// A named schema of `components/schemas`.

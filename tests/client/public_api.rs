@@ -1,4 +1,4 @@
-//! The Rust public API of the client, the mock and the batch, as rustdoc sees it,
+//! The Rust public API of the client, the mock, the batch and the document reader, as rustdoc sees it,
 //! in a reviewed snapshot per crate: any
 //! change to a public name, signature, field or trait impl shows up as a
 //! diff to accept with `cargo insta review`. The generated request and
@@ -373,4 +373,9 @@ fn the_batchs_public_api_is_as_reviewed() {
 #[test]
 fn the_mocks_public_api_is_as_reviewed() {
     insta::assert_snapshot!("mock_public_api", surface_of("genapi-mock"));
+}
+
+#[test]
+fn the_document_readers_public_api_is_as_reviewed() {
+    insta::assert_snapshot!("document_public_api", surface_of("genapi-document"));
 }

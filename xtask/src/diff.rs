@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::Value;
 
-use crate::model::{read, Field, Operation};
+use crate::model::{self, read, Field, Operation};
 
 /// The differences, unknown ones (to act on) apart from known ones.
 #[derive(Debug, Default, Clone, PartialEq)]
@@ -83,7 +83,8 @@ fn rust_type(part: &str) -> String {
 
 /// The field's type as the generator sees it.
 fn kind(field: &Field) -> String {
-    if let Some(path) = field.rules.iter().find_map(|r| r.strip_prefix("x-rust-type ")) {
+    let rules = model::rules(field);
+    if let Some(path) = rules.iter().find_map(|r| r.strip_prefix("x-rust-type ")) {
         let base = field.kind.split('(').next().unwrap_or("");
         return format!("{base} as {}", path.rsplit("::").next().unwrap_or(path));
     }
@@ -100,8 +101,7 @@ fn canonical(text: &str) -> String {
 }
 
 fn bounds(field: &Field) -> BTreeMap<String, String> {
-    field
-        .bounds
+    model::bounds(field)
         .iter()
         .map(|b| match b.split_once(' ') {
             Some((label, value)) if label != "pattern" => (label.to_string(), canonical(value)),
@@ -112,11 +112,10 @@ fn bounds(field: &Field) -> BTreeMap<String, String> {
 }
 
 fn default(field: &Field) -> Option<String> {
-    let text = field.default.as_deref()?;
-    Some(match serde_json::from_str::<Value>(text) {
-        Ok(Value::Number(n)) => canonical(&n.to_string()),
-        Ok(Value::String(s)) => s,
-        _ => text.to_string(),
+    Some(match field.default.as_ref()? {
+        Value::Number(n) => canonical(&n.to_string()),
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
     })
 }
 
@@ -143,8 +142,8 @@ fn changes(ours: &Field, theirs: &Field) -> Vec<String> {
     if b1 != b2 {
         out.push(format!("bounds [{}] -> [{}]", show_map(&b1), show_map(&b2)));
     }
-    let (e1, e2): (BTreeSet<&String>, BTreeSet<&String>) =
-        (ours.enumeration.iter().collect(), theirs.enumeration.iter().collect());
+    let (c1, c2) = (model::choices(ours), model::choices(theirs));
+    let (e1, e2): (BTreeSet<&String>, BTreeSet<&String>) = (c1.iter().collect(), c2.iter().collect());
     if e1 != e2 {
         let list = |set: &BTreeSet<&String>| set.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ");
         out.push(format!("enum [{}] -> [{}]", list(&e1), list(&e2)));
@@ -162,11 +161,8 @@ fn field_corrections(field: &Field) -> Vec<String> {
     field
         .rules
         .iter()
-        .filter_map(|r| r.strip_prefix("x-correction "))
-        .flat_map(|value| match serde_json::from_str::<Value>(value) {
-            Ok(parsed @ Value::Array(_)) => crate::model::correction_names(&parsed),
-            _ => vec![value.to_string()],
-        })
+        .filter(|(key, _)| key == "x-correction")
+        .flat_map(|(_, value)| model::correction_names(value))
         .collect()
 }
 

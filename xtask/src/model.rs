@@ -1,30 +1,14 @@
-//! A flat view of an OpenAPI document (3.0 or 3.1): operations and their
-//! request fields with type, nullability, required flag, bounds, enum and
-//! documented default. The surface listing and the upstream diff both read
-//! documents through it, so they agree on what a field is.
+//! A flat view of an OpenAPI document (3.0 or 3.1): every operation with
+//! its request fields, query parameters, responses, security and
+//! corrections. Fields are the document reader's own [`Field`] (the one the
+//! library's catalog and the command read), shown here as text. The surface
+//! listing and the upstream diff both read documents through this view, so
+//! they agree on what a field is.
 
 use std::collections::BTreeMap;
 
+pub use genapi_document::Field;
 use serde_json::Value;
-
-/// One request field.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct Field {
-    /// `string`, `integer(uint32)`, `OutputFormat`, `string | integer`, …
-    pub kind: String,
-    /// Accepts null.
-    pub nullable: bool,
-    /// Listed in `required`.
-    pub required: bool,
-    /// Bounds such as `min 64`, `max 5`, `multipleOf 32`, `maxLength 2083`.
-    pub bounds: Vec<String>,
-    /// Allowed values.
-    pub enumeration: Vec<String>,
-    /// `default` or `x-default`, as JSON text.
-    pub default: Option<String>,
-    /// Rules only this project's document states (`x-` extensions).
-    pub rules: Vec<String>,
-}
 
 /// One operation.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -121,16 +105,14 @@ pub fn read(doc: &Value, rename: &[(String, String)]) -> Model {
                 .filter_map(Value::as_str)
                 .collect();
             for (name, schema) in body["properties"].as_object().into_iter().flatten() {
-                let mut field = field(doc, schema);
-                field.required = required.contains(&name.as_str());
+                let field = Field::read(doc, name, schema, required.contains(&name.as_str()));
                 operation.fields.insert(name.clone(), field);
             }
             for parameter in op["parameters"].as_array().into_iter().flatten() {
-                let mut field = field(doc, &parameter["schema"]);
-                field.required = parameter["required"].as_bool().unwrap_or(false);
-                operation
-                    .parameters
-                    .insert(parameter["name"].as_str().unwrap_or("").to_string(), field);
+                let name = parameter["name"].as_str().unwrap_or("");
+                let required = parameter["required"].as_bool().unwrap_or(false);
+                let field = Field::read(doc, name, &parameter["schema"], required);
+                operation.parameters.insert(name.to_string(), field);
             }
             for (status, response) in op["responses"].as_object().into_iter().flatten() {
                 let schema = &response["content"]["application/json"]["schema"];
@@ -153,133 +135,47 @@ pub fn resolve<'a>(doc: &'a Value, schema: &'a Value) -> &'a Value {
     crate::document::resolve(doc, schema).unwrap_or(&EMPTY)
 }
 
-fn is_null_schema(schema: &Value) -> bool {
-    schema["type"] == "null"
-        || schema["enum"]
-            .as_array()
-            .is_some_and(|e| e.len() == 1 && e[0].is_null())
+/// How a bounding keyword is labelled in listings and diffs.
+fn bound_label(keyword: &str) -> &str {
+    match keyword {
+        "minimum" => "min",
+        "maximum" => "max",
+        "exclusiveMinimum" => "exclusiveMin",
+        "exclusiveMaximum" => "exclusiveMax",
+        other => other,
+    }
 }
 
-/// Describes a field schema, folding both null idioms (3.0 `nullable`, 3.1
-/// `anyOf [.., {type: null}]` or `type: [.., "null"]`) into `nullable`.
-fn field(doc: &Value, schema: &Value) -> Field {
-    let mut field = Field {
-        nullable: schema["nullable"].as_bool().unwrap_or(false),
-        default: schema
-            .get("default")
-            .or_else(|| schema.get("x-default"))
-            .map(Value::to_string),
-        ..Field::default()
-    };
-    let mut branches: Vec<&Value> = Vec::new();
-    if let Some(all) = schema["allOf"].as_array() {
-        branches.extend(all);
-    }
-    if let Some(any) = schema["anyOf"].as_array().or_else(|| schema["oneOf"].as_array()) {
-        for branch in any {
-            if is_null_schema(branch) {
-                field.nullable = true;
-            } else {
-                branches.push(branch);
-            }
-        }
-    }
-    let mut kinds = Vec::new();
-    let own = if schema.get("$ref").is_some() {
-        vec![schema]
-    } else {
-        vec![]
-    };
-    let parts: Vec<&Value> = if branches.is_empty() {
-        vec![schema]
-    } else {
-        own.into_iter().chain(branches).collect()
-    };
-    for part in parts {
-        let named = part["$ref"].as_str().and_then(|r| r.rsplit('/').next());
-        let target = resolve(doc, part);
-        let kind = match (&target["type"], named) {
-            (_, Some(name)) if target["type"] == "object" || target.get("enum").is_some() => name.to_string(),
-            (Value::Array(types), _) => {
-                let names: Vec<&str> = types
-                    .iter()
-                    .filter_map(Value::as_str)
-                    .filter(|t| *t != "null")
-                    .collect();
-                if types.iter().any(|t| t == "null") {
-                    field.nullable = true;
-                }
-                names.join(" | ")
-            }
-            (Value::String(t), _) => match target["format"].as_str() {
-                Some(format) => format!("{t}({format})"),
-                None => t.clone(),
-            },
-            _ => "any".to_string(),
-        };
-        if !kinds.contains(&kind) {
-            kinds.push(kind);
-        }
-        for (key, label) in [
-            ("minimum", "min"),
-            ("maximum", "max"),
-            ("exclusiveMinimum", "exclusiveMin"),
-            ("exclusiveMaximum", "exclusiveMax"),
-            ("multipleOf", "multipleOf"),
-            ("minLength", "minLength"),
-            ("maxLength", "maxLength"),
-            ("minItems", "minItems"),
-            ("maxItems", "maxItems"),
-            ("pattern", "pattern"),
-        ] {
-            if let Some(value) = target.get(key) {
-                let text = format!(
-                    "{label} {}",
-                    value.as_str().map_or_else(|| value.to_string(), str::to_string)
-                );
-                if !field.bounds.contains(&text) {
-                    field.bounds.push(text);
-                }
-            }
-        }
-        for key in [
-            "x-image",
-            "x-max-megapixels",
-            "x-aspect-ratio-range",
-            "x-zero-means-auto",
-            "x-integer-range",
-            "x-rust-type",
-            "x-correction",
-        ] {
-            for source in [schema, target] {
-                if let Some(value) = source.get(key) {
-                    // `x-rust-type` shows as the Rust type it picks.
-                    let value = value.get("path").unwrap_or(value);
-                    let text = format!(
-                        "{key} {}",
-                        value.as_str().map_or_else(|| value.to_string(), str::to_string)
-                    );
-                    if !field.rules.contains(&text) {
-                        field.rules.push(text);
-                    }
-                }
-            }
-        }
-        if let Some(values) = target["enum"].as_array() {
-            for value in values.iter().filter(|v| !v.is_null()) {
-                let text = value.as_str().map_or_else(|| value.to_string(), str::to_string);
-                if !field.enumeration.contains(&text) {
-                    field.enumeration.push(text);
-                }
-            }
-        }
-        if field.default.is_none() {
-            field.default = target
-                .get("default")
-                .or_else(|| target.get("x-default"))
-                .map(Value::to_string);
-        }
-    }
-    field.kind = kinds.join(" | ");
+/// A JSON value as text: strings without quotes.
+fn text(value: &Value) -> String {
+    value.as_str().map_or_else(|| value.to_string(), str::to_string)
+}
+
+/// The field's bounds as `label value` (`min 64`, `pattern ^a$`).
+pub fn bounds(field: &Field) -> Vec<String> {
     field
+        .bounds
+        .iter()
+        .map(|(keyword, value)| format!("{} {}", bound_label(keyword), text(value)))
+        .collect()
+}
+
+/// The field's `x-` rules as `key value`; `x-rust-type` shows the Rust type
+/// it picks.
+pub fn rules(field: &Field) -> Vec<String> {
+    field
+        .rules
+        .iter()
+        .map(|(key, value)| format!("{key} {}", text(value.get("path").unwrap_or(value))))
+        .collect()
+}
+
+/// The field's allowed values as text.
+pub fn choices(field: &Field) -> Vec<String> {
+    field.choices.iter().map(text).collect()
+}
+
+/// The field's default as JSON text.
+pub fn default(field: &Field) -> Option<String> {
+    field.default.as_ref().map(Value::to_string)
 }

@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 
 use serde_json::Value;
 
-use crate::model::{read, Field};
+use crate::model::{self, read, Field};
 
 fn describe(name: &str, field: &Field) -> String {
     let mut parts = vec![field.kind.clone()];
@@ -16,14 +16,15 @@ fn describe(name: &str, field: &Field) -> String {
     if field.nullable {
         parts.push("nullable".into());
     }
-    parts.extend(field.bounds.iter().cloned());
-    if !field.enumeration.is_empty() {
-        parts.push(format!("enum [{}]", field.enumeration.join(", ")));
+    parts.extend(model::bounds(field));
+    let choices = model::choices(field);
+    if !choices.is_empty() {
+        parts.push(format!("enum [{}]", choices.join(", ")));
     }
-    if let Some(default) = &field.default {
+    if let Some(default) = model::default(field) {
         parts.push(format!("default {default}"));
     }
-    parts.extend(field.rules.iter().cloned());
+    parts.extend(model::rules(field));
     format!("    {name}: {}", parts.join("; "))
 }
 

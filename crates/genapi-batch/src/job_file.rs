@@ -13,7 +13,7 @@ use serde_json::{Map, Value};
 
 use super::job::{name_hash, safe_stem, Fingerprint, Job, JobLine};
 use genapi::files::{open_regular_file, Unread};
-use genapi::validate::{closest, Document, RequestField, UnknownModel};
+use genapi::validate::{closest, Document, ImageField, Model, UnknownModel};
 use genapi::Error;
 use genapi::ImageInput;
 
@@ -64,45 +64,21 @@ pub struct JobFile {
     models: Models,
 }
 
-/// What the reader needs of a model to build bodies.
-#[derive(Debug)]
-struct Model {
-    path: String,
-    operation: String,
-    schema: String,
-    fields: Vec<RequestField>,
-}
-
-/// The models named in a job file: one entry per model, and a bounded
-/// number of spellings of their names.
+/// The models named in a job file, by a bounded number of spellings of
+/// their names (a file of many lines names few models, many times).
 #[derive(Clone, Debug, Default)]
 struct Models {
-    by_path: HashMap<String, Arc<Model>>,
-    by_spelling: HashMap<String, Arc<Model>>,
+    by_spelling: HashMap<String, &'static Model>,
 }
 
 impl Models {
-    fn resolve(&mut self, name: &str) -> Result<Arc<Model>, UnknownModel> {
+    fn resolve(&mut self, name: &str) -> Result<&'static Model, UnknownModel> {
         if let Some(model) = self.by_spelling.get(name) {
-            return Ok(model.clone());
+            return Ok(model);
         }
-        let document = Document::embedded();
-        let operation = document.submission(name)?;
-        let model = self
-            .by_path
-            .entry(operation.path.clone())
-            .or_insert_with(|| {
-                let schema = operation.request_schema.clone().unwrap_or_default();
-                Arc::new(Model {
-                    fields: document.request_fields(&schema),
-                    path: operation.path.clone(),
-                    operation: operation.id.clone(),
-                    schema,
-                })
-            })
-            .clone();
+        let model = Document::embedded().catalog().find(name)?;
         if self.by_spelling.len() < SPELLINGS_KEPT {
-            self.by_spelling.insert(name.to_string(), model.clone());
+            self.by_spelling.insert(name.to_string(), model);
         }
         Ok(model)
     }
@@ -375,17 +351,17 @@ impl JobFile {
         if !problems.is_empty() {
             return problems;
         }
-        let body = match body_of(&job, &model, &self.base_dir, Some(images)) {
+        let body = match body_of(&job, model, &self.base_dir, Some(images)) {
             Err(problem) => return vec![problem],
             Ok(body) => body,
         };
-        let refused = refusals(&model, &body);
+        let refused = refusals(model, &body);
         if !refused.is_empty() {
             return refused;
         }
         // What the document allows and what the request type can hold may
         // differ (a size beyond `u32`): the line must also be sendable.
-        match genapi::check_request_type(&model.operation, body) {
+        match genapi::check_request_type(&model.operation.id, body) {
             Ok(()) => Vec::new(),
             Err(error) => error
                 .validation_errors()
@@ -433,8 +409,9 @@ fn shown_problems(problems: &[LineProblem]) -> String {
 
 /// What the document refuses in a body.
 fn refusals(model: &Model, body: &Value) -> Vec<LineProblem> {
+    let schema = model.operation.request_schema.as_deref().unwrap_or_default();
     Document::embedded()
-        .validate(&model.schema, body)
+        .validate(schema, body)
         .into_iter()
         .map(|error| LineProblem::Invalid {
             field: error
@@ -467,7 +444,10 @@ fn body_of(
     let mut body = Map::new();
     let mut images = images;
     for (name, value) in &job.fields {
-        let image = model.fields.iter().find(|f| f.name == *name).and_then(|f| f.image);
+        let image = model
+            .field(name)
+            .and_then(|field| field.image())
+            .map(|image| image == ImageField::Base64OrUrl);
         let value = match (image, value) {
             (Some(accepts_url), Value::String(source)) => {
                 let encoded = match images.as_deref_mut() {
@@ -572,14 +552,14 @@ impl Iterator for Jobs {
                 .map_err(|e| e.to_string())
                 .and_then(|job| {
                     let model = self.models.resolve(&job.model).map_err(|unknown| unknown.to_string())?;
-                    let body = body_of(&job, &model, &self.base_dir, None).map_err(|problem| problem.to_string())?;
-                    let refused: Vec<String> = refusals(&model, &body).iter().map(ToString::to_string).collect();
+                    let body = body_of(&job, model, &self.base_dir, None).map_err(|problem| problem.to_string())?;
+                    let refused: Vec<String> = refusals(model, &body).iter().map(ToString::to_string).collect();
                     if !refused.is_empty() {
                         return Err(refused.join("; "));
                     }
                     Ok(Job {
                         line,
-                        path: model.path.clone(),
+                        path: model.operation.path.clone(),
                         body,
                         name: job.name,
                     })

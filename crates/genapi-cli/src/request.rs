@@ -8,8 +8,9 @@ use clap::{Args, ValueEnum};
 use genapi::ImageInput;
 use serde_json::{Map, Number, Value};
 
-use crate::catalog::{Catalog, Field, Model};
+use crate::catalog::{self, Catalog};
 use crate::{files, out, Failure};
+use genapi::validate::{Field, Model};
 
 /// What to submit.
 #[derive(Args, Clone, Debug)]
@@ -82,10 +83,8 @@ impl Format {
 /// A request ready to send.
 #[derive(Debug)]
 pub struct Prepared {
-    /// The model.
-    pub model: Model,
-    /// Its fields, in document order.
-    pub fields: Vec<Field>,
+    /// The model, with its fields in document order.
+    pub model: &'static Model,
     /// The body.
     pub body: Map<String, Value>,
     /// The prompt, if any (for file names).
@@ -109,7 +108,7 @@ impl Prepared {
                 "width" | "height" => format!("--size ({field})"),
                 "aspect_ratio" => "--aspect-ratio".to_string(),
                 "output_format" => "--format".to_string(),
-                name if self.fields.iter().any(|f| f.name == name && f.image.is_some()) => {
+                name if self.model.fields.iter().any(|f| f.name == name && f.image().is_some()) => {
                     format!("--image {name}=…")
                 }
                 name => format!("--set {name}"),
@@ -125,13 +124,13 @@ impl Prepared {
 pub async fn prepare(args: &RequestArgs, out_file: Option<&Path>) -> Result<Prepared, Failure> {
     let catalog = Catalog::load().map_err(Failure::usage)?;
     let model = catalog.find(&args.model).map_err(Failure::usage)?;
-    if model.deprecated {
+    if model.operation.deprecated {
         out::err(&format!(
             "warning: {} is deprecated in the service's description; see `genapi models` for its successors",
             model.name
         ));
     }
-    let fields = catalog.fields(&model);
+    let fields = &model.fields;
     let has = |name: &str| fields.iter().any(|f| f.name == name);
     let lacks = |flag: &str| {
         Failure::usage(format!(
@@ -199,10 +198,10 @@ pub async fn prepare(args: &RequestArgs, out_file: Option<&Path>) -> Result<Prep
         }
         body.insert("aspect_ratio".into(), Value::String(ratio.clone()));
     }
-    if let Some(format) = output_format(args, out_file, &model, &fields)? {
+    if let Some(format) = output_format(args, out_file, model, fields)? {
         body.insert("output_format".into(), Value::String(format.as_str().into()));
     }
-    add_images(args, &model, &fields, &mut body).await?;
+    add_images(args, model, fields, &mut body).await?;
     let mut set_by_name = Vec::new();
     for pair in &args.set {
         let (name, value) = split_pair("--set", pair)?;
@@ -227,7 +226,6 @@ pub async fn prepare(args: &RequestArgs, out_file: Option<&Path>) -> Result<Prep
     }
     Ok(Prepared {
         model,
-        fields,
         body,
         prompt,
         set_by_name,
@@ -267,12 +265,13 @@ fn output_format(
     };
     match (format, field) {
         (Some(format), Some(field)) => {
-            if !field.choices.is_empty() && !field.choices.iter().any(|c| c == format.as_str()) {
+            let choices = catalog::choices(field);
+            if !choices.is_empty() && !choices.iter().any(|c| c == format.as_str()) {
                 return Err(Failure::usage(format!(
                     "--format {}: {} writes {}",
                     format.as_str(),
                     model.name,
-                    field.choices.join(", ")
+                    choices.join(", ")
                 )));
             }
             Ok(Some(format))
@@ -339,7 +338,7 @@ async fn add_images(
     fields: &[Field],
     body: &mut Map<String, Value>,
 ) -> Result<(), Failure> {
-    let image_fields: Vec<&Field> = fields.iter().filter(|f| f.image.is_some()).collect();
+    let image_fields: Vec<&Field> = fields.iter().filter(|f| f.image().is_some()).collect();
     let mut named: Vec<(&Field, &str)> = Vec::new();
     let mut positional: Vec<&str> = Vec::new();
     for value in &args.images {
@@ -392,7 +391,7 @@ async fn add_images(
         )));
     }
     for (field, source) in named.into_iter().chain(free.into_iter().zip(positional)) {
-        let accepts_url = field.image == Some(true);
+        let accepts_url = catalog::takes_url(field);
         let value = ImageInput::from_source(source, "")
             .to_field(accepts_url)
             .await

@@ -266,7 +266,7 @@ pub async fn generate(global: &Global, request: RequestArgs, save: SaveArgs, cou
         let index = (count > 1).then_some(index);
         let submission = connection
             .client
-            .submit_raw(&prepared.model.path, Value::Object(prepared.body.clone()));
+            .submit_raw(&prepared.model.operation.path, Value::Object(prepared.body.clone()));
         let task = tokio::select! {
             result = tokio::time::timeout_at(deadline, submission) => match result {
                 Ok(Ok(task)) => task,
@@ -558,7 +558,7 @@ pub async fn submit(global: &Global, request: RequestArgs) -> Result<(), Failure
     }
     let submission = connection
         .client
-        .submit_raw(&prepared.model.path, Value::Object(prepared.body.clone()));
+        .submit_raw(&prepared.model.operation.path, Value::Object(prepared.body.clone()));
     let task = match tokio::time::timeout_at(deadline, submission).await {
         Ok(Ok(task)) => task,
         Ok(Err(error)) => {

@@ -16,6 +16,15 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::Value;
 
+mod catalog;
+mod closest;
+mod field;
+mod order;
+
+pub use catalog::{Catalog, Model, UnknownModel};
+pub use closest::closest;
+pub use field::{Field, ImageField};
+
 /// Where named schemas live: the prefix of a `$ref` to one of them.
 pub const SCHEMA_PREFIX: &str = "#/components/schemas/";
 
@@ -77,121 +86,14 @@ pub fn operations(root: &Value) -> Vec<Operation> {
 /// Every operation in the order the document lists them: its paths in the
 /// order of `paths`, and each path's methods in the order of its path item.
 ///
-/// `root` is `text` read as JSON. A `serde_json::Value` keeps an object's
-/// keys sorted (unless `serde_json`'s `preserve_order` feature is on, which
-/// nothing here asks for), so the order is read from `text` itself. Fails
-/// when `text` is not JSON, or `paths` or a path item is not an object.
+/// `root` is `text` read as JSON; the order is read from `text` itself, as a
+/// `serde_json::Value` keeps an object's keys sorted. Fails when `text` is
+/// not JSON, or `paths` or a path item is not an object.
 pub fn operations_in_document_order(root: &Value, text: &str) -> Result<Vec<Operation>, String> {
-    let order = order::of_operations(text)?;
-    let place = |op: &Operation| {
-        order
-            .iter()
-            .position(|(path, method)| *path == op.path && method.eq_ignore_ascii_case(&op.method))
-            .unwrap_or(usize::MAX)
-    };
+    let order = order::of_document(text)?;
     let mut list = operations(root);
-    list.sort_by_key(place);
+    list.sort_by_key(|op| order.operation(&op.path, &op.method));
     Ok(list)
-}
-
-/// The order of the document's keys, read from its text.
-mod order {
-    use std::fmt;
-
-    use serde::de::{DeserializeSeed, Deserializer, Error, IgnoredAny, MapAccess, Visitor};
-
-    /// Each path, with each key of its path item (methods and others), in
-    /// the order of the text.
-    pub(super) fn of_operations(text: &str) -> Result<Vec<(String, String)>, String> {
-        let mut reader = serde_json::Deserializer::from_str(text);
-        let order = reader
-            .deserialize_map(Document)
-            .and_then(|order| reader.end().map(|()| order))
-            .map_err(|e| format!("cannot read the order of the document's paths: {e}"))?;
-        Ok(order)
-    }
-
-    /// The document: only `paths` is read (the last one, as a JSON value
-    /// keeps the last of repeated keys).
-    struct Document;
-
-    impl<'de> Visitor<'de> for Document {
-        type Value = Vec<(String, String)>;
-
-        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-            f.write_str("the document as a JSON object")
-        }
-
-        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-            let mut order = Vec::new();
-            while let Some(key) = map.next_key::<String>()? {
-                if key == "paths" {
-                    order = map.next_value_seed(Paths)?;
-                } else {
-                    map.next_value::<IgnoredAny>()?;
-                }
-            }
-            Ok(order)
-        }
-    }
-
-    /// `paths`: each path item's keys.
-    struct Paths;
-
-    impl<'de> DeserializeSeed<'de> for Paths {
-        type Value = Vec<(String, String)>;
-
-        fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
-            deserializer.deserialize_map(self)
-        }
-    }
-
-    impl<'de> Visitor<'de> for Paths {
-        type Value = Vec<(String, String)>;
-
-        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-            f.write_str("`paths` as a JSON object")
-        }
-
-        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-            let mut order = Vec::new();
-            while let Some(path) = map.next_key::<String>()? {
-                let keys = map
-                    .next_value_seed(Keys)
-                    .map_err(|e| A::Error::custom(format!("paths/{path}: {e}")))?;
-                order.extend(keys.into_iter().map(|key| (path.clone(), key)));
-            }
-            Ok(order)
-        }
-    }
-
-    /// An object's keys, its values skipped.
-    struct Keys;
-
-    impl<'de> DeserializeSeed<'de> for Keys {
-        type Value = Vec<String>;
-
-        fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
-            deserializer.deserialize_map(self)
-        }
-    }
-
-    impl<'de> Visitor<'de> for Keys {
-        type Value = Vec<String>;
-
-        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-            f.write_str("a path item as a JSON object")
-        }
-
-        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-            let mut keys = Vec::new();
-            while let Some(key) = map.next_key::<String>()? {
-                map.next_value::<IgnoredAny>()?;
-                keys.push(key);
-            }
-            Ok(keys)
-        }
-    }
 }
 
 /// A named schema of `components/schemas`.

@@ -1,0 +1,217 @@
+//! The models of the document: every submission (a `POST` with a JSON
+//! request schema), by the name a user types, with its fields.
+//!
+//! This is the one catalog of the project. The library's validation and job
+//! files resolve model names with it, the command's `models` lists it and
+//! `cargo xtask` describes fields with the same [`Field`], so a name or a
+//! field means the same thing everywhere. Models and fields keep the order
+//! the document lists them in, which is the order its author chose for
+//! readers (image fields, for one, fill positional `--image` arguments in
+//! that order).
+
+use std::fmt;
+
+use serde_json::Value;
+
+use crate::order::{self, Order};
+use crate::{closest, operations, schema, Field, Operation};
+
+/// A submission of the document.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Model {
+    /// The name a user types: the path without `/v1/`, e.g.
+    /// `gen-tools/deblur-v1`.
+    pub name: String,
+    /// The operation itself (method, path, operationId, request schema, …).
+    pub operation: Operation,
+    /// The document's summary of the operation (empty when it has none).
+    pub summary: String,
+    /// The fields of its request schema, in the document's order.
+    pub fields: Vec<Field>,
+}
+
+impl Model {
+    /// The field called `name`.
+    pub fn field(&self, name: &str) -> Option<&Field> {
+        self.fields.iter().find(|field| field.name == name)
+    }
+}
+
+/// Every submission of a document, in the document's order.
+///
+/// ```
+/// let text = r##"{"paths": {"/v1/gen-2-pro": {"post": {"operationId": "gen_2_pro", "summary": "Generate",
+///     "requestBody": {"content": {"application/json": {"schema": {"$ref": "#/components/schemas/Req"}}}}}}},
+///   "components": {"schemas": {"Req": {"type": "object", "required": ["prompt"],
+///     "properties": {"prompt": {"type": "string"}, "input_image": {"type": "string", "x-image": "base64"}}}}}}"##;
+/// let root: serde_json::Value = serde_json::from_str(text).unwrap();
+/// let catalog = genapi_document::Catalog::read(&root, text).unwrap();
+/// let model = catalog.find("gen-2-pro").unwrap();
+/// let names: Vec<&str> = model.fields.iter().map(|f| f.name.as_str()).collect();
+/// assert_eq!(names, ["prompt", "input_image"]); // the document's order
+/// assert!(model.fields[1].image().is_some());
+/// let typo = catalog.find("gen-2-prp").unwrap_err();
+/// assert_eq!(typo.suggestion.as_deref(), Some("gen-2-pro"));
+/// ```
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Catalog {
+    models: Vec<Model>,
+}
+
+impl Catalog {
+    /// Reads the models of `root`, which is `text` read as JSON (the order
+    /// of models and fields is read from `text`). Fails when the order of
+    /// `text` cannot be read (see [`crate::operations_in_document_order`]).
+    pub fn read(root: &Value, text: &str) -> Result<Catalog, String> {
+        let order = order::of_document(text)?;
+        Ok(Catalog::with_order(root, &order))
+    }
+
+    fn with_order(root: &Value, order: &Order) -> Catalog {
+        let mut models: Vec<Model> = operations(root)
+            .into_iter()
+            .filter(|op| op.method == "POST")
+            .filter_map(|operation| {
+                let schema_name = operation.request_schema.clone()?;
+                let request = schema(root, &schema_name)?;
+                let mut fields = Field::of_object(root, request);
+                fields.sort_by_key(|field| order.property(&schema_name, &field.name));
+                let item = &root["paths"][&operation.path]["post"];
+                Some(Model {
+                    name: operation
+                        .path
+                        .strip_prefix("/v1/")
+                        .unwrap_or(&operation.path)
+                        .to_string(),
+                    summary: item["summary"].as_str().unwrap_or_default().to_string(),
+                    fields,
+                    operation,
+                })
+            })
+            .collect();
+        models.sort_by_key(|model| order.operation(&model.operation.path, &model.operation.method));
+        Catalog { models }
+    }
+
+    /// Every model, in the document's order.
+    pub fn models(&self) -> &[Model] {
+        &self.models
+    }
+
+    /// The model whose request schema is `schema_name`.
+    pub fn by_request_schema(&self, schema_name: &str) -> Option<&Model> {
+        self.models
+            .iter()
+            .find(|model| model.operation.request_schema.as_deref() == Some(schema_name))
+    }
+
+    /// The model a name means: its path with or without `/v1/`, its
+    /// operationId, or the last segment of its path when only one model's
+    /// path ends so. An unknown name gets the closest known one, when it
+    /// reads as a typo.
+    pub fn find(&self, name: &str) -> Result<&Model, UnknownModel> {
+        let wanted = name.trim().trim_start_matches('/');
+        let wanted = wanted.strip_prefix("v1/").unwrap_or(wanted);
+        if let Some(model) = self
+            .models
+            .iter()
+            .find(|model| model.name == wanted || model.operation.id == wanted)
+        {
+            return Ok(model);
+        }
+        let by_last: Vec<&Model> = self
+            .models
+            .iter()
+            .filter(|model| model.operation.path.rsplit('/').next() == Some(wanted))
+            .collect();
+        if let [model] = by_last.as_slice() {
+            return Ok(model);
+        }
+        let mut known: Vec<String> = self.models.iter().map(|model| model.name.clone()).collect();
+        known.sort();
+        Err(UnknownModel {
+            name: name.to_string(),
+            suggestion: closest(wanted, known.iter().map(String::as_str)).map(str::to_string),
+            known,
+        })
+    }
+}
+
+/// No model of the document has the name a user gave.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UnknownModel {
+    /// The name as given.
+    pub name: String,
+    /// The known name closest to it, when it reads as a typo.
+    pub suggestion: Option<String>,
+    /// Every model name, sorted.
+    pub known: Vec<String>,
+}
+
+impl fmt::Display for UnknownModel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "unknown model {:?}; ", self.name)?;
+        if let Some(suggestion) = &self.suggestion {
+            write!(f, "did you mean {suggestion}? ")?;
+        }
+        write!(f, "known models: {}", self.known.join(", "))
+    }
+}
+
+impl std::error::Error for UnknownModel {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn catalog(text: &str) -> Catalog {
+        let root: Value = serde_json::from_str(text).unwrap();
+        Catalog::read(&root, text).unwrap()
+    }
+
+    const TWO_MODELS: &str = r##"{
+        "paths": {
+            "/v1/z-model": {"post": {"operationId": "z", "summary": "Zed",
+                "requestBody": {"content": {"application/json": {"schema": {"$ref": "#/components/schemas/Z"}}}}}},
+            "/v1/tools/a-model": {"post": {"operationId": "a",
+                "requestBody": {"content": {"application/json": {"schema": {"$ref": "#/components/schemas/A"}}}}},
+                "get": {"operationId": "a_get"}},
+            "/v1/get_result": {"get": {"operationId": "get_result"}}
+        },
+        "components": {"schemas": {
+            "Z": {"type": "object", "properties": {"width": {"type": "integer"}, "prompt": {"type": "string"}, "height": {"type": "integer"}}},
+            "A": true
+        }}
+    }"##;
+
+    #[test]
+    fn models_and_fields_keep_the_documents_order() {
+        let catalog = catalog(TWO_MODELS);
+        let names: Vec<&str> = catalog.models().iter().map(|m| m.name.as_str()).collect();
+        assert_eq!(
+            names,
+            ["z-model", "tools/a-model"],
+            "only submissions, in document order"
+        );
+        let fields: Vec<&str> = catalog.models()[0].fields.iter().map(|f| f.name.as_str()).collect();
+        assert_eq!(fields, ["width", "prompt", "height"]);
+        assert_eq!(catalog.models()[0].summary, "Zed");
+        assert!(catalog.models()[1].fields.is_empty(), "a boolean schema has no fields");
+    }
+
+    #[test]
+    fn a_model_is_found_by_path_id_or_last_segment() {
+        let catalog = catalog(TWO_MODELS);
+        for name in ["z-model", "/v1/z-model", "v1/z-model", "z", " z-model "] {
+            assert_eq!(catalog.find(name).map(|m| m.operation.id.as_str()), Ok("z"), "{name}");
+        }
+        assert_eq!(catalog.find("a-model").map(|m| m.name.as_str()), Ok("tools/a-model"));
+        assert_eq!(catalog.by_request_schema("Z").map(|m| m.name.as_str()), Some("z-model"));
+        let unknown = catalog.find("get_result").unwrap_err();
+        assert_eq!(unknown.known, ["tools/a-model", "z-model"], "a GET is not a model");
+        assert_eq!(
+            catalog.find("z-modle").unwrap_err().to_string(),
+            "unknown model \"z-modle\"; did you mean z-model? known models: tools/a-model, z-model"
+        );
+    }
+}
