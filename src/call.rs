@@ -136,7 +136,7 @@ impl Call {
             // The generated code met a request it could not build, or a hook
             // refused it without saying why; neither happens with the typed
             // bodies and text ids this crate gives it.
-            Err(other) => Err(Error::Config(format!(
+            Err(other) => Err(Error::refused_locally(format!(
                 "the generated client refused {operation}: {other}"
             ))),
         }

@@ -87,8 +87,7 @@ impl Client {
     pub async fn submit<R: IntoRequest>(&self, request: R) -> Result<Task> {
         let request = request.into_request()?;
         let spec: &OperationSpec = <R::Request as Submit>::OPERATION;
-        let body =
-            serde_json::to_value(&request).map_err(|e| Error::Config(format!("cannot encode the request: {e}")))?;
+        let body = crate::submit::encode(&request)?;
         let target = Target {
             operation: spec.id,
             path: spec.path,
@@ -355,7 +354,7 @@ impl Client {
     /// transport sends as it is (see `docs/one-road.md`).
     fn raw_outgoing(&self, target: &Target<'_>, base: &Url, body: Value) -> Result<Outgoing> {
         let bytes = bytes::Bytes::from(
-            serde_json::to_vec(&body).map_err(|e| Error::Config(format!("cannot encode the request: {e}")))?,
+            serde_json::to_vec(&body).map_err(|e| Error::refused_locally(format!("cannot encode the request: {e}")))?,
         );
         if target.schema.is_none() {
             let request = self
@@ -366,7 +365,7 @@ impl Client {
                 .header(reqwest::header::CONTENT_TYPE, "application/json")
                 .body(bytes)
                 .build()
-                .map_err(|e| Error::Config(format!("cannot build the request: {e}")))?;
+                .map_err(|e| Error::refused_locally(format!("cannot build the request: {e}")))?;
             return Ok(Outgoing::Unlisted(request));
         }
         // Only the caller's own bytes go on the wire.
@@ -448,17 +447,17 @@ pub(crate) fn typed_submission(operation: &str, mut body: Value) -> Result<AnySu
     // The document takes `1024.0` where it wants an integer, and so must
     // the decoding.
     whole_numbers_as_integers(&mut body);
-    let decoded = AnySubmission::decode(operation, body)
-        .ok_or_else(|| Error::Config(format!("{operation} is not a submission of the document")))?;
-    decoded.map_err(|error| Error::Validation {
-        errors: vec![crate::api::types::ValidationError {
-            loc: vec![crate::api::types::ValidationErrorLocItem::String("body".into())],
-            msg: format!("Value error, {error}"),
-            type_: "value_error".into(),
-            input: None,
-        }],
-        checked: Checked::Locally,
-    })
+    let decoded = AnySubmission::decode(operation, body).ok_or_else(|| Error::InvalidArgument {
+        argument: "operation",
+        problem: match crate::validate::Document::embedded().catalog().find(operation) {
+            Ok(model) => format!(
+                "{operation:?} is not an operationId; the model it names is {:?}",
+                model.operation.id
+            ),
+            Err(unknown) => unknown.to_string(),
+        },
+    })?;
+    decoded.map_err(Error::refused_locally)
 }
 
 fn whole_numbers_as_integers(value: &mut Value) {

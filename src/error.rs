@@ -227,18 +227,39 @@ pub enum Error {
         /// The task, when this happened after it was accepted.
         task: Option<TaskRef>,
     },
-    /// An image input could not be used, or an output not written.
-    #[error("{source_name}: {message}{}", on_task(.task))]
+    /// An input (an image file or URL) cannot be read or used. Nothing was
+    /// sent.
+    #[error("{source_name}: {message}")]
     Input {
         /// The path, URL or "bytes".
         source_name: String,
         /// What to fix.
         message: String,
-        /// The task, when this happened after it was accepted (saving its
-        /// output).
+    },
+    /// A result could not be written (the disk is full, the folder is not
+    /// writable, …). With a `task`, that task was accepted and paid for: it
+    /// is fine, and waiting for it again saves it without paying again.
+    #[error("cannot write {target}: {message}{}", on_task(.task))]
+    Write {
+        /// The file (or the kind of sink) being written.
+        target: String,
+        /// What went wrong, and what to check.
+        message: String,
+        /// The task whose result it was.
         task: Option<TaskRef>,
     },
-    /// The client configuration is incomplete or wrong.
+    /// An argument given to a call cannot be used: a task id or polling
+    /// URL, a path, an operation name. Nothing was sent.
+    #[error("{argument}: {problem}")]
+    InvalidArgument {
+        /// Which argument, as the call's documentation names it (`task id
+        /// or polling URL`, `path`, `operation`).
+        argument: &'static str,
+        /// What is wrong with it, and what would be accepted.
+        problem: String,
+    },
+    /// The client's configuration is incomplete or wrong: the key, the base
+    /// URLs, trusted origins, TLS roots. Nothing was sent.
     #[error("configuration: {0}")]
     Config(String),
     /// The database behind an active-task limit shared with other
@@ -264,7 +285,7 @@ macro_rules! with_optional_task {
             | Error::Redirected { $task, .. }
             | Error::Decode { $task, .. }
             | Error::TooLarge { $task, .. }
-            | Error::Input { $task, .. } => $then,
+            | Error::Write { $task, .. } => $then,
             _ => $else,
         }
     };
@@ -398,6 +419,21 @@ impl Error {
         }
     }
 
+    /// A request refused before anything was sent, for a reason about the
+    /// body as a whole, in the service's 422 shape (`loc: ["body"]`), so it
+    /// is handled like any other invalid request.
+    pub(crate) fn refused_locally(reason: impl std::fmt::Display) -> Error {
+        Error::Validation {
+            errors: vec![crate::api::types::ValidationError {
+                loc: vec![crate::api::types::ValidationErrorLocItem::String("body".into())],
+                msg: format!("Value error, {reason}"),
+                type_: "value_error".into(),
+                input: None,
+            }],
+            checked: Checked::Locally,
+        }
+    }
+
     /// Whether the service surely created no task for a submission that
     /// failed so: refused before or by the service, or never sent.
     pub(crate) fn created_no_task(&self) -> bool {
@@ -407,6 +443,8 @@ impl Error {
                 Error::Validation { .. }
                     | Error::InsufficientCredits { .. }
                     | Error::Forbidden { task: None, .. }
+                    | Error::Input { .. }
+                    | Error::InvalidArgument { .. }
                     | Error::Config(_)
                     | Error::SharedLimit { .. }
                     | Error::UntrustedOrigin { .. }

@@ -160,8 +160,10 @@ impl Error {
         match self {
             // Writing the output of an accepted (charged) task failed: the
             // task is fine, the disk is not.
-            Error::Input { task: Some(_), .. } => FailureClass::Write,
-            Error::Validation { .. } | Error::Input { task: None, .. } | Error::Config(_) => FailureClass::Validation,
+            Error::Write { .. } => FailureClass::Write,
+            Error::Validation { .. } | Error::Input { .. } | Error::InvalidArgument { .. } | Error::Config(_) => {
+                FailureClass::Validation
+            }
             Error::Forbidden { .. } | Error::UntrustedOrigin { .. } => FailureClass::Auth,
             Error::InsufficientCredits { .. } => FailureClass::Credits,
             Error::RateLimited { .. } => FailureClass::RateLimited,
@@ -202,18 +204,24 @@ mod tests {
     }
 
     #[test]
-    fn an_input_is_the_users_to_fix_until_a_task_was_paid_for() {
-        let input = |task| Error::Input {
+    fn an_input_is_the_users_to_fix_and_a_write_names_the_paid_task() {
+        let input = Error::Input {
             source_name: "cat.png".into(),
             message: "cannot read".into(),
-            task,
         };
-        assert_eq!(input(None).class(), FailureClass::Validation);
+        assert_eq!(input.class(), FailureClass::Validation);
         let task = TaskRef {
             id: "t".into(),
             polling_url: "https://api.example.com/v1/get_result?id=t".into(),
         };
-        assert_eq!(input(Some(task)).class(), FailureClass::Write);
+        let write = Error::Write {
+            target: "out.png".into(),
+            message: "no space left on device".into(),
+            task: Some(task),
+        };
+        assert_eq!(write.class(), FailureClass::Write);
+        assert_eq!(write.task().map(|t| t.id.as_str()), Some("t"));
+        assert!(write.to_string().contains("task t"), "{write}");
         assert_eq!(FailureClass::Write.exit_code(), 1);
     }
 }

@@ -143,7 +143,9 @@ pub(crate) fn unfinished<B: serde::Serialize>(schema: &str, builder: &B, untouch
     let (state, untouched) = match (serde_json::to_value(builder), serde_json::to_value(untouched)) {
         (Ok(state), Ok(untouched)) => (state, untouched),
         // Unreachable: builders hold only serializable values.
-        (Err(e), _) | (_, Err(e)) => return crate::Error::Config(format!("cannot read the request builder: {e}")),
+        (Err(e), _) | (_, Err(e)) => {
+            return crate::Error::refused_locally(format!("cannot read the request builder: {e}"))
+        }
     };
     let at = |field: &str| {
         vec![

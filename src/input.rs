@@ -216,7 +216,6 @@ impl ImageInput {
         Error::Input {
             source_name: self.name(),
             message,
-            task: None,
         }
     }
 

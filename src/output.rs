@@ -136,9 +136,9 @@ impl Output {
         // the future dropped (a caller's timeout, a stop).
         let mut leftover = RemoveOnDrop(Some(partial.clone()));
         // Named after the file asked for, not the temporary one beside it.
-        let write_error = |_: &Path, e: std::io::Error| Error::Input {
-            source_name: path.display().to_string(),
-            message: format!("cannot write the output ({e}); check that its directory exists and is writable"),
+        let write_error = |_: &Path, e: std::io::Error| Error::Write {
+            target: path.display().to_string(),
+            message: format!("{e}; check that its directory exists and is writable"),
             task: Some(self.task.clone()),
         };
         let outcome = self

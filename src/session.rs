@@ -69,10 +69,9 @@ impl Session {
 /// absolute path (`/v1/…`): anything that would leave the base's origin
 /// (`//host`, `@host`, a scheme) is refused.
 pub(crate) fn join(base: &Url, path: &str) -> Result<Url> {
-    let refuse = || {
-        Error::Config(format!(
-            "{path:?} is not a path of the service; give a path such as /v1/gen-2-pro"
-        ))
+    let refuse = || Error::InvalidArgument {
+        argument: "path",
+        problem: format!("{path:?} is not a path of the service; give a path such as /v1/gen-2-pro"),
     };
     // Only a plain path: no query or fragment, no `.` or `..` segment that
     // the URL parser would fold into another operation's path.

@@ -73,6 +73,30 @@ pub trait IntoRequest: sealed::Building {
     type Request: Submit;
     /// Finishes the request.
     fn into_request(self) -> Result<Self::Request, crate::Error>;
+
+    /// Finishes the request and encodes it as the JSON body sent to its
+    /// operation ([`Submit::OPERATION`]): for programs that keep requests
+    /// as data (a job file, a queue) and submit them later.
+    ///
+    /// ```
+    /// use genapi::IntoRequest;
+    /// let body = genapi::api::types::Gen2ProRequest::builder().prompt("a red fox").into_body()?;
+    /// assert_eq!(body["prompt"], "a red fox");
+    /// # Ok::<(), genapi::Error>(())
+    /// ```
+    fn into_body(self) -> Result<serde_json::Value, crate::Error>
+    where
+        Self: Sized,
+    {
+        encode(&self.into_request()?)
+    }
+}
+
+/// A finished request as its JSON body. The generated types always encode;
+/// were one not to, the request is refused before sending, like any other
+/// body that cannot be sent.
+pub(crate) fn encode<R: serde::Serialize>(request: &R) -> Result<serde_json::Value, crate::Error> {
+    serde_json::to_value(request).map_err(|e| crate::Error::refused_locally(format!("cannot encode the request: {e}")))
 }
 
 /// Supertraits nobody outside the crate can name, so nobody outside can

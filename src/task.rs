@@ -18,6 +18,9 @@ use crate::session::Session;
 use crate::wait::{deadline, jitter, Progress, Schedule, WaitOptions};
 use crate::TaskStatus;
 
+/// How errors name the argument that picks a task up again.
+const TASK_REFERENCE: &str = "task id or polling URL";
+
 /// A task the service accepted (and will charge for).
 ///
 /// Waiting consumes it; every error from then on carries its [`TaskRef`], and
@@ -146,9 +149,10 @@ impl Task {
         let (id, polling_url) = match Url::parse(text) {
             // Not echoed: the user name or password should not reach a log.
             Ok(url) if !url.username().is_empty() || url.password().is_some() => {
-                return Err(Error::Config(
-                    "a polling URL with a user name or password is refused".into(),
-                ))
+                return Err(Error::InvalidArgument {
+                    argument: TASK_REFERENCE,
+                    problem: "a polling URL with a user name or password is refused".into(),
+                })
             }
             Ok(url) if matches!(url.scheme(), "http" | "https") => {
                 let id = url
@@ -159,11 +163,17 @@ impl Task {
                 (id, url)
             }
             Ok(_) if text.contains("://") => {
-                return Err(Error::Config(format!(
-                    "{text:?} is neither a task id nor an http(s) polling URL"
-                )))
+                return Err(Error::InvalidArgument {
+                    argument: TASK_REFERENCE,
+                    problem: format!("{text:?} is neither a task id nor an http(s) polling URL"),
+                })
             }
-            Err(_) if text.is_empty() => return Err(Error::Config("a task id or polling URL is needed".into())),
+            Err(_) if text.is_empty() => {
+                return Err(Error::InvalidArgument {
+                    argument: TASK_REFERENCE,
+                    problem: "empty: give the task's id or its polling URL".into(),
+                })
+            }
             // A bare id (`task:1` parses as a URL with a scheme, but is an id).
             _ => (text.to_string(), session.fallback_polling_url(text)?),
         };

@@ -536,9 +536,9 @@ impl Read {
                 limit,
                 task: None,
             },
-            Read::Sink(e) => Error::Input {
-                source_name: operation,
-                message: format!("cannot write the answer ({e})"),
+            Read::Sink(e) => Error::Write {
+                target: format!("the answer to {operation}"),
+                message: e.to_string(),
                 task: None,
             },
         }

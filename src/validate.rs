@@ -116,7 +116,7 @@ impl Document {
     /// ```
     /// let catalog = genapi::validate::Document::embedded().catalog();
     /// let vto = catalog.find("vto-v1").unwrap();
-    /// assert_eq!(vto.operation.path, "/v1/vto-v1");
+    /// assert_eq!(vto.operation.path, "/v1/gen-tools/vto-v1");
     /// let images: Vec<&str> = vto.fields.iter().filter(|f| f.image().is_some()).map(|f| f.name.as_str()).collect();
     /// assert_eq!(images, ["person", "garment"]);
     /// let typo = catalog.find("gen-2-prp").unwrap_err();

@@ -339,7 +339,16 @@ async fn a_polling_url_with_user_information_is_never_used() {
         .build()
         .unwrap();
     let error = client.task("http://u:p@127.0.0.1:9/v1/get_result?id=t").unwrap_err();
-    assert!(matches!(error, Error::Config(_)), "{error}");
+    assert!(
+        matches!(
+            error,
+            Error::InvalidArgument {
+                argument: "task id or polling URL",
+                ..
+            }
+        ),
+        "{error}"
+    );
     let service = hostile::serve(|base, request, _| match request.path.as_str() {
         "/v1/gen-2-pro" => {
             let trick = base.replace("http://", "http://user:pw@");

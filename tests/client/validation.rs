@@ -537,3 +537,18 @@ async fn the_client_and_the_mock_refuse_the_same_bodies_for_the_same_reasons() {
         "{refused} refused and {accepted} accepted bodies compared"
     );
 }
+
+#[test]
+fn a_request_type_check_names_the_operation_it_was_given_wrongly() {
+    let body = json!({"prompt": "a red fox"});
+    assert!(genapi::check_request_type("gen_2_pro", body.clone()).is_ok());
+    let by_path = genapi::check_request_type("gen-2-pro", body.clone()).unwrap_err();
+    assert!(
+        matches!(&by_path, genapi::Error::InvalidArgument { argument: "operation", problem }
+            if problem.contains("\"gen_2_pro\"")),
+        "a model name gets its operationId: {by_path}"
+    );
+    let typo = genapi::check_request_type("gen_2_prp", body).unwrap_err();
+    assert!(typo.to_string().contains("did you mean"), "{typo}");
+    assert_eq!(typo.class(), genapi::FailureClass::Validation);
+}

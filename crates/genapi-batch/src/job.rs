@@ -78,11 +78,8 @@ impl Job {
     /// # Ok::<(), genapi::Error>(())
     /// ```
     pub fn from_request<R: genapi::IntoRequest>(line: u64, request: R) -> Result<Job, genapi::Error> {
-        let request = request.into_request()?;
         let operation = <R::Request as genapi::Submit>::OPERATION;
-        let body = serde_json::to_value(&request)
-            .map_err(|e| genapi::Error::Config(format!("cannot encode the request: {e}")))?;
-        Ok(Job::new(line, operation.path, body))
+        Ok(Job::new(line, operation.path, request.into_body()?))
     }
 
     /// Names the output file (its extension follows the image format).

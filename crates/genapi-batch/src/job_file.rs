@@ -304,7 +304,6 @@ impl JobFile {
         Error::Input {
             source_name: self.path.display().to_string(),
             message,
-            task: None,
         }
     }
 

@@ -859,7 +859,9 @@ impl Context {
                 Error::Validation {
                     checked: Checked::Locally,
                     ..
-                } | Error::Config(_)
+                } | Error::Input { .. }
+                    | Error::InvalidArgument { .. }
+                    | Error::Config(_)
             );
             if error.is_safe_to_resubmit() || nothing_sent {
                 let refused = Record::Refused {
