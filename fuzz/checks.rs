@@ -46,16 +46,16 @@ pub fn webhook_verify(data: &[u8]) {
         _ => None,
     };
     for (secret, verifier) in [
-        (WEBHOOK_SECRET, Verifier::new(WEBHOOK_SECRET).map(|v| v.clock(now))),
+        (WEBHOOK_SECRET, Verifier::new(WEBHOOK_SECRET).map(|v| v.wall_clock(now))),
         (
             WEBHOOK_RAW_SECRET,
-            Verifier::new(WEBHOOK_RAW_SECRET).map(|v| v.clock(now).require_signature(false)),
+            Verifier::new(WEBHOOK_RAW_SECRET).map(|v| v.wall_clock(now).require_signature(false)),
         ),
     ] {
         let Ok(verifier) = verifier else {
             panic!("the fuzzing secrets are valid");
         };
-        let Ok(event) = verifier.verify_with(lookup, body.as_bytes()) else {
+        let Ok(event) = verifier.verify_lookup(lookup, body.as_bytes()) else {
             continue;
         };
         match event.scheme {

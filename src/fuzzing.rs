@@ -1,5 +1,9 @@
-//! Entry points for the fuzz targets (`fuzz/`), which drive code the public
-//! API reaches only through the network. Not part of the API.
+//! Entry points for fuzzers (feature `fuzzing`): they run code the rest of
+//! the API reaches only through the network (how an answer of the service is
+//! read) on bytes given directly, so a fuzzer can try millions of answers a
+//! minute without a server. This crate's own fuzz targets (`fuzz/`) and
+//! their saved regressions use them; the promise is that nothing here
+//! panics, whatever the bytes.
 
 use std::sync::OnceLock;
 
@@ -14,6 +18,11 @@ use crate::transport::Answer;
 /// body as every caller of the transport would: the error mapping, the
 /// `Retry-After` reading, the lenient poll decoding and the submission
 /// decoding. Must never panic.
+///
+/// ```
+/// // A 503 with an absurd Retry-After and a truncated body: read, not panicked on.
+/// genapi::fuzzing::answer(503, "retry-after: 99999999999999", b"{\"detail\": [");
+/// ```
 pub fn answer(status: u16, headers: &str, body: &[u8]) {
     static CLIENT: OnceLock<Option<crate::Client>> = OnceLock::new();
     let client = CLIENT.get_or_init(|| {
@@ -45,6 +54,9 @@ pub fn answer(status: u16, headers: &str, body: &[u8]) {
     let _ = answer.retry_after();
     let _ = crate::response::error_from(transport, "fuzz", &answer);
     let _ = crate::poll::lenient_poll_result(body, "fuzz-task");
-    let _ = crate::response::decode::<SubmissionResponse>(transport, "fuzz", body);
+    // The generated client reads a submission's answer with serde_json into
+    // the generated type, and a misfit becomes `decode_error`: the same here.
+    let _ = serde_json::from_slice::<SubmissionResponse>(body)
+        .map_err(|e| crate::response::decode_error(transport, "fuzz", e.to_string(), body));
     let _ = crate::task::Task::accepted(client.shared.clone(), "fuzz", body);
 }

@@ -77,7 +77,7 @@ mod error;
 mod failure;
 mod field;
 pub mod files;
-#[doc(hidden)]
+#[cfg(feature = "fuzzing")]
 pub mod fuzzing;
 mod input;
 mod limit;

@@ -11,13 +11,8 @@ use reqwest::StatusCode;
 use serde_json::Value;
 
 use crate::api::types::{HttpValidationError, ValidationErrorLocItem};
-use crate::error::{Checked, Error, Result, TaskRef};
+use crate::error::{Checked, Error, TaskRef};
 use crate::transport::{Answer, Transport};
-
-/// Decodes a JSON body, keeping the (scrubbed) text when it does not fit.
-pub(crate) fn decode<T: serde::de::DeserializeOwned>(transport: &Transport, operation: &str, body: &[u8]) -> Result<T> {
-    serde_json::from_slice(body).map_err(|e| decode_error(transport, operation, e.to_string(), body))
-}
 
 /// An [`Error::Decode`] for this body.
 pub(crate) fn decode_error(transport: &Transport, operation: &str, message: String, body: &[u8]) -> Error {

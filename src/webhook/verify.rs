@@ -174,8 +174,12 @@ impl Verifier {
         self.max_body = bytes;
         self
     }
-    /// Uses another clock (tests).
-    pub fn clock(mut self, clock: impl Fn() -> SystemTime + Send + Sync + 'static) -> Self {
+    /// Uses another wall clock (tests). A signature's timestamp is wall-clock
+    /// time (seconds since 1970, as the sender's clock read it), so this is
+    /// a `SystemTime`, unlike the monotonic `Instant` clocks of
+    /// [`super::Inbox::clock`] and [`super::ReplayGuard::clock`], which only
+    /// measure how long something was kept.
+    pub fn wall_clock(mut self, clock: impl Fn() -> SystemTime + Send + Sync + 'static) -> Self {
         self.clock = Arc::new(clock);
         self
     }
@@ -187,19 +191,19 @@ impl Verifier {
         if headers.get(SIGNATURE_HEADER).is_some_and(|v| v.to_str().is_err()) {
             return Err(Rejection::BadSignature);
         }
-        self.verify_with(|name| headers.get(name).and_then(|v| v.to_str().ok()), body)
+        self.verify_lookup(|name| headers.get(name).and_then(|v| v.to_str().ok()), body)
     }
 
     /// As [`Verifier::verify`], reading headers through `header(name)` (names
     /// are passed lowercase), for frameworks without `http::HeaderMap`.
-    pub fn verify_with<'h>(&self, header: impl Fn(&str) -> Option<&'h str>, body: &[u8]) -> Result<Event, Rejection> {
-        let (scheme, message_id) = self.authenticate_with(header, body)?;
+    pub fn verify_lookup<'h>(&self, header: impl Fn(&str) -> Option<&'h str>, body: &[u8]) -> Result<Event, Rejection> {
+        let (scheme, message_id) = self.authenticate_lookup(header, body)?;
         parse_event(body, scheme, message_id)
     }
 
     /// Checks only that the notification is authentic (any JSON body), and
     /// returns the scheme and, when signed, the message id.
-    pub fn authenticate_with<'h>(
+    pub fn authenticate_lookup<'h>(
         &self,
         header: impl Fn(&str) -> Option<&'h str>,
         body: &[u8],
@@ -428,7 +432,7 @@ mod tests {
     fn the_hmac_is_computed_once_whatever_the_number_of_candidates() {
         let verifier = Verifier::new(SECRET)
             .unwrap()
-            .clock(|| UNIX_EPOCH + Duration::from_secs(NOW));
+            .wall_clock(|| UNIX_EPOCH + Duration::from_secs(NOW));
         let body = vec![b' '; 1 << 20];
         let wrong = format!("v1,{}", base64::engine::general_purpose::STANDARD.encode([0u8; 32]));
         let signatures = vec![wrong.as_str(); MAX_SIGNATURES].join(" ");
@@ -440,7 +444,10 @@ mod tests {
             _ => None,
         };
         HMACS.with(|count| count.set(0));
-        assert_eq!(verifier.authenticate_with(header, &body), Err(Rejection::BadSignature));
+        assert_eq!(
+            verifier.authenticate_lookup(header, &body),
+            Err(Rejection::BadSignature)
+        );
         assert_eq!(
             HMACS.with(|count| count.get()),
             1,
@@ -453,7 +460,7 @@ mod tests {
     fn oversize_headers_and_undecodable_candidates_cost_no_hmac() {
         let verifier = Verifier::new(SECRET)
             .unwrap()
-            .clock(|| UNIX_EPOCH + Duration::from_secs(NOW));
+            .wall_clock(|| UNIX_EPOCH + Duration::from_secs(NOW));
         let timestamp = NOW.to_string();
         let many = vec!["v1,AAAA"; MAX_SIGNATURES + 1].join(" ");
         let huge = "v".repeat(MAX_HEADER_BYTES + 1);
@@ -469,7 +476,7 @@ mod tests {
                 SIGNATURE_HEADER => Some(signatures),
                 _ => None,
             };
-            assert_eq!(verifier.authenticate_with(header, b"{}"), Err(expected));
+            assert_eq!(verifier.authenticate_lookup(header, b"{}"), Err(expected));
         }
         assert_eq!(HMACS.with(|count| count.get()), 0);
     }

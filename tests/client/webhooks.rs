@@ -25,7 +25,7 @@ fn at(seconds: i64) -> SystemTime {
 }
 
 fn verifier() -> Verifier {
-    Verifier::new(SECRET).unwrap().clock(|| at(TIMESTAMP))
+    Verifier::new(SECRET).unwrap().wall_clock(|| at(TIMESTAMP))
 }
 
 fn raw_verifier() -> Verifier {
@@ -60,7 +60,7 @@ fn signed(signature: &str) -> HeaderMap {
 fn a_tolerance_too_large_for_the_clock_accepts_a_valid_signature() {
     let forever = Verifier::new(SECRET)
         .unwrap()
-        .clock(|| at(TIMESTAMP + 1_000_000))
+        .wall_clock(|| at(TIMESTAMP + 1_000_000))
         .tolerance(Duration::MAX);
     assert_eq!(
         authenticate(&forever, &signed(SIGNATURE), BODY),
@@ -70,7 +70,7 @@ fn a_tolerance_too_large_for_the_clock_accepts_a_valid_signature() {
 
 fn authenticate(verifier: &Verifier, headers: &HeaderMap, body: &[u8]) -> Result<Scheme, Rejection> {
     verifier
-        .authenticate_with(|n| headers.get(n).and_then(|v| v.to_str().ok()), body)
+        .authenticate_lookup(|n| headers.get(n).and_then(|v| v.to_str().ok()), body)
         .map(|(scheme, _)| scheme)
 }
 
@@ -112,7 +112,7 @@ fn forged_signatures_are_rejected() {
     assert_eq!(reject("v1,not base64!"), Err(Rejection::BadSignature));
     let other = Verifier::new("whsec_b3RoZXItc2VjcmV0LW9mLWF0LWxlYXN0LTE2")
         .unwrap()
-        .clock(|| at(TIMESTAMP));
+        .wall_clock(|| at(TIMESTAMP));
     assert_eq!(
         authenticate(&other, &signed(SIGNATURE), BODY),
         Err(Rejection::BadSignature),
@@ -127,17 +127,17 @@ fn forged_signatures_are_rejected() {
 
 #[test]
 fn stale_future_and_malformed_timestamps_are_rejected() {
-    let stale = Verifier::new(SECRET).unwrap().clock(|| at(TIMESTAMP + 301));
+    let stale = Verifier::new(SECRET).unwrap().wall_clock(|| at(TIMESTAMP + 301));
     assert_eq!(
         authenticate(&stale, &signed(SIGNATURE), BODY),
         Err(Rejection::Stale(301))
     );
-    let future = Verifier::new(SECRET).unwrap().clock(|| at(TIMESTAMP - 301));
+    let future = Verifier::new(SECRET).unwrap().wall_clock(|| at(TIMESTAMP - 301));
     assert_eq!(
         authenticate(&future, &signed(SIGNATURE), BODY),
         Err(Rejection::Future(301))
     );
-    let within = Verifier::new(SECRET).unwrap().clock(|| at(TIMESTAMP + 300));
+    let within = Verifier::new(SECRET).unwrap().wall_clock(|| at(TIMESTAMP + 300));
     assert!(authenticate(&within, &signed(SIGNATURE), BODY).is_ok());
     let bad = headers(&[
         ("webhook-id", ID),
@@ -394,7 +394,7 @@ proptest::proptest! {
         id in ".{0,40}", timestamp in ".{0,20}", signature in ".{0,120}", echo in proptest::option::of(".{0,40}"),
         body in proptest::collection::vec(proptest::num::u8::ANY, 0..300),
     ) {
-        let verifier = Verifier::new(SECRET).unwrap().clock(|| at(TIMESTAMP));
+        let verifier = Verifier::new(SECRET).unwrap().wall_clock(|| at(TIMESTAMP));
         let lookup = |name: &str| match name {
             "webhook-id" => Some(id.as_str()),
             "webhook-timestamp" => Some(timestamp.as_str()),
@@ -402,7 +402,7 @@ proptest::proptest! {
             "x-webhook-secret" => echo.as_deref(),
             _ => None,
         };
-        let _ = verifier.verify_with(lookup, &body);
+        let _ = verifier.verify_lookup(lookup, &body);
     }
 
     /// Random headers never authenticate, whatever scheme they try: random
@@ -428,8 +428,8 @@ proptest::proptest! {
                 "x-webhook-secret" => echo.as_deref(),
                 _ => None,
             };
-            for verifier in [verifier(), verifier().require_signature(false), raw_verifier().clock(|| at(TIMESTAMP))] {
-                let outcome = verifier.authenticate_with(lookup, &body);
+            for verifier in [verifier(), verifier().require_signature(false), raw_verifier().wall_clock(|| at(TIMESTAMP))] {
+                let outcome = verifier.authenticate_lookup(lookup, &body);
                 proptest::prop_assert!(outcome.is_err(), "authenticated: {:?}", outcome);
             }
         }

@@ -55,20 +55,19 @@ const CREDITS_RECHECK: Duration = Duration::from_millis(100);
 ///   answered ([`JobStatus::Unknown`]), unless [`Batch::resubmit_unknown`].
 ///
 /// ```no_run
-/// # async fn demo() -> genapi::Result<()> {
+/// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
 /// use futures::StreamExt;
+/// use genapi::api::types::Gen2ProRequest;
 /// use genapi_batch::{Batch, FileJournal, Job};
 ///
 /// let client = genapi::Client::from_env()?;
-/// std::fs::create_dir_all("out").map_err(|e| genapi::Error::Config(e.to_string()))?;
-/// let journal = FileJournal::open("out/journal.jsonl").map_err(|e| genapi::Error::Config(e.to_string()))?;
-/// let jobs = ["a red fox", "a blue whale"]
-///     .into_iter()
-///     .enumerate()
-///     .map(|(i, prompt)| Job::new(i as u64 + 1, "/v1/gen-2-pro", serde_json::json!({ "prompt": prompt })));
-/// let mut outcomes = Batch::new(client, journal, "out")
-///     .run(jobs)
-///     .map_err(|e| genapi::Error::Config(e.to_string()))?;
+/// std::fs::create_dir_all("out")?;
+/// let journal = FileJournal::open("out/journal.jsonl")?;
+/// let mut jobs = Vec::new();
+/// for (line, prompt) in (1..).zip(["a red fox", "a blue whale"]) {
+///     jobs.push(Job::from_request(line, Gen2ProRequest::builder().prompt(prompt))?);
+/// }
+/// let mut outcomes = Batch::new(client, journal, "out").run(jobs)?;
 /// while let Some(outcome) = outcomes.next().await {
 ///     println!("line {}: {:?} {:?}", outcome.line, outcome.status, outcome.file);
 /// }
@@ -307,8 +306,10 @@ impl<J: Journal> Batch<J> {
     /// until the stream is polled; dropping it stops the batch (accepted
     /// tasks go on at the service, and the next run picks them up).
     ///
-    /// Fails only when the journal cannot be read.
-    pub fn run<I>(mut self, jobs: I) -> io::Result<impl Stream<Item = JobOutcome> + Send + 'static>
+    /// Fails only when the output directory cannot be made
+    /// ([`genapi::Error::Write`]) or the journal cannot be read
+    /// ([`genapi::Error::Input`]); nothing was sent then.
+    pub fn run<I>(mut self, jobs: I) -> genapi::Result<impl Stream<Item = JobOutcome> + Send + 'static>
     where
         I: IntoIterator<Item = Job>,
         I::IntoIter: Send + 'static,
@@ -316,12 +317,20 @@ impl<J: Journal> Batch<J> {
         // Results are saved there: made, when nothing has the name, before
         // anything is paid for.
         if std::fs::symlink_metadata(&self.out_dir).is_err() {
-            std::fs::create_dir_all(&self.out_dir)?;
+            std::fs::create_dir_all(&self.out_dir).map_err(|e| Error::Write {
+                target: self.out_dir.display().to_string(),
+                message: format!("cannot create the output directory ({e})"),
+                task: None,
+            })?;
         }
         let (store, recorded): (Arc<dyn Store>, _) = match self.shared_store.take() {
             Some(store) => (store, HashMap::new()),
             None => {
-                let journal = JournalStore::open(self.journal, self.max_credits.is_some())?;
+                let journal =
+                    JournalStore::open(self.journal, self.max_credits.is_some()).map_err(|e| Error::Input {
+                        source_name: "the batch's journal".into(),
+                        message: format!("cannot read it ({e})"),
+                    })?;
                 let recorded = journal.recorded();
                 (Arc::new(journal), recorded)
             }
