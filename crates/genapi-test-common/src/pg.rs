@@ -20,6 +20,9 @@ pub struct Setup {
     /// pg_hba's method for TCP connections (`scram-sha-256` when `None`),
     /// e.g. `password` for a clear-text password.
     pub host_auth: Option<&'static str>,
+    /// The port tried first (a test of a port taken meanwhile); a free one
+    /// when `None`.
+    pub first_port: Option<u16>,
 }
 
 pub struct Postgres {
@@ -68,7 +71,7 @@ impl Postgres {
             run(Command::new("chown").args(["-R", "postgres:postgres"]).arg(&dir));
         }
         let data = dir.join("data");
-        let port = free_port();
+        let port = setup.first_port.unwrap_or_else(free_port);
         let mut cluster = Postgres {
             dir: dir.clone(),
             bin,
@@ -89,26 +92,39 @@ impl Postgres {
                 "--no-sync",
             ],
         );
-        let options = format!(
-            "-p {port} -k {} -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off \
-             -c full_page_writes=off -c max_connections=300{tls_options}",
-            path(&dir)
-        );
-        cluster.pg(
-            "pg_ctl",
-            &[
-                "-D",
-                path(&data),
-                "-l",
-                path(&dir.join("log")),
-                "-o",
-                &options,
-                "-w",
-                "start",
-            ],
-        );
-        cluster.port = port;
-        Some(cluster)
+        // A free port is only known free when it is picked: another process
+        // (a test's mock, another cluster) may bind it before the server
+        // does. The server then fails to start, saying so in its log; a new
+        // port is tried, so the race costs a retry, never a failed test.
+        let log = dir.join("log");
+        for attempt in 1..=PORT_ATTEMPTS {
+            let options = format!(
+                "-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off \
+                 -c full_page_writes=off -c max_connections=300{tls_options}",
+                cluster.port,
+                path(&dir)
+            );
+            let started = cluster
+                .command(
+                    "pg_ctl",
+                    &["-D", path(&data), "-l", path(&log), "-o", &options, "-w", "start"],
+                )
+                .output()
+                .unwrap();
+            if started.status.success() {
+                return Some(cluster);
+            }
+            let said = std::fs::read_to_string(&log).unwrap_or_default();
+            assert!(
+                said.contains("could not bind") && attempt < PORT_ATTEMPTS,
+                "pg_ctl start: {}{}\n{said}",
+                String::from_utf8_lossy(&started.stdout),
+                String::from_utf8_lossy(&started.stderr)
+            );
+            let _ = std::fs::remove_file(&log);
+            cluster.port = free_port();
+        }
+        unreachable!("the last attempt returns or fails above")
     }
 
     /// A URL to database `postgres` as user `postgres`.
@@ -197,6 +213,9 @@ fn is_root() -> bool {
         .unwrap_or(false)
 }
 
+/// How many ports a cluster tries before its start is a failure.
+const PORT_ATTEMPTS: u32 = 8;
+
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -217,4 +236,24 @@ fn run(command: &mut Command) {
         String::from_utf8_lossy(&output.stdout),
         String::from_utf8_lossy(&output.stderr)
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_port_taken_before_the_server_binds_it_costs_a_retry() {
+        let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let busy = taken.local_addr().unwrap().port();
+        let setup = Setup {
+            first_port: Some(busy),
+            ..Setup::default()
+        };
+        let Some(cluster) = Postgres::start_with("port-race", setup) else {
+            return;
+        };
+        assert_ne!(cluster.port, busy, "another port was tried");
+        assert_eq!(cluster.sql("SELECT 1"), "1");
+    }
 }
