@@ -14,9 +14,9 @@ use crate::common;
 use common::pg::Postgres;
 use common::{genapi, posts_by_prompt, Dir};
 
-/// The tests here run one at a time: each starts several processes, and the
-/// done-when run is judged against a wall-clock bound (twice the 24-slot
-/// ideal) that should not depend on what else this binary runs.
+/// The tests here run one at a time: each starts several worker processes
+/// and a server, and their give-up bounds (tens of seconds, far beyond what
+/// a run needs) should not be spent waiting for another test's processes.
 static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// The service as the tests meet it: 24 active tasks per key (its default),
@@ -203,11 +203,9 @@ async fn four_workers_two_killed_and_restarted_finish_every_line_once_without_a_
         ideal.as_secs_f64(),
         stats.peak_active_tasks
     );
-    assert!(
-        elapsed <= ideal * 2,
-        "{elapsed:?} against an ideal of {ideal:?}\n{}",
-        what_each_worker_said(&outputs)
-    );
+    // How close to the ideal the workers come is a figure for the ledger
+    // bench (`benches/ledger.rs`), not a pass mark: a wall-clock bound would
+    // fail on a slower machine with nothing wrong.
 }
 
 /// For a failure message: every outcome other than `succeeded` that any
