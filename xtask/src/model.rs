@@ -98,15 +98,8 @@ pub fn read(doc: &Value, rename: &[(String, String)]) -> Model {
             operation
                 .body_corrections
                 .extend(correction_names(&body["x-correction"]));
-            let required: Vec<&str> = body["required"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(Value::as_str)
-                .collect();
-            for (name, schema) in body["properties"].as_object().into_iter().flatten() {
-                let field = Field::read(doc, name, schema, required.contains(&name.as_str()));
-                operation.fields.insert(name.clone(), field);
+            for field in Field::of_object(doc, body) {
+                operation.fields.insert(field.name.clone(), field);
             }
             for parameter in op["parameters"].as_array().into_iter().flatten() {
                 let name = parameter["name"].as_str().unwrap_or("");
