@@ -379,3 +379,8 @@ fn the_mocks_public_api_is_as_reviewed() {
 fn the_document_readers_public_api_is_as_reviewed() {
     insta::assert_snapshot!("document_public_api", surface_of("genapi-document"));
 }
+
+#[test]
+fn the_gallerys_public_api_is_as_reviewed() {
+    insta::assert_snapshot!("gallery_public_api", surface_of("genapi-gallery"));
+}

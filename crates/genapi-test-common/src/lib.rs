@@ -15,6 +15,7 @@ pub fn document() -> Value {
     serde_json::from_str(genapi::validate::EMBEDDED_DOCUMENT).expect("embedded document is JSON")
 }
 
+pub mod browser;
 pub mod hostile;
 
 pub mod pg;

@@ -1,0 +1,37 @@
+//! A gallery beside a batch's results: `index.html` in the output folder,
+//! with one tile per line of the job file.
+//!
+//! People judge generated images by looking at them, so a folder of files
+//! and a `results.jsonl` is not the end of a batch. The gallery shows each
+//! line as a tile: a thumbnail (in `thumbs/`, a few KB each) with the line's
+//! name, prompt, model, size, seed, cost and duration; a failed line shows
+//! its class, its message and its task id, which is what adopting or
+//! retrying it takes. Lines that are cells of a sweep (a `grid` in their
+//! result, as `genapi grid` writes) are laid out as a grid: prompts by rows,
+//! the swept value by columns. A header gives the totals.
+//!
+//! The page is built from the results alone ([`ResultLine`], one per line
+//! of `results.jsonl`), so [`Gallery::rebuild`] makes the same page after
+//! the run that the run kept current while it went. It is self-contained
+//! (no script, font or style from the network: it opens from the file
+//! system in any browser), thumbnails load lazily so a page of 10,000 lines
+//! stays usable, and every write replaces the page whole (written beside it,
+//! then renamed), so a reader never sees half a page.
+//!
+//! ```no_run
+//! # fn demo() -> Result<(), genapi_gallery::GalleryError> {
+//! let gallery = genapi_gallery::Gallery::rebuild("shots")?;
+//! println!("{} tiles in shots/index.html", gallery.len());
+//! # Ok(()) }
+//! ```
+
+#![warn(missing_docs)]
+
+mod gallery;
+mod page;
+mod result_line;
+mod thumbnail;
+
+pub use gallery::{Gallery, GalleryError, INDEX, RESULTS, THUMBS};
+pub use result_line::{GridCell, ResultLine};
+pub use thumbnail::THUMBNAIL_SIDE;

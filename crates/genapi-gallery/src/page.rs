@@ -1,0 +1,316 @@
+//! The page: HTML with its style inline, no script, nothing from the
+//! network.
+//!
+//! Every text a tile shows comes from a results file, and prompts and
+//! messages are the user's or the service's words: each is escaped, so a
+//! prompt such as `<img src=x onerror=…>` shows as text and never runs.
+//! Tiles carry their line, status and task as `data-` attributes, which is
+//! what a program (or a test) reading the page relies on rather than on its
+//! wording.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use crate::result_line::ResultLine;
+use crate::thumbnail::Thumbnail;
+
+/// The page's style: a grid of tiles that reflows with the window.
+const STYLE: &str = "body{font:14px/1.4 system-ui,sans-serif;margin:1.5em;background:#fafafa;color:#222}\
+h1{font-size:1.3em;margin:0 0 .3em}header p{margin:.2em 0}\
+.tiles{display:flex;flex-wrap:wrap;gap:12px}\
+.tile{margin:0;width:210px;background:#fff;border:1px solid #ddd;border-radius:6px;padding:8px;overflow-wrap:anywhere}\
+.tile img{display:block;max-width:192px;height:auto;margin:0 auto 6px}\
+.tile.failed,.tile.moderated,.tile.invalid{border-color:#c33;background:#fff5f5}\
+.tile.pending,.tile.unknown,.tile.not_submitted{border-color:#c90;background:#fffbf0}\
+.failure .class{color:#c33;text-transform:uppercase;font-size:.85em}\
+.prompt{margin:.2em 0;color:#444}dl{display:grid;grid-template-columns:auto 1fr;gap:0 .6em;margin:.3em 0 0;font-size:.9em}\
+dt{color:#777}dd{margin:0}code{font-size:.9em}\
+table.grid{border-collapse:collapse;margin:1em 0}table.grid th{font-weight:normal;color:#555;padding:4px;text-align:left;vertical-align:top;max-width:220px}\
+table.grid td{padding:4px;vertical-align:top}";
+
+/// The order statuses are counted in: what went well first.
+const STATUS_ORDER: [&str; 7] = [
+    "succeeded",
+    "failed",
+    "moderated",
+    "pending",
+    "unknown",
+    "not_submitted",
+    "invalid",
+];
+
+/// The page of `lines` (by line number), with each succeeded line's
+/// thumbnail.
+pub(crate) fn render(lines: &BTreeMap<u64, ResultLine>, thumbnails: &BTreeMap<u64, Thumbnail>) -> String {
+    let mut page = String::with_capacity(1024 + lines.len() * 700);
+    page.push_str("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">");
+    page.push_str("<meta name=\"viewport\" content=\"width=device-width,initial-scale=1\">");
+    // Nothing may be fetched but this folder's own thumbnails and images.
+    page.push_str(
+        "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; img-src 'self' file:; style-src 'unsafe-inline'\">",
+    );
+    let _ = write!(
+        page,
+        "<title>genapi batch: {} lines</title><style>{STYLE}</style></head><body>",
+        lines.len()
+    );
+    header(&mut page, lines);
+    let (cells, others): (Vec<&ResultLine>, Vec<&ResultLine>) = lines.values().partition(|line| line.grid.is_some());
+    if !cells.is_empty() {
+        grid(&mut page, &cells, thumbnails);
+    }
+    if !others.is_empty() {
+        page.push_str("<section class=\"tiles\">");
+        for line in others {
+            tile(&mut page, line, thumbnails.get(&line.line));
+        }
+        page.push_str("</section>");
+    }
+    page.push_str("</body></html>\n");
+    page
+}
+
+/// Totals: lines by status, failures by class, credits, wall time.
+fn header(page: &mut String, lines: &BTreeMap<u64, ResultLine>) {
+    let mut by_status: BTreeMap<&str, usize> = BTreeMap::new();
+    let mut by_class: BTreeMap<&str, usize> = BTreeMap::new();
+    for line in lines.values() {
+        *by_status.entry(line.status.as_str()).or_default() += 1;
+        if line.status != "succeeded" {
+            if let Some(class) = &line.class {
+                *by_class.entry(class.as_str()).or_default() += 1;
+            }
+        }
+    }
+    let credits: f64 = lines
+        .values()
+        .filter_map(|line| line.cost)
+        .filter(|c| c.is_finite())
+        .sum();
+    let mut statuses: Vec<(&str, usize)> = by_status.into_iter().collect();
+    statuses.sort_by_key(|(status, _)| {
+        STATUS_ORDER
+            .iter()
+            .position(|known| known == status)
+            .unwrap_or(usize::MAX)
+    });
+    let statuses: Vec<String> = statuses.iter().map(|(s, n)| format!("{n} {}", escape(s))).collect();
+    let _ = write!(
+        page,
+        "<header><h1>{} lines</h1><p class=\"statuses\">{}</p>",
+        lines.len(),
+        statuses.join(" · ")
+    );
+    if !by_class.is_empty() {
+        let classes: Vec<String> = by_class.iter().map(|(c, n)| format!("{n} {}", escape(c))).collect();
+        let _ = write!(
+            page,
+            "<p class=\"classes\">not succeeded, by class: {}</p>",
+            classes.join(" · ")
+        );
+    }
+    let _ = write!(page, "<p class=\"credits\">{} credits</p>", decimal(credits));
+    if let Some(wall) = wall_time(lines) {
+        let _ = write!(page, "<p class=\"wall\">wall time {}</p>", seconds(wall));
+    }
+    page.push_str("</header>");
+}
+
+/// From the first line's start to the last line's end, as the results say.
+fn wall_time(lines: &BTreeMap<u64, ResultLine>) -> Option<f64> {
+    let spans: Vec<(f64, f64)> = lines
+        .values()
+        .filter_map(|line| {
+            let end = line.finished_at?;
+            Some((end - line.elapsed.unwrap_or(0.0), end))
+        })
+        .filter(|(start, end)| start.is_finite() && end.is_finite())
+        .collect();
+    let start = spans.iter().map(|s| s.0).reduce(f64::min)?;
+    let end = spans.iter().map(|s| s.1).reduce(f64::max)?;
+    Some((end - start).max(0.0))
+}
+
+/// Cells of sweeps: rows and columns in the order their lines come.
+fn grid(page: &mut String, cells: &[&ResultLine], thumbnails: &BTreeMap<u64, Thumbnail>) {
+    let mut rows: Vec<&str> = Vec::new();
+    let mut columns: Vec<&str> = Vec::new();
+    let mut at: BTreeMap<(usize, usize), &ResultLine> = BTreeMap::new();
+    for line in cells {
+        let Some(cell) = &line.grid else { continue };
+        let row = place(&mut rows, &cell.row);
+        let column = place(&mut columns, &cell.column);
+        at.insert((row, column), line);
+    }
+    page.push_str("<table class=\"grid\"><tr><th></th>");
+    for column in &columns {
+        let _ = write!(page, "<th class=\"column\">{}</th>", escape(column));
+    }
+    page.push_str("</tr>");
+    for (r, row) in rows.iter().enumerate() {
+        let _ = write!(page, "<tr><th class=\"row\">{}</th>", escape(row));
+        for c in 0..columns.len() {
+            page.push_str("<td>");
+            if let Some(line) = at.get(&(r, c)) {
+                tile(page, line, thumbnails.get(&line.line));
+            }
+            page.push_str("</td>");
+        }
+        page.push_str("</tr>");
+    }
+    page.push_str("</table>");
+}
+
+fn place<'a>(list: &mut Vec<&'a str>, label: &'a str) -> usize {
+    match list.iter().position(|known| *known == label) {
+        Some(index) => index,
+        None => {
+            list.push(label);
+            list.len() - 1
+        }
+    }
+}
+
+/// One line's tile.
+fn tile(page: &mut String, line: &ResultLine, thumbnail: Option<&Thumbnail>) {
+    let name = line.name.clone().unwrap_or_else(|| format!("line {}", line.line));
+    let _ = write!(
+        page,
+        "<figure class=\"tile {status}\" id=\"line-{n}\" data-line=\"{n}\" data-status=\"{status}\"",
+        n = line.line,
+        status = escape(&line.status)
+    );
+    if let Some(task) = &line.task_id {
+        let _ = write!(page, " data-task=\"{}\"", escape(task));
+    }
+    page.push('>');
+    match (thumbnail, &line.file) {
+        (Some(thumb), Some(file)) => {
+            let _ = write!(
+                page,
+                "<a href=\"{href}\"><img src=\"{src}\" width=\"{w}\" height=\"{h}\" loading=\"lazy\" decoding=\"async\" alt=\"{alt}\"></a>",
+                href = escape(&url_path(file)),
+                src = escape(&url_path(&thumb.path)),
+                w = thumb.width,
+                h = thumb.height,
+                alt = escape(&name)
+            );
+        }
+        _ if line.status != "succeeded" => {
+            page.push_str("<div class=\"failure\">");
+            let _ = write!(
+                page,
+                "<b class=\"class\">{}</b>",
+                escape(line.class.as_deref().unwrap_or(&line.status))
+            );
+            if let Some(error) = &line.error {
+                let _ = write!(page, "<p class=\"message\">{}</p>", escape(error));
+            }
+            if let Some(task) = &line.task_id {
+                let _ = write!(page, "<p class=\"task\">task <code>{}</code></p>", escape(task));
+            }
+            page.push_str("</div>");
+        }
+        _ => page.push_str("<p class=\"missing\">the image could not be read</p>"),
+    }
+    let _ = write!(page, "<figcaption><b class=\"name\">{}</b>", escape(&name));
+    if let Some(prompt) = &line.prompt {
+        let _ = write!(page, "<p class=\"prompt\">{}</p>", escape(prompt));
+    }
+    page.push_str("<dl>");
+    let mut field = |label: &str, value: String| {
+        let _ = write!(page, "<dt>{label}</dt><dd class=\"{label}\">{}</dd>", escape(&value));
+    };
+    if let Some(model) = &line.model {
+        field("model", model.clone());
+    }
+    if let (Some(width), Some(height)) = (line.width, line.height) {
+        field("size", format!("{width}×{height}"));
+    }
+    if let Some(seed) = line.seed {
+        field("seed", seed.to_string());
+    }
+    if let Some(cost) = line.cost {
+        field("cost", decimal(cost));
+    }
+    if let Some(duration) = line.duration {
+        field("duration", seconds(duration));
+    }
+    page.push_str("</dl></figcaption></figure>");
+}
+
+/// A path of the output folder as a relative URL: each segment
+/// percent-encoded, so a file name with `#`, `?` or a space still links to
+/// itself.
+fn url_path(path: &str) -> String {
+    path.split('/')
+        .map(|segment| {
+            let mut out = String::new();
+            for byte in segment.bytes() {
+                if byte.is_ascii_alphanumeric() || b"-._~".contains(&byte) {
+                    out.push(byte as char);
+                } else {
+                    let _ = write!(out, "%{byte:02X}");
+                }
+            }
+            out
+        })
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
+/// Text made safe for HTML content and attribute values.
+pub(crate) fn escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c if c.is_control() => out.push(' '),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// A number of credits as written in results: no trailing zeros.
+fn decimal(value: f64) -> String {
+    let text = format!("{value:.4}");
+    text.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
+fn seconds(value: f64) -> String {
+    format!("{value:.1} s")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn text_from_a_results_file_never_becomes_markup() {
+        assert_eq!(
+            escape("<img src=x onerror=\"alert(1)\">&'"),
+            "&lt;img src=x onerror=&quot;alert(1)&quot;&gt;&amp;&#39;"
+        );
+        assert_eq!(escape("a\u{1b}[31mb"), "a [31mb");
+        assert_eq!(url_path("thumbs/a #1?.png.jpg"), "thumbs/a%20%231%3F.png.jpg");
+    }
+
+    #[test]
+    fn the_wall_time_runs_from_the_first_start_to_the_last_end() {
+        let line = |n, finished_at, elapsed| ResultLine {
+            line: n,
+            status: "succeeded".into(),
+            finished_at: Some(finished_at),
+            elapsed: Some(elapsed),
+            ..ResultLine::default()
+        };
+        let lines = BTreeMap::from([(1, line(1, 110.0, 10.0)), (2, line(2, 130.0, 5.0))]);
+        assert_eq!(wall_time(&lines), Some(30.0));
+        assert_eq!(wall_time(&BTreeMap::new()), None);
+    }
+}

@@ -1,0 +1,61 @@
+//! The page in a real headless Chromium: every thumbnail decodes, every
+//! tile says what its result says, and nothing comes from the network.
+
+use genapi_gallery::{Gallery, ResultLine, INDEX};
+
+use crate::common::{browser, Dir};
+use crate::{failed, image, results, succeeded};
+
+#[test]
+fn ten_thousand_lines_open_with_every_thumbnail_decoded_and_nothing_fetched_from_the_network() {
+    let Some(chromium) = browser::chromium() else {
+        return;
+    };
+    const LINES: u64 = 10_000;
+    let dir = Dir::new("gallery-ten-thousand");
+    // Ten distinct images, each the result of a thousand lines (the page's
+    // size and its number of tiles and thumbnails are what is measured).
+    for n in 0..10 {
+        image(&dir.0, &format!("image-{n}.png"), 256 + n * 16, 192);
+    }
+    let lines: Vec<ResultLine> = (1..=LINES)
+        .map(|line| match line % 97 {
+            0 => failed(line, "task_failed"),
+            _ => succeeded(line, &format!("image-{}.png", line % 10)),
+        })
+        .collect();
+    results(&dir.0, &lines);
+    Gallery::rebuild(&dir.0).unwrap();
+    let page_bytes = std::fs::metadata(dir.join(INDEX)).unwrap().len();
+    let seen = browser::open(&chromium, &dir.join(INDEX));
+    eprintln!(
+        "{LINES} lines, a page of {:.1} MB: loaded in {:.0} ms as the page measured, {:.1} s of browser in all",
+        page_bytes as f64 / 1e6,
+        seen.load_ms,
+        seen.browser_time.as_secs_f64()
+    );
+    assert_eq!(seen.tiles.len() as u64, LINES);
+    let expected_images = lines.iter().filter(|line| line.succeeded()).count();
+    assert_eq!(seen.images.len(), expected_images);
+    let undecoded: Vec<&(String, u64)> = seen.images.iter().filter(|(_, width)| *width == 0).collect();
+    assert!(
+        undecoded.is_empty(),
+        "{} thumbnails did not decode: {:?}",
+        undecoded.len(),
+        &undecoded[..undecoded.len().min(5)]
+    );
+    assert!(
+        seen.resources.iter().all(|url| url.starts_with("file://")),
+        "{:?}",
+        seen.resources
+    );
+    assert!(seen.load_ms < 5_000.0, "the page took {} ms to load", seen.load_ms);
+    for tile in seen.tiles.iter().filter(|tile| tile["status"] == "failed") {
+        let line = tile["line"].as_str().unwrap();
+        assert_eq!(tile["task"], format!("task-{line}"));
+        assert!(
+            tile["text"].as_str().unwrap().contains(&format!("task-{line}")),
+            "{tile}"
+        );
+    }
+}

@@ -1,0 +1,156 @@
+//! The page and its thumbnails, read as files.
+
+use genapi_gallery::{Gallery, GalleryError, GridCell, INDEX, THUMBNAIL_SIDE, THUMBS};
+
+use crate::common::Dir;
+use crate::{failed, image, results, succeeded};
+
+#[test]
+fn every_line_has_a_tile_and_every_image_a_small_thumbnail() {
+    let dir = Dir::new("gallery-tiles");
+    image(&dir.0, "fox.png", 1024, 768);
+    image(&dir.0, "whale.jpg", 512, 512);
+    results(
+        &dir.0,
+        &[
+            succeeded(1, "fox.png"),
+            succeeded(2, "whale.jpg"),
+            failed(3, "moderated"),
+        ],
+    );
+    let gallery = Gallery::rebuild(&dir.0).unwrap();
+    assert_eq!(gallery.len(), 3);
+    assert!(gallery.unreadable().is_empty(), "{:?}", gallery.unreadable());
+    let page = std::fs::read_to_string(dir.join(INDEX)).unwrap();
+    for expected in [
+        "data-line=\"1\" data-status=\"succeeded\" data-task=\"task-1\"",
+        "src=\"thumbs/fox.png.jpg\"",
+        "href=\"fox.png\"",
+        "prompt of line 2",
+        "512×384",
+        "1001",
+        "data-line=\"3\" data-status=\"failed\" data-task=\"task-3\"",
+        "<b class=\"class\">moderated</b>",
+        "<code>task-3</code>",
+        "3 lines",
+        "2 succeeded · 1 failed",
+        "0.1 credits",
+        "wall time 4.0 s",
+    ] {
+        assert!(page.contains(expected), "{expected:?} is not on the page:\n{page}");
+    }
+    for name in ["fox.png.jpg", "whale.jpg.jpg"] {
+        let thumb = dir.join(THUMBS).join(name);
+        let (width, height) = image::image_dimensions(&thumb).unwrap();
+        assert!(width.max(height) <= THUMBNAIL_SIDE, "{name}: {width}×{height}");
+        let bytes = std::fs::metadata(&thumb).unwrap().len();
+        assert!(bytes < 16 * 1024, "{name}: {bytes} bytes");
+    }
+    assert!(
+        !page.contains("http://") && !page.contains("https://"),
+        "nothing from the network"
+    );
+}
+
+#[test]
+fn rebuilding_gives_the_same_page_and_keeps_the_thumbnails() {
+    let dir = Dir::new("gallery-rebuild");
+    image(&dir.0, "fox.png", 300, 200);
+    results(&dir.0, &[succeeded(1, "fox.png"), failed(2, "timeout")]);
+    Gallery::rebuild(&dir.0).unwrap();
+    let first = std::fs::read(dir.join(INDEX)).unwrap();
+    let thumb = dir.join(THUMBS).join("fox.png.jpg");
+    let made = std::fs::metadata(&thumb).unwrap().modified().unwrap();
+    Gallery::rebuild(&dir.0).unwrap();
+    assert_eq!(std::fs::read(dir.join(INDEX)).unwrap(), first);
+    assert_eq!(
+        std::fs::metadata(&thumb).unwrap().modified().unwrap(),
+        made,
+        "not made again"
+    );
+}
+
+#[test]
+fn the_last_result_of_a_line_wins_as_in_the_results_file() {
+    let dir = Dir::new("gallery-last");
+    image(&dir.0, "fox.png", 64, 64);
+    let mut gallery = Gallery::new(&dir.0);
+    gallery.add(failed(1, "network"));
+    gallery.add(succeeded(1, "fox.png"));
+    gallery.write().unwrap();
+    let page = std::fs::read_to_string(dir.join(INDEX)).unwrap();
+    assert!(page.contains("data-status=\"succeeded\""), "{page}");
+    assert!(!page.contains("data-status=\"failed\""), "{page}");
+}
+
+#[test]
+fn cells_of_a_sweep_are_laid_out_as_a_grid() {
+    let dir = Dir::new("gallery-grid");
+    let mut lines = Vec::new();
+    for (row, prompt) in ["a red fox", "a blue whale"].into_iter().enumerate() {
+        for (column, seed) in [1, 2, 3].into_iter().enumerate() {
+            let line = (row * 3 + column + 1) as u64;
+            let file = format!("r{row}-c{column}.png");
+            image(&dir.0, &file, 96, 64);
+            let mut cell = succeeded(line, &file);
+            cell.prompt = Some(prompt.into());
+            cell.grid = Some(GridCell {
+                row: prompt.into(),
+                column: format!("seed {seed}"),
+            });
+            lines.push(cell);
+        }
+    }
+    lines.push(succeeded(7, "r0-c0.png"));
+    results(&dir.0, &lines);
+    Gallery::rebuild(&dir.0).unwrap();
+    let page = std::fs::read_to_string(dir.join(INDEX)).unwrap();
+    let grid = &page[page.find("<table class=\"grid\">").unwrap()..page.find("</table>").unwrap()];
+    assert_eq!(grid.matches("<th class=\"column\">").count(), 3, "{grid}");
+    assert_eq!(grid.matches("<th class=\"row\">").count(), 2, "{grid}");
+    let columns: Vec<&str> = grid.split("<th class=\"column\">").skip(1).map(|s| &s[..6]).collect();
+    assert_eq!(columns, ["seed 1", "seed 2", "seed 3"]);
+    let second_row = &grid[grid.find("a blue whale</th>").unwrap()..];
+    let lines_in_row: Vec<&str> = second_row.split("data-line=\"").skip(1).map(|s| &s[..1]).collect();
+    assert_eq!(lines_in_row, ["4", "5", "6"], "the row's cells in column order");
+    assert!(
+        page[page.find("</table>").unwrap()..].contains("data-line=\"7\""),
+        "a line outside the sweep is a tile"
+    );
+}
+
+#[test]
+fn what_a_results_file_says_never_becomes_markup_or_a_read_outside_the_folder() {
+    let dir = Dir::new("gallery-hostile");
+    let outside = Dir::new("gallery-hostile-outside");
+    image(&outside.0, "secret.png", 64, 64);
+    let mut escape_attempt = succeeded(1, "../gallery-hostile-outside/secret.png");
+    escape_attempt.prompt = Some("<script>alert(1)</script><img src=https://example.com/x>".into());
+    let mut absolute = succeeded(2, &outside.join("secret.png").display().to_string());
+    absolute.name = Some("\"><b>bold</b>".into());
+    std::os::unix::fs::symlink(outside.join("secret.png"), dir.join("linked.png")).unwrap();
+    let linked = succeeded(3, "linked.png");
+    results(&dir.0, &[escape_attempt, absolute, linked]);
+    let gallery = Gallery::rebuild(&dir.0).unwrap();
+    assert_eq!(gallery.unreadable().len(), 3, "{:?}", gallery.unreadable());
+    let page = std::fs::read_to_string(dir.join(INDEX)).unwrap();
+    assert!(!page.contains("<script>") && !page.contains("<b>bold</b>"), "{page}");
+    assert!(page.contains("&lt;script&gt;"), "{page}");
+    assert!(!page.contains("<img src=https"), "{page}");
+    assert!(!dir.join(THUMBS).exists() || std::fs::read_dir(dir.join(THUMBS)).unwrap().count() == 0);
+}
+
+#[test]
+fn a_folder_without_results_is_named_with_what_to_check() {
+    let dir = Dir::new("gallery-empty");
+    let error = Gallery::rebuild(&dir.0).unwrap_err();
+    assert!(matches!(error, GalleryError::Results { .. }), "{error}");
+    assert!(error.to_string().contains("output folder of a batch"), "{error}");
+    std::fs::write(
+        dir.join("results.jsonl"),
+        "{\"line\": 1, \"status\": \"succeeded\"}\nnot json\n",
+    )
+    .unwrap();
+    let error = Gallery::rebuild(&dir.0).unwrap_err();
+    assert!(matches!(error, GalleryError::Line { number: 2, .. }), "{error}");
+}
