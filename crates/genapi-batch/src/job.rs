@@ -23,6 +23,20 @@ pub struct Job {
     pub body: Value,
     /// File stem of the output; `line-N` when not given.
     pub name: Option<String>,
+    /// Its place in a sweep, for the gallery's grid (never sent).
+    pub cell: Option<GridCell>,
+}
+
+/// A job's place in a sweep: its row (usually the prompt) and its column
+/// (the swept value, e.g. `seed 2`). The gallery lays such jobs out as a
+/// grid; the service never sees it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct GridCell {
+    /// The row's label.
+    pub row: String,
+    /// The column's label.
+    pub column: String,
 }
 
 /// Shown without secrets (a `webhook_secret`, any key or token) and with
@@ -38,6 +52,7 @@ impl std::fmt::Debug for Job {
             .field("path", &self.path)
             .field("body", &shown_body(&self.body))
             .field("name", &self.name)
+            .field("cell", &self.cell)
             .finish()
     }
 }
@@ -47,6 +62,7 @@ impl std::fmt::Debug for JobLine {
         f.debug_struct("JobLine")
             .field("model", &self.model)
             .field("name", &self.name)
+            .field("grid", &self.grid)
             .field("fields", &shown_body(&Value::Object(self.fields.clone())))
             .finish()
     }
@@ -60,6 +76,7 @@ impl Job {
             path: path.into(),
             body,
             name: None,
+            cell: None,
         }
     }
 
@@ -186,6 +203,10 @@ pub struct JobLine {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "schema", schemars(regex(pattern = r"^[A-Za-z0-9_-]{1,100}$")))]
     pub name: Option<String>,
+    /// The line's place in a sweep (`{"row": "a red fox", "column": "seed 2"}`), for the gallery's grid; never
+    /// sent. `genapi grid` writes it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grid: Option<GridCell>,
     /// The model's request fields (`prompt`, `seed`, `width`, …); image fields take a file path, relative to the
     /// job file, or an http(s) URL.
     #[serde(flatten)]

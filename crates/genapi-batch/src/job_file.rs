@@ -561,6 +561,7 @@ impl Iterator for Jobs {
                         path: model.operation.path.clone(),
                         body,
                         name: job.name,
+                        cell: job.grid,
                     })
                 });
             return match built {

@@ -19,16 +19,18 @@ mod job;
 mod job_file;
 mod journal;
 mod outcome;
+mod result_line;
 mod run;
 mod store;
 
 pub use adopt::{adopt, AdoptError, Adopted};
-pub use job::{safe_stem, Job, JobLine};
+pub use job::{safe_stem, GridCell, Job, JobLine};
 pub use job_file::{InvalidLine, JobFile, Jobs, LineProblem, INVALID_LINES_KEPT, JOB_FILE_LIMIT};
 #[cfg(feature = "postgres")]
 pub(crate) use journal::{line_state, LineState};
 pub use journal::{FileJournal, Journal, MemoryJournal, Record};
-pub use outcome::{JobOutcome, JobStatus};
+pub use outcome::{JobOutcome, JobStatus, Requested};
+pub use result_line::ResultLine;
 pub use run::{Batch, Counters, Stopper};
 pub use store::SharedStore;
 

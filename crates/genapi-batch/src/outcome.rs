@@ -1,9 +1,12 @@
 //! What a batch reports for each job.
 
 use std::path::PathBuf;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::job::{GridCell, Job};
 
 use genapi::FailureClass;
 use genapi::TaskRef;
@@ -75,6 +78,37 @@ pub struct JobOutcome {
     pub from_journal: bool,
     /// The task was accepted in an earlier run and polled in this one.
     pub resumed: bool,
+    /// What was asked, as a gallery or a report shows it.
+    pub request: Requested,
+    /// When the outcome was known.
+    pub finished_at: Option<SystemTime>,
+}
+
+/// What a job asked for, in the words of its result line: enough to show
+/// the line beside its image without the job file.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Requested {
+    /// The model: its path without `/v1/`.
+    pub model: Option<String>,
+    /// The prompt, when the request has one.
+    pub prompt: Option<String>,
+    /// The requested width and height, when the request gives both.
+    pub size: Option<(u64, u64)>,
+    /// Its place in a sweep.
+    pub cell: Option<GridCell>,
+}
+
+impl Requested {
+    /// What `job` asks for.
+    pub fn of(job: &Job) -> Requested {
+        let number = |field: &str| job.body.get(field).and_then(Value::as_u64);
+        Requested {
+            model: Some(job.path.strip_prefix("/v1/").unwrap_or(&job.path).to_string()),
+            prompt: job.body.get("prompt").and_then(Value::as_str).map(str::to_string),
+            size: number("width").zip(number("height")),
+            cell: job.cell.clone(),
+        }
+    }
 }
 
 impl JobOutcome {
@@ -93,27 +127,8 @@ impl JobOutcome {
             class: None,
             from_journal: false,
             resumed: false,
+            request: Requested::default(),
+            finished_at: None,
         }
-    }
-
-    /// The outcome as one JSON object (`line`, `name`, `task_id`, `status`,
-    /// `file`, `seed`, `cost`, `duration`, `error`, …), as a results file
-    /// holds it.
-    pub fn to_json(&self) -> serde_json::Value {
-        serde_json::json!({
-            "line": self.line,
-            "name": self.name,
-            "task_id": self.task.as_ref().map(|t| &t.id),
-            "polling_url": self.task.as_ref().map(|t| &t.polling_url),
-            "status": self.status.as_str(),
-            "file": self.file.as_ref().map(|f| f.display().to_string()),
-            "seed": self.seed,
-            "cost": self.cost,
-            "duration": self.duration,
-            "elapsed": (self.elapsed.as_secs_f64() * 1000.0).round() / 1000.0,
-            "error": self.error,
-            "class": self.class.map(FailureClass::as_str),
-            "from_journal": self.from_journal,
-        })
     }
 }

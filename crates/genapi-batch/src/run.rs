@@ -14,7 +14,7 @@ use futures::{Stream, StreamExt};
 use super::budget::Hold;
 use super::job::Job;
 use super::journal::{Journal, LineState, Record};
-use super::outcome::{JobOutcome, JobStatus};
+use super::outcome::{JobOutcome, JobStatus, Requested};
 use super::store::{Claim, JournalStore, SharedStore, Store};
 use genapi::FailureClass;
 use genapi::Unsent;
@@ -367,6 +367,8 @@ impl<J: Journal> Batch<J> {
                 let first_with_name = *names.entry(super::job::name_hash(&stem)).or_insert(job.line);
                 if first_with_name != job.line {
                     let mut outcome = JobOutcome::new(job.line, &stem, JobStatus::NotSubmitted);
+                    outcome.request = Requested::of(&job);
+                    outcome.finished_at = Some(SystemTime::now());
                     outcome.class = Some(FailureClass::Validation);
                     // A task an earlier run had accepted for this line stays
                     // in the journal, and is named so it is not lost.
@@ -476,6 +478,7 @@ impl Context {
         let started = Instant::now();
         let stem = job.stem();
         let line = job.line;
+        let requested = Requested::of(&job);
         let (state, mine) = match self.store.claim(line).await {
             Ok(Claim::Mine(state)) => (state, true),
             Ok(Claim::Done(state)) => (state, false),
@@ -489,6 +492,8 @@ impl Context {
                 let mut outcome = JobOutcome::new(line, &stem, JobStatus::NotSubmitted);
                 outcome.class = Some(FailureClass::Other);
                 outcome.error = Some(format!("cannot claim the line ({error}); nothing was sent"));
+                outcome.request = requested;
+                outcome.finished_at = Some(SystemTime::now());
                 return Some(outcome);
             }
         };
@@ -500,6 +505,8 @@ impl Context {
             }
         }
         outcome.elapsed = started.elapsed();
+        outcome.request = requested;
+        outcome.finished_at = Some(SystemTime::now());
         Some(outcome)
     }
 

@@ -11,8 +11,8 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use crate::page;
-use crate::result_line::ResultLine;
 use crate::thumbnail::{image_in, thumbnail, Thumbnail};
+use genapi_batch::ResultLine;
 
 /// The page's file name, in the output folder.
 pub const INDEX: &str = "index.html";

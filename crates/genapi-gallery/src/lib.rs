@@ -10,8 +10,8 @@
 //! result, as `genapi grid` writes) are laid out as a grid: prompts by rows,
 //! the swept value by columns. A header gives the totals.
 //!
-//! The page is built from the results alone ([`ResultLine`], one per line
-//! of `results.jsonl`), so [`Gallery::rebuild`] makes the same page after
+//! The page is built from the results alone ([`genapi_batch::ResultLine`],
+//! one per line of `results.jsonl`), so [`Gallery::rebuild`] makes the same page after
 //! the run that the run kept current while it went. It is self-contained
 //! (no script, font or style from the network: it opens from the file
 //! system in any browser), thumbnails load lazily so a page of 10,000 lines
@@ -29,9 +29,7 @@
 
 mod gallery;
 mod page;
-mod result_line;
 mod thumbnail;
 
 pub use gallery::{Gallery, GalleryError, INDEX, RESULTS, THUMBS};
-pub use result_line::{GridCell, ResultLine};
 pub use thumbnail::THUMBNAIL_SIDE;

@@ -11,8 +11,8 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use crate::result_line::ResultLine;
 use crate::thumbnail::Thumbnail;
+use genapi_batch::ResultLine;
 
 /// The page's style: a grid of tiles that reflows with the window.
 const STYLE: &str = "body{font:14px/1.4 system-ui,sans-serif;margin:1.5em;background:#fafafa;color:#222}\

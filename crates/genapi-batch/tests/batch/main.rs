@@ -8,4 +8,5 @@ mod common {
 }
 
 mod job_file;
+mod results_file;
 mod typed_jobs;

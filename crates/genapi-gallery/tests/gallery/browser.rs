@@ -1,7 +1,8 @@
 //! The page in a real headless Chromium: every thumbnail decodes, every
 //! tile says what its result says, and nothing comes from the network.
 
-use genapi_gallery::{Gallery, ResultLine, INDEX};
+use genapi_batch::ResultLine;
+use genapi_gallery::{Gallery, INDEX};
 
 use crate::common::{browser, Dir};
 use crate::{failed, image, results, succeeded};

@@ -7,7 +7,7 @@ mod page;
 
 use std::path::Path;
 
-use genapi_gallery::ResultLine;
+use genapi_batch::ResultLine;
 use genapi_test_common as common;
 use image::{Rgb, RgbImage};
 use serde_json::json;

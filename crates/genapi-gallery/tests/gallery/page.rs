@@ -1,6 +1,7 @@
 //! The page and its thumbnails, read as files.
 
-use genapi_gallery::{Gallery, GalleryError, GridCell, INDEX, THUMBNAIL_SIDE, THUMBS};
+use genapi_batch::GridCell;
+use genapi_gallery::{Gallery, GalleryError, INDEX, THUMBNAIL_SIDE, THUMBS};
 
 use crate::common::Dir;
 use crate::{failed, image, results, succeeded};

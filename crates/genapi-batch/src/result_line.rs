@@ -1,0 +1,124 @@
+//! One line of a results file (`results.jsonl`): the outcome of one job as
+//! data, written by [`JobOutcome::to_json`] and read back by anything that
+//! shows a batch (the gallery, a report).
+//!
+//! One type serves both directions, so what is written and what is read
+//! cannot drift apart. Every field but the line number and the status is
+//! optional when read: results of older runs lack the newer fields, and a
+//! line that failed before it was sent has no task.
+
+use serde::{Deserialize, Serialize};
+
+use crate::job::GridCell;
+use crate::outcome::JobOutcome;
+
+/// The result of one line of a batch.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct ResultLine {
+    /// Its number in the job file (the first line is 1).
+    pub line: u64,
+    /// How it ended: `succeeded`, `failed`, `moderated`, `pending`,
+    /// `unknown`, `not_submitted` (see [`crate::JobStatus`]), or `invalid`
+    /// for a line of a job file that was never sent.
+    pub status: String,
+    /// The name of its output (the file's stem).
+    #[serde(default)]
+    pub name: Option<String>,
+    /// The saved file, as the batch wrote it (inside the output folder).
+    #[serde(default)]
+    pub file: Option<String>,
+    /// The model (its path without `/v1/`).
+    #[serde(default)]
+    pub model: Option<String>,
+    /// The prompt, when the request had one.
+    #[serde(default)]
+    pub prompt: Option<String>,
+    /// The requested width, when the request gave one.
+    #[serde(default)]
+    pub width: Option<u64>,
+    /// The requested height, when the request gave one.
+    #[serde(default)]
+    pub height: Option<u64>,
+    /// The seed the service reported.
+    #[serde(default)]
+    pub seed: Option<i128>,
+    /// Credits charged.
+    #[serde(default)]
+    pub cost: Option<f64>,
+    /// The task's duration as the service reported it, in seconds.
+    #[serde(default)]
+    pub duration: Option<f64>,
+    /// The time the run spent on the line, in seconds.
+    #[serde(default)]
+    pub elapsed: Option<f64>,
+    /// When the line's outcome was known, in seconds since 1970 (with
+    /// `elapsed`, it gives the batch's wall time).
+    #[serde(default)]
+    pub finished_at: Option<f64>,
+    /// The task, once accepted.
+    #[serde(default)]
+    pub task_id: Option<String>,
+    /// The task's polling URL, once accepted.
+    #[serde(default)]
+    pub polling_url: Option<String>,
+    /// Finished in an earlier run: nothing was sent or downloaded in this one.
+    #[serde(default)]
+    pub from_journal: bool,
+    /// What went wrong, and what to do about it.
+    #[serde(default)]
+    pub error: Option<String>,
+    /// The class of the failure (`validation`, `moderated`, …).
+    #[serde(default)]
+    pub class: Option<String>,
+    /// The line's place in a sweep, when it is one of its cells.
+    #[serde(default)]
+    pub grid: Option<GridCell>,
+}
+
+impl ResultLine {
+    /// Whether the line produced an image to show.
+    pub fn succeeded(&self) -> bool {
+        self.status == "succeeded" && self.file.is_some()
+    }
+}
+
+impl From<&JobOutcome> for ResultLine {
+    fn from(outcome: &JobOutcome) -> ResultLine {
+        let seconds = |value: f64| (value * 1000.0).round() / 1000.0;
+        ResultLine {
+            line: outcome.line,
+            status: outcome.status.as_str().to_string(),
+            name: Some(outcome.name.clone()),
+            file: outcome.file.as_ref().map(|f| f.display().to_string()),
+            model: outcome.request.model.clone(),
+            prompt: outcome.request.prompt.clone(),
+            width: outcome.request.size.map(|(width, _)| width),
+            height: outcome.request.size.map(|(_, height)| height),
+            seed: outcome.seed,
+            cost: outcome.cost,
+            duration: outcome.duration,
+            elapsed: Some(seconds(outcome.elapsed.as_secs_f64())),
+            finished_at: outcome
+                .finished_at
+                .and_then(|at| at.duration_since(std::time::UNIX_EPOCH).ok())
+                .map(|since| seconds(since.as_secs_f64())),
+            task_id: outcome.task.as_ref().map(|t| t.id.clone()),
+            polling_url: outcome.task.as_ref().map(|t| t.polling_url.clone()),
+            from_journal: outcome.from_journal,
+            error: outcome.error.clone(),
+            class: outcome.class.map(|class| class.as_str().to_string()),
+            grid: outcome.request.cell.clone(),
+        }
+    }
+}
+
+impl JobOutcome {
+    /// The outcome as one JSON object (`line`, `name`, `task_id`, `status`,
+    /// `file`, `seed`, `cost`, `duration`, `error`, and what was asked:
+    /// `model`, `prompt`, `width`, `height`, `grid`; `finished_at` in
+    /// seconds since 1970), as a results file holds it.
+    pub fn to_json(&self) -> serde_json::Value {
+        // A struct of plain fields always serializes.
+        serde_json::to_value(ResultLine::from(self)).unwrap_or_default()
+    }
+}
