@@ -839,7 +839,7 @@ fn summary(tally: &Tally, out_dir: &Path, json: bool, mock: bool, written: bool)
 /// Why a line is invalid, in the command's words: the library's reasons, with
 /// where to look for the right ones, and what a terminal should not print
 /// removed.
-fn explained(invalid: &InvalidLine) -> String {
+pub(crate) fn explained(invalid: &InvalidLine) -> String {
     let problems: Vec<String> = invalid
         .problems
         .iter()

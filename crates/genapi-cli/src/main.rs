@@ -6,6 +6,8 @@
 mod batch;
 mod catalog;
 mod files;
+mod gallery;
+mod grid;
 mod learned;
 mod mock;
 mod models;
@@ -121,6 +123,13 @@ enum Command {
     Batch(batch::BatchArgs),
     /// Run the mock service (a test double) until interrupted.
     Mock(mock::MockArgs),
+    /// Make the gallery (index.html) of a batch's output folder again from its results.
+    Gallery {
+        /// The batch's output folder (its --out).
+        dir: PathBuf,
+    },
+    /// Write the job lines of a sweep: prompts by rows, a field's values by columns.
+    Grid(grid::GridArgs),
 }
 
 pub mod code;
@@ -240,6 +249,8 @@ async fn run(cli: Cli) -> Result<(), Failure> {
         Command::Models { name } => models::run(&global, name.as_deref()),
         Command::Batch(args) => batch::run(&global, args).await,
         Command::Mock(args) => mock::run(&global, args).await,
+        Command::Gallery { dir } => gallery::run(&global, &dir),
+        Command::Grid(args) => grid::run(args),
     }
 }
 

@@ -284,7 +284,7 @@ fn output_format(
     }
 }
 
-fn split_pair<'a>(flag: &str, pair: &'a str) -> Result<(&'a str, Value), Failure> {
+pub(crate) fn split_pair<'a>(flag: &str, pair: &'a str) -> Result<(&'a str, Value), Failure> {
     let (name, value) = pair
         .split_once('=')
         .ok_or_else(|| Failure::usage(format!("{flag} {pair}: expected FIELD=VALUE")))?;

@@ -20,6 +20,7 @@ mod common {
 mod batch;
 mod batch_stdout;
 mod cli;
+mod gallery;
 mod hardening_files;
 mod ledger;
 mod ledger_hardening;

@@ -1,0 +1,140 @@
+//! `genapi grid`: the job lines of a sweep, for `genapi batch`.
+//!
+//! Comparing prompts, seeds or models means running every combination and
+//! looking at them side by side. This writes one job line per cell, prompts
+//! by rows and the swept values by columns, each line naming its cell
+//! (`"grid": {"row": …, "column": …}`), which the batch's gallery lays out
+//! as a grid. A cell is an ordinary line of the job file: checked against
+//! the document like any other before a line is written, resumed and never
+//! paid for twice like any other.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use clap::Args;
+use serde_json::{json, Map, Value};
+
+use crate::{out, Failure};
+
+/// `genapi grid` options.
+#[derive(Args)]
+pub struct GridArgs {
+    /// Model of every cell (see `genapi models`), unless the sweep is over models.
+    #[arg(short = 'm', long, default_value = "gen-2-pro")]
+    model: String,
+    /// A prompt: one row of the grid; repeatable.
+    #[arg(long = "prompt", value_name = "TEXT", required = true)]
+    prompts: Vec<String>,
+    /// The swept field and its values, one column each, e.g. seed=1,2,3 or model=gen-2-pro,gen-fast.
+    #[arg(long, value_name = "FIELD=V1,V2,…")]
+    sweep: String,
+    /// A field every cell sets (JSON value or text), e.g. --set width=512; repeatable.
+    #[arg(long = "set", value_name = "FIELD=VALUE")]
+    set: Vec<String>,
+    /// Where to write the job lines (default: stdout).
+    #[arg(short = 'o', long, value_name = "FILE")]
+    out: Option<PathBuf>,
+}
+
+/// Writes the lines of the grid, once every one has passed the check.
+pub fn run(args: GridArgs) -> Result<(), Failure> {
+    let (field, values) = args
+        .sweep
+        .split_once('=')
+        .filter(|(field, values)| !field.trim().is_empty() && !values.trim().is_empty())
+        .ok_or_else(|| Failure::usage(format!("--sweep {}: expected FIELD=V1,V2,…", out::clean(&args.sweep))))?;
+    let field = field.trim();
+    let values: Vec<&str> = values.split(',').map(str::trim).filter(|v| !v.is_empty()).collect();
+    let mut fixed = Map::new();
+    for pair in &args.set {
+        let (name, value) = crate::request::split_pair("--set", pair)?;
+        fixed.insert(name.to_string(), value);
+    }
+    let mut lines = Vec::with_capacity(args.prompts.len() * values.len());
+    for (row, prompt) in args.prompts.iter().enumerate() {
+        for (column, text) in values.iter().enumerate() {
+            let value = serde_json::from_str(text).unwrap_or_else(|_| Value::String((*text).to_string()));
+            let mut line = Map::new();
+            let model = if field == "model" { *text } else { args.model.as_str() };
+            line.insert("model".into(), json!(model));
+            line.insert(
+                "name".into(),
+                json!(format!("r{}-c{}-{}", row + 1, column + 1, out::slug(prompt, 24))),
+            );
+            line.insert("prompt".into(), json!(prompt));
+            line.extend(fixed.clone());
+            if field != "model" {
+                line.insert(field.to_string(), value);
+            }
+            line.insert(
+                "grid".into(),
+                json!({"row": prompt, "column": format!("{field} {text}")}),
+            );
+            lines.push(Value::Object(line).to_string());
+        }
+    }
+    let text: String = lines.iter().map(|line| format!("{line}\n")).collect();
+    check(&text, args.out.as_deref())?;
+    match &args.out {
+        Some(path) => write_file(path, &text),
+        None => {
+            for line in &lines {
+                out::out_required(line)
+                    .map_err(|e| Failure::new(crate::code::OTHER, format!("cannot write stdout: {e}")))?;
+            }
+            Ok(())
+        }
+    }
+}
+
+/// Checks the lines as `genapi batch` would, from a file beside where they
+/// go (so image paths resolve the same), and names every problem.
+fn check(text: &str, out: Option<&Path>) -> Result<(), Failure> {
+    let dir = out
+        .and_then(Path::parent)
+        .filter(|dir| !dir.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let probe = dir.join(format!(".genapi-grid-{}.jsonl.partial", std::process::id()));
+    let written = genapi::files::create_temporary(&probe).and_then(|mut file| file.write_all(text.as_bytes()));
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&probe);
+        return Err(Failure::new(
+            crate::code::OTHER,
+            format!("cannot write {}: {e}", out::clean(&probe.display().to_string())),
+        ));
+    }
+    let checked = genapi_batch::JobFile::check(&probe);
+    let _ = std::fs::remove_file(&probe);
+    let checked = checked.map_err(|e| Failure::api(&e))?;
+    if checked.invalid_lines() == 0 {
+        return Ok(());
+    }
+    let problems: Vec<String> = checked
+        .invalid()
+        .iter()
+        .map(|invalid| format!("cell {}: {}", invalid.line, crate::batch::explained(invalid)))
+        .collect();
+    Err(Failure::usage(format!(
+        "{} of {} cells would be refused, nothing was written:\n  {}",
+        checked.invalid_lines(),
+        checked.lines(),
+        problems.join("\n  ")
+    )))
+}
+
+/// Writes the file whole: beside it, then renamed.
+fn write_file(path: &Path, text: &str) -> Result<(), Failure> {
+    let shown = out::clean(&path.display().to_string());
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let partial = path.with_file_name(format!(".{name}.partial"));
+    let failed = |e: std::io::Error| Failure::new(crate::code::OTHER, format!("cannot write {shown}: {e}"));
+    let mut file = genapi::files::create_temporary(&partial).map_err(failed)?;
+    file.write_all(text.as_bytes()).map_err(failed)?;
+    drop(file);
+    std::fs::rename(&partial, path).map_err(failed)?;
+    out::progress(&format!("{} job lines written to {shown}", text.lines().count()));
+    Ok(())
+}
