@@ -81,6 +81,13 @@ pub(crate) fn join(base: &Url, path: &str) -> Result<Url> {
     }
     let text = format!("{}{}", base.as_str().trim_end_matches('/'), path);
     let url = Url::parse(&text).map_err(|_| refuse())?;
+    // The parser folds what the check above cannot see (`%2e%2e` is `..`)
+    // and encodes what a path should not hold: the path sent must be the
+    // base's path and `path`, exactly as written.
+    let expected = format!("{}{}", base.path().trim_end_matches('/'), path);
+    if url.path() != expected {
+        return Err(refuse());
+    }
     let same_origin = url.scheme() == base.scheme()
         && url.host() == base.host()
         && url.port_or_known_default() == base.port_or_known_default()
@@ -104,6 +111,10 @@ mod tests {
             "https://api.example.com/prefix/v1/gen-2-pro"
         );
         for hostile in [
+            "/v1/%2e%2e/admin",
+            "/v1/.%2E/admin",
+            "/v1/%2e/x",
+            "/v1/a b",
             "@evil.example/x",
             "//evil.example/x",
             "https://evil.example/x",

@@ -162,11 +162,19 @@ impl Task {
                     .unwrap_or_default();
                 (id, url)
             }
-            Ok(_) if text.contains("://") => {
+            // An address that is not an http(s) URL, or not a URL at all: never
+            // a bare id (it would be sent to the service as one), and not
+            // echoed when it may hold a password.
+            _ if text.contains("://") => {
+                let shown = if text.contains('@') {
+                    "the address given".to_string()
+                } else {
+                    format!("{text:?}")
+                };
                 return Err(Error::InvalidArgument {
                     argument: TASK_REFERENCE,
-                    problem: format!("{text:?} is neither a task id nor an http(s) polling URL"),
-                })
+                    problem: format!("{shown} is neither a task id nor an http(s) polling URL"),
+                });
             }
             Err(_) if text.is_empty() => {
                 return Err(Error::InvalidArgument {

@@ -186,6 +186,7 @@ async fn a_raw_path_can_never_send_the_body_elsewhere() {
     let service = hostile::serve(|_, _, _| json(200, json!({}))).await;
     let client = client(&service.base);
     for path in [
+        "/v1/%2e%2e/admin",
         "@evil.example/x",
         "//evil.example/x",
         "https://evil.example/v1/x",

@@ -349,6 +349,13 @@ async fn a_polling_url_with_user_information_is_never_used() {
         ),
         "{error}"
     );
+    // Not a URL the parser accepts (a space in the host), yet an address:
+    // never sent to the service as a bare id, and its password not shown.
+    let error = client
+        .task("https://user:hunter2@exa mple.com/v1/get_result?id=1")
+        .unwrap_err();
+    assert!(matches!(error, Error::InvalidArgument { .. }), "{error}");
+    assert!(!error.to_string().contains("hunter2"), "{error}");
     let service = hostile::serve(|base, request, _| match request.path.as_str() {
         "/v1/gen-2-pro" => {
             let trick = base.replace("http://", "http://user:pw@");
