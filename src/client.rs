@@ -430,36 +430,55 @@ impl Client {
     }
 }
 
-/// `1024.0` becomes `1024`, at any depth: JSON Schema counts a number with
-/// no fraction as an integer, serde does not.
 /// Whether a JSON body, valid against the document, can also be held by the
 /// request type of the submission `operation` (a size beyond `u32` cannot):
 /// a body that fails here would be refused before it is sent. A tool that
 /// checks requests ahead of time (a job file) can find such bodies early.
+/// `operation` is any name of the submission: its operationId
+/// (`gen_2_pro`), its model name (`gen-2-pro`) or its path.
+///
+/// ```
+/// use serde_json::json;
+/// assert!(genapi::check_request_type("gen-2-pro", json!({"prompt": "a fox", "width": 1024})).is_ok());
+/// let too_wide = genapi::check_request_type("gen_2_pro", json!({"prompt": "a fox", "width": 1u64 << 40}));
+/// assert!(matches!(too_wide, Err(genapi::Error::Validation { .. })));
+/// ```
 pub fn check_request_type(operation: &str, body: Value) -> Result<()> {
-    typed_submission(operation, body).map(drop)
+    let catalog = crate::validate::Document::embedded().catalog();
+    let id = match catalog.find(operation) {
+        Ok(model) => model.operation.id.as_str(),
+        Err(unknown) => {
+            let problem = if crate::api::OPERATIONS.iter().any(|op| op.id == operation) {
+                format!("{operation:?} is not a submission: it takes no request body")
+            } else {
+                unknown.to_string()
+            };
+            return Err(Error::InvalidArgument {
+                argument: "operation",
+                problem,
+            });
+        }
+    };
+    typed_submission(id, body).map(drop)
 }
 
-/// A JSON body as the request type of the submission `operation`: what the
-/// generated method sends. A body the type cannot hold (a size beyond `u32`,
-/// say) is refused in the service's 422 shape, before anything is sent.
+/// A JSON body as the request type of the submission `operation` (its
+/// operationId): what the generated method sends. A body the type cannot
+/// hold (a size beyond `u32`, say) is refused in the service's 422 shape,
+/// before anything is sent.
 pub(crate) fn typed_submission(operation: &str, mut body: Value) -> Result<AnySubmission> {
     // The document takes `1024.0` where it wants an integer, and so must
     // the decoding.
     whole_numbers_as_integers(&mut body);
     let decoded = AnySubmission::decode(operation, body).ok_or_else(|| Error::InvalidArgument {
         argument: "operation",
-        problem: match crate::validate::Document::embedded().catalog().find(operation) {
-            Ok(model) => format!(
-                "{operation:?} is not an operationId; the model it names is {:?}",
-                model.operation.id
-            ),
-            Err(unknown) => unknown.to_string(),
-        },
+        problem: format!("{operation:?} is not the operationId of a submission of the document"),
     })?;
     decoded.map_err(Error::refused_locally)
 }
 
+/// `1024.0` becomes `1024`, at any depth: JSON Schema counts a number with
+/// no fraction as an integer, serde does not.
 fn whole_numbers_as_integers(value: &mut Value) {
     match value {
         Value::Number(number) if number.is_f64() => {

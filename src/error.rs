@@ -453,8 +453,9 @@ impl Error {
 
     /// Whether the task was accepted and may still finish: wait for it again
     /// later (`client.task(id)?.wait()`), never submit it again. True for
-    /// timeouts and for network, overload and server failures while polling
-    /// or downloading.
+    /// timeouts, for network, overload and server failures while polling or
+    /// downloading, and for a result that could not be written (once the
+    /// disk has room or the folder is writable again).
     pub fn is_worth_waiting_again(&self) -> bool {
         if self.task().is_none() {
             return false;
@@ -468,6 +469,9 @@ impl Error {
                 | Error::RateLimited { .. }
                 | Error::UnexpectedStatus { .. }
                 | Error::Decode { .. }
+                // The result is the service's still: saved once the disk
+                // has room again.
+                | Error::Write { .. }
         )
     }
 

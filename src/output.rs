@@ -135,27 +135,35 @@ impl Output {
         // Removed however the save ends short of the rename: an error, or
         // the future dropped (a caller's timeout, a stop).
         let mut leftover = RemoveOnDrop(Some(partial.clone()));
-        // Named after the file asked for, not the temporary one beside it.
-        let write_error = |_: &Path, e: std::io::Error| Error::Write {
-            target: path.display().to_string(),
-            message: format!("{e}; check that its directory exists and is writable"),
+        // Named after the file written (the one asked for, or that name with
+        // the format's extension), never the temporary one beside it.
+        let write_error = |target: &Path, e: &dyn std::fmt::Display| Error::Write {
+            target: target.display().to_string(),
+            message: format!("{e}; check that its directory exists, is writable and has room"),
             task: Some(self.task.clone()),
         };
         let outcome = self
             .bounded(self.with_fresh_address(|address| {
                 let partial = partial.clone();
+                let path = &path;
+                let write_error = &write_error;
                 async move {
                     let target = partial.clone();
                     let file = tokio::task::spawn_blocking(move || crate::files::create_temporary(&target))
                         .await
                         .unwrap_or_else(|e| Err(std::io::Error::other(e)))
-                        .map_err(|e| write_error(&partial, e))?;
+                        .map_err(|e| write_error(path, &e))?;
                     let mut sink = Sink::File(tokio::fs::File::from_std(file));
-                    let fetched = self.fetch(&address, &mut sink).await?;
+                    // A write that failed during the download (a full disk)
+                    // is this file's, as much as one failing before it.
+                    let fetched = self.fetch(&address, &mut sink).await.map_err(|error| match error {
+                        Error::Write { message, .. } => write_error(path, &message),
+                        other => other,
+                    })?;
                     if let Sink::File(mut file) = sink {
                         tokio::io::AsyncWriteExt::flush(&mut file)
                             .await
-                            .map_err(|e| write_error(&partial, e))?;
+                            .map_err(|e| write_error(path, &e))?;
                     }
                     Ok(fetched)
                 }
@@ -170,7 +178,7 @@ impl Output {
         }
         tokio::fs::rename(&partial, &target)
             .await
-            .map_err(|e| write_error(&target, e))?;
+            .map_err(|e| write_error(&target, &e))?;
         leftover.0 = None;
         Ok(target)
     }

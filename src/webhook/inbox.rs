@@ -24,10 +24,10 @@ use crate::{Output, Task};
 ///
 /// ```no_run
 /// # async fn demo(client: genapi::Client, inbox: std::sync::Arc<genapi::webhook::Inbox>) -> genapi::Result<()> {
-/// use genapi::api::types::{Gen2ProRequest, WebhookUrl};
+/// use genapi::api::types::Gen2ProRequest;
 /// let request = Gen2ProRequest::builder()
 ///     .prompt("a lighthouse")
-///     .webhook_url(WebhookUrl::try_from("https://hooks.example.com/genapi").map_err(|e| genapi::Error::Config(e.to_string()))?)
+///     .webhook_url("https://hooks.example.com/genapi")
 ///     .webhook_secret(genapi::WebhookSecret::new("whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD"));
 /// let task = client.submit(request).await?;
 /// let output = inbox.wait(task, std::time::Duration::from_secs(30)).await?;

@@ -45,6 +45,35 @@ async fn requested_size_and_format_are_honoured_and_save_adds_the_extension() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_result_that_cannot_be_written_names_its_file_and_its_paid_task() {
+    let mock = MockService::start().await.unwrap();
+    let output = mock
+        .client()
+        .unwrap()
+        .run(types::Gen2ProRequest::builder().prompt("a fox"))
+        .await
+        .unwrap();
+    let nowhere = std::env::temp_dir()
+        .join(format!("genapi-no-such-dir-{}", output.id()))
+        .join("fox.jpg");
+    let error = output.save(&nowhere).await.unwrap_err();
+    let genapi::Error::Write { target, task, .. } = &error else {
+        panic!("{error:?}")
+    };
+    assert_eq!(
+        target,
+        &nowhere.display().to_string(),
+        "the file asked for, not a temporary one"
+    );
+    assert_eq!(task.as_ref().map(|t| t.id.as_str()), Some(output.id()));
+    assert_eq!(error.class(), genapi::FailureClass::Write);
+    assert!(
+        error.is_worth_waiting_again() && !error.is_safe_to_resubmit(),
+        "{error}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
 async fn aspect_ratio_and_input_images_shape_the_output() {
     let mock = MockService::start().await.unwrap();
     let client = mock.client().unwrap();

@@ -539,14 +539,16 @@ async fn the_client_and_the_mock_refuse_the_same_bodies_for_the_same_reasons() {
 }
 
 #[test]
-fn a_request_type_check_names_the_operation_it_was_given_wrongly() {
+fn a_request_type_check_takes_any_name_of_a_submission_and_names_what_is_not_one() {
     let body = json!({"prompt": "a red fox"});
-    assert!(genapi::check_request_type("gen_2_pro", body.clone()).is_ok());
-    let by_path = genapi::check_request_type("gen-2-pro", body.clone()).unwrap_err();
+    for name in ["gen_2_pro", "gen-2-pro", "/v1/gen-2-pro"] {
+        assert!(genapi::check_request_type(name, body.clone()).is_ok(), "{name}");
+    }
+    let not_a_submission = genapi::check_request_type("get_result", body.clone()).unwrap_err();
     assert!(
-        matches!(&by_path, genapi::Error::InvalidArgument { argument: "operation", problem }
-            if problem.contains("\"gen_2_pro\"")),
-        "a model name gets its operationId: {by_path}"
+        matches!(&not_a_submission, genapi::Error::InvalidArgument { argument: "operation", problem }
+            if problem.contains("not a submission")),
+        "{not_a_submission}"
     );
     let typo = genapi::check_request_type("gen_2_prp", body).unwrap_err();
     assert!(typo.to_string().contains("did you mean"), "{typo}");

@@ -342,7 +342,7 @@ pub async fn run(global: &Global, args: BatchArgs) -> Result<(), Failure> {
             (batch.counters(), batch.stopper(), batch.run(reader).map(|s| s.boxed()))
         }
     };
-    let mut stream = stream.map_err(|e| Failure::new(code::OTHER, e.to_string()))?;
+    let mut stream = stream.map_err(|e| Failure::api(&e))?;
 
     // Workers sharing the directory each write their own partial results.
     let partial = if shared {

@@ -65,8 +65,9 @@ pub fn kind(field: &Field) -> String {
     }
 }
 
-/// A field's bounds as `genapi models` shows them: `64..2048`, `≥ 64,
-/// multiple of 16`, `length ≤ 2083`, `pattern …`.
+/// A field's bounds as `genapi models` shows them: `64..2048`, `0 (auto)
+/// or ≥ 64, multiple of 16`, `> 0`, `length ≤ 2083`, `items 1..10`,
+/// `pattern …`.
 pub fn bounds(field: &Field) -> String {
     let number = |keyword: &str| field.bound(keyword).map(shown);
     let range = |low: Option<String>, high: Option<String>, label: &str| match (low, high) {
@@ -75,12 +76,23 @@ pub fn bounds(field: &Field) -> String {
         (None, Some(high)) => format!("{label}≤ {high}"),
         (None, None) => String::new(),
     };
+    let mut values = range(number("minimum"), number("maximum"), "");
+    if field.rule("x-zero-means-auto") == Some(&Value::Bool(true)) && !values.is_empty() {
+        values = format!("0 (auto) or {values}");
+    }
     [
-        range(number("minimum"), number("maximum"), ""),
+        values,
+        number("exclusiveMinimum")
+            .map(|low| format!("> {low}"))
+            .unwrap_or_default(),
+        number("exclusiveMaximum")
+            .map(|high| format!("< {high}"))
+            .unwrap_or_default(),
         number("multipleOf")
             .map(|step| format!("multiple of {step}"))
             .unwrap_or_default(),
         range(number("minLength"), number("maxLength"), "length "),
+        range(number("minItems"), number("maxItems"), "items "),
         number("pattern")
             .map(|pattern| format!("pattern {pattern}"))
             .unwrap_or_default(),
@@ -97,7 +109,7 @@ pub fn takes_url(field: &Field) -> bool {
 }
 
 /// A JSON value as a reader writes it: strings without quotes.
-fn shown(value: &Value) -> String {
+pub fn shown(value: &Value) -> String {
     value.as_str().map_or_else(|| value.to_string(), str::to_string)
 }
 
@@ -132,7 +144,9 @@ mod tests {
         let catalog = Catalog::load().unwrap();
         let model = catalog.find("gen-2-pro").unwrap();
         let width = model.field("width").unwrap();
-        assert_eq!(bounds(width), "≥ 64, multiple of 16", "{width:?}");
+        assert_eq!(bounds(width), "0 (auto) or ≥ 64, multiple of 16", "{width:?}");
+        let video = catalog.find("gen-3-video").unwrap();
+        assert_eq!(bounds(video.field("keyframes").unwrap()), "items 1..10");
         let format = model.field("output_format").unwrap();
         assert_eq!(kind(format), "OutputFormat: jpeg | png | webp");
     }

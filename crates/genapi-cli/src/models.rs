@@ -1,6 +1,10 @@
 //! `genapi models [NAME]`: the operations of the document and their fields.
+//!
+//! The text is for reading (document text is cleaned of control characters
+//! before it reaches a terminal); `--json` is for programs: values as JSON
+//! values, bounds keyed by the document's own keyword names.
 
-use serde_json::json;
+use serde_json::{json, Map, Value};
 
 use crate::catalog::{self, Catalog};
 use crate::{out, Failure, Global};
@@ -21,7 +25,10 @@ pub fn run(global: &Global, name: Option<&str>) -> Result<(), Failure> {
                 } else {
                     ""
                 };
-                out::out(&format!("{:<36} {}{deprecated}", model.name, model.summary));
+                out::out(&out::clean(&format!(
+                    "{:<36} {}{deprecated}",
+                    model.name, model.summary
+                )));
             }
         }
         return Ok(());
@@ -29,11 +36,12 @@ pub fn run(global: &Global, name: Option<&str>) -> Result<(), Failure> {
     let model = catalog.find(name).map_err(Failure::usage)?;
     let fields = &model.fields;
     if global.json {
-        let fields: Vec<_> = fields
+        let fields: Vec<Value> = fields
             .iter()
             .map(|f| {
-                json!({"name": f.name, "type": catalog::kind(f), "bounds": catalog::bounds(f),
-                       "default": f.default.as_ref().map(ToString::to_string), "required": f.required,
+                let bounds: Map<String, Value> = f.bounds.iter().cloned().collect();
+                json!({"name": f.name, "type": f.kind, "nullable": f.nullable, "choices": f.choices,
+                       "bounds": bounds, "default": f.default, "required": f.required,
                        "image": f.image().is_some(), "image_url": catalog::takes_url(f),
                        "description": f.description})
             })
@@ -50,8 +58,8 @@ pub fn run(global: &Global, name: Option<&str>) -> Result<(), Failure> {
     } else {
         ""
     };
-    out::out(&format!("{} — {}{deprecated}", model.name, model.summary));
-    out::out(&format!("POST {}", model.operation.path));
+    out::out(&out::clean(&format!("{} — {}{deprecated}", model.name, model.summary)));
+    out::out(&format!("POST {}", out::clean(&model.operation.path)));
     out::out("");
     let mut image_position = 0;
     for field in fields {
@@ -64,7 +72,7 @@ pub fn run(global: &Global, name: Option<&str>) -> Result<(), Failure> {
             notes.push(bounds);
         }
         if let Some(default) = &field.default {
-            notes.push(format!("default {default}"));
+            notes.push(format!("default {}", catalog::shown(default)));
         }
         if field.image().is_some() {
             image_position += 1;
@@ -78,14 +86,16 @@ pub fn run(global: &Global, name: Option<&str>) -> Result<(), Failure> {
                 field.name
             ));
         }
-        out::out(&format!(
-            "  {:<20} {:<28} {}",
+        // Two spaces at least before the notes, however long the type.
+        let line = format!(
+            "  {:<20} {:<28}  {}",
             field.name,
             catalog::kind(field),
             notes.join("; ")
-        ));
+        );
+        out::out(out::clean(&line).trim_end());
         if !field.description.is_empty() {
-            out::out(&format!("  {:<20} {}", "", field.description));
+            out::out(&out::clean(&format!("  {:<20} {}", "", field.description)));
         }
     }
     Ok(())

@@ -13,14 +13,16 @@ use std::fmt;
 
 use serde_json::Value;
 
-use crate::order::{self, Order};
+use crate::order::{self, Positions};
 use crate::{closest, operations, schema, Field, Operation};
 
 /// A submission of the document.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct Model {
     /// The name a user types: the path without `/v1/`, e.g.
-    /// `gen-tools/deblur-v1`.
+    /// `gen-tools/deblur-v1` (a path of another version without its leading
+    /// `/`: `v2/x`).
     pub name: String,
     /// The operation itself (method, path, operationId, request schema, …).
     pub operation: Operation,
@@ -63,11 +65,11 @@ impl Catalog {
     /// of models and fields is read from `text`). Fails when the order of
     /// `text` cannot be read (see [`crate::operations_in_document_order`]).
     pub fn read(root: &Value, text: &str) -> Result<Catalog, String> {
-        let order = order::of_document(text)?;
+        let order = order::of_document(text)?.positions();
         Ok(Catalog::with_order(root, &order))
     }
 
-    fn with_order(root: &Value, order: &Order) -> Catalog {
+    fn with_order(root: &Value, order: &Positions) -> Catalog {
         let mut models: Vec<Model> = operations(root)
             .into_iter()
             .filter(|op| op.method == "POST")
@@ -78,11 +80,7 @@ impl Catalog {
                 fields.sort_by_key(|field| order.property(&schema_name, &field.name));
                 let item = &root["paths"][&operation.path]["post"];
                 Some(Model {
-                    name: operation
-                        .path
-                        .strip_prefix("/v1/")
-                        .unwrap_or(&operation.path)
-                        .to_string(),
+                    name: model_name(&operation.path),
                     summary: item["summary"].as_str().unwrap_or_default().to_string(),
                     fields,
                     operation,
@@ -112,11 +110,10 @@ impl Catalog {
     pub fn find(&self, name: &str) -> Result<&Model, UnknownModel> {
         let wanted = name.trim().trim_start_matches('/');
         let wanted = wanted.strip_prefix("v1/").unwrap_or(wanted);
-        if let Some(model) = self
-            .models
-            .iter()
-            .find(|model| model.name == wanted || model.operation.id == wanted)
-        {
+        // In turn, so a name never loses to another model's operationId.
+        let by_name = || self.models.iter().find(|model| model.name == wanted);
+        let by_id = || self.models.iter().find(|model| model.operation.id == wanted);
+        if let Some(model) = by_name().or_else(by_id) {
             return Ok(model);
         }
         let by_last: Vec<&Model> = self
@@ -135,6 +132,14 @@ impl Catalog {
             known,
         })
     }
+}
+
+/// The name a user types for the model at `path`: the path without
+/// `/v1/` (`gen-tools/deblur-v1`), or without its leading `/` for a path of
+/// another version, so every listed name is one [`Catalog::find`] takes.
+fn model_name(path: &str) -> String {
+    let path = path.trim_start_matches('/');
+    path.strip_prefix("v1/").unwrap_or(path).to_string()
 }
 
 /// No model of the document has the name a user gave.
@@ -197,6 +202,22 @@ mod tests {
         assert_eq!(fields, ["width", "prompt", "height"]);
         assert_eq!(catalog.models()[0].summary, "Zed");
         assert!(catalog.models()[1].fields.is_empty(), "a boolean schema has no fields");
+    }
+
+    #[test]
+    fn a_name_wins_over_another_models_operation_id_and_every_listed_name_is_found() {
+        let text = r##"{"paths": {
+            "/v1/a": {"post": {"operationId": "b", "requestBody": {"content": {"application/json": {"schema": {"$ref": "#/components/schemas/A"}}}}}},
+            "/v1/b": {"post": {"operationId": "a", "requestBody": {"content": {"application/json": {"schema": {"$ref": "#/components/schemas/B"}}}}}},
+            "/v2/x": {"post": {"operationId": "x2", "requestBody": {"content": {"application/json": {"schema": {"$ref": "#/components/schemas/X"}}}}}}
+        }, "components": {"schemas": {"A": {"type": "object"}, "B": {"type": "object"}, "X": {"type": "object"}}}}"##;
+        let catalog = catalog(text);
+        assert_eq!(catalog.find("b").map(|m| m.operation.path.as_str()), Ok("/v1/b"));
+        assert_eq!(catalog.find("a").map(|m| m.operation.path.as_str()), Ok("/v1/a"));
+        for model in catalog.models() {
+            assert_eq!(catalog.find(&model.name), Ok(model), "{}", model.name);
+        }
+        assert_eq!(catalog.find("/v2/x").map(|m| m.name.as_str()), Ok("v2/x"));
     }
 
     #[test]

@@ -45,6 +45,7 @@ const DOCUMENTED_DEFAULT: &str = "x-default";
 /// assert_eq!(width.default, Some(json!(1024)));
 /// ```
 #[derive(Debug, Clone, PartialEq, Default)]
+#[non_exhaustive]
 pub struct Field {
     /// The JSON name, e.g. `prompt`.
     pub name: String,
@@ -105,54 +106,58 @@ impl Field {
                 }
             }
         }
-        let parts: Vec<&Value> = if branches.is_empty() {
-            vec![schema]
-        } else if schema.get("$ref").is_some() {
-            std::iter::once(schema).chain(branches).collect()
-        } else {
-            branches
-        };
+        // The schema's own keywords count beside its branches (`type` and
+        // `maximum` next to an `allOf`), so it is always a part.
+        let parts: Vec<&Value> = std::iter::once(schema).chain(branches).collect();
         let mut kinds: Vec<String> = Vec::new();
+        // Seen values, as JSON text: an enum of thousands is read in one pass.
+        let mut seen = std::collections::HashSet::new();
         field.note_default(schema);
         field.note_rules(schema);
         field.note_description(schema);
         for part in parts {
             let target = resolve(root, part).unwrap_or(&Value::Null);
-            let kind = field.kind_of(part, target);
-            if !kinds.contains(&kind) {
-                kinds.push(kind);
+            if let Some(kind) = field.kind_of(part, target) {
+                if !kinds.contains(&kind) {
+                    kinds.push(kind);
+                }
             }
             field.note_bounds(target);
             field.note_default(target);
             field.note_rules(part);
             field.note_rules(target);
             field.note_description(target);
-            for value in target["enum"].as_array().into_iter().flatten().filter(|v| !v.is_null()) {
-                if !field.choices.contains(value) {
+            let listed = target["enum"].as_array().into_iter().flatten();
+            for value in listed.chain(target.get("const")) {
+                if value.is_null() {
+                    field.nullable = true;
+                } else if seen.insert(value.to_string()) {
                     field.choices.push(value.clone());
                 }
             }
         }
-        field.kind = kinds.join(" | ");
+        field.kind = if kinds.is_empty() {
+            "any".to_string()
+        } else {
+            kinds.join(" | ")
+        };
         field
     }
 
     /// The properties of an object schema as fields, sorted by name (the
     /// catalog puts a request's fields in the document's order).
     pub fn of_object(root: &Value, object: &Value) -> Vec<Field> {
-        let object = resolve(root, object).unwrap_or(&Value::Null);
-        let required: Vec<&str> = object["required"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(Value::as_str)
-            .collect();
-        object["properties"]
-            .as_object()
-            .into_iter()
-            .flatten()
-            .map(|(name, schema)| Field::read(root, name, schema, required.contains(&name.as_str())))
-            .collect()
+        let mut required: Vec<&str> = Vec::new();
+        let mut properties: Vec<(&String, &Value)> = Vec::new();
+        collect_properties(root, object, &mut required, &mut properties, 0);
+        let mut fields: Vec<Field> = Vec::new();
+        for (name, schema) in properties {
+            if !fields.iter().any(|field| field.name == *name) {
+                fields.push(Field::read(root, name, schema, required.contains(&name.as_str())));
+            }
+        }
+        fields.sort_by(|a, b| a.name.cmp(&b.name));
+        fields
     }
 
     /// The value of a bounding keyword (`minimum`, `pattern`, …).
@@ -169,16 +174,20 @@ impl Field {
     pub fn image(&self) -> Option<ImageField> {
         match self.rule("x-image")?.as_str()? {
             "base64-or-url" => Some(ImageField::Base64OrUrl),
-            _ => Some(ImageField::Base64Only),
+            "base64" => Some(ImageField::Base64Only),
+            // A kind this reader does not know is not taken for an image
+            // field it would fill wrongly.
+            _ => None,
         }
     }
 
     /// The name of one part's type; a named object or enum keeps its name,
-    /// which says more than `object` or `string`.
-    fn kind_of(&mut self, part: &Value, target: &Value) -> String {
+    /// which says more than `object` or `string`. `None` for a part that
+    /// says nothing of the type (a wrapper of `allOf`, a bare `minimum`).
+    fn kind_of(&mut self, part: &Value, target: &Value) -> Option<String> {
         let named = part["$ref"].as_str().and_then(|r| r.rsplit('/').next());
         match (&target["type"], named) {
-            (_, Some(name)) if target["type"] == "object" || target.get("enum").is_some() => name.to_string(),
+            (_, Some(name)) if target["type"] == "object" || target.get("enum").is_some() => Some(name.to_string()),
             (Value::Array(types), _) => {
                 if types.iter().any(|t| t == "null") {
                     self.nullable = true;
@@ -188,13 +197,18 @@ impl Field {
                     .filter_map(Value::as_str)
                     .filter(|t| *t != "null")
                     .collect();
-                names.join(" | ")
+                Some(if names.is_empty() {
+                    "null".to_string()
+                } else {
+                    names.join(" | ")
+                })
             }
-            (Value::String(kind), _) => match target["format"].as_str() {
+            (Value::String(kind), _) => Some(match target["format"].as_str() {
                 Some(format) => format!("{kind}({format})"),
                 None => kind.clone(),
-            },
-            _ => "any".to_string(),
+            }),
+            _ if *target == Value::Bool(false) => Some("nothing".to_string()),
+            _ => None,
         }
     }
 
@@ -233,6 +247,33 @@ impl Field {
                 self.description = text.to_string();
             }
         }
+    }
+}
+
+/// The properties and required names of an object schema, its `allOf`
+/// parts' included (a request schema may be composed so). `depth` stops a
+/// composition that refers to itself ([`crate::problems`] reports it).
+fn collect_properties<'a>(
+    root: &'a Value,
+    object: &'a Value,
+    required: &mut Vec<&'a str>,
+    properties: &mut Vec<(&'a String, &'a Value)>,
+    depth: usize,
+) {
+    let Ok(object) = resolve(root, object) else { return };
+    if depth > 16 {
+        return;
+    }
+    required.extend(
+        object["required"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str),
+    );
+    properties.extend(object["properties"].as_object().into_iter().flatten());
+    for part in object["allOf"].as_array().into_iter().flatten() {
+        collect_properties(root, part, required, properties, depth + 1);
     }
 }
 
@@ -276,6 +317,56 @@ mod tests {
         assert_eq!(field.rule("x-default"), None, "the default is not a rule");
         assert_eq!(field.description, "the format");
         assert_eq!(field.image(), None);
+    }
+
+    #[test]
+    fn keywords_beside_a_composition_count_and_null_in_any_form_is_nullable() {
+        let root = json!({"components": {"schemas": {"Item": {"type": "object", "required": ["a"],
+            "properties": {"a": {"type": "string"}}}}}});
+        let beside = Field::read(
+            &root,
+            "n",
+            &json!({"type": "integer", "maximum": 10, "allOf": [{"minimum": 1}]}),
+            false,
+        );
+        assert_eq!(beside.kind, "integer");
+        assert_eq!(
+            (beside.bound("minimum"), beside.bound("maximum")),
+            (Some(&json!(1)), Some(&json!(10)))
+        );
+        let any = Field::read(
+            &root,
+            "n",
+            &json!({"anyOf": [{"type": "integer"}, {"type": "null"}], "minimum": 3}),
+            false,
+        );
+        assert_eq!(
+            (any.kind.as_str(), any.nullable, any.bound("minimum")),
+            ("integer", true, Some(&json!(3)))
+        );
+        let listed_null = Field::read(&root, "s", &json!({"type": "string", "enum": ["a", null]}), false);
+        assert!(listed_null.nullable);
+        assert_eq!(listed_null.choices, [json!("a")]);
+        let only_null = Field::read(&root, "z", &json!({"type": ["null"]}), false);
+        assert_eq!((only_null.kind.as_str(), only_null.nullable), ("null", true));
+        let constant = Field::read(&root, "c", &json!({"const": "fixed"}), false);
+        assert_eq!(constant.choices, [json!("fixed")]);
+        let composed = json!({"allOf": [{"$ref": "#/components/schemas/Item"},
+            {"type": "object", "required": ["b"], "properties": {"b": {"type": "integer"}}}]});
+        let fields = Field::of_object(&root, &composed);
+        let named: Vec<(&str, bool)> = fields.iter().map(|f| (f.name.as_str(), f.required)).collect();
+        assert_eq!(
+            named,
+            [("a", true), ("b", true)],
+            "the parts of a composed request are its fields"
+        );
+    }
+
+    #[test]
+    fn a_large_enum_is_read_in_one_pass() {
+        let values: Vec<Value> = (0..30_000).map(|n| json!(n)).collect();
+        let field = Field::read(&json!({}), "n", &json!({"type": "integer", "enum": values}), false);
+        assert_eq!(field.choices.len(), 30_000);
     }
 
     #[test]

@@ -33,6 +33,7 @@ const METHODS: [&str; 8] = ["get", "put", "post", "delete", "options", "head", "
 
 /// An operation of the document.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Operation {
     /// `POST`, `GET`, …
     pub method: String,
@@ -90,7 +91,7 @@ pub fn operations(root: &Value) -> Vec<Operation> {
 /// `serde_json::Value` keeps an object's keys sorted. Fails when `text` is
 /// not JSON, or `paths` or a path item is not an object.
 pub fn operations_in_document_order(root: &Value, text: &str) -> Result<Vec<Operation>, String> {
-    let order = order::of_document(text)?;
+    let order = order::of_document(text)?.positions();
     let mut list = operations(root);
     list.sort_by_key(|op| order.operation(&op.path, &op.method));
     Ok(list)

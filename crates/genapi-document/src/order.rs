@@ -7,6 +7,7 @@
 //! readers, so it is read from the text itself: only the keys are kept, every
 //! value is skipped.
 
+use std::collections::HashMap;
 use std::fmt;
 
 use serde::de::{DeserializeSeed, Deserializer, Error, IgnoredAny, MapAccess, SeqAccess, Visitor};
@@ -20,22 +21,50 @@ pub(crate) struct Order {
     pub(crate) properties: Vec<(String, Vec<String>)>,
 }
 
+/// Positions looked up by key, made once: a document of tens of thousands
+/// of properties is sorted in one pass, not one scan per comparison.
+#[derive(Debug, Default)]
+pub(crate) struct Positions {
+    operations: HashMap<(String, String), usize>,
+    properties: HashMap<String, HashMap<String, usize>>,
+}
+
 impl Order {
+    /// The order as positions to look up.
+    pub(crate) fn positions(&self) -> Positions {
+        let mut positions = Positions::default();
+        for (index, (path, key)) in self.operations.iter().enumerate() {
+            positions
+                .operations
+                .entry((path.clone(), key.to_ascii_lowercase()))
+                .or_insert(index);
+        }
+        for (schema, keys) in &self.properties {
+            let places = positions.properties.entry(schema.clone()).or_default();
+            for (index, key) in keys.iter().enumerate() {
+                places.entry(key.clone()).or_insert(index);
+            }
+        }
+        positions
+    }
+}
+
+impl Positions {
     /// Where `path` and `method` come among the operations (`usize::MAX`
     /// when not listed, so unlisted ones go last).
     pub(crate) fn operation(&self, path: &str, method: &str) -> usize {
         self.operations
-            .iter()
-            .position(|(p, m)| p == path && m.eq_ignore_ascii_case(method))
+            .get(&(path.to_string(), method.to_ascii_lowercase()))
+            .copied()
             .unwrap_or(usize::MAX)
     }
 
     /// Where `property` comes among the properties of schema `schema`.
     pub(crate) fn property(&self, schema: &str, property: &str) -> usize {
         self.properties
-            .iter()
-            .find(|(name, _)| name == schema)
-            .and_then(|(_, keys)| keys.iter().position(|key| key == property))
+            .get(schema)
+            .and_then(|places| places.get(property))
+            .copied()
             .unwrap_or(usize::MAX)
     }
 }
