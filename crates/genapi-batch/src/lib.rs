@@ -20,6 +20,7 @@ mod job_file;
 mod journal;
 mod outcome;
 mod run;
+mod standing;
 mod store;
 
 pub use adopt::{adopt, AdoptError, Adopted};
@@ -30,6 +31,7 @@ pub(crate) use journal::{line_state, LineState};
 pub use journal::{FileJournal, Journal, MemoryJournal, Record};
 pub use outcome::{JobOutcome, JobStatus};
 pub use run::{Batch, Counters, Stopper};
+pub use standing::{standings, Standing};
 pub use store::SharedStore;
 
 #[cfg(feature = "postgres")]

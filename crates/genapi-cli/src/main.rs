@@ -11,6 +11,7 @@ mod mock;
 mod models;
 mod out;
 mod request;
+mod standing;
 mod tasks;
 
 use std::path::PathBuf;

@@ -21,8 +21,12 @@ mod batch;
 mod batch_stdout;
 mod cli;
 mod hardening_files;
+#[cfg(unix)]
+mod interrupts;
 mod ledger;
 mod ledger_hardening;
 mod ledger_pool_size;
 mod ledger_seat_lost;
 mod ledger_status;
+#[cfg(unix)]
+mod terminal;
