@@ -94,6 +94,10 @@ enum Command {
     Submit {
         #[command(flatten)]
         request: request::RequestArgs,
+        /// The file `genapi wait` will save the result to: its extension asks for the format now, as with
+        /// generate, and the `wait` command printed names it. Checked to be free, not written.
+        #[arg(short = 'o', long, value_name = "FILE")]
+        out: Option<PathBuf>,
     },
     /// Wait for a submitted task and save its result.
     Wait {
@@ -235,7 +239,7 @@ async fn run(cli: Cli) -> Result<(), Failure> {
     let global = cli.global;
     match cli.command {
         Command::Generate { request, save, count } => tasks::generate(&global, request, save, count).await,
-        Command::Submit { request } => tasks::submit(&global, request).await,
+        Command::Submit { request, out } => tasks::submit(&global, request, out).await,
         Command::Wait { id, save } => tasks::wait(&global, &id, save).await,
         Command::Get { id, out, force } => tasks::get(&global, &id, out, force).await,
         Command::Models { name } => models::run(&global, name.as_deref()),

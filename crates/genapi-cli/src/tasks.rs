@@ -49,6 +49,12 @@ impl Plan {
                 (Some(path.clone()), parent)
             }
         };
+        // A folder named as one (a trailing separator) is made, as
+        // `batch --out` makes its folder.
+        if file.is_none() && !dir.exists() {
+            std::fs::create_dir_all(&dir)
+                .map_err(|e| Failure::usage(format!("--out {}: cannot create the folder ({e})", shown(&dir))))?;
+        }
         if !dir.is_dir() {
             return Err(Failure::usage(format!(
                 "--out {}: the directory {} does not exist",
@@ -117,8 +123,11 @@ impl Plan {
     /// The path for a result with these bytes. Only the user's `--out` can
     /// leave the output directory: names made from service data are sanitised.
     fn path_for(&self, index: Option<u32>, id: &str, bytes: &[u8], sample: &str) -> (PathBuf, Option<String>) {
+        // The bytes say what the result is; before the download its address
+        // does (the service names results by their format).
         let sniffed = genapi::ImageFormat::sniff(bytes).map(|f| f.extension().to_string());
         let extension = sniffed.clone().unwrap_or_else(|| extension_of_url(sample));
+        let sniffed = sniffed.or_else(|| (bytes.is_empty() && extension != "bin").then(|| extension.clone()));
         match &self.file {
             Some(file) => {
                 let path = self.numbered(file, index);
@@ -134,7 +143,9 @@ impl Plan {
                             (Some(expected), Some(got)) if expected != got => (
                                 path.with_extension(&extension),
                                 Some(format!(
-                                    "the service returned {got}, not {expected}; saved with the .{extension} extension"
+                                    "the result is {got}, not {expected} (the format is chosen when the task is \
+                                     submitted: --format, or --out's extension); it is saved with the .{extension} \
+                                     extension"
                                 )),
                             ),
                             _ => (path, None),
@@ -336,6 +347,7 @@ async fn complete(
         let polling_url = accepted.task.polling_url().to_string();
         let last_status = Arc::new(Mutex::new(String::new()));
         let outcome = finish(
+            &connection.client,
             accepted.task,
             plan,
             accepted.index,
@@ -374,6 +386,7 @@ async fn complete(
 
 /// One task, from waiting to the saved file.
 async fn finish(
+    client: &Client,
     task: Task,
     plan: &Plan,
     index: Option<u32>,
@@ -415,16 +428,35 @@ async fn finish(
             ))
         }
     };
-    save_output(output, plan, index, deadline, global).await
+    save_output(client, output, plan, index, deadline, global).await
 }
 
 async fn save_output(
+    client: &Client,
     output: Output,
     plan: &Plan,
     index: Option<u32>,
     deadline: Instant,
     global: &Global,
 ) -> Result<Saved, Failure> {
+    // The name that will really be written, checked before the download: a
+    // result of another format than --out's extension gets that format's.
+    let (planned, warning) = plan.path_for(index, output.id(), &[], output.sample());
+    if let Some(warning) = &warning {
+        out::err(&format!("warning: {warning}"));
+    }
+    let taken_by_other = |file: &Path| -> Failure {
+        let free = free_name(file);
+        let reference = output.reference();
+        Failure::usage(format!(
+            "{} exists, so the result was not saved (nothing is replaced without --force); save it with: {}",
+            shown(file),
+            resume_command(client, &reference.id, &reference.polling_url, &free)
+        ))
+    };
+    if plan.file.is_some() && !plan.force && taken(&planned) {
+        return Err(taken_by_other(&planned));
+    }
     // Streamed to a temporary file beside the result (never held whole in
     // memory), named once its first bytes say what it is.
     let dir = plan
@@ -449,9 +481,9 @@ async fn save_output(
     let read = std::fs::File::open(&saved)
         .and_then(|mut f| std::io::Read::read(&mut f, &mut head))
         .unwrap_or(0);
-    let (file, warning) = plan.path_for(index, output.id(), &head[..read], output.sample());
-    if let Some(warning) = warning {
-        out::err(&format!("warning: {warning}"));
+    let (file, late_warning) = plan.path_for(index, output.id(), &head[..read], output.sample());
+    if let (Some(late_warning), None) = (late_warning, &warning) {
+        out::err(&format!("warning: {late_warning}"));
     }
     // Without --force an existing file is never replaced: a hard link fails
     // when the name is taken (see `taken`), a rename would not.
@@ -461,17 +493,39 @@ async fn save_output(
         std::fs::hard_link(&saved, &file).and_then(|()| std::fs::remove_file(&saved))
     };
     if let Err(e) = published {
-        // The result is paid for: it is kept where it is, and said so.
+        // No hidden file is left behind: the result is fetched again by the
+        // command printed, while the service keeps it.
+        let _ = std::fs::remove_file(&saved);
+        if e.kind() == std::io::ErrorKind::AlreadyExists {
+            return Err(taken_by_other(&file));
+        }
+        let reference = output.reference();
         return Err(Failure::new(
             code::OTHER,
             format!(
-                "cannot write {}: {e}; the result was kept as {}",
+                "cannot write {}: {e}; save it with: {}",
                 shown(&file),
-                shown(&saved)
+                resume_command(client, &reference.id, &reference.polling_url, &file)
             ),
         ));
     }
     Ok(Saved { output, file })
+}
+
+/// The first free name like `file`: `x-2.jpg`, `x-3.jpg`, …
+fn free_name(file: &Path) -> PathBuf {
+    let stem = file
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let extension = file
+        .extension()
+        .map(|e| format!(".{}", e.to_string_lossy()))
+        .unwrap_or_default();
+    (2..)
+        .map(|n| file.with_file_name(format!("{stem}-{n}{extension}")))
+        .find(|candidate| !taken(candidate))
+        .unwrap_or_else(|| file.to_path_buf())
 }
 
 /// The extensions a save may add to an `--out` given without one.
@@ -549,12 +603,29 @@ fn report(
 }
 
 /// `genapi submit`.
-pub async fn submit(global: &Global, request: RequestArgs) -> Result<(), Failure> {
+pub async fn submit(global: &Global, request: RequestArgs, out_file: Option<PathBuf>) -> Result<(), Failure> {
     let deadline = Instant::now() + timeout_of(global);
-    let prepared = prepare(&request, None).await?;
+    let prepared = prepare(&request, out_file.as_deref()).await?;
+    // The name `wait` will write is checked now, so the command printed
+    // below can succeed.
+    let target = match &out_file {
+        Some(_) => Some(
+            Plan::new(
+                &SaveArgs {
+                    out: out_file.clone(),
+                    force: false,
+                },
+                1,
+                "genapi".into(),
+            )?
+            .resume_target(None),
+        ),
+        None => None,
+    };
     let connection = connect(global).await?;
-    if connection.mock.is_some() {
-        out::err("warning: the built-in mock stops when this command ends; run `genapi mock` to keep one");
+    let on_builtin_mock = connection.mock.is_some();
+    if on_builtin_mock {
+        out::err(&format!("warning: this task cannot be waited for: {SUBMIT_THEN_WAIT}"));
     }
     let submission = connection
         .client
@@ -588,20 +659,32 @@ pub async fn submit(global: &Global, request: RequestArgs) -> Result<(), Failure
     } else {
         &polling_url
     };
-    let wait = format!("genapi wait {} --out FILE", out::shell_quote(reference));
+    // Only a command that can succeed is printed.
+    let wait = (!on_builtin_mock).then(|| {
+        format!(
+            "wait for it with: genapi wait {} --out {}",
+            out::shell_quote(reference),
+            target.map_or_else(|| "FILE".to_string(), |t| out::shell_quote(&t.display().to_string()))
+        )
+    });
     if let Err(error) = out::out_required(&line) {
         // The task is paid for: its id must not be lost with stdout.
         announce(&task);
+        let then = wait.map_or_else(
+            || " (it ended with the built-in mock: see the warning above)".to_string(),
+            |wait| format!(": {wait}"),
+        );
         return Err(Failure::new(
             code::ID_NOT_WRITTEN,
             format!(
-                "task {} was accepted, but its id could not be written to stdout ({error}); it is printed above: \
-                 wait for it with: {wait}",
+                "task {} was accepted, but its id could not be written to stdout ({error}); it is printed above{then}",
                 out::clean(&id)
             ),
         ));
     }
-    out::progress(&format!("wait for it with: {wait}"));
+    if let Some(wait) = wait {
+        out::progress(&wait);
+    }
     Ok(())
 }
 
@@ -625,10 +708,30 @@ async fn locate(
     }
 }
 
+/// What `wait` and `get` say on the built-in mock, at once: a mock made
+/// afresh for this command knows no task of another.
+fn no_task_in_a_new_mock(global: &Global, reference: &str) -> Result<(), Failure> {
+    if !crate::uses_builtin_mock(global) {
+        return Ok(());
+    }
+    Err(Failure::new(
+        genapi::FailureClass::TaskFailed.exit_code(),
+        format!("task {}: not found: {}", out::clean(reference), SUBMIT_THEN_WAIT),
+    ))
+}
+
+/// How `submit` and `wait` (or `get`) work together without a service.
+const SUBMIT_THEN_WAIT: &str = "the built-in mock lives only as long as one command, so `genapi wait` and `genapi \
+     get` cannot find a task another command submitted to it. Between `genapi submit` and `genapi wait`, keep one \
+     `genapi mock` running: start it in another terminal, set the variables it prints (GENAPI_BASE_URL, \
+     GENAPI_API_KEY, GENAPI_TRUSTED_ORIGINS) in this one, then submit and wait; or use `genapi generate`, which \
+     does both";
+
 /// `genapi wait`.
 pub async fn wait(global: &Global, reference: &str, save: SaveArgs) -> Result<(), Failure> {
     let deadline = Instant::now() + timeout_of(global);
     let plan = Plan::new(&save, 1, "genapi".into())?;
+    no_task_in_a_new_mock(global, reference)?;
     let connection = connect(global).await?;
     let task = locate(global, &connection.client, reference, deadline).await?;
     let resume = resume_command(
@@ -656,6 +759,7 @@ pub async fn get(global: &Global, reference: &str, out_path: Option<PathBuf>, fo
         Some(_) => Some(Plan::new(&save, 1, "genapi".into())?),
         None => None,
     };
+    no_task_in_a_new_mock(global, reference)?;
     let connection = connect(global).await?;
     let task = locate(global, &connection.client, reference, deadline).await?;
     let state = match tokio::time::timeout_at(deadline, task.poll()).await {
@@ -714,7 +818,7 @@ pub async fn get(global: &Global, reference: &str, out_path: Option<PathBuf>, fo
     let Some(plan) = plan else { return Ok(()) };
     let id = output.id().to_string();
     let polling_url = reference.to_string();
-    let outcome = save_output(output, &plan, None, deadline, global).await;
+    let outcome = save_output(&connection.client, output, &plan, None, deadline, global).await;
     let resume = resume_command(&connection.client, &id, &polling_url, &plan.resume_target(None));
     match report(global, &connection, &id, &polling_url, "", &resume, "Ready", outcome) {
         0 => Ok(()),

@@ -36,7 +36,8 @@ fn closed_pipe() -> Stdio {
 }
 
 /// A standalone `genapi mock`, killed when dropped.
-struct Mock {
+/// A `genapi mock` child process, as a user starts one in another terminal.
+pub(crate) struct Mock {
     child: Child,
     /// Every `NAME=VALUE` the mock printed, in order.
     variables: Vec<(String, String)>,
@@ -44,7 +45,7 @@ struct Mock {
 }
 
 impl Mock {
-    fn start(dir: &Dir, extra: &[&str]) -> Mock {
+    pub(crate) fn start(dir: &Dir, extra: &[&str]) -> Mock {
         let mut child = genapi(dir)
             .args(["mock", "--key", "k-123"])
             .args(extra)
@@ -75,7 +76,7 @@ impl Mock {
 
     /// The command configured with exactly the variables the mock printed,
     /// as a user following its output would.
-    fn command(&self, dir: &Dir) -> Command {
+    pub(crate) fn command(&self, dir: &Dir) -> Command {
         let mut command = genapi(dir);
         command.envs(
             self.variables
@@ -473,7 +474,7 @@ fn exit_codes_by_class() {
     );
     let unknown = genapi(&dir).args(["get", "no-such-task"]).output().unwrap();
     assert_exit(&unknown, 7);
-    assert!(text(&unknown.stdout).contains("Task not found"));
+    assert!(text(&unknown.stderr).contains("not found"), "{}", text(&unknown.stderr));
 
     let mock = Mock::start(&dir, &[]);
     let auth = mock
@@ -908,7 +909,7 @@ fn a_submitted_tasks_id_that_cannot_be_written_is_an_error_and_goes_to_stderr() 
             .unwrap_or_else(|| panic!("{args:?}: the id is on stderr: {stderr}"));
         assert!(!id.is_empty(), "{stderr}");
         assert!(
-            stderr.contains("could not be written to stdout") && stderr.contains("genapi wait "),
+            stderr.contains("could not be written to stdout") && stderr.contains("ended with the built-in mock"),
             "{args:?}: {stderr}"
         );
     }

@@ -28,5 +28,6 @@ mod ledger_hardening;
 mod ledger_pool_size;
 mod ledger_seat_lost;
 mod ledger_status;
+mod picking_up;
 #[cfg(unix)]
 mod terminal;
