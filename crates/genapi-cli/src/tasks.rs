@@ -688,26 +688,6 @@ pub async fn submit(global: &Global, request: RequestArgs, out_file: Option<Path
     Ok(())
 }
 
-/// The task an id or polling URL names; a bare id is looked for on every
-/// configured API host (a regional task is unknown to the global one).
-async fn locate(
-    global: &Global,
-    client: &genapi::Client,
-    reference: &str,
-    deadline: Instant,
-) -> Result<genapi::Task, Failure> {
-    match tokio::time::timeout_at(deadline, client.locate(reference)).await {
-        Ok(Ok(task)) => Ok(task),
-        // Nowhere: the usual handle, whose state then says so.
-        Ok(Err(genapi::Error::TaskNotFound { .. })) => client.task(reference).map_err(|e| Failure::api(&e)),
-        Ok(Err(error)) => Err(Failure::api(&error)),
-        Err(_) => Err(Failure::new(
-            code::TIMEOUT,
-            format!("--timeout {}s passed", global.timeout),
-        )),
-    }
-}
-
 /// What `wait` and `get` say on the built-in mock, at once: a mock made
 /// afresh for this command knows no task of another.
 fn no_task_in_a_new_mock(global: &Global, reference: &str) -> Result<(), Failure> {
@@ -733,7 +713,9 @@ pub async fn wait(global: &Global, reference: &str, save: SaveArgs) -> Result<()
     let plan = Plan::new(&save, 1, "genapi".into())?;
     no_task_in_a_new_mock(global, reference)?;
     let connection = connect(global).await?;
-    let task = locate(global, &connection.client, reference, deadline).await?;
+    // A bare id is looked for on every configured API host when polled (a
+    // regional task is unknown to the global one).
+    let task = connection.client.task(reference).map_err(|e| Failure::api(&e))?;
     let resume = resume_command(
         &connection.client,
         task.id(),
@@ -761,7 +743,9 @@ pub async fn get(global: &Global, reference: &str, out_path: Option<PathBuf>, fo
     };
     no_task_in_a_new_mock(global, reference)?;
     let connection = connect(global).await?;
-    let task = locate(global, &connection.client, reference, deadline).await?;
+    // A bare id is looked for on every configured API host when polled (a
+    // regional task is unknown to the global one).
+    let task = connection.client.task(reference).map_err(|e| Failure::api(&e))?;
     let state = match tokio::time::timeout_at(deadline, task.poll()).await {
         Ok(Ok(state)) => state,
         Ok(Err(error)) => return Err(Failure::api(&error)),

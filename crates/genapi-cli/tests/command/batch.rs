@@ -511,7 +511,7 @@ async fn setup(duration_ms: u64, name: &str) -> (MockService, genapi::Client, Di
 }
 
 async fn mock_result(client: &genapi::Client, id: &str) -> Vec<u8> {
-    let task = client.locate(id).await.unwrap();
+    let task = client.task(id).unwrap();
     task.wait().await.unwrap().bytes().await.unwrap().to_vec()
 }
 
