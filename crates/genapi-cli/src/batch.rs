@@ -16,7 +16,7 @@ use genapi_batch::{
 use serde_json::{json, Value};
 use tokio::time::Instant;
 
-use crate::{code, connect_with, out, standing, timeout_of, Failure, Global};
+use crate::{code, connect_with, out, standing, timeout_if_given, Failure, Global};
 
 /// The journal's file name in the output directory.
 const JOURNAL: &str = "journal.jsonl";
@@ -133,7 +133,7 @@ pub async fn run(global: &Global, args: BatchArgs) -> Result<(), Failure> {
     let Some(jobs_file) = args.jobs.clone() else {
         return Err(Failure::usage("give a job file and --out DIR (or --schema)"));
     };
-    let deadline = Instant::now() + timeout_of(global);
+    let deadline = Instant::now() + timeout_if_given(global);
     let checked = JobFile::check(&jobs_file).map_err(|e| {
         let too_large = std::fs::metadata(&jobs_file).is_ok_and(|m| m.len() > genapi_batch::JOB_FILE_LIMIT);
         let hint = if too_large {
@@ -344,14 +344,14 @@ pub async fn run(global: &Global, args: BatchArgs) -> Result<(), Failure> {
                 format!(
                     "--timeout {}s passed while checking the --adopt tasks; those not reported above were not \
                      recorded, and nothing was sent",
-                    global.timeout
+                    global.timeout_seconds()
                 ),
             )
         })??;
     }
     // Listening for Ctrl-C before anything is sent: the handler is in place
     // once the future has been polled.
-    let interrupt = tokio::signal::ctrl_c();
+    let interrupt = crate::interrupt::interrupted();
     tokio::pin!(interrupt);
     let _ = futures::poll!(interrupt.as_mut());
     let shared_seats = match &keeper {
@@ -417,7 +417,7 @@ pub async fn run(global: &Global, args: BatchArgs) -> Result<(), Failure> {
             },
             _ = ticker.tick() => show_progress(&tally, counters.in_flight(), started.elapsed(), terminal),
             _ = tokio::time::sleep_until(deadline) => break Some(Failure::new(code::TIMEOUT, format!(
-                "--timeout {}s passed", global.timeout
+                "--timeout {}s passed", global.timeout_seconds()
             ))),
             _ = &mut interrupt => break Some(Failure::new(code::INTERRUPTED, "interrupted")),
         }
@@ -432,7 +432,7 @@ pub async fn run(global: &Global, args: BatchArgs) -> Result<(), Failure> {
              unanswered then are reported as unknown by the next run)",
         );
         let drain_until = Instant::now() + Duration::from_secs(15);
-        let again = tokio::signal::ctrl_c();
+        let again = crate::interrupt::interrupted();
         tokio::pin!(again);
         loop {
             tokio::select! {

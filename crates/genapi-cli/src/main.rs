@@ -6,6 +6,7 @@
 mod batch;
 mod catalog;
 mod files;
+mod interrupt;
 mod learned;
 mod mock;
 mod models;
@@ -70,9 +71,10 @@ pub struct Global {
     /// Use the built-in mock service (a test double) even when the service is configured.
     #[arg(long, global = true)]
     pub mock: bool,
-    /// Bound the whole command to this many seconds.
-    #[arg(long, global = true, default_value_t = 600, value_name = "SECONDS")]
-    pub timeout: u64,
+    /// Bound the whole command to this many seconds [default: none for batch and mock, which run until done or
+    /// interrupted; 600 for the other commands].
+    #[arg(long, global = true, value_name = "SECONDS")]
+    pub timeout: Option<u64>,
     /// Another origin the key may be sent to (e.g. a regional polling host); repeatable.
     #[arg(long = "trust-origin", global = true, value_name = "ORIGIN")]
     pub trust_origins: Vec<String>,
@@ -252,9 +254,27 @@ async fn run(cli: Cli) -> Result<(), Failure> {
 /// limit" and are clamped so no deadline arithmetic can overflow.
 const MAX_TIMEOUT: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
 
-/// `--timeout`, clamped.
+/// The bound of `generate`, `submit`, `wait` and `get` without `--timeout`.
+const DEFAULT_TIMEOUT: u64 = 600;
+
+impl Global {
+    /// The seconds `--timeout` gives (or the default), for messages.
+    pub fn timeout_seconds(&self) -> u64 {
+        self.timeout.unwrap_or(DEFAULT_TIMEOUT)
+    }
+}
+
+/// `--timeout` (600 s by default), clamped.
 pub fn timeout_of(global: &Global) -> Duration {
-    Duration::from_secs(global.timeout).min(MAX_TIMEOUT)
+    Duration::from_secs(global.timeout_seconds()).min(MAX_TIMEOUT)
+}
+
+/// `--timeout` for a command that is not bounded by default (`batch`,
+/// `mock`): a batch of any size runs to its end unless asked otherwise.
+pub fn timeout_if_given(global: &Global) -> Duration {
+    global
+        .timeout
+        .map_or(MAX_TIMEOUT, |seconds| Duration::from_secs(seconds).min(MAX_TIMEOUT))
 }
 
 /// A client for the service, or the built-in mock (kept alive while used).

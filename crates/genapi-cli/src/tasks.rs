@@ -269,7 +269,7 @@ pub async fn generate(global: &Global, request: RequestArgs, save: SaveArgs, cou
         ));
     }
     let connection = connect(global).await?;
-    let interrupt = tokio::signal::ctrl_c();
+    let interrupt = crate::interrupt::interrupted();
     tokio::pin!(interrupt);
 
     let mut accepted = Vec::new();
@@ -288,7 +288,7 @@ pub async fn generate(global: &Global, request: RequestArgs, save: SaveArgs, cou
                 Err(_) => {
                     let failure = Failure::new(code::TIMEOUT, format!(
                         "--timeout {}s passed during submission; the task may have been accepted",
-                        global.timeout
+                        global.timeout_seconds()
                     ));
                     return finish_early(&connection, &accepted, failure);
                 }
@@ -424,7 +424,10 @@ async fn finish(
         Err(_) => {
             return Err(Failure::new(
                 code::TIMEOUT,
-                format!("--timeout {}s passed before the task finished", global.timeout),
+                format!(
+                    "--timeout {}s passed before the task finished",
+                    global.timeout_seconds()
+                ),
             ))
         }
     };
@@ -473,7 +476,7 @@ async fn save_output(
             let _ = std::fs::remove_file(&partial);
             return Err(Failure::new(
                 code::TIMEOUT,
-                format!("--timeout {}s passed during the download", global.timeout),
+                format!("--timeout {}s passed during the download", global.timeout_seconds()),
             ));
         }
     };
@@ -643,7 +646,7 @@ pub async fn submit(global: &Global, request: RequestArgs, out_file: Option<Path
                 code::TIMEOUT,
                 format!(
                     "--timeout {}s passed during submission; the task may have been accepted",
-                    global.timeout
+                    global.timeout_seconds()
                 ),
             ))
         }
@@ -728,7 +731,7 @@ pub async fn wait(global: &Global, reference: &str, save: SaveArgs) -> Result<()
         resume,
         model: String::new(),
     }];
-    let interrupt = tokio::signal::ctrl_c();
+    let interrupt = crate::interrupt::interrupted();
     tokio::pin!(interrupt);
     complete(global, &connection, &plan, accepted, deadline, interrupt).await
 }
@@ -752,7 +755,7 @@ pub async fn get(global: &Global, reference: &str, out_path: Option<PathBuf>, fo
         Err(_) => {
             return Err(Failure::new(
                 code::TIMEOUT,
-                format!("--timeout {}s passed", global.timeout),
+                format!("--timeout {}s passed", global.timeout_seconds()),
             ))
         }
     };
@@ -795,7 +798,7 @@ pub async fn get(global: &Global, reference: &str, out_path: Option<PathBuf>, fo
         Err(_) => {
             return Err(Failure::new(
                 code::TIMEOUT,
-                format!("--timeout {}s passed", global.timeout),
+                format!("--timeout {}s passed", global.timeout_seconds()),
             ))
         }
     };

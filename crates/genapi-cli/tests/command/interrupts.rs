@@ -221,3 +221,79 @@ fn on_the_built_in_mock_a_stopped_batch_says_its_tasks_are_gone_and_the_next_run
     assert_eq!(again.status.code(), Some(0), "{}", text(&again.stderr));
     assert_eq!(recorded(&dir.join("shots-2/journal.jsonl"), "finished"), 3);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_stops_a_batch_as_ctrl_c_does_with_the_resume_line_and_the_next_run_finishes() {
+    let mock = mock(4_000).await;
+    let dir = Dir::new("interrupt-sigterm");
+    write_jobs(&dir, 2, "terminated");
+    let journal = dir.join("shots/journal.jsonl");
+    let child = batch(&mut genapi(&dir, &mock))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let until = std::time::Instant::now() + PATIENCE;
+    while recorded(&journal, "accepted") < 2 {
+        assert!(std::time::Instant::now() < until, "the batch made no progress");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    // SAFETY: signals our own child process.
+    assert_eq!(unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) }, 0);
+    let stopped = child.wait_with_output().unwrap();
+    let said = format!("{}{}", text(&stopped.stdout), text(&stopped.stderr));
+    assert_eq!(stopped.status.code(), Some(130), "{said}");
+    assert!(
+        said.contains("lines 1-2 (2): accepted, not finished") && said.contains("run the same command again to resume"),
+        "{said}"
+    );
+    let rerun = batch(&mut genapi(&dir, &mock)).output().unwrap();
+    assert_eq!(rerun.status.code(), Some(0), "{}", text(&rerun.stderr));
+    assert!(posts_by_prompt(&mock).values().all(|n| *n == 1));
+}
+
+#[test]
+fn sigterm_during_generate_prints_the_resume_command() {
+    let dir = Dir::new("sigterm-generate");
+    let slow = crate::cli::Mock::start(&dir, &["--duration-ms", "600000"]);
+    let mut child = slow
+        .command(&dir)
+        .args(["generate", "x", "-o", "later.png"])
+        .stderr(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut seen = String::new();
+    while !seen.contains("submitted task") {
+        let mut line = String::new();
+        assert!(
+            std::io::BufRead::read_line(&mut stderr, &mut line).unwrap() > 0,
+            "{seen}"
+        );
+        seen.push_str(&line);
+    }
+    // SAFETY: signals our own child process.
+    assert_eq!(unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) }, 0);
+    let status = child.wait().unwrap();
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut stderr, &mut rest).unwrap();
+    assert_eq!(status.code(), Some(130), "{seen}{rest}");
+    assert!(
+        rest.contains("resume with: genapi wait ") && rest.contains("--out later.png"),
+        "{rest}"
+    );
+}
+
+#[test]
+fn batch_has_no_deadline_unless_given_and_the_mocks_help_promises_none() {
+    let dir = Dir::new("timeout-help");
+    for (command, absent, present) in [
+        ("batch", "[default: 600]", "none for batch"),
+        ("mock", "[default: 600]", "none for batch and mock"),
+    ] {
+        let help = genapi_alone(&dir).args([command, "--help"]).output().unwrap();
+        let help = text(&help.stdout);
+        assert!(!help.contains(absent) && help.contains(present), "{command}: {help}");
+    }
+}
