@@ -729,9 +729,22 @@ fn report(outcome: &JobOutcome) {
             "line {} {}{task}: {}: {}",
             outcome.line,
             outcome.name,
-            outcome.status.as_str(),
+            status_words(outcome.status),
             out::clean(error)
         ));
+    }
+}
+
+/// A line's status as the command says it (results.jsonl keeps the
+/// library's words, e.g. `not_submitted`).
+fn status_words(status: JobStatus) -> &'static str {
+    match status {
+        JobStatus::Succeeded => "saved",
+        JobStatus::Moderated => "moderated",
+        JobStatus::Pending => "accepted, not finished",
+        JobStatus::Unknown => "sent without an answer",
+        JobStatus::NotSubmitted => "not sent",
+        _ => "failed",
     }
 }
 
@@ -844,7 +857,12 @@ fn show_progress(tally: &Tally, in_flight: usize, elapsed: Duration, terminal: b
 }
 
 fn summary(tally: &Tally, out_dir: &Path, json: bool, mock: bool, written: bool) {
-    let failed: Vec<String> = tally.failed.iter().map(|(class, n)| format!("{n} {class}")).collect();
+    // The words of results.jsonl (`credit_cap`, `not_sent`) said as words.
+    let failed: Vec<String> = tally
+        .failed
+        .iter()
+        .map(|(class, n)| format!("{n} {}", class.replace('_', " ")))
+        .collect();
     let mut text = format!(
         "{} succeeded ({} from earlier runs), {} failed{}, {} moderated, {} pending, {} unknown, {} invalid; total \
          known cost {:.2} credits{}; {}",

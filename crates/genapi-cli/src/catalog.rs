@@ -28,6 +28,13 @@ pub struct Model {
     schema: Option<String>,
 }
 
+impl Model {
+    /// The name of its request body's schema in the document.
+    pub fn schema_name(&self) -> Option<&str> {
+        self.schema.as_deref()
+    }
+}
+
 /// One field of a model's request.
 #[derive(Clone, Debug)]
 pub struct Field {

@@ -175,7 +175,7 @@ impl Failure {
 pub fn describe(error: &Error) -> String {
     let mut text = out::clean(&error.to_string());
     if let Error::UntrustedOrigin { origin, .. } = error {
-        text.push_str(&format!(" (genapi: --trust-origin {})", out::clean(origin)));
+        text.push_str(&format!(" (or --trust-origin {})", out::clean(origin)));
     }
     let mut cause = std::error::Error::source(error);
     while let Some(source) = cause {
@@ -200,11 +200,25 @@ fn main() -> ExitCode {
             return ExitCode::from(code::OTHER);
         }
     };
+    // Commands whose --json stdout holds one object per task: a failure
+    // before any task (a mistake caught before sending) is one too.
+    let json_errors = cli.global.json
+        && matches!(
+            cli.command,
+            Command::Generate { .. } | Command::Submit { .. } | Command::Wait { .. } | Command::Get { .. }
+        );
     match runtime.block_on(run(cli)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(failure) => {
+            // An empty message was said already, with its object.
             if !failure.message.is_empty() {
                 out::err(&format!("error: {}", failure.message));
+                if json_errors {
+                    out::out(
+                        &serde_json::json!({"status": "failed", "error": failure.message, "exit_code": failure.code})
+                            .to_string(),
+                    );
+                }
             }
             ExitCode::from(failure.code)
         }
@@ -374,10 +388,10 @@ mod tests {
             },
         };
         let text = describe(&error);
-        assert!(text.contains("ClientBuilder::trust_origin"), "{text}");
         assert!(
-            text.ends_with("(genapi: --trust-origin https://eu.example.com)"),
-            "{text}"
+            !text.contains("ClientBuilder"),
+            "the command speaks of its flags: {text}"
         );
+        assert!(text.ends_with("(or --trust-origin https://eu.example.com)"), "{text}");
     }
 }

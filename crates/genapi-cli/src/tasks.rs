@@ -263,6 +263,7 @@ pub async fn generate(global: &Global, request: RequestArgs, save: SaveArgs, cou
     let prepared = prepare(&request, out_file).await?;
     let stem = out::slug(prepared.prompt.as_deref().unwrap_or(&prepared.model.name), 40);
     let plan = Plan::new(&save, count, stem)?;
+    prepared.check()?;
     if count > 1 && prepared.body.get("seed").is_some_and(|seed| !seed.is_null()) {
         out::err(&format!(
             "warning: -n {count} with one seed makes {count} identical images, each charged; drop --seed for variations"
@@ -609,6 +610,7 @@ fn report(
 pub async fn submit(global: &Global, request: RequestArgs, out_file: Option<PathBuf>) -> Result<(), Failure> {
     let deadline = Instant::now() + timeout_of(global);
     let prepared = prepare(&request, out_file.as_deref()).await?;
+    prepared.check()?;
     // The name `wait` will write is checked now, so the command printed
     // below can succeed.
     let target = match &out_file {
@@ -759,8 +761,20 @@ pub async fn get(global: &Global, reference: &str, out_path: Option<PathBuf>, fo
             ))
         }
     };
-    if global.json && plan.is_none() {
-        out::out(&serde_json::to_string(&state).unwrap_or_default());
+    let mock = connection.mock.is_some() || connection.client.served_by_mock();
+    // With --json, the task's object is printed once: its state here, or
+    // its saved result below.
+    let state_printed = global.json && (plan.is_none() || !state.status.is_final());
+    if state_printed {
+        let view = serde_json::to_value(&state).unwrap_or_default();
+        out::out(
+            &json!({
+                "id": task.id(), "polling_url": task.polling_url().as_str(), "status": state.status.as_str(),
+                "progress": state.progress, "file": null, "seed": view["result"]["seed"], "cost": view["cost"],
+                "duration": view["result"]["duration"], "mock": mock,
+            })
+            .to_string(),
+        );
     } else if !global.json {
         let percent = state
             .progress
@@ -772,6 +786,15 @@ pub async fn get(global: &Global, reference: &str, out_path: Option<PathBuf>, fo
             out::clean(state.status.as_str())
         ));
     }
+    // A failure after the object is said on stderr only.
+    let said = |failure: Failure| {
+        if state_printed {
+            out::err(&format!("error: {}", failure.message));
+            Failure::new(failure.code, "")
+        } else {
+            failure
+        }
+    };
     if !state.status.is_final() {
         return match plan {
             None => Ok(()),
@@ -781,10 +804,10 @@ pub async fn get(global: &Global, reference: &str, out_path: Option<PathBuf>, fo
                     out::shell_quote(reference),
                     out::shell_quote(&plan.resume_target(None).display().to_string())
                 );
-                Err(Failure::new(
+                Err(said(Failure::new(
                     code::TIMEOUT,
                     format!("the task is not finished yet; wait for it with: {command}"),
-                ))
+                )))
             }
         };
     }
@@ -794,12 +817,12 @@ pub async fn get(global: &Global, reference: &str, out_path: Option<PathBuf>, fo
         .timeout(deadline.saturating_duration_since(Instant::now()));
     let output = match tokio::time::timeout_at(deadline, task.wait_with(options)).await {
         Ok(Ok(output)) => output,
-        Ok(Err(error)) => return Err(Failure::api(&error)),
+        Ok(Err(error)) => return Err(said(Failure::api(&error))),
         Err(_) => {
-            return Err(Failure::new(
+            return Err(said(Failure::new(
                 code::TIMEOUT,
                 format!("--timeout {}s passed", global.timeout_seconds()),
-            ))
+            )))
         }
     };
     let Some(plan) = plan else { return Ok(()) };

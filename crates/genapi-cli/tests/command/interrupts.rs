@@ -60,7 +60,11 @@ async fn a_ctrl_c_during_submissions_says_which_lines_are_polled_and_which_are_s
     let mut command = genapi(&dir, &mock);
     batch(&mut command).args(["--max-active", "1"]);
     let mut terminal = Terminal::spawn(command);
-    terminal.wait_until("line 1 sent", PATIENCE, || recorded(&journal, "intent") == 1);
+    // Sent: the mock holds the request (recorded first, a stop before it left
+    // would rightly leave the line unsent).
+    terminal.wait_until("line 1 sent", PATIENCE, || {
+        recorded(&journal, "intent") == 1 && posts_by_prompt(&mock).len() == 1
+    });
     terminal.ctrl_c();
     let (code, screen) = terminal.finish(PATIENCE);
     assert_eq!(code, Some(130), "{screen}");
@@ -137,13 +141,14 @@ async fn a_second_ctrl_c_during_slow_submissions_calls_them_unanswered_as_the_ne
     );
     let dir = Dir::new("interrupt-twice");
     write_jobs(&dir, 3, "twice");
-    let journal = dir.join("shots/journal.jsonl");
     let mut terminal = Terminal::spawn({
         let mut command = genapi(&dir, &mock);
         batch(&mut command);
         command
     });
-    terminal.wait_until("three submissions sent", PATIENCE, || recorded(&journal, "intent") == 3);
+    terminal.wait_until("three submissions sent", PATIENCE, || {
+        posts_by_prompt(&mock).values().sum::<usize>() == 3
+    });
     terminal.ctrl_c();
     terminal.wait_for("stopping:", PATIENCE);
     terminal.ctrl_c();

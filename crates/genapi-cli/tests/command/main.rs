@@ -29,5 +29,6 @@ mod ledger_pool_size;
 mod ledger_seat_lost;
 mod ledger_status;
 mod picking_up;
+mod plain_words;
 #[cfg(unix)]
 mod terminal;
