@@ -10,6 +10,7 @@ mod common {
 mod contract_coverage;
 mod document_corrections;
 mod errors_and_retries;
+mod examples;
 mod fault_table;
 mod fuzz_regressions;
 mod generate_and_download;
