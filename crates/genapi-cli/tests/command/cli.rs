@@ -1110,7 +1110,7 @@ fn order_of(text: &str) -> Vec<u8> {
 /// Every exit code the command can use: the library's classes and the
 /// command's own three; a batch's order is the library's severity order.
 #[test]
-fn help_and_the_readme_list_the_exit_codes_of_the_library() {
+fn help_and_the_command_docs_list_the_exit_codes_of_the_library() {
     let mut expected: Vec<u8> = genapi::FailureClass::ALL
         .iter()
         .map(|class| class.exit_code())
@@ -1139,13 +1139,13 @@ fn help_and_the_readme_list_the_exit_codes_of_the_library() {
         .map_or("", |(inside, _)| inside);
     assert_eq!(order_of(listed), batch_order, "{order}");
 
-    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md")).unwrap();
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/command.md")).unwrap();
     let table = readme
         .lines()
         .skip_while(|line| !line.starts_with("| exit code |"))
         .skip(2)
         .take_while(|line| line.starts_with('|'));
-    assert_eq!(listed_codes(table), expected, "the README's exit code table");
+    assert_eq!(listed_codes(table), expected, "docs/command.md's exit code table");
     let sentence = readme
         .split("class among its lines, in this order:")
         .nth(1)

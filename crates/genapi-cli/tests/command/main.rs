@@ -30,5 +30,6 @@ mod ledger_seat_lost;
 mod ledger_status;
 mod picking_up;
 mod plain_words;
+mod readme_tour;
 #[cfg(unix)]
 mod terminal;
