@@ -54,21 +54,24 @@ const CREDITS_RECHECK: Duration = Duration::from_millis(100);
 /// - reports, and does not send, a job whose submission was sent but never
 ///   answered ([`JobStatus::Unknown`]), unless [`Batch::resubmit_unknown`].
 ///
+/// Jobs are made from the typed builders [`genapi::Client::submit`] takes
+/// ([`Job::from_request`]); `examples/batch.rs` is a whole program.
+///
 /// ```no_run
-/// # async fn demo() -> genapi::Result<()> {
-/// use futures::StreamExt;
+/// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+/// use futures::StreamExt; // the `futures` crate, for the stream of outcomes
+/// use genapi::api::types::Gen2ProRequest;
 /// use genapi_batch::{Batch, FileJournal, Job};
 ///
 /// let client = genapi::Client::from_env()?;
-/// std::fs::create_dir_all("out").map_err(|e| genapi::Error::Config(e.to_string()))?;
-/// let journal = FileJournal::open("out/journal.jsonl").map_err(|e| genapi::Error::Config(e.to_string()))?;
+/// std::fs::create_dir_all("out")?;
+/// let journal = FileJournal::open("out/journal.jsonl")?;
 /// let jobs = ["a red fox", "a blue whale"]
 ///     .into_iter()
 ///     .enumerate()
-///     .map(|(i, prompt)| Job::new(i as u64 + 1, "/v1/gen-2-pro", serde_json::json!({ "prompt": prompt })));
-/// let mut outcomes = Batch::new(client, journal, "out")
-///     .run(jobs)
-///     .map_err(|e| genapi::Error::Config(e.to_string()))?;
+///     .map(|(i, prompt)| Job::from_request(i as u64 + 1, Gen2ProRequest::builder().prompt(prompt)))
+///     .collect::<genapi::Result<Vec<Job>>>()?;
+/// let mut outcomes = Batch::new(client, journal, "out").run(jobs)?;
 /// while let Some(outcome) = outcomes.next().await {
 ///     println!("line {}: {:?} {:?}", outcome.line, outcome.status, outcome.file);
 /// }
