@@ -297,7 +297,7 @@ pub struct Connection {
     pub client: Client,
     /// The mock serving it, when the mock is used.
     pub mock: Option<MockService>,
-    /// The configured service address, whose learned durations are kept.
+    /// The configured service's addresses, under which learned durations are kept.
     service: Option<String>,
 }
 
@@ -309,6 +309,27 @@ impl Drop for Connection {
             learned::save(service, self.client.learned());
         }
     }
+}
+
+/// What learned durations are kept under: every address the command was
+/// given, not the base URL alone. A `genapi mock` restarted on the same
+/// `--addr` with other task durations is another service (its polling
+/// host's port changes with each start): had it kept the earlier mock's
+/// durations, a fresh process would first poll a 3 s task when the earlier
+/// mock's tasks ended (at 6 s for 6 s tasks), before any progress is known.
+fn service_key() -> String {
+    let variable = |name: &str| std::env::var(name).unwrap_or_default().trim().to_string();
+    let mut key = variable("GENAPI_BASE_URL");
+    for (label, name) in [
+        ("regional", "GENAPI_REGIONAL_BASE_URL"),
+        ("trusted", "GENAPI_TRUSTED_ORIGINS"),
+    ] {
+        let value = variable(name);
+        if !value.is_empty() {
+            key.push_str(&format!(" {label}={value}"));
+        }
+    }
+    key
 }
 
 /// Whether this run uses the built-in mock: `--mock`, or no service
@@ -336,7 +357,7 @@ pub async fn connect_with(
             builder = builder.trust_origin(origin);
         }
         // What earlier runs learned about this service's task durations.
-        let service = std::env::var("GENAPI_BASE_URL").unwrap_or_default().trim().to_string();
+        let service = service_key();
         let client = limited(builder)
             .learned(learned::load(&service))
             .build()

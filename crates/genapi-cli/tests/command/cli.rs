@@ -1153,3 +1153,58 @@ fn help_and_the_command_docs_list_the_exit_codes_of_the_library() {
         .expect("the README says a batch's order");
     assert_eq!(order_of(sentence), batch_order, "the README's batch order: {sentence}");
 }
+
+/// A `genapi mock` restarted on the same address with other durations is
+/// another service: a fresh process does not aim its first poll at the
+/// earlier mock's durations (a 3 s task was noticed at 6 s after a mock of
+/// 6 s tasks on that address).
+#[test]
+fn a_mock_restarted_on_the_same_address_does_not_inherit_the_earlier_ones_durations() {
+    let dir = Dir::new("learned-per-mock");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let address = format!("127.0.0.1:{port}");
+    let file = dir.join("cache").join("genapi").join("learned.json");
+    let learned_for = |mock: &Mock| -> Value {
+        let kept: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+        let base = mock
+            .variables
+            .iter()
+            .find(|(name, _)| name == "GENAPI_BASE_URL")
+            .map(|(_, value)| value.clone())
+            .unwrap();
+        let entries: Vec<&Value> = kept
+            .as_object()
+            .unwrap()
+            .iter()
+            .filter(|(service, _)| service.starts_with(&base))
+            .map(|(_, learned)| &learned["operations"]["gen_2_pro"])
+            .collect();
+        serde_json::json!(entries)
+    };
+    let slow = Mock::start(&dir, &["--addr", &address, "--duration-ms", "1500"]);
+    let run = slow
+        .command(&dir)
+        .args(["generate", "x", "-o", "one.jpg"])
+        .output()
+        .unwrap();
+    assert_exit(&run, 0);
+    assert_eq!(learned_for(&slow), serde_json::json!([[1.5]]));
+    drop(slow);
+
+    let quick = Mock::start(&dir, &["--addr", &address, "--duration-ms", "300"]);
+    let run = quick
+        .command(&dir)
+        .args(["generate", "y", "-o", "two.jpg"])
+        .output()
+        .unwrap();
+    assert_exit(&run, 0);
+    let kept = learned_for(&quick);
+    assert!(
+        kept.as_array().unwrap().contains(&serde_json::json!([0.3])),
+        "the new mock's durations are its own: {kept}"
+    );
+}
