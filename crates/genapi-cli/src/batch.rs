@@ -427,10 +427,12 @@ pub async fn run(global: &Global, args: BatchArgs) -> Result<(), Failure> {
         // run polls their tasks instead of calling them unknown; nothing new
         // is sent. A second Ctrl-C (or 15 s) ends this at once.
         stopper.stop();
-        out::progress(
+        out::progress(if on_builtin_mock {
+            "stopping: recording the answers of submissions in flight (Ctrl-C again to quit now)"
+        } else {
             "stopping: recording the answers of submissions in flight (Ctrl-C again to quit now; submissions still \
-             unanswered then are reported as unknown by the next run)",
-        );
+             unanswered then are not sent again by the next run, which says so)"
+        });
         let drain_until = Instant::now() + Duration::from_secs(15);
         let again = crate::interrupt::interrupted();
         tokio::pin!(again);
