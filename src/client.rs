@@ -163,7 +163,21 @@ impl Client {
     }
 
     /// A handle on an existing task, from its id or its polling URL, to poll
-    /// it or wait for it again (for instance after [`Error::Timeout`]).
+    /// it or wait for it again (for instance after [`Error::Timeout`], or in
+    /// another process). A polling URL is polled as it is. A bare id is
+    /// polled on the base URL, and when that host does not know it (a
+    /// regional task: the global host says "not found" for those) on each
+    /// other API host this client is configured with, in turn; the first
+    /// that knows it is polled from then on, and [`Task::polling_url`] says
+    /// which. Nothing is sent until the task is polled or waited for.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: genapi::Client) -> genapi::Result<()> {
+    /// let task = client.task("2f6c1a0e-6d1b-4c6e-9a43-0d8e5b7e2a91")?;
+    /// let output = task.wait().await?;
+    /// output.save("picked-up").await?;
+    /// # Ok(()) }
+    /// ```
     pub fn task(&self, id_or_polling_url: &str) -> Result<Task> {
         Task::existing(self.shared.clone(), id_or_polling_url)
     }
@@ -172,7 +186,7 @@ impl Client {
     /// batch taking up its journal): it takes a place under the active-task
     /// limit, waiting for room as a submission does, and holds it until the
     /// task is seen final. For a program that keeps its own record of
-    /// accepted tasks; [`Client::locate`] finds a task by its id alone.
+    /// accepted tasks.
     pub async fn resume(&self, id_or_polling_url: &str) -> Result<Task> {
         let task = self.task(id_or_polling_url)?;
         let seat = self
@@ -202,45 +216,6 @@ impl Client {
     /// ```
     pub fn max_active_tasks(&self) -> Option<usize> {
         self.shared.active.as_ref().map(|active| active.limit())
-    }
-
-    /// A handle on an existing task, checked at the service. A polling URL is
-    /// used as it is; a bare id is looked for on each API host this client
-    /// is configured with (base, regional, trusted origins), in turn, since a
-    /// regional host answers only for its own tasks and the global one 404
-    /// for them. Fails with [`Error::TaskNotFound`] when no host knows it.
-    ///
-    /// ```no_run
-    /// # async fn demo(client: genapi::Client) -> genapi::Result<()> {
-    /// let task = client.locate("2f6c1a0e-6d1b-4c6e-9a43-0d8e5b7e2a91").await?;
-    /// println!("{} is polled at {}", task.id(), task.polling_url());
-    /// # Ok(()) }
-    /// ```
-    pub async fn locate(&self, id_or_polling_url: &str) -> Result<Task> {
-        self.locate_polled(id_or_polling_url).await.map(|(task, _)| task)
-    }
-
-    /// [`Client::locate`], with the answer that found the task (its status,
-    /// and the prompt and seed it ran with).
-    pub async fn locate_polled(&self, id_or_polling_url: &str) -> Result<(Task, crate::api::types::PollResult)> {
-        let given = self.task(id_or_polling_url)?;
-        let reference = given.reference().clone();
-        let candidates = if id_or_polling_url.contains("://") {
-            vec![given]
-        } else {
-            self.shared
-                .polling_candidates(given.id())?
-                .iter()
-                .map(|url| self.task(url.as_str()))
-                .collect::<Result<Vec<_>>>()?
-        };
-        for candidate in candidates {
-            let polled = candidate.poll_once().await?;
-            if polled.status != crate::TaskStatus::TaskNotFound {
-                return Ok((candidate, polled));
-            }
-        }
-        Err(Error::TaskNotFound { task: reference })
     }
 
     /// Whether any answer so far came from genapi's mock service (a test

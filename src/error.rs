@@ -37,6 +37,17 @@ impl fmt::Display for TaskRef {
     }
 }
 
+/// An operation as a message names it: the model's submission or the
+/// poll, as a user knows them, not the document's operation id.
+fn named(operation: &str) -> String {
+    match crate::api::OPERATIONS.iter().find(|op| op.id == operation) {
+        Some(op) if op.method == "POST" => format!("the {} submission", op.path.trim_start_matches("/v1/")),
+        Some(op) if op.path.ends_with("/get_result") => "the poll of a task".to_string(),
+        Some(op) => format!("{} {}", op.method, op.path),
+        None => operation.to_string(),
+    }
+}
+
 /// Result of the client's operations.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -112,7 +123,7 @@ pub enum Error {
         task: Option<TaskRef>,
     },
     /// Any other status the contract does not describe.
-    #[error("unexpected response ({status}) from {operation}{}{}", detail(.message), on_task(.task))]
+    #[error("unexpected response ({status}) from {request}{}{}", detail(.message), on_task(.task), request = named(.operation))]
     UnexpectedStatus {
         /// HTTP status.
         status: u16,
@@ -124,7 +135,7 @@ pub enum Error {
         task: Option<TaskRef>,
     },
     /// The request could not be sent, or the answer not read.
-    #[error("network error during {operation}: {}{}", cause_chain(.source), match .task { Some(t) => format!("; {t} was accepted: wait for it again instead of resubmitting"), None if .source.is_connect() => "; nothing was sent: check the base URL and your connection".to_string(), None => "; the request may have reached the service: check for the task before submitting again".to_string() })]
+    #[error("network error during {request}: {}{}", cause_chain(.source), match .task { Some(t) => format!("; {t} was accepted: wait for it again instead of resubmitting"), None if .source.is_connect() => "; nothing was sent: check the base URL and your connection".to_string(), None => "; the request may have reached the service: check for the task before submitting again".to_string() }, request = named(.operation))]
     Transport {
         /// What was being done.
         operation: String,
@@ -187,7 +198,7 @@ pub enum Error {
     },
     /// A polling host outside the trusted set refused a poll made without
     /// the key (401/403). Trust it if it belongs to the service.
-    #[error("the polling host {origin} of {task} refused a poll without the API key; if it belongs to the service, trust it: GENAPI_TRUSTED_ORIGINS={origin}, or ClientBuilder::trust_origin")]
+    #[error("the polling host {origin} of {task} refused a poll without the API key; if it belongs to the service, trust it (GENAPI_TRUSTED_ORIGINS={origin})")]
     UntrustedOrigin {
         /// `scheme://host[:port]` of the polling host.
         origin: String,
@@ -195,7 +206,7 @@ pub enum Error {
         task: TaskRef,
     },
     /// A redirect from the API; the key is never forwarded to follow it.
-    #[error("the service redirected {operation} to {location}; not followed, so the key stays on trusted origins{}", on_task(.task))]
+    #[error("the service redirected {request} to {location}; not followed, so the key stays on trusted origins{}", on_task(.task), request = named(.operation))]
     Redirected {
         /// What was being done.
         operation: String,
@@ -206,7 +217,7 @@ pub enum Error {
     },
     /// A body could not be decoded; the raw text is kept (cut to a few KiB,
     /// with the API key removed should a hostile service echo it).
-    #[error("cannot decode the answer to {operation}: {message}{}", on_task(.task))]
+    #[error("cannot decode the answer to {request}: {message}{}", on_task(.task), request = named(.operation))]
     Decode {
         /// What was being done.
         operation: String,
@@ -218,7 +229,7 @@ pub enum Error {
         task: Option<TaskRef>,
     },
     /// A body was larger than the client accepts.
-    #[error("the answer to {operation} is larger than {limit} bytes{}", on_task(.task))]
+    #[error("the answer to {request} is larger than {limit} bytes{}", on_task(.task), request = named(.operation))]
     TooLarge {
         /// What was being done.
         operation: String,

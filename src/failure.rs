@@ -98,7 +98,7 @@ impl FailureClass {
     }
 
     /// What the class means, in a line: the text of the exit-code tables of
-    /// `genapi --help` and the README.
+    /// `genapi --help` and docs/command.md.
     pub const fn meaning(self) -> &'static str {
         match self {
             FailureClass::Validation => "usage or validation (fix the command or the request; nothing was charged)",

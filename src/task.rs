@@ -41,6 +41,12 @@ pub struct Task {
     resumed: bool,
     /// Its place under the client's active-task limit, if it holds one.
     seat: Option<Seat>,
+    /// For a handle made from a bare id: the other API hosts the task may be
+    /// polled on (a regional host answers only for its own tasks, and the
+    /// global one says "not found" for them).
+    elsewhere: Vec<Url>,
+    /// Where the task turned out to be, once one of `elsewhere` knew it.
+    found: std::sync::OnceLock<(TaskRef, Url)>,
 }
 
 impl Task {
@@ -134,6 +140,8 @@ impl Task {
             submitted: Instant::now(),
             resumed: false,
             seat: None,
+            elsewhere: Vec::new(),
+            found: std::sync::OnceLock::new(),
         }
     }
 
@@ -183,7 +191,19 @@ impl Task {
                 })
             }
             // A bare id (`task:1` parses as a URL with a scheme, but is an id).
-            _ => (text.to_string(), session.fallback_polling_url(text)?),
+            _ => {
+                let here = session.fallback_polling_url(text)?;
+                let elsewhere = session
+                    .polling_candidates(text)?
+                    .into_iter()
+                    .filter(|candidate| *candidate != here)
+                    .collect();
+                return Ok(Task {
+                    resumed: true,
+                    elsewhere,
+                    ..Task::new(session, text.to_string(), here, "get_result", [None; 3])
+                });
+            }
         };
         Ok(Task {
             resumed: true,
@@ -195,13 +215,15 @@ impl Task {
     pub fn id(&self) -> &str {
         &self.task.id
     }
-    /// The address polled for the result, as the service gave it.
+    /// The address polled for the result, as the service gave it (for a
+    /// handle made from a bare id: the host that knew the task, once a poll
+    /// found it).
     pub fn polling_url(&self) -> &Url {
-        &self.polling_url
+        self.found.get().map_or(&self.polling_url, |(_, url)| url)
     }
     /// Id and polling URL, to keep and resume later.
     pub fn reference(&self) -> &TaskRef {
-        &self.task
+        self.found.get().map_or(&self.task, |(task, _)| task)
     }
     /// The operation it was submitted to (`get_result` for a resumed task).
     pub fn operation(&self) -> &str {
@@ -243,7 +265,37 @@ impl Task {
 
     /// One poll whose `Task not found` the caller settles.
     async fn poll_for_status(&self) -> Result<PollResult> {
-        crate::poll::poll_task(&self.session, &self.polling_url, &self.task).await
+        let result = crate::poll::poll_task(&self.session, self.polling_url(), self.reference()).await?;
+        Ok(self.or_elsewhere(result).await)
+    }
+
+    /// A "not found" for a handle made from a bare id is asked of the other
+    /// API hosts too, once; the first that knows the task is polled from
+    /// then on.
+    async fn or_elsewhere(&self, result: PollResult) -> PollResult {
+        if result.status != TaskStatus::TaskNotFound || self.found.get().is_some() {
+            return result;
+        }
+        for candidate in &self.elsewhere {
+            match crate::poll::poll_at(&self.session, candidate, &self.task).await {
+                Ok(found) if found.status != TaskStatus::TaskNotFound => {
+                    let task = TaskRef {
+                        id: self.task.id.clone(),
+                        polling_url: candidate.to_string(),
+                    };
+                    let _ = self.found.set((task, candidate.clone()));
+                    if found.status.is_final() {
+                        self.session.seen_final(self.id());
+                    }
+                    return found;
+                }
+                Ok(_) => {}
+                Err(error) => {
+                    tracing::debug!(%error, host = %candidate.origin().ascii_serialization(), "looking for a task")
+                }
+            }
+        }
+        result
     }
 
     /// Whether `Task not found` is the task's end rather than the service
@@ -255,7 +307,8 @@ impl Task {
     /// Polls once, without taking the answer as the task's: errors carry no
     /// task, and the active-task ledger is not told (for looking a task up).
     pub(crate) async fn poll_once(&self) -> Result<PollResult> {
-        crate::poll::poll_at(&self.session, &self.polling_url, &self.task).await
+        let result = crate::poll::poll_at(&self.session, self.polling_url(), self.reference()).await?;
+        Ok(self.or_elsewhere(result).await)
     }
 
     /// Waits for a final status with the client's default options.
@@ -341,7 +394,7 @@ impl Task {
                 return Err(Error::Timeout {
                     after: options.deadline_after().unwrap_or_else(|| self.submitted.elapsed()),
                     last_status,
-                    task: self.task.clone(),
+                    task: self.reference().clone(),
                 });
             }
         }
@@ -354,11 +407,17 @@ impl Task {
             return None;
         }
         // Only a final status needs the task's reference, for its outcome.
-        let task = self.task.clone();
+        let task = self.reference().clone();
         let outcome = match result.status {
             TaskStatus::Ready => {
                 self.learn(&result);
-                Output::from_poll(self.session.clone(), task, self.polling_url.clone(), self.cost, result)
+                Output::from_poll(
+                    self.session.clone(),
+                    task,
+                    self.polling_url().clone(),
+                    self.cost,
+                    result,
+                )
             }
             TaskStatus::Error => Err(Error::TaskFailed {
                 task,

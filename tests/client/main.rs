@@ -10,6 +10,7 @@ mod common {
 mod contract_coverage;
 mod document_corrections;
 mod errors_and_retries;
+mod examples;
 mod fault_table;
 #[cfg(feature = "fuzzing")]
 mod fuzz_regressions;

@@ -33,7 +33,7 @@ async fn every_operation_is_sent_by_the_generated_client() {
         )
         .await
         .unwrap();
-    let found = client.locate(raw.id()).await.unwrap();
+    let found = client.task(raw.id()).unwrap();
     typed.wait().await.unwrap();
     found.wait().await.unwrap().bytes().await.unwrap();
 

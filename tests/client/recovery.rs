@@ -373,3 +373,31 @@ async fn a_polling_url_with_user_information_is_never_used() {
     task.poll().await.unwrap();
     assert!(service.seen().iter().all(|s| s.headers.get("authorization").is_none()));
 }
+
+/// The one way to pick a task up again, `client.task`, works with its bare
+/// id for a task polled on a regional host (which the global host does not
+/// know), as it does with its polling URL.
+#[tokio::test(start_paused = true)]
+async fn a_bare_id_picks_up_a_task_polled_on_the_regional_host() {
+    let mock = MockService::start().await.unwrap();
+    let client = mock.client().unwrap();
+    let submitted = client.submit(prompt("picked up by its id")).await.unwrap();
+    let id = submitted.id().to_string();
+    assert!(
+        submitted.polling_url().as_str().starts_with(mock.regional_url()),
+        "the mock polls on a regional host, as the service does"
+    );
+    drop(submitted);
+
+    let output = client.task(&id).unwrap().wait().await.unwrap();
+    assert_eq!(output.id(), id);
+    let again = client.task(&id).unwrap();
+    assert_eq!(again.poll().await.unwrap().status, genapi::TaskStatus::Ready);
+    assert!(
+        again.polling_url().as_str().starts_with(mock.regional_url()),
+        "the handle polls where the task is: {}",
+        again.polling_url()
+    );
+    let missing = client.task("no-such-task").unwrap().wait().await.unwrap_err();
+    assert!(matches!(missing, Error::TaskNotFound { .. }), "{missing}");
+}

@@ -109,7 +109,7 @@ pub struct Adopted {
 /// Records `task` (an id, or the polling URL the service gave) as the task
 /// of `job`'s line, whose submission was sent but never answered.
 ///
-/// The task is looked up first ([`Client::locate`]), so a mistyped id is
+/// The task is looked up first ([`Client::task`], polled once), so a mistyped id is
 /// refused rather than recorded; any status will do, a finished one too.
 /// Where the service does not rewrite prompts (upsampling off, or a model
 /// without it), the prompt it reports must be the job's, now or, for a task
@@ -200,22 +200,20 @@ pub async fn adopt<J: Journal>(client: &Client, journal: &mut J, job: &Job, task
         });
     }
 
-    let (found, polled) = match client.locate_polled(task).await {
-        Ok(found) => found,
-        Err(genapi::Error::TaskNotFound { .. }) => {
-            let looked_at = if task.contains("://") {
-                vec![client.task(task).map_err(service_error)?.polling_url().clone()]
-            } else {
-                client.polling_candidates(&id).map_err(service_error)?
-            };
-            let looked_at: Vec<String> = looked_at.iter().map(|url| url.origin().ascii_serialization()).collect();
-            return Err(AdoptError::NoSuchTask {
-                id,
-                looked_at: looked_at.join(", "),
-            });
-        }
-        Err(error) => return Err(service_error(error)),
-    };
+    let found = client.task(task).map_err(service_error)?;
+    let polled = found.poll().await.map_err(service_error)?;
+    if polled.status == genapi::TaskStatus::TaskNotFound {
+        let looked_at = if task.contains("://") {
+            vec![found.polling_url().clone()]
+        } else {
+            client.polling_candidates(&id).map_err(service_error)?
+        };
+        let looked_at: Vec<String> = looked_at.iter().map(|url| url.origin().ascii_serialization()).collect();
+        return Err(AdoptError::NoSuchTask {
+            id,
+            looked_at: looked_at.join(", "),
+        });
+    }
     let reported = polled.result.as_ref().and_then(|r| r.prompt.as_deref());
     let asked = job.body.get("prompt").and_then(serde_json::Value::as_str);
     let mut unchecked_prompt = None;

@@ -48,6 +48,11 @@ pub enum Record {
         /// records if the answer is lost.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         sent_at: Option<u64>,
+        /// Sent to a service that ends with the run that used it (a mock
+        /// living in the same process, see [`crate::Batch::ephemeral_service`]):
+        /// no later run can poll what it accepted.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        ephemeral: bool,
     },
     /// The service accepted the submission.
     Accepted {
@@ -377,6 +382,36 @@ impl FileJournal {
         })
     }
 
+    /// The records of the journal at `path`, read without opening it as a
+    /// run does: nothing is created, locked or changed, so it can be read
+    /// while a run uses it (to show where a batch stands). Fails with
+    /// [`io::ErrorKind::NotFound`] when there is no journal, and with
+    /// [`io::ErrorKind::InvalidData`] when the file is not a batch's journal.
+    pub fn read(path: impl AsRef<Path>) -> io::Result<Vec<Record>> {
+        let path = path.as_ref();
+        if std::fs::symlink_metadata(path)?.file_type().is_symlink() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("{} is a link, not a journal of a batch", path.display()),
+            ));
+        }
+        let mut options = OpenOptions::new();
+        options.read(true);
+        // Never blocks on a pipe put in the journal's place.
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::custom_flags(&mut options, libc::O_NOFOLLOW | libc::O_NONBLOCK);
+        let mut file = options.open(path)?;
+        if !file.metadata()?.is_file() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("{} is not a regular file, not a journal of a batch", path.display()),
+            ));
+        }
+        recognise(&mut file, path)?;
+        file.seek(SeekFrom::Start(0))?;
+        records_of(file, path)
+    }
+
     /// Where the journal is.
     pub fn path(&self) -> &Path {
         &self.path
@@ -401,6 +436,38 @@ impl FileJournal {
     }
 }
 
+/// The records of a journal's text, as a replay reads them.
+fn records_of(file: File, path: &Path) -> io::Result<Vec<Record>> {
+    let reader = BufReader::new(file);
+    let lines: Vec<String> = reader.lines().collect::<io::Result<_>>()?;
+    let mut records = Vec::new();
+    let count = lines.len();
+    for (index, text) in lines.iter().enumerate() {
+        if text.trim().is_empty() || (index == 0 && text == HEADER) {
+            continue;
+        }
+        match serde_json::from_str::<Record>(text) {
+            Ok(record) => records.push(record),
+            // A torn last record was never acknowledged (opening cuts
+            // one off; this is a journal read while another run writes).
+            Err(_) if index + 1 == count => {}
+            // Elsewhere (an older version kept torn records, or the file
+            // was damaged) it may have held an accepted task: its line is
+            // treated as unanswered, never as free to submit.
+            Err(e) => match damaged_line(text) {
+                Some(line) => records.push(Record::Damaged { line }),
+                None => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::InvalidData,
+                        format!("{} line {}: {e}", path.display(), index + 1),
+                    ))
+                }
+            },
+        }
+    }
+    Ok(records)
+}
+
 /// Makes a new file's directory entry durable too (where the platform
 /// allows syncing a directory; elsewhere this does nothing).
 fn sync_directory(path: &Path) {
@@ -422,34 +489,7 @@ impl Journal for FileJournal {
         // Through the locked handle, not the path: it is the file this run owns.
         let mut handle = self.file.try_clone()?;
         handle.seek(SeekFrom::Start(0))?;
-        let reader = BufReader::new(handle);
-        let lines: Vec<String> = reader.lines().collect::<io::Result<_>>()?;
-        let mut records = Vec::new();
-        let count = lines.len();
-        for (index, text) in lines.iter().enumerate() {
-            if text.trim().is_empty() || (index == 0 && text == HEADER) {
-                continue;
-            }
-            match serde_json::from_str::<Record>(text) {
-                Ok(record) => records.push(record),
-                // A torn last record was never acknowledged (opening cuts
-                // one off; this is a journal read while another run writes).
-                Err(_) if index + 1 == count => {}
-                // Elsewhere (an older version kept torn records, or the file
-                // was damaged) it may have held an accepted task: its line is
-                // treated as unanswered, never as free to submit.
-                Err(e) => match damaged_line(text) {
-                    Some(line) => records.push(Record::Damaged { line }),
-                    None => {
-                        return Err(io::Error::new(
-                            io::ErrorKind::InvalidData,
-                            format!("{} line {}: {e}", self.path.display(), index + 1),
-                        ))
-                    }
-                },
-            }
-        }
-        Ok(records)
+        records_of(handle, &self.path)
     }
 
     fn append(&mut self, record: &Record) -> io::Result<()> {
@@ -608,6 +648,8 @@ pub(crate) struct LineState {
     pub(crate) adopted: bool,
     /// The end, when reached.
     pub(crate) finished: Option<Record>,
+    /// The last submission went to a service that ended with its run.
+    pub(crate) ephemeral: bool,
 }
 
 /// Folds the records of one line into its state.
@@ -622,10 +664,16 @@ pub(crate) fn fold(records: Vec<Record>) -> std::collections::HashMap<u64, LineS
     for record in records {
         let state = lines.entry(record.line()).or_default();
         match record {
-            Record::Intent { digest, sent_at, .. } => {
+            Record::Intent {
+                digest,
+                sent_at,
+                ephemeral,
+                ..
+            } => {
                 // A new submission: what an earlier one ended with (a
                 // refusal) no longer says anything about the line.
                 state.digest = Some(digest);
+                state.ephemeral = ephemeral;
                 state.unanswered = true;
                 state.sent_at = sent_at;
                 state.finished = None;
@@ -640,6 +688,10 @@ pub(crate) fn fold(records: Vec<Record>) -> std::collections::HashMap<u64, LineS
                 state.unanswered = false;
                 state.accepted = Some((id, polling_url, cost));
                 state.adopted = adopted;
+                // An adopted task is one the user found at the service in use.
+                if adopted {
+                    state.ephemeral = false;
+                }
                 // Only an adoption comes after a finish: a replaced task.
                 state.finished = None;
             }
@@ -676,6 +728,7 @@ mod tests {
                 name: "a".into(),
                 digest: "d".into(),
                 sent_at: Some(1),
+                ephemeral: false,
             })
             .unwrap();
         drop(journal);
@@ -898,6 +951,7 @@ mod tests {
             name: "a".into(),
             digest: digest.into(),
             sent_at: None,
+            ephemeral: false,
         };
         let lines = fold(vec![intent("first"), credits_refusal(1), intent("second")]);
         let state = &lines[&1];
@@ -958,6 +1012,7 @@ mod tests {
                 name: "b".into(),
                 digest: "d".into(),
                 sent_at: None,
+                ephemeral: false,
             },
             Record::Refused {
                 line: 2,
@@ -968,6 +1023,7 @@ mod tests {
                 name: "b".into(),
                 digest: "d".into(),
                 sent_at: None,
+                ephemeral: false,
             },
         ]);
         assert!(lines[&2].unanswered);
@@ -977,6 +1033,7 @@ mod tests {
                 name: "c".into(),
                 digest: "d".into(),
                 sent_at: None,
+                ephemeral: false,
             },
             credits_refusal(3),
         ]);

@@ -21,6 +21,7 @@ mod journal;
 mod outcome;
 mod result_line;
 mod run;
+mod standing;
 mod store;
 
 pub use adopt::{adopt, AdoptError, Adopted};
@@ -32,6 +33,7 @@ pub use journal::{FileJournal, Journal, MemoryJournal, Record};
 pub use outcome::{JobOutcome, JobStatus, Requested};
 pub use result_line::ResultLine;
 pub use run::{Batch, Counters, Stopper};
+pub use standing::{standings, Standing};
 pub use store::SharedStore;
 
 #[cfg(feature = "postgres")]

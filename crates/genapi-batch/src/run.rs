@@ -54,9 +54,12 @@ const CREDITS_RECHECK: Duration = Duration::from_millis(100);
 /// - reports, and does not send, a job whose submission was sent but never
 ///   answered ([`JobStatus::Unknown`]), unless [`Batch::resubmit_unknown`].
 ///
+/// Jobs are made from the typed builders [`genapi::Client::submit`] takes
+/// ([`Job::from_request`]); `examples/batch.rs` is a whole program.
+///
 /// ```no_run
 /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
-/// use futures::StreamExt;
+/// use futures::StreamExt; // the `futures` crate, for the stream of outcomes
 /// use genapi::api::types::Gen2ProRequest;
 /// use genapi_batch::{Batch, FileJournal, Job};
 ///
@@ -86,6 +89,8 @@ pub struct Batch<J: Journal> {
     max_credits: Option<f64>,
     /// A store shared with other workers, in place of the journal.
     shared_store: Option<Arc<dyn Store>>,
+    /// The service ends with this run.
+    ephemeral: bool,
 }
 
 /// Stops a running batch gently ([`Batch::stopper`]): no new job is
@@ -221,7 +226,18 @@ impl<J: Journal> Batch<J> {
             stop: Stopper::default(),
             max_credits: None,
             shared_store: None,
+            ephemeral: false,
         }
+    }
+
+    /// Says that the service ends with this run (a mock service living in
+    /// the same process, as the `genapi` command's built-in one): each
+    /// submission is recorded as such, so that a later run knows at once
+    /// that those tasks are gone ([`crate::Standing::Gone`]) instead of
+    /// polling an address nothing answers any more. Off by default.
+    pub fn ephemeral_service(mut self, ephemeral: bool) -> Self {
+        self.ephemeral = ephemeral;
+        self
     }
 
     /// Spends at most `credits` in all on this batch's submissions, over
@@ -352,6 +368,7 @@ impl<J: Journal> Batch<J> {
             recorded,
             current: Mutex::new(HashMap::new()),
             deferred: Mutex::new(Vec::new()),
+            ephemeral: self.ephemeral,
         });
 
         let stop = self.stop;
@@ -469,6 +486,8 @@ struct Context {
     max_credits: Option<f64>,
     /// The cap was reached: nothing more is submitted.
     cap_reached: AtomicBool,
+    /// The service ends with this run (see [`Batch::ephemeral_service`]).
+    ephemeral: bool,
 }
 
 impl Context {
@@ -664,6 +683,15 @@ impl Context {
             // Ready but the file is gone (fetched again below), or a refusal
             // to try again.
         }
+        // Sent to a service that ended with an earlier run: nothing can
+        // answer for its task any more, so it is neither polled nor sent.
+        if state.ephemeral && (state.accepted.is_some() || state.unanswered) && state.finished.is_none() {
+            let mut outcome = JobOutcome::new(job.line, stem, JobStatus::Failed);
+            outcome.task = accepted_ref;
+            outcome.class = Some(FailureClass::TaskFailed);
+            outcome.error = Some(GONE.into());
+            return outcome;
+        }
         if let Some((_, polling_url, cost)) = &state.accepted {
             let stopped = || {
                 let mut outcome = JobOutcome::new(job.line, stem, JobStatus::Pending);
@@ -780,6 +808,7 @@ impl Context {
                     name: stem.to_string(),
                     digest: digest.clone(),
                     sent_at: Some(now),
+                    ephemeral: self.ephemeral,
                 };
                 if let Err(e) = self.record(intent).await {
                     self.drop_hold(job.line).await;
@@ -984,7 +1013,7 @@ impl Context {
                 outcome.task = Some(task_ref.clone());
                 outcome.error = Some(format!(
                     "task {}, adopted for line {line}, was made from another prompt ({:?}); it is not this line's \
-                     task, and its result was not saved. Adopting the right one for this line replaces it (batch::adopt)",
+                     task, and its result was not saved. Adopting the right one for this line replaces it",
                     task_ref.id,
                     super::adopt::shown_prompt(reported)
                 ));
@@ -1107,6 +1136,10 @@ const STOPPED_WAITING: &str =
     "stopped while waiting; the task was accepted: run the batch again to keep waiting for it (it is not submitted \
      again)";
 
+/// Said of a line whose task lived in a service that ended with its run.
+const GONE: &str = "its submission went to a service that ended with an earlier run (a mock in that run's process), \
+                    so its task is gone and no run can finish it; start the batch over in another output directory";
+
 /// Said (inside the crate) of a submission a stop kept from leaving.
 const STOPPED_BEFORE_SENDING: &str = "stopped before it was sent";
 
@@ -1154,8 +1187,8 @@ fn unknown_message(line: u64, sent_at: Option<u64>, error: Option<&Error>) -> St
     };
     format!(
         "sent{when}, no answer came back{cause}; the service may have accepted (and charged) it, so it is not sent \
-         again on its own. If you find its task id, adopt it for line {line} (batch::adopt); if it was not \
-         accepted, allow sending it again (Batch::resubmit_unknown)"
+         again on its own. If you find its task id, adopt it for line {line}; if it was not accepted, allow sending \
+         it again (which risks paying twice)"
     )
 }
 

@@ -11,12 +11,12 @@ use futures::StreamExt;
 use genapi::FailureClass;
 use genapi_batch::{
     adopt, safe_stem, AdoptError, Batch, FileJournal, InvalidLine, Job, JobFile, JobLine, JobOutcome, JobStatus,
-    Journal, LineProblem, MemoryJournal,
+    Journal, LineProblem, MemoryJournal, Standing,
 };
 use serde_json::{json, Value};
 use tokio::time::Instant;
 
-use crate::{code, connect_with, out, timeout_of, Failure, Global};
+use crate::{code, connect_with, out, standing, timeout_if_given, Failure, Global};
 
 /// The journal's file name in the output directory.
 const JOURNAL: &str = "journal.jsonl";
@@ -35,7 +35,7 @@ pub struct BatchArgs {
     jobs: Option<PathBuf>,
     /// Directory for the images, results.jsonl and the journal (created if needed). Run the same command
     /// again to resume.
-    #[arg(short = 'o', long, value_name = "DIR", required_unless_present = "schema")]
+    #[arg(short = 'o', long, value_name = "DIR", required_unless_present_any = ["schema", "status"])]
     out: Option<PathBuf>,
     /// Submit the valid lines even when others are invalid.
     #[arg(long)]
@@ -61,7 +61,7 @@ pub struct BatchArgs {
     /// seats of the --seats-pool are shared by all, and the ledger replaces the journal.
     #[arg(long, value_name = "URL")]
     ledger: Option<String>,
-    /// The batch's name in the ledger (default: from the job file's contents).
+    /// The batch's name in the ledger (default: the job file's name).
     #[arg(long, value_name = "NAME")]
     batch_name: Option<String>,
     /// The seat pool in the ledger that --max-active counts in: batches and programs sharing a pool share an
@@ -72,8 +72,9 @@ pub struct BatchArgs {
     /// could pass it; tasks in flight finish.
     #[arg(long, value_name = "N", value_parser = parse_credits)]
     max_credits: Option<f64>,
-    /// Show where the batch stands in the ledger (lines done, failed, in flight, unknown, credits, workers) and
-    /// exit; --json for JSON. It only reads: a batch no worker has started is reported as not there, not created.
+    /// Show where the batch stands and exit: from the journal in --out DIR (what the next run does with each line),
+    /// or from the ledger with --ledger (lines done, failed, in flight, unknown, credits, workers; --out is not
+    /// needed); --json for JSON. It only reads: nothing is created or sent.
     #[arg(long)]
     status: bool,
     /// Seconds a worker's claims and seats last without renewal (a dead worker's lines go to others after it).
@@ -129,10 +130,10 @@ pub async fn run(global: &Global, args: BatchArgs) -> Result<(), Failure> {
         out::out(&serde_json::to_string_pretty(&schema).unwrap_or_default());
         return Ok(());
     }
-    let (Some(jobs_file), Some(out_dir)) = (args.jobs.clone(), args.out.clone()) else {
+    let Some(jobs_file) = args.jobs.clone() else {
         return Err(Failure::usage("give a job file and --out DIR (or --schema)"));
     };
-    let deadline = Instant::now() + timeout_of(global);
+    let deadline = Instant::now() + timeout_if_given(global);
     let checked = JobFile::check(&jobs_file).map_err(|e| {
         let too_large = std::fs::metadata(&jobs_file).is_ok_and(|m| m.len() > genapi_batch::JOB_FILE_LIMIT);
         let hint = if too_large {
@@ -169,10 +170,18 @@ pub async fn run(global: &Global, args: BatchArgs) -> Result<(), Failure> {
         return Err(Failure::usage(format!("{}: no jobs in the file", shown(&jobs_file))));
     }
     let ledger = match ledger_url(&args) {
-        None if args.status || args.batch_name.is_some() => {
+        None if args.batch_name.is_some() => {
             return Err(Failure::usage(
-                "--status and --batch-name need --ledger URL (or GENAPI_LEDGER_URL)",
+                "--batch-name names the batch in a ledger: it needs --ledger URL (or GENAPI_LEDGER_URL)",
             ))
+        }
+        None if args.status => {
+            let Some(out_dir) = &args.out else {
+                return Err(Failure::usage(
+                    "--status reads the journal in --out DIR (or a ledger, with --ledger URL)",
+                ));
+            };
+            return journal_status(&checked, out_dir, global.json);
         }
         None => None,
         Some(_) if crate::uses_builtin_mock(global) && !args.status => {
@@ -230,6 +239,11 @@ pub async fn run(global: &Global, args: BatchArgs) -> Result<(), Failure> {
             Some((ledger, seats))
         }
     };
+    let Some(out_dir) = args.out.clone() else {
+        return Err(Failure::usage(
+            "give --out DIR: the folder for the images, results.jsonl and the journal",
+        ));
+    };
     std::fs::create_dir_all(&out_dir)
         .map_err(|e| Failure::usage(format!("--out {}: cannot create the directory ({e})", shown(&out_dir))))?;
     // With a ledger, workers share the output directory and no journal is kept.
@@ -260,6 +274,20 @@ pub async fn run(global: &Global, args: BatchArgs) -> Result<(), Failure> {
                     shown(&out_dir)
                 )));
             }
+            // Tasks that lived in a built-in mock that ended cannot be polled
+            // by anyone: said at once, instead of polling them until --timeout.
+            let standings = journal.replay().map(genapi_batch::standings).unwrap_or_default();
+            let gone: Vec<u64> = standings
+                .iter()
+                .filter(|(_, standing)| **standing == Standing::Gone)
+                .map(|(line, _)| *line)
+                .collect();
+            if !gone.is_empty() {
+                return Err(Failure::usage(format!(
+                    "{}; nothing was sent",
+                    standing::gone_advice(&gone, &out_dir, false)
+                )));
+            }
             Keeper::File(journal)
         }
     };
@@ -270,8 +298,12 @@ pub async fn run(global: &Global, args: BatchArgs) -> Result<(), Failure> {
         }
         Keeper::File(_) => connect_with(global, |builder| builder.max_active_tasks(max_active)).await?,
     };
-    if connection.mock.is_some() {
-        out::err("note: the built-in mock stops with this command, so a later run cannot resume its tasks");
+    let on_builtin_mock = connection.mock.is_some();
+    if on_builtin_mock {
+        out::err(
+            "note: the built-in mock ends with this command: if the batch is interrupted, the tasks it accepted are \
+             gone and the batch starts over in another folder (run `genapi mock` to be able to resume)",
+        );
     }
     if !args.adopt.is_empty() {
         let wanted: HashSet<u64> = args.adopt.iter().map(|(line, _)| *line).collect();
@@ -312,14 +344,14 @@ pub async fn run(global: &Global, args: BatchArgs) -> Result<(), Failure> {
                 format!(
                     "--timeout {}s passed while checking the --adopt tasks; those not reported above were not \
                      recorded, and nothing was sent",
-                    global.timeout
+                    global.timeout_seconds()
                 ),
             )
         })??;
     }
     // Listening for Ctrl-C before anything is sent: the handler is in place
     // once the future has been polled.
-    let interrupt = tokio::signal::ctrl_c();
+    let interrupt = crate::interrupt::interrupted();
     tokio::pin!(interrupt);
     let _ = futures::poll!(interrupt.as_mut());
     let shared_seats = match &keeper {
@@ -330,7 +362,8 @@ pub async fn run(global: &Global, args: BatchArgs) -> Result<(), Failure> {
     let reader = valid_jobs(&checked)?;
     let (counters, stopper, stream) = match keeper {
         Keeper::File(journal) => {
-            let batch = settle(Batch::new(connection.client.clone(), journal, &out_dir), &args);
+            let batch = settle(Batch::new(connection.client.clone(), journal, &out_dir), &args)
+                .ephemeral_service(on_builtin_mock);
             (batch.counters(), batch.stopper(), batch.run(reader).map(|s| s.boxed()))
         }
         Keeper::Ledger(ledger, _) => {
@@ -384,11 +417,9 @@ pub async fn run(global: &Global, args: BatchArgs) -> Result<(), Failure> {
             },
             _ = ticker.tick() => show_progress(&tally, counters.in_flight(), started.elapsed(), terminal),
             _ = tokio::time::sleep_until(deadline) => break Some(Failure::new(code::TIMEOUT, format!(
-                "--timeout {}s passed; run the same command again to resume (accepted tasks are polled, not submitted again)",
-                global.timeout
+                "--timeout {}s passed", global.timeout_seconds()
             ))),
-            _ = &mut interrupt => break Some(Failure::new(code::INTERRUPTED,
-                "interrupted; run the same command again to resume (accepted tasks are polled, not submitted again)")),
+            _ = &mut interrupt => break Some(Failure::new(code::INTERRUPTED, "interrupted")),
         }
     };
     if stopped.is_some() {
@@ -396,12 +427,14 @@ pub async fn run(global: &Global, args: BatchArgs) -> Result<(), Failure> {
         // run polls their tasks instead of calling them unknown; nothing new
         // is sent. A second Ctrl-C (or 15 s) ends this at once.
         stopper.stop();
-        out::progress(
+        out::progress(if on_builtin_mock {
+            "stopping: recording the answers of submissions in flight (Ctrl-C again to quit now)"
+        } else {
             "stopping: recording the answers of submissions in flight (Ctrl-C again to quit now; submissions still \
-             unanswered then are reported as unknown by the next run)",
-        );
+             unanswered then are not sent again by the next run, which says so)"
+        });
         let drain_until = Instant::now() + Duration::from_secs(15);
-        let again = tokio::signal::ctrl_c();
+        let again = crate::interrupt::interrupted();
         tokio::pin!(again);
         loop {
             tokio::select! {
@@ -421,6 +454,8 @@ pub async fn run(global: &Global, args: BatchArgs) -> Result<(), Failure> {
     if terminal && !out::quiet() {
         out::err_raw("\r\x1b[2K");
     }
+    // The journal is closed (its last records written) once the stream is gone.
+    drop(stream);
     // The seats this worker gave back are free for the others at once.
     if let Some(seats) = &shared_seats {
         seats.flush().await;
@@ -434,13 +469,46 @@ pub async fn run(global: &Global, args: BatchArgs) -> Result<(), Failure> {
         // An unfinished run leaves the previous results as they were.
         let _ = std::fs::remove_file(&partial);
     }
-    summary(
-        &tally,
-        &out_dir,
-        global.json,
-        connection.mock.is_some(),
-        stopped.is_none(),
-    );
+    summary(&tally, &out_dir, global.json, on_builtin_mock, stopped.is_none());
+    // A run that stopped early says what the next one does with each line,
+    // as the journal has it (a ledger's --status says it for a shared batch).
+    let stopped = match (stopped, shared) {
+        (Some(mut failure), false) => {
+            let standings = FileJournal::read(out_dir.join(JOURNAL))
+                .map(genapi_batch::standings)
+                .unwrap_or_default();
+            let lines = standing::Lines::new(&standings, job_lines(&checked));
+            let said = if lines.gone().is_empty() {
+                lines
+                    .next_run(&out_dir)
+                    .iter()
+                    .map(|sentence| format!("  {sentence}"))
+                    .collect()
+            } else {
+                vec![standing::gone_advice(lines.gone(), &out_dir, true)]
+            };
+            say(&said, global.json);
+            failure.message = if lines.gone().is_empty() {
+                format!(
+                    "{}; run the same command again to resume, as said above (accepted tasks are polled, not \
+                     submitted again)",
+                    failure.message
+                )
+            } else {
+                format!("{}; start over in another folder, as said above", failure.message)
+            };
+            Some(failure)
+        }
+        (Some(mut failure), true) => {
+            failure.message = format!(
+                "{}; run the same command again to resume (accepted tasks are polled, not submitted again; --status \
+                 shows where the batch stands)",
+                failure.message
+            );
+            Some(failure)
+        }
+        (None, _) => None,
+    };
     if let Some(error) = &printed.lost {
         let kept = if stopped.is_none() {
             format!("they are in {}, and ", shown(&out_dir.join(RESULTS)))
@@ -647,6 +715,11 @@ fn report(outcome: &JobOutcome) {
     if outcome.from_journal {
         return;
     }
+    // Lines sent without an answer are many at once when the network goes:
+    // the summary names them together, with what to do, once.
+    if outcome.status == JobStatus::Unknown {
+        return;
+    }
     let worth_saying = outcome.status != JobStatus::Succeeded || outcome.class.is_some();
     if let (Some(error), true) = (&outcome.error, worth_saying) {
         let task = outcome
@@ -658,9 +731,22 @@ fn report(outcome: &JobOutcome) {
             "line {} {}{task}: {}: {}",
             outcome.line,
             outcome.name,
-            outcome.status.as_str(),
+            status_words(outcome.status),
             out::clean(error)
         ));
+    }
+}
+
+/// A line's status as the command says it (results.jsonl keeps the
+/// library's words, e.g. `not_submitted`).
+fn status_words(status: JobStatus) -> &'static str {
+    match status {
+        JobStatus::Succeeded => "saved",
+        JobStatus::Moderated => "moderated",
+        JobStatus::Pending => "accepted, not finished",
+        JobStatus::Unknown => "sent without an answer",
+        JobStatus::NotSubmitted => "not sent",
+        _ => "failed",
     }
 }
 
@@ -773,7 +859,12 @@ fn show_progress(tally: &Tally, in_flight: usize, elapsed: Duration, terminal: b
 }
 
 fn summary(tally: &Tally, out_dir: &Path, json: bool, mock: bool, written: bool) {
-    let failed: Vec<String> = tally.failed.iter().map(|(class, n)| format!("{n} {class}")).collect();
+    // The words of results.jsonl (`credit_cap`, `not_sent`) said as words.
+    let failed: Vec<String> = tally
+        .failed
+        .iter()
+        .map(|(class, n)| format!("{n} {}", class.replace('_', " ")))
+        .collect();
     let mut text = format!(
         "{} succeeded ({} from earlier runs), {} failed{}, {} moderated, {} pending, {} unknown, {} invalid; total \
          known cost {:.2} credits{}; {}",
@@ -797,14 +888,16 @@ fn summary(tally: &Tally, out_dir: &Path, json: bool, mock: bool, written: bool)
             format!("{RESULTS} not updated (the run stopped early)")
         },
     );
-    let accounted =
-        tally.succeeded + tally.failed.values().sum::<usize>() + tally.moderated + tally.pending + tally.unknown.len();
-    let not_started = tally.jobs.saturating_sub(accounted);
-    if not_started > 0 {
-        text.push_str(&format!(
-            "\n{not_started} of {} lines were not started: running the same command again sends them",
-            tally.jobs
-        ));
+    // A run that stopped early says what the next does from the journal,
+    // not from the counts of this run, which miss the lines it let go of.
+    if !written {
+        let text = format!(
+            "the run stopped early ({RESULTS} not updated); known cost {:.2} credits{}",
+            tally.cost,
+            if mock { " (illustrative mock prices)" } else { "" },
+        );
+        say(&[text], json);
+        return;
     }
     if tally.pending > 0 {
         text.push_str("\npending tasks were accepted: run the same command again to finish them (never resubmitted)");
@@ -827,13 +920,61 @@ fn summary(tally: &Tally, out_dir: &Path, json: bool, mock: bool, written: bool)
         ));
     }
 
-    if json {
-        out::err(&text);
-    } else {
+    say(&[text], json);
+}
+
+/// The summary's lines: on stdout, or on stderr when stdout holds JSON.
+fn say(texts: &[String], json: bool) {
+    for text in texts {
         for line in text.lines() {
-            out::out(line);
+            if json {
+                out::err(line);
+            } else {
+                out::out(line);
+            }
         }
     }
+}
+
+/// The line numbers of the job file's valid lines.
+fn job_lines(checked: &JobFile) -> Vec<u64> {
+    checked
+        .jobs()
+        .map(|jobs| jobs.filter_map(Result::ok).map(|job| job.line).collect())
+        .unwrap_or_default()
+}
+
+/// `--status` for a batch kept in a journal: what the next run does with
+/// each line. Only reads.
+fn journal_status(checked: &JobFile, out_dir: &Path, json: bool) -> Result<(), Failure> {
+    let path = out_dir.join(JOURNAL);
+    let records = match FileJournal::read(&path) {
+        Ok(records) => Some(records),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => return Err(Failure::usage(format!("--status: {}", out::clean(&e.to_string())))),
+    };
+    let exists = records.is_some();
+    let standings = records.map(genapi_batch::standings).unwrap_or_default();
+    let lines = standing::Lines::new(&standings, job_lines(checked));
+    if json {
+        out::out(
+            &json!({"exists": exists, "journal": path.display().to_string(), "lines": lines.counts()}).to_string(),
+        );
+        return Ok(());
+    }
+    if !exists {
+        out::out(&format!(
+            "no run of this batch has started in {} yet ({} lines to send)",
+            shown(out_dir),
+            job_lines(checked).len()
+        ));
+        return Ok(());
+    }
+    out::out(&format!("batch in {}:", shown(out_dir)));
+    for sentence in lines.next_run(out_dir) {
+        out::out(&format!("  {sentence}"));
+    }
+    Ok(())
 }
 
 /// Why a line is invalid, in the command's words: the library's reasons, with

@@ -6,7 +6,7 @@
 //! id could not be written to stdout, 130 for an interrupt. A batch exits
 //! with the code of the most serious class among its lines
 //! ([`genapi::FailureClass::BY_SEVERITY`]). The table of `--help` is made
-//! here from these lists, and a test holds the README's table to them.
+//! here from these lists, and a test holds the table of docs/command.md to them.
 
 use genapi::FailureClass;
 

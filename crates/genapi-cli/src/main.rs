@@ -8,11 +8,13 @@ mod catalog;
 mod files;
 mod gallery;
 mod grid;
+mod interrupt;
 mod learned;
 mod mock;
 mod models;
 mod out;
 mod request;
+mod standing;
 mod tasks;
 
 use std::path::PathBuf;
@@ -71,9 +73,10 @@ pub struct Global {
     /// Use the built-in mock service (a test double) even when the service is configured.
     #[arg(long, global = true)]
     pub mock: bool,
-    /// Bound the whole command to this many seconds.
-    #[arg(long, global = true, default_value_t = 600, value_name = "SECONDS")]
-    pub timeout: u64,
+    /// Bound the whole command to this many seconds [default: none for batch and mock, which run until done or
+    /// interrupted; 600 for the other commands].
+    #[arg(long, global = true, value_name = "SECONDS")]
+    pub timeout: Option<u64>,
     /// Another origin the key may be sent to (e.g. a regional polling host); repeatable.
     #[arg(long = "trust-origin", global = true, value_name = "ORIGIN")]
     pub trust_origins: Vec<String>,
@@ -95,6 +98,10 @@ enum Command {
     Submit {
         #[command(flatten)]
         request: request::RequestArgs,
+        /// The file `genapi wait` will save the result to: its extension asks for the format now, as with
+        /// generate, and the `wait` command printed names it. Checked to be free, not written.
+        #[arg(short = 'o', long, value_name = "FILE")]
+        out: Option<PathBuf>,
     },
     /// Wait for a submitted task and save its result.
     Wait {
@@ -177,7 +184,7 @@ impl Failure {
 pub fn describe(error: &Error) -> String {
     let mut text = out::clean(&error.to_string());
     if let Error::UntrustedOrigin { origin, .. } = error {
-        text.push_str(&format!(" (genapi: --trust-origin {})", out::clean(origin)));
+        text.push_str(&format!(" (or --trust-origin {})", out::clean(origin)));
     }
     let mut cause = std::error::Error::source(error);
     while let Some(source) = cause {
@@ -202,11 +209,25 @@ fn main() -> ExitCode {
             return ExitCode::from(code::OTHER);
         }
     };
+    // Commands whose --json stdout holds one object per task: a failure
+    // before any task (a mistake caught before sending) is one too.
+    let json_errors = cli.global.json
+        && matches!(
+            cli.command,
+            Command::Generate { .. } | Command::Submit { .. } | Command::Wait { .. } | Command::Get { .. }
+        );
     match runtime.block_on(run(cli)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(failure) => {
+            // An empty message was said already, with its object.
             if !failure.message.is_empty() {
                 out::err(&format!("error: {}", failure.message));
+                if json_errors {
+                    out::out(
+                        &serde_json::json!({"status": "failed", "error": failure.message, "exit_code": failure.code})
+                            .to_string(),
+                    );
+                }
             }
             ExitCode::from(failure.code)
         }
@@ -243,7 +264,7 @@ async fn run(cli: Cli) -> Result<(), Failure> {
     let global = cli.global;
     match cli.command {
         Command::Generate { request, save, count } => tasks::generate(&global, request, save, count).await,
-        Command::Submit { request } => tasks::submit(&global, request).await,
+        Command::Submit { request, out } => tasks::submit(&global, request, out).await,
         Command::Wait { id, save } => tasks::wait(&global, &id, save).await,
         Command::Get { id, out, force } => tasks::get(&global, &id, out, force).await,
         Command::Models { name } => models::run(&global, name.as_deref()),
@@ -258,9 +279,27 @@ async fn run(cli: Cli) -> Result<(), Failure> {
 /// limit" and are clamped so no deadline arithmetic can overflow.
 const MAX_TIMEOUT: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
 
-/// `--timeout`, clamped.
+/// The bound of `generate`, `submit`, `wait` and `get` without `--timeout`.
+const DEFAULT_TIMEOUT: u64 = 600;
+
+impl Global {
+    /// The seconds `--timeout` gives (or the default), for messages.
+    pub fn timeout_seconds(&self) -> u64 {
+        self.timeout.unwrap_or(DEFAULT_TIMEOUT)
+    }
+}
+
+/// `--timeout` (600 s by default), clamped.
 pub fn timeout_of(global: &Global) -> Duration {
-    Duration::from_secs(global.timeout).min(MAX_TIMEOUT)
+    Duration::from_secs(global.timeout_seconds()).min(MAX_TIMEOUT)
+}
+
+/// `--timeout` for a command that is not bounded by default (`batch`,
+/// `mock`): a batch of any size runs to its end unless asked otherwise.
+pub fn timeout_if_given(global: &Global) -> Duration {
+    global
+        .timeout
+        .map_or(MAX_TIMEOUT, |seconds| Duration::from_secs(seconds).min(MAX_TIMEOUT))
 }
 
 /// A client for the service, or the built-in mock (kept alive while used).
@@ -269,7 +308,7 @@ pub struct Connection {
     pub client: Client,
     /// The mock serving it, when the mock is used.
     pub mock: Option<MockService>,
-    /// The configured service address, whose learned durations are kept.
+    /// The configured service's addresses, under which learned durations are kept.
     service: Option<String>,
 }
 
@@ -281,6 +320,27 @@ impl Drop for Connection {
             learned::save(service, self.client.learned());
         }
     }
+}
+
+/// What learned durations are kept under: every address the command was
+/// given, not the base URL alone. A `genapi mock` restarted on the same
+/// `--addr` with other task durations is another service (its polling
+/// host's port changes with each start): had it kept the earlier mock's
+/// durations, a fresh process would first poll a 3 s task when the earlier
+/// mock's tasks ended (at 6 s for 6 s tasks), before any progress is known.
+fn service_key() -> String {
+    let variable = |name: &str| std::env::var(name).unwrap_or_default().trim().to_string();
+    let mut key = variable("GENAPI_BASE_URL");
+    for (label, name) in [
+        ("regional", "GENAPI_REGIONAL_BASE_URL"),
+        ("trusted", "GENAPI_TRUSTED_ORIGINS"),
+    ] {
+        let value = variable(name);
+        if !value.is_empty() {
+            key.push_str(&format!(" {label}={value}"));
+        }
+    }
+    key
 }
 
 /// Whether this run uses the built-in mock: `--mock`, or no service
@@ -308,7 +368,7 @@ pub async fn connect_with(
             builder = builder.trust_origin(origin);
         }
         // What earlier runs learned about this service's task durations.
-        let service = std::env::var("GENAPI_BASE_URL").unwrap_or_default().trim().to_string();
+        let service = service_key();
         let client = limited(builder)
             .learned(learned::load(&service))
             .build()
@@ -360,10 +420,10 @@ mod tests {
             },
         };
         let text = describe(&error);
-        assert!(text.contains("ClientBuilder::trust_origin"), "{text}");
         assert!(
-            text.ends_with("(genapi: --trust-origin https://eu.example.com)"),
-            "{text}"
+            !text.contains("ClientBuilder"),
+            "the command speaks of its flags: {text}"
         );
+        assert!(text.ends_with("(or --trust-origin https://eu.example.com)"), "{text}");
     }
 }

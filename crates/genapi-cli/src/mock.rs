@@ -35,7 +35,7 @@ pub struct MockArgs {
     max_active: Option<usize>,
 }
 
-/// Runs the mock until Ctrl-C. Prints on stdout the variables a client
+/// Runs the mock until Ctrl-C or SIGTERM (or `--timeout`). Prints on stdout the variables a client
 /// needs, one `NAME=VALUE` per line (or one JSON object with `--json`),
 /// then `# genapi mock ready`.
 pub async fn run(global: &Global, args: MockArgs) -> Result<(), Failure> {
@@ -94,7 +94,12 @@ pub async fn run(global: &Global, args: MockArgs) -> Result<(), Failure> {
         out::out(READY_MARKER);
     }
     // Whether or not anyone still reads stdout, the mock keeps serving.
-    let stopped = tokio::signal::ctrl_c().await;
+    let stopped = match global.timeout {
+        None => crate::interrupt::interrupted().await,
+        Some(_) => tokio::time::timeout(crate::timeout_if_given(global), crate::interrupt::interrupted())
+            .await
+            .unwrap_or(Ok(())),
+    };
     mock.stop().await;
     stopped.map_err(|e| Failure::new(code::OTHER, format!("cannot wait for Ctrl-C: {e}")))
 }

@@ -94,6 +94,28 @@ pub struct Prepared {
 }
 
 impl Prepared {
+    /// Checks the body against the document, as the client does before
+    /// sending, so a mistake is reported before any service (or the
+    /// built-in mock) is reached.
+    pub fn check(&self) -> Result<(), Failure> {
+        let Some(schema) = self.model.operation.request_schema.as_deref() else {
+            return Ok(());
+        };
+        let body = Value::Object(self.body.clone());
+        let errors = genapi::validate::Document::embedded().validate(schema, &body);
+        if errors.is_empty() {
+            return Ok(());
+        }
+        let error = genapi::Error::Validation {
+            errors,
+            checked: genapi::Checked::Locally,
+        };
+        Err(Failure {
+            code: crate::exit_code(&error),
+            message: self.in_flag_terms(&error),
+        })
+    }
+
     /// A validation message in the user's terms: flags instead of JSON paths.
     pub fn in_flag_terms(&self, error: &genapi::Error) -> String {
         let mut text = crate::describe(error);

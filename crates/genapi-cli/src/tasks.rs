@@ -49,6 +49,12 @@ impl Plan {
                 (Some(path.clone()), parent)
             }
         };
+        // A folder named as one (a trailing separator) is made, as
+        // `batch --out` makes its folder.
+        if file.is_none() && !dir.exists() {
+            std::fs::create_dir_all(&dir)
+                .map_err(|e| Failure::usage(format!("--out {}: cannot create the folder ({e})", shown(&dir))))?;
+        }
         if !dir.is_dir() {
             return Err(Failure::usage(format!(
                 "--out {}: the directory {} does not exist",
@@ -117,8 +123,11 @@ impl Plan {
     /// The path for a result with these bytes. Only the user's `--out` can
     /// leave the output directory: names made from service data are sanitised.
     fn path_for(&self, index: Option<u32>, id: &str, bytes: &[u8], sample: &str) -> (PathBuf, Option<String>) {
+        // The bytes say what the result is; before the download its address
+        // does (the service names results by their format).
         let sniffed = genapi::ImageFormat::sniff(bytes).map(|f| f.extension().to_string());
         let extension = sniffed.clone().unwrap_or_else(|| extension_of_url(sample));
+        let sniffed = sniffed.or_else(|| (bytes.is_empty() && extension != "bin").then(|| extension.clone()));
         match &self.file {
             Some(file) => {
                 let path = self.numbered(file, index);
@@ -134,7 +143,9 @@ impl Plan {
                             (Some(expected), Some(got)) if expected != got => (
                                 path.with_extension(&extension),
                                 Some(format!(
-                                    "the service returned {got}, not {expected}; saved with the .{extension} extension"
+                                    "the result is {got}, not {expected} (the format is chosen when the task is \
+                                     submitted: --format, or --out's extension); it is saved with the .{extension} \
+                                     extension"
                                 )),
                             ),
                             _ => (path, None),
@@ -252,13 +263,14 @@ pub async fn generate(global: &Global, request: RequestArgs, save: SaveArgs, cou
     let prepared = prepare(&request, out_file).await?;
     let stem = out::slug(prepared.prompt.as_deref().unwrap_or(&prepared.model.name), 40);
     let plan = Plan::new(&save, count, stem)?;
+    prepared.check()?;
     if count > 1 && prepared.body.get("seed").is_some_and(|seed| !seed.is_null()) {
         out::err(&format!(
             "warning: -n {count} with one seed makes {count} identical images, each charged; drop --seed for variations"
         ));
     }
     let connection = connect(global).await?;
-    let interrupt = tokio::signal::ctrl_c();
+    let interrupt = crate::interrupt::interrupted();
     tokio::pin!(interrupt);
 
     let mut accepted = Vec::new();
@@ -277,7 +289,7 @@ pub async fn generate(global: &Global, request: RequestArgs, save: SaveArgs, cou
                 Err(_) => {
                     let failure = Failure::new(code::TIMEOUT, format!(
                         "--timeout {}s passed during submission; the task may have been accepted",
-                        global.timeout
+                        global.timeout_seconds()
                     ));
                     return finish_early(&connection, &accepted, failure);
                 }
@@ -336,6 +348,7 @@ async fn complete(
         let polling_url = accepted.task.polling_url().to_string();
         let last_status = Arc::new(Mutex::new(String::new()));
         let outcome = finish(
+            &connection.client,
             accepted.task,
             plan,
             accepted.index,
@@ -374,6 +387,7 @@ async fn complete(
 
 /// One task, from waiting to the saved file.
 async fn finish(
+    client: &Client,
     task: Task,
     plan: &Plan,
     index: Option<u32>,
@@ -411,20 +425,42 @@ async fn finish(
         Err(_) => {
             return Err(Failure::new(
                 code::TIMEOUT,
-                format!("--timeout {}s passed before the task finished", global.timeout),
+                format!(
+                    "--timeout {}s passed before the task finished",
+                    global.timeout_seconds()
+                ),
             ))
         }
     };
-    save_output(output, plan, index, deadline, global).await
+    save_output(client, output, plan, index, deadline, global).await
 }
 
 async fn save_output(
+    client: &Client,
     output: Output,
     plan: &Plan,
     index: Option<u32>,
     deadline: Instant,
     global: &Global,
 ) -> Result<Saved, Failure> {
+    // The name that will really be written, checked before the download: a
+    // result of another format than --out's extension gets that format's.
+    let (planned, warning) = plan.path_for(index, output.id(), &[], output.sample());
+    if let Some(warning) = &warning {
+        out::err(&format!("warning: {warning}"));
+    }
+    let taken_by_other = |file: &Path| -> Failure {
+        let free = free_name(file);
+        let reference = output.reference();
+        Failure::usage(format!(
+            "{} exists, so the result was not saved (nothing is replaced without --force); save it with: {}",
+            shown(file),
+            resume_command(client, &reference.id, &reference.polling_url, &free)
+        ))
+    };
+    if plan.file.is_some() && !plan.force && taken(&planned) {
+        return Err(taken_by_other(&planned));
+    }
     // Streamed to a temporary file beside the result (never held whole in
     // memory), named once its first bytes say what it is.
     let dir = plan
@@ -441,7 +477,7 @@ async fn save_output(
             let _ = std::fs::remove_file(&partial);
             return Err(Failure::new(
                 code::TIMEOUT,
-                format!("--timeout {}s passed during the download", global.timeout),
+                format!("--timeout {}s passed during the download", global.timeout_seconds()),
             ));
         }
     };
@@ -449,9 +485,9 @@ async fn save_output(
     let read = std::fs::File::open(&saved)
         .and_then(|mut f| std::io::Read::read(&mut f, &mut head))
         .unwrap_or(0);
-    let (file, warning) = plan.path_for(index, output.id(), &head[..read], output.sample());
-    if let Some(warning) = warning {
-        out::err(&format!("warning: {warning}"));
+    let (file, late_warning) = plan.path_for(index, output.id(), &head[..read], output.sample());
+    if let (Some(late_warning), None) = (late_warning, &warning) {
+        out::err(&format!("warning: {late_warning}"));
     }
     // Without --force an existing file is never replaced: a hard link fails
     // when the name is taken (see `taken`), a rename would not.
@@ -461,17 +497,39 @@ async fn save_output(
         std::fs::hard_link(&saved, &file).and_then(|()| std::fs::remove_file(&saved))
     };
     if let Err(e) = published {
-        // The result is paid for: it is kept where it is, and said so.
+        // No hidden file is left behind: the result is fetched again by the
+        // command printed, while the service keeps it.
+        let _ = std::fs::remove_file(&saved);
+        if e.kind() == std::io::ErrorKind::AlreadyExists {
+            return Err(taken_by_other(&file));
+        }
+        let reference = output.reference();
         return Err(Failure::new(
             code::OTHER,
             format!(
-                "cannot write {}: {e}; the result was kept as {}",
+                "cannot write {}: {e}; save it with: {}",
                 shown(&file),
-                shown(&saved)
+                resume_command(client, &reference.id, &reference.polling_url, &file)
             ),
         ));
     }
     Ok(Saved { output, file })
+}
+
+/// The first free name like `file`: `x-2.jpg`, `x-3.jpg`, …
+fn free_name(file: &Path) -> PathBuf {
+    let stem = file
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let extension = file
+        .extension()
+        .map(|e| format!(".{}", e.to_string_lossy()))
+        .unwrap_or_default();
+    (2..)
+        .map(|n| file.with_file_name(format!("{stem}-{n}{extension}")))
+        .find(|candidate| !taken(candidate))
+        .unwrap_or_else(|| file.to_path_buf())
 }
 
 /// The extensions a save may add to an `--out` given without one.
@@ -549,12 +607,30 @@ fn report(
 }
 
 /// `genapi submit`.
-pub async fn submit(global: &Global, request: RequestArgs) -> Result<(), Failure> {
+pub async fn submit(global: &Global, request: RequestArgs, out_file: Option<PathBuf>) -> Result<(), Failure> {
     let deadline = Instant::now() + timeout_of(global);
-    let prepared = prepare(&request, None).await?;
+    let prepared = prepare(&request, out_file.as_deref()).await?;
+    prepared.check()?;
+    // The name `wait` will write is checked now, so the command printed
+    // below can succeed.
+    let target = match &out_file {
+        Some(_) => Some(
+            Plan::new(
+                &SaveArgs {
+                    out: out_file.clone(),
+                    force: false,
+                },
+                1,
+                "genapi".into(),
+            )?
+            .resume_target(None),
+        ),
+        None => None,
+    };
     let connection = connect(global).await?;
-    if connection.mock.is_some() {
-        out::err("warning: the built-in mock stops when this command ends; run `genapi mock` to keep one");
+    let on_builtin_mock = connection.mock.is_some();
+    if on_builtin_mock {
+        out::err(&format!("warning: this task cannot be waited for: {SUBMIT_THEN_WAIT}"));
     }
     let submission = connection
         .client
@@ -572,7 +648,7 @@ pub async fn submit(global: &Global, request: RequestArgs) -> Result<(), Failure
                 code::TIMEOUT,
                 format!(
                     "--timeout {}s passed during submission; the task may have been accepted",
-                    global.timeout
+                    global.timeout_seconds()
                 ),
             ))
         }
@@ -588,49 +664,63 @@ pub async fn submit(global: &Global, request: RequestArgs) -> Result<(), Failure
     } else {
         &polling_url
     };
-    let wait = format!("genapi wait {} --out FILE", out::shell_quote(reference));
+    // Only a command that can succeed is printed.
+    let wait = (!on_builtin_mock).then(|| {
+        format!(
+            "wait for it with: genapi wait {} --out {}",
+            out::shell_quote(reference),
+            target.map_or_else(|| "FILE".to_string(), |t| out::shell_quote(&t.display().to_string()))
+        )
+    });
     if let Err(error) = out::out_required(&line) {
         // The task is paid for: its id must not be lost with stdout.
         announce(&task);
+        let then = wait.map_or_else(
+            || " (it ended with the built-in mock: see the warning above)".to_string(),
+            |wait| format!(": {wait}"),
+        );
         return Err(Failure::new(
             code::ID_NOT_WRITTEN,
             format!(
-                "task {} was accepted, but its id could not be written to stdout ({error}); it is printed above: \
-                 wait for it with: {wait}",
+                "task {} was accepted, but its id could not be written to stdout ({error}); it is printed above{then}",
                 out::clean(&id)
             ),
         ));
     }
-    out::progress(&format!("wait for it with: {wait}"));
+    if let Some(wait) = wait {
+        out::progress(&wait);
+    }
     Ok(())
 }
 
-/// The task an id or polling URL names; a bare id is looked for on every
-/// configured API host (a regional task is unknown to the global one).
-async fn locate(
-    global: &Global,
-    client: &genapi::Client,
-    reference: &str,
-    deadline: Instant,
-) -> Result<genapi::Task, Failure> {
-    match tokio::time::timeout_at(deadline, client.locate(reference)).await {
-        Ok(Ok(task)) => Ok(task),
-        // Nowhere: the usual handle, whose state then says so.
-        Ok(Err(genapi::Error::TaskNotFound { .. })) => client.task(reference).map_err(|e| Failure::api(&e)),
-        Ok(Err(error)) => Err(Failure::api(&error)),
-        Err(_) => Err(Failure::new(
-            code::TIMEOUT,
-            format!("--timeout {}s passed", global.timeout),
-        )),
+/// What `wait` and `get` say on the built-in mock, at once: a mock made
+/// afresh for this command knows no task of another.
+fn no_task_in_a_new_mock(global: &Global, reference: &str) -> Result<(), Failure> {
+    if !crate::uses_builtin_mock(global) {
+        return Ok(());
     }
+    Err(Failure::new(
+        genapi::FailureClass::TaskFailed.exit_code(),
+        format!("task {}: not found: {}", out::clean(reference), SUBMIT_THEN_WAIT),
+    ))
 }
+
+/// How `submit` and `wait` (or `get`) work together without a service.
+const SUBMIT_THEN_WAIT: &str = "the built-in mock lives only as long as one command, so `genapi wait` and `genapi \
+     get` cannot find a task another command submitted to it. Between `genapi submit` and `genapi wait`, keep one \
+     `genapi mock` running: start it in another terminal, set the variables it prints (GENAPI_BASE_URL, \
+     GENAPI_API_KEY, GENAPI_TRUSTED_ORIGINS) in this one, then submit and wait; or use `genapi generate`, which \
+     does both";
 
 /// `genapi wait`.
 pub async fn wait(global: &Global, reference: &str, save: SaveArgs) -> Result<(), Failure> {
     let deadline = Instant::now() + timeout_of(global);
     let plan = Plan::new(&save, 1, "genapi".into())?;
+    no_task_in_a_new_mock(global, reference)?;
     let connection = connect(global).await?;
-    let task = locate(global, &connection.client, reference, deadline).await?;
+    // A bare id is looked for on every configured API host when polled (a
+    // regional task is unknown to the global one).
+    let task = connection.client.task(reference).map_err(|e| Failure::api(&e))?;
     let resume = resume_command(
         &connection.client,
         task.id(),
@@ -643,7 +733,7 @@ pub async fn wait(global: &Global, reference: &str, save: SaveArgs) -> Result<()
         resume,
         model: String::new(),
     }];
-    let interrupt = tokio::signal::ctrl_c();
+    let interrupt = crate::interrupt::interrupted();
     tokio::pin!(interrupt);
     complete(global, &connection, &plan, accepted, deadline, interrupt).await
 }
@@ -656,20 +746,35 @@ pub async fn get(global: &Global, reference: &str, out_path: Option<PathBuf>, fo
         Some(_) => Some(Plan::new(&save, 1, "genapi".into())?),
         None => None,
     };
+    no_task_in_a_new_mock(global, reference)?;
     let connection = connect(global).await?;
-    let task = locate(global, &connection.client, reference, deadline).await?;
+    // A bare id is looked for on every configured API host when polled (a
+    // regional task is unknown to the global one).
+    let task = connection.client.task(reference).map_err(|e| Failure::api(&e))?;
     let state = match tokio::time::timeout_at(deadline, task.poll()).await {
         Ok(Ok(state)) => state,
         Ok(Err(error)) => return Err(Failure::api(&error)),
         Err(_) => {
             return Err(Failure::new(
                 code::TIMEOUT,
-                format!("--timeout {}s passed", global.timeout),
+                format!("--timeout {}s passed", global.timeout_seconds()),
             ))
         }
     };
-    if global.json && plan.is_none() {
-        out::out(&serde_json::to_string(&state).unwrap_or_default());
+    let mock = connection.mock.is_some() || connection.client.served_by_mock();
+    // With --json, the task's object is printed once: its state here, or
+    // its saved result below.
+    let state_printed = global.json && (plan.is_none() || !state.status.is_final());
+    if state_printed {
+        let view = serde_json::to_value(&state).unwrap_or_default();
+        out::out(
+            &json!({
+                "id": task.id(), "polling_url": task.polling_url().as_str(), "status": state.status.as_str(),
+                "progress": state.progress, "file": null, "seed": view["result"]["seed"], "cost": view["cost"],
+                "duration": view["result"]["duration"], "mock": mock,
+            })
+            .to_string(),
+        );
     } else if !global.json {
         let percent = state
             .progress
@@ -681,6 +786,15 @@ pub async fn get(global: &Global, reference: &str, out_path: Option<PathBuf>, fo
             out::clean(state.status.as_str())
         ));
     }
+    // A failure after the object is said on stderr only.
+    let said = |failure: Failure| {
+        if state_printed {
+            out::err(&format!("error: {}", failure.message));
+            Failure::new(failure.code, "")
+        } else {
+            failure
+        }
+    };
     if !state.status.is_final() {
         return match plan {
             None => Ok(()),
@@ -690,10 +804,10 @@ pub async fn get(global: &Global, reference: &str, out_path: Option<PathBuf>, fo
                     out::shell_quote(reference),
                     out::shell_quote(&plan.resume_target(None).display().to_string())
                 );
-                Err(Failure::new(
+                Err(said(Failure::new(
                     code::TIMEOUT,
                     format!("the task is not finished yet; wait for it with: {command}"),
-                ))
+                )))
             }
         };
     }
@@ -703,18 +817,18 @@ pub async fn get(global: &Global, reference: &str, out_path: Option<PathBuf>, fo
         .timeout(deadline.saturating_duration_since(Instant::now()));
     let output = match tokio::time::timeout_at(deadline, task.wait_with(options)).await {
         Ok(Ok(output)) => output,
-        Ok(Err(error)) => return Err(Failure::api(&error)),
+        Ok(Err(error)) => return Err(said(Failure::api(&error))),
         Err(_) => {
-            return Err(Failure::new(
+            return Err(said(Failure::new(
                 code::TIMEOUT,
-                format!("--timeout {}s passed", global.timeout),
-            ))
+                format!("--timeout {}s passed", global.timeout_seconds()),
+            )))
         }
     };
     let Some(plan) = plan else { return Ok(()) };
     let id = output.id().to_string();
     let polling_url = reference.to_string();
-    let outcome = save_output(output, &plan, None, deadline, global).await;
+    let outcome = save_output(&connection.client, output, &plan, None, deadline, global).await;
     let resume = resume_command(&connection.client, &id, &polling_url, &plan.resume_target(None));
     match report(global, &connection, &id, &polling_url, "", &resume, "Ready", outcome) {
         0 => Ok(()),

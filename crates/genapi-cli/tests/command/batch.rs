@@ -163,7 +163,7 @@ async fn a_submission_without_an_answer_is_reported_and_never_resubmitted_silent
     assert_eq!(first[0].status, JobStatus::Unknown, "{first:#?}");
     let message = first[0].error.as_deref().unwrap();
     assert!(
-        message.contains("may have accepted") && message.contains("Batch::resubmit_unknown"),
+        message.contains("may have accepted") && message.contains("allow sending it again"),
         "{message}"
     );
     assert!(first[1..].iter().all(|o| o.status == JobStatus::Succeeded));
@@ -193,7 +193,7 @@ async fn a_lost_answer_is_recovered_by_adopting_the_task_found_in_the_services_r
     assert_eq!(first[0].status, JobStatus::Unknown, "{first:#?}");
     let message = first[0].error.as_deref().unwrap();
     assert!(
-        message.contains("sent at ") && message.contains("adopt it for line 1 (batch::adopt)"),
+        message.contains("sent at ") && message.contains("adopt it for line 1;"),
         "{message}"
     );
     assert_eq!(
@@ -511,7 +511,7 @@ async fn setup(duration_ms: u64, name: &str) -> (MockService, genapi::Client, Di
 }
 
 async fn mock_result(client: &genapi::Client, id: &str) -> Vec<u8> {
-    let task = client.locate(id).await.unwrap();
+    let task = client.task(id).unwrap();
     task.wait().await.unwrap().bytes().await.unwrap().to_vec()
 }
 

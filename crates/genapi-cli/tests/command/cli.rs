@@ -36,7 +36,8 @@ fn closed_pipe() -> Stdio {
 }
 
 /// A standalone `genapi mock`, killed when dropped.
-struct Mock {
+/// A `genapi mock` child process, as a user starts one in another terminal.
+pub(crate) struct Mock {
     child: Child,
     /// Every `NAME=VALUE` the mock printed, in order.
     variables: Vec<(String, String)>,
@@ -44,7 +45,7 @@ struct Mock {
 }
 
 impl Mock {
-    fn start(dir: &Dir, extra: &[&str]) -> Mock {
+    pub(crate) fn start(dir: &Dir, extra: &[&str]) -> Mock {
         let mut child = genapi(dir)
             .args(["mock", "--key", "k-123"])
             .args(extra)
@@ -75,7 +76,7 @@ impl Mock {
 
     /// The command configured with exactly the variables the mock printed,
     /// as a user following its output would.
-    fn command(&self, dir: &Dir) -> Command {
+    pub(crate) fn command(&self, dir: &Dir) -> Command {
         let mut command = genapi(dir);
         command.envs(
             self.variables
@@ -473,7 +474,7 @@ fn exit_codes_by_class() {
     );
     let unknown = genapi(&dir).args(["get", "no-such-task"]).output().unwrap();
     assert_exit(&unknown, 7);
-    assert!(text(&unknown.stdout).contains("Task not found"));
+    assert!(text(&unknown.stderr).contains("not found"), "{}", text(&unknown.stderr));
 
     let mock = Mock::start(&dir, &[]);
     let auth = mock
@@ -908,7 +909,7 @@ fn a_submitted_tasks_id_that_cannot_be_written_is_an_error_and_goes_to_stderr() 
             .unwrap_or_else(|| panic!("{args:?}: the id is on stderr: {stderr}"));
         assert!(!id.is_empty(), "{stderr}");
         assert!(
-            stderr.contains("could not be written to stdout") && stderr.contains("genapi wait "),
+            stderr.contains("could not be written to stdout") && stderr.contains("ended with the built-in mock"),
             "{args:?}: {stderr}"
         );
     }
@@ -1109,7 +1110,7 @@ fn order_of(text: &str) -> Vec<u8> {
 /// Every exit code the command can use: the library's classes and the
 /// command's own three; a batch's order is the library's severity order.
 #[test]
-fn help_and_the_readme_list_the_exit_codes_of_the_library() {
+fn help_and_the_command_docs_list_the_exit_codes_of_the_library() {
     let mut expected: Vec<u8> = genapi::FailureClass::ALL
         .iter()
         .map(|class| class.exit_code())
@@ -1138,17 +1139,72 @@ fn help_and_the_readme_list_the_exit_codes_of_the_library() {
         .map_or("", |(inside, _)| inside);
     assert_eq!(order_of(listed), batch_order, "{order}");
 
-    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md")).unwrap();
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/command.md")).unwrap();
     let table = readme
         .lines()
         .skip_while(|line| !line.starts_with("| exit code |"))
         .skip(2)
         .take_while(|line| line.starts_with('|'));
-    assert_eq!(listed_codes(table), expected, "the README's exit code table");
+    assert_eq!(listed_codes(table), expected, "docs/command.md's exit code table");
     let sentence = readme
         .split("class among its lines, in this order:")
         .nth(1)
         .and_then(|rest| rest.split('.').next())
         .expect("the README says a batch's order");
     assert_eq!(order_of(sentence), batch_order, "the README's batch order: {sentence}");
+}
+
+/// A `genapi mock` restarted on the same address with other durations is
+/// another service: a fresh process does not aim its first poll at the
+/// earlier mock's durations (a 3 s task was noticed at 6 s after a mock of
+/// 6 s tasks on that address).
+#[test]
+fn a_mock_restarted_on_the_same_address_does_not_inherit_the_earlier_ones_durations() {
+    let dir = Dir::new("learned-per-mock");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let address = format!("127.0.0.1:{port}");
+    let file = dir.join("cache").join("genapi").join("learned.json");
+    let learned_for = |mock: &Mock| -> Value {
+        let kept: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+        let base = mock
+            .variables
+            .iter()
+            .find(|(name, _)| name == "GENAPI_BASE_URL")
+            .map(|(_, value)| value.clone())
+            .unwrap();
+        let entries: Vec<&Value> = kept
+            .as_object()
+            .unwrap()
+            .iter()
+            .filter(|(service, _)| service.starts_with(&base))
+            .map(|(_, learned)| &learned["operations"]["gen_2_pro"])
+            .collect();
+        serde_json::json!(entries)
+    };
+    let slow = Mock::start(&dir, &["--addr", &address, "--duration-ms", "1500"]);
+    let run = slow
+        .command(&dir)
+        .args(["generate", "x", "-o", "one.jpg"])
+        .output()
+        .unwrap();
+    assert_exit(&run, 0);
+    assert_eq!(learned_for(&slow), serde_json::json!([[1.5]]));
+    drop(slow);
+
+    let quick = Mock::start(&dir, &["--addr", &address, "--duration-ms", "300"]);
+    let run = quick
+        .command(&dir)
+        .args(["generate", "y", "-o", "two.jpg"])
+        .output()
+        .unwrap();
+    assert_exit(&run, 0);
+    let kept = learned_for(&quick);
+    assert!(
+        kept.as_array().unwrap().contains(&serde_json::json!([0.3])),
+        "the new mock's durations are its own: {kept}"
+    );
 }

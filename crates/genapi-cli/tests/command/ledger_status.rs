@@ -100,3 +100,54 @@ async fn status_before_the_first_run_changes_nothing_and_says_the_batch_is_not_t
         "--status created a batch"
     );
 }
+
+/// The README's set-up of a shared batch, run as written against a
+/// throwaway server: the superuser's two statements, the URL (with the
+/// server's address for `db.internal:5432`), a worker, and `--status`,
+/// which needs no `--out`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_readmes_ledger_set_up_works_as_written() {
+    let Some(pg) = Postgres::start("readme-set-up") else {
+        return;
+    };
+    let config = MockConfig::default().default_duration(Duration::from_millis(50));
+    let mock = MockService::start_with(config, "127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    let dir = Dir::new("readme-set-up");
+    write_jobs(&dir, &["a red fox", "a blue whale"]);
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md")).unwrap();
+    let block = readme
+        .split("```sh\n")
+        .skip(1)
+        .filter_map(|rest| rest.split("\n```").next())
+        .find(|block| block.contains("CREATE ROLE"))
+        .expect("the README gives the server's set-up");
+    let mut url = None;
+    let mut run = 0;
+    for line in block.lines() {
+        let command = line.split(" #").next().unwrap().trim();
+        if let Some(sql) = command
+            .strip_prefix("psql -c \"")
+            .and_then(|rest| rest.strip_suffix('"'))
+        {
+            pg.sql(sql);
+        } else if let Some(value) = command.strip_prefix("export GENAPI_LEDGER_URL=") {
+            url = Some(value.replace("db.internal:5432", &format!("127.0.0.1:{}", pg.port)));
+        } else if let Some(args) = command.strip_prefix("genapi ") {
+            let mut genapi = genapi(&dir, &mock);
+            genapi
+                .args(args.split_whitespace())
+                .env("GENAPI_LEDGER_URL", url.as_deref().expect("the URL is set before"));
+            let done = output(genapi).await;
+            assert_eq!(done.status.code(), Some(0), "{command}: {}", text(&done.stderr));
+            if args.contains("--status") {
+                assert!(text(&done.stdout).contains(": 2 done,"), "{}", text(&done.stdout));
+            }
+        } else {
+            panic!("a line of the set-up this test does not know: {line}");
+        }
+        run += 1;
+    }
+    assert_eq!(run, 5, "{block}");
+}

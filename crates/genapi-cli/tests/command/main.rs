@@ -22,8 +22,15 @@ mod batch_stdout;
 mod cli;
 mod gallery;
 mod hardening_files;
+#[cfg(unix)]
+mod interrupts;
 mod ledger;
 mod ledger_hardening;
 mod ledger_pool_size;
 mod ledger_seat_lost;
 mod ledger_status;
+mod picking_up;
+mod plain_words;
+mod readme_tour;
+#[cfg(unix)]
+mod terminal;

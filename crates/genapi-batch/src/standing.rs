@@ -1,0 +1,134 @@
+//! Where each line of a batch stands, as its journal tells: what the next
+//! run does with it. A run that stops says this, and only this, about its
+//! lines, so what it says is what the next run does.
+
+use std::collections::BTreeMap;
+
+use super::journal::{fold, Record};
+
+/// What the next run of a batch does with a line its journal knows of
+/// (a line it does not know of is sent).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
+pub enum Standing {
+    /// Its result was saved: reported from the journal, nothing sent.
+    Saved,
+    /// It ended otherwise for good (its task failed or was moderated, or
+    /// the service refused it with an answer that created no task):
+    /// reported from the journal, nothing sent (a refusal is sent again
+    /// only when asked).
+    Ended,
+    /// Its task was accepted and has not ended: the next run polls it and
+    /// saves its result, and never submits the line again.
+    Accepted,
+    /// Its submission was sent and no answer came back: the service may
+    /// have accepted (and charged) it, so it is not sent again unless asked.
+    Unanswered,
+    /// Its submission went to a service that ended with its run (see
+    /// [`crate::Batch::ephemeral_service`]): its task is gone, and no run
+    /// can finish it in this journal.
+    Gone,
+    /// Recorded, but surely not accepted (refused before it was created, or
+    /// stopped before it was sent): the next run sends it.
+    Unsent,
+}
+
+impl Standing {
+    /// A word for the standing, as the command prints it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Standing::Saved => "saved",
+            Standing::Ended => "ended",
+            Standing::Accepted => "accepted",
+            Standing::Unanswered => "unanswered",
+            Standing::Gone => "gone",
+            Standing::Unsent => "unsent",
+        }
+    }
+}
+
+/// The standing of every line the records know of, by line.
+///
+/// ```
+/// use genapi_batch::{standings, Record, Standing};
+/// let records = vec![
+///     Record::Accepted { line: 2, id: "t-2".into(), polling_url: "https://api.example.com/v1/get_result?id=t-2".into(), cost: None, adopted: false },
+///     Record::Refused { line: 3, error: "429".into() },
+/// ];
+/// let lines = standings(records);
+/// assert_eq!(lines[&2], Standing::Accepted);
+/// assert_eq!(lines[&3], Standing::Unsent);
+/// assert!(!lines.contains_key(&1), "a line without records is sent");
+/// ```
+pub fn standings(records: Vec<Record>) -> BTreeMap<u64, Standing> {
+    fold(records)
+        .into_iter()
+        .map(|(line, state)| {
+            let standing = match &state.finished {
+                Some(Record::Finished { status, .. }) if status == "Ready" => Standing::Saved,
+                Some(_) => Standing::Ended,
+                None if state.ephemeral && (state.accepted.is_some() || state.unanswered) => Standing::Gone,
+                None if state.accepted.is_some() => Standing::Accepted,
+                None if state.unanswered => Standing::Unanswered,
+                None => Standing::Unsent,
+            };
+            (line, standing)
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn intent(line: u64, ephemeral: bool) -> Record {
+        Record::Intent {
+            line,
+            name: format!("l{line}"),
+            digest: "d".into(),
+            sent_at: None,
+            ephemeral,
+        }
+    }
+
+    fn accepted(line: u64, adopted: bool) -> Record {
+        Record::Accepted {
+            line,
+            id: format!("t{line}"),
+            polling_url: format!("http://127.0.0.1:1/v1/get_result?id=t{line}"),
+            cost: None,
+            adopted,
+        }
+    }
+
+    #[test]
+    fn tasks_of_a_service_that_ended_are_gone_unless_they_ended_first() {
+        let finished = Record::Finished {
+            line: 3,
+            status: "Ready".into(),
+            file: Some("l3.jpg".into()),
+            seed: None,
+            cost: None,
+            duration: None,
+            error: None,
+            class: None,
+        };
+        let lines = standings(vec![
+            intent(1, true),
+            accepted(1, false),
+            intent(2, true),
+            intent(3, true),
+            accepted(3, false),
+            finished,
+            intent(4, false),
+            accepted(4, false),
+            intent(5, true),
+            accepted(5, true),
+        ]);
+        assert_eq!(lines[&1], Standing::Gone);
+        assert_eq!(lines[&2], Standing::Gone, "unanswered on a mock that ended");
+        assert_eq!(lines[&3], Standing::Saved);
+        assert_eq!(lines[&4], Standing::Accepted);
+        assert_eq!(lines[&5], Standing::Accepted, "a task adopted later is the user's");
+    }
+}

@@ -1,0 +1,146 @@
+//! Where a batch's lines stand, said in the command's words: after a run
+//! that stopped early, by `--status` for a journal folder, and when a run
+//! finds tasks that lived in a built-in mock that is gone. Each sentence is
+//! made from what the journal holds ([`genapi_batch::standings`]), so what
+//! one run says about a line is what the next run does with it.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use genapi_batch::Standing;
+
+use crate::out;
+
+/// The lines of each standing, with the lines the journal does not know of
+/// (the next run sends them) counted as [`Standing::Unsent`].
+pub struct Lines {
+    by_standing: BTreeMap<Standing, Vec<u64>>,
+}
+
+impl Lines {
+    /// Groups `lines` (every valid line of the job file) by their standing.
+    pub fn new(standings: &BTreeMap<u64, Standing>, lines: impl IntoIterator<Item = u64>) -> Lines {
+        let mut by_standing: BTreeMap<Standing, Vec<u64>> = BTreeMap::new();
+        for line in lines {
+            let standing = standings.get(&line).copied().unwrap_or(Standing::Unsent);
+            by_standing.entry(standing).or_default().push(line);
+        }
+        Lines { by_standing }
+    }
+
+    /// The lines in `standing`.
+    pub fn of(&self, standing: Standing) -> &[u64] {
+        self.by_standing.get(&standing).map_or(&[], Vec::as_slice)
+    }
+
+    /// Lines whose task lived in a built-in mock that ended.
+    pub fn gone(&self) -> &[u64] {
+        self.of(Standing::Gone)
+    }
+
+    /// Counts by standing, for `--status --json`.
+    pub fn counts(&self) -> serde_json::Value {
+        let mut counts = serde_json::Map::new();
+        for standing in [
+            Standing::Saved,
+            Standing::Ended,
+            Standing::Accepted,
+            Standing::Unanswered,
+            Standing::Gone,
+            Standing::Unsent,
+        ] {
+            counts.insert(standing.as_str().into(), self.of(standing).len().into());
+        }
+        serde_json::Value::Object(counts)
+    }
+
+    /// One sentence per standing that has lines, each saying what the same
+    /// command does with them next; a folder whose built-in mock is gone
+    /// gets the one thing that can be done there.
+    pub fn next_run(&self, out_dir: &Path) -> Vec<String> {
+        if !self.gone().is_empty() {
+            return vec![gone_advice(self.gone(), out_dir, false)];
+        }
+        let mut said = Vec::new();
+        let mut say = |standing: Standing, text: &str| {
+            let lines = self.of(standing);
+            if !lines.is_empty() {
+                said.push(format!("{}: {text}", counted(lines)));
+            }
+        };
+        say(Standing::Saved, "saved; not sent again");
+        say(
+            Standing::Ended,
+            "ended for good (failed, moderated or refused, as results.jsonl says); not sent again",
+        );
+        say(
+            Standing::Accepted,
+            "accepted, not finished; the same command polls their tasks and saves the results (never submits them \
+             again)",
+        );
+        say(
+            Standing::Unanswered,
+            "sent, and no answer came back, so the service may have accepted (and charged) them; the same command \
+             does not send them again: --adopt LINE=TASK_ID gives a line the task you find (e.g. in the project's \
+             activity records), --resubmit-unknown sends them again (risking paying twice)",
+        );
+        say(Standing::Unsent, "not sent; the same command sends them");
+        said
+    }
+}
+
+/// What to say of lines whose tasks lived in a built-in mock that ended:
+/// `now` when it ends with this run.
+pub fn gone_advice(lines: &[u64], out_dir: &Path, now: bool) -> String {
+    let when = if now {
+        "the built-in mock, which ends with this command"
+    } else {
+        "the built-in mock of an earlier run, which ended with that run"
+    };
+    format!(
+        "{} went to {when}: their tasks are gone, and no run can finish them in {}. Start over in another folder \
+         (another --out), or, to be able to resume after an interruption, run `genapi mock` in another terminal, set \
+         the variables it prints, and run the batch there",
+        counted(lines),
+        out::clean(&out_dir.display().to_string())
+    )
+}
+
+/// "line 3" or "lines 1-4, 7 (5)": consecutive lines as ranges, the first
+/// twenty ranges at most.
+pub fn counted(lines: &[u64]) -> String {
+    let mut ranges: Vec<(u64, u64)> = Vec::new();
+    for &line in lines {
+        match ranges.last_mut() {
+            Some((_, end)) if *end + 1 == line => *end = line,
+            _ => ranges.push((line, line)),
+        }
+    }
+    let shown: Vec<String> = ranges
+        .iter()
+        .take(20)
+        .map(|(start, end)| {
+            if start == end {
+                start.to_string()
+            } else {
+                format!("{start}-{end}")
+            }
+        })
+        .collect();
+    let more = if ranges.len() > shown.len() { ", …" } else { "" };
+    match lines {
+        [one] => format!("line {one}"),
+        _ => format!("lines {}{more} ({})", shown.join(", "), lines.len()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn consecutive_lines_are_said_as_ranges() {
+        assert_eq!(counted(&[3]), "line 3");
+        assert_eq!(counted(&[1, 2, 3, 4, 7, 9, 10]), "lines 1-4, 7, 9-10 (7)");
+    }
+}

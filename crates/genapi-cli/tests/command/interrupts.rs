@@ -1,0 +1,304 @@
+//! A batch interrupted with Ctrl-C at a keyboard says, for each line, what
+//! the next run does with it, and the next run does exactly that: during
+//! submissions, while waiting, after a second Ctrl-C, and on the built-in
+//! mock, whose tasks end with it.
+
+use std::path::Path;
+use std::time::Duration;
+
+use genapi_mock::{Fault, FaultKind, MockConfig, MockService};
+use serde_json::json;
+
+use crate::common::{genapi, genapi_alone, posts_by_prompt, Dir};
+use crate::terminal::Terminal;
+
+/// Long enough for any run of these tests on a loaded machine.
+const PATIENCE: Duration = Duration::from_secs(120);
+
+async fn mock(duration_ms: u64) -> MockService {
+    let config = MockConfig::default()
+        .default_duration(Duration::from_millis(duration_ms))
+        .request_log_capacity(10_000);
+    MockService::start_with(config, "127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap()
+}
+
+fn write_jobs(dir: &Dir, count: u64, tag: &str) {
+    let lines: Vec<String> = (1..=count)
+        .map(|n| {
+            json!({"model": "gen-2-pro", "name": format!("img-{n}"), "prompt": format!("{tag} {n}"), "width": 64, "height": 64})
+                .to_string()
+        })
+        .collect();
+    std::fs::write(dir.join("jobs.jsonl"), lines.join("\n") + "\n").unwrap();
+}
+
+/// Records of this kind in the journal so far.
+fn recorded(journal: &Path, event: &str) -> usize {
+    let wanted = format!(r#""event":"{event}""#);
+    std::fs::read_to_string(journal)
+        .map(|text| text.lines().filter(|line| line.contains(&wanted)).count())
+        .unwrap_or(0)
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn batch(command: &mut std::process::Command) -> &mut std::process::Command {
+    command.args(["batch", "jobs.jsonl", "--out", "shots"])
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_ctrl_c_during_submissions_says_which_lines_are_polled_and_which_are_sent_and_the_next_run_does_that() {
+    let mock = mock(200).await;
+    mock.inject(Fault::on("/v1/gen-2-pro", FaultKind::Delay(Duration::from_secs(2))).method("POST"));
+    let dir = Dir::new("interrupt-submitting");
+    write_jobs(&dir, 3, "submitting");
+    let journal = dir.join("shots/journal.jsonl");
+    let mut command = genapi(&dir, &mock);
+    batch(&mut command).args(["--max-active", "1"]);
+    let mut terminal = Terminal::spawn(command);
+    // Sent: the mock holds the request (recorded first, a stop before it left
+    // would rightly leave the line unsent).
+    terminal.wait_until("line 1 sent", PATIENCE, || {
+        recorded(&journal, "intent") == 1 && posts_by_prompt(&mock).len() == 1
+    });
+    terminal.ctrl_c();
+    let (code, screen) = terminal.finish(PATIENCE);
+    assert_eq!(code, Some(130), "{screen}");
+    assert!(
+        screen.contains("line 1: accepted, not finished; the same command polls their tasks"),
+        "{screen}"
+    );
+    assert!(
+        screen.contains("lines 2-3 (2): not sent; the same command sends them"),
+        "{screen}"
+    );
+    assert!(screen.contains("run the same command again to resume"), "{screen}");
+
+    let rerun = batch(&mut genapi(&dir, &mock)).output().unwrap();
+    assert_eq!(rerun.status.code(), Some(0), "{}", text(&rerun.stderr));
+    let posts = posts_by_prompt(&mock);
+    assert_eq!(posts.len(), 3, "{posts:?}");
+    assert!(
+        posts.values().all(|n| *n == 1),
+        "line 1 was polled, not sent again: {posts:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_ctrl_c_while_waiting_says_the_tasks_are_polled_and_status_reads_the_journal_folder() {
+    let mock = mock(4_000).await;
+    let dir = Dir::new("interrupt-waiting");
+    write_jobs(&dir, 3, "waiting");
+    let journal = dir.join("shots/journal.jsonl");
+    let mut terminal = Terminal::spawn({
+        let mut command = genapi(&dir, &mock);
+        batch(&mut command);
+        command
+    });
+    terminal.wait_until("three tasks accepted", PATIENCE, || recorded(&journal, "accepted") == 3);
+    terminal.ctrl_c();
+    let (code, screen) = terminal.finish(PATIENCE);
+    assert_eq!(code, Some(130), "{screen}");
+    let said = "lines 1-3 (3): accepted, not finished; the same command polls their tasks";
+    assert!(screen.contains(said), "{screen}");
+    assert!(!screen.contains("not sent;"), "{screen}");
+
+    // --status reads the journal folder: the same words, and nothing changes.
+    let status = batch(&mut genapi(&dir, &mock)).arg("--status").output().unwrap();
+    assert_eq!(status.status.code(), Some(0), "{}", text(&status.stderr));
+    assert!(text(&status.stdout).contains(said), "{}", text(&status.stdout));
+    let status = batch(&mut genapi(&dir, &mock))
+        .args(["--status", "--json"])
+        .output()
+        .unwrap();
+    let view: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
+    assert_eq!(view["exists"], true, "{view}");
+    assert_eq!(view["lines"]["accepted"], 3, "{view}");
+    assert_eq!(
+        posts_by_prompt(&mock).values().sum::<usize>(),
+        3,
+        "--status sends nothing"
+    );
+
+    let rerun = batch(&mut genapi(&dir, &mock)).output().unwrap();
+    assert_eq!(rerun.status.code(), Some(0), "{}", text(&rerun.stderr));
+    let posts = posts_by_prompt(&mock);
+    assert_eq!(posts.len(), 3, "{posts:?}");
+    assert!(posts.values().all(|n| *n == 1), "{posts:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_ctrl_c_during_slow_submissions_calls_them_unanswered_as_the_next_run_does_once() {
+    let mock = mock(200).await;
+    mock.inject(
+        Fault::on("/v1/gen-2-pro", FaultKind::Delay(Duration::from_secs(90)))
+            .method("POST")
+            .times(3),
+    );
+    let dir = Dir::new("interrupt-twice");
+    write_jobs(&dir, 3, "twice");
+    let mut terminal = Terminal::spawn({
+        let mut command = genapi(&dir, &mock);
+        batch(&mut command);
+        command
+    });
+    terminal.wait_until("three submissions sent", PATIENCE, || {
+        posts_by_prompt(&mock).values().sum::<usize>() == 3
+    });
+    terminal.ctrl_c();
+    terminal.wait_for("stopping:", PATIENCE);
+    terminal.ctrl_c();
+    let (code, screen) = terminal.finish(PATIENCE);
+    assert_eq!(code, Some(130), "{screen}");
+    assert!(
+        screen.contains("lines 1-3 (3): sent, and no answer came back")
+            && screen.contains("the same command does not send them again"),
+        "{screen}"
+    );
+    assert!(
+        !screen.contains("not sent; the same command sends them"),
+        "nothing is said to be sent again: {screen}"
+    );
+
+    let rerun = batch(&mut genapi(&dir, &mock)).output().unwrap();
+    let said = format!("{}{}", text(&rerun.stdout), text(&rerun.stderr));
+    assert_eq!(rerun.status.code(), Some(9), "{said}");
+    assert_eq!(
+        posts_by_prompt(&mock).values().sum::<usize>(),
+        3,
+        "nothing sent again: {said}"
+    );
+    assert_eq!(
+        said.matches("may have accepted").count(),
+        1,
+        "the three lines are summarised once: {said}"
+    );
+    assert!(said.contains("lines 1, 2, 3 were sent without an answer"), "{said}");
+
+    let finish = batch(&mut genapi(&dir, &mock))
+        .arg("--resubmit-unknown")
+        .output()
+        .unwrap();
+    assert_eq!(finish.status.code(), Some(0), "{}", text(&finish.stderr));
+}
+
+#[test]
+fn on_the_built_in_mock_a_stopped_batch_says_its_tasks_are_gone_and_the_next_run_says_so_at_once() {
+    let dir = Dir::new("interrupt-builtin");
+    write_jobs(&dir, 3, "builtin");
+    let journal = dir.join("shots/journal.jsonl");
+    let mut terminal = Terminal::spawn({
+        let mut command = genapi_alone(&dir);
+        batch(&mut command);
+        command
+    });
+    terminal.wait_until("three tasks accepted", PATIENCE, || recorded(&journal, "accepted") == 3);
+    terminal.ctrl_c();
+    let (code, screen) = terminal.finish(PATIENCE);
+    assert_eq!(code, Some(130), "{screen}");
+    assert!(
+        screen.contains("lines 1-3 (3) went to the built-in mock, which ends with this command: their tasks are gone"),
+        "{screen}"
+    );
+    assert!(!screen.contains("run the same command again"), "{screen}");
+
+    // Told at once, not after polling a mock that is gone until --timeout.
+    let rerun = batch(&mut genapi_alone(&dir))
+        .args(["--timeout", "30"])
+        .output()
+        .unwrap();
+    let said = text(&rerun.stderr);
+    assert_eq!(rerun.status.code(), Some(2), "{said}");
+    assert!(said.contains("went to the built-in mock of an earlier run"), "{said}");
+    assert!(
+        said.contains("another folder") && said.contains("`genapi mock`") && said.contains("nothing was sent"),
+        "{said}"
+    );
+
+    let again = genapi_alone(&dir)
+        .args(["batch", "jobs.jsonl", "--out", "shots-2"])
+        .output()
+        .unwrap();
+    assert_eq!(again.status.code(), Some(0), "{}", text(&again.stderr));
+    assert_eq!(recorded(&dir.join("shots-2/journal.jsonl"), "finished"), 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_stops_a_batch_as_ctrl_c_does_with_the_resume_line_and_the_next_run_finishes() {
+    let mock = mock(4_000).await;
+    let dir = Dir::new("interrupt-sigterm");
+    write_jobs(&dir, 2, "terminated");
+    let journal = dir.join("shots/journal.jsonl");
+    let child = batch(&mut genapi(&dir, &mock))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let until = std::time::Instant::now() + PATIENCE;
+    while recorded(&journal, "accepted") < 2 {
+        assert!(std::time::Instant::now() < until, "the batch made no progress");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    // SAFETY: signals our own child process.
+    assert_eq!(unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) }, 0);
+    let stopped = child.wait_with_output().unwrap();
+    let said = format!("{}{}", text(&stopped.stdout), text(&stopped.stderr));
+    assert_eq!(stopped.status.code(), Some(130), "{said}");
+    assert!(
+        said.contains("lines 1-2 (2): accepted, not finished") && said.contains("run the same command again to resume"),
+        "{said}"
+    );
+    let rerun = batch(&mut genapi(&dir, &mock)).output().unwrap();
+    assert_eq!(rerun.status.code(), Some(0), "{}", text(&rerun.stderr));
+    assert!(posts_by_prompt(&mock).values().all(|n| *n == 1));
+}
+
+#[test]
+fn sigterm_during_generate_prints_the_resume_command() {
+    let dir = Dir::new("sigterm-generate");
+    let slow = crate::cli::Mock::start(&dir, &["--duration-ms", "600000"]);
+    let mut child = slow
+        .command(&dir)
+        .args(["generate", "x", "-o", "later.png"])
+        .stderr(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut seen = String::new();
+    while !seen.contains("submitted task") {
+        let mut line = String::new();
+        assert!(
+            std::io::BufRead::read_line(&mut stderr, &mut line).unwrap() > 0,
+            "{seen}"
+        );
+        seen.push_str(&line);
+    }
+    // SAFETY: signals our own child process.
+    assert_eq!(unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) }, 0);
+    let status = child.wait().unwrap();
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut stderr, &mut rest).unwrap();
+    assert_eq!(status.code(), Some(130), "{seen}{rest}");
+    assert!(
+        rest.contains("resume with: genapi wait ") && rest.contains("--out later.png"),
+        "{rest}"
+    );
+}
+
+#[test]
+fn batch_has_no_deadline_unless_given_and_the_mocks_help_promises_none() {
+    let dir = Dir::new("timeout-help");
+    for (command, absent, present) in [
+        ("batch", "[default: 600]", "none for batch"),
+        ("mock", "[default: 600]", "none for batch and mock"),
+    ] {
+        let help = genapi_alone(&dir).args([command, "--help"]).output().unwrap();
+        let help = text(&help.stdout);
+        assert!(!help.contains(absent) && help.contains(present), "{command}: {help}");
+    }
+}

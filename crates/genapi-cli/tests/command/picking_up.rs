@@ -1,0 +1,146 @@
+//! `submit`, `wait` and `get`: a task is picked up again by the command the
+//! previous one printed, and every command printed can succeed.
+
+use std::path::Path;
+use std::process::Output;
+
+use crate::cli::Mock;
+use crate::common::{genapi_alone, Dir};
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn said(run: &Output) -> String {
+    format!("{}{}", text(&run.stdout), text(&run.stderr))
+}
+
+/// The files whose name starts with a dot in `dir`.
+fn hidden(dir: &Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .filter_map(|entry| entry.ok()?.file_name().into_string().ok())
+        .filter(|name| name.starts_with('.'))
+        .collect()
+}
+
+/// The arguments of the `genapi …` command printed after `prefix`.
+fn printed_command(text: &str, prefix: &str) -> Vec<String> {
+    let start = text
+        .find(prefix)
+        .unwrap_or_else(|| panic!("{prefix:?} not printed: {text}"))
+        + prefix.len();
+    let line = text[start..].lines().next().unwrap_or_default();
+    let words: Vec<String> = line
+        .split_whitespace()
+        .map(|word| word.trim_matches('\'').to_string())
+        .collect();
+    assert_eq!(words.first().map(String::as_str), Some("genapi"), "{line}");
+    words[1..].to_vec()
+}
+
+fn format_of(path: &Path) -> Option<genapi::ImageFormat> {
+    genapi::ImageFormat::sniff(&std::fs::read(path).unwrap_or_default())
+}
+
+#[test]
+fn on_the_built_in_mock_submit_and_wait_say_they_need_one_genapi_mock_and_with_one_they_work() {
+    let dir = Dir::new("submit-wait-builtin");
+    let submitted = genapi_alone(&dir).args(["submit", "a boat"]).output().unwrap();
+    assert_eq!(submitted.status.code(), Some(0), "{}", said(&submitted));
+    let stderr = text(&submitted.stderr);
+    assert!(
+        stderr.contains("Between `genapi submit` and `genapi wait`, keep one `genapi mock` running"),
+        "{stderr}"
+    );
+    assert!(
+        !stderr.contains("wait for it with"),
+        "no command that cannot succeed: {stderr}"
+    );
+    let id = text(&submitted.stdout).split('\t').next().unwrap().trim().to_string();
+
+    for command in ["wait", "get"] {
+        let run = genapi_alone(&dir).args([command, &id]).output().unwrap();
+        let stderr = text(&run.stderr);
+        assert_eq!(run.status.code(), Some(7), "{stderr}");
+        assert!(stderr.contains("keep one `genapi mock` running"), "{command}: {stderr}");
+        assert!(!stderr.contains("resume with"), "{command}: {stderr}");
+        assert!(
+            !stderr.contains("using the built-in mock"),
+            "said before any mock starts: {stderr}"
+        );
+    }
+
+    // With one `genapi mock`, as said: the printed command finishes the task,
+    // in the format its --out asked for at submission.
+    let mock = Mock::start(&dir, &["--duration-ms", "50"]);
+    let submitted = mock
+        .command(&dir)
+        .args(["submit", "a boat", "-o", "boat.png"])
+        .output()
+        .unwrap();
+    assert_eq!(submitted.status.code(), Some(0), "{}", said(&submitted));
+    let wait = printed_command(&text(&submitted.stderr), "wait for it with: ");
+    assert_eq!(wait.last().map(String::as_str), Some("boat.png"), "{wait:?}");
+    let waited = mock.command(&dir).args(&wait).output().unwrap();
+    assert_eq!(waited.status.code(), Some(0), "{}", said(&waited));
+    assert_eq!(format_of(&dir.join("boat.png")), Some(genapi::ImageFormat::Png));
+}
+
+#[test]
+fn wait_and_get_into_a_name_of_another_format_check_the_real_name_and_print_a_command_that_works() {
+    let dir = Dir::new("wrong-extension");
+    let mock = Mock::start(&dir, &["--duration-ms", "50"]);
+    for command in ["wait", "get"] {
+        let submitted = mock.command(&dir).args(["submit", "a jpeg"]).output().unwrap();
+        assert_eq!(submitted.status.code(), Some(0), "{}", said(&submitted));
+        let id = text(&submitted.stdout).split('\t').next().unwrap().trim().to_string();
+        // Finished, so `get` saves it too.
+        let ready = mock
+            .command(&dir)
+            .args(["wait", &id, "-o", "first.jpg", "--force"])
+            .output()
+            .unwrap();
+        assert_eq!(ready.status.code(), Some(0), "{}", said(&ready));
+        std::fs::write(dir.join("x.jpg"), b"mine").unwrap();
+
+        let run = mock.command(&dir).args([command, &id, "-o", "x.png"]).output().unwrap();
+        let stderr = text(&run.stderr);
+        assert_eq!(run.status.code(), Some(2), "{command}: {stderr}");
+        assert!(stderr.contains("x.jpg exists"), "{command}: {stderr}");
+        assert_eq!(std::fs::read(dir.join("x.jpg")).unwrap(), b"mine", "nothing replaced");
+        assert!(!dir.join("x.png").exists());
+        assert_eq!(
+            hidden(&dir.0),
+            Vec::<String>::new(),
+            "{command}: nothing hidden left behind"
+        );
+
+        let again = printed_command(&stderr, "save it with: ");
+        assert_eq!(again.last().map(String::as_str), Some("x-2.jpg"), "{again:?}");
+        let saved = mock.command(&dir).args(&again).output().unwrap();
+        assert_eq!(
+            saved.status.code(),
+            Some(0),
+            "{command}: the printed command works: {}",
+            said(&saved)
+        );
+        assert_eq!(format_of(&dir.join("x-2.jpg")), Some(genapi::ImageFormat::Jpeg));
+        assert_eq!(hidden(&dir.0), Vec::<String>::new());
+        for name in ["x.jpg", "x-2.jpg", "first.jpg"] {
+            std::fs::remove_file(dir.join(name)).unwrap();
+        }
+    }
+}
+
+#[test]
+fn an_out_folder_named_with_a_trailing_slash_is_made_as_batch_makes_its_folder() {
+    let dir = Dir::new("out-folder");
+    let run = genapi_alone(&dir)
+        .args(["generate", "a fox", "-o", "newdir/"])
+        .output()
+        .unwrap();
+    assert_eq!(run.status.code(), Some(0), "{}", said(&run));
+    let saved: Vec<_> = std::fs::read_dir(dir.join("newdir")).unwrap().collect();
+    assert_eq!(saved.len(), 1, "{saved:?}");
+}

@@ -1,0 +1,83 @@
+//! The README opens with its two commands, then a short tour; every
+//! command of the tour runs as written on the built-in mock, without a
+//! warning.
+
+use crate::common::{genapi_alone, Dir};
+
+const README: &str = include_str!("../../../../README.md");
+
+/// The words of a shell line: quotes group, `#` after a space starts a comment.
+fn words(line: &str) -> Vec<String> {
+    let (mut words, mut word, mut quote, mut started) = (Vec::new(), String::new(), None, false);
+    for c in line.chars() {
+        match (quote, c) {
+            (Some(q), c) if c == q => quote = None,
+            (Some(_), c) => word.push(c),
+            (None, '\'' | '"') => {
+                quote = Some(c);
+                started = true;
+            }
+            (None, '#') if !started => break,
+            (None, ' ') => {
+                if started {
+                    words.push(std::mem::take(&mut word));
+                    started = false;
+                }
+            }
+            (None, c) => {
+                word.push(c);
+                started = true;
+            }
+        }
+    }
+    if started {
+        words.push(word);
+    }
+    words
+}
+
+#[test]
+fn the_readme_opens_with_two_commands_then_a_tour_that_runs_as_written() {
+    assert!(
+        README.starts_with(
+            "# genapi\n\n```sh\ncargo run -- generate \"a lighthouse at dusk\" --out lighthouse.jpg\ncargo test \
+             --workspace --all-features\n```\n"
+        ),
+        "the README's first screen"
+    );
+    let first_section = README.lines().find(|line| line.starts_with("## "));
+    assert_eq!(first_section, Some("## A short tour"));
+    let tour = README
+        .split("## A short tour")
+        .nth(1)
+        .unwrap()
+        .split("\n## ")
+        .next()
+        .unwrap();
+    let dir = Dir::new("readme-tour");
+    let mut ran = 0;
+    for block in tour.split("```sh\n").skip(1) {
+        let block = block.split("\n```").next().unwrap();
+        for line in block.lines() {
+            let words = words(line);
+            match words.first().map(String::as_str) {
+                Some("echo") => {
+                    assert_eq!(words[2], ">>", "{line}");
+                    let mut jobs = std::fs::read_to_string(dir.join(&words[3])).unwrap_or_default();
+                    jobs.push_str(&words[1]);
+                    jobs.push('\n');
+                    std::fs::write(dir.join(&words[3]), jobs).unwrap();
+                }
+                Some("genapi") => {
+                    let run = genapi_alone(&dir).args(&words[1..]).output().unwrap();
+                    let stderr = String::from_utf8_lossy(&run.stderr);
+                    assert_eq!(run.status.code(), Some(0), "{line}: {stderr}");
+                    assert!(!stderr.contains("warning:"), "{line}: {stderr}");
+                    ran += 1;
+                }
+                _ => panic!("a line of the tour this test does not know: {line}"),
+            }
+        }
+    }
+    assert!(ran >= 7, "the tour's commands ran: {ran}");
+}

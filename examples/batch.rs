@@ -1,0 +1,61 @@
+//! A batch of typed requests, kept in a journal so that running it again
+//! after any interruption polls what was accepted instead of paying twice.
+//! Against the service when `GENAPI_API_KEY` and `GENAPI_BASE_URL` are set,
+//! else against a mock service started here:
+//!
+//! ```sh
+//! cargo run --example batch
+//! ```
+
+use std::path::Path;
+
+use futures::StreamExt;
+use genapi::api::types::Gen2ProRequest;
+use genapi_batch::{Batch, FileJournal, Job, JobOutcome};
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let (client, _mock) = client().await?;
+    for outcome in batch(
+        &client,
+        Path::new("shots"),
+        &["a red fox", "a blue whale", "a grey owl"],
+    )
+    .await?
+    {
+        println!("line {}: {} {:?}", outcome.line, outcome.status.as_str(), outcome.file);
+    }
+    Ok(())
+}
+
+/// One job per prompt, saved in `out` (made if need be) with the journal.
+pub async fn batch(
+    client: &genapi::Client,
+    out: &Path,
+    prompts: &[&str],
+) -> Result<Vec<JobOutcome>, Box<dyn std::error::Error>> {
+    std::fs::create_dir_all(out)?;
+    let journal = FileJournal::open(out.join("journal.jsonl"))?;
+    // Jobs from the same typed builders `Client::submit` takes; each line's
+    // number is its place in the journal, so it must not change between runs.
+    let jobs = prompts
+        .iter()
+        .enumerate()
+        .map(|(index, prompt)| {
+            let request = Gen2ProRequest::builder().prompt(*prompt).width(512).height(512);
+            Ok(Job::from_request(index as u64 + 1, request)?.name(format!("image-{}", index + 1)))
+        })
+        .collect::<genapi::Result<Vec<Job>>>()?;
+    let outcomes = Batch::new(client.clone(), journal, out).run(jobs)?;
+    Ok(outcomes.collect().await)
+}
+
+/// The configured service, or a mock (kept alive by the caller) when none is.
+async fn client() -> Result<(genapi::Client, Option<genapi_mock::MockService>), Box<dyn std::error::Error>> {
+    if std::env::var_os("GENAPI_API_KEY").is_some() {
+        return Ok((genapi::Client::from_env()?, None));
+    }
+    let mock = genapi_mock::MockService::start().await?;
+    eprintln!("GENAPI_API_KEY is not set: using a mock service (a test double)");
+    Ok((mock.client()?, Some(mock)))
+}

@@ -1,0 +1,51 @@
+//! Edit an image: the picture given (or, without one, an image generated
+//! first) with an instruction. Against the service when `GENAPI_API_KEY` and
+//! `GENAPI_BASE_URL` are set, else against a mock service started here:
+//!
+//! ```sh
+//! cargo run --example edit -- photo.png
+//! ```
+
+use std::path::{Path, PathBuf};
+
+use genapi::api::types::{Gen2ProRequest, GenKontextProRequest};
+use genapi::ImageInput;
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let (client, _mock) = client().await?;
+    let input = match std::env::args_os().nth(1) {
+        Some(path) => PathBuf::from(path),
+        None => {
+            let output = client
+                .run(Gen2ProRequest::builder().prompt("a red fox in a meadow"))
+                .await?;
+            output.save("fox").await?
+        }
+    };
+    let saved = edit(&client, &input, "fox-in-snow").await?;
+    println!("saved {}", saved.display());
+    Ok(())
+}
+
+/// Edits the image at `input` and saves the result as `stem` plus the
+/// extension of its format.
+pub async fn edit(client: &genapi::Client, input: &Path, stem: &str) -> genapi::Result<PathBuf> {
+    // A file is sent as base64; the error of a file that cannot be used
+    // (missing, too large, not an image) names it.
+    let image = ImageInput::path(input).to_base64().await?;
+    let request = GenKontextProRequest::builder()
+        .prompt("the same scene, covered in fresh snow")
+        .input_image(image);
+    client.run(request).await?.save(stem).await
+}
+
+/// The configured service, or a mock (kept alive by the caller) when none is.
+async fn client() -> Result<(genapi::Client, Option<genapi_mock::MockService>), Box<dyn std::error::Error>> {
+    if std::env::var_os("GENAPI_API_KEY").is_some() {
+        return Ok((genapi::Client::from_env()?, None));
+    }
+    let mock = genapi_mock::MockService::start().await?;
+    eprintln!("GENAPI_API_KEY is not set: using a mock service (a test double)");
+    Ok((mock.client()?, Some(mock)))
+}
