@@ -16,6 +16,7 @@ use genapi_batch::{
 use serde_json::{json, Value};
 use tokio::time::Instant;
 
+use crate::progress::{Figures, Progress};
 use crate::{code, connect_with, out, standing, timeout_if_given, Failure, Global};
 
 /// The journal's file name in the output directory.
@@ -83,6 +84,9 @@ pub struct BatchArgs {
     /// Print the JSON Schema of a job line and exit.
     #[arg(long)]
     schema: bool,
+    /// Do not keep index.html (a gallery of the results, with thumbnails in thumbs/) in the output directory.
+    #[arg(long)]
+    no_gallery: bool,
 }
 
 /// Reads a credit amount.
@@ -389,6 +393,7 @@ pub async fn run(global: &Global, args: BatchArgs) -> Result<(), Failure> {
     let mut printed = Printed {
         json: global.json,
         lost: None,
+        gallery: (!args.no_gallery).then(|| Kept::new(&out_dir)),
     };
     for invalid in checked.invalid() {
         let message = explained(invalid);
@@ -396,12 +401,11 @@ pub async fn run(global: &Global, args: BatchArgs) -> Result<(), Failure> {
         write_result(&mut results, &entry, &mut printed)?;
     }
     tally.invalid = checked.invalid_lines();
-    let started = Instant::now();
-    let terminal = out::stderr_is_terminal();
-    let mut ticker = tokio::time::interval(if terminal {
+    let progress = Progress::start("batch", tally.jobs as u64);
+    let mut ticker = tokio::time::interval(if progress.is_bar() {
         Duration::from_secs(1)
     } else {
-        Duration::from_secs(5)
+        crate::progress::PLAIN_EVERY
     });
     ticker.tick().await;
     let stopped: Option<Failure> = loop {
@@ -409,13 +413,18 @@ pub async fn run(global: &Global, args: BatchArgs) -> Result<(), Failure> {
             next = stream.next() => match next {
                 Some(outcome) => {
                     let outcome = with_flags(outcome);
-                    report(&outcome);
+                    report(&outcome, &progress);
                     write_result(&mut results, &outcome.to_json(), &mut printed)?;
                     tally.add(&outcome);
                 }
                 None => break None,
             },
-            _ = ticker.tick() => show_progress(&tally, counters.in_flight(), started.elapsed(), terminal),
+            _ = ticker.tick() => {
+                progress.show(&tally.figures(counters.in_flight()));
+                if let Some(gallery) = &mut printed.gallery {
+                    gallery.write_if_due();
+                }
+            }
             _ = tokio::time::sleep_until(deadline) => break Some(Failure::new(code::TIMEOUT, format!(
                 "--timeout {}s passed", global.timeout_seconds()
             ))),
@@ -451,8 +460,9 @@ pub async fn run(global: &Global, args: BatchArgs) -> Result<(), Failure> {
             }
         }
     }
-    if terminal && !out::quiet() {
-        out::err_raw("\r\x1b[2K");
+    progress.finish();
+    if let Some(gallery) = &mut printed.gallery {
+        gallery.write();
     }
     // The journal is closed (its last records written) once the stream is gone.
     drop(stream);
@@ -661,11 +671,64 @@ struct Printed {
     json: bool,
     /// Why stdout could not be written, once it could not.
     lost: Option<std::io::Error>,
+    /// The gallery kept beside the results (unless `--no-gallery`).
+    gallery: Option<Kept>,
+}
+
+/// The gallery of the output directory, kept current during the run: each
+/// result goes in as it is written, the page is written now and then (a
+/// page of thousands of tiles is not rewritten for every line) and at the
+/// end. A gallery that cannot be written is said once; the batch goes on.
+struct Kept {
+    gallery: genapi_gallery::Gallery,
+    written: Option<Instant>,
+    changed: bool,
+    failed: bool,
+}
+
+impl Kept {
+    /// How often the page is written while the batch runs.
+    const EVERY: Duration = Duration::from_secs(2);
+
+    fn new(dir: &Path) -> Kept {
+        Kept {
+            gallery: genapi_gallery::Gallery::new(dir),
+            written: None,
+            changed: false,
+            failed: false,
+        }
+    }
+
+    fn add(&mut self, entry: &Value) {
+        if let Ok(line) = serde_json::from_value::<genapi_batch::ResultLine>(entry.clone()) {
+            self.gallery.add(line);
+            self.changed = true;
+        }
+    }
+
+    fn write_if_due(&mut self) {
+        if self.changed && self.written.is_none_or(|at| at.elapsed() >= Kept::EVERY) {
+            self.write();
+        }
+    }
+
+    fn write(&mut self) {
+        self.written = Some(Instant::now());
+        self.changed = false;
+        if let Err(error) = self.gallery.write() {
+            if !std::mem::replace(&mut self.failed, true) {
+                out::err(&format!("warning: no gallery: {}", out::clean(&error.to_string())));
+            }
+        }
+    }
 }
 
 fn write_result(file: &mut std::fs::File, entry: &Value, printed: &mut Printed) -> Result<(), Failure> {
     let text = entry.to_string();
     writeln!(file, "{text}").map_err(|e| Failure::new(code::OTHER, format!("cannot write {RESULTS}: {e}")))?;
+    if let Some(gallery) = &mut printed.gallery {
+        gallery.add(entry);
+    }
     if !printed.json {
         return Ok(());
     }
@@ -711,7 +774,7 @@ fn with_flags(mut outcome: JobOutcome) -> JobOutcome {
 
 /// A failure or an unknown outcome, said as it happens; a saved result
 /// with a problem (a class) too.
-fn report(outcome: &JobOutcome) {
+fn report(outcome: &JobOutcome, progress: &Progress) {
     if outcome.from_journal {
         return;
     }
@@ -727,7 +790,7 @@ fn report(outcome: &JobOutcome) {
             .as_ref()
             .map(|t| format!(" (task {})", out::clean(&t.id)))
             .unwrap_or_default();
-        out::err(&format!(
+        progress.println(&format!(
             "line {} {}{task}: {}: {}",
             outcome.line,
             outcome.name,
@@ -810,6 +873,18 @@ impl Tally {
         }
     }
 
+    /// What progress shows.
+    fn figures(&self, in_flight: usize) -> Figures {
+        Figures {
+            done: self.done() as u64,
+            total: self.jobs as u64,
+            failed: self.failed_total() as u64,
+            in_flight: in_flight as u64,
+            worked: self.worked as u64,
+            credits: self.cost,
+        }
+    }
+
     fn done(&self) -> usize {
         self.earlier + self.worked
     }
@@ -827,34 +902,6 @@ impl Tally {
             if self.invalid > 0 { code::USAGE } else { code::OTHER },
             FailureClass::exit_code,
         )
-    }
-}
-
-fn show_progress(tally: &Tally, in_flight: usize, elapsed: Duration, terminal: bool) {
-    if out::quiet() {
-        return;
-    }
-    let seconds = elapsed.as_secs_f64().max(0.001);
-    let rate = tally.worked as f64 / seconds;
-    let remaining = tally.jobs.saturating_sub(tally.done());
-    let eta = if rate > 0.0 {
-        format!("ETA {:.0}s", remaining as f64 / rate)
-    } else {
-        "ETA unknown".to_string()
-    };
-    let line = format!(
-        "batch: {}/{} done, {} failed, {} in flight, {:.1}/s, {eta}, {:.2} credits",
-        tally.done(),
-        tally.jobs,
-        tally.failed_total(),
-        in_flight,
-        rate,
-        tally.cost
-    );
-    if terminal {
-        out::err_raw(&format!("\r\x1b[2K{line}"));
-    } else {
-        out::err(&line);
     }
 }
 

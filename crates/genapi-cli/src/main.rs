@@ -13,6 +13,7 @@ mod learned;
 mod mock;
 mod models;
 mod out;
+mod progress;
 mod request;
 mod standing;
 mod tasks;

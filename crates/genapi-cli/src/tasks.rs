@@ -9,6 +9,7 @@ use genapi::{Client, Output, Task, WaitOptions};
 use serde_json::{json, Value};
 use tokio::time::Instant;
 
+use crate::progress::{Figures, Progress};
 use crate::request::{prepare, Format, RequestArgs};
 use crate::{code, connect, exit_code, out, timeout_of, Connection, Failure, Global};
 
@@ -343,39 +344,71 @@ async fn complete(
     interrupt: std::pin::Pin<&mut impl std::future::Future<Output = std::io::Result<()>>>,
 ) -> Result<(), Failure> {
     let resumes: Vec<String> = accepted.iter().map(|a| a.resume.clone()).collect();
-    let runs = accepted.into_iter().map(|accepted| async move {
-        let id = accepted.task.id().to_string();
-        let polling_url = accepted.task.polling_url().to_string();
-        let last_status = Arc::new(Mutex::new(String::new()));
-        let outcome = finish(
-            &connection.client,
-            accepted.task,
-            plan,
-            accepted.index,
-            deadline,
-            global,
-            last_status.clone(),
-        )
-        .await;
-        let status = last_status.lock().map(|s| s.clone()).unwrap_or_default();
-        report(
-            global,
-            connection,
-            &id,
-            &polling_url,
-            &accepted.model,
-            &accepted.resume,
-            &status,
-            outcome,
-        )
+    let total = accepted.len() as u64;
+    let progress = Progress::start("generate", total);
+    let figures = Mutex::new(Figures {
+        total,
+        in_flight: total,
+        ..Figures::default()
+    });
+    progress.show(&Figures {
+        total,
+        in_flight: total,
+        ..Figures::default()
+    });
+    let runs = accepted.into_iter().map(|accepted| {
+        let (progress, figures) = (&progress, &figures);
+        async move {
+            let id = accepted.task.id().to_string();
+            let polling_url = accepted.task.polling_url().to_string();
+            let last_status = Arc::new(Mutex::new(String::new()));
+            let outcome = finish(
+                &connection.client,
+                accepted.task,
+                plan,
+                accepted.index,
+                deadline,
+                global,
+                (last_status.clone(), progress.clone()),
+            )
+            .await;
+            if let Ok(mut figures) = figures.lock() {
+                figures.done += 1;
+                figures.worked += 1;
+                figures.in_flight = figures.in_flight.saturating_sub(1);
+                match &outcome {
+                    Ok(saved) => figures.credits += saved.output.cost().unwrap_or(0.0),
+                    Err(_) => figures.failed += 1,
+                }
+                progress.show(&figures);
+            }
+            let status = last_status.lock().map(|s| s.clone()).unwrap_or_default();
+            progress.suspend(|| {
+                report(
+                    global,
+                    connection,
+                    &id,
+                    &polling_url,
+                    &accepted.model,
+                    &accepted.resume,
+                    &status,
+                    outcome,
+                )
+            })
+        }
     });
     let all = futures::future::join_all(runs);
-    tokio::select! {
-        codes = all => match codes.into_iter().find(|c| *c != 0) {
+    let finished = tokio::select! {
+        codes = all => Some(codes),
+        _ = interrupt => None,
+    };
+    progress.finish();
+    match finished {
+        Some(codes) => match codes.into_iter().find(|c| *c != 0) {
             None => Ok(()),
             Some(code) => Err(Failure::new(code, "")),
         },
-        _ = interrupt => {
+        None => {
             out::err("interrupted");
             for resume in &resumes {
                 print_resume(connection, resume);
@@ -385,7 +418,8 @@ async fn complete(
     }
 }
 
-/// One task, from waiting to the saved file.
+/// One task, from waiting to the saved file; its status changes go to
+/// `last_status` (for its report) and to the progress shown.
 async fn finish(
     client: &Client,
     task: Task,
@@ -393,10 +427,9 @@ async fn finish(
     index: Option<u32>,
     deadline: Instant,
     global: &Global,
-    last_status: Arc<Mutex<String>>,
+    (last_status, progress): (Arc<Mutex<String>>, Progress),
 ) -> Result<Saved, Failure> {
     let remaining = deadline.saturating_duration_since(Instant::now());
-    let terminal = out::stderr_is_terminal();
     let label = format!("task {}", out::safe_component(task.id(), 8));
     let options = WaitOptions::default().timeout(remaining).on_progress(move |p| {
         let status = out::clean(p.status.as_str());
@@ -406,16 +439,8 @@ async fn finish(
             changed
         });
         let percent = p.progress.map(|f| format!(" {:.0}%", f * 100.0)).unwrap_or_default();
-        if terminal {
-            if !out::quiet() {
-                let line = format!("{label}: {status}{percent} {:.1}s", p.elapsed.as_secs_f64());
-                out::err_raw(&format!("\r{line:<60}"));
-                if p.status.is_final() {
-                    out::err_raw("\n");
-                }
-            }
-        } else if changed.unwrap_or(true) {
-            out::progress(&format!("{label}: {status}{percent}"));
+        if changed.unwrap_or(true) {
+            progress.note(&format!("{label}: {status}{percent}"));
         }
     });
     let waited = tokio::time::timeout_at(deadline, task.wait_with(options)).await;

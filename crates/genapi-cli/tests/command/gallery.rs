@@ -94,3 +94,142 @@ fn the_gallery_of_a_folder_without_results_says_what_folder_it_wants() {
     let stderr = String::from_utf8_lossy(&run.stderr);
     assert!(stderr.contains("output folder of a batch"), "{stderr}");
 }
+
+/// The done-when batch: a seed sweep of 7 prompts by 5 seeds, three plain
+/// lines and two planted failures (a task that fails, one moderated).
+fn sweep_with_failures(dir: &Dir) {
+    let prompts: Vec<String> = (1..=7).map(|n| format!("a lighthouse, study {n}")).collect();
+    let mut grid = genapi_alone(dir);
+    grid.args([
+        "grid",
+        "--sweep",
+        "seed=1,2,3,4,5",
+        "--set",
+        "width=256",
+        "--set",
+        "height=192",
+        "-o",
+        "jobs.jsonl",
+    ]);
+    for prompt in &prompts {
+        grid.args(["--prompt", prompt]);
+    }
+    let run = grid.output().unwrap();
+    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+    let mut text = std::fs::read_to_string(dir.join("jobs.jsonl")).unwrap();
+    for (name, prompt) in [
+        ("plain-1", "a harbour at noon"),
+        ("plain-2", "a harbour at night"),
+        ("plain-3", "a harbour in fog"),
+        ("broken", "a harbour [mock:error]"),
+        ("refused", "a harbour [mock:content-moderated]"),
+    ] {
+        text.push_str(&format!(
+            "{}\n",
+            serde_json::json!({"model": "gen-2-pro", "name": name, "prompt": prompt, "width": 256, "height": 192})
+        ));
+    }
+    std::fs::write(dir.join("jobs.jsonl"), text).unwrap();
+}
+
+/// The result of each line, as the results file has it.
+fn results(dir: &Dir) -> std::collections::BTreeMap<u64, Value> {
+    lines(&std::fs::read(dir.join("shots/results.jsonl")).unwrap())
+        .into_iter()
+        .map(|line| (line["line"].as_u64().unwrap(), line))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_and_resumed_batch_leaves_a_gallery_the_browser_accepts_and_a_rebuild_repeats() {
+    let Some(chromium) = crate::common::browser::chromium() else {
+        return;
+    };
+    // Tasks of 2 s, four at a time: the first run is killed once its four
+    // submissions are answered and journalled, when no submission can be in
+    // flight (the limit is reached and no task has ended), so the kill
+    // leaves no line without an answer, whatever the timing.
+    let config = genapi_mock::MockConfig::default().default_duration(std::time::Duration::from_secs(2));
+    let mock = genapi_mock::MockService::start_with(config, "127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    let dir = Dir::new("gallery-batch");
+    sweep_with_failures(&dir);
+    let mut first = crate::common::genapi(&dir, &mock)
+        .args(["batch", "jobs.jsonl", "--out", "shots", "--max-active", "4"])
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let accepted = || {
+        std::fs::read_to_string(dir.join("shots/journal.jsonl"))
+            .unwrap_or_default()
+            .matches("\"event\":\"accepted\"")
+            .count()
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while accepted() < 4 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the first run had no task accepted"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    first.kill().unwrap();
+    first.wait().unwrap();
+    assert_eq!(mock.created_tasks().len(), 4, "no fifth submission went out");
+    let second = crate::common::genapi(&dir, &mock)
+        .args(["batch", "jobs.jsonl", "--out", "shots"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&second.stderr);
+    assert_eq!(second.status.code(), Some(7), "two lines failed for good: {stderr}");
+    let results = results(&dir);
+    assert_eq!(results.len(), 40);
+    let page = dir.join("shots").join(genapi_gallery::INDEX);
+    let seen = crate::common::browser::open(&chromium, &page);
+    // Every thumbnail decoded, and one for every saved image.
+    let succeeded = results.values().filter(|r| r["status"] == "succeeded").count();
+    assert_eq!(succeeded, 38, "{results:?}");
+    assert_eq!(seen.images.len(), succeeded);
+    assert!(seen.images.iter().all(|(_, width)| *width > 0), "{:?}", seen.images);
+    assert!(
+        seen.network.is_empty(),
+        "the page asked the network for {:?}",
+        seen.network
+    );
+    // Every tile says what its result says.
+    assert_eq!(seen.tiles.len(), 40);
+    for tile in &seen.tiles {
+        let line: u64 = tile["line"].as_str().unwrap().parse().unwrap();
+        let result = &results[&line];
+        let text = tile["text"].as_str().unwrap();
+        assert_eq!(tile["status"], result["status"], "line {line}");
+        assert!(text.contains(result["name"].as_str().unwrap()), "line {line}: {text}");
+        assert!(text.contains(result["prompt"].as_str().unwrap()), "line {line}: {text}");
+        if let Some(seed) = result["seed"].as_i64() {
+            assert!(text.contains(&seed.to_string()), "line {line}: {text}");
+        }
+        if result["status"] != "succeeded" {
+            let task = result["task_id"].as_str().unwrap();
+            assert_eq!(tile["task"], task, "line {line}");
+            assert!(text.contains(task), "a failed tile shows its task: {text}");
+        }
+    }
+    // The sweep is a grid: 7 rows of 5 seeds.
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert_eq!(html.matches("<th class=\"row\">").count(), 7);
+    assert_eq!(html.matches("<th class=\"column\">").count(), 5);
+    // Rebuilding from the folder gives the same page.
+    let rebuilt = genapi_alone(&dir).args(["gallery", "shots"]).output().unwrap();
+    assert!(rebuilt.status.success(), "{}", String::from_utf8_lossy(&rebuilt.stderr));
+    assert_eq!(std::fs::read_to_string(&page).unwrap(), html);
+    let thumbs: u64 = std::fs::read_dir(dir.join("shots").join(genapi_gallery::THUMBS))
+        .unwrap()
+        .map(|entry| entry.unwrap().metadata().unwrap().len())
+        .sum();
+    eprintln!(
+        "gallery of 40 lines: page {} bytes, thumbnails {thumbs} bytes ({:.0} KB per thousand lines)",
+        html.len(),
+        thumbs as f64 / succeeded as f64
+    );
+}

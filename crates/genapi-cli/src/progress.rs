@@ -1,0 +1,199 @@
+//! Progress of many tasks (`batch`, `generate -n`) on stderr.
+//!
+//! On a terminal it is a bar drawn by `indicatif` (done of all, failed, in
+//! flight, rate, ETA, credits), redrawn in place and cleared at the end.
+//! Anywhere else (a CI log, a file) redrawing would fill the log with
+//! escape sequences, so it is a plain line with a UTC time stamp now and
+//! then. `--quiet` shows neither. Nothing here is coloured, so `NO_COLOR`
+//! has nothing to switch off; it is honoured by the bar's library too.
+
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+use crate::out;
+
+/// What progress says.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Figures {
+    /// Lines or tasks finished, however they ended.
+    pub done: u64,
+    /// Lines or tasks in all.
+    pub total: u64,
+    /// Of those done, the ones that did not succeed.
+    pub failed: u64,
+    /// Submitted and not yet finished.
+    pub in_flight: u64,
+    /// Finished by this run (not taken from an earlier one): the rate's count.
+    pub worked: u64,
+    /// Credits charged so far.
+    pub credits: f64,
+}
+
+/// How often a plain progress line is written.
+pub const PLAIN_EVERY: Duration = Duration::from_secs(5);
+
+/// Progress of one command (clones show the same bar).
+#[derive(Clone)]
+pub struct Progress {
+    label: &'static str,
+    bar: Option<ProgressBar>,
+    plain: bool,
+    started: Instant,
+}
+
+impl Progress {
+    /// Progress of `total` things called `label` (`batch`, `generate`).
+    pub fn start(label: &'static str, total: u64) -> Progress {
+        let quiet = out::quiet();
+        let bar = (!quiet && out::stderr_is_terminal()).then(|| {
+            let style = ProgressStyle::with_template("{prefix} [{bar:28}] {pos}/{len} {msg}")
+                .unwrap_or_else(|_| ProgressStyle::default_bar())
+                .progress_chars("=> ");
+            ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr())
+                .with_style(style)
+                .with_prefix(label)
+        });
+        Progress {
+            label,
+            plain: !quiet && bar.is_none(),
+            bar,
+            started: Instant::now(),
+        }
+    }
+
+    /// Whether it redraws a bar (a terminal) rather than writing lines.
+    pub fn is_bar(&self) -> bool {
+        self.bar.is_some()
+    }
+
+    /// Shows `figures`: the bar redrawn, or one time-stamped line.
+    pub fn show(&self, figures: &Figures) {
+        let details = details(figures, self.started.elapsed());
+        if let Some(bar) = &self.bar {
+            bar.set_length(figures.total);
+            bar.set_position(figures.done);
+            bar.set_message(details);
+        } else if self.plain {
+            out::err(&format!(
+                "{} {}: {}/{} done, {details}",
+                utc(SystemTime::now()),
+                self.label,
+                figures.done,
+                figures.total
+            ));
+        }
+    }
+
+    /// One thing's own news (a task's status): a time-stamped line when
+    /// progress is plain; on a terminal the bar already says enough.
+    pub fn note(&self, text: &str) {
+        if self.plain {
+            out::err(&format!("{} {}: {text}", utc(SystemTime::now()), self.label));
+        }
+    }
+
+    /// A line of its own on stderr, above the bar.
+    pub fn println(&self, line: &str) {
+        self.suspend(|| out::err(line));
+    }
+
+    /// Runs `write` (which prints) with the bar out of the way.
+    pub fn suspend<R>(&self, write: impl FnOnce() -> R) -> R {
+        match &self.bar {
+            Some(bar) => bar.suspend(write),
+            None => write(),
+        }
+    }
+
+    /// Takes the bar away (lines written stay).
+    pub fn finish(&self) {
+        if let Some(bar) = &self.bar {
+            bar.finish_and_clear();
+        }
+    }
+}
+
+/// `2 failed, 5 in flight, 1.3/s, ETA 21s, 0.60 credits`.
+fn details(figures: &Figures, elapsed: Duration) -> String {
+    let rate = figures.worked as f64 / elapsed.as_secs_f64().max(0.001);
+    let remaining = figures.total.saturating_sub(figures.done);
+    let eta = if remaining == 0 {
+        "ETA 0s".to_string()
+    } else if rate > 0.0 {
+        format!("ETA {:.0}s", remaining as f64 / rate)
+    } else {
+        "ETA unknown".to_string()
+    };
+    format!(
+        "{} failed, {} in flight, {rate:.1}/s, {eta}, {:.2} credits",
+        figures.failed, figures.in_flight, figures.credits
+    )
+}
+
+/// `2026-11-25T09:40:01Z`.
+fn utc(at: SystemTime) -> String {
+    let seconds = at.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let (days, rest) = (seconds / 86_400, seconds % 86_400);
+    let (year, month, day) = civil(days as i64);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
+        rest / 3600,
+        rest % 3600 / 60,
+        rest % 60
+    )
+}
+
+/// The calendar date `days` after 1970-01-01 (proleptic Gregorian).
+fn civil(days: i64) -> (i64, u32, u32) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let day_of_era = z.rem_euclid(146_097);
+    let year_of_era = (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
+    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
+    let shifted_month = (5 * day_of_year + 2) / 153;
+    let day = (day_of_year - (153 * shifted_month + 2) / 5 + 1) as u32;
+    let month = if shifted_month < 10 {
+        shifted_month + 3
+    } else {
+        shifted_month - 9
+    } as u32;
+    let year = year_of_era + era * 400 + i64::from(month <= 2);
+    (year, month, day)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn time_stamps_are_utc_calendar_dates() {
+        assert_eq!(utc(UNIX_EPOCH), "1970-01-01T00:00:00Z");
+        assert_eq!(
+            utc(UNIX_EPOCH + Duration::from_secs(951_782_400)),
+            "2000-02-29T00:00:00Z"
+        );
+        assert_eq!(
+            utc(UNIX_EPOCH + Duration::from_secs(1_795_606_861)),
+            "2026-11-25T11:41:01Z"
+        );
+    }
+
+    #[test]
+    fn the_details_give_rate_eta_and_credits() {
+        let figures = Figures {
+            done: 10,
+            total: 40,
+            failed: 2,
+            in_flight: 5,
+            worked: 10,
+            credits: 0.6,
+        };
+        assert_eq!(
+            details(&figures, Duration::from_secs(5)),
+            "2 failed, 5 in flight, 2.0/s, ETA 15s, 0.60 credits"
+        );
+        let idle = Figures { worked: 0, ..figures };
+        assert!(details(&idle, Duration::from_secs(5)).contains("ETA unknown"));
+    }
+}
