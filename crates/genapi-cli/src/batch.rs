@@ -404,12 +404,13 @@ pub async fn run(global: &Global, args: BatchArgs) -> Result<(), Failure> {
         Duration::from_secs(5)
     });
     ticker.tick().await;
+    let mut reports = Reports::default();
     let stopped: Option<Failure> = loop {
         tokio::select! {
             next = stream.next() => match next {
                 Some(outcome) => {
                     let outcome = with_flags(outcome);
-                    report(&outcome);
+                    reports.say(&outcome);
                     write_result(&mut results, &outcome.to_json(), &mut printed)?;
                     tally.add(&outcome);
                 }
@@ -469,6 +470,7 @@ pub async fn run(global: &Global, args: BatchArgs) -> Result<(), Failure> {
         // An unfinished run leaves the previous results as they were.
         let _ = std::fs::remove_file(&partial);
     }
+    reports.close();
     summary(&tally, &out_dir, global.json, on_builtin_mock, stopped.is_none());
     // A run that stopped early says what the next one does with each line,
     // as the journal has it (a ledger's --status says it for a shared batch).
@@ -709,31 +711,61 @@ fn with_flags(mut outcome: JobOutcome) -> JobOutcome {
     outcome
 }
 
-/// A failure or an unknown outcome, said as it happens; a saved result
-/// with a problem (a class) too.
-fn report(outcome: &JobOutcome) {
-    if outcome.from_journal {
-        return;
-    }
-    // Lines sent without an answer are many at once when the network goes:
-    // the summary names them together, with what to do, once.
-    if outcome.status == JobStatus::Unknown {
-        return;
-    }
-    let worth_saying = outcome.status != JobStatus::Succeeded || outcome.class.is_some();
-    if let (Some(error), true) = (&outcome.error, worth_saying) {
+/// Failures said as they happen (a saved result with a problem too), each
+/// message once: a line whose report would repeat an earlier line's is
+/// named with it at the end (a credit cap or a refusal reaches many lines
+/// with the same words).
+#[derive(Default)]
+struct Reports {
+    /// Each message said, with the line it was said of and the lines it
+    /// was not repeated for.
+    said: HashMap<String, (u64, Vec<u64>)>,
+    /// The messages in the order they were said.
+    order: Vec<String>,
+}
+
+impl Reports {
+    fn say(&mut self, outcome: &JobOutcome) {
+        if outcome.from_journal {
+            return;
+        }
+        // Lines sent without an answer are many at once when the network
+        // goes: the summary names them together, with what to do, once.
+        if outcome.status == JobStatus::Unknown {
+            return;
+        }
+        let worth_saying = outcome.status != JobStatus::Succeeded || outcome.class.is_some();
+        let (Some(error), true) = (&outcome.error, worth_saying) else {
+            return;
+        };
+        let status = status_words(outcome.status);
+        let error = out::clean(error);
+        let error = error.strip_prefix(&format!("{status}: ")).unwrap_or(&error);
+        let message = format!("{status}: {error}");
+        if let Some((_, repeats)) = self.said.get_mut(&message) {
+            repeats.push(outcome.line);
+            return;
+        }
         let task = outcome
             .task
             .as_ref()
             .map(|t| format!(" (task {})", out::clean(&t.id)))
             .unwrap_or_default();
-        out::err(&format!(
-            "line {} {}{task}: {}: {}",
-            outcome.line,
-            outcome.name,
-            status_words(outcome.status),
-            out::clean(error)
-        ));
+        out::err(&format!("line {} {}{task}: {message}", outcome.line, outcome.name));
+        self.said.insert(message.clone(), (outcome.line, Vec::new()));
+        self.order.push(message);
+    }
+
+    /// Names the lines whose report was the same as an earlier line's.
+    fn close(&mut self) {
+        for message in &self.order {
+            if let Some((first, repeats)) = self.said.get_mut(message) {
+                if !repeats.is_empty() {
+                    repeats.sort_unstable();
+                    out::err(&format!("{}: the same as line {first}", standing::counted(repeats)));
+                }
+            }
+        }
     }
 }
 

@@ -1,5 +1,5 @@
 //! The command speaks of its flags and models, never of the library's
-//! names, and with `--json` prints one object for every outcome, in the
+//! names, says a message shared by many lines once, and with `--json` prints one object for every outcome, in the
 //! documented shape; a mistake caught before sending is said before any
 //! mock starts.
 
@@ -114,4 +114,8 @@ async fn failures_are_said_with_flags_and_model_names() {
     assert_eq!(capped.status.code(), Some(11), "{text}");
     assert!(text.contains("credit cap"), "{text}");
     no_internal_names(&text);
+    // Said once, for both lines, without repeating its status.
+    assert_eq!(text.matches("raise the cap").count(), 1, "{text}");
+    assert!(text.contains(": the same as line "), "{text}");
+    assert!(!text.contains("not sent: not sent"), "{text}");
 }
