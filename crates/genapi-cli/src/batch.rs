@@ -291,6 +291,17 @@ pub async fn run(global: &Global, args: BatchArgs) -> Result<(), Failure> {
             Keeper::File(journal)
         }
     };
+    // An --adopt naming no valid line is a mistake said before any service
+    // (or the built-in mock) is reached.
+    if !args.adopt.is_empty() {
+        let valid: HashSet<u64> = job_lines(&checked).into_iter().collect();
+        if let Some((line, _)) = args.adopt.iter().find(|(line, _)| !valid.contains(line)) {
+            return Err(Failure::usage(format!(
+                "--adopt {line}=…: {} has no valid line {line}",
+                shown(&jobs_file)
+            )));
+        }
+    }
     let max_active = args.max_active.map_or(DEFAULT_MAX_ACTIVE, |n| n as usize);
     let connection = match &keeper {
         Keeper::Ledger(_, seats) => {

@@ -119,3 +119,21 @@ async fn failures_are_said_with_flags_and_model_names() {
     assert!(text.contains(": the same as line "), "{text}");
     assert!(!text.contains("not sent: not sent"), "{text}");
 }
+
+#[test]
+fn an_adoption_naming_no_line_is_refused_before_the_built_in_mock_starts() {
+    let dir = Dir::new("adopt-no-line");
+    let line = json!({"model": "gen-2-pro", "name": "fox", "prompt": "a fox"}).to_string();
+    std::fs::write(dir.join("jobs.jsonl"), line + "\n").unwrap();
+    let run = genapi_alone(&dir)
+        .args(["batch", "jobs.jsonl", "--out", "shots", "--adopt", "7=some-task"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert_eq!(run.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("has no valid line 7"), "{stderr}");
+    assert!(
+        !stderr.contains("built-in mock"),
+        "no mock for a local mistake: {stderr}"
+    );
+}
