@@ -295,6 +295,17 @@ pub async fn run(global: &Global, args: BatchArgs) -> Result<(), Failure> {
             Keeper::File(journal)
         }
     };
+    // An --adopt naming no valid line is a mistake said before any service
+    // (or the built-in mock) is reached.
+    if !args.adopt.is_empty() {
+        let valid: HashSet<u64> = job_lines(&checked).into_iter().collect();
+        if let Some((line, _)) = args.adopt.iter().find(|(line, _)| !valid.contains(line)) {
+            return Err(Failure::usage(format!(
+                "--adopt {line}=…: {} has no valid line {line}",
+                shown(&jobs_file)
+            )));
+        }
+    }
     let max_active = args.max_active.map_or(DEFAULT_MAX_ACTIVE, |n| n as usize);
     let connection = match &keeper {
         Keeper::Ledger(_, seats) => {
@@ -408,12 +419,13 @@ pub async fn run(global: &Global, args: BatchArgs) -> Result<(), Failure> {
         crate::progress::PLAIN_EVERY
     });
     ticker.tick().await;
+    let mut reports = Reports::default();
     let stopped: Option<Failure> = loop {
         tokio::select! {
             next = stream.next() => match next {
                 Some(outcome) => {
                     let outcome = with_flags(outcome);
-                    report(&outcome, &progress);
+                    reports.say(&outcome, &progress);
                     write_result(&mut results, &outcome.to_json(), &mut printed)?;
                     tally.add(&outcome);
                 }
@@ -479,6 +491,7 @@ pub async fn run(global: &Global, args: BatchArgs) -> Result<(), Failure> {
         // An unfinished run leaves the previous results as they were.
         let _ = std::fs::remove_file(&partial);
     }
+    reports.close();
     summary(&tally, &out_dir, global.json, on_builtin_mock, stopped.is_none());
     // A run that stopped early says what the next one does with each line,
     // as the journal has it (a ledger's --status says it for a shared batch).
@@ -772,31 +785,61 @@ fn with_flags(mut outcome: JobOutcome) -> JobOutcome {
     outcome
 }
 
-/// A failure or an unknown outcome, said as it happens; a saved result
-/// with a problem (a class) too.
-fn report(outcome: &JobOutcome, progress: &Progress) {
-    if outcome.from_journal {
-        return;
-    }
-    // Lines sent without an answer are many at once when the network goes:
-    // the summary names them together, with what to do, once.
-    if outcome.status == JobStatus::Unknown {
-        return;
-    }
-    let worth_saying = outcome.status != JobStatus::Succeeded || outcome.class.is_some();
-    if let (Some(error), true) = (&outcome.error, worth_saying) {
+/// Failures said as they happen (a saved result with a problem too), each
+/// message once: a line whose report would repeat an earlier line's is
+/// named with it at the end (a credit cap or a refusal reaches many lines
+/// with the same words).
+#[derive(Default)]
+struct Reports {
+    /// Each message said, with the line it was said of and the lines it
+    /// was not repeated for.
+    said: HashMap<String, (u64, Vec<u64>)>,
+    /// The messages in the order they were said.
+    order: Vec<String>,
+}
+
+impl Reports {
+    fn say(&mut self, outcome: &JobOutcome, progress: &Progress) {
+        if outcome.from_journal {
+            return;
+        }
+        // Lines sent without an answer are many at once when the network
+        // goes: the summary names them together, with what to do, once.
+        if outcome.status == JobStatus::Unknown {
+            return;
+        }
+        let worth_saying = outcome.status != JobStatus::Succeeded || outcome.class.is_some();
+        let (Some(error), true) = (&outcome.error, worth_saying) else {
+            return;
+        };
+        let status = status_words(outcome.status);
+        let error = out::clean(error);
+        let error = error.strip_prefix(&format!("{status}: ")).unwrap_or(&error);
+        let message = format!("{status}: {error}");
+        if let Some((_, repeats)) = self.said.get_mut(&message) {
+            repeats.push(outcome.line);
+            return;
+        }
         let task = outcome
             .task
             .as_ref()
             .map(|t| format!(" (task {})", out::clean(&t.id)))
             .unwrap_or_default();
-        progress.println(&format!(
-            "line {} {}{task}: {}: {}",
-            outcome.line,
-            outcome.name,
-            status_words(outcome.status),
-            out::clean(error)
-        ));
+        progress.println(&format!("line {} {}{task}: {message}", outcome.line, outcome.name));
+        self.said.insert(message.clone(), (outcome.line, Vec::new()));
+        self.order.push(message);
+    }
+
+    /// Names the lines whose report was the same as an earlier line's.
+    fn close(&mut self) {
+        for message in &self.order {
+            if let Some((first, repeats)) = self.said.get_mut(message) {
+                if !repeats.is_empty() {
+                    repeats.sort_unstable();
+                    out::err(&format!("{}: the same as line {first}", standing::counted(repeats)));
+                }
+            }
+        }
     }
 }
 

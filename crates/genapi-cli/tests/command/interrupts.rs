@@ -291,7 +291,7 @@ fn sigterm_during_generate_prints_the_resume_command() {
 }
 
 #[test]
-fn batch_has_no_deadline_unless_given_and_the_mocks_help_promises_none() {
+fn batch_has_no_deadline_unless_given_the_mocks_help_promises_none_and_batch_name_is_said_one_way() {
     let dir = Dir::new("timeout-help");
     for (command, absent, present) in [
         ("batch", "[default: 600]", "none for batch"),
@@ -301,4 +301,16 @@ fn batch_has_no_deadline_unless_given_and_the_mocks_help_promises_none() {
         let help = text(&help.stdout);
         assert!(!help.contains(absent) && help.contains(present), "{command}: {help}");
     }
+    // --batch-name is described one way: the default is the job file's name.
+    let help = genapi_alone(&dir).args(["batch", "--help"]).output().unwrap();
+    assert!(
+        text(&help.stdout).contains("(default: the job file's name)"),
+        "{}",
+        text(&help.stdout)
+    );
+    let docs: Vec<&str> = include_str!("../../../../docs/batch.md").split_whitespace().collect();
+    assert!(
+        docs.join(" ").contains("is named after its job file's name"),
+        "docs/batch.md"
+    );
 }

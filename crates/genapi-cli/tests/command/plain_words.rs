@@ -1,5 +1,5 @@
 //! The command speaks of its flags and models, never of the library's
-//! names, and with `--json` prints one object for every outcome, in the
+//! names, says a message shared by many lines once, and with `--json` prints one object for every outcome, in the
 //! documented shape; a mistake caught before sending is said before any
 //! mock starts.
 
@@ -114,4 +114,26 @@ async fn failures_are_said_with_flags_and_model_names() {
     assert_eq!(capped.status.code(), Some(11), "{text}");
     assert!(text.contains("credit cap"), "{text}");
     no_internal_names(&text);
+    // Said once, for both lines, without repeating its status.
+    assert_eq!(text.matches("raise the cap").count(), 1, "{text}");
+    assert!(text.contains(": the same as line "), "{text}");
+    assert!(!text.contains("not sent: not sent"), "{text}");
+}
+
+#[test]
+fn an_adoption_naming_no_line_is_refused_before_the_built_in_mock_starts() {
+    let dir = Dir::new("adopt-no-line");
+    let line = json!({"model": "gen-2-pro", "name": "fox", "prompt": "a fox"}).to_string();
+    std::fs::write(dir.join("jobs.jsonl"), line + "\n").unwrap();
+    let run = genapi_alone(&dir)
+        .args(["batch", "jobs.jsonl", "--out", "shots", "--adopt", "7=some-task"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert_eq!(run.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("has no valid line 7"), "{stderr}");
+    assert!(
+        !stderr.contains("built-in mock"),
+        "no mock for a local mistake: {stderr}"
+    );
 }
