@@ -591,34 +591,38 @@ fn timeout_is_resumable_and_submit_wait_get_pick_tasks_up() {
     assert_exit(&forever, 0);
 }
 
+/// Ctrl-C (SIGINT) and SIGTERM (a service manager, `kill`) stop the same
+/// way: exit 130 with the command that picks the task up again.
 #[test]
-fn ctrl_c_after_submission_prints_the_resume_command() {
-    let dir = Dir::new("interrupt");
-    let slow = Mock::start(&dir, &["--duration-ms", "600000"]);
-    let mut child = slow
-        .command(&dir)
-        .args(["generate", "x", "-o", "later.png"])
-        .stderr(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut stderr = BufReader::new(child.stderr.take().unwrap());
-    let mut seen = String::new();
-    while !seen.contains("submitted task") {
-        let mut line = String::new();
-        assert!(stderr.read_line(&mut line).unwrap() > 0, "{seen}");
-        seen.push_str(&line);
+fn a_ctrl_c_or_sigterm_after_submission_prints_the_resume_command() {
+    for (signal, name) in [(libc::SIGINT, "sigint"), (libc::SIGTERM, "sigterm")] {
+        let dir = Dir::new(&format!("interrupt-{name}"));
+        let slow = Mock::start(&dir, &["--duration-ms", "600000"]);
+        let mut child = slow
+            .command(&dir)
+            .args(["generate", "x", "-o", "later.png"])
+            .stderr(Stdio::piped())
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut stderr = BufReader::new(child.stderr.take().unwrap());
+        let mut seen = String::new();
+        while !seen.contains("submitted task") {
+            let mut line = String::new();
+            assert!(stderr.read_line(&mut line).unwrap() > 0, "{name}: {seen}");
+            seen.push_str(&line);
+        }
+        // SAFETY: sending a signal to our own child process.
+        assert_eq!(unsafe { libc::kill(child.id() as libc::pid_t, signal) }, 0);
+        let status = child.wait().unwrap();
+        let mut rest = String::new();
+        std::io::Read::read_to_string(&mut stderr, &mut rest).unwrap();
+        assert_eq!(status.code(), Some(130), "{name}: {seen}{rest}");
+        assert!(
+            rest.contains("resume with: genapi wait ") && rest.contains("--out later.png"),
+            "{name}: {rest}"
+        );
     }
-    // SAFETY: sending a signal to our own child process.
-    assert_eq!(unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) }, 0);
-    let status = child.wait().unwrap();
-    let mut rest = String::new();
-    std::io::Read::read_to_string(&mut stderr, &mut rest).unwrap();
-    assert_eq!(status.code(), Some(130), "{seen}{rest}");
-    assert!(
-        rest.contains("resume with: genapi wait ") && rest.contains("--out later.png"),
-        "{rest}"
-    );
 }
 
 #[test]

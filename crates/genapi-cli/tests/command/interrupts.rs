@@ -258,39 +258,6 @@ async fn sigterm_stops_a_batch_as_ctrl_c_does_with_the_resume_line_and_the_next_
 }
 
 #[test]
-fn sigterm_during_generate_prints_the_resume_command() {
-    let dir = Dir::new("sigterm-generate");
-    let slow = crate::cli::Mock::start(&dir, &["--duration-ms", "600000"]);
-    let mut child = slow
-        .command(&dir)
-        .args(["generate", "x", "-o", "later.png"])
-        .stderr(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
-    let mut seen = String::new();
-    while !seen.contains("submitted task") {
-        let mut line = String::new();
-        assert!(
-            std::io::BufRead::read_line(&mut stderr, &mut line).unwrap() > 0,
-            "{seen}"
-        );
-        seen.push_str(&line);
-    }
-    // SAFETY: signals our own child process.
-    assert_eq!(unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) }, 0);
-    let status = child.wait().unwrap();
-    let mut rest = String::new();
-    std::io::Read::read_to_string(&mut stderr, &mut rest).unwrap();
-    assert_eq!(status.code(), Some(130), "{seen}{rest}");
-    assert!(
-        rest.contains("resume with: genapi wait ") && rest.contains("--out later.png"),
-        "{rest}"
-    );
-}
-
-#[test]
 fn batch_has_no_deadline_unless_given_the_mocks_help_promises_none_and_batch_name_is_said_one_way() {
     let dir = Dir::new("timeout-help");
     for (command, absent, present) in [
