@@ -677,6 +677,19 @@ impl Context {
                     };
                     self.follow(task, *cost, job.line, stem, source, place).await
                 }
+                // No place under a shared limit could be taken: the task
+                // was accepted and may still run, so it stays the line's
+                // and a later run waits for it.
+                Err(error @ Error::SharedLimit { .. }) => {
+                    let mut outcome = self.failed(job.line, stem, accepted_ref, &error, JobStatus::Pending);
+                    outcome.resumed = true;
+                    outcome.cost = *cost;
+                    outcome.error = Some(format!(
+                        "{error}; its task was accepted in an earlier run: run the batch again to keep waiting for it \
+                         (it is not submitted again)"
+                    ));
+                    outcome
+                }
                 Err(error) => self.failed(job.line, stem, accepted_ref, &error, JobStatus::Failed),
             };
         }

@@ -8,4 +8,5 @@ mod common {
 }
 
 mod job_file;
+mod resumed_without_seat;
 mod typed_jobs;
