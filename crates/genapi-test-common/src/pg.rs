@@ -20,6 +20,11 @@ pub struct Setup {
     /// pg_hba's method for TCP connections (`scram-sha-256` when `None`),
     /// e.g. `password` for a clear-text password.
     pub host_auth: Option<&'static str>,
+    /// Commits are acknowledged only once written (`synchronous_commit=on`),
+    /// so a server stopped as a crash would be loses none: for tests that
+    /// stop it mid-run. Otherwise the last commits before such a stop may
+    /// be lost, which only a server set up to lose them would do.
+    pub durable_commits: bool,
 }
 
 pub struct Postgres {
@@ -27,6 +32,8 @@ pub struct Postgres {
     bin: PathBuf,
     pub port: u16,
     as_postgres: bool,
+    /// The server's options, to start it again as it was.
+    options: String,
 }
 
 impl Postgres {
@@ -74,6 +81,7 @@ impl Postgres {
             bin,
             port,
             as_postgres,
+            options: String::new(),
         };
         cluster.pg(
             "initdb",
@@ -89,26 +97,33 @@ impl Postgres {
                 "--no-sync",
             ],
         );
+        let commits = if setup.durable_commits { "on" } else { "off" };
         let options = format!(
-            "-p {port} -k {} -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off \
+            "-p {port} -k {} -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit={commits} \
              -c full_page_writes=off -c max_connections=300{tls_options}",
             path(&dir)
         );
-        cluster.pg(
-            "pg_ctl",
-            &[
-                "-D",
-                path(&data),
-                "-l",
-                path(&dir.join("log")),
-                "-o",
-                &options,
-                "-w",
-                "start",
-            ],
-        );
-        cluster.port = port;
+        cluster.options = options;
+        cluster.start_again();
         Some(cluster)
+    }
+
+    /// Stops the server as a crash would (`pg_ctl -m immediate stop`): every
+    /// connection is cut, nothing is shut down cleanly.
+    pub fn stop_immediately(&mut self) {
+        let data = self.dir.join("data");
+        self.pg("pg_ctl", &["-D", path(&data), "-m", "immediate", "-w", "stop"]);
+    }
+
+    /// Starts the server again, on the same port with the same settings,
+    /// and waits until it takes connections.
+    pub fn start_again(&mut self) {
+        let (data, log) = (self.dir.join("data"), self.dir.join("log"));
+        let options = self.options.clone();
+        self.pg(
+            "pg_ctl",
+            &["-D", path(&data), "-l", path(&log), "-o", &options, "-w", "start"],
+        );
     }
 
     /// A URL to database `postgres` as user `postgres`.

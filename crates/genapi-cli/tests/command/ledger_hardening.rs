@@ -700,6 +700,7 @@ mod tls {
         let setup = Setup {
             tls: Some(ca.server(&["localhost", "127.0.0.1"])),
             host_auth: Some("password"),
+            ..Setup::default()
         };
         let Some(pg) = Postgres::start_with("tls-clear-text", setup) else {
             return;
