@@ -23,6 +23,7 @@ mod cli;
 mod hardening_files;
 mod ledger;
 mod ledger_hardening;
+mod ledger_outage;
 mod ledger_pool_size;
 mod ledger_seat_lost;
 mod ledger_status;
