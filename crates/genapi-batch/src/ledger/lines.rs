@@ -39,6 +39,8 @@ pub struct Ledger {
     /// sent on the shared one would run inside them), one at a time.
     transactions: Link,
     transaction_turn: tokio::sync::Mutex<()>,
+    /// Lines given back with the record of their end, so not released again.
+    released: std::sync::Mutex<std::collections::HashSet<u64>>,
     batch: String,
     worker: String,
     lease: Duration,
@@ -135,6 +137,7 @@ impl Ledger {
             db,
             transactions: Link::open(url, options.step, false, None).await?,
             transaction_turn: tokio::sync::Mutex::new(()),
+            released: Default::default(),
             batch: batch.into(),
             worker,
             lease,
@@ -193,8 +196,81 @@ impl Ledger {
         }
     }
 
-    /// Gives `line` back (its work in this run is over, done or not).
+    /// Claims the free ones of `lines` for this worker, in one statement,
+    /// and says what each of them holds: a line no worker has reached yet
+    /// is made and claimed; a free one, or one whose worker's lease lapsed,
+    /// is claimed unless another worker is claiming it at this very moment
+    /// (`FOR UPDATE SKIP LOCKED`: no worker waits on another's claim); a
+    /// line done is read back; any other is held.
+    pub(crate) async fn claim_many(&self, lines: &[u64]) -> Result<Vec<Claim>, LedgerError> {
+        if lines.is_empty() {
+            return Ok(Vec::new());
+        }
+        let wanted: Vec<i64> = lines.iter().map(|line| *line as i64).collect();
+        let lease = seconds(self.lease);
+        let (batch, worker, wanted_ref) = (&self.batch, &self.worker, &wanted);
+        let rows = self
+            .db
+            .run(true, |session| async move {
+                session
+                    .query(
+                        "WITH wanted AS (SELECT DISTINCT unnest($2::bigint[]) AS line),
+                         fresh AS (
+                           INSERT INTO genapi_lines (batch, line, worker, lease_until)
+                           SELECT $1, line, $3, now() + make_interval(secs => $4) FROM wanted
+                           ON CONFLICT (batch, line) DO NOTHING
+                           RETURNING line),
+                         free AS (
+                           SELECT l.line FROM genapi_lines l
+                           WHERE l.batch = $1 AND l.line = ANY($2) AND NOT l.done
+                             AND (l.worker IS NULL OR l.worker = $3 OR l.lease_until < now())
+                           FOR UPDATE SKIP LOCKED),
+                         taken AS (
+                           UPDATE genapi_lines l SET worker = $3, lease_until = now() + make_interval(secs => $4)
+                           FROM free WHERE l.batch = $1 AND l.line = free.line
+                           RETURNING l.line),
+                         seen AS (
+                           SELECT w.line,
+                                  w.line IN (SELECT line FROM fresh UNION ALL SELECT line FROM taken) AS mine,
+                                  coalesce((SELECT d.done FROM genapi_lines d
+                                            WHERE d.batch = $1 AND d.line = w.line), false) AS done
+                           FROM wanted w)
+                         SELECT s.line, s.mine, s.done,
+                                CASE WHEN s.mine OR s.done THEN
+                                  (SELECT coalesce(json_agg(r.record ORDER BY r.seq), '[]'::json)::text
+                                   FROM genapi_records r WHERE r.batch = $1 AND r.line = s.line)
+                                END
+                         FROM seen s",
+                        &[batch, wanted_ref, worker, &lease],
+                    )
+                    .await
+            })
+            .await?;
+        let db = LedgerError::from_db;
+        let mut found = std::collections::HashMap::with_capacity(rows.len());
+        for row in rows {
+            let line: i64 = row.try_get(0).map_err(db)?;
+            let (mine, done): (bool, bool) = (row.try_get(1).map_err(db)?, row.try_get(2).map_err(db)?);
+            let text: Option<String> = row.try_get(3).map_err(db)?;
+            let claim = match (mine, done, text) {
+                (true, _, Some(text)) => Claim::Mine(records(&text)?),
+                (false, true, Some(text)) => Claim::Done(records(&text)?),
+                _ => Claim::Held,
+            };
+            found.insert(line, claim);
+        }
+        Ok(wanted
+            .iter()
+            .map(|line| found.remove(line).unwrap_or(Claim::Held))
+            .collect())
+    }
+
+    /// Gives `line` back (its work in this run is over, done or not). A
+    /// line whose end was recorded was given back with it.
     pub(crate) async fn release(&self, line: u64) -> Result<(), LedgerError> {
+        if self.released.lock().is_ok_and(|mut released| released.remove(&line)) {
+            return Ok(());
+        }
         let (batch, worker, line) = (&self.batch, &self.worker, line as i64);
         self.db
             .run(false, |session| async move {
@@ -276,6 +352,8 @@ impl Ledger {
             }
             Record::Finished { status, cost, .. } => {
                 // A refusal created no task: the line stays open to a retry.
+                // A line done is given back with its end: nothing more is
+                // done on it, and a release would be one more step.
                 let done = status != "Refused";
                 self.db
                     .run(false, |session| async move {
@@ -285,13 +363,20 @@ impl Ledger {
                                                      VALUES ($1, $2, $3, $4::text::jsonb))
                                  UPDATE genapi_lines SET done = $5,
                                         charged = coalesce(charged, greatest($6::float8, 0)),
-                                        hold = CASE WHEN coalesce(charged, $6) IS NULL AND $5 THEN hold END
+                                        hold = CASE WHEN coalesce(charged, $6) IS NULL AND $5 THEN hold END,
+                                        worker = CASE WHEN $5 AND worker = $3 THEN NULL ELSE worker END,
+                                        lease_until = CASE WHEN $5 AND worker = $3 THEN NULL ELSE lease_until END
                                  WHERE batch = $1 AND line = $2",
                                 &[batch, &line, worker, text, &done, cost],
                             )
                             .await
                     })
                     .await?;
+                if done {
+                    if let Ok(mut released) = self.released.lock() {
+                        released.insert(line as u64);
+                    }
+                }
             }
             Record::Damaged { .. } => {}
         }

@@ -20,6 +20,13 @@ pub const UNANSWERED_SEAT_HOLD: Duration = Duration::from_secs(30 * 60);
 /// row, which a longer attempt would stretch.
 const SEAT_STEP: Duration = Duration::from_secs(5);
 
+/// How often a process looks for seats whose worker died.
+const LAPSED_EVERY: Duration = Duration::from_secs(2);
+
+/// How long a seat this worker gave back waits for its next submission
+/// before it is freed for all.
+const SPARE_GRACE: Duration = Duration::from_millis(100);
+
 /// `limit` seats in pool `pool` of a PostgreSQL database, shared by every
 /// client given them ([`genapi::ClientBuilder::shared_places`]) in any
 /// process: together they never keep more than `limit` tasks active.
@@ -63,6 +70,12 @@ struct Inner {
     changes: tokio::sync::mpsc::UnboundedSender<Change>,
     /// Woken by the database whenever any process frees a seat.
     freed: Arc<tokio::sync::Notify>,
+    /// When dead workers' seats were last looked for.
+    lapsed_checked: std::sync::Mutex<Option<tokio::time::Instant>>,
+    /// Seats this worker's tasks gave back a moment ago, still this
+    /// worker's in the database: a submission of this worker takes one
+    /// without a step, and one not taken within [`SPARE_GRACE`] is freed.
+    spare: std::sync::Mutex<Vec<i32>>,
 }
 
 impl std::fmt::Debug for SharedSeats {
@@ -234,6 +247,8 @@ impl SharedSeats {
                 unanswered_hold: unanswered_hold.max(Duration::from_secs(1)),
                 changes,
                 freed,
+                lapsed_checked: std::sync::Mutex::new(None),
+                spare: std::sync::Mutex::new(Vec::new()),
             }),
         })
     }
@@ -242,6 +257,15 @@ impl SharedSeats {
     /// assigned) is in the database. Call it before the program ends: what
     /// is still queued then is lost, and those seats wait for their lease.
     pub async fn flush(&self) {
+        let spare: Vec<i32> = self
+            .inner
+            .spare
+            .lock()
+            .map(|mut spare| std::mem::take(&mut *spare))
+            .unwrap_or_default();
+        for place in spare {
+            self.send(Change::Free(place));
+        }
         let (done, applied) = tokio::sync::oneshot::channel();
         self.send(Change::Flush(done));
         let _ = applied.await;
@@ -285,9 +309,37 @@ impl SharedSeats {
 }
 
 impl SharedPlaces for SharedSeats {
+    /// A seat this worker gave back a moment ago, else a free one from the
+    /// database.
     fn take(&self) -> BoxFuture<'_, Result<Option<i32>, String>> {
         Box::pin(async move {
             let inner = &self.inner;
+            if let Some(place) = inner.spare.lock().ok().and_then(|mut spare| spare.pop()) {
+                // Its last task's name goes before anything is sent from it.
+                let (pool, worker) = (&inner.pool, &inner.worker);
+                let retaken = inner
+                    .db
+                    .run_within(SEAT_STEP, false, |session| async move {
+                        session
+                            .execute(
+                                "UPDATE genapi_seats SET task_id = NULL, polling_url = NULL, taken_at = now()
+                                 WHERE pool = $1 AND seat = $2 AND worker = $3",
+                                &[pool, &place, worker],
+                            )
+                            .await
+                    })
+                    .await;
+                match retaken {
+                    Ok(1) => return Ok(Some(place)),
+                    // No longer this worker's: a free one is looked for.
+                    Ok(_) => {}
+                    Err(error) => {
+                        self.send(Change::Free(place));
+                        tracing::warn!(%error, "cannot take a shared seat");
+                        return Err(error.to_string());
+                    }
+                }
+            }
             const TAKE: &str = "UPDATE genapi_seats SET worker = $2, lease_until = now() + make_interval(secs => $4),
                             task_id = NULL, polling_url = NULL, taken_at = now()
                      WHERE (pool, seat) = (
@@ -319,9 +371,23 @@ impl SharedPlaces for SharedSeats {
         &self.inner.freed
     }
 
+    /// Looked for at most every [`LAPSED_EVERY`]: every process waiting for
+    /// a seat asks each time one is freed anywhere, and dead workers' seats
+    /// are rare and wait for their lease anyway.
     fn lapsed(&self) -> BoxFuture<'_, Vec<(i32, String, String)>> {
         Box::pin(async move {
             let inner = &self.inner;
+            let now = tokio::time::Instant::now();
+            let due = inner.lapsed_checked.lock().is_ok_and(|mut last| {
+                let due = last.is_none_or(|at| now.duration_since(at) >= LAPSED_EVERY);
+                if due {
+                    *last = Some(now);
+                }
+                due
+            });
+            if !due {
+                return Vec::new();
+            }
             let (pool, limit) = (&inner.pool, inner.limit as i32);
             let rows = inner
                 .db
@@ -358,8 +424,27 @@ impl SharedPlaces for SharedSeats {
         self.send(Change::Assign(place, task_id.to_string(), polling_url.to_string()));
     }
 
+    /// Kept for this worker's next submission for a moment: a seat given
+    /// back to the database would wake every waiting worker, and all but
+    /// one would ask for it in vain.
     fn free(&self, place: i32) {
-        self.send(Change::Free(place));
+        if let Ok(mut spare) = self.inner.spare.lock() {
+            spare.push(place);
+        } else {
+            return self.send(Change::Free(place));
+        }
+        self.inner.freed.notify_waiters();
+        let seats = self.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(SPARE_GRACE).await;
+            let unused = seats.inner.spare.lock().is_ok_and(|mut spare| {
+                let found = spare.iter().position(|kept| *kept == place);
+                found.map(|at| spare.swap_remove(at)).is_some()
+            });
+            if unused {
+                seats.send(Change::Free(place));
+            }
+        });
     }
 
     fn free_when_unanswered_expires(&self, place: i32) {
@@ -465,9 +550,16 @@ async fn apply(
                     tracing::warn!(%error, "cannot renew this worker's shared seats");
                     break;
                 }
-                Err(error) => {
+                // The database could not be reached in time: tried again.
+                Err(error @ LedgerError::Unanswered { .. }) => {
                     tracing::warn!(%error, "cannot update the shared seats yet; trying again");
                     tokio::time::sleep(Duration::from_secs(1)).await;
+                }
+                // It answered with a refusal, which trying again would not
+                // change: the seat waits for its lease.
+                Err(error) => {
+                    tracing::warn!(%error, "cannot update the shared seats");
+                    break;
                 }
             }
         }

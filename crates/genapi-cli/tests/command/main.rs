@@ -22,6 +22,7 @@ mod batch_stdout;
 mod cli;
 mod hardening_files;
 mod ledger;
+mod ledger_claims;
 mod ledger_hardening;
 mod ledger_outage;
 mod ledger_pool_size;
