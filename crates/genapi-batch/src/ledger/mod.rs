@@ -19,7 +19,17 @@
 //!   and a dead worker's seat comes back only once its task can no longer
 //!   be running;
 //! - the spending cap ([`crate::Batch::max_credits`]) holds credits
-//!   per line in the ledger, so all workers together stay under it.
+//!   per line in the ledger, so all workers together stay under it;
+//! - lines are claimed a block at a time, in one statement that skips the
+//!   lines another worker is claiming (`FOR UPDATE SKIP LOCKED`), so
+//!   workers walking the same job file do not wait on each other;
+//! - a worker may keep its name from one run to the next
+//!   ([`LedgerOptions::worker_name`], [`LedgerOptions::worker_for_folder`]):
+//!   started again, it takes back its lines at once instead of waiting for
+//!   their lease. One live process holds a name at a time;
+//! - every database step has a deadline ([`LedgerOptions::step_deadline`]),
+//!   and a connection that broke (the server restarted) is opened again
+//!   with a growing pause, the step run again on it.
 //!
 //! The ledger owns its schema: numbered migrations applied on first use. It
 //! never stores the API key or images.
