@@ -371,7 +371,7 @@ impl SharedPlaces for SharedSeats {
         &self.inner.freed
     }
 
-    /// Looked for at most every [`LAPSED_EVERY`]: every process waiting for
+    /// Looked for at most every 2 s: every process waiting for
     /// a seat asks each time one is freed anywhere, and dead workers' seats
     /// are rare and wait for their lease anyway.
     fn lapsed(&self) -> BoxFuture<'_, Vec<(i32, String, String)>> {
