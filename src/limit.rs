@@ -281,6 +281,9 @@ impl ActiveTasks {
             let changed = shared.changes().notified();
             tokio::pin!(changed);
             changed.as_mut().enable();
+            // Counted from when the failing attempt began: one attempt may
+            // itself wait a while (a database being reconnected to).
+            let attempt = Instant::now();
             match shared.take().await {
                 Ok(Some(place)) => {
                     reservation.shared = Some(place);
@@ -288,7 +291,7 @@ impl ActiveTasks {
                 }
                 Ok(None) => failing_since = None,
                 Err(reason) => {
-                    let since = *failing_since.get_or_insert_with(Instant::now);
+                    let since = *failing_since.get_or_insert(attempt);
                     if since.elapsed() >= SHARED_GIVE_UP {
                         return Err(reason);
                     }

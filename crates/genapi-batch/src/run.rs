@@ -29,8 +29,12 @@ const SUBMIT_ATTEMPTS: u32 = 6;
 const EXTENSIONS: [&str; 6] = ["jpg", "png", "webp", "gif", "mp4", "bin"];
 /// Attempts to record a paid task before the run reports it could not.
 const PAID_RECORD_ATTEMPTS: u32 = 4;
-/// How often lines held by other workers are tried again.
-const HELD_RECHECK: Duration = Duration::from_secs(1);
+/// How often lines held by other workers are tried again: often enough
+/// that the last worker to finish is not kept waiting for the round that
+/// sees the others' lines done (a round takes one step per block).
+const HELD_RECHECK: Duration = Duration::from_millis(250);
+/// Lines held by other workers are tried again this many at a time.
+const RECHECK_BLOCK: usize = 256;
 /// How often a submission waiting for held credits to come back asks again.
 const CREDITS_RECHECK: Duration = Duration::from_millis(100);
 
@@ -373,6 +377,8 @@ impl<J: Journal> Batch<J> {
 
         let stop = self.stop;
         let first = context.clone();
+        let (claiming, working) = (context.clone(), context.clone());
+        let block = context.store.claim_block().max(1);
         // Two jobs with one output name would both be paid for and write one
         // file: the later is refused before anything is sent. Names are kept
         // as hashes, so memory stays small for a long batch.
@@ -402,7 +408,7 @@ impl<J: Journal> Batch<J> {
                         "its output name {stem:?} is also line {first_with_name}'s; give each job its own name \
                          (nothing was sent){kept}"
                     ));
-                    return futures::future::Either::Left(futures::future::ready(Some(outcome)));
+                    return Entry::Answered(outcome);
                 }
                 // Taken in order: every earlier line's job is known here
                 // (kept only for lines the journal knows, so memory follows
@@ -413,8 +419,19 @@ impl<J: Journal> Batch<J> {
                         current.insert(job.line, job.digest());
                     }
                 }
-                let context = first.clone();
-                futures::future::Either::Right(async move { context.process_or_defer(job).await })
+                Entry::Job(job)
+            })
+            // Lines are claimed a block at a time: a shared store takes the
+            // free ones in one step, and another worker's go to later rounds.
+            .chunks(block)
+            .then(move |entries| {
+                let context = claiming.clone();
+                async move { context.claim_entries(entries).await }
+            })
+            .flat_map(futures::stream::iter)
+            .map(move |entry| {
+                let context = working.clone();
+                async move { context.work(entry).await }
             })
             // Tasks take their places under the client's limit; the jobs
             // beyond it wait for room, save results or are answered from the
@@ -437,8 +454,19 @@ impl<J: Journal> Batch<J> {
                     () = tokio::time::sleep(HELD_RECHECK) => {}
                     () = context.stop.stopped() => return None,
                 }
-                let round: Vec<JobOutcome> = futures::stream::iter(held)
-                    .map(|job| context.process_or_defer(job))
+                let entries: Vec<Entry> = held.into_iter().map(Entry::Job).collect();
+                let (claiming, working) = (context.clone(), context.clone());
+                let round: Vec<JobOutcome> = futures::stream::iter(entries)
+                    .chunks(RECHECK_BLOCK.max(block))
+                    .then(move |entries| {
+                        let context = claiming.clone();
+                        async move { context.claim_entries(entries).await }
+                    })
+                    .flat_map(futures::stream::iter)
+                    .map(move |entry| {
+                        let context = working.clone();
+                        async move { context.work(entry).await }
+                    })
                     .buffer_unordered(at_once)
                     .filter_map(futures::future::ready)
                     .collect()
@@ -490,15 +518,62 @@ struct Context {
     ephemeral: bool,
 }
 
+/// A job on its way through the first pass.
+enum Entry {
+    /// Answered without claiming its line (its output name is taken).
+    Answered(JobOutcome),
+    /// To be claimed.
+    Job(Job),
+    /// Claimed (or found held or done).
+    Claimed(Job, Result<Claim, String>),
+}
+
 impl Context {
+    /// Claims the lines of a block's jobs in one step.
+    async fn claim_entries(&self, entries: Vec<Entry>) -> Vec<Entry> {
+        let lines: Vec<u64> = entries
+            .iter()
+            .filter_map(|entry| match entry {
+                Entry::Job(job) => Some(job.line),
+                _ => None,
+            })
+            .collect();
+        let mut claims = self.store.claim_many(&lines).await.into_iter();
+        entries
+            .into_iter()
+            .map(|entry| match entry {
+                Entry::Job(job) => {
+                    let claim = claims
+                        .next()
+                        .unwrap_or_else(|| Err("the store answered for fewer lines than asked".into()));
+                    Entry::Claimed(job, claim)
+                }
+                other => other,
+            })
+            .collect()
+    }
+
+    /// The outcome of a job on its way, once claimed.
+    async fn work(&self, entry: Entry) -> Option<JobOutcome> {
+        match entry {
+            Entry::Answered(outcome) => Some(outcome),
+            Entry::Claimed(job, claim) => self.process_or_defer(job, claim).await,
+            // Every job of a block is claimed before it is worked on.
+            Entry::Job(job) => {
+                let claim = self.store.claim(job.line).await;
+                self.process_or_defer(job, claim).await
+            }
+        }
+    }
+
     /// The job's outcome; `None` when another worker holds its line (the
     /// job is kept for a later round).
-    async fn process_or_defer(&self, job: Job) -> Option<JobOutcome> {
+    async fn process_or_defer(&self, job: Job, claim: Result<Claim, String>) -> Option<JobOutcome> {
         let started = Instant::now();
         let stem = job.stem();
         let line = job.line;
         let requested = Requested::of(&job);
-        let (state, mine) = match self.store.claim(line).await {
+        let (state, mine) = match claim {
             Ok(Claim::Mine(state)) => (state, true),
             Ok(Claim::Done(state)) => (state, false),
             Ok(Claim::Held) => {
@@ -720,6 +795,19 @@ impl Context {
                         adopted: state.adopted,
                     };
                     self.follow(task, *cost, job.line, stem, source, place).await
+                }
+                // No place under a shared limit could be taken: the task
+                // was accepted and may still run, so it stays the line's
+                // and a later run waits for it.
+                Err(error @ Error::SharedLimit { .. }) => {
+                    let mut outcome = self.failed(job.line, stem, accepted_ref, &error, JobStatus::Pending);
+                    outcome.resumed = true;
+                    outcome.cost = *cost;
+                    outcome.error = Some(format!(
+                        "{error}; its task was accepted in an earlier run: run the batch again to keep waiting for it \
+                         (it is not submitted again)"
+                    ));
+                    outcome
                 }
                 Err(error) => self.failed(job.line, stem, accepted_ref, &error, JobStatus::Failed),
             };

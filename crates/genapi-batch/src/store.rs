@@ -41,6 +41,22 @@ pub(crate) trait Store: Send + Sync {
     /// Takes `line` for this run, with what was recorded of it. An error
     /// means nothing may be sent for it.
     fn claim(&self, line: u64) -> BoxFuture<'_, Result<Claim, String>>;
+    /// [`Store::claim`] for each of `lines`, in their order: a shared store
+    /// takes the free ones at once, in one step, and skips those another
+    /// worker is taking now.
+    fn claim_many<'a>(&'a self, lines: &'a [u64]) -> BoxFuture<'a, Vec<Result<Claim, String>>> {
+        Box::pin(async move {
+            let mut claims = Vec::with_capacity(lines.len());
+            for line in lines {
+                claims.push(self.claim(*line).await);
+            }
+            claims
+        })
+    }
+    /// How many lines a run asks [`Store::claim_many`] for at once.
+    fn claim_block(&self) -> usize {
+        1
+    }
     /// Lets go of a line this run claimed, once its outcome is known.
     fn release(&self, line: u64) -> BoxFuture<'_, Result<(), String>>;
     /// Stores a record durably before the run acts on it.

@@ -27,6 +27,27 @@ const RESULTS: &str = "results.jsonl";
 /// the size of a new seat pool.
 const DEFAULT_MAX_ACTIVE: usize = 24;
 
+/// How long the seats given back may take to reach the ledger at the end.
+const SEATS_FLUSH: Duration = Duration::from_secs(5);
+
+/// The ledger could not be opened within --timeout.
+fn ledger_late(global: &Global) -> Failure {
+    Failure::new(
+        code::TIMEOUT,
+        format!(
+            "--timeout {}s passed while opening the ledger (its database did not answer in time); nothing was sent",
+            global.timeout_seconds()
+        ),
+    )
+}
+
+/// `--out`, which every run but `--status` needs.
+fn out_folder(args: &BatchArgs) -> Result<PathBuf, Failure> {
+    args.out
+        .clone()
+        .ok_or_else(|| Failure::usage("give --out DIR: the folder for the images, results.jsonl and the journal"))
+}
+
 /// Settings of `genapi batch`.
 #[derive(Args, Debug)]
 pub struct BatchArgs {
@@ -78,15 +99,30 @@ pub struct BatchArgs {
     /// needed); --json for JSON. It only reads: nothing is created or sent.
     #[arg(long)]
     status: bool,
-    /// Seconds a worker's claims and seats last without renewal (a dead worker's lines go to others after it).
-    #[arg(long, hide = true, default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    /// Seconds a worker's claims and seats last without renewal (renewed a few times per lease while it runs): a
+    /// worker that died leaves its lines to the others after this long. The same worker started again (same
+    /// machine and --out, or same --worker-name) takes its lines back at once.
+    #[arg(long, value_name = "SECONDS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3600))]
     ledger_lease: u64,
+    /// This worker's name in the ledger [default: this machine's name and the --out folder; workers sharing both
+    /// are told apart as NAME#2, NAME#3…]. Started again under its name, a worker takes back its lines at once,
+    /// without waiting for --ledger-lease. Only one running worker may have a name.
+    #[arg(long, value_name = "NAME", value_parser = parse_worker_name)]
+    worker_name: Option<String>,
     /// Print the JSON Schema of a job line and exit.
     #[arg(long)]
     schema: bool,
     /// Do not keep index.html (a gallery of the results, with thumbnails in thumbs/) in the output directory.
     #[arg(long)]
     no_gallery: bool,
+}
+
+/// Reads a worker name: printable, and short enough to show.
+fn parse_worker_name(text: &str) -> Result<String, String> {
+    if text.trim().is_empty() || text.len() > 200 || text.chars().any(char::is_control) {
+        return Err("give a name of 1 to 200 printable characters".into());
+    }
+    Ok(text.to_string())
 }
 
 /// Reads a credit amount.
@@ -116,11 +152,12 @@ fn ledger_failure(error: &genapi_batch::ledger::LedgerError) -> Failure {
         ));
     }
     let class = match error {
-        LedgerError::Unreachable { .. } => code::NETWORK,
+        LedgerError::Unreachable { .. } | LedgerError::Unanswered { .. } => code::NETWORK,
         LedgerError::Credentials { .. } => FailureClass::Auth.exit_code(),
         LedgerError::Url { .. }
         | LedgerError::Insecure { .. }
         | LedgerError::OtherJobFile { .. }
+        | LedgerError::WorkerTaken { .. }
         | LedgerError::SchemaTooNew { .. } => code::USAGE,
         _ => code::OTHER,
     };
@@ -211,43 +248,67 @@ pub async fn run(global: &Global, args: BatchArgs) -> Result<(), Failure> {
             if args.status {
                 // Only read: a batch no worker has started is not created.
                 let lines = checked.lines() as u64;
-                let status = genapi_batch::ledger::Ledger::read_status(&url, &name, &digest, lines)
+                let reading = genapi_batch::ledger::Ledger::read_status(&url, &name, &digest, lines);
+                let status = tokio::time::timeout_at(deadline, reading)
                     .await
+                    .map_err(|_| ledger_late(global))?
                     .map_err(|e| ledger_failure(&e))?;
                 show_status(status, &name, lines, global.json);
                 return Ok(());
             }
-            let lease = Duration::from_secs(args.ledger_lease);
+            // The worker's name is made from the folder as it will be.
+            let out_dir = out_folder(&args)?;
+            std::fs::create_dir_all(&out_dir)
+                .map_err(|e| Failure::usage(format!("--out {}: cannot create the directory ({e})", shown(&out_dir))))?;
+            let options = genapi_batch::ledger::LedgerOptions::default()
+                .lease(Duration::from_secs(args.ledger_lease))
+                // Each database step ends within half of --timeout, so a
+                // database that stops answering cannot hold the worker past
+                // it, and the lines it kept from being sent are reported.
+                .step_deadline((crate::timeout_if_given(global) / 2).min(genapi_batch::ledger::DEFAULT_STEP_DEADLINE));
+            let options = match &args.worker_name {
+                Some(name) => options.worker_name(name.clone()),
+                None => options.worker_for_folder(&out_dir),
+            };
             let hold = genapi_batch::ledger::UNANSWERED_SEAT_HOLD;
-            // The pool's size is checked first: a refused worker leaves no batch behind.
-            let seats = match args.max_active {
-                Some(size) => {
-                    genapi_batch::ledger::SharedSeats::connect_with(&url, &args.seats_pool, size as usize, lease, hold)
+            let opening = async {
+                // The pool's size is checked first: a refused worker leaves no batch behind.
+                let seats = match args.max_active {
+                    Some(size) => {
+                        genapi_batch::ledger::SharedSeats::connect_with_options(
+                            &url,
+                            &args.seats_pool,
+                            size as usize,
+                            &options,
+                            hold,
+                        )
                         .await
+                    }
+                    None => {
+                        genapi_batch::ledger::SharedSeats::join_with_options(
+                            &url,
+                            &args.seats_pool,
+                            DEFAULT_MAX_ACTIVE,
+                            &options,
+                            hold,
+                        )
+                        .await
+                    }
                 }
-                None => {
-                    genapi_batch::ledger::SharedSeats::join_with(
-                        &url,
-                        &args.seats_pool,
-                        DEFAULT_MAX_ACTIVE,
-                        lease,
-                        hold,
-                    )
-                    .await
-                }
-            }
-            .map_err(|e| ledger_failure(&e))?;
-            let ledger = genapi_batch::ledger::Ledger::open_with_lease(&url, &name, &digest, lease)
-                .await
                 .map_err(|e| ledger_failure(&e))?;
-            Some((ledger, seats))
+                let ledger = genapi_batch::ledger::Ledger::open_with(&url, &name, &digest, options.clone())
+                    .await
+                    .map_err(|e| ledger_failure(&e))?;
+                Ok::<_, Failure>((ledger, seats))
+            };
+            Some(
+                tokio::time::timeout_at(deadline, opening)
+                    .await
+                    .map_err(|_| ledger_late(global))??,
+            )
         }
     };
-    let Some(out_dir) = args.out.clone() else {
-        return Err(Failure::usage(
-            "give --out DIR: the folder for the images, results.jsonl and the journal",
-        ));
-    };
+    let out_dir = out_folder(&args)?;
     std::fs::create_dir_all(&out_dir)
         .map_err(|e| Failure::usage(format!("--out {}: cannot create the directory ({e})", shown(&out_dir))))?;
     // With a ledger, workers share the output directory and no journal is kept.
@@ -478,9 +539,13 @@ pub async fn run(global: &Global, args: BatchArgs) -> Result<(), Failure> {
     }
     // The journal is closed (its last records written) once the stream is gone.
     drop(stream);
-    // The seats this worker gave back are free for the others at once.
+    // The seats this worker gave back are free for the others at once (a
+    // database that does not answer gets a few seconds: they come back
+    // with their lease instead).
     if let Some(seats) = &shared_seats {
-        seats.flush().await;
+        if tokio::time::timeout(SEATS_FLUSH, seats.flush()).await.is_err() {
+            out::err("note: the seats this worker gave back could not all be written to the ledger; they come back to the pool when their lease lapses");
+        }
     }
     let _ = results.sync_data();
     drop(results);

@@ -20,6 +20,8 @@ pub mod hostile;
 
 pub mod pg;
 
+pub mod stall;
+
 /// A valid value for a field schema (references followed with the crate's
 /// own document reader).
 pub fn sample(doc: &Value, schema: &Value) -> Value {

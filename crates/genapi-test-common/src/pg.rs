@@ -23,6 +23,11 @@ pub struct Setup {
     /// The port tried first (a test of a port taken meanwhile); a free one
     /// when `None`.
     pub first_port: Option<u16>,
+    /// Commits are acknowledged only once written (`synchronous_commit=on`),
+    /// so a server stopped as a crash would be loses none: for tests that
+    /// stop it mid-run. Otherwise the last commits before such a stop may
+    /// be lost, which only a server set up to lose them would do.
+    pub durable_commits: bool,
 }
 
 pub struct Postgres {
@@ -30,6 +35,8 @@ pub struct Postgres {
     bin: PathBuf,
     pub port: u16,
     as_postgres: bool,
+    /// The server's options, to start it again as it was.
+    options: String,
 }
 
 impl Postgres {
@@ -77,6 +84,7 @@ impl Postgres {
             bin,
             port,
             as_postgres,
+            options: String::new(),
         };
         cluster.pg(
             "initdb",
@@ -96,35 +104,62 @@ impl Postgres {
         // (a test's mock, another cluster) may bind it before the server
         // does. The server then fails to start, saying so in its log; a new
         // port is tried, so the race costs a retry, never a failed test.
-        let log = dir.join("log");
+        let commits = if setup.durable_commits { "on" } else { "off" };
         for attempt in 1..=PORT_ATTEMPTS {
-            let options = format!(
-                "-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off \
+            cluster.options = format!(
+                "-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit={commits} \
                  -c full_page_writes=off -c max_connections=300{tls_options}",
                 cluster.port,
                 path(&dir)
             );
-            let started = cluster
-                .command(
-                    "pg_ctl",
-                    &["-D", path(&data), "-l", path(&log), "-o", &options, "-w", "start"],
-                )
-                .output()
-                .unwrap();
-            if started.status.success() {
-                return Some(cluster);
+            match cluster.try_start() {
+                Ok(()) => return Some(cluster),
+                Err(said) => assert!(
+                    said.contains("could not bind") && attempt < PORT_ATTEMPTS,
+                    "pg_ctl start: {said}"
+                ),
             }
-            let said = std::fs::read_to_string(&log).unwrap_or_default();
-            assert!(
-                said.contains("could not bind") && attempt < PORT_ATTEMPTS,
-                "pg_ctl start: {}{}\n{said}",
-                String::from_utf8_lossy(&started.stdout),
-                String::from_utf8_lossy(&started.stderr)
-            );
-            let _ = std::fs::remove_file(&log);
             cluster.port = free_port();
         }
         unreachable!("the last attempt returns or fails above")
+    }
+
+    /// Stops the server as a crash would (`pg_ctl -m immediate stop`): every
+    /// connection is cut, nothing is shut down cleanly.
+    pub fn stop_immediately(&mut self) {
+        let data = self.dir.join("data");
+        self.pg("pg_ctl", &["-D", path(&data), "-m", "immediate", "-w", "stop"]);
+    }
+
+    /// Starts the server again, on the same port with the same settings,
+    /// and waits until it takes connections.
+    pub fn start_again(&mut self) {
+        if let Err(said) = self.try_start() {
+            panic!("pg_ctl start: {said}");
+        }
+    }
+
+    /// Starts the server with its options; what it said when it did not.
+    fn try_start(&mut self) -> Result<(), String> {
+        let (data, log) = (self.dir.join("data"), self.dir.join("log"));
+        let _ = std::fs::remove_file(&log);
+        let options = self.options.clone();
+        let started = self
+            .command(
+                "pg_ctl",
+                &["-D", path(&data), "-l", path(&log), "-o", &options, "-w", "start"],
+            )
+            .output()
+            .map_err(|e| e.to_string())?;
+        if started.status.success() {
+            return Ok(());
+        }
+        Err(format!(
+            "{}{}\n{}",
+            String::from_utf8_lossy(&started.stdout),
+            String::from_utf8_lossy(&started.stderr),
+            std::fs::read_to_string(&log).unwrap_or_default()
+        ))
     }
 
     /// A URL to database `postgres` as user `postgres`.

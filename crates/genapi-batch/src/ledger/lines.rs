@@ -6,10 +6,10 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use tokio_postgres::types::ToSql;
-use tokio_postgres::{Error as PgError, Row};
+use tokio_postgres::Row;
 
-use super::{connect, seconds, worker_name, LedgerError, Prepared, DEFAULT_LEASE};
+use super::link::Link;
+use super::{naming, seconds, LedgerError, LedgerOptions};
 use crate::budget::Hold;
 use crate::Record;
 
@@ -33,11 +33,14 @@ use crate::Record;
 /// # Ok(()) }
 /// ```
 pub struct Ledger {
-    db: Arc<tokio_postgres::Client>,
-    prepared: Prepared,
-    /// A connection of its own for transactions: statements of other tasks
-    /// sent on the shared one would run inside them.
-    transactions: tokio::sync::Mutex<tokio_postgres::Client>,
+    /// The connection the worker's steps share; it holds the worker's name.
+    db: Arc<Link>,
+    /// A connection of its own for transactions (statements of other tasks
+    /// sent on the shared one would run inside them), one at a time.
+    transactions: Link,
+    transaction_turn: tokio::sync::Mutex<()>,
+    /// Lines given back with the record of their end, so not released again.
+    released: std::sync::Mutex<std::collections::HashSet<u64>>,
     batch: String,
     worker: String,
     lease: Duration,
@@ -72,21 +75,6 @@ pub(crate) enum Claim {
 }
 
 impl Ledger {
-    // The statements of the shared connection, each prepared once.
-    async fn execute(&self, sql: &'static str, params: &[&(dyn ToSql + Sync)]) -> Result<u64, PgError> {
-        self.prepared.execute(&self.db, sql, params).await
-    }
-
-    async fn query(&self, sql: &'static str, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<Row>, PgError> {
-        let statement = self.prepared.get(&self.db, sql).await?;
-        self.db.query(&statement, params).await
-    }
-
-    async fn query_one(&self, sql: &'static str, params: &[&(dyn ToSql + Sync)]) -> Result<Row, PgError> {
-        let statement = self.prepared.get(&self.db, sql).await?;
-        self.db.query_one(&statement, params).await
-    }
-
     /// Connects (applying the schema's migrations on first use) and joins
     /// batch `batch` of the job file whose digest is `jobs_digest`, creating
     /// the batch if it is new. A batch of another job file is refused.
@@ -97,7 +85,7 @@ impl Ledger {
     /// name, so a program joins a batch the command started by computing
     /// the same.
     pub async fn open(url: &str, batch: &str, jobs_digest: &str) -> Result<Ledger, LedgerError> {
-        Ledger::open_with_lease(url, batch, jobs_digest, DEFAULT_LEASE).await
+        Ledger::open_with(url, batch, jobs_digest, LedgerOptions::default()).await
     }
 
     /// [`Ledger::open`] with claims lasting `lease` without renewal (at
@@ -108,29 +96,48 @@ impl Ledger {
         jobs_digest: &str,
         lease: Duration,
     ) -> Result<Ledger, LedgerError> {
-        let db = Arc::new(connect(url).await?);
-        let db_error = LedgerError::from_db;
-        db.execute(
-            "INSERT INTO genapi_batches (name, jobs_digest) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING",
-            &[&batch, &jobs_digest],
-        )
-        .await
-        .map_err(db_error)?;
+        Ledger::open_with(url, batch, jobs_digest, LedgerOptions::default().lease(lease)).await
+    }
+
+    /// [`Ledger::open`] as `options` say: the worker's name, its lease, and
+    /// each database step's deadline.
+    pub async fn open_with(
+        url: &str,
+        batch: &str,
+        jobs_digest: &str,
+        options: LedgerOptions,
+    ) -> Result<Ledger, LedgerError> {
+        let db = Arc::new(Link::open(url, options.step, true, None).await?);
+        db.run(false, |session| async move {
+            session
+                .execute(
+                    "INSERT INTO genapi_batches (name, jobs_digest) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING",
+                    &[&batch, &jobs_digest],
+                )
+                .await
+        })
+        .await?;
         let recorded: String = db
-            .query_one("SELECT jobs_digest FROM genapi_batches WHERE name = $1", &[&batch])
-            .await
-            .map_err(db_error)?
-            .get(0);
+            .run(false, |session| async move {
+                session
+                    .query_one("SELECT jobs_digest FROM genapi_batches WHERE name = $1", &[&batch])
+                    .await?
+                    .try_get(0)
+            })
+            .await?;
         if recorded != jobs_digest {
             return Err(LedgerError::OtherJobFile { batch: batch.into() });
         }
-        let lease = lease.max(Duration::from_secs(1));
-        let worker = worker_name();
+        let lease = options.lease.max(Duration::from_secs(1));
+        // A worker name is this batch's: the same name in another batch is
+        // another worker.
+        let worker = naming::take(&db, &format!("batch {batch}"), &options.naming).await?;
         let renewal = tokio::spawn(renew(db.clone(), batch.to_string(), worker.clone(), lease));
         Ok(Ledger {
             db,
-            prepared: Prepared::default(),
-            transactions: tokio::sync::Mutex::new(connect(url).await?),
+            transactions: Link::open(url, options.step, false, None).await?,
+            transaction_turn: tokio::sync::Mutex::new(()),
+            released: Default::default(),
             batch: batch.into(),
             worker,
             lease,
@@ -153,10 +160,14 @@ impl Ledger {
     pub(crate) async fn claim(&self, line: u64) -> Result<Claim, LedgerError> {
         let line = line as i64;
         let lease = seconds(self.lease);
+        let (batch, worker) = (&self.batch, &self.worker);
         // One round trip: the claim, and what the line was before it.
         let row = self
-            .query_one(
-                "WITH claimed AS (
+            .db
+            .run(true, |session| async move {
+                session
+                    .query_one(
+                        "WITH claimed AS (
                    INSERT INTO genapi_lines AS l (batch, line, worker, lease_until)
                    VALUES ($1, $2, $3, now() + make_interval(secs => $4))
                    ON CONFLICT (batch, line) DO UPDATE
@@ -167,11 +178,17 @@ impl Ledger {
                         coalesce((SELECT done FROM genapi_lines WHERE batch = $1 AND line = $2), false),
                         (SELECT coalesce(json_agg(r.record ORDER BY r.seq), '[]'::json)::text
                          FROM genapi_records r WHERE r.batch = $1 AND r.line = $2)",
-                &[&self.batch, &line, &self.worker, &lease],
-            )
-            .await
-            .map_err(LedgerError::from_db)?;
-        let (mine, done, text): (bool, bool, String) = (row.get(0), row.get(1), row.get(2));
+                        &[batch, &line, worker, &lease],
+                    )
+                    .await
+            })
+            .await?;
+        let db_error = LedgerError::from_db;
+        let (mine, done, text): (bool, bool, String) = (
+            row.try_get(0).map_err(db_error)?,
+            row.try_get(1).map_err(db_error)?,
+            row.try_get(2).map_err(db_error)?,
+        );
         match (mine, done) {
             (true, _) => Ok(Claim::Mine(records(&text)?)),
             (false, true) => Ok(Claim::Done(records(&text)?)),
@@ -179,15 +196,93 @@ impl Ledger {
         }
     }
 
-    /// Gives `line` back (its work in this run is over, done or not).
+    /// Claims the free ones of `lines` for this worker, in one statement,
+    /// and says what each of them holds: a line no worker has reached yet
+    /// is made and claimed; a free one, or one whose worker's lease lapsed,
+    /// is claimed unless another worker is claiming it at this very moment
+    /// (`FOR UPDATE SKIP LOCKED`: no worker waits on another's claim); a
+    /// line done is read back; any other is held.
+    pub(crate) async fn claim_many(&self, lines: &[u64]) -> Result<Vec<Claim>, LedgerError> {
+        if lines.is_empty() {
+            return Ok(Vec::new());
+        }
+        let wanted: Vec<i64> = lines.iter().map(|line| *line as i64).collect();
+        let lease = seconds(self.lease);
+        let (batch, worker, wanted_ref) = (&self.batch, &self.worker, &wanted);
+        let rows = self
+            .db
+            .run(true, |session| async move {
+                session
+                    .query(
+                        "WITH wanted AS (SELECT DISTINCT unnest($2::bigint[]) AS line),
+                         fresh AS (
+                           INSERT INTO genapi_lines (batch, line, worker, lease_until)
+                           SELECT $1, line, $3, now() + make_interval(secs => $4) FROM wanted
+                           ON CONFLICT (batch, line) DO NOTHING
+                           RETURNING line),
+                         free AS (
+                           SELECT l.line FROM genapi_lines l
+                           WHERE l.batch = $1 AND l.line = ANY($2) AND NOT l.done
+                             AND (l.worker IS NULL OR l.worker = $3 OR l.lease_until < now())
+                           FOR UPDATE SKIP LOCKED),
+                         taken AS (
+                           UPDATE genapi_lines l SET worker = $3, lease_until = now() + make_interval(secs => $4)
+                           FROM free WHERE l.batch = $1 AND l.line = free.line
+                           RETURNING l.line),
+                         seen AS (
+                           SELECT w.line,
+                                  w.line IN (SELECT line FROM fresh UNION ALL SELECT line FROM taken) AS mine,
+                                  coalesce((SELECT d.done FROM genapi_lines d
+                                            WHERE d.batch = $1 AND d.line = w.line), false) AS done
+                           FROM wanted w)
+                         SELECT s.line, s.mine, s.done,
+                                CASE WHEN s.mine OR s.done THEN
+                                  (SELECT coalesce(json_agg(r.record ORDER BY r.seq), '[]'::json)::text
+                                   FROM genapi_records r WHERE r.batch = $1 AND r.line = s.line)
+                                END
+                         FROM seen s",
+                        &[batch, wanted_ref, worker, &lease],
+                    )
+                    .await
+            })
+            .await?;
+        let db = LedgerError::from_db;
+        let mut found = std::collections::HashMap::with_capacity(rows.len());
+        for row in rows {
+            let line: i64 = row.try_get(0).map_err(db)?;
+            let (mine, done): (bool, bool) = (row.try_get(1).map_err(db)?, row.try_get(2).map_err(db)?);
+            let text: Option<String> = row.try_get(3).map_err(db)?;
+            let claim = match (mine, done, text) {
+                (true, _, Some(text)) => Claim::Mine(records(&text)?),
+                (false, true, Some(text)) => Claim::Done(records(&text)?),
+                _ => Claim::Held,
+            };
+            found.insert(line, claim);
+        }
+        Ok(wanted
+            .iter()
+            .map(|line| found.remove(line).unwrap_or(Claim::Held))
+            .collect())
+    }
+
+    /// Gives `line` back (its work in this run is over, done or not). A
+    /// line whose end was recorded was given back with it.
     pub(crate) async fn release(&self, line: u64) -> Result<(), LedgerError> {
-        self.execute(
-            "UPDATE genapi_lines SET worker = NULL, lease_until = NULL
-                 WHERE batch = $1 AND line = $2 AND worker = $3",
-            &[&self.batch, &(line as i64), &self.worker],
-        )
-        .await
-        .map_err(LedgerError::from_db)?;
+        if self.released.lock().is_ok_and(|mut released| released.remove(&line)) {
+            return Ok(());
+        }
+        let (batch, worker, line) = (&self.batch, &self.worker, line as i64);
+        self.db
+            .run(false, |session| async move {
+                session
+                    .execute(
+                        "UPDATE genapi_lines SET worker = NULL, lease_until = NULL
+                         WHERE batch = $1 AND line = $2 AND worker = $3",
+                        &[batch, &line, worker],
+                    )
+                    .await
+            })
+            .await?;
         Ok(())
     }
 
@@ -199,20 +294,26 @@ impl Ledger {
     pub(crate) async fn record(&self, record: &Record) -> Result<(), LedgerError> {
         let line = record.line() as i64;
         let text = serde_json::to_string(record).map_err(|e| LedgerError::Database(e.to_string()))?;
-        let db_error = LedgerError::from_db;
+        let (batch, worker, text) = (&self.batch, &self.worker, &text);
         match record {
             Record::Intent { .. } => {
                 let margin = seconds(self.lease) / 2.0;
+                // Exclusive: a worker whose name another process took sends
+                // nothing more.
                 let stored = self
-                    .execute(
-                        "INSERT INTO genapi_records (batch, line, worker, record)
-                         SELECT $1, $2, $3, $4::text::jsonb FROM genapi_lines
-                         WHERE batch = $1 AND line = $2 AND worker = $3
-                           AND lease_until > now() + make_interval(secs => $5)",
-                        &[&self.batch, &line, &self.worker, &text, &margin],
-                    )
-                    .await
-                    .map_err(db_error)?;
+                    .db
+                    .run(true, |session| async move {
+                        session
+                            .execute(
+                                "INSERT INTO genapi_records (batch, line, worker, record)
+                                 SELECT $1, $2, $3, $4::text::jsonb FROM genapi_lines
+                                 WHERE batch = $1 AND line = $2 AND worker = $3
+                                   AND lease_until > now() + make_interval(secs => $5)",
+                                &[batch, &line, worker, text, &margin],
+                            )
+                            .await
+                    })
+                    .await?;
                 if stored == 0 {
                     return Err(LedgerError::Database(format!(
                         "line {line} is no longer held by this worker (its lease lapsed); nothing was sent"
@@ -220,40 +321,62 @@ impl Ledger {
                 }
             }
             Record::Accepted { cost, .. } => {
-                self.execute(
-                    "WITH stored AS (INSERT INTO genapi_records (batch, line, worker, record)
-                                         VALUES ($1, $2, $3, $4::text::jsonb))
-                         UPDATE genapi_lines SET charged = greatest($5::float8, 0),
-                                hold = CASE WHEN $5::float8 IS NULL THEN hold END
-                         WHERE batch = $1 AND line = $2",
-                    &[&self.batch, &line, &self.worker, &text, cost],
-                )
-                .await
-                .map_err(db_error)?;
+                self.db
+                    .run(false, |session| async move {
+                        session
+                            .execute(
+                                "WITH stored AS (INSERT INTO genapi_records (batch, line, worker, record)
+                                                     VALUES ($1, $2, $3, $4::text::jsonb))
+                                 UPDATE genapi_lines SET charged = greatest($5::float8, 0),
+                                        hold = CASE WHEN $5::float8 IS NULL THEN hold END
+                                 WHERE batch = $1 AND line = $2",
+                                &[batch, &line, worker, text, cost],
+                            )
+                            .await
+                    })
+                    .await?;
             }
             Record::Refused { .. } => {
-                self.execute(
-                    "WITH stored AS (INSERT INTO genapi_records (batch, line, worker, record)
-                                         VALUES ($1, $2, $3, $4::text::jsonb))
-                         UPDATE genapi_lines SET hold = NULL WHERE batch = $1 AND line = $2",
-                    &[&self.batch, &line, &self.worker, &text],
-                )
-                .await
-                .map_err(db_error)?;
+                self.db
+                    .run(false, |session| async move {
+                        session
+                            .execute(
+                                "WITH stored AS (INSERT INTO genapi_records (batch, line, worker, record)
+                                                     VALUES ($1, $2, $3, $4::text::jsonb))
+                                 UPDATE genapi_lines SET hold = NULL WHERE batch = $1 AND line = $2",
+                                &[batch, &line, worker, text],
+                            )
+                            .await
+                    })
+                    .await?;
             }
             Record::Finished { status, cost, .. } => {
                 // A refusal created no task: the line stays open to a retry.
+                // A line done is given back with its end: nothing more is
+                // done on it, and a release would be one more step.
                 let done = status != "Refused";
-                self.execute(
-                    "WITH stored AS (INSERT INTO genapi_records (batch, line, worker, record)
-                                         VALUES ($1, $2, $3, $4::text::jsonb))
-                         UPDATE genapi_lines SET done = $5, charged = coalesce(charged, greatest($6::float8, 0)),
-                                hold = CASE WHEN coalesce(charged, $6) IS NULL AND $5 THEN hold END
-                         WHERE batch = $1 AND line = $2",
-                    &[&self.batch, &line, &self.worker, &text, &done, cost],
-                )
-                .await
-                .map_err(db_error)?;
+                self.db
+                    .run(false, |session| async move {
+                        session
+                            .execute(
+                                "WITH stored AS (INSERT INTO genapi_records (batch, line, worker, record)
+                                                     VALUES ($1, $2, $3, $4::text::jsonb))
+                                 UPDATE genapi_lines SET done = $5,
+                                        charged = coalesce(charged, greatest($6::float8, 0)),
+                                        hold = CASE WHEN coalesce(charged, $6) IS NULL AND $5 THEN hold END,
+                                        worker = CASE WHEN $5 AND worker = $3 THEN NULL ELSE worker END,
+                                        lease_until = CASE WHEN $5 AND worker = $3 THEN NULL ELSE lease_until END
+                                 WHERE batch = $1 AND line = $2",
+                                &[batch, &line, worker, text, &done, cost],
+                            )
+                            .await
+                    })
+                    .await?;
+                if done {
+                    if let Ok(mut released) = self.released.lock() {
+                        released.insert(line as u64);
+                    }
+                }
             }
             Record::Damaged { .. } => {}
         }
@@ -263,16 +386,22 @@ impl Ledger {
     /// Every record of the batch, line by line in the order stored (for
     /// [`crate::adopt`] and the status view).
     pub async fn records(&self) -> Result<Vec<Record>, LedgerError> {
+        let batch = &self.batch;
         let rows = self
-            .query(
-                "SELECT record::text FROM genapi_records WHERE batch = $1 ORDER BY seq",
-                &[&self.batch],
-            )
-            .await
-            .map_err(LedgerError::from_db)?;
+            .db
+            .run(false, |session| async move {
+                session
+                    .query(
+                        "SELECT record::text FROM genapi_records WHERE batch = $1 ORDER BY seq",
+                        &[batch],
+                    )
+                    .await
+            })
+            .await?;
         rows.iter()
             .map(|row| {
-                serde_json::from_str(&row.get::<_, String>(0))
+                let text: String = row.try_get(0).map_err(LedgerError::from_db)?;
+                serde_json::from_str(&text)
                     .map_err(|e| LedgerError::Database(format!("a record of the ledger cannot be read: {e}")))
             })
             .collect()
@@ -289,13 +418,18 @@ impl Ledger {
             }
             // An adopted task reopens its line.
             let reopen = matches!(record, Record::Accepted { .. });
-            self.execute(
-                "INSERT INTO genapi_lines AS l (batch, line) VALUES ($1, $2)
-                     ON CONFLICT (batch, line) DO UPDATE SET done = l.done AND NOT $3",
-                &[&self.batch, &(record.line() as i64), &reopen],
-            )
-            .await
-            .map_err(LedgerError::from_db)?;
+            let (batch, line) = (&self.batch, record.line() as i64);
+            self.db
+                .run(false, |session| async move {
+                    session
+                        .execute(
+                            "INSERT INTO genapi_lines AS l (batch, line) VALUES ($1, $2)
+                             ON CONFLICT (batch, line) DO UPDATE SET done = l.done AND NOT $3",
+                            &[batch, &line, &reopen],
+                        )
+                        .await
+                })
+                .await?;
             self.record(record).await?;
         }
         Ok(())
@@ -328,74 +462,95 @@ impl Ledger {
     /// charged so far, read here; with none yet, everything left is held, so
     /// the first of a kind goes alone.
     pub(crate) async fn hold_credits(&self, line: u64, kind: &str, max: f64) -> Result<Hold, LedgerError> {
-        let db_error = LedgerError::from_db;
-        let mut connection = self.transactions.lock().await;
-        let transaction = connection.transaction().await.map_err(db_error)?;
-        // One decision at a time over the batch, each on fresh totals.
-        transaction
-            .execute("SELECT pg_advisory_xact_lock(hashtextextended($1, 7))", &[&self.batch])
+        let (batch, worker, line) = (&self.batch, &self.worker, line as i64);
+        let _turn = self.transaction_turn.lock().await;
+        self.transactions
+            .transaction(true, |session| async move {
+                // One decision at a time over the batch, each on fresh totals.
+                session
+                    .execute("SELECT pg_advisory_xact_lock(hashtextextended($1, 7))", &[batch])
+                    .await?;
+                let row = session
+                    .query_one(
+                        "SELECT coalesce(sum(charged), 0), coalesce(sum(hold), 0),
+                                max(charged) FILTER (WHERE kind = $2),
+                                count(*) FILTER (WHERE hold IS NOT NULL AND lease_until > now()) > 0,
+                                coalesce(max(charged), 0)
+                         FROM genapi_lines WHERE batch = $1",
+                        &[batch, &kind],
+                    )
+                    .await?;
+                let (charged, held, estimate, live, largest): (f64, f64, Option<f64>, bool, f64) = (
+                    row.try_get(0)?,
+                    row.try_get(1)?,
+                    row.try_get(2)?,
+                    row.try_get(3)?,
+                    row.try_get(4)?,
+                );
+                let hold = crate::budget::decide(max, charged, held, live, estimate, largest);
+                if let Hold::Held(amount) = hold {
+                    let held = session
+                        .execute(
+                            "UPDATE genapi_lines SET hold = $3, kind = $4
+                             WHERE batch = $1 AND line = $2 AND worker = $5",
+                            &[batch, &line, &amount, &kind, worker],
+                        )
+                        .await?;
+                    if held == 0 {
+                        return Ok(Err(LedgerError::Database(format!(
+                            "line {line} is no longer held by this worker (its lease lapsed); nothing was sent"
+                        ))));
+                    }
+                }
+                Ok(Ok(hold))
+            })
             .await
-            .map_err(db_error)?;
-        let row = transaction
-            .query_one(
-                "SELECT coalesce(sum(charged), 0), coalesce(sum(hold), 0),
-                        max(charged) FILTER (WHERE kind = $2),
-                        count(*) FILTER (WHERE hold IS NOT NULL AND lease_until > now()) > 0,
-                        coalesce(max(charged), 0)
-                 FROM genapi_lines WHERE batch = $1",
-                &[&self.batch, &kind],
-            )
-            .await
-            .map_err(db_error)?;
-        let (charged, held, estimate, live, largest): (f64, f64, Option<f64>, bool, f64) =
-            (row.get(0), row.get(1), row.get(2), row.get(3), row.get(4));
-        let hold = crate::budget::decide(max, charged, held, live, estimate, largest);
-        if let Hold::Held(amount) = hold {
-            let held = transaction
-                .execute(
-                    "UPDATE genapi_lines SET hold = $3, kind = $4 WHERE batch = $1 AND line = $2 AND worker = $5",
-                    &[&self.batch, &(line as i64), &amount, &kind, &self.worker],
-                )
-                .await
-                .map_err(db_error)?;
-            if held == 0 {
-                return Err(LedgerError::Database(format!(
-                    "line {line} is no longer held by this worker (its lease lapsed); nothing was sent"
-                )));
-            }
-        }
-        transaction.commit().await.map_err(db_error)?;
-        Ok(hold)
     }
 
     /// Lets go of the credits held for `line` (its submission was not sent).
     pub(crate) async fn drop_hold(&self, line: u64) -> Result<(), LedgerError> {
-        self.execute(
-            "UPDATE genapi_lines SET hold = NULL WHERE batch = $1 AND line = $2 AND worker = $3",
-            &[&self.batch, &(line as i64), &self.worker],
-        )
-        .await
-        .map_err(LedgerError::from_db)?;
+        let (batch, worker, line) = (&self.batch, &self.worker, line as i64);
+        self.db
+            .run(false, |session| async move {
+                session
+                    .execute(
+                        "UPDATE genapi_lines SET hold = NULL WHERE batch = $1 AND line = $2 AND worker = $3",
+                        &[batch, &line, worker],
+                    )
+                    .await
+            })
+            .await?;
         Ok(())
     }
 
     /// Credits charged over the batch (as the service reported them) and
     /// held for submissions whose cost is not known yet.
     pub async fn credits(&self) -> Result<(f64, f64), LedgerError> {
-        let row = self
-            .query_one(
-                "SELECT coalesce(sum(charged), 0), coalesce(sum(hold), 0) FROM genapi_lines WHERE batch = $1",
-                &[&self.batch],
-            )
+        let batch = &self.batch;
+        self.db
+            .run(false, |session| async move {
+                let row = session
+                    .query_one(
+                        "SELECT coalesce(sum(charged), 0), coalesce(sum(hold), 0) FROM genapi_lines WHERE batch = $1",
+                        &[batch],
+                    )
+                    .await?;
+                Ok((row.try_get(0)?, row.try_get(1)?))
+            })
             .await
-            .map_err(LedgerError::from_db)?;
-        Ok((row.get(0), row.get(1)))
     }
 
     /// One view of the whole batch of `lines` jobs (those no worker has
     /// reached yet count as not started).
     pub async fn status(&self, lines: u64) -> Result<BatchStatus, LedgerError> {
-        Ledger::status_of(&self.db, &self.batch, lines).await
+        let batch = &self.batch;
+        let rows = self
+            .db
+            .run(false, |session| async move {
+                session.client().query(STATUS, &[batch]).await
+            })
+            .await?;
+        status_of(batch, &rows, lines)
     }
 
     /// [`Ledger::status`] of batch `batch` of the job file whose digest is
@@ -418,71 +573,77 @@ impl Ledger {
             .map_err(LedgerError::from_db)?;
         match recorded.map(|row| row.try_get::<_, String>(0)).transpose() {
             Ok(None) => Ok(None),
-            Ok(Some(digest)) if digest == jobs_digest => Ledger::status_of(&db, batch, lines).await.map(Some),
+            Ok(Some(digest)) if digest == jobs_digest => {
+                let rows = db.query(STATUS, &[&batch]).await.map_err(LedgerError::from_db)?;
+                status_of(batch, &rows, lines).map(Some)
+            }
             Ok(Some(_)) => Err(LedgerError::OtherJobFile { batch: batch.into() }),
             Err(error) => Err(LedgerError::from_db(error)),
         }
     }
+}
 
-    /// [`Ledger::status`] of batch `batch`, through `db`.
-    async fn status_of(db: &tokio_postgres::Client, batch: &str, lines: u64) -> Result<BatchStatus, LedgerError> {
-        let rows = db
-            .query(
-                "SELECT l.line, l.worker, l.lease_until > now(), l.charged, l.hold,
-                        (SELECT coalesce(json_agg(r.record ORDER BY r.seq), '[]'::json)::text
-                         FROM genapi_records r WHERE r.batch = l.batch AND r.line = l.line)
-                 FROM genapi_lines l WHERE l.batch = $1 ORDER BY l.line",
-                &[&batch],
-            )
-            .await
-            .map_err(LedgerError::from_db)?;
-        let mut status = BatchStatus {
-            batch: batch.to_string(),
-            ..BatchStatus::default()
-        };
-        for row in rows {
-            let line = row.get::<_, i64>(0) as u64;
-            let worker: Option<String> = row.get(1);
-            let live = row.get::<_, Option<bool>>(2).unwrap_or(false);
-            let charged: Option<f64> = row.get(3);
-            let hold: Option<f64> = row.get(4);
-            let records = records(&row.get::<_, String>(5))?;
-            let state = crate::line_state(records);
-            let view = LineView::of(&state);
-            status.credits_charged += charged.unwrap_or(0.0);
-            status.credits_held += hold.unwrap_or(0.0);
-            match view {
-                LineView::Done => status.done += 1,
-                LineView::Failed => status.failed += 1,
-                LineView::InFlight => status.in_flight += 1,
-                LineView::Unknown => status.unknown += 1,
-                LineView::Open => status.open += 1,
-            }
-            if let (Some(worker), true) = (worker, live) {
-                status.workers.entry(worker).or_default().push(line);
-            }
+/// Every line of batch `$1` with what [`BatchStatus`] shows of it.
+const STATUS: &str = "SELECT l.line, l.worker, l.lease_until > now(), l.charged, l.hold,
+                             (SELECT coalesce(json_agg(r.record ORDER BY r.seq), '[]'::json)::text
+                              FROM genapi_records r WHERE r.batch = l.batch AND r.line = l.line)
+                      FROM genapi_lines l WHERE l.batch = $1 ORDER BY l.line";
+
+/// [`Ledger::status`] of batch `batch` of `lines` jobs, from the [`STATUS`]
+/// rows.
+fn status_of(batch: &str, rows: &[Row], lines: u64) -> Result<BatchStatus, LedgerError> {
+    let db = LedgerError::from_db;
+    let mut status = BatchStatus {
+        batch: batch.to_string(),
+        ..BatchStatus::default()
+    };
+    for row in rows {
+        let line = row.try_get::<_, i64>(0).map_err(db)? as u64;
+        let worker: Option<String> = row.try_get(1).map_err(db)?;
+        let live = row.try_get::<_, Option<bool>>(2).map_err(db)?.unwrap_or(false);
+        let charged: Option<f64> = row.try_get(3).map_err(db)?;
+        let hold: Option<f64> = row.try_get(4).map_err(db)?;
+        let records = records(&row.try_get::<_, String>(5).map_err(db)?)?;
+        let state = crate::line_state(records);
+        let view = LineView::of(&state);
+        status.credits_charged += charged.unwrap_or(0.0);
+        status.credits_held += hold.unwrap_or(0.0);
+        match view {
+            LineView::Done => status.done += 1,
+            LineView::Failed => status.failed += 1,
+            LineView::InFlight => status.in_flight += 1,
+            LineView::Unknown => status.unknown += 1,
+            LineView::Open => status.open += 1,
         }
-        let known = status.done + status.failed + status.in_flight + status.unknown + status.open;
-        status.not_started = lines.saturating_sub(known);
-        Ok(status)
+        if let (Some(worker), true) = (worker, live) {
+            status.workers.entry(worker).or_default().push(line);
+        }
     }
+    let known = status.done + status.failed + status.in_flight + status.unknown + status.open;
+    status.not_started = lines.saturating_sub(known);
+    Ok(status)
 }
 
 /// Renews this worker's claims while it lives.
-async fn renew(db: Arc<tokio_postgres::Client>, batch: String, worker: String, lease: Duration) {
+async fn renew(db: Arc<Link>, batch: String, worker: String, lease: Duration) {
     let mut every = tokio::time::interval(lease / 3);
     every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let (batch, worker, lease) = (&batch, &worker, seconds(lease));
     loop {
         every.tick().await;
         let renewed = db
-            .execute(
-                "UPDATE genapi_lines SET lease_until = now() + make_interval(secs => $3)
-                 WHERE batch = $1 AND worker = $2",
-                &[&batch, &worker, &seconds(lease)],
-            )
+            .run(false, |session| async move {
+                session
+                    .execute(
+                        "UPDATE genapi_lines SET lease_until = now() + make_interval(secs => $3)
+                         WHERE batch = $1 AND worker = $2",
+                        &[batch, worker, &lease],
+                    )
+                    .await
+            })
             .await;
         if let Err(error) = renewed {
-            tracing::warn!(error = %super::describe(&error), "cannot renew this worker's claims in the ledger");
+            tracing::warn!(%error, "cannot renew this worker's claims in the ledger");
         }
     }
 }

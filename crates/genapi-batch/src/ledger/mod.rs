@@ -19,7 +19,17 @@
 //!   and a dead worker's seat comes back only once its task can no longer
 //!   be running;
 //! - the spending cap ([`crate::Batch::max_credits`]) holds credits
-//!   per line in the ledger, so all workers together stay under it.
+//!   per line in the ledger, so all workers together stay under it;
+//! - lines are claimed a block at a time, in one statement that skips the
+//!   lines another worker is claiming (`FOR UPDATE SKIP LOCKED`), so
+//!   workers walking the same job file do not wait on each other;
+//! - a worker may keep its name from one run to the next
+//!   ([`LedgerOptions::worker_name`], [`LedgerOptions::worker_for_folder`]):
+//!   started again, it takes back its lines at once instead of waiting for
+//!   their lease. One live process holds a name at a time;
+//! - every database step has a deadline ([`LedgerOptions::step_deadline`]),
+//!   and a connection that broke (the server restarted) is opened again
+//!   with a growing pause, the step run again on it.
 //!
 //! The ledger owns its schema: numbered migrations applied on first use. It
 //! never stores the API key or images.
@@ -31,6 +41,9 @@
 mod dial;
 mod guard;
 mod lines;
+mod link;
+mod naming;
+mod options;
 mod schema;
 mod seats;
 mod store;
@@ -40,6 +53,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub use lines::{BatchStatus, Ledger, LineView};
+pub use link::DEFAULT_STEP_DEADLINE;
+pub use options::LedgerOptions;
 pub use seats::{SharedSeats, UNANSWERED_SEAT_HOLD};
 
 /// Why the ledger cannot be used. Nothing was sent to the service.
@@ -129,6 +144,30 @@ pub enum LedgerError {
         /// The newest version this build knows.
         known: i32,
     },
+    /// The database did not answer within a step's deadline
+    /// ([`LedgerOptions::step_deadline`]): it stopped answering, or could
+    /// not be reached again after its connection broke.
+    #[error(
+        "the ledger database did not answer within {seconds} s{}; check that it runs and can be reached (what \
+         needed it was not done, and nothing was sent for it)",
+        last.as_ref().map(|l| format!(" (last: {l})")).unwrap_or_default()
+    )]
+    Unanswered {
+        /// The step's deadline, in seconds.
+        seconds: u64,
+        /// What the last attempt met, if anything.
+        last: Option<String>,
+    },
+    /// Another live process works under this worker's name: two processes
+    /// with one name would take each other's lines.
+    #[error(
+        "another live process works as worker {worker:?} in this ledger; give each worker its own name \
+         (--worker-name), or stop the other one"
+    )]
+    WorkerTaken {
+        /// The name.
+        worker: String,
+    },
     /// The database answered with an error.
     #[error("the ledger database: {0}")]
     Database(String),
@@ -155,27 +194,11 @@ fn describe(error: &tokio_postgres::Error) -> String {
 /// few times per lease while it lives).
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
 
-/// A connection, migrated to the schema this build knows.
-pub(crate) async fn connect(url: &str) -> Result<tokio_postgres::Client, LedgerError> {
-    connect_listening(url).await.map(|(client, _)| client)
-}
-
-/// [`connect`], and what wakes on each notification the connection gets
-/// (`LISTEN`).
-pub(crate) async fn connect_listening(
-    url: &str,
-) -> Result<(tokio_postgres::Client, Arc<tokio::sync::Notify>), LedgerError> {
-    let (client, notified) = open(url).await?;
-    migrate(&client).await?;
-    check_shape(&client).await?;
-    Ok((client, notified))
-}
-
 /// A connection to read the ledger as it is: no migration is applied.
 /// `None` when the database holds no ledger yet.
 pub(crate) async fn connect_to_read(url: &str) -> Result<Option<tokio_postgres::Client>, LedgerError> {
     let db = LedgerError::from_db;
-    let (client, _) = open(url).await?;
+    let client = open(url, Arc::new(tokio::sync::Notify::new())).await?;
     let ledger = client
         .query_one("SELECT to_regclass('genapi_schema') IS NOT NULL", &[])
         .await
@@ -198,11 +221,12 @@ pub(crate) async fn connect_to_read(url: &str) -> Result<Option<tokio_postgres::
     Ok((found > 0).then_some(client))
 }
 
-/// A connection as the URL asks, not migrated.
-async fn open(url: &str) -> Result<(tokio_postgres::Client, Arc<tokio::sync::Notify>), LedgerError> {
+/// A connection as the URL asks, not migrated; `notified` is woken by each
+/// notification it gets (`LISTEN`).
+async fn open(url: &str, notified: Arc<tokio::sync::Notify>) -> Result<tokio_postgres::Client, LedgerError> {
     let (mut config, security) = tls::read_url(url)?;
     // A database that goes away mid-statement (a partition) is noticed in
-    // about a minute rather than hours.
+    // about a minute rather than hours, even by a step without a deadline.
     config.keepalives(true).keepalives_idle(Duration::from_secs(30));
     #[cfg(target_os = "linux")]
     config.tcp_user_timeout(Duration::from_secs(60));
@@ -210,13 +234,11 @@ async fn open(url: &str) -> Result<(tokio_postgres::Client, Arc<tokio::sync::Not
         config.options("-c statement_timeout=60000");
     }
     let (client, mut connection) = dial::connect(&config, security).await?;
-    let notified = Arc::new(tokio::sync::Notify::new());
-    let wake = notified.clone();
     tokio::spawn(async move {
         let mut messages = futures::stream::poll_fn(move |cx| connection.poll_message(cx));
         while let Some(message) = futures::StreamExt::next(&mut messages).await {
             match message {
-                Ok(tokio_postgres::AsyncMessage::Notification(_)) => wake.notify_waiters(),
+                Ok(tokio_postgres::AsyncMessage::Notification(_)) => notified.notify_waiters(),
                 Ok(_) => {}
                 Err(error) => {
                     tracing::warn!(error = %describe(&error), "the ledger connection closed");
@@ -225,7 +247,7 @@ async fn open(url: &str) -> Result<(tokio_postgres::Client, Arc<tokio::sync::Not
             }
         }
     });
-    Ok((client, notified))
+    Ok(client)
 }
 
 /// Reads every column the ledger uses, so a table changed by hand is found
@@ -289,54 +311,25 @@ async fn migrate(client: &tokio_postgres::Client) -> Result<(), LedgerError> {
 /// A name for this process among the workers: host, process id and a
 /// random part (a restarted process is a new worker).
 pub(crate) fn worker_name() -> String {
-    let host = std::env::var("HOSTNAME")
+    // 64 random bits: containers sharing a host name and a process id are
+    // still told apart.
+    format!("{}-{}-{:016x}", host_name(), std::process::id(), fastrand::u64(..))
+}
+
+/// This machine's name, as far as it can be known.
+pub(crate) fn host_name() -> String {
+    std::env::var("HOSTNAME")
         .ok()
         .or_else(|| std::fs::read_to_string("/etc/hostname").ok())
         .map(|name| {
             name.trim()
                 .chars()
-                .filter(|c| c.is_ascii_alphanumeric() || *c == '-')
-                .take(40)
+                .filter(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '.')
+                .take(64)
                 .collect()
         })
         .filter(|name: &String| !name.is_empty())
-        .unwrap_or_else(|| "host".into());
-    // 64 random bits: containers sharing a host name and a process id are
-    // still told apart.
-    format!("{host}-{}-{:016x}", std::process::id(), fastrand::u64(..))
-}
-
-/// Statements prepared once per connection: a statement sent as text is
-/// parsed anew each time, and preparing it costs a round trip of its own.
-#[derive(Default)]
-pub(crate) struct Prepared(std::sync::Mutex<std::collections::HashMap<&'static str, tokio_postgres::Statement>>);
-
-impl Prepared {
-    pub(crate) async fn get(
-        &self,
-        db: &tokio_postgres::Client,
-        sql: &'static str,
-    ) -> Result<tokio_postgres::Statement, tokio_postgres::Error> {
-        if let Some(statement) = self.0.lock().ok().and_then(|known| known.get(sql).cloned()) {
-            return Ok(statement);
-        }
-        let statement = db.prepare(sql).await?;
-        if let Ok(mut known) = self.0.lock() {
-            known.insert(sql, statement.clone());
-        }
-        Ok(statement)
-    }
-
-    /// Runs `sql`, prepared once.
-    pub(crate) async fn execute(
-        &self,
-        db: &tokio_postgres::Client,
-        sql: &'static str,
-        params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
-    ) -> Result<u64, tokio_postgres::Error> {
-        let statement = self.get(db, sql).await?;
-        db.execute(&statement, params).await
-    }
+        .unwrap_or_else(|| "host".into())
 }
 
 /// `lease` in seconds, as PostgreSQL takes an interval.

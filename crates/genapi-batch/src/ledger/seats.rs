@@ -6,13 +6,26 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use url::Url;
 
-use super::{connect_listening, describe, seconds, worker_name, LedgerError, Prepared, DEFAULT_LEASE};
+use super::link::Link;
+use super::{naming, seconds, LedgerError, LedgerOptions, DEFAULT_LEASE};
 use genapi::SharedPlaces;
 
 /// The longest a task is taken to run. A seat whose worker died comes back
 /// after this long from when it was taken, even when its task cannot be
 /// checked (its host unreachable, or no answer ever named the task).
 pub const UNANSWERED_SEAT_HOLD: Duration = Duration::from_secs(30 * 60);
+
+/// The longest a seat is looked for in one attempt: the client asking for
+/// it tries again on its own, and gives up after a while of failures in a
+/// row, which a longer attempt would stretch.
+const SEAT_STEP: Duration = Duration::from_secs(5);
+
+/// How often a process looks for seats whose worker died.
+const LAPSED_EVERY: Duration = Duration::from_secs(2);
+
+/// How long a seat this worker gave back waits for its next submission
+/// before it is freed for all.
+const SPARE_GRACE: Duration = Duration::from_millis(100);
 
 /// `limit` seats in pool `pool` of a PostgreSQL database, shared by every
 /// client given them ([`genapi::ClientBuilder::shared_places`]) in any
@@ -45,7 +58,8 @@ pub struct SharedSeats {
 }
 
 struct Inner {
-    db: Arc<tokio_postgres::Client>,
+    /// Listening for freed seats; opened again when it breaks.
+    db: Arc<Link>,
     pool: String,
     limit: usize,
     worker: String,
@@ -56,7 +70,12 @@ struct Inner {
     changes: tokio::sync::mpsc::UnboundedSender<Change>,
     /// Woken by the database whenever any process frees a seat.
     freed: Arc<tokio::sync::Notify>,
-    prepared: Prepared,
+    /// When dead workers' seats were last looked for.
+    lapsed_checked: std::sync::Mutex<Option<tokio::time::Instant>>,
+    /// Seats this worker's tasks gave back a moment ago, still this
+    /// worker's in the database: a submission of this worker takes one
+    /// without a step, and one not taken within [`SPARE_GRACE`] is freed.
+    spare: std::sync::Mutex<Vec<i32>>,
 }
 
 impl std::fmt::Debug for SharedSeats {
@@ -95,7 +114,23 @@ impl SharedSeats {
         lease: Duration,
         unanswered_hold: Duration,
     ) -> Result<SharedSeats, LedgerError> {
-        SharedSeats::open(url, pool, limit, true, lease, unanswered_hold).await
+        let options = LedgerOptions::default().lease(lease);
+        SharedSeats::open(url, pool, limit, true, &options, unanswered_hold).await
+    }
+
+    /// [`SharedSeats::connect`] with the lease, each database step's
+    /// deadline and the worker's name of `options`, and another
+    /// unanswered-seat time (at least a second). A worker started again
+    /// under its name lets the seats of its earlier run lapse at once: each
+    /// comes back as soon as its task is seen final.
+    pub async fn connect_with_options(
+        url: &str,
+        pool: &str,
+        limit: usize,
+        options: &LedgerOptions,
+        unanswered_hold: Duration,
+    ) -> Result<SharedSeats, LedgerError> {
+        SharedSeats::open(url, pool, limit, true, options, unanswered_hold).await
     }
 
     /// Connects (applying the schema on first use) to pool `pool` at the
@@ -113,7 +148,21 @@ impl SharedSeats {
         lease: Duration,
         unanswered_hold: Duration,
     ) -> Result<SharedSeats, LedgerError> {
-        SharedSeats::open(url, pool, size_if_new, false, lease, unanswered_hold).await
+        let options = LedgerOptions::default().lease(lease);
+        SharedSeats::open(url, pool, size_if_new, false, &options, unanswered_hold).await
+    }
+
+    /// [`SharedSeats::join`] with the lease, each database step's deadline
+    /// and the worker's name of `options`, and another unanswered-seat time
+    /// (at least a second), as [`SharedSeats::connect_with_options`].
+    pub async fn join_with_options(
+        url: &str,
+        pool: &str,
+        size_if_new: usize,
+        options: &LedgerOptions,
+        unanswered_hold: Duration,
+    ) -> Result<SharedSeats, LedgerError> {
+        SharedSeats::open(url, pool, size_if_new, false, options, unanswered_hold).await
     }
 
     /// The pool at its size: `asked` when it is new; else, when `exact`,
@@ -123,27 +172,28 @@ impl SharedSeats {
         pool: &str,
         asked: usize,
         exact: bool,
-        lease: Duration,
+        options: &LedgerOptions,
         unanswered_hold: Duration,
     ) -> Result<SharedSeats, LedgerError> {
         let asked = asked.clamp(1, 100_000);
-        let (db, freed) = connect_listening(url).await?;
-        let db = Arc::new(db);
-        db.batch_execute("LISTEN genapi_seats")
-            .await
-            .map_err(LedgerError::from_db)?;
+        let db = Arc::new(Link::open(url, options.step, true, Some("genapi_seats")).await?);
+        let freed = db.notified();
         // The first worker sets the size; every later one reads it.
-        db.execute(
-            "INSERT INTO genapi_seat_pools (pool, size) VALUES ($1, $2) ON CONFLICT DO NOTHING",
-            &[&pool, &(asked as i32)],
-        )
-        .await
-        .map_err(LedgerError::from_db)?;
+        let asked_size = asked as i32;
         let size: i32 = db
-            .query_one("SELECT size FROM genapi_seat_pools WHERE pool = $1", &[&pool])
-            .await
-            .and_then(|row| row.try_get(0))
-            .map_err(LedgerError::from_db)?;
+            .run(false, |session| async move {
+                session
+                    .execute(
+                        "INSERT INTO genapi_seat_pools (pool, size) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+                        &[&pool, &asked_size],
+                    )
+                    .await?;
+                session
+                    .query_one("SELECT size FROM genapi_seat_pools WHERE pool = $1", &[&pool])
+                    .await?
+                    .try_get(0)
+            })
+            .await?;
         let limit = usize::try_from(size)
             .ok()
             .filter(|size| (1..=100_000).contains(size))
@@ -155,14 +205,36 @@ impl SharedSeats {
                 asked,
             });
         }
-        db.execute(
-            "INSERT INTO genapi_seats (pool, seat) SELECT $1, g FROM generate_series(1, $2) g ON CONFLICT DO NOTHING",
-            &[&pool, &(limit as i32)],
-        )
-        .await
-        .map_err(LedgerError::from_db)?;
-        let worker = worker_name();
-        let lease = lease.max(Duration::from_secs(1));
+        let seats = limit as i32;
+        db.run(false, |session| async move {
+            session
+                .execute(
+                    "INSERT INTO genapi_seats (pool, seat) SELECT $1, g FROM generate_series(1, $2) g
+                     ON CONFLICT DO NOTHING",
+                    &[&pool, &seats],
+                )
+                .await
+        })
+        .await?;
+        let worker = naming::take(&db, &format!("pool {pool}"), &options.naming).await?;
+        if options.naming.lasting() {
+            // Seats an earlier run of this worker left: theirs no longer,
+            // and lapsed, so each comes back once its task is seen final
+            // (or, with no task known, once the unanswered hold is over).
+            let earlier = format!("{worker} (earlier run)");
+            let (pool, worker, earlier) = (&pool, &worker, &earlier);
+            db.run(false, |session| async move {
+                session
+                    .execute(
+                        "UPDATE genapi_seats SET worker = $3, lease_until = now() - interval '1 second'
+                         WHERE pool = $1 AND worker = $2",
+                        &[pool, worker, earlier],
+                    )
+                    .await
+            })
+            .await?;
+        }
+        let lease = options.lease;
         let (changes, received) = tokio::sync::mpsc::unbounded_channel();
         tokio::spawn(apply(db.clone(), pool.to_string(), worker.clone(), lease, received));
         Ok(SharedSeats {
@@ -175,7 +247,8 @@ impl SharedSeats {
                 unanswered_hold: unanswered_hold.max(Duration::from_secs(1)),
                 changes,
                 freed,
-                prepared: Prepared::default(),
+                lapsed_checked: std::sync::Mutex::new(None),
+                spare: std::sync::Mutex::new(Vec::new()),
             }),
         })
     }
@@ -184,6 +257,15 @@ impl SharedSeats {
     /// assigned) is in the database. Call it before the program ends: what
     /// is still queued then is lost, and those seats wait for their lease.
     pub async fn flush(&self) {
+        let spare: Vec<i32> = self
+            .inner
+            .spare
+            .lock()
+            .map(|mut spare| std::mem::take(&mut *spare))
+            .unwrap_or_default();
+        for place in spare {
+            self.send(Change::Free(place));
+        }
         let (done, applied) = tokio::sync::oneshot::channel();
         self.send(Change::Flush(done));
         let _ = applied.await;
@@ -196,16 +278,21 @@ impl SharedSeats {
 
     /// Seats taken now in the pool, by any worker (live or not).
     pub async fn taken(&self) -> Result<usize, LedgerError> {
-        let row = self
+        let pool = &self.inner.pool;
+        let taken: i64 = self
             .inner
             .db
-            .query_one(
-                "SELECT count(*) FROM genapi_seats WHERE pool = $1 AND worker IS NOT NULL",
-                &[&self.inner.pool],
-            )
-            .await
-            .map_err(LedgerError::from_db)?;
-        Ok(row.get::<_, i64>(0) as usize)
+            .run(false, |session| async move {
+                session
+                    .query_one(
+                        "SELECT count(*) FROM genapi_seats WHERE pool = $1 AND worker IS NOT NULL",
+                        &[pool],
+                    )
+                    .await?
+                    .try_get(0)
+            })
+            .await?;
+        Ok(taken.max(0) as usize)
     }
 
     /// These seats as the places a client takes under its limit, for
@@ -222,9 +309,37 @@ impl SharedSeats {
 }
 
 impl SharedPlaces for SharedSeats {
+    /// A seat this worker gave back a moment ago, else a free one from the
+    /// database.
     fn take(&self) -> BoxFuture<'_, Result<Option<i32>, String>> {
         Box::pin(async move {
             let inner = &self.inner;
+            if let Some(place) = inner.spare.lock().ok().and_then(|mut spare| spare.pop()) {
+                // Its last task's name goes before anything is sent from it.
+                let (pool, worker) = (&inner.pool, &inner.worker);
+                let retaken = inner
+                    .db
+                    .run_within(SEAT_STEP, false, |session| async move {
+                        session
+                            .execute(
+                                "UPDATE genapi_seats SET task_id = NULL, polling_url = NULL, taken_at = now()
+                                 WHERE pool = $1 AND seat = $2 AND worker = $3",
+                                &[pool, &place, worker],
+                            )
+                            .await
+                    })
+                    .await;
+                match retaken {
+                    Ok(1) => return Ok(Some(place)),
+                    // No longer this worker's: a free one is looked for.
+                    Ok(_) => {}
+                    Err(error) => {
+                        self.send(Change::Free(place));
+                        tracing::warn!(%error, "cannot take a shared seat");
+                        return Err(error.to_string());
+                    }
+                }
+            }
             const TAKE: &str = "UPDATE genapi_seats SET worker = $2, lease_until = now() + make_interval(secs => $4),
                             task_id = NULL, polling_url = NULL, taken_at = now()
                      WHERE (pool, seat) = (
@@ -234,25 +349,19 @@ impl SharedPlaces for SharedSeats {
                               OR (lease_until < now() AND taken_at < now() - make_interval(secs => $5)))
                        ORDER BY seat LIMIT 1 FOR UPDATE SKIP LOCKED)
                      RETURNING seat";
-            let statement = inner.prepared.get(&inner.db, TAKE).await.map_err(|e| describe(&e))?;
+            let (pool, worker, limit) = (&inner.pool, &inner.worker, inner.limit as i32);
+            let (lease, hold) = (seconds(inner.lease), seconds(inner.unanswered_hold));
             let taken = inner
                 .db
-                .query_opt(
-                    &statement,
-                    &[
-                        &inner.pool,
-                        &inner.worker,
-                        &(inner.limit as i32),
-                        &seconds(inner.lease),
-                        &seconds(inner.unanswered_hold),
-                    ],
-                )
+                .run_within(SEAT_STEP, false, |session| async move {
+                    session.query(TAKE, &[pool, worker, &limit, &lease, &hold]).await
+                })
                 .await;
             match taken {
-                Ok(row) => Ok(row.and_then(|row| row.try_get(0).ok())),
+                Ok(rows) => Ok(rows.first().and_then(|row| row.try_get(0).ok())),
                 Err(error) => {
-                    tracing::warn!(error = %describe(&error), "cannot take a shared seat");
-                    Err(describe(&error))
+                    tracing::warn!(%error, "cannot take a shared seat");
+                    Err(error.to_string())
                 }
             }
         })
@@ -262,18 +371,37 @@ impl SharedPlaces for SharedSeats {
         &self.inner.freed
     }
 
+    /// Looked for at most every 2 s: every process waiting for
+    /// a seat asks each time one is freed anywhere, and dead workers' seats
+    /// are rare and wait for their lease anyway.
     fn lapsed(&self) -> BoxFuture<'_, Vec<(i32, String, String)>> {
         Box::pin(async move {
             let inner = &self.inner;
+            let now = tokio::time::Instant::now();
+            let due = inner.lapsed_checked.lock().is_ok_and(|mut last| {
+                let due = last.is_none_or(|at| now.duration_since(at) >= LAPSED_EVERY);
+                if due {
+                    *last = Some(now);
+                }
+                due
+            });
+            if !due {
+                return Vec::new();
+            }
+            let (pool, limit) = (&inner.pool, inner.limit as i32);
             let rows = inner
                 .db
-                .query(
-                    "SELECT seat, task_id, polling_url FROM genapi_seats
-                     WHERE pool = $1 AND seat <= $2 AND worker IS NOT NULL AND lease_until < now()
-                       AND task_id IS NOT NULL AND polling_url IS NOT NULL
-                     ORDER BY taken_at LIMIT 8",
-                    &[&inner.pool, &(inner.limit as i32)],
-                )
+                .run_within(SEAT_STEP, false, |session| async move {
+                    session
+                        .query(
+                            "SELECT seat, task_id, polling_url FROM genapi_seats
+                             WHERE pool = $1 AND seat <= $2 AND worker IS NOT NULL AND lease_until < now()
+                               AND task_id IS NOT NULL AND polling_url IS NOT NULL
+                             ORDER BY taken_at LIMIT 8",
+                            &[pool, &limit],
+                        )
+                        .await
+                })
                 .await
                 .unwrap_or_default();
             // A row another version or a hand wrote may hold NULLs: skipped.
@@ -296,8 +424,27 @@ impl SharedPlaces for SharedSeats {
         self.send(Change::Assign(place, task_id.to_string(), polling_url.to_string()));
     }
 
+    /// Kept for this worker's next submission for a moment: a seat given
+    /// back to the database would wake every waiting worker, and all but
+    /// one would ask for it in vain.
     fn free(&self, place: i32) {
-        self.send(Change::Free(place));
+        if let Ok(mut spare) = self.inner.spare.lock() {
+            spare.push(place);
+        } else {
+            return self.send(Change::Free(place));
+        }
+        self.inner.freed.notify_waiters();
+        let seats = self.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(SPARE_GRACE).await;
+            let unused = seats.inner.spare.lock().is_ok_and(|mut spare| {
+                let found = spare.iter().position(|kept| *kept == place);
+                found.map(|at| spare.swap_remove(at)).is_some()
+            });
+            if unused {
+                seats.send(Change::Free(place));
+            }
+        });
     }
 
     fn free_when_unanswered_expires(&self, place: i32) {
@@ -311,8 +458,11 @@ impl SharedPlaces for SharedSeats {
 }
 
 /// Applies changes in order, and renews this worker's seats while it lives.
+/// A change that cannot be applied now (the database restarting) is tried
+/// again until it is: a seat given back and lost would stay taken for as
+/// long as this worker renews its seats.
 async fn apply(
-    db: Arc<tokio_postgres::Client>,
+    db: Arc<Link>,
     pool: String,
     worker: String,
     lease: Duration,
@@ -320,48 +470,98 @@ async fn apply(
 ) {
     let mut every = tokio::time::interval(lease / 3);
     every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let prepared = Prepared::default();
+    let (pool, worker, lease) = (&pool, &worker, seconds(lease));
     loop {
-        let result = tokio::select! {
+        let change = tokio::select! {
             change = changes.recv() => match change {
                 None => return,
                 Some(Change::Flush(done)) => {
                     let _ = done.send(());
                     continue;
                 }
-                Some(Change::Assign(seat, task, url)) => prepared.execute(
-                    &db,
-                    "UPDATE genapi_seats SET task_id = $4, polling_url = $5
-                     WHERE pool = $1 AND seat = $2 AND worker = $3",
-                    &[&pool, &seat, &worker, &task, &url],
-                ).await,
-                // Every process waiting for a seat hears of a freed one.
-                Some(Change::Free(seat)) => prepared.execute(
-                    &db,
-                    "WITH freed AS (
-                       UPDATE genapi_seats SET worker = NULL, lease_until = NULL, task_id = NULL, polling_url = NULL
-                       WHERE pool = $1 AND seat = $2 AND worker = $3 RETURNING seat)
-                     SELECT pg_notify('genapi_seats', $1) FROM freed",
-                    &[&pool, &seat, &worker],
-                ).await,
-                Some(Change::Reclaim(seat, task)) => prepared.execute(
-                    &db,
-                    "WITH freed AS (
-                       UPDATE genapi_seats SET worker = NULL, lease_until = NULL, task_id = NULL, polling_url = NULL
-                       WHERE pool = $1 AND seat = $2 AND task_id = $3 AND lease_until < now() RETURNING seat)
-                     SELECT pg_notify('genapi_seats', $1) FROM freed",
-                    &[&pool, &seat, &task],
-                ).await,
+                Some(change) => Some(change),
             },
-            _ = every.tick() => prepared.execute(
-                    &db,
-                "UPDATE genapi_seats SET lease_until = now() + make_interval(secs => $3)
-                 WHERE pool = $1 AND worker = $2",
-                &[&pool, &worker, &seconds(lease)],
-            ).await,
+            _ = every.tick() => None,
         };
-        if let Err(error) = result {
-            tracing::warn!(error = %describe(&error), "cannot update the shared seats");
+        loop {
+            let applied = match &change {
+                Some(Change::Assign(seat, task, url)) => {
+                    db.run(false, |session| async move {
+                        session
+                            .execute(
+                                "UPDATE genapi_seats SET task_id = $4, polling_url = $5
+                                 WHERE pool = $1 AND seat = $2 AND worker = $3",
+                                &[pool, seat, worker, task, url],
+                            )
+                            .await
+                    })
+                    .await
+                }
+                // Every process waiting for a seat hears of a freed one.
+                Some(Change::Free(seat)) => {
+                    db.run(false, |session| async move {
+                        session
+                            .execute(
+                                "WITH freed AS (
+                                   UPDATE genapi_seats
+                                   SET worker = NULL, lease_until = NULL, task_id = NULL, polling_url = NULL
+                                   WHERE pool = $1 AND seat = $2 AND worker = $3 RETURNING seat)
+                                 SELECT pg_notify('genapi_seats', $1) FROM freed",
+                                &[pool, seat, worker],
+                            )
+                            .await
+                    })
+                    .await
+                }
+                Some(Change::Reclaim(seat, task)) => {
+                    db.run(false, |session| async move {
+                        session
+                            .execute(
+                                "WITH freed AS (
+                                   UPDATE genapi_seats
+                                   SET worker = NULL, lease_until = NULL, task_id = NULL, polling_url = NULL
+                                   WHERE pool = $1 AND seat = $2 AND task_id = $3 AND lease_until < now()
+                                   RETURNING seat)
+                                 SELECT pg_notify('genapi_seats', $1) FROM freed",
+                                &[pool, seat, task],
+                            )
+                            .await
+                    })
+                    .await
+                }
+                Some(Change::Flush(_)) => Ok(0),
+                None => {
+                    db.run(false, |session| async move {
+                        session
+                            .execute(
+                                "UPDATE genapi_seats SET lease_until = now() + make_interval(secs => $3)
+                                 WHERE pool = $1 AND worker = $2",
+                                &[pool, worker, &lease],
+                            )
+                            .await
+                    })
+                    .await
+                }
+            };
+            match applied {
+                Ok(_) => break,
+                // A renewal is made again at the next tick.
+                Err(error) if change.is_none() => {
+                    tracing::warn!(%error, "cannot renew this worker's shared seats");
+                    break;
+                }
+                // The database could not be reached in time: tried again.
+                Err(error @ LedgerError::Unanswered { .. }) => {
+                    tracing::warn!(%error, "cannot update the shared seats yet; trying again");
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                }
+                // It answered with a refusal, which trying again would not
+                // change: the seat waits for its lease.
+                Err(error) => {
+                    tracing::warn!(%error, "cannot update the shared seats");
+                    break;
+                }
+            }
         }
     }
 }

@@ -29,6 +29,30 @@ impl Store for Ledger {
         })
     }
 
+    fn claim_many<'a>(&'a self, lines: &'a [u64]) -> BoxFuture<'a, Vec<Result<Claim, String>>> {
+        Box::pin(async move {
+            match Ledger::claim_many(self, lines).await {
+                Ok(claims) => claims
+                    .into_iter()
+                    .map(|claim| {
+                        Ok(match claim {
+                            LedgerClaim::Mine(records) => Claim::Mine(crate::line_state(records)),
+                            LedgerClaim::Done(records) => Claim::Done(crate::line_state(records)),
+                            LedgerClaim::Held => Claim::Held,
+                        })
+                    })
+                    .collect(),
+                Err(error) => lines.iter().map(|_| Err(format!("the ledger: {error}"))).collect(),
+            }
+        })
+    }
+
+    /// Small enough that no worker sits on lines the others could start
+    /// while it finishes its own.
+    fn claim_block(&self) -> usize {
+        16
+    }
+
     fn release(&self, line: u64) -> BoxFuture<'_, Result<(), String>> {
         Box::pin(async move { Ledger::release(self, line).await.map_err(|e| e.to_string()) })
     }

@@ -9,4 +9,5 @@ mod common {
 
 mod job_file;
 mod results_file;
+mod resumed_without_seat;
 mod typed_jobs;

@@ -25,7 +25,9 @@ mod hardening_files;
 #[cfg(unix)]
 mod interrupts;
 mod ledger;
+mod ledger_claims;
 mod ledger_hardening;
+mod ledger_outage;
 mod ledger_pool_size;
 mod ledger_seat_lost;
 mod ledger_status;

@@ -1,0 +1,51 @@
+//! A worker's name: new for each process, or one a restarted worker takes
+//! back, held by one live process at a time.
+
+use super::link::Link;
+use super::{worker_name, LedgerError};
+
+/// Names a worker may take, from the most wanted.
+#[derive(Clone, Debug)]
+pub(crate) enum Naming {
+    /// A new name for every process: a restarted worker's lines wait for
+    /// its lease.
+    Fresh,
+    /// This name, or nothing: refused while another live process has it.
+    Exactly(String),
+    /// The first of `base`, `base#2`, `base#3`… no live process has, so that
+    /// workers sharing a base each get their own, and a restarted one gets
+    /// back the name (and the lines) it had.
+    FirstFree(String),
+}
+
+/// The most workers that share one base name.
+const SHARERS: usize = 64;
+
+impl Naming {
+    /// Whether a restarted process may take this name back.
+    pub(crate) fn lasting(&self) -> bool {
+        !matches!(self, Naming::Fresh)
+    }
+}
+
+/// The name this process works under in `scope` (a batch, a seat pool),
+/// held through `link` for as long as it lives.
+pub(crate) async fn take(link: &Link, scope: &str, naming: &Naming) -> Result<String, LedgerError> {
+    let (names, shown) = match naming {
+        Naming::Fresh => return Ok(worker_name()),
+        Naming::Exactly(name) => (vec![name.clone()], name),
+        Naming::FirstFree(base) => (
+            (1..=SHARERS)
+                .map(|n| if n == 1 { base.clone() } else { format!("{base}#{n}") })
+                .collect(),
+            base,
+        ),
+    };
+    let keyed: Vec<(String, String)> = names
+        .into_iter()
+        .map(|name| (format!("{scope}\n{name}"), name))
+        .collect();
+    link.take_name(&keyed)
+        .await?
+        .ok_or_else(|| LedgerError::WorkerTaken { worker: shown.clone() })
+}

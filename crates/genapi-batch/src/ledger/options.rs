@@ -1,0 +1,76 @@
+//! How a worker opens a ledger: its name, its lease and each step's deadline.
+
+use std::path::Path;
+use std::time::Duration;
+
+use super::link::DEFAULT_STEP_DEADLINE;
+use super::naming::Naming;
+use super::DEFAULT_LEASE;
+
+/// Settings of [`super::Ledger::open_with`].
+///
+/// ```
+/// use std::time::Duration;
+/// use genapi_batch::ledger::LedgerOptions;
+/// let options = LedgerOptions::default()
+///     .lease(Duration::from_secs(60))
+///     .step_deadline(Duration::from_secs(20))
+///     .worker_name("render-host-3");
+/// # let _ = options;
+/// ```
+#[derive(Clone, Debug)]
+pub struct LedgerOptions {
+    pub(crate) lease: Duration,
+    pub(crate) step: Duration,
+    pub(crate) naming: Naming,
+}
+
+impl Default for LedgerOptions {
+    fn default() -> Self {
+        LedgerOptions {
+            lease: DEFAULT_LEASE,
+            step: DEFAULT_STEP_DEADLINE,
+            naming: Naming::Fresh,
+        }
+    }
+}
+
+impl LedgerOptions {
+    /// How long this worker's claims last without renewal (at least a
+    /// second; [`super::DEFAULT_LEASE`] by default): a dead worker's lines
+    /// go to other workers after it.
+    pub fn lease(mut self, lease: Duration) -> Self {
+        self.lease = lease.max(Duration::from_secs(1));
+        self
+    }
+
+    /// The longest one database step may take (a statement or a
+    /// transaction, with the new connections it needs when the old one
+    /// broke; at least a second; [`DEFAULT_STEP_DEADLINE`] by default). A
+    /// step that passes it fails with [`super::LedgerError::Unanswered`].
+    pub fn step_deadline(mut self, deadline: Duration) -> Self {
+        self.step = deadline.max(Duration::from_secs(1));
+        self
+    }
+
+    /// Works as worker `name`: a worker started again under the same name
+    /// takes back its lines at once, without waiting for their lease. Only
+    /// one live process may have a name: [`super::Ledger::open_with`] is
+    /// refused ([`super::LedgerError::WorkerTaken`]) while another has it.
+    /// Without a name, each process is a new worker.
+    pub fn worker_name(mut self, name: impl Into<String>) -> Self {
+        self.naming = Naming::Exactly(name.into());
+        self
+    }
+
+    /// Works under a name made of this machine's name and the output folder
+    /// `folder`: a worker started again on the same machine for the same
+    /// folder takes back its lines at once. Workers sharing a folder each
+    /// get their own name (`#2`, `#3`… after the first), and a restarted one
+    /// gets back the first name no live worker has.
+    pub fn worker_for_folder(mut self, folder: &Path) -> Self {
+        let folder = std::fs::canonicalize(folder).unwrap_or_else(|_| folder.to_path_buf());
+        self.naming = Naming::FirstFree(format!("{}:{}", super::host_name(), folder.display()));
+        self
+    }
+}

@@ -1,0 +1,80 @@
+//! A task accepted in an earlier run, whose place under a shared limit
+//! cannot be taken now, is still the line's: reported pending (run again to
+//! wait for it), never failed.
+
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use futures::StreamExt;
+use genapi_batch::{Batch, Job, JobStatus, Journal, MemoryJournal, Record};
+use url::Url;
+
+use crate::common::Dir;
+
+/// Shared places whose database never answers.
+#[derive(Debug, Default)]
+struct Unreachable(tokio::sync::Notify);
+
+impl genapi::SharedPlaces for Unreachable {
+    fn take(&self) -> BoxFuture<'_, Result<Option<i32>, String>> {
+        Box::pin(async { Err("the database is down".to_string()) })
+    }
+    fn changes(&self) -> &tokio::sync::Notify {
+        &self.0
+    }
+    fn lapsed(&self) -> BoxFuture<'_, Vec<(i32, String, String)>> {
+        Box::pin(async { Vec::new() })
+    }
+    fn reclaim(&self, _place: i32, _task_id: &str) {}
+    fn assign(&self, _place: i32, _task_id: &str, _polling_url: &Url) {}
+    fn free(&self, _place: i32) {}
+    fn free_when_unanswered_expires(&self, _place: i32) {}
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_resumed_task_without_a_shared_seat_is_pending_not_failed() {
+    let mock = genapi_mock::MockService::start().await.unwrap();
+    let dir = Dir::new("resumed-without-seat");
+    // An earlier run submitted line 1 and its task was accepted.
+    let earlier = mock.client().unwrap();
+    let task = earlier
+        .submit_raw("/v1/gen-2-pro", serde_json::json!({"prompt": "a fox"}))
+        .await
+        .unwrap();
+    let job = Job::new(1, "/v1/gen-2-pro", serde_json::json!({"prompt": "a fox"}));
+    let mut journal = MemoryJournal::default();
+    journal
+        .append(&Record::Accepted {
+            line: 1,
+            id: task.id().to_string(),
+            polling_url: task.polling_url().to_string(),
+            cost: None,
+            adopted: false,
+        })
+        .unwrap();
+    let client = mock
+        .client_builder()
+        .shared_places(Arc::new(Unreachable::default()), 4)
+        .build()
+        .unwrap();
+    let outcomes: Vec<_> = Batch::new(client, journal, &dir.0)
+        .run(vec![job])
+        .unwrap()
+        .collect()
+        .await;
+    assert_eq!(outcomes.len(), 1, "{outcomes:#?}");
+    let outcome = &outcomes[0];
+    assert_eq!(outcome.status, JobStatus::Pending, "{outcome:#?}");
+    assert_eq!(
+        outcome.task.as_ref().map(|t| t.id.as_str()),
+        Some(task.id()),
+        "{outcome:#?}"
+    );
+    let error = outcome.error.as_deref().unwrap_or_default();
+    assert!(error.contains("run the batch again"), "{error}");
+    assert_eq!(
+        mock.count("POST", "/v1/gen-2-pro"),
+        1,
+        "the task is not submitted again"
+    );
+}

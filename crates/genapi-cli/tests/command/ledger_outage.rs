@@ -1,0 +1,273 @@
+//! Workers on a ledger whose database goes wrong under them: it stops
+//! answering, it restarts, or a worker is killed and started again. Counted
+//! at the service (the mock's log), never from what the workers believe.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use genapi_mock::{MockConfig, MockService};
+use serde_json::{json, Value};
+
+use crate::common;
+use common::pg::{Postgres, Setup, PASSWORD};
+use common::{genapi, posts_by_prompt, Dir};
+
+async fn service(duration: Duration) -> MockService {
+    let config = MockConfig::default()
+        .default_duration(duration)
+        .request_log_capacity(100_000);
+    MockService::start_with(config, "127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap()
+}
+
+fn write_jobs(path: &Path, count: u64, tag: &str) {
+    let lines: Vec<String> = (1..=count)
+        .map(|n| {
+            json!({"model": "gen-2-pro", "name": format!("img-{n}"), "prompt": format!("{tag} {n}"),
+                   "width": 64, "height": 64})
+            .to_string()
+        })
+        .collect();
+    std::fs::write(path, lines.join("\n") + "\n").unwrap();
+}
+
+fn worker(dir: &Dir, mock: &MockService, url: &str, extra: &[&str]) -> Command {
+    let mut command = genapi(dir, mock);
+    command
+        .args(["batch", "jobs.jsonl", "--out", "out", "--json", "--ledger", url])
+        .args(extra)
+        .env("GENAPI_LOG", "genapi=info")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    command
+}
+
+/// A worker whose outcomes are read as they come.
+struct Watched {
+    child: Child,
+    outcomes: mpsc::Receiver<Value>,
+    seen: Vec<Value>,
+    stderr: std::thread::JoinHandle<Vec<u8>>,
+}
+
+impl Watched {
+    fn start(mut command: Command) -> Watched {
+        let mut child = command.spawn().unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (send, outcomes) = mpsc::channel();
+        std::thread::spawn(move || {
+            use std::io::BufRead;
+            for line in std::io::BufReader::new(stdout).lines().map_while(Result::ok) {
+                if let Ok(value) = serde_json::from_str::<Value>(&line) {
+                    if value["line"].is_u64() && send.send(value).is_err() {
+                        return;
+                    }
+                }
+            }
+        });
+        let mut stderr = child.stderr.take().unwrap();
+        let stderr = std::thread::spawn(move || {
+            let mut all = Vec::new();
+            let _ = std::io::Read::read_to_end(&mut stderr, &mut all);
+            all
+        });
+        Watched {
+            child,
+            outcomes,
+            seen: Vec::new(),
+            stderr,
+        }
+    }
+
+    /// Blocks until the worker reported `count` outcomes (or `limit` passed).
+    fn wait_for_outcomes(&mut self, count: usize, limit: Duration) {
+        let until = Instant::now() + limit;
+        while self.seen.len() < count {
+            let left = until.saturating_duration_since(Instant::now());
+            match self.outcomes.recv_timeout(left) {
+                Ok(outcome) => self.seen.push(outcome),
+                Err(_) => panic!("{count} outcomes not reported within {limit:?}: {:?}", self.seen),
+            }
+        }
+    }
+
+    /// Blocks until the worker ends, for at most `limit`; `None` (and the
+    /// worker killed) when it did not.
+    fn end_within(mut self, limit: Duration) -> (Option<ExitStatus>, Vec<Value>, String) {
+        let until = Instant::now() + limit;
+        let status = loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                break Some(status);
+            }
+            if Instant::now() >= until {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                break None;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        let stderr = String::from_utf8_lossy(&self.stderr.join().unwrap()).into_owned();
+        self.seen.extend(self.outcomes.try_iter());
+        (status, self.seen, stderr)
+    }
+
+    fn kill(mut self) -> Vec<Value> {
+        self.child.kill().unwrap();
+        let _ = self.child.wait();
+        let _ = self.stderr.join();
+        self.seen.extend(self.outcomes.try_iter());
+        self.seen
+    }
+}
+
+/// The last outcome of each line.
+fn by_line(outcomes: &[Value]) -> HashMap<u64, Value> {
+    outcomes
+        .iter()
+        .filter_map(|o| Some((o["line"].as_u64()?, o.clone())))
+        .collect()
+}
+
+/// A database that stops answering mid-run (its connections stay open,
+/// nothing comes back) cannot hold the worker: each step gives up within
+/// half of --timeout, the lines it kept back say so, and the worker exits
+/// within --timeout and the grace it takes to record answers in flight.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_database_that_stops_answering_mid_run_cannot_hold_the_worker_past_its_timeout() {
+    let Some(pg) = Postgres::start("stops-answering") else {
+        return;
+    };
+    let stall = common::stall::Stall::start(pg.port).await;
+    let url = format!("postgres://postgres:{PASSWORD}@127.0.0.1:{}/postgres", stall.port);
+    let mock = service(Duration::from_millis(500)).await;
+    let dir = Dir::new("ledger-stops-answering");
+    write_jobs(&dir.join("jobs.jsonl"), 30, "silent line");
+    let started = Instant::now();
+    let mut running = Watched::start(worker(&dir, &mock, &url, &["--max-active", "2", "--timeout", "10"]));
+    tokio::task::block_in_place(|| running.wait_for_outcomes(1, Duration::from_secs(30)));
+    stall.silence();
+    // --timeout, then at most 15 s of answers in flight and 5 s to give
+    // seats back; the rest is slack for a loaded machine.
+    let (status, outcomes, stderr) = tokio::task::block_in_place(|| running.end_within(Duration::from_secs(60)));
+    let took = started.elapsed();
+    let status = status.unwrap_or_else(|| panic!("still running {took:?} after it started\n{stderr}"));
+    assert!(
+        took < Duration::from_secs(45),
+        "ended {took:?} after it started\n{stderr}"
+    );
+    assert_eq!(status.code(), Some(8), "the timeout's exit code\n{stderr}");
+    let said = format!("{stderr}{outcomes:?}");
+    assert!(
+        said.contains("the ledger database did not answer within 5 s"),
+        "the lines kept back say why: {said}"
+    );
+    assert!(!said.contains(PASSWORD), "the password is never shown");
+    for (line, count) in posts_by_prompt(&mock) {
+        assert_eq!(count, 1, "{line} sent more than once");
+    }
+}
+
+/// The database is stopped as a crash would stop it, and started again a
+/// few seconds later: both workers reconnect and finish, every line is sent
+/// once and done, and no line changed hands.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn workers_go_on_after_the_database_restarts_and_nothing_is_sent_twice_or_lost() {
+    const LINES: u64 = 24;
+    let setup = Setup {
+        durable_commits: true,
+        ..Setup::default()
+    };
+    let Some(mut pg) = Postgres::start_with("restarts", setup) else {
+        return;
+    };
+    let mock = service(Duration::from_millis(1_000)).await;
+    let dir = Dir::new("ledger-restarts");
+    write_jobs(&dir.join("jobs.jsonl"), LINES, "restart line");
+    let url = pg.url();
+    let extra = ["--max-active", "4", "--timeout", "90"];
+    let mut first = Watched::start(worker(&dir, &mock, &url, &extra));
+    let second = Watched::start(worker(&dir, &mock, &url, &extra));
+    tokio::task::block_in_place(|| first.wait_for_outcomes(2, Duration::from_secs(30)));
+    tokio::task::block_in_place(|| {
+        pg.stop_immediately();
+        // Down for a few seconds: longer than a step's first attempts, far
+        // shorter than a lease.
+        std::thread::sleep(Duration::from_secs(4));
+        pg.start_again();
+    });
+    let mut outcomes = Vec::new();
+    for running in [first, second] {
+        let (status, seen, stderr) = tokio::task::block_in_place(|| running.end_within(Duration::from_secs(120)));
+        assert_eq!(status.and_then(|s| s.code()), Some(0), "{stderr}");
+        outcomes.extend(seen);
+    }
+    let reported = by_line(&outcomes);
+    assert_eq!(reported.len(), LINES as usize, "{reported:?}");
+    assert!(reported.values().all(|o| o["status"] == "succeeded"), "{reported:?}");
+    let posts = posts_by_prompt(&mock);
+    for line in 1..=LINES {
+        assert_eq!(posts.get(&format!("restart line {line}")), Some(&1), "line {line}");
+    }
+    let changed_hands = pg.sql(
+        "SELECT count(*) FROM (SELECT line FROM genapi_records GROUP BY batch, line \
+         HAVING count(DISTINCT worker) > 1) lines",
+    );
+    assert_eq!(changed_hands, "0", "each line's records are its one worker's");
+}
+
+/// A worker killed mid-run and started again (same machine, same --out)
+/// takes its lines back at once, although their lease has an hour to run:
+/// it finishes well within its --timeout, and nothing is sent twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_worker_started_again_takes_its_lines_back_at_once() {
+    const LINES: u64 = 16;
+    let Some(pg) = Postgres::start("worker-again") else {
+        return;
+    };
+    let mock = service(Duration::from_millis(1_000)).await;
+    let dir = Dir::new("ledger-worker-again");
+    write_jobs(&dir.join("jobs.jsonl"), LINES, "again line");
+    let url = pg.url();
+    let extra = ["--max-active", "4", "--ledger-lease", "3600", "--timeout", "60"];
+    let mut first = Watched::start(worker(&dir, &mock, &url, &extra));
+    tokio::task::block_in_place(|| first.wait_for_outcomes(3, Duration::from_secs(30)));
+    let mut outcomes = first.kill();
+    let held = pg.sql("SELECT count(*) FROM genapi_lines WHERE worker IS NOT NULL AND NOT done");
+    assert_ne!(held, "0", "the kill left lines held");
+    let again = Watched::start(worker(&dir, &mock, &url, &extra));
+    let (status, seen, stderr) = tokio::task::block_in_place(|| again.end_within(Duration::from_secs(90)));
+    // 9 (unknown) if the kill fell between a submission and its answer.
+    assert!(
+        matches!(status.and_then(|s| s.code()), Some(0 | 9)),
+        "{status:?}; lines still held by the killed worker are waited for until --timeout\n{stderr}"
+    );
+    outcomes.extend(seen);
+    let reported = by_line(&outcomes);
+    assert_eq!(reported.len(), LINES as usize, "{reported:?}");
+    assert!(
+        reported
+            .values()
+            .all(|o| o["status"] == "succeeded" || o["status"] == "unknown"),
+        "{reported:?}"
+    );
+    for (prompt, count) in posts_by_prompt(&mock) {
+        assert_eq!(count, 1, "{prompt} sent (and paid for) more than once");
+    }
+    // The same name: one worker in the ledger, not two.
+    let workers = pg.sql("SELECT count(DISTINCT worker) FROM genapi_records");
+    assert_eq!(workers, "1");
+}
+
+/// --ledger-lease and --worker-name are in --help, not hidden.
+#[test]
+fn the_lease_and_the_worker_name_are_documented() {
+    let dir = Dir::new("ledger-help");
+    let help = common::genapi_alone(&dir).args(["batch", "--help"]).output().unwrap();
+    let help = String::from_utf8_lossy(&help.stdout);
+    assert!(help.contains("--ledger-lease <SECONDS>"), "{help}");
+    assert!(help.contains("--worker-name <NAME>"), "{help}");
+}
