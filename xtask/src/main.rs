@@ -1,4 +1,4 @@
-//! `cargo xtask check | regen | diff-upstream FILE [--map-prefix FROM=TO]…`
+//! `cargo xtask check | regen | diff-upstream FILE [--map-prefix FROM=TO]… | drift FILE… [--propose OUT]`
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -159,13 +159,69 @@ fn diff_upstream(args: &[String]) -> Result<(), String> {
     }
 }
 
+const DRIFT_USAGE: &str = "usage: cargo xtask drift FILE... [--propose OUT]
+
+Checks recorded traffic (HAR files from ClientBuilder::record or genapi --record) against
+openapi.json: fields it does not list, required fields missing, wrong types, values its
+enumerations do not list (a new task status), undocumented status codes and content types,
+and polling or result addresses outside the trusted hosts. Findings are grouped by operation
+and JSON pointer; those an x-correction covers are listed apart. Exits non-zero when
+anything drifted.
+
+  --propose OUT   write openapi.json patched for the additive findings (new optional
+                  fields, new enumeration values) to OUT, to review before `cargo xtask regen`
+  -h, --help      this text";
+
+fn drift(args: &[String]) -> Result<(), String> {
+    let mut files = Vec::new();
+    let mut propose = None;
+    let mut rest = args.iter();
+    while let Some(arg) = rest.next() {
+        match arg.as_str() {
+            "-h" | "--help" => {
+                println!("{DRIFT_USAGE}");
+                return Ok(());
+            }
+            "--propose" => propose = Some(PathBuf::from(rest.next().ok_or("--propose needs a file to write")?)),
+            flag if flag.starts_with('-') => return Err(format!("unknown flag {flag}\n\n{DRIFT_USAGE}")),
+            path => files.push(PathBuf::from(path)),
+        }
+    }
+    if files.is_empty() {
+        return Err(DRIFT_USAGE.into());
+    }
+    let root: serde_json::Value =
+        serde_json::from_str(&read(&root().join("openapi.json"))?).map_err(|e| format!("openapi.json: {e}"))?;
+    let recordings = files
+        .iter()
+        .map(|file| xtask::drift::read(&file.display().to_string(), &read(file)?))
+        .collect::<Result<Vec<_>, String>>()?;
+    let report = xtask::drift::check(&root, &recordings);
+    print!("{}", report.render());
+    if let Some(out) = propose {
+        let (patched, applied) = xtask::drift::propose::patched(&root, &report.findings);
+        let text = serde_json::to_string_pretty(&patched).map_err(|e| e.to_string())?;
+        std::fs::write(&out, text + "\n").map_err(|e| format!("cannot write {}: {e}", out.display()))?;
+        println!("\n{applied} additive change(s) proposed in {}", out.display());
+    }
+    if report.drifted() {
+        Err("the recorded traffic drifted from openapi.json".into())
+    } else {
+        Ok(())
+    }
+}
+
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let outcome = match args.first().map(String::as_str) {
         Some("check") => check(),
         Some("regen") => regen(),
         Some("diff-upstream") => diff_upstream(&args[1..]),
-        _ => Err("usage: cargo xtask check | regen | diff-upstream FILE [--map-prefix FROM=TO]…".into()),
+        Some("drift") => drift(&args[1..]),
+        _ => Err(
+            "usage: cargo xtask check | regen | diff-upstream FILE [--map-prefix FROM=TO]… | drift FILE… [--propose OUT]"
+                .into(),
+        ),
     };
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
