@@ -19,6 +19,7 @@ mod module_graph;
 mod one_road;
 mod process_wide_tls;
 mod public_api;
+mod recording;
 mod recovery;
 mod request_tracing;
 mod result_expiry;
