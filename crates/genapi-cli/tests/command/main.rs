@@ -26,3 +26,4 @@ mod ledger_hardening;
 mod ledger_pool_size;
 mod ledger_seat_lost;
 mod ledger_status;
+mod record;
