@@ -172,7 +172,7 @@ impl Recorder {
                     .collect()
             })
             .unwrap_or_default();
-        let headers = self.headers(request.headers());
+        let headers = self.headers(request.headers(), &mut secrets);
         let body = request.body().and_then(reqwest::Body::as_bytes);
         let post_data = body.map(|bytes| har::PostData {
             mime_type: content_type(request.headers()),
@@ -233,7 +233,7 @@ impl Recorder {
             status_text: status.canonical_reason().unwrap_or_default().to_string(),
             http_version: version_text(attempt.version),
             cookies: [],
-            headers: self.headers(headers),
+            headers: self.headers(headers, &mut attempt.secrets),
             redirect_url: String::new(),
             headers_size: -1,
             body_size: content.size,
@@ -266,12 +266,12 @@ impl Recorder {
         self.write(attempt, response);
     }
 
-    fn headers(&self, headers: &HeaderMap) -> Vec<har::Pair> {
+    fn headers(&self, headers: &HeaderMap, secrets: &mut Vec<String>) -> Vec<har::Pair> {
         headers
             .iter()
             .map(|(name, value)| har::Pair {
                 name: name.as_str().to_string(),
-                value: self.redactor.header(name.as_str(), value.as_bytes()),
+                value: self.redactor.header(name.as_str(), value.as_bytes(), secrets),
             })
             .collect()
     }

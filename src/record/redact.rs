@@ -74,13 +74,16 @@ impl Redactor {
         self.keep_images
     }
 
-    /// A header's value as recorded.
-    pub(crate) fn header(&self, name: &str, value: &[u8]) -> String {
+    /// A header's value as recorded; an address in it (a redirect's
+    /// `location`) is redacted as [`Redactor::url`] does.
+    pub(crate) fn header(&self, name: &str, value: &[u8], secrets: &mut Vec<String>) -> String {
         let text = String::from_utf8_lossy(value);
         if SECRET_HEADERS.contains(&name) || (!self.key.is_empty() && text.contains(&self.key)) {
-            REDACTED.to_string()
-        } else {
-            text.into_owned()
+            return REDACTED.to_string();
+        }
+        match Url::parse(&text).ok().filter(|u| u.has_host()) {
+            Some(url) => self.url(&url, secrets),
+            None => text.into_owned(),
         }
     }
 
@@ -253,6 +256,22 @@ mod tests {
             "https://delivery.example.com/r/1.png?id=t1&expires=%5Bredacted%5D&signature=%5Bredacted%5D"
         );
         assert!(secrets.contains(&"abcdef".to_string()));
+    }
+
+    #[test]
+    fn credential_headers_and_signed_redirects_are_redacted() {
+        let redactor = Redactor::new("k-123456", false);
+        let mut secrets = Vec::new();
+        assert_eq!(redactor.header("x-key", b"k-123456", &mut secrets), REDACTED);
+        assert_eq!(redactor.header("cookie", b"session=1", &mut secrets), REDACTED);
+        assert_eq!(redactor.header("x-echo", b"was k-123456", &mut secrets), REDACTED);
+        let moved = redactor.header("location", b"https://cdn.example.com/a.png?token=t0k3n", &mut secrets);
+        assert_eq!(moved, "https://cdn.example.com/a.png?token=%5Bredacted%5D");
+        assert!(secrets.contains(&"t0k3n".to_string()));
+        assert_eq!(
+            redactor.header("content-type", b"application/json", &mut secrets),
+            "application/json"
+        );
     }
 
     #[test]

@@ -26,9 +26,12 @@ use schema::escape;
 /// What a recording's `_genapi` note calls a download.
 const DOWNLOAD: &str = "download";
 
-/// Reads a recording: JSON with `log.entries`, as HAR has.
+/// Reads a recording: a HAR file, as the `har` crate (a reader that is not
+/// this project's) reads one, then as JSON, which keeps the `_genapi` notes
+/// the `har` crate's types have no place for.
 pub fn read(name: &str, text: &str) -> Result<Value, String> {
     let har: Value = serde_json::from_str(text).map_err(|e| format!("{name} is not JSON: {e}"))?;
+    har::from_str(text).map_err(|e| format!("{name} is not a HAR file: {e}"))?;
     if !har["log"]["entries"].is_array() {
         return Err(format!("{name} is not a HAR file: it has no log.entries"));
     }

@@ -46,6 +46,18 @@ fn recording() -> Value {
     ]}})
 }
 
+#[test]
+fn a_file_that_is_not_har_is_refused_with_its_name() {
+    let mut har = recording();
+    har["log"]["entries"][0]["response"]
+        .as_object_mut()
+        .unwrap()
+        .remove("status");
+    let error = drift::read("broken.har", &har.to_string()).unwrap_err();
+    assert!(error.starts_with("broken.har is not a HAR file: "), "{error}");
+    assert!(drift::read("clean.har", &recording().to_string()).is_ok());
+}
+
 fn check(har: &Value) -> drift::Report {
     drift::check(&document(), std::slice::from_ref(har))
 }
@@ -68,7 +80,7 @@ fn run(name: &str, har: &Value, extra: &[&str]) -> (bool, String) {
 
 #[test]
 fn a_recording_that_follows_the_document_shows_no_drift() {
-    let report = check(&recording());
+    let report = check(&drift::read("clean.har", &recording().to_string()).unwrap());
     assert!(report.findings.is_empty(), "{}", report.render());
     assert_eq!(report.exchanges, 4);
     let (ok, text) = run("clean", &recording(), &[]);
