@@ -57,6 +57,14 @@ async fn a_recording_of_every_operation_against_the_mock_has_no_drift() {
         );
     }
     assert!(operations.contains("get_result") && operations.contains("download"));
+    // Polling addresses are kept whole: a task id is no secret.
+    for entry in entries(&har)
+        .iter()
+        .filter(|e| e["_genapi"]["operation"] == "get_result")
+    {
+        let url = entry["request"]["url"].as_str().unwrap();
+        assert!(url.contains("/v1/get_result?id="), "{url}");
+    }
     let report = xtask::drift::check(&doc, &[har]);
     assert!(!report.drifted(), "{}", report.render());
     assert_eq!(report.unanswered, 0);
