@@ -21,6 +21,7 @@ mod process_wide_tls;
 mod public_api;
 mod recording;
 mod recovery;
+mod replay;
 mod request_tracing;
 mod result_expiry;
 mod secret_hygiene;

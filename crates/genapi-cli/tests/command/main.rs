@@ -27,3 +27,4 @@ mod ledger_pool_size;
 mod ledger_seat_lost;
 mod ledger_status;
 mod record;
+mod replay;

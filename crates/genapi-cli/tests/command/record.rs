@@ -1,6 +1,6 @@
 //! `genapi --record FILE`: every command that talks to the service records
 //! its exchanges, and a run killed with SIGKILL leaves a file that is whole
-//! HAR, which the drift check reads.
+//! HAR, which the drift check and the replay read.
 
 use std::path::Path;
 use std::process::Stdio;
@@ -63,6 +63,8 @@ async fn a_run_killed_with_sigkill_leaves_a_recording_the_drift_check_reads() {
     let report = xtask::drift::check(&common::document(), &[har]);
     assert!(!report.drifted(), "{}", report.render());
     assert_eq!(report.exchanges, seen.len());
+    // The replay reads it too: the task it recorded can be submitted again.
+    assert!(genapi_mock::Replay::from_har(&text).is_ok());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
