@@ -78,6 +78,29 @@ impl Report {
         groups.into_values().collect()
     }
 
+    /// What drifted, one line per group, without counts or examples: the
+    /// text `--snapshot` keeps, which changes only when the kinds of drift
+    /// do, not with the amount of traffic.
+    pub fn shape(&self) -> String {
+        let mut out = String::new();
+        for group in self.groups().iter().filter(|g| g.first.correction.is_none()) {
+            let finding = &group.first;
+            let pointer = if finding.pointer.is_empty() {
+                "(status)"
+            } else {
+                finding.pointer.as_str()
+            };
+            let _ = writeln!(
+                out,
+                "{} — {}  {pointer}  {}",
+                finding.operation,
+                finding.place,
+                describe(&finding.kind)
+            );
+        }
+        out
+    }
+
     /// The report as text: drift first, then what `x-correction`s explain.
     pub fn render(&self) -> String {
         let groups = self.groups();

@@ -64,6 +64,11 @@ fn check(har: &Value) -> drift::Report {
 
 /// Runs `cargo xtask drift` on `har`: its exit status and output.
 fn run(name: &str, har: &Value, extra: &[&str]) -> (bool, String) {
+    run_with(name, har, extra, "no")
+}
+
+/// [`run`], with insta's `INSTA_UPDATE` set to `update`.
+fn run_with(name: &str, har: &Value, extra: &[&str], update: &str) -> (bool, String) {
     let dir = std::env::temp_dir().join(format!("xtask-drift-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let file: PathBuf = dir.join(format!("{name}.har"));
@@ -72,6 +77,8 @@ fn run(name: &str, har: &Value, extra: &[&str]) -> (bool, String) {
         .arg("drift")
         .arg(&file)
         .args(extra)
+        .env("INSTA_UPDATE", update)
+        .env_remove("INSTA_FORCE_PASS")
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&output.stdout).into_owned() + &String::from_utf8_lossy(&output.stderr);
@@ -236,4 +243,34 @@ fn propose_adds_new_fields_and_values_to_the_document() {
     // The patched document takes the same traffic without drift.
     let again = drift::check(&patched, &[har]);
     assert!(!again.drifted(), "{}", again.render());
+}
+
+#[test]
+fn a_snapshot_of_the_drift_passes_until_the_drift_changes() {
+    let dir = std::env::temp_dir().join(format!("xtask-drift-snapshot-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let snapshot = dir.join("service.snap");
+    let snapshot_arg = snapshot.to_str().unwrap();
+    let mut new_status = recording();
+    new_status["log"]["entries"][1]["response"]["content"]["text"] =
+        json!({"id": "t1", "status": "Upscaling"}).to_string().into();
+
+    let (ok, text) = run_with("snapshot-accept", &new_status, &["--snapshot", snapshot_arg], "always");
+    assert!(ok, "{text}");
+    let kept = std::fs::read_to_string(&snapshot).unwrap();
+    assert!(
+        kept.contains("get_result — response 200  /status  value the document does not list"),
+        "{kept}"
+    );
+    // The same drift again: the accepted snapshot, so the check passes.
+    let (ok, text) = run("snapshot-same", &new_status, &["--snapshot", snapshot_arg]);
+    assert!(ok, "{text}");
+    // Another kind of drift: it fails and leaves the new findings to review.
+    let mut more = new_status.clone();
+    more["log"]["entries"][1]["response"]["status"] = json!(409);
+    let (ok, text) = run("snapshot-more", &more, &["--snapshot", snapshot_arg]);
+    assert!(!ok, "{text}");
+    assert!(text.contains("cargo insta review"), "{text}");
+    let _ = std::fs::remove_dir_all(&dir);
 }
