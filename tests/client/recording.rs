@@ -244,3 +244,50 @@ fn a_recording_that_cannot_be_created_is_refused_when_the_client_is_built() {
         "{text}"
     );
 }
+
+/// An attempt that got no answer is an entry too: status 0, why, and its
+/// attempt number; the drift check counts it apart.
+#[tokio::test(start_paused = true)]
+async fn attempts_without_an_answer_are_entries_with_the_reason() {
+    let dir = Dir::new("record-no-answer");
+    let path = dir.join("refused.har");
+    // A port nothing listens on: every connection is refused.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = format!("http://{}", closed.local_addr().unwrap());
+    drop(closed);
+    let client = genapi::Client::builder()
+        .api_key("k-no-answer")
+        .base_url(&address)
+        .retry_policy(
+            RetryPolicy::default()
+                .max_attempts(3)
+                .initial_backoff(Duration::from_millis(1)),
+        )
+        .record(&path)
+        .build()
+        .unwrap();
+    client
+        .submit(types::Gen2ProRequest::builder().prompt("nobody"))
+        .await
+        .unwrap_err();
+
+    let har = read(&path);
+    let seen: Vec<(u64, u64)> = entries(&har)
+        .iter()
+        .map(|e| {
+            (
+                e["_genapi"]["attempt"].as_u64().unwrap(),
+                e["response"]["status"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        [(1, 0), (2, 0), (3, 0)],
+        "a refused connection is retried, each attempt recorded"
+    );
+    let why = entries(&har)[0]["_genapi"]["error"].as_str().unwrap();
+    assert!(!why.is_empty());
+    let report = xtask::drift::check(&common::document(), &[har]);
+    assert_eq!((report.unanswered, report.drifted()), (3, false));
+}
