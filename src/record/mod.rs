@@ -18,10 +18,13 @@
 //! The file always ends with the text closing the entries and the log
 //! (`]}}`). Each entry is written with one positioned write at the start of
 //! that tail, carrying the entry and the tail again (`,{entry}]}}`), so
-//! between two writes the file is complete; a process killed at any moment
-//! loses at most the entry being written. Entries are written as attempts
-//! end, under a lock, in the order they ended. Nothing is synced to disk:
-//! the file survives the process, not the machine.
+//! between two writes the file is complete; a process killed between writes
+//! loses at most the entry being written. One limit remains: a process
+//! killed during the write itself (microseconds for an entry of a few KiB)
+//! may have it cut at a page boundary, since the kernel stops a write of a
+//! killed process between pages. Entries are written as attempts end, under
+//! a lock, in the order they ended. Nothing is synced to disk: the file
+//! survives the process, not the machine.
 //!
 //! # What is not written
 //!
