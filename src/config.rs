@@ -230,7 +230,7 @@ impl ClientBuilder {
     /// against the document.
     ///
     /// ```no_run
-    /// let client = genapi::ClientBuilder::from_env()?.record("session.har").build()?;
+    /// let client = genapi::ClientBuilder::from_env()?.record("run.har").build()?;
     /// # Ok::<(), genapi::Error>(())
     /// ```
     pub fn record(self, path: impl Into<PathBuf>) -> Self {

@@ -60,7 +60,7 @@ use redact::Redactor;
 ///
 /// ```
 /// let options = genapi::RecordOptions::default().keep_images(true);
-/// let builder = genapi::Client::builder().record_with("session.har", options);
+/// let builder = genapi::Client::builder().record_with("run.har", options);
 /// ```
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]

@@ -235,12 +235,12 @@ fn a_recording_that_cannot_be_created_is_refused_when_the_client_is_built() {
     let error = genapi::Client::builder()
         .api_key("k")
         .base_url("http://127.0.0.1:9")
-        .record("/nonexistent-directory/session.har")
+        .record("/nonexistent-directory/run.har")
         .build()
         .unwrap_err();
     let text = error.to_string();
     assert!(
-        text.contains("cannot write the recording /nonexistent-directory/session.har"),
+        text.contains("cannot write the recording /nonexistent-directory/run.har"),
         "{text}"
     );
 }

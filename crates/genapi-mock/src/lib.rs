@@ -422,7 +422,7 @@ impl MockConfig {
     /// and dimensions. Keys and faults work as without it.
     ///
     /// ```no_run
-    /// let text = std::fs::read_to_string("session.har").unwrap();
+    /// let text = std::fs::read_to_string("run.har").unwrap();
     /// let config = genapi_mock::MockConfig::default().replay(genapi_mock::Replay::from_har(&text).unwrap());
     /// ```
     pub fn replay(mut self, replay: Replay) -> Self {
