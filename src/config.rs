@@ -1,5 +1,6 @@
 //! Configuration: [`ClientBuilder`], from code or from the environment.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -8,6 +9,7 @@ use reqwest::Url;
 use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::limit::ActiveTasks;
+use crate::record::{Origins, RecordOptions, Recorder};
 use crate::transport::{RetryPolicy, Transport, TransportParts};
 use crate::trust::{is_loopback, TrustPolicy};
 use crate::wait::{Learned, WaitOptions};
@@ -50,6 +52,8 @@ pub struct ClientBuilder {
     learned: Learned,
     /// An active-task limit shared with other processes, and its size.
     shared_places: Option<(Arc<dyn crate::SharedPlaces>, usize)>,
+    /// Where to record exchanges, and what to keep.
+    record: Option<(PathBuf, RecordOptions)>,
 }
 
 impl Default for ClientBuilder {
@@ -72,6 +76,7 @@ impl Default for ClientBuilder {
             http: None,
             wait: WaitOptions::default(),
             learned: Learned::default(),
+            record: None,
         }
     }
 }
@@ -87,6 +92,7 @@ impl std::fmt::Debug for ClientBuilder {
             .field("download_timeout", &self.download_timeout)
             .field("retry", &self.retry)
             .field("max_active_tasks", &self.max_active_tasks)
+            .field("record", &self.record)
             .finish_non_exhaustive()
     }
 }
@@ -215,6 +221,27 @@ impl ClientBuilder {
         self
     }
 
+    /// Records every exchange of the client (submissions, polls, downloads,
+    /// errors and retries, each attempt with its number) to `path` in HAR
+    /// 1.2, without secrets or image bytes (see [`RecordOptions`]). The file
+    /// is created, or emptied, when the client is built, and is valid HAR
+    /// after every exchange: a process killed at any moment loses at most
+    /// the exchange in flight. `cargo xtask drift FILE` checks a recording
+    /// against the document.
+    ///
+    /// ```no_run
+    /// let client = genapi::ClientBuilder::from_env()?.record("run.har").build()?;
+    /// # Ok::<(), genapi::Error>(())
+    /// ```
+    pub fn record(self, path: impl Into<PathBuf>) -> Self {
+        self.record_with(path, RecordOptions::default())
+    }
+    /// [`ClientBuilder::record`], keeping what `options` say.
+    pub fn record_with(mut self, path: impl Into<PathBuf>, options: RecordOptions) -> Self {
+        self.record = Some((path.into(), options));
+        self
+    }
+
     /// Checks the settings and builds the client.
     pub fn build(self) -> Result<Client> {
         let key = self
@@ -257,7 +284,21 @@ impl ClientBuilder {
                 .read_timeout(self.request_timeout)
                 .referer(false),
         )?;
+        let recorder = match &self.record {
+            Some((path, options)) => {
+                let origins = Origins {
+                    base_url: base_url.as_str(),
+                    regional_base_url: regional_url.as_str(),
+                    trusted: extra.iter().map(Url::as_str).collect(),
+                };
+                let recorder = Recorder::create(path, options, key.expose(), origins)
+                    .map_err(|problem| Error::Config(format!("{problem}; choose a file that can be written")))?;
+                Some(recorder)
+            }
+            None => None,
+        };
         let transport = Transport::new(TransportParts {
+            recorder,
             api,
             downloads,
             key,

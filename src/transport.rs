@@ -18,6 +18,14 @@
 //! `ClientBuilder::max_response_bytes` (1 MiB by default), downloads to
 //! `ClientBuilder::max_download_bytes`. A larger answer is an
 //! [`crate::Error::TooLarge`], never an allocation the service chose.
+//!
+//! # Recording
+//!
+//! With [`crate::ClientBuilder::record`], each attempt of the loop is also
+//! written to a HAR file (see `record/mod.rs`): the request as sent (key
+//! included, so it is redacted there), and the answer once read, or why
+//! there was none. Without it, the loop does no more than a check of an
+//! `Option` per attempt.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -28,6 +36,7 @@ use reqwest::{Method, Request, StatusCode, Url};
 use tracing::Instrument;
 
 use crate::error::{Error, Result};
+use crate::record::{Attempt, Body, Recorder};
 use crate::trust::{origin_text, TrustPolicy};
 use crate::ApiKey;
 
@@ -272,6 +281,8 @@ pub struct Transport {
     /// Whether an answer came from genapi's mock service, which marks every
     /// answer with `x-genapi-mock: true`.
     pub(crate) mock_seen: std::sync::atomic::AtomicBool,
+    /// Where exchanges are recorded, when they are.
+    recorder: Option<Recorder>,
 }
 
 /// The header that carries the API key.
@@ -286,6 +297,7 @@ impl std::fmt::Debug for Transport {
             .field("key", &self.key)
             .field("trust", &self.trust)
             .field("retry", &self.retry)
+            .field("recorder", &self.recorder)
             .finish_non_exhaustive()
     }
 }
@@ -300,6 +312,7 @@ pub(crate) struct TransportParts {
     pub(crate) max_response_bytes: u64,
     pub(crate) max_download_bytes: u64,
     pub(crate) download_timeout: Duration,
+    pub(crate) recorder: Option<Recorder>,
 }
 
 impl Transport {
@@ -319,6 +332,7 @@ impl Transport {
             max_download_bytes: parts.max_download_bytes,
             download_timeout: parts.download_timeout,
             mock_seen: std::sync::atomic::AtomicBool::new(false),
+            recorder: parts.recorder,
         })
     }
 
@@ -433,6 +447,10 @@ impl Transport {
             } else {
                 None
             };
+            let noted = self.recorder.as_ref().map(|recorder| {
+                let download = purpose == Purpose::Download;
+                (recorder, recorder.begin(&request, operation, attempt, keyed, download))
+            });
             let outcome = client.execute(request).await;
             if let Ok(response) = &outcome {
                 span.record("status", response.status().as_u16());
@@ -440,15 +458,24 @@ impl Transport {
             let Some(next) = again else {
                 // The last attempt: its answer, whatever it is.
                 return match outcome {
-                    Ok(response) => self.read(response, limit, sink).await.map_err(failed),
-                    Err(error) => Err(failed(Read::Body(error))),
+                    Ok(response) => self.read_noted(response, limit, sink, noted).await.map_err(failed),
+                    Err(error) => {
+                        record_failure(noted, &error);
+                        Err(failed(Read::Body(error)))
+                    }
                 };
             };
             let wait = match outcome {
-                Ok(response) if purpose.retries_status(response.status()) => retry_after(response.headers())
-                    .map(|d| d.min(self.retry.max_retry_after))
-                    .unwrap_or_else(|| self.retry.backoff(attempt, fastrand::f64())),
-                Ok(response) => match self.read(response, limit, sink).await {
+                Ok(response) if purpose.retries_status(response.status()) => {
+                    if let Some((recorder, attempt)) = noted {
+                        let why = Body::Unread("not read: the status is retried");
+                        recorder.answered(attempt, response.status(), response.headers(), why);
+                    }
+                    retry_after(response.headers())
+                        .map(|d| d.min(self.retry.max_retry_after))
+                        .unwrap_or_else(|| self.retry.backoff(attempt, fastrand::f64()))
+                }
+                Ok(response) => match self.read_noted(response, limit, sink, noted).await {
                     Ok(answer) => return Ok(answer),
                     // Only idempotent exchanges are asked again after their
                     // answer broke off: `retries_error` refuses it for a
@@ -460,8 +487,13 @@ impl Transport {
                     }
                     Err(why) => return Err(failed(why)),
                 },
-                Err(error) if purpose.retries_error(&error) => self.retry.backoff(attempt, fastrand::f64()),
-                Err(error) => return Err(failed(Read::Body(error))),
+                Err(error) => {
+                    record_failure(noted, &error);
+                    if !purpose.retries_error(&error) {
+                        return Err(failed(Read::Body(error)));
+                    }
+                    self.retry.backoff(attempt, fastrand::f64())
+                }
             };
             tracing::debug!(attempt, wait_ms = wait.as_millis() as u64, "retrying");
             tokio::time::sleep(wait).await;
@@ -470,10 +502,32 @@ impl Transport {
         }
     }
 
+    /// [`Transport::read`], and the attempt recorded when it is noted.
+    async fn read_noted(
+        &self,
+        response: reqwest::Response,
+        limit: u64,
+        sink: &mut Sink,
+        mut noted: Option<(&Recorder, Attempt)>,
+    ) -> Result<Answer, Read> {
+        let read = self.read(response, limit, sink, noted.as_mut().map(|(_, a)| a)).await;
+        record_read(noted, &read, sink);
+        read
+    }
+
     /// Reads an answer's body in chunks, within `limit` for a success and a
     /// small limit for anything else.
-    async fn read(&self, mut response: reqwest::Response, limit: u64, sink: &mut Sink) -> Result<Answer, Read> {
+    async fn read(
+        &self,
+        mut response: reqwest::Response,
+        limit: u64,
+        sink: &mut Sink,
+        mut noted: Option<&mut Attempt>,
+    ) -> Result<Answer, Read> {
         let status = response.status();
+        if let Some(attempt) = noted.as_deref_mut() {
+            attempt.saw(response.version());
+        }
         let headers = std::mem::take(response.headers_mut());
         if headers.get(MOCK_MARK).is_some_and(|v| v == "true") {
             self.mock_seen.store(true, std::sync::atomic::Ordering::Relaxed);
@@ -502,6 +556,9 @@ impl Transport {
             }
             if success {
                 sink.write(&chunk).await.map_err(Read::Sink)?;
+                if let Some(attempt) = noted.as_deref_mut() {
+                    attempt.feed(&chunk);
+                }
             } else {
                 error_body.extend_from_slice(&chunk);
             }
@@ -511,6 +568,33 @@ impl Transport {
             headers,
             body: Bytes::from(error_body),
         })
+    }
+}
+
+/// Records an attempt whose answer was read (or broke off).
+fn record_read(noted: Option<(&Recorder, Attempt)>, read: &Result<Answer, Read>, sink: &Sink) {
+    let Some((recorder, attempt)) = noted else {
+        return;
+    };
+    match read {
+        Ok(answer) => {
+            // A success's body is in its sink; anything else's in the answer.
+            let body = match sink {
+                Sink::Memory(bytes) if answer.status.is_success() => bytes.as_slice(),
+                _ => &answer.body,
+            };
+            recorder.answered(attempt, answer.status, &answer.headers, Body::Read(body));
+        }
+        Err(Read::Body(error)) => recorder.failed(attempt, error.to_string()),
+        Err(Read::TooLarge) => recorder.failed(attempt, "the answer was larger than the limit".into()),
+        Err(Read::Sink(error)) => recorder.failed(attempt, format!("the answer could not be stored: {error}")),
+    }
+}
+
+/// Records an attempt that got no answer.
+fn record_failure(noted: Option<(&Recorder, Attempt)>, error: &reqwest::Error) {
+    if let Some((recorder, attempt)) = noted {
+        recorder.failed(attempt, error.to_string());
     }
 }
 

@@ -1,9 +1,10 @@
-//! Maintenance tasks of the genapi document: `check`, `regen` and
-//! `diff-upstream`. A library so the crate's snapshot tests use the same
+//! Maintenance tasks of the genapi document: `check`, `regen`,
+//! `diff-upstream` and `drift`. A library so the crate's snapshot tests use the same
 //! surface listing.
 
 pub mod check;
 pub mod diff;
+pub mod drift;
 pub mod model;
 pub mod surface;
 

@@ -1,4 +1,4 @@
-//! `cargo xtask check | regen | diff-upstream FILE [--map-prefix FROM=TO]…`
+//! `cargo xtask check | regen | diff-upstream FILE [--map-prefix FROM=TO]… | drift FILE… [--propose OUT]`
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -159,13 +159,111 @@ fn diff_upstream(args: &[String]) -> Result<(), String> {
     }
 }
 
+const DRIFT_USAGE: &str = "usage: cargo xtask drift FILE... [--propose OUT] [--snapshot FILE.snap]
+
+Checks recorded traffic (HAR files from ClientBuilder::record or genapi --record) against
+openapi.json: fields it does not list, required fields missing, wrong types, values its
+enumerations do not list (a new task status), undocumented status codes and content types,
+and polling or result addresses outside the trusted hosts. Findings are grouped by operation
+and JSON pointer; those an x-correction covers are listed apart. Exits non-zero when
+anything drifted.
+
+  --propose OUT   write openapi.json patched for the additive findings (new optional
+                  fields, new enumeration values) to OUT, to review before `cargo xtask regen`
+  --snapshot FILE.snap
+                  keep what drifted (one line per operation, place, pointer and kind; no
+                  counts or examples) as an insta snapshot: the command then passes when
+                  the findings are the accepted ones, and otherwise leaves FILE.snap.new
+                  to review (`cargo insta review`, or INSTA_UPDATE=always to accept)
+  -h, --help      this text";
+
+fn drift(args: &[String]) -> Result<(), String> {
+    let mut files = Vec::new();
+    let mut propose = None;
+    let mut snapshot = None;
+    let mut rest = args.iter();
+    while let Some(arg) = rest.next() {
+        match arg.as_str() {
+            "-h" | "--help" => {
+                println!("{DRIFT_USAGE}");
+                return Ok(());
+            }
+            "--propose" => propose = Some(PathBuf::from(rest.next().ok_or("--propose needs a file to write")?)),
+            "--snapshot" => snapshot = Some(PathBuf::from(rest.next().ok_or("--snapshot needs a FILE.snap")?)),
+            flag if flag.starts_with('-') => return Err(format!("unknown flag {flag}\n\n{DRIFT_USAGE}")),
+            path => files.push(PathBuf::from(path)),
+        }
+    }
+    if files.is_empty() {
+        return Err(DRIFT_USAGE.into());
+    }
+    let root: serde_json::Value =
+        serde_json::from_str(&read(&root().join("openapi.json"))?).map_err(|e| format!("openapi.json: {e}"))?;
+    let recordings = files
+        .iter()
+        .map(|file| xtask::drift::read(&file.display().to_string(), &read(file)?))
+        .collect::<Result<Vec<_>, String>>()?;
+    let report = xtask::drift::check(&root, &recordings);
+    print!("{}", report.render());
+    if let Some(out) = propose {
+        let (patched, applied) = xtask::drift::propose::patched(&root, &report.findings);
+        let text = serde_json::to_string_pretty(&patched).map_err(|e| e.to_string())?;
+        std::fs::write(&out, text + "\n").map_err(|e| format!("cannot write {}: {e}", out.display()))?;
+        println!("\n{applied} additive change(s) proposed in {}", out.display());
+    }
+    match snapshot {
+        Some(file) => compare_snapshot(&file, &report.shape()),
+        None if report.drifted() => Err("the recorded traffic drifted from openapi.json".into()),
+        None => Ok(()),
+    }
+}
+
+/// Compares `shape` with the insta snapshot `file` (`DIR/NAME.snap`).
+fn compare_snapshot(file: &Path, shape: &str) -> Result<(), String> {
+    let name = file
+        .file_name()
+        .and_then(|n| n.to_str())
+        .and_then(|n| n.strip_suffix(".snap"))
+        .ok_or_else(|| format!("--snapshot {}: the file's name must end in .snap", file.display()))?
+        .to_string();
+    let dir = match file.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let dir = std::path::absolute(&dir).map_err(|e| format!("--snapshot {}: {e}", file.display()))?;
+    let mut settings = insta::Settings::clone_current();
+    settings.set_snapshot_path(dir);
+    settings.set_prepend_module_to_snapshot(false);
+    settings.set_omit_expression(true);
+    settings.set_description("cargo xtask drift: what the recorded traffic does that openapi.json does not say");
+    // insta reports a difference by panicking, as in a test; here it is
+    // the command's verdict.
+    let shape = shape.to_string();
+    // The settings are used only inside the closure and dropped with it, so
+    // nothing observes them after a panic.
+    let compare = std::panic::AssertUnwindSafe(move || settings.bind(|| insta::assert_snapshot!(name, shape)));
+    let outcome = std::panic::catch_unwind(compare);
+    outcome.map_err(|_| {
+        format!(
+            "the drift differs from the snapshot {}: review {}.new with `cargo insta review`, or accept it \
+             with INSTA_UPDATE=always",
+            file.display(),
+            file.display()
+        )
+    })
+}
+
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let outcome = match args.first().map(String::as_str) {
         Some("check") => check(),
         Some("regen") => regen(),
         Some("diff-upstream") => diff_upstream(&args[1..]),
-        _ => Err("usage: cargo xtask check | regen | diff-upstream FILE [--map-prefix FROM=TO]…".into()),
+        Some("drift") => drift(&args[1..]),
+        _ => Err(
+            "usage: cargo xtask check | regen | diff-upstream FILE [--map-prefix FROM=TO]… | drift FILE… [--propose OUT]"
+                .into(),
+        ),
     };
     match outcome {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,7 +1,10 @@
-//! `cargo xtask check` and `diff-upstream` on the real document and on
-//! documents broken on purpose.
+//! `cargo xtask check`, `diff-upstream` and `drift` on the real document and
+//! on documents broken on purpose.
 
 use serde_json::{json, Value};
+
+#[path = "check_and_diff/drift.rs"]
+mod drift;
 
 fn document() -> Value {
     let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../openapi.json")).expect("openapi.json");

@@ -81,6 +81,26 @@ pub struct Global {
     /// Another origin the key may be sent to (e.g. a regional polling host); repeatable.
     #[arg(long = "trust-origin", global = true, value_name = "ORIGIN")]
     pub trust_origins: Vec<String>,
+    /// Record every exchange with the service to FILE (HAR 1.2), without the key, secrets or
+    /// image bytes; `cargo xtask drift FILE` checks it against the document.
+    #[arg(long, global = true, value_name = "FILE")]
+    pub record: Option<PathBuf>,
+    /// With --record, keep image bytes (inputs and results) in the recording.
+    #[arg(long, global = true, requires = "record")]
+    pub record_images: bool,
+}
+
+impl Global {
+    /// The builder recording as `--record` and `--record-images` ask.
+    fn recording(&self, builder: genapi::ClientBuilder) -> genapi::ClientBuilder {
+        match &self.record {
+            Some(path) => {
+                let options = genapi::RecordOptions::default().keep_images(self.record_images);
+                builder.record_with(path, options)
+            }
+            None => builder,
+        }
+    }
 }
 
 #[derive(Subcommand)]
@@ -370,7 +390,8 @@ pub async fn connect_with(
         }
         // What earlier runs learned about this service's task durations.
         let service = service_key();
-        let client = limited(builder)
+        let client = global
+            .recording(limited(builder))
             .learned(learned::load(&service))
             .build()
             .map_err(|e| Failure::api(&e))?;
@@ -397,7 +418,8 @@ pub async fn connect_with(
         "{why}: using the built-in mock service at {} (a test double; its images are marked MOCK and its prices are illustrative)",
         mock.base_url()
     ));
-    let client = limited(mock.client_builder())
+    let client = global
+        .recording(limited(mock.client_builder()))
         .build()
         .map_err(|e| Failure::new(code::OTHER, describe(&e)))?;
     Ok(Connection {

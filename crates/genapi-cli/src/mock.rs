@@ -33,6 +33,11 @@ pub struct MockArgs {
     /// Active tasks per key before 429.
     #[arg(long, value_name = "N")]
     max_active: Option<usize>,
+    /// Answer from a recording (genapi --record FILE) instead of simulating tasks: recorded
+    /// submissions, their polls' statuses in order, their results (or placeholders of the
+    /// recorded format and size), errors and 429s.
+    #[arg(long, value_name = "FILE")]
+    replay: Option<std::path::PathBuf>,
 }
 
 /// Runs the mock until Ctrl-C or SIGTERM (or `--timeout`). Prints on stdout the variables a client
@@ -67,6 +72,13 @@ pub async fn run(global: &Global, args: MockArgs) -> Result<(), Failure> {
         .allow_remote(args.allow_remote);
     if let Some(limit) = args.max_active {
         config = config.max_active_tasks(limit);
+    }
+    if let Some(path) = &args.replay {
+        let shown = path.display();
+        let text = std::fs::read_to_string(path).map_err(|e| Failure::usage(format!("--replay {shown}: {e}")))?;
+        let replay = genapi_mock::Replay::from_har(&text)
+            .map_err(|e| Failure::usage(format!("--replay {shown}: {}", out::clean(&e.to_string()))))?;
+        config = config.replay(replay);
     }
     let mock = MockService::start_with(config, address).await.map_err(|e| {
         Failure::new(

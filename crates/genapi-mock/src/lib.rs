@@ -78,6 +78,7 @@
 mod deliver;
 mod image_size;
 mod render;
+mod replay;
 mod results;
 mod routes;
 mod state;
@@ -88,6 +89,7 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+pub use replay::Replay;
 use state::{Clock, State};
 pub use state::{CreatedTask, Delivery};
 
@@ -306,6 +308,8 @@ pub struct MockConfig {
     pub(crate) request_log_bytes: usize,
     /// Allow listening on a non-loopback address.
     pub(crate) allow_remote: bool,
+    /// A recording to answer from, instead of simulating tasks.
+    pub(crate) replay: Option<Arc<Replay>>,
 }
 
 impl Default for MockConfig {
@@ -331,6 +335,7 @@ impl Default for MockConfig {
             request_log_capacity: 1024,
             request_log_bytes: 16 * 1024 * 1024,
             allow_remote: false,
+            replay: None,
         }
     }
 }
@@ -410,6 +415,21 @@ impl MockConfig {
         self
     }
 
+    /// Answers from a recording instead of simulating tasks (see
+    /// [`Replay`]): submissions that match recorded ones get the recorded
+    /// answers, polls of their tasks step through the recorded statuses, and
+    /// results are the recorded bytes or a placeholder of the recorded format
+    /// and dimensions. Keys and faults work as without it.
+    ///
+    /// ```no_run
+    /// let text = std::fs::read_to_string("run.har").unwrap();
+    /// let config = genapi_mock::MockConfig::default().replay(genapi_mock::Replay::from_har(&text).unwrap());
+    /// ```
+    pub fn replay(mut self, replay: Replay) -> Self {
+        self.replay = Some(Arc::new(replay));
+        self
+    }
+
     /// Sets the duration of one operation's tasks.
     pub fn duration_for(mut self, operation_id: impl Into<String>, duration: Duration) -> Self {
         self.durations.insert(operation_id.into(), duration);
@@ -453,6 +473,7 @@ impl std::fmt::Debug for MockConfig {
             .field("max_body_bytes", &self.max_body_bytes)
             .field("request_log_capacity", &self.request_log_capacity)
             .field("allow_remote", &self.allow_remote)
+            .field("replay", &self.replay.is_some())
             .finish_non_exhaustive()
     }
 }

@@ -14,6 +14,7 @@ use futures::StreamExt;
 use serde_json::{json, Value};
 
 use super::render::{clamp_size, MAX_OUTPUT_PIXELS, MAX_OUTPUT_SIDE};
+use super::replay::{Delivered, Replay};
 use super::results::{poll_body, signature};
 use super::state::{Media, MockTask, Outcome, State, MAX_CLOCK_OFFSET};
 use super::{deliver, render, FaultKind, LoggedRequest, LOGGED_BODY_LIMIT};
@@ -250,6 +251,11 @@ async fn route(ctx: &Ctx, method: &Method, uri: &Uri, headers: &HeaderMap, body:
         if headers.contains_key("x-key") {
             ctx.state.count(|c| c.keys_sent_to_delivery += 1);
         }
+        if let (&Method::GET, Some(replay), Some(id)) =
+            (method, &ctx.state.config.replay, path.strip_prefix("/mock/replay/"))
+        {
+            return replayed_result(replay, id).await;
+        }
         return match (method, path.strip_prefix("/mock/results/")) {
             (&Method::GET, Some(file)) => deliver_result(ctx, file, uri).await,
             _ => not_found(),
@@ -261,6 +267,15 @@ async fn route(ctx: &Ctx, method: &Method, uri: &Uri, headers: &HeaderMap, body:
             json!({"detail": "Not authenticated: missing or unknown x-key"}),
         );
     };
+    if let Some(replay) = ctx
+        .state
+        .config
+        .replay
+        .as_deref()
+        .filter(|_| !path.starts_with("/mock/"))
+    {
+        return replayed(ctx, replay, method, uri, body);
+    }
     if ctx.origin == Origin::Regional {
         return match (method, path) {
             (&Method::GET, "/v1/get_result") if allowed(&ctx.state, &key, "get_result") => poll(ctx, uri),
@@ -303,6 +318,70 @@ async fn route(ctx: &Ctx, method: &Method, uri: &Uri, headers: &HeaderMap, body:
         operation.request_schema.as_deref(),
         body,
     )
+}
+
+/// The recorded answer to a submission or a poll (see `replay.rs`).
+fn replayed(ctx: &Ctx, replay: &Replay, method: &Method, uri: &Uri, body: &Bytes) -> Response {
+    let answer = match (method, uri.path()) {
+        (&Method::GET, "/v1/get_result") => {
+            let id = uri
+                .query()
+                .and_then(|q| url::form_urlencoded::parse(q.as_bytes()).find(|(k, _)| k == "id"))
+                .map(|(_, v)| v.into_owned())
+                .unwrap_or_default();
+            replay.poll(&id, &ctx.state.delivery_url)
+        }
+        (&Method::POST, path) => {
+            let sent = serde_json::from_slice::<Value>(body).unwrap_or(Value::Null);
+            replay.submission(path, &sent, &ctx.state.regional_url)
+        }
+        _ => return json_response(StatusCode::NOT_FOUND, json!({"detail": "Not Found"})),
+    };
+    let mut response = (
+        StatusCode::from_u16(answer.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+        answer.body,
+    )
+        .into_response();
+    let headers = response.headers_mut();
+    if let Ok(value) = HeaderValue::from_str(&answer.content_type) {
+        headers.insert("content-type", value);
+    }
+    if let Some(value) = answer.retry_after.and_then(|v| HeaderValue::from_str(&v).ok()) {
+        headers.insert("retry-after", value);
+    }
+    response
+}
+
+/// A replayed task's result: the recorded bytes, or a placeholder.
+async fn replayed_result(replay: &Replay, id: &str) -> Response {
+    match replay.result(id).cloned() {
+        None => json_response(
+            StatusCode::NOT_FOUND,
+            json!({"detail": format!("the recording has no result of task {id}")}),
+        ),
+        Some(Delivered::Bytes(content_type, bytes)) => {
+            (StatusCode::OK, [("content-type", content_type)], bytes).into_response()
+        }
+        Some(Delivered::Placeholder(content_type, format, width, height)) => {
+            let format = if matches!(format.as_str(), "png" | "webp") {
+                format
+            } else {
+                "jpeg".to_string()
+            };
+            let id = id.to_string();
+            // Encoding is CPU work: off the threads that serve requests.
+            let rendered =
+                tokio::task::spawn_blocking(move || render::render(width, height, &id, "replayed result", &format))
+                    .await;
+            match rendered {
+                Ok(Ok(bytes)) => (StatusCode::OK, [("content-type", content_type)], bytes).into_response(),
+                _ => json_response(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    json!({"detail": "the placeholder could not be rendered"}),
+                ),
+            }
+        }
+    }
 }
 
 fn no_access() -> Response {

@@ -34,5 +34,7 @@ mod ledger_status;
 mod picking_up;
 mod plain_words;
 mod readme_tour;
+mod record;
+mod replay;
 #[cfg(unix)]
 mod terminal;

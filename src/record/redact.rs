@@ -1,0 +1,307 @@
+//! What a recording leaves out, decided from the document rather than from a
+//! list kept here: the fields of every request schema marked `x-secret` are
+//! redacted and those marked `x-image` summarised, as the document reader
+//! ([`genapi_document::Field`]) reads them. Headers that carry credentials,
+//! and the query of every address but its task id, are redacted by name.
+//!
+//! A last pass replaces, anywhere in an entry's text, every secret value the
+//! entry's request carried (the key, a webhook secret, a signed address's
+//! query values): a service that echoes one back, or an error message that
+//! quotes an address, cannot bring it into the file.
+
+use std::collections::BTreeSet;
+
+use base64::Engine as _;
+use reqwest::Url;
+use serde_json::Value;
+
+use crate::input::{dimensions, ImageFormat};
+
+/// What replaces a redacted value.
+pub(crate) const REDACTED: &str = "[redacted]";
+
+/// Headers whose values are credentials, lowercase.
+const SECRET_HEADERS: [&str; 6] = [
+    "x-key",
+    "authorization",
+    "proxy-authorization",
+    "cookie",
+    "set-cookie",
+    "x-webhook-secret",
+];
+
+/// The one query parameter kept in addresses: the task id a poll names,
+/// which identifies the task and grants nothing.
+const KEPT_QUERY: &str = "id";
+
+/// Secrets shorter than this are not searched for in free text: replacing
+/// every `a` of a file for a one-letter secret would garble it, and such a
+/// secret protects nothing.
+const SHORTEST_SCRUBBED: usize = 4;
+
+/// Redacts one client's exchanges.
+pub(crate) struct Redactor {
+    key: String,
+    secret_fields: BTreeSet<String>,
+    image_fields: BTreeSet<String>,
+    keep_images: bool,
+}
+
+impl Redactor {
+    /// A redactor for the key `key`, reading which fields are secret or
+    /// images from the embedded document. The fields of every model are
+    /// taken together: a body sent to an address the document does not know
+    /// (`Client::submit_raw`) is redacted all the same.
+    pub(crate) fn new(key: &str, keep_images: bool) -> Redactor {
+        let catalog = crate::validate::Document::embedded().catalog();
+        let fields = || catalog.models().iter().flat_map(|model| model.fields.iter());
+        Redactor {
+            key: key.to_string(),
+            secret_fields: fields()
+                .filter(|field| field.rule("x-secret").is_some_and(|v| v != &Value::Bool(false)))
+                .map(|field| field.name.clone())
+                .collect(),
+            image_fields: fields()
+                .filter(|field| field.image().is_some())
+                .map(|field| field.name.clone())
+                .collect(),
+            keep_images,
+        }
+    }
+
+    /// Whether image bytes are kept as they are.
+    pub(crate) fn keeps_images(&self) -> bool {
+        self.keep_images
+    }
+
+    /// A header's value as recorded; an address in it (a redirect's
+    /// `location`) is redacted as [`Redactor::url`] does.
+    pub(crate) fn header(&self, name: &str, value: &[u8], secrets: &mut Vec<String>) -> String {
+        let text = String::from_utf8_lossy(value);
+        if SECRET_HEADERS.contains(&name) || (!self.key.is_empty() && text.contains(&self.key)) {
+            return REDACTED.to_string();
+        }
+        match Url::parse(&text).ok().filter(|u| u.has_host()) {
+            Some(url) => self.url(&url, secrets),
+            None => text.into_owned(),
+        }
+    }
+
+    /// An address as recorded: scheme, host and path kept; every query
+    /// value but the task id redacted (the names stay, to show the address
+    /// was signed). The raw values are added to `secrets`.
+    pub(crate) fn url(&self, url: &Url, secrets: &mut Vec<String>) -> String {
+        if url.query().is_none() {
+            return url.to_string();
+        }
+        let pairs: Vec<(String, String)> = url.query_pairs().into_owned().collect();
+        if pairs.iter().all(|(name, _)| name == KEPT_QUERY) {
+            // Nothing to redact: the address stays as it was given, and its
+            // query is no secret to search the entry for.
+            return url.to_string();
+        }
+        let mut masked = url.clone();
+        {
+            let mut query = masked.query_pairs_mut();
+            query.clear();
+            for (name, value) in pairs {
+                if name == KEPT_QUERY {
+                    query.append_pair(&name, &value);
+                } else {
+                    query.append_pair(&name, REDACTED);
+                    secrets.push(value);
+                }
+            }
+        }
+        if let Some(raw) = url.query() {
+            secrets.push(raw.to_string());
+        }
+        masked.set_fragment(None);
+        masked.to_string()
+    }
+
+    /// A JSON request body as recorded: secret fields redacted (their values
+    /// added to `secrets`), image data summarised unless kept, image
+    /// addresses redacted as addresses are. A body that is not a JSON object
+    /// is summarised, since nothing says what in it is secret.
+    pub(crate) fn request_body(&self, body: &[u8], secrets: &mut Vec<String>) -> String {
+        let Ok(Value::Object(mut fields)) = serde_json::from_slice::<Value>(body) else {
+            return format!("[{} bytes, not a JSON object, sha256:{}]", body.len(), sha256(body));
+        };
+        for (name, value) in fields.iter_mut() {
+            if self.secret_fields.contains(name) {
+                if let Value::String(secret) = value {
+                    secrets.push(std::mem::take(secret));
+                }
+                *value = Value::String(REDACTED.to_string());
+            } else if self.image_fields.contains(name) {
+                if let Value::String(data) = value {
+                    *data = self.image_input(data, secrets);
+                }
+            }
+        }
+        serde_json::to_string(&fields).unwrap_or_default()
+    }
+
+    /// An image field's value: an address, or base64 data.
+    fn image_input(&self, data: &str, secrets: &mut Vec<String>) -> String {
+        if let Some(url) = Url::parse(data).ok().filter(|u| matches!(u.scheme(), "http" | "https")) {
+            return self.url(&url, secrets);
+        }
+        if self.keep_images {
+            return data.to_string();
+        }
+        match base64::engine::general_purpose::STANDARD.decode(data.trim()) {
+            Ok(bytes) => image_summary(&bytes),
+            Err(_) => format!(
+                "[{} characters, not base64, sha256:{}]",
+                data.len(),
+                sha256(data.as_bytes())
+            ),
+        }
+    }
+
+    /// A JSON answer as recorded: every address in it redacted as
+    /// [`Redactor::url`] does (a result's signed address above all). A body
+    /// that is not JSON is kept as text (error pages), scrubbed later.
+    pub(crate) fn answer_body(&self, body: &[u8], secrets: &mut Vec<String>) -> String {
+        match serde_json::from_slice::<Value>(body) {
+            Ok(mut value) => {
+                self.mask_addresses(&mut value, secrets);
+                serde_json::to_string(&value).unwrap_or_default()
+            }
+            Err(_) => String::from_utf8_lossy(body).into_owned(),
+        }
+    }
+
+    fn mask_addresses(&self, value: &mut Value, secrets: &mut Vec<String>) {
+        match value {
+            Value::String(text) => {
+                if let Some(url) = Url::parse(text).ok().filter(|u| u.has_host() && u.query().is_some()) {
+                    *text = self.url(&url, secrets);
+                }
+            }
+            Value::Array(items) => items.iter_mut().for_each(|item| self.mask_addresses(item, secrets)),
+            Value::Object(fields) => fields.values_mut().for_each(|item| self.mask_addresses(item, secrets)),
+            _ => {}
+        }
+    }
+
+    /// `text` with the key and every value of `secrets` replaced.
+    pub(crate) fn scrub(&self, text: String, secrets: &[String]) -> String {
+        let mut text = text;
+        let mut values: Vec<&str> = secrets.iter().map(String::as_str).chain([self.key.as_str()]).collect();
+        // Longest first, so a secret containing another is replaced whole.
+        values.sort_by_key(|value| std::cmp::Reverse(value.len()));
+        for value in values.into_iter().filter(|v| v.len() >= SHORTEST_SCRUBBED) {
+            if text.contains(value) {
+                text = text.replace(value, REDACTED);
+            }
+            // JSON text escapes some characters; look for that spelling too.
+            let escaped = serde_json::to_string(value).unwrap_or_default();
+            let escaped = escaped.trim_matches('"');
+            if escaped != value && text.contains(escaped) {
+                text = text.replace(escaped, REDACTED);
+            }
+        }
+        text
+    }
+}
+
+/// What replaces image bytes: `[image png 1024x768, 183456 bytes, sha256:…]`.
+pub(crate) fn image_summary(bytes: &[u8]) -> String {
+    summary(bytes, bytes.len() as u64, &sha256(bytes))
+}
+
+/// A summary from the first bytes of an image, its size and its hash.
+pub(crate) fn summary(head: &[u8], size: u64, sha256: &str) -> String {
+    let format = ImageFormat::sniff(head).map_or("unknown format", |f| match f {
+        ImageFormat::Jpeg => "jpeg",
+        ImageFormat::Png => "png",
+        ImageFormat::Webp => "webp",
+        ImageFormat::Gif => "gif",
+    });
+    let size_text = dimensions(head).map(|(w, h)| format!(" {w}x{h}")).unwrap_or_default();
+    format!("[image {format}{size_text}, {size} bytes, sha256:{sha256}]")
+}
+
+/// The SHA-256 of `bytes`, in hex.
+pub(crate) fn sha256(bytes: &[u8]) -> String {
+    hex(ring::digest::digest(&ring::digest::SHA256, bytes).as_ref())
+}
+
+/// Bytes in lowercase hex.
+pub(crate) fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_document_names_the_secret_and_image_fields() {
+        let redactor = Redactor::new("k-123456", false);
+        assert!(
+            redactor.secret_fields.contains("webhook_secret"),
+            "{:?}",
+            redactor.secret_fields
+        );
+        assert!(redactor.image_fields.contains("input_image"));
+        assert!(!redactor.secret_fields.contains("prompt"));
+    }
+
+    #[test]
+    fn addresses_keep_host_path_and_task_id() {
+        let redactor = Redactor::new("k-123456", false);
+        let mut secrets = Vec::new();
+        let url = Url::parse("https://delivery.example.com/r/1.png?id=t1&expires=99&signature=abcdef").unwrap();
+        assert_eq!(
+            redactor.url(&url, &mut secrets),
+            "https://delivery.example.com/r/1.png?id=t1&expires=%5Bredacted%5D&signature=%5Bredacted%5D"
+        );
+        assert!(secrets.contains(&"abcdef".to_string()));
+        let mut none = Vec::new();
+        let poll = Url::parse("https://api.eu.example.com/v1/get_result?id=t1").unwrap();
+        assert_eq!(redactor.url(&poll, &mut none), poll.to_string());
+        assert!(none.is_empty(), "a task id is no secret: {none:?}");
+    }
+
+    #[test]
+    fn credential_headers_and_signed_redirects_are_redacted() {
+        let redactor = Redactor::new("k-123456", false);
+        let mut secrets = Vec::new();
+        assert_eq!(redactor.header("x-key", b"k-123456", &mut secrets), REDACTED);
+        assert_eq!(redactor.header("cookie", b"session=1", &mut secrets), REDACTED);
+        assert_eq!(redactor.header("x-echo", b"was k-123456", &mut secrets), REDACTED);
+        let moved = redactor.header("location", b"https://cdn.example.com/a.png?token=t0k3n", &mut secrets);
+        assert_eq!(moved, "https://cdn.example.com/a.png?token=%5Bredacted%5D");
+        assert!(secrets.contains(&"t0k3n".to_string()));
+        assert_eq!(
+            redactor.header("content-type", b"application/json", &mut secrets),
+            "application/json"
+        );
+    }
+
+    #[test]
+    fn secrets_and_images_leave_the_body() {
+        let redactor = Redactor::new("k-123456", false);
+        let png = base64::engine::general_purpose::STANDARD.encode(genapi_png());
+        let body = serde_json::json!({"prompt": "p", "webhook_secret": "s3cret-value", "input_image": png});
+        let mut secrets = Vec::new();
+        let text = redactor.request_body(body.to_string().as_bytes(), &mut secrets);
+        assert!(!text.contains("s3cret-value") && !text.contains(&png), "{text}");
+        assert!(text.contains("[image png 3x2, "), "{text}");
+        let scrubbed = redactor.scrub("echo s3cret-value and k-123456".into(), &secrets);
+        assert_eq!(scrubbed, "echo [redacted] and [redacted]");
+    }
+
+    fn genapi_png() -> Vec<u8> {
+        let mut bytes = vec![0x89, b'P', b'N', b'G', 0x0D, 0x0A, 0x1A, 0x0A, 0, 0, 0, 13];
+        bytes.extend_from_slice(b"IHDR");
+        bytes.extend_from_slice(&3u32.to_be_bytes());
+        bytes.extend_from_slice(&2u32.to_be_bytes());
+        bytes.extend_from_slice(&[8, 6, 0, 0, 0, 0, 0, 0, 0]);
+        bytes
+    }
+}
