@@ -339,27 +339,44 @@ fn build_http(builder: reqwest::ClientBuilder) -> Result<reqwest::Client> {
 /// Parses a base or trusted origin: http(s), a host, no user information,
 /// plain http only on loopback unless allowed.
 fn parse_origin(text: &str, what: &str, allow_insecure_http: bool) -> Result<Url> {
-    let url = Url::parse(text.trim()).map_err(|e| Error::Config(format!("{what} {text:?} is not a URL ({e})")))?;
+    // Shown without anything between `://` and an `@`: a password written
+    // into an address must not reach an error, and from it a log.
+    let shown = shown_address(text);
+    let url = Url::parse(text.trim()).map_err(|e| Error::Config(format!("{what} {shown} is not a URL ({e})")))?;
     if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
-        return Err(Error::Config(format!("{what} {text:?} must be an http(s) address")));
+        return Err(Error::Config(format!("{what} {shown} must be an http(s) address")));
     }
     if url.query().is_some() || url.fragment().is_some() {
         return Err(Error::Config(format!(
-            "{what} {text:?} must not carry a query or fragment: paths are appended to it"
+            "{what} {shown} must not carry a query or fragment: paths are appended to it"
         )));
     }
     if !url.username().is_empty() || url.password().is_some() {
         return Err(Error::Config(format!(
-            "{what} {text:?} must not carry a user name or password"
+            "{what} {shown} must not carry a user name or password"
         )));
     }
     if url.scheme() == "http" && !is_loopback(&url) && !allow_insecure_http {
         return Err(Error::Config(format!(
-            "{what} {text:?} uses plain http, which would send the key unencrypted; use https \
+            "{what} {shown} uses plain http, which would send the key unencrypted; use https \
              (plain http is accepted on loopback, or with ClientBuilder::allow_insecure_http)"
         )));
     }
     Ok(url)
+}
+
+/// An address as an error may show it: quoted, with any user information
+/// (`user:password@`) replaced by `…@`.
+fn shown_address(text: &str) -> String {
+    let text = text.trim();
+    let Some((scheme, rest)) = text.split_once("://") else {
+        return format!("{:?}", text.split('@').next_back().unwrap_or_default());
+    };
+    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    match rest[..end].rfind('@') {
+        Some(at) => format!("{:?}", format!("{scheme}://…@{}", &rest[at + 1..])),
+        None => format!("{text:?}"),
+    }
 }
 
 impl Client {
@@ -424,5 +441,25 @@ mod tests {
         ] {
             assert!(parse_origin(odd, "base URL", false).is_err(), "{odd}");
         }
+    }
+}
+
+#[cfg(test)]
+mod address_tests {
+    use super::*;
+
+    #[test]
+    fn a_password_in_an_address_never_reaches_the_error() {
+        for text in [
+            "http://user:secretpw@127.0.0.1:45165",
+            "https://user:secretpw@api.example.com/v1?x=1",
+            "user:secretpw@api.example.com",
+            "https://user:secretpw@exa mple.com",
+        ] {
+            let error = parse_origin(text, "base URL", false).unwrap_err().to_string();
+            assert!(!error.contains("secretpw"), "{error}");
+        }
+        assert_eq!(shown_address("https://a:b@host:1/p"), "\"https://…@host:1/p\"");
+        assert_eq!(shown_address("https://host/p@x"), "\"https://host/p@x\"");
     }
 }

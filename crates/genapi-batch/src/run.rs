@@ -687,12 +687,16 @@ impl Context {
         // task or file must not be reported as this job's, nor this job sent
         // in its place. (A refused one created nothing: it is sent again.)
         if changed && !refused_before && (state.finished.is_some() || state.accepted.is_some() || state.unanswered) {
+            // The earlier task is named in the words, not as this outcome's
+            // task: adopting it for the changed line would only fail again.
             let mut outcome = JobOutcome::new(job.line, stem, JobStatus::Failed);
-            outcome.task = accepted_ref;
             outcome.class = Some(FailureClass::Validation);
+            let earlier = accepted_ref
+                .map(|task| format!(" (its task then: {})", task.id))
+                .unwrap_or_default();
             outcome.error = Some(format!(
-                "line {} changed since the journal recorded its submission; restore it, or run the changed job \
-                 file with another output directory",
+                "line {} changed since the journal recorded its submission{earlier}; restore it, or run the \
+                 changed job file with another output directory",
                 job.line
             ));
             return outcome;

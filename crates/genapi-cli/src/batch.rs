@@ -505,6 +505,8 @@ pub async fn run(global: &Global, args: BatchArgs) -> Result<(), Failure> {
         }
     };
     if stopped.is_some() {
+        // The bar goes before anything else is said.
+        progress.finish();
         // Submissions already sent get their answers recorded, so the next
         // run polls their tasks instead of calling them unknown; nothing new
         // is sent. A second Ctrl-C (or 15 s) ends this at once.
@@ -536,6 +538,9 @@ pub async fn run(global: &Global, args: BatchArgs) -> Result<(), Failure> {
     progress.finish();
     if let Some(gallery) = &mut printed.gallery {
         gallery.write();
+        if let Some(warning) = gallery.warning.take() {
+            out::err(&warning);
+        }
     }
     // The journal is closed (its last records written) once the stream is gone.
     drop(stream);
@@ -762,6 +767,8 @@ struct Kept {
     written: Option<Instant>,
     changed: bool,
     failed: bool,
+    /// Why the page could not be written, to say after the run.
+    warning: Option<String>,
 }
 
 impl Kept {
@@ -774,6 +781,7 @@ impl Kept {
             written: None,
             changed: false,
             failed: false,
+            warning: None,
         }
     }
 
@@ -795,7 +803,8 @@ impl Kept {
         self.changed = false;
         if let Err(error) = self.gallery.write() {
             if !std::mem::replace(&mut self.failed, true) {
-                out::err(&format!("warning: no gallery: {}", out::clean(&error.to_string())));
+                // Said once the run ends, below the bar rather than into it.
+                self.warning = Some(format!("warning: no gallery: {}", out::clean(&error.to_string())));
             }
         }
     }

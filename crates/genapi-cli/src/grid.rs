@@ -25,7 +25,7 @@ pub struct GridArgs {
     /// A prompt: one row of the grid; repeatable.
     #[arg(long = "prompt", value_name = "TEXT", required = true)]
     prompts: Vec<String>,
-    /// The swept field and its values, one column each, e.g. seed=1,2,3 or model=gen-2-pro,gen-fast.
+    /// The swept field and its values, one column each, e.g. seed=1,2,3 or model=gen-2-pro,gen-2-flex.
     #[arg(long, value_name = "FIELD=V1,V2,…")]
     sweep: String,
     /// A field every cell sets (JSON value or text), e.g. --set width=512; repeatable.
@@ -34,6 +34,9 @@ pub struct GridArgs {
     /// Where to write the job lines (default: stdout).
     #[arg(short = 'o', long, value_name = "FILE")]
     out: Option<PathBuf>,
+    /// Replace the file given to -o when it exists.
+    #[arg(long)]
+    force: bool,
 }
 
 /// Writes the lines of the grid, once every one has passed the check.
@@ -45,6 +48,34 @@ pub fn run(args: GridArgs) -> Result<(), Failure> {
         .ok_or_else(|| Failure::usage(format!("--sweep {}: expected FIELD=V1,V2,…", out::clean(&args.sweep))))?;
     let field = field.trim();
     let values: Vec<&str> = values.split(',').map(str::trim).filter(|v| !v.is_empty()).collect();
+    // The rows are the prompts, and a cell's name and place are the grid's.
+    if matches!(field, "prompt" | "name" | "grid") {
+        return Err(Failure::usage(format!(
+            "--sweep {field}: the grid's rows are its --prompt values and its cells' names and places are its own; \
+             sweep another field (seed, model, width, …)"
+        )));
+    }
+    if values.is_empty() {
+        return Err(Failure::usage(format!(
+            "--sweep {}: no values; give FIELD=V1,V2,…",
+            out::clean(&args.sweep)
+        )));
+    }
+    // Two cells in one place would be two paid images with one tile.
+    if let Some(twice) = repeated(&values).or_else(|| repeated(&args.prompts)) {
+        return Err(Failure::usage(format!(
+            "{} is given twice: each row and column of the grid is given once",
+            out::clean(&format!("{twice:?}"))
+        )));
+    }
+    if let Some(path) = &args.out {
+        if !args.force && std::fs::symlink_metadata(path).is_ok() {
+            return Err(Failure::usage(format!(
+                "-o {}: the file exists; --force replaces it",
+                out::clean(&path.display().to_string())
+            )));
+        }
+    }
     let mut fixed = Map::new();
     for pair in &args.set {
         let (name, value) = crate::request::split_pair("--set", pair)?;
@@ -57,9 +88,18 @@ pub fn run(args: GridArgs) -> Result<(), Failure> {
             let mut line = Map::new();
             let model = if field == "model" { *text } else { args.model.as_str() };
             line.insert("model".into(), json!(model));
+            // The swept field and value in the name, so two grids over one
+            // prompt can share a job file.
             line.insert(
                 "name".into(),
-                json!(format!("r{}-c{}-{}", row + 1, column + 1, out::slug(prompt, 24))),
+                json!(format!(
+                    "r{}-c{}-{}-{}-{}",
+                    row + 1,
+                    column + 1,
+                    out::slug(field, 16),
+                    out::slug(text, 16),
+                    out::slug(prompt, 24)
+                )),
             );
             line.insert("prompt".into(), json!(prompt));
             line.extend(fixed.clone());
@@ -98,9 +138,10 @@ fn check(text: &str, out: Option<&Path>) -> Result<(), Failure> {
     let written = genapi::files::create_temporary(&probe).and_then(|mut file| file.write_all(text.as_bytes()));
     if let Err(e) = written {
         let _ = std::fs::remove_file(&probe);
+        let asked = out.map_or_else(|| ".".to_string(), |path| path.display().to_string());
         return Err(Failure::new(
             crate::code::OTHER,
-            format!("cannot write {}: {e}", out::clean(&probe.display().to_string())),
+            format!("cannot write beside {}: {e}", out::clean(&asked)),
         ));
     }
     let checked = genapi_batch::JobFile::check(&probe);
@@ -137,4 +178,10 @@ fn write_file(path: &Path, text: &str) -> Result<(), Failure> {
     std::fs::rename(&partial, path).map_err(failed)?;
     out::progress(&format!("{} job lines written to {shown}", text.lines().count()));
     Ok(())
+}
+
+/// The first value given twice.
+fn repeated<T: AsRef<str>>(values: &[T]) -> Option<&str> {
+    let mut seen = std::collections::HashSet::new();
+    values.iter().map(AsRef::as_ref).find(|value| !seen.insert(*value))
 }

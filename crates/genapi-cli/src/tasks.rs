@@ -314,7 +314,7 @@ pub async fn generate(global: &Global, request: RequestArgs, save: SaveArgs, cou
             model: prepared.model.name.clone(),
         });
     }
-    complete(global, &connection, &plan, accepted, deadline, interrupt).await
+    complete("generate", global, &connection, &plan, accepted, deadline, interrupt).await
 }
 
 /// Submission stopped early: report the tasks already accepted.
@@ -334,8 +334,10 @@ fn announce(task: &Task) {
     ));
 }
 
-/// Waits for every task, saves the results and reports each one.
+/// Waits for every task, saves the results and reports each one; progress
+/// is said under `command`'s name.
 async fn complete(
+    command: &'static str,
     global: &Global,
     connection: &Connection,
     plan: &Plan,
@@ -345,7 +347,7 @@ async fn complete(
 ) -> Result<(), Failure> {
     let resumes: Vec<String> = accepted.iter().map(|a| a.resume.clone()).collect();
     let total = accepted.len() as u64;
-    let progress = Progress::start("generate", total);
+    let progress = Progress::start(command, total);
     let figures = Mutex::new(Figures {
         total,
         in_flight: total,
@@ -760,7 +762,7 @@ pub async fn wait(global: &Global, reference: &str, save: SaveArgs) -> Result<()
     }];
     let interrupt = crate::interrupt::interrupted();
     tokio::pin!(interrupt);
-    complete(global, &connection, &plan, accepted, deadline, interrupt).await
+    complete("wait", global, &connection, &plan, accepted, deadline, interrupt).await
 }
 
 /// `genapi get`: the state; with `--out`, the result when Ready.

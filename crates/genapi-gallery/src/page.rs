@@ -8,7 +8,7 @@
 //! what a program (or a test) reading the page relies on rather than on its
 //! wording.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 
 use crate::thumbnail::Thumbnail;
@@ -55,9 +55,12 @@ pub(crate) fn render(lines: &BTreeMap<u64, ResultLine>, thumbnails: &BTreeMap<u6
         lines.len()
     );
     header(&mut page, lines);
-    let (cells, others): (Vec<&ResultLine>, Vec<&ResultLine>) = lines.values().partition(|line| line.grid.is_some());
+    let (cells, mut others): (Vec<&ResultLine>, Vec<&ResultLine>) =
+        lines.values().partition(|line| line.grid.is_some());
     if !cells.is_empty() {
-        grid(&mut page, &cells, thumbnails);
+        let left = grid(&mut page, &cells, thumbnails);
+        others.extend(left);
+        others.sort_by_key(|line| line.line);
     }
     if !others.is_empty() {
         page.push_str("<section class=\"tiles\">");
@@ -131,16 +134,30 @@ fn wall_time(lines: &BTreeMap<u64, ResultLine>) -> Option<f64> {
     Some((end - start).max(0.0))
 }
 
-/// Cells of sweeps: rows and columns in the order their lines come.
-fn grid(page: &mut String, cells: &[&ResultLine], thumbnails: &BTreeMap<u64, Thumbnail>) {
+/// Cells of sweeps: rows and columns in the order their lines come. A cell
+/// named twice keeps its first line; the others are tiles below the grid, so
+/// no line goes unshown. A grid mostly empty (cells scattered over many rows
+/// and columns) would be a table far larger than its tiles: its cells are
+/// tiles then.
+fn grid<'a>(page: &mut String, cells: &[&'a ResultLine], thumbnails: &BTreeMap<u64, Thumbnail>) -> Vec<&'a ResultLine> {
     let mut rows: Vec<&str> = Vec::new();
     let mut columns: Vec<&str> = Vec::new();
-    let mut at: BTreeMap<(usize, usize), &ResultLine> = BTreeMap::new();
+    let (mut row_of, mut column_of) = (HashMap::new(), HashMap::new());
+    let mut at: HashMap<(usize, usize), &ResultLine> = HashMap::new();
+    let mut left = Vec::new();
     for line in cells {
         let Some(cell) = &line.grid else { continue };
-        let row = place(&mut rows, &cell.row);
-        let column = place(&mut columns, &cell.column);
-        at.insert((row, column), line);
+        let row = place(&mut rows, &mut row_of, &cell.row);
+        let column = place(&mut columns, &mut column_of, &cell.column);
+        match at.entry((row, column)) {
+            std::collections::hash_map::Entry::Occupied(_) => left.push(*line),
+            std::collections::hash_map::Entry::Vacant(place) => {
+                place.insert(line);
+            }
+        }
+    }
+    if rows.len() * columns.len() > 4 * at.len() + 64 {
+        return cells.to_vec();
     }
     page.push_str("<table class=\"grid\"><tr><th></th>");
     for column in &columns {
@@ -159,16 +176,14 @@ fn grid(page: &mut String, cells: &[&ResultLine], thumbnails: &BTreeMap<u64, Thu
         page.push_str("</tr>");
     }
     page.push_str("</table>");
+    left
 }
 
-fn place<'a>(list: &mut Vec<&'a str>, label: &'a str) -> usize {
-    match list.iter().position(|known| *known == label) {
-        Some(index) => index,
-        None => {
-            list.push(label);
-            list.len() - 1
-        }
-    }
+fn place<'a>(list: &mut Vec<&'a str>, index: &mut HashMap<&'a str, usize>, label: &'a str) -> usize {
+    *index.entry(label).or_insert_with(|| {
+        list.push(label);
+        list.len() - 1
+    })
 }
 
 /// One line's tile.
@@ -185,11 +200,11 @@ fn tile(page: &mut String, line: &ResultLine, thumbnail: Option<&Thumbnail>) {
     }
     page.push('>');
     match (thumbnail, &line.file) {
-        (Some(thumb), Some(file)) => {
+        (Some(thumb), Some(_)) => {
             let _ = write!(
                 page,
                 "<a href=\"{href}\"><img src=\"{src}\" width=\"{w}\" height=\"{h}\" loading=\"lazy\" decoding=\"async\" alt=\"{alt}\"></a>",
-                href = escape(&url_path(file)),
+                href = escape(&url_path(&thumb.image)),
                 src = escape(&url_path(&thumb.path)),
                 w = thumb.width,
                 h = thumb.height,

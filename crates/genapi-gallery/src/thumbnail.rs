@@ -32,6 +32,9 @@ const DECODE_BYTES: u64 = 256 << 20;
 /// size in pixels.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Thumbnail {
+    /// The image, by its name in the output folder (what a tile links to:
+    /// the page is in that folder too).
+    pub(crate) image: String,
     pub(crate) path: String,
     pub(crate) width: u32,
     pub(crate) height: u32,
@@ -52,6 +55,7 @@ pub(crate) fn thumbnail(dir: &Path, thumbs: &str, image: &Path, name: &str) -> R
     let target = dir.join(&relative);
     if let Some(size) = fresh(&target, image) {
         return Ok(Thumbnail {
+            image: name.to_string(),
             path: relative,
             width: size.0,
             height: size.1,
@@ -65,7 +69,14 @@ pub(crate) fn thumbnail(dir: &Path, thumbs: &str, image: &Path, name: &str) -> R
     reader.limits(limits);
     let decoded = reader.decode().map_err(|e| e.to_string())?;
     let small = decoded.thumbnail(THUMBNAIL_SIDE, THUMBNAIL_SIDE).to_rgb8();
-    std::fs::create_dir_all(dir.join(thumbs)).map_err(|e| e.to_string())?;
+    let folder = dir.join(thumbs);
+    match std::fs::symlink_metadata(&folder) {
+        Ok(metadata) if metadata.file_type().is_dir() => {}
+        // A link (or anything else) in its place would take the writes
+        // somewhere else.
+        Ok(_) => return Err(format!("{} is not a folder of its own", folder.display())),
+        Err(_) => std::fs::create_dir(&folder).map_err(|e| e.to_string())?,
+    }
     let partial = dir.join(format!("{thumbs}/.{name}.jpg.partial"));
     let file = genapi::files::create_temporary(&partial).map_err(|e| e.to_string())?;
     let mut out = BufWriter::new(file);
@@ -76,6 +87,7 @@ pub(crate) fn thumbnail(dir: &Path, thumbs: &str, image: &Path, name: &str) -> R
     drop(out);
     std::fs::rename(&partial, &target).map_err(|e| e.to_string())?;
     Ok(Thumbnail {
+        image: name.to_string(),
         path: relative,
         width: small.width(),
         height: small.height(),

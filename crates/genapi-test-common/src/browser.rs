@@ -68,7 +68,11 @@ pub fn open(browser: &Path, index: &Path) -> Seen {
     ));
     let net_log = profile.with_extension("netlog.json");
     let started = Instant::now();
-    let output = Command::new(browser)
+    // A browser that hangs ends the test, not the whole run (coreutils'
+    // `timeout` kills it after two minutes).
+    let output = Command::new("timeout")
+        .arg("120")
+        .arg(browser)
         .args([
             "--headless=new",
             "--no-sandbox",

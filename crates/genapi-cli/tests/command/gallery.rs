@@ -58,6 +58,57 @@ fn a_grid_writes_one_checked_line_per_cell_prompts_by_rows() {
 }
 
 #[test]
+fn a_grid_refuses_what_would_hide_or_lose_a_cell() {
+    let dir = Dir::new("grid-refusals");
+    for (args, said) in [
+        (
+            vec!["--prompt", "a", "--prompt", "a", "--sweep", "seed=1,2"],
+            "given twice",
+        ),
+        (vec!["--prompt", "a", "--sweep", "seed=1,1"], "given twice"),
+        (vec!["--prompt", "a", "--sweep", "prompt=x,y"], "--sweep prompt"),
+        (vec!["--prompt", "a", "--sweep", "seed=,"], "no values"),
+    ] {
+        let run = genapi_alone(&dir).arg("grid").args(&args).output().unwrap();
+        let stderr = String::from_utf8_lossy(&run.stderr);
+        assert_eq!(run.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(said), "{args:?}: {stderr}");
+        assert!(run.stdout.is_empty(), "{args:?}");
+    }
+    // Two grids over one prompt share a job file: their names differ.
+    let first = genapi_alone(&dir)
+        .args(["grid", "--prompt", "a fox", "--sweep", "seed=1,2", "-o", "two.jsonl"])
+        .output()
+        .unwrap();
+    assert!(first.status.success());
+    let again = genapi_alone(&dir)
+        .args([
+            "grid",
+            "--prompt",
+            "a fox",
+            "--sweep",
+            "width=512,768",
+            "-o",
+            "two.jsonl",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(again.status.code(), Some(2), "an existing file is kept without --force");
+    let second = genapi_alone(&dir)
+        .args(["grid", "--prompt", "a fox", "--sweep", "width=512,768"])
+        .output()
+        .unwrap();
+    let mut names: Vec<String> = lines(&std::fs::read(dir.join("two.jsonl")).unwrap())
+        .into_iter()
+        .chain(lines(&second.stdout))
+        .map(|line| line["name"].as_str().unwrap().to_string())
+        .collect();
+    names.sort();
+    names.dedup();
+    assert_eq!(names.len(), 4, "{names:?}");
+}
+
+#[test]
 fn a_grid_with_a_cell_the_document_refuses_writes_nothing_and_names_the_cell() {
     let dir = Dir::new("grid-refused");
     let run = genapi_alone(&dir)

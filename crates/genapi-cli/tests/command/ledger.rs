@@ -14,11 +14,6 @@ use crate::common;
 use common::pg::Postgres;
 use common::{genapi, posts_by_prompt, Dir};
 
-/// The tests here run one at a time: each starts several worker processes
-/// and a server, and their give-up bounds (tens of seconds, far beyond what
-/// a run needs) should not be spent waiting for another test's processes.
-static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
 /// The service as the tests meet it: 24 active tasks per key (its default),
 /// every request logged.
 async fn service(duration: Duration, price_per_mp: f64) -> MockService {
@@ -129,7 +124,6 @@ fn outcomes(outputs: &[Output]) -> HashMap<u64, Value> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn four_workers_two_killed_and_restarted_finish_every_line_once_without_a_429() {
     const LINES: u64 = 240;
-    let _alone = ONE_AT_A_TIME.lock().await;
     let Some(pg) = Postgres::start("four-workers") else {
         return;
     };
@@ -235,7 +229,6 @@ fn what_each_worker_said(outputs: &[Output]) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_workers_under_a_cap_of_60_credits_at_3_a_task_spend_48_to_60() {
-    let _alone = ONE_AT_A_TIME.lock().await;
     let Some(pg) = Postgres::start("credit-cap") else {
         return;
     };
@@ -274,7 +267,6 @@ async fn three_workers_under_a_cap_of_60_credits_at_3_a_task_spend_48_to_60() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_workers_under_a_cap_stay_under_it_when_input_images_change_the_price() {
-    let _alone = ONE_AT_A_TIME.lock().await;
     let Some(pg) = Postgres::start("credit-cap-mixed") else {
         return;
     };
@@ -325,7 +317,6 @@ fn square_png(side: u32) -> Vec<u8> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_ledger_that_cannot_be_used_is_refused_and_nothing_is_sent() {
-    let _alone = ONE_AT_A_TIME.lock().await;
     let Some(pg) = Postgres::start("refusals") else { return };
     let mock = service(Duration::from_millis(100), 1.5).await;
     let dir = Dir::new("ledger-refusals");
@@ -383,7 +374,6 @@ async fn a_ledger_that_cannot_be_used_is_refused_and_nothing_is_sent() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_programs_sharing_seats_keep_the_accounts_active_tasks_under_the_limit() {
-    let _alone = ONE_AT_A_TIME.lock().await;
     let Some(pg) = Postgres::start("shared-seats") else {
         return;
     };

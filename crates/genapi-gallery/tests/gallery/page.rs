@@ -155,3 +155,64 @@ fn a_folder_without_results_is_named_with_what_to_check() {
     let error = Gallery::rebuild(&dir.0).unwrap_err();
     assert!(matches!(error, GalleryError::Line { number: 2, .. }), "{error}");
 }
+
+#[test]
+fn a_tile_links_to_its_image_beside_the_page_whatever_folder_the_batch_was_run_from() {
+    let dir = Dir::new("gallery-links");
+    image(&dir.0, "fox.png", 64, 64);
+    // The batch writes the file as the command was given its --out.
+    results(&dir.0, &[succeeded(1, "shots/fox.png")]);
+    Gallery::rebuild(&dir.0).unwrap();
+    let page = std::fs::read_to_string(dir.join(INDEX)).unwrap();
+    assert!(page.contains("<a href=\"fox.png\">"), "{page}");
+}
+
+#[test]
+fn a_cell_named_twice_shows_both_lines_and_a_scattered_sweep_is_tiles() {
+    let dir = Dir::new("gallery-twice");
+    image(&dir.0, "a.png", 64, 64);
+    let cell = |line| {
+        let mut result = succeeded(line, "a.png");
+        result.grid = Some(GridCell {
+            row: "a fox".into(),
+            column: "seed 1".into(),
+        });
+        result
+    };
+    results(&dir.0, &[cell(1), cell(2)]);
+    Gallery::rebuild(&dir.0).unwrap();
+    let page = std::fs::read_to_string(dir.join(INDEX)).unwrap();
+    assert_eq!(page.matches("<figure").count(), 2, "every paid line has its tile");
+    // 300 cells on the diagonal of a 300 by 300 table: tiles instead.
+    let scattered: Vec<_> = (1..=300)
+        .map(|line| {
+            let mut result = succeeded(line, "a.png");
+            result.grid = Some(GridCell {
+                row: format!("row {line}"),
+                column: format!("column {line}"),
+            });
+            result
+        })
+        .collect();
+    results(&dir.0, &scattered);
+    Gallery::rebuild(&dir.0).unwrap();
+    let page = std::fs::read_to_string(dir.join(INDEX)).unwrap();
+    assert!(!page.contains("<table"), "no table of 90,000 cells");
+    assert_eq!(page.matches("<figure").count(), 300);
+}
+
+#[test]
+fn a_thumbnail_folder_that_is_a_link_is_not_written_through() {
+    let dir = Dir::new("gallery-thumbs-link");
+    let elsewhere = Dir::new("gallery-thumbs-elsewhere");
+    image(&dir.0, "fox.png", 64, 64);
+    std::os::unix::fs::symlink(&elsewhere.0, dir.join(THUMBS)).unwrap();
+    results(&dir.0, &[succeeded(1, "fox.png")]);
+    let gallery = Gallery::rebuild(&dir.0).unwrap();
+    assert_eq!(gallery.unreadable().len(), 1, "{:?}", gallery.unreadable());
+    assert_eq!(
+        std::fs::read_dir(&elsewhere.0).unwrap().count(),
+        0,
+        "nothing written elsewhere"
+    );
+}
