@@ -140,7 +140,21 @@ impl Recorder {
         let at = text.len() as u64;
         text.push_str(std::str::from_utf8(TAIL).unwrap_or_default());
         let fail = |e: std::io::Error| format!("cannot write the recording {}: {e}", path.display());
-        let file = File::create(path).map_err(fail)?;
+        let file = File::options()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)
+            .map_err(fail)?;
+        // One writer per file: two would each keep their own tail and
+        // overwrite each other's entries.
+        file.try_lock().map_err(|_| {
+            format!(
+                "the recording {} is being written by another client or process; record to another file",
+                path.display()
+            )
+        })?;
+        file.set_len(0).map_err(fail)?;
         write_at(&file, text.as_bytes(), 0).map_err(fail)?;
         Ok(Recorder {
             path: path.to_path_buf(),
@@ -223,6 +237,15 @@ impl Recorder {
                 }
             }
             (Body::Read(_), Some(tap)) if success => tap.content(mime_type),
+            // A download's error page may quote its signed address: its
+            // size and hash say enough.
+            (Body::Read(bytes), Some(_)) => har::Content {
+                size: bytes.len() as i64,
+                text: Some(redact::opaque_summary(bytes)),
+                mime_type,
+                encoding: None,
+                comment: None,
+            },
             (Body::Read(bytes), _) => har::Content {
                 size: bytes.len() as i64,
                 text: Some(self.redactor.answer_body(bytes, &mut attempt.secrets)),
@@ -294,10 +317,16 @@ impl Recorder {
             },
             genapi: attempt.note,
         };
-        let Ok(text) = serde_json::to_string(&entry) else {
+        // Secrets are removed from the entry's strings, never from its JSON
+        // text: a secret that reads like JSON (`status`, `":{"`) would
+        // otherwise break the file.
+        let Ok(mut value) = serde_json::to_value(&entry) else {
             return;
         };
-        let text = self.redactor.scrub(text, &attempt.secrets);
+        self.redactor.scrub_strings(&mut value, &attempt.secrets);
+        let Ok(text) = serde_json::to_string(&value) else {
+            return;
+        };
         let Ok(mut tail) = self.file.lock() else {
             return;
         };
@@ -316,8 +345,17 @@ impl Recorder {
                 tail.entries += 1;
             }
             Err(error) => {
+                // Part of the entry may be on disk (a full disk): the file is
+                // cut back to the last whole entry and its tail written
+                // again, which fits where the part was.
                 tail.stopped = true;
+                let _ = tail.file.set_len(tail.at);
+                let _ = write_at(&tail.file, TAIL, tail.at);
                 tracing::warn!(path = %self.path.display(), %error, "the recording could not be written; it stops here");
+                eprintln!(
+                    "warning: the recording {} stops here: {error} (it holds the exchanges before this one)",
+                    self.path.display()
+                );
             }
         }
     }

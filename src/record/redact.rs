@@ -91,6 +91,23 @@ impl Redactor {
     /// value but the task id redacted (the names stay, to show the address
     /// was signed). The raw values are added to `secrets`.
     pub(crate) fn url(&self, url: &Url, secrets: &mut Vec<String>) -> String {
+        // A user name, a password and a fragment are never kept.
+        let mut url = url.clone();
+        for part in [
+            url.username().to_string(),
+            url.password().unwrap_or_default().to_string(),
+        ]
+        .into_iter()
+        .chain(url.fragment().map(str::to_string))
+        {
+            if !part.is_empty() {
+                secrets.push(part);
+            }
+        }
+        let _ = url.set_username("");
+        let _ = url.set_password(None);
+        url.set_fragment(None);
+        let url = &url;
         if url.query().is_none() {
             return url.to_string();
         }
@@ -138,6 +155,10 @@ impl Redactor {
                 if let Value::String(data) = value {
                     *data = self.image_input(data, secrets);
                 }
+            } else {
+                // Any other address (a webhook's, with a token in its query)
+                // is redacted as addresses are.
+                self.mask_addresses(value, secrets);
             }
         }
         serde_json::to_string(&fields).unwrap_or_default()
@@ -177,12 +198,24 @@ impl Redactor {
     fn mask_addresses(&self, value: &mut Value, secrets: &mut Vec<String>) {
         match value {
             Value::String(text) => {
-                if let Some(url) = Url::parse(text).ok().filter(|u| u.has_host() && u.query().is_some()) {
+                if let Some(url) = Url::parse(text).ok().filter(|u| u.has_host()) {
                     *text = self.url(&url, secrets);
                 }
             }
             Value::Array(items) => items.iter_mut().for_each(|item| self.mask_addresses(item, secrets)),
             Value::Object(fields) => fields.values_mut().for_each(|item| self.mask_addresses(item, secrets)),
+            _ => {}
+        }
+    }
+
+    /// Every string value of `value` scrubbed as [`Redactor::scrub`] does,
+    /// so the JSON around them cannot be touched. (The keys are the
+    /// recording's own names; bodies are kept as text values.)
+    pub(crate) fn scrub_strings(&self, value: &mut Value, secrets: &[String]) {
+        match value {
+            Value::String(text) => *text = self.scrub(std::mem::take(text), secrets),
+            Value::Array(items) => items.iter_mut().for_each(|item| self.scrub_strings(item, secrets)),
+            Value::Object(fields) => fields.values_mut().for_each(|item| self.scrub_strings(item, secrets)),
             _ => {}
         }
     }
@@ -206,6 +239,11 @@ impl Redactor {
         }
         text
     }
+}
+
+/// What replaces a body kept out of a recording: its size and hash.
+pub(crate) fn opaque_summary(bytes: &[u8]) -> String {
+    format!("[{} bytes, sha256:{}]", bytes.len(), sha256(bytes))
 }
 
 /// What replaces image bytes: `[image png 1024x768, 183456 bytes, sha256:…]`.

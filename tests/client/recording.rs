@@ -291,3 +291,39 @@ async fn attempts_without_an_answer_are_entries_with_the_reason() {
     let report = xtask::drift::check(&common::document(), &[har]);
     assert_eq!((report.unanswered, report.drifted()), (3, false));
 }
+
+/// A service that echoes nothing back, answers with a signed result behind a
+/// user name, a password and a fragment, and a webhook secret that reads
+/// like JSON: the recording stays valid HAR and holds none of them.
+#[tokio::test]
+async fn secrets_that_read_like_json_or_hide_in_addresses_stay_out_and_the_file_stays_har() {
+    use common::hostile::{self, json};
+    let service = hostile::serve(|base, request, _| match request.path.as_str() {
+        "/v1/gen-2-pro" => json(200, serde_json::json!({"id": "t1", "polling_url": format!("{base}/v1/get_result?id=t1")})),
+        _ => json(
+            200,
+            serde_json::json!({"id": "t1", "status": "Ready", "result": {
+                "sample": format!("{}/r.png?sig=%22%3A%7B%22#frag-token=FRAGSECRET", base.replace("http://", "http://user:PASSWORDINURL@"))
+            }}),
+        ),
+    })
+    .await;
+    let dir = Dir::new("record-hostile-secrets");
+    let path = dir.join("run.har");
+    let client = service.client_builder().record(&path).build().unwrap();
+    let request = types::Gen2ProRequest::builder()
+        .prompt("a cat")
+        .webhook_url("https://hook.example.com/x?token=HOOKTOKEN55")
+        .webhook_secret(genapi::WebhookSecret::new("status"));
+    let task = client.submit(request).await.unwrap();
+    let _ = task.wait().await;
+    let text = std::fs::read_to_string(&path).unwrap();
+    let har = read(&path);
+    assert!(!entries(&har).is_empty(), "still HAR: {text}");
+    for secret in ["HOOKTOKEN55", "PASSWORDINURL", "FRAGSECRET", "%22%3A%7B%22"] {
+        assert!(!text.contains(secret), "{secret} is in the recording: {text}");
+    }
+    // One writer per file.
+    let second = service.client_builder().record(&path).build().unwrap_err();
+    assert!(second.to_string().contains("another client"), "{second}");
+}

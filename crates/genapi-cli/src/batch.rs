@@ -517,7 +517,8 @@ pub async fn run(global: &Global, args: BatchArgs) -> Result<(), Failure> {
             "stopping: recording the answers of submissions in flight (Ctrl-C again to quit now; submissions still \
              unanswered then are not sent again by the next run, which says so)"
         });
-        let drain_until = Instant::now() + Duration::from_secs(15);
+        // Within --timeout too: it bounds the whole command.
+        let drain_until = (Instant::now() + Duration::from_secs(15)).min(deadline);
         let again = crate::interrupt::interrupted();
         tokio::pin!(again);
         loop {
@@ -548,7 +549,8 @@ pub async fn run(global: &Global, args: BatchArgs) -> Result<(), Failure> {
     // database that does not answer gets a few seconds: they come back
     // with their lease instead).
     if let Some(seats) = &shared_seats {
-        if tokio::time::timeout(SEATS_FLUSH, seats.flush()).await.is_err() {
+        let flush_for = SEATS_FLUSH.min(deadline.saturating_duration_since(Instant::now()));
+        if tokio::time::timeout(flush_for, seats.flush()).await.is_err() {
             out::err("note: the seats this worker gave back could not all be written to the ledger; they come back to the pool when their lease lapses");
         }
     }

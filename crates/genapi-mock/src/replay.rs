@@ -87,7 +87,11 @@ impl Replay {
         for entry in entries {
             let request = &entry["request"];
             let response = &entry["response"];
-            let status = response["status"].as_u64().unwrap_or(0) as u16;
+            // A status past what HTTP has is no answer to replay.
+            let status = response["status"]
+                .as_u64()
+                .and_then(|s| u16::try_from(s).ok())
+                .unwrap_or(0);
             if status == 0 {
                 // No answer was recorded: nothing to replay.
                 continue;

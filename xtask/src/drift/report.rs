@@ -167,6 +167,7 @@ pub fn describe(kind: &Kind) -> String {
         Kind::UndocumentedContentType(listed) => {
             format!("undocumented content type (documented: {})", list(listed))
         }
+        Kind::NotJson => "a body said to be JSON that is not JSON".into(),
         Kind::UntrustedHost => "address on a host outside the trusted origins".into(),
         Kind::UnknownOperation => "request to no operation of the document".into(),
     }

@@ -28,6 +28,8 @@ pub enum Kind {
     UndocumentedStatus(Vec<String>),
     /// A content type the answer does not document; the documented ones.
     UndocumentedContentType(Vec<String>),
+    /// A body of a documented JSON type that is not JSON.
+    NotJson,
     /// A polling or result address on a host the client does not trust.
     UntrustedHost,
     /// A request that is no operation of the document.

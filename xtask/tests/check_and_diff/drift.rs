@@ -274,3 +274,30 @@ fn a_snapshot_of_the_drift_passes_until_the_drift_changes() {
     assert!(text.contains("cargo insta review"), "{text}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn a_body_that_is_not_the_json_it_says_is_drift_and_a_base64_body_is_read() {
+    let mut har = recording();
+    har["log"]["entries"][1]["response"]["content"]["text"] = json!("<html>bad gateway</html>");
+    let report = check(&har);
+    assert!(report.drifted(), "{:?}", report.findings);
+    assert!(
+        report.findings.iter().any(|f| f.kind == Kind::NotJson),
+        "{:?}",
+        report.findings
+    );
+    // A poll stored as base64 (as proxies store bodies) is read, and its
+    // new status found.
+    use base64::Engine as _;
+    let mut har = recording();
+    let body = json!({"id": "t1", "status": "Throttled"}).to_string();
+    har["log"]["entries"][1]["response"]["content"]["text"] =
+        json!(base64::engine::general_purpose::STANDARD.encode(body));
+    har["log"]["entries"][1]["response"]["content"]["encoding"] = json!("base64");
+    let report = check(&har);
+    assert!(
+        report.findings.iter().any(|f| matches!(f.kind, Kind::UnlistedValue(_))),
+        "{:?}",
+        report.findings
+    );
+}
