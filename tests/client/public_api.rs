@@ -29,6 +29,9 @@ fn rustdoc_json(package: &str) -> Value {
         .env("RUSTC_BOOTSTRAP", "1")
         .env("CARGO_TARGET_DIR", &target)
         .env_remove("RUSTFLAGS")
+        // rustdoc's own lints (broken links, …) fail the snapshot too; the
+        // same flags as CI's documentation step, so its output is reused.
+        .env("RUSTDOCFLAGS", "-D warnings")
         .args(["rustdoc", "-p", package, "--lib", "--all-features", "--quiet", "--"])
         .args(["-Z", "unstable-options", "--output-format", "json"])
         .status()
