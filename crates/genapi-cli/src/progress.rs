@@ -7,7 +7,7 @@
 //! then. `--quiet` shows neither. Nothing here is coloured, so `NO_COLOR`
 //! has nothing to switch off; it is honoured by the bar's library too.
 
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime};
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
@@ -133,33 +133,7 @@ fn details(figures: &Figures, elapsed: Duration) -> String {
 
 /// `2026-11-25T09:40:01Z`.
 fn utc(at: SystemTime) -> String {
-    let seconds = at.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
-    let (days, rest) = (seconds / 86_400, seconds % 86_400);
-    let (year, month, day) = civil(days as i64);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
-        rest / 3600,
-        rest % 3600 / 60,
-        rest % 60
-    )
-}
-
-/// The calendar date `days` after 1970-01-01 (proleptic Gregorian).
-fn civil(days: i64) -> (i64, u32, u32) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let day_of_era = z.rem_euclid(146_097);
-    let year_of_era = (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
-    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
-    let shifted_month = (5 * day_of_year + 2) / 153;
-    let day = (day_of_year - (153 * shifted_month + 2) / 5 + 1) as u32;
-    let month = if shifted_month < 10 {
-        shifted_month + 3
-    } else {
-        shifted_month - 9
-    } as u32;
-    let year = year_of_era + era * 400 + i64::from(month <= 2);
-    (year, month, day)
+    humantime::format_rfc3339_seconds(at).to_string()
 }
 
 #[cfg(test)]
@@ -168,6 +142,7 @@ mod tests {
 
     #[test]
     fn time_stamps_are_utc_calendar_dates() {
+        use std::time::UNIX_EPOCH;
         assert_eq!(utc(UNIX_EPOCH), "1970-01-01T00:00:00Z");
         assert_eq!(
             utc(UNIX_EPOCH + Duration::from_secs(951_782_400)),
