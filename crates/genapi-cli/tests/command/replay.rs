@@ -4,57 +4,14 @@
 //! and for a batch with a moderated and a failed task.
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::time::Duration;
 
 use genapi_mock::{MockConfig, MockService};
 use serde_json::{json, Value};
 
 use crate::common::{self, Dir};
-
-/// `genapi mock --replay FILE`, killed when dropped.
-struct Replaying {
-    child: Child,
-    variables: Vec<(String, String)>,
-}
-
-impl Replaying {
-    fn start(dir: &Dir, recording: &Path) -> Replaying {
-        let mut child = common::genapi_alone(dir)
-            .args(["mock", "--replay"])
-            .arg(recording)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let mut variables = Vec::new();
-        for line in BufReader::new(child.stdout.take().unwrap()).lines() {
-            let line = line.unwrap();
-            if let Some((name, value)) = line.split_once('=') {
-                variables.push((name.to_string(), value.to_string()));
-            }
-            if line == "# genapi mock ready" {
-                break;
-            }
-        }
-        Replaying { child, variables }
-    }
-
-    fn command(&self, dir: &Dir) -> Command {
-        let mut command = common::genapi_alone(dir);
-        command.envs(self.variables.iter().map(|(n, v)| (n.as_str(), v.as_str())));
-        command
-    }
-}
-
-impl Drop for Replaying {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 /// Every file under `root` (but the recording and the run's own records)
 /// with its bytes.
@@ -147,7 +104,8 @@ async fn a_generate_and_a_batch_with_failures_replay_to_the_same_files_output_an
 
         let replay_dir = Dir::new(&format!("replay-{name}-replayed"));
         std::fs::write(replay_dir.join("jobs.jsonl"), &job_file).unwrap();
-        let replaying = Replaying::start(&replay_dir, &recorded_dir.join("run.har"));
+        let recording = recorded_dir.join("run.har");
+        let replaying = crate::cli::Mock::start(&replay_dir, &["--replay", recording.to_str().unwrap()]);
         let mut command = replaying.command(&replay_dir);
         command.args(&args);
         let replayed = output(command).await;
