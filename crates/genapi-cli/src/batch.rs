@@ -425,11 +425,9 @@ pub async fn run(global: &Global, args: BatchArgs) -> Result<(), Failure> {
             )
         })??;
     }
-    // Listening for Ctrl-C before anything is sent: the handler is in place
-    // once the future has been polled.
+    // Listening for Ctrl-C before anything is sent.
     let interrupt = crate::interrupt::interrupted();
     tokio::pin!(interrupt);
-    let _ = futures::poll!(interrupt.as_mut());
     let shared_seats = match &keeper {
         Keeper::Ledger(_, seats) => Some(seats.clone()),
         Keeper::File(_) => None,

@@ -1,20 +1,34 @@
 //! What stops the command early: Ctrl-C, and SIGTERM (what `kill`, a
 //! service manager or a container runtime sends), taken the same way, so
 //! either ends with the resume line and exit code 130.
+//!
+//! The handlers are installed when [`interrupted`] is called, not when its
+//! future is first polled: a submission raced against the future in a
+//! `select!` may be answered within its first poll, before the other branch
+//! is ever polled, and a signal arriving then would end the process without
+//! the resume line.
 
-/// Resolves on Ctrl-C (SIGINT) or SIGTERM. Both are listened for from the
-/// first poll on: poll it once before sending anything.
-pub async fn interrupted() -> std::io::Result<()> {
+use std::future::Future;
+
+/// Listens for Ctrl-C (SIGINT) and SIGTERM from now on; the future resolves
+/// on the first of them. Call it before sending anything. Must be called
+/// inside the runtime.
+pub fn interrupted() -> impl Future<Output = std::io::Result<()>> {
     #[cfg(unix)]
     {
-        let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
-        tokio::select! {
-            pressed = tokio::signal::ctrl_c() => pressed,
-            _ = terminate.recv() => Ok(()),
+        use tokio::signal::unix::{signal, SignalKind};
+        let listening =
+            signal(SignalKind::interrupt()).and_then(|ctrl_c| Ok((ctrl_c, signal(SignalKind::terminate())?)));
+        async move {
+            let (mut ctrl_c, mut terminate) = listening?;
+            tokio::select! {
+                _ = ctrl_c.recv() => Ok(()),
+                _ = terminate.recv() => Ok(()),
+            }
         }
     }
     #[cfg(not(unix))]
     {
-        tokio::signal::ctrl_c().await
+        tokio::signal::ctrl_c()
     }
 }
