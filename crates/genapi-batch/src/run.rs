@@ -658,6 +658,12 @@ impl Context {
 
     /// The submission was not sent: its credits are free again.
     async fn drop_hold(&self, line: u64) {
+        // Credits are held only under a cap: without one there is nothing
+        // to give back, and no step to wait for (a database that stopped
+        // answering would hold the line's report past --timeout).
+        if self.max_credits.is_none() {
+            return;
+        }
         if let Err(error) = self.store.drop_hold(line).await {
             tracing::warn!(%error, line, "cannot give back held credits");
         }
@@ -905,7 +911,8 @@ impl Context {
                 if let Err(e) = self.record(intent).await {
                     self.drop_hold(job.line).await;
                     return Err(HeldBack::JournalFailed(format!(
-                        "cannot record the submission before sending it ({e}); nothing was sent"
+                        "cannot record the submission before sending it ({e}); nothing was sent, and running the batch again \
+                         submits it"
                     )));
                 }
                 // A stop while the intent was being written: still unsent,

@@ -296,9 +296,11 @@ pub async fn run(global: &Global, args: BatchArgs) -> Result<(), Failure> {
                     }
                 }
                 .map_err(|e| ledger_failure(&e))?;
-                let ledger = genapi_batch::ledger::Ledger::open_with(&url, &name, &digest, options.clone())
+                let mut ledger = genapi_batch::ledger::Ledger::open_with(&url, &name, &digest, options.clone())
                     .await
                     .map_err(|e| ledger_failure(&e))?;
+                // One commit per record, the seat's changes written with them.
+                ledger.carry_seat_changes(&seats).map_err(|e| ledger_failure(&e))?;
                 Ok::<_, Failure>((ledger, seats))
             };
             Some(

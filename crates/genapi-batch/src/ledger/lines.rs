@@ -8,7 +8,9 @@ use serde::Serialize;
 
 use tokio_postgres::Row;
 
+use super::carried::{seat_changes, Notes};
 use super::link::Link;
+use super::SharedSeats;
 use super::{naming, seconds, LedgerError, LedgerOptions};
 use crate::budget::Hold;
 use crate::Record;
@@ -45,6 +47,8 @@ pub struct Ledger {
     worker: String,
     lease: Duration,
     renewal: tokio::task::JoinHandle<()>,
+    /// Seats whose changes this ledger's records carry.
+    seats: Option<SharedSeats>,
 }
 
 impl std::fmt::Debug for Ledger {
@@ -62,6 +66,67 @@ impl Drop for Ledger {
         self.renewal.abort();
     }
 }
+
+/// The longest a line's giving back may take; its lease lapses otherwise.
+const RELEASE_STEP: Duration = Duration::from_secs(1);
+
+/// A record's statement, without and with the seat changes it carries
+/// (one more parameter, `$param`, after the record's own): `before` a
+/// statement that has no `WITH` of its own, `within` one that has (its
+/// text starting after `WITH`).
+macro_rules! with_and_without_seat_changes {
+    (before $param:literal, $statement:literal) => {
+        ($statement, concat!("WITH ", seat_changes!($param), " ", $statement))
+    };
+    (within $param:literal, $statement:literal) => {
+        (
+            concat!("WITH ", $statement),
+            concat!("WITH ", seat_changes!($param), ", ", $statement),
+        )
+    };
+}
+
+/// An intent, stored only while the worker holds the line with at least
+/// `$5` seconds of its lease left.
+const INTENT: (&str, &str) = with_and_without_seat_changes!(
+    before "$6",
+    "INSERT INTO genapi_records (batch, line, worker, record)
+     SELECT $1, $2, $3, $4::text::jsonb FROM genapi_lines
+     WHERE batch = $1 AND line = $2 AND worker = $3
+       AND lease_until > now() + make_interval(secs => $5)"
+);
+
+/// An acceptance, with its charge (`$5`): a known charge replaces the hold.
+const ACCEPTED: (&str, &str) = with_and_without_seat_changes!(
+    within "$6",
+    "stored AS (INSERT INTO genapi_records (batch, line, worker, record)
+                VALUES ($1, $2, $3, $4::text::jsonb))
+     UPDATE genapi_lines SET charged = greatest($5::float8, 0),
+            hold = CASE WHEN $5::float8 IS NULL THEN hold END
+     WHERE batch = $1 AND line = $2"
+);
+
+/// A refusal: nothing was created, the hold goes.
+const REFUSED: (&str, &str) = with_and_without_seat_changes!(
+    within "$5",
+    "stored AS (INSERT INTO genapi_records (batch, line, worker, record)
+                VALUES ($1, $2, $3, $4::text::jsonb))
+     UPDATE genapi_lines SET hold = NULL WHERE batch = $1 AND line = $2"
+);
+
+/// An end (`$5`: the line is done, and given back with it), with its
+/// charge (`$6`) when no acceptance said it.
+const FINISHED: (&str, &str) = with_and_without_seat_changes!(
+    within "$7",
+    "stored AS (INSERT INTO genapi_records (batch, line, worker, record)
+                VALUES ($1, $2, $3, $4::text::jsonb))
+     UPDATE genapi_lines SET done = $5,
+            charged = coalesce(charged, greatest($6::float8, 0)),
+            hold = CASE WHEN coalesce(charged, $6) IS NULL AND $5 THEN hold END,
+            worker = CASE WHEN $5 AND worker = $3 THEN NULL ELSE worker END,
+            lease_until = CASE WHEN $5 AND worker = $3 THEN NULL ELSE lease_until END
+     WHERE batch = $1 AND line = $2"
+);
 
 /// What the ledger holds for one line, for the batch to decide.
 #[derive(Debug)]
@@ -142,6 +207,7 @@ impl Ledger {
             worker,
             lease,
             renewal,
+            seats: None,
         })
     }
 
@@ -267,13 +333,18 @@ impl Ledger {
 
     /// Gives `line` back (its work in this run is over, done or not). A
     /// line whose end was recorded was given back with it.
+    ///
+    /// Within [`RELEASE_STEP`]: giving a line back only spares other
+    /// workers its lease, and its line's report waits for it (a database
+    /// that stopped answering would hold the report of a line it kept from
+    /// being sent for a whole step more).
     pub(crate) async fn release(&self, line: u64) -> Result<(), LedgerError> {
         if self.released.lock().is_ok_and(|mut released| released.remove(&line)) {
             return Ok(());
         }
         let (batch, worker, line) = (&self.batch, &self.worker, line as i64);
         self.db
-            .run(false, |session| async move {
+            .run_within(RELEASE_STEP, false, |session| async move {
                 session
                     .execute(
                         "UPDATE genapi_lines SET worker = NULL, lease_until = NULL
@@ -283,6 +354,31 @@ impl Ledger {
                     .await
             })
             .await?;
+        Ok(())
+    }
+
+    /// Writes `seats`' changes (a seat taken again, the task accepted on
+    /// it) in the statements of this ledger's records, so a line costs the
+    /// database three commits rather than five: see the module
+    /// `carried`. The seats must be in the ledger's database, opened with
+    /// the same URL ([`LedgerError::Database`] otherwise).
+    ///
+    /// ```no_run
+    /// # async fn demo(url: &str) -> Result<(), genapi_batch::ledger::LedgerError> {
+    /// use genapi_batch::ledger::{Ledger, SharedSeats};
+    /// let seats = SharedSeats::join(url, "team-account", 24).await?;
+    /// let mut ledger = Ledger::open(url, "nightly", "0123456789abcdef").await?;
+    /// ledger.carry_seat_changes(&seats)?;
+    /// # Ok(()) }
+    /// ```
+    pub fn carry_seat_changes(&mut self, seats: &SharedSeats) -> Result<(), LedgerError> {
+        if !seats.same_database(&self.db) {
+            return Err(LedgerError::Database(
+                "the seats' changes can be carried only by a ledger opened with the seats' URL".into(),
+            ));
+        }
+        seats.carried_by_a_ledger();
+        self.seats = Some(seats.clone());
         Ok(())
     }
 
@@ -300,20 +396,7 @@ impl Ledger {
                 let margin = seconds(self.lease) / 2.0;
                 // Exclusive: a worker whose name another process took sends
                 // nothing more.
-                let stored = self
-                    .db
-                    .run(true, |session| async move {
-                        session
-                            .execute(
-                                "INSERT INTO genapi_records (batch, line, worker, record)
-                                 SELECT $1, $2, $3, $4::text::jsonb FROM genapi_lines
-                                 WHERE batch = $1 AND line = $2 AND worker = $3
-                                   AND lease_until > now() + make_interval(secs => $5)",
-                                &[batch, &line, worker, text, &margin],
-                            )
-                            .await
-                    })
-                    .await?;
+                let stored = self.write(true, INTENT, &[batch, &line, worker, text, &margin]).await?;
                 if stored == 0 {
                     return Err(LedgerError::Database(format!(
                         "line {line} is no longer held by this worker (its lease lapsed); nothing was sent"
@@ -321,56 +404,17 @@ impl Ledger {
                 }
             }
             Record::Accepted { cost, .. } => {
-                self.db
-                    .run(false, |session| async move {
-                        session
-                            .execute(
-                                "WITH stored AS (INSERT INTO genapi_records (batch, line, worker, record)
-                                                     VALUES ($1, $2, $3, $4::text::jsonb))
-                                 UPDATE genapi_lines SET charged = greatest($5::float8, 0),
-                                        hold = CASE WHEN $5::float8 IS NULL THEN hold END
-                                 WHERE batch = $1 AND line = $2",
-                                &[batch, &line, worker, text, cost],
-                            )
-                            .await
-                    })
-                    .await?;
+                self.write(false, ACCEPTED, &[batch, &line, worker, text, cost]).await?;
             }
             Record::Refused { .. } => {
-                self.db
-                    .run(false, |session| async move {
-                        session
-                            .execute(
-                                "WITH stored AS (INSERT INTO genapi_records (batch, line, worker, record)
-                                                     VALUES ($1, $2, $3, $4::text::jsonb))
-                                 UPDATE genapi_lines SET hold = NULL WHERE batch = $1 AND line = $2",
-                                &[batch, &line, worker, text],
-                            )
-                            .await
-                    })
-                    .await?;
+                self.write(false, REFUSED, &[batch, &line, worker, text]).await?;
             }
             Record::Finished { status, cost, .. } => {
                 // A refusal created no task: the line stays open to a retry.
                 // A line done is given back with its end: nothing more is
                 // done on it, and a release would be one more step.
                 let done = status != "Refused";
-                self.db
-                    .run(false, |session| async move {
-                        session
-                            .execute(
-                                "WITH stored AS (INSERT INTO genapi_records (batch, line, worker, record)
-                                                     VALUES ($1, $2, $3, $4::text::jsonb))
-                                 UPDATE genapi_lines SET done = $5,
-                                        charged = coalesce(charged, greatest($6::float8, 0)),
-                                        hold = CASE WHEN coalesce(charged, $6) IS NULL AND $5 THEN hold END,
-                                        worker = CASE WHEN $5 AND worker = $3 THEN NULL ELSE worker END,
-                                        lease_until = CASE WHEN $5 AND worker = $3 THEN NULL ELSE lease_until END
-                                 WHERE batch = $1 AND line = $2",
-                                &[batch, &line, worker, text, &done, cost],
-                            )
-                            .await
-                    })
+                self.write(false, FINISHED, &[batch, &line, worker, text, &done, cost])
                     .await?;
                 if done {
                     if let Ok(mut released) = self.released.lock() {
@@ -381,6 +425,49 @@ impl Ledger {
             Record::Damaged { .. } => {}
         }
         Ok(())
+    }
+
+    /// Runs a record's statement: `plain` with `params`, or, when seat
+    /// changes wait ([`Ledger::carry_seat_changes`]), `carrying` with them
+    /// as one more parameter. If the database refuses the changes it
+    /// carries (the seats' table changed by hand), an `exclusive` step (an
+    /// intent: it decides what is sent, and may carry its own seat's
+    /// taking) fails, so nothing is sent from a seat not written; any
+    /// other record says what the service did and is written alone, the
+    /// changes left to the seats, which report what they cannot write.
+    async fn write(
+        &self,
+        exclusive: bool,
+        (plain, carrying): (&'static str, &'static str),
+        params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
+    ) -> Result<u64, LedgerError> {
+        let notes = self.seats.as_ref().map(SharedSeats::take_notes).unwrap_or_default();
+        if !notes.is_empty() {
+            let carried = Notes::json(&notes);
+            let with_changes: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> =
+                params.iter().copied().chain(std::iter::once(&carried as _)).collect();
+            let with_changes = &with_changes;
+            let written = self
+                .db
+                .run(exclusive, |session| async move {
+                    session.execute(carrying, with_changes).await
+                })
+                .await;
+            if let Some(seats) = &self.seats {
+                if written.is_err() {
+                    seats.restore(notes);
+                }
+            }
+            match written {
+                Err(LedgerError::Database(reason)) if !exclusive => {
+                    tracing::warn!(%reason, "the seats' changes cannot go with a record; written apart");
+                }
+                written => return written,
+            }
+        }
+        self.db
+            .run(exclusive, |session| async move { session.execute(plain, params).await })
+            .await
     }
 
     /// Every record of the batch, line by line in the order stored (for

@@ -177,6 +177,11 @@ impl Link {
         Ok(None)
     }
 
+    /// Whether `other` reaches the same database (by the same URL).
+    pub(crate) fn same_database(&self, other: &Link) -> bool {
+        self.url == other.url
+    }
+
     /// Runs `step` on the connection, within the step deadline: opened again
     /// (with backoff) and run again while the connection breaks. With
     /// `exclusive` (a step that decides what is sent: a claim, an intent),

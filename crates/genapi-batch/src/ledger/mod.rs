@@ -38,6 +38,7 @@
 //! `require_auth` ask, read as libpq reads them: see [`tls`] for what each
 //! checks, and when the password may be sent.
 
+mod carried;
 mod dial;
 mod guard;
 mod lines;

@@ -6,6 +6,7 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use url::Url;
 
+use super::carried::{seat_changes, Note, Notes, CARRY_WAIT};
 use super::link::Link;
 use super::{naming, seconds, LedgerError, LedgerOptions, DEFAULT_LEASE};
 use genapi::SharedPlaces;
@@ -76,6 +77,9 @@ struct Inner {
     /// worker's in the database: a submission of this worker takes one
     /// without a step, and one not taken within [`SPARE_GRACE`] is freed.
     spare: std::sync::Mutex<Vec<i32>>,
+    /// Changes waiting for a ledger record to carry them (see
+    /// [`super::carried`]).
+    notes: std::sync::Mutex<Notes>,
 }
 
 impl std::fmt::Debug for SharedSeats {
@@ -93,6 +97,8 @@ enum Change {
     Assign(i32, String, String),
     Free(i32),
     Reclaim(i32, String),
+    /// Notes no ledger record carried.
+    Notes(Vec<Note>),
     /// Everything before it is applied.
     Flush(tokio::sync::oneshot::Sender<()>),
 }
@@ -249,6 +255,7 @@ impl SharedSeats {
                 freed,
                 lapsed_checked: std::sync::Mutex::new(None),
                 spare: std::sync::Mutex::new(Vec::new()),
+                notes: std::sync::Mutex::new(Notes::default()),
             }),
         })
     }
@@ -263,7 +270,9 @@ impl SharedSeats {
             .lock()
             .map(|mut spare| std::mem::take(&mut *spare))
             .unwrap_or_default();
+        self.write_notes();
         for place in spare {
+            self.forget(place);
             self.send(Change::Free(place));
         }
         let (done, applied) = tokio::sync::oneshot::channel();
@@ -301,6 +310,78 @@ impl SharedSeats {
         Arc::new(self.clone())
     }
 
+    /// Lets a ledger's records carry this worker's seat changes (see
+    /// [`super::carried`]): called by [`super::Ledger::carry_seat_changes`].
+    pub(crate) fn carried_by_a_ledger(&self) {
+        if let Ok(mut notes) = self.inner.notes.lock() {
+            notes.carried = true;
+        }
+    }
+
+    /// Every waiting note, for a ledger record to write; give them back
+    /// with [`SharedSeats::restore`] if that write fails.
+    pub(crate) fn take_notes(&self) -> Vec<Note> {
+        self.inner
+            .notes
+            .lock()
+            .map(|mut notes| notes.drain())
+            .unwrap_or_default()
+    }
+
+    /// Notes whose write failed: written later.
+    pub(crate) fn restore(&self, failed: Vec<Note>) {
+        if failed.is_empty() {
+            return;
+        }
+        let first = self.inner.notes.lock().is_ok_and(|mut notes| notes.restore(failed));
+        if first {
+            self.write_notes_later();
+        }
+    }
+
+    /// Notes a change for a ledger record to carry, when one does;
+    /// `false` when none does (the caller writes it at once).
+    fn note(&self, change: impl FnOnce(&mut Notes, &str, &str) -> bool) -> bool {
+        let Ok(mut notes) = self.inner.notes.lock() else {
+            return false;
+        };
+        if !notes.carried {
+            return false;
+        }
+        if change(&mut notes, &self.inner.pool, &self.inner.worker) {
+            drop(notes);
+            self.write_notes_later();
+        }
+        true
+    }
+
+    fn forget(&self, place: i32) {
+        if let Ok(mut notes) = self.inner.notes.lock() {
+            notes.forget(place);
+        }
+    }
+
+    /// Writes within [`CARRY_WAIT`] what no record carried by then.
+    fn write_notes_later(&self) {
+        let seats = self.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(CARRY_WAIT).await;
+            seats.write_notes();
+        });
+    }
+
+    fn write_notes(&self) {
+        let notes = self.take_notes();
+        if !notes.is_empty() {
+            self.send(Change::Notes(notes));
+        }
+    }
+
+    /// Whether these seats live in the database `link` reaches.
+    pub(crate) fn same_database(&self, link: &Link) -> bool {
+        self.inner.db.same_database(link)
+    }
+
     fn send(&self, change: Change) {
         // The receiver lives as long as `inner`: a send cannot fail while
         // `self` exists.
@@ -315,7 +396,11 @@ impl SharedPlaces for SharedSeats {
         Box::pin(async move {
             let inner = &self.inner;
             if let Some(place) = inner.spare.lock().ok().and_then(|mut spare| spare.pop()) {
-                // Its last task's name goes before anything is sent from it.
+                // Its last task's name goes before anything is sent from it:
+                // with the intent's record when a ledger carries it.
+                if self.note(|notes, pool, worker| notes.retaken(pool, worker, place)) {
+                    return Ok(Some(place));
+                }
                 let (pool, worker) = (&inner.pool, &inner.worker);
                 let retaken = inner
                     .db
@@ -358,7 +443,14 @@ impl SharedPlaces for SharedSeats {
                 })
                 .await;
             match taken {
-                Ok(rows) => Ok(rows.first().and_then(|row| row.try_get(0).ok())),
+                Ok(rows) => {
+                    let place: Option<i32> = rows.first().and_then(|row| row.try_get(0).ok());
+                    // Taken afresh: what an earlier holding noted is moot.
+                    if let Some(place) = place {
+                        self.forget(place);
+                    }
+                    Ok(place)
+                }
                 Err(error) => {
                     tracing::warn!(%error, "cannot take a shared seat");
                     Err(error.to_string())
@@ -420,8 +512,12 @@ impl SharedPlaces for SharedSeats {
         self.send(Change::Reclaim(place, task_id.to_string()));
     }
 
+    /// Carried by the acceptance's record when a ledger carries it.
     fn assign(&self, place: i32, task_id: &str, polling_url: &Url) {
-        self.send(Change::Assign(place, task_id.to_string(), polling_url.to_string()));
+        let url = polling_url.as_str();
+        if !self.note(|notes, pool, worker| notes.assigned(pool, worker, place, task_id, url)) {
+            self.send(Change::Assign(place, task_id.to_string(), url.to_string()));
+        }
     }
 
     /// Kept for this worker's next submission for a moment: a seat given
@@ -442,6 +538,7 @@ impl SharedPlaces for SharedSeats {
                 found.map(|at| spare.swap_remove(at)).is_some()
             });
             if unused {
+                seats.forget(place);
                 seats.send(Change::Free(place));
             }
         });
@@ -452,6 +549,7 @@ impl SharedPlaces for SharedSeats {
         let after = self.inner.unanswered_hold;
         tokio::spawn(async move {
             tokio::time::sleep(after).await;
+            seats.forget(place);
             seats.send(Change::Free(place));
         });
     }
@@ -525,6 +623,16 @@ async fn apply(
                                  SELECT pg_notify('genapi_seats', $1) FROM freed",
                                 &[pool, seat, task],
                             )
+                            .await
+                    })
+                    .await
+                }
+                Some(Change::Notes(notes)) => {
+                    let json = Notes::json(notes);
+                    let json = &json;
+                    db.run(false, |session| async move {
+                        session
+                            .execute(concat!("WITH ", seat_changes!("$1"), " SELECT 1"), &[json])
                             .await
                     })
                     .await

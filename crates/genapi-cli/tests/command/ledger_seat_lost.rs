@@ -1,7 +1,10 @@
-//! A worker whose shared seat pool cannot be read mid-run (its table gone
-//! away): the line that could not take a seat was never sent, so it is
-//! reported as not submitted, with no advice to adopt or resubmit, and the
-//! next run sends it.
+//! A worker whose shared seat pool cannot be written mid-run (its table
+//! gone away): the line whose seat could not be taken was never sent, so it
+//! is reported as not submitted, with no advice to adopt or resubmit, and
+//! the next run sends it.
+//!
+//! Line 2 takes the seat line 1 gave back; its taking goes with the line's
+//! intent, in one statement, so the intent fails with it and nothing leaves.
 
 use std::process::Stdio;
 use std::time::Duration;
@@ -60,7 +63,8 @@ async fn a_line_that_could_not_take_a_seat_is_not_submitted_and_the_next_run_sen
         .await
         .unwrap();
     let stderr = String::from_utf8_lossy(&first.stderr).into_owned();
-    assert_eq!(first.status.code(), Some(9), "{stderr}");
+    // The ledger could not record the submission: a failure to write.
+    assert_eq!(first.status.code(), Some(1), "{stderr}");
     let reported: Vec<Value> = String::from_utf8_lossy(&first.stdout)
         .lines()
         .map(|line| serde_json::from_str(line).unwrap())
