@@ -42,6 +42,30 @@ const LONGEST_PAUSE: Duration = Duration::from_secs(2);
 /// The namespace of worker names' advisory locks (`hashtextextended` seed).
 const WORKER_LOCK_SEED: i64 = 0x6765_6e61_7069_0002;
 
+/// What the database told a link's connections (a `NOTIFY` it listens
+/// for) or may have told them unheard (the connection was opened again):
+/// waiters are woken, and each time is counted, so a reader can tell
+/// whether anything was heard since it last looked.
+#[derive(Debug, Default)]
+pub(crate) struct Heard {
+    /// Woken each time.
+    pub(crate) wake: tokio::sync::Notify,
+    count: std::sync::atomic::AtomicU64,
+}
+
+impl Heard {
+    /// Something was heard.
+    pub(crate) fn heard(&self) {
+        self.count.fetch_add(1, Ordering::SeqCst);
+        self.wake.notify_waiters();
+    }
+
+    /// How many times something was heard so far.
+    pub(crate) fn count(&self) -> u64 {
+        self.count.load(Ordering::SeqCst)
+    }
+}
+
 /// One open connection and the statements prepared on it.
 pub(crate) struct Session {
     client: tokio_postgres::Client,
@@ -100,7 +124,7 @@ pub(crate) struct Link {
     listen: Option<&'static str>,
     /// Woken by every notification, and whenever a connection is opened
     /// again (notifications sent while it was broken were lost).
-    notified: Arc<tokio::sync::Notify>,
+    notified: Arc<Heard>,
     /// The worker name this link's connections hold, once one is taken: its
     /// lock's key, and the name.
     name: Mutex<Option<(String, String)>>,
@@ -130,7 +154,7 @@ impl Link {
             url: url.to_string(),
             step: step.max(Duration::from_secs(1)),
             listen,
-            notified: Arc::new(tokio::sync::Notify::new()),
+            notified: Arc::new(Heard::default()),
             name: Mutex::new(None),
             name_lost: AtomicBool::new(false),
             current: Mutex::new(None),
@@ -154,7 +178,7 @@ impl Link {
 
     /// Woken by every notification the connection gets, and when it was
     /// opened again.
-    pub(crate) fn notified(&self) -> Arc<tokio::sync::Notify> {
+    pub(crate) fn notified(&self) -> Arc<Heard> {
         self.notified.clone()
     }
 
@@ -289,7 +313,7 @@ impl Link {
                     let session = Arc::new(session);
                     self.keep(session.clone());
                     // Seats freed while it was broken were never heard of.
-                    self.notified.notify_waiters();
+                    self.notified.heard();
                     return Ok(session);
                 }
                 // The server answered and refused: trying again would not

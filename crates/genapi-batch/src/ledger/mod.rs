@@ -199,7 +199,7 @@ pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
 /// `None` when the database holds no ledger yet.
 pub(crate) async fn connect_to_read(url: &str) -> Result<Option<tokio_postgres::Client>, LedgerError> {
     let db = LedgerError::from_db;
-    let client = open(url, Arc::new(tokio::sync::Notify::new())).await?;
+    let client = open(url, Arc::new(link::Heard::default())).await?;
     let ledger = client
         .query_one("SELECT to_regclass('genapi_schema') IS NOT NULL", &[])
         .await
@@ -224,7 +224,7 @@ pub(crate) async fn connect_to_read(url: &str) -> Result<Option<tokio_postgres::
 
 /// A connection as the URL asks, not migrated; `notified` is woken by each
 /// notification it gets (`LISTEN`).
-async fn open(url: &str, notified: Arc<tokio::sync::Notify>) -> Result<tokio_postgres::Client, LedgerError> {
+async fn open(url: &str, notified: Arc<link::Heard>) -> Result<tokio_postgres::Client, LedgerError> {
     let (mut config, security) = tls::read_url(url)?;
     // A database that goes away mid-statement (a partition) is noticed in
     // about a minute rather than hours, even by a step without a deadline.
@@ -239,7 +239,7 @@ async fn open(url: &str, notified: Arc<tokio::sync::Notify>) -> Result<tokio_pos
         let mut messages = futures::stream::poll_fn(move |cx| connection.poll_message(cx));
         while let Some(message) = futures::StreamExt::next(&mut messages).await {
             match message {
-                Ok(tokio_postgres::AsyncMessage::Notification(_)) => notified.notify_waiters(),
+                Ok(tokio_postgres::AsyncMessage::Notification(_)) => notified.heard(),
                 Ok(_) => {}
                 Err(error) => {
                     tracing::warn!(error = %describe(&error), "the ledger connection closed");

@@ -7,7 +7,7 @@ use futures::future::BoxFuture;
 use url::Url;
 
 use super::carried::{seat_changes, Note, Notes, CARRY_WAIT};
-use super::link::Link;
+use super::link::{Heard, Link};
 use super::{naming, seconds, LedgerError, LedgerOptions, DEFAULT_LEASE};
 use genapi::SharedPlaces;
 
@@ -20,6 +20,10 @@ pub const UNANSWERED_SEAT_HOLD: Duration = Duration::from_secs(30 * 60);
 /// it tries again on its own, and gives up after a while of failures in a
 /// row, which a longer attempt would stretch.
 const SEAT_STEP: Duration = Duration::from_secs(5);
+
+/// How long a pool found full is taken to stay full unless a seat is freed
+/// meanwhile: seats also come back with time (a dead worker's lease).
+const FULL_RECHECK: Duration = Duration::from_secs(1);
 
 /// How often a process looks for seats whose worker died.
 const LAPSED_EVERY: Duration = Duration::from_secs(2);
@@ -70,7 +74,12 @@ struct Inner {
     /// is queued and ends.
     changes: tokio::sync::mpsc::UnboundedSender<Change>,
     /// Woken by the database whenever any process frees a seat.
-    freed: Arc<tokio::sync::Notify>,
+    freed: Arc<Heard>,
+    /// When the pool was last found full, and how many times the database
+    /// had been heard from then: until it is heard from again (a seat freed
+    /// anywhere) or [`FULL_RECHECK`] passes, the pool is taken to be full
+    /// still, and not asked again.
+    full: std::sync::Mutex<Option<(tokio::time::Instant, u64)>>,
     /// When dead workers' seats were last looked for.
     lapsed_checked: std::sync::Mutex<Option<tokio::time::Instant>>,
     /// Seats this worker's tasks gave back a moment ago, still this
@@ -253,6 +262,7 @@ impl SharedSeats {
                 unanswered_hold: unanswered_hold.max(Duration::from_secs(1)),
                 changes,
                 freed,
+                full: std::sync::Mutex::new(None),
                 lapsed_checked: std::sync::Mutex::new(None),
                 spare: std::sync::Mutex::new(Vec::new()),
                 notes: std::sync::Mutex::new(Notes::default()),
@@ -425,6 +435,17 @@ impl SharedPlaces for SharedSeats {
                     }
                 }
             }
+            // Found full, and nothing freed since: asking again would find
+            // it full again (every waiting submission of every worker would
+            // ask each time one of this worker's tasks ends).
+            let heard = inner.freed.count();
+            let still_full = inner
+                .full
+                .lock()
+                .is_ok_and(|full| full.is_some_and(|(at, count)| count == heard && at.elapsed() < FULL_RECHECK));
+            if still_full {
+                return Ok(None);
+            }
             const TAKE: &str = "UPDATE genapi_seats SET worker = $2, lease_until = now() + make_interval(secs => $4),
                             task_id = NULL, polling_url = NULL, taken_at = now()
                      WHERE (pool, seat) = (
@@ -445,9 +466,14 @@ impl SharedPlaces for SharedSeats {
             match taken {
                 Ok(rows) => {
                     let place: Option<i32> = rows.first().and_then(|row| row.try_get(0).ok());
-                    // Taken afresh: what an earlier holding noted is moot.
-                    if let Some(place) = place {
-                        self.forget(place);
+                    match place {
+                        // Taken afresh: what an earlier holding noted is moot.
+                        Some(place) => self.forget(place),
+                        None => {
+                            if let Ok(mut full) = inner.full.lock() {
+                                *full = Some((tokio::time::Instant::now(), heard));
+                            }
+                        }
                     }
                     Ok(place)
                 }
@@ -460,7 +486,7 @@ impl SharedPlaces for SharedSeats {
     }
 
     fn changes(&self) -> &tokio::sync::Notify {
-        &self.inner.freed
+        &self.inner.freed.wake
     }
 
     /// Looked for at most every 2 s: every process waiting for
@@ -529,7 +555,7 @@ impl SharedPlaces for SharedSeats {
         } else {
             return self.send(Change::Free(place));
         }
-        self.inner.freed.notify_waiters();
+        self.inner.freed.wake.notify_waiters();
         let seats = self.clone();
         tokio::spawn(async move {
             tokio::time::sleep(SPARE_GRACE).await;
