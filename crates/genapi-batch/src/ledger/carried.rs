@@ -5,7 +5,8 @@
 //! its seat, two changes: the seat is taken again for the submission (the
 //! name of its last task goes), and the task the service accepted is written
 //! on it. Each is a commit of its own when written apart, and the database
-//! pays for every commit (a flush of its log to disk).
+//! pays for every commit (a flush of its log to disk). (The end goes with a
+//! later record too: see the module `ends`.)
 //!
 //! The seat changes come right before the records that follow them: a seat
 //! is taken again just before the intent, and its task is known just before

@@ -9,6 +9,7 @@ use serde::Serialize;
 use tokio_postgres::Row;
 
 use super::carried::{seat_changes, Notes};
+use super::ends::{ends_carried, Ends, CARRY_WAIT};
 use super::link::Link;
 use super::SharedSeats;
 use super::{naming, seconds, LedgerError, LedgerOptions};
@@ -49,6 +50,8 @@ pub struct Ledger {
     renewal: tokio::task::JoinHandle<()>,
     /// Seats whose changes this ledger's records carry.
     seats: Option<SharedSeats>,
+    /// Lines' ends waiting for the next record to carry them.
+    ends: Ends,
 }
 
 impl std::fmt::Debug for Ledger {
@@ -70,26 +73,43 @@ impl Drop for Ledger {
 /// The longest a line's giving back may take; its lease lapses otherwise.
 const RELEASE_STEP: Duration = Duration::from_secs(1);
 
-/// A record's statement, without and with the seat changes it carries
-/// (one more parameter, `$param`, after the record's own): `before` a
-/// statement that has no `WITH` of its own, `within` one that has (its
-/// text starting after `WITH`).
-macro_rules! with_and_without_seat_changes {
-    (before $param:literal, $statement:literal) => {
-        ($statement, concat!("WITH ", seat_changes!($param), " ", $statement))
+/// A record's statement, without and with what it carries: the seat
+/// changes (one more parameter, `$seats`, after the record's own) and other
+/// lines' ends (`$ends`): `before` a statement that has no `WITH` of its
+/// own, `within` one that has (its text starting after `WITH`).
+macro_rules! with_and_without_carried {
+    (before $seats:literal, $ends:literal, $statement:literal) => {
+        (
+            $statement,
+            concat!(
+                "WITH ",
+                seat_changes!($seats),
+                ", ",
+                ends_carried!($ends),
+                " ",
+                $statement
+            ),
+        )
     };
-    (within $param:literal, $statement:literal) => {
+    (within $seats:literal, $ends:literal, $statement:literal) => {
         (
             concat!("WITH ", $statement),
-            concat!("WITH ", seat_changes!($param), ", ", $statement),
+            concat!(
+                "WITH ",
+                seat_changes!($seats),
+                ", ",
+                ends_carried!($ends),
+                ", ",
+                $statement
+            ),
         )
     };
 }
 
 /// An intent, stored only while the worker holds the line with at least
 /// `$5` seconds of its lease left.
-const INTENT: (&str, &str) = with_and_without_seat_changes!(
-    before "$6",
+const INTENT: (&str, &str) = with_and_without_carried!(
+    before "$6", "$7",
     "INSERT INTO genapi_records (batch, line, worker, record)
      SELECT $1, $2, $3, $4::text::jsonb FROM genapi_lines
      WHERE batch = $1 AND line = $2 AND worker = $3
@@ -97,8 +117,8 @@ const INTENT: (&str, &str) = with_and_without_seat_changes!(
 );
 
 /// An acceptance, with its charge (`$5`): a known charge replaces the hold.
-const ACCEPTED: (&str, &str) = with_and_without_seat_changes!(
-    within "$6",
+const ACCEPTED: (&str, &str) = with_and_without_carried!(
+    within "$6", "$7",
     "stored AS (INSERT INTO genapi_records (batch, line, worker, record)
                 VALUES ($1, $2, $3, $4::text::jsonb))
      UPDATE genapi_lines SET charged = greatest($5::float8, 0),
@@ -107,8 +127,8 @@ const ACCEPTED: (&str, &str) = with_and_without_seat_changes!(
 );
 
 /// A refusal: nothing was created, the hold goes.
-const REFUSED: (&str, &str) = with_and_without_seat_changes!(
-    within "$5",
+const REFUSED: (&str, &str) = with_and_without_carried!(
+    within "$5", "$6",
     "stored AS (INSERT INTO genapi_records (batch, line, worker, record)
                 VALUES ($1, $2, $3, $4::text::jsonb))
      UPDATE genapi_lines SET hold = NULL WHERE batch = $1 AND line = $2"
@@ -116,8 +136,8 @@ const REFUSED: (&str, &str) = with_and_without_seat_changes!(
 
 /// An end (`$5`: the line is done, and given back with it), with its
 /// charge (`$6`) when no acceptance said it.
-const FINISHED: (&str, &str) = with_and_without_seat_changes!(
-    within "$7",
+const FINISHED: (&str, &str) = with_and_without_carried!(
+    within "$7", "$8",
     "stored AS (INSERT INTO genapi_records (batch, line, worker, record)
                 VALUES ($1, $2, $3, $4::text::jsonb))
      UPDATE genapi_lines SET done = $5,
@@ -208,6 +228,7 @@ impl Ledger {
             lease,
             renewal,
             seats: None,
+            ends: Ends::default(),
         })
     }
 
@@ -359,8 +380,9 @@ impl Ledger {
 
     /// Writes `seats`' changes (a seat taken again, the task accepted on
     /// it) in the statements of this ledger's records, so a line costs the
-    /// database three commits rather than five: see the module
-    /// `carried`. The seats must be in the ledger's database, opened with
+    /// database two commits (its intent and its acceptance, the end going
+    /// with a later record) rather than five: see the modules `carried`
+    /// and `ends`. The seats must be in the ledger's database, opened with
     /// the same URL ([`LedgerError::Database`] otherwise).
     ///
     /// ```no_run
@@ -409,32 +431,58 @@ impl Ledger {
             Record::Refused { .. } => {
                 self.write(false, REFUSED, &[batch, &line, worker, text]).await?;
             }
-            Record::Finished { status, cost, .. } => {
-                // A refusal created no task: the line stays open to a retry.
+            Record::Finished { status, cost, .. } if status != "Refused" => {
                 // A line done is given back with its end: nothing more is
                 // done on it, and a release would be one more step.
-                let done = status != "Refused";
-                self.write(false, FINISHED, &[batch, &line, worker, text, &done, cost])
-                    .await?;
-                if done {
-                    if let Ok(mut released) = self.released.lock() {
-                        released.insert(line as u64);
-                    }
+                self.end(line, record, *cost).await?;
+                if let Ok(mut released) = self.released.lock() {
+                    released.insert(line as u64);
                 }
+            }
+            Record::Finished { cost, .. } => {
+                // A refusal created no task: the line stays open to a retry.
+                self.write(false, FINISHED, &[batch, &line, worker, text, &false, cost])
+                    .await?;
             }
             Record::Damaged { .. } => {}
         }
         Ok(())
     }
 
+    /// Stores the end of `line`, done: carried by the next record of this
+    /// worker if one comes within [`CARRY_WAIT`], else written by itself
+    /// (see the module `ends`). Returns once it is stored.
+    async fn end(&self, line: i64, record: &Record, cost: Option<f64>) -> Result<(), LedgerError> {
+        let value = serde_json::to_value(record).map_err(|e| LedgerError::Database(e.to_string()))?;
+        let mut queued = self.ends.queue(line, value, cost);
+        let carried = tokio::select! {
+            told = &mut queued.stored => told.unwrap_or(false),
+            () = tokio::time::sleep(CARRY_WAIT) => {
+                // Still waiting: written here. Else a statement carries it
+                // now, and says how that went.
+                !self.ends.withdraw(queued.ticket) && queued.stored.await.unwrap_or(false)
+            }
+        };
+        if carried {
+            return Ok(());
+        }
+        let text = serde_json::to_string(record).map_err(|e| LedgerError::Database(e.to_string()))?;
+        let (batch, worker, text) = (&self.batch, &self.worker, &text);
+        self.write(false, FINISHED, &[batch, &line, worker, text, &true, &cost])
+            .await?;
+        Ok(())
+    }
+
     /// Runs a record's statement: `plain` with `params`, or, when seat
-    /// changes wait ([`Ledger::carry_seat_changes`]), `carrying` with them
-    /// as one more parameter. If the database refuses the changes it
-    /// carries (the seats' table changed by hand), an `exclusive` step (an
-    /// intent: it decides what is sent, and may carry its own seat's
-    /// taking) fails, so nothing is sent from a seat not written; any
-    /// other record says what the service did and is written alone, the
-    /// changes left to the seats, which report what they cannot write.
+    /// changes ([`Ledger::carry_seat_changes`]) or other lines' ends wait,
+    /// `carrying` with them as two more parameters. If the database refuses
+    /// what it carries (the seats' table changed by hand), an `exclusive`
+    /// step (an intent: it decides what is sent, and may carry its own
+    /// seat's taking) fails, so nothing is sent from a seat not written;
+    /// any other record says what the service did and is written alone.
+    /// Either way the seats' changes go back to the seats, which report
+    /// what they cannot write, and each end carried goes back to its
+    /// waiter, which writes it alone.
     async fn write(
         &self,
         exclusive: bool,
@@ -442,25 +490,33 @@ impl Ledger {
         params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
     ) -> Result<u64, LedgerError> {
         let notes = self.seats.as_ref().map(SharedSeats::take_notes).unwrap_or_default();
-        if !notes.is_empty() {
-            let carried = Notes::json(&notes);
-            let with_changes: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> =
-                params.iter().copied().chain(std::iter::once(&carried as _)).collect();
-            let with_changes = &with_changes;
+        let ends = self.ends.take();
+        if !notes.is_empty() || !ends.is_empty() {
+            let (seat_changes, ended) = (Notes::json(&notes), ends.json());
+            let with_carried: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> = params
+                .iter()
+                .copied()
+                .chain([&seat_changes as _, &ended as _])
+                .collect();
+            let with_carried = &with_carried;
             let written = self
                 .db
                 .run(exclusive, |session| async move {
-                    session.execute(carrying, with_changes).await
+                    session.execute(carrying, with_carried).await
                 })
                 .await;
-            if let Some(seats) = &self.seats {
-                if written.is_err() {
-                    seats.restore(notes);
+            match written {
+                Ok(_) => ends.stored(),
+                Err(_) => {
+                    if let Some(seats) = &self.seats {
+                        seats.restore(notes);
+                    }
+                    drop(ends);
                 }
             }
             match written {
                 Err(LedgerError::Database(reason)) if !exclusive => {
-                    tracing::warn!(%reason, "the seats' changes cannot go with a record; written apart");
+                    tracing::warn!(%reason, "what a record carries cannot go with it; written apart");
                 }
                 written => return written,
             }

@@ -40,6 +40,7 @@
 
 mod carried;
 mod dial;
+mod ends;
 mod guard;
 mod lines;
 mod link;

@@ -14,12 +14,19 @@ use common::{genapi, posts_by_prompt, Dir};
 
 const LINES: u64 = 400;
 
-/// The most transactions per line the ledger may commit, at any worker
-/// count: the claims of a block of lines (one statement), and per line the
-/// intent, the acceptance and the end, the shared seat's taking (or taking
-/// again, from this worker's last task) and its assignment; besides, what
-/// each worker does once (connecting, checking the tables, its name).
-const MOST_PER_LINE: f64 = 7.5;
+/// The most transactions per line one worker may commit: per line the
+/// intent (carrying its seat's taking) and the acceptance (carrying the
+/// seat's task), the end going with a later record; the claims of a block
+/// of lines (one statement), a seat taken afresh now and then; and what the
+/// worker does once (connecting, checking the tables, its name, preparing
+/// its statements), spread over the lines.
+const MOST_PER_LINE: f64 = 3.0;
+
+/// The most each further worker may add per line: its own once-only steps
+/// (about 60 transactions, 0.15 a line here) and its claims of blocks the
+/// others took first. Workers that met on each other's lines and retried
+/// would add several transactions per line each.
+const MOST_PER_EXTRA_WORKER: f64 = 0.5;
 
 fn worker(dir: &Dir, mock: &MockService, url: &str) -> Command {
     let mut command = genapi(dir, mock);
@@ -120,12 +127,7 @@ async fn four_workers_commit_about_what_one_does_per_line() {
     eprintln!("transactions per line: {one:.2} with one worker, {four:.2} with four");
     assert!(one <= MOST_PER_LINE, "{one:.2} transactions per line with one worker");
     assert!(
-        four <= MOST_PER_LINE,
-        "{four:.2} transactions per line with four workers"
-    );
-    // Four workers that met on each other's lines would retry their claims.
-    assert!(
-        four <= one * 1.5,
+        four - one <= 3.0 * MOST_PER_EXTRA_WORKER,
         "{four:.2} per line with four workers, {one:.2} with one"
     );
 }
