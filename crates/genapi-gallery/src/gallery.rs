@@ -132,7 +132,7 @@ impl Gallery {
     /// renamed over it. Returns its path.
     pub fn write(&self) -> Result<PathBuf, GalleryError> {
         let target = self.dir.join(INDEX);
-        let partial = self.dir.join(format!(".{INDEX}.partial"));
+        let partial = self.dir.join(partial_name(INDEX));
         let failed = |path: &Path, e: std::io::Error| GalleryError::Write {
             path: path.to_path_buf(),
             reason: e.to_string(),
@@ -159,4 +159,15 @@ impl Gallery {
     pub fn unreadable(&self) -> &BTreeMap<u64, String> {
         &self.unreadable
     }
+}
+
+/// The temporary name `name` is written under before it is renamed into
+/// place: of this writer alone (the process and a count in it), since the
+/// workers of one batch share its output folder and each keeps the gallery
+/// current; two writers with one temporary name would rename each other's
+/// file away.
+pub(crate) fn partial_name(name: &str) -> String {
+    static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let count = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    format!(".{name}.{}-{count}.partial", std::process::id())
 }

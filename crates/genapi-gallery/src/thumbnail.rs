@@ -77,7 +77,7 @@ pub(crate) fn thumbnail(dir: &Path, thumbs: &str, image: &Path, name: &str) -> R
         Ok(_) => return Err(format!("{} is not a folder of its own", folder.display())),
         Err(_) => std::fs::create_dir(&folder).map_err(|e| e.to_string())?,
     }
-    let partial = dir.join(format!("{thumbs}/.{name}.jpg.partial"));
+    let partial = folder.join(crate::gallery::partial_name(&format!("{name}.jpg")));
     let file = genapi::files::create_temporary(&partial).map_err(|e| e.to_string())?;
     let mut out = BufWriter::new(file);
     JpegEncoder::new_with_quality(&mut out, QUALITY)

@@ -72,6 +72,37 @@ fn rebuilding_gives_the_same_page_and_keeps_the_thumbnails() {
 }
 
 #[test]
+fn workers_sharing_an_output_folder_keep_its_gallery_without_undoing_each_others_writes() {
+    let dir = Dir::new("gallery-writers");
+    image(&dir.0, "fox.png", 64, 64);
+    results(&dir.0, &[succeeded(1, "fox.png"), failed(2, "timeout")]);
+    // Each worker of a batch keeps the page current: two writers of one
+    // temporary name would rename each other's file away mid-write.
+    let writers: Vec<_> = (0..2)
+        .map(|_| {
+            let folder = dir.0.clone();
+            std::thread::spawn(move || {
+                let gallery = Gallery::rebuild(&folder).unwrap();
+                for _ in 0..200 {
+                    gallery.write().unwrap();
+                }
+            })
+        })
+        .collect();
+    for writer in writers {
+        writer.join().unwrap();
+    }
+    let page = std::fs::read_to_string(dir.join(INDEX)).unwrap();
+    assert!(page.contains("data-line=\"2\""), "{page}");
+    let left: Vec<_> = std::fs::read_dir(&dir.0)
+        .unwrap()
+        .filter_map(|entry| entry.ok())
+        .filter(|entry| entry.file_name().to_string_lossy().ends_with(".partial"))
+        .collect();
+    assert!(left.is_empty(), "temporary files left: {left:?}");
+}
+
+#[test]
 fn the_last_result_of_a_line_wins_as_in_the_results_file() {
     let dir = Dir::new("gallery-last");
     image(&dir.0, "fox.png", 64, 64);
