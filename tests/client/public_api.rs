@@ -15,30 +15,67 @@ use std::process::Command;
 
 use serde_json::Value;
 
-/// Writes the crate's rustdoc JSON (all features) into a target directory
-/// of its own: run in the one `cargo test` builds in, it would rebuild the
-/// dependencies there under other flags and leave the doctests without them.
+/// The crates whose API is snapshotted, as cargo names them.
+const PUBLISHED: [&str; 5] = [
+    "genapi",
+    "genapi-batch",
+    "genapi-mock",
+    "genapi-document",
+    "genapi-gallery",
+];
+
+/// Writes the published crates' rustdoc JSON (all features), once for all
+/// the tests, with one `cargo doc` (one resolution of features, so the
+/// dependencies are checked once) into a target directory of its own: run
+/// in the one `cargo test` builds in, it would rebuild the dependencies
+/// there under other flags and leave the doctests without them. CI's
+/// documentation step runs the same command, so only rustdoc itself runs
+/// again here.
 fn rustdoc_json(package: &str) -> Value {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map_or_else(|| root.join("target"), Into::into)
-        .join("public-api");
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let status = Command::new(cargo)
-        .current_dir(root)
-        .env("RUSTC_BOOTSTRAP", "1")
-        .env("CARGO_TARGET_DIR", &target)
-        .env_remove("RUSTFLAGS")
-        // rustdoc's own lints (broken links, …) fail the snapshot too; the
-        // same flags as CI's documentation step, so its output is reused.
-        .env("RUSTDOCFLAGS", "-D warnings")
-        .args(["rustdoc", "-p", package, "--lib", "--all-features", "--quiet", "--"])
-        .args(["-Z", "unstable-options", "--output-format", "json"])
-        .status()
-        .expect("cargo runs");
-    assert!(status.success(), "rustdoc JSON failed");
-    let text = std::fs::read_to_string(target.join("doc").join(format!("{}.json", package.replace('-', "_"))))
-        .expect("rustdoc wrote JSON");
+    static WRITTEN: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+    let doc = WRITTEN.get_or_init(|| {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let target = std::env::var_os("CARGO_TARGET_DIR")
+            .map_or_else(|| root.join("target"), Into::into)
+            .join("public-api");
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let packages = PUBLISHED.iter().flat_map(|package| ["-p", package]);
+        let mut command = Command::new(cargo);
+        // What `cargo test` tells this test about itself is not CI's: a
+        // dependency's build script that reads it (ring reads
+        // CARGO_MANIFEST_DIR and OUT_DIR) would be run again, and everything
+        // after it.
+        for (name, _) in std::env::vars_os() {
+            let name = name.to_string_lossy().into_owned();
+            let own = [
+                "CARGO_MANIFEST_",
+                "CARGO_PKG_",
+                "CARGO_CRATE_",
+                "CARGO_PRIMARY_",
+                "CARGO_BIN_",
+                "CARGO_TARGET_TMPDIR",
+                "OUT_DIR",
+            ];
+            if own.iter().any(|prefix| name.starts_with(prefix)) {
+                command.env_remove(name);
+            }
+        }
+        let status = command
+            .current_dir(root)
+            .env("RUSTC_BOOTSTRAP", "1")
+            .env("CARGO_TARGET_DIR", &target)
+            .env_remove("RUSTFLAGS")
+            // rustdoc's own lints (broken links, …) fail the snapshot too.
+            .env("RUSTDOCFLAGS", "-D warnings -Z unstable-options --output-format json")
+            .args(["doc", "--no-deps", "--lib", "--all-features", "--quiet"])
+            .args(packages)
+            .status()
+            .expect("cargo runs");
+        assert!(status.success(), "rustdoc JSON failed");
+        target.join("doc")
+    });
+    let text =
+        std::fs::read_to_string(doc.join(format!("{}.json", package.replace('-', "_")))).expect("rustdoc wrote JSON");
     serde_json::from_str(&text).expect("rustdoc JSON parses")
 }
 
