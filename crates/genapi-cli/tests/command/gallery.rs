@@ -234,6 +234,9 @@ async fn a_killed_and_resumed_batch_leaves_a_gallery_the_browser_accepts_and_a_r
         .unwrap();
     let stderr = String::from_utf8_lossy(&second.stderr);
     assert_eq!(second.status.code(), Some(7), "two lines failed for good: {stderr}");
+    // Every cell paid once: the four tasks of the killed run were polled,
+    // not sent again.
+    assert_eq!(mock.created_tasks().len(), 40, "one task per line over both runs");
     let results = results(&dir);
     assert_eq!(results.len(), 40);
     let page = dir.join("shots").join(genapi_gallery::INDEX);
@@ -283,4 +286,31 @@ async fn a_killed_and_resumed_batch_leaves_a_gallery_the_browser_accepts_and_a_r
         html.len(),
         thumbs as f64 / succeeded as f64
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_gallery_leaves_the_output_folder_without_a_page_or_thumbnails() {
+    let config = genapi_mock::MockConfig::default().default_duration(std::time::Duration::from_millis(50));
+    let mock = genapi_mock::MockService::start_with(config, "127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    let dir = Dir::new("gallery-none");
+    let job = |name: &str| {
+        serde_json::json!({"model": "gen-2-pro", "name": name, "prompt": "a quiet pond", "width": 64, "height": 64})
+            .to_string()
+    };
+    std::fs::write(dir.join("jobs.jsonl"), format!("{}\n{}\n", job("one"), job("two"))).unwrap();
+    for (out, extra) in [("with", None), ("without", Some("--no-gallery"))] {
+        let output = crate::common::genapi(&dir, &mock)
+            .args(["batch", "jobs.jsonl", "--out", out])
+            .args(extra)
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+        assert!(dir.join(out).join("one.jpg").is_file() || dir.join(out).join("one.png").is_file());
+    }
+    assert!(dir.join("with").join(genapi_gallery::INDEX).is_file());
+    assert!(dir.join("with").join(genapi_gallery::THUMBS).is_dir());
+    assert!(!dir.join("without").join(genapi_gallery::INDEX).exists());
+    assert!(!dir.join("without").join(genapi_gallery::THUMBS).exists());
 }

@@ -33,6 +33,8 @@ mod ledger_seat_lost;
 mod ledger_status;
 mod picking_up;
 mod plain_words;
+#[cfg(unix)]
+mod progress;
 mod readme_tour;
 mod record;
 mod replay;

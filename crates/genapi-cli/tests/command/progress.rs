@@ -1,0 +1,98 @@
+//! Progress of many tasks as a user sees it: a bar on a terminal, plain
+//! time-stamped lines in a log, nothing with `--quiet`, and no colour.
+
+use std::time::Duration;
+
+use genapi_mock::{MockConfig, MockService};
+
+use crate::common::{genapi, Dir};
+use crate::terminal::Terminal;
+
+async fn mock(duration_ms: u64) -> MockService {
+    let config = MockConfig::default().default_duration(Duration::from_millis(duration_ms));
+    MockService::start_with(config, "127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap()
+}
+
+/// A styling escape sequence (colour, bold…): `ESC [ … m`.
+fn has_styling(screen: &str) -> bool {
+    screen.match_indices("\u{1b}[").any(|(at, _)| {
+        let rest = &screen[at + 2..];
+        let end = rest.find(|c: char| !(c.is_ascii_digit() || c == ';'));
+        end.is_some_and(|end| rest[end..].starts_with('m'))
+    })
+}
+
+/// `2026-11-25T10:00:00Z generate: …` (a UTC RFC 3339 time stamp first).
+fn is_time_stamped(line: &str, label: &str) -> bool {
+    let Some((stamp, rest)) = line.split_once(' ') else {
+        return false;
+    };
+    stamp.len() >= 20
+        && stamp.ends_with('Z')
+        && stamp.as_bytes()[4] == b'-'
+        && stamp.as_bytes()[10] == b'T'
+        && humantime::parse_rfc3339(stamp).is_ok()
+        && rest.starts_with(&format!("{label}: "))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_a_terminal_a_batch_draws_a_bar_without_colour_and_quiet_draws_none() {
+    let mock = mock(1_500).await;
+    let dir = Dir::new("progress-terminal");
+    let jobs: Vec<String> = (1..=3)
+        .map(|n| {
+            serde_json::json!({"model": "gen-2-pro", "name": format!("img-{n}"), "prompt": format!("a bar {n}"),
+                               "width": 64, "height": 64})
+            .to_string()
+        })
+        .collect();
+    std::fs::write(dir.join("jobs.jsonl"), jobs.join("\n") + "\n").unwrap();
+    let run = |out: &str, quiet: bool| {
+        let mut command = genapi(&dir, &mock);
+        command.args(["batch", "jobs.jsonl", "--out", out]).env("NO_COLOR", "1");
+        if quiet {
+            command.arg("--quiet");
+        }
+        Terminal::spawn(command).finish(Duration::from_secs(60))
+    };
+    let (code, screen) = run("drawn", false);
+    assert_eq!(code, Some(0), "{screen}");
+    assert!(screen.contains("batch ["), "a bar was drawn: {screen:?}");
+    assert!(screen.contains("/3 "), "done of all: {screen:?}");
+    assert!(!has_styling(&screen), "nothing is coloured: {screen:?}");
+    let (code, screen) = run("quiet", true);
+    assert_eq!(code, Some(0), "{screen}");
+    assert!(!screen.contains("batch ["), "--quiet draws no bar: {screen:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_a_log_progress_is_plain_time_stamped_lines_and_quiet_writes_none() {
+    let mock = mock(300).await;
+    let dir = Dir::new("progress-plain");
+    let run = |out: &str, quiet: bool| {
+        let mut command = genapi(&dir, &mock);
+        command.args(["generate", "a progress log", "-n", "2", "--out", out]);
+        if quiet {
+            command.arg("--quiet");
+        }
+        command.output().unwrap()
+    };
+    let output = run("logged/", false);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    let stamped: Vec<&str> = stderr
+        .lines()
+        .filter(|line| is_time_stamped(line, "generate"))
+        .collect();
+    assert!(stamped.iter().any(|line| line.contains("0/2 done")), "{stderr}");
+    assert!(!stderr.contains('\u{1b}'), "no escape sequence in a log: {stderr:?}");
+    let output = run("quiet/", true);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(
+        !stderr.lines().any(|line| is_time_stamped(line, "generate")),
+        "--quiet writes no progress: {stderr}"
+    );
+}
