@@ -224,21 +224,45 @@ async fn workers_go_on_after_the_database_restarts_and_nothing_is_sent_twice_or_
 /// it finishes well within its --timeout, and nothing is sent twice.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_worker_started_again_takes_its_lines_back_at_once() {
+    killed_and_started_again("worker-again", None).await;
+}
+
+/// The same with an explicit --worker-name, started again from another
+/// folder: the name alone makes it the same worker.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_worker_started_again_under_its_name_elsewhere_takes_its_lines_back_at_once() {
+    killed_and_started_again("worker-named", Some("render-1")).await;
+}
+
+async fn killed_and_started_again(test: &str, name: Option<&str>) {
     const LINES: u64 = 16;
-    let Some(pg) = Postgres::start("worker-again") else {
+    let Some(pg) = Postgres::start(test) else {
         return;
     };
     let mock = service(Duration::from_millis(1_000)).await;
-    let dir = Dir::new("ledger-worker-again");
+    let dir = Dir::new(&format!("ledger-{test}"));
     write_jobs(&dir.join("jobs.jsonl"), LINES, "again line");
     let url = pg.url();
-    let extra = ["--max-active", "4", "--ledger-lease", "3600", "--timeout", "60"];
+    let mut extra = vec!["--max-active", "4", "--ledger-lease", "3600", "--timeout", "60"];
+    if let Some(name) = name {
+        extra.extend(["--worker-name", name]);
+    }
     let mut first = Watched::start(worker(&dir, &mock, &url, &extra));
     tokio::task::block_in_place(|| first.wait_for_outcomes(3, Duration::from_secs(30)));
     let mut outcomes = first.kill();
     let held = pg.sql("SELECT count(*) FROM genapi_lines WHERE worker IS NOT NULL AND NOT done");
     assert_ne!(held, "0", "the kill left lines held");
-    let again = Watched::start(worker(&dir, &mock, &url, &extra));
+    // Named, it starts again from another folder (another machine would do
+    // the same): only the name says it is the same worker.
+    let elsewhere = Dir::new(&format!("ledger-{test}-elsewhere"));
+    let again_in = match name {
+        Some(_) => {
+            std::fs::copy(dir.join("jobs.jsonl"), elsewhere.join("jobs.jsonl")).unwrap();
+            &elsewhere
+        }
+        None => &dir,
+    };
+    let again = Watched::start(worker(again_in, &mock, &url, &extra));
     let (status, seen, stderr) = tokio::task::block_in_place(|| again.end_within(Duration::from_secs(90)));
     // 9 (unknown) if the kill fell between a submission and its answer.
     assert!(
@@ -260,6 +284,10 @@ async fn a_killed_worker_started_again_takes_its_lines_back_at_once() {
     // The same name: one worker in the ledger, not two.
     let workers = pg.sql("SELECT count(DISTINCT worker) FROM genapi_records");
     assert_eq!(workers, "1");
+    if let Some(name) = name {
+        let named = pg.sql("SELECT DISTINCT worker FROM genapi_records");
+        assert_eq!(named, name);
+    }
 }
 
 /// --ledger-lease and --worker-name are in --help, not hidden.
