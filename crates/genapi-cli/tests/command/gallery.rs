@@ -314,3 +314,45 @@ async fn no_gallery_leaves_the_output_folder_without_a_page_or_thumbnails() {
     assert!(!dir.join("without").join(genapi_gallery::INDEX).exists());
     assert!(!dir.join("without").join(genapi_gallery::THUMBS).exists());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_gallery_shows_finished_lines_while_the_batch_still_runs() {
+    let mock = genapi_mock::MockService::start_with(genapi_mock::MockConfig::default(), "127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    let dir = Dir::new("gallery-current");
+    let job = |name: &str, ms: u64| {
+        serde_json::json!({"model": "gen-2-pro", "name": name, "prompt": format!("a quick or slow pond [mock:duration_ms={ms}]"),
+                           "width": 64, "height": 64})
+        .to_string()
+    };
+    std::fs::write(
+        dir.join("jobs.jsonl"),
+        format!("{}\n{}\n", job("quick", 200), job("slow", 20_000)),
+    )
+    .unwrap();
+    let mut batch = crate::common::genapi(&dir, &mock)
+        .args(["batch", "jobs.jsonl", "--out", "shots"])
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // The page is kept current as lines end (at each progress tick), not
+    // only at the end: the quick line's tile shows while the slow one runs.
+    let page = dir.join("shots").join(genapi_gallery::INDEX);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    let shown = loop {
+        let text = std::fs::read_to_string(&page).unwrap_or_default();
+        if text.contains("data-line=\"1\" data-status=\"succeeded\"") {
+            break text;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no page with the quick line 15 s in: {text}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    };
+    assert!(batch.try_wait().unwrap().is_none(), "the batch still runs");
+    assert!(!shown.contains("data-line=\"2\" data-status=\"succeeded\""), "{shown}");
+    batch.kill().unwrap();
+    batch.wait().unwrap();
+}
