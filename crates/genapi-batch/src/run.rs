@@ -377,7 +377,6 @@ impl<J: Journal> Batch<J> {
 
         let stop = self.stop;
         let first = context.clone();
-        let (claiming, working) = (context.clone(), context.clone());
         let block = context.store.claim_block().max(1);
         // Two jobs with one output name would both be paid for and write one
         // file: the later is refused before anything is sent. Names are kept
@@ -420,24 +419,10 @@ impl<J: Journal> Batch<J> {
                     }
                 }
                 Entry::Job(job)
-            })
-            // Lines are claimed a block at a time: a shared store takes the
-            // free ones in one step, and another worker's go to later rounds.
-            .chunks(block)
-            .then(move |entries| {
-                let context = claiming.clone();
-                async move { context.claim_entries(entries).await }
-            })
-            .flat_map(futures::stream::iter)
-            .map(move |entry| {
-                let context = working.clone();
-                async move { context.work(entry).await }
-            })
-            // Tasks take their places under the client's limit; the jobs
-            // beyond it wait for room, save results or are answered from the
-            // journal.
-            .buffer_unordered(at_once)
-            .filter_map(futures::future::ready);
+            });
+        // Another worker's lines go to later rounds.
+        let first_pass =
+            claimed_and_worked(context.clone(), first_pass, block, at_once).filter_map(futures::future::ready);
         // Lines another worker held are tried again, round after round,
         // until each is done here or there (a dead worker's lease lapses).
         let later_rounds = futures::stream::unfold(context, move |context| async move {
@@ -454,23 +439,12 @@ impl<J: Journal> Batch<J> {
                     () = tokio::time::sleep(HELD_RECHECK) => {}
                     () = context.stop.stopped() => return None,
                 }
-                let entries: Vec<Entry> = held.into_iter().map(Entry::Job).collect();
-                let (claiming, working) = (context.clone(), context.clone());
-                let round: Vec<JobOutcome> = futures::stream::iter(entries)
-                    .chunks(RECHECK_BLOCK.max(block))
-                    .then(move |entries| {
-                        let context = claiming.clone();
-                        async move { context.claim_entries(entries).await }
-                    })
-                    .flat_map(futures::stream::iter)
-                    .map(move |entry| {
-                        let context = working.clone();
-                        async move { context.work(entry).await }
-                    })
-                    .buffer_unordered(at_once)
-                    .filter_map(futures::future::ready)
-                    .collect()
-                    .await;
+                let entries = futures::stream::iter(held.into_iter().map(Entry::Job));
+                let round: Vec<JobOutcome> =
+                    claimed_and_worked(context.clone(), entries, RECHECK_BLOCK.max(block), at_once)
+                        .filter_map(futures::future::ready)
+                        .collect()
+                        .await;
                 if !round.is_empty() {
                     return Some((futures::stream::iter(round), context));
                 }
@@ -516,6 +490,32 @@ struct Context {
     cap_reached: AtomicBool,
     /// The service ends with this run (see [`Batch::ephemeral_service`]).
     ephemeral: bool,
+}
+
+/// `entries` claimed a block at a time (a shared store takes the free ones
+/// of a block in one step), then worked on, `at_once` together: tasks take
+/// their places under the client's limit, and the jobs beyond it wait for
+/// room, save results or are answered from the journal. `None` for a line
+/// another worker holds (kept for a later round).
+fn claimed_and_worked(
+    context: Arc<Context>,
+    entries: impl Stream<Item = Entry>,
+    block: usize,
+    at_once: usize,
+) -> impl Stream<Item = Option<JobOutcome>> {
+    let claiming = context.clone();
+    entries
+        .chunks(block)
+        .then(move |entries| {
+            let context = claiming.clone();
+            async move { context.claim_entries(entries).await }
+        })
+        .flat_map(futures::stream::iter)
+        .map(move |entry| {
+            let context = context.clone();
+            async move { context.work(entry).await }
+        })
+        .buffer_unordered(at_once)
 }
 
 /// A job on its way through the first pass.

@@ -788,12 +788,7 @@ fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
-fn write_jobs(path: &Path, count: u64, tag: &str) {
-    let lines: Vec<String> = (1..=count)
-        .map(|n| json!({"model": "gen-2-pro", "name": format!("img-{n}"), "prompt": format!("{tag} {n}"), "width": 64, "height": 64}).to_string())
-        .collect();
-    std::fs::write(path, lines.join("\n") + "\n").unwrap();
-}
+use crate::common::write_jobs;
 
 fn results(path: &Path) -> Vec<Value> {
     std::fs::read_to_string(path)

@@ -7,7 +7,6 @@ use std::path::Path;
 use std::time::Duration;
 
 use genapi_mock::{Fault, FaultKind, MockConfig, MockService};
-use serde_json::json;
 
 use crate::common::{genapi, genapi_alone, posts_by_prompt, Dir};
 use crate::terminal::Terminal;
@@ -22,16 +21,6 @@ async fn mock(duration_ms: u64) -> MockService {
     MockService::start_with(config, "127.0.0.1:0".parse().unwrap())
         .await
         .unwrap()
-}
-
-fn write_jobs(dir: &Dir, count: u64, tag: &str) {
-    let lines: Vec<String> = (1..=count)
-        .map(|n| {
-            json!({"model": "gen-2-pro", "name": format!("img-{n}"), "prompt": format!("{tag} {n}"), "width": 64, "height": 64})
-                .to_string()
-        })
-        .collect();
-    std::fs::write(dir.join("jobs.jsonl"), lines.join("\n") + "\n").unwrap();
 }
 
 /// Records of this kind in the journal so far.
@@ -55,7 +44,7 @@ async fn a_ctrl_c_during_submissions_says_which_lines_are_polled_and_which_are_s
     let mock = mock(200).await;
     mock.inject(Fault::on("/v1/gen-2-pro", FaultKind::Delay(Duration::from_secs(2))).method("POST"));
     let dir = Dir::new("interrupt-submitting");
-    write_jobs(&dir, 3, "submitting");
+    crate::common::write_jobs(&dir.join("jobs.jsonl"), 3, "submitting");
     let journal = dir.join("shots/journal.jsonl");
     let mut command = genapi(&dir, &mock);
     batch(&mut command).args(["--max-active", "1"]);
@@ -92,7 +81,7 @@ async fn a_ctrl_c_during_submissions_says_which_lines_are_polled_and_which_are_s
 async fn a_ctrl_c_while_waiting_says_the_tasks_are_polled_and_status_reads_the_journal_folder() {
     let mock = mock(4_000).await;
     let dir = Dir::new("interrupt-waiting");
-    write_jobs(&dir, 3, "waiting");
+    crate::common::write_jobs(&dir.join("jobs.jsonl"), 3, "waiting");
     let journal = dir.join("shots/journal.jsonl");
     let mut terminal = Terminal::spawn({
         let mut command = genapi(&dir, &mock);
@@ -140,7 +129,7 @@ async fn a_second_ctrl_c_during_slow_submissions_calls_them_unanswered_as_the_ne
             .times(3),
     );
     let dir = Dir::new("interrupt-twice");
-    write_jobs(&dir, 3, "twice");
+    crate::common::write_jobs(&dir.join("jobs.jsonl"), 3, "twice");
     let mut terminal = Terminal::spawn({
         let mut command = genapi(&dir, &mock);
         batch(&mut command);
@@ -189,7 +178,7 @@ async fn a_second_ctrl_c_during_slow_submissions_calls_them_unanswered_as_the_ne
 #[test]
 fn on_the_built_in_mock_a_stopped_batch_says_its_tasks_are_gone_and_the_next_run_says_so_at_once() {
     let dir = Dir::new("interrupt-builtin");
-    write_jobs(&dir, 3, "builtin");
+    crate::common::write_jobs(&dir.join("jobs.jsonl"), 3, "builtin");
     let journal = dir.join("shots/journal.jsonl");
     let mut terminal = Terminal::spawn({
         let mut command = genapi_alone(&dir);
@@ -231,7 +220,7 @@ fn on_the_built_in_mock_a_stopped_batch_says_its_tasks_are_gone_and_the_next_run
 async fn sigterm_stops_a_batch_as_ctrl_c_does_with_the_resume_line_and_the_next_run_finishes() {
     let mock = mock(4_000).await;
     let dir = Dir::new("interrupt-sigterm");
-    write_jobs(&dir, 2, "terminated");
+    crate::common::write_jobs(&dir.join("jobs.jsonl"), 2, "terminated");
     let journal = dir.join("shots/journal.jsonl");
     let child = batch(&mut genapi(&dir, &mock))
         .stdout(std::process::Stdio::piped())

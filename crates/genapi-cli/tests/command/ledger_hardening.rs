@@ -98,16 +98,7 @@ mod ledger {
             .unwrap()
     }
 
-    fn write_jobs(path: &std::path::Path, count: u64, tag: &str) {
-        let lines: Vec<String> = (1..=count)
-            .map(|n| {
-                json!({"model": "gen-2-pro", "name": format!("img-{n}"), "prompt": format!("{tag} {n}"),
-                       "width": 64, "height": 64})
-                .to_string()
-            })
-            .collect();
-        std::fs::write(path, lines.join("\n") + "\n").unwrap();
-    }
+    use crate::common::write_jobs;
 
     fn worker(dir: &Dir, mock: &MockService, pg: &Postgres, out: &str, extra: &[&str]) -> Command {
         let mut command = genapi(dir, mock);

@@ -3,13 +3,12 @@
 //! at the service (the mock's log), never from what the workers believe.
 
 use std::collections::HashMap;
-use std::path::Path;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use genapi_mock::{MockConfig, MockService};
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use crate::common;
 use common::pg::{Postgres, Setup, PASSWORD};
@@ -24,16 +23,7 @@ async fn service(duration: Duration) -> MockService {
         .unwrap()
 }
 
-fn write_jobs(path: &Path, count: u64, tag: &str) {
-    let lines: Vec<String> = (1..=count)
-        .map(|n| {
-            json!({"model": "gen-2-pro", "name": format!("img-{n}"), "prompt": format!("{tag} {n}"),
-                   "width": 64, "height": 64})
-            .to_string()
-        })
-        .collect();
-    std::fs::write(path, lines.join("\n") + "\n").unwrap();
-}
+use crate::common::write_jobs;
 
 fn worker(dir: &Dir, mock: &MockService, url: &str, extra: &[&str]) -> Command {
     let mut command = genapi(dir, mock);

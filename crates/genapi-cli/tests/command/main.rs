@@ -11,6 +11,20 @@ mod common {
         genapi_test_common::genapi(env!("CARGO_BIN_EXE_genapi"), dir, mock)
     }
 
+    /// A job file at `path` of `count` small gen-2-pro lines, named
+    /// `img-N`, whose prompts are `tag N` (a test's mock counts them by
+    /// prompt).
+    pub fn write_jobs(path: &std::path::Path, count: u64, tag: &str) {
+        let lines: Vec<String> = (1..=count)
+            .map(|n| {
+                serde_json::json!({"model": "gen-2-pro", "name": format!("img-{n}"), "prompt": format!("{tag} {n}"),
+                                   "width": 64, "height": 64})
+                .to_string()
+            })
+            .collect();
+        std::fs::write(path, lines.join("\n") + "\n").unwrap();
+    }
+
     /// This build's `genapi` with nothing configured, run in `dir`.
     pub fn genapi_alone(dir: &Dir) -> std::process::Command {
         genapi_test_common::genapi_alone(env!("CARGO_BIN_EXE_genapi"), dir)

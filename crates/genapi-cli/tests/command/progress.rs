@@ -41,14 +41,7 @@ fn is_time_stamped(line: &str, label: &str) -> bool {
 async fn on_a_terminal_a_batch_draws_a_bar_without_colour_and_quiet_draws_none() {
     let mock = mock(1_500).await;
     let dir = Dir::new("progress-terminal");
-    let jobs: Vec<String> = (1..=3)
-        .map(|n| {
-            serde_json::json!({"model": "gen-2-pro", "name": format!("img-{n}"), "prompt": format!("a bar {n}"),
-                               "width": 64, "height": 64})
-            .to_string()
-        })
-        .collect();
-    std::fs::write(dir.join("jobs.jsonl"), jobs.join("\n") + "\n").unwrap();
+    crate::common::write_jobs(&dir.join("jobs.jsonl"), 3, "a bar");
     let run = |out: &str, quiet: bool| {
         let mut command = genapi(&dir, &mock);
         command.args(["batch", "jobs.jsonl", "--out", out]).env("NO_COLOR", "1");
