@@ -275,7 +275,7 @@ pub async fn run(global: &Global, args: BatchArgs) -> Result<(), Failure> {
                 // The pool's size is checked first: a refused worker leaves no batch behind.
                 let seats = match args.max_active {
                     Some(size) => {
-                        genapi_batch::ledger::SharedSeats::connect_with_options(
+                        genapi_batch::ledger::SharedSeats::connect_with(
                             &url,
                             &args.seats_pool,
                             size as usize,
@@ -285,7 +285,7 @@ pub async fn run(global: &Global, args: BatchArgs) -> Result<(), Failure> {
                         .await
                     }
                     None => {
-                        genapi_batch::ledger::SharedSeats::join_with_options(
+                        genapi_batch::ledger::SharedSeats::join_with(
                             &url,
                             &args.seats_pool,
                             DEFAULT_MAX_ACTIVE,

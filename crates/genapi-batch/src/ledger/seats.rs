@@ -8,7 +8,7 @@ use url::Url;
 
 use super::carried::{seat_changes, Note, Notes, CARRY_WAIT};
 use super::link::{Heard, Link};
-use super::{naming, seconds, LedgerError, LedgerOptions, DEFAULT_LEASE};
+use super::{naming, seconds, LedgerError, LedgerOptions};
 use genapi::SharedPlaces;
 
 /// The longest a task is taken to run. A seat whose worker died comes back
@@ -117,20 +117,7 @@ impl SharedSeats {
     /// `limit` seats (at least 1), making it if it is new. A pool of
     /// another size is refused ([`LedgerError::PoolSize`]).
     pub async fn connect(url: &str, pool: &str, limit: usize) -> Result<SharedSeats, LedgerError> {
-        SharedSeats::connect_with(url, pool, limit, DEFAULT_LEASE, UNANSWERED_SEAT_HOLD).await
-    }
-
-    /// [`SharedSeats::connect`] with other lease and unanswered-seat times
-    /// (at least a second each).
-    pub async fn connect_with(
-        url: &str,
-        pool: &str,
-        limit: usize,
-        lease: Duration,
-        unanswered_hold: Duration,
-    ) -> Result<SharedSeats, LedgerError> {
-        let options = LedgerOptions::default().lease(lease);
-        SharedSeats::open(url, pool, limit, true, &options, unanswered_hold).await
+        SharedSeats::connect_with(url, pool, limit, &LedgerOptions::default(), UNANSWERED_SEAT_HOLD).await
     }
 
     /// [`SharedSeats::connect`] with the lease, each database step's
@@ -138,7 +125,7 @@ impl SharedSeats {
     /// unanswered-seat time (at least a second). A worker started again
     /// under its name lets the seats of its earlier run lapse at once: each
     /// comes back as soon as its task is seen final.
-    pub async fn connect_with_options(
+    pub async fn connect_with(
         url: &str,
         pool: &str,
         limit: usize,
@@ -151,26 +138,13 @@ impl SharedSeats {
     /// Connects (applying the schema on first use) to pool `pool` at the
     /// size it has, or makes it with `size_if_new` seats (at least 1).
     pub async fn join(url: &str, pool: &str, size_if_new: usize) -> Result<SharedSeats, LedgerError> {
-        SharedSeats::join_with(url, pool, size_if_new, DEFAULT_LEASE, UNANSWERED_SEAT_HOLD).await
-    }
-
-    /// [`SharedSeats::join`] with other lease and unanswered-seat times (at
-    /// least a second each).
-    pub async fn join_with(
-        url: &str,
-        pool: &str,
-        size_if_new: usize,
-        lease: Duration,
-        unanswered_hold: Duration,
-    ) -> Result<SharedSeats, LedgerError> {
-        let options = LedgerOptions::default().lease(lease);
-        SharedSeats::open(url, pool, size_if_new, false, &options, unanswered_hold).await
+        SharedSeats::join_with(url, pool, size_if_new, &LedgerOptions::default(), UNANSWERED_SEAT_HOLD).await
     }
 
     /// [`SharedSeats::join`] with the lease, each database step's deadline
     /// and the worker's name of `options`, and another unanswered-seat time
-    /// (at least a second), as [`SharedSeats::connect_with_options`].
-    pub async fn join_with_options(
+    /// (at least a second), as [`SharedSeats::connect_with`].
+    pub async fn join_with(
         url: &str,
         pool: &str,
         size_if_new: usize,

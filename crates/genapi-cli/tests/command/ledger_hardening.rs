@@ -448,7 +448,7 @@ mod ledger {
             &pg.url(),
             "stranded",
             1,
-            Duration::from_secs(1),
+            &genapi_batch::ledger::LedgerOptions::default().lease(Duration::from_secs(1)),
             Duration::from_secs(3),
         )
         .await
