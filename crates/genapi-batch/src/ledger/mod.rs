@@ -29,7 +29,11 @@
 //!   their lease. One live process holds a name at a time;
 //! - every database step has a deadline ([`LedgerOptions::step_deadline`]),
 //!   and a connection that broke (the server restarted) is opened again
-//!   with a growing pause, the step run again on it.
+//!   with a growing pause, the step run again on it;
+//! - a line costs the database two commits: its intent and its acceptance,
+//!   each carrying the worker's seat changes
+//!   ([`Ledger::carry_seat_changes`]); its end waits a moment for the next
+//!   record to carry it, and its caller still waits until it is stored.
 //!
 //! The ledger owns its schema: numbered migrations applied on first use. It
 //! never stores the API key or images.
