@@ -937,6 +937,8 @@ struct Tally {
     jobs: usize,
     succeeded: usize,
     earlier: usize,
+    /// Of those, the ones that succeeded.
+    earlier_succeeded: usize,
     worked: usize,
     failed: BTreeMap<&'static str, usize>,
     classes: HashSet<FailureClass>,
@@ -953,6 +955,7 @@ impl Tally {
             jobs,
             succeeded: 0,
             earlier: 0,
+            earlier_succeeded: 0,
             worked: 0,
             failed: BTreeMap::new(),
             classes: HashSet::new(),
@@ -967,6 +970,9 @@ impl Tally {
     fn add(&mut self, outcome: &JobOutcome) {
         if outcome.from_journal {
             self.earlier += 1;
+            if outcome.status == JobStatus::Succeeded {
+                self.earlier_succeeded += 1;
+            }
         } else {
             self.worked += 1;
         }
@@ -1032,10 +1038,10 @@ fn summary(tally: &Tally, out_dir: &Path, json: bool, mock: bool, written: bool)
         .map(|(class, n)| format!("{n} {}", class.replace('_', " ")))
         .collect();
     let mut text = format!(
-        "{} succeeded ({} from earlier runs), {} failed{}, {} moderated, {} pending, {} unknown, {} invalid; total \
+        "{} succeeded ({} of them already done before this run or by another worker), {} failed{}, {} moderated, {} pending, {} unknown, {} invalid; total \
          known cost {:.2} credits{}; {}",
         tally.succeeded,
-        tally.earlier,
+        tally.earlier_succeeded,
         tally.failed.values().sum::<usize>(),
         if failed.is_empty() {
             String::new()

@@ -1098,7 +1098,7 @@ async fn the_command_reports_an_unknown_outcome_with_what_to_do_and_survives_clo
         .unwrap();
     assert_eq!(again.status.code(), Some(9), "{}", text(&again.stderr));
     assert!(
-        text(&again.stdout).contains("2 succeeded (2 from earlier runs)"),
+        text(&again.stdout).contains("2 succeeded (2 of them already done before this run or by another worker)"),
         "{}",
         text(&again.stdout)
     );
@@ -1532,4 +1532,35 @@ async fn an_output_directory_whose_journal_lost_its_records_is_refused_not_paid_
     let fresh = batch();
     assert_eq!(fresh.status.code(), Some(0), "{}", text(&fresh.stderr));
     assert_eq!(mock.count("POST", "/v1/gen-2-pro"), 4);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rerun_counts_as_already_done_only_the_lines_that_succeeded() {
+    let mock = mock(100).await;
+    let dir = Dir::new("batch-already-done");
+    let line = |name: &str, prompt: &str| {
+        json!({"model": "gen-2-pro", "name": name, "prompt": prompt, "width": 64, "height": 64}).to_string()
+    };
+    std::fs::write(
+        dir.join("jobs.jsonl"),
+        format!(
+            "{}\n{}\n",
+            line("fine", "a calm sea"),
+            line("broken", "a calm sea [mock:error]")
+        ),
+    )
+    .unwrap();
+    let run = || {
+        genapi(&dir, &mock)
+            .args(["batch", "jobs.jsonl", "--out", "out"])
+            .output()
+            .unwrap()
+    };
+    assert_eq!(run().status.code(), Some(7));
+    let again = run();
+    let said = text(&again.stdout);
+    assert!(
+        said.contains("1 succeeded (1 of them already done before this run or by another worker), 1 failed"),
+        "{said}"
+    );
 }
