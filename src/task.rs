@@ -348,7 +348,14 @@ impl Task {
         let mut last_status = None;
         let mut polls = 0u32;
         loop {
-            let mut delay = jitter(schedule.next(self.submitted.elapsed(), progress), fastrand::f64());
+            // A task picked up again may have ended long ago: it is asked at
+            // once, and the schedule (which counts from this moment, not
+            // from an unknown submission) takes over after.
+            let mut delay = if self.resumed && polls == 0 {
+                Duration::ZERO
+            } else {
+                jitter(schedule.next(self.submitted.elapsed(), progress), fastrand::f64())
+            };
             if let Some(deadline) = deadline {
                 delay = delay.min(deadline.saturating_duration_since(Instant::now()));
             }

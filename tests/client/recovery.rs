@@ -401,3 +401,28 @@ async fn a_bare_id_picks_up_a_task_polled_on_the_regional_host() {
     let missing = client.task("no-such-task").unwrap().wait().await.unwrap_err();
     assert!(matches!(missing, Error::TaskNotFound { .. }), "{missing}");
 }
+
+/// A task picked up again is asked at once: it may have ended long ago, and
+/// waiting out a schedule that counts from the pick-up (seconds for a model
+/// whose tasks took seconds) would only delay its result.
+#[tokio::test(start_paused = true)]
+async fn a_task_picked_up_again_is_polled_at_once() {
+    let mock = MockService::start().await.unwrap();
+    let client = mock.client().unwrap();
+    // Learned durations of a few seconds, as after a first task.
+    let first = client.run(prompt("learn the duration")).await.unwrap();
+    let submitted = client.submit(prompt("ended before it is picked up")).await.unwrap();
+    let id = submitted.id().to_string();
+    drop(submitted);
+    tokio::time::sleep(Duration::from_secs(30)).await;
+
+    let picked_up = tokio::time::Instant::now();
+    let output = client.task(&id).unwrap().wait().await.unwrap();
+    assert_eq!(output.id(), id);
+    assert!(
+        picked_up.elapsed() < Duration::from_millis(200),
+        "waited {:?} for a task that had ended (the first one took {:?})",
+        picked_up.elapsed(),
+        first.duration()
+    );
+}
