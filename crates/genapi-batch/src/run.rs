@@ -782,7 +782,7 @@ impl Context {
                 let mut outcome = JobOutcome::new(job.line, stem, JobStatus::Pending);
                 outcome.task = accepted_ref.clone();
                 outcome.resumed = true;
-                outcome.error = Some(STOPPED_WAITING.into());
+                outcome.error = Some(self.stopped_waiting().into());
                 outcome
             };
             let Some(place) = self.place() else {
@@ -861,6 +861,16 @@ impl Context {
             .iter()
             .copied()
             .find(|earlier| *earlier != line && current.get(earlier).is_some_and(|now| now != digest))
+    }
+
+    /// What a stop says of an accepted task it stopped waiting for: a later
+    /// run polls it, unless the service ends with this run.
+    fn stopped_waiting(&self) -> &'static str {
+        if self.ephemeral {
+            STOPPED_WAITING_GONE
+        } else {
+            STOPPED_WAITING
+        }
     }
 
     /// The job goes in flight; `None` once the batch is stopping.
@@ -1097,7 +1107,7 @@ impl Context {
                 outcome.task = Some(task_ref);
                 outcome.cost = cost;
                 outcome.resumed = resumed;
-                outcome.error = Some(STOPPED_WAITING.into());
+                outcome.error = Some(self.stopped_waiting().into());
                 return outcome;
             }
         };
@@ -1234,6 +1244,11 @@ impl Context {
 const STOPPED_WAITING: &str =
     "stopped while waiting; the task was accepted: run the batch again to keep waiting for it (it is not submitted \
      again)";
+
+/// Said of an accepted task whose wait a stop ended, when the service ends
+/// with this run.
+const STOPPED_WAITING_GONE: &str = "stopped while waiting; the task was accepted by a service that ends with this run \
+     (a mock in this process), so no later run can finish it; start the batch over in another output directory";
 
 /// Said of a line whose task lived in a service that ended with its run.
 const GONE: &str = "its submission went to a service that ended with an earlier run (a mock in that run's process), \

@@ -194,6 +194,11 @@ fn on_the_built_in_mock_a_stopped_batch_says_its_tasks_are_gone_and_the_next_run
         "{screen}"
     );
     assert!(!screen.contains("run the same command again"), "{screen}");
+    // The results (and the gallery made from them) say the same.
+    let results = std::fs::read_to_string(dir.join("shots/results.jsonl")).unwrap_or_default();
+    assert!(!results.contains("run the batch again"), "{results}");
+    let gallery = std::fs::read_to_string(dir.join("shots/index.html")).unwrap_or_default();
+    assert!(!gallery.contains("run the batch again"), "{gallery}");
 
     // Told at once, not after polling a mock that is gone until --timeout.
     let rerun = batch(&mut genapi_alone(&dir))
