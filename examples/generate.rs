@@ -1,5 +1,6 @@
-//! Generate an image and save it. Against the service when `GENAPI_API_KEY`
-//! and `GENAPI_BASE_URL` are set, else against a mock service started here:
+//! Generate an image and save it (as `lighthouse.jpg`, replacing a file of
+//! that name). Against the service when `GENAPI_API_KEY` is set (with
+//! `GENAPI_BASE_URL`), else against a mock service started here:
 //!
 //! ```sh
 //! cargo run --example generate

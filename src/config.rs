@@ -406,7 +406,14 @@ impl ClientBuilder {
             (Some(key), Some(base)) => (key, base),
             (None, Some(_)) => return Err(Error::Config("GENAPI_BASE_URL is set but GENAPI_API_KEY is not".into())),
             (Some(_), None) => return Err(Error::Config("GENAPI_API_KEY is set but GENAPI_BASE_URL is not".into())),
-            (None, None) => return Err(Error::Config("set GENAPI_API_KEY and GENAPI_BASE_URL".into())),
+            (None, None) => {
+                return Err(Error::Config(
+                    "set GENAPI_API_KEY and GENAPI_BASE_URL (the service's); without a key, `genapi mock` runs a \
+                     local mock service (a test double) and prints the variables to set, or a test starts one \
+                     with genapi_mock::MockService"
+                        .into(),
+                ))
+            }
         };
         let mut builder = Client::builder().api_key(key).base_url(base);
         if let Some(regional) = read("GENAPI_REGIONAL_BASE_URL") {

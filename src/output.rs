@@ -128,7 +128,8 @@ impl Output {
     /// Downloads the output and streams it to `path`. When `path` has no
     /// extension, the one of the output's format is added. The file appears
     /// only once complete (it is written beside it under a temporary name,
-    /// then renamed). Returns the path written.
+    /// then renamed over whatever had the name: a file there is replaced).
+    /// Returns the path written.
     pub async fn save(&self, path: impl AsRef<Path>) -> Result<PathBuf> {
         let path = path.as_ref().to_path_buf();
         let partial = partial_path(&path);
