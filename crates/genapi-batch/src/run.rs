@@ -163,6 +163,8 @@ struct CounterValues {
     in_flight: AtomicUsize,
     submitted: AtomicUsize,
     resumed: AtomicUsize,
+    /// Lines another worker holds now, by line.
+    held: std::sync::Mutex<std::collections::BTreeSet<u64>>,
 }
 
 impl Counters {
@@ -178,6 +180,22 @@ impl Counters {
     /// Tasks accepted in an earlier run and polled in this one.
     pub fn resumed(&self) -> usize {
         self.inner.resumed.load(Ordering::Relaxed)
+    }
+    /// Lines another worker of a shared batch holds (see
+    /// [`Batch::ledger`]): this run looks at them again until they are done
+    /// there, or the other worker's lease lapses and this one takes them.
+    pub fn held_elsewhere(&self) -> usize {
+        self.inner.held.lock().map_or(0, |held| held.len())
+    }
+    /// Whether another worker holds `line`, as its last claim found.
+    fn found_held(&self, line: u64, held: bool) {
+        if let Ok(mut lines) = self.inner.held.lock() {
+            if held {
+                lines.insert(line);
+            } else {
+                lines.remove(&line);
+            }
+        }
     }
     fn enter(&self) -> InFlight {
         self.inner.in_flight.fetch_add(1, Ordering::Relaxed);
@@ -573,6 +591,7 @@ impl Context {
         let stem = job.stem();
         let line = job.line;
         let requested = Requested::of(&job);
+        self.counters.found_held(line, matches!(claim, Ok(Claim::Held)));
         let (state, mine) = match claim {
             Ok(Claim::Mine(state)) => (state, true),
             Ok(Claim::Done(state)) => (state, false),

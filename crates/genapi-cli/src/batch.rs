@@ -493,7 +493,7 @@ pub async fn run(global: &Global, args: BatchArgs) -> Result<(), Failure> {
                 None => break None,
             },
             _ = ticker.tick() => {
-                progress.show(&tally.figures(counters.in_flight()));
+                progress.show(&tally.figures(&counters));
                 if let Some(gallery) = &mut printed.gallery {
                     gallery.write_if_due();
                 }
@@ -999,12 +999,13 @@ impl Tally {
     }
 
     /// What progress shows.
-    fn figures(&self, in_flight: usize) -> Figures {
+    fn figures(&self, counters: &genapi_batch::Counters) -> Figures {
         Figures {
             done: self.done() as u64,
             total: self.jobs as u64,
             failed: self.failed_total() as u64,
-            in_flight: in_flight as u64,
+            in_flight: counters.in_flight() as u64,
+            held: counters.held_elsewhere() as u64,
             worked: self.worked as u64,
             credits: self.cost,
         }

@@ -26,6 +26,8 @@ pub struct Figures {
     pub in_flight: u64,
     /// Finished by this run (not taken from an earlier one): the rate's count.
     pub worked: u64,
+    /// Lines another worker holds (a shared batch), waited for.
+    pub held: u64,
     /// Credits charged so far.
     pub credits: f64,
 }
@@ -125,8 +127,12 @@ fn details(figures: &Figures, elapsed: Duration) -> String {
     } else {
         "ETA unknown".to_string()
     };
+    let held = match figures.held {
+        0 => String::new(),
+        n => format!(", {n} held by other workers"),
+    };
     format!(
-        "{} failed, {} in flight, {rate:.1}/s, {eta}, {:.2} credits",
+        "{} failed, {} in flight{held}, {rate:.1}/s, {eta}, {:.2} credits",
         figures.failed, figures.in_flight, figures.credits
     )
 }
@@ -162,11 +168,17 @@ mod tests {
             failed: 2,
             in_flight: 5,
             worked: 10,
+            held: 0,
             credits: 0.6,
         };
         assert_eq!(
             details(&figures, Duration::from_secs(5)),
             "2 failed, 5 in flight, 2.0/s, ETA 15s, 0.60 credits"
+        );
+        let waiting = Figures { held: 3, ..figures };
+        assert_eq!(
+            details(&waiting, Duration::from_secs(5)),
+            "2 failed, 5 in flight, 3 held by other workers, 2.0/s, ETA 15s, 0.60 credits"
         );
         let idle = Figures { worked: 0, ..figures };
         assert!(details(&idle, Duration::from_secs(5)).contains("ETA unknown"));

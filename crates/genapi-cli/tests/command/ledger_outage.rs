@@ -280,6 +280,31 @@ async fn killed_and_started_again(test: &str, name: Option<&str>) {
     }
 }
 
+/// A worker whose lines another worker holds (here a dead one, whose lease
+/// has an hour to run) says so in its progress instead of showing nothing
+/// in flight.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_waiting_for_lines_another_holds_says_so() {
+    let Some(pg) = Postgres::start("held-elsewhere") else {
+        return;
+    };
+    let mock = service(Duration::from_millis(1_000)).await;
+    let dir = Dir::new("ledger-held-elsewhere");
+    write_jobs(&dir.join("jobs.jsonl"), 8, "held line");
+    let url = pg.url();
+    let extra = ["--max-active", "4", "--ledger-lease", "3600", "--timeout", "60"];
+    let mut first = Watched::start(worker(&dir, &mock, &url, &extra));
+    tokio::task::block_in_place(|| first.wait_for_outcomes(1, Duration::from_secs(30)));
+    first.kill();
+    // Another folder: another worker, which cannot take the dead one's lines.
+    let elsewhere = Dir::new("ledger-held-elsewhere-2");
+    std::fs::copy(dir.join("jobs.jsonl"), elsewhere.join("jobs.jsonl")).unwrap();
+    let second = Watched::start(worker(&elsewhere, &mock, &url, &["--timeout", "7"]));
+    let (status, _, stderr) = tokio::task::block_in_place(|| second.end_within(Duration::from_secs(60)));
+    assert_eq!(status.and_then(|s| s.code()), Some(8), "{stderr}");
+    assert!(stderr.contains(" held by other workers"), "{stderr}");
+}
+
 /// --ledger-lease and --worker-name are in --help, not hidden.
 #[test]
 fn the_lease_and_the_worker_name_are_documented() {
