@@ -139,10 +139,18 @@ impl Gallery {
         };
         let page = page::render(&self.lines, &self.thumbnails);
         let mut file = genapi::files::create_temporary(&partial).map_err(|e| failed(&partial, e))?;
-        file.write_all(page.as_bytes()).map_err(|e| failed(&partial, e))?;
-        drop(file);
-        std::fs::rename(&partial, &target).map_err(|e| failed(&target, e))?;
-        Ok(target)
+        let written = file
+            .write_all(page.as_bytes())
+            .map_err(|e| failed(&partial, e))
+            .and_then(|()| {
+                drop(file);
+                std::fs::rename(&partial, &target).map_err(|e| failed(&target, e))
+            });
+        if written.is_err() {
+            // Each write has a name of its own: a failed one is not reused.
+            let _ = std::fs::remove_file(&partial);
+        }
+        written.map(|()| target)
     }
 
     /// How many lines the gallery shows.

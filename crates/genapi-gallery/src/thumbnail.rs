@@ -79,13 +79,20 @@ pub(crate) fn thumbnail(dir: &Path, thumbs: &str, image: &Path, name: &str) -> R
     }
     let partial = folder.join(crate::gallery::partial_name(&format!("{name}.jpg")));
     let file = genapi::files::create_temporary(&partial).map_err(|e| e.to_string())?;
-    let mut out = BufWriter::new(file);
-    JpegEncoder::new_with_quality(&mut out, QUALITY)
-        .encode_image(&small)
-        .map_err(|e| e.to_string())?;
-    out.flush().map_err(|e| e.to_string())?;
-    drop(out);
-    std::fs::rename(&partial, &target).map_err(|e| e.to_string())?;
+    let written = (|| {
+        let mut out = BufWriter::new(file);
+        JpegEncoder::new_with_quality(&mut out, QUALITY)
+            .encode_image(&small)
+            .map_err(|e| e.to_string())?;
+        out.flush().map_err(|e| e.to_string())?;
+        drop(out);
+        std::fs::rename(&partial, &target).map_err(|e| e.to_string())
+    })();
+    if let Err(error) = written {
+        // Each write has a name of its own: a failed one is not reused.
+        let _ = std::fs::remove_file(&partial);
+        return Err(error);
+    }
     Ok(Thumbnail {
         image: name.to_string(),
         path: relative,

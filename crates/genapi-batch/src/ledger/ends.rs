@@ -118,14 +118,49 @@ impl Ends {
         }
     }
 
-    /// Every waiting end, for one statement to carry.
-    pub(crate) fn take(&self) -> Carried {
-        Carried(
-            self.waiting
-                .lock()
-                .map(|mut w| std::mem::take(&mut *w))
-                .unwrap_or_default(),
-        )
+    /// Every waiting end but `line`'s, for one statement to carry: a
+    /// statement writes a line's row once (a record of `line` carrying its
+    /// end would write it twice, and PostgreSQL keeps only one).
+    pub(crate) fn take_except(&self, line: i64) -> Carried {
+        let Ok(mut waiting) = self.waiting.lock() else {
+            return Carried::default();
+        };
+        let (carried, kept) = std::mem::take(&mut *waiting)
+            .into_iter()
+            .partition(|w| w.end.line != line);
+        *waiting = kept;
+        Carried(carried)
+    }
+}
+
+/// Withdraws a queued end when dropped, unless [`Withdrawal::disarm`]ed:
+/// an end whose caller went away (a timeout around it) is not left for a
+/// later, unrelated record to write.
+pub(crate) struct Withdrawal<'a> {
+    ends: &'a Ends,
+    ticket: Option<u64>,
+}
+
+impl<'a> Withdrawal<'a> {
+    /// Guards the end of `ticket`.
+    pub(crate) fn new(ends: &'a Ends, ticket: u64) -> Withdrawal<'a> {
+        Withdrawal {
+            ends,
+            ticket: Some(ticket),
+        }
+    }
+
+    /// The end was written, or taken by a statement: nothing to withdraw.
+    pub(crate) fn disarm(&mut self) {
+        self.ticket = None;
+    }
+}
+
+impl Drop for Withdrawal<'_> {
+    fn drop(&mut self) {
+        if let Some(ticket) = self.ticket {
+            self.ends.withdraw(ticket);
+        }
     }
 }
 
@@ -164,7 +199,7 @@ mod tests {
         let ends = Ends::default();
         let first = ends.queue(1, serde_json::json!({"finished": 1}), Some(0.5));
         let second = ends.queue(2, serde_json::json!({"finished": 2}), None);
-        let carried = ends.take();
+        let carried = ends.take_except(0);
         assert_eq!(
             carried.json(),
             r#"[{"line":1,"record":{"finished":1},"cost":0.5},{"line":2,"record":{"finished":2},"cost":null}]"#
@@ -175,8 +210,22 @@ mod tests {
         assert_eq!(second.stored.await, Ok(true));
 
         let third = ends.queue(3, serde_json::json!({}), None);
-        drop(ends.take());
+        drop(ends.take_except(0));
         assert!(third.stored.await.is_err(), "its waiter writes it");
+    }
+
+    #[test]
+    fn a_records_own_line_is_not_carried_and_a_dropped_caller_withdraws_its_end() {
+        let ends = Ends::default();
+        let own = ends.queue(4, serde_json::json!({}), None);
+        let other = ends.queue(5, serde_json::json!({}), None);
+        let carried = ends.take_except(4);
+        assert!(carried.json().contains("\"line\":5") && !carried.json().contains("\"line\":4"));
+        drop(Withdrawal::new(&ends, own.ticket));
+        assert!(ends.take_except(0).is_empty(), "withdrawn when its caller went away");
+        let mut kept = Withdrawal::new(&ends, other.ticket);
+        kept.disarm();
+        drop(kept);
     }
 
     #[test]
@@ -185,7 +234,7 @@ mod tests {
         let queued = ends.queue(7, serde_json::json!({}), None);
         assert!(ends.withdraw(queued.ticket));
         assert!(!ends.withdraw(queued.ticket));
-        assert!(ends.take().is_empty());
+        assert!(ends.take_except(0).is_empty());
         assert_eq!(Carried::default().json(), "[]");
     }
 }

@@ -9,7 +9,7 @@ use serde::Serialize;
 use tokio_postgres::Row;
 
 use super::carried::{seat_changes, Notes};
-use super::ends::{ends_carried, Ends, CARRY_WAIT};
+use super::ends::{ends_carried, Ends, Withdrawal, CARRY_WAIT};
 use super::link::Link;
 use super::SharedSeats;
 use super::{naming, seconds, LedgerError, LedgerOptions};
@@ -418,7 +418,9 @@ impl Ledger {
                 let margin = seconds(self.lease) / 2.0;
                 // Exclusive: a worker whose name another process took sends
                 // nothing more.
-                let stored = self.write(true, INTENT, &[batch, &line, worker, text, &margin]).await?;
+                let stored = self
+                    .write(line, true, INTENT, &[batch, &line, worker, text, &margin])
+                    .await?;
                 if stored == 0 {
                     return Err(LedgerError::Database(format!(
                         "line {line} is no longer held by this worker (its lease lapsed); nothing was sent"
@@ -426,10 +428,11 @@ impl Ledger {
                 }
             }
             Record::Accepted { cost, .. } => {
-                self.write(false, ACCEPTED, &[batch, &line, worker, text, cost]).await?;
+                self.write(line, false, ACCEPTED, &[batch, &line, worker, text, cost])
+                    .await?;
             }
             Record::Refused { .. } => {
-                self.write(false, REFUSED, &[batch, &line, worker, text]).await?;
+                self.write(line, false, REFUSED, &[batch, &line, worker, text]).await?;
             }
             Record::Finished { status, cost, .. } if status != "Refused" => {
                 // A line done is given back with its end: nothing more is
@@ -441,7 +444,7 @@ impl Ledger {
             }
             Record::Finished { cost, .. } => {
                 // A refusal created no task: the line stays open to a retry.
-                self.write(false, FINISHED, &[batch, &line, worker, text, &false, cost])
+                self.write(line, false, FINISHED, &[batch, &line, worker, text, &false, cost])
                     .await?;
             }
             Record::Damaged { .. } => {}
@@ -455,6 +458,7 @@ impl Ledger {
     async fn end(&self, line: i64, record: &Record, cost: Option<f64>) -> Result<(), LedgerError> {
         let value = serde_json::to_value(record).map_err(|e| LedgerError::Database(e.to_string()))?;
         let mut queued = self.ends.queue(line, value, cost);
+        let mut withdrawal = Withdrawal::new(&self.ends, queued.ticket);
         let carried = tokio::select! {
             told = &mut queued.stored => told.unwrap_or(false),
             () = tokio::time::sleep(CARRY_WAIT) => {
@@ -463,35 +467,38 @@ impl Ledger {
                 !self.ends.withdraw(queued.ticket) && queued.stored.await.unwrap_or(false)
             }
         };
+        withdrawal.disarm();
         if carried {
             return Ok(());
         }
         let text = serde_json::to_string(record).map_err(|e| LedgerError::Database(e.to_string()))?;
         let (batch, worker, text) = (&self.batch, &self.worker, &text);
-        self.write(false, FINISHED, &[batch, &line, worker, text, &true, &cost])
+        self.write(line, false, FINISHED, &[batch, &line, worker, text, &true, &cost])
             .await?;
         Ok(())
     }
 
-    /// Runs a record's statement: `plain` with `params`, or, when seat
-    /// changes ([`Ledger::carry_seat_changes`]) or other lines' ends wait,
-    /// `carrying` with them as two more parameters. If the database refuses
-    /// what it carries (the seats' table changed by hand), an `exclusive`
-    /// step (an intent: it decides what is sent, and may carry its own
-    /// seat's taking) fails, so nothing is sent from a seat not written;
-    /// any other record says what the service did and is written alone.
-    /// Either way the seats' changes go back to the seats, which report
-    /// what they cannot write, and each end carried goes back to its
-    /// waiter, which writes it alone.
+    /// Runs a record's statement for `line`: `plain` with `params`, or,
+    /// when seat changes ([`Ledger::carry_seat_changes`]) or other lines'
+    /// ends wait, `carrying` with them as two more parameters (never
+    /// `line`'s own end: a statement writes a line's row once). If the
+    /// database refuses what it carries, the ends go back to their waiters,
+    /// each written alone, and an `exclusive` step (an intent: it decides
+    /// what is sent) is tried again without them; an intent whose seat
+    /// changes are refused fails (nothing is sent from a seat not written),
+    /// while any other record says what the service did and is written
+    /// alone, its seat changes going back to the seats, which report what
+    /// they cannot write.
     async fn write(
         &self,
+        line: i64,
         exclusive: bool,
         (plain, carrying): (&'static str, &'static str),
         params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
     ) -> Result<u64, LedgerError> {
         let notes = self.seats.as_ref().map(SharedSeats::take_notes).unwrap_or_default();
-        let ends = self.ends.take();
-        if !notes.is_empty() || !ends.is_empty() {
+        let mut ends = self.ends.take_except(line);
+        while !notes.is_empty() || !ends.is_empty() {
             let (seat_changes, ended) = (Notes::json(&notes), ends.json());
             let with_carried: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> = params
                 .iter()
@@ -505,20 +512,34 @@ impl Ledger {
                     session.execute(carrying, with_carried).await
                 })
                 .await;
-            match written {
-                Ok(_) => ends.stored(),
-                Err(_) => {
+            let error = match written {
+                Ok(written) => {
+                    ends.stored();
+                    return Ok(written);
+                }
+                Err(error) => error,
+            };
+            // Other lines' ends go back to their waiters, each written alone.
+            let carried_ends = !std::mem::take(&mut ends).is_empty();
+            match error {
+                // An intent is not kept from being sent by another line's
+                // end the database refused: tried again without the ends.
+                LedgerError::Database(reason) if exclusive && carried_ends => {
+                    tracing::warn!(%reason, "other lines' ends cannot go with an intent; written apart");
+                }
+                LedgerError::Database(reason) if !exclusive => {
+                    tracing::warn!(%reason, "what a record carries cannot go with it; written apart");
                     if let Some(seats) = &self.seats {
                         seats.restore(notes);
                     }
-                    drop(ends);
+                    break;
                 }
-            }
-            match written {
-                Err(LedgerError::Database(reason)) if !exclusive => {
-                    tracing::warn!(%reason, "what a record carries cannot go with it; written apart");
+                error => {
+                    if let Some(seats) = &self.seats {
+                        seats.restore(notes);
+                    }
+                    return Err(error);
                 }
-                written => return written,
             }
         }
         self.db

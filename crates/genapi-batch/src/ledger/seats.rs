@@ -80,6 +80,8 @@ struct Inner {
     /// anywhere) or [`FULL_RECHECK`] passes, the pool is taken to be full
     /// still, and not asked again.
     full: std::sync::Mutex<Option<(tokio::time::Instant, u64)>>,
+    /// Until when each seat is surely this worker's.
+    leases: Arc<Leases>,
     /// When dead workers' seats were last looked for.
     lapsed_checked: std::sync::Mutex<Option<tokio::time::Instant>>,
     /// Seats this worker's tasks gave back a moment ago, still this
@@ -110,6 +112,42 @@ enum Change {
     Notes(Vec<Note>),
     /// Everything before it is applied.
     Flush(tokio::sync::oneshot::Sender<()>),
+}
+
+/// Until when each of this worker's seats is surely its own: its lease as
+/// the statement that last set it left it, counted from before that
+/// statement was sent (the database's lease ends no sooner). Another worker
+/// can take a seat only once its lease lapsed, so a seat given back a
+/// moment ago is handed out again without asking the database only while
+/// it is surely this worker's; after a pause, or renewals that failed, the
+/// database is asked.
+#[derive(Debug, Default)]
+struct Leases(std::sync::Mutex<std::collections::HashMap<i32, tokio::time::Instant>>);
+
+impl Leases {
+    /// `seat` is this worker's until `until`.
+    fn leased(&self, seat: i32, until: tokio::time::Instant) {
+        if let Ok(mut leases) = self.0.lock() {
+            leases.insert(seat, until);
+        }
+    }
+
+    /// A renewal sent at `sent` renewed `seats` for `lease`; any other seat
+    /// is not this worker's any more.
+    fn renewed(&self, seats: &[i32], sent: tokio::time::Instant, lease: Duration) {
+        if let Ok(mut leases) = self.0.lock() {
+            leases.clear();
+            leases.extend(seats.iter().map(|seat| (*seat, sent + lease)));
+        }
+    }
+
+    /// Whether `seat` stays this worker's for at least `margin` more.
+    fn surely_ours(&self, seat: i32, margin: Duration) -> bool {
+        let now = tokio::time::Instant::now();
+        self.0
+            .lock()
+            .is_ok_and(|leases| leases.get(&seat).is_some_and(|until| *until > now + margin))
+    }
 }
 
 impl SharedSeats {
@@ -225,7 +263,15 @@ impl SharedSeats {
         }
         let lease = options.lease;
         let (changes, received) = tokio::sync::mpsc::unbounded_channel();
-        tokio::spawn(apply(db.clone(), pool.to_string(), worker.clone(), lease, received));
+        let leases = Arc::new(Leases::default());
+        tokio::spawn(apply(
+            db.clone(),
+            pool.to_string(),
+            worker.clone(),
+            lease,
+            leases.clone(),
+            received,
+        ));
         Ok(SharedSeats {
             inner: Arc::new(Inner {
                 db,
@@ -237,6 +283,7 @@ impl SharedSeats {
                 changes,
                 freed,
                 full: std::sync::Mutex::new(None),
+                leases,
                 lapsed_checked: std::sync::Mutex::new(None),
                 spare: std::sync::Mutex::new(Vec::new()),
                 notes: std::sync::Mutex::new(Notes::default()),
@@ -381,8 +428,12 @@ impl SharedPlaces for SharedSeats {
             let inner = &self.inner;
             if let Some(place) = inner.spare.lock().ok().and_then(|mut spare| spare.pop()) {
                 // Its last task's name goes before anything is sent from it:
-                // with the intent's record when a ledger carries it.
-                if self.note(|notes, pool, worker| notes.retaken(pool, worker, place)) {
+                // with the intent's record when a ledger carries it, if the
+                // seat is surely still this worker's (else the database
+                // says, below).
+                if inner.leases.surely_ours(place, inner.lease / 2)
+                    && self.note(|notes, pool, worker| notes.retaken(pool, worker, place))
+                {
                     return Ok(Some(place));
                 }
                 let (pool, worker) = (&inner.pool, &inner.worker);
@@ -399,7 +450,11 @@ impl SharedPlaces for SharedSeats {
                     })
                     .await;
                 match retaken {
-                    Ok(1) => return Ok(Some(place)),
+                    Ok(1) => {
+                        // What was noted of its earlier task is moot.
+                        self.forget(place);
+                        return Ok(Some(place));
+                    }
                     // No longer this worker's: a free one is looked for.
                     Ok(_) => {}
                     Err(error) => {
@@ -431,6 +486,7 @@ impl SharedPlaces for SharedSeats {
                      RETURNING seat";
             let (pool, worker, limit) = (&inner.pool, &inner.worker, inner.limit as i32);
             let (lease, hold) = (seconds(inner.lease), seconds(inner.unanswered_hold));
+            let sent = tokio::time::Instant::now();
             let taken = inner
                 .db
                 .run_within(SEAT_STEP, false, |session| async move {
@@ -442,7 +498,10 @@ impl SharedPlaces for SharedSeats {
                     let place: Option<i32> = rows.first().and_then(|row| row.try_get(0).ok());
                     match place {
                         // Taken afresh: what an earlier holding noted is moot.
-                        Some(place) => self.forget(place),
+                        Some(place) => {
+                            self.forget(place);
+                            inner.leases.leased(place, sent + inner.lease);
+                        }
                         None => {
                             if let Ok(mut full) = inner.full.lock() {
                                 *full = Some((tokio::time::Instant::now(), heard));
@@ -564,10 +623,12 @@ async fn apply(
     pool: String,
     worker: String,
     lease: Duration,
+    leases: Arc<Leases>,
     mut changes: tokio::sync::mpsc::UnboundedReceiver<Change>,
 ) {
     let mut every = tokio::time::interval(lease / 3);
     every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let lease_time = lease;
     let (pool, worker, lease) = (&pool, &worker, seconds(lease));
     loop {
         let change = tokio::select! {
@@ -639,16 +700,23 @@ async fn apply(
                 }
                 Some(Change::Flush(_)) => Ok(0),
                 None => {
-                    db.run(false, |session| async move {
-                        session
-                            .execute(
-                                "UPDATE genapi_seats SET lease_until = now() + make_interval(secs => $3)
-                                 WHERE pool = $1 AND worker = $2",
-                                &[pool, worker, &lease],
-                            )
-                            .await
+                    let sent = tokio::time::Instant::now();
+                    let renewed = db
+                        .run(false, |session| async move {
+                            session
+                                .query(
+                                    "UPDATE genapi_seats SET lease_until = now() + make_interval(secs => $3)
+                                     WHERE pool = $1 AND worker = $2 RETURNING seat",
+                                    &[pool, worker, &lease],
+                                )
+                                .await
+                        })
+                        .await;
+                    renewed.map(|rows| {
+                        let seats: Vec<i32> = rows.iter().filter_map(|row| row.try_get(0).ok()).collect();
+                        leases.renewed(&seats, sent, lease_time);
+                        seats.len() as u64
                     })
-                    .await
                 }
             };
             match applied {

@@ -3,8 +3,10 @@
 //! is reported as not submitted, with no advice to adopt or resubmit, and
 //! the next run sends it.
 //!
-//! Line 2 takes the seat line 1 gave back; its taking goes with the line's
-//! intent, in one statement, so the intent fails with it and nothing leaves.
+//! Line 2 takes the seat line 1 gave back; the seat's lease (30 s) is long
+//! enough that the seat is surely still this worker's, so its taking goes
+//! with the line's intent, in one statement, and the intent fails with it:
+//! nothing leaves.
 
 use std::process::Stdio;
 use std::time::Duration;
@@ -40,7 +42,7 @@ async fn a_line_that_could_not_take_a_seat_is_not_submitted_and_the_next_run_sen
         let mut command = genapi(&dir, &mock);
         command
             .args(["batch", "jobs.jsonl", "--out", "out", "--json", "--max-active", "1"])
-            .args(["--ledger-lease", "2", "--ledger"])
+            .args(["--ledger-lease", "30", "--ledger"])
             .arg(pg.url())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());

@@ -39,6 +39,7 @@ mod hardening_files;
 #[cfg(unix)]
 mod interrupts;
 mod ledger;
+mod ledger_carried;
 mod ledger_claims;
 mod ledger_hardening;
 mod ledger_outage;

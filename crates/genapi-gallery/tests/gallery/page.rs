@@ -247,3 +247,34 @@ fn a_thumbnail_folder_that_is_a_link_is_not_written_through() {
         "nothing written elsewhere"
     );
 }
+
+/// A write that fails after its temporary file was made (here the rename is
+/// refused: `index.html` and a thumbnail's name are folders; a full disk
+/// does the same) removes that file: every write has a name of its own, so
+/// a run writing the page every few seconds would leave one each time.
+#[test]
+fn failed_writes_leave_no_temporary_file() {
+    let dir = Dir::new("gallery-leftovers");
+    image(&dir.0, "fox.png", 64, 64);
+    results(&dir.0, &[succeeded(1, "fox.png")]);
+    std::fs::create_dir_all(dir.join(INDEX)).unwrap();
+    std::fs::create_dir_all(dir.join(THUMBS).join("fox.png.jpg")).unwrap();
+    assert!(Gallery::rebuild(&dir.0).is_err(), "index.html is a folder");
+    let gallery = Gallery::new(&dir.0);
+    for _ in 0..5 {
+        assert!(gallery.write().is_err(), "index.html is a folder");
+    }
+    let partials = |folder: &std::path::Path| -> Vec<String> {
+        std::fs::read_dir(folder)
+            .unwrap()
+            .filter_map(|entry| entry.ok())
+            .map(|entry| entry.file_name().to_string_lossy().into_owned())
+            .filter(|name| name.ends_with(".partial"))
+            .collect()
+    };
+    let (page, thumbs) = (partials(&dir.0), partials(&dir.join(THUMBS)));
+    assert!(
+        page.is_empty() && thumbs.is_empty(),
+        "temporary files left: {page:?} {thumbs:?}"
+    );
+}
