@@ -133,16 +133,10 @@ async fn an_end_the_database_refuses_does_not_keep_another_line_from_being_sent(
     // A recording of the run, whose failure message is then given a NUL.
     let recorded = common::Dir::new("carried-refused-recorded");
     std::fs::write(recorded.join("jobs.jsonl"), &job_file).unwrap();
+    // One task at a time: line 2's intent is the record after line 1's end.
+    let batch = ["batch", "jobs.jsonl", "--out", "out", "--json", "--max-active", "1"];
     let mut command = common::genapi(&recorded, &mock);
-    command.args(["--record", "run.har", "--record-images"]).args([
-        "batch",
-        "jobs.jsonl",
-        "--out",
-        "out",
-        "--json",
-        "--max-active",
-        "1",
-    ]);
+    command.args(["--record", "run.har", "--record-images"]).args(batch);
     let first = tokio::task::spawn_blocking(move || command.output().unwrap())
         .await
         .unwrap();
@@ -164,16 +158,8 @@ async fn an_end_the_database_refuses_does_not_keep_another_line_from_being_sent(
     let replaying = crate::cli::Mock::start(&replay_dir, &["--replay", replay_dir.join("run.har").to_str().unwrap()]);
     let mut command = replaying.command(&replay_dir);
     command
-        .args([
-            "batch",
-            "jobs.jsonl",
-            "--out",
-            "out",
-            "--json",
-            "--max-active",
-            "1",
-            "--ledger",
-        ])
+        .args(batch)
+        .arg("--ledger")
         .arg(pg.url())
         .env("GENAPI_LOG", "genapi=info");
     let run = tokio::task::spawn_blocking(move || command.output().unwrap())
