@@ -192,7 +192,7 @@ impl Ledger {
         jobs_digest: &str,
         options: LedgerOptions,
     ) -> Result<Ledger, LedgerError> {
-        let db = Arc::new(Link::open(url, options.step, true, None).await?);
+        let db = Arc::new(Link::open(url, options.step, true, &[]).await?);
         db.run(false, |session| async move {
             session
                 .execute(
@@ -220,7 +220,7 @@ impl Ledger {
         let renewal = tokio::spawn(renew(db.clone(), batch.to_string(), worker.clone(), lease));
         Ok(Ledger {
             db,
-            transactions: Link::open(url, options.step, false, None).await?,
+            transactions: Link::open(url, options.step, false, &[]).await?,
             transaction_turn: tokio::sync::Mutex::new(()),
             released: Default::default(),
             batch: batch.into(),

@@ -51,9 +51,22 @@ pub(crate) struct Heard {
     /// Woken each time.
     pub(crate) wake: tokio::sync::Notify,
     count: std::sync::atomic::AtomicU64,
+    /// Workers heard asking for a seat, and whose freed seats are this
+    /// worker's to take (see [`super::wants`]).
+    pub(crate) wants: super::wants::Wants,
 }
 
 impl Heard {
+    /// A notification on `channel`: a worker asking for a seat is noted
+    /// (no seat was freed); a seat freed for another worker is not heard.
+    pub(crate) fn hear(&self, channel: &str, payload: &str) {
+        if channel == super::wants::CHANNEL {
+            self.wants.heard(payload);
+        } else if self.wants.is_for_me(payload) {
+            self.heard();
+        }
+    }
+
     /// Something was heard.
     pub(crate) fn heard(&self) {
         self.count.fetch_add(1, Ordering::SeqCst);
@@ -120,8 +133,9 @@ pub(crate) struct Link {
     /// The ledger URL. It may hold a password: never shown.
     url: String,
     step: Duration,
-    /// `LISTEN` on each new connection, for freed seats.
-    listen: Option<&'static str>,
+    /// `LISTEN` on each new connection to these channels (freed seats,
+    /// workers asking for one).
+    listen: &'static [&'static str],
     /// Woken by every notification, and whenever a connection is opened
     /// again (notifications sent while it was broken were lost).
     notified: Arc<Heard>,
@@ -148,7 +162,7 @@ impl Link {
         url: &str,
         step: Duration,
         migrate: bool,
-        listen: Option<&'static str>,
+        listen: &'static [&'static str],
     ) -> Result<Link, LedgerError> {
         let link = Link {
             url: url.to_string(),
@@ -340,7 +354,7 @@ impl Link {
             client,
             prepared: Default::default(),
         };
-        if let Some(channel) = self.listen {
+        for channel in self.listen {
             session
                 .batch_execute(&format!("LISTEN {channel}"))
                 .await

@@ -54,6 +54,7 @@ mod schema;
 mod seats;
 mod store;
 pub mod tls;
+mod wants;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -244,7 +245,7 @@ async fn open(url: &str, notified: Arc<link::Heard>) -> Result<tokio_postgres::C
         let mut messages = futures::stream::poll_fn(move |cx| connection.poll_message(cx));
         while let Some(message) = futures::StreamExt::next(&mut messages).await {
             match message {
-                Ok(tokio_postgres::AsyncMessage::Notification(_)) => notified.heard(),
+                Ok(tokio_postgres::AsyncMessage::Notification(note)) => notified.hear(note.channel(), note.payload()),
                 Ok(_) => {}
                 Err(error) => {
                     tracing::warn!(error = %describe(&error), "the ledger connection closed");

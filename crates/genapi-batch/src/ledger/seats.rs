@@ -1,5 +1,6 @@
 //! An active-task limit shared by many processes: seats as rows.
 
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -8,7 +9,7 @@ use url::Url;
 
 use super::carried::{seat_changes, Note, Notes, CARRY_WAIT};
 use super::link::{Heard, Link};
-use super::{naming, seconds, LedgerError, LedgerOptions};
+use super::{naming, seconds, wants, LedgerError, LedgerOptions};
 use genapi::SharedPlaces;
 
 /// The longest a task is taken to run. A seat whose worker died comes back
@@ -88,6 +89,10 @@ struct Inner {
     /// worker's in the database: a submission of this worker takes one
     /// without a step, and one not taken within [`SPARE_GRACE`] is freed.
     spare: std::sync::Mutex<Vec<i32>>,
+    /// Seats this worker holds in the database, its spares included: told
+    /// to other workers when it asks for one, and compared with theirs when
+    /// a seat is given back (see [`super::wants`]).
+    held: std::sync::atomic::AtomicUsize,
     /// Changes waiting for a ledger record to carry them (see
     /// [`super::carried`]).
     notes: std::sync::Mutex<Notes>,
@@ -106,7 +111,8 @@ impl std::fmt::Debug for SharedSeats {
 /// A change made from code that cannot wait (a drop), applied in order.
 enum Change {
     Assign(i32, String, String),
-    Free(i32),
+    /// The seat is free: for any worker, or for the one named.
+    Free(i32, Option<String>),
     Reclaim(i32, String),
     /// Notes no ledger record carried.
     Notes(Vec<Note>),
@@ -203,7 +209,7 @@ impl SharedSeats {
         unanswered_hold: Duration,
     ) -> Result<SharedSeats, LedgerError> {
         let asked = asked.clamp(1, 100_000);
-        let db = Arc::new(Link::open(url, options.step, true, Some("genapi_seats")).await?);
+        let db = Arc::new(Link::open(url, options.step, true, &["genapi_seats", wants::CHANNEL]).await?);
         let freed = db.notified();
         // The first worker sets the size; every later one reads it.
         let asked_size = asked as i32;
@@ -244,6 +250,7 @@ impl SharedSeats {
         })
         .await?;
         let worker = naming::take(&db, &format!("pool {pool}"), &options.naming).await?;
+        freed.wants.known_as(pool, &worker);
         if options.naming.lasting() {
             // Seats an earlier run of this worker left: theirs no longer,
             // and lapsed, so each comes back once its task is seen final
@@ -286,6 +293,7 @@ impl SharedSeats {
                 leases,
                 lapsed_checked: std::sync::Mutex::new(None),
                 spare: std::sync::Mutex::new(Vec::new()),
+                held: std::sync::atomic::AtomicUsize::new(0),
                 notes: std::sync::Mutex::new(Notes::default()),
             }),
         })
@@ -303,8 +311,7 @@ impl SharedSeats {
             .unwrap_or_default();
         self.write_notes();
         for place in spare {
-            self.forget(place);
-            self.send(Change::Free(place));
+            self.give_back(place, None);
         }
         let (done, applied) = tokio::sync::oneshot::channel();
         self.send(Change::Flush(done));
@@ -413,6 +420,27 @@ impl SharedSeats {
         self.inner.db.same_database(link)
     }
 
+    /// `place` goes back to the pool, for any worker, or for the one named
+    /// (who alone is told).
+    fn give_back(&self, place: i32, to: Option<String>) {
+        tracing::debug!(
+            seat = place,
+            to = to.as_deref().unwrap_or("any worker"),
+            "a shared seat given back"
+        );
+        self.forget(place);
+        self.lost(place);
+        self.send(Change::Free(place, to));
+    }
+
+    /// `place` is not this worker's any more.
+    fn lost(&self, _place: i32) {
+        let _ = self
+            .inner
+            .held
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |held| held.checked_sub(1));
+    }
+
     fn send(&self, change: Change) {
         // The receiver lives as long as `inner`: a send cannot fail while
         // `self` exists.
@@ -456,9 +484,10 @@ impl SharedPlaces for SharedSeats {
                         return Ok(Some(place));
                     }
                     // No longer this worker's: a free one is looked for.
-                    Ok(_) => {}
+                    Ok(_) => self.lost(place),
                     Err(error) => {
-                        self.send(Change::Free(place));
+                        self.lost(place);
+                        self.send(Change::Free(place, None));
                         tracing::warn!(%error, "cannot take a shared seat");
                         return Err(error.to_string());
                     }
@@ -475,34 +504,55 @@ impl SharedPlaces for SharedSeats {
             if still_full {
                 return Ok(None);
             }
-            const TAKE: &str = "UPDATE genapi_seats SET worker = $2, lease_until = now() + make_interval(secs => $4),
-                            task_id = NULL, polling_url = NULL, taken_at = now()
-                     WHERE (pool, seat) = (
-                       SELECT pool, seat FROM genapi_seats
-                       WHERE pool = $1 AND seat <= $3
-                         AND (worker IS NULL
-                              OR (lease_until < now() AND taken_at < now() - make_interval(secs => $5)))
-                       ORDER BY seat LIMIT 1 FOR UPDATE SKIP LOCKED)
-                     RETURNING seat";
+            // Found full, this worker says it waits, in the same statement,
+            // when another worker holds at least two seats more (see
+            // `wants`): a notification costs a transaction of every
+            // listening connection, and no worker would give way otherwise.
+            const TAKE: &str = "WITH taken AS (
+                       UPDATE genapi_seats SET worker = $2, lease_until = now() + make_interval(secs => $4),
+                              task_id = NULL, polling_url = NULL, taken_at = now()
+                       WHERE (pool, seat) = (
+                         SELECT pool, seat FROM genapi_seats
+                         WHERE pool = $1 AND seat <= $3
+                           AND (worker IS NULL
+                                OR (lease_until < now() AND taken_at < now() - make_interval(secs => $5)))
+                         ORDER BY seat LIMIT 1 FOR UPDATE SKIP LOCKED)
+                       RETURNING seat),
+                     most AS (
+                       SELECT count(*) AS held FROM genapi_seats
+                       WHERE pool = $1 AND seat <= $3 AND worker IS NOT NULL AND worker <> $2
+                       GROUP BY worker ORDER BY 1 DESC LIMIT 1),
+                     asked AS (
+                       SELECT pg_notify('genapi_seat_wants', $6)
+                       WHERE NOT EXISTS (SELECT 1 FROM taken) AND (SELECT held FROM most) >= $7::bigint + 2)
+                     SELECT seat FROM taken UNION ALL SELECT NULL::integer FROM asked";
             let (pool, worker, limit) = (&inner.pool, &inner.worker, inner.limit as i32);
             let (lease, hold) = (seconds(inner.lease), seconds(inner.unanswered_hold));
+            let held = inner.held.load(Ordering::SeqCst);
+            let asking = &wants::want(pool, worker, held);
+            let held = &i64::try_from(held).unwrap_or(i64::MAX);
             let sent = tokio::time::Instant::now();
             let taken = inner
                 .db
                 .run_within(SEAT_STEP, false, |session| async move {
-                    session.query(TAKE, &[pool, worker, &limit, &lease, &hold]).await
+                    session
+                        .query(TAKE, &[pool, worker, &limit, &lease, &hold, asking, held])
+                        .await
                 })
                 .await;
             match taken {
                 Ok(rows) => {
-                    let place: Option<i32> = rows.first().and_then(|row| row.try_get(0).ok());
+                    let place: Option<i32> = rows.first().and_then(|row| row.try_get(0).ok().flatten());
                     match place {
                         // Taken afresh: what an earlier holding noted is moot.
                         Some(place) => {
+                            tracing::debug!(seat = place, "a shared seat taken");
                             self.forget(place);
+                            inner.held.fetch_add(1, Ordering::SeqCst);
                             inner.leases.leased(place, sent + inner.lease);
                         }
                         None => {
+                            tracing::debug!("the shared seats found full");
                             if let Ok(mut full) = inner.full.lock() {
                                 *full = Some((tokio::time::Instant::now(), heard));
                             }
@@ -582,11 +632,19 @@ impl SharedPlaces for SharedSeats {
     /// Kept for this worker's next submission for a moment: a seat given
     /// back to the database would wake every waiting worker, and all but
     /// one would ask for it in vain.
+    ///
+    /// Unless another worker waits for a seat holding at least two fewer
+    /// than this one: then it is given to that worker at once (see
+    /// [`super::wants`]).
     fn free(&self, place: i32) {
-        if let Ok(mut spare) = self.inner.spare.lock() {
+        let inner = &self.inner;
+        if let Some(needier) = inner.freed.wants.neediest(inner.held.load(Ordering::SeqCst)) {
+            return self.give_back(place, Some(needier));
+        }
+        if let Ok(mut spare) = inner.spare.lock() {
             spare.push(place);
         } else {
-            return self.send(Change::Free(place));
+            return self.give_back(place, None);
         }
         self.inner.freed.wake.notify_waiters();
         let seats = self.clone();
@@ -597,8 +655,7 @@ impl SharedPlaces for SharedSeats {
                 found.map(|at| spare.swap_remove(at)).is_some()
             });
             if unused {
-                seats.forget(place);
-                seats.send(Change::Free(place));
+                seats.give_back(place, None);
             }
         });
     }
@@ -608,8 +665,7 @@ impl SharedPlaces for SharedSeats {
         let after = self.inner.unanswered_hold;
         tokio::spawn(async move {
             tokio::time::sleep(after).await;
-            seats.forget(place);
-            seats.send(Change::Free(place));
+            seats.give_back(place, None);
         });
     }
 }
@@ -657,7 +713,8 @@ async fn apply(
                     .await
                 }
                 // Every process waiting for a seat hears of a freed one.
-                Some(Change::Free(seat)) => {
+                Some(Change::Free(seat, to)) => {
+                    let told = &wants::freed_for(pool, to.as_deref());
                     db.run(false, |session| async move {
                         session
                             .execute(
@@ -665,8 +722,8 @@ async fn apply(
                                    UPDATE genapi_seats
                                    SET worker = NULL, lease_until = NULL, task_id = NULL, polling_url = NULL
                                    WHERE pool = $1 AND seat = $2 AND worker = $3 RETURNING seat)
-                                 SELECT pg_notify('genapi_seats', $1) FROM freed",
-                                &[pool, seat, worker],
+                                 SELECT pg_notify('genapi_seats', $4) FROM freed",
+                                &[pool, seat, worker, told],
                             )
                             .await
                     })

@@ -41,6 +41,7 @@ mod interrupts;
 mod ledger;
 mod ledger_carried;
 mod ledger_claims;
+mod ledger_fair_shares;
 mod ledger_hardening;
 mod ledger_outage;
 mod ledger_pool_size;
