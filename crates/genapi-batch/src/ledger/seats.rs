@@ -521,6 +521,7 @@ impl SharedPlaces for SharedSeats {
                      most AS (
                        SELECT count(*) AS held FROM genapi_seats
                        WHERE pool = $1 AND seat <= $3 AND worker IS NOT NULL AND worker <> $2
+                         AND lease_until >= now()
                        GROUP BY worker ORDER BY 1 DESC LIMIT 1),
                      asked AS (
                        SELECT pg_notify('genapi_seat_wants', $6)
