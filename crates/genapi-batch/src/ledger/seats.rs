@@ -635,8 +635,8 @@ impl SharedPlaces for SharedSeats {
     /// one would ask for it in vain.
     ///
     /// Unless another worker waits for a seat holding at least two fewer
-    /// than this one: then it is given to that worker at once (see
-    /// [`super::wants`]).
+    /// than this one: then it is given to that worker at once, so the
+    /// workers that have submissions waiting hold about as many seats each.
     fn free(&self, place: i32) {
         let inner = &self.inner;
         if let Some(needier) = inner.freed.wants.neediest(inner.held.load(Ordering::SeqCst)) {
