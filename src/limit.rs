@@ -65,6 +65,13 @@ pub trait SharedPlaces: Send + Sync + std::fmt::Debug {
     /// A submission sent from this place got no answer: its task may run,
     /// so the place stays taken as long as a task may run, then is free.
     fn free_when_unanswered_expires(&self, place: i32);
+    /// How long the places may stay unreadable (every `take` failing)
+    /// before a submission waiting for one gives up with
+    /// [`crate::Error::SharedLimit`], sending nothing: 30 s unless the
+    /// store says otherwise.
+    fn give_up_after(&self) -> Duration {
+        SHARED_GIVE_UP
+    }
 }
 
 #[derive(Debug)]
@@ -266,7 +273,8 @@ impl ActiveTasks {
     /// dead workers, are checked (`check` polls one: final?), so their
     /// places come back when they end: this never waits forever.
     ///
-    /// Fails when the places cannot be read for [`SHARED_GIVE_UP`] in a row
+    /// Fails when the places cannot be read for
+    /// [`SharedPlaces::give_up_after`] in a row
     /// (the database is gone): waiting would never end.
     pub(crate) async fn take_shared<F, Fut>(&self, reservation: &mut Reservation, check: F) -> Result<(), String>
     where
@@ -292,7 +300,7 @@ impl ActiveTasks {
                 Ok(None) => failing_since = None,
                 Err(reason) => {
                     let since = *failing_since.get_or_insert(attempt);
-                    if since.elapsed() >= SHARED_GIVE_UP {
+                    if since.elapsed() >= shared.give_up_after() {
                         return Err(reason);
                     }
                 }

@@ -70,6 +70,8 @@ struct Inner {
     limit: usize,
     worker: String,
     lease: Duration,
+    /// Each database step's deadline.
+    step: Duration,
     unanswered_hold: Duration,
     /// Dropped with the last clone: the background task then applies what
     /// is queued and ends.
@@ -286,6 +288,7 @@ impl SharedSeats {
                 limit,
                 worker,
                 lease,
+                step: options.step,
                 unanswered_hold: unanswered_hold.max(Duration::from_secs(1)),
                 changes,
                 freed,
@@ -659,6 +662,13 @@ impl SharedPlaces for SharedSeats {
                 seats.give_back(place, None);
             }
         });
+    }
+
+    /// One database step's deadline ([`LedgerOptions::step_deadline`]):
+    /// a submission waits no longer than that for a database it cannot
+    /// reach, and the command's steps fit inside its `--timeout`.
+    fn give_up_after(&self) -> Duration {
+        self.inner.step
     }
 
     fn free_when_unanswered_expires(&self, place: i32) {

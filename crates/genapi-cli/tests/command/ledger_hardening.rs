@@ -310,7 +310,10 @@ mod ledger {
             return;
         };
         let mock = service().await;
-        let seats = genapi_batch::ledger::SharedSeats::connect(&pg.url(), "gone", 4)
+        // Each step within 2 s: the submission gives up after one step.
+        let options = genapi_batch::ledger::LedgerOptions::default().step_deadline(Duration::from_secs(2));
+        let hold = genapi_batch::ledger::UNANSWERED_SEAT_HOLD;
+        let seats = genapi_batch::ledger::SharedSeats::connect_with(&pg.url(), "gone", 4, &options, hold)
             .await
             .unwrap();
         let client = mock
