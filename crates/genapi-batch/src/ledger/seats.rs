@@ -432,12 +432,12 @@ impl SharedSeats {
             "a shared seat given back"
         );
         self.forget(place);
-        self.lost(place);
+        self.lost();
         self.send(Change::Free(place, to));
     }
 
-    /// `place` is not this worker's any more.
-    fn lost(&self, _place: i32) {
+    /// One of this worker's seats is not its own any more.
+    fn lost(&self) {
         let _ = self
             .inner
             .held
@@ -487,10 +487,9 @@ impl SharedPlaces for SharedSeats {
                         return Ok(Some(place));
                     }
                     // No longer this worker's: a free one is looked for.
-                    Ok(_) => self.lost(place),
+                    Ok(_) => self.lost(),
                     Err(error) => {
-                        self.lost(place);
-                        self.send(Change::Free(place, None));
+                        self.give_back(place, None);
                         tracing::warn!(%error, "cannot take a shared seat");
                         return Err(error.to_string());
                     }
