@@ -19,7 +19,6 @@ mod hostile_service;
 mod module_graph;
 mod one_road;
 mod process_wide_tls;
-mod public_api;
 mod recording;
 mod recovery;
 mod replay;

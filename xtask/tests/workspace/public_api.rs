@@ -1,7 +1,9 @@
-//! The Rust public API of the client, the mock, the batch and the document reader, as rustdoc sees it,
-//! in a reviewed snapshot per crate: any
-//! change to a public name, signature, field or trait impl shows up as a
-//! diff to accept with `cargo insta review`. The generated request and
+//! The Rust public API of every published crate (the client, the mock, the
+//! batch, the gallery and the document reader), as rustdoc sees it, in a
+//! reviewed snapshot per crate: any change to a public name, signature,
+//! field or trait impl shows up as a diff to accept with `cargo insta
+//! review`. It lives with the workspace's checks rather than in one crate's
+//! tests, as it reads all of them. The generated request and
 //! response types (`api::types`) are left out: the generated code has its own
 //! snapshot (`generated_code`).
 //!
@@ -34,7 +36,8 @@ const PUBLISHED: [&str; 5] = [
 fn rustdoc_json(package: &str) -> Value {
     static WRITTEN: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
     let doc = WRITTEN.get_or_init(|| {
-        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        // The workspace's root: this crate's parent folder.
+        let root = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."));
         let target = std::env::var_os("CARGO_TARGET_DIR")
             .map_or_else(|| root.join("target"), Into::into)
             .join("public-api");

@@ -3,7 +3,6 @@
 
 use serde_json::{json, Value};
 
-#[path = "check_and_diff/drift.rs"]
 mod drift;
 
 fn document() -> Value {
@@ -106,7 +105,7 @@ fn known_entry<'a>(report: &'a xtask::diff::Report, needle: &str) -> &'a str {
 
 #[test]
 fn diff_upstream_lists_operations_and_field_changes_of_a_31_document() {
-    let upstream: Value = serde_json::from_str(include_str!("fixtures/upstream-3.1.json")).unwrap();
+    let upstream: Value = serde_json::from_str(include_str!("../fixtures/upstream-3.1.json")).unwrap();
     let rename = [("/v1/flux-".to_string(), "/v1/gen-".to_string())];
     let report = xtask::diff(&document(), &upstream, &rename);
     let has = |needle: &str| {

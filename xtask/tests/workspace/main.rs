@@ -1,0 +1,6 @@
+//! The workspace's own checks, one module per thing a maintainer looks after:
+//! the document and the maintenance tasks that read it (`check_and_diff`),
+//! and the public API of every published crate (`public_api`).
+
+mod check_and_diff;
+mod public_api;
