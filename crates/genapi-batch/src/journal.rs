@@ -273,6 +273,11 @@ impl FileJournal {
     /// through a link, and never in a directory that does not exist yet
     /// (make it first: the error then names the path).
     ///
+    /// A closed journal is free at once, with one exception on Unix: a child
+    /// process this program starts while the journal is open holds a copy of
+    /// the locked file until it has started its own program, which can keep
+    /// the lock a moment past the close.
+    ///
     /// ```no_run
     /// std::fs::create_dir_all("out")?;
     /// let journal = genapi_batch::FileJournal::open("out/journal.jsonl")?;

@@ -8,6 +8,7 @@ mod common {
 }
 
 mod job_file;
+mod journal_lock;
 mod results_file;
 mod resumed_without_seat;
 mod typed_jobs;

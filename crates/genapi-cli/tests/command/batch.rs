@@ -516,25 +516,6 @@ async fn mock_result(client: &genapi::Client, id: &str) -> Vec<u8> {
 }
 
 #[tokio::test(start_paused = true)]
-async fn the_journal_is_free_again_as_soon_as_the_stream_has_ended() {
-    let mock = mock(50).await;
-    let dir = Dir::new("unlocked");
-    let path = dir.join("journal.jsonl");
-    for round in 0..3 {
-        let journal = genapi_batch::FileJournal::open(&path).unwrap();
-        let mut outcomes = Batch::new(mock.client().unwrap(), journal, &dir.0)
-            .run(jobs(2, "unlocked"))
-            .unwrap();
-        while let Some(outcome) = outcomes.next().await {
-            assert_eq!(outcome.status, JobStatus::Succeeded, "round {round}");
-        }
-        // The stream is still in scope: its end closed the journal.
-        assert!(genapi_batch::FileJournal::open(&path).is_ok(), "round {round}");
-    }
-    assert_eq!(mock.count("POST", "/v1/gen-2-pro"), 2);
-}
-
-#[tokio::test(start_paused = true)]
 async fn a_stop_keeps_submissions_still_waiting_for_room_from_being_sent() {
     let mock = mock(60_000).await;
     // The client allows one active task; the batch would run three.
