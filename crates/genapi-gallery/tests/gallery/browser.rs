@@ -1,11 +1,12 @@
 //! The page in a real headless Chromium: every thumbnail decodes, every
-//! tile says what its result says, and nothing comes from the network.
+//! tile says what its result says, and nothing comes from the network. How
+//! fast a large page loads is measured by the gallery's bench
+//! (`cargo bench -p genapi-gallery`), not asserted here.
 
-use genapi_batch::ResultLine;
 use genapi_gallery::{Gallery, INDEX};
 
 use crate::common::{browser, Dir};
-use crate::{failed, image, results, succeeded};
+use crate::fixtures::many_lines;
 
 #[test]
 fn ten_thousand_lines_open_with_every_thumbnail_decoded_and_nothing_fetched_from_the_network() {
@@ -14,18 +15,7 @@ fn ten_thousand_lines_open_with_every_thumbnail_decoded_and_nothing_fetched_from
     };
     const LINES: u64 = 10_000;
     let dir = Dir::new("gallery-ten-thousand");
-    // Ten distinct images, each the result of a thousand lines (the page's
-    // size and its number of tiles and thumbnails are what is measured).
-    for n in 0..10 {
-        image(&dir.0, &format!("image-{n}.png"), 256 + n * 16, 192);
-    }
-    let lines: Vec<ResultLine> = (1..=LINES)
-        .map(|line| match line % 97 {
-            0 => failed(line, "task_failed"),
-            _ => succeeded(line, &format!("image-{}.png", line % 10)),
-        })
-        .collect();
-    results(&dir.0, &lines);
+    let lines = many_lines(&dir.0, LINES);
     Gallery::rebuild(&dir.0).unwrap();
     let page_bytes = std::fs::metadata(dir.join(INDEX)).unwrap().len();
     let seen = browser::open(&chromium, &dir.join(INDEX));
@@ -50,7 +40,6 @@ fn ten_thousand_lines_open_with_every_thumbnail_decoded_and_nothing_fetched_from
         "the page asked the network for {:?}",
         seen.network
     );
-    assert!(seen.load_ms < 5_000.0, "the page took {} ms to load", seen.load_ms);
     for tile in seen.tiles.iter().filter(|tile| tile["status"] == "failed") {
         let line = tile["line"].as_str().unwrap();
         assert_eq!(tile["task"], format!("task-{line}"));

@@ -4,7 +4,7 @@ use genapi_batch::GridCell;
 use genapi_gallery::{Gallery, GalleryError, INDEX, THUMBNAIL_SIDE, THUMBS};
 
 use crate::common::Dir;
-use crate::{failed, image, results, succeeded};
+use crate::fixtures::{failed, image, results, succeeded};
 
 #[test]
 fn every_line_has_a_tile_and_every_image_a_small_thumbnail() {
