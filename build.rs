@@ -47,10 +47,10 @@ fn main() {
     let client = generate_client(&text);
     let text_types = parsed_from_text(&client);
     write(&out_dir.join("codegen.rs"), &client);
-    let operations = document::operations_in_document_order(&root, &text).unwrap_or_else(|e| fail(&e));
-    let table = operations_table(&operations, &text_types);
+    let catalog = document::Catalog::read(&root, &text).unwrap_or_else(|e| fail(&e));
+    let table = operations_table(catalog.operations(), &text_types);
     write(&out_dir.join("operations.rs"), &table);
-    write(&out_dir.join("string_setters.rs"), &string_setters(&root));
+    write(&out_dir.join("string_setters.rs"), &string_setters(&root, &catalog));
 }
 
 /// Refuses a document the validator could not use at run time, by the rules
@@ -224,10 +224,10 @@ fn quote_path(path: &str) -> proc_macro2::TokenStream {
 /// request type with every string field of the document set from a `&str`
 /// (an enum's first value, a sample for patterned or URL fields). If any
 /// setter refused `&str`, the test would not compile.
-fn string_setters(root: &serde_json::Value) -> String {
+fn string_setters(root: &serde_json::Value, catalog: &document::Catalog) -> String {
     let mut builders = Vec::new();
-    for op in document::operations(root) {
-        let Some(name) = op.request_schema.as_deref().filter(|_| op.method == "POST") else {
+    for model in catalog.models() {
+        let Some(name) = model.operation.request_schema.as_deref() else {
             continue;
         };
         let Some(schema) = document::schema(root, name) else {

@@ -78,8 +78,11 @@ pub fn webhook_verify(data: &[u8]) {
 /// (JSON, or else text put in the usual string fields).
 pub fn validator(data: &[u8]) {
     let document = genapi::validate::Document::embedded();
-    let schemas: Vec<String> = document
-        .operations()
+    // Sorted by path, then method: the order the kept inputs were found
+    // under, so each still picks the schema it picked then.
+    let mut operations = document.catalog().operations().to_vec();
+    operations.sort_by(|a, b| (&a.path, &a.method).cmp(&(&b.path, &b.method)));
+    let schemas: Vec<String> = operations
         .into_iter()
         .filter_map(|operation| operation.request_schema)
         .collect();

@@ -63,8 +63,9 @@ pub mod api {
     }
     /// Every operation of `openapi.json`, in the order the document lists
     /// them: its paths in the order of `paths`, and each path's methods in
-    /// the order of its path item. ([`crate::validate::Document::operations`]
-    /// lists the same operations sorted by path, then method.)
+    /// the order of its path item: the same list, in the same order, as the
+    /// document's [`crate::validate::Catalog::operations`], which it is
+    /// built from.
     pub const OPERATIONS: &[OperationSpec] = table::OPERATIONS;
 }
 

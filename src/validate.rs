@@ -104,12 +104,6 @@ impl Document {
         })
     }
 
-    /// Every operation, sorted by path and then by method (not in the order
-    /// the document lists them, which `api::OPERATIONS` keeps).
-    pub fn operations(&self) -> Vec<Operation> {
-        document::operations(&self.root)
-    }
-
     /// The document's models (its submissions) and their fields, in the
     /// document's order.
     ///

@@ -167,5 +167,5 @@ fn a_document_with_a_ref_cycle_is_refused_with_the_cycle_named() {
     );
     // The embedded document passed the same checks at build time.
     assert!(Document::parse(genapi::validate::EMBEDDED_DOCUMENT).is_ok());
-    assert!(!Document::embedded().operations().is_empty());
+    assert!(!Document::embedded().catalog().operations().is_empty());
 }

@@ -472,7 +472,7 @@ async fn the_client_and_the_mock_refuse_the_same_bodies_for_the_same_reasons() {
         .chain(mock.trusted_origins())
         .collect();
     let (mut refused, mut accepted) = (0, 0);
-    for operation in Document::embedded().operations() {
+    for operation in Document::embedded().catalog().operations() {
         let (Some(schema), "POST") = (operation.request_schema.as_deref(), operation.method.as_str()) else {
             continue;
         };

@@ -85,7 +85,7 @@ pub fn check(text: &str) -> Vec<String> {
             ));
         }
     }
-    for operation in crate::document::operations(&doc) {
+    for operation in crate::document::Catalog::of_value(&doc).operations() {
         let (method, path) = (operation.method.to_lowercase(), operation.path.clone());
         {
             let op = &doc["paths"][&path][&method];

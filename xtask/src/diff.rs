@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::Value;
 
-use crate::model::{self, read, Field, Operation};
+use crate::model::{self, read, Details, Field};
 
 /// The differences, unknown ones (to act on) apart from known ones.
 #[derive(Debug, Default, Clone, PartialEq)]
@@ -166,7 +166,7 @@ fn field_corrections(field: &Field) -> Vec<String> {
         .collect()
 }
 
-fn statuses(op: &Operation) -> BTreeSet<String> {
+fn statuses(op: &Details) -> BTreeSet<String> {
     op.responses
         .iter()
         .map(|r| r.split(':').next().unwrap_or("").to_string())

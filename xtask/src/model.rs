@@ -1,22 +1,22 @@
-//! A flat view of an OpenAPI document (3.0 or 3.1): every operation with
-//! its request fields, query parameters, responses, security and
-//! corrections. Fields are the document reader's own [`Field`] (the one the
-//! library's catalog and the command read), shown here as text. The surface
-//! listing and the upstream diff both read documents through this view, so
-//! they agree on what a field is.
+//! A flat view of an OpenAPI document (3.0 or 3.1): every operation of the
+//! document reader's [`Catalog`], with its request fields, query parameters,
+//! responses, security and corrections. Fields are the reader's own
+//! [`Field`] (the one the library's catalog and the command read), shown
+//! here as text. The surface listing and the upstream diff both read
+//! documents through this view, so they agree on what a field is.
 
 use std::collections::BTreeMap;
 
 pub use genapi_document::Field;
+use genapi_document::{Catalog, Operation};
 use serde_json::Value;
 
-/// One operation.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct Operation {
-    /// operationId.
-    pub id: String,
-    /// Tag.
-    pub tag: String,
+/// What the listing and the diff read of one operation: the catalog's
+/// [`Operation`], and what they compare besides.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Details {
+    /// The operation as the catalog lists it (operationId, tag, deprecated, …).
+    pub operation: Operation,
     /// Request fields by name (empty for a body-less operation).
     pub fields: BTreeMap<String, Field>,
     /// Query parameters by name.
@@ -25,8 +25,6 @@ pub struct Operation {
     pub open: bool,
     /// `status: schema` of each response.
     pub responses: Vec<String>,
-    /// Marked deprecated.
-    pub deprecated: bool,
     /// Served from another server.
     pub server: Option<String>,
     /// Body-level rules of this project's document (`x-` extensions).
@@ -51,13 +49,13 @@ pub fn correction_names(value: &Value) -> Vec<String> {
 }
 
 /// Operations keyed by `METHOD path`.
-pub type Model = BTreeMap<String, Operation>;
+pub type Model = BTreeMap<String, Details>;
 
 /// Reads a document. `rename` rewrites path prefixes (`FROM`, `TO`) of the
 /// other document's paths, so a description using other model names lines up.
 pub fn read(doc: &Value, rename: &[(String, String)]) -> Model {
     let mut model = Model::new();
-    for listed in crate::document::operations(doc) {
+    for listed in Catalog::of_value(doc).operations() {
         let op = &doc["paths"][&listed.path][listed.method.to_lowercase()];
         let mut path = listed.path.clone();
         for (from, to) in rename {
@@ -65,58 +63,55 @@ pub fn read(doc: &Value, rename: &[(String, String)]) -> Model {
                 path = format!("{to}{rest}");
             }
         }
+        let body = resolve(doc, &op["requestBody"]["content"]["application/json"]["schema"]);
+        let mut details = Details {
+            operation: listed.clone(),
+            fields: BTreeMap::new(),
+            parameters: BTreeMap::new(),
+            open: body["additionalProperties"] != Value::Bool(false),
+            responses: Vec::new(),
+            server: op["servers"][0]["url"].as_str().map(str::to_string),
+            rules: Vec::new(),
+            security: Vec::new(),
+            corrections: correction_names(&op["x-correction"]),
+            body_corrections: correction_names(&body["x-correction"]),
+        };
+        for (key, value) in body
+            .as_object()
+            .into_iter()
+            .flatten()
+            .filter(|(k, _)| k.starts_with("x-"))
         {
-            let method = &listed.method;
-            let body = resolve(doc, &op["requestBody"]["content"]["application/json"]["schema"]);
-            let mut operation = Operation {
-                id: op["operationId"].as_str().unwrap_or("").to_string(),
-                tag: op["tags"][0].as_str().unwrap_or("").to_string(),
-                open: body["additionalProperties"] != Value::Bool(false),
-                deprecated: op["deprecated"].as_bool().unwrap_or(false),
-                server: op["servers"][0]["url"].as_str().map(str::to_string),
-                ..Operation::default()
-            };
-            for (key, value) in body
-                .as_object()
-                .into_iter()
-                .flatten()
-                .filter(|(k, _)| k.starts_with("x-"))
-            {
-                operation.rules.push(format!("{key} {value}"));
-            }
-            let security = if op.get("security").is_some() {
-                &op["security"]
-            } else {
-                &doc["security"]
-            };
-            for requirement in security.as_array().into_iter().flatten() {
-                operation
-                    .security
-                    .extend(requirement.as_object().into_iter().flatten().map(|(k, _)| k.clone()));
-            }
-            operation.corrections.extend(correction_names(&op["x-correction"]));
-            operation
-                .body_corrections
-                .extend(correction_names(&body["x-correction"]));
-            for field in Field::of_object(doc, body) {
-                operation.fields.insert(field.name.clone(), field);
-            }
-            for parameter in op["parameters"].as_array().into_iter().flatten() {
-                let name = parameter["name"].as_str().unwrap_or("");
-                let required = parameter["required"].as_bool().unwrap_or(false);
-                let field = Field::read(doc, name, &parameter["schema"], required);
-                operation.parameters.insert(name.to_string(), field);
-            }
-            for (status, response) in op["responses"].as_object().into_iter().flatten() {
-                let schema = &response["content"]["application/json"]["schema"];
-                let name = schema["$ref"]
-                    .as_str()
-                    .and_then(|r| r.rsplit('/').next())
-                    .unwrap_or(if schema.is_null() { "-" } else { "inline" });
-                operation.responses.push(format!("{status}: {name}"));
-            }
-            model.insert(format!("{method} {path}"), operation);
+            details.rules.push(format!("{key} {value}"));
         }
+        let security = if op.get("security").is_some() {
+            &op["security"]
+        } else {
+            &doc["security"]
+        };
+        for requirement in security.as_array().into_iter().flatten() {
+            details
+                .security
+                .extend(requirement.as_object().into_iter().flatten().map(|(k, _)| k.clone()));
+        }
+        for field in Field::of_object(doc, body) {
+            details.fields.insert(field.name.clone(), field);
+        }
+        for parameter in op["parameters"].as_array().into_iter().flatten() {
+            let name = parameter["name"].as_str().unwrap_or("");
+            let required = parameter["required"].as_bool().unwrap_or(false);
+            let field = Field::read(doc, name, &parameter["schema"], required);
+            details.parameters.insert(name.to_string(), field);
+        }
+        for (status, response) in op["responses"].as_object().into_iter().flatten() {
+            let schema = &response["content"]["application/json"]["schema"];
+            let name = schema["$ref"]
+                .as_str()
+                .and_then(|r| r.rsplit('/').next())
+                .unwrap_or(if schema.is_null() { "-" } else { "inline" });
+            details.responses.push(format!("{status}: {name}"));
+        }
+        model.insert(format!("{} {path}", listed.method), details);
     }
     model
 }

@@ -32,8 +32,8 @@ fn describe(name: &str, field: &Field) -> String {
 pub fn surface(doc: &Value) -> String {
     let mut out = String::new();
     for (key, op) in read(doc, &[]) {
-        let mut flags = vec![op.tag.clone()];
-        if op.deprecated {
+        let mut flags = vec![op.operation.tag.clone()];
+        if op.operation.deprecated {
             flags.push("deprecated".into());
         }
         if let Some(server) = &op.server {
@@ -42,7 +42,7 @@ pub fn surface(doc: &Value) -> String {
         if !op.fields.is_empty() && !op.open {
             flags.push("unknown fields rejected".into());
         }
-        let _ = writeln!(out, "{key} ({}) [{}]", op.id, flags.join(", "));
+        let _ = writeln!(out, "{key} ({}) [{}]", op.operation.id, flags.join(", "));
         for (name, field) in &op.parameters {
             let _ = writeln!(out, "{} (query)", describe(name, field));
         }

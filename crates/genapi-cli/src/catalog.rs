@@ -4,49 +4,35 @@
 //! this file only loads the catalog and says how `genapi models` shows a
 //! field.
 
-use genapi::validate::{Document, Field, ImageField, Model};
+use genapi::validate::{Catalog, Document, Field, ImageField, Model};
 use serde_json::Value;
 
 /// The hidden variable naming another document file (used by tests).
 const DOCUMENT_VARIABLE: &str = "GENAPI_DOCUMENT";
 
-/// The document whose models the command offers.
-pub struct Catalog {
-    document: &'static Document,
+/// The library's catalog of the embedded document, or of the one
+/// `GENAPI_DOCUMENT` names.
+pub fn load() -> Result<&'static Catalog, String> {
+    let Some(file) = std::env::var_os(DOCUMENT_VARIABLE) else {
+        return Ok(Document::embedded().catalog());
+    };
+    let named = |problem: String| format!("{DOCUMENT_VARIABLE}={}: {problem}", file.to_string_lossy());
+    let text = crate::files::read_to_string(std::path::Path::new(&file), crate::files::DOCUMENT_LIMIT)
+        .map_err(|e| named(e.to_string()))?;
+    let document = Document::parse(&text).map_err(|e| named(e.to_string()))?;
+    // The command reads one document per run; keeping it for the whole run
+    // lets every part borrow its models, as they borrow the embedded one's.
+    let document: &'static Document = Box::leak(Box::new(document));
+    Ok(document.catalog())
 }
 
-impl Catalog {
-    /// The embedded document, or the one `GENAPI_DOCUMENT` names.
-    pub fn load() -> Result<Catalog, String> {
-        let Some(file) = std::env::var_os(DOCUMENT_VARIABLE) else {
-            return Ok(Catalog {
-                document: Document::embedded(),
-            });
-        };
-        let named = |problem: String| format!("{DOCUMENT_VARIABLE}={}: {problem}", file.to_string_lossy());
-        let text = crate::files::read_to_string(std::path::Path::new(&file), crate::files::DOCUMENT_LIMIT)
-            .map_err(|e| named(e.to_string()))?;
-        let document = Document::parse(&text).map_err(|e| named(e.to_string()))?;
-        // The command reads one document per run; keeping it for the whole
-        // run lets every part borrow its models.
-        Ok(Catalog {
-            document: Box::leak(Box::new(document)),
-        })
-    }
-
-    /// Every model, in the document's order.
-    pub fn models(&self) -> &'static [Model] {
-        self.document.catalog().models()
-    }
-
-    /// The model called `name` (its path, its last segment, or its
-    /// operationId), as the library resolves it.
-    pub fn find(&self, name: &str) -> Result<&'static Model, String> {
-        self.document
-            .catalog()
-            .find(name)
-            .map_err(|unknown| format!("{} (see `genapi models`)", crate::out::clean(&unknown.to_string())))
-    }
+/// The model called `name` (its path, its last segment, or its
+/// operationId), as the library resolves it; the error points to `genapi
+/// models`.
+pub fn find<'a>(catalog: &'a Catalog, name: &str) -> Result<&'a Model, String> {
+    catalog
+        .find(name)
+        .map_err(|unknown| format!("{} (see `genapi models`)", crate::out::clean(&unknown.to_string())))
 }
 
 /// A field's allowed values as text (`jpeg`, not `"jpeg"`).
@@ -119,8 +105,7 @@ mod tests {
 
     #[test]
     fn image_fields_keep_document_order() {
-        let catalog = Catalog::load().unwrap();
-        let vto = catalog.find("vto-v1").unwrap();
+        let vto = find(load().unwrap(), "vto-v1").unwrap();
         let images: Vec<&str> = vto
             .fields
             .iter()
@@ -132,20 +117,20 @@ mod tests {
 
     #[test]
     fn names_resolve_and_typos_get_a_suggestion() {
-        let catalog = Catalog::load().unwrap();
-        assert_eq!(catalog.find("deblur-v1").unwrap().name, "gen-tools/deblur-v1");
-        assert_eq!(catalog.find("/v1/gen-2-pro").unwrap().name, "gen-2-pro");
-        let error = catalog.find("gen-2-prp").unwrap_err();
+        let catalog = load().unwrap();
+        assert_eq!(find(catalog, "deblur-v1").unwrap().name, "gen-tools/deblur-v1");
+        assert_eq!(find(catalog, "/v1/gen-2-pro").unwrap().name, "gen-2-pro");
+        let error = find(catalog, "gen-2-prp").unwrap_err();
         assert!(error.contains("did you mean gen-2-pro?"), "{error}");
     }
 
     #[test]
     fn a_field_shows_its_type_choices_and_bounds() {
-        let catalog = Catalog::load().unwrap();
-        let model = catalog.find("gen-2-pro").unwrap();
+        let catalog = load().unwrap();
+        let model = find(catalog, "gen-2-pro").unwrap();
         let width = model.field("width").unwrap();
         assert_eq!(bounds(width), "0 (auto) or ≥ 64, multiple of 16", "{width:?}");
-        let video = catalog.find("gen-3-video").unwrap();
+        let video = find(catalog, "gen-3-video").unwrap();
         assert_eq!(bounds(video.field("keyframes").unwrap()), "items 1..10");
         let format = model.field("output_format").unwrap();
         assert_eq!(kind(format), "OutputFormat: jpeg | png | webp");

@@ -6,12 +6,12 @@
 
 use serde_json::{json, Map, Value};
 
-use crate::catalog::{self, Catalog};
+use crate::catalog;
 use crate::{out, Failure, Global};
 
 /// Lists the models, or describes one.
 pub fn run(global: &Global, name: Option<&str>) -> Result<(), Failure> {
-    let catalog = Catalog::load().map_err(Failure::usage)?;
+    let catalog = catalog::load().map_err(Failure::usage)?;
     let Some(name) = name else {
         for model in catalog.models() {
             if global.json {
@@ -33,7 +33,7 @@ pub fn run(global: &Global, name: Option<&str>) -> Result<(), Failure> {
         }
         return Ok(());
     };
-    let model = catalog.find(name).map_err(Failure::usage)?;
+    let model = catalog::find(catalog, name).map_err(Failure::usage)?;
     let fields = &model.fields;
     if global.json {
         let fields: Vec<Value> = fields

@@ -8,7 +8,7 @@ use clap::{Args, ValueEnum};
 use genapi::ImageInput;
 use serde_json::{Map, Number, Value};
 
-use crate::catalog::{self, Catalog};
+use crate::catalog;
 use crate::{files, out, Failure};
 use genapi::validate::{Field, Model};
 
@@ -144,8 +144,8 @@ impl Prepared {
 /// Builds the body for `args`; `out` is the `--out` file (its extension
 /// chooses the format).
 pub async fn prepare(args: &RequestArgs, out_file: Option<&Path>) -> Result<Prepared, Failure> {
-    let catalog = Catalog::load().map_err(Failure::usage)?;
-    let model = catalog.find(&args.model).map_err(Failure::usage)?;
+    let catalog = catalog::load().map_err(Failure::usage)?;
+    let model = catalog::find(catalog, &args.model).map_err(Failure::usage)?;
     if model.operation.deprecated {
         out::err(&format!(
             "warning: {} is deprecated in the service's description; see `genapi models` for its successors",

@@ -1,13 +1,15 @@
-//! The models of the document: every submission (a `POST` with a JSON
-//! request schema), by the name a user types, with its fields.
+//! The catalog of the document: every operation, and among them the models
+//! (every submission: a `POST` with a JSON request schema), by the name a
+//! user types, with their fields.
 //!
-//! This is the one catalog of the project. The library's validation and job
-//! files resolve model names with it, the command's `models` lists it and
-//! `cargo xtask` describes fields with the same [`Field`], so a name or a
-//! field means the same thing everywhere. Models and fields keep the order
-//! the document lists them in, which is the order its author chose for
-//! readers (image fields, for one, fill positional `--image` arguments in
-//! that order).
+//! This is the one catalog of the project. `build.rs` emits the client's
+//! table of operations from it, the mock routes by it, the library's
+//! validation and job files resolve model names with it, the command's
+//! `models` lists it and `cargo xtask` lists and compares documents through
+//! it, so an operation, a name or a field means the same thing everywhere.
+//! Operations, models and fields keep the order the document lists them in,
+//! which is the order its author chose for readers (image fields, for one,
+//! fill positional `--image` arguments in that order).
 
 use std::fmt;
 
@@ -39,7 +41,8 @@ impl Model {
     }
 }
 
-/// Every submission of a document, in the document's order.
+/// Every operation of a document and every submission among them, in the
+/// document's order.
 ///
 /// ```
 /// let text = r##"{"paths": {"/v1/gen-2-pro": {"post": {"operationId": "gen_2_pro", "summary": "Generate",
@@ -57,22 +60,37 @@ impl Model {
 /// ```
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Catalog {
+    operations: Vec<Operation>,
     models: Vec<Model>,
 }
 
 impl Catalog {
-    /// Reads the models of `root`, which is `text` read as JSON (the order
-    /// of models and fields is read from `text`). Fails when the order of
-    /// `text` cannot be read (see [`crate::operations_in_document_order`]).
+    /// Reads the operations and models of `root`, which is `text` read as
+    /// JSON: their order, and the order of fields, is read from `text`, as a
+    /// `serde_json::Value` keeps an object's keys sorted. Fails when `text`
+    /// is not JSON, or `paths` or a path item is not an object.
     pub fn read(root: &Value, text: &str) -> Result<Catalog, String> {
         let order = order::of_document(text)?.positions();
         Ok(Catalog::with_order(root, &order))
     }
 
+    /// Reads the operations and models of `root` when its text is not at
+    /// hand, so the document's order is not known: operations come sorted
+    /// by path and then by method, fields by name (both compared byte by
+    /// byte). For comparing documents, where order does not matter.
+    pub fn of_value(root: &Value) -> Catalog {
+        Catalog::with_order(root, &Positions::default())
+    }
+
     fn with_order(root: &Value, order: &Positions) -> Catalog {
-        let mut models: Vec<Model> = operations(root)
-            .into_iter()
+        // Sorted by path and method first, so what the order does not place
+        // keeps that order (the sort is stable).
+        let mut operations = operations(root);
+        operations.sort_by_key(|op| order.operation(&op.path, &op.method));
+        let models: Vec<Model> = operations
+            .iter()
             .filter(|op| op.method == "POST")
+            .cloned()
             .filter_map(|operation| {
                 let schema_name = operation.request_schema.clone()?;
                 let request = schema(root, &schema_name)?;
@@ -87,8 +105,14 @@ impl Catalog {
                 })
             })
             .collect();
-        models.sort_by_key(|model| order.operation(&model.operation.path, &model.operation.method));
-        Catalog { models }
+        Catalog { operations, models }
+    }
+
+    /// Every operation, GET included, in the document's order: its paths in
+    /// the order of `paths`, and each path's methods in the order of its
+    /// path item.
+    pub fn operations(&self) -> &[Operation] {
+        &self.operations
     }
 
     /// Every model, in the document's order.
@@ -202,6 +226,22 @@ mod tests {
         assert_eq!(fields, ["width", "prompt", "height"]);
         assert_eq!(catalog.models()[0].summary, "Zed");
         assert!(catalog.models()[1].fields.is_empty(), "a boolean schema has no fields");
+    }
+
+    #[test]
+    fn operations_keep_the_order_of_the_text_and_without_it_go_by_path_then_method() {
+        let text = r#"{"info": {"title": "t"}, "paths": {
+            "/v1/z": {"post": {"operationId": "z"}},
+            "/v1/a-b": {"summary": "x", "post": {"operationId": "a_b_post"}, "get": {"operationId": "a_b_get"}},
+            "/v1/a": {"put": {"operationId": "a"}}
+        }, "components": {}}"#;
+        let ids = |catalog: &Catalog| catalog.operations().iter().map(|op| op.id.clone()).collect::<Vec<_>>();
+        assert_eq!(ids(&catalog(text)), ["z", "a_b_post", "a_b_get", "a"]);
+        let root: Value = serde_json::from_str(text).unwrap();
+        assert_eq!(ids(&Catalog::of_value(&root)), ["a", "a_b_get", "a_b_post", "z"]);
+        let broken = r#"{"paths": {"/v1/a": []}}"#;
+        let error = Catalog::read(&serde_json::from_str(broken).unwrap(), broken).unwrap_err();
+        assert!(error.contains("paths//v1/a"), "{error}");
     }
 
     #[test]

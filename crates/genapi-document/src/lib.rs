@@ -2,10 +2,11 @@
 //! its `$ref`s, and the rules a document must keep for the crate to use it.
 //!
 //! One reader for everything that looks at `openapi.json`: the library's
-//! validator, its build script (which emits the operations table from
-//! [`operations_in_document_order`] and refuses a document with
-//! [`problems`]) and the
-//! maintenance tasks in `xtask` (whose `check` runs the same [`problems`]).
+//! validator, its build script (which emits the operations table from the
+//! [`Catalog`] and refuses a document with [`problems`]), the mock service,
+//! the command's `models` and the maintenance tasks in `xtask` (whose
+//! `check` runs the same [`problems`]). The [`Catalog`] is the one list of
+//! the document's operations and models they all read.
 //!
 //! The document is walked as JSON rather than as typed OpenAPI, so one reader
 //! serves 3.0 and 3.1 descriptions alike.
@@ -52,14 +53,13 @@ pub struct Operation {
 }
 
 /// Every operation, sorted by path and then by method, both compared as
-/// strings (byte by byte): not the order the document lists them in (see
-/// [`operations_in_document_order`] for that).
+/// strings (byte by byte). [`Catalog`] puts them in the document's order.
 ///
 /// `serde_json` keeps an object's keys sorted unless its `preserve_order`
 /// feature is on, so the document's own order is not known from `root`; the
 /// list is sorted explicitly, so it is the same whichever features
 /// `serde_json` is built with.
-pub fn operations(root: &Value) -> Vec<Operation> {
+fn operations(root: &Value) -> Vec<Operation> {
     let mut list = Vec::new();
     for (path, item) in root["paths"].as_object().into_iter().flatten() {
         for (method, op) in item.as_object().into_iter().flatten() {
@@ -82,19 +82,6 @@ pub fn operations(root: &Value) -> Vec<Operation> {
     }
     list.sort_by(|a, b| (&a.path, &a.method).cmp(&(&b.path, &b.method)));
     list
-}
-
-/// Every operation in the order the document lists them: its paths in the
-/// order of `paths`, and each path's methods in the order of its path item.
-///
-/// `root` is `text` read as JSON; the order is read from `text` itself, as a
-/// `serde_json::Value` keeps an object's keys sorted. Fails when `text` is
-/// not JSON, or `paths` or a path item is not an object.
-pub fn operations_in_document_order(root: &Value, text: &str) -> Result<Vec<Operation>, String> {
-    let order = order::of_document(text)?.positions();
-    let mut list = operations(root);
-    list.sort_by_key(|op| order.operation(&op.path, &op.method));
-    Ok(list)
 }
 
 /// A named schema of `components/schemas`.
@@ -200,7 +187,7 @@ fn short(reference: &str) -> &str {
 /// Request schemas used by more than one submission (POST) operation, with
 /// the operationIds that share each. Every submission needs its own request
 /// schema: the generated `Submit` impl ties one request type to one operation.
-pub fn shared_request_schemas(operations: &[Operation]) -> Vec<(String, Vec<String>)> {
+fn shared_request_schemas(operations: &[Operation]) -> Vec<(String, Vec<String>)> {
     let mut owners: BTreeMap<&str, Vec<String>> = BTreeMap::new();
     for op in operations.iter().filter(|op| op.method == "POST") {
         if let Some(schema) = &op.request_schema {
@@ -357,25 +344,6 @@ mod tests {
         let root: Value = serde_json::from_str(text).unwrap();
         let order: Vec<String> = operations(&root).into_iter().map(|op| op.id).collect();
         assert_eq!(order, ["a", "a_b_get", "a_b_post", "z"]);
-    }
-
-    #[test]
-    fn operations_in_document_order_keep_the_order_of_the_text() {
-        let text = r#"{"info": {"title": "t"}, "paths": {
-            "/v1/z": {"post": {"operationId": "z"}},
-            "/v1/a-b": {"summary": "x", "post": {"operationId": "a_b_post"}, "get": {"operationId": "a_b_get"}},
-            "/v1/a": {"put": {"operationId": "a"}}
-        }, "components": {}}"#;
-        let root: Value = serde_json::from_str(text).unwrap();
-        let order: Vec<String> = operations_in_document_order(&root, text)
-            .unwrap()
-            .into_iter()
-            .map(|op| op.id)
-            .collect();
-        assert_eq!(order, ["z", "a_b_post", "a_b_get", "a"]);
-        let broken = r#"{"paths": {"/v1/a": []}}"#;
-        let error = operations_in_document_order(&serde_json::from_str(broken).unwrap(), broken).unwrap_err();
-        assert!(error.contains("paths//v1/a"), "{error}");
     }
 
     #[test]

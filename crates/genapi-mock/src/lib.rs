@@ -573,7 +573,6 @@ impl MockService {
         let state = Arc::new(State {
             credits: Mutex::new(config.credits),
             config,
-            operations: document.operations(),
             document,
             clock: Clock::default(),
             tasks: Mutex::new(Default::default()),

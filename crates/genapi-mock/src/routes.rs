@@ -298,7 +298,8 @@ async fn route(ctx: &Ctx, method: &Method, uri: &Uri, headers: &HeaderMap, body:
     }
     let operation = ctx
         .state
-        .operations
+        .document
+        .operations()
         .iter()
         .find(|op| op.path == path && op.method == method.as_str());
     let Some(operation) = operation else {

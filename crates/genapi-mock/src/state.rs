@@ -352,10 +352,9 @@ pub(crate) struct Counters {
 
 pub(crate) struct State {
     pub(crate) config: MockConfig,
+    /// The document, read once: the router looks its operations up on every
+    /// request.
     pub(crate) document: Arc<crate::validate::Rules>,
-    /// The document's operations, read once: the router looks them up on
-    /// every request.
-    pub(crate) operations: Vec<genapi_document::Operation>,
     pub(crate) clock: Clock,
     pub(crate) tasks: Mutex<Tasks>,
     pub(crate) credits: Mutex<Option<f64>>,

@@ -29,6 +29,7 @@ const ECHOED_CHARS: usize = 200;
 #[derive(Debug)]
 pub(crate) struct Rules {
     root: Value,
+    catalog: genapi_document::Catalog,
     patterns: HashMap<String, regress::Regex>,
 }
 
@@ -41,11 +42,16 @@ impl Rules {
         if !problems.is_empty() {
             return Err(problems.join("; "));
         }
+        let catalog = genapi_document::Catalog::read(&root, text)?;
         let mut patterns = HashMap::new();
         for pattern in genapi_document::patterns(&root) {
             patterns.insert(pattern.to_string(), genapi_document::compile_pattern(pattern)?);
         }
-        Ok(Rules { root, patterns })
+        Ok(Rules {
+            root,
+            catalog,
+            patterns,
+        })
     }
 
     /// The document the client was generated from, read once per process.
@@ -56,9 +62,9 @@ impl Rules {
             .clone()
     }
 
-    /// The document's operations.
-    pub(crate) fn operations(&self) -> Vec<genapi_document::Operation> {
-        genapi_document::operations(&self.root)
+    /// The document's operations, in its order (the catalog's list).
+    pub(crate) fn operations(&self) -> &[genapi_document::Operation] {
+        self.catalog.operations()
     }
 
     /// A schema of `components/schemas`.

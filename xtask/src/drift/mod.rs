@@ -16,6 +16,7 @@ pub mod propose;
 pub mod report;
 pub mod schema;
 
+use genapi_document::{Catalog, Operation};
 use serde_json::Value;
 
 pub use report::{Finding, Group, Report};
@@ -42,54 +43,41 @@ pub fn read(name: &str, text: &str) -> Result<Value, String> {
 /// document `root`.
 pub fn check(root: &Value, recordings: &[Value]) -> Report {
     let mut report = Report::default();
+    let catalog = Catalog::of_value(root);
     for har in recordings {
         let log = &har["log"];
         let trust = hosts::Trust::of_log(log);
         for entry in log["entries"].as_array().into_iter().flatten() {
             report.exchanges += 1;
-            check_entry(root, &trust, entry, &mut report);
+            check_entry(root, &catalog, &trust, entry, &mut report);
         }
     }
     report
 }
 
-/// An operation of the document: its id, method, path and JSON.
-struct Operation<'a> {
-    id: String,
-    method: String,
-    path: String,
-    item: &'a Value,
-}
-
-fn operation<'a>(root: &'a Value, entry: &Value) -> Option<Operation<'a>> {
+/// The operation of the document `entry` exercised (the one its
+/// `_genapi.operation` names, else the one at its method and path), from the
+/// document reader's catalog, with its JSON.
+fn operation<'a>(root: &'a Value, catalog: &Catalog, entry: &Value) -> Option<(Operation, &'a Value)> {
     let named = entry["_genapi"]["operation"].as_str();
-    let method = entry["request"]["method"].as_str().unwrap_or_default().to_lowercase();
+    let method = entry["request"]["method"].as_str().unwrap_or_default().to_uppercase();
     let path = entry["request"]["url"]
         .as_str()
         .and_then(|u| url::Url::parse(u).ok())
         .map(|u| u.path().to_string())
         .unwrap_or_default();
-    for (template, item) in root["paths"].as_object().into_iter().flatten() {
-        for (verb, op) in item.as_object().into_iter().flatten() {
-            let id = op["operationId"].as_str().unwrap_or_default();
-            let matches = match named {
-                Some(name) => name == id,
-                None => verb == &method && template == &path,
-            };
-            if matches && !id.is_empty() {
-                return Some(Operation {
-                    id: id.to_string(),
-                    method: verb.clone(),
-                    path: template.clone(),
-                    item: op,
-                });
+    let found = catalog.operations().iter().find(|op| {
+        !op.id.is_empty()
+            && match named {
+                Some(name) => name == op.id,
+                None => op.method == method && op.path == path,
             }
-        }
-    }
-    None
+    })?;
+    let item = &root["paths"][&found.path][found.method.to_lowercase()];
+    Some((found.clone(), item))
 }
 
-fn check_entry(root: &Value, trust: &hosts::Trust, entry: &Value, report: &mut Report) {
+fn check_entry(root: &Value, catalog: &Catalog, trust: &hosts::Trust, entry: &Value, report: &mut Report) {
     let request = &entry["request"];
     let response = &entry["response"];
     let status = response["status"].as_u64().unwrap_or(0);
@@ -126,14 +114,14 @@ fn check_entry(root: &Value, trust: &hosts::Trust, entry: &Value, report: &mut R
         }
         return;
     }
-    let Some(op) = operation(root, entry) else {
+    let Some((op, item)) = operation(root, catalog, entry) else {
         let name = named.unwrap_or("(unknown)");
         let place = format!("{} {}", request["method"].as_str().unwrap_or("?"), url_path(url));
         add(name, place, plain("", Kind::UnknownOperation, Value::Null));
         return;
     };
-    let op_at = format!("/paths/{}/{}", escape(&op.path), op.method);
-    if op.method == "get" && !trust.trusts(url) {
+    let op_at = format!("/paths/{}/{}", escape(&op.path), op.method.to_lowercase());
+    if op.method == "GET" && !trust.trusts(url) {
         add(
             &op.id,
             "request".into(),
@@ -142,7 +130,7 @@ fn check_entry(root: &Value, trust: &hosts::Trust, entry: &Value, report: &mut R
     }
     // The request body, as sent.
     if let Some(text) = request["postData"]["text"].as_str() {
-        let schema = &op.item["requestBody"]["content"]["application/json"]["schema"];
+        let schema = &item["requestBody"]["content"]["application/json"]["schema"];
         if let (false, Ok(body)) = (schema.is_null(), serde_json::from_str::<Value>(text)) {
             let at = format!("{op_at}/requestBody/content/application~1json/schema");
             for mismatch in schema::compare(root, schema, &at, &body) {
@@ -154,7 +142,7 @@ fn check_entry(root: &Value, trust: &hosts::Trust, entry: &Value, report: &mut R
         report.unanswered += 1;
         return;
     }
-    let responses = &op.item["responses"];
+    let responses = &item["responses"];
     let code = status.to_string();
     let class = format!("{}XX", status / 100);
     let Some((key, documented)) = [code.as_str(), class.as_str(), "default"]
