@@ -22,9 +22,11 @@ fn assert_flags(doc: &Value, needle: &str) {
     );
 }
 
+/// What `cargo xtask check` runs, on the file as it is (CI runs it here).
 #[test]
 fn the_document_passes() {
-    assert_eq!(problems(&document()), Vec::<String>::new());
+    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../openapi.json")).expect("openapi.json");
+    assert_eq!(xtask::check(&text), Vec::<String>::new());
 }
 
 #[test]
