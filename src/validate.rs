@@ -104,11 +104,12 @@ impl Document {
         })
     }
 
-    /// The document's models (its submissions) and their fields, in the
-    /// document's order.
+    /// The document's catalog: every operation, and the models (its
+    /// submissions) with their fields, in the document's order.
     ///
     /// ```
     /// let catalog = genapi::validate::Document::embedded().catalog();
+    /// assert!(catalog.operations().iter().any(|op| op.id == "get_result"));
     /// let vto = catalog.find("vto-v1").unwrap();
     /// assert_eq!(vto.operation.path, "/v1/gen-tools/vto-v1");
     /// let images: Vec<&str> = vto.fields.iter().filter(|f| f.image().is_some()).map(|f| f.name.as_str()).collect();

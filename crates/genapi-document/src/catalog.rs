@@ -57,6 +57,9 @@ impl Model {
 /// assert!(model.fields[1].image().is_some());
 /// let typo = catalog.find("gen-2-prp").unwrap_err();
 /// assert_eq!(typo.suggestion.as_deref(), Some("gen-2-pro"));
+/// // Every operation, GET ones included; without the text, sorted by path.
+/// let same = genapi_document::Catalog::of_value(&root);
+/// assert_eq!(same.operations(), catalog.operations());
 /// ```
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Catalog {

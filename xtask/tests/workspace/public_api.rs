@@ -34,12 +34,16 @@ const PUBLISHED: [&str; 5] = [
 /// documentation step runs the same command, so only rustdoc itself runs
 /// again here.
 fn rustdoc_json(package: &str) -> Value {
-    static WRITTEN: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
-    let doc = WRITTEN.get_or_init(|| {
+    static WRITTEN: std::sync::OnceLock<Result<std::path::PathBuf, String>> = std::sync::OnceLock::new();
+    let written = WRITTEN.get_or_init(|| {
         // The workspace's root: this crate's parent folder.
         let root = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."));
-        let target = std::env::var_os("CARGO_TARGET_DIR")
-            .map_or_else(|| root.join("target"), Into::into)
+        // The target directory this test was built in, as an absolute path
+        // (cargo's `tmp` folder is in it): a relative CARGO_TARGET_DIR was
+        // meant from where cargo ran, which this test does not know.
+        let target = Path::new(env!("CARGO_TARGET_TMPDIR"))
+            .parent()
+            .expect("the target directory holds cargo's tmp folder")
             .join("public-api");
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
         let packages = PUBLISHED.iter().flat_map(|package| ["-p", package]);
@@ -74,9 +78,18 @@ fn rustdoc_json(package: &str) -> Value {
             .args(packages)
             .status()
             .expect("cargo runs");
-        assert!(status.success(), "rustdoc JSON failed");
-        target.join("doc")
+        // rustdoc runs once: its errors are printed once, above, and every
+        // test fails pointing to them.
+        if status.success() {
+            Ok(target.join("doc"))
+        } else {
+            Err("rustdoc failed: its errors are printed above, once".to_string())
+        }
     });
+    let doc = match written {
+        Ok(doc) => doc,
+        Err(problem) => panic!("{problem}"),
+    };
     let text =
         std::fs::read_to_string(doc.join(format!("{}.json", package.replace('-', "_")))).expect("rustdoc wrote JSON");
     serde_json::from_str(&text).expect("rustdoc JSON parses")
