@@ -70,8 +70,10 @@ pub struct Catalog {
 impl Catalog {
     /// Reads the operations and models of `root`, which is `text` read as
     /// JSON: their order, and the order of fields, is read from `text`, as a
-    /// `serde_json::Value` keeps an object's keys sorted. Fails when `text`
-    /// is not JSON, or `paths` or a path item is not an object.
+    /// `serde_json::Value` keeps an object's keys sorted (a key written twice
+    /// goes where its last copy is, as the value keeps that copy). Fails only
+    /// when `text` is not JSON; a part that is not an object where one is
+    /// expected holds no order, as it holds no operation or field in `root`.
     pub fn read(root: &Value, text: &str) -> Result<Catalog, String> {
         let order = order::of_document(text)?.positions();
         Ok(Catalog::with_order(root, &order))
@@ -242,9 +244,62 @@ mod tests {
         assert_eq!(ids(&catalog(text)), ["z", "a_b_post", "a_b_get", "a"]);
         let root: Value = serde_json::from_str(text).unwrap();
         assert_eq!(ids(&Catalog::of_value(&root)), ["a", "a_b_get", "a_b_post", "z"]);
-        let broken = r#"{"paths": {"/v1/a": []}}"#;
-        let error = Catalog::read(&serde_json::from_str(broken).unwrap(), broken).unwrap_err();
-        assert!(error.contains("paths//v1/a"), "{error}");
+    }
+
+    #[test]
+    fn values_that_are_not_objects_hold_no_order_and_the_text_reads_as_the_value_does() {
+        let model = r##""/v1/m": {"post": {"operationId": "m",
+            "requestBody": {"content": {"application/json": {"schema": {"$ref": "#/components/schemas/M"}}}}}}"##;
+        let schemas = r#""M": {"type": "object", "properties": {"b": {"type": "string"}, "a": {"type": "string"}}}"#;
+        let documents = [
+            format!(r#"{{"paths": {{{model}, "/v1/null": null}}, "components": {{"schemas": {{{schemas}}}}}}}"#),
+            format!(r#"{{"paths": {{{model}}}, "components": {{"schemas": {{{schemas}, "S": "x", "N": 5}}}}}}"#),
+            format!(
+                r#"{{"paths": {{{model}}}, "components": {{"schemas": {{{schemas}, "U": {{"properties": null}}}}}}}}"#
+            ),
+            format!(
+                r#"{{"paths": {{{model}}}, "components": {{"schemas": {{{schemas}, "L": {{"properties": [1]}}}}}}}}"#
+            ),
+            format!(r#"{{"paths": {{{model}}}, "components": {{"schemas": {{{schemas}}}}}, "x": 1.5}}"#),
+            r#"{"paths": "none", "components": "x"}"#.to_string(),
+            "[1, 2]".to_string(),
+        ];
+        for text in &documents {
+            let root: Value = serde_json::from_str(text).unwrap();
+            let read = Catalog::read(&root, text).unwrap_or_else(|e| panic!("{text}: {e}"));
+            // The same operations, models and fields; only their order may differ.
+            let content = |catalog: &Catalog| {
+                let mut operations = catalog.operations().to_vec();
+                operations.sort_by(|a, b| (&a.path, &a.method).cmp(&(&b.path, &b.method)));
+                let mut fields: Vec<(String, String)> = catalog
+                    .models()
+                    .iter()
+                    .flat_map(|m| m.fields.iter().map(|f| (m.name.clone(), f.name.clone())))
+                    .collect();
+                fields.sort();
+                (operations, fields)
+            };
+            assert_eq!(content(&read), content(&Catalog::of_value(&root)), "{text}");
+        }
+        assert!(Catalog::read(&Value::Null, "{not json").is_err());
+    }
+
+    #[test]
+    fn a_key_written_twice_is_placed_where_its_last_copy_is() {
+        let text = r##"{"paths": {
+            "/v1/a": {"post": {"operationId": "first_a"}},
+            "/v1/b": {"post": {"operationId": "b"}},
+            "/v1/a": {"get": {"operationId": "a_get"}, "post": {"operationId": "a_post",
+                "requestBody": {"content": {"application/json": {"schema": {"$ref": "#/components/schemas/Z"}}}}}}
+        }, "components": {"schemas": {
+            "Z": {"type": "object", "properties": {"a": {}, "b": {}, "c": {}}},
+            "Z": {"type": "object", "properties": {"c": {}, "b": {}, "a": {}}}
+        }}}"##;
+        let catalog = catalog(text);
+        let ids: Vec<&str> = catalog.operations().iter().map(|op| op.id.as_str()).collect();
+        assert_eq!(ids, ["b", "a_get", "a_post"], "as the last copy of /v1/a lists them");
+        let fields: Vec<&str> = catalog.models()[0].fields.iter().map(|f| f.name.as_str()).collect();
+        assert_eq!(fields, ["c", "b", "a"], "as the last copy of Z lists them");
     }
 
     #[test]

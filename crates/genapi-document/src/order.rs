@@ -32,18 +32,21 @@ pub(crate) struct Positions {
 impl Order {
     /// The order as positions to look up.
     pub(crate) fn positions(&self) -> Positions {
+        // A key written twice is placed where its last copy is, as a JSON
+        // value keeps the last copy's content.
         let mut positions = Positions::default();
         for (index, (path, key)) in self.operations.iter().enumerate() {
             positions
                 .operations
-                .entry((path.clone(), key.to_ascii_lowercase()))
-                .or_insert(index);
+                .insert((path.clone(), key.to_ascii_lowercase()), index);
         }
         for (schema, keys) in &self.properties {
-            let places = positions.properties.entry(schema.clone()).or_default();
-            for (index, key) in keys.iter().enumerate() {
-                places.entry(key.clone()).or_insert(index);
-            }
+            let places = keys
+                .iter()
+                .enumerate()
+                .map(|(index, key)| (key.clone(), index))
+                .collect();
+            positions.properties.insert(schema.clone(), places);
         }
         positions
     }
@@ -69,13 +72,48 @@ impl Positions {
     }
 }
 
-/// Reads the order of `text`. Fails when `text` is not JSON, or `paths` or a
-/// path item is not an object (a schema that is not an object has no
-/// properties, which is not an error here).
+/// The visits of a value that is not an object: it holds no order. (What is
+/// wrong with it, if anything, is for [`crate::problems`] to say.)
+macro_rules! holds_no_order {
+    () => {
+        fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
+            skip(seq)
+        }
+
+        fn visit_unit<E: Error>(self) -> Result<Self::Value, E> {
+            Ok(Default::default())
+        }
+
+        fn visit_bool<E: Error>(self, _: bool) -> Result<Self::Value, E> {
+            Ok(Default::default())
+        }
+
+        fn visit_i64<E: Error>(self, _: i64) -> Result<Self::Value, E> {
+            Ok(Default::default())
+        }
+
+        fn visit_u64<E: Error>(self, _: u64) -> Result<Self::Value, E> {
+            Ok(Default::default())
+        }
+
+        fn visit_f64<E: Error>(self, _: f64) -> Result<Self::Value, E> {
+            Ok(Default::default())
+        }
+
+        fn visit_str<E: Error>(self, _: &str) -> Result<Self::Value, E> {
+            Ok(Default::default())
+        }
+    };
+}
+
+/// Reads the order of `text`. Fails only when `text` is not JSON: a value
+/// that is not an object where one is expected (the document, `paths`, a
+/// path item, `components`, a schema, its `properties`) holds no order, and
+/// is left to [`crate::problems`] and the readers of the value to judge.
 pub(crate) fn of_document(text: &str) -> Result<Order, String> {
     let mut reader = serde_json::Deserializer::from_str(text);
     reader
-        .deserialize_map(Document)
+        .deserialize_any(Document)
         .and_then(|order| reader.end().map(|()| order))
         .map_err(|e| format!("cannot read the order of the document's keys: {e}"))
 }
@@ -104,6 +142,8 @@ impl<'de> Visitor<'de> for Document {
         }
         Ok(order)
     }
+
+    holds_no_order!();
 }
 
 /// `paths`: each path item's keys.
@@ -113,7 +153,7 @@ impl<'de> DeserializeSeed<'de> for Paths {
     type Value = Vec<(String, String)>;
 
     fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
-        deserializer.deserialize_map(self)
+        deserializer.deserialize_any(self)
     }
 }
 
@@ -134,6 +174,8 @@ impl<'de> Visitor<'de> for Paths {
         }
         Ok(order)
     }
+
+    holds_no_order!();
 }
 
 /// An object's keys, its values skipped.
@@ -143,7 +185,7 @@ impl<'de> DeserializeSeed<'de> for Keys {
     type Value = Vec<String>;
 
     fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
-        deserializer.deserialize_map(self)
+        deserializer.deserialize_any(self)
     }
 }
 
@@ -162,6 +204,8 @@ impl<'de> Visitor<'de> for Keys {
         }
         Ok(keys)
     }
+
+    holds_no_order!();
 }
 
 /// `components`: only `schemas` is read.
@@ -194,13 +238,7 @@ impl<'de> Visitor<'de> for Components {
         Ok(properties)
     }
 
-    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
-        skip(seq)
-    }
-
-    fn visit_unit<E: Error>(self) -> Result<Self::Value, E> {
-        Ok(Vec::new())
-    }
+    holds_no_order!();
 }
 
 /// `components/schemas`: each schema's properties.
@@ -230,13 +268,7 @@ impl<'de> Visitor<'de> for Schemas {
         Ok(schemas)
     }
 
-    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
-        skip(seq)
-    }
-
-    fn visit_unit<E: Error>(self) -> Result<Self::Value, E> {
-        Ok(Vec::new())
-    }
+    holds_no_order!();
 }
 
 /// One schema: the keys of its `properties`, or none when it is not an
@@ -270,17 +302,7 @@ impl<'de> Visitor<'de> for Properties {
         Ok(properties)
     }
 
-    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
-        skip(seq)
-    }
-
-    fn visit_bool<E: Error>(self, _: bool) -> Result<Self::Value, E> {
-        Ok(Vec::new())
-    }
-
-    fn visit_unit<E: Error>(self) -> Result<Self::Value, E> {
-        Ok(Vec::new())
-    }
+    holds_no_order!();
 }
 
 /// Reads past an array whose content does not matter here.
