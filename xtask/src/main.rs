@@ -1,5 +1,6 @@
 //! `cargo xtask check | regen | diff-upstream FILE [--map-prefix FROM=TO]… | drift FILE… [--propose OUT]`
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
@@ -113,6 +114,20 @@ fn regen() -> Result<(), String> {
     }
     Ok(())
 }
+
+const USAGE: &str = "usage: cargo xtask TASK
+
+The maintenance tasks of openapi.json:
+  check                  the document is fit to generate from (OpenAPI 3.0, version 0.0.1,
+                         every contract path, and what build.rs refuses: dangling or
+                         looping $refs, shared request schemas, patterns that do not compile)
+  regen                  check, rebuild, run the document's snapshot tests and print what
+                         changed in the API surface
+  diff-upstream FILE     operations and fields that differ from another description of the
+                         service (cargo xtask diff-upstream --help)
+  drift FILE...          recorded traffic checked against the document
+                         (cargo xtask drift --help)
+  -h, --help             this text";
 
 const DIFF_USAGE: &str = "usage: cargo xtask diff-upstream FILE [--map-prefix FROM=TO]...
 
@@ -260,10 +275,12 @@ fn main() -> ExitCode {
         Some("regen") => regen(),
         Some("diff-upstream") => diff_upstream(&args[1..]),
         Some("drift") => drift(&args[1..]),
-        _ => Err(
-            "usage: cargo xtask check | regen | diff-upstream FILE [--map-prefix FROM=TO]… | drift FILE… [--propose OUT]"
-                .into(),
-        ),
+        Some("-h" | "--help" | "help") => {
+            // A closed pipe (`| head`) is not an error of the help.
+            let _ = writeln!(std::io::stdout(), "{USAGE}");
+            Ok(())
+        }
+        _ => Err(USAGE.into()),
     };
     match outcome {
         Ok(()) => ExitCode::SUCCESS,

@@ -319,3 +319,22 @@ fn every_problem_build_rs_refuses_is_a_problem_of_check() {
         }
     }
 }
+
+#[test]
+fn help_lists_every_task_and_an_unknown_task_gets_the_same_text_as_an_error() {
+    let run = |arg: &str| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_xtask"))
+            .arg(arg)
+            .output()
+            .unwrap()
+    };
+    let help = run("--help");
+    assert!(help.status.success());
+    let text = String::from_utf8_lossy(&help.stdout).into_owned();
+    for task in ["check", "regen", "diff-upstream FILE", "drift FILE..."] {
+        assert!(text.contains(&format!("\n  {task} ")), "{task} in:\n{text}");
+    }
+    let unknown = run("chekc");
+    assert!(!unknown.status.success());
+    assert_eq!(String::from_utf8_lossy(&unknown.stderr), text, "the usage, on stderr");
+}

@@ -785,7 +785,16 @@ fn status_of(batch: &str, rows: &[Row], lines: u64) -> Result<BatchStatus, Ledge
     }
     let known = status.done + status.failed + status.in_flight + status.unknown + status.open;
     status.not_started = lines.saturating_sub(known);
+    status.credits_charged = without_float_noise(status.credits_charged);
+    status.credits_held = without_float_noise(status.credits_held);
     Ok(status)
+}
+
+/// A sum of prices as the service states prices: the noise of adding them
+/// as floats (26.399999999999917 for 26.4) is rounded away at a billionth
+/// of a credit, far below any price.
+fn without_float_noise(sum: f64) -> f64 {
+    (sum * 1e9).round() / 1e9
 }
 
 /// Renews this worker's claims while it lives.
@@ -870,4 +879,23 @@ pub struct BatchStatus {
     pub credits_held: f64,
     /// Lines held by each live worker.
     pub workers: BTreeMap<String, Vec<u64>>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::without_float_noise;
+
+    #[test]
+    fn a_sum_of_prices_shows_no_float_noise() {
+        let added = (0..264).fold(0.0, |sum, _| sum + 0.1);
+        assert_ne!(added, 26.4, "the noise this removes");
+        assert_eq!(without_float_noise(added), 26.4);
+        assert_eq!(without_float_noise(1.58 + 1.58 + 1.58), 4.74);
+        assert_eq!(without_float_noise(0.0), 0.0);
+        assert_eq!(
+            without_float_noise(0.123_456_789),
+            0.123_456_789,
+            "a real price is kept whole"
+        );
+    }
 }
