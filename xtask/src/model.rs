@@ -15,7 +15,9 @@ use serde_json::Value;
 /// [`Operation`], and what they compare besides.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Details {
-    /// The operation as the catalog lists it (operationId, tag, deprecated, …).
+    /// The operation as the catalog lists it (operationId, tag, deprecated,
+    /// …), its path as its document writes it: the [`Model`]'s key holds
+    /// the path `rename` made of it.
     pub operation: Operation,
     /// Request fields by name (empty for a body-less operation).
     pub fields: BTreeMap<String, Field>,
