@@ -162,6 +162,23 @@ impl Client {
         self.send_submission(target, body, None, before_send).await
     }
 
+    /// Treats a request body sent earlier, perhaps by another process, as
+    /// one this client sent: its webhook secret and the tokens of the
+    /// addresses it names are scrubbed from everything the service sends
+    /// from now on, as they are for every body this client submits. Call it
+    /// before picking up a task submitted elsewhere whose answers may quote
+    /// them (a batch does, for each line it takes up again).
+    ///
+    /// ```
+    /// # fn demo(client: genapi::Client) {
+    /// let sent = serde_json::json!({"prompt": "a fox", "webhook_secret": "whsec-kept-in-the-job-file"});
+    /// client.learn_secrets(&sent);
+    /// # }
+    /// ```
+    pub fn learn_secrets(&self, body: &Value) {
+        self.shared.transport.scrubber().learn_request(body);
+    }
+
     /// A handle on an existing task, from its id or its polling URL, to poll
     /// it or wait for it again (for instance after [`Error::Timeout`], or in
     /// another process). A polling URL is polled as it is. A bare id is
@@ -248,6 +265,9 @@ impl Client {
         F: FnOnce() -> Fut,
         Fut: std::future::Future<Output = Result<(), H>>,
     {
+        // Learned before anything can answer or echo the body: even the
+        // answer to this submission is scrubbed of its secrets.
+        self.shared.transport.scrubber().learn_request(&body);
         if let Some(schema) = target.schema {
             let errors = Document::embedded().validate(schema, &body);
             if !errors.is_empty() {

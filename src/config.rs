@@ -10,6 +10,7 @@ use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::limit::ActiveTasks;
 use crate::record::{Origins, RecordOptions, Recorder};
+use crate::scrub::Scrubber;
 use crate::transport::{RetryPolicy, Transport, TransportParts};
 use crate::trust::{is_loopback, TrustPolicy};
 use crate::wait::{Learned, WaitOptions};
@@ -284,6 +285,7 @@ impl ClientBuilder {
                 .read_timeout(self.request_timeout)
                 .referer(false),
         )?;
+        let scrubber = Arc::new(Scrubber::new(key.expose()));
         let recorder = match &self.record {
             Some((path, options)) => {
                 let origins = Origins {
@@ -291,7 +293,7 @@ impl ClientBuilder {
                     regional_base_url: regional_url.as_str(),
                     trusted: extra.iter().map(Url::as_str).collect(),
                 };
-                let recorder = Recorder::create(path, options, key.expose(), origins)
+                let recorder = Recorder::create(path, options, scrubber.clone(), origins)
                     .map_err(|problem| Error::Config(format!("{problem}; choose a file that can be written")))?;
                 Some(recorder)
             }
@@ -299,6 +301,7 @@ impl ClientBuilder {
         };
         let transport = Transport::new(TransportParts {
             recorder,
+            scrubber,
             api,
             downloads,
             key,

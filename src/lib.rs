@@ -86,6 +86,7 @@ mod output;
 mod poll;
 mod record;
 mod response;
+mod scrub;
 mod secret;
 mod session;
 mod status;

@@ -146,6 +146,11 @@ impl Task {
     }
 
     /// The task takes its place under the active-task limit.
+    /// The scrubber of the client this task belongs to.
+    pub(crate) fn scrubber(&self) -> &crate::scrub::Scrubber {
+        self.session.transport.scrubber()
+    }
+
     pub(crate) fn seated(mut self, seat: Option<Seat>) -> Task {
         self.seat = seat;
         self

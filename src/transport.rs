@@ -19,6 +19,13 @@
 //! `ClientBuilder::max_download_bytes`. A larger answer is an
 //! [`crate::Error::TooLarge`], never an allocation the service chose.
 //!
+//! # Secrets in answers
+//!
+//! Every answer is scrubbed as it is read, headers and body alike, by the
+//! client's one scrubber (`scrub.rs`): the key and every secret the client
+//! has sent are gone before anything decodes, records, shows or returns
+//! it. Only a downloaded image's bytes are not searched.
+//!
 //! # Recording
 //!
 //! With [`crate::ClientBuilder::record`], each attempt of the loop is also
@@ -37,6 +44,7 @@ use tracing::Instrument;
 
 use crate::error::{Error, Result};
 use crate::record::{Attempt, Body, Recorder};
+use crate::scrub::Scrubber;
 use crate::trust::{origin_text, TrustPolicy};
 use crate::ApiKey;
 
@@ -283,6 +291,8 @@ pub struct Transport {
     pub(crate) mock_seen: std::sync::atomic::AtomicBool,
     /// Where exchanges are recorded, when they are.
     recorder: Option<Recorder>,
+    /// Every secret the client holds or has sent; every answer passes it.
+    scrubber: Arc<Scrubber>,
 }
 
 /// The header that carries the API key.
@@ -313,6 +323,7 @@ pub(crate) struct TransportParts {
     pub(crate) max_download_bytes: u64,
     pub(crate) download_timeout: Duration,
     pub(crate) recorder: Option<Recorder>,
+    pub(crate) scrubber: Arc<Scrubber>,
 }
 
 impl Transport {
@@ -333,6 +344,7 @@ impl Transport {
             download_timeout: parts.download_timeout,
             mock_seen: std::sync::atomic::AtomicBool::new(false),
             recorder: parts.recorder,
+            scrubber: parts.scrubber,
         })
     }
 
@@ -351,17 +363,18 @@ impl Transport {
         self.trust.named_origins()
     }
 
-    /// Removes the key from text the service sent (a hostile service may echo
-    /// request headers) and cuts it to a few KiB.
+    /// The client's scrubber (see `scrub.rs`).
+    pub(crate) fn scrubber(&self) -> &Scrubber {
+        &self.scrubber
+    }
+
+    /// Text the service sent, as an error keeps it: scrubbed of every
+    /// secret (answers were scrubbed as they were read; this also covers
+    /// text put together from them) and cut to a few KiB.
     pub(crate) fn scrub(&self, text: &str) -> String {
         const KEEP: usize = 4096;
-        // The key goes first, so a cut can never leave part of it behind.
-        let key = self.key.expose();
-        let scrubbed = if key.is_empty() {
-            text.to_string()
-        } else {
-            text.replace(key, "[redacted]")
-        };
+        // Secrets go first, so a cut can never leave part of one behind.
+        let scrubbed = self.scrubber.scrub(text);
         match scrubbed.char_indices().nth(KEEP) {
             Some((at, _)) => format!("{}…", &scrubbed[..at]),
             None => scrubbed,
@@ -458,7 +471,10 @@ impl Transport {
             let Some(next) = again else {
                 // The last attempt: its answer, whatever it is.
                 return match outcome {
-                    Ok(response) => self.read_noted(response, limit, sink, noted).await.map_err(failed),
+                    Ok(response) => self
+                        .read_noted(response, purpose, limit, sink, noted)
+                        .await
+                        .map_err(failed),
                     Err(error) => {
                         record_failure(noted, &error);
                         Err(failed(Read::Body(error)))
@@ -475,7 +491,7 @@ impl Transport {
                         .map(|d| d.min(self.retry.max_retry_after))
                         .unwrap_or_else(|| self.retry.backoff(attempt, fastrand::f64()))
                 }
-                Ok(response) => match self.read_noted(response, limit, sink, noted).await {
+                Ok(response) => match self.read_noted(response, purpose, limit, sink, noted).await {
                     Ok(answer) => return Ok(answer),
                     // Only idempotent exchanges are asked again after their
                     // answer broke off: `retries_error` refuses it for a
@@ -506,20 +522,26 @@ impl Transport {
     async fn read_noted(
         &self,
         response: reqwest::Response,
+        purpose: Purpose,
         limit: u64,
         sink: &mut Sink,
         mut noted: Option<(&Recorder, Attempt)>,
     ) -> Result<Answer, Read> {
-        let read = self.read(response, limit, sink, noted.as_mut().map(|(_, a)| a)).await;
+        let read = self
+            .read(response, purpose, limit, sink, noted.as_mut().map(|(_, a)| a))
+            .await;
         record_read(noted, &read, sink);
         read
     }
 
     /// Reads an answer's body in chunks, within `limit` for a success and a
-    /// small limit for anything else.
+    /// small limit for anything else, and scrubs it of every secret: the
+    /// headers and any body but a downloaded result's bytes, which are never
+    /// shown as text.
     async fn read(
         &self,
         mut response: reqwest::Response,
+        purpose: Purpose,
         limit: u64,
         sink: &mut Sink,
         mut noted: Option<&mut Attempt>,
@@ -528,10 +550,11 @@ impl Transport {
         if let Some(attempt) = noted.as_deref_mut() {
             attempt.saw(response.version());
         }
-        let headers = std::mem::take(response.headers_mut());
+        let mut headers = std::mem::take(response.headers_mut());
         if headers.get(MOCK_MARK).is_some_and(|v| v == "true") {
             self.mock_seen.store(true, std::sync::atomic::Ordering::Relaxed);
         }
+        self.scrubber.scrub_headers(&mut headers);
         let success = status.is_success();
         let limit = if success { limit } else { ERROR_BODY_LIMIT };
         if response.content_length().is_some_and(|length| length > limit) && success {
@@ -561,6 +584,14 @@ impl Transport {
                 }
             } else {
                 error_body.extend_from_slice(&chunk);
+            }
+        }
+        if let Some(scrubbed) = self.scrubber.scrub_body(&error_body) {
+            error_body = scrubbed;
+        }
+        if let (true, false, Sink::Memory(bytes)) = (success, purpose == Purpose::Download, &mut *sink) {
+            if let Some(scrubbed) = self.scrubber.scrub_body(bytes) {
+                *bytes = scrubbed;
             }
         }
         Ok(Answer {

@@ -30,8 +30,10 @@
 //!
 //! See [`RecordOptions`] and the redaction rules (`redact.rs`): secrets are
 //! replaced by `[redacted]` and image bytes by a summary, before the entry
-//! is serialised, and a last pass removes every secret value of the entry
-//! from its text.
+//! is serialised, and a last pass removes from its text every secret the
+//! client knows (`scrub.rs`: the key and whatever it has sent, in this
+//! entry or an earlier one) and every query value of the entry's own
+//! addresses.
 //!
 //! A recording that can no longer be written (a full disk) stops with one
 //! warning in the log; the calls go on, since a recording must never cost a
@@ -42,12 +44,13 @@ mod redact;
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Instant, SystemTime};
 
 use reqwest::header::{HeaderMap, CONTENT_TYPE};
 use reqwest::{StatusCode, Version};
 
+use crate::scrub::Scrubber;
 use redact::Redactor;
 
 /// What a recording keeps (see [`crate::ClientBuilder::record_with`]).
@@ -118,7 +121,7 @@ impl Recorder {
     pub(crate) fn create(
         path: &Path,
         options: &RecordOptions,
-        key: &str,
+        scrubber: Arc<Scrubber>,
         origins: Origins<'_>,
     ) -> Result<Recorder, String> {
         let head = har::Head {
@@ -158,7 +161,7 @@ impl Recorder {
         write_at(&file, text.as_bytes(), 0).map_err(fail)?;
         Ok(Recorder {
             path: path.to_path_buf(),
-            redactor: Redactor::new(key, options.keep_images),
+            redactor: Redactor::new(scrubber, options.keep_images),
             file: Mutex::new(Tail {
                 file,
                 at,

@@ -4,21 +4,23 @@
 //! ([`genapi_document::Field`]) reads them. Headers that carry credentials,
 //! and the query of every address but its task id, are redacted by name.
 //!
-//! A last pass replaces, anywhere in an entry's text, every secret value the
-//! entry's request carried (the key, a webhook secret, a signed address's
-//! query values): a service that echoes one back, or an error message that
-//! quotes an address, cannot bring it into the file.
+//! A last pass replaces, anywhere in an entry's text, every secret the
+//! client's scrubber knows (the key, every webhook secret and address token
+//! the client has sent, in this entry or any earlier one) and every query
+//! value of the entry's own addresses (a signed download address): a service
+//! that echoes one back, or an error message that quotes an address, cannot
+//! bring it into the file. Answers reach the recorder already scrubbed, and
+//! their `x-secret` fields redacted, as they reach everything else.
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
 use base64::Engine as _;
 use reqwest::Url;
 use serde_json::Value;
 
 use crate::input::{dimensions, ImageFormat};
-
-/// What replaces a redacted value.
-pub(crate) const REDACTED: &str = "[redacted]";
+use crate::scrub::{secret_fields, Scrubber, REDACTED, SHORTEST_SECRET, TASK_ID_QUERY};
 
 /// Headers whose values are credentials, lowercase.
 const SECRET_HEADERS: [&str; 6] = [
@@ -32,36 +34,29 @@ const SECRET_HEADERS: [&str; 6] = [
 
 /// The one query parameter kept in addresses: the task id a poll names,
 /// which identifies the task and grants nothing.
-const KEPT_QUERY: &str = "id";
-
-/// Secrets shorter than this are not searched for in free text: replacing
-/// every `a` of a file for a one-letter secret would garble it, and such a
-/// secret protects nothing.
-const SHORTEST_SCRUBBED: usize = 4;
+const KEPT_QUERY: &str = TASK_ID_QUERY;
 
 /// Redacts one client's exchanges.
 pub(crate) struct Redactor {
-    key: String,
-    secret_fields: BTreeSet<String>,
+    scrubber: Arc<Scrubber>,
     image_fields: BTreeSet<String>,
     keep_images: bool,
 }
 
 impl Redactor {
-    /// A redactor for the key `key`, reading which fields are secret or
-    /// images from the embedded document. The fields of every model are
-    /// taken together: a body sent to an address the document does not know
-    /// (`Client::submit_raw`) is redacted all the same.
-    pub(crate) fn new(key: &str, keep_images: bool) -> Redactor {
+    /// A redactor scrubbing with the client's scrubber, reading which fields
+    /// are images from the embedded document (and which are secret, as the
+    /// scrubber does). The fields of every model are taken together: a body
+    /// sent to an address the document does not know (`Client::submit_raw`)
+    /// is redacted all the same.
+    pub(crate) fn new(scrubber: Arc<Scrubber>, keep_images: bool) -> Redactor {
         let catalog = crate::validate::Document::embedded().catalog();
-        let fields = || catalog.models().iter().flat_map(|model| model.fields.iter());
         Redactor {
-            key: key.to_string(),
-            secret_fields: fields()
-                .filter(|field| field.rule("x-secret").is_some_and(|v| v != &Value::Bool(false)))
-                .map(|field| field.name.clone())
-                .collect(),
-            image_fields: fields()
+            scrubber,
+            image_fields: catalog
+                .models()
+                .iter()
+                .flat_map(|model| model.fields.iter())
                 .filter(|field| field.image().is_some())
                 .map(|field| field.name.clone())
                 .collect(),
@@ -78,7 +73,7 @@ impl Redactor {
     /// `location`) is redacted as [`Redactor::url`] does.
     pub(crate) fn header(&self, name: &str, value: &[u8], secrets: &mut Vec<String>) -> String {
         let text = String::from_utf8_lossy(value);
-        if SECRET_HEADERS.contains(&name) || (!self.key.is_empty() && text.contains(&self.key)) {
+        if SECRET_HEADERS.contains(&name) || self.scrubber.finds(value) {
             return REDACTED.to_string();
         }
         match Url::parse(&text).ok().filter(|u| u.has_host()) {
@@ -146,7 +141,7 @@ impl Redactor {
             return format!("[{} bytes, not a JSON object, sha256:{}]", body.len(), sha256(body));
         };
         for (name, value) in fields.iter_mut() {
-            if self.secret_fields.contains(name) {
+            if secret_fields().contains(name) {
                 if let Value::String(secret) = value {
                     secrets.push(std::mem::take(secret));
                 }
@@ -182,12 +177,14 @@ impl Redactor {
         }
     }
 
-    /// A JSON answer as recorded: every address in it redacted as
-    /// [`Redactor::url`] does (a result's signed address above all). A body
-    /// that is not JSON is kept as text (error pages), scrubbed later.
+    /// A JSON answer as recorded: `x-secret` fields redacted and every
+    /// address in it redacted as [`Redactor::url`] does (a result's signed
+    /// address above all). A body that is not JSON is kept as text (error
+    /// pages), scrubbed later.
     pub(crate) fn answer_body(&self, body: &[u8], secrets: &mut Vec<String>) -> String {
         match serde_json::from_slice::<Value>(body) {
             Ok(mut value) => {
+                self.scrubber.scrub_json(&mut value);
                 self.mask_addresses(&mut value, secrets);
                 serde_json::to_string(&value).unwrap_or_default()
             }
@@ -220,13 +217,14 @@ impl Redactor {
         }
     }
 
-    /// `text` with the key and every value of `secrets` replaced.
+    /// `text` with every secret the client's scrubber knows, and every value
+    /// of `secrets` (this entry's own), replaced.
     pub(crate) fn scrub(&self, text: String, secrets: &[String]) -> String {
-        let mut text = text;
-        let mut values: Vec<&str> = secrets.iter().map(String::as_str).chain([self.key.as_str()]).collect();
+        let mut text = self.scrubber.scrub(&text);
+        let mut values: Vec<&str> = secrets.iter().map(String::as_str).collect();
         // Longest first, so a secret containing another is replaced whole.
         values.sort_by_key(|value| std::cmp::Reverse(value.len()));
-        for value in values.into_iter().filter(|v| v.len() >= SHORTEST_SCRUBBED) {
+        for value in values.into_iter().filter(|v| v.len() >= SHORTEST_SECRET) {
             if text.contains(value) {
                 text = text.replace(value, REDACTED);
             }
@@ -279,19 +277,15 @@ mod tests {
 
     #[test]
     fn the_document_names_the_secret_and_image_fields() {
-        let redactor = Redactor::new("k-123456", false);
-        assert!(
-            redactor.secret_fields.contains("webhook_secret"),
-            "{:?}",
-            redactor.secret_fields
-        );
+        let redactor = redactor();
+        assert!(secret_fields().contains("webhook_secret"), "{:?}", secret_fields());
         assert!(redactor.image_fields.contains("input_image"));
-        assert!(!redactor.secret_fields.contains("prompt"));
+        assert!(!secret_fields().contains("prompt"));
     }
 
     #[test]
     fn addresses_keep_host_path_and_task_id() {
-        let redactor = Redactor::new("k-123456", false);
+        let redactor = redactor();
         let mut secrets = Vec::new();
         let url = Url::parse("https://delivery.example.com/r/1.png?id=t1&expires=99&signature=abcdef").unwrap();
         assert_eq!(
@@ -307,7 +301,7 @@ mod tests {
 
     #[test]
     fn credential_headers_and_signed_redirects_are_redacted() {
-        let redactor = Redactor::new("k-123456", false);
+        let redactor = redactor();
         let mut secrets = Vec::new();
         assert_eq!(redactor.header("x-key", b"k-123456", &mut secrets), REDACTED);
         assert_eq!(redactor.header("cookie", b"session=1", &mut secrets), REDACTED);
@@ -323,7 +317,7 @@ mod tests {
 
     #[test]
     fn secrets_and_images_leave_the_body() {
-        let redactor = Redactor::new("k-123456", false);
+        let redactor = redactor();
         let png = base64::engine::general_purpose::STANDARD.encode(genapi_png());
         let body = serde_json::json!({"prompt": "p", "webhook_secret": "s3cret-value", "input_image": png});
         let mut secrets = Vec::new();
@@ -332,6 +326,10 @@ mod tests {
         assert!(text.contains("[image png 3x2, "), "{text}");
         let scrubbed = redactor.scrub("echo s3cret-value and k-123456".into(), &secrets);
         assert_eq!(scrubbed, "echo [redacted] and [redacted]");
+    }
+
+    fn redactor() -> Redactor {
+        Redactor::new(Arc::new(Scrubber::new("k-123456")), false)
     }
 
     fn genapi_png() -> Vec<u8> {

@@ -134,6 +134,9 @@ impl Inbox {
             // Register before looking, so an event delivered in between wakes us.
             arrived.as_mut().enable();
             if let Some(result) = self.take(task.id()) {
+                // A notification is text from the service, scrubbed as an
+                // answer is, of everything the task's client knows.
+                let result = crate::poll::scrubbed(task.scrubber(), result);
                 if let Some(outcome) = task.settle(result, Duration::ZERO) {
                     return outcome;
                 }

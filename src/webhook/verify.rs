@@ -7,6 +7,7 @@ use base64::Engine as _;
 use serde_json::Value;
 
 use super::event::{Event, Scheme};
+use crate::scrub::Scrubber;
 use crate::{TaskStatus, WebhookSecret};
 
 /// Header carrying the shared secret (echo scheme).
@@ -118,6 +119,9 @@ pub type Clock = Arc<dyn Fn() -> SystemTime + Send + Sync>;
 pub struct Verifier {
     secret: WebhookSecret,
     key: ring::hmac::Key,
+    /// Scrubs an event's texts of the secret (see `scrub.rs`): a service may
+    /// echo it in the body it signs.
+    scrubber: Arc<Scrubber>,
     require_signature: bool,
     tolerance: Duration,
     max_body: usize,
@@ -147,9 +151,14 @@ impl Verifier {
         let secret = secret.into();
         let key = hmac_key(&secret)?;
         let require_signature = secret.expose().starts_with("whsec_");
+        let scrubber = Scrubber::new(secret.expose());
+        if let Some(key_part) = secret.expose().strip_prefix("whsec_") {
+            scrubber.learn(key_part);
+        }
         Ok(Verifier {
             secret,
             key,
+            scrubber: Arc::new(scrubber),
             require_signature,
             tolerance: Duration::from_secs(300),
             max_body: 1 << 20,
@@ -198,7 +207,11 @@ impl Verifier {
     /// are passed lowercase), for frameworks without `http::HeaderMap`.
     pub fn verify_lookup<'h>(&self, header: impl Fn(&str) -> Option<&'h str>, body: &[u8]) -> Result<Event, Rejection> {
         let (scheme, message_id) = self.authenticate_lookup(header, body)?;
-        parse_event(body, scheme, message_id)
+        // Authentic: the body is read scrubbed of the secret it may echo.
+        match self.scrubber.scrub_body(body) {
+            Some(scrubbed) => parse_event(&scrubbed, scheme, message_id),
+            None => parse_event(body, scheme, message_id),
+        }
     }
 
     /// Checks only that the notification is authentic (any JSON body), and

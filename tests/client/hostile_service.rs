@@ -315,3 +315,75 @@ async fn an_absurd_content_length_is_no_allocation() {
     let error = output.bytes().await.unwrap_err();
     assert_eq!(error.task().map(|t| t.id.as_str()), Some("t-huge"), "{error}");
 }
+
+/// A service that quotes back everything it was sent (the key, the webhook
+/// secret, the webhook address's token, a prompt holding the secret), in a
+/// failed task's details, in headers, in a 422 and in a field named like the
+/// document's secret: none of it reaches an error, its `Debug` or a
+/// recording, in the answer to the submission that carried it or in any
+/// later one.
+#[tokio::test(start_paused = true)]
+async fn secrets_the_service_echoes_are_scrubbed_from_every_answer_shown_or_recorded() {
+    const TOKEN: &str = "hook-token-4f9e2a";
+    let echo = format!("key {KEY} secret {SECRET} token {TOKEN}");
+    let quoted = echo.clone();
+    let service = hostile::serve(move |base, request, before| {
+        let mut answer = match (request.path.as_str(), before) {
+            // The first submission is refused with the whole body echoed.
+            ("/v1/gen-2-pro", 0) => json(
+                422,
+                json!({"detail": [{"loc": ["body", "prompt"], "msg": quoted, "type": "value_error",
+                                   "input": String::from_utf8_lossy(&request.body)}]}),
+            ),
+            ("/v1/gen-2-pro", _) => accepted(base, "t-echo"),
+            _ => json(
+                200,
+                json!({"id": "t-echo", "status": "Error",
+                       "details": {"error": quoted, "webhook_secret": "another-secret-value"},
+                       "result": {"prompt": format!("a cat called {SECRET}")},
+                       "webhook_secret": SECRET}),
+            ),
+        };
+        answer.headers_mut().insert("x-echo", quoted.parse().unwrap());
+        answer
+    })
+    .await;
+    let dir = common::Dir::new("hostile-echoed-secrets");
+    let har = dir.join("run.har");
+    let client = genapi::Client::builder()
+        .api_key(KEY)
+        .base_url(&service.base)
+        .record(&har)
+        .build()
+        .unwrap();
+    let request = || {
+        prompt(&format!("a cat called {SECRET}"))
+            .webhook_url(format!("https://hooks.example.com/in?token={TOKEN}").as_str())
+            .webhook_secret(genapi::WebhookSecret::new(SECRET))
+    };
+    let refused = client.submit(request()).await.unwrap_err();
+    assert!(matches!(refused, Error::Validation { .. }), "{refused}");
+    let failed = client.run(request()).await.unwrap_err();
+    let Error::TaskFailed { details, .. } = &failed else {
+        panic!("{failed}")
+    };
+    let details = details.as_ref().unwrap();
+    assert_eq!(
+        details["webhook_secret"], "[redacted]",
+        "a field the document marks secret"
+    );
+    assert_eq!(details["error"], "key [redacted] secret [redacted] token [redacted]");
+    let recording = std::fs::read_to_string(&har).unwrap();
+    assert!(recording.contains("t-echo"), "the poll was recorded: {recording}");
+    for text in [
+        refused.to_string(),
+        format!("{refused:?}"),
+        failed.to_string(),
+        format!("{failed:?}"),
+        recording,
+    ] {
+        for secret in [KEY, SECRET, TOKEN] {
+            assert!(!text.contains(secret), "{secret} shown or recorded: {text}");
+        }
+    }
+}

@@ -624,3 +624,44 @@ mod end_to_end {
         assert_eq!(mock.count("GET", "/v1/get_result"), 0);
     }
 }
+
+/// A notification is text from the service like any answer: the secret it
+/// was verified with, quoted in its body, is gone from the event; and a
+/// task waited for by its notification loses the client's key from the
+/// details of its failure, as a poll's would.
+#[tokio::test(start_paused = true)]
+async fn a_notification_quoting_a_secret_is_scrubbed_like_an_answer() {
+    const KEY: &str = "inbox-canary-key-31";
+    let body = format!(
+        r#"{{"task_id":"t-1","status":"FAILED","webhook_secret":"{RAW}","error":{{"message":"sent {RAW} with {KEY}"}}}}"#
+    );
+    let event = raw_verifier()
+        .verify(&headers(&[("x-webhook-secret", RAW)]), body.as_bytes())
+        .unwrap();
+    assert!(!format!("{event:?}").contains(RAW), "{event:?}");
+    assert_eq!(event.raw["webhook_secret"], "[redacted]");
+
+    let config = genapi_mock::MockConfig::default().key(KEY);
+    let mock = genapi_mock::MockService::start_with(config, "127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    let task = mock
+        .client()
+        .unwrap()
+        .submit(genapi::api::types::Gen2ProRequest::builder().prompt("a fox"))
+        .await
+        .unwrap();
+    let inbox = Inbox::new();
+    let body = body.replace("t-1", task.id());
+    inbox.deliver(
+        raw_verifier()
+            .verify(&headers(&[("x-webhook-secret", RAW)]), body.as_bytes())
+            .unwrap(),
+    );
+    let failed = inbox.wait(task, Duration::from_secs(20)).await.unwrap_err();
+    assert!(matches!(failed, genapi::Error::TaskFailed { .. }), "{failed}");
+    for text in [failed.to_string(), format!("{failed:?}")] {
+        assert!(!text.contains(KEY) && !text.contains(RAW), "{text}");
+        assert!(text.contains("[redacted]"), "{text}");
+    }
+}

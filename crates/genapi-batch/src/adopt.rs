@@ -200,6 +200,7 @@ pub async fn adopt<J: Journal>(client: &Client, journal: &mut J, job: &Job, task
         });
     }
 
+    client.learn_secrets(&job.body);
     let found = client.task(task).map_err(service_error)?;
     let polled = found.poll().await.map_err(service_error)?;
     if polled.status == genapi::TaskStatus::TaskNotFound {

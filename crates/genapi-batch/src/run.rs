@@ -807,6 +807,9 @@ impl Context {
             let Some(place) = self.place() else {
                 return stopped();
             };
+            // Its answers may quote the secrets its submission carried,
+            // sent by an earlier run: the client scrubs them as its own.
+            self.client.learn_secrets(&job.body);
             // The task may still run: it takes its place under the client's
             // limit (waiting for room) before it is polled.
             let resumed = tokio::select! {

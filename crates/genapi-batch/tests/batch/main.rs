@@ -10,5 +10,6 @@ mod common {
 mod job_file;
 mod journal_lock;
 mod results_file;
+mod resumed_secrets;
 mod resumed_without_seat;
 mod typed_jobs;

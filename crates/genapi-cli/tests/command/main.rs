@@ -34,6 +34,7 @@ mod common {
 mod batch;
 mod batch_stdout;
 mod cli;
+mod echoed_secrets;
 mod gallery;
 mod hardening_files;
 #[cfg(unix)]

@@ -1,0 +1,417 @@
+//! One scrubber for every text that comes from the service.
+//!
+//! A service may echo what it was sent: a poll's `details` quoting the
+//! request headers, a 422 echoing the body, an error page quoting an
+//! address, a notification carrying the webhook secret back. Whatever genapi
+//! then shows (errors, `Debug`), records (HAR) or hands to a program that
+//! stores it (a batch's journal, results and gallery, a shared ledger) must
+//! hold none of the secrets the client holds or has sent. So there is one
+//! [`Scrubber`] per client, and every text from the service passes it once,
+//! where it enters:
+//!
+//! - **every answer the transport reads**, body and headers, before anything
+//!   decodes, records or shows it (`Transport::read`); image bytes of a
+//!   successful download are the one thing not searched, since they are
+//!   never shown as text;
+//! - **every webhook notification**: [`crate::webhook::Verifier`] scrubs an
+//!   event of its own secret, and [`crate::webhook::Inbox::wait`] of
+//!   everything the waiting task's client knows.
+//!
+//! # What it knows
+//!
+//! - the API key;
+//! - every secret a submission carried: the fields the document marks
+//!   `x-secret` (`webhook_secret`), and the user name, password and
+//!   token-like query values of every address in the body (a `webhook_url`'s
+//!   token, a signed image address), learned before the body is sent, so
+//!   even the answer to that very submission is scrubbed;
+//! - the secrets of bodies sent by another process, when a program resuming
+//!   its tasks hands them over ([`crate::Client::learn_secrets`]).
+//!
+//! A secret is found as it was sent, as JSON escapes it and as an address
+//! encodes it, and replaced by `[redacted]`. In a JSON answer the replacement
+//! is made in its strings (and names), never in its syntax, and a field the
+//! document marks `x-secret` is redacted whatever its value.
+//!
+//! Secrets shorter than eight bytes are not searched for: such a secret
+//! protects little, and replacing every `Ready` or `https` of the answers for
+//! a webhook secret of that spelling would break the very fields the client
+//! reads (a status, a polling URL). Searching costs one table lookup per byte
+//! whatever the number of secrets, so a batch whose every line has its own
+//! webhook secret is scrubbed as fast as one with none.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::{OnceLock, RwLock};
+
+use reqwest::header::{HeaderMap, HeaderValue};
+use reqwest::Url;
+use serde_json::Value;
+
+/// What replaces a secret.
+pub(crate) const REDACTED: &str = "[redacted]";
+
+/// Shortest secret searched for, in bytes (see the module documentation).
+pub(crate) const SHORTEST_SECRET: usize = 8;
+
+/// The one query parameter of an address that is never a secret: the task
+/// id a poll names, which identifies the task and grants nothing.
+pub(crate) const TASK_ID_QUERY: &str = "id";
+
+/// The fields the document marks `x-secret`, in every model.
+pub(crate) fn secret_fields() -> &'static BTreeSet<String> {
+    static FIELDS: OnceLock<BTreeSet<String>> = OnceLock::new();
+    FIELDS.get_or_init(|| {
+        let catalog = crate::validate::Document::embedded().catalog();
+        catalog
+            .models()
+            .iter()
+            .flat_map(|model| model.fields.iter())
+            .filter(|field| field.rule("x-secret").is_some_and(|v| v != &Value::Bool(false)))
+            .map(|field| field.name.clone())
+            .collect()
+    })
+}
+
+/// Whether a query value of an address a user gave reads like a credential
+/// (a token, a signature) rather than a setting (`format=png`,
+/// `env=production`): eight characters or more with letters and digits, or
+/// twenty or more of anything but spaces.
+fn is_token_like(value: &str) -> bool {
+    let no_space = !value.chars().any(char::is_whitespace);
+    let mixed = value.chars().any(|c| c.is_ascii_digit()) && value.chars().any(|c| c.is_ascii_alphabetic());
+    no_space && ((value.len() >= 8 && mixed) || value.len() >= 20)
+}
+
+/// Every secret a client holds or has sent, and the one place texts from
+/// the service are scrubbed of them (see the module documentation).
+pub(crate) struct Scrubber {
+    known: RwLock<Known>,
+}
+
+impl std::fmt::Debug for Scrubber {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let count = self.known.read().map(|known| known.spellings.len()).unwrap_or(0);
+        f.debug_struct("Scrubber").field("spellings", &count).finish()
+    }
+}
+
+/// The spellings searched for, indexed for a search whose cost does not
+/// grow with their number.
+#[derive(Default)]
+struct Known {
+    spellings: HashSet<Box<[u8]>>,
+    /// Spellings by their first four bytes, longest first.
+    by_start: HashMap<[u8; 4], Vec<Box<[u8]>>>,
+    /// One bit per possible pair of first two bytes: most positions of a
+    /// text are passed over on one bit test.
+    starts: Box<[u64]>,
+}
+
+impl Known {
+    fn add(&mut self, spelling: &[u8]) {
+        if spelling.len() < SHORTEST_SECRET || self.spellings.contains(spelling) {
+            return;
+        }
+        if self.starts.is_empty() {
+            self.starts = vec![0u64; 1024].into_boxed_slice();
+        }
+        let pair = usize::from(spelling[0]) << 8 | usize::from(spelling[1]);
+        self.starts[pair / 64] |= 1 << (pair % 64);
+        let start = [spelling[0], spelling[1], spelling[2], spelling[3]];
+        let bucket = self.by_start.entry(start).or_default();
+        bucket.push(spelling.into());
+        bucket.sort_by_key(|s| std::cmp::Reverse(s.len()));
+        self.spellings.insert(spelling.into());
+    }
+
+    /// The longest spelling found at `text[at..]`.
+    fn found_at(&self, text: &[u8], at: usize) -> Option<usize> {
+        let rest = &text[at..];
+        if rest.len() < SHORTEST_SECRET || self.starts.is_empty() {
+            return None;
+        }
+        let pair = usize::from(rest[0]) << 8 | usize::from(rest[1]);
+        if self.starts[pair / 64] & (1 << (pair % 64)) == 0 {
+            return None;
+        }
+        let bucket = self.by_start.get(&[rest[0], rest[1], rest[2], rest[3]])?;
+        bucket.iter().find(|s| rest.starts_with(s)).map(|s| s.len())
+    }
+
+    /// `text` with every spelling replaced, or `None` when none is in it.
+    fn replaced(&self, text: &[u8]) -> Option<Vec<u8>> {
+        let mut out: Option<Vec<u8>> = None;
+        let mut copied = 0;
+        let mut at = 0;
+        while at < text.len() {
+            match self.found_at(text, at) {
+                Some(length) => {
+                    let out = out.get_or_insert_with(|| Vec::with_capacity(text.len()));
+                    out.extend_from_slice(&text[copied..at]);
+                    out.extend_from_slice(REDACTED.as_bytes());
+                    at += length;
+                    copied = at;
+                }
+                None => at += 1,
+            }
+        }
+        let mut out = out?;
+        out.extend_from_slice(&text[copied..]);
+        Some(out)
+    }
+
+    fn contains(&self, text: &[u8]) -> bool {
+        (0..text.len()).any(|at| self.found_at(text, at).is_some())
+    }
+}
+
+impl Scrubber {
+    /// A scrubber that knows the key.
+    pub(crate) fn new(key: &str) -> Scrubber {
+        let scrubber = Scrubber {
+            known: RwLock::new(Known::default()),
+        };
+        scrubber.learn(key);
+        scrubber
+    }
+
+    /// Learns one secret, in every spelling it may come back in.
+    pub(crate) fn learn(&self, secret: &str) {
+        if secret.len() < SHORTEST_SECRET {
+            return;
+        }
+        let escaped = serde_json::to_string(secret).unwrap_or_default();
+        let escaped = escaped.trim_matches('"');
+        let encoded: String = url::form_urlencoded::byte_serialize(secret.as_bytes()).collect();
+        let percent = encoded.replace('+', "%20");
+        if let Ok(mut known) = self.known.write() {
+            for spelling in [secret, escaped, encoded.as_str(), percent.as_str()] {
+                known.add(spelling.as_bytes());
+            }
+        }
+    }
+
+    /// Learns the secrets of a submission's body before it is sent: its
+    /// `x-secret` fields, and what is secret in every address it names.
+    pub(crate) fn learn_request(&self, body: &Value) {
+        match body {
+            Value::Object(fields) => {
+                for (name, value) in fields {
+                    match value {
+                        Value::String(secret) if secret_fields().contains(name) => self.learn(secret),
+                        other => self.learn_request(other),
+                    }
+                }
+            }
+            Value::Array(items) => items.iter().for_each(|item| self.learn_request(item)),
+            Value::String(text) => {
+                if let Some(url) = Url::parse(text).ok().filter(Url::has_host) {
+                    self.learn_address(&url);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Learns what is secret in an address a user gave: its user name,
+    /// password and fragment, and its token-like query values (decoded and
+    /// as written). The task id of a poll is no secret.
+    pub(crate) fn learn_address(&self, url: &Url) {
+        self.learn(url.username());
+        if let Some(password) = url.password() {
+            self.learn(password);
+        }
+        if let Some(fragment) = url.fragment() {
+            self.learn(fragment);
+        }
+        for (name, value) in url.query_pairs() {
+            if name != TASK_ID_QUERY && is_token_like(&value) {
+                self.learn(&value);
+            }
+        }
+        for pair in url.query().unwrap_or_default().split('&') {
+            if let Some((name, value)) = pair.split_once('=') {
+                if name != TASK_ID_QUERY && is_token_like(value) {
+                    self.learn(value);
+                }
+            }
+        }
+    }
+
+    /// Whether `text` holds a secret.
+    pub(crate) fn finds(&self, text: &[u8]) -> bool {
+        self.known.read().is_ok_and(|known| known.contains(text))
+    }
+
+    /// `text` with every secret replaced by `[redacted]`.
+    pub(crate) fn scrub(&self, text: &str) -> String {
+        let Ok(known) = self.known.read() else {
+            return REDACTED.to_string();
+        };
+        match known.replaced(text.as_bytes()) {
+            // Secrets are whole UTF-8 strings found in UTF-8 text, so their
+            // ends are character boundaries, and the replacement is ASCII.
+            Some(bytes) => {
+                String::from_utf8(bytes).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
+            }
+            None => text.to_string(),
+        }
+    }
+
+    /// A JSON value scrubbed in place: fields the document marks `x-secret`
+    /// redacted, every string and name scrubbed.
+    pub(crate) fn scrub_json(&self, value: &mut Value) {
+        match value {
+            Value::String(text) if self.finds(text.as_bytes()) => *text = self.scrub(text),
+            Value::Array(items) => items.iter_mut().for_each(|item| self.scrub_json(item)),
+            Value::Object(fields) => {
+                if fields.keys().any(|name| self.finds(name.as_bytes())) {
+                    *fields = std::mem::take(fields)
+                        .into_iter()
+                        .map(|(name, field)| (self.scrub(&name), field))
+                        .collect();
+                }
+                for (name, field) in fields.iter_mut() {
+                    if secret_fields().contains(name) && !field.is_null() {
+                        *field = Value::String(REDACTED.into());
+                    } else {
+                        self.scrub_json(field);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// An answer's body scrubbed: a JSON body in its strings (and `x-secret`
+    /// fields), any other as text. `None` when there was nothing to remove,
+    /// which is the usual case and costs one pass over the bytes.
+    pub(crate) fn scrub_body(&self, body: &[u8]) -> Option<Vec<u8>> {
+        let names_a_secret_field = || {
+            secret_fields()
+                .iter()
+                .any(|name| contains(body, format!("\"{name}\"").as_bytes()))
+        };
+        if !self.finds(body) && !names_a_secret_field() {
+            return None;
+        }
+        match serde_json::from_slice::<Value>(body) {
+            Ok(mut value) => {
+                self.scrub_json(&mut value);
+                serde_json::to_vec(&value).ok()
+            }
+            Err(_) => self.known.read().ok()?.replaced(body),
+        }
+    }
+
+    /// Headers scrubbed in place: a value holding a secret is replaced by
+    /// its scrubbed text.
+    pub(crate) fn scrub_headers(&self, headers: &mut HeaderMap) {
+        for value in headers.values_mut() {
+            if self.finds(value.as_bytes()) {
+                let text = self.scrub(&String::from_utf8_lossy(value.as_bytes()));
+                *value = HeaderValue::from_str(&text).unwrap_or(HeaderValue::from_static(REDACTED));
+            }
+        }
+    }
+}
+
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    haystack.windows(needle.len()).any(|window| window == needle)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn every_spelling_of_a_secret_is_replaced() {
+        let scrubber = Scrubber::new("key-12345678");
+        scrubber.learn("whsec/\"quoted\" +plus");
+        assert_eq!(
+            scrubber.scrub("was key-12345678, twice: key-12345678"),
+            "was [redacted], twice: [redacted]"
+        );
+        let json_text = json!({"echo": "whsec/\"quoted\" +plus"}).to_string();
+        assert!(!scrubber.scrub(&json_text).contains("quoted"), "{json_text}");
+        assert_eq!(scrubber.scrub("q=whsec%2F%22quoted%22+%2Bplus"), "q=[redacted]");
+        assert_eq!(scrubber.scrub("q=whsec%2F%22quoted%22%20%2Bplus"), "q=[redacted]");
+        assert_eq!(scrubber.scrub("nothing here"), "nothing here");
+    }
+
+    #[test]
+    fn a_secret_holding_another_is_replaced_whole() {
+        let scrubber = Scrubber::new("abcdefgh");
+        scrubber.learn("abcdefghijkl");
+        assert_eq!(scrubber.scrub("xabcdefghijklx abcdefghx"), "x[redacted]x [redacted]x");
+    }
+
+    #[test]
+    fn short_secrets_are_not_searched() {
+        let scrubber = Scrubber::new("Ready");
+        scrubber.learn("https");
+        scrubber.learn("");
+        let answer = br#"{"status":"Ready","polling_url":"https://api.example.com/x"}"#;
+        assert_eq!(scrubber.scrub_body(answer), None);
+    }
+
+    #[test]
+    fn a_submission_teaches_its_secret_fields_and_address_tokens() {
+        let scrubber = Scrubber::new("key-12345678");
+        scrubber.learn_request(&json!({
+            "prompt": "a fox",
+            "webhook_secret": "whsec-canary-1",
+            "webhook_url": "https://hooks.example.com/in?token=tok3n-canary&env=production&id=task-7",
+            "input_image": "https://user:pa55word@images.example.com/a.png?sig=abc123def456",
+        }));
+        let text = "whsec-canary-1 tok3n-canary pa55word abc123def456 production task-7 a fox";
+        assert_eq!(
+            scrubber.scrub(text),
+            "[redacted] [redacted] [redacted] [redacted] production task-7 a fox"
+        );
+    }
+
+    #[test]
+    fn json_answers_keep_their_shape_and_lose_secret_fields() {
+        let scrubber = Scrubber::new("key-\"12345678\"");
+        let body = json!({
+            "id": "t",
+            "details": {"error": "bad key key-\"12345678\""},
+            "webhook_secret": "anything at all",
+            "key-\"12345678\"": 1,
+        })
+        .to_string();
+        let scrubbed: Value = serde_json::from_slice(&scrubber.scrub_body(body.as_bytes()).unwrap()).unwrap();
+        assert_eq!(scrubbed["details"]["error"], "bad key [redacted]");
+        assert_eq!(scrubbed["webhook_secret"], REDACTED);
+        assert_eq!(scrubbed["[redacted]"], 1);
+        assert_eq!(scrubbed["id"], "t");
+        assert_eq!(scrubber.scrub_body(br#"{"id":"t","status":"Ready"}"#), None);
+        assert_eq!(
+            scrubber.scrub_body(b"<html>key-\"12345678\"</html>").unwrap(),
+            b"<html>[redacted]</html>"
+        );
+    }
+
+    #[test]
+    fn headers_holding_a_secret_are_scrubbed() {
+        let scrubber = Scrubber::new("key-12345678");
+        let mut headers = HeaderMap::new();
+        headers.insert("x-echo", HeaderValue::from_static("you sent key-12345678"));
+        headers.insert("retry-after", HeaderValue::from_static("2"));
+        scrubber.scrub_headers(&mut headers);
+        assert_eq!(headers["x-echo"], "you sent [redacted]");
+        assert_eq!(headers["retry-after"], "2");
+    }
+
+    #[test]
+    fn settings_in_addresses_are_not_taken_for_tokens() {
+        for setting in ["png", "production", "1024", "europe-west"] {
+            assert!(!is_token_like(setting), "{setting}");
+        }
+        for token in ["abc123def", "9f86d081884c7d659a2feaa0c55ad015", "a-b-c-d-e-f-g-h-i-j-k"] {
+            assert!(is_token_like(token), "{token}");
+        }
+    }
+}
