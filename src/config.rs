@@ -293,8 +293,7 @@ impl ClientBuilder {
                     regional_base_url: regional_url.as_str(),
                     trusted: extra.iter().map(Url::as_str).collect(),
                 };
-                let recorder = Recorder::create(path, options, scrubber.clone(), origins)
-                    .map_err(|problem| Error::Config(format!("{problem}; choose a file that can be written")))?;
+                let recorder = Recorder::create(path, options, scrubber.clone(), origins).map_err(Error::Config)?;
                 Some(recorder)
             }
             None => None,

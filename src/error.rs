@@ -190,6 +190,16 @@ pub enum Error {
         /// The task.
         task: TaskRef,
     },
+    /// The result's bytes are in no image or video format (an HTML page
+    /// served as `image/png`, an empty answer): nothing was saved. The task
+    /// is done and paid for; its result may be fetched again later.
+    #[error("the result of {task} is not an image ({size} bytes in no image or video format): nothing was saved; the task is done: wait for it again with its polling URL to fetch the result again")]
+    NotAnImage {
+        /// The task.
+        task: TaskRef,
+        /// How many bytes came.
+        size: u64,
+    },
     /// The signed result address no longer works, even after polling again.
     #[error("the result of task {} has expired (addresses are valid about 10 minutes) and the service no longer offers a fresh one; to get an image, submit the task again (a new, charged task)", .task.id)]
     ResultExpired {
@@ -392,6 +402,7 @@ impl Error {
             | Error::Moderated { task, .. }
             | Error::TaskNotFound { task }
             | Error::ResultExpired { task }
+            | Error::NotAnImage { task, .. }
             | Error::UntrustedOrigin { task, .. } => Some(task),
             other => with_optional_task!(other, task => task.as_ref(), otherwise None),
         }

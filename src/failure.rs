@@ -28,7 +28,8 @@ pub enum FailureClass {
     RateLimited,
     /// Moderated (not charged).
     Moderated,
-    /// The task ended with `Error`, was not found, or its result expired.
+    /// The task ended with `Error`, was not found, or its result expired or
+    /// is not an image.
     TaskFailed,
     /// No final status in time.
     Timeout,
@@ -106,7 +107,7 @@ impl FailureClass {
             FailureClass::Credits => "insufficient credits (402)",
             FailureClass::RateLimited => "rate limited (429: too many active tasks; try again later)",
             FailureClass::Moderated => "moderated (not charged)",
-            FailureClass::TaskFailed => "task failed, not found, or its result expired",
+            FailureClass::TaskFailed => "task failed, not found, or its result expired or is not an image",
             FailureClass::Timeout => "timeout (the task may still finish: resume with the command printed)",
             FailureClass::Network => "network or service error",
             FailureClass::Unknown => "a submission got no answer: it may have created a task",
@@ -168,9 +169,10 @@ impl Error {
             Error::InsufficientCredits { .. } => FailureClass::Credits,
             Error::RateLimited { .. } => FailureClass::RateLimited,
             Error::Moderated { .. } => FailureClass::Moderated,
-            Error::TaskFailed { .. } | Error::TaskNotFound { .. } | Error::ResultExpired { .. } => {
-                FailureClass::TaskFailed
-            }
+            Error::TaskFailed { .. }
+            | Error::TaskNotFound { .. }
+            | Error::ResultExpired { .. }
+            | Error::NotAnImage { .. } => FailureClass::TaskFailed,
             Error::Timeout { .. } | Error::DownloadTimeout { .. } => FailureClass::Timeout,
             Error::Transport { .. }
             | Error::Server { .. }

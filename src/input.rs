@@ -10,7 +10,6 @@ use std::path::Path;
 use base64::Engine as _;
 
 use crate::error::{Error, Result};
-use crate::files::Unread;
 
 /// Largest image file read as an input: 32 MiB, far more than a 4 MP image
 /// takes in any format the service reads.
@@ -195,20 +194,13 @@ impl ImageInput {
         }
     }
 
-    /// The bytes of an image file: a regular file (opened without blocking,
-    /// so a named pipe cannot hang the read) of at most
-    /// [`MAX_IMAGE_FILE_BYTES`], read no further than that.
+    /// The bytes of an image file, by the file policy of `genapi-files`: a
+    /// regular file (opened without blocking, so a named pipe cannot hang the
+    /// read) of at most [`MAX_IMAGE_FILE_BYTES`], read no further than that.
     fn read_file(&self, path: &Path) -> Result<Vec<u8>> {
-        crate::files::read_regular_file(path, MAX_IMAGE_FILE_BYTES).map_err(|unread| match unread {
-            Unread::Io(e) => self.cannot_read(e),
-            Unread::NotRegular => self.refused(
-                "not a regular file (a pipe, a device or a directory is never read as an image); pass an image file"
-                    .into(),
-            ),
-            Unread::TooLarge(size) => self.refused(format!(
-                "the file is {size} bytes, above the {} MiB an image input may be; pass a smaller image",
-                MAX_IMAGE_FILE_BYTES >> 20
-            )),
+        genapi_files::read(path, MAX_IMAGE_FILE_BYTES).map_err(|refused| match refused {
+            genapi_files::FileError::Io { source, .. } => self.cannot_read(source),
+            other => self.refused(other.reason()),
         })
     }
 

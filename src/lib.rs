@@ -77,7 +77,6 @@ mod config;
 mod error;
 mod failure;
 mod field;
-pub mod files;
 #[cfg(feature = "fuzzing")]
 pub mod fuzzing;
 mod input;

@@ -113,26 +113,44 @@ impl Output {
     /// [`crate::ClientBuilder::max_download_bytes`]). If the signed address
     /// has expired, the task is polled once more for a fresh one before
     /// giving up with [`Error::ResultExpired`].
+    ///
+    /// Bytes in no image or video format (an HTML page served as
+    /// `image/png`, an empty answer) are [`Error::NotAnImage`].
     pub async fn bytes(&self) -> Result<Bytes> {
-        self.bounded(self.with_fresh_address(|address| async move {
-            let mut sink = Sink::Memory(Vec::new());
-            Ok(match (self.fetch(&address, &mut sink).await?, sink) {
-                (Fetched::Got(()), Sink::Memory(bytes)) => Fetched::Got(Bytes::from(bytes)),
-                (Fetched::Got(()), Sink::File(_)) => Fetched::Got(Bytes::new()),
-                (Fetched::Refused, _) => Fetched::Refused,
-            })
-        }))
-        .await
+        let bytes = self
+            .bounded(self.with_fresh_address(|address| async move {
+                let mut sink = Sink::Memory(Vec::new());
+                Ok(match (self.fetch(&address, &mut sink).await?, sink) {
+                    (Fetched::Got(()), Sink::Memory(bytes)) => Fetched::Got(Bytes::from(bytes)),
+                    (Fetched::Got(()), Sink::File(_)) => Fetched::Got(Bytes::new()),
+                    (Fetched::Refused, _) => Fetched::Refused,
+                })
+            }))
+            .await?;
+        match extension_of(&bytes) {
+            Some(_) => Ok(bytes),
+            None => Err(self.not_an_image(bytes.len() as u64)),
+        }
+    }
+
+    fn not_an_image(&self, size: u64) -> Error {
+        Error::NotAnImage {
+            task: self.task.clone(),
+            size,
+        }
     }
 
     /// Downloads the output and streams it to `path`. When `path` has no
     /// extension, the one of the output's format is added. The file appears
-    /// only once complete (it is written beside it under a temporary name,
-    /// then renamed over whatever had the name: a file there is replaced).
-    /// Returns the path written.
+    /// only once complete: it is written beside it under a temporary name,
+    /// then renamed over whatever had the name, by the file policy of
+    /// `genapi-files`: a file there is replaced, a link as a link (never the
+    /// file it points to), and a folder, pipe or device never. Bytes in no
+    /// image or video format are [`Error::NotAnImage`], and nothing is
+    /// saved. Returns the path written.
     pub async fn save(&self, path: impl AsRef<Path>) -> Result<PathBuf> {
         let path = path.as_ref().to_path_buf();
-        let partial = partial_path(&path);
+        let partial = genapi_files::temporary_name(&path);
         // Removed however the save ends short of the rename: an error, or
         // the future dropped (a caller's timeout, a stop).
         let mut leftover = RemoveOnDrop(Some(partial.clone()));
@@ -150,7 +168,7 @@ impl Output {
                 let write_error = &write_error;
                 async move {
                     let target = partial.clone();
-                    let file = tokio::task::spawn_blocking(move || crate::files::create_temporary(&target))
+                    let file = tokio::task::spawn_blocking(move || genapi_files::create_temporary(&target))
                         .await
                         .unwrap_or_else(|e| Err(std::io::Error::other(e)))
                         .map_err(|e| write_error(path, &e))?;
@@ -172,14 +190,29 @@ impl Output {
             .await;
         outcome?;
         let mut target = path.clone();
+        let Some(extension) = sniff_extension(&partial).await else {
+            let size = tokio::fs::metadata(&partial).await.map(|m| m.len()).unwrap_or(0);
+            return Err(self.not_an_image(size));
+        };
         if target.extension().is_none() {
-            if let Some(extension) = sniff_extension(&partial).await {
-                target.set_extension(extension);
-            }
+            target.set_extension(extension);
         }
-        tokio::fs::rename(&partial, &target)
-            .await
-            .map_err(|e| write_error(&target, &e))?;
+        let (from, to) = (partial.clone(), target.clone());
+        let published =
+            tokio::task::spawn_blocking(move || genapi_files::publish(&from, &to, genapi_files::Existing::Replace))
+                .await;
+        match published {
+            Ok(Ok(())) => {}
+            // The policy's refusal says what is at the name and what to do.
+            Ok(Err(refused)) => {
+                return Err(Error::Write {
+                    target: target.display().to_string(),
+                    message: refused.to_string(),
+                    task: Some(self.task.clone()),
+                })
+            }
+            Err(e) => return Err(write_error(&target, &e)),
+        }
         leftover.0 = None;
         Ok(target)
     }
@@ -269,15 +302,6 @@ impl Drop for RemoveOnDrop {
     }
 }
 
-/// `dir/.name.partial` beside `path`.
-fn partial_path(path: &Path) -> PathBuf {
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "output".into());
-    path.with_file_name(format!(".{name}.partial"))
-}
-
 /// The extension of a finished file's format, from its first bytes.
 async fn sniff_extension(path: &Path) -> Option<&'static str> {
     use tokio::io::AsyncReadExt;
@@ -298,15 +322,6 @@ pub(crate) fn extension_of(head: &[u8]) -> Option<&'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn partial_files_sit_beside_the_target() {
-        assert_eq!(
-            partial_path(Path::new("out/cat.png")),
-            PathBuf::from("out/.cat.png.partial")
-        );
-        assert_eq!(partial_path(Path::new("cat")), PathBuf::from(".cat.partial"));
-    }
 
     #[test]
     fn videos_and_images_are_recognised() {

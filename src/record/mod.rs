@@ -69,9 +69,20 @@ use redact::Redactor;
 #[non_exhaustive]
 pub struct RecordOptions {
     keep_images: bool,
+    replace_existing: bool,
 }
 
 impl RecordOptions {
+    /// Replaces a file already at the recording's name (the command's
+    /// `--force`). Without it, building the client fails when anything has
+    /// the name. Either way the recording is written by the file policy of
+    /// `genapi-files`: never through a link (a link at the name is
+    /// replaced as a link), and never to a pipe, a device or a folder.
+    pub fn replace_existing(mut self, replace: bool) -> Self {
+        self.replace_existing = replace;
+        self
+    }
+
     /// Keeps image bytes: base64 inputs as sent, downloads as base64 in the
     /// answer's content. Secrets are redacted all the same.
     pub fn keep_images(mut self, keep: bool) -> Self {
@@ -116,8 +127,9 @@ struct Tail {
 }
 
 impl Recorder {
-    /// Creates (or empties) the file at `path` and writes an empty log to it.
-    /// The error says what could not be done with which file.
+    /// Creates the file at `path` (or empties it, when the options allow
+    /// replacing it) and writes an empty log to it. The error says what could
+    /// not be done with which file.
     pub(crate) fn create(
         path: &Path,
         options: &RecordOptions,
@@ -142,13 +154,20 @@ impl Recorder {
         let mut text = format!("{{\"log\":{open},\"entries\":[");
         let at = text.len() as u64;
         text.push_str(std::str::from_utf8(TAIL).unwrap_or_default());
-        let fail = |e: std::io::Error| format!("cannot write the recording {}: {e}", path.display());
-        let file = File::options()
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(path)
-            .map_err(fail)?;
+        let fail = |e: std::io::Error| {
+            format!(
+                "cannot write the recording {}: {e}; choose a file that can be written",
+                path.display()
+            )
+        };
+        let existing = match options.replace_existing {
+            true => genapi_files::Existing::Replace,
+            false => genapi_files::Existing::Keep,
+        };
+        let file = genapi_files::create(path, existing).map_err(|refused| match refused {
+            genapi_files::FileError::Io { source, .. } => fail(source),
+            refused => format!("the recording {refused}"),
+        })?;
         // One writer per file: two would each keep their own tail and
         // overwrite each other's entries.
         file.try_lock().map_err(|_| {
@@ -305,7 +324,21 @@ impl Recorder {
             .collect()
     }
 
-    fn write(&self, attempt: Attempt, response: har::Response) {
+    fn write(&self, attempt: Attempt, mut response: har::Response) {
+        // A kept image's base64 text is spliced into the entry's text as it
+        // is written, not copied through a JSON value: it is the one large
+        // part of an entry, and holds no secret to scrub (it is image bytes).
+        // It stands in the value as a name drawn at random for this entry,
+        // so no text of the service can hold it.
+        let placeholder = format!(
+            "genapi-kept-result-{:016x}{:016x}",
+            fastrand::u64(..),
+            fastrand::u64(..)
+        );
+        let kept = match response.content.encoding {
+            Some("base64") => response.content.text.replace(placeholder.clone()),
+            _ => None,
+        };
         let elapsed = attempt.clock.elapsed().as_secs_f64() * 1000.0;
         let entry = har::Entry {
             started_date_time: har::iso_8601(attempt.started),
@@ -330,6 +363,13 @@ impl Recorder {
         let Ok(text) = serde_json::to_string(&value) else {
             return;
         };
+        let (before, kept, after) = kept
+            .as_deref()
+            .and_then(|kept| {
+                text.split_once(placeholder.as_str())
+                    .map(|(before, after)| (before, kept, after))
+            })
+            .unwrap_or((text.as_str(), "", ""));
         let Ok(mut tail) = self.file.lock() else {
             return;
         };
@@ -337,9 +377,11 @@ impl Recorder {
             return;
         }
         let comma = if tail.entries > 0 { "," } else { "" };
-        let mut bytes = Vec::with_capacity(comma.len() + text.len() + TAIL.len());
+        let mut bytes = Vec::with_capacity(comma.len() + before.len() + kept.len() + after.len() + TAIL.len());
         bytes.extend_from_slice(comma.as_bytes());
-        bytes.extend_from_slice(text.as_bytes());
+        bytes.extend_from_slice(before.as_bytes());
+        bytes.extend_from_slice(kept.as_bytes());
+        bytes.extend_from_slice(after.as_bytes());
         let written = bytes.len() as u64;
         bytes.extend_from_slice(TAIL);
         match write_at(&tail.file, &bytes, tail.at) {
@@ -400,16 +442,33 @@ pub(crate) enum Body<'a> {
 }
 
 /// Bytes a download's summary needs: its start (format and dimensions),
-/// size and SHA-256; all of it when images are kept.
+/// size and SHA-256; its base64 text too when images are kept, encoded as
+/// the chunks arrive (the raw bytes are never held whole), up to
+/// [`KEPT_IMAGE_BYTES`].
 struct Tap {
     digest: ring::digest::Context,
     head: Vec<u8>,
     size: u64,
-    kept: Option<Vec<u8>>,
+    kept: Option<Kept>,
 }
 
 /// Enough of an image's start for every header `dimensions` reads.
 const HEAD_BYTES: usize = 64 * 1024;
+
+/// The largest result whose bytes a recording keeps (`keep_images`); a
+/// larger one is summarised, as without the option, so a recording of a
+/// huge result holds a bounded amount of memory (its base64 text once, and
+/// the entry written from it once).
+pub(crate) const KEPT_IMAGE_BYTES: u64 = 64 << 20;
+
+/// A download's bytes as base64 text, so far.
+struct Kept {
+    text: String,
+    /// Bytes waiting for a whole group of three.
+    pending: Vec<u8>,
+    /// Past [`KEPT_IMAGE_BYTES`]: nothing more is kept.
+    overflowed: bool,
+}
 
 impl Tap {
     fn new(keep: bool) -> Tap {
@@ -417,31 +476,56 @@ impl Tap {
             digest: ring::digest::Context::new(&ring::digest::SHA256),
             head: Vec::new(),
             size: 0,
-            kept: keep.then(Vec::new),
+            kept: keep.then(|| Kept {
+                text: String::new(),
+                pending: Vec::new(),
+                overflowed: false,
+            }),
         }
     }
 
     fn feed(&mut self, chunk: &[u8]) {
+        use base64::Engine as _;
         self.digest.update(chunk);
         self.size += chunk.len() as u64;
         let room = HEAD_BYTES.saturating_sub(self.head.len());
         self.head.extend_from_slice(&chunk[..room.min(chunk.len())]);
-        if let Some(kept) = &mut self.kept {
-            kept.extend_from_slice(chunk);
+        let Some(kept) = &mut self.kept else { return };
+        if kept.overflowed || self.size > KEPT_IMAGE_BYTES {
+            kept.overflowed = true;
+            kept.text = String::new();
+            kept.pending = Vec::new();
+            return;
         }
+        kept.pending.extend_from_slice(chunk);
+        let whole = kept.pending.len() / 3 * 3;
+        base64::engine::general_purpose::STANDARD.encode_string(&kept.pending[..whole], &mut kept.text);
+        kept.pending.drain(..whole);
     }
 
     fn content(self, mime_type: String) -> har::Content {
         use base64::Engine as _;
         let hash = redact::hex(self.digest.finish().as_ref());
-        let summary = redact::summary(&self.head, self.size, &hash);
+        let mut summary = redact::summary(&self.head, self.size, &hash);
+        let text = match self.kept {
+            Some(Kept { overflowed: true, .. }) => {
+                summary.push_str(&format!(
+                    " (not kept: larger than the {} MiB a recording keeps of one result)",
+                    KEPT_IMAGE_BYTES >> 20
+                ));
+                None
+            }
+            Some(Kept { mut text, pending, .. }) => {
+                base64::engine::general_purpose::STANDARD.encode_string(&pending, &mut text);
+                Some(text)
+            }
+            None => None,
+        };
         har::Content {
             size: i64::try_from(self.size).unwrap_or(i64::MAX),
             mime_type,
-            encoding: self.kept.is_some().then_some("base64"),
-            text: self
-                .kept
-                .map(|bytes| base64::engine::general_purpose::STANDARD.encode(bytes)),
+            encoding: text.is_some().then_some("base64"),
+            text,
             comment: Some(summary),
         }
     }
@@ -477,4 +561,39 @@ fn write_at(mut file: &File, bytes: &[u8], offset: u64) -> std::io::Result<()> {
     use std::io::{Seek, SeekFrom, Write};
     file.seek(SeekFrom::Start(offset))?;
     file.write_all(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_kept_result_is_its_base64_whatever_its_chunks() {
+        use base64::Engine as _;
+        let bytes: Vec<u8> = (0..1000u32).map(|n| (n % 251) as u8).collect();
+        let mut tap = Tap::new(true);
+        for chunk in bytes.chunks(7).chain(bytes[..0].chunks(1)) {
+            tap.feed(chunk);
+        }
+        let content = tap.content("image/png".into());
+        assert_eq!(content.encoding, Some("base64"));
+        assert_eq!(
+            content.text.as_deref(),
+            Some(base64::engine::general_purpose::STANDARD.encode(&bytes).as_str())
+        );
+    }
+
+    #[test]
+    fn a_result_past_the_kept_size_is_summarised_and_holds_no_copy() {
+        let mut tap = Tap::new(true);
+        tap.feed(&[0u8; 1024]);
+        tap.feed(&vec![0u8; KEPT_IMAGE_BYTES as usize]);
+        assert!(tap
+            .kept
+            .as_ref()
+            .is_some_and(|kept| kept.text.is_empty() && kept.pending.is_empty()));
+        let content = tap.content(String::new());
+        assert_eq!((content.text, content.encoding), (None, None));
+        assert!(content.comment.unwrap().contains("not kept: larger than the 64 MiB"));
+    }
 }

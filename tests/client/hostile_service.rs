@@ -157,7 +157,7 @@ async fn a_download_redirect_sends_no_referer_and_no_key() {
             [("location", format!("{base}/elsewhere"))],
         )
             .into_response_for_test(),
-        _ => json(200, json!({"image": true})),
+        _ => hostile::image(b"the result"),
     })
     .await;
     client(&service.base)

@@ -117,7 +117,7 @@ async fn the_canaries_stay_out_of_the_recording_at_every_log_level() {
         let refused = genapi::Client::builder()
             .api_key(format!("{KEY}-refused"))
             .base_url(mock.base_url())
-            .record(dir.join("refused.har"))
+            .record(dir.join(&format!("refused-{level}.har")))
             .build()
             .unwrap();
         refused
@@ -126,7 +126,7 @@ async fn the_canaries_stay_out_of_the_recording_at_every_log_level() {
             .unwrap_err();
 
         let text = std::fs::read_to_string(&path).unwrap();
-        let refused_text = std::fs::read_to_string(dir.join("refused.har")).unwrap();
+        let refused_text = std::fs::read_to_string(dir.join(&format!("refused-{level}.har"))).unwrap();
         let logs = capture.text();
         for (what, text) in [
             ("recording", &text),
@@ -323,7 +323,12 @@ async fn secrets_that_read_like_json_or_hide_in_addresses_stay_out_and_the_file_
     for secret in ["HOOKTOKEN55", "PASSWORDINURL", "FRAGSECRET", "%22%3A%7B%22"] {
         assert!(!text.contains(secret), "{secret} is in the recording: {text}");
     }
-    // One writer per file.
-    let second = service.client_builder().record(&path).build().unwrap_err();
+    // One writer per file, even one told to replace it.
+    let replacing = genapi::RecordOptions::default().replace_existing(true);
+    let second = service
+        .client_builder()
+        .record_with(&path, replacing)
+        .build()
+        .unwrap_err();
     assert!(second.to_string().contains("another client"), "{second}");
 }

@@ -11,8 +11,13 @@ fn root() -> PathBuf {
         .unwrap_or_default()
 }
 
+/// The largest document read (`openapi.json`, another description).
+const DOCUMENT_LIMIT: u64 = 16 << 20;
+
+/// A document's text, by the file policy of `genapi-files`: a regular file
+/// within [`DOCUMENT_LIMIT`].
 fn read(path: &Path) -> Result<String, String> {
-    std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))
+    genapi_files::read_text(path, DOCUMENT_LIMIT).map_err(|refused| format!("cannot read {refused}"))
 }
 
 fn check() -> Result<(), String> {
@@ -174,17 +179,19 @@ fn diff_upstream(args: &[String]) -> Result<(), String> {
     }
 }
 
-const DRIFT_USAGE: &str = "usage: cargo xtask drift FILE... [--propose OUT] [--snapshot FILE.snap]
+const DRIFT_USAGE: &str = "usage: cargo xtask drift FILE... [--propose OUT [--force]] [--snapshot FILE.snap]
 
 Checks recorded traffic (HAR files from ClientBuilder::record or genapi --record) against
 openapi.json: fields it does not list, required fields missing, wrong types, values its
 enumerations do not list (a new task status), undocumented status codes and content types,
 and polling or result addresses outside the trusted hosts. Findings are grouped by operation
 and JSON pointer; those an x-correction covers are listed apart. Exits non-zero when
-anything drifted.
+anything drifted. Each recording is a regular file of at most 4 GiB, read entry by entry.
 
   --propose OUT   write openapi.json patched for the additive findings (new optional
-                  fields, new enumeration values) to OUT, to review before `cargo xtask regen`
+                  fields, new enumeration values) to OUT, to review before `cargo xtask regen`;
+                  an existing OUT is replaced only with --force
+  --force         replace OUT when it exists (never through a link)
   --snapshot FILE.snap
                   keep what drifted (one line per operation, place, pointer and kind; no
                   counts or examples) as an insta snapshot: the command then passes when
@@ -196,6 +203,7 @@ fn drift(args: &[String]) -> Result<(), String> {
     let mut files = Vec::new();
     let mut propose = None;
     let mut snapshot = None;
+    let mut force = false;
     let mut rest = args.iter();
     while let Some(arg) = rest.next() {
         match arg.as_str() {
@@ -205,6 +213,7 @@ fn drift(args: &[String]) -> Result<(), String> {
             }
             "--propose" => propose = Some(PathBuf::from(rest.next().ok_or("--propose needs a file to write")?)),
             "--snapshot" => snapshot = Some(PathBuf::from(rest.next().ok_or("--snapshot needs a FILE.snap")?)),
+            "--force" => force = true,
             flag if flag.starts_with('-') => return Err(format!("unknown flag {flag}\n\n{DRIFT_USAGE}")),
             path => files.push(PathBuf::from(path)),
         }
@@ -214,16 +223,22 @@ fn drift(args: &[String]) -> Result<(), String> {
     }
     let root: serde_json::Value =
         serde_json::from_str(&read(&root().join("openapi.json"))?).map_err(|e| format!("openapi.json: {e}"))?;
-    let recordings = files
-        .iter()
-        .map(|file| xtask::drift::read(&file.display().to_string(), &read(file)?))
-        .collect::<Result<Vec<_>, String>>()?;
-    let report = xtask::drift::check(&root, &recordings);
+    // Each recording is read entry by entry: one entry is held at a time.
+    let mut report = xtask::drift::Report::default();
+    for file in &files {
+        xtask::drift::check_file(&root, file, &mut report)?;
+    }
     print!("{}", report.render());
     if let Some(out) = propose {
         let (patched, applied) = xtask::drift::propose::patched(&root, &report.findings);
         let text = serde_json::to_string_pretty(&patched).map_err(|e| e.to_string())?;
-        std::fs::write(&out, text + "\n").map_err(|e| format!("cannot write {}: {e}", out.display()))?;
+        let existing = if force {
+            genapi_files::Existing::Replace
+        } else {
+            genapi_files::Existing::Keep
+        };
+        genapi_files::write_whole(&out, (text + "\n").as_bytes(), existing)
+            .map_err(|refused| format!("--propose {refused}"))?;
         println!("\n{applied} additive change(s) proposed in {}", out.display());
     }
     match snapshot {

@@ -16,9 +16,13 @@
 //! of any kind) and its cost is known before the next is sent. A hold is
 //! replaced by the reported cost once known, and given back when nothing was
 //! created. A submission whose answer never came may have been charged: its
-//! hold stays. So the service is never charged more than the cap, and the
-//! cap is used: a batch stops submitting only when the next submission could
-//! pass it.
+//! hold stays. So the cap is used (a batch stops submitting only when the
+//! next submission could pass it), and it holds for every kind seen charged.
+//! It can be passed once: the first submission of a kind not seen, sent
+//! alone with all that was left held for it, may be charged more than that
+//! (the client cannot know a price before the service charges it). The
+//! service is charged at most the cap plus that one submission's excess, and
+//! nothing is sent after it.
 
 use std::collections::HashMap;
 

@@ -4,15 +4,13 @@
 //! at a time as the batch takes them, so memory does not grow with the file.
 
 use std::collections::HashMap;
-use std::fs::File;
-use std::io::{BufRead, BufReader, Read, Take};
+use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
 use super::job::{name_hash, safe_stem, Fingerprint, Job, JobLine};
-use genapi::files::{open_regular_file, Unread};
 use genapi::validate::{closest, Document, ImageField, Model, UnknownModel};
 use genapi::Error;
 use genapi::ImageInput;
@@ -287,17 +285,10 @@ impl JobFile {
         })
     }
 
-    fn open(&self) -> Result<Take<File>, Error> {
-        open_regular_file(&self.path, JOB_FILE_LIMIT).map_err(|unread| {
-            self.unreadable(match unread {
-                Unread::Io(e) => e.to_string(),
-                Unread::NotRegular => {
-                    "not a regular file (a pipe, a device or a directory is never read); name a file".into()
-                }
-                Unread::TooLarge(size) => too_large(size),
-                other => other.to_string(),
-            })
-        })
+    /// The file, by the file policy of `genapi-files`: a regular file of
+    /// at most [`JOB_FILE_LIMIT`], never read past it.
+    fn open(&self) -> Result<genapi_files::Bounded, Error> {
+        genapi_files::open(&self.path, JOB_FILE_LIMIT).map_err(|refused| self.unreadable(refused.reason()))
     }
 
     fn unreadable(&self, message: String) -> Error {
@@ -485,7 +476,7 @@ fn too_large(size: u64) -> String {
 
 /// The valid lines of a [`JobFile`], read again one at a time.
 pub struct Jobs {
-    lines: BufReader<Take<File>>,
+    lines: BufReader<genapi_files::Bounded>,
     line: u64,
     /// A read failed: nothing more comes.
     ended: bool,

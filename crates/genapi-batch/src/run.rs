@@ -274,6 +274,14 @@ impl<J: Journal> Batch<J> {
     /// submission could pass the cap, the batch submits no more: the jobs
     /// left come out [`JobStatus::NotSubmitted`] with
     /// [`FailureClass::CreditCap`], and tasks in flight are finished.
+    ///
+    /// **The bound.** Every kind the batch has seen charged is held at its
+    /// price, so those never pass the cap. The first submission of a kind
+    /// not seen yet has no known price: it goes alone, once nothing else is
+    /// in flight, and the service may charge it more than was left. So a
+    /// batch spends at most `credits` plus what one such submission costs
+    /// above what was left when it was sent; after it, nothing more is
+    /// sent.
     pub fn max_credits(mut self, credits: f64) -> Self {
         self.max_credits = Some(if credits.is_finite() { credits.max(0.0) } else { 0.0 });
         self

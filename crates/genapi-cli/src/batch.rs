@@ -4,6 +4,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use clap::Args;
@@ -91,7 +92,9 @@ pub struct BatchArgs {
     #[arg(long, value_name = "NAME", default_value = "default")]
     seats_pool: String,
     /// Spend at most N credits on this batch in all (over every run and worker). Submissions stop when the next
-    /// could pass it; tasks in flight finish.
+    /// could pass it; tasks in flight finish. A submission of a kind not yet charged (another size or input
+    /// image) has no known price: it is sent alone, and may cost more than was left, so the batch spends at most
+    /// N plus what that one submission costs above what was left.
     #[arg(long, value_name = "N", value_parser = parse_credits)]
     max_credits: Option<f64>,
     /// Show where the batch stands and exit: from the journal in --out DIR (what the next run does with each line),
@@ -313,6 +316,20 @@ pub async fn run(global: &Global, args: BatchArgs) -> Result<(), Failure> {
     let out_dir = out_folder(&args)?;
     std::fs::create_dir_all(&out_dir)
         .map_err(|e| Failure::usage(format!("--out {}: cannot create the directory ({e})", shown(&out_dir))))?;
+    // Files in the folder that a batch did not write are left as they are,
+    // by the file policy: a results file of someone else's refuses the run
+    // before anything is sent; a page of the user's own leaves the run
+    // without a gallery, which is said now.
+    genapi_files::may_write(&out_dir.join(RESULTS), RESULTS_FILE)
+        .map_err(|refused| Failure::usage(format!("{}; nothing was sent", out::clean(&refused.to_string()))))?;
+    let keep_gallery = !args.no_gallery
+        && match genapi_gallery::Gallery::may_write(&out_dir) {
+            Ok(()) => true,
+            Err(refused) => {
+                out::err(&format!("warning: no gallery: {}", out::clean(&refused.to_string())));
+                false
+            }
+        };
     // With a ledger, workers share the output directory and no journal is kept.
     let mut keeper = match ledger {
         Some((ledger, seats)) => Keeper::Ledger(Box::new(ledger), seats),
@@ -435,7 +452,8 @@ pub async fn run(global: &Global, args: BatchArgs) -> Result<(), Failure> {
         Keeper::File(_) => None,
     };
     let shared = shared_seats.is_some();
-    let reader = valid_jobs(&checked)?;
+    let changed = Changed::default();
+    let reader = valid_jobs_noting(&checked, changed.clone())?;
     let (counters, stopper, stream) = match keeper {
         Keeper::File(journal) => {
             let batch = settle(Batch::new(connection.client.clone(), journal, &out_dir), &args)
@@ -453,19 +471,17 @@ pub async fn run(global: &Global, args: BatchArgs) -> Result<(), Failure> {
     };
     let mut stream = stream.map_err(|e| Failure::api(&e))?;
 
-    // Workers sharing the directory each write their own partial results.
-    let partial = if shared {
-        out_dir.join(format!(".{RESULTS}.{}.partial", std::process::id()))
-    } else {
-        out_dir.join(format!(".{RESULTS}.partial"))
-    };
-    let mut results = genapi::files::create_temporary(&partial)
+    // Written beside results.jsonl under a name of this worker's own
+    // (workers sharing the directory each write theirs), put in its place
+    // at the end.
+    let partial = genapi_files::temporary_name(&out_dir.join(RESULTS));
+    let mut results = genapi_files::create_temporary(&partial)
         .map_err(|e| Failure::new(code::OTHER, format!("cannot write {}: {e}", shown(&partial))))?;
     let mut tally = Tally::new(checked.lines() - checked.invalid_lines());
     let mut printed = Printed {
         json: global.json,
         lost: None,
-        gallery: (!args.no_gallery).then(|| Kept::new(&out_dir)),
+        gallery: keep_gallery.then(|| Kept::new(&out_dir)),
     };
     for invalid in checked.invalid() {
         let message = explained(invalid);
@@ -505,8 +521,9 @@ pub async fn run(global: &Global, args: BatchArgs) -> Result<(), Failure> {
         }
     };
     if stopped.is_some() {
-        // The bar goes before anything else is said.
-        progress.finish();
+        // The bar goes before anything else is said, and where the run
+        // stood is said once more.
+        progress.stopped(&tally.figures(&counters));
         // Submissions already sent get their answers recorded, so the next
         // run polls their tasks instead of calling them unknown; nothing new
         // is sent. A second Ctrl-C (or 15 s) ends this at once.
@@ -537,6 +554,13 @@ pub async fn run(global: &Global, args: BatchArgs) -> Result<(), Failure> {
         }
     }
     progress.finish();
+    // Lines that changed while the batch ran were sent nowhere: each is a
+    // result, and counted as an invalid line.
+    for line in changed.take() {
+        let entry = json!({"line": line.line, "status": "invalid", "error": explained(&line), "class": "validation"});
+        write_result(&mut results, &entry, &mut printed)?;
+        tally.invalid += 1;
+    }
     if let Some(gallery) = &mut printed.gallery {
         gallery.write();
         if let Some(warning) = gallery.warning.take() {
@@ -557,8 +581,9 @@ pub async fn run(global: &Global, args: BatchArgs) -> Result<(), Failure> {
     let _ = results.sync_data();
     drop(results);
     if stopped.is_none() {
-        std::fs::rename(&partial, out_dir.join(RESULTS))
-            .map_err(|e| Failure::new(code::OTHER, format!("cannot write {RESULTS}: {e}")))?;
+        // A results.jsonl the batch did not write is left as it is.
+        genapi_files::publish(&partial, &out_dir.join(RESULTS), RESULTS_FILE)
+            .map_err(|refused| Failure::new(code::OTHER, out::clean(&refused.to_string())))?;
     } else {
         // An unfinished run leaves the previous results as they were.
         let _ = std::fs::remove_file(&partial);
@@ -1174,9 +1199,55 @@ pub(crate) fn explained(invalid: &InvalidLine) -> String {
 /// takes them; a line that changed since it was checked is reported and
 /// skipped.
 fn valid_jobs(checked: &JobFile) -> Result<impl Iterator<Item = Job> + Send + 'static, Failure> {
+    valid_jobs_noting(checked, Changed::default())
+}
+
+/// Lines that changed in the job file while the batch ran: skipped (never
+/// sent), each said when it is met, and counted as invalid at the end.
+#[derive(Clone, Default)]
+struct Changed(Arc<Mutex<Vec<InvalidLine>>>);
+
+impl Changed {
+    fn take(&self) -> Vec<InvalidLine> {
+        self.0
+            .lock()
+            .map(|mut lines| std::mem::take(&mut *lines))
+            .unwrap_or_default()
+    }
+}
+
+/// The valid lines of the job file, read again as the batch goes; a line
+/// that changed since the check is said, noted in `changed`, and skipped.
+fn valid_jobs_noting(
+    checked: &JobFile,
+    changed: Changed,
+) -> Result<impl Iterator<Item = Job> + Send + 'static, Failure> {
     let jobs = checked.jobs().map_err(|e| Failure::usage(out::clean(&e.to_string())))?;
-    Ok(jobs.filter_map(|job| {
-        job.map_err(|changed| out::err(&format!("line {}: {}", changed.line, explained(&changed))))
-            .ok()
+    Ok(jobs.filter_map(move |job| {
+        job.map_err(|line| {
+            out::err(&format!("line {}: {}", line.line, explained(&line)));
+            if let Ok(mut noted) = changed.0.lock() {
+                noted.push(line);
+            }
+        })
+        .ok()
     }))
+}
+
+/// How results.jsonl treats a file at its name: replaced only when a batch
+/// wrote it.
+const RESULTS_FILE: genapi_files::Existing = genapi_files::Existing::ReplaceOurs {
+    writer: "a batch",
+    ours: is_results_file,
+};
+
+/// Whether the first bytes of a file show a results file a batch wrote:
+/// empty, or a first line that is a result (an object with its `line` and
+/// `status`).
+fn is_results_file(head: &[u8]) -> bool {
+    let first = head.split(|&byte| byte == b'\n').next().unwrap_or_default();
+    if first.iter().all(u8::is_ascii_whitespace) {
+        return true;
+    }
+    serde_json::from_slice::<Value>(first).is_ok_and(|line| line["line"].is_u64() && line["status"].is_string())
 }

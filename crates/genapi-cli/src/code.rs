@@ -2,8 +2,9 @@
 //!
 //! A failure's code is its class's ([`genapi::FailureClass::exit_code`]), so
 //! a program wrapping the library exits as the command does. The command
-//! adds three of its own: 0 for success, 10 when a task was accepted but its
-//! id could not be written to stdout, 130 for an interrupt. A batch exits
+//! adds three of its own: 0 for success, 10 when a command that prints
+//! tasks could not write its stdout, 130 for an interrupt (a command that
+//! prints no task and could not write its stdout exits 1). A batch exits
 //! with the code of the most serious class among its lines
 //! ([`genapi::FailureClass::BY_SEVERITY`]). The table of `--help` is made
 //! here from these lists, and a test holds the table of docs/command.md to them.
@@ -18,8 +19,9 @@ pub const USAGE: u8 = FailureClass::Validation.exit_code();
 pub const TIMEOUT: u8 = FailureClass::Timeout.exit_code();
 /// Network or service.
 pub const NETWORK: u8 = FailureClass::Network.exit_code();
-/// A task was accepted but its id could not be written to stdout
-/// (`submit`, `batch --json`).
+/// A line meant for stdout of a command that prints tasks (`generate`,
+/// `submit`, `wait`, `get`, `batch`) could not be written: a task may have
+/// been accepted that the reader of stdout does not know of.
 pub const ID_NOT_WRITTEN: u8 = 10;
 /// Ctrl-C (or SIGTERM).
 pub const INTERRUPTED: u8 = 130;
@@ -31,8 +33,8 @@ pub fn table() -> Vec<(u8, String)> {
         (0, "success".into()),
         (
             ID_NOT_WRITTEN,
-            "submit, batch --json: a task was accepted but its id could not be written to stdout (it is printed \
-             on stderr)"
+            "stdout of generate, submit, wait, get or batch could not be written, so a task accepted may be \
+             unknown to its reader (it is named on stderr)"
                 .into(),
         ),
         (INTERRUPTED, "interrupted (resume with the command printed)".into()),
@@ -70,7 +72,7 @@ pub fn help_section() -> String {
     let order: Vec<String> = batch_order().iter().map(u8::to_string).collect();
     text.push_str(&format!(
         "  batch: 0 when every line succeeded, else the code of the most serious failure\n  ({} in that order); \
-         10 first when --json could not write to stdout",
+         10 first when stdout could not be written",
         order.join(", ")
     ));
     text

@@ -1,9 +1,9 @@
-//! Files the command reads that the user names or may have replaced (a
-//! prompt, a document, the learned durations): only regular
-//! files, opened without blocking (a named pipe cannot hang the command) and
-//! read no further than a limit named in the error. Image files and job
-//! files are read by the library (`ImageInput`, `batch::JobFile`), which keeps
-//! the same rule.
+//! The limits of the files the command reads; every path is read and
+//! written by the one file policy of `genapi-files` (a regular file within
+//! its limit, never a pipe or a device; nothing replaced without `--force`,
+//! nothing written through a link). Image files and job files are read by
+//! the library (`ImageInput`, `genapi_batch::JobFile`), under the same
+//! policy.
 
 use std::path::Path;
 
@@ -11,31 +11,21 @@ use std::path::Path;
 pub const PROMPT_LIMIT: u64 = 1024 * 1024;
 /// Largest OpenAPI document (`GENAPI_DOCUMENT`).
 pub const DOCUMENT_LIMIT: u64 = 16 * 1024 * 1024;
+/// Largest recording `genapi mock --replay` serves.
+pub const RECORDING_LIMIT: u64 = 256 * 1024 * 1024;
 
-/// `limit` in words, e.g. "1 MiB".
-pub fn shown_limit(limit: u64) -> String {
-    format!("{} MiB", limit >> 20)
-}
-
-/// The text of a regular file of at most `limit` bytes (the library's
-/// rule). The error says what to fix.
+/// The text of a regular file of at most `limit` bytes; the error says
+/// what is wrong and what to do, without the file's name (the caller
+/// names it with the option it came from).
 pub fn read_to_string(path: &Path, limit: u64) -> Result<String, String> {
-    let bytes = genapi::files::read_regular_file(path, limit).map_err(|unread| said(unread, limit))?;
-    String::from_utf8(bytes).map_err(|_| "the file is not UTF-8 text".into())
+    genapi_files::read_text(path, limit).map_err(|refused| refused.reason())
 }
 
-fn said(unread: genapi::files::Unread, limit: u64) -> String {
-    match unread {
-        genapi::files::Unread::Io(e) => e.to_string(),
-        genapi::files::Unread::NotRegular => {
-            "not a regular file (a pipe, a device or a directory is never read); name a file".into()
-        }
-        genapi::files::Unread::TooLarge(size) => {
-            format!(
-                "the file is {size} bytes, above the {} this input may be",
-                shown_limit(limit)
-            )
-        }
-        other => other.to_string(),
+/// What `--force` means for a file the user named: replaced, or kept.
+pub fn existing(force: bool) -> genapi_files::Existing {
+    if force {
+        genapi_files::Existing::Replace
+    } else {
+        genapi_files::Existing::Keep
     }
 }

@@ -31,16 +31,14 @@ pub struct GridArgs {
     /// A field every cell sets (JSON value or text), e.g. --set width=512; repeatable.
     #[arg(long = "set", value_name = "FIELD=VALUE")]
     set: Vec<String>,
-    /// Where to write the job lines (default: stdout).
+    /// Where to write the job lines (default: stdout); an existing file is replaced only with --force.
     #[arg(short = 'o', long, value_name = "FILE")]
     out: Option<PathBuf>,
-    /// Replace the file given to -o when it exists.
-    #[arg(long)]
-    force: bool,
 }
 
-/// Writes the lines of the grid, once every one has passed the check.
-pub fn run(args: GridArgs) -> Result<(), Failure> {
+/// Writes the lines of the grid, once every one has passed the check;
+/// `force` (the global `--force`) replaces an existing `-o` file.
+pub fn run(args: GridArgs, force: bool) -> Result<(), Failure> {
     let (field, values) = args
         .sweep
         .split_once('=')
@@ -69,19 +67,40 @@ pub fn run(args: GridArgs) -> Result<(), Failure> {
         )));
     }
     if let Some(path) = &args.out {
-        if !args.force && std::fs::symlink_metadata(path).is_ok() {
+        if !force && genapi_files::is_taken(path) {
             return Err(Failure::usage(format!(
                 "-o {}: the file exists; --force replaces it",
                 out::clean(&path.display().to_string())
             )));
         }
     }
+    // Rows by columns is known now: a grid whose lines could not all fit in
+    // a job file is refused before one is made.
+    let cells = args.prompts.len().saturating_mul(values.len());
+    let too_big = |size: String| {
+        Failure::usage(format!(
+            "{} prompts by {} values is {cells} cells, whose job lines come to {size}, above the {} a job file may              be; split the sweep into smaller grids",
+            args.prompts.len(),
+            values.len(),
+            genapi_files::shown_size(genapi_batch::JOB_FILE_LIMIT)
+        ))
+    };
+    // Each line holds at least its prompt twice (the prompt and its row).
+    let least: u64 = args
+        .prompts
+        .iter()
+        .map(|prompt| 2 * prompt.len() as u64 * values.len() as u64)
+        .sum();
+    if least > genapi_batch::JOB_FILE_LIMIT {
+        return Err(too_big(format!("more than {}", genapi_files::shown_size(least))));
+    }
     let mut fixed = Map::new();
     for pair in &args.set {
         let (name, value) = crate::request::split_pair("--set", pair)?;
         fixed.insert(name.to_string(), value);
     }
-    let mut lines = Vec::with_capacity(args.prompts.len() * values.len());
+    let mut lines = Vec::with_capacity(cells);
+    let mut written: u64 = 0;
     for (row, prompt) in args.prompts.iter().enumerate() {
         for (column, text) in values.iter().enumerate() {
             let value = serde_json::from_str(text).unwrap_or_else(|_| Value::String((*text).to_string()));
@@ -110,13 +129,19 @@ pub fn run(args: GridArgs) -> Result<(), Failure> {
                 "grid".into(),
                 json!({"row": prompt, "column": format!("{field} {text}")}),
             );
-            lines.push(Value::Object(line).to_string());
+            let line = Value::Object(line).to_string();
+            written += line.len() as u64 + 1;
+            if written > genapi_batch::JOB_FILE_LIMIT {
+                let at_least = written.max(written / (lines.len() as u64 + 1) * cells as u64);
+                return Err(too_big(format!("about {}", genapi_files::shown_size(at_least))));
+            }
+            lines.push(line);
         }
     }
     let text: String = lines.iter().map(|line| format!("{line}\n")).collect();
     check(&text, args.out.as_deref())?;
     match &args.out {
-        Some(path) => write_file(path, &text),
+        Some(path) => write_file(path, &text, force),
         None => {
             for line in &lines {
                 out::out_required(line)
@@ -134,18 +159,19 @@ fn check(text: &str, out: Option<&Path>) -> Result<(), Failure> {
         .and_then(Path::parent)
         .filter(|dir| !dir.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
-    let probe = dir.join(format!(".genapi-grid-{}.jsonl.partial", std::process::id()));
-    let written = genapi::files::create_temporary(&probe).and_then(|mut file| file.write_all(text.as_bytes()));
-    if let Err(e) = written {
-        let _ = std::fs::remove_file(&probe);
+    let mut probe = genapi_files::stage(&dir.join("grid.jsonl"))
+        .map_err(|refused| Failure::new(crate::code::OTHER, out::clean(&refused.to_string())))?;
+    if let Err(e) = probe.write_all(text.as_bytes()).and_then(|()| probe.flush()) {
         let asked = out.map_or_else(|| ".".to_string(), |path| path.display().to_string());
         return Err(Failure::new(
             crate::code::OTHER,
             format!("cannot write beside {}: {e}", out::clean(&asked)),
         ));
     }
-    let checked = genapi_batch::JobFile::check(&probe);
-    let _ = std::fs::remove_file(&probe);
+    let probe_path = probe.temporary_path().to_path_buf();
+    let checked = genapi_batch::JobFile::check(&probe_path);
+    // Dropped unpublished: the probe is removed.
+    drop(probe);
     let checked = checked.map_err(|e| Failure::api(&e))?;
     if checked.invalid_lines() == 0 {
         return Ok(());
@@ -163,19 +189,12 @@ fn check(text: &str, out: Option<&Path>) -> Result<(), Failure> {
     )))
 }
 
-/// Writes the file whole: beside it, then renamed.
-fn write_file(path: &Path, text: &str) -> Result<(), Failure> {
+/// Writes the file whole by the file policy: beside it, then put in its
+/// place; an existing file only with `--force`, never through a link.
+fn write_file(path: &Path, text: &str, force: bool) -> Result<(), Failure> {
     let shown = out::clean(&path.display().to_string());
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let partial = path.with_file_name(format!(".{name}.partial"));
-    let failed = |e: std::io::Error| Failure::new(crate::code::OTHER, format!("cannot write {shown}: {e}"));
-    let mut file = genapi::files::create_temporary(&partial).map_err(failed)?;
-    file.write_all(text.as_bytes()).map_err(failed)?;
-    drop(file);
-    std::fs::rename(&partial, path).map_err(failed)?;
+    genapi_files::write_whole(path, text.as_bytes(), crate::files::existing(force))
+        .map_err(|refused| Failure::new(crate::code::OTHER, format!("-o {}", out::clean(&refused.to_string()))))?;
     out::progress(&format!("{} job lines written to {shown}", text.lines().count()));
     Ok(())
 }

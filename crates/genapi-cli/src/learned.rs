@@ -64,13 +64,26 @@ pub fn save(service: &str, learned: Learned) {
     let mut all = read_all(&path).unwrap_or_default();
     all.insert(service.to_string(), learned);
     let Ok(text) = serde_json::to_string(&all) else { return };
-    let written = path.parent().map_or(Ok(()), std::fs::create_dir_all).and_then(|()| {
-        // Written beside it, then renamed: a reader never sees half a file.
-        // Two commands ending at once each write their own.
-        let partial = path.with_extension(format!("json.{}.partial", std::process::id()));
-        std::io::Write::write_all(&mut genapi::files::create_temporary(&partial)?, text.as_bytes())?;
-        std::fs::rename(&partial, &path)
-    });
+    // Written whole beside it, then put in its place: a reader never sees
+    // half a file, and two commands ending at once each write their own.
+    // The cache is the command's own file, so it is replaced.
+    let written = path
+        .parent()
+        .map_or(Ok(()), std::fs::create_dir_all)
+        .map_err(|e| e.to_string())
+        .and_then(|()| {
+            let write = || genapi_files::write_whole(&path, text.as_bytes(), genapi_files::Existing::Replace);
+            match write() {
+                // The cache's own name holds a pipe or a device (it was
+                // reported when it was read): the name is freed, as an
+                // unusable cache is replaced.
+                Err(genapi_files::FileError::NotRegular { .. }) => {
+                    std::fs::remove_file(&path).map_err(|e| e.to_string())?;
+                    write().map(drop).map_err(|e| e.to_string())
+                }
+                written => written.map(drop).map_err(|e| e.to_string()),
+            }
+        });
     if let Err(error) = written {
         tracing::debug!(%error, file = %path.display(), "cannot keep learned durations");
     }

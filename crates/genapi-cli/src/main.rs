@@ -88,6 +88,10 @@ pub struct Global {
     /// With --record, keep image bytes (inputs and results) in the recording.
     #[arg(long, global = true, requires = "record")]
     pub record_images: bool,
+    /// Replace files that already have the names you give (-o, --record); without it nothing is replaced. A
+    /// link is replaced as a link, never written through; a folder, pipe or device never.
+    #[arg(long, global = true)]
+    pub force: bool,
 }
 
 impl Global {
@@ -95,7 +99,9 @@ impl Global {
     fn recording(&self, builder: genapi::ClientBuilder) -> genapi::ClientBuilder {
         match &self.record {
             Some(path) => {
-                let options = genapi::RecordOptions::default().keep_images(self.record_images);
+                let options = genapi::RecordOptions::default()
+                    .keep_images(self.record_images)
+                    .replace_existing(self.force);
                 builder.record_with(path, options)
             }
             None => builder,
@@ -138,9 +144,6 @@ enum Command {
         /// Where to save the result when it is Ready.
         #[arg(short = 'o', long, value_name = "FILE|DIR")]
         out: Option<PathBuf>,
-        /// Overwrite an existing file.
-        #[arg(long)]
-        force: bool,
     },
     /// List the models, or show one model's fields.
     Models {
@@ -237,7 +240,29 @@ fn main() -> ExitCode {
             cli.command,
             Command::Generate { .. } | Command::Submit { .. } | Command::Wait { .. } | Command::Get { .. }
         );
-    match runtime.block_on(run(cli)) {
+    // Commands whose stdout carries tasks: a line of theirs that could not
+    // be written is a task the user may not know of.
+    let prints_tasks = matches!(
+        cli.command,
+        Command::Generate { .. }
+            | Command::Submit { .. }
+            | Command::Wait { .. }
+            | Command::Get { .. }
+            | Command::Batch(_)
+    );
+    let outcome = runtime.block_on(run(cli)).and_then(|()| match out::stdout_lost() {
+        // What was to be printed was not all written: not a success.
+        Some(error) if prints_tasks => Err(Failure::new(
+            code::ID_NOT_WRITTEN,
+            format!("stdout could not be written ({error}); the tasks are named on stderr"),
+        )),
+        Some(error) => Err(Failure::new(
+            code::OTHER,
+            format!("stdout could not be written ({error})"),
+        )),
+        None => Ok(()),
+    });
+    match outcome {
         Ok(()) => ExitCode::SUCCESS,
         Err(failure) => {
             // An empty message was said already, with its object.
@@ -284,15 +309,25 @@ fn init_logging() {
 async fn run(cli: Cli) -> Result<(), Failure> {
     let global = cli.global;
     match cli.command {
-        Command::Generate { request, save, count } => tasks::generate(&global, request, save, count).await,
+        Command::Generate {
+            request,
+            mut save,
+            count,
+        } => {
+            save.force = global.force;
+            tasks::generate(&global, request, save, count).await
+        }
         Command::Submit { request, out } => tasks::submit(&global, request, out).await,
-        Command::Wait { id, save } => tasks::wait(&global, &id, save).await,
-        Command::Get { id, out, force } => tasks::get(&global, &id, out, force).await,
+        Command::Wait { id, mut save } => {
+            save.force = global.force;
+            tasks::wait(&global, &id, save).await
+        }
+        Command::Get { id, out } => tasks::get(&global, &id, out, global.force).await,
         Command::Models { name } => models::run(&global, name.as_deref()),
         Command::Batch(args) => batch::run(&global, args).await,
         Command::Mock(args) => mock::run(&global, args).await,
         Command::Gallery { dir } => gallery::run(&global, &dir),
-        Command::Grid(args) => grid::run(args),
+        Command::Grid(args) => grid::run(args, global.force),
     }
 }
 

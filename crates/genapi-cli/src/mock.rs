@@ -75,8 +75,10 @@ pub async fn run(global: &Global, args: MockArgs) -> Result<(), Failure> {
     }
     if let Some(path) = &args.replay {
         let shown = path.display();
-        let text = std::fs::read_to_string(path).map_err(|e| Failure::usage(format!("--replay {shown}: {e}")))?;
-        let replay = genapi_mock::Replay::from_har(&text)
+        // A regular file within its limit, parsed as it is read.
+        let file = genapi_files::open(path, crate::files::RECORDING_LIMIT)
+            .map_err(|refused| Failure::usage(format!("--replay {shown}: {}", refused.reason())))?;
+        let replay = genapi_mock::Replay::from_har_reader(file)
             .map_err(|e| Failure::usage(format!("--replay {shown}: {}", out::clean(&e.to_string()))))?;
         config = config.replay(replay);
     }

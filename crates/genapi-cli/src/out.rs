@@ -8,6 +8,8 @@ use std::io::{IsTerminal, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 static STDOUT_OPEN: AtomicBool = AtomicBool::new(true);
+/// Why stdout stopped taking lines, once it has.
+static STDOUT_LOST: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(None);
 static STDERR_OPEN: AtomicBool = AtomicBool::new(true);
 static QUIET: AtomicBool = AtomicBool::new(false);
 
@@ -26,15 +28,13 @@ pub fn stderr_is_terminal() -> bool {
     std::io::stderr().is_terminal()
 }
 
-/// One line on stdout; dropped once stdout is closed.
+/// One line on stdout; dropped once stdout is closed (the command then
+/// ends with an error: see [`stdout_lost`]).
 pub fn out(line: &str) {
     if !STDOUT_OPEN.load(Ordering::Relaxed) {
         return;
     }
-    let mut stdout = std::io::stdout().lock();
-    if writeln!(stdout, "{line}").and_then(|()| stdout.flush()).is_err() {
-        STDOUT_OPEN.store(false, Ordering::Relaxed);
-    }
+    let _ = out_required(line);
 }
 
 /// One line on stdout that must arrive (a paid task's id): the error when it
@@ -42,10 +42,19 @@ pub fn out(line: &str) {
 pub fn out_required(line: &str) -> std::io::Result<()> {
     let mut stdout = std::io::stdout().lock();
     let written = writeln!(stdout, "{line}").and_then(|()| stdout.flush());
-    if written.is_err() {
+    if let Err(error) = &written {
         STDOUT_OPEN.store(false, Ordering::Relaxed);
+        if let Ok(mut lost) = STDOUT_LOST.lock() {
+            lost.get_or_insert_with(|| error.to_string());
+        }
     }
     written
+}
+
+/// Why a line meant for stdout could not be written, if one could not: a
+/// command whose output did not all arrive has not succeeded.
+pub fn stdout_lost() -> Option<String> {
+    STDOUT_LOST.lock().ok().and_then(|lost| lost.clone())
 }
 
 /// One line on stderr; dropped once stderr is closed.

@@ -114,6 +114,22 @@ impl Progress {
             bar.finish_and_clear();
         }
     }
+
+    /// Ends the progress of a run that stopped before its end, with one
+    /// line of where it stood (what the next line of progress would have
+    /// said), bar or not, unless `--quiet`: a run stopped between two plain
+    /// lines, or under a bar about to be cleared, still says it.
+    pub fn stopped(&self, figures: &Figures) {
+        self.finish();
+        out::progress(&format!(
+            "{} {}: stopped at {}/{} done, {}",
+            utc(SystemTime::now()),
+            self.label,
+            figures.done,
+            figures.total,
+            details(figures, self.started.elapsed())
+        ));
+    }
 }
 
 /// `2 failed, 5 in flight, 1.3/s, ETA 21s, 0.60 credits`.

@@ -329,7 +329,7 @@ fn read_prompt(args: &RequestArgs) -> Result<Option<String>, Failure> {
         if text.len() as u64 > limit {
             return Err(Failure::usage(format!(
                 "the prompt on stdin is larger than {}, the most a prompt may be",
-                files::shown_limit(limit)
+                genapi_files::shown_size(limit)
             )));
         }
         Ok::<_, Failure>(text)

@@ -19,8 +19,8 @@ pub struct SaveArgs {
     /// File or directory for the result; a file's extension chooses the format (.jpg, .png, .webp).
     #[arg(short = 'o', long, value_name = "FILE|DIR")]
     pub out: Option<PathBuf>,
-    /// Overwrite existing files.
-    #[arg(long)]
+    /// The global `--force`: replace existing files.
+    #[arg(skip)]
     pub force: bool,
 }
 
@@ -174,11 +174,11 @@ impl Plan {
 
 /// Whether a result cannot be written at `path` without `--force`: anything
 /// has the name, a link to nothing included. The save publishes the finished
-/// file by linking it under the name, which fails in exactly this case, so
-/// the checks before it (and the names it picks) ask the same; `exists`
-/// follows links and would call a dangling one free.
+/// file by the file policy (`genapi_files::publish`), which refuses exactly
+/// this case, so the checks before it (and the names it picks) ask the
+/// same; `exists` follows links and would call a dangling one free.
 fn taken(path: &Path) -> bool {
-    path.symlink_metadata().is_ok()
+    genapi_files::is_taken(path)
 }
 
 fn extension_of_url(address: &str) -> String {
@@ -516,26 +516,20 @@ async fn save_output(
     if let (Some(late_warning), None) = (late_warning, &warning) {
         out::err(&format!("warning: {late_warning}"));
     }
-    // Without --force an existing file is never replaced: a hard link fails
-    // when the name is taken (see `taken`), a rename would not.
-    let published = if plan.force {
-        std::fs::rename(&saved, &file)
-    } else {
-        std::fs::hard_link(&saved, &file).and_then(|()| std::fs::remove_file(&saved))
-    };
-    if let Err(e) = published {
-        // No hidden file is left behind: the result is fetched again by the
-        // command printed, while the service keeps it.
-        let _ = std::fs::remove_file(&saved);
-        if e.kind() == std::io::ErrorKind::AlreadyExists {
+    // By the file policy: without --force an existing file is never
+    // replaced, and a link is never written through. No hidden file is left
+    // behind either way: the result is fetched again by the command printed,
+    // while the service keeps it.
+    if let Err(refused) = genapi_files::publish(&saved, &file, crate::files::existing(plan.force)) {
+        if let genapi_files::FileError::Exists { .. } = refused {
             return Err(taken_by_other(&file));
         }
         let reference = output.reference();
         return Err(Failure::new(
             code::OTHER,
             format!(
-                "cannot write {}: {e}; save it with: {}",
-                shown(&file),
+                "cannot write {}; save it with: {}",
+                out::clean(&refused.to_string()),
                 resume_command(client, &reference.id, &reference.polling_url, &file)
             ),
         ));

@@ -7,8 +7,7 @@
 //! same at once. The last result of a line wins, as in the results file.
 
 use std::collections::BTreeMap;
-use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use crate::page;
 use crate::thumbnail::{image_in, thumbnail, Thumbnail};
@@ -25,6 +24,26 @@ pub const THUMBS: &str = "thumbs";
 
 /// The most a results file may hold for a rebuild (about a million lines).
 const RESULTS_LIMIT: u64 = 1 << 30;
+
+/// How the page treats a file at its name: replaced only when the gallery
+/// wrote it.
+const PAGE: genapi_files::Existing = genapi_files::Existing::ReplaceOurs {
+    writer: "the gallery",
+    ours: page::is_ours,
+};
+
+/// The page's refusal, as the gallery says it.
+fn refusal(refused: genapi_files::FileError) -> GalleryError {
+    match refused {
+        genapi_files::FileError::NotOurs { path, .. } | genapi_files::FileError::Exists { path, .. } => {
+            GalleryError::NotOurs { path }
+        }
+        other => GalleryError::Write {
+            path: other.path().to_path_buf(),
+            reason: other.reason(),
+        },
+    }
+}
 
 /// Why a gallery cannot be made.
 #[derive(Debug, thiserror::Error)]
@@ -48,6 +67,13 @@ pub enum GalleryError {
         number: usize,
         /// What the parser said.
         reason: String,
+    },
+    /// A page is at the page's name that the gallery did not write (a
+    /// page of the user's own): it is left as it is, and no gallery is kept.
+    #[error("{path}: not written by the gallery, so it is left as it is and no gallery is kept there (move it away, or choose another output folder)")]
+    NotOurs {
+        /// The page.
+        path: PathBuf,
     },
     /// The page cannot be written.
     #[error("cannot write {path}: {reason}")]
@@ -90,7 +116,7 @@ impl Gallery {
             path: path.clone(),
             reason,
         };
-        let bytes = genapi::files::read_regular_file(&path, RESULTS_LIMIT).map_err(|e| unreadable(e.to_string()))?;
+        let bytes = genapi_files::read(&path, RESULTS_LIMIT).map_err(|e| unreadable(e.reason()))?;
         let text = String::from_utf8(bytes).map_err(|_| unreadable("not UTF-8 text".into()))?;
         for (index, text) in text.lines().enumerate().filter(|(_, t)| !t.trim().is_empty()) {
             let line: ResultLine = serde_json::from_str(text).map_err(|e| GalleryError::Line {
@@ -128,29 +154,25 @@ impl Gallery {
         self.lines.insert(line.line, line);
     }
 
+    /// Whether the page can be kept in `dir`: no page is there, or the one
+    /// there is the gallery's. For a run that says so before it starts.
+    pub fn may_write(dir: &std::path::Path) -> Result<(), GalleryError> {
+        genapi_files::may_write(&dir.join(INDEX), PAGE).map_err(refusal)
+    }
+
     /// Writes `index.html` whole: beside it under a temporary name, then
-    /// renamed over it. Returns its path.
+    /// put in its place, by the file policy of `genapi-files`: a page at
+    /// that name is replaced only when the gallery wrote it, and a link
+    /// there is never written through ([`GalleryError::NotOurs`]). Returns
+    /// its path.
     pub fn write(&self) -> Result<PathBuf, GalleryError> {
         let target = self.dir.join(INDEX);
-        let partial = self.dir.join(partial_name(INDEX));
-        let failed = |path: &Path, e: std::io::Error| GalleryError::Write {
-            path: path.to_path_buf(),
-            reason: e.to_string(),
+        let pictures = page::Pictures {
+            thumbnails: &self.thumbnails,
+            unreadable: &self.unreadable,
         };
-        let page = page::render(&self.lines, &self.thumbnails);
-        let mut file = genapi::files::create_temporary(&partial).map_err(|e| failed(&partial, e))?;
-        let written = file
-            .write_all(page.as_bytes())
-            .map_err(|e| failed(&partial, e))
-            .and_then(|()| {
-                drop(file);
-                std::fs::rename(&partial, &target).map_err(|e| failed(&target, e))
-            });
-        if written.is_err() {
-            // Each write has a name of its own: a failed one is not reused.
-            let _ = std::fs::remove_file(&partial);
-        }
-        written.map(|()| target)
+        let page = page::render(&self.lines, &pictures);
+        genapi_files::write_whole(&target, page.as_bytes(), PAGE).map_err(refusal)
     }
 
     /// How many lines the gallery shows.
@@ -167,15 +189,4 @@ impl Gallery {
     pub fn unreadable(&self) -> &BTreeMap<u64, String> {
         &self.unreadable
     }
-}
-
-/// The temporary name `name` is written under before it is renamed into
-/// place: of this writer alone (the process and a count in it), since the
-/// workers of one batch share its output folder and each keeps the gallery
-/// current; two writers with one temporary name would rename each other's
-/// file away.
-pub(crate) fn partial_name(name: &str) -> String {
-    static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let count = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    format!(".{name}.{}-{count}.partial", std::process::id())
 }

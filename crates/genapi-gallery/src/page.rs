@@ -39,11 +39,27 @@ const STATUS_ORDER: [&str; 7] = [
     "invalid",
 ];
 
+/// The thumbnail of each line that has one, and why the others have none.
+pub(crate) struct Pictures<'a> {
+    pub(crate) thumbnails: &'a BTreeMap<u64, Thumbnail>,
+    pub(crate) unreadable: &'a BTreeMap<u64, String>,
+}
+
+/// What every page the gallery writes carries near its start, so a page
+/// is replaced only when the gallery wrote it (see `gallery.rs`).
+const MARK: &str = "<meta name=\"generator\" content=\"genapi-gallery\">";
+
+/// Whether the first bytes of a file show a page the gallery wrote.
+pub(crate) fn is_ours(head: &[u8]) -> bool {
+    head.windows(MARK.len()).any(|window| window == MARK.as_bytes())
+}
+
 /// The page of `lines` (by line number), with each succeeded line's
 /// thumbnail.
-pub(crate) fn render(lines: &BTreeMap<u64, ResultLine>, thumbnails: &BTreeMap<u64, Thumbnail>) -> String {
+pub(crate) fn render(lines: &BTreeMap<u64, ResultLine>, pictures: &Pictures<'_>) -> String {
     let mut page = String::with_capacity(1024 + lines.len() * 700);
     page.push_str("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">");
+    page.push_str(MARK);
     page.push_str("<meta name=\"viewport\" content=\"width=device-width,initial-scale=1\">");
     // Nothing may be fetched but this folder's own thumbnails and images.
     page.push_str(
@@ -58,14 +74,14 @@ pub(crate) fn render(lines: &BTreeMap<u64, ResultLine>, thumbnails: &BTreeMap<u6
     let (cells, mut others): (Vec<&ResultLine>, Vec<&ResultLine>) =
         lines.values().partition(|line| line.grid.is_some());
     if !cells.is_empty() {
-        let left = grid(&mut page, &cells, thumbnails);
+        let left = grid(&mut page, &cells, pictures);
         others.extend(left);
         others.sort_by_key(|line| line.line);
     }
     if !others.is_empty() {
         page.push_str("<section class=\"tiles\">");
         for line in others {
-            tile(&mut page, line, thumbnails.get(&line.line));
+            tile(&mut page, line, pictures);
         }
         page.push_str("</section>");
     }
@@ -139,7 +155,7 @@ fn wall_time(lines: &BTreeMap<u64, ResultLine>) -> Option<f64> {
 /// no line goes unshown. A grid mostly empty (cells scattered over many rows
 /// and columns) would be a table far larger than its tiles: its cells are
 /// tiles then.
-fn grid<'a>(page: &mut String, cells: &[&'a ResultLine], thumbnails: &BTreeMap<u64, Thumbnail>) -> Vec<&'a ResultLine> {
+fn grid<'a>(page: &mut String, cells: &[&'a ResultLine], pictures: &Pictures<'_>) -> Vec<&'a ResultLine> {
     let mut rows: Vec<&str> = Vec::new();
     let mut columns: Vec<&str> = Vec::new();
     let (mut row_of, mut column_of) = (HashMap::new(), HashMap::new());
@@ -169,7 +185,7 @@ fn grid<'a>(page: &mut String, cells: &[&'a ResultLine], thumbnails: &BTreeMap<u
         for c in 0..columns.len() {
             page.push_str("<td>");
             if let Some(line) = at.get(&(r, c)) {
-                tile(page, line, thumbnails.get(&line.line));
+                tile(page, line, pictures);
             }
             page.push_str("</td>");
         }
@@ -187,7 +203,8 @@ fn place<'a>(list: &mut Vec<&'a str>, index: &mut HashMap<&'a str, usize>, label
 }
 
 /// One line's tile.
-fn tile(page: &mut String, line: &ResultLine, thumbnail: Option<&Thumbnail>) {
+fn tile(page: &mut String, line: &ResultLine, pictures: &Pictures<'_>) {
+    let thumbnail = pictures.thumbnails.get(&line.line);
     let name = line.name.clone().unwrap_or_else(|| format!("line {}", line.line));
     let _ = write!(
         page,
@@ -226,7 +243,13 @@ fn tile(page: &mut String, line: &ResultLine, thumbnail: Option<&Thumbnail>) {
             }
             page.push_str("</div>");
         }
-        _ => page.push_str("<p class=\"missing\">the image could not be read</p>"),
+        _ => {
+            let why = pictures
+                .unreadable
+                .get(&line.line)
+                .map_or("the image could not be read", String::as_str);
+            let _ = write!(page, "<p class=\"missing\">no thumbnail: {}</p>", escape(why));
+        }
     }
     let _ = write!(page, "<figcaption><b class=\"name\">{}</b>", escape(&name));
     if let Some(prompt) = &line.prompt {

@@ -11,9 +11,14 @@
 //! rebuilt from a folder someone else wrote cannot be made to read, or
 //! show, anything outside it. Decoding is bounded, so an image crafted to
 //! claim enormous dimensions fails instead of exhausting memory.
+//!
+//! Every thumbnail carries a JPEG comment saying the gallery made it, and
+//! only such a file is reused or replaced (by the file policy of
+//! `genapi-files`): a file of the user's own in `thumbs/` is left as it
+//! is, and its tile says so.
 
 use std::fs::File;
-use std::io::{BufReader, BufWriter, Write};
+use std::io::{BufReader, Read};
 use std::path::{Path, PathBuf};
 
 use image::codecs::jpeg::JpegEncoder;
@@ -77,22 +82,16 @@ pub(crate) fn thumbnail(dir: &Path, thumbs: &str, image: &Path, name: &str) -> R
         Ok(_) => return Err(format!("{} is not a folder of its own", folder.display())),
         Err(_) => std::fs::create_dir(&folder).map_err(|e| e.to_string())?,
     }
-    let partial = folder.join(crate::gallery::partial_name(&format!("{name}.jpg")));
-    let file = genapi::files::create_temporary(&partial).map_err(|e| e.to_string())?;
-    let written = (|| {
-        let mut out = BufWriter::new(file);
-        JpegEncoder::new_with_quality(&mut out, QUALITY)
-            .encode_image(&small)
-            .map_err(|e| e.to_string())?;
-        out.flush().map_err(|e| e.to_string())?;
-        drop(out);
-        std::fs::rename(&partial, &target).map_err(|e| e.to_string())
-    })();
-    if let Err(error) = written {
-        // Each write has a name of its own: a failed one is not reused.
-        let _ = std::fs::remove_file(&partial);
-        return Err(error);
-    }
+    let mut jpeg = Vec::new();
+    JpegEncoder::new_with_quality(&mut jpeg, QUALITY)
+        .encode_image(&small)
+        .map_err(|e| e.to_string())?;
+    let ours = genapi_files::Existing::ReplaceOurs {
+        writer: "the gallery",
+        ours: is_ours,
+    };
+    genapi_files::write_whole(&target, &marked(jpeg), ours)
+        .map_err(|refused| format!("{relative}: {}", refused.reason()))?;
     Ok(Thumbnail {
         image: name.to_string(),
         path: relative,
@@ -101,11 +100,66 @@ pub(crate) fn thumbnail(dir: &Path, thumbs: &str, image: &Path, name: &str) -> R
     })
 }
 
-/// The size of a thumbnail that is newer than its image.
+/// The size of a thumbnail the gallery made that is newer than its image.
 fn fresh(thumbnail: &Path, image: &Path) -> Option<(u32, u32)> {
     let made = std::fs::symlink_metadata(thumbnail).ok()?;
     if !made.file_type().is_file() || made.modified().ok()? < std::fs::metadata(image).ok()?.modified().ok()? {
         return None;
     }
+    let mut head = Vec::new();
+    genapi_files::open(thumbnail, THUMBNAIL_BYTES)
+        .ok()?
+        .take(MARK.len() as u64 + 6)
+        .read_to_end(&mut head)
+        .ok()?;
+    if !is_ours(&head) {
+        return None;
+    }
     image::image_dimensions(thumbnail).ok()
+}
+
+/// The comment every thumbnail carries right after the JPEG's start.
+const MARK: &[u8] = b"made by genapi-gallery";
+
+/// The largest thumbnail reused: far above what one of at most
+/// [`THUMBNAIL_SIDE`] pixels a side takes.
+const THUMBNAIL_BYTES: u64 = 4 << 20;
+
+/// A JPEG with the gallery's comment (a COM segment) after its start.
+fn marked(jpeg: Vec<u8>) -> Vec<u8> {
+    let length = (MARK.len() + 2) as u16;
+    let mut out = Vec::with_capacity(jpeg.len() + MARK.len() + 4);
+    out.extend_from_slice(&jpeg[..2.min(jpeg.len())]);
+    out.extend_from_slice(&[0xFF, 0xFE]);
+    out.extend_from_slice(&length.to_be_bytes());
+    out.extend_from_slice(MARK);
+    out.extend_from_slice(jpeg.get(2..).unwrap_or_default());
+    out
+}
+
+/// Whether the first bytes of a file show a thumbnail the gallery made.
+fn is_ours(head: &[u8]) -> bool {
+    head.len() >= MARK.len() + 6
+        && head[..2] == [0xFF, 0xD8]
+        && head[2..4] == [0xFF, 0xFE]
+        && &head[6..6 + MARK.len()] == MARK
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_marked_thumbnail_is_still_a_jpeg_and_known_as_ours() {
+        let image = image::RgbImage::from_pixel(8, 4, image::Rgb([200, 10, 10]));
+        let mut jpeg = Vec::new();
+        JpegEncoder::new_with_quality(&mut jpeg, QUALITY)
+            .encode_image(&image)
+            .unwrap();
+        assert!(!is_ours(&jpeg));
+        let marked = marked(jpeg);
+        assert!(is_ours(&marked));
+        let decoded = image::load_from_memory(&marked).unwrap();
+        assert_eq!((decoded.width(), decoded.height()), (8, 4));
+    }
 }

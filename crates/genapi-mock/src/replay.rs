@@ -64,18 +64,102 @@ struct Progress {
     polled: HashMap<String, usize>,
 }
 
+/// The parts of a HAR file a replay reads; everything else in the file is
+/// passed over as it is parsed, never held.
+mod har {
+    use serde::Deserialize;
+
+    #[derive(Deserialize)]
+    pub(super) struct File {
+        pub(super) log: Log,
+    }
+
+    #[derive(Deserialize)]
+    pub(super) struct Log {
+        pub(super) entries: Vec<Entry>,
+    }
+
+    #[derive(Deserialize)]
+    pub(super) struct Entry {
+        pub(super) request: Request,
+        pub(super) response: Response,
+        #[serde(rename = "_genapi", default)]
+        pub(super) note: Note,
+    }
+
+    #[derive(Deserialize)]
+    pub(super) struct Request {
+        #[serde(default)]
+        pub(super) method: String,
+        #[serde(default)]
+        pub(super) url: String,
+        #[serde(rename = "postData")]
+        pub(super) post_data: Option<Text>,
+    }
+
+    #[derive(Deserialize)]
+    pub(super) struct Text {
+        #[serde(default)]
+        pub(super) text: String,
+    }
+
+    #[derive(Deserialize)]
+    pub(super) struct Response {
+        /// A status past what HTTP has is no answer to replay: read as 0.
+        #[serde(default, deserialize_with = "status")]
+        pub(super) status: u16,
+        #[serde(default)]
+        pub(super) headers: Vec<Header>,
+        #[serde(default)]
+        pub(super) content: Content,
+    }
+
+    fn status<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<u16, D::Error> {
+        let value = serde_json::Value::deserialize(deserializer)?;
+        Ok(value.as_u64().and_then(|s| u16::try_from(s).ok()).unwrap_or(0))
+    }
+
+    #[derive(Deserialize)]
+    pub(super) struct Header {
+        #[serde(default)]
+        pub(super) name: String,
+        #[serde(default)]
+        pub(super) value: String,
+    }
+
+    #[derive(Deserialize, Default)]
+    pub(super) struct Content {
+        #[serde(rename = "mimeType", default)]
+        pub(super) mime_type: String,
+        pub(super) text: Option<String>,
+        pub(super) encoding: Option<String>,
+        pub(super) comment: Option<String>,
+    }
+
+    #[derive(Deserialize, Default)]
+    pub(super) struct Note {
+        #[serde(default)]
+        pub(super) operation: String,
+    }
+}
+
 impl Replay {
     /// Reads a recording; fails with [`crate::Error::Config`], saying why,
     /// on text that is not one or that has nothing to replay.
     pub fn from_har(text: &str) -> crate::Result<Replay> {
-        Replay::read(text).map_err(crate::Error::Config)
+        Replay::from_har_reader(text.as_bytes())
     }
 
-    fn read(text: &str) -> Result<Replay, String> {
-        let har: Value = serde_json::from_str(text).map_err(|e| format!("the recording is not JSON: {e}"))?;
-        let entries = har["log"]["entries"]
-            .as_array()
-            .ok_or("the recording is not a HAR file: it has no log.entries")?;
+    /// [`Replay::from_har`] from a reader (a file), parsed as it is read:
+    /// what a replay does not use (timings, request headers, sizes) is
+    /// passed over, so it holds little more than the answers it will give.
+    pub fn from_har_reader(reader: impl std::io::Read) -> crate::Result<Replay> {
+        let har: har::File = serde_json::from_reader(std::io::BufReader::new(reader))
+            .map_err(|e| crate::Error::Config(format!("the recording is not a HAR file: {e}")))?;
+        Replay::read(har.log.entries).map_err(crate::Error::Config)
+    }
+
+    fn read(entries: Vec<har::Entry>) -> Result<Replay, String> {
         let mut replay = Replay {
             submissions: Vec::new(),
             polls: HashMap::new(),
@@ -85,36 +169,35 @@ impl Replay {
         // Which task a result address belongs to, from the polls that gave it.
         let mut sample_task: HashMap<String, String> = HashMap::new();
         for entry in entries {
-            let request = &entry["request"];
-            let response = &entry["response"];
-            // A status past what HTTP has is no answer to replay.
-            let status = response["status"]
-                .as_u64()
-                .and_then(|s| u16::try_from(s).ok())
-                .unwrap_or(0);
-            if status == 0 {
+            let (request, response) = (entry.request, entry.response);
+            if response.status == 0 {
                 // No answer was recorded: nothing to replay.
                 continue;
             }
-            let url = request["url"].as_str().and_then(|u| url::Url::parse(u).ok());
-            let Some(url) = url else { continue };
-            let content = &response["content"];
-            let answer = Answer {
-                status,
-                content_type: content["mimeType"].as_str().unwrap_or_default().to_string(),
-                body: content["text"].as_str().unwrap_or_default().to_string(),
-                retry_after: header(response, "retry-after"),
+            let Ok(url) = url::Url::parse(&request.url) else {
+                continue;
             };
-            let operation = entry["_genapi"]["operation"].as_str().unwrap_or_default();
-            if operation == DOWNLOAD {
+            let mut content = response.content;
+            let retry_after = response
+                .headers
+                .into_iter()
+                .find(|h| h.name.eq_ignore_ascii_case("retry-after"))
+                .map(|h| h.value);
+            let answer = Answer {
+                status: response.status,
+                content_type: content.mime_type.clone(),
+                body: content.text.take().unwrap_or_default(),
+                retry_after,
+            };
+            if entry.note.operation == DOWNLOAD {
                 let task = sample_task.get(url.path()).cloned().unwrap_or_default();
-                if let Some(result) = recorded_result(content, &answer) {
+                if let Some(result) = recorded_result(&content, answer) {
                     replay.results.insert(task, result);
                 }
-            } else if request["method"] == "POST" {
-                let body = request["postData"]["text"]
-                    .as_str()
-                    .and_then(|t| serde_json::from_str(t).ok())
+            } else if request.method == "POST" {
+                let body = request
+                    .post_data
+                    .and_then(|data| serde_json::from_str(&data.text).ok())
                     .unwrap_or(Value::Null);
                 replay.submissions.push(Submission {
                     path: url.path().to_string(),
@@ -232,30 +315,20 @@ impl Replay {
     }
 }
 
-/// The value of a recorded header.
-fn header(response: &Value, name: &str) -> Option<String> {
-    response["headers"]
-        .as_array()?
-        .iter()
-        .find(|h| h["name"].as_str().is_some_and(|n| n.eq_ignore_ascii_case(name)))
-        .and_then(|h| h["value"].as_str())
-        .map(str::to_string)
-}
-
 /// A download's result: kept bytes, or a placeholder from the summary
 /// `[image png 256x256, N bytes, sha256:…]`.
-fn recorded_result(content: &Value, answer: &Answer) -> Option<Delivered> {
+fn recorded_result(content: &har::Content, answer: Answer) -> Option<Delivered> {
     use base64::Engine as _;
     if answer.status != 200 {
         return None;
     }
-    if content["encoding"] == "base64" {
+    if content.encoding.as_deref() == Some("base64") {
         let bytes = base64::engine::general_purpose::STANDARD
             .decode(answer.body.as_bytes())
             .ok()?;
-        return Some(Delivered::Bytes(answer.content_type.clone(), bytes));
+        return Some(Delivered::Bytes(answer.content_type, bytes));
     }
-    let summary = content["comment"].as_str()?.strip_prefix("[image ")?;
+    let summary = content.comment.as_deref()?.strip_prefix("[image ")?;
     let mut words = summary.split([' ', ',']);
     let format = words.next()?.to_string();
     let (width, height) = words
@@ -263,12 +336,7 @@ fn recorded_result(content: &Value, answer: &Answer) -> Option<Delivered> {
         .and_then(|size| size.split_once('x'))
         .and_then(|(w, h)| Some((w.parse().ok()?, h.parse().ok()?)))
         .unwrap_or((64, 64));
-    Some(Delivered::Placeholder(
-        answer.content_type.clone(),
-        format,
-        width,
-        height,
-    ))
+    Some(Delivered::Placeholder(answer.content_type, format, width, height))
 }
 
 /// A 400 saying why nothing recorded answers.

@@ -89,6 +89,14 @@ pub fn accepted(base: &str, id: &str) -> Response {
     )
 }
 
+/// A result: a PNG header (a 1x1 image, as far as a reader of headers
+/// can tell) followed by `tail`, served as `image/png`.
+pub fn image(tail: &[u8]) -> Response {
+    let mut bytes = crate::png_header(1, 1);
+    bytes.extend_from_slice(tail);
+    (StatusCode::OK, [("content-type", "image/png")], bytes).into_response()
+}
+
 /// A body that sends `head`, then breaks the connection.
 pub fn broken_after(head: &'static [u8]) -> Response {
     let stream = futures::stream::iter([
@@ -98,14 +106,21 @@ pub fn broken_after(head: &'static [u8]) -> Response {
     (StatusCode::OK, Body::from_stream(stream)).into_response()
 }
 
-/// A body of `chunks` pieces of `size` bytes, one every `every`.
+/// A body of `chunks` pieces of `size` bytes, one every `every`; it starts
+/// as a PNG does, so as a download it is an image.
 pub fn trickle(chunks: usize, size: usize, every: std::time::Duration) -> Response {
     let stream = futures::stream::unfold(0usize, move |sent| async move {
         if sent == chunks {
             return None;
         }
         tokio::time::sleep(every).await;
-        Some((Ok::<Bytes, std::io::Error>(Bytes::from(vec![b'x'; size])), sent + 1))
+        let mut chunk = vec![b'x'; size];
+        if sent == 0 {
+            let signature = &crate::png_header(1, 1)[..8];
+            let start = signature.len().min(size);
+            chunk[..start].copy_from_slice(&signature[..start]);
+        }
+        Some((Ok::<Bytes, std::io::Error>(Bytes::from(chunk)), sent + 1))
     });
     (StatusCode::OK, Body::from_stream(stream)).into_response()
 }

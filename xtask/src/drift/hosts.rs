@@ -20,26 +20,31 @@ impl Trust {
     /// Reads the trusted origins from a recording's `log`: its `_genapi`
     /// head when it has one, else the origin of its first submission.
     pub fn of_log(log: &Value) -> Trust {
-        let head = &log["_genapi"];
-        let mut listed: Vec<String> = [&head["base_url"], &head["regional_base_url"]]
+        let first_submission = log["entries"]
+            .as_array()
             .into_iter()
-            .chain(head["trusted_origins"].as_array().into_iter().flatten())
+            .flatten()
+            .find(|entry| entry["request"]["method"] == "POST")
+            .and_then(|entry| entry["request"]["url"].as_str());
+        Trust::of_head(log, first_submission)
+    }
+
+    /// [`Trust::of_log`] from the log's head (its fields but the entries)
+    /// and the address of its first submission, for a recording read entry
+    /// by entry.
+    pub fn of_head(head: &Value, first_submission: Option<&str>) -> Trust {
+        let genapi = &head["_genapi"];
+        let mut listed: Vec<String> = [&genapi["base_url"], &genapi["regional_base_url"]]
+            .into_iter()
+            .chain(genapi["trusted_origins"].as_array().into_iter().flatten())
             .filter_map(Value::as_str)
             .filter_map(|text| Url::parse(text).ok())
             .map(|url| url.origin().ascii_serialization())
             .collect();
-        let base = head["base_url"]
+        let base = genapi["base_url"]
             .as_str()
-            .and_then(|text| Url::parse(text).ok())
-            .or_else(|| {
-                log["entries"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .find(|entry| entry["request"]["method"] == "POST")
-                    .and_then(|entry| entry["request"]["url"].as_str())
-                    .and_then(|text| Url::parse(text).ok())
-            });
+            .or(first_submission)
+            .and_then(|text| Url::parse(text).ok());
         if let Some(base) = &base {
             listed.push(base.origin().ascii_serialization());
         }

@@ -15,12 +15,14 @@ pub mod hosts;
 pub mod propose;
 pub mod report;
 pub mod schema;
+pub mod stream;
 
 use genapi_document::{Catalog, Operation};
 use serde_json::Value;
 
 pub use report::{Finding, Group, Report};
 pub use schema::Kind;
+pub use stream::check_file;
 
 use schema::escape;
 
@@ -31,8 +33,15 @@ const DOWNLOAD: &str = "download";
 /// this project's) reads one, then as JSON, which keeps the `_genapi` notes
 /// the `har` crate's types have no place for.
 pub fn read(name: &str, text: &str) -> Result<Value, String> {
+    // One reading at a time: the `har` crate's is dropped before the JSON
+    // value is made. (A file on disk is checked as a stream: `check_file`.)
+    if let Err(not_har) = har::from_str(text) {
+        return Err(match serde_json::from_str::<serde::de::IgnoredAny>(text) {
+            Err(not_json) => format!("{name} is not JSON: {not_json}"),
+            Ok(_) => format!("{name} is not a HAR file: {not_har}"),
+        });
+    }
     let har: Value = serde_json::from_str(text).map_err(|e| format!("{name} is not JSON: {e}"))?;
-    har::from_str(text).map_err(|e| format!("{name} is not a HAR file: {e}"))?;
     if !har["log"]["entries"].is_array() {
         return Err(format!("{name} is not a HAR file: it has no log.entries"));
     }
@@ -77,7 +86,7 @@ fn operation<'a>(root: &'a Value, catalog: &Catalog, entry: &Value) -> Option<(O
     Some((found.clone(), item))
 }
 
-fn check_entry(root: &Value, catalog: &Catalog, trust: &hosts::Trust, entry: &Value, report: &mut Report) {
+pub(crate) fn check_entry(root: &Value, catalog: &Catalog, trust: &hosts::Trust, entry: &Value, report: &mut Report) {
     let request = &entry["request"];
     let response = &entry["response"];
     let status = response["status"].as_u64().unwrap_or(0);

@@ -18,12 +18,13 @@ use std::process::Command;
 use serde_json::Value;
 
 /// The crates whose API is snapshotted, as cargo names them.
-const PUBLISHED: [&str; 5] = [
+const PUBLISHED: [&str; 6] = [
     "genapi",
     "genapi-batch",
     "genapi-mock",
     "genapi-document",
     "genapi-gallery",
+    "genapi-files",
 ];
 
 /// Writes the published crates' rustdoc JSON (all features), once for all
@@ -439,4 +440,9 @@ fn the_document_readers_public_api_is_as_reviewed() {
 #[test]
 fn the_gallerys_public_api_is_as_reviewed() {
     insta::assert_snapshot!("gallery_public_api", surface_of("genapi-gallery"));
+}
+
+#[test]
+fn the_file_policys_public_api_is_as_reviewed() {
+    insta::assert_snapshot!("files_public_api", surface_of("genapi-files"));
 }

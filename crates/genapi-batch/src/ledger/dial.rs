@@ -57,8 +57,17 @@ enum Place {
 /// asks.
 pub(super) async fn connect(config: &Config, security: Security) -> Result<(Client, Connection), LedgerError> {
     let security = Arc::new(security);
-    let tls = security.client_config().await?;
     let limit = config.get_connect_timeout().copied().unwrap_or(DEFAULT_CONNECT_TIMEOUT);
+    // Reading `sslrootcert` is part of connecting: a file that cannot be
+    // read in time (a stalled network file system) stops at the deadline.
+    let tls = tokio::time::timeout(limit, security.client_config())
+        .await
+        .map_err(|_| LedgerError::Url {
+            reason: format!(
+                "sslrootcert was not read within {} s (connect_timeout)",
+                limit.as_secs_f64()
+            ),
+        })??;
     let mut targets = targets(config)?;
     let random = config.get_load_balance_hosts() == LoadBalanceHosts::Random;
     if random {

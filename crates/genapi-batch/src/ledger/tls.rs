@@ -422,17 +422,44 @@ impl Refusal {
 
 /// Reads the options tokio-postgres does not know (`sslmode` as libpq
 /// reads it, `sslrootcert`, `require_auth`) out of the ledger URL and
-/// gives the rest to tokio-postgres.
+/// gives the rest to tokio-postgres. As with libpq, the environment's
+/// `PGSSLMODE`, `PGSSLROOTCERT` and `PGREQUIREAUTH` stand for options the
+/// URL does not give (an empty one for none).
 pub(super) fn read_url(url: &str) -> Result<(tokio_postgres::Config, Security), LedgerError> {
+    read_url_in(url, |name| std::env::var(name).ok())
+}
+
+/// The environment variables libpq reads for this module's options.
+const ENVIRONMENT: [(&str, Key); 3] = [
+    ("PGSSLMODE", Key::SslMode),
+    ("PGSSLROOTCERT", Key::SslRootCert),
+    ("PGREQUIREAUTH", Key::RequireAuth),
+];
+
+/// [`read_url`] with the environment read through `env`.
+fn read_url_in(
+    url: &str,
+    env: impl Fn(&str) -> Option<String>,
+) -> Result<(tokio_postgres::Config, Security), LedgerError> {
     let invalid = |reason: String| LedgerError::Url { reason };
-    let (rest, options) = take_options(url).map_err(invalid)?;
+    let (rest, from_url) = take_options(url).map_err(invalid)?;
     let mut config: tokio_postgres::Config = rest
         .parse()
         .map_err(|e: tokio_postgres::Error| invalid(super::describe(&e)))?;
+    // The environment's first, so the URL's own, read after, win.
+    let mut options: Vec<(Key, String, Option<&str>)> = ENVIRONMENT
+        .iter()
+        .filter_map(|(name, key)| Some((*key, env(name).filter(|v| !v.is_empty())?, Some(*name))))
+        .collect();
+    options.extend(from_url.into_iter().map(|(key, value)| (key, value, None)));
     let mut mode = None;
     let mut roots = Roots::Unset;
     let mut require_auth = None;
-    for (key, value) in options {
+    for (key, value, variable) in options {
+        let invalid = |reason: String| match variable {
+            Some(name) => invalid(format!("{name} (in the environment): {reason}")),
+            None => invalid(reason),
+        };
         match key {
             Key::SslMode => mode = Some(Mode::read(&value).map_err(invalid)?),
             Key::SslRootCert if value.is_empty() => roots = Roots::Unset,
@@ -619,11 +646,20 @@ fn take_from_pairs(text: &str) -> Result<Taken, String> {
     Ok((kept.join(" "), taken))
 }
 
+/// The largest `sslrootcert` file read: a bundle of every CA a platform
+/// trusts is a few hundred KiB.
+pub(crate) const ROOTS_LIMIT: u64 = 4 << 20;
+
+/// The CA certificates of `sslrootcert`, read by the file policy of
+/// `genapi-files`: a regular file of at most [`ROOTS_LIMIT`], on a blocking
+/// thread that stops with its caller, so the dial's deadline bounds it.
 async fn read_roots(path: &std::path::Path) -> Result<RootCertStore, LedgerError> {
     let unusable = |what: String| LedgerError::Url {
         reason: format!("sslrootcert {}: {what}", path.display()),
     };
-    let pem = tokio::fs::read(path).await.map_err(|e| unusable(e.to_string()))?;
+    let pem = genapi_files::read_stoppable(path, ROOTS_LIMIT)
+        .await
+        .map_err(|refused| unusable(refused.reason()))?;
     let mut roots = RootCertStore::empty();
     for cert in CertificateDer::pem_slice_iter(&pem) {
         let cert = cert.map_err(|e| unusable(format!("not PEM certificates ({e})")))?;
@@ -773,6 +809,32 @@ mod tests {
         let (_, security) = read_url("postgres://u@db/x?sslrootcert=system").unwrap();
         assert_eq!(security.mode, Mode::VerifyFull);
         assert!(read_url("postgres://u@db/x?sslrootcert=system&sslmode=require").is_err());
+    }
+
+    #[test]
+    fn the_environment_gives_what_the_url_does_not_as_with_libpq() {
+        let env = |pairs: &'static [(&'static str, &'static str)]| {
+            move |name: &str| pairs.iter().find(|(n, _)| *n == name).map(|(_, v)| v.to_string())
+        };
+        let (_, security) = read_url_in(
+            "postgres://u@db/x",
+            env(&[("PGSSLMODE", "verify-ca"), ("PGSSLROOTCERT", "/etc/ca.pem")]),
+        )
+        .unwrap();
+        assert_eq!(security.mode, Mode::VerifyCa);
+        assert_eq!(security.roots, Roots::File(PathBuf::from("/etc/ca.pem")));
+        let (_, security) = read_url_in("postgres://u@db/x?sslmode=disable", env(&[("PGSSLMODE", "require")])).unwrap();
+        assert_eq!(security.mode, Mode::Disable, "the URL wins");
+        let (_, security) = read_url_in("postgres://u@db/x", env(&[("PGSSLMODE", "")])).unwrap();
+        assert_eq!(security.mode, Mode::Prefer, "an empty variable is none");
+        let (_, security) = read_url_in("postgres://u@db/x", env(&[("PGREQUIREAUTH", "scram-sha-256")])).unwrap();
+        assert!(security
+            .require_auth
+            .is_some_and(|allowed| !allowed.allows(Method::Password)));
+        let error = read_url_in("postgres://u@db/x", env(&[("PGSSLMODE", "bogus")]))
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("PGSSLMODE (in the environment)"), "{error}");
     }
 
     #[test]

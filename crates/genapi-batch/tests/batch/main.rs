@@ -7,6 +7,7 @@ mod common {
     pub use genapi_test_common::*;
 }
 
+mod credit_cap;
 mod job_file;
 mod journal_lock;
 mod results_file;

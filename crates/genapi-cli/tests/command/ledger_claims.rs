@@ -1,6 +1,7 @@
 //! Workers claim lines without meeting each other: what the database
-//! committed per line, counted by the server (`pg_stat_database`), is about
-//! the same with four workers as with one.
+//! committed per line, counted by the server (`pg_stat_database`), stays
+//! within what the design allows, under any timing, with four workers as
+//! with one (the figures themselves are the ledger bench's).
 
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
@@ -14,18 +15,23 @@ use common::{genapi, posts_by_prompt, Dir};
 
 const LINES: u64 = 400;
 
-/// The most transactions per line one worker may commit: per line the
-/// intent (carrying its seat's taking) and the acceptance (carrying the
-/// seat's task), the end going with a later record; the claims of a block
-/// of lines (one statement), a seat taken afresh now and then; and what the
-/// worker does once (connecting, checking the tables, its name, preparing
-/// its statements), spread over the lines.
-const MOST_PER_LINE: f64 = 3.0;
+/// The most transactions per line one worker commits, however the run is
+/// timed: each line's own records (its intent, carrying its seat's taking,
+/// its acceptance, carrying the seat's task, and its end, which goes with a
+/// later record when one comes within 250 ms and alone otherwise, as on a
+/// busy machine), its claim (a statement claims a block, at worst a line);
+/// and what the worker does once (connecting, checking the tables, its
+/// name, preparing its statements), spread over the lines. How close a run
+/// comes to the three a line it takes when every end is carried is timing,
+/// and is measured by the ledger bench (`cargo bench -p genapi-cli --bench
+/// ledger`), not here.
+const MOST_PER_LINE: f64 = 4.5;
 
-/// The most each further worker may add per line: its own once-only steps
-/// (about 60 transactions, 0.15 a line here) and its claims of blocks the
-/// others took first. Workers that met on each other's lines and retried
-/// would add several transactions per line each.
+/// The most each further worker may add per line, however the run is
+/// timed: its own once-only steps (about 60 transactions, 0.15 a line here)
+/// and its claims of blocks the others took first (at worst one a line it
+/// does). Workers that met on each other's lines and retried would add
+/// transactions per line for every meeting, without bound.
 const MOST_PER_EXTRA_WORKER: f64 = 0.5;
 
 fn worker(dir: &Dir, mock: &MockService, url: &str) -> Command {
@@ -112,7 +118,7 @@ async fn per_line(pg: &Postgres, mock: &MockService, workers: usize) -> f64 {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn four_workers_commit_about_what_one_does_per_line() {
+async fn four_workers_commit_no_more_per_line_than_the_design_allows() {
     let Some(pg) = Postgres::start("claims") else {
         return;
     };

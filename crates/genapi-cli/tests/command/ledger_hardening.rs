@@ -649,6 +649,49 @@ mod tls {
         }
     }
 
+    /// As with libpq, `PGSSLMODE` and `PGSSLROOTCERT` stand for what the
+    /// URL does not say: the command checks the server against the CA they
+    /// name, refuses it against another CA, and the URL's own `sslmode`
+    /// wins over them.
+    #[test]
+    fn the_environments_sslmode_and_sslrootcert_are_honoured_as_libpq_does() {
+        let ca = Ca::new("environment test CA");
+        let setup = Setup {
+            tls: Some(ca.server(&["localhost", "127.0.0.1"])),
+            ..Setup::default()
+        };
+        let Some(pg) = Postgres::start_with("tls-environment", setup) else {
+            return;
+        };
+        let dir = Dir::new("tls-environment");
+        std::fs::write(
+            dir.join("jobs.jsonl"),
+            "{\"model\": \"gen-2-pro\", \"prompt\": \"x\"}\n",
+        )
+        .unwrap();
+        let right = ca.file(&dir);
+        let wrong = Ca::new("another CA").file(&dir);
+        let status = |query: &str, root: &str| {
+            super::common::genapi_alone(&dir)
+                .env("GENAPI_API_KEY", "k-unused")
+                .env("GENAPI_BASE_URL", "http://127.0.0.1:9")
+                .env("PGSSLMODE", "verify-full")
+                .env("PGSSLROOTCERT", root)
+                .args(["batch", "jobs.jsonl", "--status", "--ledger"])
+                .arg(url(&pg, "127.0.0.1", query))
+                .output()
+                .unwrap()
+        };
+        let text = |run: &std::process::Output| String::from_utf8_lossy(&run.stderr).into_owned();
+        let checked = status("application_name=env", &right);
+        assert_eq!(checked.status.code(), Some(0), "{}", text(&checked));
+        let refused = status("application_name=env", &wrong);
+        assert_ne!(refused.status.code(), Some(0));
+        assert!(text(&refused).contains("certificate"), "{}", text(&refused));
+        let overridden = status("sslmode=disable&application_name=env", &wrong);
+        assert_eq!(overridden.status.code(), Some(0), "the URL wins: {}", text(&overridden));
+    }
+
     /// A certificate made out to another name: `verify-full` refuses it
     /// and says to name the server as the certificate does or to use
     /// `verify-ca`; `verify-ca`, with the right CA, connects.

@@ -145,9 +145,12 @@ async fn a_database_that_stops_answering_mid_run_cannot_hold_the_worker_past_its
     let (status, outcomes, stderr) = tokio::task::block_in_place(|| running.end_within(Duration::from_secs(90)));
     let status = status.unwrap_or_else(|| panic!("the worker hung on the silent database\n{stderr}"));
     assert_eq!(status.code(), Some(8), "the timeout's exit code\n{stderr}");
+    // Why the lines were kept back: the silent database, when a step met
+    // it before --timeout passed; on a slow machine --timeout may come
+    // first. Either way the worker ended, with the timeout's code.
     let said = format!("{stderr}{outcomes:?}");
     assert!(
-        said.contains("the ledger database did not answer within 5 s"),
+        said.contains("the ledger database did not answer within 5 s") || said.contains("--timeout 10s passed"),
         "the lines kept back say why: {said}"
     );
     assert!(!said.contains(PASSWORD), "the password is never shown");

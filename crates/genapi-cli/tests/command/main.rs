@@ -37,6 +37,7 @@ mod cli;
 mod echoed_secrets;
 mod gallery;
 mod hardening_files;
+mod honest_exits;
 #[cfg(unix)]
 mod interrupts;
 mod ledger;

@@ -301,3 +301,68 @@ fn a_body_that_is_not_the_json_it_says_is_drift_and_a_base64_body_is_read() {
         report.findings
     );
 }
+
+/// A recording on disk is read entry by entry: each entry is checked as it
+/// is parsed (one is held at a time), the log's head counts wherever it
+/// stands, and what is not a regular file is refused before a byte is read.
+#[test]
+fn a_recording_is_checked_as_a_stream_and_only_from_a_regular_file() {
+    // An entry is handed over before the rest of the file has been read: a
+    // reader that fails after the first entry has given that entry.
+    let whole = recording();
+    let first = whole["log"]["entries"][0].to_string();
+    let text = format!(
+        "{{\"log\":{{\"version\":\"1.2\",\"entries\":[{first},{}]}}}}",
+        whole["log"]["entries"][1]
+    );
+    let second = text.find(&first).unwrap() + first.len() + 1;
+    struct Breaks<'a>(&'a [u8]);
+    impl std::io::Read for Breaks<'_> {
+        fn read(&mut self, buffer: &mut [u8]) -> std::io::Result<usize> {
+            if self.0.is_empty() {
+                return Err(std::io::Error::other("the disk went away"));
+            }
+            let n = self.0.len().min(buffer.len());
+            buffer[..n].copy_from_slice(&self.0[..n]);
+            self.0 = &self.0[n..];
+            Ok(n)
+        }
+    }
+    let mut seen = Vec::new();
+    let read = drift::stream::each_entry(Breaks(&text.as_bytes()[..second]), |entry| {
+        seen.push(entry["_genapi"]["operation"].clone());
+        Ok(())
+    });
+    assert!(read.unwrap_err().contains("the disk went away"));
+    assert_eq!(seen, [json!("gen_2_pro")]);
+
+    // The same findings from the file as from the value, with the head
+    // written after the entries (as other tools may).
+    let dir = std::env::temp_dir().join(format!("xtask-drift-stream-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut planted = recording();
+    planted["log"]["entries"][1]["response"]["content"]["text"] =
+        json!(json!({"id": "t1", "status": "Pending", "progress": "half"}).to_string());
+    let log = planted["log"].as_object().unwrap();
+    let head_last = format!(
+        "{{\"log\":{{\"entries\":{},\"version\":\"1.2\",\"creator\":{},\"_genapi\":{}}}}}",
+        log["entries"], log["creator"], log["_genapi"]
+    );
+    let file = dir.join("head-last.har");
+    std::fs::write(&file, head_last).unwrap();
+    let mut streamed = drift::Report::default();
+    drift::check_file(&document(), &file, &mut streamed).unwrap();
+    let whole = check(&planted);
+    assert_eq!(streamed.render(), whole.render());
+    assert_eq!(streamed.exchanges, 4);
+    assert!(streamed.drifted());
+
+    let fifo = dir.join("fifo.har");
+    let _ = std::fs::remove_file(&fifo);
+    assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    for path in [std::path::Path::new("/dev/zero"), fifo.as_path()] {
+        let error = drift::check_file(&document(), path, &mut drift::Report::default()).unwrap_err();
+        assert!(error.contains("not a regular file"), "{error}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -1,0 +1,155 @@
+//! Why a file was not read or written, in words that say what to do.
+
+use std::path::{Path, PathBuf};
+
+/// Why a file was not read or written. Each message names the file, then
+/// says what is wrong and what to do about it ([`FileError::reason`] is
+/// that second part alone, for a caller that names the file itself).
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum FileError {
+    /// The system refused (no such file, no permission, a full disk…).
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// What the system said.
+        source: std::io::Error,
+    },
+    /// A pipe, a device or a folder, where a regular file was wanted.
+    NotRegular {
+        /// The name.
+        path: PathBuf,
+        /// Whether it was to be written.
+        writing: bool,
+    },
+    /// Larger than the limit of what it is.
+    TooLarge {
+        /// The file.
+        path: PathBuf,
+        /// Its size, or as much of it as was read.
+        size: u64,
+        /// The limit.
+        limit: u64,
+    },
+    /// Something has the name, and it is not to be replaced.
+    Exists {
+        /// The name.
+        path: PathBuf,
+        /// Whether what has it is a link.
+        link: bool,
+    },
+    /// A file at the name was not written by the program that would replace
+    /// it, so it is left as it is.
+    NotOurs {
+        /// The name.
+        path: PathBuf,
+        /// Who would have written it (`the gallery`).
+        writer: &'static str,
+    },
+    /// Not UTF-8 text, where text was wanted.
+    NotText {
+        /// The file.
+        path: PathBuf,
+    },
+    /// The reader was stopped (its caller gave up, a deadline passed).
+    Stopped {
+        /// The file.
+        path: PathBuf,
+    },
+}
+
+impl std::fmt::Display for FileError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.path().display(), self.reason())
+    }
+}
+
+impl std::error::Error for FileError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            FileError::Io { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}
+
+impl FileError {
+    /// What is wrong and what to do, without the file's name.
+    ///
+    /// ```
+    /// let error = genapi_files::read(std::path::Path::new("/dev/zero"), 1024).unwrap_err();
+    /// assert_eq!(
+    ///     error.reason(),
+    ///     "not a regular file (a pipe, a device or a folder is never read); name a file"
+    /// );
+    /// assert_eq!(error.to_string(), format!("/dev/zero: {}", error.reason()));
+    /// ```
+    pub fn reason(&self) -> String {
+        match self {
+            FileError::Io { source, .. } => source.to_string(),
+            FileError::NotRegular { writing, .. } => format!(
+                "not a regular file (a pipe, a device or a folder is never {}); name a file",
+                if *writing { "written" } else { "read" }
+            ),
+            FileError::TooLarge { size, limit, .. } => {
+                format!("{size} bytes, above the {} this file may have", shown_size(*limit))
+            }
+            FileError::Exists { link: true, .. } => {
+                "the name is taken by a link (never written through); choose another name, or replace it on purpose \
+                 (the command's --force)"
+                    .into()
+            }
+            FileError::Exists { link: false, .. } => {
+                "exists; choose another name, or replace it on purpose (the command's --force)".into()
+            }
+            FileError::NotOurs { writer, .. } => {
+                format!("not written by {writer}, so it is left as it is (move it away, or choose another folder)")
+            }
+            FileError::NotText { .. } => "not UTF-8 text".into(),
+            FileError::Stopped { .. } => "the read was stopped before it ended".into(),
+        }
+    }
+
+    pub(crate) fn io(path: &Path, source: std::io::Error) -> FileError {
+        FileError::Io {
+            path: path.to_path_buf(),
+            source,
+        }
+    }
+
+    /// The file the error is about.
+    pub fn path(&self) -> &Path {
+        match self {
+            FileError::Io { path, .. }
+            | FileError::NotRegular { path, .. }
+            | FileError::TooLarge { path, .. }
+            | FileError::Exists { path, .. }
+            | FileError::NotOurs { path, .. }
+            | FileError::NotText { path }
+            | FileError::Stopped { path } => path,
+        }
+    }
+}
+
+/// A size in the largest whole unit that shows it: `64 MiB`, `512 KiB`,
+/// `100 bytes`.
+///
+/// ```
+/// assert_eq!(genapi_files::shown_size(64 << 20), "64 MiB");
+/// assert_eq!(genapi_files::shown_size(1536), "1.5 KiB");
+/// assert_eq!(genapi_files::shown_size(100), "100 bytes");
+/// ```
+pub fn shown_size(bytes: u64) -> String {
+    let units = [(1u64 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")];
+    for (unit, name) in units {
+        if bytes >= unit {
+            let whole = bytes / unit;
+            let tenths = (bytes % unit) * 10 / unit;
+            return match tenths {
+                0 => format!("{whole} {name}"),
+                t => format!("{whole}.{t} {name}"),
+            };
+        }
+    }
+    format!("{bytes} bytes")
+}
