@@ -170,6 +170,22 @@ pub fn answer_next_submission(mock: &genapi_mock::MockService, body: String) {
     ));
 }
 
+/// Makes the mock answer its next `times` polls with a 200 and `body`,
+/// whatever task they ask for: a service's answer, chosen by the test.
+pub fn answer_polls(mock: &genapi_mock::MockService, body: String, times: usize) {
+    mock.inject(
+        genapi_mock::Fault::on(
+            "/v1/get_result",
+            genapi_mock::FaultKind::Status {
+                status: 200,
+                retry_after: None,
+                body,
+            },
+        )
+        .times(times),
+    );
+}
+
 /// Where a `tracing_subscriber` writes, for a test to read what was logged.
 #[derive(Clone, Default)]
 pub struct LogCapture(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);

@@ -4,11 +4,11 @@
 //! holds it.
 
 use futures::StreamExt;
-use genapi_batch::{Batch, Job, JobStatus, Journal, MemoryJournal, Record};
-use genapi_mock::{Fault, FaultKind, MockService};
+use genapi_batch::{Batch, Job, JobStatus};
+use genapi_mock::MockService;
 use serde_json::json;
 
-use crate::common::Dir;
+use crate::common::{accepted_earlier, answer_polls, Dir};
 
 #[tokio::test(start_paused = true)]
 async fn a_resumed_task_whose_answer_quotes_its_webhook_secret_never_shows_it() {
@@ -17,34 +17,9 @@ async fn a_resumed_task_whose_answer_quotes_its_webhook_secret_never_shows_it() 
     let dir = Dir::new("resumed-secrets");
     let body = json!({"prompt": "a fox", "webhook_url": "http://127.0.0.1:9/hook", "webhook_secret": SECRET});
     // An earlier run submitted line 1 and its task was accepted.
-    let task = mock
-        .client()
-        .unwrap()
-        .submit_raw("/v1/gen-2-pro", body.clone())
-        .await
-        .unwrap();
-    let mut journal = MemoryJournal::default();
-    journal
-        .append(&Record::Accepted {
-            line: 1,
-            id: task.id().to_string(),
-            polling_url: task.polling_url().to_string(),
-            cost: None,
-            adopted: false,
-        })
-        .unwrap();
+    let (task, journal) = accepted_earlier(&mock, body.clone()).await;
     let quoting = json!({"id": task.id(), "status": "Error", "details": {"error": format!("hook refused {SECRET}")}});
-    mock.inject(
-        Fault::on(
-            "/v1/get_result",
-            FaultKind::Status {
-                status: 200,
-                retry_after: None,
-                body: quoting.to_string(),
-            },
-        )
-        .times(100),
-    );
+    answer_polls(&mock, quoting.to_string(), 100);
     let outcomes: Vec<_> = Batch::new(mock.client().unwrap(), journal, &dir.0)
         .run(vec![Job::new(1, "/v1/gen-2-pro", body)])
         .unwrap()

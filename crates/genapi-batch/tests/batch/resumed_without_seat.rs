@@ -6,10 +6,10 @@ use std::sync::Arc;
 
 use futures::future::BoxFuture;
 use futures::StreamExt;
-use genapi_batch::{Batch, Job, JobStatus, Journal, MemoryJournal, Record};
+use genapi_batch::{Batch, Job, JobStatus};
 use url::Url;
 
-use crate::common::Dir;
+use crate::common::{accepted_earlier, Dir};
 
 /// Shared places whose database never answers.
 #[derive(Debug, Default)]
@@ -36,22 +36,8 @@ async fn a_resumed_task_without_a_shared_seat_is_pending_not_failed() {
     let mock = genapi_mock::MockService::start().await.unwrap();
     let dir = Dir::new("resumed-without-seat");
     // An earlier run submitted line 1 and its task was accepted.
-    let earlier = mock.client().unwrap();
-    let task = earlier
-        .submit_raw("/v1/gen-2-pro", serde_json::json!({"prompt": "a fox"}))
-        .await
-        .unwrap();
+    let (task, journal) = accepted_earlier(&mock, serde_json::json!({"prompt": "a fox"})).await;
     let job = Job::new(1, "/v1/gen-2-pro", serde_json::json!({"prompt": "a fox"}));
-    let mut journal = MemoryJournal::default();
-    journal
-        .append(&Record::Accepted {
-            line: 1,
-            id: task.id().to_string(),
-            polling_url: task.polling_url().to_string(),
-            cost: None,
-            adopted: false,
-        })
-        .unwrap();
     let client = mock
         .client_builder()
         .shared_places(Arc::new(Unreachable::default()), 4)

@@ -3,7 +3,7 @@
 //! terminal, any file a batch writes (results, journal, gallery) or the
 //! records of a shared ledger.
 
-use genapi_mock::{Fault, FaultKind, MockConfig, MockService};
+use genapi_mock::{MockConfig, MockService};
 use serde_json::json;
 
 use crate::common::{self, Dir};
@@ -18,17 +18,7 @@ async fn details_quoting_secrets_are_scrubbed_from_the_terminal_and_every_file_o
         .unwrap();
     let quoting = json!({"id": "any", "status": "Error",
                          "details": {"error": format!("refused {KEY} {SECRET} {TOKEN}")}});
-    mock.inject(
-        Fault::on(
-            "/v1/get_result",
-            FaultKind::Status {
-                status: 200,
-                retry_after: None,
-                body: quoting.to_string(),
-            },
-        )
-        .times(100),
-    );
+    common::answer_polls(&mock, quoting.to_string(), 100);
     let dir = Dir::new("echoed-secrets");
     let line = json!({"model": "gen-2-pro", "name": "fox", "prompt": "a red fox", "width": 64, "height": 64,
                       "webhook_url": format!("http://127.0.0.1:9/hook?token={TOKEN}"), "webhook_secret": SECRET});
