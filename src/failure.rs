@@ -28,12 +28,12 @@ pub enum FailureClass {
     RateLimited,
     /// Moderated (not charged).
     Moderated,
-    /// The task ended with `Error`, was not found, or its result expired or
-    /// is not an image.
+    /// The task ended with `Error`, was not found, or its result expired.
     TaskFailed,
     /// No final status in time.
     Timeout,
-    /// Network or service failure.
+    /// Network or service failure (a result served that is not an image
+    /// included).
     Network,
     /// The submission's outcome is unknown.
     Unknown,
@@ -107,7 +107,7 @@ impl FailureClass {
             FailureClass::Credits => "insufficient credits (402)",
             FailureClass::RateLimited => "rate limited (429: too many active tasks; try again later)",
             FailureClass::Moderated => "moderated (not charged)",
-            FailureClass::TaskFailed => "task failed, not found, or its result expired or is not an image",
+            FailureClass::TaskFailed => "task failed, not found, or its result expired",
             FailureClass::Timeout => "timeout (the task may still finish: resume with the command printed)",
             FailureClass::Network => "network or service error",
             FailureClass::Unknown => "a submission got no answer: it may have created a task",
@@ -169,10 +169,9 @@ impl Error {
             Error::InsufficientCredits { .. } => FailureClass::Credits,
             Error::RateLimited { .. } => FailureClass::RateLimited,
             Error::Moderated { .. } => FailureClass::Moderated,
-            Error::TaskFailed { .. }
-            | Error::TaskNotFound { .. }
-            | Error::ResultExpired { .. }
-            | Error::NotAnImage { .. } => FailureClass::TaskFailed,
+            Error::TaskFailed { .. } | Error::TaskNotFound { .. } | Error::ResultExpired { .. } => {
+                FailureClass::TaskFailed
+            }
             Error::Timeout { .. } | Error::DownloadTimeout { .. } => FailureClass::Timeout,
             Error::Transport { .. }
             | Error::Server { .. }
@@ -180,7 +179,10 @@ impl Error {
             | Error::Redirected { .. }
             | Error::Decode { .. }
             | Error::TooLarge { .. }
-            | Error::SharedLimit { .. } => FailureClass::Network,
+            | Error::SharedLimit { .. }
+            // The service served something else than the result: the task
+            // is fine, and its result may be fetched again.
+            | Error::NotAnImage { .. } => FailureClass::Network,
         }
     }
 }

@@ -293,3 +293,24 @@ pub(crate) fn decode_head(value: &str) -> Option<Vec<u8>> {
     }
     engine.decode(&clean.as_bytes()[..HEAD]).ok()
 }
+
+/// The extension of a result's format from its first bytes: `jpg`, `png`,
+/// `webp`, `gif` or `mp4`; `None` for bytes in no image or video format.
+pub(crate) fn extension_of(head: &[u8]) -> Option<&'static str> {
+    if let Some(format) = ImageFormat::sniff(head) {
+        return Some(format.extension());
+    }
+    (head.get(4..8) == Some(b"ftyp")).then_some("mp4")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn videos_and_images_are_recognised() {
+        assert_eq!(extension_of(b"\0\0\0\x18ftypmp42"), Some("mp4"));
+        assert_eq!(extension_of(&[0xFF, 0xD8, 0xFF, 0xE0]), Some("jpg"));
+        assert_eq!(extension_of(b"text"), None);
+    }
+}

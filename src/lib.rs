@@ -13,6 +13,19 @@
 //! [`Client`] is cheap to clone and, like [`Task`], [`Output`] and [`Error`],
 //! `Send + Sync`: share it between tasks and threads.
 //!
+//! **Secrets stay out of what you show or store.** The key and webhook
+//! secrets print as `[redacted]` ([`ApiKey`], [`WebhookSecret`]), and every
+//! answer of the service, headers and body, and every webhook notification
+//! is scrubbed as it arrives of the key and of every secret the client has
+//! sent: fields the document marks `x-secret`, and the passwords and tokens
+//! of the addresses a request names (a `webhook_url`'s, a signed image
+//! address's signature), in every spelling JSON or an address gives them.
+//! Errors, task details, [`Output`]s and recordings never hold them. A task
+//! submitted by another process is scrubbed of its request's secrets once
+//! they are handed over with [`Client::learn_secrets`]. Secrets shorter than
+//! eight bytes are not searched for (they protect little, and words that
+//! short appear in the fields the client reads).
+//!
 //! ```no_run
 //! # async fn demo() -> genapi::Result<()> {
 //! use genapi::api::types::Gen2ProRequest;

@@ -15,10 +15,10 @@ use reqwest::{StatusCode, Url};
 
 use crate::api::types::PollResult;
 use crate::error::{Error, Result, TaskRef};
+use crate::input::extension_of;
 use crate::response::error_for_task;
 use crate::session::Session;
 use crate::transport::{Purpose, Sink};
-use crate::ImageFormat;
 
 /// The result of a task that reached `Ready`.
 #[derive(Debug, Clone)]
@@ -309,24 +309,4 @@ async fn sniff_extension(path: &Path) -> Option<&'static str> {
     let mut file = tokio::fs::File::open(path).await.ok()?;
     let read = file.read(&mut head).await.ok()?;
     extension_of(&head[..read])
-}
-
-/// `jpg`, `png`, `webp`, `gif` or `mp4`, from magic bytes.
-pub(crate) fn extension_of(head: &[u8]) -> Option<&'static str> {
-    if let Some(format) = ImageFormat::sniff(head) {
-        return Some(format.extension());
-    }
-    (head.get(4..8) == Some(b"ftyp")).then_some("mp4")
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn videos_and_images_are_recognised() {
-        assert_eq!(extension_of(b"\0\0\0\x18ftypmp42"), Some("mp4"));
-        assert_eq!(extension_of(&[0xFF, 0xD8, 0xFF, 0xE0]), Some("jpg"));
-        assert_eq!(extension_of(b"text"), None);
-    }
 }

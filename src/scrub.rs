@@ -21,24 +21,35 @@
 //!
 //! - the API key;
 //! - every secret a submission carried: the fields the document marks
-//!   `x-secret` (`webhook_secret`), and the user name, password and
-//!   token-like query values of every address in the body (a `webhook_url`'s
-//!   token, a signed image address), learned before the body is sent, so
-//!   even the answer to that very submission is scrubbed;
+//!   `x-secret` (`webhook_secret`); the user name, password, and token-like
+//!   query values and path segments of the addresses the user owns (a
+//!   `webhook_url`'s token); and of an image address (a signed URL to the
+//!   user's image), its long signature-like query values only, since its
+//!   short ones (`X-Amz-Algorithm=AWS4-HMAC-SHA256`, a date) may also stand
+//!   in the result address the service signs, which must reach the download
+//!   whole. All are learned before the body is sent, so even the answer to
+//!   that very submission is scrubbed;
 //! - the secrets of bodies sent by another process, when a program resuming
 //!   its tasks hands them over ([`crate::Client::learn_secrets`]).
 //!
-//! A secret is found as it was sent, as JSON escapes it and as an address
-//! encodes it, and replaced by `[redacted]`. In a JSON answer the replacement
-//! is made in its strings (and names), never in its syntax, and a field the
-//! document marks `x-secret` is redacted whatever its value.
+//! A secret is found as it was sent, as an address encodes it (either case
+//! of hex digits), and, in a JSON answer, in its strings and names as JSON
+//! decodes them, however they were escaped (`\/`, `\u0041`); it is replaced
+//! by `[redacted]`, never in the JSON's syntax. A number that spells a
+//! secret becomes the string `[redacted]`, and a field the document marks
+//! `x-secret` is redacted whatever its value. A text cut short (an error
+//! page past its limit) loses a secret's beginning at its end as well.
 //!
 //! Secrets shorter than eight bytes are not searched for: such a secret
 //! protects little, and replacing every `Ready` or `https` of the answers for
 //! a webhook secret of that spelling would break the very fields the client
-//! reads (a status, a polling URL). Searching costs one table lookup per byte
-//! whatever the number of secrets, so a batch whose every line has its own
-//! webhook secret is scrubbed as fast as one with none.
+//! reads (a status, a polling URL).
+//!
+//! Secrets are indexed by their first sixteen bytes (eight for shorter
+//! ones), so searching costs about two table lookups per byte however many
+//! secrets there are (a batch whose every line has its own `whsec_…` secret
+//! is scrubbed about as fast as one with none); only secrets that share
+//! their first sixteen bytes are compared with each other.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::{OnceLock, RwLock};
@@ -72,6 +83,21 @@ pub(crate) fn secret_fields() -> &'static BTreeSet<String> {
     })
 }
 
+/// The fields the document marks `x-image`, in every model.
+fn image_fields() -> &'static BTreeSet<String> {
+    static FIELDS: OnceLock<BTreeSet<String>> = OnceLock::new();
+    FIELDS.get_or_init(|| {
+        let catalog = crate::validate::Document::embedded().catalog();
+        catalog
+            .models()
+            .iter()
+            .flat_map(|model| model.fields.iter())
+            .filter(|field| field.image().is_some())
+            .map(|field| field.name.clone())
+            .collect()
+    })
+}
+
 /// Whether a query value of an address a user gave reads like a credential
 /// (a token, a signature) rather than a setting (`format=png`,
 /// `env=production`): eight characters or more with letters and digits, or
@@ -80,6 +106,27 @@ fn is_token_like(value: &str) -> bool {
     let no_space = !value.chars().any(char::is_whitespace);
     let mixed = value.chars().any(|c| c.is_ascii_digit()) && value.chars().any(|c| c.is_ascii_alphabetic());
     no_space && ((value.len() >= 8 && mixed) || value.len() >= 20)
+}
+
+/// Whether a path segment of an address the user owns reads like a token
+/// (`/hook/3f9c1e…`): longer than a query token must be, as paths hold
+/// words and dates (`2026-11-25`, `uploads`) more often than secrets.
+fn is_token_like_segment(segment: &str) -> bool {
+    is_token_like(segment) && segment.len() >= 12
+}
+
+/// The shortest query value of an image address learned: signatures and
+/// credentials are longer; algorithm names, dates and expiries, which a
+/// result address signed the same way may repeat, are shorter.
+const IMAGE_ADDRESS_SECRET: usize = 32;
+
+/// Which addresses a request names, for what is learned of them.
+#[derive(Clone, Copy, PartialEq)]
+enum Address {
+    /// The user's own (a webhook receiver): any token in it is a secret.
+    Owned,
+    /// An image to fetch: only its long signature-like values.
+    Image,
 }
 
 /// Every secret a client holds or has sent, and the one place texts from
@@ -100,11 +147,22 @@ impl std::fmt::Debug for Scrubber {
 #[derive(Default)]
 struct Known {
     spellings: HashSet<Box<[u8]>>,
-    /// Spellings by their first four bytes, longest first.
-    by_start: HashMap<[u8; 4], Vec<Box<[u8]>>>,
+    /// Spellings of [`LONG`] bytes or more by their first [`LONG`] bytes,
+    /// longest first: secrets that share a prefix (`whsec_…`) part there.
+    long: HashMap<[u8; LONG], Vec<Box<[u8]>>>,
+    /// Shorter spellings by their first eight bytes, longest first.
+    short: HashMap<[u8; SHORTEST_SECRET], Vec<Box<[u8]>>>,
     /// One bit per possible pair of first two bytes: most positions of a
     /// text are passed over on one bit test.
     starts: Box<[u64]>,
+}
+
+/// The length of the longer index's keys.
+const LONG: usize = 16;
+
+/// The first `N` bytes of `bytes`, when it has as many.
+fn start_of<const N: usize>(bytes: &[u8]) -> Option<[u8; N]> {
+    bytes.get(..N)?.try_into().ok()
 }
 
 impl Known {
@@ -117,8 +175,11 @@ impl Known {
         }
         let pair = usize::from(spelling[0]) << 8 | usize::from(spelling[1]);
         self.starts[pair / 64] |= 1 << (pair % 64);
-        let start = [spelling[0], spelling[1], spelling[2], spelling[3]];
-        let bucket = self.by_start.entry(start).or_default();
+        let bucket = match (start_of::<LONG>(spelling), start_of::<SHORTEST_SECRET>(spelling)) {
+            (Some(start), _) => self.long.entry(start).or_default(),
+            (None, Some(start)) => self.short.entry(start).or_default(),
+            (None, None) => return,
+        };
         bucket.push(spelling.into());
         bucket.sort_by_key(|s| std::cmp::Reverse(s.len()));
         self.spellings.insert(spelling.into());
@@ -134,8 +195,30 @@ impl Known {
         if self.starts[pair / 64] & (1 << (pair % 64)) == 0 {
             return None;
         }
-        let bucket = self.by_start.get(&[rest[0], rest[1], rest[2], rest[3]])?;
-        bucket.iter().find(|s| rest.starts_with(s)).map(|s| s.len())
+        let found = |bucket: Option<&Vec<Box<[u8]>>>| {
+            bucket
+                .and_then(|bucket| bucket.iter().find(|s| rest.starts_with(s)))
+                .map(|s| s.len())
+        };
+        // A long spelling found is longer than any short one.
+        start_of::<LONG>(rest)
+            .and_then(|start| found(self.long.get(&start)))
+            .or_else(|| found(self.short.get(&start_of::<SHORTEST_SECRET>(rest)?)))
+    }
+
+    /// How many bytes at the end of `text` begin a spelling (at least
+    /// [`SHORTEST_SECRET`] of them): what is left of a secret a cut went
+    /// through.
+    fn partial_tail(&self, text: &[u8]) -> usize {
+        self.spellings
+            .iter()
+            .filter_map(|spelling| {
+                (SHORTEST_SECRET.min(spelling.len())..spelling.len())
+                    .rev()
+                    .find(|&length| text.ends_with(&spelling[..length]))
+            })
+            .max()
+            .unwrap_or(0)
     }
 
     /// `text` with every spelling replaced, or `None` when none is in it.
@@ -184,39 +267,55 @@ impl Scrubber {
         let escaped = escaped.trim_matches('"');
         let encoded: String = url::form_urlencoded::byte_serialize(secret.as_bytes()).collect();
         let percent = encoded.replace('+', "%20");
+        let spellings = [
+            secret.to_string(),
+            escaped.to_string(),
+            lowercase_hex(&encoded),
+            lowercase_hex(&percent),
+            encoded,
+            percent,
+        ];
         if let Ok(mut known) = self.known.write() {
-            for spelling in [secret, escaped, encoded.as_str(), percent.as_str()] {
+            for spelling in &spellings {
                 known.add(spelling.as_bytes());
             }
         }
     }
 
     /// Learns the secrets of a submission's body before it is sent: its
-    /// `x-secret` fields, and what is secret in every address it names.
+    /// `x-secret` fields, and what is secret in every address it names (an
+    /// image field's as an image address's).
     pub(crate) fn learn_request(&self, body: &Value) {
-        match body {
+        self.learn_value(body, Address::Owned);
+    }
+
+    fn learn_value(&self, value: &Value, kind: Address) {
+        match value {
             Value::Object(fields) => {
                 for (name, value) in fields {
                     match value {
                         Value::String(secret) if secret_fields().contains(name) => self.learn(secret),
-                        other => self.learn_request(other),
+                        other if image_fields().contains(name) => self.learn_value(other, Address::Image),
+                        other => self.learn_value(other, kind),
                     }
                 }
             }
-            Value::Array(items) => items.iter().for_each(|item| self.learn_request(item)),
+            Value::Array(items) => items.iter().for_each(|item| self.learn_value(item, kind)),
             Value::String(text) => {
                 if let Some(url) = Url::parse(text).ok().filter(Url::has_host) {
-                    self.learn_address(&url);
+                    self.learn_address(&url, kind);
                 }
             }
             _ => {}
         }
     }
 
-    /// Learns what is secret in an address a user gave: its user name,
-    /// password and fragment, and its token-like query values (decoded and
-    /// as written). The task id of a poll is no secret.
-    pub(crate) fn learn_address(&self, url: &Url) {
+    /// Learns what is secret in an address a request names: its user name,
+    /// password and fragment; of an address the user owns, its token-like
+    /// query values and path segments; of an image address, its long query
+    /// values only (see the module documentation). Values are learned
+    /// decoded and as written. The task id of a poll is no secret.
+    fn learn_address(&self, url: &Url, kind: Address) {
         self.learn(url.username());
         if let Some(password) = url.password() {
             self.learn(password);
@@ -224,15 +323,30 @@ impl Scrubber {
         if let Some(fragment) = url.fragment() {
             self.learn(fragment);
         }
+        let secret = |value: &str| match kind {
+            Address::Owned => is_token_like(value),
+            Address::Image => value.len() >= IMAGE_ADDRESS_SECRET && !value.contains(char::is_whitespace),
+        };
         for (name, value) in url.query_pairs() {
-            if name != TASK_ID_QUERY && is_token_like(&value) {
+            if name != TASK_ID_QUERY && secret(&value) {
                 self.learn(&value);
             }
         }
         for pair in url.query().unwrap_or_default().split('&') {
             if let Some((name, value)) = pair.split_once('=') {
-                if name != TASK_ID_QUERY && is_token_like(value) {
+                if name != TASK_ID_QUERY && secret(value) {
                     self.learn(value);
+                }
+            }
+        }
+        if kind == Address::Owned {
+            for segment in url.path_segments().into_iter().flatten() {
+                if is_token_like_segment(segment) {
+                    self.learn(segment);
+                    let decoded: String = url::form_urlencoded::parse(format!("x={segment}").as_bytes())
+                        .map(|(_, value)| value.into_owned())
+                        .collect();
+                    self.learn(&decoded);
                 }
             }
         }
@@ -263,6 +377,9 @@ impl Scrubber {
     pub(crate) fn scrub_json(&self, value: &mut Value) {
         match value {
             Value::String(text) if self.finds(text.as_bytes()) => *text = self.scrub(text),
+            Value::Number(number) if self.finds(number.to_string().as_bytes()) => {
+                *value = Value::String(REDACTED.into());
+            }
             Value::Array(items) => items.iter_mut().for_each(|item| self.scrub_json(item)),
             Value::Object(fields) => {
                 if fields.keys().any(|name| self.finds(name.as_bytes())) {
@@ -283,25 +400,44 @@ impl Scrubber {
         }
     }
 
-    /// An answer's body scrubbed: a JSON body in its strings (and `x-secret`
-    /// fields), any other as text. `None` when there was nothing to remove,
-    /// which is the usual case and costs one pass over the bytes.
+    /// An answer's body scrubbed: a JSON body in its strings, names and
+    /// numbers as JSON decodes them (and its `x-secret` fields), any other
+    /// as text. `None` when there was nothing to remove, the usual case: a
+    /// body with no escape (`\\`), no secret and no secret field's name
+    /// costs one pass over its bytes.
     pub(crate) fn scrub_body(&self, body: &[u8]) -> Option<Vec<u8>> {
         let names_a_secret_field = || {
             secret_fields()
                 .iter()
                 .any(|name| contains(body, format!("\"{name}\"").as_bytes()))
         };
-        if !self.finds(body) && !names_a_secret_field() {
+        let escapes = body.contains(&b'\\');
+        if !escapes && !self.finds(body) && !names_a_secret_field() {
             return None;
         }
         match serde_json::from_slice::<Value>(body) {
             Ok(mut value) => {
+                let before = value.clone();
                 self.scrub_json(&mut value);
+                if value == before {
+                    return None;
+                }
                 serde_json::to_vec(&value).ok()
             }
             Err(_) => self.known.read().ok()?.replaced(body),
         }
+    }
+
+    /// A body cut at a limit, scrubbed ([`Scrubber::scrub_body`]), and rid
+    /// of what is left of a secret the cut went through: its first bytes,
+    /// at the end.
+    pub(crate) fn scrub_cut(&self, body: &[u8]) -> Vec<u8> {
+        let mut body = self.scrub_body(body).unwrap_or_else(|| body.to_vec());
+        if let Ok(known) = self.known.read() {
+            let partial = known.partial_tail(&body);
+            body.truncate(body.len() - partial);
+        }
+        body
     }
 
     /// Headers scrubbed in place: a value holding a secret is replaced by
@@ -314,6 +450,22 @@ impl Scrubber {
             }
         }
     }
+}
+
+/// `text` with the hex digits after each `%` in lowercase.
+fn lowercase_hex(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut hex_left = 0;
+    for c in text.chars() {
+        if hex_left > 0 {
+            hex_left -= 1;
+            out.push(c.to_ascii_lowercase());
+        } else {
+            hex_left = if c == '%' { 2 } else { 0 };
+            out.push(c);
+        }
+    }
+    out
 }
 
 fn contains(haystack: &[u8], needle: &[u8]) -> bool {
@@ -365,10 +517,12 @@ mod tests {
             "webhook_url": "https://hooks.example.com/in?token=tok3n-canary&env=production&id=task-7",
             "input_image": "https://user:pa55word@images.example.com/a.png?sig=abc123def456",
         }));
+        // An image address's short signature is not learned (see the module
+        // documentation): a result address may repeat such values.
         let text = "whsec-canary-1 tok3n-canary pa55word abc123def456 production task-7 a fox";
         assert_eq!(
             scrubber.scrub(text),
-            "[redacted] [redacted] [redacted] [redacted] production task-7 a fox"
+            "[redacted] [redacted] [redacted] abc123def456 production task-7 a fox"
         );
     }
 
@@ -403,6 +557,82 @@ mod tests {
         scrubber.scrub_headers(&mut headers);
         assert_eq!(headers["x-echo"], "you sent [redacted]");
         assert_eq!(headers["retry-after"], "2");
+    }
+
+    #[test]
+    fn escaped_json_and_lowercase_percent_spellings_are_scrubbed() {
+        let scrubber = Scrubber::new("key-12345678");
+        scrubber.learn("whsec/abc+def1");
+        let escaped: String = "key-12345678".chars().map(|c| format!("\\u{:04x}", c as u32)).collect();
+        let body = format!(r#"{{"details":{{"error":"bad key {escaped} and whsec\/abc+def1"}}}}"#);
+        let scrubbed: Value = serde_json::from_slice(&scrubber.scrub_body(body.as_bytes()).unwrap()).unwrap();
+        assert_eq!(scrubbed["details"]["error"], "bad key [redacted] and [redacted]");
+        assert_eq!(scrubber.scrub("q=whsec%2fabc%2bdef1"), "q=[redacted]");
+        let number = br#"{"id":"t","code":12345678}"#;
+        let scrubber = Scrubber::new("12345678");
+        let scrubbed: Value = serde_json::from_slice(&scrubber.scrub_body(number).unwrap()).unwrap();
+        assert_eq!(scrubbed["code"], REDACTED, "a number that spells a secret");
+    }
+
+    #[test]
+    fn a_cut_through_a_secret_loses_its_beginning_too() {
+        let scrubber = Scrubber::new("0c8a2f3e-1234-4cde-9abc-def012345678");
+        assert_eq!(
+            scrubber.scrub_cut(b"error page ... 0c8a2f3e-1234-4cde"),
+            b"error page ... "
+        );
+        assert_eq!(
+            scrubber.scrub_cut(b"a whole 0c8a2f3e-1234-4cde-9abc-def012345678 ok"),
+            b"a whole [redacted] ok"
+        );
+        assert_eq!(
+            scrubber.scrub_cut(b"ends with 0c8a2f3"),
+            b"ends with 0c8a2f3",
+            "seven bytes say nothing"
+        );
+    }
+
+    #[test]
+    fn a_webhook_path_token_is_learned_and_an_image_addresses_short_values_are_not() {
+        let scrubber = Scrubber::new("key-12345678");
+        let signature = "a1b2c3d4".repeat(8);
+        scrubber.learn_request(&json!({
+            "webhook_url": "https://hooks.example.com/hook/PATHSECRET123abc/in",
+            "input_image": format!(
+                "https://bucket.s3.amazonaws.com/in.png?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Date=20261125T000000Z&X-Amz-Signature={signature}"
+            ),
+        }));
+        let sample = "https://delivery.example.com/r.png?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Date=20261125T000000Z";
+        assert_eq!(
+            scrubber.scrub(sample),
+            sample,
+            "a result address signed alike stays whole"
+        );
+        assert_eq!(
+            scrubber.scrub(&format!("PATHSECRET123abc {signature} hook in")),
+            "[redacted] [redacted] hook in"
+        );
+    }
+
+    #[test]
+    fn secrets_sharing_a_prefix_do_not_share_a_bucket() {
+        let scrubber = Scrubber::new("key-12345678");
+        // As `whsec_` secrets are: a common start, then random characters.
+        let random = |n: u64| n.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ (n << 17);
+        for n in 0..10_000u64 {
+            scrubber.learn(&format!("whsec_{:016x}", random(n)));
+        }
+        let known = scrubber.known.read().unwrap();
+        let largest = known
+            .long
+            .values()
+            .chain(known.short.values())
+            .map(Vec::len)
+            .max()
+            .unwrap();
+        assert!(largest <= 8, "{largest} spellings share their first eight bytes");
+        drop(known);
+        assert_eq!(scrubber.scrub(&format!("whsec_{:016x}!", random(42))), "[redacted]!");
     }
 
     #[test]

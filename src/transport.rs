@@ -567,6 +567,7 @@ impl Transport {
             bytes.reserve(usize::try_from(length.min(MAX_RESERVE)).unwrap_or(0));
         }
         let mut error_body = Vec::new();
+        let mut cut = false;
         let mut read: u64 = 0;
         while let Some(chunk) = response.chunk().await.map_err(Read::Body)? {
             read = read.saturating_add(chunk.len() as u64);
@@ -575,6 +576,7 @@ impl Transport {
                     return Err(Read::TooLarge);
                 }
                 // An error message past its limit is cut, not refused.
+                cut = true;
                 break;
             }
             if success {
@@ -586,7 +588,10 @@ impl Transport {
                 error_body.extend_from_slice(&chunk);
             }
         }
-        if let Some(scrubbed) = self.scrubber.scrub_body(&error_body) {
+        if cut {
+            // Whatever a cut left of a secret goes too.
+            error_body = self.scrubber.scrub_cut(&error_body);
+        } else if let Some(scrubbed) = self.scrubber.scrub_body(&error_body) {
             error_body = scrubbed;
         }
         if let (true, false, Sink::Memory(bytes)) = (success, purpose == Purpose::Download, &mut *sink) {

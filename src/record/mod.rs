@@ -507,12 +507,21 @@ impl Tap {
         use base64::Engine as _;
         let hash = redact::hex(self.digest.finish().as_ref());
         let mut summary = redact::summary(&self.head, self.size, &hash);
+        // Only an image's (or a video's) bytes are kept: anything else (an
+        // error page served as the result) is text of the service, which
+        // may quote a secret, and is summarised as every other answer's
+        // bytes would not be.
+        let media = crate::input::extension_of(&self.head).is_some();
         let text = match self.kept {
             Some(Kept { overflowed: true, .. }) => {
                 summary.push_str(&format!(
                     " (not kept: larger than the {} MiB a recording keeps of one result)",
                     KEPT_IMAGE_BYTES >> 20
                 ));
+                None
+            }
+            Some(_) if !media => {
+                summary.push_str(" (not kept: not an image)");
                 None
             }
             Some(Kept { mut text, pending, .. }) => {
@@ -570,7 +579,8 @@ mod tests {
     #[test]
     fn a_kept_result_is_its_base64_whatever_its_chunks() {
         use base64::Engine as _;
-        let bytes: Vec<u8> = (0..1000u32).map(|n| (n % 251) as u8).collect();
+        let mut bytes = vec![0x89, b'P', b'N', b'G', 0x0D, 0x0A, 0x1A, 0x0A];
+        bytes.extend((0..1000u32).map(|n| (n % 251) as u8));
         let mut tap = Tap::new(true);
         for chunk in bytes.chunks(7).chain(bytes[..0].chunks(1)) {
             tap.feed(chunk);
@@ -581,6 +591,15 @@ mod tests {
             content.text.as_deref(),
             Some(base64::engine::general_purpose::STANDARD.encode(&bytes).as_str())
         );
+    }
+
+    #[test]
+    fn a_result_that_is_no_image_is_never_kept() {
+        let mut tap = Tap::new(true);
+        tap.feed(b"<html>maintenance, key k-123456789 quoted</html>");
+        let content = tap.content("image/png".into());
+        assert_eq!((content.text, content.encoding), (None, None));
+        assert!(content.comment.unwrap().contains("not kept: not an image"));
     }
 
     #[test]

@@ -387,3 +387,71 @@ async fn secrets_the_service_echoes_are_scrubbed_from_every_answer_shown_or_reco
         }
     }
 }
+
+/// An image address signed like the result's (the same algorithm, the same
+/// date) teaches the scrubber only its long signature: the result address,
+/// read from the poll, reaches the download whole, and the download works.
+#[tokio::test(start_paused = true)]
+async fn a_result_address_signed_like_an_input_image_is_downloaded_whole() {
+    const SIGNED: &str = "X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Date=20261125T000000Z&X-Amz-Expires=600";
+    let service = hostile::serve(|base, request, _| match request.path.as_str() {
+        "/v1/gen-kontext-pro" => accepted(base, "t-s3"),
+        "/v1/get_result" => json(
+            200,
+            json!({"id": "t-s3", "status": "Ready", "result": {
+                "sample": format!("{base}/r.png?{SIGNED}&X-Amz-Signature={}", "f".repeat(64))}}),
+        ),
+        "/r.png" if request.query == format!("{SIGNED}&X-Amz-Signature={}", "f".repeat(64)) => hostile::image(b"ok"),
+        _ => json(403, json!({"detail": "signature does not match"})),
+    })
+    .await;
+    let input = format!(
+        "https://bucket.s3.amazonaws.com/in.png?{SIGNED}&X-Amz-Signature={}",
+        "e".repeat(64)
+    );
+    let request = types::GenKontextProRequest::builder()
+        .prompt("the fox in the snow".to_string())
+        .input_image(input);
+    let output = client(&service.base).run(request).await.unwrap();
+    assert!(
+        output.bytes().await.unwrap().ends_with(b"ok"),
+        "the signed address was sent whole"
+    );
+}
+
+/// An error page cut at its limit in the middle of the key loses the key's
+/// beginning too: no part of it long enough to say anything is kept.
+#[tokio::test]
+async fn a_key_cut_by_the_limit_of_an_error_page_leaves_no_part_behind() {
+    let service = hostile::serve(|_, _, _| {
+        let first = format!("{}{}", "a".repeat(65536 - 12), &KEY[..12]);
+        let second = format!("{} and more", &KEY[12..]);
+        let stream = futures::StreamExt::then(futures::stream::iter([first, second]), |chunk| async move {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            Ok::<_, std::io::Error>(axum::body::Bytes::from(chunk))
+        });
+        (
+            axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+            axum::body::Body::from_stream(stream),
+        )
+            .into_response_for_test()
+    })
+    .await;
+    let dir = common::Dir::new("hostile-cut-key");
+    let har = dir.join("run.har");
+    let client = genapi::Client::builder()
+        .api_key(KEY)
+        .base_url(&service.base)
+        .record(&har)
+        .build()
+        .unwrap();
+    let error = client.submit(prompt("x")).await.unwrap_err();
+    let recording = std::fs::read_to_string(&har).unwrap();
+    for text in [error.to_string(), format!("{error:?}"), recording] {
+        assert!(
+            !text.contains(&KEY[..8]),
+            "part of the key is kept: …{}",
+            &text[text.len().saturating_sub(80)..]
+        );
+    }
+}

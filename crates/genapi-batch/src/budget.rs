@@ -22,7 +22,11 @@
 //! alone with all that was left held for it, may be charged more than that
 //! (the client cannot know a price before the service charges it). The
 //! service is charged at most the cap plus that one submission's excess, and
-//! nothing is sent after it.
+//! nothing is sent after it. All this holds as long as the service charges
+//! a kind alike, as it prices by sizes and inputs: a kind whose price rose
+//! passes the cap by the rise, for each of its submissions in flight then.
+//! The cost a task ends with, once reported, replaces the one its acceptance
+//! reported.
 
 use std::collections::HashMap;
 
@@ -109,6 +113,8 @@ pub(crate) struct LocalBudget {
     unanswered: f64,
     /// The most charged so far, by kind.
     most: HashMap<String, f64>,
+    /// The kind of each line charged in this run, for a cost settled later.
+    kinds: HashMap<u64, String>,
 }
 
 impl LocalBudget {
@@ -123,7 +129,9 @@ impl LocalBudget {
                 Some(Record::Finished { cost, .. }) => *cost,
                 _ => None,
             };
-            if let Some(cost) = state.accepted.as_ref().and_then(|(_, _, cost)| *cost).or(finished_cost) {
+            // The cost the task ended with is the one settled; the one its
+            // acceptance reported stands until then.
+            if let Some(cost) = finished_cost.or(state.accepted.as_ref().and_then(|(_, _, cost)| *cost)) {
                 budget.charged.insert(*line, cost);
             } else if state.unanswered {
                 unanswered += 1;
@@ -192,19 +200,22 @@ impl LocalBudget {
         let Some(cost) = cost.map(|cost| cost.max(0.0)) else {
             return;
         };
-        if self.charged.contains_key(&line) {
-            return;
-        }
+        // A later cost (the one settled when the task ended) replaces an
+        // earlier one (reported at its acceptance), and a kind's price is the
+        // most any of its lines cost.
         self.charged.insert(line, cost);
         if let Some((kind, _)) = self.holds.remove(&line) {
-            let most = self.most.entry(kind).or_insert(cost);
+            self.kinds.insert(line, kind);
+        }
+        if let Some(kind) = self.kinds.get(&line) {
+            let most = self.most.entry(kind.clone()).or_insert(cost);
             *most = most.max(cost);
         }
     }
 
     /// Credits charged so far.
     #[cfg(test)]
-    pub(crate) fn charged(&self) -> f64 {
+    fn charged(&self) -> f64 {
         self.charged.values().sum()
     }
 }
@@ -229,6 +240,32 @@ mod tests {
             Hold::CapReached,
             "a new kind goes only if what is left covers the largest charge seen"
         );
+    }
+
+    #[test]
+    fn a_cost_settled_later_replaces_the_first_and_raises_the_kinds_price() {
+        let mut budget = LocalBudget::default();
+        assert_eq!(budget.hold(1, "k", 100.0), Hold::Held(100.0));
+        budget.note(&Record::Accepted {
+            line: 1,
+            id: "t".into(),
+            polling_url: "https://p".into(),
+            cost: Some(1.0),
+            adopted: false,
+        });
+        assert_eq!(budget.charged(), 1.0);
+        budget.note(&Record::Finished {
+            line: 1,
+            status: "Ready".into(),
+            file: None,
+            seed: None,
+            cost: Some(9.0),
+            duration: None,
+            error: None,
+            class: None,
+        });
+        assert_eq!(budget.charged(), 9.0, "the settled cost");
+        assert_eq!(budget.hold(2, "k", 100.0), Hold::Held(9.0), "the kind's price rose");
     }
 
     #[test]

@@ -281,7 +281,9 @@ impl<J: Journal> Batch<J> {
     /// in flight, and the service may charge it more than was left. So a
     /// batch spends at most `credits` plus what one such submission costs
     /// above what was left when it was sent; after it, nothing more is
-    /// sent.
+    /// sent. This rests on the service charging submissions of one kind
+    /// alike (it prices by sizes and inputs): should a kind's price rise,
+    /// each of its submissions in flight then may pass the cap by the rise.
     pub fn max_credits(mut self, credits: f64) -> Self {
         self.max_credits = Some(if credits.is_finite() { credits.max(0.0) } else { 0.0 });
         self
@@ -398,6 +400,8 @@ impl<J: Journal> Batch<J> {
             recorded,
             current: Mutex::new(HashMap::new()),
             deferred: Mutex::new(Vec::new()),
+            halted: Mutex::new(None),
+            sending: Stopper::default(),
             ephemeral: self.ephemeral,
         });
 
@@ -510,6 +514,11 @@ struct Context {
     current: Mutex<HashMap<u64, String>>,
     /// Jobs whose line another worker holds, to try again.
     deferred: Mutex<Vec<Job>>,
+    /// Why the batch stopped sending on its own, when it did (see
+    /// `Context::halt`).
+    halted: Mutex<Option<String>>,
+    /// Stops sending alone (`Context::halt`), where `stop` stops the run.
+    sending: Stopper,
     /// The batch's spending cap.
     max_credits: Option<f64>,
     /// The cap was reached: nothing more is submitted.
@@ -677,7 +686,7 @@ impl Context {
                 }
                 Hold::Wait => tokio::select! {
                     () = tokio::time::sleep(CREDITS_RECHECK) => {}
-                    () = self.stop.stopped() => return Err(HeldBack::Stopped),
+                    () = self.no_more_sending() => return Err(HeldBack::Stopped),
                 },
             }
         }
@@ -809,7 +818,7 @@ impl Context {
                 let mut outcome = JobOutcome::new(job.line, stem, JobStatus::Pending);
                 outcome.task = accepted_ref.clone();
                 outcome.resumed = true;
-                outcome.error = Some(self.stopped_waiting().into());
+                outcome.error = Some(self.stopped_waiting());
                 outcome
             };
             let Some(place) = self.place() else {
@@ -878,7 +887,7 @@ impl Context {
         }
         match self.place() {
             Some(place) => self.submit(job, stem, digest, place).await,
-            None => not_sent(job.line, stem),
+            None => self.not_sent(job.line, stem),
         }
     }
 
@@ -895,11 +904,59 @@ impl Context {
 
     /// What a stop says of an accepted task it stopped waiting for: a later
     /// run polls it, unless the service ends with this run.
-    fn stopped_waiting(&self) -> &'static str {
-        if self.ephemeral {
+    fn stopped_waiting(&self) -> String {
+        let said = if self.ephemeral {
             STOPPED_WAITING_GONE
         } else {
             STOPPED_WAITING
+        };
+        match self.halted() {
+            Some(why) => format!("{said}; the batch stopped sending as {why}"),
+            None => said.to_string(),
+        }
+    }
+
+    /// A job a stop kept from being sent, saying why the batch stopped when
+    /// it stopped itself.
+    fn not_sent(&self, line: u64, stem: &str) -> JobOutcome {
+        let mut outcome = not_sent(line, stem);
+        if let Some(why) = self.halted() {
+            outcome.class = Some(FailureClass::Auth);
+            outcome.error = Some(format!(
+                "not sent: the batch stopped sending as {why}; running it again submits it"
+            ));
+        }
+        outcome
+    }
+
+    /// Why the batch stopped itself, if it did.
+    fn halted(&self) -> Option<String> {
+        self.halted.lock().ok()?.clone()
+    }
+
+    /// Stops sending for a reason every later submission would meet too, so
+    /// they are not paid for in vain (a polling host the key may not go to
+    /// refuses to say what becomes of them): the job file is still read to
+    /// its end, each line coming out not sent and saying why, and what is
+    /// in flight is followed to its end.
+    fn halt(&self, why: String) {
+        if let Ok(mut halted) = self.halted.lock() {
+            halted.get_or_insert(why);
+        }
+        self.sending.stop();
+    }
+
+    /// Whether nothing more may be sent: the batch is stopping, or stopped
+    /// sending on its own ([`Context::halt`]).
+    fn sends_no_more(&self) -> bool {
+        self.stop.is_stopped() || self.sending.is_stopped()
+    }
+
+    /// Resolves once nothing more may be sent.
+    async fn no_more_sending(&self) {
+        tokio::select! {
+            () = self.stop.stopped() => {}
+            () = self.sending.stopped() => {}
         }
     }
 
@@ -917,8 +974,8 @@ impl Context {
         let mut attempt = 0;
         loop {
             attempt += 1;
-            if self.stop.is_stopped() {
-                return not_sent(job.line, stem);
+            if self.sends_no_more() {
+                return self.not_sent(job.line, stem);
             }
             // When the request left (Unix seconds), set as the intent is written.
             let sent_at = AtomicU64::new(0);
@@ -928,12 +985,12 @@ impl Context {
             // Recorded at the last moment before sending (the body checked, a
             // place held), so a crash leaves few lines recorded but never sent.
             let record_intent = || async {
-                if self.stop.is_stopped() {
+                if self.sends_no_more() {
                     return Err(HeldBack::Stopped);
                 }
                 if let Some(max) = self.max_credits {
                     self.hold_credits(&job, max).await?;
-                    if self.stop.is_stopped() {
+                    if self.sends_no_more() {
                         self.drop_hold(job.line).await;
                         return Err(HeldBack::Stopped);
                     }
@@ -957,7 +1014,7 @@ impl Context {
                 }
                 // A stop while the intent was being written: still unsent,
                 // and the journal says so.
-                if self.stop.is_stopped() {
+                if self.sends_no_more() {
                     let _ = self
                         .record(Record::Refused {
                             line: job.line,
@@ -977,18 +1034,18 @@ impl Context {
                 tokio::select! {
                     biased;
                     submitted = &mut submission => break submitted,
-                    () = self.stop.stopped(), if !stop_seen => {
+                    () = self.no_more_sending(), if !stop_seen => {
                         // Still waiting for room under the client's limit:
                         // nothing is recorded or sent, so it can be dropped.
                         if !leaving.load(Ordering::SeqCst) {
-                            return not_sent(job.line, stem);
+                            return self.not_sent(job.line, stem);
                         }
                         stop_seen = true;
                     }
                 }
             };
             let error = match submitted {
-                Err(Unsent::HeldBack(HeldBack::Stopped)) => return not_sent(job.line, stem),
+                Err(Unsent::HeldBack(HeldBack::Stopped)) => return self.not_sent(job.line, stem),
                 Err(Unsent::HeldBack(HeldBack::CapReached)) => return self.at_cap(job.line, stem),
                 Err(Unsent::HeldBack(HeldBack::JournalFailed(message))) => {
                     let mut outcome = JobOutcome::new(job.line, stem, JobStatus::NotSubmitted);
@@ -1072,7 +1129,7 @@ impl Context {
                 };
                 tokio::select! {
                     () = tokio::time::sleep(pause) => continue,
-                    () = self.stop.stopped() => return not_sent(job.line, stem),
+                    () = self.no_more_sending() => return self.not_sent(job.line, stem),
                 }
             }
             if surely_refused(&error) {
@@ -1137,7 +1194,7 @@ impl Context {
                 outcome.task = Some(task_ref);
                 outcome.cost = cost;
                 outcome.resumed = resumed;
-                outcome.error = Some(self.stopped_waiting().into());
+                outcome.error = Some(self.stopped_waiting());
                 return outcome;
             }
         };
@@ -1158,6 +1215,13 @@ impl Context {
                 ));
                 return outcome;
             }
+        }
+        if let Err(error @ Error::UntrustedOrigin { origin, .. }) = &waited {
+            // Every task polled there would be paid for and never seen.
+            self.halt(format!(
+                "the polling host {origin} refused a poll without the key (trust it if it is the service's: \
+                 GENAPI_TRUSTED_ORIGINS={origin}); {error}"
+            ));
         }
         let mut outcome = match waited {
             // A file left by an earlier run is this task's, unless the task

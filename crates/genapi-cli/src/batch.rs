@@ -2,7 +2,7 @@
 //! interruption without paying twice.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -94,7 +94,8 @@ pub struct BatchArgs {
     /// Spend at most N credits on this batch in all (over every run and worker). Submissions stop when the next
     /// could pass it; tasks in flight finish. A submission of a kind not yet charged (another size or input
     /// image) has no known price: it is sent alone, and may cost more than was left, so the batch spends at most
-    /// N plus what that one submission costs above what was left.
+    /// N plus what that one submission costs above what was left (as long as the service charges a kind alike;
+    /// see docs/batch.md).
     #[arg(long, value_name = "N", value_parser = parse_credits)]
     max_credits: Option<f64>,
     /// Show where the batch stands and exit: from the journal in --out DIR (what the next run does with each line),
@@ -158,6 +159,7 @@ fn ledger_failure(error: &genapi_batch::ledger::LedgerError) -> Failure {
         LedgerError::Unreachable { .. } | LedgerError::Unanswered { .. } => code::NETWORK,
         LedgerError::Credentials { .. } => FailureClass::Auth.exit_code(),
         LedgerError::Url { .. }
+        | LedgerError::Settings { .. }
         | LedgerError::Insecure { .. }
         | LedgerError::OtherJobFile { .. }
         | LedgerError::WorkerTaken { .. }
@@ -165,6 +167,14 @@ fn ledger_failure(error: &genapi_batch::ledger::LedgerError) -> Failure {
         _ => code::OTHER,
     };
     Failure::new(class, format!("--ledger: {error}; nothing was sent"))
+}
+
+impl BatchArgs {
+    /// Whether the run prints tasks on stdout (not `--status` or `--schema`,
+    /// which send nothing).
+    pub fn prints_tasks(&self) -> bool {
+        !self.status && !self.schema
+    }
 }
 
 /// `genapi batch`.
@@ -759,17 +769,42 @@ fn adopt_failure(line: u64, error: &AdoptError) -> Failure {
 /// earlier run submitted or took up). Only a regular file is read.
 fn results_name_tasks(out_dir: &Path) -> bool {
     let path = out_dir.join(RESULTS);
-    if !std::fs::metadata(&path).is_ok_and(|m| m.is_file()) {
+    if !genapi_files::is_taken(&path) {
         return false;
     }
-    let Ok(file) = std::fs::File::open(&path) else {
-        return false;
+    // By the file policy; one that cannot be read as a results file of
+    // reasonable size is taken to name tasks (the run is then refused, not
+    // paid again).
+    let Ok(file) = genapi_files::open(&path, RESULTS_LIMIT) else {
+        return true;
     };
-    BufReader::new(file)
-        .lines()
-        .map_while(Result::ok)
-        .any(|line| serde_json::from_str::<Value>(&line).is_ok_and(|entry| entry["task_id"].is_string()))
+    let mut reader = BufReader::new(file);
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        // A result line is small: a longer line is no result, and is not held.
+        match (&mut reader).take(RESULT_LINE_LIMIT).read_until(b'\n', &mut line) {
+            Ok(0) => return false,
+            Ok(_) if serde_json::from_slice::<Value>(&line).is_ok_and(|entry| entry["task_id"].is_string()) => {
+                return true
+            }
+            Ok(_) if line.ends_with(b"\n") => {}
+            // The rest of a long line is passed over.
+            Ok(_) => {
+                if reader.skip_until(b'\n').is_err() {
+                    return true;
+                }
+            }
+            Err(_) => return true,
+        }
+    }
 }
+
+/// The largest results file read (about a million lines).
+const RESULTS_LIMIT: u64 = 1 << 30;
+
+/// The longest line of a results file taken for a result.
+const RESULT_LINE_LIMIT: u64 = 1 << 20;
 
 fn shown(path: &Path) -> String {
     out::clean(&path.display().to_string())
@@ -1242,12 +1277,12 @@ const RESULTS_FILE: genapi_files::Existing = genapi_files::Existing::ReplaceOurs
 };
 
 /// Whether the first bytes of a file show a results file a batch wrote:
-/// empty, or a first line that is a result (an object with its `line` and
-/// `status`).
+/// empty (white space alone), or a first line that is a result (an object
+/// with its `line` and `status`).
 fn is_results_file(head: &[u8]) -> bool {
-    let first = head.split(|&byte| byte == b'\n').next().unwrap_or_default();
-    if first.iter().all(u8::is_ascii_whitespace) {
+    if head.iter().all(u8::is_ascii_whitespace) {
         return true;
     }
+    let first = head.split(|&byte| byte == b'\n').next().unwrap_or_default();
     serde_json::from_slice::<Value>(first).is_ok_and(|line| line["line"].is_u64() && line["status"].is_string())
 }

@@ -21,6 +21,16 @@ pub fn read_to_string(path: &Path, limit: u64) -> Result<String, String> {
     genapi_files::read_text(path, limit).map_err(|refused| refused.reason())
 }
 
+/// A refusal of the file policy in the command's words: one to replace an
+/// existing file says how (`--force`).
+pub fn said(refused: &genapi_files::FileError) -> String {
+    let text = crate::out::clean(&refused.to_string());
+    match refused {
+        genapi_files::FileError::Exists { .. } => format!("{text}; pass --force to replace it"),
+        _ => text,
+    }
+}
+
 /// What `--force` means for a file the user named: replaced, or kept.
 pub fn existing(force: bool) -> genapi_files::Existing {
     if force {

@@ -79,7 +79,8 @@ pub fn run(args: GridArgs, force: bool) -> Result<(), Failure> {
     let cells = args.prompts.len().saturating_mul(values.len());
     let too_big = |size: String| {
         Failure::usage(format!(
-            "{} prompts by {} values is {cells} cells, whose job lines come to {size}, above the {} a job file may              be; split the sweep into smaller grids",
+            "{} prompts by {} values is {cells} cells, whose job lines come to {size}, above the {} a job file may \
+             be; split the sweep into smaller grids",
             args.prompts.len(),
             values.len(),
             genapi_files::shown_size(genapi_batch::JOB_FILE_LIMIT)
@@ -194,8 +195,10 @@ fn check(text: &str, out: Option<&Path>) -> Result<(), Failure> {
 fn write_file(path: &Path, text: &str, force: bool) -> Result<(), Failure> {
     let shown = out::clean(&path.display().to_string());
     genapi_files::write_whole(path, text.as_bytes(), crate::files::existing(force))
-        .map_err(|refused| Failure::new(crate::code::OTHER, format!("-o {}", out::clean(&refused.to_string()))))?;
-    out::progress(&format!("{} job lines written to {shown}", text.lines().count()));
+        .map_err(|refused| Failure::new(crate::code::OTHER, format!("-o {}", crate::files::said(&refused))))?;
+    let count = text.lines().count();
+    let lines = if count == 1 { "job line" } else { "job lines" };
+    out::progress(&format!("{count} {lines} written to {shown}"));
     Ok(())
 }
 

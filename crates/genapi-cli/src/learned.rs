@@ -14,17 +14,9 @@ use genapi::Learned;
 
 use crate::{files, out};
 
-/// `$XDG_CACHE_HOME/genapi/learned.json`, else `~/.cache/genapi/learned.json`.
+/// `learned.json` in the command's cache folder.
 fn path() -> Option<PathBuf> {
-    let base = std::env::var_os("XDG_CACHE_HOME")
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| {
-            std::env::var_os("HOME")
-                .filter(|v| !v.is_empty())
-                .map(|home| PathBuf::from(home).join(".cache"))
-        })?;
-    Some(base.join("genapi").join("learned.json"))
+    Some(crate::cache::dir()?.join("learned.json"))
 }
 
 /// Largest file read: far more than the durations of every operation of a

@@ -4,6 +4,7 @@
 //! tasks run against the built-in mock service, and every result line says so.
 
 mod batch;
+mod cache;
 mod catalog;
 mod files;
 mod gallery;
@@ -16,6 +17,7 @@ mod out;
 mod progress;
 mod request;
 mod standing;
+mod task_secrets;
 mod tasks;
 
 use std::path::PathBuf;
@@ -88,8 +90,9 @@ pub struct Global {
     /// With --record, keep image bytes (inputs and results) in the recording.
     #[arg(long, global = true, requires = "record")]
     pub record_images: bool,
-    /// Replace files that already have the names you give (-o, --record); without it nothing is replaced. A
-    /// link is replaced as a link, never written through; a folder, pipe or device never.
+    /// Replace files that already have the names you give (-o, --record, grid -o); without it nothing is
+    /// replaced. A link there is replaced by the file (what it points to is never written); a folder, pipe or
+    /// device never.
     #[arg(long, global = true)]
     pub force: bool,
 }
@@ -242,14 +245,11 @@ fn main() -> ExitCode {
         );
     // Commands whose stdout carries tasks: a line of theirs that could not
     // be written is a task the user may not know of.
-    let prints_tasks = matches!(
-        cli.command,
-        Command::Generate { .. }
-            | Command::Submit { .. }
-            | Command::Wait { .. }
-            | Command::Get { .. }
-            | Command::Batch(_)
-    );
+    let prints_tasks = match &cli.command {
+        Command::Generate { .. } | Command::Submit { .. } | Command::Wait { .. } | Command::Get { .. } => true,
+        Command::Batch(args) => args.prints_tasks(),
+        _ => false,
+    };
     let outcome = runtime.block_on(run(cli)).and_then(|()| match out::stdout_lost() {
         // What was to be printed was not all written: not a success.
         Some(error) if prints_tasks => Err(Failure::new(
@@ -308,6 +308,11 @@ fn init_logging() {
 
 async fn run(cli: Cli) -> Result<(), Failure> {
     let global = cli.global;
+    // The recording is checked as -o is, before anything starts.
+    if let Some(record) = &global.record {
+        genapi_files::may_write(record, files::existing(global.force))
+            .map_err(|refused| Failure::usage(format!("--record {}", files::said(&refused))))?;
+    }
     match cli.command {
         Command::Generate {
             request,
@@ -315,11 +320,13 @@ async fn run(cli: Cli) -> Result<(), Failure> {
             count,
         } => {
             save.force = global.force;
+            save.record = global.record.clone();
             tasks::generate(&global, request, save, count).await
         }
         Command::Submit { request, out } => tasks::submit(&global, request, out).await,
         Command::Wait { id, mut save } => {
             save.force = global.force;
+            save.record = global.record.clone();
             tasks::wait(&global, &id, save).await
         }
         Command::Get { id, out } => tasks::get(&global, &id, out, global.force).await,

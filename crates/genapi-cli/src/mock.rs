@@ -78,8 +78,12 @@ pub async fn run(global: &Global, args: MockArgs) -> Result<(), Failure> {
         // A regular file within its limit, parsed as it is read.
         let file = genapi_files::open(path, crate::files::RECORDING_LIMIT)
             .map_err(|refused| Failure::usage(format!("--replay {shown}: {}", refused.reason())))?;
-        let replay = genapi_mock::Replay::from_har_reader(file)
-            .map_err(|e| Failure::usage(format!("--replay {shown}: {}", out::clean(&e.to_string()))))?;
+        let replay = genapi_mock::Replay::from_har_reader(file).map_err(|e| {
+            Failure::usage(format!(
+                "--replay {shown}: {}; give a recording written by `genapi --record FILE` (HAR)",
+                out::clean(&e.to_string())
+            ))
+        })?;
         config = config.replay(replay);
     }
     let mock = MockService::start_with(config, address).await.map_err(|e| {

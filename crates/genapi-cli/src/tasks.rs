@@ -22,6 +22,9 @@ pub struct SaveArgs {
     /// The global `--force`: replace existing files.
     #[arg(skip)]
     pub force: bool,
+    /// The global `--record`: a file the results must not be written over.
+    #[arg(skip)]
+    pub record: Option<PathBuf>,
 }
 
 /// Where each result will be written; checked before anything is submitted.
@@ -58,7 +61,8 @@ impl Plan {
         }
         if !dir.is_dir() {
             return Err(Failure::usage(format!(
-                "--out {}: the directory {} does not exist",
+                "--out {}: the directory {} does not exist; create it first, or end --out with / to have a folder \
+                 made",
                 shown(save.out.as_deref().unwrap_or(&dir)),
                 shown(&dir)
             )));
@@ -71,6 +75,17 @@ impl Plan {
             stem,
         };
         if let Some(file) = &plan.file {
+            // A name that is already a pipe or a device is never written,
+            // nor used as the stem of other names (`/dev/null` must not
+            // become `/dev/null.jpg`).
+            if genapi_files::is_taken(file) {
+                genapi_files::may_write(file, genapi_files::Existing::Replace).map_err(|refused| {
+                    Failure::usage(format!(
+                        "--out {}; nothing was submitted",
+                        out::clean(&refused.to_string())
+                    ))
+                })?;
+            }
             for index in 1..=count {
                 let numbered = plan.numbered(file, (count > 1).then_some(index));
                 // Without an extension the save adds the format's: every name
@@ -83,6 +98,23 @@ impl Plan {
                         .collect(),
                 };
                 for path in candidates {
+                    if save.record.as_deref().is_some_and(|record| same_name(record, &path)) {
+                        return Err(Failure::usage(format!(
+                            "--record and --out both name {}: the result would be written over the recording (or \
+                             the recording over an earlier result); give each its own file; nothing was submitted",
+                            shown(&path)
+                        )));
+                    }
+                    if plan.force {
+                        // Replacing is allowed, but never a pipe, a device
+                        // or a folder: found now, before paying.
+                        genapi_files::may_write(&path, genapi_files::Existing::Replace).map_err(|refused| {
+                            Failure::usage(format!(
+                                "--out {}; nothing was submitted",
+                                out::clean(&refused.to_string())
+                            ))
+                        })?;
+                    }
                     if taken(&path) && !plan.force {
                         let what = if path.exists() {
                             "the file exists"
@@ -169,6 +201,15 @@ impl Plan {
                 (path, None)
             }
         }
+    }
+}
+
+/// Whether two names given on the command line name one file, as far as
+/// their text says (both made absolute).
+fn same_name(a: &Path, b: &Path) -> bool {
+    match (std::path::absolute(a), std::path::absolute(b)) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => a == b,
     }
 }
 
@@ -476,14 +517,19 @@ async fn save_output(
     if let Some(warning) = &warning {
         out::err(&format!("warning: {warning}"));
     }
+    // The task is paid for by now: not a usage error (2 says nothing was
+    // charged), a result that could not be written (1).
     let taken_by_other = |file: &Path| -> Failure {
         let free = free_name(file);
         let reference = output.reference();
-        Failure::usage(format!(
-            "{} exists, so the result was not saved (nothing is replaced without --force); save it with: {}",
-            shown(file),
-            resume_command(client, &reference.id, &reference.polling_url, &free)
-        ))
+        Failure::new(
+            code::OTHER,
+            format!(
+                "{} exists, so the result was not saved (nothing is replaced without --force); save it with: {}",
+                shown(file),
+                resume_command(client, &reference.id, &reference.polling_url, &free)
+            ),
+        )
     };
     if plan.file.is_some() && !plan.force && taken(&planned) {
         return Err(taken_by_other(&planned));
@@ -640,6 +686,7 @@ pub async fn submit(global: &Global, request: RequestArgs, out_file: Option<Path
                 &SaveArgs {
                     out: out_file.clone(),
                     force: false,
+                    record: global.record.clone(),
                 },
                 1,
                 "genapi".into(),
@@ -675,6 +722,8 @@ pub async fn submit(global: &Global, request: RequestArgs, out_file: Option<Path
         }
     };
     let (id, polling_url) = (task.id().to_string(), task.polling_url().to_string());
+    // For the `wait` in another process, which never sent them.
+    crate::task_secrets::keep(&id, &prepared.body);
     let line = if global.json {
         json!({"id": id, "polling_url": polling_url, "model": prepared.model.name, "status": "submitted", "cost": task.cost()}).to_string()
     } else {
@@ -742,6 +791,8 @@ pub async fn wait(global: &Global, reference: &str, save: SaveArgs) -> Result<()
     // A bare id is looked for on every configured API host when polled (a
     // regional task is unknown to the global one).
     let task = connection.client.task(reference).map_err(|e| Failure::api(&e))?;
+    crate::task_secrets::learn(&connection.client, task.id());
+    let task_id = task.id().to_string();
     let resume = resume_command(
         &connection.client,
         task.id(),
@@ -756,13 +807,30 @@ pub async fn wait(global: &Global, reference: &str, save: SaveArgs) -> Result<()
     }];
     let interrupt = crate::interrupt::interrupted();
     tokio::pin!(interrupt);
-    complete("wait", global, &connection, &plan, accepted, deadline, interrupt).await
+    let waited = complete("wait", global, &connection, &plan, accepted, deadline, interrupt).await;
+    if waited.as_ref().map_or_else(ends_the_task, |()| true) {
+        crate::task_secrets::forget(&task_id);
+    }
+    waited
+}
+
+/// Whether a failure of `wait` or `get` leaves the task with nothing more
+/// to do: it failed in a way waiting again would not change.
+fn ends_the_task(failure: &Failure) -> bool {
+    !matches!(
+        failure.code,
+        code::TIMEOUT | code::NETWORK | code::OTHER | code::INTERRUPTED | code::ID_NOT_WRITTEN
+    )
 }
 
 /// `genapi get`: the state; with `--out`, the result when Ready.
 pub async fn get(global: &Global, reference: &str, out_path: Option<PathBuf>, force: bool) -> Result<(), Failure> {
     let deadline = Instant::now() + timeout_of(global);
-    let save = SaveArgs { out: out_path, force };
+    let save = SaveArgs {
+        out: out_path,
+        force,
+        record: global.record.clone(),
+    };
     let plan = match &save.out {
         Some(_) => Some(Plan::new(&save, 1, "genapi".into())?),
         None => None,
@@ -772,6 +840,29 @@ pub async fn get(global: &Global, reference: &str, out_path: Option<PathBuf>, fo
     // A bare id is looked for on every configured API host when polled (a
     // regional task is unknown to the global one).
     let task = connection.client.task(reference).map_err(|e| Failure::api(&e))?;
+    crate::task_secrets::learn(&connection.client, task.id());
+    let task_id = task.id().to_string();
+    let got = get_task(global, &connection, task, reference, plan, deadline).await;
+    let ended = match &got {
+        Ok(finished) => *finished,
+        Err(failure) => ends_the_task(failure),
+    };
+    if ended {
+        crate::task_secrets::forget(&task_id);
+    }
+    got.map(drop)
+}
+
+/// `genapi get` once its task is known: polled once, saved when Ready and
+/// asked to; whether the task is final.
+async fn get_task(
+    global: &Global,
+    connection: &Connection,
+    task: Task,
+    reference: &str,
+    plan: Option<Plan>,
+    deadline: Instant,
+) -> Result<bool, Failure> {
     let state = match tokio::time::timeout_at(deadline, task.poll()).await {
         Ok(Ok(state)) => state,
         Ok(Err(error)) => return Err(Failure::api(&error)),
@@ -818,7 +909,7 @@ pub async fn get(global: &Global, reference: &str, out_path: Option<PathBuf>, fo
     };
     if !state.status.is_final() {
         return match plan {
-            None => Ok(()),
+            None => Ok(false),
             Some(plan) => {
                 let command = format!(
                     "genapi wait {} --out {}",
@@ -846,13 +937,13 @@ pub async fn get(global: &Global, reference: &str, out_path: Option<PathBuf>, fo
             )))
         }
     };
-    let Some(plan) = plan else { return Ok(()) };
+    let Some(plan) = plan else { return Ok(true) };
     let id = output.id().to_string();
     let polling_url = reference.to_string();
     let outcome = save_output(&connection.client, output, &plan, None, deadline, global).await;
     let resume = resume_command(&connection.client, &id, &polling_url, &plan.resume_target(None));
-    match report(global, &connection, &id, &polling_url, "", &resume, "Ready", outcome) {
-        0 => Ok(()),
+    match report(global, connection, &id, &polling_url, "", &resume, "Ready", outcome) {
+        0 => Ok(true),
         code => Err(Failure::new(code, "")),
     }
 }

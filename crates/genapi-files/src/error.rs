@@ -95,13 +95,9 @@ impl FileError {
                 format!("{size} bytes, above the {} this file may have", shown_size(*limit))
             }
             FileError::Exists { link: true, .. } => {
-                "the name is taken by a link (never written through); choose another name, or replace it on purpose \
-                 (the command's --force)"
-                    .into()
+                "the name is taken by a link (never written through); choose another name, or allow replacing it".into()
             }
-            FileError::Exists { link: false, .. } => {
-                "exists; choose another name, or replace it on purpose (the command's --force)".into()
-            }
+            FileError::Exists { link: false, .. } => "exists; choose another name, or allow replacing it".into(),
             FileError::NotOurs { writer, .. } => {
                 format!("not written by {writer}, so it is left as it is (move it away, or choose another folder)")
             }

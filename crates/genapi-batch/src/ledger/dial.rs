@@ -62,9 +62,9 @@ pub(super) async fn connect(config: &Config, security: Security) -> Result<(Clie
     // read in time (a stalled network file system) stops at the deadline.
     let tls = tokio::time::timeout(limit, security.client_config())
         .await
-        .map_err(|_| LedgerError::Url {
+        .map_err(|_| LedgerError::Settings {
             reason: format!(
-                "sslrootcert was not read within {} s (connect_timeout)",
+                "the CA file (sslrootcert) was not read within {} s (connect_timeout)",
                 limit.as_secs_f64()
             ),
         })??;

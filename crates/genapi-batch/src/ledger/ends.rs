@@ -42,7 +42,7 @@ macro_rules! ends_carried {
             "::text::jsonb) AS e(line bigint, record jsonb, cost float8)),
              ended_lines AS (
                UPDATE genapi_lines l SET done = true,
-                      charged = coalesce(l.charged, greatest(e.cost, 0)),
+                      charged = coalesce(greatest(e.cost, 0), l.charged),
                       hold = CASE WHEN coalesce(l.charged, e.cost) IS NULL THEN l.hold END,
                       worker = CASE WHEN l.worker = $3 THEN NULL ELSE l.worker END,
                       lease_until = CASE WHEN l.worker = $3 THEN NULL ELSE l.lease_until END

@@ -135,13 +135,14 @@ const REFUSED: (&str, &str) = with_and_without_carried!(
 );
 
 /// An end (`$5`: the line is done, and given back with it), with its
-/// charge (`$6`) when no acceptance said it.
+/// charge (`$6`), which replaces the acceptance's when it is known: the cost
+/// a task ends with is the one settled.
 const FINISHED: (&str, &str) = with_and_without_carried!(
     within "$7", "$8",
     "stored AS (INSERT INTO genapi_records (batch, line, worker, record)
                 VALUES ($1, $2, $3, $4::text::jsonb))
      UPDATE genapi_lines SET done = $5,
-            charged = coalesce(charged, greatest($6::float8, 0)),
+            charged = coalesce(greatest($6::float8, 0), charged),
             hold = CASE WHEN coalesce(charged, $6) IS NULL AND $5 THEN hold END,
             worker = CASE WHEN $5 AND worker = $3 THEN NULL ELSE worker END,
             lease_until = CASE WHEN $5 AND worker = $3 THEN NULL ELSE lease_until END

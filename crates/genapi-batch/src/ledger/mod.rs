@@ -74,6 +74,14 @@ pub enum LedgerError {
         /// What is wrong with it (the URL itself is not repeated: it may hold a password).
         reason: String,
     },
+    /// A setting of the connection's protection cannot be used: its CA file
+    /// (`sslrootcert`, `PGSSLROOTCERT`) or a libpq variable of the
+    /// environment (`PGSSLMODE`, …), named in the reason.
+    #[error("the ledger's connection settings are not usable: {reason}")]
+    Settings {
+        /// Which setting, and what is wrong with it.
+        reason: String,
+    },
     /// No connection could be opened.
     #[error(
         "cannot reach the ledger database at {at} ({reason}); check the host and port, and that PostgreSQL runs there"

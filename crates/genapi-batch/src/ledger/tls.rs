@@ -118,8 +118,9 @@ enum Roots {
     Unset,
     /// `sslrootcert=system`.
     System,
-    /// `sslrootcert=PATH`.
-    File(PathBuf),
+    /// `sslrootcert=PATH`, or `PGSSLROOTCERT` (the second: where it was
+    /// given, for messages).
+    File(PathBuf, &'static str),
 }
 
 /// The ways of authentication libpq's `require_auth` names.
@@ -301,8 +302,8 @@ impl Security {
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let verifier: Arc<dyn ServerCertVerifier> = match (&self.roots, self.mode) {
             (_, Mode::Disable) => return Ok(None),
-            (Roots::File(path), mode) => {
-                let roots = read_roots(path).await?;
+            (Roots::File(path, given), mode) => {
+                let roots = read_roots(path, given).await?;
                 Arc::new(Verifier {
                     roots: Some(Arc::new(roots)),
                     check_name: mode == Mode::VerifyFull,
@@ -352,7 +353,7 @@ impl Security {
                  or use sslmode=verify-ca to check the CA alone"
             ),
             rustls::Error::InvalidCertificate(CertificateError::UnknownIssuer) => match self.roots {
-                Roots::File(_) => "in the ledger URL, give the CA that signed the server's certificate with \
+                Roots::File(..) => "in the ledger URL, give the CA that signed the server's certificate with \
                                    sslrootcert=PATH (the one given did not sign it)"
                     .into(),
                 _ => "in the ledger URL, give the CA that signed the server's certificate with sslrootcert=PATH, \
@@ -442,6 +443,7 @@ fn read_url_in(
     env: impl Fn(&str) -> Option<String>,
 ) -> Result<(tokio_postgres::Config, Security), LedgerError> {
     let invalid = |reason: String| LedgerError::Url { reason };
+    let in_environment = |reason: String| LedgerError::Settings { reason };
     let (rest, from_url) = take_options(url).map_err(invalid)?;
     let mut config: tokio_postgres::Config = rest
         .parse()
@@ -457,14 +459,19 @@ fn read_url_in(
     let mut require_auth = None;
     for (key, value, variable) in options {
         let invalid = |reason: String| match variable {
-            Some(name) => invalid(format!("{name} (in the environment): {reason}")),
+            Some(name) => in_environment(format!("{name} (in the environment): {reason}")),
             None => invalid(reason),
+        };
+        let given = if variable.is_some() {
+            "PGSSLROOTCERT (in the environment)"
+        } else {
+            "sslrootcert"
         };
         match key {
             Key::SslMode => mode = Some(Mode::read(&value).map_err(invalid)?),
             Key::SslRootCert if value.is_empty() => roots = Roots::Unset,
             Key::SslRootCert if value == "system" => roots = Roots::System,
-            Key::SslRootCert => roots = Roots::File(PathBuf::from(value)),
+            Key::SslRootCert => roots = Roots::File(PathBuf::from(value), given),
             Key::RequireAuth => require_auth = Some(Allowed::read(&value).map_err(invalid)?),
         }
     }
@@ -653,9 +660,9 @@ pub(crate) const ROOTS_LIMIT: u64 = 4 << 20;
 /// The CA certificates of `sslrootcert`, read by the file policy of
 /// `genapi-files`: a regular file of at most [`ROOTS_LIMIT`], on a blocking
 /// thread that stops with its caller, so the dial's deadline bounds it.
-async fn read_roots(path: &std::path::Path) -> Result<RootCertStore, LedgerError> {
-    let unusable = |what: String| LedgerError::Url {
-        reason: format!("sslrootcert {}: {what}", path.display()),
+async fn read_roots(path: &std::path::Path, given: &str) -> Result<RootCertStore, LedgerError> {
+    let unusable = |what: String| LedgerError::Settings {
+        reason: format!("{given} {}: {what}", path.display()),
     };
     let pem = genapi_files::read_stoppable(path, ROOTS_LIMIT)
         .await
@@ -822,7 +829,10 @@ mod tests {
         )
         .unwrap();
         assert_eq!(security.mode, Mode::VerifyCa);
-        assert_eq!(security.roots, Roots::File(PathBuf::from("/etc/ca.pem")));
+        assert_eq!(
+            security.roots,
+            Roots::File(PathBuf::from("/etc/ca.pem"), "PGSSLROOTCERT (in the environment)")
+        );
         let (_, security) = read_url_in("postgres://u@db/x?sslmode=disable", env(&[("PGSSLMODE", "require")])).unwrap();
         assert_eq!(security.mode, Mode::Disable, "the URL wins");
         let (_, security) = read_url_in("postgres://u@db/x", env(&[("PGSSLMODE", "")])).unwrap();
@@ -871,7 +881,7 @@ mod tests {
         };
         assert!(checked.judge_auth(3, true, false).is_ok());
         let with_root = Security {
-            roots: Roots::File("ca.pem".into()),
+            roots: Roots::File("ca.pem".into(), "sslrootcert"),
             ..security(None)
         };
         assert!(with_root.judge_auth(3, true, false).is_ok());

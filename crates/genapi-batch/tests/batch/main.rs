@@ -36,3 +36,4 @@ mod results_file;
 mod resumed_secrets;
 mod resumed_without_seat;
 mod typed_jobs;
+mod untrusted_polling_host;

@@ -4,7 +4,7 @@
 //! records of a shared ledger.
 
 use genapi_mock::{MockConfig, MockService};
-use serde_json::json;
+use serde_json::{json, Value};
 
 use crate::common::{self, Dir};
 
@@ -16,9 +16,16 @@ async fn details_quoting_secrets_are_scrubbed_from_the_terminal_and_every_file_o
     let mock = MockService::start_with(MockConfig::default().key(KEY), "127.0.0.1:0".parse().unwrap())
         .await
         .unwrap();
-    let quoting = json!({"id": "any", "status": "Error",
-                         "details": {"error": format!("refused {KEY} {SECRET} {TOKEN}")}});
-    common::answer_polls(&mock, quoting.to_string(), 100);
+    // Quoted plainly, and as another JSON writer would escape them (every
+    // character as `\uXXXX`).
+    let escaped = |text: &str| text.chars().map(|c| format!("\\u{:04x}", c as u32)).collect::<String>();
+    let quoting = format!(
+        r#"{{"id": "any", "status": "Error", "details": {{"error": "refused {KEY} {SECRET} {TOKEN}", "again": "{} {} {}"}}}}"#,
+        escaped(KEY),
+        escaped(SECRET),
+        escaped(TOKEN)
+    );
+    common::answer_polls(&mock, quoting, 100);
     let dir = Dir::new("echoed-secrets");
     let line = json!({"model": "gen-2-pro", "name": "fox", "prompt": "a red fox", "width": 64, "height": 64,
                       "webhook_url": format!("http://127.0.0.1:9/hook?token={TOKEN}"), "webhook_secret": SECRET});
@@ -66,4 +73,58 @@ async fn details_quoting_secrets_are_scrubbed_from_the_terminal_and_every_file_o
             assert!(!text.contains(secret), "{secret} is in {name}:\n{text}");
         }
     }
+}
+
+/// `genapi submit`, then `genapi wait` in another process: the waiting
+/// process never sent the webhook secret or the webhook address's token,
+/// yet they are scrubbed from what the service echoes, as the submission
+/// left them (readable by the user alone) for it; once the task has ended
+/// they are forgotten.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_waited_for_in_another_process_is_scrubbed_of_its_submissions_secrets() {
+    const SECRET: &str = "wait-canary-secret-0e7";
+    const TOKEN: &str = "PATHSECRET123abc";
+    let mock = MockService::start().await.unwrap();
+    let dir = Dir::new("echoed-secrets-wait");
+    let submitted = common::genapi(&dir, &mock)
+        .args(["submit", "a fox", "--json", "--set"])
+        .arg(format!("webhook_secret={SECRET}"))
+        .arg("--set")
+        .arg(format!("webhook_url=http://127.0.0.1:9/hook/{TOKEN}/in"))
+        .output()
+        .unwrap();
+    assert_eq!(
+        submitted.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&submitted.stderr)
+    );
+    let task: Value = serde_json::from_slice(&submitted.stdout).unwrap();
+    let id = task["id"].as_str().unwrap();
+    let kept: Vec<_> = std::fs::read_dir(dir.join("cache/genapi/tasks"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(kept.len(), 1, "{kept:?}");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&kept[0]).unwrap().permissions().mode();
+        assert_eq!(mode & 0o077, 0, "readable by the user alone: {mode:o}");
+    }
+    let quoting = json!({"id": id, "status": "Error",
+                         "details": {"error": format!("cannot deliver to /hook/{TOKEN}/in with secret {SECRET}")}});
+    common::answer_polls(&mock, quoting.to_string(), 100);
+    let waited = common::genapi(&dir, &mock)
+        .args(["wait", id, "-o", "fox.jpg"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&waited.stderr).into_owned();
+    assert_eq!(waited.status.code(), Some(7), "{stderr}");
+    assert!(
+        stderr.contains("cannot deliver to /hook/[redacted]/in with secret [redacted]"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains(SECRET) && !stderr.contains(TOKEN), "{stderr}");
+    assert!(!kept[0].exists(), "forgotten once the task has ended");
 }

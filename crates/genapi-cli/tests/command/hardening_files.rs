@@ -146,25 +146,68 @@ async fn a_batch_leaves_a_page_thumbnails_and_results_it_did_not_write_as_they_a
     assert_exit(&again, 0);
     assert!(!text(&again.stderr).contains("no gallery"), "{}", text(&again.stderr));
 
-    // Someone else's results.jsonl: nothing is sent.
-    std::fs::create_dir_all(dir.join("theirs")).unwrap();
-    std::fs::write(dir.join("theirs/results.jsonl"), "id,score\n1,0.5\n").unwrap();
-    let sent = mock.count("POST", "/v1/gen-2-pro");
-    let run = common::genapi(&dir, &mock)
-        .args(["batch", "jobs.jsonl", "--out", "theirs"])
-        .output()
-        .unwrap();
+    // Someone else's results.jsonl (one starting with a blank line too):
+    // nothing is sent.
+    for (folder, theirs) in [("theirs", "id,score\n1,0.5\n"), ("notes", "\nMy precious notes\n")] {
+        std::fs::create_dir_all(dir.join(folder)).unwrap();
+        std::fs::write(dir.join(folder).join("results.jsonl"), theirs).unwrap();
+        let sent = mock.count("POST", "/v1/gen-2-pro");
+        let run = common::genapi(&dir, &mock)
+            .args(["batch", "jobs.jsonl", "--out", folder])
+            .output()
+            .unwrap();
+        assert_exit(&run, 2);
+        assert!(
+            text(&run.stderr).contains("not written by a batch"),
+            "{}",
+            text(&run.stderr)
+        );
+        assert_eq!(mock.count("POST", "/v1/gen-2-pro"), sent, "nothing was sent");
+        assert_eq!(
+            std::fs::read_to_string(dir.join(folder).join("results.jsonl")).unwrap(),
+            theirs
+        );
+    }
+}
+
+/// What `-o` can never be written to is found before anything is paid:
+/// a pipe (even with `--force`), and the file `--record` writes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_output_that_cannot_be_written_is_refused_before_anything_is_paid() {
+    use crate::cli::{assert_exit, output_within_a_minute, text};
+    let mock = genapi_mock::MockService::start().await.unwrap();
+    let dir = Dir::new("output-refused-first");
+    assert!(std::process::Command::new("mkfifo")
+        .arg(dir.join("pipe.png"))
+        .status()
+        .unwrap()
+        .success());
+    let run = output_within_a_minute(
+        common::genapi(&dir, &mock).args(["--force", "generate", "x", "--size", "64x64", "-o", "pipe.png"]),
+    );
     assert_exit(&run, 2);
     assert!(
-        text(&run.stderr).contains("not written by a batch"),
+        text(&run.stderr).contains("not a regular file"),
         "{}",
         text(&run.stderr)
     );
-    assert_eq!(mock.count("POST", "/v1/gen-2-pro"), sent, "nothing was sent");
-    assert_eq!(
-        std::fs::read_to_string(dir.join("theirs/results.jsonl")).unwrap(),
-        "id,score\n1,0.5\n"
-    );
+    for force in [false, true] {
+        let mut command = common::genapi(&dir, &mock);
+        command.args([
+            "--record", "same.png", "generate", "x", "--size", "64x64", "-o", "same.png",
+        ]);
+        if force {
+            command.arg("--force");
+        }
+        let run = output_within_a_minute(&mut command);
+        assert_exit(&run, 2);
+        assert!(
+            text(&run.stderr).contains("--record and --out both name"),
+            "{}",
+            text(&run.stderr)
+        );
+    }
+    assert_eq!(mock.count("POST", "/v1/gen-2-pro"), 0, "nothing was paid");
 }
 
 /// `--record FILE` follows the rules of `-o`: an existing file (the job

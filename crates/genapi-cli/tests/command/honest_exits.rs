@@ -65,10 +65,11 @@ async fn a_line_changed_while_the_batch_ran_is_counted_and_the_exit_says_so() {
 }
 
 /// A result served as an image whose bytes are none (an HTML page, an empty
-/// body) is a failure naming its task, and no file is saved: for `generate`
-/// (exit 7), and for a batch, whose line is not a success but stays the
-/// task's (the task is paid for: the next run fetches its result again,
-/// never submits it again).
+/// body) is a failure of the service naming its task, and no file is saved:
+/// for `generate` (exit 9, with the command that fetches it again), and for
+/// a batch, whose line is not a success but stays the task's (the task is
+/// paid for: the next run fetches its result again, never submits it
+/// again).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_result_that_is_not_an_image_fails_naming_its_task_and_saves_nothing() {
     let mock = MockService::start().await.unwrap();
@@ -87,12 +88,12 @@ async fn a_result_that_is_not_an_image_fails_naming_its_task_and_saves_nothing()
         .args(["batch", "jobs.jsonl", "--out", "out"])
         .output()
         .unwrap();
-    assert_exit(&run, 7);
+    assert_exit(&run, 9);
     let result: Value =
         serde_json::from_str(std::fs::read_to_string(dir.join("out/results.jsonl")).unwrap().trim()).unwrap();
     let task = result["task_id"].as_str().unwrap_or_default().to_string();
     assert_ne!(result["status"], "succeeded", "{result}");
-    assert_eq!(result["class"], "task_failed", "{result}");
+    assert_eq!(result["class"], "network", "{result}");
     assert!(
         !task.is_empty() && result["error"].as_str().unwrap().contains(&task),
         "{result}"
@@ -119,7 +120,12 @@ async fn a_result_that_is_not_an_image_fails_naming_its_task_and_saves_nothing()
         .args(["generate", "a fox", "--size", "64x64", "-o", "fox.png", "--json"])
         .output()
         .unwrap();
-    assert_exit(&run, 7);
+    assert_exit(&run, 9);
+    assert!(
+        text(&run.stderr).contains("genapi wait"),
+        "says how to fetch it again: {}",
+        text(&run.stderr)
+    );
     let object: Value = serde_json::from_str(text(&run.stdout).trim()).unwrap();
     let id = object["id"].as_str().unwrap();
     assert!(object["error"].as_str().unwrap().contains(id), "{object}");

@@ -106,7 +106,9 @@ fn wait_and_get_into_a_name_of_another_format_check_the_real_name_and_print_a_co
 
         let run = mock.command(&dir).args([command, &id, "-o", "x.png"]).output().unwrap();
         let stderr = text(&run.stderr);
-        assert_eq!(run.status.code(), Some(2), "{command}: {stderr}");
+        // The task is paid for: a result that could not be written (1),
+        // never "nothing was charged" (2).
+        assert_eq!(run.status.code(), Some(1), "{command}: {stderr}");
         assert!(stderr.contains("x.jpg exists"), "{command}: {stderr}");
         assert_eq!(std::fs::read(dir.join("x.jpg")).unwrap(), b"mine", "nothing replaced");
         assert!(!dir.join("x.png").exists());

@@ -1,0 +1,85 @@
+//! The secrets of a task `genapi submit` sent, kept for the `genapi wait`
+//! or `genapi get` that picks the task up in another process.
+//!
+//! The client scrubs every answer of the secrets a submission carried (its
+//! webhook secret, the tokens of its webhook address), but a process that
+//! only polls never sent them. So `submit` keeps the short text fields of
+//! the body it sent (secrets and addresses among them; never images) in a
+//! file of the cache readable by the user alone, `wait` and `get` hand them
+//! to their client before polling, and the file goes once the task has
+//! ended for good. Keeping it is best effort: a file that cannot be written
+//! or read is passed over, and the task is polled all the same.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use serde_json::{Map, Value};
+
+use crate::out;
+
+/// Longest field kept: far above a webhook secret or an address, far below
+/// an image.
+const FIELD_LIMIT: usize = 4096;
+
+/// Largest file read back.
+const FILE_LIMIT: u64 = 256 * 1024;
+
+fn path(task_id: &str) -> Option<PathBuf> {
+    Some(
+        crate::cache::dir()?
+            .join("tasks")
+            .join(format!("{}.json", out::safe_component(task_id, 64))),
+    )
+}
+
+/// Keeps the short text fields of `body`, sent as task `task_id`.
+pub fn keep(task_id: &str, body: &Map<String, Value>) {
+    let kept: Map<String, Value> = body
+        .iter()
+        .filter(|(_, value)| value.as_str().is_some_and(|text| text.len() <= FIELD_LIMIT))
+        .map(|(name, value)| (name.clone(), value.clone()))
+        .collect();
+    let Some(path) = path(task_id) else { return };
+    let written = (|| -> Result<(), String> {
+        if let Some(folder) = path.parent() {
+            std::fs::create_dir_all(folder).map_err(|e| e.to_string())?;
+        }
+        let mut staged = genapi_files::stage(&path).map_err(|e| e.to_string())?;
+        // Readable by the user alone, before a byte is written.
+        #[cfg(unix)]
+        std::fs::set_permissions(
+            staged.temporary_path(),
+            std::os::unix::fs::PermissionsExt::from_mode(0o600),
+        )
+        .map_err(|e| e.to_string())?;
+        staged
+            .write_all(Value::Object(kept).to_string().as_bytes())
+            .map_err(|e| e.to_string())?;
+        staged
+            .publish(genapi_files::Existing::Replace)
+            .map(drop)
+            .map_err(|e| e.to_string())
+    })();
+    if let Err(error) = written {
+        tracing::debug!(%error, "the secrets of the task are not kept for a later wait");
+    }
+}
+
+/// Hands the kept secrets of task `task_id` to `client`, when there are.
+pub fn learn(client: &genapi::Client, task_id: &str) {
+    let Some(path) = path(task_id) else { return };
+    if !genapi_files::is_taken(&path) {
+        return;
+    }
+    match genapi_files::read(&path, FILE_LIMIT).map(|bytes| serde_json::from_slice::<Value>(&bytes)) {
+        Ok(Ok(body)) => client.learn_secrets(&body),
+        _ => tracing::debug!(file = %path.display(), "the kept secrets of the task cannot be read"),
+    }
+}
+
+/// Forgets the kept secrets of task `task_id`: it has ended for good.
+pub fn forget(task_id: &str) {
+    if let Some(path) = path(task_id) {
+        let _ = std::fs::remove_file(path);
+    }
+}
