@@ -37,8 +37,6 @@
 //! # Ok(()) }
 //! ```
 
-#![warn(missing_docs)]
-
 /// Generated from `openapi.json` by `build.rs`: request and response types
 /// ([`api::types`], with their builders in [`api::types::builder`]) and the
 /// table of operations. The generated client that sends them is the crate's

@@ -17,6 +17,12 @@ fn api_surface() {
 #[test]
 fn generated_code() {
     insta::assert_snapshot!("generated_code", include_str!(concat!(env!("OUT_DIR"), "/codegen.rs")));
+    // The table of operations and the sealed `Submit` impls `build.rs` writes
+    // beside the generator's output.
+    insta::assert_snapshot!(
+        "generated_operations",
+        include_str!(concat!(env!("OUT_DIR"), "/operations.rs"))
+    );
 }
 
 /// `OPERATIONS` (built by build.rs) keeps the order the document lists its

@@ -49,8 +49,6 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
-#![warn(missing_docs)]
-
 mod error;
 mod read;
 mod write;

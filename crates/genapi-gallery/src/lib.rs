@@ -25,8 +25,6 @@
 //! # Ok(()) }
 //! ```
 
-#![warn(missing_docs)]
-
 mod gallery;
 mod page;
 mod thumbnail;

@@ -96,6 +96,16 @@ fn rustdoc_json(package: &str) -> Value {
     serde_json::from_str(&text).expect("rustdoc JSON parses")
 }
 
+/// The attributes of an item that are part of its API: `#[non_exhaustive]`
+/// (a struct that cannot be built, an enum that may grow), as a prefix.
+fn marks(item: &Value) -> &'static str {
+    if item["attrs"].to_string().contains("non_exhaustive") {
+        "#[non_exhaustive] "
+    } else {
+        ""
+    }
+}
+
 struct Surface<'a> {
     index: &'a Value,
     lines: BTreeSet<String>,
@@ -149,7 +159,8 @@ impl<'a> Surface<'a> {
             }
         } else if let Some(record) = inner.get("struct") {
             self.lines.insert(format!(
-                "struct {here}{}",
+                "{}struct {here}{}",
+                marks(item),
                 generics(&item["inner"]["struct"]["generics"])
             ));
             for field in record["kind"]["plain"]["fields"].as_array().into_iter().flatten() {
@@ -163,7 +174,7 @@ impl<'a> Surface<'a> {
             }
             self.impls(&record["impls"], &here);
         } else if let Some(choice) = inner.get("enum") {
-            self.lines.insert(format!("enum {here}"));
+            self.lines.insert(format!("{}enum {here}", marks(item)));
             for variant in choice["variants"].as_array().into_iter().flatten() {
                 if let Some(variant) = self.item(variant) {
                     let fields = match variant["inner"]["variant"]["kind"].get("struct") {
@@ -180,7 +191,8 @@ impl<'a> Surface<'a> {
                         None => String::new(),
                     };
                     self.lines.insert(format!(
-                        "variant {here}::{}{fields}",
+                        "{}variant {here}::{}{fields}",
+                        marks(variant),
                         variant["name"].as_str().unwrap_or("")
                     ));
                 }
