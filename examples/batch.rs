@@ -11,7 +11,7 @@ use std::path::Path;
 
 use futures::StreamExt;
 use genapi::api::types::Gen2ProRequest;
-use genapi_batch::{Batch, FileJournal, Job, JobOutcome};
+use genapi_batch::{Batch, FileJournal, Job, JobOutcome, JournalStore};
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -35,7 +35,8 @@ pub async fn batch(
     prompts: &[&str],
 ) -> Result<Vec<JobOutcome>, Box<dyn std::error::Error>> {
     std::fs::create_dir_all(out)?;
-    let journal = FileJournal::open(out.join("journal.jsonl"))?;
+    // The journal, read and kept open (locked) for this run's events.
+    let store = JournalStore::open(FileJournal::open(out.join("journal.jsonl"))?)?;
     // Jobs from the same typed builders `Client::submit` takes; each line's
     // number is its place in the journal, so it must not change between runs.
     let jobs = prompts
@@ -46,7 +47,7 @@ pub async fn batch(
             Ok(Job::from_request(index as u64 + 1, request)?.name(format!("image-{}", index + 1)))
         })
         .collect::<genapi::Result<Vec<Job>>>()?;
-    let outcomes = Batch::new(client.clone(), journal, out).run(jobs)?;
+    let outcomes = Batch::new(client.clone(), store, out).run(jobs)?;
     Ok(outcomes.collect().await)
 }
 

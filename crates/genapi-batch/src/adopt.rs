@@ -10,7 +10,8 @@
 //! never submitted again.
 
 use super::job::Job;
-use super::journal::{fold, Journal, Record};
+use super::journal::Event;
+use super::store::{Store, StoreError};
 use genapi::{Client, TaskRef};
 
 /// Longest task id or polling URL taken (ids are UUIDs; addresses short).
@@ -26,9 +27,11 @@ pub enum AdoptError {
         /// What is wrong with it.
         why: String,
     },
-    /// The journal has no submission for this line: there is nothing to
+    /// The store has no submission for this line: there is nothing to
     /// recover (a later run submits it normally).
-    #[error("line {line} has no submission in the journal, so there is nothing to recover (check the line number)")]
+    #[error(
+        "line {line} has no submission in the batch's store, so there is nothing to recover (check the line number)"
+    )]
     NoSubmission {
         /// The line.
         line: u64,
@@ -89,9 +92,9 @@ pub enum AdoptError {
         #[source]
         source: Box<genapi::Error>,
     },
-    /// The journal could not be read or written.
-    #[error("the journal: {0}")]
-    Journal(#[from] std::io::Error),
+    /// The batch's store could not be read or written.
+    #[error("the batch's store: {0}")]
+    Store(#[from] StoreError),
 }
 
 /// A task recorded for a line by [`adopt`].
@@ -117,20 +120,20 @@ pub struct Adopted {
 /// is returned in [`Adopted::unchecked_prompt`] for the user to judge.
 /// Adopting the task a line already has changes nothing, so the same command
 /// can be run again; an adopted task can be replaced by another, even once
-/// its line has finished (the next run saves the new task's result). The next run of the batch over the same journal polls the task
+/// its line has finished (the next run saves the new task's result). The next run of the batch over the same store polls the task
 /// and saves its result, as for any accepted task.
 ///
 /// ```no_run
 /// # async fn demo(job: genapi_batch::Job) -> Result<(), Box<dyn std::error::Error>> {
-/// use genapi_batch::{adopt, FileJournal};
+/// use genapi_batch::{adopt, FileJournal, JournalStore};
 /// let client = genapi::Client::from_env()?;
-/// let mut journal = FileJournal::open("out/journal.jsonl")?;
+/// let store = JournalStore::open(FileJournal::open("out/journal.jsonl")?)?;
 /// // The job's line was reported unknown; its task was found in the activity records.
-/// let task = adopt(&client, &mut journal, &job, "2f6c1a0e-6d1b-4c6e-9a43-0d8e5b7e2a91").await?;
+/// let task = adopt(&client, &store, &job, "2f6c1a0e-6d1b-4c6e-9a43-0d8e5b7e2a91").await?;
 /// println!("line {} is {}", job.line, task.task);
 /// # Ok(()) }
 /// ```
-pub async fn adopt<J: Journal>(client: &Client, journal: &mut J, job: &Job, task: &str) -> Result<Adopted, AdoptError> {
+pub async fn adopt(client: &Client, store: &dyn Store, job: &Job, task: &str) -> Result<Adopted, AdoptError> {
     let line = job.line;
     let task = task.trim();
     let invalid = |why: String| AdoptError::InvalidTask { why };
@@ -152,7 +155,7 @@ pub async fn adopt<J: Journal>(client: &Client, journal: &mut J, job: &Job, task
         return Err(invalid("the polling URL has no usable `id` parameter".into()));
     }
 
-    let lines = fold(journal.replay()?);
+    let lines = store.lines().await?;
     let Some(state) = lines.get(&line) else {
         return Err(AdoptError::NoSubmission { line });
     };
@@ -231,13 +234,15 @@ pub async fn adopt<J: Journal>(client: &Client, journal: &mut J, job: &Job, task
         }
     }
     let reference = found.reference().clone();
-    journal.append(&Record::Accepted {
-        line,
-        id: reference.id.clone(),
-        polling_url: reference.polling_url.clone(),
-        cost: None,
-        adopted: true,
-    })?;
+    store
+        .write_adoption(Event::Accepted {
+            line,
+            id: reference.id.clone(),
+            polling_url: reference.polling_url.clone(),
+            cost: None,
+            adopted: true,
+        })
+        .await?;
     Ok(Adopted {
         task: reference,
         unchecked_prompt,

@@ -31,11 +31,12 @@
 use std::collections::HashMap;
 
 use super::job::Job;
-use super::journal::{LineState, Record};
+use super::journal::{Event, LineState};
 
 /// The outcome of asking to hold credits for one submission.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub(crate) enum Hold {
+#[non_exhaustive]
+pub enum Hold {
     /// This much is held for the submission: send it.
     Held(f64),
     /// Not now: credits held for submissions in flight may come back.
@@ -44,20 +45,64 @@ pub(crate) enum Hold {
     CapReached,
 }
 
-/// The one rule, for the file journal and the ledger alike. `charged` and
-/// `held` are over the whole batch; `live_holds` says whether any hold may
-/// still be given back (a hold of a worker that died stays); `estimate` is
-/// the most a submission of this kind was charged so far, and `largest` the
-/// most any submission was.
-pub(crate) fn decide(max: f64, charged: f64, held: f64, live_holds: bool, estimate: Option<f64>, largest: f64) -> Hold {
-    let left = max - charged - held;
-    match estimate {
-        Some(cost) if cost <= left => Hold::Held(cost.max(0.0)),
-        // The first of a kind goes alone, once nothing else is in flight.
-        None if !live_holds && left > 0.0 && left >= largest => Hold::Held(left),
-        _ if live_holds => Hold::Wait,
-        _ => Hold::CapReached,
+/// The credits of a batch as a store counts them, when a submission asks
+/// to hold some: the one rule of the cap ([`Credits::decide`]), for the
+/// file journal and a shared store alike (see the module documentation).
+///
+/// ```
+/// use genapi_batch::{Credits, Hold};
+/// let seen = Credits { max: 10.0, charged: 6.0, held: 0.0, live_holds: false, kind_price: Some(3.0), largest: 3.0 };
+/// assert_eq!(seen.decide(), Hold::Held(3.0));
+/// let full = Credits { charged: 8.0, ..seen };
+/// assert_eq!(full.decide(), Hold::CapReached);
+/// let first_of_a_kind = Credits { kind_price: None, ..seen };
+/// assert_eq!(first_of_a_kind.decide(), Hold::Held(4.0), "all that is left, to go alone");
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Credits {
+    /// The cap over the whole batch.
+    pub max: f64,
+    /// Charged so far over the whole batch.
+    pub charged: f64,
+    /// Held for submissions whose cost is not known yet.
+    pub held: f64,
+    /// Whether a hold may still be given back (a hold of a worker that
+    /// died stays, and is not live).
+    pub live_holds: bool,
+    /// The most a submission of this kind was charged so far.
+    pub kind_price: Option<f64>,
+    /// The most any submission was charged so far.
+    pub largest: f64,
+}
+
+impl Credits {
+    /// What to hold for the submission: its kind's price while it fits
+    /// under the cap; for a kind not charged yet, all that is left, once
+    /// nothing else is in flight and what is left covers the largest
+    /// charge seen; else wait for holds to come back, or stop.
+    pub fn decide(&self) -> Hold {
+        let left = self.max - self.charged - self.held;
+        match self.kind_price {
+            Some(cost) if cost <= left => Hold::Held(cost.max(0.0)),
+            // The first of a kind goes alone, once nothing else is in flight.
+            None if !self.live_holds && left > 0.0 && left >= self.largest => Hold::Held(left),
+            _ if self.live_holds => Hold::Wait,
+            _ => Hold::CapReached,
+        }
     }
+}
+
+/// [`Credits::decide`] with the figures as arguments.
+fn decide(max: f64, charged: f64, held: f64, live_holds: bool, kind_price: Option<f64>, largest: f64) -> Hold {
+    Credits {
+        max,
+        charged,
+        held,
+        live_holds,
+        kind_price,
+        largest,
+    }
+    .decide()
 }
 
 /// Fields whose value does not change what a submission costs: a line that
@@ -126,7 +171,7 @@ impl LocalBudget {
         let mut unanswered = 0_usize;
         for (line, state) in lines {
             let finished_cost = match &state.finished {
-                Some(Record::Finished { cost, .. }) => *cost,
+                Some(Event::Finished { cost, .. }) => *cost,
                 _ => None,
             };
             // The cost the task ended with is the one settled; the one its
@@ -172,10 +217,10 @@ impl LocalBudget {
     }
 
     /// Follows what a record says about charges.
-    pub(crate) fn note(&mut self, record: &Record) {
+    pub(crate) fn note(&mut self, record: &Event) {
         let (line, cost) = match record {
-            Record::Accepted { line, cost, .. } => (*line, *cost),
-            Record::Finished { line, cost, status, .. } => {
+            Event::Accepted { line, cost, .. } => (*line, *cost),
+            Event::Finished { line, cost, status, .. } => {
                 if cost.is_none() {
                     let charged_nothing = status == "Refused" || status.ends_with("Moderated");
                     if let Some((_, amount)) = self.holds.remove(line) {
@@ -190,11 +235,11 @@ impl LocalBudget {
                 }
                 (*line, *cost)
             }
-            Record::Refused { line, .. } => {
+            Event::Refused { line, .. } => {
                 self.holds.remove(line);
                 return;
             }
-            Record::Intent { .. } | Record::Damaged { .. } => return,
+            Event::Intent { .. } | Event::Damaged { .. } => return,
         };
         // A cost below zero (a hostile answer) would loosen the cap.
         let Some(cost) = cost.map(|cost| cost.max(0.0)) else {
@@ -246,7 +291,7 @@ mod tests {
     fn a_cost_settled_later_replaces_the_first_and_raises_the_kinds_price() {
         let mut budget = LocalBudget::default();
         assert_eq!(budget.hold(1, "k", 100.0), Hold::Held(100.0));
-        budget.note(&Record::Accepted {
+        budget.note(&Event::Accepted {
             line: 1,
             id: "t".into(),
             polling_url: "https://p".into(),
@@ -254,7 +299,7 @@ mod tests {
             adopted: false,
         });
         assert_eq!(budget.charged(), 1.0);
-        budget.note(&Record::Finished {
+        budget.note(&Event::Finished {
             line: 1,
             status: "Ready".into(),
             file: None,
@@ -307,7 +352,7 @@ mod tests {
         let mut budget = LocalBudget::default();
         assert_eq!(budget.hold(1, "k", 10.0), Hold::Held(10.0));
         assert_eq!(budget.hold(2, "k", 10.0), Hold::Wait);
-        budget.note(&Record::Accepted {
+        budget.note(&Event::Accepted {
             line: 1,
             id: "t".into(),
             polling_url: "http://x/v1/get_result?id=t".into(),
@@ -317,7 +362,7 @@ mod tests {
         assert_eq!(budget.hold(2, "k", 10.0), Hold::Held(3.0));
         assert_eq!(budget.hold(3, "k", 10.0), Hold::Held(3.0));
         assert_eq!(budget.hold(4, "k", 10.0), Hold::Wait, "1 left, 6 held");
-        budget.note(&Record::Refused {
+        budget.note(&Event::Refused {
             line: 2,
             error: "429".into(),
         });
@@ -328,7 +373,7 @@ mod tests {
 
     #[test]
     fn a_first_of_a_kind_that_ends_without_a_cost_does_not_hold_the_batch_for_ever() {
-        let finished = |line, status: &str| Record::Finished {
+        let finished = |line, status: &str| Event::Finished {
             line,
             status: status.into(),
             file: None,

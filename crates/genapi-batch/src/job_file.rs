@@ -243,7 +243,7 @@ impl JobFile {
     }
 
     /// A fingerprint of the file's bytes as checked (FNV-1a, hex): what
-    /// workers sharing a [`crate::ledger::Ledger`] agree on, so a file that
+    /// workers sharing a ledger (`genapi-ledger`) agree on, so a file that
     /// changed is not taken for the same batch.
     pub fn digest(&self) -> &str {
         &self.digest
@@ -262,12 +262,12 @@ impl JobFile {
     ///
     /// ```no_run
     /// # async fn run(client: genapi::Client) -> Result<(), Box<dyn std::error::Error>> {
-    /// use genapi_batch::{Batch, FileJournal, JobFile};
+    /// use genapi_batch::{Batch, FileJournal, JobFile, JournalStore};
     /// let file = JobFile::check("jobs.jsonl")?;
     /// let jobs = file.jobs()?.filter_map(|job| job.map_err(|changed| eprintln!("{changed}")).ok());
     /// std::fs::create_dir_all("out")?;
-    /// let journal = FileJournal::open("out/journal.jsonl")?;
-    /// let outcomes = Batch::new(client, journal, "out").run(jobs)?;
+    /// let store = JournalStore::open(FileJournal::open("out/journal.jsonl")?)?;
+    /// let outcomes = Batch::new(client, store, "out").run(jobs)?;
     /// # let _ = outcomes;
     /// # Ok(())
     /// # }

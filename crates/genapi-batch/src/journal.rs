@@ -1,8 +1,8 @@
 //! The durable record of a batch: what was sent, what the service accepted,
 //! what finished.
 //!
-//! Every submission is recorded *before* it is sent ([`Record::Intent`]) and
-//! its task *as soon as* the service answers ([`Record::Accepted`]), so a run
+//! Every submission is recorded *before* it is sent ([`Event::Intent`]) and
+//! its task *as soon as* the service answers ([`Event::Accepted`]), so a run
 //! that stops at any moment leaves enough behind for the next one to poll
 //! what was accepted instead of paying for it twice.
 
@@ -19,8 +19,8 @@ use genapi::FailureClass;
 /// tagged by `event`).
 ///
 /// ```
-/// use genapi_batch::Record;
-/// let record = Record::Accepted {
+/// use genapi_batch::Event;
+/// let record = Event::Accepted {
 ///     line: 3,
 ///     id: "t-1".into(),
 ///     polling_url: "https://api.example.com/v1/get_result?id=t-1".into(),
@@ -32,8 +32,10 @@ use genapi::FailureClass;
 /// ```
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
-#[non_exhaustive]
-pub enum Record {
+// Deliberately exhaustive: every store decides what each kind of event
+// means for the line it names, so a new kind must reach every store at
+// compile time rather than fall into a catch-all arm.
+pub enum Event {
     /// A submission is about to be sent. Until an `accepted` or `refused`
     /// record follows, its outcome is unknown: the service may have created
     /// (and charged) a task.
@@ -113,42 +115,42 @@ pub enum Record {
     },
 }
 
-impl Record {
+impl Event {
     /// The job line the record is about.
     pub fn line(&self) -> u64 {
         match self {
-            Record::Damaged { line }
-            | Record::Intent { line, .. }
-            | Record::Accepted { line, .. }
-            | Record::Refused { line, .. }
-            | Record::Finished { line, .. } => *line,
+            Event::Damaged { line }
+            | Event::Intent { line, .. }
+            | Event::Accepted { line, .. }
+            | Event::Refused { line, .. }
+            | Event::Finished { line, .. } => *line,
         }
     }
 }
 
-/// Where a batch keeps its [`Record`]s.
+/// Where a batch keeps its [`Event`]s.
 ///
 /// `append` must not return before the record is durable: a batch relies on
 /// an `Intent` being stored before the submission leaves, and on an
 /// `Accepted` being stored before the task is reported.
 ///
 /// ```
-/// use genapi_batch::{Journal, MemoryJournal, Record};
+/// use genapi_batch::{Journal, MemoryJournal, Event};
 /// let mut journal = MemoryJournal::default();
-/// journal.append(&Record::Refused { line: 1, error: "429".into() }).unwrap();
-/// assert_eq!(journal.replay().unwrap().len(), 1);
+/// journal.append(&Event::Refused { line: 1, error: "429".into() }).unwrap();
+/// assert_eq!(journal.events().unwrap().len(), 1);
 /// ```
 pub trait Journal: Send + 'static {
     /// Every record stored so far, in order.
-    fn replay(&mut self) -> io::Result<Vec<Record>>;
+    fn events(&mut self) -> io::Result<Vec<Event>>;
     /// Stores one record durably.
-    fn append(&mut self, record: &Record) -> io::Result<()>;
+    fn append(&mut self, record: &Event) -> io::Result<()>;
 
     /// Stores several records durably, in order. A running batch hands over
     /// every record that arrived while the previous write was syncing, so a
     /// journal that can make them durable together (one sync) should: the
     /// sooner an accepted task is on disk, the less a crash can lose.
-    fn append_all(&mut self, records: &[Record]) -> io::Result<()> {
+    fn append_all(&mut self, records: &[Event]) -> io::Result<()> {
         records.iter().try_for_each(|record| self.append(record))
     }
 }
@@ -213,7 +215,7 @@ fn recognise(file: &mut File, path: &Path) -> io::Result<()> {
     let mut first = Vec::new();
     BufReader::new(io::Read::take(&mut *file, length.min(FIRST_LINE_LIMIT))).read_until(b'\n', &mut first)?;
     let first = first.strip_suffix(b"\n").unwrap_or(&first);
-    if first == HEADER.as_bytes() || serde_json::from_slice::<Record>(first).is_ok() {
+    if first == HEADER.as_bytes() || serde_json::from_slice::<Event>(first).is_ok() {
         return Ok(());
     }
     Err(io::Error::new(
@@ -370,7 +372,7 @@ impl FileJournal {
             let mut tail = Vec::new();
             file.seek(SeekFrom::Start(whole))?;
             io::Read::read_to_end(&mut file, &mut tail)?;
-            if serde_json::from_slice::<Record>(&tail).is_ok() {
+            if serde_json::from_slice::<Event>(&tail).is_ok() {
                 file.write_all(b"\n")?;
             } else {
                 file.set_len(whole)?;
@@ -392,7 +394,7 @@ impl FileJournal {
     /// while a run uses it (to show where a batch stands). Fails with
     /// [`io::ErrorKind::NotFound`] when there is no journal, and with
     /// [`io::ErrorKind::InvalidData`] when the file is not a batch's journal.
-    pub fn read(path: impl AsRef<Path>) -> io::Result<Vec<Record>> {
+    pub fn read(path: impl AsRef<Path>) -> io::Result<Vec<Event>> {
         let path = path.as_ref();
         if std::fs::symlink_metadata(path)?.file_type().is_symlink() {
             return Err(io::Error::new(
@@ -442,7 +444,7 @@ impl FileJournal {
 }
 
 /// The records of a journal's text, as a replay reads them.
-fn records_of(file: File, path: &Path) -> io::Result<Vec<Record>> {
+fn records_of(file: File, path: &Path) -> io::Result<Vec<Event>> {
     let reader = BufReader::new(file);
     let lines: Vec<String> = reader.lines().collect::<io::Result<_>>()?;
     let mut records = Vec::new();
@@ -451,7 +453,7 @@ fn records_of(file: File, path: &Path) -> io::Result<Vec<Record>> {
         if text.trim().is_empty() || (index == 0 && text == HEADER) {
             continue;
         }
-        match serde_json::from_str::<Record>(text) {
+        match serde_json::from_str::<Event>(text) {
             Ok(record) => records.push(record),
             // A torn last record was never acknowledged (opening cuts
             // one off; this is a journal read while another run writes).
@@ -460,7 +462,7 @@ fn records_of(file: File, path: &Path) -> io::Result<Vec<Record>> {
             // was damaged) it may have held an accepted task: its line is
             // treated as unanswered, never as free to submit.
             Err(e) => match damaged_line(text) {
-                Some(line) => records.push(Record::Damaged { line }),
+                Some(line) => records.push(Event::Damaged { line }),
                 None => {
                     return Err(io::Error::new(
                         io::ErrorKind::InvalidData,
@@ -490,18 +492,18 @@ fn parent_of(path: &Path) -> &Path {
 }
 
 impl Journal for FileJournal {
-    fn replay(&mut self) -> io::Result<Vec<Record>> {
+    fn events(&mut self) -> io::Result<Vec<Event>> {
         // Through the locked handle, not the path: it is the file this run owns.
         let mut handle = self.file.try_clone()?;
         handle.seek(SeekFrom::Start(0))?;
         records_of(handle, &self.path)
     }
 
-    fn append(&mut self, record: &Record) -> io::Result<()> {
+    fn append(&mut self, record: &Event) -> io::Result<()> {
         self.append_all(std::slice::from_ref(record))
     }
 
-    fn append_all(&mut self, records: &[Record]) -> io::Result<()> {
+    fn append_all(&mut self, records: &[Event]) -> io::Result<()> {
         if let Some(why) = &self.broken {
             return Err(io::Error::other(why.clone()));
         }
@@ -541,22 +543,22 @@ impl Journal for FileJournal {
 /// elsewhere. Clones share the records.
 #[derive(Clone, Debug, Default)]
 pub struct MemoryJournal {
-    records: Arc<Mutex<Vec<Record>>>,
+    records: Arc<Mutex<Vec<Event>>>,
 }
 
 impl MemoryJournal {
     /// The records so far.
-    pub fn records(&self) -> Vec<Record> {
+    pub fn records(&self) -> Vec<Event> {
         self.records.lock().map(|r| r.clone()).unwrap_or_default()
     }
 }
 
 impl Journal for MemoryJournal {
-    fn replay(&mut self) -> io::Result<Vec<Record>> {
+    fn events(&mut self) -> io::Result<Vec<Event>> {
         Ok(self.records())
     }
 
-    fn append(&mut self, record: &Record) -> io::Result<()> {
+    fn append(&mut self, record: &Event) -> io::Result<()> {
         self.records
             .lock()
             .map_err(|_| io::Error::other("journal lock poisoned"))?
@@ -569,7 +571,7 @@ impl Journal for MemoryJournal {
 const GROUP_LIMIT: usize = 1024;
 
 /// A record waiting for its write, and who waits for it.
-type Pending = (Record, tokio::sync::oneshot::Sender<io::Result<()>>);
+type Pending = (Event, tokio::sync::oneshot::Sender<io::Result<()>>);
 
 /// The batch's way to its journal: a thread that writes records in groups.
 ///
@@ -578,12 +580,12 @@ type Pending = (Record, tokio::sync::oneshot::Sender<io::Result<()>>);
 /// an accepted task then waits for at most two syncs to be durable, not for
 /// one sync per record queued before it: the moment in which a crash loses
 /// an accepted task stays short.
-pub(crate) struct Recorder {
+pub(crate) struct Writer {
     sender: Option<std::sync::mpsc::Sender<Pending>>,
     writer: Option<std::thread::JoinHandle<()>>,
 }
 
-impl Drop for Recorder {
+impl Drop for Writer {
     /// Closes the journal before returning (a file journal's lock with it),
     /// after the write under way, so the caller can open it again at once.
     fn drop(&mut self) {
@@ -594,9 +596,9 @@ impl Drop for Recorder {
     }
 }
 
-impl Recorder {
-    /// Starts the writer; it ends when the recorder is dropped.
-    pub(crate) fn start<J: Journal>(mut journal: J) -> io::Result<Recorder> {
+impl Writer {
+    /// Starts the writer; it ends when it is dropped.
+    pub(crate) fn start<J: Journal>(mut journal: J) -> io::Result<Writer> {
         let (sender, receiver) = std::sync::mpsc::channel::<Pending>();
         let writer = std::thread::Builder::new()
             .name("genapi-journal".into())
@@ -609,7 +611,7 @@ impl Recorder {
                             Err(_) => break,
                         }
                     }
-                    let (records, waiting): (Vec<Record>, Vec<_>) = group.into_iter().unzip();
+                    let (records, waiting): (Vec<Event>, Vec<_>) = group.into_iter().unzip();
                     let result = journal.append_all(&records);
                     for waiter in waiting {
                         let _ = waiter.send(match &result {
@@ -619,14 +621,14 @@ impl Recorder {
                     }
                 }
             })?;
-        Ok(Recorder {
+        Ok(Writer {
             sender: Some(sender),
             writer: Some(writer),
         })
     }
 
-    /// Stores a record; returns once it is durable.
-    pub(crate) async fn record(&self, record: Record) -> io::Result<()> {
+    /// Stores an event; returns once it is durable.
+    pub(crate) async fn write(&self, record: Event) -> io::Result<()> {
         let (done, written) = tokio::sync::oneshot::channel();
         let stopped = || io::Error::other("the journal writer stopped");
         self.sender
@@ -638,38 +640,68 @@ impl Recorder {
     }
 }
 
-/// What the journal says about one line.
-#[derive(Clone, Debug, Default)]
-pub(crate) struct LineState {
-    /// Fingerprint of the job when its first submission was recorded.
-    pub(crate) digest: Option<String>,
-    /// A submission was recorded and nothing came after it.
-    pub(crate) unanswered: bool,
-    /// When the last submission was sent (Unix seconds), if recorded.
-    pub(crate) sent_at: Option<u64>,
+/// What the events of one line say of it: where a store's line stands, as a
+/// run reads it before working on the line ([`crate::Store::earlier`],
+/// [`crate::Claim`]).
+#[derive(Clone, Debug, Default, PartialEq)]
+#[non_exhaustive]
+pub struct LineState {
+    /// Fingerprint of the job when its first submission was written.
+    pub digest: Option<String>,
+    /// A submission was written and nothing came after it.
+    pub unanswered: bool,
+    /// When the last submission was sent (Unix seconds), if written.
+    pub sent_at: Option<u64>,
     /// The accepted task: id, polling URL, cost at submission.
-    pub(crate) accepted: Option<(String, String, Option<f64>)>,
+    pub accepted: Option<(String, String, Option<f64>)>,
     /// The accepted task was adopted, not submitted by the batch.
-    pub(crate) adopted: bool,
-    /// The end, when reached.
-    pub(crate) finished: Option<Record>,
+    pub adopted: bool,
+    /// The end ([`Event::Finished`]), when reached.
+    pub finished: Option<Event>,
     /// The last submission went to a service that ended with its run.
-    pub(crate) ephemeral: bool,
+    pub ephemeral: bool,
 }
 
-/// Folds the records of one line into its state.
-#[cfg(feature = "postgres")]
-pub(crate) fn line_state(records: Vec<Record>) -> LineState {
-    fold(records).into_values().next().unwrap_or_default()
+impl LineState {
+    /// The state the events of one line lead to, in the order written.
+    ///
+    /// ```
+    /// use genapi_batch::{Event, LineState};
+    /// let state = LineState::of(vec![Event::Accepted {
+    ///     line: 1,
+    ///     id: "t-1".into(),
+    ///     polling_url: "https://api.example.com/v1/get_result?id=t-1".into(),
+    ///     cost: Some(2.0),
+    ///     adopted: false,
+    /// }]);
+    /// assert_eq!(state.accepted.map(|(id, _, _)| id).as_deref(), Some("t-1"));
+    /// ```
+    pub fn of(events: Vec<Event>) -> LineState {
+        fold(events).into_values().next().unwrap_or_default()
+    }
+
+    /// Every line's state, from the events of a whole batch in the order
+    /// written.
+    pub fn of_each(events: Vec<Event>) -> std::collections::BTreeMap<u64, LineState> {
+        fold(events).into_iter().collect()
+    }
 }
 
-/// Folds records into one state per line.
-pub(crate) fn fold(records: Vec<Record>) -> std::collections::HashMap<u64, LineState> {
+/// Folds events into one state per line.
+pub(crate) fn fold(records: Vec<Event>) -> std::collections::HashMap<u64, LineState> {
     let mut lines: std::collections::HashMap<u64, LineState> = std::collections::HashMap::new();
     for record in records {
-        let state = lines.entry(record.line()).or_default();
-        match record {
-            Record::Intent {
+        lines.entry(record.line()).or_default().apply(record);
+    }
+    lines
+}
+
+impl LineState {
+    /// The state once `event`, the line's next, is written.
+    pub fn apply(&mut self, event: Event) {
+        let state = self;
+        match event {
+            Event::Intent {
                 digest,
                 sent_at,
                 ephemeral,
@@ -683,7 +715,7 @@ pub(crate) fn fold(records: Vec<Record>) -> std::collections::HashMap<u64, LineS
                 state.sent_at = sent_at;
                 state.finished = None;
             }
-            Record::Accepted {
+            Event::Accepted {
                 id,
                 polling_url,
                 cost,
@@ -700,20 +732,19 @@ pub(crate) fn fold(records: Vec<Record>) -> std::collections::HashMap<u64, LineS
                 // Only an adoption comes after a finish: a replaced task.
                 state.finished = None;
             }
-            Record::Refused { .. } => state.unanswered = false,
+            Event::Refused { .. } => state.unanswered = false,
             // Whatever it was, it may have been an accepted task.
-            Record::Damaged { .. } => {
+            Event::Damaged { .. } => {
                 if state.accepted.is_none() && state.finished.is_none() {
                     state.unanswered = true;
                 }
             }
-            finished @ Record::Finished { .. } => {
+            finished @ Event::Finished { .. } => {
                 state.unanswered = false;
                 state.finished = Some(finished);
             }
         }
     }
-    lines
 }
 
 #[cfg(test)]
@@ -728,7 +759,7 @@ mod tests {
         let _ = std::fs::remove_file(&path);
         let mut journal = FileJournal::open(&path).unwrap();
         journal
-            .append(&Record::Intent {
+            .append(&Event::Intent {
                 line: 1,
                 name: "a".into(),
                 digest: "d".into(),
@@ -741,14 +772,14 @@ mod tests {
         file.write_all(br#"{"event":"accepted","line":1,"id":"t"#).unwrap();
         drop(file);
         let mut journal = FileJournal::open(&path).unwrap();
-        assert_eq!(journal.replay().unwrap().len(), 1);
+        assert_eq!(journal.events().unwrap().len(), 1);
         journal
-            .append(&Record::Refused {
+            .append(&Event::Refused {
                 line: 1,
                 error: "x".into(),
             })
             .unwrap();
-        let records = journal.replay().unwrap();
+        let records = journal.events().unwrap();
         assert_eq!(records.len(), 2);
         let state = &fold(records)[&1];
         assert!(!state.unanswered && state.accepted.is_none());
@@ -763,13 +794,13 @@ mod tests {
     }
 
     impl Journal for GatedJournal {
-        fn replay(&mut self) -> io::Result<Vec<Record>> {
+        fn events(&mut self) -> io::Result<Vec<Event>> {
             Ok(Vec::new())
         }
-        fn append(&mut self, record: &Record) -> io::Result<()> {
+        fn append(&mut self, record: &Event) -> io::Result<()> {
             self.append_all(std::slice::from_ref(record))
         }
-        fn append_all(&mut self, records: &[Record]) -> io::Result<()> {
+        fn append_all(&mut self, records: &[Event]) -> io::Result<()> {
             let first = self.writes.lock().unwrap().is_empty();
             if first {
                 self.entered.send(()).unwrap();
@@ -785,23 +816,23 @@ mod tests {
         let writes = Arc::new(Mutex::new(Vec::new()));
         let (entered, inside) = std::sync::mpsc::channel();
         let (open, gate) = std::sync::mpsc::channel();
-        let recorder = Recorder::start(GatedJournal {
+        let writer = Writer::start(GatedJournal {
             writes: writes.clone(),
             entered,
             gate,
         })
         .unwrap();
-        let refused = |line| Record::Refused {
+        let refused = |line| Event::Refused {
             line,
             error: "429".into(),
         };
         // Polled once, each future hands its record over and waits; dropping
         // it leaves the record queued.
         use futures::FutureExt;
-        assert!(recorder.record(refused(1)).now_or_never().is_none());
+        assert!(writer.write(refused(1)).now_or_never().is_none());
         inside.recv().unwrap();
         for line in 2..=10 {
-            assert!(recorder.record(refused(line)).now_or_never().is_none());
+            assert!(writer.write(refused(line)).now_or_never().is_none());
         }
         open.send(()).unwrap();
         let give_up = std::time::Instant::now() + std::time::Duration::from_secs(10);
@@ -816,8 +847,8 @@ mod tests {
     }
 
     /// The service refused the line for want of credits.
-    fn credits_refusal(line: u64) -> Record {
-        Record::Finished {
+    fn credits_refusal(line: u64) -> Event {
+        Event::Finished {
             line,
             status: "Refused".into(),
             file: None,
@@ -846,9 +877,9 @@ mod tests {
         let torn = "{\"event\":\"refused\",\"line\":2,\"error\":\"{}";
         std::fs::write(&path, format!("{whole}{torn}\n{whole}")).unwrap();
         let mut journal = FileJournal::open(&path).unwrap();
-        let records = journal.replay().unwrap();
+        let records = journal.events().unwrap();
         // It may have been line 2's accepted task: line 2 is unanswered.
-        assert_eq!(records[1], Record::Damaged { line: 2 });
+        assert_eq!(records[1], Event::Damaged { line: 2 });
         assert!(fold(records)[&2].unanswered);
         drop(journal);
         // A torn tail is removed, so the next record starts on its own line.
@@ -856,23 +887,23 @@ mod tests {
         let mut journal = FileJournal::open(&path).unwrap();
         assert_eq!(std::fs::read_to_string(&path).unwrap(), whole);
         journal
-            .append(&Record::Refused {
+            .append(&Event::Refused {
                 line: 3,
                 error: "x".into(),
             })
             .unwrap();
-        assert_eq!(journal.replay().unwrap().len(), 2);
+        assert_eq!(journal.events().unwrap().len(), 2);
         // A whole last record without its newline (an editor's save) is kept.
         drop(journal);
         std::fs::write(&path, format!("{whole}{}", whole.trim_end())).unwrap();
         let mut journal = FileJournal::open(&path).unwrap();
-        assert_eq!(journal.replay().unwrap().len(), 2);
+        assert_eq!(journal.events().unwrap().len(), 2);
         assert_eq!(std::fs::read_to_string(&path).unwrap(), format!("{whole}{whole}"));
         // Damage that names no line is an error.
         drop(journal);
         std::fs::write(&path, format!("{whole}{{\"event\":nonsense}}\n{whole}")).unwrap();
         let mut journal = FileJournal::open(&path).unwrap();
-        assert_eq!(journal.replay().unwrap_err().kind(), io::ErrorKind::InvalidData);
+        assert_eq!(journal.events().unwrap_err().kind(), io::ErrorKind::InvalidData);
         let _ = std::fs::remove_dir_all(&dir);
     }
 
@@ -880,7 +911,7 @@ mod tests {
     fn only_a_batchs_journal_is_opened_and_any_other_file_is_left_as_it_was() {
         let dir = scratch("recognise");
         let path = dir.join("journal.jsonl");
-        let record = Record::Refused {
+        let record = Event::Refused {
             line: 1,
             error: "x".into(),
         };
@@ -889,7 +920,7 @@ mod tests {
         let mut journal = FileJournal::open(&path).unwrap();
         journal.append(&record).unwrap();
         assert_eq!(std::fs::read_to_string(&path).unwrap(), format!("{HEADER}\n{line}\n"));
-        assert_eq!(journal.replay().unwrap(), vec![record.clone()]);
+        assert_eq!(journal.events().unwrap(), vec![record.clone()]);
         drop(journal);
         // An earlier version's: records only, or nothing yet.
         for earlier in [format!("{line}\n"), String::new()] {
@@ -915,7 +946,7 @@ mod tests {
             return;
         }
         let mut journal = FileJournal::open("/dev/full").unwrap();
-        let record = Record::Refused {
+        let record = Event::Refused {
             line: 1,
             error: "x".into(),
         };
@@ -930,7 +961,7 @@ mod tests {
         let dir = scratch("deleted");
         let path = dir.join("journal.jsonl");
         let mut journal = FileJournal::open(&path).unwrap();
-        let record = Record::Refused {
+        let record = Event::Refused {
             line: 1,
             error: "x".into(),
         };
@@ -939,7 +970,7 @@ mod tests {
         let refused = journal.append(&record).unwrap_err();
         assert!(refused.to_string().contains("deleted or replaced"), "{refused}");
         assert_eq!(
-            journal.replay().unwrap(),
+            journal.events().unwrap(),
             vec![record.clone()],
             "read through the locked handle"
         );
@@ -951,7 +982,7 @@ mod tests {
 
     #[test]
     fn a_new_submission_replaces_what_an_earlier_one_ended_with() {
-        let intent = |digest: &str| Record::Intent {
+        let intent = |digest: &str| Event::Intent {
             line: 1,
             name: "a".into(),
             digest: digest.into(),
@@ -995,7 +1026,7 @@ mod tests {
 
     #[test]
     fn finished_records_with_large_seeds_read_back() {
-        let record = Record::Finished {
+        let record = Event::Finished {
             line: 1,
             status: "Ready".into(),
             file: Some("a.jpg".into()),
@@ -1006,24 +1037,24 @@ mod tests {
             class: None,
         };
         let text = serde_json::to_string(&record).unwrap();
-        assert_eq!(serde_json::from_str::<Record>(&text).unwrap(), record);
+        assert_eq!(serde_json::from_str::<Event>(&text).unwrap(), record);
     }
 
     #[test]
     fn an_intent_without_an_answer_stays_unanswered() {
         let lines = fold(vec![
-            Record::Intent {
+            Event::Intent {
                 line: 2,
                 name: "b".into(),
                 digest: "d".into(),
                 sent_at: None,
                 ephemeral: false,
             },
-            Record::Refused {
+            Event::Refused {
                 line: 2,
                 error: "429".into(),
             },
-            Record::Intent {
+            Event::Intent {
                 line: 2,
                 name: "b".into(),
                 digest: "d".into(),
@@ -1033,7 +1064,7 @@ mod tests {
         ]);
         assert!(lines[&2].unanswered);
         let refused = fold(vec![
-            Record::Intent {
+            Event::Intent {
                 line: 3,
                 name: "c".into(),
                 digest: "d".into(),

@@ -1,7 +1,6 @@
 //! The batch driver: jobs in, outcomes out, the journal kept in between.
 
 use std::collections::HashMap;
-use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -13,9 +12,9 @@ use futures::{Stream, StreamExt};
 
 use super::budget::Hold;
 use super::job::Job;
-use super::journal::{Journal, LineState, Record};
+use super::journal::{Event, LineState};
 use super::outcome::{JobOutcome, JobStatus, Requested};
-use super::store::{Claim, JournalStore, SharedStore, Store};
+use super::store::{Claim, Store, StoreError};
 use genapi::FailureClass;
 use genapi::Unsent;
 use genapi::{Checked, Error};
@@ -44,7 +43,7 @@ const CREDITS_RECHECK: Duration = Duration::from_millis(100);
 /// (submitted or being polled) within the client's active-task limit
 /// ([`genapi::ClientBuilder::max_active_tasks`], the one limit: a batch adds
 /// none of its own), each is waited for with the client's adaptive schedule, and its result is saved
-/// in the output directory as soon as it is `Ready`. The [`Journal`] records
+/// in the output directory as soon as it is `Ready`. The [`Store`] keeps
 /// each submission before it is sent and the task as soon as it is accepted,
 /// so running the same batch again after any interruption:
 ///
@@ -65,34 +64,32 @@ const CREDITS_RECHECK: Duration = Duration::from_millis(100);
 /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
 /// use futures::StreamExt; // the `futures` crate, for the stream of outcomes
 /// use genapi::api::types::Gen2ProRequest;
-/// use genapi_batch::{Batch, FileJournal, Job};
+/// use genapi_batch::{Batch, FileJournal, Job, JournalStore};
 ///
 /// let client = genapi::Client::from_env()?;
 /// std::fs::create_dir_all("out")?;
-/// let journal = FileJournal::open("out/journal.jsonl")?;
+/// let store = JournalStore::open(FileJournal::open("out/journal.jsonl")?)?;
 /// let mut jobs = Vec::new();
 /// for (line, prompt) in (1..).zip(["a red fox", "a blue whale"]) {
 ///     jobs.push(Job::from_request(line, Gen2ProRequest::builder().prompt(prompt))?);
 /// }
-/// let mut outcomes = Batch::new(client, journal, "out").run(jobs)?;
+/// let mut outcomes = Batch::new(client, store, "out").run(jobs)?;
 /// while let Some(outcome) = outcomes.next().await {
 ///     println!("line {}: {:?} {:?}", outcome.line, outcome.status, outcome.file);
 /// }
 /// # Ok(()) }
 /// ```
-pub struct Batch<J: Journal> {
+pub struct Batch {
     client: Client,
-    journal: J,
+    store: Arc<dyn Store>,
     out_dir: PathBuf,
-    limit: Option<usize>,
+    jobs_at_once: Option<usize>,
     resubmit_unknown: bool,
     retry_refused: bool,
     wait: Option<WaitOptions>,
     counters: Counters,
     stop: Stopper,
     max_credits: Option<f64>,
-    /// A store shared with other workers, in place of the journal.
-    shared_store: Option<Arc<dyn Store>>,
     /// The service ends with this run.
     ephemeral: bool,
 }
@@ -104,7 +101,7 @@ pub struct Batch<J: Journal> {
 /// batch.
 ///
 /// ```
-/// # fn demo(batch: &genapi_batch::Batch<genapi_batch::MemoryJournal>) {
+/// # fn demo(batch: &genapi_batch::Batch) {
 /// let stopper = batch.stopper();
 /// // on Ctrl-C:
 /// stopper.stop();
@@ -141,11 +138,11 @@ impl Stopper {
     }
 }
 
-impl<J: Journal> std::fmt::Debug for Batch<J> {
+impl std::fmt::Debug for Batch {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Batch")
             .field("out_dir", &self.out_dir)
-            .field("limit", &self.limit)
+            .field("jobs_at_once", &self.jobs_at_once)
             .field("resubmit_unknown", &self.resubmit_unknown)
             .field("retry_refused", &self.retry_refused)
             .finish_non_exhaustive()
@@ -169,7 +166,7 @@ struct CounterValues {
 
 impl Counters {
     /// Jobs whose task is being submitted (or waits for room under the
-    /// client's limit) or waited for now; at most [`Batch::limit`].
+    /// client's limit) or waited for now; at most [`Batch::jobs_at_once`].
     pub fn in_flight(&self) -> usize {
         self.inner.in_flight.load(Ordering::Relaxed)
     }
@@ -181,8 +178,8 @@ impl Counters {
     pub fn resumed(&self) -> usize {
         self.inner.resumed.load(Ordering::Relaxed)
     }
-    /// Lines another worker of a shared batch holds (see
-    /// [`Batch::ledger`]): this run looks at them again until they are done
+    /// Lines another worker of a shared batch holds ([`Claim::Held`] from
+    /// its [`Store`]): this run looks at them again until they are done
     /// there, or the other worker's lease lapses and this one takes them.
     pub fn held_elsewhere(&self) -> usize {
         self.inner.held.lock().map_or(0, |held| held.len())
@@ -231,23 +228,23 @@ impl Drop for InFlight {
     }
 }
 
-impl<J: Journal> Batch<J> {
-    /// A batch with `client`, keeping its records in `journal` and its
-    /// results in `out_dir` (made when the batch runs, if need be). Its tasks
-    /// share the client's active-task limit.
-    pub fn new(client: Client, journal: J, out_dir: impl Into<PathBuf>) -> Batch<J> {
+impl Batch {
+    /// A batch with `client`, keeping its lines in `store` (a
+    /// [`crate::JournalStore`], the ledger of the `genapi-ledger` crate, or
+    /// your own) and its results in `out_dir` (made when the batch runs, if
+    /// need be). Its tasks share the client's active-task limit.
+    pub fn new(client: Client, store: impl Store + 'static, out_dir: impl Into<PathBuf>) -> Batch {
         Batch {
             client,
-            journal,
+            store: Arc::new(store),
             out_dir: out_dir.into(),
-            limit: None,
+            jobs_at_once: None,
             resubmit_unknown: false,
             retry_refused: false,
             wait: None,
             counters: Counters::default(),
             stop: Stopper::default(),
             max_credits: None,
-            shared_store: None,
             ephemeral: false,
         }
     }
@@ -263,7 +260,7 @@ impl<J: Journal> Batch<J> {
     }
 
     /// Spends at most `credits` in all on this batch's submissions, over
-    /// every run (and, with a [`Batch::ledger`], every worker). Before each
+    /// every run (and, with a store workers share, every worker). Before each
     /// submission credits are held for it: the most a submission of its kind
     /// was charged so far, or for the first of a kind all that is left, so it
     /// goes alone. A kind is the path and every field that may change the
@@ -289,28 +286,14 @@ impl<J: Journal> Batch<J> {
         self
     }
 
-    /// Keeps the batch in a PostgreSQL ledger (`ledger::Ledger`, feature
-    /// `postgres`) instead of the journal (which is then neither read nor
-    /// written), so that any number of processes, on any machines, given the same jobs, share it:
-    /// each line is claimed by one worker; the records are the journal's,
-    /// with the same rules; a dead worker's lines are taken over once its
-    /// lease lapses, its accepted tasks polled and saved, never submitted
-    /// again. A line done by another worker comes out as from the journal,
-    /// with the file name that worker saved (in its output directory).
-    /// (`ledger::Ledger` shows it in use.)
-    pub fn ledger(mut self, ledger: impl Into<SharedStore>) -> Self {
-        self.shared_store = Some(ledger.into().0);
-        self
-    }
-
     /// Jobs worked on at once at most: being submitted, waited for or saved
     /// (at least 1). This bounds the batch's own work (and so its memory),
-    /// not the account's active tasks, which the client's limit keeps:
-    /// below that limit it also bounds the batch's active tasks. The
-    /// default is twice the client's limit (48 for an unlimited client), so
-    /// saving results never keeps a task from starting.
-    pub fn limit(mut self, limit: usize) -> Self {
-        self.limit = Some(limit.max(1));
+    /// not the account's active tasks, which the client's limit keeps (its
+    /// seats): below that limit it also bounds the batch's active tasks.
+    /// The default is twice the client's limit (48 for an unlimited
+    /// client), so saving results never keeps a task from starting.
+    pub fn jobs_at_once(mut self, jobs: usize) -> Self {
+        self.jobs_at_once = Some(jobs.max(1));
         self
     }
 
@@ -357,7 +340,7 @@ impl<J: Journal> Batch<J> {
     /// Fails only when the output directory cannot be made
     /// ([`genapi::Error::Write`]) or the journal cannot be read
     /// ([`genapi::Error::Input`]); nothing was sent then.
-    pub fn run<I>(mut self, jobs: I) -> genapi::Result<impl Stream<Item = JobOutcome> + Send + 'static>
+    pub fn run<I>(self, jobs: I) -> genapi::Result<impl Stream<Item = JobOutcome> + Send + 'static>
     where
         I: IntoIterator<Item = Job>,
         I::IntoIter: Send + 'static,
@@ -371,20 +354,10 @@ impl<J: Journal> Batch<J> {
                 task: None,
             })?;
         }
-        let (store, recorded): (Arc<dyn Store>, _) = match self.shared_store.take() {
-            Some(store) => (store, HashMap::new()),
-            None => {
-                let journal =
-                    JournalStore::open(self.journal, self.max_credits.is_some()).map_err(|e| Error::Input {
-                        source_name: "the batch's journal".into(),
-                        message: format!("cannot read it ({e})"),
-                    })?;
-                let recorded = journal.recorded();
-                (Arc::new(journal), recorded)
-            }
-        };
+        let store = self.store;
+        let recorded = store.known_digests();
         let at_once = self
-            .limit
+            .jobs_at_once
             .unwrap_or_else(|| self.client.max_active_tasks().unwrap_or(24).saturating_mul(2));
         let context = Arc::new(Context {
             client: self.client,
@@ -560,7 +533,7 @@ enum Entry {
     /// To be claimed.
     Job(Job),
     /// Claimed (or found held or done).
-    Claimed(Job, Result<Claim, String>),
+    Claimed(Job, Result<Claim, StoreError>),
 }
 
 impl Context {
@@ -578,9 +551,12 @@ impl Context {
             .into_iter()
             .map(|entry| match entry {
                 Entry::Job(job) => {
-                    let claim = claims
-                        .next()
-                        .unwrap_or_else(|| Err("the store answered for fewer lines than asked".into()));
+                    let claim = claims.next().unwrap_or_else(|| {
+                        Err(StoreError::new(
+                            FailureClass::Other,
+                            "the store answered for fewer lines than asked",
+                        ))
+                    });
                     Entry::Claimed(job, claim)
                 }
                 other => other,
@@ -603,7 +579,7 @@ impl Context {
 
     /// The job's outcome; `None` when another worker holds its line (the
     /// job is kept for a later round).
-    async fn process_or_defer(&self, job: Job, claim: Result<Claim, String>) -> Option<JobOutcome> {
+    async fn process_or_defer(&self, job: Job, claim: Result<Claim, StoreError>) -> Option<JobOutcome> {
         let started = Instant::now();
         let stem = job.stem();
         let line = job.line;
@@ -618,9 +594,10 @@ impl Context {
                 }
                 return None;
             }
+
             Err(error) => {
                 let mut outcome = JobOutcome::new(line, &stem, JobStatus::NotSubmitted);
-                outcome.class = Some(FailureClass::Other);
+                outcome.class = Some(error.class());
                 outcome.error = Some(format!("cannot claim the line ({error}); nothing was sent"));
                 outcome.request = requested;
                 outcome.finished_at = Some(SystemTime::now());
@@ -640,15 +617,15 @@ impl Context {
         Some(outcome)
     }
 
-    /// Stores a record durably.
-    async fn record(&self, record: Record) -> io::Result<()> {
-        self.store.record(record).await
+    /// Stores an event durably.
+    async fn record(&self, record: Event) -> Result<(), StoreError> {
+        self.store.write(record).await
     }
 
     /// Stores the record of a paid task, trying again a few times (a
     /// database failing over, a disk briefly full): without it a later run
     /// cannot know the task.
-    async fn record_paid(&self, record: Record) -> io::Result<()> {
+    async fn record_paid(&self, record: Event) -> Result<(), StoreError> {
         let mut pause = Duration::from_millis(200);
         let mut attempt = 1;
         loop {
@@ -724,7 +701,7 @@ impl Context {
         // Computed once: a body with images is large.
         let digest = job.digest();
         let changed = state.digest.as_ref().is_some_and(|d| *d != digest);
-        let refused_before = matches!(&state.finished, Some(Record::Finished { status, .. }) if status == "Refused");
+        let refused_before = matches!(&state.finished, Some(Event::Finished { status, .. }) if status == "Refused");
         // A changed line whose earlier job was sent is not this job's: its
         // task or file must not be reported as this job's, nor this job sent
         // in its place. (A refused one created nothing: it is sent again.)
@@ -756,7 +733,7 @@ impl Context {
                 return outcome;
             }
         }
-        if let Some(Record::Finished {
+        if let Some(Event::Finished {
             status,
             file,
             seed,
@@ -998,7 +975,7 @@ impl Context {
                 leaving.store(true, Ordering::SeqCst);
                 let now = unix_now();
                 sent_at.store(now, Ordering::SeqCst);
-                let intent = Record::Intent {
+                let intent = Event::Intent {
                     line: job.line,
                     name: stem.to_string(),
                     digest: digest.clone(),
@@ -1016,7 +993,7 @@ impl Context {
                 // and the journal says so.
                 if self.sends_no_more() {
                     let _ = self
-                        .record(Record::Refused {
+                        .record(Event::Refused {
                             line: job.line,
                             error: STOPPED_BEFORE_SENDING.into(),
                         })
@@ -1056,7 +1033,7 @@ impl Context {
                 Err(Unsent::Failed(error)) => error,
                 Ok(task) => {
                     self.counters.inner.submitted.fetch_add(1, Ordering::Relaxed);
-                    let accepted = Record::Accepted {
+                    let accepted = Event::Accepted {
                         line: job.line,
                         id: task.id().to_string(),
                         polling_url: task.polling_url().to_string(),
@@ -1105,7 +1082,7 @@ impl Context {
                     | Error::Config(_)
             );
             if error.is_safe_to_resubmit() || nothing_sent {
-                let refused = Record::Refused {
+                let refused = Event::Refused {
                     line: job.line,
                     error: error.to_string(),
                 };
@@ -1134,7 +1111,7 @@ impl Context {
             }
             if surely_refused(&error) {
                 let class = error.class();
-                let finished = Record::Finished {
+                let finished = Event::Finished {
                     line: job.line,
                     status: "Refused".into(),
                     file: None,
@@ -1242,7 +1219,7 @@ impl Context {
                     _ => (JobStatus::Pending, ""),
                 };
                 if status != JobStatus::Pending {
-                    let finished = Record::Finished {
+                    let finished = Event::Finished {
                         line,
                         status: label.into(),
                         file: None,
@@ -1297,7 +1274,7 @@ impl Context {
             },
         };
         let name = file.file_name().map(|n| n.to_string_lossy().into_owned());
-        let finished = Record::Finished {
+        let finished = Event::Finished {
             line,
             status: "Ready".into(),
             file: name,

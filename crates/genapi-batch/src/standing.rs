@@ -4,11 +4,14 @@
 
 use std::collections::BTreeMap;
 
-use super::journal::{fold, Record};
+use serde::Serialize;
+
+use super::journal::{fold, Event, LineState};
 
 /// What the next run of a batch does with a line its journal knows of
 /// (a line it does not know of is sent).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum Standing {
     /// Its result was saved: reported from the journal, nothing sent.
@@ -47,33 +50,103 @@ impl Standing {
     }
 }
 
+impl Standing {
+    /// The standing of a line in this state.
+    pub fn of(state: &LineState) -> Standing {
+        match &state.finished {
+            Some(Event::Finished { status, .. }) if status == "Ready" => Standing::Saved,
+            Some(_) => Standing::Ended,
+            None if state.ephemeral && (state.accepted.is_some() || state.unanswered) => Standing::Gone,
+            None if state.accepted.is_some() => Standing::Accepted,
+            None if state.unanswered => Standing::Unanswered,
+            None => Standing::Unsent,
+        }
+    }
+}
+
+/// Where a batch stands, as its store says ([`crate::Store::status`]).
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[non_exhaustive]
+pub struct Status {
+    /// How each line the store knows of stands: what the next run does with
+    /// it (a line it does not know of is sent).
+    pub lines: BTreeMap<u64, Standing>,
+    /// For a store workers share: where the workers are, and the credits.
+    pub shared: Option<SharedStatus>,
+}
+
+impl Status {
+    /// The status of a store that knows these lines' states.
+    pub fn of_lines(lines: &BTreeMap<u64, LineState>) -> Status {
+        Status {
+            lines: lines.iter().map(|(line, state)| (*line, Standing::of(state))).collect(),
+            shared: None,
+        }
+    }
+
+    /// The status of a store workers share.
+    pub fn of_shared(lines: BTreeMap<u64, Standing>, shared: SharedStatus) -> Status {
+        Status {
+            lines,
+            shared: Some(shared),
+        }
+    }
+}
+
+/// A batch shared by many workers at a glance.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[non_exhaustive]
+pub struct SharedStatus {
+    /// The batch's name.
+    pub batch: String,
+    /// Lines whose result was saved.
+    pub done: u64,
+    /// Lines that ended in a failure.
+    pub failed: u64,
+    /// Lines whose task runs.
+    pub in_flight: u64,
+    /// Lines whose submission was never answered.
+    pub unknown: u64,
+    /// Lines a worker reached but did not submit yet, or open to a retry.
+    pub open: u64,
+    /// Lines no worker has reached yet.
+    pub not_started: u64,
+    /// Credits the service reported charging.
+    pub credits_charged: f64,
+    /// Credits held for submissions whose cost is not known yet.
+    pub credits_held: f64,
+    /// Lines held by each live worker.
+    pub workers: BTreeMap<String, Vec<u64>>,
+}
+
+impl SharedStatus {
+    /// No line of the batch `batch` of `lines` jobs reached yet.
+    pub fn not_started(batch: &str, lines: u64) -> SharedStatus {
+        SharedStatus {
+            batch: batch.to_string(),
+            not_started: lines,
+            ..SharedStatus::default()
+        }
+    }
+}
+
 /// The standing of every line the records know of, by line.
 ///
 /// ```
-/// use genapi_batch::{standings, Record, Standing};
+/// use genapi_batch::{standings, Event, Standing};
 /// let records = vec![
-///     Record::Accepted { line: 2, id: "t-2".into(), polling_url: "https://api.example.com/v1/get_result?id=t-2".into(), cost: None, adopted: false },
-///     Record::Refused { line: 3, error: "429".into() },
+///     Event::Accepted { line: 2, id: "t-2".into(), polling_url: "https://api.example.com/v1/get_result?id=t-2".into(), cost: None, adopted: false },
+///     Event::Refused { line: 3, error: "429".into() },
 /// ];
 /// let lines = standings(records);
 /// assert_eq!(lines[&2], Standing::Accepted);
 /// assert_eq!(lines[&3], Standing::Unsent);
 /// assert!(!lines.contains_key(&1), "a line without records is sent");
 /// ```
-pub fn standings(records: Vec<Record>) -> BTreeMap<u64, Standing> {
+pub fn standings(records: Vec<Event>) -> BTreeMap<u64, Standing> {
     fold(records)
         .into_iter()
-        .map(|(line, state)| {
-            let standing = match &state.finished {
-                Some(Record::Finished { status, .. }) if status == "Ready" => Standing::Saved,
-                Some(_) => Standing::Ended,
-                None if state.ephemeral && (state.accepted.is_some() || state.unanswered) => Standing::Gone,
-                None if state.accepted.is_some() => Standing::Accepted,
-                None if state.unanswered => Standing::Unanswered,
-                None => Standing::Unsent,
-            };
-            (line, standing)
-        })
+        .map(|(line, state)| (line, Standing::of(&state)))
         .collect()
 }
 
@@ -81,8 +154,8 @@ pub fn standings(records: Vec<Record>) -> BTreeMap<u64, Standing> {
 mod tests {
     use super::*;
 
-    fn intent(line: u64, ephemeral: bool) -> Record {
-        Record::Intent {
+    fn intent(line: u64, ephemeral: bool) -> Event {
+        Event::Intent {
             line,
             name: format!("l{line}"),
             digest: "d".into(),
@@ -91,8 +164,8 @@ mod tests {
         }
     }
 
-    fn accepted(line: u64, adopted: bool) -> Record {
-        Record::Accepted {
+    fn accepted(line: u64, adopted: bool) -> Event {
+        Event::Accepted {
             line,
             id: format!("t{line}"),
             polling_url: format!("http://127.0.0.1:1/v1/get_result?id=t{line}"),
@@ -103,7 +176,7 @@ mod tests {
 
     #[test]
     fn tasks_of_a_service_that_ended_are_gone_unless_they_ended_first() {
-        let finished = Record::Finished {
+        let finished = Event::Finished {
             line: 3,
             status: "Ready".into(),
             file: Some("l3.jpg".into()),

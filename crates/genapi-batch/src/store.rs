@@ -1,50 +1,105 @@
-//! Where a batch keeps its lines: the one interface the runner talks to.
+//! Where a batch keeps its lines: the one seam between the runner and what
+//! lasts beyond a run.
 //!
-//! A run asks its store for each line before working on it (what earlier
-//! runs recorded, and whether another worker holds it), records every step
+//! A run asks its [`Store`] for each line before working on it (what earlier
+//! runs wrote of it, and whether another worker holds it), writes every step
 //! durably before acting on it, and holds credits under the spending cap
-//! before each submission. Two stores answer:
+//! before each submission. Adopting a task ([`crate::adopt`]) and saying
+//! where a batch stands ([`Store::status`]) go through the same store. Two
+//! stores answer:
 //!
 //! - [`JournalStore`]: one process, over any [`Journal`] (the file journal
 //!   on disk, or memory). Every line is this run's; credits are counted here.
-//! - the PostgreSQL ledger (`ledger::Ledger`, feature `postgres`): many
-//!   workers, each line claimed by one at a time, credits counted in the
-//!   database.
+//! - the PostgreSQL ledger (the `genapi-ledger` crate): many workers, each
+//!   line claimed by one at a time, credits counted in the database.
 //!
 //! The runner knows neither store, and neither store knows the runner: both
-//! share only the records' model (the journal's [`Record`] and
-//! [`LineState`]) and the one rule of the cap (`budget`).
+//! share only the events' model ([`Event`], [`LineState`]) and the one rule
+//! of the cap ([`Credits::decide`]).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::io;
 use std::sync::Mutex;
 
 use futures::future::BoxFuture;
+use genapi::FailureClass;
 
 use crate::budget::{Hold, LocalBudget};
-use crate::journal::{fold, Journal, LineState, Record, Recorder};
+use crate::journal::{fold, Event, Journal, LineState, Writer};
+use crate::standing::Status;
 
 /// What a store says of a line a run is about to work on.
-// Only a shared store (the ledger) says `Done` or `Held`.
-#[cfg_attr(not(feature = "postgres"), allow(dead_code))]
-pub(crate) enum Claim {
-    /// This run holds the line: what earlier runs recorded of it.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub enum Claim {
+    /// This run holds the line: what earlier runs wrote of it.
     Mine(LineState),
-    /// Another worker finished the line: what it recorded.
+    /// Another worker finished the line: what it wrote.
     Done(LineState),
     /// Another worker holds the line now: try it again later.
     Held,
 }
 
-/// The runner's view of where the batch lives.
-pub(crate) trait Store: Send + Sync {
-    /// Takes `line` for this run, with what was recorded of it. An error
+/// Why a store could not do what a run asked: in words that say what to
+/// do, with the kind of failure the run reports the line as.
+///
+/// ```
+/// use genapi::FailureClass;
+/// let error = genapi_batch::StoreError::new(FailureClass::Network, "the database did not answer within 5 s");
+/// assert_eq!(error.class(), FailureClass::Network);
+/// assert_eq!(error.to_string(), "the database did not answer within 5 s");
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoreError {
+    class: FailureClass,
+    message: String,
+}
+
+impl StoreError {
+    /// An error of this class, with this message.
+    pub fn new(class: FailureClass, message: impl Into<String>) -> StoreError {
+        StoreError {
+            class,
+            message: message.into(),
+        }
+    }
+
+    /// The kind of failure: [`FailureClass::Write`] for a journal that
+    /// cannot be written, [`FailureClass::Network`] for a database out of
+    /// reach, and so on.
+    pub fn class(&self) -> FailureClass {
+        self.class
+    }
+}
+
+impl std::fmt::Display for StoreError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for StoreError {}
+
+/// A journal that cannot be read or written.
+impl From<io::Error> for StoreError {
+    fn from(error: io::Error) -> StoreError {
+        StoreError::new(FailureClass::Write, error.to_string())
+    }
+}
+
+/// Where a batch keeps its lines (see the module documentation).
+///
+/// Every method that can fail says why with a [`StoreError`]; a run never
+/// sends a submission whose intent a store could not write.
+pub trait Store: Send + Sync {
+    /// Takes `line` for this run, with what was written of it. An error
     /// means nothing may be sent for it.
-    fn claim(&self, line: u64) -> BoxFuture<'_, Result<Claim, String>>;
+    fn claim(&self, line: u64) -> BoxFuture<'_, Result<Claim, StoreError>>;
+
     /// [`Store::claim`] for each of `lines`, in their order: a shared store
     /// takes the free ones at once, in one step, and skips those another
     /// worker is taking now.
-    fn claim_many<'a>(&'a self, lines: &'a [u64]) -> BoxFuture<'a, Vec<Result<Claim, String>>> {
+    fn claim_many<'a>(&'a self, lines: &'a [u64]) -> BoxFuture<'a, Vec<Result<Claim, StoreError>>> {
         Box::pin(async move {
             let mut claims = Vec::with_capacity(lines.len());
             for line in lines {
@@ -53,87 +108,119 @@ pub(crate) trait Store: Send + Sync {
             claims
         })
     }
+
     /// How many lines a run asks [`Store::claim_many`] for at once.
     fn claim_block(&self) -> usize {
         1
     }
+
     /// Lets go of a line this run claimed, once its outcome is known.
-    fn release(&self, line: u64) -> BoxFuture<'_, Result<(), String>>;
-    /// Stores a record durably before the run acts on it.
-    fn record(&self, record: Record) -> BoxFuture<'_, io::Result<()>>;
+    fn release(&self, line: u64) -> BoxFuture<'_, Result<(), StoreError>>;
+
+    /// Writes an event durably before the run acts on it.
+    fn write(&self, event: Event) -> BoxFuture<'_, Result<(), StoreError>>;
+
+    /// Writes an event made outside a run (an adoption, [`crate::adopt`]):
+    /// the line is taken up again if it had ended. An intent is written by
+    /// runs only.
+    fn write_adoption(&self, event: Event) -> BoxFuture<'_, Result<(), StoreError>> {
+        self.write(event)
+    }
+
     /// Holds credits for a submission of `line` of price kind `kind` under
-    /// a cap of `max` over the whole batch.
-    fn hold_credits<'a>(&'a self, line: u64, kind: &'a str, max: f64) -> BoxFuture<'a, Result<Hold, String>>;
+    /// a cap of `max` over the whole batch, by [`crate::Credits::decide`].
+    fn hold_credits<'a>(&'a self, line: u64, kind: &'a str, max: f64) -> BoxFuture<'a, Result<Hold, StoreError>>;
+
     /// The submission of `line` was not sent: its hold is given back.
-    fn drop_hold(&self, line: u64) -> BoxFuture<'_, Result<(), String>>;
+    fn drop_hold(&self, line: u64) -> BoxFuture<'_, Result<(), StoreError>>;
+
     /// The submission of `line` was sent and never answered: its hold stays
     /// (it may have been charged) but no longer waits for an answer.
     fn keep_unanswered(&self, line: u64);
+
     /// What earlier runs left of `line`, when the store knows it before a
     /// claim (a journal read at start); `None` otherwise.
     fn earlier(&self, line: u64) -> Option<LineState>;
+
+    /// The lines earlier runs submitted, by the digest of their job, when
+    /// the store knows them before a claim: a job found under another line
+    /// is refused rather than paid for again.
+    fn known_digests(&self) -> HashMap<String, Vec<u64>> {
+        HashMap::new()
+    }
+
     /// Whether other workers share the batch, so a finished line's file may
     /// be in another worker's folder.
-    fn shared(&self) -> bool;
-}
+    fn shared(&self) -> bool {
+        false
+    }
 
-/// A store that workers share, for [`crate::Batch::ledger`]: made from a
-/// `ledger::Ledger` (feature `postgres`) with `.into()`, or given as the
-/// ledger itself.
-#[derive(Clone)]
-pub struct SharedStore(pub(crate) std::sync::Arc<dyn Store>);
+    /// Every line the store holds events of, with its state.
+    fn lines(&self) -> BoxFuture<'_, Result<BTreeMap<u64, LineState>, StoreError>>;
 
-impl std::fmt::Debug for SharedStore {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("SharedStore")
+    /// Where the batch stands, for the lines of its job file: what the next
+    /// run does with each line the store knows ([`crate::Standing`]), and
+    /// for a shared store where its workers are.
+    fn status<'a>(&'a self, job_lines: &'a [u64]) -> BoxFuture<'a, Result<Status, StoreError>> {
+        Box::pin(async move {
+            let lines = self.lines().await?;
+            let _ = job_lines;
+            Ok(Status::of_lines(&lines))
+        })
     }
 }
 
 /// A batch kept by this process alone, in a [`Journal`].
-pub(crate) struct JournalStore {
-    recorder: Recorder,
-    /// What the journal held at start, by line; a line leaves when claimed.
+///
+/// ```no_run
+/// # fn demo() -> std::io::Result<()> {
+/// use genapi_batch::{FileJournal, JournalStore};
+/// std::fs::create_dir_all("out")?;
+/// let store = JournalStore::open(FileJournal::open("out/journal.jsonl")?)?;
+/// # Ok(()) }
+/// ```
+pub struct JournalStore {
+    writer: Writer,
+    /// What the journal held at start, by line, and events written before
+    /// the line is claimed (an adoption); a line leaves when claimed.
     lines: Mutex<HashMap<u64, LineState>>,
-    /// Credits under the cap, when there is one.
-    budget: Option<Mutex<LocalBudget>>,
+    /// Every line's state as written, claimed or not, for adoption and
+    /// status.
+    states: Mutex<BTreeMap<u64, LineState>>,
+    /// Credits under the cap.
+    budget: Mutex<LocalBudget>,
+}
+
+impl std::fmt::Debug for JournalStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JournalStore").finish_non_exhaustive()
+    }
 }
 
 impl JournalStore {
-    /// Reads `journal`, then keeps it open for this run's records (closed,
-    /// and a file journal unlocked, when the store is dropped). `capped`:
-    /// the batch has a spending cap, so credits are counted.
-    pub(crate) fn open<J: Journal>(mut journal: J, capped: bool) -> io::Result<JournalStore> {
-        let lines = fold(journal.replay()?);
-        let budget = capped.then(|| Mutex::new(LocalBudget::from_lines(lines.iter())));
+    /// Reads `journal`, then keeps it open for this run's events (closed,
+    /// and a file journal unlocked, when the store is dropped).
+    pub fn open<J: Journal + 'static>(mut journal: J) -> io::Result<JournalStore> {
+        let lines = fold(journal.events()?);
+        let budget = LocalBudget::from_lines(lines.iter());
+        let states = lines.iter().map(|(line, state)| (*line, state.clone())).collect();
         Ok(JournalStore {
-            recorder: Recorder::start(journal)?,
+            writer: Writer::start(journal)?,
             lines: Mutex::new(lines),
-            budget,
+            states: Mutex::new(states),
+            budget: Mutex::new(budget),
         })
     }
 
-    /// Every line's digest as the journal recorded it, by digest.
-    pub(crate) fn recorded(&self) -> HashMap<String, Vec<u64>> {
-        let mut recorded: HashMap<String, Vec<u64>> = HashMap::new();
-        if let Ok(lines) = self.lines.lock() {
-            for (line, state) in lines.iter() {
-                if let Some(digest) = &state.digest {
-                    recorded.entry(digest.clone()).or_default().push(*line);
-                }
-            }
-        }
-        recorded
-    }
-
-    /// Changes the credits, when the batch has a cap.
+    /// Changes the credits.
     fn with_budget<T>(&self, change: impl FnOnce(&mut LocalBudget) -> T) -> Option<T> {
-        let mut budget = self.budget.as_ref()?.lock().ok()?;
+        let mut budget = self.budget.lock().ok()?;
         Some(change(&mut budget))
     }
 }
 
 impl Store for JournalStore {
-    fn claim(&self, line: u64) -> BoxFuture<'_, Result<Claim, String>> {
+    fn claim(&self, line: u64) -> BoxFuture<'_, Result<Claim, StoreError>> {
         let state = self
             .lines
             .lock()
@@ -143,16 +230,26 @@ impl Store for JournalStore {
         Box::pin(futures::future::ready(Ok(Claim::Mine(state))))
     }
 
-    fn release(&self, _line: u64) -> BoxFuture<'_, Result<(), String>> {
+    fn release(&self, _line: u64) -> BoxFuture<'_, Result<(), StoreError>> {
         Box::pin(futures::future::ready(Ok(())))
     }
 
-    fn record(&self, record: Record) -> BoxFuture<'_, io::Result<()>> {
-        self.with_budget(|budget| budget.note(&record));
-        Box::pin(self.recorder.record(record))
+    fn write(&self, event: Event) -> BoxFuture<'_, Result<(), StoreError>> {
+        self.with_budget(|budget| budget.note(&event));
+        if let Ok(mut states) = self.states.lock() {
+            states.entry(event.line()).or_default().apply(event.clone());
+        }
+        // A line not claimed yet (an adoption before the run) is claimed
+        // with what was written of it since.
+        if let Ok(mut lines) = self.lines.lock() {
+            if let Some(state) = lines.get_mut(&event.line()) {
+                state.apply(event.clone());
+            }
+        }
+        Box::pin(async move { self.writer.write(event).await.map_err(StoreError::from) })
     }
 
-    fn hold_credits<'a>(&'a self, line: u64, kind: &'a str, max: f64) -> BoxFuture<'a, Result<Hold, String>> {
+    fn hold_credits<'a>(&'a self, line: u64, kind: &'a str, max: f64) -> BoxFuture<'a, Result<Hold, StoreError>> {
         // Without its count of credits (a poisoned lock), nothing more is
         // sent rather than sent uncounted.
         let hold = self
@@ -161,7 +258,7 @@ impl Store for JournalStore {
         Box::pin(futures::future::ready(Ok(hold)))
     }
 
-    fn drop_hold(&self, line: u64) -> BoxFuture<'_, Result<(), String>> {
+    fn drop_hold(&self, line: u64) -> BoxFuture<'_, Result<(), StoreError>> {
         self.with_budget(|budget| budget.drop_hold(line));
         Box::pin(futures::future::ready(Ok(())))
     }
@@ -174,7 +271,71 @@ impl Store for JournalStore {
         self.lines.lock().ok()?.get(&line).cloned()
     }
 
+    fn known_digests(&self) -> HashMap<String, Vec<u64>> {
+        let mut known: HashMap<String, Vec<u64>> = HashMap::new();
+        if let Ok(lines) = self.lines.lock() {
+            for (line, state) in lines.iter() {
+                if let Some(digest) = &state.digest {
+                    known.entry(digest.clone()).or_default().push(*line);
+                }
+            }
+        }
+        known
+    }
+
+    fn lines(&self) -> BoxFuture<'_, Result<BTreeMap<u64, LineState>, StoreError>> {
+        let lines = self
+            .states
+            .lock()
+            .map(|states| states.clone())
+            .map_err(|_| StoreError::new(FailureClass::Other, "the journal's lines are unusable after a panic"));
+        Box::pin(futures::future::ready(lines))
+    }
+}
+
+/// Every kind of store is a store behind a pointer too, so a program can
+/// choose one at run time (`Box<dyn Store>`).
+impl<S: Store + ?Sized> Store for Box<S> {
+    fn claim(&self, line: u64) -> BoxFuture<'_, Result<Claim, StoreError>> {
+        (**self).claim(line)
+    }
+    fn claim_many<'a>(&'a self, lines: &'a [u64]) -> BoxFuture<'a, Vec<Result<Claim, StoreError>>> {
+        (**self).claim_many(lines)
+    }
+    fn claim_block(&self) -> usize {
+        (**self).claim_block()
+    }
+    fn release(&self, line: u64) -> BoxFuture<'_, Result<(), StoreError>> {
+        (**self).release(line)
+    }
+    fn write(&self, event: Event) -> BoxFuture<'_, Result<(), StoreError>> {
+        (**self).write(event)
+    }
+    fn write_adoption(&self, event: Event) -> BoxFuture<'_, Result<(), StoreError>> {
+        (**self).write_adoption(event)
+    }
+    fn hold_credits<'a>(&'a self, line: u64, kind: &'a str, max: f64) -> BoxFuture<'a, Result<Hold, StoreError>> {
+        (**self).hold_credits(line, kind, max)
+    }
+    fn drop_hold(&self, line: u64) -> BoxFuture<'_, Result<(), StoreError>> {
+        (**self).drop_hold(line)
+    }
+    fn keep_unanswered(&self, line: u64) {
+        (**self).keep_unanswered(line)
+    }
+    fn earlier(&self, line: u64) -> Option<LineState> {
+        (**self).earlier(line)
+    }
+    fn known_digests(&self) -> HashMap<String, Vec<u64>> {
+        (**self).known_digests()
+    }
     fn shared(&self) -> bool {
-        false
+        (**self).shared()
+    }
+    fn lines(&self) -> BoxFuture<'_, Result<BTreeMap<u64, LineState>, StoreError>> {
+        (**self).lines()
+    }
+    fn status<'a>(&'a self, job_lines: &'a [u64]) -> BoxFuture<'a, Result<Status, StoreError>> {
+        (**self).status(job_lines)
     }
 }

@@ -16,7 +16,6 @@ mod models;
 mod out;
 mod progress;
 mod request;
-mod standing;
 mod task_secrets;
 mod tasks;
 

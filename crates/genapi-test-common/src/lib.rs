@@ -125,6 +125,28 @@ pub fn genapi(program: &str, dir: &Dir, mock: &genapi_mock::MockService) -> std:
     command
 }
 
+/// A mock on a loopback port whose tasks take `duration_ms`, with room for
+/// every task a test submits (so submissions and accepted tasks are the same
+/// count) and a request log that keeps them all.
+pub async fn roomy_mock(duration_ms: u64) -> genapi_mock::MockService {
+    let config = genapi_mock::MockConfig::default()
+        .default_duration(std::time::Duration::from_millis(duration_ms))
+        .max_active_tasks(10_000)
+        .request_log_capacity(100_000);
+    genapi_mock::MockService::start_with(config, "127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap()
+}
+
+/// The task the mock created for `prompt`, as a user finds it in the
+/// service's records.
+pub fn created_for(mock: &genapi_mock::MockService, prompt: &str) -> genapi_mock::CreatedTask {
+    mock.created_tasks()
+        .into_iter()
+        .find(|task| task.prompt == prompt)
+        .unwrap_or_else(|| panic!("no task was created for {prompt:?}"))
+}
+
 /// Submissions of `/v1/gen-2-pro` the mock received, by prompt.
 pub fn posts_by_prompt(mock: &genapi_mock::MockService) -> std::collections::HashMap<String, usize> {
     let mut counts = std::collections::HashMap::new();

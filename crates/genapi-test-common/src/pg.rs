@@ -9,6 +9,8 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
+
 /// The password of the `postgres` user for TCP connections.
 pub const PASSWORD: &str = "ledger-test-password";
 
@@ -167,6 +169,11 @@ impl Postgres {
         format!("postgres://postgres:{PASSWORD}@127.0.0.1:{}/postgres", self.port)
     }
 
+    /// A URL to the cluster at `host`, with `query` (`key=value&…`) after it.
+    pub fn url_at(&self, host: &str, query: &str) -> String {
+        format!("postgres://postgres:{PASSWORD}@{host}:{}/postgres?{query}", self.port)
+    }
+
     /// Runs SQL as the superuser through `psql`.
     pub fn sql(&self, statement: &str) -> String {
         let output = self
@@ -271,6 +278,50 @@ fn run(command: &mut Command) {
         String::from_utf8_lossy(&output.stdout),
         String::from_utf8_lossy(&output.stderr)
     );
+}
+
+/// A certificate authority made for one test.
+pub struct Ca {
+    issuer: Issuer<'static, KeyPair>,
+    pem: String,
+}
+
+impl Ca {
+    /// A certificate authority named `name`.
+    pub fn new(name: &str) -> Ca {
+        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        params.distinguished_name.push(DnType::CommonName, name);
+        let key = KeyPair::generate().unwrap();
+        let pem = params.self_signed(&key).unwrap().pem();
+        Ca {
+            issuer: Issuer::new(params, key),
+            pem,
+        }
+    }
+
+    /// A server certificate for `names` (DNS names or addresses) and
+    /// its key, in PEM.
+    pub fn server(&self, names: &[&str]) -> (String, String) {
+        let mut params = CertificateParams::new(names.iter().map(|n| n.to_string()).collect::<Vec<_>>()).unwrap();
+        params.distinguished_name.push(DnType::CommonName, names[0]);
+        let key = KeyPair::generate().unwrap();
+        let cert = params.signed_by(&key, &self.issuer).unwrap();
+        (cert.pem(), key.serialize_pem())
+    }
+
+    /// The CA's certificate in a file, for `sslrootcert`.
+    pub fn file(&self, dir: &crate::Dir) -> String {
+        let path = dir.join(&format!("ca-{}.pem", fastrand::u32(..)));
+        std::fs::write(&path, &self.pem).unwrap();
+        path.to_str().unwrap().to_string()
+    }
+}
+
+/// A self-signed certificate for localhost and its key.
+pub fn self_signed() -> (String, String) {
+    let made = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
+    (made.cert.pem(), made.signing_key.serialize_pem())
 }
 
 #[cfg(test)]

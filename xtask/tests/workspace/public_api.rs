@@ -18,9 +18,10 @@ use std::process::Command;
 use serde_json::Value;
 
 /// The crates whose API is snapshotted, as cargo names them.
-const PUBLISHED: [&str; 6] = [
+const PUBLISHED: [&str; 7] = [
     "genapi",
     "genapi-batch",
+    "genapi-ledger",
     "genapi-mock",
     "genapi-document",
     "genapi-gallery",
@@ -429,6 +430,25 @@ fn surface_of(package: &str) -> String {
     surface.lines.into_iter().collect::<Vec<_>>().join("\n")
 }
 
+/// CI writes the documentation of the same crates, so this test finds it
+/// written: its list is held to [`PUBLISHED`], the one list.
+#[test]
+fn ci_documents_every_published_crate() {
+    let ci = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../.ci/run")).expect(".ci/run");
+    let listed: Vec<&str> = ci
+        .lines()
+        .find_map(|line| line.trim().strip_prefix("for crate in "))
+        .and_then(|rest| rest.strip_suffix("; do"))
+        .expect("the docs step of .ci/run loops `for crate in …; do`")
+        .split_whitespace()
+        .collect();
+    let mut listed = listed;
+    listed.sort_unstable();
+    let mut published = PUBLISHED.to_vec();
+    published.sort_unstable();
+    assert_eq!(listed, published, ".ci/run documents other crates than PUBLISHED");
+}
+
 #[test]
 fn the_public_api_is_as_reviewed() {
     insta::assert_snapshot!("public_api", surface_of("genapi"));
@@ -437,6 +457,11 @@ fn the_public_api_is_as_reviewed() {
 #[test]
 fn the_batchs_public_api_is_as_reviewed() {
     insta::assert_snapshot!("batch_public_api", surface_of("genapi-batch"));
+}
+
+#[test]
+fn the_ledgers_public_api_is_as_reviewed() {
+    insta::assert_snapshot!("ledger_public_api", surface_of("genapi-ledger"));
 }
 
 #[test]

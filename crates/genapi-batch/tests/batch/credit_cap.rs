@@ -5,11 +5,11 @@
 use std::time::Duration;
 
 use futures::StreamExt;
-use genapi_batch::{Batch, Job, JobStatus, MemoryJournal};
-use genapi_mock::{MockConfig, MockService};
+use genapi_batch::{Batch, Job, JobOutcome, JobStatus, MemoryJournal};
+use genapi_mock::{Fault, FaultKind, MockConfig, MockService};
 use serde_json::json;
 
-use crate::common::{b64, png_header, Dir};
+use crate::common::{self, b64, jobs, png_header, roomy_mock, run_batch, store, Dir};
 
 #[tokio::test(start_paused = true)]
 async fn a_cap_is_passed_at_most_by_one_first_submission_of_a_new_kind_and_nothing_after_it() {
@@ -36,7 +36,7 @@ async fn a_cap_is_passed_at_most_by_one_first_submission_of_a_new_kind_and_nothi
     let cap = 1.0;
     // One task at a time, so lines come in order.
     let client = mock.client_builder().max_active_tasks(1).build().unwrap();
-    let batch = Batch::new(client, MemoryJournal::default(), &dir.0).max_credits(cap);
+    let batch = Batch::new(client, store(MemoryJournal::default()), &dir.0).max_credits(cap);
     let outcomes: Vec<_> = batch.run(jobs).unwrap().collect().await;
     let by_line = |line: u64| outcomes.iter().find(|o| o.line == line).unwrap();
     let charged = 100.0 - mock.credits().unwrap();
@@ -54,4 +54,193 @@ async fn a_cap_is_passed_at_most_by_one_first_submission_of_a_new_kind_and_nothi
         assert_eq!(outcome.status, JobStatus::NotSubmitted, "{outcome:#?}");
         assert_eq!(outcome.class, Some(genapi::FailureClass::CreditCap));
     }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_credit_cap_is_used_without_being_passed_and_says_why_the_rest_was_not_sent() {
+    // 256 x 256 is 0.07 MP as the service rounds it: 3 credits a task.
+    let config = MockConfig::default()
+        .default_duration(Duration::from_millis(200))
+        .price_per_mp(300.0 / 7.0);
+    let mock = MockService::start_with(config, "127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    mock.set_credits(Some(100.0));
+    let dir = Dir::new("credit-cap");
+    let journal = MemoryJournal::default();
+    let sized = |count, tag| -> Vec<Job> {
+        jobs(count, tag)
+            .into_iter()
+            .map(|mut job| {
+                job.body["width"] = json!(256);
+                job.body["height"] = json!(256);
+                job
+            })
+            .collect()
+    };
+    let batch = Batch::new(mock.client().unwrap(), store(journal.clone()), &dir.0).max_credits(10.0);
+    let outcomes = run_batch(batch, sized(8, "capped")).await;
+    let charged = 100.0 - mock.credits().unwrap();
+    assert_eq!(charged, 9.0, "three tasks fit under 10 credits, a fourth would pass it");
+    let at_cap: Vec<&JobOutcome> = outcomes
+        .iter()
+        .filter(|o| o.class == Some(genapi::FailureClass::CreditCap))
+        .collect();
+    assert_eq!(at_cap.len(), 5, "{outcomes:#?}");
+    assert!(at_cap.iter().all(|o| o.status == JobStatus::NotSubmitted));
+    assert!(at_cap[0].error.as_deref().unwrap().contains("credit cap of 10"));
+    // The cap counts over runs: what the journal says was charged stays spent.
+    let again = Batch::new(mock.client().unwrap(), store(journal), &dir.0).max_credits(10.0);
+    let outcomes = run_batch(again, sized(8, "capped")).await;
+    assert_eq!(100.0 - mock.credits().unwrap(), 9.0, "nothing more charged");
+    assert_eq!(outcomes.iter().filter(|o| o.from_journal).count(), 3);
+}
+
+/// Lines of one path and size, most of them with an input image of one of
+/// two sizes: the input changes the price (the service bills input and
+/// output megapixels) while the path and size stay the same.
+fn mixed_input_jobs(count: u64, tag: &str) -> Vec<Job> {
+    (1..=count)
+        .map(|n| {
+            let mut body = json!({"prompt": format!("{tag} {n}"), "width": 256, "height": 256});
+            match n % 4 {
+                2 | 3 => body["input_image"] = json!(common::b64(&common::png_header(512, 512))),
+                0 => body["input_image"] = json!(common::b64(&common::png_header(640, 640))),
+                _ => {}
+            }
+            Job::new(n, "/v1/gen-2-pro", body).name(format!("img-{n}"))
+        })
+        .collect()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_credit_cap_holds_when_input_images_change_the_price() {
+    // At the default price: 0.1 credit a line without input, 0.5 with a
+    // 512 x 512 input and 0.72 with a 640 x 640 one.
+    let config = MockConfig::default().default_duration(Duration::from_millis(200));
+    let mock = MockService::start_with(config, "127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    mock.set_credits(Some(100.0));
+    let dir = Dir::new("credit-cap-mixed");
+    let journal_path = dir.join("journal.jsonl");
+    let journal = genapi_batch::FileJournal::open(&journal_path).unwrap();
+    let batch = Batch::new(mock.client().unwrap(), store(journal), &dir.0).max_credits(1.0);
+    let outcomes = run_batch(batch, mixed_input_jobs(8, "mixed")).await;
+    let charged = 100.0 - mock.credits().unwrap();
+    assert!(charged > 0.0, "{outcomes:#?}");
+    assert!(
+        charged <= 1.0,
+        "a cap of 1 credit, yet the service charged {charged}: {outcomes:#?}"
+    );
+    assert!(
+        outcomes
+            .iter()
+            .any(|o| o.class == Some(genapi::FailureClass::CreditCap)),
+        "{outcomes:#?}"
+    );
+    // Run again from the journal: nothing more passes the cap.
+    let journal = genapi_batch::FileJournal::open(&journal_path).unwrap();
+    let again = Batch::new(mock.client().unwrap(), store(journal), &dir.0).max_credits(1.0);
+    run_batch(again, mixed_input_jobs(8, "mixed")).await;
+    let charged = 100.0 - mock.credits().unwrap();
+    assert!(charged <= 1.0, "after a rerun the service charged {charged}");
+}
+
+/// A first line of its kind that fails with no cost reported (a model that
+/// reports cost only on the poll) holds what was left: counted, but never
+/// waited for, so the batch ends rather than waits for ever. On the real
+/// clock: a paused one jumps ahead whenever the runtime waits on the
+/// loopback network, and could end the bound below before an answer under
+/// load.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_capped_batch_ends_when_its_first_line_fails_without_a_cost() {
+    let mock = roomy_mock(200).await;
+    mock.set_credits(Some(100.0));
+    let dir = Dir::new("credit-cap-failed-first");
+    let jobs: Vec<Job> = (1..=3)
+        .map(|n| {
+            let prompt = if n == 1 {
+                "[mock:error] first".to_string()
+            } else {
+                format!("line {n}")
+            };
+            Job::new(n, "/v1/gen-dev", json!({"prompt": prompt})).name(format!("dev-{n}"))
+        })
+        .collect();
+    let batch = Batch::new(mock.client().unwrap(), store(MemoryJournal::default()), &dir.0).max_credits(5.0);
+    let outcomes = tokio::time::timeout(Duration::from_secs(60), run_batch(batch, jobs))
+        .await
+        .expect("the batch waited for ever on a hold no answer would give back");
+    assert_eq!(outcomes.len(), 3, "{outcomes:#?}");
+    assert_eq!(outcomes[0].status, JobStatus::Failed, "{outcomes:#?}");
+    let charged = 100.0 - mock.credits().unwrap();
+    assert!(charged <= 5.0, "a cap of 5 credits, yet the service charged {charged}");
+}
+
+fn sized_jobs(count: u64, tag: &str) -> Vec<Job> {
+    (1..=count)
+        .map(|n| {
+            Job::new(
+                n,
+                "/v1/gen-2-pro",
+                json!({"prompt": format!("{tag} {n}"), "width": 256, "height": 256}),
+            )
+            .name(format!("img-{n}"))
+        })
+        .collect()
+}
+
+/// A batch under a credit cap whose first submission goes unanswered: its
+/// hold stays (it may have been charged) but is not waited for.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unanswered_submission_under_a_credit_cap_does_not_hold_the_batch_back() {
+    let config = MockConfig::default()
+        .default_duration(Duration::from_millis(100))
+        .price_per_mp(300.0 / 7.0);
+    let mock = MockService::start_with(config, "127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    mock.set_credits(Some(100.0));
+    mock.inject(Fault::on("/v1/gen-2-pro", FaultKind::LoseAnswer).method("POST"));
+    let dir = Dir::new("cap-unanswered");
+    let batch = Batch::new(mock.client().unwrap(), store(MemoryJournal::default()), &dir.0)
+        .jobs_at_once(1)
+        .max_credits(30.0);
+    let run = async {
+        let outcomes: Vec<JobOutcome> = batch.run(sized_jobs(3, "hang")).unwrap().collect().await;
+        outcomes
+    };
+    let outcomes = tokio::time::timeout(Duration::from_secs(20), run).await;
+    let outcomes = outcomes.expect("the batch hung: 20 s and still waiting for credits held by an unanswered line");
+    assert_eq!(outcomes.len(), 3);
+    assert!(outcomes.iter().any(|o| o.status == JobStatus::Unknown));
+}
+
+/// Run again after its first submission went unanswered, with nothing
+/// charged yet: what that task cost is unknown, so it may have taken the
+/// whole cap, and nothing more is sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rerun_after_an_unanswered_first_submission_stays_under_the_cap() {
+    let config = MockConfig::default()
+        .default_duration(Duration::from_millis(50))
+        .price_per_mp(300.0 / 7.0);
+    let mock = MockService::start_with(config, "127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    mock.set_credits(Some(1_000.0));
+    let dir = Dir::new("cap-rerun");
+    let journal = MemoryJournal::default();
+    mock.inject(Fault::on("/v1/gen-2-pro", FaultKind::LoseAnswer).method("POST"));
+    let first = Batch::new(mock.client().unwrap(), store(journal.clone()), &dir.0).max_credits(30.0);
+    let outcomes: Vec<JobOutcome> = first.run(sized_jobs(1, "rerun")).unwrap().collect().await;
+    assert_eq!(outcomes[0].status, JobStatus::Unknown, "{outcomes:#?}");
+    let again = Batch::new(mock.client().unwrap(), store(journal), &dir.0).max_credits(30.0);
+    let run = async { again.run(sized_jobs(20, "rerun")).unwrap().collect::<Vec<_>>().await };
+    tokio::time::timeout(Duration::from_secs(60), run).await.unwrap();
+    let charged = 1_000.0 - mock.credits().unwrap();
+    assert!(
+        charged <= 30.0,
+        "a cap of 30 credits, yet the service charged {charged}"
+    );
 }

@@ -13,7 +13,7 @@ use genapi_batch::{Batch, FileJournal, Job, JobStatus};
 use genapi_mock::{MockConfig, MockService};
 use serde_json::json;
 
-use crate::common::Dir;
+use crate::common::{store, Dir};
 
 #[tokio::test(start_paused = true)]
 async fn the_journal_is_free_again_as_soon_as_the_stream_has_ended() {
@@ -35,7 +35,9 @@ async fn the_journal_is_free_again_as_soon_as_the_stream_has_ended() {
     };
     for round in 0..3 {
         let journal = FileJournal::open(&path).unwrap();
-        let mut outcomes = Batch::new(mock.client().unwrap(), journal, &dir.0).run(jobs()).unwrap();
+        let mut outcomes = Batch::new(mock.client().unwrap(), store(journal), &dir.0)
+            .run(jobs())
+            .unwrap();
         while let Some(outcome) = outcomes.next().await {
             assert_eq!(outcome.status, JobStatus::Succeeded, "round {round}");
         }

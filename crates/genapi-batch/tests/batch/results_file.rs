@@ -5,7 +5,7 @@ use futures::StreamExt;
 use genapi_batch::{Batch, GridCell, JobFile, JobStatus, MemoryJournal, ResultLine};
 use serde_json::json;
 
-use crate::common::Dir;
+use crate::common::{store, Dir};
 
 #[tokio::test(start_paused = true)]
 async fn a_result_line_says_what_was_asked_and_reads_back_whole() {
@@ -31,7 +31,7 @@ async fn a_result_line_says_what_was_asked_and_reads_back_whole() {
         "the grid is never sent: {:?}",
         jobs[0]
     );
-    let outcomes: Vec<_> = Batch::new(mock.client().unwrap(), MemoryJournal::default(), dir.join("out"))
+    let outcomes: Vec<_> = Batch::new(mock.client().unwrap(), store(MemoryJournal::default()), dir.join("out"))
         .run(jobs)
         .unwrap()
         .collect()

@@ -8,7 +8,7 @@ use genapi_batch::{Batch, Job, JobStatus};
 use genapi_mock::MockService;
 use serde_json::json;
 
-use crate::common::{accepted_earlier, answer_polls, Dir};
+use crate::common::{accepted_earlier, answer_polls, store, Dir};
 
 #[tokio::test(start_paused = true)]
 async fn a_resumed_task_whose_answer_quotes_its_webhook_secret_never_shows_it() {
@@ -20,7 +20,7 @@ async fn a_resumed_task_whose_answer_quotes_its_webhook_secret_never_shows_it() 
     let (task, journal) = accepted_earlier(&mock, body.clone()).await;
     let quoting = json!({"id": task.id(), "status": "Error", "details": {"error": format!("hook refused {SECRET}")}});
     answer_polls(&mock, quoting.to_string(), 100);
-    let outcomes: Vec<_> = Batch::new(mock.client().unwrap(), journal, &dir.0)
+    let outcomes: Vec<_> = Batch::new(mock.client().unwrap(), store(journal), &dir.0)
         .run(vec![Job::new(1, "/v1/gen-2-pro", body)])
         .unwrap()
         .collect()

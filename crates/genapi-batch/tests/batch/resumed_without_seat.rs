@@ -9,7 +9,7 @@ use futures::StreamExt;
 use genapi_batch::{Batch, Job, JobStatus};
 use url::Url;
 
-use crate::common::{accepted_earlier, Dir};
+use crate::common::{accepted_earlier, store, Dir};
 
 /// Shared places whose database never answers.
 #[derive(Debug, Default)]
@@ -43,7 +43,7 @@ async fn a_resumed_task_without_a_shared_seat_is_pending_not_failed() {
         .shared_places(Arc::new(Unreachable::default()), 4)
         .build()
         .unwrap();
-    let outcomes: Vec<_> = Batch::new(client, journal, &dir.0)
+    let outcomes: Vec<_> = Batch::new(client, store(journal), &dir.0)
         .run(vec![job])
         .unwrap()
         .collect()

@@ -5,7 +5,7 @@ use genapi::api::types::Gen2ProRequest;
 use genapi_batch::{Batch, Job, JobStatus, MemoryJournal};
 use serde_json::Value;
 
-use crate::common::Dir;
+use crate::common::{store, Dir};
 
 #[tokio::test(start_paused = true)]
 async fn a_typed_job_sends_what_submit_would_and_is_saved() {
@@ -23,7 +23,7 @@ async fn a_typed_job_sends_what_submit_would_and_is_saved() {
         .name("fox"),
         Job::from_request(2, Gen2ProRequest::builder().prompt("a grey owl")).unwrap(),
     ];
-    let batch = Batch::new(mock.client().unwrap(), MemoryJournal::default(), &dir.0);
+    let batch = Batch::new(mock.client().unwrap(), store(MemoryJournal::default()), &dir.0);
     let outcomes: Vec<_> = batch.run(jobs).unwrap().collect().await;
     assert!(
         outcomes.iter().all(|o| o.status == JobStatus::Succeeded),

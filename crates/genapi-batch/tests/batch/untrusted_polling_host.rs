@@ -10,7 +10,7 @@ use genapi_batch::{Batch, Job, JobStatus, MemoryJournal};
 use genapi_mock::MockService;
 use serde_json::json;
 
-use crate::common::Dir;
+use crate::common::{store, Dir};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_polling_host_that_refuses_polls_stops_the_batch_from_sending() {
@@ -33,7 +33,7 @@ async fn a_polling_host_that_refuses_polls_stops_the_batch_from_sending() {
             )
         })
         .collect();
-    let batch = Batch::new(client, MemoryJournal::default(), &dir.0);
+    let batch = Batch::new(client, store(MemoryJournal::default()), &dir.0);
     // Only a guard: a batch waiting for ever fails the test instead of
     // hanging it.
     let outcomes: Vec<_> = tokio::time::timeout(Duration::from_secs(120), batch.run(jobs).unwrap().collect())

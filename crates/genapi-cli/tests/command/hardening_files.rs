@@ -44,7 +44,7 @@ fn a_journal_that_is_a_link_to_a_device_is_refused() {
 /// is never written through.
 #[test]
 fn a_journal_is_never_written_through_a_planted_link() {
-    use genapi_batch::{Journal, Record};
+    use genapi_batch::{Event, Journal};
     let dir = Dir::new("journal-link");
     let victim = dir.join("victim.txt");
     std::fs::write(&victim, b"").unwrap();
@@ -52,7 +52,7 @@ fn a_journal_is_never_written_through_a_planted_link() {
     let path = dir.join("out").join("journal.jsonl");
     std::os::unix::fs::symlink(&victim, &path).unwrap();
     if let Ok(mut journal) = genapi_batch::FileJournal::open(&path) {
-        let _ = journal.append(&Record::Refused {
+        let _ = journal.append(&Event::Refused {
             line: 1,
             error: "x".into(),
         });

@@ -43,7 +43,6 @@ mod interrupts;
 mod ledger;
 mod ledger_carried;
 mod ledger_claims;
-mod ledger_fair_shares;
 mod ledger_hardening;
 mod ledger_outage;
 mod ledger_pool_size;

@@ -28,10 +28,11 @@ use tokio::time::Instant;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{Error as PgError, Row, Statement};
 
-use super::{describe, LedgerError};
+use crate::connect::{self, Heard};
+use crate::error::{describe, LedgerError};
 
 /// How long one step may take, reconnections included, unless set
-/// otherwise ([`super::LedgerOptions::step_deadline`]).
+/// otherwise ([`crate::LedgerOptions::step_deadline`]).
 pub const DEFAULT_STEP_DEADLINE: Duration = Duration::from_secs(30);
 
 /// The first pause before opening a broken connection again; it doubles up
@@ -41,43 +42,6 @@ const LONGEST_PAUSE: Duration = Duration::from_secs(2);
 
 /// The namespace of worker names' advisory locks (`hashtextextended` seed).
 const WORKER_LOCK_SEED: i64 = 0x6765_6e61_7069_0002;
-
-/// What the database told a link's connections (a `NOTIFY` it listens
-/// for) or may have told them unheard (the connection was opened again):
-/// waiters are woken, and each time is counted, so a reader can tell
-/// whether anything was heard since it last looked.
-#[derive(Debug, Default)]
-pub(crate) struct Heard {
-    /// Woken each time.
-    pub(crate) wake: tokio::sync::Notify,
-    count: std::sync::atomic::AtomicU64,
-    /// Workers heard asking for a seat, and whose freed seats are this
-    /// worker's to take (see [`super::wants`]).
-    pub(crate) wants: super::wants::Wants,
-}
-
-impl Heard {
-    /// A notification on `channel`: a worker asking for a seat is noted
-    /// (no seat was freed); a seat freed for another worker is not heard.
-    pub(crate) fn hear(&self, channel: &str, payload: &str) {
-        if channel == super::wants::CHANNEL {
-            self.wants.heard(payload);
-        } else if self.wants.is_for_me(payload) {
-            self.heard();
-        }
-    }
-
-    /// Something was heard.
-    pub(crate) fn heard(&self) {
-        self.count.fetch_add(1, Ordering::SeqCst);
-        self.wake.notify_waiters();
-    }
-
-    /// How many times something was heard so far.
-    pub(crate) fn count(&self) -> u64 {
-        self.count.load(Ordering::SeqCst)
-    }
-}
 
 /// One open connection and the statements prepared on it.
 pub(crate) struct Session {
@@ -178,9 +142,9 @@ impl Link {
         let first = async {
             let session = link.connect().await?;
             if migrate {
-                super::migrate(&session.client).await?;
+                crate::schema::migrate(&session.client).await?;
             }
-            super::check_shape(&session.client).await?;
+            crate::schema::check_shape(&session.client).await?;
             Ok::<_, LedgerError>(session)
         };
         let session = tokio::time::timeout_at(deadline, first)
@@ -349,7 +313,7 @@ impl Link {
     /// A new connection, listening and holding this link's name as the
     /// earlier ones did.
     async fn connect(&self) -> Result<Session, LedgerError> {
-        let client = super::open(&self.url, self.notified.clone()).await?;
+        let client = connect::open(&self.url, self.notified.clone()).await?;
         let session = Session {
             client,
             prepared: Default::default(),

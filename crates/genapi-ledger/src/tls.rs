@@ -58,7 +58,7 @@ use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::server::ParsedCertificate;
 use rustls::{CertificateError, DigitallySignedStruct, RootCertStore, SignatureScheme};
 
-use super::LedgerError;
+use crate::LedgerError;
 
 /// libpq's `sslmode`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -447,7 +447,7 @@ fn read_url_in(
     let (rest, from_url) = take_options(url).map_err(invalid)?;
     let mut config: tokio_postgres::Config = rest
         .parse()
-        .map_err(|e: tokio_postgres::Error| invalid(super::describe(&e)))?;
+        .map_err(|e: tokio_postgres::Error| invalid(crate::error::describe(&e)))?;
     // The environment's first, so the URL's own, read after, win.
     let mut options: Vec<(Key, String, Option<&str>)> = ENVIRONMENT
         .iter()

@@ -4,6 +4,8 @@
 //! a batch's file journal keeps (its records, one row each) plus who works
 //! on which line; never the API key, never an image.
 
+use crate::error::{describe, LedgerError};
+
 /// Each migration, by its version (its index + 1). Applied ones are never
 /// edited: a change is a new migration at the end.
 pub(crate) const MIGRATIONS: &[&str] = &[
@@ -77,3 +79,58 @@ pub(crate) const VERSION: i32 = MIGRATIONS.len() as i32;
 
 /// Serialises migrations between processes (`pg_advisory_xact_lock`).
 pub(crate) const MIGRATION_LOCK: i64 = 0x6765_6e61_7069_0001;
+
+/// Reads every column the ledger uses, so a table changed by hand is found
+/// now, before anything is sent.
+pub(crate) async fn check_shape(client: &tokio_postgres::Client) -> Result<(), LedgerError> {
+    for (table, columns) in SHAPE {
+        if let Err(error) = client
+            .batch_execute(&format!("SELECT {columns} FROM {table} LIMIT 0"))
+            .await
+        {
+            return Err(LedgerError::SchemaChanged {
+                table: table.to_string(),
+                reason: describe(&error),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Applies the migrations this database lacks, one process at a time.
+pub(crate) async fn migrate(client: &tokio_postgres::Client) -> Result<(), LedgerError> {
+    let db = LedgerError::from_db;
+    client.batch_execute("BEGIN").await.map_err(db)?;
+    let applied = async {
+        client
+            .execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
+            .await
+            .map_err(db)?;
+        client
+            .batch_execute("CREATE TABLE IF NOT EXISTS genapi_schema (version integer NOT NULL)")
+            .await
+            .map_err(db)?;
+        let found: i32 = client
+            .query_opt("SELECT max(version) FROM genapi_schema", &[])
+            .await
+            .map_err(db)?
+            .and_then(|row| row.get::<_, Option<i32>>(0))
+            .unwrap_or(0);
+        if found > VERSION {
+            return Err(LedgerError::SchemaTooNew { found, known: VERSION });
+        }
+        for (index, migration) in MIGRATIONS.iter().enumerate().skip(found.max(0) as usize) {
+            client.batch_execute(migration).await.map_err(db)?;
+            let version = index as i32 + 1;
+            client
+                .execute("INSERT INTO genapi_schema (version) VALUES ($1)", &[&version])
+                .await
+                .map_err(db)?;
+        }
+        Ok(())
+    }
+    .await;
+    let end = if applied.is_ok() { "COMMIT" } else { "ROLLBACK" };
+    client.batch_execute(end).await.map_err(db)?;
+    applied
+}

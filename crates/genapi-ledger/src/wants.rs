@@ -2,7 +2,7 @@
 //! back.
 //!
 //! A worker keeps a seat its task gave back for its own next submission
-//! ([`super::SharedSeats`]'s spares): that spares the database a round trip
+//! ([`crate::SharedSeats`]'s spares): that spares the database a round trip
 //! and every other worker a wake-up. Left at that, a busy worker keeps its
 //! seats for as long as it has lines, and a worker that found the pool full
 //! when it started waits until the others run out of lines, holding the

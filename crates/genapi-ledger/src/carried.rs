@@ -1,6 +1,6 @@
 //! Seat changes carried by the ledger's records.
 //!
-//! A worker that shares both a [`super::Ledger`] and [`super::SharedSeats`]
+//! A worker that shares both a [`crate::Ledger`] and [`crate::SharedSeats`]
 //! writes, for every line, three records (intent, acceptance, end), and, for
 //! its seat, two changes: the seat is taken again for the submission (the
 //! name of its last task goes), and the task the service accepted is written
@@ -17,7 +17,7 @@
 //!
 //! A note no record carried within [`CARRY_WAIT`] (a client submitting
 //! outside the batch, a quiet moment) is written by the seats themselves,
-//! and [`super::SharedSeats::flush`] writes what is left. Notes are kept per
+//! and [`crate::SharedSeats::flush`] writes what is left. Notes are kept per
 //! seat, the latest winning: the database needs only a seat's last state.
 //! Each is written only while the seat is still this worker's, so a note
 //! written late can never touch a seat another worker took meanwhile.

@@ -25,7 +25,7 @@ use std::task::{ready, Context, Poll};
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
-use super::tls::{Refusal, Security};
+use crate::tls::{Refusal, Security};
 
 /// The longest backend message accepted, body and length field together.
 /// The driver buffers a message whole before handing it on, so the length a
@@ -312,7 +312,7 @@ mod tests {
     use super::*;
 
     fn security() -> Arc<Security> {
-        Arc::new(super::super::tls::read_url("postgres://u@db/x").unwrap().1)
+        Arc::new(crate::tls::read_url("postgres://u@db/x").unwrap().1)
     }
 
     fn message(kind: u8, body: &[u8]) -> Vec<u8> {

@@ -23,7 +23,7 @@ use std::sync::Mutex;
 
 use tokio::sync::oneshot;
 
-pub(crate) use super::carried::CARRY_WAIT;
+pub(crate) use crate::carried::CARRY_WAIT;
 
 /// A statement's common table expressions `ended` and `ended_lines`,
 /// storing the ends given as JSON in parameter `$param` (the text of

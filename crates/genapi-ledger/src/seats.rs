@@ -7,9 +7,11 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use url::Url;
 
-use super::carried::{seat_changes, Note, Notes, CARRY_WAIT};
-use super::link::{Heard, Link};
-use super::{naming, seconds, wants, LedgerError, LedgerOptions};
+use crate::carried::{seat_changes, Note, Notes, CARRY_WAIT};
+use crate::connect::Heard;
+use crate::link::Link;
+use crate::options::seconds;
+use crate::{naming, wants, LedgerError, LedgerOptions};
 use genapi::SharedPlaces;
 
 /// The longest a task is taken to run. A seat whose worker died comes back
@@ -51,7 +53,7 @@ const SPARE_GRACE: Duration = Duration::from_millis(100);
 ///
 /// ```no_run
 /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
-/// use genapi_batch::ledger::SharedSeats;
+/// use genapi_ledger::SharedSeats;
 /// let seats = SharedSeats::connect("postgres://genapi@db.internal/genapi", "team-account", 24).await?;
 /// let client = genapi::ClientBuilder::from_env()?
 ///     .shared_places(seats.places(), seats.limit())
@@ -93,10 +95,10 @@ struct Inner {
     spare: std::sync::Mutex<Vec<i32>>,
     /// Seats this worker holds in the database, its spares included: told
     /// to other workers when it asks for one, and compared with theirs when
-    /// a seat is given back (see [`super::wants`]).
+    /// a seat is given back (see [`crate::wants`]).
     held: std::sync::atomic::AtomicUsize,
     /// Changes waiting for a ledger record to carry them (see
-    /// [`super::carried`]).
+    /// [`crate::carried`]).
     notes: std::sync::Mutex<Notes>,
 }
 
@@ -352,7 +354,7 @@ impl SharedSeats {
     }
 
     /// Lets a ledger's records carry this worker's seat changes (see
-    /// [`super::carried`]): called by [`super::Ledger::carry_seat_changes`].
+    /// [`crate::carried`]): called by [`crate::Ledger::carry_seat_changes`].
     pub(crate) fn carried_by_a_ledger(&self) {
         if let Ok(mut notes) = self.inner.notes.lock() {
             notes.carried = true;

@@ -4,32 +4,29 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde::Serialize;
-
 use tokio_postgres::Row;
 
-use super::carried::{seat_changes, Notes};
-use super::ends::{ends_carried, Ends, Withdrawal, CARRY_WAIT};
-use super::link::Link;
-use super::SharedSeats;
-use super::{naming, seconds, LedgerError, LedgerOptions};
-use crate::budget::Hold;
-use crate::Record;
+use crate::carried::{seat_changes, Notes};
+use crate::ends::{ends_carried, Ends, Withdrawal, CARRY_WAIT};
+use crate::link::Link;
+use crate::options::seconds;
+use crate::SharedSeats;
+use crate::{naming, LedgerError, LedgerOptions};
+use genapi_batch::{Event, Hold, SharedStatus, Standing, Status};
 
 /// One batch in a PostgreSQL ledger, as one worker sees it.
 ///
-/// Open it in every worker with the same batch name and job file; give it
-/// to [`crate::Batch::ledger`].
+/// Open it in every worker with the same batch name and job file; it is
+/// the batch's [`genapi_batch::Store`].
 ///
 /// ```no_run
 /// # async fn demo(client: genapi::Client, jobs: Vec<genapi_batch::Job>) -> Result<(), Box<dyn std::error::Error>> {
 /// use futures::StreamExt;
-/// use genapi_batch::ledger::Ledger;
-/// use genapi_batch::{Batch, MemoryJournal};
+/// use genapi_batch::Batch;
+/// use genapi_ledger::Ledger;
 /// let ledger = Ledger::open("postgres://genapi@db.internal/genapi", "catalogue-2026-11", "9f2c0d1e").await?;
 /// println!("working as {}", ledger.worker());
-/// let outcomes: Vec<_> = Batch::new(client, MemoryJournal::default(), "out")
-///     .ledger(ledger)
+/// let outcomes: Vec<_> = Batch::new(client, ledger, "out")
 ///     .run(jobs)?
 ///     .collect()
 ///     .await;
@@ -153,9 +150,9 @@ const FINISHED: (&str, &str) = with_and_without_carried!(
 #[derive(Debug)]
 pub(crate) enum Claim {
     /// This worker holds the line now; its records so far.
-    Mine(Vec<Record>),
+    Mine(Vec<Event>),
     /// The line is done; its records.
-    Done(Vec<Record>),
+    Done(Vec<Event>),
     /// Another worker holds it.
     Held,
 }
@@ -172,17 +169,6 @@ impl Ledger {
     /// the same.
     pub async fn open(url: &str, batch: &str, jobs_digest: &str) -> Result<Ledger, LedgerError> {
         Ledger::open_with(url, batch, jobs_digest, LedgerOptions::default()).await
-    }
-
-    /// [`Ledger::open`] with claims lasting `lease` without renewal (at
-    /// least a second): a dead worker's lines go to others after it.
-    pub async fn open_with_lease(
-        url: &str,
-        batch: &str,
-        jobs_digest: &str,
-        lease: Duration,
-    ) -> Result<Ledger, LedgerError> {
-        Ledger::open_with(url, batch, jobs_digest, LedgerOptions::default().lease(lease)).await
     }
 
     /// [`Ledger::open`] as `options` say: the worker's name, its lease, and
@@ -387,8 +373,8 @@ impl Ledger {
     /// the same URL ([`LedgerError::Database`] otherwise).
     ///
     /// ```no_run
-    /// # async fn demo(url: &str) -> Result<(), genapi_batch::ledger::LedgerError> {
-    /// use genapi_batch::ledger::{Ledger, SharedSeats};
+    /// # async fn demo(url: &str) -> Result<(), genapi_ledger::LedgerError> {
+    /// use genapi_ledger::{Ledger, SharedSeats};
     /// let seats = SharedSeats::join(url, "team-account", 24).await?;
     /// let mut ledger = Ledger::open(url, "nightly", "0123456789abcdef").await?;
     /// ledger.carry_seat_changes(&seats)?;
@@ -410,12 +396,12 @@ impl Ledger {
     /// [`LedgerError::Database`] says the claim was lost and nothing may be
     /// sent); the other records are stored whatever happened to the claim,
     /// since they say what the service did.
-    pub(crate) async fn record(&self, record: &Record) -> Result<(), LedgerError> {
+    pub(crate) async fn record(&self, record: &Event) -> Result<(), LedgerError> {
         let line = record.line() as i64;
         let text = serde_json::to_string(record).map_err(|e| LedgerError::Database(e.to_string()))?;
         let (batch, worker, text) = (&self.batch, &self.worker, &text);
         match record {
-            Record::Intent { .. } => {
+            Event::Intent { .. } => {
                 let margin = seconds(self.lease) / 2.0;
                 // Exclusive: a worker whose name another process took sends
                 // nothing more.
@@ -428,14 +414,14 @@ impl Ledger {
                     )));
                 }
             }
-            Record::Accepted { cost, .. } => {
+            Event::Accepted { cost, .. } => {
                 self.write(line, false, ACCEPTED, &[batch, &line, worker, text, cost])
                     .await?;
             }
-            Record::Refused { .. } => {
+            Event::Refused { .. } => {
                 self.write(line, false, REFUSED, &[batch, &line, worker, text]).await?;
             }
-            Record::Finished { status, cost, .. } if status != "Refused" => {
+            Event::Finished { status, cost, .. } if status != "Refused" => {
                 // A line done is given back with its end: nothing more is
                 // done on it, and a release would be one more step.
                 self.end(line, record, *cost).await?;
@@ -443,12 +429,12 @@ impl Ledger {
                     released.insert(line as u64);
                 }
             }
-            Record::Finished { cost, .. } => {
+            Event::Finished { cost, .. } => {
                 // A refusal created no task: the line stays open to a retry.
                 self.write(line, false, FINISHED, &[batch, &line, worker, text, &false, cost])
                     .await?;
             }
-            Record::Damaged { .. } => {}
+            Event::Damaged { .. } => {}
         }
         Ok(())
     }
@@ -456,7 +442,7 @@ impl Ledger {
     /// Stores the end of `line`, done: carried by the next record of this
     /// worker if one comes within [`CARRY_WAIT`], else written by itself
     /// (see the module `ends`). Returns once it is stored.
-    async fn end(&self, line: i64, record: &Record, cost: Option<f64>) -> Result<(), LedgerError> {
+    async fn end(&self, line: i64, record: &Event, cost: Option<f64>) -> Result<(), LedgerError> {
         let value = serde_json::to_value(record).map_err(|e| LedgerError::Database(e.to_string()))?;
         let mut queued = self.ends.queue(line, value, cost);
         let mut withdrawal = Withdrawal::new(&self.ends, queued.ticket);
@@ -549,8 +535,8 @@ impl Ledger {
     }
 
     /// Every record of the batch, line by line in the order stored (for
-    /// [`crate::adopt`] and the status view).
-    pub async fn records(&self) -> Result<Vec<Record>, LedgerError> {
+    /// [`genapi_batch::adopt`] and the status view).
+    pub(crate) async fn records(&self) -> Result<Vec<Event>, LedgerError> {
         let batch = &self.batch;
         let rows = self
             .db
@@ -574,15 +560,15 @@ impl Ledger {
 
     /// Stores records made outside a run (an adoption), as a run would. The
     /// line gets a row if it has none. Intents are written by runs only.
-    pub async fn append(&self, records: &[Record]) -> Result<(), LedgerError> {
+    pub(crate) async fn append(&self, records: &[Event]) -> Result<(), LedgerError> {
         for record in records {
-            if let Record::Intent { line, .. } = record {
+            if let Event::Intent { line, .. } = record {
                 return Err(LedgerError::Database(format!(
                     "line {line}: an intent is recorded only by a run, just before it sends"
                 )));
             }
             // An adopted task reopens its line.
-            let reopen = matches!(record, Record::Accepted { .. });
+            let reopen = matches!(record, Event::Accepted { .. });
             let (batch, line) = (&self.batch, record.line() as i64);
             self.db
                 .run(false, |session| async move {
@@ -598,28 +584,6 @@ impl Ledger {
             self.record(record).await?;
         }
         Ok(())
-    }
-
-    /// [`crate::adopt`] for a batch kept in this ledger: records
-    /// `task` as the task of `job`'s line, whose submission went unanswered,
-    /// with the same checks. Run it before the batch, not beside it.
-    pub async fn adopt(
-        &self,
-        client: &genapi::Client,
-        job: &crate::Job,
-        task: &str,
-    ) -> Result<crate::Adopted, crate::AdoptError> {
-        let ledger_error = |e: LedgerError| crate::AdoptError::Journal(std::io::Error::other(e));
-        let mut snapshot = crate::MemoryJournal::default();
-        let earlier = self.records().await.map_err(ledger_error)?;
-        let count = earlier.len();
-        for record in &earlier {
-            crate::Journal::append(&mut snapshot, record)?;
-        }
-        let adopted = crate::adopt(client, &mut snapshot, job, task).await?;
-        let added: Vec<Record> = snapshot.records().into_iter().skip(count).collect();
-        self.append(&added).await.map_err(ledger_error)?;
-        Ok(adopted)
     }
 
     /// Holds credits for a submission of `line` under a cap of `max` in all
@@ -652,7 +616,15 @@ impl Ledger {
                     row.try_get(3)?,
                     row.try_get(4)?,
                 );
-                let hold = crate::budget::decide(max, charged, held, live, estimate, largest);
+                let hold = genapi_batch::Credits {
+                    max,
+                    charged,
+                    held,
+                    live_holds: live,
+                    kind_price: estimate,
+                    largest,
+                }
+                .decide();
                 if let Hold::Held(amount) = hold {
                     let held = session
                         .execute(
@@ -688,26 +660,9 @@ impl Ledger {
         Ok(())
     }
 
-    /// Credits charged over the batch (as the service reported them) and
-    /// held for submissions whose cost is not known yet.
-    pub async fn credits(&self) -> Result<(f64, f64), LedgerError> {
-        let batch = &self.batch;
-        self.db
-            .run(false, |session| async move {
-                let row = session
-                    .query_one(
-                        "SELECT coalesce(sum(charged), 0), coalesce(sum(hold), 0) FROM genapi_lines WHERE batch = $1",
-                        &[batch],
-                    )
-                    .await?;
-                Ok((row.try_get(0)?, row.try_get(1)?))
-            })
-            .await
-    }
-
-    /// One view of the whole batch of `lines` jobs (those no worker has
+    /// Where the whole batch of `lines` jobs stands (those no worker has
     /// reached yet count as not started).
-    pub async fn status(&self, lines: u64) -> Result<BatchStatus, LedgerError> {
+    pub(crate) async fn status(&self, lines: u64) -> Result<Status, LedgerError> {
         let batch = &self.batch;
         let rows = self
             .db
@@ -717,51 +672,20 @@ impl Ledger {
             .await?;
         status_of(batch, &rows, lines)
     }
-
-    /// [`Ledger::status`] of batch `batch` of the job file whose digest is
-    /// `jobs_digest`, read without changing the database: no migration is
-    /// applied, no batch is created and no digest stored. `None` when the
-    /// batch is not in the ledger (no worker has started it). A batch of
-    /// another job file is refused as [`Ledger::open`] refuses it.
-    pub async fn read_status(
-        url: &str,
-        batch: &str,
-        jobs_digest: &str,
-        lines: u64,
-    ) -> Result<Option<BatchStatus>, LedgerError> {
-        let Some(db) = super::connect_to_read(url).await? else {
-            return Ok(None);
-        };
-        let recorded = db
-            .query_opt("SELECT jobs_digest FROM genapi_batches WHERE name = $1", &[&batch])
-            .await
-            .map_err(LedgerError::from_db)?;
-        match recorded.map(|row| row.try_get::<_, String>(0)).transpose() {
-            Ok(None) => Ok(None),
-            Ok(Some(digest)) if digest == jobs_digest => {
-                let rows = db.query(STATUS, &[&batch]).await.map_err(LedgerError::from_db)?;
-                status_of(batch, &rows, lines).map(Some)
-            }
-            Ok(Some(_)) => Err(LedgerError::OtherJobFile { batch: batch.into() }),
-            Err(error) => Err(LedgerError::from_db(error)),
-        }
-    }
 }
 
-/// Every line of batch `$1` with what [`BatchStatus`] shows of it.
-const STATUS: &str = "SELECT l.line, l.worker, l.lease_until > now(), l.charged, l.hold,
+/// Every line of batch `$1` with what its [`Status`] shows of it.
+pub(crate) const STATUS: &str = "SELECT l.line, l.worker, l.lease_until > now(), l.charged, l.hold,
                              (SELECT coalesce(json_agg(r.record ORDER BY r.seq), '[]'::json)::text
                               FROM genapi_records r WHERE r.batch = l.batch AND r.line = l.line)
                       FROM genapi_lines l WHERE l.batch = $1 ORDER BY l.line";
 
 /// [`Ledger::status`] of batch `batch` of `lines` jobs, from the [`STATUS`]
 /// rows.
-fn status_of(batch: &str, rows: &[Row], lines: u64) -> Result<BatchStatus, LedgerError> {
+pub(crate) fn status_of(batch: &str, rows: &[Row], lines: u64) -> Result<Status, LedgerError> {
     let db = LedgerError::from_db;
-    let mut status = BatchStatus {
-        batch: batch.to_string(),
-        ..BatchStatus::default()
-    };
+    let mut status = SharedStatus::not_started(batch, 0);
+    let mut standings = BTreeMap::new();
     for row in rows {
         let line = row.try_get::<_, i64>(0).map_err(db)? as u64;
         let worker: Option<String> = row.try_get(1).map_err(db)?;
@@ -769,7 +693,8 @@ fn status_of(batch: &str, rows: &[Row], lines: u64) -> Result<BatchStatus, Ledge
         let charged: Option<f64> = row.try_get(3).map_err(db)?;
         let hold: Option<f64> = row.try_get(4).map_err(db)?;
         let records = records(&row.try_get::<_, String>(5).map_err(db)?)?;
-        let state = crate::line_state(records);
+        let state = genapi_batch::LineState::of(records);
+        standings.insert(line, Standing::of(&state));
         let view = LineView::of(&state);
         status.credits_charged += charged.unwrap_or(0.0);
         status.credits_held += hold.unwrap_or(0.0);
@@ -788,7 +713,7 @@ fn status_of(batch: &str, rows: &[Row], lines: u64) -> Result<BatchStatus, Ledge
     status.not_started = lines.saturating_sub(known);
     status.credits_charged = without_float_noise(status.credits_charged);
     status.credits_held = without_float_noise(status.credits_held);
-    Ok(status)
+    Ok(Status::of_shared(standings, status))
 }
 
 /// A sum of prices as the service states prices: the noise of adding them
@@ -822,15 +747,13 @@ async fn renew(db: Arc<Link>, batch: String, worker: String, lease: Duration) {
     }
 }
 
-fn records(text: &str) -> Result<Vec<Record>, LedgerError> {
+fn records(text: &str) -> Result<Vec<Event>, LedgerError> {
     serde_json::from_str(text).map_err(|e| LedgerError::Database(format!("a record of the ledger cannot be read: {e}")))
 }
 
-/// Where a line of a batch is, in the ledger.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-#[non_exhaustive]
-pub enum LineView {
+/// Where a line of a batch is, in the ledger's counts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum LineView {
     /// Its result was saved.
     Done,
     /// It ended in a failure (refused, moderated, failed).
@@ -844,42 +767,16 @@ pub enum LineView {
 }
 
 impl LineView {
-    fn of(state: &crate::LineState) -> LineView {
+    fn of(state: &genapi_batch::LineState) -> LineView {
         match &state.finished {
-            Some(Record::Finished { status, .. }) if status == "Ready" => LineView::Done,
-            Some(Record::Finished { status, .. }) if status == "Refused" => LineView::Open,
+            Some(Event::Finished { status, .. }) if status == "Ready" => LineView::Done,
+            Some(Event::Finished { status, .. }) if status == "Refused" => LineView::Open,
             Some(_) => LineView::Failed,
             None if state.accepted.is_some() => LineView::InFlight,
             None if state.unanswered => LineView::Unknown,
             None => LineView::Open,
         }
     }
-}
-
-/// The whole batch at a glance ([`Ledger::status`]).
-#[derive(Clone, Debug, Default, Serialize)]
-#[non_exhaustive]
-pub struct BatchStatus {
-    /// The batch's name.
-    pub batch: String,
-    /// Lines whose result was saved.
-    pub done: u64,
-    /// Lines that ended in a failure.
-    pub failed: u64,
-    /// Lines whose task runs.
-    pub in_flight: u64,
-    /// Lines whose submission was never answered.
-    pub unknown: u64,
-    /// Lines a worker reached but did not submit yet, or open to a retry.
-    pub open: u64,
-    /// Lines no worker has reached yet.
-    pub not_started: u64,
-    /// Credits the service reported charging.
-    pub credits_charged: f64,
-    /// Credits held for submissions whose cost is not known yet.
-    pub credits_held: f64,
-    /// Lines held by each live worker.
-    pub workers: BTreeMap<String, Vec<u64>>,
 }
 
 #[cfg(test)]

@@ -8,11 +8,10 @@
 use std::time::Duration;
 
 use genapi::SharedPlaces;
-use genapi_batch::ledger::SharedSeats;
+use genapi_ledger::SharedSeats;
 use tokio::time::Instant;
 
-use crate::common;
-use common::pg::Postgres;
+use crate::common::pg::Postgres;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_worker_that_found_the_pool_full_gets_an_equal_share_while_another_stays_busy() {

@@ -3,15 +3,14 @@
 use std::path::Path;
 use std::time::Duration;
 
-use super::link::DEFAULT_STEP_DEADLINE;
-use super::naming::Naming;
-use super::DEFAULT_LEASE;
+use crate::link::DEFAULT_STEP_DEADLINE;
+use crate::naming::Naming;
 
-/// Settings of [`super::Ledger::open_with`].
+/// Settings of [`crate::Ledger::open_with`].
 ///
 /// ```
 /// use std::time::Duration;
-/// use genapi_batch::ledger::LedgerOptions;
+/// use genapi_ledger::LedgerOptions;
 /// let options = LedgerOptions::default()
 ///     .lease(Duration::from_secs(60))
 ///     .step_deadline(Duration::from_secs(20))
@@ -37,7 +36,7 @@ impl Default for LedgerOptions {
 
 impl LedgerOptions {
     /// How long this worker's claims last without renewal (at least a
-    /// second; [`super::DEFAULT_LEASE`] by default): a dead worker's lines
+    /// second; [`crate::DEFAULT_LEASE`] by default): a dead worker's lines
     /// go to other workers after it.
     pub fn lease(mut self, lease: Duration) -> Self {
         self.lease = lease.max(Duration::from_secs(1));
@@ -47,7 +46,7 @@ impl LedgerOptions {
     /// The longest one database step may take (a statement or a
     /// transaction, with the new connections it needs when the old one
     /// broke; at least a second; [`DEFAULT_STEP_DEADLINE`] by default). A
-    /// step that passes it fails with [`super::LedgerError::Unanswered`].
+    /// step that passes it fails with [`crate::LedgerError::Unanswered`].
     pub fn step_deadline(mut self, deadline: Duration) -> Self {
         self.step = deadline.max(Duration::from_secs(1));
         self
@@ -55,8 +54,8 @@ impl LedgerOptions {
 
     /// Works as worker `name`: a worker started again under the same name
     /// takes back its lines at once, without waiting for their lease. Only
-    /// one live process may have a name: [`super::Ledger::open_with`] is
-    /// refused ([`super::LedgerError::WorkerTaken`]) while another has it.
+    /// one live process may have a name: [`crate::Ledger::open_with`] is
+    /// refused ([`crate::LedgerError::WorkerTaken`]) while another has it.
     /// Without a name, each process is a new worker.
     pub fn worker_name(mut self, name: impl Into<String>) -> Self {
         self.naming = Naming::Exactly(name.into());
@@ -70,7 +69,16 @@ impl LedgerOptions {
     /// gets back the first name no live worker has.
     pub fn worker_for_folder(mut self, folder: &Path) -> Self {
         let folder = std::fs::canonicalize(folder).unwrap_or_else(|_| folder.to_path_buf());
-        self.naming = Naming::FirstFree(format!("{}:{}", super::host_name(), folder.display()));
+        self.naming = Naming::FirstFree(format!("{}:{}", crate::naming::host_name(), folder.display()));
         self
     }
+}
+
+/// How long a worker's claims and seats last without renewal (renewed a
+/// few times per lease while it lives).
+pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
+
+/// `lease` in seconds, as PostgreSQL takes an interval.
+pub(crate) fn seconds(lease: Duration) -> f64 {
+    lease.as_secs_f64()
 }

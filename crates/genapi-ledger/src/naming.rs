@@ -1,8 +1,8 @@
 //! A worker's name: new for each process, or one a restarted worker takes
 //! back, held by one live process at a time.
 
-use super::link::Link;
-use super::{worker_name, LedgerError};
+use crate::link::Link;
+use crate::LedgerError;
 
 /// Names a worker may take, from the most wanted.
 #[derive(Clone, Debug)]
@@ -48,4 +48,28 @@ pub(crate) async fn take(link: &Link, scope: &str, naming: &Naming) -> Result<St
     link.take_name(&keyed)
         .await?
         .ok_or_else(|| LedgerError::WorkerTaken { worker: shown.clone() })
+}
+
+/// A name for this process among the workers: host, process id and a
+/// random part (a restarted process is a new worker).
+pub(crate) fn worker_name() -> String {
+    // 64 random bits: containers sharing a host name and a process id are
+    // still told apart.
+    format!("{}-{}-{:016x}", host_name(), std::process::id(), fastrand::u64(..))
+}
+
+/// This machine's name, as far as it can be known.
+pub(crate) fn host_name() -> String {
+    std::env::var("HOSTNAME")
+        .ok()
+        .or_else(|| std::fs::read_to_string("/etc/hostname").ok())
+        .map(|name| {
+            name.trim()
+                .chars()
+                .filter(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '.')
+                .take(64)
+                .collect()
+        })
+        .filter(|name: &String| !name.is_empty())
+        .unwrap_or_else(|| "host".into())
 }

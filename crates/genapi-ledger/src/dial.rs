@@ -1,7 +1,7 @@
 //! Opening the ledger's connection: each host of the URL in turn, each
 //! address under the connect timeout from the first packet to the end of
-//! authentication, the server's bytes watched ([`super::guard`]) and TLS as
-//! the URL asks ([`super::tls`]).
+//! authentication, the server's bytes watched ([`crate::guard`]) and TLS as
+//! the URL asks ([`crate::tls`]).
 
 use std::future::Future;
 use std::io;
@@ -19,9 +19,9 @@ use tokio_postgres::error::SqlState;
 use tokio_postgres::tls::{ChannelBinding, TlsConnect};
 use tokio_postgres::{Client, Config};
 
-use super::guard::{Guarded, Start, Watch};
-use super::tls::Security;
-use super::{describe, LedgerError};
+use crate::error::{describe, LedgerError};
+use crate::guard::{Guarded, Start, Watch};
+use crate::tls::Security;
 
 /// The connect timeout when the URL gives none (`connect_timeout`).
 pub(super) const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);

@@ -1,0 +1,91 @@
+//! A batch keeps as many tasks active as the client allows and no more,
+//! counting tasks taken up from the journal and retried refusals.
+
+use std::time::Duration;
+
+use futures::StreamExt;
+use genapi_batch::{Batch, JobStatus, MemoryJournal};
+use genapi_mock::Fault;
+
+use crate::common::*;
+
+#[tokio::test(start_paused = true)]
+async fn refusals_that_surely_created_nothing_are_retried_and_in_flight_stays_under_the_limit() {
+    let mock = roomy_mock(200).await;
+    let client = mock.client().unwrap();
+    let dir = Dir::new("limit");
+    // Two 429s: the service surely did not accept them; tried again in the run.
+    mock.inject(Fault::status("/v1/gen-2-pro", 429).method("POST").times(2));
+    let batch = Batch::new(client, store(MemoryJournal::default()), &dir.0).jobs_at_once(4);
+    let counters = batch.counters();
+    let stream = batch.run(jobs(12, "limit")).unwrap();
+    tokio::pin!(stream);
+    let mut peak = 0;
+    let mut outcomes = Vec::new();
+    loop {
+        tokio::select! {
+            next = stream.next() => match next {
+                Some(outcome) => outcomes.push(outcome),
+                None => break,
+            },
+            _ = tokio::time::sleep(Duration::from_millis(5)) => peak = peak.max(counters.in_flight()),
+        }
+    }
+    assert_eq!(outcomes.len(), 12);
+    assert!(
+        outcomes.iter().all(|o| o.status == JobStatus::Succeeded),
+        "{outcomes:#?}"
+    );
+    assert!((1..=4).contains(&peak), "peak in flight {peak}");
+    assert_eq!(counters.submitted(), 12);
+    let posts = posts_by_prompt(&mock);
+    assert_eq!(posts.values().sum::<usize>(), 14, "12 accepted + 2 refused with 429");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_batch_keeps_as_many_tasks_active_as_the_clients_limit_and_no_more() {
+    // The one limit is the client's: the batch adds none of its own.
+    let mock = roomy_mock(2_000).await;
+    let client = mock.client_builder().max_active_tasks(40).build().unwrap();
+    let dir = Dir::new("client-limit");
+    let outcomes = run_batch(
+        Batch::new(client, store(MemoryJournal::default()), &dir.0),
+        jobs(90, "limit 40"),
+    )
+    .await;
+    assert!(
+        outcomes.iter().all(|o| o.status == JobStatus::Succeeded),
+        "{outcomes:#?}"
+    );
+    assert_eq!(
+        mock.stats().peak_active_tasks,
+        40,
+        "the service saw the client's limit reached, not passed"
+    );
+    assert_eq!(mock.count("POST", "/v1/gen-2-pro"), 90);
+}
+
+#[tokio::test(start_paused = true)]
+async fn tasks_taken_up_from_the_journal_hold_places_under_the_clients_limit() {
+    let mock = roomy_mock(10_000).await;
+    let limited = || mock.client_builder().max_active_tasks(3).build().unwrap();
+    let dir = Dir::new("resumed-limit");
+    let journal = MemoryJournal::default();
+    // A first run is stopped once its three tasks were accepted; they run on.
+    let first = Batch::new(limited(), store(journal.clone()), &dir.0);
+    let stopper = first.stopper();
+    let running = tokio::spawn(run_batch(first, jobs(3, "resumed")));
+    while mock.count("POST", "/v1/gen-2-pro") < 3 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    stopper.stop();
+    let first = running.await.unwrap();
+    assert!(first.iter().all(|o| o.status == JobStatus::Pending), "{first:#?}");
+    // The next run (a new client, as a new process has) takes them up
+    // before it submits three more: never more than three active at once.
+    let second = run_batch(Batch::new(limited(), store(journal), &dir.0), jobs(6, "resumed")).await;
+    assert!(second.iter().all(|o| o.status == JobStatus::Succeeded), "{second:#?}");
+    assert_eq!(mock.count("POST", "/v1/gen-2-pro"), 6, "none submitted twice");
+    assert_eq!(mock.stats().peak_active_tasks, 3);
+}

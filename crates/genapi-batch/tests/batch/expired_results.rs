@@ -1,0 +1,60 @@
+//! Results whose signed address expired are fetched again by polling the
+//! same task, never by submitting again.
+
+use std::time::Duration;
+
+use genapi_batch::{Batch, JobStatus};
+
+use crate::common::*;
+
+#[tokio::test(start_paused = true)]
+async fn expired_results_are_fetched_again_by_polling_without_resubmitting() {
+    let (mock, client, dir, journal) = setup(100, "expiry").await;
+    // First run: the output "directory" is a file, so no result can be saved.
+    let blocked = dir.join("out");
+    std::fs::write(&blocked, b"not a directory").unwrap();
+    let first = run_batch(
+        Batch::new(client.clone(), store(journal.clone()), &blocked),
+        jobs(3, "expiry"),
+    )
+    .await;
+    assert!(first.iter().all(|o| o.status == JobStatus::Pending), "{first:#?}");
+    assert!(first.iter().all(|o| o.task.is_some()));
+    assert!(first[0].error.as_deref().unwrap().contains("not submitted again"));
+    // The result addresses of the first run expire.
+    std::fs::remove_file(&blocked).unwrap();
+    std::fs::create_dir(&blocked).unwrap();
+    mock.advance(Duration::from_secs(601));
+    let polls_before = mock.count("GET", "/v1/get_result");
+    let second = run_batch(
+        Batch::new(client.clone(), store(journal.clone()), &blocked),
+        jobs(3, "expiry"),
+    )
+    .await;
+    for (before, after) in first.iter().zip(&second) {
+        assert_eq!(after.status, JobStatus::Succeeded, "{after:#?}");
+        assert!(after.resumed);
+        assert_eq!(before.task, after.task, "the same task, polled again");
+        let file = after.file.as_ref().unwrap();
+        assert_eq!(genapi::dimensions(&std::fs::read(file).unwrap()), Some((64, 64)));
+    }
+    assert!(
+        mock.count("GET", "/v1/get_result") >= polls_before + 3,
+        "fresh addresses come from polls"
+    );
+    assert_eq!(mock.count("POST", "/v1/gen-2-pro"), 3, "nothing was submitted twice");
+    // A third run downloads nothing and sends nothing.
+    let downloads = mock
+        .requests()
+        .iter()
+        .filter(|r| r.path.starts_with("/mock/results/"))
+        .count();
+    let third = run_batch(Batch::new(client, store(journal), &blocked), jobs(3, "expiry")).await;
+    assert!(third.iter().all(|o| o.status == JobStatus::Succeeded && o.from_journal));
+    let after = mock
+        .requests()
+        .iter()
+        .filter(|r| r.path.starts_with("/mock/results/"))
+        .count();
+    assert_eq!((after, mock.count("POST", "/v1/gen-2-pro")), (downloads, 3));
+}

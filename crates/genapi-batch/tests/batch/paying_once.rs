@@ -1,0 +1,133 @@
+//! A line is paid for once: two lines writing one file, a line renamed onto
+//! another's, a job moved to another line, a submission never answered, and
+//! a folder that does not exist yet never cost a second submission.
+
+use genapi_batch::{Batch, Job, JobStatus, MemoryJournal};
+use genapi_mock::{Fault, FaultKind};
+use serde_json::json;
+
+use crate::common::*;
+
+#[tokio::test(start_paused = true)]
+async fn two_jobs_with_one_output_name_are_not_both_paid_for() {
+    let mock = roomy_mock(100).await;
+    let client = mock.client().unwrap();
+    let dir = Dir::new("same-name");
+    let mut same = jobs(3, "same name");
+    same[1].name = Some("img-1".into());
+    // Names are made safe before they are compared: "../img-1" is "img-1".
+    same[2].name = Some("../img-1".into());
+    let outcomes = run_batch(Batch::new(client, store(MemoryJournal::default()), &dir.0), same).await;
+    assert_eq!(outcomes[0].status, JobStatus::Succeeded, "{outcomes:#?}");
+    for later in &outcomes[1..] {
+        assert_eq!(later.status, JobStatus::NotSubmitted, "{later:#?}");
+        assert_eq!(later.class, Some(genapi::FailureClass::Validation));
+        let error = later.error.as_deref().unwrap();
+        assert!(
+            error.contains("also line 1's") && error.contains("nothing was sent"),
+            "{error}"
+        );
+    }
+    assert_eq!(mock.count("POST", "/v1/gen-2-pro"), 1, "only the first was sent");
+    assert!(dir.join("img-1.jpg").is_file());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_line_renamed_onto_another_after_its_task_was_accepted_names_that_task() {
+    let (mock, client, dir, journal) = setup(100, "renamed-onto").await;
+    let first = run_batch(
+        Batch::new(client.clone(), store(journal.clone()), &dir.0),
+        jobs(2, "renamed"),
+    )
+    .await;
+    let accepted = first[1].task.clone().unwrap();
+    let mut renamed = jobs(2, "renamed");
+    renamed[1].name = Some("img-1".into());
+    let again = run_batch(Batch::new(client, store(journal), &dir.0), renamed).await;
+    assert_eq!(again[1].status, JobStatus::NotSubmitted, "{again:#?}");
+    assert_eq!(again[1].task.as_ref(), Some(&accepted), "the paid task is named");
+    assert!(again[1].error.as_deref().unwrap().contains(&accepted.id));
+    assert_eq!(mock.count("POST", "/v1/gen-2-pro"), 2, "nothing sent again");
+}
+
+#[tokio::test(start_paused = true)]
+async fn jobs_that_moved_to_other_lines_are_refused_not_paid_again() {
+    let (mock, client, dir, journal) = setup(50, "moved").await;
+    let job = |line: u64, prompt: &str| {
+        Job::new(
+            line,
+            "/v1/gen-2-pro",
+            json!({"prompt": prompt, "width": 64, "height": 64}),
+        )
+    };
+    let first = run_batch(
+        Batch::new(client.clone(), store(journal.clone()), &dir.0),
+        vec![job(1, "fox"), job(2, "owl")],
+    )
+    .await;
+    assert!(first.iter().all(|o| o.status == JobStatus::Succeeded));
+    // A line inserted above: every job now sits one line lower.
+    let second = run_batch(
+        Batch::new(client.clone(), store(journal.clone()), &dir.0),
+        vec![job(1, "cat"), job(2, "fox"), job(3, "owl")],
+    )
+    .await;
+    for outcome in &second {
+        assert_eq!(outcome.status, JobStatus::Failed, "{outcome:#?}");
+        assert!(outcome.file.is_none(), "no other job's file is reported");
+    }
+    assert!(
+        second[2].error.as_deref().unwrap().contains("submitted as line 2"),
+        "{second:#?}"
+    );
+    assert_eq!(mock.count("POST", "/v1/gen-2-pro"), 2, "nothing paid again");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_submission_without_an_answer_is_reported_and_never_resubmitted_silently() {
+    let (mock, client, dir, journal) = setup(100, "unknown").await;
+    // The first submission reaches the service and the connection breaks
+    // before any answer (this fault creates no task, so the resubmission
+    // asked for below pays once; the client cannot know that).
+    mock.inject(Fault::on("/v1/gen-2-pro", FaultKind::DropConnection).method("POST"));
+    let batch = || Batch::new(client.clone(), store(journal.clone()), &dir.0).jobs_at_once(1);
+    let first = run_batch(batch(), jobs(3, "unknown")).await;
+    assert_eq!(first[0].status, JobStatus::Unknown, "{first:#?}");
+    let message = first[0].error.as_deref().unwrap();
+    assert!(
+        message.contains("may have accepted") && message.contains("allow sending it again"),
+        "{message}"
+    );
+    assert!(first[1..].iter().all(|o| o.status == JobStatus::Succeeded));
+    assert_eq!(mock.count("POST", "/v1/gen-2-pro"), 3);
+
+    let second = run_batch(batch(), jobs(3, "unknown")).await;
+    assert_eq!(second[0].status, JobStatus::Unknown);
+    assert!(second[1..].iter().all(|o| o.from_journal));
+    assert_eq!(
+        mock.count("POST", "/v1/gen-2-pro"),
+        3,
+        "not sent again without being asked"
+    );
+
+    let third = run_batch(batch().resubmit_unknown(true), jobs(3, "unknown")).await;
+    assert_eq!(third[0].status, JobStatus::Succeeded);
+    assert_eq!(mock.count("POST", "/v1/gen-2-pro"), 4, "sent again only when asked");
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_output_directory_is_made_before_anything_is_paid_for() {
+    let mock = roomy_mock(100).await;
+    let dir = Dir::new("made-out-dir");
+    let out = dir.join("not/yet/there");
+    let outcomes = run_batch(
+        Batch::new(mock.client().unwrap(), store(MemoryJournal::default()), &out),
+        jobs(2, "made"),
+    )
+    .await;
+    assert!(
+        outcomes.iter().all(|o| o.status == JobStatus::Succeeded),
+        "{outcomes:#?}"
+    );
+    assert!(out.join("img-1.jpg").is_file() || out.join("img-1.png").is_file() || out.join("img-1.webp").is_file());
+}

@@ -1,0 +1,194 @@
+//! The run itself: the batch's lines go until every line has its outcome,
+//! `--timeout` passes or Ctrl-C comes; each outcome is written as it
+//! comes (results, gallery, stdout), counted, and said if it failed.
+//!
+//! A run stopped early does not simply drop what is in flight: the
+//! submissions already sent get their answers recorded (for up to 15
+//! seconds, within `--timeout`), so the next run polls their tasks instead
+//! of calling them unknown. Nothing new is sent meanwhile, and a second
+//! Ctrl-C ends it at once.
+
+use std::time::Duration;
+
+use futures::stream::BoxStream;
+use futures::StreamExt;
+use genapi_batch::{Batch, Counters, InvalidLine, JobFile, JobOutcome};
+use serde_json::json;
+use tokio::time::Instant;
+
+use super::jobs::{self, Changed};
+use super::report::{with_flags, Reports};
+use super::results::Results;
+use super::tally::Tally;
+use crate::progress::Progress;
+use crate::{code, out, Failure, Global};
+
+/// How long a stopped run waits for the answers of submissions in flight.
+const DRAIN_FOR: Duration = Duration::from_secs(15);
+
+/// What a run came to.
+pub(super) struct Ended {
+    /// The counts.
+    pub(super) tally: Tally,
+    /// The failures said, to close with the lines they were repeated for.
+    pub(super) reports: Reports,
+    /// The results, to close.
+    pub(super) results: Results,
+    /// Why the run stopped early, if it did.
+    pub(super) stopped: Option<Failure>,
+}
+
+/// Where each outcome goes.
+struct Sink {
+    results: Results,
+    tally: Tally,
+    reports: Reports,
+}
+
+impl Sink {
+    /// One line's outcome; said when `progress` is given (not while
+    /// draining, when only what is recorded matters).
+    fn take(&mut self, outcome: JobOutcome, progress: Option<&Progress>) -> Result<(), Failure> {
+        let outcome = with_flags(outcome);
+        if let Some(progress) = progress {
+            self.reports.say(&outcome, progress);
+        }
+        self.results.write(&outcome.to_json())?;
+        self.tally.add(&outcome);
+        Ok(())
+    }
+
+    /// A line that was never sent because it is invalid.
+    fn invalid(&mut self, line: &InvalidLine) -> Result<(), Failure> {
+        let entry =
+            json!({"line": line.line, "status": "invalid", "error": jobs::explained(line), "class": "validation"});
+        self.results.write(&entry)?;
+        self.tally.add_invalid();
+        Ok(())
+    }
+}
+
+/// Runs `batch` over the valid lines of `checked`.
+pub(super) async fn drive(
+    global: &Global,
+    batch: Batch,
+    checked: &JobFile,
+    results: Results,
+    deadline: Instant,
+    on_builtin_mock: bool,
+) -> Result<Ended, Failure> {
+    // Listening for Ctrl-C before anything is sent.
+    let interrupt = crate::interrupt::interrupted();
+    let changed = Changed::default();
+    let reader = jobs::valid_jobs(checked, changed.clone())?;
+    let counters = batch.counters();
+    let stopper = batch.stopper();
+    let mut stream = batch.run(reader).map_err(|e| Failure::api(&e))?.boxed();
+    let mut sink = Sink {
+        results,
+        tally: Tally::new(checked.lines() - checked.invalid_lines()),
+        reports: Reports::default(),
+    };
+    for invalid in checked.invalid() {
+        sink.invalid(invalid)?;
+    }
+    // Counted whole: only the first invalid lines are listed.
+    for _ in checked.invalid().len()..checked.invalid_lines() {
+        sink.tally.add_invalid();
+    }
+    let progress = Progress::start("batch", sink.tally.jobs() as u64);
+    let stopped = until_stopped(
+        global,
+        &mut stream,
+        &mut sink,
+        &progress,
+        &counters,
+        deadline,
+        interrupt,
+    )
+    .await?;
+    if stopped.is_some() {
+        // The bar goes before anything else is said, and where the run
+        // stood is said once more.
+        progress.stopped(&sink.tally.figures(&counters));
+        stopper.stop();
+        out::progress(if on_builtin_mock {
+            "stopping: recording the answers of submissions in flight (Ctrl-C again to quit now)"
+        } else {
+            "stopping: recording the answers of submissions in flight (Ctrl-C again to quit now; submissions still \
+             unanswered then are not sent again by the next run, which says so)"
+        });
+        drain(&mut stream, &mut sink, deadline).await?;
+    }
+    progress.finish();
+    // Lines that changed while the batch ran were sent nowhere: each is a
+    // result, and counted as an invalid line.
+    for line in changed.take() {
+        sink.invalid(&line)?;
+    }
+    // The store is closed (a journal's last events written) once the
+    // stream is gone.
+    drop(stream);
+    Ok(Ended {
+        tally: sink.tally,
+        reports: sink.reports,
+        results: sink.results,
+        stopped,
+    })
+}
+
+/// Takes outcomes until the last, `deadline` or an interrupt; the progress
+/// line and the gallery are refreshed meanwhile. Returns why it stopped
+/// early, if it did.
+async fn until_stopped(
+    global: &Global,
+    stream: &mut BoxStream<'static, JobOutcome>,
+    sink: &mut Sink,
+    progress: &Progress,
+    counters: &Counters,
+    deadline: Instant,
+    interrupt: impl std::future::Future<Output = std::io::Result<()>>,
+) -> Result<Option<Failure>, Failure> {
+    tokio::pin!(interrupt);
+    let mut ticker = tokio::time::interval(if progress.is_bar() {
+        Duration::from_secs(1)
+    } else {
+        crate::progress::PLAIN_EVERY
+    });
+    ticker.tick().await;
+    loop {
+        tokio::select! {
+            next = stream.next() => match next {
+                Some(outcome) => sink.take(outcome, Some(progress))?,
+                None => return Ok(None),
+            },
+            _ = ticker.tick() => {
+                progress.show(&sink.tally.figures(counters));
+                sink.results.refresh_gallery();
+            }
+            _ = tokio::time::sleep_until(deadline) => return Ok(Some(Failure::new(code::TIMEOUT, format!(
+                "--timeout {}s passed", global.timeout_seconds()
+            )))),
+            _ = &mut interrupt => return Ok(Some(Failure::new(code::INTERRUPTED, "interrupted"))),
+        }
+    }
+}
+
+/// Takes the outcomes of submissions in flight after a stop, for up to
+/// [`DRAIN_FOR`] (within `deadline`, which bounds the whole command) or
+/// until a second interrupt.
+async fn drain(stream: &mut BoxStream<'static, JobOutcome>, sink: &mut Sink, deadline: Instant) -> Result<(), Failure> {
+    let until = (Instant::now() + DRAIN_FOR).min(deadline);
+    let again = crate::interrupt::interrupted();
+    tokio::pin!(again);
+    loop {
+        tokio::select! {
+            next = stream.next() => match next {
+                Some(outcome) => sink.take(outcome, None)?,
+                None => return Ok(()),
+            },
+            _ = tokio::time::sleep_until(until) => return Ok(()),
+            _ = &mut again => return Ok(()),
+        }
+    }
+}

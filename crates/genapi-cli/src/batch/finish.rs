@@ -1,0 +1,111 @@
+//! The end of a run: the seats given back reach the ledger, results.jsonl
+//! is put in place (a complete run only), and the summary says what the
+//! lines came to. A run that stopped early says, line by line, what the next
+//! run will do, read from the journal it left; the exit code is that of the
+//! most serious failure, or 10 when stdout lost a task's id.
+
+use std::path::Path;
+use std::time::Duration;
+
+use genapi_batch::{FileJournal, JobFile};
+use genapi_ledger::SharedSeats;
+use tokio::time::Instant;
+
+use super::drive::Ended;
+use super::standing::{self, Lines};
+use super::tally::{say, summary};
+use super::{jobs, shown, JOURNAL, RESULTS};
+use crate::{code, out, Failure, Global};
+
+/// How long the seats given back may take to reach the ledger at the end.
+const SEATS_FLUSH: Duration = Duration::from_secs(5);
+
+/// Ends the run that came to `ended`.
+pub(super) async fn finish(
+    global: &Global,
+    ended: Ended,
+    seats: Option<SharedSeats>,
+    checked: &JobFile,
+    out_dir: &Path,
+    deadline: Instant,
+    on_builtin_mock: bool,
+) -> Result<(), Failure> {
+    let Ended {
+        tally,
+        mut reports,
+        results,
+        stopped,
+    } = ended;
+    // The seats this worker gave back are free for the others at once (a
+    // database that does not answer gets a few seconds: they come back
+    // with their lease instead).
+    if let Some(seats) = &seats {
+        let flush_for = SEATS_FLUSH.min(deadline.saturating_duration_since(Instant::now()));
+        if tokio::time::timeout(flush_for, seats.flush()).await.is_err() {
+            out::err(
+                "note: the seats this worker gave back could not all be written to the ledger; they come back to the \
+                 pool when their lease lapses",
+            );
+        }
+    }
+    let lost = results.close(stopped.is_none())?;
+    reports.close();
+    summary(&tally, out_dir, global.json, on_builtin_mock, stopped.is_none());
+    let stopped = stopped.map(|failure| what_next(failure, seats.is_some(), checked, out_dir, global.json));
+    if let Some(error) = lost {
+        let kept = if stopped.is_none() {
+            format!("they are in {}, and ", shown(&out_dir.join(RESULTS)))
+        } else {
+            String::new()
+        };
+        let message =
+            format!("the results could not be written to stdout ({error}); {kept}the task of each line is named above");
+        return Err(match stopped {
+            Some(failure) => {
+                out::err(&format!("error: {message}"));
+                failure
+            }
+            None => Failure::new(code::ID_NOT_WRITTEN, message),
+        });
+    }
+    match (stopped, tally.exit_code()) {
+        (Some(failure), _) => Err(failure),
+        (None, 0) => Ok(()),
+        (None, code) => Err(Failure::new(code, "")),
+    }
+}
+
+/// A run that stopped early says what the next one does with each line, as
+/// the journal has it; a shared batch's `--status` says it for all its
+/// workers.
+fn what_next(mut failure: Failure, shared: bool, checked: &JobFile, out_dir: &Path, json: bool) -> Failure {
+    if shared {
+        failure.message = format!(
+            "{}; run the same command again to resume (accepted tasks are polled, not submitted again; --status \
+             shows where the batch stands)",
+            failure.message
+        );
+        return failure;
+    }
+    let standings = FileJournal::read(out_dir.join(JOURNAL))
+        .map(genapi_batch::standings)
+        .unwrap_or_default();
+    let lines = Lines::new(&standings, jobs::job_lines(checked));
+    if lines.gone().is_empty() {
+        let said: Vec<String> = lines
+            .next_run(out_dir)
+            .iter()
+            .map(|sentence| format!("  {sentence}"))
+            .collect();
+        say(&said, json);
+        failure.message = format!(
+            "{}; run the same command again to resume, as said above (accepted tasks are polled, not submitted \
+             again)",
+            failure.message
+        );
+    } else {
+        say(&[standing::gone_advice(lines.gone(), out_dir, true)], json);
+        failure.message = format!("{}; start over in another folder, as said above", failure.message);
+    }
+    failure
+}

@@ -1,0 +1,340 @@
+//! Where a batch is kept between runs: the journal in `--out`, for one
+//! process, or a PostgreSQL ledger (`--ledger`), for workers sharing the
+//! batch and the account's seats. Both are a [`genapi_batch::Store`]; the
+//! rest of the command does not know which it has, except that a ledger
+//! comes with the seats its workers share.
+//!
+//! Opening refuses, before anything is sent, what would pay twice or strand
+//! tasks: a journal that lost its records beside results naming tasks, tasks
+//! of a built-in mock that ended, and a ledger shared through a built-in
+//! mock no other worker can reach. `--status` opens either to read only.
+
+use std::path::Path;
+use std::time::Duration;
+
+use genapi_batch::{safe_stem, FileJournal, JobFile, JournalStore, Standing, Store, StoreError};
+use genapi_ledger::{Ledger, LedgerError, LedgerOptions, ReadOnlyLedger, SharedSeats};
+use serde_json::{json, Value};
+use tokio::time::Instant;
+
+use super::results::results_name_tasks;
+use super::standing::{self, Lines};
+use super::{jobs, shown, BatchArgs, DEFAULT_MAX_ACTIVE, JOURNAL, RESULTS};
+use crate::{code, connect_with, out, Connection, Failure, Global};
+
+/// A batch's store, opened for a run.
+pub(super) struct Keeper {
+    /// The journal's store or the ledger.
+    pub(super) store: Box<dyn Store>,
+    /// With a ledger, the seats its workers share.
+    pub(super) seats: Option<SharedSeats>,
+}
+
+impl Keeper {
+    /// The service, with the active-task limit the batch keeps to: the
+    /// shared seats with a ledger, else `max_active`.
+    pub(super) async fn connect(&self, global: &Global, max_active: usize) -> Result<Connection, Failure> {
+        match &self.seats {
+            Some(seats) => connect_with(global, |builder| builder.shared_places(seats.places(), seats.limit())).await,
+            None => connect_with(global, |builder| builder.max_active_tasks(max_active)).await,
+        }
+    }
+}
+
+/// The ledger's address when the batch is shared (`--ledger`, else
+/// `GENAPI_LEDGER_URL`); refuses what makes no sense without one, or with
+/// the built-in mock.
+pub(super) fn ledger_url(global: &Global, args: &BatchArgs) -> Result<Option<String>, Failure> {
+    let url = args
+        .ledger
+        .clone()
+        .or_else(|| std::env::var("GENAPI_LEDGER_URL").ok())
+        .filter(|url| !url.trim().is_empty());
+    match url {
+        None if args.batch_name.is_some() => Err(Failure::usage(
+            "--batch-name names the batch in a ledger: it needs --ledger URL (or GENAPI_LEDGER_URL)",
+        )),
+        Some(_) if crate::uses_builtin_mock(global) && !args.status => Err(Failure::usage(
+            "--ledger shares a batch between workers of one service, but this run would use its own built-in \
+             mock, which no other worker can see and which ends with it (its tasks and seats would be stranded \
+             in the ledger): set GENAPI_BASE_URL and GENAPI_API_KEY, for instance to a `genapi mock` all the \
+             workers share; nothing was sent",
+        )),
+        url => Ok(url),
+    }
+}
+
+/// The batch's name in the ledger: `--batch-name`, else named after the job
+/// file, not its contents, so a job file that changes under the same name
+/// is refused (its lines would be paid for again in a new batch) rather than
+/// silently a new batch.
+fn batch_name(args: &BatchArgs, jobs_file: &Path) -> String {
+    args.batch_name.clone().unwrap_or_else(|| {
+        let file = jobs_file
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        format!("jobs:{}", safe_stem(&file))
+    })
+}
+
+/// Opens the batch's store for a run in `out_dir` (which exists): the
+/// ledger at `ledger_url` ([`ledger_url`]), else the folder's journal.
+pub(super) async fn open(
+    global: &Global,
+    args: &BatchArgs,
+    ledger_url: Option<String>,
+    jobs_file: &Path,
+    checked: &JobFile,
+    out_dir: &Path,
+    deadline: Instant,
+) -> Result<Keeper, Failure> {
+    match ledger_url {
+        None => open_journal(out_dir).await,
+        Some(url) => {
+            let name = batch_name(args, jobs_file);
+            let opening = open_ledger(global, args, &url, &name, checked.digest(), out_dir);
+            tokio::time::timeout_at(deadline, opening)
+                .await
+                .map_err(|_| ledger_late(global))?
+        }
+    }
+}
+
+/// The journal in `out_dir`, locked for this process.
+async fn open_journal(out_dir: &Path) -> Result<Keeper, Failure> {
+    let journal = FileJournal::open(out_dir.join(JOURNAL)).map_err(|e| {
+        if matches!(
+            e.kind(),
+            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::InvalidData
+        ) {
+            Failure::usage(format!("{e}; nothing was sent"))
+        } else {
+            Failure::new(
+                code::OTHER,
+                format!("cannot open the journal in {}: {e}", shown(out_dir)),
+            )
+        }
+    })?;
+    let store = JournalStore::open(journal).map_err(|e| {
+        Failure::new(
+            code::OTHER,
+            format!("cannot read the journal in {}: {e}", shown(out_dir)),
+        )
+    })?;
+    let status = store.status(&[]).await.map_err(store_failure)?;
+    // A journal that lost its records would have every line submitted (and
+    // paid for) again: results.jsonl naming tasks says it had some.
+    if status.lines.is_empty() && results_name_tasks(out_dir) {
+        return Err(Failure::usage(format!(
+            "--out {}: {RESULTS} lists tasks of an earlier run, but {JOURNAL} holds no record of them, so running \
+             would submit (and pay for) those lines again and overwrite their files; restore {JOURNAL} from a copy, \
+             or, to start over, move {RESULTS} and the images away (or choose another --out directory); nothing was \
+             sent",
+            shown(out_dir)
+        )));
+    }
+    // Tasks that lived in a built-in mock that ended cannot be polled by
+    // anyone: said at once, instead of polling them until --timeout.
+    let gone: Vec<u64> = status
+        .lines
+        .iter()
+        .filter(|(_, standing)| **standing == Standing::Gone)
+        .map(|(line, _)| *line)
+        .collect();
+    if !gone.is_empty() {
+        return Err(Failure::usage(format!(
+            "{}; nothing was sent",
+            standing::gone_advice(&gone, out_dir, false)
+        )));
+    }
+    Ok(Keeper {
+        store: Box::new(store),
+        seats: None,
+    })
+}
+
+/// The ledger's batch `name`, with the seat pool this worker counts in.
+async fn open_ledger(
+    global: &Global,
+    args: &BatchArgs,
+    url: &str,
+    name: &str,
+    digest: &str,
+    out_dir: &Path,
+) -> Result<Keeper, Failure> {
+    let options = LedgerOptions::default()
+        .lease(Duration::from_secs(args.ledger_lease))
+        // Each database step ends within half of --timeout, so a database
+        // that stops answering cannot hold the worker past it, and the lines
+        // it kept from being sent are reported.
+        .step_deadline((crate::timeout_if_given(global) / 2).min(genapi_ledger::DEFAULT_STEP_DEADLINE));
+    let options = match &args.worker_name {
+        Some(name) => options.worker_name(name.clone()),
+        None => options.worker_for_folder(out_dir),
+    };
+    let hold = genapi_ledger::UNANSWERED_SEAT_HOLD;
+    // The pool's size is checked first: a refused worker leaves no batch behind.
+    let seats = match args.max_active {
+        Some(size) => SharedSeats::connect_with(url, &args.seats_pool, size as usize, &options, hold).await,
+        None => SharedSeats::join_with(url, &args.seats_pool, DEFAULT_MAX_ACTIVE, &options, hold).await,
+    }
+    .map_err(ledger_failure)?;
+    let mut ledger = Ledger::open_with(url, name, digest, options)
+        .await
+        .map_err(ledger_failure)?;
+    // One commit per event, the seats' changes written with them.
+    ledger.carry_seat_changes(&seats).map_err(ledger_failure)?;
+    Ok(Keeper {
+        store: Box::new(ledger),
+        seats: Some(seats),
+    })
+}
+
+/// `--status`: where the batch stands, read from its ledger at
+/// `ledger_url` or its journal; nothing is created or sent.
+pub(super) async fn show_status(
+    global: &Global,
+    args: &BatchArgs,
+    ledger_url: Option<String>,
+    jobs_file: &Path,
+    checked: &JobFile,
+    deadline: Instant,
+) -> Result<(), Failure> {
+    let Some(url) = ledger_url else {
+        let Some(out_dir) = &args.out else {
+            return Err(Failure::usage(
+                "--status reads the journal in --out DIR (or a ledger, with --ledger URL)",
+            ));
+        };
+        return journal_status(checked, out_dir, global.json);
+    };
+    let name = batch_name(args, jobs_file);
+    let job_lines = jobs::job_lines(checked);
+    let reading = async {
+        // Only read: a batch no worker has started is not created.
+        let Some(ledger) = ReadOnlyLedger::open(&url, &name, checked.digest())
+            .await
+            .map_err(ledger_failure)?
+        else {
+            return Ok(None);
+        };
+        let status = ledger.status(&job_lines).await.map_err(store_failure)?;
+        Ok::<_, Failure>(status.shared)
+    };
+    let shared = tokio::time::timeout_at(deadline, reading)
+        .await
+        .map_err(|_| ledger_late(global))??;
+    show_shared(shared, &name, checked.lines() as u64, global.json);
+    Ok(())
+}
+
+/// `--status` of a batch kept in a journal: what the next run does with
+/// each line.
+fn journal_status(checked: &JobFile, out_dir: &Path, json: bool) -> Result<(), Failure> {
+    let path = out_dir.join(JOURNAL);
+    let events = match FileJournal::read(&path) {
+        Ok(events) => Some(events),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => return Err(Failure::usage(format!("--status: {}", out::clean(&e.to_string())))),
+    };
+    let exists = events.is_some();
+    let standings = events.map(genapi_batch::standings).unwrap_or_default();
+    let job_lines = jobs::job_lines(checked);
+    let count = job_lines.len();
+    let lines = Lines::new(&standings, job_lines);
+    if json {
+        out::out(
+            &json!({"exists": exists, "journal": path.display().to_string(), "lines": lines.counts()}).to_string(),
+        );
+        return Ok(());
+    }
+    if !exists {
+        out::out(&format!(
+            "no run of this batch has started in {} yet ({count} lines to send)",
+            shown(out_dir)
+        ));
+        return Ok(());
+    }
+    out::out(&format!("batch in {}:", shown(out_dir)));
+    for sentence in lines.next_run(out_dir) {
+        out::out(&format!("  {sentence}"));
+    }
+    Ok(())
+}
+
+/// `--status` of a shared batch (`None`: no worker has started it).
+fn show_shared(status: Option<genapi_batch::SharedStatus>, name: &str, lines: u64, json: bool) {
+    let exists = status.is_some();
+    let status = status.unwrap_or_else(|| genapi_batch::SharedStatus::not_started(name, lines));
+    if json {
+        let mut view = serde_json::to_value(&status).unwrap_or_default();
+        if let Some(fields) = view.as_object_mut() {
+            fields.insert("exists".into(), Value::Bool(exists));
+        }
+        out::out(&view.to_string());
+        return;
+    }
+    if !exists {
+        out::out(&format!(
+            "batch {} is not in the ledger: no worker has started it yet ({lines} lines not started)",
+            out::clean(name)
+        ));
+        return;
+    }
+    out::out(&format!(
+        "batch {}: {} done, {} failed, {} in flight, {} unknown, {} open, {} not started; {:.2} credits charged, \
+         {:.2} held",
+        out::clean(&status.batch),
+        status.done,
+        status.failed,
+        status.in_flight,
+        status.unknown,
+        status.open,
+        status.not_started,
+        status.credits_charged,
+        status.credits_held
+    ));
+    for (worker, lines) in &status.workers {
+        let shown: Vec<String> = lines.iter().take(20).map(ToString::to_string).collect();
+        let more = if lines.len() > 20 { ", …" } else { "" };
+        out::out(&format!(
+            "  {} holds {} line(s): {}{more}",
+            out::clean(worker),
+            lines.len(),
+            shown.join(", ")
+        ));
+    }
+}
+
+/// The ledger could not be opened within --timeout.
+fn ledger_late(global: &Global) -> Failure {
+    Failure::new(
+        code::TIMEOUT,
+        format!(
+            "--timeout {}s passed while opening the ledger (its database did not answer in time); nothing was sent",
+            global.timeout_seconds()
+        ),
+    )
+}
+
+/// A ledger that could not be opened, with the exit code of its class
+/// (the ledger's own mapping to [`StoreError`]); a pool of another size
+/// is said with the flags that fix it.
+fn ledger_failure(error: LedgerError) -> Failure {
+    if let LedgerError::PoolSize { pool, size, asked } = &error {
+        return Failure::usage(format!(
+            "--max-active {asked}: seat pool {} in the ledger has {size} seats, and a pool has one size, which all \
+             its workers share; leave --max-active out (or pass --max-active {size}) to work in it, or choose another \
+             --seats-pool for {asked} seats; nothing was sent",
+            out::clean(&format!("{pool:?}"))
+        ));
+    }
+    let failure = store_failure(StoreError::from(error));
+    Failure::new(failure.code, format!("{}; nothing was sent", failure.message))
+}
+
+/// A store that could not do what was asked, with its class's exit code.
+pub(super) fn store_failure(error: StoreError) -> Failure {
+    Failure::new(error.class().exit_code(), out::clean(&error.to_string()))
+}

@@ -1,0 +1,220 @@
+//! `genapi batch JOBS.jsonl --out DIR`: many requests, resumable after any
+//! interruption without paying twice.
+//!
+//! A run goes through these steps, one file each:
+//!
+//! 1. [`jobs`]: the job file is checked whole; invalid lines are said, and
+//!    refuse the run unless `--skip-invalid`.
+//! 2. [`keeper`]: the batch's store is opened, the journal in `--out` or a
+//!    ledger shared by workers (or only read, for `--status`).
+//! 3. [`adoption`]: tasks found elsewhere are given to their lines
+//!    (`--adopt`), before anything is sent.
+//! 4. [`drive`]: the lines run until done, `--timeout` or Ctrl-C; each
+//!    outcome goes to [`results`] and [`tally`], failures are said by
+//!    [`report`].
+//! 5. [`finish`]: results.jsonl is put in place, the summary said, and the
+//!    exit code chosen; a run stopped early says what the next one does with
+//!    each line ([`standing`]).
+
+mod adoption;
+mod drive;
+mod finish;
+mod jobs;
+mod keeper;
+mod report;
+mod results;
+mod standing;
+mod tally;
+
+use std::path::{Path, PathBuf};
+
+use clap::Args;
+use genapi_batch::{Batch, JobLine};
+use tokio::time::Instant;
+
+pub(crate) use jobs::explained;
+
+use crate::{out, timeout_if_given, Failure, Global};
+
+/// The journal's file name in the output directory.
+const JOURNAL: &str = "journal.jsonl";
+/// The results' file name in the output directory.
+const RESULTS: &str = "results.jsonl";
+/// Active tasks at most without --max-active (the service's default), and
+/// the size of a new seat pool.
+const DEFAULT_MAX_ACTIVE: usize = 24;
+
+/// Settings of `genapi batch`.
+#[derive(Args, Debug)]
+pub struct BatchArgs {
+    /// The job file: one JSON object per line, `{"model": "gen-2-pro", "name": "fox", "prompt": "a red fox"}`;
+    /// image fields take a path (relative to the job file) or an http(s) URL. See --schema.
+    #[arg(value_name = "JOBS.jsonl", required_unless_present = "schema")]
+    jobs: Option<PathBuf>,
+    /// Directory for the images, results.jsonl and the journal (created if needed). Run the same command
+    /// again to resume.
+    #[arg(short = 'o', long, value_name = "DIR", required_unless_present_any = ["schema", "status"])]
+    out: Option<PathBuf>,
+    /// Submit the valid lines even when others are invalid.
+    #[arg(long)]
+    skip_invalid: bool,
+    /// Submit again lines whose earlier submission was sent but never answered. The service may have accepted
+    /// them: this risks paying twice for each.
+    #[arg(long)]
+    resubmit_unknown: bool,
+    /// Give a line whose submission went unanswered the task it created, found elsewhere (e.g. in the project's
+    /// activity records): the task is polled and its result saved; the line is not submitted again. TASK is the
+    /// task id or its polling URL. Repeatable.
+    #[arg(long, value_name = "LINE=TASK", value_parser = adoption::parse)]
+    adopt: Vec<(u64, String)>,
+    /// Submit again lines the service refused in an earlier run (402, 403, 422), e.g. after adding credits.
+    #[arg(long)]
+    retry_refused: bool,
+    /// Tasks active at the service at most, for this run [default: 24, as the service allows by default; with
+    /// --ledger, the seat pool's size, which a new pool takes from its first worker]. `--limit` is the old name.
+    #[arg(long, visible_alias = "limit", value_parser = clap::value_parser!(u32).range(1..=1000))]
+    max_active: Option<u32>,
+    /// Share the batch with other workers, on this machine or others, through this PostgreSQL database
+    /// (postgres://USER:PASSWORD@HOST:PORT/DB; default: GENAPI_LEDGER_URL). Each line is done by one worker, the
+    /// seats of the --seats-pool are shared by all, and the ledger replaces the journal.
+    #[arg(long, value_name = "URL")]
+    ledger: Option<String>,
+    /// The batch's name in the ledger (default: the job file's name).
+    #[arg(long, value_name = "NAME")]
+    batch_name: Option<String>,
+    /// The seat pool in the ledger that --max-active counts in: batches and programs sharing a pool share an
+    /// account's active tasks. A pool has one size: a worker asking for another is refused.
+    #[arg(long, value_name = "NAME", default_value = "default")]
+    seats_pool: String,
+    /// Spend at most N credits on this batch in all (over every run and worker). Submissions stop when the next
+    /// could pass it; tasks in flight finish. A submission of a kind not yet charged (another size or input
+    /// image) has no known price: it is sent alone, and may cost more than was left, so the batch spends at most
+    /// N plus what that one submission costs above what was left (as long as the service charges a kind alike;
+    /// see docs/batch.md).
+    #[arg(long, value_name = "N", value_parser = parse_credits)]
+    max_credits: Option<f64>,
+    /// Show where the batch stands and exit: from the journal in --out DIR (what the next run does with each line),
+    /// or from the ledger with --ledger (lines done, failed, in flight, unknown, credits, workers; --out is not
+    /// needed); --json for JSON. It only reads: nothing is created or sent.
+    #[arg(long)]
+    status: bool,
+    /// Seconds a worker's claims and seats last without renewal (renewed a few times per lease while it runs): a
+    /// worker that died leaves its lines to the others after this long. The same worker started again (same
+    /// machine and --out, or same --worker-name) takes its lines back at once.
+    #[arg(long, value_name = "SECONDS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    ledger_lease: u64,
+    /// This worker's name in the ledger [default: this machine's name and the --out folder; workers sharing both
+    /// are told apart as NAME#2, NAME#3…]. Started again under its name, a worker takes back its lines at once,
+    /// without waiting for --ledger-lease. Only one running worker may have a name.
+    #[arg(long, value_name = "NAME", value_parser = parse_worker_name)]
+    worker_name: Option<String>,
+    /// Print the JSON Schema of a job line and exit.
+    #[arg(long)]
+    schema: bool,
+    /// Do not keep index.html (a gallery of the results, with thumbnails in thumbs/) in the output directory.
+    #[arg(long)]
+    no_gallery: bool,
+}
+
+/// Reads a worker name: printable, and short enough to show.
+fn parse_worker_name(text: &str) -> Result<String, String> {
+    if text.trim().is_empty() || text.len() > 200 || text.chars().any(char::is_control) {
+        return Err("give a name of 1 to 200 printable characters".into());
+    }
+    Ok(text.to_string())
+}
+
+/// Reads a credit amount.
+fn parse_credits(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(credits) if credits.is_finite() && credits >= 0.0 => Ok(credits),
+        _ => Err(format!("{text:?} is not a number of credits (0 or more)")),
+    }
+}
+
+impl BatchArgs {
+    /// Whether the run prints tasks on stdout (not `--status` or `--schema`,
+    /// which send nothing).
+    pub fn prints_tasks(&self) -> bool {
+        !self.status && !self.schema
+    }
+}
+
+/// `genapi batch`.
+pub async fn run(global: &Global, args: BatchArgs) -> Result<(), Failure> {
+    if args.schema {
+        let schema = JobLine::schema();
+        out::out(&serde_json::to_string_pretty(&schema).unwrap_or_default());
+        return Ok(());
+    }
+    let Some(jobs_file) = args.jobs.clone() else {
+        return Err(Failure::usage("give a job file and --out DIR (or --schema)"));
+    };
+    let deadline = Instant::now() + timeout_if_given(global);
+    let checked = jobs::check(&jobs_file, args.skip_invalid)?;
+    let ledger_url = keeper::ledger_url(global, &args)?;
+    if args.status {
+        return keeper::show_status(global, &args, ledger_url, &jobs_file, &checked, deadline).await;
+    }
+    // An --adopt naming no valid line is a mistake said before anything
+    // is opened or reached.
+    adoption::check_lines(&args.adopt, &checked, &jobs_file)?;
+    let out_dir = out_folder(&args)?;
+    let keep_gallery = results::check_folder(&out_dir, args.no_gallery)?;
+    let keeper = keeper::open(global, &args, ledger_url, &jobs_file, &checked, &out_dir, deadline).await?;
+    let max_active = args.max_active.map_or(DEFAULT_MAX_ACTIVE, |n| n as usize);
+    let connection = keeper.connect(global, max_active).await?;
+    let on_builtin_mock = connection.mock.is_some();
+    if on_builtin_mock {
+        out::err(
+            "note: the built-in mock ends with this command: if the batch is interrupted, the tasks it accepted are \
+             gone and the batch starts over in another folder (run `genapi mock` to be able to resume)",
+        );
+    }
+    if !args.adopt.is_empty() {
+        let store = &*keeper.store;
+        adoption::adopt_all(
+            global,
+            &connection.client,
+            store,
+            &args.adopt,
+            &checked,
+            &jobs_file,
+            deadline,
+        )
+        .await?;
+    }
+    let keeper::Keeper { store, seats } = keeper;
+    let batch =
+        settle(Batch::new(connection.client.clone(), store, &out_dir), &args).ephemeral_service(on_builtin_mock);
+    let results = results::Results::create(&out_dir, global.json, keep_gallery)?;
+    let ended = drive::drive(global, batch, &checked, results, deadline, on_builtin_mock).await?;
+    finish::finish(global, ended, seats, &checked, &out_dir, deadline, on_builtin_mock).await
+}
+
+/// The run's settings on a batch.
+fn settle(batch: Batch, args: &BatchArgs) -> Batch {
+    let batch = batch
+        .resubmit_unknown(args.resubmit_unknown)
+        .retry_refused(args.retry_refused);
+    match args.max_credits {
+        Some(credits) => batch.max_credits(credits),
+        None => batch,
+    }
+}
+
+/// `--out`, which every run but `--status` needs, created if need be.
+fn out_folder(args: &BatchArgs) -> Result<PathBuf, Failure> {
+    let out_dir = args
+        .out
+        .clone()
+        .ok_or_else(|| Failure::usage("give --out DIR: the folder for the images, results.jsonl and the journal"))?;
+    std::fs::create_dir_all(&out_dir)
+        .map_err(|e| Failure::usage(format!("--out {}: cannot create the directory ({e})", shown(&out_dir))))?;
+    Ok(out_dir)
+}
+
+/// A path as the command shows it.
+fn shown(path: &Path) -> String {
+    out::clean(&path.display().to_string())
+}

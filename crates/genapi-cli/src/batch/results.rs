@@ -1,0 +1,244 @@
+//! results.jsonl, the gallery beside it, and stdout with `--json`: every
+//! line's result goes to all three as it comes.
+//!
+//! The run writes its results under a name of its own (workers sharing the
+//! folder each write theirs) and puts the file in place only when the run
+//! completes, so a run that stops early leaves the previous results whole.
+//! By the file policy ([`genapi_files`]), a results file or a page the
+//! batch did not write is never replaced. A task is paid for, so when
+//! stdout cannot be written, each task's id goes to stderr instead.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::time::Instant;
+
+use super::{shown, RESULTS};
+use crate::{code, out, Failure};
+
+/// How results.jsonl treats a file at its name: replaced only when a batch
+/// wrote it.
+const RESULTS_FILE: genapi_files::Existing = genapi_files::Existing::ReplaceOurs {
+    writer: "a batch",
+    ours: is_results_file,
+};
+
+/// The largest results file read (about a million lines).
+const RESULTS_LIMIT: u64 = 1 << 30;
+
+/// The longest line of a results file taken for a result.
+const RESULT_LINE_LIMIT: u64 = 1 << 20;
+
+/// Whether the first bytes of a file show a results file a batch wrote:
+/// empty (white space alone), or a first line that is a result (an object
+/// with its `line` and `status`).
+fn is_results_file(head: &[u8]) -> bool {
+    if head.iter().all(u8::is_ascii_whitespace) {
+        return true;
+    }
+    let first = head.split(|&byte| byte == b'\n').next().unwrap_or_default();
+    serde_json::from_slice::<Value>(first).is_ok_and(|line| line["line"].is_u64() && line["status"].is_string())
+}
+
+/// Whether the output directory's results.jsonl names a task (a line an
+/// earlier run submitted or took up). Only a regular file is read.
+pub(super) fn results_name_tasks(out_dir: &Path) -> bool {
+    let path = out_dir.join(RESULTS);
+    if !genapi_files::is_taken(&path) {
+        return false;
+    }
+    // By the file policy; one that cannot be read as a results file of
+    // reasonable size is taken to name tasks (the run is then refused, not
+    // paid again).
+    let Ok(file) = genapi_files::open(&path, RESULTS_LIMIT) else {
+        return true;
+    };
+    let mut reader = BufReader::new(file);
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        // A result line is small: a longer line is no result, and is not held.
+        match (&mut reader).take(RESULT_LINE_LIMIT).read_until(b'\n', &mut line) {
+            Ok(0) => return false,
+            Ok(_) if serde_json::from_slice::<Value>(&line).is_ok_and(|entry| entry["task_id"].is_string()) => {
+                return true
+            }
+            Ok(_) if line.ends_with(b"\n") => {}
+            // The rest of a long line is passed over.
+            Ok(_) => {
+                if reader.skip_until(b'\n').is_err() {
+                    return true;
+                }
+            }
+            Err(_) => return true,
+        }
+    }
+}
+
+/// Checks, before anything is sent, that the run may write its files in
+/// `out_dir`: a results file of someone else's refuses the run; a page of
+/// the user's own leaves the run without a gallery, which is said now.
+/// Returns whether to keep a gallery.
+pub(super) fn check_folder(out_dir: &Path, no_gallery: bool) -> Result<bool, Failure> {
+    genapi_files::may_write(&out_dir.join(RESULTS), RESULTS_FILE)
+        .map_err(|refused| Failure::usage(format!("{}; nothing was sent", out::clean(&refused.to_string()))))?;
+    if no_gallery {
+        return Ok(false);
+    }
+    match genapi_gallery::Gallery::may_write(out_dir) {
+        Ok(()) => Ok(true),
+        Err(refused) => {
+            out::err(&format!("warning: no gallery: {}", out::clean(&refused.to_string())));
+            Ok(false)
+        }
+    }
+}
+
+/// Where the run's results go.
+pub(super) struct Results {
+    file: std::fs::File,
+    /// The file's own name until the run completes.
+    partial: PathBuf,
+    out_dir: PathBuf,
+    /// Whether each result is printed on stdout too.
+    json: bool,
+    /// Why stdout could not be written, once it could not.
+    lost: Option<std::io::Error>,
+    /// The gallery kept beside the results (unless `--no-gallery`).
+    gallery: Option<LiveGallery>,
+}
+
+impl Results {
+    /// Starts the run's results in `out_dir`.
+    pub(super) fn create(out_dir: &Path, json: bool, gallery: bool) -> Result<Results, Failure> {
+        let partial = genapi_files::temporary_name(&out_dir.join(RESULTS));
+        let file = genapi_files::create_temporary(&partial)
+            .map_err(|e| Failure::new(code::OTHER, format!("cannot write {}: {e}", shown(&partial))))?;
+        Ok(Results {
+            file,
+            partial,
+            out_dir: out_dir.to_path_buf(),
+            json,
+            lost: None,
+            gallery: gallery.then(|| LiveGallery::new(out_dir)),
+        })
+    }
+
+    /// Writes one line's result.
+    pub(super) fn write(&mut self, entry: &Value) -> Result<(), Failure> {
+        let text = entry.to_string();
+        writeln!(self.file, "{text}").map_err(|e| Failure::new(code::OTHER, format!("cannot write {RESULTS}: {e}")))?;
+        if let Some(gallery) = &mut self.gallery {
+            gallery.add(entry);
+        }
+        if !self.json {
+            return Ok(());
+        }
+        if self.lost.is_none() {
+            match out::out_required(&text) {
+                Ok(()) => return Ok(()),
+                Err(error) => self.lost = Some(error),
+            }
+        }
+        // A task is paid for: its id must not be lost with stdout.
+        if let Some(id) = entry["task_id"].as_str() {
+            out::err(&out::clean(&format!(
+                "line {} {}: task {id} (polling URL {}): {}",
+                entry["line"],
+                entry["name"].as_str().unwrap_or_default(),
+                entry["polling_url"].as_str().unwrap_or_default(),
+                entry["status"].as_str().unwrap_or_default(),
+            )));
+        }
+        Ok(())
+    }
+
+    /// Writes the gallery's page if it is due (called now and then).
+    pub(super) fn refresh_gallery(&mut self) {
+        if let Some(gallery) = &mut self.gallery {
+            gallery.write_if_due();
+        }
+    }
+
+    /// Ends the results: the gallery's page is written, and results.jsonl
+    /// put in place when the run `completed` (else the previous one stays).
+    /// Returns why stdout could not be written, if it could not.
+    pub(super) fn close(mut self, completed: bool) -> Result<Option<std::io::Error>, Failure> {
+        if let Some(gallery) = &mut self.gallery {
+            gallery.write();
+            if let Some(warning) = gallery.warning.take() {
+                out::err(&warning);
+            }
+        }
+        let _ = self.file.sync_data();
+        let Results {
+            file,
+            partial,
+            out_dir,
+            lost,
+            ..
+        } = self;
+        drop(file);
+        if completed {
+            genapi_files::publish(&partial, &out_dir.join(RESULTS), RESULTS_FILE)
+                .map_err(|refused| Failure::new(code::OTHER, out::clean(&refused.to_string())))?;
+        } else {
+            let _ = std::fs::remove_file(&partial);
+        }
+        Ok(lost)
+    }
+}
+
+/// The gallery of the output directory, kept current during the run: each
+/// result goes in as it is written, the page is written now and then (a
+/// page of thousands of tiles is not rewritten for every line) and at the
+/// end. A gallery that cannot be written is said once; the batch goes on.
+struct LiveGallery {
+    gallery: genapi_gallery::Gallery,
+    written: Option<Instant>,
+    changed: bool,
+    failed: bool,
+    /// Why the page could not be written, to say after the run.
+    warning: Option<String>,
+}
+
+impl LiveGallery {
+    /// How often the page is written while the batch runs.
+    const EVERY: Duration = Duration::from_secs(2);
+
+    fn new(dir: &Path) -> LiveGallery {
+        LiveGallery {
+            gallery: genapi_gallery::Gallery::new(dir),
+            written: None,
+            changed: false,
+            failed: false,
+            warning: None,
+        }
+    }
+
+    fn add(&mut self, entry: &Value) {
+        if let Ok(line) = serde_json::from_value::<genapi_batch::ResultLine>(entry.clone()) {
+            self.gallery.add(line);
+            self.changed = true;
+        }
+    }
+
+    fn write_if_due(&mut self) {
+        if self.changed && self.written.is_none_or(|at| at.elapsed() >= LiveGallery::EVERY) {
+            self.write();
+        }
+    }
+
+    fn write(&mut self) {
+        self.written = Some(Instant::now());
+        self.changed = false;
+        if let Err(error) = self.gallery.write() {
+            if !std::mem::replace(&mut self.failed, true) {
+                // Said once the run ends, below the bar rather than into it.
+                self.warning = Some(format!("warning: no gallery: {}", out::clean(&error.to_string())));
+            }
+        }
+    }
+}

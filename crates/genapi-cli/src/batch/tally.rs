@@ -1,0 +1,206 @@
+//! The run's counts: the progress line while it runs, the summary at the
+//! end, and the exit code (that of the most serious class among the lines,
+//! by [`FailureClass::most_serious`]).
+
+use std::collections::{BTreeMap, HashSet};
+use std::path::Path;
+
+use genapi::FailureClass;
+use genapi_batch::{JobOutcome, JobStatus};
+
+use super::{shown, RESULTS};
+use crate::code;
+use crate::out;
+use crate::progress::Figures;
+
+/// Counts for the progress line and the summary.
+pub(super) struct Tally {
+    jobs: usize,
+    succeeded: usize,
+    earlier: usize,
+    /// Of those, the ones that succeeded.
+    earlier_succeeded: usize,
+    worked: usize,
+    failed: BTreeMap<&'static str, usize>,
+    classes: HashSet<FailureClass>,
+    moderated: usize,
+    unknown: Vec<u64>,
+    pending: usize,
+    invalid: usize,
+    cost: f64,
+}
+
+impl Tally {
+    /// Counts for `jobs` valid lines.
+    pub(super) fn new(jobs: usize) -> Tally {
+        Tally {
+            jobs,
+            succeeded: 0,
+            earlier: 0,
+            earlier_succeeded: 0,
+            worked: 0,
+            failed: BTreeMap::new(),
+            classes: HashSet::new(),
+            moderated: 0,
+            unknown: Vec::new(),
+            pending: 0,
+            invalid: 0,
+            cost: 0.0,
+        }
+    }
+
+    /// Counts one line's outcome.
+    pub(super) fn add(&mut self, outcome: &JobOutcome) {
+        if outcome.from_journal {
+            self.earlier += 1;
+            if outcome.status == JobStatus::Succeeded {
+                self.earlier_succeeded += 1;
+            }
+        } else {
+            self.worked += 1;
+        }
+        // Whatever was charged for the line, in this run or before.
+        self.cost += outcome.cost.unwrap_or(0.0);
+        if let Some(class) = outcome.class {
+            self.classes.insert(class);
+        }
+        match outcome.status {
+            JobStatus::Succeeded => self.succeeded += 1,
+            JobStatus::Moderated => self.moderated += 1,
+            JobStatus::Unknown => self.unknown.push(outcome.line),
+            JobStatus::Pending => self.pending += 1,
+            _ => {
+                let unsent = if outcome.status == JobStatus::NotSubmitted {
+                    "not_sent"
+                } else {
+                    "other"
+                };
+                let class = outcome.class.map_or(unsent, FailureClass::as_str);
+                *self.failed.entry(class).or_default() += 1;
+            }
+        }
+    }
+
+    /// What progress shows.
+    pub(super) fn figures(&self, counters: &genapi_batch::Counters) -> Figures {
+        Figures {
+            done: self.done() as u64,
+            total: self.jobs as u64,
+            failed: self.failed_total() as u64,
+            in_flight: counters.in_flight() as u64,
+            held: counters.held_elsewhere() as u64,
+            worked: self.worked as u64,
+            credits: self.cost,
+        }
+    }
+
+    /// Counts an invalid line (found at the start or while the run read
+    /// the job file again).
+    pub(super) fn add_invalid(&mut self) {
+        self.invalid += 1;
+    }
+
+    /// The valid lines of the job file.
+    pub(super) fn jobs(&self) -> usize {
+        self.jobs
+    }
+
+    fn done(&self) -> usize {
+        self.earlier + self.worked
+    }
+
+    fn failed_total(&self) -> usize {
+        self.failed.values().sum::<usize>() + self.moderated + self.unknown.len() + self.pending
+    }
+
+    /// 0 when every line succeeded, else the code of the most serious class.
+    pub(super) fn exit_code(&self) -> u8 {
+        if self.failed_total() == 0 && self.invalid == 0 && self.classes.is_empty() {
+            return 0;
+        }
+        FailureClass::most_serious(self.classes.iter().copied()).map_or(
+            if self.invalid > 0 { code::USAGE } else { code::OTHER },
+            FailureClass::exit_code,
+        )
+    }
+}
+
+/// The summary: what the lines came to and what they cost, with what to do
+/// about lines left pending or unknown.
+pub(super) fn summary(tally: &Tally, out_dir: &Path, json: bool, mock: bool, written: bool) {
+    // The words of results.jsonl (`credit_cap`, `not_sent`) said as words.
+    let failed: Vec<String> = tally
+        .failed
+        .iter()
+        .map(|(class, n)| format!("{n} {}", class.replace('_', " ")))
+        .collect();
+    let mut text = format!(
+        "{} succeeded ({} of them already done before this run or by another worker), {} failed{}, {} moderated, {} pending, {} unknown, {} invalid; total \
+         known cost {:.2} credits{}; {}",
+        tally.succeeded,
+        tally.earlier_succeeded,
+        tally.failed.values().sum::<usize>(),
+        if failed.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", failed.join(", "))
+        },
+        tally.moderated,
+        tally.pending,
+        tally.unknown.len(),
+        tally.invalid,
+        tally.cost,
+        if mock { " (illustrative mock prices)" } else { "" },
+        if written {
+            format!("results in {}", shown(&out_dir.join(RESULTS)))
+        } else {
+            format!("{RESULTS} not updated (the run stopped early)")
+        },
+    );
+    // A run that stopped early says what the next does from the journal,
+    // not from the counts of this run, which miss the lines it let go of.
+    if !written {
+        let text = format!(
+            "the run stopped early ({RESULTS} not updated); known cost {:.2} credits{}",
+            tally.cost,
+            if mock { " (illustrative mock prices)" } else { "" },
+        );
+        say(&[text], json);
+        return;
+    }
+    if tally.pending > 0 {
+        text.push_str("\npending tasks were accepted: run the same command again to finish them (never resubmitted)");
+    }
+    if !tally.unknown.is_empty() {
+        let mut unknown = tally.unknown.clone();
+        unknown.sort_unstable();
+        let lines: Vec<String> = unknown.iter().take(20).map(u64::to_string).collect();
+        let more = if unknown.len() > lines.len() { ", …" } else { "" };
+        let (which, them, they) = match lines.as_slice() {
+            [one] => (format!("line {one} was"), "it", "it is"),
+            _ => (format!("lines {}{more} were", lines.join(", ")), "them", "they are"),
+        };
+        text.push_str(&format!(
+            "\n{which} sent without an answer: the service may have accepted (and charged) {them}, so {they} not \
+             sent again automatically. For each: if you find its task id (e.g. in the project's activity records; \
+             the line's error in results.jsonl says when it was sent), run again with --adopt LINE=TASK_ID to fetch \
+             its result; if it was not accepted, run again with --resubmit-unknown (it sends every unknown line \
+             left, risking paying twice for any that was accepted)"
+        ));
+    }
+
+    say(&[text], json);
+}
+
+/// The summary's lines: on stdout, or on stderr when stdout holds JSON.
+pub(super) fn say(texts: &[String], json: bool) {
+    for text in texts {
+        for line in text.lines() {
+            if json {
+                out::err(line);
+            } else {
+                out::out(line);
+            }
+        }
+    }
+}

@@ -1,0 +1,15 @@
+//! The ledger as a program sharing a batch or an account's seats meets it,
+//! against a real PostgreSQL (a throwaway cluster per test) and the mock on
+//! a loopback port: seats shared fairly and never leaked, what events carry,
+//! and the connection's TLS as libpq's settings ask. (Workers sharing a
+//! batch through the `genapi batch` command are tested with the command.)
+
+/// The workspace's shared test helpers.
+mod common {
+    pub use genapi_test_common::*;
+}
+
+mod carried;
+mod fair_shares;
+mod shared_seats;
+mod tls;

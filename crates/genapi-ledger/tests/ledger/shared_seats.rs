@@ -1,0 +1,255 @@
+//! Seats shared through the ledger keep an account's active tasks under its
+//! limit whatever the service or the database does: programs sharing a
+//! pool, odd rows, a database that goes away, a task id repeated, an answer
+//! lost, a dead worker's seat.
+
+use std::time::Duration;
+
+use genapi_mock::{MockConfig, MockService};
+use serde_json::json;
+
+use crate::common::hostile;
+use crate::common::pg::Postgres;
+
+/// The service: tasks of 100 ms, every request logged.
+async fn service() -> MockService {
+    let config = MockConfig::default()
+        .default_duration(Duration::from_millis(100))
+        .request_log_capacity(100_000);
+    MockService::start_with(config, "127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap()
+}
+
+/// A seat row with a NULL where a value belongs (odd database contents):
+/// skipped, never a panic.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_null_in_a_seat_row_is_skipped_without_a_panic() {
+    let Some(pg) = Postgres::start("null-seat") else { return };
+    let mock = service().await;
+    let seats = genapi_ledger::SharedSeats::connect(&pg.url(), "odd", 1).await.unwrap();
+    pg.sql(
+        "UPDATE genapi_seats SET worker = 'ghost', lease_until = now() - interval '1 hour', task_id = 't', \
+         polling_url = NULL, taken_at = now() WHERE pool = 'odd'",
+    );
+    let client = mock
+        .client_builder()
+        .shared_places(seats.places(), seats.limit())
+        .build()
+        .unwrap();
+    let submitting = tokio::spawn(async move {
+        let request = genapi::api::types::Gen2ProRequest::builder()
+            .prompt("odd")
+            .width(64)
+            .height(64);
+        client.submit(request).await.map(|_| ())
+    });
+    // Still waiting for the only seat (its ghost's task cannot be
+    // checked), and never a panic.
+    let outcome = tokio::time::timeout(Duration::from_secs(5), submitting).await;
+    assert!(outcome.is_err(), "{outcome:?}");
+}
+
+/// The database goes away (a restart, a failover): a submission waiting
+/// for a seat gives up with an error that says so, instead of waiting for
+/// ever, and sends nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_database_fails_a_shared_seat_submission_and_sends_nothing() {
+    let Some(pg) = Postgres::start("database-gone") else {
+        return;
+    };
+    let mock = service().await;
+    // Each step within 2 s: the submission gives up after one step.
+    let options = genapi_ledger::LedgerOptions::default().step_deadline(Duration::from_secs(2));
+    let hold = genapi_ledger::UNANSWERED_SEAT_HOLD;
+    let seats = genapi_ledger::SharedSeats::connect_with(&pg.url(), "gone", 4, &options, hold)
+        .await
+        .unwrap();
+    let client = mock
+        .client_builder()
+        .shared_places(seats.places(), seats.limit())
+        .build()
+        .unwrap();
+    drop(pg);
+    let request = genapi::api::types::Gen2ProRequest::builder()
+        .prompt("gone")
+        .width(64)
+        .height(64);
+    let submitted = tokio::time::timeout(Duration::from_secs(45), client.submit(request)).await;
+    let error = submitted
+        .expect("still waiting for a seat after 45 s with the database gone")
+        .unwrap_err();
+    assert!(matches!(error, genapi::Error::SharedLimit { .. }), "{error}");
+    assert!(error.to_string().contains("nothing was sent"), "{error}");
+    assert_eq!(mock.count("POST", "/v1/gen-2-pro"), 0);
+}
+
+/// A hostile service answering two submissions with the same task id:
+/// one task, one seat, freed when it is seen final; no seat leaks.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_id_the_service_repeats_keeps_one_seat() {
+    let Some(pg) = Postgres::start("repeated-id") else {
+        return;
+    };
+    let service = hostile::serve(|base, request, _| match request.path.as_str() {
+        "/v1/gen-2-pro" => hostile::accepted(base, "dup"),
+        "/v1/get_result" => hostile::json(200, json!({"id": "dup", "status": "Error", "result": null})),
+        _ => hostile::json(404, json!({})),
+    })
+    .await;
+    let seats = genapi_ledger::SharedSeats::connect(&pg.url(), "dup", 2).await.unwrap();
+    let client = service
+        .client_builder()
+        .shared_places(seats.places(), seats.limit())
+        .build()
+        .unwrap();
+    let request = || {
+        genapi::api::types::Gen2ProRequest::builder()
+            .prompt("dup")
+            .width(64)
+            .height(64)
+    };
+    let a = client.submit(request()).await.unwrap();
+    let b = client.submit(request()).await.unwrap();
+    let _ = a.wait().await;
+    let _ = b.wait().await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        seats.taken().await.unwrap(),
+        0,
+        "both tasks were seen final; a seat stays taken"
+    );
+}
+
+/// A submission whose answer never came (the service created the task)
+/// keeps its shared seat, so the next one does not go out into a full
+/// account and meet a 429.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unanswered_submission_keeps_its_shared_seat() {
+    let Some(pg) = Postgres::start("unanswered-seat") else {
+        return;
+    };
+    let config = MockConfig::default()
+        .default_duration(Duration::from_secs(5))
+        .max_active_tasks(1)
+        .request_log_capacity(1_000);
+    let mock = MockService::start_with(config, "127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    mock.inject(genapi_mock::Fault::on("/v1/gen-2-pro", genapi_mock::FaultKind::LoseAnswer).method("POST"));
+    let seats = genapi_ledger::SharedSeats::connect(&pg.url(), "unanswered", 1)
+        .await
+        .unwrap();
+    let client = mock
+        .client_builder()
+        .shared_places(seats.places(), seats.limit())
+        .build()
+        .unwrap();
+    let request = |p: &str| {
+        genapi::api::types::Gen2ProRequest::builder()
+            .prompt(p)
+            .width(64)
+            .height(64)
+    };
+    assert!(client.submit(request("lost")).await.is_err(), "the answer was lost");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let taken = seats.taken().await.unwrap();
+    let second = tokio::time::timeout(Duration::from_secs(2), client.submit(request("next"))).await;
+    let refused = mock.stats().too_many_requests;
+    assert_eq!(taken, 1, "the lost submission's task runs, yet its seat was given back");
+    assert_eq!(
+        refused, 0,
+        "the next submission went out into a full account: {second:?}"
+    );
+}
+
+/// A dead worker's seat whose task cannot be checked (its host is gone)
+/// comes back once a task taken then can no longer be running.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_workers_seat_whose_task_cannot_be_checked_comes_back_in_time() {
+    let Some(pg) = Postgres::start("uncheckable-seat") else {
+        return;
+    };
+    let mock = service().await;
+    let seats = genapi_ledger::SharedSeats::connect_with(
+        &pg.url(),
+        "stranded",
+        1,
+        &genapi_ledger::LedgerOptions::default().lease(Duration::from_secs(1)),
+        Duration::from_secs(3),
+    )
+    .await
+    .unwrap();
+    pg.sql(
+        "UPDATE genapi_seats SET worker = 'gone', lease_until = now() - interval '1 second', task_id = 't', \
+         polling_url = 'http://127.0.0.1:1/v1/get_result?id=t', taken_at = now() WHERE pool = 'stranded'",
+    );
+    let client = mock
+        .client_builder()
+        .shared_places(seats.places(), seats.limit())
+        .build()
+        .unwrap();
+    let started = std::time::Instant::now();
+    let request = genapi::api::types::Gen2ProRequest::builder()
+        .prompt("stranded")
+        .width(64)
+        .height(64);
+    let task = tokio::time::timeout(Duration::from_secs(30), client.submit(request))
+        .await
+        .expect("the stranded seat never came back")
+        .unwrap();
+    assert!(started.elapsed() >= Duration::from_secs(2), "not before the hold");
+    task.wait().await.unwrap();
+    // Given back at once when the program says it is done.
+    seats.flush().await;
+    assert_eq!(seats.taken().await.unwrap(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_programs_sharing_seats_keep_the_accounts_active_tasks_under_the_limit() {
+    let Some(pg) = Postgres::start("shared-seats") else {
+        return;
+    };
+    let config = MockConfig::default()
+        .default_duration(Duration::from_millis(500))
+        .price_per_mp(1.5)
+        .request_log_capacity(100_000);
+    let mock = MockService::start_with(config, "127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    let seats = || async {
+        genapi_ledger::SharedSeats::connect(&pg.url(), "account", 3)
+            .await
+            .unwrap()
+    };
+    let (first_seats, second_seats) = (seats().await, seats().await);
+    let first = mock
+        .client_builder()
+        .shared_places(first_seats.places(), first_seats.limit())
+        .build()
+        .unwrap();
+    let second = mock
+        .client_builder()
+        .shared_places(second_seats.places(), second_seats.limit())
+        .build()
+        .unwrap();
+    assert_eq!(first.max_active_tasks(), Some(3));
+    let run = |client: genapi::Client, tag: &'static str| async move {
+        let mut tasks = Vec::new();
+        for n in 0..8 {
+            let request = genapi::api::types::Gen2ProRequest::builder()
+                .prompt(format!("{tag} {n}"))
+                .width(64)
+                .height(64);
+            tasks.push(client.submit(request).await.unwrap());
+        }
+        for task in tasks {
+            task.wait().await.unwrap();
+        }
+    };
+    tokio::join!(run(first, "first"), run(second, "second"));
+    let stats = mock.stats();
+    assert_eq!(mock.count("POST", "/v1/gen-2-pro"), 16);
+    assert!(stats.peak_active_tasks <= 3, "peak {}", stats.peak_active_tasks);
+    assert_eq!(stats.peak_active_tasks, 3, "the seats were used");
+}
