@@ -11,14 +11,14 @@ use std::time::Duration;
 use axum::body::Bytes;
 use axum::http::{HeaderMap, StatusCode};
 use genapi::api::types::{Gen2ProRequest, WebhookUrl};
-use genapi::webhook::{Inbox, ReplayGuard, Verifier};
+use genapi::webhook::{DuplicateGuard, Inbox, Verifier};
 
 const SECRET: &str = "whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD";
 
 /// What the receiver shares between requests.
 struct Receiver {
     verifier: Verifier,
-    guard: ReplayGuard,
+    guard: DuplicateGuard,
     inbox: Arc<Inbox>,
 }
 
@@ -45,7 +45,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // program before it listens.
     let receiver = Arc::new(Receiver {
         verifier: Verifier::new(SECRET)?,
-        guard: ReplayGuard::new(100_000, Duration::from_secs(3600)),
+        guard: DuplicateGuard::new(100_000, Duration::from_secs(3600)),
         inbox: inbox.clone(),
     });
     let app = axum::Router::new().route(

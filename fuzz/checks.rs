@@ -104,7 +104,7 @@ pub fn validator(data: &[u8]) {
 /// field (decoding, sniffing, size limits, equal-size masks).
 pub fn image_inputs(data: &[u8]) {
     let _ = genapi::ImageFormat::sniff(data);
-    let _ = genapi::dimensions(data);
+    let _ = genapi::fuzzing::image_size(data);
     let text = String::from_utf8_lossy(data).into_owned();
     let document = genapi::validate::Document::embedded();
     let _ = document.validate("DeblurV1Request", &serde_json::json!({ "image": text }));

@@ -235,16 +235,6 @@ impl Client {
         self.shared.active.as_ref().map(|active| active.limit())
     }
 
-    /// Whether any answer so far came from genapi's mock service (a test
-    /// double, which marks every answer), so a program can say so rather than
-    /// present mock results as real ones.
-    pub fn served_by_mock(&self) -> bool {
-        self.shared
-            .transport
-            .mock_seen
-            .load(std::sync::atomic::Ordering::Relaxed)
-    }
-
     /// What this client has learned about task durations, to keep across
     /// runs and give to [`crate::ClientBuilder::learned`].
     pub fn learned(&self) -> Learned {

@@ -11,6 +11,7 @@ use crate::error::{Error, Result};
 use crate::limit::ActiveTasks;
 use crate::record::{Origins, RecordOptions, Recorder};
 use crate::scrub::Scrubber;
+use crate::transport::HeaderObserver;
 use crate::transport::{RetryPolicy, Transport, TransportParts};
 use crate::trust::{is_loopback, TrustPolicy};
 use crate::wait::{Learned, WaitOptions};
@@ -52,9 +53,11 @@ pub struct ClientBuilder {
     wait: WaitOptions,
     learned: Learned,
     /// An active-task limit shared with other processes, and its size.
-    shared_places: Option<(Arc<dyn crate::SharedPlaces>, usize)>,
+    shared_seats: Option<(Arc<dyn crate::SeatPool>, usize)>,
     /// Where to record exchanges, and what to keep.
     record: Option<(PathBuf, RecordOptions)>,
+    /// Called with the headers of every answer.
+    observers: Vec<HeaderObserver>,
 }
 
 impl Default for ClientBuilder {
@@ -70,7 +73,7 @@ impl Default for ClientBuilder {
             retry: RetryPolicy::default(),
             user_agent: format!("genapi-rust/{}", env!("CARGO_PKG_VERSION")),
             max_active_tasks: Some(DEFAULT_MAX_ACTIVE_TASKS),
-            shared_places: None,
+            shared_seats: None,
             max_response_bytes: 1 << 20,
             max_download_bytes: 2 << 30,
             allow_insecure_http: false,
@@ -78,6 +81,7 @@ impl Default for ClientBuilder {
             wait: WaitOptions::default(),
             learned: Learned::default(),
             record: None,
+            observers: Vec::new(),
         }
     }
 }
@@ -169,8 +173,8 @@ impl ClientBuilder {
     /// the same places: together they keep at most `limit` tasks active
     /// (`genapi-batch`'s `SharedSeats` gives both, from PostgreSQL). This
     /// replaces [`ClientBuilder::max_active_tasks`].
-    pub fn shared_places(mut self, places: Arc<dyn crate::SharedPlaces>, limit: usize) -> Self {
-        self.shared_places = Some((places, limit.max(1)));
+    pub fn shared_seats(mut self, places: Arc<dyn crate::SeatPool>, limit: usize) -> Self {
+        self.shared_seats = Some((places, limit.max(1)));
         self
     }
     /// No client-side limit on active tasks: every submission is sent at
@@ -201,7 +205,8 @@ impl ClientBuilder {
     /// The client still sets its own timeouts, user agent and redirect rules
     /// on them, so the key can never follow a redirect. A factory also owns
     /// the TLS setup (genapi's reqwest has no process-wide default provider:
-    /// configure one, or call [`crate::transport::ensure_tls_provider`]).
+    /// configure one with `tls_backend_preconfigured`, or install rustls's
+    /// process-wide default, `rustls::crypto::ring::default_provider().install_default()`).
     ///
     /// ```
     /// let builder = genapi::Client::builder().reqwest_builder(|| genapi::reqwest::Client::builder().no_proxy());
@@ -219,6 +224,33 @@ impl ClientBuilder {
     /// waits of a new process are already well aimed.
     pub fn learned(mut self, learned: Learned) -> Self {
         self.learned = learned;
+        self
+    }
+
+    /// Calls `observer` with the headers of every answer the client reads
+    /// (each attempt's, downloads too), once every secret the client holds
+    /// or sent is out of them: for a request id to log, a rate-limit header
+    /// to watch, or a test double's mark to recognise. It runs on the task
+    /// that reads the answer, so it should be quick.
+    ///
+    /// ```
+    /// use std::sync::atomic::{AtomicBool, Ordering};
+    /// use std::sync::Arc;
+    /// let marked = Arc::new(AtomicBool::new(false));
+    /// let seen = marked.clone();
+    /// let client = genapi::Client::builder()
+    ///     .api_key("k")
+    ///     .base_url("https://api.example.com")
+    ///     .observe_headers(move |headers| {
+    ///         if headers.contains_key("x-request-id") {
+    ///             seen.store(true, Ordering::Relaxed);
+    ///         }
+    ///     })
+    ///     .build()?;
+    /// # Ok::<(), genapi::Error>(())
+    /// ```
+    pub fn observe_headers(mut self, observer: impl Fn(&http::HeaderMap) + Send + Sync + 'static) -> Self {
+        self.observers.push(Arc::new(observer));
         self
     }
 
@@ -309,12 +341,13 @@ impl ClientBuilder {
             max_response_bytes: self.max_response_bytes,
             max_download_bytes: self.max_download_bytes,
             download_timeout: self.download_timeout,
+            observers: self.observers,
         })?;
         Ok(Client::from_parts(
             Arc::new(transport),
             base_url,
             regional_url,
-            match self.shared_places {
+            match self.shared_seats {
                 Some((shared, limit)) => Some(ActiveTasks::new(limit, Some(shared))),
                 None => self.max_active_tasks.map(|limit| ActiveTasks::new(limit, None)),
             },
@@ -332,7 +365,7 @@ fn build_http(builder: reqwest::ClientBuilder) -> Result<reqwest::Client> {
         Ok(built) => built.map_err(|e| Error::Config(format!("cannot build the HTTP client: {e}"))),
         Err(_) => Err(Error::Config(
             "the reqwest builder given to ClientBuilder::reqwest_builder has no TLS provider: give it one \
-             (reqwest's tls_backend_preconfigured) or call genapi::ensure_tls_provider() before building"
+             (reqwest's tls_backend_preconfigured) or install rustls's process-wide default provider before building"
                 .into(),
         )),
     }

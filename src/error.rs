@@ -284,7 +284,7 @@ pub enum Error {
     #[error("configuration: {0}")]
     Config(String),
     /// The database behind an active-task limit shared with other
-    /// processes (`ClientBuilder::shared_places`) cannot be used, so no place
+    /// processes (`ClientBuilder::shared_seats`) cannot be used, so no place
     /// could be taken. Nothing was sent.
     #[error("the shared active-task limit's database cannot be used ({reason}); nothing was sent: check the database and try again")]
     SharedLimit {

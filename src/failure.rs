@@ -1,6 +1,6 @@
 //! What kind of failure an error is: the one mapping from [`Error`] to a
-//! class, and from a class to the exit code the `genapi` command uses (so a
-//! program wrapping the library can exit the same way).
+//! class, which a program acts on (the `genapi` command gives each class an
+//! exit code of its own).
 
 use serde::{Deserialize, Serialize};
 
@@ -12,7 +12,7 @@ use crate::error::Error;
 /// use genapi::{Error, FailureClass};
 /// let error = Error::Config("no API key".into());
 /// assert_eq!(error.class(), FailureClass::Validation);
-/// assert_eq!(error.class().exit_code(), 2);
+/// assert_eq!(error.class().as_str(), "validation");
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -47,7 +47,7 @@ pub enum FailureClass {
 }
 
 impl FailureClass {
-    /// Every class, in the order of their exit codes.
+    /// Every class.
     pub const ALL: [FailureClass; 12] = [
         FailureClass::Write,
         FailureClass::Other,
@@ -98,25 +98,6 @@ impl FailureClass {
             .min_by_key(|class| FailureClass::BY_SEVERITY.iter().position(|c| c == class))
     }
 
-    /// What the class means, in a line: the text of the exit-code tables of
-    /// `genapi --help` and docs/command.md.
-    pub const fn meaning(self) -> &'static str {
-        match self {
-            FailureClass::Validation => "usage or validation (fix the command or the request; nothing was charged)",
-            FailureClass::Auth => "authentication (403, or a host the key may not go to)",
-            FailureClass::Credits => "insufficient credits (402)",
-            FailureClass::RateLimited => "rate limited (429: too many active tasks; try again later)",
-            FailureClass::Moderated => "moderated (not charged)",
-            FailureClass::TaskFailed => "task failed, not found, or its result expired",
-            FailureClass::Timeout => "timeout (the task may still finish: resume with the command printed)",
-            FailureClass::Network => "network or service error",
-            FailureClass::Unknown => "a submission got no answer: it may have created a task",
-            FailureClass::Write => "the result could not be written (the task is paid for: resume it)",
-            FailureClass::Other => "any other failure",
-            FailureClass::CreditCap => "a batch stopped submitting at its spending cap",
-        }
-    }
-
     /// The word used in journals, result lines and `--json` output.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -132,25 +113,6 @@ impl FailureClass {
             FailureClass::Write => "write",
             FailureClass::Other => "other",
             FailureClass::CreditCap => "credit_cap",
-        }
-    }
-
-    /// The exit code of the `genapi` command for this class: 2 validation,
-    /// 3 auth, 4 credits, 5 rate limited, 6 moderated, 7 task failed,
-    /// 8 timeout, 9 network or unknown, 11 a batch at its credit cap, 1
-    /// anything else.
-    pub const fn exit_code(self) -> u8 {
-        match self {
-            FailureClass::Validation => 2,
-            FailureClass::Auth => 3,
-            FailureClass::Credits => 4,
-            FailureClass::RateLimited => 5,
-            FailureClass::Moderated => 6,
-            FailureClass::TaskFailed => 7,
-            FailureClass::Timeout => 8,
-            FailureClass::Network | FailureClass::Unknown => 9,
-            FailureClass::Write | FailureClass::Other => 1,
-            FailureClass::CreditCap => 11,
         }
     }
 }
@@ -200,11 +162,6 @@ mod tests {
             sorted.dedup();
             assert_eq!(sorted.len(), 12, "{list:?}");
         }
-        let codes: Vec<u8> = FailureClass::ALL.iter().map(|class| class.exit_code()).collect();
-        assert!(
-            codes.windows(2).all(|pair| pair[0] <= pair[1]),
-            "ALL is in the order of the codes: {codes:?}"
-        );
     }
 
     #[test]
@@ -226,6 +183,5 @@ mod tests {
         assert_eq!(write.class(), FailureClass::Write);
         assert_eq!(write.task().map(|t| t.id.as_str()), Some("t"));
         assert!(write.to_string().contains("task t"), "{write}");
-        assert_eq!(FailureClass::Write.exit_code(), 1);
     }
 }

@@ -60,3 +60,14 @@ pub fn answer(status: u16, headers: &str, body: &[u8]) {
         .map_err(|e| crate::response::decode_error(transport, "fuzz", e.to_string(), body));
     let _ = crate::task::Task::accepted(client.shared.clone(), "fuzz", body);
 }
+
+/// Reads an image's size from its header as the client does for every
+/// image input (and a base64 field's start). Must never panic.
+///
+/// ```
+/// // A JPEG cut inside its first marker: no size, not a panic.
+/// assert_eq!(genapi::fuzzing::image_size(&[0xFF, 0xD8, 0xFF]), None);
+/// ```
+pub fn image_size(bytes: &[u8]) -> Option<(u32, u32)> {
+    crate::input::dimensions(bytes)
+}

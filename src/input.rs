@@ -53,7 +53,7 @@ impl ImageFormat {
 
 /// Width and height read from an image's header, without decoding pixels.
 /// `None` when the header is not there or not understood.
-pub fn dimensions(bytes: &[u8]) -> Option<(u32, u32)> {
+pub(crate) fn dimensions(bytes: &[u8]) -> Option<(u32, u32)> {
     let be16 = |at: usize| bytes.get(at..at + 2).map(|b| u16::from_be_bytes([b[0], b[1]]) as u32);
     let le16 = |at: usize| bytes.get(at..at + 2).map(|b| u16::from_le_bytes([b[0], b[1]]) as u32);
     let le24 = |at: usize| bytes.get(at..at + 3).map(|b| u32::from_le_bytes([b[0], b[1], b[2], 0]));
@@ -268,13 +268,7 @@ pub(crate) fn base64_problem(value: &str) -> Option<&'static str> {
 
 /// Width and height of a base64 image, as an image field holds it, read
 /// from its header; `None` when it is not base64 of a known format.
-///
-/// ```
-/// let png = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==";
-/// assert_eq!(genapi::base64_dimensions(png), Some((1, 1)));
-/// assert_eq!(genapi::base64_dimensions("not an image"), None);
-/// ```
-pub fn base64_dimensions(value: &str) -> Option<(u32, u32)> {
+pub(crate) fn base64_dimensions(value: &str) -> Option<(u32, u32)> {
     dimensions(&decode_head(value)?)
 }
 
@@ -312,5 +306,18 @@ mod tests {
         assert_eq!(extension_of(b"\0\0\0\x18ftypmp42"), Some("mp4"));
         assert_eq!(extension_of(&[0xFF, 0xD8, 0xFF, 0xE0]), Some("jpg"));
         assert_eq!(extension_of(b"text"), None);
+    }
+
+    #[test]
+    fn sizes_are_read_from_headers_and_a_cut_header_is_no_size() {
+        let png = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==";
+        assert_eq!(base64_dimensions(png), Some((1, 1)));
+        assert_eq!(base64_dimensions("not an image"), None);
+        assert_eq!(dimensions(b"GIF89a\x40\x01\xf0\x00"), Some((320, 240)));
+        assert_eq!(
+            dimensions(&[0xFF, 0xD8, 0xFF]),
+            None,
+            "a truncated header is no size, not a panic"
+        );
     }
 }

@@ -114,18 +114,15 @@ pub use config::ClientBuilder;
 pub use error::{Checked, Error, Moderation, Result, TaskRef};
 pub use failure::FailureClass;
 pub use field::{FieldValue, Unparsed};
-pub use input::base64_dimensions;
-pub use input::{dimensions, ImageFormat, ImageInput};
-pub use limit::SharedPlaces;
+pub use input::{ImageFormat, ImageInput};
+pub use limit::SeatPool;
 pub use output::Output;
 pub use record::RecordOptions;
-pub use response::is_unsafe_to_show;
-pub use response::scrubbed;
 pub use secret::{ApiKey, WebhookSecret};
 pub use status::TaskStatus;
 pub use submit::{IntoRequest, OperationSpec, Submit};
 pub use task::Task;
-pub use transport::{ensure_tls_provider, RetryPolicy};
+pub use transport::RetryPolicy;
 pub use wait::{Learned, Progress, WaitOptions};
 
 /// The `http` crate, whose `HeaderMap` [`webhook::Verifier::verify`] takes.

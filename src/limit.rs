@@ -36,36 +36,36 @@ pub(crate) const SHARED_GIVE_UP: Duration = Duration::from_secs(30);
 /// After this long the service no longer knows a task; neither do we.
 const FORGET_AFTER: Duration = Duration::from_secs(2 * 60 * 60);
 
-/// Places under an active-task limit shared with other processes, for
-/// [`crate::ClientBuilder::shared_places`]: a submission needs one of these
-/// as well as a place under the client's own limit. `genapi-batch`'s
-/// `SharedSeats` keeps them in PostgreSQL; another store (a lock service, a
-/// cache) can implement the same protocol.
+/// Seats under an account's active-task limit shared with other processes,
+/// for [`crate::ClientBuilder::shared_seats`]: a submission needs one of
+/// these as well as a seat under the client's own limit. The
+/// `genapi-ledger` crate's `SharedSeats` keeps them in PostgreSQL; another
+/// store (a lock service, a cache) can implement the same protocol.
 ///
-/// A place is a number. It is taken before a submission is sent, then
+/// A seat is a number. It is taken before a submission is sent, then
 /// assigned to the task the service accepted, or freed when nothing was
-/// created; a place whose submission went unanswered stays taken as long as
+/// created; a seat whose submission went unanswered stays taken as long as
 /// its task may run.
-pub trait SharedPlaces: Send + Sync + std::fmt::Debug {
-    /// A free place now, if there is one; an error when the places cannot
+pub trait SeatPool: Send + Sync + std::fmt::Debug {
+    /// A free seat now, if there is one; an error when the seats cannot
     /// be read.
-    fn take(&self) -> BoxFuture<'_, Result<Option<i32>, String>>;
-    /// Wakes its waiters whenever a place may have been freed, by any
+    fn take(&self) -> BoxFuture<'_, Result<Option<i32>, Box<dyn std::error::Error + Send + Sync>>>;
+    /// Wakes its waiters whenever a seat may have been freed, by any
     /// process.
     fn changes(&self) -> &Notify;
-    /// Places whose holder died while their task may still run: place,
+    /// Seats whose holder died while their task may still run: seat,
     /// task id, polling URL. Poll the task; when it is final, `reclaim`.
     fn lapsed(&self) -> BoxFuture<'_, Vec<(i32, String, String)>>;
-    /// The task of a lapsed place was seen final: the place is free.
-    fn reclaim(&self, place: i32, task_id: &str);
-    /// The place now belongs to an accepted task.
-    fn assign(&self, place: i32, task_id: &str, polling_url: &Url);
-    /// The place is free.
-    fn free(&self, place: i32);
-    /// A submission sent from this place got no answer: its task may run,
-    /// so the place stays taken as long as a task may run, then is free.
-    fn free_when_unanswered_expires(&self, place: i32);
-    /// How long the places may stay unreadable (every `take` failing)
+    /// The task of a lapsed seat was seen final: the seat is free.
+    fn reclaim(&self, seat: i32, task_id: &str);
+    /// The seat now belongs to an accepted task.
+    fn assign(&self, seat: i32, task_id: &str, polling_url: &Url);
+    /// The seat is free.
+    fn free(&self, seat: i32);
+    /// A submission sent from this seat got no answer: its task may run,
+    /// so the seat stays taken as long as a task may run, then is free.
+    fn free_when_unanswered_expires(&self, seat: i32);
+    /// How long the seats may stay unreadable (every `take` failing)
     /// before a submission waiting for one gives up with
     /// [`crate::Error::SharedLimit`], sending nothing: 30 s unless the
     /// store says otherwise.
@@ -102,7 +102,7 @@ impl Ledger {
 #[derive(Debug)]
 pub(crate) struct ActiveTasks {
     limit: usize,
-    shared: Option<Arc<dyn SharedPlaces>>,
+    shared: Option<Arc<dyn SeatPool>>,
     /// One submission at a time asks for a shared place, so a freed place
     /// costs one query, not one per waiting submission.
     shared_turn: tokio::sync::Mutex<()>,
@@ -169,11 +169,11 @@ impl Reservation {
             );
             false
         });
-        if let (Some(shared_places), Some(place)) = (&self.tasks.shared, shared) {
+        if let (Some(shared_seats), Some(place)) = (&self.tasks.shared, shared) {
             if already_counted {
-                shared_places.free(place);
+                shared_seats.free(place);
             } else {
-                shared_places.assign(place, id, polling_url);
+                shared_seats.assign(place, id, polling_url);
             }
         }
         if already_counted {
@@ -226,7 +226,7 @@ impl Drop for Watch {
 }
 
 impl ActiveTasks {
-    pub(crate) fn new(limit: usize, shared: Option<Arc<dyn SharedPlaces>>) -> Arc<ActiveTasks> {
+    pub(crate) fn new(limit: usize, shared: Option<Arc<dyn SeatPool>>) -> Arc<ActiveTasks> {
         Arc::new(ActiveTasks {
             limit: limit.max(1),
             shared,
@@ -274,7 +274,7 @@ impl ActiveTasks {
     /// places come back when they end: this never waits forever.
     ///
     /// Fails when the places cannot be read for
-    /// [`SharedPlaces::give_up_after`] in a row
+    /// [`SeatPool::give_up_after`] in a row
     /// (the database is gone): waiting would never end.
     pub(crate) async fn take_shared<F, Fut>(&self, reservation: &mut Reservation, check: F) -> Result<(), String>
     where
@@ -301,7 +301,7 @@ impl ActiveTasks {
                 Err(reason) => {
                     let since = *failing_since.get_or_insert(attempt);
                     if since.elapsed() >= shared.give_up_after() {
-                        return Err(reason);
+                        return Err(reason.to_string());
                     }
                 }
             }

@@ -101,7 +101,7 @@ pub(crate) fn validation_from_service(transport: &Transport, detail: HttpValidat
             }
         }
         if let Some(input) = error.input.as_mut() {
-            scrub_input(input, 0);
+            genapi_text::scrub(input);
             remove_key(transport, input);
         }
     }
@@ -117,62 +117,6 @@ fn remove_key(transport: &Transport, value: &mut Value) {
         Value::String(text) => *text = transport.scrub(text),
         Value::Array(items) => items.iter_mut().for_each(|item| remove_key(transport, item)),
         Value::Object(map) => map.values_mut().for_each(|field| remove_key(transport, field)),
-        _ => {}
-    }
-}
-
-/// Field names whose values are never kept: secrets and keys.
-fn is_secret_name(name: &str) -> bool {
-    let name = name.to_ascii_lowercase();
-    ["secret", "key", "token", "password", "authorization", "credential"]
-        .iter()
-        .any(|word| name.contains(word))
-}
-
-/// Longest string kept from an echoed input.
-const ECHO_STRING: usize = 120;
-/// Deepest nesting kept from an echoed input.
-const ECHO_DEPTH: usize = 8;
-
-/// A JSON value as genapi shows one in messages and `Debug` output: fields
-/// whose name says secret, key, token, password, authorization or
-/// credential replaced, long strings (images) cut, deep nesting folded. A
-/// program logging a request body can show it the same way.
-///
-/// ```
-/// let shown = genapi::scrubbed(&serde_json::json!({"prompt": "a fox", "webhook_secret": "s3cret"}));
-/// assert_eq!(shown["prompt"], "a fox");
-/// assert!(!shown.to_string().contains("s3cret"));
-/// ```
-pub fn scrubbed(value: &Value) -> Value {
-    let mut shown = value.clone();
-    scrub_input(&mut shown, 0);
-    shown
-}
-
-/// Redacts secret-like fields and cuts long values of an echoed input.
-pub(crate) fn scrub_input(value: &mut Value, depth: usize) {
-    if depth > ECHO_DEPTH {
-        *value = Value::String("…".into());
-        return;
-    }
-    match value {
-        Value::String(text) => {
-            if let Some((cut, _)) = text.char_indices().nth(ECHO_STRING) {
-                let kept = text.chars().count();
-                *text = format!("{}… ({kept} characters)", &text[..cut]);
-            }
-        }
-        Value::Array(items) => items.iter_mut().for_each(|item| scrub_input(item, depth + 1)),
-        Value::Object(map) => {
-            for (name, field) in map.iter_mut() {
-                if is_secret_name(name) && !field.is_null() {
-                    *field = Value::String("[redacted]".into());
-                } else {
-                    scrub_input(field, depth + 1);
-                }
-            }
-        }
         _ => {}
     }
 }
@@ -196,22 +140,6 @@ fn service_message(body: &[u8]) -> String {
     }
 }
 
-/// Whether a character should not reach a terminal as it is: control
-/// characters, and the invisible ones that reorder or hide text (bidi
-/// controls, zero-width characters, the byte-order mark). genapi replaces
-/// them in what it shows of an answer; a program printing a prompt, a name
-/// or a message that came from the service or a file can do the same.
-///
-/// ```
-/// assert!(genapi::is_unsafe_to_show('\u{1b}'));
-/// assert!(genapi::is_unsafe_to_show('\u{202e}'));
-/// assert!(!genapi::is_unsafe_to_show('é'));
-/// ```
-pub fn is_unsafe_to_show(c: char) -> bool {
-    c.is_control()
-        || matches!(c, '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{feff}' | '\u{061c}')
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -227,7 +155,7 @@ mod tests {
             "input_image": image,
             "nested": {"api_token": "t", "ok": [1, 2]},
         });
-        scrub_input(&mut input, 0);
+        genapi_text::scrub(&mut input);
         let text = input.to_string();
         assert!(!text.contains("canary"), "{text}");
         assert_eq!(input["webhook_secret"], "[redacted]");

@@ -172,19 +172,6 @@ impl Purpose {
     }
 }
 
-/// Installs ring as the process's default rustls provider unless one is
-/// installed.
-///
-/// genapi's own clients never need this: each carries its TLS configuration.
-/// It is for programs that build further reqwest clients from this crate's
-/// reqwest (which has no default provider compiled in).
-pub fn ensure_tls_provider() {
-    if rustls::crypto::CryptoProvider::get_default().is_none() {
-        // Losing a race to another thread's install is fine.
-        let _ = rustls::crypto::ring::default_provider().install_default();
-    }
-}
-
 /// A TLS configuration with ring and the platform's certificate verifier,
 /// for one client: building a genapi client changes nothing process-wide.
 pub(crate) fn tls_config() -> Result<rustls::ClientConfig> {
@@ -286,9 +273,8 @@ pub struct Transport {
     pub(crate) max_download_bytes: u64,
     /// Bounds one whole download, every attempt included.
     pub(crate) download_timeout: Duration,
-    /// Whether an answer came from genapi's mock service, which marks every
-    /// answer with `x-genapi-mock: true`.
-    pub(crate) mock_seen: std::sync::atomic::AtomicBool,
+    /// Called with every answer's headers, once scrubbed.
+    observers: Vec<HeaderObserver>,
     /// Where exchanges are recorded, when they are.
     recorder: Option<Recorder>,
     /// Every secret the client holds or has sent; every answer passes it.
@@ -298,8 +284,8 @@ pub struct Transport {
 /// The header that carries the API key.
 const KEY_HEADER: HeaderName = HeaderName::from_static("x-key");
 
-/// The header the mock service puts on every answer.
-const MOCK_MARK: &str = "x-genapi-mock";
+/// What [`crate::ClientBuilder::observe_headers`] was given.
+pub(crate) type HeaderObserver = Arc<dyn Fn(&http::HeaderMap) + Send + Sync>;
 
 impl std::fmt::Debug for Transport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -324,6 +310,7 @@ pub(crate) struct TransportParts {
     pub(crate) download_timeout: Duration,
     pub(crate) recorder: Option<Recorder>,
     pub(crate) scrubber: Arc<Scrubber>,
+    pub(crate) observers: Vec<HeaderObserver>,
 }
 
 impl Transport {
@@ -342,7 +329,7 @@ impl Transport {
             max_response_bytes: parts.max_response_bytes,
             max_download_bytes: parts.max_download_bytes,
             download_timeout: parts.download_timeout,
-            mock_seen: std::sync::atomic::AtomicBool::new(false),
+            observers: parts.observers,
             recorder: parts.recorder,
             scrubber: parts.scrubber,
         })
@@ -460,56 +447,35 @@ impl Transport {
             } else {
                 None
             };
-            let noted = self.recorder.as_ref().map(|recorder| {
-                let download = purpose == Purpose::Download;
-                (recorder, recorder.begin(&request, operation, attempt, keyed, download))
-            });
-            let outcome = client.execute(request).await;
-            if let Ok(response) = &outcome {
-                span.record("status", response.status().as_u16());
-            }
+            let exchange = Exchange {
+                client,
+                purpose,
+                operation,
+                attempt,
+                keyed,
+                may_retry: again.is_some(),
+            };
+            let tried = self.attempt(exchange, request, limit, sink, span).await;
             let Some(next) = again else {
                 // The last attempt: its answer, whatever it is.
-                return match outcome {
-                    Ok(response) => self
-                        .read_noted(response, purpose, limit, sink, noted)
-                        .await
-                        .map_err(failed),
-                    Err(error) => {
-                        record_failure(noted, &error);
-                        Err(failed(Read::Body(error)))
-                    }
-                };
+                return tried.finished().map_err(failed);
             };
-            let wait = match outcome {
-                Ok(response) if purpose.retries_status(response.status()) => {
-                    if let Some((recorder, attempt)) = noted {
-                        let why = Body::Unread("not read: the status is retried");
-                        recorder.answered(attempt, response.status(), response.headers(), why);
-                    }
-                    retry_after(response.headers())
-                        .map(|d| d.min(self.retry.max_retry_after))
-                        .unwrap_or_else(|| self.retry.backoff(attempt, fastrand::f64()))
-                }
-                Ok(response) => match self.read_noted(response, purpose, limit, sink, noted).await {
-                    Ok(answer) => return Ok(answer),
-                    // Only idempotent exchanges are asked again after their
-                    // answer broke off: `retries_error` refuses it for a
-                    // submission, which may have been accepted.
-                    Err(Read::Body(error)) if purpose.retries_error(&error) => {
-                        tracing::debug!(%error, attempt, "the answer broke off; asking again");
-                        sink.reset().await.map_err(|e| failed(Read::Sink(e)))?;
-                        self.retry.backoff(attempt, fastrand::f64())
-                    }
-                    Err(why) => return Err(failed(why)),
-                },
-                Err(error) => {
-                    record_failure(noted, &error);
-                    if !purpose.retries_error(&error) {
-                        return Err(failed(Read::Body(error)));
-                    }
+            let wait = match tried {
+                Tried::Read(Ok(answer)) => return Ok(answer),
+                // Only idempotent exchanges are asked again after their
+                // answer broke off: `retries_error` refuses it for a
+                // submission, which may have been accepted.
+                Tried::Read(Err(Read::Body(error))) if purpose.retries_error(&error) => {
+                    tracing::debug!(%error, attempt, "the answer broke off; asking again");
+                    sink.reset().await.map_err(|e| failed(Read::Sink(e)))?;
                     self.retry.backoff(attempt, fastrand::f64())
                 }
+                Tried::Read(Err(why)) => return Err(failed(why)),
+                Tried::Retried { after, .. } => after
+                    .map(|d| d.min(self.retry.max_retry_after))
+                    .unwrap_or_else(|| self.retry.backoff(attempt, fastrand::f64())),
+                Tried::Unsent(error) if purpose.retries_error(&error) => self.retry.backoff(attempt, fastrand::f64()),
+                Tried::Unsent(error) => return Err(failed(Read::Body(error))),
             };
             tracing::debug!(attempt, wait_ms = wait.as_millis() as u64, "retrying");
             tokio::time::sleep(wait).await;
@@ -518,20 +484,46 @@ impl Transport {
         }
     }
 
-    /// [`Transport::read`], and the attempt recorded when it is noted.
-    async fn read_noted(
+    /// One attempt of an exchange, recorded whole when exchanges are
+    /// recorded: the request as sent, then its answer as read, or why there
+    /// was none. The retry loop above sees only what came of it.
+    async fn attempt(
         &self,
-        response: reqwest::Response,
-        purpose: Purpose,
+        exchange: Exchange<'_>,
+        request: Request,
         limit: u64,
         sink: &mut Sink,
-        mut noted: Option<(&Recorder, Attempt)>,
-    ) -> Result<Answer, Read> {
+        span: &tracing::Span,
+    ) -> Tried {
+        let download = exchange.purpose == Purpose::Download;
+        let mut noted = self.recorder.as_ref().map(|recorder| {
+            let attempt = recorder.begin(&request, exchange.operation, exchange.attempt, exchange.keyed, download);
+            (recorder, attempt)
+        });
+        let response = match exchange.client.execute(request).await {
+            Ok(response) => response,
+            Err(error) => {
+                record_failure(noted, &error);
+                return Tried::Unsent(error);
+            }
+        };
+        let status = response.status();
+        span.record("status", status.as_u16());
+        if exchange.may_retry && exchange.purpose.retries_status(status) {
+            if let Some((recorder, attempt)) = noted {
+                let why = Body::Unread("not read: the status is retried");
+                recorder.answered(attempt, status, response.headers(), why);
+            }
+            return Tried::Retried {
+                status,
+                after: retry_after(response.headers()),
+            };
+        }
         let read = self
-            .read(response, purpose, limit, sink, noted.as_mut().map(|(_, a)| a))
+            .read(response, exchange.purpose, limit, sink, noted.as_mut().map(|(_, a)| a))
             .await;
         record_read(noted, &read, sink);
-        read
+        Tried::Read(read)
     }
 
     /// Reads an answer's body in chunks, within `limit` for a success and a
@@ -551,10 +543,10 @@ impl Transport {
             attempt.saw(response.version());
         }
         let mut headers = std::mem::take(response.headers_mut());
-        if headers.get(MOCK_MARK).is_some_and(|v| v == "true") {
-            self.mock_seen.store(true, std::sync::atomic::Ordering::Relaxed);
-        }
         self.scrubber.scrub_headers(&mut headers);
+        for observer in &self.observers {
+            observer(&headers);
+        }
         let success = status.is_success();
         let limit = if success { limit } else { ERROR_BODY_LIMIT };
         if response.content_length().is_some_and(|length| length > limit) && success {
@@ -624,6 +616,7 @@ fn record_read(noted: Option<(&Recorder, Attempt)>, read: &Result<Answer, Read>,
         Err(Read::Body(error)) => recorder.failed(attempt, error.to_string()),
         Err(Read::TooLarge) => recorder.failed(attempt, "the answer was larger than the limit".into()),
         Err(Read::Sink(error)) => recorder.failed(attempt, format!("the answer could not be stored: {error}")),
+        Err(Read::Status(status)) => recorder.failed(attempt, format!("{status} left unread")),
     }
 }
 
@@ -634,10 +627,54 @@ fn record_failure(noted: Option<(&Recorder, Attempt)>, error: &reqwest::Error) {
     }
 }
 
+/// One attempt of an exchange, as the retry loop hands it to
+/// [`Transport::attempt`].
+struct Exchange<'a> {
+    client: &'a reqwest::Client,
+    purpose: Purpose,
+    operation: &'a str,
+    /// Its number, from 1.
+    attempt: u32,
+    /// Whether the key goes with it.
+    keyed: bool,
+    /// Whether another attempt is left, so a status the purpose retries is
+    /// left unread (the last attempt's answer is read whatever it is).
+    may_retry: bool,
+}
+
+/// What came of one attempt.
+enum Tried {
+    /// Its answer, read, or why it could not be.
+    Read(Result<Answer, Read>),
+    /// A status its purpose retries, left unread (only while another
+    /// attempt is left), with the service's `Retry-After`.
+    Retried {
+        status: StatusCode,
+        after: Option<Duration>,
+    },
+    /// No answer: the request was not sent, or broke off before a status.
+    Unsent(reqwest::Error),
+}
+
+impl Tried {
+    /// What the last attempt allowed comes to.
+    fn finished(self) -> Result<Answer, Read> {
+        match self {
+            Tried::Read(read) => read,
+            Tried::Unsent(error) => Err(Read::Body(error)),
+            // The last attempt's answer is read whatever its status, so
+            // this is not met; were it, the status is said as it is.
+            Tried::Retried { status, .. } => Err(Read::Status(status)),
+        }
+    }
+}
+
 /// Why an exchange failed.
 enum Read {
     /// The request could not be sent, or its answer broke off.
     Body(reqwest::Error),
+    /// A status left unread with no attempt left to retry it.
+    Status(StatusCode),
     TooLarge,
     Sink(std::io::Error),
 }
@@ -649,6 +686,12 @@ impl Read {
             Read::Body(source) => Error::Transport {
                 operation,
                 source,
+                task: None,
+            },
+            Read::Status(status) => Error::UnexpectedStatus {
+                status: status.as_u16(),
+                operation,
+                message: "no attempt was left to ask again".into(),
                 task: None,
             },
             Read::TooLarge => Error::TooLarge {

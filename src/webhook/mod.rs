@@ -11,7 +11,7 @@
 //!   the tolerance window (default 300 s) are refused, which stops replays.
 //! - **Shared-secret echo**: the live service sends the request's
 //!   `webhook_secret` back in `X-Webhook-Secret`. It carries no timestamp, so
-//!   replays must be stopped by the receiver: see [`ReplayGuard`]. Anyone who
+//!   replays must be stopped by the receiver: see [`DuplicateGuard`]. Anyone who
 //!   saw one delivery knows the secret, so a verifier built with a `whsec_`
 //!   secret refuses echo-only deliveries unless told otherwise
 //!   ([`Verifier::require_signature`]).
@@ -28,7 +28,7 @@
 //! |---|---|
 //! | `verify` | [`Verifier`], [`sign`], [`Rejection`], [`SecretError`], the header names |
 //! | `event` | [`Event`] and [`Scheme`], what a verified notification says |
-//! | `replay` | [`ReplayGuard`] |
+//! | `replay` | [`DuplicateGuard`] |
 //! | `inbox` | [`Inbox`], waiting for a task by its notification |
 //! | `bounded` | the map bounded by capacity and age that the last two share |
 //!
@@ -60,14 +60,14 @@
 //! ```
 
 mod bounded;
+mod duplicates;
 mod event;
 mod inbox;
-mod replay;
 mod verify;
 
+pub use duplicates::DuplicateGuard;
 pub use event::{Event, Scheme};
 pub use inbox::Inbox;
-pub use replay::ReplayGuard;
 pub use verify::{
     sign, Clock, Rejection, SecretError, Verifier, ID_HEADER, MAX_HEADER_BYTES, MAX_SIGNATURES, MIN_SECRET_BYTES,
     SECRET_HEADER, SIGNATURE_HEADER, TIMESTAMP_HEADER,

@@ -186,7 +186,7 @@ impl Verifier {
     /// Uses another wall clock (tests). A signature's timestamp is wall-clock
     /// time (seconds since 1970, as the sender's clock read it), so this is
     /// a `SystemTime`, unlike the monotonic `Instant` clocks of
-    /// [`super::Inbox::clock`] and [`super::ReplayGuard::clock`], which only
+    /// [`super::Inbox::clock`] and [`super::DuplicateGuard::clock`], which only
     /// measure how long something was kept.
     pub fn wall_clock(mut self, clock: impl Fn() -> SystemTime + Send + Sync + 'static) -> Self {
         self.clock = Arc::new(clock);

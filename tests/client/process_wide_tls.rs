@@ -65,9 +65,9 @@ mod alone {
             .build()
             .unwrap_err();
         assert!(matches!(error, genapi::Error::Config(_)), "{error}");
-        assert!(error.to_string().contains("ensure_tls_provider"), "{error}");
+        assert!(error.to_string().contains("process-wide default provider"), "{error}");
         // With the provider the program chose, the same builder works.
-        genapi::ensure_tls_provider();
+        crate::common::install_tls_provider();
         genapi::Client::builder()
             .api_key("k")
             .base_url("https://api.example.com")

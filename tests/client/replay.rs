@@ -96,7 +96,7 @@ async fn a_result_not_kept_replays_as_a_placeholder_of_its_format_and_size() {
         genapi::ImageFormat::sniff(&again),
         genapi::ImageFormat::sniff(&original)
     );
-    assert_eq!(genapi::dimensions(&again), Some((320, 192)));
+    assert_eq!(crate::common::dimensions(&again), Some((320, 192)));
 }
 
 #[tokio::test(start_paused = true)]

@@ -63,6 +63,6 @@ async fn a_tampered_address_is_refused() {
 }
 
 fn genapi_http() -> reqwest::Client {
-    genapi::ensure_tls_provider();
+    crate::common::install_tls_provider();
     reqwest::Client::new()
 }

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use base64::Engine as _;
 use genapi::webhook::{
-    sign, Event, Inbox, Rejection, ReplayGuard, Scheme, SecretError, Verifier, MAX_HEADER_BYTES, MAX_SIGNATURES,
+    sign, DuplicateGuard, Event, Inbox, Rejection, Scheme, SecretError, Verifier, MAX_HEADER_BYTES, MAX_SIGNATURES,
 };
 use genapi::{TaskStatus, WebhookSecret};
 use http::{HeaderMap, HeaderValue};
@@ -230,7 +230,7 @@ fn statuses_are_normalised_and_ids_read_from_either_field() {
 
 #[test]
 fn a_replayed_notification_is_recognised() {
-    let guard = ReplayGuard::new(2, Duration::from_secs(60));
+    let guard = DuplicateGuard::new(2, Duration::from_secs(60));
     let verifier = raw_verifier();
     let event = verifier
         .verify(
@@ -344,7 +344,7 @@ fn a_whsec_secret_requires_a_signature_unless_told_otherwise() {
 #[test]
 fn the_replay_guard_forgets_by_age_and_holds_at_most_its_capacity() {
     let (now, clock) = manual_clock();
-    let guard = ReplayGuard::new(100, Duration::from_secs(60)).clock(clock);
+    let guard = DuplicateGuard::new(100, Duration::from_secs(60)).clock(clock);
     for i in 0..1_000 {
         assert!(guard.first_time(&format!("msg-{i}")));
     }

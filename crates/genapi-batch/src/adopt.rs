@@ -140,7 +140,7 @@ pub async fn adopt(client: &Client, store: &dyn Store, job: &Job, task: &str) ->
     if task.is_empty() {
         return Err(invalid("the task id is empty".into()));
     }
-    if task.len() > MAX_TASK_TEXT || task.chars().any(genapi::is_unsafe_to_show) {
+    if task.len() > MAX_TASK_TEXT || task.chars().any(genapi_text::is_unsafe_to_show) {
         return Err(invalid(format!(
             "a task id or polling URL is at most {MAX_TASK_TEXT} characters, without control or invisible formatting characters"
         )));
@@ -151,7 +151,7 @@ pub async fn adopt(client: &Client, store: &dyn Store, job: &Job, task: &str) ->
     };
     // The id, without asking the service yet.
     let id = client.task(task).map_err(service_error)?.id().to_string();
-    if id.is_empty() || id.chars().any(genapi::is_unsafe_to_show) {
+    if id.is_empty() || id.chars().any(genapi_text::is_unsafe_to_show) {
         return Err(invalid("the polling URL has no usable `id` parameter".into()));
     }
 
@@ -283,7 +283,7 @@ pub(crate) fn same_prompt(asked: &str, reported: &str) -> bool {
 pub(crate) fn shown_prompt(reported: &str) -> String {
     reported
         .chars()
-        .filter(|c| !genapi::is_unsafe_to_show(*c))
+        .filter(|c| !genapi_text::is_unsafe_to_show(*c))
         .take(80)
         .collect()
 }

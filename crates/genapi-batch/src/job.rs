@@ -42,7 +42,7 @@ pub struct GridCell {
 /// Shown without secrets (a `webhook_secret`, any key or token) and with
 /// long values (images) cut.
 fn shown_body(body: &Value) -> Value {
-    genapi::scrubbed(body)
+    genapi_text::scrubbed(body)
 }
 
 impl std::fmt::Debug for Job {

@@ -387,14 +387,8 @@ impl ImageCache {
 
 /// Problems shown one after the other, safe for a terminal.
 fn shown_problems(problems: &[LineProblem]) -> String {
-    problems
-        .iter()
-        .map(ToString::to_string)
-        .collect::<Vec<_>>()
-        .join("; ")
-        .chars()
-        .map(|c| if genapi::is_unsafe_to_show(c) { ' ' } else { c })
-        .collect()
+    let joined = problems.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ");
+    genapi_text::clean(&joined)
 }
 
 /// What the document refuses in a body.

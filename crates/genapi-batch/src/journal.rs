@@ -141,24 +141,24 @@ impl Event {
 /// assert_eq!(journal.events().unwrap().len(), 1);
 /// ```
 pub trait Journal: Send + 'static {
-    /// Every record stored so far, in order.
+    /// Every event stored so far, in order.
     fn events(&mut self) -> io::Result<Vec<Event>>;
-    /// Stores one record durably.
-    fn append(&mut self, record: &Event) -> io::Result<()>;
+    /// Stores one event durably.
+    fn append(&mut self, event: &Event) -> io::Result<()>;
 
-    /// Stores several records durably, in order. A running batch hands over
-    /// every record that arrived while the previous write was syncing, so a
+    /// Stores several events durably, in order. A running batch hands over
+    /// every event that arrived while the previous write was syncing, so a
     /// journal that can make them durable together (one sync) should: the
     /// sooner an accepted task is on disk, the less a crash can lose.
-    fn append_all(&mut self, records: &[Event]) -> io::Result<()> {
-        records.iter().try_for_each(|record| self.append(record))
+    fn append_all(&mut self, events: &[Event]) -> io::Result<()> {
+        events.iter().try_for_each(|event| self.append(event))
     }
 }
 
 /// A journal in a file: one JSON object per line, appended, flushed and
 /// synced to disk before `append` returns.
 ///
-/// A line cut short by a crash (the last one) is ignored on replay; a damaged
+/// A line cut short by a crash (the last one) is ignored when read; a damaged
 /// line elsewhere is an error, since skipping it could lose an accepted task.
 ///
 /// Its first line is a header that marks it as a batch's journal. A file that
@@ -546,16 +546,42 @@ pub struct MemoryJournal {
     records: Arc<Mutex<Vec<Event>>>,
 }
 
+/// A journal holding `events` already, e.g. a file journal's as
+/// [`FileJournal::read`] gives them, to see where its batch stands without
+/// taking the file:
+///
+/// ```
+/// use genapi_batch::{Event, JournalStore, MemoryJournal, Standing, Store};
+/// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+/// let events = vec![
+///     Event::Accepted { line: 2, id: "t-2".into(), polling_url: "https://api.example.com/v1/get_result?id=t-2".into(), cost: None, adopted: false },
+///     Event::Refused { line: 3, error: "429".into() },
+/// ];
+/// let store = JournalStore::open(MemoryJournal::from(events)).unwrap();
+/// let lines = store.status(&[1, 2, 3]).await.unwrap().lines;
+/// assert_eq!(lines[&2], Standing::Accepted);
+/// assert_eq!(lines[&3], Standing::Unsent);
+/// assert!(!lines.contains_key(&1), "a line without events is sent");
+/// # });
+/// ```
+impl From<Vec<Event>> for MemoryJournal {
+    fn from(events: Vec<Event>) -> MemoryJournal {
+        MemoryJournal {
+            records: Arc::new(Mutex::new(events)),
+        }
+    }
+}
+
 impl MemoryJournal {
-    /// The records so far.
-    pub fn records(&self) -> Vec<Event> {
+    /// The events so far.
+    pub fn events_so_far(&self) -> Vec<Event> {
         self.records.lock().map(|r| r.clone()).unwrap_or_default()
     }
 }
 
 impl Journal for MemoryJournal {
     fn events(&mut self) -> io::Result<Vec<Event>> {
-        Ok(self.records())
+        Ok(self.events_so_far())
     }
 
     fn append(&mut self, record: &Event) -> io::Result<()> {

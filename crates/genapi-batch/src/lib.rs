@@ -34,5 +34,5 @@ pub use journal::{Event, FileJournal, Journal, LineState, MemoryJournal};
 pub use outcome::{JobOutcome, JobStatus, Requested};
 pub use result_line::ResultLine;
 pub use run::{Batch, Counters, Stopper};
-pub use standing::{standings, SharedStatus, Standing, Status};
+pub use standing::{SharedStatus, Standing, Status};
 pub use store::{Claim, JournalStore, Store, StoreError};

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::journal::{fold, Event, LineState};
+use super::journal::{Event, LineState};
 
 /// What the next run of a batch does with a line its journal knows of
 /// (a line it does not know of is sent).
@@ -130,26 +130,6 @@ impl SharedStatus {
     }
 }
 
-/// The standing of every line the records know of, by line.
-///
-/// ```
-/// use genapi_batch::{standings, Event, Standing};
-/// let records = vec![
-///     Event::Accepted { line: 2, id: "t-2".into(), polling_url: "https://api.example.com/v1/get_result?id=t-2".into(), cost: None, adopted: false },
-///     Event::Refused { line: 3, error: "429".into() },
-/// ];
-/// let lines = standings(records);
-/// assert_eq!(lines[&2], Standing::Accepted);
-/// assert_eq!(lines[&3], Standing::Unsent);
-/// assert!(!lines.contains_key(&1), "a line without records is sent");
-/// ```
-pub fn standings(records: Vec<Event>) -> BTreeMap<u64, Standing> {
-    fold(records)
-        .into_iter()
-        .map(|(line, state)| (line, Standing::of(&state)))
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -186,7 +166,7 @@ mod tests {
             error: None,
             class: None,
         };
-        let lines = standings(vec![
+        let lines = Status::of_lines(&LineState::of_each(vec![
             intent(1, true),
             accepted(1, false),
             intent(2, true),
@@ -197,7 +177,8 @@ mod tests {
             accepted(4, false),
             intent(5, true),
             accepted(5, true),
-        ]);
+        ]))
+        .lines;
         assert_eq!(lines[&1], Standing::Gone);
         assert_eq!(lines[&2], Standing::Gone, "unanswered on a mock that ended");
         assert_eq!(lines[&3], Standing::Saved);

@@ -162,7 +162,7 @@ fn main() {
         .build()
         .expect("runtime");
     runtime.block_on(async {
-        genapi::ensure_tls_provider();
+        genapi_test_common::install_tls_provider();
         let client = genapi::Client::builder()
             .api_key("bench-key")
             .base_url(&ours_mock.base_url)
@@ -173,7 +173,7 @@ fn main() {
         // Warm both up (connections, the embedded document).
         let mut warm = [0.0; 3];
         assert_eq!(
-            genapi::dimensions(&genapi_task(&client, "bench", &mut warm).await),
+            genapi_test_common::dimensions(&genapi_task(&client, "bench", &mut warm).await),
             Some((1024, 1024)),
             "a 1 MP image"
         );

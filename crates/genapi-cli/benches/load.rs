@@ -50,7 +50,7 @@ fn run() -> (f64, u64, u64) {
         });
         let outcomes = futures::future::join_all(runs).await;
         let elapsed = started.elapsed();
-        genapi::ensure_tls_provider();
+        genapi_test_common::install_tls_provider();
         (elapsed, outcomes, mock.stats(&reqwest::Client::new()).await)
     });
     drop(mock);

@@ -21,6 +21,8 @@ mod tasks;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
@@ -169,7 +171,7 @@ pub mod code;
 
 /// The exit code of a library error: the library's class decides.
 pub fn exit_code(error: &Error) -> u8 {
-    error.class().exit_code()
+    code::of(error.class())
 }
 
 /// A failure of the command: the exit code and the message (already printed
@@ -372,6 +374,31 @@ pub struct Connection {
     pub mock: Option<MockService>,
     /// The configured service's addresses, under which learned durations are kept.
     service: Option<String>,
+    /// Whether an answer carried the mock's mark ([`genapi_mock::MOCK_HEADER`]).
+    marked: Arc<AtomicBool>,
+}
+
+impl Connection {
+    /// Whether the results are a mock's: the built-in one, or a standalone
+    /// `genapi mock` recognised by the mark on its answers, so they are
+    /// never presented as the service's.
+    pub fn on_a_mock(&self) -> bool {
+        self.mock.is_some() || self.marked.load(Ordering::Relaxed)
+    }
+}
+
+/// Has `builder`'s client note in `marked` any answer carrying the mock's
+/// mark.
+fn noting_the_mock(builder: genapi::ClientBuilder, marked: &Arc<AtomicBool>) -> genapi::ClientBuilder {
+    let marked = marked.clone();
+    builder.observe_headers(move |headers| {
+        if headers
+            .get(genapi_mock::MOCK_HEADER)
+            .is_some_and(|value| value == "true")
+        {
+            marked.store(true, Ordering::Relaxed);
+        }
+    })
 }
 
 impl Drop for Connection {
@@ -431,8 +458,9 @@ pub async fn connect_with(
         }
         // What earlier runs learned about this service's task durations.
         let service = service_key();
+        let marked = Arc::new(AtomicBool::new(false));
         let client = global
-            .recording(limited(builder))
+            .recording(noting_the_mock(limited(builder), &marked))
             .learned(learned::load(&service))
             .build()
             .map_err(|e| Failure::api(&e))?;
@@ -440,6 +468,7 @@ pub async fn connect_with(
             client,
             mock: None,
             service: Some(service),
+            marked,
         });
     }
     let config = MockConfig::default().default_duration(Duration::from_secs(3));
@@ -467,6 +496,7 @@ pub async fn connect_with(
         client,
         mock: Some(mock),
         service: None,
+        marked: Arc::new(AtomicBool::new(true)),
     })
 }
 

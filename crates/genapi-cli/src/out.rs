@@ -83,9 +83,7 @@ pub fn err_raw(text: &str) {
 /// Service-supplied text made safe for a terminal: control characters
 /// (escape sequences included) become spaces, except nothing else changes.
 pub fn clean(text: &str) -> String {
-    text.chars()
-        .map(|c| if genapi::is_unsafe_to_show(c) { ' ' } else { c })
-        .collect()
+    genapi_text::clean(text)
 }
 
 /// A file-name component from text the service chose (a task id): the

@@ -615,7 +615,7 @@ fn report(
     outcome: Result<Saved, Failure>,
 ) -> u8 {
     // The built-in mock, or a standalone one recognised by its mark.
-    let mock = connection.mock.is_some() || connection.client.served_by_mock();
+    let mock = connection.on_a_mock();
     match outcome {
         Ok(saved) => {
             let duration = saved.output.duration();
@@ -770,7 +770,7 @@ fn no_task_in_a_new_mock(global: &Global, reference: &str) -> Result<(), Failure
         return Ok(());
     }
     Err(Failure::new(
-        genapi::FailureClass::TaskFailed.exit_code(),
+        code::of(genapi::FailureClass::TaskFailed),
         format!("task {}: not found: {}", out::clean(reference), SUBMIT_THEN_WAIT),
     ))
 }
@@ -873,7 +873,7 @@ async fn get_task(
             ))
         }
     };
-    let mock = connection.mock.is_some() || connection.client.served_by_mock();
+    let mock = connection.on_a_mock();
     // With --json, the task's object is printed once: its state here, or
     // its saved result below.
     let state_printed = global.json && (plan.is_none() || !state.status.is_final());

@@ -2,7 +2,7 @@
 //!
 //! A batch, its active-task seats and its spending shared by many workers,
 //! through PostgreSQL: the shared [`genapi_batch::Store`] of genapi's
-//! batches, and a [`genapi::SharedPlaces`] for any client.
+//! batches, and a [`genapi::SeatPool`] for any client.
 //!
 //! One process with a [`genapi_batch::FileJournal`] already runs a batch
 //! without ever paying twice. Several processes, on one machine or many,

@@ -12,7 +12,7 @@ use crate::connect::Heard;
 use crate::link::Link;
 use crate::options::seconds;
 use crate::{naming, wants, LedgerError, LedgerOptions};
-use genapi::SharedPlaces;
+use genapi::SeatPool;
 
 /// The longest a task is taken to run. A seat whose worker died comes back
 /// after this long from when it was taken, even when its task cannot be
@@ -36,7 +36,7 @@ const LAPSED_EVERY: Duration = Duration::from_secs(2);
 const SPARE_GRACE: Duration = Duration::from_millis(100);
 
 /// `limit` seats in pool `pool` of a PostgreSQL database, shared by every
-/// client given them ([`genapi::ClientBuilder::shared_places`]) in any
+/// client given them ([`genapi::ClientBuilder::shared_seats`]) in any
 /// process: together they never keep more than `limit` tasks active.
 ///
 /// A pool has one size, kept with it in the ledger: the first to connect
@@ -56,7 +56,7 @@ const SPARE_GRACE: Duration = Duration::from_millis(100);
 /// use genapi_ledger::SharedSeats;
 /// let seats = SharedSeats::connect("postgres://genapi@db.internal/genapi", "team-account", 24).await?;
 /// let client = genapi::ClientBuilder::from_env()?
-///     .shared_places(seats.places(), seats.limit())
+///     .shared_seats(seats.pool(), seats.limit())
 ///     .build()?;
 /// # Ok(()) }
 /// ```
@@ -347,9 +347,10 @@ impl SharedSeats {
         Ok(taken.max(0) as usize)
     }
 
-    /// These seats as the places a client takes under its limit, for
-    /// [`genapi::ClientBuilder::shared_places`] with [`SharedSeats::limit`].
-    pub fn places(&self) -> Arc<dyn SharedPlaces> {
+    /// These seats as the pool a client takes a seat from for each
+    /// submission, for [`genapi::ClientBuilder::shared_seats`] with
+    /// [`SharedSeats::limit`].
+    pub fn pool(&self) -> Arc<dyn SeatPool> {
         Arc::new(self.clone())
     }
 
@@ -453,10 +454,10 @@ impl SharedSeats {
     }
 }
 
-impl SharedPlaces for SharedSeats {
+impl SeatPool for SharedSeats {
     /// A seat this worker gave back a moment ago, else a free one from the
     /// database.
-    fn take(&self) -> BoxFuture<'_, Result<Option<i32>, String>> {
+    fn take(&self) -> BoxFuture<'_, Result<Option<i32>, Box<dyn std::error::Error + Send + Sync>>> {
         Box::pin(async move {
             let inner = &self.inner;
             if let Some(place) = inner.spare.lock().ok().and_then(|mut spare| spare.pop()) {
@@ -493,7 +494,7 @@ impl SharedPlaces for SharedSeats {
                     Err(error) => {
                         self.give_back(place, None);
                         tracing::warn!(%error, "cannot take a shared seat");
-                        return Err(error.to_string());
+                        return Err(error.into());
                     }
                 }
             }
@@ -567,7 +568,7 @@ impl SharedPlaces for SharedSeats {
                 }
                 Err(error) => {
                     tracing::warn!(%error, "cannot take a shared seat");
-                    Err(error.to_string())
+                    Err(error.into())
                 }
             }
         })

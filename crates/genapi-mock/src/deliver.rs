@@ -95,7 +95,9 @@ async fn send(state: &State, id: &str, url: &str, secret: Option<WebhookSecret>,
         state.count(|c| c.webhooks_refused += 1);
         return delivery;
     }
-    genapi::ensure_tls_provider();
+    // genapi's reqwest has no TLS provider compiled in: the process's
+    // default is ring, unless the program chose another.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     // A receiver that never answers must not keep a delivery alive forever.
     let Ok(client) = reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())

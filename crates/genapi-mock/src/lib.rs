@@ -70,10 +70,17 @@
 //! let mock = genapi_mock::MockService::start().await?;
 //! let output = mock.client()?.run(Gen2ProRequest::builder().prompt("a lighthouse")).await?;
 //! let image = output.bytes().await?;
-//! assert_eq!(genapi::dimensions(&image), Some((1024, 1024)));
+//! let size = image::ImageReader::new(std::io::Cursor::new(&image)).with_guessed_format()?.into_dimensions()?;
+//! assert_eq!(size, (1024, 1024));
 //! mock.stop().await;
 //! # Ok(()) }
 //! ```
+
+/// The header the mock puts on every answer, `x-genapi-mock: true`, so a
+/// program can tell a test double's answers from the service's (with
+/// `genapi::ClientBuilder::observe_headers`) and never present mock results
+/// as real ones.
+pub const MOCK_HEADER: &str = "x-genapi-mock";
 
 mod deliver;
 mod image_size;

@@ -187,7 +187,7 @@ async fn handle(Shared(ctx): Shared<Ctx>, request: Request) -> Response {
 fn mark(mut response: Response) -> Response {
     response
         .headers_mut()
-        .insert("x-genapi-mock", HeaderValue::from_static("true"));
+        .insert(crate::MOCK_HEADER, HeaderValue::from_static("true"));
     response
 }
 

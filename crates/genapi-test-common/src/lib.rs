@@ -85,9 +85,15 @@ pub fn b64(bytes: &[u8]) -> String {
     base64::engine::general_purpose::STANDARD.encode(bytes)
 }
 
+/// Makes ring the process's default rustls provider (unless one is), so a
+/// plain reqwest client can be built: genapi's reqwest has none compiled in.
+pub fn install_tls_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
 /// A plain reqwest client, for talking to the mock directly.
 pub fn http() -> reqwest::Client {
-    genapi::ensure_tls_provider();
+    install_tls_provider();
     reqwest::Client::new()
 }
 
@@ -123,6 +129,16 @@ pub fn genapi(program: &str, dir: &Dir, mock: &genapi_mock::MockService) -> std:
         .env("GENAPI_API_KEY", mock.key())
         .env("GENAPI_TRUSTED_ORIGINS", mock.trusted_origins().join(","));
     command
+}
+
+/// An image's width and height, read by the `image` crate (not by the
+/// client under test), or `None` when `bytes` is not a PNG, JPEG or WebP.
+pub fn dimensions(bytes: &[u8]) -> Option<(u32, u32)> {
+    image::ImageReader::new(std::io::Cursor::new(bytes))
+        .with_guessed_format()
+        .ok()?
+        .into_dimensions()
+        .ok()
 }
 
 /// A mock on a loopback port whose tasks take `duration_ms`, with room for

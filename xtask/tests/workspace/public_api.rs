@@ -18,7 +18,7 @@ use std::process::Command;
 use serde_json::Value;
 
 /// The crates whose API is snapshotted, as cargo names them.
-const PUBLISHED: [&str; 7] = [
+const PUBLISHED: [&str; 8] = [
     "genapi",
     "genapi-batch",
     "genapi-ledger",
@@ -26,6 +26,7 @@ const PUBLISHED: [&str; 7] = [
     "genapi-document",
     "genapi-gallery",
     "genapi-files",
+    "genapi-text",
 ];
 
 /// Writes the published crates' rustdoc JSON (all features), once for all
@@ -477,6 +478,11 @@ fn the_document_readers_public_api_is_as_reviewed() {
 #[test]
 fn the_gallerys_public_api_is_as_reviewed() {
     insta::assert_snapshot!("gallery_public_api", surface_of("genapi-gallery"));
+}
+
+#[test]
+fn the_text_helpers_public_api_is_as_reviewed() {
+    insta::assert_snapshot!("text_public_api", surface_of("genapi-text"));
 }
 
 #[test]

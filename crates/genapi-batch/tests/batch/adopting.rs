@@ -97,7 +97,7 @@ async fn a_lost_answer_is_recovered_by_adopting_the_task_found_in_the_services_r
     assert_eq!(again, adopted);
     assert_eq!(
         journal
-            .records()
+            .events_so_far()
             .iter()
             .filter(|r| matches!(r, genapi_batch::Event::Accepted { line: 1, .. }))
             .count(),

@@ -36,7 +36,7 @@ async fn expired_results_are_fetched_again_by_polling_without_resubmitting() {
         assert!(after.resumed);
         assert_eq!(before.task, after.task, "the same task, polled again");
         let file = after.file.as_ref().unwrap();
-        assert_eq!(genapi::dimensions(&std::fs::read(file).unwrap()), Some((64, 64)));
+        assert_eq!(crate::common::dimensions(&std::fs::read(file).unwrap()), Some((64, 64)));
     }
     assert!(
         mock.count("GET", "/v1/get_result") >= polls_before + 3,

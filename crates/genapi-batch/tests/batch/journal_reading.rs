@@ -20,7 +20,7 @@ async fn a_journal_with_an_impossible_time_is_read_without_a_panic() {
     )
     .await;
     let digest = journal
-        .records()
+        .events_so_far()
         .iter()
         .find_map(|r| match r {
             genapi_batch::Event::Intent { digest, .. } => Some(digest.clone()),

@@ -15,9 +15,9 @@ use crate::common::{accepted_earlier, store, Dir};
 #[derive(Debug, Default)]
 struct Unreachable(tokio::sync::Notify);
 
-impl genapi::SharedPlaces for Unreachable {
-    fn take(&self) -> BoxFuture<'_, Result<Option<i32>, String>> {
-        Box::pin(async { Err("the database is down".to_string()) })
+impl genapi::SeatPool for Unreachable {
+    fn take(&self) -> BoxFuture<'_, Result<Option<i32>, Box<dyn std::error::Error + Send + Sync>>> {
+        Box::pin(async { Err("the database is down".into()) })
     }
     fn changes(&self) -> &tokio::sync::Notify {
         &self.0
@@ -25,10 +25,10 @@ impl genapi::SharedPlaces for Unreachable {
     fn lapsed(&self) -> BoxFuture<'_, Vec<(i32, String, String)>> {
         Box::pin(async { Vec::new() })
     }
-    fn reclaim(&self, _place: i32, _task_id: &str) {}
-    fn assign(&self, _place: i32, _task_id: &str, _polling_url: &Url) {}
-    fn free(&self, _place: i32) {}
-    fn free_when_unanswered_expires(&self, _place: i32) {}
+    fn reclaim(&self, _seat: i32, _task_id: &str) {}
+    fn assign(&self, _seat: i32, _task_id: &str, _polling_url: &Url) {}
+    fn free(&self, _seat: i32) {}
+    fn free_when_unanswered_expires(&self, _seat: i32) {}
 }
 
 #[tokio::test(start_paused = true)]
@@ -40,7 +40,7 @@ async fn a_resumed_task_without_a_shared_seat_is_pending_not_failed() {
     let job = Job::new(1, "/v1/gen-2-pro", serde_json::json!({"prompt": "a fox"}));
     let client = mock
         .client_builder()
-        .shared_places(Arc::new(Unreachable::default()), 4)
+        .shared_seats(Arc::new(Unreachable::default()), 4)
         .build()
         .unwrap();
     let outcomes: Vec<_> = Batch::new(client, store(journal), &dir.0)

@@ -51,7 +51,7 @@ async fn a_stop_while_the_intent_is_written_sends_nothing() {
     let outcomes = outcomes.await.unwrap();
     assert_eq!(outcomes[0].status, JobStatus::NotSubmitted, "{outcomes:#?}");
     assert_eq!(mock.count("POST", "/v1/gen-2-pro"), 0, "nothing sent after the stop");
-    let kept = records.records();
+    let kept = records.events_so_far();
     assert!(
         matches!(kept.last(), Some(genapi_batch::Event::Refused { .. })),
         "the journal says it was not sent: {kept:?}"

@@ -103,7 +103,7 @@ pub(super) async fn adopt_all(
 fn adopt_failure(line: u64, error: &AdoptError) -> Failure {
     let code = match error {
         AdoptError::Service { source, .. } => crate::exit_code(source),
-        AdoptError::Store(error) => error.class().exit_code(),
+        AdoptError::Store(error) => code::of(error.class()),
         _ => code::USAGE,
     };
     let message = match error {

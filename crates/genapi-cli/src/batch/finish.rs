@@ -7,14 +7,15 @@
 use std::path::Path;
 use std::time::Duration;
 
-use genapi_batch::{FileJournal, JobFile};
+use genapi_batch::JobFile;
 use genapi_ledger::SharedSeats;
 use tokio::time::Instant;
 
 use super::drive::Ended;
+use super::keeper::journal_standings;
 use super::standing::{self, Lines};
 use super::tally::{say, summary};
-use super::{jobs, shown, JOURNAL, RESULTS};
+use super::{jobs, shown, RESULTS};
 use crate::{code, out, Failure, Global};
 
 /// How long the seats given back may take to reach the ledger at the end.
@@ -51,7 +52,10 @@ pub(super) async fn finish(
     let lost = results.close(stopped.is_none())?;
     reports.close();
     summary(&tally, out_dir, global.json, on_builtin_mock, stopped.is_none());
-    let stopped = stopped.map(|failure| what_next(failure, seats.is_some(), checked, out_dir, global.json));
+    let stopped = match stopped {
+        Some(failure) => Some(what_next(failure, seats.is_some(), checked, out_dir, global.json).await),
+        None => None,
+    };
     if let Some(error) = lost {
         let kept = if stopped.is_none() {
             format!("they are in {}, and ", shown(&out_dir.join(RESULTS)))
@@ -78,7 +82,7 @@ pub(super) async fn finish(
 /// A run that stopped early says what the next one does with each line, as
 /// the journal has it; a shared batch's `--status` says it for all its
 /// workers.
-fn what_next(mut failure: Failure, shared: bool, checked: &JobFile, out_dir: &Path, json: bool) -> Failure {
+async fn what_next(mut failure: Failure, shared: bool, checked: &JobFile, out_dir: &Path, json: bool) -> Failure {
     if shared {
         failure.message = format!(
             "{}; run the same command again to resume (accepted tasks are polled, not submitted again; --status \
@@ -87,9 +91,7 @@ fn what_next(mut failure: Failure, shared: bool, checked: &JobFile, out_dir: &Pa
         );
         return failure;
     }
-    let standings = FileJournal::read(out_dir.join(JOURNAL))
-        .map(genapi_batch::standings)
-        .unwrap_or_default();
+    let standings = journal_standings(out_dir).await.ok().flatten().unwrap_or_default();
     let lines = Lines::new(&standings, jobs::job_lines(checked));
     if lines.gone().is_empty() {
         let said: Vec<String> = lines

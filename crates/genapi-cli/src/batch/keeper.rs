@@ -9,10 +9,11 @@
 //! of a built-in mock that ended, and a ledger shared through a built-in
 //! mock no other worker can reach. `--status` opens either to read only.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
-use genapi_batch::{safe_stem, FileJournal, JobFile, JournalStore, Standing, Store, StoreError};
+use genapi_batch::{safe_stem, FileJournal, JobFile, JournalStore, MemoryJournal, Standing, Store, StoreError};
 use genapi_ledger::{Ledger, LedgerError, LedgerOptions, ReadOnlyLedger, SharedSeats};
 use serde_json::{json, Value};
 use tokio::time::Instant;
@@ -35,7 +36,7 @@ impl Keeper {
     /// shared seats with a ledger, else `max_active`.
     pub(super) async fn connect(&self, global: &Global, max_active: usize) -> Result<Connection, Failure> {
         match &self.seats {
-            Some(seats) => connect_with(global, |builder| builder.shared_places(seats.places(), seats.limit())).await,
+            Some(seats) => connect_with(global, |builder| builder.shared_seats(seats.pool(), seats.limit())).await,
             None => connect_with(global, |builder| builder.max_active_tasks(max_active)).await,
         }
     }
@@ -207,7 +208,7 @@ pub(super) async fn show_status(
                 "--status reads the journal in --out DIR (or a ledger, with --ledger URL)",
             ));
         };
-        return journal_status(checked, out_dir, global.json);
+        return journal_status(checked, out_dir, global.json).await;
     };
     let name = batch_name(args, jobs_file);
     let job_lines = jobs::job_lines(checked);
@@ -229,17 +230,30 @@ pub(super) async fn show_status(
     Ok(())
 }
 
+/// Where each line of the batch kept in `out_dir`'s journal stands, read
+/// through the journal's store without taking the file (a run may hold
+/// it): `None` when there is no journal.
+pub(super) async fn journal_standings(out_dir: &Path) -> Result<Option<BTreeMap<u64, Standing>>, Failure> {
+    let events = match FileJournal::read(out_dir.join(JOURNAL)) {
+        Ok(events) => events,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(Failure::usage(out::clean(&e.to_string()))),
+    };
+    let store = JournalStore::open(MemoryJournal::from(events))
+        .map_err(|e| Failure::new(code::OTHER, out::clean(&e.to_string())))?;
+    Ok(Some(store.status(&[]).await.map_err(store_failure)?.lines))
+}
+
 /// `--status` of a batch kept in a journal: what the next run does with
 /// each line.
-fn journal_status(checked: &JobFile, out_dir: &Path, json: bool) -> Result<(), Failure> {
+async fn journal_status(checked: &JobFile, out_dir: &Path, json: bool) -> Result<(), Failure> {
     let path = out_dir.join(JOURNAL);
-    let events = match FileJournal::read(&path) {
-        Ok(events) => Some(events),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-        Err(e) => return Err(Failure::usage(format!("--status: {}", out::clean(&e.to_string())))),
-    };
-    let exists = events.is_some();
-    let standings = events.map(genapi_batch::standings).unwrap_or_default();
+    let standings = journal_standings(out_dir).await.map_err(|mut failure| {
+        failure.message = format!("--status: {}", failure.message);
+        failure
+    })?;
+    let exists = standings.is_some();
+    let standings = standings.unwrap_or_default();
     let job_lines = jobs::job_lines(checked);
     let count = job_lines.len();
     let lines = Lines::new(&standings, job_lines);
@@ -336,5 +350,5 @@ fn ledger_failure(error: LedgerError) -> Failure {
 
 /// A store that could not do what was asked, with its class's exit code.
 pub(super) fn store_failure(error: StoreError) -> Failure {
-    Failure::new(error.class().exit_code(), out::clean(&error.to_string()))
+    Failure::new(code::of(error.class()), out::clean(&error.to_string()))
 }

@@ -118,10 +118,8 @@ impl Tally {
         if self.failed_total() == 0 && self.invalid == 0 && self.classes.is_empty() {
             return 0;
         }
-        FailureClass::most_serious(self.classes.iter().copied()).map_or(
-            if self.invalid > 0 { code::USAGE } else { code::OTHER },
-            FailureClass::exit_code,
-        )
+        FailureClass::most_serious(self.classes.iter().copied())
+            .map_or(if self.invalid > 0 { code::USAGE } else { code::OTHER }, code::of)
     }
 }
 

@@ -538,7 +538,7 @@ fn the_command_fetches_expired_results_again_from_the_same_tasks_on_a_standalone
     for line in &done {
         assert_eq!(line["status"], "succeeded");
         let file = dir.0.join(line["file"].as_str().unwrap());
-        assert_eq!(genapi::dimensions(&std::fs::read(file).unwrap()), Some((64, 64)));
+        assert_eq!(crate::common::dimensions(&std::fs::read(file).unwrap()), Some((64, 64)));
     }
     let journal = std::fs::read_to_string(dir.join("out/journal.jsonl")).unwrap();
     assert_eq!(journal.matches(r#""event":"intent""#).count(), 3, "{journal}");
@@ -623,7 +623,7 @@ async fn links_planted_where_the_command_writes_temporary_files_are_never_follow
     assert!(!elsewhere.exists(), "nothing is created through a link");
     for n in 1..=2 {
         let image = std::fs::read(out.join(format!("img-{n}.jpg"))).unwrap();
-        assert_eq!(genapi::dimensions(&image), Some((64, 64)));
+        assert_eq!(crate::common::dimensions(&image), Some((64, 64)));
     }
     assert_eq!(results(&out.join("results.jsonl")).len(), 2);
     let learned = std::fs::read_to_string(cache.join("learned.json")).unwrap();

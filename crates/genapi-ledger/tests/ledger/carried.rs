@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use genapi::SharedPlaces;
+use genapi::SeatPool;
 use genapi_batch::{Event, Store};
 use genapi_ledger::{Ledger, SharedSeats};
 use serde_json::json;

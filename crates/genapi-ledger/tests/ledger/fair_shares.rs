@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use genapi::SharedPlaces;
+use genapi::SeatPool;
 use genapi_ledger::SharedSeats;
 use tokio::time::Instant;
 

@@ -34,7 +34,7 @@ async fn a_null_in_a_seat_row_is_skipped_without_a_panic() {
     );
     let client = mock
         .client_builder()
-        .shared_places(seats.places(), seats.limit())
+        .shared_seats(seats.pool(), seats.limit())
         .build()
         .unwrap();
     let submitting = tokio::spawn(async move {
@@ -67,7 +67,7 @@ async fn a_lost_database_fails_a_shared_seat_submission_and_sends_nothing() {
         .unwrap();
     let client = mock
         .client_builder()
-        .shared_places(seats.places(), seats.limit())
+        .shared_seats(seats.pool(), seats.limit())
         .build()
         .unwrap();
     drop(pg);
@@ -100,7 +100,7 @@ async fn a_task_id_the_service_repeats_keeps_one_seat() {
     let seats = genapi_ledger::SharedSeats::connect(&pg.url(), "dup", 2).await.unwrap();
     let client = service
         .client_builder()
-        .shared_places(seats.places(), seats.limit())
+        .shared_seats(seats.pool(), seats.limit())
         .build()
         .unwrap();
     let request = || {
@@ -142,7 +142,7 @@ async fn an_unanswered_submission_keeps_its_shared_seat() {
         .unwrap();
     let client = mock
         .client_builder()
-        .shared_places(seats.places(), seats.limit())
+        .shared_seats(seats.pool(), seats.limit())
         .build()
         .unwrap();
     let request = |p: &str| {
@@ -186,7 +186,7 @@ async fn a_dead_workers_seat_whose_task_cannot_be_checked_comes_back_in_time() {
     );
     let client = mock
         .client_builder()
-        .shared_places(seats.places(), seats.limit())
+        .shared_seats(seats.pool(), seats.limit())
         .build()
         .unwrap();
     let started = std::time::Instant::now();
@@ -225,12 +225,12 @@ async fn two_programs_sharing_seats_keep_the_accounts_active_tasks_under_the_lim
     let (first_seats, second_seats) = (seats().await, seats().await);
     let first = mock
         .client_builder()
-        .shared_places(first_seats.places(), first_seats.limit())
+        .shared_seats(first_seats.pool(), first_seats.limit())
         .build()
         .unwrap();
     let second = mock
         .client_builder()
-        .shared_places(second_seats.places(), second_seats.limit())
+        .shared_seats(second_seats.pool(), second_seats.limit())
         .build()
         .unwrap();
     assert_eq!(first.max_active_tasks(), Some(3));

@@ -348,7 +348,7 @@ async fn input_mp_start_time_ultra_ratio_and_seed_are_as_the_service_answers() {
         .run(types::GenPro1p1UltraRequest::builder().prompt("wide"))
         .await
         .unwrap();
-    let (w, h) = genapi::dimensions(&output.bytes().await.unwrap()).unwrap();
+    let (w, h) = crate::common::dimensions(&output.bytes().await.unwrap()).unwrap();
     assert!((w as f64 / h as f64 - 16.0 / 9.0).abs() < 0.02, "{w}x{h}");
 
     // Any integer seed up to 2^64-1 is echoed as given.
@@ -525,7 +525,7 @@ async fn a_client_written_for_the_live_service_works_unmodified() {
                 .bytes()
                 .await
                 .unwrap();
-            assert_eq!(genapi::dimensions(&image), Some((512, 512)));
+            assert_eq!(crate::common::dimensions(&image), Some((512, 512)));
         }
     }
     assert_eq!(mock.stats().keys_sent_to_delivery, 0);

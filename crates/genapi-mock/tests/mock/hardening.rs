@@ -60,7 +60,7 @@ async fn a_claimed_giant_image_does_not_make_a_giant_output() {
         .await
         .unwrap();
     assert_eq!(image.status(), 200);
-    let (w, h) = genapi::dimensions(&image.bytes().await.unwrap()).unwrap();
+    let (w, h) = crate::common::dimensions(&image.bytes().await.unwrap()).unwrap();
     assert!(u64::from(w) * u64::from(h) <= 4 * 1024 * 1024, "{w}x{h}");
     assert!((w as f64 / h as f64 - 1.0).abs() < 0.01, "shape kept: {w}x{h}");
     // Still serving.

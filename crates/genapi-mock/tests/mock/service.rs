@@ -31,7 +31,11 @@ async fn every_operation_succeeds_rejects_invalid_bodies_and_refuses_a_missing_k
             if op.path == "/v1/gen-3-video" {
                 assert_eq!(&bytes[4..8], b"ftyp", "{}: output is an MP4 video", op.path);
             } else {
-                assert!(genapi::dimensions(&bytes).is_some(), "{}: output is an image", op.path);
+                assert!(
+                    crate::common::dimensions(&bytes).is_some(),
+                    "{}: output is an image",
+                    op.path
+                );
             }
 
             let invalid = http

@@ -11,19 +11,19 @@ use super::event::Event;
 /// are kept (the oldest goes first). Each call costs O(log n).
 ///
 /// ```
-/// let guard = genapi::webhook::ReplayGuard::new(10_000, std::time::Duration::from_secs(3600));
+/// let guard = genapi::webhook::DuplicateGuard::new(10_000, std::time::Duration::from_secs(3600));
 /// assert!(guard.first_time("task-1:Ready"));
 /// assert!(!guard.first_time("task-1:Ready"));
 /// assert_eq!(guard.len(), 1);
 /// ```
-pub struct ReplayGuard {
+pub struct DuplicateGuard {
     seen: Mutex<Bounded<()>>,
     clock: Now,
 }
 
-impl std::fmt::Debug for ReplayGuard {
+impl std::fmt::Debug for DuplicateGuard {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let mut out = f.debug_struct("ReplayGuard");
+        let mut out = f.debug_struct("DuplicateGuard");
         if let Ok(seen) = self.seen.lock() {
             out.field("ttl", &seen.max_age()).field("capacity", &seen.capacity());
         }
@@ -31,11 +31,11 @@ impl std::fmt::Debug for ReplayGuard {
     }
 }
 
-impl ReplayGuard {
+impl DuplicateGuard {
     /// A guard keeping at most `capacity` keys (at least one), each for
     /// `ttl` (the same order as [`super::Inbox::with_limits`]).
     pub fn new(capacity: usize, ttl: Duration) -> Self {
-        ReplayGuard {
+        DuplicateGuard {
             seen: Mutex::new(Bounded::new(capacity, ttl)),
             // The runtime's clock, so a paused test clock ages entries too.
             clock: Arc::new(|| tokio::time::Instant::now().into_std()),
@@ -49,7 +49,7 @@ impl ReplayGuard {
     /// use std::time::{Duration, Instant};
     /// let now = Arc::new(Mutex::new(Instant::now()));
     /// let reading = now.clone();
-    /// let guard = genapi::webhook::ReplayGuard::new(100, Duration::from_secs(60))
+    /// let guard = genapi::webhook::DuplicateGuard::new(100, Duration::from_secs(60))
     ///     .clock(move || *reading.lock().unwrap());
     /// assert!(guard.first_time("a"));
     /// *now.lock().unwrap() += Duration::from_secs(60);

@@ -1,0 +1,124 @@
+//! # genapi-text
+//!
+//! What genapi's crates do to text before a person sees it, in one place:
+//!
+//! - [`clean`]: characters that should not reach a terminal as they are
+//!   ([`is_unsafe_to_show`]: control characters, escape sequences, and the
+//!   invisible ones that reorder or hide text) become spaces. The command
+//!   passes every text from the service, a job file or the user through it
+//!   before printing it.
+//! - [`scrubbed`]: a JSON value as it is shown in messages and `Debug`
+//!   output, without the values of fields whose name says they are secret,
+//!   with long strings (images) cut and deep nesting folded.
+//!
+//! The client's scrubber, which removes the secrets it knows by value (the
+//! key, webhook secrets) from every answer, is another thing: this crate
+//! knows no secret, only what a field's name says.
+
+use serde_json::Value;
+
+/// Whether a character should not reach a terminal as it is: control
+/// characters, and the invisible ones that reorder or hide text (bidi
+/// controls, zero-width characters, the byte-order mark).
+///
+/// ```
+/// assert!(genapi_text::is_unsafe_to_show('\u{1b}'));
+/// assert!(genapi_text::is_unsafe_to_show('\u{202e}'));
+/// assert!(!genapi_text::is_unsafe_to_show('é'));
+/// ```
+pub fn is_unsafe_to_show(c: char) -> bool {
+    c.is_control()
+        || matches!(c, '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{feff}' | '\u{061c}')
+}
+
+/// `text` with every character [`is_unsafe_to_show`] replaced by a space;
+/// nothing else changes.
+///
+/// ```
+/// assert_eq!(genapi_text::clean("ok\u{1b}[31m red"), "ok [31m red");
+/// ```
+pub fn clean(text: &str) -> String {
+    text.chars()
+        .map(|c| if is_unsafe_to_show(c) { ' ' } else { c })
+        .collect()
+}
+
+/// Longest string kept of a value shown.
+const SHOWN_STRING: usize = 120;
+/// Deepest nesting kept of a value shown.
+const SHOWN_DEPTH: usize = 8;
+
+/// Whether a field's name says its value is a secret.
+fn is_secret_name(name: &str) -> bool {
+    let name = name.to_ascii_lowercase();
+    ["secret", "key", "token", "password", "authorization", "credential"]
+        .iter()
+        .any(|word| name.contains(word))
+}
+
+/// A JSON value as genapi shows one in messages and `Debug` output: fields
+/// whose name says secret, key, token, password, authorization or
+/// credential replaced, long strings (images) cut, deep nesting folded.
+///
+/// ```
+/// let shown = genapi_text::scrubbed(&serde_json::json!({"prompt": "a fox", "webhook_secret": "s3cret"}));
+/// assert_eq!(shown["prompt"], "a fox");
+/// assert!(!shown.to_string().contains("s3cret"));
+/// ```
+pub fn scrubbed(value: &Value) -> Value {
+    let mut shown = value.clone();
+    scrub(&mut shown);
+    shown
+}
+
+/// [`scrubbed`], in place.
+pub fn scrub(value: &mut Value) {
+    scrub_at(value, 0);
+}
+
+fn scrub_at(value: &mut Value, depth: usize) {
+    if depth > SHOWN_DEPTH {
+        *value = Value::String("…".into());
+        return;
+    }
+    match value {
+        Value::String(text) => {
+            if let Some((cut, _)) = text.char_indices().nth(SHOWN_STRING) {
+                let kept = text.chars().count();
+                *text = format!("{}… ({kept} characters)", &text[..cut]);
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(|item| scrub_at(item, depth + 1)),
+        Value::Object(map) => {
+            for (name, field) in map.iter_mut() {
+                if is_secret_name(name) && !field.is_null() {
+                    *field = Value::String("[redacted]".into());
+                } else {
+                    scrub_at(field, depth + 1);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn long_strings_are_cut_deep_values_folded_and_nulls_kept() {
+        let long = "x".repeat(500);
+        let mut deep = json!("bottom");
+        for _ in 0..12 {
+            deep = json!([deep]);
+        }
+        let shown = scrubbed(&json!({"image": long, "deep": deep, "api_key": null, "Token": 7}));
+        assert!(shown["image"].as_str().unwrap().ends_with("… (500 characters)"));
+        assert!(shown.to_string().contains('…'));
+        assert!(!shown.to_string().contains("bottom"), "{shown}");
+        assert_eq!(shown["api_key"], Value::Null, "an absent secret is shown absent");
+        assert_eq!(shown["Token"], "[redacted]");
+    }
+}
