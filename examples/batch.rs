@@ -1,6 +1,6 @@
 //! A batch of typed requests, kept in a journal so that running it again
 //! after any interruption polls what was accepted instead of paying twice.
-//! Against the service when `GENAPI_API_KEY` and `GENAPI_BASE_URL` are set,
+//! Against the service when `GENAPI_API_KEY` is set (with `GENAPI_BASE_URL`),
 //! else against a mock service started here:
 //!
 //! ```sh

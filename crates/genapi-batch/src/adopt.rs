@@ -1,11 +1,11 @@
 //! Giving a line whose submission went unanswered its task back.
 //!
 //! A run that dies between the service accepting a submission and the
-//! journal recording the answer loses the task's id with the process. The
+//! journal writing the answer loses the task's id with the process. The
 //! service offers no way to look a task up without its id, so the batch
 //! cannot find it by itself, and it never submits such a line again on its
 //! own (that could pay twice). If the user finds the id elsewhere, for
-//! instance in the project's activity records, [`adopt`] records it as the
+//! instance in the project's activity records, [`adopt`] writes it as the
 //! line's task: the next run polls it and saves its result, and the line is
 //! never submitted again.
 
@@ -45,7 +45,7 @@ pub enum AdoptError {
         /// What the journal holds for it.
         why: String,
     },
-    /// The job of the line is not the one whose submission was recorded.
+    /// The job of the line is not the one whose submission was written.
     #[error("line {line} changed since its submission was recorded; restore it to adopt its task")]
     JobChanged {
         /// The line.
@@ -83,7 +83,7 @@ pub enum AdoptError {
         /// The hosts asked.
         looked_at: String,
     },
-    /// The task could not be checked at the service; nothing was recorded.
+    /// The task could not be checked at the service; nothing was written.
     #[error("cannot check task {id} at the service, so nothing was recorded: {source}")]
     Service {
         /// The task id or address as given.
@@ -97,7 +97,7 @@ pub enum AdoptError {
     Store(#[from] StoreError),
 }
 
-/// A task recorded for a line by [`adopt`].
+/// A task written for a line by [`adopt`].
 #[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
 pub struct Adopted {
@@ -109,11 +109,11 @@ pub struct Adopted {
     pub unchecked_prompt: Option<String>,
 }
 
-/// Records `task` (an id, or the polling URL the service gave) as the task
+/// Events `task` (an id, or the polling URL the service gave) as the task
 /// of `job`'s line, whose submission was sent but never answered.
 ///
 /// The task is looked up first ([`Client::task`], polled once), so a mistyped id is
-/// refused rather than recorded; any status will do, a finished one too.
+/// refused rather than written; any status will do, a finished one too.
 /// Where the service does not rewrite prompts (upsampling off, or a model
 /// without it), the prompt it reports must be the job's, now or, for a task
 /// still running, before its result is saved. Elsewhere a differing prompt

@@ -165,7 +165,7 @@ pub(crate) struct LocalBudget {
 impl LocalBudget {
     /// From the journal: what was charged, and for each line sent but never
     /// answered, the most any line was charged (it may have been charged;
-    /// its kind is not recorded).
+    /// its kind is not written).
     pub(crate) fn from_lines<'a>(lines: impl Iterator<Item = (&'a u64, &'a LineState)>) -> LocalBudget {
         let mut budget = LocalBudget::default();
         let mut unanswered = 0_usize;
@@ -216,7 +216,7 @@ impl LocalBudget {
         }
     }
 
-    /// Follows what a record says about charges.
+    /// Follows what an event says about charges.
     pub(crate) fn note(&mut self, record: &Event) {
         let (line, cost) = match record {
             Event::Accepted { line, cost, .. } => (*line, *cost),

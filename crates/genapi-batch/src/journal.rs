@@ -1,7 +1,7 @@
-//! The durable record of a batch: what was sent, what the service accepted,
+//! The durable account of a batch: what was sent, what the service accepted,
 //! what finished.
 //!
-//! Every submission is recorded *before* it is sent ([`Event::Intent`]) and
+//! Every submission is written *before* it is sent ([`Event::Intent`]) and
 //! its task *as soon as* the service answers ([`Event::Accepted`]), so a run
 //! that stops at any moment leaves enough behind for the next one to poll
 //! what was accepted instead of paying for it twice.
@@ -20,14 +20,14 @@ use genapi::FailureClass;
 ///
 /// ```
 /// use genapi_batch::Event;
-/// let record = Event::Accepted {
+/// let event = Event::Accepted {
 ///     line: 3,
 ///     id: "t-1".into(),
 ///     polling_url: "https://api.example.com/v1/get_result?id=t-1".into(),
 ///     cost: Some(4.5),
 ///     adopted: false,
 /// };
-/// let text = serde_json::to_string(&record).unwrap();
+/// let text = serde_json::to_string(&event).unwrap();
 /// assert!(text.starts_with(r#"{"event":"accepted","line":3"#));
 /// ```
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -37,7 +37,7 @@ use genapi::FailureClass;
 // compile time rather than fall into a catch-all arm.
 pub enum Event {
     /// A submission is about to be sent. Until an `accepted` or `refused`
-    /// record follows, its outcome is unknown: the service may have created
+    /// event follows, its outcome is unknown: the service may have created
     /// (and charged) a task.
     Intent {
         /// Line of the job.
@@ -47,7 +47,7 @@ pub enum Event {
         /// Fingerprint of the job's path and body, to notice a changed job file.
         digest: String,
         /// When it was sent (Unix seconds), to find the task in the service's
-        /// records if the answer is lost.
+        /// events if the answer is lost.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         sent_at: Option<u64>,
         /// Sent to a service that ends with the run that used it (a mock
@@ -106,7 +106,7 @@ pub enum Event {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         class: Option<FailureClass>,
     },
-    /// A record of this line that cannot be read (found on replay, never
+    /// An event of this line that cannot be read (found when the journal is read, never
     /// written). It may have been an accepted task, so the line is treated
     /// as one whose submission went unanswered: never sent again on its own.
     Damaged {
@@ -116,7 +116,7 @@ pub enum Event {
 }
 
 impl Event {
-    /// The job line the record is about.
+    /// The job line the event is about.
     pub fn line(&self) -> u64 {
         match self {
             Event::Damaged { line }
@@ -130,7 +130,7 @@ impl Event {
 
 /// Where a batch keeps its [`Event`]s.
 ///
-/// `append` must not return before the record is durable: a batch relies on
+/// `append` must not return before the event is durable: a batch relies on
 /// an `Intent` being stored before the submission leaves, and on an
 /// `Accepted` being stored before the task is reported.
 ///
@@ -165,7 +165,7 @@ pub trait Journal: Send + 'static {
 /// is not one (see [`FileJournal::open`]) is refused and left as it was.
 ///
 /// The file and its directory are locked while the journal is open: two runs
-/// over the same journal would both submit the lines neither has recorded
+/// over the same journal would both submit the lines neither has written
 /// yet, paying twice for each (so one open journal per directory). The locks
 /// go with the process, however it ends, and a batch gives them back when its
 /// stream ends.
@@ -183,20 +183,20 @@ pub struct FileJournal {
 
 /// The first line of every journal this crate writes.
 ///
-/// Opening a journal changes it (a torn last line is cut off, records are
+/// Opening a journal changes it (a torn last line is cut off, events are
 /// appended), so a file is first recognised as a batch's journal, and any
 /// other file named like one is refused untouched. A file is a journal when:
 ///
-/// - its first line is this header (written with the first record): this
+/// - its first line is this header (written with the first event): this
 ///   version made it;
-/// - its first line is a whole record: an earlier version made it. Those
-///   wrote no header, but always began the file with one whole record, so
+/// - its first line is a whole event: an earlier version made it. Those
+///   wrote no header, but always began the file with one whole event, so
 ///   the check is no weaker for them: a file of someone else's would need a
-///   line that is exactly one of the batch's records;
-/// - it is empty: earlier versions created the file before recording
+///   line that is exactly one of the batch's events;
+/// - it is empty: earlier versions created the file before writing
 ///   anything, and an empty file holds nothing to lose.
 ///
-/// A header torn by a crash fails the check, but nothing was recorded (nor
+/// A header torn by a crash fails the check, but nothing was written (nor
 /// sent) before it was whole: moving the file away, as the error says, loses
 /// nothing.
 const HEADER: &str = r#"{"journal":"genapi batch","format":1}"#;
@@ -228,7 +228,7 @@ fn recognise(file: &mut File, path: &Path) -> io::Result<()> {
     ))
 }
 
-/// The length of the file up to its last complete record (its last newline).
+/// The length of the file up to its last complete event (its last newline).
 fn complete_length(file: &mut File) -> io::Result<u64> {
     let length = file.metadata()?.len();
     let mut end = length;
@@ -246,7 +246,7 @@ fn complete_length(file: &mut File) -> io::Result<u64> {
     Ok(0)
 }
 
-/// The line number a damaged record names (`"line":N`), if it can be read.
+/// The line number a damaged event names (`"line":N`), if it can be read.
 fn damaged_line(text: &str) -> Option<u64> {
     let after = &text[text.find("\"line\":")? + 7..];
     let digits: String = after.trim_start().chars().take_while(char::is_ascii_digit).collect();
@@ -363,8 +363,8 @@ impl FileJournal {
             }
         }
         recognise(&mut file, &path)?;
-        // A record cut short by a crash was never acknowledged: cut it off,
-        // so the next record starts on a line of its own. A whole record
+        // An event cut short by a crash was never acknowledged: cut it off,
+        // so the next event starts on a line of its own. A whole event
         // that only lacks its newline (an editor's save) is kept.
         let whole = complete_length(&mut file)?;
         let length = file.metadata()?.len();
@@ -389,7 +389,7 @@ impl FileJournal {
         })
     }
 
-    /// The records of the journal at `path`, read without opening it as a
+    /// The events of the journal at `path`, read without opening it as a
     /// run does: nothing is created, locked or changed, so it can be read
     /// while a run uses it (to show where a batch stands). Fails with
     /// [`io::ErrorKind::NotFound`] when there is no journal, and with
@@ -425,7 +425,7 @@ impl FileJournal {
     }
 
     /// Fails when the path no longer names the locked file (deleted, moved
-    /// or replaced while in use): records written there would be lost to
+    /// or replaced while in use): events written there would be lost to
     /// the next run, which could then pay again for what this one sent.
     fn still_ours(&self) -> io::Result<()> {
         let Some(identity) = self.identity else {
@@ -443,7 +443,7 @@ impl FileJournal {
     }
 }
 
-/// The records of a journal's text, as a replay reads them.
+/// The events of a journal's text, as a run reads them.
 fn records_of(file: File, path: &Path) -> io::Result<Vec<Event>> {
     let reader = BufReader::new(file);
     let lines: Vec<String> = reader.lines().collect::<io::Result<_>>()?;
@@ -455,10 +455,10 @@ fn records_of(file: File, path: &Path) -> io::Result<Vec<Event>> {
         }
         match serde_json::from_str::<Event>(text) {
             Ok(record) => records.push(record),
-            // A torn last record was never acknowledged (opening cuts
+            // A torn last event was never acknowledged (opening cuts
             // one off; this is a journal read while another run writes).
             Err(_) if index + 1 == count => {}
-            // Elsewhere (an older version kept torn records, or the file
+            // Elsewhere (an older version kept torn events, or the file
             // was damaged) it may have held an accepted task: its line is
             // treated as unanswered, never as free to submit.
             Err(e) => match damaged_line(text) {
@@ -518,7 +518,7 @@ impl Journal for FileJournal {
             text.push_str(&serde_json::to_string(record).map_err(io::Error::other)?);
             text.push('\n');
         }
-        // One write, so a crash tears at most the last record.
+        // One write, so a crash tears at most the last event.
         let written = self
             .file
             .write_all(text.as_bytes())
@@ -526,7 +526,7 @@ impl Journal for FileJournal {
             .and_then(|()| self.file.sync_data());
         if let Err(e) = written {
             // A write cut short (a full disk) must not stay in front of the
-            // next record: take it back, or write nothing more.
+            // next event: take it back, or write nothing more.
             if let Err(undo) = self.file.set_len(before).and_then(|()| self.file.sync_data()) {
                 self.broken = Some(format!(
                     "{}: a failed write could not be undone ({undo}); nothing more is recorded",
@@ -539,8 +539,8 @@ impl Journal for FileJournal {
     }
 }
 
-/// A journal in memory, for tests and for programs that keep records
-/// elsewhere. Clones share the records.
+/// A journal in memory, for tests and for programs that keep events
+/// elsewhere. Clones share the events.
 #[derive(Clone, Debug, Default)]
 pub struct MemoryJournal {
     records: Arc<Mutex<Vec<Event>>>,
@@ -593,18 +593,18 @@ impl Journal for MemoryJournal {
     }
 }
 
-/// Records at most this many in one write.
+/// Events at most this many in one write.
 const GROUP_LIMIT: usize = 1024;
 
-/// A record waiting for its write, and who waits for it.
+/// An event waiting for its write, and who waits for it.
 type Pending = (Event, tokio::sync::oneshot::Sender<io::Result<()>>);
 
-/// The batch's way to its journal: a thread that writes records in groups.
+/// The batch's way to its journal: a thread that writes events in groups.
 ///
-/// Every record that arrives while a write is syncing goes into the next
+/// Every event that arrives while a write is syncing goes into the next
 /// write, and all of them share one sync. With many tasks answered at once,
 /// an accepted task then waits for at most two syncs to be durable, not for
-/// one sync per record queued before it: the moment in which a crash loses
+/// one sync per event queued before it: the moment in which a crash loses
 /// an accepted task stays short.
 pub(crate) struct Writer {
     sender: Option<std::sync::mpsc::Sender<Pending>>,
@@ -812,7 +812,7 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
     }
 
-    /// Holds its first write until told, and counts the records of each.
+    /// Holds its first write until told, and counts the events of each.
     struct GatedJournal {
         writes: Arc<Mutex<Vec<usize>>>,
         entered: std::sync::mpsc::Sender<()>,
@@ -852,8 +852,8 @@ mod tests {
             line,
             error: "429".into(),
         };
-        // Polled once, each future hands its record over and waits; dropping
-        // it leaves the record queued.
+        // Polled once, each future hands its event over and waits; dropping
+        // it leaves the event queued.
         use futures::FutureExt;
         assert!(writer.write(refused(1)).now_or_never().is_none());
         inside.recv().unwrap();
@@ -908,7 +908,7 @@ mod tests {
         assert_eq!(records[1], Event::Damaged { line: 2 });
         assert!(fold(records)[&2].unanswered);
         drop(journal);
-        // A torn tail is removed, so the next record starts on its own line.
+        // A torn tail is removed, so the next event starts on its own line.
         std::fs::write(&path, format!("{whole}{torn}")).unwrap();
         let mut journal = FileJournal::open(&path).unwrap();
         assert_eq!(std::fs::read_to_string(&path).unwrap(), whole);
@@ -919,7 +919,7 @@ mod tests {
             })
             .unwrap();
         assert_eq!(journal.events().unwrap().len(), 2);
-        // A whole last record without its newline (an editor's save) is kept.
+        // A whole last event without its newline (an editor's save) is kept.
         drop(journal);
         std::fs::write(&path, format!("{whole}{}", whole.trim_end())).unwrap();
         let mut journal = FileJournal::open(&path).unwrap();
@@ -942,13 +942,13 @@ mod tests {
             error: "x".into(),
         };
         let line = serde_json::to_string(&record).unwrap();
-        // This version's: the header, then the records.
+        // This version's: the header, then the events.
         let mut journal = FileJournal::open(&path).unwrap();
         journal.append(&record).unwrap();
         assert_eq!(std::fs::read_to_string(&path).unwrap(), format!("{HEADER}\n{line}\n"));
         assert_eq!(journal.events().unwrap(), vec![record.clone()]);
         drop(journal);
-        // An earlier version's: records only, or nothing yet.
+        // An earlier version's: events only, or nothing yet.
         for earlier in [format!("{line}\n"), String::new()] {
             std::fs::write(&path, &earlier).unwrap();
             assert!(FileJournal::open(&path).is_ok(), "{earlier:?}");

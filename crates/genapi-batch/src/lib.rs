@@ -10,10 +10,31 @@
 //! whose submission was sent but never answered is not sent again on its
 //! own; if its task id turns up, [`adopt`] gives it back to the line.
 //!
+//! ```no_run
+//! # async fn demo(client: genapi::Client) -> Result<(), Box<dyn std::error::Error>> {
+//! use std::sync::Arc;
+//! use futures::StreamExt;
+//! use genapi_batch::{Batch, FileJournal, JobFile, JournalStore, Standing, Store};
+//! // Every line checked before anything is sent.
+//! let file = JobFile::check("jobs.jsonl")?;
+//! std::fs::create_dir_all("out")?;
+//! // Kept behind an Arc to ask it where the batch stands afterwards.
+//! let store = Arc::new(JournalStore::open(FileJournal::open("out/journal.jsonl")?)?);
+//! let jobs = file.jobs()?.filter_map(Result::ok);
+//! let outcomes: Vec<_> = Batch::new(client, store.clone(), "out").max_credits(50.0).run(jobs)?.collect().await;
+//! for outcome in &outcomes {
+//!     println!("line {}: {}", outcome.line, outcome.status.as_str());
+//! }
+//! let status = store.status(&[]).await?;
+//! let unknown = status.lines.values().filter(|s| **s == Standing::Unanswered).count();
+//! println!("{unknown} lines were sent without an answer: find their tasks and `adopt` them");
+//! # Ok(()) }
+//! ```
+//!
 //! A job file ([`JobFile`]) holds one [`JobLine`] per line: checked against
 //! the document before anything is sent, then read as [`Job`]s. The
 //! `genapi batch` command reads its job files so; with the `schema` feature,
-//! [`JobLine::schema`] gives a line's JSON Schema.
+//! `JobLine::schema` gives a line's JSON Schema.
 
 mod adopt;
 mod budget;

@@ -26,7 +26,7 @@ use genapi::{Client, Output, Task, WaitOptions};
 const SUBMIT_ATTEMPTS: u32 = 6;
 /// Extensions an output may have been saved with.
 const EXTENSIONS: [&str; 6] = ["jpg", "png", "webp", "gif", "mp4", "bin"];
-/// Attempts to record a paid task before the run reports it could not.
+/// Attempts to event a paid task before the run reports it could not.
 const PAID_RECORD_ATTEMPTS: u32 = 4;
 /// How often lines held by other workers are tried again: often enough
 /// that the last worker to finish is not kept waiting for the round that
@@ -52,7 +52,7 @@ const CREDITS_RECHECK: Duration = Duration::from_millis(100);
 ///   is fetched again through a fresh poll);
 /// - submits again only jobs the service surely did not accept, and never
 ///   one whose result file is in the output directory while the journal
-///   holds no task of it (the journal lost its records, or the file is
+///   holds no task of it (the journal lost its events, or the file is
 ///   someone else's): it would be paid for again and overwritten;
 /// - reports, and does not send, a job whose submission was sent but never
 ///   answered ([`JobStatus::Unknown`]), unless [`Batch::resubmit_unknown`].
@@ -96,7 +96,7 @@ pub struct Batch {
 
 /// Stops a running batch gently ([`Batch::stopper`]): no new job is
 /// started, no new submission is sent, submissions already sent get their
-/// answer recorded, and waits end at once (their tasks go on at the service
+/// answer written, and waits end at once (their tasks go on at the service
 /// and the next run polls them). The stream then ends. Clones stop the same
 /// batch.
 ///
@@ -251,7 +251,7 @@ impl Batch {
 
     /// Says that the service ends with this run (a mock service living in
     /// the same process, as the `genapi` command's built-in one): each
-    /// submission is recorded as such, so that a later run knows at once
+    /// submission is written as such, so that a later run knows at once
     /// that those tasks are gone ([`crate::Standing::Gone`]) instead of
     /// polling an address nothing answers any more. Off by default.
     pub fn ephemeral_service(mut self, ephemeral: bool) -> Self {
@@ -481,7 +481,7 @@ struct Context {
     wait: Option<WaitOptions>,
     counters: Counters,
     stop: Stopper,
-    /// Lines the journal recorded a submission for, by the job's digest.
+    /// Lines the journal written a submission for, by the job's digest.
     recorded: HashMap<String, Vec<u64>>,
     /// The digest of each job taken so far, by line.
     current: Mutex<HashMap<u64, String>>,
@@ -622,7 +622,7 @@ impl Context {
         self.store.write(record).await
     }
 
-    /// Stores the record of a paid task, trying again a few times (a
+    /// Stores the event of a paid task, trying again a few times (a
     /// database failing over, a disk briefly full): without it a later run
     /// cannot know the task.
     async fn record_paid(&self, record: Event) -> Result<(), StoreError> {
@@ -848,7 +848,7 @@ impl Context {
             return self.at_cap(job.line, stem);
         }
         // The journal holds no task of this line, yet a result has its name:
-        // the journal lost its records (emptied, replaced) or the file is
+        // the journal lost its events (emptied, replaced) or the file is
         // someone else's. Submitting would pay again and overwrite it.
         if let Some(file) = existing_file(&self.out_dir, stem) {
             let mut outcome = JobOutcome::new(job.line, stem, JobStatus::Failed);
@@ -959,8 +959,8 @@ impl Context {
             // Set when the request is about to leave: from then on a stop
             // waits for the answer instead of dropping the submission.
             let leaving = AtomicBool::new(false);
-            // Recorded at the last moment before sending (the body checked, a
-            // place held), so a crash leaves few lines recorded but never sent.
+            // Written at the last moment before sending (the body checked, a
+            // place held), so a crash leaves few lines written but never sent.
             let record_intent = || async {
                 if self.sends_no_more() {
                     return Err(HeldBack::Stopped);
@@ -1013,7 +1013,7 @@ impl Context {
                     submitted = &mut submission => break submitted,
                     () = self.no_more_sending(), if !stop_seen => {
                         // Still waiting for room under the client's limit:
-                        // nothing is recorded or sent, so it can be dropped.
+                        // nothing is written or sent, so it can be dropped.
                         if !leaving.load(Ordering::SeqCst) {
                             return self.not_sent(job.line, stem);
                         }
@@ -1046,7 +1046,7 @@ impl Context {
                     let mut outcome = self.follow(task, cost, job.line, stem, Source::Submitted, place).await;
                     let recorded_later = outcome.status == JobStatus::Succeeded && outcome.error.is_none();
                     if let (Some(error), true) = (&unrecorded, recorded_later) {
-                        // The saved result was recorded after all: a later
+                        // The saved result was written after all: a later
                         // run knows the line.
                         tracing::warn!(%error, task_id = %reference.id, line = job.line, "the acceptance of a paid task was not recorded, its result was");
                     } else if let Some(error) = unrecorded {
@@ -1066,7 +1066,7 @@ impl Context {
                 }
             };
             // No place could be taken under the shared limit: the request
-            // never left and nothing was recorded, so the next run sends it.
+            // never left and nothing was written, so the next run sends it.
             if let Error::SharedLimit { .. } = error {
                 let mut outcome = self.failed(job.line, stem, None, &error, JobStatus::NotSubmitted);
                 outcome.error = Some(format!("{error} (running the batch again submits it)"));
@@ -1253,7 +1253,7 @@ impl Context {
     async fn save(&self, output: Output, cost: Option<f64>, line: u64, stem: &str, resumed: bool) -> JobOutcome {
         let cost = output.cost().or(cost);
         let duration = output.duration();
-        // A run that stopped between saving and recording left the file.
+        // A run that stopped between saving and writing left the file.
         let existing = if resumed {
             existing_file(&self.out_dir, stem)
         } else {
@@ -1405,7 +1405,7 @@ fn existing_file(dir: &Path, stem: &str) -> Option<PathBuf> {
 enum HeldBack {
     /// A stop came before the request left.
     Stopped,
-    /// The intent could not be recorded (the message says why).
+    /// The intent could not be written (the message says why).
     JournalFailed(String),
     /// The submission could pass the credit cap.
     CapReached,

@@ -31,7 +31,7 @@ pub enum Standing {
     /// [`crate::Batch::ephemeral_service`]): its task is gone, and no run
     /// can finish it in this journal.
     Gone,
-    /// Recorded, but surely not accepted (refused before it was created, or
+    /// Written, but surely not accepted (refused before it was created, or
     /// stopped before it was sent): the next run sends it.
     Unsent,
 }

@@ -19,7 +19,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::io;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use futures::future::BoxFuture;
 use genapi::FailureClass;
@@ -293,49 +293,62 @@ impl Store for JournalStore {
     }
 }
 
-/// Every kind of store is a store behind a pointer too, so a program can
-/// choose one at run time (`Box<dyn Store>`).
-impl<S: Store + ?Sized> Store for Box<S> {
-    fn claim(&self, line: u64) -> BoxFuture<'_, Result<Claim, StoreError>> {
-        (**self).claim(line)
-    }
-    fn claim_many<'a>(&'a self, lines: &'a [u64]) -> BoxFuture<'a, Vec<Result<Claim, StoreError>>> {
-        (**self).claim_many(lines)
-    }
-    fn claim_block(&self) -> usize {
-        (**self).claim_block()
-    }
-    fn release(&self, line: u64) -> BoxFuture<'_, Result<(), StoreError>> {
-        (**self).release(line)
-    }
-    fn write(&self, event: Event) -> BoxFuture<'_, Result<(), StoreError>> {
-        (**self).write(event)
-    }
-    fn write_adoption(&self, event: Event) -> BoxFuture<'_, Result<(), StoreError>> {
-        (**self).write_adoption(event)
-    }
-    fn hold_credits<'a>(&'a self, line: u64, kind: &'a str, max: f64) -> BoxFuture<'a, Result<Hold, StoreError>> {
-        (**self).hold_credits(line, kind, max)
-    }
-    fn drop_hold(&self, line: u64) -> BoxFuture<'_, Result<(), StoreError>> {
-        (**self).drop_hold(line)
-    }
-    fn keep_unanswered(&self, line: u64) {
-        (**self).keep_unanswered(line)
-    }
-    fn earlier(&self, line: u64) -> Option<LineState> {
-        (**self).earlier(line)
-    }
-    fn known_digests(&self) -> HashMap<String, Vec<u64>> {
-        (**self).known_digests()
-    }
-    fn shared(&self) -> bool {
-        (**self).shared()
-    }
-    fn lines(&self) -> BoxFuture<'_, Result<BTreeMap<u64, LineState>, StoreError>> {
-        (**self).lines()
-    }
-    fn status<'a>(&'a self, job_lines: &'a [u64]) -> BoxFuture<'a, Result<Status, StoreError>> {
-        (**self).status(job_lines)
-    }
+/// A store behind a `Box` (to choose one at run time, `Box<dyn Store>`) or
+/// an `Arc` (to keep a handle for [`Store::status`] or [`crate::adopt`]
+/// while a batch runs over it) is a store too.
+macro_rules! store_behind {
+    ($pointer:ident) => {
+        impl<S: Store + ?Sized> Store for $pointer<S> {
+            fn claim(&self, line: u64) -> BoxFuture<'_, Result<Claim, StoreError>> {
+                (**self).claim(line)
+            }
+            fn claim_many<'a>(&'a self, lines: &'a [u64]) -> BoxFuture<'a, Vec<Result<Claim, StoreError>>> {
+                (**self).claim_many(lines)
+            }
+            fn claim_block(&self) -> usize {
+                (**self).claim_block()
+            }
+            fn release(&self, line: u64) -> BoxFuture<'_, Result<(), StoreError>> {
+                (**self).release(line)
+            }
+            fn write(&self, event: Event) -> BoxFuture<'_, Result<(), StoreError>> {
+                (**self).write(event)
+            }
+            fn write_adoption(&self, event: Event) -> BoxFuture<'_, Result<(), StoreError>> {
+                (**self).write_adoption(event)
+            }
+            fn hold_credits<'a>(
+                &'a self,
+                line: u64,
+                kind: &'a str,
+                max: f64,
+            ) -> BoxFuture<'a, Result<Hold, StoreError>> {
+                (**self).hold_credits(line, kind, max)
+            }
+            fn drop_hold(&self, line: u64) -> BoxFuture<'_, Result<(), StoreError>> {
+                (**self).drop_hold(line)
+            }
+            fn keep_unanswered(&self, line: u64) {
+                (**self).keep_unanswered(line)
+            }
+            fn earlier(&self, line: u64) -> Option<LineState> {
+                (**self).earlier(line)
+            }
+            fn known_digests(&self) -> HashMap<String, Vec<u64>> {
+                (**self).known_digests()
+            }
+            fn shared(&self) -> bool {
+                (**self).shared()
+            }
+            fn lines(&self) -> BoxFuture<'_, Result<BTreeMap<u64, LineState>, StoreError>> {
+                (**self).lines()
+            }
+            fn status<'a>(&'a self, job_lines: &'a [u64]) -> BoxFuture<'a, Result<Status, StoreError>> {
+                (**self).status(job_lines)
+            }
+        }
+    };
 }
+
+store_behind!(Box);
+store_behind!(Arc);

@@ -156,7 +156,8 @@ enum Command {
     },
     /// Run many requests from a job file; run it again to resume after any interruption.
     Batch(batch::BatchArgs),
-    /// Run the mock service (a test double) until interrupted.
+    /// Run the mock service (a test double) until interrupted. It prints `export NAME='VALUE'` lines:
+    /// paste them into the shell of your client (or `genapi mock > mock.env &`, then `. ./mock.env`).
     Mock(mock::MockArgs),
     /// Make the gallery (index.html) of a batch's output folder again from its results.
     Gallery {

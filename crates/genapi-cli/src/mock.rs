@@ -41,8 +41,8 @@ pub struct MockArgs {
 }
 
 /// Runs the mock until Ctrl-C or SIGTERM (or `--timeout`). Prints on stdout the variables a client
-/// needs, one `NAME=VALUE` per line (or one JSON object with `--json`),
-/// then `# genapi mock ready`.
+/// needs as lines a shell takes as they are, `export NAME='VALUE'` (or one JSON object with
+/// `--json`), then `# genapi mock ready`.
 pub async fn run(global: &Global, args: MockArgs) -> Result<(), Failure> {
     let address: SocketAddr = args.addr.parse().map_err(|e| {
         Failure::usage(format!(
@@ -106,8 +106,10 @@ pub async fn run(global: &Global, args: MockArgs) -> Result<(), Failure> {
             .collect();
         out::out(&Value::Object(object).to_string());
     } else {
+        // Pasted into a shell (or sourced from a file), each line sets its
+        // variable for the commands that follow, so they use this mock.
         for (name, value) in &variables {
-            out::out(&format!("{name}={value}"));
+            out::out(&format!("export {name}={}", shell_quoted(value)));
         }
         out::out(READY_MARKER);
     }
@@ -122,6 +124,12 @@ pub async fn run(global: &Global, args: MockArgs) -> Result<(), Failure> {
     stopped.map_err(|e| Failure::new(code::OTHER, format!("cannot wait for Ctrl-C: {e}")))
 }
 
+/// `value` in single quotes, as a POSIX shell reads it back unchanged (a
+/// quote in it closed, escaped and opened again).
+fn shell_quoted(value: &str) -> String {
+    format!("'{}'", value.replace('\'', "'\\''"))
+}
+
 /// Every variable a client of this mock needs.
 fn variables(mock: &MockService) -> Vec<(&'static str, String)> {
     vec![
@@ -130,4 +138,18 @@ fn variables(mock: &MockService) -> Vec<(&'static str, String)> {
         // The regional polling host, on another port of loopback.
         ("GENAPI_TRUSTED_ORIGINS", mock.trusted_origins().join(",")),
     ]
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_value_with_a_quote_is_read_back_whole_by_a_shell() {
+        let quoted = super::shell_quoted("it's $HOME `x` \\");
+        let echoed = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(format!("printf %s {quoted}"))
+            .output()
+            .unwrap();
+        assert_eq!(String::from_utf8_lossy(&echoed.stdout), "it's $HOME `x` \\");
+    }
 }

@@ -1,21 +1,21 @@
-//! Seat changes carried by the ledger's records.
+//! Seat changes carried by the ledger's events.
 //!
 //! A worker that shares both a [`crate::Ledger`] and [`crate::SharedSeats`]
-//! writes, for every line, three records (intent, acceptance, end), and, for
+//! writes, for every line, three events (intent, acceptance, end), and, for
 //! its seat, two changes: the seat is taken again for the submission (the
 //! name of its last task goes), and the task the service accepted is written
 //! on it. Each is a commit of its own when written apart, and the database
 //! pays for every commit (a flush of its log to disk). (The end goes with a
-//! later record too: see the module `ends`.)
+//! later event too: see the module `ends`.)
 //!
-//! The seat changes come right before the records that follow them: a seat
+//! The seat changes come right before the events that follow them: a seat
 //! is taken again just before the intent, and its task is known just before
 //! the acceptance. So the seats note them here instead, and the ledger's
-//! next record, whatever its line, writes them in the same statement: one
+//! next event, whatever its line, writes them in the same statement: one
 //! commit for both, and a seat taken again is in the database before the
 //! submission leaves (the intent is stored before anything is sent).
 //!
-//! A note no record carried within [`CARRY_WAIT`] (a client submitting
+//! A note no event carried within [`CARRY_WAIT`] (a client submitting
 //! outside the batch, a quiet moment) is written by the seats themselves,
 //! and [`crate::SharedSeats::flush`] writes what is left. Notes are kept per
 //! seat, the latest winning: the database needs only a seat's last state.
@@ -25,7 +25,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-/// How long a note waits for a record to carry it.
+/// How long a note waits for an event to carry it.
 pub(crate) const CARRY_WAIT: Duration = Duration::from_millis(250);
 
 /// A statement's common table expression `seat_changes`, writing the notes
@@ -59,7 +59,7 @@ pub(crate) struct Note {
     retake: bool,
 }
 
-/// Notes waiting for a record, by seat.
+/// Notes waiting for an event, by seat.
 #[derive(Debug, Default)]
 pub(crate) struct Notes {
     /// Whether a ledger carries them; until then every change is written

@@ -1,12 +1,12 @@
-//! Lines' ends carried by the worker's next record.
+//! Lines' ends carried by the worker's next event.
 //!
-//! A line costs the ledger three records: the intent before its submission
+//! A line costs the ledger three events: the intent before its submission
 //! leaves, the acceptance once the service answered, and its end once the
 //! result is saved. The first two decide what happens next (nothing is sent
 //! without an intent, nothing accepted is ever sent again), so each is
 //! written at once. An end only closes the line, and a worker with several
-//! tasks in flight writes another record within moments of it: so an end
-//! waits up to [`CARRY_WAIT`] for the next record, whatever its line, to
+//! tasks in flight writes another event within moments of it: so an end
+//! waits up to [`CARRY_WAIT`] for the next event, whatever its line, to
 //! write it in the same statement (one commit for both), and is written on
 //! its own only when none came.
 //!
@@ -16,7 +16,7 @@
 //! ends drops them unwritten, and each waiter writes its own.
 //!
 //! Refusals are not carried: a refused line stays open to a retry, and the
-//! next record may be that retry's intent.
+//! next event may be that retry's intent.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -28,7 +28,7 @@ pub(crate) use crate::carried::CARRY_WAIT;
 /// A statement's common table expressions `ended` and `ended_lines`,
 /// storing the ends given as JSON in parameter `$param` (the text of
 /// [`Carried::json`]) for batch `$1` and worker `$3`, as the plain end
-/// statement would: the record, the line done, its charge when no
+/// statement would: the event, the line done, its charge when no
 /// acceptance said it, its hold gone once a charge is known, and the line
 /// given back. They change nothing for `[]`.
 macro_rules! ends_carried {
@@ -55,7 +55,7 @@ macro_rules! ends_carried {
 }
 pub(crate) use ends_carried;
 
-/// One end waiting for a record to carry it.
+/// One end waiting for an event to carry it.
 #[derive(Debug)]
 struct Waiting {
     ticket: u64,
@@ -73,7 +73,7 @@ struct End {
     cost: Option<f64>,
 }
 
-/// Ends waiting for a record, in the order they came.
+/// Ends waiting for an event, in the order they came.
 #[derive(Debug, Default)]
 pub(crate) struct Ends {
     waiting: Mutex<Vec<Waiting>>,
@@ -88,8 +88,8 @@ pub(crate) struct Queued {
 }
 
 impl Ends {
-    /// Puts the end of `line` (`record`, charged `cost`) to wait for a
-    /// record to carry it.
+    /// Puts the end of `line` (`event`, charged `cost`) to wait for a
+    /// event to carry it.
     pub(crate) fn queue(&self, line: i64, record: serde_json::Value, cost: Option<f64>) -> Queued {
         let ticket = self.tickets.fetch_add(1, Ordering::Relaxed);
         let (stored, told) = oneshot::channel();
@@ -104,7 +104,7 @@ impl Ends {
     }
 
     /// Takes the end of `ticket` back to write it itself; `false` when a
-    /// record took it already (its write is told to the end's receiver).
+    /// event took it already (its write is told to the end's receiver).
     pub(crate) fn withdraw(&self, ticket: u64) -> bool {
         let Ok(mut waiting) = self.waiting.lock() else {
             return false;
@@ -119,7 +119,7 @@ impl Ends {
     }
 
     /// Every waiting end but `line`'s, for one statement to carry: a
-    /// statement writes a line's row once (a record of `line` carrying its
+    /// statement writes a line's row once (an event of `line` carrying its
     /// end would write it twice, and PostgreSQL keeps only one).
     pub(crate) fn take_except(&self, line: i64) -> Carried {
         let Ok(mut waiting) = self.waiting.lock() else {
@@ -135,7 +135,7 @@ impl Ends {
 
 /// Withdraws a queued end when dropped, unless [`Withdrawal::disarm`]ed:
 /// an end whose caller went away (a timeout around it) is not left for a
-/// later, unrelated record to write.
+/// later, unrelated event to write.
 pub(crate) struct Withdrawal<'a> {
     ends: &'a Ends,
     ticket: Option<u64>,

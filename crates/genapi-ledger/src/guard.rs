@@ -85,7 +85,7 @@ pub(super) enum Start {
 #[derive(Debug)]
 enum Phase {
     TlsAnswer,
-    /// TLS records, read by rustls; its output is watched in turn.
+    /// TLS events, read by rustls; its output is watched in turn.
     Tls,
     Messages(Framing),
     /// A refusal failed a read; every later read fails too.

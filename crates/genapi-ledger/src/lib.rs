@@ -10,11 +10,11 @@
 //!
 //! - each line is **claimed** by one worker at a time, with a lease the
 //!   worker renews while it lives. A line whose lease lapsed (its worker
-//!   died) is claimed by another, which reads the line's records as a
+//!   died) is claimed by another, which reads the line's events as a
 //!   restarted run reads its journal: an accepted task is polled and saved,
 //!   never submitted again; a submission sent but never answered is
 //!   reported unknown, never sent again on its own;
-//! - the records are the file journal's ([`genapi_batch::Event`]), one row
+//! - the events are the file journal's ([`genapi_batch::Event`]), one row
 //!   each; an intent is written only while the worker still holds the line,
 //!   so a worker that lost its lease (a pause, a partition) sends nothing;
 //! - [`SharedSeats`] share the active-task limit: a seat is a row, taken
@@ -36,7 +36,7 @@
 //! - a line costs the database two commits: its intent and its acceptance,
 //!   each carrying the worker's seat changes
 //!   ([`Ledger::carry_seat_changes`]); its end waits a moment for the next
-//!   record to carry it, and its caller still waits until it is stored.
+//!   event to carry it, and its caller still waits until it is stored.
 //!
 //! The ledger owns its schema: numbered migrations applied on first use. It
 //! never stores the API key or images.

@@ -1,4 +1,4 @@
-//! A batch's lines in the ledger: who works on which, and their records.
+//! A batch's lines in the ledger: who works on which, and their events.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -39,15 +39,15 @@ pub struct Ledger {
     /// sent on the shared one would run inside them), one at a time.
     transactions: Link,
     transaction_turn: tokio::sync::Mutex<()>,
-    /// Lines given back with the record of their end, so not released again.
+    /// Lines given back with the event of their end, so not released again.
     released: std::sync::Mutex<std::collections::HashSet<u64>>,
     batch: String,
     worker: String,
     lease: Duration,
     renewal: tokio::task::JoinHandle<()>,
-    /// Seats whose changes this ledger's records carry.
+    /// Seats whose changes this ledger's events carry.
     seats: Option<SharedSeats>,
-    /// Lines' ends waiting for the next record to carry them.
+    /// Lines' ends waiting for the next event to carry them.
     ends: Ends,
 }
 
@@ -70,8 +70,8 @@ impl Drop for Ledger {
 /// The longest a line's giving back may take; its lease lapses otherwise.
 const RELEASE_STEP: Duration = Duration::from_secs(1);
 
-/// A record's statement, without and with what it carries: the seat
-/// changes (one more parameter, `$seats`, after the record's own) and other
+/// An event's statement, without and with what it carries: the seat
+/// changes (one more parameter, `$seats`, after the event's own) and other
 /// lines' ends (`$ends`): `before` a statement that has no `WITH` of its
 /// own, `within` one that has (its text starting after `WITH`).
 macro_rules! with_and_without_carried {
@@ -149,9 +149,9 @@ const FINISHED: (&str, &str) = with_and_without_carried!(
 /// What the ledger holds for one line, for the batch to decide.
 #[derive(Debug)]
 pub(crate) enum Claim {
-    /// This worker holds the line now; its records so far.
+    /// This worker holds the line now; its events so far.
     Mine(Vec<Event>),
-    /// The line is done; its records.
+    /// The line is done; its events.
     Done(Vec<Event>),
     /// Another worker holds it.
     Held,
@@ -163,10 +163,11 @@ impl Ledger {
     /// the batch if it is new. A batch of another job file is refused.
     ///
     /// `jobs_digest` is any fingerprint of the jobs that every worker
-    /// computes alike; `genapi batch` uses the FNV-1a hash of the job file's
-    /// bytes as 16 hex digits, and names the batch `jobs:` and the file's
-    /// name, so a program joins a batch the command started by computing
-    /// the same.
+    /// computes alike. `genapi batch` uses [`genapi_batch::JobFile::digest`]
+    /// and names the batch `jobs:` followed by
+    /// [`genapi_batch::safe_stem`] of the job file's name (`jobs:jobsjsonl`
+    /// for `jobs.jsonl`), so a program joins a batch the command started by
+    /// passing the same two.
     pub async fn open(url: &str, batch: &str, jobs_digest: &str) -> Result<Ledger, LedgerError> {
         Ledger::open_with(url, batch, jobs_digest, LedgerOptions::default()).await
     }
@@ -340,7 +341,7 @@ impl Ledger {
     }
 
     /// Gives `line` back (its work in this run is over, done or not). A
-    /// line whose end was recorded was given back with it.
+    /// line whose end was written was given back with it.
     ///
     /// Within [`RELEASE_STEP`]: giving a line back only spares other
     /// workers its lease, and its line's report waits for it (a database
@@ -366,9 +367,9 @@ impl Ledger {
     }
 
     /// Writes `seats`' changes (a seat taken again, the task accepted on
-    /// it) in the statements of this ledger's records, so a line costs the
+    /// it) in the statements of this ledger's events, so a line costs the
     /// database two commits (its intent and its acceptance, the end going
-    /// with a later record) rather than five: see the modules `carried`
+    /// with a later event) rather than five: see the modules `carried`
     /// and `ends`. The seats must be in the ledger's database, opened with
     /// the same URL ([`LedgerError::Database`] otherwise).
     ///
@@ -391,10 +392,10 @@ impl Ledger {
         Ok(())
     }
 
-    /// Stores one record of a line this worker holds. An intent is stored
+    /// Stores one event of a line this worker holds. An intent is stored
     /// only while the claim has at least half its lease left (else
     /// [`LedgerError::Database`] says the claim was lost and nothing may be
-    /// sent); the other records are stored whatever happened to the claim,
+    /// sent); the other events are stored whatever happened to the claim,
     /// since they say what the service did.
     pub(crate) async fn record(&self, record: &Event) -> Result<(), LedgerError> {
         let line = record.line() as i64;
@@ -439,7 +440,7 @@ impl Ledger {
         Ok(())
     }
 
-    /// Stores the end of `line`, done: carried by the next record of this
+    /// Stores the end of `line`, done: carried by the next event of this
     /// worker if one comes within [`CARRY_WAIT`], else written by itself
     /// (see the module `ends`). Returns once it is stored.
     async fn end(&self, line: i64, record: &Event, cost: Option<f64>) -> Result<(), LedgerError> {
@@ -465,7 +466,7 @@ impl Ledger {
         Ok(())
     }
 
-    /// Runs a record's statement for `line`: `plain` with `params`, or,
+    /// Runs an event's statement for `line`: `plain` with `params`, or,
     /// when seat changes ([`Ledger::carry_seat_changes`]) or other lines'
     /// ends wait, `carrying` with them as two more parameters (never
     /// `line`'s own end: a statement writes a line's row once). If the
@@ -473,7 +474,7 @@ impl Ledger {
     /// each written alone, and an `exclusive` step (an intent: it decides
     /// what is sent) is tried again without them; an intent whose seat
     /// changes are refused fails (nothing is sent from a seat not written),
-    /// while any other record says what the service did and is written
+    /// while any other event says what the service did and is written
     /// alone, its seat changes going back to the seats, which report what
     /// they cannot write.
     async fn write(
@@ -534,7 +535,7 @@ impl Ledger {
             .await
     }
 
-    /// Every record of the batch, line by line in the order stored (for
+    /// Every event of the batch, line by line in the order stored (for
     /// [`genapi_batch::adopt`] and the status view).
     pub(crate) async fn records(&self) -> Result<Vec<Event>, LedgerError> {
         let batch = &self.batch;
@@ -558,7 +559,7 @@ impl Ledger {
             .collect()
     }
 
-    /// Stores records made outside a run (an adoption), as a run would. The
+    /// Stores events made outside a run (an adoption), as a run would. The
     /// line gets a row if it has none. Intents are written by runs only.
     pub(crate) async fn append(&self, records: &[Event]) -> Result<(), LedgerError> {
         for record in records {

@@ -11,8 +11,8 @@
 //!
 //! Running a step again is safe because every statement of the ledger may
 //! be applied twice with the same effect: claims and releases name their
-//! worker, holds set a value, records are read by folding, where a
-//! repeated record changes nothing.
+//! worker, holds set a value, events are read by folding, where a
+//! repeated event changes nothing.
 //!
 //! A link may also hold a worker's name (a session advisory lock), so that
 //! no two live processes work as one worker: the lock is taken again on

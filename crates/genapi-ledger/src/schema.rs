@@ -1,7 +1,7 @@
 //! The ledger's tables, as numbered migrations applied in order on first use.
 //!
 //! A database holds many batches and many seat pools. The ledger keeps what
-//! a batch's file journal keeps (its records, one row each) plus who works
+//! a batch's file journal keeps (its events, one row each) plus who works
 //! on which line; never the API key, never an image.
 
 use crate::error::{describe, LedgerError};
@@ -9,7 +9,7 @@ use crate::error::{describe, LedgerError};
 /// Each migration, by its version (its index + 1). Applied ones are never
 /// edited: a change is a new migration at the end.
 pub(crate) const MIGRATIONS: &[&str] = &[
-    // 1: batches, their lines and records, shared seats.
+    // 1: batches, their lines and events, shared seats.
     "CREATE TABLE genapi_batches (
         name text PRIMARY KEY,
         jobs_digest text NOT NULL,
@@ -59,7 +59,7 @@ pub(crate) const MIGRATIONS: &[&str] = &[
 
 /// Every table and the columns the ledger reads or writes, checked each
 /// time a ledger is opened: a table changed by hand is refused before
-/// anything is sent, rather than found when a paid task cannot be recorded.
+/// anything is sent, rather than found when a paid task cannot be written.
 pub(crate) const SHAPE: &[(&str, &str)] = &[
     ("genapi_batches", "name, jobs_digest, created_at"),
     (

@@ -97,7 +97,7 @@ struct Inner {
     /// to other workers when it asks for one, and compared with theirs when
     /// a seat is given back (see [`crate::wants`]).
     held: std::sync::atomic::AtomicUsize,
-    /// Changes waiting for a ledger record to carry them (see
+    /// Changes waiting for a ledger event to carry them (see
     /// [`crate::carried`]).
     notes: std::sync::Mutex<Notes>,
 }
@@ -118,7 +118,7 @@ enum Change {
     /// The seat is free: for any worker, or for the one named.
     Free(i32, Option<String>),
     Reclaim(i32, String),
-    /// Notes no ledger record carried.
+    /// Notes no ledger event carried.
     Notes(Vec<Note>),
     /// Everything before it is applied.
     Flush(tokio::sync::oneshot::Sender<()>),
@@ -354,7 +354,7 @@ impl SharedSeats {
         Arc::new(self.clone())
     }
 
-    /// Lets a ledger's records carry this worker's seat changes (see
+    /// Lets a ledger's events carry this worker's seat changes (see
     /// [`crate::carried`]): called by [`crate::Ledger::carry_seat_changes`].
     pub(crate) fn carried_by_a_ledger(&self) {
         if let Ok(mut notes) = self.inner.notes.lock() {
@@ -362,7 +362,7 @@ impl SharedSeats {
         }
     }
 
-    /// Every waiting note, for a ledger record to write; give them back
+    /// Every waiting note, for a ledger event to write; give them back
     /// with [`SharedSeats::restore`] if that write fails.
     pub(crate) fn take_notes(&self) -> Vec<Note> {
         self.inner
@@ -383,7 +383,7 @@ impl SharedSeats {
         }
     }
 
-    /// Notes a change for a ledger record to carry, when one does;
+    /// Notes a change for a ledger event to carry, when one does;
     /// `false` when none does (the caller writes it at once).
     fn note(&self, change: impl FnOnce(&mut Notes, &str, &str) -> bool) -> bool {
         let Ok(mut notes) = self.inner.notes.lock() else {
@@ -405,7 +405,7 @@ impl SharedSeats {
         }
     }
 
-    /// Writes within [`CARRY_WAIT`] what no record carried by then.
+    /// Writes within [`CARRY_WAIT`] what no event carried by then.
     fn write_notes_later(&self) {
         let seats = self.clone();
         tokio::spawn(async move {
@@ -462,7 +462,7 @@ impl SeatPool for SharedSeats {
             let inner = &self.inner;
             if let Some(place) = inner.spare.lock().ok().and_then(|mut spare| spare.pop()) {
                 // Its last task's name goes before anything is sent from it:
-                // with the intent's record when a ledger carries it, if the
+                // with the intent's event when a ledger carries it, if the
                 // seat is surely still this worker's (else the database
                 // says, below).
                 if inner.leases.surely_ours(place, inner.lease / 2)
@@ -627,7 +627,7 @@ impl SeatPool for SharedSeats {
         self.send(Change::Reclaim(place, task_id.to_string()));
     }
 
-    /// Carried by the acceptance's record when a ledger carries it.
+    /// Carried by the acceptance's event when a ledger carries it.
     fn assign(&self, place: i32, task_id: &str, polling_url: &Url) {
         let url = polling_url.as_str();
         if !self.note(|notes, pool, worker| notes.assigned(pool, worker, place, task_id, url)) {

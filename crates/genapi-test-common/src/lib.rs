@@ -131,6 +131,15 @@ pub fn genapi(program: &str, dir: &Dir, mock: &genapi_mock::MockService) -> std:
     command
 }
 
+/// A variable `genapi mock` prints, `export NAME='VALUE'`, as its name and
+/// value (a quote in the value written `'\''`, as a shell reads it); `None`
+/// for any other line.
+pub fn mock_variable(line: &str) -> Option<(String, String)> {
+    let (name, quoted) = line.strip_prefix("export ")?.split_once('=')?;
+    let inner = quoted.strip_prefix('\'')?.strip_suffix('\'')?;
+    Some((name.to_string(), inner.replace("'\\''", "'")))
+}
+
 /// An image's width and height, read by the `image` crate (not by the
 /// client under test), or `None` when `bytes` is not a PNG, JPEG or WebP.
 pub fn dimensions(bytes: &[u8]) -> Option<(u32, u32)> {

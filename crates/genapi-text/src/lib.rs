@@ -7,9 +7,10 @@
 //!   invisible ones that reorder or hide text) become spaces. The command
 //!   passes every text from the service, a job file or the user through it
 //!   before printing it.
-//! - [`scrubbed`]: a JSON value as it is shown in messages and `Debug`
-//!   output, without the values of fields whose name says they are secret,
-//!   with long strings (images) cut and deep nesting folded.
+//! - [`scrubbed`] (and [`scrub`], in place): a JSON value as it is shown in
+//!   messages and `Debug` output, without the values of fields whose name
+//!   says they are secret, with long strings (images) cut and deep nesting
+//!   folded.
 //!
 //! The client's scrubber, which removes the secrets it knows by value (the
 //! key, webhook secrets) from every answer, is another thing: this crate

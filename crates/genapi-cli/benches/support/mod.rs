@@ -24,17 +24,16 @@ impl MockProcess {
             .stderr(Stdio::null())
             .spawn()
             .expect("start the mock");
-        // Read `NAME=VALUE` lines until the ready marker (or the end), in
-        // whatever order and number they come; then stop reading: the mock
-        // keeps serving without anyone on its stdout.
+        // Read `export NAME='VALUE'` lines until the ready marker (or the
+        // end), in whatever order and number they come; then stop reading:
+        // the mock keeps serving without anyone on its stdout.
         let (mut base_url, mut regional_origin) = (None, None);
         for line in BufReader::new(child.stdout.take().expect("stdout")).lines() {
             let Ok(line) = line else { break };
-            if let Some(value) = line.strip_prefix("GENAPI_BASE_URL=") {
-                base_url = Some(value.to_string());
-            }
-            if let Some(value) = line.strip_prefix("GENAPI_TRUSTED_ORIGINS=") {
-                regional_origin = Some(value.to_string());
+            match genapi_test_common::mock_variable(&line) {
+                Some((name, value)) if name == "GENAPI_BASE_URL" => base_url = Some(value),
+                Some((name, value)) if name == "GENAPI_TRUSTED_ORIGINS" => regional_origin = Some(value),
+                _ => {}
             }
             if line.starts_with("# genapi mock ready") {
                 break;

@@ -21,7 +21,8 @@ use crate::{code, out, Failure, Global};
 /// How long the seats given back may take to reach the ledger at the end.
 const SEATS_FLUSH: Duration = Duration::from_secs(5);
 
-/// Ends the run that came to `ended`.
+/// Ends the run that came to `ended`; `mock_prices` when a mock (built in
+/// or standalone) served it, whose prices are illustrative.
 pub(super) async fn finish(
     global: &Global,
     ended: Ended,
@@ -29,7 +30,7 @@ pub(super) async fn finish(
     checked: &JobFile,
     out_dir: &Path,
     deadline: Instant,
-    on_builtin_mock: bool,
+    mock_prices: bool,
 ) -> Result<(), Failure> {
     let Ended {
         tally,
@@ -51,7 +52,14 @@ pub(super) async fn finish(
     }
     let lost = results.close(stopped.is_none())?;
     reports.close();
-    summary(&tally, out_dir, global.json, on_builtin_mock, stopped.is_none());
+    summary(
+        &tally,
+        out_dir,
+        global.json,
+        mock_prices,
+        stopped.is_none(),
+        seats.is_some(),
+    );
     let stopped = match stopped {
         Some(failure) => Some(what_next(failure, seats.is_some(), checked, out_dir, global.json).await),
         None => None,

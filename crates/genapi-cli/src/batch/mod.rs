@@ -79,7 +79,8 @@ pub struct BatchArgs {
     /// seats of the --seats-pool are shared by all, and the ledger replaces the journal.
     #[arg(long, value_name = "URL")]
     ledger: Option<String>,
-    /// The batch's name in the ledger (default: the job file's name).
+    /// The batch's name in the ledger [default: the job file's name, as `jobs:` and its letters and digits,
+    /// e.g. jobs:jobsjsonl].
     #[arg(long, value_name = "NAME")]
     batch_name: Option<String>,
     /// The seat pool in the ledger that --max-active counts in: batches and programs sharing a pool share an
@@ -189,7 +190,16 @@ pub async fn run(global: &Global, args: BatchArgs) -> Result<(), Failure> {
         settle(Batch::new(connection.client.clone(), store, &out_dir), &args).ephemeral_service(on_builtin_mock);
     let results = results::Results::create(&out_dir, global.json, keep_gallery)?;
     let ended = drive::drive(global, batch, &checked, results, deadline, on_builtin_mock).await?;
-    finish::finish(global, ended, seats, &checked, &out_dir, deadline, on_builtin_mock).await
+    finish::finish(
+        global,
+        ended,
+        seats,
+        &checked,
+        &out_dir,
+        deadline,
+        connection.on_a_mock(),
+    )
+    .await
 }
 
 /// The run's settings on a batch.

@@ -432,8 +432,8 @@ impl StandaloneMock {
             if line.starts_with("# genapi mock ready") {
                 break;
             }
-            if let Some((name, value)) = line.split_once('=') {
-                variables.insert(name.to_string(), value.to_string());
+            if let Some((name, value)) = common::mock_variable(&line) {
+                variables.insert(name, value);
             }
         }
         StandaloneMock {

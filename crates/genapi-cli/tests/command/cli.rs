@@ -56,8 +56,8 @@ impl Mock {
         let mut variables = Vec::new();
         for line in BufReader::new(child.stdout.take().unwrap()).lines() {
             let line = line.unwrap();
-            if let Some((name, value)) = line.split_once('=') {
-                variables.push((name.to_string(), value.to_string()));
+            if let Some(variable) = crate::common::mock_variable(&line) {
+                variables.push(variable);
             }
             if line == "# genapi mock ready" {
                 break;

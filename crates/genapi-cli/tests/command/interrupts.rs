@@ -262,16 +262,20 @@ fn batch_has_no_deadline_unless_given_the_mocks_help_promises_none_and_batch_nam
         let help = text(&help.stdout);
         assert!(!help.contains(absent) && help.contains(present), "{command}: {help}");
     }
-    // --batch-name is described one way: the default is the job file's name.
+    // --batch-name is described one way: the default is the job file's
+    // name, `jobs:` and its letters and digits.
     let help = genapi_alone(&dir).args(["batch", "--help"]).output().unwrap();
+    let help: Vec<&str> = std::str::from_utf8(&help.stdout).unwrap().split_whitespace().collect();
     assert!(
-        text(&help.stdout).contains("(default: the job file's name)"),
+        help.join(" ")
+            .contains("[default: the job file's name, as `jobs:` and its letters and digits, e.g. jobs:jobsjsonl]"),
         "{}",
-        text(&help.stdout)
+        help.join(" ")
     );
     let docs: Vec<&str> = include_str!("../../../../docs/batch.md").split_whitespace().collect();
+    let docs = docs.join(" ");
     assert!(
-        docs.join(" ").contains("is named after its job file's name"),
+        docs.contains("is named after its job file's name") && docs.contains("`jobs:jobsjsonl` for `jobs.jsonl`"),
         "docs/batch.md"
     );
 }

@@ -48,6 +48,8 @@ mod ledger_outage;
 mod ledger_pool_size;
 mod ledger_seat_lost;
 mod ledger_status;
+#[cfg(unix)]
+mod pasted_mock;
 mod picking_up;
 mod plain_words;
 #[cfg(unix)]
