@@ -443,6 +443,16 @@ impl Scrubber {
     /// Headers scrubbed in place: a value holding a secret is replaced by
     /// its scrubbed text.
     pub(crate) fn scrub_headers(&self, headers: &mut HeaderMap) {
+        // A header named with a secret (a service echoing one as a name)
+        // goes whole: a name cannot be redacted in place.
+        let named: Vec<_> = headers
+            .keys()
+            .filter(|name| self.finds(name.as_str().as_bytes()))
+            .cloned()
+            .collect();
+        for name in named {
+            headers.remove(name);
+        }
         for value in headers.values_mut() {
             if self.finds(value.as_bytes()) {
                 let text = self.scrub(&String::from_utf8_lossy(value.as_bytes()));
@@ -557,6 +567,13 @@ mod tests {
         scrubber.scrub_headers(&mut headers);
         assert_eq!(headers["x-echo"], "you sent [redacted]");
         assert_eq!(headers["retry-after"], "2");
+        headers.insert("x-key-12345678", HeaderValue::from_static("1"));
+        scrubber.scrub_headers(&mut headers);
+        assert!(
+            headers.keys().all(|name| !name.as_str().contains("key-12345678")),
+            "{headers:?}"
+        );
+        assert_eq!(headers.len(), 2);
     }
 
     #[test]

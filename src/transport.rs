@@ -335,6 +335,13 @@ impl Transport {
         })
     }
 
+    /// Shows an answer's headers, already scrubbed, to every observer.
+    fn observe(&self, headers: &HeaderMap) {
+        for observer in &self.observers {
+            observer(headers);
+        }
+    }
+
     /// The client for API calls (no redirects).
     pub(crate) fn api_client(&self) -> &reqwest::Client {
         &self.api
@@ -510,6 +517,13 @@ impl Transport {
         let status = response.status();
         span.record("status", status.as_u16());
         if exchange.may_retry && exchange.purpose.retries_status(status) {
+            // Left unread, but its headers are shown to the observers too
+            // (a 429's are the ones a rate watcher wants), scrubbed first.
+            if !self.observers.is_empty() {
+                let mut headers = response.headers().clone();
+                self.scrubber.scrub_headers(&mut headers);
+                self.observe(&headers);
+            }
             if let Some((recorder, attempt)) = noted {
                 let why = Body::Unread("not read: the status is retried");
                 recorder.answered(attempt, status, response.headers(), why);
@@ -544,9 +558,7 @@ impl Transport {
         }
         let mut headers = std::mem::take(response.headers_mut());
         self.scrubber.scrub_headers(&mut headers);
-        for observer in &self.observers {
-            observer(&headers);
-        }
+        self.observe(&headers);
         let success = status.is_success();
         let limit = if success { limit } else { ERROR_BODY_LIMIT };
         if response.content_length().is_some_and(|length| length > limit) && success {

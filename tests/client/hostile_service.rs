@@ -455,3 +455,47 @@ async fn a_key_cut_by_the_limit_of_an_error_page_leaves_no_part_behind() {
         );
     }
 }
+
+/// Observers of answers' headers see every attempt's, a retried 429's too,
+/// and never the key the service echoes in them.
+#[tokio::test]
+async fn header_observers_see_every_attempt_and_no_echoed_key() {
+    let service = hostile::serve(move |base, _request, before| {
+        let mut answer = match before {
+            0 => json(429, json!({"detail": "slow down"})),
+            _ => accepted(base, "t-observed"),
+        };
+        answer.headers_mut().insert("retry-after", "0".parse().unwrap());
+        answer
+            .headers_mut()
+            .insert("x-echo", format!("key {KEY}").parse().unwrap());
+        answer
+    })
+    .await;
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let kept = seen.clone();
+    let client = genapi::Client::builder()
+        .api_key(KEY)
+        .base_url(&service.base)
+        .observe_headers(move |headers| {
+            let shown: Vec<String> = headers
+                .values()
+                .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+                .collect();
+            kept.lock().unwrap().push(shown.join(" "));
+        })
+        .build()
+        .unwrap();
+    let task = client.submit(prompt("observed")).await.unwrap();
+    assert_eq!(task.id(), "t-observed");
+    let seen = seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 2, "the 429 and the acceptance: {seen:?}");
+    assert!(
+        seen.iter().all(|headers| headers.contains("key ")),
+        "the echo reached each: {seen:?}"
+    );
+    assert!(
+        seen.iter().all(|headers| !headers.contains(KEY)),
+        "the key reached an observer: {seen:?}"
+    );
+}

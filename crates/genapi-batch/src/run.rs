@@ -1,6 +1,6 @@
 //! The batch driver: jobs in, outcomes out, the journal kept in between.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -338,8 +338,8 @@ impl Batch {
     /// tasks go on at the service, and the next run picks them up).
     ///
     /// Fails only when the output directory cannot be made
-    /// ([`genapi::Error::Write`]) or the journal cannot be read
-    /// ([`genapi::Error::Input`]); nothing was sent then.
+    /// ([`genapi::Error::Write`]); nothing was sent then. (A journal is read
+    /// when its store is opened, [`crate::JournalStore::open`].)
     pub fn run<I>(self, jobs: I) -> genapi::Result<impl Stream<Item = JobOutcome> + Send + 'static>
     where
         I: IntoIterator<Item = Job>,
@@ -385,10 +385,25 @@ impl Batch {
         // file: the later is refused before anything is sent. Names are kept
         // as hashes, so memory stays small for a long batch.
         let mut names: HashMap<u64, u64> = HashMap::new();
+        // A line number is a job's place in the store: a second job under
+        // it would be claimed as new and paid for again.
+        let mut lines_seen: HashSet<u64> = HashSet::new();
         let first_pass = futures::stream::iter(jobs)
             .take_while(move |_| futures::future::ready(!stop.is_stopped()))
             .map(move |job| {
                 let stem = job.stem();
+                if !lines_seen.insert(job.line) {
+                    let mut outcome = JobOutcome::new(job.line, &stem, JobStatus::NotSubmitted);
+                    outcome.request = Requested::of(&job);
+                    outcome.finished_at = Some(SystemTime::now());
+                    outcome.class = Some(FailureClass::Validation);
+                    outcome.error = Some(format!(
+                        "line {} is given to another job before this one; give each job its own line number, its \
+                         place in the batch's store (nothing was sent)",
+                        job.line
+                    ));
+                    return Entry::Answered(outcome);
+                }
                 let first_with_name = *names.entry(super::job::name_hash(&stem)).or_insert(job.line);
                 if first_with_name != job.line {
                     let mut outcome = JobOutcome::new(job.line, &stem, JobStatus::NotSubmitted);

@@ -187,8 +187,9 @@ pub struct JournalStore {
     /// Every line's state as written, claimed or not, for adoption and
     /// status.
     states: Mutex<BTreeMap<u64, LineState>>,
-    /// Credits under the cap.
-    budget: Mutex<LocalBudget>,
+    /// Credits under the cap, counted from `states` the first time they
+    /// are needed (so an adoption written before the run is in them).
+    budget: Mutex<Option<LocalBudget>>,
 }
 
 impl std::fmt::Debug for JournalStore {
@@ -202,32 +203,46 @@ impl JournalStore {
     /// and a file journal unlocked, when the store is dropped).
     pub fn open<J: Journal + 'static>(mut journal: J) -> io::Result<JournalStore> {
         let lines = fold(journal.events()?);
-        let budget = LocalBudget::from_lines(lines.iter());
         let states = lines.iter().map(|(line, state)| (*line, state.clone())).collect();
         Ok(JournalStore {
             writer: Writer::start(journal)?,
             lines: Mutex::new(lines),
             states: Mutex::new(states),
-            budget: Mutex::new(budget),
+            budget: Mutex::new(None),
         })
     }
 
-    /// Changes the credits.
+    /// Changes the credits, counting them from every line's state first if
+    /// they were not needed yet.
     fn with_budget<T>(&self, change: impl FnOnce(&mut LocalBudget) -> T) -> Option<T> {
         let mut budget = self.budget.lock().ok()?;
-        Some(change(&mut budget))
+        if budget.is_none() {
+            let states = self.states.lock().ok()?;
+            *budget = Some(LocalBudget::from_lines(states.iter()));
+        }
+        budget.as_mut().map(change)
+    }
+
+    /// Notes a durable event in the credits, once they are counted (until
+    /// then the lines' states hold it).
+    fn note_credits(&self, event: &Event) {
+        if let Ok(mut budget) = self.budget.lock() {
+            if let Some(budget) = budget.as_mut() {
+                budget.note(event);
+            }
+        }
     }
 }
 
 impl Store for JournalStore {
     fn claim(&self, line: u64) -> BoxFuture<'_, Result<Claim, StoreError>> {
-        let state = self
-            .lines
-            .lock()
-            .ok()
-            .and_then(|mut lines| lines.remove(&line))
-            .unwrap_or_default();
-        Box::pin(futures::future::ready(Ok(Claim::Mine(state))))
+        // Without what the journal holds (a lock poisoned by a panic), the
+        // line could look new and be paid for again: nothing is sent for it.
+        let claim = match self.lines.lock() {
+            Ok(mut lines) => Ok(Claim::Mine(lines.remove(&line).unwrap_or_default())),
+            Err(_) => Err(unusable()),
+        };
+        Box::pin(futures::future::ready(claim))
     }
 
     fn release(&self, _line: u64) -> BoxFuture<'_, Result<(), StoreError>> {
@@ -235,18 +250,23 @@ impl Store for JournalStore {
     }
 
     fn write(&self, event: Event) -> BoxFuture<'_, Result<(), StoreError>> {
-        self.with_budget(|budget| budget.note(&event));
-        if let Ok(mut states) = self.states.lock() {
-            states.entry(event.line()).or_default().apply(event.clone());
-        }
-        // A line not claimed yet (an adoption before the run) is claimed
-        // with what was written of it since.
-        if let Ok(mut lines) = self.lines.lock() {
-            if let Some(state) = lines.get_mut(&event.line()) {
-                state.apply(event.clone());
+        Box::pin(async move {
+            // What is known of the line changes once the event is durable:
+            // an adoption that could not be written is not polled.
+            self.writer.write(event.clone()).await.map_err(StoreError::from)?;
+            self.note_credits(&event);
+            if let Ok(mut states) = self.states.lock() {
+                states.entry(event.line()).or_default().apply(event.clone());
             }
-        }
-        Box::pin(async move { self.writer.write(event).await.map_err(StoreError::from) })
+            // A line not claimed yet (an adoption before the run) is claimed
+            // with what was written of it since.
+            if let Ok(mut lines) = self.lines.lock() {
+                if let Some(state) = lines.get_mut(&event.line()) {
+                    state.apply(event);
+                }
+            }
+            Ok(())
+        })
     }
 
     fn hold_credits<'a>(&'a self, line: u64, kind: &'a str, max: f64) -> BoxFuture<'a, Result<Hold, StoreError>> {
@@ -268,7 +288,12 @@ impl Store for JournalStore {
     }
 
     fn earlier(&self, line: u64) -> Option<LineState> {
-        self.lines.lock().ok()?.get(&line).cloned()
+        // A poisoned lock says the line is known (an empty state): it is
+        // then claimed, and the claim refuses it.
+        match self.lines.lock() {
+            Ok(lines) => lines.get(&line).cloned(),
+            Err(_) => Some(LineState::default()),
+        }
     }
 
     fn known_digests(&self) -> HashMap<String, Vec<u64>> {
@@ -284,13 +309,17 @@ impl Store for JournalStore {
     }
 
     fn lines(&self) -> BoxFuture<'_, Result<BTreeMap<u64, LineState>, StoreError>> {
-        let lines = self
-            .states
-            .lock()
-            .map(|states| states.clone())
-            .map_err(|_| StoreError::new(FailureClass::Other, "the journal's lines are unusable after a panic"));
+        let lines = self.states.lock().map(|states| states.clone()).map_err(|_| unusable());
         Box::pin(futures::future::ready(lines))
     }
+}
+
+/// What a store says when a panic left its lines unusable.
+fn unusable() -> StoreError {
+    StoreError::new(
+        FailureClass::Other,
+        "the journal's lines are unusable after a panic; nothing more is sent",
+    )
 }
 
 /// A store behind a `Box` (to choose one at run time, `Box<dyn Store>`) or

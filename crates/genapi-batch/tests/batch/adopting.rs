@@ -209,3 +209,26 @@ async fn where_prompts_may_be_rewritten_a_differing_prompt_is_shown_and_the_task
         "the line and the stranger, nothing more"
     );
 }
+
+/// `genapi batch --adopt L=T --max-credits N` adopts into the store the run
+/// then uses: the line whose submission went unanswered held the whole cap
+/// (its cost was unknown); once its task is adopted, that hold is gone, and
+/// the other lines are sent.
+#[tokio::test(start_paused = true)]
+async fn a_task_adopted_into_the_store_a_capped_run_uses_holds_no_credits_back() {
+    let (mock, client, dir, journal) = setup(100, "adopt-capped").await;
+    mock.inject(Fault::on("/v1/gen-2-pro", FaultKind::LoseAnswer).method("POST"));
+    let first = run_batch(
+        Batch::new(client.clone(), store(journal.clone()), &dir.0),
+        literal_jobs(1, "adopt capped"),
+    )
+    .await;
+    assert_eq!(first[0].status, JobStatus::Unknown, "{first:#?}");
+    let lost = created_for(&mock, "adopt capped 1");
+    let jobs = literal_jobs(2, "adopt capped");
+    let run_store = store(journal.clone());
+    adopt(&client, &run_store, &jobs[0], &lost.id).await.unwrap();
+    let outcomes = run_batch(Batch::new(client, run_store, &dir.0).max_credits(1000.0), jobs).await;
+    assert_eq!(outcomes[0].status, JobStatus::Succeeded, "{outcomes:#?}");
+    assert_eq!(outcomes[1].status, JobStatus::Succeeded, "{outcomes:#?}");
+}

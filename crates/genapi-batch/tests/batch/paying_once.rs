@@ -2,7 +2,8 @@
 //! another's, a job moved to another line, a submission never answered, and
 //! a folder that does not exist yet never cost a second submission.
 
-use genapi_batch::{Batch, Job, JobStatus, MemoryJournal};
+use futures::StreamExt;
+use genapi_batch::{Batch, Job, JobOutcome, JobStatus, MemoryJournal};
 use genapi_mock::{Fault, FaultKind};
 use serde_json::json;
 
@@ -130,4 +131,36 @@ async fn the_output_directory_is_made_before_anything_is_paid_for() {
         "{outcomes:#?}"
     );
     assert!(out.join("img-1.jpg").is_file() || out.join("img-1.png").is_file() || out.join("img-1.webp").is_file());
+}
+
+/// A line number is a job's place in the store: a second job given the
+/// same number is refused, never claimed as a new line and paid for again.
+#[tokio::test(start_paused = true)]
+async fn a_line_number_given_to_two_jobs_is_sent_once() {
+    let (mock, client, dir, journal) = setup(100, "line-twice").await;
+    let mut twice = jobs(1, "twice");
+    twice.push(twice[0].clone().name("another-name"));
+    let outcomes: Vec<JobOutcome> = Batch::new(client, store(journal), &dir.0)
+        .run(twice)
+        .unwrap()
+        .collect()
+        .await;
+    assert_eq!(
+        mock.count("POST", "/v1/gen-2-pro"),
+        1,
+        "one line, one payment: {outcomes:#?}"
+    );
+    let refused: Vec<&JobOutcome> = outcomes
+        .iter()
+        .filter(|o| o.status == JobStatus::NotSubmitted)
+        .collect();
+    assert_eq!(refused.len(), 1, "{outcomes:#?}");
+    assert!(
+        refused[0]
+            .error
+            .as_deref()
+            .unwrap_or_default()
+            .contains("its own line number"),
+        "{outcomes:#?}"
+    );
 }

@@ -117,11 +117,14 @@ async fn open_journal(out_dir: &Path) -> Result<Keeper, Failure> {
             )
         }
     })?;
+    // A journal whose events cannot be read is the user's to look at (as
+    // it is for --status); one the disk cannot give is another failure.
     let store = JournalStore::open(journal).map_err(|e| {
-        Failure::new(
-            code::OTHER,
-            format!("cannot read the journal in {}: {e}", shown(out_dir)),
-        )
+        let message = format!("cannot read the journal in {}: {e}; nothing was sent", shown(out_dir));
+        match e.kind() {
+            std::io::ErrorKind::InvalidData => Failure::usage(message),
+            _ => Failure::new(code::OTHER, message),
+        }
     })?;
     let status = store.status(&[]).await.map_err(store_failure)?;
     // A journal that lost its records would have every line submitted (and

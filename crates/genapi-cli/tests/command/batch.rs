@@ -767,3 +767,35 @@ async fn a_rerun_counts_as_already_done_only_the_lines_that_succeeded() {
         "{said}"
     );
 }
+
+/// A journal damaged in its middle (not a torn last line) is the user's to
+/// look at: the run exits 2, as `--status` does, and sends nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_journal_damaged_in_its_middle_refuses_the_run_as_status_does() {
+    let mock = roomy_mock(50).await;
+    let dir = Dir::new("damaged-journal");
+    write_jobs(&dir.join("jobs.jsonl"), 2, "damaged journal");
+    let batch = |extra: &[&str]| {
+        genapi(&dir, &mock)
+            .args(["batch", "jobs.jsonl", "--out", "out"])
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let first = batch(&[]);
+    assert_eq!(first.status.code(), Some(0), "{}", text(&first.stderr));
+    let path = dir.join("out/journal.jsonl");
+    let mut lines: Vec<String> = std::fs::read_to_string(&path)
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect();
+    lines.insert(2, "{\"event\":nonsense}".into());
+    std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+    let sent = mock.count("POST", "/v1/gen-2-pro");
+    for extra in [&[][..], &["--status"][..]] {
+        let refused = batch(extra);
+        assert_eq!(refused.status.code(), Some(2), "{extra:?}: {}", text(&refused.stderr));
+    }
+    assert_eq!(mock.count("POST", "/v1/gen-2-pro"), sent, "nothing was sent");
+}
