@@ -14,6 +14,20 @@ use crate::SharedSeats;
 use crate::{naming, LedgerError, LedgerOptions};
 use genapi_batch::{Event, Hold, SharedStatus, Standing, Status};
 
+/// Every event of a batch (`$1`), in the order they were stored.
+pub(crate) const EVENTS: &str = "SELECT record::text FROM genapi_records WHERE batch = $1 ORDER BY seq";
+
+/// The events of rows [`EVENTS`] read.
+pub(crate) fn events_of(rows: &[Row]) -> Result<Vec<Event>, LedgerError> {
+    rows.iter()
+        .map(|row| {
+            let text: String = row.try_get(0).map_err(LedgerError::from_db)?;
+            serde_json::from_str(&text)
+                .map_err(|e| LedgerError::Database(format!("an event of the ledger cannot be read: {e}")))
+        })
+        .collect()
+}
+
 /// One batch in a PostgreSQL ledger, as one worker sees it.
 ///
 /// Open it in every worker with the same batch name and job file; it is
@@ -541,22 +555,9 @@ impl Ledger {
         let batch = &self.batch;
         let rows = self
             .db
-            .run(false, |session| async move {
-                session
-                    .query(
-                        "SELECT record::text FROM genapi_records WHERE batch = $1 ORDER BY seq",
-                        &[batch],
-                    )
-                    .await
-            })
+            .run(false, |session| async move { session.query(EVENTS, &[batch]).await })
             .await?;
-        rows.iter()
-            .map(|row| {
-                let text: String = row.try_get(0).map_err(LedgerError::from_db)?;
-                serde_json::from_str(&text)
-                    .map_err(|e| LedgerError::Database(format!("a record of the ledger cannot be read: {e}")))
-            })
-            .collect()
+        events_of(&rows)
     }
 
     /// Stores events made outside a run (an adoption), as a run would. The

@@ -187,21 +187,10 @@ impl Store for ReadOnlyLedger {
         Box::pin(async move {
             let rows = self
                 .db
-                .query(
-                    "SELECT record::text FROM genapi_records WHERE batch = $1 ORDER BY seq",
-                    &[&self.batch],
-                )
+                .query(crate::lines::EVENTS, &[&self.batch])
                 .await
                 .map_err(LedgerError::from_db)?;
-            let events = rows
-                .iter()
-                .map(|row| {
-                    let text: String = row.try_get(0).map_err(LedgerError::from_db)?;
-                    serde_json::from_str(&text)
-                        .map_err(|e| LedgerError::Database(format!("a record of the ledger cannot be read: {e}")))
-                })
-                .collect::<Result<Vec<Event>, LedgerError>>()?;
-            Ok(LineState::of_each(events))
+            Ok(LineState::of_each(crate::lines::events_of(&rows)?))
         })
     }
     fn status<'a>(&'a self, job_lines: &'a [u64]) -> BoxFuture<'a, Result<Status, StoreError>> {

@@ -3,22 +3,12 @@
 //! its batch's name, a built-in mock, and TLS settings from the environment.
 
 use std::process::{Command, Stdio};
-use std::time::Duration;
 
-use genapi_mock::{MockConfig, MockService};
+use genapi_mock::MockService;
 use serde_json::Value;
 
 use crate::common::pg::{Ca, Postgres, Setup};
-use crate::common::{genapi, posts_by_prompt, Dir};
-
-async fn service() -> MockService {
-    let config = MockConfig::default()
-        .default_duration(Duration::from_millis(100))
-        .request_log_capacity(100_000);
-    MockService::start_with(config, "127.0.0.1:0".parse().unwrap())
-        .await
-        .unwrap()
-}
+use crate::common::{genapi, posts_by_prompt, roomy_mock, Dir};
 
 use crate::common::write_jobs;
 
@@ -41,7 +31,7 @@ async fn a_ledger_table_changed_by_hand_is_refused_before_anything_is_sent() {
     let Some(pg) = Postgres::start("changed-table") else {
         return;
     };
-    let mock = service().await;
+    let mock = roomy_mock(100).await;
     let dir = Dir::new("changed-table");
     write_jobs(&dir.join("jobs.jsonl"), 2, "changed table");
     let first = worker(&dir, &mock, &pg, "out", &[]).output().unwrap();
@@ -75,7 +65,7 @@ async fn a_paid_task_the_ledger_cannot_record_is_reported_with_its_id_and_a_fail
     let Some(pg) = Postgres::start("unrecorded") else {
         return;
     };
-    let mock = service().await;
+    let mock = roomy_mock(100).await;
     let dir = Dir::new("unrecorded");
     write_jobs(&dir.join("jobs.jsonl"), 2, "unrecorded");
     // The tables exist (opening a ledger made them), then the records of
@@ -134,7 +124,7 @@ async fn a_job_file_changed_under_its_batch_name_is_refused_not_paid_for_again()
     let Some(pg) = Postgres::start("changed-job-file") else {
         return;
     };
-    let mock = service().await;
+    let mock = roomy_mock(100).await;
     let dir = Dir::new("changed-job-file");
     write_jobs(&dir.join("jobs.jsonl"), 3, "append");
     let first = worker(&dir, &mock, &pg, "out-machine-a", &[]).output().unwrap();
@@ -169,7 +159,7 @@ async fn status_counts_the_lines_no_worker_has_reached() {
     let Some(pg) = Postgres::start("status-not-started") else {
         return;
     };
-    let mock = service().await;
+    let mock = roomy_mock(100).await;
     let dir = Dir::new("status-not-started");
     write_jobs(&dir.join("jobs.jsonl"), 5, "status");
     let status = worker(&dir, &mock, &pg, "out", &["--status"]).output().unwrap();

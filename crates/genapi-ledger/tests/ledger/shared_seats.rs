@@ -8,25 +8,15 @@ use std::time::Duration;
 use genapi_mock::{MockConfig, MockService};
 use serde_json::json;
 
-use crate::common::hostile;
 use crate::common::pg::Postgres;
-
-/// The service: tasks of 100 ms, every request logged.
-async fn service() -> MockService {
-    let config = MockConfig::default()
-        .default_duration(Duration::from_millis(100))
-        .request_log_capacity(100_000);
-    MockService::start_with(config, "127.0.0.1:0".parse().unwrap())
-        .await
-        .unwrap()
-}
+use crate::common::{hostile, roomy_mock};
 
 /// A seat row with a NULL where a value belongs (odd database contents):
 /// skipped, never a panic.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_null_in_a_seat_row_is_skipped_without_a_panic() {
     let Some(pg) = Postgres::start("null-seat") else { return };
-    let mock = service().await;
+    let mock = roomy_mock(100).await;
     let seats = genapi_ledger::SharedSeats::connect(&pg.url(), "odd", 1).await.unwrap();
     pg.sql(
         "UPDATE genapi_seats SET worker = 'ghost', lease_until = now() - interval '1 hour', task_id = 't', \
@@ -58,7 +48,7 @@ async fn a_lost_database_fails_a_shared_seat_submission_and_sends_nothing() {
     let Some(pg) = Postgres::start("database-gone") else {
         return;
     };
-    let mock = service().await;
+    let mock = roomy_mock(100).await;
     // Each step within 2 s: the submission gives up after one step.
     let options = genapi_ledger::LedgerOptions::default().step_deadline(Duration::from_secs(2));
     let hold = genapi_ledger::UNANSWERED_SEAT_HOLD;
@@ -170,7 +160,7 @@ async fn a_dead_workers_seat_whose_task_cannot_be_checked_comes_back_in_time() {
     let Some(pg) = Postgres::start("uncheckable-seat") else {
         return;
     };
-    let mock = service().await;
+    let mock = roomy_mock(100).await;
     let seats = genapi_ledger::SharedSeats::connect_with(
         &pg.url(),
         "stranded",
