@@ -52,14 +52,7 @@ pub(super) async fn finish(
     }
     let lost = results.close(stopped.is_none())?;
     reports.close();
-    summary(
-        &tally,
-        out_dir,
-        global.json,
-        mock_prices,
-        stopped.is_none(),
-        seats.is_some(),
-    );
+    summary(&tally, out_dir, global.json, mock_prices, stopped.is_none());
     let stopped = match stopped {
         Some(failure) => Some(what_next(failure, seats.is_some(), checked, out_dir, global.json).await),
         None => None,

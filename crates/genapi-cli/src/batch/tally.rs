@@ -125,7 +125,7 @@ impl Tally {
 
 /// The summary: what the lines came to and what they cost, with what to do
 /// about lines left pending or unknown.
-pub(super) fn summary(tally: &Tally, out_dir: &Path, json: bool, mock: bool, written: bool, shared: bool) {
+pub(super) fn summary(tally: &Tally, out_dir: &Path, json: bool, mock: bool, written: bool) {
     // The words of results.jsonl (`credit_cap`, `not_sent`) said as words.
     let failed: Vec<String> = tally
         .failed
@@ -133,11 +133,10 @@ pub(super) fn summary(tally: &Tally, out_dir: &Path, json: bool, mock: bool, wri
         .map(|(class, n)| format!("{n} {}", class.replace('_', " ")))
         .collect();
     let mut text = format!(
-        "{} succeeded ({} of them already done before this run{}), {} failed{}, {} moderated, {} pending, {} unknown, {} invalid; total \
+        "{} succeeded ({} of them already done before this run or by another worker), {} failed{}, {} moderated, {} pending, {} unknown, {} invalid; total \
          known cost {:.2} credits{}; {}",
         tally.succeeded,
         tally.earlier_succeeded,
-        if shared { " or by another worker" } else { "" },
         tally.failed.values().sum::<usize>(),
         if failed.is_empty() {
             String::new()
