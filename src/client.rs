@@ -124,7 +124,7 @@ impl Client {
     }
 
     /// [`Client::submit_raw`], awaiting `before_send` once the body is
-    /// checked and a place under the limit is held, just before the request
+    /// checked and a seat under the limit is held, just before the request
     /// leaves. A journal that records the submission there leaves the least
     /// room for "recorded, never sent". When it holds the submission back,
     /// nothing is sent and its reason comes back as [`Unsent::HeldBack`].
@@ -200,7 +200,7 @@ impl Client {
     }
 
     /// A handle on a task accepted earlier that may still be running (a
-    /// batch taking up its journal): it takes a place under the active-task
+    /// batch taking up its journal): it takes a seat under the active-task
     /// limit, waiting for room as a submission does, and holds it until the
     /// task is seen final. For a program that keeps its own record of
     /// accepted tasks.
@@ -273,7 +273,7 @@ impl Client {
         } else {
             &self.shared.base_url
         };
-        // Everything that can refuse the body is done before a place is held.
+        // Everything that can refuse the body is done before a seat is held.
         let outgoing = match typed {
             Some(request) => Outgoing::Operation(request, None),
             None => self.raw_outgoing(&target, base, body)?,
@@ -313,7 +313,7 @@ impl Client {
             let task = match sent {
                 Ok(task) => task,
                 Err(error) => {
-                    // The service may have created a task: a shared place
+                    // The service may have created a task: a shared seat
                     // stays taken for it.
                     if let (Some(reservation), false) = (reservation, error.created_no_task()) {
                         reservation.unanswered();
@@ -359,14 +359,14 @@ impl Client {
     }
 
     /// Waits for room under the active-task limit. While there is none, the
-    /// tasks nobody waits for are polled, so the places of finished ones are
+    /// tasks nobody waits for are polled, so the seats of finished ones are
     /// freed: this never waits forever.
     async fn reserve(&self) -> Result<Option<Reservation>> {
         let Some(active) = self.shared.active.clone() else {
             return Ok(None);
         };
         let mut reservation = loop {
-            // Registered before looking, so a place freed in between wakes us.
+            // Registered before looking, so a seat freed in between wakes us.
             let changed = active.next_change();
             tokio::pin!(changed);
             changed.as_mut().enable();

@@ -14,7 +14,7 @@
 //!   service and counts against the service's limit until it ends;
 //! - a submission that finds no room does not wait blindly: it polls the
 //!   tasks nobody is waiting for (at most once a second each), which frees
-//!   the places of those that have finished. So `submit` 100 times, then
+//!   the seats of those that have finished. So `submit` 100 times, then
 //!   `wait` 100 times, completes; it never hangs;
 //! - a task unseen for longer than the service keeps tasks is forgotten.
 
@@ -31,7 +31,7 @@ use tokio::sync::Notify;
 
 /// How often one unwatched task is polled to see whether it has finished.
 pub(crate) const RECHECK: Duration = Duration::from_secs(1);
-/// How long shared places may stay unreadable before a submission gives up.
+/// How long shared seats may stay unreadable before a submission gives up.
 pub(crate) const SHARED_GIVE_UP: Duration = Duration::from_secs(30);
 /// After this long the service no longer knows a task; neither do we.
 const FORGET_AFTER: Duration = Duration::from_secs(2 * 60 * 60);
@@ -77,7 +77,7 @@ pub trait SeatPool: Send + Sync + std::fmt::Debug {
 #[derive(Debug)]
 struct Entry {
     polling_url: Url,
-    /// Its shared place, if the limit is shared.
+    /// Its shared seat, if the limit is shared.
     shared: Option<i32>,
     accepted: Instant,
     last_checked: Instant,
@@ -103,20 +103,20 @@ impl Ledger {
 pub(crate) struct ActiveTasks {
     limit: usize,
     shared: Option<Arc<dyn SeatPool>>,
-    /// One submission at a time asks for a shared place, so a freed place
+    /// One submission at a time asks for a shared seat, so a freed seat
     /// costs one query, not one per waiting submission.
     shared_turn: tokio::sync::Mutex<()>,
     ledger: Mutex<Ledger>,
     changed: Notify,
 }
 
-/// A place taken by a submission in flight; given back when dropped unless
+/// A seat taken by a submission in flight; given back when dropped unless
 /// the task was accepted.
 #[derive(Debug)]
 pub(crate) struct Reservation {
     tasks: Arc<ActiveTasks>,
     settled: bool,
-    /// The shared place taken with it, if the limit is shared.
+    /// The shared seat taken with it, if the limit is shared.
     shared: Option<i32>,
 }
 
@@ -125,8 +125,8 @@ impl Drop for Reservation {
         if !self.settled {
             self.tasks
                 .update(|ledger| ledger.reserved = ledger.reserved.saturating_sub(1));
-            if let (Some(shared), Some(place)) = (&self.tasks.shared, self.shared) {
-                shared.free(place);
+            if let (Some(shared), Some(seat)) = (&self.tasks.shared, self.shared) {
+                shared.free(seat);
             }
             self.tasks.freed();
         }
@@ -135,23 +135,23 @@ impl Drop for Reservation {
 
 impl Reservation {
     /// The submission was sent and no answer came: the service may have
-    /// created the task. The local place is given back (the service's 429
-    /// stays the arbiter), but a shared place stays taken for as long as
+    /// created the task. The local seat is given back (the service's 429
+    /// stays the arbiter), but a shared seat stays taken for as long as
     /// such a task may run, since other processes count on it.
     pub(crate) fn unanswered(mut self) {
-        if let (Some(shared), Some(place)) = (&self.tasks.shared, self.shared.take()) {
-            shared.free_when_unanswered_expires(place);
+        if let (Some(shared), Some(seat)) = (&self.tasks.shared, self.shared.take()) {
+            shared.free_when_unanswered_expires(seat);
         }
     }
 
     /// The submission was accepted (or a task accepted earlier is taken up
-    /// again): the place now belongs to the task, as its seat.
+    /// again): the seat now belongs to the task.
     pub(crate) fn accepted(mut self, id: &str, polling_url: &Url) -> Seat {
         self.settled = true;
         let now = Instant::now();
         let shared = self.shared;
         // One look at the ledger: a task it already counts (taken up again,
-        // or a service repeating an id) keeps its place, and this one is free.
+        // or a service repeating an id) keeps its seat, and this one is free.
         let already_counted = self.tasks.update(|ledger| {
             ledger.reserved = ledger.reserved.saturating_sub(1);
             if ledger.active.contains_key(id) {
@@ -169,11 +169,11 @@ impl Reservation {
             );
             false
         });
-        if let (Some(shared_seats), Some(place)) = (&self.tasks.shared, shared) {
+        if let (Some(shared_seats), Some(seat)) = (&self.tasks.shared, shared) {
             if already_counted {
-                shared_seats.free(place);
+                shared_seats.free(seat);
             } else {
-                shared_seats.assign(place, id, polling_url);
+                shared_seats.assign(seat, id, polling_url);
             }
         }
         if already_counted {
@@ -186,12 +186,12 @@ impl Reservation {
     }
 }
 
-/// The place of one accepted task under the limit, owned by its
+/// The seat of one accepted task under the limit, owned by its
 /// [`crate::Task`].
 ///
 /// It is freed when the task is seen final, by whoever sees it. Dropping it
 /// before then does not free it: the task still runs at the service, so the
-/// place stays taken, and submissions waiting for room poll the task (at
+/// seat stays taken, and submissions waiting for room poll the task (at
 /// most once a second) until it ends.
 #[derive(Debug)]
 pub(crate) struct Seat {
@@ -242,19 +242,19 @@ impl ActiveTasks {
         change(&mut ledger)
     }
 
-    /// A place was freed: wake the submissions waiting for one.
+    /// A seat was freed: wake the submissions waiting for one.
     fn freed(&self) {
         self.changed.notify_waiters();
     }
 
-    /// A place, if there is room now (forgetting tasks too old to matter).
+    /// A seat, if there is room now (forgetting tasks too old to matter).
     pub(crate) fn try_reserve(self: &Arc<Self>) -> Option<Reservation> {
         let now = Instant::now();
         let reserved = self.update(|ledger| {
             ledger.active.retain(|_, entry| {
                 let keep = now.duration_since(entry.accepted) < FORGET_AFTER;
-                if let (false, Some(shared), Some(place)) = (keep, &self.shared, entry.shared) {
-                    shared.free(place);
+                if let (false, Some(shared), Some(seat)) = (keep, &self.shared, entry.shared) {
+                    shared.free(seat);
                 }
                 keep
             });
@@ -267,13 +267,13 @@ impl ActiveTasks {
         })
     }
 
-    /// Adds a shared place to a local one: waits for its turn among this
-    /// process's submissions, then for a place freed by any process.
+    /// Adds a shared seat to a local one: waits for its turn among this
+    /// process's submissions, then for a seat freed by any process.
     /// Meanwhile the tasks nobody waits for, this process's and those of
     /// dead workers, are checked (`check` polls one: final?), so their
-    /// places come back when they end: this never waits forever.
+    /// seats come back when they end: this never waits forever.
     ///
-    /// Fails when the places cannot be read for
+    /// Fails when the seats cannot be read for
     /// [`SeatPool::give_up_after`] in a row
     /// (the database is gone): waiting would never end.
     pub(crate) async fn take_shared<F, Fut>(&self, reservation: &mut Reservation, check: F) -> Result<(), String>
@@ -285,7 +285,7 @@ impl ActiveTasks {
         let _turn = self.shared_turn.lock().await;
         let mut failing_since: Option<Instant> = None;
         loop {
-            // Registered before asking, so a place freed in between wakes us.
+            // Registered before asking, so a seat freed in between wakes us.
             let changed = shared.changes().notified();
             tokio::pin!(changed);
             changed.as_mut().enable();
@@ -293,8 +293,8 @@ impl ActiveTasks {
             // itself wait a while (a database being reconnected to).
             let attempt = Instant::now();
             match shared.take().await {
-                Ok(Some(place)) => {
-                    reservation.shared = Some(place);
+                Ok(Some(seat)) => {
+                    reservation.shared = Some(seat);
                     return Ok(());
                 }
                 Ok(None) => failing_since = None,
@@ -305,15 +305,15 @@ impl ActiveTasks {
                     }
                 }
             }
-            // This process's own tasks nobody waits for hold places too.
+            // This process's own tasks nobody waits for hold seats too.
             while let Some((id, polling_url)) = self.next_due() {
                 if check(polling_url.to_string()).await {
                     self.finished(&id);
                 }
             }
-            for (place, id, polling_url) in shared.lapsed().await {
+            for (seat, id, polling_url) in shared.lapsed().await {
                 if check(polling_url).await {
-                    shared.reclaim(place, &id);
+                    shared.reclaim(seat, &id);
                 }
             }
             let _ = tokio::time::timeout(RECHECK, changed).await;
@@ -341,11 +341,11 @@ impl ActiveTasks {
         self.changed.notified()
     }
 
-    /// The task was seen final: its place is free.
+    /// The task was seen final: its seat is free.
     pub(crate) fn finished(&self, id: &str) {
         if let Some(entry) = self.update(|ledger| ledger.active.remove(id)) {
-            if let (Some(shared), Some(place)) = (&self.shared, entry.shared) {
-                shared.free(place);
+            if let (Some(shared), Some(seat)) = (&self.shared, entry.shared) {
+                shared.free(seat);
             }
             self.freed();
         }
@@ -390,14 +390,14 @@ mod tests {
         let first = tasks.try_reserve().unwrap();
         let second = tasks.try_reserve().unwrap();
         assert!(tasks.try_reserve().is_none(), "full");
-        drop(second); // the submission failed: its place is back
+        drop(second); // the submission failed: its seat is back
         assert_eq!(tasks.in_use(), 1);
         first.accepted("a", &url());
         let third = tasks.try_reserve().unwrap();
         third.accepted("b", &url());
         assert!(tasks.try_reserve().is_none());
         tasks.finished("a");
-        assert!(tasks.try_reserve().is_some(), "a finished task frees its place");
+        assert!(tasks.try_reserve().is_some(), "a finished task frees its seat");
     }
 
     #[test]
@@ -418,6 +418,6 @@ mod tests {
         assert!(tasks.next_due().is_none(), "checked just now");
         drop(watch);
         drop(watched);
-        assert_eq!(tasks.in_use(), 2, "dropping a wait or a seat does not free the place");
+        assert_eq!(tasks.in_use(), 2, "dropping a wait or a seat does not free the seat");
     }
 }

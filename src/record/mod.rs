@@ -5,8 +5,9 @@
 //!
 //! # Where it hooks in
 //!
-//! In the transport's retry loop, the one place every exchange passes
-//! (submissions, polls, downloads): each attempt is one entry, with its
+//! Around each attempt of an exchange (`Transport::attempt`, which every
+//! submission, poll and download passes; the retry loop around it never
+//! sees the recorder): each attempt is one entry, with its
 //! attempt number, its operation and whether the key went with it in the
 //! entry's `_genapi` note (HAR's place for custom fields). An attempt that
 //! got no answer is an entry with status 0 and the reason, as browsers write
