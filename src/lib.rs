@@ -36,6 +36,29 @@
 //! output.save("lighthouse").await?; // saved as lighthouse.jpg
 //! # Ok(()) }
 //! ```
+//!
+//! ## Without a key
+//!
+//! The `genapi-mock` crate is a test double of the service, on loopback
+//! ports: `genapi_mock::MockService::start().await?.client()?` is a client
+//! of it, for trying the library or for your own tests. `genapi mock` runs
+//! it standalone for programs in any language (it prints the `export` lines
+//! that point a shell's commands at it).
+//!
+//! ## Features
+//!
+//! - `schema`: JSON Schema (`schemars`) for [`TaskStatus`] and
+//!   [`WebhookSecret`].
+//! - `fuzzing`: `genapi::fuzzing`, entry points that run the handling of an
+//!   answer on bytes given directly, for fuzzers.
+//!
+//! ## More
+//!
+//! The repository's `docs/` folder: `library.md` (the library in detail:
+//! waiting, errors, retries, limits, secrets, webhooks, batches),
+//! `command.md` (the `genapi` command), `batch.md`, `mock.md`,
+//! `spec-corrections.md` (where the document differs from the reference)
+//! and `development.md` (the crates, and how to measure).
 
 /// Generated from `openapi.json` by `build.rs`: request and response types
 /// ([`api::types`], with their builders in [`api::types::builder`]) and the

@@ -54,9 +54,15 @@ pub(crate) fn image_in(dir: &Path, file: &str) -> Option<(PathBuf, String)> {
 }
 
 /// The thumbnail of `image` (named `name` in the output folder `dir`),
-/// made when missing or older than the image.
+/// made when missing or older than the image. It is named after the
+/// image's stem (`fox.png` has `thumbs/fox.jpg`): a batch's lines have
+/// stems of their own, whatever their images' formats.
 pub(crate) fn thumbnail(dir: &Path, thumbs: &str, image: &Path, name: &str) -> Result<Thumbnail, String> {
-    let relative = format!("{thumbs}/{name}.jpg");
+    let stem = Path::new(name)
+        .file_stem()
+        .and_then(|stem| stem.to_str())
+        .unwrap_or(name);
+    let relative = format!("{thumbs}/{stem}.jpg");
     let target = dir.join(&relative);
     if let Some(size) = fresh(&target, image) {
         return Ok(Thumbnail {

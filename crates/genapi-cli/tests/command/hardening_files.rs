@@ -126,14 +126,14 @@ async fn a_batch_leaves_a_page_thumbnails_and_results_it_did_not_write_as_they_a
     // A file of the user's at a thumbnail's name: kept, and its tile says why
     // it has no thumbnail; the page is the gallery's own.
     std::fs::create_dir_all(dir.join("shots/thumbs")).unwrap();
-    std::fs::write(dir.join("shots/thumbs/fox.jpg.jpg"), "mine").unwrap();
+    std::fs::write(dir.join("shots/thumbs/fox.jpg"), "mine").unwrap();
     let run = common::genapi(&dir, &mock)
         .args(["batch", "jobs.jsonl", "--out", "shots"])
         .output()
         .unwrap();
     assert_exit(&run, 0);
     assert_eq!(
-        std::fs::read_to_string(dir.join("shots/thumbs/fox.jpg.jpg")).unwrap(),
+        std::fs::read_to_string(dir.join("shots/thumbs/fox.jpg")).unwrap(),
         "mine"
     );
     let page = std::fs::read_to_string(dir.join("shots/index.html")).unwrap();

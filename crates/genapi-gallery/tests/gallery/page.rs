@@ -25,7 +25,7 @@ fn every_line_has_a_tile_and_every_image_a_small_thumbnail() {
     let page = std::fs::read_to_string(dir.join(INDEX)).unwrap();
     for expected in [
         "data-line=\"1\" data-status=\"succeeded\" data-task=\"task-1\"",
-        "src=\"thumbs/fox.png.jpg\"",
+        "src=\"thumbs/fox.jpg\"",
         "href=\"fox.png\"",
         "prompt of line 2",
         "512×384",
@@ -40,7 +40,7 @@ fn every_line_has_a_tile_and_every_image_a_small_thumbnail() {
     ] {
         assert!(page.contains(expected), "{expected:?} is not on the page:\n{page}");
     }
-    for name in ["fox.png.jpg", "whale.jpg.jpg"] {
+    for name in ["fox.jpg", "whale.jpg"] {
         let thumb = dir.join(THUMBS).join(name);
         let (width, height) = image::image_dimensions(&thumb).unwrap();
         assert!(width.max(height) <= THUMBNAIL_SIDE, "{name}: {width}×{height}");
@@ -60,7 +60,7 @@ fn rebuilding_gives_the_same_page_and_keeps_the_thumbnails() {
     results(&dir.0, &[succeeded(1, "fox.png"), failed(2, "timeout")]);
     Gallery::rebuild(&dir.0).unwrap();
     let first = std::fs::read(dir.join(INDEX)).unwrap();
-    let thumb = dir.join(THUMBS).join("fox.png.jpg");
+    let thumb = dir.join(THUMBS).join("fox.jpg");
     let made = std::fs::metadata(&thumb).unwrap().modified().unwrap();
     Gallery::rebuild(&dir.0).unwrap();
     assert_eq!(std::fs::read(dir.join(INDEX)).unwrap(), first);
@@ -258,7 +258,7 @@ fn failed_writes_leave_no_temporary_file() {
     image(&dir.0, "fox.png", 64, 64);
     results(&dir.0, &[succeeded(1, "fox.png")]);
     std::fs::create_dir_all(dir.join(INDEX)).unwrap();
-    std::fs::create_dir_all(dir.join(THUMBS).join("fox.png.jpg")).unwrap();
+    std::fs::create_dir_all(dir.join(THUMBS).join("fox.jpg")).unwrap();
     assert!(Gallery::rebuild(&dir.0).is_err(), "index.html is a folder");
     let gallery = Gallery::new(&dir.0);
     for _ in 0..5 {
