@@ -25,7 +25,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, CommandFactory, Parser, Subcommand};
 use genapi::{Client, Error};
 use genapi_mock::{MockConfig, MockService};
 
@@ -166,6 +166,14 @@ enum Command {
     },
     /// Write the job lines of a sweep: prompts by rows, a field's values by columns.
     Grid(grid::GridArgs),
+    /// Print the shell completions of genapi, e.g. `genapi completions bash > ~/.local/share/bash-completion/completions/genapi`.
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print genapi's man page (roff), e.g. `genapi man > ~/.local/share/man/man1/genapi.1`.
+    Man,
 }
 
 pub mod code;
@@ -337,6 +345,20 @@ async fn run(cli: Cli) -> Result<(), Failure> {
         Command::Mock(args) => mock::run(&global, args).await,
         Command::Gallery { dir } => gallery::run(&global, &dir),
         Command::Grid(args) => grid::run(args, global.force),
+        Command::Completions { shell } => {
+            let mut text = Vec::new();
+            clap_complete::generate(shell, &mut Cli::command(), "genapi", &mut text);
+            out::out(String::from_utf8_lossy(&text).trim_end());
+            Ok(())
+        }
+        Command::Man => {
+            let mut text = Vec::new();
+            clap_mangen::Man::new(Cli::command())
+                .render(&mut text)
+                .map_err(|e| Failure::new(code::OTHER, format!("cannot write the man page: {e}")))?;
+            out::out(String::from_utf8_lossy(&text).trim_end());
+            Ok(())
+        }
     }
 }
 

@@ -1206,3 +1206,35 @@ fn a_mock_restarted_on_the_same_address_does_not_inherit_the_earlier_ones_durati
         "the new mock's durations are its own: {kept}"
     );
 }
+
+/// Completions for three shells and the man page come from the command's
+/// own definition: every subcommand and option is in them, and bash reads
+/// its completions without a syntax error.
+#[test]
+fn completions_and_the_man_page_are_made_from_the_commands_definition() {
+    let dir = Dir::new("completions");
+    let made = |args: &[&str]| {
+        let run = genapi(&dir).args(args).output().unwrap();
+        assert_eq!(run.status.code(), Some(0), "{args:?}: {}", text(&run.stderr));
+        text(&run.stdout)
+    };
+    let bash = made(&["completions", "bash"]);
+    assert!(bash.contains("_genapi()") && bash.contains("--max-credits") && bash.contains("completions"));
+    let script = dir.join("genapi.bash");
+    std::fs::write(&script, &bash).unwrap();
+    let checked = std::process::Command::new("bash")
+        .arg("-n")
+        .arg(&script)
+        .output()
+        .unwrap();
+    assert!(checked.status.success(), "{}", text(&checked.stderr));
+    assert!(made(&["completions", "zsh"]).starts_with("#compdef genapi"));
+    assert!(made(&["completions", "fish"]).contains("complete -c genapi"));
+    let man = made(&["man"]);
+    assert!(
+        man.contains(".TH genapi 1") && man.contains("batch") && man.contains("mock"),
+        "{man}"
+    );
+    let refused = genapi(&dir).args(["completions", "tcsh"]).output().unwrap();
+    assert_eq!(refused.status.code(), Some(2), "an unknown shell is a usage error");
+}
