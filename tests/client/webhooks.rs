@@ -665,3 +665,46 @@ async fn a_notification_quoting_a_secret_is_scrubbed_like_an_answer() {
         assert!(text.contains("[redacted]"), "{text}");
     }
 }
+
+/// The Standard Webhooks specification's own worked example: its secret,
+/// message id, timestamp and body give its signature, which the verifier
+/// accepts at the example's time, alone or among other signatures (a
+/// rotated secret's); a changed body, and the same message read a day
+/// late, are refused.
+#[test]
+fn the_standard_webhooks_specifications_worked_example_is_accepted() {
+    const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+    const ID: &str = "msg_p5jXN8AQM9LWM0D4loKWxJek";
+    const TIMESTAMP: i64 = 1614265330;
+    const BODY: &[u8] = br#"{"test": 2432232314}"#;
+    const SIGNATURE: &str = "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=";
+    assert_eq!(
+        genapi::webhook::sign(&SECRET.into(), ID, TIMESTAMP, BODY).unwrap(),
+        SIGNATURE
+    );
+    let at = |seconds: i64| {
+        Verifier::new(SECRET)
+            .unwrap()
+            .wall_clock(move || UNIX_EPOCH + Duration::from_secs((TIMESTAMP + seconds) as u64))
+    };
+    let headers = |signatures: &'static str| {
+        move |name: &str| match name {
+            "webhook-id" => Some(ID),
+            "webhook-timestamp" => Some("1614265330"),
+            "webhook-signature" => Some(signatures),
+            _ => None,
+        }
+    };
+    let accepted = at(5).authenticate_lookup(headers(SIGNATURE), BODY).unwrap();
+    assert_eq!(accepted.1.as_deref(), Some(ID));
+    let among = "v1,Zm9vYmFyYmF6cXV4cXV1eHF1dXhxdXV4cXV1eHE= v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=";
+    assert!(at(5).authenticate_lookup(headers(among), BODY).is_ok());
+    assert!(matches!(
+        at(5).authenticate_lookup(headers(SIGNATURE), br#"{"test": 2432232315}"#),
+        Err(Rejection::BadSignature)
+    ));
+    assert!(matches!(
+        at(24 * 60 * 60).authenticate_lookup(headers(SIGNATURE), BODY),
+        Err(Rejection::Stale(_))
+    ));
+}

@@ -33,6 +33,11 @@ pub struct MockArgs {
     /// Active tasks per key before 429.
     #[arg(long, value_name = "N")]
     max_active: Option<usize>,
+    /// Another origin webhooks may be delivered to besides this machine's loopback addresses (a
+    /// `webhook_url` elsewhere is never called: its delivery carries the secret); repeatable. A
+    /// non-loopback origin needs --allow-remote.
+    #[arg(long, value_name = "ORIGIN")]
+    webhook_target: Vec<String>,
     /// Answer from a recording (genapi --record FILE) instead of simulating tasks: recorded
     /// submissions, their polls' statuses in order, their results (or placeholders of the
     /// recorded format and size), errors and 429s.
@@ -65,11 +70,18 @@ pub async fn run(global: &Global, args: MockArgs) -> Result<(), Failure> {
     if args.credits.is_some_and(|c| !c.is_finite() || c < 0.0) {
         return Err(Failure::usage("--credits: expected a number of credits, 0 or more"));
     }
+    // Signed webhooks go to the `webhook_url` a submission names, as the
+    // service's do, when it is on this machine or listed.
     let mut config = MockConfig::default()
         .key(args.key)
         .default_duration(Duration::from_millis(args.duration_ms))
         .credits(args.credits)
-        .allow_remote(args.allow_remote);
+        .allow_remote(args.allow_remote)
+        .webhooks_to_loopback(true)
+        .allow_remote_webhooks(args.allow_remote);
+    for origin in &args.webhook_target {
+        config = config.webhook_target(origin);
+    }
     if let Some(limit) = args.max_active {
         config = config.max_active_tasks(limit);
     }

@@ -85,11 +85,12 @@ async fn send(state: &State, id: &str, url: &str, secret: Option<WebhookSecret>,
         None => false,
     };
     let origin = target.origin().ascii_serialization();
-    let listed = state.config.webhook_targets.iter().any(|t| {
-        reqwest::Url::parse(t)
-            .map(|t| t.origin().ascii_serialization())
-            .is_ok_and(|t| t == origin)
-    });
+    let listed = (loopback && state.config.webhooks_to_loopback)
+        || state.config.webhook_targets.iter().any(|t| {
+            reqwest::Url::parse(t)
+                .map(|t| t.origin().ascii_serialization())
+                .is_ok_and(|t| t == origin)
+        });
     if !listed || (!loopback && !state.config.allow_remote_webhooks) {
         tracing::warn!(%origin, "mock refuses to deliver a webhook to an address the test did not configure");
         state.count(|c| c.webhooks_refused += 1);

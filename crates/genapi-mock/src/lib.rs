@@ -289,6 +289,7 @@ pub struct MockConfig {
     pub(crate) video_result_url_validity: Duration,
     /// Webhook deliveries may also go to listed non-loopback hosts.
     pub(crate) allow_remote_webhooks: bool,
+    pub(crate) webhooks_to_loopback: bool,
     /// Origins (`http://127.0.0.1:PORT`) webhooks may be delivered to; a
     /// `webhook_url` elsewhere is never called, since the delivery carries
     /// the secret. Empty by default.
@@ -332,6 +333,7 @@ impl Default for MockConfig {
             result_url_validity: Duration::from_secs(10 * 60),
             video_result_url_validity: Duration::from_secs(2 * 3600),
             allow_remote_webhooks: false,
+            webhooks_to_loopback: false,
             webhook_targets: Vec::new(),
             webhook_attempts: 4,
             webhook_backoff: Duration::from_millis(100),
@@ -381,6 +383,10 @@ impl MockConfig {
         video_result_url_validity: Duration;
         /// Webhook deliveries may also go to listed non-loopback hosts.
         allow_remote_webhooks: bool;
+        /// Webhook deliveries may go to any loopback address, listed or
+        /// not: a receiver on this machine, as `genapi mock` serves them.
+        /// Off by default (a test lists its receiver).
+        webhooks_to_loopback: bool;
         /// Origins (`http://127.0.0.1:PORT`) webhooks may be delivered to; a
         /// `webhook_url` elsewhere is never called, since the delivery carries
         /// the secret. Empty by default.

@@ -49,6 +49,8 @@ mod ledger_pool_size;
 mod ledger_seat_lost;
 mod ledger_status;
 #[cfg(unix)]
+mod mock_webhooks;
+#[cfg(unix)]
 mod pasted_mock;
 mod picking_up;
 mod plain_words;
