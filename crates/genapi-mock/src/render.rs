@@ -1,16 +1,57 @@
 //! The mock's output images: deterministic for (seed, prompt, size), in the
-//! requested format, and visibly marked "MOCK" so nobody mistakes one for a
-//! real generation.
+//! requested format, visibly marked "MOCK" so nobody mistakes one for a
+//! real generation, and captioned with their seed and prompt so two tiles of
+//! a gallery can be told apart.
 
 use image::{ImageEncoder, Rgb, RgbImage};
 
-/// 5x7 glyphs of the letters used in the mark.
-const GLYPHS: [(char, [u8; 7]); 4] = [
-    ('M', [0b10001, 0b11011, 0b10101, 0b10101, 0b10001, 0b10001, 0b10001]),
-    ('O', [0b01110, 0b10001, 0b10001, 0b10001, 0b10001, 0b10001, 0b01110]),
+/// 5x7 glyphs: capital letters, digits and a few signs; anything else is
+/// drawn as a space.
+const GLYPHS: [(char, [u8; 7]); 40] = [
+    ('A', [0b01110, 0b10001, 0b10001, 0b11111, 0b10001, 0b10001, 0b10001]),
+    ('B', [0b11110, 0b10001, 0b10001, 0b11110, 0b10001, 0b10001, 0b11110]),
     ('C', [0b01110, 0b10001, 0b10000, 0b10000, 0b10000, 0b10001, 0b01110]),
+    ('D', [0b11110, 0b10001, 0b10001, 0b10001, 0b10001, 0b10001, 0b11110]),
+    ('E', [0b11111, 0b10000, 0b10000, 0b11110, 0b10000, 0b10000, 0b11111]),
+    ('F', [0b11111, 0b10000, 0b10000, 0b11110, 0b10000, 0b10000, 0b10000]),
+    ('G', [0b01110, 0b10001, 0b10000, 0b10111, 0b10001, 0b10001, 0b01111]),
+    ('H', [0b10001, 0b10001, 0b10001, 0b11111, 0b10001, 0b10001, 0b10001]),
+    ('I', [0b01110, 0b00100, 0b00100, 0b00100, 0b00100, 0b00100, 0b01110]),
+    ('J', [0b00111, 0b00010, 0b00010, 0b00010, 0b00010, 0b10010, 0b01100]),
     ('K', [0b10001, 0b10010, 0b10100, 0b11000, 0b10100, 0b10010, 0b10001]),
+    ('L', [0b10000, 0b10000, 0b10000, 0b10000, 0b10000, 0b10000, 0b11111]),
+    ('M', [0b10001, 0b11011, 0b10101, 0b10101, 0b10001, 0b10001, 0b10001]),
+    ('N', [0b10001, 0b10001, 0b11001, 0b10101, 0b10011, 0b10001, 0b10001]),
+    ('O', [0b01110, 0b10001, 0b10001, 0b10001, 0b10001, 0b10001, 0b01110]),
+    ('P', [0b11110, 0b10001, 0b10001, 0b11110, 0b10000, 0b10000, 0b10000]),
+    ('Q', [0b01110, 0b10001, 0b10001, 0b10001, 0b10101, 0b10010, 0b01101]),
+    ('R', [0b11110, 0b10001, 0b10001, 0b11110, 0b10100, 0b10010, 0b10001]),
+    ('S', [0b01111, 0b10000, 0b10000, 0b01110, 0b00001, 0b00001, 0b11110]),
+    ('T', [0b11111, 0b00100, 0b00100, 0b00100, 0b00100, 0b00100, 0b00100]),
+    ('U', [0b10001, 0b10001, 0b10001, 0b10001, 0b10001, 0b10001, 0b01110]),
+    ('V', [0b10001, 0b10001, 0b10001, 0b10001, 0b10001, 0b01010, 0b00100]),
+    ('W', [0b10001, 0b10001, 0b10001, 0b10101, 0b10101, 0b10101, 0b01010]),
+    ('X', [0b10001, 0b10001, 0b01010, 0b00100, 0b01010, 0b10001, 0b10001]),
+    ('Y', [0b10001, 0b10001, 0b01010, 0b00100, 0b00100, 0b00100, 0b00100]),
+    ('Z', [0b11111, 0b00001, 0b00010, 0b00100, 0b01000, 0b10000, 0b11111]),
+    ('0', [0b01110, 0b10001, 0b10011, 0b10101, 0b11001, 0b10001, 0b01110]),
+    ('1', [0b00100, 0b01100, 0b00100, 0b00100, 0b00100, 0b00100, 0b01110]),
+    ('2', [0b01110, 0b10001, 0b00001, 0b00010, 0b00100, 0b01000, 0b11111]),
+    ('3', [0b11111, 0b00010, 0b00100, 0b00010, 0b00001, 0b10001, 0b01110]),
+    ('4', [0b00010, 0b00110, 0b01010, 0b10010, 0b11111, 0b00010, 0b00010]),
+    ('5', [0b11111, 0b10000, 0b11110, 0b00001, 0b00001, 0b10001, 0b01110]),
+    ('6', [0b00110, 0b01000, 0b10000, 0b11110, 0b10001, 0b10001, 0b01110]),
+    ('7', [0b11111, 0b00001, 0b00010, 0b00100, 0b01000, 0b01000, 0b01000]),
+    ('8', [0b01110, 0b10001, 0b10001, 0b01110, 0b10001, 0b10001, 0b01110]),
+    ('9', [0b01110, 0b10001, 0b10001, 0b01111, 0b00001, 0b00010, 0b01100]),
+    ('-', [0b00000, 0b00000, 0b00000, 0b11111, 0b00000, 0b00000, 0b00000]),
+    (':', [0b00000, 0b00100, 0b00100, 0b00000, 0b00100, 0b00100, 0b00000]),
+    ('.', [0b00000, 0b00000, 0b00000, 0b00000, 0b00000, 0b01100, 0b01100]),
+    (',', [0b00000, 0b00000, 0b00000, 0b00000, 0b01100, 0b00100, 0b01000]),
 ];
+
+/// Longest caption line drawn, in characters.
+const CAPTION_CHARS: usize = 32;
 
 fn hash(seed: &str, prompt: &str) -> u64 {
     // FNV-1a over the seed as written and the prompt: stable across runs and
@@ -41,6 +82,7 @@ pub(crate) fn render(width: u32, height: u32, seed: &str, prompt: &str, format: 
         Rgb([0, 1, 2].map(|i| (a[i] as f32 * (1.0 - t) + b[i] as f32 * t) as u8))
     });
     draw_mark(&mut img);
+    draw_caption(&mut img, &format!("SEED {seed}"), &prompt.to_uppercase());
     let mut out = Vec::new();
     let result = match format {
         "png" => image::codecs::png::PngEncoder::new(&mut out).write_image(&img, w, ht, image::ExtendedColorType::Rgb8),
@@ -65,18 +107,43 @@ pub(crate) fn render(width: u32, height: u32, seed: &str, prompt: &str, format: 
 fn draw_mark(img: &mut RgbImage) {
     let (w, h) = img.dimensions();
     let scale = (w / 40).min(h / 12).max(1);
-    let text_w = 4 * 6 * scale;
     let text_h = 7 * scale;
-    let band_top = (h / 2).saturating_sub(text_h);
-    let band_bottom = (h / 2 + text_h).min(h);
-    for y in band_top..band_bottom {
+    dark_band(img, (h / 2).saturating_sub(text_h), h / 2 + text_h);
+    draw_text(img, "MOCK", (h / 2).saturating_sub(text_h / 2), scale);
+}
+
+/// The seed, then the start of the prompt, in small letters on a dark band
+/// near the bottom.
+fn draw_caption(img: &mut RgbImage, seed: &str, prompt: &str) {
+    let (w, h) = img.dimensions();
+    // As large as the longest line allows, and smaller than the mark.
+    let scale = (w / (CAPTION_CHARS as u32 * 6 + 4)).min(h / 40).max(1);
+    let line = 9 * scale;
+    let top = h.saturating_sub(3 * line);
+    dark_band(img, top, h);
+    draw_text(img, seed, top + scale, scale);
+    let shown: String = prompt.chars().take(CAPTION_CHARS).collect();
+    draw_text(img, &shown, top + line + scale, scale);
+}
+
+/// Rows `top..bottom` painted dark, across the whole width.
+fn dark_band(img: &mut RgbImage, top: u32, bottom: u32) {
+    let (w, h) = img.dimensions();
+    for y in top..bottom.min(h) {
         for x in 0..w {
             img.put_pixel(x, y, Rgb([20, 20, 20]));
         }
     }
-    let left = w.saturating_sub(text_w) / 2;
-    let top = (h / 2).saturating_sub(text_h / 2);
-    for (i, (_, rows)) in GLYPHS.iter().enumerate() {
+}
+
+/// `text` in white, centred, its top at `top`, each dot `scale` pixels.
+fn draw_text(img: &mut RgbImage, text: &str, top: u32, scale: u32) {
+    let (w, h) = img.dimensions();
+    let left = w.saturating_sub(text.chars().count() as u32 * 6 * scale) / 2;
+    for (i, c) in text.chars().enumerate() {
+        let Some((_, rows)) = GLYPHS.iter().find(|(glyph, _)| *glyph == c) else {
+            continue;
+        };
         for (row, bits) in rows.iter().enumerate() {
             for col in 0..5u32 {
                 if bits & (1 << (4 - col)) == 0 {
@@ -145,3 +212,28 @@ pub(super) fn clamp_size(width: u64, height: u64) -> (u32, u32) {
 pub(super) const MAX_OUTPUT_PIXELS: u64 = 4 * 1024 * 1024;
 /// Longest output side the mock renders.
 pub(super) const MAX_OUTPUT_SIDE: u64 = 8192;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The white dots of the caption's band of a rendered PNG.
+    fn caption_dots(seed: &str, prompt: &str) -> Vec<bool> {
+        let png = render(256, 256, seed, prompt, "png").unwrap();
+        let img = image::load_from_memory(&png).unwrap().to_rgb8();
+        let (w, h) = img.dimensions();
+        (h - 40..h)
+            .flat_map(|y| (0..w).map(move |x| (x, y)))
+            .map(|(x, y)| img.get_pixel(x, y).0 == [255, 255, 255])
+            .collect()
+    }
+
+    #[test]
+    fn an_image_is_captioned_with_its_seed_and_prompt() {
+        let fox = caption_dots("7", "a red fox");
+        assert!(fox.iter().filter(|dot| **dot).count() > 100, "the caption is drawn");
+        assert_eq!(fox, caption_dots("7", "a red fox"), "the same caption again");
+        assert_ne!(fox, caption_dots("8", "a red fox"), "another seed reads otherwise");
+        assert_ne!(fox, caption_dots("7", "a blue whale"), "another prompt reads otherwise");
+    }
+}
