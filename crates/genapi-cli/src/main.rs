@@ -25,7 +25,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use clap::{Args, CommandFactory, Parser, Subcommand};
+use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 use genapi::{Client, Error};
 use genapi_mock::{MockConfig, MockService};
 
@@ -235,8 +235,29 @@ pub fn describe(error: &Error) -> String {
     text
 }
 
+/// The global options `genapi mock` uses; its help shows only these among
+/// them (the others are accepted there, and mean nothing).
+const MOCK_USES: [&str; 3] = ["json", "quiet", "timeout"];
+
+/// The command's definition, as parsed, completed and documented: `genapi
+/// mock --help` lists its own options, not the global ones that concern a
+/// client. A subcommand that has an option of a global option's name is not
+/// given the global one, so a hidden copy there keeps it out of the help.
+fn definition() -> clap::Command {
+    let command = Cli::command();
+    let unused: Vec<clap::Arg> = command
+        .get_arguments()
+        .filter(|arg| arg.is_global_set() && !MOCK_USES.contains(&arg.get_id().as_str()))
+        .map(|arg| arg.clone().hide(true))
+        .collect();
+    command.mut_subcommand("mock", |mock| mock.args(unused))
+}
+
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::from_arg_matches(&definition().get_matches()) {
+        Ok(cli) => cli,
+        Err(error) => error.exit(),
+    };
     init_logging();
     out::set_quiet(cli.global.quiet);
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
@@ -347,13 +368,13 @@ async fn run(cli: Cli) -> Result<(), Failure> {
         Command::Grid(args) => grid::run(args, global.force),
         Command::Completions { shell } => {
             let mut text = Vec::new();
-            clap_complete::generate(shell, &mut Cli::command(), "genapi", &mut text);
+            clap_complete::generate(shell, &mut definition(), "genapi", &mut text);
             out::out(String::from_utf8_lossy(&text).trim_end());
             Ok(())
         }
         Command::Man => {
             let mut text = Vec::new();
-            clap_mangen::Man::new(Cli::command())
+            clap_mangen::Man::new(definition())
                 .render(&mut text)
                 .map_err(|e| Failure::new(code::OTHER, format!("cannot write the man page: {e}")))?;
             out::out(String::from_utf8_lossy(&text).trim_end());

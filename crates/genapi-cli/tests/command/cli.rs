@@ -1238,3 +1238,38 @@ fn completions_and_the_man_page_are_made_from_the_commands_definition() {
     let refused = genapi(&dir).args(["completions", "tcsh"]).output().unwrap();
     assert_eq!(refused.status.code(), Some(2), "an unknown shell is a usage error");
 }
+
+/// `genapi mock --help` lists the mock's own options and the global ones it
+/// uses, not those that concern a client; a global option given there is
+/// still accepted, as everywhere.
+#[test]
+fn the_mocks_help_shows_only_what_the_mock_uses() {
+    let dir = Dir::new("mock-help");
+    let help = text(&genapi(&dir).args(["mock", "--help"]).output().unwrap().stdout);
+    for own in ["--replay", "--webhook-target", "--timeout", "--json", "--quiet"] {
+        assert!(help.contains(own), "{own} missing from:\n{help}");
+    }
+    for client in ["--trust-origin", "--record", "--record-images", "--force", "--mock"] {
+        let listed = help
+            .lines()
+            .any(|line| line.trim_start().starts_with(&format!("{client} ")));
+        assert!(!listed, "{client} listed in:\n{help}");
+    }
+    let elsewhere = text(&genapi(&dir).args(["generate", "--help"]).output().unwrap().stdout);
+    assert!(
+        elsewhere.contains("--trust-origin") && elsewhere.contains("--force"),
+        "{elsewhere}"
+    );
+    let run = genapi(&dir)
+        .args([
+            "mock",
+            "--force",
+            "--trust-origin",
+            "https://a.example",
+            "--timeout",
+            "1",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(run.status.code(), Some(0), "{}", text(&run.stderr));
+}
