@@ -179,6 +179,20 @@ impl Client {
         self.shared.transport.scrubber().learn_request(body);
     }
 
+    /// How many submissions and resumed tasks of this client (and its
+    /// clones) wait now for room under the active-task limit, a shared one
+    /// included: none have been sent, so a progress display does not count
+    /// them as in flight. Always 0 without a limit.
+    ///
+    /// ```
+    /// # fn demo(client: genapi::Client) {
+    /// println!("{} waiting for a seat", client.waiting_for_room());
+    /// # }
+    /// ```
+    pub fn waiting_for_room(&self) -> usize {
+        self.shared.active.as_ref().map_or(0, |active| active.waiting())
+    }
+
     /// A handle on an existing task, from its id or its polling URL, to poll
     /// it or wait for it again (for instance after [`Error::Timeout`], or in
     /// another process). A polling URL is polled as it is. A bare id is
@@ -365,6 +379,7 @@ impl Client {
         let Some(active) = self.shared.active.clone() else {
             return Ok(None);
         };
+        let _waiting = active.wait_for_room();
         let mut reservation = loop {
             // Registered before looking, so a seat freed in between wakes us.
             let changed = active.next_change();

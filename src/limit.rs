@@ -108,6 +108,18 @@ pub(crate) struct ActiveTasks {
     shared_turn: tokio::sync::Mutex<()>,
     ledger: Mutex<Ledger>,
     changed: Notify,
+    /// Submissions and resumed tasks waiting for room now.
+    waiting: std::sync::atomic::AtomicUsize,
+}
+
+/// A submission (or a resumed task) counted as waiting for room until
+/// dropped.
+pub(crate) struct Waiting<'a>(&'a ActiveTasks);
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.waiting.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+    }
 }
 
 /// A seat taken by a submission in flight; given back when dropped unless
@@ -233,7 +245,19 @@ impl ActiveTasks {
             shared_turn: tokio::sync::Mutex::new(()),
             ledger: Mutex::new(Ledger::default()),
             changed: Notify::new(),
+            waiting: std::sync::atomic::AtomicUsize::new(0),
         })
+    }
+
+    /// Counts a caller as waiting for room until the guard is dropped.
+    pub(crate) fn wait_for_room(&self) -> Waiting<'_> {
+        self.waiting.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Waiting(self)
+    }
+
+    /// How many callers wait for room now.
+    pub(crate) fn waiting(&self) -> usize {
+        self.waiting.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     fn update<T>(&self, change: impl FnOnce(&mut Ledger) -> T) -> T {

@@ -162,13 +162,34 @@ struct CounterValues {
     resumed: AtomicUsize,
     /// Lines another worker holds now, by line.
     held: std::sync::Mutex<std::collections::BTreeSet<u64>>,
+    /// The batch's client, which knows how many of its calls wait for room.
+    client: Option<Client>,
 }
 
 impl Counters {
-    /// Jobs whose task is being submitted (or waits for room under the
-    /// client's limit) or waited for now; at most [`Batch::jobs_at_once`].
+    /// Jobs whose task is being submitted or waited for now, not counting
+    /// those waiting for room under the active-task limit
+    /// ([`Counters::waiting_for_room`]); with those, at most
+    /// [`Batch::jobs_at_once`].
     pub fn in_flight(&self) -> usize {
+        self.placed().saturating_sub(self.waiting_for_room())
+    }
+    /// Jobs waiting for room under the active-task limit (a seat), a
+    /// resumed task among them: nothing of theirs is sent yet.
+    pub fn waiting_for_room(&self) -> usize {
+        let waiting = self.inner.client.as_ref().map_or(0, Client::waiting_for_room);
+        waiting.min(self.placed())
+    }
+    fn placed(&self) -> usize {
         self.inner.in_flight.load(Ordering::Relaxed)
+    }
+    fn of(client: &Client) -> Counters {
+        Counters {
+            inner: Arc::new(CounterValues {
+                client: Some(client.clone()),
+                ..CounterValues::default()
+            }),
+        }
     }
     /// Submissions the service accepted in this run.
     pub fn submitted(&self) -> usize {
@@ -234,6 +255,7 @@ impl Batch {
     /// your own) and its results in `out_dir` (made when the batch runs, if
     /// need be). Its tasks share the client's active-task limit.
     pub fn new(client: Client, store: impl Store + 'static, out_dir: impl Into<PathBuf>) -> Batch {
+        let counters = Counters::of(&client);
         Batch {
             client,
             store: Arc::new(store),
@@ -242,7 +264,7 @@ impl Batch {
             resubmit_unknown: false,
             retry_refused: false,
             wait: None,
-            counters: Counters::default(),
+            counters,
             stop: Stopper::default(),
             max_credits: None,
             ephemeral: false,

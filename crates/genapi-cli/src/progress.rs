@@ -24,6 +24,8 @@ pub struct Figures {
     pub failed: u64,
     /// Submitted and not yet finished.
     pub in_flight: u64,
+    /// Waiting for room under the active-task limit: not sent yet.
+    pub waiting: u64,
     /// Finished by this run (not taken from an earlier one): the rate's count.
     pub worked: u64,
     /// Lines another worker holds (a shared batch), waited for.
@@ -147,8 +149,12 @@ fn details(figures: &Figures, elapsed: Duration) -> String {
         0 => String::new(),
         n => format!(", {n} held by other workers"),
     };
+    let waiting = match figures.waiting {
+        0 => String::new(),
+        n => format!(", {n} waiting for a seat"),
+    };
     format!(
-        "{} failed, {} in flight{held}, {rate:.1}/s, {eta}, {:.2} credits",
+        "{} failed, {} in flight{waiting}{held}, {rate:.1}/s, {eta}, {:.2} credits",
         figures.failed, figures.in_flight, figures.credits
     )
 }
@@ -183,6 +189,7 @@ mod tests {
             total: 40,
             failed: 2,
             in_flight: 5,
+            waiting: 0,
             worked: 10,
             held: 0,
             credits: 0.6,
@@ -195,6 +202,11 @@ mod tests {
         assert_eq!(
             details(&waiting, Duration::from_secs(5)),
             "2 failed, 5 in flight, 3 held by other workers, 2.0/s, ETA 15s, 0.60 credits"
+        );
+        let seatless = Figures { waiting: 4, ..figures };
+        assert_eq!(
+            details(&seatless, Duration::from_secs(5)),
+            "2 failed, 5 in flight, 4 waiting for a seat, 2.0/s, ETA 15s, 0.60 credits"
         );
         let idle = Figures { worked: 0, ..figures };
         assert!(details(&idle, Duration::from_secs(5)).contains("ETA unknown"));

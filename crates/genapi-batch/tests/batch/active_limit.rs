@@ -89,3 +89,34 @@ async fn tasks_taken_up_from_the_journal_hold_places_under_the_clients_limit() {
     assert_eq!(mock.count("POST", "/v1/gen-2-pro"), 6, "none submitted twice");
     assert_eq!(mock.stats().peak_active_tasks, 3);
 }
+
+/// Progress counts a job waiting for a seat apart from one in flight: with
+/// room for two tasks and six jobs at once, never more than two are in
+/// flight, and the others are seen waiting for room, sent nothing.
+#[tokio::test(start_paused = true)]
+async fn jobs_waiting_for_a_seat_are_not_counted_in_flight() {
+    let mock = roomy_mock(2_000).await;
+    let client = mock.client_builder().max_active_tasks(2).build().unwrap();
+    let dir = Dir::new("waiting-for-room");
+    let batch = Batch::new(client, store(MemoryJournal::default()), &dir.0).jobs_at_once(6);
+    let counters = batch.counters();
+    let stream = batch.run(jobs(8, "seats")).unwrap();
+    tokio::pin!(stream);
+    let (mut peak_in_flight, mut peak_waiting, mut done) = (0, 0, 0);
+    loop {
+        tokio::select! {
+            next = stream.next() => match next {
+                Some(_) => done += 1,
+                None => break,
+            },
+            _ = tokio::time::sleep(Duration::from_millis(50)) => {
+                peak_in_flight = peak_in_flight.max(counters.in_flight());
+                peak_waiting = peak_waiting.max(counters.waiting_for_room());
+            }
+        }
+    }
+    assert_eq!(done, 8);
+    assert_eq!(peak_in_flight, 2, "in flight is what holds a seat");
+    assert_eq!(peak_waiting, 4, "six at once, two seated: four wait");
+    assert_eq!((counters.in_flight(), counters.waiting_for_room()), (0, 0));
+}

@@ -88,6 +88,7 @@ impl Tally {
             total: self.jobs as u64,
             failed: self.failed_total() as u64,
             in_flight: counters.in_flight() as u64,
+            waiting: counters.waiting_for_room() as u64,
             held: counters.held_elsewhere() as u64,
             worked: self.worked as u64,
             credits: self.cost,
