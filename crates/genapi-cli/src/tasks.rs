@@ -452,7 +452,7 @@ async fn complete(
             Some(code) => Err(Failure::new(code, "")),
         },
         None => {
-            out::err("interrupted");
+            out::err("error: interrupted");
             for resume in &resumes {
                 print_resume(connection, resume);
             }

@@ -27,9 +27,11 @@ pub(super) fn check(jobs_file: &Path, skip_invalid: bool) -> Result<JobFile, Fai
         };
         Failure::usage(format!("{}{hint}", out::clean(&e.to_string())))
     })?;
+    // Each line is an error of its own, or a warning when it is skipped.
+    let severity = if skip_invalid { "warning" } else { "error" };
     for invalid in checked.invalid() {
         out::err(&format!(
-            "{}: line {}: {}",
+            "{severity}: {}: line {}: {}",
             shown(jobs_file),
             invalid.line,
             explained(invalid)
@@ -38,7 +40,7 @@ pub(super) fn check(jobs_file: &Path, skip_invalid: bool) -> Result<JobFile, Fai
     let unlisted = checked.invalid_lines() - checked.invalid().len();
     if unlisted > 0 {
         out::err(&format!(
-            "{}: {unlisted} more invalid lines (only the first {} are listed)",
+            "{severity}: {}: {unlisted} more invalid lines (only the first {} are listed)",
             shown(jobs_file),
             checked.invalid().len()
         ));
@@ -108,7 +110,7 @@ pub(super) fn valid_jobs(
     let jobs = checked.jobs().map_err(|e| Failure::usage(out::clean(&e.to_string())))?;
     Ok(jobs.filter_map(move |job| {
         job.map_err(|line| {
-            out::err(&format!("line {}: {}", line.line, explained(&line)));
+            out::err(&format!("warning: line {}: {}", line.line, explained(&line)));
             if let Ok(mut noted) = changed.0.lock() {
                 noted.push(line);
             }

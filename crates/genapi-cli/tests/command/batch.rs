@@ -275,6 +275,10 @@ async fn invalid_lines_are_all_reported_and_nothing_is_sent() {
     ] {
         assert!(stderr.contains(expected), "{expected:?} in\n{stderr}");
     }
+    // Every error the command says starts one way.
+    for line in stderr.lines().filter(|line| line.contains(": line ")) {
+        assert!(line.starts_with("error: jobs.jsonl: line "), "{line}");
+    }
     assert_eq!(mock.count("POST", "/v1/gen-2-pro"), 0);
 
     // --skip-invalid sends the valid line; every line is in results.jsonl.
@@ -283,6 +287,11 @@ async fn invalid_lines_are_all_reported_and_nothing_is_sent() {
         .output()
         .unwrap();
     assert_eq!(run.status.code(), Some(2), "{}", text(&run.stderr));
+    assert!(
+        text(&run.stderr).contains("warning: jobs.jsonl: line 2: unknown model"),
+        "a skipped line is a warning: {}",
+        text(&run.stderr)
+    );
     assert_eq!(mock.count("POST", "/v1/gen-2-pro"), 1);
     let printed: Vec<Value> = text(&run.stdout)
         .lines()
