@@ -221,8 +221,8 @@ fn drift(args: &[String]) -> Result<(), String> {
     if files.is_empty() {
         return Err(DRIFT_USAGE.into());
     }
-    let root: serde_json::Value =
-        serde_json::from_str(&read(&root().join("openapi.json"))?).map_err(|e| format!("openapi.json: {e}"))?;
+    let document = read(&root().join("openapi.json"))?;
+    let root: serde_json::Value = serde_json::from_str(&document).map_err(|e| format!("openapi.json: {e}"))?;
     // Each recording is read entry by entry: one entry is held at a time.
     let mut report = xtask::drift::Report::default();
     for file in &files {
@@ -230,15 +230,14 @@ fn drift(args: &[String]) -> Result<(), String> {
     }
     print!("{}", report.render());
     if let Some(out) = propose {
-        let (patched, applied) = xtask::drift::propose::patched(&root, &report.findings);
-        let text = serde_json::to_string_pretty(&patched).map_err(|e| e.to_string())?;
+        let (text, applied) = xtask::drift::propose::proposal(&document, &root, &report.findings)
+            .map_err(|e| format!("openapi.json: {e}"))?;
         let existing = if force {
             genapi_files::Existing::Replace
         } else {
             genapi_files::Existing::Keep
         };
-        genapi_files::write_whole(&out, (text + "\n").as_bytes(), existing)
-            .map_err(|refused| format!("--propose {refused}"))?;
+        genapi_files::write_whole(&out, text.as_bytes(), existing).map_err(|refused| format!("--propose {refused}"))?;
         println!("\n{applied} additive change(s) proposed in {}", out.display());
     }
     match snapshot {

@@ -12,6 +12,7 @@
 //! checked.
 
 pub mod hosts;
+pub mod ordered;
 pub mod propose;
 pub mod report;
 pub mod schema;

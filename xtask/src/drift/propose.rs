@@ -7,8 +7,20 @@
 
 use serde_json::{json, Value};
 
+use super::ordered::{arranged, Ordered};
 use super::report::Finding;
 use super::schema::Kind;
+
+/// The proposal as text: the document `text` (whose value is `root`)
+/// patched for the additive findings, written in the text's own key order
+/// and layout, so the proposal's diff is the additions alone. The second
+/// value counts them.
+pub fn proposal(text: &str, root: &Value, findings: &[Finding]) -> Result<(String, usize), String> {
+    let order: Ordered = serde_json::from_str(text).map_err(|e| e.to_string())?;
+    let (patched, applied) = patched(root, findings);
+    let written = serde_json::to_string_pretty(&arranged(&order, &patched)).map_err(|e| e.to_string())?;
+    Ok((written + "\n", applied))
+}
 
 /// `root` with the additive findings applied; the second value counts them.
 pub fn patched(root: &Value, findings: &[Finding]) -> (Value, usize) {

@@ -243,6 +243,26 @@ fn propose_adds_new_fields_and_values_to_the_document() {
     // The patched document takes the same traffic without drift.
     let again = drift::check(&patched, &[har]);
     assert!(!again.drifted(), "{}", again.render());
+
+    // Written as a proposal, it is openapi.json with the two additions
+    // alone: the document's own key order and layout are kept.
+    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../openapi.json")).unwrap();
+    let (written, applied) = drift::propose::proposal(&text, &document(), &report.findings).unwrap();
+    assert_eq!(applied, 2);
+    let before: Vec<&str> = text.lines().collect();
+    let after: Vec<&str> = written.lines().collect();
+    let kept = before.iter().filter(|line| after.contains(line)).count();
+    assert!(
+        before.len() - kept <= 2,
+        "no line of the document is lost or rewritten, but for a comma before an addition"
+    );
+    let added: Vec<&&str> = after.iter().filter(|line| !before.contains(line)).collect();
+    assert!(
+        (2..=8).contains(&added.len()) && added.iter().any(|line| line.contains("\"watermark\"")),
+        "{added:#?}"
+    );
+    let (unchanged, none) = drift::propose::proposal(&text, &document(), &[]).unwrap();
+    assert_eq!((unchanged == text, none), (true, 0), "no finding, the same bytes");
 }
 
 #[test]
