@@ -4,15 +4,8 @@
 
 use std::path::PathBuf;
 
-/// `$XDG_CACHE_HOME/genapi`, else `~/.cache/genapi`.
+/// `genapi` in the platform's cache folder (`$XDG_CACHE_HOME`, else
+/// `~/.cache`, on Linux).
 pub fn dir() -> Option<PathBuf> {
-    let base = std::env::var_os("XDG_CACHE_HOME")
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| {
-            std::env::var_os("HOME")
-                .filter(|v| !v.is_empty())
-                .map(|home| PathBuf::from(home).join(".cache"))
-        })?;
-    Some(base.join("genapi"))
+    Some(dirs::cache_dir()?.join("genapi"))
 }

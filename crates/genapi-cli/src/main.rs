@@ -6,6 +6,7 @@
 mod batch;
 mod cache;
 mod catalog;
+mod config;
 mod files;
 mod gallery;
 mod grid;
@@ -91,6 +92,13 @@ pub struct Global {
     /// With --record, keep image bytes (inputs and results) in the recording.
     #[arg(long, global = true, requires = "record")]
     pub record_images: bool,
+    /// The profile of the config file to use [default: GENAPI_PROFILE, else the file's default_profile]; see
+    /// `genapi config`.
+    #[arg(long, global = true, value_name = "NAME")]
+    pub profile: Option<String>,
+    /// What the command runs with: flags over the environment over the profile (`config::resolve`).
+    #[arg(skip)]
+    pub settings: config::Settings,
     /// Replace files that already have the names you give (-o, --record, grid -o); without it nothing is
     /// replaced. A link there is replaced by the file (what it points to is never written); a folder, pipe or
     /// device never.
@@ -174,6 +182,10 @@ enum Command {
     },
     /// Print genapi's man page (roff), e.g. `genapi man > ~/.local/share/man/man1/genapi.1`.
     Man,
+    /// Show the settings in use and where each came from (flag, environment, the config file's profile); the
+    /// key only as set, never its value. The config file is genapi/config.toml in your config folder
+    /// (GENAPI_CONFIG names another); see docs/command.md.
+    Config,
 }
 
 pub mod code;
@@ -238,6 +250,20 @@ pub fn describe(error: &Error) -> String {
 /// The global options `genapi mock` uses; its help shows only these among
 /// them (the others are accepted there, and mean nothing).
 const MOCK_USES: [&str; 3] = ["json", "quiet", "timeout"];
+
+/// Whether `command` talks to a service (or shows how it would), so the
+/// config file is read for it.
+fn reads_settings(command: &Command) -> bool {
+    matches!(
+        command,
+        Command::Generate { .. }
+            | Command::Submit { .. }
+            | Command::Wait { .. }
+            | Command::Get { .. }
+            | Command::Batch(_)
+            | Command::Config
+    )
+}
 
 /// The command's definition, as parsed, completed and documented: `genapi
 /// mock --help` lists its own options, not the global ones that concern a
@@ -338,13 +364,36 @@ fn init_logging() {
 }
 
 async fn run(cli: Cli) -> Result<(), Failure> {
-    let global = cli.global;
+    let mut global = cli.global;
+    if reads_settings(&cli.command) {
+        global.settings = config::resolve(global.profile.as_deref())?;
+    }
+    let settings = global.settings.clone();
+    // A profile's defaults stand in for the flags not given.
+    let default_out = settings.out.map(|out| {
+        // A folder: its results get generated names in it.
+        let mut folder = out.value.into_os_string();
+        folder.push(std::path::MAIN_SEPARATOR_STR);
+        PathBuf::from(folder)
+    });
+    let mut command = cli.command;
+    match &mut command {
+        Command::Generate { request, save, .. } => {
+            request.model = request.model.take().or(settings.model.map(|m| m.value));
+            save.out = save.out.take().or(default_out);
+        }
+        Command::Submit { request, .. } => {
+            request.model = request.model.take().or(settings.model.map(|m| m.value));
+        }
+        Command::Wait { save, .. } => save.out = save.out.take().or(default_out),
+        _ => {}
+    }
     // The recording is checked as -o is, before anything starts.
     if let Some(record) = &global.record {
         genapi_files::may_write(record, files::existing(global.force))
             .map_err(|refused| Failure::usage(format!("--record {}", files::said(&refused))))?;
     }
-    match cli.command {
+    match command {
         Command::Generate {
             request,
             mut save,
@@ -370,6 +419,10 @@ async fn run(cli: Cli) -> Result<(), Failure> {
             let mut text = Vec::new();
             clap_complete::generate(shell, &mut definition(), "genapi", &mut text);
             out::out(String::from_utf8_lossy(&text).trim_end());
+            Ok(())
+        }
+        Command::Config => {
+            config::show(&global.settings, global.json, uses_builtin_mock(&global));
             Ok(())
         }
         Command::Man => {
@@ -461,26 +514,14 @@ impl Drop for Connection {
 /// host's port changes with each start): had it kept the earlier mock's
 /// durations, a fresh process would first poll a 3 s task when the earlier
 /// mock's tasks ended (at 6 s for 6 s tasks), before any progress is known.
-fn service_key() -> String {
-    let variable = |name: &str| std::env::var(name).unwrap_or_default().trim().to_string();
-    let mut key = variable("GENAPI_BASE_URL");
-    for (label, name) in [
-        ("regional", "GENAPI_REGIONAL_BASE_URL"),
-        ("trusted", "GENAPI_TRUSTED_ORIGINS"),
-    ] {
-        let value = variable(name);
-        if !value.is_empty() {
-            key.push_str(&format!(" {label}={value}"));
-        }
-    }
-    key
+fn service_key(global: &Global) -> String {
+    global.settings.service_addresses()
 }
 
 /// Whether this run uses the built-in mock: `--mock`, or no service
 /// configured.
 pub fn uses_builtin_mock(global: &Global) -> bool {
-    let set = |name: &str| std::env::var(name).is_ok_and(|s| !s.trim().is_empty());
-    global.mock || !(set("GENAPI_API_KEY") || set("GENAPI_BASE_URL"))
+    global.mock || !global.settings.names_a_service()
 }
 
 /// The configured service; the built-in mock with `--mock` or when nothing is
@@ -496,12 +537,15 @@ pub async fn connect_with(
     limited: impl Fn(genapi::ClientBuilder) -> genapi::ClientBuilder,
 ) -> Result<Connection, Failure> {
     if !uses_builtin_mock(global) {
-        let mut builder = genapi::ClientBuilder::from_env().map_err(|e| Failure::api(&e))?;
+        let mut builder = global
+            .settings
+            .builder()
+            .map_err(|why| Failure::api(&Error::Config(why)))?;
         for origin in &global.trust_origins {
             builder = builder.trust_origin(origin);
         }
         // What earlier runs learned about this service's task durations.
-        let service = service_key();
+        let service = service_key(global);
         let marked = Arc::new(AtomicBool::new(false));
         let client = global
             .recording(noting_the_mock(limited(builder), &marked))

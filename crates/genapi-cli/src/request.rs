@@ -12,12 +12,17 @@ use crate::catalog;
 use crate::{files, out, Failure};
 use genapi::validate::{Field, Model};
 
+/// The model of a request that names none (and of a profile that names
+/// none).
+pub const DEFAULT_MODEL: &str = "gen-2-pro";
+
 /// What to submit.
 #[derive(Args, Clone, Debug)]
 pub struct RequestArgs {
-    /// Model (see `genapi models`), e.g. gen-2-pro, deblur-v1, gen-tools/vto-v1.
-    #[arg(short = 'm', long, default_value = "gen-2-pro")]
-    pub model: String,
+    /// Model (see `genapi models`), e.g. gen-2-pro, deblur-v1, gen-tools/vto-v1 [default: the profile's model,
+    /// else gen-2-pro].
+    #[arg(short = 'm', long)]
+    pub model: Option<String>,
     /// The prompt; `-` reads it from stdin.
     pub prompt: Option<String>,
     /// Read the prompt from this file (`-` for stdin).
@@ -145,7 +150,7 @@ impl Prepared {
 /// chooses the format).
 pub async fn prepare(args: &RequestArgs, out_file: Option<&Path>) -> Result<Prepared, Failure> {
     let catalog = catalog::load().map_err(Failure::usage)?;
-    let model = catalog::find(catalog, &args.model).map_err(Failure::usage)?;
+    let model = catalog::find(catalog, args.model.as_deref().unwrap_or(DEFAULT_MODEL)).map_err(Failure::usage)?;
     if model.operation.deprecated {
         out::err(&format!(
             "warning: {} is deprecated in the service's description; see `genapi models` for its successors",

@@ -25,6 +25,13 @@ impl Bounded {
         &self.path
     }
 
+    /// The metadata of the file opened (not of whatever is at its path
+    /// now): its permissions, for a reader that needs a file only its owner
+    /// can read.
+    pub fn metadata(&self) -> std::io::Result<std::fs::Metadata> {
+        self.file.metadata()
+    }
+
     /// The error for a file found larger than its limit while reading.
     fn too_large(&self) -> FileError {
         FileError::TooLarge {

@@ -196,10 +196,14 @@ pub fn genapi_alone(program: &str, dir: &Dir) -> std::process::Command {
         "GENAPI_LOG",
         "GENAPI_DOCUMENT",
         "GENAPI_LEDGER_URL",
+        "GENAPI_CONFIG",
+        "GENAPI_PROFILE",
     ] {
         command.env_remove(name);
     }
     command.env("XDG_CACHE_HOME", dir.0.join("cache"));
+    // No config file of the user's: a test writes its own when it wants one.
+    command.env("XDG_CONFIG_HOME", dir.0.join("config"));
     command.current_dir(&dir.0).stdin(std::process::Stdio::null());
     command
 }

@@ -488,6 +488,7 @@ impl StandaloneMock {
             .env("GENAPI_API_KEY", &self.key)
             .env("GENAPI_TRUSTED_ORIGINS", &self.trusted)
             .env("XDG_CACHE_HOME", dir.0.join("cache"))
+            .env("XDG_CONFIG_HOME", dir.0.join("config"))
             .current_dir(&dir.0)
             .stdin(Stdio::null());
         command

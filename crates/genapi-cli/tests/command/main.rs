@@ -54,6 +54,7 @@ mod mock_webhooks;
 mod pasted_mock;
 mod picking_up;
 mod plain_words;
+mod profiles;
 #[cfg(unix)]
 mod progress;
 mod readme_tour;

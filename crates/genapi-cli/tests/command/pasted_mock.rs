@@ -21,6 +21,7 @@ fn sh(dir: &Dir, script: &str) -> Output {
         .arg(script)
         .env("GENAPI", env!("CARGO_BIN_EXE_genapi"))
         .env("XDG_CACHE_HOME", dir.join("cache"))
+        .env("XDG_CONFIG_HOME", dir.join("config"))
         .current_dir(&dir.0)
         .stdin(Stdio::null())
         .output()

@@ -1,0 +1,516 @@
+//! Settings: flags over the environment over a profile of the config file.
+//!
+//! A user who works with several services (or accounts) keeps each as a
+//! named profile in `config.toml`, in the platform's config folder
+//! (`~/.config/genapi/config.toml` on Linux; `GENAPI_CONFIG` names another
+//! file), and picks one with `--profile NAME` (or `GENAPI_PROFILE`):
+//!
+//! ```toml
+//! default_profile = "work"
+//!
+//! [profiles.work]
+//! base_url = "https://api.example.com"
+//! trusted_origins = ["https://eu.api.example.com"]
+//! key_env = "WORK_GENAPI_KEY"        # the key, by the variable that holds it
+//! model = "gen-2-pro"                # generate's -m when not given
+//! out = "shots"                      # generate's -o folder when not given
+//!
+//! [profiles.lab]
+//! base_url = "https://lab.example.com"
+//! key_file = "~/.config/genapi/lab.key"  # a file only you can read
+//! ```
+//!
+//! The key is never written in the file: a profile names the variable that
+//! holds it, or a file only its owner can read (a file others can read is
+//! refused, as ssh refuses such a key). The service's address and the key
+//! come as a pair: when the environment names a service
+//! (`GENAPI_API_KEY` or `GENAPI_BASE_URL`), the profile's service settings
+//! are not used at all, so a profile's key is never sent to an address the
+//! environment gave, nor the other way round. A profile's defaults (model,
+//! output folder) still apply; a flag wins over everything. `genapi config`
+//! shows what was chosen and where each value came from, the key as "set"
+//! and never its value.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::io::Read as _;
+use std::path::{Path, PathBuf};
+
+use serde::de::IgnoredAny;
+use serde::Deserialize;
+
+use crate::{out, Failure};
+
+/// The variable naming another config file.
+pub const CONFIG_VARIABLE: &str = "GENAPI_CONFIG";
+/// The variable naming the profile, when `--profile` is not given.
+pub const PROFILE_VARIABLE: &str = "GENAPI_PROFILE";
+
+/// The largest config file read.
+const FILE_LIMIT: u64 = 1 << 20;
+/// The largest key file read.
+const KEY_FILE_LIMIT: u64 = 4096;
+
+/// The config file, as written.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ConfigFile {
+    /// The profile used when none is named.
+    default_profile: Option<String>,
+    #[serde(default)]
+    profiles: BTreeMap<String, Profile>,
+}
+
+/// One profile, as written.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Profile {
+    base_url: Option<String>,
+    regional_base_url: Option<String>,
+    #[serde(default)]
+    trusted_origins: Vec<String>,
+    /// The variable that holds the key.
+    key_env: Option<String>,
+    /// A file holding the key, readable by its owner alone.
+    key_file: Option<PathBuf>,
+    model: Option<String>,
+    out: Option<PathBuf>,
+    /// Refused: a key is never written in the file (see the module
+    /// documentation). Read only to say so.
+    key: Option<IgnoredAny>,
+    /// Refused, as `key`.
+    api_key: Option<IgnoredAny>,
+}
+
+/// Where a setting came from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Source {
+    /// A flag of the command line.
+    Flag(&'static str),
+    /// An environment variable.
+    Environment(String),
+    /// The profile of that name.
+    Profile(String),
+    /// The config file's `default_profile`.
+    ConfigFile,
+}
+
+impl fmt::Display for Source {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Source::Flag(flag) => write!(f, "flag {flag}"),
+            Source::Environment(name) => write!(f, "environment {name}"),
+            Source::Profile(name) => write!(f, "profile {name}"),
+            Source::ConfigFile => f.write_str("the config file's default_profile"),
+        }
+    }
+}
+
+/// A value and where it came from.
+#[derive(Clone, Debug)]
+pub struct Sourced<T> {
+    /// The value.
+    pub value: T,
+    /// Where it came from.
+    pub source: Source,
+}
+
+/// The API key: shown as "set", never as itself.
+#[derive(Clone)]
+pub struct Key(String);
+
+impl Key {
+    /// The key, to hand to the client.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Key {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Key(redacted)")
+    }
+}
+
+/// What the command runs with, each value with its source.
+#[derive(Clone, Debug, Default)]
+pub struct Settings {
+    /// The config file looked for, and whether it was there.
+    pub file: Option<(PathBuf, bool)>,
+    /// The profile chosen, if any.
+    pub profile: Option<Sourced<String>>,
+    /// The service's key.
+    pub key: Option<Sourced<Key>>,
+    /// The service's address.
+    pub base_url: Option<Sourced<String>>,
+    /// The regional polling host.
+    pub regional_base_url: Option<Sourced<String>>,
+    /// Origins besides the base URL's the key may go to (`--trust-origin`
+    /// flags come on top of these).
+    pub trusted_origins: Vec<Sourced<String>>,
+    /// `generate`'s and `submit`'s model when `-m` is not given.
+    pub model: Option<Sourced<String>>,
+    /// `generate`'s folder when `-o` is not given.
+    pub out: Option<Sourced<PathBuf>>,
+    /// Why the profile's service settings are not used, when they are not.
+    pub overridden: Option<String>,
+}
+
+impl Settings {
+    /// Whether a service is configured (else the built-in mock is used).
+    pub fn names_a_service(&self) -> bool {
+        self.key.is_some() || self.base_url.is_some()
+    }
+
+    /// The client's builder for the configured service; half a
+    /// configuration is refused, naming what is missing and where.
+    pub fn builder(&self) -> Result<genapi::ClientBuilder, String> {
+        let (key, base) = match (&self.key, &self.base_url) {
+            (Some(key), Some(base)) => (key, base),
+            (None, Some(base)) => {
+                return Err(half(
+                    &base.source,
+                    "the base URL",
+                    "GENAPI_API_KEY",
+                    "key_env or key_file",
+                ))
+            }
+            (Some(key), None) => return Err(half(&key.source, "the key", "GENAPI_BASE_URL", "base_url")),
+            (None, None) => return Err("no service is configured".into()),
+        };
+        let mut builder = genapi::Client::builder()
+            .api_key(key.value.expose())
+            .base_url(&base.value);
+        if let Some(regional) = &self.regional_base_url {
+            builder = builder.regional_base_url(&regional.value);
+        }
+        for origin in &self.trusted_origins {
+            builder = builder.trust_origin(&origin.value);
+        }
+        Ok(builder)
+    }
+
+    /// Every address the service is reached at, as one text: what learned
+    /// durations are kept under.
+    pub fn service_addresses(&self) -> String {
+        let mut text = self.base_url.as_ref().map(|b| b.value.clone()).unwrap_or_default();
+        if let Some(regional) = &self.regional_base_url {
+            text.push_str(&format!(" regional={}", regional.value));
+        }
+        if !self.trusted_origins.is_empty() {
+            let origins: Vec<&str> = self.trusted_origins.iter().map(|o| o.value.as_str()).collect();
+            text.push_str(&format!(" trusted={}", origins.join(",")));
+        }
+        text
+    }
+}
+
+/// Half a service: `given` came from `source`, its other half is missing
+/// (`variable` in the environment, `setting` in a profile).
+fn half(source: &Source, given: &str, variable: &str, setting: &str) -> String {
+    match source {
+        Source::Environment(name) => format!("{name} is set but {variable} is not"),
+        other => format!("{other} gives {given} but not its other half ({setting})"),
+    }
+}
+
+/// A variable's value, when set and not blank.
+fn variable(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|value| !value.trim().is_empty())
+}
+
+/// The config file's path: `GENAPI_CONFIG`, else `genapi/config.toml` in
+/// the platform's config folder. The second value says whether it was
+/// named (a named file must exist).
+fn file_path() -> Option<(PathBuf, bool)> {
+    if let Some(named) = std::env::var_os(CONFIG_VARIABLE).filter(|v| !v.is_empty()) {
+        return Some((PathBuf::from(named), true));
+    }
+    Some((dirs::config_dir()?.join("genapi").join("config.toml"), false))
+}
+
+/// The settings for `--profile` (`flag_profile`), read from the
+/// environment and the config file.
+pub fn resolve(flag_profile: Option<&str>) -> Result<Settings, Failure> {
+    let mut settings = Settings::default();
+    let file = match file_path() {
+        Some((path, named)) => {
+            let exists = path.exists() || path.is_symlink();
+            settings.file = Some((path.clone(), exists));
+            if exists {
+                read_file(&path)?
+            } else if named {
+                return Err(Failure::usage(format!(
+                    "{CONFIG_VARIABLE}={}: no such file",
+                    out::clean(&path.display().to_string())
+                )));
+            } else {
+                ConfigFile::default()
+            }
+        }
+        None => ConfigFile::default(),
+    };
+    let chosen = match (flag_profile, variable(PROFILE_VARIABLE)) {
+        (Some(name), _) => Some((name.to_string(), Source::Flag("--profile"))),
+        (None, Some(name)) => Some((name.trim().to_string(), Source::Environment(PROFILE_VARIABLE.into()))),
+        (None, None) => match &file.default_profile {
+            Some(name) => Some((name.clone(), Source::ConfigFile)),
+            None => file
+                .profiles
+                .contains_key("default")
+                .then(|| ("default".to_string(), Source::ConfigFile)),
+        },
+    };
+    let profile = match &chosen {
+        Some((name, source)) => match file.profiles.get(name) {
+            Some(profile) => Some((name.clone(), profile.clone())),
+            None => {
+                let known: Vec<&str> = file.profiles.keys().map(String::as_str).collect();
+                let where_ = settings
+                    .file
+                    .as_ref()
+                    .map(|(path, _)| out::clean(&path.display().to_string()))
+                    .unwrap_or_default();
+                return Err(Failure::usage(format!(
+                    "no profile {} ({source}) in {where_}; {}",
+                    out::clean(name),
+                    if known.is_empty() {
+                        "it has no profiles".to_string()
+                    } else {
+                        format!("its profiles: {}", known.join(", "))
+                    }
+                )));
+            }
+        },
+        None => None,
+    };
+    settings.profile = chosen.map(|(value, source)| Sourced { value, source });
+    let from_environment = ["GENAPI_API_KEY", "GENAPI_BASE_URL"]
+        .iter()
+        .any(|name| variable(name).is_some());
+    let environment = |name: &str| {
+        variable(name).map(|value| Sourced {
+            value: value.trim().to_string(),
+            source: Source::Environment(name.into()),
+        })
+    };
+    if from_environment {
+        settings.key = environment("GENAPI_API_KEY").map(|k| Sourced {
+            value: Key(k.value),
+            source: k.source,
+        });
+        settings.base_url = environment("GENAPI_BASE_URL");
+        settings.regional_base_url = environment("GENAPI_REGIONAL_BASE_URL");
+        settings.trusted_origins = origins_of(environment("GENAPI_TRUSTED_ORIGINS"));
+        if let Some((name, profile)) = &profile {
+            if profile.base_url.is_some() || profile.key_env.is_some() || profile.key_file.is_some() {
+                settings.overridden = Some(format!(
+                    "the service of profile {name} is not used: the environment names one (GENAPI_API_KEY or \
+                     GENAPI_BASE_URL)"
+                ));
+            }
+        }
+    }
+    if let Some((name, profile)) = &profile {
+        let from = || Source::Profile(name.clone());
+        if !from_environment {
+            settings.key = profile_key(name, profile)?.map(|value| Sourced { value, source: from() });
+            settings.base_url = profile.base_url.clone().map(|value| Sourced { value, source: from() });
+            settings.regional_base_url = profile
+                .regional_base_url
+                .clone()
+                .map(|value| Sourced { value, source: from() });
+            settings.trusted_origins = profile
+                .trusted_origins
+                .iter()
+                .map(|value| Sourced {
+                    value: value.clone(),
+                    source: from(),
+                })
+                .collect();
+        }
+        settings.model = profile.model.clone().map(|value| Sourced { value, source: from() });
+        settings.out = profile.out.clone().map(|value| Sourced {
+            value: expand_home(&value),
+            source: from(),
+        });
+    }
+    Ok(settings)
+}
+
+/// `GENAPI_TRUSTED_ORIGINS`'s comma-separated origins, each with its source.
+fn origins_of(list: Option<Sourced<String>>) -> Vec<Sourced<String>> {
+    let Some(list) = list else { return Vec::new() };
+    list.value
+        .split(',')
+        .map(str::trim)
+        .filter(|origin| !origin.is_empty())
+        .map(|origin| Sourced {
+            value: origin.to_string(),
+            source: list.source.clone(),
+        })
+        .collect()
+}
+
+/// The config file read and parsed; what is wrong with it, said with its
+/// path.
+fn read_file(path: &Path) -> Result<ConfigFile, Failure> {
+    let shown = out::clean(&path.display().to_string());
+    let text = crate::files::read_to_string(path, FILE_LIMIT)
+        .map_err(|why| Failure::usage(format!("config file {shown}: {why}")))?;
+    let file: ConfigFile = toml::from_str(&text)
+        .map_err(|e| Failure::usage(format!("config file {shown}: {}", out::clean(e.message()))))?;
+    for (name, profile) in &file.profiles {
+        if profile.key.is_some() || profile.api_key.is_some() {
+            return Err(Failure::usage(format!(
+                "config file {shown}: profile {}: a key is never written in the config file; name the variable that \
+                 holds it (key_env = \"NAME\") or a file only you can read (key_file = \"PATH\")",
+                out::clean(name)
+            )));
+        }
+        if profile.key_env.is_some() && profile.key_file.is_some() {
+            return Err(Failure::usage(format!(
+                "config file {shown}: profile {}: key_env and key_file both name the key; keep one",
+                out::clean(name)
+            )));
+        }
+    }
+    Ok(file)
+}
+
+/// The key a profile names: from its variable, or from its file.
+fn profile_key(name: &str, profile: &Profile) -> Result<Option<Key>, Failure> {
+    let name = out::clean(name);
+    if let Some(variable_name) = &profile.key_env {
+        return match variable(variable_name) {
+            Some(key) => Ok(Some(Key(key.trim().to_string()))),
+            None => Err(Failure::usage(format!(
+                "profile {name}: key_env names {}, which is not set",
+                out::clean(variable_name)
+            ))),
+        };
+    }
+    let Some(file) = &profile.key_file else { return Ok(None) };
+    let path = expand_home(file);
+    let shown = out::clean(&path.display().to_string());
+    let refused = |why: String| Failure::usage(format!("profile {name}: key_file {shown}: {why}"));
+    let mut opened = genapi_files::open(&path, KEY_FILE_LIMIT).map_err(|e| refused(e.reason()))?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        let mode = opened
+            .metadata()
+            .map_err(|e| refused(e.to_string()))?
+            .permissions()
+            .mode();
+        if mode & 0o077 != 0 {
+            return Err(refused(format!(
+                "others can read it (mode {:o}); make it yours alone: chmod 600 {shown}",
+                mode & 0o777
+            )));
+        }
+    }
+    let mut text = String::new();
+    opened
+        .read_to_string(&mut text)
+        .map_err(|e| refused(format!("not a text file ({e})")))?;
+    let key = text.trim();
+    if key.is_empty() {
+        return Err(refused("the file is empty".into()));
+    }
+    Ok(Some(Key(key.to_string())))
+}
+
+/// A path with a leading `~/` read as the home folder.
+fn expand_home(path: &Path) -> PathBuf {
+    match (path.strip_prefix("~"), dirs::home_dir()) {
+        (Ok(rest), Some(home)) => home.join(rest),
+        _ => path.to_path_buf(),
+    }
+}
+
+/// `genapi config`: the settings and where each came from; the key as set
+/// or not, never its value.
+pub fn show(settings: &Settings, json: bool, uses_mock: bool) {
+    let sourced = |value: Option<(String, &Source)>| match value {
+        Some((value, source)) => serde_json::json!({"value": value, "from": source.to_string()}),
+        None => serde_json::Value::Null,
+    };
+    let file = settings
+        .file
+        .as_ref()
+        .map(|(path, found)| serde_json::json!({"path": path.display().to_string(), "found": found}));
+    let origins: Vec<serde_json::Value> = settings
+        .trusted_origins
+        .iter()
+        .map(|o| sourced(Some((o.value.clone(), &o.source))))
+        .collect();
+    let shown = serde_json::json!({
+        "config_file": file,
+        "profile": sourced(settings.profile.as_ref().map(|p| (p.value.clone(), &p.source))),
+        "service": if uses_mock { "the built-in mock (a test double)" } else { "configured" },
+        "base_url": sourced(settings.base_url.as_ref().map(|b| (b.value.clone(), &b.source))),
+        "regional_base_url": sourced(settings.regional_base_url.as_ref().map(|b| (b.value.clone(), &b.source))),
+        "trusted_origins": origins,
+        "api_key": sourced(settings.key.as_ref().map(|k| ("set".to_string(), &k.source))),
+        "model": sourced(settings.model.as_ref().map(|m| (m.value.clone(), &m.source))),
+        "out": sourced(settings.out.as_ref().map(|o| (o.value.display().to_string(), &o.source))),
+        "note": settings.overridden,
+    });
+    if json {
+        out::out(&shown.to_string());
+        return;
+    }
+    let Some(fields) = shown.as_object() else { return };
+    for (name, value) in fields {
+        let text = match value {
+            serde_json::Value::Null => "-".to_string(),
+            serde_json::Value::String(text) => text.clone(),
+            serde_json::Value::Array(items) if items.is_empty() => "-".to_string(),
+            serde_json::Value::Array(items) => items.iter().map(one_line).collect::<Vec<_>>().join("; "),
+            other => one_line(other),
+        };
+        out::out(&out::clean(&format!("{name}: {text}")));
+    }
+}
+
+/// A shown value on one line: `VALUE (from SOURCE)`, or a file's path and
+/// whether it was found.
+fn one_line(value: &serde_json::Value) -> String {
+    let text = |key: &str| value.get(key).and_then(serde_json::Value::as_str).map(str::to_string);
+    match (text("value"), text("from"), text("path")) {
+        (Some(v), Some(from), _) => format!("{v} (from {from})"),
+        (_, _, Some(path)) => {
+            let found = value.get("found").and_then(serde_json::Value::as_bool) == Some(true);
+            format!("{path} ({})", if found { "found" } else { "not there" })
+        }
+        _ => value.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_key_is_never_shown() {
+        let key = Key("sk-very-secret".into());
+        assert_eq!(format!("{key:?}"), "Key(redacted)");
+        let settings = Settings {
+            key: Some(Sourced {
+                value: key,
+                source: Source::Profile("work".into()),
+            }),
+            ..Settings::default()
+        };
+        assert!(!format!("{settings:?}").contains("sk-very-secret"));
+    }
+
+    #[test]
+    fn a_key_written_in_the_file_is_refused_by_name() {
+        let file: ConfigFile = toml::from_str("[profiles.work]\nkey = \"sk-1\"\n").unwrap();
+        assert!(file.profiles["work"].key.is_some());
+        let unknown = toml::from_str::<ConfigFile>("[profiles.work]\nbase_ur = \"x\"\n").unwrap_err();
+        assert!(unknown.message().contains("base_ur"), "{}", unknown.message());
+    }
+}

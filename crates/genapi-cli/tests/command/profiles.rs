@@ -1,0 +1,177 @@
+//! Profiles of the config file: a service chosen by name, flags over the
+//! environment over the profile, and a key that is only ever referred to.
+
+use std::os::unix::fs::PermissionsExt as _;
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+use crate::cli::text;
+use crate::common::{genapi_alone, roomy_mock, Dir};
+
+/// `genapi ARGS` in `dir`, its config file the one the test wrote there.
+fn genapi(dir: &Dir) -> Command {
+    let mut command = genapi_alone(dir);
+    command.env_remove("WORK_KEY");
+    command
+}
+
+fn config_file(dir: &Dir, text: &str) {
+    let folder = dir.join("config/genapi");
+    std::fs::create_dir_all(&folder).unwrap();
+    std::fs::write(folder.join("config.toml"), text).unwrap();
+}
+
+fn ok(run: &Output) -> String {
+    assert_eq!(run.status.code(), Some(0), "{}", text(&run.stderr));
+    text(&run.stdout)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_profile_names_the_service_and_its_defaults_and_flags_and_the_environment_win() {
+    let work = roomy_mock(50).await;
+    let other = roomy_mock(50).await;
+    let dir = Dir::new("profiles");
+    let origins: Vec<String> = work.trusted_origins().iter().map(|o| format!("{o:?}")).collect();
+    config_file(
+        &dir,
+        &format!(
+            "default_profile = \"work\"\n\n[profiles.work]\nbase_url = \"{}\"\ntrusted_origins = [{}]\nkey_env = \"WORK_KEY\"\n\
+             model = \"gen-2-flex\"\nout = \"shots\"\n\n[profiles.empty]\n",
+            work.base_url(),
+            origins.join(", ")
+        ),
+    );
+    // The default profile: its service, its model, its output folder.
+    let run = genapi(&dir)
+        .env("WORK_KEY", work.key())
+        .args(["generate", "a fox", "--json"])
+        .output()
+        .unwrap();
+    let printed: Value = serde_json::from_str(ok(&run).trim()).unwrap();
+    assert_eq!(work.count("POST", "/v1/gen-2-flex"), 1, "{}", text(&run.stderr));
+    let file = printed["file"].as_str().unwrap_or_default().to_string();
+    assert!(file.starts_with("shots/"), "{printed}");
+    assert!(!text(&run.stderr).contains("built-in mock"), "{}", text(&run.stderr));
+
+    // A flag wins over the profile's model.
+    let run = genapi(&dir)
+        .env("WORK_KEY", work.key())
+        .args(["generate", "a fox", "-m", "gen-2-pro", "-o", "fox.jpg"])
+        .output()
+        .unwrap();
+    ok(&run);
+    assert_eq!(work.count("POST", "/v1/gen-2-pro"), 1);
+
+    // The environment's service wins over the profile's, whole: nothing
+    // goes to the profile's service, and its key goes nowhere.
+    let run = genapi(&dir)
+        .env("WORK_KEY", work.key())
+        .env("GENAPI_BASE_URL", other.base_url())
+        .env("GENAPI_API_KEY", other.key())
+        .env("GENAPI_TRUSTED_ORIGINS", other.trusted_origins().join(","))
+        .args(["generate", "a fox", "-o", "other.jpg"])
+        .output()
+        .unwrap();
+    ok(&run);
+    assert_eq!(
+        other.count("POST", "/v1/gen-2-flex"),
+        1,
+        "the profile's model still applies"
+    );
+    assert_eq!(
+        work.count("POST", "/v1/gen-2-flex"),
+        1,
+        "the profile's service was not used"
+    );
+
+    // `genapi config` says what was chosen and from where; never the key.
+    let shown = ok(&genapi(&dir)
+        .env("WORK_KEY", "sk-never-shown")
+        .args(["config", "--json"])
+        .output()
+        .unwrap());
+    let shown: Value = serde_json::from_str(shown.trim()).unwrap();
+    assert_eq!(shown["profile"]["value"], "work");
+    assert_eq!(shown["profile"]["from"], "the config file's default_profile");
+    assert_eq!(shown["base_url"]["from"], "profile work");
+    assert_eq!(shown["api_key"]["value"], "set");
+    assert_eq!(shown["model"]["value"], "gen-2-flex");
+    assert!(!shown.to_string().contains("sk-never-shown"));
+    let plain = ok(&genapi(&dir)
+        .env("WORK_KEY", "sk-never-shown")
+        .arg("config")
+        .output()
+        .unwrap());
+    assert!(plain.contains("api_key: set (from profile work)"), "{plain}");
+    assert!(!plain.contains("sk-never-shown"));
+
+    // --profile (and GENAPI_PROFILE) pick another: with no service, the
+    // built-in mock, said so.
+    for picked in [vec!["--profile", "empty"], vec![]] {
+        let mut command = genapi(&dir);
+        if picked.is_empty() {
+            command.env("GENAPI_PROFILE", "empty");
+        }
+        let shown = ok(&command.args(picked).args(["config", "--json"]).output().unwrap());
+        let shown: Value = serde_json::from_str(shown.trim()).unwrap();
+        assert_eq!(shown["profile"]["value"], "empty");
+        assert_eq!(shown["service"], "the built-in mock (a test double)");
+    }
+    let unknown = genapi(&dir).args(["--profile", "nope", "config"]).output().unwrap();
+    assert_eq!(unknown.status.code(), Some(2));
+    assert!(
+        text(&unknown.stderr).contains("its profiles: empty, work"),
+        "{}",
+        text(&unknown.stderr)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_file_must_be_the_users_alone_and_a_key_is_never_written_in_the_file() {
+    let mock = roomy_mock(50).await;
+    let dir = Dir::new("profile-key-file");
+    let key_file = dir.join("lab.key");
+    std::fs::write(&key_file, format!("{}\n", mock.key())).unwrap();
+    std::fs::set_permissions(&key_file, std::fs::Permissions::from_mode(0o644)).unwrap();
+    config_file(
+        &dir,
+        &format!(
+            "[profiles.lab]\nbase_url = \"{}\"\ntrusted_origins = [\"{}\"]\nkey_file = \"{}\"\n",
+            mock.base_url(),
+            mock.trusted_origins().join("\", \""),
+            key_file.display()
+        ),
+    );
+    let refused = genapi(&dir)
+        .args(["--profile", "lab", "generate", "a fox", "-o", "fox.jpg"])
+        .output()
+        .unwrap();
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(
+        text(&refused.stderr).contains("others can read it (mode 644); make it yours alone: chmod 600"),
+        "{}",
+        text(&refused.stderr)
+    );
+    assert_eq!(mock.count("POST", "/v1/gen-2-pro"), 0);
+    std::fs::set_permissions(&key_file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    ok(&genapi(&dir)
+        .args(["--profile", "lab", "generate", "a fox", "-o", "fox.jpg"])
+        .output()
+        .unwrap());
+    assert_eq!(mock.count("POST", "/v1/gen-2-pro"), 1);
+
+    config_file(
+        &dir,
+        "[profiles.lab]\nbase_url = \"https://api.example.com\"\nkey = \"sk-in-the-file\"\n",
+    );
+    let refused = genapi(&dir).args(["--profile", "lab", "config"]).output().unwrap();
+    assert_eq!(refused.status.code(), Some(2));
+    let said = text(&refused.stderr);
+    assert!(said.contains("a key is never written in the config file"), "{said}");
+    assert!(!said.contains("sk-in-the-file"), "{said}");
+    config_file(&dir, "[profiles.lab]\nbase_ur = \"https://api.example.com\"\n");
+    let refused = genapi(&dir).arg("config").output().unwrap();
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(text(&refused.stderr).contains("base_ur"), "{}", text(&refused.stderr));
+}
