@@ -10,8 +10,10 @@
 //! size: the client cannot know how the service reads a header, and a
 //! header it misread would put a dearer line under a cheaper one's price.
 //! The kind is kept as a digest (SHA-256), so it is small and holds no
-//! secret or image, in a journal or in the ledger's database. With no charge of its kind
-//! seen yet, everything left under the cap is held, so the first of a kind
+//! secret or image, in a journal or in the ledger's database. A price learned before the
+//! batch ([`crate::Prices`], given with [`crate::Batch::known_prices`]) stands for a
+//! kind the batch has not seen charged yet. With no charge of its kind
+//! seen and no price learned, everything left under the cap is held, so the first of a kind
 //! goes alone (and only while what is left covers the largest charge seen
 //! of any kind) and its cost is known before the next is sent. A hold is
 //! replaced by the reported cost once known, and given back when nothing was
@@ -192,12 +194,13 @@ impl LocalBudget {
         budget
     }
 
-    pub(crate) fn hold(&mut self, line: u64, kind: &str, max: f64) -> Hold {
+    pub(crate) fn hold(&mut self, line: u64, kind: &str, max: f64, known: Option<f64>) -> Hold {
         let charged: f64 = self.charged.values().sum();
         let held: f64 = self.holds.values().map(|(_, amount)| amount).sum::<f64>() + self.unanswered;
         let live = !self.holds.is_empty();
         let largest = self.charged.values().copied().fold(0.0, f64::max);
-        let hold = decide(max, charged, held, live, self.most.get(kind).copied(), largest);
+        let kind_price = self.most.get(kind).copied().or(known);
+        let hold = decide(max, charged, held, live, kind_price, largest);
         if let Hold::Held(amount) = hold {
             self.holds.insert(line, (kind.to_string(), amount));
         }
@@ -290,7 +293,7 @@ mod tests {
     #[test]
     fn a_cost_settled_later_replaces_the_first_and_raises_the_kinds_price() {
         let mut budget = LocalBudget::default();
-        assert_eq!(budget.hold(1, "k", 100.0), Hold::Held(100.0));
+        assert_eq!(budget.hold(1, "k", 100.0, None), Hold::Held(100.0));
         budget.note(&Event::Accepted {
             line: 1,
             id: "t".into(),
@@ -310,7 +313,11 @@ mod tests {
             class: None,
         });
         assert_eq!(budget.charged(), 9.0, "the settled cost");
-        assert_eq!(budget.hold(2, "k", 100.0), Hold::Held(9.0), "the kind's price rose");
+        assert_eq!(
+            budget.hold(2, "k", 100.0, None),
+            Hold::Held(9.0),
+            "the kind's price rose"
+        );
     }
 
     #[test]
@@ -350,8 +357,8 @@ mod tests {
     #[test]
     fn a_local_budget_replaces_holds_by_charges() {
         let mut budget = LocalBudget::default();
-        assert_eq!(budget.hold(1, "k", 10.0), Hold::Held(10.0));
-        assert_eq!(budget.hold(2, "k", 10.0), Hold::Wait);
+        assert_eq!(budget.hold(1, "k", 10.0, None), Hold::Held(10.0));
+        assert_eq!(budget.hold(2, "k", 10.0, None), Hold::Wait);
         budget.note(&Event::Accepted {
             line: 1,
             id: "t".into(),
@@ -359,15 +366,15 @@ mod tests {
             cost: Some(3.0),
             adopted: false,
         });
-        assert_eq!(budget.hold(2, "k", 10.0), Hold::Held(3.0));
-        assert_eq!(budget.hold(3, "k", 10.0), Hold::Held(3.0));
-        assert_eq!(budget.hold(4, "k", 10.0), Hold::Wait, "1 left, 6 held");
+        assert_eq!(budget.hold(2, "k", 10.0, None), Hold::Held(3.0));
+        assert_eq!(budget.hold(3, "k", 10.0, None), Hold::Held(3.0));
+        assert_eq!(budget.hold(4, "k", 10.0, None), Hold::Wait, "1 left, 6 held");
         budget.note(&Event::Refused {
             line: 2,
             error: "429".into(),
         });
         budget.drop_hold(3);
-        assert_eq!(budget.hold(4, "k", 10.0), Hold::Held(3.0));
+        assert_eq!(budget.hold(4, "k", 10.0, None), Hold::Held(3.0));
         assert_eq!(budget.charged(), 3.0);
     }
 
@@ -384,15 +391,19 @@ mod tests {
             class: None,
         };
         let mut budget = LocalBudget::default();
-        assert_eq!(budget.hold(1, "k", 10.0), Hold::Held(10.0));
-        assert_eq!(budget.hold(2, "k", 10.0), Hold::Wait);
+        assert_eq!(budget.hold(1, "k", 10.0, None), Hold::Held(10.0));
+        assert_eq!(budget.hold(2, "k", 10.0, None), Hold::Wait);
         // It failed and said no cost: it may have been charged all it held.
         budget.note(&finished(1, "Error"));
-        assert_eq!(budget.hold(2, "k", 10.0), Hold::CapReached, "counted, not waited for");
+        assert_eq!(
+            budget.hold(2, "k", 10.0, None),
+            Hold::CapReached,
+            "counted, not waited for"
+        );
         // A moderated task is not charged: its hold comes back.
         let mut budget = LocalBudget::default();
-        assert_eq!(budget.hold(1, "k", 10.0), Hold::Held(10.0));
+        assert_eq!(budget.hold(1, "k", 10.0, None), Hold::Held(10.0));
         budget.note(&finished(1, "Content Moderated"));
-        assert_eq!(budget.hold(2, "k", 10.0), Hold::Held(10.0));
+        assert_eq!(budget.hold(2, "k", 10.0, None), Hold::Held(10.0));
     }
 }

@@ -14,6 +14,7 @@ use super::budget::Hold;
 use super::job::Job;
 use super::journal::{Event, LineState};
 use super::outcome::{JobOutcome, JobStatus, Requested};
+use super::prices::{PriceBook, Prices};
 use super::store::{Claim, Store, StoreError};
 use genapi::FailureClass;
 use genapi::Unsent;
@@ -88,6 +89,8 @@ pub struct Batch {
     retry_refused: bool,
     wait: Option<WaitOptions>,
     counters: Counters,
+    /// Prices known before the run and charges seen in it.
+    prices: PriceBook,
     stop: Stopper,
     max_credits: Option<f64>,
     /// The service ends with this run.
@@ -265,6 +268,7 @@ impl Batch {
             retry_refused: false,
             wait: None,
             counters,
+            prices: PriceBook::default(),
             stop: Stopper::default(),
             max_credits: None,
             ephemeral: false,
@@ -306,6 +310,21 @@ impl Batch {
     pub fn max_credits(mut self, credits: f64) -> Self {
         self.max_credits = Some(if credits.is_finite() { credits.max(0.0) } else { 0.0 });
         self
+    }
+
+    /// Prices learned before this batch (kept from earlier runs, see
+    /// [`Prices`]): under [`Batch::max_credits`], a first submission of a
+    /// kind priced there is held at that price instead of all that is left.
+    pub fn known_prices(mut self, prices: Prices) -> Self {
+        self.prices = PriceBook::of(prices);
+        self
+    }
+
+    /// The prices this batch knows: those it was given and each charge it
+    /// sees (a line's cost, reported now or in an earlier run), to keep for
+    /// the next run.
+    pub fn prices(&self) -> PriceBook {
+        self.prices.clone()
     }
 
     /// Jobs worked on at once at most: being submitted, waited for or saved
@@ -391,6 +410,7 @@ impl Batch {
             retry_refused: self.retry_refused,
             wait: self.wait,
             counters: self.counters,
+            prices: self.prices,
             stop: self.stop.clone(),
             recorded,
             current: Mutex::new(HashMap::new()),
@@ -517,6 +537,8 @@ struct Context {
     retry_refused: bool,
     wait: Option<WaitOptions>,
     counters: Counters,
+    /// Prices known before the run and charges seen in it.
+    prices: PriceBook,
     stop: Stopper,
     /// Lines the journal written a submission for, by the job's digest.
     recorded: HashMap<String, Vec<u64>>,
@@ -641,7 +663,13 @@ impl Context {
                 return Some(outcome);
             }
         };
+        // What the line was charged (now or in an earlier run) is its kind's
+        // price, learned.
+        let (kind, path) = (super::budget::kind(&job), job.path.clone());
         let mut outcome = self.decide(job, &stem, state).await;
+        if let Some(cost) = outcome.cost {
+            self.prices.learn(&kind, &path, cost);
+        }
         if mine {
             if let Err(error) = self.store.release(line).await {
                 // Its lease lapses instead: another worker takes it then.
@@ -683,13 +711,14 @@ impl Context {
     /// holds in flight may come back.
     async fn hold_credits(&self, job: &Job, max: f64) -> Result<(), HeldBack> {
         let kind = super::budget::kind(job);
+        let known = self.prices.price_of_kind(&kind);
         loop {
             if self.cap_reached.load(Ordering::SeqCst) {
                 return Err(HeldBack::CapReached);
             }
             let hold = self
                 .store
-                .hold_credits(job.line, &kind, max)
+                .hold_credits(job.line, &kind, max, known)
                 .await
                 .map_err(|e| HeldBack::JournalFailed(format!("cannot hold credits ({e}); nothing was sent")))?;
             match hold {

@@ -129,7 +129,15 @@ pub trait Store: Send + Sync {
 
     /// Holds credits for a submission of `line` of price kind `kind` under
     /// a cap of `max` over the whole batch, by [`crate::Credits::decide`].
-    fn hold_credits<'a>(&'a self, line: u64, kind: &'a str, max: f64) -> BoxFuture<'a, Result<Hold, StoreError>>;
+    /// `known` is the kind's price learned before ([`crate::Prices`]),
+    /// which stands while the batch has seen no charge of the kind.
+    fn hold_credits<'a>(
+        &'a self,
+        line: u64,
+        kind: &'a str,
+        max: f64,
+        known: Option<f64>,
+    ) -> BoxFuture<'a, Result<Hold, StoreError>>;
 
     /// The submission of `line` was not sent: its hold is given back.
     fn drop_hold(&self, line: u64) -> BoxFuture<'_, Result<(), StoreError>>;
@@ -269,11 +277,17 @@ impl Store for JournalStore {
         })
     }
 
-    fn hold_credits<'a>(&'a self, line: u64, kind: &'a str, max: f64) -> BoxFuture<'a, Result<Hold, StoreError>> {
+    fn hold_credits<'a>(
+        &'a self,
+        line: u64,
+        kind: &'a str,
+        max: f64,
+        known: Option<f64>,
+    ) -> BoxFuture<'a, Result<Hold, StoreError>> {
         // Without its count of credits (a poisoned lock), nothing more is
         // sent rather than sent uncounted.
         let hold = self
-            .with_budget(|budget| budget.hold(line, kind, max))
+            .with_budget(|budget| budget.hold(line, kind, max, known))
             .unwrap_or(Hold::CapReached);
         Box::pin(futures::future::ready(Ok(hold)))
     }
@@ -351,8 +365,9 @@ macro_rules! store_behind {
                 line: u64,
                 kind: &'a str,
                 max: f64,
+                known: Option<f64>,
             ) -> BoxFuture<'a, Result<Hold, StoreError>> {
-                (**self).hold_credits(line, kind, max)
+                (**self).hold_credits(line, kind, max, known)
             }
             fn drop_hold(&self, line: u64) -> BoxFuture<'_, Result<(), StoreError>> {
                 (**self).drop_hold(line)

@@ -503,7 +503,7 @@ impl Drop for Connection {
     /// (not for the built-in mock, which lives only as long as the run).
     fn drop(&mut self) {
         if let Some(service) = &self.service {
-            learned::save(service, self.client.learned());
+            learned::DURATIONS.save(service, self.client.learned());
         }
     }
 }
@@ -516,6 +516,17 @@ impl Drop for Connection {
 /// mock's tasks ended (at 6 s for 6 s tasks), before any progress is known.
 fn service_key(global: &Global) -> String {
     global.settings.service_addresses()
+}
+
+/// What learned prices are kept under: the configured service's addresses,
+/// or the built-in mock, whose illustrative prices are the same in every
+/// run (unlike its tasks, which end with it).
+pub fn prices_key(global: &Global) -> String {
+    if uses_builtin_mock(global) {
+        "the built-in mock".to_string()
+    } else {
+        service_key(global)
+    }
 }
 
 /// Whether this run uses the built-in mock: `--mock`, or no service
@@ -549,7 +560,7 @@ pub async fn connect_with(
         let marked = Arc::new(AtomicBool::new(false));
         let client = global
             .recording(noting_the_mock(limited(builder), &marked))
-            .learned(learned::load(&service))
+            .learned(learned::DURATIONS.load(&service))
             .build()
             .map_err(|e| Failure::api(&e))?;
         return Ok(Connection {

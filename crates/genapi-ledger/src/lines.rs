@@ -590,9 +590,16 @@ impl Ledger {
 
     /// Holds credits for a submission of `line` under a cap of `max` in all
     /// over the batch. `estimate` is the most a submission of its kind was
-    /// charged so far, read here; with none yet, everything left is held, so
-    /// the first of a kind goes alone.
-    pub(crate) async fn hold_credits(&self, line: u64, kind: &str, max: f64) -> Result<Hold, LedgerError> {
+    /// charged so far, read here (else `known`, its price learned before
+    /// this batch); with neither, everything left is held, so the first of
+    /// a kind goes alone.
+    pub(crate) async fn hold_credits(
+        &self,
+        line: u64,
+        kind: &str,
+        max: f64,
+        known: Option<f64>,
+    ) -> Result<Hold, LedgerError> {
         let (batch, worker, line) = (&self.batch, &self.worker, line as i64);
         let _turn = self.transaction_turn.lock().await;
         self.transactions
@@ -623,7 +630,7 @@ impl Ledger {
                     charged,
                     held,
                     live_holds: live,
-                    kind_price: estimate,
+                    kind_price: estimate.or(known),
                     largest,
                 }
                 .decide();

@@ -79,8 +79,14 @@ impl Store for Ledger {
         Box::pin(async move { Ok(Ledger::append(self, std::slice::from_ref(&event)).await?) })
     }
 
-    fn hold_credits<'a>(&'a self, line: u64, kind: &'a str, max: f64) -> BoxFuture<'a, Result<Hold, StoreError>> {
-        Box::pin(async move { Ok(Ledger::hold_credits(self, line, kind, max).await?) })
+    fn hold_credits<'a>(
+        &'a self,
+        line: u64,
+        kind: &'a str,
+        max: f64,
+        known: Option<f64>,
+    ) -> BoxFuture<'a, Result<Hold, StoreError>> {
+        Box::pin(async move { Ok(Ledger::hold_credits(self, line, kind, max, known).await?) })
     }
 
     fn drop_hold(&self, line: u64) -> BoxFuture<'_, Result<(), StoreError>> {
@@ -170,7 +176,13 @@ impl Store for ReadOnlyLedger {
     fn write(&self, _event: Event) -> BoxFuture<'_, Result<(), StoreError>> {
         self.refused()
     }
-    fn hold_credits<'a>(&'a self, _line: u64, _kind: &'a str, _max: f64) -> BoxFuture<'a, Result<Hold, StoreError>> {
+    fn hold_credits<'a>(
+        &'a self,
+        _line: u64,
+        _kind: &'a str,
+        _max: f64,
+        _known: Option<f64>,
+    ) -> BoxFuture<'a, Result<Hold, StoreError>> {
         self.refused()
     }
     fn drop_hold(&self, _line: u64) -> BoxFuture<'_, Result<(), StoreError>> {

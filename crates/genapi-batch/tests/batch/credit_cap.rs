@@ -244,3 +244,63 @@ async fn a_rerun_after_an_unanswered_first_submission_stays_under_the_cap() {
         "a cap of 30 credits, yet the service charged {charged}"
     );
 }
+
+/// The one way past the cap is the first submission of a kind never
+/// charged. Prices learned in an earlier run close it for the kinds they
+/// know: the dear line is held at its known price, which what is left does
+/// not cover, so it is not sent and the service is charged within the cap.
+#[tokio::test(start_paused = true)]
+async fn prices_learned_in_an_earlier_run_keep_a_known_dear_kind_under_the_cap() {
+    let mock = MockService::start_with(
+        MockConfig::default().default_duration(Duration::from_millis(200)),
+        "127.0.0.1:0".parse().unwrap(),
+    )
+    .await
+    .unwrap();
+    mock.set_credits(Some(100.0));
+    let large = b64(&png_header(1024, 1024));
+    let lines = |run: &str| -> Vec<Job> {
+        (1..=5)
+            .map(|n| {
+                let mut body = json!({"prompt": format!("{run} {n}"), "width": 256, "height": 256});
+                if n == 3 {
+                    body["input_image"] = json!(large);
+                }
+                Job::new(n, "/v1/gen-2-pro", body).name(format!("{run}-{n}"))
+            })
+            .collect()
+    };
+    // An earlier, uncapped run: its charges are the prices learned.
+    let earlier_dir = Dir::new("credit-cap-learned-earlier");
+    let earlier = Batch::new(mock.client().unwrap(), store(MemoryJournal::default()), &earlier_dir.0);
+    let book = earlier.prices();
+    let earlier_outcomes = run_batch(earlier, lines("earlier")[..3].to_vec()).await;
+    assert!(earlier_outcomes.iter().all(|o| o.status == JobStatus::Succeeded));
+    let learned = book.snapshot();
+    assert_eq!(
+        learned.len(),
+        2,
+        "two kinds: the small one and the one with the large input"
+    );
+    let dear = learned.price_of(&lines("any")[2]).unwrap();
+    let cap = 1.0;
+    assert!(dear > cap, "the dear kind costs more than the whole cap: {dear}");
+
+    let before = mock.credits().unwrap();
+    let dir = Dir::new("credit-cap-learned");
+    let client = mock.client_builder().max_active_tasks(1).build().unwrap();
+    let batch = Batch::new(client, store(MemoryJournal::default()), &dir.0)
+        .max_credits(cap)
+        .known_prices(learned);
+    let outcomes: Vec<JobOutcome> = batch.run(lines("later")).unwrap().collect().await;
+    let charged = before - mock.credits().unwrap();
+    assert!(charged <= cap + 1e-9, "the service charged {charged}: {outcomes:#?}");
+    let by_line = |line: u64| outcomes.iter().find(|o| o.line == line).unwrap();
+    assert_eq!(by_line(1).status, JobStatus::Succeeded);
+    assert_eq!(by_line(2).status, JobStatus::Succeeded);
+    let held_back = by_line(3);
+    assert_eq!(held_back.status, JobStatus::NotSubmitted, "{held_back:#?}");
+    assert_eq!(held_back.class, Some(genapi::FailureClass::CreditCap));
+    // Three from the earlier run, two now: the dear line was never sent.
+    assert_eq!(mock.count("POST", "/v1/gen-2-pro"), 5);
+}

@@ -18,6 +18,7 @@
 
 mod adoption;
 mod drive;
+mod estimate;
 mod finish;
 mod jobs;
 mod keeper;
@@ -34,7 +35,7 @@ use tokio::time::Instant;
 
 pub(crate) use jobs::explained;
 
-use crate::{out, timeout_if_given, Failure, Global};
+use crate::{learned, out, timeout_if_given, Failure, Global};
 
 /// The journal's file name in the output directory.
 const JOURNAL: &str = "journal.jsonl";
@@ -53,7 +54,7 @@ pub struct BatchArgs {
     jobs: Option<PathBuf>,
     /// Directory for the images, results.jsonl and the journal (created if needed). Run the same command
     /// again to resume.
-    #[arg(short = 'o', long, value_name = "DIR", required_unless_present_any = ["schema", "status"])]
+    #[arg(short = 'o', long, value_name = "DIR", required_unless_present_any = ["schema", "status", "estimate"])]
     out: Option<PathBuf>,
     /// Submit the valid lines even when others are invalid.
     #[arg(long)]
@@ -88,8 +89,9 @@ pub struct BatchArgs {
     #[arg(long, value_name = "NAME", default_value = "default")]
     seats_pool: String,
     /// Spend at most N credits on this batch in all (over every run and worker). Submissions stop when the next
-    /// could pass it; tasks in flight finish. A submission of a kind not yet charged (another size or input
-    /// image) has no known price: it is sent alone, and may cost more than was left, so the batch spends at most
+    /// could pass it; tasks in flight finish. A kind charged in an earlier run against this service is priced
+    /// from the start (see --estimate). A submission of a kind never charged (another size or input image) has
+    /// no known price: it is sent alone, and may cost more than was left, so the batch spends at most
     /// N plus what that one submission costs above what was left (as long as the service charges a kind alike;
     /// see docs/batch.md).
     #[arg(long, value_name = "N", value_parser = parse_credits)]
@@ -109,6 +111,11 @@ pub struct BatchArgs {
     /// without waiting for --ledger-lease. Only one running worker may have a name.
     #[arg(long, value_name = "NAME", value_parser = parse_worker_name)]
     worker_name: Option<String>,
+    /// Print what the job file will cost and exit, sending nothing: per model and in all, by the prices this
+    /// account was charged before for each kind of line (the same model, sizes and inputs; kept per service
+    /// address); lines of a kind never charged are counted apart and named, not guessed. --json for JSON.
+    #[arg(long, conflicts_with = "status")]
+    estimate: bool,
     /// Print the JSON Schema of a job line and exit.
     #[arg(long)]
     schema: bool,
@@ -153,6 +160,9 @@ pub async fn run(global: &Global, args: BatchArgs) -> Result<(), Failure> {
     };
     let deadline = Instant::now() + timeout_if_given(global);
     let checked = jobs::check(&jobs_file, args.skip_invalid)?;
+    if args.estimate {
+        return estimate::show(global, &jobs_file, &checked);
+    }
     let ledger_url = keeper::ledger_url(global, &args)?;
     if args.status {
         return keeper::show_status(global, &args, ledger_url, &jobs_file, &checked, deadline).await;
@@ -186,10 +196,17 @@ pub async fn run(global: &Global, args: BatchArgs) -> Result<(), Failure> {
         .await?;
     }
     let keeper::Keeper { store, seats } = keeper;
-    let batch =
-        settle(Batch::new(connection.client.clone(), store, &out_dir), &args).ephemeral_service(on_builtin_mock);
+    // Prices charged before hold a capped run's first lines of a known kind
+    // at their price; this run's charges are kept for the next.
+    let prices_key = crate::prices_key(global);
+    let batch = settle(Batch::new(connection.client.clone(), store, &out_dir), &args)
+        .ephemeral_service(on_builtin_mock)
+        .known_prices(learned::PRICES.load(&prices_key));
+    let prices = batch.prices();
     let results = results::Results::create(&out_dir, global.json, keep_gallery)?;
-    let ended = drive::drive(global, batch, &checked, results, deadline, on_builtin_mock).await?;
+    let ended = drive::drive(global, batch, &checked, results, deadline, on_builtin_mock).await;
+    learned::PRICES.save(&prices_key, prices.snapshot());
+    let ended = ended?;
     finish::finish(
         global,
         ended,

@@ -35,6 +35,7 @@ mod batch;
 mod batch_stdout;
 mod cli;
 mod echoed_secrets;
+mod estimate;
 mod gallery;
 mod hardening_files;
 mod honest_exits;

@@ -1,0 +1,195 @@
+//! Prices learned from what the service charged, and what a job file will
+//! cost by them.
+//!
+//! The client cannot know a price before the service charges it: the
+//! reference lists none, and the service prices by sizes and inputs. What
+//! it can know is what this account was charged: each accepted submission
+//! reports its cost. So a price is learned per *kind* of submission (the
+//! path and every field that may change its price, as the spending cap
+//! counts them: see [`Credits`](crate::Credits)), as the most a submission
+//! of that kind was charged. A program keeps [`Prices`] between runs (the
+//! `genapi` command keeps them per service address, beside the task
+//! durations it learns), gives them to the next batch
+//! ([`Batch::known_prices`](crate::Batch::known_prices)), so its cap holds
+//! a first submission of a kind seen in an earlier run at that kind's
+//! price, and estimates a job file with them before paying anything
+//! ([`Prices::estimate`]). A line of a kind never charged has no price: it
+//! is counted apart and named, never guessed as free.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use serde::{Deserialize, Serialize};
+
+use crate::budget::kind;
+use crate::job::Job;
+
+/// The most each kind of submission was charged, learned from charges.
+///
+/// ```
+/// use genapi_batch::{Job, Prices};
+/// let job = |line, prompt: &str, width| Job {
+///     line,
+///     path: "/v1/gen-2-pro".into(),
+///     body: serde_json::json!({"prompt": prompt, "width": width, "height": 768}),
+///     name: None,
+///     cell: None,
+/// };
+/// let mut prices = Prices::default();
+/// prices.learn(&job(1, "a fox", 1024), 1.58);
+/// // Another prompt, the same kind: its price is known.
+/// assert_eq!(prices.price_of(&job(2, "a hare", 1024)), Some(1.58));
+/// // Another size: another kind, not priced yet.
+/// let estimate = prices.estimate([job(2, "a hare", 1024), job(3, "a fox", 512)]);
+/// assert_eq!((estimate.credits, estimate.unknown.len()), (1.58, 1));
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Prices {
+    /// By kind (a digest: no prompt, secret or image is kept).
+    kinds: BTreeMap<String, KindPrice>,
+}
+
+/// The price of one kind, with the model it is of (for showing).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+struct KindPrice {
+    model: String,
+    credits: f64,
+}
+
+/// The model an operation's path names: `/v1/gen-2-pro` is `gen-2-pro`.
+fn model_of(path: &str) -> String {
+    path.strip_prefix("/v1/").unwrap_or(path).to_string()
+}
+
+impl Prices {
+    /// What a submission of `job`'s kind was charged at most, if one was.
+    pub fn price_of(&self, job: &Job) -> Option<f64> {
+        self.kinds.get(&kind(job)).map(|price| price.credits)
+    }
+
+    /// A submission of `job`'s kind was charged `credits`. A charge that is
+    /// not a finite, non-negative number teaches nothing.
+    pub fn learn(&mut self, job: &Job, credits: f64) {
+        self.learn_kind(kind(job), model_of(&job.path), credits);
+    }
+
+    fn learn_kind(&mut self, kind: String, model: String, credits: f64) {
+        if !credits.is_finite() || credits < 0.0 {
+            return;
+        }
+        let price = self.kinds.entry(kind).or_insert(KindPrice { model, credits });
+        price.credits = price.credits.max(credits);
+    }
+
+    /// How many kinds have a price.
+    pub fn len(&self) -> usize {
+        self.kinds.len()
+    }
+
+    /// Whether no kind has a price.
+    pub fn is_empty(&self) -> bool {
+        self.kinds.is_empty()
+    }
+
+    /// What `jobs` will cost by these prices, per model and in all; the
+    /// lines of a kind never charged are counted apart and named.
+    pub fn estimate(&self, jobs: impl IntoIterator<Item = Job>) -> Estimate {
+        let mut estimate = Estimate::default();
+        for job in jobs {
+            let model = model_of(&job.path);
+            let of_model = estimate.by_model.entry(model.clone()).or_default();
+            of_model.lines += 1;
+            estimate.lines += 1;
+            match self.price_of(&job) {
+                Some(credits) => {
+                    of_model.credits += credits;
+                    estimate.credits += credits;
+                }
+                None => {
+                    of_model.unknown += 1;
+                    estimate.unknown.push(Unpriced { line: job.line, model });
+                }
+            }
+        }
+        // Sums of prices with two decimals, without the float noise of
+        // adding them (2.75, not 2.7500000000000004).
+        let exact = |credits: f64| (credits * 1e6).round() / 1e6;
+        estimate.credits = exact(estimate.credits);
+        for of_model in estimate.by_model.values_mut() {
+            of_model.credits = exact(of_model.credits);
+        }
+        estimate
+    }
+
+    /// The kind's price, for the cap.
+    pub(crate) fn price_of_kind(&self, kind: &str) -> Option<f64> {
+        self.kinds.get(kind).map(|price| price.credits)
+    }
+}
+
+/// What a job file will cost, by learned prices ([`Prices::estimate`]).
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[non_exhaustive]
+pub struct Estimate {
+    /// The lines estimated.
+    pub lines: usize,
+    /// The credits of the lines whose price is known.
+    pub credits: f64,
+    /// Per model.
+    pub by_model: BTreeMap<String, ModelEstimate>,
+    /// The lines whose price is not known (their kind was never charged),
+    /// in the order met: not counted in `credits`.
+    pub unknown: Vec<Unpriced>,
+}
+
+/// The estimate of one model's lines.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[non_exhaustive]
+pub struct ModelEstimate {
+    /// Its lines.
+    pub lines: usize,
+    /// The credits of those whose price is known.
+    pub credits: f64,
+    /// Those whose price is not known.
+    pub unknown: usize,
+}
+
+/// A line whose price is not known.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct Unpriced {
+    /// Its line.
+    pub line: u64,
+    /// Its model.
+    pub model: String,
+}
+
+/// The prices a running batch knows, shared with whoever reads them: the
+/// ones it was given and every charge it saw ([`crate::Batch::prices`]).
+#[derive(Clone, Debug, Default)]
+pub struct PriceBook {
+    prices: Arc<Mutex<Prices>>,
+}
+
+impl PriceBook {
+    /// The prices now, to keep for the next run.
+    pub fn snapshot(&self) -> Prices {
+        self.prices.lock().map(|prices| prices.clone()).unwrap_or_default()
+    }
+
+    pub(crate) fn of(prices: Prices) -> PriceBook {
+        PriceBook {
+            prices: Arc::new(Mutex::new(prices)),
+        }
+    }
+
+    pub(crate) fn learn(&self, kind: &str, job_path: &str, credits: f64) {
+        if let Ok(mut prices) = self.prices.lock() {
+            prices.learn_kind(kind.to_string(), model_of(job_path), credits);
+        }
+    }
+
+    pub(crate) fn price_of_kind(&self, kind: &str) -> Option<f64> {
+        self.prices.lock().ok()?.price_of_kind(kind)
+    }
+}
