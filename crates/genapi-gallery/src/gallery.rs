@@ -6,7 +6,8 @@
 //! [`Gallery::rebuild`] reads the folder's `results.jsonl` and does the
 //! same at once. The last result of a line wins, as in the results file.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 
 use crate::page;
@@ -30,6 +31,13 @@ const RESULTS_LIMIT: u64 = 1 << 30;
 const PAGE: genapi_files::Existing = genapi_files::Existing::ReplaceOurs {
     writer: "the gallery",
     ours: page::is_ours,
+};
+
+/// How a page's kept lines are treated: replaced only when the gallery
+/// wrote them.
+const KEPT: genapi_files::Existing = genapi_files::Existing::ReplaceOurs {
+    writer: "the gallery",
+    ours: |head| head.starts_with(KEPT_MARK.as_bytes()),
 };
 
 /// The page's refusal, as the gallery says it.
@@ -85,15 +93,68 @@ pub enum GalleryError {
     },
 }
 
+/// The most tiles a page shows: a page of this many opens in well under a
+/// second, and a gallery of 100,000 lines is 100 of them.
+pub const PAGE_TILES: u64 = 1000;
+
+/// The folder of a large gallery's pages, in the output folder.
+pub const PAGES: &str = "pages";
+
+/// Pages whose lines are held in memory at most; the others are on disk.
+/// Results come mostly in line order, so few pages change at once.
+const OPEN_PAGES: usize = 4;
+
+/// How a page's kept lines (beside its HTML) are recognised as the
+/// gallery's own.
+const KEPT_MARK: &str = "{\"genapi_gallery_page\":";
+
+/// The lines of one page in memory, with their thumbnails.
+#[derive(Debug, Default)]
+struct Page {
+    lines: BTreeMap<u64, ResultLine>,
+    thumbnails: BTreeMap<u64, Thumbnail>,
+    /// Changed since it was last written.
+    dirty: bool,
+    /// When it was last used, for putting the oldest away first.
+    used: u64,
+}
+
 /// The gallery of an output folder.
+///
+/// A small gallery (lines up to [`PAGE_TILES`]) is one page, `index.html`.
+/// A larger one is pages of [`PAGE_TILES`] lines each in `pages/`
+/// (`pages/1.html` holds lines 1 to 1000), each self-contained, and
+/// `index.html` gives the totals and links to every page. Only the pages
+/// that changed are written again, and the lines of a few pages are held at
+/// a time (the others are kept beside their page, as `pages/N.jsonl`), so
+/// memory stays flat in the number of lines.
 #[derive(Debug)]
 pub struct Gallery {
     dir: PathBuf,
-    lines: BTreeMap<u64, ResultLine>,
-    thumbnails: BTreeMap<u64, Thumbnail>,
+    /// Every page's totals, by page (from 0), as last written.
+    totals: BTreeMap<u64, page::Totals>,
+    /// The pages held in memory.
+    open: BTreeMap<u64, Page>,
+    /// Pages put away by this gallery (their lines kept on disk).
+    kept: BTreeSet<u64>,
+    /// Lines shown.
+    count: usize,
     /// Images whose thumbnail could not be made, with why (shown as tiles
     /// without a picture; the run goes on).
     unreadable: BTreeMap<u64, String>,
+    /// Whether the gallery is written as pages (a line beyond the first
+    /// page was seen).
+    paged: bool,
+    /// Why a page could not be put away between writes: said by the next
+    /// [`Gallery::write`].
+    failed: Option<GalleryError>,
+    /// A use count, for [`Page::used`].
+    clock: u64,
+}
+
+/// The page (from 0) of a line.
+fn page_of(line: u64) -> u64 {
+    line.saturating_sub(1) / PAGE_TILES
 }
 
 impl Gallery {
@@ -101,14 +162,19 @@ impl Gallery {
     pub fn new(dir: impl Into<PathBuf>) -> Gallery {
         Gallery {
             dir: dir.into(),
-            lines: BTreeMap::new(),
-            thumbnails: BTreeMap::new(),
+            totals: BTreeMap::new(),
+            open: BTreeMap::new(),
+            kept: BTreeSet::new(),
+            count: 0,
             unreadable: BTreeMap::new(),
+            paged: false,
+            failed: None,
+            clock: 0,
         }
     }
 
-    /// Reads `dir/results.jsonl`, makes the thumbnails that are missing and
-    /// writes `dir/index.html`.
+    /// Reads `dir/results.jsonl` a line at a time, makes the thumbnails
+    /// that are missing and writes the gallery.
     pub fn rebuild(dir: impl Into<PathBuf>) -> Result<Gallery, GalleryError> {
         let mut gallery = Gallery::new(dir);
         let path = gallery.dir.join(RESULTS);
@@ -116,10 +182,16 @@ impl Gallery {
             path: path.clone(),
             reason,
         };
-        let bytes = genapi_files::read(&path, RESULTS_LIMIT).map_err(|e| unreadable(e.reason()))?;
-        let text = String::from_utf8(bytes).map_err(|_| unreadable("not UTF-8 text".into()))?;
-        for (index, text) in text.lines().enumerate().filter(|(_, t)| !t.trim().is_empty()) {
-            let line: ResultLine = serde_json::from_str(text).map_err(|e| GalleryError::Line {
+        let file = genapi_files::open(&path, RESULTS_LIMIT).map_err(|e| unreadable(e.reason()))?;
+        for (index, text) in BufReader::new(file).lines().enumerate() {
+            let text = text.map_err(|e| match e.kind() {
+                std::io::ErrorKind::InvalidData => unreadable("not UTF-8 text".into()),
+                _ => unreadable(e.to_string()),
+            })?;
+            if text.trim().is_empty() {
+                continue;
+            }
+            let line: ResultLine = serde_json::from_str(&text).map_err(|e| GalleryError::Line {
                 path: path.clone(),
                 number: index + 1,
                 reason: e.to_string(),
@@ -133,25 +205,114 @@ impl Gallery {
     /// Takes a line's result (replacing an earlier one of the same line),
     /// and makes its thumbnail when it saved an image.
     pub fn add(&mut self, line: ResultLine) {
-        self.thumbnails.remove(&line.line);
-        self.unreadable.remove(&line.line);
-        if line.succeeded() {
-            let made = line
-                .file
-                .as_deref()
-                .and_then(|file| image_in(&self.dir, file))
-                .ok_or_else(|| "not a file of the output folder".to_string())
-                .and_then(|(image, name)| thumbnail(&self.dir, THUMBS, &image, &name));
-            match made {
-                Ok(thumb) => {
-                    self.thumbnails.insert(line.line, thumb);
-                }
-                Err(reason) => {
-                    self.unreadable.insert(line.line, reason);
-                }
+        let number = page_of(line.line);
+        let new_page = !self.open.contains_key(&number) && !self.kept.contains(&number) && !self.totals.contains_key(&number);
+        if new_page && number > 0 && (self.open.contains_key(&(number - 1)) || self.kept.contains(&(number - 1))) {
+            // The page before links to this one now.
+            self.page(number - 1).dirty = true;
+        }
+        if number > 0 && !self.paged {
+            // The first page moves from index.html to pages/1.html.
+            self.paged = true;
+            if let Some(first) = self.open.get_mut(&0) {
+                first.dirty = true;
             }
         }
-        self.lines.insert(line.line, line);
+        let thumbnail = self.thumbnail_of(&line);
+        let page = self.page(number);
+        page.thumbnails.remove(&line.line);
+        if let Some(thumbnail) = thumbnail {
+            page.thumbnails.insert(line.line, thumbnail);
+        }
+        page.dirty = true;
+        if page.lines.insert(line.line, line).is_none() {
+            self.count += 1;
+        }
+        // However fast results come (a resumed run's, all at once), only a
+        // few pages' lines stay in memory.
+        if let Err(error) = self.put_away_extra() {
+            self.failed.get_or_insert(error);
+        }
+    }
+
+    /// The thumbnail of a line that saved an image, made when missing; why
+    /// none could be made is kept in `unreadable`.
+    fn thumbnail_of(&mut self, line: &ResultLine) -> Option<Thumbnail> {
+        self.unreadable.remove(&line.line);
+        if !line.succeeded() {
+            return None;
+        }
+        let made = line
+            .file
+            .as_deref()
+            .and_then(|file| image_in(&self.dir, file))
+            .ok_or_else(|| "not a file of the output folder".to_string())
+            .and_then(|(image, name)| thumbnail(&self.dir, THUMBS, &image, &name));
+        match made {
+            Ok(thumb) => Some(thumb),
+            Err(reason) => {
+                self.unreadable.insert(line.line, reason);
+                None
+            }
+        }
+    }
+
+    /// Page `number` in memory: as this gallery put it away, or new.
+    fn page(&mut self, number: u64) -> &mut Page {
+        self.clock += 1;
+        let used = self.clock;
+        if !self.open.contains_key(&number) {
+            let page = match self.kept.remove(&number) {
+                true => self.take_back(number),
+                false => Page::default(),
+            };
+            self.open.insert(number, page);
+        }
+        let page = self.open.entry(number).or_default();
+        page.used = used;
+        page
+    }
+
+    /// The lines of a page put away, read back (with their thumbnails, made
+    /// again where missing). Lines that cannot be read back are left out
+    /// of the page and said in `unreadable`.
+    fn take_back(&mut self, number: u64) -> Page {
+        let mut page = Page::default();
+        let kept = self.kept_path(number);
+        let text = genapi_files::read_text(&kept, RESULTS_LIMIT).unwrap_or_default();
+        for text in text.lines().skip(1) {
+            let Ok(line) = serde_json::from_str::<ResultLine>(text) else { continue };
+            if let Some(thumbnail) = self.thumbnail_of(&line) {
+                page.thumbnails.insert(line.line, thumbnail);
+            }
+            page.lines.insert(line.line, line);
+        }
+        page
+    }
+
+    /// Puts the pages used longest ago away while more than
+    /// [`OPEN_PAGES`] are held: each is written (when it changed) and its
+    /// lines kept beside it.
+    fn put_away_extra(&mut self) -> Result<(), GalleryError> {
+        while self.paged && self.open.len() > OPEN_PAGES {
+            let Some(oldest) = self.open.iter().min_by_key(|(_, page)| page.used).map(|(n, _)| *n) else {
+                break;
+            };
+            let Some(page) = self.open.remove(&oldest) else { break };
+            self.write_page(oldest, &page)?;
+            let mut kept = format!("{KEPT_MARK}{}}}\n", oldest + 1);
+            for line in page.lines.values() {
+                kept.push_str(&serde_json::to_string(line).unwrap_or_default());
+                kept.push('\n');
+            }
+            genapi_files::write_whole(&self.kept_path(oldest), kept.as_bytes(), KEPT).map_err(refusal)?;
+            self.kept.insert(oldest);
+        }
+        Ok(())
+    }
+
+    fn kept_path(&self, number: u64) -> PathBuf {
+        self.dir.join(PAGES).join(format!("{}.jsonl", number + 1))
     }
 
     /// Whether the page can be kept in `dir`: no page is there, or the one
@@ -160,29 +321,89 @@ impl Gallery {
         genapi_files::may_write(&dir.join(INDEX), PAGE).map_err(refusal)
     }
 
-    /// Writes `index.html` whole: beside it under a temporary name, then
-    /// put in its place, by the file policy of `genapi-files`: a page at
-    /// that name is replaced only when the gallery wrote it, and a link
-    /// there is never written through ([`GalleryError::NotOurs`]). Returns
-    /// its path.
-    pub fn write(&self) -> Result<PathBuf, GalleryError> {
+    /// Writes what changed since the last write: each changed page, and
+    /// `index.html` (the only page of a small gallery; the totals and the
+    /// list of pages of a large one). Each is written beside its name and
+    /// put in place, by the file policy of `genapi-files`: a page is
+    /// replaced only when the gallery wrote it, and a link there is never
+    /// written through ([`GalleryError::NotOurs`]). Returns the path of
+    /// `index.html`.
+    pub fn write(&mut self) -> Result<PathBuf, GalleryError> {
+        if let Some(failed) = self.failed.take() {
+            return Err(failed);
+        }
+        self.put_away_extra()?;
+        let changed: Vec<u64> = self.open.iter().filter(|(_, p)| p.dirty).map(|(n, _)| *n).collect();
+        for number in changed {
+            if let Some(mut page) = self.open.remove(&number) {
+                let written = self.write_page(number, &page);
+                page.dirty = false;
+                self.open.insert(number, page);
+                written?;
+            }
+        }
         let target = self.dir.join(INDEX);
+        let index = if self.paged {
+            let pages: Vec<(u64, &page::Totals)> = self
+                .totals
+                .iter()
+                .filter(|(_, totals)| totals.lines > 0)
+                .map(|(number, totals)| (number + 1, totals))
+                .collect();
+            page::render_index(&pages)
+        } else {
+            let empty = Page::default();
+            let first = self.open.get(&0).unwrap_or(&empty);
+            let pictures = page::Pictures {
+                thumbnails: &first.thumbnails,
+                unreadable: &self.unreadable,
+            };
+            page::render(&first.lines, &pictures, page::Place::ALONE)
+        };
+        genapi_files::write_whole(&target, index.as_bytes(), PAGE).map_err(refusal)
+    }
+
+    /// Writes one page of a paged gallery (a small gallery's only page is
+    /// `index.html`, written by [`Gallery::write`]), and keeps its totals.
+    fn write_page(&mut self, number: u64, page: &Page) -> Result<(), GalleryError> {
+        self.totals.insert(number, page::Totals::of(page.lines.values()));
+        if !self.paged || !page.dirty {
+            return Ok(());
+        }
+        let folder = self.dir.join(PAGES);
+        match std::fs::symlink_metadata(&folder) {
+            Ok(metadata) if metadata.file_type().is_dir() => {}
+            // A link (or anything else) in its place would take the writes
+            // somewhere else.
+            Ok(_) => return Err(GalleryError::NotOurs { path: folder }),
+            Err(_) => std::fs::create_dir(&folder).map_err(|e| GalleryError::Write {
+                path: folder.clone(),
+                reason: e.to_string(),
+            })?,
+        }
+        let next = self.totals.range(number + 1..).next().is_some() || self.open.range(number + 1..).next().is_some();
         let pictures = page::Pictures {
-            thumbnails: &self.thumbnails,
+            thumbnails: &page.thumbnails,
             unreadable: &self.unreadable,
         };
-        let page = page::render(&self.lines, &pictures);
-        genapi_files::write_whole(&target, page.as_bytes(), PAGE).map_err(refusal)
+        let place = page::Place {
+            prefix: "../",
+            of: Some((number + 1, next)),
+        };
+        let html = page::render(&page.lines, &pictures, place);
+        let target = folder.join(format!("{}.html", number + 1));
+        genapi_files::write_whole(&target, html.as_bytes(), PAGE).map_err(refusal)?;
+        Ok(())
     }
 
     /// How many lines the gallery shows.
     pub fn len(&self) -> usize {
-        self.lines.len()
+        self.count
     }
 
     /// Whether it shows no line.
     pub fn is_empty(&self) -> bool {
-        self.lines.is_empty()
+        self.count == 0
     }
 
     /// Lines whose image could not be made into a thumbnail, with why.

@@ -10,13 +10,18 @@
 //! result, as `genapi grid` writes) are laid out as a grid: prompts by rows,
 //! the swept value by columns. A header gives the totals.
 //!
-//! The page is built from the results alone ([`genapi_batch::ResultLine`],
-//! one per line of `results.jsonl`), so [`Gallery::rebuild`] makes the same page after
-//! the run that the run kept current while it went. It is self-contained
-//! (no script, font or style from the network: it opens from the file
-//! system in any browser), thumbnails load lazily so a page of 10,000 lines
-//! stays usable, and every write replaces the page whole (written beside it,
-//! then renamed), so a reader never sees half a page.
+//! The pages are built from the results alone ([`genapi_batch::ResultLine`],
+//! one per line of `results.jsonl`), so [`Gallery::rebuild`] makes the same pages after
+//! the run that the run kept current while it went. A batch of up to
+//! [`PAGE_TILES`] lines is one page, `index.html`; a larger one is pages of
+//! [`PAGE_TILES`] lines in `pages/`, linked from `index.html` with their
+//! totals, so a gallery of 100,000 lines opens as fast as one of 1,000. Only
+//! the pages that changed are written again, and the lines of a few pages
+//! are held at a time, so keeping a gallery costs a batch little, however
+//! long. Every page is self-contained (no script, font or style from the
+//! network: it opens from the file system in any browser), thumbnails load
+//! lazily, and every write replaces a page whole (written beside it, then
+//! renamed), so a reader never sees half a page.
 //!
 //! ```no_run
 //! # fn demo() -> Result<(), genapi_gallery::GalleryError> {
@@ -29,5 +34,5 @@ mod gallery;
 mod page;
 mod thumbnail;
 
-pub use gallery::{Gallery, GalleryError, INDEX, RESULTS, THUMBS};
+pub use gallery::{Gallery, GalleryError, INDEX, PAGES, PAGE_TILES, RESULTS, THUMBS};
 pub use thumbnail::THUMBNAIL_SIDE;

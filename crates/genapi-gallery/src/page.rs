@@ -26,7 +26,7 @@ h1{font-size:1.3em;margin:0 0 .3em}header p{margin:.2em 0}\
 .prompt{margin:.2em 0;color:#444}dl{display:grid;grid-template-columns:auto 1fr;gap:0 .6em;margin:.3em 0 0;font-size:.9em}\
 dt{color:#777}dd{margin:0}code{font-size:.9em}\
 table.grid{border-collapse:collapse;margin:1em 0}table.grid th{font-weight:normal;color:#555;padding:4px;text-align:left;vertical-align:top;max-width:220px}\
-table.grid td{padding:4px;vertical-align:top}";
+table.grid td{padding:4px;vertical-align:top}nav{margin:0 0 .6em}ol.pages{columns:3 20em;padding-left:2.5em}";
 
 /// The order statuses are counted in: what went well first.
 const STATUS_ORDER: [&str; 7] = [
@@ -54,10 +54,25 @@ pub(crate) fn is_ours(head: &[u8]) -> bool {
     head.windows(MARK.len()).any(|window| window == MARK.as_bytes())
 }
 
-/// The page of `lines` (by line number), with each succeeded line's
-/// thumbnail.
-pub(crate) fn render(lines: &BTreeMap<u64, ResultLine>, pictures: &Pictures<'_>) -> String {
-    let mut page = String::with_capacity(1024 + lines.len() * 700);
+/// Where a page sits: beside the results (the only page of a small
+/// gallery, `index.html`) or in `pages/` (one of many), which its links to
+/// images and thumbnails must climb out of.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Place {
+    /// Prefixed to every link into the output folder.
+    pub(crate) prefix: &'static str,
+    /// For one of many pages: its number (from 1), and whether a page
+    /// follows it.
+    pub(crate) of: Option<(u64, bool)>,
+}
+
+impl Place {
+    /// `index.html`, the only page.
+    pub(crate) const ALONE: Place = Place { prefix: "", of: None };
+}
+
+/// A page's start: the document's head with its title and style.
+fn head(page: &mut String, title: &str) {
     page.push_str("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">");
     page.push_str(MARK);
     page.push_str("<meta name=\"viewport\" content=\"width=device-width,initial-scale=1\">");
@@ -65,23 +80,52 @@ pub(crate) fn render(lines: &BTreeMap<u64, ResultLine>, pictures: &Pictures<'_>)
     page.push_str(
         "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; img-src 'self' file:; style-src 'unsafe-inline'\">",
     );
-    let _ = write!(
-        page,
-        "<title>genapi batch: {} lines</title><style>{STYLE}</style></head><body>",
-        lines.len()
-    );
-    header(&mut page, lines);
+    let _ = write!(page, "<title>{}</title><style>{STYLE}</style></head><body>", escape(title));
+}
+
+/// The page of `lines` (by line number), with each succeeded line's
+/// thumbnail.
+pub(crate) fn render(lines: &BTreeMap<u64, ResultLine>, pictures: &Pictures<'_>, place: Place) -> String {
+    let mut page = String::with_capacity(1024 + lines.len() * 700);
+    let totals = Totals::of(lines.values());
+    match place.of {
+        None => {
+            head(&mut page, &format!("genapi batch: {} lines", lines.len()));
+            header(&mut page, &totals, &format!("{} lines", lines.len()));
+        }
+        Some((number, next)) => {
+            head(&mut page, &format!("genapi batch: page {number}"));
+            let (first, last) = (
+                lines.keys().next().copied().unwrap_or(0),
+                lines.keys().last().copied().unwrap_or(0),
+            );
+            page.push_str("<nav>");
+            let _ = write!(page, "<a href=\"../{INDEX_NAME}\">all pages</a>");
+            if number > 1 {
+                let _ = write!(page, " · <a href=\"{}.html\" rel=\"prev\">page {}</a>", number - 1, number - 1);
+            }
+            if next {
+                let _ = write!(page, " · <a href=\"{}.html\" rel=\"next\">page {}</a>", number + 1, number + 1);
+            }
+            page.push_str("</nav>");
+            header(
+                &mut page,
+                &totals,
+                &format!("page {number}: lines {first}–{last}"),
+            );
+        }
+    }
     let (cells, mut others): (Vec<&ResultLine>, Vec<&ResultLine>) =
         lines.values().partition(|line| line.grid.is_some());
     if !cells.is_empty() {
-        let left = grid(&mut page, &cells, pictures);
+        let left = grid(&mut page, &cells, pictures, place.prefix);
         others.extend(left);
         others.sort_by_key(|line| line.line);
     }
     if !others.is_empty() {
         page.push_str("<section class=\"tiles\">");
         for line in others {
-            tile(&mut page, line, pictures);
+            tile(&mut page, line, pictures, place.prefix);
         }
         page.push_str("</section>");
     }
@@ -89,24 +133,115 @@ pub(crate) fn render(lines: &BTreeMap<u64, ResultLine>, pictures: &Pictures<'_>)
     page
 }
 
-/// Totals: lines by status, failures by class, credits, wall time.
-fn header(page: &mut String, lines: &BTreeMap<u64, ResultLine>) {
-    let mut by_status: BTreeMap<&str, usize> = BTreeMap::new();
-    let mut by_class: BTreeMap<&str, usize> = BTreeMap::new();
-    for line in lines.values() {
-        *by_status.entry(line.status.as_str()).or_default() += 1;
-        if line.status != "succeeded" {
-            if let Some(class) = &line.class {
-                *by_class.entry(class.as_str()).or_default() += 1;
+/// The name of the gallery's first page, which links to the others.
+const INDEX_NAME: &str = "index.html";
+
+/// `index.html` of a gallery of many pages: the totals, and a link to each
+/// page with its lines and their statuses. `pages` holds each page's
+/// number (from 1) and totals.
+pub(crate) fn render_index(pages: &[(u64, &Totals)]) -> String {
+    let mut all = Totals::default();
+    for (_, totals) in pages {
+        all.add(totals);
+    }
+    let mut page = String::with_capacity(1024 + pages.len() * 200);
+    head(&mut page, &format!("genapi batch: {} lines", all.lines));
+    header(&mut page, &all, &format!("{} lines in {} pages", all.lines, pages.len()));
+    page.push_str("<ol class=\"pages\">");
+    for (number, totals) in pages {
+        let _ = write!(
+            page,
+            "<li data-page=\"{number}\"><a href=\"pages/{number}.html\">lines {}–{}</a>: {}</li>",
+            totals.first,
+            totals.last,
+            statuses(totals)
+        );
+    }
+    page.push_str("</ol></body></html>\n");
+    page
+}
+
+/// What a set of lines comes to: the page's header, and the index's line
+/// for a page. Small whatever the number of lines, so a gallery keeps the
+/// totals of every page while it holds the lines of a few.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub(crate) struct Totals {
+    /// Lines counted.
+    pub(crate) lines: usize,
+    /// The first and last line numbers.
+    first: u64,
+    last: u64,
+    by_status: BTreeMap<String, usize>,
+    /// Lines not succeeded, by their class.
+    by_class: BTreeMap<String, usize>,
+    credits: f64,
+    /// From the first line's start to the last line's end, as the results say.
+    span: Option<(f64, f64)>,
+}
+
+impl Totals {
+    /// The totals of `lines`.
+    pub(crate) fn of<'a>(lines: impl Iterator<Item = &'a ResultLine>) -> Totals {
+        let mut totals = Totals::default();
+        for line in lines {
+            totals.lines += 1;
+            totals.first = if totals.lines == 1 { line.line } else { totals.first.min(line.line) };
+            totals.last = totals.last.max(line.line);
+            *totals.by_status.entry(line.status.clone()).or_default() += 1;
+            if line.status != "succeeded" {
+                if let Some(class) = &line.class {
+                    *totals.by_class.entry(class.clone()).or_default() += 1;
+                }
+            }
+            if let Some(cost) = line.cost.filter(|c| c.is_finite()) {
+                totals.credits += cost;
+            }
+            if let Some(end) = line.finished_at {
+                let start = end - line.elapsed.unwrap_or(0.0);
+                if start.is_finite() && end.is_finite() {
+                    totals.widen(start, end);
+                }
             }
         }
+        totals
     }
-    let credits: f64 = lines
-        .values()
-        .filter_map(|line| line.cost)
-        .filter(|c| c.is_finite())
-        .sum();
-    let mut statuses: Vec<(&str, usize)> = by_status.into_iter().collect();
+
+    /// Counts `other`'s lines too.
+    pub(crate) fn add(&mut self, other: &Totals) {
+        if other.lines == 0 {
+            return;
+        }
+        self.first = if self.lines == 0 { other.first } else { self.first.min(other.first) };
+        self.last = self.last.max(other.last);
+        self.lines += other.lines;
+        for (status, count) in &other.by_status {
+            *self.by_status.entry(status.clone()).or_default() += count;
+        }
+        for (class, count) in &other.by_class {
+            *self.by_class.entry(class.clone()).or_default() += count;
+        }
+        self.credits += other.credits;
+        if let Some((start, end)) = other.span {
+            self.widen(start, end);
+        }
+    }
+
+    fn widen(&mut self, start: f64, end: f64) {
+        self.span = Some(match self.span {
+            Some((from, to)) => (from.min(start), to.max(end)),
+            None => (start, end),
+        });
+    }
+
+    /// The wall time, from the first start to the last end.
+    fn wall_time(&self) -> Option<f64> {
+        self.span.map(|(start, end)| (end - start).max(0.0))
+    }
+}
+
+/// Lines by status, in [`STATUS_ORDER`]: `9 succeeded · 1 failed`.
+fn statuses(totals: &Totals) -> String {
+    let mut statuses: Vec<(&String, &usize)> = totals.by_status.iter().collect();
     statuses.sort_by_key(|(status, _)| {
         STATUS_ORDER
             .iter()
@@ -114,40 +249,34 @@ fn header(page: &mut String, lines: &BTreeMap<u64, ResultLine>) {
             .unwrap_or(usize::MAX)
     });
     let statuses: Vec<String> = statuses.iter().map(|(s, n)| format!("{n} {}", escape(s))).collect();
+    statuses.join(" · ")
+}
+
+/// Totals: lines by status, failures by class, credits, wall time.
+fn header(page: &mut String, totals: &Totals, title: &str) {
     let _ = write!(
         page,
-        "<header><h1>{} lines</h1><p class=\"statuses\">{}</p>",
-        lines.len(),
-        statuses.join(" · ")
+        "<header><h1>{}</h1><p class=\"statuses\">{}</p>",
+        escape(title),
+        statuses(totals)
     );
-    if !by_class.is_empty() {
-        let classes: Vec<String> = by_class.iter().map(|(c, n)| format!("{n} {}", escape(c))).collect();
+    if !totals.by_class.is_empty() {
+        let classes: Vec<String> = totals
+            .by_class
+            .iter()
+            .map(|(c, n)| format!("{n} {}", escape(c)))
+            .collect();
         let _ = write!(
             page,
             "<p class=\"classes\">not succeeded, by class: {}</p>",
             classes.join(" · ")
         );
     }
-    let _ = write!(page, "<p class=\"credits\">{} credits</p>", decimal(credits));
-    if let Some(wall) = wall_time(lines) {
+    let _ = write!(page, "<p class=\"credits\">{} credits</p>", decimal(totals.credits));
+    if let Some(wall) = totals.wall_time() {
         let _ = write!(page, "<p class=\"wall\">wall time {}</p>", seconds(wall));
     }
     page.push_str("</header>");
-}
-
-/// From the first line's start to the last line's end, as the results say.
-fn wall_time(lines: &BTreeMap<u64, ResultLine>) -> Option<f64> {
-    let spans: Vec<(f64, f64)> = lines
-        .values()
-        .filter_map(|line| {
-            let end = line.finished_at?;
-            Some((end - line.elapsed.unwrap_or(0.0), end))
-        })
-        .filter(|(start, end)| start.is_finite() && end.is_finite())
-        .collect();
-    let start = spans.iter().map(|s| s.0).reduce(f64::min)?;
-    let end = spans.iter().map(|s| s.1).reduce(f64::max)?;
-    Some((end - start).max(0.0))
 }
 
 /// Cells of sweeps: rows and columns in the order their lines come. A cell
@@ -155,7 +284,12 @@ fn wall_time(lines: &BTreeMap<u64, ResultLine>) -> Option<f64> {
 /// no line goes unshown. A grid mostly empty (cells scattered over many rows
 /// and columns) would be a table far larger than its tiles: its cells are
 /// tiles then.
-fn grid<'a>(page: &mut String, cells: &[&'a ResultLine], pictures: &Pictures<'_>) -> Vec<&'a ResultLine> {
+fn grid<'a>(
+    page: &mut String,
+    cells: &[&'a ResultLine],
+    pictures: &Pictures<'_>,
+    prefix: &str,
+) -> Vec<&'a ResultLine> {
     let mut rows: Vec<&str> = Vec::new();
     let mut columns: Vec<&str> = Vec::new();
     let (mut row_of, mut column_of) = (HashMap::new(), HashMap::new());
@@ -185,7 +319,7 @@ fn grid<'a>(page: &mut String, cells: &[&'a ResultLine], pictures: &Pictures<'_>
         for c in 0..columns.len() {
             page.push_str("<td>");
             if let Some(line) = at.get(&(r, c)) {
-                tile(page, line, pictures);
+                tile(page, line, pictures, prefix);
             }
             page.push_str("</td>");
         }
@@ -203,7 +337,7 @@ fn place<'a>(list: &mut Vec<&'a str>, index: &mut HashMap<&'a str, usize>, label
 }
 
 /// One line's tile.
-fn tile(page: &mut String, line: &ResultLine, pictures: &Pictures<'_>) {
+fn tile(page: &mut String, line: &ResultLine, pictures: &Pictures<'_>, prefix: &str) {
     let thumbnail = pictures.thumbnails.get(&line.line);
     let name = line.name.clone().unwrap_or_else(|| format!("line {}", line.line));
     let _ = write!(
@@ -221,8 +355,8 @@ fn tile(page: &mut String, line: &ResultLine, pictures: &Pictures<'_>) {
             let _ = write!(
                 page,
                 "<a href=\"{href}\"><img src=\"{src}\" width=\"{w}\" height=\"{h}\" loading=\"lazy\" decoding=\"async\" alt=\"{alt}\"></a>",
-                href = escape(&url_path(&thumb.image)),
-                src = escape(&url_path(&thumb.path)),
+                href = escape(&format!("{prefix}{}", url_path(&thumb.image))),
+                src = escape(&format!("{prefix}{}", url_path(&thumb.path))),
                 w = thumb.width,
                 h = thumb.height,
                 alt = escape(&name)
@@ -339,16 +473,21 @@ mod tests {
     }
 
     #[test]
-    fn the_wall_time_runs_from_the_first_start_to_the_last_end() {
+    fn the_wall_time_runs_from_the_first_start_to_the_last_end_and_pages_add_up() {
         let line = |n, finished_at, elapsed| ResultLine {
             line: n,
             status: "succeeded".into(),
             finished_at: Some(finished_at),
             elapsed: Some(elapsed),
+            cost: Some(0.5),
             ..ResultLine::default()
         };
-        let lines = BTreeMap::from([(1, line(1, 110.0, 10.0)), (2, line(2, 130.0, 5.0))]);
-        assert_eq!(wall_time(&lines), Some(30.0));
-        assert_eq!(wall_time(&BTreeMap::new()), None);
+        let (one, two) = (line(1, 110.0, 10.0), line(2, 130.0, 5.0));
+        let both = Totals::of([&one, &two].into_iter());
+        assert_eq!(both.wall_time(), Some(30.0));
+        assert_eq!(Totals::default().wall_time(), None);
+        let mut added = Totals::of(std::iter::once(&two));
+        added.add(&Totals::of(std::iter::once(&one)));
+        assert_eq!(added, both, "the totals of pages are those of their lines");
     }
 }

@@ -1,52 +1,68 @@
-//! The page in a real headless Chromium: every thumbnail decodes, every
+//! The pages in a real headless Chromium: every thumbnail decodes, every
 //! tile says what its result says, and nothing comes from the network. How
-//! fast a large page loads is measured by the gallery's bench
+//! fast the pages load is measured by the gallery's bench
 //! (`cargo bench -p genapi-gallery`), not asserted here.
 
-use genapi_gallery::{Gallery, INDEX};
+use genapi_gallery::{Gallery, INDEX, PAGES, PAGE_TILES};
 
 use crate::common::{browser, Dir};
 use crate::fixtures::many_lines;
 
 #[test]
-fn ten_thousand_lines_open_with_every_thumbnail_decoded_and_nothing_fetched_from_the_network() {
+fn a_hundred_thousand_lines_are_pages_that_open_with_every_thumbnail_decoded_and_nothing_fetched() {
     let Some(chromium) = browser::chromium() else {
         return;
     };
-    const LINES: u64 = 10_000;
-    let dir = Dir::new("gallery-ten-thousand");
+    const LINES: u64 = 100_000;
+    let dir = Dir::new("gallery-hundred-thousand");
     let lines = many_lines(&dir.0, LINES);
-    Gallery::rebuild(&dir.0).unwrap();
-    let page_bytes = std::fs::metadata(dir.join(INDEX)).unwrap().len();
+    let gallery = Gallery::rebuild(&dir.0).unwrap();
+    assert_eq!(gallery.len() as u64, LINES);
+    // The index links every page, and holds no tile.
+    let index = std::fs::read_to_string(dir.join(INDEX)).unwrap();
+    assert_eq!(index.matches("<li data-page=").count() as u64, LINES / PAGE_TILES);
+    assert!(index.contains("href=\"pages/100.html\">lines 99001–100000</a>"), "{}", &index[..2000.min(index.len())]);
     let seen = browser::open(&chromium, &dir.join(INDEX));
-    eprintln!(
-        "{LINES} lines, a page of {:.1} MB: loaded in {:.0} ms as the page measured, {:.1} s of browser in all",
-        page_bytes as f64 / 1e6,
-        seen.load_ms,
-        seen.browser_time.as_secs_f64()
-    );
-    assert_eq!(seen.tiles.len() as u64, LINES);
-    let expected_images = lines.iter().filter(|line| line.succeeded()).count();
-    assert_eq!(seen.images.len(), expected_images);
-    let undecoded: Vec<&(String, u64)> = seen.images.iter().filter(|(_, width)| *width == 0).collect();
-    assert!(
-        undecoded.is_empty(),
-        "{} thumbnails did not decode: {:?}",
-        undecoded.len(),
-        &undecoded[..undecoded.len().min(5)]
-    );
-    assert!(
-        seen.network.is_empty(),
-        "the page asked the network for {:?}",
-        seen.network
-    );
-    for tile in seen.tiles.iter().filter(|tile| tile["status"] == "failed") {
-        let line = tile["line"].as_str().unwrap();
-        assert_eq!(tile["task"], format!("task-{line}"));
-        assert!(
-            tile["text"].as_str().unwrap().contains(&format!("task-{line}")),
-            "{tile}"
+    assert!(seen.network.is_empty(), "the index asked the network for {:?}", seen.network);
+    for number in [1, 50, 100] {
+        let page = dir.join(PAGES).join(format!("{number}.html"));
+        let bytes = std::fs::metadata(&page).unwrap().len();
+        let seen = browser::open(&chromium, &page);
+        eprintln!(
+            "page {number} of {LINES} lines, {:.2} MB: loaded in {:.0} ms as the page measured, {:.1} s of browser in all",
+            bytes as f64 / 1e6,
+            seen.load_ms,
+            seen.browser_time.as_secs_f64()
         );
+        let first = (number - 1) * PAGE_TILES + 1;
+        let on_page: Vec<_> = lines
+            .iter()
+            .filter(|line| (first..first + PAGE_TILES).contains(&line.line))
+            .collect();
+        assert_eq!(seen.tiles.len(), on_page.len(), "page {number}");
+        assert_eq!(seen.tiles.len() as u64, PAGE_TILES);
+        let expected_images = on_page.iter().filter(|line| line.succeeded()).count();
+        assert_eq!(seen.images.len(), expected_images, "page {number}");
+        let undecoded: Vec<&(String, u64)> = seen.images.iter().filter(|(_, width)| *width == 0).collect();
+        assert!(
+            undecoded.is_empty(),
+            "{} thumbnails did not decode on page {number}: {:?}",
+            undecoded.len(),
+            &undecoded[..undecoded.len().min(5)]
+        );
+        assert!(
+            seen.network.is_empty(),
+            "page {number} asked the network for {:?}",
+            seen.network
+        );
+        for tile in seen.tiles.iter().filter(|tile| tile["status"] == "failed") {
+            let line = tile["line"].as_str().unwrap();
+            assert_eq!(tile["task"], format!("task-{line}"));
+            assert!(
+                tile["text"].as_str().unwrap().contains(&format!("task-{line}")),
+                "{tile}"
+            );
+        }
     }
 }
 

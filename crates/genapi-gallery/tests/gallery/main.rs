@@ -5,5 +5,6 @@
 mod browser;
 mod fixtures;
 mod page;
+mod pages;
 
 use genapi_test_common as common;

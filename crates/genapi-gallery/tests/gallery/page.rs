@@ -82,7 +82,7 @@ fn workers_sharing_an_output_folder_keep_its_gallery_without_undoing_each_others
         .map(|_| {
             let folder = dir.0.clone();
             std::thread::spawn(move || {
-                let gallery = Gallery::rebuild(&folder).unwrap();
+                let mut gallery = Gallery::rebuild(&folder).unwrap();
                 for _ in 0..200 {
                     gallery.write().unwrap();
                 }
@@ -260,7 +260,7 @@ fn failed_writes_leave_no_temporary_file() {
     std::fs::create_dir_all(dir.join(INDEX)).unwrap();
     std::fs::create_dir_all(dir.join(THUMBS).join("fox.jpg")).unwrap();
     assert!(Gallery::rebuild(&dir.0).is_err(), "index.html is a folder");
-    let gallery = Gallery::new(&dir.0);
+    let mut gallery = Gallery::new(&dir.0);
     for _ in 0..5 {
         assert!(gallery.write().is_err(), "index.html is a folder");
     }
