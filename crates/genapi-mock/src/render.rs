@@ -1,7 +1,9 @@
-//! The mock's output images: deterministic for (seed, prompt, size), in the
-//! requested format, visibly marked "MOCK" so nobody mistakes one for a
-//! real generation, and captioned with their seed and prompt so two tiles of
-//! a gallery can be told apart.
+//! The mock's output images: deterministic for (seed, prompt, size, input),
+//! in the requested format, visibly marked "MOCK" so nobody mistakes one for
+//! a real generation, and captioned with their seed and prompt so two tiles
+//! of a gallery can be told apart. An edit's image shows its input, small,
+//! in a framed box at its top left, and says EDIT: it visibly used what it
+//! was given.
 
 use image::{ImageEncoder, Rgb, RgbImage};
 
@@ -66,7 +68,14 @@ fn hash(seed: &str, prompt: &str) -> u64 {
 
 /// Renders the image and encodes it as `format` (`jpeg`, `png` or `webp`).
 /// Sizes beyond the mock's output limits are refused, whatever was asked.
-pub(crate) fn render(width: u32, height: u32, seed: &str, prompt: &str, format: &str) -> Result<Vec<u8>, String> {
+pub(crate) fn render(
+    width: u32,
+    height: u32,
+    seed: &str,
+    prompt: &str,
+    format: &str,
+    input: Option<&RgbImage>,
+) -> Result<Vec<u8>, String> {
     if clamp_size(width as u64, height as u64) != (width.max(1), height.max(1)) {
         return Err(format!(
             "the mock does not render {width}x{height}: above its output limits"
@@ -82,7 +91,14 @@ pub(crate) fn render(width: u32, height: u32, seed: &str, prompt: &str, format: 
         Rgb([0, 1, 2].map(|i| (a[i] as f32 * (1.0 - t) + b[i] as f32 * t) as u8))
     });
     draw_mark(&mut img);
-    draw_caption(&mut img, &format!("SEED {seed}"), &prompt.to_uppercase());
+    let first_line = match input {
+        Some(input) => {
+            draw_input(&mut img, input);
+            format!("EDIT SEED {seed}")
+        }
+        None => format!("SEED {seed}"),
+    };
+    draw_caption(&mut img, &first_line, &prompt.to_uppercase());
     let mut out = Vec::new();
     let result = match format {
         "png" => image::codecs::png::PngEncoder::new(&mut out).write_image(&img, w, ht, image::ExtendedColorType::Rgb8),
@@ -101,6 +117,52 @@ pub(crate) fn render(width: u32, height: u32, seed: &str, prompt: &str, format: 
     };
     result.map_err(|e| format!("cannot encode the mock image: {e}"))?;
     Ok(out)
+}
+
+/// The longest side of the copy of an input an edit's task keeps.
+pub(crate) const INPUT_SIDE: u32 = 96;
+
+/// The most memory decoding one input may take.
+const INPUT_DECODE_BYTES: u64 = 64 << 20;
+
+/// A small copy of an input image (at most [`INPUT_SIDE`] a side), from
+/// its bytes: what an edit's result shows. `None` when it does not decode
+/// within bounds (the task goes on, its image without the box).
+pub(crate) fn input_copy(bytes: &[u8]) -> Option<RgbImage> {
+    let mut reader = image::ImageReader::new(std::io::Cursor::new(bytes))
+        .with_guessed_format()
+        .ok()?;
+    let mut limits = image::Limits::default();
+    limits.max_alloc = Some(INPUT_DECODE_BYTES);
+    reader.limits(limits);
+    Some(reader.decode().ok()?.thumbnail(INPUT_SIDE, INPUT_SIDE).to_rgb8())
+}
+
+/// `input` scaled into a framed box at the top left, a third of the
+/// shorter side across.
+fn draw_input(img: &mut RgbImage, input: &RgbImage) {
+    let (w, h) = img.dimensions();
+    let (iw, ih) = input.dimensions();
+    if iw == 0 || ih == 0 {
+        return;
+    }
+    let side = (w.min(h) / 3).max(4);
+    let scale = side as f32 / iw.max(ih) as f32;
+    let (bw, bh) = (((iw as f32 * scale) as u32).max(1), ((ih as f32 * scale) as u32).max(1));
+    let (left, top) = (side / 12 + 2, side / 12 + 2);
+    let frame = 2;
+    for y in top.saturating_sub(frame)..(top + bh + frame).min(h) {
+        for x in left.saturating_sub(frame)..(left + bw + frame).min(w) {
+            let inside = x >= left && x < left + bw && y >= top && y < top + bh;
+            let pixel = if inside {
+                let (sx, sy) = (((x - left) as f32 / scale) as u32, ((y - top) as f32 / scale) as u32);
+                *input.get_pixel(sx.min(iw - 1), sy.min(ih - 1))
+            } else {
+                Rgb([255, 255, 255])
+            };
+            img.put_pixel(x, y, pixel);
+        }
+    }
 }
 
 /// White "MOCK" on a dark band across the middle.
@@ -219,7 +281,7 @@ mod tests {
 
     /// The white dots of the caption's band of a rendered PNG.
     fn caption_dots(seed: &str, prompt: &str) -> Vec<bool> {
-        let png = render(256, 256, seed, prompt, "png").unwrap();
+        let png = render(256, 256, seed, prompt, "png", None).unwrap();
         let img = image::load_from_memory(&png).unwrap().to_rgb8();
         let (w, h) = img.dimensions();
         (h - 40..h)
@@ -235,5 +297,38 @@ mod tests {
         assert_eq!(fox, caption_dots("7", "a red fox"), "the same caption again");
         assert_ne!(fox, caption_dots("8", "a red fox"), "another seed reads otherwise");
         assert_ne!(fox, caption_dots("7", "a blue whale"), "another prompt reads otherwise");
+    }
+
+    #[test]
+    fn an_edits_image_shows_its_input_in_a_framed_box() {
+        let input = |colour| RgbImage::from_pixel(40, 20, Rgb(colour));
+        let decoded = |input: Option<&RgbImage>| {
+            let png = render(300, 300, "7", "a red fox", "png", input).unwrap();
+            image::load_from_memory(&png).unwrap().to_rgb8()
+        };
+        let red = decoded(Some(&input([250, 0, 0])));
+        // The box starts at (10, 10): a third of 300 across, the input's
+        // shape kept (100 × 50).
+        assert_eq!(red.get_pixel(12, 12).0, [250, 0, 0]);
+        assert_eq!(red.get_pixel(105, 55).0, [250, 0, 0]);
+        assert_eq!(red.get_pixel(9, 30).0, [255, 255, 255], "framed");
+        let blue = decoded(Some(&input([0, 0, 250])));
+        assert_eq!(blue.get_pixel(50, 30).0, [0, 0, 250], "another input shows");
+        let plain = decoded(None);
+        assert_ne!(plain.get_pixel(50, 30).0, [250, 0, 0], "no input, no box");
+        assert_ne!(plain, red);
+        // A small copy is what a task keeps of its input.
+        let mut png = Vec::new();
+        image::codecs::png::PngEncoder::new(&mut png)
+            .write_image(
+                &RgbImage::from_pixel(400, 200, Rgb([9, 9, 9])),
+                400,
+                200,
+                image::ExtendedColorType::Rgb8,
+            )
+            .unwrap();
+        let copy = input_copy(&png).unwrap();
+        assert_eq!(copy.dimensions(), (INPUT_SIDE, INPUT_SIDE / 2));
+        assert!(input_copy(b"not an image").is_none());
     }
 }

@@ -371,9 +371,10 @@ async fn replayed_result(replay: &Replay, id: &str) -> Response {
             };
             let id = id.to_string();
             // Encoding is CPU work: off the threads that serve requests.
-            let rendered =
-                tokio::task::spawn_blocking(move || render::render(width, height, &id, "replayed result", &format))
-                    .await;
+            let rendered = tokio::task::spawn_blocking(move || {
+                render::render(width, height, &id, "replayed result", &format, None)
+            })
+            .await;
             match rendered {
                 Ok(Ok(bytes)) => (StatusCode::OK, [("content-type", content_type)], bytes).into_response(),
                 _ => json_response(
@@ -641,6 +642,9 @@ fn submit(ctx: &Ctx, key: &str, operation: &str, path: &str, schema: Option<&str
             .copied()
             .unwrap_or(state.config.default_duration)
     });
+    let input = first_input(&request)
+        .and_then(|text| render::input_copy(&decoded_image(text)?))
+        .map(Arc::new);
     let id = uuid::Uuid::new_v4().to_string();
     let mut task = MockTask {
         id: id.clone(),
@@ -657,6 +661,7 @@ fn submit(ctx: &Ctx, key: &str, operation: &str, path: &str, schema: Option<&str
         format,
         seed,
         prompt,
+        input,
         cost,
         webhook: webhook.clone(),
         regional: webhook.is_none(),
@@ -772,15 +777,18 @@ async fn deliver_result(ctx: &Ctx, file: &str, uri: &Uri) -> Response {
             let Ok(_permit) = state.render_permits.acquire().await else {
                 return json_response(StatusCode::SERVICE_UNAVAILABLE, json!({"detail": "mock stopping"}));
             };
-            let (width, height, seed, prompt, format) = (
+            let (width, height, seed, prompt, format, input) = (
                 task.width,
                 task.height,
                 task.seed.to_string(),
                 task.prompt.clone(),
                 task.format.clone(),
+                task.input.clone(),
             );
-            let rendered =
-                tokio::task::spawn_blocking(move || render::render(width, height, &seed, &prompt, &format)).await;
+            let rendered = tokio::task::spawn_blocking(move || {
+                render::render(width, height, &seed, &prompt, &format, input.as_deref())
+            })
+            .await;
             match rendered {
                 Ok(Ok(bytes)) => {
                     let bytes = Arc::new(bytes);
@@ -843,6 +851,30 @@ const IMAGE_FIELDS: [&str; 12] = [
     "garment",
     "image_prompt",
 ];
+
+/// The longest base64 input an edit's result shows (about 3 MB of image):
+/// decoding it is a moment's work in the submission's answer; a larger one
+/// is billed and checked as any, its result drawn without the box.
+const SHOWN_INPUT_CHARS: usize = 4 << 20;
+
+/// The first image field given as base64 (an address is not fetched: the
+/// mock reaches nothing outside): the input an edit's result shows.
+fn first_input(request: &Value) -> Option<&str> {
+    IMAGE_FIELDS.iter().find_map(|field| {
+        let text = request.get(*field)?.as_str()?;
+        let head = super::image_size::head(text)?;
+        (super::image_size::is_image(&head) && text.len() <= SHOWN_INPUT_CHARS).then_some(text)
+    })
+}
+
+/// The bytes of a base64 image.
+fn decoded_image(text: &str) -> Option<Vec<u8>> {
+    use base64::Engine as _;
+    let compact: String = text.chars().filter(|c| !c.is_ascii_whitespace()).collect();
+    base64::engine::general_purpose::STANDARD_NO_PAD
+        .decode(compact.trim_end_matches('='))
+        .ok()
+}
 
 fn input_pixels(request: &Value) -> f64 {
     // A fold from +0.0: an empty float sum is -0.0.

@@ -133,6 +133,8 @@ pub(crate) struct MockTask {
     /// The seed as the JSON number it was given (any integer up to 2^64−1).
     pub(crate) seed: serde_json::Number,
     pub(crate) prompt: String,
+    /// A small copy of an edit's first input image, which its result shows.
+    pub(crate) input: Option<std::sync::Arc<image::RgbImage>>,
     /// Cost announced at submission.
     pub(crate) cost: f64,
     pub(crate) webhook: Option<(String, Option<WebhookSecret>)>,

@@ -576,3 +576,59 @@ async fn a_prompt_marker_sets_one_tasks_duration() {
         .unwrap();
     assert_eq!(quick.duration(), Some(0.3), "others keep the default");
 }
+
+/// An edit's result shows its input, so a gallery tells an edit from a
+/// generation, and two edits of different images apart: a small copy of
+/// the input in a framed box at the top left, through the client, as any
+/// program would see it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_edits_result_shows_its_input() {
+    let mock = MockService::start_with(
+        MockConfig::default().default_duration(Duration::from_millis(50)),
+        "127.0.0.1:0".parse().unwrap(),
+    )
+    .await
+    .unwrap();
+    let client = mock.client().unwrap();
+    let input = |colour: [u8; 3]| {
+        let mut png = Vec::new();
+        image::RgbImage::from_pixel(120, 120, image::Rgb(colour))
+            .write_to(&mut std::io::Cursor::new(&mut png), image::ImageFormat::Png)
+            .unwrap();
+        common::b64(&png)
+    };
+    let edited = |colour| {
+        let body = json!({"prompt": "the same, in snow", "input_image": input(colour), "output_format": "png",
+                          "width": 320, "height": 320, "seed": 5});
+        let client = client.clone();
+        async move {
+            let output = client
+                .submit_raw("/v1/gen-2-pro", body)
+                .await
+                .unwrap()
+                .wait()
+                .await
+                .unwrap();
+            let bytes = output.bytes().await.unwrap();
+            image::load_from_memory(&bytes).unwrap().to_rgb8()
+        }
+    };
+    let red = edited([240, 10, 10]).await;
+    let green = edited([10, 240, 10]).await;
+    assert_eq!(red.get_pixel(50, 50).0, [240, 10, 10], "the input, in its box");
+    assert_eq!(green.get_pixel(50, 50).0, [10, 240, 10], "another input shows");
+    let generated = client
+        .submit_raw(
+            "/v1/gen-2-pro",
+            json!({"prompt": "the same, in snow", "output_format": "png", "width": 320, "height": 320, "seed": 5}),
+        )
+        .await
+        .unwrap()
+        .wait()
+        .await
+        .unwrap();
+    let plain = image::load_from_memory(&generated.bytes().await.unwrap())
+        .unwrap()
+        .to_rgb8();
+    assert_ne!(plain.get_pixel(50, 50).0, [240, 10, 10], "a generation has no box");
+}
