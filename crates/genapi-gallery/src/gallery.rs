@@ -108,11 +108,12 @@ const OPEN_PAGES: usize = 4;
 /// gallery's own.
 const KEPT_MARK: &str = "{\"genapi_gallery_page\":";
 
-/// The lines of one page in memory, with their thumbnails.
+/// The lines of one page in memory, with their thumbnails and tiles.
 #[derive(Debug, Default)]
 struct Page {
     lines: BTreeMap<u64, ResultLine>,
     thumbnails: BTreeMap<u64, Thumbnail>,
+    tiles: page::Tiles,
     /// Changed since it was last written.
     dirty: bool,
     /// When it was last used, for putting the oldest away first.
@@ -206,24 +207,44 @@ impl Gallery {
     /// and makes its thumbnail when it saved an image.
     pub fn add(&mut self, line: ResultLine) {
         let number = page_of(line.line);
-        let new_page = !self.open.contains_key(&number) && !self.kept.contains(&number) && !self.totals.contains_key(&number);
+        let new_page =
+            !self.open.contains_key(&number) && !self.kept.contains(&number) && !self.totals.contains_key(&number);
         if new_page && number > 0 && (self.open.contains_key(&(number - 1)) || self.kept.contains(&(number - 1))) {
             // The page before links to this one now.
             self.page(number - 1).dirty = true;
         }
         if number > 0 && !self.paged {
-            // The first page moves from index.html to pages/1.html.
+            // The first page moves from index.html to pages/1.html: its
+            // tiles' links climb out of pages/ now.
             self.paged = true;
+            let unreadable = &self.unreadable;
             if let Some(first) = self.open.get_mut(&0) {
                 first.dirty = true;
+                for (number, line) in &first.lines {
+                    let tile = page::tile(
+                        line,
+                        first.thumbnails.get(number),
+                        unreadable.get(number).map(String::as_str),
+                        "../",
+                    );
+                    first.tiles.insert(*number, tile);
+                }
             }
         }
         let thumbnail = self.thumbnail_of(&line);
+        let prefix = self.prefix();
+        let tile = page::tile(
+            &line,
+            thumbnail.as_ref(),
+            self.unreadable.get(&line.line).map(String::as_str),
+            prefix,
+        );
         let page = self.page(number);
         page.thumbnails.remove(&line.line);
         if let Some(thumbnail) = thumbnail {
             page.thumbnails.insert(line.line, thumbnail);
         }
+        page.tiles.insert(line.line, tile);
         page.dirty = true;
         if page.lines.insert(line.line, line).is_none() {
             self.count += 1;
@@ -232,6 +253,16 @@ impl Gallery {
         // few pages' lines stay in memory.
         if let Err(error) = self.put_away_extra() {
             self.failed.get_or_insert(error);
+        }
+    }
+
+    /// What the links of a tile start with: a page of a paged gallery is
+    /// in `pages/`.
+    fn prefix(&self) -> &'static str {
+        if self.paged {
+            "../"
+        } else {
+            ""
         }
     }
 
@@ -280,9 +311,16 @@ impl Gallery {
         let mut page = Page::default();
         let kept = self.kept_path(number);
         let text = genapi_files::read_text(&kept, RESULTS_LIMIT).unwrap_or_default();
+        let prefix = self.prefix();
         for text in text.lines().skip(1) {
-            let Ok(line) = serde_json::from_str::<ResultLine>(text) else { continue };
-            if let Some(thumbnail) = self.thumbnail_of(&line) {
+            let Ok(line) = serde_json::from_str::<ResultLine>(text) else {
+                continue;
+            };
+            let thumbnail = self.thumbnail_of(&line);
+            let unreadable = self.unreadable.get(&line.line).map(String::as_str);
+            page.tiles
+                .insert(line.line, page::tile(&line, thumbnail.as_ref(), unreadable, prefix));
+            if let Some(thumbnail) = thumbnail {
                 page.thumbnails.insert(line.line, thumbnail);
             }
             page.lines.insert(line.line, line);
@@ -354,11 +392,7 @@ impl Gallery {
         } else {
             let empty = Page::default();
             let first = self.open.get(&0).unwrap_or(&empty);
-            let pictures = page::Pictures {
-                thumbnails: &first.thumbnails,
-                unreadable: &self.unreadable,
-            };
-            page::render(&first.lines, &pictures, page::Place::ALONE)
+            page::render(&first.lines, &first.tiles, page::Place::ALONE)
         };
         genapi_files::write_whole(&target, index.as_bytes(), PAGE).map_err(refusal)
     }
@@ -382,15 +416,10 @@ impl Gallery {
             })?,
         }
         let next = self.totals.range(number + 1..).next().is_some() || self.open.range(number + 1..).next().is_some();
-        let pictures = page::Pictures {
-            thumbnails: &page.thumbnails,
-            unreadable: &self.unreadable,
-        };
         let place = page::Place {
-            prefix: "../",
             of: Some((number + 1, next)),
         };
-        let html = page::render(&page.lines, &pictures, place);
+        let html = page::render(&page.lines, &page.tiles, place);
         let target = folder.join(format!("{}.html", number + 1));
         genapi_files::write_whole(&target, html.as_bytes(), PAGE).map_err(refusal)?;
         Ok(())

@@ -39,11 +39,10 @@ const STATUS_ORDER: [&str; 7] = [
     "invalid",
 ];
 
-/// The thumbnail of each line that has one, and why the others have none.
-pub(crate) struct Pictures<'a> {
-    pub(crate) thumbnails: &'a BTreeMap<u64, Thumbnail>,
-    pub(crate) unreadable: &'a BTreeMap<u64, String>,
-}
+/// Each line's tile, as HTML ready to be put on its page: made once when
+/// its result comes ([`tile`]), so writing a page again is putting its
+/// tiles together, not making them again.
+pub(crate) type Tiles = BTreeMap<u64, String>;
 
 /// What every page the gallery writes carries near its start, so a page
 /// is replaced only when the gallery wrote it (see `gallery.rs`).
@@ -55,12 +54,10 @@ pub(crate) fn is_ours(head: &[u8]) -> bool {
 }
 
 /// Where a page sits: beside the results (the only page of a small
-/// gallery, `index.html`) or in `pages/` (one of many), which its links to
-/// images and thumbnails must climb out of.
+/// gallery, `index.html`) or in `pages/` (one of many; its tiles' links to
+/// images and thumbnails climb out of it, see [`tile`]).
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Place {
-    /// Prefixed to every link into the output folder.
-    pub(crate) prefix: &'static str,
     /// For one of many pages: its number (from 1), and whether a page
     /// follows it.
     pub(crate) of: Option<(u64, bool)>,
@@ -68,7 +65,7 @@ pub(crate) struct Place {
 
 impl Place {
     /// `index.html`, the only page.
-    pub(crate) const ALONE: Place = Place { prefix: "", of: None };
+    pub(crate) const ALONE: Place = Place { of: None };
 }
 
 /// A page's start: the document's head with its title and style.
@@ -80,12 +77,16 @@ fn head(page: &mut String, title: &str) {
     page.push_str(
         "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; img-src 'self' file:; style-src 'unsafe-inline'\">",
     );
-    let _ = write!(page, "<title>{}</title><style>{STYLE}</style></head><body>", escape(title));
+    let _ = write!(
+        page,
+        "<title>{}</title><style>{STYLE}</style></head><body>",
+        escape(title)
+    );
 }
 
 /// The page of `lines` (by line number), with each succeeded line's
 /// thumbnail.
-pub(crate) fn render(lines: &BTreeMap<u64, ResultLine>, pictures: &Pictures<'_>, place: Place) -> String {
+pub(crate) fn render(lines: &BTreeMap<u64, ResultLine>, tiles: &Tiles, place: Place) -> String {
     let mut page = String::with_capacity(1024 + lines.len() * 700);
     let totals = Totals::of(lines.values());
     match place.of {
@@ -102,30 +103,36 @@ pub(crate) fn render(lines: &BTreeMap<u64, ResultLine>, pictures: &Pictures<'_>,
             page.push_str("<nav>");
             let _ = write!(page, "<a href=\"../{INDEX_NAME}\">all pages</a>");
             if number > 1 {
-                let _ = write!(page, " · <a href=\"{}.html\" rel=\"prev\">page {}</a>", number - 1, number - 1);
+                let _ = write!(
+                    page,
+                    " · <a href=\"{}.html\" rel=\"prev\">page {}</a>",
+                    number - 1,
+                    number - 1
+                );
             }
             if next {
-                let _ = write!(page, " · <a href=\"{}.html\" rel=\"next\">page {}</a>", number + 1, number + 1);
+                let _ = write!(
+                    page,
+                    " · <a href=\"{}.html\" rel=\"next\">page {}</a>",
+                    number + 1,
+                    number + 1
+                );
             }
             page.push_str("</nav>");
-            header(
-                &mut page,
-                &totals,
-                &format!("page {number}: lines {first}–{last}"),
-            );
+            header(&mut page, &totals, &format!("page {number}: lines {first}–{last}"));
         }
     }
     let (cells, mut others): (Vec<&ResultLine>, Vec<&ResultLine>) =
         lines.values().partition(|line| line.grid.is_some());
     if !cells.is_empty() {
-        let left = grid(&mut page, &cells, pictures, place.prefix);
+        let left = grid(&mut page, &cells, tiles);
         others.extend(left);
         others.sort_by_key(|line| line.line);
     }
     if !others.is_empty() {
         page.push_str("<section class=\"tiles\">");
         for line in others {
-            tile(&mut page, line, pictures, place.prefix);
+            page.push_str(tiles.get(&line.line).map_or("", String::as_str));
         }
         page.push_str("</section>");
     }
@@ -146,7 +153,11 @@ pub(crate) fn render_index(pages: &[(u64, &Totals)]) -> String {
     }
     let mut page = String::with_capacity(1024 + pages.len() * 200);
     head(&mut page, &format!("genapi batch: {} lines", all.lines));
-    header(&mut page, &all, &format!("{} lines in {} pages", all.lines, pages.len()));
+    header(
+        &mut page,
+        &all,
+        &format!("{} lines in {} pages", all.lines, pages.len()),
+    );
     page.push_str("<ol class=\"pages\">");
     for (number, totals) in pages {
         let _ = write!(
@@ -185,7 +196,11 @@ impl Totals {
         let mut totals = Totals::default();
         for line in lines {
             totals.lines += 1;
-            totals.first = if totals.lines == 1 { line.line } else { totals.first.min(line.line) };
+            totals.first = if totals.lines == 1 {
+                line.line
+            } else {
+                totals.first.min(line.line)
+            };
             totals.last = totals.last.max(line.line);
             *totals.by_status.entry(line.status.clone()).or_default() += 1;
             if line.status != "succeeded" {
@@ -211,7 +226,11 @@ impl Totals {
         if other.lines == 0 {
             return;
         }
-        self.first = if self.lines == 0 { other.first } else { self.first.min(other.first) };
+        self.first = if self.lines == 0 {
+            other.first
+        } else {
+            self.first.min(other.first)
+        };
         self.last = self.last.max(other.last);
         self.lines += other.lines;
         for (status, count) in &other.by_status {
@@ -284,12 +303,7 @@ fn header(page: &mut String, totals: &Totals, title: &str) {
 /// no line goes unshown. A grid mostly empty (cells scattered over many rows
 /// and columns) would be a table far larger than its tiles: its cells are
 /// tiles then.
-fn grid<'a>(
-    page: &mut String,
-    cells: &[&'a ResultLine],
-    pictures: &Pictures<'_>,
-    prefix: &str,
-) -> Vec<&'a ResultLine> {
+fn grid<'a>(page: &mut String, cells: &[&'a ResultLine], tiles: &Tiles) -> Vec<&'a ResultLine> {
     let mut rows: Vec<&str> = Vec::new();
     let mut columns: Vec<&str> = Vec::new();
     let (mut row_of, mut column_of) = (HashMap::new(), HashMap::new());
@@ -319,7 +333,7 @@ fn grid<'a>(
         for c in 0..columns.len() {
             page.push_str("<td>");
             if let Some(line) = at.get(&(r, c)) {
-                tile(page, line, pictures, prefix);
+                page.push_str(tiles.get(&line.line).map_or("", String::as_str));
             }
             page.push_str("</td>");
         }
@@ -336,9 +350,11 @@ fn place<'a>(list: &mut Vec<&'a str>, index: &mut HashMap<&'a str, usize>, label
     })
 }
 
-/// One line's tile.
-fn tile(page: &mut String, line: &ResultLine, pictures: &Pictures<'_>, prefix: &str) {
-    let thumbnail = pictures.thumbnails.get(&line.line);
+/// One line's tile, with its thumbnail if it has one (else why not, in
+/// `unreadable`), its links starting with `prefix` (see [`Place`]).
+pub(crate) fn tile(line: &ResultLine, thumbnail: Option<&Thumbnail>, unreadable: Option<&str>, prefix: &str) -> String {
+    let mut html = String::with_capacity(700);
+    let page = &mut html;
     let name = line.name.clone().unwrap_or_else(|| format!("line {}", line.line));
     let _ = write!(
         page,
@@ -378,10 +394,7 @@ fn tile(page: &mut String, line: &ResultLine, pictures: &Pictures<'_>, prefix: &
             page.push_str("</div>");
         }
         _ => {
-            let why = pictures
-                .unreadable
-                .get(&line.line)
-                .map_or("the image could not be read", String::as_str);
+            let why = unreadable.unwrap_or("the image could not be read");
             let _ = write!(page, "<p class=\"missing\">no thumbnail: {}</p>", escape(why));
         }
     }
@@ -409,6 +422,7 @@ fn tile(page: &mut String, line: &ResultLine, pictures: &Pictures<'_>, prefix: &
         field("duration", seconds(duration));
     }
     page.push_str("</dl></figcaption></figure>");
+    html
 }
 
 /// A path of the output folder as a relative URL: each segment

@@ -79,7 +79,13 @@ pub(crate) fn thumbnail(dir: &Path, thumbs: &str, image: &Path, name: &str) -> R
     limits.max_alloc = Some(DECODE_BYTES);
     reader.limits(limits);
     let decoded = reader.decode().map_err(|e| e.to_string())?;
-    let small = decoded.thumbnail(THUMBNAIL_SIDE, THUMBNAIL_SIDE).to_rgb8();
+    // An image already within a thumbnail's size is kept as it is: scaling
+    // it up would only cost time and bytes.
+    let small = if decoded.width() <= THUMBNAIL_SIDE && decoded.height() <= THUMBNAIL_SIDE {
+        decoded.to_rgb8()
+    } else {
+        decoded.thumbnail(THUMBNAIL_SIDE, THUMBNAIL_SIDE).to_rgb8()
+    };
     let folder = dir.join(thumbs);
     match std::fs::symlink_metadata(&folder) {
         Ok(metadata) if metadata.file_type().is_dir() => {}

@@ -97,3 +97,61 @@ pub fn genapi_command(mock: &MockProcess, key: &str, dir: &std::path::Path) -> C
         .stderr(Stdio::inherit());
     command
 }
+
+/// What one `genapi batch` process took, as the kernel counted it.
+#[allow(dead_code)]
+pub struct Measured {
+    /// From start to exit.
+    pub wall: std::time::Duration,
+    /// User and system CPU time, in seconds.
+    pub cpu: f64,
+    /// Peak resident memory, in MiB.
+    pub peak_rss_mib: f64,
+}
+
+/// Runs `genapi batch jobs.jsonl --out out --quiet ARGS` in `dir` (made
+/// afresh, with `lines` small gen-2-pro lines) against `mock`, and reaps it
+/// with `wait4`, which also gives its resource usage. Every line must end
+/// in the results.
+#[allow(dead_code)]
+// The child is reaped by `wait4`.
+#[allow(clippy::zombie_processes)]
+pub fn run_batch(mock: &MockProcess, key: &str, dir: &std::path::Path, lines: usize, args: &[&str]) -> Measured {
+    let _ = std::fs::remove_dir_all(dir);
+    std::fs::create_dir_all(dir).expect("bench directory");
+    let jobs: Vec<String> = (1..=lines)
+        .map(|n| {
+            serde_json::json!({"model": "gen-2-pro", "name": format!("img-{n}"), "prompt": format!("bench {n}"),
+                "width": 64, "height": 64})
+            .to_string()
+        })
+        .collect();
+    std::fs::write(dir.join("jobs.jsonl"), jobs.join("\n")).expect("job file");
+    let started = std::time::Instant::now();
+    let child = genapi_command(mock, key, dir)
+        .args(["batch", "jobs.jsonl", "--out", "out", "--quiet"])
+        .args(args)
+        .spawn()
+        .expect("start the batch");
+    let pid = child.id() as libc::pid_t;
+    let mut status = 0;
+    // SAFETY: an all-zero rusage is a valid value for wait4 to fill in.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `pid` is our own child, and both pointers are valid for the call.
+    let waited = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+    let wall = started.elapsed();
+    assert_eq!(waited, pid, "wait for the batch");
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "the batch failed ({status})"
+    );
+    let results = std::fs::read_to_string(dir.join("out/results.jsonl")).expect("results");
+    assert_eq!(results.lines().count(), lines);
+    let seconds = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    Measured {
+        wall,
+        cpu: seconds(usage.ru_utime) + seconds(usage.ru_stime),
+        // Linux reports ru_maxrss in KiB.
+        peak_rss_mib: usage.ru_maxrss as f64 / 1024.0,
+    }
+}

@@ -40,10 +40,18 @@ fn words(line: &str) -> Vec<String> {
 fn the_readme_opens_with_two_commands_then_a_tour_that_runs_as_written() {
     assert!(
         README.starts_with(
-            "# genapi\n\n```sh\ncargo run -- generate \"a lighthouse at dusk\" --out lighthouse.jpg\ncargo test \
-             --workspace --all-features\n```\n"
+            "# genapi\n\n```sh\ncargo install --locked --debug --path crates/genapi-cli && genapi generate \
+             \"a lighthouse at dusk\" --out lighthouse.jpg\ncargo test --workspace --all-features\n```\n"
         ),
         "the README's first screen"
+    );
+    // One build serves the first command and the tour: the package it
+    // installs is the one whose `genapi` (the debug build, as here) the tour
+    // runs.
+    let manifest = include_str!("../../Cargo.toml");
+    assert!(
+        manifest.starts_with("[package]\nname = \"genapi-cli\"") && manifest.contains("[[bin]]\nname = \"genapi\""),
+        "crates/genapi-cli builds the genapi command"
     );
     let first_section = README.lines().find(|line| line.starts_with("## "));
     assert_eq!(first_section, Some("## A short tour"));

@@ -21,9 +21,17 @@ fn a_hundred_thousand_lines_are_pages_that_open_with_every_thumbnail_decoded_and
     // The index links every page, and holds no tile.
     let index = std::fs::read_to_string(dir.join(INDEX)).unwrap();
     assert_eq!(index.matches("<li data-page=").count() as u64, LINES / PAGE_TILES);
-    assert!(index.contains("href=\"pages/100.html\">lines 99001–100000</a>"), "{}", &index[..2000.min(index.len())]);
+    assert!(
+        index.contains("href=\"pages/100.html\">lines 99001–100000</a>"),
+        "{}",
+        &index[..2000.min(index.len())]
+    );
     let seen = browser::open(&chromium, &dir.join(INDEX));
-    assert!(seen.network.is_empty(), "the index asked the network for {:?}", seen.network);
+    assert!(
+        seen.network.is_empty(),
+        "the index asked the network for {:?}",
+        seen.network
+    );
     for number in [1, 50, 100] {
         let page = dir.join(PAGES).join(format!("{number}.html"));
         let bytes = std::fs::metadata(&page).unwrap().len();

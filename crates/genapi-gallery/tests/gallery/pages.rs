@@ -39,12 +39,24 @@ fn a_gallery_grows_from_one_page_to_an_index_of_pages_that_link_each_other() {
     gallery.write().unwrap();
     let index = std::fs::read_to_string(dir.join(INDEX)).unwrap();
     assert_eq!(tiles(&index), 0, "the index lists the pages");
-    assert!(index.contains("<a href=\"pages/1.html\">lines 1–1000</a>: 1000 succeeded"), "{index}");
-    assert!(index.contains("<a href=\"pages/2.html\">lines 1001–1001</a>: 1 succeeded"), "{index}");
+    assert!(
+        index.contains("<a href=\"pages/1.html\">lines 1–1000</a>: 1000 succeeded"),
+        "{index}"
+    );
+    assert!(
+        index.contains("<a href=\"pages/2.html\">lines 1001–1001</a>: 1 succeeded"),
+        "{index}"
+    );
     let first = page(&dir, 1);
     assert_eq!(tiles(&first) as u64, PAGE_TILES);
-    assert!(first.contains("href=\"2.html\" rel=\"next\""), "the first page links the next");
-    assert!(first.contains("src=\"../thumbs/shared.jpg\""), "links climb out of pages/");
+    assert!(
+        first.contains("href=\"2.html\" rel=\"next\""),
+        "the first page links the next"
+    );
+    assert!(
+        first.contains("src=\"../thumbs/shared.jpg\""),
+        "links climb out of pages/"
+    );
     let second = page(&dir, 2);
     assert_eq!(tiles(&second), 1);
     assert!(second.contains("href=\"1.html\" rel=\"prev\"") && !second.contains("rel=\"next\""));
@@ -57,21 +69,35 @@ fn only_the_pages_that_changed_are_written_again() {
     gallery.write().unwrap();
     // A write puts a new file in place: a file left alone keeps its inode.
     let inode = |path: std::path::PathBuf| std::fs::metadata(path).unwrap().ino();
-    let before: Vec<u64> = (1..=3).map(|n| inode(dir.join(PAGES).join(format!("{n}.html")))).collect();
+    let before: Vec<u64> = (1..=3)
+        .map(|n| inode(dir.join(PAGES).join(format!("{n}.html"))))
+        .collect();
     let index_before = inode(dir.join(INDEX));
 
     gallery.add(failed(2 * PAGE_TILES + 500, "task_failed"));
     gallery.write().unwrap();
-    let after: Vec<u64> = (1..=3).map(|n| inode(dir.join(PAGES).join(format!("{n}.html")))).collect();
-    assert_eq!(after[..2], before[..2], "pages 1 and 2 did not change and were not written");
+    let after: Vec<u64> = (1..=3)
+        .map(|n| inode(dir.join(PAGES).join(format!("{n}.html"))))
+        .collect();
+    assert_eq!(
+        after[..2],
+        before[..2],
+        "pages 1 and 2 did not change and were not written"
+    );
     assert_ne!(after[2], before[2], "page 3 was");
-    assert_ne!(inode(dir.join(INDEX)), index_before, "and the index, whose totals changed");
+    assert_ne!(
+        inode(dir.join(INDEX)),
+        index_before,
+        "and the index, whose totals changed"
+    );
     assert!(std::fs::read_to_string(dir.join(INDEX))
         .unwrap()
         .contains("lines 2001–3000</a>: 999 succeeded · 1 failed"));
     // Nothing changed: nothing is written but the index.
     gallery.write().unwrap();
-    let again: Vec<u64> = (1..=3).map(|n| inode(dir.join(PAGES).join(format!("{n}.html")))).collect();
+    let again: Vec<u64> = (1..=3)
+        .map(|n| inode(dir.join(PAGES).join(format!("{n}.html"))))
+        .collect();
     assert_eq!(again, after);
 }
 
@@ -82,7 +108,10 @@ fn a_page_put_away_takes_a_late_result_with_its_other_lines() {
     // ones are put away as the later ones come.
     let mut gallery = gallery_of(&dir, 1..=8 * PAGE_TILES);
     gallery.write().unwrap();
-    assert!(dir.join(PAGES).join("1.jsonl").is_file(), "page 1's lines were put away");
+    assert!(
+        dir.join(PAGES).join("1.jsonl").is_file(),
+        "page 1's lines were put away"
+    );
     // A late result for line 10 (a retried line, another worker's).
     gallery.add(failed(10, "task_failed"));
     gallery.write().unwrap();
@@ -90,7 +119,10 @@ fn a_page_put_away_takes_a_late_result_with_its_other_lines() {
     let first = page(&dir, 1);
     assert_eq!(tiles(&first) as u64, PAGE_TILES, "its other lines are still there");
     assert!(first.contains("id=\"line-10\" data-line=\"10\" data-status=\"failed\""));
-    assert_eq!(first.matches("data-status=\"succeeded\"").count() as u64, PAGE_TILES - 1);
+    assert_eq!(
+        first.matches("data-status=\"succeeded\"").count() as u64,
+        PAGE_TILES - 1
+    );
     let index = std::fs::read_to_string(dir.join(INDEX)).unwrap();
     assert!(index.contains("<h1>8000 lines in 8 pages</h1>"), "{}", &index[..1500]);
 }
