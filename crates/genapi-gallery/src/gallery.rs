@@ -337,16 +337,42 @@ impl Gallery {
                 break;
             };
             let Some(page) = self.open.remove(&oldest) else { break };
-            self.write_page(oldest, &page)?;
-            let mut kept = format!("{KEPT_MARK}{}}}\n", oldest + 1);
-            for line in page.lines.values() {
-                kept.push_str(&serde_json::to_string(line).unwrap_or_default());
-                kept.push('\n');
+            if let Err(error) = self.keep(oldest, &page) {
+                // Held again, so a later write can still show its lines.
+                self.open.insert(oldest, page);
+                return Err(error);
             }
-            genapi_files::write_whole(&self.kept_path(oldest), kept.as_bytes(), KEPT).map_err(refusal)?;
             self.kept.insert(oldest);
         }
         Ok(())
+    }
+
+    /// Writes a page (when it changed) and keeps its lines beside it.
+    fn keep(&mut self, number: u64, page: &Page) -> Result<(), GalleryError> {
+        self.write_page(number, page)?;
+        self.pages_folder()?;
+        let mut kept = format!("{KEPT_MARK}{}}}\n", number + 1);
+        for line in page.lines.values() {
+            kept.push_str(&serde_json::to_string(line).unwrap_or_default());
+            kept.push('\n');
+        }
+        genapi_files::write_whole(&self.kept_path(number), kept.as_bytes(), KEPT).map_err(refusal)?;
+        Ok(())
+    }
+
+    /// `pages/`, made when missing; a link (or anything else) in its place
+    /// would take the writes somewhere else, so it is refused.
+    fn pages_folder(&self) -> Result<PathBuf, GalleryError> {
+        let folder = self.dir.join(PAGES);
+        match std::fs::symlink_metadata(&folder) {
+            Ok(metadata) if metadata.file_type().is_dir() => {}
+            Ok(_) => return Err(GalleryError::NotOurs { path: folder }),
+            Err(_) => std::fs::create_dir(&folder).map_err(|e| GalleryError::Write {
+                path: folder.clone(),
+                reason: e.to_string(),
+            })?,
+        }
+        Ok(folder)
     }
 
     fn kept_path(&self, number: u64) -> PathBuf {
@@ -404,17 +430,7 @@ impl Gallery {
         if !self.paged || !page.dirty {
             return Ok(());
         }
-        let folder = self.dir.join(PAGES);
-        match std::fs::symlink_metadata(&folder) {
-            Ok(metadata) if metadata.file_type().is_dir() => {}
-            // A link (or anything else) in its place would take the writes
-            // somewhere else.
-            Ok(_) => return Err(GalleryError::NotOurs { path: folder }),
-            Err(_) => std::fs::create_dir(&folder).map_err(|e| GalleryError::Write {
-                path: folder.clone(),
-                reason: e.to_string(),
-            })?,
-        }
+        let folder = self.pages_folder()?;
         let next = self.totals.range(number + 1..).next().is_some() || self.open.range(number + 1..).next().is_some();
         let place = page::Place {
             of: Some((number + 1, next)),

@@ -11,8 +11,8 @@ use serde_json::json;
 
 use crate::common::{self, b64, jobs, png_header, roomy_mock, run_batch, store, Dir};
 
-#[tokio::test(start_paused = true)]
-async fn a_cap_is_passed_at_most_by_one_first_submission_of_a_new_kind_and_nothing_after_it() {
+/// A mock of 200 ms tasks on an account of 100 credits.
+async fn funded_mock() -> MockService {
     let mock = MockService::start_with(
         MockConfig::default().default_duration(Duration::from_millis(200)),
         "127.0.0.1:0".parse().unwrap(),
@@ -20,6 +20,12 @@ async fn a_cap_is_passed_at_most_by_one_first_submission_of_a_new_kind_and_nothi
     .await
     .unwrap();
     mock.set_credits(Some(100.0));
+    mock
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_cap_is_passed_at_most_by_one_first_submission_of_a_new_kind_and_nothing_after_it() {
+    let mock = funded_mock().await;
     let dir = Dir::new("credit-cap-bound");
     // Two lines of a cheap kind, one with a large input image (a kind of its
     // own, dearer than all that is left), then two more cheap ones.
@@ -251,13 +257,7 @@ async fn a_rerun_after_an_unanswered_first_submission_stays_under_the_cap() {
 /// not cover, so it is not sent and the service is charged within the cap.
 #[tokio::test(start_paused = true)]
 async fn prices_learned_in_an_earlier_run_keep_a_known_dear_kind_under_the_cap() {
-    let mock = MockService::start_with(
-        MockConfig::default().default_duration(Duration::from_millis(200)),
-        "127.0.0.1:0".parse().unwrap(),
-    )
-    .await
-    .unwrap();
-    mock.set_credits(Some(100.0));
+    let mock = funded_mock().await;
     let large = b64(&png_header(1024, 1024));
     let lines = |run: &str| -> Vec<Job> {
         (1..=5)

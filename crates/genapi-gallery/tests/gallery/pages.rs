@@ -143,3 +143,36 @@ fn a_rebuild_of_a_large_folder_gives_the_pages_the_run_kept() {
     assert!(index.contains("lines 1–1000</a>: 999 succeeded · 1 failed"), "{index}");
     assert!(index.contains("lines 2001–2500</a>: 500 succeeded"), "{index}");
 }
+
+#[test]
+fn a_pages_folder_that_is_a_link_is_not_written_through() {
+    let dir = Dir::new("gallery-pages-link");
+    let elsewhere = Dir::new("gallery-pages-link-target");
+    std::os::unix::fs::symlink(&elsewhere.0, dir.join(PAGES)).unwrap();
+    // Enough pages that some are put away (their lines kept beside them)
+    // before the first write.
+    let mut gallery = gallery_of(&dir, 1..=6 * PAGE_TILES);
+    let refused = gallery.write().unwrap_err();
+    assert!(
+        matches!(refused, genapi_gallery::GalleryError::NotOurs { .. }),
+        "{refused}"
+    );
+    assert_eq!(
+        std::fs::read_dir(&elsewhere.0).unwrap().count(),
+        0,
+        "nothing was written where the link points"
+    );
+
+    // A link put in place of pages/ during a run: pages already written
+    // (so unchanged) and put away then are not written through it either.
+    let dir = Dir::new("gallery-pages-link-later");
+    let mut gallery = gallery_of(&dir, 1..=4 * PAGE_TILES);
+    gallery.write().unwrap();
+    std::fs::rename(dir.join(PAGES), dir.join("moved")).unwrap();
+    std::os::unix::fs::symlink(&elsewhere.0, dir.join(PAGES)).unwrap();
+    for line in 4 * PAGE_TILES + 1..=7 * PAGE_TILES {
+        gallery.add(succeeded(line, "shared.png"));
+    }
+    assert!(gallery.write().is_err());
+    assert_eq!(std::fs::read_dir(&elsewhere.0).unwrap().count(), 0);
+}
