@@ -67,7 +67,9 @@ async fn a_batch_keeps_as_many_tasks_active_as_the_clients_limit_and_no_more() {
 
 #[tokio::test(start_paused = true)]
 async fn tasks_taken_up_from_the_journal_hold_places_under_the_clients_limit() {
-    let mock = roomy_mock(10_000).await;
+    // Tasks long enough that the first run's stop (which waits a while,
+    // on the paused clock, for answers in flight) leaves them running.
+    let mock = roomy_mock(120_000).await;
     let limited = || mock.client_builder().max_active_tasks(3).build().unwrap();
     let dir = Dir::new("resumed-limit");
     let journal = MemoryJournal::default();
@@ -84,8 +86,32 @@ async fn tasks_taken_up_from_the_journal_hold_places_under_the_clients_limit() {
     assert!(first.iter().all(|o| o.status == JobStatus::Pending), "{first:#?}");
     // The next run (a new client, as a new process has) takes them up
     // before it submits three more: never more than three active at once.
-    let second = run_batch(Batch::new(limited(), store(journal), &dir.0), jobs(6, "resumed")).await;
+    let batch = Batch::new(limited(), store(journal), &dir.0);
+    let counters = batch.counters();
+    let stream = batch.run(jobs(6, "resumed")).unwrap();
+    tokio::pin!(stream);
+    let (mut second, mut while_resuming) = (Vec::new(), Vec::new());
+    loop {
+        tokio::select! {
+            next = stream.next() => match next {
+                Some(outcome) => second.push(outcome),
+                None => break,
+            },
+            _ = tokio::time::sleep(Duration::from_millis(500)) => {
+                if counters.resumed() == 3 && second.is_empty() {
+                    while_resuming.push((counters.in_flight(), counters.waiting_for_room()));
+                }
+            }
+        }
+    }
     assert!(second.iter().all(|o| o.status == JobStatus::Succeeded), "{second:#?}");
+    // While the three taken up are polled, progress counts them in flight,
+    // and the lines behind them as waiting for a seat.
+    assert!(!while_resuming.is_empty());
+    assert!(
+        while_resuming.iter().all(|counts| *counts == (3, 3)),
+        "{while_resuming:?}"
+    );
     assert_eq!(mock.count("POST", "/v1/gen-2-pro"), 6, "none submitted twice");
     assert_eq!(mock.stats().peak_active_tasks, 3);
 }
