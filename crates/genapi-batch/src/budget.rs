@@ -222,7 +222,15 @@ impl LocalBudget {
     /// Follows what an event says about charges.
     pub(crate) fn note(&mut self, record: &Event) {
         let (line, cost) = match record {
-            Event::Accepted { line, cost, .. } => (*line, *cost),
+            // An acceptance that reports no cost, or none above zero, says
+            // nothing yet of the charge (a service may settle it only when
+            // the task ends): its hold stays until then. Were a 0 taken for
+            // the kind's price, every later line of the kind would be held
+            // at nothing, and all sent before the first charge is known.
+            Event::Accepted { line, cost, .. } => match cost {
+                Some(cost) if *cost > 0.0 && cost.is_finite() => (*line, Some(*cost)),
+                _ => return,
+            },
             Event::Finished { line, cost, status, .. } => {
                 if cost.is_none() {
                     let charged_nothing = status == "Refused" || status.ends_with("Moderated");
@@ -255,7 +263,9 @@ impl LocalBudget {
         if let Some((kind, _)) = self.holds.remove(&line) {
             self.kinds.insert(line, kind);
         }
-        if let Some(kind) = self.kinds.get(&line) {
+        // A charge of nothing (a free task) is no price: a kind is priced by
+        // what it was charged.
+        if let (Some(kind), true) = (self.kinds.get(&line), cost > 0.0) {
             let most = self.most.entry(kind.clone()).or_insert(cost);
             *most = most.max(cost);
         }
@@ -288,6 +298,35 @@ mod tests {
             Hold::CapReached,
             "a new kind goes only if what is left covers the largest charge seen"
         );
+    }
+
+    #[test]
+    fn an_acceptance_reporting_no_charge_keeps_its_hold_until_the_task_settles_it() {
+        let mut budget = LocalBudget::default();
+        assert_eq!(budget.hold(1, "k", 10.0, None), Hold::Held(10.0));
+        budget.note(&Event::Accepted {
+            line: 1,
+            id: "t".into(),
+            polling_url: "https://p".into(),
+            cost: Some(0.0),
+            adopted: false,
+        });
+        assert_eq!(
+            budget.hold(2, "k", 10.0, None),
+            Hold::Wait,
+            "not held at 0: the first of the kind's charge is not known yet"
+        );
+        budget.note(&Event::Finished {
+            line: 1,
+            status: "Ready".into(),
+            file: None,
+            seed: None,
+            cost: Some(1.58),
+            duration: None,
+            error: None,
+            class: None,
+        });
+        assert_eq!(budget.hold(2, "k", 10.0, None), Hold::Held(1.58));
     }
 
     #[test]

@@ -56,6 +56,17 @@ struct KindPrice {
     credits: f64,
 }
 
+/// The most one submission is believed to cost: a price above it (or not
+/// above zero, or not a number) is not one a service charged, and a file of
+/// prices holding it (corrupt, or written by someone else) is not used for
+/// it, so it can neither loosen a cap nor close every batch of its kind.
+const MOST_CREDITS: f64 = 1e6;
+
+/// Whether `credits` can be a price.
+fn usable(credits: f64) -> bool {
+    credits.is_finite() && credits > 0.0 && credits <= MOST_CREDITS
+}
+
 /// The model an operation's path names: `/v1/gen-2-pro` is `gen-2-pro`.
 fn model_of(path: &str) -> String {
     path.strip_prefix("/v1/").unwrap_or(path).to_string()
@@ -64,31 +75,37 @@ fn model_of(path: &str) -> String {
 impl Prices {
     /// What a submission of `job`'s kind was charged at most, if one was.
     pub fn price_of(&self, job: &Job) -> Option<f64> {
-        self.kinds.get(&kind(job)).map(|price| price.credits)
+        self.price_of_kind(&kind(job))
     }
 
-    /// A submission of `job`'s kind was charged `credits`. A charge that is
-    /// not a finite, non-negative number teaches nothing.
+    /// A submission of `job`'s kind was charged `credits`. A charge of
+    /// nothing (a free task), or one that is not a number a service
+    /// charges, teaches nothing.
     pub fn learn(&mut self, job: &Job, credits: f64) {
         self.learn_kind(kind(job), model_of(&job.path), credits);
     }
 
     fn learn_kind(&mut self, kind: String, model: String, credits: f64) {
-        if !credits.is_finite() || credits < 0.0 {
+        if !usable(credits) {
             return;
         }
         let price = self.kinds.entry(kind).or_insert(KindPrice { model, credits });
-        price.credits = price.credits.max(credits);
+        // A price read from a file that is not usable is replaced.
+        price.credits = if usable(price.credits) {
+            price.credits.max(credits)
+        } else {
+            credits
+        };
     }
 
     /// How many kinds have a price.
     pub fn len(&self) -> usize {
-        self.kinds.len()
+        self.kinds.values().filter(|price| usable(price.credits)).count()
     }
 
     /// Whether no kind has a price.
     pub fn is_empty(&self) -> bool {
-        self.kinds.is_empty()
+        self.len() == 0
     }
 
     /// What `jobs` will cost by these prices, per model and in all; the
@@ -123,7 +140,10 @@ impl Prices {
 
     /// The kind's price, for the cap.
     pub(crate) fn price_of_kind(&self, kind: &str) -> Option<f64> {
-        self.kinds.get(kind).map(|price| price.credits)
+        self.kinds
+            .get(kind)
+            .map(|price| price.credits)
+            .filter(|credits| usable(*credits))
     }
 }
 
@@ -191,5 +211,44 @@ impl PriceBook {
 
     pub(crate) fn price_of_kind(&self, kind: &str) -> Option<f64> {
         self.prices.lock().ok()?.price_of_kind(kind)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job(width: u64) -> Job {
+        Job {
+            line: 1,
+            path: "/v1/gen-2-pro".into(),
+            body: serde_json::json!({"prompt": "p", "width": width}),
+            name: None,
+            cell: None,
+        }
+    }
+
+    #[test]
+    fn prices_that_no_service_charges_are_not_used_nor_learned() {
+        for bad in ["0", "-5", "1e300", "1e-400"] {
+            let text = format!(
+                r#"{{"kinds":{{"{}":{{"model":"gen-2-pro","credits":{bad}}}}}}}"#,
+                kind(&job(64))
+            );
+            let prices: Prices = serde_json::from_str(&text).unwrap();
+            assert_eq!(prices.price_of(&job(64)), None, "{bad}");
+            assert_eq!(prices.len(), 0);
+            let estimate = prices.estimate([job(64)]);
+            assert_eq!((estimate.credits, estimate.unknown.len()), (0.0, 1), "{bad}");
+            // A real charge replaces it.
+            let mut learned = prices.clone();
+            learned.learn(&job(64), 0.39);
+            assert_eq!(learned.price_of(&job(64)), Some(0.39), "{bad}");
+        }
+        let mut prices = Prices::default();
+        for bad in [0.0, -1.0, f64::NAN, f64::INFINITY, 1e9] {
+            prices.learn(&job(64), bad);
+        }
+        assert!(prices.is_empty());
     }
 }

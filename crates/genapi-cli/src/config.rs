@@ -154,6 +154,9 @@ pub struct Settings {
     pub out: Option<Sourced<PathBuf>>,
     /// Why the profile's service settings are not used, when they are not.
     pub overridden: Option<String>,
+    /// Why the profile's key could not be read (said when the service is
+    /// used, so commands that do not need it, and `genapi config`, still run).
+    pub key_problem: Option<String>,
 }
 
 impl Settings {
@@ -167,6 +170,9 @@ impl Settings {
     pub fn builder(&self) -> Result<genapi::ClientBuilder, String> {
         let (key, base) = match (&self.key, &self.base_url) {
             (Some(key), Some(base)) => (key, base),
+            (None, _) if self.key_problem.is_some() => {
+                return Err(self.key_problem.clone().unwrap_or_default());
+            }
             (None, Some(base)) => {
                 return Err(half(
                     &base.source,
@@ -277,7 +283,7 @@ pub fn resolve(flag_profile: Option<&str>) -> Result<Settings, Failure> {
                     if known.is_empty() {
                         "it has no profiles".to_string()
                     } else {
-                        format!("its profiles: {}", known.join(", "))
+                        format!("its profiles: {}", out::clean(&known.join(", ")))
                     }
                 )));
             }
@@ -314,7 +320,10 @@ pub fn resolve(flag_profile: Option<&str>) -> Result<Settings, Failure> {
     if let Some((name, profile)) = &profile {
         let from = || Source::Profile(name.clone());
         if !from_environment {
-            settings.key = profile_key(name, profile)?.map(|value| Sourced { value, source: from() });
+            match profile_key(name, profile) {
+                Ok(key) => settings.key = key.map(|value| Sourced { value, source: from() }),
+                Err(problem) => settings.key_problem = Some(problem),
+            }
             settings.base_url = profile.base_url.clone().map(|value| Sourced { value, source: from() });
             settings.regional_base_url = profile
                 .regional_base_url
@@ -358,8 +367,8 @@ fn read_file(path: &Path) -> Result<ConfigFile, Failure> {
     let shown = out::clean(&path.display().to_string());
     let text = crate::files::read_to_string(path, FILE_LIMIT)
         .map_err(|why| Failure::usage(format!("config file {shown}: {why}")))?;
-    let file: ConfigFile = toml::from_str(&text)
-        .map_err(|e| Failure::usage(format!("config file {shown}: {}", out::clean(e.message()))))?;
+    let file: ConfigFile =
+        toml::from_str(&text).map_err(|e| Failure::usage(format!("config file {shown}: {}", unquoted(e.message()))))?;
     for (name, profile) in &file.profiles {
         if profile.key.is_some() || profile.api_key.is_some() {
             return Err(Failure::usage(format!(
@@ -378,22 +387,51 @@ fn read_file(path: &Path) -> Result<ConfigFile, Failure> {
     Ok(file)
 }
 
-/// The key a profile names: from its variable, or from its file.
-fn profile_key(name: &str, profile: &Profile) -> Result<Option<Key>, Failure> {
+/// Whether `text` looks like the name of an environment variable (and not
+/// like a key written where its variable's name belongs): shown only then.
+fn is_variable_name(text: &str) -> bool {
+    !text.is_empty()
+        && text.len() <= 64
+        && !text.starts_with(|c: char| c.is_ascii_digit())
+        && text
+            .chars()
+            .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
+}
+
+/// A parser's message without the values it quotes (`"…"`): a key
+/// written under the wrong name must not be shown back. Names (quoted
+/// with backticks) stay.
+fn unquoted(message: &str) -> String {
+    let mut shown = String::new();
+    for (index, part) in message.split('"').enumerate() {
+        shown.push_str(if index % 2 == 1 { "\"…" } else { part });
+        if index % 2 == 1 {
+            shown.push('"');
+        }
+    }
+    out::clean(&shown)
+}
+
+/// The key a profile names: from its variable, or from its file; why it
+/// cannot be had, without ever quoting what could be the key itself.
+fn profile_key(name: &str, profile: &Profile) -> Result<Option<Key>, String> {
     let name = out::clean(name);
     if let Some(variable_name) = &profile.key_env {
         return match variable(variable_name) {
             Some(key) => Ok(Some(Key(key.trim().to_string()))),
-            None => Err(Failure::usage(format!(
-                "profile {name}: key_env names {}, which is not set",
-                out::clean(variable_name)
-            ))),
+            None if is_variable_name(variable_name) => Err(format!(
+                "profile {name}: key_env names {variable_name}, which is not set"
+            )),
+            None => Err(format!(
+                "profile {name}: key_env does not name a variable (capital letters, digits and _); name the variable \
+                 that holds the key, never the key itself"
+            )),
         };
     }
     let Some(file) = &profile.key_file else { return Ok(None) };
     let path = expand_home(file);
     let shown = out::clean(&path.display().to_string());
-    let refused = |why: String| Failure::usage(format!("profile {name}: key_file {shown}: {why}"));
+    let refused = |why: String| format!("profile {name}: key_file {shown}: {why}");
     let mut opened = genapi_files::open(&path, KEY_FILE_LIMIT).map_err(|e| refused(e.reason()))?;
     #[cfg(unix)]
     {
@@ -429,58 +467,136 @@ fn expand_home(path: &Path) -> PathBuf {
     }
 }
 
-/// `genapi config`: the settings and where each came from; the key as set
-/// or not, never its value.
-pub fn show(settings: &Settings, json: bool, uses_mock: bool) {
-    let sourced = |value: Option<(String, &Source)>| match value {
-        Some((value, source)) => serde_json::json!({"value": value, "from": source.to_string()}),
-        None => serde_json::Value::Null,
+/// An address as shown: without the user and password it may carry, nor
+/// its query (either may hold a secret); the address itself is kept.
+pub fn shown_address(text: &str) -> String {
+    let Ok(mut url) = url::Url::parse(text.trim()) else {
+        // Not an address: shown without what follows an `@` or a `?`.
+        let cut = text.split(['@', '?']).next().unwrap_or_default();
+        return out::clean(cut);
     };
-    let file = settings
-        .file
-        .as_ref()
-        .map(|(path, found)| serde_json::json!({"path": path.display().to_string(), "found": found}));
-    let origins: Vec<serde_json::Value> = settings
+    let hidden_user = !url.username().is_empty() || url.password().is_some();
+    let _ = url.set_username("");
+    let _ = url.set_password(None);
+    let had_query = url.query().is_some();
+    url.set_query(None);
+    let mut shown = url.to_string();
+    if hidden_user {
+        shown = shown.replacen("://", "://…@", 1);
+    }
+    if had_query {
+        shown.push_str("?…");
+    }
+    out::clean(&shown)
+}
+
+/// `genapi config`: the settings and where each came from, in a fixed
+/// order; the key as set or not, never its value; addresses without the
+/// secrets they may carry. `flag_origins` are the `--trust-origin` flags.
+pub fn show(settings: &Settings, flag_origins: &[String], json: bool, uses_mock: bool) {
+    let sourced = |value: String, source: &Source| serde_json::json!({"value": value, "from": source.to_string()});
+    let service = if uses_mock {
+        "the built-in mock (a test double)".to_string()
+    } else {
+        match settings.builder() {
+            Ok(_) => "configured".to_string(),
+            Err(why) => format!("incomplete: {}", out::clean(&why)),
+        }
+    };
+    let mut origins: Vec<serde_json::Value> = settings
         .trusted_origins
         .iter()
-        .map(|o| sourced(Some((o.value.clone(), &o.source))))
+        .map(|o| sourced(shown_address(&o.value), &o.source))
         .collect();
-    let shown = serde_json::json!({
-        "config_file": file,
-        "profile": sourced(settings.profile.as_ref().map(|p| (p.value.clone(), &p.source))),
-        "service": if uses_mock { "the built-in mock (a test double)" } else { "configured" },
-        "base_url": sourced(settings.base_url.as_ref().map(|b| (b.value.clone(), &b.source))),
-        "regional_base_url": sourced(settings.regional_base_url.as_ref().map(|b| (b.value.clone(), &b.source))),
-        "trusted_origins": origins,
-        "api_key": sourced(settings.key.as_ref().map(|k| ("set".to_string(), &k.source))),
-        "model": sourced(settings.model.as_ref().map(|m| (m.value.clone(), &m.source))),
-        "out": sourced(settings.out.as_ref().map(|o| (o.value.display().to_string(), &o.source))),
-        "note": settings.overridden,
-    });
+    origins.extend(
+        flag_origins
+            .iter()
+            .map(|origin| sourced(shown_address(origin), &Source::Flag("--trust-origin"))),
+    );
+    let api_key = match (&settings.key, &settings.key_problem) {
+        (Some(key), _) => sourced("set".into(), &key.source),
+        (None, Some(problem)) => serde_json::json!({"value": "not set", "problem": out::clean(problem)}),
+        (None, None) => serde_json::Value::Null,
+    };
+    let null = serde_json::Value::Null;
+    let fields: Vec<(&str, serde_json::Value)> = vec![
+        (
+            "config_file",
+            settings.file.as_ref().map_or(
+                null.clone(),
+                |(path, found)| serde_json::json!({"path": out::clean(&path.display().to_string()), "found": found}),
+            ),
+        ),
+        (
+            "profile",
+            settings
+                .profile
+                .as_ref()
+                .map_or(null.clone(), |p| sourced(out::clean(&p.value), &p.source)),
+        ),
+        ("service", serde_json::Value::String(service)),
+        (
+            "base_url",
+            settings
+                .base_url
+                .as_ref()
+                .map_or(null.clone(), |b| sourced(shown_address(&b.value), &b.source)),
+        ),
+        (
+            "regional_base_url",
+            settings
+                .regional_base_url
+                .as_ref()
+                .map_or(null.clone(), |b| sourced(shown_address(&b.value), &b.source)),
+        ),
+        ("trusted_origins", serde_json::Value::Array(origins)),
+        ("api_key", api_key),
+        (
+            "model",
+            settings
+                .model
+                .as_ref()
+                .map_or(null.clone(), |m| sourced(out::clean(&m.value), &m.source)),
+        ),
+        (
+            "out",
+            settings.out.as_ref().map_or(null.clone(), |o| {
+                sourced(out::clean(&o.value.display().to_string()), &o.source)
+            }),
+        ),
+    ];
+    let mut fields = fields;
+    if let Some(note) = &settings.overridden {
+        fields.push(("note", serde_json::Value::String(note.clone())));
+    }
     if json {
-        out::out(&shown.to_string());
+        let object: serde_json::Map<String, serde_json::Value> = fields
+            .into_iter()
+            .map(|(name, value)| (name.to_string(), value))
+            .collect();
+        out::out(&serde_json::Value::Object(object).to_string());
         return;
     }
-    let Some(fields) = shown.as_object() else { return };
     for (name, value) in fields {
         let text = match value {
             serde_json::Value::Null => "-".to_string(),
-            serde_json::Value::String(text) => text.clone(),
+            serde_json::Value::String(text) => text,
             serde_json::Value::Array(items) if items.is_empty() => "-".to_string(),
             serde_json::Value::Array(items) => items.iter().map(one_line).collect::<Vec<_>>().join("; "),
-            other => one_line(other),
+            other => one_line(&other),
         };
         out::out(&out::clean(&format!("{name}: {text}")));
     }
 }
 
-/// A shown value on one line: `VALUE (from SOURCE)`, or a file's path and
-/// whether it was found.
+/// A shown value on one line: `VALUE (from SOURCE)`, a key not set with
+/// why, or a file's path and whether it was found.
 fn one_line(value: &serde_json::Value) -> String {
     let text = |key: &str| value.get(key).and_then(serde_json::Value::as_str).map(str::to_string);
-    match (text("value"), text("from"), text("path")) {
-        (Some(v), Some(from), _) => format!("{v} (from {from})"),
-        (_, _, Some(path)) => {
+    match (text("value"), text("from"), text("problem"), text("path")) {
+        (Some(v), Some(from), _, _) => format!("{v} (from {from})"),
+        (Some(v), None, Some(problem), _) => format!("{v}: {problem}"),
+        (_, _, _, Some(path)) => {
             let found = value.get("found").and_then(serde_json::Value::as_bool) == Some(true);
             format!("{path} ({})", if found { "found" } else { "not there" })
         }

@@ -22,31 +22,33 @@ use crate::{files, out};
 pub struct Kept {
     file: &'static str,
     what: &'static str,
+    /// Largest file read.
+    limit: u64,
 }
 
 /// Task durations (`genapi::Learned`).
 pub const DURATIONS: Kept = Kept {
     file: "learned.json",
     what: "learned task durations",
+    // Far more than the durations of every operation of a few services.
+    limit: 1024 * 1024,
 };
 
 /// Prices the account was charged (`genapi_batch::Prices`).
 pub const PRICES: Kept = Kept {
     file: "prices.json",
     what: "learned prices",
+    // The prices of tens of thousands of kinds.
+    limit: 4 * 1024 * 1024,
 };
-
-/// Largest file read: far more than the durations of every operation, or
-/// the prices of thousands of kinds, of a few services.
-const LIMIT: u64 = 4 * 1024 * 1024;
 
 /// Every service's values, as kept in the file (none when there is no
 /// file); why the file is not usable otherwise.
-fn read_all<T: DeserializeOwned>(path: &Path) -> Result<BTreeMap<String, T>, String> {
+fn read_all<T: DeserializeOwned>(path: &Path, limit: u64) -> Result<BTreeMap<String, T>, String> {
     if !path.exists() {
         return Ok(BTreeMap::new());
     }
-    let text = files::read_to_string(path, LIMIT)?;
+    let text = files::read_to_string(path, limit)?;
     serde_json::from_str(&text).map_err(|e| e.to_string())
 }
 
@@ -59,7 +61,7 @@ impl Kept {
     /// What was learned for this service address.
     pub fn load<T: DeserializeOwned + Default>(&self, service: &str) -> T {
         let Some(path) = self.path() else { return T::default() };
-        match read_all::<T>(&path) {
+        match read_all::<T>(&path, self.limit) {
             Ok(mut all) => all.remove(service).unwrap_or_default(),
             Err(why) => {
                 out::err(&format!(
@@ -77,7 +79,7 @@ impl Kept {
     pub fn save<T: Serialize + DeserializeOwned>(&self, service: &str, learned: T) {
         let Some(path) = self.path() else { return };
         // An unusable file was reported when it was loaded; it is replaced.
-        let mut all = read_all::<T>(&path).unwrap_or_default();
+        let mut all = read_all::<T>(&path, self.limit).unwrap_or_default();
         all.insert(service.to_string(), learned);
         let Ok(text) = serde_json::to_string(&all) else { return };
         // Written whole beside it, then put in its place: a reader never sees

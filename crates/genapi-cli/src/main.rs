@@ -254,13 +254,15 @@ const MOCK_USES: [&str; 3] = ["json", "quiet", "timeout"];
 /// Whether `command` talks to a service (or shows how it would), so the
 /// config file is read for it.
 fn reads_settings(command: &Command) -> bool {
+    if let Command::Batch(args) = command {
+        return args.reads_settings();
+    }
     matches!(
         command,
         Command::Generate { .. }
             | Command::Submit { .. }
             | Command::Wait { .. }
             | Command::Get { .. }
-            | Command::Batch(_)
             | Command::Config
     )
 }
@@ -422,7 +424,12 @@ async fn run(cli: Cli) -> Result<(), Failure> {
             Ok(())
         }
         Command::Config => {
-            config::show(&global.settings, global.json, uses_builtin_mock(&global));
+            config::show(
+                &global.settings,
+                &global.trust_origins,
+                global.json,
+                uses_builtin_mock(&global),
+            );
             Ok(())
         }
         Command::Man => {
@@ -516,6 +523,18 @@ impl Drop for Connection {
 /// mock's tasks ended (at 6 s for 6 s tasks), before any progress is known.
 fn service_key(global: &Global) -> String {
     global.settings.service_addresses()
+}
+
+/// The service as the command names it: the built-in mock, or the
+/// configured base URL without the secrets an address may carry.
+pub fn service_shown(global: &Global) -> String {
+    if uses_builtin_mock(global) {
+        return "the built-in mock".to_string();
+    }
+    global.settings.base_url.as_ref().map_or_else(
+        || "the configured service".to_string(),
+        |base| config::shown_address(&base.value),
+    )
 }
 
 /// What learned prices are kept under: the configured service's addresses,

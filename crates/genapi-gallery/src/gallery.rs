@@ -360,6 +360,38 @@ impl Gallery {
         Ok(())
     }
 
+    /// The pages with lines before and after page `number` (all from 0).
+    fn neighbours(&self, number: u64) -> (Option<u64>, Option<u64>) {
+        let known = |range: (std::ops::Bound<u64>, std::ops::Bound<u64>), last: bool| {
+            let pick = |found: Option<u64>, other: Option<u64>| match (found, other) {
+                (Some(a), Some(b)) => Some(if last { a.max(b) } else { a.min(b) }),
+                (a, b) => a.or(b),
+            };
+            let of_totals = |r| {
+                let mut numbers = self.totals.range(r).filter(|(_, t)| t.lines > 0).map(|(n, _)| *n);
+                if last {
+                    numbers.next_back()
+                } else {
+                    numbers.next()
+                }
+            };
+            let of_open = |r| {
+                let mut numbers = self.open.range(r).filter(|(_, p)| !p.lines.is_empty()).map(|(n, _)| *n);
+                if last {
+                    numbers.next_back()
+                } else {
+                    numbers.next()
+                }
+            };
+            pick(of_totals(range), of_open(range))
+        };
+        use std::ops::Bound::{Excluded, Unbounded};
+        (
+            known((Unbounded, Excluded(number)), true),
+            known((Excluded(number), Unbounded), false),
+        )
+    }
+
     /// `pages/`, made when missing; a link (or anything else) in its place
     /// would take the writes somewhere else, so it is refused.
     fn pages_folder(&self) -> Result<PathBuf, GalleryError> {
@@ -431,9 +463,9 @@ impl Gallery {
             return Ok(());
         }
         let folder = self.pages_folder()?;
-        let next = self.totals.range(number + 1..).next().is_some() || self.open.range(number + 1..).next().is_some();
+        let (prev, next) = self.neighbours(number);
         let place = page::Place {
-            of: Some((number + 1, next)),
+            of: Some((number + 1, prev.map(|p| p + 1), next.map(|n| n + 1))),
         };
         let html = page::render(&page.lines, &page.tiles, place);
         let target = folder.join(format!("{}.html", number + 1));

@@ -58,9 +58,10 @@ pub(crate) fn is_ours(head: &[u8]) -> bool {
 /// images and thumbnails climb out of it, see [`tile`]).
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Place {
-    /// For one of many pages: its number (from 1), and whether a page
-    /// follows it.
-    pub(crate) of: Option<(u64, bool)>,
+    /// For one of many pages: its number (from 1), and the numbers of the
+    /// pages before and after it, if any (pages with no line are not
+    /// written, so a neighbour may be further than one away).
+    pub(crate) of: Option<(u64, Option<u64>, Option<u64>)>,
 }
 
 impl Place {
@@ -94,7 +95,7 @@ pub(crate) fn render(lines: &BTreeMap<u64, ResultLine>, tiles: &Tiles, place: Pl
             head(&mut page, &format!("genapi batch: {} lines", lines.len()));
             header(&mut page, &totals, &format!("{} lines", lines.len()));
         }
-        Some((number, next)) => {
+        Some((number, prev, next)) => {
             head(&mut page, &format!("genapi batch: page {number}"));
             let (first, last) = (
                 lines.keys().next().copied().unwrap_or(0),
@@ -102,21 +103,11 @@ pub(crate) fn render(lines: &BTreeMap<u64, ResultLine>, tiles: &Tiles, place: Pl
             );
             page.push_str("<nav>");
             let _ = write!(page, "<a href=\"../{INDEX_NAME}\">all pages</a>");
-            if number > 1 {
-                let _ = write!(
-                    page,
-                    " · <a href=\"{}.html\" rel=\"prev\">page {}</a>",
-                    number - 1,
-                    number - 1
-                );
+            if let Some(prev) = prev {
+                let _ = write!(page, " · <a href=\"{prev}.html\" rel=\"prev\">page {prev}</a>");
             }
-            if next {
-                let _ = write!(
-                    page,
-                    " · <a href=\"{}.html\" rel=\"next\">page {}</a>",
-                    number + 1,
-                    number + 1
-                );
+            if let Some(next) = next {
+                let _ = write!(page, " · <a href=\"{next}.html\" rel=\"next\">page {next}</a>");
             }
             page.push_str("</nav>");
             header(&mut page, &totals, &format!("page {number}: lines {first}–{last}"));
@@ -208,7 +199,8 @@ impl Totals {
                     *totals.by_class.entry(class.clone()).or_default() += 1;
                 }
             }
-            if let Some(cost) = line.cost.filter(|c| c.is_finite()) {
+            // A cost below zero (a results file not the batch's) is none.
+            if let Some(cost) = line.cost.filter(|c| c.is_finite() && *c >= 0.0) {
                 totals.credits += cost;
             }
             if let Some(end) = line.finished_at {

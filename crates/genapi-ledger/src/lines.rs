@@ -127,13 +127,16 @@ const INTENT: (&str, &str) = with_and_without_carried!(
        AND lease_until > now() + make_interval(secs => $5)"
 );
 
-/// An acceptance, with its charge (`$5`): a known charge replaces the hold.
+/// An acceptance, with its charge (`$5`): a charge above zero replaces the
+/// hold; none, or one of zero, says nothing yet of the charge (it may be
+/// settled when the task ends), so the hold stays, as the file journal's
+/// budget does.
 const ACCEPTED: (&str, &str) = with_and_without_carried!(
     within "$6", "$7",
     "stored AS (INSERT INTO genapi_records (batch, line, worker, record)
                 VALUES ($1, $2, $3, $4::text::jsonb))
-     UPDATE genapi_lines SET charged = greatest($5::float8, 0),
-            hold = CASE WHEN $5::float8 IS NULL THEN hold END
+     UPDATE genapi_lines SET charged = CASE WHEN $5::float8 > 0 THEN $5::float8 ELSE charged END,
+            hold = CASE WHEN $5::float8 > 0 THEN NULL ELSE hold END
      WHERE batch = $1 AND line = $2"
 );
 
@@ -611,7 +614,7 @@ impl Ledger {
                 let row = session
                     .query_one(
                         "SELECT coalesce(sum(charged), 0), coalesce(sum(hold), 0),
-                                max(charged) FILTER (WHERE kind = $2),
+                                max(charged) FILTER (WHERE kind = $2 AND charged > 0),
                                 count(*) FILTER (WHERE hold IS NOT NULL AND lease_until > now()) > 0,
                                 coalesce(max(charged), 0)
                          FROM genapi_lines WHERE batch = $1",

@@ -22,11 +22,11 @@ pub(super) fn show(global: &Global, jobs_file: &Path, checked: &JobFile) -> Resu
     let estimate = prices.estimate(jobs.filter_map(Result::ok));
     if global.json {
         let mut shown = serde_json::to_value(&estimate).unwrap_or_default();
-        shown["service"] = serde_json::Value::String(service);
+        shown["service"] = serde_json::Value::String(crate::service_shown(global));
         out::out(&shown.to_string());
         return Ok(());
     }
-    for line in words(&estimate, &shown(jobs_file), &service) {
+    for line in words(&estimate, &shown(jobs_file), &crate::service_shown(global)) {
         out::out(&out::clean(&line));
     }
     Ok(())
@@ -35,7 +35,7 @@ pub(super) fn show(global: &Global, jobs_file: &Path, checked: &JobFile) -> Resu
 /// The estimate in words, a line each.
 fn words(estimate: &Estimate, file: &str, service: &str) -> Vec<String> {
     let mut lines = vec![format!(
-        "{file}: {}, by the prices this account was charged before at {service}:",
+        "{file}: {}, by the prices batches of this account were charged before at {service}:",
         lines_of(estimate.lines)
     )];
     for (model, of_model) in &estimate.by_model {

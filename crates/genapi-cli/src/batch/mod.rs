@@ -146,6 +146,12 @@ impl BatchArgs {
     pub fn prints_tasks(&self) -> bool {
         !self.status && !self.schema
     }
+
+    /// Whether the run needs the settings of a service (not `--schema`,
+    /// which only prints).
+    pub fn reads_settings(&self) -> bool {
+        !self.schema
+    }
 }
 
 /// `genapi batch`.

@@ -175,3 +175,78 @@ async fn a_key_file_must_be_the_users_alone_and_a_key_is_never_written_in_the_fi
     assert_eq!(refused.status.code(), Some(2));
     assert!(text(&refused.stderr).contains("base_ur"), "{}", text(&refused.stderr));
 }
+
+/// What cannot be read of a profile's key is said when the service is
+/// used, not before: `genapi config` still shows everything (the key as not
+/// set, and why), and `--mock` still runs. Nothing that could be the key,
+/// or a secret of an address, is shown back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_profile_whose_key_is_missing_is_said_when_used_and_nothing_secret_is_shown() {
+    let dir = Dir::new("profile-key-missing");
+    config_file(
+        &dir,
+        "default_profile = \"work\"\n[profiles.work]\nbase_url = \"https://user:pa55word@api.example.com/v1?token=t0k\"\n\
+         key_env = \"WORK_KEY\"\n[profiles.typo]\nbase_url = \"https://api.example.com\"\nkey_env = \"sk-LIVE-123\"\n",
+    );
+    let shown = ok(&genapi(&dir).arg("config").output().unwrap());
+    assert!(
+        shown.contains("api_key: not set: profile work: key_env names WORK_KEY, which is not set"),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("service: incomplete: profile work: key_env names WORK_KEY"),
+        "{shown}"
+    );
+    assert!(shown.contains("https://…@api.example.com/v1?…"), "{shown}");
+    assert!(!shown.contains("pa55word") && !shown.contains("t0k"), "{shown}");
+    let lines: Vec<&str> = shown.lines().map(|line| line.split(':').next().unwrap()).collect();
+    assert_eq!(
+        lines,
+        [
+            "config_file",
+            "profile",
+            "service",
+            "base_url",
+            "regional_base_url",
+            "trusted_origins",
+            "api_key",
+            "model",
+            "out"
+        ]
+    );
+    let refused = genapi(&dir)
+        .args(["generate", "a fox", "-o", "fox.jpg"])
+        .output()
+        .unwrap();
+    assert_eq!(refused.status.code(), Some(2), "{}", text(&refused.stderr));
+    assert!(text(&refused.stderr).contains("key_env names WORK_KEY, which is not set"));
+    let forced = genapi(&dir)
+        .args(["--mock", "generate", "a fox", "-o", "fox.jpg"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        forced.status.code(),
+        Some(0),
+        "--mock needs no key: {}",
+        text(&forced.stderr)
+    );
+
+    // A key written where its variable's name belongs is never shown back.
+    let typo = genapi(&dir).args(["--profile", "typo", "config"]).output().unwrap();
+    let said = text(&typo.stdout) + &text(&typo.stderr);
+    assert!(said.contains("key_env does not name a variable"), "{said}");
+    assert!(!said.contains("sk-LIVE-123"), "{said}");
+    // Nor a key written as a value of the wrong type.
+    config_file(&dir, "[profiles.work]\ntrusted_origins = \"sk-LIVE-456\"\n");
+    let refused = genapi(&dir).arg("config").output().unwrap();
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(
+        !text(&refused.stderr).contains("sk-LIVE-456"),
+        "{}",
+        text(&refused.stderr)
+    );
+    // The job line schema needs no settings at all.
+    config_file(&dir, "not toml at all [");
+    let schema = genapi(&dir).args(["batch", "--schema"]).output().unwrap();
+    assert_eq!(schema.status.code(), Some(0), "{}", text(&schema.stderr));
+}

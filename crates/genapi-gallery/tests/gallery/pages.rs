@@ -176,3 +176,20 @@ fn a_pages_folder_that_is_a_link_is_not_written_through() {
     assert!(gallery.write().is_err());
     assert_eq!(std::fs::read_dir(&elsewhere.0).unwrap().count(), 0);
 }
+
+#[test]
+fn pages_of_lines_far_apart_link_the_pages_that_exist() {
+    let dir = Dir::new("gallery-pages-sparse");
+    image(&dir.0, "shared.png", 64, 48);
+    let mut gallery = Gallery::new(&dir.0);
+    for line in [1, 5 * PAGE_TILES + 1, 9 * PAGE_TILES + 1] {
+        gallery.add(succeeded(line, "shared.png"));
+    }
+    gallery.write().unwrap();
+    let middle = page(&dir, 6);
+    assert!(middle.contains("href=\"1.html\" rel=\"prev\""), "{middle}");
+    assert!(middle.contains("href=\"10.html\" rel=\"next\""), "{middle}");
+    assert!(!dir.join(PAGES).join("2.html").exists(), "no page without lines");
+    let last = page(&dir, 10);
+    assert!(last.contains("href=\"6.html\" rel=\"prev\"") && !last.contains("rel=\"next\""));
+}
