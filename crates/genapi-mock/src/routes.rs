@@ -642,9 +642,9 @@ fn submit(ctx: &Ctx, key: &str, operation: &str, path: &str, schema: Option<&str
             .copied()
             .unwrap_or(state.config.default_duration)
     });
-    let input = first_input(&request)
-        .and_then(|text| render::input_copy(&decoded_image(text)?))
-        .map(Arc::new);
+    // Kept as sent, and decoded only when the result is rendered (on a
+    // blocking thread, for an accepted task alone).
+    let input = first_input(&request).map(Arc::<str>::from);
     let id = uuid::Uuid::new_v4().to_string();
     let mut task = MockTask {
         id: id.clone(),
@@ -786,7 +786,8 @@ async fn deliver_result(ctx: &Ctx, file: &str, uri: &Uri) -> Response {
                 task.input.clone(),
             );
             let rendered = tokio::task::spawn_blocking(move || {
-                render::render(width, height, &seed, &prompt, &format, input.as_deref())
+                let input = input.and_then(|text| render::input_copy(&decoded_image(&text)?));
+                render::render(width, height, &seed, &prompt, &format, input.as_ref())
             })
             .await;
             match rendered {
@@ -852,9 +853,10 @@ const IMAGE_FIELDS: [&str; 12] = [
     "image_prompt",
 ];
 
-/// The longest base64 input an edit's result shows (about 3 MB of image):
-/// decoding it is a moment's work in the submission's answer; a larger one
-/// is billed and checked as any, its result drawn without the box.
+/// The longest base64 input an edit's result shows (about 3 MB of image),
+/// kept with its task and decoded, within a memory bound, on a blocking
+/// thread when the result is rendered; a larger one is billed and checked
+/// as any, its result drawn without the box.
 const SHOWN_INPUT_CHARS: usize = 4 << 20;
 
 /// The first image field given as base64 (an address is not fetched: the

@@ -133,8 +133,9 @@ pub(crate) struct MockTask {
     /// The seed as the JSON number it was given (any integer up to 2^64−1).
     pub(crate) seed: serde_json::Number,
     pub(crate) prompt: String,
-    /// A small copy of an edit's first input image, which its result shows.
-    pub(crate) input: Option<std::sync::Arc<image::RgbImage>>,
+    /// An edit's first input image, as sent (base64), which its result
+    /// shows; decoded when the result is rendered.
+    pub(crate) input: Option<std::sync::Arc<str>>,
     /// Cost announced at submission.
     pub(crate) cost: f64,
     pub(crate) webhook: Option<(String, Option<WebhookSecret>)>,
