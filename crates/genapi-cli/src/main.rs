@@ -203,6 +203,9 @@ pub struct Failure {
     pub code: u8,
     /// What to print after `error: `.
     pub message: String,
+    /// An origin the task's polling host is at, which the key may not go
+    /// to yet: a `wait` that trusts it picks the (paid) task up again.
+    pub untrusted: Option<String>,
 }
 
 impl Failure {
@@ -211,6 +214,7 @@ impl Failure {
         Failure {
             code: code::USAGE,
             message: message.into(),
+            untrusted: None,
         }
     }
     /// A failure with this code.
@@ -218,13 +222,19 @@ impl Failure {
         Failure {
             code,
             message: message.into(),
+            untrusted: None,
         }
     }
     /// A library error, its causes included.
     pub fn api(error: &Error) -> Failure {
+        let untrusted = match error {
+            Error::UntrustedOrigin { origin, .. } => Some(origin.clone()),
+            _ => None,
+        };
         Failure {
             code: exit_code(error),
             message: describe(error),
+            untrusted,
         }
     }
 }
@@ -233,7 +243,10 @@ impl Failure {
 pub fn describe(error: &Error) -> String {
     let mut text = out::clean(&error.to_string());
     if let Error::UntrustedOrigin { origin, .. } = error {
-        text.push_str(&format!(" (or --trust-origin {})", out::clean(origin)));
+        text.push_str(&format!(
+            " (or --trust-origin {}; with a profile, add it to the profile's trusted_origins)",
+            out::clean(origin)
+        ));
     }
     let mut cause = std::error::Error::source(error);
     while let Some(source) = cause {
@@ -636,6 +649,6 @@ mod tests {
             !text.contains("ClientBuilder"),
             "the command speaks of its flags: {text}"
         );
-        assert!(text.ends_with("(or --trust-origin https://eu.example.com)"), "{text}");
+        assert!(text.contains("(or --trust-origin https://eu.example.com;"), "{text}");
     }
 }

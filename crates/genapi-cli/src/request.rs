@@ -116,8 +116,8 @@ impl Prepared {
             checked: genapi::Checked::Locally,
         };
         Err(Failure {
-            code: crate::exit_code(&error),
             message: self.in_flag_terms(&error),
+            ..Failure::api(&error)
         })
     }
 

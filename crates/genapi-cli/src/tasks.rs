@@ -11,7 +11,7 @@ use tokio::time::Instant;
 
 use crate::progress::{Figures, Progress};
 use crate::request::{prepare, Format, RequestArgs};
-use crate::{code, connect, exit_code, out, timeout_of, Connection, Failure, Global};
+use crate::{code, connect, out, timeout_of, Connection, Failure, Global};
 
 /// Where results go.
 #[derive(Args, Clone, Debug)]
@@ -325,7 +325,7 @@ pub async fn generate(global: &Global, request: RequestArgs, save: SaveArgs, cou
             result = tokio::time::timeout_at(deadline, submission) => match result {
                 Ok(Ok(task)) => task,
                 Ok(Err(error)) => {
-                    let failure = Failure { code: exit_code(&error), message: prepared.in_flag_terms(&error) };
+                    let failure = Failure { message: prepared.in_flag_terms(&error), ..Failure::api(&error) };
                     return finish_early(&connection, &accepted, failure);
                 }
                 Err(_) => {
@@ -653,9 +653,16 @@ fn report(
             }
             // Only a task that may still finish (or whose result could not be
             // saved) is worth resuming; a failed or moderated one is not.
-            let resumable = matches!(failure.code, code::TIMEOUT | code::NETWORK | code::OTHER);
+            // A polling host the key may not go to yet: the task is paid
+            // for, and a `wait` that trusts the host picks it up.
+            let resume = match &failure.untrusted {
+                Some(origin) => format!("{resume} --trust-origin {}", out::shell_quote(origin)),
+                None => resume.to_string(),
+            };
+            let resumable =
+                failure.untrusted.is_some() || matches!(failure.code, code::TIMEOUT | code::NETWORK | code::OTHER);
             if resumable {
-                print_resume(connection, resume);
+                print_resume(connection, &resume);
             }
             if global.json {
                 let status = if status.is_empty() { "unknown" } else { status };
@@ -707,8 +714,8 @@ pub async fn submit(global: &Global, request: RequestArgs, out_file: Option<Path
         Ok(Ok(task)) => task,
         Ok(Err(error)) => {
             return Err(Failure {
-                code: exit_code(&error),
                 message: prepared.in_flag_terms(&error),
+                ..Failure::api(&error)
             })
         }
         Err(_) => {

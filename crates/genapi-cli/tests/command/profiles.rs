@@ -250,3 +250,46 @@ async fn a_profile_whose_key_is_missing_is_said_when_used_and_nothing_secret_is_
     let schema = genapi(&dir).args(["batch", "--schema"]).output().unwrap();
     assert_eq!(schema.status.code(), Some(0), "{}", text(&schema.stderr));
 }
+
+/// A profile that does not trust the service's polling host: the task is
+/// paid for, so the command prints the `wait` that trusts the host, and that
+/// command picks the task up without submitting it again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paid_task_on_a_host_the_profile_does_not_trust_is_picked_up_by_the_printed_command() {
+    let mock = roomy_mock(50).await;
+    let dir = Dir::new("profile-untrusted");
+    config_file(
+        &dir,
+        &format!(
+            "[profiles.lab]\nbase_url = \"{}\"\nkey_env = \"WORK_KEY\"\n",
+            mock.base_url()
+        ),
+    );
+    let run = genapi(&dir)
+        .env("WORK_KEY", mock.key())
+        .args(["--profile", "lab", "generate", "a fox", "-o", "fox.jpg"])
+        .output()
+        .unwrap();
+    let said = text(&run.stderr);
+    assert_eq!(run.status.code(), Some(3), "{said}");
+    let resume = said
+        .lines()
+        .find_map(|line| line.strip_prefix("resume with: "))
+        .unwrap_or_else(|| panic!("no resume command in: {said}"))
+        .to_string();
+    assert!(resume.contains("--trust-origin"), "{resume}");
+    let words: Vec<String> = resume
+        .split_whitespace()
+        .map(|word| word.trim_matches('\'').to_string())
+        .collect();
+    assert_eq!(words[0], "genapi");
+    let picked_up = genapi(&dir)
+        .env("WORK_KEY", mock.key())
+        .args(["--profile", "lab"])
+        .args(&words[1..])
+        .output()
+        .unwrap();
+    assert_eq!(picked_up.status.code(), Some(0), "{}", text(&picked_up.stderr));
+    assert!(dir.join("fox.jpg").is_file());
+    assert_eq!(mock.count("POST", "/v1/gen-2-pro"), 1, "not submitted again");
+}
