@@ -252,6 +252,12 @@ fn string_setters(root: &serde_json::Value, catalog: &document::Catalog) -> Stri
                 (_, _, Some(_)) => "my-lora".to_string(),
                 _ => "text".to_string(),
             };
+            // A field whose name is not a plain identifier (`a-b`, `self`)
+            // has a setter under a name the generator makes up: the check
+            // covers the others.
+            if syn::parse_str::<syn::Ident>(field).is_err() {
+                continue;
+            }
             let setter = format_ident!("{}", field);
             calls.push(quote!(.#setter(#text)));
         }

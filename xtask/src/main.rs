@@ -171,7 +171,11 @@ fn diff_upstream(args: &[String]) -> Result<(), String> {
     let theirs: serde_json::Value =
         serde_json::from_str(&read(&file)?).map_err(|e| format!("{}: {e}", file.display()))?;
     let report = xtask::diff(&ours, &theirs, &rename);
-    print!("{}", report.render());
+    // The findings quote what the service said: shown without characters
+    // that would act on a terminal.
+    for line in report.render().lines() {
+        println!("{}", genapi_text::clean(line));
+    }
     if report.unknown.is_empty() {
         Ok(())
     } else {

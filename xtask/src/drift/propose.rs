@@ -33,10 +33,17 @@ pub fn patched(root: &Value, findings: &[Finding]) -> (Value, usize) {
         let Some(node) = patched.pointer_mut(at) else {
             continue;
         };
+        // What a recording says is the service's text: a name or value with
+        // a character no document should hold (controls, bidi and
+        // zero-width ones) is left to a person.
+        let unsafe_text = |text: &str| text.chars().any(genapi_text::is_unsafe_to_show);
         match &finding.kind {
             Kind::UnknownField => {
                 let name = finding.pointer.rsplit('/').next().unwrap_or_default();
                 let name = name.replace("~1", "/").replace("~0", "~");
+                if unsafe_text(&name) {
+                    continue;
+                }
                 let properties = &mut node["properties"];
                 if properties.get(&name).is_none() && properties.is_object() {
                     properties[&name] = json!({
@@ -49,14 +56,15 @@ pub fn patched(root: &Value, findings: &[Finding]) -> (Value, usize) {
             }
             Kind::UnlistedValue(_) => {
                 if let Some(known) = node.get_mut("x-known-values").and_then(Value::as_object_mut) {
-                    if let Some(text) = finding.found.as_str() {
+                    if let Some(text) = finding.found.as_str().filter(|text| !unsafe_text(text)) {
                         if !known.contains_key(text) {
                             known.insert(text.to_string(), json!("seen in recorded traffic"));
                             applied += 1;
                         }
                     }
                 } else if let Some(listed) = node.get_mut("enum").and_then(Value::as_array_mut) {
-                    if !listed.contains(&finding.found) {
+                    let safe = finding.found.as_str().is_none_or(|text| !unsafe_text(text));
+                    if safe && !listed.contains(&finding.found) {
                         listed.push(finding.found.clone());
                         applied += 1;
                     }

@@ -386,3 +386,24 @@ fn a_recording_is_checked_as_a_stream_and_only_from_a_regular_file() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A name or value the service sent with characters that act on a
+/// terminal (or hide text) is reported, never written into the document.
+#[test]
+fn propose_leaves_names_and_values_with_control_characters_to_a_person() {
+    let mut har = recording();
+    let entries = har["log"]["entries"].as_array_mut().unwrap();
+    entries[2]["response"]["content"]["text"] = json!({
+        "id": "t1", "status": "Up\u{1b}[2Jscaling",
+        "result": {"sample": SAMPLE, "water\u{202e}mark": true, "plain_new": 1}
+    })
+    .to_string()
+    .into();
+    let report = check(&har);
+    assert!(report.drifted());
+    let (patched, applied) = drift::propose::patched(&document(), &report.findings);
+    assert_eq!(applied, 1, "only plain_new: {}", report.render());
+    let written = patched.to_string();
+    assert!(!written.contains('\u{1b}') && !written.contains('\u{202e}'));
+    assert!(patched["components"]["schemas"]["TaskResult"]["properties"]["plain_new"].is_object());
+}
