@@ -180,8 +180,12 @@ enum Command {
         #[arg(value_enum)]
         shell: clap_complete::Shell,
     },
-    /// Print genapi's man page (roff), e.g. `genapi man > ~/.local/share/man/man1/genapi.1`.
-    Man,
+    /// Print genapi's man page (roff), e.g. `genapi man > ~/.local/share/man/man1/genapi.1`, or a command's
+    /// (`genapi man batch > ~/.local/share/man/man1/genapi-batch.1`), which the first page refers to.
+    Man {
+        /// The command whose page to print.
+        command: Option<String>,
+    },
     /// Show the settings in use and where each came from (flag, environment, the config file's profile); the
     /// key only as set, never its value. The config file is genapi/config.toml in your config folder
     /// (GENAPI_CONFIG names another); see docs/command.md.
@@ -260,9 +264,18 @@ pub fn describe(error: &Error) -> String {
     text
 }
 
-/// The global options `genapi mock` uses; its help shows only these among
-/// them (the others are accepted there, and mean nothing).
-const MOCK_USES: [&str; 3] = ["json", "quiet", "timeout"];
+/// The global options each subcommand that does not talk to the service
+/// uses: its help shows only these among them (the others are accepted
+/// there, and mean nothing). A subcommand not listed uses them all.
+const GLOBALS_USED: [(&str, &[&str]); 7] = [
+    ("mock", &["json", "quiet", "timeout"]),
+    ("gallery", &["json", "quiet"]),
+    ("grid", &["force"]),
+    ("models", &["json"]),
+    ("config", &["json", "profile", "mock", "trust_origins"]),
+    ("completions", &[]),
+    ("man", &[]),
+];
 
 /// Whether `command` talks to a service (or shows how it would), so the
 /// config file is read for it.
@@ -280,18 +293,22 @@ fn reads_settings(command: &Command) -> bool {
     )
 }
 
-/// The command's definition, as parsed, completed and documented: `genapi
-/// mock --help` lists its own options, not the global ones that concern a
-/// client. A subcommand that has an option of a global option's name is not
-/// given the global one, so a hidden copy there keeps it out of the help.
+/// The command's definition, as parsed, completed and documented: each
+/// subcommand's help lists its own options and the global ones it uses
+/// ([`GLOBALS_USED`]), not those that concern a client of the service. A
+/// subcommand that has an option of a global option's name is not given the
+/// global one, so a hidden copy there keeps it out of the help.
 fn definition() -> clap::Command {
-    let command = Cli::command();
-    let unused: Vec<clap::Arg> = command
-        .get_arguments()
-        .filter(|arg| arg.is_global_set() && !MOCK_USES.contains(&arg.get_id().as_str()))
-        .map(|arg| arg.clone().hide(true))
-        .collect();
-    command.mut_subcommand("mock", |mock| mock.args(unused))
+    let mut command = Cli::command();
+    for (name, used) in GLOBALS_USED {
+        let unused: Vec<clap::Arg> = command
+            .get_arguments()
+            .filter(|arg| arg.is_global_set() && !used.contains(&arg.get_id().as_str()))
+            .map(|arg| arg.clone().hide(true))
+            .collect();
+        command = command.mut_subcommand(name, |sub| sub.args(unused));
+    }
+    command
 }
 
 fn main() -> ExitCode {
@@ -445,9 +462,31 @@ async fn run(cli: Cli) -> Result<(), Failure> {
             );
             Ok(())
         }
-        Command::Man => {
+        Command::Man { command } => {
+            let mut definition = definition();
+            definition.build();
+            let page = match command {
+                None => definition,
+                Some(name) => {
+                    let known: Vec<String> = definition
+                        .get_subcommands()
+                        .map(|sub| sub.get_name().to_string())
+                        .filter(|sub| sub != "help")
+                        .collect();
+                    let Some(sub) = definition.find_subcommand(&name) else {
+                        return Err(Failure::usage(format!(
+                            "no command {}; the commands: {}",
+                            out::clean(&name),
+                            known.join(", ")
+                        )));
+                    };
+                    // Named as the first page refers to it: genapi-batch(1).
+                    let full = format!("genapi-{}", sub.get_name());
+                    sub.clone().display_name(full).bin_name(format!("genapi {name}"))
+                }
+            };
             let mut text = Vec::new();
-            clap_mangen::Man::new(definition())
+            clap_mangen::Man::new(page)
                 .render(&mut text)
                 .map_err(|e| Failure::new(code::OTHER, format!("cannot write the man page: {e}")))?;
             out::out(String::from_utf8_lossy(&text).trim_end());

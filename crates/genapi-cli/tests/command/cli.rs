@@ -1235,6 +1235,17 @@ fn completions_and_the_man_page_are_made_from_the_commands_definition() {
         man.contains(".TH genapi 1") && man.contains("batch") && man.contains("mock"),
         "{man}"
     );
+    // The first page refers to one page per command; each is made.
+    assert!(man.contains("genapi\\-batch(1)"), "{man}");
+    let batch = made(&["man", "batch"]);
+    assert!(
+        batch.contains(".TH genapi-batch 1") && batch.contains("max\\-credits"),
+        "{batch}"
+    );
+    assert_eq!(
+        genapi(&dir).args(["man", "nope"]).output().unwrap().status.code(),
+        Some(2)
+    );
     let refused = genapi(&dir).args(["completions", "tcsh"]).output().unwrap();
     assert_eq!(refused.status.code(), Some(2), "an unknown shell is a usage error");
 }
@@ -1260,6 +1271,25 @@ fn the_mocks_help_shows_only_what_the_mock_uses() {
         elsewhere.contains("--trust-origin") && elsewhere.contains("--force"),
         "{elsewhere}"
     );
+    // The same for the other commands that do not talk to the service.
+    for (command, shown, hidden) in [
+        ("gallery", "--json", "--record"),
+        ("completions", "--help", "--json"),
+        ("man", "--help", "--force"),
+        ("grid", "--force", "--trust-origin"),
+        ("config", "--profile", "--record"),
+    ] {
+        let help = text(&genapi(&dir).args([command, "--help"]).output().unwrap().stdout);
+        let listed = |flag: &str| {
+            help.lines()
+                .any(|line| line.trim_start().starts_with(&format!("{flag} ")))
+        };
+        assert!(
+            listed(shown) || help.contains(shown),
+            "{command}: {shown} missing from:\n{help}"
+        );
+        assert!(!listed(hidden), "{command}: {hidden} listed in:\n{help}");
+    }
     let run = genapi(&dir)
         .args([
             "mock",
