@@ -314,6 +314,15 @@ pub async fn generate(global: &Global, request: RequestArgs, save: SaveArgs, cou
     let connection = connect(global).await?;
     let interrupt = crate::interrupt::interrupted();
     tokio::pin!(interrupt);
+    // What the service charges these submissions is their kind's price, as
+    // a batch learns it (for `batch --estimate` and capped batches).
+    let prices_key = crate::prices_key(global);
+    let mut prices: genapi_batch::Prices = crate::learned::PRICES.load(&prices_key);
+    let kind = genapi_batch::Job::new(
+        0,
+        prepared.model.operation.path.clone(),
+        Value::Object(prepared.body.clone()),
+    );
 
     let mut accepted = Vec::new();
     for index in 1..=count {
@@ -348,6 +357,9 @@ pub async fn generate(global: &Global, request: RequestArgs, save: SaveArgs, cou
             &plan.resume_target(index),
         );
         announce(&task);
+        if let Some(cost) = task.cost() {
+            prices.learn(&kind, cost);
+        }
         accepted.push(Accepted {
             task,
             index,
@@ -355,6 +367,7 @@ pub async fn generate(global: &Global, request: RequestArgs, save: SaveArgs, cou
             model: prepared.model.name.clone(),
         });
     }
+    crate::learned::PRICES.save(&prices_key, prices);
     complete("generate", global, &connection, &plan, accepted, deadline, interrupt).await
 }
 

@@ -35,7 +35,7 @@ pub(super) fn show(global: &Global, jobs_file: &Path, checked: &JobFile) -> Resu
 /// The estimate in words, a line each.
 fn words(estimate: &Estimate, file: &str, service: &str) -> Vec<String> {
     let mut lines = vec![format!(
-        "{file}: {}, by the prices batches of this account were charged before at {service}:",
+        "{file}: {}, by the prices this account was charged before (batches and generate) at {service}:",
         lines_of(estimate.lines)
     )];
     for (model, of_model) in &estimate.by_model {

@@ -79,4 +79,24 @@ async fn an_estimate_is_what_the_service_then_charges_and_names_the_lines_it_can
         (charged - estimated).abs() < 1e-6,
         "estimated {estimated}, the service charged {charged}"
     );
+
+    // What `generate` was charged prices its kind too.
+    let generated = genapi(&dir, &mock)
+        .args(["generate", "a kite", "--size", "640x640", "-o", "kite.jpg", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(generated.status.code(), Some(0), "{}", text(&generated.stderr));
+    let generated: Value = serde_json::from_slice(&generated.stdout).unwrap();
+    job_file(
+        &dir,
+        "fourth.jsonl",
+        &[json!({"model": "gen-2-pro", "prompt": "a sail", "width": 640, "height": 640, "output_format": "jpeg"})],
+    );
+    let estimate = genapi(&dir, &mock)
+        .args(["batch", "fourth.jsonl", "--estimate", "--json"])
+        .output()
+        .unwrap();
+    let estimate: Value = serde_json::from_slice(&estimate.stdout).unwrap();
+    assert_eq!(estimate["unknown"], json!([]), "{estimate}");
+    assert_eq!(estimate["credits"], generated["cost"]);
 }
