@@ -107,10 +107,10 @@ async fn tasks_taken_up_from_the_journal_hold_places_under_the_clients_limit() {
     assert!(second.iter().all(|o| o.status == JobStatus::Succeeded), "{second:#?}");
     // While the three taken up are polled, progress counts them in flight,
     // and the lines behind them as waiting for a seat.
-    assert!(!while_resuming.is_empty());
+    assert!(while_resuming.contains(&(3, 3)), "{while_resuming:?}");
     assert!(
-        while_resuming.iter().all(|counts| *counts == (3, 3)),
-        "{while_resuming:?}"
+        while_resuming.iter().all(|(in_flight, _)| *in_flight > 0),
+        "never 0 in flight while tasks are polled: {while_resuming:?}"
     );
     assert_eq!(mock.count("POST", "/v1/gen-2-pro"), 6, "none submitted twice");
     assert_eq!(mock.stats().peak_active_tasks, 3);
