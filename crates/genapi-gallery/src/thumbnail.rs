@@ -17,12 +17,10 @@
 //! `genapi-files`): a file of the user's own in `thumbs/` is left as it
 //! is, and its tile says so.
 
-use std::fs::File;
-use std::io::{BufReader, Read};
+use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use image::codecs::jpeg::JpegEncoder;
-use image::{ImageReader, Limits};
+use genapi_pixels::Picture;
 
 /// The longest side of a thumbnail, in pixels.
 pub const THUMBNAIL_SIDE: u32 = 192;
@@ -32,6 +30,10 @@ const QUALITY: u8 = 70;
 
 /// The most memory one image may take to decode.
 const DECODE_BYTES: u64 = 256 << 20;
+
+/// The largest image file read for a thumbnail: far above what a result
+/// of the service's 4 MP outputs takes in any format.
+const IMAGE_BYTES: u64 = 256 << 20;
 
 /// A thumbnail on disk: its path relative to the output folder, and its
 /// size in pixels.
@@ -72,20 +74,12 @@ pub(crate) fn thumbnail(dir: &Path, thumbs: &str, image: &Path, name: &str) -> R
             height: size.1,
         });
     }
-    let mut reader = ImageReader::new(BufReader::new(File::open(image).map_err(|e| e.to_string())?))
-        .with_guessed_format()
-        .map_err(|e| e.to_string())?;
-    let mut limits = Limits::default();
-    limits.max_alloc = Some(DECODE_BYTES);
-    reader.limits(limits);
-    let decoded = reader.decode().map_err(|e| e.to_string())?;
+    let bytes = genapi_files::read(image, IMAGE_BYTES).map_err(|refused| refused.reason())?;
     // An image already within a thumbnail's size is kept as it is: scaling
     // it up would only cost time and bytes.
-    let small = if decoded.width() <= THUMBNAIL_SIDE && decoded.height() <= THUMBNAIL_SIDE {
-        decoded.to_rgb8()
-    } else {
-        decoded.thumbnail(THUMBNAIL_SIDE, THUMBNAIL_SIDE).to_rgb8()
-    };
+    let small = Picture::decode(&bytes, DECODE_BYTES)
+        .map_err(|e| e.to_string())?
+        .fit_within(THUMBNAIL_SIDE);
     let folder = dir.join(thumbs);
     match std::fs::symlink_metadata(&folder) {
         Ok(metadata) if metadata.file_type().is_dir() => {}
@@ -94,10 +88,7 @@ pub(crate) fn thumbnail(dir: &Path, thumbs: &str, image: &Path, name: &str) -> R
         Ok(_) => return Err(format!("{} is not a folder of its own", folder.display())),
         Err(_) => std::fs::create_dir(&folder).map_err(|e| e.to_string())?,
     }
-    let mut jpeg = Vec::new();
-    JpegEncoder::new_with_quality(&mut jpeg, QUALITY)
-        .encode_image(&small)
-        .map_err(|e| e.to_string())?;
+    let jpeg = small.to_jpeg(QUALITY).map_err(|e| e.to_string())?;
     let ours = genapi_files::Existing::ReplaceOurs {
         writer: "the gallery",
         ours: is_ours,
@@ -107,8 +98,8 @@ pub(crate) fn thumbnail(dir: &Path, thumbs: &str, image: &Path, name: &str) -> R
     Ok(Thumbnail {
         image: name.to_string(),
         path: relative,
-        width: small.width(),
-        height: small.height(),
+        width: small.dimensions().0,
+        height: small.dimensions().1,
     })
 }
 
@@ -127,7 +118,8 @@ fn fresh(thumbnail: &Path, image: &Path) -> Option<(u32, u32)> {
     if !is_ours(&head) {
         return None;
     }
-    image::image_dimensions(thumbnail).ok()
+    let bytes = genapi_files::read(thumbnail, THUMBNAIL_BYTES).ok()?;
+    genapi_pixels::dimensions(&bytes).ok()
 }
 
 /// The comment every thumbnail carries right after the JPEG's start.
@@ -163,11 +155,7 @@ mod tests {
 
     #[test]
     fn a_marked_thumbnail_is_still_a_jpeg_and_known_as_ours() {
-        let image = image::RgbImage::from_pixel(8, 4, image::Rgb([200, 10, 10]));
-        let mut jpeg = Vec::new();
-        JpegEncoder::new_with_quality(&mut jpeg, QUALITY)
-            .encode_image(&image)
-            .unwrap();
+        let jpeg = Picture::from_fn(8, 4, |_, _| [200, 10, 10]).to_jpeg(QUALITY).unwrap();
         assert!(!is_ours(&jpeg));
         let marked = marked(jpeg);
         assert!(is_ours(&marked));

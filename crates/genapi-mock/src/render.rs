@@ -5,7 +5,7 @@
 //! in a framed box at its top left, and says EDIT: it visibly used what it
 //! was given.
 
-use image::{ImageEncoder, Rgb, RgbImage};
+use genapi_pixels::Picture;
 
 /// 5x7 glyphs: capital letters, digits and a few signs; anything else is
 /// drawn as a space.
@@ -74,7 +74,7 @@ pub(crate) fn render(
     seed: &str,
     prompt: &str,
     format: &str,
-    input: Option<&RgbImage>,
+    input: Option<&Picture>,
 ) -> Result<Vec<u8>, String> {
     if clamp_size(width as u64, height as u64) != (width.max(1), height.max(1)) {
         return Err(format!(
@@ -86,9 +86,9 @@ pub(crate) fn render(
     let b = [(h >> 32) as u8, (h >> 40) as u8, (h >> 48) as u8];
     let (w, ht) = (width.max(1), height.max(1));
     let span = (w + ht) as f32;
-    let mut img = RgbImage::from_fn(w, ht, |x, y| {
+    let mut img = Picture::from_fn(w, ht, |x, y| {
         let t = (x + y) as f32 / span;
-        Rgb([0, 1, 2].map(|i| (a[i] as f32 * (1.0 - t) + b[i] as f32 * t) as u8))
+        [0, 1, 2].map(|i| (a[i] as f32 * (1.0 - t) + b[i] as f32 * t) as u8)
     });
     draw_mark(&mut img);
     let first_line = match input {
@@ -99,24 +99,12 @@ pub(crate) fn render(
         None => format!("SEED {seed}"),
     };
     draw_caption(&mut img, &first_line, &prompt.to_uppercase());
-    let mut out = Vec::new();
-    let result = match format {
-        "png" => image::codecs::png::PngEncoder::new(&mut out).write_image(&img, w, ht, image::ExtendedColorType::Rgb8),
-        "webp" => image::codecs::webp::WebPEncoder::new_lossless(&mut out).write_image(
-            &img,
-            w,
-            ht,
-            image::ExtendedColorType::Rgb8,
-        ),
-        _ => image::codecs::jpeg::JpegEncoder::new_with_quality(&mut out, 85).write_image(
-            &img,
-            w,
-            ht,
-            image::ExtendedColorType::Rgb8,
-        ),
+    let encoded = match format {
+        "png" => img.to_png(),
+        "webp" => img.to_webp(),
+        _ => img.to_jpeg(85),
     };
-    result.map_err(|e| format!("cannot encode the mock image: {e}"))?;
-    Ok(out)
+    encoded.map_err(|e| format!("cannot encode the mock image: {e}"))
 }
 
 /// The longest side of the copy of an input an edit's task keeps.
@@ -128,19 +116,13 @@ const INPUT_DECODE_BYTES: u64 = 64 << 20;
 /// A small copy of an input image (at most [`INPUT_SIDE`] a side), from
 /// its bytes: what an edit's result shows. `None` when it does not decode
 /// within bounds (the task goes on, its image without the box).
-pub(crate) fn input_copy(bytes: &[u8]) -> Option<RgbImage> {
-    let mut reader = image::ImageReader::new(std::io::Cursor::new(bytes))
-        .with_guessed_format()
-        .ok()?;
-    let mut limits = image::Limits::default();
-    limits.max_alloc = Some(INPUT_DECODE_BYTES);
-    reader.limits(limits);
-    Some(reader.decode().ok()?.thumbnail(INPUT_SIDE, INPUT_SIDE).to_rgb8())
+pub(crate) fn input_copy(bytes: &[u8]) -> Option<Picture> {
+    Some(Picture::decode(bytes, INPUT_DECODE_BYTES).ok()?.fit_within(INPUT_SIDE))
 }
 
 /// `input` scaled into a framed box at the top left, a third of the
 /// shorter side across.
-fn draw_input(img: &mut RgbImage, input: &RgbImage) {
+fn draw_input(img: &mut Picture, input: &Picture) {
     let (w, h) = img.dimensions();
     let (iw, ih) = input.dimensions();
     if iw == 0 || ih == 0 {
@@ -156,17 +138,17 @@ fn draw_input(img: &mut RgbImage, input: &RgbImage) {
             let inside = x >= left && x < left + bw && y >= top && y < top + bh;
             let pixel = if inside {
                 let (sx, sy) = (((x - left) as f32 / scale) as u32, ((y - top) as f32 / scale) as u32);
-                *input.get_pixel(sx.min(iw - 1), sy.min(ih - 1))
+                input.get(sx.min(iw - 1), sy.min(ih - 1))
             } else {
-                Rgb([255, 255, 255])
+                [255, 255, 255]
             };
-            img.put_pixel(x, y, pixel);
+            img.put(x, y, pixel);
         }
     }
 }
 
 /// White "MOCK" on a dark band across the middle.
-fn draw_mark(img: &mut RgbImage) {
+fn draw_mark(img: &mut Picture) {
     let (w, h) = img.dimensions();
     let scale = (w / 40).min(h / 12).max(1);
     let text_h = 7 * scale;
@@ -176,7 +158,7 @@ fn draw_mark(img: &mut RgbImage) {
 
 /// The seed, then the start of the prompt, in small letters on a dark band
 /// near the bottom.
-fn draw_caption(img: &mut RgbImage, seed: &str, prompt: &str) {
+fn draw_caption(img: &mut Picture, seed: &str, prompt: &str) {
     let (w, h) = img.dimensions();
     // As large as the longest line allows, and smaller than the mark.
     let scale = (w / (CAPTION_CHARS as u32 * 6 + 4)).min(h / 40).max(1);
@@ -189,17 +171,17 @@ fn draw_caption(img: &mut RgbImage, seed: &str, prompt: &str) {
 }
 
 /// Rows `top..bottom` painted dark, across the whole width.
-fn dark_band(img: &mut RgbImage, top: u32, bottom: u32) {
+fn dark_band(img: &mut Picture, top: u32, bottom: u32) {
     let (w, h) = img.dimensions();
     for y in top..bottom.min(h) {
         for x in 0..w {
-            img.put_pixel(x, y, Rgb([20, 20, 20]));
+            img.put(x, y, [20, 20, 20]);
         }
     }
 }
 
 /// `text` in white, centred, its top at `top`, each dot `scale` pixels.
-fn draw_text(img: &mut RgbImage, text: &str, top: u32, scale: u32) {
+fn draw_text(img: &mut Picture, text: &str, top: u32, scale: u32) {
     let (w, h) = img.dimensions();
     let left = w.saturating_sub(text.chars().count() as u32 * 6 * scale) / 2;
     for (i, c) in text.chars().enumerate() {
@@ -216,7 +198,7 @@ fn draw_text(img: &mut RgbImage, text: &str, top: u32, scale: u32) {
                         let x = left + (i as u32 * 6 + col) * scale + dx;
                         let y = top + row as u32 * scale + dy;
                         if x < w && y < h {
-                            img.put_pixel(x, y, Rgb([255, 255, 255]));
+                            img.put(x, y, [255, 255, 255]);
                         }
                     }
                 }
@@ -301,8 +283,8 @@ mod tests {
 
     #[test]
     fn an_edits_image_shows_its_input_in_a_framed_box() {
-        let input = |colour| RgbImage::from_pixel(40, 20, Rgb(colour));
-        let decoded = |input: Option<&RgbImage>| {
+        let input = |colour| Picture::from_fn(40, 20, |_, _| colour);
+        let decoded = |input: Option<&Picture>| {
             let png = render(300, 300, "7", "a red fox", "png", input).unwrap();
             image::load_from_memory(&png).unwrap().to_rgb8()
         };
@@ -319,13 +301,8 @@ mod tests {
         assert_ne!(plain, red);
         // A small copy is what a task keeps of its input.
         let mut png = Vec::new();
-        image::codecs::png::PngEncoder::new(&mut png)
-            .write_image(
-                &RgbImage::from_pixel(400, 200, Rgb([9, 9, 9])),
-                400,
-                200,
-                image::ExtendedColorType::Rgb8,
-            )
+        image::RgbImage::from_pixel(400, 200, image::Rgb([9, 9, 9]))
+            .write_to(&mut std::io::Cursor::new(&mut png), image::ImageFormat::Png)
             .unwrap();
         let copy = input_copy(&png).unwrap();
         assert_eq!(copy.dimensions(), (INPUT_SIDE, INPUT_SIDE / 2));

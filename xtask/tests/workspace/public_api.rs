@@ -18,7 +18,7 @@ use std::process::Command;
 use serde_json::Value;
 
 /// The crates whose API is snapshotted, as cargo names them.
-const PUBLISHED: [&str; 8] = [
+const PUBLISHED: [&str; 9] = [
     "genapi",
     "genapi-batch",
     "genapi-ledger",
@@ -27,6 +27,7 @@ const PUBLISHED: [&str; 8] = [
     "genapi-gallery",
     "genapi-files",
     "genapi-text",
+    "genapi-pixels",
 ];
 
 /// Writes the published crates' rustdoc JSON (all features), once for all
@@ -483,6 +484,11 @@ fn the_gallerys_public_api_is_as_reviewed() {
 #[test]
 fn the_text_helpers_public_api_is_as_reviewed() {
     insta::assert_snapshot!("text_public_api", surface_of("genapi-text"));
+}
+
+#[test]
+fn the_picture_codecs_public_api_is_as_reviewed() {
+    insta::assert_snapshot!("pixels_public_api", surface_of("genapi-pixels"));
 }
 
 #[test]
