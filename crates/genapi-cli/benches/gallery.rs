@@ -20,9 +20,7 @@
 
 mod support;
 
-#[path = "../../genapi-gallery/tests/gallery/fixtures.rs"]
-#[allow(dead_code)]
-mod fixtures;
+use genapi_test_common::results as fixtures;
 
 const KEY: &str = "gallery-bench-key";
 const LINES: usize = 2_000;

@@ -16,10 +16,7 @@
 use std::time::Instant;
 
 use genapi_gallery::{Gallery, INDEX, PAGES, THUMBS};
-use genapi_test_common::{browser, Dir};
-
-#[path = "../tests/gallery/fixtures.rs"]
-mod fixtures;
+use genapi_test_common::{browser, results as fixtures, Dir};
 
 const LINES: u64 = 100_000;
 const ROUNDS: usize = 5;

@@ -19,6 +19,7 @@ pub mod browser;
 pub mod hostile;
 
 pub mod pg;
+pub mod results;
 
 pub mod stall;
 

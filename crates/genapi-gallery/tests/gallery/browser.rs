@@ -5,8 +5,8 @@
 
 use genapi_gallery::{Gallery, INDEX, PAGES, PAGE_TILES};
 
+use crate::common::results::many_lines;
 use crate::common::{browser, Dir};
-use crate::fixtures::many_lines;
 
 #[test]
 fn a_hundred_thousand_lines_are_pages_that_open_with_every_thumbnail_decoded_and_nothing_fetched() {

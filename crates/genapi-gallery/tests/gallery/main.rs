@@ -3,7 +3,6 @@
 //! the page in a real browser.
 
 mod browser;
-mod fixtures;
 mod page;
 mod pages;
 

@@ -3,8 +3,8 @@
 use genapi_batch::GridCell;
 use genapi_gallery::{Gallery, GalleryError, INDEX, THUMBNAIL_SIDE, THUMBS};
 
+use crate::common::results::{failed, image, results, succeeded};
 use crate::common::Dir;
-use crate::fixtures::{failed, image, results, succeeded};
 
 #[test]
 fn every_line_has_a_tile_and_every_image_a_small_thumbnail() {

@@ -5,8 +5,8 @@ use std::os::unix::fs::MetadataExt as _;
 
 use genapi_gallery::{Gallery, INDEX, PAGES, PAGE_TILES};
 
+use crate::common::results::{failed, image, succeeded};
 use crate::common::Dir;
-use crate::fixtures::{failed, image, succeeded};
 
 /// A gallery of `dir` with lines `lines` succeeded, all showing one image.
 fn gallery_of(dir: &Dir, lines: std::ops::RangeInclusive<u64>) -> Gallery {
@@ -134,7 +134,7 @@ fn a_rebuild_of_a_large_folder_gives_the_pages_the_run_kept() {
     let mut lines: Vec<_> = (1..=2500).map(|line| succeeded(line, "shared.png")).collect();
     // The last result of a line wins, wherever it comes in the file.
     lines.push(failed(3, "task_failed"));
-    crate::fixtures::results(&dir.0, &lines);
+    crate::common::results::results(&dir.0, &lines);
     let gallery = Gallery::rebuild(&dir.0).unwrap();
     assert_eq!(gallery.len(), 2500);
     let first = page(&dir, 1);

@@ -1,6 +1,6 @@
 //! The results a batch leaves in its folder, made up for the gallery's
-//! tests and its bench (which includes this file): saved images and result
-//! lines with every field a tile shows.
+//! tests and the benches that keep a gallery: saved images and result lines
+//! with every field a tile shows.
 
 use std::path::Path;
 
@@ -44,7 +44,7 @@ pub fn results(dir: &Path, lines: &[ResultLine]) {
         .iter()
         .map(|line| serde_json::to_string(line).unwrap() + "\n")
         .collect();
-    std::fs::write(dir.join(genapi_gallery::RESULTS), text).unwrap();
+    std::fs::write(dir.join("results.jsonl"), text).unwrap();
 }
 
 /// A folder of `count` lines, as a large batch leaves it: ten distinct
