@@ -665,8 +665,10 @@ impl Context {
         };
         // What the line was charged (now or in an earlier run) is its kind's
         // price, learned.
+        // Its price kind, made once: the cap holds credits by it, and what
+        // the line is charged teaches its price.
         let (kind, path) = (super::budget::kind(&job), job.path.clone());
-        let mut outcome = self.decide(job, &stem, state).await;
+        let mut outcome = self.decide(job, &stem, state, &kind).await;
         if let Some(cost) = outcome.cost {
             self.prices.learn(&kind, &path, cost);
         }
@@ -709,16 +711,15 @@ impl Context {
 
     /// Holds credits for `job`'s submission under the cap, waiting while
     /// holds in flight may come back.
-    async fn hold_credits(&self, job: &Job, max: f64) -> Result<(), HeldBack> {
-        let kind = super::budget::kind(job);
-        let known = self.prices.price_of_kind(&kind);
+    async fn hold_credits(&self, job: &Job, kind: &str, max: f64) -> Result<(), HeldBack> {
+        let known = self.prices.price_of_kind(kind);
         loop {
             if self.cap_reached.load(Ordering::SeqCst) {
                 return Err(HeldBack::CapReached);
             }
             let hold = self
                 .store
-                .hold_credits(job.line, &kind, max, known)
+                .hold_credits(job.line, kind, max, known)
                 .await
                 .map_err(|e| HeldBack::JournalFailed(format!("cannot hold credits ({e}); nothing was sent")))?;
             match hold {
@@ -759,7 +760,7 @@ impl Context {
         outcome
     }
 
-    async fn decide(&self, job: Job, stem: &str, state: LineState) -> JobOutcome {
+    async fn decide(&self, job: Job, stem: &str, state: LineState, kind: &str) -> JobOutcome {
         let accepted_ref = state.accepted.as_ref().map(|(id, polling_url, _)| genapi::TaskRef {
             id: id.clone(),
             polling_url: polling_url.clone(),
@@ -929,7 +930,7 @@ impl Context {
             return outcome;
         }
         match self.place() {
-            Some(place) => self.submit(job, stem, digest, place).await,
+            Some(place) => self.submit(job, stem, digest, place, kind).await,
             None => self.not_sent(job.line, stem),
         }
     }
@@ -1013,7 +1014,7 @@ impl Context {
         })
     }
 
-    async fn submit(&self, job: Job, stem: &str, digest: String, place: Place) -> JobOutcome {
+    async fn submit(&self, job: Job, stem: &str, digest: String, place: Place, kind: &str) -> JobOutcome {
         let mut attempt = 0;
         loop {
             attempt += 1;
@@ -1032,7 +1033,7 @@ impl Context {
                     return Err(HeldBack::Stopped);
                 }
                 if let Some(max) = self.max_credits {
-                    self.hold_credits(&job, max).await?;
+                    self.hold_credits(&job, kind, max).await?;
                     if self.sends_no_more() {
                         self.drop_hold(job.line).await;
                         return Err(HeldBack::Stopped);
