@@ -10,6 +10,7 @@ mod common {
 }
 
 mod carried;
+mod credit_holds;
 mod fair_shares;
 mod shared_seats;
 mod tls;
