@@ -171,11 +171,7 @@ fn diff_upstream(args: &[String]) -> Result<(), String> {
     let theirs: serde_json::Value =
         serde_json::from_str(&read(&file)?).map_err(|e| format!("{}: {e}", file.display()))?;
     let report = xtask::diff(&ours, &theirs, &rename);
-    // The findings quote what the service said: shown without characters
-    // that would act on a terminal.
-    for line in report.render().lines() {
-        println!("{}", genapi_text::clean(line));
-    }
+    print_quoting(&report.render());
     if report.unknown.is_empty() {
         Ok(())
     } else {
@@ -232,7 +228,7 @@ fn drift(args: &[String]) -> Result<(), String> {
     for file in &files {
         xtask::drift::check_file(&root, file, &mut report)?;
     }
-    print!("{}", report.render());
+    print_quoting(&report.render());
     if let Some(out) = propose {
         let (text, applied) = xtask::drift::propose::proposal(&document, &root, &report.findings)
             .map_err(|e| format!("openapi.json: {e}"))?;
@@ -248,6 +244,15 @@ fn drift(args: &[String]) -> Result<(), String> {
         Some(file) => compare_snapshot(&file, &report.shape()),
         None if report.drifted() => Err("the recorded traffic drifted from openapi.json".into()),
         None => Ok(()),
+    }
+}
+
+/// Prints a report that quotes text from elsewhere (another document, what
+/// the service answered), without the characters that would act on a
+/// terminal or hide text.
+fn print_quoting(report: &str) {
+    for line in report.lines() {
+        println!("{}", genapi_text::clean(line));
     }
 }
 

@@ -406,4 +406,9 @@ fn propose_leaves_names_and_values_with_control_characters_to_a_person() {
     let written = patched.to_string();
     assert!(!written.contains('\u{1b}') && !written.contains('\u{202e}'));
     assert!(patched["components"]["schemas"]["TaskResult"]["properties"]["plain_new"].is_object());
+    // The report printed quotes them without the characters.
+    let (ok, text) = run("control-characters", &har, &[]);
+    assert!(!ok, "{text}");
+    assert!(text.contains("/result/water mark"), "{text}");
+    assert!(!text.contains('\u{1b}') && !text.contains('\u{202e}'), "{text}");
 }
