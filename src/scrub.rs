@@ -68,34 +68,29 @@ pub(crate) const SHORTEST_SECRET: usize = 8;
 /// id a poll names, which identifies the task and grants nothing.
 pub(crate) const TASK_ID_QUERY: &str = "id";
 
+/// The names of the fields, in every model of the document, that `marked`
+/// picks.
+fn fields_where(marked: impl Fn(&genapi_document::Field) -> bool) -> BTreeSet<String> {
+    let catalog = crate::validate::Document::embedded().catalog();
+    catalog
+        .models()
+        .iter()
+        .flat_map(|model| model.fields.iter())
+        .filter(|field| marked(field))
+        .map(|field| field.name.clone())
+        .collect()
+}
+
 /// The fields the document marks `x-secret`, in every model.
 pub(crate) fn secret_fields() -> &'static BTreeSet<String> {
     static FIELDS: OnceLock<BTreeSet<String>> = OnceLock::new();
-    FIELDS.get_or_init(|| {
-        let catalog = crate::validate::Document::embedded().catalog();
-        catalog
-            .models()
-            .iter()
-            .flat_map(|model| model.fields.iter())
-            .filter(|field| field.rule("x-secret").is_some_and(|v| v != &Value::Bool(false)))
-            .map(|field| field.name.clone())
-            .collect()
-    })
+    FIELDS.get_or_init(|| fields_where(|field| field.rule("x-secret").is_some_and(|v| v != &Value::Bool(false))))
 }
 
 /// The fields the document marks `x-image`, in every model.
 fn image_fields() -> &'static BTreeSet<String> {
     static FIELDS: OnceLock<BTreeSet<String>> = OnceLock::new();
-    FIELDS.get_or_init(|| {
-        let catalog = crate::validate::Document::embedded().catalog();
-        catalog
-            .models()
-            .iter()
-            .flat_map(|model| model.fields.iter())
-            .filter(|field| field.image().is_some())
-            .map(|field| field.name.clone())
-            .collect()
-    })
+    FIELDS.get_or_init(|| fields_where(|field| field.image().is_some()))
 }
 
 /// Whether a query value of an address a user gave reads like a credential
