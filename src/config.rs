@@ -400,18 +400,10 @@ fn parse_origin(text: &str, what: &str, allow_insecure_http: bool) -> Result<Url
     Ok(url)
 }
 
-/// An address as an error may show it: quoted, with any user information
-/// (`user:password@`) replaced by `…@`.
+/// An address as an error may show it: quoted, and without what may hold a
+/// secret in it (see [`genapi_text::shown_address`]).
 fn shown_address(text: &str) -> String {
-    let text = text.trim();
-    let Some((scheme, rest)) = text.split_once("://") else {
-        return format!("{:?}", text.split('@').next_back().unwrap_or_default());
-    };
-    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    match rest[..end].rfind('@') {
-        Some(at) => format!("{:?}", format!("{scheme}://…@{}", &rest[at + 1..])),
-        None => format!("{text:?}"),
-    }
+    format!("{:?}", genapi_text::shown_address(text))
 }
 
 impl Client {

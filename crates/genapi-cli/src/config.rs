@@ -467,29 +467,6 @@ fn expand_home(path: &Path) -> PathBuf {
     }
 }
 
-/// An address as shown: without the user and password it may carry, nor
-/// its query (either may hold a secret); the address itself is kept.
-pub fn shown_address(text: &str) -> String {
-    let Ok(mut url) = url::Url::parse(text.trim()) else {
-        // Not an address: shown without what follows an `@` or a `?`.
-        let cut = text.split(['@', '?']).next().unwrap_or_default();
-        return out::clean(cut);
-    };
-    let hidden_user = !url.username().is_empty() || url.password().is_some();
-    let _ = url.set_username("");
-    let _ = url.set_password(None);
-    let had_query = url.query().is_some();
-    url.set_query(None);
-    let mut shown = url.to_string();
-    if hidden_user {
-        shown = shown.replacen("://", "://…@", 1);
-    }
-    if had_query {
-        shown.push_str("?…");
-    }
-    out::clean(&shown)
-}
-
 /// `genapi config`: the settings and where each came from, in a fixed
 /// order; the key as set or not, never its value; addresses without the
 /// secrets they may carry. `flag_origins` are the `--trust-origin` flags.
@@ -506,12 +483,12 @@ pub fn show(settings: &Settings, flag_origins: &[String], json: bool, uses_mock:
     let mut origins: Vec<serde_json::Value> = settings
         .trusted_origins
         .iter()
-        .map(|o| sourced(shown_address(&o.value), &o.source))
+        .map(|o| sourced(genapi_text::shown_address(&o.value), &o.source))
         .collect();
     origins.extend(
         flag_origins
             .iter()
-            .map(|origin| sourced(shown_address(origin), &Source::Flag("--trust-origin"))),
+            .map(|origin| sourced(genapi_text::shown_address(origin), &Source::Flag("--trust-origin"))),
     );
     let api_key = match (&settings.key, &settings.key_problem) {
         (Some(key), _) => sourced("set".into(), &key.source),
@@ -537,17 +514,15 @@ pub fn show(settings: &Settings, flag_origins: &[String], json: bool, uses_mock:
         ("service", serde_json::Value::String(service)),
         (
             "base_url",
-            settings
-                .base_url
-                .as_ref()
-                .map_or(null.clone(), |b| sourced(shown_address(&b.value), &b.source)),
+            settings.base_url.as_ref().map_or(null.clone(), |b| {
+                sourced(genapi_text::shown_address(&b.value), &b.source)
+            }),
         ),
         (
             "regional_base_url",
-            settings
-                .regional_base_url
-                .as_ref()
-                .map_or(null.clone(), |b| sourced(shown_address(&b.value), &b.source)),
+            settings.regional_base_url.as_ref().map_or(null.clone(), |b| {
+                sourced(genapi_text::shown_address(&b.value), &b.source)
+            }),
         ),
         ("trusted_origins", serde_json::Value::Array(origins)),
         ("api_key", api_key),

@@ -585,7 +585,7 @@ pub fn service_shown(global: &Global) -> String {
     }
     global.settings.base_url.as_ref().map_or_else(
         || "the configured service".to_string(),
-        |base| config::shown_address(&base.value),
+        |base| genapi_text::shown_address(&base.value),
     )
 }
 

@@ -11,6 +11,8 @@
 //!   messages and `Debug` output, without the values of fields whose name
 //!   says they are secret, with long strings (images) cut and deep nesting
 //!   folded.
+//! - [`shown_address`]: an address without what may hold a secret in it
+//!   (a user and password, a query or a fragment).
 //!
 //! The client's scrubber, which removes the secrets it knows by value (the
 //! key, webhook secrets) from every answer, is another thing: this crate
@@ -30,6 +32,41 @@ use serde_json::Value;
 pub fn is_unsafe_to_show(c: char) -> bool {
     c.is_control()
         || matches!(c, '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{feff}' | '\u{061c}')
+}
+
+/// An address as it may be shown: its user information (`user:password@`)
+/// replaced by `…@`, its query and fragment by `?…`, and [`clean`]. Text
+/// that is not an address keeps what follows its last `@`.
+///
+/// ```
+/// assert_eq!(
+///     genapi_text::shown_address("https://me:pa55@api.example.com/v1?token=t0k"),
+///     "https://…@api.example.com/v1?…"
+/// );
+/// assert_eq!(genapi_text::shown_address("https://api.example.com/p@x"), "https://api.example.com/p@x");
+/// ```
+pub fn shown_address(text: &str) -> String {
+    let text = text.trim();
+    let (head, hidden) = match text.find(['?', '#']) {
+        Some(at) => (&text[..at], true),
+        None => (text, false),
+    };
+    let shown = match head.split_once("://") {
+        None => head.split('@').next_back().unwrap_or_default().to_string(),
+        Some((scheme, rest)) => {
+            let end = rest.find('/').unwrap_or(rest.len());
+            match rest[..end].rfind('@') {
+                Some(at) => format!("{scheme}://…@{}", &rest[at + 1..]),
+                None => head.to_string(),
+            }
+        }
+    };
+    let shown = clean(&shown);
+    if hidden {
+        shown + "?…"
+    } else {
+        shown
+    }
 }
 
 /// `text` with every character [`is_unsafe_to_show`] replaced by a space;
