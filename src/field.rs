@@ -139,8 +139,18 @@ fn allowed(schema: &str, field: &str) -> String {
 /// builder's: "Field required", type `missing`) or one set to a value that
 /// does not fit (type `value_error`, with the setter's reason).
 pub(crate) fn unfinished<B: serde::Serialize>(schema: &str, builder: &B, untouched: &B) -> crate::Error {
+    unfinished_as_json(schema, serde_json::to_value(builder), serde_json::to_value(untouched))
+}
+
+/// The work of [`unfinished`] on the builders as JSON, made once for every
+/// request type rather than once for each.
+fn unfinished_as_json(
+    schema: &str,
+    builder: serde_json::Result<serde_json::Value>,
+    untouched: serde_json::Result<serde_json::Value>,
+) -> crate::Error {
     use crate::api::types::{ValidationError, ValidationErrorLocItem};
-    let (state, untouched) = match (serde_json::to_value(builder), serde_json::to_value(untouched)) {
+    let (state, untouched) = match (builder, untouched) {
         (Ok(state), Ok(untouched)) => (state, untouched),
         // Unreachable: builders hold only serializable values.
         (Err(e), _) | (_, Err(e)) => {

@@ -22,12 +22,17 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures::future::BoxFuture;
+use std::future::Future;
+use std::pin::Pin;
 
 use tokio::time::Instant;
 
 use reqwest::Url;
 use tokio::sync::Notify;
+
+/// A boxed future a [`SeatPool`] returns: the same type as
+/// `futures::future::BoxFuture`, so an implementation may return either.
+type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// How often one unwatched task is polled to see whether it has finished.
 pub(crate) const RECHECK: Duration = Duration::from_secs(1);

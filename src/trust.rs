@@ -103,16 +103,6 @@ pub(crate) fn is_loopback(url: &Url) -> bool {
     }
 }
 
-/// The registrable domain of a host name (`example.co.uk` for
-/// `api.example.co.uk`), or `None` for IP literals and public suffixes.
-fn registrable_domain(host: &str) -> Option<String> {
-    if host.parse::<IpAddr>().is_ok() {
-        return None;
-    }
-    let domain = psl::domain_str(host)?;
-    Some(domain.to_ascii_lowercase())
-}
-
 /// The set of origins the key may be sent to (see the module docs).
 #[derive(Clone, Debug)]
 pub(crate) struct TrustPolicy {
@@ -132,7 +122,7 @@ impl TrustPolicy {
             .chain(extra)
             .filter_map(Origin::of)
             .collect();
-        let domain = Origin::of(base).and_then(|o| registrable_domain(&o.host));
+        let domain = Origin::of(base).and_then(|o| genapi_domain::registrable_domain(&o.host));
         let mut named: Vec<Url> = Vec::new();
         for url in [base, regional].into_iter().chain(extra) {
             if !named.contains(url) {
@@ -161,7 +151,7 @@ impl TrustPolicy {
             && (origin.host == *domain || origin.host.strip_suffix(domain.as_str()).is_some_and(|sub| sub.ends_with('.')))
             // A public suffix below the base's domain (a private registry
             // entry) is someone else's namespace.
-            && registrable_domain(&origin.host).as_deref() == Some(domain.as_str())
+            && genapi_domain::registrable_domain(&origin.host).as_deref() == Some(domain.as_str())
     }
 }
 

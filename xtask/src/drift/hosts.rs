@@ -69,8 +69,7 @@ impl Trust {
         if local {
             return host == base_host;
         }
-        url.scheme() == "https"
-            && psl::domain_str(host).is_some_and(|domain| Some(domain) == psl::domain_str(base_host))
+        url.scheme() == "https" && genapi_domain::same_registrable_domain(host, base_host)
     }
 }
 

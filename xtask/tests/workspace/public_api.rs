@@ -18,7 +18,7 @@ use std::process::Command;
 use serde_json::Value;
 
 /// The crates whose API is snapshotted, as cargo names them.
-const PUBLISHED: [&str; 9] = [
+const PUBLISHED: [&str; 10] = [
     "genapi",
     "genapi-batch",
     "genapi-ledger",
@@ -28,6 +28,7 @@ const PUBLISHED: [&str; 9] = [
     "genapi-files",
     "genapi-text",
     "genapi-pixels",
+    "genapi-domain",
 ];
 
 /// Writes the published crates' rustdoc JSON (all features), once for all
@@ -489,6 +490,11 @@ fn the_text_helpers_public_api_is_as_reviewed() {
 #[test]
 fn the_picture_codecs_public_api_is_as_reviewed() {
     insta::assert_snapshot!("pixels_public_api", surface_of("genapi-pixels"));
+}
+
+#[test]
+fn the_registrable_domains_public_api_is_as_reviewed() {
+    insta::assert_snapshot!("domain_public_api", surface_of("genapi-domain"));
 }
 
 #[test]
