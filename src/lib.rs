@@ -37,6 +37,17 @@
 //! # Ok(()) }
 //! ```
 //!
+//! ## In your program
+//!
+//! The client runs on tokio and asks it only for what it uses; the runtime
+//! and `#[tokio::main]` are your program's to choose:
+//!
+//! ```toml
+//! [dependencies]
+//! genapi = "0.1"
+//! tokio = { version = "1", features = ["macros", "rt-multi-thread"] }
+//! ```
+//!
 //! ## Without a key
 //!
 //! The `genapi-mock` crate is a test double of the service, on loopback
