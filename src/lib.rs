@@ -39,8 +39,7 @@
 //!
 //! ## In your program
 //!
-//! The client runs on tokio and asks it only for what it uses; the runtime
-//! and `#[tokio::main]` are your program's to choose:
+//! The client runs on tokio; your program chooses the runtime:
 //!
 //! ```toml
 //! [dependencies]

@@ -30,8 +30,7 @@ use tokio::time::Instant;
 use reqwest::Url;
 use tokio::sync::Notify;
 
-/// A boxed future a [`SeatPool`] returns: the same type as
-/// `futures::future::BoxFuture`, so an implementation may return either.
+/// A boxed future a [`SeatPool`] returns (see there).
 type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// How often one unwatched task is polled to see whether it has finished.
@@ -51,6 +50,11 @@ const FORGET_AFTER: Duration = Duration::from_secs(2 * 60 * 60);
 /// assigned to the task the service accepted, or freed when nothing was
 /// created; a seat whose submission went unanswered stays taken as long as
 /// its task may run.
+///
+/// Its methods return `Pin<Box<dyn Future<Output = T> + Send + '_>>`, the
+/// same type as `futures::future::BoxFuture<'_, T>`: an implementation may
+/// write either, and return `Box::pin(async move { … })` or
+/// `FutureExt::boxed`.
 pub trait SeatPool: Send + Sync + std::fmt::Debug {
     /// A free seat now, if there is one; an error when the seats cannot
     /// be read.

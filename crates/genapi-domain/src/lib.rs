@@ -1,15 +1,23 @@
 //! # genapi-domain
 //!
-//! Which hosts belong to one owner, in one place: a host's **registrable
-//! domain** by the public-suffix list (`example.co.uk` for
-//! `api.eu4.example.co.uk`, since `co.uk` is a suffix anyone may register
-//! under). The client sends its API key to https hosts inside the base host's
-//! registrable domain, and `cargo xtask drift` judges a recording's hosts the
-//! same way, so both ask this crate.
+//! Which hosts belong to one owner, in one place.
 //!
-//! The list is read from data compiled in (the `psl2` crate), not compiled
-//! into code: the established `psl` crate, whose answers the tests hold this
-//! one to, cost a first build of the client about 5 s of CPU.
+//! Anyone may register a name directly under `com`, but also under `co.uk`
+//! or, as a customer of a hosting service, under `github.io`: these are
+//! **public suffixes**, listed in the [Public Suffix List] that browsers use
+//! to keep one site's cookies from another's. A host's **registrable
+//! domain** is its public suffix and one label more: `example.co.uk` for
+//! `api.eu4.example.co.uk`, `alice.github.io` for `www.alice.github.io`.
+//! Hosts with the same registrable domain have one owner; `alice.github.io`
+//! and `bob.github.io` do not.
+//!
+//! The client sends its API key to https hosts inside the base host's
+//! registrable domain (and to the origins configured), and `cargo xtask
+//! drift` judges a recording's hosts the same way, so both ask this crate.
+//! Host names are taken as a URL parser leaves them: ASCII, international
+//! names in punycode (`xn--…`).
+//!
+//! [Public Suffix List]: https://publicsuffix.org/
 //!
 //! ```
 //! use genapi_domain::{registrable_domain, same_registrable_domain};
@@ -23,25 +31,33 @@
 use std::net::IpAddr;
 
 /// The registrable domain of a host name, in lower case and without a
-/// trailing dot; `None` for an IP literal (bracketed or not), a public
-/// suffix itself (`co.uk`) or a name the list cannot place.
+/// trailing dot; `None` for an IP literal, a public suffix itself (`co.uk`)
+/// and anything that is not a host name as a URL parser leaves it (ASCII
+/// letters, digits, `-` and `_` in labels that are not empty, one trailing
+/// dot at most; international names in punycode).
 ///
 /// ```
 /// use genapi_domain::registrable_domain;
 ///
 /// assert_eq!(registrable_domain("API.Example.COM.").as_deref(), Some("example.com"));
+/// assert_eq!(registrable_domain("xn--bcher-kva.example").as_deref(), Some("xn--bcher-kva.example"));
 /// assert_eq!(registrable_domain("co.uk"), None);
 /// assert_eq!(registrable_domain("127.0.0.1"), None);
-/// assert_eq!(registrable_domain("[::1]"), None);
+/// assert_eq!(registrable_domain(" example.com"), None);
 /// ```
 pub fn registrable_domain(host: &str) -> Option<String> {
-    let host = host.trim_end_matches('.');
-    let unbracketed = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')).unwrap_or(host);
-    if unbracketed.parse::<IpAddr>().is_ok() {
+    let host = host.strip_suffix('.').unwrap_or(host);
+    let is_name = !host.is_empty()
+        && host.split('.').all(|label| {
+            !label.is_empty()
+                && label
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        });
+    if !is_name || host.parse::<IpAddr>().is_ok() {
         return None;
     }
-    let host = host.to_ascii_lowercase();
-    psl2::registrable_domain(&host)
+    psl2::registrable_domain(&host.to_ascii_lowercase())
 }
 
 /// Whether two host names have the same registrable domain; never for IP
@@ -113,6 +129,24 @@ mod tests {
             "net",
             "cloudfront",
             "dev",
+            "herokuapp",
+            "netlify",
+            "app",
+            "vercel",
+            "pages",
+            "workers",
+            "run",
+            "web",
+            "gitlab",
+            "fly",
+            "bd",
+            "kobe",
+            "nom",
+            "gov",
+            "edu",
+            "au",
+            "br",
+            "mil",
         ];
         proptest::collection::vec(proptest::sample::select(LABELS), 1..=5).prop_map(|labels| labels.join("."))
     }
@@ -138,5 +172,70 @@ mod tests {
         for odd in ["", ".", "uk", "co.uk", "com."] {
             assert_eq!(registrable_domain(odd), None, "{odd:?}");
         }
+    }
+
+    /// A list that lost one of these would widen who gets the key for a
+    /// service hosted under it: each must stay a suffix of its own.
+    #[test]
+    fn well_known_suffixes_are_each_their_own() {
+        for suffix in [
+            "co.uk",
+            "com.au",
+            "co.jp",
+            "com.br",
+            "github.io",
+            "gitlab.io",
+            "herokuapp.com",
+            "blogspot.com",
+            "appspot.com",
+            "cloudfront.net",
+            "s3.amazonaws.com",
+            "netlify.app",
+            "vercel.app",
+            "pages.dev",
+            "workers.dev",
+            "web.app",
+            "firebaseapp.com",
+            "azurewebsites.net",
+            "fly.dev",
+        ] {
+            assert_eq!(registrable_domain(suffix), None, "{suffix}");
+            let owner = format!("tenant.{suffix}");
+            assert_eq!(registrable_domain(&owner), Some(owner.clone()), "{owner}");
+            assert_eq!(
+                registrable_domain(&format!("api.{owner}")),
+                Some(owner.clone()),
+                "api.{owner}"
+            );
+            assert!(!same_registrable_domain(&owner, &format!("other.{suffix}")), "{owner}");
+        }
+    }
+
+    /// Only host names as a URL parser leaves them have a domain: text
+    /// around a name, brackets, empty labels and non-ASCII letters do not.
+    #[test]
+    fn what_is_not_a_host_name_has_no_domain() {
+        for text in [
+            " example.com",
+            "example.com ",
+            "\texample.com",
+            "[example.com]",
+            "example.com..",
+            "a..example.com",
+            ".example.com",
+            "bücher.example",
+            "exa mple.com",
+            "example.com/",
+            "user@example.com",
+            "example.com:443",
+            "[::1]",
+            "::1",
+        ] {
+            assert_eq!(registrable_domain(text), None, "{text:?}");
+        }
+        assert_eq!(
+            registrable_domain("under_score.example.com").as_deref(),
+            Some("example.com")
+        );
     }
 }
