@@ -80,6 +80,7 @@ pub fn same_registrable_domain(a: &str, b: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     #[test]
     fn a_private_suffix_is_its_own_owner() {
@@ -101,7 +102,7 @@ mod tests {
 
     /// Host names made of labels the list has rules for (wildcards,
     /// exceptions, private suffixes, country codes), 1 to 5 of them.
-    fn host() -> impl proptest::strategy::Strategy<Value = String> {
+    fn host() -> impl Strategy<Value = String> {
         const LABELS: &[&str] = &[
             "a",
             "api",
@@ -150,8 +151,6 @@ mod tests {
         ];
         proptest::collection::vec(proptest::sample::select(LABELS), 1..=5).prop_map(|labels| labels.join("."))
     }
-
-    use proptest::prelude::*;
 
     proptest! {
         #![proptest_config(ProptestConfig {
