@@ -1,6 +1,7 @@
-//! Generate an image and save it (as `lighthouse.jpg`, replacing a file of
-//! that name). Against the service when `GENAPI_API_KEY` is set (with
-//! `GENAPI_BASE_URL`), else against a mock service started here:
+//! Generate an image and save it as `example-lighthouse.jpg` (replacing a
+//! file of that name; not the README's `lighthouse.jpg`). Against the service
+//! when `GENAPI_API_KEY` is set (with `GENAPI_BASE_URL`), else against a mock
+//! service started here:
 //!
 //! ```sh
 //! cargo run --example generate
@@ -14,7 +15,7 @@ use genapi::api::types::Gen2ProRequest;
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // The mock, when used, lives until the end of `main`.
     let (client, _mock) = client().await?;
-    let saved = generate(&client, "lighthouse").await?;
+    let saved = generate(&client, "example-lighthouse").await?;
     println!("saved {}", saved.display());
     Ok(())
 }
