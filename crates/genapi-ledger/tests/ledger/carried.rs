@@ -6,15 +6,12 @@
 use std::time::Duration;
 
 use genapi::SeatPool;
-use genapi_batch::{Event, Store};
+use genapi_batch::Store;
 use genapi_ledger::{Ledger, SharedSeats};
 use serde_json::json;
 
 use crate::common::pg::Postgres;
-
-fn record(value: serde_json::Value) -> Event {
-    serde_json::from_value(value).unwrap()
-}
+use crate::record;
 
 /// A seat given back a moment ago is handed out again without asking the
 /// database only while it is surely still this worker's. Here its lease

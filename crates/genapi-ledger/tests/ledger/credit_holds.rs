@@ -3,15 +3,12 @@
 //! stays until the task settles it, and a price learned before the batch
 //! stands for a kind not charged in it.
 
-use genapi_batch::{Claim, Event, Hold, Store};
+use genapi_batch::{Claim, Hold, Store};
 use genapi_ledger::Ledger;
 use serde_json::json;
 
 use crate::common::pg::Postgres;
-
-fn record(value: serde_json::Value) -> Event {
-    serde_json::from_value(value).unwrap()
-}
+use crate::record;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_charge_of_zero_at_acceptance_keeps_the_hold_until_the_task_settles_it() {

@@ -9,6 +9,11 @@ mod common {
     pub use genapi_test_common::*;
 }
 
+/// A batch event from its JSON form, as the journal writes it.
+fn record(value: serde_json::Value) -> genapi_batch::Event {
+    serde_json::from_value(value).unwrap()
+}
+
 mod carried;
 mod credit_holds;
 mod fair_shares;
