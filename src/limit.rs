@@ -19,11 +19,10 @@
 //! - a task unseen for longer than the service keeps tasks is forgotten.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
-
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use tokio::time::Instant;
 

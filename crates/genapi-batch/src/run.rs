@@ -663,10 +663,9 @@ impl Context {
                 return Some(outcome);
             }
         };
-        // What the line was charged (now or in an earlier run) is its kind's
-        // price, learned.
         // Its price kind, made once: the cap holds credits by it, and what
-        // the line is charged teaches its price.
+        // the line was charged (now or in an earlier run) is that kind's
+        // price, learned.
         let (kind, path) = (super::budget::kind(&job), job.path.clone());
         let mut outcome = self.decide(job, &stem, state, &kind).await;
         if let Some(cost) = outcome.cost {

@@ -39,8 +39,9 @@ use crate::{learned, out, timeout_if_given, Failure, Global};
 
 /// The journal's file name in the output directory.
 const JOURNAL: &str = "journal.jsonl";
-/// The results' file name in the output directory.
-const RESULTS: &str = "results.jsonl";
+// The results' file name in the output directory: the one the gallery
+// reads.
+use genapi_gallery::RESULTS;
 /// Active tasks at most without --max-active (the service's default), and
 /// the size of a new seat pool.
 const DEFAULT_MAX_ACTIVE: usize = 24;
