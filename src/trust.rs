@@ -17,6 +17,11 @@
 //!    `https://api.example.com` trusts `https://api.eu4.example.com`, never
 //!    `https://evilexample.com`, `https://example.com.evil.net`,
 //!    `http://eu4.example.com` or a host under a public suffix such as `co.uk`.
+//!    A host whose suffix the list does not know has no registrable domain,
+//!    so this rule trusts nothing there: base
+//!    `https://api.team-a.svc.cluster.local` does not trust
+//!    `https://evil.team-b.svc.cluster.local`, another namespace of the
+//!    cluster; such hosts are trusted only as configured origins (2).
 //!
 //! Hosts are compared after the URL parser's normalisation (lower case,
 //! punycode for international names) and without a trailing dot. Addresses
@@ -218,6 +223,31 @@ mod tests {
         // Private registry entries are separate owners.
         let pages = policy("https://mine.github.io");
         assert!(!pages.trusts(&url("https://theirs.github.io/x")));
+    }
+
+    /// The list's default rule would make `cluster.local` (or `internal`)
+    /// one owner's, and the key would reach every namespace of a cluster.
+    #[test]
+    fn a_base_under_an_unknown_suffix_trusts_only_configured_origins() {
+        for (base, neighbour) in [
+            (
+                "https://api.team-a.svc.cluster.local",
+                "https://evil.team-b.svc.cluster.local/v1/get_result?id=1",
+            ),
+            (
+                "https://api.team-a.corp.internal",
+                "https://evil.team-b.corp.internal/x",
+            ),
+            ("https://api.example.madeuptld", "https://eu.example.madeuptld/x"),
+        ] {
+            let p = policy(base);
+            assert!(p.trusts(&url(&format!("{base}/v1/get_result?id=1"))), "{base}");
+            assert!(!p.trusts(&url(neighbour)), "{base} must not trust {neighbour}");
+        }
+        let base = url("https://api.team-a.svc.cluster.local");
+        let named = TrustPolicy::new(&base, &base, &[url("https://poll.team-a.svc.cluster.local")]);
+        assert!(named.trusts(&url("https://poll.team-a.svc.cluster.local/x")));
+        assert!(!named.trusts(&url("https://other.team-a.svc.cluster.local/x")));
     }
 
     #[test]

@@ -11,6 +11,14 @@
 //! Hosts with the same registrable domain have one owner; `alice.github.io`
 //! and `bob.github.io` do not.
 //!
+//! A host under a suffix the list does not know (`cluster.local`,
+//! `corp.internal`, a made-up top-level domain) has **no** registrable
+//! domain here. The list's default rule would make the last label the
+//! suffix, so `team-a.svc.cluster.local` and `team-b.svc.cluster.local`
+//! would both belong to `cluster.local`: one owner for every namespace of
+//! a cluster. Nothing says who owns such names, so nothing is shared:
+//! whoever trusts hosts by this crate must name them one by one.
+//!
 //! The client sends its API key to https hosts inside the base host's
 //! registrable domain (and to the origins configured), and `cargo xtask
 //! drift` judges a recording's hosts the same way, so both ask this crate.
@@ -31,8 +39,9 @@
 use std::net::IpAddr;
 
 /// The registrable domain of a host name, in lower case and without a
-/// trailing dot; `None` for an IP literal, a public suffix itself (`co.uk`)
-/// and anything that is not a host name as a URL parser leaves it (ASCII
+/// trailing dot; `None` for an IP literal, a public suffix itself (`co.uk`),
+/// a host whose suffix the list does not know (only its default rule
+/// matches: `api.svc.cluster.local`, `build.corp.internal`) and anything that is not a host name as a URL parser leaves it (ASCII
 /// letters, digits, `-` and `_` in labels that are not empty, one trailing
 /// dot at most; international names in punycode).
 ///
@@ -40,8 +49,9 @@ use std::net::IpAddr;
 /// use genapi_domain::registrable_domain;
 ///
 /// assert_eq!(registrable_domain("API.Example.COM.").as_deref(), Some("example.com"));
-/// assert_eq!(registrable_domain("xn--bcher-kva.example").as_deref(), Some("xn--bcher-kva.example"));
+/// assert_eq!(registrable_domain("xn--bcher-kva.de").as_deref(), Some("xn--bcher-kva.de"));
 /// assert_eq!(registrable_domain("co.uk"), None);
+/// assert_eq!(registrable_domain("api.team-a.svc.cluster.local"), None);
 /// assert_eq!(registrable_domain("127.0.0.1"), None);
 /// assert_eq!(registrable_domain(" example.com"), None);
 /// ```
@@ -57,11 +67,19 @@ pub fn registrable_domain(host: &str) -> Option<String> {
     if !is_name || host.parse::<IpAddr>().is_ok() {
         return None;
     }
-    psl2::registrable_domain(&host.to_ascii_lowercase())
+    let host = host.to_ascii_lowercase();
+    let found = psl2::lookup(&host)?;
+    // The default rule answers for any name; only a listed suffix says
+    // where one owner's names end.
+    if !found.is_known() {
+        return None;
+    }
+    found.registrable_domain().map(str::to_string)
 }
 
 /// Whether two host names have the same registrable domain; never for IP
-/// literals or public suffixes, whose owner the list does not tell.
+/// literals, public suffixes or names under a suffix the list does not
+/// know, whose owner the list does not tell.
 ///
 /// ```
 /// use genapi_domain::same_registrable_domain;
@@ -159,11 +177,38 @@ mod tests {
             ..ProptestConfig::default()
         })]
 
-        /// The list as data answers as the list compiled into code does.
+        /// The list as data answers as the list compiled into code does,
+        /// where that list knows the suffix; where it knows none, there is
+        /// no domain.
         #[test]
         fn agrees_with_the_established_list(host in host()) {
-            prop_assert_eq!(registrable_domain(&host), psl::domain_str(&host).map(str::to_string), "{}", host);
+            let established = psl::domain(host.as_bytes())
+                .filter(|domain| domain.suffix().is_known())
+                .and_then(|domain| std::str::from_utf8(domain.as_bytes()).ok().map(str::to_string));
+            prop_assert_eq!(registrable_domain(&host), established, "{}", host);
         }
+    }
+
+    /// The default rule would give every namespace of a cluster (or every
+    /// host of a made-up top-level domain) one owner.
+    #[test]
+    fn names_under_an_unknown_suffix_have_no_owner() {
+        for host in [
+            "api.team-a.svc.cluster.local",
+            "evil.team-b.svc.cluster.local",
+            "cluster.local",
+            "build.corp.internal",
+            "api.example.madeuptld",
+            "localhost",
+            "xn--bcher-kva.example",
+        ] {
+            assert_eq!(registrable_domain(host), None, "{host}");
+        }
+        assert!(!same_registrable_domain(
+            "api.team-a.svc.cluster.local",
+            "evil.team-b.svc.cluster.local"
+        ));
+        assert!(!same_registrable_domain("a.corp.internal", "a.corp.internal"));
     }
 
     #[test]
