@@ -22,7 +22,11 @@
 //!
 //! The key is never written in the file: a profile names the variable that
 //! holds it, or a file only its owner can read (a file others can read is
-//! refused, as ssh refuses such a key). The service's address and the key
+//! refused, as ssh refuses such a key). Whoever can change the config file
+//! decides where the key goes, so it must be the user's own (or root's)
+//! and writable by no one else, after links; otherwise every command that
+//! reads it stops (exit 2) and says what to run, before anything is sent.
+//! Both rules are genapi-files' one rule for files that steer a secret. The service's address and the key
 //! come as a pair: when the environment names a service
 //! (`GENAPI_API_KEY` or `GENAPI_BASE_URL`), the profile's service settings
 //! are not used at all, so a profile's key is never sent to an address the
@@ -33,7 +37,6 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::io::Read as _;
 use std::path::{Path, PathBuf};
 
 use serde::de::IgnoredAny;
@@ -365,8 +368,9 @@ fn origins_of(list: Option<Sourced<String>>) -> Vec<Sourced<String>> {
 /// path.
 fn read_file(path: &Path) -> Result<ConfigFile, Failure> {
     let shown = out::clean(&path.display().to_string());
-    let text = crate::files::read_to_string(path, FILE_LIMIT)
-        .map_err(|why| Failure::usage(format!("config file {shown}: {why}")))?;
+    // Whoever can change this file decides where the key goes.
+    let text = genapi_files::read_sensitive_text(path, FILE_LIMIT, genapi_files::Sensitivity::SteersASecret)
+        .map_err(|refused| Failure::usage(format!("config file {shown}: {}", out::clean(&refused.reason()))))?;
     let file: ConfigFile =
         toml::from_str(&text).map_err(|e| Failure::usage(format!("config file {shown}: {}", unquoted(e.message()))))?;
     for (name, profile) in &file.profiles {
@@ -398,18 +402,61 @@ fn is_variable_name(text: &str) -> bool {
             .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
 }
 
-/// A parser's message without the values it quotes (`"…"`): a key
-/// written under the wrong name must not be shown back. Names (quoted
-/// with backticks) stay.
+/// A parser's message without the values it quotes: a key written under
+/// the wrong name, or where a name or a path belongs, must not be shown
+/// back. Strings (`"…"`) are hidden; of the text quoted with backticks,
+/// only names of the file's fields stay (and a misspelt field's name, which
+/// the parser quotes after "unknown field"); values such as a number
+/// written for `key_env` (`` invalid type: integer `1234` ``) are hidden.
 fn unquoted(message: &str) -> String {
-    let mut shown = String::new();
+    let mut strings_hidden = String::new();
     for (index, part) in message.split('"').enumerate() {
-        shown.push_str(if index % 2 == 1 { "\"…" } else { part });
+        strings_hidden.push_str(if index % 2 == 1 { "\"…" } else { part });
         if index % 2 == 1 {
-            shown.push('"');
+            strings_hidden.push('"');
         }
     }
+    let mut shown = String::new();
+    let mut before = "";
+    for (index, part) in strings_hidden.split('`').enumerate() {
+        if index % 2 == 0 {
+            shown.push_str(part);
+            before = part;
+            continue;
+        }
+        let misspelt_field = before.ends_with("unknown field ") && is_field_like(part);
+        shown.push('`');
+        shown.push_str(if FIELDS.contains(&part) || misspelt_field {
+            part
+        } else {
+            "…"
+        });
+        shown.push('`');
+    }
     out::clean(&shown)
+}
+
+/// The fields of the config file and of a profile.
+const FIELDS: &[&str] = &[
+    "default_profile",
+    "profiles",
+    "base_url",
+    "regional_base_url",
+    "trusted_origins",
+    "key_env",
+    "key_file",
+    "model",
+    "out",
+    "key",
+    "api_key",
+];
+
+/// Whether `text` has the shape of a field's name (a short lower-case
+/// identifier), not of a key.
+fn is_field_like(text: &str) -> bool {
+    (1..=32).contains(&text.len())
+        && text.starts_with(|c: char| c.is_ascii_lowercase())
+        && text.chars().all(|c| c.is_ascii_lowercase() || c == '_')
 }
 
 /// The key a profile names: from its variable, or from its file; why it
@@ -430,28 +477,18 @@ fn profile_key(name: &str, profile: &Profile) -> Result<Option<Key>, String> {
     }
     let Some(file) = &profile.key_file else { return Ok(None) };
     let path = expand_home(file);
-    let shown = out::clean(&path.display().to_string());
-    let refused = |why: String| format!("profile {name}: key_file {shown}: {why}");
-    let mut opened = genapi_files::open(&path, KEY_FILE_LIMIT).map_err(|e| refused(e.reason()))?;
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt as _;
-        let mode = opened
-            .metadata()
-            .map_err(|e| refused(e.to_string()))?
-            .permissions()
-            .mode();
-        if mode & 0o077 != 0 {
-            return Err(refused(format!(
-                "others can read it (mode {:o}); make it yours alone: chmod 600 {shown}",
-                mode & 0o777
-            )));
-        }
+    // A key pasted where its file's path belongs names no file: its value
+    // is shown only once it is seen to be a path.
+    if std::fs::symlink_metadata(&path).is_err() {
+        return Err(format!(
+            "profile {name}: key_file names no file that exists (not shown, in case it is the key itself); name a \
+             file only you can read, which holds the key"
+        ));
     }
-    let mut text = String::new();
-    opened
-        .read_to_string(&mut text)
-        .map_err(|e| refused(format!("not a text file ({e})")))?;
+    let shown = out::clean(&path.display().to_string());
+    let refused = |why: String| format!("profile {name}: key_file {shown}: {}", out::clean(&why));
+    let text = genapi_files::read_sensitive_text(&path, KEY_FILE_LIMIT, genapi_files::Sensitivity::HoldsASecret)
+        .map_err(|e| refused(e.reason()))?;
     let key = text.trim();
     if key.is_empty() {
         return Err(refused("the file is empty".into()));

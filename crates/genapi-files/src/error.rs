@@ -56,6 +56,16 @@ pub enum FileError {
         /// The file.
         path: PathBuf,
     },
+    /// A file that steers a secret is someone else's, or others may change
+    /// it (or read it, when it holds the secret): see [`crate::open_sensitive`].
+    Exposed {
+        /// The file opened (a link's name, when a link led to it).
+        path: PathBuf,
+        /// What the file tells about a secret.
+        sensitivity: crate::Sensitivity,
+        /// What is wrong with it.
+        exposure: crate::Exposure,
+    },
 }
 
 impl std::fmt::Display for FileError {
@@ -103,6 +113,11 @@ impl FileError {
             }
             FileError::NotText { .. } => "not UTF-8 text".into(),
             FileError::Stopped { .. } => "the read was stopped before it ended".into(),
+            FileError::Exposed {
+                path,
+                sensitivity,
+                exposure,
+            } => crate::secret::reason(path, *sensitivity, *exposure),
         }
     }
 
@@ -122,7 +137,8 @@ impl FileError {
             | FileError::Exists { path, .. }
             | FileError::NotOurs { path, .. }
             | FileError::NotText { path }
-            | FileError::Stopped { path } => path,
+            | FileError::Stopped { path }
+            | FileError::Exposed { path, .. } => path,
         }
     }
 }

@@ -17,6 +17,13 @@
 //!   thread in chunks and stops at the next chunk once the caller has given
 //!   up (a slow network file system cannot hold a command past it).
 //!
+//! **Files that steer a secret** ([`open_sensitive`],
+//! [`read_sensitive_text`], [`read_sensitive_stoppable`], [`Sensitivity`]): a file that says where a
+//! secret goes (a config file) must be the user's (or root's) and writable
+//! by no one else; a file that holds one (a key file) readable by no one
+//! else either. The file checked is the one opened, after links; a refusal
+//! says what to run (`chmod`).
+//!
 //! **Writing** ([`create`], [`stage`], [`publish`], [`write_whole`]):
 //!
 //! - a file already at the name is kept unless the caller says otherwise
@@ -51,10 +58,12 @@
 
 mod error;
 mod read;
+mod secret;
 mod write;
 
 pub use error::{shown_size, FileError};
-pub use read::{open, read, read_stoppable, read_text, Bounded};
+pub use read::{open, read, read_sensitive_stoppable, read_stoppable, read_text, Bounded};
+pub use secret::{open_sensitive, read_sensitive_text, Exposure, Sensitivity};
 pub use write::{
     create, create_temporary, is_taken, may_write, publish, stage, temporary_name, write_whole, Existing, Staged,
 };

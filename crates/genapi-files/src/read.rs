@@ -100,7 +100,7 @@ pub fn open(path: &Path, limit: u64) -> Result<Bounded, FileError> {
 
 /// The bytes of a regular file of at most `limit` bytes.
 pub fn read(path: &Path, limit: u64) -> Result<Vec<u8>, FileError> {
-    read_until_stopped(path, limit, &AtomicBool::new(false))
+    read_until_stopped(path, limit, &AtomicBool::new(false), None)
 }
 
 /// The text of a regular file of at most `limit` bytes, which must be UTF-8.
@@ -125,6 +125,24 @@ pub fn read_text(path: &Path, limit: u64) -> Result<String, FileError> {
 /// # Ok(()) }
 /// ```
 pub async fn read_stoppable(path: &Path, limit: u64) -> Result<Vec<u8>, FileError> {
+    read_stoppable_as(path, limit, None).await
+}
+
+/// [`read_stoppable`] of a file that steers a secret (a CA bundle a
+/// password is sent under): refused as [`crate::open_sensitive`] refuses.
+pub async fn read_sensitive_stoppable(
+    path: &Path,
+    limit: u64,
+    sensitivity: crate::Sensitivity,
+) -> Result<Vec<u8>, FileError> {
+    read_stoppable_as(path, limit, Some(sensitivity)).await
+}
+
+async fn read_stoppable_as(
+    path: &Path,
+    limit: u64,
+    sensitivity: Option<crate::Sensitivity>,
+) -> Result<Vec<u8>, FileError> {
     /// Tells the reading thread to stop when the caller goes away.
     struct StopOnDrop(Arc<AtomicBool>);
     impl Drop for StopOnDrop {
@@ -135,7 +153,7 @@ pub async fn read_stoppable(path: &Path, limit: u64) -> Result<Vec<u8>, FileErro
     let stop = StopOnDrop(Arc::new(AtomicBool::new(false)));
     let flag = stop.0.clone();
     let owned = path.to_path_buf();
-    let reading = tokio::task::spawn_blocking(move || read_until_stopped(&owned, limit, &flag));
+    let reading = tokio::task::spawn_blocking(move || read_until_stopped(&owned, limit, &flag, sensitivity));
     let read = reading.await.map_err(|e| FileError::io(path, std::io::Error::other(e)));
     drop(stop);
     read?
@@ -144,8 +162,16 @@ pub async fn read_stoppable(path: &Path, limit: u64) -> Result<Vec<u8>, FileErro
 /// Bytes read between two looks at the stop flag.
 const CHUNK: usize = 64 * 1024;
 
-fn read_until_stopped(path: &Path, limit: u64, stop: &AtomicBool) -> Result<Vec<u8>, FileError> {
-    let mut reader = open(path, limit)?;
+fn read_until_stopped(
+    path: &Path,
+    limit: u64,
+    stop: &AtomicBool,
+    sensitivity: Option<crate::Sensitivity>,
+) -> Result<Vec<u8>, FileError> {
+    let mut reader = match sensitivity {
+        Some(sensitivity) => crate::open_sensitive(path, limit, sensitivity)?,
+        None => open(path, limit)?,
+    };
     let mut bytes = Vec::new();
     let mut chunk = vec![0u8; CHUNK];
     loop {
@@ -215,7 +241,7 @@ mod tests {
         std::fs::write(&path, vec![7u8; 4 * CHUNK]).unwrap();
         let stop = AtomicBool::new(true);
         assert!(matches!(
-            read_until_stopped(&path, 1 << 20, &stop),
+            read_until_stopped(&path, 1 << 20, &stop, None),
             Err(FileError::Stopped { .. })
         ));
         assert_eq!(read_stoppable(&path, 1 << 20).await.unwrap().len(), 4 * CHUNK);

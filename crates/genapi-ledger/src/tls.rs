@@ -658,13 +658,15 @@ fn take_from_pairs(text: &str) -> Result<Taken, String> {
 pub(crate) const ROOTS_LIMIT: u64 = 4 << 20;
 
 /// The CA certificates of `sslrootcert`, read by the file policy of
-/// `genapi-files`: a regular file of at most [`ROOTS_LIMIT`], on a blocking
+/// `genapi-files` for a file that steers a secret (the user's or root's,
+/// writable by no one else): a regular file of at most [`ROOTS_LIMIT`], on a blocking
 /// thread that stops with its caller, so the dial's deadline bounds it.
 async fn read_roots(path: &std::path::Path, given: &str) -> Result<RootCertStore, LedgerError> {
     let unusable = |what: String| LedgerError::Settings {
         reason: format!("{given} {}: {what}", path.display()),
     };
-    let pem = genapi_files::read_stoppable(path, ROOTS_LIMIT)
+    // Whoever can change the roots decides which server gets the password.
+    let pem = genapi_files::read_sensitive_stoppable(path, ROOTS_LIMIT, genapi_files::Sensitivity::SteersASecret)
         .await
         .map_err(|refused| unusable(refused.reason()))?;
     let mut roots = RootCertStore::empty();

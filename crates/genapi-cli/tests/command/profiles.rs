@@ -149,7 +149,8 @@ async fn a_key_file_must_be_the_users_alone_and_a_key_is_never_written_in_the_fi
         .unwrap();
     assert_eq!(refused.status.code(), Some(2));
     assert!(
-        text(&refused.stderr).contains("others can read it (mode 644); make it yours alone: chmod 600"),
+        text(&refused.stderr)
+            .contains("others can read it (mode 644), and it holds a secret; make it yours alone: chmod 600"),
         "{}",
         text(&refused.stderr)
     );
@@ -292,4 +293,110 @@ async fn a_paid_task_on_a_host_the_profile_does_not_trust_is_picked_up_by_the_pr
     assert_eq!(picked_up.status.code(), Some(0), "{}", text(&picked_up.stderr));
     assert!(dir.join("fox.jpg").is_file());
     assert_eq!(mock.count("POST", "/v1/gen-2-pro"), 1, "not submitted again");
+}
+
+/// Whoever can change the config file decides where the key goes: a file
+/// others can write, one owned by another user, or a link planted to such
+/// a file is refused (exit 2, with what to run) before anything is sent,
+/// and `genapi config` refuses it too. The key never reaches the address
+/// the file names.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_config_file_others_can_change_never_steers_the_key() {
+    use std::os::unix::fs::MetadataExt as _;
+    let planted = roomy_mock(50).await;
+    let dir = Dir::new("profile-steered");
+    let text_of = format!(
+        "[profiles.work]\nbase_url = \"{}\"\ntrusted_origins = [\"{}\"]\nkey_env = \"WORK_KEY\"\n",
+        planted.base_url(),
+        planted.trusted_origins().join("\", \"")
+    );
+    let generate = |config: &std::path::Path| {
+        genapi(&dir)
+            .env("GENAPI_CONFIG", config)
+            .env("WORK_KEY", planted.key())
+            .args(["--profile", "work", "generate", "a fox", "-o", "fox.jpg"])
+            .output()
+            .unwrap()
+    };
+    let config = dir.join("config.toml");
+    std::fs::write(&config, &text_of).unwrap();
+    for mode in [0o666, 0o620, 0o602, 0o660] {
+        std::fs::set_permissions(&config, std::fs::Permissions::from_mode(mode)).unwrap();
+        let refused = generate(&config);
+        let said = text(&refused.stderr);
+        assert_eq!(refused.status.code(), Some(2), "mode {mode:o}: {said}");
+        assert!(
+            said.contains(&format!("others can change it (mode {mode:o})")),
+            "{said}"
+        );
+        assert!(said.contains("chmod go-w"), "{said}");
+        let shown = genapi(&dir)
+            .env("GENAPI_CONFIG", &config)
+            .arg("config")
+            .output()
+            .unwrap();
+        assert_eq!(shown.status.code(), Some(2), "genapi config, mode {mode:o}");
+    }
+    assert_eq!(
+        planted.count("POST", "/v1/gen-2-pro"),
+        0,
+        "the key reached the planted service"
+    );
+
+    // Owned by someone else (only root can make such a file here), read
+    // directly or through a link planted in a shared sticky folder.
+    let mine = std::fs::metadata(&config).unwrap().uid();
+    if mine == 0 {
+        std::fs::set_permissions(&config, std::fs::Permissions::from_mode(0o644)).unwrap();
+        std::os::unix::fs::chown(&config, Some(4242), None).unwrap();
+        let shared = dir.join("shared");
+        std::fs::create_dir(&shared).unwrap();
+        std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o1777)).unwrap();
+        let link = shared.join("config.toml");
+        std::os::unix::fs::symlink(&config, &link).unwrap();
+        for path in [&config, &link] {
+            let refused = generate(path);
+            let said = text(&refused.stderr);
+            assert_eq!(refused.status.code(), Some(2), "{said}");
+            assert!(said.contains("owned by another user (uid 4242)"), "{said}");
+        }
+        assert_eq!(
+            planted.count("POST", "/v1/gen-2-pro"),
+            0,
+            "the key reached the planted service"
+        );
+        std::os::unix::fs::chown(&config, Some(0), None).unwrap();
+    }
+
+    // The user's own file, writable by no one else: the profile is used.
+    std::fs::set_permissions(&config, std::fs::Permissions::from_mode(0o644)).unwrap();
+    ok(&generate(&config));
+    assert_eq!(planted.count("POST", "/v1/gen-2-pro"), 1);
+}
+
+/// What could be the key is never said back: a key pasted where its file's
+/// path belongs, or a number written for `key_env`.
+#[test]
+fn a_key_pasted_where_a_name_or_path_belongs_is_never_shown() {
+    let dir = Dir::new("profile-pasted-key");
+    config_file(
+        &dir,
+        "default_profile = \"work\"\n[profiles.work]\nbase_url = \"https://api.example.com\"\nkey_file = \"sk-PASTED-7731\"\n",
+    );
+    for args in [
+        &["config"][..],
+        &["config", "--json"],
+        &["generate", "a fox", "-o", "fox.jpg"],
+    ] {
+        let run = genapi(&dir).args(args).output().unwrap();
+        let said = text(&run.stdout) + &text(&run.stderr);
+        assert!(said.contains("key_file names no file that exists"), "{args:?}: {said}");
+        assert!(!said.contains("PASTED"), "{args:?}: {said}");
+    }
+    config_file(&dir, "[profiles.work]\nkey_env = 48151623\n");
+    let run = genapi(&dir).arg("config").output().unwrap();
+    let said = text(&run.stderr);
+    assert_eq!(run.status.code(), Some(2), "{said}");
+    assert!(said.contains("invalid type"), "{said}");
+    assert!(!said.contains("48151623"), "{said}");
 }

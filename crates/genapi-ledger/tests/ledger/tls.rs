@@ -107,6 +107,14 @@ async fn verify_full_accepts_the_right_ca_and_name_and_nothing_else() {
     for error in [&platform, &wrong_ca] {
         assert!(!error.to_string().contains(PASSWORD), "{error}");
     }
+    // Whoever can change the roots decides which server gets the password.
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o666)).unwrap();
+    let planted = refused(&pg.url_at("127.0.0.1", &format!("sslmode=verify-full&sslrootcert={root}"))).await;
+    assert!(
+        matches!(planted, LedgerError::Settings { .. }) && planted.to_string().contains("chmod go-w"),
+        "{planted}"
+    );
 }
 
 /// A certificate made out to another name: `verify-full` refuses it

@@ -1,0 +1,301 @@
+//! Who may change a file that steers a secret.
+//!
+//! A config file that names the service (and the variable or file its key
+//! comes from) decides where the key goes: whoever can change that file can
+//! send the key to an address of theirs, without reading anything. A file
+//! holding a key gives it to whoever can read it. So one rule covers every
+//! file that says where a secret goes or what it is, checked on the file
+//! actually opened (after links, so a link planted in a shared folder to
+//! someone else's file is judged by that file):
+//!
+//! - it is owned by the user running the program, or by root;
+//! - neither its group nor others may write it;
+//! - for a file that holds the secret itself, neither may read it either.
+//!
+//! A refusal says what to run (`chmod`) or to use a file of one's own; the
+//! file is read only once it passes, before anything is sent.
+
+use std::fs::Metadata;
+use std::path::Path;
+
+use crate::{Bounded, FileError};
+
+/// What a file tells about a secret, and so who else may touch it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Sensitivity {
+    /// A file that decides where a secret goes or which secret is used
+    /// (a config file naming a service and its key's variable or file,
+    /// the CA certificates a password is sent under): others may read it,
+    /// but only its owner (the user, or root) may change it.
+    SteersASecret,
+    /// A file that holds a secret (a key file): only its owner may read or
+    /// change it.
+    HoldsASecret,
+}
+
+impl Sensitivity {
+    /// The permission bits others must not have, and the mode that fixes it.
+    fn forbidden(self) -> (u32, &'static str) {
+        match self {
+            Sensitivity::SteersASecret => (0o022, "go-w"),
+            Sensitivity::HoldsASecret => (0o077, "600"),
+        }
+    }
+
+    /// What the file does, for a refusal.
+    fn what(self) -> &'static str {
+        match self {
+            Sensitivity::SteersASecret => "it decides where a secret goes",
+            Sensitivity::HoldsASecret => "it holds a secret",
+        }
+    }
+}
+
+/// Why a file that steers a secret was refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Exposure {
+    /// Owned by someone other than the user (and not by root).
+    NotOwned {
+        /// The owner's user id.
+        owner: u32,
+    },
+    /// Its group or others may change it (or, for a secret, read it).
+    OpenToOthers {
+        /// The file's permission bits.
+        mode: u32,
+    },
+}
+
+/// Opens `path` as [`crate::open`] does (a regular file within `limit`,
+/// links followed), then refuses it unless the file opened passes the rule
+/// of the module for `sensitivity`.
+///
+/// ```
+/// # #[cfg(unix)] {
+/// use std::os::unix::fs::PermissionsExt as _;
+/// use genapi_files::{FileError, Sensitivity};
+///
+/// let path = std::env::temp_dir().join(format!("genapi-files-secret-{}", std::process::id()));
+/// std::fs::write(&path, "base_url = \"https://api.example.com\"")?;
+/// std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666))?;
+/// let refused = genapi_files::open_sensitive(&path, 1024, Sensitivity::SteersASecret).unwrap_err();
+/// assert!(matches!(refused, FileError::Exposed { .. }));
+/// assert!(refused.reason().contains("chmod go-w"), "{refused}");
+/// std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644))?;
+/// assert!(genapi_files::open_sensitive(&path, 1024, Sensitivity::SteersASecret).is_ok());
+/// # std::fs::remove_file(&path)?;
+/// # }
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn open_sensitive(path: &Path, limit: u64, sensitivity: Sensitivity) -> Result<Bounded, FileError> {
+    let opened = crate::open(path, limit)?;
+    let metadata = opened.metadata().map_err(|e| FileError::io(path, e))?;
+    check(path, &metadata, sensitivity)?;
+    Ok(opened)
+}
+
+/// The text of a file that steers a secret: [`open_sensitive`], then read
+/// whole as UTF-8.
+pub fn read_sensitive_text(path: &Path, limit: u64, sensitivity: Sensitivity) -> Result<String, FileError> {
+    use std::io::Read as _;
+    let mut opened = open_sensitive(path, limit, sensitivity)?;
+    let mut bytes = Vec::new();
+    opened
+        .read_to_end(&mut bytes)
+        .map_err(|e| match e.downcast::<FileError>() {
+            Ok(refused) => refused,
+            Err(e) => FileError::io(path, e),
+        })?;
+    String::from_utf8(bytes).map_err(|_| FileError::NotText {
+        path: path.to_path_buf(),
+    })
+}
+
+/// The rule, on the metadata of the file opened.
+pub(crate) fn check(path: &Path, metadata: &Metadata, sensitivity: Sensitivity) -> Result<(), FileError> {
+    match exposure(metadata, sensitivity, current_user()) {
+        None => Ok(()),
+        Some(exposure) => Err(FileError::Exposed {
+            path: path.to_path_buf(),
+            sensitivity,
+            exposure,
+        }),
+    }
+}
+
+#[cfg(unix)]
+fn current_user() -> u32 {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() }
+}
+
+#[cfg(not(unix))]
+fn current_user() -> u32 {
+    0
+}
+
+/// What is wrong with a file of this metadata for `user`, if anything.
+#[cfg(unix)]
+fn exposure(metadata: &Metadata, sensitivity: Sensitivity, user: u32) -> Option<Exposure> {
+    use std::os::unix::fs::MetadataExt as _;
+    let owner = metadata.uid();
+    if owner != user && owner != 0 {
+        return Some(Exposure::NotOwned { owner });
+    }
+    let mode = metadata.mode() & 0o7777;
+    let (forbidden, _) = sensitivity.forbidden();
+    (mode & forbidden != 0).then_some(Exposure::OpenToOthers { mode })
+}
+
+/// Elsewhere the platform's access lists decide; nothing is checked here.
+#[cfg(not(unix))]
+fn exposure(_: &Metadata, _: Sensitivity, _: u32) -> Option<Exposure> {
+    None
+}
+
+/// The reason of a refusal: what is wrong, and what to run.
+pub(crate) fn reason(path: &Path, sensitivity: Sensitivity, exposure: Exposure) -> String {
+    let what = sensitivity.what();
+    match exposure {
+        Exposure::NotOwned { owner } => {
+            format!("owned by another user (uid {owner}), and {what}; use a file of your own, not writable by others")
+        }
+        Exposure::OpenToOthers { mode } => {
+            let (_, fix) = sensitivity.forbidden();
+            let who = if mode & 0o022 != 0 {
+                "others can change it"
+            } else {
+                "others can read it"
+            };
+            format!(
+                "{who} (mode {:o}), and {what}; make it yours alone: chmod {fix} {}",
+                mode & 0o777,
+                path.display()
+            )
+        }
+    }
+}
+
+#[cfg(all(test, unix))]
+mod tests {
+    use std::os::unix::fs::PermissionsExt as _;
+    use std::path::PathBuf;
+
+    use super::*;
+
+    fn scratch(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("genapi-files-secret-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    fn with_mode(path: &Path, mode: u32) -> Metadata {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+        std::fs::metadata(path).unwrap()
+    }
+
+    /// Each mode against each sensitivity: what is refused and what passes.
+    #[test]
+    fn the_mode_rule_as_a_table() {
+        let dir = scratch("table");
+        let path = dir.join("file");
+        std::fs::write(&path, "x").unwrap();
+        let me = current_user();
+        let steers = Sensitivity::SteersASecret;
+        let holds = Sensitivity::HoldsASecret;
+        for (mode, steers_ok, holds_ok) in [
+            (0o600, true, true),
+            (0o400, true, true),
+            (0o644, true, false),
+            (0o640, true, false),
+            (0o604, true, false),
+            (0o620, false, false),
+            (0o602, false, false),
+            (0o660, false, false),
+            (0o666, false, false),
+            (0o777, false, false),
+        ] {
+            let metadata = with_mode(&path, mode);
+            assert_eq!(
+                exposure(&metadata, steers, me).is_none(),
+                steers_ok,
+                "{mode:o} steering"
+            );
+            assert_eq!(exposure(&metadata, holds, me).is_none(), holds_ok, "{mode:o} holding");
+        }
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn a_file_of_another_user_is_refused_whatever_its_mode() {
+        use std::os::unix::fs::MetadataExt as _;
+        let dir = scratch("owner");
+        let path = dir.join("file");
+        std::fs::write(&path, "x").unwrap();
+        let mine = with_mode(&path, 0o600);
+        // Root owns what it writes and is trusted as anyone's own.
+        assert_eq!(
+            exposure(&mine, Sensitivity::HoldsASecret, mine.uid() + 4242).is_none(),
+            mine.uid() == 0
+        );
+        if current_user() == 0 {
+            // Root can give the file away, and then judges it as its user.
+            let path_c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+            // SAFETY: a valid NUL-terminated path; -1 leaves the group.
+            assert_eq!(unsafe { libc::chown(path_c.as_ptr(), 4242, u32::MAX) }, 0);
+            let refused = open_sensitive(&path, 1024, Sensitivity::SteersASecret).unwrap_err();
+            assert!(
+                matches!(
+                    refused,
+                    FileError::Exposed {
+                        exposure: Exposure::NotOwned { owner: 4242 },
+                        ..
+                    }
+                ),
+                "{refused}"
+            );
+            assert!(
+                refused.reason().contains("owned by another user (uid 4242)"),
+                "{refused}"
+            );
+        } else {
+            let theirs = std::fs::metadata(&path).unwrap();
+            assert_eq!(
+                exposure(&theirs, Sensitivity::SteersASecret, theirs.uid() + 1),
+                Some(Exposure::NotOwned { owner: theirs.uid() })
+            );
+        }
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn a_link_is_judged_by_the_file_it_leads_to() {
+        let dir = scratch("link");
+        let target = dir.join("shared.toml");
+        std::fs::write(&target, "x").unwrap();
+        with_mode(&target, 0o666);
+        let link = dir.join("config.toml");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        let refused = open_sensitive(&link, 1024, Sensitivity::SteersASecret).unwrap_err();
+        assert!(
+            matches!(
+                refused,
+                FileError::Exposed {
+                    exposure: Exposure::OpenToOthers { mode: 0o666 },
+                    ..
+                }
+            ),
+            "{refused}"
+        );
+        assert!(refused.reason().contains("chmod go-w"), "{refused}");
+        with_mode(&target, 0o644);
+        assert_eq!(
+            read_sensitive_text(&link, 1024, Sensitivity::SteersASecret).unwrap(),
+            "x"
+        );
+        let refused = read_sensitive_text(&link, 1024, Sensitivity::HoldsASecret).unwrap_err();
+        assert!(refused.reason().contains("chmod 600"), "{refused}");
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+}
