@@ -17,6 +17,7 @@ mod models;
 mod out;
 mod progress;
 mod request;
+mod resume;
 mod task_secrets;
 mod tasks;
 

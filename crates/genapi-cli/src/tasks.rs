@@ -11,6 +11,7 @@ use tokio::time::Instant;
 
 use crate::progress::{Figures, Progress};
 use crate::request::{prepare, Format, RequestArgs};
+use crate::resume::WaitCommand;
 use crate::{code, connect, out, timeout_of, Connection, Failure, Global};
 
 /// Where results go.
@@ -249,16 +250,12 @@ fn probe_writable(dir: &Path) -> Result<(), Failure> {
 }
 
 /// The command that picks a task up again.
-fn resume_command(client: &Client, task_id: &str, polling_url: &str, target: &Path) -> String {
+fn resume_command(client: &Client, task_id: &str, polling_url: &str, target: &Path) -> WaitCommand {
     let by_id = url_is_fallback(client, task_id, polling_url);
     let reference = if by_id { task_id } else { polling_url };
     // `wait` finishes the job whatever the task's state: it waits while the
     // task runs and downloads once it is Ready.
-    format!(
-        "genapi wait {} --out {}",
-        out::shell_quote(reference),
-        out::shell_quote(&target.display().to_string())
-    )
+    WaitCommand::new(reference, &target.display().to_string())
 }
 
 fn url_is_fallback(client: &Client, task_id: &str, polling_url: &str) -> bool {
@@ -276,7 +273,7 @@ fn reqwest_url(text: &str) -> Result<url::Url, url::ParseError> {
 }
 
 /// Tells the user how to resume after a failure or an interruption.
-fn print_resume(connection: &Connection, command: &str) {
+fn print_resume(connection: &Connection, command: &WaitCommand) {
     if connection.mock.is_some() {
         out::err("note: the built-in mock stops with this command, so its tasks cannot be resumed");
     } else {
@@ -288,7 +285,7 @@ fn print_resume(connection: &Connection, command: &str) {
 struct Accepted {
     task: Task,
     index: Option<u32>,
-    resume: String,
+    resume: WaitCommand,
     model: String,
 }
 
@@ -399,7 +396,7 @@ async fn complete(
     deadline: Instant,
     interrupt: std::pin::Pin<&mut impl std::future::Future<Output = std::io::Result<()>>>,
 ) -> Result<(), Failure> {
-    let resumes: Vec<String> = accepted.iter().map(|a| a.resume.clone()).collect();
+    let resumes: Vec<WaitCommand> = accepted.iter().map(|a| a.resume.clone()).collect();
     let total = accepted.len() as u64;
     let progress = Progress::start(command, total);
     let figures = Mutex::new(Figures {
@@ -623,7 +620,7 @@ fn report(
     id: &str,
     polling_url: &str,
     model: &str,
-    resume: &str,
+    resume: &WaitCommand,
     status: &str,
     outcome: Result<Saved, Failure>,
 ) -> u8 {
@@ -669,8 +666,8 @@ fn report(
             // A polling host the key may not go to yet: the task is paid
             // for, and a `wait` that trusts the host picks it up.
             let resume = match &failure.untrusted {
-                Some(origin) => format!("{resume} --trust-origin {}", out::shell_quote(origin)),
-                None => resume.to_string(),
+                Some(origin) => resume.trusting(origin),
+                None => resume.clone(),
             };
             let resumable =
                 failure.untrusted.is_some() || matches!(failure.code, code::TIMEOUT | code::NETWORK | code::OTHER);
@@ -679,7 +676,7 @@ fn report(
             }
             if global.json {
                 let status = if status.is_empty() { "unknown" } else { status };
-                let resume = resumable.then_some(resume);
+                let resume = resumable.then(|| resume.to_string());
                 out::out(
                     &json!({
                         "id": id, "polling_url": polling_url, "model": model, "status": status,
@@ -756,11 +753,8 @@ pub async fn submit(global: &Global, request: RequestArgs, out_file: Option<Path
     };
     // Only a command that can succeed is printed.
     let wait = (!on_builtin_mock).then(|| {
-        format!(
-            "wait for it with: genapi wait {} --out {}",
-            out::shell_quote(reference),
-            target.map_or_else(|| "FILE".to_string(), |t| out::shell_quote(&t.display().to_string()))
-        )
+        let out = target.map_or_else(|| "FILE".to_string(), |t| t.display().to_string());
+        format!("wait for it with: {}", WaitCommand::new(reference, &out))
     });
     if let Err(error) = out::out_required(&line) {
         // The task is paid for: its id must not be lost with stdout.
@@ -931,11 +925,7 @@ async fn get_task(
         return match plan {
             None => Ok(false),
             Some(plan) => {
-                let command = format!(
-                    "genapi wait {} --out {}",
-                    out::shell_quote(reference),
-                    out::shell_quote(&plan.resume_target(None).display().to_string())
-                );
+                let command = WaitCommand::new(reference, &plan.resume_target(None).display().to_string());
                 Err(said(Failure::new(
                     code::TIMEOUT,
                     format!("the task is not finished yet; wait for it with: {command}"),

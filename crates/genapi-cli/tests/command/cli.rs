@@ -535,11 +535,10 @@ fn timeout_is_resumable_and_submit_wait_get_pick_tasks_up() {
         .lines()
         .find_map(|l| l.strip_prefix("resume with: "))
         .unwrap_or_else(|| panic!("{stderr}"));
-    assert!(
-        resume.starts_with("genapi wait ") && resume.ends_with(" --out slow.jpg"),
-        "{resume}"
-    );
-    let id = resume.split(' ').nth(2).unwrap().trim_matches('\'');
+    // The task comes last, after `--`: an id starting with `-` is never
+    // read as an option.
+    assert!(resume.starts_with("genapi wait --out slow.jpg -- "), "{resume}");
+    let id = resume.split(' ').next_back().unwrap().trim_matches('\'');
     let pending = slow.command(&dir).args(["get", id, "--json"]).output().unwrap();
     assert_exit(&pending, 0);
     assert_eq!(json_lines(&pending)[0]["status"], "Pending");
