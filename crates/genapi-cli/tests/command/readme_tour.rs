@@ -41,7 +41,7 @@ fn the_readme_opens_with_two_commands_then_a_tour_that_runs_as_written() {
     assert!(
         README.starts_with(
             "# genapi\n\n```sh\ncargo install --locked --debug --path crates/genapi-cli && genapi generate \
-             \"a lighthouse at dusk\" --out lighthouse.jpg\ncargo test --workspace --all-features\n```\n"
+             \"a lighthouse at dusk\" --out lighthouse.jpg\ncargo test --workspace --all-features --no-fail-fast\n```\n"
         ),
         "the README's first screen"
     );
