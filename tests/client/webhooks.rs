@@ -580,8 +580,12 @@ mod end_to_end {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}/hook", listener.local_addr().unwrap());
         tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-        // Even a listed remote address is refused unless remote deliveries are allowed.
-        let mock = mock_delivering_to(&[&url, "http://192.0.2.1/hook"]).await;
+        // Listing a remote address without allowing remote deliveries is a
+        // mistake the mock refuses at start.
+        let remote = MockConfig::default().webhook_target("http://192.0.2.1/hook");
+        let refused = MockService::start_with(remote, "127.0.0.1:0".parse().unwrap()).await;
+        assert!(refused.is_err(), "{refused:?}");
+        let mock = mock_delivering_to(&[&url]).await;
         let client = mock.client().unwrap();
         client.submit(request(&url)).await.unwrap().wait().await.unwrap();
         client

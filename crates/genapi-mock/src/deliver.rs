@@ -4,18 +4,17 @@
 //! Body: `{"task_id", "id", "status": "SUCCESS"|"FAILED", "result", "error",
 //! "progress", "cost"}`. Headers: `X-Webhook-Secret` (the live service's echo)
 //! and `webhook-id`, `webhook-timestamp`, `webhook-signature` (Standard
-//! Webhooks), when the request carried a secret. Redirects are never
-//! followed; only origins listed in `MockConfig::webhook_targets` are called
-//! (and non-loopback ones only when allowed); failures are retried with
-//! doubling backoff, a bounded number of times.
+//! Webhooks, signed with the real wall clock), when the request carried a
+//! secret. Redirects are never followed; failures are retried with doubling
+//! backoff, a bounded number of times. Where a notification may go is
+//! `webhook_targets`' rule; when it goes, the outbox's.
 
-use std::sync::Arc;
-use std::time::UNIX_EPOCH;
+use std::time::{SystemTime, UNIX_EPOCH};
 
-use serde_json::json;
+use serde_json::{json, Value};
 
-use super::results::{poll_body, sleep_until_final};
-use super::state::{Delivery, Outcome, State, WebhookSecret};
+use super::results::poll_body;
+use super::state::{Delivery, MockTask, Outcome, State, WebhookSecret};
 use base64::Engine as _;
 
 // The header names as the live service and Standard Webhooks spell them,
@@ -44,84 +43,62 @@ fn sign(secret: &str, id: &str, timestamp: i64, body: &[u8]) -> Option<String> {
     Some(format!("v1,{}", engine.encode(tag.as_ref())))
 }
 
-pub(super) fn watch(state: Arc<State>, id: String) {
-    tokio::spawn(async move {
-        if let Some(task) = sleep_until_final(&state, &id).await {
-            let Some((url, secret)) = task.webhook.clone() else {
-                return;
-            };
-            let poll = poll_body(&state, &id);
-            let body = json!({
-                "task_id": id,
-                "id": id,
-                "status": if task.outcome == Outcome::Ready { "SUCCESS" } else { "FAILED" },
-                "result": poll["result"],
-                "error": if task.outcome == Outcome::Ready { serde_json::Value::Null } else { json!({"status": poll["status"], "details": poll["details"]}) },
-                "progress": 1.0,
-                "cost": task.charged(),
-            });
-            let delivery = send(&state, &id, &url, secret, body.to_string()).await;
-            state.record_delivery(delivery);
-        }
-    });
+/// The notification of a task that ended, as JSON text.
+pub(crate) fn body(state: &State, task: &MockTask) -> String {
+    let poll = poll_body(state, &task.id);
+    let ready = task.outcome == Outcome::Ready;
+    let error = if ready {
+        Value::Null
+    } else {
+        json!({"status": poll["status"], "details": poll["details"]})
+    };
+    json!({
+        "task_id": task.id,
+        "id": task.id,
+        "status": if ready { "SUCCESS" } else { "FAILED" },
+        "result": poll["result"],
+        "error": error,
+        "progress": 1.0,
+        "cost": task.charged(),
+    })
+    .to_string()
 }
 
-async fn send(state: &State, id: &str, url: &str, secret: Option<WebhookSecret>, body: String) -> Delivery {
-    let mut delivery = Delivery {
-        task_id: id.to_string(),
-        url: url.to_string(),
-        attempts: 0,
-        last_status: None,
-        delivered: false,
-    };
-    let target = match reqwest::Url::parse(url) {
-        Ok(target) => target,
-        Err(_) => return delivery,
-    };
-    let loopback = match target.host() {
-        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
-        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
-        Some(url::Host::Domain(name)) => name == "localhost",
-        None => false,
-    };
-    let origin = target.origin().ascii_serialization();
-    let listed = (loopback && state.config.webhooks_to_loopback)
-        || state.config.webhook_targets.iter().any(|t| {
-            reqwest::Url::parse(t)
-                .map(|t| t.origin().ascii_serialization())
-                .is_ok_and(|t| t == origin)
-        });
-    if !listed || (!loopback && !state.config.allow_remote_webhooks) {
-        tracing::warn!(%origin, "mock refuses to deliver a webhook to an address the test did not configure");
-        state.count(|c| c.webhooks_refused += 1);
-        return delivery;
-    }
-    // genapi's reqwest has no TLS provider compiled in: the process's
-    // default is ring, unless the program chose another.
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    // A receiver that never answers must not keep a delivery alive forever.
-    let Ok(client) = reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .timeout(std::time::Duration::from_secs(10))
-        .build()
-    else {
+/// A task's notification, ready to send to a permitted target.
+pub(crate) struct Notification {
+    pub(crate) task_id: String,
+    pub(crate) target: reqwest::Url,
+    pub(crate) secret: Option<WebhookSecret>,
+    pub(crate) body: String,
+}
+
+/// Sends a notification until a 2xx answers or the attempts run out.
+pub(crate) async fn send(state: &State, notification: Notification) -> Delivery {
+    let Notification {
+        task_id,
+        target,
+        secret,
+        body,
+    } = notification;
+    let mut delivery = Delivery::none(&task_id, target.as_str());
+    let Some(client) = state.outbox.client() else {
         return delivery;
     };
-    let message_id = format!("msg_{id}");
+    let message_id = format!("msg_{task_id}");
     let mut backoff = state.config.webhook_backoff;
     for attempt in 1..=state.config.webhook_attempts.max(1) {
         delivery.attempts = attempt;
-        let timestamp = state
-            .clock
-            .wall()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_secs() as i64)
-            .unwrap_or(0);
         let mut request = client
             .post(target.clone())
             .header("content-type", "application/json")
             .body(body.clone());
         if let Some(secret) = &secret {
+            // The receiver checks the timestamp against its own clock: the
+            // real one, never the mock's, which a test may have moved ahead.
+            let timestamp = SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map(|d| d.as_secs() as i64)
+                .unwrap_or(0);
             request = request
                 .header(SECRET_HEADER, secret.expose())
                 .header(ID_HEADER, &message_id)

@@ -46,9 +46,13 @@
 //! - **Faults** ([`Fault`]): delays, any status (e.g. 503 with
 //!   `Retry-After`), a dropped connection, a malformed body, a redirect.
 //! - **Webhooks**: on completion, a JSON POST carrying both known schemes (the
-//!   `X-Webhook-Secret` echo and Standard Webhooks signature headers),
+//!   `X-Webhook-Secret` echo and Standard Webhooks signature headers, signed
+//!   with the real wall clock however far the mock clock was moved),
 //!   retried with bounded backoff, redirects never followed, and only to the
-//!   origins listed in [`MockConfig::webhook_targets`] (the secret goes with it).
+//!   origins listed in [`MockConfig::webhook_targets`] (the secret goes with
+//!   it). A few workers share one HTTP client and a bounded queue
+//!   ([`MockConfig::webhook_workers`], [`MockConfig::webhook_queue`]), so a
+//!   receiver that never answers delays webhooks, not submissions.
 //! - **Request log** ([`MockService::requests`]), a ring bounded in entries
 //!   and in bytes ([`MockConfig::request_log_bytes`]), with the key and
 //!   webhook secret redacted and long bodies truncated; counters of what
@@ -61,7 +65,9 @@
 //!   `{"seconds": 601}` (at most a century in all), `GET /mock/stats`, and
 //!   `GET /mock/tasks` (the tasks created: id, prompt, submission time, size, seed).
 //! - **Bounded state**: tasks are forgotten once their results expire, and it
-//!   listens only on loopback unless [`MockConfig::allow_remote`] is set.
+//!   listens only on loopback unless [`MockConfig::allow_remote`] is set
+//!   (then it needs a key of its own and relays webhooks to listed origins
+//!   only, answering a `webhook_url` elsewhere with a 422).
 //!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")]
@@ -84,12 +90,14 @@ pub const MOCK_HEADER: &str = "x-genapi-mock";
 
 mod deliver;
 mod image_size;
+mod outbox;
 mod render;
 mod replay;
 mod results;
 mod routes;
 mod state;
 mod validate;
+mod webhook_targets;
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::net::SocketAddr;
@@ -99,6 +107,12 @@ use std::time::Duration;
 pub use replay::Replay;
 use state::{Clock, State};
 pub use state::{CreatedTask, Delivery};
+pub use webhook_targets::{WebhookTarget, WebhookTargetError};
+
+/// The key a mock takes unless given others: fine on loopback, refused on a
+/// mock others can reach ([`MockConfig::allow_remote`]), where anyone who
+/// read these docs could use it.
+pub const DEFAULT_KEY: &str = "mock-key";
 
 /// Why a mock could not start.
 #[derive(Debug, thiserror::Error)]
@@ -113,7 +127,8 @@ pub enum Error {
         source: std::io::Error,
     },
     /// The settings cannot work (no key, a non-loopback address not
-    /// allowed, a document that cannot be read).
+    /// allowed, a mock others can reach with the default key or relaying to
+    /// loopback, an unusable webhook target, a document that cannot be read).
     #[error("the mock's settings: {0}")]
     Config(String),
 }
@@ -298,6 +313,12 @@ pub struct MockConfig {
     pub(crate) webhook_attempts: u32,
     /// Delay before the first webhook retry; doubles each time.
     pub(crate) webhook_backoff: Duration,
+    /// Longest one delivery attempt may take, connecting included.
+    pub(crate) webhook_timeout: Duration,
+    /// Deliveries in flight at once.
+    pub(crate) webhook_workers: usize,
+    /// Notifications waiting for a worker.
+    pub(crate) webhook_queue: usize,
     /// The OpenAPI document to validate with (default: the embedded one).
     pub(crate) document: Option<String>,
     /// Report `progress` while tasks run (the live service does on most models).
@@ -323,7 +344,7 @@ pub struct MockConfig {
 impl Default for MockConfig {
     fn default() -> Self {
         MockConfig {
-            keys: vec![("mock-key".to_string(), None)],
+            keys: vec![(DEFAULT_KEY.to_string(), None)],
             default_duration: Duration::from_millis(300),
             durations: HashMap::new(),
             credits: None,
@@ -337,6 +358,9 @@ impl Default for MockConfig {
             webhook_targets: Vec::new(),
             webhook_attempts: 4,
             webhook_backoff: Duration::from_millis(100),
+            webhook_timeout: Duration::from_secs(10),
+            webhook_workers: 8,
+            webhook_queue: 1024,
             document: None,
             report_progress: true,
             observed_statuses: false,
@@ -384,8 +408,10 @@ impl MockConfig {
         /// Webhook deliveries may also go to listed non-loopback hosts.
         allow_remote_webhooks: bool;
         /// Webhook deliveries may go to any loopback address, listed or
-        /// not: a receiver on this machine, as `genapi mock` serves them.
-        /// Off by default (a test lists its receiver).
+        /// not: a receiver on this machine, as `genapi mock` on loopback
+        /// serves them. Off by default (a test lists its receiver); refused
+        /// with [`MockConfig::allow_remote`], where a submission from another
+        /// machine would make the mock a relay to this machine's services.
         webhooks_to_loopback: bool;
         /// Origins (`http://127.0.0.1:PORT`) webhooks may be delivered to; a
         /// `webhook_url` elsewhere is never called, since the delivery carries
@@ -395,6 +421,17 @@ impl MockConfig {
         webhook_attempts: u32;
         /// Delay before the first webhook retry; doubles each time.
         webhook_backoff: Duration;
+        /// Longest one delivery attempt may take, connecting included
+        /// (default 10 s): a receiver that never answers holds a worker no
+        /// longer.
+        webhook_timeout: Duration;
+        /// Deliveries in flight at once, each on its own connection (default
+        /// 8; at least 1). All go through one HTTP client.
+        webhook_workers: usize;
+        /// Notifications waiting for a free worker (default 1024; at least 1).
+        /// One that finds the queue full is dropped: recorded as a delivery
+        /// of no attempts and counted in [`MockStats::webhooks_dropped`].
+        webhook_queue: usize;
         /// The OpenAPI document to validate with (default: the embedded one).
         document: Option<String>;
         /// Report `progress` while tasks run (the live service does on most models).
@@ -411,7 +448,10 @@ impl MockConfig {
         /// and the rest); the oldest entries are dropped to stay within it.
         /// Default 16 MiB.
         request_log_bytes: usize;
-        /// Allow listening on a non-loopback address.
+        /// Allow listening on a non-loopback address. Such a mock must have
+        /// keys of its own (not [`DEFAULT_KEY`]), delivers webhooks only to
+        /// [`MockConfig::webhook_targets`], and answers a `webhook_url`
+        /// elsewhere with a 422 naming it.
         allow_remote: bool;
     }
 
@@ -451,10 +491,13 @@ impl MockConfig {
 
     /// Adds an origin webhooks may be delivered to (see
     /// [`MockConfig::webhook_targets`]); a URL's path and query are ignored.
+    /// A value that is not an `http` or `https` URL, or one off this machine
+    /// without [`MockConfig::allow_remote_webhooks`], makes the mock refuse
+    /// to start ([`WebhookTarget`] tells them apart beforehand).
     pub fn webhook_target(mut self, origin: impl AsRef<str>) -> Self {
         let origin = origin.as_ref();
-        let origin = url::Url::parse(origin)
-            .map(|u| u.origin().ascii_serialization())
+        let origin = WebhookTarget::parse(origin)
+            .map(|target| target.origin().to_string())
             .unwrap_or_else(|_| origin.to_string());
         self.webhook_targets.push(origin);
         self
@@ -494,6 +537,7 @@ impl std::fmt::Debug for MockConfig {
 /// What the mock saw, as counted by [`MockService::stats`] and served as JSON
 /// by `GET /mock/stats`.
 #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
 #[non_exhaustive]
 pub struct MockStats {
     /// Accepted submissions, by path.
@@ -510,6 +554,11 @@ pub struct MockStats {
     pub keys_sent_to_delivery: u64,
     /// Webhook deliveries refused because the address was not configured.
     pub webhooks_refused: u64,
+    /// Notifications waiting for a free delivery worker.
+    pub webhooks_waiting: u64,
+    /// Notifications dropped because [`MockConfig::webhook_queue`] were
+    /// already waiting.
+    pub webhooks_dropped: u64,
     /// Tasks still in progress.
     pub active_tasks: u64,
     /// The most tasks in progress at once since the mock started, over all
@@ -548,6 +597,36 @@ async fn listen(addr: SocketAddr) -> Result<(tokio::net::TcpListener, String)> {
     Ok((listener, format!("http://{local}")))
 }
 
+/// What a mock needs from its settings before it listens (the document it
+/// validates with, the webhook targets), or why they cannot work: no key, a
+/// non-loopback address not allowed, a mock others can reach with a key
+/// anyone knows, an unusable webhook target, a document that cannot be read.
+fn checked(config: &MockConfig, addr: SocketAddr) -> Result<(Arc<validate::Rules>, Vec<WebhookTarget>)> {
+    if !addr.ip().is_loopback() {
+        if !config.allow_remote {
+            return Err(Error::Config(format!(
+                "the mock listens only on loopback; {addr} is not (allow remote binding explicitly to use it)"
+            )));
+        }
+        tracing::warn!(%addr, "the mock (a test double) is listening on a non-loopback address");
+    }
+    if config.keys.is_empty() {
+        return Err(Error::Config("the mock needs at least one key".into()));
+    }
+    if config.allow_remote && config.keys.iter().any(|(key, _)| key.is_empty() || key == DEFAULT_KEY) {
+        return Err(Error::Config(format!(
+            "a mock others can reach needs keys of its own: the default {DEFAULT_KEY:?} is in its docs, and an \
+             empty key is none"
+        )));
+    }
+    let targets = webhook_targets::configured(config).map_err(Error::Config)?;
+    let document = match &config.document {
+        Some(text) => Arc::new(validate::Rules::parse(text).map_err(|e| Error::Config(format!("mock document: {e}")))?),
+        None => validate::Rules::embedded().map_err(|e| Error::Config(format!("the embedded document: {e}")))?,
+    };
+    Ok((document, targets))
+}
+
 impl MockService {
     /// Starts a mock with default settings on ephemeral loopback ports.
     pub async fn start() -> Result<MockService> {
@@ -563,23 +642,9 @@ impl MockService {
     /// the same address. A non-loopback `addr` is refused unless
     /// [`MockConfig::allow_remote`] is set.
     pub async fn start_with(config: MockConfig, addr: SocketAddr) -> Result<MockService> {
-        if !addr.ip().is_loopback() {
-            if !config.allow_remote {
-                return Err(Error::Config(format!(
-                    "the mock listens only on loopback; {addr} is not (allow remote binding explicitly to use it)"
-                )));
-            }
-            tracing::warn!(%addr, "the mock (a test double) is listening on a non-loopback address");
-        }
-        let document = match &config.document {
-            Some(text) => {
-                Arc::new(validate::Rules::parse(text).map_err(|e| Error::Config(format!("mock document: {e}")))?)
-            }
-            None => validate::Rules::embedded().map_err(|e| Error::Config(format!("the embedded document: {e}")))?,
-        };
-        if config.keys.is_empty() {
-            return Err(Error::Config("the mock needs at least one key".into()));
-        }
+        let (document, webhook_targets) = checked(&config, addr)?;
+        let (shutdown, stopped) = tokio::sync::watch::channel(false);
+        let (outbox, inbound) = outbox::Outbox::new(&config, stopped.clone());
         let (api, base_url) = listen(addr).await?;
         let (regional, regional_url) = listen(SocketAddr::new(addr.ip(), 0)).await?;
         let (delivery, delivery_url) = listen(SocketAddr::new(addr.ip(), 0)).await?;
@@ -592,6 +657,8 @@ impl MockService {
             faults: Mutex::new(Vec::new()),
             log: Mutex::new(state::RequestLog::default()),
             deliveries: Mutex::new(VecDeque::new()),
+            webhook_targets,
+            outbox,
             counters: Mutex::new(Default::default()),
             rendered: Mutex::new(VecDeque::new()),
             render_permits: tokio::sync::Semaphore::new(2),
@@ -601,8 +668,7 @@ impl MockService {
             regional_url: regional_url.clone(),
             delivery_url: delivery_url.clone(),
         });
-        let (shutdown, stopped) = tokio::sync::watch::channel(false);
-        let servers = [
+        let mut servers: Vec<_> = [
             (api, routes::Origin::Api),
             (regional, routes::Origin::Regional),
             (delivery, routes::Origin::Delivery),
@@ -621,6 +687,7 @@ impl MockService {
             })
         })
         .collect();
+        servers.extend(outbox::start_workers(&state, inbound));
         Ok(MockService {
             base_url,
             regional_url,

@@ -17,7 +17,8 @@ use super::render::{clamp_size, MAX_OUTPUT_PIXELS, MAX_OUTPUT_SIDE};
 use super::replay::{Delivered, Replay};
 use super::results::{poll_body, signature};
 use super::state::{Media, MockTask, Outcome, State, MAX_CLOCK_OFFSET};
-use super::{deliver, render, FaultKind, LoggedRequest, LOGGED_BODY_LIMIT};
+use super::webhook_targets::refused_webhook_url;
+use super::{outbox, render, FaultKind, LoggedRequest, LOGGED_BODY_LIMIT};
 
 /// Which of the mock's hosts a listener plays.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -574,7 +575,8 @@ fn submit(ctx: &Ctx, key: &str, operation: &str, path: &str, schema: Option<&str
             );
         }
     }
-    if let Some(error) = expand_beyond_limit(operation, &request) {
+    let refused = expand_beyond_limit(operation, &request).or_else(|| refused_webhook_url(state, &request));
+    if let Some(error) = refused {
         return json_response(StatusCode::UNPROCESSABLE_ENTITY, json!({ "detail": [error] }));
     }
     let media = if operation == "gen_3_video" {
@@ -710,8 +712,8 @@ fn submit(ctx: &Ctx, key: &str, operation: &str, path: &str, schema: Option<&str
         answer["input_mp"] = json!(input_mp);
         answer["output_mp"] = json!(output_mp);
     }
-    if webhook.is_some() {
-        deliver::watch(state.clone(), id);
+    if let Some((url, _)) = &webhook {
+        outbox::watch(state.clone(), id, url);
     }
     json_response(StatusCode::OK, answer)
 }

@@ -253,6 +253,19 @@ pub struct Delivery {
     pub delivered: bool,
 }
 
+impl Delivery {
+    /// A delivery not attempted (yet): refused, dropped, or about to start.
+    pub(crate) fn none(task_id: &str, url: &str) -> Delivery {
+        Delivery {
+            task_id: task_id.to_string(),
+            url: url.to_string(),
+            attempts: 0,
+            last_status: None,
+            delivered: false,
+        }
+    }
+}
+
 /// Tasks, with the indexes that keep pruning and the active count cheap.
 #[derive(Default)]
 pub(crate) struct Tasks {
@@ -351,6 +364,7 @@ pub(crate) struct Counters {
     pub(crate) downloads: u64,
     pub(crate) keys_sent_to_delivery: u64,
     pub(crate) webhooks_refused: u64,
+    pub(crate) webhooks_dropped: u64,
 }
 
 pub(crate) struct State {
@@ -364,6 +378,10 @@ pub(crate) struct State {
     pub(crate) faults: Mutex<Vec<Fault>>,
     pub(crate) log: Mutex<RequestLog>,
     pub(crate) deliveries: Mutex<VecDeque<Delivery>>,
+    /// The origins webhooks may be delivered to, read from the settings once.
+    pub(crate) webhook_targets: Vec<crate::WebhookTarget>,
+    /// Notifications waiting for delivery, and what delivers them.
+    pub(crate) outbox: crate::outbox::Outbox,
     pub(crate) counters: Mutex<Counters>,
     /// A few recently rendered results, so repeated downloads do not render
     /// again; bounded, never one per task.
@@ -523,6 +541,8 @@ impl State {
             downloads: c.downloads,
             keys_sent_to_delivery: c.keys_sent_to_delivery,
             webhooks_refused: c.webhooks_refused,
+            webhooks_waiting: self.outbox.waiting() as u64,
+            webhooks_dropped: c.webhooks_dropped,
             active_tasks,
             peak_active_tasks,
             tasks_kept,

@@ -98,6 +98,27 @@ pub fn http() -> reqwest::Client {
     reqwest::Client::new()
 }
 
+/// Submits a small gen-2-pro task to the mock at `base_url` with `key`,
+/// whose notification goes to `webhook_url` signed with `secret`: the
+/// answer's status and body (`null` if not JSON).
+pub async fn submit_with_webhook(
+    http: &reqwest::Client,
+    base_url: &str,
+    key: &str,
+    webhook_url: &str,
+    secret: &str,
+) -> (u16, Value) {
+    let response = http
+        .post(format!("{base_url}/v1/gen-2-pro"))
+        .header("x-key", key)
+        .json(&json!({"prompt": "a hook", "width": 64, "height": 64,
+                       "webhook_url": webhook_url, "webhook_secret": secret}))
+        .send()
+        .await
+        .unwrap();
+    (response.status().as_u16(), response.json().await.unwrap_or(Value::Null))
+}
+
 /// A fresh working directory for one test, removed at the end.
 pub struct Dir(pub std::path::PathBuf);
 

@@ -10,3 +10,4 @@ mod fidelity;
 mod hardening;
 mod service;
 mod soak;
+mod webhooks;
