@@ -4,7 +4,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use clap::Args;
-use genapi_mock::{MockConfig, MockService};
+use genapi_mock::{MockConfig, MockService, WebhookTarget, DEFAULT_KEY};
 use serde_json::{Map, Value};
 
 use crate::{code, out, Failure, Global};
@@ -12,18 +12,27 @@ use crate::{code, out, Failure, Global};
 /// The line printed after the variables, so a reader knows it has them all.
 const READY_MARKER: &str = "# genapi mock ready";
 
+/// Where a key of the user's may come from, kept off the command line
+/// (where others on the machine can read it).
+const KEY_VARIABLE: &str = "GENAPI_MOCK_KEY";
+
+/// A receiver's origin the messages give as an example.
+const EXAMPLE_TARGET: &str = "http://127.0.0.1:9000";
+
 /// Settings of the standalone mock.
 #[derive(Args, Debug)]
 pub struct MockArgs {
     /// Address to listen on (loopback unless --allow-remote).
     #[arg(long, default_value = "127.0.0.1:0")]
     addr: String,
-    /// Allow listening on a non-loopback address (its control routes are then reachable by others).
+    /// Allow listening on a non-loopback address (its control routes are then reachable by others). It
+    /// then needs a key of your own, and delivers webhooks only to the --webhook-target origins.
     #[arg(long)]
     allow_remote: bool,
-    /// The key clients must send.
-    #[arg(long, default_value = "mock-key")]
-    key: String,
+    /// The key clients must send [default: GENAPI_MOCK_KEY if set, else mock-key]. With --allow-remote, a
+    /// key of your own is required: set GENAPI_MOCK_KEY (out of the process list) or pass this.
+    #[arg(long)]
+    key: Option<String>,
     /// How long tasks take, in milliseconds.
     #[arg(long, default_value_t = 3000)]
     duration_ms: u64,
@@ -33,9 +42,9 @@ pub struct MockArgs {
     /// Active tasks per key before 429.
     #[arg(long, value_name = "N")]
     max_active: Option<usize>,
-    /// Another origin webhooks may be delivered to besides this machine's loopback addresses (a
-    /// `webhook_url` elsewhere is never called: its delivery carries the secret); repeatable. A
-    /// non-loopback origin needs --allow-remote.
+    /// An origin webhooks may be delivered to (a `webhook_url` elsewhere is never called: its delivery
+    /// carries the secret); repeatable. On loopback the mock also calls any address on this machine; a
+    /// non-loopback origin needs --allow-remote, and with --allow-remote only these origins are called.
     #[arg(long, value_name = "ORIGIN")]
     webhook_target: Vec<String>,
     /// Answer from a recording (genapi --record FILE) instead of simulating tasks: recorded
@@ -55,48 +64,18 @@ pub async fn run(global: &Global, args: MockArgs) -> Result<(), Failure> {
             args.addr
         ))
     })?;
+    if !address.ip().is_loopback() && !args.allow_remote {
+        return Err(Failure::usage(format!(
+            "--addr {address} is not a loopback address: anyone who can reach it could use the mock's control \
+             routes; pass --allow-remote to listen there anyway"
+        )));
+    }
+    let config = config(&args)?;
     if !address.ip().is_loopback() {
-        if !args.allow_remote {
-            return Err(Failure::usage(format!(
-                "--addr {address} is not a loopback address: anyone who can reach it could use the mock's control \
-                 routes; pass --allow-remote to listen there anyway"
-            )));
-        }
         out::err(&format!(
             "warning: listening on {address}, reachable from other machines; the mock is a test double with \
-             open control routes"
+             open control routes (webhooks go only to the --webhook-target origins)"
         ));
-    }
-    if args.credits.is_some_and(|c| !c.is_finite() || c < 0.0) {
-        return Err(Failure::usage("--credits: expected a number of credits, 0 or more"));
-    }
-    // Signed webhooks go to the `webhook_url` a submission names, as the
-    // service's do, when it is on this machine or listed.
-    let mut config = MockConfig::default()
-        .key(args.key)
-        .default_duration(Duration::from_millis(args.duration_ms))
-        .credits(args.credits)
-        .allow_remote(args.allow_remote)
-        .webhooks_to_loopback(true)
-        .allow_remote_webhooks(args.allow_remote);
-    for origin in &args.webhook_target {
-        config = config.webhook_target(origin);
-    }
-    if let Some(limit) = args.max_active {
-        config = config.max_active_tasks(limit);
-    }
-    if let Some(path) = &args.replay {
-        let shown = path.display();
-        // A regular file within its limit, parsed as it is read.
-        let file = genapi_files::open(path, crate::files::RECORDING_LIMIT)
-            .map_err(|refused| Failure::usage(format!("--replay {shown}: {}", refused.reason())))?;
-        let replay = genapi_mock::Replay::from_har_reader(file).map_err(|e| {
-            Failure::usage(format!(
-                "--replay {shown}: {}; give a recording written by `genapi --record FILE` (HAR)",
-                out::clean(&e.to_string())
-            ))
-        })?;
-        config = config.replay(replay);
     }
     let mock = MockService::start_with(config, address).await.map_err(|e| {
         Failure::new(
@@ -134,6 +113,90 @@ pub async fn run(global: &Global, args: MockArgs) -> Result<(), Failure> {
     };
     mock.stop().await;
     stopped.map_err(|e| Failure::new(code::OTHER, format!("cannot wait for Ctrl-C: {e}")))
+}
+
+/// The mock's settings from the options, or what to fix in them.
+fn config(args: &MockArgs) -> Result<MockConfig, Failure> {
+    if args.credits.is_some_and(|c| !c.is_finite() || c < 0.0) {
+        return Err(Failure::usage("--credits: expected a number of credits, 0 or more"));
+    }
+    // Signed webhooks go to the `webhook_url` a submission names, as the
+    // service's do: on loopback, when it is on this machine or listed; when
+    // others can reach the mock, only when listed, or a submission from
+    // another machine could make it call services that trust loopback.
+    let mut config = MockConfig::default()
+        .key(key(args)?)
+        .default_duration(Duration::from_millis(args.duration_ms))
+        .credits(args.credits)
+        .allow_remote(args.allow_remote)
+        .webhooks_to_loopback(!args.allow_remote)
+        .allow_remote_webhooks(args.allow_remote);
+    for target in webhook_targets(args)? {
+        config = config.webhook_target(target.origin());
+    }
+    if let Some(limit) = args.max_active {
+        config = config.max_active_tasks(limit);
+    }
+    if let Some(path) = &args.replay {
+        let shown = path.display();
+        // A regular file within its limit, parsed as it is read.
+        let file = genapi_files::open(path, crate::files::RECORDING_LIMIT)
+            .map_err(|refused| Failure::usage(format!("--replay {shown}: {}", refused.reason())))?;
+        let replay = genapi_mock::Replay::from_har_reader(file).map_err(|e| {
+            Failure::usage(format!(
+                "--replay {shown}: {}; give a recording written by `genapi --record FILE` (HAR)",
+                out::clean(&e.to_string())
+            ))
+        })?;
+        config = config.replay(replay);
+    }
+    Ok(config)
+}
+
+/// The key clients must send: `--key`, else [`KEY_VARIABLE`], else the
+/// mock's default, which a mock others can reach refuses (anyone who read
+/// the docs knows it).
+fn key(args: &MockArgs) -> Result<String, Failure> {
+    let given = args.key.clone().or_else(|| std::env::var(KEY_VARIABLE).ok());
+    if !args.allow_remote {
+        return Ok(given.unwrap_or_else(|| DEFAULT_KEY.to_string()));
+    }
+    match given {
+        Some(key) if !key.is_empty() && key != DEFAULT_KEY => Ok(key),
+        _ => Err(Failure::usage(format!(
+            "--allow-remote needs a key of your own: anyone who can reach the mock could use the default key \
+             {DEFAULT_KEY}; set {KEY_VARIABLE} to a key you choose (or pass --key KEY)"
+        ))),
+    }
+}
+
+/// The origins given with `--webhook-target`, each one the mock can call:
+/// an `http` or `https` URL, on this machine unless `--allow-remote`.
+fn webhook_targets(args: &MockArgs) -> Result<Vec<WebhookTarget>, Failure> {
+    let count = args.webhook_target.len();
+    let targets = args.webhook_target.iter().enumerate().map(|(index, value)| {
+        // The value is not repeated: it may be a secret pasted in the wrong place.
+        let target = WebhookTarget::parse(value).map_err(|e| {
+            let which = if count > 1 {
+                format!(" (value {} of {count})", index + 1)
+            } else {
+                String::new()
+            };
+            Failure::usage(format!(
+                "--webhook-target{which} is {e}: give a receiver's origin, e.g. {EXAMPLE_TARGET} (the value is \
+                 not repeated here, in case it is a secret)"
+            ))
+        })?;
+        if !target.is_loopback() && !args.allow_remote {
+            return Err(Failure::usage(format!(
+                "--webhook-target {target} needs --allow-remote: it is not on this machine, and each delivery \
+                 carries the submitter's webhook secret there; pass --allow-remote (with a key of your own in \
+                 {KEY_VARIABLE}), or give a receiver on this machine, e.g. {EXAMPLE_TARGET}"
+            )));
+        }
+        Ok(target)
+    });
+    targets.collect()
 }
 
 /// `value` in single quotes, as a POSIX shell reads it back unchanged (a

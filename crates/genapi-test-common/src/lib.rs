@@ -220,6 +220,7 @@ pub fn genapi_alone(program: &str, dir: &Dir) -> std::process::Command {
         "GENAPI_LEDGER_URL",
         "GENAPI_CONFIG",
         "GENAPI_PROFILE",
+        "GENAPI_MOCK_KEY",
     ] {
         command.env_remove(name);
     }

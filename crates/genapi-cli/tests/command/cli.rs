@@ -74,6 +74,14 @@ impl Mock {
         Mock { child, variables, key }
     }
 
+    /// The value of a variable the mock printed.
+    pub(crate) fn variable(&self, wanted: &str) -> &str {
+        let found = self.variables.iter().find(|(name, _)| name == wanted);
+        found
+            .map(|(_, value)| value.as_str())
+            .unwrap_or_else(|| panic!("{wanted} not printed"))
+    }
+
     /// The command configured with exactly the variables the mock printed,
     /// as a user following its output would.
     pub(crate) fn command(&self, dir: &Dir) -> Command {
@@ -736,6 +744,41 @@ fn mock_prints_its_variables_by_name_and_stays_on_loopback() {
         .as_str()
         .unwrap()
         .starts_with("http://127.0.0.1:"));
+}
+
+/// `--allow-remote` takes no key anyone could know: without one of the
+/// user's (or with the default one) the mock does not start and says how to
+/// give one; one from `GENAPI_MOCK_KEY` is the key it then prints.
+#[test]
+fn a_mock_others_can_reach_needs_a_key_of_its_own() {
+    let dir = Dir::new("mock-remote-key");
+    for extra in [&[][..], &["--key", "mock-key"], &["--key", ""]] {
+        let run = genapi(&dir)
+            .args(["mock", "--timeout", "30", "--allow-remote"])
+            .args(extra)
+            .output()
+            .unwrap();
+        assert_exit(&run, 2);
+        let stderr = text(&run.stderr);
+        assert!(
+            stderr.contains("--allow-remote needs a key of your own") && stderr.contains("GENAPI_MOCK_KEY"),
+            "{extra:?}: {stderr}"
+        );
+    }
+    let mock = genapi(&dir)
+        .args(["mock", "--json", "--allow-remote"])
+        .env("GENAPI_MOCK_KEY", "k-from-env")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut mock = ChildGuard(mock);
+    let mut line = String::new();
+    BufReader::new(mock.0.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let variables: Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line:?}"));
+    assert_eq!(variables["GENAPI_API_KEY"], "k-from-env");
 }
 
 #[test]
