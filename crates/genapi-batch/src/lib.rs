@@ -38,9 +38,11 @@
 
 mod adopt;
 mod budget;
+mod decide;
 mod job;
 mod job_file;
 mod journal;
+mod line;
 mod outcome;
 mod prices;
 mod result_line;
@@ -50,9 +52,11 @@ mod store;
 
 pub use adopt::{adopt, AdoptError, Adopted};
 pub use budget::{Credits, Hold};
+pub use decide::{decide, Action, Asked, Seen};
 pub use job::{safe_stem, GridCell, Job, JobLine};
 pub use job_file::{InvalidLine, JobFile, Jobs, LineProblem, INVALID_LINES_KEPT, JOB_FILE_LIMIT};
 pub use journal::{Event, FileJournal, Journal, LineState, MemoryJournal};
+pub use line::{AcceptedTask, Ending, FailedStatus, Line, Sent};
 pub use outcome::{JobOutcome, JobStatus, Requested};
 pub use prices::{Estimate, ModelEstimate, PriceBook, Prices, Unpriced};
 pub use result_line::ResultLine;

@@ -7,48 +7,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use super::journal::{Event, LineState};
-
-/// What the next run of a batch does with a line its journal knows of
-/// (a line it does not know of is sent).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
-#[serde(rename_all = "snake_case")]
-#[non_exhaustive]
-pub enum Standing {
-    /// Its result was saved: reported from the journal, nothing sent.
-    Saved,
-    /// It ended otherwise for good (its task failed or was moderated, or
-    /// the service refused it with an answer that created no task):
-    /// reported from the journal, nothing sent (a refusal is sent again
-    /// only when asked).
-    Ended,
-    /// Its task was accepted and has not ended: the next run polls it and
-    /// saves its result, and never submits the line again.
-    Accepted,
-    /// Its submission was sent and no answer came back: the service may
-    /// have accepted (and charged) it, so it is not sent again unless asked.
-    Unanswered,
-    /// Its submission went to a service that ended with its run (see
-    /// [`crate::Batch::ephemeral_service`]): its task is gone, and no run
-    /// can finish it in this journal.
-    Gone,
-    /// Written, but surely not accepted (refused before it was created, or
-    /// stopped before it was sent): the next run sends it.
-    Unsent,
-}
-
-impl Standing {
-    /// A word for the standing, as the command prints it.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Standing::Saved => "saved",
-            Standing::Ended => "ended",
-            Standing::Accepted => "accepted",
-            Standing::Unanswered => "unanswered",
-            Standing::Gone => "gone",
-            Standing::Unsent => "unsent",
-        }
-    }
-}
+pub use super::line::Standing;
 
 impl Standing {
     /// The standing of a line in this state.

@@ -13,6 +13,7 @@ mod job_file;
 mod journal_lock;
 mod journal_reading;
 mod paying_once;
+mod protocol;
 mod refusals;
 mod results_file;
 mod resumed_secrets;
