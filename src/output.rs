@@ -93,6 +93,14 @@ impl Output {
         self.cost
     }
 
+    /// The cost the service settled when the task ended (on its poll
+    /// result), if it reported one: unlike [`Output::cost`], never the one
+    /// reported at submission, which a service may report before it knows
+    /// the charge (a spending cap trusts this one alone).
+    pub fn settled_cost(&self) -> Option<f64> {
+        self.result.cost
+    }
+
     /// The prompt the task ran with, when reported: the service may have
     /// rewritten the one sent (prompt upsampling).
     pub fn prompt(&self) -> Option<&str> {
