@@ -1,111 +1,25 @@
-//! The spending cap of a batch ([`super::Batch::max_credits`]).
+//! What the cap counts in a file journal (one process), and the price kind
+//! it counts by.
 //!
-//! The service bills each accepted task, and reports the cost in the
-//! submission's answer (or only later, on the poll, for some models). Before
-//! a submission is sent, credits are *held* for it: the most a submission of
-//! its kind was charged so far. A kind is everything in a request that may
-//! change its price: the path and every field but the prompt, the seed and
-//! the webhook's, each with its whole value, an image included. Two lines
-//! whose images differ are of two kinds even when the images have the same
-//! size: the client cannot know how the service reads a header, and a
-//! header it misread would put a dearer line under a cheaper one's price.
-//! The kind is kept as a digest (SHA-256), so it is small and holds no
-//! secret or image, in a journal or in the ledger's database. A price learned before the
-//! batch ([`crate::Prices`], given with [`crate::Batch::known_prices`]) stands for a
-//! kind the batch has not seen charged yet. With no charge of its kind
-//! seen and no price learned, everything left under the cap is held, so the first of a kind
-//! goes alone (and only while what is left covers the largest charge seen
-//! of any kind) and its cost is known before the next is sent. A hold is
-//! replaced by the reported cost once known, and given back when nothing was
-//! created. A submission whose answer never came may have been charged: its
-//! hold stays. So the cap is used (a batch stops submitting only when the
-//! next submission could pass it), and it holds for every kind seen charged.
-//! It can be passed once: the first submission of a kind not seen, sent
-//! alone with all that was left held for it, may be charged more than that
-//! (the client cannot know a price before the service charges it). The
-//! service is charged at most the cap plus that one submission's excess, and
-//! nothing is sent after it. All this holds as long as the service charges
-//! a kind alike, as it prices by sizes and inputs: a kind whose price rose
-//! passes the cap by the rise, for each of its submissions in flight then.
-//! The cost a task ends with, once reported, replaces the one its acceptance
-//! reported.
+//! A kind is everything in a request that may change its price: the path
+//! and every field but the prompt, the seed and the webhook's, each with its
+//! whole value, an image included. Two lines whose images differ are of two
+//! kinds even when the images have the same size: the client cannot know how
+//! the service reads a header, and a header it misread would put a dearer
+//! line under a cheaper one's price. The kind is kept as a digest (SHA-256),
+//! so it is small and holds no secret or image, in a journal or in the
+//! ledger's database.
+//!
+//! [`LocalBudget`] counts a journal's lines for the cap's one rule
+//! ([`crate::Credits::decide`], where the rule is explained): what each line
+//! was settled at, what this run holds, and what lines whose credits cannot
+//! come back are counted at.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
+use super::cap::{plausible, Credits, Hold};
 use super::job::Job;
 use super::journal::{Event, LineState};
-
-/// The outcome of asking to hold credits for one submission.
-#[derive(Clone, Copy, Debug, PartialEq)]
-#[non_exhaustive]
-pub enum Hold {
-    /// This much is held for the submission: send it.
-    Held(f64),
-    /// Not now: credits held for submissions in flight may come back.
-    Wait,
-    /// The next submission could pass the cap: submit no more.
-    CapReached,
-}
-
-/// The credits of a batch as a store counts them, when a submission asks
-/// to hold some: the one rule of the cap ([`Credits::decide`]), for the
-/// file journal and a shared store alike (see the module documentation).
-///
-/// ```
-/// use genapi_batch::{Credits, Hold};
-/// let seen = Credits { max: 10.0, charged: 6.0, held: 0.0, live_holds: false, kind_price: Some(3.0), largest: 3.0 };
-/// assert_eq!(seen.decide(), Hold::Held(3.0));
-/// let full = Credits { charged: 8.0, ..seen };
-/// assert_eq!(full.decide(), Hold::CapReached);
-/// let first_of_a_kind = Credits { kind_price: None, ..seen };
-/// assert_eq!(first_of_a_kind.decide(), Hold::Held(4.0), "all that is left, to go alone");
-/// ```
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Credits {
-    /// The cap over the whole batch.
-    pub max: f64,
-    /// Charged so far over the whole batch.
-    pub charged: f64,
-    /// Held for submissions whose cost is not known yet.
-    pub held: f64,
-    /// Whether a hold may still be given back (a hold of a worker that
-    /// died stays, and is not live).
-    pub live_holds: bool,
-    /// The most a submission of this kind was charged so far.
-    pub kind_price: Option<f64>,
-    /// The most any submission was charged so far.
-    pub largest: f64,
-}
-
-impl Credits {
-    /// What to hold for the submission: its kind's price while it fits
-    /// under the cap; for a kind not charged yet, all that is left, once
-    /// nothing else is in flight and what is left covers the largest
-    /// charge seen; else wait for holds to come back, or stop.
-    pub fn decide(&self) -> Hold {
-        let left = self.max - self.charged - self.held;
-        match self.kind_price {
-            Some(cost) if cost <= left => Hold::Held(cost.max(0.0)),
-            // The first of a kind goes alone, once nothing else is in flight.
-            None if !self.live_holds && left > 0.0 && left >= self.largest => Hold::Held(left),
-            _ if self.live_holds => Hold::Wait,
-            _ => Hold::CapReached,
-        }
-    }
-}
-
-/// [`Credits::decide`] with the figures as arguments.
-fn decide(max: f64, charged: f64, held: f64, live_holds: bool, kind_price: Option<f64>, largest: f64) -> Hold {
-    Credits {
-        max,
-        charged,
-        held,
-        live_holds,
-        kind_price,
-        largest,
-    }
-    .decide()
-}
 
 /// Fields whose value does not change what a submission costs: a line that
 /// differs from another only in these is of the same kind.
@@ -152,59 +66,96 @@ impl std::io::Write for Digest {
 /// The credits of a batch kept in a file journal (one process).
 #[derive(Debug, Default)]
 pub(crate) struct LocalBudget {
-    /// Reported cost by line.
-    charged: HashMap<u64, f64>,
-    /// Held credits and the kind, by line.
+    /// The cost the service settled, by line.
+    settled: HashMap<u64, f64>,
+    /// Held for this run's submissions not settled yet: kind and amount,
+    /// by line.
     holds: HashMap<u64, (String, f64)>,
-    /// Held for lines whose submission went unanswered in an earlier run.
-    unanswered: f64,
-    /// The most charged so far, by kind.
-    most: HashMap<String, f64>,
-    /// The kind of each line charged in this run, for a cost settled later.
+    /// What lines whose credits cannot come back are counted at, by line,
+    /// until settled: a task that ended without a settled cost, a
+    /// submission never answered, a task an earlier run left in flight.
+    kept: HashMap<u64, f64>,
+    /// Lines this run works on now (claimed, not yet released): a task an
+    /// earlier run left in flight may settle while its line is worked on,
+    /// so its count may come back then, and only then.
+    working: HashSet<u64>,
+    /// The kind of each line held in this run, for its settled cost.
     kinds: HashMap<u64, String>,
+    /// The most a line of each kind was settled at in this run.
+    prices: HashMap<String, f64>,
+}
+
+/// Whether a task that ended so was charged nothing: a refusal created no
+/// task, and the service charges neither moderation.
+fn charges_nothing(status: &str) -> bool {
+    status == "Refused" || status.ends_with("Moderated")
 }
 
 impl LocalBudget {
-    /// From the journal: what was charged, and for each line sent but never
-    /// answered, the most any line was charged (it may have been charged;
-    /// its kind is not written).
+    /// From the journal: what was settled, and what the lines that may have
+    /// been charged without a settled cost count at (the journal keeps no
+    /// holds, nor kinds).
     pub(crate) fn from_lines<'a>(lines: impl Iterator<Item = (&'a u64, &'a LineState)>) -> LocalBudget {
         let mut budget = LocalBudget::default();
-        let mut unanswered = 0_usize;
+        let mut open = Vec::new();
         for (line, state) in lines {
-            let finished_cost = match &state.finished {
-                Some(Event::Finished { cost, .. }) => *cost,
-                _ => None,
-            };
-            // The cost the task ended with is the one settled; the one its
-            // acceptance reported stands until then.
-            if let Some(cost) = finished_cost.or(state.accepted.as_ref().and_then(|(_, _, cost)| *cost)) {
-                budget.charged.insert(*line, cost);
-            } else if state.unanswered {
-                unanswered += 1;
+            let reported = state.accepted.as_ref().and_then(|(_, _, cost)| *cost);
+            match &state.finished {
+                Some(Event::Finished { cost: Some(cost), .. }) => {
+                    budget.settled.insert(*line, cost.max(0.0));
+                }
+                Some(Event::Finished { status, .. }) if charges_nothing(status) => {}
+                // Ended without a settled cost.
+                Some(_) => open.push((*line, reported)),
+                None if state.accepted.is_some() || state.unanswered => open.push((*line, reported)),
+                None => {}
             }
         }
-        let most = budget.charged.values().copied().fold(0.0, f64::max);
-        budget.unanswered = match (unanswered, most > 0.0) {
-            (0, _) => 0.0,
-            (count, true) => most * count as f64,
-            // What it cost is not known at all: it may have taken all there was.
-            (_, false) => f64::INFINITY,
-        };
+        // What such a line cost is not known: it is counted at the most
+        // any line was settled at (never below what its acceptance
+        // reported), or, with nothing settled, at all there was: an
+        // acceptance's report alone may say far less than the charge.
+        let most = budget.largest();
+        for (line, reported) in open {
+            let counted = match reported.filter(|cost| cost.is_finite()) {
+                _ if most <= 0.0 => f64::INFINITY,
+                Some(reported) => most.max(reported),
+                None => most,
+            };
+            budget.kept.insert(line, counted);
+        }
         budget
     }
 
-    pub(crate) fn hold(&mut self, line: u64, kind: &str, max: f64, known: Option<f64>) -> Hold {
-        let charged: f64 = self.charged.values().sum();
-        let held: f64 = self.holds.values().map(|(_, amount)| amount).sum::<f64>() + self.unanswered;
-        let live = !self.holds.is_empty();
-        let largest = self.charged.values().copied().fold(0.0, f64::max);
-        let kind_price = self.most.get(kind).copied().or(known);
-        let hold = decide(max, charged, held, live, kind_price, largest);
+    /// Holds credits for a submission of `line`, of price kind `kind`,
+    /// under a cap of `max`, by the cap's rule; `learned` is the kind's
+    /// price learned before the batch.
+    pub(crate) fn hold(&mut self, line: u64, kind: &str, max: f64, learned: Option<f64>) -> Hold {
+        let hold = Credits {
+            max,
+            charged: self.spent(),
+            held: self.holds.values().map(|(_, amount)| amount).sum(),
+            live_holds: !self.holds.is_empty() || self.working.iter().any(|line| self.kept.contains_key(line)),
+            settled_price: self.prices.get(kind).copied(),
+            learned_price: learned,
+            largest: self.largest(),
+        }
+        .decide();
         if let Hold::Held(amount) = hold {
             self.holds.insert(line, (kind.to_string(), amount));
         }
         hold
+    }
+
+    /// This run works on `line` now, until [`LocalBudget::released`].
+    pub(crate) fn claimed(&mut self, line: u64) {
+        self.working.insert(line);
+    }
+
+    /// This run is done with `line`: what it is still counted at stays,
+    /// and is no longer waited for.
+    pub(crate) fn released(&mut self, line: u64) {
+        self.working.remove(&line);
     }
 
     pub(crate) fn drop_hold(&mut self, line: u64) {
@@ -215,66 +166,84 @@ impl LocalBudget {
     /// been charged, so its hold stays, but it will never come back.
     pub(crate) fn keep_unanswered(&mut self, line: u64) {
         if let Some((_, amount)) = self.holds.remove(&line) {
-            self.unanswered += amount;
+            *self.kept.entry(line).or_insert(0.0) += amount;
         }
     }
 
     /// Follows what an event says about charges.
     pub(crate) fn note(&mut self, record: &Event) {
-        let (line, cost) = match record {
-            // An acceptance that reports no cost, or none above zero, says
-            // nothing yet of the charge (a service may settle it only when
-            // the task ends): its hold stays until then. Were a 0 taken for
-            // the kind's price, every later line of the kind would be held
-            // at nothing, and all sent before the first charge is known.
-            Event::Accepted { line, cost, .. } => match cost {
-                Some(cost) if *cost > 0.0 && cost.is_finite() => (*line, Some(*cost)),
-                _ => return,
-            },
-            Event::Finished { line, cost, status, .. } => {
-                if cost.is_none() {
-                    let charged_nothing = status == "Refused" || status.ends_with("Moderated");
-                    if let Some((_, amount)) = self.holds.remove(line) {
-                        // Ended without a cost: a refusal or a moderation
-                        // charged nothing; anything else may have been
-                        // charged, so its hold stays, but no longer waited
-                        // for (the batch would wait for ever).
-                        if !charged_nothing {
-                            self.unanswered += amount;
-                        }
-                    }
-                }
-                (*line, *cost)
-            }
-            Event::Refused { line, .. } => {
-                self.holds.remove(line);
-                return;
-            }
-            Event::Intent { .. } | Event::Damaged { .. } => return,
-        };
+        match record {
+            // An acceptance's report is not a charge: a service may report
+            // less there than it settles. It only ever raises what its line
+            // is counted at.
+            Event::Accepted {
+                line, cost: Some(cost), ..
+            } if cost.is_finite() => self.raise(*line, *cost),
+            Event::Accepted { .. } | Event::Intent { .. } | Event::Damaged { .. } => {}
+            Event::Refused { line, .. } => self.drop_hold(*line),
+            Event::Finished {
+                line, cost: Some(cost), ..
+            } => self.settle(*line, *cost),
+            Event::Finished {
+                line,
+                status,
+                cost: None,
+                ..
+            } => self.end_unsettled(*line, status),
+        }
+    }
+
+    fn raise(&mut self, line: u64, reported: f64) {
+        if let Some((_, amount)) = self.holds.get_mut(&line) {
+            *amount = amount.max(reported);
+        } else if let Some(amount) = self.kept.get_mut(&line) {
+            *amount = amount.max(reported);
+        }
+    }
+
+    /// The service settled `line`'s task at `cost`: it replaces what the
+    /// line was held or counted at, and prices its kind.
+    fn settle(&mut self, line: u64, cost: f64) {
         // A cost below zero (a hostile answer) would loosen the cap.
-        let Some(cost) = cost.map(|cost| cost.max(0.0)) else {
-            return;
-        };
-        // A later cost (the one settled when the task ended) replaces an
-        // earlier one (reported at its acceptance), and a kind's price is the
-        // most any of its lines cost.
-        self.charged.insert(line, cost);
+        let cost = cost.max(0.0);
+        self.settled.insert(line, cost);
+        self.kept.remove(&line);
         if let Some((kind, _)) = self.holds.remove(&line) {
             self.kinds.insert(line, kind);
         }
-        // A charge of nothing (a free task) is no price: a kind is priced by
-        // what it was charged.
-        if let (Some(kind), true) = (self.kinds.get(&line), cost > 0.0) {
-            let most = self.most.entry(kind.clone()).or_insert(cost);
+        // A charge of nothing (a free task), or below any real price, is
+        // no price. A later settled cost (a task adopted in place of
+        // another) raises the kind's price, never lowers it.
+        if let (Some(kind), true) = (self.kinds.get(&line), plausible(cost)) {
+            let most = self.prices.entry(kind.clone()).or_insert(cost);
             *most = most.max(cost);
         }
     }
 
-    /// Credits charged so far.
-    #[cfg(test)]
-    fn charged(&self) -> f64 {
-        self.charged.values().sum()
+    /// `line`'s task ended without a settled cost: a refusal or a
+    /// moderation charged nothing; anything else may have been charged,
+    /// so its hold stays, but no longer waited for (the batch would wait
+    /// for ever).
+    fn end_unsettled(&mut self, line: u64, status: &str) {
+        match self.holds.remove(&line) {
+            Some((_, amount)) if !charges_nothing(status) => *self.kept.entry(line).or_insert(0.0) += amount,
+            Some(_) => {}
+            // A task an earlier run left in flight, ended uncharged.
+            None if charges_nothing(status) => {
+                self.kept.remove(&line);
+            }
+            None => {}
+        }
+    }
+
+    /// Counted as spent for good: settled, or kept.
+    fn spent(&self) -> f64 {
+        self.settled.values().sum::<f64>() + self.kept.values().sum::<f64>()
+    }
+
+    /// The most any line was settled at.
+    fn largest(&self) -> f64 {
+        self.settled.values().copied().fold(0.0, f64::max)
     }
 }
 
@@ -282,80 +251,83 @@ impl LocalBudget {
 mod tests {
     use super::*;
 
-    #[test]
-    fn the_first_of_a_kind_goes_alone_and_then_the_cap_is_used_without_being_passed() {
-        let first = |charged, held, live, largest| decide(60.0, charged, held, live, None, largest);
-        let known = |charged, held, live| decide(60.0, charged, held, live, Some(3.0), 3.0);
-        assert_eq!(first(0.0, 0.0, false, 0.0), Hold::Held(60.0));
-        assert_eq!(first(0.0, 60.0, true, 0.0), Hold::Wait, "goes alone");
-        assert_eq!(known(3.0, 0.0, false), Hold::Held(3.0));
-        assert_eq!(known(57.0, 0.0, false), Hold::Held(3.0), "up to the cap");
-        assert_eq!(known(57.0, 3.0, true), Hold::Wait, "a hold may come back");
-        assert_eq!(known(58.0, 0.0, false), Hold::CapReached);
-        assert_eq!(known(57.0, 3.0, false), Hold::CapReached, "a dead hold stays");
-        assert_eq!(
-            first(58.0, 0.0, false, 3.0),
-            Hold::CapReached,
-            "a new kind goes only if what is left covers the largest charge seen"
-        );
+    fn accepted(line: u64, cost: Option<f64>) -> Event {
+        Event::Accepted {
+            line,
+            id: format!("t-{line}"),
+            polling_url: format!("https://p/{line}"),
+            cost,
+            adopted: false,
+        }
+    }
+
+    fn finished(line: u64, status: &str, cost: Option<f64>) -> Event {
+        Event::Finished {
+            line,
+            status: status.into(),
+            file: None,
+            seed: None,
+            cost,
+            duration: None,
+            error: None,
+            class: None,
+        }
     }
 
     #[test]
     fn an_acceptance_reporting_no_charge_keeps_its_hold_until_the_task_settles_it() {
         let mut budget = LocalBudget::default();
         assert_eq!(budget.hold(1, "k", 10.0, None), Hold::Held(10.0));
-        budget.note(&Event::Accepted {
-            line: 1,
-            id: "t".into(),
-            polling_url: "https://p".into(),
-            cost: Some(0.0),
-            adopted: false,
-        });
+        budget.note(&accepted(1, Some(0.0)));
         assert_eq!(
             budget.hold(2, "k", 10.0, None),
             Hold::Wait,
             "not held at 0: the first of the kind's charge is not known yet"
         );
-        budget.note(&Event::Finished {
-            line: 1,
-            status: "Ready".into(),
-            file: None,
-            seed: None,
-            cost: Some(1.58),
-            duration: None,
-            error: None,
-            class: None,
-        });
+        budget.note(&finished(1, "Ready", Some(1.58)));
         assert_eq!(budget.hold(2, "k", 10.0, None), Hold::Held(1.58));
     }
 
     #[test]
-    fn a_cost_settled_later_replaces_the_first_and_raises_the_kinds_price() {
+    fn an_acceptances_report_neither_prices_its_kind_nor_gives_back_its_hold() {
         let mut budget = LocalBudget::default();
-        assert_eq!(budget.hold(1, "k", 100.0, None), Hold::Held(100.0));
-        budget.note(&Event::Accepted {
-            line: 1,
-            id: "t".into(),
-            polling_url: "https://p".into(),
-            cost: Some(1.0),
-            adopted: false,
-        });
-        assert_eq!(budget.charged(), 1.0);
-        budget.note(&Event::Finished {
-            line: 1,
-            status: "Ready".into(),
-            file: None,
-            seed: None,
-            cost: Some(9.0),
-            duration: None,
-            error: None,
-            class: None,
-        });
-        assert_eq!(budget.charged(), 9.0, "the settled cost");
+        assert_eq!(budget.hold(1, "k", 2.0, None), Hold::Held(2.0));
+        budget.note(&accepted(1, Some(0.01)));
+        assert_eq!(budget.spent(), 0.0, "a report is not a charge");
         assert_eq!(
-            budget.hold(2, "k", 100.0, None),
-            Hold::Held(9.0),
-            "the kind's price rose"
+            budget.hold(2, "k", 2.0, None),
+            Hold::Wait,
+            "the first of the kind is still alone, holding all"
+        );
+        budget.note(&finished(1, "Ready", Some(1.0)));
+        assert_eq!(budget.spent(), 1.0, "the settled cost");
+        assert_eq!(budget.hold(2, "k", 2.0, None), Hold::Held(1.0), "priced as settled");
+        assert_eq!(budget.hold(3, "k", 2.0, None), Hold::Wait);
+        budget.note(&accepted(2, Some(0.01)));
+        assert_eq!(budget.hold(3, "k", 2.0, None), Hold::Wait, "its hold stays at 1");
+        budget.note(&finished(2, "Ready", Some(1.0)));
+        assert_eq!(budget.hold(3, "k", 2.0, None), Hold::CapReached);
+    }
+
+    #[test]
+    fn an_acceptance_reporting_more_than_was_held_raises_the_hold_and_a_dearer_settlement_the_price() {
+        let mut budget = LocalBudget::default();
+        budget.settle(9, 1.0);
+        assert_eq!(budget.hold(1, "k", 10.0, None), Hold::Held(9.0));
+        budget.note(&finished(1, "Ready", Some(2.0)));
+        assert_eq!(budget.hold(2, "k", 10.0, None), Hold::Held(2.0));
+        budget.note(&accepted(2, Some(6.0)));
+        assert_eq!(
+            budget.hold(3, "k", 10.0, None),
+            Hold::Wait,
+            "3 settled and 6 held: 1 left"
+        );
+        budget.note(&finished(2, "Ready", Some(4.0)));
+        assert_eq!(budget.spent(), 7.0);
+        assert_eq!(
+            budget.hold(3, "k", 10.0, None),
+            Hold::CapReached,
+            "the kind's price rose to 4"
         );
     }
 
@@ -394,17 +366,11 @@ mod tests {
     }
 
     #[test]
-    fn a_local_budget_replaces_holds_by_charges() {
+    fn a_local_budget_replaces_holds_by_settled_costs() {
         let mut budget = LocalBudget::default();
         assert_eq!(budget.hold(1, "k", 10.0, None), Hold::Held(10.0));
         assert_eq!(budget.hold(2, "k", 10.0, None), Hold::Wait);
-        budget.note(&Event::Accepted {
-            line: 1,
-            id: "t".into(),
-            polling_url: "http://x/v1/get_result?id=t".into(),
-            cost: Some(3.0),
-            adopted: false,
-        });
+        budget.note(&finished(1, "Ready", Some(3.0)));
         assert_eq!(budget.hold(2, "k", 10.0, None), Hold::Held(3.0));
         assert_eq!(budget.hold(3, "k", 10.0, None), Hold::Held(3.0));
         assert_eq!(budget.hold(4, "k", 10.0, None), Hold::Wait, "1 left, 6 held");
@@ -414,26 +380,16 @@ mod tests {
         });
         budget.drop_hold(3);
         assert_eq!(budget.hold(4, "k", 10.0, None), Hold::Held(3.0));
-        assert_eq!(budget.charged(), 3.0);
+        assert_eq!(budget.spent(), 3.0);
     }
 
     #[test]
     fn a_first_of_a_kind_that_ends_without_a_cost_does_not_hold_the_batch_for_ever() {
-        let finished = |line, status: &str| Event::Finished {
-            line,
-            status: status.into(),
-            file: None,
-            seed: None,
-            cost: None,
-            duration: None,
-            error: None,
-            class: None,
-        };
         let mut budget = LocalBudget::default();
         assert_eq!(budget.hold(1, "k", 10.0, None), Hold::Held(10.0));
         assert_eq!(budget.hold(2, "k", 10.0, None), Hold::Wait);
         // It failed and said no cost: it may have been charged all it held.
-        budget.note(&finished(1, "Error"));
+        budget.note(&finished(1, "Error", None));
         assert_eq!(
             budget.hold(2, "k", 10.0, None),
             Hold::CapReached,
@@ -442,7 +398,57 @@ mod tests {
         // A moderated task is not charged: its hold comes back.
         let mut budget = LocalBudget::default();
         assert_eq!(budget.hold(1, "k", 10.0, None), Hold::Held(10.0));
-        budget.note(&finished(1, "Content Moderated"));
+        budget.note(&finished(1, "Content Moderated", None));
         assert_eq!(budget.hold(2, "k", 10.0, None), Hold::Held(10.0));
+    }
+
+    #[test]
+    fn tasks_an_earlier_run_left_unsettled_count_at_the_most_settled_never_at_their_report() {
+        let states = LineState::of_each(vec![
+            accepted(1, Some(0.5)),
+            finished(1, "Ready", Some(0.5)),
+            // In flight when the run stopped: its acceptance said 0.01.
+            accepted(2, Some(0.01)),
+            // Ended without a settled cost, and sent without an answer.
+            accepted(3, None),
+            finished(3, "Error", None),
+            Event::Intent {
+                line: 4,
+                name: "img-4".into(),
+                digest: "d".into(),
+                sent_at: None,
+                ephemeral: false,
+            },
+            // Charged nothing.
+            accepted(5, None),
+            finished(5, "Request Moderated", None),
+        ]);
+        let mut budget = LocalBudget::from_lines(states.iter());
+        assert_eq!(budget.spent(), 0.5 * 4.0);
+        // Line 2 settles in this run: its count is replaced.
+        budget.note(&finished(2, "Ready", Some(1.0)));
+        assert_eq!(budget.spent(), 0.5 * 3.0 + 1.0);
+        // Nothing counted as a price of any kind: a kind goes alone still.
+        assert_eq!(budget.hold(6, "k", 10.0, None), Hold::Held(7.5));
+
+        // Nothing settled at all: what the task in flight cost is not
+        // known, whatever its acceptance said.
+        let states = LineState::of_each(vec![accepted(1, Some(0.01))]);
+        let mut budget = LocalBudget::from_lines(states.iter());
+        assert_eq!(budget.hold(2, "k", 10.0, None), Hold::CapReached);
+        // While this run polls it, it may settle: a line waits for it.
+        budget.claimed(1);
+        assert_eq!(budget.hold(2, "k", 10.0, None), Hold::Wait);
+        budget.note(&finished(1, "Ready", Some(1.0)));
+        assert_eq!(budget.hold(2, "k", 10.0, None), Hold::Held(9.0), "once settled");
+        // One that ends without a settled cost stays counted, and is no
+        // longer waited for once this run is done with it.
+        let states = LineState::of_each(vec![accepted(1, None)]);
+        let mut budget = LocalBudget::from_lines(states.iter());
+        budget.claimed(1);
+        assert_eq!(budget.hold(2, "k", 10.0, None), Hold::Wait);
+        budget.note(&finished(1, "Error", None));
+        budget.released(1);
+        assert_eq!(budget.hold(2, "k", 10.0, None), Hold::CapReached);
     }
 }

@@ -93,7 +93,10 @@ pub enum Event {
         /// Seed reported by the service (a JSON number of any size).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         seed: Option<serde_json::Number>,
-        /// Cost in credits.
+        /// The cost in credits the service settled when the task ended (on
+        /// its poll result), if it reported one: what the spending cap
+        /// counts the line at, and prices its kind by. The cost an
+        /// acceptance reports stays in [`Event::Accepted`].
         #[serde(default, skip_serializing_if = "Option::is_none")]
         cost: Option<f64>,
         /// Duration of the task reported by the service, in seconds.

@@ -38,6 +38,7 @@
 
 mod adopt;
 mod budget;
+mod cap;
 mod decide;
 mod job;
 mod job_file;
@@ -51,7 +52,7 @@ mod standing;
 mod store;
 
 pub use adopt::{adopt, AdoptError, Adopted};
-pub use budget::{Credits, Hold};
+pub use cap::{cap_passed, Credits, Hold, LEAST_PRICE};
 pub use decide::{decide, Action, Asked, Seen};
 pub use job::{safe_stem, GridCell, Job, JobLine};
 pub use job_file::{InvalidLine, JobFile, Jobs, LineProblem, INVALID_LINES_KEPT, JOB_FILE_LIMIT};

@@ -64,7 +64,8 @@ pub struct JobOutcome {
     pub file: Option<PathBuf>,
     /// Seed reported by the service.
     pub seed: Option<i128>,
-    /// Cost in credits.
+    /// Cost in credits: the one the service settled when the task ended,
+    /// else the one its acceptance reported.
     pub cost: Option<f64>,
     /// Task duration reported by the service, in seconds.
     pub duration: Option<f64>,
@@ -82,6 +83,9 @@ pub struct JobOutcome {
     pub request: Requested,
     /// When the outcome was known.
     pub finished_at: Option<SystemTime>,
+    /// The cost the service settled when the task ended, if it reported
+    /// one: the only one a price is learned from.
+    pub(crate) settled: Option<f64>,
 }
 
 /// What a job asked for, in the words of its result line: enough to show
@@ -129,6 +133,7 @@ impl JobOutcome {
             resumed: false,
             request: Requested::default(),
             finished_at: None,
+            settled: None,
         }
     }
 }

@@ -3,18 +3,22 @@
 //!
 //! The client cannot know a price before the service charges it: the
 //! reference lists none, and the service prices by sizes and inputs. What
-//! it can know is what this account was charged: each accepted submission
-//! reports its cost. So a price is learned per *kind* of submission (the
-//! path and every field that may change its price, as the spending cap
-//! counts them: see [`Credits`](crate::Credits)), as the most a submission
-//! of that kind was charged. A program keeps [`Prices`] between runs (the
-//! `genapi` command keeps them per service address, beside the task
-//! durations it learns), gives them to the next batch
-//! ([`Batch::known_prices`](crate::Batch::known_prices)), so its cap holds
-//! a first submission of a kind seen in an earlier run at that kind's
-//! price, and estimates a job file with them before paying anything
-//! ([`Prices::estimate`]). A line of a kind never charged has no price: it
-//! is counted apart and named, never guessed as free.
+//! it can know is what this account was charged: the cost the service
+//! settles when a task ends (reported on its poll result; the cost an
+//! acceptance reports is not a charge, and teaches nothing). So a price is
+//! learned per *kind* of submission (the path and every field that may
+//! change its price, as the spending cap counts them: see
+//! [`Credits`](crate::Credits)), as the most a submission of that kind was
+//! charged. A program keeps [`Prices`] between runs (the `genapi` command
+//! keeps them per service address, beside the task durations it learns),
+//! estimates a job file with them before paying anything
+//! ([`Prices::estimate`]), and gives them to the next batch
+//! ([`Batch::known_prices`](crate::Batch::known_prices)). A capped batch
+//! never holds a line at a price learned so (the file may be stale or
+//! forged): it only keeps back a first line of a kind whose learned price
+//! is more than what is left. A line of a kind never charged, or priced
+//! below [`LEAST_PRICE`](crate::LEAST_PRICE), has no price: it is counted
+//! apart and named, never guessed as free.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -22,6 +26,7 @@ use std::sync::{Arc, Mutex};
 use serde::{Deserialize, Serialize};
 
 use crate::budget::kind;
+use crate::cap::plausible;
 use crate::job::Job;
 
 /// The most each kind of submission was charged, learned from charges.
@@ -56,15 +61,16 @@ struct KindPrice {
     credits: f64,
 }
 
-/// The most one submission is believed to cost: a price above it (or not
-/// above zero, or not a number) is not one a service charged, and a file of
-/// prices holding it (corrupt, or written by someone else) is not used for
-/// it, so it can neither loosen a cap nor close every batch of its kind.
+/// The most one submission is believed to cost: a price above it (or below
+/// [`LEAST_PRICE`](crate::LEAST_PRICE), or not a number) is not one a
+/// service charged, and a file of prices holding it (corrupt, or written by
+/// someone else) is not used for it, so it can neither make an estimate
+/// near nothing nor close every batch of its kind.
 const MOST_CREDITS: f64 = 1e6;
 
 /// Whether `credits` can be a price.
 fn usable(credits: f64) -> bool {
-    credits.is_finite() && credits > 0.0 && credits <= MOST_CREDITS
+    plausible(credits) && credits <= MOST_CREDITS
 }
 
 /// The model an operation's path names: `/v1/gen-2-pro` is `gen-2-pro`.
@@ -78,9 +84,9 @@ impl Prices {
         self.price_of_kind(&kind(job))
     }
 
-    /// A submission of `job`'s kind was charged `credits`. A charge of
-    /// nothing (a free task), or one that is not a number a service
-    /// charges, teaches nothing.
+    /// A submission of `job`'s kind was charged `credits` (settled when its
+    /// task ended). A charge of nothing (a free task), or one that is not a
+    /// number a service charges, teaches nothing.
     pub fn learn(&mut self, job: &Job, credits: f64) {
         self.learn_kind(kind(job), model_of(&job.path), credits);
     }
@@ -138,7 +144,8 @@ impl Prices {
         estimate
     }
 
-    /// The kind's price, for the cap.
+    /// The kind's price, for the cap to keep back a line it says would not
+    /// fit.
     pub(crate) fn price_of_kind(&self, kind: &str) -> Option<f64> {
         self.kinds
             .get(kind)
@@ -157,7 +164,8 @@ pub struct Estimate {
     pub credits: f64,
     /// Per model.
     pub by_model: BTreeMap<String, ModelEstimate>,
-    /// The lines whose price is not known (their kind was never charged),
+    /// The lines whose price is not known (their kind was never charged, or
+    /// its price is below [`LEAST_PRICE`](crate::LEAST_PRICE)),
     /// in the order met: not counted in `credits`.
     pub unknown: Vec<Unpriced>,
 }
@@ -185,7 +193,7 @@ pub struct Unpriced {
 }
 
 /// The prices a running batch knows, shared with whoever reads them: the
-/// ones it was given and every charge it saw ([`crate::Batch::prices`]).
+/// ones it was given and every cost it saw settled ([`crate::Batch::prices`]).
 #[derive(Clone, Debug, Default)]
 pub struct PriceBook {
     prices: Arc<Mutex<Prices>>,
@@ -230,7 +238,7 @@ mod tests {
 
     #[test]
     fn prices_that_no_service_charges_are_not_used_nor_learned() {
-        for bad in ["0", "-5", "1e300", "1e-400"] {
+        for bad in ["0", "-5", "1e300", "1e-400", "1e-9", "5e-324", "0.0009"] {
             let text = format!(
                 r#"{{"kinds":{{"{}":{{"model":"gen-2-pro","credits":{bad}}}}}}}"#,
                 kind(&job(64))
@@ -246,7 +254,7 @@ mod tests {
             assert_eq!(learned.price_of(&job(64)), Some(0.39), "{bad}");
         }
         let mut prices = Prices::default();
-        for bad in [0.0, -1.0, f64::NAN, f64::INFINITY, 1e9] {
+        for bad in [0.0, -1.0, f64::NAN, f64::INFINITY, 1e9, 1e-9, 5e-324] {
             prices.learn(&job(64), bad);
         }
         assert!(prices.is_empty());

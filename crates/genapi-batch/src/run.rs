@@ -10,7 +10,7 @@ use tokio::time::Instant;
 
 use futures::{Stream, StreamExt};
 
-use super::budget::Hold;
+use super::cap::Hold;
 use super::job::Job;
 use super::journal::{Event, LineState};
 use super::outcome::{JobOutcome, JobStatus, Requested};
@@ -287,42 +287,50 @@ impl Batch {
 
     /// Spends at most `credits` in all on this batch's submissions, over
     /// every run (and, with a store workers share, every worker). Before each
-    /// submission credits are held for it: the most a submission of its kind
-    /// was charged so far, or for the first of a kind all that is left, so it
-    /// goes alone. A kind is the path and every field that may change the
-    /// price, each with its whole value (so each distinct input image is a
-    /// kind of its own): all but the prompt, the seed and the webhook's
-    /// fields. A submission whose answer never came
-    /// keeps its hold, since it may have been charged. When the next
-    /// submission could pass the cap, the batch submits no more: the jobs
-    /// left come out [`JobStatus::NotSubmitted`] with
+    /// submission credits are held for it: the most a line of its kind was
+    /// charged so far, as the service settled it when the task ended, or for
+    /// a kind not settled yet all that is left, so its first line goes alone.
+    /// A kind is the path and every field that may change the price, each
+    /// with its whole value (so each distinct input image is a kind of its
+    /// own): all but the prompt, the seed and the webhook's fields. The cost
+    /// an acceptance reports never prices a kind nor gives a hold back, and
+    /// neither does a price learned before ([`Batch::known_prices`]). A
+    /// submission whose answer never came, or whose task ended without a
+    /// settled cost, keeps its hold, since it may have been charged. When the
+    /// next submission could pass the cap, the batch submits no more: the
+    /// jobs left come out [`JobStatus::NotSubmitted`] with
     /// [`FailureClass::CreditCap`], and tasks in flight are finished.
     ///
-    /// **The bound.** Every kind the batch has seen charged is held at its
-    /// price, so those never pass the cap. The first submission of a kind
-    /// not seen yet has no known price: it goes alone, once nothing else is
-    /// in flight, and the service may charge it more than was left. So a
-    /// batch spends at most `credits` plus what one such submission costs
-    /// above what was left when it was sent; after it, nothing more is
-    /// sent. This rests on the service charging submissions of one kind
-    /// alike (it prices by sizes and inputs): should a kind's price rise,
-    /// each of its submissions in flight then may pass the cap by the rise.
+    /// **The bound.** Every kind the batch has seen settled is held at its
+    /// price, so those never pass the cap. The first line of a kind not
+    /// settled yet has no price: it goes alone, once nothing else is in
+    /// flight, and the service may charge it more than was left. So a batch
+    /// spends at most `credits` plus what one such submission costs above
+    /// what was left when it was sent; after it, nothing more is sent
+    /// ([`crate::cap_passed`] says whether it was passed). This rests on the
+    /// service settling lines of one kind alike (it prices by sizes and
+    /// inputs): should a kind's price rise, each of its submissions in flight
+    /// then may pass the cap by the rise. A service that settles no cost when
+    /// tasks end leaves every kind unpriced: its lines go one at a time, and
+    /// the first that ends without a settled cost keeps all it held.
     pub fn max_credits(mut self, credits: f64) -> Self {
         self.max_credits = Some(if credits.is_finite() { credits.max(0.0) } else { 0.0 });
         self
     }
 
     /// Prices learned before this batch (kept from earlier runs, see
-    /// [`Prices`]): under [`Batch::max_credits`], a first submission of a
-    /// kind priced there is held at that price instead of all that is left.
+    /// [`Prices`]), for the prices it keeps for the next run. Under
+    /// [`Batch::max_credits`] they never set what is held (a file of prices
+    /// may be stale or forged): a first line of a kind whose learned price is
+    /// more than what is left is not sent, and nothing else changes.
     pub fn known_prices(mut self, prices: Prices) -> Self {
         self.prices = PriceBook::of(prices);
         self
     }
 
-    /// The prices this batch knows: those it was given and each charge it
-    /// sees (a line's cost, reported now or in an earlier run), to keep for
-    /// the next run.
+    /// The prices this batch knows: those it was given and each cost it
+    /// sees settled (a line's, now or in an earlier run), to keep for the
+    /// next run.
     pub fn prices(&self) -> PriceBook {
         self.prices.clone()
     }
@@ -664,11 +672,11 @@ impl Context {
             }
         };
         // Its price kind, made once: the cap holds credits by it, and what
-        // the line was charged (now or in an earlier run) is that kind's
+        // the line was settled at (now or in an earlier run) is that kind's
         // price, learned.
         let (kind, path) = (super::budget::kind(&job), job.path.clone());
         let mut outcome = self.decide(job, &stem, state, &kind).await;
-        if let Some(cost) = outcome.cost {
+        if let Some(cost) = outcome.settled {
             self.prices.learn(&kind, &path, cost);
         }
         if mine {
@@ -711,14 +719,16 @@ impl Context {
     /// Holds credits for `job`'s submission under the cap, waiting while
     /// holds in flight may come back.
     async fn hold_credits(&self, job: &Job, kind: &str, max: f64) -> Result<(), HeldBack> {
-        let known = self.prices.price_of_kind(kind);
+        // Learned before, or settled in this run: it never sets what is
+        // held, it only keeps back a first line it says would not fit.
+        let learned = self.prices.price_of_kind(kind);
         loop {
             if self.cap_reached.load(Ordering::SeqCst) {
                 return Err(HeldBack::CapReached);
             }
             let hold = self
                 .store
-                .hold_credits(job.line, kind, max, known)
+                .hold_credits(job.line, kind, max, learned)
                 .await
                 .map_err(|e| HeldBack::JournalFailed(format!("cannot hold credits ({e}); nothing was sent")))?;
             match hold {
@@ -825,7 +835,8 @@ impl Context {
                 // A file another worker saved elsewhere is not named here.
                 outcome.file = saved.filter(|path| intact && path.is_file());
                 outcome.seed = seed.as_ref().and_then(seed_of);
-                outcome.cost = *cost;
+                outcome.cost = cost.or(state.accepted.as_ref().and_then(|(_, _, reported)| *reported));
+                outcome.settled = *cost;
                 outcome.duration = *duration;
                 outcome.error = error.clone();
                 outcome.class = *class;
@@ -1317,6 +1328,8 @@ impl Context {
     }
 
     async fn save(&self, output: Output, cost: Option<f64>, line: u64, stem: &str, resumed: bool) -> JobOutcome {
+        // The journal keeps the settled cost alone: the cap trusts no other.
+        let settled = output.settled_cost();
         let cost = output.cost().or(cost);
         let duration = output.duration();
         // A run that stopped between saving and writing left the file.
@@ -1345,7 +1358,7 @@ impl Context {
             status: "Ready".into(),
             file: name,
             seed: output.seed().and_then(serde_json::Number::from_i128),
-            cost,
+            cost: settled,
             duration,
             error: None,
             class: None,
@@ -1357,6 +1370,7 @@ impl Context {
         outcome.file = Some(file);
         outcome.seed = output.seed();
         outcome.cost = cost;
+        outcome.settled = settled;
         outcome.duration = duration;
         outcome
     }

@@ -24,7 +24,8 @@ use std::sync::{Arc, Mutex};
 use futures::future::BoxFuture;
 use genapi::FailureClass;
 
-use crate::budget::{Hold, LocalBudget};
+use crate::budget::LocalBudget;
+use crate::cap::Hold;
 use crate::journal::{fold, Event, Journal, LineState, Writer};
 use crate::standing::Status;
 
@@ -128,15 +129,17 @@ pub trait Store: Send + Sync {
     }
 
     /// Holds credits for a submission of `line` of price kind `kind` under
-    /// a cap of `max` over the whole batch, by [`crate::Credits::decide`].
-    /// `known` is the kind's price learned before ([`crate::Prices`]),
-    /// which stands while the batch has seen no charge of the kind.
+    /// a cap of `max` over the whole batch, by [`crate::Credits::decide`]:
+    /// the kind is priced by the costs the service settled for its lines
+    /// (never by an acceptance's report), as the store counts them.
+    /// `learned` is the kind's price learned before ([`crate::Prices`]),
+    /// [`crate::Credits::learned_price`]: never held at.
     fn hold_credits<'a>(
         &'a self,
         line: u64,
         kind: &'a str,
         max: f64,
-        known: Option<f64>,
+        learned: Option<f64>,
     ) -> BoxFuture<'a, Result<Hold, StoreError>>;
 
     /// The submission of `line` was not sent: its hold is given back.
@@ -250,10 +253,14 @@ impl Store for JournalStore {
             Ok(mut lines) => Ok(Claim::Mine(lines.remove(&line).unwrap_or_default())),
             Err(_) => Err(unusable()),
         };
+        // A line is claimed as it is worked on (one at a time, as room
+        // frees up): a task an earlier run left in flight may settle now.
+        self.with_budget(|budget| budget.claimed(line));
         Box::pin(futures::future::ready(claim))
     }
 
-    fn release(&self, _line: u64) -> BoxFuture<'_, Result<(), StoreError>> {
+    fn release(&self, line: u64) -> BoxFuture<'_, Result<(), StoreError>> {
+        self.with_budget(|budget| budget.released(line));
         Box::pin(futures::future::ready(Ok(())))
     }
 
@@ -282,12 +289,12 @@ impl Store for JournalStore {
         line: u64,
         kind: &'a str,
         max: f64,
-        known: Option<f64>,
+        learned: Option<f64>,
     ) -> BoxFuture<'a, Result<Hold, StoreError>> {
         // Without its count of credits (a poisoned lock), nothing more is
         // sent rather than sent uncounted.
         let hold = self
-            .with_budget(|budget| budget.hold(line, kind, max, known))
+            .with_budget(|budget| budget.hold(line, kind, max, learned))
             .unwrap_or(Hold::CapReached);
         Box::pin(futures::future::ready(Ok(hold)))
     }
@@ -365,9 +372,9 @@ macro_rules! store_behind {
                 line: u64,
                 kind: &'a str,
                 max: f64,
-                known: Option<f64>,
+                learned: Option<f64>,
             ) -> BoxFuture<'a, Result<Hold, StoreError>> {
-                (**self).hold_credits(line, kind, max, known)
+                (**self).hold_credits(line, kind, max, learned)
             }
             fn drop_hold(&self, line: u64) -> BoxFuture<'_, Result<(), StoreError>> {
                 (**self).drop_hold(line)

@@ -28,9 +28,9 @@ pub(crate) use crate::carried::CARRY_WAIT;
 /// A statement's common table expressions `ended` and `ended_lines`,
 /// storing the ends given as JSON in parameter `$param` (the text of
 /// [`Carried::json`]) for batch `$1` and worker `$3`, as the plain end
-/// statement would: the event, the line done, its charge when no
-/// acceptance said it, its hold gone once a charge is known, and the line
-/// given back. They change nothing for `[]`.
+/// statement would: the event, the line done, its settled charge, its hold
+/// gone once one is settled (kept otherwise: it may have been charged), and
+/// the line given back. They change nothing for `[]`.
 macro_rules! ends_carried {
     ($param:literal) => {
         concat!(
@@ -43,7 +43,7 @@ macro_rules! ends_carried {
              ended_lines AS (
                UPDATE genapi_lines l SET done = true,
                       charged = coalesce(greatest(e.cost, 0), l.charged),
-                      hold = CASE WHEN coalesce(l.charged, e.cost) IS NULL THEN l.hold END,
+                      hold = CASE WHEN e.cost IS NULL THEN l.hold END,
                       worker = CASE WHEN l.worker = $3 THEN NULL ELSE l.worker END,
                       lease_until = CASE WHEN l.worker = $3 THEN NULL ELSE l.lease_until END
                FROM jsonb_to_recordset(",

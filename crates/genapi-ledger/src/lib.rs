@@ -22,7 +22,9 @@
 //!   and a dead worker's seat comes back only once its task can no longer
 //!   be running;
 //! - the spending cap ([`genapi_batch::Batch::max_credits`]) holds credits
-//!   per line in the ledger, so all workers together stay under it;
+//!   per line in the ledger, by the batch's one rule
+//!   ([`genapi_batch::Credits`]: a kind is priced only by costs the service
+//!   settled), so all workers together stay under it;
 //! - lines are claimed a block at a time, in one statement that skips the
 //!   lines another worker is claiming (`FOR UPDATE SKIP LOCKED`), so
 //!   workers walking the same job file do not wait on each other;

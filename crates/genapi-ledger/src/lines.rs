@@ -127,16 +127,16 @@ const INTENT: (&str, &str) = with_and_without_carried!(
        AND lease_until > now() + make_interval(secs => $5)"
 );
 
-/// An acceptance, with its charge (`$5`): a charge above zero replaces the
-/// hold; none, or one of zero, says nothing yet of the charge (it may be
-/// settled when the task ends), so the hold stays, as the file journal's
-/// budget does.
+/// An acceptance, with the cost it reported (`$5`): not a charge (a
+/// service may report less there than it settles), so the hold stays until
+/// the task ends, raised to the report when that is more, as the file
+/// journal's budget does. A line held nothing (sent without a cap, or
+/// adopted) holds the report: counted, never a price.
 const ACCEPTED: (&str, &str) = with_and_without_carried!(
     within "$6", "$7",
     "stored AS (INSERT INTO genapi_records (batch, line, worker, record)
                 VALUES ($1, $2, $3, $4::text::jsonb))
-     UPDATE genapi_lines SET charged = CASE WHEN $5::float8 > 0 THEN $5::float8 ELSE charged END,
-            hold = CASE WHEN $5::float8 > 0 THEN NULL ELSE hold END
+     UPDATE genapi_lines SET hold = CASE WHEN $5::float8 > coalesce(hold, 0) THEN $5::float8 ELSE hold END
      WHERE batch = $1 AND line = $2"
 );
 
@@ -148,16 +148,17 @@ const REFUSED: (&str, &str) = with_and_without_carried!(
      UPDATE genapi_lines SET hold = NULL WHERE batch = $1 AND line = $2"
 );
 
-/// An end (`$5`: the line is done, and given back with it), with its
-/// charge (`$6`), which replaces the acceptance's when it is known: the cost
-/// a task ends with is the one settled.
+/// An end (`$5`: the line is done, and given back with it), with the cost
+/// the service settled (`$6`), which replaces the hold; a line that ended
+/// without one keeps its hold (it may have been charged), no longer live
+/// once given back.
 const FINISHED: (&str, &str) = with_and_without_carried!(
     within "$7", "$8",
     "stored AS (INSERT INTO genapi_records (batch, line, worker, record)
                 VALUES ($1, $2, $3, $4::text::jsonb))
      UPDATE genapi_lines SET done = $5,
             charged = coalesce(greatest($6::float8, 0), charged),
-            hold = CASE WHEN coalesce(charged, $6) IS NULL AND $5 THEN hold END,
+            hold = CASE WHEN $6::float8 IS NULL AND $5 THEN hold END,
             worker = CASE WHEN $5 AND worker = $3 THEN NULL ELSE worker END,
             lease_until = CASE WHEN $5 AND worker = $3 THEN NULL ELSE lease_until END
      WHERE batch = $1 AND line = $2"
@@ -248,7 +249,10 @@ impl Ledger {
     }
 
     /// Claims `line` for this worker: it is this worker's until released,
-    /// or until its lease lapses.
+    /// or until its lease lapses. A hold the line still has is a run's that
+    /// is gone (a claim takes a line no running process works on): it
+    /// loses its kind, which makes it dead (counted, never waited for; see
+    /// [`Ledger::hold_credits`]).
     pub(crate) async fn claim(&self, line: u64) -> Result<Claim, LedgerError> {
         let line = line as i64;
         let lease = seconds(self.lease);
@@ -263,7 +267,8 @@ impl Ledger {
                    INSERT INTO genapi_lines AS l (batch, line, worker, lease_until)
                    VALUES ($1, $2, $3, now() + make_interval(secs => $4))
                    ON CONFLICT (batch, line) DO UPDATE
-                     SET worker = excluded.worker, lease_until = excluded.lease_until
+                     SET worker = excluded.worker, lease_until = excluded.lease_until,
+                         kind = CASE WHEN l.hold IS NULL THEN l.kind END
                      WHERE NOT l.done AND (l.worker IS NULL OR l.worker = $3 OR l.lease_until < now())
                    RETURNING 1)
                  SELECT EXISTS (SELECT 1 FROM claimed),
@@ -293,7 +298,8 @@ impl Ledger {
     /// is made and claimed; a free one, or one whose worker's lease lapsed,
     /// is claimed unless another worker is claiming it at this very moment
     /// (`FOR UPDATE SKIP LOCKED`: no worker waits on another's claim); a
-    /// line done is read back; any other is held.
+    /// line done is read back; any other is held. A claimed line's hold
+    /// dies, as with [`Ledger::claim`].
     pub(crate) async fn claim_many(&self, lines: &[u64]) -> Result<Vec<Claim>, LedgerError> {
         if lines.is_empty() {
             return Ok(Vec::new());
@@ -318,7 +324,8 @@ impl Ledger {
                              AND (l.worker IS NULL OR l.worker = $3 OR l.lease_until < now())
                            FOR UPDATE SKIP LOCKED),
                          taken AS (
-                           UPDATE genapi_lines l SET worker = $3, lease_until = now() + make_interval(secs => $4)
+                           UPDATE genapi_lines l SET worker = $3, lease_until = now() + make_interval(secs => $4),
+                                  kind = CASE WHEN l.hold IS NULL THEN l.kind END
                            FROM free WHERE l.batch = $1 AND l.line = free.line
                            RETURNING l.line),
                          seen AS (
@@ -592,16 +599,20 @@ impl Ledger {
     }
 
     /// Holds credits for a submission of `line` under a cap of `max` in all
-    /// over the batch. `estimate` is the most a submission of its kind was
-    /// charged so far, read here (else `known`, its price learned before
-    /// this batch); with neither, everything left is held, so the first of
-    /// a kind goes alone.
+    /// over the batch, by the cap's one rule ([`genapi_batch::Credits`]).
+    /// The kind's price is the most a line of it was settled at (a line's
+    /// `charged` is only ever a settled cost; a line whose hold died at a
+    /// claim has no kind, so its cost prices none); `learned` is its price
+    /// learned before the batch. A hold is live while its line's lease is
+    /// and it has a kind: a hold of a run that is gone is counted, never
+    /// waited for, so no submission waits on a line claimed but not yet
+    /// worked on.
     pub(crate) async fn hold_credits(
         &self,
         line: u64,
         kind: &str,
         max: f64,
-        known: Option<f64>,
+        learned: Option<f64>,
     ) -> Result<Hold, LedgerError> {
         let (batch, worker, line) = (&self.batch, &self.worker, line as i64);
         let _turn = self.transaction_turn.lock().await;
@@ -614,14 +625,15 @@ impl Ledger {
                 let row = session
                     .query_one(
                         "SELECT coalesce(sum(charged), 0), coalesce(sum(hold), 0),
-                                max(charged) FILTER (WHERE kind = $2 AND charged > 0),
-                                count(*) FILTER (WHERE hold IS NOT NULL AND lease_until > now()) > 0,
+                                max(charged) FILTER (WHERE kind = $2),
+                                count(*) FILTER (WHERE hold IS NOT NULL AND kind IS NOT NULL
+                                                   AND lease_until > now()) > 0,
                                 coalesce(max(charged), 0)
                          FROM genapi_lines WHERE batch = $1",
                         &[batch, &kind],
                     )
                     .await?;
-                let (charged, held, estimate, live, largest): (f64, f64, Option<f64>, bool, f64) = (
+                let (charged, held, settled, live, largest): (f64, f64, Option<f64>, bool, f64) = (
                     row.try_get(0)?,
                     row.try_get(1)?,
                     row.try_get(2)?,
@@ -633,7 +645,8 @@ impl Ledger {
                     charged,
                     held,
                     live_holds: live,
-                    kind_price: estimate.or(known),
+                    settled_price: settled,
+                    learned_price: learned,
                     largest,
                 }
                 .decide();

@@ -84,9 +84,9 @@ impl Store for Ledger {
         line: u64,
         kind: &'a str,
         max: f64,
-        known: Option<f64>,
+        learned: Option<f64>,
     ) -> BoxFuture<'a, Result<Hold, StoreError>> {
-        Box::pin(async move { Ok(Ledger::hold_credits(self, line, kind, max, known).await?) })
+        Box::pin(async move { Ok(Ledger::hold_credits(self, line, kind, max, learned).await?) })
     }
 
     fn drop_hold(&self, line: u64) -> BoxFuture<'_, Result<(), StoreError>> {
@@ -181,7 +181,7 @@ impl Store for ReadOnlyLedger {
         _line: u64,
         _kind: &'a str,
         _max: f64,
-        _known: Option<f64>,
+        _learned: Option<f64>,
     ) -> BoxFuture<'a, Result<Hold, StoreError>> {
         self.refused()
     }

@@ -21,3 +21,4 @@ mod resumed_without_seat;
 mod stopping;
 mod typed_jobs;
 mod untrusted_polling_host;
+mod untrusted_prices;
