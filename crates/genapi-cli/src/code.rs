@@ -14,7 +14,7 @@ use genapi::FailureClass;
 
 /// The exit code of a failure of `class`: 2 validation, 3 auth, 4 credits,
 /// 5 rate limited, 6 moderated, 7 task failed, 8 timeout, 9 network or
-/// unknown, 11 a batch at its credit cap, 1 anything else.
+/// unknown, 11 a batch at (or past) its credit cap, 1 anything else.
 pub const fn of(class: FailureClass) -> u8 {
     match class {
         FailureClass::Validation => 2,
@@ -46,7 +46,7 @@ pub const fn meaning(class: FailureClass) -> &'static str {
         FailureClass::Network => "network or service error",
         FailureClass::Unknown => "a submission got no answer: it may have created a task",
         FailureClass::Write => "the result could not be written (the task is paid for: resume it)",
-        FailureClass::CreditCap => "a batch stopped submitting at its spending cap",
+        FailureClass::CreditCap => "a batch stopped submitting at its spending cap, or was charged more than it",
         _ => "any other failure",
     }
 }

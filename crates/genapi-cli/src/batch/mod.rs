@@ -90,11 +90,12 @@ pub struct BatchArgs {
     #[arg(long, value_name = "NAME", default_value = "default")]
     seats_pool: String,
     /// Spend at most N credits on this batch in all (over every run and worker). Submissions stop when the next
-    /// could pass it; tasks in flight finish. A kind charged in an earlier run against this service is priced
-    /// from the start (see --estimate). A submission of a kind never charged (another size or input image) has
-    /// no known price: it is sent alone, and may cost more than was left, so the batch spends at most
-    /// N plus what that one submission costs above what was left (as long as the service charges a kind alike;
-    /// see docs/batch.md).
+    /// could pass it; tasks in flight finish. A kind of line (the same model, sizes and input images) is priced
+    /// by the cost the service settled when one of its tasks ended in this batch, never by the cost an
+    /// acceptance reports or a price learned before (see --estimate). Until then its first line is sent alone,
+    /// holding all that is left, and may cost more than was left, so the batch spends at most N plus what that
+    /// one submission costs above what was left (as long as the service charges a kind alike; see
+    /// docs/batch.md). A batch charged more than N exits 11.
     #[arg(long, value_name = "N", value_parser = parse_credits)]
     max_credits: Option<f64>,
     /// Show where the batch stands and exit: from the journal in --out DIR (what the next run does with each line),
@@ -114,7 +115,8 @@ pub struct BatchArgs {
     worker_name: Option<String>,
     /// Print what the job file will cost and exit, sending nothing: per model and in all, by the prices this
     /// account was charged before for each kind of line (the same model, sizes and inputs; kept per service
-    /// address); lines of a kind never charged are counted apart and named, not guessed. --json for JSON.
+    /// address); lines of a kind never charged (or at a price no service charges, such as 1e-9) are counted
+    /// apart and named, not guessed. --json for JSON.
     #[arg(long, conflicts_with = "status")]
     estimate: bool,
     /// Print the JSON Schema of a job line and exit.
@@ -203,8 +205,9 @@ pub async fn run(global: &Global, args: BatchArgs) -> Result<(), Failure> {
         .await?;
     }
     let keeper::Keeper { store, seats } = keeper;
-    // Prices charged before hold a capped run's first lines of a known kind
-    // at their price; this run's charges are kept for the next.
+    // Prices charged before only keep back a capped run's first line of a
+    // kind they say would not fit; the costs this run sees settled are kept
+    // for the next.
     let prices_key = crate::prices_key(global);
     let batch = settle(Batch::new(connection.client.clone(), store, &out_dir), &args)
         .ephemeral_service(on_builtin_mock)
@@ -213,7 +216,8 @@ pub async fn run(global: &Global, args: BatchArgs) -> Result<(), Failure> {
     let results = results::Results::create(&out_dir, global.json, keep_gallery)?;
     let ended = drive::drive(global, batch, &checked, results, deadline, on_builtin_mock).await;
     learned::PRICES.save(&prices_key, prices.snapshot());
-    let ended = ended?;
+    let mut ended = ended?;
+    ended.tally.capped(args.max_credits);
     finish::finish(
         global,
         ended,

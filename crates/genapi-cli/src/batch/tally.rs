@@ -28,6 +28,7 @@ pub(super) struct Tally {
     pending: usize,
     invalid: usize,
     cost: f64,
+    cap: Option<f64>,
 }
 
 impl Tally {
@@ -46,6 +47,7 @@ impl Tally {
             pending: 0,
             invalid: 0,
             cost: 0.0,
+            cap: None,
         }
     }
 
@@ -95,6 +97,19 @@ impl Tally {
         }
     }
 
+    /// The batch's cap (`--max-credits`), if it has one.
+    pub(super) fn capped(&mut self, cap: Option<f64>) {
+        self.cap = cap;
+    }
+
+    /// The cap, when the lines were charged more than it in all (in this
+    /// run or before; the settled cost of each, else the one its
+    /// acceptance reported). The bound allows it by one submission, and
+    /// such a run fails as one at its cap does, never with 0.
+    fn passed_cap(&self) -> Option<f64> {
+        self.cap.filter(|cap| genapi_batch::cap_passed(*cap, self.cost))
+    }
+
     /// Counts an invalid line (found at the start or while the run read
     /// the job file again).
     pub(super) fn add_invalid(&mut self) {
@@ -114,12 +129,14 @@ impl Tally {
         self.failed.values().sum::<usize>() + self.moderated + self.unknown.len() + self.pending
     }
 
-    /// 0 when every line succeeded, else the code of the most serious class.
+    /// 0 when every line succeeded within the cap, else the code of the
+    /// most serious class (a batch charged more than its cap is one at it).
     pub(super) fn exit_code(&self) -> u8 {
-        if self.failed_total() == 0 && self.invalid == 0 && self.classes.is_empty() {
+        let past_the_cap = self.passed_cap().map(|_| FailureClass::CreditCap);
+        if self.failed_total() == 0 && self.invalid == 0 && self.classes.is_empty() && past_the_cap.is_none() {
             return 0;
         }
-        FailureClass::most_serious(self.classes.iter().copied())
+        FailureClass::most_serious(self.classes.iter().copied().chain(past_the_cap))
             .map_or(if self.invalid > 0 { code::USAGE } else { code::OTHER }, code::of)
     }
 }
@@ -156,6 +173,14 @@ pub(super) fn summary(tally: &Tally, out_dir: &Path, json: bool, mock: bool, wri
             format!("{RESULTS} not updated (the run stopped early)")
         },
     );
+    let past_the_cap = tally.passed_cap().map(|cap| {
+        format!(
+            "the batch was charged {:.2} credits in all, more than its --max-credits cap of {cap}: the first line of a \
+             kind not priced yet goes alone, with all that was left held for it, and cost more than that (see \
+             docs/batch.md); nothing was sent after it",
+            tally.cost
+        )
+    });
     // A run that stopped early says what the next does from the journal,
     // not from the counts of this run, which miss the lines it let go of.
     if !written {
@@ -164,8 +189,13 @@ pub(super) fn summary(tally: &Tally, out_dir: &Path, json: bool, mock: bool, wri
             tally.cost,
             if mock { " (illustrative mock prices)" } else { "" },
         );
-        say(&[text], json);
+        let texts: Vec<String> = std::iter::once(text).chain(past_the_cap).collect();
+        say(&texts, json);
         return;
+    }
+    if let Some(past) = &past_the_cap {
+        text.push('\n');
+        text.push_str(past);
     }
     if tally.pending > 0 {
         text.push_str("\npending tasks were accepted: run the same command again to finish them (never resubmitted)");

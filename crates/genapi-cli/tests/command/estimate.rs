@@ -100,3 +100,67 @@ async fn an_estimate_is_what_the_service_then_charges_and_names_the_lines_it_can
     assert_eq!(estimate["unknown"], json!([]), "{estimate}");
     assert_eq!(estimate["credits"], generated["cost"]);
 }
+
+/// Sets every price in the command's file of learned prices to `credits`,
+/// as a corrupt or forged file could hold it.
+fn forge_prices(dir: &Dir, credits: f64) {
+    let path = dir.join("cache/genapi/prices.json");
+    let mut all: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    for service in all.as_object_mut().unwrap().values_mut() {
+        for price in service["kinds"].as_object_mut().unwrap().values_mut() {
+            price["credits"] = json!(credits);
+        }
+    }
+    std::fs::write(&path, all.to_string()).unwrap();
+}
+
+/// A price far below any a service charges (1e-9, or the smallest float)
+/// is no price: the estimate names the lines as of unknown price instead of
+/// saying they cost nothing, and a capped batch sends the first line of the
+/// kind alone, so the service charges within the cap and the run exits 11
+/// for the lines it kept back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tiny_learned_price_prices_nothing_for_an_estimate_or_a_cap() {
+    let mock = roomy_mock(50).await;
+    mock.set_credits(Some(1000.0));
+    let dir = Dir::new("estimate-tiny-price");
+    let line = |n: u64| json!({"model": "gen-2-pro", "prompt": format!("line {n}"), "width": 1024, "height": 1024});
+    // A run learns the kind's real price.
+    job_file(&dir, "one.jsonl", &[line(0)]);
+    let run = genapi(&dir, &mock)
+        .args(["batch", "one.jsonl", "--out", "one", "-q"])
+        .output()
+        .unwrap();
+    assert_eq!(run.status.code(), Some(0), "{}", text(&run.stderr));
+    let price = 1000.0 - mock.credits().unwrap();
+    job_file(&dir, "eight.jsonl", &(1..=8).map(line).collect::<Vec<_>>());
+    for tiny in [1e-9, 5e-324] {
+        forge_prices(&dir, tiny);
+        let estimate = genapi(&dir, &mock)
+            .args(["batch", "eight.jsonl", "--estimate"])
+            .output()
+            .unwrap();
+        let said = text(&estimate.stdout);
+        assert!(
+            said.contains("gen-2-pro: 8 lines, 8 of unknown price"),
+            "{tiny:e}: {said}"
+        );
+        assert!(
+            said.contains("in all: 0.00 credits for 0 lines; lines 1-8 (8) of a kind never charged not counted"),
+            "{tiny:e}: {said}"
+        );
+        let cap = 2.0;
+        let before = mock.credits().unwrap();
+        let run = genapi(&dir, &mock)
+            .args(["batch", "eight.jsonl", "--out", &format!("eight-{tiny:e}"), "-q"])
+            .args(["--max-credits", "2", "--max-active", "8"])
+            .output()
+            .unwrap();
+        let charged = before - mock.credits().unwrap();
+        assert_eq!(run.status.code(), Some(11), "{tiny:e}: {}", text(&run.stderr));
+        assert!(
+            (charged - price).abs() < 1e-9 && charged <= cap,
+            "{tiny:e}: one line of {price} charged alone, yet {charged} of a cap of {cap}"
+        );
+    }
+}

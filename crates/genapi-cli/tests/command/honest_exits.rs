@@ -131,3 +131,30 @@ async fn a_result_that_is_not_an_image_fails_naming_its_task_and_saves_nothing()
     assert!(object["error"].as_str().unwrap().contains(id), "{object}");
     assert!(!dir.join("fox.png").exists());
 }
+
+/// A batch charged more than its cap never exits 0: its one line, of a kind
+/// not priced yet, went alone with the whole cap held and cost more than
+/// that (the bound allows it by that one submission). The run exits as one
+/// at its cap does, and its summary says by how much.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_charged_more_than_its_cap_exits_as_one_at_its_cap() {
+    let mock = common::roomy_mock(50).await;
+    mock.set_credits(Some(100.0));
+    let dir = Dir::new("past-the-cap");
+    let line = json!({"model": "gen-2-pro", "name": "wide", "prompt": "a wide sea", "width": 1024, "height": 1024});
+    std::fs::write(dir.join("jobs.jsonl"), format!("{line}\n")).unwrap();
+    let run = common::genapi(&dir, &mock)
+        .args(["batch", "jobs.jsonl", "--out", "out", "--max-credits", "1"])
+        .output()
+        .unwrap();
+    let charged = 100.0 - mock.credits().unwrap();
+    assert!(charged > 1.0, "the line costs more than the cap: {charged}");
+    assert_exit(&run, 11);
+    let said = text(&run.stdout);
+    assert!(
+        said.contains(&format!(
+            "the batch was charged {charged:.2} credits in all, more than its --max-credits cap of 1"
+        )),
+        "{said}"
+    );
+}
