@@ -11,6 +11,7 @@
 
 use super::job::Job;
 use super::journal::Event;
+use super::line::Line;
 use super::store::{Store, StoreError};
 use genapi::{Client, TaskRef};
 
@@ -159,12 +160,13 @@ pub async fn adopt(client: &Client, store: &dyn Store, job: &Job, task: &str) ->
     let Some(state) = lines.get(&line) else {
         return Err(AdoptError::NoSubmission { line });
     };
-    if let Some((held, polling_url, _)) = &state.accepted {
-        if *held == id {
+    let adopted = state.task().is_some_and(|task| task.adopted);
+    if let Some(held) = state.task() {
+        if held.id == id {
             return Ok(Adopted {
                 task: TaskRef {
                     id,
-                    polling_url: polling_url.clone(),
+                    polling_url: held.polling_url.clone(),
                 },
                 unchecked_prompt: None,
             });
@@ -172,30 +174,31 @@ pub async fn adopt(client: &Client, store: &dyn Store, job: &Job, task: &str) ->
         // An adopted task can be replaced, finished or not (it was the
         // user's word, and may prove to be another line's); a task the batch
         // submitted cannot.
-        if !state.adopted {
+        if !held.adopted {
             return Err(AdoptError::NotUnknown {
                 line,
-                why: format!("it already has task {held}"),
+                why: format!("it already has task {}", held.id),
             });
         }
-    } else if state.finished.is_some() {
+    } else if state.ending().is_some() {
         return Err(AdoptError::NotUnknown {
             line,
             why: "it has finished".into(),
         });
     }
-    if !state.unanswered && !state.adopted {
+    if !matches!(state, Line::Unanswered { .. }) && !adopted {
         return Err(AdoptError::NotUnknown {
             line,
             why: "the service refused its submission, so no task was created; a run submits it again".into(),
         });
     }
-    if state.digest.as_deref().is_some_and(|digest| digest != job.digest()) {
+    let sent_digest = state.sent().and_then(|sent| sent.digest.as_deref());
+    if sent_digest.is_some_and(|digest| digest != job.digest()) {
         return Err(AdoptError::JobChanged { line });
     }
     if let Some((other_line, _)) = lines
         .iter()
-        .find(|(_, other)| other.accepted.as_ref().is_some_and(|(taken, _, _)| *taken == id))
+        .find(|(_, other)| other.task().is_some_and(|taken| taken.id == id))
     {
         return Err(AdoptError::TaskTaken {
             id,

@@ -19,7 +19,8 @@ use std::collections::{HashMap, HashSet};
 
 use super::cap::{plausible, Credits, Hold};
 use super::job::Job;
-use super::journal::{Event, LineState};
+use super::journal::Event;
+use super::line::{Ending, Line};
 
 /// Fields whose value does not change what a submission costs: a line that
 /// differs from another only in these is of the same kind.
@@ -85,30 +86,35 @@ pub(crate) struct LocalBudget {
     prices: HashMap<String, f64>,
 }
 
-/// Whether a task that ended so was charged nothing: a refusal created no
-/// task, and the service charges neither moderation.
+/// Whether a line that ended with `status` was charged nothing (the one
+/// list of such endings is [`crate::FailedStatus::charged_nothing`]).
 fn charges_nothing(status: &str) -> bool {
-    status == "Refused" || status.ends_with("Moderated")
+    crate::FailedStatus::from_word(status).charged_nothing()
 }
 
 impl LocalBudget {
     /// From the journal: what was settled, and what the lines that may have
     /// been charged without a settled cost count at (the journal keeps no
     /// holds, nor kinds).
-    pub(crate) fn from_lines<'a>(lines: impl Iterator<Item = (&'a u64, &'a LineState)>) -> LocalBudget {
+    pub(crate) fn from_lines<'a>(lines: impl Iterator<Item = (&'a u64, &'a Line)>) -> LocalBudget {
         let mut budget = LocalBudget::default();
         let mut open = Vec::new();
-        for (line, state) in lines {
-            let reported = state.accepted.as_ref().and_then(|(_, _, cost)| *cost);
-            match &state.finished {
-                Some(Event::Finished { cost: Some(cost), .. }) => {
-                    budget.settled.insert(*line, cost.max(0.0));
+        for (number, line) in lines {
+            let reported = line.task().and_then(|task| task.cost);
+            match line {
+                Line::Ended {
+                    ending: Ending::Saved { cost: Some(cost), .. },
+                    ..
+                } => {
+                    budget.settled.insert(*number, cost.max(0.0));
                 }
-                Some(Event::Finished { status, .. }) if charges_nothing(status) => {}
-                // Ended without a settled cost.
-                Some(_) => open.push((*line, reported)),
-                None if state.accepted.is_some() || state.unanswered => open.push((*line, reported)),
-                None => {}
+                Line::Ended {
+                    ending: Ending::Failed { status, .. },
+                    ..
+                } if status.charged_nothing() => {}
+                // Ended without a settled cost, or may have been charged.
+                Line::Ended { .. } | Line::Accepted { .. } | Line::Unanswered { .. } => open.push((*number, reported)),
+                Line::Unsent { .. } => {}
             }
         }
         // What such a line cost is not known: it is counted at the most
@@ -404,7 +410,7 @@ mod tests {
 
     #[test]
     fn tasks_an_earlier_run_left_unsettled_count_at_the_most_settled_never_at_their_report() {
-        let states = LineState::of_each(vec![
+        let states = Line::of_each(vec![
             accepted(1, Some(0.5)),
             finished(1, "Ready", Some(0.5)),
             // In flight when the run stopped: its acceptance said 0.01.
@@ -433,7 +439,7 @@ mod tests {
 
         // Nothing settled at all: what the task in flight cost is not
         // known, whatever its acceptance said.
-        let states = LineState::of_each(vec![accepted(1, Some(0.01))]);
+        let states = Line::of_each(vec![accepted(1, Some(0.01))]);
         let mut budget = LocalBudget::from_lines(states.iter());
         assert_eq!(budget.hold(2, "k", 10.0, None), Hold::CapReached);
         // While this run polls it, it may settle: a line waits for it.
@@ -443,7 +449,7 @@ mod tests {
         assert_eq!(budget.hold(2, "k", 10.0, None), Hold::Held(9.0), "once settled");
         // One that ends without a settled cost stays counted, and is no
         // longer waited for once this run is done with it.
-        let states = LineState::of_each(vec![accepted(1, None)]);
+        let states = Line::of_each(vec![accepted(1, None)]);
         let mut budget = LocalBudget::from_lines(states.iter());
         budget.claimed(1);
         assert_eq!(budget.hold(2, "k", 10.0, None), Hold::Wait);

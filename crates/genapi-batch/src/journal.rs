@@ -15,6 +15,8 @@ use serde::{Deserialize, Serialize};
 
 use genapi::FailureClass;
 
+use crate::line::Line;
+
 /// One event of a batch, as the journal keeps it (one JSON object per line,
 /// tagged by `event`).
 ///
@@ -669,111 +671,9 @@ impl Writer {
     }
 }
 
-/// What the events of one line say of it: where a store's line stands, as a
-/// run reads it before working on the line ([`crate::Store::earlier`],
-/// [`crate::Claim`]).
-#[derive(Clone, Debug, Default, PartialEq)]
-#[non_exhaustive]
-pub struct LineState {
-    /// Fingerprint of the job when its first submission was written.
-    pub digest: Option<String>,
-    /// A submission was written and nothing came after it.
-    pub unanswered: bool,
-    /// When the last submission was sent (Unix seconds), if written.
-    pub sent_at: Option<u64>,
-    /// The accepted task: id, polling URL, cost at submission.
-    pub accepted: Option<(String, String, Option<f64>)>,
-    /// The accepted task was adopted, not submitted by the batch.
-    pub adopted: bool,
-    /// The end ([`Event::Finished`]), when reached.
-    pub finished: Option<Event>,
-    /// The last submission went to a service that ended with its run.
-    pub ephemeral: bool,
-}
-
-impl LineState {
-    /// The state the events of one line lead to, in the order written.
-    ///
-    /// ```
-    /// use genapi_batch::{Event, LineState};
-    /// let state = LineState::of(vec![Event::Accepted {
-    ///     line: 1,
-    ///     id: "t-1".into(),
-    ///     polling_url: "https://api.example.com/v1/get_result?id=t-1".into(),
-    ///     cost: Some(2.0),
-    ///     adopted: false,
-    /// }]);
-    /// assert_eq!(state.accepted.map(|(id, _, _)| id).as_deref(), Some("t-1"));
-    /// ```
-    pub fn of(events: Vec<Event>) -> LineState {
-        fold(events).into_values().next().unwrap_or_default()
-    }
-
-    /// Every line's state, from the events of a whole batch in the order
-    /// written.
-    pub fn of_each(events: Vec<Event>) -> std::collections::BTreeMap<u64, LineState> {
-        fold(events).into_iter().collect()
-    }
-}
-
-/// Folds events into one state per line.
-pub(crate) fn fold(records: Vec<Event>) -> std::collections::HashMap<u64, LineState> {
-    let mut lines: std::collections::HashMap<u64, LineState> = std::collections::HashMap::new();
-    for record in records {
-        lines.entry(record.line()).or_default().apply(record);
-    }
-    lines
-}
-
-impl LineState {
-    /// The state once `event`, the line's next, is written.
-    pub fn apply(&mut self, event: Event) {
-        let state = self;
-        match event {
-            Event::Intent {
-                digest,
-                sent_at,
-                ephemeral,
-                ..
-            } => {
-                // A new submission: what an earlier one ended with (a
-                // refusal) no longer says anything about the line.
-                state.digest = Some(digest);
-                state.ephemeral = ephemeral;
-                state.unanswered = true;
-                state.sent_at = sent_at;
-                state.finished = None;
-            }
-            Event::Accepted {
-                id,
-                polling_url,
-                cost,
-                adopted,
-                ..
-            } => {
-                state.unanswered = false;
-                state.accepted = Some((id, polling_url, cost));
-                state.adopted = adopted;
-                // An adopted task is one the user found at the service in use.
-                if adopted {
-                    state.ephemeral = false;
-                }
-                // Only an adoption comes after a finish: a replaced task.
-                state.finished = None;
-            }
-            Event::Refused { .. } => state.unanswered = false,
-            // Whatever it was, it may have been an accepted task.
-            Event::Damaged { .. } => {
-                if state.accepted.is_none() && state.finished.is_none() {
-                    state.unanswered = true;
-                }
-            }
-            finished @ Event::Finished { .. } => {
-                state.unanswered = false;
-                state.finished = Some(finished);
-            }
-        }
-    }
+/// Folds events into one [`Line`] per line, in the order written.
+pub(crate) fn fold(records: Vec<Event>) -> std::collections::HashMap<u64, Line> {
+    Line::of_each(records).into_iter().collect()
 }
 
 #[cfg(test)]
@@ -811,7 +711,7 @@ mod tests {
         let records = journal.events().unwrap();
         assert_eq!(records.len(), 2);
         let state = &fold(records)[&1];
-        assert!(!state.unanswered && state.accepted.is_none());
+        assert!(matches!(state, Line::Unsent { .. }), "{state:?}");
         let _ = std::fs::remove_dir_all(&dir);
     }
 
@@ -909,7 +809,7 @@ mod tests {
         let records = journal.events().unwrap();
         // It may have been line 2's accepted task: line 2 is unanswered.
         assert_eq!(records[1], Event::Damaged { line: 2 });
-        assert!(fold(records)[&2].unanswered);
+        assert!(matches!(fold(records)[&2], Line::Unanswered { .. }));
         drop(journal);
         // A torn tail is removed, so the next event starts on its own line.
         std::fs::write(&path, format!("{whole}{torn}")).unwrap();
@@ -1020,8 +920,9 @@ mod tests {
         };
         let lines = fold(vec![intent("first"), credits_refusal(1), intent("second")]);
         let state = &lines[&1];
-        assert!(state.finished.is_none() && state.unanswered, "{state:?}");
-        assert_eq!(state.digest.as_deref(), Some("second"), "the last submission's job");
+        assert!(matches!(state, Line::Unanswered { .. }), "{state:?}");
+        let digest = state.sent().and_then(|sent| sent.digest.as_deref());
+        assert_eq!(digest, Some("second"), "the last submission's job");
     }
 
     #[test]
@@ -1091,7 +992,7 @@ mod tests {
                 ephemeral: false,
             },
         ]);
-        assert!(lines[&2].unanswered);
+        assert!(matches!(lines[&2], Line::Unanswered { .. }));
         let refused = fold(vec![
             Event::Intent {
                 line: 3,
@@ -1102,6 +1003,9 @@ mod tests {
             },
             credits_refusal(3),
         ]);
-        assert!(!refused[&3].unanswered, "a refusal is an answer");
+        assert!(
+            !matches!(refused[&3], Line::Unanswered { .. }),
+            "a refusal is an answer"
+        );
     }
 }

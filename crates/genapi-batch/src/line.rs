@@ -254,9 +254,14 @@ impl Line {
         let mut lines = std::collections::BTreeMap::new();
         for event in events {
             let line: &mut Line = lines.entry(event.line()).or_default();
-            *line = std::mem::take(line).then(event);
+            line.apply(event);
         }
         lines
+    }
+
+    /// Moves the line on by `event`, its next ([`Line::then`] in place).
+    pub fn apply(&mut self, event: Event) {
+        *self = std::mem::take(self).then(event);
     }
 
     /// The line once `event`, its next, is written.
@@ -344,13 +349,18 @@ impl Line {
                         class,
                     }
                 };
-                let task = self.task().cloned();
-                Line::Ended {
-                    sent: self.into_sent(),
-                    task,
-                    ending,
-                }
+                self.ended(ending)
             }
+        }
+    }
+
+    /// The line once it reached `ending`, keeping its submission and task.
+    fn ended(self, ending: Ending) -> Line {
+        let task = self.task().cloned();
+        Line::Ended {
+            sent: self.into_sent(),
+            task,
+            ending,
         }
     }
 

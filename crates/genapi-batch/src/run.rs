@@ -11,8 +11,10 @@ use tokio::time::Instant;
 use futures::{Stream, StreamExt};
 
 use super::cap::Hold;
+use super::decide::{decide, Action, Asked, Seen};
 use super::job::Job;
-use super::journal::{Event, LineState};
+use super::journal::Event;
+use super::line::{AcceptedTask, Ending, Line};
 use super::outcome::{JobOutcome, JobStatus, Requested};
 use super::prices::{PriceBook, Prices};
 use super::store::{Claim, Store, StoreError};
@@ -462,11 +464,11 @@ impl Batch {
                     outcome.class = Some(FailureClass::Validation);
                     // A task an earlier run had accepted for this line stays
                     // in the journal, and is named so it is not lost.
-                    let earlier = first.store.earlier(job.line).and_then(|state| state.accepted);
+                    let earlier = first.store.earlier(job.line).and_then(|line| line.task().map(task_ref));
                     let kept = match earlier {
-                        Some((id, polling_url, _)) => {
-                            let note = format!("; its task {id}, accepted in an earlier run, is kept for it");
-                            outcome.task = Some(genapi::TaskRef { id, polling_url });
+                        Some(task) => {
+                            let note = format!("; its task {}, accepted in an earlier run, is kept for it", task.id);
+                            outcome.task = Some(task);
                             note
                         }
                         None => String::new(),
@@ -769,179 +771,180 @@ impl Context {
         outcome
     }
 
-    async fn decide(&self, job: Job, stem: &str, state: LineState, kind: &str) -> JobOutcome {
-        let accepted_ref = state.accepted.as_ref().map(|(id, polling_url, _)| genapi::TaskRef {
-            id: id.clone(),
-            polling_url: polling_url.clone(),
-        });
+    /// What the run does with a line: [`crate::decide`] on what the store
+    /// holds of it and what the run sees around it, carried out. Facts that
+    /// cost a look at the disk are gathered only where they can change the
+    /// action.
+    async fn decide(&self, job: Job, stem: &str, line: Line, kind: &str) -> JobOutcome {
         // Computed once: a body with images is large.
         let digest = job.digest();
-        let changed = state.digest.as_ref().is_some_and(|d| *d != digest);
-        let refused_before = matches!(&state.finished, Some(Event::Finished { status, .. }) if status == "Refused");
-        // A changed line whose earlier job was sent is not this job's: its
-        // task or file must not be reported as this job's, nor this job sent
-        // in its place. (A refused one created nothing: it is sent again.)
-        if changed && !refused_before && (state.finished.is_some() || state.accepted.is_some() || state.unanswered) {
-            // The earlier task is named in the words, not as this outcome's
-            // task: adopting it for the changed line would only fail again.
-            let mut outcome = JobOutcome::new(job.line, stem, JobStatus::Failed);
-            outcome.class = Some(FailureClass::Validation);
-            let earlier = accepted_ref
-                .map(|task| format!(" (its task then: {})", task.id))
-                .unwrap_or_default();
-            outcome.error = Some(format!(
-                "line {} changed since the journal recorded its submission{earlier}; restore it, or run the \
-                 changed job file with another output directory",
-                job.line
-            ));
-            return outcome;
+        let sent_digest = line.sent().and_then(|sent| sent.digest.as_deref());
+        let mut seen = Seen {
+            changed: sent_digest.is_some_and(|sent| sent != digest),
+            moved: line.sent().is_none() && self.moved_from(job.line, &digest).is_some(),
+            saved_file: self.saved_file_is_here(&line),
+            cap_reached: self.cap_reached.load(Ordering::SeqCst),
+            halted: self.sending.is_stopped(),
+            stopping: self.stop.is_stopped(),
+            name_taken: false,
+        };
+        let asked = Asked {
+            retry_refused: self.retry_refused,
+            resubmit_unknown: self.resubmit_unknown,
+        };
+        let mut action = decide(&line, seen, asked);
+        if action == Action::Send {
+            seen.name_taken = existing_file(&self.out_dir, stem).is_some();
+            action = decide(&line, seen, asked);
         }
-        if state.digest.is_none() {
-            if let Some(earlier) = self.moved_from(job.line, &digest) {
-                let mut outcome = JobOutcome::new(job.line, stem, JobStatus::Failed);
-                outcome.class = Some(FailureClass::Validation);
-                outcome.error = Some(format!(
-                    "line {}'s job was submitted as line {earlier}, which now holds another job: lines of the job \
-                     file moved (one inserted or removed above?); restore the file, or run it with another output \
-                     directory",
-                    job.line
-                ));
-                return outcome;
-            }
+        match action {
+            Action::Report => self.reported(job.line, stem, &line),
+            Action::RefuseChanged => refused_changed(job.line, stem, &line),
+            Action::RefuseMoved => self.refused_moved(job.line, stem, &digest),
+            Action::RefuseLostFile => refused_lost_file(job.line, stem),
+            Action::ReportGone => gone(job.line, stem, &line),
+            Action::Poll => self.poll(job, stem, &line).await,
+            Action::ReportUnknown => unknown(job.line, stem, &line),
+            Action::StopAtCap => self.at_cap(job.line, stem),
+            Action::RefuseNameTaken => self.refused_name_taken(job.line, stem),
+            Action::Stop if line.task().is_some() => self.stopped_polling(job.line, stem, &line),
+            Action::Stop => self.not_sent(job.line, stem),
+            Action::Send => match self.place() {
+                Some(place) => self.submit(job, stem, digest, place, kind).await,
+                None => self.not_sent(job.line, stem),
+            },
         }
-        if let Some(Event::Finished {
-            status,
-            file,
-            seed,
-            cost,
-            duration,
-            error,
-            class,
-            ..
-        }) = &state.finished
-        {
-            let saved = file.as_ref().map(|f| self.out_dir.join(f));
-            // In a ledger the file may be in another worker's directory.
-            let intact = status == "Ready"
-                && (self.store.shared()
-                    || saved
-                        .as_ref()
-                        .and_then(|p| std::fs::metadata(p).ok())
-                        .is_some_and(|m| m.is_file() && m.len() > 0));
-            let refused = status == "Refused";
-            if intact || (status != "Ready" && !refused) || (refused && !changed && !self.retry_refused) {
-                let mut outcome = JobOutcome::new(job.line, stem, finished_status(status, *class));
-                outcome.task = accepted_ref;
+    }
+
+    /// Whether the file a saved line names is here (in a ledger it may be
+    /// in another worker's folder, so it counts as here).
+    fn saved_file_is_here(&self, line: &Line) -> bool {
+        let Some(Ending::Saved { file, .. }) = line.ending() else {
+            return false;
+        };
+        self.store.shared()
+            || file
+                .as_ref()
+                .is_some_and(|file| is_a_saved_file(&self.out_dir.join(file)))
+    }
+
+    /// A line that ended in an earlier run, as it ended.
+    fn reported(&self, number: u64, stem: &str, line: &Line) -> JobOutcome {
+        let mut outcome = JobOutcome::new(number, stem, JobStatus::Failed);
+        outcome.task = line.task().map(task_ref);
+        outcome.from_journal = true;
+        match line.ending() {
+            Some(Ending::Saved {
+                file,
+                seed,
+                cost,
+                duration,
+            }) => {
+                outcome.status = JobStatus::Succeeded;
                 // A file another worker saved elsewhere is not named here.
-                outcome.file = saved.filter(|path| intact && path.is_file());
+                outcome.file = file
+                    .as_ref()
+                    .map(|f| self.out_dir.join(f))
+                    .filter(|path| path.is_file());
                 outcome.seed = seed.as_ref().and_then(seed_of);
-                outcome.cost = cost.or(state.accepted.as_ref().and_then(|(_, _, reported)| *reported));
+                outcome.cost = cost.or(line.task().and_then(|task| task.cost));
                 outcome.settled = *cost;
                 outcome.duration = *duration;
+            }
+            Some(Ending::Failed { status, error, class }) => {
+                outcome.status = finished_status(status.as_str(), *class);
+                outcome.cost = line.task().and_then(|task| task.cost);
                 outcome.error = error.clone();
                 outcome.class = *class;
-                outcome.from_journal = true;
-                return outcome;
             }
-            if status == "Ready" && state.accepted.is_none() {
-                // Never submit a finished line again, even without its task.
-                let mut outcome = JobOutcome::new(job.line, stem, JobStatus::Failed);
-                outcome.class = Some(FailureClass::Write);
-                outcome.from_journal = true;
-                outcome.error = Some(format!(
-                    "line {} finished in an earlier run, but its file is gone and the journal does not hold its \
-                     task to fetch it again",
-                    job.line
-                ));
-                return outcome;
+            None => {}
+        }
+        outcome
+    }
+
+    fn refused_moved(&self, number: u64, stem: &str, digest: &str) -> JobOutcome {
+        let earlier = self.moved_from(number, digest).unwrap_or_default();
+        failed_outcome(
+            number,
+            stem,
+            FailureClass::Validation,
+            format!(
+                "line {number}'s job was submitted as line {earlier}, which now holds another job: lines of the job \
+                 file moved (one inserted or removed above?); restore the file, or run it with another output \
+                 directory"
+            ),
+        )
+    }
+
+    /// The journal holds no task of this line, yet a result has its name:
+    /// the journal lost its events (emptied, replaced) or the file is
+    /// someone else's. Submitting would pay again and overwrite it.
+    fn refused_name_taken(&self, number: u64, stem: &str) -> JobOutcome {
+        let file = existing_file(&self.out_dir, stem).unwrap_or_else(|| self.out_dir.join(stem));
+        failed_outcome(
+            number,
+            stem,
+            FailureClass::Validation,
+            format!(
+                "{} is already in the output directory, but the journal holds no task of line {number}, so it was \
+                 not submitted (that would pay for it again and overwrite the file); if the journal lost its \
+                 records, restore it, else move the file away (or use another output directory) to make it anew",
+                file.display()
+            ),
+        )
+    }
+
+    /// An accepted task a stop kept from being waited for: a later run
+    /// polls it.
+    fn stopped_polling(&self, number: u64, stem: &str, line: &Line) -> JobOutcome {
+        let mut outcome = JobOutcome::new(number, stem, JobStatus::Pending);
+        outcome.task = line.task().map(task_ref);
+        outcome.resumed = true;
+        outcome.error = Some(self.stopped_waiting());
+        outcome
+    }
+
+    /// Polls the task an earlier run left (taking its place under the
+    /// client's limit first) and saves its result.
+    async fn poll(&self, job: Job, stem: &str, line: &Line) -> JobOutcome {
+        let Some(task) = line.task() else {
+            return self.stopped_polling(job.line, stem, line);
+        };
+        let Some(place) = self.place() else {
+            return self.stopped_polling(job.line, stem, line);
+        };
+        // Its answers may quote the secrets its submission carried, sent by
+        // an earlier run: the client scrubs them as its own.
+        self.client.learn_secrets(&job.body);
+        let resumed = tokio::select! {
+            resumed = self.client.resume(&task.polling_url) => resumed,
+            () = self.stop.stopped() => return self.stopped_polling(job.line, stem, line),
+        };
+        self.counters.inner.resumed.fetch_add(1, Ordering::Relaxed);
+        match resumed {
+            Ok(resumed) => {
+                // A task the user adopted is checked against the job once
+                // its result says what prompt it was made from.
+                let source = Source::Resumed {
+                    expected_prompt: task.adopted.then(|| super::adopt::checked_prompt(&job)).flatten(),
+                    adopted: task.adopted,
+                };
+                self.follow(resumed, task.cost, job.line, stem, source, place).await
             }
-            // Ready but the file is gone (fetched again below), or a refusal
-            // to try again.
-        }
-        // Sent to a service that ended with an earlier run: nothing can
-        // answer for its task any more, so it is neither polled nor sent.
-        if state.ephemeral && (state.accepted.is_some() || state.unanswered) && state.finished.is_none() {
-            let mut outcome = JobOutcome::new(job.line, stem, JobStatus::Failed);
-            outcome.task = accepted_ref;
-            outcome.class = Some(FailureClass::TaskFailed);
-            outcome.error = Some(GONE.into());
-            return outcome;
-        }
-        if let Some((_, polling_url, cost)) = &state.accepted {
-            let stopped = || {
-                let mut outcome = JobOutcome::new(job.line, stem, JobStatus::Pending);
-                outcome.task = accepted_ref.clone();
+            // No place under a shared limit could be taken: the task was
+            // accepted and may still run, so it stays the line's and a later
+            // run waits for it.
+            Err(error @ Error::SharedLimit { .. }) => {
+                let mut outcome = self.failed(job.line, stem, Some(task_ref(task)), &error, JobStatus::Pending);
                 outcome.resumed = true;
-                outcome.error = Some(self.stopped_waiting());
+                outcome.cost = task.cost;
+                outcome.error = Some(format!(
+                    "{error}; its task was accepted in an earlier run: run the batch again to keep waiting for it \
+                     (it is not submitted again)"
+                ));
                 outcome
-            };
-            let Some(place) = self.place() else {
-                return stopped();
-            };
-            // Its answers may quote the secrets its submission carried,
-            // sent by an earlier run: the client scrubs them as its own.
-            self.client.learn_secrets(&job.body);
-            // The task may still run: it takes its place under the client's
-            // limit (waiting for room) before it is polled.
-            let resumed = tokio::select! {
-                resumed = self.client.resume(polling_url) => resumed,
-                () = self.stop.stopped() => return stopped(),
-            };
-            self.counters.inner.resumed.fetch_add(1, Ordering::Relaxed);
-            // A task the user adopted is checked against the job once its
-            // result says what prompt it was made from.
-            let expected = state.adopted.then(|| super::adopt::checked_prompt(&job)).flatten();
-            return match resumed {
-                Ok(task) => {
-                    let source = Source::Resumed {
-                        expected_prompt: expected,
-                        adopted: state.adopted,
-                    };
-                    self.follow(task, *cost, job.line, stem, source, place).await
-                }
-                // No place under a shared limit could be taken: the task
-                // was accepted and may still run, so it stays the line's
-                // and a later run waits for it.
-                Err(error @ Error::SharedLimit { .. }) => {
-                    let mut outcome = self.failed(job.line, stem, accepted_ref, &error, JobStatus::Pending);
-                    outcome.resumed = true;
-                    outcome.cost = *cost;
-                    outcome.error = Some(format!(
-                        "{error}; its task was accepted in an earlier run: run the batch again to keep waiting for it \
-                         (it is not submitted again)"
-                    ));
-                    outcome
-                }
-                Err(error) => self.failed(job.line, stem, accepted_ref, &error, JobStatus::Failed),
-            };
-        }
-        if state.unanswered && !self.resubmit_unknown {
-            let mut outcome = JobOutcome::new(job.line, stem, JobStatus::Unknown);
-            outcome.class = Some(FailureClass::Unknown);
-            outcome.error = Some(unknown_message(job.line, state.sent_at, None));
-            return outcome;
-        }
-        if self.cap_reached.load(Ordering::SeqCst) {
-            return self.at_cap(job.line, stem);
-        }
-        // The journal holds no task of this line, yet a result has its name:
-        // the journal lost its events (emptied, replaced) or the file is
-        // someone else's. Submitting would pay again and overwrite it.
-        if let Some(file) = existing_file(&self.out_dir, stem) {
-            let mut outcome = JobOutcome::new(job.line, stem, JobStatus::Failed);
-            outcome.class = Some(FailureClass::Validation);
-            outcome.error = Some(format!(
-                "{} is already in the output directory, but the journal holds no task of line {}, so it was not \
-                 submitted (that would pay for it again and overwrite the file); if the journal lost its records, \
-                 restore it, else move the file away (or use another output directory) to make it anew",
-                file.display(),
-                job.line
-            ));
-            return outcome;
-        }
-        match self.place() {
-            Some(place) => self.submit(job, stem, digest, place, kind).await,
-            None => self.not_sent(job.line, stem),
+            }
+            Err(error) => self.failed(job.line, stem, Some(task_ref(task)), &error, JobStatus::Failed),
         }
     }
 
@@ -1458,6 +1461,78 @@ fn unknown_message(line: u64, sent_at: Option<u64>, error: Option<&Error>) -> St
 }
 
 /// Now, in Unix seconds.
+/// The reference of a task the store holds.
+fn task_ref(task: &AcceptedTask) -> genapi::TaskRef {
+    genapi::TaskRef {
+        id: task.id.clone(),
+        polling_url: task.polling_url.clone(),
+    }
+}
+
+/// A line refused for a reason of its own, nothing sent.
+fn failed_outcome(number: u64, stem: &str, class: FailureClass, error: String) -> JobOutcome {
+    let mut outcome = JobOutcome::new(number, stem, JobStatus::Failed);
+    outcome.class = Some(class);
+    outcome.error = Some(error);
+    outcome
+}
+
+/// A changed line whose earlier job was sent is not this job's: its task or
+/// file must not be reported as this job's, nor this job sent in its place.
+/// The earlier task is named in the words, not as this outcome's task:
+/// adopting it for the changed line would only fail again.
+fn refused_changed(number: u64, stem: &str, line: &Line) -> JobOutcome {
+    let earlier = line
+        .task()
+        .map(|task| format!(" (its task then: {})", task.id))
+        .unwrap_or_default();
+    failed_outcome(
+        number,
+        stem,
+        FailureClass::Validation,
+        format!(
+            "line {number} changed since the journal recorded its submission{earlier}; restore it, or run the \
+             changed job file with another output directory"
+        ),
+    )
+}
+
+/// Never submit a finished line again, even without its task.
+fn refused_lost_file(number: u64, stem: &str) -> JobOutcome {
+    let mut outcome = failed_outcome(
+        number,
+        stem,
+        FailureClass::Write,
+        format!(
+            "line {number} finished in an earlier run, but its file is gone and the journal does not hold its task \
+             to fetch it again"
+        ),
+    );
+    outcome.from_journal = true;
+    outcome
+}
+
+/// Sent to a service that ended with an earlier run: nothing can answer for
+/// its task any more, so it is neither polled nor sent.
+fn gone(number: u64, stem: &str, line: &Line) -> JobOutcome {
+    let mut outcome = failed_outcome(number, stem, FailureClass::TaskFailed, GONE.into());
+    outcome.task = line.task().map(task_ref);
+    outcome
+}
+
+/// Sent, never answered, and not sent again unless asked.
+fn unknown(number: u64, stem: &str, line: &Line) -> JobOutcome {
+    let mut outcome = JobOutcome::new(number, stem, JobStatus::Unknown);
+    outcome.class = Some(FailureClass::Unknown);
+    outcome.error = Some(unknown_message(number, line.sent().and_then(|sent| sent.sent_at), None));
+    outcome
+}
+
+/// Whether a saved result is at `path`: a file that is not empty.
+fn is_a_saved_file(path: &Path) -> bool {
+    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.len() > 0)
+}
+
 fn unix_now() -> u64 {
     SystemTime::now()
         .duration_since(SystemTime::UNIX_EPOCH)

@@ -6,22 +6,8 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::journal::{Event, LineState};
-pub use super::line::Standing;
-
-impl Standing {
-    /// The standing of a line in this state.
-    pub fn of(state: &LineState) -> Standing {
-        match &state.finished {
-            Some(Event::Finished { status, .. }) if status == "Ready" => Standing::Saved,
-            Some(_) => Standing::Ended,
-            None if state.ephemeral && (state.accepted.is_some() || state.unanswered) => Standing::Gone,
-            None if state.accepted.is_some() => Standing::Accepted,
-            None if state.unanswered => Standing::Unanswered,
-            None => Standing::Unsent,
-        }
-    }
-}
+use super::line::Line;
+use super::line::Standing;
 
 /// Where a batch stands, as its store says ([`crate::Store::status`]).
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
@@ -36,9 +22,9 @@ pub struct Status {
 
 impl Status {
     /// The status of a store that knows these lines' states.
-    pub fn of_lines(lines: &BTreeMap<u64, LineState>) -> Status {
+    pub fn of_lines(lines: &BTreeMap<u64, Line>) -> Status {
         Status {
-            lines: lines.iter().map(|(line, state)| (*line, Standing::of(state))).collect(),
+            lines: lines.iter().map(|(number, line)| (*number, line.standing())).collect(),
             shared: None,
         }
     }
@@ -79,6 +65,19 @@ pub struct SharedStatus {
 }
 
 impl SharedStatus {
+    /// Counts one line that stands so, in the ledger's words: saved lines
+    /// are done, ended ones failed, accepted ones in flight, unanswered
+    /// and gone ones unknown, unsent ones open.
+    pub fn count(&mut self, standing: Standing) {
+        match standing {
+            Standing::Saved => self.done += 1,
+            Standing::Ended => self.failed += 1,
+            Standing::Accepted => self.in_flight += 1,
+            Standing::Unanswered | Standing::Gone => self.unknown += 1,
+            Standing::Unsent => self.open += 1,
+        }
+    }
+
     /// No line of the batch `batch` of `lines` jobs reached yet.
     pub fn not_started(batch: &str, lines: u64) -> SharedStatus {
         SharedStatus {
@@ -86,62 +85,5 @@ impl SharedStatus {
             not_started: lines,
             ..SharedStatus::default()
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn intent(line: u64, ephemeral: bool) -> Event {
-        Event::Intent {
-            line,
-            name: format!("l{line}"),
-            digest: "d".into(),
-            sent_at: None,
-            ephemeral,
-        }
-    }
-
-    fn accepted(line: u64, adopted: bool) -> Event {
-        Event::Accepted {
-            line,
-            id: format!("t{line}"),
-            polling_url: format!("http://127.0.0.1:1/v1/get_result?id=t{line}"),
-            cost: None,
-            adopted,
-        }
-    }
-
-    #[test]
-    fn tasks_of_a_service_that_ended_are_gone_unless_they_ended_first() {
-        let finished = Event::Finished {
-            line: 3,
-            status: "Ready".into(),
-            file: Some("l3.jpg".into()),
-            seed: None,
-            cost: None,
-            duration: None,
-            error: None,
-            class: None,
-        };
-        let lines = Status::of_lines(&LineState::of_each(vec![
-            intent(1, true),
-            accepted(1, false),
-            intent(2, true),
-            intent(3, true),
-            accepted(3, false),
-            finished,
-            intent(4, false),
-            accepted(4, false),
-            intent(5, true),
-            accepted(5, true),
-        ]))
-        .lines;
-        assert_eq!(lines[&1], Standing::Gone);
-        assert_eq!(lines[&2], Standing::Gone, "unanswered on a mock that ended");
-        assert_eq!(lines[&3], Standing::Saved);
-        assert_eq!(lines[&4], Standing::Accepted);
-        assert_eq!(lines[&5], Standing::Accepted, "a task adopted later is the user's");
     }
 }

@@ -14,7 +14,7 @@
 //!   line claimed by one at a time, credits counted in the database.
 //!
 //! The runner knows neither store, and neither store knows the runner: both
-//! share only the events' model ([`Event`], [`LineState`]) and the one rule
+//! share only the events' model ([`Event`], [`Line`]) and the one rule
 //! of the cap ([`Credits::decide`]).
 
 use std::collections::{BTreeMap, HashMap};
@@ -26,7 +26,8 @@ use genapi::FailureClass;
 
 use crate::budget::LocalBudget;
 use crate::cap::Hold;
-use crate::journal::{fold, Event, Journal, LineState, Writer};
+use crate::journal::{fold, Event, Journal, Writer};
+use crate::line::Line;
 use crate::standing::Status;
 
 /// What a store says of a line a run is about to work on.
@@ -34,9 +35,9 @@ use crate::standing::Status;
 #[non_exhaustive]
 pub enum Claim {
     /// This run holds the line: what earlier runs wrote of it.
-    Mine(LineState),
+    Mine(Line),
     /// Another worker finished the line: what it wrote.
-    Done(LineState),
+    Done(Line),
     /// Another worker holds the line now: try it again later.
     Held,
 }
@@ -151,7 +152,7 @@ pub trait Store: Send + Sync {
 
     /// What earlier runs left of `line`, when the store knows it before a
     /// claim (a journal read at start); `None` otherwise.
-    fn earlier(&self, line: u64) -> Option<LineState>;
+    fn earlier(&self, line: u64) -> Option<Line>;
 
     /// The lines earlier runs submitted, by the digest of their job, when
     /// the store knows them before a claim: a job found under another line
@@ -167,7 +168,7 @@ pub trait Store: Send + Sync {
     }
 
     /// Every line the store holds events of, with its state.
-    fn lines(&self) -> BoxFuture<'_, Result<BTreeMap<u64, LineState>, StoreError>>;
+    fn lines(&self) -> BoxFuture<'_, Result<BTreeMap<u64, Line>, StoreError>>;
 
     /// Where the batch stands, for the lines of its job file: what the next
     /// run does with each line the store knows ([`crate::Standing`]), and
@@ -194,10 +195,10 @@ pub struct JournalStore {
     writer: Writer,
     /// What the journal held at start, by line, and events written before
     /// the line is claimed (an adoption); a line leaves when claimed.
-    lines: Mutex<HashMap<u64, LineState>>,
+    lines: Mutex<HashMap<u64, Line>>,
     /// Every line's state as written, claimed or not, for adoption and
     /// status.
-    states: Mutex<BTreeMap<u64, LineState>>,
+    states: Mutex<BTreeMap<u64, Line>>,
     /// Credits under the cap, counted from `states` the first time they
     /// are needed (so an adoption written before the run is in them).
     budget: Mutex<Option<LocalBudget>>,
@@ -308,28 +309,28 @@ impl Store for JournalStore {
         self.with_budget(|budget| budget.keep_unanswered(line));
     }
 
-    fn earlier(&self, line: u64) -> Option<LineState> {
+    fn earlier(&self, line: u64) -> Option<Line> {
         // A poisoned lock says the line is known (an empty state): it is
         // then claimed, and the claim refuses it.
         match self.lines.lock() {
             Ok(lines) => lines.get(&line).cloned(),
-            Err(_) => Some(LineState::default()),
+            Err(_) => Some(Line::default()),
         }
     }
 
     fn known_digests(&self) -> HashMap<String, Vec<u64>> {
         let mut known: HashMap<String, Vec<u64>> = HashMap::new();
         if let Ok(lines) = self.lines.lock() {
-            for (line, state) in lines.iter() {
-                if let Some(digest) = &state.digest {
-                    known.entry(digest.clone()).or_default().push(*line);
+            for (number, line) in lines.iter() {
+                if let Some(digest) = line.sent().and_then(|sent| sent.digest.as_ref()) {
+                    known.entry(digest.clone()).or_default().push(*number);
                 }
             }
         }
         known
     }
 
-    fn lines(&self) -> BoxFuture<'_, Result<BTreeMap<u64, LineState>, StoreError>> {
+    fn lines(&self) -> BoxFuture<'_, Result<BTreeMap<u64, Line>, StoreError>> {
         let lines = self.states.lock().map(|states| states.clone()).map_err(|_| unusable());
         Box::pin(futures::future::ready(lines))
     }
@@ -382,7 +383,7 @@ macro_rules! store_behind {
             fn keep_unanswered(&self, line: u64) {
                 (**self).keep_unanswered(line)
             }
-            fn earlier(&self, line: u64) -> Option<LineState> {
+            fn earlier(&self, line: u64) -> Option<Line> {
                 (**self).earlier(line)
             }
             fn known_digests(&self) -> HashMap<String, Vec<u64>> {
@@ -391,7 +392,7 @@ macro_rules! store_behind {
             fn shared(&self) -> bool {
                 (**self).shared()
             }
-            fn lines(&self) -> BoxFuture<'_, Result<BTreeMap<u64, LineState>, StoreError>> {
+            fn lines(&self) -> BoxFuture<'_, Result<BTreeMap<u64, Line>, StoreError>> {
                 (**self).lines()
             }
             fn status<'a>(&'a self, job_lines: &'a [u64]) -> BoxFuture<'a, Result<Status, StoreError>> {

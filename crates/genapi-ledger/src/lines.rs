@@ -12,7 +12,7 @@ use crate::link::Link;
 use crate::options::seconds;
 use crate::SharedSeats;
 use crate::{naming, LedgerError, LedgerOptions};
-use genapi_batch::{Event, Hold, SharedStatus, Standing, Status};
+use genapi_batch::{Event, Hold, SharedStatus, Status};
 
 /// Every event of a batch (`$1`), in the order they were stored.
 pub(crate) const EVENTS: &str = "SELECT record::text FROM genapi_records WHERE batch = $1 ORDER BY seq";
@@ -718,18 +718,11 @@ pub(crate) fn status_of(batch: &str, rows: &[Row], lines: u64) -> Result<Status,
         let charged: Option<f64> = row.try_get(3).map_err(db)?;
         let hold: Option<f64> = row.try_get(4).map_err(db)?;
         let records = records(&row.try_get::<_, String>(5).map_err(db)?)?;
-        let state = genapi_batch::LineState::of(records);
-        standings.insert(line, Standing::of(&state));
-        let view = LineView::of(&state);
+        let standing = genapi_batch::Line::of(records).standing();
+        standings.insert(line, standing);
         status.credits_charged += charged.unwrap_or(0.0);
         status.credits_held += hold.unwrap_or(0.0);
-        match view {
-            LineView::Done => status.done += 1,
-            LineView::Failed => status.failed += 1,
-            LineView::InFlight => status.in_flight += 1,
-            LineView::Unknown => status.unknown += 1,
-            LineView::Open => status.open += 1,
-        }
+        status.count(standing);
         if let (Some(worker), true) = (worker, live) {
             status.workers.entry(worker).or_default().push(line);
         }
@@ -774,34 +767,6 @@ async fn renew(db: Arc<Link>, batch: String, worker: String, lease: Duration) {
 
 fn records(text: &str) -> Result<Vec<Event>, LedgerError> {
     serde_json::from_str(text).map_err(|e| LedgerError::Database(format!("a record of the ledger cannot be read: {e}")))
-}
-
-/// Where a line of a batch is, in the ledger's counts.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum LineView {
-    /// Its result was saved.
-    Done,
-    /// It ended in a failure (refused, moderated, failed).
-    Failed,
-    /// Its task was accepted and is not finished.
-    InFlight,
-    /// Its submission was sent and never answered.
-    Unknown,
-    /// Not submitted yet (or refused in a way that may be retried).
-    Open,
-}
-
-impl LineView {
-    fn of(state: &genapi_batch::LineState) -> LineView {
-        match &state.finished {
-            Some(Event::Finished { status, .. }) if status == "Ready" => LineView::Done,
-            Some(Event::Finished { status, .. }) if status == "Refused" => LineView::Open,
-            Some(_) => LineView::Failed,
-            None if state.accepted.is_some() => LineView::InFlight,
-            None if state.unanswered => LineView::Unknown,
-            None => LineView::Open,
-        }
-    }
 }
 
 #[cfg(test)]

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use futures::future::BoxFuture;
 use genapi::FailureClass;
-use genapi_batch::{Claim, Event, Hold, LineState, Status, Store, StoreError};
+use genapi_batch::{Claim, Event, Hold, Line, Status, Store, StoreError};
 
 use crate::lines::{Claim as LedgerClaim, Ledger};
 use crate::LedgerError;
@@ -37,8 +37,8 @@ impl From<LedgerError> for StoreError {
 
 fn claim_of(claim: LedgerClaim) -> Claim {
     match claim {
-        LedgerClaim::Mine(events) => Claim::Mine(LineState::of(events)),
-        LedgerClaim::Done(events) => Claim::Done(LineState::of(events)),
+        LedgerClaim::Mine(events) => Claim::Mine(Line::of(events)),
+        LedgerClaim::Done(events) => Claim::Done(Line::of(events)),
         LedgerClaim::Held => Claim::Held,
     }
 }
@@ -98,7 +98,7 @@ impl Store for Ledger {
     fn keep_unanswered(&self, _line: u64) {}
 
     /// A ledger says what a line holds only when it is claimed.
-    fn earlier(&self, _line: u64) -> Option<LineState> {
+    fn earlier(&self, _line: u64) -> Option<Line> {
         None
     }
 
@@ -106,8 +106,8 @@ impl Store for Ledger {
         true
     }
 
-    fn lines(&self) -> BoxFuture<'_, Result<BTreeMap<u64, LineState>, StoreError>> {
-        Box::pin(async move { Ok(LineState::of_each(Ledger::records(self).await?)) })
+    fn lines(&self) -> BoxFuture<'_, Result<BTreeMap<u64, Line>, StoreError>> {
+        Box::pin(async move { Ok(Line::of_each(Ledger::records(self).await?)) })
     }
 
     fn status<'a>(&'a self, job_lines: &'a [u64]) -> BoxFuture<'a, Result<Status, StoreError>> {
@@ -189,20 +189,20 @@ impl Store for ReadOnlyLedger {
         self.refused()
     }
     fn keep_unanswered(&self, _line: u64) {}
-    fn earlier(&self, _line: u64) -> Option<LineState> {
+    fn earlier(&self, _line: u64) -> Option<Line> {
         None
     }
     fn shared(&self) -> bool {
         true
     }
-    fn lines(&self) -> BoxFuture<'_, Result<BTreeMap<u64, LineState>, StoreError>> {
+    fn lines(&self) -> BoxFuture<'_, Result<BTreeMap<u64, Line>, StoreError>> {
         Box::pin(async move {
             let rows = self
                 .db
                 .query(crate::lines::EVENTS, &[&self.batch])
                 .await
                 .map_err(LedgerError::from_db)?;
-            Ok(LineState::of_each(crate::lines::events_of(&rows)?))
+            Ok(Line::of_each(crate::lines::events_of(&rows)?))
         })
     }
     fn status<'a>(&'a self, job_lines: &'a [u64]) -> BoxFuture<'a, Result<Status, StoreError>> {

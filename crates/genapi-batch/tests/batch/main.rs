@@ -8,6 +8,7 @@ mod active_limit;
 mod adopting;
 mod common;
 mod credit_cap;
+mod earlier_journals;
 mod expired_results;
 mod job_file;
 mod journal_lock;
