@@ -46,6 +46,18 @@ pub fn jobs(count: u64, tag: &str) -> Vec<Job> {
         .collect()
 }
 
+/// [`jobs`] of `width` × `height`: lines of one price kind.
+pub fn sized_jobs(count: u64, tag: &str, width: u32, height: u32) -> Vec<Job> {
+    jobs(count, tag)
+        .into_iter()
+        .map(|mut job| {
+            job.body["width"] = json!(width);
+            job.body["height"] = json!(height);
+            job
+        })
+        .collect()
+}
+
 /// Jobs whose prompt the service does not rewrite (upsampling off), so the
 /// prompt a task reports can be checked against them.
 pub fn literal_jobs(count: u64, tag: &str) -> Vec<Job> {

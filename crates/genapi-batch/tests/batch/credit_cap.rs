@@ -9,7 +9,7 @@ use genapi_batch::{Batch, Job, JobOutcome, JobStatus, MemoryJournal};
 use genapi_mock::{Fault, FaultKind, MockConfig, MockService};
 use serde_json::json;
 
-use crate::common::{self, b64, jobs, png_header, roomy_mock, run_batch, store, Dir};
+use crate::common::{self, b64, png_header, roomy_mock, run_batch, sized_jobs, store, Dir};
 
 /// A mock of 200 ms tasks on an account of 100 credits.
 async fn funded_mock() -> MockService {
@@ -74,16 +74,7 @@ async fn a_credit_cap_is_used_without_being_passed_and_says_why_the_rest_was_not
     mock.set_credits(Some(100.0));
     let dir = Dir::new("credit-cap");
     let journal = MemoryJournal::default();
-    let sized = |count, tag| -> Vec<Job> {
-        jobs(count, tag)
-            .into_iter()
-            .map(|mut job| {
-                job.body["width"] = json!(256);
-                job.body["height"] = json!(256);
-                job
-            })
-            .collect()
-    };
+    let sized = |count, tag| sized_jobs(count, tag, 256, 256);
     let batch = Batch::new(mock.client().unwrap(), store(journal.clone()), &dir.0).max_credits(10.0);
     let outcomes = run_batch(batch, sized(8, "capped")).await;
     let charged = 100.0 - mock.credits().unwrap();
@@ -184,19 +175,6 @@ async fn a_capped_batch_ends_when_its_first_line_fails_without_a_cost() {
     assert!(charged <= 5.0, "a cap of 5 credits, yet the service charged {charged}");
 }
 
-fn sized_jobs(count: u64, tag: &str) -> Vec<Job> {
-    (1..=count)
-        .map(|n| {
-            Job::new(
-                n,
-                "/v1/gen-2-pro",
-                json!({"prompt": format!("{tag} {n}"), "width": 256, "height": 256}),
-            )
-            .name(format!("img-{n}"))
-        })
-        .collect()
-}
-
 /// A batch under a credit cap whose first submission goes unanswered: its
 /// hold stays (it may have been charged) but is not waited for.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -214,7 +192,7 @@ async fn an_unanswered_submission_under_a_credit_cap_does_not_hold_the_batch_bac
         .jobs_at_once(1)
         .max_credits(30.0);
     let run = async {
-        let outcomes: Vec<JobOutcome> = batch.run(sized_jobs(3, "hang")).unwrap().collect().await;
+        let outcomes: Vec<JobOutcome> = batch.run(sized_jobs(3, "hang", 256, 256)).unwrap().collect().await;
         outcomes
     };
     let outcomes = tokio::time::timeout(Duration::from_secs(20), run).await;
@@ -239,10 +217,16 @@ async fn a_rerun_after_an_unanswered_first_submission_stays_under_the_cap() {
     let journal = MemoryJournal::default();
     mock.inject(Fault::on("/v1/gen-2-pro", FaultKind::LoseAnswer).method("POST"));
     let first = Batch::new(mock.client().unwrap(), store(journal.clone()), &dir.0).max_credits(30.0);
-    let outcomes: Vec<JobOutcome> = first.run(sized_jobs(1, "rerun")).unwrap().collect().await;
+    let outcomes: Vec<JobOutcome> = first.run(sized_jobs(1, "rerun", 256, 256)).unwrap().collect().await;
     assert_eq!(outcomes[0].status, JobStatus::Unknown, "{outcomes:#?}");
     let again = Batch::new(mock.client().unwrap(), store(journal), &dir.0).max_credits(30.0);
-    let run = async { again.run(sized_jobs(20, "rerun")).unwrap().collect::<Vec<_>>().await };
+    let run = async {
+        again
+            .run(sized_jobs(20, "rerun", 256, 256))
+            .unwrap()
+            .collect::<Vec<_>>()
+            .await
+    };
     tokio::time::timeout(Duration::from_secs(60), run).await.unwrap();
     let charged = 1_000.0 - mock.credits().unwrap();
     assert!(

@@ -10,18 +10,11 @@ use genapi_mock::{MockConfig, MockService};
 use genapi_test_common::hostile::{self, Hostile};
 use serde_json::json;
 
-use crate::common::{jobs, run_batch, store, Dir};
+use crate::common::{run_batch, sized_jobs, store, Dir};
 
 /// `count` lines of one kind: gen-2-pro at 1024 x 1024.
 fn one_kind(count: u64, tag: &str) -> Vec<Job> {
-    jobs(count, tag)
-        .into_iter()
-        .map(|mut job| {
-            job.body["width"] = json!(1024);
-            job.body["height"] = json!(1024);
-            job
-        })
-        .collect()
+    sized_jobs(count, tag, 1024, 1024)
 }
 
 /// How many lines were kept back at the cap.

@@ -41,14 +41,7 @@ impl Lines {
     /// Counts by standing, for `--status --json`.
     pub fn counts(&self) -> serde_json::Value {
         let mut counts = serde_json::Map::new();
-        for standing in [
-            Standing::Saved,
-            Standing::Ended,
-            Standing::Accepted,
-            Standing::Unanswered,
-            Standing::Gone,
-            Standing::Unsent,
-        ] {
+        for standing in Standing::ALL {
             counts.insert(standing.as_str().into(), self.of(standing).len().into());
         }
         serde_json::Value::Object(counts)
