@@ -292,23 +292,12 @@ impl Line {
                 cost,
                 adopted,
                 ..
-            } => {
-                let mut sent = self.into_sent();
-                // An adopted task is one the user found at the service in
-                // use, whatever the submission went to.
-                if let (true, Some(sent)) = (adopted, sent.as_mut()) {
-                    sent.ephemeral = false;
-                }
-                Line::Accepted {
-                    sent,
-                    task: AcceptedTask {
-                        id,
-                        polling_url,
-                        cost,
-                        adopted,
-                    },
-                }
-            }
+            } => self.accepted(AcceptedTask {
+                id,
+                polling_url,
+                cost,
+                adopted,
+            }),
             // Surely not accepted: the line may be sent.
             Event::Refused { .. } => match self {
                 Line::Unanswered { sent } => Line::Unsent { tried: Some(sent) },
@@ -352,6 +341,17 @@ impl Line {
                 self.ended(ending)
             }
         }
+    }
+
+    /// The line once `task` was accepted (or adopted) for it.
+    fn accepted(self, task: AcceptedTask) -> Line {
+        let mut sent = self.into_sent();
+        // An adopted task is one the user found at the service in use,
+        // whatever the submission went to.
+        if let (true, Some(sent)) = (task.adopted, sent.as_mut()) {
+            sent.ephemeral = false;
+        }
+        Line::Accepted { sent, task }
     }
 
     /// The line once it reached `ending`, keeping its submission and task.

@@ -14,7 +14,7 @@ use super::cap::Hold;
 use super::decide::{decide, Action, Asked, Seen};
 use super::job::Job;
 use super::journal::Event;
-use super::line::{AcceptedTask, Ending, Line};
+use super::line::{AcceptedTask, Ending, FailedStatus, Line};
 use super::outcome::{JobOutcome, JobStatus, Requested};
 use super::prices::{PriceBook, Prices};
 use super::store::{Claim, Store, StoreError};
@@ -396,23 +396,35 @@ impl Batch {
         I: IntoIterator<Item = Job>,
         I::IntoIter: Send + 'static,
     {
-        // Results are saved there: made, when nothing has the name, before
-        // anything is paid for.
-        if std::fs::symlink_metadata(&self.out_dir).is_err() {
-            std::fs::create_dir_all(&self.out_dir).map_err(|e| Error::Write {
-                target: self.out_dir.display().to_string(),
-                message: format!("cannot create the output directory ({e})"),
-                task: None,
-            })?;
-        }
-        let store = self.store;
-        let recorded = store.known_digests();
-        let at_once = self
+        make_out_dir(&self.out_dir)?;
+        let stop = self.stop.clone();
+        let context = Arc::new(self.into_context());
+        let at_once = context.jobs_at_once;
+        let block = context.store.claim_block().max(1);
+        let mut admission = Admission {
+            context: context.clone(),
+            names: HashMap::new(),
+            lines_seen: HashSet::new(),
+        };
+        let first_pass = futures::stream::iter(jobs)
+            .take_while(move |_| futures::future::ready(!stop.is_stopped()))
+            .map(move |job| admission.admit(job));
+        // Another worker's lines go to later rounds.
+        let first_pass =
+            claimed_and_worked(context.clone(), first_pass, block, at_once).filter_map(futures::future::ready);
+        let outcomes = first_pass.chain(later_rounds(context, block));
+        Ok(closed_at_the_end(outcomes))
+    }
+
+    /// What the run's steps share.
+    fn into_context(self) -> Context {
+        let recorded = self.store.known_digests();
+        let jobs_at_once = self
             .jobs_at_once
             .unwrap_or_else(|| self.client.max_active_tasks().unwrap_or(24).saturating_mul(2));
-        let context = Arc::new(Context {
+        Context {
             client: self.client,
-            store,
+            store: self.store,
             max_credits: self.max_credits,
             cap_reached: AtomicBool::new(false),
             out_dir: self.out_dir,
@@ -421,125 +433,150 @@ impl Batch {
             wait: self.wait,
             counters: self.counters,
             prices: self.prices,
-            stop: self.stop.clone(),
+            stop: self.stop,
             recorded,
             current: Mutex::new(HashMap::new()),
             deferred: Mutex::new(Vec::new()),
             halted: Mutex::new(None),
             sending: Stopper::default(),
             ephemeral: self.ephemeral,
-        });
-
-        let stop = self.stop;
-        let first = context.clone();
-        let block = context.store.claim_block().max(1);
-        // Two jobs with one output name would both be paid for and write one
-        // file: the later is refused before anything is sent. Names are kept
-        // as hashes, so memory stays small for a long batch.
-        let mut names: HashMap<u64, u64> = HashMap::new();
-        // A line number is a job's place in the store: a second job under
-        // it would be claimed as new and paid for again.
-        let mut lines_seen: HashSet<u64> = HashSet::new();
-        let first_pass = futures::stream::iter(jobs)
-            .take_while(move |_| futures::future::ready(!stop.is_stopped()))
-            .map(move |job| {
-                let stem = job.stem();
-                if !lines_seen.insert(job.line) {
-                    let mut outcome = JobOutcome::new(job.line, &stem, JobStatus::NotSubmitted);
-                    outcome.request = Requested::of(&job);
-                    outcome.finished_at = Some(SystemTime::now());
-                    outcome.class = Some(FailureClass::Validation);
-                    outcome.error = Some(format!(
-                        "line {} is given to another job before this one; give each job its own line number, its \
-                         place in the batch's store (nothing was sent)",
-                        job.line
-                    ));
-                    return Entry::Answered(outcome);
-                }
-                let first_with_name = *names.entry(super::job::name_hash(&stem)).or_insert(job.line);
-                if first_with_name != job.line {
-                    let mut outcome = JobOutcome::new(job.line, &stem, JobStatus::NotSubmitted);
-                    outcome.request = Requested::of(&job);
-                    outcome.finished_at = Some(SystemTime::now());
-                    outcome.class = Some(FailureClass::Validation);
-                    // A task an earlier run had accepted for this line stays
-                    // in the journal, and is named so it is not lost.
-                    let earlier = first.store.earlier(job.line).and_then(|line| line.task().map(task_ref));
-                    let kept = match earlier {
-                        Some(task) => {
-                            let note = format!("; its task {}, accepted in an earlier run, is kept for it", task.id);
-                            outcome.task = Some(task);
-                            note
-                        }
-                        None => String::new(),
-                    };
-                    outcome.error = Some(format!(
-                        "its output name {stem:?} is also line {first_with_name}'s; give each job its own name \
-                         (nothing was sent){kept}"
-                    ));
-                    return Entry::Answered(outcome);
-                }
-                // Taken in order: every earlier line's job is known here
-                // (kept only for lines the journal knows, so memory follows
-                // the journal, not the job file).
-                let known = first.store.earlier(job.line).is_some();
-                if known {
-                    if let Ok(mut current) = first.current.lock() {
-                        current.insert(job.line, job.digest());
-                    }
-                }
-                Entry::Job(job)
-            });
-        // Another worker's lines go to later rounds.
-        let first_pass =
-            claimed_and_worked(context.clone(), first_pass, block, at_once).filter_map(futures::future::ready);
-        // Lines another worker held are tried again, round after round,
-        // until each is done here or there (a dead worker's lease lapses).
-        let later_rounds = futures::stream::unfold(context, move |context| async move {
-            loop {
-                let held: Vec<Job> = context
-                    .deferred
-                    .lock()
-                    .map(|mut held| std::mem::take(&mut *held))
-                    .ok()?;
-                if held.is_empty() || context.stop.is_stopped() {
-                    return None;
-                }
-                tokio::select! {
-                    () = tokio::time::sleep(HELD_RECHECK) => {}
-                    () = context.stop.stopped() => return None,
-                }
-                let entries = futures::stream::iter(held.into_iter().map(Entry::Job));
-                let round: Vec<JobOutcome> =
-                    claimed_and_worked(context.clone(), entries, RECHECK_BLOCK.max(block), at_once)
-                        .filter_map(futures::future::ready)
-                        .collect()
-                        .await;
-                if !round.is_empty() {
-                    return Some((futures::stream::iter(round), context));
-                }
-            }
-        })
-        .flatten();
-        let outcomes = first_pass.chain(later_rounds);
-        // Once the last outcome is out, the journal is closed (and a file
-        // journal unlocked) before the stream says it has ended.
-        let mut running = Some(Box::pin(outcomes));
-        Ok(futures::stream::poll_fn(move |cx| {
-            let Some(outcomes) = running.as_mut() else {
-                return std::task::Poll::Ready(None);
-            };
-            let next = outcomes.as_mut().poll_next(cx);
-            if let std::task::Poll::Ready(None) = next {
-                running = None;
-            }
-            next
-        }))
+            jobs_at_once,
+        }
     }
+}
+
+/// Results are saved there: made, when nothing has the name, before
+/// anything is paid for.
+fn make_out_dir(out_dir: &Path) -> genapi::Result<()> {
+    if std::fs::symlink_metadata(out_dir).is_ok() {
+        return Ok(());
+    }
+    std::fs::create_dir_all(out_dir).map_err(|e| Error::Write {
+        target: out_dir.display().to_string(),
+        message: format!("cannot create the output directory ({e})"),
+        task: None,
+    })
+}
+
+/// The first look at each job, in the job file's order: a second job under
+/// one line number or one output name is refused before anything is sent.
+struct Admission {
+    context: Arc<Context>,
+    /// Output names taken, as hashes (memory stays small for a long batch),
+    /// with the line that took each.
+    names: HashMap<u64, u64>,
+    /// A line number is a job's place in the store: a second job under it
+    /// would be claimed as new and paid for again.
+    lines_seen: HashSet<u64>,
+}
+
+impl Admission {
+    fn admit(&mut self, job: Job) -> Entry {
+        let stem = job.stem();
+        if !self.lines_seen.insert(job.line) {
+            let error = format!(
+                "line {} is given to another job before this one; give each job its own line number, its place in \
+                 the batch's store (nothing was sent)",
+                job.line
+            );
+            return Entry::Answered(refused_before_sending(&job, &stem, error, None));
+        }
+        let first_with_name = *self.names.entry(super::job::name_hash(&stem)).or_insert(job.line);
+        if first_with_name != job.line {
+            // A task an earlier run had accepted for this line stays in the
+            // journal, and is named so it is not lost.
+            let earlier = self
+                .context
+                .store
+                .earlier(job.line)
+                .and_then(|line| line.task().map(task_ref));
+            let kept = earlier
+                .as_ref()
+                .map(|task| format!("; its task {}, accepted in an earlier run, is kept for it", task.id))
+                .unwrap_or_default();
+            let error = format!(
+                "its output name {stem:?} is also line {first_with_name}'s; give each job its own name (nothing was \
+                 sent){kept}"
+            );
+            return Entry::Answered(refused_before_sending(&job, &stem, error, earlier));
+        }
+        // Taken in order: every earlier line's job is known here (kept only
+        // for lines the journal knows, so memory follows the journal, not
+        // the job file).
+        if self.context.store.earlier(job.line).is_some() {
+            if let Ok(mut current) = self.context.current.lock() {
+                current.insert(job.line, job.digest());
+            }
+        }
+        Entry::Job(job)
+    }
+}
+
+/// A job refused before anything was sent for it.
+fn refused_before_sending(job: &Job, stem: &str, error: String, task: Option<genapi::TaskRef>) -> JobOutcome {
+    let mut outcome = JobOutcome::new(job.line, stem, JobStatus::NotSubmitted);
+    outcome.request = Requested::of(job);
+    outcome.finished_at = Some(SystemTime::now());
+    outcome.class = Some(FailureClass::Validation);
+    outcome.task = task;
+    outcome.error = Some(error);
+    outcome
+}
+
+/// Lines another worker held are tried again, round after round, until
+/// each is done here or there (a dead worker's lease lapses).
+fn later_rounds(context: Arc<Context>, block: usize) -> impl Stream<Item = JobOutcome> + Send + 'static {
+    futures::stream::unfold(context, move |context| async move {
+        loop {
+            let held: Vec<Job> = context
+                .deferred
+                .lock()
+                .map(|mut held| std::mem::take(&mut *held))
+                .ok()?;
+            if held.is_empty() || context.stop.is_stopped() {
+                return None;
+            }
+            tokio::select! {
+                () = tokio::time::sleep(HELD_RECHECK) => {}
+                () = context.stop.stopped() => return None,
+            }
+            let entries = futures::stream::iter(held.into_iter().map(Entry::Job));
+            let at_once = context.jobs_at_once;
+            let round: Vec<JobOutcome> =
+                claimed_and_worked(context.clone(), entries, RECHECK_BLOCK.max(block), at_once)
+                    .filter_map(futures::future::ready)
+                    .collect()
+                    .await;
+            if !round.is_empty() {
+                return Some((futures::stream::iter(round), context));
+            }
+        }
+    })
+    .flatten()
+}
+
+/// Once the last outcome is out, the store (a journal, unlocked) is
+/// dropped before the stream says it has ended.
+fn closed_at_the_end(
+    outcomes: impl Stream<Item = JobOutcome> + Send + 'static,
+) -> impl Stream<Item = JobOutcome> + Send + 'static {
+    let mut running = Some(Box::pin(outcomes));
+    futures::stream::poll_fn(move |cx| {
+        let Some(outcomes) = running.as_mut() else {
+            return std::task::Poll::Ready(None);
+        };
+        let next = outcomes.as_mut().poll_next(cx);
+        if let std::task::Poll::Ready(None) = next {
+            running = None;
+        }
+        next
+    })
 }
 
 struct Context {
     client: Client,
+    /// Jobs worked on at once.
+    jobs_at_once: usize,
     /// Where the batch lives: this process's journal, or a shared ledger.
     store: Arc<dyn Store>,
     out_dir: PathBuf,
@@ -1034,189 +1071,229 @@ impl Context {
             if self.sends_no_more() {
                 return self.not_sent(job.line, stem);
             }
-            // When the request left (Unix seconds), set as the intent is written.
-            let sent_at = AtomicU64::new(0);
-            // Set when the request is about to leave: from then on a stop
-            // waits for the answer instead of dropping the submission.
-            let leaving = AtomicBool::new(false);
-            // Written at the last moment before sending (the body checked, a
-            // place held), so a crash leaves few lines written but never sent.
-            let record_intent = || async {
-                if self.sends_no_more() {
-                    return Err(HeldBack::Stopped);
-                }
-                if let Some(max) = self.max_credits {
-                    self.hold_credits(&job, kind, max).await?;
-                    if self.sends_no_more() {
-                        self.drop_hold(job.line).await;
-                        return Err(HeldBack::Stopped);
-                    }
-                }
-                leaving.store(true, Ordering::SeqCst);
-                let now = unix_now();
-                sent_at.store(now, Ordering::SeqCst);
-                let intent = Event::Intent {
-                    line: job.line,
-                    name: stem.to_string(),
-                    digest: digest.clone(),
-                    sent_at: Some(now),
-                    ephemeral: self.ephemeral,
-                };
-                if let Err(e) = self.record(intent).await {
-                    self.drop_hold(job.line).await;
-                    return Err(HeldBack::JournalFailed(format!(
-                        "cannot record the submission before sending it ({e}); nothing was sent, and running the batch again \
-                         submits it"
-                    )));
-                }
-                // A stop while the intent was being written: still unsent,
-                // and the journal says so.
-                if self.sends_no_more() {
-                    let _ = self
-                        .record(Event::Refused {
-                            line: job.line,
-                            error: STOPPED_BEFORE_SENDING.into(),
-                        })
-                        .await;
-                    return Err(HeldBack::Stopped);
-                }
-                Ok(())
+            let sent = match self.send_once(&job, stem, &digest, kind).await {
+                Ok(sent) => sent,
+                Err(outcome) => return outcome,
             };
-            let submission = self
-                .client
-                .submit_raw_recorded(&job.path, job.body.clone(), record_intent);
-            tokio::pin!(submission);
-            let mut stop_seen = false;
-            let submitted = loop {
-                tokio::select! {
-                    biased;
-                    submitted = &mut submission => break submitted,
-                    () = self.no_more_sending(), if !stop_seen => {
-                        // Still waiting for room under the client's limit:
-                        // nothing is written or sent, so it can be dropped.
-                        if !leaving.load(Ordering::SeqCst) {
-                            return self.not_sent(job.line, stem);
-                        }
-                        stop_seen = true;
-                    }
-                }
+            let error = match sent.answer {
+                Ok(task) => return self.accepted(task, job.line, stem, place).await,
+                Err(error) => error,
             };
-            let error = match submitted {
-                Err(Unsent::HeldBack(HeldBack::Stopped)) => return self.not_sent(job.line, stem),
-                Err(Unsent::HeldBack(HeldBack::CapReached)) => return self.at_cap(job.line, stem),
-                Err(Unsent::HeldBack(HeldBack::JournalFailed(message))) => {
-                    let mut outcome = JobOutcome::new(job.line, stem, JobStatus::NotSubmitted);
-                    outcome.class = Some(FailureClass::Write);
-                    outcome.error = Some(message);
-                    return outcome;
-                }
-                Err(Unsent::Failed(error)) => error,
-                Ok(task) => {
-                    self.counters.inner.submitted.fetch_add(1, Ordering::Relaxed);
-                    let accepted = Event::Accepted {
-                        line: job.line,
-                        id: task.id().to_string(),
-                        polling_url: task.polling_url().to_string(),
-                        cost: task.cost(),
-                        adopted: false,
-                    };
-                    let unrecorded = self.record_paid(accepted).await.err();
-                    let cost = task.cost();
-                    let reference = task.reference().clone();
-                    let mut outcome = self.follow(task, cost, job.line, stem, Source::Submitted, place).await;
-                    let recorded_later = outcome.status == JobStatus::Succeeded && outcome.error.is_none();
-                    if let (Some(error), true) = (&unrecorded, recorded_later) {
-                        // The saved result was written after all: a later
-                        // run knows the line.
-                        tracing::warn!(%error, task_id = %reference.id, line = job.line, "the acceptance of a paid task was not recorded, its result was");
-                    } else if let Some(error) = unrecorded {
-                        // The task is paid for and followed, but a later run
-                        // would not know it: this run must not end as if all
-                        // were well, and says which task to adopt.
-                        outcome.class = Some(FailureClass::Write);
-                        let after = outcome.error.take().map(|e| format!("; then: {e}")).unwrap_or_default();
-                        outcome.error = Some(format!(
-                            "task {} was accepted (and paid for) but could not be recorded ({error}); a later run \
-                             would report line {} unknown: adopt task {} for it{after}",
-                            reference.id, job.line, reference.id
-                        ));
-                        outcome.task = Some(reference);
-                    }
-                    return outcome;
-                }
-            };
-            // No place could be taken under the shared limit: the request
-            // never left and nothing was written, so the next run sends it.
-            if let Error::SharedLimit { .. } = error {
-                let mut outcome = self.failed(job.line, stem, None, &error, JobStatus::NotSubmitted);
-                outcome.error = Some(format!("{error} (running the batch again submits it)"));
-                return outcome;
-            }
-            let nothing_sent = matches!(
-                error,
-                Error::Validation {
-                    checked: Checked::Locally,
-                    ..
-                } | Error::Input { .. }
-                    | Error::InvalidArgument { .. }
-                    | Error::Config(_)
-            );
-            if error.is_safe_to_resubmit() || nothing_sent {
-                let refused = Event::Refused {
-                    line: job.line,
-                    error: error.to_string(),
-                };
-                if let Err(e) = self.record(refused).await {
-                    tracing::warn!(error = %e, "cannot record a refused submission in the journal");
-                }
-                if nothing_sent || attempt >= SUBMIT_ATTEMPTS {
-                    let status = if nothing_sent {
-                        JobStatus::Failed
-                    } else {
-                        JobStatus::NotSubmitted
-                    };
-                    return self.failed(job.line, stem, None, &error, status);
-                }
-                let pause = match &error {
-                    Error::RateLimited {
-                        retry_after: Some(after),
-                        ..
-                    } => (*after).min(Duration::from_secs(30)),
-                    _ => Duration::from_secs(u64::from(attempt)),
-                };
-                tokio::select! {
+            match self.not_accepted(job.line, stem, error, attempt, sent.sent_at).await {
+                Next::Outcome(outcome) => return *outcome,
+                Next::RetryAfter(pause) => tokio::select! {
                     () = tokio::time::sleep(pause) => continue,
                     () = self.no_more_sending() => return self.not_sent(job.line, stem),
+                },
+            }
+        }
+    }
+
+    /// Sends the job once: its intent recorded at the last moment before
+    /// the request leaves. A stop before then drops it unsent; from then on
+    /// its answer is waited for.
+    async fn send_once(&self, job: &Job, stem: &str, digest: &str, kind: &str) -> Result<Sent, JobOutcome> {
+        // When the request left (Unix seconds), set as the intent is written.
+        let sent_at = AtomicU64::new(0);
+        // Set when the request is about to leave: from then on a stop
+        // waits for the answer instead of dropping the submission.
+        let leaving = AtomicBool::new(false);
+        let intent = Intent {
+            job,
+            stem,
+            digest,
+            kind,
+            leaving: &leaving,
+            sent_at: &sent_at,
+        };
+        let submission = self
+            .client
+            .submit_raw_recorded(&job.path, job.body.clone(), || self.record_intent(intent));
+        tokio::pin!(submission);
+        let mut stop_seen = false;
+        let submitted = loop {
+            tokio::select! {
+                biased;
+                submitted = &mut submission => break submitted,
+                () = self.no_more_sending(), if !stop_seen => {
+                    // Still waiting for room under the client's limit:
+                    // nothing is written or sent, so it can be dropped.
+                    if !leaving.load(Ordering::SeqCst) {
+                        return Err(self.not_sent(job.line, stem));
+                    }
+                    stop_seen = true;
                 }
             }
-            if surely_refused(&error) {
-                let class = error.class();
-                let finished = Event::Finished {
-                    line: job.line,
-                    status: "Refused".into(),
-                    file: None,
-                    seed: None,
-                    cost: None,
-                    duration: None,
-                    error: Some(error.to_string()),
-                    class: Some(class),
-                };
-                if let Err(e) = self.record(finished).await {
-                    tracing::warn!(error = %e, "cannot record a refused submission in the journal");
-                }
-                return self.failed(job.line, stem, None, &error, JobStatus::Failed);
+        };
+        let answer = match submitted {
+            Err(Unsent::HeldBack(HeldBack::Stopped)) => return Err(self.not_sent(job.line, stem)),
+            Err(Unsent::HeldBack(HeldBack::CapReached)) => return Err(self.at_cap(job.line, stem)),
+            Err(Unsent::HeldBack(HeldBack::JournalFailed(message))) => {
+                let mut outcome = JobOutcome::new(job.line, stem, JobStatus::NotSubmitted);
+                outcome.class = Some(FailureClass::Write);
+                outcome.error = Some(message);
+                return Err(outcome);
             }
-            // Its hold stays (it may have been charged) but no longer waits
-            // for an answer (a ledger's does so once the line is released).
-            self.store.keep_unanswered(job.line);
-            let mut outcome = JobOutcome::new(job.line, stem, JobStatus::Unknown);
-            outcome.class = Some(FailureClass::Unknown);
-            outcome.error = Some(unknown_message(
-                job.line,
-                Some(sent_at.load(Ordering::SeqCst)).filter(|at| *at > 0),
-                Some(&error),
+            Err(Unsent::Failed(error)) => Err(error),
+            Ok(task) => Ok(task),
+        };
+        let sent_at = Some(sent_at.load(Ordering::SeqCst)).filter(|at| *at > 0);
+        Ok(Sent { answer, sent_at })
+    }
+
+    /// Written at the last moment before sending (the body checked, a place
+    /// held, credits held under a cap), so a crash leaves few lines written
+    /// but never sent.
+    async fn record_intent(&self, intent: Intent<'_>) -> Result<(), HeldBack> {
+        let line = intent.job.line;
+        if self.sends_no_more() {
+            return Err(HeldBack::Stopped);
+        }
+        if let Some(max) = self.max_credits {
+            self.hold_credits(intent.job, intent.kind, max).await?;
+            if self.sends_no_more() {
+                self.drop_hold(line).await;
+                return Err(HeldBack::Stopped);
+            }
+        }
+        intent.leaving.store(true, Ordering::SeqCst);
+        let now = unix_now();
+        intent.sent_at.store(now, Ordering::SeqCst);
+        let recorded = Event::Intent {
+            line,
+            name: intent.stem.to_string(),
+            digest: intent.digest.to_string(),
+            sent_at: Some(now),
+            ephemeral: self.ephemeral,
+        };
+        if let Err(e) = self.record(recorded).await {
+            self.drop_hold(line).await;
+            return Err(HeldBack::JournalFailed(format!(
+                "cannot record the submission before sending it ({e}); nothing was sent, and running the batch again \
+                 submits it"
+            )));
+        }
+        // A stop while the intent was being written: still unsent, and the
+        // journal says so.
+        if self.sends_no_more() {
+            let stopped = Event::Refused {
+                line,
+                error: STOPPED_BEFORE_SENDING.into(),
+            };
+            let _ = self.record(stopped).await;
+            return Err(HeldBack::Stopped);
+        }
+        Ok(())
+    }
+
+    /// An accepted (paid) task: recorded, then followed to its end.
+    async fn accepted(&self, task: Task, line: u64, stem: &str, place: Place) -> JobOutcome {
+        self.counters.inner.submitted.fetch_add(1, Ordering::Relaxed);
+        let accepted = Event::Accepted {
+            line,
+            id: task.id().to_string(),
+            polling_url: task.polling_url().to_string(),
+            cost: task.cost(),
+            adopted: false,
+        };
+        let unrecorded = self.record_paid(accepted).await.err();
+        let cost = task.cost();
+        let reference = task.reference().clone();
+        let mut outcome = self.follow(task, cost, line, stem, Source::Submitted, place).await;
+        let recorded_later = outcome.status == JobStatus::Succeeded && outcome.error.is_none();
+        if let (Some(error), true) = (&unrecorded, recorded_later) {
+            // The saved result was written after all: a later run knows the
+            // line.
+            tracing::warn!(%error, task_id = %reference.id, line, "the acceptance of a paid task was not recorded, its result was");
+        } else if let Some(error) = unrecorded {
+            // The task is paid for and followed, but a later run would not
+            // know it: this run must not end as if all were well, and says
+            // which task to adopt.
+            outcome.class = Some(FailureClass::Write);
+            let after = outcome.error.take().map(|e| format!("; then: {e}")).unwrap_or_default();
+            outcome.error = Some(format!(
+                "task {} was accepted (and paid for) but could not be recorded ({error}); a later run would report \
+                 line {line} unknown: adopt task {} for it{after}",
+                reference.id, reference.id
             ));
-            return outcome;
+            outcome.task = Some(reference);
+        }
+        outcome
+    }
+
+    /// A submission that was not accepted: sent again after a pause when the
+    /// service surely created nothing and attempts are left; recorded as
+    /// refused for good when its answer says no task was created; unknown
+    /// when no answer says what became of it.
+    async fn not_accepted(&self, line: u64, stem: &str, error: Error, attempt: u32, sent_at: Option<u64>) -> Next {
+        // No place could be taken under the shared limit: the request never
+        // left and nothing was written, so the next run sends it.
+        if let Error::SharedLimit { .. } = error {
+            let mut outcome = self.failed(line, stem, None, &error, JobStatus::NotSubmitted);
+            outcome.error = Some(format!("{error} (running the batch again submits it)"));
+            return Next::Outcome(Box::new(outcome));
+        }
+        let nothing_sent = matches!(
+            error,
+            Error::Validation {
+                checked: Checked::Locally,
+                ..
+            } | Error::Input { .. }
+                | Error::InvalidArgument { .. }
+                | Error::Config(_)
+        );
+        if error.is_safe_to_resubmit() || nothing_sent {
+            let refused = Event::Refused {
+                line,
+                error: error.to_string(),
+            };
+            if let Err(e) = self.record(refused).await {
+                tracing::warn!(error = %e, "cannot record a refused submission in the journal");
+            }
+            if nothing_sent || attempt >= SUBMIT_ATTEMPTS {
+                let status = if nothing_sent {
+                    JobStatus::Failed
+                } else {
+                    JobStatus::NotSubmitted
+                };
+                return Next::Outcome(Box::new(self.failed(line, stem, None, &error, status)));
+            }
+            return Next::RetryAfter(match &error {
+                Error::RateLimited {
+                    retry_after: Some(after),
+                    ..
+                } => (*after).min(Duration::from_secs(30)),
+                _ => Duration::from_secs(u64::from(attempt)),
+            });
+        }
+        if surely_refused(&error) {
+            self.record_refusal(line, &error).await;
+            return Next::Outcome(Box::new(self.failed(line, stem, None, &error, JobStatus::Failed)));
+        }
+        // Its hold stays (it may have been charged) but no longer waits for
+        // an answer (a ledger's does so once the line is released).
+        self.store.keep_unanswered(line);
+        let mut outcome = JobOutcome::new(line, stem, JobStatus::Unknown);
+        outcome.class = Some(FailureClass::Unknown);
+        outcome.error = Some(unknown_message(line, sent_at, Some(&error)));
+        Next::Outcome(Box::new(outcome))
+    }
+
+    /// Records that the service refused the line for good (nothing was
+    /// created; sent again only when asked).
+    async fn record_refusal(&self, line: u64, error: &Error) {
+        let finished = Event::Finished {
+            line,
+            status: FailedStatus::Refused.as_str().into(),
+            file: None,
+            seed: None,
+            cost: None,
+            duration: None,
+            error: Some(error.to_string()),
+            class: Some(error.class()),
+        };
+        if let Err(e) = self.record(finished).await {
+            tracing::warn!(error = %e, "cannot record a refused submission in the journal");
         }
     }
 
@@ -1284,49 +1361,59 @@ impl Context {
             // A file left by an earlier run is this task's, unless the task
             // was adopted (it may replace another).
             Ok(output) => self.save(output, cost, line, stem, resumed && !adopted).await,
-            Err(error) => {
-                let (status, label) = match &error {
-                    Error::Moderated { stage, .. } => (
-                        JobStatus::Moderated,
-                        match stage {
-                            genapi::Moderation::Request => "Request Moderated",
-                            genapi::Moderation::Content => "Content Moderated",
-                        },
-                    ),
-                    Error::TaskFailed { .. } => (JobStatus::Failed, "Error"),
-                    Error::TaskNotFound { .. } => (JobStatus::Failed, "Task not found"),
-                    Error::ResultExpired { .. } => (JobStatus::Failed, "Expired"),
-                    _ => (JobStatus::Pending, ""),
-                };
-                if status != JobStatus::Pending {
-                    let finished = Event::Finished {
-                        line,
-                        status: label.into(),
-                        file: None,
-                        seed: None,
-                        cost: None,
-                        duration: None,
-                        error: Some(error.to_string()),
-                        class: Some(error.class()),
-                    };
-                    if let Err(e) = self.record(finished).await {
-                        tracing::warn!(error = %e, "cannot record a finished task in the journal");
-                    }
-                }
-                let mut outcome = self.failed(line, stem, Some(task_ref.clone()), &error, status);
-                if status == JobStatus::Pending {
-                    outcome.cost = cost;
-                    outcome.error = Some(format!(
-                        "{error}; task {} was accepted: run the batch again to keep waiting for it (it is not \
-                         submitted again)",
-                        task_ref.id
-                    ));
-                }
-                outcome
-            }
+            Err(error) => self.not_saved(error, cost, line, stem, &task_ref).await,
         };
         outcome.task = Some(task_ref);
         outcome.resumed = resumed;
+        outcome
+    }
+    /// A task that ended without a result to save (failed, moderated,
+    /// gone), or whose wait ended some other way: recorded when it ended
+    /// for good, else left for a later run to wait for.
+    async fn not_saved(
+        &self,
+        error: Error,
+        cost: Option<f64>,
+        line: u64,
+        stem: &str,
+        task_ref: &genapi::TaskRef,
+    ) -> JobOutcome {
+        let ended = match &error {
+            Error::Moderated {
+                stage: genapi::Moderation::Request,
+                ..
+            } => Some((JobStatus::Moderated, FailedStatus::RequestModerated)),
+            Error::Moderated { .. } => Some((JobStatus::Moderated, FailedStatus::ContentModerated)),
+            Error::TaskFailed { .. } => Some((JobStatus::Failed, FailedStatus::Error)),
+            Error::TaskNotFound { .. } => Some((JobStatus::Failed, FailedStatus::TaskNotFound)),
+            Error::ResultExpired { .. } => Some((JobStatus::Failed, FailedStatus::Expired)),
+            _ => None,
+        };
+        let status = ended.as_ref().map_or(JobStatus::Pending, |(status, _)| *status);
+        if let Some((_, ending)) = ended {
+            let finished = Event::Finished {
+                line,
+                status: ending.as_str().into(),
+                file: None,
+                seed: None,
+                cost: None,
+                duration: None,
+                error: Some(error.to_string()),
+                class: Some(error.class()),
+            };
+            if let Err(e) = self.record(finished).await {
+                tracing::warn!(error = %e, "cannot record a finished task in the journal");
+            }
+        }
+        let mut outcome = self.failed(line, stem, Some(task_ref.clone()), &error, status);
+        if status == JobStatus::Pending {
+            outcome.cost = cost;
+            outcome.error = Some(format!(
+                "{error}; task {} was accepted: run the batch again to keep waiting for it (it is not \
+                 submitted again)",
+                task_ref.id
+            ));
+        }
         outcome
     }
 
@@ -1554,6 +1641,34 @@ fn existing_file(dir: &Path, stem: &str) -> Option<PathBuf> {
         .iter()
         .map(|ext| dir.join(format!("{stem}.{ext}")))
         .find(|path| path.is_file())
+}
+
+/// What one sending of a job gave: the service's answer, and when the
+/// request left (if it did).
+struct Sent {
+    answer: Result<Task, Error>,
+    sent_at: Option<u64>,
+}
+
+/// What follows a submission that was not accepted.
+enum Next {
+    /// The line's outcome.
+    Outcome(Box<JobOutcome>),
+    /// Send it again after this pause.
+    RetryAfter(Duration),
+}
+
+/// What the intent of one sending is made of, and the marks it sets.
+#[derive(Clone, Copy)]
+struct Intent<'a> {
+    job: &'a Job,
+    stem: &'a str,
+    digest: &'a str,
+    kind: &'a str,
+    /// Set as the request is about to leave.
+    leaving: &'a AtomicBool,
+    /// When it left (Unix seconds).
+    sent_at: &'a AtomicU64,
 }
 
 /// Why the journal held a submission back: nothing was sent.
