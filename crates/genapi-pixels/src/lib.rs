@@ -2,9 +2,17 @@
 //! gallery's thumbnails.
 //!
 //! Both need little: an 8-bit RGB picture ([`Picture`]), read from PNG,
-//! JPEG or WebP within a bound on what decoding may take (a header may
-//! claim any size), made smaller ([`Picture::fit_within`]), and written as
-//! PNG, JPEG or lossless WebP. The codecs are the ones the `image` crate
+//! JPEG or WebP within a bound on what decoding may take, made smaller
+//! ([`Picture::fit_within`], or while reading: [`Picture::thumbnail`]), and
+//! written as PNG, JPEG or lossless WebP.
+//!
+//! A header may claim any size, and a decoder holds more than the pixels
+//! it returns (a progressive JPEG's coefficients, a 16-bit PNG's rows, a
+//! WebP's planes): the bound counts all of it, estimated from the header
+//! before anything is decoded, so a file of a few hundred bytes claiming
+//! 8000 × 8000 pixels is refused at once ([`PictureError::TooLarge`]).
+//! Metadata is not decoded: a PNG's text and ICC chunks, which may inflate
+//! a thousand times, are skipped unread. The codecs are the ones the `image` crate
 //! wraps (`png`, `zune-jpeg`, `image-webp`) and `jpeg-encoder`; `image`
 //! itself, with its colour management and other formats, is left out,
 //! which keeps the command's first build about 20 s of CPU shorter.
@@ -15,11 +23,21 @@
 //! let png = red.to_png()?;
 //! let read = Picture::decode(&png, 1 << 20)?;
 //! assert_eq!(read.fit_within(100).dimensions(), (100, 50));
+//! assert_eq!(Picture::thumbnail(&png, 100, 1 << 20)?, read.fit_within(100));
 //! # Ok::<(), genapi_pixels::PictureError>(())
 //! ```
 
 mod decode;
 mod encode;
+mod peak;
+mod shrink;
+
+#[cfg(test)]
+mod counting;
+#[cfg(test)]
+mod decoding_is_bounded;
+#[cfg(test)]
+mod hostile;
 
 pub use decode::dimensions;
 
@@ -30,13 +48,17 @@ pub enum PictureError {
     /// Not a PNG, JPEG or WebP image.
     #[error("not a PNG, JPEG or WebP image")]
     Format,
-    /// Decoding it would take more memory than allowed.
-    #[error("a {width}×{height} image is more than the {limit} bytes allowed to decode it")]
+    /// Decoding it would take more memory than allowed: what its header
+    /// claims is refused before anything is decoded.
+    #[error("a {width}×{height} image takes {} to decode, more than the {} allowed", mebibytes(*.needs), mebibytes(*.limit))]
     TooLarge {
         /// Its width, as its header says.
         width: u32,
         /// Its height.
         height: u32,
+        /// What decoding it would take, in bytes: the codec's own buffers
+        /// as well as the pixels (see [`Picture::decode`]).
+        needs: u64,
         /// The bound, in bytes.
         limit: u64,
     },
@@ -67,6 +89,13 @@ impl Picture {
         Picture { width, height, rgb }
     }
 
+    /// A picture of decoded samples, three a pixel (any beyond the
+    /// picture's are dropped, any missing are black).
+    pub(crate) fn from_rgb(width: u32, height: u32, mut rgb: Vec<u8>) -> Picture {
+        rgb.resize(width as usize * height as usize * 3, 0);
+        Picture { width, height, rgb }
+    }
+
     /// Width and height.
     pub fn dimensions(&self) -> (u32, u32) {
         (self.width, self.height)
@@ -93,38 +122,13 @@ impl Picture {
     fn index(&self, x: u32, y: u32) -> Option<usize> {
         (x < self.width && y < self.height).then(|| (y as usize * self.width as usize + x as usize) * 3)
     }
+}
 
-    /// The picture made smaller to fit within `side` × `side`, its shape
-    /// kept (each pixel the average of those it covers); unchanged when it
-    /// fits already.
-    pub fn fit_within(&self, side: u32) -> Picture {
-        let side = side.max(1);
-        if self.width <= side && self.height <= side {
-            return self.clone();
-        }
-        let scale = side as f64 / self.width.max(self.height) as f64;
-        let width = ((self.width as f64 * scale).round() as u32).clamp(1, side);
-        let height = ((self.height as f64 * scale).round() as u32).clamp(1, side);
-        let span = |out: u32, size: u32, of: u32| {
-            let from = (out as u64 * of as u64 / size as u64) as u32;
-            let to = (((out + 1) as u64 * of as u64).div_ceil(size as u64) as u32).max(from + 1);
-            from..to.min(of)
-        };
-        Picture::from_fn(width, height, |x, y| {
-            let (columns, rows) = (span(x, width, self.width), span(y, height, self.height));
-            let mut sum = [0u64; 3];
-            let mut count = 0u64;
-            for sy in rows {
-                for sx in columns.clone() {
-                    let pixel = self.get(sx, sy);
-                    for channel in 0..3 {
-                        sum[channel] += pixel[channel] as u64;
-                    }
-                    count += 1;
-                }
-            }
-            sum.map(|total| (total / count.max(1)) as u8)
-        })
+/// A number of bytes as people read it.
+fn mebibytes(bytes: u64) -> String {
+    match bytes {
+        0..1_048_576 => format!("{bytes} bytes"),
+        _ => format!("{} MiB", bytes.div_ceil(1 << 20)),
     }
 }
 
