@@ -13,6 +13,8 @@
 //!   folded.
 //! - [`shown_address`]: an address without what may hold a secret in it
 //!   (a user and password, a query or a fragment).
+//! - [`cut`]: a long text as its start and its length, `… (300000
+//!   characters)`, so what shows it holds little whatever the text.
 //!
 //! The client's scrubber, which removes the secrets it knows by value (the
 //! key, webhook secrets) from every answer, is another thing: this crate
@@ -81,6 +83,31 @@ pub fn clean(text: &str) -> String {
         .collect()
 }
 
+/// The most characters the end of a cut text takes: `… (`, a length of
+/// up to 20 digits and ` characters)`.
+const CUT_MARK: usize = 35;
+
+/// `text` cut to its first `most` characters followed by `… (N
+/// characters)`, N its length; whole when it has at most `most` characters,
+/// or so few more that the end of a cut would take as many. So a cut text
+/// holds at most `most` and 35 characters, and cutting it again to the same
+/// `most` leaves it as it is.
+///
+/// ```
+/// let prompt = "a fox ".repeat(50_000);
+/// assert_eq!(genapi_text::cut(&prompt, 10), "a fox a fo… (300000 characters)");
+/// assert_eq!(genapi_text::cut("a fox", 10), "a fox");
+/// let once = genapi_text::cut(&prompt, 10);
+/// assert_eq!(genapi_text::cut(&once, 10), once);
+/// ```
+pub fn cut(text: &str, most: usize) -> std::borrow::Cow<'_, str> {
+    if text.char_indices().nth(most.saturating_add(CUT_MARK)).is_none() {
+        return text.into();
+    }
+    let end = text.char_indices().nth(most).map_or(text.len(), |(at, _)| at);
+    format!("{}… ({} characters)", &text[..end], text.chars().count()).into()
+}
+
 /// Longest string kept of a value shown.
 const SHOWN_STRING: usize = 120;
 /// Deepest nesting kept of a value shown.
@@ -121,9 +148,8 @@ fn scrub_at(value: &mut Value, depth: usize) {
     }
     match value {
         Value::String(text) => {
-            if let Some((cut, _)) = text.char_indices().nth(SHOWN_STRING) {
-                let kept = text.chars().count();
-                *text = format!("{}… ({kept} characters)", &text[..cut]);
+            if let std::borrow::Cow::Owned(shorter) = cut(text, SHOWN_STRING) {
+                *text = shorter;
             }
         }
         Value::Array(items) => items.iter_mut().for_each(|item| scrub_at(item, depth + 1)),
