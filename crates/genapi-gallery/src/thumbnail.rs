@@ -9,8 +9,11 @@
 //! Only files directly inside the output folder are read, and only regular
 //! files (never through a link), whatever a results file names: a gallery
 //! rebuilt from a folder someone else wrote cannot be made to read, or
-//! show, anything outside it. Decoding is bounded, so an image crafted to
-//! claim enormous dimensions fails instead of exhausting memory.
+//! show, anything outside it. Reading is bounded: an image file of at most
+//! 48 MiB, decoded within `genapi_pixels::THUMBNAIL_BYTES` (48 MiB: the
+//! codec's buffers and the thumbnail, never a full-size picture), which a
+//! result of the service's 4 MP fits in any format; an image crafted to
+//! claim enormous dimensions is refused from its header.
 //!
 //! Every thumbnail carries a JPEG comment saying the gallery made it, and
 //! only such a file is reused or replaced (by the file policy of
@@ -28,12 +31,10 @@ pub const THUMBNAIL_SIDE: u32 = 192;
 /// JPEG quality of thumbnails: small files, still judged at a glance.
 const QUALITY: u8 = 70;
 
-/// The most memory one image may take to decode.
-const DECODE_BYTES: u64 = 256 << 20;
-
-/// The largest image file read for a thumbnail: far above what a result
-/// of the service's 4 MP outputs takes in any format.
-const IMAGE_BYTES: u64 = 256 << 20;
+/// The largest image file read for a thumbnail: above what a result of
+/// the service's 4 MP outputs takes in any format (33.6 MB as an
+/// uncompressed 16-bit RGBA PNG).
+const IMAGE_BYTES: u64 = 48 << 20;
 
 /// A thumbnail on disk: its path relative to the output folder, and its
 /// size in pixels.
@@ -77,9 +78,8 @@ pub(crate) fn thumbnail(dir: &Path, thumbs: &str, image: &Path, name: &str) -> R
     let bytes = genapi_files::read(image, IMAGE_BYTES).map_err(|refused| refused.reason())?;
     // An image already within a thumbnail's size is kept as it is: scaling
     // it up would only cost time and bytes.
-    let small = Picture::decode(&bytes, DECODE_BYTES)
-        .map_err(|e| e.to_string())?
-        .fit_within(THUMBNAIL_SIDE);
+    let small =
+        Picture::thumbnail(&bytes, THUMBNAIL_SIDE, genapi_pixels::THUMBNAIL_BYTES).map_err(|e| e.to_string())?;
     let folder = dir.join(thumbs);
     match std::fs::symlink_metadata(&folder) {
         Ok(metadata) if metadata.file_type().is_dir() => {}

@@ -6,16 +6,13 @@
 use crate::counting::peak_of;
 use crate::decode::cost;
 use crate::hostile::{jpeg_claiming, png_of_16_bit_zeros, png_with_inflating};
-use crate::{Picture, PictureError};
+use crate::{Picture, PictureError, THUMBNAIL_BYTES};
 
 const MIB: u64 = 1 << 20;
 
 /// The bound a full decode had before it counted the codecs' buffers, which
 /// each of these files passed, taking 366 to 427 MiB.
 const OLD_BOUND: u64 = 256 * MIB;
-
-/// A thumbnail's bound, as the gallery's.
-const THUMBNAIL_BOUND: u64 = 48 * MIB;
 
 #[test]
 fn headers_claiming_enormous_images_are_refused_before_anything_is_decoded() {
@@ -25,8 +22,8 @@ fn headers_claiming_enormous_images_are_refused_before_anything_is_decoded() {
         ("16-bit PNG", png_of_16_bit_zeros(8000, 8000)),
     ] {
         let (full, full_peak) = peak_of(|| Picture::decode(&bytes, OLD_BOUND));
-        let (thumbnail, thumbnail_peak) = peak_of(|| Picture::thumbnail(&bytes, 192, THUMBNAIL_BOUND));
-        for (result, limit) in [(full, OLD_BOUND), (thumbnail, THUMBNAIL_BOUND)] {
+        let (thumbnail, thumbnail_peak) = peak_of(|| Picture::thumbnail(&bytes, 192, THUMBNAIL_BYTES));
+        for (result, limit) in [(full, OLD_BOUND), (thumbnail, THUMBNAIL_BYTES)] {
             let Err(PictureError::TooLarge {
                 width: 8000,
                 height: 8000,
@@ -153,5 +150,20 @@ fn real_images_of_every_kind_take_at_most_their_estimates() {
         let small_estimate = estimate.with_picture_of(192 * 192);
         assert!(full_peak <= full_estimate, "{kind}: {full_peak} > {full_estimate}");
         assert!(small_peak <= small_estimate, "{kind}: {small_peak} > {small_estimate}");
+    }
+}
+
+#[test]
+fn a_thumbnail_of_four_megapixels_is_made_within_its_bound_in_every_format() {
+    let flat = Picture::from_fn(2048, 2048, |_, _| [40, 90, 160]);
+    for (kind, bytes) in [
+        ("baseline JPEG", jpeg_claiming(2048, 2048, false)),
+        ("progressive JPEG", jpeg_claiming(2048, 2048, true)),
+        ("16-bit RGBA PNG", png_of_16_bit_zeros(2048, 2048)),
+        ("lossless WebP", flat.to_webp().unwrap()),
+    ] {
+        let (small, peak) = peak_of(|| Picture::thumbnail(&bytes, 192, THUMBNAIL_BYTES));
+        assert_eq!(small.unwrap().dimensions(), (192, 192), "{kind}");
+        assert!(peak <= THUMBNAIL_BYTES, "{kind}: {peak}");
     }
 }

@@ -41,6 +41,12 @@ mod hostile;
 
 pub use decode::dimensions;
 
+/// A bound on what making a thumbnail takes ([`Picture::thumbnail`]) that
+/// an image of up to 4 MP fits in any format read (a 2048 × 2048 JPEG,
+/// progressive or not, is estimated at about 42 MB; a 16-bit RGBA PNG, 18):
+/// the service's results, and no image claiming much more.
+pub const THUMBNAIL_BYTES: u64 = 48 << 20;
+
 /// Why a picture cannot be read or written.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
