@@ -7,10 +7,11 @@
 //! same at once. The last result of a line wins, as in the results file.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read as _};
 use std::path::PathBuf;
 
 use crate::page;
+use crate::shown::{held_bytes, shown};
 use crate::thumbnail::{image_in, thumbnail, Thumbnail};
 use genapi_batch::ResultLine;
 
@@ -25,6 +26,20 @@ pub const THUMBS: &str = "thumbs";
 
 /// The most a results file may hold for a rebuild (about a million lines).
 const RESULTS_LIMIT: u64 = 1 << 30;
+
+/// The longest line of a results file read: far above any a batch writes
+/// (a prompt of 300,000 characters is a line of under 2 MB).
+const LINE_BYTES: usize = 16 << 20;
+
+/// The highest line number a results line may have: a job file's lines
+/// take a byte each at least, and it holds at most
+/// [`genapi_batch::JOB_FILE_LIMIT`] bytes. So a results file can name at
+/// most this many lines' worth of pages, however it numbers them.
+const MOST_LINES: u64 = genapi_batch::JOB_FILE_LIMIT + 1;
+
+/// The most a page's kept lines may take to be read back: a thousand lines
+/// of texts cut to their bounds (see `shown`), escaped as JSON.
+const KEPT_LIMIT: u64 = 64 << 20;
 
 /// How the page treats a file at its name: replaced only when the gallery
 /// wrote it.
@@ -104,6 +119,16 @@ pub const PAGES: &str = "pages";
 /// Results come mostly in line order, so few pages change at once.
 const OPEN_PAGES: usize = 4;
 
+/// What the lines and tiles of the pages held may take, about, before the
+/// ones used longest ago are put away even when fewer than [`OPEN_PAGES`]
+/// are held (a page of long texts takes up to some 50 MB; one of ordinary
+/// lines, one or two MB).
+const HELD_BYTES: usize = 48 << 20;
+
+/// The most lines whose image could not be read a gallery says why of
+/// ([`Gallery::unreadable`]): enough for anyone to read, and a few MB.
+const UNREADABLE_KEPT: usize = 10_000;
+
 /// How a page's kept lines (beside its HTML) are recognised as the
 /// gallery's own.
 const KEPT_MARK: &str = "{\"genapi_gallery_page\":";
@@ -118,6 +143,31 @@ struct Page {
     dirty: bool,
     /// When it was last used, for putting the oldest away first.
     used: u64,
+    /// About what its lines and tiles take.
+    bytes: usize,
+}
+
+impl Page {
+    /// Holds `line` with its tile (and thumbnail), in place of an earlier
+    /// result of the same line; whether it is a new line.
+    fn hold(&mut self, line: ResultLine, tile: String, thumbnail: Option<Thumbnail>) -> bool {
+        let number = line.line;
+        self.bytes += held_bytes(&line) + tile.len();
+        self.thumbnails.remove(&number);
+        if let Some(thumbnail) = thumbnail {
+            self.thumbnails.insert(number, thumbnail);
+        }
+        if let Some(earlier) = self.tiles.insert(number, tile) {
+            self.bytes -= earlier.len();
+        }
+        match self.lines.insert(number, line) {
+            Some(earlier) => {
+                self.bytes -= held_bytes(&earlier);
+                false
+            }
+            None => true,
+        }
+    }
 }
 
 /// The gallery of an output folder.
@@ -141,7 +191,7 @@ pub struct Gallery {
     /// Lines shown.
     count: usize,
     /// Images whose thumbnail could not be made, with why (shown as tiles
-    /// without a picture; the run goes on).
+    /// without a picture; the run goes on): at most [`UNREADABLE_KEPT`].
     unreadable: BTreeMap<u64, String>,
     /// Whether the gallery is written as pages (a line beyond the first
     /// page was seen).
@@ -175,7 +225,9 @@ impl Gallery {
     }
 
     /// Reads `dir/results.jsonl` a line at a time, makes the thumbnails
-    /// that are missing and writes the gallery.
+    /// that are missing and writes the gallery. A line longer than 16 MiB,
+    /// or numbered beyond any job file's lines, is refused as not a result
+    /// line.
     pub fn rebuild(dir: impl Into<PathBuf>) -> Result<Gallery, GalleryError> {
         let mut gallery = Gallery::new(dir);
         let path = gallery.dir.join(RESULTS);
@@ -183,20 +235,29 @@ impl Gallery {
             path: path.clone(),
             reason,
         };
+        let not_a_result = |number: usize, reason: String| GalleryError::Line {
+            path: path.clone(),
+            number,
+            reason,
+        };
         let file = genapi_files::open(&path, RESULTS_LIMIT).map_err(|e| unreadable(e.reason()))?;
-        for (index, text) in BufReader::new(file).lines().enumerate() {
-            let text = text.map_err(|e| match e.kind() {
-                std::io::ErrorKind::InvalidData => unreadable("not UTF-8 text".into()),
-                _ => unreadable(e.to_string()),
-            })?;
+        let mut reader = BufReader::new(file);
+        let mut bytes = Vec::new();
+        let mut number = 0;
+        while let Some(whole) = next_line(&mut reader, &mut bytes).map_err(|e| unreadable(e.to_string()))? {
+            number += 1;
+            if !whole {
+                return Err(not_a_result(number, format!("longer than {} MiB", LINE_BYTES >> 20)));
+            }
+            let text = std::str::from_utf8(&bytes).map_err(|_| unreadable("not UTF-8 text".into()))?;
             if text.trim().is_empty() {
                 continue;
             }
-            let line: ResultLine = serde_json::from_str(&text).map_err(|e| GalleryError::Line {
-                path: path.clone(),
-                number: index + 1,
-                reason: e.to_string(),
-            })?;
+            let line: ResultLine = serde_json::from_str(text).map_err(|e| not_a_result(number, e.to_string()))?;
+            if line.line > MOST_LINES {
+                let reason = format!("line {} is beyond the lines of any job file", line.line);
+                return Err(not_a_result(number, reason));
+            }
             gallery.add(line);
         }
         gallery.write()?;
@@ -204,8 +265,11 @@ impl Gallery {
     }
 
     /// Takes a line's result (replacing an earlier one of the same line),
-    /// and makes its thumbnail when it saved an image.
+    /// and makes its thumbnail when it saved an image. Its texts are cut to
+    /// a bound first: a prompt of 300,000 characters is shown (and held) as
+    /// its first thousand and `… (300000 characters)`.
     pub fn add(&mut self, line: ResultLine) {
+        let line = shown(line);
         let number = page_of(line.line);
         let new_page =
             !self.open.contains_key(&number) && !self.kept.contains(&number) && !self.totals.contains_key(&number);
@@ -227,26 +291,18 @@ impl Gallery {
                         unreadable.get(number).map(String::as_str),
                         "../",
                     );
-                    first.tiles.insert(*number, tile);
+                    first.bytes += tile.len();
+                    if let Some(earlier) = first.tiles.insert(*number, tile) {
+                        first.bytes -= earlier.len();
+                    }
                 }
             }
         }
-        let thumbnail = self.thumbnail_of(&line);
-        let prefix = self.prefix();
-        let tile = page::tile(
-            &line,
-            thumbnail.as_ref(),
-            self.unreadable.get(&line.line).map(String::as_str),
-            prefix,
-        );
+        let (thumbnail, why) = self.thumbnail_of(&line);
+        let tile = page::tile(&line, thumbnail.as_ref(), why.as_deref(), self.prefix());
         let page = self.page(number);
-        page.thumbnails.remove(&line.line);
-        if let Some(thumbnail) = thumbnail {
-            page.thumbnails.insert(line.line, thumbnail);
-        }
-        page.tiles.insert(line.line, tile);
         page.dirty = true;
-        if page.lines.insert(line.line, line).is_none() {
+        if page.hold(line, tile, thumbnail) {
             self.count += 1;
         }
         // However fast results come (a resumed run's, all at once), only a
@@ -266,12 +322,13 @@ impl Gallery {
         }
     }
 
-    /// The thumbnail of a line that saved an image, made when missing; why
-    /// none could be made is kept in `unreadable`.
-    fn thumbnail_of(&mut self, line: &ResultLine) -> Option<Thumbnail> {
+    /// The thumbnail of a line that saved an image, made when missing, or
+    /// why none could be made (also kept in `unreadable`, while it has
+    /// room).
+    fn thumbnail_of(&mut self, line: &ResultLine) -> (Option<Thumbnail>, Option<String>) {
         self.unreadable.remove(&line.line);
         if !line.succeeded() {
-            return None;
+            return (None, None);
         }
         let made = line
             .file
@@ -280,10 +337,12 @@ impl Gallery {
             .ok_or_else(|| "not a file of the output folder".to_string())
             .and_then(|(image, name)| thumbnail(&self.dir, THUMBS, &image, &name));
         match made {
-            Ok(thumb) => Some(thumb),
+            Ok(thumb) => (Some(thumb), None),
             Err(reason) => {
-                self.unreadable.insert(line.line, reason);
-                None
+                if self.unreadable.len() < UNREADABLE_KEPT {
+                    self.unreadable.insert(line.line, reason.clone());
+                }
+                (None, Some(reason))
             }
         }
     }
@@ -310,29 +369,28 @@ impl Gallery {
     fn take_back(&mut self, number: u64) -> Page {
         let mut page = Page::default();
         let kept = self.kept_path(number);
-        let text = genapi_files::read_text(&kept, RESULTS_LIMIT).unwrap_or_default();
+        // Cut as they were kept; cut again, whatever the file holds now.
+        let text = genapi_files::read_text(&kept, KEPT_LIMIT).unwrap_or_default();
         let prefix = self.prefix();
         for text in text.lines().skip(1) {
             let Ok(line) = serde_json::from_str::<ResultLine>(text) else {
                 continue;
             };
-            let thumbnail = self.thumbnail_of(&line);
-            let unreadable = self.unreadable.get(&line.line).map(String::as_str);
-            page.tiles
-                .insert(line.line, page::tile(&line, thumbnail.as_ref(), unreadable, prefix));
-            if let Some(thumbnail) = thumbnail {
-                page.thumbnails.insert(line.line, thumbnail);
-            }
-            page.lines.insert(line.line, line);
+            let line = shown(line);
+            let (thumbnail, why) = self.thumbnail_of(&line);
+            let tile = page::tile(&line, thumbnail.as_ref(), why.as_deref(), prefix);
+            page.hold(line, tile, thumbnail);
         }
         page
     }
 
     /// Puts the pages used longest ago away while more than
-    /// [`OPEN_PAGES`] are held: each is written (when it changed) and its
-    /// lines kept beside it.
+    /// [`OPEN_PAGES`] are held, or more than one taking more than
+    /// [`HELD_BYTES`]: each is written (when it changed) and its lines kept
+    /// beside it.
     fn put_away_extra(&mut self) -> Result<(), GalleryError> {
-        while self.paged && self.open.len() > OPEN_PAGES {
+        let held = |open: &BTreeMap<u64, Page>| open.values().map(|page| page.bytes).sum::<usize>();
+        while self.paged && (self.open.len() > OPEN_PAGES || (self.open.len() > 1 && held(&self.open) > HELD_BYTES)) {
             let Some(oldest) = self.open.iter().min_by_key(|(_, page)| page.used).map(|(n, _)| *n) else {
                 break;
             };
@@ -483,8 +541,28 @@ impl Gallery {
         self.count == 0
     }
 
-    /// Lines whose image could not be made into a thumbnail, with why.
+    /// Lines whose image could not be made into a thumbnail, with why: the
+    /// first 10,000 of them (a results file may name millions; each tile
+    /// says why all the same).
     pub fn unreadable(&self) -> &BTreeMap<u64, String> {
         &self.unreadable
     }
+}
+
+/// Reads the next line of `reader` into `line`, without its end: `None` at
+/// the end of the file, `Some(false)` for a line longer than
+/// [`LINE_BYTES`] (of which no more than that is read).
+fn next_line(reader: &mut impl BufRead, line: &mut Vec<u8>) -> std::io::Result<Option<bool>> {
+    line.clear();
+    if reader.take(LINE_BYTES as u64 + 1).read_until(b'\n', line)? == 0 {
+        return Ok(None);
+    }
+    if line.last() == Some(&b'\n') {
+        line.pop();
+        if line.last() == Some(&b'\r') {
+            line.pop();
+        }
+        return Ok(Some(true));
+    }
+    Ok(Some(line.len() <= LINE_BYTES))
 }

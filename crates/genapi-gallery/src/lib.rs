@@ -18,7 +18,9 @@
 //! totals, so a gallery of 100,000 lines opens as fast as one of 1,000. Only
 //! the pages that changed are written again, and the lines of a few pages
 //! are held at a time, so keeping a gallery costs a batch little, however
-//! long. Every page is self-contained (no script, font or style from the
+//! long. Texts are cut as they come (a prompt of 300,000 characters is
+//! shown, and held, as its first thousand and `… (300000 characters)`), so
+//! it costs little however long its lines are either. Every page is self-contained (no script, font or style from the
 //! network: it opens from the file system in any browser), thumbnails load
 //! lazily, and every write replaces a page whole (written beside it, then
 //! renamed), so a reader never sees half a page.
@@ -32,6 +34,7 @@
 
 mod gallery;
 mod page;
+mod shown;
 mod thumbnail;
 
 pub use gallery::{Gallery, GalleryError, INDEX, PAGES, PAGE_TILES, RESULTS, THUMBS};

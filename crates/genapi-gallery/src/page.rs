@@ -173,9 +173,12 @@ pub(crate) struct Totals {
     /// The first and last line numbers.
     first: u64,
     last: u64,
-    by_status: BTreeMap<String, usize>,
-    /// Lines not succeeded, by their class.
-    by_class: BTreeMap<String, usize>,
+    /// Lines by status: each of [`STATUS_ORDER`], and `other`.
+    by_status: BTreeMap<&'static str, usize>,
+    /// Lines not succeeded, by their class: each a batch writes, and
+    /// `other`. Named from these lists, the totals of every page of a
+    /// gallery take little whatever its results file says.
+    by_class: BTreeMap<&'static str, usize>,
     credits: f64,
     /// From the first line's start to the last line's end, as the results say.
     span: Option<(f64, f64)>,
@@ -193,10 +196,10 @@ impl Totals {
                 totals.first.min(line.line)
             };
             totals.last = totals.last.max(line.line);
-            *totals.by_status.entry(line.status.clone()).or_default() += 1;
+            *totals.by_status.entry(status_name(&line.status)).or_default() += 1;
             if line.status != "succeeded" {
                 if let Some(class) = &line.class {
-                    *totals.by_class.entry(class.clone()).or_default() += 1;
+                    *totals.by_class.entry(class_name(class)).or_default() += 1;
                 }
             }
             // A cost below zero (a results file not the batch's) is none.
@@ -226,10 +229,10 @@ impl Totals {
         self.last = self.last.max(other.last);
         self.lines += other.lines;
         for (status, count) in &other.by_status {
-            *self.by_status.entry(status.clone()).or_default() += count;
+            *self.by_status.entry(status).or_default() += count;
         }
         for (class, count) in &other.by_class {
-            *self.by_class.entry(class.clone()).or_default() += count;
+            *self.by_class.entry(class).or_default() += count;
         }
         self.credits += other.credits;
         if let Some((start, end)) = other.span {
@@ -250,13 +253,32 @@ impl Totals {
     }
 }
 
+/// A status as the totals count it: its name when it is one of
+/// [`STATUS_ORDER`], else `other`.
+fn status_name(status: &str) -> &'static str {
+    STATUS_ORDER
+        .into_iter()
+        .find(|known| *known == status)
+        .unwrap_or("other")
+}
+
+/// A class as the totals count it: its name when a batch writes it, else
+/// `other` (a class of its own).
+fn class_name(class: &str) -> &'static str {
+    genapi::FailureClass::ALL
+        .into_iter()
+        .map(genapi::FailureClass::as_str)
+        .find(|known| *known == class)
+        .unwrap_or(genapi::FailureClass::Other.as_str())
+}
+
 /// Lines by status, in [`STATUS_ORDER`]: `9 succeeded · 1 failed`.
 fn statuses(totals: &Totals) -> String {
-    let mut statuses: Vec<(&String, &usize)> = totals.by_status.iter().collect();
+    let mut statuses: Vec<(&&str, &usize)> = totals.by_status.iter().collect();
     statuses.sort_by_key(|(status, _)| {
         STATUS_ORDER
             .iter()
-            .position(|known| known == status)
+            .position(|known| known == *status)
             .unwrap_or(usize::MAX)
     });
     let statuses: Vec<String> = statuses.iter().map(|(s, n)| format!("{n} {}", escape(s))).collect();
@@ -447,7 +469,7 @@ pub(crate) fn escape(text: &str) -> String {
             '>' => out.push_str("&gt;"),
             '"' => out.push_str("&quot;"),
             '\'' => out.push_str("&#39;"),
-            c if c.is_control() => out.push(' '),
+            c if genapi_text::is_unsafe_to_show(c) => out.push(' '),
             c => out.push(c),
         }
     }
@@ -475,6 +497,7 @@ mod tests {
             "&lt;img src=x onerror=&quot;alert(1)&quot;&gt;&amp;&#39;"
         );
         assert_eq!(escape("a\u{1b}[31mb"), "a [31mb");
+        assert_eq!(escape("left\u{202e}thgir"), "left thgir", "nothing reorders the text");
         assert_eq!(url_path("thumbs/a #1?.png.jpg"), "thumbs/a%20%231%3F.png.jpg");
     }
 
@@ -495,5 +518,23 @@ mod tests {
         let mut added = Totals::of(std::iter::once(&two));
         added.add(&Totals::of(std::iter::once(&one)));
         assert_eq!(added, both, "the totals of pages are those of their lines");
+    }
+
+    #[test]
+    fn totals_name_the_statuses_and_classes_a_batch_writes_and_count_the_rest_as_other() {
+        let line = |n: u64, status: &str, class: &str| ResultLine {
+            line: n,
+            status: status.into(),
+            class: Some(class.into()),
+            ..ResultLine::default()
+        };
+        let mut lines: Vec<ResultLine> = (1..=999)
+            .map(|n| line(n, &format!("status {n}"), &format!("class {n}")))
+            .collect();
+        lines.push(line(1000, "failed", "timeout"));
+        let totals = Totals::of(lines.iter());
+        assert_eq!(statuses(&totals), "1 failed · 999 other");
+        let classes: Vec<(&str, usize)> = totals.by_class.iter().map(|(c, n)| (*c, *n)).collect();
+        assert_eq!(classes, [("other", 999), ("timeout", 1)]);
     }
 }

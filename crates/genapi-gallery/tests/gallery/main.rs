@@ -3,6 +3,7 @@
 //! the page in a real browser.
 
 mod browser;
+mod long_texts;
 mod page;
 mod pages;
 

@@ -193,3 +193,21 @@ fn pages_of_lines_far_apart_link_the_pages_that_exist() {
     let last = page(&dir, 10);
     assert!(last.contains("href=\"6.html\" rel=\"prev\"") && !last.contains("rel=\"next\""));
 }
+
+#[test]
+fn a_gallery_says_why_of_the_first_ten_thousand_images_it_cannot_read() {
+    let dir = Dir::new("gallery-pages-unreadable");
+    let mut gallery = Gallery::new(&dir.0);
+    for line in 1..=10_050 {
+        gallery.add(succeeded(line, "missing.png"));
+    }
+    gallery.write().unwrap();
+    assert_eq!(gallery.unreadable().len(), 10_000, "a results file may name millions");
+    assert_eq!(gallery.unreadable().keys().last(), Some(&10_000));
+    let last = page(&dir, 11);
+    assert_eq!(
+        last.matches("no thumbnail: not a file of the output folder").count(),
+        50,
+        "each tile says why all the same"
+    );
+}
