@@ -158,11 +158,11 @@ impl Page {
             self.thumbnails.insert(number, thumbnail);
         }
         if let Some(earlier) = self.tiles.insert(number, tile) {
-            self.bytes -= earlier.len();
+            self.bytes = self.bytes.saturating_sub(earlier.len());
         }
         match self.lines.insert(number, line) {
             Some(earlier) => {
-                self.bytes -= held_bytes(&earlier);
+                self.bytes = self.bytes.saturating_sub(held_bytes(&earlier));
                 false
             }
             None => true,
@@ -293,7 +293,7 @@ impl Gallery {
                     );
                     first.bytes += tile.len();
                     if let Some(earlier) = first.tiles.insert(*number, tile) {
-                        first.bytes -= earlier.len();
+                        first.bytes = first.bytes.saturating_sub(earlier.len());
                     }
                 }
             }
