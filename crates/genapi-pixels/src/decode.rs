@@ -51,7 +51,7 @@ pub(crate) fn cost(bytes: &[u8]) -> Result<Cost, PictureError> {
     match format_of(bytes)? {
         Format::Png => png_cost(&mut png_decoder(bytes)),
         Format::Jpeg => jpeg_cost(&mut jpeg_decoder(bytes), bytes.len()),
-        Format::WebP => webp_cost(&mut webp_decoder(bytes)?, bytes.len()),
+        Format::WebP => webp_cost(&mut webp_decoder(bytes)?, bytes),
     }
 }
 
@@ -74,7 +74,8 @@ impl Picture {
     /// at most `limit` bytes. What it takes is estimated from the header
     /// before anything is decoded, and counts what the codec holds beside
     /// the pixels (a progressive JPEG's coefficients, a 16-bit PNG's rows,
-    /// a WebP's planes) as well as the picture made from them, so an image
+    /// a WebP's planes and a lossless one's prefix codes, read from its
+    /// stream) as well as the picture made from them, so an image
     /// claiming enormous dimensions is refused, not decoded. Metadata (a
     /// PNG's text and ICC profile) is not decoded. Transparency is dropped
     /// (alpha is ignored) and grey becomes RGB.
@@ -213,14 +214,15 @@ fn webp_decoder(bytes: &[u8]) -> Result<image_webp::WebPDecoder<Cursor<&[u8]>>, 
     image_webp::WebPDecoder::new(Cursor::new(bytes)).map_err(codec)
 }
 
-fn webp_cost(decoder: &mut image_webp::WebPDecoder<Cursor<&[u8]>>, file: usize) -> Result<Cost, PictureError> {
+fn webp_cost(decoder: &mut image_webp::WebPDecoder<Cursor<&[u8]>>, bytes: &[u8]) -> Result<Cost, PictureError> {
     let (width, height) = decoder.dimensions();
     let kind = peak::WebPKind {
         lossy: decoder.is_lossy(),
         alpha: decoder.has_alpha(),
         animated: decoder.is_animated(),
     };
-    Ok(peak::webp(width, height, kind, file))
+    let codes = crate::webp_codes::lossless_codes(bytes, (width, height))?;
+    Ok(peak::webp(width, height, kind, bytes.len(), codes))
 }
 
 fn webp_samples(
@@ -228,7 +230,7 @@ fn webp_samples(
     allowed: impl FnOnce(&Cost) -> Result<(), PictureError>,
 ) -> Result<Samples, PictureError> {
     let mut decoder = webp_decoder(bytes)?;
-    let cost = webp_cost(&mut decoder, bytes.len())?;
+    let cost = webp_cost(&mut decoder, bytes)?;
     allowed(&cost)?;
     let size = decoder.output_buffer_size().ok_or(PictureError::Format)?;
     let mut data = vec![0; size];

@@ -5,7 +5,11 @@
 
 use crate::counting::peak_of;
 use crate::decode::cost;
-use crate::hostile::{jpeg_claiming, png_of_16_bit_zeros, png_with_inflating};
+use crate::hostile::{
+    chunk, jpeg_claiming, lossless_stream_of_groups, lossless_stream_of_silent_pixels, png_of_16_bit_zeros,
+    png_with_inflating, webp_of,
+};
+use crate::webp_codes::lossless_codes;
 use crate::{Picture, PictureError, THUMBNAIL_BYTES};
 
 const MIB: u64 = 1 << 20;
@@ -166,4 +170,52 @@ fn a_thumbnail_of_four_megapixels_is_made_within_its_bound_in_every_format() {
         assert_eq!(small.unwrap().dimensions(), (192, 192), "{kind}");
         assert!(peak <= THUMBNAIL_BYTES, "{kind}: {peak}");
     }
+}
+
+#[test]
+fn a_lossless_webp_naming_thousands_of_code_groups_is_refused_from_its_codes() {
+    // 672 KB claiming one pixel, whose codes took 4.3 GiB to build.
+    let bomb = webp_of(&[chunk(b"VP8L", &lossless_stream_of_groups(65_536, true))]);
+    let (refused, peak) = peak_of(|| Picture::thumbnail(&bomb, 192, THUMBNAIL_BYTES));
+    let Err(PictureError::TooLarge {
+        width: 1,
+        height: 1,
+        needs,
+        ..
+    }) = refused
+    else {
+        panic!("{refused:?}");
+    };
+    assert!(needs > 4 << 30, "{needs}");
+    assert!(peak < MIB, "reading the codes holds little: {peak}");
+
+    // Fewer groups are decoded within the estimate.
+    let smaller = webp_of(&[chunk(b"VP8L", &lossless_stream_of_groups(1024, true))]);
+    let estimate = cost(&smaller).unwrap().with_picture_of(1);
+    let (decoded, peak) = peak_of(|| Picture::decode(&smaller, estimate));
+    assert_eq!(decoded.unwrap().dimensions(), (1, 1));
+    assert!(peak <= estimate && peak > 64 * MIB, "{peak} of {estimate}");
+
+    // The same codes in an alpha plane, or in a frame of an animation.
+    let stream = lossless_stream_of_groups(65_536, false);
+    let alpha = webp_of(&[chunk(b"ALPH", &[&[1][..], &stream].concat())]);
+    let mut frame = vec![0; 16];
+    frame.extend_from_slice(&chunk(b"ALPH", &[&[1][..], &stream].concat()));
+    let animated = webp_of(&[chunk(b"ANMF", &frame)]);
+    for file in [alpha, animated] {
+        assert!(lossless_codes(&file, (1, 1)).unwrap() > 4 << 30);
+    }
+}
+
+#[test]
+fn a_lossless_webp_of_pixels_that_take_no_bit_is_read_at_once() {
+    // An alpha plane of 2²⁴ × 2²⁴ pixels (as a canvas may claim), whose
+    // predictor's image is 2⁴⁴ copies that take no bit: the codes are read
+    // past them at once, and the stream ends there.
+    let stream = lossless_stream_of_silent_pixels();
+    let file = webp_of(&[chunk(b"ALPH", &[&[1][..], &stream].concat())]);
+    let started = std::time::Instant::now();
+    let read = lossless_codes(&file, (1 << 24, 1 << 24));
+    assert!(started.elapsed() < std::time::Duration::from_secs(2));
+    assert!(read.is_err(), "{read:?}");
 }

@@ -121,3 +121,105 @@ pub(crate) fn jpeg_claiming(width: u16, height: u16, progressive: bool) -> Vec<u
     out[at + 7..at + 9].copy_from_slice(&width.to_be_bytes());
     out
 }
+
+/// A lossless WebP stream of 1 × 1 pixel (with its header, or without it
+/// as an alpha plane's) whose pixel names the last of `groups` groups of
+/// prefix codes, each group's first code 2,048 symbols of 11 bits: a dozen
+/// bytes to write (one code-length symbol, read without a bit), a table of
+/// 4 KiB and a tree of 4,096 nodes to decode.
+pub(crate) fn lossless_stream_of_groups(groups: u32, header: bool) -> Vec<u8> {
+    let mut bits = Bits::default();
+    if header {
+        bits.number(0x2f, 8); // Signature,
+        bits.number(0, 14); // width 1,
+        bits.number(0, 14); // height 1,
+        bits.number(0, 4); // no alpha, version 0.
+    }
+    bits.number(0, 1); // No transform.
+    bits.number(1, 1); // A colour cache,
+    bits.number(11, 4); // of 2,048 colours (green's alphabet is 2,328).
+    bits.number(1, 1); // Groups of codes, by an entropy image
+    bits.number(0, 3); // of blocks of 4 × 4: one pixel,
+    bits.number(0, 1); // (no colour cache) whose codes are one symbol each:
+    let last = groups - 1;
+    for symbol in [last & 0xFF, last >> 8, 0, 0, 0] {
+        // green and red, the group; blue, alpha, distance.
+        bits.number(1, 1);
+        bits.number(0, 1);
+        bits.number(1, 1);
+        bits.number(symbol, 8);
+    }
+    for _ in 0..groups {
+        // Green: 2,048 code lengths of 11, by a code of one length (the
+        // 15th in the order of code lengths).
+        bits.number(0, 1);
+        bits.number(15 - 4, 4);
+        for order in 0..15 {
+            bits.number(u32::from(order == 14), 3);
+        }
+        bits.number(1, 1); // The last symbol, in 12 bits.
+        bits.number(5, 3);
+        bits.number(2048 - 2, 12);
+        for _ in 0..4 {
+            // Red, blue, alpha, distance: one symbol each.
+            bits.number(0b0001, 4);
+        }
+    }
+    bits.number(0, 11); // The pixel: green's symbol 0,
+    bits.number(0, 32); // and room to spare.
+    bits.bytes
+}
+
+/// A lossless stream without a header (an alpha plane's) whose first
+/// transform's image is pixels that take no bit each: copies of one pixel
+/// back, by a green code of one symbol (256) and a distance code of one
+/// symbol. It ends there.
+pub(crate) fn lossless_stream_of_silent_pixels() -> Vec<u8> {
+    let mut bits = Bits::default();
+    bits.number(1, 1); // A transform,
+    bits.number(0, 2); // the predictor's,
+    bits.number(0, 3); // of blocks of 4 × 4, whose image has
+    bits.number(0, 1); // no colour cache.
+                       // Green: symbols 0 to 255 of no code and 256 of one, by a code of code
+                       // lengths of two symbols (1 and 18, a bit each: 1 is 0, 18 is 1).
+    bits.number(0, 1);
+    bits.number(0, 4); // Four code lengths, for 17, 18, 0 and 1:
+    for length in [0, 1, 0, 1] {
+        bits.number(length, 3);
+    }
+    bits.number(1, 1); // Three of them read:
+    bits.number(0, 3);
+    bits.number(1, 2);
+    bits.code(1, 1); // 138 zeros,
+    bits.number(127, 7);
+    bits.code(1, 1); // 118 zeros,
+    bits.number(107, 7);
+    bits.code(0, 1); // then 1.
+    for _ in 0..4 {
+        // Red, blue, alpha, distance: one symbol each (0).
+        bits.number(0b0001, 4);
+    }
+    bits.bytes
+}
+
+/// A chunk as RIFF lays it out: its kind, its length, its data (and a byte
+/// more when that is odd).
+pub(crate) fn chunk(kind: &[u8; 4], data: &[u8]) -> Vec<u8> {
+    let mut out = kind.to_vec();
+    out.extend_from_slice(&(data.len() as u32).to_le_bytes());
+    out.extend_from_slice(data);
+    if data.len() % 2 == 1 {
+        out.push(0);
+    }
+    out
+}
+
+/// A WebP file of `chunks`.
+pub(crate) fn webp_of(chunks: &[Vec<u8>]) -> Vec<u8> {
+    let body: Vec<u8> = chunks.concat();
+    let mut file = b"RIFF".to_vec();
+    file.extend_from_slice(&(4 + body.len() as u32).to_le_bytes());
+    file.extend_from_slice(b"WEBP");
+    file.extend_from_slice(&body);
+    file
+}

@@ -8,11 +8,12 @@
 //!
 //! A header may claim any size, and a decoder holds more than the pixels
 //! it returns (a progressive JPEG's coefficients, a 16-bit PNG's rows, a
-//! WebP's planes): the bound counts all of it, estimated from the header
-//! before anything is decoded, so a file of a few hundred bytes claiming
-//! 8000 × 8000 pixels is refused at once ([`PictureError::TooLarge`]).
-//! Metadata is not decoded: a PNG's text and ICC chunks, which may inflate
-//! a thousand times, are skipped unread. The codecs are the ones the `image` crate
+//! WebP's planes, and a lossless WebP's prefix codes, which its header
+//! does not say and a file of 700 KB may make take 4 GiB): the bound counts
+//! all of it, estimated before anything is decoded, so a file of a few
+//! hundred bytes claiming 8000 × 8000 pixels is refused at once
+//! ([`PictureError::TooLarge`]). Metadata is not decoded: a PNG's text and
+//! ICC chunks, which may inflate a thousand times, are skipped unread. The codecs are the ones the `image` crate
 //! wraps (`png`, `zune-jpeg`, `image-webp`) and `jpeg-encoder`; `image`
 //! itself, with its colour management and other formats, is left out,
 //! which keeps the command's first build about 20 s of CPU shorter.
@@ -31,6 +32,7 @@ mod decode;
 mod encode;
 mod peak;
 mod shrink;
+mod webp_codes;
 
 #[cfg(test)]
 mod counting;

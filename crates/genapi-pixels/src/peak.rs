@@ -102,9 +102,10 @@ pub(crate) struct WebPKind {
 /// pixel of luma and half of chroma, in whole 16 × 16 blocks) and its
 /// alpha plane (decoded as RGBA first, then kept as one byte a pixel); a
 /// lossless frame's RGBA and its transforms' smaller images; an animation's
-/// canvas and frame beside them; and the file twice, as its data is read
-/// and copied into partitions.
-pub(crate) fn webp(width: u32, height: u32, kind: WebPKind, file: usize) -> Cost {
+/// canvas and frame beside them; the file twice, as its data is read and
+/// copied into partitions; and `codes`, what its lossless streams' prefix
+/// codes take (see `webp_codes`), which its header does not say.
+pub(crate) fn webp(width: u32, height: u32, kind: WebPKind, file: usize, codes: u64) -> Cost {
     let pixels = Cost::pixels(width, height);
     let padded = (width as u64).next_multiple_of(16) * (height as u64).next_multiple_of(16);
     let output = pixels * if kind.alpha { 4 } else { 3 };
@@ -121,6 +122,6 @@ pub(crate) fn webp(width: u32, height: u32, kind: WebPKind, file: usize) -> Cost
     Cost {
         width,
         height,
-        decoder: output + frame + 2 * file as u64,
+        decoder: (output + frame + 2 * file as u64).saturating_add(codes),
     }
 }
