@@ -100,17 +100,22 @@ pub(crate) struct WebPKind {
 
 /// A WebP, from its header: the output; a lossy frame's planes (a byte a
 /// pixel of luma and half of chroma, in whole 16 × 16 blocks) and its
-/// alpha plane (decoded as RGBA first, then kept as one byte a pixel); a
-/// lossless frame's RGBA and its transforms' smaller images; an animation's
+/// alpha plane (a lossless stream decoded as RGBA, then kept as one byte a
+/// pixel); a lossless stream's RGBA and its smaller images; an animation's
 /// canvas and frame beside them; the file twice, as its data is read and
 /// copied into partitions; and `codes`, what its lossless streams' prefix
 /// codes take (see `webp_codes`), which its header does not say.
 pub(crate) fn webp(width: u32, height: u32, kind: WebPKind, file: usize, codes: u64) -> Cost {
     let pixels = Cost::pixels(width, height);
     let padded = (width as u64).next_multiple_of(16) * (height as u64).next_multiple_of(16);
+    // A lossless stream's smaller images, by blocks of 4 × 4 pixels at the
+    // finest: a predictor's and a colour transform's (four bytes a block),
+    // the entropy image (six), and a palette.
+    let blocks = (width as u64).div_ceil(4) * (height as u64).div_ceil(4);
+    let small_images = blocks * 14 + 1024;
     let output = pixels * if kind.alpha { 4 } else { 3 };
-    let lossy = padded * 3 / 2 + if kind.alpha { pixels * 5 } else { 0 };
-    let lossless = pixels * 5;
+    let lossy = padded * 3 / 2 + if kind.alpha { pixels * 5 + small_images } else { 0 };
+    let lossless = pixels * 4 + small_images;
     let frame = if kind.animated {
         // Canvas and frame, and either kind of frame.
         pixels * 8 + lossy.max(lossless)
