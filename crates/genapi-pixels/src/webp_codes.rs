@@ -28,9 +28,11 @@ const TABLE_BITS: usize = 10;
 const NODE_BYTES: u64 = 16;
 
 /// A group of five codes as the decoder keeps it, 280 bytes, in a list
-/// that grows by doubling (the old list beside the new for a moment); and
-/// what reading one code holds for a moment (its lengths).
+/// that grows by doubling (the old list beside the new for a moment).
 const GROUP_BYTES: u64 = 900;
+
+/// What reading one code holds for a moment: its lengths, two bytes a
+/// symbol, and the code of its lengths.
 const READING_BYTES: u64 = 8 << 10;
 
 fn corrupt() -> PictureError {
