@@ -9,6 +9,8 @@
 //! line's task: the next run polls it and saves its result, and the line is
 //! never submitted again.
 
+use std::collections::BTreeMap;
+
 use super::job::Job;
 use super::journal::Event;
 use super::line::Line;
@@ -146,30 +148,58 @@ pub async fn adopt(client: &Client, store: &dyn Store, job: &Job, task: &str) ->
             "a task id or polling URL is at most {MAX_TASK_TEXT} characters, without control or invisible formatting characters"
         )));
     }
-    let service_error = |source: genapi::Error| AdoptError::Service {
-        id: task.to_string(),
-        source: Box::new(source),
-    };
     // The id, without asking the service yet.
-    let id = client.task(task).map_err(service_error)?.id().to_string();
+    let id = client.task(task).map_err(service_error(task))?.id().to_string();
     if id.is_empty() || id.chars().any(genapi_text::is_unsafe_to_show) {
         return Err(invalid("the polling URL has no usable `id` parameter".into()));
     }
 
     let lines = store.lines().await?;
+    if let Some(already) = may_adopt(&lines, job, &id)? {
+        return Ok(already);
+    }
+    let (found, unchecked_prompt) = look_up(client, job, task, id).await?;
+    let reference = found.reference().clone();
+    store
+        .write_adoption(Event::Accepted {
+            line,
+            id: reference.id.clone(),
+            polling_url: reference.polling_url.clone(),
+            cost: None,
+            adopted: true,
+        })
+        .await?;
+    Ok(Adopted {
+        task: reference,
+        unchecked_prompt,
+    })
+}
+
+/// What the service said when the task `task` was looked up.
+fn service_error(task: &str) -> impl Fn(genapi::Error) -> AdoptError + '_ {
+    move |source| AdoptError::Service {
+        id: task.to_string(),
+        source: Box::new(source),
+    }
+}
+
+/// Whether the store lets task `id` be adopted for `job`'s line: the
+/// adoption already written (`Some`), refused (why), or open (`None`).
+fn may_adopt(lines: &BTreeMap<u64, Line>, job: &Job, id: &str) -> Result<Option<Adopted>, AdoptError> {
+    let line = job.line;
     let Some(state) = lines.get(&line) else {
         return Err(AdoptError::NoSubmission { line });
     };
     let adopted = state.task().is_some_and(|task| task.adopted);
     if let Some(held) = state.task() {
         if held.id == id {
-            return Ok(Adopted {
+            return Ok(Some(Adopted {
                 task: TaskRef {
-                    id,
+                    id: id.to_string(),
                     polling_url: held.polling_url.clone(),
                 },
                 unchecked_prompt: None,
-            });
+            }));
         }
         // An adopted task can be replaced, finished or not (it was the
         // user's word, and may prove to be another line's); a task the batch
@@ -201,19 +231,32 @@ pub async fn adopt(client: &Client, store: &dyn Store, job: &Job, task: &str) ->
         .find(|(_, other)| other.task().is_some_and(|taken| taken.id == id))
     {
         return Err(AdoptError::TaskTaken {
-            id,
+            id: id.to_string(),
             other_line: *other_line,
         });
     }
+    Ok(None)
+}
 
+/// Looks the task up at the service (polled once) and checks the prompt it
+/// reports against the job's: the task found, and a differing prompt that
+/// could not be judged.
+async fn look_up(
+    client: &Client,
+    job: &Job,
+    task: &str,
+    id: String,
+) -> Result<(genapi::Task, Option<String>), AdoptError> {
+    let line = job.line;
+    let service_error = || service_error(task);
     client.learn_secrets(&job.body);
-    let found = client.task(task).map_err(service_error)?;
-    let polled = found.poll().await.map_err(service_error)?;
+    let found = client.task(task).map_err(service_error())?;
+    let polled = found.poll().await.map_err(service_error())?;
     if polled.status == genapi::TaskStatus::TaskNotFound {
         let looked_at = if task.contains("://") {
             vec![found.polling_url().clone()]
         } else {
-            client.polling_candidates(&id).map_err(service_error)?
+            client.polling_candidates(&id).map_err(service_error())?
         };
         let looked_at: Vec<String> = looked_at.iter().map(|url| url.origin().ascii_serialization()).collect();
         return Err(AdoptError::NoSuchTask {
@@ -236,20 +279,7 @@ pub async fn adopt(client: &Client, store: &dyn Store, job: &Job, task: &str) ->
             unchecked_prompt = Some(shown_prompt(reported));
         }
     }
-    let reference = found.reference().clone();
-    store
-        .write_adoption(Event::Accepted {
-            line,
-            id: reference.id.clone(),
-            polling_url: reference.polling_url.clone(),
-            cost: None,
-            adopted: true,
-        })
-        .await?;
-    Ok(Adopted {
-        task: reference,
-        unchecked_prompt,
-    })
+    Ok((found, unchecked_prompt))
 }
 
 /// The prompt a task of this job must report, when the service is known not

@@ -209,6 +209,99 @@ const HEADER: &str = r#"{"journal":"genapi batch","format":1}"#;
 /// How much of a file is read to find its first line.
 const FIRST_LINE_LIMIT: u64 = 1 << 20;
 
+/// The journal at `path`: created only where nothing has the name (a link
+/// included), else the file that is there, which must then be a journal:
+/// never through a link (it could name any file, or a device that never
+/// ends), and only a regular file.
+fn create_or_open_existing(path: &Path) -> io::Result<File> {
+    let mut options = OpenOptions::new();
+    options.read(true).append(true);
+    match options.clone().create_new(true).open(path) {
+        Ok(file) => {
+            sync_directory(path);
+            Ok(file)
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Err(io::Error::new(
+            e.kind(),
+            format!("{}: {e} (its directory must exist)", path.display()),
+        )),
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => open_existing(options, path),
+        Err(e) => Err(e),
+    }
+}
+
+fn open_existing(mut existing: OpenOptions, path: &Path) -> io::Result<File> {
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::custom_flags(&mut existing, libc::O_NOFOLLOW | libc::O_NONBLOCK);
+    let refuse = |what: &str| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!(
+                "{} is {what}, not a journal of this batch; it was left as it is: move it away, or choose another \
+                 output directory",
+                path.display()
+            ),
+        )
+    };
+    if std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink()) {
+        return Err(refuse("a link"));
+    }
+    let file = existing.open(path)?;
+    // A pipe, a socket or a directory is never a journal. (A character
+    // device is let through: /dev/full is how a full disk is tried out.)
+    let kind = file.metadata()?.file_type();
+    #[cfg(unix)]
+    let device = std::os::unix::fs::FileTypeExt::is_char_device(&kind);
+    #[cfg(not(unix))]
+    let device = false;
+    if !kind.is_file() && !device {
+        return Err(refuse("not a regular file"));
+    }
+    Ok(file)
+}
+
+/// Locks `held` (the journal, or its directory) for this run: a second run
+/// of the batch is refused while this one lives.
+fn lock_for_this_run(held: &File, path: &Path) -> io::Result<()> {
+    match held.try_lock() {
+        Ok(()) => Ok(()),
+        Err(std::fs::TryLockError::WouldBlock) => Err(io::Error::new(
+            io::ErrorKind::WouldBlock,
+            format!(
+                "{} is in use by another run of this batch; wait for it to end (two runs would submit the same \
+                 lines twice)",
+                path.display()
+            ),
+        )),
+        // A file system without locks: go on, as a journal did before.
+        Err(std::fs::TryLockError::Error(e)) if e.kind() == io::ErrorKind::Unsupported => {
+            tracing::warn!(path = %path.display(), "this file system cannot lock the journal; do not run the same batch twice at once");
+            Ok(())
+        }
+        Err(std::fs::TryLockError::Error(e)) => Err(e),
+    }
+}
+
+/// An event cut short by a crash was never acknowledged: it is cut off, so
+/// the next event starts on a line of its own. A whole event that only
+/// lacks its newline (an editor's save) is kept.
+fn cut_a_torn_tail(file: &mut File) -> io::Result<()> {
+    let whole = complete_length(file)?;
+    let length = file.metadata()?.len();
+    if whole < length {
+        let mut tail = Vec::new();
+        file.seek(SeekFrom::Start(whole))?;
+        io::Read::read_to_end(file, &mut tail)?;
+        if serde_json::from_slice::<Event>(&tail).is_ok() {
+            file.write_all(b"\n")?;
+        } else {
+            file.set_len(whole)?;
+        }
+        file.sync_data()?;
+    }
+    Ok(())
+}
+
 /// Fails, with what to do, unless the file is a batch's journal (see
 /// [`HEADER`]). Reads only; changes nothing.
 fn recognise(file: &mut File, path: &Path) -> io::Result<()> {
@@ -296,94 +389,15 @@ impl FileJournal {
         let path = std::path::absolute(path.as_ref())?;
         let mut options = OpenOptions::new();
         options.read(true).append(true);
-        // Created only where nothing has the name (a link included), else
-        // the file that is there, which must then be a journal.
-        let mut file = match options.clone().create_new(true).open(&path) {
-            Ok(file) => {
-                sync_directory(&path);
-                file
-            }
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                return Err(io::Error::new(
-                    e.kind(),
-                    format!("{}: {e} (its directory must exist)", path.display()),
-                ))
-            }
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
-                // Never through a link (it could name any file, or a device
-                // that never ends), and only a regular file.
-                let mut existing = options.clone();
-                #[cfg(unix)]
-                std::os::unix::fs::OpenOptionsExt::custom_flags(&mut existing, libc::O_NOFOLLOW | libc::O_NONBLOCK);
-                let refuse = |what: &str| {
-                    io::Error::new(
-                        io::ErrorKind::InvalidData,
-                        format!(
-                            "{} is {what}, not a journal of this batch; it was left as it is: move it away, or choose \
-                             another output directory",
-                            path.display()
-                        ),
-                    )
-                };
-                if std::fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_symlink()) {
-                    return Err(refuse("a link"));
-                }
-                let file = existing.open(&path)?;
-                // A pipe, a socket or a directory is never a journal. (A
-                // character device is let through: /dev/full is how a full
-                // disk is tried out.)
-                let kind = file.metadata()?.file_type();
-                #[cfg(unix)]
-                let device = std::os::unix::fs::FileTypeExt::is_char_device(&kind);
-                #[cfg(not(unix))]
-                let device = false;
-                if !kind.is_file() && !device {
-                    return Err(refuse("not a regular file"));
-                }
-                file
-            }
-            Err(e) => return Err(e),
-        };
+        let mut file = create_or_open_existing(&path)?;
         // The journal and its directory: deleting the journal while a run
         // uses it must not let a second run in.
         let directory = File::open(parent_of(&path)).ok();
         for held in std::iter::once(&file).chain(directory.as_ref()) {
-            match held.try_lock() {
-                Ok(()) => {}
-                Err(std::fs::TryLockError::WouldBlock) => {
-                    return Err(io::Error::new(
-                        io::ErrorKind::WouldBlock,
-                        format!(
-                            "{} is in use by another run of this batch; wait for it to end (two runs would submit \
-                             the same lines twice)",
-                            path.display()
-                        ),
-                    ))
-                }
-                // A file system without locks: go on, as a journal did before.
-                Err(std::fs::TryLockError::Error(e)) if e.kind() == io::ErrorKind::Unsupported => {
-                    tracing::warn!(path = %path.display(), "this file system cannot lock the journal; do not run the same batch twice at once");
-                }
-                Err(std::fs::TryLockError::Error(e)) => return Err(e),
-            }
+            lock_for_this_run(held, &path)?;
         }
         recognise(&mut file, &path)?;
-        // An event cut short by a crash was never acknowledged: cut it off,
-        // so the next event starts on a line of its own. A whole event
-        // that only lacks its newline (an editor's save) is kept.
-        let whole = complete_length(&mut file)?;
-        let length = file.metadata()?.len();
-        if whole < length {
-            let mut tail = Vec::new();
-            file.seek(SeekFrom::Start(whole))?;
-            io::Read::read_to_end(&mut file, &mut tail)?;
-            if serde_json::from_slice::<Event>(&tail).is_ok() {
-                file.write_all(b"\n")?;
-            } else {
-                file.set_len(whole)?;
-            }
-            file.sync_data()?;
-        }
+        cut_a_torn_tail(&mut file)?;
         let identity = identity(&file.metadata()?);
         Ok(FileJournal {
             path,
