@@ -31,7 +31,9 @@
 //! - a worker may keep its name from one run to the next
 //!   ([`LedgerOptions::worker_name`], [`LedgerOptions::worker_for_folder`]):
 //!   started again, it takes back its lines at once instead of waiting for
-//!   their lease. One live process holds a name at a time;
+//!   their lease. One live process holds a name at a time; a name still
+//!   held (its earlier run's connections not yet ended by the database) is
+//!   waited for a moment ([`LedgerOptions::name_wait`]);
 //! - every database step has a deadline ([`LedgerOptions::step_deadline`]),
 //!   and a connection that broke (the server restarted) is opened again
 //!   with a growing pause, the step run again on it;
@@ -66,6 +68,7 @@ mod wants;
 pub use error::LedgerError;
 pub use lines::Ledger;
 pub use link::DEFAULT_STEP_DEADLINE;
+pub use naming::DEFAULT_NAME_WAIT;
 pub use options::{LedgerOptions, DEFAULT_LEASE};
 pub use seats::{SharedSeats, UNANSWERED_SEAT_HOLD};
 pub use store::ReadOnlyLedger;

@@ -222,7 +222,7 @@ impl Ledger {
         let lease = options.lease.max(Duration::from_secs(1));
         // A worker name is this batch's: the same name in another batch is
         // another worker.
-        let worker = naming::take(&db, &format!("batch {batch}"), &options.naming).await?;
+        let worker = naming::take(&db, &format!("batch {batch}"), &options).await?;
         let renewal = tokio::spawn(renew(db.clone(), batch.to_string(), worker.clone(), lease));
         Ok(Ledger {
             db,

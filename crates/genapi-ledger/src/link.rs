@@ -25,6 +25,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::time::Instant;
+use tokio_postgres::error::SqlState;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{Error as PgError, Row, Statement};
 
@@ -161,13 +162,24 @@ impl Link {
     }
 
     /// Takes the first of `names` (each a lock's key and a worker name) no
-    /// live process holds, and keeps it for as long as this link lives.
-    /// `None` when every one is held.
-    pub(crate) async fn take_name(&self, names: &[(String, String)]) -> Result<Option<String>, LedgerError> {
+    /// live process holds, and keeps it for as long as this link lives: a
+    /// name another connection holds is waited for up to `wait` (at most
+    /// half the step deadline) before the next is tried. `None` when every
+    /// one is held. Called before any other task uses the link: the wait is
+    /// a transaction on its connection.
+    pub(crate) async fn take_name(
+        &self,
+        names: &[(String, String)],
+        wait: Duration,
+    ) -> Result<Option<String>, LedgerError> {
+        let wait = wait.min(self.step / 2);
         for (key, name) in names {
             let key_ref = key.as_str();
             let taken = self
-                .run(false, |session| async move { lock(&session, key_ref).await })
+                .run(
+                    false,
+                    |session| async move { lock_waiting(&session, key_ref, wait).await },
+                )
                 .await?;
             if taken {
                 if let Ok(mut kept) = self.name.lock() {
@@ -382,7 +394,8 @@ impl Link {
 }
 
 /// Takes the worker name whose lock is `key` for this session, if no other
-/// session holds it.
+/// session holds it (a new connection taking again the name the broken one
+/// held).
 async fn lock(session: &Session, key: &str) -> Result<bool, PgError> {
     session
         .query_one(
@@ -391,6 +404,39 @@ async fn lock(session: &Session, key: &str) -> Result<bool, PgError> {
         )
         .await?
         .try_get(0)
+}
+
+/// Takes the worker name whose lock is `key` for this session, waiting up
+/// to `wait` while another session holds it. The lock is the session's: it
+/// stays when the transaction that bounds the wait ends.
+async fn lock_waiting(session: &Session, key: &str, wait: Duration) -> Result<bool, PgError> {
+    // PostgreSQL reads a lock_timeout of 0 as no limit at all.
+    let millis = wait.as_millis().clamp(1, i32::MAX as u128).to_string();
+    session.batch_execute("BEGIN").await?;
+    let waited = async {
+        session
+            .query_one("SELECT set_config('lock_timeout', $1, true)", &[&millis])
+            .await?;
+        session
+            .execute(
+                "SELECT pg_advisory_lock(hashtextextended($1, $2))",
+                &[&key, &WORKER_LOCK_SEED],
+            )
+            .await
+    }
+    .await;
+    match waited {
+        Ok(_) => session.batch_execute("COMMIT").await.map(|()| true),
+        Err(error) if error.code() == Some(&SqlState::LOCK_NOT_AVAILABLE) => {
+            session.batch_execute("ROLLBACK").await.map(|()| false)
+        }
+        Err(error) => {
+            // The step reports what went wrong; the rollback only leaves
+            // the connection out of the failed transaction.
+            let _ = session.batch_execute("ROLLBACK").await;
+            Err(error)
+        }
+    }
 }
 
 /// Whether `error` says the connection broke (rather than the statement

@@ -1,8 +1,23 @@
 //! A worker's name: new for each process, or one a restarted worker takes
 //! back, held by one live process at a time.
 
+use std::time::Duration;
+
 use crate::link::Link;
-use crate::LedgerError;
+use crate::{LedgerError, LedgerOptions};
+
+/// How long a worker waits for a name another connection holds before it
+/// gives the name up, unless set otherwise
+/// ([`crate::LedgerOptions::name_wait`]).
+///
+/// A process that dies leaves its connections to the database, which ends
+/// each one (and frees the name it holds) when its server process next
+/// runs: within moments on a server it can reach, later on a loaded one.
+/// A worker started again at once would otherwise find its own name taken,
+/// and work under another (or be refused), its earlier run's lines and
+/// seats waiting for their lease. A live worker never lets go of its name,
+/// so each name it holds costs a worker starting beside it this long.
+pub const DEFAULT_NAME_WAIT: Duration = Duration::from_secs(5);
 
 /// Names a worker may take, from the most wanted.
 #[derive(Clone, Debug)]
@@ -14,7 +29,8 @@ pub(crate) enum Naming {
     Exactly(String),
     /// The first of `base`, `base#2`, `base#3`… no live process has, so that
     /// workers sharing a base each get their own, and a restarted one gets
-    /// back the name (and the lines) it had.
+    /// back the name (and the lines) it had once its earlier run's
+    /// connections end.
     FirstFree(String),
 }
 
@@ -28,10 +44,12 @@ impl Naming {
     }
 }
 
-/// The name this process works under in `scope` (a batch, a seat pool),
-/// held through `link` for as long as it lives.
-pub(crate) async fn take(link: &Link, scope: &str, naming: &Naming) -> Result<String, LedgerError> {
-    let (names, shown) = match naming {
+/// The name this process works under in `scope` (a batch, a seat pool), as
+/// `options` name it, held through `link` for as long as it lives. A name
+/// another connection holds is waited for up to `options`' name wait
+/// before the next is tried.
+pub(crate) async fn take(link: &Link, scope: &str, options: &LedgerOptions) -> Result<String, LedgerError> {
+    let (names, shown) = match &options.naming {
         Naming::Fresh => return Ok(worker_name()),
         Naming::Exactly(name) => (vec![name.clone()], name),
         Naming::FirstFree(base) => (
@@ -45,7 +63,7 @@ pub(crate) async fn take(link: &Link, scope: &str, naming: &Naming) -> Result<St
         .into_iter()
         .map(|name| (format!("{scope}\n{name}"), name))
         .collect();
-    link.take_name(&keyed)
+    link.take_name(&keyed, options.name_wait)
         .await?
         .ok_or_else(|| LedgerError::WorkerTaken { worker: shown.clone() })
 }

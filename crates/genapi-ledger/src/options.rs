@@ -4,7 +4,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use crate::link::DEFAULT_STEP_DEADLINE;
-use crate::naming::Naming;
+use crate::naming::{Naming, DEFAULT_NAME_WAIT};
 
 /// Settings of [`crate::Ledger::open_with`].
 ///
@@ -22,6 +22,7 @@ pub struct LedgerOptions {
     pub(crate) lease: Duration,
     pub(crate) step: Duration,
     pub(crate) naming: Naming,
+    pub(crate) name_wait: Duration,
 }
 
 impl Default for LedgerOptions {
@@ -30,6 +31,7 @@ impl Default for LedgerOptions {
             lease: DEFAULT_LEASE,
             step: DEFAULT_STEP_DEADLINE,
             naming: Naming::Fresh,
+            name_wait: DEFAULT_NAME_WAIT,
         }
     }
 }
@@ -55,8 +57,9 @@ impl LedgerOptions {
     /// Works as worker `name`: a worker started again under the same name
     /// takes back its lines at once, without waiting for their lease. Only
     /// one live process may have a name: [`crate::Ledger::open_with`] is
-    /// refused ([`crate::LedgerError::WorkerTaken`]) while another has it.
-    /// Without a name, each process is a new worker.
+    /// refused ([`crate::LedgerError::WorkerTaken`]) while another still
+    /// has it after the name wait ([`LedgerOptions::name_wait`]). Without a
+    /// name, each process is a new worker.
     pub fn worker_name(mut self, name: impl Into<String>) -> Self {
         self.naming = Naming::Exactly(name.into());
         self
@@ -66,10 +69,22 @@ impl LedgerOptions {
     /// `folder`: a worker started again on the same machine for the same
     /// folder takes back its lines at once. Workers sharing a folder each
     /// get their own name (`#2`, `#3`… after the first), and a restarted one
-    /// gets back the first name no live worker has.
+    /// gets back the first name no live worker has: each name held is
+    /// waited for up to the name wait ([`LedgerOptions::name_wait`]) before
+    /// the next is tried.
     pub fn worker_for_folder(mut self, folder: &Path) -> Self {
         let folder = std::fs::canonicalize(folder).unwrap_or_else(|_| folder.to_path_buf());
         self.naming = Naming::FirstFree(format!("{}:{}", crate::naming::host_name(), folder.display()));
+        self
+    }
+
+    /// How long a worker waits for its name while another connection holds
+    /// it ([`DEFAULT_NAME_WAIT`] by default; at most half the step
+    /// deadline) before giving it up: a process that died a moment ago
+    /// holds its name until the database ends its connections, and the
+    /// same worker started again meanwhile takes it back once they end.
+    pub fn name_wait(mut self, wait: Duration) -> Self {
+        self.name_wait = wait;
         self
     }
 }

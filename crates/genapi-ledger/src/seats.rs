@@ -253,7 +253,7 @@ impl SharedSeats {
                 .await
         })
         .await?;
-        let worker = naming::take(&db, &format!("pool {pool}"), &options.naming).await?;
+        let worker = naming::take(&db, &format!("pool {pool}"), options).await?;
         freed.wants.known_as(pool, &worker);
         if options.naming.lasting() {
             // Seats an earlier run of this worker left: theirs no longer,
@@ -326,6 +326,15 @@ impl SharedSeats {
     /// Seats in the pool this client uses.
     pub fn limit(&self) -> usize {
         self.inner.limit
+    }
+
+    /// This worker's name in the pool, as its seats in the ledger show it.
+    /// A ledger of the same worker opened under it
+    /// ([`LedgerOptions::worker_name`]) keeps the worker's lines and seats
+    /// under one name, even when the name it asked for was taken and it got
+    /// `#2`.
+    pub fn worker(&self) -> &str {
+        &self.inner.worker
     }
 
     /// Seats taken now in the pool, by any worker (live or not).

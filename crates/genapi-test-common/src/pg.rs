@@ -8,6 +8,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::time::{Duration, Instant};
 
 use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
 
@@ -200,6 +201,42 @@ impl Postgres {
             String::from_utf8_lossy(&output.stderr)
         );
         String::from_utf8_lossy(&output.stdout).trim().to_string()
+    }
+
+    /// Blocks until `query` (through [`Postgres::sql`]) answers a row,
+    /// asking every 20 ms, and gives its answer; panics, naming `awaited`,
+    /// when it has not after `limit`.
+    pub fn await_rows(&self, awaited: &str, query: &str, limit: Duration) -> String {
+        let until = Instant::now() + limit;
+        loop {
+            let answer = self.sql(query);
+            if !answer.is_empty() {
+                return answer;
+            }
+            assert!(Instant::now() < until, "not within {limit:?}: {awaited}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// The server processes holding an advisory lock (a ledger worker's
+    /// name, while no migration runs), by process id.
+    pub fn advisory_lock_holders(&self) -> Vec<i32> {
+        let pids = self.sql("SELECT DISTINCT pid FROM pg_locks WHERE locktype = 'advisory' AND granted ORDER BY pid");
+        pids.lines().map(|pid| pid.parse().unwrap()).collect()
+    }
+
+    /// Blocks until a server process not in `besides` waits for an advisory
+    /// lock (a worker asking for a name another connection holds), for at
+    /// most `limit`; its process id.
+    pub fn await_advisory_waiter(&self, besides: &[i32], limit: Duration) -> i32 {
+        let besides: Vec<String> = besides.iter().map(i32::to_string).chain(["0".into()]).collect();
+        let query = format!(
+            "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND pid NOT IN ({}) LIMIT 1",
+            besides.join(", ")
+        );
+        self.await_rows("a request for an advisory lock, waiting", &query, limit)
+            .parse()
+            .unwrap()
     }
 
     fn command(&self, program: &str, args: &[&str]) -> Command {

@@ -1,8 +1,9 @@
 //! The ledger as a program sharing a batch or an account's seats meets it,
 //! against a real PostgreSQL (a throwaway cluster per test) and the mock on
 //! a loopback port: seats shared fairly and never leaked, what events carry,
-//! and the connection's TLS as libpq's settings ask. (Workers sharing a
-//! batch through the `genapi batch` command are tested with the command.)
+//! a worker's name taken back, and the connection's TLS as libpq's settings
+//! ask. (Workers sharing a batch through the `genapi batch` command are
+//! tested with the command.)
 
 /// The workspace's shared test helpers.
 mod common {
@@ -19,3 +20,4 @@ mod credit_holds;
 mod fair_shares;
 mod shared_seats;
 mod tls;
+mod worker_names;
