@@ -184,7 +184,11 @@ async fn open_ledger(
         None => SharedSeats::join_with(url, &args.seats_pool, DEFAULT_MAX_ACTIVE, &options, hold).await,
     }
     .map_err(ledger_failure)?;
-    let mut ledger = Ledger::open_with(url, name, digest, options)
+    // The batch's lines under the name the seats got: a worker whose seats
+    // and lines went by two names (one of them `#2`, taken while its
+    // earlier run's connection still held the other) would leave that
+    // run's seats or lines to their lease, and wait for them.
+    let mut ledger = Ledger::open_with(url, name, digest, options.worker_name(seats.worker()))
         .await
         .map_err(ledger_failure)?;
     // One commit per event, the seats' changes written with them.

@@ -105,12 +105,14 @@ pub struct BatchArgs {
     status: bool,
     /// Seconds a worker's claims and seats last without renewal (renewed a few times per lease while it runs): a
     /// worker that died leaves its lines to the others after this long. The same worker started again (same
-    /// machine and --out, or same --worker-name) takes its lines back at once.
+    /// machine and --out, or same --worker-name) takes its lines back at once, once the database ended its earlier
+    /// run's connections (waited for up to 5 s).
     #[arg(long, value_name = "SECONDS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3600))]
     ledger_lease: u64,
     /// This worker's name in the ledger [default: this machine's name and the --out folder; workers sharing both
     /// are told apart as NAME#2, NAME#3…]. Started again under its name, a worker takes back its lines at once,
-    /// without waiting for --ledger-lease. Only one running worker may have a name.
+    /// without waiting for --ledger-lease. Only one running worker may have a name: a name still held is waited for
+    /// up to 5 s (a worker killed a moment ago holds it until the database ends its connections).
     #[arg(long, value_name = "NAME", value_parser = parse_worker_name)]
     worker_name: Option<String>,
     /// Print what the job file will cost and exit, sending nothing: per model and in all, by the prices this

@@ -1,12 +1,14 @@
 //! Workers on a ledger whose database goes wrong under them: it stops
-//! answering, it restarts, or a worker is killed and started again. Counted
-//! at the service (the mock's log), never from what the workers believe.
+//! answering, it restarts, or a worker is killed and started again (before
+//! the database ended its connections), or its name is kept. Counted at the
+//! service (the mock's log), never from what the workers believe.
 
 use std::collections::HashMap;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use genapi_ledger::{LedgerOptions, SharedSeats, UNANSWERED_SEAT_HOLD};
 use genapi_mock::{MockConfig, MockService};
 use serde_json::Value;
 
@@ -103,6 +105,12 @@ impl Watched {
         let stderr = String::from_utf8_lossy(&self.stderr.join().unwrap()).into_owned();
         self.seen.extend(self.outcomes.try_iter());
         (status, self.seen, stderr)
+    }
+
+    /// Stops the worker where it is (SIGSTOP), as a loaded machine may.
+    fn pause(&self) {
+        // SAFETY: signals our own child process.
+        assert_eq!(unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGSTOP) }, 0);
     }
 
     fn kill(mut self) -> Vec<Value> {
@@ -207,9 +215,49 @@ async fn workers_go_on_after_the_database_restarts_and_nothing_is_sent_twice_or_
     assert_eq!(changed_hands, "0", "each line's records are its one worker's");
 }
 
+/// The server processes of a killed worker's connections, stopped
+/// (SIGSTOP) before the kill, as a loaded machine may leave them: the
+/// database has not ended those connections, so they hold the worker's
+/// name, until they are continued (SIGCONT), when dropped at the latest.
+struct Lingering(Vec<i32>);
+
+impl Lingering {
+    /// Stops the connections holding the paused worker's name, once every
+    /// connection of it is idle (so the stopped ones hold no row another
+    /// worker would wait for).
+    fn stop_name_holders(pg: &Postgres) -> Lingering {
+        pg.await_rows(
+            "every connection of the paused worker idle",
+            "SELECT 1 WHERE NOT EXISTS (SELECT 1 FROM pg_stat_activity WHERE backend_type = 'client backend' \
+             AND pid <> pg_backend_pid() AND state IS DISTINCT FROM 'idle')",
+            Duration::from_secs(30),
+        );
+        let mut stopped = Lingering(Vec::new());
+        for pid in pg.advisory_lock_holders() {
+            stopped.0.push(pid);
+            // SAFETY: signals a process of the test's own server.
+            assert_eq!(unsafe { libc::kill(pid, libc::SIGSTOP) }, 0, "server process {pid}");
+        }
+        assert!(!stopped.0.is_empty(), "the worker holds its name");
+        stopped
+    }
+}
+
+impl Drop for Lingering {
+    fn drop(&mut self) {
+        for pid in &self.0 {
+            // SAFETY: signals a process of the test's own server.
+            unsafe { libc::kill(*pid, libc::SIGCONT) };
+        }
+    }
+}
+
 /// A worker killed mid-run and started again (same machine, same --out)
-/// takes its lines back at once, although their lease has an hour to run:
-/// it finishes well within its --timeout, and nothing is sent twice.
+/// takes its lines back at once, although their lease has an hour to run,
+/// even while the database has not yet ended the killed worker's
+/// connections: it waits for them to end, and takes back its name, its
+/// lines and its seats. It finishes well within its --timeout, and nothing
+/// is sent twice.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_worker_started_again_takes_its_lines_back_at_once() {
     killed_and_started_again("worker-again", None).await;
@@ -237,6 +285,8 @@ async fn killed_and_started_again(test: &str, name: Option<&str>) {
     }
     let mut first = Watched::start(worker(&dir, &mock, &url, &extra));
     tokio::task::block_in_place(|| first.wait_for_outcomes(3, Duration::from_secs(30)));
+    first.pause();
+    let lingering = tokio::task::block_in_place(|| Lingering::stop_name_holders(&pg));
     let mut outcomes = first.kill();
     let held = pg.sql("SELECT count(*) FROM genapi_lines WHERE worker IS NOT NULL AND NOT done");
     assert_ne!(held, "0", "the kill left lines held");
@@ -251,6 +301,10 @@ async fn killed_and_started_again(test: &str, name: Option<&str>) {
         None => &dir,
     };
     let again = Watched::start(worker(again_in, &mock, &url, &extra));
+    // The killed worker's connections end once the new one asks for the
+    // name they hold.
+    tokio::task::block_in_place(|| pg.await_advisory_waiter(&lingering.0, Duration::from_secs(60)));
+    drop(lingering);
     let (status, seen, stderr) = tokio::task::block_in_place(|| again.end_within(Duration::from_secs(90)));
     // 9 (unknown) if the kill fell between a submission and its answer.
     assert!(
@@ -276,6 +330,38 @@ async fn killed_and_started_again(test: &str, name: Option<&str>) {
         let named = pg.sql("SELECT DISTINCT worker FROM genapi_records");
         assert_eq!(named, name);
     }
+    // Its seats went by the same name: the killed run's were handed back
+    // (each under its earlier run's label until its task is seen final),
+    // and none is left under the name, or under a `#2` the new run took.
+    let kept =
+        pg.sql("SELECT string_agg(DISTINCT worker, ', ') FROM genapi_seats WHERE worker NOT LIKE '% (earlier run)'");
+    assert_eq!(kept, "", "seats still taken after the run ended");
+}
+
+/// A worker whose name in its seat pool a live process keeps (here the
+/// test, holding it in no batch) gives it up once the name wait passes,
+/// and works as `#2` in the batch too: its lines and its seats go by one
+/// name.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_whose_name_is_kept_in_its_seat_pool_works_under_the_same_other_name_in_the_batch() {
+    let Some(pg) = Postgres::start("name-kept-in-pool") else {
+        return;
+    };
+    let mock = service(Duration::from_millis(200)).await;
+    let dir = Dir::new("ledger-name-kept-in-pool");
+    write_jobs(&dir.join("jobs.jsonl"), 4, "kept line");
+    std::fs::create_dir_all(dir.join("out")).unwrap();
+    let url = pg.url();
+    // The name `genapi batch` takes on this machine for this --out.
+    let options = LedgerOptions::default().worker_for_folder(&dir.join("out"));
+    let keeper = SharedSeats::join_with(&url, "default", 24, &options, UNANSWERED_SEAT_HOLD)
+        .await
+        .unwrap();
+    let running = Watched::start(worker(&dir, &mock, &url, &["--timeout", "60"]));
+    let (status, outcomes, stderr) = tokio::task::block_in_place(|| running.end_within(Duration::from_secs(90)));
+    assert_eq!(status.and_then(|s| s.code()), Some(0), "{outcomes:?}\n{stderr}");
+    let workers = pg.sql("SELECT string_agg(DISTINCT worker, ', ') FROM genapi_records");
+    assert_eq!(workers, format!("{}#2", keeper.worker()));
 }
 
 /// A worker whose lines another worker holds (here a dead one, whose lease
