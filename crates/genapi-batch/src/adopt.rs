@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use super::job::Job;
 use super::journal::Event;
 use super::line::Line;
-use super::store::{Store, StoreError};
+use super::store::{StoreError, WriteStore};
 use genapi::{Client, TaskRef};
 
 /// Longest task id or polling URL taken (ids are UUIDs; addresses short).
@@ -136,7 +136,7 @@ pub struct Adopted {
 /// println!("line {} is {}", job.line, task.task);
 /// # Ok(()) }
 /// ```
-pub async fn adopt(client: &Client, store: &dyn Store, job: &Job, task: &str) -> Result<Adopted, AdoptError> {
+pub async fn adopt(client: &Client, store: &dyn WriteStore, job: &Job, task: &str) -> Result<Adopted, AdoptError> {
     let line = job.line;
     let task = task.trim();
     let invalid = |why: String| AdoptError::InvalidTask { why };

@@ -158,6 +158,16 @@ pub trait Journal: Send + 'static {
     fn append_all(&mut self, events: &[Event]) -> io::Result<()> {
         events.iter().try_for_each(|event| self.append(event))
     }
+
+    /// Takes the journal for one run, as a store opens it: a second run
+    /// over the same journal while this one lives would submit the lines
+    /// neither has written yet, paying twice, so it is refused
+    /// ([`io::ErrorKind::WouldBlock`]). Given back when the journal is
+    /// dropped. A file journal is taken when it is opened (its lock); the
+    /// default takes nothing, for a journal one run alone can reach.
+    fn take_for_a_run(&mut self) -> io::Result<()> {
+        Ok(())
+    }
 }
 
 /// A journal in a file: one JSON object per line, appended, flushed and
@@ -559,10 +569,35 @@ impl Journal for FileJournal {
 }
 
 /// A journal in memory, for tests and for programs that keep events
-/// elsewhere. Clones share the events.
-#[derive(Clone, Debug, Default)]
+/// elsewhere. Clones share the events, and one run at a time may take them
+/// ([`Journal::take_for_a_run`]), as with a file journal.
+#[derive(Debug, Default)]
 pub struct MemoryJournal {
     records: Arc<Mutex<Vec<Event>>>,
+    /// Whether a run holds the events now.
+    in_use: Arc<std::sync::atomic::AtomicBool>,
+    /// This clone is the one a run took (it gives the events back when
+    /// dropped).
+    taken: bool,
+}
+
+impl Clone for MemoryJournal {
+    /// Another handle on the same events, not taken by any run.
+    fn clone(&self) -> MemoryJournal {
+        MemoryJournal {
+            records: self.records.clone(),
+            in_use: self.in_use.clone(),
+            taken: false,
+        }
+    }
+}
+
+impl Drop for MemoryJournal {
+    fn drop(&mut self) {
+        if self.taken {
+            self.in_use.store(false, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
 }
 
 /// A journal holding `events` already, e.g. a file journal's as
@@ -570,7 +605,7 @@ pub struct MemoryJournal {
 /// taking the file:
 ///
 /// ```
-/// use genapi_batch::{Event, JournalStore, MemoryJournal, Standing, Store};
+/// use genapi_batch::{Event, JournalStore, MemoryJournal, ReadStore, Standing};
 /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
 /// let events = vec![
 ///     Event::Accepted { line: 2, id: "t-2".into(), polling_url: "https://api.example.com/v1/get_result?id=t-2".into(), cost: None, adopted: false },
@@ -587,6 +622,8 @@ impl From<Vec<Event>> for MemoryJournal {
     fn from(events: Vec<Event>) -> MemoryJournal {
         MemoryJournal {
             records: Arc::new(Mutex::new(events)),
+            in_use: Arc::default(),
+            taken: false,
         }
     }
 }
@@ -608,6 +645,22 @@ impl Journal for MemoryJournal {
             .lock()
             .map_err(|_| io::Error::other("journal lock poisoned"))?
             .push(record.clone());
+        Ok(())
+    }
+
+    fn take_for_a_run(&mut self) -> io::Result<()> {
+        use std::sync::atomic::Ordering;
+        if self.taken {
+            return Ok(());
+        }
+        if self.in_use.swap(true, Ordering::SeqCst) {
+            return Err(io::Error::new(
+                io::ErrorKind::WouldBlock,
+                "the journal is in use by another run of this batch; wait for it to end (two runs would submit the \
+                 same lines twice)",
+            ));
+        }
+        self.taken = true;
         Ok(())
     }
 }

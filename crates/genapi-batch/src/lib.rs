@@ -14,7 +14,7 @@
 //! # async fn demo(client: genapi::Client) -> Result<(), Box<dyn std::error::Error>> {
 //! use std::sync::Arc;
 //! use futures::StreamExt;
-//! use genapi_batch::{Batch, FileJournal, JobFile, JournalStore, Standing, Store};
+//! use genapi_batch::{Batch, FileJournal, JobFile, JournalStore, ReadStore, Standing};
 //! // Every line checked before anything is sent.
 //! let file = JobFile::check("jobs.jsonl")?;
 //! std::fs::create_dir_all("out")?;
@@ -63,4 +63,4 @@ pub use prices::{Estimate, ModelEstimate, PriceBook, Prices, Unpriced};
 pub use result_line::ResultLine;
 pub use run::{Batch, Counters, Stopper};
 pub use standing::{SharedStatus, Status};
-pub use store::{Claim, JournalStore, Store, StoreError};
+pub use store::{Claim, CreditHolds, JournalStore, JournalView, ReadStore, Store, StoreError, WriteStore};

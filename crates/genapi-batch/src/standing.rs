@@ -9,7 +9,7 @@ use serde::Serialize;
 use super::line::Line;
 use super::line::Standing;
 
-/// Where a batch stands, as its store says ([`crate::Store::status`]).
+/// Where a batch stands, as its store says ([`crate::ReadStore::status`]).
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 #[non_exhaustive]
 pub struct Status {

@@ -1,12 +1,20 @@
 //! Where a batch keeps its lines: the one seam between the runner and what
 //! lasts beyond a run.
 //!
-//! A run asks its [`Store`] for each line before working on it (what earlier
-//! runs wrote of it, and whether another worker holds it), writes every step
-//! durably before acting on it, and holds credits under the spending cap
-//! before each submission. Adopting a task ([`crate::adopt`]) and saying
-//! where a batch stands ([`Store::status`]) go through the same store. Two
-//! stores answer:
+//! The seam is cut by who needs what:
+//!
+//! - [`ReadStore`]: what anyone may read, where the lines stand
+//!   ([`ReadStore::lines`], [`ReadStore::status`]). A view that only reads
+//!   (`--status`, a dashboard) is a type with these methods alone:
+//!   [`JournalView`] for a file journal, the ledger's read-only view.
+//! - [`WriteStore`]: what a run writes, its claims on lines (what earlier
+//!   runs wrote of each, and whether another worker holds it) and every
+//!   step, durably, before acting on it. Adopting a task ([`crate::adopt`])
+//!   writes through it too.
+//! - [`CreditHolds`]: what a run holds, credits under the spending cap
+//!   before each submission.
+//!
+//! A [`Store`] is all three, as a run needs. Two answer:
 //!
 //! - [`JournalStore`]: one process, over any [`Journal`] (the file journal
 //!   on disk, or memory). Every line is this run's; credits are counted here.
@@ -15,7 +23,9 @@
 //!
 //! The runner knows neither store, and neither store knows the runner: both
 //! share only the events' model ([`Event`], [`Line`]) and the one rule
-//! of the cap ([`Credits::decide`]).
+//! of the cap ([`Credits::decide`]). One contract suite, generic over the
+//! store, holds the file journal, the memory journal and the ledger to the
+//! same answers.
 
 use std::collections::{BTreeMap, HashMap};
 use std::io;
@@ -89,18 +99,42 @@ impl From<io::Error> for StoreError {
     }
 }
 
-/// Where a batch keeps its lines (see the module documentation).
+/// What anyone may read of a batch: where its lines stand. A view that
+/// reads only (`--status`, a dashboard) is a type with these methods alone.
+pub trait ReadStore: Send + Sync {
+    /// Every line the store holds events of, with its state.
+    fn lines(&self) -> BoxFuture<'_, Result<BTreeMap<u64, Line>, StoreError>>;
+
+    /// Where the batch stands, for the lines of its job file: what the next
+    /// run does with each line the store knows ([`crate::Standing`]), and
+    /// for a shared store where its workers are.
+    fn status<'a>(&'a self, job_lines: &'a [u64]) -> BoxFuture<'a, Result<Status, StoreError>> {
+        Box::pin(async move {
+            let lines = self.lines().await?;
+            let _ = job_lines;
+            Ok(Status::of_lines(&lines))
+        })
+    }
+
+    /// Whether other workers share the batch, so a finished line's file may
+    /// be in another worker's folder.
+    fn shared(&self) -> bool {
+        false
+    }
+}
+
+/// What a run writes: its claims on lines, and their events.
 ///
 /// Every method that can fail says why with a [`StoreError`]; a run never
 /// sends a submission whose intent a store could not write.
-pub trait Store: Send + Sync {
+pub trait WriteStore: ReadStore {
     /// Takes `line` for this run, with what was written of it. An error
     /// means nothing may be sent for it.
     fn claim(&self, line: u64) -> BoxFuture<'_, Result<Claim, StoreError>>;
 
-    /// [`Store::claim`] for each of `lines`, in their order: a shared store
-    /// takes the free ones at once, in one step, and skips those another
-    /// worker is taking now.
+    /// [`WriteStore::claim`] for each of `lines`, in their order: a shared
+    /// store takes the free ones at once, in one step, and skips those
+    /// another worker is taking now.
     fn claim_many<'a>(&'a self, lines: &'a [u64]) -> BoxFuture<'a, Vec<Result<Claim, StoreError>>> {
         Box::pin(async move {
             let mut claims = Vec::with_capacity(lines.len());
@@ -111,7 +145,7 @@ pub trait Store: Send + Sync {
         })
     }
 
-    /// How many lines a run asks [`Store::claim_many`] for at once.
+    /// How many lines a run asks [`WriteStore::claim_many`] for at once.
     fn claim_block(&self) -> usize {
         1
     }
@@ -129,6 +163,20 @@ pub trait Store: Send + Sync {
         self.write(event)
     }
 
+    /// What earlier runs left of `line`, when the store knows it before a
+    /// claim (a journal read at start); `None` otherwise.
+    fn earlier(&self, line: u64) -> Option<Line>;
+
+    /// The lines earlier runs submitted, by the digest of their job, when
+    /// the store knows them before a claim: a job found under another line
+    /// is refused rather than paid for again.
+    fn known_digests(&self) -> HashMap<String, Vec<u64>> {
+        HashMap::new()
+    }
+}
+
+/// What a run holds under a spending cap: credits for its submissions.
+pub trait CreditHolds: Send + Sync {
     /// Holds credits for a submission of `line` of price kind `kind` under
     /// a cap of `max` over the whole batch, by [`crate::Credits::decide`]:
     /// the kind is priced by the costs the service settled for its lines
@@ -149,38 +197,14 @@ pub trait Store: Send + Sync {
     /// The submission of `line` was sent and never answered: its hold stays
     /// (it may have been charged) but no longer waits for an answer.
     fn keep_unanswered(&self, line: u64);
-
-    /// What earlier runs left of `line`, when the store knows it before a
-    /// claim (a journal read at start); `None` otherwise.
-    fn earlier(&self, line: u64) -> Option<Line>;
-
-    /// The lines earlier runs submitted, by the digest of their job, when
-    /// the store knows them before a claim: a job found under another line
-    /// is refused rather than paid for again.
-    fn known_digests(&self) -> HashMap<String, Vec<u64>> {
-        HashMap::new()
-    }
-
-    /// Whether other workers share the batch, so a finished line's file may
-    /// be in another worker's folder.
-    fn shared(&self) -> bool {
-        false
-    }
-
-    /// Every line the store holds events of, with its state.
-    fn lines(&self) -> BoxFuture<'_, Result<BTreeMap<u64, Line>, StoreError>>;
-
-    /// Where the batch stands, for the lines of its job file: what the next
-    /// run does with each line the store knows ([`crate::Standing`]), and
-    /// for a shared store where its workers are.
-    fn status<'a>(&'a self, job_lines: &'a [u64]) -> BoxFuture<'a, Result<Status, StoreError>> {
-        Box::pin(async move {
-            let lines = self.lines().await?;
-            let _ = job_lines;
-            Ok(Status::of_lines(&lines))
-        })
-    }
 }
+
+/// Where a batch keeps its lines (see the module documentation): all a run
+/// needs, what it reads ([`ReadStore`]), writes ([`WriteStore`]) and holds
+/// ([`CreditHolds`]). Any type with the three is a store.
+pub trait Store: WriteStore + CreditHolds {}
+
+impl<T: WriteStore + CreditHolds + ?Sized> Store for T {}
 
 /// A batch kept by this process alone, in a [`Journal`].
 ///
@@ -214,6 +238,7 @@ impl JournalStore {
     /// Reads `journal`, then keeps it open for this run's events (closed,
     /// and a file journal unlocked, when the store is dropped).
     pub fn open<J: Journal + 'static>(mut journal: J) -> io::Result<JournalStore> {
+        journal.take_for_a_run()?;
         let lines = fold(journal.events()?);
         let states = lines.iter().map(|(line, state)| (*line, state.clone())).collect();
         Ok(JournalStore {
@@ -246,7 +271,14 @@ impl JournalStore {
     }
 }
 
-impl Store for JournalStore {
+impl ReadStore for JournalStore {
+    fn lines(&self) -> BoxFuture<'_, Result<BTreeMap<u64, Line>, StoreError>> {
+        let lines = self.states.lock().map(|states| states.clone()).map_err(|_| unusable());
+        Box::pin(futures::future::ready(lines))
+    }
+}
+
+impl WriteStore for JournalStore {
     fn claim(&self, line: u64) -> BoxFuture<'_, Result<Claim, StoreError>> {
         // Without what the journal holds (a lock poisoned by a panic), the
         // line could look new and be paid for again: nothing is sent for it.
@@ -285,6 +317,29 @@ impl Store for JournalStore {
         })
     }
 
+    fn earlier(&self, line: u64) -> Option<Line> {
+        // A poisoned lock says the line is known (an empty state): it is
+        // then claimed, and the claim refuses it.
+        match self.lines.lock() {
+            Ok(lines) => lines.get(&line).cloned(),
+            Err(_) => Some(Line::default()),
+        }
+    }
+
+    fn known_digests(&self) -> HashMap<String, Vec<u64>> {
+        let mut known: HashMap<String, Vec<u64>> = HashMap::new();
+        if let Ok(lines) = self.lines.lock() {
+            for (number, line) in lines.iter() {
+                if let Some(digest) = line.sent().and_then(|sent| sent.digest.as_ref()) {
+                    known.entry(digest.clone()).or_default().push(*number);
+                }
+            }
+        }
+        known
+    }
+}
+
+impl CreditHolds for JournalStore {
     fn hold_credits<'a>(
         &'a self,
         line: u64,
@@ -308,32 +363,6 @@ impl Store for JournalStore {
     fn keep_unanswered(&self, line: u64) {
         self.with_budget(|budget| budget.keep_unanswered(line));
     }
-
-    fn earlier(&self, line: u64) -> Option<Line> {
-        // A poisoned lock says the line is known (an empty state): it is
-        // then claimed, and the claim refuses it.
-        match self.lines.lock() {
-            Ok(lines) => lines.get(&line).cloned(),
-            Err(_) => Some(Line::default()),
-        }
-    }
-
-    fn known_digests(&self) -> HashMap<String, Vec<u64>> {
-        let mut known: HashMap<String, Vec<u64>> = HashMap::new();
-        if let Ok(lines) = self.lines.lock() {
-            for (number, line) in lines.iter() {
-                if let Some(digest) = line.sent().and_then(|sent| sent.digest.as_ref()) {
-                    known.entry(digest.clone()).or_default().push(*number);
-                }
-            }
-        }
-        known
-    }
-
-    fn lines(&self) -> BoxFuture<'_, Result<BTreeMap<u64, Line>, StoreError>> {
-        let lines = self.states.lock().map(|states| states.clone()).map_err(|_| unusable());
-        Box::pin(futures::future::ready(lines))
-    }
 }
 
 /// What a store says when a panic left its lines unusable.
@@ -344,12 +373,59 @@ fn unusable() -> StoreError {
     )
 }
 
+/// A file journal read without taking it: where its batch stands, even
+/// while a run holds the journal. It only reads, so it has no writing
+/// methods: nothing is created, locked or changed.
+///
+/// ```
+/// use genapi_batch::{JournalView, ReadStore};
+/// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+/// let view = JournalView::new("out/journal.jsonl");
+/// // No journal there yet: it says so.
+/// assert!(view.lines().await.is_err());
+/// # });
+/// ```
+#[derive(Clone, Debug)]
+pub struct JournalView {
+    path: std::path::PathBuf,
+}
+
+impl JournalView {
+    /// The journal at `path`, read each time it is asked (by
+    /// [`crate::FileJournal::read`]).
+    pub fn new(path: impl Into<std::path::PathBuf>) -> JournalView {
+        JournalView { path: path.into() }
+    }
+}
+
+impl ReadStore for JournalView {
+    fn lines(&self) -> BoxFuture<'_, Result<BTreeMap<u64, Line>, StoreError>> {
+        let events = crate::FileJournal::read(&self.path);
+        Box::pin(futures::future::ready(
+            events.map(Line::of_each).map_err(StoreError::from),
+        ))
+    }
+}
+
 /// A store behind a `Box` (to choose one at run time, `Box<dyn Store>`) or
-/// an `Arc` (to keep a handle for [`Store::status`] or [`crate::adopt`]
-/// while a batch runs over it) is a store too.
+/// an `Arc` (to keep a handle for [`ReadStore::status`] or [`crate::adopt`]
+/// while a batch runs over it) is a store too, and likewise each of its
+/// parts.
 macro_rules! store_behind {
     ($pointer:ident) => {
-        impl<S: Store + ?Sized> Store for $pointer<S> {
+        impl<S: ReadStore + ?Sized> ReadStore for $pointer<S> {
+            fn lines(&self) -> BoxFuture<'_, Result<BTreeMap<u64, Line>, StoreError>> {
+                (**self).lines()
+            }
+            fn status<'a>(&'a self, job_lines: &'a [u64]) -> BoxFuture<'a, Result<Status, StoreError>> {
+                (**self).status(job_lines)
+            }
+            fn shared(&self) -> bool {
+                (**self).shared()
+            }
+        }
+
+        impl<S: WriteStore + ?Sized> WriteStore for $pointer<S> {
             fn claim(&self, line: u64) -> BoxFuture<'_, Result<Claim, StoreError>> {
                 (**self).claim(line)
             }
@@ -368,6 +444,15 @@ macro_rules! store_behind {
             fn write_adoption(&self, event: Event) -> BoxFuture<'_, Result<(), StoreError>> {
                 (**self).write_adoption(event)
             }
+            fn earlier(&self, line: u64) -> Option<Line> {
+                (**self).earlier(line)
+            }
+            fn known_digests(&self) -> HashMap<String, Vec<u64>> {
+                (**self).known_digests()
+            }
+        }
+
+        impl<S: CreditHolds + ?Sized> CreditHolds for $pointer<S> {
             fn hold_credits<'a>(
                 &'a self,
                 line: u64,
@@ -382,21 +467,6 @@ macro_rules! store_behind {
             }
             fn keep_unanswered(&self, line: u64) {
                 (**self).keep_unanswered(line)
-            }
-            fn earlier(&self, line: u64) -> Option<Line> {
-                (**self).earlier(line)
-            }
-            fn known_digests(&self) -> HashMap<String, Vec<u64>> {
-                (**self).known_digests()
-            }
-            fn shared(&self) -> bool {
-                (**self).shared()
-            }
-            fn lines(&self) -> BoxFuture<'_, Result<BTreeMap<u64, Line>, StoreError>> {
-                (**self).lines()
-            }
-            fn status<'a>(&'a self, job_lines: &'a [u64]) -> BoxFuture<'a, Result<Status, StoreError>> {
-                (**self).status(job_lines)
             }
         }
     };

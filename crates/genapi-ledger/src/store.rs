@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use futures::future::BoxFuture;
 use genapi::FailureClass;
-use genapi_batch::{Claim, Event, Hold, Line, Status, Store, StoreError};
+use genapi_batch::{Claim, CreditHolds, Event, Hold, Line, ReadStore, Status, StoreError, WriteStore};
 
 use crate::lines::{Claim as LedgerClaim, Ledger};
 use crate::LedgerError;
@@ -43,7 +43,21 @@ fn claim_of(claim: LedgerClaim) -> Claim {
     }
 }
 
-impl Store for Ledger {
+impl ReadStore for Ledger {
+    fn shared(&self) -> bool {
+        true
+    }
+
+    fn lines(&self) -> BoxFuture<'_, Result<BTreeMap<u64, Line>, StoreError>> {
+        Box::pin(async move { Ok(Line::of_each(Ledger::records(self).await?)) })
+    }
+
+    fn status<'a>(&'a self, job_lines: &'a [u64]) -> BoxFuture<'a, Result<Status, StoreError>> {
+        Box::pin(async move { Ok(Ledger::status(self, job_lines.len() as u64).await?) })
+    }
+}
+
+impl WriteStore for Ledger {
     fn claim(&self, line: u64) -> BoxFuture<'_, Result<Claim, StoreError>> {
         Box::pin(async move { Ok(claim_of(Ledger::claim(self, line).await?)) })
     }
@@ -79,6 +93,13 @@ impl Store for Ledger {
         Box::pin(async move { Ok(Ledger::append(self, std::slice::from_ref(&event)).await?) })
     }
 
+    /// A ledger says what a line holds only when it is claimed.
+    fn earlier(&self, _line: u64) -> Option<Line> {
+        None
+    }
+}
+
+impl CreditHolds for Ledger {
     fn hold_credits<'a>(
         &'a self,
         line: u64,
@@ -96,28 +117,11 @@ impl Store for Ledger {
     /// The hold stays in the database, and no longer waits for an answer
     /// once the line is released.
     fn keep_unanswered(&self, _line: u64) {}
-
-    /// A ledger says what a line holds only when it is claimed.
-    fn earlier(&self, _line: u64) -> Option<Line> {
-        None
-    }
-
-    fn shared(&self) -> bool {
-        true
-    }
-
-    fn lines(&self) -> BoxFuture<'_, Result<BTreeMap<u64, Line>, StoreError>> {
-        Box::pin(async move { Ok(Line::of_each(Ledger::records(self).await?)) })
-    }
-
-    fn status<'a>(&'a self, job_lines: &'a [u64]) -> BoxFuture<'a, Result<Status, StoreError>> {
-        Box::pin(async move { Ok(Ledger::status(self, job_lines.len() as u64).await?) })
-    }
 }
 
 /// A batch of the ledger opened to read only: no migration is applied, no
-/// batch created, no line claimed. Its [`Store::status`] and
-/// [`Store::lines`] read; every other step is refused. For `--status`.
+/// batch created, no line claimed. It is a [`ReadStore`] alone: it has no
+/// writing methods to refuse. For `--status`.
 pub struct ReadOnlyLedger {
     db: Arc<tokio_postgres::Client>,
     batch: String,
@@ -154,44 +158,9 @@ impl ReadOnlyLedger {
             Err(error) => Err(LedgerError::from_db(error)),
         }
     }
-
-    fn refused<T>(&self) -> BoxFuture<'_, Result<T, StoreError>>
-    where
-        T: Send + 'static,
-    {
-        Box::pin(futures::future::ready(Err(StoreError::new(
-            FailureClass::Other,
-            "the ledger was opened to read only; nothing was changed",
-        ))))
-    }
 }
 
-impl Store for ReadOnlyLedger {
-    fn claim(&self, _line: u64) -> BoxFuture<'_, Result<Claim, StoreError>> {
-        self.refused()
-    }
-    fn release(&self, _line: u64) -> BoxFuture<'_, Result<(), StoreError>> {
-        self.refused()
-    }
-    fn write(&self, _event: Event) -> BoxFuture<'_, Result<(), StoreError>> {
-        self.refused()
-    }
-    fn hold_credits<'a>(
-        &'a self,
-        _line: u64,
-        _kind: &'a str,
-        _max: f64,
-        _learned: Option<f64>,
-    ) -> BoxFuture<'a, Result<Hold, StoreError>> {
-        self.refused()
-    }
-    fn drop_hold(&self, _line: u64) -> BoxFuture<'_, Result<(), StoreError>> {
-        self.refused()
-    }
-    fn keep_unanswered(&self, _line: u64) {}
-    fn earlier(&self, _line: u64) -> Option<Line> {
-        None
-    }
+impl ReadStore for ReadOnlyLedger {
     fn shared(&self) -> bool {
         true
     }

@@ -22,6 +22,7 @@ pub mod pg;
 pub mod results;
 
 pub mod stall;
+pub mod store_contract;
 
 /// A valid value for a field schema (references followed with the crate's
 /// own document reader).

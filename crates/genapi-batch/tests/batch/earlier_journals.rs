@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use genapi_batch::{Batch, FileJournal, JobStatus, Standing, Store};
+use genapi_batch::{Batch, FileJournal, JobStatus, ReadStore, Standing};
 use serde_json::json;
 
 use crate::common::*;

@@ -20,6 +20,7 @@ mod results_file;
 mod resumed_secrets;
 mod resumed_without_seat;
 mod stopping;
+mod store_contract;
 mod typed_jobs;
 mod untrusted_polling_host;
 mod untrusted_prices;

@@ -13,7 +13,9 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
-use genapi_batch::{safe_stem, FileJournal, JobFile, JournalStore, MemoryJournal, Standing, Store, StoreError};
+use genapi_batch::{
+    safe_stem, FileJournal, JobFile, JournalStore, MemoryJournal, ReadStore, Standing, Store, StoreError,
+};
 use genapi_ledger::{Ledger, LedgerError, LedgerOptions, ReadOnlyLedger, SharedSeats};
 use serde_json::{json, Value};
 use tokio::time::Instant;

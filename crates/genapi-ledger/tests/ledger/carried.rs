@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use genapi::SeatPool;
-use genapi_batch::Store;
+use genapi_batch::WriteStore;
 use genapi_ledger::{Ledger, SharedSeats};
 use serde_json::json;
 

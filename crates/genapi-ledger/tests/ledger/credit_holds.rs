@@ -4,7 +4,7 @@
 //! before the batch, and a hold left by a run that is gone is counted but
 //! never waited for.
 
-use genapi_batch::{Claim, Hold, Store};
+use genapi_batch::{Claim, CreditHolds, Hold, WriteStore};
 use genapi_ledger::Ledger;
 use serde_json::json;
 

@@ -19,5 +19,6 @@ mod carried;
 mod credit_holds;
 mod fair_shares;
 mod shared_seats;
+mod store_contract;
 mod tls;
 mod worker_names;

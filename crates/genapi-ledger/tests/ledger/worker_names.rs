@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use genapi_batch::{Claim, Store};
+use genapi_batch::{Claim, WriteStore};
 use genapi_ledger::{Ledger, LedgerError, LedgerOptions, SharedSeats, UNANSWERED_SEAT_HOLD};
 use tokio::task::block_in_place;
 
