@@ -209,7 +209,7 @@ impl LocalBudget {
 
     /// The service settled `line`'s task at `cost`: it replaces what the
     /// line was held or counted at, and prices its kind.
-    fn settle(&mut self, line: u64, cost: f64) {
+    pub(crate) fn settle(&mut self, line: u64, cost: f64) {
         // A cost below zero (a hostile answer) would loosen the cap.
         let cost = cost.max(0.0);
         self.settled.insert(line, cost);

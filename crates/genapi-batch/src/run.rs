@@ -1332,6 +1332,16 @@ impl Context {
                 return outcome;
             }
         };
+        // A settled cost counts at once: the task's seat is free already,
+        // and the next submission's hold must see a price that rose.
+        if let (Some(cost), Some(_)) = (
+            waited.as_ref().ok().and_then(|output| output.settled_cost()),
+            self.max_credits,
+        ) {
+            if let Err(error) = self.store.settle(line, cost).await {
+                tracing::warn!(%error, line, "the settled cost of a task could not be counted yet");
+            }
+        }
         // The task is final (its seat is free) or no longer waited for: the
         // job is out of flight while the result is saved.
         drop(place);

@@ -194,6 +194,13 @@ pub trait CreditHolds: Send + Sync {
     /// The submission of `line` was not sent: its hold is given back.
     fn drop_hold(&self, line: u64) -> BoxFuture<'_, Result<(), StoreError>>;
 
+    /// `line`'s task ended and the service settled its `cost`: it replaces
+    /// the line's hold and prices its kind at once, before the task's seat
+    /// can serve another submission (a price that rose must be seen by the
+    /// next hold, not after the result is saved). The line's end, written
+    /// later, settles it again to the same cost.
+    fn settle(&self, line: u64, cost: f64) -> BoxFuture<'_, Result<(), StoreError>>;
+
     /// The submission of `line` was sent and never answered: its hold stays
     /// (it may have been charged) but no longer waits for an answer.
     fn keep_unanswered(&self, line: u64);
@@ -360,6 +367,11 @@ impl CreditHolds for JournalStore {
         Box::pin(futures::future::ready(Ok(())))
     }
 
+    fn settle(&self, line: u64, cost: f64) -> BoxFuture<'_, Result<(), StoreError>> {
+        self.with_budget(|budget| budget.settle(line, cost));
+        Box::pin(futures::future::ready(Ok(())))
+    }
+
     fn keep_unanswered(&self, line: u64) {
         self.with_budget(|budget| budget.keep_unanswered(line));
     }
@@ -464,6 +476,9 @@ macro_rules! store_behind {
             }
             fn drop_hold(&self, line: u64) -> BoxFuture<'_, Result<(), StoreError>> {
                 (**self).drop_hold(line)
+            }
+            fn settle(&self, line: u64, cost: f64) -> BoxFuture<'_, Result<(), StoreError>> {
+                (**self).settle(line, cost)
             }
             fn keep_unanswered(&self, line: u64) {
                 (**self).keep_unanswered(line)

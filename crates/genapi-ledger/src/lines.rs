@@ -685,6 +685,25 @@ impl Ledger {
         Ok(())
     }
 
+    /// `line`'s task ended at a settled `cost`: charged and its hold gone
+    /// at once, so the kind's price (the most its lines were charged) is
+    /// the next hold's; the end, stored later, sets the same charge.
+    pub(crate) async fn settle(&self, line: u64, cost: f64) -> Result<(), LedgerError> {
+        let (batch, line) = (&self.batch, line as i64);
+        self.db
+            .run(false, |session| async move {
+                session
+                    .execute(
+                        "UPDATE genapi_lines SET charged = greatest($3::float8, 0), hold = NULL
+                         WHERE batch = $1 AND line = $2",
+                        &[batch, &line, &cost],
+                    )
+                    .await
+            })
+            .await?;
+        Ok(())
+    }
+
     /// Where the whole batch of `lines` jobs stands (those no worker has
     /// reached yet count as not started).
     pub(crate) async fn status(&self, lines: u64) -> Result<Status, LedgerError> {

@@ -114,6 +114,10 @@ impl CreditHolds for Ledger {
         Box::pin(async move { Ok(Ledger::drop_hold(self, line).await?) })
     }
 
+    fn settle(&self, line: u64, cost: f64) -> BoxFuture<'_, Result<(), StoreError>> {
+        Box::pin(async move { Ok(Ledger::settle(self, line, cost).await?) })
+    }
+
     /// The hold stays in the database, and no longer waits for an answer
     /// once the line is released.
     fn keep_unanswered(&self, _line: u64) {}

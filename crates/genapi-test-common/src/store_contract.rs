@@ -67,7 +67,7 @@ pub async fn what_one_run_wrote_the_next_reads<O: Opener>(opener: &O) {
 
 /// A first line of an unpriced kind holds what is left of the cap; no
 /// other line may hold anything while its cost is unknown; a hold given
-/// back frees the cap again.
+/// back frees the cap again; a settled cost prices the kind at once.
 pub async fn credits_held_never_pass_the_cap<O: Opener>(opener: &O) {
     let store = opener.open().await.expect("the batch opens");
     for line in [1, 2] {
@@ -86,6 +86,12 @@ pub async fn credits_held_never_pass_the_cap<O: Opener>(opener: &O) {
     store.drop_hold(1).await.expect("drop");
     let again = store.hold_credits(2, "kind", 2.0, None).await.expect("hold");
     assert!(matches!(again, Hold::Held(held) if held <= 2.0), "{again:?}");
+    // A cost settled counts at once, before the line's end is written: the
+    // kind is priced, and what is left of the cap is too little for one more.
+    store.settle(2, 1.5).await.expect("settle");
+    assert!(matches!(store.claim(3).await.expect("claim"), Claim::Mine(_)));
+    let after = store.hold_credits(3, "kind", 2.0, None).await.expect("hold");
+    assert_eq!(after, Hold::CapReached, "1.5 charged, a second at 1.5 would pass 2");
 }
 
 /// Of two runs of one batch at once, at most one holds a line: the second

@@ -131,3 +131,49 @@ async fn an_acceptance_reporting_less_than_the_task_settles_lets_no_line_past_th
         "their results were saved: {succeeded:#?}"
     );
 }
+
+/// A service whose first task settles at 0.01 and every later one at 1.0,
+/// and whose results take a while to download.
+async fn rising_price_slow_results() -> Hostile {
+    hostile::serve(|base, seen, before| match (seen.method.as_str(), seen.path.as_str()) {
+        ("POST", "/v1/gen-2-pro") => hostile::accepted(base, &format!("task-{before}")),
+        ("GET", "/v1/get_result") => {
+            let id = seen.query.trim_start_matches("id=");
+            let cost = if id == "task-0" { 0.01 } else { 1.0 };
+            let sample = format!("{base}/samples/{id}.png");
+            hostile::json(
+                200,
+                json!({"id": id, "status": "Ready", "result": {"sample": sample}, "cost": cost}),
+            )
+        }
+        ("GET", path) if path.starts_with("/samples/") => hostile::trickle(4, 64, Duration::from_millis(100)),
+        _ => hostile::json(404, json!({"detail": "not found"})),
+    })
+    .await
+}
+
+/// A price that rises is seen by the next hold as soon as a task settles,
+/// not once its result is downloaded: the lines in flight at the old price
+/// pass the cap by the rise each, and no more lines follow them. (One
+/// thread, so nothing runs between a task's end and its settling.)
+#[tokio::test(flavor = "current_thread")]
+async fn a_price_that_rises_is_held_at_from_the_moment_a_task_settles() {
+    let service = rising_price_slow_results().await;
+    let dir = Dir::new("untrusted-rising-price");
+    let (cap, seats) = (2.0, 8);
+    let client = service.client_builder().max_active_tasks(seats).build().unwrap();
+    let batch = Batch::new(client, store(MemoryJournal::default()), &dir.0).max_credits(cap);
+    let outcomes = tokio::time::timeout(Duration::from_secs(120), run_batch(batch, one_kind(20, "rising")))
+        .await
+        .expect("the batch waited for ever");
+    let created = service.count("/v1/gen-2-pro");
+    let charged = 0.01 + (created.saturating_sub(1)) as f64;
+    // The first went alone; at its price (0.01) one line per seat; the
+    // first of those to settle (1.0) stops the rest.
+    assert!(created <= 1 + seats, "{created} tasks created: {outcomes:#?}");
+    assert!(
+        charged <= cap + seats as f64 * (1.0 - 0.01) + 1e-9,
+        "charged {charged} of a cap of {cap}"
+    );
+    assert_eq!(at_cap(&outcomes), 20 - created, "{outcomes:#?}");
+}

@@ -62,7 +62,7 @@ impl Tally {
             self.worked += 1;
         }
         // Whatever was charged for the line, in this run or before.
-        self.cost += outcome.cost.unwrap_or(0.0);
+        self.cost += counted(outcome.cost);
         if let Some(class) = outcome.class {
             self.classes.insert(class);
         }
@@ -231,5 +231,28 @@ pub(super) fn say(texts: &[String], json: bool) {
                 out::out(line);
             }
         }
+    }
+}
+
+/// What a line's reported cost adds to the run's total: a cost below
+/// nothing, or not a number (a hostile answer), is no refund and must not
+/// hide a cap that was passed.
+fn counted(cost: Option<f64>) -> f64 {
+    cost.filter(|cost| cost.is_finite()).unwrap_or(0.0).max(0.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cost_below_nothing_hides_no_cap_that_was_passed() {
+        let mut tally = Tally::new(2);
+        tally.capped(Some(2.0));
+        for cost in [Some(-10.0), Some(f64::NEG_INFINITY), Some(f64::NAN), Some(5.0)] {
+            tally.cost += counted(cost);
+        }
+        assert_eq!(tally.cost, 5.0);
+        assert_eq!(tally.passed_cap(), Some(2.0));
     }
 }
