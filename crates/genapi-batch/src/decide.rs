@@ -148,11 +148,14 @@ pub fn decide(line: &Line, seen: Seen, asked: Asked) -> Action {
     if seen.moved && line.sent().is_none() {
         return Action::RefuseMoved;
     }
-    if let Line::Ended { ending, task, .. } = line {
+    if let Line::Ended { ending, task, sent } = line {
         let saved = matches!(ending, Ending::Saved { .. });
+        // Its task lived in a service that ended: nothing can fetch it.
+        let task_gone = sent.as_ref().is_some_and(|sent| sent.ephemeral) && task.as_ref().is_some_and(|t| !t.adopted);
         match () {
             () if saved && seen.saved_file => return Action::Report,
             () if saved && task.is_none() => return Action::RefuseLostFile,
+            () if saved && task_gone => return Action::ReportGone,
             // Its file is gone: its task is polled for the result again.
             () if saved => return polled(seen),
             () if !refused => return Action::Report,
@@ -233,6 +236,17 @@ mod tests {
         }
     }
 
+    fn ended_on_a_service_that_ended() -> Line {
+        let Line::Ended { task, ending, .. } = ended(None, true) else {
+            unreachable!("ended makes an ended line")
+        };
+        Line::Ended {
+            sent: Some(sent(true)),
+            task,
+            ending,
+        }
+    }
+
     /// Every situation a line can be in, by name.
     fn situations() -> Vec<(&'static str, Line)> {
         vec![
@@ -270,6 +284,8 @@ mod tests {
                 },
             ),
             ("saved", ended(None, true)),
+            ("saved, no task recorded", ended(None, false)),
+            ("saved by a service that ended", ended_on_a_service_that_ended()),
             ("refused for good", ended(Some(FailedStatus::Refused), false)),
             ("failed", ended(Some(FailedStatus::Error), true)),
             ("moderated", ended(Some(FailedStatus::ContentModerated), true)),
@@ -421,6 +437,22 @@ mod tests {
 | saved | cap reached | report | report | report | report |
 | saved | sending halted | report | report | report | report |
 | saved | stopping | report | report | report | report |
+| saved, no task recorded | as usual | report | report | report | report |
+| saved, no task recorded | job changed | refuse: changed | refuse: changed | refuse: changed | refuse: changed |
+| saved, no task recorded | job moved | report | report | report | report |
+| saved, no task recorded | saved file gone | refuse: file lost | refuse: file lost | refuse: file lost | refuse: file lost |
+| saved, no task recorded | name taken | report | report | report | report |
+| saved, no task recorded | cap reached | report | report | report | report |
+| saved, no task recorded | sending halted | report | report | report | report |
+| saved, no task recorded | stopping | report | report | report | report |
+| saved by a service that ended | as usual | report | report | report | report |
+| saved by a service that ended | job changed | refuse: changed | refuse: changed | refuse: changed | refuse: changed |
+| saved by a service that ended | job moved | report | report | report | report |
+| saved by a service that ended | saved file gone | report gone | report gone | report gone | report gone |
+| saved by a service that ended | name taken | report | report | report | report |
+| saved by a service that ended | cap reached | report | report | report | report |
+| saved by a service that ended | sending halted | report | report | report | report |
+| saved by a service that ended | stopping | report | report | report | report |
 | refused for good | as usual | report | send | report | send |
 | refused for good | job changed | send | send | send | send |
 | refused for good | job moved | report | send | report | send |
@@ -526,6 +558,6 @@ mod tests {
                 }
             }
         }
-        assert_eq!(combinations, 11 * 128 * 4);
+        assert_eq!(combinations, 13 * 128 * 4);
     }
 }

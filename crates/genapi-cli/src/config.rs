@@ -402,6 +402,12 @@ fn is_variable_name(text: &str) -> bool {
             .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
 }
 
+/// Whether a variable's name says it holds a secret (`WORK_GENAPI_KEY`),
+/// so showing it shows a name, not a key written where the name belongs.
+fn names_a_secret(name: &str) -> bool {
+    ["_KEY", "_TOKEN", "_SECRET"].iter().any(|end| name.ends_with(end))
+}
+
 /// A parser's message without the values it quotes: a key written under
 /// the wrong name, or where a name or a path belongs, must not be shown
 /// back. Strings (`"…"`) are hidden; of the text quoted with backticks,
@@ -466,8 +472,12 @@ fn profile_key(name: &str, profile: &Profile) -> Result<Option<Key>, String> {
     if let Some(variable_name) = &profile.key_env {
         return match variable(variable_name) {
             Some(key) => Ok(Some(Key(key.trim().to_string()))),
-            None if is_variable_name(variable_name) => Err(format!(
+            None if is_variable_name(variable_name) && names_a_secret(variable_name) => Err(format!(
                 "profile {name}: key_env names {variable_name}, which is not set"
+            )),
+            None if is_variable_name(variable_name) => Err(format!(
+                "profile {name}: the variable key_env names is not set (its name is shown only when it ends in _KEY, \
+                 _TOKEN or _SECRET, in case a key was written in its place)"
             )),
             None => Err(format!(
                 "profile {name}: key_env does not name a variable (capital letters, digits and _); name the variable \

@@ -11,21 +11,30 @@ use std::fmt;
 
 use crate::out;
 
-/// `genapi wait --out FILE [--trust-origin ORIGIN] -- TASK`.
+/// `genapi wait [--out FILE] [--trust-origin ORIGIN] -- TASK`.
 #[derive(Clone, Debug)]
 pub struct WaitCommand {
     task: String,
-    out: String,
+    out: Option<String>,
     trust_origin: Option<String>,
 }
 
 impl WaitCommand {
-    /// Waits for `task` (an id or a polling URL) and saves it to `out`
-    /// (a path, or a placeholder such as `FILE`).
+    /// Waits for `task` (an id or a polling URL) and saves it to `out`.
     pub fn new(task: &str, out: &str) -> WaitCommand {
         WaitCommand {
             task: task.to_string(),
-            out: out.to_string(),
+            out: Some(out.to_string()),
+            trust_origin: None,
+        }
+    }
+
+    /// Waits for `task` and saves it where `genapi wait` saves by default
+    /// (a name made from the task, in the current folder).
+    pub fn saved_by_default(task: &str) -> WaitCommand {
+        WaitCommand {
+            task: task.to_string(),
+            out: None,
             trust_origin: None,
         }
     }
@@ -41,7 +50,10 @@ impl WaitCommand {
 
 impl fmt::Display for WaitCommand {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "genapi wait --out {}", out::shell_quote(&self.out))?;
+        f.write_str("genapi wait")?;
+        if let Some(file) = &self.out {
+            write!(f, " --out {}", out::shell_quote(file))?;
+        }
         if let Some(origin) = &self.trust_origin {
             write!(f, " --trust-origin {}", out::shell_quote(origin))?;
         }
@@ -65,5 +77,6 @@ mod tests {
             WaitCommand::new("--help'; rm x", "my file.jpg").to_string(),
             r"genapi wait --out 'my file.jpg' -- '--help'\''; rm x'"
         );
+        assert_eq!(WaitCommand::saved_by_default("-t").to_string(), "genapi wait -- -t");
     }
 }

@@ -753,8 +753,11 @@ pub async fn submit(global: &Global, request: RequestArgs, out_file: Option<Path
     };
     // Only a command that can succeed is printed.
     let wait = (!on_builtin_mock).then(|| {
-        let out = target.map_or_else(|| "FILE".to_string(), |t| t.display().to_string());
-        format!("wait for it with: {}", WaitCommand::new(reference, &out))
+        let command = match target {
+            Some(target) => WaitCommand::new(reference, &target.display().to_string()),
+            None => WaitCommand::saved_by_default(reference),
+        };
+        format!("wait for it with: {command}")
     });
     if let Err(error) = out::out_required(&line) {
         // The task is paid for: its id must not be lost with stdout.

@@ -38,7 +38,9 @@ pub fn is_unsafe_to_show(c: char) -> bool {
 
 /// An address as it may be shown: its user information (`user:password@`)
 /// replaced by `…@`, its query and fragment by `?…`, and [`clean`]. Text
-/// that is not an address keeps what follows its last `@`.
+/// without a scheme is shown only when it has the shape of a host name
+/// (`api.example.com`, `127.0.0.1:8787`), after its last `@`: anything else
+/// may be a key pasted where an address belongs, and is not shown.
 ///
 /// ```
 /// assert_eq!(
@@ -46,9 +48,14 @@ pub fn is_unsafe_to_show(c: char) -> bool {
 ///     "https://…@api.example.com/v1?…"
 /// );
 /// assert_eq!(genapi_text::shown_address("https://api.example.com/p@x"), "https://api.example.com/p@x");
+/// assert_eq!(genapi_text::shown_address("api.example.com"), "api.example.com");
+/// assert_eq!(genapi_text::shown_address("sk-SECRET9x"), "(not an address; not shown)");
 /// ```
 pub fn shown_address(text: &str) -> String {
     let text = text.trim();
+    if !text.contains("://") && !looks_like_a_host(text.split('@').next_back().unwrap_or_default()) {
+        return "(not an address; not shown)".to_string();
+    }
     let (head, hidden) = match text.find(['?', '#']) {
         Some(at) => (&text[..at], true),
         None => (text, false),
@@ -69,6 +76,24 @@ pub fn shown_address(text: &str) -> String {
     } else {
         shown
     }
+}
+
+/// Whether `text` has the shape of a host name or address, with a port
+/// and a path perhaps: labels of letters, digits and `-` joined by dots (at
+/// least one dot, or `localhost`).
+fn looks_like_a_host(text: &str) -> bool {
+    let host = text.split(['/', '?', '#']).next().unwrap_or_default();
+    let name = host.rsplit_once(':').map_or(host, |(name, port)| {
+        if port.chars().all(|c| c.is_ascii_digit()) {
+            name
+        } else {
+            host
+        }
+    });
+    let labels_ok = name
+        .split('.')
+        .all(|label| !label.is_empty() && label.chars().all(|c| c.is_ascii_alphanumeric() || c == '-'));
+    labels_ok && (name.contains('.') || name.eq_ignore_ascii_case("localhost"))
 }
 
 /// `text` with every character [`is_unsafe_to_show`] replaced by a space;

@@ -393,6 +393,21 @@ fn a_key_pasted_where_a_name_or_path_belongs_is_never_shown() {
         assert!(said.contains("key_file names no file that exists"), "{args:?}: {said}");
         assert!(!said.contains("PASTED"), "{args:?}: {said}");
     }
+    // An upper-case key where the variable's name belongs, and a key where
+    // the service's address belongs.
+    config_file(
+        &dir,
+        "default_profile = \"work\"\n[profiles.work]\nbase_url = \"sk-PASTED-7731\"\nkey_env = \"AKIAPASTED7731\"\n",
+    );
+    for args in [
+        &["config"][..],
+        &["config", "--json"],
+        &["generate", "a fox", "-o", "fox.jpg"],
+    ] {
+        let run = genapi(&dir).args(args).output().unwrap();
+        let said = text(&run.stdout) + &text(&run.stderr);
+        assert!(!said.contains("PASTED"), "{args:?}: {said}");
+    }
     config_file(&dir, "[profiles.work]\nkey_env = 48151623\n");
     let run = genapi(&dir).arg("config").output().unwrap();
     let said = text(&run.stderr);
