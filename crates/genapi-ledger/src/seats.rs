@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
+use tokio_postgres::types::ToSql;
 use url::Url;
 
 use crate::carried::{seat_changes, Note, Notes, CARRY_WAIT};
@@ -275,14 +276,14 @@ impl SharedSeats {
         let lease = options.lease;
         let (changes, received) = tokio::sync::mpsc::unbounded_channel();
         let leases = Arc::new(Leases::default());
-        tokio::spawn(apply(
-            db.clone(),
-            pool.to_string(),
-            worker.clone(),
+        let applier = Applier {
+            db: db.clone(),
+            pool: pool.to_string(),
+            worker: worker.clone(),
             lease,
-            leases.clone(),
-            received,
-        ));
+            leases: leases.clone(),
+        };
+        tokio::spawn(apply(applier, received));
         Ok(SharedSeats {
             inner: Arc::new(Inner {
                 db,
@@ -692,22 +693,24 @@ impl SeatPool for SharedSeats {
     }
 }
 
-/// Applies changes in order, and renews this worker's seats while it lives.
-/// A change that cannot be applied now (the database restarting) is tried
-/// again until it is: a seat given back and lost would stay taken for as
-/// long as this worker renews its seats.
-async fn apply(
+/// What the task applying this worker's changes works with: the database,
+/// and whose seats in which pool it changes and renews.
+struct Applier {
     db: Arc<Link>,
     pool: String,
     worker: String,
     lease: Duration,
+    /// Until when each seat is surely this worker's, set by each renewal.
     leases: Arc<Leases>,
-    mut changes: tokio::sync::mpsc::UnboundedReceiver<Change>,
-) {
-    let mut every = tokio::time::interval(lease / 3);
+}
+
+/// Applies changes in order, and renews this worker's seats while it lives.
+/// A change that cannot be applied now (the database restarting) is tried
+/// again until it is: a seat given back and lost would stay taken for as
+/// long as this worker renews its seats.
+async fn apply(applier: Applier, mut changes: tokio::sync::mpsc::UnboundedReceiver<Change>) {
+    let mut every = tokio::time::interval(applier.lease / 3);
     every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let lease_time = lease;
-    let (pool, worker, lease) = (&pool, &worker, seconds(lease));
     loop {
         let change = tokio::select! {
             change = changes.recv() => match change {
@@ -720,91 +723,20 @@ async fn apply(
             },
             _ = every.tick() => None,
         };
+        match change {
+            Some(change) => applier.apply_until_answered(&change).await,
+            None => applier.renew().await,
+        }
+    }
+}
+
+impl Applier {
+    /// Applies `change`, trying again while the database cannot be reached
+    /// in time.
+    async fn apply_until_answered(&self, change: &Change) {
         loop {
-            let applied = match &change {
-                Some(Change::Assign(seat, task, url)) => {
-                    db.run(false, |session| async move {
-                        session
-                            .execute(
-                                "UPDATE genapi_seats SET task_id = $4, polling_url = $5
-                                 WHERE pool = $1 AND seat = $2 AND worker = $3",
-                                &[pool, seat, worker, task, url],
-                            )
-                            .await
-                    })
-                    .await
-                }
-                // Every process waiting for a seat hears of a freed one.
-                Some(Change::Free(seat, to)) => {
-                    let told = &wants::freed_for(pool, to.as_deref());
-                    db.run(false, |session| async move {
-                        session
-                            .execute(
-                                "WITH freed AS (
-                                   UPDATE genapi_seats
-                                   SET worker = NULL, lease_until = NULL, task_id = NULL, polling_url = NULL
-                                   WHERE pool = $1 AND seat = $2 AND worker = $3 RETURNING seat)
-                                 SELECT pg_notify('genapi_seats', $4) FROM freed",
-                                &[pool, seat, worker, told],
-                            )
-                            .await
-                    })
-                    .await
-                }
-                Some(Change::Reclaim(seat, task)) => {
-                    db.run(false, |session| async move {
-                        session
-                            .execute(
-                                "WITH freed AS (
-                                   UPDATE genapi_seats
-                                   SET worker = NULL, lease_until = NULL, task_id = NULL, polling_url = NULL
-                                   WHERE pool = $1 AND seat = $2 AND task_id = $3 AND lease_until < now()
-                                   RETURNING seat)
-                                 SELECT pg_notify('genapi_seats', $1) FROM freed",
-                                &[pool, seat, task],
-                            )
-                            .await
-                    })
-                    .await
-                }
-                Some(Change::Notes(notes)) => {
-                    let json = Notes::json(notes);
-                    let json = &json;
-                    db.run(false, |session| async move {
-                        session
-                            .execute(concat!("WITH ", seat_changes!("$1"), " SELECT 1"), &[json])
-                            .await
-                    })
-                    .await
-                }
-                Some(Change::Flush(_)) => Ok(0),
-                None => {
-                    let sent = tokio::time::Instant::now();
-                    let renewed = db
-                        .run(false, |session| async move {
-                            session
-                                .query(
-                                    "UPDATE genapi_seats SET lease_until = now() + make_interval(secs => $3)
-                                     WHERE pool = $1 AND worker = $2 RETURNING seat",
-                                    &[pool, worker, &lease],
-                                )
-                                .await
-                        })
-                        .await;
-                    renewed.map(|rows| {
-                        let seats: Vec<i32> = rows.iter().filter_map(|row| row.try_get(0).ok()).collect();
-                        leases.renewed(&seats, sent, lease_time);
-                        seats.len() as u64
-                    })
-                }
-            };
-            match applied {
-                Ok(_) => break,
-                // A renewal is made again at the next tick.
-                Err(error) if change.is_none() => {
-                    tracing::warn!(%error, "cannot renew this worker's shared seats");
-                    break;
-                }
+            match self.apply_once(change).await {
+                Ok(_) => return,
                 // The database could not be reached in time: tried again.
                 Err(error @ LedgerError::Unanswered { .. }) => {
                     tracing::warn!(%error, "cannot update the shared seats yet; trying again");
@@ -814,9 +746,101 @@ async fn apply(
                 // change: the seat waits for its lease.
                 Err(error) => {
                     tracing::warn!(%error, "cannot update the shared seats");
-                    break;
+                    return;
                 }
             }
+        }
+    }
+
+    /// One attempt at `change`.
+    async fn apply_once(&self, change: &Change) -> Result<u64, LedgerError> {
+        match change {
+            Change::Assign(seat, task, url) => self.assign(*seat, task, url).await,
+            // Every process waiting for a seat hears of a freed one.
+            Change::Free(seat, to) => self.free(*seat, to.as_deref()).await,
+            Change::Reclaim(seat, task) => self.reclaim(*seat, task).await,
+            Change::Notes(notes) => self.write_notes(notes).await,
+            // Answered by `apply` before it gets here.
+            Change::Flush(_) => Ok(0),
+        }
+    }
+
+    /// `seat`, still this worker's, belongs to task `task`, polled at `url`.
+    async fn assign(&self, seat: i32, task: &str, url: &str) -> Result<u64, LedgerError> {
+        self.execute(
+            "UPDATE genapi_seats SET task_id = $4, polling_url = $5
+             WHERE pool = $1 AND seat = $2 AND worker = $3",
+            &[&self.pool, &seat, &self.worker, &task, &url],
+        )
+        .await
+    }
+
+    /// This worker's `seat` is free: for any worker, or for the one named
+    /// `to`.
+    async fn free(&self, seat: i32, to: Option<&str>) -> Result<u64, LedgerError> {
+        let told = wants::freed_for(&self.pool, to);
+        self.execute(
+            "WITH freed AS (
+               UPDATE genapi_seats
+               SET worker = NULL, lease_until = NULL, task_id = NULL, polling_url = NULL
+               WHERE pool = $1 AND seat = $2 AND worker = $3 RETURNING seat)
+             SELECT pg_notify('genapi_seats', $4) FROM freed",
+            &[&self.pool, &seat, &self.worker, &told],
+        )
+        .await
+    }
+
+    /// `seat`, lapsed, is free once its task `task` was seen final.
+    async fn reclaim(&self, seat: i32, task: &str) -> Result<u64, LedgerError> {
+        self.execute(
+            "WITH freed AS (
+               UPDATE genapi_seats
+               SET worker = NULL, lease_until = NULL, task_id = NULL, polling_url = NULL
+               WHERE pool = $1 AND seat = $2 AND task_id = $3 AND lease_until < now()
+               RETURNING seat)
+             SELECT pg_notify('genapi_seats', $1) FROM freed",
+            &[&self.pool, &seat, &task],
+        )
+        .await
+    }
+
+    /// Notes no ledger event carried.
+    async fn write_notes(&self, notes: &[Note]) -> Result<u64, LedgerError> {
+        let json = Notes::json(notes);
+        self.execute(concat!("WITH ", seat_changes!("$1"), " SELECT 1"), &[&json])
+            .await
+    }
+
+    /// Runs `sql` as one step: the rows it changed.
+    async fn execute(&self, sql: &'static str, params: &[&(dyn ToSql + Sync)]) -> Result<u64, LedgerError> {
+        self.db
+            .run(false, |session| async move { session.execute(sql, params).await })
+            .await
+    }
+
+    /// Renews the leases of this worker's seats.
+    async fn renew(&self) {
+        let (pool, worker, lease) = (&self.pool, &self.worker, seconds(self.lease));
+        let sent = tokio::time::Instant::now();
+        let renewed = self
+            .db
+            .run(false, |session| async move {
+                session
+                    .query(
+                        "UPDATE genapi_seats SET lease_until = now() + make_interval(secs => $3)
+                         WHERE pool = $1 AND worker = $2 RETURNING seat",
+                        &[pool, worker, &lease],
+                    )
+                    .await
+            })
+            .await;
+        match renewed {
+            Ok(rows) => {
+                let seats: Vec<i32> = rows.iter().filter_map(|row| row.try_get(0).ok()).collect();
+                self.leases.renewed(&seats, sent, self.lease);
+            }
+            // A renewal is made again at the next tick.
+            Err(error) => tracing::warn!(%error, "cannot renew this worker's shared seats"),
         }
     }
 }
