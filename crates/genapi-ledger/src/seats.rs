@@ -215,27 +215,7 @@ impl SharedSeats {
     ) -> Result<SharedSeats, LedgerError> {
         let asked = asked.clamp(1, 100_000);
         let db = Arc::new(Link::open(url, options.step, true, &["genapi_seats", wants::CHANNEL]).await?);
-        let freed = db.notified();
-        // The first worker sets the size; every later one reads it.
-        let asked_size = asked as i32;
-        let size: i32 = db
-            .run(false, |session| async move {
-                session
-                    .execute(
-                        "INSERT INTO genapi_seat_pools (pool, size) VALUES ($1, $2) ON CONFLICT DO NOTHING",
-                        &[&pool, &asked_size],
-                    )
-                    .await?;
-                session
-                    .query_one("SELECT size FROM genapi_seat_pools WHERE pool = $1", &[&pool])
-                    .await?
-                    .try_get(0)
-            })
-            .await?;
-        let limit = usize::try_from(size)
-            .ok()
-            .filter(|size| (1..=100_000).contains(size))
-            .ok_or_else(|| LedgerError::Database(format!("seat pool {pool:?} has an unusable size ({size})")))?;
+        let limit = size_of_pool(&db, pool, asked).await?;
         if exact && limit != asked {
             return Err(LedgerError::PoolSize {
                 pool: pool.into(),
@@ -243,66 +223,45 @@ impl SharedSeats {
                 asked,
             });
         }
-        let seats = limit as i32;
-        db.run(false, |session| async move {
-            session
-                .execute(
-                    "INSERT INTO genapi_seats (pool, seat) SELECT $1, g FROM generate_series(1, $2) g
-                     ON CONFLICT DO NOTHING",
-                    &[&pool, &seats],
-                )
-                .await
-        })
-        .await?;
+        make_seats(&db, pool, limit).await?;
         let worker = naming::take(&db, &format!("pool {pool}"), options).await?;
-        freed.wants.known_as(pool, &worker);
+        db.notified().wants.known_as(pool, &worker);
         if options.naming.lasting() {
-            // Seats an earlier run of this worker left: theirs no longer,
-            // and lapsed, so each comes back once its task is seen final
-            // (or, with no task known, once the unanswered hold is over).
-            let earlier = format!("{worker} (earlier run)");
-            let (pool, worker, earlier) = (&pool, &worker, &earlier);
-            db.run(false, |session| async move {
-                session
-                    .execute(
-                        "UPDATE genapi_seats SET worker = $3, lease_until = now() - interval '1 second'
-                         WHERE pool = $1 AND worker = $2",
-                        &[pool, worker, earlier],
-                    )
-                    .await
-            })
-            .await?;
+            lapse_earlier_runs_seats(&db, pool, &worker).await?;
         }
-        let lease = options.lease;
-        let (changes, received) = tokio::sync::mpsc::unbounded_channel();
-        let leases = Arc::new(Leases::default());
         let applier = Applier {
-            db: db.clone(),
-            pool: pool.to_string(),
-            worker: worker.clone(),
-            lease,
-            leases: leases.clone(),
+            db,
+            pool: pool.into(),
+            worker,
+            lease: options.lease,
+            leases: Arc::new(Leases::default()),
+        };
+        Ok(SharedSeats::start(applier, limit, options.step, unanswered_hold))
+    }
+
+    /// These seats, and the task that applies their changes and renews
+    /// their leases: it ends once the last clone is dropped.
+    fn start(applier: Applier, limit: usize, step: Duration, unanswered_hold: Duration) -> SharedSeats {
+        let (changes, received) = tokio::sync::mpsc::unbounded_channel();
+        let inner = Inner {
+            db: applier.db.clone(),
+            pool: applier.pool.clone(),
+            limit,
+            worker: applier.worker.clone(),
+            lease: applier.lease,
+            step,
+            unanswered_hold: unanswered_hold.max(Duration::from_secs(1)),
+            changes,
+            freed: applier.db.notified(),
+            full: std::sync::Mutex::new(None),
+            leases: applier.leases.clone(),
+            lapsed_checked: std::sync::Mutex::new(None),
+            spare: std::sync::Mutex::new(Vec::new()),
+            held: std::sync::atomic::AtomicUsize::new(0),
+            notes: std::sync::Mutex::new(Notes::default()),
         };
         tokio::spawn(apply(applier, received));
-        Ok(SharedSeats {
-            inner: Arc::new(Inner {
-                db,
-                pool: pool.into(),
-                limit,
-                worker,
-                lease,
-                step: options.step,
-                unanswered_hold: unanswered_hold.max(Duration::from_secs(1)),
-                changes,
-                freed,
-                full: std::sync::Mutex::new(None),
-                leases,
-                lapsed_checked: std::sync::Mutex::new(None),
-                spare: std::sync::Mutex::new(Vec::new()),
-                held: std::sync::atomic::AtomicUsize::new(0),
-                notes: std::sync::Mutex::new(Notes::default()),
-            }),
-        })
+        SharedSeats { inner: Arc::new(inner) }
     }
 
     /// Waits until every change made so far (seats given back, tasks
@@ -462,6 +421,65 @@ impl SharedSeats {
         // `self` exists.
         let _ = self.inner.changes.send(change);
     }
+}
+
+/// The size of pool `pool`, which is `asked` when the pool is new.
+async fn size_of_pool(db: &Link, pool: &str, asked: usize) -> Result<usize, LedgerError> {
+    // The first worker sets the size; every later one reads it.
+    let asked_size = asked as i32;
+    let size: i32 = db
+        .run(false, |session| async move {
+            session
+                .execute(
+                    "INSERT INTO genapi_seat_pools (pool, size) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+                    &[&pool, &asked_size],
+                )
+                .await?;
+            session
+                .query_one("SELECT size FROM genapi_seat_pools WHERE pool = $1", &[&pool])
+                .await?
+                .try_get(0)
+        })
+        .await?;
+    usize::try_from(size)
+        .ok()
+        .filter(|size| (1..=100_000).contains(size))
+        .ok_or_else(|| LedgerError::Database(format!("seat pool {pool:?} has an unusable size ({size})")))
+}
+
+/// A row for each of the pool's `limit` seats; the rows it has are kept.
+async fn make_seats(db: &Link, pool: &str, limit: usize) -> Result<(), LedgerError> {
+    let seats = limit as i32;
+    db.run(false, |session| async move {
+        session
+            .execute(
+                "INSERT INTO genapi_seats (pool, seat) SELECT $1, g FROM generate_series(1, $2) g
+                 ON CONFLICT DO NOTHING",
+                &[&pool, &seats],
+            )
+            .await
+    })
+    .await?;
+    Ok(())
+}
+
+/// Seats an earlier run of this worker left: theirs no longer, and lapsed,
+/// so each comes back once its task is seen final (or, with no task known,
+/// once the unanswered hold is over).
+async fn lapse_earlier_runs_seats(db: &Link, pool: &str, worker: &str) -> Result<(), LedgerError> {
+    let earlier = format!("{worker} (earlier run)");
+    let (pool, worker, earlier) = (&pool, &worker, &earlier);
+    db.run(false, |session| async move {
+        session
+            .execute(
+                "UPDATE genapi_seats SET worker = $3, lease_until = now() - interval '1 second'
+                 WHERE pool = $1 AND worker = $2",
+                &[pool, worker, earlier],
+            )
+            .await
+    })
+    .await?;
+    Ok(())
 }
 
 impl SeatPool for SharedSeats {
