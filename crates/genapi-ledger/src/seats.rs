@@ -487,118 +487,14 @@ impl SeatPool for SharedSeats {
     /// database.
     fn take(&self) -> BoxFuture<'_, Result<Option<i32>, Box<dyn std::error::Error + Send + Sync>>> {
         Box::pin(async move {
-            let inner = &self.inner;
-            if let Some(place) = inner.spare.lock().ok().and_then(|mut spare| spare.pop()) {
-                // Its last task's name goes before anything is sent from it:
-                // with the intent's event when a ledger carries it, if the
-                // seat is surely still this worker's (else the database
-                // says, below).
-                if inner.leases.surely_ours(place, inner.lease / 2)
-                    && self.note(|notes, pool, worker| notes.retaken(pool, worker, place))
-                {
-                    return Ok(Some(place));
-                }
-                let (pool, worker) = (&inner.pool, &inner.worker);
-                let retaken = inner
-                    .db
-                    .run_within(SEAT_STEP, false, |session| async move {
-                        session
-                            .execute(
-                                "UPDATE genapi_seats SET task_id = NULL, polling_url = NULL, taken_at = now()
-                                 WHERE pool = $1 AND seat = $2 AND worker = $3",
-                                &[pool, &place, worker],
-                            )
-                            .await
-                    })
-                    .await;
-                match retaken {
-                    Ok(1) => {
-                        // What was noted of its earlier task is moot.
-                        self.forget(place);
-                        return Ok(Some(place));
-                    }
-                    // No longer this worker's: a free one is looked for.
-                    Ok(_) => self.lost(),
-                    Err(error) => {
-                        self.give_back(place, None);
-                        tracing::warn!(%error, "cannot take a shared seat");
-                        return Err(error.into());
-                    }
-                }
+            if let Some(place) = self.take_spare().await? {
+                return Ok(Some(place));
             }
-            // Found full, and nothing freed since: asking again would find
-            // it full again (every waiting submission of every worker would
-            // ask each time one of this worker's tasks ends).
-            let heard = inner.freed.count();
-            let still_full = inner
-                .full
-                .lock()
-                .is_ok_and(|full| full.is_some_and(|(at, count)| count == heard && at.elapsed() < FULL_RECHECK));
-            if still_full {
+            let heard = self.inner.freed.count();
+            if self.still_full(heard) {
                 return Ok(None);
             }
-            // Found full, this worker says it waits, in the same statement,
-            // when another worker holds at least two seats more (see
-            // `wants`): a notification costs a transaction of every
-            // listening connection, and no worker would give way otherwise.
-            const TAKE: &str = "WITH taken AS (
-                       UPDATE genapi_seats SET worker = $2, lease_until = now() + make_interval(secs => $4),
-                              task_id = NULL, polling_url = NULL, taken_at = now()
-                       WHERE (pool, seat) = (
-                         SELECT pool, seat FROM genapi_seats
-                         WHERE pool = $1 AND seat <= $3
-                           AND (worker IS NULL
-                                OR (lease_until < now() AND taken_at < now() - make_interval(secs => $5)))
-                         ORDER BY seat LIMIT 1 FOR UPDATE SKIP LOCKED)
-                       RETURNING seat),
-                     most AS (
-                       SELECT count(*) AS held FROM genapi_seats
-                       WHERE pool = $1 AND seat <= $3 AND worker IS NOT NULL AND worker <> $2
-                         AND lease_until >= now()
-                       GROUP BY worker ORDER BY 1 DESC LIMIT 1),
-                     asked AS (
-                       SELECT pg_notify('genapi_seat_wants', $6)
-                       WHERE NOT EXISTS (SELECT 1 FROM taken) AND (SELECT held FROM most) >= $7::bigint + 2)
-                     SELECT seat FROM taken UNION ALL SELECT NULL::integer FROM asked";
-            let (pool, worker, limit) = (&inner.pool, &inner.worker, inner.limit as i32);
-            let (lease, hold) = (seconds(inner.lease), seconds(inner.unanswered_hold));
-            let held = inner.held.load(Ordering::SeqCst);
-            let asking = &wants::want(pool, worker, held);
-            let held = &i64::try_from(held).unwrap_or(i64::MAX);
-            let sent = tokio::time::Instant::now();
-            let taken = inner
-                .db
-                .run_within(SEAT_STEP, false, |session| async move {
-                    session
-                        .query(TAKE, &[pool, worker, &limit, &lease, &hold, asking, held])
-                        .await
-                })
-                .await;
-            match taken {
-                Ok(rows) => {
-                    let place: Option<i32> = rows.first().and_then(|row| row.try_get(0).ok().flatten());
-                    match place {
-                        // Taken afresh: what an earlier holding noted is moot.
-                        Some(place) => {
-                            tracing::debug!(seat = place, "a shared seat taken");
-                            self.forget(place);
-                            inner.held.fetch_add(1, Ordering::SeqCst);
-                            inner.leases.leased(place, sent + inner.lease);
-                        }
-                        None => {
-                            tracing::debug!("the shared seats found full");
-                            if let Ok(mut full) = inner.full.lock() {
-                                *full = Some((tokio::time::Instant::now(), heard));
-                            }
-                        }
-                    }
-                    Ok(place)
-                }
-                Err(error) => {
-                    tracing::warn!(%error, "cannot take a shared seat");
-                    Err(error.into())
-                }
-            }
+            Ok(self.take_free(heard).await?)
         })
     }
 
@@ -708,6 +604,146 @@ impl SeatPool for SharedSeats {
             tokio::time::sleep(after).await;
             seats.give_back(place, None);
         });
+    }
+}
+
+/// The steps of [`SeatPool::take`].
+impl SharedSeats {
+    /// A seat this worker gave back a moment ago, while it is still this
+    /// worker's; `None` when there is none.
+    async fn take_spare(&self) -> Result<Option<i32>, LedgerError> {
+        let inner = &self.inner;
+        let Some(place) = inner.spare.lock().ok().and_then(|mut spare| spare.pop()) else {
+            return Ok(None);
+        };
+        // Its last task's name goes before anything is sent from it:
+        // with the intent's event when a ledger carries it, if the
+        // seat is surely still this worker's (else the database
+        // says, below).
+        if inner.leases.surely_ours(place, inner.lease / 2)
+            && self.note(|notes, pool, worker| notes.retaken(pool, worker, place))
+        {
+            return Ok(Some(place));
+        }
+        match self.retake(place).await {
+            Ok(1) => {
+                // What was noted of its earlier task is moot.
+                self.forget(place);
+                Ok(Some(place))
+            }
+            // No longer this worker's: a free one is looked for.
+            Ok(_) => {
+                self.lost();
+                Ok(None)
+            }
+            Err(error) => {
+                self.give_back(place, None);
+                tracing::warn!(%error, "cannot take a shared seat");
+                Err(error)
+            }
+        }
+    }
+
+    /// Clears the task of `place` in the database, if the seat is still
+    /// this worker's there: the rows changed (1 when it is).
+    async fn retake(&self, place: i32) -> Result<u64, LedgerError> {
+        let (pool, worker) = (&self.inner.pool, &self.inner.worker);
+        self.inner
+            .db
+            .run_within(SEAT_STEP, false, |session| async move {
+                session
+                    .execute(
+                        "UPDATE genapi_seats SET task_id = NULL, polling_url = NULL, taken_at = now()
+                         WHERE pool = $1 AND seat = $2 AND worker = $3",
+                        &[pool, &place, worker],
+                    )
+                    .await
+            })
+            .await
+    }
+
+    /// Found full, and nothing freed since (the database heard from `heard`
+    /// times, as then): asking again would find it full again (every
+    /// waiting submission of every worker would ask each time one of this
+    /// worker's tasks ends).
+    fn still_full(&self, heard: u64) -> bool {
+        self.inner
+            .full
+            .lock()
+            .is_ok_and(|full| full.is_some_and(|(at, count)| count == heard && at.elapsed() < FULL_RECHECK))
+    }
+
+    /// A free seat from the database, or `None` when the pool is found
+    /// full, which is kept with `heard` (how many times the database had
+    /// been heard from before it was asked).
+    async fn take_free(&self, heard: u64) -> Result<Option<i32>, LedgerError> {
+        let inner = &self.inner;
+        let sent = tokio::time::Instant::now();
+        match self.ask_for_a_free_seat().await {
+            // Taken afresh: what an earlier holding noted is moot.
+            Ok(Some(place)) => {
+                tracing::debug!(seat = place, "a shared seat taken");
+                self.forget(place);
+                inner.held.fetch_add(1, Ordering::SeqCst);
+                inner.leases.leased(place, sent + inner.lease);
+                Ok(Some(place))
+            }
+            Ok(None) => {
+                tracing::debug!("the shared seats found full");
+                if let Ok(mut full) = inner.full.lock() {
+                    *full = Some((tokio::time::Instant::now(), heard));
+                }
+                Ok(None)
+            }
+            Err(error) => {
+                tracing::warn!(%error, "cannot take a shared seat");
+                Err(error)
+            }
+        }
+    }
+
+    /// Takes the first free seat, or a dead worker's whose lease lapsed and
+    /// whose unanswered hold is over, in one statement.
+    async fn ask_for_a_free_seat(&self) -> Result<Option<i32>, LedgerError> {
+        // Found full, this worker says it waits, in the same statement,
+        // when another worker holds at least two seats more (see
+        // `wants`): a notification costs a transaction of every
+        // listening connection, and no worker would give way otherwise.
+        const TAKE: &str = "WITH taken AS (
+                   UPDATE genapi_seats SET worker = $2, lease_until = now() + make_interval(secs => $4),
+                          task_id = NULL, polling_url = NULL, taken_at = now()
+                   WHERE (pool, seat) = (
+                     SELECT pool, seat FROM genapi_seats
+                     WHERE pool = $1 AND seat <= $3
+                       AND (worker IS NULL
+                            OR (lease_until < now() AND taken_at < now() - make_interval(secs => $5)))
+                     ORDER BY seat LIMIT 1 FOR UPDATE SKIP LOCKED)
+                   RETURNING seat),
+                 most AS (
+                   SELECT count(*) AS held FROM genapi_seats
+                   WHERE pool = $1 AND seat <= $3 AND worker IS NOT NULL AND worker <> $2
+                     AND lease_until >= now()
+                   GROUP BY worker ORDER BY 1 DESC LIMIT 1),
+                 asked AS (
+                   SELECT pg_notify('genapi_seat_wants', $6)
+                   WHERE NOT EXISTS (SELECT 1 FROM taken) AND (SELECT held FROM most) >= $7::bigint + 2)
+                 SELECT seat FROM taken UNION ALL SELECT NULL::integer FROM asked";
+        let inner = &self.inner;
+        let (pool, worker, limit) = (&inner.pool, &inner.worker, inner.limit as i32);
+        let (lease, hold) = (seconds(inner.lease), seconds(inner.unanswered_hold));
+        let held = inner.held.load(Ordering::SeqCst);
+        let asking = &wants::want(pool, worker, held);
+        let held = &i64::try_from(held).unwrap_or(i64::MAX);
+        let rows = inner
+            .db
+            .run_within(SEAT_STEP, false, |session| async move {
+                session
+                    .query(TAKE, &[pool, worker, &limit, &lease, &hold, asking, held])
+                    .await
+            })
+            .await?;
+        let place: Option<i32> = rows.first().and_then(|row| row.try_get(0).ok().flatten());
+        Ok(place)
     }
 }
 
