@@ -17,7 +17,9 @@
 //! suffix, so `team-a.svc.cluster.local` and `team-b.svc.cluster.local`
 //! would both belong to `cluster.local`: one owner for every namespace of
 //! a cluster. Nothing says who owns such names, so nothing is shared:
-//! whoever trusts hosts by this crate must name them one by one.
+//! whoever trusts hosts by this crate must name them one by one. The same
+//! holds for wildcard-DNS services (`nip.io`, `sslip.io`, …), under which
+//! anyone's name resolves to an address written in it.
 //!
 //! The client sends its API key to https hosts inside the base host's
 //! registrable domain (and to the origins configured), and `cargo xtask
@@ -68,6 +70,9 @@ pub fn registrable_domain(host: &str) -> Option<String> {
         return None;
     }
     let host = host.to_ascii_lowercase();
+    if under_wildcard_dns(&host) {
+        return None;
+    }
     let found = psl2::lookup(&host)?;
     // The default rule answers for any name; only a listed suffix says
     // where one owner's names end.
@@ -75,6 +80,20 @@ pub fn registrable_domain(host: &str) -> Option<String> {
         return None;
     }
     found.registrable_domain().map(str::to_string)
+}
+
+/// Services whose every name resolves to an address written in it
+/// (`10.0.0.5.nip.io` is 10.0.0.5): anyone can point a name under them at
+/// a machine of theirs, so no two names there are one owner's. They are
+/// not on the public-suffix list.
+const WILDCARD_DNS: [&str; 7] = ["nip.io", "sslip.io", "xip.io", "traefik.me", "localtest.me", "lvh.me", "vcap.me"];
+
+/// Whether `host` (lower case, no trailing dot) is under a wildcard-DNS
+/// service.
+fn under_wildcard_dns(host: &str) -> bool {
+    WILDCARD_DNS
+        .iter()
+        .any(|service| host == *service || host.strip_suffix(service).is_some_and(|rest| rest.ends_with('.')))
 }
 
 /// Whether two host names have the same registrable domain; never for IP
@@ -209,6 +228,17 @@ mod tests {
             "evil.team-b.svc.cluster.local"
         ));
         assert!(!same_registrable_domain("a.corp.internal", "a.corp.internal"));
+    }
+
+    /// Any name under a wildcard-DNS service points where its name says:
+    /// none is anyone's own.
+    #[test]
+    fn names_under_wildcard_dns_have_no_owner() {
+        for host in ["api.10.0.0.5.nip.io", "x.6.6.6.6.nip.io", "127.0.0.1.sslip.io", "nip.io", "a.lvh.me"] {
+            assert_eq!(registrable_domain(host), None, "{host}");
+        }
+        assert!(!same_registrable_domain("api.10.0.0.5.nip.io", "x.6.6.6.6.nip.io"));
+        assert_eq!(registrable_domain("notnip.io").as_deref(), Some("notnip.io"));
     }
 
     #[test]
