@@ -65,14 +65,22 @@ impl Task {
     /// can make this fail: a field of an unexpected type is dropped.
     pub(crate) fn accepted(session: Arc<Session>, operation: &str, body: &[u8]) -> Result<Task> {
         let transport = session.transport.clone();
-        let value: Value = serde_json::from_slice(body).map_err(|e| {
-            decode_error(
-                &transport,
-                operation,
-                format!("the submission answer is not JSON: {e}"),
-                body,
-            )
-        })?;
+        let value: Value = match serde_json::from_slice(body) {
+            Ok(value) => value,
+            // A number JSON allows but f64 cannot hold (`1e400`) fails the
+            // whole answer as a value; the id and address are read past it.
+            Err(e) => match serde_json::from_slice::<IdAndAddress>(body) {
+                Ok(read) => serde_json::json!({"id": read.id, "polling_url": read.polling_url}),
+                Err(_) => {
+                    return Err(decode_error(
+                        &transport,
+                        operation,
+                        format!("the submission answer is not JSON: {e}"),
+                        body,
+                    ))
+                }
+            },
+        };
         let id = value.get("id").and_then(Value::as_str).unwrap_or_default().to_string();
         let figure = |name: &str| value.get(name).and_then(Value::as_f64);
         let polling_url = match value.get("polling_url") {
@@ -464,4 +472,14 @@ impl Task {
             self.session.learn(&self.operation, seconds);
         }
     }
+}
+
+/// What a paid task cannot be followed without, read past any field
+/// that does not decode (other fields are skipped as text, never as
+/// numbers).
+#[derive(serde::Deserialize)]
+struct IdAndAddress {
+    id: String,
+    #[serde(default)]
+    polling_url: Option<String>,
 }

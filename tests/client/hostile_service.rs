@@ -499,3 +499,27 @@ async fn header_observers_see_every_attempt_and_no_echoed_key() {
         "the key reached an observer: {seen:?}"
     );
 }
+
+/// An acceptance whose cost is a number JSON allows but a float cannot hold
+/// (`1e400`): the task was created (and is charged), so its id and polling
+/// address are kept and the task is followed; only the cost is unknown.
+#[tokio::test(start_paused = true)]
+async fn an_acceptance_with_a_number_out_of_range_keeps_its_task() {
+    let service = hostile::serve(|base, request, _| match request.path.as_str() {
+        "/v1/gen-2-pro" => {
+            let body = format!(r#"{{"id": "t-huge", "polling_url": "{base}/v1/get_result?id=t-huge", "cost": 1e400}}"#);
+            let headers = [(axum::http::header::CONTENT_TYPE, "application/json")];
+            (axum::http::StatusCode::OK, headers, body).into_response_for_test()
+        }
+        "/v1/get_result" => json(200, json!({"id": "t-huge", "status": "Pending"})),
+        _ => json(404, json!({})),
+    })
+    .await;
+    let task = client(&service.base).submit(prompt("x")).await.unwrap();
+    assert_eq!(task.id(), "t-huge");
+    assert_eq!(
+        task.polling_url().as_str(),
+        format!("{}/v1/get_result?id=t-huge", service.base)
+    );
+    assert_eq!(task.cost(), None);
+}

@@ -86,7 +86,15 @@ pub fn registrable_domain(host: &str) -> Option<String> {
 /// (`10.0.0.5.nip.io` is 10.0.0.5): anyone can point a name under them at
 /// a machine of theirs, so no two names there are one owner's. They are
 /// not on the public-suffix list.
-const WILDCARD_DNS: [&str; 7] = ["nip.io", "sslip.io", "xip.io", "traefik.me", "localtest.me", "lvh.me", "vcap.me"];
+const WILDCARD_DNS: [&str; 7] = [
+    "nip.io",
+    "sslip.io",
+    "xip.io",
+    "traefik.me",
+    "localtest.me",
+    "lvh.me",
+    "vcap.me",
+];
 
 /// Whether `host` (lower case, no trailing dot) is under a wildcard-DNS
 /// service.
@@ -234,7 +242,13 @@ mod tests {
     /// none is anyone's own.
     #[test]
     fn names_under_wildcard_dns_have_no_owner() {
-        for host in ["api.10.0.0.5.nip.io", "x.6.6.6.6.nip.io", "127.0.0.1.sslip.io", "nip.io", "a.lvh.me"] {
+        for host in [
+            "api.10.0.0.5.nip.io",
+            "x.6.6.6.6.nip.io",
+            "127.0.0.1.sslip.io",
+            "nip.io",
+            "a.lvh.me",
+        ] {
             assert_eq!(registrable_domain(host), None, "{host}");
         }
         assert!(!same_registrable_domain("api.10.0.0.5.nip.io", "x.6.6.6.6.nip.io"));
