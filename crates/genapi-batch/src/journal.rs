@@ -15,8 +15,6 @@ use serde::{Deserialize, Serialize};
 
 use genapi::FailureClass;
 
-use crate::line::Line;
-
 /// One event of a batch, as the journal keeps it (one JSON object per line,
 /// tagged by `event`).
 ///
@@ -738,14 +736,10 @@ impl Writer {
     }
 }
 
-/// Folds events into one [`Line`] per line, in the order written.
-pub(crate) fn fold(records: Vec<Event>) -> std::collections::HashMap<u64, Line> {
-    Line::of_each(records).into_iter().collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::line::Line;
 
     #[test]
     fn a_torn_last_line_is_ignored_and_the_next_record_starts_clean() {
@@ -777,7 +771,7 @@ mod tests {
             .unwrap();
         let records = journal.events().unwrap();
         assert_eq!(records.len(), 2);
-        let state = &fold(records)[&1];
+        let state = &Line::of_each(records)[&1];
         assert!(matches!(state, Line::Unsent { .. }), "{state:?}");
         let _ = std::fs::remove_dir_all(&dir);
     }
@@ -876,7 +870,7 @@ mod tests {
         let records = journal.events().unwrap();
         // It may have been line 2's accepted task: line 2 is unanswered.
         assert_eq!(records[1], Event::Damaged { line: 2 });
-        assert!(matches!(fold(records)[&2], Line::Unanswered { .. }));
+        assert!(matches!(Line::of_each(records)[&2], Line::Unanswered { .. }));
         drop(journal);
         // A torn tail is removed, so the next event starts on its own line.
         std::fs::write(&path, format!("{whole}{torn}")).unwrap();
@@ -985,7 +979,7 @@ mod tests {
             sent_at: None,
             ephemeral: false,
         };
-        let lines = fold(vec![intent("first"), credits_refusal(1), intent("second")]);
+        let lines = Line::of_each(vec![intent("first"), credits_refusal(1), intent("second")]);
         let state = &lines[&1];
         assert!(matches!(state, Line::Unanswered { .. }), "{state:?}");
         let digest = state.sent().and_then(|sent| sent.digest.as_deref());
@@ -1039,7 +1033,7 @@ mod tests {
 
     #[test]
     fn an_intent_without_an_answer_stays_unanswered() {
-        let lines = fold(vec![
+        let lines = Line::of_each(vec![
             Event::Intent {
                 line: 2,
                 name: "b".into(),
@@ -1060,7 +1054,7 @@ mod tests {
             },
         ]);
         assert!(matches!(lines[&2], Line::Unanswered { .. }));
-        let refused = fold(vec![
+        let refused = Line::of_each(vec![
             Event::Intent {
                 line: 3,
                 name: "c".into(),

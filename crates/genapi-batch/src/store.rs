@@ -36,7 +36,7 @@ use genapi::FailureClass;
 
 use crate::budget::LocalBudget;
 use crate::cap::Hold;
-use crate::journal::{fold, Event, Journal, Writer};
+use crate::journal::{Event, Journal, Writer};
 use crate::line::Line;
 use crate::standing::Status;
 
@@ -246,7 +246,7 @@ impl JournalStore {
     /// and a file journal unlocked, when the store is dropped).
     pub fn open<J: Journal + 'static>(mut journal: J) -> io::Result<JournalStore> {
         journal.take_for_a_run()?;
-        let lines = fold(journal.events()?);
+        let lines: HashMap<u64, Line> = Line::of_each(journal.events()?).into_iter().collect();
         let states = lines.iter().map(|(line, state)| (*line, state.clone())).collect();
         Ok(JournalStore {
             writer: Writer::start(journal)?,

@@ -9,12 +9,17 @@
 //! backoff, a bounded number of times. Where a notification may go is
 //! `webhook_targets`' rule; when it goes, the outbox's.
 
+use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
+
+use tokio::sync::{mpsc, Mutex};
 
 use serde_json::{json, Value};
 
+use super::outbox::{Inbound, Notification};
 use super::results::poll_body;
-use super::state::{Delivery, MockTask, Outcome, State, WebhookSecret};
+use super::results::sleep_until_final;
+use super::state::{Delivery, MockTask, Outcome, State};
 use base64::Engine as _;
 
 // The header names as the live service and Standard Webhooks spell them,
@@ -62,14 +67,6 @@ pub(crate) fn body(state: &State, task: &MockTask) -> String {
         "cost": task.charged(),
     })
     .to_string()
-}
-
-/// A task's notification, ready to send to a permitted target.
-pub(crate) struct Notification {
-    pub(crate) task_id: String,
-    pub(crate) target: reqwest::Url,
-    pub(crate) secret: Option<WebhookSecret>,
-    pub(crate) body: String,
 }
 
 /// Sends a notification until a 2xx answers or the attempts run out.
@@ -121,6 +118,71 @@ pub(crate) async fn send(state: &State, notification: Notification) -> Delivery 
         backoff *= 2;
     }
     delivery
+}
+
+/// Starts the workers; each ends when the mock stops.
+pub(crate) fn start_workers(state: &Arc<State>, inbound: Inbound) -> Vec<tokio::task::JoinHandle<()>> {
+    let inbound = Arc::new(Mutex::new(inbound.0));
+    (0..state.outbox.workers)
+        .map(|_| tokio::spawn(work(state.clone(), inbound.clone())))
+        .collect()
+}
+
+async fn work(state: Arc<State>, inbound: Arc<Mutex<mpsc::Receiver<Notification>>>) {
+    let mut stopped = state.outbox.stopped.clone();
+    loop {
+        let next = async { inbound.lock().await.recv().await };
+        let notification = tokio::select! {
+            next = next => match next {
+                Some(notification) => notification,
+                None => return,
+            },
+            _ = stopped.wait_for(|stop| *stop) => return,
+        };
+        let delivery = tokio::select! {
+            delivery = send(&state, notification) => delivery,
+            _ = stopped.wait_for(|stop| *stop) => return,
+        };
+        state.record_delivery(delivery);
+    }
+}
+
+/// Sends a task's notification once it ends, if its `webhook_url` is one
+/// the mock may call; a refused one is recorded and counted at once.
+pub(crate) fn watch(state: Arc<State>, id: String, url: &str) {
+    let Some(target) = super::webhook_targets::permitted(&state, url) else {
+        let origin = reqwest::Url::parse(url).map(|u| u.origin().ascii_serialization());
+        tracing::warn!(
+            origin = origin.as_deref().unwrap_or("(not a URL)"),
+            "mock refuses to deliver a webhook to an address the test did not configure"
+        );
+        state.count(|c| c.webhooks_refused += 1);
+        state.record_delivery(Delivery::none(&id, url));
+        return;
+    };
+    let mut stopped = state.outbox.stopped.clone();
+    tokio::spawn(async move {
+        let ended = tokio::select! {
+            ended = sleep_until_final(&state, &id) => ended,
+            _ = stopped.wait_for(|stop| *stop) => return,
+        };
+        let Some(task) = ended else { return };
+        let Some((_, secret)) = task.webhook.clone() else {
+            return;
+        };
+        let notification = Notification {
+            body: body(&state, &task),
+            task_id: id,
+            target,
+            secret,
+        };
+        if let Err(full) = state.outbox.queue.try_send(notification) {
+            let notification = full.into_inner();
+            tracing::warn!(task_id = %notification.task_id, "mock drops a webhook: too many are waiting");
+            state.count(|c| c.webhooks_dropped += 1);
+            state.record_delivery(Delivery::none(&notification.task_id, notification.target.as_str()));
+        }
+    });
 }
 
 #[cfg(test)]

@@ -687,7 +687,7 @@ impl MockService {
             })
         })
         .collect();
-        servers.extend(outbox::start_workers(&state, inbound));
+        servers.extend(deliver::start_workers(&state, inbound));
         Ok(MockService {
             base_url,
             regional_url,

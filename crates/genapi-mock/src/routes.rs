@@ -18,7 +18,7 @@ use super::replay::{Delivered, Replay};
 use super::results::{poll_body, signature};
 use super::state::{Media, MockTask, Outcome, State, MAX_CLOCK_OFFSET};
 use super::webhook_targets::refused_webhook_url;
-use super::{outbox, render, FaultKind, LoggedRequest, LOGGED_BODY_LIMIT};
+use super::{deliver, render, FaultKind, LoggedRequest, LOGGED_BODY_LIMIT};
 
 /// Which of the mock's hosts a listener plays.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -614,7 +614,7 @@ fn submit(ctx: &Ctx, key: &str, operation: &str, path: &str, schema: Option<&str
             url.to_string(),
             request["webhook_secret"]
                 .as_str()
-                .map(super::state::WebhookSecret::from),
+                .map(super::outbox::WebhookSecret::from),
         )
     });
     let working_status = prompt
@@ -713,7 +713,7 @@ fn submit(ctx: &Ctx, key: &str, operation: &str, path: &str, schema: Option<&str
         answer["output_mp"] = json!(output_mp);
     }
     if let Some((url, _)) = &webhook {
-        outbox::watch(state.clone(), id, url);
+        deliver::watch(state.clone(), id, url);
     }
     json_response(StatusCode::OK, answer)
 }

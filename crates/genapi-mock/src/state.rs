@@ -10,6 +10,8 @@ use std::time::{Duration, Instant, SystemTime};
 
 use serde_json::{json, Value};
 
+use super::outbox::{Outbox, WebhookSecret};
+
 use super::{Fault, LoggedRequest, MockConfig, MockStats};
 
 /// Furthest the mock clock can be moved ahead (about a century): beyond it,
@@ -381,7 +383,7 @@ pub(crate) struct State {
     /// The origins webhooks may be delivered to, read from the settings once.
     pub(crate) webhook_targets: Vec<crate::WebhookTarget>,
     /// Notifications waiting for delivery, and what delivers them.
-    pub(crate) outbox: crate::outbox::Outbox,
+    pub(crate) outbox: Outbox,
     pub(crate) counters: Mutex<Counters>,
     /// A few recently rendered results, so repeated downloads do not render
     /// again; bounded, never one per task.
@@ -555,27 +557,4 @@ impl State {
 fn http_date(unix_seconds: f64) -> String {
     let seconds = Duration::try_from_secs_f64(unix_seconds.max(0.0)).unwrap_or_default();
     httpdate::fmt_http_date(std::time::UNIX_EPOCH + seconds)
-}
-
-/// A task's `webhook_secret`, kept to sign its notification and never shown
-/// (a task's Debug, the request log).
-#[derive(Clone)]
-pub(crate) struct WebhookSecret(String);
-
-impl From<&str> for WebhookSecret {
-    fn from(secret: &str) -> Self {
-        WebhookSecret(secret.to_string())
-    }
-}
-
-impl WebhookSecret {
-    pub(crate) fn expose(&self) -> &str {
-        &self.0
-    }
-}
-
-impl std::fmt::Debug for WebhookSecret {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("WebhookSecret([redacted])")
-    }
 }
