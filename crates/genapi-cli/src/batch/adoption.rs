@@ -11,12 +11,11 @@ use std::collections::{HashMap, HashSet};
 use std::path::Path;
 
 use genapi::Client;
-use genapi_batch::{adopt, AdoptError, Job, JobFile, Store};
-use tokio::time::Instant;
+use genapi_batch::{adopt, AdoptError, Job, Store};
 
 use super::jobs::{self, Changed};
-use super::shown;
-use crate::{code, out, Failure, Global};
+use super::{shown, Run};
+use crate::{code, out, Failure};
 
 /// Reads `LINE=TASK`.
 pub(super) fn parse(text: &str) -> Result<(u64, String), String> {
@@ -36,10 +35,10 @@ pub(super) fn parse(text: &str) -> Result<(u64, String), String> {
 
 /// Refuses an `--adopt` naming a line that is not a valid line of the job
 /// file.
-pub(super) fn check_lines(wanted: &[(u64, String)], checked: &JobFile, jobs_file: &Path) -> Result<(), Failure> {
-    let valid: HashSet<u64> = jobs::job_lines(checked).into_iter().collect();
-    match wanted.iter().find(|(line, _)| !valid.contains(line)) {
-        Some((line, _)) => Err(no_such_line(*line, jobs_file)),
+pub(super) fn check_lines(run: &Run<'_>) -> Result<(), Failure> {
+    let valid: HashSet<u64> = run.job_lines().iter().copied().collect();
+    match run.args.adopt.iter().find(|(line, _)| !valid.contains(line)) {
+        Some((line, _)) => Err(no_such_line(*line, &run.jobs_file)),
         None => Ok(()),
     }
 }
@@ -51,25 +50,21 @@ fn no_such_line(line: u64, jobs_file: &Path) -> Failure {
     ))
 }
 
-/// Records each wanted task for its line in `store`, saying so; stops at
-/// the first that cannot be (nothing of it recorded).
-pub(super) async fn adopt_all(
-    global: &Global,
-    client: &Client,
-    store: &dyn Store,
-    wanted: &[(u64, String)],
-    checked: &JobFile,
-    jobs_file: &Path,
-    deadline: Instant,
-) -> Result<(), Failure> {
+/// Records each task `--adopt` names for its line in `store`, saying so;
+/// stops at the first that cannot be (nothing of it recorded).
+pub(super) async fn adopt_all(run: &Run<'_>, client: &Client, store: &dyn Store) -> Result<(), Failure> {
+    let wanted = &run.args.adopt;
+    if wanted.is_empty() {
+        return Ok(());
+    }
     let lines: HashSet<u64> = wanted.iter().map(|(line, _)| *line).collect();
-    let jobs: HashMap<u64, Job> = jobs::valid_jobs(checked, Changed::default())?
+    let jobs: HashMap<u64, Job> = jobs::valid_jobs(&run.checked, Changed::default())?
         .filter(|job| lines.contains(&job.line))
         .map(|job| (job.line, job))
         .collect();
     let adopting = async {
         for (line, task) in wanted {
-            let job = jobs.get(line).ok_or_else(|| no_such_line(*line, jobs_file))?;
+            let job = jobs.get(line).ok_or_else(|| no_such_line(*line, &run.jobs_file))?;
             let adopted = adopt(client, store, job, task)
                 .await
                 .map_err(|e| adopt_failure(*line, &e))?;
@@ -87,13 +82,13 @@ pub(super) async fn adopt_all(
         }
         Ok(())
     };
-    tokio::time::timeout_at(deadline, adopting).await.map_err(|_| {
+    tokio::time::timeout_at(run.deadline, adopting).await.map_err(|_| {
         Failure::new(
             code::TIMEOUT,
             format!(
                 "--timeout {}s passed while checking the --adopt tasks; those not reported above were not \
                  recorded, and nothing was sent",
-                global.timeout_seconds()
+                run.global.timeout_seconds()
             ),
         )
     })?

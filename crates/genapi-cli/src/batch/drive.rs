@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use futures::stream::BoxStream;
 use futures::StreamExt;
-use genapi_batch::{Batch, Counters, InvalidLine, JobFile, JobOutcome};
+use genapi_batch::{Batch, Counters, InvalidLine, JobOutcome, Stopper};
 use serde_json::json;
 use tokio::time::Instant;
 
@@ -20,8 +20,9 @@ use super::jobs::{self, Changed};
 use super::report::{with_flags, Reports};
 use super::results::Results;
 use super::tally::Tally;
+use super::Run;
 use crate::progress::Progress;
-use crate::{code, out, Failure, Global};
+use crate::{code, out, Failure};
 
 /// How long a stopped run waits for the answers of submissions in flight.
 const DRAIN_FOR: Duration = Duration::from_secs(15);
@@ -46,6 +47,27 @@ struct Sink {
 }
 
 impl Sink {
+    /// Where the outcomes of `run` go, the job file's invalid lines in
+    /// first.
+    fn start(run: &Run<'_>, results: Results) -> Result<Sink, Failure> {
+        let checked = &run.checked;
+        let mut tally = Tally::new(checked.lines() - checked.invalid_lines());
+        tally.capped(run.args.max_credits);
+        let mut sink = Sink {
+            results,
+            tally,
+            reports: Reports::default(),
+        };
+        for invalid in checked.invalid() {
+            sink.invalid(invalid)?;
+        }
+        // Counted whole: only the first invalid lines are listed.
+        for _ in checked.invalid().len()..checked.invalid_lines() {
+            sink.tally.add_invalid();
+        }
+        Ok(sink)
+    }
+
     /// One line's outcome; said when `progress` is given (not while
     /// draining, when only what is recorded matters).
     fn take(&mut self, outcome: JobOutcome, progress: Option<&Progress>) -> Result<(), Failure> {
@@ -68,58 +90,39 @@ impl Sink {
     }
 }
 
-/// Runs `batch` over the valid lines of `checked`.
+/// Runs `batch` over the valid lines of the job file.
 pub(super) async fn drive(
-    global: &Global,
+    run: &Run<'_>,
     batch: Batch,
-    checked: &JobFile,
     results: Results,
-    deadline: Instant,
     on_builtin_mock: bool,
 ) -> Result<Ended, Failure> {
     // Listening for Ctrl-C before anything is sent.
     let interrupt = crate::interrupt::interrupted();
     let changed = Changed::default();
-    let reader = jobs::valid_jobs(checked, changed.clone())?;
+    let reader = jobs::valid_jobs(&run.checked, changed.clone())?;
     let counters = batch.counters();
     let stopper = batch.stopper();
-    let mut stream = batch.run(reader).map_err(|e| Failure::api(&e))?.boxed();
-    let mut sink = Sink {
-        results,
-        tally: Tally::new(checked.lines() - checked.invalid_lines()),
-        reports: Reports::default(),
-    };
-    for invalid in checked.invalid() {
-        sink.invalid(invalid)?;
-    }
-    // Counted whole: only the first invalid lines are listed.
-    for _ in checked.invalid().len()..checked.invalid_lines() {
-        sink.tally.add_invalid();
-    }
+    let stream = batch.run(reader).map_err(|e| Failure::api(&e))?.boxed();
+    let sink = Sink::start(run, results)?;
     let progress = Progress::start("batch", sink.tally.jobs() as u64);
-    let stopped = until_stopped(
-        global,
-        &mut stream,
-        &mut sink,
-        &progress,
-        &counters,
-        deadline,
-        interrupt,
-    )
-    .await?;
+    let mut going = Going {
+        stream,
+        sink,
+        progress,
+        counters,
+    };
+    let stopped = going.until_stopped(run, interrupt).await?;
     if stopped.is_some() {
-        // The bar goes before anything else is said, and where the run
-        // stood is said once more.
-        progress.stopped(&sink.tally.figures(&counters));
-        stopper.stop();
-        out::progress(if on_builtin_mock {
-            "stopping: recording the answers of submissions in flight (Ctrl-C again to quit now)"
-        } else {
-            "stopping: recording the answers of submissions in flight (Ctrl-C again to quit now; submissions still \
-             unanswered then are not sent again by the next run, which says so)"
-        });
-        drain(&mut stream, &mut sink, deadline).await?;
+        going.stop(&stopper, on_builtin_mock);
+        going.drain(run.deadline).await?;
     }
+    let Going {
+        stream,
+        mut sink,
+        progress,
+        ..
+    } = going;
     progress.finish();
     // Lines that changed while the batch ran were sent nowhere: each is a
     // result, and counted as an invalid line.
@@ -137,58 +140,77 @@ pub(super) async fn drive(
     })
 }
 
-/// Takes outcomes until the last, `deadline` or an interrupt; the progress
-/// line and the gallery are refreshed meanwhile. Returns why it stopped
-/// early, if it did.
-async fn until_stopped(
-    global: &Global,
-    stream: &mut BoxStream<'static, JobOutcome>,
-    sink: &mut Sink,
-    progress: &Progress,
-    counters: &Counters,
-    deadline: Instant,
-    interrupt: impl std::future::Future<Output = std::io::Result<()>>,
-) -> Result<Option<Failure>, Failure> {
-    tokio::pin!(interrupt);
-    let mut ticker = tokio::time::interval(if progress.is_bar() {
-        Duration::from_secs(1)
-    } else {
-        crate::progress::PLAIN_EVERY
-    });
-    ticker.tick().await;
-    loop {
-        tokio::select! {
-            next = stream.next() => match next {
-                Some(outcome) => sink.take(outcome, Some(progress))?,
-                None => return Ok(None),
-            },
-            _ = ticker.tick() => {
-                progress.show(&sink.tally.figures(counters));
-                sink.results.refresh_gallery();
-            }
-            _ = tokio::time::sleep_until(deadline) => return Ok(Some(Failure::new(code::TIMEOUT, format!(
-                "--timeout {}s passed", global.timeout_seconds()
-            )))),
-            _ = &mut interrupt => return Ok(Some(Failure::new(code::INTERRUPTED, "interrupted"))),
-        }
-    }
+/// A batch under way: its outcomes, where they go, and the progress said.
+struct Going {
+    stream: BoxStream<'static, JobOutcome>,
+    sink: Sink,
+    progress: Progress,
+    counters: Counters,
 }
 
-/// Takes the outcomes of submissions in flight after a stop, for up to
-/// [`DRAIN_FOR`] (within `deadline`, which bounds the whole command) or
-/// until a second interrupt.
-async fn drain(stream: &mut BoxStream<'static, JobOutcome>, sink: &mut Sink, deadline: Instant) -> Result<(), Failure> {
-    let until = (Instant::now() + DRAIN_FOR).min(deadline);
-    let again = crate::interrupt::interrupted();
-    tokio::pin!(again);
-    loop {
-        tokio::select! {
-            next = stream.next() => match next {
-                Some(outcome) => sink.take(outcome, None)?,
-                None => return Ok(()),
-            },
-            _ = tokio::time::sleep_until(until) => return Ok(()),
-            _ = &mut again => return Ok(()),
+impl Going {
+    /// Takes outcomes until the last, the deadline or an interrupt; the
+    /// progress line and the gallery are refreshed meanwhile. Returns why
+    /// it stopped early, if it did.
+    async fn until_stopped(
+        &mut self,
+        run: &Run<'_>,
+        interrupt: impl std::future::Future<Output = std::io::Result<()>>,
+    ) -> Result<Option<Failure>, Failure> {
+        tokio::pin!(interrupt);
+        let mut ticker = tokio::time::interval(if self.progress.is_bar() {
+            Duration::from_secs(1)
+        } else {
+            crate::progress::PLAIN_EVERY
+        });
+        ticker.tick().await;
+        loop {
+            tokio::select! {
+                next = self.stream.next() => match next {
+                    Some(outcome) => self.sink.take(outcome, Some(&self.progress))?,
+                    None => return Ok(None),
+                },
+                _ = ticker.tick() => {
+                    self.progress.show(&self.sink.tally.figures(&self.counters));
+                    self.sink.results.refresh_gallery();
+                }
+                _ = tokio::time::sleep_until(run.deadline) => return Ok(Some(Failure::new(code::TIMEOUT, format!(
+                    "--timeout {}s passed", run.global.timeout_seconds()
+                )))),
+                _ = &mut interrupt => return Ok(Some(Failure::new(code::INTERRUPTED, "interrupted"))),
+            }
+        }
+    }
+
+    /// Sends nothing more: the bar goes before anything else is said, and
+    /// where the run stood is said once more.
+    fn stop(&self, stopper: &Stopper, on_builtin_mock: bool) {
+        self.progress.stopped(&self.sink.tally.figures(&self.counters));
+        stopper.stop();
+        out::progress(if on_builtin_mock {
+            "stopping: recording the answers of submissions in flight (Ctrl-C again to quit now)"
+        } else {
+            "stopping: recording the answers of submissions in flight (Ctrl-C again to quit now; submissions still \
+             unanswered then are not sent again by the next run, which says so)"
+        });
+    }
+
+    /// Takes the outcomes of submissions in flight after a stop, for up to
+    /// [`DRAIN_FOR`] (within `deadline`, which bounds the whole command) or
+    /// until a second interrupt.
+    async fn drain(&mut self, deadline: Instant) -> Result<(), Failure> {
+        let until = (Instant::now() + DRAIN_FOR).min(deadline);
+        let again = crate::interrupt::interrupted();
+        tokio::pin!(again);
+        loop {
+            tokio::select! {
+                next = self.stream.next() => match next {
+                    Some(outcome) => self.sink.take(outcome, None)?,
+                    None => return Ok(()),
+                },
+                _ = tokio::time::sleep_until(until) => return Ok(()),
+                _ = &mut again => return Ok(()),
+            }
         }
     }
 }

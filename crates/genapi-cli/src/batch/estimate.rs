@@ -7,18 +7,20 @@
 //! its lines are counted apart and named, and the total says it leaves
 //! them out, rather than counting them as free.
 
-use std::path::Path;
+use genapi_batch::{Estimate, Prices};
 
-use genapi_batch::{Estimate, JobFile, Prices};
+use super::{shown, Run};
+use crate::{learned, out, Failure};
 
-use super::shown;
-use crate::{learned, out, Failure, Global};
-
-/// Prints the estimate of `checked`'s valid lines.
-pub(super) fn show(global: &Global, jobs_file: &Path, checked: &JobFile) -> Result<(), Failure> {
+/// Prints the estimate of the job file's valid lines.
+pub(super) fn show(run: &Run<'_>) -> Result<(), Failure> {
+    let global = run.global;
     let service = crate::prices_key(global);
     let prices: Prices = learned::PRICES.load(&service);
-    let jobs = checked.jobs().map_err(|e| Failure::usage(out::clean(&e.to_string())))?;
+    let jobs = run
+        .checked
+        .jobs()
+        .map_err(|e| Failure::usage(out::clean(&e.to_string())))?;
     let estimate = prices.estimate(jobs.filter_map(Result::ok));
     if global.json {
         let mut shown = serde_json::to_value(&estimate).unwrap_or_default();
@@ -26,7 +28,7 @@ pub(super) fn show(global: &Global, jobs_file: &Path, checked: &JobFile) -> Resu
         out::out(&shown.to_string());
         return Ok(());
     }
-    for line in words(&estimate, &shown(jobs_file), &crate::service_shown(global)) {
+    for line in words(&estimate, &shown(&run.jobs_file), &crate::service_shown(global)) {
         out::out(&out::clean(&line));
     }
     Ok(())

@@ -7,7 +7,6 @@
 use std::path::Path;
 use std::time::Duration;
 
-use genapi_batch::JobFile;
 use genapi_ledger::SharedSeats;
 use tokio::time::Instant;
 
@@ -15,21 +14,20 @@ use super::drive::Ended;
 use super::keeper::journal_standings;
 use super::standing::{self, Lines};
 use super::tally::{say, summary};
-use super::{jobs, shown, RESULTS};
-use crate::{code, out, Failure, Global};
+use super::{shown, Run, RESULTS};
+use crate::{code, out, Failure};
 
 /// How long the seats given back may take to reach the ledger at the end.
 const SEATS_FLUSH: Duration = Duration::from_secs(5);
 
-/// Ends the run that came to `ended`; `mock_prices` when a mock (built in
-/// or standalone) served it, whose prices are illustrative.
+/// Ends the run in `out_dir` that came to `ended`, with the `seats` of its
+/// ledger; `mock_prices` when a mock (built in or standalone) served it,
+/// whose prices are illustrative.
 pub(super) async fn finish(
-    global: &Global,
+    run: &Run<'_>,
     ended: Ended,
     seats: Option<SharedSeats>,
-    checked: &JobFile,
     out_dir: &Path,
-    deadline: Instant,
     mock_prices: bool,
 ) -> Result<(), Failure> {
     let Ended {
@@ -42,7 +40,7 @@ pub(super) async fn finish(
     // database that does not answer gets a few seconds: they come back
     // with their lease instead).
     if let Some(seats) = &seats {
-        let flush_for = SEATS_FLUSH.min(deadline.saturating_duration_since(Instant::now()));
+        let flush_for = SEATS_FLUSH.min(run.deadline.saturating_duration_since(Instant::now()));
         if tokio::time::timeout(flush_for, seats.flush()).await.is_err() {
             out::err(
                 "note: the seats this worker gave back could not all be written to the ledger; they come back to the \
@@ -52,9 +50,9 @@ pub(super) async fn finish(
     }
     let lost = results.close(stopped.is_none())?;
     reports.close();
-    summary(&tally, out_dir, global.json, mock_prices, stopped.is_none());
+    summary(&tally, out_dir, run.global.json, mock_prices, stopped.is_none());
     let stopped = match stopped {
-        Some(failure) => Some(what_next(failure, seats.is_some(), checked, out_dir, global.json).await),
+        Some(failure) => Some(what_next(run, failure, seats.is_some(), out_dir).await),
         None => None,
     };
     if let Some(error) = lost {
@@ -83,7 +81,7 @@ pub(super) async fn finish(
 /// A run that stopped early says what the next one does with each line, as
 /// the journal has it; a shared batch's `--status` says it for all its
 /// workers.
-async fn what_next(mut failure: Failure, shared: bool, checked: &JobFile, out_dir: &Path, json: bool) -> Failure {
+async fn what_next(run: &Run<'_>, mut failure: Failure, shared: bool, out_dir: &Path) -> Failure {
     if shared {
         failure.message = format!(
             "{}; run the same command again to resume (accepted tasks are polled, not submitted again; --status \
@@ -93,7 +91,8 @@ async fn what_next(mut failure: Failure, shared: bool, checked: &JobFile, out_di
         return failure;
     }
     let standings = journal_standings(out_dir).await.ok().flatten().unwrap_or_default();
-    let lines = Lines::new(&standings, jobs::job_lines(checked));
+    let lines = Lines::new(&standings, run.job_lines().iter().copied());
+    let json = run.global.json;
     if lines.gone().is_empty() {
         let said: Vec<String> = lines
             .next_run(out_dir)

@@ -13,16 +13,13 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
-use genapi_batch::{
-    safe_stem, FileJournal, JobFile, JournalStore, MemoryJournal, ReadStore, Standing, Store, StoreError,
-};
+use genapi_batch::{safe_stem, FileJournal, JournalStore, MemoryJournal, ReadStore, Standing, Store, StoreError};
 use genapi_ledger::{Ledger, LedgerError, LedgerOptions, ReadOnlyLedger, SharedSeats};
 use serde_json::{json, Value};
-use tokio::time::Instant;
 
 use super::results::results_name_tasks;
 use super::standing::{self, Lines};
-use super::{jobs, shown, BatchArgs, DEFAULT_MAX_ACTIVE, JOURNAL, RESULTS};
+use super::{shown, BatchArgs, Run, DEFAULT_MAX_ACTIVE, JOURNAL, RESULTS};
 use crate::{code, connect_with, out, Connection, Failure, Global};
 
 /// A batch's store, opened for a run.
@@ -35,11 +32,12 @@ pub(super) struct Keeper {
 
 impl Keeper {
     /// The service, with the active-task limit the batch keeps to: the
-    /// shared seats with a ledger, else `max_active`.
-    pub(super) async fn connect(&self, global: &Global, max_active: usize) -> Result<Connection, Failure> {
+    /// shared seats with a ledger, else `--max-active`.
+    pub(super) async fn connect(&self, run: &Run<'_>) -> Result<Connection, Failure> {
+        let max_active = run.args.max_active.map_or(DEFAULT_MAX_ACTIVE, |n| n as usize);
         match &self.seats {
-            Some(seats) => connect_with(global, |builder| builder.shared_seats(seats.pool(), seats.limit())).await,
-            None => connect_with(global, |builder| builder.max_active_tasks(max_active)).await,
+            Some(seats) => connect_with(run.global, |builder| builder.shared_seats(seats.pool(), seats.limit())).await,
+            None => connect_with(run.global, |builder| builder.max_active_tasks(max_active)).await,
         }
     }
 }
@@ -47,7 +45,8 @@ impl Keeper {
 /// The ledger's address when the batch is shared (`--ledger`, else
 /// `GENAPI_LEDGER_URL`); refuses what makes no sense without one, or with
 /// the built-in mock.
-pub(super) fn ledger_url(global: &Global, args: &BatchArgs) -> Result<Option<String>, Failure> {
+pub(super) fn ledger_url(run: &Run<'_>) -> Result<Option<String>, Failure> {
+    let args = &run.args;
     let url = args
         .ledger
         .clone()
@@ -57,7 +56,7 @@ pub(super) fn ledger_url(global: &Global, args: &BatchArgs) -> Result<Option<Str
         None if args.batch_name.is_some() => Err(Failure::usage(
             "--batch-name names the batch in a ledger: it needs --ledger URL (or GENAPI_LEDGER_URL)",
         )),
-        Some(_) if crate::uses_builtin_mock(global) && !args.status => Err(Failure::usage(
+        Some(_) if crate::uses_builtin_mock(run.global) && !args.status => Err(Failure::usage(
             "--ledger shares a batch between workers of one service, but this run would use its own built-in \
              mock, which no other worker can see and which ends with it (its tasks and seats would be stranded \
              in the ledger): set GENAPI_BASE_URL and GENAPI_API_KEY, for instance to a `genapi mock` all the \
@@ -71,9 +70,10 @@ pub(super) fn ledger_url(global: &Global, args: &BatchArgs) -> Result<Option<Str
 /// file, not its contents, so a job file that changes under the same name
 /// is refused (its lines would be paid for again in a new batch) rather than
 /// silently a new batch.
-fn batch_name(args: &BatchArgs, jobs_file: &Path) -> String {
-    args.batch_name.clone().unwrap_or_else(|| {
-        let file = jobs_file
+fn batch_name(run: &Run<'_>) -> String {
+    run.args.batch_name.clone().unwrap_or_else(|| {
+        let file = run
+            .jobs_file
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
@@ -83,23 +83,15 @@ fn batch_name(args: &BatchArgs, jobs_file: &Path) -> String {
 
 /// Opens the batch's store for a run in `out_dir` (which exists): the
 /// ledger at `ledger_url` ([`ledger_url`]), else the folder's journal.
-pub(super) async fn open(
-    global: &Global,
-    args: &BatchArgs,
-    ledger_url: Option<String>,
-    jobs_file: &Path,
-    checked: &JobFile,
-    out_dir: &Path,
-    deadline: Instant,
-) -> Result<Keeper, Failure> {
+pub(super) async fn open(run: &Run<'_>, ledger_url: Option<String>, out_dir: &Path) -> Result<Keeper, Failure> {
     match ledger_url {
         None => open_journal(out_dir).await,
         Some(url) => {
-            let name = batch_name(args, jobs_file);
-            let opening = open_ledger(global, args, &url, &name, checked.digest(), out_dir);
-            tokio::time::timeout_at(deadline, opening)
+            let name = batch_name(run);
+            let opening = open_ledger(run.global, &run.args, &url, &name, run.checked.digest(), out_dir);
+            tokio::time::timeout_at(run.deadline, opening)
                 .await
-                .map_err(|_| ledger_late(global))?
+                .map_err(|_| ledger_late(run.global))?
         }
     }
 }
@@ -203,39 +195,31 @@ async fn open_ledger(
 
 /// `--status`: where the batch stands, read from its ledger at
 /// `ledger_url` or its journal; nothing is created or sent.
-pub(super) async fn show_status(
-    global: &Global,
-    args: &BatchArgs,
-    ledger_url: Option<String>,
-    jobs_file: &Path,
-    checked: &JobFile,
-    deadline: Instant,
-) -> Result<(), Failure> {
+pub(super) async fn show_status(run: &Run<'_>, ledger_url: Option<String>) -> Result<(), Failure> {
     let Some(url) = ledger_url else {
-        let Some(out_dir) = &args.out else {
+        let Some(out_dir) = &run.args.out else {
             return Err(Failure::usage(
                 "--status reads the journal in --out DIR (or a ledger, with --ledger URL)",
             ));
         };
-        return journal_status(checked, out_dir, global.json).await;
+        return journal_status(run, out_dir).await;
     };
-    let name = batch_name(args, jobs_file);
-    let job_lines = jobs::job_lines(checked);
+    let name = batch_name(run);
     let reading = async {
         // Only read: a batch no worker has started is not created.
-        let Some(ledger) = ReadOnlyLedger::open(&url, &name, checked.digest())
+        let Some(ledger) = ReadOnlyLedger::open(&url, &name, run.checked.digest())
             .await
             .map_err(ledger_failure)?
         else {
             return Ok(None);
         };
-        let status = ledger.status(&job_lines).await.map_err(store_failure)?;
+        let status = ledger.status(run.job_lines()).await.map_err(store_failure)?;
         Ok::<_, Failure>(status.shared)
     };
-    let shared = tokio::time::timeout_at(deadline, reading)
+    let shared = tokio::time::timeout_at(run.deadline, reading)
         .await
-        .map_err(|_| ledger_late(global))??;
-    show_shared(shared, &name, checked.lines() as u64, global.json);
+        .map_err(|_| ledger_late(run.global))??;
+    show_shared(shared, &name, run.checked.lines() as u64, run.global.json);
     Ok(())
 }
 
@@ -255,7 +239,7 @@ pub(super) async fn journal_standings(out_dir: &Path) -> Result<Option<BTreeMap<
 
 /// `--status` of a batch kept in a journal: what the next run does with
 /// each line.
-async fn journal_status(checked: &JobFile, out_dir: &Path, json: bool) -> Result<(), Failure> {
+async fn journal_status(run: &Run<'_>, out_dir: &Path) -> Result<(), Failure> {
     let path = out_dir.join(JOURNAL);
     let standings = journal_standings(out_dir).await.map_err(|mut failure| {
         failure.message = format!("--status: {}", failure.message);
@@ -263,10 +247,10 @@ async fn journal_status(checked: &JobFile, out_dir: &Path, json: bool) -> Result
     })?;
     let exists = standings.is_some();
     let standings = standings.unwrap_or_default();
-    let job_lines = jobs::job_lines(checked);
+    let job_lines = run.job_lines();
     let count = job_lines.len();
-    let lines = Lines::new(&standings, job_lines);
-    if json {
+    let lines = Lines::new(&standings, job_lines.iter().copied());
+    if run.global.json {
         out::out(
             &json!({"exists": exists, "journal": path.display().to_string(), "lines": lines.counts()}).to_string(),
         );

@@ -15,6 +15,9 @@
 //! 5. [`finish`]: results.jsonl is put in place, the summary said, and the
 //!    exit code chosen; a run stopped early says what the next one does with
 //!    each line ([`standing`]).
+//!
+//! Every step reads what the command was asked, the job file and the
+//! deadline from one [`Run`].
 
 mod adoption;
 mod drive;
@@ -28,9 +31,11 @@ mod standing;
 mod tally;
 
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
 use clap::Args;
-use genapi_batch::{Batch, JobLine};
+use drive::Ended;
+use genapi_batch::{Batch, JobFile, JobLine};
 use tokio::time::Instant;
 
 pub(crate) use jobs::explained;
@@ -166,80 +171,103 @@ pub async fn run(global: &Global, args: BatchArgs) -> Result<(), Failure> {
         out::out(&serde_json::to_string_pretty(&schema).unwrap_or_default());
         return Ok(());
     }
-    let Some(jobs_file) = args.jobs.clone() else {
-        return Err(Failure::usage("give a job file and --out DIR (or --schema)"));
-    };
-    let deadline = Instant::now() + timeout_if_given(global);
-    let checked = jobs::check(&jobs_file, args.skip_invalid)?;
-    if args.estimate {
-        return estimate::show(global, &jobs_file, &checked);
+    let run = Run::new(global, args)?;
+    if run.args.estimate {
+        return estimate::show(&run);
     }
-    let ledger_url = keeper::ledger_url(global, &args)?;
-    if args.status {
-        return keeper::show_status(global, &args, ledger_url, &jobs_file, &checked, deadline).await;
+    let ledger_url = keeper::ledger_url(&run)?;
+    if run.args.status {
+        return keeper::show_status(&run, ledger_url).await;
     }
-    // An --adopt naming no valid line is a mistake said before anything
-    // is opened or reached.
-    adoption::check_lines(&args.adopt, &checked, &jobs_file)?;
-    let out_dir = out_folder(&args)?;
-    let keep_gallery = results::check_folder(&out_dir, args.no_gallery)?;
-    let keeper = keeper::open(global, &args, ledger_url, &jobs_file, &checked, &out_dir, deadline).await?;
-    let max_active = args.max_active.map_or(DEFAULT_MAX_ACTIVE, |n| n as usize);
-    let connection = keeper.connect(global, max_active).await?;
-    let on_builtin_mock = connection.mock.is_some();
-    if on_builtin_mock {
-        out::err(
-            "note: the built-in mock ends with this command: if the batch is interrupted, the tasks it accepted are \
-             gone and the batch starts over in another folder (run `genapi mock` to be able to resume)",
-        );
-    }
-    if !args.adopt.is_empty() {
-        let store = &*keeper.store;
-        adoption::adopt_all(
-            global,
-            &connection.client,
-            store,
-            &args.adopt,
-            &checked,
-            &jobs_file,
-            deadline,
-        )
-        .await?;
-    }
-    let keeper::Keeper { store, seats } = keeper;
-    // Prices charged before only keep back a capped run's first line of a
-    // kind they say would not fit; the costs this run sees settled are kept
-    // for the next.
-    let prices_key = crate::prices_key(global);
-    let batch = settle(Batch::new(connection.client.clone(), store, &out_dir), &args)
-        .ephemeral_service(on_builtin_mock)
-        .known_prices(learned::PRICES.load(&prices_key));
-    let prices = batch.prices();
-    let results = results::Results::create(&out_dir, global.json, keep_gallery)?;
-    let ended = drive::drive(global, batch, &checked, results, deadline, on_builtin_mock).await;
-    learned::PRICES.save(&prices_key, prices.snapshot());
-    let mut ended = ended?;
-    ended.tally.capped(args.max_credits);
-    finish::finish(
-        global,
-        ended,
-        seats,
-        &checked,
-        &out_dir,
-        deadline,
-        connection.on_a_mock(),
-    )
-    .await
+    run.send(ledger_url).await
 }
 
-/// The run's settings on a batch.
-fn settle(batch: Batch, args: &BatchArgs) -> Batch {
-    let batch = batch
-        .resubmit_unknown(args.resubmit_unknown)
-        .retry_refused(args.retry_refused);
-    match args.max_credits {
-        Some(credits) => batch.max_credits(credits),
-        None => batch,
+/// `genapi batch` as it was asked for: what every step reads.
+struct Run<'g> {
+    /// The command's options.
+    global: &'g Global,
+    /// The batch's settings.
+    args: BatchArgs,
+    /// The job file, as given.
+    jobs_file: PathBuf,
+    /// The job file, checked whole.
+    checked: JobFile,
+    /// The valid lines' numbers, read from the job file when first needed.
+    job_lines: OnceLock<Vec<u64>>,
+    /// When the command ends at the latest (`--timeout`).
+    deadline: Instant,
+}
+
+impl<'g> Run<'g> {
+    /// Checks the job file; the deadline runs from now.
+    fn new(global: &'g Global, args: BatchArgs) -> Result<Run<'g>, Failure> {
+        let Some(jobs_file) = args.jobs.clone() else {
+            return Err(Failure::usage("give a job file and --out DIR (or --schema)"));
+        };
+        let deadline = Instant::now() + timeout_if_given(global);
+        let checked = jobs::check(&jobs_file, args.skip_invalid)?;
+        Ok(Run {
+            global,
+            args,
+            jobs_file,
+            checked,
+            job_lines: OnceLock::new(),
+            deadline,
+        })
+    }
+
+    /// The line numbers of the job file's valid lines.
+    fn job_lines(&self) -> &[u64] {
+        self.job_lines.get_or_init(|| jobs::job_lines(&self.checked))
+    }
+
+    /// A run that sends: the store is opened in `--out` or the ledger at
+    /// `ledger_url`, the adoptions recorded, the lines driven, and the end
+    /// said.
+    async fn send(&self, ledger_url: Option<String>) -> Result<(), Failure> {
+        // An --adopt naming no valid line is a mistake said before anything
+        // is opened or reached.
+        adoption::check_lines(self)?;
+        let out_dir = out_folder(&self.args)?;
+        let keep_gallery = results::check_folder(&out_dir, self.args.no_gallery)?;
+        let keeper = keeper::open(self, ledger_url, &out_dir).await?;
+        let connection = keeper.connect(self).await?;
+        let on_builtin_mock = connection.mock.is_some();
+        if on_builtin_mock {
+            out::err(
+                "note: the built-in mock ends with this command: if the batch is interrupted, the tasks it accepted \
+                 are gone and the batch starts over in another folder (run `genapi mock` to be able to resume)",
+            );
+        }
+        adoption::adopt_all(self, &connection.client, &*keeper.store).await?;
+        let keeper::Keeper { store, seats } = keeper;
+        let batch = self.settle(Batch::new(connection.client.clone(), store, &out_dir), on_builtin_mock);
+        let results = results::Results::create(&out_dir, self.global.json, keep_gallery)?;
+        let ended = self.drive(batch, results, on_builtin_mock).await?;
+        finish::finish(self, ended, seats, &out_dir, connection.on_a_mock()).await
+    }
+
+    /// The run's settings on a batch. Prices charged before only keep back
+    /// a capped run's first line of a kind they say would not fit.
+    fn settle(&self, batch: Batch, on_builtin_mock: bool) -> Batch {
+        let batch = batch
+            .resubmit_unknown(self.args.resubmit_unknown)
+            .retry_refused(self.args.retry_refused)
+            .ephemeral_service(on_builtin_mock)
+            .known_prices(learned::PRICES.load(&crate::prices_key(self.global)));
+        match self.args.max_credits {
+            Some(credits) => batch.max_credits(credits),
+            None => batch,
+        }
+    }
+
+    /// Drives `batch` to its end; the costs it saw settled are kept for the
+    /// next run, however it ended.
+    async fn drive(&self, batch: Batch, results: results::Results, on_builtin_mock: bool) -> Result<Ended, Failure> {
+        let prices = batch.prices();
+        let ended = drive::drive(self, batch, results, on_builtin_mock).await;
+        learned::PRICES.save(&crate::prices_key(self.global), prices.snapshot());
+        ended
     }
 }
 
