@@ -7,11 +7,12 @@
 use std::path::Path;
 use std::time::Duration;
 
+use genapi_batch::ReadStore;
 use genapi_ledger::SharedSeats;
 use tokio::time::Instant;
 
 use super::drive::Ended;
-use super::keeper::journal_standings;
+use super::keeper::journal_view;
 use super::standing::{self, Lines};
 use super::tally::{say, summary};
 use super::{shown, Run, RESULTS};
@@ -90,8 +91,9 @@ async fn what_next(run: &Run<'_>, mut failure: Failure, shared: bool, out_dir: &
         );
         return failure;
     }
-    let standings = journal_standings(out_dir).await.ok().flatten().unwrap_or_default();
-    let lines = Lines::new(&standings, run.job_lines().iter().copied());
+    let job_lines = run.job_lines();
+    let status = journal_view(out_dir).status(job_lines).await.unwrap_or_default();
+    let lines = Lines::new(&status.lines, job_lines.iter().copied());
     let json = run.global.json;
     if lines.gone().is_empty() {
         let said: Vec<String> = lines

@@ -7,18 +7,17 @@
 //! Opening refuses, before anything is sent, what would pay twice or strand
 //! tasks: a journal that lost its records beside results naming tasks, tasks
 //! of a built-in mock that ended, and a ledger shared through a built-in
-//! mock no other worker can reach. `--status` opens either to read only.
+//! mock no other worker can reach. `--status` opens either to read only
+//! ([`read_status`]).
 
-use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use genapi_batch::{safe_stem, FileJournal, JournalStore, MemoryJournal, ReadStore, Standing, Store, StoreError};
+use genapi_batch::{safe_stem, FileJournal, JournalStore, JournalView, ReadStore, Standing, Status, Store, StoreError};
 use genapi_ledger::{Ledger, LedgerError, LedgerOptions, ReadOnlyLedger, SharedSeats};
-use serde_json::{json, Value};
 
 use super::results::results_name_tasks;
-use super::standing::{self, Lines};
+use super::standing;
 use super::{shown, BatchArgs, Run, DEFAULT_MAX_ACTIVE, JOURNAL, RESULTS};
 use crate::{code, connect_with, out, Connection, Failure, Global};
 
@@ -193,124 +192,64 @@ async fn open_ledger(
     })
 }
 
-/// `--status`: where the batch stands, read from its ledger at
-/// `ledger_url` or its journal; nothing is created or sent.
-pub(super) async fn show_status(run: &Run<'_>, ledger_url: Option<String>) -> Result<(), Failure> {
-    let Some(url) = ledger_url else {
-        let Some(out_dir) = &run.args.out else {
-            return Err(Failure::usage(
-                "--status reads the journal in --out DIR (or a ledger, with --ledger URL)",
-            ));
-        };
-        return journal_status(run, out_dir).await;
-    };
-    let name = batch_name(run);
+/// Where `--status` found the batch.
+pub(super) enum Place {
+    /// The journal in this `--out` folder.
+    Journal(PathBuf),
+    /// This batch of the ledger.
+    Ledger(String),
+}
+
+/// `--status`: where the batch stands, read through its store opened to
+/// read only, the ledger at `ledger_url` or else the journal in `--out`
+/// (nothing is created, changed or sent). `None` when the store does not
+/// hold the batch yet.
+pub(super) async fn read_status(run: &Run<'_>, ledger_url: Option<String>) -> Result<(Place, Option<Status>), Failure> {
     let reading = async {
-        // Only read: a batch no worker has started is not created.
-        let Some(ledger) = ReadOnlyLedger::open(&url, &name, run.checked.digest())
-            .await
-            .map_err(ledger_failure)?
-        else {
-            return Ok(None);
+        let (place, store): (Place, Option<Box<dyn ReadStore>>) = match ledger_url {
+            Some(url) => {
+                let name = batch_name(run);
+                // Only read: a batch no worker has started is not created.
+                let ledger = ReadOnlyLedger::open(&url, &name, run.checked.digest())
+                    .await
+                    .map_err(ledger_failure)?;
+                (Place::Ledger(name), ledger.map(|ledger| Box::new(ledger) as _))
+            }
+            None => {
+                let out_dir = run.args.out.clone().ok_or_else(|| {
+                    Failure::usage("--status reads the journal in --out DIR (or a ledger, with --ledger URL)")
+                })?;
+                // No journal there: no run of the batch has started in it.
+                let journal = genapi_files::is_taken(&out_dir.join(JOURNAL)).then(|| journal_view(&out_dir));
+                (Place::Journal(out_dir), journal.map(|view| Box::new(view) as _))
+            }
         };
-        let status = ledger.status(run.job_lines()).await.map_err(store_failure)?;
-        Ok::<_, Failure>(status.shared)
-    };
-    let shared = tokio::time::timeout_at(run.deadline, reading)
-        .await
-        .map_err(|_| ledger_late(run.global))??;
-    show_shared(shared, &name, run.checked.lines() as u64, run.global.json);
-    Ok(())
-}
-
-/// Where each line of the batch kept in `out_dir`'s journal stands, read
-/// through the journal's store without taking the file (a run may hold
-/// it): `None` when there is no journal.
-pub(super) async fn journal_standings(out_dir: &Path) -> Result<Option<BTreeMap<u64, Standing>>, Failure> {
-    let events = match FileJournal::read(out_dir.join(JOURNAL)) {
-        Ok(events) => events,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(Failure::usage(out::clean(&e.to_string()))),
-    };
-    let store = JournalStore::open(MemoryJournal::from(events))
-        .map_err(|e| Failure::new(code::OTHER, out::clean(&e.to_string())))?;
-    Ok(Some(store.status(&[]).await.map_err(store_failure)?.lines))
-}
-
-/// `--status` of a batch kept in a journal: what the next run does with
-/// each line.
-async fn journal_status(run: &Run<'_>, out_dir: &Path) -> Result<(), Failure> {
-    let path = out_dir.join(JOURNAL);
-    let standings = journal_standings(out_dir).await.map_err(|mut failure| {
-        failure.message = format!("--status: {}", failure.message);
-        failure
-    })?;
-    let exists = standings.is_some();
-    let standings = standings.unwrap_or_default();
-    let job_lines = run.job_lines();
-    let count = job_lines.len();
-    let lines = Lines::new(&standings, job_lines.iter().copied());
-    if run.global.json {
-        out::out(
-            &json!({"exists": exists, "journal": path.display().to_string(), "lines": lines.counts()}).to_string(),
-        );
-        return Ok(());
-    }
-    if !exists {
-        out::out(&format!(
-            "no run of this batch has started in {} yet ({count} lines to send)",
-            shown(out_dir)
-        ));
-        return Ok(());
-    }
-    out::out(&format!("batch in {}:", shown(out_dir)));
-    for sentence in lines.next_run(out_dir) {
-        out::out(&format!("  {sentence}"));
-    }
-    Ok(())
-}
-
-/// `--status` of a shared batch (`None`: no worker has started it).
-fn show_shared(status: Option<genapi_batch::SharedStatus>, name: &str, lines: u64, json: bool) {
-    let exists = status.is_some();
-    let status = status.unwrap_or_else(|| genapi_batch::SharedStatus::not_started(name, lines));
-    if json {
-        let mut view = serde_json::to_value(&status).unwrap_or_default();
-        if let Some(fields) = view.as_object_mut() {
-            fields.insert("exists".into(), Value::Bool(exists));
+        let Some(store) = store else {
+            return Ok((place, None));
+        };
+        match store.status(run.job_lines()).await {
+            Ok(status) => Ok((place, Some(status))),
+            Err(error) => Err(unreadable(&place, error)),
         }
-        out::out(&view.to_string());
-        return;
-    }
-    if !exists {
-        out::out(&format!(
-            "batch {} is not in the ledger: no worker has started it yet ({lines} lines not started)",
-            out::clean(name)
-        ));
-        return;
-    }
-    out::out(&format!(
-        "batch {}: {} done, {} failed, {} in flight, {} unknown, {} open, {} not started; {:.2} credits charged, \
-         {:.2} held",
-        out::clean(&status.batch),
-        status.done,
-        status.failed,
-        status.in_flight,
-        status.unknown,
-        status.open,
-        status.not_started,
-        status.credits_charged,
-        status.credits_held
-    ));
-    for (worker, lines) in &status.workers {
-        let shown: Vec<String> = lines.iter().take(20).map(ToString::to_string).collect();
-        let more = if lines.len() > 20 { ", …" } else { "" };
-        out::out(&format!(
-            "  {} holds {} line(s): {}{more}",
-            out::clean(worker),
-            lines.len(),
-            shown.join(", ")
-        ));
+    };
+    // Only a database can keep it waiting: a journal is read at once.
+    tokio::time::timeout_at(run.deadline, reading)
+        .await
+        .map_err(|_| ledger_late(run.global))?
+}
+
+/// The journal in `out_dir` as the library reads it without taking the
+/// file, so a run may hold it meanwhile.
+pub(super) fn journal_view(out_dir: &Path) -> JournalView {
+    JournalView::new(out_dir.join(JOURNAL))
+}
+
+/// A store `--status` could not read: a journal is the user's to look at
+/// (as a run says too), a ledger fails by its class.
+fn unreadable(place: &Place, error: StoreError) -> Failure {
+    match place {
+        Place::Journal(_) => Failure::usage(format!("--status: {}", out::clean(&error.to_string()))),
+        Place::Ledger(_) => store_failure(error),
     }
 }
 

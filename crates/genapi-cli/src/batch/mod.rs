@@ -6,7 +6,8 @@
 //! 1. [`jobs`]: the job file is checked whole; invalid lines are said, and
 //!    refuse the run unless `--skip-invalid`.
 //! 2. [`keeper`]: the batch's store is opened, the journal in `--out` or a
-//!    ledger shared by workers (or only read, for `--status`).
+//!    ledger shared by workers (or only read, for `--status`, which
+//!    [`status`] shows).
 //! 3. [`adoption`]: tasks found elsewhere are given to their lines
 //!    (`--adopt`), before anything is sent.
 //! 4. [`drive`]: the lines run until done, `--timeout` or Ctrl-C; each
@@ -28,6 +29,7 @@ mod keeper;
 mod report;
 mod results;
 mod standing;
+mod status;
 mod tally;
 
 use std::path::{Path, PathBuf};
@@ -103,9 +105,10 @@ pub struct BatchArgs {
     /// docs/batch.md). A batch charged more than N exits 11.
     #[arg(long, value_name = "N", value_parser = parse_credits)]
     max_credits: Option<f64>,
-    /// Show where the batch stands and exit: from the journal in --out DIR (what the next run does with each line),
-    /// or from the ledger with --ledger (lines done, failed, in flight, unknown, credits, workers; --out is not
-    /// needed); --json for JSON. It only reads: nothing is created or sent.
+    /// Show where the batch stands and exit: what the next run does with each line, read from the journal in
+    /// --out DIR, or from the ledger with --ledger, which adds the lines done, failed, in flight, unknown and not
+    /// started, the credits and the workers (--out is not needed); --json for JSON. It only reads: nothing is
+    /// created or sent.
     #[arg(long)]
     status: bool,
     /// Seconds a worker's claims and seats last without renewal (renewed a few times per lease while it runs): a
@@ -177,7 +180,7 @@ pub async fn run(global: &Global, args: BatchArgs) -> Result<(), Failure> {
     }
     let ledger_url = keeper::ledger_url(&run)?;
     if run.args.status {
-        return keeper::show_status(&run, ledger_url).await;
+        return status::show(&run, ledger_url).await;
     }
     run.send(ledger_url).await
 }

@@ -1,6 +1,7 @@
 //! `genapi batch --status` only reads the ledger: run before the first run
 //! it creates nothing (no tables, no batch, no job file digest), says the
 //! batch is not there yet, and a job file corrected afterwards still runs.
+//! What it says of each line is what it says of a journal's.
 
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
@@ -34,17 +35,24 @@ fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn status_before_the_first_run_changes_nothing_and_says_the_batch_is_not_there() {
-    let Some(pg) = Postgres::start("status-read-only") else {
-        return;
-    };
+/// A PostgreSQL server, a mock and a folder whose job file asks for
+/// `prompts`, each named `name`; `None` without PostgreSQL's server.
+async fn set_up(name: &str, prompts: &[&str]) -> Option<(Postgres, MockService, Dir)> {
+    let pg = Postgres::start(name)?;
     let config = MockConfig::default().default_duration(Duration::from_millis(50));
     let mock = MockService::start_with(config, "127.0.0.1:0".parse().unwrap())
         .await
         .unwrap();
-    let dir = Dir::new("status-read-only");
-    write_jobs(&dir, &["a red fox", "a blue whale", "a gren owl"]);
+    let dir = Dir::new(name);
+    write_jobs(&dir, prompts);
+    Some((pg, mock, dir))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_before_the_first_run_changes_nothing_and_says_the_batch_is_not_there() {
+    let Some((pg, mock, dir)) = set_up("status-read-only", &["a red fox", "a blue whale", "a gren owl"]).await else {
+        return;
+    };
     let batch = |extra: &[&str]| {
         let mut command = genapi(&dir, &mock);
         command
@@ -107,15 +115,9 @@ async fn status_before_the_first_run_changes_nothing_and_says_the_batch_is_not_t
 /// which needs no `--out`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_readmes_ledger_set_up_works_as_written() {
-    let Some(pg) = Postgres::start("readme-set-up") else {
+    let Some((pg, mock, dir)) = set_up("readme-set-up", &["a red fox", "a blue whale"]).await else {
         return;
     };
-    let config = MockConfig::default().default_duration(Duration::from_millis(50));
-    let mock = MockService::start_with(config, "127.0.0.1:0".parse().unwrap())
-        .await
-        .unwrap();
-    let dir = Dir::new("readme-set-up");
-    write_jobs(&dir, &["a red fox", "a blue whale"]);
     let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md")).unwrap();
     let block = readme
         .split("```sh\n")
@@ -150,4 +152,59 @@ async fn the_readmes_ledger_set_up_works_as_written() {
         run += 1;
     }
     assert_eq!(run, 5, "{block}");
+}
+
+/// `--status` is one view of a batch wherever it is kept: the same job file
+/// run in a journal folder and in a ledger reads the same, line by line
+/// (what the next run does with each), and the ledger adds its counts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_ledgers_status_says_what_the_next_run_does_with_each_line_as_a_journals_does() {
+    let Some((pg, mock, dir)) = set_up(
+        "status-one-view",
+        &["a red fox", "[mock:request-moderated] a wolf", "a blue whale"],
+    )
+    .await
+    else {
+        return;
+    };
+    let batch = |out: &str, ledger: bool, extra: &[&str]| {
+        let mut command = genapi(&dir, &mock);
+        command.args(["batch", "jobs.jsonl", "--out", out]).args(extra);
+        if ledger {
+            command.arg("--ledger").arg(pg.url());
+        }
+        command
+    };
+    // The same job file kept alone in a journal, and shared in the ledger.
+    let places = [("alone", false), ("shared", true)];
+    for (out, ledger) in places {
+        let run = output(batch(out, ledger, &[])).await;
+        assert_ne!(run.status.code(), Some(0), "the moderated line fails the run");
+    }
+    let mut said = Vec::new();
+    for (out, ledger) in places {
+        let status = output(batch(out, ledger, &["--status"])).await;
+        assert_eq!(status.status.code(), Some(0), "{}", text(&status.stderr));
+        said.push(text(&status.stdout));
+    }
+    let [alone, shared] = &said[..] else { unreachable!() };
+    let sentences = |said: &str| -> Vec<String> {
+        said.lines()
+            .filter(|line| line.starts_with("  line"))
+            .map(str::to_string)
+            .collect()
+    };
+    assert_eq!(sentences(alone).len(), 2, "{alone}");
+    assert_eq!(sentences(alone), sentences(shared), "{alone}\n{shared}");
+    assert!(shared.contains("line 2: ended for good"), "{shared}");
+    assert!(shared.contains(": 2 done, 1 failed,"), "{shared}");
+    for (out, ledger) in places {
+        let json = output(batch(out, ledger, &["--status", "--json"])).await;
+        let view: Value = serde_json::from_slice(&json.stdout).unwrap();
+        assert_eq!(
+            (&view["lines"]["saved"], &view["lines"]["ended"]),
+            (&json!(2), &json!(1)),
+            "{view}"
+        );
+    }
 }
