@@ -201,24 +201,30 @@ pub(super) fn summary(tally: &Tally, out_dir: &Path, json: bool, mock: bool, wri
         text.push_str("\npending tasks were accepted: run the same command again to finish them (never resubmitted)");
     }
     if !tally.unknown.is_empty() {
-        let mut unknown = tally.unknown.clone();
-        unknown.sort_unstable();
-        let lines: Vec<String> = unknown.iter().take(20).map(u64::to_string).collect();
-        let more = if unknown.len() > lines.len() { ", …" } else { "" };
-        let (which, them, they) = match lines.as_slice() {
-            [one] => (format!("line {one} was"), "it", "it is"),
-            _ => (format!("lines {}{more} were", lines.join(", ")), "them", "they are"),
-        };
-        text.push_str(&format!(
-            "\n{which} sent without an answer: the service may have accepted (and charged) {them}, so {they} not \
-             sent again automatically. For each: if you find its task id (e.g. in the project's activity records; \
-             the line's error in results.jsonl says when it was sent), run again with --adopt LINE=TASK_ID to fetch \
-             its result; if it was not accepted, run again with --resubmit-unknown (it sends every unknown line \
-             left, risking paying twice for any that was accepted)"
-        ));
+        text.push('\n');
+        text.push_str(&unknown_advice(&tally.unknown));
     }
 
     say(&[text], json);
+}
+
+/// What to do about lines sent without an answer.
+fn unknown_advice(unknown: &[u64]) -> String {
+    let mut unknown = unknown.to_vec();
+    unknown.sort_unstable();
+    let lines: Vec<String> = unknown.iter().take(20).map(u64::to_string).collect();
+    let more = if unknown.len() > lines.len() { ", …" } else { "" };
+    let (which, them, they) = match lines.as_slice() {
+        [one] => (format!("line {one} was"), "it", "it is"),
+        _ => (format!("lines {}{more} were", lines.join(", ")), "them", "they are"),
+    };
+    format!(
+        "{which} sent without an answer: the service may have accepted (and charged) {them}, so {they} not sent \
+         again automatically. For each: if you find its task id (e.g. in the project's activity records; the line's \
+         error in results.jsonl says when it was sent), run again with --adopt LINE=TASK_ID to fetch its result; if \
+         it was not accepted, run again with --resubmit-unknown (it sends every unknown line left, risking paying \
+         twice for any that was accepted)"
+    )
 }
 
 /// The summary's lines: on stdout, or on stderr when stdout holds JSON.
