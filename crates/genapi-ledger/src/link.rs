@@ -338,7 +338,11 @@ impl Link {
         }
         let name = self.name.lock().ok().and_then(|kept| kept.clone());
         if let Some((key, name)) = name {
-            let held = lock(&session, &key).await.map_err(LedgerError::from_db)?;
+            // The connection this one replaces may hold the name a moment
+            // longer (its server process lets go only when it next runs):
+            // the name is waited for before it is counted as taken.
+            let wait = REGAIN_WAIT.min(self.step / 4);
+            let held = lock_waiting(&session, &key, wait).await.map_err(LedgerError::from_db)?;
             if !held && !self.name_lost.swap(true, Ordering::SeqCst) {
                 tracing::error!(
                     worker = %name,
@@ -393,18 +397,9 @@ impl Link {
     }
 }
 
-/// Takes the worker name whose lock is `key` for this session, if no other
-/// session holds it (a new connection taking again the name the broken one
-/// held).
-async fn lock(session: &Session, key: &str) -> Result<bool, PgError> {
-    session
-        .query_one(
-            "SELECT pg_try_advisory_lock(hashtextextended($1, $2))",
-            &[&key, &WORKER_LOCK_SEED],
-        )
-        .await?
-        .try_get(0)
-}
+/// The longest a reconnection waits for the worker's name, which a broken
+/// connection of its own may still hold.
+const REGAIN_WAIT: Duration = Duration::from_secs(5);
 
 /// Takes the worker name whose lock is `key` for this session, waiting up
 /// to `wait` while another session holds it. The lock is the session's: it
