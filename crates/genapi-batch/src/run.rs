@@ -1267,7 +1267,7 @@ impl Context {
             });
         }
         if surely_refused(&error) {
-            self.record_refusal(line, &error).await;
+            self.record_ending(line, FailedStatus::Refused, &error).await;
             return Next::Outcome(Box::new(self.failed(line, stem, None, &error, JobStatus::Failed)));
         }
         // Its hold stays (it may have been charged) but no longer waits for
@@ -1279,12 +1279,12 @@ impl Context {
         Next::Outcome(Box::new(outcome))
     }
 
-    /// Records that the service refused the line for good (nothing was
-    /// created; sent again only when asked).
-    async fn record_refusal(&self, line: u64, error: &Error) {
+    /// Records that the line ended without a result (`ending`: refused for
+    /// good, failed, moderated…), as `error` says.
+    async fn record_ending(&self, line: u64, ending: FailedStatus, error: &Error) {
         let finished = Event::Finished {
             line,
-            status: FailedStatus::Refused.as_str().into(),
+            status: ending.as_str().into(),
             file: None,
             seed: None,
             cost: None,
@@ -1293,7 +1293,7 @@ impl Context {
             class: Some(error.class()),
         };
         if let Err(e) = self.record(finished).await {
-            tracing::warn!(error = %e, "cannot record a refused submission in the journal");
+            tracing::warn!(error = %e, "cannot record the end of a line in the journal");
         }
     }
 
@@ -1401,19 +1401,7 @@ impl Context {
         };
         let status = ended.as_ref().map_or(JobStatus::Pending, |(status, _)| *status);
         if let Some((_, ending)) = ended {
-            let finished = Event::Finished {
-                line,
-                status: ending.as_str().into(),
-                file: None,
-                seed: None,
-                cost: None,
-                duration: None,
-                error: Some(error.to_string()),
-                class: Some(error.class()),
-            };
-            if let Err(e) = self.record(finished).await {
-                tracing::warn!(error = %e, "cannot record a finished task in the journal");
-            }
+            self.record_ending(line, ending, &error).await;
         }
         let mut outcome = self.failed(line, stem, Some(task_ref.clone()), &error, status);
         if status == JobStatus::Pending {

@@ -90,3 +90,15 @@ pub async fn mock_result(client: &genapi::Client, id: &str) -> Vec<u8> {
     let task = client.task(id).unwrap();
     task.wait().await.unwrap().bytes().await.unwrap().to_vec()
 }
+
+/// A mock of 200 ms tasks on an account of 100 credits.
+pub async fn funded_mock() -> MockService {
+    let mock = MockService::start_with(
+        genapi_mock::MockConfig::default().default_duration(std::time::Duration::from_millis(200)),
+        "127.0.0.1:0".parse().unwrap(),
+    )
+    .await
+    .unwrap();
+    mock.set_credits(Some(100.0));
+    mock
+}

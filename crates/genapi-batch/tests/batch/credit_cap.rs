@@ -9,19 +9,7 @@ use genapi_batch::{Batch, Job, JobOutcome, JobStatus, MemoryJournal};
 use genapi_mock::{Fault, FaultKind, MockConfig, MockService};
 use serde_json::json;
 
-use crate::common::{self, b64, png_header, roomy_mock, run_batch, sized_jobs, store, Dir};
-
-/// A mock of 200 ms tasks on an account of 100 credits.
-async fn funded_mock() -> MockService {
-    let mock = MockService::start_with(
-        MockConfig::default().default_duration(Duration::from_millis(200)),
-        "127.0.0.1:0".parse().unwrap(),
-    )
-    .await
-    .unwrap();
-    mock.set_credits(Some(100.0));
-    mock
-}
+use crate::common::{self, b64, funded_mock, png_header, roomy_mock, run_batch, sized_jobs, store, Dir};
 
 #[tokio::test(start_paused = true)]
 async fn a_cap_is_passed_at_most_by_one_first_submission_of_a_new_kind_and_nothing_after_it() {

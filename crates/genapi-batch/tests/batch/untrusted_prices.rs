@@ -6,11 +6,10 @@
 use std::time::Duration;
 
 use genapi_batch::{Batch, Job, JobOutcome, JobStatus, MemoryJournal, Prices};
-use genapi_mock::{MockConfig, MockService};
 use genapi_test_common::hostile::{self, Hostile};
 use serde_json::json;
 
-use crate::common::{run_batch, sized_jobs, store, Dir};
+use crate::common::{funded_mock, run_batch, sized_jobs, store, Dir};
 
 /// `count` lines of one kind: gen-2-pro at 1024 x 1024.
 fn one_kind(count: u64, tag: &str) -> Vec<Job> {
@@ -38,13 +37,7 @@ fn forged(job: &Job, credits: &str) -> Prices {
 #[tokio::test(start_paused = true)]
 async fn a_tiny_price_learned_before_the_run_lets_no_line_past_the_cap() {
     for tiny in ["1e-9", "5e-324"] {
-        let mock = MockService::start_with(
-            MockConfig::default().default_duration(Duration::from_millis(200)),
-            "127.0.0.1:0".parse().unwrap(),
-        )
-        .await
-        .unwrap();
-        mock.set_credits(Some(100.0));
+        let mock = funded_mock().await;
         let dir = Dir::new(&format!("untrusted-tiny-price-{tiny}"));
         let lines = one_kind(8, "tiny");
         let prices = forged(&lines[0], tiny);

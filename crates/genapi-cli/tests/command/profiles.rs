@@ -383,13 +383,18 @@ fn a_key_pasted_where_a_name_or_path_belongs_is_never_shown() {
         &dir,
         "default_profile = \"work\"\n[profiles.work]\nbase_url = \"https://api.example.com\"\nkey_file = \"sk-PASTED-7731\"\n",
     );
-    for args in [
-        &["config"][..],
-        &["config", "--json"],
-        &["generate", "a fox", "-o", "fox.jpg"],
-    ] {
-        let run = genapi(&dir).args(args).output().unwrap();
-        let said = text(&run.stdout) + &text(&run.stderr);
+    let said_by_each_command = || {
+        [
+            &["config"][..],
+            &["config", "--json"],
+            &["generate", "a fox", "-o", "fox.jpg"],
+        ]
+        .map(|args| {
+            let run = genapi(&dir).args(args).output().unwrap();
+            (args, text(&run.stdout) + &text(&run.stderr))
+        })
+    };
+    for (args, said) in said_by_each_command() {
         assert!(said.contains("key_file names no file that exists"), "{args:?}: {said}");
         assert!(!said.contains("PASTED"), "{args:?}: {said}");
     }
@@ -399,13 +404,7 @@ fn a_key_pasted_where_a_name_or_path_belongs_is_never_shown() {
         &dir,
         "default_profile = \"work\"\n[profiles.work]\nbase_url = \"sk-PASTED-7731\"\nkey_env = \"AKIAPASTED7731\"\n",
     );
-    for args in [
-        &["config"][..],
-        &["config", "--json"],
-        &["generate", "a fox", "-o", "fox.jpg"],
-    ] {
-        let run = genapi(&dir).args(args).output().unwrap();
-        let said = text(&run.stdout) + &text(&run.stderr);
+    for (args, said) in said_by_each_command() {
         assert!(!said.contains("PASTED"), "{args:?}: {said}");
     }
     config_file(&dir, "[profiles.work]\nkey_env = 48151623\n");
