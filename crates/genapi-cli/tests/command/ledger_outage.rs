@@ -186,8 +186,13 @@ async fn workers_go_on_after_the_database_restarts_and_nothing_is_sent_twice_or_
     let url = pg.url();
     let extra = ["--max-active", "4", "--timeout", "90"];
     let mut first = Watched::start(worker(&dir, &mock, &url, &extra));
-    let second = Watched::start(worker(&dir, &mock, &url, &extra));
-    tokio::task::block_in_place(|| first.wait_for_outcomes(2, Duration::from_secs(30)));
+    let mut second = Watched::start(worker(&dir, &mock, &url, &extra));
+    // Both at work (each has its name, and lines) before the database
+    // goes: a worker still starting while it is down is another test.
+    tokio::task::block_in_place(|| {
+        first.wait_for_outcomes(2, Duration::from_secs(30));
+        second.wait_for_outcomes(1, Duration::from_secs(30));
+    });
     tokio::task::block_in_place(|| {
         pg.stop_immediately();
         // Down for a few seconds: longer than a step's first attempts, far
