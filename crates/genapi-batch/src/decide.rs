@@ -16,8 +16,10 @@
 //! 2. A line never recorded whose job was recorded as another line (the job
 //!    file's lines moved) is refused: sending it would pay twice.
 //! 3. An ended line is reported as it ended; a saved line whose file is
-//!    gone is polled again for its result (never sent); a refusal is sent
-//!    again only when asked (`--retry-refused`).
+//!    gone is polled again for its result (never sent), unless no task was
+//!    recorded for it (refused: the file is lost) or its task lived in a
+//!    service that ended (reported gone); a refusal is sent again only when
+//!    asked (`--retry-refused`).
 //! 4. A line whose submission went to a service that ended with its run is
 //!    gone: neither polled nor sent.
 //! 5. An accepted line is polled, never sent.
