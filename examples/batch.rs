@@ -23,7 +23,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     )
     .await?
     {
-        println!("line {}: {} {:?}", outcome.line, outcome.status.as_str(), outcome.file);
+        println!(
+            "line {}: {} {:?}",
+            outcome.line,
+            outcome.standing.as_str(),
+            outcome.file
+        );
     }
     Ok(())
 }

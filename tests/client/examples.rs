@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use genapi_batch::JobStatus;
+use genapi_batch::Standing;
 use genapi_mock::{MockConfig, MockService};
 
 use crate::common::Dir;
@@ -55,10 +55,7 @@ async fn the_generate_edit_and_batch_examples_work_against_the_mock() {
     let prompts = ["a red fox", "a blue whale"];
     let outcomes = batch::batch(&client, &shots, &prompts).await.unwrap();
     assert_eq!(outcomes.len(), 2);
-    assert!(
-        outcomes.iter().all(|o| o.status == JobStatus::Succeeded),
-        "{outcomes:?}"
-    );
+    assert!(outcomes.iter().all(|o| o.standing == Standing::Saved), "{outcomes:?}");
     // Run again: everything is answered from the journal, nothing is sent.
     let posts = mock.count("POST", "/v1/gen-2-pro");
     let again = batch::batch(&client, &shots, &prompts).await.unwrap();

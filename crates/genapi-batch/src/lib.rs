@@ -23,7 +23,7 @@
 //! let jobs = file.jobs()?.filter_map(Result::ok);
 //! let outcomes: Vec<_> = Batch::new(client, store.clone(), "out").max_credits(50.0).run(jobs)?.collect().await;
 //! for outcome in &outcomes {
-//!     println!("line {}: {}", outcome.line, outcome.status.as_str());
+//!     println!("line {}: {}", outcome.line, outcome.standing.as_str());
 //! }
 //! let status = store.status(&[]).await?;
 //! let unknown = status.lines.values().filter(|s| **s == Standing::Unanswered).count();
@@ -58,7 +58,7 @@ pub use job::{safe_stem, GridCell, Job, JobLine};
 pub use job_file::{InvalidLine, JobFile, Jobs, LineProblem, INVALID_LINES_KEPT, JOB_FILE_LIMIT};
 pub use journal::{Event, FileJournal, Journal, MemoryJournal};
 pub use line::{AcceptedTask, Ending, FailedStatus, Line, Sent, Standing};
-pub use outcome::{JobOutcome, JobStatus, Requested};
+pub use outcome::{JobOutcome, Requested};
 pub use prices::{Estimate, ModelEstimate, PriceBook, Prices, Unpriced};
 pub use result_line::ResultLine;
 pub use run::{Batch, Counters, Stopper};

@@ -210,7 +210,7 @@ impl Standing {
     ];
 
     /// The standing's one word, as code, docs and messages use it.
-    pub fn as_str(self) -> &'static str {
+    pub const fn as_str(self) -> &'static str {
         match self {
             Standing::Saved => "saved",
             Standing::Ended => "ended",
@@ -219,6 +219,11 @@ impl Standing {
             Standing::Gone => "gone",
             Standing::Unsent => "unsent",
         }
+    }
+
+    /// The standing a word names: its own word ([`Standing::as_str`]).
+    pub fn from_word(word: &str) -> Option<Standing> {
+        Standing::ALL.into_iter().find(|standing| standing.as_str() == word)
     }
 }
 

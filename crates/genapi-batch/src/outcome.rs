@@ -3,50 +3,13 @@
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
 
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::job::{GridCell, Job};
+use crate::line::Standing;
 
 use genapi::FailureClass;
 use genapi::TaskRef;
-
-/// How one job ended (in this run).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-#[non_exhaustive]
-pub enum JobStatus {
-    /// The result is saved.
-    Succeeded,
-    /// The task was stopped by moderation (not charged).
-    Moderated,
-    /// The job failed for good (see its [`FailureClass`]).
-    Failed,
-    /// The task was accepted but is not finished or not saved yet: running
-    /// the batch again picks it up (it is polled, never submitted again).
-    Pending,
-    /// The submission was sent and no answer came back: the service may have
-    /// accepted (and charged) a task that cannot be found. It is not sent
-    /// again unless asked ([`crate::Batch::resubmit_unknown`]).
-    Unknown,
-    /// The job was never accepted (the service surely refused it, e.g. 429,
-    /// or it was never sent): running the batch again submits it.
-    NotSubmitted,
-}
-
-impl JobStatus {
-    /// The word used in journals and result lines.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            JobStatus::Succeeded => "succeeded",
-            JobStatus::Moderated => "moderated",
-            JobStatus::Failed => "failed",
-            JobStatus::Pending => "pending",
-            JobStatus::Unknown => "unknown",
-            JobStatus::NotSubmitted => "not_submitted",
-        }
-    }
-}
 
 /// What a batch reports for one job.
 #[derive(Clone, Debug, PartialEq)]
@@ -58,8 +21,11 @@ pub struct JobOutcome {
     pub name: String,
     /// The task, once accepted.
     pub task: Option<TaskRef>,
-    /// How it ended.
-    pub status: JobStatus,
+    /// Where the line stands after this run: what the next run does with
+    /// it, in the words `--status` and the store use ([`Standing`]). A line
+    /// that ended without a result says why in [`JobOutcome::class`]
+    /// (moderation, a refusal, …).
+    pub standing: Standing,
     /// The saved file.
     pub file: Option<PathBuf>,
     /// Seed reported by the service.
@@ -116,12 +82,12 @@ impl Requested {
 }
 
 impl JobOutcome {
-    pub(crate) fn new(line: u64, name: &str, status: JobStatus) -> JobOutcome {
+    pub(crate) fn new(line: u64, name: &str, standing: Standing) -> JobOutcome {
         JobOutcome {
             line,
             name: name.to_string(),
             task: None,
-            status,
+            standing,
             file: None,
             seed: None,
             cost: None,

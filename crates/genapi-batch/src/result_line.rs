@@ -10,6 +10,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::job::GridCell;
+use crate::line::Standing;
 use crate::outcome::JobOutcome;
 
 /// The result of one line of a batch.
@@ -17,9 +18,11 @@ use crate::outcome::JobOutcome;
 pub struct ResultLine {
     /// Its number in the job file (the first line is 1).
     pub line: u64,
-    /// How it ended: `succeeded`, `failed`, `moderated`, `pending`,
-    /// `unknown`, `not_submitted` (see [`crate::JobStatus`]), or `invalid`
-    /// for a line of a job file that was never sent.
+    /// Where the line stands after the run, in the one word of its
+    /// [`Standing`] (`saved`, `ended`, `accepted`, `unanswered`, `gone`,
+    /// `unsent`), or `invalid` for a line of a job file that is not a job.
+    /// [`ResultLine::standing`] reads it, and the words of earlier
+    /// releases too.
     pub status: String,
     /// The name of its output (the file's stem).
     #[serde(default)]
@@ -77,8 +80,31 @@ pub struct ResultLine {
 
 impl ResultLine {
     /// Whether the line produced an image to show.
-    pub fn succeeded(&self) -> bool {
-        self.status == "succeeded" && self.file.is_some()
+    pub fn saved(&self) -> bool {
+        self.standing() == Some(Standing::Saved) && self.file.is_some()
+    }
+
+    /// Where the line stands: `None` for a line that is not a job
+    /// (`invalid`) or a word this release does not know. Results files of
+    /// earlier releases said `succeeded`, `failed`, `moderated`, `pending`,
+    /// `unknown` and `not_submitted`; they are read as the standing each
+    /// named.
+    ///
+    /// ```
+    /// use genapi_batch::{ResultLine, Standing};
+    /// let earlier = ResultLine { line: 1, status: "pending".into(), ..ResultLine::default() };
+    /// assert_eq!(earlier.standing(), Some(Standing::Accepted));
+    /// ```
+    pub fn standing(&self) -> Option<Standing> {
+        let word = match self.status.as_str() {
+            "succeeded" => "saved",
+            "failed" | "moderated" => "ended",
+            "pending" => "accepted",
+            "unknown" => "unanswered",
+            "not_submitted" => "unsent",
+            word => word,
+        };
+        Standing::from_word(word)
     }
 }
 
@@ -87,7 +113,7 @@ impl From<&JobOutcome> for ResultLine {
         let seconds = |value: f64| (value * 1000.0).round() / 1000.0;
         ResultLine {
             line: outcome.line,
-            status: outcome.status.as_str().to_string(),
+            status: outcome.standing.as_str().to_string(),
             name: Some(outcome.name.clone()),
             file: outcome.file.as_ref().map(|f| f.display().to_string()),
             model: outcome.request.model.clone(),

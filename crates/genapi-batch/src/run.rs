@@ -14,8 +14,8 @@ use super::cap::Hold;
 use super::decide::{decide, Action, Asked, Seen};
 use super::job::Job;
 use super::journal::Event;
-use super::line::{AcceptedTask, Ending, FailedStatus, Line};
-use super::outcome::{JobOutcome, JobStatus, Requested};
+use super::line::{AcceptedTask, Ending, FailedStatus, Line, Standing};
+use super::outcome::{JobOutcome, Requested};
 use super::prices::{PriceBook, Prices};
 use super::store::{Claim, Store, StoreError};
 use genapi::FailureClass;
@@ -58,7 +58,7 @@ const CREDITS_RECHECK: Duration = Duration::from_millis(100);
 ///   holds no task of it (the journal lost its events, or the file is
 ///   someone else's): it would be paid for again and overwritten;
 /// - reports, and does not send, a job whose submission was sent but never
-///   answered ([`JobStatus::Unknown`]), unless [`Batch::resubmit_unknown`].
+///   answered ([`Standing::Unanswered`]), unless [`Batch::resubmit_unknown`].
 ///
 /// Jobs are made from the typed builders [`genapi::Client::submit`] takes
 /// ([`Job::from_request`]); `examples/batch.rs` is a whole program.
@@ -78,7 +78,7 @@ const CREDITS_RECHECK: Duration = Duration::from_millis(100);
 /// }
 /// let mut outcomes = Batch::new(client, store, "out").run(jobs)?;
 /// while let Some(outcome) = outcomes.next().await {
-///     println!("line {}: {:?} {:?}", outcome.line, outcome.status, outcome.file);
+///     println!("line {}: {:?} {:?}", outcome.line, outcome.standing, outcome.file);
 /// }
 /// # Ok(()) }
 /// ```
@@ -300,7 +300,7 @@ impl Batch {
     /// submission whose answer never came, or whose task ended without a
     /// settled cost, keeps its hold, since it may have been charged. When the
     /// next submission could pass the cap, the batch submits no more: the
-    /// jobs left come out [`JobStatus::NotSubmitted`] with
+    /// jobs left come out [`Standing::Unsent`] with
     /// [`FailureClass::CreditCap`], and tasks in flight are finished.
     ///
     /// **The bound.** Every kind the batch has seen settled is held at its
@@ -514,7 +514,7 @@ impl Admission {
 
 /// A job refused before anything was sent for it.
 fn refused_before_sending(job: &Job, stem: &str, error: String, task: Option<genapi::TaskRef>) -> JobOutcome {
-    let mut outcome = JobOutcome::new(job.line, stem, JobStatus::NotSubmitted);
+    let mut outcome = JobOutcome::new(job.line, stem, Standing::Unsent);
     outcome.request = Requested::of(job);
     outcome.finished_at = Some(SystemTime::now());
     outcome.class = Some(FailureClass::Validation);
@@ -702,7 +702,7 @@ impl Context {
             }
 
             Err(error) => {
-                let mut outcome = JobOutcome::new(line, &stem, JobStatus::NotSubmitted);
+                let mut outcome = JobOutcome::new(line, &stem, Standing::Unsent);
                 outcome.class = Some(error.class());
                 outcome.error = Some(format!("cannot claim the line ({error}); nothing was sent"));
                 outcome.request = requested;
@@ -799,10 +799,10 @@ impl Context {
 
     /// The outcome of a job left unsent at the credit cap.
     fn at_cap(&self, line: u64, stem: &str) -> JobOutcome {
-        let mut outcome = JobOutcome::new(line, stem, JobStatus::NotSubmitted);
+        let mut outcome = JobOutcome::new(line, stem, Standing::Unsent);
         outcome.class = Some(FailureClass::CreditCap);
         outcome.error = Some(format!(
-            "not sent: the next submission could pass the batch's credit cap of {}; raise the cap to go on",
+            "the next submission could pass the batch's credit cap of {}, so it was not sent; raise the cap to go on",
             self.max_credits.unwrap_or_default()
         ));
         outcome
@@ -838,7 +838,7 @@ impl Context {
             Action::Report => self.reported(job.line, stem, &line),
             Action::RefuseChanged => refused_changed(job.line, stem, &line),
             Action::RefuseMoved => self.refused_moved(job.line, stem, &digest),
-            Action::RefuseLostFile => refused_lost_file(job.line, stem),
+            Action::RefuseLostFile => refused_lost_file(job.line, stem, &line),
             Action::ReportGone => gone(job.line, stem, &line),
             Action::Poll => self.poll(job, stem, &line).await,
             Action::ReportUnknown => unknown(job.line, stem, &line),
@@ -867,7 +867,7 @@ impl Context {
 
     /// A line that ended in an earlier run, as it ended.
     fn reported(&self, number: u64, stem: &str, line: &Line) -> JobOutcome {
-        let mut outcome = JobOutcome::new(number, stem, JobStatus::Failed);
+        let mut outcome = JobOutcome::new(number, stem, line.standing());
         outcome.task = line.task().map(task_ref);
         outcome.from_journal = true;
         match line.ending() {
@@ -877,7 +877,6 @@ impl Context {
                 cost,
                 duration,
             }) => {
-                outcome.status = JobStatus::Succeeded;
                 // A file another worker saved elsewhere is not named here.
                 outcome.file = file
                     .as_ref()
@@ -888,8 +887,7 @@ impl Context {
                 outcome.settled = *cost;
                 outcome.duration = *duration;
             }
-            Some(Ending::Failed { status, error, class }) => {
-                outcome.status = finished_status(status.as_str(), *class);
+            Some(Ending::Failed { error, class, .. }) => {
                 outcome.cost = line.task().and_then(|task| task.cost);
                 outcome.error = error.clone();
                 outcome.class = *class;
@@ -904,6 +902,7 @@ impl Context {
         failed_outcome(
             number,
             stem,
+            Standing::Unsent,
             FailureClass::Validation,
             format!(
                 "line {number}'s job was submitted as line {earlier}, which now holds another job: lines of the job \
@@ -921,6 +920,7 @@ impl Context {
         failed_outcome(
             number,
             stem,
+            Standing::Unsent,
             FailureClass::Validation,
             format!(
                 "{} is already in the output directory, but the journal holds no task of line {number}, so it was \
@@ -934,7 +934,7 @@ impl Context {
     /// An accepted task a stop kept from being waited for: a later run
     /// polls it.
     fn stopped_polling(&self, number: u64, stem: &str, line: &Line) -> JobOutcome {
-        let mut outcome = JobOutcome::new(number, stem, JobStatus::Pending);
+        let mut outcome = JobOutcome::new(number, stem, line.standing());
         outcome.task = line.task().map(task_ref);
         outcome.resumed = true;
         outcome.error = Some(self.stopped_waiting());
@@ -972,7 +972,7 @@ impl Context {
             // accepted and may still run, so it stays the line's and a later
             // run waits for it.
             Err(error @ Error::SharedLimit { .. }) => {
-                let mut outcome = self.failed(job.line, stem, Some(task_ref(task)), &error, JobStatus::Pending);
+                let mut outcome = self.failed(job.line, stem, Some(task_ref(task)), &error, Standing::Accepted);
                 outcome.resumed = true;
                 outcome.cost = task.cost;
                 outcome.error = Some(format!(
@@ -981,7 +981,7 @@ impl Context {
                 ));
                 outcome
             }
-            Err(error) => self.failed(job.line, stem, Some(task_ref(task)), &error, JobStatus::Failed),
+            Err(error) => self.failed(job.line, stem, Some(task_ref(task)), &error, Standing::Accepted),
         }
     }
 
@@ -994,6 +994,27 @@ impl Context {
             .iter()
             .copied()
             .find(|earlier| *earlier != line && current.get(earlier).is_some_and(|now| now != digest))
+    }
+
+    /// Where a line sent without an answer is left: gone when its service
+    /// ends with this run (as the store will say, [`Line::gone`]).
+    fn left_unanswered(&self) -> Standing {
+        if self.ephemeral {
+            Standing::Gone
+        } else {
+            Standing::Unanswered
+        }
+    }
+
+    /// Where a line whose task was not waited for to its end is left: gone
+    /// when its service ends with this run, unless the user adopted the
+    /// task (found at the service in use).
+    fn left_accepted(&self, adopted: bool) -> Standing {
+        if self.ephemeral && !adopted {
+            Standing::Gone
+        } else {
+            Standing::Accepted
+        }
     }
 
     /// What a stop says of an accepted task it stopped waiting for: a later
@@ -1017,7 +1038,7 @@ impl Context {
         if let Some(why) = self.halted() {
             outcome.class = Some(FailureClass::Auth);
             outcome.error = Some(format!(
-                "not sent: the batch stopped sending as {why}; running it again submits it"
+                "the batch stopped sending as {why}, so it was not sent; running it again submits it"
             ));
         }
         outcome
@@ -1129,7 +1150,7 @@ impl Context {
             Err(Unsent::HeldBack(HeldBack::Stopped)) => return Err(self.not_sent(job.line, stem)),
             Err(Unsent::HeldBack(HeldBack::CapReached)) => return Err(self.at_cap(job.line, stem)),
             Err(Unsent::HeldBack(HeldBack::JournalFailed(message))) => {
-                let mut outcome = JobOutcome::new(job.line, stem, JobStatus::NotSubmitted);
+                let mut outcome = JobOutcome::new(job.line, stem, Standing::Unsent);
                 outcome.class = Some(FailureClass::Write);
                 outcome.error = Some(message);
                 return Err(outcome);
@@ -1200,7 +1221,7 @@ impl Context {
         let cost = task.cost();
         let reference = task.reference().clone();
         let mut outcome = self.follow(task, cost, line, stem, Source::Submitted, place).await;
-        let recorded_later = outcome.status == JobStatus::Succeeded && outcome.error.is_none();
+        let recorded_later = outcome.standing == Standing::Saved && outcome.error.is_none();
         if let (Some(error), true) = (&unrecorded, recorded_later) {
             // The saved result was written after all: a later run knows the
             // line.
@@ -1229,7 +1250,7 @@ impl Context {
         // No place could be taken under the shared limit: the request never
         // left and nothing was written, so the next run sends it.
         if let Error::SharedLimit { .. } = error {
-            let mut outcome = self.failed(line, stem, None, &error, JobStatus::NotSubmitted);
+            let mut outcome = self.failed(line, stem, None, &error, Standing::Unsent);
             outcome.error = Some(format!("{error} (running the batch again submits it)"));
             return Next::Outcome(Box::new(outcome));
         }
@@ -1250,13 +1271,9 @@ impl Context {
             if let Err(e) = self.record(refused).await {
                 tracing::warn!(error = %e, "cannot record a refused submission in the journal");
             }
+            // Recorded as refused: the line may be sent again.
             if nothing_sent || attempt >= SUBMIT_ATTEMPTS {
-                let status = if nothing_sent {
-                    JobStatus::Failed
-                } else {
-                    JobStatus::NotSubmitted
-                };
-                return Next::Outcome(Box::new(self.failed(line, stem, None, &error, status)));
+                return Next::Outcome(Box::new(self.failed(line, stem, None, &error, Standing::Unsent)));
             }
             return Next::RetryAfter(match &error {
                 Error::RateLimited {
@@ -1268,12 +1285,12 @@ impl Context {
         }
         if surely_refused(&error) {
             self.record_ending(line, FailedStatus::Refused, &error).await;
-            return Next::Outcome(Box::new(self.failed(line, stem, None, &error, JobStatus::Failed)));
+            return Next::Outcome(Box::new(self.failed(line, stem, None, &error, Standing::Ended)));
         }
         // Its hold stays (it may have been charged) but no longer waits for
         // an answer (a ledger's does so once the line is released).
         self.store.keep_unanswered(line);
-        let mut outcome = JobOutcome::new(line, stem, JobStatus::Unknown);
+        let mut outcome = JobOutcome::new(line, stem, self.left_unanswered());
         outcome.class = Some(FailureClass::Unknown);
         outcome.error = Some(unknown_message(line, sent_at, Some(&error)));
         Next::Outcome(Box::new(outcome))
@@ -1324,7 +1341,7 @@ impl Context {
         let waited = tokio::select! {
             waited = wait => waited,
             () = self.stop.stopped() => {
-                let mut outcome = JobOutcome::new(line, stem, JobStatus::Pending);
+                let mut outcome = JobOutcome::new(line, stem, self.left_accepted(adopted));
                 outcome.task = Some(task_ref);
                 outcome.cost = cost;
                 outcome.resumed = resumed;
@@ -1348,7 +1365,9 @@ impl Context {
         let reported = waited.as_ref().ok().and_then(|output| output.prompt());
         if let (Some(expected), Some(reported)) = (expected_prompt, reported) {
             if !super::adopt::same_prompt(expected, reported) {
-                let mut outcome = JobOutcome::new(line, stem, JobStatus::Failed);
+                // Nothing is recorded: the task stays the line's until the
+                // right one is adopted.
+                let mut outcome = JobOutcome::new(line, stem, Standing::Accepted);
                 outcome.class = Some(FailureClass::Validation);
                 outcome.task = Some(task_ref.clone());
                 outcome.error = Some(format!(
@@ -1392,19 +1411,23 @@ impl Context {
             Error::Moderated {
                 stage: genapi::Moderation::Request,
                 ..
-            } => Some((JobStatus::Moderated, FailedStatus::RequestModerated)),
-            Error::Moderated { .. } => Some((JobStatus::Moderated, FailedStatus::ContentModerated)),
-            Error::TaskFailed { .. } => Some((JobStatus::Failed, FailedStatus::Error)),
-            Error::TaskNotFound { .. } => Some((JobStatus::Failed, FailedStatus::TaskNotFound)),
-            Error::ResultExpired { .. } => Some((JobStatus::Failed, FailedStatus::Expired)),
+            } => Some(FailedStatus::RequestModerated),
+            Error::Moderated { .. } => Some(FailedStatus::ContentModerated),
+            Error::TaskFailed { .. } => Some(FailedStatus::Error),
+            Error::TaskNotFound { .. } => Some(FailedStatus::TaskNotFound),
+            Error::ResultExpired { .. } => Some(FailedStatus::Expired),
             _ => None,
         };
-        let status = ended.as_ref().map_or(JobStatus::Pending, |(status, _)| *status);
-        if let Some((_, ending)) = ended {
+        let standing = if ended.is_some() {
+            Standing::Ended
+        } else {
+            Standing::Accepted
+        };
+        if let Some(ending) = ended {
             self.record_ending(line, ending, &error).await;
         }
-        let mut outcome = self.failed(line, stem, Some(task_ref.clone()), &error, status);
-        if status == JobStatus::Pending {
+        let mut outcome = self.failed(line, stem, Some(task_ref.clone()), &error, standing);
+        if standing == Standing::Accepted {
             outcome.cost = cost;
             outcome.error = Some(format!(
                 "{error}; task {} was accepted: run the batch again to keep waiting for it (it is not \
@@ -1431,7 +1454,7 @@ impl Context {
             None => match output.save(self.out_dir.join(stem)).await {
                 Ok(file) => file,
                 Err(error) => {
-                    let mut outcome = self.failed(line, stem, None, &error, JobStatus::Pending);
+                    let mut outcome = self.failed(line, stem, None, &error, Standing::Accepted);
                     outcome.error = Some(format!(
                         "{error}; the task is finished: run the batch again to fetch its result (it is not submitted \
                          again)"
@@ -1451,7 +1474,7 @@ impl Context {
             error: None,
             class: None,
         };
-        let mut outcome = JobOutcome::new(line, stem, JobStatus::Succeeded);
+        let mut outcome = JobOutcome::new(line, stem, Standing::Saved);
         if let Err(e) = self.record(finished).await {
             outcome.error = Some(format!("saved, but the journal could not record it ({e})"));
         }
@@ -1469,9 +1492,9 @@ impl Context {
         stem: &str,
         task: Option<genapi::TaskRef>,
         error: &Error,
-        status: JobStatus,
+        standing: Standing,
     ) -> JobOutcome {
-        let mut outcome = JobOutcome::new(line, stem, status);
+        let mut outcome = JobOutcome::new(line, stem, standing);
         outcome.task = task.or_else(|| error.task().cloned());
         outcome.class = Some(error.class());
         outcome.error = Some(error.to_string());
@@ -1498,7 +1521,7 @@ const STOPPED_BEFORE_SENDING: &str = "stopped before it was sent";
 
 /// A job a stop kept from being sent.
 fn not_sent(line: u64, stem: &str) -> JobOutcome {
-    let mut outcome = JobOutcome::new(line, stem, JobStatus::NotSubmitted);
+    let mut outcome = JobOutcome::new(line, stem, Standing::Unsent);
     outcome.error = Some("stopped before it was sent; running the batch again submits it".into());
     outcome
 }
@@ -1513,14 +1536,6 @@ fn surely_refused(error: &Error) -> bool {
         } | Error::InsufficientCredits { .. }
             | Error::Forbidden { task: None, .. }
     )
-}
-
-fn finished_status(status: &str, class: Option<FailureClass>) -> JobStatus {
-    match (status, class) {
-        ("Ready", _) => JobStatus::Succeeded,
-        (_, Some(FailureClass::Moderated)) => JobStatus::Moderated,
-        _ => JobStatus::Failed,
-    }
 }
 
 /// What to say about a submission sent without an answer.
@@ -1555,8 +1570,8 @@ fn task_ref(task: &AcceptedTask) -> genapi::TaskRef {
 }
 
 /// A line refused for a reason of its own, nothing sent.
-fn failed_outcome(number: u64, stem: &str, class: FailureClass, error: String) -> JobOutcome {
-    let mut outcome = JobOutcome::new(number, stem, JobStatus::Failed);
+fn failed_outcome(number: u64, stem: &str, standing: Standing, class: FailureClass, error: String) -> JobOutcome {
+    let mut outcome = JobOutcome::new(number, stem, standing);
     outcome.class = Some(class);
     outcome.error = Some(error);
     outcome
@@ -1571,9 +1586,11 @@ fn refused_changed(number: u64, stem: &str, line: &Line) -> JobOutcome {
         .task()
         .map(|task| format!(" (its task then: {})", task.id))
         .unwrap_or_default();
+    // Nothing of this job was sent: what the store holds is the earlier one's.
     failed_outcome(
         number,
         stem,
+        Standing::Unsent,
         FailureClass::Validation,
         format!(
             "line {number} changed since the journal recorded its submission{earlier}; restore it, or run the \
@@ -1583,10 +1600,11 @@ fn refused_changed(number: u64, stem: &str, line: &Line) -> JobOutcome {
 }
 
 /// Never submit a finished line again, even without its task.
-fn refused_lost_file(number: u64, stem: &str) -> JobOutcome {
+fn refused_lost_file(number: u64, stem: &str, line: &Line) -> JobOutcome {
     let mut outcome = failed_outcome(
         number,
         stem,
+        line.standing(),
         FailureClass::Write,
         format!(
             "line {number} finished in an earlier run, but its file is gone and the journal does not hold its task \
@@ -1600,14 +1618,14 @@ fn refused_lost_file(number: u64, stem: &str) -> JobOutcome {
 /// Sent to a service that ended with an earlier run: nothing can answer for
 /// its task any more, so it is neither polled nor sent.
 fn gone(number: u64, stem: &str, line: &Line) -> JobOutcome {
-    let mut outcome = failed_outcome(number, stem, FailureClass::TaskFailed, GONE.into());
+    let mut outcome = failed_outcome(number, stem, Standing::Gone, FailureClass::TaskFailed, GONE.into());
     outcome.task = line.task().map(task_ref);
     outcome
 }
 
 /// Sent, never answered, and not sent again unless asked.
 fn unknown(number: u64, stem: &str, line: &Line) -> JobOutcome {
-    let mut outcome = JobOutcome::new(number, stem, JobStatus::Unknown);
+    let mut outcome = JobOutcome::new(number, stem, Standing::Unanswered);
     outcome.class = Some(FailureClass::Unknown);
     outcome.error = Some(unknown_message(number, line.sent().and_then(|sent| sent.sent_at), None));
     outcome

@@ -38,24 +38,14 @@ impl Status {
     }
 }
 
-/// A batch shared by many workers at a glance.
+/// What the workers of a shared batch share besides its lines' standings:
+/// the credits, and who holds which lines. How many lines stand where is
+/// counted from [`Status::lines`], the one classification.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 #[non_exhaustive]
 pub struct SharedStatus {
     /// The batch's name.
     pub batch: String,
-    /// Lines whose result was saved.
-    pub done: u64,
-    /// Lines that ended in a failure.
-    pub failed: u64,
-    /// Lines whose task runs.
-    pub in_flight: u64,
-    /// Lines whose submission was never answered.
-    pub unknown: u64,
-    /// Lines a worker reached but did not submit yet, or open to a retry.
-    pub open: u64,
-    /// Lines no worker has reached yet.
-    pub not_started: u64,
     /// Credits the service reported charging.
     pub credits_charged: f64,
     /// Credits held for submissions whose cost is not known yet.
@@ -65,24 +55,10 @@ pub struct SharedStatus {
 }
 
 impl SharedStatus {
-    /// Counts one line that stands so, in the ledger's words: saved lines
-    /// are done, ended ones failed, accepted ones in flight, unanswered
-    /// and gone ones unknown, unsent ones open.
-    pub fn count(&mut self, standing: Standing) {
-        match standing {
-            Standing::Saved => self.done += 1,
-            Standing::Ended => self.failed += 1,
-            Standing::Accepted => self.in_flight += 1,
-            Standing::Unanswered | Standing::Gone => self.unknown += 1,
-            Standing::Unsent => self.open += 1,
-        }
-    }
-
-    /// No line of the batch `batch` of `lines` jobs reached yet.
-    pub fn not_started(batch: &str, lines: u64) -> SharedStatus {
+    /// The batch `batch`, with nothing charged, held or taken yet.
+    pub fn new(batch: &str) -> SharedStatus {
         SharedStatus {
             batch: batch.to_string(),
-            not_started: lines,
             ..SharedStatus::default()
         }
     }

@@ -46,13 +46,13 @@ fn upkeep(dir: &std::path::Path, lines: u64, write_every: u64) -> (f64, f64) {
     fixtures::image(dir, "shared.png", 512, 384);
     let mut gallery = genapi_gallery::Gallery::new(dir);
     // The one thumbnail is made before the clock starts.
-    gallery.add(fixtures::succeeded(1, "shared.png"));
+    gallery.add(fixtures::saved(1, "shared.png"));
     let started = cpu_now();
     let mut last_write = 0.0;
     for line in 1..=lines {
         let result = match line % 97 {
-            0 => fixtures::failed(line, "task_failed"),
-            _ => fixtures::succeeded(line, "shared.png"),
+            0 => fixtures::ended(line, "task_failed"),
+            _ => fixtures::saved(line, "shared.png"),
         };
         gallery.add(result);
         if line % write_every == 0 || line == lines {

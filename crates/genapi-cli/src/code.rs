@@ -111,7 +111,7 @@ pub fn help_section() -> String {
     }
     let order: Vec<String> = batch_order().iter().map(u8::to_string).collect();
     text.push_str(&format!(
-        "  batch: 0 when every line succeeded, else the code of the most serious failure\n  ({} in that order); \
+        "  batch: 0 when every line was saved, else the code of the most serious failure\n  ({} in that order); \
          10 first when stdout could not be written",
         order.join(", ")
     ));

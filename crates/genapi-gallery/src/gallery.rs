@@ -327,7 +327,7 @@ impl Gallery {
     /// room).
     fn thumbnail_of(&mut self, line: &ResultLine) -> (Option<Thumbnail>, Option<String>) {
         self.unreadable.remove(&line.line);
-        if !line.succeeded() {
+        if !line.saved() {
             return (None, None);
         }
         let made = line

@@ -12,7 +12,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 
 use crate::thumbnail::Thumbnail;
-use genapi_batch::ResultLine;
+use genapi_batch::{ResultLine, Standing};
 
 /// The page's style: a grid of tiles that reflows with the window.
 const STYLE: &str = "body{font:14px/1.4 system-ui,sans-serif;margin:1.5em;background:#fafafa;color:#222}\
@@ -20,24 +20,28 @@ h1{font-size:1.3em;margin:0 0 .3em}header p{margin:.2em 0}\
 .tiles{display:flex;flex-wrap:wrap;gap:12px}\
 .tile{margin:0;width:210px;background:#fff;border:1px solid #ddd;border-radius:6px;padding:8px;overflow-wrap:anywhere}\
 .tile img{display:block;max-width:192px;height:auto;margin:0 auto 6px}\
-.tile.failed,.tile.moderated,.tile.invalid{border-color:#c33;background:#fff5f5}\
-.tile.pending,.tile.unknown,.tile.not_submitted{border-color:#c90;background:#fffbf0}\
+.tile.ended,.tile.gone,.tile.invalid{border-color:#c33;background:#fff5f5}\
+.tile.accepted,.tile.unanswered,.tile.unsent{border-color:#c90;background:#fffbf0}\
 .failure .class{color:#c33;text-transform:uppercase;font-size:.85em}\
 .prompt{margin:.2em 0;color:#444}dl{display:grid;grid-template-columns:auto 1fr;gap:0 .6em;margin:.3em 0 0;font-size:.9em}\
 dt{color:#777}dd{margin:0}code{font-size:.9em}\
 table.grid{border-collapse:collapse;margin:1em 0}table.grid th{font-weight:normal;color:#555;padding:4px;text-align:left;vertical-align:top;max-width:220px}\
 table.grid td{padding:4px;vertical-align:top}nav{margin:0 0 .6em}ol.pages{columns:3 20em;padding-left:2.5em}";
 
-/// The order statuses are counted in: what went well first.
+/// The order statuses are counted in: what went well first, the standings
+/// of [`Standing::ALL`] and then lines that were not jobs.
 const STATUS_ORDER: [&str; 7] = [
-    "succeeded",
-    "failed",
-    "moderated",
-    "pending",
-    "unknown",
-    "not_submitted",
-    "invalid",
+    Standing::ALL[0].as_str(),
+    Standing::ALL[1].as_str(),
+    Standing::ALL[2].as_str(),
+    Standing::ALL[3].as_str(),
+    Standing::ALL[4].as_str(),
+    Standing::ALL[5].as_str(),
+    INVALID,
 ];
+
+/// The status of a line of the job file that is not a job.
+const INVALID: &str = "invalid";
 
 /// Each line's tile, as HTML ready to be put on its page: made once when
 /// its result comes ([`tile`]), so writing a page again is putting its
@@ -85,7 +89,7 @@ fn head(page: &mut String, title: &str) {
     );
 }
 
-/// The page of `lines` (by line number), with each succeeded line's
+/// The page of `lines` (by line number), with each saved line's
 /// thumbnail.
 pub(crate) fn render(lines: &BTreeMap<u64, ResultLine>, tiles: &Tiles, place: Place) -> String {
     let mut page = String::with_capacity(1024 + lines.len() * 700);
@@ -175,7 +179,7 @@ pub(crate) struct Totals {
     last: u64,
     /// Lines by status: each of [`STATUS_ORDER`], and `other`.
     by_status: BTreeMap<&'static str, usize>,
-    /// Lines not succeeded, by their class: each a batch writes, and
+    /// Lines not saved, by their class: each a batch writes, and
     /// `other`. Named from these lists, the totals of every page of a
     /// gallery take little whatever its results file says.
     by_class: BTreeMap<&'static str, usize>,
@@ -196,8 +200,8 @@ impl Totals {
                 totals.first.min(line.line)
             };
             totals.last = totals.last.max(line.line);
-            *totals.by_status.entry(status_name(&line.status)).or_default() += 1;
-            if line.status != "succeeded" {
+            *totals.by_status.entry(status_name(line)).or_default() += 1;
+            if line.standing() != Some(Standing::Saved) {
                 if let Some(class) = &line.class {
                     *totals.by_class.entry(class_name(class)).or_default() += 1;
                 }
@@ -253,13 +257,15 @@ impl Totals {
     }
 }
 
-/// A status as the totals count it: its name when it is one of
-/// [`STATUS_ORDER`], else `other`.
-fn status_name(status: &str) -> &'static str {
-    STATUS_ORDER
-        .into_iter()
-        .find(|known| *known == status)
-        .unwrap_or("other")
+/// A line's status as the gallery names it: its standing's word (results
+/// of earlier releases said `succeeded` for `saved`, …), `invalid`, or
+/// `other` for a word no release wrote.
+fn status_name(line: &ResultLine) -> &'static str {
+    match line.standing() {
+        Some(standing) => standing.as_str(),
+        None if line.status == INVALID => INVALID,
+        None => "other",
+    }
 }
 
 /// A class as the totals count it: its name when a batch writes it, else
@@ -272,7 +278,7 @@ fn class_name(class: &str) -> &'static str {
         .unwrap_or(genapi::FailureClass::Other.as_str())
 }
 
-/// Lines by status, in [`STATUS_ORDER`]: `9 succeeded · 1 failed`.
+/// Lines by status, in [`STATUS_ORDER`]: `9 saved · 1 ended`.
 fn statuses(totals: &Totals) -> String {
     let mut statuses: Vec<(&&str, &usize)> = totals.by_status.iter().collect();
     statuses.sort_by_key(|(status, _)| {
@@ -301,7 +307,7 @@ fn header(page: &mut String, totals: &Totals, title: &str) {
             .collect();
         let _ = write!(
             page,
-            "<p class=\"classes\">not succeeded, by class: {}</p>",
+            "<p class=\"classes\">not saved, by class: {}</p>",
             classes.join(" · ")
         );
     }
@@ -374,7 +380,7 @@ pub(crate) fn tile(line: &ResultLine, thumbnail: Option<&Thumbnail>, unreadable:
         page,
         "<figure class=\"tile {status}\" id=\"line-{n}\" data-line=\"{n}\" data-status=\"{status}\"",
         n = line.line,
-        status = escape(&line.status)
+        status = status_name(line)
     );
     if let Some(task) = &line.task_id {
         let _ = write!(page, " data-task=\"{}\"", escape(task));
@@ -392,7 +398,7 @@ pub(crate) fn tile(line: &ResultLine, thumbnail: Option<&Thumbnail>, unreadable:
                 alt = escape(&name)
             );
         }
-        _ if line.status != "succeeded" => {
+        _ if line.standing() != Some(Standing::Saved) => {
             page.push_str("<div class=\"failure\">");
             let _ = write!(
                 page,
@@ -505,7 +511,7 @@ mod tests {
     fn the_wall_time_runs_from_the_first_start_to_the_last_end_and_pages_add_up() {
         let line = |n, finished_at, elapsed| ResultLine {
             line: n,
-            status: "succeeded".into(),
+            status: "saved".into(),
             finished_at: Some(finished_at),
             elapsed: Some(elapsed),
             cost: Some(0.5),
@@ -532,9 +538,18 @@ mod tests {
             .map(|n| line(n, &format!("status {n}"), &format!("class {n}")))
             .collect();
         lines.push(line(1000, "failed", "timeout"));
+        lines.push(line(1001, "ended", "task_failed"));
+        lines.push(line(1002, "invalid", "validation"));
         let totals = Totals::of(lines.iter());
-        assert_eq!(statuses(&totals), "1 failed · 999 other");
+        assert_eq!(
+            statuses(&totals),
+            "2 ended · 1 invalid · 999 other",
+            "an earlier release's `failed` is `ended`"
+        );
         let classes: Vec<(&str, usize)> = totals.by_class.iter().map(|(c, n)| (*c, *n)).collect();
-        assert_eq!(classes, [("other", 999), ("timeout", 1)]);
+        assert_eq!(
+            classes,
+            [("other", 999), ("task_failed", 1), ("timeout", 1), ("validation", 1)]
+        );
     }
 }

@@ -704,9 +704,9 @@ impl Ledger {
         Ok(())
     }
 
-    /// Where the whole batch of `lines` jobs stands (those no worker has
-    /// reached yet count as not started).
-    pub(crate) async fn status(&self, lines: u64) -> Result<Status, LedgerError> {
+    /// Where the batch stands (a line no worker has reached is not in it:
+    /// it is unsent).
+    pub(crate) async fn status(&self) -> Result<Status, LedgerError> {
         let batch = &self.batch;
         let rows = self
             .db
@@ -714,7 +714,7 @@ impl Ledger {
                 session.client().query(STATUS, &[batch]).await
             })
             .await?;
-        status_of(batch, &rows, lines)
+        status_of(batch, &rows)
     }
 }
 
@@ -724,11 +724,10 @@ pub(crate) const STATUS: &str = "SELECT l.line, l.worker, l.lease_until > now(),
                               FROM genapi_records r WHERE r.batch = l.batch AND r.line = l.line)
                       FROM genapi_lines l WHERE l.batch = $1 ORDER BY l.line";
 
-/// [`Ledger::status`] of batch `batch` of `lines` jobs, from the [`STATUS`]
-/// rows.
-pub(crate) fn status_of(batch: &str, rows: &[Row], lines: u64) -> Result<Status, LedgerError> {
+/// [`Ledger::status`] of batch `batch`, from the [`STATUS`] rows.
+pub(crate) fn status_of(batch: &str, rows: &[Row]) -> Result<Status, LedgerError> {
     let db = LedgerError::from_db;
-    let mut status = SharedStatus::not_started(batch, 0);
+    let mut status = SharedStatus::new(batch);
     let mut standings = BTreeMap::new();
     for row in rows {
         let line = row.try_get::<_, i64>(0).map_err(db)? as u64;
@@ -741,13 +740,10 @@ pub(crate) fn status_of(batch: &str, rows: &[Row], lines: u64) -> Result<Status,
         standings.insert(line, standing);
         status.credits_charged += charged.unwrap_or(0.0);
         status.credits_held += hold.unwrap_or(0.0);
-        status.count(standing);
         if let (Some(worker), true) = (worker, live) {
             status.workers.entry(worker).or_default().push(line);
         }
     }
-    let known = status.done + status.failed + status.in_flight + status.unknown + status.open;
-    status.not_started = lines.saturating_sub(known);
     status.credits_charged = without_float_noise(status.credits_charged);
     status.credits_held = without_float_noise(status.credits_held);
     Ok(Status::of_shared(standings, status))

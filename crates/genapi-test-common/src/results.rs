@@ -17,10 +17,10 @@ pub fn image(dir: &Path, name: &str, width: u32, height: u32) {
     picture.save(dir.join(name)).unwrap();
 }
 
-/// A succeeded line with its file and every field a tile shows.
-pub fn succeeded(line: u64, file: &str) -> ResultLine {
+/// A saved line with its file and every field a tile shows.
+pub fn saved(line: u64, file: &str) -> ResultLine {
     serde_json::from_value(json!({
-        "line": line, "status": "succeeded", "name": file.rsplit_once('.').map_or(file, |(stem, _)| stem),
+        "line": line, "status": "saved", "name": file.rsplit_once('.').map_or(file, |(stem, _)| stem),
         "file": file, "model": "gen-2-pro", "prompt": format!("prompt of line {line}"),
         "width": 512, "height": 384, "seed": 1000 + line, "cost": 0.05, "duration": 2.5,
         "elapsed": 3.0, "finished_at": 1_800_000_000.0 + line as f64, "task_id": format!("task-{line}"),
@@ -28,10 +28,10 @@ pub fn succeeded(line: u64, file: &str) -> ResultLine {
     .unwrap()
 }
 
-/// A line that failed after its task was accepted.
-pub fn failed(line: u64, class: &str) -> ResultLine {
+/// A line whose task ended without a result (it failed, of `class`).
+pub fn ended(line: u64, class: &str) -> ResultLine {
     serde_json::from_value(json!({
-        "line": line, "status": "failed", "name": format!("broken-{line}"), "model": "gen-2-pro",
+        "line": line, "status": "ended", "name": format!("broken-{line}"), "model": "gen-2-pro",
         "prompt": format!("prompt of line {line}"), "error": format!("task task-{line} failed: {class}"),
         "class": class, "task_id": format!("task-{line}"), "elapsed": 1.0, "finished_at": 1_800_000_000.0,
     }))
@@ -49,15 +49,15 @@ pub fn results(dir: &Path, lines: &[ResultLine]) {
 
 /// A folder of `count` lines, as a large batch leaves it: ten distinct
 /// images, each the result of a tenth of the lines, and one line in 97
-/// failed. Returns the lines written.
+/// ended. Returns the lines written.
 pub fn many_lines(dir: &Path, count: u64) -> Vec<ResultLine> {
     for n in 0..10 {
         image(dir, &format!("image-{n}.png"), 256 + n * 16, 192);
     }
     let lines: Vec<ResultLine> = (1..=count)
         .map(|line| match line % 97 {
-            0 => failed(line, "task_failed"),
-            _ => succeeded(line, &format!("image-{}.png", line % 10)),
+            0 => ended(line, "task_failed"),
+            _ => saved(line, &format!("image-{}.png", line % 10)),
         })
         .collect();
     results(dir, &lines);

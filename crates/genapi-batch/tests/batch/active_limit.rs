@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use futures::StreamExt;
-use genapi_batch::{Batch, JobStatus, MemoryJournal};
+use genapi_batch::{Batch, MemoryJournal, Standing};
 use genapi_mock::Fault;
 
 use crate::common::*;
@@ -32,10 +32,7 @@ async fn refusals_that_surely_created_nothing_are_retried_and_in_flight_stays_un
         }
     }
     assert_eq!(outcomes.len(), 12);
-    assert!(
-        outcomes.iter().all(|o| o.status == JobStatus::Succeeded),
-        "{outcomes:#?}"
-    );
+    assert!(outcomes.iter().all(|o| o.standing == Standing::Saved), "{outcomes:#?}");
     assert!((1..=4).contains(&peak), "peak in flight {peak}");
     assert_eq!(counters.submitted(), 12);
     let posts = posts_by_prompt(&mock);
@@ -53,10 +50,7 @@ async fn a_batch_keeps_as_many_tasks_active_as_the_clients_limit_and_no_more() {
         jobs(90, "limit 40"),
     )
     .await;
-    assert!(
-        outcomes.iter().all(|o| o.status == JobStatus::Succeeded),
-        "{outcomes:#?}"
-    );
+    assert!(outcomes.iter().all(|o| o.standing == Standing::Saved), "{outcomes:#?}");
     assert_eq!(
         mock.stats().peak_active_tasks,
         40,
@@ -83,7 +77,7 @@ async fn tasks_taken_up_from_the_journal_hold_places_under_the_clients_limit() {
     tokio::time::sleep(Duration::from_millis(50)).await;
     stopper.stop();
     let first = running.await.unwrap();
-    assert!(first.iter().all(|o| o.status == JobStatus::Pending), "{first:#?}");
+    assert!(first.iter().all(|o| o.standing == Standing::Accepted), "{first:#?}");
     // The next run (a new client, as a new process has) takes them up
     // before it submits three more: never more than three active at once.
     let batch = Batch::new(limited(), store(journal), &dir.0);
@@ -107,7 +101,7 @@ async fn tasks_taken_up_from_the_journal_hold_places_under_the_clients_limit() {
             }
         }
     }
-    assert!(second.iter().all(|o| o.status == JobStatus::Succeeded), "{second:#?}");
+    assert!(second.iter().all(|o| o.standing == Standing::Saved), "{second:#?}");
     // While the three taken up are polled, progress counts them in flight.
     let (in_flight, done_by_then) = taken_up.expect("the three were taken up");
     assert_eq!(done_by_then, 0);

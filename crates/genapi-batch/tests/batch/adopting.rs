@@ -2,7 +2,7 @@
 //! at the service, refused when it is not the line's, and polled by the next
 //! run instead of being paid for again.
 
-use genapi_batch::{adopt, AdoptError, Adopted, Batch, Job, JobStatus, MemoryJournal};
+use genapi_batch::{adopt, AdoptError, Adopted, Batch, Job, MemoryJournal, Standing};
 use genapi_mock::{Fault, FaultKind};
 use serde_json::json;
 
@@ -15,7 +15,7 @@ async fn a_lost_answer_is_recovered_by_adopting_the_task_found_in_the_services_r
     mock.inject(Fault::on("/v1/gen-2-pro", FaultKind::LoseAnswer).method("POST"));
     let batch = |journal: &MemoryJournal| Batch::new(client.clone(), store(journal.clone()), &dir.0).jobs_at_once(1);
     let first = run_batch(batch(&journal), literal_jobs(3, "adopt")).await;
-    assert_eq!(first[0].status, JobStatus::Unknown, "{first:#?}");
+    assert_eq!(first[0].standing, Standing::Unanswered, "{first:#?}");
     let message = first[0].error.as_deref().unwrap();
     assert!(
         message.contains("sent at ") && message.contains("adopt it for line 1;"),
@@ -104,7 +104,7 @@ async fn a_lost_answer_is_recovered_by_adopting_the_task_found_in_the_services_r
         1
     );
     let second = run_batch(batch(&journal), literal_jobs(3, "adopt")).await;
-    assert_eq!(second[0].status, JobStatus::Succeeded, "{second:#?}");
+    assert_eq!(second[0].standing, Standing::Saved, "{second:#?}");
     assert_eq!(second[0].task.as_ref().map(|t| t.id.as_str()), Some(lost.id.as_str()));
     assert!(second[0].resumed);
     assert_eq!(
@@ -123,7 +123,7 @@ async fn an_adopted_task_made_from_another_prompt_is_not_saved_and_can_be_replac
     mock.inject(Fault::on("/v1/gen-2-pro", FaultKind::LoseAnswer).method("POST"));
     let batch = || Batch::new(client.clone(), store(journal.clone()), &dir.0);
     let job = literal_jobs(1, "adopt wrong");
-    assert_eq!(run_batch(batch(), job.clone()).await[0].status, JobStatus::Unknown);
+    assert_eq!(run_batch(batch(), job.clone()).await[0].standing, Standing::Unanswered);
     // A task still running cannot say its prompt yet: it is taken on the
     // user's word, and checked when its result comes.
     let stranger = client
@@ -137,7 +137,13 @@ async fn an_adopted_task_made_from_another_prompt_is_not_saved_and_can_be_replac
         .await
         .unwrap();
     let wrong = run_batch(batch(), job.clone()).await;
-    assert_eq!(wrong[0].status, JobStatus::Failed, "{wrong:#?}");
+    // Nothing is recorded: the line stands with the adopted task until the
+    // right one replaces it.
+    assert_eq!(
+        (wrong[0].standing, wrong[0].class),
+        (Standing::Accepted, Some(genapi::FailureClass::Validation)),
+        "{wrong:#?}"
+    );
     let message = wrong[0].error.as_deref().unwrap();
     assert!(
         message.contains("made from another prompt") && message.contains("someone else"),
@@ -154,7 +160,7 @@ async fn an_adopted_task_made_from_another_prompt_is_not_saved_and_can_be_replac
         .await
         .unwrap();
     let right = run_batch(batch(), job).await;
-    assert_eq!(right[0].status, JobStatus::Succeeded, "{right:#?}");
+    assert_eq!(right[0].standing, Standing::Saved, "{right:#?}");
     assert_eq!(right[0].task.as_ref().map(|t| t.id.as_str()), Some(lost.id.as_str()));
     assert_eq!(
         mock.count("POST", "/v1/gen-2-pro"),
@@ -172,7 +178,7 @@ async fn where_prompts_may_be_rewritten_a_differing_prompt_is_shown_and_the_task
     // gen-2-pro rewrites prompts unless told not to: a differing prompt
     // proves nothing, so it is shown, not refused.
     let job = jobs(1, "adopt unchecked");
-    assert_eq!(run_batch(batch(), job.clone()).await[0].status, JobStatus::Unknown);
+    assert_eq!(run_batch(batch(), job.clone()).await[0].standing, Standing::Unanswered);
     let stranger = client
         .submit_raw(
             "/v1/gen-2-pro",
@@ -187,7 +193,7 @@ async fn where_prompts_may_be_rewritten_a_differing_prompt_is_shown_and_the_task
         .unwrap();
     assert_eq!(wrong.unchecked_prompt.as_deref(), Some("someone else"));
     let first = run_batch(batch(), job.clone()).await;
-    assert_eq!(first[0].status, JobStatus::Succeeded);
+    assert_eq!(first[0].standing, Standing::Saved);
     let saved = first[0].file.clone().unwrap();
     assert_eq!(std::fs::read(&saved).unwrap(), stranger_bytes.to_vec());
 
@@ -199,7 +205,7 @@ async fn where_prompts_may_be_rewritten_a_differing_prompt_is_shown_and_the_task
         .unwrap();
     assert_eq!(right.unchecked_prompt, None);
     let second = run_batch(batch(), job).await;
-    assert_eq!(second[0].status, JobStatus::Succeeded, "{second:#?}");
+    assert_eq!(second[0].standing, Standing::Saved, "{second:#?}");
     assert_eq!(second[0].task.as_ref().map(|t| t.id.as_str()), Some(lost.id.as_str()));
     let right_bytes = mock_result(&client, &lost.id).await;
     assert_eq!(std::fs::read(second[0].file.as_ref().unwrap()).unwrap(), right_bytes);
@@ -223,12 +229,12 @@ async fn a_task_adopted_into_the_store_a_capped_run_uses_holds_no_credits_back()
         literal_jobs(1, "adopt capped"),
     )
     .await;
-    assert_eq!(first[0].status, JobStatus::Unknown, "{first:#?}");
+    assert_eq!(first[0].standing, Standing::Unanswered, "{first:#?}");
     let lost = created_for(&mock, "adopt capped 1");
     let jobs = literal_jobs(2, "adopt capped");
     let run_store = store(journal.clone());
     adopt(&client, &run_store, &jobs[0], &lost.id).await.unwrap();
     let outcomes = run_batch(Batch::new(client, run_store, &dir.0).max_credits(1000.0), jobs).await;
-    assert_eq!(outcomes[0].status, JobStatus::Succeeded, "{outcomes:#?}");
-    assert_eq!(outcomes[1].status, JobStatus::Succeeded, "{outcomes:#?}");
+    assert_eq!(outcomes[0].standing, Standing::Saved, "{outcomes:#?}");
+    assert_eq!(outcomes[1].standing, Standing::Saved, "{outcomes:#?}");
 }

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use futures::StreamExt;
-use genapi_batch::{Batch, Job, JobOutcome, JobStatus, MemoryJournal};
+use genapi_batch::{Batch, Job, JobOutcome, MemoryJournal, Standing};
 use genapi_mock::{Fault, FaultKind, MockConfig, MockService};
 use serde_json::json;
 
@@ -45,7 +45,7 @@ async fn a_cap_is_passed_at_most_by_one_first_submission_of_a_new_kind_and_nothi
     assert_eq!(mock.count("POST", "/v1/gen-2-pro"), 3, "nothing was sent after it");
     for line in [4, 5] {
         let outcome = by_line(line);
-        assert_eq!(outcome.status, JobStatus::NotSubmitted, "{outcome:#?}");
+        assert_eq!(outcome.standing, Standing::Unsent, "{outcome:#?}");
         assert_eq!(outcome.class, Some(genapi::FailureClass::CreditCap));
     }
 }
@@ -72,7 +72,7 @@ async fn a_credit_cap_is_used_without_being_passed_and_says_why_the_rest_was_not
         .filter(|o| o.class == Some(genapi::FailureClass::CreditCap))
         .collect();
     assert_eq!(at_cap.len(), 5, "{outcomes:#?}");
-    assert!(at_cap.iter().all(|o| o.status == JobStatus::NotSubmitted));
+    assert!(at_cap.iter().all(|o| o.standing == Standing::Unsent));
     assert!(at_cap[0].error.as_deref().unwrap().contains("credit cap of 10"));
     // The cap counts over runs: what the journal says was charged stays spent.
     let again = Batch::new(mock.client().unwrap(), store(journal), &dir.0).max_credits(10.0);
@@ -158,7 +158,7 @@ async fn a_capped_batch_ends_when_its_first_line_fails_without_a_cost() {
         .await
         .expect("the batch waited for ever on a hold no answer would give back");
     assert_eq!(outcomes.len(), 3, "{outcomes:#?}");
-    assert_eq!(outcomes[0].status, JobStatus::Failed, "{outcomes:#?}");
+    assert_eq!(outcomes[0].standing, Standing::Ended, "{outcomes:#?}");
     let charged = 100.0 - mock.credits().unwrap();
     assert!(charged <= 5.0, "a cap of 5 credits, yet the service charged {charged}");
 }
@@ -186,7 +186,7 @@ async fn an_unanswered_submission_under_a_credit_cap_does_not_hold_the_batch_bac
     let outcomes = tokio::time::timeout(Duration::from_secs(20), run).await;
     let outcomes = outcomes.expect("the batch hung: 20 s and still waiting for credits held by an unanswered line");
     assert_eq!(outcomes.len(), 3);
-    assert!(outcomes.iter().any(|o| o.status == JobStatus::Unknown));
+    assert!(outcomes.iter().any(|o| o.standing == Standing::Unanswered));
 }
 
 /// Run again after its first submission went unanswered, with nothing
@@ -206,7 +206,7 @@ async fn a_rerun_after_an_unanswered_first_submission_stays_under_the_cap() {
     mock.inject(Fault::on("/v1/gen-2-pro", FaultKind::LoseAnswer).method("POST"));
     let first = Batch::new(mock.client().unwrap(), store(journal.clone()), &dir.0).max_credits(30.0);
     let outcomes: Vec<JobOutcome> = first.run(sized_jobs(1, "rerun", 256, 256)).unwrap().collect().await;
-    assert_eq!(outcomes[0].status, JobStatus::Unknown, "{outcomes:#?}");
+    assert_eq!(outcomes[0].standing, Standing::Unanswered, "{outcomes:#?}");
     let again = Batch::new(mock.client().unwrap(), store(journal), &dir.0).max_credits(30.0);
     let run = async {
         again
@@ -247,7 +247,7 @@ async fn prices_learned_in_an_earlier_run_keep_a_known_dear_kind_under_the_cap()
     let earlier = Batch::new(mock.client().unwrap(), store(MemoryJournal::default()), &earlier_dir.0);
     let book = earlier.prices();
     let earlier_outcomes = run_batch(earlier, lines("earlier")[..3].to_vec()).await;
-    assert!(earlier_outcomes.iter().all(|o| o.status == JobStatus::Succeeded));
+    assert!(earlier_outcomes.iter().all(|o| o.standing == Standing::Saved));
     let learned = book.snapshot();
     assert_eq!(
         learned.len(),
@@ -268,10 +268,10 @@ async fn prices_learned_in_an_earlier_run_keep_a_known_dear_kind_under_the_cap()
     let charged = before - mock.credits().unwrap();
     assert!(charged <= cap + 1e-9, "the service charged {charged}: {outcomes:#?}");
     let by_line = |line: u64| outcomes.iter().find(|o| o.line == line).unwrap();
-    assert_eq!(by_line(1).status, JobStatus::Succeeded);
-    assert_eq!(by_line(2).status, JobStatus::Succeeded);
+    assert_eq!(by_line(1).standing, Standing::Saved);
+    assert_eq!(by_line(2).standing, Standing::Saved);
     let held_back = by_line(3);
-    assert_eq!(held_back.status, JobStatus::NotSubmitted, "{held_back:#?}");
+    assert_eq!(held_back.standing, Standing::Unsent, "{held_back:#?}");
     assert_eq!(held_back.class, Some(genapi::FailureClass::CreditCap));
     // Three from the earlier run, two now: the dear line was never sent.
     assert_eq!(mock.count("POST", "/v1/gen-2-pro"), 5);

@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use genapi_batch::{Batch, FileJournal, JobStatus, ReadStore, Standing};
+use genapi_batch::{Batch, FileJournal, ReadStore, Standing};
 use serde_json::json;
 
 use crate::common::*;
@@ -66,7 +66,7 @@ async fn a_batch_stopped_by_the_earlier_release_resumes_without_paying_twice() {
     std::fs::write(&path, text).unwrap();
     let batch = Batch::new(client, store(FileJournal::open(&path).unwrap()), &dir.0);
     let outcomes = run_batch(batch, jobs(1, "resumed")).await;
-    assert_eq!(outcomes[0].status, JobStatus::Succeeded, "{outcomes:#?}");
+    assert_eq!(outcomes[0].standing, Standing::Saved, "{outcomes:#?}");
     assert!(outcomes[0].resumed);
     assert_eq!(outcomes[0].task.as_ref().map(|t| t.id.as_str()), Some(task.id()));
     assert_eq!(

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use genapi_batch::{Batch, JobStatus};
+use genapi_batch::{Batch, Standing};
 
 use crate::common::*;
 
@@ -18,7 +18,7 @@ async fn expired_results_are_fetched_again_by_polling_without_resubmitting() {
         jobs(3, "expiry"),
     )
     .await;
-    assert!(first.iter().all(|o| o.status == JobStatus::Pending), "{first:#?}");
+    assert!(first.iter().all(|o| o.standing == Standing::Accepted), "{first:#?}");
     assert!(first.iter().all(|o| o.task.is_some()));
     assert!(first[0].error.as_deref().unwrap().contains("not submitted again"));
     // The result addresses of the first run expire.
@@ -32,7 +32,7 @@ async fn expired_results_are_fetched_again_by_polling_without_resubmitting() {
     )
     .await;
     for (before, after) in first.iter().zip(&second) {
-        assert_eq!(after.status, JobStatus::Succeeded, "{after:#?}");
+        assert_eq!(after.standing, Standing::Saved, "{after:#?}");
         assert!(after.resumed);
         assert_eq!(before.task, after.task, "the same task, polled again");
         let file = after.file.as_ref().unwrap();
@@ -50,7 +50,7 @@ async fn expired_results_are_fetched_again_by_polling_without_resubmitting() {
         .filter(|r| r.path.starts_with("/mock/results/"))
         .count();
     let third = run_batch(Batch::new(client, store(journal), &blocked), jobs(3, "expiry")).await;
-    assert!(third.iter().all(|o| o.status == JobStatus::Succeeded && o.from_journal));
+    assert!(third.iter().all(|o| o.standing == Standing::Saved && o.from_journal));
     let after = mock
         .requests()
         .iter()

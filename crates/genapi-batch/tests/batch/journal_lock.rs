@@ -9,7 +9,7 @@
 use std::time::Duration;
 
 use futures::StreamExt;
-use genapi_batch::{Batch, FileJournal, Job, JobStatus};
+use genapi_batch::{Batch, FileJournal, Job, Standing};
 use genapi_mock::{MockConfig, MockService};
 use serde_json::json;
 
@@ -39,7 +39,7 @@ async fn the_journal_is_free_again_as_soon_as_the_stream_has_ended() {
             .run(jobs())
             .unwrap();
         while let Some(outcome) = outcomes.next().await {
-            assert_eq!(outcome.status, JobStatus::Succeeded, "round {round}");
+            assert_eq!(outcome.standing, Standing::Saved, "round {round}");
         }
         // The stream is still in scope: its end closed the journal.
         if let Err(e) = FileJournal::open(&path) {

@@ -1,6 +1,6 @@
 //! A journal is read whatever it holds: an impossible time is no panic.
 
-use genapi_batch::{Batch, JobStatus, MemoryJournal};
+use genapi_batch::{Batch, MemoryJournal, Standing};
 use genapi_mock::{Fault, FaultKind};
 use serde_json::json;
 
@@ -42,7 +42,7 @@ async fn a_journal_with_an_impossible_time_is_read_without_a_panic() {
             vec![job.clone()],
         )
         .await;
-        assert_eq!(outcome[0].status, JobStatus::Unknown);
+        assert_eq!(outcome[0].standing, Standing::Unanswered);
         assert!(outcome[0]
             .error
             .as_deref()

@@ -3,7 +3,7 @@
 //! a folder that does not exist yet never cost a second submission.
 
 use futures::StreamExt;
-use genapi_batch::{Batch, Job, JobOutcome, JobStatus, MemoryJournal};
+use genapi_batch::{Batch, Job, JobOutcome, MemoryJournal, Standing};
 use genapi_mock::{Fault, FaultKind};
 use serde_json::json;
 
@@ -19,9 +19,9 @@ async fn two_jobs_with_one_output_name_are_not_both_paid_for() {
     // Names are made safe before they are compared: "../img-1" is "img-1".
     same[2].name = Some("../img-1".into());
     let outcomes = run_batch(Batch::new(client, store(MemoryJournal::default()), &dir.0), same).await;
-    assert_eq!(outcomes[0].status, JobStatus::Succeeded, "{outcomes:#?}");
+    assert_eq!(outcomes[0].standing, Standing::Saved, "{outcomes:#?}");
     for later in &outcomes[1..] {
-        assert_eq!(later.status, JobStatus::NotSubmitted, "{later:#?}");
+        assert_eq!(later.standing, Standing::Unsent, "{later:#?}");
         assert_eq!(later.class, Some(genapi::FailureClass::Validation));
         let error = later.error.as_deref().unwrap();
         assert!(
@@ -45,7 +45,7 @@ async fn a_line_renamed_onto_another_after_its_task_was_accepted_names_that_task
     let mut renamed = jobs(2, "renamed");
     renamed[1].name = Some("img-1".into());
     let again = run_batch(Batch::new(client, store(journal), &dir.0), renamed).await;
-    assert_eq!(again[1].status, JobStatus::NotSubmitted, "{again:#?}");
+    assert_eq!(again[1].standing, Standing::Unsent, "{again:#?}");
     assert_eq!(again[1].task.as_ref(), Some(&accepted), "the paid task is named");
     assert!(again[1].error.as_deref().unwrap().contains(&accepted.id));
     assert_eq!(mock.count("POST", "/v1/gen-2-pro"), 2, "nothing sent again");
@@ -66,7 +66,7 @@ async fn jobs_that_moved_to_other_lines_are_refused_not_paid_again() {
         vec![job(1, "fox"), job(2, "owl")],
     )
     .await;
-    assert!(first.iter().all(|o| o.status == JobStatus::Succeeded));
+    assert!(first.iter().all(|o| o.standing == Standing::Saved));
     // A line inserted above: every job now sits one line lower.
     let second = run_batch(
         Batch::new(client.clone(), store(journal.clone()), &dir.0),
@@ -74,7 +74,8 @@ async fn jobs_that_moved_to_other_lines_are_refused_not_paid_again() {
     )
     .await;
     for outcome in &second {
-        assert_eq!(outcome.status, JobStatus::Failed, "{outcome:#?}");
+        // Nothing of these jobs was sent.
+        assert_eq!(outcome.standing, Standing::Unsent, "{outcome:#?}");
         assert!(outcome.file.is_none(), "no other job's file is reported");
     }
     assert!(
@@ -93,17 +94,17 @@ async fn a_submission_without_an_answer_is_reported_and_never_resubmitted_silent
     mock.inject(Fault::on("/v1/gen-2-pro", FaultKind::DropConnection).method("POST"));
     let batch = || Batch::new(client.clone(), store(journal.clone()), &dir.0).jobs_at_once(1);
     let first = run_batch(batch(), jobs(3, "unknown")).await;
-    assert_eq!(first[0].status, JobStatus::Unknown, "{first:#?}");
+    assert_eq!(first[0].standing, Standing::Unanswered, "{first:#?}");
     let message = first[0].error.as_deref().unwrap();
     assert!(
         message.contains("may have accepted") && message.contains("allow sending it again"),
         "{message}"
     );
-    assert!(first[1..].iter().all(|o| o.status == JobStatus::Succeeded));
+    assert!(first[1..].iter().all(|o| o.standing == Standing::Saved));
     assert_eq!(mock.count("POST", "/v1/gen-2-pro"), 3);
 
     let second = run_batch(batch(), jobs(3, "unknown")).await;
-    assert_eq!(second[0].status, JobStatus::Unknown);
+    assert_eq!(second[0].standing, Standing::Unanswered);
     assert!(second[1..].iter().all(|o| o.from_journal));
     assert_eq!(
         mock.count("POST", "/v1/gen-2-pro"),
@@ -112,7 +113,7 @@ async fn a_submission_without_an_answer_is_reported_and_never_resubmitted_silent
     );
 
     let third = run_batch(batch().resubmit_unknown(true), jobs(3, "unknown")).await;
-    assert_eq!(third[0].status, JobStatus::Succeeded);
+    assert_eq!(third[0].standing, Standing::Saved);
     assert_eq!(mock.count("POST", "/v1/gen-2-pro"), 4, "sent again only when asked");
 }
 
@@ -126,10 +127,7 @@ async fn the_output_directory_is_made_before_anything_is_paid_for() {
         jobs(2, "made"),
     )
     .await;
-    assert!(
-        outcomes.iter().all(|o| o.status == JobStatus::Succeeded),
-        "{outcomes:#?}"
-    );
+    assert!(outcomes.iter().all(|o| o.standing == Standing::Saved), "{outcomes:#?}");
     assert!(out.join("img-1.jpg").is_file() || out.join("img-1.png").is_file() || out.join("img-1.webp").is_file());
 }
 
@@ -150,10 +148,7 @@ async fn a_line_number_given_to_two_jobs_is_sent_once() {
         1,
         "one line, one payment: {outcomes:#?}"
     );
-    let refused: Vec<&JobOutcome> = outcomes
-        .iter()
-        .filter(|o| o.status == JobStatus::NotSubmitted)
-        .collect();
+    let refused: Vec<&JobOutcome> = outcomes.iter().filter(|o| o.standing == Standing::Unsent).collect();
     assert_eq!(refused.len(), 1, "{outcomes:#?}");
     assert!(
         refused[0]

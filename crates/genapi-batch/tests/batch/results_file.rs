@@ -2,7 +2,7 @@
 //! written by the runner and read back as the same `ResultLine`.
 
 use futures::StreamExt;
-use genapi_batch::{Batch, GridCell, JobFile, JobStatus, MemoryJournal, ResultLine};
+use genapi_batch::{Batch, GridCell, JobFile, MemoryJournal, ResultLine, Standing};
 use serde_json::json;
 
 use crate::common::{store, Dir};
@@ -37,7 +37,7 @@ async fn a_result_line_says_what_was_asked_and_reads_back_whole() {
         .collect()
         .await;
     let fox = outcomes.iter().find(|o| o.line == 1).unwrap();
-    assert_eq!(fox.status, JobStatus::Succeeded, "{fox:?}");
+    assert_eq!(fox.standing, Standing::Saved, "{fox:?}");
     let written = fox.to_json();
     let read: ResultLine = serde_json::from_value(written.clone()).unwrap();
     assert_eq!(

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use futures::future::BoxFuture;
 use futures::StreamExt;
-use genapi_batch::{Batch, Job, JobStatus};
+use genapi_batch::{Batch, Job, Standing};
 use url::Url;
 
 use crate::common::{accepted_earlier, store, Dir};
@@ -50,7 +50,7 @@ async fn a_resumed_task_without_a_shared_seat_is_pending_not_failed() {
         .await;
     assert_eq!(outcomes.len(), 1, "{outcomes:#?}");
     let outcome = &outcomes[0];
-    assert_eq!(outcome.status, JobStatus::Pending, "{outcome:#?}");
+    assert_eq!(outcome.standing, Standing::Accepted, "{outcome:#?}");
     assert_eq!(
         outcome.task.as_ref().map(|t| t.id.as_str()),
         Some(task.id()),

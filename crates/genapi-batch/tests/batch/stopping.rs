@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use genapi_batch::{Batch, JobStatus, MemoryJournal};
+use genapi_batch::{Batch, MemoryJournal, Standing};
 use tokio::time::Instant;
 
 use crate::common::*;
@@ -49,7 +49,7 @@ async fn a_stop_while_the_intent_is_written_sends_nothing() {
     stopper.stop();
     release.send(()).unwrap();
     let outcomes = outcomes.await.unwrap();
-    assert_eq!(outcomes[0].status, JobStatus::NotSubmitted, "{outcomes:#?}");
+    assert_eq!(outcomes[0].standing, Standing::Unsent, "{outcomes:#?}");
     assert_eq!(mock.count("POST", "/v1/gen-2-pro"), 0, "nothing sent after the stop");
     let kept = records.events_so_far();
     assert!(
@@ -76,11 +76,11 @@ async fn a_stop_keeps_submissions_still_waiting_for_room_from_being_sent() {
     stopper.stop();
     let outcomes = outcomes.await.unwrap();
     assert_eq!(mock.count("POST", "/v1/gen-2-pro"), 1, "nothing sent after the stop");
-    let statuses: Vec<JobStatus> = outcomes.iter().map(|o| o.status).collect();
+    let statuses: Vec<Standing> = outcomes.iter().map(|o| o.standing).collect();
     assert_eq!(
-        statuses.iter().filter(|s| **s == JobStatus::NotSubmitted).count(),
+        statuses.iter().filter(|s| **s == Standing::Unsent).count(),
         2,
         "{outcomes:#?}"
     );
-    assert_eq!(statuses.iter().filter(|s| **s == JobStatus::Pending).count(), 1);
+    assert_eq!(statuses.iter().filter(|s| **s == Standing::Accepted).count(), 1);
 }

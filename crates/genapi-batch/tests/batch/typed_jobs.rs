@@ -2,7 +2,7 @@
 
 use futures::StreamExt;
 use genapi::api::types::Gen2ProRequest;
-use genapi_batch::{Batch, Job, JobStatus, MemoryJournal};
+use genapi_batch::{Batch, Job, MemoryJournal, Standing};
 use serde_json::Value;
 
 use crate::common::{store, Dir};
@@ -25,10 +25,7 @@ async fn a_typed_job_sends_what_submit_would_and_is_saved() {
     ];
     let batch = Batch::new(mock.client().unwrap(), store(MemoryJournal::default()), &dir.0);
     let outcomes: Vec<_> = batch.run(jobs).unwrap().collect().await;
-    assert!(
-        outcomes.iter().all(|o| o.status == JobStatus::Succeeded),
-        "{outcomes:#?}"
-    );
+    assert!(outcomes.iter().all(|o| o.standing == Standing::Saved), "{outcomes:#?}");
     assert!(dir.join("fox.jpg").is_file() && dir.join("line-2.jpg").is_file());
     // What the service received is what the typed builders hold, and only that.
     let mut bodies: Vec<Value> = mock

@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use futures::StreamExt;
-use genapi_batch::{Batch, Job, JobStatus, MemoryJournal};
+use genapi_batch::{Batch, Job, MemoryJournal, Standing};
 use genapi_mock::MockService;
 use serde_json::json;
 
@@ -42,10 +42,7 @@ async fn a_polling_host_that_refuses_polls_stops_the_batch_from_sending() {
     assert_eq!(outcomes.len(), 30, "{outcomes:#?}");
     let sent = mock.count("POST", "/v1/gen-2-pro");
     assert!(sent <= 8, "{sent} tasks paid for after the first poll was refused");
-    let not_sent: Vec<_> = outcomes
-        .iter()
-        .filter(|o| o.status == JobStatus::NotSubmitted)
-        .collect();
+    let not_sent: Vec<_> = outcomes.iter().filter(|o| o.standing == Standing::Unsent).collect();
     assert_eq!(not_sent.len(), 30 - sent, "{outcomes:#?}");
     assert!(
         not_sent.iter().all(|o| o

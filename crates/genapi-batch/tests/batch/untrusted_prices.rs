@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use genapi_batch::{Batch, Job, JobOutcome, JobStatus, MemoryJournal, Prices};
+use genapi_batch::{Batch, Job, JobOutcome, MemoryJournal, Prices, Standing};
 use genapi_test_common::hostile::{self, Hostile};
 use serde_json::json;
 
@@ -110,7 +110,7 @@ async fn an_acceptance_reporting_less_than_the_task_settles_lets_no_line_past_th
     // settled, its kind's price (1) let one more go, and no third.
     assert!(charged <= cap + 1.0, "charged {charged} of a cap of {cap}");
     assert_eq!(created, 2, "{outcomes:#?}");
-    let succeeded: Vec<_> = outcomes.iter().filter(|o| o.status == JobStatus::Succeeded).collect();
+    let succeeded: Vec<_> = outcomes.iter().filter(|o| o.standing == Standing::Saved).collect();
     assert_eq!(succeeded.len(), 2, "{outcomes:#?}");
     assert!(
         succeeded.iter().all(|o| o.cost == Some(1.0)),

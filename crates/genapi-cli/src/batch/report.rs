@@ -9,7 +9,7 @@
 use std::collections::HashMap;
 
 use genapi::FailureClass;
-use genapi_batch::{JobOutcome, JobStatus};
+use genapi_batch::{JobOutcome, Standing};
 
 use super::standing;
 use crate::out;
@@ -19,13 +19,13 @@ use crate::progress::Progress;
 /// the flags that do it.
 pub(super) fn with_flags(mut outcome: JobOutcome) -> JobOutcome {
     let line = outcome.line;
-    let flags = match (outcome.status, outcome.class, &outcome.task) {
-        (JobStatus::Unknown, _, _) => format!("--adopt {line}=TASK_ID, or --resubmit-unknown"),
+    let flags = match (outcome.standing, outcome.class, &outcome.task) {
+        (Standing::Unanswered, _, _) => format!("--adopt {line}=TASK_ID, or --resubmit-unknown"),
         // An adopted task that turned out to be another line's.
-        (JobStatus::Failed, Some(FailureClass::Validation), Some(_)) => format!("--adopt {line}=TASK_ID"),
+        (Standing::Accepted, Some(FailureClass::Validation), Some(_)) => format!("--adopt {line}=TASK_ID"),
         // A saved result whose paid task could not be recorded: a later
         // run would not know the task.
-        (JobStatus::Succeeded, Some(FailureClass::Write), Some(task)) => {
+        (Standing::Saved, Some(FailureClass::Write), Some(task)) => {
             format!("--adopt {line}={}", out::clean(&task.id))
         }
         _ => return outcome,
@@ -56,14 +56,14 @@ impl Reports {
         }
         // Lines sent without an answer are many at once when the network
         // goes: the summary names them together, with what to do, once.
-        if outcome.status == JobStatus::Unknown {
+        if outcome.standing == Standing::Unanswered {
             return;
         }
-        let worth_saying = outcome.status != JobStatus::Succeeded || outcome.class.is_some();
+        let worth_saying = outcome.standing != Standing::Saved || outcome.class.is_some();
         let (Some(error), true) = (&outcome.error, worth_saying) else {
             return;
         };
-        let status = status_words(outcome.status);
+        let status = status_words(outcome);
         let error = out::clean(error);
         let error = error.strip_prefix(&format!("{status}: ")).unwrap_or(&error);
         let message = format!("{status}: {error}");
@@ -94,15 +94,11 @@ impl Reports {
     }
 }
 
-/// A line's status as the command says it (results.jsonl keeps the
-/// library's words, e.g. `not_submitted`).
-fn status_words(status: JobStatus) -> &'static str {
-    match status {
-        JobStatus::Succeeded => "saved",
-        JobStatus::Moderated => "moderated",
-        JobStatus::Pending => "accepted, not finished",
-        JobStatus::Unknown => "sent without an answer",
-        JobStatus::NotSubmitted => "not sent",
-        _ => "failed",
+/// What a line came to, as the command says it as it happens: where it
+/// stands, with the class of an ending (`moderated`) where it has one.
+fn status_words(outcome: &JobOutcome) -> String {
+    match (outcome.standing, outcome.class) {
+        (Standing::Ended, Some(class)) => format!("ended ({})", class.as_str().replace('_', " ")),
+        (standing, _) => standing.as_str().to_string(),
     }
 }

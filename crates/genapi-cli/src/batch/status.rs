@@ -5,8 +5,7 @@
 //! by [`keeper::read_status`] without changing anything): for each group of
 //! lines, what the next run does with them, in the words a run that stopped
 //! early uses ([`standing`](super::standing)); a ledger adds what its
-//! workers share: the counts, the credits and which worker holds which
-//! lines.
+//! workers share: the credits and which worker holds which lines.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -65,10 +64,10 @@ impl View<'_> {
     }
 
     /// What the workers of the ledger's batch `name` share; a batch not in
-    /// the ledger has all its lines not started.
+    /// the ledger has nothing shared yet.
     fn shared(&self, name: &str) -> SharedStatus {
         let shared = self.status.as_ref().and_then(|status| status.shared.clone());
-        shared.unwrap_or_else(|| SharedStatus::not_started(name, self.job_lines.len() as u64))
+        shared.unwrap_or_else(|| SharedStatus::new(name))
     }
 
     /// `--json`: whether the store holds the batch, its lines counted by
@@ -92,7 +91,7 @@ impl View<'_> {
         }
         let mut said = vec![match &self.place {
             Place::Journal(out_dir) => format!("batch in {}:", shown(out_dir)),
-            Place::Ledger(name) => format!("batch {}: {}", out::clean(name), counts(&self.shared(name))),
+            Place::Ledger(name) => format!("batch {}: {}", out::clean(name), credits(&self.shared(name))),
         }];
         let next_run = self.lines().next_run(&self.folder);
         said.extend(next_run.iter().map(|sentence| format!("  {sentence}")));
@@ -111,25 +110,18 @@ impl View<'_> {
                 shown(out_dir)
             ),
             Place::Ledger(name) => format!(
-                "batch {} is not in the ledger: no worker has started it yet ({count} lines not started)",
+                "batch {} is not in the ledger: no worker has started it yet ({count} lines to send)",
                 out::clean(name)
             ),
         }
     }
 }
 
-/// A shared batch's counts and credits.
-fn counts(shared: &SharedStatus) -> String {
+/// A shared batch's credits (its lines are counted by standing, below).
+fn credits(shared: &SharedStatus) -> String {
     format!(
-        "{} done, {} failed, {} in flight, {} unknown, {} open, {} not started; {:.2} credits charged, {:.2} held",
-        shared.done,
-        shared.failed,
-        shared.in_flight,
-        shared.unknown,
-        shared.open,
-        shared.not_started,
-        shared.credits_charged,
-        shared.credits_held
+        "{:.2} credits charged, {:.2} held",
+        shared.credits_charged, shared.credits_held
     )
 }
 
@@ -176,8 +168,8 @@ mod tests {
         let mut journal = Status::default();
         journal.lines = standings();
         let journal = view(Place::Journal(PathBuf::from("out")), Some(journal));
-        let mut shared = SharedStatus::not_started("jobs:jobsjsonl", 1);
-        (shared.done, shared.in_flight, shared.credits_charged) = (1, 1, 2.5);
+        let mut shared = SharedStatus::new("jobs:jobsjsonl");
+        shared.credits_charged = 2.5;
         shared.workers.insert("host:out".into(), vec![2]);
         let ledger = view(
             Place::Ledger("jobs:jobsjsonl".into()),
@@ -186,11 +178,7 @@ mod tests {
 
         let (journal_said, ledger_said) = (journal.text(), ledger.text());
         assert_eq!(journal_said[0], "batch in out:");
-        assert_eq!(
-            ledger_said[0],
-            "batch jobs:jobsjsonl: 1 done, 0 failed, 1 in flight, 0 unknown, 0 open, 1 not started; 2.50 credits \
-             charged, 0.00 held"
-        );
+        assert_eq!(ledger_said[0], "batch jobs:jobsjsonl: 2.50 credits charged, 0.00 held");
         assert_eq!(journal_said[1..], ledger_said[1..4], "{ledger_said:#?}");
         assert!(journal_said[3].starts_with("  line 3: not sent"), "{journal_said:#?}");
         assert_eq!(ledger_said[4..], ["  host:out holds 1 line(s): 2"]);
@@ -203,9 +191,10 @@ mod tests {
         );
         assert_eq!(journal_json["journal"], "out/journal.jsonl");
         assert_eq!(
-            (&ledger_json["in_flight"], &ledger_json["exists"]),
+            (&ledger_json["lines"]["accepted"], &ledger_json["exists"]),
             (&Value::from(1), &Value::Bool(true))
         );
+        assert_eq!(ledger_json["credits_charged"], 2.5);
     }
 
     #[test]
@@ -218,7 +207,7 @@ mod tests {
         let ledger = view(Place::Ledger("nightly".into()), None);
         assert_eq!(
             ledger.text(),
-            ["batch nightly is not in the ledger: no worker has started it yet (3 lines not started)"]
+            ["batch nightly is not in the ledger: no worker has started it yet (3 lines to send)"]
         );
         for json in [journal.json(), ledger.json()] {
             assert_eq!(
@@ -226,6 +215,5 @@ mod tests {
                 (&Value::Bool(false), &Value::from(3))
             );
         }
-        assert_eq!(ledger.json()["not_started"], 3);
     }
 }

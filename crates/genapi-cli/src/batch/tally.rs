@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
 
 use genapi::FailureClass;
-use genapi_batch::{JobOutcome, JobStatus};
+use genapi_batch::{JobOutcome, Standing};
 
 use super::{shown, RESULTS};
 use crate::code;
@@ -16,16 +16,17 @@ use crate::progress::Figures;
 /// Counts for the progress line and the summary.
 pub(super) struct Tally {
     jobs: usize,
-    succeeded: usize,
+    /// The lines by where each stands after this run.
+    by_standing: BTreeMap<Standing, usize>,
+    /// Of the saved lines, those saved before this run or by another worker.
+    saved_earlier: usize,
+    /// Lines reported from the store, nothing sent or fetched for them.
     earlier: usize,
-    /// Of those, the ones that succeeded.
-    earlier_succeeded: usize,
     worked: usize,
-    failed: BTreeMap<&'static str, usize>,
+    /// Why lines stand where they do, for those that have a class.
+    why: BTreeMap<(Standing, &'static str), usize>,
     classes: HashSet<FailureClass>,
-    moderated: usize,
-    unknown: Vec<u64>,
-    pending: usize,
+    unanswered: Vec<u64>,
     invalid: usize,
     cost: f64,
     cap: Option<f64>,
@@ -36,15 +37,13 @@ impl Tally {
     pub(super) fn new(jobs: usize) -> Tally {
         Tally {
             jobs,
-            succeeded: 0,
+            by_standing: BTreeMap::new(),
+            saved_earlier: 0,
             earlier: 0,
-            earlier_succeeded: 0,
             worked: 0,
-            failed: BTreeMap::new(),
+            why: BTreeMap::new(),
             classes: HashSet::new(),
-            moderated: 0,
-            unknown: Vec::new(),
-            pending: 0,
+            unanswered: Vec::new(),
             invalid: 0,
             cost: 0.0,
             cap: None,
@@ -53,34 +52,30 @@ impl Tally {
 
     /// Counts one line's outcome.
     pub(super) fn add(&mut self, outcome: &JobOutcome) {
+        let standing = outcome.standing;
         if outcome.from_journal {
             self.earlier += 1;
-            if outcome.status == JobStatus::Succeeded {
-                self.earlier_succeeded += 1;
+            if standing == Standing::Saved {
+                self.saved_earlier += 1;
             }
         } else {
             self.worked += 1;
         }
         // Whatever was charged for the line, in this run or before.
         self.cost += counted(outcome.cost);
+        *self.by_standing.entry(standing).or_default() += 1;
         if let Some(class) = outcome.class {
             self.classes.insert(class);
+            *self.why.entry((standing, class.as_str())).or_default() += 1;
         }
-        match outcome.status {
-            JobStatus::Succeeded => self.succeeded += 1,
-            JobStatus::Moderated => self.moderated += 1,
-            JobStatus::Unknown => self.unknown.push(outcome.line),
-            JobStatus::Pending => self.pending += 1,
-            _ => {
-                let unsent = if outcome.status == JobStatus::NotSubmitted {
-                    "not_sent"
-                } else {
-                    "other"
-                };
-                let class = outcome.class.map_or(unsent, FailureClass::as_str);
-                *self.failed.entry(class).or_default() += 1;
-            }
+        if standing == Standing::Unanswered {
+            self.unanswered.push(outcome.line);
         }
+    }
+
+    /// The lines that stand so after this run.
+    fn count(&self, standing: Standing) -> usize {
+        self.by_standing.get(&standing).copied().unwrap_or(0)
     }
 
     /// What progress shows.
@@ -125,11 +120,16 @@ impl Tally {
         self.earlier + self.worked
     }
 
+    /// Lines this run reached that did not end saved.
     fn failed_total(&self) -> usize {
-        self.failed.values().sum::<usize>() + self.moderated + self.unknown.len() + self.pending
+        self.by_standing
+            .iter()
+            .filter(|(standing, _)| **standing != Standing::Saved)
+            .map(|(_, n)| n)
+            .sum()
     }
 
-    /// 0 when every line succeeded within the cap, else the code of the
+    /// 0 when every line was saved within the cap, else the code of the
     /// most serious class (a batch charged more than its cap is one at it).
     pub(super) fn exit_code(&self) -> u8 {
         let past_the_cap = self.passed_cap().map(|_| FailureClass::CreditCap);
@@ -141,32 +141,15 @@ impl Tally {
     }
 }
 
-/// The summary: what the lines came to and what they cost, with what to do
-/// about lines left pending or unknown.
+/// The summary: where the lines stand, in the words `--status` uses, and
+/// what they cost, with what to do about lines left accepted or
+/// unanswered.
 pub(super) fn summary(tally: &Tally, out_dir: &Path, json: bool, mock: bool, written: bool) {
-    // The words of results.jsonl (`credit_cap`, `not_sent`) said as words.
-    let failed: Vec<String> = tally
-        .failed
-        .iter()
-        .map(|(class, n)| format!("{n} {}", class.replace('_', " ")))
-        .collect();
+    let prices = if mock { " (the mock's illustrative prices)" } else { "" };
     let mut text = format!(
-        "{} succeeded ({} of them already done before this run or by another worker), {} failed{}, {} moderated, {} pending, {} unknown, {} invalid; total \
-         known cost {:.2} credits{}; {}",
-        tally.succeeded,
-        tally.earlier_succeeded,
-        tally.failed.values().sum::<usize>(),
-        if failed.is_empty() {
-            String::new()
-        } else {
-            format!(" ({})", failed.join(", "))
-        },
-        tally.moderated,
-        tally.pending,
-        tally.unknown.len(),
-        tally.invalid,
+        "{}; total known cost {:.2} credits{prices}; {}",
+        standings(tally),
         tally.cost,
-        if mock { " (illustrative mock prices)" } else { "" },
         if written {
             format!("results in {}", shown(&out_dir.join(RESULTS)))
         } else {
@@ -185,9 +168,8 @@ pub(super) fn summary(tally: &Tally, out_dir: &Path, json: bool, mock: bool, wri
     // not from the counts of this run, which miss the lines it let go of.
     if !written {
         let text = format!(
-            "the run stopped early ({RESULTS} not updated); known cost {:.2} credits{}",
-            tally.cost,
-            if mock { " (illustrative mock prices)" } else { "" },
+            "the run stopped early ({RESULTS} not updated); known cost {:.2} credits{prices}",
+            tally.cost
         );
         let texts: Vec<String> = std::iter::once(text).chain(past_the_cap).collect();
         say(&texts, json);
@@ -197,20 +179,57 @@ pub(super) fn summary(tally: &Tally, out_dir: &Path, json: bool, mock: bool, wri
         text.push('\n');
         text.push_str(past);
     }
-    if tally.pending > 0 {
-        text.push_str("\npending tasks were accepted: run the same command again to finish them (never resubmitted)");
+    if tally.count(Standing::Accepted) > 0 {
+        text.push_str(
+            "\naccepted tasks are not finished: run the same command again to finish them (never resubmitted)",
+        );
     }
-    if !tally.unknown.is_empty() {
+    if !tally.unanswered.is_empty() {
         text.push('\n');
-        text.push_str(&unknown_advice(&tally.unknown));
+        text.push_str(&unknown_advice(&tally.unanswered));
     }
 
     say(&[text], json);
 }
 
+/// "3 saved (1 before this run or by another worker), 2 ended (1
+/// moderated, 1 task failed), 1 unsent (1 credit cap)": each standing with
+/// lines, in the order of [`Standing::ALL`], with the classes of its lines.
+fn standings(tally: &Tally) -> String {
+    let mut said = Vec::new();
+    for standing in Standing::ALL {
+        let count = tally.count(standing);
+        if count == 0 && standing != Standing::Saved {
+            continue;
+        }
+        let mut why: Vec<String> = tally
+            .why
+            .iter()
+            .filter(|((of, _), _)| *of == standing)
+            .map(|((_, class), n)| format!("{n} {}", class.replace('_', " ")))
+            .collect();
+        if standing == Standing::Saved {
+            why.clear();
+            if tally.saved_earlier > 0 {
+                why.push(format!("{} before this run or by another worker", tally.saved_earlier));
+            }
+        }
+        let why = if why.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", why.join(", "))
+        };
+        said.push(format!("{count} {}{why}", standing.as_str()));
+    }
+    if tally.invalid > 0 {
+        said.push(format!("{} invalid", tally.invalid));
+    }
+    said.join(", ")
+}
+
 /// What to do about lines sent without an answer.
-fn unknown_advice(unknown: &[u64]) -> String {
-    let mut unknown = unknown.to_vec();
+fn unknown_advice(unanswered: &[u64]) -> String {
+    let mut unknown = unanswered.to_vec();
     unknown.sort_unstable();
     let lines: Vec<String> = unknown.iter().take(20).map(u64::to_string).collect();
     let more = if unknown.len() > lines.len() { ", …" } else { "" };

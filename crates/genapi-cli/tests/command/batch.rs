@@ -98,7 +98,7 @@ async fn a_batch_killed_with_sigkill_at_random_points_completes_without_a_lost_o
     // line whose outcome is unknown: reported, never sent again on its own.
     let unknown: Vec<u64> = results(&out.join("results.jsonl"))
         .iter()
-        .filter(|r| r["status"] == "unknown")
+        .filter(|r| r["status"] == "unanswered")
         .map(|r| r["line"].as_u64().unwrap())
         .collect();
     let prompt = |line: u64| format!("crash test line {line}");
@@ -154,7 +154,7 @@ async fn a_batch_killed_with_sigkill_at_random_points_completes_without_a_lost_o
         let client = client.clone();
         let out = out.clone();
         async move {
-            assert_eq!(line["status"], "succeeded", "{line}");
+            assert_eq!(line["status"], "saved", "{line}");
             let n = line["line"].as_u64().unwrap();
             let file = out.join(format!("img-{n}.jpg"));
             let saved = std::fs::read(&file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
@@ -300,9 +300,9 @@ async fn invalid_lines_are_all_reported_and_nothing_is_sent() {
     assert_eq!(printed, results(&dir.join("out/results.jsonl")));
     assert_eq!(printed.len(), 7);
     let fine = printed.iter().find(|r| r["line"] == 1).unwrap();
-    assert_eq!(fine["status"], "succeeded");
+    assert_eq!(fine["status"], "saved");
     assert!(dir.join("out/line-1.jpg").is_file());
-    assert!(text(&run.stderr).contains("1 succeeded"), "{}", text(&run.stderr));
+    assert!(text(&run.stderr).contains("1 saved"), "{}", text(&run.stderr));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -340,7 +340,7 @@ async fn the_command_reports_an_unknown_outcome_with_what_to_do_and_survives_clo
         .unwrap();
     assert_eq!(again.status.code(), Some(9), "{}", text(&again.stderr));
     assert!(
-        text(&again.stdout).contains("2 succeeded (2 of them already done before this run or by another worker)"),
+        text(&again.stdout).contains("2 saved (2 before this run or by another worker)"),
         "{}",
         text(&again.stdout)
     );
@@ -374,11 +374,7 @@ async fn the_command_reports_an_unknown_outcome_with_what_to_do_and_survives_clo
         .output()
         .unwrap();
     assert_eq!(adopted.status.code(), Some(0), "{}", text(&adopted.stderr));
-    assert!(
-        text(&adopted.stdout).contains("3 succeeded"),
-        "{}",
-        text(&adopted.stdout)
-    );
+    assert!(text(&adopted.stdout).contains("3 saved"), "{}", text(&adopted.stdout));
     assert!(dir.join("out").join("img-1.jpg").is_file());
     assert_eq!(mock.count("POST", "/v1/gen-2-pro"), 3, "adopting sends nothing");
     assert_eq!(mock.stats().submissions.get("/v1/gen-2-pro"), Some(&3));
@@ -524,7 +520,7 @@ fn the_command_fetches_expired_results_again_from_the_same_tasks_on_a_standalone
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
     assert_eq!(pending.len(), 3);
-    assert!(pending.iter().all(|r| r["status"] == "pending"), "{pending:#?}");
+    assert!(pending.iter().all(|r| r["status"] == "accepted"), "{pending:#?}");
     assert!(!dir.join("out/results.jsonl").exists() || results(&dir.join("out/results.jsonl")).len() == 3);
 
     // Past the addresses' validity: the next run polls the same tasks for
@@ -546,7 +542,7 @@ fn the_command_fetches_expired_results_again_from_the_same_tasks_on_a_standalone
     };
     assert_eq!(ids(&pending), ids(&done), "the same tasks: nothing submitted again");
     for line in &done {
-        assert_eq!(line["status"], "succeeded");
+        assert_eq!(line["status"], "saved");
         let file = dir.0.join(line["file"].as_str().unwrap());
         assert_eq!(crate::common::dimensions(&std::fs::read(file).unwrap()), Some((64, 64)));
     }
@@ -773,7 +769,7 @@ async fn a_rerun_counts_as_already_done_only_the_lines_that_succeeded() {
     let again = run();
     let said = text(&again.stdout);
     assert!(
-        said.contains("1 succeeded (1 of them already done before this run or by another worker), 1 failed"),
+        said.contains("1 saved (1 before this run or by another worker), 1 ended"),
         "{said}"
     );
 }

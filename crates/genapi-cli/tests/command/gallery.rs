@@ -242,7 +242,7 @@ async fn a_killed_and_resumed_batch_leaves_a_gallery_the_browser_accepts_and_a_r
     let page = dir.join("shots").join(genapi_gallery::INDEX);
     let seen = crate::common::browser::open(&chromium, &page);
     // Every thumbnail decoded, and one for every saved image.
-    let succeeded = results.values().filter(|r| r["status"] == "succeeded").count();
+    let succeeded = results.values().filter(|r| r["status"] == "saved").count();
     assert_eq!(succeeded, 38, "{results:?}");
     assert_eq!(seen.images.len(), succeeded);
     assert!(seen.images.iter().all(|(_, width)| *width > 0), "{:?}", seen.images);
@@ -263,7 +263,7 @@ async fn a_killed_and_resumed_batch_leaves_a_gallery_the_browser_accepts_and_a_r
         if let Some(seed) = result["seed"].as_i64() {
             assert!(text.contains(&seed.to_string()), "line {line}: {text}");
         }
-        if result["status"] != "succeeded" {
+        if result["status"] != "saved" {
             let task = result["task_id"].as_str().unwrap();
             assert_eq!(tile["task"], task, "line {line}");
             assert!(text.contains(task), "a failed tile shows its task: {text}");
@@ -342,7 +342,7 @@ async fn the_gallery_shows_finished_lines_while_the_batch_still_runs() {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
     let shown = loop {
         let text = std::fs::read_to_string(&page).unwrap_or_default();
-        if text.contains("data-line=\"1\" data-status=\"succeeded\"") {
+        if text.contains("data-line=\"1\" data-status=\"saved\"") {
             break text;
         }
         assert!(
@@ -352,7 +352,7 @@ async fn the_gallery_shows_finished_lines_while_the_batch_still_runs() {
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     };
     assert!(batch.try_wait().unwrap().is_none(), "the batch still runs");
-    assert!(!shown.contains("data-line=\"2\" data-status=\"succeeded\""), "{shown}");
+    assert!(!shown.contains("data-line=\"2\" data-status=\"saved\""), "{shown}");
     batch.kill().unwrap();
     batch.wait().unwrap();
 }

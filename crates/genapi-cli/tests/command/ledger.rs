@@ -154,7 +154,7 @@ async fn four_workers_two_killed_and_restarted_finish_every_line_once_without_a_
     let reported = outcomes(&outputs);
     let unknown: Vec<u64> = reported
         .values()
-        .filter(|o| o["status"] == "unknown")
+        .filter(|o| o["status"] == "unanswered")
         .filter_map(|o| o["line"].as_u64())
         .collect();
     if !unknown.is_empty() {
@@ -188,7 +188,7 @@ async fn four_workers_two_killed_and_restarted_finish_every_line_once_without_a_
     assert!(stats.peak_active_tasks <= 24, "peak {}", stats.peak_active_tasks);
     let reported = outcomes(&outputs);
     assert_eq!(reported.len(), LINES as usize);
-    assert!(reported.values().all(|o| o["status"] == "succeeded"), "{reported:?}");
+    assert!(reported.values().all(|o| o["status"] == "saved"), "{reported:?}");
     // The 24-slot ideal: 240 two-second tasks, 24 at a time.
     let ideal = task_time * (LINES as u32).div_ceil(24);
     eprintln!(
@@ -202,14 +202,14 @@ async fn four_workers_two_killed_and_restarted_finish_every_line_once_without_a_
     // fail on a slower machine with nothing wrong.
 }
 
-/// For a failure message: every outcome other than `succeeded` that any
+/// For a failure message: every outcome other than `saved` that any
 /// worker reported (a line may be reported by more than one), and the end
 /// of each worker's log.
 fn what_each_worker_said(outputs: &[Output]) -> String {
     let mut said = String::new();
     for (worker, output) in outputs.iter().enumerate() {
         for line in text(&output.stdout).lines() {
-            if serde_json::from_str::<Value>(line).is_ok_and(|o| o["line"].is_u64() && o["status"] != "succeeded") {
+            if serde_json::from_str::<Value>(line).is_ok_and(|o| o["line"].is_u64() && o["status"] != "saved") {
                 said.push_str(&format!("worker {worker} reported: {line}\n"));
             }
         }
@@ -260,9 +260,9 @@ async fn three_workers_under_a_cap_of_60_credits_at_3_a_task_spend_48_to_60() {
     let status = worker(&dir, &mock, &pg, &["--status"]).output().unwrap();
     assert_eq!(status.status.code(), Some(0), "{}", text(&status.stderr));
     let view: Value = serde_json::from_slice(&status.stdout).unwrap();
-    assert_eq!(view["done"], created as u64);
+    assert_eq!(view["lines"]["saved"], created as u64);
     assert_eq!(view["credits_charged"].as_f64(), Some(charged));
-    assert_eq!(view["open"], 40 - created as u64);
+    assert_eq!(view["lines"]["unsent"], 40 - created as u64);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -71,7 +71,7 @@ async fn an_end_the_database_refuses_does_not_keep_another_line_from_being_sent(
         .find(|v| v["line"] == 2)
         .unwrap_or_else(|| panic!("line 2 reported: {stdout}\n{stderr}"));
     assert_eq!(
-        fine["status"], "succeeded",
+        fine["status"], "saved",
         "line 2 was kept from being sent by line 1's end: {fine}"
     );
 }

@@ -153,7 +153,7 @@ async fn a_job_file_changed_under_its_batch_name_is_refused_not_paid_for_again()
     assert_eq!(posts.get("append 4"), None, "nothing sent by the refused worker");
 }
 
-/// Before any worker ran, every line is "not started".
+/// Before any worker ran, every line is unsent.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn status_counts_the_lines_no_worker_has_reached() {
     let Some(pg) = Postgres::start("status-not-started") else {
@@ -170,10 +170,10 @@ async fn status_counts_the_lines_no_worker_has_reached() {
         String::from_utf8_lossy(&status.stderr)
     );
     let view: Value = serde_json::from_slice(&status.stdout).unwrap();
-    assert_eq!(view["not_started"], 5, "{view}");
-    let total: u64 = ["done", "failed", "in_flight", "unknown", "open", "not_started"]
+    assert_eq!(view["lines"]["unsent"], 5, "{view}");
+    let total: u64 = genapi_batch::Standing::ALL
         .iter()
-        .map(|k| view[k].as_u64().unwrap())
+        .map(|standing| view["lines"][standing.as_str()].as_u64().unwrap())
         .sum();
     assert_eq!(total, 5, "the job file has 5 lines; --status says {view}");
 }

@@ -208,7 +208,7 @@ async fn workers_go_on_after_the_database_restarts_and_nothing_is_sent_twice_or_
     }
     let reported = by_line(&outcomes);
     assert_eq!(reported.len(), LINES as usize, "{reported:?}");
-    assert!(reported.values().all(|o| o["status"] == "succeeded"), "{reported:?}");
+    assert!(reported.values().all(|o| o["status"] == "saved"), "{reported:?}");
     let posts = posts_by_prompt(&mock);
     for line in 1..=LINES {
         assert_eq!(posts.get(&format!("restart line {line}")), Some(&1), "line {line}");
@@ -322,7 +322,7 @@ async fn killed_and_started_again(test: &str, name: Option<&str>) {
     assert!(
         reported
             .values()
-            .all(|o| o["status"] == "succeeded" || o["status"] == "unknown"),
+            .all(|o| o["status"] == "saved" || o["status"] == "unanswered"),
         "{reported:?}"
     );
     for (prompt, count) in posts_by_prompt(&mock) {

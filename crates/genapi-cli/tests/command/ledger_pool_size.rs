@@ -90,7 +90,7 @@ async fn a_pool_has_one_size_another_is_refused_and_a_worker_without_one_takes_i
     let succeeded = outputs
         .iter()
         .flat_map(|o| text(&o.stdout).lines().map(str::to_string).collect::<Vec<_>>())
-        .filter(|line| serde_json::from_str::<Value>(line).is_ok_and(|o| o["status"] == "succeeded"))
+        .filter(|line| serde_json::from_str::<Value>(line).is_ok_and(|o| o["status"] == "saved"))
         .count();
     assert!(succeeded >= 12, "{outputs:?}");
     let stats = mock.stats();

@@ -75,7 +75,7 @@ async fn a_line_that_could_not_take_a_seat_is_not_submitted_and_the_next_run_sen
         .iter()
         .find(|o| o["line"] == 2)
         .unwrap_or_else(|| panic!("{reported:?}"));
-    assert_eq!(line_2["status"], "not_submitted", "{line_2}");
+    assert_eq!(line_2["status"], "unsent", "{line_2}");
     let error = line_2["error"].as_str().unwrap();
     assert!(error.contains("nothing was sent"), "{error}");
     assert!(error.contains("running the batch again submits it"), "{error}");

@@ -74,7 +74,7 @@ async fn status_before_the_first_run_changes_nothing_and_says_the_batch_is_not_t
     assert_eq!(json.status.code(), Some(0), "{}", text(&json.stderr));
     let view: Value = serde_json::from_slice(&json.stdout).unwrap();
     assert_eq!(view["exists"], false, "{view}");
-    assert_eq!(view["not_started"], 3, "{view}");
+    assert_eq!(view["lines"]["unsent"], 3, "{view}");
     assert_eq!(tables(), "0", "--status created the ledger's tables");
     assert_eq!(mock.requests().len(), 0, "--status sent something");
 
@@ -89,7 +89,7 @@ async fn status_before_the_first_run_changes_nothing_and_says_the_batch_is_not_t
     assert_eq!(status.status.code(), Some(0), "{}", text(&status.stderr));
     let view: Value = serde_json::from_slice(&status.stdout).unwrap();
     assert_eq!(
-        (view["exists"].clone(), view["done"].clone()),
+        (view["exists"].clone(), view["lines"]["saved"].clone()),
         (json!(true), json!(3)),
         "{view}"
     );
@@ -144,7 +144,7 @@ async fn the_readmes_ledger_set_up_works_as_written() {
             let done = output(genapi).await;
             assert_eq!(done.status.code(), Some(0), "{command}: {}", text(&done.stderr));
             if args.contains("--status") {
-                assert!(text(&done.stdout).contains(": 2 done,"), "{}", text(&done.stdout));
+                assert!(text(&done.stdout).contains("(2): saved;"), "{}", text(&done.stdout));
             }
         } else {
             panic!("a line of the set-up this test does not know: {line}");
@@ -197,7 +197,10 @@ async fn a_ledgers_status_says_what_the_next_run_does_with_each_line_as_a_journa
     assert_eq!(sentences(alone).len(), 2, "{alone}");
     assert_eq!(sentences(alone), sentences(shared), "{alone}\n{shared}");
     assert!(shared.contains("line 2: ended for good"), "{shared}");
-    assert!(shared.contains(": 2 done, 1 failed,"), "{shared}");
+    assert!(
+        shared.contains(": 3.16 credits charged"),
+        "two lines saved at 1.58: {shared}"
+    );
     for (out, ledger) in places {
         let json = output(batch(out, ledger, &["--status", "--json"])).await;
         let view: Value = serde_json::from_slice(&json.stdout).unwrap();

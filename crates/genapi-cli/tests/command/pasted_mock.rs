@@ -72,7 +72,7 @@ fn the_lines_genapi_mock_prints_pasted_into_sh_let_a_batch_stop_and_resume_on_it
         assert!(!text(run).contains("built-in mock"), "{}", text(run));
     }
     assert_eq!(resumed.status.code(), Some(0), "{}", text(&resumed));
-    assert!(text(&resumed).contains("3 succeeded"), "{}", text(&resumed));
+    assert!(text(&resumed).contains("3 saved"), "{}", text(&resumed));
     let journal = std::fs::read_to_string(dir.join("out/journal.jsonl")).unwrap();
     let sent = journal
         .lines()

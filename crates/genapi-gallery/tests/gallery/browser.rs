@@ -49,7 +49,7 @@ fn a_hundred_thousand_lines_are_pages_that_open_with_every_thumbnail_decoded_and
             .collect();
         assert_eq!(seen.tiles.len(), on_page.len(), "page {number}");
         assert_eq!(seen.tiles.len() as u64, PAGE_TILES);
-        let expected_images = on_page.iter().filter(|line| line.succeeded()).count();
+        let expected_images = on_page.iter().filter(|line| line.saved()).count();
         assert_eq!(seen.images.len(), expected_images, "page {number}");
         let undecoded: Vec<&(String, u64)> = seen.images.iter().filter(|(_, width)| *width == 0).collect();
         assert!(

@@ -8,15 +8,15 @@ use std::process::{Command, Stdio};
 use genapi_batch::ResultLine;
 use genapi_gallery::{Gallery, GalleryError, INDEX, PAGES, PAGE_TILES};
 
-use crate::common::results::{failed, results};
+use crate::common::results::{ended, results};
 use crate::common::Dir;
 
 /// What a page escapes most: each of these takes five or six characters.
 const HOSTILE: &str = "\"<&'";
 
-/// A failed line whose prompt is `length` characters of [`HOSTILE`].
+/// An ended line whose prompt is `length` characters of [`HOSTILE`].
 fn long_prompt(line: u64, length: usize) -> ResultLine {
-    let mut result = failed(line, "moderated");
+    let mut result = ended(line, "moderated");
     result.prompt = Some(HOSTILE.repeat(length / HOSTILE.len()));
     result
 }
@@ -108,14 +108,14 @@ fn a_page_put_away_keeps_its_lines_cut() {
     // Five pages: the first is put away, its lines kept beside it.
     gallery.add(long_prompt(1, 300_000));
     for line in 2..=4 * PAGE_TILES + 1 {
-        gallery.add(failed(line, "timeout"));
+        gallery.add(ended(line, "timeout"));
     }
     gallery.write().unwrap();
     let kept = std::fs::read_to_string(dir.join(PAGES).join("1.jsonl")).unwrap();
     assert!(kept.contains("… (300000 characters)"), "the cut prompt is kept");
     assert!(kept.len() < 1 << 20, "{} bytes kept", kept.len());
     // Read back (the page changes again), it is shown as it was.
-    gallery.add(failed(2, "timeout"));
+    gallery.add(ended(2, "timeout"));
     gallery.write().unwrap();
     let first = std::fs::read_to_string(dir.join(PAGES).join("1.html")).unwrap();
     assert!(first.contains("… (300000 characters)</p>"), "shown as first cut");
@@ -125,15 +125,15 @@ fn a_page_put_away_keeps_its_lines_cut() {
 #[test]
 fn a_line_longer_than_any_a_batch_writes_is_refused_unread() {
     let dir = Dir::new("gallery-long-line");
-    let mut enormous = failed(2, "moderated");
+    let mut enormous = ended(2, "moderated");
     enormous.prompt = Some("x".repeat(17 << 20));
-    results(&dir.0, &[failed(1, "moderated"), enormous]);
+    results(&dir.0, &[ended(1, "moderated"), enormous]);
     let error = Gallery::rebuild(&dir.0).unwrap_err();
     assert!(matches!(error, GalleryError::Line { number: 2, .. }), "{error}");
     assert!(error.to_string().contains("longer than 16 MiB"), "{error}");
 
     // A line numbered beyond any job file would make a page of its own.
-    results(&dir.0, &[failed(1, "moderated"), failed(u64::MAX / 2, "moderated")]);
+    results(&dir.0, &[ended(1, "moderated"), ended(u64::MAX / 2, "moderated")]);
     let error = Gallery::rebuild(&dir.0).unwrap_err();
     assert!(matches!(error, GalleryError::Line { number: 2, .. }), "{error}");
     assert!(
@@ -149,7 +149,7 @@ fn pages_of_long_texts_are_put_away_sooner() {
     // Every text as long as a page shows, of a character escaped six times
     // over: about 19 KB a line, held and shown.
     let heavy = |line| {
-        let mut result = failed(line, "moderated");
+        let mut result = ended(line, "moderated");
         result.prompt = Some("\"".repeat(1000));
         result.error = result.prompt.clone();
         result.name = Some("\"".repeat(256));

@@ -3,7 +3,7 @@
 use genapi_batch::GridCell;
 use genapi_gallery::{Gallery, GalleryError, INDEX, THUMBNAIL_SIDE, THUMBS};
 
-use crate::common::results::{failed, image, results, succeeded};
+use crate::common::results::{ended, image, results, saved};
 use crate::common::Dir;
 
 #[test]
@@ -13,28 +13,24 @@ fn every_line_has_a_tile_and_every_image_a_small_thumbnail() {
     image(&dir.0, "whale.jpg", 512, 512);
     results(
         &dir.0,
-        &[
-            succeeded(1, "fox.png"),
-            succeeded(2, "whale.jpg"),
-            failed(3, "moderated"),
-        ],
+        &[saved(1, "fox.png"), saved(2, "whale.jpg"), ended(3, "moderated")],
     );
     let gallery = Gallery::rebuild(&dir.0).unwrap();
     assert_eq!(gallery.len(), 3);
     assert!(gallery.unreadable().is_empty(), "{:?}", gallery.unreadable());
     let page = std::fs::read_to_string(dir.join(INDEX)).unwrap();
     for expected in [
-        "data-line=\"1\" data-status=\"succeeded\" data-task=\"task-1\"",
+        "data-line=\"1\" data-status=\"saved\" data-task=\"task-1\"",
         "src=\"thumbs/fox.jpg\"",
         "href=\"fox.png\"",
         "prompt of line 2",
         "512×384",
         "1001",
-        "data-line=\"3\" data-status=\"failed\" data-task=\"task-3\"",
+        "data-line=\"3\" data-status=\"ended\" data-task=\"task-3\"",
         "<b class=\"class\">moderated</b>",
         "<code>task-3</code>",
         "3 lines",
-        "2 succeeded · 1 failed",
+        "2 saved · 1 ended",
         "0.1 credits",
         "wall time 4.0 s",
     ] {
@@ -57,7 +53,7 @@ fn every_line_has_a_tile_and_every_image_a_small_thumbnail() {
 fn rebuilding_gives_the_same_page_and_keeps_the_thumbnails() {
     let dir = Dir::new("gallery-rebuild");
     image(&dir.0, "fox.png", 300, 200);
-    results(&dir.0, &[succeeded(1, "fox.png"), failed(2, "timeout")]);
+    results(&dir.0, &[saved(1, "fox.png"), ended(2, "timeout")]);
     Gallery::rebuild(&dir.0).unwrap();
     let first = std::fs::read(dir.join(INDEX)).unwrap();
     let thumb = dir.join(THUMBS).join("fox.jpg");
@@ -75,7 +71,7 @@ fn rebuilding_gives_the_same_page_and_keeps_the_thumbnails() {
 fn workers_sharing_an_output_folder_keep_its_gallery_without_undoing_each_others_writes() {
     let dir = Dir::new("gallery-writers");
     image(&dir.0, "fox.png", 64, 64);
-    results(&dir.0, &[succeeded(1, "fox.png"), failed(2, "timeout")]);
+    results(&dir.0, &[saved(1, "fox.png"), ended(2, "timeout")]);
     // Each worker of a batch keeps the page current: two writers of one
     // temporary name would rename each other's file away mid-write.
     let writers: Vec<_> = (0..2)
@@ -107,12 +103,12 @@ fn the_last_result_of_a_line_wins_as_in_the_results_file() {
     let dir = Dir::new("gallery-last");
     image(&dir.0, "fox.png", 64, 64);
     let mut gallery = Gallery::new(&dir.0);
-    gallery.add(failed(1, "network"));
-    gallery.add(succeeded(1, "fox.png"));
+    gallery.add(ended(1, "network"));
+    gallery.add(saved(1, "fox.png"));
     gallery.write().unwrap();
     let page = std::fs::read_to_string(dir.join(INDEX)).unwrap();
-    assert!(page.contains("data-status=\"succeeded\""), "{page}");
-    assert!(!page.contains("data-status=\"failed\""), "{page}");
+    assert!(page.contains("data-status=\"saved\""), "{page}");
+    assert!(!page.contains("data-status=\"ended\""), "{page}");
 }
 
 #[test]
@@ -124,7 +120,7 @@ fn cells_of_a_sweep_are_laid_out_as_a_grid() {
             let line = (row * 3 + column + 1) as u64;
             let file = format!("r{row}-c{column}.png");
             image(&dir.0, &file, 96, 64);
-            let mut cell = succeeded(line, &file);
+            let mut cell = saved(line, &file);
             cell.prompt = Some(prompt.into());
             cell.grid = Some(GridCell {
                 row: prompt.into(),
@@ -133,7 +129,7 @@ fn cells_of_a_sweep_are_laid_out_as_a_grid() {
             lines.push(cell);
         }
     }
-    lines.push(succeeded(7, "r0-c0.png"));
+    lines.push(saved(7, "r0-c0.png"));
     results(&dir.0, &lines);
     Gallery::rebuild(&dir.0).unwrap();
     let page = std::fs::read_to_string(dir.join(INDEX)).unwrap();
@@ -156,12 +152,12 @@ fn what_a_results_file_says_never_becomes_markup_or_a_read_outside_the_folder() 
     let dir = Dir::new("gallery-hostile");
     let outside = Dir::new("gallery-hostile-outside");
     image(&outside.0, "secret.png", 64, 64);
-    let mut escape_attempt = succeeded(1, "../gallery-hostile-outside/secret.png");
+    let mut escape_attempt = saved(1, "../gallery-hostile-outside/secret.png");
     escape_attempt.prompt = Some("<script>alert(1)</script><img src=https://example.com/x>".into());
-    let mut absolute = succeeded(2, &outside.join("secret.png").display().to_string());
+    let mut absolute = saved(2, &outside.join("secret.png").display().to_string());
     absolute.name = Some("\"><b>bold</b>".into());
     std::os::unix::fs::symlink(outside.join("secret.png"), dir.join("linked.png")).unwrap();
-    let linked = succeeded(3, "linked.png");
+    let linked = saved(3, "linked.png");
     results(&dir.0, &[escape_attempt, absolute, linked]);
     let gallery = Gallery::rebuild(&dir.0).unwrap();
     assert_eq!(gallery.unreadable().len(), 3, "{:?}", gallery.unreadable());
@@ -192,7 +188,7 @@ fn a_tile_links_to_its_image_beside_the_page_whatever_folder_the_batch_was_run_f
     let dir = Dir::new("gallery-links");
     image(&dir.0, "fox.png", 64, 64);
     // The batch writes the file as the command was given its --out.
-    results(&dir.0, &[succeeded(1, "shots/fox.png")]);
+    results(&dir.0, &[saved(1, "shots/fox.png")]);
     Gallery::rebuild(&dir.0).unwrap();
     let page = std::fs::read_to_string(dir.join(INDEX)).unwrap();
     assert!(page.contains("<a href=\"fox.png\">"), "{page}");
@@ -203,7 +199,7 @@ fn a_cell_named_twice_shows_both_lines_and_a_scattered_sweep_is_tiles() {
     let dir = Dir::new("gallery-twice");
     image(&dir.0, "a.png", 64, 64);
     let cell = |line| {
-        let mut result = succeeded(line, "a.png");
+        let mut result = saved(line, "a.png");
         result.grid = Some(GridCell {
             row: "a fox".into(),
             column: "seed 1".into(),
@@ -217,7 +213,7 @@ fn a_cell_named_twice_shows_both_lines_and_a_scattered_sweep_is_tiles() {
     // 300 cells on the diagonal of a 300 by 300 table: tiles instead.
     let scattered: Vec<_> = (1..=300)
         .map(|line| {
-            let mut result = succeeded(line, "a.png");
+            let mut result = saved(line, "a.png");
             result.grid = Some(GridCell {
                 row: format!("row {line}"),
                 column: format!("column {line}"),
@@ -238,7 +234,7 @@ fn a_thumbnail_folder_that_is_a_link_is_not_written_through() {
     let elsewhere = Dir::new("gallery-thumbs-elsewhere");
     image(&dir.0, "fox.png", 64, 64);
     std::os::unix::fs::symlink(&elsewhere.0, dir.join(THUMBS)).unwrap();
-    results(&dir.0, &[succeeded(1, "fox.png")]);
+    results(&dir.0, &[saved(1, "fox.png")]);
     let gallery = Gallery::rebuild(&dir.0).unwrap();
     assert_eq!(gallery.unreadable().len(), 1, "{:?}", gallery.unreadable());
     assert_eq!(
@@ -256,7 +252,7 @@ fn a_thumbnail_folder_that_is_a_link_is_not_written_through() {
 fn failed_writes_leave_no_temporary_file() {
     let dir = Dir::new("gallery-leftovers");
     image(&dir.0, "fox.png", 64, 64);
-    results(&dir.0, &[succeeded(1, "fox.png")]);
+    results(&dir.0, &[saved(1, "fox.png")]);
     std::fs::create_dir_all(dir.join(INDEX)).unwrap();
     std::fs::create_dir_all(dir.join(THUMBS).join("fox.jpg")).unwrap();
     assert!(Gallery::rebuild(&dir.0).is_err(), "index.html is a folder");
@@ -277,4 +273,34 @@ fn failed_writes_leave_no_temporary_file() {
         page.is_empty() && thumbs.is_empty(),
         "temporary files left: {page:?} {thumbs:?}"
     );
+}
+
+/// A results file an earlier release wrote, in its words (`succeeded`,
+/// `moderated`, `pending`, `unknown`, `not_submitted`), is shown in the words
+/// of today: the thumbnail of a saved line, and each line's standing.
+#[test]
+fn a_results_file_of_an_earlier_release_is_shown_in_todays_words() {
+    let dir = Dir::new("gallery-earlier-words");
+    image(&dir.0, "fox.png", 64, 64);
+    let earlier = [
+        r#"{"line": 1, "status": "succeeded", "name": "fox", "file": "fox.png"}"#,
+        r#"{"line": 2, "status": "moderated", "class": "moderated"}"#,
+        r#"{"line": 3, "status": "pending", "task_id": "task-3"}"#,
+        r#"{"line": 4, "status": "unknown", "class": "unknown"}"#,
+        r#"{"line": 5, "status": "not_submitted", "class": "credit_cap"}"#,
+        r#"{"line": 6, "status": "invalid", "class": "validation"}"#,
+    ];
+    std::fs::write(dir.join("results.jsonl"), earlier.join("\n") + "\n").unwrap();
+    Gallery::rebuild(&dir.0).unwrap();
+    let page = std::fs::read_to_string(dir.join(INDEX)).unwrap();
+    for expected in [
+        "1 saved · 1 ended · 1 accepted · 1 unanswered · 1 unsent · 1 invalid",
+        "data-line=\"1\" data-status=\"saved\"",
+        "src=\"thumbs/fox.jpg\"",
+        "data-line=\"2\" data-status=\"ended\"",
+        "data-line=\"3\" data-status=\"accepted\"",
+        "data-line=\"5\" data-status=\"unsent\"",
+    ] {
+        assert!(page.contains(expected), "{expected:?} is not on the page:\n{page}");
+    }
 }

@@ -5,7 +5,7 @@ use std::os::unix::fs::MetadataExt as _;
 
 use genapi_gallery::{Gallery, INDEX, PAGES, PAGE_TILES};
 
-use crate::common::results::{failed, image, succeeded};
+use crate::common::results::{ended, image, saved};
 use crate::common::Dir;
 
 /// A gallery of `dir` with lines `lines` succeeded, all showing one image.
@@ -13,7 +13,7 @@ fn gallery_of(dir: &Dir, lines: std::ops::RangeInclusive<u64>) -> Gallery {
     image(&dir.0, "shared.png", 64, 48);
     let mut gallery = Gallery::new(&dir.0);
     for line in lines {
-        gallery.add(succeeded(line, "shared.png"));
+        gallery.add(saved(line, "shared.png"));
     }
     gallery
 }
@@ -35,16 +35,16 @@ fn a_gallery_grows_from_one_page_to_an_index_of_pages_that_link_each_other() {
     assert_eq!(tiles(&index) as u64, PAGE_TILES, "a page's worth is index.html alone");
     assert!(!dir.join(PAGES).exists());
 
-    gallery.add(succeeded(PAGE_TILES + 1, "shared.png"));
+    gallery.add(saved(PAGE_TILES + 1, "shared.png"));
     gallery.write().unwrap();
     let index = std::fs::read_to_string(dir.join(INDEX)).unwrap();
     assert_eq!(tiles(&index), 0, "the index lists the pages");
     assert!(
-        index.contains("<a href=\"pages/1.html\">lines 1–1000</a>: 1000 succeeded"),
+        index.contains("<a href=\"pages/1.html\">lines 1–1000</a>: 1000 saved"),
         "{index}"
     );
     assert!(
-        index.contains("<a href=\"pages/2.html\">lines 1001–1001</a>: 1 succeeded"),
+        index.contains("<a href=\"pages/2.html\">lines 1001–1001</a>: 1 saved"),
         "{index}"
     );
     let first = page(&dir, 1);
@@ -74,7 +74,7 @@ fn only_the_pages_that_changed_are_written_again() {
         .collect();
     let index_before = inode(dir.join(INDEX));
 
-    gallery.add(failed(2 * PAGE_TILES + 500, "task_failed"));
+    gallery.add(ended(2 * PAGE_TILES + 500, "task_failed"));
     gallery.write().unwrap();
     let after: Vec<u64> = (1..=3)
         .map(|n| inode(dir.join(PAGES).join(format!("{n}.html"))))
@@ -92,7 +92,7 @@ fn only_the_pages_that_changed_are_written_again() {
     );
     assert!(std::fs::read_to_string(dir.join(INDEX))
         .unwrap()
-        .contains("lines 2001–3000</a>: 999 succeeded · 1 failed"));
+        .contains("lines 2001–3000</a>: 999 saved · 1 ended"));
     // Nothing changed: nothing is written but the index.
     gallery.write().unwrap();
     let again: Vec<u64> = (1..=3)
@@ -113,16 +113,13 @@ fn a_page_put_away_takes_a_late_result_with_its_other_lines() {
         "page 1's lines were put away"
     );
     // A late result for line 10 (a retried line, another worker's).
-    gallery.add(failed(10, "task_failed"));
+    gallery.add(ended(10, "task_failed"));
     gallery.write().unwrap();
     assert_eq!(gallery.len() as u64, 8 * PAGE_TILES, "replaced, not added");
     let first = page(&dir, 1);
     assert_eq!(tiles(&first) as u64, PAGE_TILES, "its other lines are still there");
-    assert!(first.contains("id=\"line-10\" data-line=\"10\" data-status=\"failed\""));
-    assert_eq!(
-        first.matches("data-status=\"succeeded\"").count() as u64,
-        PAGE_TILES - 1
-    );
+    assert!(first.contains("id=\"line-10\" data-line=\"10\" data-status=\"ended\""));
+    assert_eq!(first.matches("data-status=\"saved\"").count() as u64, PAGE_TILES - 1);
     let index = std::fs::read_to_string(dir.join(INDEX)).unwrap();
     assert!(index.contains("<h1>8000 lines in 8 pages</h1>"), "{}", &index[..1500]);
 }
@@ -131,17 +128,17 @@ fn a_page_put_away_takes_a_late_result_with_its_other_lines() {
 fn a_rebuild_of_a_large_folder_gives_the_pages_the_run_kept() {
     let dir = Dir::new("gallery-pages-rebuild");
     image(&dir.0, "shared.png", 64, 48);
-    let mut lines: Vec<_> = (1..=2500).map(|line| succeeded(line, "shared.png")).collect();
+    let mut lines: Vec<_> = (1..=2500).map(|line| saved(line, "shared.png")).collect();
     // The last result of a line wins, wherever it comes in the file.
-    lines.push(failed(3, "task_failed"));
+    lines.push(ended(3, "task_failed"));
     crate::common::results::results(&dir.0, &lines);
     let gallery = Gallery::rebuild(&dir.0).unwrap();
     assert_eq!(gallery.len(), 2500);
     let first = page(&dir, 1);
-    assert!(first.contains("data-line=\"3\" data-status=\"failed\""));
+    assert!(first.contains("data-line=\"3\" data-status=\"ended\""));
     let index = std::fs::read_to_string(dir.join(INDEX)).unwrap();
-    assert!(index.contains("lines 1–1000</a>: 999 succeeded · 1 failed"), "{index}");
-    assert!(index.contains("lines 2001–2500</a>: 500 succeeded"), "{index}");
+    assert!(index.contains("lines 1–1000</a>: 999 saved · 1 ended"), "{index}");
+    assert!(index.contains("lines 2001–2500</a>: 500 saved"), "{index}");
 }
 
 #[test]
@@ -171,7 +168,7 @@ fn a_pages_folder_that_is_a_link_is_not_written_through() {
     std::fs::rename(dir.join(PAGES), dir.join("moved")).unwrap();
     std::os::unix::fs::symlink(&elsewhere.0, dir.join(PAGES)).unwrap();
     for line in 4 * PAGE_TILES + 1..=7 * PAGE_TILES {
-        gallery.add(succeeded(line, "shared.png"));
+        gallery.add(saved(line, "shared.png"));
     }
     assert!(gallery.write().is_err());
     assert_eq!(std::fs::read_dir(&elsewhere.0).unwrap().count(), 0);
@@ -183,7 +180,7 @@ fn pages_of_lines_far_apart_link_the_pages_that_exist() {
     image(&dir.0, "shared.png", 64, 48);
     let mut gallery = Gallery::new(&dir.0);
     for line in [1, 5 * PAGE_TILES + 1, 9 * PAGE_TILES + 1] {
-        gallery.add(succeeded(line, "shared.png"));
+        gallery.add(saved(line, "shared.png"));
     }
     gallery.write().unwrap();
     let middle = page(&dir, 6);
@@ -199,7 +196,7 @@ fn a_gallery_says_why_of_the_first_ten_thousand_images_it_cannot_read() {
     let dir = Dir::new("gallery-pages-unreadable");
     let mut gallery = Gallery::new(&dir.0);
     for line in 1..=10_050 {
-        gallery.add(succeeded(line, "missing.png"));
+        gallery.add(saved(line, "missing.png"));
     }
     gallery.write().unwrap();
     assert_eq!(gallery.unreadable().len(), 10_000, "a results file may name millions");
