@@ -447,6 +447,12 @@ impl Ledger {
                 self.write(line, false, REFUSED, &[batch, &line, worker, text]).await?;
             }
             Event::Finished { status, cost, .. } if status != "Refused" => {
+                // An ending the service charges nothing for (moderation)
+                // gives its hold back, as the journal's budget counts it;
+                // other endings without a settled cost keep theirs.
+                if genapi_batch::FailedStatus::from_word(status).charged_nothing() {
+                    self.drop_hold(line as u64).await?;
+                }
                 // A line done is given back with its end: nothing more is
                 // done on it, and a release would be one more step.
                 self.end(line, record, *cost).await?;

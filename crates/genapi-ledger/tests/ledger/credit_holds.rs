@@ -130,3 +130,30 @@ async fn a_hold_left_by_a_worker_that_is_gone_is_counted_never_waited_for() {
         "settled: its hold is replaced; its kind was not this run's to price"
     );
 }
+
+/// A moderated task is charged nothing: its hold goes when it ends, so the
+/// cap it took is free for the next line (a task that failed with an error
+/// and no settled cost keeps its hold: it may have been charged).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_moderated_task_gives_its_hold_back_and_one_that_failed_keeps_it() {
+    let Some(pg) = Postgres::start("credit-holds-moderated") else {
+        return;
+    };
+    let ledger = claimed(&pg, "moderated", 3).await;
+    let end = |line: u64, status: &str| json!({"event": "finished", "line": line, "status": status});
+    assert_eq!(ledger.hold_credits(1, "k", 10.0, None).await.unwrap(), Hold::Held(10.0));
+    accept(&ledger, 1, 0.0).await;
+    ledger.write(record(end(1, "Content Moderated"))).await.unwrap();
+    assert_eq!(
+        ledger.hold_credits(2, "k", 10.0, None).await.unwrap(),
+        Hold::Held(10.0),
+        "nothing of the cap is taken by the moderated task"
+    );
+    accept(&ledger, 2, 0.0).await;
+    ledger.write(record(end(2, "Error"))).await.unwrap();
+    assert_eq!(
+        ledger.hold_credits(3, "k", 10.0, None).await.unwrap(),
+        Hold::CapReached,
+        "the failed task may have been charged all it held"
+    );
+}
