@@ -178,11 +178,15 @@ impl FailedStatus {
 pub enum Standing {
     /// Its result was saved: reported from the store, nothing sent.
     Saved,
-    /// It ended otherwise for good (its task failed or was moderated, or
-    /// the service refused it with an answer that created no task):
-    /// reported from the store, nothing sent (a refusal is sent again only
-    /// when asked).
+    /// Its task ended for good without a result (it failed, was
+    /// moderated, or its result expired): reported from the store, never
+    /// sent again.
     Ended,
+    /// The service refused its submission with an answer that created no
+    /// task (402 credits, 403 key, 422 job): reported from the store, sent
+    /// again only when asked ([`crate::Batch::retry_refused`]), once its
+    /// cause is fixed.
+    Refused,
     /// Its task was accepted and has not ended: the next run polls it and
     /// saves its result, and never submits the line again.
     Accepted,
@@ -200,9 +204,10 @@ pub enum Standing {
 
 impl Standing {
     /// Every standing, in the order a summary lists them.
-    pub const ALL: [Standing; 6] = [
+    pub const ALL: [Standing; 7] = [
         Standing::Saved,
         Standing::Ended,
+        Standing::Refused,
         Standing::Accepted,
         Standing::Unanswered,
         Standing::Gone,
@@ -214,6 +219,7 @@ impl Standing {
         match self {
             Standing::Saved => "saved",
             Standing::Ended => "ended",
+            Standing::Refused => "refused",
             Standing::Accepted => "accepted",
             Standing::Unanswered => "unanswered",
             Standing::Gone => "gone",
@@ -434,6 +440,7 @@ impl Line {
                 ending: Ending::Saved { .. },
                 ..
             } => Standing::Saved,
+            _ if self.refused() => Standing::Refused,
             Line::Ended { .. } => Standing::Ended,
         }
     }
@@ -524,7 +531,7 @@ mod tests {
             Standing::Unsent,
             "refused in a way that may be tried again"
         );
-        assert_eq!(standing(7), Standing::Ended, "refused for good");
+        assert_eq!(standing(7), Standing::Refused, "sent again only when asked");
         assert_eq!(
             standing(8),
             Standing::Unanswered,
@@ -549,6 +556,9 @@ mod tests {
             FailedStatus::Other("Something New".into())
         );
         let words: Vec<&str> = Standing::ALL.iter().map(|s| s.as_str()).collect();
-        assert_eq!(words, ["saved", "ended", "accepted", "unanswered", "gone", "unsent"]);
+        assert_eq!(
+            words,
+            ["saved", "ended", "refused", "accepted", "unanswered", "gone", "unsent"]
+        );
     }
 }

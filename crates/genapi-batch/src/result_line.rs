@@ -19,8 +19,9 @@ pub struct ResultLine {
     /// Its number in the job file (the first line is 1).
     pub line: u64,
     /// Where the line stands after the run, in the one word of its
-    /// [`Standing`] (`saved`, `ended`, `accepted`, `unanswered`, `gone`,
-    /// `unsent`), or `invalid` for a line of a job file that is not a job.
+    /// [`Standing`] (`saved`, `ended`, `refused`, `accepted`, `unanswered`,
+    /// `gone`, `unsent`), or `invalid` for a line of a job file that is not
+    /// a job.
     /// [`ResultLine::standing`] reads it, and the words of earlier
     /// releases too.
     pub status: String,

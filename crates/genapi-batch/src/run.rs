@@ -1285,7 +1285,7 @@ impl Context {
         }
         if surely_refused(&error) {
             self.record_ending(line, FailedStatus::Refused, &error).await;
-            return Next::Outcome(Box::new(self.failed(line, stem, None, &error, Standing::Ended)));
+            return Next::Outcome(Box::new(self.failed(line, stem, None, &error, Standing::Refused)));
         }
         // Its hold stays (it may have been charged) but no longer waits for
         // an answer (a ledger's does so once the line is released).

@@ -20,7 +20,7 @@ h1{font-size:1.3em;margin:0 0 .3em}header p{margin:.2em 0}\
 .tiles{display:flex;flex-wrap:wrap;gap:12px}\
 .tile{margin:0;width:210px;background:#fff;border:1px solid #ddd;border-radius:6px;padding:8px;overflow-wrap:anywhere}\
 .tile img{display:block;max-width:192px;height:auto;margin:0 auto 6px}\
-.tile.ended,.tile.gone,.tile.invalid{border-color:#c33;background:#fff5f5}\
+.tile.ended,.tile.refused,.tile.gone,.tile.invalid{border-color:#c33;background:#fff5f5}\
 .tile.accepted,.tile.unanswered,.tile.unsent{border-color:#c90;background:#fffbf0}\
 .failure .class{color:#c33;text-transform:uppercase;font-size:.85em}\
 .prompt{margin:.2em 0;color:#444}dl{display:grid;grid-template-columns:auto 1fr;gap:0 .6em;margin:.3em 0 0;font-size:.9em}\
@@ -30,15 +30,19 @@ table.grid td{padding:4px;vertical-align:top}nav{margin:0 0 .6em}ol.pages{column
 
 /// The order statuses are counted in: what went well first, the standings
 /// of [`Standing::ALL`] and then lines that were not jobs.
-const STATUS_ORDER: [&str; 7] = [
+const STATUS_ORDER: [&str; 8] = [
     Standing::ALL[0].as_str(),
     Standing::ALL[1].as_str(),
     Standing::ALL[2].as_str(),
     Standing::ALL[3].as_str(),
     Standing::ALL[4].as_str(),
     Standing::ALL[5].as_str(),
+    Standing::ALL[6].as_str(),
     INVALID,
 ];
+
+// Every standing has its place in the order.
+const _: () = assert!(STATUS_ORDER.len() == Standing::ALL.len() + 1);
 
 /// The status of a line of the job file that is not a job.
 const INVALID: &str = "invalid";

@@ -26,7 +26,7 @@ async fn a_journal_of_the_earlier_release_stands_as_that_release_said() {
         (2, Unanswered),
         (3, Accepted),
         (4, Unsent),
-        (5, Ended),
+        (5, Refused),
         (6, Ended),
         (7, Ended),
         (8, Ended),

@@ -24,12 +24,12 @@ async fn a_refusal_that_created_no_task_is_kept_until_the_user_asks_to_retry_it(
     };
     let batch = || Batch::new(client.clone(), store(journal.clone()), &dir.0);
     let first = run_batch(batch(), jobs(2, "refused")).await;
-    assert!(first.iter().all(|o| o.standing == Standing::Ended), "{first:#?}");
+    assert!(first.iter().all(|o| o.standing == Standing::Refused), "{first:#?}");
     assert_eq!(first[0].class, Some(genapi::FailureClass::Credits));
     assert_eq!(mock.count("POST", "/v1/gen-2-pro"), 2);
     mock.set_credits(None);
     let second = run_batch(batch(), jobs(2, "refused")).await;
-    assert!(second.iter().all(|o| o.standing == Standing::Ended && o.from_journal));
+    assert!(second.iter().all(|o| o.standing == Standing::Refused && o.from_journal));
     assert_eq!(mock.count("POST", "/v1/gen-2-pro"), 2, "not sent again by itself");
     let third = run_batch(batch().retry_refused(true), jobs(2, "refused")).await;
     assert!(third.iter().all(|o| o.standing == Standing::Saved), "{third:#?}");

@@ -21,6 +21,8 @@ pub(super) fn with_flags(mut outcome: JobOutcome) -> JobOutcome {
     let line = outcome.line;
     let flags = match (outcome.standing, outcome.class, &outcome.task) {
         (Standing::Unanswered, _, _) => format!("--adopt {line}=TASK_ID, or --resubmit-unknown"),
+        // Sent again only when asked, once the cause is fixed.
+        (Standing::Refused, _, _) => "--retry-refused, once the cause is fixed".to_string(),
         // An adopted task that turned out to be another line's.
         (Standing::Accepted, Some(FailureClass::Validation), Some(_)) => format!("--adopt {line}=TASK_ID"),
         // A saved result whose paid task could not be recorded: a later

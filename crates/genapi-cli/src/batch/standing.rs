@@ -64,8 +64,9 @@ impl Lines {
         say(Standing::Saved, "saved; not sent again");
         say(
             Standing::Ended,
-            "ended for good (failed, moderated or refused, as results.jsonl says); not sent again",
+            "ended for good (failed, moderated or expired, as results.jsonl says); not sent again",
         );
+        say(Standing::Refused, REFUSED_ADVICE);
         say(
             Standing::Accepted,
             "accepted, not finished; the same command polls their tasks and saves the results (never submits them \
@@ -81,6 +82,12 @@ impl Lines {
         said
     }
 }
+
+/// What is said of refused lines, wherever they are reported: what the
+/// same command does with them, and the flag that sends them again.
+pub const REFUSED_ADVICE: &str = "refused by the service with an answer that created no task (402: credits, 403: the \
+     key, 422: the job, as results.jsonl says); the same command does not send them again: fix the cause, then run \
+     it with --retry-refused to send them";
 
 /// What to say of lines whose tasks lived in a built-in mock that ended:
 /// `now` when it ends with this run.

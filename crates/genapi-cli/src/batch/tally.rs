@@ -188,6 +188,15 @@ pub(super) fn summary(tally: &Tally, out_dir: &Path, json: bool, mock: bool, wri
         text.push('\n');
         text.push_str(&unknown_advice(&tally.unanswered));
     }
+    let refused = tally.count(Standing::Refused);
+    if refused > 0 {
+        let lines = if refused == 1 {
+            "1 line"
+        } else {
+            &format!("{refused} lines")
+        };
+        text.push_str(&format!("\n{lines} {}", super::standing::REFUSED_ADVICE));
+    }
 
     say(&[text], json);
 }

@@ -60,6 +60,7 @@ mod profiles;
 mod progress;
 mod readme_tour;
 mod record;
+mod refused_lines;
 mod replay;
 #[cfg(unix)]
 mod terminal;
