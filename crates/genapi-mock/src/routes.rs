@@ -137,7 +137,7 @@ async fn handle(Shared(ctx): Shared<Ctx>, request: Request) -> Response {
     let response = match fault {
         Some(fault) => match fault.kind {
             FaultKind::Delay(delay) => {
-                ctx.state.clock.sleep_until(arrived.checked_add(delay).unwrap_or(arrived)).await;
+                ctx.state.clock.sleep_past(arrived, delay).await;
                 route(&ctx, &method, &uri, &headers, &body).await
             }
             FaultKind::Status {

@@ -75,6 +75,12 @@ impl Clock {
             tokio::time::sleep(left.min(CLOCK_STEP)).await;
         }
     }
+    /// Waits until `by` after `from` (an instant of this clock); a wait past
+    /// the furthest the clock can be moved ends there.
+    pub(crate) async fn sleep_past(&self, from: Instant, by: Duration) {
+        let until = from.checked_add(by.min(MAX_CLOCK_OFFSET)).unwrap_or(from);
+        self.sleep_until(until).await;
+    }
     /// Moves the clock ahead, saturating at [`MAX_CLOCK_OFFSET`].
     pub(crate) fn advance(&self, by: Duration) {
         if let Ok(mut offset) = self.offset.lock() {
