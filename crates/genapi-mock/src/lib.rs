@@ -43,7 +43,8 @@
 //! - **Limits**: 402 once a configured credit balance is spent; 429 beyond
 //!   `max_active_tasks` active tasks per key; 413 (JSON) for a body over
 //!   `max_body_bytes` (128 MiB: eight large base64 images fit).
-//! - **Faults** ([`Fault`]): delays, any status (e.g. 503 with
+//! - **Faults** ([`Fault`]): delays (on the mock clock, which
+//!   [`MockService::advance`] moves past them), any status (e.g. 503 with
 //!   `Retry-After`), a dropped connection, a malformed body, a redirect.
 //! - **Webhooks**: on completion, a JSON POST carrying both known schemes (the
 //!   `X-Webhook-Secret` echo and Standard Webhooks signature headers, signed
@@ -194,7 +195,10 @@ pub enum FaultKind {
         /// Body.
         body: String,
     },
-    /// Wait this long, then handle the request normally.
+    /// Wait this long on the mock clock, then handle the request normally.
+    /// [`MockService::advance`] (or `POST /mock/clock/advance`) cuts the
+    /// wait short: a test can hold a request for an hour and release it
+    /// when it chooses.
     Delay(Duration),
     /// Send headers, then break the connection mid-body.
     DropConnection,

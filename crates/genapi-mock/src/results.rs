@@ -1,7 +1,7 @@
 //! What the service says about a task: the body of its poll result, the
 //! signed address of its output, and the wait for its end (for webhooks).
 
-use std::time::{Duration, UNIX_EPOCH};
+use std::time::UNIX_EPOCH;
 
 use serde_json::{json, Value};
 
@@ -66,13 +66,10 @@ fn signed_address(state: &State, task: &MockTask) -> String {
     )
 }
 
-/// Waits, on the runtime's clock, until the task is final on the mock clock.
+/// Waits until the task is final on the mock clock; `None` if it is not
+/// (or no longer) known.
 pub(super) async fn sleep_until_final(state: &State, id: &str) -> Option<MockTask> {
-    loop {
-        let task = state.tasks.lock().ok().and_then(|t| t.get(id).cloned())?;
-        if task.is_final(state.clock.now()) {
-            return Some(task);
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let task = |state: &State| state.tasks.lock().ok().and_then(|t| t.get(id).cloned());
+    state.clock.sleep_until(task(state)?.finished_at()).await;
+    task(state)
 }

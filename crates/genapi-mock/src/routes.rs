@@ -125,6 +125,9 @@ async fn handle(Shared(ctx): Shared<Ctx>, request: Request) -> Response {
             return mark(json_response(status, json!({ "detail": detail })));
         }
     };
+    // Read before the request is logged: a test that saw it in the log and
+    // then moved the clock ahead has surely moved a delay's end too.
+    let arrived = ctx.state.clock.now();
     log(&ctx, &method, &uri, &headers, &body);
     let fault = if is_control(ctx.origin, uri.path()) {
         None
@@ -134,7 +137,7 @@ async fn handle(Shared(ctx): Shared<Ctx>, request: Request) -> Response {
     let response = match fault {
         Some(fault) => match fault.kind {
             FaultKind::Delay(delay) => {
-                tokio::time::sleep(delay).await;
+                ctx.state.clock.sleep_past(arrived, delay).await;
                 route(&ctx, &method, &uri, &headers, &body).await
             }
             FaultKind::Status {

@@ -18,6 +18,10 @@ use super::{Fault, LoggedRequest, MockConfig, MockStats};
 /// `advance` saturates, so no later time computation can overflow.
 pub(crate) const MAX_CLOCK_OFFSET: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
 
+/// How often a wait on the mock clock looks at it again: how soon a move
+/// ahead ends such a wait.
+const CLOCK_STEP: Duration = Duration::from_millis(20);
+
 /// The mock's clock: the runtime's time plus an offset tests can advance, so
 /// a signed address can expire without waiting ten minutes. It reads tokio's
 /// clock, so a test on a paused clock moves the service's time too.
@@ -58,6 +62,24 @@ impl Clock {
             .duration_since(SystemTime::UNIX_EPOCH)
             .map(|d| d.as_secs_f64())
             .unwrap_or(0.0)
+    }
+    /// Waits until `until` on this clock: in short steps of the runtime's
+    /// clock, so a move ahead ([`Clock::advance`]) ends the wait within a
+    /// step; on a paused runtime clock the steps pass as it auto-advances.
+    pub(crate) async fn sleep_until(&self, until: Instant) {
+        loop {
+            let left = until.saturating_duration_since(self.now());
+            if left.is_zero() {
+                return;
+            }
+            tokio::time::sleep(left.min(CLOCK_STEP)).await;
+        }
+    }
+    /// Waits until `by` after `from` (an instant of this clock); a wait past
+    /// the furthest the clock can be moved ends there.
+    pub(crate) async fn sleep_past(&self, from: Instant, by: Duration) {
+        let until = from.checked_add(by.min(MAX_CLOCK_OFFSET)).unwrap_or(from);
+        self.sleep_until(until).await;
     }
     /// Moves the clock ahead, saturating at [`MAX_CLOCK_OFFSET`].
     pub(crate) fn advance(&self, by: Duration) {

@@ -552,18 +552,26 @@ fn the_command_fetches_expired_results_again_from_the_same_tasks_on_a_standalone
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ctrl_c_stops_with_130_and_the_same_command_finishes_the_batch() {
-    let mock = roomy_mock(300).await;
+    // Tasks of an hour, all thirty accepted at once: the interrupt surely
+    // comes before the batch ends; the mock clock is moved past them before
+    // the same command runs again.
+    let mock = roomy_mock(3_600_000).await;
     let dir = Dir::new("interrupt");
     write_jobs(&dir.join("jobs.jsonl"), 30, "interrupt");
     let journal = dir.join("out/journal.jsonl");
     let child = genapi(&dir, &mock)
-        .args(["batch", "jobs.jsonl", "--out", "out"])
+        .args(["batch", "jobs.jsonl", "--out", "out", "--max-active", "30"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
     let give_up = Instant::now() + Duration::from_secs(30);
-    while journal_records(&journal) < 10 {
+    let accepted = || {
+        std::fs::read_to_string(&journal)
+            .map(|text| text.matches(r#""event":"accepted""#).count())
+            .unwrap_or(0)
+    };
+    while accepted() < 30 {
         assert!(Instant::now() < give_up, "the batch made no progress");
         std::thread::sleep(Duration::from_millis(2));
     }
@@ -577,6 +585,7 @@ async fn ctrl_c_stops_with_130_and_the_same_command_finishes_the_batch() {
         !dir.join("out/results.jsonl").exists(),
         "no results from an unfinished run"
     );
+    mock.advance(Duration::from_secs(3601));
     let finished = genapi(&dir, &mock)
         .args(["batch", "jobs.jsonl", "--out", "out"])
         .output()

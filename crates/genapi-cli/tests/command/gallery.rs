@@ -328,7 +328,7 @@ async fn the_gallery_shows_finished_lines_while_the_batch_still_runs() {
     };
     std::fs::write(
         dir.join("jobs.jsonl"),
-        format!("{}\n{}\n", job("quick", 200), job("slow", 20_000)),
+        format!("{}\n{}\n", job("quick", 200), job("slow", 3_600_000)),
     )
     .unwrap();
     let mut batch = crate::common::genapi(&dir, &mock)

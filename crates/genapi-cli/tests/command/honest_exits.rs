@@ -22,9 +22,11 @@ fn long_line(n: u64, tag: &str) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_line_changed_while_the_batch_ran_is_counted_and_the_exit_says_so() {
     let mock = MockService::start().await.unwrap();
-    // The first submission is held long enough for the file to change: with
-    // one active task the batch reads at most two lines before it answers.
-    mock.inject(Fault::on("/v1/gen-2-pro", FaultKind::Delay(Duration::from_secs(10))).method("POST"));
+    // The first submission is held until the file has changed (an hour on
+    // the mock clock, which the test moves past it then): with one active
+    // task the batch reads at most two lines before it answers.
+    let held = Duration::from_secs(3600);
+    mock.inject(Fault::on("/v1/gen-2-pro", FaultKind::Delay(held)).method("POST"));
     let dir = Dir::new("changed-lines");
     let lines = |last: &str| {
         (1..=4)
@@ -43,6 +45,7 @@ async fn a_line_changed_while_the_batch_ran_is_counted_and_the_exit_says_so() {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     std::fs::write(dir.join("jobs.jsonl"), lines("changed").join("\n") + "\n").unwrap();
+    mock.advance(held);
     let run = tokio::task::spawn_blocking(move || child.wait_with_output())
         .await
         .unwrap()

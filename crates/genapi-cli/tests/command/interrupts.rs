@@ -14,9 +14,17 @@ use crate::terminal::Terminal;
 /// Long enough for any run of these tests on a loaded machine.
 const PATIENCE: Duration = Duration::from_secs(120);
 
-async fn mock(duration_ms: u64) -> MockService {
+/// How long a task or a held submission lasts where a test must act before
+/// it ends: far longer than any run of the test, so the test never races
+/// it, and ended at the test's choosing by moving the mock clock past it.
+const HOUR: Duration = Duration::from_secs(3600);
+
+/// A little more than [`HOUR`]: past the end of tasks of an hour.
+const PAST_HOUR: Duration = Duration::from_secs(3601);
+
+async fn mock(duration: Duration) -> MockService {
     let config = MockConfig::default()
-        .default_duration(Duration::from_millis(duration_ms))
+        .default_duration(duration)
         .request_log_capacity(10_000);
     MockService::start_with(config, "127.0.0.1:0".parse().unwrap())
         .await
@@ -41,8 +49,8 @@ fn batch(command: &mut std::process::Command) -> &mut std::process::Command {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_ctrl_c_during_submissions_says_which_lines_are_polled_and_which_are_sent_and_the_next_run_does_that() {
-    let mock = mock(200).await;
-    mock.inject(Fault::on("/v1/gen-2-pro", FaultKind::Delay(Duration::from_secs(2))).method("POST"));
+    let mock = mock(Duration::from_millis(200)).await;
+    mock.inject(Fault::on("/v1/gen-2-pro", FaultKind::Delay(HOUR)).method("POST"));
     let dir = Dir::new("interrupt-submitting");
     crate::common::write_jobs(&dir.join("jobs.jsonl"), 3, "submitting");
     let journal = dir.join("shots/journal.jsonl");
@@ -55,6 +63,10 @@ async fn a_ctrl_c_during_submissions_says_which_lines_are_polled_and_which_are_s
         recorded(&journal, "intent") == 1 && posts_by_prompt(&mock).len() == 1
     });
     terminal.ctrl_c();
+    // Stopping, the command waits for the answer of the held submission,
+    // which comes once the mock clock passes the delay.
+    terminal.wait_for("stopping:", PATIENCE);
+    mock.advance(HOUR);
     let (code, screen) = terminal.finish(PATIENCE);
     assert_eq!(code, Some(130), "{screen}");
     assert!(
@@ -79,7 +91,7 @@ async fn a_ctrl_c_during_submissions_says_which_lines_are_polled_and_which_are_s
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_ctrl_c_while_waiting_says_the_tasks_are_polled_and_status_reads_the_journal_folder() {
-    let mock = mock(4_000).await;
+    let mock = mock(HOUR).await;
     let dir = Dir::new("interrupt-waiting");
     crate::common::write_jobs(&dir.join("jobs.jsonl"), 3, "waiting");
     let journal = dir.join("shots/journal.jsonl");
@@ -113,6 +125,7 @@ async fn a_ctrl_c_while_waiting_says_the_tasks_are_polled_and_status_reads_the_j
         "--status sends nothing"
     );
 
+    mock.advance(PAST_HOUR);
     let rerun = batch(&mut genapi(&dir, &mock)).output().unwrap();
     assert_eq!(rerun.status.code(), Some(0), "{}", text(&rerun.stderr));
     let posts = posts_by_prompt(&mock);
@@ -122,7 +135,7 @@ async fn a_ctrl_c_while_waiting_says_the_tasks_are_polled_and_status_reads_the_j
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_second_ctrl_c_during_slow_submissions_calls_them_unanswered_as_the_next_run_does_once() {
-    let mock = mock(200).await;
+    let mock = mock(Duration::from_millis(200)).await;
     mock.inject(
         Fault::on("/v1/gen-2-pro", FaultKind::Delay(Duration::from_secs(90)))
             .method("POST")
@@ -178,7 +191,10 @@ async fn a_second_ctrl_c_during_slow_submissions_calls_them_unanswered_as_the_ne
 #[test]
 fn on_the_built_in_mock_a_stopped_batch_says_its_tasks_are_gone_and_the_next_run_says_so_at_once() {
     let dir = Dir::new("interrupt-builtin");
-    crate::common::write_jobs(&dir.join("jobs.jsonl"), 3, "builtin");
+    // Tasks of an hour (the longest a prompt may ask of the built-in mock):
+    // the stop surely comes while they run.
+    crate::common::write_jobs(&dir.join("jobs.jsonl"), 3, "[mock:duration_ms=3600000] builtin");
+    crate::common::write_jobs(&dir.join("quick.jsonl"), 3, "builtin");
     let journal = dir.join("shots/journal.jsonl");
     let mut terminal = Terminal::spawn({
         let mut command = genapi_alone(&dir);
@@ -214,7 +230,7 @@ fn on_the_built_in_mock_a_stopped_batch_says_its_tasks_are_gone_and_the_next_run
     );
 
     let again = genapi_alone(&dir)
-        .args(["batch", "jobs.jsonl", "--out", "shots-2"])
+        .args(["batch", "quick.jsonl", "--out", "shots-2"])
         .output()
         .unwrap();
     assert_eq!(again.status.code(), Some(0), "{}", text(&again.stderr));
@@ -223,7 +239,7 @@ fn on_the_built_in_mock_a_stopped_batch_says_its_tasks_are_gone_and_the_next_run
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_stops_a_batch_as_ctrl_c_does_with_the_resume_line_and_the_next_run_finishes() {
-    let mock = mock(4_000).await;
+    let mock = mock(HOUR).await;
     let dir = Dir::new("interrupt-sigterm");
     crate::common::write_jobs(&dir.join("jobs.jsonl"), 2, "terminated");
     let journal = dir.join("shots/journal.jsonl");
@@ -246,6 +262,7 @@ async fn sigterm_stops_a_batch_as_ctrl_c_does_with_the_resume_line_and_the_next_
         said.contains("lines 1-2 (2): accepted, not finished") && said.contains("run the same command again to resume"),
         "{said}"
     );
+    mock.advance(PAST_HOUR);
     let rerun = batch(&mut genapi(&dir, &mock)).output().unwrap();
     assert_eq!(rerun.status.code(), Some(0), "{}", text(&rerun.stderr));
     assert!(posts_by_prompt(&mock).values().all(|n| *n == 1));

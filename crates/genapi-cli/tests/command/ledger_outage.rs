@@ -16,9 +16,15 @@ use crate::common;
 use common::pg::{Postgres, Setup, PASSWORD};
 use common::{genapi, posts_by_prompt, Dir};
 
+/// An hour and a little: past a task of an hour on the mock clock.
+const PAST_AN_HOUR: Duration = Duration::from_secs(3601);
+
+/// Finished tasks stay known for two hours, so moving the mock clock
+/// [`PAST_AN_HOUR`] leaves every other task of the test to be polled.
 async fn service(duration: Duration) -> MockService {
     let config = MockConfig::default()
         .default_duration(duration)
+        .task_ttl(2 * PAST_AN_HOUR)
         .request_log_capacity(100_000);
     MockService::start_with(config, "127.0.0.1:0".parse().unwrap())
         .await
@@ -26,6 +32,37 @@ async fn service(duration: Duration) -> MockService {
 }
 
 use crate::common::write_jobs;
+
+/// Writes `count` job lines of prompts `tag N`, line 1's asking for a task
+/// of an hour (its prompt also ends with the marker): the worker that sent
+/// it surely still holds it when the test acts. Line 1's prompt.
+fn write_jobs_led_by_an_hour(path: &std::path::Path, count: u64, tag: &str) -> String {
+    write_jobs(path, count, tag);
+    let text = std::fs::read_to_string(path).unwrap();
+    let first = format!("{tag} 1 [mock:duration_ms=3600000]");
+    let jobs: Vec<String> = text
+        .lines()
+        .enumerate()
+        .map(|(index, line)| {
+            let mut job: Value = serde_json::from_str(line).unwrap();
+            if index == 0 {
+                job["prompt"] = first.clone().into();
+            }
+            job.to_string()
+        })
+        .collect();
+    std::fs::write(path, jobs.join("\n") + "\n").unwrap();
+    first
+}
+
+/// Blocks until the mock has received `prompt` (or `limit` passed).
+fn wait_for_post(mock: &MockService, prompt: &str, limit: Duration) {
+    let until = Instant::now() + limit;
+    while !posts_by_prompt(mock).contains_key(prompt) {
+        assert!(Instant::now() < until, "{prompt:?} not sent within {limit:?}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
 
 fn worker(dir: &Dir, mock: &MockService, url: &str, extra: &[&str]) -> Command {
     let mut command = genapi(dir, mock);
@@ -144,9 +181,14 @@ async fn a_database_that_stops_answering_mid_run_cannot_hold_the_worker_past_its
     let url = format!("postgres://postgres:{PASSWORD}@127.0.0.1:{}/postgres", stall.port);
     let mock = service(Duration::from_millis(500)).await;
     let dir = Dir::new("ledger-stops-answering");
-    write_jobs(&dir.join("jobs.jsonl"), 30, "silent line");
+    // Line 1's hour keeps the worker at work until --timeout, however late
+    // the database goes silent.
+    let first = write_jobs_led_by_an_hour(&dir.join("jobs.jsonl"), 30, "silent line");
     let mut running = Watched::start(worker(&dir, &mock, &url, &["--max-active", "2", "--timeout", "10"]));
-    tokio::task::block_in_place(|| running.wait_for_outcomes(1, Duration::from_secs(30)));
+    tokio::task::block_in_place(|| {
+        wait_for_post(&mock, &first, Duration::from_secs(30));
+        running.wait_for_outcomes(1, Duration::from_secs(30));
+    });
     stall.silence();
     // --timeout, then at most 15 s of answers in flight and 5 s to give
     // seats back: a worker still running after three times that is hung.
@@ -282,19 +324,25 @@ async fn killed_and_started_again(test: &str, name: Option<&str>) {
     };
     let mock = service(Duration::from_millis(1_000)).await;
     let dir = Dir::new(&format!("ledger-{test}"));
-    write_jobs(&dir.join("jobs.jsonl"), LINES, "again line");
+    // Line 1's hour: the kill surely leaves it held; the mock clock is
+    // moved past it before the worker starts again.
+    let first_line = write_jobs_led_by_an_hour(&dir.join("jobs.jsonl"), LINES, "again line");
     let url = pg.url();
     let mut extra = vec!["--max-active", "4", "--ledger-lease", "3600", "--timeout", "60"];
     if let Some(name) = name {
         extra.extend(["--worker-name", name]);
     }
     let mut first = Watched::start(worker(&dir, &mock, &url, &extra));
-    tokio::task::block_in_place(|| first.wait_for_outcomes(3, Duration::from_secs(30)));
+    tokio::task::block_in_place(|| {
+        wait_for_post(&mock, &first_line, Duration::from_secs(30));
+        first.wait_for_outcomes(3, Duration::from_secs(30));
+    });
     first.pause();
     let lingering = tokio::task::block_in_place(|| Lingering::stop_name_holders(&pg));
     let mut outcomes = first.kill();
     let held = pg.sql("SELECT count(*) FROM genapi_lines WHERE worker IS NOT NULL AND NOT done");
     assert_ne!(held, "0", "the kill left lines held");
+    mock.advance(PAST_AN_HOUR);
     // Named, it starts again from another folder (another machine would do
     // the same): only the name says it is the same worker.
     let elsewhere = Dir::new(&format!("ledger-{test}-elsewhere"));
@@ -379,11 +427,15 @@ async fn a_worker_waiting_for_lines_another_holds_says_so() {
     };
     let mock = service(Duration::from_millis(1_000)).await;
     let dir = Dir::new("ledger-held-elsewhere");
-    write_jobs(&dir.join("jobs.jsonl"), 8, "held line");
+    // Line 1's hour: the dead worker surely holds it.
+    let first_line = write_jobs_led_by_an_hour(&dir.join("jobs.jsonl"), 8, "held line");
     let url = pg.url();
     let extra = ["--max-active", "4", "--ledger-lease", "3600", "--timeout", "60"];
     let mut first = Watched::start(worker(&dir, &mock, &url, &extra));
-    tokio::task::block_in_place(|| first.wait_for_outcomes(1, Duration::from_secs(30)));
+    tokio::task::block_in_place(|| {
+        wait_for_post(&mock, &first_line, Duration::from_secs(30));
+        first.wait_for_outcomes(1, Duration::from_secs(30));
+    });
     first.kill();
     // Another folder: another worker, which cannot take the dead one's lines.
     let elsewhere = Dir::new("ledger-held-elsewhere-2");

@@ -18,21 +18,34 @@ use crate::common;
 use common::pg::Postgres;
 use common::{genapi, posts_by_prompt, Dir};
 
+/// The prompts of the job file's two lines.
+const LINE_1: &str = "seatless 1";
+const LINE_2: &str = "seatless 2 [mock:duration_ms=300]";
+
+/// How long line 1's task lasts.
+const LINE_1_TASK: Duration = Duration::from_secs(2 * 24 * 3600);
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_line_that_could_not_take_a_seat_is_not_submitted_and_the_next_run_sends_it() {
     let Some(pg) = Postgres::start("seat-pool-lost") else {
         return;
     };
+    // Line 1's task lasts two days, so the table surely goes while it runs;
+    // the test ends it by moving the mock clock. (Two days: longer than any
+    // duration the command learns, so the rerun's first poll of line 2 is
+    // not aimed at it.) Line 2 asks for a quick task.
     let config = MockConfig::default()
-        .default_duration(Duration::from_secs(3))
+        .default_duration(LINE_1_TASK)
         .request_log_capacity(1_000);
     let mock = MockService::start_with(config, "127.0.0.1:0".parse().unwrap())
         .await
         .unwrap();
     let dir = Dir::new("seat-pool-lost");
-    let lines: Vec<String> = (1..=2)
-        .map(|n| {
-            json!({"model": "gen-2-pro", "name": format!("img-{n}"), "prompt": format!("seatless {n}"),
+    let lines: Vec<String> = [LINE_1, LINE_2]
+        .iter()
+        .enumerate()
+        .map(|(index, prompt)| {
+            json!({"model": "gen-2-pro", "name": format!("img-{}", index + 1), "prompt": prompt,
                    "width": 64, "height": 64})
             .to_string()
         })
@@ -61,6 +74,7 @@ async fn a_line_that_could_not_take_a_seat_is_not_submitted_and_the_next_run_sen
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     pg.sql("ALTER TABLE genapi_seats RENAME TO genapi_seats_away");
+    mock.advance(LINE_1_TASK + Duration::from_secs(1));
     let first = tokio::task::spawn_blocking(move || first.wait_with_output().unwrap())
         .await
         .unwrap();
@@ -88,7 +102,7 @@ async fn a_line_that_could_not_take_a_seat_is_not_submitted_and_the_next_run_sen
         assert!(!error.contains(wrong), "{wrong:?} in {error}");
         assert!(!stderr.contains(wrong), "{wrong:?} in {stderr}");
     }
-    assert_eq!(posts_by_prompt(&mock).get("seatless 2"), None, "line 2 was not sent");
+    assert_eq!(posts_by_prompt(&mock).get(LINE_2), None, "line 2 was not sent");
 
     // The table is back: a plain run sends line 2, and line 1 is not sent again.
     pg.sql("ALTER TABLE genapi_seats_away RENAME TO genapi_seats");
@@ -103,6 +117,6 @@ async fn a_line_that_could_not_take_a_seat_is_not_submitted_and_the_next_run_sen
         String::from_utf8_lossy(&again.stderr)
     );
     let posts = posts_by_prompt(&mock);
-    assert_eq!(posts.get("seatless 1"), Some(&1), "{posts:?}");
-    assert_eq!(posts.get("seatless 2"), Some(&1), "{posts:?}");
+    assert_eq!(posts.get(LINE_1), Some(&1), "{posts:?}");
+    assert_eq!(posts.get(LINE_2), Some(&1), "{posts:?}");
 }

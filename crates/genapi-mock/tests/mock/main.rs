@@ -6,6 +6,7 @@ mod common {
     pub use genapi_test_common::*;
 }
 
+mod delays;
 mod fidelity;
 mod hardening;
 mod service;
