@@ -282,6 +282,13 @@ fn class_name(class: &str) -> &'static str {
         .unwrap_or(genapi::FailureClass::Other.as_str())
 }
 
+/// A class as a person reads it: `credit cap` for `credit_cap`, as the
+/// command's summary says it (the results file keeps the word a program
+/// reads).
+fn class_words(class: &str) -> String {
+    class.replace('_', " ")
+}
+
 /// Lines by status, in [`STATUS_ORDER`]: `9 saved · 1 ended`.
 fn statuses(totals: &Totals) -> String {
     let mut statuses: Vec<(&&str, &usize)> = totals.by_status.iter().collect();
@@ -307,7 +314,7 @@ fn header(page: &mut String, totals: &Totals, title: &str) {
         let classes: Vec<String> = totals
             .by_class
             .iter()
-            .map(|(c, n)| format!("{n} {}", escape(c)))
+            .map(|(c, n)| format!("{n} {}", escape(&class_words(c))))
             .collect();
         let _ = write!(
             page,
@@ -407,7 +414,12 @@ pub(crate) fn tile(line: &ResultLine, thumbnail: Option<&Thumbnail>, unreadable:
             let _ = write!(
                 page,
                 "<b class=\"class\">{}</b>",
-                escape(line.class.as_deref().unwrap_or(&line.status))
+                escape(
+                    &line
+                        .class
+                        .as_deref()
+                        .map_or_else(|| status_name(line).to_string(), class_words)
+                )
             );
             if let Some(error) = &line.error {
                 let _ = write!(page, "<p class=\"message\">{}</p>", escape(error));

@@ -304,3 +304,32 @@ fn a_results_file_of_an_earlier_release_is_shown_in_todays_words() {
         assert!(page.contains(expected), "{expected:?} is not on the page:\n{page}");
     }
 }
+
+/// A line not saved shows why in words, as the command's summary says it
+/// (`task failed`, `credit cap`), never the results file's code names; a
+/// line with no class shows where it stands, in today's word.
+#[test]
+fn why_a_line_was_not_saved_is_shown_in_words() {
+    let dir = Dir::new("gallery-class-words");
+    let capped = r#"{"line": 2, "status": "unsent", "class": "credit_cap", "error": "the cap was reached"}"#;
+    let earlier = r#"{"line": 3, "status": "not_submitted"}"#;
+    let text = [
+        serde_json::to_string(&ended(1, "task_failed")).unwrap(),
+        capped.into(),
+        earlier.into(),
+    ];
+    std::fs::write(dir.join("results.jsonl"), text.join("\n") + "\n").unwrap();
+    Gallery::rebuild(&dir.0).unwrap();
+    let page = std::fs::read_to_string(dir.join(INDEX)).unwrap();
+    for expected in [
+        "not saved, by class: 1 credit cap · 1 task failed",
+        "<b class=\"class\">task failed</b>",
+        "<b class=\"class\">credit cap</b>",
+        "<b class=\"class\">unsent</b>",
+    ] {
+        assert!(page.contains(expected), "{expected:?} is not on the page:\n{page}");
+    }
+    for code in ["\"class\">credit_cap", "\"class\">task_failed", "not_submitted"] {
+        assert!(!page.contains(code), "{code:?} is on the page:\n{page}");
+    }
+}
