@@ -98,6 +98,34 @@ impl FailureClass {
             .min_by_key(|class| FailureClass::BY_SEVERITY.iter().position(|c| c == class))
     }
 
+    /// The class as a person reads it, in a summary or a gallery (the
+    /// word of [`FailureClass::as_str`] is the one programs read).
+    ///
+    /// ```
+    /// assert_eq!(genapi::FailureClass::Credits.in_words(), "no credits");
+    /// ```
+    pub fn in_words(self) -> &'static str {
+        match self {
+            FailureClass::Validation => "invalid request",
+            FailureClass::Auth => "key refused",
+            FailureClass::Credits => "no credits",
+            FailureClass::RateLimited => "rate limited",
+            FailureClass::Moderated => "moderated",
+            FailureClass::TaskFailed => "task failed",
+            FailureClass::Timeout => "timed out",
+            FailureClass::Network => "network or service error",
+            FailureClass::Unknown => "no answer",
+            FailureClass::Write => "not written",
+            FailureClass::Other => "other",
+            FailureClass::CreditCap => "credit cap",
+        }
+    }
+
+    /// The class a word of [`FailureClass::as_str`] names.
+    pub fn from_word(word: &str) -> Option<FailureClass> {
+        FailureClass::ALL.into_iter().find(|class| class.as_str() == word)
+    }
+
     /// The word used in journals, result lines and `--json` output.
     pub fn as_str(self) -> &'static str {
         match self {

@@ -1586,11 +1586,12 @@ fn refused_changed(number: u64, stem: &str, line: &Line) -> JobOutcome {
         .task()
         .map(|task| format!(" (its task then: {})", task.id))
         .unwrap_or_default();
-    // Nothing of this job was sent: what the store holds is the earlier one's.
+    // It stands as the store says (`--status` says the same): where the
+    // earlier job stands; nothing of this one is sent.
     failed_outcome(
         number,
         stem,
-        Standing::Unsent,
+        line.standing(),
         FailureClass::Validation,
         format!(
             "line {number} changed since the journal recorded its submission{earlier}; restore it, or run the \

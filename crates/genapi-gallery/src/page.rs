@@ -275,18 +275,16 @@ fn status_name(line: &ResultLine) -> &'static str {
 /// A class as the totals count it: its name when a batch writes it, else
 /// `other` (a class of its own).
 fn class_name(class: &str) -> &'static str {
-    genapi::FailureClass::ALL
-        .into_iter()
-        .map(genapi::FailureClass::as_str)
-        .find(|known| *known == class)
-        .unwrap_or(genapi::FailureClass::Other.as_str())
+    genapi::FailureClass::from_word(class)
+        .unwrap_or(genapi::FailureClass::Other)
+        .as_str()
 }
 
 /// A class as a person reads it: `credit cap` for `credit_cap`, as the
 /// command's summary says it (the results file keeps the word a program
 /// reads).
 fn class_words(class: &str) -> String {
-    class.replace('_', " ")
+    genapi::FailureClass::from_word(class).map_or_else(|| class.replace('_', " "), |known| known.in_words().into())
 }
 
 /// Lines by status, in [`STATUS_ORDER`]: `9 saved · 1 ended`.

@@ -106,9 +106,9 @@ pub struct BatchArgs {
     #[arg(long, value_name = "N", value_parser = parse_credits)]
     max_credits: Option<f64>,
     /// Show where the batch stands and exit: what the next run does with each line, read from the journal in
-    /// --out DIR, or from the ledger with --ledger, which adds the lines done, failed, in flight, unknown and not
-    /// started, the credits and the workers (--out is not needed); --json for JSON. It only reads: nothing is
-    /// created or sent.
+    /// --out DIR, or from the ledger with --ledger, which adds the credits and the workers (--out is not
+    /// needed); --json for JSON, counting the lines by where they stand. It only reads: nothing is created or
+    /// sent.
     #[arg(long)]
     status: bool,
     /// Seconds a worker's claims and seats last without renewal (renewed a few times per lease while it runs): a
@@ -208,7 +208,8 @@ impl<'g> Run<'g> {
             return Err(Failure::usage("give a job file and --out DIR (or --schema)"));
         };
         let deadline = Instant::now() + timeout_if_given(global);
-        let checked = jobs::check(&jobs_file, args.skip_invalid)?;
+        // `--status` only reads: invalid lines are said, and counted.
+        let checked = jobs::check(&jobs_file, args.skip_invalid || args.status)?;
         Ok(Run {
             global,
             args,

@@ -100,7 +100,7 @@ impl Reports {
 /// stands, with the class of an ending (`moderated`) where it has one.
 fn status_words(outcome: &JobOutcome) -> String {
     match (outcome.standing, outcome.class) {
-        (Standing::Ended, Some(class)) => format!("ended ({})", class.as_str().replace('_', " ")),
+        (Standing::Ended, Some(class)) => format!("ended ({})", class.in_words()),
         (standing, _) => standing.as_str().to_string(),
     }
 }

@@ -54,40 +54,65 @@ impl Lines {
         if !self.gone().is_empty() {
             return vec![gone_advice(self.gone(), out_dir, false)];
         }
-        let mut said = Vec::new();
-        let mut say = |standing: Standing, text: &str| {
-            let lines = self.of(standing);
-            if !lines.is_empty() {
-                said.push(format!("{}: {text}", counted(lines)));
-            }
-        };
-        say(Standing::Saved, "saved; not sent again");
-        say(
-            Standing::Ended,
-            "ended for good (failed, moderated or expired, as results.jsonl says); not sent again",
-        );
-        say(Standing::Refused, REFUSED_ADVICE);
-        say(
-            Standing::Accepted,
-            "accepted, not finished; the same command polls their tasks and saves the results (never submits them \
-             again)",
-        );
-        say(
-            Standing::Unanswered,
-            "sent, and no answer came back, so the service may have accepted (and charged) them; the same command \
-             does not send them again: --adopt LINE=TASK_ID gives a line the task you find (e.g. in the project's \
-             activity records), --resubmit-unknown sends them again (risking paying twice)",
-        );
-        say(Standing::Unsent, "not sent; the same command sends them");
-        said
+        Standing::ALL
+            .into_iter()
+            .filter(|standing| !self.of(*standing).is_empty())
+            .map(|standing| {
+                let lines = self.of(standing);
+                format!("{}: {}", counted(lines), next_run(standing, lines.len() == 1))
+            })
+            .collect()
     }
 }
 
-/// What is said of refused lines, wherever they are reported: what the
-/// same command does with them, and the flag that sends them again.
-pub const REFUSED_ADVICE: &str = "refused by the service with an answer that created no task (402: credits, 403: the \
-     key, 422: the job, as results.jsonl says); the same command does not send them again: fix the cause, then run \
-     it with --retry-refused to send them";
+/// What the same command does next with lines that stand so, said of one
+/// line or of many: every place that reports lines (a stopped run,
+/// `--status`, the summary) says this.
+pub fn next_run(standing: Standing, one: bool) -> &'static str {
+    let (of_one, of_many) = match standing {
+        Standing::Saved => ("saved; not sent again", "saved; not sent again"),
+        Standing::Ended => (
+            "ended for good (failed, moderated or expired, as results.jsonl says); not sent again",
+            "ended for good (failed, moderated or expired, as results.jsonl says); not sent again",
+        ),
+        Standing::Refused => (
+            "refused by the service with an answer that created no task (402: credits, 403: the key, 422: the job, \
+             as results.jsonl says); the same command does not send it again: fix the cause, then run it with \
+             --retry-refused to send it",
+            "refused by the service with an answer that created no task (402: credits, 403: the key, 422: the job, \
+             as results.jsonl says); the same command does not send them again: fix the cause, then run it with \
+             --retry-refused to send them",
+        ),
+        Standing::Accepted => (
+            "accepted, not finished; the same command polls its task and saves the result (never submits it again)",
+            "accepted, not finished; the same command polls their tasks and saves the results (never submits them \
+             again)",
+        ),
+        Standing::Unanswered => (
+            "sent, and no answer came back, so the service may have accepted (and charged) it; the same command \
+             does not send it again: --adopt LINE=TASK_ID gives it the task you find (e.g. in the project's \
+             activity records), --resubmit-unknown sends it again (risking paying twice)",
+            "sent, and no answer came back, so the service may have accepted (and charged) them; the same command \
+             does not send them again: --adopt LINE=TASK_ID gives a line the task you find (e.g. in the project's \
+             activity records), --resubmit-unknown sends them again (risking paying twice)",
+        ),
+        Standing::Gone => (
+            "its task lived in a built-in mock that ended; no run can finish it here",
+            "their tasks lived in a built-in mock that ended; no run can finish them here",
+        ),
+        // Stopped before sending, or held back by the cap: the same
+        // command sends them while its cap allows.
+        _ => (
+            "not sent; the same command sends it (while its --max-credits, if any, allows)",
+            "not sent; the same command sends them (while its --max-credits, if any, allows)",
+        ),
+    };
+    if one {
+        of_one
+    } else {
+        of_many
+    }
+}
 
 /// What to say of lines whose tasks lived in a built-in mock that ended:
 /// `now` when it ends with this run.

@@ -28,6 +28,7 @@ pub(super) async fn show(run: &Run<'_>, ledger_url: Option<String>) -> Result<()
         place,
         status,
         job_lines: run.job_lines(),
+        invalid: run.checked.invalid_lines(),
         // Where a line's advice sends the user: a ledger read without
         // --out has no folder of its own.
         folder: run.args.out.clone().unwrap_or_else(|| PathBuf::from(".")),
@@ -50,6 +51,8 @@ struct View<'a> {
     status: Option<Status>,
     /// The valid lines of the job file.
     job_lines: &'a [u64],
+    /// How many lines of the job file are not jobs.
+    invalid: usize,
     /// The folder the advice names.
     folder: PathBuf,
 }
@@ -79,6 +82,7 @@ impl View<'_> {
         };
         view["exists"] = Value::Bool(self.status.is_some());
         view["lines"] = self.lines().counts();
+        view["lines"]["invalid"] = self.invalid.into();
         view
     }
 
@@ -95,6 +99,12 @@ impl View<'_> {
         }];
         let next_run = self.lines().next_run(&self.folder);
         said.extend(next_run.iter().map(|sentence| format!("  {sentence}")));
+        if self.invalid > 0 {
+            said.push(format!(
+                "  {} of the job file invalid: not jobs, never sent (fix them, as said above, to have them sent)",
+                lines(self.invalid)
+            ));
+        }
         if let Place::Ledger(name) = &self.place {
             said.extend(workers(&self.shared(name)));
         }
@@ -106,23 +116,35 @@ impl View<'_> {
         let count = self.job_lines.len();
         match &self.place {
             Place::Journal(out_dir) => format!(
-                "no run of this batch has started in {} yet ({count} lines to send)",
-                shown(out_dir)
+                "no run of this batch has started in {} yet ({} to send)",
+                shown(out_dir),
+                lines(count)
             ),
             Place::Ledger(name) => format!(
-                "batch {} is not in the ledger: no worker has started it yet ({count} lines to send)",
-                out::clean(name)
+                "batch {} is not in the ledger: no worker has started it yet ({} to send)",
+                out::clean(name),
+                lines(count)
             ),
         }
     }
 }
 
-/// A shared batch's credits (its lines are counted by standing, below).
+/// A shared batch's credits (its lines are counted by standing, below):
+/// what was charged, and what is counted for tasks whose cost is not
+/// settled (running, or ended without a cost: they may have been charged).
 fn credits(shared: &SharedStatus) -> String {
     format!(
-        "{:.2} credits charged, {:.2} held",
+        "{:.2} credits charged, {:.2} counted for tasks without a settled cost",
         shared.credits_charged, shared.credits_held
     )
+}
+
+/// "1 line", "3 lines".
+fn lines(count: usize) -> String {
+    match count {
+        1 => "1 line".into(),
+        _ => format!("{count} lines"),
+    }
 }
 
 /// Which live worker holds which lines, a line of text each.
@@ -159,6 +181,7 @@ mod tests {
             place,
             status,
             job_lines: &[1, 2, 3],
+            invalid: 0,
             folder: PathBuf::from("out"),
         }
     }
@@ -178,7 +201,10 @@ mod tests {
 
         let (journal_said, ledger_said) = (journal.text(), ledger.text());
         assert_eq!(journal_said[0], "batch in out:");
-        assert_eq!(ledger_said[0], "batch jobs:jobsjsonl: 2.50 credits charged, 0.00 held");
+        assert_eq!(
+            ledger_said[0],
+            "batch jobs:jobsjsonl: 2.50 credits charged, 0.00 counted for tasks without a settled cost"
+        );
         assert_eq!(journal_said[1..], ledger_said[1..4], "{ledger_said:#?}");
         assert!(journal_said[3].starts_with("  line 3: not sent"), "{journal_said:#?}");
         assert_eq!(ledger_said[4..], ["  host:out holds 1 line(s): 2"]);

@@ -23,7 +23,8 @@ pub(super) struct Tally {
     /// Lines reported from the store, nothing sent or fetched for them.
     earlier: usize,
     worked: usize,
-    /// Why lines stand where they do, for those that have a class.
+    /// Why lines stand where they do, for those that have a class, in
+    /// words ([`FailureClass::in_words`]).
     why: BTreeMap<(Standing, &'static str), usize>,
     classes: HashSet<FailureClass>,
     unanswered: Vec<u64>,
@@ -66,7 +67,7 @@ impl Tally {
         *self.by_standing.entry(standing).or_default() += 1;
         if let Some(class) = outcome.class {
             self.classes.insert(class);
-            *self.why.entry((standing, class.as_str())).or_default() += 1;
+            *self.why.entry((standing, class.in_words())).or_default() += 1;
         }
         if standing == Standing::Unanswered {
             self.unanswered.push(outcome.line);
@@ -191,11 +192,12 @@ pub(super) fn summary(tally: &Tally, out_dir: &Path, json: bool, mock: bool, wri
     let refused = tally.count(Standing::Refused);
     if refused > 0 {
         let lines = if refused == 1 {
-            "1 line"
+            "1 line".to_string()
         } else {
-            &format!("{refused} lines")
+            format!("{refused} lines")
         };
-        text.push_str(&format!("\n{lines} {}", super::standing::REFUSED_ADVICE));
+        let said = super::standing::next_run(Standing::Refused, refused == 1);
+        text.push_str(&format!("\n{lines} {said}"));
     }
 
     say(&[text], json);
@@ -215,9 +217,11 @@ fn standings(tally: &Tally) -> String {
             .why
             .iter()
             .filter(|((of, _), _)| *of == standing)
-            .map(|((_, class), n)| format!("{n} {}", class.replace('_', " ")))
+            .map(|((_, class), n)| format!("{n} {class}"))
             .collect();
-        if standing == Standing::Saved {
+        // A saved line's class is said of it as it happens, and an
+        // unanswered line's is its standing again.
+        if matches!(standing, Standing::Saved | Standing::Unanswered) {
             why.clear();
             if tally.saved_earlier > 0 {
                 why.push(format!("{} before this run or by another worker", tally.saved_earlier));
@@ -250,7 +254,7 @@ fn unknown_advice(unanswered: &[u64]) -> String {
         "{which} sent without an answer: the service may have accepted (and charged) {them}, so {they} not sent \
          again automatically. For each: if you find its task id (e.g. in the project's activity records; the line's \
          error in results.jsonl says when it was sent), run again with --adopt LINE=TASK_ID to fetch its result; if \
-         it was not accepted, run again with --resubmit-unknown (it sends every unknown line left, risking paying \
+         it was not accepted, run again with --resubmit-unknown (it sends every unanswered line left, risking paying \
          twice for any that was accepted)"
     )
 }

@@ -15,7 +15,7 @@ use genapi_mock::{Fault, FaultKind};
 use serde_json::{json, Value};
 
 use crate::common;
-use common::{created_for, genapi, posts_by_prompt, roomy_mock, Dir};
+use common::{created_for, genapi, genapi_alone, posts_by_prompt, roomy_mock, Dir};
 
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
@@ -813,4 +813,32 @@ async fn a_journal_damaged_in_its_middle_refuses_the_run_as_status_does() {
         assert_eq!(refused.status.code(), Some(2), "{extra:?}: {}", text(&refused.stderr));
     }
     assert_eq!(mock.count("POST", "/v1/gen-2-pro"), sent, "nothing was sent");
+}
+
+/// `--status` only reads: a job file with an invalid line is not refused,
+/// and the invalid line is counted as what it is.
+#[test]
+fn status_reads_a_job_file_with_an_invalid_line_and_counts_it() {
+    let dir = Dir::new("status-invalid");
+    crate::common::write_jobs(&dir.join("jobs.jsonl"), 2, "status");
+    let mut text = std::fs::read_to_string(dir.join("jobs.jsonl")).unwrap();
+    text.push_str("{\"model\": \"gen-2-pro\", \"prompt\": \"a fox\", \"width\": 5}\n");
+    std::fs::write(dir.join("jobs.jsonl"), text).unwrap();
+    let status = genapi_alone(&dir)
+        .args(["batch", "jobs.jsonl", "--out", "shots", "--status", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        status.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&status.stderr)
+    );
+    let view: Value = serde_json::from_slice(&status.stdout).unwrap();
+    assert_eq!(
+        (&view["lines"]["unsent"], &view["lines"]["invalid"]),
+        (&json!(2), &json!(1)),
+        "{view}"
+    );
+    assert!(!dir.join("shots").exists(), "--status created nothing");
 }

@@ -70,7 +70,7 @@ async fn a_ctrl_c_during_submissions_says_which_lines_are_polled_and_which_are_s
     let (code, screen) = terminal.finish(PATIENCE);
     assert_eq!(code, Some(130), "{screen}");
     assert!(
-        screen.contains("line 1: accepted, not finished; the same command polls their tasks"),
+        screen.contains("line 1: accepted, not finished; the same command polls its task"),
         "{screen}"
     );
     assert!(

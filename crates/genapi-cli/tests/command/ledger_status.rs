@@ -198,7 +198,7 @@ async fn a_ledgers_status_says_what_the_next_run_does_with_each_line_as_a_journa
     assert_eq!(sentences(alone), sentences(shared), "{alone}\n{shared}");
     assert!(shared.contains("line 2: ended for good"), "{shared}");
     assert!(
-        shared.contains(": 3.16 credits charged"),
+        shared.contains(": 3.16 credits charged, 0.00 counted"),
         "two lines saved at 1.58: {shared}"
     );
     for (out, ledger) in places {
