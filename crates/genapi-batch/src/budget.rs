@@ -105,8 +105,8 @@ impl LocalBudget {
                 Line::Ended {
                     ending: Ending::Saved { cost: Some(cost), .. },
                     ..
-                } => {
-                    budget.settled.insert(*number, cost.max(0.0));
+                } if plausible(*cost) => {
+                    budget.settled.insert(*number, *cost);
                 }
                 Line::Ended {
                     ending: Ending::Failed { status, .. },
@@ -210,17 +210,21 @@ impl LocalBudget {
     /// The service settled `line`'s task at `cost`: it replaces what the
     /// line was held or counted at, and prices its kind.
     pub(crate) fn settle(&mut self, line: u64, cost: f64) {
-        // A cost below zero (a hostile answer) would loosen the cap.
-        let cost = cost.max(0.0);
+        // Below any real price (a hostile answer, or a journal written
+        // before such figures were refused): no settled cost, so the line
+        // stays counted at what it held.
+        if !plausible(cost) {
+            self.end_unsettled(line, "Ready");
+            return;
+        }
         self.settled.insert(line, cost);
         self.kept.remove(&line);
         if let Some((kind, _)) = self.holds.remove(&line) {
             self.kinds.insert(line, kind);
         }
-        // A charge of nothing (a free task), or below any real price, is
-        // no price. A later settled cost (a task adopted in place of
-        // another) raises the kind's price, never lowers it.
-        if let (Some(kind), true) = (self.kinds.get(&line), plausible(cost)) {
+        // A later settled cost (a task adopted in place of another)
+        // raises the kind's price, never lowers it.
+        if let Some(kind) = self.kinds.get(&line) {
             let most = self.prices.entry(kind.clone()).or_insert(cost);
             *most = most.max(cost);
         }
@@ -387,6 +391,23 @@ mod tests {
         budget.drop_hold(3);
         assert_eq!(budget.hold(4, "k", 10.0, None), Hold::Held(3.0));
         assert_eq!(budget.spent(), 3.0);
+    }
+
+    /// A settled figure below any real price (less than nothing, nothing,
+    /// a billionth) is no settled cost: the line stays counted at what it
+    /// held, and its kind stays unpriced, so the cap is not loosened.
+    #[test]
+    fn a_settled_cost_below_any_price_keeps_the_hold_counted() {
+        for figure in [-5.0, 0.0, 0.0001, 1e-9, f64::NAN] {
+            let mut budget = LocalBudget::default();
+            assert_eq!(budget.hold(1, "k", 0.3, None), Hold::Held(0.3));
+            budget.note(&finished(1, "Ready", Some(figure)));
+            assert_eq!(budget.hold(2, "k", 0.3, None), Hold::CapReached, "{figure}");
+        }
+        // Read back from a journal that recorded such a figure: the same.
+        let lines = Line::of_each(vec![accepted(1, None), finished(1, "Ready", Some(-5.0))]);
+        let mut budget = LocalBudget::from_lines(lines.iter());
+        assert_eq!(budget.hold(2, "k", 0.3, None), Hold::CapReached);
     }
 
     #[test]

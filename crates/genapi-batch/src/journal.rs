@@ -472,11 +472,15 @@ impl FileJournal {
 
 /// The events of a journal's text, as a run reads them.
 fn records_of(file: File, path: &Path) -> io::Result<Vec<Event>> {
-    let reader = BufReader::new(file);
-    let lines: Vec<String> = reader.lines().collect::<io::Result<_>>()?;
+    let mut whole = String::new();
+    io::Read::read_to_string(&mut BufReader::new(file), &mut whole)?;
+    // A line that ends with its newline was written whole, whatever it
+    // holds; only a last line without one can be an event being written.
+    let torn_tail = !whole.is_empty() && !whole.ends_with('\n');
+    let lines: Vec<&str> = whole.lines().collect();
     let mut records = Vec::new();
     let count = lines.len();
-    for (index, text) in lines.iter().enumerate() {
+    for (index, text) in lines.iter().copied().enumerate() {
         if text.trim().is_empty() || (index == 0 && text == HEADER) {
             continue;
         }
@@ -484,7 +488,7 @@ fn records_of(file: File, path: &Path) -> io::Result<Vec<Event>> {
             Ok(record) => records.push(record),
             // A torn last event was never acknowledged (opening cuts
             // one off; this is a journal read while another run writes).
-            Err(_) if index + 1 == count => {}
+            Err(_) if index + 1 == count && torn_tail => {}
             // Elsewhere (an older version kept torn events, or the file
             // was damaged) it may have held an accepted task: its line is
             // treated as unanswered, never as free to submit.
@@ -855,6 +859,22 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         dir
+    }
+
+    /// A damaged record that ends with its newline was written whole (not
+    /// torn by a crash): last in the file, it is read as a possible
+    /// acceptance all the same, and its line is not sent on its own.
+    #[test]
+    fn a_damaged_last_record_with_its_newline_leaves_its_line_unanswered() {
+        let dir = scratch("damaged-last");
+        let path = dir.join("journal.jsonl");
+        let refused = "{\"event\":\"refused\",\"line\":2,\"error\":\"429\"}\n";
+        let damaged = "{\"event\":\"accepted\",\"line\":1,\"id\":\"t-broken\n";
+        std::fs::write(&path, format!("{HEADER}\n{refused}{damaged}")).unwrap();
+        let mut journal = FileJournal::open(&path).unwrap();
+        let records = journal.events().unwrap();
+        assert_eq!(records.last(), Some(&Event::Damaged { line: 1 }), "{records:?}");
+        assert!(matches!(Line::of_each(records)[&1], Line::Unanswered { .. }));
     }
 
     #[test]

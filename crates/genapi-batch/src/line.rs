@@ -315,14 +315,21 @@ impl Line {
                 other => other,
             },
             // Whatever it was, it may have been an accepted task.
+            // Whatever it was, it may have been an accepted task: a line
+            // that may be sent (or sent again after a refusal) no longer
+            // may.
             Event::Damaged { .. } => match self {
-                Line::Unsent { .. } => Line::Unanswered {
-                    sent: Sent {
-                        digest: None,
-                        sent_at: None,
-                        ephemeral: false,
-                    },
-                },
+                line @ (Line::Unsent { .. } | Line::Ended { .. })
+                    if line.task().is_none() && line.ending().is_none_or(|_| line.refused()) =>
+                {
+                    Line::Unanswered {
+                        sent: line.into_sent().unwrap_or(Sent {
+                            digest: None,
+                            sent_at: None,
+                            ephemeral: false,
+                        }),
+                    }
+                }
                 other => other,
             },
             Event::Finished {
@@ -407,15 +414,18 @@ impl Line {
         }
     }
 
-    /// Whether it ended in a refusal (which created nothing).
+    /// Whether it ended in a refusal (which created nothing): never for a
+    /// line with a task recorded, whatever a later record says (a paid
+    /// task is never forgotten).
     pub fn refused(&self) -> bool {
-        matches!(
-            self.ending(),
-            Some(Ending::Failed {
-                status: FailedStatus::Refused,
-                ..
-            })
-        )
+        self.task().is_none()
+            && matches!(
+                self.ending(),
+                Some(Ending::Failed {
+                    status: FailedStatus::Refused,
+                    ..
+                })
+            )
     }
 
     /// Whether what it sent last went to a service that ended with its run
@@ -519,6 +529,12 @@ mod tests {
             intent(12, false),
             finished(12, "Refused"),
             intent(12, false),
+            intent(13, false),
+            accepted(13, false),
+            finished(13, "Refused"),
+            intent(14, false),
+            finished(14, "Refused"),
+            Event::Damaged { line: 14 },
         ]);
         let standing = |line: u64| lines[&line].standing();
         assert_eq!(standing(1), Standing::Gone);
@@ -541,6 +557,13 @@ mod tests {
         assert_eq!(standing(10), Standing::Accepted, "what is known stays known");
         assert_eq!(standing(11), Standing::Ended);
         assert_eq!(standing(12), Standing::Unanswered, "a new submission after a refusal");
+        assert!(!lines[&13].refused(), "a refusal recorded after a task is no refusal");
+        assert_eq!(standing(13), Standing::Ended, "never sent again: its task may be paid");
+        assert_eq!(
+            standing(14),
+            Standing::Unanswered,
+            "a damaged record after a refusal may have been an acceptance"
+        );
         assert_eq!(lines[&3].task().map(|t| t.id.as_str()), Some("t3"));
         assert!(lines[&7].refused());
         assert_eq!(lines[&4].sent().and_then(|s| s.sent_at), Some(7));

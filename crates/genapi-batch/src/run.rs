@@ -1351,10 +1351,7 @@ impl Context {
         };
         // A settled cost counts at once: the task's seat is free already,
         // and the next submission's hold must see a price that rose.
-        if let (Some(cost), Some(_)) = (
-            waited.as_ref().ok().and_then(|output| output.settled_cost()),
-            self.max_credits,
-        ) {
+        if let (Some(cost), Some(_)) = (waited.as_ref().ok().and_then(settled_cost), self.max_credits) {
             if let Err(error) = self.store.settle(line, cost).await {
                 tracing::warn!(%error, line, "the settled cost of a task could not be counted yet");
             }
@@ -1440,7 +1437,7 @@ impl Context {
 
     async fn save(&self, output: Output, cost: Option<f64>, line: u64, stem: &str, resumed: bool) -> JobOutcome {
         // The journal keeps the settled cost alone: the cap trusts no other.
-        let settled = output.settled_cost();
+        let settled = settled_cost(&output);
         let cost = output.cost().or(cost);
         let duration = output.duration();
         // A run that stopped between saving and writing left the file.
@@ -1536,6 +1533,14 @@ fn surely_refused(error: &Error) -> bool {
         } | Error::InsufficientCredits { .. }
             | Error::Forbidden { task: None, .. }
     )
+}
+
+/// The cost the service settled `output`'s task at, when it can be one:
+/// a figure below any real price (nothing, less than nothing, 1e-9) is no
+/// settled cost, so the task stays counted at what it held (it may have
+/// been charged) instead of loosening the cap by its figure.
+fn settled_cost(output: &Output) -> Option<f64> {
+    output.settled_cost().filter(|cost| super::cap::plausible(*cost))
 }
 
 /// What to say about a submission sent without an answer.

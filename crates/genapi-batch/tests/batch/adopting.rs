@@ -224,14 +224,23 @@ async fn where_prompts_may_be_rewritten_a_differing_prompt_is_shown_and_the_task
 async fn a_task_adopted_into_the_store_a_capped_run_uses_holds_no_credits_back() {
     let (mock, client, dir, journal) = setup(100, "adopt-capped").await;
     mock.inject(Fault::on("/v1/gen-2-pro", FaultKind::LoseAnswer).method("POST"));
-    let first = run_batch(
-        Batch::new(client.clone(), store(journal.clone()), &dir.0),
-        literal_jobs(1, "adopt capped"),
-    )
-    .await;
+    // Large enough for the mock to charge a real price when they settle
+    // (a cost of nothing is no settled cost: the cap would keep counting
+    // the line at all it could have cost).
+    let jobs = |count| -> Vec<_> {
+        literal_jobs(count, "adopt capped")
+            .into_iter()
+            .map(|mut job| {
+                job.body["width"] = json!(512);
+                job.body["height"] = json!(512);
+                job
+            })
+            .collect()
+    };
+    let first = run_batch(Batch::new(client.clone(), store(journal.clone()), &dir.0), jobs(1)).await;
     assert_eq!(first[0].standing, Standing::Unanswered, "{first:#?}");
     let lost = created_for(&mock, "adopt capped 1");
-    let jobs = literal_jobs(2, "adopt capped");
+    let jobs = jobs(2);
     let run_store = store(journal.clone());
     adopt(&client, &run_store, &jobs[0], &lost.id).await.unwrap();
     let outcomes = run_batch(Batch::new(client, run_store, &dir.0).max_credits(1000.0), jobs).await;

@@ -16,7 +16,7 @@ use std::time::Duration;
 use genapi_batch::{safe_stem, FileJournal, JournalStore, JournalView, ReadStore, Standing, Status, Store, StoreError};
 use genapi_ledger::{Ledger, LedgerError, LedgerOptions, ReadOnlyLedger, SharedSeats};
 
-use super::results::results_name_tasks;
+use super::results::lines_that_may_have_paid;
 use super::standing;
 use super::{shown, BatchArgs, Run, DEFAULT_MAX_ACTIVE, JOURNAL, RESULTS};
 use crate::{code, connect_with, out, Connection, Failure, Global};
@@ -120,14 +120,28 @@ async fn open_journal(out_dir: &Path) -> Result<Keeper, Failure> {
         }
     })?;
     let status = store.status(&[]).await.map_err(store_failure)?;
-    // A journal that lost its records would have every line submitted (and
-    // paid for) again: results.jsonl naming tasks says it had some.
-    if status.lines.is_empty() && results_name_tasks(out_dir) {
+    // A journal that lost records (emptied, cut, replaced) would have
+    // their lines submitted (and paid for) again: results.jsonl says which
+    // lines were sent.
+    let lost = match lines_that_may_have_paid(out_dir) {
+        Some(sent) => {
+            let lost: Vec<u64> = sent
+                .into_iter()
+                .filter(|line| !status.lines.contains_key(line))
+                .collect();
+            (!lost.is_empty()).then(|| standing::counted(&lost))
+        }
+        // Results that cannot be read beside an empty journal: any line
+        // may have been sent.
+        None if status.lines.is_empty() => Some("lines".to_string()),
+        None => None,
+    };
+    if let Some(which) = lost {
         return Err(Failure::usage(format!(
-            "--out {}: {RESULTS} lists tasks of an earlier run, but {JOURNAL} holds no record of them, so running \
-             would submit (and pay for) those lines again and overwrite their files; restore {JOURNAL} from a copy, \
-             or, to start over, move {RESULTS} and the images away (or choose another --out directory); nothing was \
-             sent",
+            "--out {}: {RESULTS} says {which} of an earlier run were sent, but {JOURNAL} holds no record of them, so \
+             running would submit (and pay for) them again and overwrite their files; restore {JOURNAL} from a \
+             copy, or, to start over, move {RESULTS} and the images away (or choose another --out directory); \
+             nothing was sent",
             shown(out_dir)
         )));
     }

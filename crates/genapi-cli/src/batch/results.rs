@@ -8,10 +8,12 @@
 //! batch did not write is never replaced. A task is paid for, so when
 //! stdout cannot be written, each task's id goes to stderr instead.
 
+use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use genapi_batch::{ResultLine, Standing};
 use serde_json::Value;
 use tokio::time::Instant;
 
@@ -42,37 +44,41 @@ fn is_results_file(head: &[u8]) -> bool {
     serde_json::from_slice::<Value>(first).is_ok_and(|line| line["line"].is_u64() && line["status"].is_string())
 }
 
-/// Whether the output directory's results.jsonl names a task (a line an
-/// earlier run submitted or took up). Only a regular file is read.
-pub(super) fn results_name_tasks(out_dir: &Path) -> bool {
+/// The lines `results.jsonl` in `out_dir` says may have been paid for: a
+/// line with a task, or one that stood anywhere but unsent or refused
+/// (`None`: the file cannot be read as results, and any line may have
+/// been). A journal that holds no record of such a line lost it, and
+/// sending the line would pay for it again.
+pub(super) fn lines_that_may_have_paid(out_dir: &Path) -> Option<BTreeSet<u64>> {
+    let mut lines = BTreeSet::new();
     let path = out_dir.join(RESULTS);
     if !genapi_files::is_taken(&path) {
-        return false;
+        return Some(lines);
     }
     // By the file policy; one that cannot be read as a results file of
-    // reasonable size is taken to name tasks (the run is then refused, not
-    // paid again).
-    let Ok(file) = genapi_files::open(&path, RESULTS_LIMIT) else {
-        return true;
-    };
+    // reasonable size is taken to name every line.
+    let file = genapi_files::open(&path, RESULTS_LIMIT).ok()?;
     let mut reader = BufReader::new(file);
-    let mut line = Vec::new();
+    let mut text = Vec::new();
     loop {
-        line.clear();
+        text.clear();
         // A result line is small: a longer line is no result, and is not held.
-        match (&mut reader).take(RESULT_LINE_LIMIT).read_until(b'\n', &mut line) {
-            Ok(0) => return false,
-            Ok(_) if serde_json::from_slice::<Value>(&line).is_ok_and(|entry| entry["task_id"].is_string()) => {
-                return true
-            }
-            Ok(_) if line.ends_with(b"\n") => {}
-            // The rest of a long line is passed over.
-            Ok(_) => {
-                if reader.skip_until(b'\n').is_err() {
-                    return true;
+        match (&mut reader).take(RESULT_LINE_LIMIT).read_until(b'\n', &mut text) {
+            Ok(0) => return Some(lines),
+            Ok(_) => match serde_json::from_slice::<ResultLine>(&text) {
+                Ok(result) => {
+                    let sent = !matches!(result.standing(), Some(Standing::Unsent | Standing::Refused) | None);
+                    if result.task_id.is_some() || sent {
+                        lines.insert(result.line);
+                    }
                 }
-            }
-            Err(_) => return true,
+                // The rest of a long line is passed over.
+                Err(_) if !text.ends_with(b"\n") => {
+                    reader.skip_until(b'\n').ok()?;
+                }
+                Err(_) => {}
+            },
+            Err(_) => return None,
         }
     }
 }

@@ -721,7 +721,7 @@ async fn an_output_directory_whose_journal_lost_its_records_is_refused_not_paid_
     let stderr = text(&refused.stderr);
     assert_eq!(refused.status.code(), Some(2), "{stderr}");
     for expected in [
-        "results.jsonl lists tasks",
+        "results.jsonl says lines 1-2 (2) of an earlier run were sent",
         "holds no record",
         "restore journal.jsonl",
         "nothing was sent",
@@ -841,4 +841,47 @@ fn status_reads_a_job_file_with_an_invalid_line_and_counts_it() {
         "{view}"
     );
     assert!(!dir.join("shots").exists(), "--status created nothing");
+}
+
+/// A journal cut down to some of its records (here, line 3's alone) lost
+/// lines 1 and 2, one of them sent without an answer (no task named
+/// anywhere): results.jsonl says both were sent, so the run is refused
+/// instead of paying for them again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_journal_that_lost_some_lines_records_is_refused_for_them_not_paid_again() {
+    let mock = roomy_mock(50).await;
+    mock.inject(Fault::on("/v1/gen-2-pro", FaultKind::LoseAnswer).method("POST"));
+    let dir = Dir::new("lost-some-records");
+    write_jobs(&dir.join("jobs.jsonl"), 3, "cut journal");
+    let batch = || {
+        genapi(&dir, &mock)
+            .args(["batch", "jobs.jsonl", "--out", "out", "--max-active", "1"])
+            .output()
+            .unwrap()
+    };
+    let first = batch();
+    assert_eq!(
+        first.status.code(),
+        Some(9),
+        "line 1 unanswered: {}",
+        text(&first.stderr)
+    );
+    let journal = dir.join("out/journal.jsonl");
+    let kept: Vec<String> = std::fs::read_to_string(&journal)
+        .unwrap()
+        .lines()
+        .enumerate()
+        .filter(|(index, line)| *index == 0 || line.contains("\"line\":3"))
+        .map(|(_, line)| line.to_string())
+        .collect();
+    std::fs::write(&journal, kept.join("\n") + "\n").unwrap();
+    let posts = mock.count("POST", "/v1/gen-2-pro");
+    let refused = batch();
+    let stderr = text(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("says lines 1-2 (2) of an earlier run were sent"),
+        "{stderr}"
+    );
+    assert_eq!(mock.count("POST", "/v1/gen-2-pro"), posts, "nothing paid again");
 }
