@@ -1,14 +1,17 @@
 //! Ledgers written by release 0.1.0 keep working: the fixture
 //! (`fixtures/ledger-0.1.0.sql`, that release's tables and the rows its
 //! `genapi batch --ledger` runs wrote) holds a line in every situation those
-//! runs could leave, and each stands where that release left it; a batch
-//! it stopped with a task running resumes under this release and pays
-//! nothing twice.
+//! runs could leave, and each stands where that release left it; its
+//! credits count as this release counts them (an acceptance's report held,
+//! never a price); a batch it stopped with a task running resumes under
+//! this release and pays nothing twice.
 
 use std::collections::BTreeMap;
 
 use futures::StreamExt;
-use genapi_batch::{Batch, Ending, FailedStatus, JobFile, JobOutcome, ReadStore, Standing};
+use genapi_batch::{
+    Batch, Claim, CreditHolds, Ending, FailedStatus, Hold, JobFile, JobOutcome, ReadStore, Standing, WriteStore,
+};
 use genapi_ledger::{Ledger, ReadOnlyLedger};
 
 use crate::common::pg::Postgres;
@@ -25,9 +28,12 @@ const JOBS: &str = include_str!("fixtures/jobs-0.1.0.jsonl");
 const BATCH: &str = "jobs:jobsjsonl";
 const JOBS_DIGEST: &str = "0a1b19816cea503f";
 
-/// The batch it ran under a credit cap, and that job file's digest.
+/// The batch it ran under a credit cap, that job file's digest, and the
+/// price kind of its one line (a gen-2-pro of the default size), as that
+/// release wrote them.
 const CAPPED: &str = "jobs:cappedjsonl";
 const CAPPED_DIGEST: &str = "9e87575645df69dd";
+const CAPPED_KIND: &str = "69ba6b6e6f2fe3c6282e817a18e2a3f2";
 
 /// A fresh cluster holding the fixture, or `None` without PostgreSQL.
 fn earlier_ledger(name: &str) -> Option<Postgres> {
@@ -77,9 +83,9 @@ async fn a_ledger_of_the_earlier_release_stands_as_that_release_left_it() {
         "every worker of that release stopped: {shared:?}"
     );
     assert_eq!(
-        shared.credits_charged + shared.credits_held,
-        4.35,
-        "what that release counted: {shared:?}"
+        (shared.credits_charged, shared.credits_held),
+        (2.77, 1.58),
+        "the 4.35 that release counted as charged: what the service settled, and line 7's reported cost held"
     );
     let read_only = ReadOnlyLedger::open(&pg.url(), BATCH, JOBS_DIGEST)
         .await
@@ -168,4 +174,30 @@ async fn a_batch_stopped_by_the_earlier_release_resumes_without_paying_twice() {
     let status = after.status(&[]).await.unwrap();
     assert_eq!(status.lines[&7], Standing::Saved);
     assert_eq!(status.lines[&6], Standing::Accepted, "a line not run is left as it was");
+}
+
+/// Release 0.1.0 wrote the cost an acceptance reported as the line's charge
+/// (`charged`), where this release keeps only costs the service settled
+/// and holds the report. A line it left accepted under a cap is counted, its
+/// report no price of its kind: the next line of the kind goes alone, with
+/// all that is left, until a task of the kind settles its price.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_acceptances_report_the_earlier_release_wrote_as_charged_prices_no_kind() {
+    let Some(pg) = earlier_ledger("earlier-ledger-report") else {
+        return;
+    };
+    let ledger = Ledger::open(&pg.url(), CAPPED, CAPPED_DIGEST).await.unwrap();
+    let status = ledger.status(&[]).await.unwrap();
+    let shared = status.shared.as_ref().unwrap();
+    assert_eq!(
+        (shared.credits_charged, shared.credits_held),
+        (0.0, 1.58),
+        "held, not charged"
+    );
+    assert!(matches!(ledger.claim(2).await.unwrap(), Claim::Mine(_)));
+    assert_eq!(
+        ledger.hold_credits(2, CAPPED_KIND, 10.0, None).await.unwrap(),
+        Hold::Held(10.0 - 1.58),
+        "the first line of a kind not settled yet, alone"
+    );
 }
