@@ -55,6 +55,12 @@ pub(crate) const MIGRATIONS: &[&str] = &[
         size integer NOT NULL CHECK (size > 0),
         created_at timestamptz NOT NULL DEFAULT now()
     );",
+    // 3: a line's `charged` is a cost the service settled, and nothing
+    // else. Release 0.1.0 also wrote there the cost an acceptance reported,
+    // on a line not done yet: that report is a hold now, counted but never
+    // the price of its kind. (A line done holds its settled cost, or 0.)
+    "UPDATE genapi_lines SET hold = greatest(charged, hold), charged = NULL
+     WHERE NOT done AND charged > 0;",
 ];
 
 /// Every table and the columns the ledger reads or writes, checked each

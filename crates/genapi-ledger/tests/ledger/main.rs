@@ -1,9 +1,9 @@
 //! The ledger as a program sharing a batch or an account's seats meets it,
 //! against a real PostgreSQL (a throwaway cluster per test) and the mock on
 //! a loopback port: seats shared fairly and never leaked, what events carry,
-//! a worker's name taken back, and the connection's TLS as libpq's settings
-//! ask. (Workers sharing a batch through the `genapi batch` command are
-//! tested with the command.)
+//! a worker's name taken back, ledgers an earlier release wrote, and the
+//! connection's TLS as libpq's settings ask. (Workers sharing a batch
+//! through the `genapi batch` command are tested with the command.)
 
 /// The workspace's shared test helpers.
 mod common {
@@ -17,6 +17,7 @@ fn record(value: serde_json::Value) -> genapi_batch::Event {
 
 mod carried;
 mod credit_holds;
+mod earlier_ledgers;
 mod fair_shares;
 mod shared_seats;
 mod store_contract;
