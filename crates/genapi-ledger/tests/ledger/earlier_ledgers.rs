@@ -64,8 +64,8 @@ async fn a_ledger_of_the_earlier_release_stands_as_that_release_left_it() {
         (2, Ended),
         (3, Ended),
         // Refused with a 422: that release never sent it again unasked
-        // (its --status counted it open).
-        (4, Ended),
+        // (its --status counted it open); --retry-refused sends it.
+        (4, Refused),
         (5, Unanswered),
         (6, Accepted),
         (7, Accepted),
