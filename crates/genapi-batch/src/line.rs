@@ -314,24 +314,7 @@ impl Line {
                 Line::Unanswered { sent } => Line::Unsent { tried: Some(sent) },
                 other => other,
             },
-            // Whatever it was, it may have been an accepted task.
-            // Whatever it was, it may have been an accepted task: a line
-            // that may be sent (or sent again after a refusal) no longer
-            // may.
-            Event::Damaged { .. } => match self {
-                line @ (Line::Unsent { .. } | Line::Ended { .. })
-                    if line.task().is_none() && line.ending().is_none_or(|_| line.refused()) =>
-                {
-                    Line::Unanswered {
-                        sent: line.into_sent().unwrap_or(Sent {
-                            digest: None,
-                            sent_at: None,
-                            ephemeral: false,
-                        }),
-                    }
-                }
-                other => other,
-            },
+            Event::Damaged { .. } => self.damaged(),
             Event::Finished {
                 status,
                 file,
@@ -358,6 +341,24 @@ impl Line {
                 };
                 self.ended(ending)
             }
+        }
+    }
+
+    /// The line once a record of it could not be read: whatever it was,
+    /// it may have been an accepted task, so a line that may be sent (or
+    /// sent again after a refusal) no longer may.
+    fn damaged(self) -> Line {
+        let free = self.task().is_none() && self.ending().is_none_or(|_| self.refused());
+        if !free {
+            return self;
+        }
+        let unknown = Sent {
+            digest: None,
+            sent_at: None,
+            ephemeral: false,
+        };
+        Line::Unanswered {
+            sent: self.into_sent().unwrap_or(unknown),
         }
     }
 
