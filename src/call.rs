@@ -46,6 +46,9 @@ pub(crate) struct Call {
     address: Option<Url>,
     /// The exact body to send, when the caller wrote it.
     body: Option<Bytes>,
+    /// What the exchange is for, when its method alone does not say: a
+    /// submission its caller records is sent once.
+    purpose: Option<Purpose>,
     /// What the exchange ended in, when it was not an HTTP answer, and the
     /// status of the last answer (the generator keeps neither).
     outcome: Arc<Mutex<Outcome>>,
@@ -87,10 +90,32 @@ impl Call {
         address: Option<Url>,
         body: Option<Bytes>,
     ) -> Generated {
+        Call::generated(transport, base, address, body, None)
+    }
+
+    /// [`Call::client`] for one submission, sent for `purpose`: retried as
+    /// any (`Submit`), or sent once (`SubmitOnce`).
+    pub(crate) fn submission(
+        transport: &Arc<Transport>,
+        base: &str,
+        body: Option<Bytes>,
+        purpose: Purpose,
+    ) -> Generated {
+        Call::generated(transport, base, None, body, Some(purpose))
+    }
+
+    fn generated(
+        transport: &Arc<Transport>,
+        base: &str,
+        address: Option<Url>,
+        body: Option<Bytes>,
+        purpose: Option<Purpose>,
+    ) -> Generated {
         let call = Call {
             transport: transport.clone(),
             address,
             body,
+            purpose,
             outcome: Arc::default(),
         };
         Generated::new_with_client(base.trim_end_matches('/'), transport.api_client().clone(), call)
@@ -168,7 +193,7 @@ impl ClientHooks<Call> for Generated {
 
     async fn exec(&self, request: reqwest::Request, info: &OperationInfo) -> reqwest::Result<reqwest::Response> {
         let call = self.inner();
-        let purpose = Purpose::of(request.method());
+        let purpose = call.purpose.unwrap_or_else(|| Purpose::of(request.method()));
         let url = request.url().clone();
         let transport = &call.transport;
         match transport

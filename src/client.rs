@@ -54,6 +54,30 @@ struct Target<'a> {
     schema: Option<&'a str>,
 }
 
+impl Target<'_> {
+    /// The submission to `path`: an operation of the document, or a path
+    /// it lacks.
+    fn of_path(path: &str) -> Target<'_> {
+        let known = crate::api::OPERATIONS
+            .iter()
+            .find(|op| op.path == path && op.method == "POST");
+        match known {
+            Some(op) => Target {
+                operation: op.id,
+                path: op.path,
+                regional: op.regional,
+                schema: op.request_schema,
+            },
+            None => Target {
+                operation: path,
+                path,
+                regional: false,
+                schema: None,
+            },
+        }
+    }
+}
+
 impl Client {
     pub(crate) fn from_parts(
         transport: Arc<Transport>,
@@ -94,7 +118,7 @@ impl Client {
             regional: spec.regional,
             schema: spec.request_schema,
         };
-        self.send_submission(target, body, Some(request.into_any()), ready)
+        self.send_submission(target, body, Some(request.into_any()), Purpose::Submit, ready)
             .await
             .map_err(Unsent::into_error)
     }
@@ -118,7 +142,7 @@ impl Client {
     /// # Ok(()) }
     /// ```
     pub async fn submit_raw(&self, path: &str, body: Value) -> Result<Task> {
-        self.submit_raw_recorded(path, body, ready)
+        self.send_submission(Target::of_path(path), body, None, Purpose::Submit, ready)
             .await
             .map_err(Unsent::into_error)
     }
@@ -132,6 +156,12 @@ impl Client {
     /// A program that keeps its own record of submissions (a batch journal)
     /// writes it here, so a crash leaves at most one submission recorded
     /// and not sent, never one sent and not recorded.
+    ///
+    /// One record, one request: the request is sent once, whatever the
+    /// client's [`crate::RetryPolicy`]. A 429, or a connection that could not
+    /// be opened, comes back as its error ([`Error::is_safe_to_resubmit`]):
+    /// the caller records that nothing was created and, unless it is
+    /// stopping, submits again under a new record.
     pub async fn submit_raw_recorded<F, Fut, H>(
         &self,
         path: &str,
@@ -142,24 +172,8 @@ impl Client {
         F: FnOnce() -> Fut,
         Fut: std::future::Future<Output = Result<(), H>>,
     {
-        let known = crate::api::OPERATIONS
-            .iter()
-            .find(|op| op.path == path && op.method == "POST");
-        let target = match known {
-            Some(op) => Target {
-                operation: op.id,
-                path: op.path,
-                regional: op.regional,
-                schema: op.request_schema,
-            },
-            None => Target {
-                operation: path,
-                path,
-                regional: false,
-                schema: None,
-            },
-        };
-        self.send_submission(target, body, None, before_send).await
+        self.send_submission(Target::of_path(path), body, None, Purpose::SubmitOnce, before_send)
+            .await
     }
 
     /// Treats a request body sent earlier, perhaps by another process, as
@@ -255,14 +269,16 @@ impl Client {
         self.shared.learned.lock().map(|l| l.clone()).unwrap_or_default()
     }
 
-    /// The one submission path: `body` is checked against the document, and
+    /// The one submission path: `body` is checked against the document,
     /// `typed` is the request it was made from (`None` for JSON the caller
-    /// wrote).
+    /// wrote), and `purpose` says whether it is retried (`Submit`) or sent
+    /// once (`SubmitOnce`).
     async fn send_submission<F, Fut, H>(
         &self,
         target: Target<'_>,
         body: Value,
         typed: Option<AnySubmission>,
+        purpose: Purpose,
         before_send: F,
     ) -> Result<Task, Unsent<H>>
     where
@@ -299,32 +315,8 @@ impl Client {
         );
         async {
             let reservation = self.reserve().await?;
-            let transport = &self.shared.transport;
             before_send().await.map_err(Unsent::HeldBack)?;
-            let sent: Result<Task> = async {
-                let reply = match outgoing {
-                    Outgoing::Operation(request, exact_body) => {
-                        let api = Call::client(transport, base.as_str(), None, exact_body);
-                        let sent = request.send(&api).await;
-                        Call::reply(&api, target.operation, sent).await?
-                    }
-                    Outgoing::Unlisted(request) => Reply::Raw(
-                        transport
-                            .exchange_bytes(request, Purpose::Submit, target.operation, transport.max_response_bytes)
-                            .await?,
-                    ),
-                };
-                match reply {
-                    Reply::Typed(answer) => Task::from_submission(self.shared.clone(), target.operation, answer),
-                    Reply::Invalid(detail) => Err(validation_from_service(transport, detail)),
-                    Reply::Raw(answer) if answer.status.is_success() => {
-                        Task::accepted(self.shared.clone(), target.operation, &answer.body)
-                    }
-                    Reply::Raw(answer) => Err(error_from(transport, target.operation, &answer)),
-                }
-            }
-            .await;
-            let task = match sent {
+            let task = match self.exchange_submission(outgoing, &target, base, purpose).await {
                 Ok(task) => task,
                 Err(error) => {
                     // The service may have created a task: a shared seat
@@ -342,6 +334,38 @@ impl Client {
         }
         .instrument(span)
         .await
+    }
+
+    /// Sends a submission ready to leave (checked, its seat held) for
+    /// `purpose`, and reads its answer: the task, or why there is none.
+    async fn exchange_submission(
+        &self,
+        outgoing: Outgoing,
+        target: &Target<'_>,
+        base: &Url,
+        purpose: Purpose,
+    ) -> Result<Task> {
+        let transport = &self.shared.transport;
+        let reply = match outgoing {
+            Outgoing::Operation(request, exact_body) => {
+                let api = Call::submission(transport, base.as_str(), exact_body, purpose);
+                let sent = request.send(&api).await;
+                Call::reply(&api, target.operation, sent).await?
+            }
+            Outgoing::Unlisted(request) => Reply::Raw(
+                transport
+                    .exchange_bytes(request, purpose, target.operation, transport.max_response_bytes)
+                    .await?,
+            ),
+        };
+        match reply {
+            Reply::Typed(answer) => Task::from_submission(self.shared.clone(), target.operation, answer),
+            Reply::Invalid(detail) => Err(validation_from_service(transport, detail)),
+            Reply::Raw(answer) if answer.status.is_success() => {
+                Task::accepted(self.shared.clone(), target.operation, &answer.body)
+            }
+            Reply::Raw(answer) => Err(error_from(transport, target.operation, &answer)),
+        }
     }
 
     /// What JSON the caller wrote becomes. For an operation of the document:

@@ -59,6 +59,17 @@ use crate::ApiKey;
 ///   Requests` (the task was refused), after `Retry-After` when given. Never
 ///   after a 5xx, a reset or a read timeout: the task may exist, and sending it
 ///   again would create and charge a second one.
+/// - **Submissions whose caller records each sending**
+///   ([`crate::Client::submit_raw_recorded`], a batch's journal) are sent
+///   once, whatever this policy says: a 429 or a connection that could not be
+///   opened comes back as the error ([`crate::Error::is_safe_to_resubmit`])
+///   for the caller to record and send again itself. A retry here would leave
+///   under the one record written before the first request, unseen by the
+///   caller: it could neither write down that nothing was created between
+///   attempts (a run killed then would leave a sent, unanswered submission,
+///   not sent again on its own) nor keep further attempts from leaving once
+///   it stops (a stopped batch would go on sending, and be charged for, what
+///   it stopped).
 /// - **Polls and downloads (GET)** are safe to repeat: network errors
 ///   (including an answer whose body breaks off), timeouts, 408, 429, 500,
 ///   502, 503 and 504 are retried with jittered exponential backoff,
@@ -139,6 +150,9 @@ impl RetryPolicy {
 pub(crate) enum Purpose {
     /// A POST that may create a task.
     Submit,
+    /// A POST that may create a task, each sending of which its caller
+    /// records: sent once (see [`RetryPolicy`]).
+    SubmitOnce,
     /// A GET of a task's state, or any other idempotent API call.
     Poll,
     /// A GET of a signed delivery address: no key.
@@ -155,8 +169,17 @@ impl Purpose {
         }
     }
 
+    /// Attempts in all for an exchange of this purpose.
+    fn attempts(self, policy: &RetryPolicy) -> u32 {
+        match self {
+            Purpose::SubmitOnce => 1,
+            Purpose::Submit | Purpose::Poll | Purpose::Download => policy.max_attempts,
+        }
+    }
+
     fn retries_status(self, status: StatusCode) -> bool {
         match self {
+            Purpose::SubmitOnce => false,
             Purpose::Submit => status == StatusCode::TOO_MANY_REQUESTS,
             Purpose::Poll | Purpose::Download => matches!(status.as_u16(), 408 | 429 | 500 | 502 | 503 | 504),
         }
@@ -164,6 +187,7 @@ impl Purpose {
 
     fn retries_error(self, error: &reqwest::Error) -> bool {
         match self {
+            Purpose::SubmitOnce => false,
             Purpose::Submit => error.is_connect(),
             Purpose::Poll | Purpose::Download => {
                 error.is_connect() || error.is_timeout() || error.is_request() || error.is_body() || error.is_decode()
@@ -423,8 +447,9 @@ impl Transport {
     }
 
     /// The one retry loop: at most `RetryPolicy::max_attempts` requests in
-    /// all, whether an attempt failed to connect, answered a status its
-    /// purpose retries, or broke off while its body was read.
+    /// all (one for a submission its caller records), whether an attempt
+    /// failed to connect, answered a status its purpose retries, or broke off
+    /// while its body was read.
     async fn exchange_with_retries(
         &self,
         mut request: Request,
@@ -445,15 +470,12 @@ impl Transport {
         }
         span.record("keyed", keyed);
         let failed = |why: Read| why.into_error(operation, limit);
+        let attempts = purpose.attempts(&self.retry);
         let mut attempt = 1;
         loop {
             span.record("attempts", attempt);
             // A body that cannot be cloned (a stream) is sent once.
-            let again = if attempt < self.retry.max_attempts {
-                request.try_clone()
-            } else {
-                None
-            };
+            let again = if attempt < attempts { request.try_clone() } else { None };
             let exchange = Exchange {
                 client,
                 purpose,

@@ -16,6 +16,22 @@ fn request() -> types::builder::Gen2ProRequest {
     types::Gen2ProRequest::builder().prompt("x")
 }
 
+/// Makes the mock answer its next ten submissions 429 (`Retry-After: 0`):
+/// more than any client retries.
+fn refuse_ten_submissions(mock: &MockService) {
+    mock.inject(
+        Fault::on(
+            "/v1/gen-2-pro",
+            FaultKind::Status {
+                status: 429,
+                retry_after: Some("0".into()),
+                body: "{}".into(),
+            },
+        )
+        .times(10),
+    );
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_wrong_key_is_forbidden() {
     let mock = MockService::start().await.unwrap();
@@ -78,17 +94,7 @@ async fn a_429_then_success_makes_exactly_two_submissions() {
 #[tokio::test(start_paused = true)]
 async fn a_persistent_429_is_typed_with_its_retry_after() {
     let mock = MockService::start().await.unwrap();
-    mock.inject(
-        Fault::on(
-            "/v1/gen-2-pro",
-            FaultKind::Status {
-                status: 429,
-                retry_after: Some("0".into()),
-                body: "{}".into(),
-            },
-        )
-        .times(10),
-    );
+    refuse_ten_submissions(&mock);
     let client = mock.client_builder().retry_policy(fast_retries()).build().unwrap();
     let error = client.submit(request()).await.unwrap_err();
     assert!(
@@ -96,6 +102,29 @@ async fn a_persistent_429_is_typed_with_its_retry_after() {
         "{error}"
     );
     assert_eq!(mock.count("POST", "/v1/gen-2-pro"), 4, "max_attempts in all");
+}
+
+/// A submission its caller records is one request under one record: its
+/// 429 comes back to the caller, which records it and sends again itself.
+#[tokio::test(start_paused = true)]
+async fn a_recorded_submission_answered_429_is_sent_once() {
+    let mock = MockService::start().await.unwrap();
+    refuse_ten_submissions(&mock);
+    let client = mock.client_builder().retry_policy(fast_retries()).build().unwrap();
+    let recorded = std::sync::atomic::AtomicUsize::new(0);
+    let sent = client
+        .submit_raw_recorded("/v1/gen-2-pro", serde_json::json!({"prompt": "x"}), || async {
+            recorded.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            Ok::<(), ()>(())
+        })
+        .await;
+    let error = match sent {
+        Err(genapi::Unsent::Failed(error)) => error,
+        other => panic!("a 429 comes back as the submission's error: {other:?}"),
+    };
+    assert!(error.is_safe_to_resubmit(), "{error}");
+    assert_eq!(recorded.into_inner(), 1);
+    assert_eq!(mock.count("POST", "/v1/gen-2-pro"), 1, "one record, one request");
 }
 
 #[tokio::test(start_paused = true)]

@@ -25,8 +25,14 @@ use genapi::{Client, Output, Task, WaitOptions};
 
 /// Submissions refused with "surely not accepted" (429, connection never
 /// opened) are tried this many times in one run before the job is reported
-/// as not submitted.
-const SUBMIT_ATTEMPTS: u32 = 6;
+/// as not submitted. Each is one request under its own intent (the client
+/// sends a recorded submission once), so a refusal is recorded as soon as it
+/// comes and a stop keeps every later attempt from leaving: at a service's
+/// usual `Retry-After: 1`, some twenty seconds of 429s.
+const SUBMIT_ATTEMPTS: u32 = 24;
+/// The longest pause between attempts the service gave no `Retry-After` for
+/// (it grows by a second per attempt up to this).
+const LONGEST_UNHINTED_PAUSE: Duration = Duration::from_secs(2);
 /// Extensions an output may have been saved with.
 const EXTENSIONS: [&str; 6] = ["jpg", "png", "webp", "gif", "mp4", "bin"];
 /// Attempts to event a paid task before the run reports it could not.
@@ -100,10 +106,13 @@ pub struct Batch {
 }
 
 /// Stops a running batch gently ([`Batch::stopper`]): no new job is
-/// started, no new submission is sent, submissions already sent get their
-/// answer written, and waits end at once (their tasks go on at the service
-/// and the next run polls them). The stream then ends. Clones stop the same
-/// batch.
+/// started, no new submission is sent, nor another attempt of one the
+/// service refused with 429 (its line is left [`Standing::Unsent`], for the
+/// next run to send), submissions already sent get their answer written,
+/// and waits end at once (their tasks go on at the service and the next run
+/// polls them). The stream then ends; dropping it before then quits at once,
+/// leaving [`Standing::Unanswered`] only the submissions still on the wire.
+/// Clones stop the same batch.
 ///
 /// ```
 /// # fn demo(batch: &genapi_batch::Batch) {
@@ -1271,8 +1280,9 @@ impl Context {
             if let Err(e) = self.record(refused).await {
                 tracing::warn!(error = %e, "cannot record a refused submission in the journal");
             }
-            // Recorded as refused: the line may be sent again.
-            if nothing_sent || attempt >= SUBMIT_ATTEMPTS {
+            // Recorded as refused: the line may be sent again, by a later
+            // run when this one is stopping (no attempt leaves after a stop).
+            if nothing_sent || attempt >= SUBMIT_ATTEMPTS || self.sends_no_more() {
                 return Next::Outcome(Box::new(self.failed(line, stem, None, &error, Standing::Unsent)));
             }
             return Next::RetryAfter(match &error {
@@ -1280,7 +1290,7 @@ impl Context {
                     retry_after: Some(after),
                     ..
                 } => (*after).min(Duration::from_secs(30)),
-                _ => Duration::from_secs(u64::from(attempt)),
+                _ => Duration::from_secs(u64::from(attempt)).min(LONGEST_UNHINTED_PAUSE),
             });
         }
         if surely_refused(&error) {
