@@ -31,6 +31,9 @@ use crate::input::{base64_dimensions, base64_problem};
 /// The document's models and their fields, as every part of genapi reads
 /// them: the document reader's own types.
 pub use genapi_document::{closest, Catalog, Field, ImageField, Model, UnknownModel};
+pub use sizes::Sizes;
+
+mod sizes;
 
 /// The document this crate was generated from.
 pub const EMBEDDED_DOCUMENT: &str = include_str!("../openapi.json");
@@ -119,6 +122,14 @@ impl Document {
     /// ```
     pub fn catalog(&self) -> &Catalog {
         &self.catalog
+    }
+
+    /// The `width × height` sizes the named request schema accepts, read
+    /// from the bounds [`Document::validate`] checks; `None` when it takes
+    /// no width and height.
+    pub fn sizes(&self, schema_name: &str) -> Option<Sizes> {
+        let model = self.catalog.by_request_schema(schema_name)?;
+        Sizes::read(&model.fields, self.resolve(self.schema(schema_name)?))
     }
 
     /// A named schema of `components/schemas`.

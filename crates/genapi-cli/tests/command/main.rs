@@ -61,6 +61,7 @@ mod progress;
 mod readme_tour;
 mod record;
 mod refused_lines;
+mod refused_sizes;
 mod replay;
 #[cfg(unix)]
 mod terminal;
