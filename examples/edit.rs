@@ -20,7 +20,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             let output = client
                 .run(Gen2ProRequest::builder().prompt("a red fox in a meadow"))
                 .await?;
-            output.save("fox").await?
+            output.save_replacing("fox").await?
         }
     };
     let saved = edit(&client, &input, "fox-in-snow").await?;
@@ -29,7 +29,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 }
 
 /// Edits the image at `input` and saves the result as `stem` plus the
-/// extension of its format.
+/// extension of its format, replacing a file of that name.
 pub async fn edit(client: &genapi::Client, input: &Path, stem: &str) -> genapi::Result<PathBuf> {
     // A file is sent as base64; the error of a file that cannot be used
     // (missing, too large, not an image) names it.
@@ -37,7 +37,7 @@ pub async fn edit(client: &genapi::Client, input: &Path, stem: &str) -> genapi::
     let request = GenKontextProRequest::builder()
         .prompt("the same scene, covered in fresh snow")
         .input_image(image);
-    client.run(request).await?.save(stem).await
+    client.run(request).await?.save_replacing(stem).await
 }
 
 /// The configured service, or a mock (kept alive by the caller) when none is.

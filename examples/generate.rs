@@ -21,7 +21,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 }
 
 /// Submits one request, waits for it and saves the result as `stem` plus
-/// the extension of its format.
+/// the extension of its format, replacing a file of that name.
 pub async fn generate(client: &genapi::Client, stem: &str) -> genapi::Result<PathBuf> {
     let request = Gen2ProRequest::builder()
         .prompt("a lighthouse at dusk")
@@ -30,7 +30,8 @@ pub async fn generate(client: &genapi::Client, stem: &str) -> genapi::Result<Pat
     // Every error says what to do; one after the submission names the task,
     // so it can be picked up again with `client.task(id)`.
     let output = client.run(request).await?;
-    output.save(stem).await
+    // Run again, the example writes its picture anew.
+    output.save_replacing(stem).await
 }
 
 /// The configured service, or a mock (kept alive by the caller) when none is.

@@ -269,6 +269,17 @@ pub enum Error {
         /// The task whose result it was.
         task: Option<TaskRef>,
     },
+    /// A file (or a link) has the name [`crate::Output::save`] was to write,
+    /// so nothing was saved and nothing replaced. The task is fine and its
+    /// output still at hand: save it under another name, or replace the file
+    /// with [`crate::Output::save_replacing`].
+    #[error("{} exists, so the result of {task} was not saved (nothing is replaced unasked): save it under another name, or replace the file with Output::save_replacing", .path.display())]
+    FileExists {
+        /// The name taken, with the extension the save gave it.
+        path: std::path::PathBuf,
+        /// The task whose result it was.
+        task: TaskRef,
+    },
     /// An argument given to a call cannot be used: a task id or polling
     /// URL, a path, an operation name. Nothing was sent.
     #[error("{argument}: {problem}")]
@@ -403,6 +414,7 @@ impl Error {
             | Error::TaskNotFound { task }
             | Error::ResultExpired { task }
             | Error::NotAnImage { task, .. }
+            | Error::FileExists { task, .. }
             | Error::UntrustedOrigin { task, .. } => Some(task),
             other => with_optional_task!(other, task => task.as_ref(), otherwise None),
         }
@@ -492,8 +504,9 @@ impl Error {
                 | Error::UnexpectedStatus { .. }
                 | Error::Decode { .. }
                 // The result is the service's still: saved once the disk
-                // has room again.
+                // has room again, or under a free name.
                 | Error::Write { .. }
+                | Error::FileExists { .. }
         )
     }
 

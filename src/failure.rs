@@ -151,7 +151,7 @@ impl Error {
         match self {
             // Writing the output of an accepted (charged) task failed: the
             // task is fine, the disk is not.
-            Error::Write { .. } => FailureClass::Write,
+            Error::Write { .. } | Error::FileExists { .. } => FailureClass::Write,
             Error::Validation { .. } | Error::Input { .. } | Error::InvalidArgument { .. } | Error::Config(_) => {
                 FailureClass::Validation
             }

@@ -151,13 +151,60 @@ impl Output {
     /// Downloads the output and streams it to `path`. When `path` has no
     /// extension, the one of the output's format is added. The file appears
     /// only once complete: it is written beside it under a temporary name,
-    /// then renamed over whatever had the name, by the file policy of
-    /// `genapi-files`: a file there is replaced, a link as a link (never the
-    /// file it points to), and a folder, pipe or device never. Bytes in no
+    /// then given its name by the file policy of `genapi-files`. Bytes in no
     /// image or video format are [`Error::NotAnImage`], and nothing is
     /// saved. Returns the path written.
+    ///
+    /// Nothing is replaced: when a file (or a link) has the name already,
+    /// the save is [`Error::FileExists`] and the file stays as it was (as
+    /// the `genapi` command does without `--force`); the output is still at
+    /// hand, to save under another name or with [`Output::save_replacing`].
+    ///
+    /// ```no_run
+    /// # async fn demo(output: genapi::Output) -> genapi::Result<()> {
+    /// match output.save("lighthouse.jpg").await {
+    ///     Ok(saved) => println!("saved {}", saved.display()),
+    ///     Err(genapi::Error::FileExists { path, .. }) => {
+    ///         // Keep the earlier picture: save beside it instead.
+    ///         let beside = path.with_file_name("lighthouse-2.jpg");
+    ///         output.save(beside).await?;
+    ///     }
+    ///     Err(other) => return Err(other),
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn save(&self, path: impl AsRef<Path>) -> Result<PathBuf> {
-        let path = path.as_ref().to_path_buf();
+        self.save_as(path.as_ref(), genapi_files::Existing::Keep).await
+    }
+
+    /// [`Output::save`], replacing what has the name: a file is replaced,
+    /// a link as a link (never the file it points to), and a folder, pipe or
+    /// device never (that is [`Error::Write`]). For a program that rewrites
+    /// the same file on each run, as the `genapi` command does with
+    /// `--force`.
+    ///
+    /// ```no_run
+    /// # async fn demo(output: genapi::Output) -> genapi::Result<()> {
+    /// // Always the newest picture under the same name.
+    /// output.save_replacing("latest.jpg").await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn save_replacing(&self, path: impl AsRef<Path>) -> Result<PathBuf> {
+        self.save_as(path.as_ref(), genapi_files::Existing::Replace).await
+    }
+
+    /// Downloads to a temporary file beside `path` and publishes it there
+    /// as `existing` allows.
+    async fn save_as(&self, path: &Path, existing: genapi_files::Existing) -> Result<PathBuf> {
+        // A name taken already is refused before the download, where the
+        // name is known (one without an extension gets the format's later);
+        // whatever else is wrong with it is found as the file is published.
+        if path.extension().is_some() {
+            if let Err(taken @ genapi_files::FileError::Exists { .. }) = genapi_files::may_write(path, existing) {
+                return Err(self.not_written(path, taken));
+            }
+        }
+        let path = path.to_path_buf();
         let partial = genapi_files::temporary_name(&path);
         // Removed however the save ends short of the rename: an error, or
         // the future dropped (a caller's timeout, a stop).
@@ -206,23 +253,32 @@ impl Output {
             target.set_extension(extension);
         }
         let (from, to) = (partial.clone(), target.clone());
-        let published =
-            tokio::task::spawn_blocking(move || genapi_files::publish(&from, &to, genapi_files::Existing::Replace))
-                .await;
+        let published = tokio::task::spawn_blocking(move || genapi_files::publish(&from, &to, existing)).await;
         match published {
             Ok(Ok(())) => {}
-            // The policy's refusal says what is at the name and what to do.
-            Ok(Err(refused)) => {
-                return Err(Error::Write {
-                    target: target.display().to_string(),
-                    message: refused.to_string(),
-                    task: Some(self.task.clone()),
-                })
-            }
+            Ok(Err(refused)) => return Err(self.not_written(&target, refused)),
             Err(e) => return Err(write_error(&target, &e)),
         }
         leftover.0 = None;
         Ok(target)
+    }
+
+    /// A save the file policy refused: a name taken (when not to be
+    /// replaced) is [`Error::FileExists`]; anything else (a folder, pipe or
+    /// device at the name) is [`Error::Write`], whose message says what is
+    /// there and what to do.
+    fn not_written(&self, target: &Path, refused: genapi_files::FileError) -> Error {
+        match refused {
+            genapi_files::FileError::Exists { .. } => Error::FileExists {
+                path: target.to_path_buf(),
+                task: self.task.clone(),
+            },
+            refused => Error::Write {
+                target: target.display().to_string(),
+                message: refused.to_string(),
+                task: Some(self.task.clone()),
+            },
+        }
     }
 
     /// A whole download (every attempt, the waits between them and a fresh

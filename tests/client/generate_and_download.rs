@@ -348,3 +348,55 @@ mod image_inputs {
         assert_eq!(ImageFormat::sniff(b"%PDF"), None);
     }
 }
+
+/// `save` never replaces a file: the save is refused with an error naming
+/// the file and the way to replace it, and the file is left as it was;
+/// `save_replacing` replaces it.
+#[tokio::test(start_paused = true)]
+async fn save_keeps_an_existing_file_and_save_replacing_replaces_it() {
+    let mock = MockService::start().await.unwrap();
+    let output = mock
+        .client()
+        .unwrap()
+        .run(types::Gen2ProRequest::builder().prompt("a fox").width(64).height(64))
+        .await
+        .unwrap();
+    let dir = common::Dir::new("save-keeps-existing");
+    let mine = dir.join("fox.jpg");
+    std::fs::write(&mine, b"my own picture").unwrap();
+    let fetched = || {
+        let requests = mock.requests();
+        requests.iter().filter(|r| r.path.starts_with("/mock/results/")).count()
+    };
+
+    let before = fetched();
+    let error = output.save(&mine).await.unwrap_err();
+    let genapi::Error::FileExists { path, task } = &error else {
+        panic!("{error:?}")
+    };
+    assert_eq!(path, &mine);
+    assert_eq!(task.id, output.id());
+    let said = error.to_string();
+    assert!(said.contains(&mine.display().to_string()), "{said}");
+    assert!(said.contains("save_replacing"), "{said}");
+    assert_eq!(error.class(), genapi::FailureClass::Write);
+    assert_eq!(std::fs::read(&mine).unwrap(), b"my own picture");
+    assert_eq!(fetched(), before, "a name taken is refused before the download");
+
+    // Without an extension the name is known only once the format is: it
+    // is refused then, and nothing is left beside it either.
+    let error = output.save(dir.join("fox")).await.unwrap_err();
+    assert!(
+        matches!(&error, genapi::Error::FileExists { path, .. } if path == &mine),
+        "{error:?}"
+    );
+    assert_eq!(std::fs::read(&mine).unwrap(), b"my own picture");
+    assert_eq!(std::fs::read_dir(&dir.0).unwrap().count(), 1, "only the user's file");
+
+    let saved = output.save_replacing(&mine).await.unwrap();
+    assert_eq!(saved, mine);
+    assert!(fetched() > before, "downloads are counted");
+    let bytes = std::fs::read(&mine).unwrap();
+    assert_eq!(ImageFormat::sniff(&bytes), Some(ImageFormat::Jpeg));
+    assert_eq!(dimensions(&bytes), Some((64, 64)));
+}

@@ -1458,7 +1458,10 @@ impl Context {
         };
         let file = match existing {
             Some(file) => file,
-            None => match output.save(self.out_dir.join(stem)).await {
+            // The line's file is the batch's to write: one an earlier task
+            // of the line left (an adopted task's result replaces it), or
+            // one of an earlier batch into the same folder, is replaced.
+            None => match output.save_replacing(self.out_dir.join(stem)).await {
                 Ok(file) => file,
                 Err(error) => {
                     let mut outcome = self.failed(line, stem, None, &error, Standing::Accepted);

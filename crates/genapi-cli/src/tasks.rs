@@ -553,7 +553,9 @@ async fn save_output(
         .filter(|d| !d.as_os_str().is_empty())
         .unwrap_or(&plan.dir);
     let partial = dir.join(format!(".genapi-{}.partial", out::safe_component(output.id(), 16)));
-    let saved = match tokio::time::timeout_at(deadline, output.save(&partial)).await {
+    // The hidden file is this command's own (one an interrupted run left is
+    // replaced); whether the result may take its name is decided below.
+    let saved = match tokio::time::timeout_at(deadline, output.save_replacing(&partial)).await {
         Ok(Ok(saved)) => saved,
         Ok(Err(error)) => return Err(Failure::api(&error)),
         Err(_) => {
