@@ -39,13 +39,21 @@
 //!
 //! ## In your program
 //!
-//! The client runs on tokio; your program chooses the runtime:
+//! The client runs on tokio; your program chooses the runtime. The crates
+//! are not on crates.io yet, so a program depends on a checkout of this
+//! repository (replace `/path/to/genapi` with the folder it was cloned
+//! into; a `git` dependency on the repository's address works the same
+//! way):
 //!
 //! ```toml
 //! [dependencies]
-//! genapi = "0.1"
+//! genapi = { path = "/path/to/genapi" }
 //! tokio = { version = "1", features = ["macros", "rt-multi-thread"] }
 //! ```
+//!
+//! Once they are published, the line is `genapi = "0.1"`. The library's
+//! guide (`docs/library.md`, "Building") has the lines of `genapi-batch`
+//! and of `genapi-mock`, the test double of the service, too.
 //!
 //! ## Without a key
 //!
