@@ -154,8 +154,8 @@ enum Command {
     Get {
         /// Task id or polling URL.
         id: String,
-        /// Where to save the result when it is Ready.
-        #[arg(short = 'o', long, value_name = "FILE|DIR")]
+        /// Where to save the result when it is Ready; `-` writes its bytes to standard output.
+        #[arg(short = 'o', long, value_name = "FILE|DIR|-")]
         out: Option<PathBuf>,
     },
     /// List the models, or show one model's fields.
@@ -346,6 +346,8 @@ fn main() -> ExitCode {
             code::ID_NOT_WRITTEN,
             format!("stdout could not be written ({error}); the tasks are named on stderr"),
         )),
+        // A reader that stopped early (`| head`) had what it wanted.
+        Some(_) if out::stdout_closed_by_reader() => Ok(()),
         Some(error) => Err(Failure::new(
             code::OTHER,
             format!("stdout could not be written ({error})"),
@@ -434,12 +436,14 @@ async fn run(cli: Cli) -> Result<(), Failure> {
         } => {
             save.force = global.force;
             save.record = global.record.clone();
+            save.json = global.json;
             tasks::generate(&global, request, save, count).await
         }
         Command::Submit { request, out } => tasks::submit(&global, request, out).await,
         Command::Wait { id, mut save } => {
             save.force = global.force;
             save.record = global.record.clone();
+            save.json = global.json;
             tasks::wait(&global, &id, save).await
         }
         Command::Get { id, out } => tasks::get(&global, &id, out, global.force).await,

@@ -9,7 +9,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 static STDOUT_OPEN: AtomicBool = AtomicBool::new(true);
 /// Why stdout stopped taking lines, once it has.
-static STDOUT_LOST: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(None);
+static STDOUT_LOST: std::sync::Mutex<Option<std::io::Error>> = std::sync::Mutex::new(None);
+/// Whether stdout carries an image's bytes (`-o -`), so lines go to stderr.
+static STDOUT_CARRIES_BYTES: AtomicBool = AtomicBool::new(false);
 static STDERR_OPEN: AtomicBool = AtomicBool::new(true);
 static QUIET: AtomicBool = AtomicBool::new(false);
 
@@ -40,21 +42,51 @@ pub fn out(line: &str) {
 /// One line on stdout that must arrive (a paid task's id): the error when it
 /// could not be written, so the caller can say so and show it elsewhere.
 pub fn out_required(line: &str) -> std::io::Result<()> {
+    if STDOUT_CARRIES_BYTES.load(Ordering::Relaxed) {
+        err(line);
+        return Ok(());
+    }
     let mut stdout = std::io::stdout().lock();
     let written = writeln!(stdout, "{line}").and_then(|()| stdout.flush());
     if let Err(error) = &written {
         STDOUT_OPEN.store(false, Ordering::Relaxed);
         if let Ok(mut lost) = STDOUT_LOST.lock() {
-            lost.get_or_insert_with(|| error.to_string());
+            lost.get_or_insert_with(|| std::io::Error::new(error.kind(), error.to_string()));
         }
     }
     written
 }
 
+/// Gives stdout to an image's bytes (`-o -`): from now on every line meant
+/// for stdout is written to stderr, so the bytes arrive alone.
+pub fn give_stdout_to_bytes() {
+    STDOUT_CARRIES_BYTES.store(true, Ordering::Relaxed);
+}
+
+/// Writes an image's bytes to stdout (given to them by
+/// [`give_stdout_to_bytes`]).
+pub fn out_bytes(bytes: &[u8]) -> std::io::Result<()> {
+    let mut stdout = std::io::stdout().lock();
+    stdout.write_all(bytes).and_then(|()| stdout.flush())
+}
+
 /// Why a line meant for stdout could not be written, if one could not: a
 /// command whose output did not all arrive has not succeeded.
 pub fn stdout_lost() -> Option<String> {
-    STDOUT_LOST.lock().ok().and_then(|lost| lost.clone())
+    STDOUT_LOST
+        .lock()
+        .ok()
+        .and_then(|lost| lost.as_ref().map(ToString::to_string))
+}
+
+/// Whether stdout was closed by its reader (`genapi config | head`): the
+/// reader has what it wanted, which is no failure for a command that prints
+/// no task.
+pub fn stdout_closed_by_reader() -> bool {
+    STDOUT_LOST.lock().ok().is_some_and(|lost| {
+        lost.as_ref()
+            .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
+    })
 }
 
 /// One line on stderr; dropped once stderr is closed.

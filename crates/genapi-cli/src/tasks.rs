@@ -1,5 +1,6 @@
 //! `generate`, `submit`, `wait` and `get`: tasks from submission to saved file.
 
+use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -17,8 +18,9 @@ use crate::{code, connect, out, timeout_of, Connection, Failure, Global};
 /// Where results go.
 #[derive(Args, Clone, Debug)]
 pub struct SaveArgs {
-    /// File or directory for the result; a file's extension chooses the format (.jpg, .png, .webp).
-    #[arg(short = 'o', long, value_name = "FILE|DIR")]
+    /// File or directory for the result; a file's extension chooses the format (.jpg, .png, .webp); `-` writes
+    /// the image's bytes to standard output (redirected or piped, never a terminal).
+    #[arg(short = 'o', long, value_name = "FILE|DIR|-")]
     pub out: Option<PathBuf>,
     /// The global `--force`: replace existing files.
     #[arg(skip)]
@@ -26,6 +28,9 @@ pub struct SaveArgs {
     /// The global `--record`: a file the results must not be written over.
     #[arg(skip)]
     pub record: Option<PathBuf>,
+    /// The global `--json`: standard output is taken by the objects.
+    #[arg(skip)]
+    pub json: bool,
 }
 
 /// Where each result will be written; checked before anything is submitted.
@@ -37,10 +42,20 @@ struct Plan {
     force: bool,
     /// Readable start of generated names.
     stem: String,
+    /// `-o -`: the bytes go to standard output, and no file is written.
+    to_stdout: bool,
+}
+
+/// Whether `--out` names standard output (`-o -`).
+fn names_stdout(out: &Path) -> bool {
+    out.as_os_str() == "-"
 }
 
 impl Plan {
     fn new(save: &SaveArgs, count: u32, stem: String) -> Result<Plan, Failure> {
+        if save.out.as_deref().is_some_and(names_stdout) {
+            return Plan::onto_stdout(save, count);
+        }
         let (file, dir) = match &save.out {
             None => (None, PathBuf::from(".")),
             Some(path) if path.is_dir() || path.as_os_str().to_string_lossy().ends_with(std::path::MAIN_SEPARATOR) => {
@@ -74,6 +89,7 @@ impl Plan {
             dir,
             force: save.force,
             stem,
+            to_stdout: false,
         };
         if let Some(file) = &plan.file {
             // A name that is already a pipe or a device is never written,
@@ -133,6 +149,37 @@ impl Plan {
         Ok(plan)
     }
 
+    /// `-o -`, refused where the bytes would have nowhere sensible to go.
+    fn onto_stdout(save: &SaveArgs, count: u32) -> Result<Plan, Failure> {
+        if count > 1 {
+            return Err(Failure::usage(format!(
+                "-o - writes one image to standard output, and -n {count} makes {count}: give a folder (-o shots/) \
+                 or a file name, which is numbered (-o shot.jpg writes shot-1.jpg, shot-2.jpg, …); nothing was \
+                 submitted"
+            )));
+        }
+        if save.json {
+            return Err(Failure::usage(
+                "--json and -o - both write to standard output: drop --json (the task's line then goes to stderr), \
+                 or give -o a file name; nothing was submitted",
+            ));
+        }
+        if std::io::stdout().is_terminal() {
+            return Err(Failure::usage(
+                "-o - writes the image's bytes to standard output, which is a terminal here: redirect it \
+                 (-o - > image.jpg) or pipe it into a program, or give -o a file name; nothing was submitted",
+            ));
+        }
+        out::give_stdout_to_bytes();
+        Ok(Plan {
+            file: None,
+            dir: PathBuf::from("."),
+            force: save.force,
+            stem: String::new(),
+            to_stdout: true,
+        })
+    }
+
     fn numbered(&self, file: &Path, index: Option<u32>) -> PathBuf {
         let Some(index) = index else { return file.to_path_buf() };
         let stem = file
@@ -148,6 +195,9 @@ impl Plan {
 
     /// What the resume command should pass as `--out`.
     fn resume_target(&self, index: Option<u32>) -> PathBuf {
+        if self.to_stdout {
+            return PathBuf::from("-");
+        }
         match &self.file {
             Some(file) => self.numbered(file, index),
             None => self.dir.clone(),
@@ -521,6 +571,9 @@ async fn save_output(
     deadline: Instant,
     global: &Global,
 ) -> Result<Saved, Failure> {
+    if plan.to_stdout {
+        return write_to_stdout(client, output, deadline, global).await;
+    }
     // The name that will really be written, checked before the download: a
     // result of another format than --out's extension gets that format's.
     let (planned, warning) = plan.path_for(index, output.id(), &[], output.sample());
@@ -560,10 +613,7 @@ async fn save_output(
         Ok(Err(error)) => return Err(Failure::api(&error)),
         Err(_) => {
             let _ = std::fs::remove_file(&partial);
-            return Err(Failure::new(
-                code::TIMEOUT,
-                format!("--timeout {}s passed during the download", global.timeout_seconds()),
-            ));
+            return Err(download_timed_out(global));
         }
     };
     let mut head = [0u8; 16];
@@ -593,6 +643,43 @@ async fn save_output(
         ));
     }
     Ok(Saved { output, file })
+}
+
+/// `-o -`: the result's bytes, downloaded whole (within the client's bound
+/// on a download), written to standard output.
+async fn write_to_stdout(
+    client: &Client,
+    output: Output,
+    deadline: Instant,
+    global: &Global,
+) -> Result<Saved, Failure> {
+    let bytes = match tokio::time::timeout_at(deadline, output.bytes()).await {
+        Ok(Ok(bytes)) => bytes,
+        Ok(Err(error)) => return Err(Failure::api(&error)),
+        Err(_) => return Err(download_timed_out(global)),
+    };
+    if let Err(error) = out::out_bytes(&bytes) {
+        let reference = output.reference();
+        return Err(Failure::new(
+            code::OTHER,
+            format!(
+                "standard output did not take the whole image ({error}); write it again with: {}",
+                resume_command(client, &reference.id, &reference.polling_url, Path::new("-"))
+            ),
+        ));
+    }
+    Ok(Saved {
+        output,
+        file: PathBuf::from("-"),
+    })
+}
+
+/// The deadline passed while the result was downloading.
+fn download_timed_out(global: &Global) -> Failure {
+    Failure::new(
+        code::TIMEOUT,
+        format!("--timeout {}s passed during the download", global.timeout_seconds()),
+    )
 }
 
 /// The first free name like `file`: `x-2.jpg`, `x-3.jpg`, …
@@ -648,11 +735,12 @@ fn report(
                 };
                 let seed = saved.output.seed().map(|s| format!("; seed {s}")).unwrap_or_default();
                 let served = if mock { " by the MOCK service" } else { "" };
-                out::out(&format!(
-                    "task {}: Ready{served}; {cost}{seed}; saved {}",
-                    out::clean(id),
-                    shown(&saved.file)
-                ));
+                let kept = if names_stdout(&saved.file) {
+                    "written to standard output".to_string()
+                } else {
+                    format!("saved {}", shown(&saved.file))
+                };
+                out::out(&format!("task {}: Ready{served}; {cost}{seed}; {kept}", out::clean(id)));
             }
             0
         }
@@ -699,13 +787,16 @@ pub async fn submit(global: &Global, request: RequestArgs, out_file: Option<Path
     prepared.check()?;
     // The name `wait` will write is checked now, so the command printed
     // below can succeed.
+    // `-o -` is for that `wait`: its standard output, not this command's.
     let target = match &out_file {
+        Some(out) if names_stdout(out) => Some(out.clone()),
         Some(_) => Some(
             Plan::new(
                 &SaveArgs {
                     out: out_file.clone(),
                     force: false,
                     record: global.record.clone(),
+                    json: false,
                 },
                 1,
                 "genapi".into(),
@@ -849,6 +940,7 @@ pub async fn get(global: &Global, reference: &str, out_path: Option<PathBuf>, fo
         out: out_path,
         force,
         record: global.record.clone(),
+        json: global.json,
     };
     let plan = match &save.out {
         Some(_) => Some(Plan::new(&save, 1, "genapi".into())?),
@@ -975,6 +1067,7 @@ mod tests {
             dir: dir.clone(),
             force: false,
             stem: "x".into(),
+            to_stdout: false,
         };
         for hostile in ["../../etc/passwd", "/abs/x.sh", "..", "a/b"] {
             let (path, _) = plan.path_for(None, hostile, b"", &format!("https://h/{hostile}"));

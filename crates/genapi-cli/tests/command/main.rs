@@ -40,6 +40,8 @@ mod gallery;
 mod hardening_files;
 mod honest_exits;
 #[cfg(unix)]
+mod image_to_stdout;
+#[cfg(unix)]
 mod interrupts;
 mod ledger;
 mod ledger_carried;

@@ -1,0 +1,73 @@
+//! `-o -`: the image's bytes on standard output, for a pipe or a redirect;
+//! every line the command says goes to stderr then. Where the bytes would
+//! have nowhere sensible to go, nothing is sent.
+
+use std::time::Duration;
+
+use crate::cli::text;
+use crate::common::{dimensions, genapi, roomy_mock, Dir};
+use crate::terminal::Terminal;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_image_goes_to_standard_output_and_the_report_to_stderr() {
+    let mock = roomy_mock(10).await;
+    let dir = Dir::new("stdout-image");
+    let run = genapi(&dir, &mock)
+        .args(["generate", "a lighthouse", "--size", "96x64", "-o", "-"])
+        .output()
+        .unwrap();
+    let said = text(&run.stderr);
+    assert_eq!(run.status.code(), Some(0), "{said}");
+    assert_eq!(
+        dimensions(&run.stdout),
+        Some((96, 64)),
+        "stdout is not the image: {said}"
+    );
+    assert!(
+        said.contains("Ready") && said.contains("written to standard output"),
+        "{said}"
+    );
+    // The folder holds only the cache the test gives the command.
+    let files: Vec<_> = std::fs::read_dir(dir.join("."))
+        .unwrap()
+        .map(|f| f.unwrap().file_name())
+        .filter(|name| name != "cache")
+        .collect();
+    assert!(files.is_empty(), "-o - wrote a file: {files:?}");
+
+    // `get -o -` of the same task writes the same kind of bytes, and its
+    // state line goes to stderr too.
+    let id = mock.created_tasks()[0].id.clone();
+    let got = genapi(&dir, &mock).args(["get", &id, "-o", "-"]).output().unwrap();
+    assert_eq!(got.status.code(), Some(0), "{}", text(&got.stderr));
+    assert_eq!(dimensions(&got.stdout), Some((96, 64)));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn where_the_bytes_cannot_go_nothing_is_sent() {
+    let mock = roomy_mock(10).await;
+    let dir = Dir::new("stdout-refused");
+
+    let many = genapi(&dir, &mock)
+        .args(["generate", "x", "-n", "3", "-o", "-"])
+        .output()
+        .unwrap();
+    let said = text(&many.stderr);
+    assert_eq!(many.status.code(), Some(2), "{said}");
+    assert!(said.contains("-n 3") && said.contains("-o shots/"), "{said}");
+
+    let json = genapi(&dir, &mock)
+        .args(["generate", "x", "--json", "-o", "-"])
+        .output()
+        .unwrap();
+    assert_eq!(json.status.code(), Some(2));
+    assert!(text(&json.stderr).contains("--json and -o -"));
+
+    let mut command = genapi(&dir, &mock);
+    command.args(["generate", "x", "-o", "-"]);
+    let (code, screen) = Terminal::spawn(command).finish(Duration::from_secs(60));
+    assert_eq!(code, Some(2), "{screen}");
+    assert!(screen.contains("which is a terminal here"), "{screen}");
+
+    assert_eq!(mock.requests().len(), 0, "a refused -o - sent something");
+}
