@@ -232,6 +232,14 @@ fn drift(args: &[String]) -> Result<(), String> {
     if let Some(out) = propose {
         let (text, applied) = xtask::drift::propose::proposal(&document, &root, &report.findings)
             .map_err(|e| format!("openapi.json: {e}"))?;
+        // A copy of the document as it is would be a proposal of nothing.
+        if applied == 0 {
+            println!(
+                "\nnothing to propose: no finding is an addition openapi.json could take; {} was not written",
+                out.display()
+            );
+            return finish_drift(snapshot, &report);
+        }
         let existing = if force {
             genapi_files::Existing::Replace
         } else {
@@ -240,6 +248,11 @@ fn drift(args: &[String]) -> Result<(), String> {
         genapi_files::write_whole(&out, text.as_bytes(), existing).map_err(|refused| format!("--propose {refused}"))?;
         println!("\n{applied} additive change(s) proposed in {}", out.display());
     }
+    finish_drift(snapshot, &report)
+}
+
+/// The end of `drift`: the snapshot compared, or the findings judged.
+fn finish_drift(snapshot: Option<PathBuf>, report: &xtask::drift::Report) -> Result<(), String> {
     match snapshot {
         Some(file) => compare_snapshot(&file, &report.shape()),
         None if report.drifted() => Err("the recorded traffic drifted from openapi.json".into()),

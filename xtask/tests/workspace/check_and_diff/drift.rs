@@ -266,6 +266,44 @@ fn propose_adds_new_fields_and_values_to_the_document() {
 }
 
 #[test]
+fn propose_with_nothing_to_propose_writes_nothing_and_says_so() {
+    let dir = std::env::temp_dir().join(format!("xtask-drift-nothing-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = dir.join("proposed.json");
+    let _ = std::fs::remove_file(&out);
+    let (ok, text) = run("nothing", &recording(), &["--propose", out.to_str().unwrap()]);
+    assert!(ok, "{text}");
+    assert!(
+        text.contains("nothing to propose") && text.contains("was not written"),
+        "{text}"
+    );
+    assert!(!out.exists(), "a proposal of nothing was written");
+
+    // With something to propose, the file is written.
+    let mut har = recording();
+    har["log"]["entries"][2]["response"]["content"]["text"] =
+        json!({"id": "t1", "status": "Ready", "result": {"sample": SAMPLE, "watermark": true}})
+            .to_string()
+            .into();
+    let (_, text) = run("something", &har, &["--propose", out.to_str().unwrap()]);
+    assert!(text.contains("1 additive change(s) proposed"), "{text}");
+    assert!(out.exists());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn cargo_xtask_shows_that_it_is_building() {
+    // The alias runs cargo as is: its first build takes a while, and a
+    // quiet cargo would show nothing meanwhile.
+    let config = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../.cargo/config.toml")).unwrap();
+    let table: toml::Table = config.parse().unwrap();
+    let alias = table["alias"]["xtask"].as_str().unwrap();
+    let words: Vec<&str> = alias.split_whitespace().collect();
+    assert_eq!(&words[..3], ["run", "--package", "xtask"], "{alias}");
+    assert!(!words.iter().any(|w| *w == "--quiet" || *w == "-q"), "{alias}");
+}
+
+#[test]
 fn a_snapshot_of_the_drift_passes_until_the_drift_changes() {
     let dir = std::env::temp_dir().join(format!("xtask-drift-snapshot-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
