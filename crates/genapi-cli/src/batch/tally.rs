@@ -30,6 +30,8 @@ pub(super) struct Tally {
     unanswered: Vec<u64>,
     invalid: usize,
     cost: f64,
+    /// Lines that were charged something (their cost is in `cost`).
+    charged: usize,
     cap: Option<f64>,
 }
 
@@ -47,6 +49,7 @@ impl Tally {
             unanswered: Vec::new(),
             invalid: 0,
             cost: 0.0,
+            charged: 0,
             cap: None,
         }
     }
@@ -64,6 +67,9 @@ impl Tally {
         }
         // Whatever was charged for the line, in this run or before.
         self.cost += counted(outcome.cost);
+        if counted(outcome.cost) > 0.0 {
+            self.charged += 1;
+        }
         *self.by_standing.entry(standing).or_default() += 1;
         if let Some(class) = outcome.class {
             self.classes.insert(class);
@@ -180,6 +186,10 @@ pub(super) fn summary(tally: &Tally, out_dir: &Path, json: bool, mock: bool, wri
         text.push('\n');
         text.push_str(past);
     }
+    if let Some(raise) = raise_the_cap(tally) {
+        text.push('\n');
+        text.push_str(&raise);
+    }
     if tally.count(Standing::Accepted) > 0 {
         text.push_str(
             "\naccepted tasks are not finished: run the same command again to finish them (never resubmitted)",
@@ -238,6 +248,35 @@ fn standings(tally: &Tally) -> String {
         said.push(format!("{} invalid", tally.invalid));
     }
     said.join(", ")
+}
+
+/// What it takes to send the lines left unsent at the cap: the cap that
+/// leaves room for them at what the lines charged so far cost on average.
+fn raise_the_cap(tally: &Tally) -> Option<String> {
+    let key = (Standing::Unsent, FailureClass::CreditCap.in_words());
+    let left = tally.why.get(&key).copied().filter(|n| *n > 0)?;
+    let cap = tally.cap?;
+    let lines = if left == 1 {
+        "1 line".to_string()
+    } else {
+        format!("{left} lines")
+    };
+    if tally.charged == 0 {
+        return Some(format!(
+            "{lines} left unsent at the --max-credits cap of {cap}: no line has been charged yet, so what they cost \
+             is not known; `genapi batch FILE --estimate` prices them, and a cap above that sends them"
+        ));
+    }
+    let each = tally.cost / tally.charged as f64;
+    let more = each * left as f64;
+    // Rounded up to the hundredth: the cap suggested never falls short of
+    // the sum by rounding.
+    let needed = ((tally.cost + more) * 100.0).ceil() / 100.0;
+    Some(format!(
+        "{lines} left unsent at the --max-credits cap of {cap}: at {each:.2} credits a line (what the lines \
+         charged so far cost on average) they take about {more:.2} more; run the same command with --max-credits \
+         {needed:.2} (or more) to send them"
+    ))
 }
 
 /// What to do about lines sent without an answer.

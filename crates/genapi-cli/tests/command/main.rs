@@ -60,6 +60,7 @@ mod plain_words;
 mod profiles;
 #[cfg(unix)]
 mod progress;
+mod raising_the_cap;
 mod readme_tour;
 mod record;
 mod refused_lines;
