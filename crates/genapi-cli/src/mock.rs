@@ -22,8 +22,10 @@ const EXAMPLE_TARGET: &str = "http://127.0.0.1:9000";
 /// Settings of the standalone mock.
 #[derive(Args, Debug)]
 pub struct MockArgs {
-    /// Address to listen on (loopback unless --allow-remote).
-    #[arg(long, default_value = "127.0.0.1:0")]
+    /// Address to listen on (loopback unless --allow-remote); the polling and delivery hosts take the two
+    /// ports after it, so a mock started again on the same port has the same addresses, and a profile written
+    /// for it keeps working [default: ports the system picks].
+    #[arg(long, default_value = "127.0.0.1:0", hide_default_value = true)]
     addr: String,
     /// Allow listening on a non-loopback address (its control routes are then reachable by others). It
     /// then needs a key of your own, and delivers webhooks only to the --webhook-target origins.

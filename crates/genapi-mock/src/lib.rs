@@ -601,6 +601,20 @@ async fn listen(addr: SocketAddr) -> Result<(tokio::net::TcpListener, String)> {
     Ok((listener, format!("http://{local}")))
 }
 
+/// The address `offset` ports after `addr`, where a host of the mock other
+/// than the API's listens: ephemeral when `addr`'s port is.
+fn beside(addr: SocketAddr, offset: u16) -> Result<SocketAddr> {
+    if addr.port() == 0 {
+        return Ok(SocketAddr::new(addr.ip(), 0));
+    }
+    match addr.port().checked_add(offset) {
+        Some(port) => Ok(SocketAddr::new(addr.ip(), port)),
+        None => Err(Error::Config(format!(
+            "the mock's polling and delivery hosts listen on the two ports after {addr}'s; choose a port below 65534"
+        ))),
+    }
+}
+
 /// What a mock needs from its settings before it listens (the document it
 /// validates with, the webhook targets), or why they cannot work: no key, a
 /// non-loopback address not allowed, a mock others can reach with a key
@@ -641,17 +655,19 @@ impl MockService {
         .await
     }
 
-    /// Starts a mock with these settings: the API origin on `addr` (port 0
-    /// for ephemeral), the regional and delivery hosts on ephemeral ports of
-    /// the same address. A non-loopback `addr` is refused unless
-    /// [`MockConfig::allow_remote`] is set.
+    /// Starts a mock with these settings: the API origin on `addr`, the
+    /// regional and delivery hosts on the two ports after it of the same
+    /// address (all three ephemeral when `addr`'s port is 0), so a mock
+    /// started again on the same port has the same origins, and a client
+    /// configured for it once keeps working. A non-loopback `addr` is
+    /// refused unless [`MockConfig::allow_remote`] is set.
     pub async fn start_with(config: MockConfig, addr: SocketAddr) -> Result<MockService> {
         let (document, webhook_targets) = checked(&config, addr)?;
         let (shutdown, stopped) = tokio::sync::watch::channel(false);
         let (outbox, inbound) = outbox::Outbox::new(&config, stopped.clone());
         let (api, base_url) = listen(addr).await?;
-        let (regional, regional_url) = listen(SocketAddr::new(addr.ip(), 0)).await?;
-        let (delivery, delivery_url) = listen(SocketAddr::new(addr.ip(), 0)).await?;
+        let (regional, regional_url) = listen(beside(addr, 1)?).await?;
+        let (delivery, delivery_url) = listen(beside(addr, 2)?).await?;
         let state = Arc::new(State {
             credits: Mutex::new(config.credits),
             config,

@@ -2,7 +2,7 @@
 //! 403 over real HTTP; the request log; the standalone command.
 
 use genapi::api::OPERATIONS;
-use genapi_mock::MockService;
+use genapi_mock::{MockConfig, MockService};
 use serde_json::{json, Value};
 
 use crate::common;
@@ -182,4 +182,59 @@ async fn faults_and_the_clock_can_be_scripted_over_http() {
         403,
         "expired on the advanced clock"
     );
+}
+
+/// Three free ports in a row on loopback, the first of them returned.
+fn three_free_ports() -> u16 {
+    (0..50)
+        .find_map(|_| {
+            let first = std::net::TcpListener::bind("127.0.0.1:0")
+                .ok()?
+                .local_addr()
+                .ok()?
+                .port();
+            let free = (0..3).all(|n| {
+                first
+                    .checked_add(n)
+                    .is_some_and(|port| std::net::TcpListener::bind(("127.0.0.1", port)).is_ok())
+            });
+            free.then_some(first)
+        })
+        .expect("three free ports in a row on loopback")
+}
+
+#[tokio::test]
+async fn a_mock_started_again_on_its_port_has_the_same_addresses() {
+    let port = three_free_ports();
+    let addr: std::net::SocketAddr = ([127, 0, 0, 1], port).into();
+    let first = MockService::start_with(MockConfig::default(), addr).await.unwrap();
+    let origins = (
+        first.base_url().to_string(),
+        first.regional_url().to_string(),
+        first.delivery_url().to_string(),
+    );
+    assert_eq!(origins.1, format!("http://127.0.0.1:{}", port + 1));
+    assert_eq!(origins.2, format!("http://127.0.0.1:{}", port + 2));
+    let trusted = first.trusted_origins();
+    first.stop().await;
+    let again = MockService::start_with(MockConfig::default(), addr).await.unwrap();
+    assert_eq!(
+        (
+            again.base_url().to_string(),
+            again.regional_url().to_string(),
+            again.delivery_url().to_string()
+        ),
+        origins
+    );
+    assert_eq!(
+        again.trusted_origins(),
+        trusted,
+        "a profile's trusted origins stay right"
+    );
+    again.stop().await;
+
+    // The last ports have no two after them: refused, saying why.
+    let top: std::net::SocketAddr = ([127, 0, 0, 1], 65535).into();
+    let refused = MockService::start_with(MockConfig::default(), top).await.err().unwrap();
+    assert!(refused.to_string().contains("two ports after"), "{refused}");
 }
