@@ -69,12 +69,15 @@ pub enum Moderation {
     Content,
 }
 
+// `{:?}` (what `?` in `main` prints) says what to do first, then the causes.
+genapi_text::debug_as_report!(Error);
+
 /// Everything that can go wrong.
 ///
 /// Errors that happen after the service accepted a task carry its
 /// [`TaskRef`] (see [`Error::task`]); their messages name the task so it can
 /// be resumed with [`crate::Client::task`] instead of being paid for twice.
-#[derive(Debug, thiserror::Error)]
+#[derive(thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
     /// The request is invalid; `errors` has the service's 422 shape whether it
@@ -332,14 +335,9 @@ fn on_task(task: &Option<TaskRef>) -> String {
 /// failure and a timeout read differently.
 fn cause_chain(error: &(dyn std::error::Error + 'static)) -> String {
     let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let more = cause.to_string();
-        if !text.contains(&more) {
-            text.push_str(": ");
-            text.push_str(&more);
-        }
-        source = cause.source();
+    for cause in genapi_text::causes(error) {
+        text.push_str(": ");
+        text.push_str(&cause);
     }
     text
 }

@@ -73,6 +73,9 @@ pub enum Rejection {
     Malformed(String),
 }
 
+// `{:?}` (what `?` in `main` prints) says what to do first, then the causes.
+genapi_text::debug_as_report!(SecretError);
+
 /// Why a secret cannot be used; found when the [`Verifier`] is built, not when
 /// the first notification arrives. Never shows the secret.
 ///
@@ -83,7 +86,7 @@ pub enum Rejection {
 /// assert_eq!(Verifier::new("short").unwrap_err(), SecretError::TooShort(5));
 /// assert_eq!(Verifier::new("whsec_%%%").unwrap_err(), SecretError::InvalidBase64);
 /// ```
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[derive(Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum SecretError {
     /// No key at all (an unset variable, or a bare `whsec_`).

@@ -20,8 +20,11 @@ use genapi::{Client, TaskRef};
 /// Longest task id or polling URL taken (ids are UUIDs; addresses short).
 const MAX_TASK_TEXT: usize = 2048;
 
+// `{:?}` (what `?` in `main` prints) says what to do first, then the causes.
+genapi_text::debug_as_report!(AdoptError);
+
 /// Why a task could not be adopted for a line.
-#[derive(Debug, thiserror::Error)]
+#[derive(thiserror::Error)]
 #[non_exhaustive]
 pub enum AdoptError {
     /// The task was given in a form that cannot name a task.

@@ -52,6 +52,9 @@ pub enum Claim {
     Held,
 }
 
+// `{:?}` (what `?` in `main` prints) says what to do first, then the causes.
+genapi_text::debug_as_report!(StoreError);
+
 /// Why a store could not do what a run asked: in words that say what to
 /// do, with the kind of failure the run reports the line as.
 ///
@@ -61,7 +64,7 @@ pub enum Claim {
 /// assert_eq!(error.class(), FailureClass::Network);
 /// assert_eq!(error.to_string(), "the database did not answer within 5 s");
 /// ```
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Clone, PartialEq)]
 pub struct StoreError {
     class: FailureClass,
     message: String,

@@ -253,14 +253,9 @@ pub fn describe(error: &Error) -> String {
             out::clean(origin)
         ));
     }
-    let mut cause = std::error::Error::source(error);
-    while let Some(source) = cause {
-        let line = out::clean(&source.to_string());
-        if !text.contains(&line) {
-            text.push_str("\n  caused by: ");
-            text.push_str(&line);
-        }
-        cause = source.source();
+    for cause in genapi_text::causes(error) {
+        text.push_str("\n  caused by: ");
+        text.push_str(&cause);
     }
     text
 }

@@ -2,10 +2,12 @@
 
 use std::path::{Path, PathBuf};
 
+// `{:?}` (what `?` in `main` prints) says what to do first, then the causes.
+genapi_text::debug_as_report!(FileError);
+
 /// Why a file was not read or written. Each message names the file, then
 /// says what is wrong and what to do about it ([`FileError::reason`] is
 /// that second part alone, for a caller that names the file itself).
-#[derive(Debug)]
 #[non_exhaustive]
 pub enum FileError {
     /// The system refused (no such file, no permission, a full disk…).

@@ -68,8 +68,11 @@ fn refusal(refused: genapi_files::FileError) -> GalleryError {
     }
 }
 
+// `{:?}` (what `?` in `main` prints) says what to do first, then the causes.
+genapi_text::debug_as_report!(GalleryError);
+
 /// Why a gallery cannot be made.
-#[derive(Debug, thiserror::Error)]
+#[derive(thiserror::Error)]
 #[non_exhaustive]
 pub enum GalleryError {
     /// The results file cannot be read (or is not a regular file of
@@ -565,4 +568,18 @@ fn next_line(reader: &mut impl BufRead, line: &mut Vec<u8>) -> std::io::Result<O
         return Ok(Some(true));
     }
     Ok(Some(line.len() <= LINE_BYTES))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::GalleryError;
+
+    #[test]
+    fn printed_with_debug_an_error_says_what_to_do_first() {
+        let error = GalleryError::NotOurs {
+            path: "shots/index.html".into(),
+        };
+        assert_eq!(format!("{error:?}"), error.to_string());
+        assert!(format!("{error:?}").contains("move it away"));
+    }
 }

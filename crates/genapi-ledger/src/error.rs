@@ -1,7 +1,10 @@
 //! Why the ledger cannot be used, in words that say what to do.
 
+// `{:?}` (what `?` in `main` prints) says what to do first, then the causes.
+genapi_text::debug_as_report!(LedgerError);
+
 /// Why the ledger cannot be used. Nothing was sent to the service.
-#[derive(Debug, thiserror::Error)]
+#[derive(thiserror::Error)]
 #[non_exhaustive]
 pub enum LedgerError {
     /// The URL cannot be read as a PostgreSQL connection URL.
@@ -138,5 +141,19 @@ pub(crate) fn describe(error: &tokio_postgres::Error) -> String {
     match std::error::Error::source(error) {
         Some(source) => format!("{error}: {source}"),
         None => error.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::LedgerError;
+
+    #[test]
+    fn printed_with_debug_an_error_says_what_to_do_first() {
+        let error = LedgerError::Url {
+            reason: "no host".into(),
+        };
+        assert_eq!(format!("{error:?}"), error.to_string());
+        assert!(format!("{error:?}").contains("postgres://USER:PASSWORD@HOST:PORT/DATABASE"));
     }
 }

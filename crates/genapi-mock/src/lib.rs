@@ -115,8 +115,11 @@ pub use webhook_targets::{WebhookTarget, WebhookTargetError};
 /// read these docs could use it.
 pub const DEFAULT_KEY: &str = "mock-key";
 
+// `{:?}` (what `?` in `main` prints) says what to do first, then the causes.
+genapi_text::debug_as_report!(Error);
+
 /// Why a mock could not start.
-#[derive(Debug, thiserror::Error)]
+#[derive(thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
     /// A listener could not be bound (the address is taken or not local).

@@ -32,8 +32,11 @@ pub struct WebhookTarget {
     loopback: bool,
 }
 
+// `{:?}` (what `?` in `main` prints) says what to do first, then the causes.
+genapi_text::debug_as_report!(WebhookTargetError);
+
 /// Why a value is not a [`WebhookTarget`].
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[derive(Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum WebhookTargetError {
     /// It does not read as a URL.

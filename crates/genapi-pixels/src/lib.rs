@@ -49,8 +49,11 @@ pub use decode::dimensions;
 /// the service's results, and no image claiming much more.
 pub const THUMBNAIL_BYTES: u64 = 48 << 20;
 
+// `{:?}` (what `?` in `main` prints) says what to do first, then the causes.
+genapi_text::debug_as_report!(PictureError);
+
 /// Why a picture cannot be read or written.
-#[derive(Debug, thiserror::Error)]
+#[derive(thiserror::Error)]
 #[non_exhaustive]
 pub enum PictureError {
     /// Not a PNG, JPEG or WebP image.
@@ -143,6 +146,12 @@ fn mebibytes(bytes: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_picture_that_cannot_be_read_says_so_first_when_printed_with_debug() {
+        let error = Picture::decode(b"not a picture", 1 << 20).unwrap_err();
+        assert_eq!(format!("{error:?}"), error.to_string());
+    }
 
     #[test]
     fn a_picture_is_made_smaller_by_averaging_and_keeps_its_shape() {

@@ -15,12 +15,19 @@
 //!   (a user and password, a query or a fragment).
 //! - [`cut`]: a long text as its start and its length, `… (300000
 //!   characters)`, so what shows it holds little whatever the text.
+//! - [`debug_error`]: an error's Debug form, its advice first and then its
+//!   causes, so `?` in `main` prints what to do ([`causes`] is the chain
+//!   alone).
 //!
 //! The client's scrubber, which removes the secrets it knows by value (the
 //! key, webhook secrets) from every answer, is another thing: this crate
 //! knows no secret, only what a field's name says.
 
 use serde_json::Value;
+
+mod error_report;
+
+pub use error_report::{causes, debug_error};
 
 /// Whether a character should not reach a terminal as it is: control
 /// characters, and the invisible ones that reorder or hide text (bidi
