@@ -49,6 +49,7 @@ mod ledger_outage;
 mod ledger_pool_size;
 mod ledger_seat_lost;
 mod ledger_status;
+mod logging_in;
 #[cfg(unix)]
 mod mock_webhooks;
 #[cfg(unix)]
