@@ -12,6 +12,7 @@ mod config_file;
 mod files;
 mod gallery;
 mod grid;
+mod history;
 mod interrupt;
 mod key_input;
 mod learned;
@@ -200,6 +201,8 @@ enum Command {
     /// Save a profile's key in the config file by reference: asked for without echo (or read from stdin) and
     /// kept in a file only you can read, or the file or variable you name; with --base-url, its service too.
     Login(config_edit::LoginArgs),
+    /// List recent submissions: id, model, when submitted, status as last known, where saved.
+    Tasks(history::TasksArgs),
 }
 
 pub mod code;
@@ -277,9 +280,10 @@ pub fn describe(error: &Error) -> String {
 /// The global options each subcommand that does not talk to the service
 /// uses: its help shows only these among them (the others are accepted
 /// there, and mean nothing). A subcommand not listed uses them all.
-const GLOBALS_USED: [(&str, &[&str]); 8] = [
+const GLOBALS_USED: [(&str, &[&str]); 9] = [
     ("mock", &["json", "quiet", "timeout"]),
     ("login", &["profile"]),
+    ("tasks", &["json"]),
     ("gallery", &["json", "quiet"]),
     ("grid", &["force"]),
     ("models", &["json"]),
@@ -471,6 +475,7 @@ async fn run(cli: Cli) -> Result<(), Failure> {
         }
         Command::Config { change: Some(change) } => config_edit::set(global.profile.as_deref(), change),
         Command::Login(args) => config_edit::login(global.profile.as_deref(), args),
+        Command::Tasks(args) => history::list(&global, &args),
         Command::Config { change: None } => {
             config::show(
                 &global.settings,

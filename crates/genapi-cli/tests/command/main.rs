@@ -60,6 +60,7 @@ mod profiles;
 #[cfg(unix)]
 mod progress;
 mod readme_tour;
+mod recent_tasks;
 mod record;
 mod refused_lines;
 mod refused_sizes;
