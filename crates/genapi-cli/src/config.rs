@@ -33,7 +33,9 @@
 //! environment gave, nor the other way round. A profile's defaults (model,
 //! output folder) still apply; a flag wins over everything. `genapi config`
 //! shows what was chosen and where each value came from, the key as "set"
-//! and never its value.
+//! and never its value. A profile with a mistake stops only the commands
+//! that use it ([`crate::config_file`]); `genapi login` and `genapi config
+//! set` write profiles ([`crate::config_edit`]).
 
 use std::fmt;
 use std::path::{Path, PathBuf};

@@ -19,17 +19,6 @@ use toml_edit::{DocumentMut, Item, Table, TableLike};
 use crate::config_file::{self, ConfigFile};
 use crate::{code, config, key_input, out, Failure};
 
-/// The fields `genapi config set` sets.
-const SETTABLE: [&str; 7] = [
-    "base_url",
-    "regional_base_url",
-    "trusted_origins",
-    "key_env",
-    "key_file",
-    "model",
-    "out",
-];
-
 /// The fields that say what the key is: a profile has one at most.
 const KEY_FIELDS: [&str; 4] = ["key_env", "key_file", "key", "api_key"];
 
@@ -41,7 +30,7 @@ pub enum ConfigChange {
     /// or its file (key_file), or use `genapi login`.
     Set {
         /// The field.
-        #[arg(value_parser = clap::builder::PossibleValuesParser::new(SETTABLE))]
+        #[arg(value_parser = clap::builder::PossibleValuesParser::new(config_file::PROFILE_FIELDS))]
         field: String,
         /// Its value (trusted_origins: origins separated by commas).
         value: String,

@@ -159,20 +159,20 @@ pub fn unquoted(message: &str) -> String {
         }
         let misspelt_field = before.ends_with("unknown field ") && is_field_like(part);
         shown.push('`');
-        shown.push_str(if FIELDS.contains(&part) || misspelt_field {
-            part
-        } else {
-            "…"
-        });
+        shown.push_str(
+            if PROFILE_FIELDS.contains(&part) || OTHER_FIELDS.contains(&part) || misspelt_field {
+                part
+            } else {
+                "…"
+            },
+        );
         shown.push('`');
     }
     out::clean(&shown)
 }
 
-/// The fields of the config file and of a profile.
-pub const FIELDS: &[&str] = &[
-    "default_profile",
-    "profiles",
+/// The fields of a profile a user sets (`genapi config set`).
+pub const PROFILE_FIELDS: [&str; 7] = [
     "base_url",
     "regional_base_url",
     "trusted_origins",
@@ -180,9 +180,10 @@ pub const FIELDS: &[&str] = &[
     "key_file",
     "model",
     "out",
-    "key",
-    "api_key",
 ];
+
+/// The file's other fields, and those read only to be refused.
+const OTHER_FIELDS: [&str; 4] = ["default_profile", "profiles", "key", "api_key"];
 
 /// Whether `text` has the shape of a field's name (a short lower-case
 /// identifier), not of a key.
