@@ -33,15 +33,14 @@
 //! environment gave, nor the other way round. A profile's defaults (model,
 //! output folder) still apply; a flag wins over everything. `genapi config`
 //! shows what was chosen and where each value came from, the key as "set"
-//! and never its value.
+//! and never its value. A profile with a mistake stops only the commands
+//! that use it ([`crate::config_file`]); `genapi login` and `genapi config
+//! set` write profiles ([`crate::config_edit`]).
 
-use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-use serde::de::IgnoredAny;
-use serde::Deserialize;
-
+use crate::config_file::{ConfigFile, Profile};
 use crate::{out, Failure};
 
 /// The variable naming another config file.
@@ -50,40 +49,9 @@ pub const CONFIG_VARIABLE: &str = "GENAPI_CONFIG";
 pub const PROFILE_VARIABLE: &str = "GENAPI_PROFILE";
 
 /// The largest config file read.
-const FILE_LIMIT: u64 = 1 << 20;
+pub const FILE_LIMIT: u64 = 1 << 20;
 /// The largest key file read.
-const KEY_FILE_LIMIT: u64 = 4096;
-
-/// The config file, as written.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ConfigFile {
-    /// The profile used when none is named.
-    default_profile: Option<String>,
-    #[serde(default)]
-    profiles: BTreeMap<String, Profile>,
-}
-
-/// One profile, as written.
-#[derive(Debug, Default, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Profile {
-    base_url: Option<String>,
-    regional_base_url: Option<String>,
-    #[serde(default)]
-    trusted_origins: Vec<String>,
-    /// The variable that holds the key.
-    key_env: Option<String>,
-    /// A file holding the key, readable by its owner alone.
-    key_file: Option<PathBuf>,
-    model: Option<String>,
-    out: Option<PathBuf>,
-    /// Refused: a key is never written in the file (see the module
-    /// documentation). Read only to say so.
-    key: Option<IgnoredAny>,
-    /// Refused, as `key`.
-    api_key: Option<IgnoredAny>,
-}
+pub const KEY_FILE_LIMIT: u64 = 4096;
 
 /// Where a setting came from.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -160,9 +128,21 @@ pub struct Settings {
     /// Why the profile's key could not be read (said when the service is
     /// used, so commands that do not need it, and `genapi config`, still run).
     pub key_problem: Option<String>,
+    /// Why the chosen profile cannot be used at all (a mistake in it, with
+    /// its line): every command that uses it stops, `genapi config` says so.
+    pub broken: Option<String>,
 }
 
 impl Settings {
+    /// These settings, for a command that runs with them: refused when the
+    /// chosen profile is broken.
+    pub fn usable(self) -> Result<Settings, Failure> {
+        match &self.broken {
+            Some(why) => Err(Failure::usage(why.clone())),
+            None => Ok(self),
+        }
+    }
+
     /// Whether a service is configured (else the built-in mock is used).
     pub fn names_a_service(&self) -> bool {
         self.key.is_some() || self.base_url.is_some()
@@ -231,58 +211,91 @@ fn variable(name: &str) -> Option<String> {
 /// The config file's path: `GENAPI_CONFIG`, else `genapi/config.toml` in
 /// the platform's config folder. The second value says whether it was
 /// named (a named file must exist).
-fn file_path() -> Option<(PathBuf, bool)> {
+pub fn file_path() -> Option<(PathBuf, bool)> {
     if let Some(named) = std::env::var_os(CONFIG_VARIABLE).filter(|v| !v.is_empty()) {
         return Some((PathBuf::from(named), true));
     }
     Some((dirs::config_dir()?.join("genapi").join("config.toml"), false))
 }
 
-/// The settings for `--profile` (`flag_profile`), read from the
-/// environment and the config file.
-pub fn resolve(flag_profile: Option<&str>) -> Result<Settings, Failure> {
-    let mut settings = Settings::default();
-    let file = match file_path() {
-        Some((path, named)) => {
-            let exists = path.exists() || path.is_symlink();
-            settings.file = Some((path.clone(), exists));
-            if exists {
-                read_file(&path)?
-            } else if named {
-                return Err(Failure::usage(format!(
-                    "{CONFIG_VARIABLE}={}: no such file",
-                    out::clean(&path.display().to_string())
-                )));
-            } else {
-                ConfigFile::default()
-            }
-        }
-        None => ConfigFile::default(),
+/// The config file's path shown to people.
+fn shown_file(settings: &Settings) -> String {
+    settings
+        .file
+        .as_ref()
+        .map(|(path, _)| out::clean(&path.display().to_string()))
+        .unwrap_or_default()
+}
+
+/// The config file (an empty one when there is none, unless it was named),
+/// noted in `settings`.
+fn read_config(settings: &mut Settings) -> Result<ConfigFile, Failure> {
+    let Some((path, named)) = file_path() else {
+        return Ok(ConfigFile::default());
     };
-    let chosen = match (flag_profile, variable(PROFILE_VARIABLE)) {
+    let exists = genapi_files::is_taken(&path);
+    settings.file = Some((path.clone(), exists));
+    if exists {
+        read_file(&path)
+    } else if named {
+        Err(Failure::usage(format!(
+            "{CONFIG_VARIABLE}={}: no such file",
+            out::clean(&path.display().to_string())
+        )))
+    } else {
+        Ok(ConfigFile::default())
+    }
+}
+
+/// The profile asked for, and by what: `--profile`, `GENAPI_PROFILE`, the
+/// file's `default_profile`, else a profile named `default` if there is one.
+fn choose(flag_profile: Option<&str>, default_profile: Option<&str>, has_default: bool) -> Option<(String, Source)> {
+    match (flag_profile, variable(PROFILE_VARIABLE)) {
         (Some(name), _) => Some((name.to_string(), Source::Flag("--profile"))),
         (None, Some(name)) => Some((name.trim().to_string(), Source::Environment(PROFILE_VARIABLE.into()))),
-        (None, None) => match &file.default_profile {
-            Some(name) => Some((name.clone(), Source::ConfigFile)),
-            None => file
-                .profiles
-                .contains_key("default")
-                .then(|| ("default".to_string(), Source::ConfigFile)),
+        (None, None) => match default_profile {
+            Some(name) => Some((name.to_string(), Source::ConfigFile)),
+            None => has_default.then(|| ("default".to_string(), Source::ConfigFile)),
         },
-    };
+    }
+}
+
+/// The name of the profile `genapi login` and `genapi config set` change:
+/// the one other commands would use, else `default`.
+pub fn profile_to_change(flag_profile: Option<&str>, default_profile: Option<&str>) -> String {
+    choose(flag_profile, default_profile, false).map_or_else(|| "default".to_string(), |(name, _)| name)
+}
+
+/// The settings for `--profile` (`flag_profile`), read from the
+/// environment and the config file. A broken profile chosen is noted in
+/// [`Settings::broken`], for [`Settings::usable`] to refuse.
+pub fn resolve(flag_profile: Option<&str>) -> Result<Settings, Failure> {
+    let mut settings = Settings::default();
+    let file = read_config(&mut settings)?;
+    let chosen = choose(
+        flag_profile,
+        file.default_profile.as_deref(),
+        file.profiles.contains_key("default"),
+    );
     let profile = match &chosen {
         Some((name, source)) => match file.profiles.get(name) {
-            Some(profile) => Some((name.clone(), profile.clone())),
+            Some(Ok(profile)) => Some((name.clone(), profile.clone())),
+            Some(Err(broken)) => {
+                settings.broken = Some(format!(
+                    "config file {}, line {}: profile {}: {}",
+                    shown_file(&settings),
+                    broken.line,
+                    out::clean(name),
+                    broken.why
+                ));
+                None
+            }
             None => {
                 let known: Vec<&str> = file.profiles.keys().map(String::as_str).collect();
-                let where_ = settings
-                    .file
-                    .as_ref()
-                    .map(|(path, _)| out::clean(&path.display().to_string()))
-                    .unwrap_or_default();
                 return Err(Failure::usage(format!(
-                    "no profile {} ({source}) in {where_}; {}",
+                    "no profile {} ({source}) in {}; {}",
                     out::clean(name),
+                    shown_file(&settings),
                     if known.is_empty() {
                         "it has no profiles".to_string()
                     } else {
@@ -364,36 +377,20 @@ fn origins_of(list: Option<Sourced<String>>) -> Vec<Sourced<String>> {
         .collect()
 }
 
-/// The config file read and parsed; what is wrong with it, said with its
-/// path.
+/// The config file read and parsed; what is wrong with the file as a
+/// whole, said with its path (a broken profile is kept, to be said when it
+/// is used).
 fn read_file(path: &Path) -> Result<ConfigFile, Failure> {
     let shown = out::clean(&path.display().to_string());
     // Whoever can change this file decides where the key goes.
     let text = genapi_files::read_sensitive_text(path, FILE_LIMIT, genapi_files::Sensitivity::SteersASecret)
         .map_err(|refused| Failure::usage(format!("config file {shown}: {}", out::clean(&refused.reason()))))?;
-    let file: ConfigFile =
-        toml::from_str(&text).map_err(|e| Failure::usage(format!("config file {shown}: {}", unquoted(e.message()))))?;
-    for (name, profile) in &file.profiles {
-        if profile.key.is_some() || profile.api_key.is_some() {
-            return Err(Failure::usage(format!(
-                "config file {shown}: profile {}: a key is never written in the config file; name the variable that \
-                 holds it (key_env = \"NAME\") or a file only you can read (key_file = \"PATH\")",
-                out::clean(name)
-            )));
-        }
-        if profile.key_env.is_some() && profile.key_file.is_some() {
-            return Err(Failure::usage(format!(
-                "config file {shown}: profile {}: key_env and key_file both name the key; keep one",
-                out::clean(name)
-            )));
-        }
-    }
-    Ok(file)
+    crate::config_file::parse(&text).map_err(|why| Failure::usage(format!("config file {shown}, {why}")))
 }
 
 /// Whether `text` looks like the name of an environment variable (and not
 /// like a key written where its variable's name belongs): shown only then.
-fn is_variable_name(text: &str) -> bool {
+pub fn is_variable_name(text: &str) -> bool {
     !text.is_empty()
         && text.len() <= 64
         && !text.starts_with(|c: char| c.is_ascii_digit())
@@ -408,66 +405,9 @@ fn names_a_secret(name: &str) -> bool {
     ["_KEY", "_TOKEN", "_SECRET"].iter().any(|end| name.ends_with(end))
 }
 
-/// A parser's message without the values it quotes: a key written under
-/// the wrong name, or where a name or a path belongs, must not be shown
-/// back. Strings (`"…"`) are hidden; of the text quoted with backticks,
-/// only names of the file's fields stay (and a misspelt field's name, which
-/// the parser quotes after "unknown field"); values such as a number
-/// written for `key_env` (`` invalid type: integer `1234` ``) are hidden.
-fn unquoted(message: &str) -> String {
-    let mut strings_hidden = String::new();
-    for (index, part) in message.split('"').enumerate() {
-        strings_hidden.push_str(if index % 2 == 1 { "\"…" } else { part });
-        if index % 2 == 1 {
-            strings_hidden.push('"');
-        }
-    }
-    let mut shown = String::new();
-    let mut before = "";
-    for (index, part) in strings_hidden.split('`').enumerate() {
-        if index % 2 == 0 {
-            shown.push_str(part);
-            before = part;
-            continue;
-        }
-        let misspelt_field = before.ends_with("unknown field ") && is_field_like(part);
-        shown.push('`');
-        shown.push_str(if FIELDS.contains(&part) || misspelt_field {
-            part
-        } else {
-            "…"
-        });
-        shown.push('`');
-    }
-    out::clean(&shown)
-}
-
-/// The fields of the config file and of a profile.
-const FIELDS: &[&str] = &[
-    "default_profile",
-    "profiles",
-    "base_url",
-    "regional_base_url",
-    "trusted_origins",
-    "key_env",
-    "key_file",
-    "model",
-    "out",
-    "key",
-    "api_key",
-];
-
-/// Whether `text` has the shape of a field's name (a short lower-case
-/// identifier), not of a key.
-fn is_field_like(text: &str) -> bool {
-    (1..=32).contains(&text.len())
-        && text.starts_with(|c: char| c.is_ascii_lowercase())
-        && text.chars().all(|c| c.is_ascii_lowercase() || c == '_')
-}
-
 /// The key a profile names: from its variable, or from its file; why it
 /// cannot be had, without ever quoting what could be the key itself.
-fn profile_key(name: &str, profile: &Profile) -> Result<Option<Key>, String> {
+pub fn profile_key(name: &str, profile: &Profile) -> Result<Option<Key>, String> {
     let name = out::clean(name);
     if let Some(variable_name) = &profile.key_env {
         return match variable(variable_name) {
@@ -507,7 +447,7 @@ fn profile_key(name: &str, profile: &Profile) -> Result<Option<Key>, String> {
 }
 
 /// A path with a leading `~/` read as the home folder.
-fn expand_home(path: &Path) -> PathBuf {
+pub fn expand_home(path: &Path) -> PathBuf {
     match (path.strip_prefix("~"), dirs::home_dir()) {
         (Ok(rest), Some(home)) => home.join(rest),
         _ => path.to_path_buf(),
@@ -519,7 +459,9 @@ fn expand_home(path: &Path) -> PathBuf {
 /// secrets they may carry. `flag_origins` are the `--trust-origin` flags.
 pub fn show(settings: &Settings, flag_origins: &[String], json: bool, uses_mock: bool) {
     let sourced = |value: String, source: &Source| serde_json::json!({"value": value, "from": source.to_string()});
-    let service = if uses_mock {
+    let service = if settings.broken.is_some() {
+        "none: the profile cannot be used (see profile)".to_string()
+    } else if uses_mock {
         "the built-in mock (a test double)".to_string()
     } else {
         match settings.builder() {
@@ -553,10 +495,13 @@ pub fn show(settings: &Settings, flag_origins: &[String], json: bool, uses_mock:
         ),
         (
             "profile",
-            settings
-                .profile
-                .as_ref()
-                .map_or(null.clone(), |p| sourced(out::clean(&p.value), &p.source)),
+            settings.profile.as_ref().map_or(null.clone(), |p| {
+                let mut shown = sourced(out::clean(&p.value), &p.source);
+                if let Some(why) = &settings.broken {
+                    shown["problem"] = serde_json::Value::String(out::clean(why));
+                }
+                shown
+            }),
         ),
         ("service", serde_json::Value::String(service)),
         (
@@ -616,7 +561,8 @@ pub fn show(settings: &Settings, flag_origins: &[String], json: bool, uses_mock:
 fn one_line(value: &serde_json::Value) -> String {
     let text = |key: &str| value.get(key).and_then(serde_json::Value::as_str).map(str::to_string);
     match (text("value"), text("from"), text("problem"), text("path")) {
-        (Some(v), Some(from), _, _) => format!("{v} (from {from})"),
+        (Some(v), Some(from), Some(problem), _) => format!("{v} (from {from}), broken: {problem}"),
+        (Some(v), Some(from), None, _) => format!("{v} (from {from})"),
         (Some(v), None, Some(problem), _) => format!("{v}: {problem}"),
         (_, _, _, Some(path)) => {
             let found = value.get("found").and_then(serde_json::Value::as_bool) == Some(true);
@@ -642,13 +588,5 @@ mod tests {
             ..Settings::default()
         };
         assert!(!format!("{settings:?}").contains("sk-very-secret"));
-    }
-
-    #[test]
-    fn a_key_written_in_the_file_is_refused_by_name() {
-        let file: ConfigFile = toml::from_str("[profiles.work]\nkey = \"sk-1\"\n").unwrap();
-        assert!(file.profiles["work"].key.is_some());
-        let unknown = toml::from_str::<ConfigFile>("[profiles.work]\nbase_ur = \"x\"\n").unwrap_err();
-        assert!(unknown.message().contains("base_ur"), "{}", unknown.message());
     }
 }

@@ -7,10 +7,14 @@ mod batch;
 mod cache;
 mod catalog;
 mod config;
+mod config_edit;
+mod config_file;
 mod files;
 mod gallery;
 mod grid;
+mod history;
 mod interrupt;
+mod key_input;
 mod learned;
 mod mock;
 mod models;
@@ -190,7 +194,15 @@ enum Command {
     /// Show the settings in use and where each came from (flag, environment, the config file's profile); the
     /// key only as set, never its value. The config file is genapi/config.toml in your config folder
     /// (GENAPI_CONFIG names another); see docs/command.md.
-    Config,
+    Config {
+        #[command(subcommand)]
+        change: Option<config_edit::ConfigChange>,
+    },
+    /// Save a profile's key in the config file by reference: asked for without echo (or read from stdin) and
+    /// kept in a file only you can read, or the file or variable you name; with --base-url, its service too.
+    Login(config_edit::LoginArgs),
+    /// List recent submissions: id, model, when submitted, status as last known, where saved.
+    Tasks(history::TasksArgs),
 }
 
 pub mod code;
@@ -263,8 +275,10 @@ pub fn describe(error: &Error) -> String {
 /// The global options each subcommand that does not talk to the service
 /// uses: its help shows only these among them (the others are accepted
 /// there, and mean nothing). A subcommand not listed uses them all.
-const GLOBALS_USED: [(&str, &[&str]); 7] = [
+const GLOBALS_USED: [(&str, &[&str]); 9] = [
     ("mock", &["json", "quiet", "timeout"]),
+    ("login", &["profile"]),
+    ("tasks", &["json"]),
     ("gallery", &["json", "quiet"]),
     ("grid", &["force"]),
     ("models", &["json"]),
@@ -285,7 +299,7 @@ fn reads_settings(command: &Command) -> bool {
             | Command::Submit { .. }
             | Command::Wait { .. }
             | Command::Get { .. }
-            | Command::Config
+            | Command::Config { change: None }
     )
 }
 
@@ -396,7 +410,12 @@ fn init_logging() {
 async fn run(cli: Cli) -> Result<(), Failure> {
     let mut global = cli.global;
     if reads_settings(&cli.command) {
-        global.settings = config::resolve(global.profile.as_deref())?;
+        let settings = config::resolve(global.profile.as_deref())?;
+        // `genapi config` shows a broken profile; the others stop at it.
+        global.settings = match cli.command {
+            Command::Config { .. } => settings,
+            _ => settings.usable()?,
+        };
     }
     let settings = global.settings.clone();
     // A profile's defaults stand in for the flags not given.
@@ -453,7 +472,10 @@ async fn run(cli: Cli) -> Result<(), Failure> {
             out::out(String::from_utf8_lossy(&text).trim_end());
             Ok(())
         }
-        Command::Config => {
+        Command::Config { change: Some(change) } => config_edit::set(global.profile.as_deref(), change),
+        Command::Login(args) => config_edit::login(global.profile.as_deref(), args),
+        Command::Tasks(args) => history::list(&global, &args),
+        Command::Config { change: None } => {
             config::show(
                 &global.settings,
                 &global.trust_origins,

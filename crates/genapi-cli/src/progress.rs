@@ -160,7 +160,7 @@ fn details(figures: &Figures, elapsed: Duration) -> String {
 }
 
 /// `2026-11-25T09:40:01Z`.
-fn utc(at: SystemTime) -> String {
+pub fn utc(at: SystemTime) -> String {
     humantime::format_rfc3339_seconds(at).to_string()
 }
 

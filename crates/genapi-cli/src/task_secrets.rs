@@ -10,7 +10,6 @@
 //! ended for good. Keeping it is best effort: a file that cannot be written
 //! or read is passed over, and the task is polled all the same.
 
-use std::io::Write;
 use std::path::PathBuf;
 
 use serde_json::{Map, Value};
@@ -40,26 +39,12 @@ pub fn keep(task_id: &str, body: &Map<String, Value>) {
         .map(|(name, value)| (name.clone(), value.clone()))
         .collect();
     let Some(path) = path(task_id) else { return };
-    let written = (|| -> Result<(), String> {
-        if let Some(folder) = path.parent() {
-            std::fs::create_dir_all(folder).map_err(|e| e.to_string())?;
-        }
-        let mut staged = genapi_files::stage(&path).map_err(|e| e.to_string())?;
-        // Readable by the user alone, before a byte is written.
-        #[cfg(unix)]
-        std::fs::set_permissions(
-            staged.temporary_path(),
-            std::os::unix::fs::PermissionsExt::from_mode(0o600),
-        )
-        .map_err(|e| e.to_string())?;
-        staged
-            .write_all(Value::Object(kept).to_string().as_bytes())
-            .map_err(|e| e.to_string())?;
-        staged
-            .publish(genapi_files::Existing::Replace)
-            .map(drop)
-            .map_err(|e| e.to_string())
-    })();
+    // Readable by the user alone, before a byte is written.
+    let written = genapi_files::write_private(
+        &path,
+        Value::Object(kept).to_string().as_bytes(),
+        genapi_files::Existing::Replace,
+    );
     if let Err(error) = written {
         tracing::debug!(%error, "the secrets of the task are not kept for a later wait");
     }

@@ -404,6 +404,7 @@ pub async fn generate(global: &Global, request: RequestArgs, save: SaveArgs, cou
             &plan.resume_target(index),
         );
         announce(&task);
+        crate::history::submitted(global, task.id(), &prepared.model.name);
         if let Some(cost) = task.cost() {
             prices.learn(&kind, cost);
         }
@@ -486,6 +487,8 @@ async fn complete(
                 progress.show(&figures);
             }
             let status = last_status.lock().map(|s| s.clone()).unwrap_or_default();
+            let saved = outcome.as_ref().ok().map(|saved| saved.file.as_path());
+            crate::history::note(&id, if saved.is_some() { "Ready" } else { &status }, saved);
             progress.suspend(|| {
                 report(
                     global,
@@ -834,6 +837,7 @@ pub async fn submit(global: &Global, request: RequestArgs, out_file: Option<Path
     let (id, polling_url) = (task.id().to_string(), task.polling_url().to_string());
     // For the `wait` in another process, which never sent them.
     crate::task_secrets::keep(&id, &prepared.body);
+    crate::history::submitted(global, &id, &prepared.model.name);
     let line = if global.json {
         json!({"id": id, "polling_url": polling_url, "model": prepared.model.name, "status": "submitted", "cost": task.cost()}).to_string()
     } else {
@@ -984,6 +988,7 @@ async fn get_task(
             ))
         }
     };
+    crate::history::note(task.id(), state.status.as_str(), None);
     let mock = connection.on_a_mock();
     // With --json, the task's object is printed once: its state here, or
     // its saved result below.
@@ -1048,6 +1053,9 @@ async fn get_task(
     let id = output.id().to_string();
     let polling_url = reference.to_string();
     let outcome = save_output(&connection.client, output, &plan, None, deadline, global).await;
+    if let Ok(saved) = &outcome {
+        crate::history::note(&id, "Ready", Some(&saved.file));
+    }
     let resume = resume_command(&connection.client, &id, &polling_url, &plan.resume_target(None));
     match report(global, connection, &id, &polling_url, "", &resume, "Ready", outcome) {
         0 => Ok(true),

@@ -22,7 +22,8 @@
 //! secret goes (a config file) must be the user's (or root's) and writable
 //! by no one else; a file that holds one (a key file) readable by no one
 //! else either. The file checked is the one opened, after links; a refusal
-//! says what to run (`chmod`).
+//! says what to run (`chmod`). Such a file is written by [`write_private`]:
+//! its owner's alone from its first byte, in folders made its owner's alone.
 //!
 //! **Writing** ([`create`], [`stage`], [`publish`], [`write_whole`]):
 //!
@@ -63,7 +64,7 @@ mod write;
 
 pub use error::{shown_size, FileError};
 pub use read::{open, read, read_sensitive_stoppable, read_stoppable, read_text, Bounded};
-pub use secret::{open_sensitive, read_sensitive_text, Exposure, Sensitivity};
+pub use secret::{open_sensitive, read_sensitive_text, write_private, Exposure, Sensitivity};
 pub use write::{
     create, create_temporary, is_taken, may_write, publish, stage, temporary_name, write_whole, Existing, Staged,
 };

@@ -16,7 +16,8 @@
 //! file is read only once it passes, before anything is sent.
 
 use std::fs::Metadata;
-use std::path::Path;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
 
 use crate::{Bounded, FileError};
 
@@ -109,6 +110,53 @@ pub fn read_sensitive_text(path: &Path, limit: u64, sensitivity: Sensitivity) ->
     String::from_utf8(bytes).map_err(|_| FileError::NotText {
         path: path.to_path_buf(),
     })
+}
+
+/// Writes `bytes` as the whole file `target` ([`crate::stage`], then
+/// [`crate::Staged::publish`] as `existing` allows), made to pass the rule
+/// of the module for either sensitivity: the file is its writer's, readable
+/// and writable by its owner alone (mode 600) before a byte is written, and
+/// each folder made for it is its owner's alone (mode 700). Folders already
+/// there are left as they are.
+///
+/// ```
+/// # #[cfg(unix)] {
+/// use std::os::unix::fs::PermissionsExt as _;
+/// use genapi_files::{Existing, Sensitivity};
+///
+/// let dir = std::env::temp_dir().join(format!("genapi-files-private-{}", std::process::id()));
+/// let path = dir.join("genapi").join("config.toml");
+/// genapi_files::write_private(&path, b"[profiles.work]\n", Existing::Keep)?;
+/// assert_eq!(std::fs::metadata(&path)?.permissions().mode() & 0o777, 0o600);
+/// assert_eq!(std::fs::metadata(path.parent().unwrap())?.permissions().mode() & 0o777, 0o700);
+/// genapi_files::read_sensitive_text(&path, 1024, Sensitivity::HoldsASecret)?;
+/// # std::fs::remove_dir_all(&dir)?;
+/// # }
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn write_private(target: &Path, bytes: &[u8], existing: crate::Existing) -> Result<PathBuf, FileError> {
+    if let Some(folder) = target.parent().filter(|folder| !folder.as_os_str().is_empty()) {
+        private_folder(folder)?;
+    }
+    let mut staged = crate::stage(target)?;
+    #[cfg(unix)]
+    std::fs::set_permissions(
+        staged.temporary_path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o600),
+    )
+    .map_err(|e| FileError::io(target, e))?;
+    staged.write_all(bytes).map_err(|e| FileError::io(target, e))?;
+    staged.publish(existing)
+}
+
+/// Makes `folder` and the folders above it that are missing, each made
+/// readable by its owner alone.
+fn private_folder(folder: &Path) -> Result<(), FileError> {
+    let mut builder = std::fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+    builder.create(folder).map_err(|e| FileError::io(folder, e))
 }
 
 /// The rule, on the metadata of the file opened.

@@ -51,6 +51,7 @@ mod ledger_outage;
 mod ledger_pool_size;
 mod ledger_seat_lost;
 mod ledger_status;
+mod logging_in;
 #[cfg(unix)]
 mod mock_webhooks;
 #[cfg(unix)]
@@ -62,6 +63,7 @@ mod profiles;
 mod progress;
 mod raising_the_cap;
 mod readme_tour;
+mod recent_tasks;
 mod record;
 mod refused_lines;
 mod refused_sizes;

@@ -166,13 +166,24 @@ async fn a_key_file_must_be_the_users_alone_and_a_key_is_never_written_in_the_fi
         &dir,
         "[profiles.lab]\nbase_url = \"https://api.example.com\"\nkey = \"sk-in-the-file\"\n",
     );
-    let refused = genapi(&dir).args(["--profile", "lab", "config"]).output().unwrap();
+    // `genapi config` shows why the profile cannot be used; a command
+    // using it stops, naming the profile and the line.
+    let shown = ok(&genapi(&dir).args(["--profile", "lab", "config"]).output().unwrap());
+    assert!(shown.contains("a key is never written in the config file"), "{shown}");
+    assert!(!shown.contains("sk-in-the-file"), "{shown}");
+    let refused = genapi(&dir)
+        .args(["--profile", "lab", "generate", "a fox", "-o", "fox.jpg"])
+        .output()
+        .unwrap();
     assert_eq!(refused.status.code(), Some(2));
     let said = text(&refused.stderr);
-    assert!(said.contains("a key is never written in the config file"), "{said}");
+    assert!(said.contains("line 3: profile lab: a key is never written"), "{said}");
     assert!(!said.contains("sk-in-the-file"), "{said}");
     config_file(&dir, "[profiles.lab]\nbase_ur = \"https://api.example.com\"\n");
-    let refused = genapi(&dir).arg("config").output().unwrap();
+    let refused = genapi(&dir)
+        .args(["--profile", "lab", "generate", "a fox", "-o", "fox.jpg"])
+        .output()
+        .unwrap();
     assert_eq!(refused.status.code(), Some(2));
     assert!(text(&refused.stderr).contains("base_ur"), "{}", text(&refused.stderr));
 }
@@ -239,7 +250,15 @@ async fn a_profile_whose_key_is_missing_is_said_when_used_and_nothing_secret_is_
     assert!(!said.contains("sk-LIVE-123"), "{said}");
     // Nor a key written as a value of the wrong type.
     config_file(&dir, "[profiles.work]\ntrusted_origins = \"sk-LIVE-456\"\n");
-    let refused = genapi(&dir).arg("config").output().unwrap();
+    let shown = ok(&genapi(&dir).args(["--profile", "work", "config"]).output().unwrap());
+    assert!(
+        shown.contains("invalid type") && !shown.contains("sk-LIVE-456"),
+        "{shown}"
+    );
+    let refused = genapi(&dir)
+        .args(["--profile", "work", "generate", "a fox", "-o", "fox.jpg"])
+        .output()
+        .unwrap();
     assert_eq!(refused.status.code(), Some(2));
     assert!(
         !text(&refused.stderr).contains("sk-LIVE-456"),
@@ -408,9 +427,60 @@ fn a_key_pasted_where_a_name_or_path_belongs_is_never_shown() {
         assert!(!said.contains("PASTED"), "{args:?}: {said}");
     }
     config_file(&dir, "[profiles.work]\nkey_env = 48151623\n");
-    let run = genapi(&dir).arg("config").output().unwrap();
+    let run = genapi(&dir)
+        .args(["--profile", "work", "generate", "a fox", "-o", "fox.jpg"])
+        .output()
+        .unwrap();
     let said = text(&run.stderr);
     assert_eq!(run.status.code(), Some(2), "{said}");
     assert!(said.contains("invalid type"), "{said}");
     assert!(!said.contains("48151623"), "{said}");
+}
+
+/// A profile with a mistake stops only the commands that use it, naming it
+/// and the line of the mistake: a command using another profile, `genapi
+/// config`, `genapi models` and `genapi mock --help` keep working.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_broken_profile_stops_only_the_commands_that_use_it() {
+    let mock = roomy_mock(50).await;
+    let dir = Dir::new("profile-broken");
+    config_file(
+        &dir,
+        &format!(
+            "default_profile = \"a\"\n\n[profiles.a]\nbase_url = \"{}\"\ntrusted_origins = [\"{}\"]\nkey_env = \"WORK_KEY\"\n\n\
+             # pasted by mistake\n[profiles.b]\nbase_url = \"https://b.example.com\"\napi_key = \"sk-LIVE-B-77\"\n",
+            mock.base_url(),
+            mock.trusted_origins().join("\", \"")
+        ),
+    );
+    let run = genapi(&dir)
+        .env("WORK_KEY", mock.key())
+        .args(["generate", "a fox", "-o", "fox.jpg"])
+        .output()
+        .unwrap();
+    ok(&run);
+    assert_eq!(mock.count("POST", "/v1/gen-2-pro"), 1);
+    let shown = ok(&genapi(&dir).args(["config", "--json"]).output().unwrap());
+    let shown: Value = serde_json::from_str(shown.trim()).unwrap();
+    assert_eq!(shown["profile"]["value"], "a");
+    ok(&genapi(&dir).args(["models"]).output().unwrap());
+    ok(&genapi(&dir).args(["mock", "--help"]).output().unwrap());
+
+    for command in [vec!["generate", "a fox", "-o", "b.jpg"], vec!["config"]] {
+        let run = genapi(&dir)
+            .env("WORK_KEY", mock.key())
+            .args(["--profile", "b"])
+            .args(&command)
+            .output()
+            .unwrap();
+        let said = text(&run.stdout) + &text(&run.stderr);
+        let expected = if command[0] == "config" { 0 } else { 2 };
+        assert_eq!(run.status.code(), Some(expected), "{command:?}: {said}");
+        assert!(
+            said.contains("line 11: profile b: a key is never written"),
+            "{command:?}: {said}"
+        );
+        assert!(!said.contains("sk-LIVE-B-77"), "{command:?}: {said}");
+    }
+    assert_eq!(mock.count("POST", "/v1/gen-2-pro"), 1, "nothing sent with profile b");
 }

@@ -1,0 +1,279 @@
+//! `genapi login` and `genapi config set`: a profile made or changed in
+//! the config file, which is otherwise kept as the user wrote it (other
+//! profiles, comments, order and layout).
+//!
+//! The key itself is never written in the config file: `login` keeps a key
+//! it is given in a file of its own beside the config file (`keys/NAME.key`)
+//! and names that file in the profile (`key_file`), or names the file or
+//! variable the user says holds it. Both files are written by genapi-files'
+//! rule for files that steer or hold a secret: the user's alone (mode 600)
+//! in folders made the user's alone (700). The file is checked as every
+//! command reads it before it is written: a change that would break the
+//! profile is refused, and the file stays as it was.
+
+use std::path::{Path, PathBuf};
+
+use clap::{Args, Subcommand};
+use toml_edit::{DocumentMut, Item, Table, TableLike};
+
+use crate::config_file::{self, ConfigFile};
+use crate::{code, config, key_input, out, Failure};
+
+/// The fields that say what the key is: a profile has one at most.
+const KEY_FIELDS: [&str; 4] = ["key_env", "key_file", "key", "api_key"];
+
+/// What `genapi config` changes.
+#[derive(Subcommand)]
+pub enum ConfigChange {
+    /// Set one field of a profile: the one --profile (or GENAPI_PROFILE) names, else the file's default_profile,
+    /// else `default`; the file and the profile are made when missing. Never a key: name its variable (key_env)
+    /// or its file (key_file), or use `genapi login`.
+    Set {
+        /// The field.
+        #[arg(value_parser = clap::builder::PossibleValuesParser::new(config_file::PROFILE_FIELDS))]
+        field: String,
+        /// Its value (trusted_origins: origins separated by commas).
+        value: String,
+    },
+}
+
+/// `genapi login`'s options.
+#[derive(Args)]
+pub struct LoginArgs {
+    /// The service's address, saved as the profile's base_url.
+    #[arg(long, value_name = "URL")]
+    pub base_url: Option<String>,
+    /// Name this file, which holds the key and only you can read, instead of being asked for the key.
+    #[arg(long, value_name = "PATH", conflicts_with = "key_env")]
+    pub key_file: Option<PathBuf>,
+    /// Name this environment variable, which holds the key, instead of being asked for the key.
+    #[arg(long, value_name = "NAME")]
+    pub key_env: Option<String>,
+}
+
+/// The config file being changed, and the profile changed in it.
+struct Editing {
+    path: PathBuf,
+    document: DocumentMut,
+    read: ConfigFile,
+    profile: String,
+}
+
+fn shown(path: &Path) -> String {
+    out::clean(&path.display().to_string())
+}
+
+/// The config file as it is (none yet is an empty one), and the profile
+/// to change; a file that cannot be read, or is broken as a whole, is
+/// left as it is.
+fn open(flag_profile: Option<&str>) -> Result<Editing, Failure> {
+    let Some((path, _)) = config::file_path() else {
+        return Err(Failure::usage(
+            "there is no config folder to keep the file in; name the file with GENAPI_CONFIG",
+        ));
+    };
+    let file = shown(&path);
+    // Written as a file of genapi's own: a link is not replaced by one.
+    if std::fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_symlink()) {
+        return Err(Failure::usage(format!(
+            "config file {file} is a link; change the file it leads to by hand, or name that file with GENAPI_CONFIG"
+        )));
+    }
+    let text = if genapi_files::is_taken(&path) {
+        genapi_files::read_sensitive_text(&path, config::FILE_LIMIT, genapi_files::Sensitivity::SteersASecret)
+            .map_err(|refused| Failure::usage(format!("config file {file}: {}", out::clean(&refused.reason()))))?
+    } else {
+        String::new()
+    };
+    let left = "it is left as it is";
+    let read = config_file::parse(&text).map_err(|why| Failure::usage(format!("config file {file}, {why}; {left}")))?;
+    let document: DocumentMut = text
+        .parse()
+        .map_err(|_| Failure::usage(format!("config file {file} cannot be edited; {left}")))?;
+    let profile = config::profile_to_change(flag_profile, read.default_profile.as_deref());
+    let plain = |c: char| c.is_ascii_alphanumeric() || c == '-' || c == '_';
+    if profile.is_empty() || profile.len() > 64 || !profile.chars().all(plain) {
+        return Err(Failure::usage(
+            "a profile's name is letters, digits, - and _ (at most 64); choose one with --profile",
+        ));
+    }
+    Ok(Editing {
+        path,
+        document,
+        read,
+        profile,
+    })
+}
+
+impl Editing {
+    /// The profile's table, made when missing.
+    fn fields(&mut self) -> Result<&mut dyn TableLike, Failure> {
+        let profiles = self.document.entry("profiles").or_insert_with(|| {
+            // `[profiles.NAME]` alone, without a `[profiles]` line.
+            let mut table = Table::new();
+            table.set_implicit(true);
+            Item::Table(table)
+        });
+        let not_a_table = || Failure::usage("the config file's profiles are not tables; change it by hand");
+        profiles
+            .as_table_like_mut()
+            .ok_or_else(not_a_table)?
+            .entry(&self.profile)
+            .or_insert_with(|| Item::Table(Table::new()))
+            .as_table_like_mut()
+            .ok_or_else(not_a_table)
+    }
+
+    /// Sets `field`; a field naming the key replaces any other that does.
+    fn set(&mut self, field: &str, value: Item) -> Result<(), Failure> {
+        let fields = self.fields()?;
+        if KEY_FIELDS.contains(&field) {
+            for other in KEY_FIELDS {
+                fields.remove(other);
+            }
+        }
+        fields.insert(field, value);
+        Ok(())
+    }
+
+    /// Checks the changed file as every command reads it, writes it, and
+    /// says so with `done`; when `key_changed`, says at once what keeps the
+    /// key from being had, if anything.
+    fn save(mut self, done: &str, key_changed: bool) -> Result<(), Failure> {
+        // The first profile of a file is the one used without --profile.
+        let first = self.read.profiles.is_empty() && self.read.default_profile.is_none() && self.profile != "default";
+        if first {
+            self.document
+                .insert("default_profile", toml_edit::value(self.profile.clone()));
+        }
+        let text = self.document.to_string();
+        let file = shown(&self.path);
+        let unchanged = "the config file is left as it is";
+        let read = config_file::parse(&text).map_err(|why| Failure::usage(format!("{why}; {unchanged}")))?;
+        let profile = match read.profiles.get(&self.profile) {
+            Some(Ok(profile)) => profile,
+            Some(Err(broken)) => {
+                return Err(Failure::usage(format!(
+                    "profile {} would not be usable (line {}: {}); {unchanged}",
+                    self.profile, broken.line, broken.why
+                )))
+            }
+            None => {
+                return Err(Failure::usage(format!(
+                    "profile {} was not made; {unchanged}",
+                    self.profile
+                )))
+            }
+        };
+        genapi_files::write_private(&self.path, text.as_bytes(), genapi_files::Existing::Replace)
+            .map_err(|refused| Failure::new(code::OTHER, crate::files::said(&refused)))?;
+        let default = if first { "; it is the default profile" } else { "" };
+        out::out(&format!("profile {} saved in {file}: {done}{default}", self.profile));
+        // Said now rather than at the next command.
+        if let (true, Err(problem)) = (key_changed, config::profile_key(&self.profile, profile)) {
+            out::err(&format!("note: {problem}"));
+        }
+        Ok(())
+    }
+}
+
+/// `genapi config set FIELD VALUE`.
+pub fn set(flag_profile: Option<&str>, change: ConfigChange) -> Result<(), Failure> {
+    let ConfigChange::Set { field, value } = change;
+    let mut editing = open(flag_profile)?;
+    let item = match field.as_str() {
+        "base_url" | "regional_base_url" => toml_edit::value(address(&field, &value)?),
+        "trusted_origins" => {
+            let origins: Result<toml_edit::Array, Failure> = value
+                .split(',')
+                .map(str::trim)
+                .filter(|origin| !origin.is_empty())
+                .map(|origin| address(&field, origin))
+                .collect();
+            toml_edit::value(origins?)
+        }
+        "key_env" => toml_edit::value(variable_name(&value)?),
+        "key_file" => toml_edit::value(key_file(Path::new(&value))?),
+        _ => toml_edit::value(value.clone()),
+    };
+    editing.set(&field, item)?;
+    editing.save(&format!("{field} set"), KEY_FIELDS.contains(&field.as_str()))
+}
+
+/// `genapi login`: the profile's key (asked for, read from stdin, or the
+/// file or variable named) and, with `--base-url`, its service.
+pub fn login(flag_profile: Option<&str>, args: LoginArgs) -> Result<(), Failure> {
+    let mut editing = open(flag_profile)?;
+    let base_url = args.base_url.map(|url| address("--base-url", &url)).transpose()?;
+    let (field, reference, said) = match (args.key_file, args.key_env) {
+        (Some(file), _) => ("key_file", key_file(&file)?, "the key by the file named".to_string()),
+        (None, Some(name)) => (
+            "key_env",
+            variable_name(&name)?,
+            "the key by the variable named".to_string(),
+        ),
+        (None, None) => {
+            let key = key_input::read_key(&format!("API key for profile {} (not shown): ", editing.profile))?;
+            let kept = kept_key_file(&editing.path, &editing.profile);
+            genapi_files::write_private(&kept, format!("{key}\n").as_bytes(), genapi_files::Existing::Replace)
+                .map_err(|refused| Failure::new(code::OTHER, crate::files::said(&refused)))?;
+            let shown_kept = shown(&kept);
+            let path = kept.to_string_lossy().into_owned();
+            (
+                "key_file",
+                path,
+                format!("the key, kept in {shown_kept} (readable by you alone)"),
+            )
+        }
+    };
+    editing.set(field, toml_edit::value(reference))?;
+    if let Some(base_url) = base_url {
+        editing.set("base_url", toml_edit::value(base_url))?;
+    }
+    editing.save(&said, true)
+}
+
+/// Where `login` keeps a profile's key: `keys/NAME.key` beside the config
+/// file.
+fn kept_key_file(config_file: &Path, profile: &str) -> PathBuf {
+    let folder = config_file.parent().unwrap_or(Path::new("."));
+    folder.join("keys").join(format!("{profile}.key"))
+}
+
+/// An `http` or `https` address, as given; what is wrong is said without
+/// the value, which could be a key pasted in the wrong place.
+fn address(what: &str, text: &str) -> Result<String, Failure> {
+    match url::Url::parse(text.trim()) {
+        Ok(url) if matches!(url.scheme(), "http" | "https") && url.host().is_some() => Ok(text.trim().to_string()),
+        _ => Err(Failure::usage(format!(
+            "{what} takes an http or https address (what was given is not shown, in case it is a key)"
+        ))),
+    }
+}
+
+/// The name of an environment variable, never a key written in its place.
+fn variable_name(text: &str) -> Result<String, Failure> {
+    if config::is_variable_name(text) {
+        return Ok(text.to_string());
+    }
+    Err(Failure::usage(
+        "key_env takes the name of the variable that holds the key (capital letters, digits and _), never the key \
+         itself; what was given is not shown",
+    ))
+}
+
+/// The path of a file that holds the key, which must exist: made absolute
+/// (a command run in another folder reads it), or kept under `~/`.
+fn key_file(path: &Path) -> Result<String, Failure> {
+    if !genapi_files::is_taken(&config::expand_home(path)) {
+        return Err(Failure::usage(
+            "key_file names no file that exists (not shown, in case it is the key itself); name a file only you can \
+             read, which holds the key",
+        ));
+    }
+    if path.starts_with("~") {
+        return Ok(path.to_string_lossy().into_owned());
+    }
+    let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    Ok(absolute.to_string_lossy().into_owned())
+}

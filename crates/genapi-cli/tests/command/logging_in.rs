@@ -1,0 +1,146 @@
+//! `genapi login` and `genapi config set`: a profile made or changed in the
+//! config file, which is made the user's alone, keeps what else it holds,
+//! and never holds the key.
+
+use std::io::Write as _;
+use std::os::unix::fs::PermissionsExt as _;
+use std::process::{Command, Output, Stdio};
+
+use crate::cli::text;
+use crate::common::{genapi_alone, roomy_mock, Dir};
+
+const KEY: &str = "sk-LOGIN-5150-secret";
+
+fn config_path(dir: &Dir) -> std::path::PathBuf {
+    dir.join("config/genapi/config.toml")
+}
+
+fn mode(path: &std::path::Path) -> u32 {
+    std::fs::metadata(path).unwrap().permissions().mode() & 0o777
+}
+
+/// `genapi ARGS` with `input` on its standard input (a pipe, not a terminal).
+fn with_input(command: &mut Command, input: &str) -> Output {
+    let mut child = command
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+    child.wait_with_output().unwrap()
+}
+
+fn ok(run: &Output) -> String {
+    assert_eq!(run.status.code(), Some(0), "{}", text(&run.stderr));
+    text(&run.stdout) + &text(&run.stderr)
+}
+
+/// The key read from stdin lands in a file only the user can read, named by
+/// the profile of a config file made the user's alone; it is never printed
+/// nor written in the config file; the profile then works.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn login_from_stdin_makes_a_private_config_file_that_refers_to_the_key() {
+    let mock = roomy_mock(50).await;
+    let dir = Dir::new("login-stdin");
+    let key = mock.key();
+    let said = ok(&with_input(
+        genapi_alone(&dir).args(["login", "--profile", "work", "--base-url", mock.base_url()]),
+        &format!("  {key}  \n"),
+    ));
+    assert!(!said.contains(key), "{said}");
+    assert!(said.contains("it is the default profile"), "{said}");
+    let config = config_path(&dir);
+    assert_eq!(mode(&config), 0o600);
+    assert_eq!(mode(config.parent().unwrap()), 0o700);
+    let written = std::fs::read_to_string(&config).unwrap();
+    assert!(!written.contains(key), "{written}");
+    assert!(
+        written.contains("[profiles.work]") && written.contains("default_profile = \"work\""),
+        "{written}"
+    );
+    let key_file = config.parent().unwrap().join("keys/work.key");
+    assert_eq!(mode(&key_file), 0o600);
+    assert_eq!(std::fs::read_to_string(&key_file).unwrap().trim(), key, "trimmed");
+
+    // The profile is used as written: its service, its key.
+    ok(&genapi_alone(&dir)
+        .args(["config", "set", "trusted_origins", &mock.trusted_origins().join(",")])
+        .output()
+        .unwrap());
+    ok(&genapi_alone(&dir)
+        .args(["generate", "a fox", "-o", "fox.jpg"])
+        .output()
+        .unwrap());
+    assert_eq!(mock.count("POST", "/v1/gen-2-pro"), 1);
+}
+
+/// Logging into an existing file changes only its profile: other profiles,
+/// comments and the default stay; `config set` changes one field, and a
+/// key given where a name belongs is refused without being shown, the file
+/// left as it was.
+#[test]
+fn login_and_config_set_keep_the_rest_of_the_file() {
+    let dir = Dir::new("login-existing");
+    let config = config_path(&dir);
+    std::fs::create_dir_all(config.parent().unwrap()).unwrap();
+    let before = "# my services\ndefault_profile = \"lab\"\n\n[profiles.lab]\nbase_url = \"https://lab.example.com\" # the lab\nkey_env = \"LAB_KEY\"\n";
+    std::fs::write(&config, before).unwrap();
+    std::fs::set_permissions(&config, std::fs::Permissions::from_mode(0o644)).unwrap();
+
+    let said = ok(&with_input(
+        genapi_alone(&dir).args(["login", "--profile", "work", "--base-url", "https://api.example.com"]),
+        KEY,
+    ));
+    assert!(!said.contains(KEY) && !said.contains("default profile"), "{said}");
+    let after = std::fs::read_to_string(&config).unwrap();
+    assert!(
+        after.starts_with(before),
+        "the lab profile and the comments stay:\n{after}"
+    );
+    assert!(after.contains("[profiles.work]\n"), "{after}");
+    assert!(!after.contains(KEY), "{after}");
+    assert_eq!(mode(&config), 0o600);
+
+    // One field of the default profile.
+    ok(&genapi_alone(&dir)
+        .args(["config", "set", "model", "gen-2-flex"])
+        .output()
+        .unwrap());
+    let set = std::fs::read_to_string(&config).unwrap();
+    assert_eq!(
+        set,
+        after.replace(
+            "key_env = \"LAB_KEY\"\n",
+            "key_env = \"LAB_KEY\"\nmodel = \"gen-2-flex\"\n"
+        ),
+        "only the field is added"
+    );
+    let shown = ok(&genapi_alone(&dir).args(["config"]).output().unwrap());
+    assert!(shown.contains("model: gen-2-flex (from profile lab)"), "{shown}");
+
+    // A key where the variable's name belongs: refused, not shown, the file kept.
+    let refused = genapi_alone(&dir)
+        .args(["config", "set", "key_env", "sk-live-PASTED-1"])
+        .output()
+        .unwrap();
+    assert_eq!(refused.status.code(), Some(2));
+    let said = text(&refused.stdout) + &text(&refused.stderr);
+    assert!(
+        said.contains("never the key itself") && !said.contains("PASTED"),
+        "{said}"
+    );
+    assert_eq!(std::fs::read_to_string(&config).unwrap(), set);
+
+    // Naming the key by its variable replaces the file that held it.
+    ok(&genapi_alone(&dir)
+        .args(["login", "--profile", "work", "--key-env", "WORK_KEY"])
+        .output()
+        .unwrap());
+    let work = std::fs::read_to_string(&config).unwrap();
+    let work = &work[work.find("[profiles.work]").unwrap()..];
+    assert!(
+        work.contains("key_env = \"WORK_KEY\"") && !work.contains("key_file"),
+        "{work}"
+    );
+}

@@ -1,0 +1,53 @@
+//! `genapi tasks`: the recent submissions of `generate` and `submit`, with
+//! their model, when, their status as last known and where a result was
+//! saved.
+
+use serde_json::Value;
+
+use crate::cli::text;
+use crate::common::{genapi, roomy_mock, Dir};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tasks_lists_what_generate_and_submit_sent() {
+    let mock = roomy_mock(50).await;
+    let dir = Dir::new("recent-tasks");
+    let generated = genapi(&dir, &mock)
+        .args(["generate", "a fox", "-o", "fox.jpg", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(generated.status.code(), Some(0), "{}", text(&generated.stderr));
+    let generated: Value = serde_json::from_str(text(&generated.stdout).trim()).unwrap();
+    let submitted = genapi(&dir, &mock)
+        .args(["submit", "a cat", "-m", "gen-2-flex", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(submitted.status.code(), Some(0), "{}", text(&submitted.stderr));
+    let submitted: Value = serde_json::from_str(text(&submitted.stdout).trim()).unwrap();
+
+    let listed = genapi(&dir, &mock).args(["tasks", "--json"]).output().unwrap();
+    assert_eq!(listed.status.code(), Some(0), "{}", text(&listed.stderr));
+    let lines: Vec<Value> = text(&listed.stdout)
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    assert_eq!(lines[0]["id"], submitted["id"], "newest first");
+    assert_eq!(lines[0]["model"], "gen-2-flex");
+    assert_eq!(lines[0]["status"], "submitted");
+    assert_eq!(lines[0]["saved"], Value::Null);
+    assert_eq!(lines[1]["id"], generated["id"]);
+    assert_eq!(lines[1]["model"], "gen-2-pro");
+    assert_eq!(lines[1]["status"], "ready");
+    let saved = std::path::PathBuf::from(lines[1]["saved"].as_str().unwrap());
+    assert_eq!(saved, std::path::absolute(dir.join("fox.jpg")).unwrap());
+    let said = text(&listed.stdout);
+    assert!(!said.contains(mock.key()) && !said.contains("get_result"), "{said}");
+
+    let plain = genapi(&dir, &mock).args(["tasks", "--limit", "1"]).output().unwrap();
+    let plain = text(&plain.stdout);
+    assert_eq!(plain.lines().count(), 1, "{plain}");
+    assert!(
+        plain.contains("gen-2-flex") && plain.contains("submitted") && plain.contains("not saved"),
+        "{plain}"
+    );
+}
