@@ -14,6 +14,7 @@ mod interrupt;
 mod learned;
 mod mock;
 mod models;
+mod opener;
 mod out;
 mod progress;
 mod request;
@@ -157,6 +158,9 @@ enum Command {
         /// Where to save the result when it is Ready.
         #[arg(short = 'o', long, value_name = "FILE|DIR")]
         out: Option<PathBuf>,
+        /// Open the saved image with the desktop's opener (or GENAPI_OPENER).
+        #[arg(long, requires = "out")]
+        open: bool,
     },
     /// List the models, or show one model's fields.
     Models {
@@ -442,7 +446,15 @@ async fn run(cli: Cli) -> Result<(), Failure> {
             save.record = global.record.clone();
             tasks::wait(&global, &id, save).await
         }
-        Command::Get { id, out } => tasks::get(&global, &id, out, global.force).await,
+        Command::Get { id, out, open } => {
+            let save = tasks::SaveArgs {
+                out,
+                open,
+                force: global.force,
+                record: global.record.clone(),
+            };
+            tasks::get(&global, &id, save).await
+        }
         Command::Models { name } => models::run(&global, name.as_deref()),
         Command::Batch(args) => batch::run(&global, args).await,
         Command::Mock(args) => mock::run(&global, args).await,

@@ -20,6 +20,9 @@ pub struct SaveArgs {
     /// File or directory for the result; a file's extension chooses the format (.jpg, .png, .webp).
     #[arg(short = 'o', long, value_name = "FILE|DIR")]
     pub out: Option<PathBuf>,
+    /// Open each saved image with the desktop's opener (or GENAPI_OPENER).
+    #[arg(long)]
+    pub open: bool,
     /// The global `--force`: replace existing files.
     #[arg(skip)]
     pub force: bool,
@@ -37,6 +40,8 @@ struct Plan {
     force: bool,
     /// Readable start of generated names.
     stem: String,
+    /// Whether each saved result is opened (`--open`).
+    open: bool,
 }
 
 impl Plan {
@@ -74,6 +79,7 @@ impl Plan {
             dir,
             force: save.force,
             stem,
+            open: save.open,
         };
         if let Some(file) = &plan.file {
             // A name that is already a pipe or a device is never written,
@@ -592,6 +598,9 @@ async fn save_output(
             ),
         ));
     }
+    if plan.open {
+        crate::opener::open(&file);
+    }
     Ok(Saved { output, file })
 }
 
@@ -704,6 +713,7 @@ pub async fn submit(global: &Global, request: RequestArgs, out_file: Option<Path
             Plan::new(
                 &SaveArgs {
                     out: out_file.clone(),
+                    open: false,
                     force: false,
                     record: global.record.clone(),
                 },
@@ -843,13 +853,8 @@ fn ends_the_task(failure: &Failure) -> bool {
 }
 
 /// `genapi get`: the state; with `--out`, the result when Ready.
-pub async fn get(global: &Global, reference: &str, out_path: Option<PathBuf>, force: bool) -> Result<(), Failure> {
+pub async fn get(global: &Global, reference: &str, save: SaveArgs) -> Result<(), Failure> {
     let deadline = Instant::now() + timeout_of(global);
-    let save = SaveArgs {
-        out: out_path,
-        force,
-        record: global.record.clone(),
-    };
     let plan = match &save.out {
         Some(_) => Some(Plan::new(&save, 1, "genapi".into())?),
         None => None,
@@ -975,6 +980,7 @@ mod tests {
             dir: dir.clone(),
             force: false,
             stem: "x".into(),
+            open: false,
         };
         for hostile in ["../../etc/passwd", "/abs/x.sh", "..", "a/b"] {
             let (path, _) = plan.path_for(None, hostile, b"", &format!("https://h/{hostile}"));

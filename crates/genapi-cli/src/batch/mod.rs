@@ -135,6 +135,10 @@ pub struct BatchArgs {
     /// Do not keep index.html (a gallery of the results, with thumbnails in thumbs/) in the output directory.
     #[arg(long)]
     no_gallery: bool,
+    /// Open the gallery (index.html) with the desktop's opener (or GENAPI_OPENER) as the batch starts: the page
+    /// reloads itself while the batch runs.
+    #[arg(long, conflicts_with_all = ["no_gallery", "status", "estimate", "schema"])]
+    open: bool,
 }
 
 /// Reads a worker name: printable, and short enough to show.
@@ -246,7 +250,8 @@ impl<'g> Run<'g> {
         adoption::adopt_all(self, &connection.client, &*keeper.store).await?;
         let keeper::Keeper { store, seats } = keeper;
         let batch = self.settle(Batch::new(connection.client.clone(), store, &out_dir), on_builtin_mock);
-        let results = results::Results::create(&out_dir, self.global.json, keep_gallery)?;
+        let gallery = keep_gallery.then(|| results::LiveGallery::new(&out_dir, &self.jobs_file, self.args.open));
+        let results = results::Results::create(&out_dir, self.global.json, gallery)?;
         let ended = self.drive(batch, results, on_builtin_mock).await?;
         finish::finish(self, ended, seats, &out_dir, connection.on_a_mock()).await
     }

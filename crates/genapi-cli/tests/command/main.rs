@@ -51,6 +51,7 @@ mod ledger_seat_lost;
 mod ledger_status;
 #[cfg(unix)]
 mod mock_webhooks;
+mod opening;
 #[cfg(unix)]
 mod pasted_mock;
 mod picking_up;
