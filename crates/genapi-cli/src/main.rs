@@ -548,6 +548,12 @@ pub struct Connection {
 }
 
 impl Connection {
+    /// What the prices this connection was charged are kept under
+    /// ([`learned::prices_key`]), the mock's when its answers said so.
+    pub fn prices_key(&self, global: &Global) -> String {
+        learned::prices_key(global, self.on_a_mock())
+    }
+
     /// Whether the results are a mock's: the built-in one, or a standalone
     /// `genapi mock` recognised by the mark on its answers, so they are
     /// never presented as the service's.
@@ -600,17 +606,6 @@ pub fn service_shown(global: &Global) -> String {
         || "the configured service".to_string(),
         |base| genapi_text::shown_address(&base.value),
     )
-}
-
-/// What learned prices are kept under: the configured service's addresses,
-/// or the built-in mock, whose illustrative prices are the same in every
-/// run (unlike its tasks, which end with it).
-pub fn prices_key(global: &Global) -> String {
-    if uses_builtin_mock(global) {
-        "the built-in mock".to_string()
-    } else {
-        service_key(global)
-    }
 }
 
 /// Whether this run uses the built-in mock: `--mock`, or no service
