@@ -1,6 +1,8 @@
-//! The command's folder in the user's cache: what it keeps between runs
-//! (learned task durations, the secrets of tasks `genapi submit` sent).
-//! Nothing there is needed: a missing or unusable file is passed over.
+//! The command's folder in the user's cache: what it keeps between runs,
+//! listed once in [`FILES`] (for the README, the man page and the code that
+//! writes each). Nothing there is needed: a missing or unusable file is
+//! passed over, so deleting the folder is always safe, and costs only what
+//! each entry says.
 
 use std::path::PathBuf;
 
@@ -8,4 +10,70 @@ use std::path::PathBuf;
 /// `~/.cache`, on Linux).
 pub fn dir() -> Option<PathBuf> {
     Some(dirs::cache_dir()?.join("genapi"))
+}
+
+/// A file or folder the command keeps in its cache folder.
+// Its texts are for the man page's FILES section, which lists [`FILES`].
+#[allow(dead_code)]
+#[derive(Clone, Copy, Debug)]
+pub struct CacheFile {
+    /// Its name in the folder.
+    pub name: &'static str,
+    /// What it holds.
+    pub holds: &'static str,
+    /// What deleting it costs.
+    pub deleting_costs: &'static str,
+}
+
+/// Task durations learned from the services used.
+pub const DURATIONS: CacheFile = CacheFile {
+    name: "learned.json",
+    holds: "how long each operation's tasks took, per service address (the ones used last)",
+    deleting_costs: "the first waits of the next runs are aimed less well (a few more polls)",
+};
+
+/// Prices the account was charged.
+pub const PRICES: CacheFile = CacheFile {
+    name: "prices.json",
+    holds: "the most the account was charged for each kind of line (model, sizes, inputs), per service (the mock's \
+            under one name whatever its port; the ones used last)",
+    deleting_costs: "batch --estimate lists every line as of unknown price, and --max-credits sends each kind's \
+                     first line alone, until a run prices the kinds again",
+};
+
+/// The secrets of tasks sent by `genapi submit`.
+pub const TASK_SECRETS: CacheFile = CacheFile {
+    name: "tasks",
+    holds: "a file per task genapi submit sent and no wait or get has seen end: the short text fields of its \
+            request (webhook secret and addresses among them), readable by the user alone",
+    deleting_costs: "a later wait or get of such a task cannot scrub its webhook secret from what it shows",
+};
+
+/// Everything the command keeps in its cache folder.
+// Listed by the man page's FILES section; the README's is checked against it.
+#[allow(dead_code)]
+pub const FILES: [CacheFile; 3] = [DURATIONS, PRICES, TASK_SECRETS];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The README's section on what the command keeps names every file of
+    /// the cache folder, so the list and the prose cannot drift apart.
+    #[test]
+    fn the_readme_names_every_cache_file() {
+        let readme = include_str!("../../../README.md");
+        let section = readme
+            .split("## What the command keeps")
+            .nth(1)
+            .and_then(|rest| rest.split("\n## ").next())
+            .expect("the README has a section on what the command keeps");
+        for file in FILES {
+            assert!(
+                section.contains(&format!("`{}", file.name)),
+                "{} is not in the README",
+                file.name
+            );
+        }
+    }
 }

@@ -1,22 +1,62 @@
 //! What the command learns about a service, kept across runs in small files
-//! in the user's cache folder, per service address: task durations
-//! ([`DURATIONS`]), so the first wait of a new run is already well aimed, and
-//! the prices the account was charged ([`PRICES`]), so `batch --estimate`
-//! can say what a job file will cost and a capped batch holds a first
-//! submission of a kind seen before at its price.
+//! in the user's cache folder: task durations ([`DURATIONS`], per service
+//! address), so the first wait of a new run is already well aimed, and the
+//! prices the account was charged ([`PRICES`], per service: see
+//! [`prices_key`]), so `batch --estimate` can say what a job file will cost
+//! and a capped batch holds a first submission of a kind seen before at its
+//! price.
 //!
 //! A file is a convenience: a missing one is ignored, one that is not a
 //! small regular file of the expected shape is ignored with a warning (and
 //! replaced), and failing to write it never fails a command. What it holds is
-//! trimmed as it is read (see `genapi::Learned`).
+//! trimmed as it is read (see `genapi::Learned`), and it keeps the
+//! [`MOST_SERVICES`] services last written: an older one is dropped.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde::de::DeserializeOwned;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
-use crate::{files, out};
+use crate::{files, out, Global};
+
+/// What the prices of a mock are kept under, whatever its address: every
+/// mock charges the same illustrative prices, and a `genapi mock` takes
+/// another port each time it starts.
+pub const MOCK_PRICES: &str = "the mock";
+
+/// The most services a file keeps: the ones last written (a mock started
+/// on a new port each run is a new address for durations).
+pub const MOST_SERVICES: usize = 16;
+
+/// What learned prices are kept under: the mock's one name for the
+/// built-in mock, for a service whose answers carried the mock's mark
+/// (`on_a_mock`), and, before any answer, for one that can only be a mock
+/// (a loopback address with the mock's default key); else the base URL's
+/// origin, so a live service is one service whatever path, region or
+/// trusted host it is configured with.
+pub fn prices_key(global: &Global, on_a_mock: bool) -> String {
+    let settings = &global.settings;
+    let base = settings.base_url.as_ref().map(|base| base.value.as_str());
+    let parsed = base.and_then(|base| url::Url::parse(base).ok());
+    let loopback = parsed.as_ref().is_some_and(|url| match url.host() {
+        Some(url::Host::Domain(name)) => name.eq_ignore_ascii_case("localhost"),
+        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
+        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
+        None => false,
+    });
+    let mock_key = settings
+        .key
+        .as_ref()
+        .is_some_and(|key| key.value.expose() == genapi_mock::DEFAULT_KEY);
+    if on_a_mock || crate::uses_builtin_mock(global) || (loopback && mock_key) {
+        return MOCK_PRICES.to_string();
+    }
+    match parsed {
+        Some(url) => url.origin().ascii_serialization(),
+        None => base.unwrap_or_default().to_string(),
+    }
+}
 
 /// One kind of thing learned, and its file in the command's cache folder.
 pub struct Kept {
@@ -28,7 +68,7 @@ pub struct Kept {
 
 /// Task durations (`genapi::Learned`).
 pub const DURATIONS: Kept = Kept {
-    file: "learned.json",
+    file: crate::cache::DURATIONS.name,
     what: "learned task durations",
     // Far more than the durations of every operation of a few services.
     limit: 1024 * 1024,
@@ -36,20 +76,71 @@ pub const DURATIONS: Kept = Kept {
 
 /// Prices the account was charged (`genapi_batch::Prices`).
 pub const PRICES: Kept = Kept {
-    file: "prices.json",
+    file: crate::cache::PRICES.name,
     what: "learned prices",
     // The prices of tens of thousands of kinds.
     limit: 4 * 1024 * 1024,
 };
 
+/// One service's values in a file, with when they were written: a count
+/// that grows with each write, so the oldest are known without a clock.
+#[derive(Serialize, Deserialize)]
+#[serde(untagged)]
+enum Stored<T> {
+    /// As written now.
+    Counted {
+        /// The file's write count when they were written.
+        written: u64,
+        /// The values.
+        learned: T,
+    },
+    /// As written by an earlier release: older than any counted.
+    Bare(T),
+}
+
+impl<T> Stored<T> {
+    fn written(&self) -> u64 {
+        match self {
+            Stored::Counted { written, .. } => *written,
+            Stored::Bare(_) => 0,
+        }
+    }
+
+    fn learned(self) -> T {
+        match self {
+            Stored::Counted { learned, .. } | Stored::Bare(learned) => learned,
+        }
+    }
+}
+
+/// Every service's values, as kept in a file.
+type All<T> = BTreeMap<String, Stored<T>>;
+
 /// Every service's values, as kept in the file (none when there is no
 /// file); why the file is not usable otherwise.
-fn read_all<T: DeserializeOwned>(path: &Path, limit: u64) -> Result<BTreeMap<String, T>, String> {
+fn read_all<T: DeserializeOwned>(path: &Path, limit: u64) -> Result<All<T>, String> {
     if !path.exists() {
         return Ok(BTreeMap::new());
     }
     let text = files::read_to_string(path, limit)?;
     serde_json::from_str(&text).map_err(|e| e.to_string())
+}
+
+/// Puts `learned` in `all` as the service's newest values, and drops the
+/// services written longest ago beyond [`MOST_SERVICES`].
+fn keep<T>(all: &mut All<T>, service: &str, learned: T) {
+    let written = all.values().map(Stored::written).max().unwrap_or(0) + 1;
+    all.insert(service.to_string(), Stored::Counted { written, learned });
+    while all.len() > MOST_SERVICES {
+        let oldest = all
+            .iter()
+            .min_by_key(|(_, stored)| stored.written())
+            .map(|(service, _)| service.clone());
+        match oldest {
+            Some(oldest) => all.remove(&oldest),
+            None => break,
+        };
+    }
 }
 
 impl Kept {
@@ -58,11 +149,11 @@ impl Kept {
         Some(crate::cache::dir()?.join(self.file))
     }
 
-    /// What was learned for this service address.
+    /// What was learned for this service.
     pub fn load<T: DeserializeOwned + Default>(&self, service: &str) -> T {
         let Some(path) = self.path() else { return T::default() };
         match read_all::<T>(&path, self.limit) {
-            Ok(mut all) => all.remove(service).unwrap_or_default(),
+            Ok(mut all) => all.remove(service).map(Stored::learned).unwrap_or_default(),
             Err(why) => {
                 out::err(&format!(
                     "warning: ignoring the {} in {} ({}); it is replaced after the next task",
@@ -75,12 +166,13 @@ impl Kept {
         }
     }
 
-    /// Keeps `learned` for this service address.
+    /// Keeps `learned` for this service, dropping the services written
+    /// longest ago beyond [`MOST_SERVICES`].
     pub fn save<T: Serialize + DeserializeOwned>(&self, service: &str, learned: T) {
         let Some(path) = self.path() else { return };
         // An unusable file was reported when it was loaded; it is replaced.
         let mut all = read_all::<T>(&path, self.limit).unwrap_or_default();
-        all.insert(service.to_string(), learned);
+        keep(&mut all, service, learned);
         let Ok(text) = serde_json::to_string(&all) else { return };
         // Written whole beside it, then put in its place: a reader never sees
         // half a file, and two commands ending at once each write their own.
@@ -105,5 +197,40 @@ impl Kept {
         if let Err(error) = written {
             tracing::debug!(%error, file = %path.display(), "cannot keep what was learned");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The file keeps the services written last: an older one is dropped,
+    /// and one written again is the newest.
+    #[test]
+    fn a_file_keeps_the_services_written_last() {
+        let mut all: All<u32> = BTreeMap::new();
+        all.insert("from an earlier release".into(), Stored::Bare(7));
+        for n in 0..MOST_SERVICES as u32 {
+            keep(&mut all, &format!("service {n}"), n);
+        }
+        assert_eq!(all.len(), MOST_SERVICES);
+        assert!(!all.contains_key("from an earlier release"), "the oldest goes first");
+        keep(&mut all, "service 0", 100);
+        keep(&mut all, "service new", 1);
+        assert_eq!(all.len(), MOST_SERVICES);
+        assert!(!all.contains_key("service 1"), "then the one written longest ago");
+        assert_eq!(all.remove("service 0").map(Stored::learned), Some(100));
+    }
+
+    /// A file of an earlier release (values without a write count) is read
+    /// as it was, and written back counted.
+    #[test]
+    fn a_file_of_an_earlier_release_is_read() {
+        let earlier = r#"{"a": {"kinds": {}}, "b": {"written": 3, "learned": {"kinds": {}}}}"#;
+        let all: All<genapi_batch::Prices> = serde_json::from_str(earlier).unwrap();
+        assert_eq!(all["a"].written(), 0);
+        assert_eq!(all["b"].written(), 3);
+        let text = serde_json::to_string(&all).unwrap();
+        assert!(text.contains(r#""b":{"written":3,"learned":"#), "{text}");
     }
 }

@@ -18,6 +18,7 @@ mod key_input;
 mod learned;
 mod mock;
 mod models;
+mod opener;
 mod out;
 mod progress;
 mod request;
@@ -161,6 +162,9 @@ enum Command {
         /// Where to save the result when it is Ready; `-` writes its bytes to standard output.
         #[arg(short = 'o', long, value_name = "FILE|DIR|-")]
         out: Option<PathBuf>,
+        /// Open the saved image with the desktop's opener (or GENAPI_OPENER).
+        #[arg(long, requires = "out")]
+        open: bool,
     },
     /// List the models, or show one model's fields.
     Models {
@@ -460,7 +464,16 @@ async fn run(cli: Cli) -> Result<(), Failure> {
             save.json = global.json;
             tasks::wait(&global, &id, save).await
         }
-        Command::Get { id, out } => tasks::get(&global, &id, out, global.force).await,
+        Command::Get { id, out, open } => {
+            let save = tasks::SaveArgs {
+                out,
+                open,
+                force: global.force,
+                record: global.record.clone(),
+                json: global.json,
+            };
+            tasks::get(&global, &id, save).await
+        }
         Command::Models { name } => models::run(&global, name.as_deref()),
         Command::Batch(args) => batch::run(&global, args).await,
         Command::Mock(args) => mock::run(&global, args).await,
@@ -557,6 +570,12 @@ pub struct Connection {
 }
 
 impl Connection {
+    /// What the prices this connection was charged are kept under
+    /// ([`learned::prices_key`]), the mock's when its answers said so.
+    pub fn prices_key(&self, global: &Global) -> String {
+        learned::prices_key(global, self.on_a_mock())
+    }
+
     /// Whether the results are a mock's: the built-in one, or a standalone
     /// `genapi mock` recognised by the mark on its answers, so they are
     /// never presented as the service's.
@@ -609,17 +628,6 @@ pub fn service_shown(global: &Global) -> String {
         || "the configured service".to_string(),
         |base| genapi_text::shown_address(&base.value),
     )
-}
-
-/// What learned prices are kept under: the configured service's addresses,
-/// or the built-in mock, whose illustrative prices are the same in every
-/// run (unlike its tasks, which end with it).
-pub fn prices_key(global: &Global) -> String {
-    if uses_builtin_mock(global) {
-        "the built-in mock".to_string()
-    } else {
-        service_key(global)
-    }
 }
 
 /// Whether this run uses the built-in mock: `--mock`, or no service

@@ -26,7 +26,7 @@ const FILE_LIMIT: u64 = 256 * 1024;
 fn path(task_id: &str) -> Option<PathBuf> {
     Some(
         crate::cache::dir()?
-            .join("tasks")
+            .join(crate::cache::TASK_SECRETS.name)
             .join(format!("{}.json", out::safe_component(task_id, 64))),
     )
 }

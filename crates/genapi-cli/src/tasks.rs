@@ -22,6 +22,9 @@ pub struct SaveArgs {
     /// the image's bytes to standard output (redirected or piped, never a terminal).
     #[arg(short = 'o', long, value_name = "FILE|DIR|-")]
     pub out: Option<PathBuf>,
+    /// Open each saved image with the desktop's opener (or GENAPI_OPENER).
+    #[arg(long)]
+    pub open: bool,
     /// The global `--force`: replace existing files.
     #[arg(skip)]
     pub force: bool,
@@ -42,6 +45,8 @@ struct Plan {
     force: bool,
     /// Readable start of generated names.
     stem: String,
+    /// Whether each saved result is opened (`--open`).
+    open: bool,
     /// `-o -`: the bytes go to standard output, and no file is written.
     to_stdout: bool,
 }
@@ -90,6 +95,7 @@ impl Plan {
             force: save.force,
             stem,
             to_stdout: false,
+            open: save.open,
         };
         if let Some(file) = &plan.file {
             // A name that is already a pipe or a device is never written,
@@ -164,6 +170,12 @@ impl Plan {
                  or give -o a file name; nothing was submitted",
             ));
         }
+        if save.open {
+            return Err(Failure::usage(
+                "--open opens a saved file, and -o - saves none: give -o a file name to open it, or pipe the bytes \
+                 into a viewer; nothing was submitted",
+            ));
+        }
         if std::io::stdout().is_terminal() {
             return Err(Failure::usage(
                 "-o - writes the image's bytes to standard output, which is a terminal here: redirect it \
@@ -176,6 +188,7 @@ impl Plan {
             dir: PathBuf::from("."),
             force: save.force,
             stem: String::new(),
+            open: false,
             to_stdout: true,
         })
     }
@@ -363,8 +376,7 @@ pub async fn generate(global: &Global, request: RequestArgs, save: SaveArgs, cou
     tokio::pin!(interrupt);
     // What the service charges these submissions is their kind's price, as
     // a batch learns it (for `batch --estimate` and capped batches).
-    let prices_key = crate::prices_key(global);
-    let mut prices: genapi_batch::Prices = crate::learned::PRICES.load(&prices_key);
+    let mut prices: genapi_batch::Prices = crate::learned::PRICES.load(&connection.prices_key(global));
     let kind = genapi_batch::Job::new(
         0,
         prepared.model.operation.path.clone(),
@@ -415,7 +427,8 @@ pub async fn generate(global: &Global, request: RequestArgs, save: SaveArgs, cou
             model: prepared.model.name.clone(),
         });
     }
-    crate::learned::PRICES.save(&prices_key, prices);
+    // Kept under the mock's name when its answers said it is one.
+    crate::learned::PRICES.save(&connection.prices_key(global), prices);
     complete("generate", global, &connection, &plan, accepted, deadline, interrupt).await
 }
 
@@ -645,6 +658,9 @@ async fn save_output(
             ),
         ));
     }
+    if plan.open {
+        crate::opener::open(&file);
+    }
     Ok(Saved { output, file })
 }
 
@@ -797,6 +813,7 @@ pub async fn submit(global: &Global, request: RequestArgs, out_file: Option<Path
             Plan::new(
                 &SaveArgs {
                     out: out_file.clone(),
+                    open: false,
                     force: false,
                     record: global.record.clone(),
                     json: false,
@@ -938,14 +955,8 @@ fn ends_the_task(failure: &Failure) -> bool {
 }
 
 /// `genapi get`: the state; with `--out`, the result when Ready.
-pub async fn get(global: &Global, reference: &str, out_path: Option<PathBuf>, force: bool) -> Result<(), Failure> {
+pub async fn get(global: &Global, reference: &str, save: SaveArgs) -> Result<(), Failure> {
     let deadline = Instant::now() + timeout_of(global);
-    let save = SaveArgs {
-        out: out_path,
-        force,
-        record: global.record.clone(),
-        json: global.json,
-    };
     let plan = match &save.out {
         Some(_) => Some(Plan::new(&save, 1, "genapi".into())?),
         None => None,
@@ -1076,6 +1087,7 @@ mod tests {
             force: false,
             stem: "x".into(),
             to_stdout: false,
+            open: false,
         };
         for hostile in ["../../etc/passwd", "/abs/x.sh", "..", "a/b"] {
             let (path, _) = plan.path_for(None, hostile, b"", &format!("https://h/{hostile}"));

@@ -204,6 +204,8 @@ pub struct Gallery {
     failed: Option<GalleryError>,
     /// A use count, for [`Page::used`].
     clock: u64,
+    /// The job file, and whether the batch runs.
+    about: page::About,
 }
 
 /// The page (from 0) of a line.
@@ -224,7 +226,23 @@ impl Gallery {
             paged: false,
             failed: None,
             clock: 0,
+            about: page::About::default(),
         }
+    }
+
+    /// Names the job file of the batch on every page written from now on:
+    /// the path as it was given, cut to a bound and with the characters a
+    /// terminal must not get made spaces (`genapi_text`), then escaped.
+    pub fn set_job_file(&mut self, path: &str) {
+        self.about.job_file = Some(genapi_text::clean(&genapi_text::cut(path, crate::shown::LONG_TEXT)));
+    }
+
+    /// Says whether the batch is still running. While it is, `index.html`
+    /// reloads itself every few seconds (a `<meta http-equiv="refresh">`),
+    /// so a page left open follows the batch; the first write after
+    /// `set_running(false)` leaves a page that stays still.
+    pub fn set_running(&mut self, running: bool) {
+        self.about.running = running;
     }
 
     /// Reads `dir/results.jsonl` a line at a time, makes the thumbnails
@@ -507,11 +525,11 @@ impl Gallery {
                 .filter(|(_, totals)| totals.lines > 0)
                 .map(|(number, totals)| (number + 1, totals))
                 .collect();
-            page::render_index(&pages)
+            page::render_index(&pages, &self.about)
         } else {
             let empty = Page::default();
             let first = self.open.get(&0).unwrap_or(&empty);
-            page::render(&first.lines, &first.tiles, page::Place::ALONE)
+            page::render(&first.lines, &first.tiles, page::Place::ALONE, &self.about)
         };
         genapi_files::write_whole(&target, index.as_bytes(), PAGE).map_err(refusal)
     }
@@ -528,7 +546,7 @@ impl Gallery {
         let place = page::Place {
             of: Some((number + 1, prev.map(|p| p + 1), next.map(|n| n + 1))),
         };
-        let html = page::render(&page.lines, &page.tiles, place);
+        let html = page::render(&page.lines, &page.tiles, place, &self.about);
         let target = folder.join(format!("{}.html", number + 1));
         genapi_files::write_whole(&target, html.as_bytes(), PAGE).map_err(refusal)?;
         Ok(())

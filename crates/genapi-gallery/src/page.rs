@@ -77,10 +77,28 @@ impl Place {
     pub(crate) const ALONE: Place = Place { of: None };
 }
 
-/// A page's start: the document's head with its title and style.
-fn head(page: &mut String, title: &str) {
+/// What every page says of its batch beyond its lines.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct About {
+    /// The job file the batch runs, as given (made safe to show).
+    pub(crate) job_file: Option<String>,
+    /// Whether the batch is still running: its index then reloads itself.
+    pub(crate) running: bool,
+}
+
+/// How often the index of a running batch reloads itself, in seconds: a
+/// tab left open follows the batch, and stops once the batch has ended
+/// (the last page written has no reload).
+const RELOAD_SECONDS: u32 = 5;
+
+/// A page's start: the document's head with its title and style, and the
+/// reload while the batch runs when `reloads`.
+fn head(page: &mut String, title: &str, reloads: bool) {
     page.push_str("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">");
     page.push_str(MARK);
+    if reloads {
+        let _ = write!(page, "<meta http-equiv=\"refresh\" content=\"{RELOAD_SECONDS}\">");
+    }
     page.push_str("<meta name=\"viewport\" content=\"width=device-width,initial-scale=1\">");
     // Nothing may be fetched but this folder's own thumbnails and images.
     page.push_str(
@@ -95,16 +113,22 @@ fn head(page: &mut String, title: &str) {
 
 /// The page of `lines` (by line number), with each saved line's
 /// thumbnail.
-pub(crate) fn render(lines: &BTreeMap<u64, ResultLine>, tiles: &Tiles, place: Place) -> String {
+/// Only `index.html` reloads itself while the batch runs: the pages of a
+/// large gallery are found from it.
+pub(crate) fn render(lines: &BTreeMap<u64, ResultLine>, tiles: &Tiles, place: Place, about: &About) -> String {
     let mut page = String::with_capacity(1024 + lines.len() * 700);
     let totals = Totals::of(lines.values());
     match place.of {
         None => {
-            head(&mut page, &format!("genapi batch: {} lines", lines.len()));
-            header(&mut page, &totals, &format!("{} lines", lines.len()));
+            head(
+                &mut page,
+                &format!("genapi batch: {} lines", lines.len()),
+                about.running,
+            );
+            header(&mut page, &totals, &format!("{} lines", lines.len()), about);
         }
         Some((number, prev, next)) => {
-            head(&mut page, &format!("genapi batch: page {number}"));
+            head(&mut page, &format!("genapi batch: page {number}"), false);
             let (first, last) = (
                 lines.keys().next().copied().unwrap_or(0),
                 lines.keys().last().copied().unwrap_or(0),
@@ -118,7 +142,12 @@ pub(crate) fn render(lines: &BTreeMap<u64, ResultLine>, tiles: &Tiles, place: Pl
                 let _ = write!(page, " · <a href=\"{next}.html\" rel=\"next\">page {next}</a>");
             }
             page.push_str("</nav>");
-            header(&mut page, &totals, &format!("page {number}: lines {first}–{last}"));
+            header(
+                &mut page,
+                &totals,
+                &format!("page {number}: lines {first}–{last}"),
+                about,
+            );
         }
     }
     let (cells, mut others): (Vec<&ResultLine>, Vec<&ResultLine>) =
@@ -145,17 +174,18 @@ const INDEX_NAME: &str = "index.html";
 /// `index.html` of a gallery of many pages: the totals, and a link to each
 /// page with its lines and their statuses. `pages` holds each page's
 /// number (from 1) and totals.
-pub(crate) fn render_index(pages: &[(u64, &Totals)]) -> String {
+pub(crate) fn render_index(pages: &[(u64, &Totals)], about: &About) -> String {
     let mut all = Totals::default();
     for (_, totals) in pages {
         all.add(totals);
     }
     let mut page = String::with_capacity(1024 + pages.len() * 200);
-    head(&mut page, &format!("genapi batch: {} lines", all.lines));
+    head(&mut page, &format!("genapi batch: {} lines", all.lines), about.running);
     header(
         &mut page,
         &all,
         &format!("{} lines in {} pages", all.lines, pages.len()),
+        about,
     );
     page.push_str("<ol class=\"pages\">");
     for (number, totals) in pages {
@@ -300,14 +330,21 @@ fn statuses(totals: &Totals) -> String {
     statuses.join(" · ")
 }
 
-/// Totals: lines by status, failures by class, credits, wall time.
-fn header(page: &mut String, totals: &Totals, title: &str) {
-    let _ = write!(
-        page,
-        "<header><h1>{}</h1><p class=\"statuses\">{}</p>",
-        escape(title),
-        statuses(totals)
-    );
+/// The job file, whether the batch runs, and totals: lines by status,
+/// failures by class, credits, wall time.
+fn header(page: &mut String, totals: &Totals, title: &str, about: &About) {
+    let _ = write!(page, "<header><h1>{}</h1>", escape(title));
+    if let Some(job_file) = &about.job_file {
+        let _ = write!(
+            page,
+            "<p class=\"job-file\">job file <code>{}</code></p>",
+            escape(job_file)
+        );
+    }
+    if about.running {
+        page.push_str("<p class=\"running\">the batch is running: this page reloads itself</p>");
+    }
+    let _ = write!(page, "<p class=\"statuses\">{}</p>", statuses(totals));
     if !totals.by_class.is_empty() {
         let classes: Vec<String> = totals
             .by_class

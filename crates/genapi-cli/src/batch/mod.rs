@@ -135,6 +135,10 @@ pub struct BatchArgs {
     /// Do not keep index.html (a gallery of the results, with thumbnails in thumbs/) in the output directory.
     #[arg(long)]
     no_gallery: bool,
+    /// Open the gallery (index.html) with the desktop's opener (or GENAPI_OPENER) as the batch starts: the page
+    /// reloads itself while the batch runs.
+    #[arg(long, conflicts_with_all = ["no_gallery", "status", "estimate", "schema"])]
+    open: bool,
 }
 
 /// Reads a worker name: printable, and short enough to show.
@@ -246,8 +250,9 @@ impl<'g> Run<'g> {
         adoption::adopt_all(self, &connection.client, &*keeper.store).await?;
         let keeper::Keeper { store, seats } = keeper;
         let batch = self.settle(Batch::new(connection.client.clone(), store, &out_dir), on_builtin_mock);
-        let results = results::Results::create(&out_dir, self.global.json, keep_gallery)?;
-        let ended = self.drive(batch, results, on_builtin_mock).await?;
+        let gallery = keep_gallery.then(|| results::LiveGallery::new(&out_dir, &self.jobs_file, self.args.open));
+        let results = results::Results::create(&out_dir, self.global.json, gallery)?;
+        let ended = self.drive(batch, results, &connection).await?;
         finish::finish(self, ended, seats, &out_dir, connection.on_a_mock()).await
     }
 
@@ -258,19 +263,24 @@ impl<'g> Run<'g> {
             .resubmit_unknown(self.args.resubmit_unknown)
             .retry_refused(self.args.retry_refused)
             .ephemeral_service(on_builtin_mock)
-            .known_prices(learned::PRICES.load(&crate::prices_key(self.global)));
+            .known_prices(learned::PRICES.load(&learned::prices_key(self.global, on_builtin_mock)));
         match self.args.max_credits {
             Some(credits) => batch.max_credits(credits),
             None => batch,
         }
     }
 
-    /// Drives `batch` to its end; the costs it saw settled are kept for the
-    /// next run, however it ended.
-    async fn drive(&self, batch: Batch, results: results::Results, on_builtin_mock: bool) -> Result<Ended, Failure> {
+    /// Drives `batch` to its end on `connection`; the costs it saw settled
+    /// are kept for the next run, however it ended.
+    async fn drive(
+        &self,
+        batch: Batch,
+        results: results::Results,
+        connection: &crate::Connection,
+    ) -> Result<Ended, Failure> {
         let prices = batch.prices();
-        let ended = drive::drive(self, batch, results, on_builtin_mock).await;
-        learned::PRICES.save(&crate::prices_key(self.global), prices.snapshot());
+        let ended = drive::drive(self, batch, results, connection.mock.is_some()).await;
+        learned::PRICES.save(&connection.prices_key(self.global), prices.snapshot());
         ended
     }
 }

@@ -117,8 +117,9 @@ pub(super) struct Results {
 }
 
 impl Results {
-    /// Starts the run's results in `out_dir`.
-    pub(super) fn create(out_dir: &Path, json: bool, gallery: bool) -> Result<Results, Failure> {
+    /// Starts the run's results in `out_dir`, with the gallery kept beside
+    /// them if any.
+    pub(super) fn create(out_dir: &Path, json: bool, gallery: Option<LiveGallery>) -> Result<Results, Failure> {
         let partial = genapi_files::temporary_name(&out_dir.join(RESULTS));
         let file = genapi_files::create_temporary(&partial)
             .map_err(|e| Failure::new(code::OTHER, format!("cannot write {}: {e}", shown(&partial))))?;
@@ -128,7 +129,7 @@ impl Results {
             out_dir: out_dir.to_path_buf(),
             json,
             lost: None,
-            gallery: gallery.then(|| LiveGallery::new(out_dir)),
+            gallery,
         })
     }
 
@@ -173,6 +174,8 @@ impl Results {
     /// Returns why stdout could not be written, if it could not.
     pub(super) fn close(mut self, completed: bool) -> Result<Option<std::io::Error>, Failure> {
         if let Some(gallery) = &mut self.gallery {
+            // The batch has ended: the last page stays still.
+            gallery.gallery.set_running(false);
             gallery.write();
             if let Some(warning) = gallery.warning.take() {
                 out::err(&warning);
@@ -201,8 +204,10 @@ impl Results {
 /// result goes in as it is written, the page is written now and then (a
 /// page of thousands of tiles is not rewritten for every line) and at the
 /// end. A gallery that cannot be written is said once; the batch goes on.
-struct LiveGallery {
+pub(super) struct LiveGallery {
     gallery: genapi_gallery::Gallery,
+    /// Whether the page is to be opened when next written (`--open`).
+    open: bool,
     written: Option<Instant>,
     changed: bool,
     failed: bool,
@@ -214,14 +219,26 @@ impl LiveGallery {
     /// How often the page is written while the batch runs.
     const EVERY: Duration = Duration::from_secs(2);
 
-    fn new(dir: &Path) -> LiveGallery {
-        LiveGallery {
-            gallery: genapi_gallery::Gallery::new(dir),
+    /// The gallery in `dir` of a running batch of `jobs_file`: its page
+    /// reloads itself until the batch ends. With `open`, it is written and
+    /// opened now, before any line is in, so it is watched as the batch
+    /// goes.
+    pub(super) fn new(dir: &Path, jobs_file: &Path, open: bool) -> LiveGallery {
+        let mut gallery = genapi_gallery::Gallery::new(dir);
+        gallery.set_job_file(&jobs_file.display().to_string());
+        gallery.set_running(true);
+        let mut live = LiveGallery {
+            gallery,
+            open,
             written: None,
             changed: false,
             failed: false,
             warning: None,
+        };
+        if open {
+            live.write();
         }
+        live
     }
 
     fn add(&mut self, entry: &Value) {
@@ -240,11 +257,18 @@ impl LiveGallery {
     fn write(&mut self) {
         self.written = Some(Instant::now());
         self.changed = false;
-        if let Err(error) = self.gallery.write() {
-            if !std::mem::replace(&mut self.failed, true) {
-                // Said once the run ends, below the bar rather than into it.
-                self.warning = Some(format!("warning: no gallery: {}", out::clean(&error.to_string())));
-            }
+        match self.gallery.write() {
+            Ok(index) if std::mem::take(&mut self.open) => crate::opener::open(&index),
+            Ok(_) => {}
+            Err(error) => self.said(&error),
+        }
+    }
+
+    /// Keeps why the page could not be written, the first time.
+    fn said(&mut self, error: &genapi_gallery::GalleryError) {
+        if !std::mem::replace(&mut self.failed, true) {
+            // Said once the run ends, below the bar rather than into it.
+            self.warning = Some(format!("warning: no gallery: {}", out::clean(&error.to_string())));
         }
     }
 }

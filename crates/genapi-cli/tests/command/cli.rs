@@ -823,7 +823,7 @@ fn learned_durations_are_kept_between_runs_and_a_corrupt_file_is_ignored() {
     let kept: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
     let service = kept.as_object().unwrap().keys().next().unwrap().clone();
     assert_eq!(
-        kept[&service]["operations"]["gen_2_pro"],
+        kept[&service]["learned"]["operations"]["gen_2_pro"],
         serde_json::json!([0.4]),
         "{kept}"
     );
@@ -836,7 +836,10 @@ fn learned_durations_are_kept_between_runs_and_a_corrupt_file_is_ignored() {
         .unwrap();
     assert_exit(&second, 0);
     let kept: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
-    assert_eq!(kept[&service]["operations"]["gen_2_pro"], serde_json::json!([0.4, 0.4]));
+    assert_eq!(
+        kept[&service]["learned"]["operations"]["gen_2_pro"],
+        serde_json::json!([0.4, 0.4])
+    );
 
     // A corrupt file is ignored, never fatal, and replaced.
     std::fs::write(&file, "{not json").unwrap();
@@ -847,7 +850,10 @@ fn learned_durations_are_kept_between_runs_and_a_corrupt_file_is_ignored() {
         .unwrap();
     assert_exit(&third, 0);
     let kept: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
-    assert_eq!(kept[&service]["operations"]["gen_2_pro"], serde_json::json!([0.4]));
+    assert_eq!(
+        kept[&service]["learned"]["operations"]["gen_2_pro"],
+        serde_json::json!([0.4])
+    );
 }
 
 #[test]
@@ -1225,7 +1231,7 @@ fn a_mock_restarted_on_the_same_address_does_not_inherit_the_earlier_ones_durati
             .unwrap()
             .iter()
             .filter(|(service, _)| service.starts_with(&base))
-            .map(|(_, learned)| &learned["operations"]["gen_2_pro"])
+            .map(|(_, kept)| &kept["learned"]["operations"]["gen_2_pro"])
             .collect();
         serde_json::json!(entries)
     };

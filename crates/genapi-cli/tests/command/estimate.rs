@@ -28,9 +28,11 @@ async fn an_estimate_is_what_the_service_then_charges_and_names_the_lines_it_can
     assert_eq!(estimate.status.code(), Some(0), "{}", text(&estimate.stderr));
     let said = text(&estimate.stdout);
     assert!(
-        said.contains("in all: 0.00 credits for 0 lines; lines 1-2 (2) of a kind never charged not counted"),
+        said.contains("no price is known yet: 2 lines of unknown price (gen-2-flex ×1, gen-2-pro ×1; lines 1-2 (2)): "),
         "{said}"
     );
+    assert!(said.contains("run one line of each kind first"), "{said}");
+    assert!(!said.contains("0.00 credits"), "nothing is summed as free: {said}");
     assert_eq!(mock.requests().len(), 0, "an estimate sends nothing");
 
     // A run is charged; its prices are kept for this service.
@@ -48,12 +50,24 @@ async fn an_estimate_is_what_the_service_then_charges_and_names_the_lines_it_can
         json!({"model": "gen-2-pro", "prompt": "wide", "width": 1024, "height": 512}),
     );
     job_file(&dir, "second.jsonl", &with_unknown);
+    let said = genapi(&dir, &mock)
+        .args(["batch", "second.jsonl", "--estimate"])
+        .output()
+        .unwrap();
+    let said = text(&said.stdout);
+    assert!(
+        said.contains(
+            "credits for the 4 lines of known price only; not counted: 1 line of unknown price (gen-2-pro ×1; line 3)"
+        ),
+        "{said}"
+    );
     let estimate = genapi(&dir, &mock)
         .args(["batch", "second.jsonl", "--estimate", "--json"])
         .output()
         .unwrap();
     let estimate: Value = serde_json::from_slice(&estimate.stdout).unwrap();
     assert_eq!(estimate["lines"], 5);
+    assert_eq!(estimate["priced_lines"], 4);
     assert_eq!(estimate["unknown"], json!([{"line": 3, "model": "gen-2-pro"}]));
     assert_eq!(estimate["by_model"]["gen-2-pro"]["unknown"], 1);
     assert_eq!(estimate["by_model"]["gen-2-flex"]["lines"], 1);
@@ -107,7 +121,7 @@ fn forge_prices(dir: &Dir, credits: f64) {
     let path = dir.join("cache/genapi/prices.json");
     let mut all: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
     for service in all.as_object_mut().unwrap().values_mut() {
-        for price in service["kinds"].as_object_mut().unwrap().values_mut() {
+        for price in service["learned"]["kinds"].as_object_mut().unwrap().values_mut() {
             price["credits"] = json!(credits);
         }
     }
@@ -146,7 +160,7 @@ async fn a_tiny_learned_price_prices_nothing_for_an_estimate_or_a_cap() {
             "{tiny:e}: {said}"
         );
         assert!(
-            said.contains("in all: 0.00 credits for 0 lines; lines 1-8 (8) of a kind never charged not counted"),
+            said.contains("no price is known yet: 8 lines of unknown price (gen-2-pro ×8; lines 1-8 (8))"),
             "{tiny:e}: {said}"
         );
         let cap = 2.0;
@@ -163,4 +177,38 @@ async fn a_tiny_learned_price_prices_nothing_for_an_estimate_or_a_cap() {
             "{tiny:e}: one line of {price} charged alone, yet {charged} of a cap of {cap}"
         );
     }
+}
+
+/// Prices are kept per service, not per address: what one mock charged
+/// prices the estimate against another mock on another port (every mock
+/// charges the same illustrative prices), which says it is the mock's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mock_on_another_port_is_the_same_service_for_prices() {
+    let first = roomy_mock(50).await;
+    let dir = Dir::new("estimate-any-port");
+    let line = |prompt: &str| json!({"model": "gen-2-pro", "prompt": prompt, "width": 512, "height": 512});
+    job_file(&dir, "one.jsonl", &[line("a fox")]);
+    let run = genapi(&dir, &first)
+        .args(["batch", "one.jsonl", "--out", "one", "-q"])
+        .output()
+        .unwrap();
+    assert_eq!(run.status.code(), Some(0), "{}", text(&run.stderr));
+    drop(first);
+    let second = roomy_mock(50).await;
+    job_file(&dir, "two.jsonl", &[line("a hare"), line("a lynx")]);
+    let estimate = genapi(&dir, &second)
+        .args(["batch", "two.jsonl", "--estimate"])
+        .output()
+        .unwrap();
+    let said = text(&estimate.stdout);
+    assert!(said.contains("at the mock (its illustrative prices"), "{said}");
+    assert!(
+        said.contains("in all: ") && said.contains(" credits for 2 lines"),
+        "{said}"
+    );
+    assert!(!said.contains("unknown price"), "{said}");
+    let kept: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("cache/genapi/prices.json")).unwrap()).unwrap();
+    let services: Vec<&String> = kept.as_object().unwrap().keys().collect();
+    assert_eq!(services, ["the mock"], "one service, whatever its port");
 }

@@ -273,10 +273,13 @@ async fn a_killed_and_resumed_batch_leaves_a_gallery_the_browser_accepts_and_a_r
     let html = std::fs::read_to_string(&page).unwrap();
     assert_eq!(html.matches("<th class=\"row\">").count(), 7);
     assert_eq!(html.matches("<th class=\"column\">").count(), 5);
-    // Rebuilding from the folder gives the same page.
+    // Rebuilding from the folder gives the same page, but for the job file
+    // the run named, which the results do not record.
+    let named = "<p class=\"job-file\">job file <code>jobs.jsonl</code></p>";
+    assert!(html.contains(named), "{html}");
     let rebuilt = genapi_alone(&dir).args(["gallery", "shots"]).output().unwrap();
     assert!(rebuilt.status.success(), "{}", String::from_utf8_lossy(&rebuilt.stderr));
-    assert_eq!(std::fs::read_to_string(&page).unwrap(), html);
+    assert_eq!(std::fs::read_to_string(&page).unwrap(), html.replace(named, ""));
     let thumbs: u64 = std::fs::read_dir(dir.join("shots").join(genapi_gallery::THUMBS))
         .unwrap()
         .map(|entry| entry.unwrap().metadata().unwrap().len())
@@ -355,4 +358,36 @@ async fn the_gallery_shows_finished_lines_while_the_batch_still_runs() {
     assert!(!shown.contains("data-line=\"2\" data-status=\"saved\""), "{shown}");
     batch.kill().unwrap();
     batch.wait().unwrap();
+}
+
+/// The page a batch leaves names the job file as it was given and says why
+/// a line was not saved in words: no class or status code a program reads
+/// (`task_failed`, `TASK_FAILED`) is on it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_gallery_names_its_job_file_and_says_failures_in_words() {
+    let mock = crate::common::roomy_mock(50).await;
+    let dir = Dir::new("gallery-words");
+    std::fs::create_dir_all(dir.join("jobs")).unwrap();
+    let lines = [
+        serde_json::json!({"model": "gen-2-pro", "prompt": "a harbour", "width": 256, "height": 256}),
+        serde_json::json!({"model": "gen-2-pro", "prompt": "a harbour [mock:error]", "width": 256, "height": 256}),
+    ];
+    let text: String = lines.iter().map(|line| format!("{line}\n")).collect();
+    std::fs::write(dir.join("jobs/harbour.jsonl"), text).unwrap();
+    let run = crate::common::genapi(&dir, &mock)
+        .args(["batch", "jobs/harbour.jsonl", "--out", "shots", "-q"])
+        .output()
+        .unwrap();
+    assert_eq!(run.status.code(), Some(7), "{}", String::from_utf8_lossy(&run.stderr));
+    let page = std::fs::read_to_string(dir.join("shots/index.html")).unwrap();
+    for expected in [
+        "job file <code>jobs/harbour.jsonl</code>",
+        "1 saved · 1 ended",
+        "<b class=\"class\">task failed</b>",
+    ] {
+        assert!(page.contains(expected), "{expected:?} is not on the page:\n{page}");
+    }
+    for code in ["task_failed", "TASK_FAILED", "http-equiv=\"refresh\""] {
+        assert!(!page.contains(code), "{code:?} is on the page:\n{page}");
+    }
 }

@@ -63,6 +63,13 @@ async fn where_the_bytes_cannot_go_nothing_is_sent() {
     assert_eq!(json.status.code(), Some(2));
     assert!(text(&json.stderr).contains("--json and -o -"));
 
+    let opened = genapi(&dir, &mock)
+        .args(["generate", "x", "--open", "-o", "-"])
+        .output()
+        .unwrap();
+    assert_eq!(opened.status.code(), Some(2));
+    assert!(text(&opened.stderr).contains("--open opens a saved file"));
+
     let mut command = genapi(&dir, &mock);
     command.args(["generate", "x", "-o", "-"]);
     let (code, screen) = Terminal::spawn(command).finish(Duration::from_secs(60));

@@ -54,6 +54,7 @@ mod ledger_status;
 mod logging_in;
 #[cfg(unix)]
 mod mock_webhooks;
+mod opening;
 #[cfg(unix)]
 mod pasted_mock;
 mod picking_up;

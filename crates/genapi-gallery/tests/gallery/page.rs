@@ -333,3 +333,33 @@ fn why_a_line_was_not_saved_is_shown_in_words() {
         assert!(!page.contains(code), "{code:?} is on the page:\n{page}");
     }
 }
+
+/// A page left open follows a running batch: the index written while the
+/// batch runs reloads itself and says so, the one written once it has
+/// ended does not; every page names the job file, made safe to show.
+#[test]
+fn the_index_of_a_running_batch_reloads_itself_and_names_its_job_file() {
+    let dir = Dir::new("gallery-running");
+    image(&dir.0, "fox.png", 64, 64);
+    let mut gallery = Gallery::new(&dir.0);
+    gallery.set_job_file("jobs/<night>\u{1b}[31m.jsonl");
+    gallery.set_running(true);
+    gallery.add(saved(1, "fox.png"));
+    gallery.write().unwrap();
+    let running = std::fs::read_to_string(dir.join(INDEX)).unwrap();
+    let reload = "<meta http-equiv=\"refresh\" content=\"5\">";
+    assert!(running.contains(reload), "{running}");
+    assert!(running.contains("this page reloads itself"), "{running}");
+    let named = "job file <code>jobs/&lt;night&gt; [31m.jsonl</code>";
+    assert!(running.contains(named), "{running}");
+    assert!(!running.contains('\u{1b}'), "{running}");
+
+    gallery.add(ended(2, "task_failed"));
+    gallery.set_running(false);
+    gallery.write().unwrap();
+    let ended = std::fs::read_to_string(dir.join(INDEX)).unwrap();
+    assert!(!ended.contains("http-equiv=\"refresh\""), "{ended}");
+    assert!(!ended.contains("reloads itself"), "{ended}");
+    assert!(ended.contains(named), "{ended}");
+    assert!(ended.contains("data-line=\"2\""), "{ended}");
+}
