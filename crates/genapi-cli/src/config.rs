@@ -238,6 +238,19 @@ fn file_path() -> Option<(PathBuf, bool)> {
     Some((dirs::config_dir()?.join("genapi").join("config.toml"), false))
 }
 
+/// The profiles of the config file, for completing `--profile`: none when
+/// there is no file or it cannot be used (completion says nothing; the
+/// command that runs says why).
+pub fn profile_names() -> Vec<String> {
+    let Some((path, _)) = file_path() else {
+        return Vec::new();
+    };
+    if !path.exists() {
+        return Vec::new();
+    }
+    read_file(&path).map_or_else(|_| Vec::new(), |file| file.profiles.into_keys().collect())
+}
+
 /// The settings for `--profile` (`flag_profile`), read from the
 /// environment and the config file.
 pub fn resolve(flag_profile: Option<&str>) -> Result<Settings, Failure> {

@@ -6,6 +6,7 @@
 mod batch;
 mod cache;
 mod catalog;
+mod completions;
 mod config;
 mod files;
 mod gallery;
@@ -161,6 +162,7 @@ enum Command {
     /// List the models, or show one model's fields.
     Models {
         /// A model to describe.
+        #[arg(value_parser = completions::ModelName, hide_possible_values = true)]
         name: Option<String>,
     },
     /// Run many requests from a job file; run it again to resume after any interruption.
@@ -191,6 +193,13 @@ enum Command {
     /// key only as set, never its value. The config file is genapi/config.toml in your config folder
     /// (GENAPI_CONFIG names another); see docs/command.md.
     Config,
+    /// The names a completion script reads when completing (`genapi __complete profiles`).
+    #[command(name = "__complete", hide = true)]
+    Complete {
+        /// Which names.
+        #[arg(value_enum)]
+        names: completions::Names,
+    },
 }
 
 pub mod code;
@@ -449,9 +458,11 @@ async fn run(cli: Cli) -> Result<(), Failure> {
         Command::Gallery { dir } => gallery::run(&global, &dir),
         Command::Grid(args) => grid::run(args, global.force),
         Command::Completions { shell } => {
-            let mut text = Vec::new();
-            clap_complete::generate(shell, &mut definition(), "genapi", &mut text);
-            out::out(String::from_utf8_lossy(&text).trim_end());
+            out::out(completions::script(shell, definition()).trim_end());
+            Ok(())
+        }
+        Command::Complete { names } => {
+            completions::print(names);
             Ok(())
         }
         Command::Config => {

@@ -34,6 +34,7 @@ mod common {
 mod batch;
 mod batch_stdout;
 mod cli;
+mod completions;
 mod echoed_secrets;
 mod estimate;
 mod gallery;
