@@ -24,10 +24,13 @@ const FIELD_LIMIT: usize = 4096;
 /// Largest file read back.
 const FILE_LIMIT: u64 = 256 * 1024;
 
+/// The folder of the kept secrets in the command's cache folder.
+pub const FOLDER: &str = "tasks";
+
 fn path(task_id: &str) -> Option<PathBuf> {
     Some(
         crate::cache::dir()?
-            .join("tasks")
+            .join(FOLDER)
             .join(format!("{}.json", out::safe_component(task_id, 64))),
     )
 }

@@ -17,6 +17,8 @@ use crate::{code, connect, out, timeout_of, Connection, Failure, Global};
 /// Where results go.
 #[derive(Args, Clone, Debug)]
 pub struct SaveArgs {
+    /// File or directory for the result.
+    ///
     /// File or directory for the result; a file's extension chooses the format (.jpg, .png, .webp).
     #[arg(short = 'o', long, value_name = "FILE|DIR")]
     pub out: Option<PathBuf>,

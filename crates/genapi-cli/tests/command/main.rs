@@ -39,6 +39,7 @@ mod echoed_secrets;
 mod estimate;
 mod gallery;
 mod hardening_files;
+mod help_pages;
 mod honest_exits;
 #[cfg(unix)]
 mod interrupts;
