@@ -13,8 +13,6 @@ pub fn dir() -> Option<PathBuf> {
 }
 
 /// A file or folder the command keeps in its cache folder.
-// Its texts are for the man page's FILES section, which lists [`FILES`].
-#[allow(dead_code)]
 #[derive(Clone, Copy, Debug)]
 pub struct CacheFile {
     /// Its name in the folder.
@@ -49,10 +47,17 @@ pub const TASK_SECRETS: CacheFile = CacheFile {
     deleting_costs: "a later wait or get of such a task cannot scrub its webhook secret from what it shows",
 };
 
-/// Everything the command keeps in its cache folder.
-// Listed by the man page's FILES section; the README's is checked against it.
-#[allow(dead_code)]
-pub const FILES: [CacheFile; 3] = [DURATIONS, PRICES, TASK_SECRETS];
+/// The recent submissions `genapi tasks` lists.
+pub const HISTORY: CacheFile = CacheFile {
+    name: "history.jsonl",
+    holds: "the last 200 tasks generate and submit sent: id, model, when, last known status, where the result was \
+            saved and the service's address; never a key, prompt or polling address",
+    deleting_costs: "genapi tasks lists nothing sent before",
+};
+
+/// Everything the command keeps in its cache folder: `--help` and the man
+/// page's FILES section list it, and the README's is checked against it.
+pub const FILES: [CacheFile; 4] = [DURATIONS, PRICES, TASK_SECRETS, HISTORY];
 
 #[cfg(test)]
 mod tests {

@@ -33,7 +33,7 @@ pub const fn of(class: FailureClass) -> u8 {
 }
 
 /// What a class means, in a line: the text of the exit-code tables of
-/// `genapi --help` and docs/command.md.
+/// `genapi --help`, the man page and the command's documentation.
 pub const fn meaning(class: FailureClass) -> &'static str {
     match class {
         FailureClass::Validation => "usage or validation (fix the command or the request; nothing was charged)",
@@ -109,13 +109,18 @@ pub fn help_section() -> String {
     for (code, meaning) in table() {
         text.push_str(&format!("  {code:<3} {meaning}\n"));
     }
-    let order: Vec<String> = batch_order().iter().map(u8::to_string).collect();
-    text.push_str(&format!(
-        "  batch: 0 when every line was saved, else the code of the most serious failure\n  ({} in that order); \
-         10 first when stdout could not be written",
-        order.join(", ")
-    ));
+    text.push_str(&format!("  batch: {}", batch_rule()));
     text
+}
+
+/// The code a batch exits with.
+pub fn batch_rule() -> String {
+    let order: Vec<String> = batch_order().iter().map(u8::to_string).collect();
+    format!(
+        "0 when every line was saved, else the code of the most serious failure ({} in that order); 10 first when \
+         stdout could not be written",
+        order.join(", ")
+    )
 }
 
 #[cfg(test)]

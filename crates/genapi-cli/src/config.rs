@@ -218,6 +218,19 @@ pub fn file_path() -> Option<(PathBuf, bool)> {
     Some((dirs::config_dir()?.join("genapi").join("config.toml"), false))
 }
 
+/// The profiles of the config file, for completing `--profile`: none when
+/// there is no file or it cannot be used (completion says nothing; the
+/// command that runs says why). A broken profile is still a name.
+pub fn profile_names() -> Vec<String> {
+    let Some((path, _)) = file_path() else {
+        return Vec::new();
+    };
+    if !genapi_files::is_taken(&path) {
+        return Vec::new();
+    }
+    read_file(&path).map_or_else(|_| Vec::new(), |file| file.profiles.into_keys().collect())
+}
+
 /// The config file's path shown to people.
 fn shown_file(settings: &Settings) -> String {
     settings

@@ -20,7 +20,7 @@ use crate::{out, Failure};
 #[derive(Args)]
 pub struct GridArgs {
     /// Model of every cell (see `genapi models`), unless the sweep is over models.
-    #[arg(short = 'm', long, default_value = "gen-2-pro")]
+    #[arg(short = 'm', long, default_value = "gen-2-pro", value_parser = crate::completions::ModelName, hide_possible_values = true)]
     model: String,
     /// A prompt: one row of the grid; repeatable.
     #[arg(long = "prompt", value_name = "TEXT", required = true)]

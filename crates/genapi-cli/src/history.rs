@@ -51,7 +51,7 @@ pub struct Entry {
 
 /// `history.jsonl` in the command's cache folder.
 fn path() -> Option<PathBuf> {
-    Some(crate::cache::dir()?.join("history.jsonl"))
+    Some(crate::cache::dir()?.join(crate::cache::HISTORY.name))
 }
 
 /// A status of the service in plain words.

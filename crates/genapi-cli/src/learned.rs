@@ -144,9 +144,14 @@ fn keep<T>(all: &mut All<T>, service: &str, learned: T) {
 }
 
 impl Kept {
+    /// The file's name in the command's cache folder.
+    pub fn file_name(&self) -> &'static str {
+        self.file
+    }
+
     /// The file, in the command's cache folder.
     fn path(&self) -> Option<PathBuf> {
-        Some(crate::cache::dir()?.join(self.file))
+        Some(crate::cache::dir()?.join(self.file_name()))
     }
 
     /// What was learned for this service.

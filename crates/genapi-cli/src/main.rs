@@ -6,16 +6,19 @@
 mod batch;
 mod cache;
 mod catalog;
+mod completions;
 mod config;
 mod config_edit;
 mod config_file;
 mod files;
 mod gallery;
 mod grid;
+mod help;
 mod history;
 mod interrupt;
 mod key_input;
 mod learned;
+mod man;
 mod mock;
 mod models;
 mod opener;
@@ -36,34 +39,13 @@ use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 use genapi::{Client, Error};
 use genapi_mock::{MockConfig, MockService};
 
-const AFTER_HELP: &str = "\
-Environment:
-  GENAPI_API_KEY            project API key (never printed)
-  GENAPI_BASE_URL           service address
-  GENAPI_REGIONAL_BASE_URL  address of the fine-tuned endpoints (optional)
-  GENAPI_TRUSTED_ORIGINS    more origins the key may go to, comma-separated (optional)
-  GENAPI_LOG                log filter, e.g. genapi=debug (plain text on stderr)
-  With neither key nor address set, the built-in mock service (a test double) is used.
-
-Examples:
-  genapi generate \"a lighthouse at dusk\" -o lighthouse.png --size 1024x768 --seed 7
-  genapi generate -m vto-v1 --image person.jpg --image garment.jpg \"a red coat\" --json
-  genapi batch jobs.jsonl --out shots    # again after any interruption: resumes, never pays twice
-
-";
-
-/// The text after the options in `--help`: the environment, examples and
-/// the exit codes (made from the one list, [`code::help_section`]).
-fn after_help() -> String {
-    format!("{AFTER_HELP}{}", code::help_section())
-}
-
 #[derive(Parser)]
 #[command(
     name = "genapi",
     version,
     about = "Generate and edit images with the Image Generation and Editing Service",
-    after_help = after_help()
+    after_help = help::SHORT,
+    after_long_help = help::long()
 )]
 struct Cli {
     #[command(flatten)]
@@ -72,8 +54,9 @@ struct Cli {
     command: Command,
 }
 
-/// Options every subcommand takes.
+/// Options every subcommand takes, listed after its own.
 #[derive(Args, Clone)]
+#[command(next_help_heading = "Global options")]
 pub struct Global {
     /// Print one JSON object per result on stdout, and nothing else there.
     #[arg(long, global = true)]
@@ -84,30 +67,35 @@ pub struct Global {
     /// Use the built-in mock service (a test double) even when the service is configured.
     #[arg(long, global = true)]
     pub mock: bool,
-    /// Bound the whole command to this many seconds [default: none for batch and mock, which run until done or
-    /// interrupted; 600 for the other commands].
+    /// Stop the command after this many seconds.
+    ///
+    /// [default: none for batch and mock, which run until done or interrupted; 600 for the other commands]
     #[arg(long, global = true, value_name = "SECONDS")]
     pub timeout: Option<u64>,
     /// Another origin the key may be sent to (e.g. a regional polling host); repeatable.
     #[arg(long = "trust-origin", global = true, value_name = "ORIGIN")]
     pub trust_origins: Vec<String>,
-    /// Record every exchange with the service to FILE (HAR 1.2), without the key, secrets or
-    /// image bytes; `cargo xtask drift FILE` checks it against the document.
+    /// Record every exchange with the service to FILE (HAR 1.2).
+    ///
+    /// The recording leaves out the key, secrets and image bytes (see --record-images); `cargo xtask drift
+    /// FILE` checks it against the document.
     #[arg(long, global = true, value_name = "FILE")]
     pub record: Option<PathBuf>,
     /// With --record, keep image bytes (inputs and results) in the recording.
     #[arg(long, global = true, requires = "record")]
     pub record_images: bool,
-    /// The profile of the config file to use [default: GENAPI_PROFILE, else the file's default_profile]; see
-    /// `genapi config`.
+    /// The profile of the config file to use.
+    ///
+    /// [default: GENAPI_PROFILE, else the file's default_profile]. `genapi config` shows what a profile sets.
     #[arg(long, global = true, value_name = "NAME")]
     pub profile: Option<String>,
     /// What the command runs with: flags over the environment over the profile (`config::resolve`).
     #[arg(skip)]
     pub settings: config::Settings,
-    /// Replace files that already have the names you give (-o, --record, grid -o); without it nothing is
-    /// replaced. A link there is replaced by the file (what it points to is never written); a folder, pipe or
-    /// device never.
+    /// Replace files that already have the names you give.
+    ///
+    /// The files of -o, --record, grid -o and man --dir; without it nothing is replaced. A link there is
+    /// replaced by the file (what it points to is never written); a folder, pipe or device never.
     #[arg(long, global = true)]
     pub force: bool,
 }
@@ -143,6 +131,8 @@ enum Command {
     Submit {
         #[command(flatten)]
         request: request::RequestArgs,
+        /// The file `genapi wait` will save the result to.
+        ///
         /// The file `genapi wait` will save the result to: its extension asks for the format now, as with
         /// generate, and the `wait` command printed names it. Checked to be free, not written.
         #[arg(short = 'o', long, value_name = "FILE")]
@@ -169,12 +159,15 @@ enum Command {
     /// List the models, or show one model's fields.
     Models {
         /// A model to describe.
+        #[arg(value_parser = completions::ModelName, hide_possible_values = true)]
         name: Option<String>,
     },
     /// Run many requests from a job file; run it again to resume after any interruption.
     Batch(batch::BatchArgs),
-    /// Run the mock service (a test double) until interrupted. It prints `export NAME='VALUE'` lines:
-    /// paste them into the shell of your client (or `genapi mock > mock.env &`, then `. ./mock.env`).
+    /// Run the mock service (a test double) until interrupted.
+    ///
+    /// It prints `export NAME='VALUE'` lines: paste them into the shell of your client (or `genapi mock >
+    /// mock.env &`, then `. ./mock.env`).
     Mock(mock::MockArgs),
     /// Make the gallery (index.html) of a batch's output folder again from its results.
     Gallery {
@@ -183,30 +176,49 @@ enum Command {
     },
     /// Write the job lines of a sweep: prompts by rows, a field's values by columns.
     Grid(grid::GridArgs),
-    /// Print the shell completions of genapi, e.g. `genapi completions bash > ~/.local/share/bash-completion/completions/genapi`.
+    /// Print the completion script of a shell.
+    ///
+    /// E.g. `genapi completions bash > ~/.local/share/bash-completion/completions/genapi`. Models and options
+    /// are in the script; profiles are read from the config file when completing.
     Completions {
         /// The shell.
         #[arg(value_enum)]
         shell: clap_complete::Shell,
     },
-    /// Print genapi's man page (roff), e.g. `genapi man > ~/.local/share/man/man1/genapi.1`, or a command's
-    /// (`genapi man batch > ~/.local/share/man/man1/genapi-batch.1`), which the first page refers to.
+    /// Print genapi's man page (roff), or write them all.
+    ///
+    /// `genapi man` prints the first page, genapi(1), `genapi man batch` the page of a command, genapi-batch(1),
+    /// which the first refers to; `genapi man --dir ~/.local/share/man/man1` writes them all.
     Man {
         /// The command whose page to print.
         command: Option<String>,
+        /// Write every page into DIR instead: genapi.1 and genapi-COMMAND.1 for each command.
+        #[arg(long, value_name = "DIR", conflicts_with = "command")]
+        dir: Option<PathBuf>,
     },
-    /// Show the settings in use and where each came from (flag, environment, the config file's profile); the
-    /// key only as set, never its value. The config file is genapi/config.toml in your config folder
-    /// (GENAPI_CONFIG names another); see docs/command.md.
+    /// Show the settings in use and where each came from.
+    ///
+    /// From a flag, the environment or the config file's profile; the key only as set, never its value. The
+    /// config file is genapi/config.toml in your config folder (GENAPI_CONFIG names another); genapi(1) says
+    /// what it and the command's other files hold (`genapi man`). `genapi config set` changes a profile.
     Config {
         #[command(subcommand)]
         change: Option<config_edit::ConfigChange>,
     },
-    /// Save a profile's key in the config file by reference: asked for without echo (or read from stdin) and
-    /// kept in a file only you can read, or the file or variable you name; with --base-url, its service too.
+    /// Save a profile's key by reference, and its service.
+    ///
+    /// The key is asked for without echo (or read from stdin) and kept in a file only you can read, or the file
+    /// or variable you name; with --base-url, the profile's service too.
     Login(config_edit::LoginArgs),
-    /// List recent submissions: id, model, when submitted, status as last known, where saved.
+    /// List recent submissions: id, model, when, status, where saved.
     Tasks(history::TasksArgs),
+    /// The names a completion script reads when completing (`genapi __complete profiles`).
+    #[command(name = "__complete", hide = true)]
+    Complete {
+        /// Which names.
+        #[arg(value_enum)]
+        names: completions::Names,
+    },
 }
 
 pub mod code;
@@ -288,7 +300,7 @@ const GLOBALS_USED: [(&str, &[&str]); 9] = [
     ("models", &["json"]),
     ("config", &["json", "profile", "mock", "trust_origins"]),
     ("completions", &[]),
-    ("man", &[]),
+    ("man", &["force"]),
 ];
 
 /// Whether `command` talks to a service (or shows how it would), so the
@@ -480,9 +492,11 @@ async fn run(cli: Cli) -> Result<(), Failure> {
         Command::Gallery { dir } => gallery::run(&global, &dir),
         Command::Grid(args) => grid::run(args, global.force),
         Command::Completions { shell } => {
-            let mut text = Vec::new();
-            clap_complete::generate(shell, &mut definition(), "genapi", &mut text);
-            out::out(String::from_utf8_lossy(&text).trim_end());
+            out::out(completions::script(shell, definition()).trim_end());
+            Ok(())
+        }
+        Command::Complete { names } => {
+            completions::print(names);
             Ok(())
         }
         Command::Config { change: Some(change) } => config_edit::set(global.profile.as_deref(), change),
@@ -497,36 +511,7 @@ async fn run(cli: Cli) -> Result<(), Failure> {
             );
             Ok(())
         }
-        Command::Man { command } => {
-            let mut definition = definition();
-            definition.build();
-            let page = match command {
-                None => definition,
-                Some(name) => {
-                    let known: Vec<String> = definition
-                        .get_subcommands()
-                        .map(|sub| sub.get_name().to_string())
-                        .filter(|sub| sub != "help")
-                        .collect();
-                    let Some(sub) = definition.find_subcommand(&name) else {
-                        return Err(Failure::usage(format!(
-                            "no command {}; the commands: {}",
-                            out::clean(&name),
-                            known.join(", ")
-                        )));
-                    };
-                    // Named as the first page refers to it: genapi-batch(1).
-                    let full = format!("genapi-{}", sub.get_name());
-                    sub.clone().display_name(full).bin_name(format!("genapi {name}"))
-                }
-            };
-            let mut text = Vec::new();
-            clap_mangen::Man::new(page)
-                .render(&mut text)
-                .map_err(|e| Failure::new(code::OTHER, format!("cannot write the man page: {e}")))?;
-            out::out(String::from_utf8_lossy(&text).trim_end());
-            Ok(())
-        }
+        Command::Man { command, dir } => man::run(definition(), command, dir, global.force),
     }
 }
 

@@ -27,10 +27,14 @@ pub struct MockArgs {
     /// for it keeps working [default: ports the system picks].
     #[arg(long, default_value = "127.0.0.1:0", hide_default_value = true)]
     addr: String,
+    /// Allow listening on a non-loopback address.
+    ///
     /// Allow listening on a non-loopback address (its control routes are then reachable by others). It
     /// then needs a key of your own, and delivers webhooks only to the --webhook-target origins.
     #[arg(long)]
     allow_remote: bool,
+    /// The key clients must send.
+    ///
     /// The key clients must send [default: GENAPI_MOCK_KEY if set, else mock-key]. With --allow-remote, a
     /// key of your own is required: set GENAPI_MOCK_KEY (out of the process list) or pass this.
     #[arg(long)]
@@ -44,11 +48,15 @@ pub struct MockArgs {
     /// Active tasks per key before 429.
     #[arg(long, value_name = "N")]
     max_active: Option<usize>,
+    /// An origin webhooks may be delivered to; repeatable.
+    ///
     /// An origin webhooks may be delivered to (a `webhook_url` elsewhere is never called: its delivery
     /// carries the secret); repeatable. On loopback the mock also calls any address on this machine; a
     /// non-loopback origin needs --allow-remote, and with --allow-remote only these origins are called.
     #[arg(long, value_name = "ORIGIN")]
     webhook_target: Vec<String>,
+    /// Answer from a recording (genapi --record FILE).
+    ///
     /// Answer from a recording (genapi --record FILE) instead of simulating tasks: recorded
     /// submissions, their polls' statuses in order, their results (or placeholders of the
     /// recorded format and size), errors and 429s.
@@ -155,6 +163,8 @@ fn config(args: &MockArgs) -> Result<MockConfig, Failure> {
     Ok(config)
 }
 
+/// The key clients must send.
+///
 /// The key clients must send: `--key`, else [`KEY_VARIABLE`], else the
 /// mock's default, which a mock others can reach refuses (anyone who read
 /// the docs knows it).

@@ -19,9 +19,11 @@ pub const DEFAULT_MODEL: &str = "gen-2-pro";
 /// What to submit.
 #[derive(Args, Clone, Debug)]
 pub struct RequestArgs {
+    /// Model, e.g. gen-2-pro (`genapi models` lists them).
+    ///
     /// Model (see `genapi models`), e.g. gen-2-pro, deblur-v1, gen-tools/vto-v1 [default: the profile's model,
     /// else gen-2-pro].
-    #[arg(short = 'm', long)]
+    #[arg(short = 'm', long, value_parser = crate::completions::ModelName, hide_possible_values = true)]
     pub model: Option<String>,
     /// The prompt; `-` reads it from stdin.
     pub prompt: Option<String>,
@@ -40,6 +42,8 @@ pub struct RequestArgs {
     /// Output format; by default taken from --out's extension.
     #[arg(long, value_enum)]
     pub format: Option<Format>,
+    /// An input image, file or URL; repeatable.
+    ///
     /// An input image, file or URL. Without FIELD=, images fill the model's image fields in the
     /// document's order (`genapi models NAME` lists them).
     #[arg(long = "image", value_name = "[FIELD=]PATH|URL")]

@@ -18,8 +18,10 @@ use crate::{code, connect, out, timeout_of, Connection, Failure, Global};
 /// Where results go.
 #[derive(Args, Clone, Debug)]
 pub struct SaveArgs {
-    /// File or directory for the result; a file's extension chooses the format (.jpg, .png, .webp); `-` writes
-    /// the image's bytes to standard output (redirected or piped, never a terminal).
+    /// File or directory for the result, or `-` for standard output.
+    ///
+    /// A file's extension chooses the format (.jpg, .png, .webp); a folder gets generated names; `-` writes the
+    /// image's bytes to standard output (redirected or piped, never a terminal).
     #[arg(short = 'o', long, value_name = "FILE|DIR|-")]
     pub out: Option<PathBuf>,
     /// Open each saved image with the desktop's opener (or GENAPI_OPENER).

@@ -1327,7 +1327,7 @@ fn the_mocks_help_shows_only_what_the_mock_uses() {
     for (command, shown, hidden) in [
         ("gallery", "--json", "--record"),
         ("completions", "--help", "--json"),
-        ("man", "--help", "--force"),
+        ("man", "--force", "--record"),
         ("grid", "--force", "--trust-origin"),
         ("config", "--profile", "--record"),
     ] {

@@ -34,10 +34,12 @@ mod common {
 mod batch;
 mod batch_stdout;
 mod cli;
+mod completions;
 mod echoed_secrets;
 mod estimate;
 mod gallery;
 mod hardening_files;
+mod help_pages;
 mod honest_exits;
 #[cfg(unix)]
 mod image_to_stdout;
