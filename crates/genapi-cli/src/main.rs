@@ -594,11 +594,10 @@ impl Drop for Connection {
 }
 
 /// What learned durations are kept under: every address the command was
-/// given, not the base URL alone. A `genapi mock` restarted on the same
-/// `--addr` with other task durations is another service (its polling
-/// host's port changes with each start): had it kept the earlier mock's
-/// durations, a fresh process would first poll a 3 s task when the earlier
-/// mock's tasks ended (at 6 s for 6 s tasks), before any progress is known.
+/// given, not the base URL alone (one base URL may poll elsewhere). A
+/// `genapi mock` restarted on the same `--addr` has the same addresses, so
+/// it is the same service, as a live one is; a mock started without one
+/// gets new ports, and starts from nothing.
 fn service_key(global: &Global) -> String {
     global.settings.service_addresses()
 }

@@ -1204,12 +1204,12 @@ fn help_and_the_command_docs_list_the_same_exit_codes() {
     assert_eq!(order_of(sentence), batch_order, "the README's batch order: {sentence}");
 }
 
-/// A `genapi mock` restarted on the same address with other durations is
-/// another service: a fresh process does not aim its first poll at the
-/// earlier mock's durations (a 3 s task was noticed at 6 s after a mock of
-/// 6 s tasks on that address).
+/// A `genapi mock` restarted on the same address is the same service, as a
+/// live service's address is: it prints the same variables (so a profile
+/// written for it keeps working), and what the command learned of its task
+/// durations is kept across the restart, the newer beside the older.
 #[test]
-fn a_mock_restarted_on_the_same_address_does_not_inherit_the_earlier_ones_durations() {
+fn a_mock_restarted_on_the_same_address_is_the_same_service() {
     let dir = Dir::new("learned-per-mock");
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -1243,6 +1243,7 @@ fn a_mock_restarted_on_the_same_address_does_not_inherit_the_earlier_ones_durati
         .unwrap();
     assert_exit(&run, 0);
     assert_eq!(learned_for(&slow), serde_json::json!([[1.5]]));
+    let slow_variables = slow.variables.clone();
     drop(slow);
 
     let quick = Mock::start(&dir, &["--addr", &address, "--duration-ms", "300"]);
@@ -1252,11 +1253,11 @@ fn a_mock_restarted_on_the_same_address_does_not_inherit_the_earlier_ones_durati
         .output()
         .unwrap();
     assert_exit(&run, 0);
-    let kept = learned_for(&quick);
-    assert!(
-        kept.as_array().unwrap().contains(&serde_json::json!([0.3])),
-        "the new mock's durations are its own: {kept}"
+    assert_eq!(
+        quick.variables, slow_variables,
+        "the restarted mock's addresses are the earlier one's"
     );
+    assert_eq!(learned_for(&quick), serde_json::json!([[1.5, 0.3]]));
 }
 
 /// Completions for three shells and the man page come from the command's

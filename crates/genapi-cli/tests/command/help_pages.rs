@@ -127,7 +127,8 @@ fn the_man_page_has_environment_files_exit_status_and_examples() {
         "config.toml",
         "learned.json",
         "prices.json",
-        "tasks/TASK.json",
+        "~/.cache/genapi/tasks",
+        "history.jsonl",
         "rm \\-r ~/.cache/genapi",
     ] {
         assert!(files.contains(file), "{file} missing:\n{files}");
