@@ -17,7 +17,9 @@
 //!   document says rather than whether a client can be built from it: the
 //!   contract's paths and version, tags, request schemas by `$ref` so each
 //!   submission gets its request type, no `default` (it would put unset
-//!   fields on the wire), no 3.1 idioms pasted from an upstream description.
+//!   fields on the wire), no 3.1 idioms pasted from an upstream description,
+//!   the webhook notification described once on every submission that takes
+//!   `webhook_url` (`callbacks.rs`).
 //!   A document breaking those still builds a working client, only not the
 //!   intended one, and the library must keep reading such documents when a
 //!   test or tool brings its own.
@@ -85,7 +87,8 @@ pub fn check(text: &str) -> Vec<String> {
             ));
         }
     }
-    for operation in crate::document::Catalog::of_value(&doc).operations() {
+    let catalog = crate::document::Catalog::of_value(&doc);
+    for operation in catalog.operations() {
         let (method, path) = (operation.method.to_lowercase(), operation.path.clone());
         {
             let op = &doc["paths"][&path][&method];
@@ -114,6 +117,7 @@ pub fn check(text: &str) -> Vec<String> {
             }
         }
     }
+    problems.extend(crate::callbacks::problems(&doc, catalog.operations()));
     // The document's structure: exactly what build.rs and the validator
     // refuse (see the module comment).
     problems.extend(crate::document::problems(&doc));

@@ -2,6 +2,7 @@
 //! `diff-upstream` and `drift`. A library so the crate's snapshot tests use the same
 //! surface listing.
 
+pub mod callbacks;
 pub mod check;
 pub mod diff;
 pub mod drift;

@@ -74,6 +74,49 @@ fn a_31_version_a_wrong_info_version_and_a_missing_path_fail() {
 }
 
 #[test]
+fn every_submission_with_a_webhook_url_describes_the_one_notification() {
+    let mut doc = document();
+    let gen_dev = "/v1/gen-dev";
+    doc["paths"][gen_dev]["post"]
+        .as_object_mut()
+        .unwrap()
+        .remove("callbacks");
+    assert_flags(
+        &doc,
+        "POST /v1/gen-dev: takes `webhook_url` but declares no `task_finished` callback",
+    );
+
+    let mut doc = document();
+    let copy = doc["paths"][gen_dev]["post"]["callbacks"].clone();
+    doc["paths"]["/v1/gen-3-video"]["post"]["callbacks"] = copy;
+    assert_flags(&doc, "POST /v1/gen-3-video: has callbacks but no `webhook_url`");
+
+    // One copy edited: the document describes two notifications.
+    let mut doc = document();
+    let post = "/task_finished/{$request.body#~1webhook_url}/post";
+    let body = format!("/paths/~1v1~1gen-dev/post/callbacks{post}/requestBody");
+    doc.pointer_mut(&body).unwrap()["$ref"] = json!("#/components/schemas/PollResult");
+    assert_flags(&doc, "POST /v1/gen-dev: its callbacks differ from those of");
+
+    // Every copy broken alike: the shape itself is checked.
+    let mut doc = document();
+    let mut broken = doc["paths"][gen_dev]["post"]["callbacks"].clone();
+    let callback = broken.pointer_mut(post).unwrap();
+    callback["parameters"] = json!([{"name": "webhook-id", "in": "query", "schema": {"type": "string"}}]);
+    callback["responses"] = json!({"400": {"description": "no"}});
+    callback["requestBody"] = json!({"content": {"application/json": {"schema": {"type": "object"}}}});
+    for path in doc["paths"].as_object_mut().unwrap().values_mut() {
+        if !path["post"]["callbacks"].is_null() {
+            path["post"]["callbacks"] = broken.clone();
+        }
+    }
+    assert_flags(&doc, "`task_finished` parameter (inline): must be a $ref to a header");
+    assert_flags(&doc, "`task_finished` names no 2xx answer");
+    assert_flags(&doc, "`task_finished`'s requestBody must be a $ref");
+    assert_eq!(problems(&doc).len(), 3, "{:#?}", problems(&doc));
+}
+
+#[test]
 fn a_changed_bound_changes_the_surface() {
     let before = xtask::surface(&document());
     let mut doc = document();

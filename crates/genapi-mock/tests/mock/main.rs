@@ -7,6 +7,7 @@ mod common {
 }
 
 mod delays;
+mod documented_notification;
 mod fidelity;
 mod hardening;
 mod service;

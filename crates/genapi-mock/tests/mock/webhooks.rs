@@ -16,16 +16,16 @@ use serde_json::{json, Value};
 
 use crate::common;
 
-const SECRET: &str = "whsec_MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=";
+pub(crate) const SECRET: &str = "whsec_MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=";
 
 /// A receiver on loopback that answers 200 and keeps what it was sent.
-struct Receiver {
-    origin: String,
-    seen: Arc<Mutex<Vec<(HeaderMap, Bytes)>>>,
+pub(crate) struct Receiver {
+    pub(crate) origin: String,
+    pub(crate) seen: Arc<Mutex<Vec<(HeaderMap, Bytes)>>>,
 }
 
 impl Receiver {
-    async fn start() -> Receiver {
+    pub(crate) async fn start() -> Receiver {
         let seen = Arc::new(Mutex::new(Vec::new()));
         let keep = seen.clone();
         let app = axum::Router::new().fallback(move |headers: HeaderMap, body: Bytes| {
@@ -41,7 +41,7 @@ impl Receiver {
         Receiver { origin, seen }
     }
 
-    fn count(&self) -> usize {
+    pub(crate) fn count(&self) -> usize {
         self.seen.lock().unwrap().len()
     }
 
@@ -54,14 +54,14 @@ impl Receiver {
 
 /// Waits until `done` holds, checking every 20 ms, at most a minute: the
 /// tests assert what is counted then, never how long it took.
-async fn settle(done: impl Fn() -> bool) {
+pub(crate) async fn settle(done: impl Fn() -> bool) {
     let give_up = std::time::Instant::now() + Duration::from_secs(60);
     while !done() && std::time::Instant::now() < give_up {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
 
-async fn start(config: MockConfig) -> MockService {
+pub(crate) async fn start(config: MockConfig) -> MockService {
     MockService::start_with(config, "127.0.0.1:0".parse().unwrap())
         .await
         .unwrap()

@@ -1,0 +1,274 @@
+#!/usr/bin/env python3
+"""Submit a task with a webhook, receive and verify its notification, and save the output.
+
+Python 3.8 or later, standard library only. What each step does, and why, is in
+docs/webhooks.md. Against the mock service:
+
+    genapi mock > mock.env &          # wait for its "# genapi mock ready" line
+    . ./mock.env                      # GENAPI_BASE_URL and GENAPI_API_KEY
+    export GENAPI_WEBHOOK_SECRET="whsec_$(python3 -c 'import base64,secrets; print(base64.b64encode(secrets.token_bytes(32)).decode())')"
+    python3 examples/receiver.py --prompt "a lighthouse at dusk" --out .
+
+The key and the secret are read from the environment, never from the command line
+(other users of the machine can read a process's arguments).
+
+It prints `listening URL` once the receiver is up, `submitted ID` once the task is
+accepted and `saved PATH` at the end; exit 0 then, 1 when the task failed, 2 on a
+usage error or when nothing came within --timeout.
+"""
+
+import argparse
+import base64
+import hashlib
+import hmac
+import http.server
+import ipaddress
+import json
+import os
+import queue
+import sys
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+
+# Standard Webhooks: a timestamp further than this from our clock is refused,
+# so a recorded delivery cannot be replayed later.
+TOLERANCE_SECONDS = 300
+# A notification is a few hundred bytes; refuse to read more than this.
+MAX_BODY_BYTES = 1 << 20
+# An output is a few megabytes (a video more); stop reading beyond this.
+MAX_DOWNLOAD_BYTES = 512 << 20
+# Polling statuses that end a task (any other value means "keep polling").
+FAILED_STATUSES = {"Error", "Failed", "Request Moderated", "Content Moderated", "Task not found"}
+EXTENSIONS = {"image/jpeg": ".jpg", "image/png": ".png", "image/webp": ".webp", "video/mp4": ".mp4"}
+
+
+class Rejected(Exception):
+    """A delivery that does not prove it came from the service."""
+
+
+def signing_key(secret):
+    """The HMAC key: the base64-decoded part of a `whsec_` secret, else the secret's bytes."""
+    if secret.startswith("whsec_"):
+        return base64.b64decode(secret[len("whsec_"):], validate=True)
+    return secret.encode()
+
+
+def verify(secret, headers, body, accept_echo=False, now=None):
+    """Checks a delivery's headers against its raw body; raises Rejected if it fails.
+
+    With the Standard Webhooks headers the signature must verify (never falling back
+    to the echoed secret). Without them, the service's `X-Webhook-Secret` echo is
+    taken only when `accept_echo` is set: anyone who saw one delivery knows it.
+    """
+    message_id = headers.get("webhook-id")
+    timestamp = headers.get("webhook-timestamp")
+    signatures = headers.get("webhook-signature")
+    if message_id is None and timestamp is None and signatures is None:
+        echoed = headers.get("x-webhook-secret")
+        if accept_echo and echoed is not None and hmac.compare_digest(echoed.encode(), secret.encode()):
+            return
+        raise Rejected("no signature" + ("" if accept_echo else " (echoed secrets are not accepted)"))
+    if not (message_id and timestamp and signatures):
+        raise Rejected("a Standard Webhooks header is missing")
+    if not timestamp.isdigit():
+        raise Rejected("the timestamp is not a number")
+    now = time.time() if now is None else now
+    if abs(now - int(timestamp)) > TOLERANCE_SECONDS:
+        raise Rejected("the timestamp is too old or too new")
+    signed = message_id.encode() + b"." + timestamp.encode() + b"." + body
+    digest = hmac.new(signing_key(secret), signed, hashlib.sha256).digest()
+    expected = base64.b64encode(digest)
+    for candidate in signatures.split(" "):
+        version, _, signature = candidate.partition(",")
+        # compare_digest is constant-time and false for different lengths,
+        # so a bare "v1," never matches.
+        if version == "v1" and hmac.compare_digest(signature.encode(), expected):
+            return
+    raise Rejected("no signature matches")
+
+
+def make_handler(secret, accept_echo, deliveries):
+    """A request handler that verifies each POST and hands verified ones over."""
+    seen_ids = set()
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):
+            length = self.headers.get("content-length", "")
+            if not length.isdigit() or int(length) > MAX_BODY_BYTES:
+                return self.answer(413 if length.isdigit() else 411)
+            body = self.rfile.read(int(length))
+            try:
+                verify(secret, self.headers, body, accept_echo)
+                notification = json.loads(body)
+            except Rejected as why:
+                print("rejected a delivery:", why, file=sys.stderr)
+                return self.answer(401)
+            except ValueError:
+                return self.answer(400)
+            # Answer at once; the work happens on the main thread. A retry of a
+            # delivery already taken (same webhook-id) is answered, not redone.
+            self.answer(204)
+            message_id = self.headers.get("webhook-id")
+            if message_id is None or message_id not in seen_ids:
+                seen_ids.add(message_id)
+                deliveries.put(notification)
+
+        def answer(self, status):
+            self.send_response(status)
+            self.send_header("content-length", "0")
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass  # Every request would be printed otherwise.
+
+    return Handler
+
+
+def call(url, key=None, body=None):
+    """GET (or POST a JSON body to) `url`, sending the key only when given; the JSON answer."""
+    headers = {"accept": "application/json"}
+    if key is not None:
+        headers["x-key"] = key
+    data = None
+    if body is not None:
+        data = json.dumps(body).encode()
+        headers["content-type"] = "application/json"
+    request = urllib.request.Request(url, data=data, headers=headers)
+    with urllib.request.urlopen(request, timeout=30) as response:
+        return json.load(response)
+
+
+def same_owner(url, base_url):
+    """Whether the key may go to `url`: the base URL's host, or (over https) a host
+    of the same domain, as a regional `polling_url` is."""
+    host, base = urllib.parse.urlsplit(url), urllib.parse.urlsplit(base_url)
+    if (host.scheme, host.hostname, host.port) == (base.scheme, base.hostname, base.port):
+        return True
+    try:
+        ipaddress.ip_address(base.hostname or "")
+        return False  # an address has no domain to share
+    except ValueError:
+        pass
+    domain = (base.hostname or "").split(".", 1)[-1]
+    return host.scheme == "https" and "." in domain and (host.hostname or "").endswith("." + domain)
+
+
+def poll(args, task):
+    """The task's state: its `polling_url` when one came back (and may have the key),
+    else the fallback `get_result` with the id."""
+    url = task.get("polling_url")
+    if not url or not same_owner(url, args.base_url):
+        query = urllib.parse.urlencode({"id": task["id"]})
+        url = args.base_url.rstrip("/") + "/v1/get_result?" + query
+    try:
+        return call(url, key=args.key)
+    except urllib.error.HTTPError as error:
+        # 404 or 202 right after submission, 503 under load: ask again later.
+        if error.code in (202, 404, 429, 503):
+            return {"status": "Pending"}
+        raise
+
+
+def outcome(args, task, deliveries):
+    """Waits for the task's notification, polling now and then in case it never
+    comes; the `result` on success, else raises SystemExit with why it failed."""
+    deadline = time.monotonic() + args.timeout
+    while time.monotonic() < deadline:
+        try:
+            notification = deliveries.get(timeout=args.poll_every)
+        except queue.Empty:
+            state = poll(args, task)
+            status = state.get("status")
+            if status == "Ready":
+                return state["result"]
+            if status in FAILED_STATUSES:
+                raise SystemExit(failed(task["id"], status, state.get("details")))
+            continue
+        if notification.get("task_id", notification.get("id")) != task["id"]:
+            continue
+        if notification.get("status") in ("SUCCESS", "Ready"):
+            return notification["result"]
+        error = notification.get("error") or {}
+        raise SystemExit(failed(task["id"], error.get("status", notification.get("status")), error.get("details")))
+    print("nothing came within", args.timeout, "seconds for task", task["id"], file=sys.stderr)
+    raise SystemExit(2)
+
+
+def failed(task_id, status, details):
+    print("task", task_id, "failed:", status, json.dumps(details), file=sys.stderr)
+    return 1
+
+
+def download(sample, out_dir, task_id):
+    """Saves the output. The address is signed: it takes no key, and the key must
+    not go to its host. It is valid for minutes only, so this runs at once."""
+    with urllib.request.urlopen(urllib.request.Request(sample), timeout=60) as response:
+        data = response.read(MAX_DOWNLOAD_BYTES + 1)
+        kind = response.headers.get_content_type()
+    if len(data) > MAX_DOWNLOAD_BYTES:
+        raise SystemExit("the output is larger than expected; not saved")
+    suffix = EXTENSIONS.get(kind) or os.path.splitext(urllib.parse.urlsplit(sample).path)[1] or ".bin"
+    path = os.path.join(out_dir, task_id + suffix)
+    with open(path, "xb") as file:  # never replaces a file
+        file.write(data)
+    return path
+
+
+def arguments():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--prompt", required=True)
+    parser.add_argument("--model", default="gen-2-pro", help="the endpoint after /v1/ (default gen-2-pro)")
+    parser.add_argument("--out", default=".", help="folder to save the output in")
+    parser.add_argument("--listen", default="127.0.0.1", help="address to receive on (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=0, help="port to receive on (default: any free one)")
+    parser.add_argument("--public-url", help="the receiver's address as the service reaches it "
+                        "(default http://LISTEN:PORT/hooks)")
+    parser.add_argument("--timeout", type=float, default=600, help="seconds to wait for the task")
+    parser.add_argument("--poll-every", type=float, default=30,
+                        help="seconds without a notification before polling (default 30)")
+    parser.add_argument("--accept-echo", action="store_true",
+                        help="take deliveries that only echo the secret (X-Webhook-Secret)")
+    args = parser.parse_args()
+    args.base_url = os.environ.get("GENAPI_BASE_URL")
+    args.key = os.environ.get("GENAPI_API_KEY")
+    args.secret = os.environ.get("GENAPI_WEBHOOK_SECRET")
+    missing = [name for name, value in [("GENAPI_BASE_URL", args.base_url), ("GENAPI_API_KEY", args.key),
+                                        ("GENAPI_WEBHOOK_SECRET", args.secret)] if not value]
+    if missing:
+        parser.error("set " + ", ".join(missing) + " in the environment")
+    try:
+        if len(signing_key(args.secret)) < 16:
+            parser.error("GENAPI_WEBHOOK_SECRET needs at least 16 bytes of key (see docs/webhooks.md)")
+    except ValueError:
+        parser.error("GENAPI_WEBHOOK_SECRET: the part after whsec_ is not base64")
+    return args
+
+
+def main():
+    args = arguments()
+    deliveries = queue.Queue()
+    handler = make_handler(args.secret, args.accept_echo, deliveries)
+    server = http.server.ThreadingHTTPServer((args.listen, args.port), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    host, port = server.server_address[:2]
+    hook = args.public_url or "http://{}:{}/hooks".format(host, port)
+    print("listening", hook, flush=True)
+
+    submission = {"prompt": args.prompt, "webhook_url": hook, "webhook_secret": args.secret}
+    try:
+        task = call(args.base_url.rstrip("/") + "/v1/" + args.model, key=args.key, body=submission)
+    except urllib.error.HTTPError as error:
+        print("the submission was refused:", error.code, error.read(4096).decode(errors="replace"), file=sys.stderr)
+        raise SystemExit(1)
+    print("submitted", task["id"], flush=True)
+
+    result = outcome(args, task, deliveries)
+    server.shutdown()
+    print("saved", download(result["sample"], args.out, task["id"]), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,164 @@
+//! `examples/receiver.py`, the receiver of docs/webhooks.md for other
+//! languages (Python's standard library only), works against the mock: it
+//! submits with its own address as `webhook_url`, refuses forged and stale
+//! deliveries, verifies the real one, saves the output fetched without the
+//! key, and polls `get_result` when no notification comes. Skipped, saying
+//! so, where `python3` is not installed.
+
+use std::process::Stdio;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use genapi::webhook::sign;
+use genapi::WebhookSecret;
+use genapi_mock::{MockConfig, MockService};
+use serde_json::json;
+use tokio::io::{AsyncBufReadExt, BufReader, Lines};
+use tokio::process::{Child, ChildStdout, Command};
+
+use crate::common::{self, Dir};
+
+/// 32 fixed bytes of key, in the `whsec_` form the receiver is given.
+const SECRET: &str = "whsec_ZXhhbXBsZS1rZXktb2YtdGhpcnR5LXR3by1ieXRlcyE=";
+
+fn python_is_installed() -> bool {
+    let found = std::process::Command::new("python3").arg("--version").output();
+    if found.is_err() {
+        eprintln!("skipped: python3 is not installed, so examples/receiver.py cannot be run");
+    }
+    found.is_ok()
+}
+
+async fn mock(config: MockConfig) -> MockService {
+    MockService::start_with(config, "127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap()
+}
+
+/// `python3 examples/receiver.py` for `mock`, saving into `out`, with its
+/// settings in the environment as `genapi mock` prints them.
+fn receiver(mock: &MockService, out: &Dir, poll_every: &str) -> (Child, Lines<BufReader<ChildStdout>>) {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/receiver.py");
+    let mut child = Command::new("python3")
+        .args([
+            script,
+            "--prompt",
+            "a lighthouse",
+            "--timeout",
+            "60",
+            "--poll-every",
+            poll_every,
+        ])
+        .arg("--out")
+        .arg(&out.0)
+        .env("GENAPI_BASE_URL", mock.base_url())
+        .env("GENAPI_API_KEY", mock.key())
+        .env("GENAPI_WEBHOOK_SECRET", SECRET)
+        .stdout(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    (child, lines)
+}
+
+/// The next line the receiver prints, which must start with `word `: the rest.
+async fn said(lines: &mut Lines<BufReader<ChildStdout>>, word: &str) -> String {
+    let line = tokio::time::timeout(Duration::from_secs(60), lines.next_line())
+        .await
+        .expect("the receiver said nothing for a minute")
+        .unwrap()
+        .unwrap_or_default();
+    let rest = line.strip_prefix(&format!("{word} "));
+    rest.unwrap_or_else(|| panic!("expected `{word} …`, got {line:?}"))
+        .to_string()
+}
+
+/// Waits for the receiver to end with 0, and checks what it saved is an image.
+async fn saved_an_image(mut child: Child, mut lines: Lines<BufReader<ChildStdout>>) {
+    let path = said(&mut lines, "saved").await;
+    let status = tokio::time::timeout(Duration::from_secs(60), child.wait()).await;
+    assert!(status.unwrap().unwrap().success());
+    let bytes = std::fs::read(&path).unwrap();
+    assert_eq!(
+        genapi::ImageFormat::sniff(&bytes),
+        Some(genapi::ImageFormat::Jpeg),
+        "{path}"
+    );
+}
+
+/// Posts a delivery to the receiver: its answer's status.
+async fn deliver(hook: &str, headers: &[(&str, String)], body: &str) -> u16 {
+    let mut request = common::http().post(hook).body(body.to_string());
+    for (name, value) in headers {
+        request = request.header(*name, value);
+    }
+    request.send().await.unwrap().status().as_u16()
+}
+
+/// Standard Webhooks headers for `body`, signed with `secret` at `timestamp`.
+fn signed(secret: &str, timestamp: i64, body: &str) -> Vec<(&'static str, String)> {
+    let signature = sign(&WebhookSecret::from(secret), "msg_forged", timestamp, body.as_bytes()).unwrap();
+    vec![
+        ("webhook-id", "msg_forged".to_string()),
+        ("webhook-timestamp", timestamp.to_string()),
+        ("webhook-signature", signature),
+    ]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_python_receiver_refuses_forgeries_verifies_and_downloads_without_the_key() {
+    if !python_is_installed() {
+        return;
+    }
+    // The task ends only when the test moves the mock's clock, after the forgeries.
+    let config = MockConfig::default()
+        .webhooks_to_loopback(true)
+        .default_duration(Duration::from_secs(600));
+    let mock = mock(config).await;
+    let out = Dir::new("python-receiver");
+    let (child, mut lines) = receiver(&mock, &out, "30");
+    let hook = said(&mut lines, "listening").await;
+    let id = said(&mut lines, "submitted").await;
+
+    let forged =
+        json!({"task_id": id, "status": "SUCCESS", "result": {"sample": "http://127.0.0.1:9/x.jpg"}}).to_string();
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs() as i64;
+    let other_key = "whsec_b3RoZXIta2V5LW9mLXRoaXJ0eS10d28tYnl0ZXMhIQ==";
+    assert_eq!(deliver(&hook, &signed(other_key, now, &forged), &forged).await, 401);
+    assert_eq!(
+        deliver(&hook, &signed(SECRET, now - 3600, &forged), &forged).await,
+        401,
+        "stale"
+    );
+    let mut bare = signed(SECRET, now, &forged);
+    bare[2].1 = "v1,".into();
+    assert_eq!(deliver(&hook, &bare, &forged).await, 401, "a bare v1,");
+    let echo = [("x-webhook-secret", SECRET.to_string())];
+    assert_eq!(deliver(&hook, &echo, &forged).await, 401, "an echo without a signature");
+
+    mock.advance(Duration::from_secs(600));
+    saved_an_image(child, lines).await;
+    let downloads: Vec<_> = mock.requests().into_iter().filter(|r| r.origin == "delivery").collect();
+    assert_eq!(downloads.len(), 1, "{downloads:?}");
+    assert!(
+        downloads[0].headers.iter().all(|(name, _)| name != "x-key"),
+        "{downloads:?}"
+    );
+    assert_eq!(mock.count("GET", "/v1/get_result"), 0, "the notification came first");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_python_receiver_polls_get_result_when_no_notification_comes() {
+    if !python_is_installed() {
+        return;
+    }
+    // Without a target the mock never calls the receiver (and counts that).
+    let mock = mock(MockConfig::default().default_duration(Duration::ZERO)).await;
+    let out = Dir::new("python-receiver-polls");
+    let (child, mut lines) = receiver(&mock, &out, "0.2");
+    said(&mut lines, "listening").await;
+    said(&mut lines, "submitted").await;
+    saved_an_image(child, lines).await;
+    assert_eq!(mock.stats().webhooks_refused, 1);
+    assert!(mock.count("GET", "/v1/get_result") >= 1);
+}
