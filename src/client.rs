@@ -308,11 +308,7 @@ impl Client {
             Some(request) => Outgoing::Operation(request, None),
             None => self.raw_outgoing(&target, base, body)?,
         };
-        let span = tracing::info_span!(
-            "genapi.submit",
-            operation = target.operation,
-            task_id = tracing::field::Empty
-        );
+        let span = crate::telemetry::submit_span(target.operation, target.path);
         async {
             let reservation = self.reserve().await?;
             before_send().await.map_err(Unsent::HeldBack)?;
@@ -329,7 +325,7 @@ impl Client {
             };
             let seat = reservation.map(|reservation| reservation.accepted(task.id(), task.polling_url()));
             let task = task.seated(seat);
-            tracing::Span::current().record("task_id", task.id());
+            crate::telemetry::task_known(&tracing::Span::current(), task.id());
             Ok(task)
         }
         .instrument(span)

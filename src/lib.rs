@@ -143,6 +143,7 @@ mod session;
 mod status;
 mod submit;
 mod task;
+mod telemetry;
 mod transport;
 mod trust;
 pub mod validate;

@@ -337,12 +337,7 @@ impl Task {
     /// the wait gives up with [`Error::Timeout`]. Dropping the future cancels
     /// the wait (not the task).
     pub async fn wait_with(self, options: WaitOptions) -> Result<Output> {
-        let span = tracing::info_span!(
-            "genapi.wait",
-            task_id = self.task.id.as_str(),
-            operation = self.operation.as_str(),
-            polls = tracing::field::Empty
-        );
+        let span = crate::telemetry::wait_span(&self.task.id, &self.operation);
         self.poll_until_final(&options, &span).instrument(span.clone()).await
     }
 
@@ -382,7 +377,7 @@ impl Task {
             };
             let outcome = bounded.await;
             polls += 1;
-            span.record("polls", polls);
+            crate::telemetry::polled(span, polls);
             match outcome {
                 Some(Ok(result)) => {
                     last_status = Some(result.status.clone());

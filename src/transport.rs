@@ -45,7 +45,8 @@ use tracing::Instrument;
 use crate::error::{Error, Result};
 use crate::record::{Attempt, Body, Recorder};
 use crate::scrub::Scrubber;
-use crate::trust::{origin_text, TrustPolicy};
+use crate::telemetry;
+use crate::trust::TrustPolicy;
 use crate::ApiKey;
 
 /// How failed exchanges are retried.
@@ -410,22 +411,15 @@ impl Transport {
         limit: u64,
         sink: &mut Sink,
     ) -> Result<Answer> {
-        let url = request.url();
-        let span = tracing::debug_span!(
-            "genapi.request",
-            operation,
-            method = %request.method(),
-            origin = %origin_text(url),
-            path = url.path(),
-            keyed = tracing::field::Empty,
-            status = tracing::field::Empty,
-            attempts = tracing::field::Empty,
-        );
+        let span = telemetry::exchange_span(request.method(), request.url(), operation, &self.scrubber);
         // The span is handed down as well as entered: looking the current
         // one up again costs a thread-local lookup per request.
-        self.exchange_with_retries(request, purpose, operation, limit, sink, &span)
+        let ended = self
+            .exchange_with_retries(request, purpose, operation, limit, sink, &span)
             .instrument(span.clone())
-            .await
+            .await;
+        telemetry::exchange_ended(&span, ended.as_ref().map(|answer| answer.status));
+        ended
     }
 
     /// As [`Transport::exchange`], reading a success into memory.
@@ -468,12 +462,12 @@ impl Transport {
         if keyed {
             request.headers_mut().insert(KEY_HEADER, self.key_header.clone());
         }
-        span.record("keyed", keyed);
+        telemetry::exchange_keyed(span, keyed);
         let failed = |why: Read| why.into_error(operation, limit);
         let attempts = purpose.attempts(&self.retry);
         let mut attempt = 1;
         loop {
-            span.record("attempts", attempt);
+            telemetry::exchange_attempt(span, attempt);
             // A body that cannot be cloned (a stream) is sent once.
             let again = if attempt < attempts { request.try_clone() } else { None };
             let exchange = Exchange {
@@ -537,7 +531,7 @@ impl Transport {
             }
         };
         let status = response.status();
-        span.record("status", status.as_u16());
+        telemetry::exchange_answered(span, status);
         if exchange.may_retry && exchange.purpose.retries_status(status) {
             // Left unread, but its headers are shown to the observers too
             // (a 429's are the ones a rate watcher wants), scrubbed first.

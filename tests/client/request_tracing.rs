@@ -1,38 +1,93 @@
-//! What the logs say about each request: its operation, whether the key went
-//! with it, the status it ended in and how many attempts it took.
+//! What the spans say, under OpenTelemetry's names: each exchange carries
+//! the HTTP-client attributes a collector's dashboards read, the submission
+//! and the wait carry the operation, the model and the task; no field holds
+//! the key, a signed query or the prompt.
 
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use genapi::api::types;
 use genapi::RetryPolicy;
 use genapi_mock::{Fault, MockService};
-use tracing_subscriber::fmt::format::FmtSpan;
+use tracing::field::{Field, Visit};
+use tracing::span::{Attributes, Id, Record};
+use tracing_subscriber::layer::{Context, SubscriberExt};
+use tracing_subscriber::Layer;
 
-use crate::common;
-use common::LogCapture;
-
-/// The closing line of each `genapi.request` span, with the fields recorded
-/// while it ran.
-fn closed_requests(capture: &LogCapture) -> Vec<String> {
-    capture
-        .text()
-        .lines()
-        .filter(|line| line.contains("genapi.request{") && line.ends_with("close"))
-        .map(str::to_string)
-        .collect()
+/// A span as a collector receives it: its name and every field recorded.
+#[derive(Clone, Debug)]
+struct Collected {
+    name: &'static str,
+    fields: BTreeMap<String, String>,
 }
 
+impl Collected {
+    fn get(&self, field: &str) -> Option<&str> {
+        self.fields.get(field).map(String::as_str)
+    }
+}
+
+/// Collects every span with its fields, in the order they were opened.
+#[derive(Clone, Default)]
+struct Spans(Arc<Mutex<Vec<(Id, Collected)>>>);
+
+struct Fields<'a>(&'a mut BTreeMap<String, String>);
+
+impl Visit for Fields<'_> {
+    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+        self.0.insert(field.name().to_string(), format!("{value:?}"));
+    }
+    fn record_str(&mut self, field: &Field, value: &str) {
+        self.0.insert(field.name().to_string(), value.to_string());
+    }
+}
+
+impl<S: tracing::Subscriber> Layer<S> for Spans {
+    fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, _: Context<'_, S>) {
+        let mut fields = BTreeMap::new();
+        attrs.record(&mut Fields(&mut fields));
+        let name = attrs.metadata().name();
+        self.0.lock().unwrap().push((id.clone(), Collected { name, fields }));
+    }
+    fn on_record(&self, id: &Id, values: &Record<'_>, _: Context<'_, S>) {
+        let mut spans = self.0.lock().unwrap();
+        if let Some((_, span)) = spans.iter_mut().rev().find(|(known, _)| known == id) {
+            values.record(&mut Fields(&mut span.fields));
+        }
+    }
+}
+
+impl Spans {
+    fn named(&self, name: &str) -> Vec<Collected> {
+        let spans = self.0.lock().unwrap();
+        spans
+            .iter()
+            .filter(|(_, s)| s.name == name)
+            .map(|(_, s)| s.clone())
+            .collect()
+    }
+}
+
+/// The names every exchange span carries, and no other.
+const EXCHANGE_FIELDS: [&str; 11] = [
+    "otel.name",
+    "otel.kind",
+    "http.request.method",
+    "server.address",
+    "server.port",
+    "url.full",
+    "genapi.operation",
+    "genapi.keyed",
+    "http.response.status_code",
+    "http.request.resend_count",
+    "error.type",
+];
+
 #[tokio::test(start_paused = true)]
-async fn each_request_is_traced_with_its_key_status_and_attempts() {
-    let capture = LogCapture::default();
-    let writer = capture.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_max_level(tracing::Level::DEBUG)
-        .with_span_events(FmtSpan::CLOSE)
-        .without_time()
-        .with_ansi(false)
-        .with_writer(move || writer.clone())
-        .finish();
+async fn spans_carry_opentelemetry_http_and_generation_attributes() {
+    let spans = Spans::default();
+    let subscriber = tracing_subscriber::registry().with(spans.clone());
     let _guard = tracing::subscriber::set_default(subscriber);
 
     let mock = MockService::start().await.unwrap();
@@ -41,43 +96,113 @@ async fn each_request_is_traced_with_its_key_status_and_attempts() {
         .max_backoff(Duration::from_millis(20));
     let client = mock.client_builder().retry_policy(retries).build().unwrap();
     let task = client
-        .submit(types::Gen2ProRequest::builder().prompt("a fox"))
+        .submit(types::Gen2ProRequest::builder().prompt("a secret prompt"))
         .await
         .unwrap();
     mock.inject(Fault::status("/v1/get_result", 503).times(1));
     let output = task.wait().await.unwrap();
     output.bytes().await.unwrap();
+    // A failure: a key the service refuses.
+    let refused = genapi::Client::builder()
+        .api_key("wrong")
+        .base_url(mock.base_url())
+        .build()
+        .unwrap();
+    refused
+        .submit(types::Gen2ProRequest::builder().prompt("x"))
+        .await
+        .unwrap_err();
 
-    let closed = closed_requests(&capture);
-    let submission = closed
-        .iter()
-        .find(|line| line.contains("operation=\"gen_2_pro\""))
-        .unwrap_or_else(|| panic!("no submission span in {closed:#?}"));
-    for field in ["keyed=true", "status=200", "attempts=1"] {
-        assert!(submission.contains(field), "{field} in {submission}");
+    let base = url::Url::parse(&mock.base_url()).unwrap();
+    let port = base.port().unwrap().to_string();
+    let exchanges = spans.named("genapi.request");
+    for span in &exchanges {
+        for name in span.fields.keys() {
+            assert!(EXCHANGE_FIELDS.contains(&name.as_str()), "{name} in {span:?}");
+        }
+        let url = span.get("url.full").unwrap();
+        assert!(!url.contains('?') && !url.contains('#') && !url.contains('@'), "{url}");
+        for secret in [mock.key(), "wrong", "secret prompt", "signature"] {
+            assert!(!format!("{span:?}").contains(secret), "{secret} in {span:?}");
+        }
+        assert_eq!(span.get("otel.kind"), Some("client"));
+        assert_eq!(span.get("otel.name"), span.get("http.request.method"));
     }
-    assert!(
-        closed.iter().any(|line| line.contains("operation=\"get_result\"")
-            && line.contains("keyed=true")
-            && line.contains("status=")
-            && line.contains("attempts=2")),
-        "the poll that met a 503 took two attempts: {closed:#?}"
+    let submission = &exchanges[0];
+    assert_eq!(submission.get("genapi.operation"), Some("gen_2_pro"));
+    assert_eq!(submission.get("http.request.method"), Some("POST"));
+    assert_eq!(submission.get("server.address"), Some("127.0.0.1"));
+    assert_eq!(submission.get("server.port"), Some(port.as_str()));
+    assert_eq!(
+        submission.get("url.full"),
+        Some(format!("{}/v1/gen-2-pro", mock.base_url()).as_str())
     );
+    assert_eq!(submission.get("http.response.status_code"), Some("200"));
+    assert_eq!(submission.get("genapi.keyed"), Some("true"));
+    assert_eq!(submission.get("http.request.resend_count"), None, "sent once");
+    assert_eq!(submission.get("error.type"), None);
+
+    // The poll that met a 503 was sent again once, and ended well.
+    let retried: Vec<&Collected> = exchanges
+        .iter()
+        .filter(|s| s.get("http.request.resend_count") == Some("1"))
+        .collect();
+    assert_eq!(retried.len(), 1, "{exchanges:#?}");
+    assert_eq!(retried[0].get("genapi.operation"), Some("get_result"));
+    assert_eq!(retried[0].get("http.response.status_code"), Some("200"));
+    assert_eq!(retried[0].get("error.type"), None);
+
+    let download = exchanges
+        .iter()
+        .find(|s| s.get("genapi.operation") == Some("download"))
+        .unwrap();
+    assert_eq!(
+        download.get("genapi.keyed"),
+        Some("false"),
+        "downloads go without the key"
+    );
+    assert_eq!(download.get("http.request.method"), Some("GET"));
+
+    let failed = exchanges.last().unwrap();
+    assert_eq!(failed.get("http.response.status_code"), Some("403"));
+    assert_eq!(failed.get("error.type"), Some("403"));
+
+    let submits = spans.named("genapi.submit");
+    let submit = &submits[0];
+    assert_eq!(submit.get("gen_ai.operation.name"), Some("generate_content"));
+    assert_eq!(submit.get("gen_ai.request.model"), Some("gen-2-pro"));
+    assert_eq!(submit.get("genapi.operation"), Some("gen_2_pro"));
+    let created = mock.created_tasks();
+    assert_eq!(submit.get("gen_ai.response.id"), Some(created[0].id.as_str()));
+
+    let waits = spans.named("genapi.wait");
+    let wait = &waits[0];
+    assert_eq!(wait.get("gen_ai.operation.name"), Some("generate_content"));
+    assert_eq!(wait.get("gen_ai.request.model"), Some("gen-2-pro"));
+    assert_eq!(wait.get("gen_ai.response.id"), Some(created[0].id.as_str()));
     // The wait counts polls, not requests: the 503 was asked again inside
     // one poll.
     let polls = mock.count("GET", "/v1/get_result") - 1;
-    let text = capture.text();
-    let wait = text
-        .lines()
-        .find(|line| line.contains("genapi.wait{") && !line.contains("genapi.request{") && line.ends_with("close"))
-        .unwrap_or_else(|| panic!("no wait span in {text}"));
-    assert!(wait.contains(&format!("polls={polls}")), "{polls} polls in {wait}");
-    let download = closed
-        .iter()
-        .find(|line| line.contains("operation=\"download\""))
-        .unwrap_or_else(|| panic!("no download span in {closed:#?}"));
-    assert!(
-        download.contains("keyed=false"),
-        "downloads go without the key: {download}"
-    );
+    assert_eq!(wait.get("genapi.polls"), Some(polls.to_string().as_str()));
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_exchange_that_gets_no_answer_names_its_class_of_failure() {
+    let spans = Spans::default();
+    let subscriber = tracing_subscriber::registry().with(spans.clone());
+    let _guard = tracing::subscriber::set_default(subscriber);
+    let nobody = genapi::Client::builder()
+        .api_key("k")
+        .base_url("http://127.0.0.1:1")
+        .retry_policy(RetryPolicy::never())
+        .build()
+        .unwrap();
+    nobody
+        .submit(types::Gen2ProRequest::builder().prompt("x"))
+        .await
+        .unwrap_err();
+    let exchanges = spans.named("genapi.request");
+    assert_eq!(exchanges.len(), 1);
+    assert_eq!(exchanges[0].get("error.type"), Some("network"));
+    assert_eq!(exchanges[0].get("http.response.status_code"), None);
 }
