@@ -113,7 +113,7 @@ async fn spans_carry_opentelemetry_http_and_generation_attributes() {
         .await
         .unwrap_err();
 
-    let base = url::Url::parse(&mock.base_url()).unwrap();
+    let base = url::Url::parse(mock.base_url()).unwrap();
     let port = base.port().unwrap().to_string();
     let exchanges = spans.named("genapi.request");
     for span in &exchanges {
