@@ -17,18 +17,16 @@ use genapi::api::types;
 use genapi::WaitOptions;
 use genapi_mock::{MockConfig, MockService};
 
+mod figures;
+use figures::median;
+
+/// A figure of milliseconds.
+fn line(name: &str, rounds: &mut [f64]) -> String {
+    figures::line(name, rounds, "ms", 3)
+}
+
 const ROUNDS: usize = 5;
 const TASKS: usize = 60;
-
-fn median(values: &mut [f64]) -> f64 {
-    values.sort_by(f64::total_cmp);
-    let middle = values.len() / 2;
-    if values.len().is_multiple_of(2) {
-        (values[middle - 1] + values[middle]) / 2.0
-    } else {
-        values[middle]
-    }
-}
 
 /// Milliseconds of one task's submission and of the whole task.
 async fn task(client: &genapi::Client, n: usize) -> (f64, f64) {
@@ -45,19 +43,6 @@ async fn task(client: &genapi::Client, n: usize) -> (f64, f64) {
         .expect("wait");
     output.bytes().await.expect("download");
     (submitted.as_secs_f64() * 1e3, start.elapsed().as_secs_f64() * 1e3)
-}
-
-fn line(name: &str, rounds: &mut [f64]) -> String {
-    let spread = (
-        rounds.iter().copied().fold(f64::INFINITY, f64::min),
-        rounds.iter().copied().fold(0.0, f64::max),
-    );
-    format!(
-        "{name:<28} median {:>8.3} ms   spread {:.3}–{:.3} ms",
-        median(rounds),
-        spread.0,
-        spread.1
-    )
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]

@@ -22,6 +22,9 @@ use tracing::span::{Attributes, Id, Record};
 use tracing_subscriber::layer::{Context, SubscriberExt};
 use tracing_subscriber::Layer;
 
+mod figures;
+use figures::median;
+
 const ROUNDS: usize = 5;
 const PAIRS: usize = 2000;
 
@@ -46,16 +49,6 @@ impl<S: tracing::Subscriber> Layer<S> for ReadsEveryField {
         let mut text = String::new();
         values.record(&mut Into(&mut text));
         std::hint::black_box(text);
-    }
-}
-
-fn median(values: &mut [f64]) -> f64 {
-    values.sort_by(f64::total_cmp);
-    let middle = values.len() / 2;
-    if values.len().is_multiple_of(2) {
-        (values[middle - 1] + values[middle]) / 2.0
-    } else {
-        values[middle]
     }
 }
 
@@ -101,14 +94,7 @@ fn main() {
             without.push(off);
             cost.push(on - off);
         }
-        let line = |name: &str, rounds: &mut Vec<f64>| {
-            let low = rounds.iter().copied().fold(f64::INFINITY, f64::min);
-            let high = rounds.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-            println!(
-                "{name:<40} median {:>8.2} µs   spread {low:.2}–{high:.2} µs",
-                median(rounds)
-            );
-        };
+        let line = |name: &str, rounds: &mut Vec<f64>| println!("{}", figures::line(name, rounds, "µs", 2));
         println!("{ROUNDS} rounds of {PAIRS} interleaved polls of a finished task");
         line("a poll, every span field read", &mut with);
         line("a poll, no subscriber", &mut without);
