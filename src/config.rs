@@ -308,7 +308,7 @@ impl ClientBuilder {
         let fresh = || -> Result<reqwest::ClientBuilder> {
             match &self.http {
                 Some(make) => Ok(make()),
-                None => Ok(reqwest::Client::builder().tls_backend_preconfigured(crate::transport::tls_config()?)),
+                None => crate::transport::http_builder(),
             }
         };
         let api = build_http(configure(fresh()?, self.request_timeout).redirect(reqwest::redirect::Policy::none()))?;

@@ -197,9 +197,22 @@ impl Purpose {
     }
 }
 
+/// A reqwest builder with the TLS the crate was built with: rustls (the
+/// `rustls` feature, the default) or the platform's library (`native-tls`).
+pub(crate) fn http_builder() -> Result<reqwest::ClientBuilder> {
+    #[cfg(feature = "rustls")]
+    return Ok(reqwest::Client::builder().tls_backend_preconfigured(tls_config()?));
+    #[cfg(all(feature = "native-tls", not(feature = "rustls")))]
+    return Ok(reqwest::Client::builder().tls_backend_native());
+}
+
+#[cfg(not(any(feature = "rustls", feature = "native-tls")))]
+compile_error!("genapi needs a TLS stack: its default feature `rustls`, or `native-tls`");
+
 /// A TLS configuration with ring and the platform's certificate verifier,
 /// for one client: building a genapi client changes nothing process-wide.
-pub(crate) fn tls_config() -> Result<rustls::ClientConfig> {
+#[cfg(feature = "rustls")]
+fn tls_config() -> Result<rustls::ClientConfig> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let verifier = rustls_platform_verifier::Verifier::new(provider.clone())
         .map_err(|e| Error::Config(format!("cannot load the platform's TLS roots: {e}")))?;
