@@ -408,6 +408,13 @@ mod tests {
         std::fs::symlink_metadata(path).unwrap().permissions().mode() & 0o7777
     }
 
+    /// A new folder `path` that others may enter (mode 755).
+    fn open_folder(path: &Path) -> PathBuf {
+        std::fs::create_dir(path).unwrap();
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        path.to_path_buf()
+    }
+
     /// Under umask 0, a file created with the default mode is anyone's: the
     /// temporary a private file is written in is its owner's alone from
     /// the call that creates it, before a byte is written and before any
@@ -432,9 +439,7 @@ mod tests {
     #[test]
     fn a_folder_of_ones_own_that_others_may_enter_is_closed_before_writing() {
         let dir = scratch("open-folder");
-        let keys = dir.join("keys");
-        std::fs::create_dir(&keys).unwrap();
-        std::fs::set_permissions(&keys, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let keys = open_folder(&dir.join("keys"));
         std::fs::write(keys.join("old.key"), "kept").unwrap();
         write_private(&keys.join("work.key"), b"key\n", crate::Existing::Replace).unwrap();
         assert_eq!(mode_of(&keys), 0o700);
@@ -446,9 +451,7 @@ mod tests {
     #[test]
     fn a_linked_folder_is_refused_and_nothing_is_written_through_it() {
         let dir = scratch("linked-folder");
-        let elsewhere = dir.join("elsewhere");
-        std::fs::create_dir(&elsewhere).unwrap();
-        std::fs::set_permissions(&elsewhere, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let elsewhere = open_folder(&dir.join("elsewhere"));
         let keys = dir.join("keys");
         std::os::unix::fs::symlink(&elsewhere, &keys).unwrap();
         let refused = write_private(&keys.join("work.key"), b"key\n", crate::Existing::Replace).unwrap_err();

@@ -4,6 +4,8 @@
 //! command waiting for it; without an opener the command says so and its
 //! work and exit code stand.
 
+use std::path::Path;
+
 use crate::cli::text;
 use crate::common::{genapi, roomy_mock, Dir};
 
@@ -35,7 +37,7 @@ fn recording_opener(dir: &Dir) -> std::path::PathBuf {
 /// Waits (a while at most) for `file` to be there: the command does not
 /// wait for its opener.
 #[cfg(unix)]
-fn appears(file: &std::path::Path) -> bool {
+fn appears(file: &Path) -> bool {
     for _ in 0..1000 {
         if file.exists() {
             return true;
@@ -56,17 +58,34 @@ fn opened(dir: &Dir) -> Vec<String> {
         .collect()
 }
 
+/// `genapi generate … -o fox.jpg --open` with `opener` as the opener.
+fn generate_opening(dir: &Dir, mock: &genapi_mock::MockService, opener: &Path) -> std::process::Command {
+    let mut command = genapi(dir, mock);
+    command
+        .args(["generate", "a fox", "--size", "512x512", "-o", "fox.jpg", "--open"])
+        .env("GENAPI_OPENER", opener);
+    command
+}
+
+/// A batch of three lines run with `--open` and `opener` as the opener,
+/// to its end.
+#[cfg(unix)]
+fn batch_opening(dir: &Dir, mock: &genapi_mock::MockService, opener: &Path) -> std::process::Output {
+    crate::common::write_jobs(&dir.join("night.jsonl"), 3, "night");
+    genapi(dir, mock)
+        .args(["batch", "night.jsonl", "--out", "shots", "--open", "-q"])
+        .env("GENAPI_OPENER", opener)
+        .output()
+        .unwrap()
+}
+
 #[cfg(unix)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn generate_open_opens_the_saved_image() {
     let mock = roomy_mock(50).await;
     let dir = Dir::new("open-generate");
     let opener = recording_opener(&dir);
-    let run = genapi(&dir, &mock)
-        .args(["generate", "a fox", "--size", "512x512", "-o", "fox.jpg", "--open"])
-        .env("GENAPI_OPENER", &opener)
-        .output()
-        .unwrap();
+    let run = generate_opening(&dir, &mock, &opener).output().unwrap();
     assert_eq!(run.status.code(), Some(0), "{}", text(&run.stderr));
     assert_eq!(opened(&dir), ["fox.jpg"]);
     assert_eq!(
@@ -85,9 +104,7 @@ async fn the_opener_is_not_handed_the_environments_secrets() {
     let mock = roomy_mock(50).await;
     let dir = Dir::new("open-secrets");
     let opener = recording_opener(&dir);
-    let run = genapi(&dir, &mock)
-        .args(["generate", "a fox", "--size", "512x512", "-o", "fox.jpg", "--open"])
-        .env("GENAPI_OPENER", &opener)
+    let run = generate_opening(&dir, &mock, &opener)
         .env("GENAPI_MOCK_KEY", "mock-canary")
         .env("GENAPI_LEDGER_URL", "postgres://user:ledger-canary@127.0.0.1:9/db")
         .env("DEPLOY_TOKEN", "token-canary")
@@ -127,12 +144,7 @@ async fn a_viewer_that_stays_open_does_not_hold_the_batch() {
         marker = marker.display()
     );
     let opener = script(&dir, "viewer.sh", &body);
-    crate::common::write_jobs(&dir.join("night.jsonl"), 3, "night");
-    let run = genapi(&dir, &mock)
-        .args(["batch", "night.jsonl", "--out", "shots", "--open", "-q"])
-        .env("GENAPI_OPENER", &opener)
-        .output()
-        .unwrap();
+    let run = batch_opening(&dir, &mock, &opener);
     assert_eq!(run.status.code(), Some(0), "{}", text(&run.stderr));
     assert!(!marker.exists(), "the command waited for the viewer");
     let page = std::fs::read_to_string(dir.join("shots/index.html")).unwrap();
@@ -147,9 +159,7 @@ async fn a_viewer_that_stays_open_does_not_hold_the_batch() {
 async fn without_an_opener_the_image_is_saved_and_the_command_says_so() {
     let mock = roomy_mock(50).await;
     let dir = Dir::new("open-none");
-    let run = genapi(&dir, &mock)
-        .args(["generate", "a fox", "--size", "512x512", "-o", "fox.jpg", "--open"])
-        .env("GENAPI_OPENER", dir.join("no-such-opener"))
+    let run = generate_opening(&dir, &mock, &dir.join("no-such-opener"))
         .output()
         .unwrap();
     let stderr = text(&run.stderr);
@@ -168,12 +178,7 @@ async fn batch_open_opens_the_gallery_which_reloads_until_the_batch_ends() {
     let mock = roomy_mock(50).await;
     let dir = Dir::new("open-batch");
     let opener = recording_opener(&dir);
-    crate::common::write_jobs(&dir.join("night.jsonl"), 3, "night");
-    let run = genapi(&dir, &mock)
-        .args(["batch", "night.jsonl", "--out", "shots", "--open", "-q"])
-        .env("GENAPI_OPENER", &opener)
-        .output()
-        .unwrap();
+    let run = batch_opening(&dir, &mock, &opener);
     assert_eq!(run.status.code(), Some(0), "{}", text(&run.stderr));
     assert_eq!(opened(&dir), ["shots/index.html"]);
     let reload = "<meta http-equiv=\"refresh\"";
