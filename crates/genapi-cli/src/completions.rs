@@ -26,13 +26,27 @@ pub enum Names {
     Profiles,
 }
 
-/// Prints the names asked for, one a line.
+/// Prints the names asked for, one a line: only those that are plain
+/// words ([`plain_word`]).
 pub fn print(names: Names) {
     match names {
         Names::Profiles => config::profile_names()
             .iter()
-            .for_each(|name| out::out(&out::clean(name))),
+            .filter(|name| plain_word(name))
+            .for_each(|name| out::out(name)),
     }
+}
+
+/// Whether `name` is offered for completion: ASCII letters, digits, `-`,
+/// `_` and `.` alone. A config file's profile may be named anything TOML
+/// can quote, and a shell may read what it is offered as code (`$(…)`,
+/// backticks, globs) or as several words; such a name is still usable when
+/// typed, it is only never offered.
+fn plain_word(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
 }
 
 /// The value of an option that names a model: any text (the catalog
@@ -98,13 +112,18 @@ fn visible(command: &clap::Command) -> clap::Command {
 /// model of `genapi models NAME`.
 fn hooked(shell: Shell, script: &str) -> String {
     match shell {
-        // A function in front of clap's, answering after --profile.
+        // A function in front of clap's, answering after --profile. The
+        // names are read line by line and compared as text: never given to
+        // compgen -W, which would expand each of them again.
         Shell::Bash => format!(
             "{script}
 _genapi_with_profiles() {{
     if [[ \"${{COMP_WORDS[COMP_CWORD-1]}}\" == --profile ]]; then
-        local IFS=$'\\n'
-        COMPREPLY=( $(compgen -W \"$({PROFILES} 2>/dev/null)\" -- \"${{COMP_WORDS[COMP_CWORD]}}\") )
+        local typed=\"${{COMP_WORDS[COMP_CWORD]}}\" name
+        COMPREPLY=()
+        while IFS= read -r name; do
+            [[ $name == \"$typed\"* ]] && COMPREPLY+=(\"$name\")
+        done < <({PROFILES} 2>/dev/null)
         return 0
     fi
     _genapi \"$@\"
@@ -118,12 +137,15 @@ complete -F _genapi_with_profiles -o bashdefault -o default genapi
             let rest = edited_lines(rest, "'--profile=[", |line| {
                 line.replace(":_default'", ":_genapi_profiles'")
             });
+            // zsh's own options, so a name is one word and never a pattern;
+            // compadd quotes what it inserts.
             format!(
-                "{first}\n\n_genapi_profiles() {{\n    local -a profiles\n    \
+                "{first}\n\n_genapi_profiles() {{\n    emulate -L zsh\n    local -a profiles\n    \
                  profiles=(${{(f)\"$({PROFILES} 2>/dev/null)\"}})\n    compadd -a profiles\n}}\n{rest}"
             )
         }
-        // Candidates on each line that completes --profile.
+        // Candidates on each line that completes --profile: fish takes each
+        // line a command substitution prints as one candidate, as it is.
         Shell::Fish => {
             let script = edited_lines(script, " -l profile ", |line| {
                 format!("{line} -f -a \"({PROFILES} 2>/dev/null)\"")

@@ -412,10 +412,25 @@ pub fn is_variable_name(text: &str) -> bool {
             .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
 }
 
-/// Whether a variable's name says it holds a secret (`WORK_GENAPI_KEY`),
-/// so showing it shows a name, not a key written where the name belongs.
+/// Whether a variable's name says it holds a secret (`WORK_GENAPI_KEY`,
+/// `GENAPI_MOCK_KEY`, `DB_PASSWORD`), so showing it shows a name, not a key
+/// written where the name belongs, and a program genapi starts is not
+/// handed it.
 fn names_a_secret(name: &str) -> bool {
-    ["_KEY", "_TOKEN", "_SECRET"].iter().any(|end| name.ends_with(end))
+    let name = name.to_ascii_uppercase();
+    ["_KEY", "_TOKEN", "_SECRET", "_PASSWORD"]
+        .iter()
+        .any(|end| name.ends_with(end))
+}
+
+/// The variable naming the ledger a batch keeps its records in; its
+/// address may carry the ledger's password.
+pub const LEDGER_VARIABLE: &str = "GENAPI_LEDGER_URL";
+
+/// Whether the variable `name` of the environment may hold a secret: its
+/// name says so ([`names_a_secret`]), or it is the ledger's address.
+pub fn may_hold_a_secret(name: &str) -> bool {
+    names_a_secret(name) || name == LEDGER_VARIABLE
 }
 
 /// The key a profile names: from its variable, or from its file; why it
@@ -430,7 +445,7 @@ pub fn profile_key(name: &str, profile: &Profile) -> Result<Option<Key>, String>
             )),
             None if is_variable_name(variable_name) => Err(format!(
                 "profile {name}: the variable key_env names is not set (its name is shown only when it ends in _KEY, \
-                 _TOKEN or _SECRET, in case a key was written in its place)"
+                 _TOKEN, _SECRET or _PASSWORD, in case a key was written in its place)"
             )),
             None => Err(format!(
                 "profile {name}: key_env does not name a variable (capital letters, digits and _); name the variable \

@@ -3,16 +3,22 @@
 //!
 //! Opening is a convenience after the work is done: the file is saved
 //! whether or not it can be opened, so a missing or failing opener is said
-//! on stderr and never changes the exit code.
+//! on stderr and never changes the exit code. Nor does the command wait
+//! for it: a viewer that stays in front (rather than handing the file to
+//! one already running) holds neither a batch nor the command's end. The
+//! opener is handed the environment without the variables that may hold a
+//! secret ([`crate::config::may_hold_a_secret`]): it is the desktop's, or
+//! the user's choice, and needs no key.
 
 use std::ffi::OsString;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 
 use crate::out;
 
 /// The variable naming the program that opens files instead of the
-/// desktop's (it is run with the file as its one argument, and waited for).
+/// desktop's (it is run with the file as its one argument, and not waited
+/// for).
 pub const VARIABLE: &str = "GENAPI_OPENER";
 
 /// The program that opens a file, and the arguments it takes before the
@@ -32,24 +38,27 @@ fn opener() -> (OsString, Vec<&'static str>) {
     }
 }
 
-/// Opens `file` with the opener and waits for it (the desktop's openers
-/// return once the viewer is started); says on stderr when it cannot.
+/// Starts the opener on `file`, without the secrets of the environment;
+/// says on stderr when it cannot be started, or (while the command still
+/// runs) when it fails.
 pub fn open(file: &Path) {
     let (program, leading) = opener();
     let shown_program = out::clean(&program.to_string_lossy());
     let shown_file = out::clean(&file.display().to_string());
-    let run = Command::new(&program)
+    let mut command = Command::new(&program);
+    command
         .args(leading)
         .arg(file)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status();
-    match run {
-        Ok(status) if status.success() => {}
-        Ok(status) => out::err(&format!(
-            "warning: --open: {shown_program} could not open {shown_file} ({status}); the file is saved"
-        )),
+        .stderr(Stdio::null());
+    for (name, _) in std::env::vars_os() {
+        if crate::config::may_hold_a_secret(&name.to_string_lossy()) {
+            command.env_remove(name);
+        }
+    }
+    match command.spawn() {
+        Ok(child) => reap(child, shown_program, shown_file),
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => out::err(&format!(
             "warning: --open: no opener: {shown_program} is not installed (set {VARIABLE} to a program that \
              opens a file); {shown_file} is saved"
@@ -58,5 +67,23 @@ pub fn open(file: &Path) {
             "warning: --open: cannot run {shown_program} ({}); {shown_file} is saved",
             out::clean(&error.to_string())
         )),
+    }
+}
+
+/// Waits for the opener on a thread of its own, so it is reaped when it
+/// ends without the command waiting for it (an opener still running when
+/// the command ends is left running).
+fn reap(mut opener: Child, shown_program: String, shown_file: String) {
+    let waiting = std::thread::Builder::new()
+        .name("opener".into())
+        .spawn(move || match opener.wait() {
+            Ok(status) if status.success() => {}
+            Ok(status) => out::err(&format!(
+                "warning: --open: {shown_program} could not open {shown_file} ({status}); the file is saved"
+            )),
+            Err(_) => {}
+        });
+    if let Err(error) = waiting {
+        tracing::debug!(%error, "the opener is not waited for");
     }
 }

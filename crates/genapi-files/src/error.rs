@@ -68,6 +68,15 @@ pub enum FileError {
         /// What is wrong with it.
         exposure: crate::Exposure,
     },
+    /// The folder a private file was to be written in is a link, or another
+    /// user's: see [`crate::write_private`].
+    ForeignFolder {
+        /// The folder.
+        path: PathBuf,
+        /// Its owner's user id when it is another user's; none when it is a
+        /// link.
+        owner: Option<u32>,
+    },
 }
 
 impl std::fmt::Display for FileError {
@@ -120,6 +129,15 @@ impl FileError {
                 sensitivity,
                 exposure,
             } => crate::secret::reason(path, *sensitivity, *exposure),
+            FileError::ForeignFolder { owner: None, .. } => {
+                "a link to a folder, where a file of yours alone was to go (the link could lead anywhere); put a \
+                 folder of your own in its place"
+                    .into()
+            }
+            FileError::ForeignFolder { owner: Some(owner), .. } => format!(
+                "a folder of another user (uid {owner}), where a file of yours alone was to go; use a folder of your \
+                 own"
+            ),
         }
     }
 
@@ -140,7 +158,8 @@ impl FileError {
             | FileError::NotOurs { path, .. }
             | FileError::NotText { path }
             | FileError::Stopped { path }
-            | FileError::Exposed { path, .. } => path,
+            | FileError::Exposed { path, .. }
+            | FileError::ForeignFolder { path, .. } => path,
         }
     }
 }

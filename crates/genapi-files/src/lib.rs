@@ -23,7 +23,8 @@
 //! by no one else; a file that holds one (a key file) readable by no one
 //! else either. The file checked is the one opened, after links; a refusal
 //! says what to run (`chmod`). Such a file is written by [`write_private`]:
-//! its owner's alone from its first byte, in folders made its owner's alone.
+//! its owner's alone from its creation, in a folder of its owner's alone (a
+//! folder that is a link or another user's is refused).
 //!
 //! **Writing** ([`create`], [`stage`], [`publish`], [`write_whole`]):
 //!

@@ -114,10 +114,17 @@ pub fn read_sensitive_text(path: &Path, limit: u64, sensitivity: Sensitivity) ->
 
 /// Writes `bytes` as the whole file `target` ([`crate::stage`], then
 /// [`crate::Staged::publish`] as `existing` allows), made to pass the rule
-/// of the module for either sensitivity: the file is its writer's, readable
-/// and writable by its owner alone (mode 600) before a byte is written, and
-/// each folder made for it is its owner's alone (mode 700). Folders already
-/// there are left as they are.
+/// of the module for either sensitivity: the file is its writer's,
+/// readable and writable by its owner alone (mode 600) from the call that
+/// creates it, so no one else can ever open it.
+///
+/// The folder it goes in is its owner's alone too, since whoever can enter
+/// it sees (or, writing, replaces) what is kept there: each folder made for
+/// it is made with mode 700; a folder already there must be a folder of
+/// the user's, and is refused ([`FileError::ForeignFolder`]) when it is a
+/// link or another user's; one of the user's that others may enter is
+/// made the user's alone (mode 700) before anything is written in it. So a
+/// file of this kind is best kept in a folder of its own.
 ///
 /// ```
 /// # #[cfg(unix)] {
@@ -135,28 +142,80 @@ pub fn read_sensitive_text(path: &Path, limit: u64, sensitivity: Sensitivity) ->
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub fn write_private(target: &Path, bytes: &[u8], existing: crate::Existing) -> Result<PathBuf, FileError> {
-    if let Some(folder) = target.parent().filter(|folder| !folder.as_os_str().is_empty()) {
-        private_folder(folder)?;
-    }
-    let mut staged = crate::stage(target)?;
-    #[cfg(unix)]
-    std::fs::set_permissions(
-        staged.temporary_path(),
-        std::os::unix::fs::PermissionsExt::from_mode(0o600),
-    )
-    .map_err(|e| FileError::io(target, e))?;
+    let folder = match target.parent() {
+        Some(folder) if !folder.as_os_str().is_empty() => folder,
+        _ => Path::new("."),
+    };
+    private_folder(folder)?;
+    let mut staged = stage_private(target)?;
     staged.write_all(bytes).map_err(|e| FileError::io(target, e))?;
     staged.publish(existing)
 }
 
-/// Makes `folder` and the folders above it that are missing, each made
-/// readable by its owner alone.
+/// The permission bits of a private file: its owner's alone.
+const OWNER_FILE: u32 = 0o600;
+/// The permission bits of a private folder: its owner's alone.
+const OWNER_FOLDER: u32 = 0o700;
+
+/// [`crate::stage`], the temporary file its owner's alone from its creation.
+fn stage_private(target: &Path) -> Result<crate::Staged, FileError> {
+    crate::write::stage_with_mode(target, OWNER_FILE)
+}
+
+/// Makes `folder` and the folders above it that are missing, each made its
+/// owner's alone, then makes sure `folder` is the user's alone
+/// ([`owned_alone`]).
 fn private_folder(folder: &Path) -> Result<(), FileError> {
     let mut builder = std::fs::DirBuilder::new();
     builder.recursive(true);
     #[cfg(unix)]
-    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
-    builder.create(folder).map_err(|e| FileError::io(folder, e))
+    std::os::unix::fs::DirBuilderExt::mode(&mut builder, OWNER_FOLDER);
+    builder.create(folder).map_err(|e| FileError::io(folder, e))?;
+    owned_alone(folder)
+}
+
+/// Refuses `folder` when it is a link or another user's; when others may
+/// enter it, takes their access away. Judged and changed on the folder
+/// opened (never through a link), so it cannot be swapped in between.
+#[cfg(unix)]
+fn owned_alone(folder: &Path) -> Result<(), FileError> {
+    use std::os::unix::fs::{MetadataExt as _, OpenOptionsExt as _, PermissionsExt as _};
+    let link = || FileError::ForeignFolder {
+        path: folder.to_path_buf(),
+        owner: None,
+    };
+    let named = std::fs::symlink_metadata(folder).map_err(|e| FileError::io(folder, e))?;
+    if named.file_type().is_symlink() {
+        return Err(link());
+    }
+    let opened = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW)
+        .open(folder)
+        .map_err(|e| match e.raw_os_error() {
+            Some(libc::ELOOP) => link(),
+            _ => FileError::io(folder, e),
+        })?;
+    let metadata = opened.metadata().map_err(|e| FileError::io(folder, e))?;
+    if metadata.uid() != current_user() {
+        return Err(FileError::ForeignFolder {
+            path: folder.to_path_buf(),
+            owner: Some(metadata.uid()),
+        });
+    }
+    let mode = metadata.mode() & 0o7777;
+    if mode & 0o077 != 0 {
+        opened
+            .set_permissions(std::fs::Permissions::from_mode((mode & !0o077) | OWNER_FOLDER))
+            .map_err(|e| FileError::io(folder, e))?;
+    }
+    Ok(())
+}
+
+/// Elsewhere the platform's access lists decide; nothing is checked here.
+#[cfg(not(unix))]
+fn owned_alone(_: &Path) -> Result<(), FileError> {
+    Ok(())
 }
 
 /// The rule, on the metadata of the file opened.
@@ -314,6 +373,124 @@ mod tests {
                 Some(Exposure::NotOwned { owner: theirs.uid() })
             );
         }
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// Set in the copy of the test binary that runs a test under umask 0.
+    const UMASK_ZERO: &str = "GENAPI_FILES_TEST_UMASK_ZERO";
+
+    /// Runs the test `name` again in a copy of this binary whose umask is
+    /// 0, so modes are exactly what the code asks for; whether this is that
+    /// copy.
+    fn under_umask_zero(name: &str) -> bool {
+        if std::env::var_os(UMASK_ZERO).is_some() {
+            // SAFETY: umask cannot fail; it is read by setting it again.
+            assert_eq!(unsafe { libc::umask(0) }, 0, "the copy runs under umask 0");
+            return true;
+        }
+        let run = std::process::Command::new("sh")
+            .args(["-c", "umask 000 && exec \"$0\" \"$@\""])
+            .arg(std::env::current_exe().unwrap())
+            .args(["--exact", &format!("secret::tests::{name}"), "--test-threads=1"])
+            .env(UMASK_ZERO, "1")
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&run.stdout);
+        assert!(
+            run.status.success() && said.contains("1 passed"),
+            "{said}{}",
+            String::from_utf8_lossy(&run.stderr)
+        );
+        false
+    }
+
+    fn mode_of(path: &Path) -> u32 {
+        std::fs::symlink_metadata(path).unwrap().permissions().mode() & 0o7777
+    }
+
+    /// A new folder `path` that others may enter (mode 755).
+    fn open_folder(path: &Path) -> PathBuf {
+        std::fs::create_dir(path).unwrap();
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        path.to_path_buf()
+    }
+
+    /// Under umask 0, a file created with the default mode is anyone's: the
+    /// temporary a private file is written in is its owner's alone from
+    /// the call that creates it, before a byte is written and before any
+    /// later change of mode could close it.
+    #[test]
+    fn a_private_file_is_its_owners_alone_from_its_creation() {
+        if !under_umask_zero("a_private_file_is_its_owners_alone_from_its_creation") {
+            return;
+        }
+        let dir = scratch("from-creation");
+        let target = dir.join("keys").join("work.key");
+        private_folder(target.parent().unwrap()).unwrap();
+        let staged = stage_private(&target).unwrap();
+        assert_eq!(mode_of(staged.temporary_path()), 0o600, "as created");
+        drop(staged);
+        write_private(&target, b"key\n", crate::Existing::Replace).unwrap();
+        assert_eq!(mode_of(&target), 0o600);
+        assert_eq!(mode_of(target.parent().unwrap()), 0o700);
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn a_folder_of_ones_own_that_others_may_enter_is_closed_before_writing() {
+        let dir = scratch("open-folder");
+        let keys = open_folder(&dir.join("keys"));
+        std::fs::write(keys.join("old.key"), "kept").unwrap();
+        write_private(&keys.join("work.key"), b"key\n", crate::Existing::Replace).unwrap();
+        assert_eq!(mode_of(&keys), 0o700);
+        assert_eq!(mode_of(&keys.join("work.key")), 0o600);
+        assert_eq!(std::fs::read_to_string(keys.join("old.key")).unwrap(), "kept");
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn a_linked_folder_is_refused_and_nothing_is_written_through_it() {
+        let dir = scratch("linked-folder");
+        let elsewhere = open_folder(&dir.join("elsewhere"));
+        let keys = dir.join("keys");
+        std::os::unix::fs::symlink(&elsewhere, &keys).unwrap();
+        let refused = write_private(&keys.join("work.key"), b"key\n", crate::Existing::Replace).unwrap_err();
+        assert!(
+            matches!(&refused, FileError::ForeignFolder { path, owner: None } if *path == keys),
+            "{refused}"
+        );
+        assert!(refused.reason().contains("a link to a folder"), "{refused}");
+        assert_eq!(std::fs::read_dir(&elsewhere).unwrap().count(), 0, "nothing written");
+        assert_eq!(mode_of(&elsewhere), 0o755, "left as it is");
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn a_folder_of_another_user_is_refused() {
+        use std::os::unix::fs::MetadataExt as _;
+        let dir = scratch("foreign-folder");
+        let folder = if current_user() == 0 {
+            // Root can give a folder away, and then judges it as its user.
+            let keys = dir.join("keys");
+            std::fs::create_dir(&keys).unwrap();
+            std::os::unix::fs::chown(&keys, Some(4242), None).unwrap();
+            keys
+        } else {
+            // Root's, where anyone else runs the test.
+            PathBuf::from("/")
+        };
+        let owner = std::fs::metadata(&folder).unwrap().uid();
+        let target = folder.join(format!("genapi-files-foreign-{}.key", std::process::id()));
+        let refused = write_private(&target, b"key\n", crate::Existing::Replace).unwrap_err();
+        assert!(
+            matches!(refused, FileError::ForeignFolder { owner: Some(o), .. } if o == owner),
+            "{refused}"
+        );
+        assert!(
+            refused.reason().contains(&format!("another user (uid {owner})")),
+            "{refused}"
+        );
+        assert!(!target.exists());
         std::fs::remove_dir_all(dir).unwrap();
     }
 

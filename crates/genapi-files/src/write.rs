@@ -229,8 +229,14 @@ pub struct Staged {
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub fn stage(target: &Path) -> Result<Staged, FileError> {
+    stage_with_mode(target, EVERYONES)
+}
+
+/// [`stage`], the temporary file created with the permission bits `mode`
+/// (less the umask) on unix.
+pub(crate) fn stage_with_mode(target: &Path, mode: u32) -> Result<Staged, FileError> {
     let temporary = temporary_name(target);
-    let file = create_temporary(&temporary).map_err(|e| FileError::io(&temporary, e))?;
+    let file = create_temporary_with_mode(&temporary, mode).map_err(|e| FileError::io(&temporary, e))?;
     Ok(Staged {
         target: target.to_path_buf(),
         temporary,
@@ -306,12 +312,29 @@ pub fn temporary_name(target: &Path) -> PathBuf {
 /// it points to), then the file is created exclusively; a name taken again
 /// in between is an error, never followed.
 pub fn create_temporary(path: &Path) -> std::io::Result<File> {
+    create_temporary_with_mode(path, EVERYONES)
+}
+
+/// The permission bits a file is created with unless it is private: the
+/// umask decides.
+const EVERYONES: u32 = 0o666;
+
+/// [`create_temporary`], the file created with the permission bits `mode`
+/// (less the umask) on unix: set by the call that creates it, so no one
+/// else can open it before it has them.
+pub(crate) fn create_temporary_with_mode(path: &Path, mode: u32) -> std::io::Result<File> {
     if let Err(e) = std::fs::remove_file(path) {
         if e.kind() != std::io::ErrorKind::NotFound {
             return Err(e);
         }
     }
-    std::fs::OpenOptions::new().write(true).create_new(true).open(path)
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, mode);
+    #[cfg(not(unix))]
+    let _ = mode;
+    options.open(path)
 }
 
 #[cfg(test)]

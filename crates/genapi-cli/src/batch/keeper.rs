@@ -49,7 +49,7 @@ pub(super) fn ledger_url(run: &Run<'_>) -> Result<Option<String>, Failure> {
     let url = args
         .ledger
         .clone()
-        .or_else(|| std::env::var("GENAPI_LEDGER_URL").ok())
+        .or_else(|| std::env::var(crate::config::LEDGER_VARIABLE).ok())
         .filter(|url| !url.trim().is_empty());
     match url {
         None if args.batch_name.is_some() => Err(Failure::usage(

@@ -48,6 +48,7 @@ printf '%s\n' "${COMPREPLY[@]}""#,
         .env("GENAPI_CONFIG", config)
         .env("XDG_CONFIG_HOME", dir.join("config"))
         .env("XDG_CACHE_HOME", dir.join("cache"))
+        .current_dir(&dir.0)
         .output()
         .unwrap();
     assert!(run.status.success(), "{words:?}: {}", text(&run.stderr));
@@ -106,6 +107,23 @@ fn bash_completes_models_profiles_and_no_hidden_option() {
     assert_eq!(offered, ["lab", "work"], "the config file's profiles");
     let offered = bash_offers(&dir, &config, &["genapi", "config", "--profile", "w"]);
     assert_eq!(offered, ["work"]);
+
+    // Names that are shell code are never run, and never offered.
+    let hostile = dir.join("hostile.toml");
+    std::fs::write(
+        &hostile,
+        "[profiles.work]\n\n[profiles.\"$(touch${IFS}PWNED)\"]\n\n[profiles.\"`touch TICKED`\"]\n\n\
+         [profiles.\"a b\"]\n",
+    )
+    .unwrap();
+    for typed in ["", "$", "`", "w"] {
+        let offered = bash_offers(&dir, &hostile, &["genapi", "generate", "--profile", typed]);
+        for planted in ["PWNED", "TICKED"] {
+            assert!(!dir.join(planted).exists(), "a profile's name was run as code");
+        }
+        let expected: &[&str] = if matches!(typed, "" | "w") { &["work"] } else { &[] };
+        assert_eq!(offered, expected, "after --profile {typed:?}");
+    }
 
     let offered = bash_offers(&dir, &config, &["genapi", "models", ""]);
     for model in &models {

@@ -78,14 +78,22 @@ async fn details_quoting_secrets_are_scrubbed_from_the_terminal_and_every_file_o
 /// `genapi submit`, then `genapi wait` in another process: the waiting
 /// process never sent the webhook secret or the webhook address's token,
 /// yet they are scrubbed from what the service echoes, as the submission
-/// left them (readable by the user alone) for it; once the task has ended
-/// they are forgotten.
+/// left them (readable by the user alone, in a folder of the user's alone,
+/// even one an earlier version left open to others) for it; once the task
+/// has ended they are forgotten.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_task_waited_for_in_another_process_is_scrubbed_of_its_submissions_secrets() {
     const SECRET: &str = "wait-canary-secret-0e7";
     const TOKEN: &str = "PATHSECRET123abc";
     let mock = MockService::start().await.unwrap();
     let dir = Dir::new("echoed-secrets-wait");
+    let folder = dir.join("cache/genapi/tasks");
+    std::fs::create_dir_all(&folder).unwrap();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&folder, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
     let submitted = common::genapi(&dir, &mock)
         .args(["submit", "a fox", "--json", "--set"])
         .arg(format!("webhook_secret={SECRET}"))
@@ -101,16 +109,15 @@ async fn a_task_waited_for_in_another_process_is_scrubbed_of_its_submissions_sec
     );
     let task: Value = serde_json::from_slice(&submitted.stdout).unwrap();
     let id = task["id"].as_str().unwrap();
-    let kept: Vec<_> = std::fs::read_dir(dir.join("cache/genapi/tasks"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
+    let kept: Vec<_> = std::fs::read_dir(&folder).unwrap().map(|e| e.unwrap().path()).collect();
     assert_eq!(kept.len(), 1, "{kept:?}");
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
         let mode = std::fs::metadata(&kept[0]).unwrap().permissions().mode();
         assert_eq!(mode & 0o077, 0, "readable by the user alone: {mode:o}");
+        let mode = std::fs::metadata(&folder).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o700, "the folder is the user's alone: {mode:o}");
     }
     let quoting = json!({"id": id, "status": "Error",
                          "details": {"error": format!("cannot deliver to /hook/{TOKEN}/in with secret {SECRET}")}});

@@ -1,35 +1,82 @@
 //! `--open`: the saved image, or a batch's gallery, is handed to the
 //! desktop's opener (here a script named by GENAPI_OPENER that records what
-//! it was given); without an opener the command says so and its work and
-//! exit code stand.
+//! it was given), without the environment's secrets and without the
+//! command waiting for it; without an opener the command says so and its
+//! work and exit code stand.
+
+use std::path::Path;
 
 use crate::cli::text;
 use crate::common::{genapi, roomy_mock, Dir};
 
-/// A script that appends each file it is asked to open to `opened.txt` in
-/// `dir`, and keeps a copy of the last one as `seen` (what a viewer showed).
+/// An executable script `name` in `dir` of `body`, run by sh.
 #[cfg(unix)]
-fn recording_opener(dir: &Dir) -> std::path::PathBuf {
+fn script(dir: &Dir, name: &str, body: &str) -> std::path::PathBuf {
     use std::os::unix::fs::PermissionsExt;
-    let script = dir.join("opener.sh");
-    let body = format!(
-        "#!/bin/sh\nprintf '%s\\n' \"$*\" >> '{log}'\ncp \"$1\" '{seen}'\n",
-        log = dir.join("opened.txt").display(),
-        seen = dir.join("seen").display()
-    );
-    std::fs::write(&script, body).unwrap();
+    let script = dir.join(name);
+    std::fs::write(&script, format!("#!/bin/sh\n{body}")).unwrap();
     std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
     script
 }
 
-/// The files the opener was given, a line each.
+/// A script that keeps a copy of the file it is asked to open as `seen`
+/// (what a viewer showed) and its environment as `environment.txt`, then
+/// appends the file's name to `opened.txt`, in `dir`.
+#[cfg(unix)]
+fn recording_opener(dir: &Dir) -> std::path::PathBuf {
+    let body = format!(
+        "cp \"$1\" '{seen}.part' && mv '{seen}.part' '{seen}'\nenv > '{environment}'\n\
+         printf '%s\\n' \"$*\" >> '{log}'\n",
+        seen = dir.join("seen").display(),
+        environment = dir.join("environment.txt").display(),
+        log = dir.join("opened.txt").display(),
+    );
+    script(dir, "opener.sh", &body)
+}
+
+/// Waits (a while at most) for `file` to be there: the command does not
+/// wait for its opener.
+#[cfg(unix)]
+fn appears(file: &Path) -> bool {
+    for _ in 0..1000 {
+        if file.exists() {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    false
+}
+
+/// The files the opener was given, a line each, once it has run.
 #[cfg(unix)]
 fn opened(dir: &Dir) -> Vec<String> {
+    assert!(appears(&dir.join("opened.txt")), "the opener ran");
     std::fs::read_to_string(dir.join("opened.txt"))
-        .unwrap_or_default()
+        .unwrap()
         .lines()
         .map(str::to_string)
         .collect()
+}
+
+/// `genapi generate … -o fox.jpg --open` with `opener` as the opener.
+fn generate_opening(dir: &Dir, mock: &genapi_mock::MockService, opener: &Path) -> std::process::Command {
+    let mut command = genapi(dir, mock);
+    command
+        .args(["generate", "a fox", "--size", "512x512", "-o", "fox.jpg", "--open"])
+        .env("GENAPI_OPENER", opener);
+    command
+}
+
+/// A batch of three lines run with `--open` and `opener` as the opener,
+/// to its end.
+#[cfg(unix)]
+fn batch_opening(dir: &Dir, mock: &genapi_mock::MockService, opener: &Path) -> std::process::Output {
+    crate::common::write_jobs(&dir.join("night.jsonl"), 3, "night");
+    genapi(dir, mock)
+        .args(["batch", "night.jsonl", "--out", "shots", "--open", "-q"])
+        .env("GENAPI_OPENER", opener)
+        .output()
+        .unwrap()
 }
 
 #[cfg(unix)]
@@ -38,11 +85,7 @@ async fn generate_open_opens_the_saved_image() {
     let mock = roomy_mock(50).await;
     let dir = Dir::new("open-generate");
     let opener = recording_opener(&dir);
-    let run = genapi(&dir, &mock)
-        .args(["generate", "a fox", "--size", "512x512", "-o", "fox.jpg", "--open"])
-        .env("GENAPI_OPENER", &opener)
-        .output()
-        .unwrap();
+    let run = generate_opening(&dir, &mock, &opener).output().unwrap();
     assert_eq!(run.status.code(), Some(0), "{}", text(&run.stderr));
     assert_eq!(opened(&dir), ["fox.jpg"]);
     assert_eq!(
@@ -52,13 +95,71 @@ async fn generate_open_opens_the_saved_image() {
     );
 }
 
+/// The opener gets the environment, but none of the variables that may
+/// hold a secret: the key, the mock's key, the ledger's address, and any
+/// whose name ends in _KEY, _TOKEN, _SECRET or _PASSWORD.
+#[cfg(unix)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_opener_is_not_handed_the_environments_secrets() {
+    let mock = roomy_mock(50).await;
+    let dir = Dir::new("open-secrets");
+    let opener = recording_opener(&dir);
+    let run = generate_opening(&dir, &mock, &opener)
+        .env("GENAPI_MOCK_KEY", "mock-canary")
+        .env("GENAPI_LEDGER_URL", "postgres://user:ledger-canary@127.0.0.1:9/db")
+        .env("DEPLOY_TOKEN", "token-canary")
+        .env("Mail_Password", "password-canary")
+        .env("OPENER_CANARY", "kept")
+        .output()
+        .unwrap();
+    assert_eq!(run.status.code(), Some(0), "{}", text(&run.stderr));
+    assert_eq!(opened(&dir), ["fox.jpg"]);
+    let environment = std::fs::read_to_string(dir.join("environment.txt")).unwrap();
+    assert!(environment.contains("OPENER_CANARY=kept"), "{environment}");
+    assert!(environment.contains("GENAPI_BASE_URL="), "{environment}");
+    for secret in [
+        mock.key(),
+        "mock-canary",
+        "ledger-canary",
+        "token-canary",
+        "password-canary",
+    ] {
+        assert!(!environment.contains(secret), "{secret} handed over: {environment}");
+    }
+    assert!(!environment.contains("GENAPI_API_KEY"), "{environment}");
+}
+
+/// A viewer that stays in front until it is closed (here one that sleeps
+/// 30 s, then leaves a mark) holds neither the batch nor its end: the
+/// command has ended, its gallery whole, while the opener still sleeps.
+#[cfg(unix)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_viewer_that_stays_open_does_not_hold_the_batch() {
+    let mock = roomy_mock(50).await;
+    let dir = Dir::new("open-slow-viewer");
+    let (started, marker) = (dir.join("viewer.pid"), dir.join("viewer-closed"));
+    let body = format!(
+        "echo $$ > '{started}.part' && mv '{started}.part' '{started}'\nsleep 30\ntouch '{marker}'\n",
+        started = started.display(),
+        marker = marker.display()
+    );
+    let opener = script(&dir, "viewer.sh", &body);
+    let run = batch_opening(&dir, &mock, &opener);
+    assert_eq!(run.status.code(), Some(0), "{}", text(&run.stderr));
+    assert!(!marker.exists(), "the command waited for the viewer");
+    let page = std::fs::read_to_string(dir.join("shots/index.html")).unwrap();
+    assert!(page.contains("3 saved"), "{page}");
+    // The viewer is this test's to close.
+    assert!(appears(&started), "the viewer was started");
+    let pid = std::fs::read_to_string(&started).unwrap();
+    let _ = std::process::Command::new("kill").arg(pid.trim()).status();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_an_opener_the_image_is_saved_and_the_command_says_so() {
     let mock = roomy_mock(50).await;
     let dir = Dir::new("open-none");
-    let run = genapi(&dir, &mock)
-        .args(["generate", "a fox", "--size", "512x512", "-o", "fox.jpg", "--open"])
-        .env("GENAPI_OPENER", dir.join("no-such-opener"))
+    let run = generate_opening(&dir, &mock, &dir.join("no-such-opener"))
         .output()
         .unwrap();
     let stderr = text(&run.stderr);
@@ -77,12 +178,7 @@ async fn batch_open_opens_the_gallery_which_reloads_until_the_batch_ends() {
     let mock = roomy_mock(50).await;
     let dir = Dir::new("open-batch");
     let opener = recording_opener(&dir);
-    crate::common::write_jobs(&dir.join("night.jsonl"), 3, "night");
-    let run = genapi(&dir, &mock)
-        .args(["batch", "night.jsonl", "--out", "shots", "--open", "-q"])
-        .env("GENAPI_OPENER", &opener)
-        .output()
-        .unwrap();
+    let run = batch_opening(&dir, &mock, &opener);
     assert_eq!(run.status.code(), Some(0), "{}", text(&run.stderr));
     assert_eq!(opened(&dir), ["shots/index.html"]);
     let reload = "<meta http-equiv=\"refresh\"";
