@@ -63,10 +63,36 @@ fn without_echo(read: impl FnOnce() -> std::io::Result<String>) -> std::io::Resu
     let before = tcgetattr(&stdin).map_err(cannot)?;
     let mut quiet = before.clone();
     quiet.local_modes.remove(LocalModes::ECHO);
+    // Ctrl-C at the prompt ends the command, and must not leave the
+    // terminal without echo: the interrupt is taken here first.
+    let restorer = restore_on_interrupt(before.clone());
     tcsetattr(&stdin, OptionalActions::Flush, &quiet).map_err(cannot)?;
     let typed = read();
     let _ = tcsetattr(&stdin, OptionalActions::Flush, &before);
+    if let Some(restorer) = restorer {
+        restorer.abort();
+    }
     typed
+}
+
+/// A task that, on Ctrl-C, puts the terminal back as `before` and ends the
+/// command as interrupted, nothing saved. The interrupt is listened for
+/// before this returns, so none is missed while the key is typed. None
+/// outside a runtime (the read is then interrupted as any program is).
+#[cfg(unix)]
+fn restore_on_interrupt(before: rustix::termios::Termios) -> Option<tokio::task::JoinHandle<()>> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let handle = tokio::runtime::Handle::try_current().ok()?;
+    let _entered = handle.enter();
+    let mut interrupt = signal(SignalKind::interrupt()).ok()?;
+    Some(handle.spawn(async move {
+        if interrupt.recv().await.is_some() {
+            let _ = rustix::termios::tcsetattr(std::io::stdin(), rustix::termios::OptionalActions::Flush, &before);
+            out::err("");
+            out::err("error: interrupted; nothing was saved");
+            std::process::exit(i32::from(crate::code::INTERRUPTED));
+        }
+    }))
 }
 
 /// Elsewhere the platform's console is read as it is.

@@ -144,3 +144,20 @@ fn login_and_config_set_keep_the_rest_of_the_file() {
         "{work}"
     );
 }
+
+/// Ctrl-C while the key is asked for ends the command, saves nothing, and
+/// leaves the terminal echoing what is typed, as it was.
+#[test]
+fn ctrl_c_at_the_key_prompt_leaves_the_terminal_as_it_was() {
+    let dir = Dir::new("login-ctrl-c");
+    let mut command = genapi_alone(&dir);
+    command.args(["--profile", "work", "login", "--base-url", "https://api.example.com"]);
+    let mut terminal = crate::terminal::Terminal::spawn(command);
+    terminal.wait_for("(not shown)", std::time::Duration::from_secs(60));
+    terminal.wait_until("echo is off", std::time::Duration::from_secs(10), || !terminal.echoes());
+    terminal.ctrl_c();
+    let (code, screen, echoing) = terminal.finish_echoing(std::time::Duration::from_secs(60));
+    assert_eq!(code, Some(130), "{screen}");
+    assert!(echoing, "echo was left off: {screen}");
+    assert!(!config_path(&dir).exists(), "nothing is saved");
+}

@@ -110,6 +110,17 @@ impl Terminal {
         }
     }
 
+    /// Whether the terminal echoes what is typed (its settings are the
+    /// pair's, read from this end).
+    pub fn echoes(&self) -> bool {
+        use std::os::fd::AsRawFd;
+        // SAFETY: tcgetattr fills the struct it is given, on a descriptor
+        // this value owns.
+        let mut settings: libc::termios = unsafe { std::mem::zeroed() };
+        assert_eq!(unsafe { libc::tcgetattr(self.master.as_raw_fd(), &mut settings) }, 0);
+        settings.c_lflag & libc::ECHO != 0
+    }
+
     /// Presses Ctrl-C.
     pub fn ctrl_c(&mut self) {
         self.master.write_all(&[0x03]).unwrap();
@@ -117,7 +128,14 @@ impl Terminal {
     }
 
     /// Waits for the command to end: its exit code and the whole screen.
-    pub fn finish(mut self, within: Duration) -> (Option<i32>, String) {
+    pub fn finish(self, within: Duration) -> (Option<i32>, String) {
+        let (code, screen, _) = self.finish_echoing(within);
+        (code, screen)
+    }
+
+    /// [`Terminal::finish`], with whether the terminal echoes once the
+    /// command has ended.
+    pub fn finish_echoing(mut self, within: Duration) -> (Option<i32>, String, bool) {
         let until = Instant::now() + within;
         let status = loop {
             if let Some(status) = self.child.try_wait().unwrap() {
@@ -129,11 +147,12 @@ impl Terminal {
             }
             std::thread::sleep(Duration::from_millis(20));
         };
+        let echoing = self.echoes();
         // The terminal reports its end once the command's last output is read.
         if let Some(reader) = self.reader.take() {
             let _ = reader.join();
         }
-        (status.code(), self.screen())
+        (status.code(), self.screen(), echoing)
     }
 }
 
