@@ -66,7 +66,7 @@ struct KindPrice {
 /// service charged, and a file of prices holding it (corrupt, or written by
 /// someone else) is not used for it, so it can neither make an estimate
 /// near nothing nor close every batch of its kind.
-const MOST_CREDITS: f64 = 1e6;
+pub const MOST_CREDITS: f64 = 1e6;
 
 /// Whether `credits` can be a price.
 fn usable(credits: f64) -> bool {
