@@ -104,6 +104,14 @@ impl Prices {
         };
     }
 
+    /// Takes in every price of `other`: a kind priced in both keeps the
+    /// most it was charged.
+    pub fn merge(&mut self, other: &Prices) {
+        for (kind, price) in &other.kinds {
+            self.learn_kind(kind.clone(), price.model.clone(), price.credits);
+        }
+    }
+
     /// How many kinds have a price.
     pub fn len(&self) -> usize {
         self.kinds.values().filter(|price| usable(price.credits)).count()
