@@ -223,7 +223,7 @@ pub(super) fn summary(tally: &Tally, out_dir: &Path, json: bool, mock: bool, wri
 }
 
 /// "3 saved (1 before this run or by another worker), 2 ended (1
-/// moderated, 1 task failed), 1 unsent (1 credit cap)": each standing with
+/// moderated, 1 task failed), 1 unsent (1 at the credit cap)": each standing with
 /// lines, in the order of [`Standing::ALL`], with the classes of its lines.
 fn standings(tally: &Tally) -> String {
     let mut said = Vec::new();
