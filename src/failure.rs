@@ -117,7 +117,7 @@ impl FailureClass {
             FailureClass::Unknown => "no answer",
             FailureClass::Write => "not written",
             FailureClass::Other => "other",
-            FailureClass::CreditCap => "credit cap",
+            FailureClass::CreditCap => "at the credit cap",
         }
     }
 

@@ -59,7 +59,7 @@ pub use job_file::{InvalidLine, JobFile, Jobs, LineProblem, INVALID_LINES_KEPT, 
 pub use journal::{Event, FileJournal, Journal, MemoryJournal};
 pub use line::{AcceptedTask, Ending, FailedStatus, Line, Sent, Standing};
 pub use outcome::{JobOutcome, Requested};
-pub use prices::{Estimate, ModelEstimate, PriceBook, Prices, Unpriced};
+pub use prices::{Estimate, ModelEstimate, PriceBook, Prices, Unpriced, MOST_CREDITS};
 pub use result_line::ResultLine;
 pub use run::{Batch, Counters, Stopper};
 pub use standing::{SharedStatus, Status};

@@ -82,6 +82,20 @@ impl Requested {
 }
 
 impl JobOutcome {
+    /// Whether the cap counts this line at all it held for good: its task
+    /// ended (saved, or failed other than by moderation, which charges
+    /// nothing) without a settled cost of at least
+    /// [`LEAST_PRICE`](crate::LEAST_PRICE), as against a service that
+    /// reports a cost only when it accepts a task.
+    pub fn counted_at_its_hold(&self) -> bool {
+        let ended = match self.standing {
+            Standing::Saved => true,
+            Standing::Ended => self.class != Some(FailureClass::Moderated),
+            _ => false,
+        };
+        ended && self.task.is_some() && !self.settled.is_some_and(crate::cap::plausible)
+    }
+
     pub(crate) fn new(line: u64, name: &str, standing: Standing) -> JobOutcome {
         JobOutcome {
             line,

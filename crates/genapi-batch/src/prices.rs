@@ -66,7 +66,7 @@ struct KindPrice {
 /// service charged, and a file of prices holding it (corrupt, or written by
 /// someone else) is not used for it, so it can neither make an estimate
 /// near nothing nor close every batch of its kind.
-const MOST_CREDITS: f64 = 1e6;
+pub const MOST_CREDITS: f64 = 1e6;
 
 /// Whether `credits` can be a price.
 fn usable(credits: f64) -> bool {
@@ -102,6 +102,14 @@ impl Prices {
         } else {
             credits
         };
+    }
+
+    /// Takes in every price of `other`: a kind priced in both keeps the
+    /// most it was charged.
+    pub fn merge(&mut self, other: &Prices) {
+        for (kind, price) in &other.kinds {
+            self.learn_kind(kind.clone(), price.model.clone(), price.credits);
+        }
     }
 
     /// How many kinds have a price.

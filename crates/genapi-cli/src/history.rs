@@ -21,8 +21,17 @@ use crate::{out, Failure, Global};
 /// The most submissions kept.
 pub const CAP: usize = 200;
 
-/// Largest history file read: [`CAP`] lines of a few hundred bytes, with room.
-const FILE_LIMIT: u64 = 1024 * 1024;
+/// The most characters a field keeps ([`FIELD_MOST`] and the mark of a
+/// cut): a task id longer than it is not kept at all (cut, it could not be
+/// used), any other field is cut.
+const FIELD_MOST: usize = 256;
+
+/// The most characters a field shows in `genapi tasks`' lines.
+const SHOWN_MOST: usize = 80;
+
+/// Largest history file read: [`CAP`] lines of six fields of at most
+/// [`FIELD_MOST`] characters (and a cut's mark), four bytes each, with room.
+const FILE_LIMIT: u64 = 2 * 1024 * 1024;
 
 /// `genapi tasks`' options.
 #[derive(Args)]
@@ -45,6 +54,9 @@ pub struct Entry {
     pub status: String,
     /// Where its result was saved, once it was.
     pub saved: Option<String>,
+    /// Its result was written to standard output (`-o -`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub written_to_stdout: bool,
     /// The service it was sent to, as shown.
     pub service: String,
 }
@@ -66,20 +78,37 @@ pub fn plain_status(status: &str) -> String {
     }
 }
 
-/// The kept submissions, newest first; none when there is no usable file.
-fn read(path: &Path) -> Vec<Entry> {
+/// The kept submissions, newest first (none when there is no file; a line
+/// that is not an entry is passed over); why the file cannot be read (too
+/// large, not a regular file), when it cannot: it is then never written
+/// over, so what it holds is not erased.
+fn read(path: &Path) -> Result<Vec<Entry>, String> {
     if !genapi_files::is_taken(path) {
-        return Vec::new();
+        return Ok(Vec::new());
     }
-    match crate::files::read_to_string(path, FILE_LIMIT) {
-        Ok(text) => text
-            .lines()
-            .filter_map(|line| serde_json::from_str(line).ok())
-            .collect(),
-        Err(why) => {
-            tracing::debug!(%why, "the history of submissions is started again");
-            Vec::new()
-        }
+    let text = crate::files::read_to_string(path, FILE_LIMIT)?;
+    Ok(text
+        .lines()
+        .filter_map(|line| serde_json::from_str(line).ok())
+        .collect())
+}
+
+/// `text` cut to [`FIELD_MOST`] characters, as a field is kept.
+fn bounded(text: &str) -> String {
+    genapi_text::cut(text, FIELD_MOST).into_owned()
+}
+
+/// `entry` as it is shown: every field scrubbed of what a terminal must
+/// not be given (bidi and invisible characters, controls).
+fn scrubbed(entry: &Entry) -> Entry {
+    Entry {
+        id: out::clean(&entry.id),
+        model: out::clean(&entry.model),
+        submitted: out::clean(&entry.submitted),
+        status: out::clean(&entry.status),
+        saved: entry.saved.as_deref().map(out::clean),
+        written_to_stdout: entry.written_to_stdout,
+        service: out::clean(&entry.service),
     }
 }
 
@@ -100,7 +129,7 @@ fn write(path: &Path, mut entries: Vec<Entry>) {
 
 /// Adds `entry` as the newest submission of the history at `path`.
 fn add_at(path: &Path, entry: Entry) {
-    let mut entries = read(path);
+    let Ok(mut entries) = read(path) else { return };
     entries.retain(|kept| kept.id != entry.id);
     entries.insert(0, entry);
     write(path, entries);
@@ -109,15 +138,18 @@ fn add_at(path: &Path, entry: Entry) {
 /// Notes the status (and saved file) of task `id` in the history at `path`,
 /// when the task is there.
 fn note_at(path: &Path, id: &str, status: &str, saved: Option<&Path>) {
-    let mut entries = read(path);
+    let Ok(mut entries) = read(path) else { return };
     let Some(entry) = entries.iter_mut().find(|entry| entry.id == id) else {
         return;
     };
     if !status.is_empty() {
         entry.status = plain_status(status);
     }
-    if let Some(saved) = saved {
-        entry.saved = Some(saved.display().to_string());
+    match saved {
+        // `-o -`: no file holds it.
+        Some(saved) if saved == Path::new("-") => entry.written_to_stdout = true,
+        Some(saved) => entry.saved = Some(bounded(&saved.display().to_string())),
+        None => {}
     }
     write(path, entries);
 }
@@ -125,22 +157,40 @@ fn note_at(path: &Path, id: &str, status: &str, saved: Option<&Path>) {
 /// Keeps task `id`, just accepted for `model`.
 pub fn submitted(global: &Global, id: &str, model: &str) {
     let Some(path) = path() else { return };
-    let entry = Entry {
+    if let Some(entry) = new_entry(id, model, &crate::service_shown(global)) {
+        add_at(&path, entry);
+    }
+}
+
+/// The entry kept for task `id`, just accepted: none for an id longer than
+/// [`FIELD_MOST`] (no service gives one; cut, it could not be used).
+fn new_entry(id: &str, model: &str, service: &str) -> Option<Entry> {
+    if id.chars().count() > FIELD_MOST {
+        tracing::debug!("a task id too long to keep is not kept in the history");
+        return None;
+    }
+    Some(Entry {
         id: id.to_string(),
-        model: model.to_string(),
+        model: bounded(model),
         submitted: crate::progress::utc(SystemTime::now()),
         status: "submitted".into(),
         saved: None,
-        service: crate::service_shown(global),
-    };
-    add_at(&path, entry);
+        written_to_stdout: false,
+        service: bounded(service),
+    })
 }
 
 /// Notes what is now known of task `id`: its service status (empty when
 /// unknown) and the file its result was saved to.
 pub fn note(id: &str, status: &str, saved: Option<&Path>) {
-    // Absolute: the list is read from any folder.
-    let saved = saved.map(|file| std::path::absolute(file).unwrap_or_else(|_| file.to_path_buf()));
+    // Absolute: the list is read from any folder (`-` is standard output).
+    let saved = saved.map(|file| {
+        if file == Path::new("-") {
+            file.to_path_buf()
+        } else {
+            std::path::absolute(file).unwrap_or_else(|_| file.to_path_buf())
+        }
+    });
     if let Some(path) = path() {
         note_at(&path, id, status, saved.as_deref());
     }
@@ -152,7 +202,15 @@ pub fn list(global: &Global, args: &TasksArgs) -> Result<(), Failure> {
     let Some(path) = path() else {
         return Err(Failure::usage("there is no cache folder, so no submissions are kept"));
     };
-    let entries = read(&path);
+    let entries = read(&path).unwrap_or_else(|why| {
+        out::err(&format!(
+            "warning: the history of submissions in {} cannot be read ({}); it is kept as it is: remove it to start \
+             again",
+            out::clean(&path.display().to_string()),
+            out::clean(&why)
+        ));
+        Vec::new()
+    });
     if entries.is_empty() && !global.json {
         out::err(&format!(
             "no submissions yet (the newest {CAP} are kept in {})",
@@ -160,21 +218,34 @@ pub fn list(global: &Global, args: &TasksArgs) -> Result<(), Failure> {
         ));
     }
     for entry in entries.iter().take(args.limit as usize) {
+        let entry = scrubbed(entry);
         if global.json {
-            out::out(&serde_json::to_string(entry).unwrap_or_default());
+            out::out(&serde_json::to_string(&entry).unwrap_or_default());
         } else {
-            let saved = entry
-                .saved
-                .as_deref()
-                .map_or_else(|| "not saved".into(), |file| format!("saved {file}"));
-            let model = if entry.model.is_empty() { "-" } else { &entry.model };
-            out::out(&out::clean(&format!(
-                "{}  {model}  {}  {}  {saved}  ({})",
-                entry.id, entry.submitted, entry.status, entry.service
-            )));
+            out::out(&line(&entry));
         }
     }
     Ok(())
+}
+
+/// `entry` as one line of `genapi tasks`, each field cut to [`SHOWN_MOST`]
+/// characters.
+fn line(entry: &Entry) -> String {
+    let shown = |text: &str| genapi_text::cut(text, SHOWN_MOST).into_owned();
+    let saved = match (&entry.saved, entry.written_to_stdout) {
+        (_, true) => "written to standard output".to_string(),
+        (Some(file), false) => format!("saved {}", shown(file)),
+        (None, false) => "not saved".to_string(),
+    };
+    let model = if entry.model.is_empty() { "-" } else { &entry.model };
+    format!(
+        "{}  {}  {}  {}  {saved}  ({})",
+        shown(&entry.id),
+        shown(model),
+        shown(&entry.submitted),
+        shown(&entry.status),
+        shown(&entry.service)
+    )
 }
 
 #[cfg(test)]
@@ -188,8 +259,48 @@ mod tests {
             submitted: "2026-01-01T00:00:00Z".into(),
             status: "submitted".into(),
             saved: None,
+            written_to_stdout: false,
             service: "the built-in mock".into(),
         }
+    }
+
+    #[test]
+    fn a_huge_id_is_not_kept_and_long_fields_are_cut() {
+        assert!(entry_of("x".repeat(600_000)).is_none(), "a 600 KB id is not kept");
+        let kept = new_entry("task-1", &"m".repeat(10_000), &"s".repeat(10_000)).unwrap();
+        assert!(kept.model.chars().count() <= FIELD_MOST + 35, "{}", kept.model.len());
+        assert!(kept.service.chars().count() <= FIELD_MOST + 35);
+        assert!(kept.model.ends_with("(10000 characters)"), "cut with a mark");
+    }
+
+    fn entry_of(id: String) -> Option<Entry> {
+        new_entry(&id, "gen-2-pro", "the built-in mock")
+    }
+
+    #[test]
+    fn a_file_too_large_to_read_is_not_written_over() {
+        let dir = std::env::temp_dir().join(format!("genapi-history-large-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("history.jsonl");
+        let big = "x".repeat(FILE_LIMIT as usize + 1);
+        std::fs::write(&path, &big).unwrap();
+        add_at(&path, entry(1));
+        note_at(&path, "task-1", "Ready", None);
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), big, "not erased");
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn a_listed_entry_is_cut_and_scrubbed() {
+        let mut long = entry(1);
+        long.id = format!("{}\u{202e}gpj.exe", "i".repeat(200));
+        let shown = scrubbed(&long);
+        assert!(!shown.id.contains('\u{202e}'), "bidi scrubbed for --json too");
+        let line = line(&shown);
+        assert!(line.len() < 400 && line.contains("characters)"), "{line}");
+        let mut to_stdout = entry(2);
+        to_stdout.written_to_stdout = true;
+        assert!(super::line(&to_stdout).contains("written to standard output"));
     }
 
     #[test]
@@ -199,14 +310,14 @@ mod tests {
         for n in 0..CAP + 30 {
             add_at(&path, entry(n));
         }
-        let kept = read(&path);
+        let kept = read(&path).unwrap();
         assert_eq!(kept.len(), CAP);
         assert_eq!(kept[0].id, format!("task-{}", CAP + 29), "newest first");
         assert_eq!(kept[CAP - 1].id, "task-30", "the oldest went");
         note_at(&path, "task-40", "Ready", Some(Path::new("shots/fox.jpg")));
         note_at(&path, "task-41", "Content Moderated", None);
         note_at(&path, "task-0", "Ready", None);
-        let kept = read(&path);
+        let kept = read(&path).unwrap();
         let found = |id: &str| kept.iter().find(|e| e.id == id).cloned();
         assert_eq!(found("task-40").unwrap().status, "ready");
         assert_eq!(found("task-40").unwrap().saved.as_deref(), Some("shots/fox.jpg"));

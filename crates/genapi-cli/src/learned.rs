@@ -29,33 +29,55 @@ pub const MOCK_PRICES: &str = "the mock";
 /// on a new port each run is a new address for durations).
 pub const MOST_SERVICES: usize = 16;
 
-/// What learned prices are kept under: the mock's one name for the
-/// built-in mock, for a service whose answers carried the mock's mark
-/// (`on_a_mock`), and, before any answer, for one that can only be a mock
-/// (a loopback address with the mock's default key); else the base URL's
-/// origin, so a live service is one service whatever path, region or
-/// trusted host it is configured with.
-pub fn prices_key(global: &Global, on_a_mock: bool) -> String {
+/// What learned prices are kept under, decided once per connection from
+/// the configuration alone, before anything is sent (so no answer can
+/// choose it), and the same for loading and saving: the mock's one name
+/// for the built-in mock and for one that can only be a mock (a loopback
+/// address with the mock's default key); else the base URL's origin, so a
+/// live service is one service whatever path, region or trusted host it is
+/// configured with.
+pub fn prices_key(global: &Global) -> String {
     let settings = &global.settings;
-    let base = settings.base_url.as_ref().map(|base| base.value.as_str());
-    let parsed = base.and_then(|base| url::Url::parse(base).ok());
-    let loopback = parsed.as_ref().is_some_and(|url| match url.host() {
-        Some(url::Host::Domain(name)) => name.eq_ignore_ascii_case("localhost"),
-        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
-        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
-        None => false,
-    });
     let mock_key = settings
         .key
         .as_ref()
         .is_some_and(|key| key.value.expose() == genapi_mock::DEFAULT_KEY);
-    if on_a_mock || crate::uses_builtin_mock(global) || (loopback && mock_key) {
+    key_of(base_url(global), crate::uses_builtin_mock(global), mock_key)
+}
+
+/// [`prices_key`] for a service at `base`, the built-in mock or not, given
+/// the mock's default key or not.
+fn key_of(base: Option<&str>, builtin_mock: bool, mock_key: bool) -> String {
+    if builtin_mock || (loopback(base) && mock_key) {
         return MOCK_PRICES.to_string();
     }
-    match parsed {
+    match base.and_then(|base| url::Url::parse(base).ok()) {
         Some(url) => url.origin().ascii_serialization(),
         None => base.unwrap_or_default().to_string(),
     }
+}
+
+/// The configured base URL.
+fn base_url(global: &Global) -> Option<&str> {
+    global.settings.base_url.as_ref().map(|base| base.value.as_str())
+}
+
+/// Whether the configured base URL is on this machine (a loopback address
+/// or `localhost`): only such a service may be a mock, whatever its
+/// answers say.
+pub fn on_loopback(global: &Global) -> bool {
+    loopback(base_url(global))
+}
+
+/// Whether `base` is an address on this machine.
+fn loopback(base: Option<&str>) -> bool {
+    base.and_then(|base| url::Url::parse(base).ok())
+        .is_some_and(|url| match url.host() {
+            Some(url::Host::Domain(name)) => name.eq_ignore_ascii_case("localhost"),
+            Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
+            Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
+            None => false,
+        })
 }
 
 /// One kind of thing learned, and its file in the command's cache folder.
@@ -174,9 +196,20 @@ impl Kept {
     /// Keeps `learned` for this service, dropping the services written
     /// longest ago beyond [`MOST_SERVICES`].
     pub fn save<T: Serialize + DeserializeOwned>(&self, service: &str, learned: T) {
+        self.save_with(service, learned, |_, learned| learned);
+    }
+
+    /// Keeps `learned` for this service merged with what the file holds for
+    /// it (`merge(kept, learned)`), as another command may have written it
+    /// since it was loaded.
+    pub fn save_with<T: Serialize + DeserializeOwned>(&self, service: &str, learned: T, merge: impl FnOnce(T, T) -> T) {
         let Some(path) = self.path() else { return };
         // An unusable file was reported when it was loaded; it is replaced.
         let mut all = read_all::<T>(&path, self.limit).unwrap_or_default();
+        let learned = match all.remove(service) {
+            Some(kept) => merge(kept.learned(), learned),
+            None => learned,
+        };
         keep(&mut all, service, learned);
         let Ok(text) = serde_json::to_string(&all) else { return };
         // Written whole beside it, then put in its place: a reader never sees
@@ -205,9 +238,63 @@ impl Kept {
     }
 }
 
+/// Keeps the prices charged by `service` ([`prices_key`]): each kind kept
+/// for it stays, at the most it was charged, so a command that saw fewer
+/// kinds never drops the others.
+pub fn save_prices(service: &str, prices: genapi_batch::Prices) {
+    PRICES.save_with(service, prices, |mut kept, learned| {
+        kept.merge(&learned);
+        kept
+    });
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Only the built-in mock, or one on this machine with the mock's key,
+    /// keeps prices under the mock's name: a remote service never can,
+    /// whatever key or answers it has, and a mock with its own key is its
+    /// origin.
+    #[test]
+    fn only_a_mock_by_configuration_keeps_prices_under_the_mock() {
+        assert_eq!(key_of(None, true, false), MOCK_PRICES);
+        assert_eq!(key_of(Some("http://127.0.0.1:8080"), false, true), MOCK_PRICES);
+        assert_eq!(key_of(Some("http://localhost:1/v1"), false, true), MOCK_PRICES);
+        assert_eq!(
+            key_of(Some("https://api.example.com/x"), false, true),
+            "https://api.example.com"
+        );
+        assert_eq!(
+            key_of(Some("https://127.0.0.1.example.com"), false, true),
+            "https://127.0.0.1.example.com"
+        );
+        assert_eq!(
+            key_of(Some("http://127.0.0.1:9000"), false, false),
+            "http://127.0.0.1:9000"
+        );
+    }
+
+    /// Saving prices merges them with the kinds kept: a command that saw
+    /// fewer kinds drops none.
+    #[test]
+    fn saved_prices_keep_the_kinds_kept() {
+        let job = |width: u64| {
+            genapi_batch::Job::new(
+                0,
+                "/v1/gen-2-pro".to_string(),
+                serde_json::json!({"prompt": "p", "width": width}),
+            )
+        };
+        let mut kept = genapi_batch::Prices::default();
+        kept.learn(&job(64), 1.0);
+        kept.learn(&job(128), 2.0);
+        let mut fewer = genapi_batch::Prices::default();
+        fewer.learn(&job(64), 1.5);
+        kept.merge(&fewer);
+        assert_eq!(kept.price_of(&job(128)), Some(2.0));
+        assert_eq!(kept.price_of(&job(64)), Some(1.5));
+    }
 
     /// The file keeps the services written last: an older one is dropped,
     /// and one written again is the newest.

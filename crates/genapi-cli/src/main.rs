@@ -552,20 +552,27 @@ pub struct Connection {
     service: Option<String>,
     /// Whether an answer carried the mock's mark ([`genapi_mock::MOCK_HEADER`]).
     marked: Arc<AtomicBool>,
+    /// Whether the service is on this machine: only then is the mark
+    /// believed.
+    loopback: bool,
+    /// What the prices this connection is charged are kept under, decided
+    /// before anything was sent ([`learned::prices_key`]).
+    prices_key: String,
 }
 
 impl Connection {
-    /// What the prices this connection was charged are kept under
-    /// ([`learned::prices_key`]), the mock's when its answers said so.
-    pub fn prices_key(&self, global: &Global) -> String {
-        learned::prices_key(global, self.on_a_mock())
+    /// What the prices this connection was charged are loaded and kept
+    /// under ([`learned::prices_key`]).
+    pub fn prices_key(&self) -> &str {
+        &self.prices_key
     }
 
     /// Whether the results are a mock's: the built-in one, or a standalone
-    /// `genapi mock` recognised by the mark on its answers, so they are
-    /// never presented as the service's.
+    /// `genapi mock` on this machine recognised by the mark on its answers,
+    /// so they are never presented as the service's. A remote service's
+    /// mark is not believed: it would label real charges illustrative.
     pub fn on_a_mock(&self) -> bool {
-        self.mock.is_some() || self.marked.load(Ordering::Relaxed)
+        self.mock.is_some() || (self.loopback && self.marked.load(Ordering::Relaxed))
     }
 }
 
@@ -653,6 +660,8 @@ pub async fn connect_with(
             mock: None,
             service: Some(service),
             marked,
+            loopback: learned::on_loopback(global),
+            prices_key: learned::prices_key(global),
         });
     }
     let config = MockConfig::default().default_duration(Duration::from_secs(3));
@@ -681,6 +690,8 @@ pub async fn connect_with(
         mock: Some(mock),
         service: None,
         marked: Arc::new(AtomicBool::new(true)),
+        loopback: true,
+        prices_key: learned::prices_key(global),
     })
 }
 

@@ -378,7 +378,7 @@ pub async fn generate(global: &Global, request: RequestArgs, save: SaveArgs, cou
     tokio::pin!(interrupt);
     // What the service charges these submissions is their kind's price, as
     // a batch learns it (for `batch --estimate` and capped batches).
-    let mut prices: genapi_batch::Prices = crate::learned::PRICES.load(&connection.prices_key(global));
+    let mut prices: genapi_batch::Prices = crate::learned::PRICES.load(connection.prices_key());
     let kind = genapi_batch::Job::new(
         0,
         prepared.model.operation.path.clone(),
@@ -429,8 +429,7 @@ pub async fn generate(global: &Global, request: RequestArgs, save: SaveArgs, cou
             model: prepared.model.name.clone(),
         });
     }
-    // Kept under the mock's name when its answers said it is one.
-    crate::learned::PRICES.save(&connection.prices_key(global), prices);
+    crate::learned::save_prices(connection.prices_key(), prices);
     complete("generate", global, &connection, &plan, accepted, deadline, interrupt).await
 }
 

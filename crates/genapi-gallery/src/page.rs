@@ -310,7 +310,7 @@ fn class_name(class: &str) -> &'static str {
         .as_str()
 }
 
-/// A class as a person reads it: `credit cap` for `credit_cap`, as the
+/// A class as a person reads it: `at the credit cap` for `credit_cap`, as the
 /// command's summary says it (the results file keeps the word a program
 /// reads).
 fn class_words(class: &str) -> String {

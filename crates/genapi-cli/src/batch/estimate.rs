@@ -17,7 +17,7 @@ use crate::{learned, out, Failure};
 pub(super) fn show(run: &Run<'_>) -> Result<(), Failure> {
     let global = run.global;
     // Nothing is sent, so a standalone mock is known by its address and key.
-    let service = learned::prices_key(global, false);
+    let service = learned::prices_key(global);
     let prices: Prices = learned::PRICES.load(&service);
     let jobs = run
         .checked

@@ -278,7 +278,11 @@ impl<'g> Run<'g> {
         }
         adoption::adopt_all(self, &connection.client, &*keeper.store).await?;
         let keeper::Keeper { store, seats } = keeper;
-        let batch = self.settle(Batch::new(connection.client.clone(), store, &out_dir), on_builtin_mock);
+        let batch = self.settle(
+            Batch::new(connection.client.clone(), store, &out_dir),
+            on_builtin_mock,
+            connection.prices_key(),
+        );
         let gallery = keep_gallery.then(|| results::LiveGallery::new(&out_dir, &self.jobs_file, self.args.open));
         let results = results::Results::create(&out_dir, self.global.json, gallery)?;
         let ended = self.drive(batch, results, &connection).await?;
@@ -287,12 +291,12 @@ impl<'g> Run<'g> {
 
     /// The run's settings on a batch. Prices charged before only keep back
     /// a capped run's first line of a kind they say would not fit.
-    fn settle(&self, batch: Batch, on_builtin_mock: bool) -> Batch {
+    fn settle(&self, batch: Batch, on_builtin_mock: bool, prices_key: &str) -> Batch {
         let batch = batch
             .resubmit_unknown(self.args.resubmit_unknown)
             .retry_refused(self.args.retry_refused)
             .ephemeral_service(on_builtin_mock)
-            .known_prices(learned::PRICES.load(&learned::prices_key(self.global, on_builtin_mock)));
+            .known_prices(learned::PRICES.load(prices_key));
         match self.args.max_credits {
             Some(credits) => batch.max_credits(credits),
             None => batch,
@@ -309,7 +313,7 @@ impl<'g> Run<'g> {
     ) -> Result<Ended, Failure> {
         let prices = batch.prices();
         let ended = drive::drive(self, batch, results, connection.mock.is_some()).await;
-        learned::PRICES.save(&connection.prices_key(self.global), prices.snapshot());
+        learned::save_prices(connection.prices_key(), prices.snapshot());
         ended
     }
 }

@@ -32,6 +32,9 @@ pub(super) struct Tally {
     cost: f64,
     /// Lines that were charged something (their cost is in `cost`).
     charged: usize,
+    /// Lines whose task ended without a settled cost: the cap counts each
+    /// at all it held ([`JobOutcome::counted_at_its_hold`]).
+    unsettled: usize,
     cap: Option<f64>,
 }
 
@@ -50,6 +53,7 @@ impl Tally {
             invalid: 0,
             cost: 0.0,
             charged: 0,
+            unsettled: 0,
             cap: None,
         }
     }
@@ -69,6 +73,9 @@ impl Tally {
         self.cost += counted(outcome.cost);
         if counted(outcome.cost) > 0.0 {
             self.charged += 1;
+        }
+        if outcome.counted_at_its_hold() {
+            self.unsettled += 1;
         }
         *self.by_standing.entry(standing).or_default() += 1;
         if let Some(class) = outcome.class {
@@ -154,9 +161,9 @@ impl Tally {
 pub(super) fn summary(tally: &Tally, out_dir: &Path, json: bool, mock: bool, written: bool) {
     let prices = if mock { " (the mock's illustrative prices)" } else { "" };
     let mut text = format!(
-        "{}; total known cost {:.2} credits{prices}; {}",
+        "{}; total known cost {} credits{prices}; {}",
         standings(tally),
-        tally.cost,
+        credits(tally.cost),
         if written {
             format!("results in {}", shown(&out_dir.join(RESULTS)))
         } else {
@@ -165,18 +172,20 @@ pub(super) fn summary(tally: &Tally, out_dir: &Path, json: bool, mock: bool, wri
     );
     let past_the_cap = tally.passed_cap().map(|cap| {
         format!(
-            "the batch was charged {:.2} credits in all, more than its --max-credits cap of {cap}: the first line of a \
-             kind not priced yet goes alone, with all that was left held for it, and cost more than that (see \
-             docs/batch.md); nothing was sent after it",
-            tally.cost
+            "the batch was charged {} credits in all, more than its --max-credits cap of {}: the first line of a \
+             kind not priced yet goes alone, with all that was left held for it, and cost more than that (the \
+             service settles a price only once a task of its kind ends; `genapi man genapi-batch` says more); \
+             nothing was sent after it",
+            credits(tally.cost),
+            credits(cap)
         )
     });
     // A run that stopped early says what the next does from the journal,
     // not from the counts of this run, which miss the lines it let go of.
     if !written {
         let text = format!(
-            "the run stopped early ({RESULTS} not updated); known cost {:.2} credits{prices}",
-            tally.cost
+            "the run stopped early ({RESULTS} not updated); known cost {} credits{prices}",
+            credits(tally.cost)
         );
         let texts: Vec<String> = std::iter::once(text).chain(past_the_cap).collect();
         say(&texts, json);
@@ -214,7 +223,7 @@ pub(super) fn summary(tally: &Tally, out_dir: &Path, json: bool, mock: bool, wri
 }
 
 /// "3 saved (1 before this run or by another worker), 2 ended (1
-/// moderated, 1 task failed), 1 unsent (1 credit cap)": each standing with
+/// moderated, 1 task failed), 1 unsent (1 at the credit cap)": each standing with
 /// lines, in the order of [`Standing::ALL`], with the classes of its lines.
 fn standings(tally: &Tally) -> String {
     let mut said = Vec::new();
@@ -251,7 +260,9 @@ fn standings(tally: &Tally) -> String {
 }
 
 /// What it takes to send the lines left unsent at the cap: the cap that
-/// leaves room for them at what the lines charged so far cost on average.
+/// leaves room for them at what the lines charged so far cost on average,
+/// never one at or below the cap given (the next run would stop where this
+/// one did), and no number at all when none would help.
 fn raise_the_cap(tally: &Tally) -> Option<String> {
     let key = (Standing::Unsent, FailureClass::CreditCap.in_words());
     let left = tally.why.get(&key).copied().filter(|n| *n > 0)?;
@@ -261,22 +272,74 @@ fn raise_the_cap(tally: &Tally) -> Option<String> {
     } else {
         format!("{left} lines")
     };
+    let at_the_cap = format!("{lines} left unsent at the --max-credits cap of {}", credits(cap));
+    if tally.unsettled > 0 {
+        return Some(format!("{at_the_cap}: {}", unsettled_advice(tally.unsettled)));
+    }
     if tally.charged == 0 {
         return Some(format!(
-            "{lines} left unsent at the --max-credits cap of {cap}: no line has been charged yet, so what they cost \
-             is not known; `genapi batch FILE --estimate` prices them, and a cap above that sends them"
+            "{at_the_cap}: no line has been charged yet, so what they cost is not known; `genapi batch FILE \
+             --estimate` prices them, and a cap above that sends them"
         ));
     }
     let each = tally.cost / tally.charged as f64;
     let more = each * left as f64;
-    // Rounded up to the hundredth: the cap suggested never falls short of
-    // the sum by rounding.
-    let needed = ((tally.cost + more) * 100.0).ceil() / 100.0;
-    Some(format!(
-        "{lines} left unsent at the --max-credits cap of {cap}: at {each:.2} credits a line (what the lines \
-         charged so far cost on average) they take about {more:.2} more; run the same command with --max-credits \
-         {needed:.2} (or more) to send them"
-    ))
+    let needed = suggested_cap(cap, tally.cost, more);
+    match needed {
+        Some(needed) if each <= genapi_batch::MOST_CREDITS => Some(format!(
+            "{at_the_cap}: at {} credits a line (what the lines charged so far cost on average) they take about {} \
+             more; run the same command with --max-credits {needed:.2} (or more) to send them",
+            credits(each),
+            credits(more)
+        )),
+        _ => Some(format!(
+            "{at_the_cap}: the lines charged so far cost {} credits on average, more than any submission is believed \
+             to cost ({} credits), so no cap is suggested: check what the service charged before raising it",
+            credits(each),
+            credits(genapi_batch::MOST_CREDITS)
+        )),
+    }
+}
+
+/// The cap that sends lines taking `more` credits after `spent`: rounded
+/// up to the hundredth (never short of the sum by rounding), and above
+/// `cap`; none when it is no finite number.
+fn suggested_cap(cap: f64, spent: f64, more: f64) -> Option<f64> {
+    let mut needed = ((spent + more) * 100.0).ceil() / 100.0;
+    if needed <= cap {
+        // The lines fit under the cap at the average, yet were held back
+        // (a kind dearer than the average): room for them above it.
+        needed = ((cap + more) * 100.0).ceil() / 100.0;
+    }
+    Some(needed).filter(|needed| needed.is_finite() && *needed > cap)
+}
+
+/// Why lines were held back when tasks ended without a settled cost.
+fn unsettled_advice(unsettled: usize) -> String {
+    let tasks = if unsettled == 1 {
+        "1 task".to_string()
+    } else {
+        format!("{unsettled} tasks")
+    };
+    format!(
+        "{tasks} ended without a settled cost (the service reported none when the task ended), and the cap counts \
+         such a task at all it held for it, which for the first line of a kind is all that was left under the cap; \
+         a higher cap does not help: the next run counts each at the whole cap and sends nothing more while the \
+         service settles no cost, so run without --max-credits to send the rest, or ask the service to report a \
+         settled cost on the poll result"
+    )
+}
+
+/// Credits as the summary shows them: to the hundredth, and a figure no
+/// service charges (above a thousand times the most one submission is
+/// believed to cost, or no finite number) as a bound, not 300 digits.
+fn credits(amount: f64) -> String {
+    let most = genapi_batch::MOST_CREDITS * 1000.0;
+    if amount.is_finite() && amount <= most {
+        format!("{amount:.2}")
+    } else {
+        format!("more than {most:.0}")
+    }
 }
 
 /// What to do about lines sent without an answer.
@@ -331,5 +394,22 @@ mod tests {
         }
         assert_eq!(tally.cost, 5.0);
         assert_eq!(tally.passed_cap(), Some(2.0));
+    }
+
+    #[test]
+    fn a_suggested_cap_is_never_at_or_below_the_cap_nor_without_a_finite_figure() {
+        assert_eq!(suggested_cap(100.0, 0.4, 0.4), Some(100.4), "above the cap given");
+        assert_eq!(suggested_cap(1.0, 0.8, 0.8), Some(1.6), "what they take");
+        assert_eq!(suggested_cap(100.0, 1e308, 1e308), None);
+        assert_eq!(suggested_cap(100.0, f64::INFINITY, 1.0), None);
+        assert_eq!(suggested_cap(100.0, f64::NAN, 1.0), None);
+    }
+
+    #[test]
+    fn huge_or_endless_costs_are_shown_as_a_bound_not_a_wall_of_digits() {
+        assert_eq!(credits(1.234), "1.23");
+        assert_eq!(credits(1e308), "more than 1000000000");
+        assert_eq!(credits(f64::INFINITY), "more than 1000000000");
+        assert_eq!(credits(f64::NAN), "more than 1000000000");
     }
 }

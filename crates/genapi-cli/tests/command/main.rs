@@ -45,6 +45,7 @@ mod honest_exits;
 mod image_to_stdout;
 #[cfg(unix)]
 mod interrupts;
+mod learned_prices;
 mod ledger;
 mod ledger_carried;
 mod ledger_claims;

@@ -112,7 +112,10 @@ async fn failures_are_said_with_flags_and_model_names() {
         .unwrap();
     let text = said(&capped);
     assert_eq!(capped.status.code(), Some(11), "{text}");
-    assert!(text.contains("credit cap"), "{text}");
+    assert!(
+        text.contains("2 unsent (2 at the credit cap)"),
+        "the count reads as lines, not credits: {text}"
+    );
     no_internal_names(&text);
     // Said once, for both lines, without repeating its status.
     assert_eq!(text.matches("raise the cap").count(), 1, "{text}");

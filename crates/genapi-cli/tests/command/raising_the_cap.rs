@@ -80,3 +80,46 @@ async fn a_batch_at_its_cap_names_the_cap_that_sends_the_rest() {
         "{said}"
     );
 }
+
+/// Against a service that settles no cost when a task ends (it reports a
+/// cost only on acceptance), the cap counts the first task at all it held:
+/// the summary says so, and never suggests a cap at or below the one given.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tasks_ended_without_a_settled_cost_are_named_not_answered_with_a_lower_cap() {
+    let mock = roomy_mock(10).await;
+    let dir = Dir::new("unsettled-cap");
+    // A finished task's poll answer, as a service that settles no cost
+    // gives it: every poll of the batch gets it.
+    let one = genapi(&dir, &mock)
+        .args(["generate", "unsettled", "--size", "64x64", "--json", "-o", "one.jpg"])
+        .output()
+        .unwrap();
+    let task: Value = serde_json::from_slice(&one.stdout).unwrap();
+    let id = task["id"].as_str().unwrap();
+    let mut ready: Value = crate::common::http()
+        .get(format!("{}/v1/get_result?id={id}", mock.regional_url()))
+        .header("x-key", mock.key())
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(ready["status"], "Ready", "{ready}");
+    ready.as_object_mut().unwrap().remove("cost");
+    crate::common::answer_polls(&mock, ready.to_string(), 1000);
+    crate::common::write_jobs(&dir.join("jobs.jsonl"), 6, "unsettled");
+    for _ in 0..2 {
+        let run = genapi(&dir, &mock)
+            .args(["batch", "jobs.jsonl", "--out", "shots", "--max-credits", "100"])
+            .output()
+            .unwrap();
+        let said = text(&run.stdout) + &text(&run.stderr);
+        assert!(
+            said.contains("5 lines left unsent at the --max-credits cap of 100.00"),
+            "{said}"
+        );
+        assert!(said.contains("1 task ended without a settled cost"), "{said}");
+        assert!(!said.contains("run the same command with --max-credits"), "{said}");
+    }
+}

@@ -51,3 +51,24 @@ async fn tasks_lists_what_generate_and_submit_sent() {
         "{plain}"
     );
 }
+
+/// A result written to standard output (`-o -`) is listed so, not as a
+/// file named `-`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_result_written_to_standard_output_is_listed_so() {
+    let mock = roomy_mock(50).await;
+    let dir = Dir::new("recent-tasks-stdout");
+    let generated = genapi(&dir, &mock)
+        .args(["generate", "a fox", "-o", "-"])
+        .output()
+        .unwrap();
+    assert_eq!(generated.status.code(), Some(0), "{}", text(&generated.stderr));
+    let plain = genapi(&dir, &mock).args(["tasks"]).output().unwrap();
+    let plain = text(&plain.stdout);
+    assert!(plain.contains("written to standard output"), "{plain}");
+    assert!(!plain.contains("saved -"), "{plain}");
+    let listed = genapi(&dir, &mock).args(["tasks", "--json"]).output().unwrap();
+    let line: Value = serde_json::from_str(text(&listed.stdout).trim()).unwrap();
+    assert_eq!(line["saved"], Value::Null, "{line}");
+    assert_eq!(line["written_to_stdout"], true, "{line}");
+}

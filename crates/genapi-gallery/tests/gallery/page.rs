@@ -306,7 +306,7 @@ fn a_results_file_of_an_earlier_release_is_shown_in_todays_words() {
 }
 
 /// A line not saved shows why in words, as the command's summary says it
-/// (`task failed`, `credit cap`), never the results file's code names; a
+/// (`task failed`, `at the credit cap`), never the results file's code names; a
 /// line with no class shows where it stands, in today's word.
 #[test]
 fn why_a_line_was_not_saved_is_shown_in_words() {
@@ -322,9 +322,9 @@ fn why_a_line_was_not_saved_is_shown_in_words() {
     Gallery::rebuild(&dir.0).unwrap();
     let page = std::fs::read_to_string(dir.join(INDEX)).unwrap();
     for expected in [
-        "not saved, by class: 1 credit cap · 1 task failed",
+        "not saved, by class: 1 at the credit cap · 1 task failed",
         "<b class=\"class\">task failed</b>",
-        "<b class=\"class\">credit cap</b>",
+        "<b class=\"class\">at the credit cap</b>",
         "<b class=\"class\">unsent</b>",
     ] {
         assert!(page.contains(expected), "{expected:?} is not on the page:\n{page}");

@@ -1,0 +1,48 @@
+//! Prices learned from a service are kept and read under one name, decided
+//! from the configuration before anything is sent: a mock with its own key
+//! is its address, for a batch and an estimate alike, and a `generate`
+//! after a batch keeps the kinds the batch learned.
+
+use genapi_mock::{MockConfig, MockService};
+use serde_json::json;
+
+use crate::cli::text;
+use crate::common::{genapi, Dir};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mock_with_its_own_key_keeps_the_prices_an_estimate_then_reads() {
+    let config = MockConfig::default()
+        .key("a-key-of-its-own")
+        .default_duration(std::time::Duration::from_millis(10));
+    let mock = MockService::start_with(config, "127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    let dir = Dir::new("learned-prices");
+    let pro = json!({"model": "gen-2-pro", "prompt": "a fox", "width": 512, "height": 512});
+    let flex = json!({"model": "gen-2-flex", "prompt": "a hare"});
+    std::fs::write(dir.join("jobs.jsonl"), format!("{pro}\n{flex}\n")).unwrap();
+    let run = genapi(&dir, &mock)
+        .args(["batch", "jobs.jsonl", "--out", "out", "-q"])
+        .output()
+        .unwrap();
+    assert_eq!(run.status.code(), Some(0), "{}", text(&run.stderr));
+
+    let estimate = |dir: &Dir| {
+        let said = genapi(dir, &mock)
+            .args(["batch", "jobs.jsonl", "--estimate"])
+            .output()
+            .unwrap();
+        text(&said.stdout)
+    };
+    let said = estimate(&dir);
+    assert!(said.contains("in all: ") && !said.contains("unknown price"), "{said}");
+
+    // One kind charged again by `generate`: the other stays priced.
+    let one = genapi(&dir, &mock)
+        .args(["generate", "a fox", "--size", "512x512", "-o", "fox.jpg"])
+        .output()
+        .unwrap();
+    assert_eq!(one.status.code(), Some(0), "{}", text(&one.stderr));
+    let said = estimate(&dir);
+    assert!(said.contains("in all: ") && !said.contains("unknown price"), "{said}");
+}
