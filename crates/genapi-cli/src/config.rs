@@ -112,6 +112,9 @@ pub struct Settings {
     pub profile: Option<Sourced<String>>,
     /// The service's key.
     pub key: Option<Sourced<Key>>,
+    /// Where the key is kept, when a profile gives it (`key_file PATH`, or
+    /// `key_env NAME`): what a refused key's message names.
+    pub key_kept_in: Option<String>,
     /// The service's address.
     pub base_url: Option<Sourced<String>>,
     /// The regional polling host.
@@ -177,6 +180,18 @@ impl Settings {
             builder = builder.trust_origin(&origin.value);
         }
         Ok(builder)
+    }
+
+    /// Whose key is sent, in words (`the key of profile m (key_file
+    /// PATH)`, `the key of GENAPI_API_KEY`), for a message about a key the
+    /// service refused.
+    pub fn key_origin(&self) -> Option<String> {
+        let key = self.key.as_ref()?;
+        Some(match (&key.source, &self.key_kept_in) {
+            (Source::Environment(name), _) => format!("the key of {name}"),
+            (source, Some(kept)) => format!("the key of {source} ({kept})"),
+            (source, None) => format!("the key of {source}"),
+        })
     }
 
     /// Every address the service is reached at, as one text: what learned
@@ -350,7 +365,10 @@ pub fn resolve(flag_profile: Option<&str>) -> Result<Settings, Failure> {
         let from = || Source::Profile(name.clone());
         if !from_environment {
             match profile_key(name, profile) {
-                Ok(key) => settings.key = key.map(|value| Sourced { value, source: from() }),
+                Ok(key) => {
+                    settings.key_kept_in = key.as_ref().map(|_| kept_in(profile));
+                    settings.key = key.map(|value| Sourced { value, source: from() });
+                }
                 Err(problem) => settings.key_problem = Some(problem),
             }
             settings.base_url = profile.base_url.clone().map(|value| Sourced { value, source: from() });
@@ -457,6 +475,17 @@ pub fn profile_key(name: &str, profile: &Profile) -> Result<Option<Key>, String>
         return Err(refused("the file is empty".into()));
     }
     Ok(Some(Key(key.to_string())))
+}
+
+/// Where a profile whose key was read keeps it: its variable's name only
+/// when that says it holds a secret (as [`profile_key`] shows it).
+fn kept_in(profile: &Profile) -> String {
+    match (&profile.key_env, &profile.key_file) {
+        (Some(name), _) if is_variable_name(name) && names_a_secret(name) => format!("key_env {name}"),
+        (Some(_), _) => "key_env".to_string(),
+        (None, Some(file)) => format!("key_file {}", out::clean(&expand_home(file).display().to_string())),
+        (None, None) => "no key".to_string(),
+    }
 }
 
 /// A path with a leading `~/` read as the home folder.

@@ -72,4 +72,6 @@ mod refused_lines;
 mod refused_sizes;
 mod replay;
 #[cfg(unix)]
+mod resuming_under_a_profile;
+#[cfg(unix)]
 mod terminal;
