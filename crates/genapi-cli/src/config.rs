@@ -64,6 +64,9 @@ pub enum Source {
     Profile(String),
     /// The config file's `default_profile`.
     ConfigFile,
+    /// The profile named `default`, in a config file without a
+    /// `default_profile`.
+    NamedDefault,
 }
 
 impl fmt::Display for Source {
@@ -73,6 +76,7 @@ impl fmt::Display for Source {
             Source::Environment(name) => write!(f, "environment {name}"),
             Source::Profile(name) => write!(f, "profile {name}"),
             Source::ConfigFile => f.write_str("the config file's default_profile"),
+            Source::NamedDefault => f.write_str("its name: the config file has no default_profile"),
         }
     }
 }
@@ -162,12 +166,17 @@ impl Settings {
             (None, Some(base)) => {
                 return Err(half(
                     &base.source,
-                    "the base URL",
-                    "GENAPI_API_KEY",
-                    "key_env or key_file",
+                    ("the base URL", "GENAPI_API_KEY", "key_env or key_file"),
+                    "login",
                 ))
             }
-            (Some(key), None) => return Err(half(&key.source, "the key", "GENAPI_BASE_URL", "base_url")),
+            (Some(key), None) => {
+                return Err(half(
+                    &key.source,
+                    ("the key", "GENAPI_BASE_URL", "base_url"),
+                    "config set base_url URL",
+                ))
+            }
             (None, None) => return Err("no service is configured".into()),
         };
         let mut builder = genapi::Client::builder()
@@ -210,11 +219,18 @@ impl Settings {
 }
 
 /// Half a service: `given` came from `source`, its other half is missing
-/// (`variable` in the environment, `setting` in a profile).
-fn half(source: &Source, given: &str, variable: &str, setting: &str) -> String {
+/// (`variable` in the environment, `setting` in a profile, which
+/// `genapi --profile NAME {fix}` gives); said with what to do.
+fn half(source: &Source, (given, variable, setting): (&str, &str, &str), fix: &str) -> String {
+    let or_mock = "or pass --mock to use the built-in mock";
     match source {
-        Source::Environment(name) => format!("{name} is set but {variable} is not"),
-        other => format!("{other} gives {given} but not its other half ({setting})"),
+        Source::Environment(name) => format!("{name} is set but {variable} is not: set it too, {or_mock}"),
+        Source::Profile(name) => format!(
+            "profile {name} gives {given} but not its other half ({setting}): run `genapi --profile {} {fix}`, \
+             {or_mock}",
+            out::shell_quote(name)
+        ),
+        other => format!("{other} gives {given} but not its other half ({setting}); {or_mock}"),
     }
 }
 
@@ -283,7 +299,7 @@ fn choose(flag_profile: Option<&str>, default_profile: Option<&str>, has_default
         (None, Some(name)) => Some((name.trim().to_string(), Source::Environment(PROFILE_VARIABLE.into()))),
         (None, None) => match default_profile {
             Some(name) => Some((name.to_string(), Source::ConfigFile)),
-            None => has_default.then(|| ("default".to_string(), Source::ConfigFile)),
+            None => has_default.then(|| ("default".to_string(), Source::NamedDefault)),
         },
     }
 }
@@ -428,6 +444,17 @@ pub fn is_variable_name(text: &str) -> bool {
         && text
             .chars()
             .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
+}
+
+/// A variable's name as shown: itself when it says it holds a secret (as
+/// `WORK_GENAPI_KEY` does), else words that do not show it, in case a key
+/// was written in its place.
+pub fn shown_variable(name: &str) -> String {
+    if is_variable_name(name) && names_a_secret(name) {
+        name.to_string()
+    } else {
+        "key_env names (its name is shown only when it ends in _KEY, _TOKEN or _SECRET)".to_string()
+    }
 }
 
 /// Whether a variable's name says it holds a secret (`WORK_GENAPI_KEY`),

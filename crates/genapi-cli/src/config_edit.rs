@@ -201,17 +201,34 @@ pub fn set(flag_profile: Option<&str>, change: ConfigChange) -> Result<(), Failu
 }
 
 /// `genapi login`: the profile's key (asked for, read from stdin, or the
-/// file or variable named) and, with `--base-url`, its service.
+/// file or variable named) and, with `--base-url`, its service. A key
+/// without its service is refused before anything is asked or written:
+/// every command would then stop at the half configuration.
 pub fn login(flag_profile: Option<&str>, args: LoginArgs) -> Result<(), Failure> {
     let mut editing = open(flag_profile)?;
     let base_url = args.base_url.map(|url| address("--base-url", &url)).transpose()?;
+    let has_base_url = matches!(editing.read.profiles.get(&editing.profile), Some(Ok(p)) if p.base_url.is_some());
+    if base_url.is_none() && !has_base_url {
+        return Err(Failure::usage(format!(
+            "profile {} has no service (base_url) to send the key to; give its address: genapi login --profile {} \
+             --base-url URL (nothing was written)",
+            editing.profile, editing.profile
+        )));
+    }
     let (field, reference, said) = match (args.key_file, args.key_env) {
-        (Some(file), _) => ("key_file", key_file(&file)?, "the key by the file named".to_string()),
-        (None, Some(name)) => (
-            "key_env",
-            variable_name(&name)?,
-            "the key by the variable named".to_string(),
-        ),
+        (Some(file), _) => {
+            let path = key_file(&file)?;
+            let said = format!("the key in the file {}", out::clean(&path));
+            ("key_file", path, said)
+        }
+        (None, Some(name)) => {
+            let name = variable_name(&name)?;
+            (
+                "key_env",
+                name.clone(),
+                format!("the key in the variable {}", config::shown_variable(&name)),
+            )
+        }
         (None, None) => {
             let key = key_input::read_key(&format!("API key for profile {} (not shown): ", editing.profile))?;
             let kept = kept_key_file(&editing.path, &editing.profile);
