@@ -154,8 +154,8 @@ impl Editing {
             Some(Ok(profile)) => profile,
             Some(Err(broken)) => {
                 return Err(Failure::usage(format!(
-                    "profile {} would not be usable (line {}: {}); {unchanged}",
-                    self.profile, broken.line, broken.why
+                    "profile {} would not be usable (line {}: {}); {unchanged}: correct line {} of {file} in an editor",
+                    self.profile, broken.line, broken.why, broken.line
                 )))
             }
             None => {
@@ -181,6 +181,11 @@ impl Editing {
 pub fn set(flag_profile: Option<&str>, change: ConfigChange) -> Result<(), Failure> {
     let ConfigChange::Set { field, value } = change;
     let mut editing = open(flag_profile)?;
+    if field == "model" {
+        // Refused now, with the models there are, rather than at generate.
+        let catalog = crate::catalog::load().map_err(Failure::usage)?;
+        crate::catalog::find(catalog, &value).map_err(Failure::usage)?;
+    }
     let item = match field.as_str() {
         "base_url" | "regional_base_url" => toml_edit::value(address(&field, &value)?),
         "trusted_origins" => {

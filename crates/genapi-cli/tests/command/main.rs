@@ -54,6 +54,7 @@ mod ledger_pool_size;
 mod ledger_seat_lost;
 mod ledger_status;
 mod logging_in;
+mod mending_a_profile;
 #[cfg(unix)]
 mod mock_webhooks;
 mod opening;
