@@ -133,7 +133,7 @@ enum Command {
         request: request::RequestArgs,
         /// The file `genapi wait` will save the result to.
         ///
-        /// The file `genapi wait` will save the result to: its extension asks for the format now, as with
+        /// Its extension asks for the format now, as with
         /// generate, and the `wait` command printed names it. Checked to be free, not written.
         #[arg(short = 'o', long, value_name = "FILE")]
         out: Option<PathBuf>,
@@ -188,11 +188,13 @@ enum Command {
     /// Print genapi's man page (roff), or write them all.
     ///
     /// `genapi man` prints the first page, genapi(1), `genapi man batch` the page of a command, genapi-batch(1),
-    /// which the first refers to; `genapi man --dir ~/.local/share/man/man1` writes them all.
+    /// which the first refers to (`genapi man config set`: genapi-config-set(1)); `genapi man --dir
+    /// ~/.local/share/man/man1` writes them all.
     Man {
-        /// The command whose page to print.
-        command: Option<String>,
-        /// Write every page into DIR instead: genapi.1 and genapi-COMMAND.1 for each command.
+        /// The command whose page to print (`config set` for a command of a command).
+        command: Vec<String>,
+        /// Write every page into DIR instead: genapi.1 and genapi-COMMAND.1 for each command (genapi-config-set.1 for
+        /// `config set`).
         #[arg(long, value_name = "DIR", conflicts_with = "command")]
         dir: Option<PathBuf>,
     },
@@ -723,6 +725,37 @@ mod tests {
             "the command speaks of its flags: {text}"
         );
         assert!(text.contains("(or --trust-origin https://eu.example.com;"), "{text}");
+    }
+
+    /// `--help` shows a summary, then the rest: the rest never opens by
+    /// saying the summary again.
+    #[test]
+    fn no_long_help_repeats_its_summary() {
+        fn opening(text: &str) -> String {
+            text.split_whitespace().take(3).collect::<Vec<_>>().join(" ")
+        }
+        fn repeats(summary: Option<&clap::builder::StyledStr>, long: Option<&clap::builder::StyledStr>) -> bool {
+            let (Some(summary), Some(long)) = (summary, long) else {
+                return false;
+            };
+            let long = long.to_string();
+            let rest = long.split_once("\n\n").map(|(_, rest)| rest).unwrap_or_default();
+            opening(rest) == opening(&summary.to_string())
+        }
+        fn walk(command: &clap::Command, found: &mut Vec<String>) {
+            if repeats(command.get_about(), command.get_long_about()) {
+                found.push(command.get_name().to_string());
+            }
+            for arg in command.get_arguments() {
+                if repeats(arg.get_help(), arg.get_long_help()) {
+                    found.push(format!("{} --{}", command.get_name(), arg.get_id()));
+                }
+            }
+            command.get_subcommands().for_each(|sub| walk(sub, found));
+        }
+        let mut found = Vec::new();
+        walk(&definition(), &mut found);
+        assert!(found.is_empty(), "{found:?}");
     }
 
     #[test]
