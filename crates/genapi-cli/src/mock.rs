@@ -85,12 +85,9 @@ pub async fn run(global: &Global, args: MockArgs) -> Result<(), Failure> {
              open control routes (webhooks go only to the --webhook-target origins)"
         ));
     }
-    let mock = MockService::start_with(config, address).await.map_err(|e| {
-        Failure::new(
-            code::OTHER,
-            format!("cannot start the mock: {}", out::clean(&e.to_string())),
-        )
-    })?;
+    let mock = MockService::start_with(config, address)
+        .await
+        .map_err(|e| Failure::new(code::OTHER, not_started(address, &e)))?;
     out::err(&format!(
         "mock service (a test double) listening on {} (polling host {}, delivery host {}); stop it with Ctrl-C",
         mock.base_url(),
@@ -159,6 +156,27 @@ fn config(args: &MockArgs) -> Result<MockConfig, Failure> {
         config = config.replay(replay);
     }
     Ok(config)
+}
+
+/// Why the mock did not start. A port taken after `--addr`'s is one of
+/// the mock's other hosts (polling, then delivery): said so, with a port
+/// whose three are all after the taken one.
+fn not_started(asked: SocketAddr, error: &genapi_mock::Error) -> String {
+    let said = format!("cannot start the mock: {}", out::clean(&error.to_string()));
+    let genapi_mock::Error::Listen { addr, .. } = error else {
+        return said;
+    };
+    let host = match addr.port().checked_sub(asked.port()) {
+        Some(1) if asked.port() != 0 => "polling",
+        Some(2) if asked.port() != 0 => "delivery",
+        _ => return said,
+    };
+    let free = SocketAddr::new(asked.ip(), addr.port().saturating_add(1));
+    format!(
+        "{said}; port {} is the {host} host of --addr {asked} (the mock's polling and delivery hosts take the two \
+         ports after --addr's): choose another port, e.g. --addr {free}",
+        addr.port()
+    )
 }
 
 /// The key clients must send.

@@ -55,6 +55,7 @@ mod ledger_seat_lost;
 mod ledger_status;
 mod logging_in;
 mod mending_a_profile;
+mod mock_ports;
 #[cfg(unix)]
 mod mock_webhooks;
 mod opening;
