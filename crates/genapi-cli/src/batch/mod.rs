@@ -271,12 +271,28 @@ impl<'g> Run<'g> {
             );
         }
         adoption::adopt_all(self, &connection.client, &*keeper.store).await?;
+        let gallery = if keep_gallery {
+            Some(self.gallery(&*keeper.store, &out_dir).await)
+        } else {
+            None
+        };
         let keeper::Keeper { store, seats } = keeper;
         let batch = self.settle(Batch::new(connection.client.clone(), store, &out_dir), on_builtin_mock);
-        let gallery = keep_gallery.then(|| results::LiveGallery::new(&out_dir, &self.jobs_file, self.args.open));
         let results = results::Results::create(&out_dir, self.global.json, gallery)?;
         let ended = self.drive(batch, results, &connection).await?;
         finish::finish(self, ended, seats, &out_dir, connection.on_a_mock()).await
+    }
+
+    /// The gallery kept during the run, written now with every line as
+    /// `store` says it stands (a store that cannot say leaves them unsent).
+    async fn gallery(&self, store: &dyn genapi_batch::Store, out_dir: &Path) -> results::LiveGallery {
+        let standings = store
+            .status(self.job_lines())
+            .await
+            .map(|status| status.lines)
+            .unwrap_or_default();
+        let before = results::standing_before(out_dir, &standings, self.job_lines());
+        results::LiveGallery::new(out_dir, &self.jobs_file, self.args.open, before)
     }
 
     /// The run's settings on a batch. Prices charged before only keep back
