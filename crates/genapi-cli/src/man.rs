@@ -32,7 +32,7 @@ pub fn run(definition: clap::Command, words: Vec<String>, dir: Option<PathBuf>, 
             .iter()
             .find(|command| command.get_display_name() == Some(name.as_str()))
         else {
-            let known: Vec<String> = pages.iter().map(|command| spoken(command)).collect();
+            let known: Vec<String> = pages.iter().map(spoken).collect();
             return Err(Failure::usage(format!(
                 "no command {}; the commands: {}",
                 out::clean(&words.join(" ")),
