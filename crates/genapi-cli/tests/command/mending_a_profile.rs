@@ -14,6 +14,21 @@ fn config_file(dir: &Dir, text: &str) -> std::path::PathBuf {
     path
 }
 
+/// `genapi --profile bad config set base_url …`.
+fn set_base_url(dir: &Dir) -> std::process::Output {
+    genapi_alone(dir)
+        .args([
+            "--profile",
+            "bad",
+            "config",
+            "set",
+            "base_url",
+            "https://api.example.com",
+        ])
+        .output()
+        .unwrap()
+}
+
 #[test]
 fn a_misspelt_field_is_named_with_the_fields_a_profile_may_have() {
     let dir = Dir::new("misspelt-field");
@@ -35,17 +50,7 @@ fn a_misspelt_field_is_named_with_the_fields_a_profile_may_have() {
 
     // Setting base_url leaves the misspelt one: refused, with the line to correct.
     let before = std::fs::read_to_string(&config).unwrap();
-    let run = genapi_alone(&dir)
-        .args([
-            "--profile",
-            "bad",
-            "config",
-            "set",
-            "base_url",
-            "https://api.example.com",
-        ])
-        .output()
-        .unwrap();
+    let run = set_base_url(&dir);
     let said = text(&run.stderr);
     assert_eq!(run.status.code(), Some(2), "{said}");
     assert!(said.contains("correct line 2 of "), "{said}");
@@ -53,17 +58,7 @@ fn a_misspelt_field_is_named_with_the_fields_a_profile_may_have() {
 
     // A field of the wrong type is one `config set` replaces.
     config_file(&dir, "[profiles.bad]\nbase_url = 3\nkey_env = \"BAD_KEY\"\n");
-    let run = genapi_alone(&dir)
-        .args([
-            "--profile",
-            "bad",
-            "config",
-            "set",
-            "base_url",
-            "https://api.example.com",
-        ])
-        .output()
-        .unwrap();
+    let run = set_base_url(&dir);
     assert_eq!(run.status.code(), Some(0), "{}", text(&run.stderr));
 }
 
