@@ -64,6 +64,9 @@ pub enum Source {
     Profile(String),
     /// The config file's `default_profile`.
     ConfigFile,
+    /// The profile named `default`, in a config file without a
+    /// `default_profile`.
+    NamedDefault,
 }
 
 impl fmt::Display for Source {
@@ -73,6 +76,7 @@ impl fmt::Display for Source {
             Source::Environment(name) => write!(f, "environment {name}"),
             Source::Profile(name) => write!(f, "profile {name}"),
             Source::ConfigFile => f.write_str("the config file's default_profile"),
+            Source::NamedDefault => f.write_str("its name: the config file has no default_profile"),
         }
     }
 }
@@ -112,6 +116,9 @@ pub struct Settings {
     pub profile: Option<Sourced<String>>,
     /// The service's key.
     pub key: Option<Sourced<Key>>,
+    /// Where the key is kept, when a profile gives it (`key_file PATH`, or
+    /// `key_env NAME`): what a refused key's message names.
+    pub key_kept_in: Option<String>,
     /// The service's address.
     pub base_url: Option<Sourced<String>>,
     /// The regional polling host.
@@ -159,12 +166,17 @@ impl Settings {
             (None, Some(base)) => {
                 return Err(half(
                     &base.source,
-                    "the base URL",
-                    "GENAPI_API_KEY",
-                    "key_env or key_file",
+                    ("the base URL", "GENAPI_API_KEY", "key_env or key_file"),
+                    "login",
                 ))
             }
-            (Some(key), None) => return Err(half(&key.source, "the key", "GENAPI_BASE_URL", "base_url")),
+            (Some(key), None) => {
+                return Err(half(
+                    &key.source,
+                    ("the key", "GENAPI_BASE_URL", "base_url"),
+                    "config set base_url URL",
+                ))
+            }
             (None, None) => return Err("no service is configured".into()),
         };
         let mut builder = genapi::Client::builder()
@@ -177,6 +189,18 @@ impl Settings {
             builder = builder.trust_origin(&origin.value);
         }
         Ok(builder)
+    }
+
+    /// Whose key is sent, in words (`the key of profile m (key_file
+    /// PATH)`, `the key of GENAPI_API_KEY`), for a message about a key the
+    /// service refused.
+    pub fn key_origin(&self) -> Option<String> {
+        let key = self.key.as_ref()?;
+        Some(match (&key.source, &self.key_kept_in) {
+            (Source::Environment(name), _) => format!("the key of {name}"),
+            (source, Some(kept)) => format!("the key of {source} ({kept})"),
+            (source, None) => format!("the key of {source}"),
+        })
     }
 
     /// Every address the service is reached at, as one text: what learned
@@ -195,11 +219,18 @@ impl Settings {
 }
 
 /// Half a service: `given` came from `source`, its other half is missing
-/// (`variable` in the environment, `setting` in a profile).
-fn half(source: &Source, given: &str, variable: &str, setting: &str) -> String {
+/// (`variable` in the environment, `setting` in a profile, which
+/// `genapi --profile NAME {fix}` gives); said with what to do.
+fn half(source: &Source, (given, variable, setting): (&str, &str, &str), fix: &str) -> String {
+    let or_mock = "or pass --mock to use the built-in mock";
     match source {
-        Source::Environment(name) => format!("{name} is set but {variable} is not"),
-        other => format!("{other} gives {given} but not its other half ({setting})"),
+        Source::Environment(name) => format!("{name} is set but {variable} is not: set it too, {or_mock}"),
+        Source::Profile(name) => format!(
+            "profile {name} gives {given} but not its other half ({setting}): run `genapi --profile {} {fix}`, \
+             {or_mock}",
+            out::shell_quote(name)
+        ),
+        other => format!("{other} gives {given} but not its other half ({setting}); {or_mock}"),
     }
 }
 
@@ -268,7 +299,7 @@ fn choose(flag_profile: Option<&str>, default_profile: Option<&str>, has_default
         (None, Some(name)) => Some((name.trim().to_string(), Source::Environment(PROFILE_VARIABLE.into()))),
         (None, None) => match default_profile {
             Some(name) => Some((name.to_string(), Source::ConfigFile)),
-            None => has_default.then(|| ("default".to_string(), Source::ConfigFile)),
+            None => has_default.then(|| ("default".to_string(), Source::NamedDefault)),
         },
     }
 }
@@ -350,7 +381,10 @@ pub fn resolve(flag_profile: Option<&str>) -> Result<Settings, Failure> {
         let from = || Source::Profile(name.clone());
         if !from_environment {
             match profile_key(name, profile) {
-                Ok(key) => settings.key = key.map(|value| Sourced { value, source: from() }),
+                Ok(key) => {
+                    settings.key_kept_in = key.as_ref().map(|_| kept_in(profile));
+                    settings.key = key.map(|value| Sourced { value, source: from() });
+                }
                 Err(problem) => settings.key_problem = Some(problem),
             }
             settings.base_url = profile.base_url.clone().map(|value| Sourced { value, source: from() });
@@ -410,6 +444,17 @@ pub fn is_variable_name(text: &str) -> bool {
         && text
             .chars()
             .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
+}
+
+/// A variable's name as shown: itself when it says it holds a secret (as
+/// `WORK_GENAPI_KEY` does), else words that do not show it, in case a key
+/// was written in its place.
+pub fn shown_variable(name: &str) -> String {
+    if is_variable_name(name) && names_a_secret(name) {
+        name.to_string()
+    } else {
+        "key_env names (its name is shown only when it ends in _KEY, _TOKEN, _SECRET or _PASSWORD)".to_string()
+    }
 }
 
 /// Whether a variable's name says it holds a secret (`WORK_GENAPI_KEY`,
@@ -472,6 +517,17 @@ pub fn profile_key(name: &str, profile: &Profile) -> Result<Option<Key>, String>
         return Err(refused("the file is empty".into()));
     }
     Ok(Some(Key(key.to_string())))
+}
+
+/// Where a profile whose key was read keeps it: its variable's name only
+/// when that says it holds a secret (as [`profile_key`] shows it).
+fn kept_in(profile: &Profile) -> String {
+    match (&profile.key_env, &profile.key_file) {
+        (Some(name), _) if is_variable_name(name) && names_a_secret(name) => format!("key_env {name}"),
+        (Some(_), _) => "key_env".to_string(),
+        (None, Some(file)) => format!("key_file {}", out::clean(&expand_home(file).display().to_string())),
+        (None, None) => "no key".to_string(),
+    }
 }
 
 /// A path with a leading `~/` read as the home folder.

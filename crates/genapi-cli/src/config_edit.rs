@@ -154,8 +154,8 @@ impl Editing {
             Some(Ok(profile)) => profile,
             Some(Err(broken)) => {
                 return Err(Failure::usage(format!(
-                    "profile {} would not be usable (line {}: {}); {unchanged}",
-                    self.profile, broken.line, broken.why
+                    "profile {} would not be usable (line {}: {}); {unchanged}: correct line {} of {file} in an editor",
+                    self.profile, broken.line, broken.why, broken.line
                 )))
             }
             None => {
@@ -181,6 +181,11 @@ impl Editing {
 pub fn set(flag_profile: Option<&str>, change: ConfigChange) -> Result<(), Failure> {
     let ConfigChange::Set { field, value } = change;
     let mut editing = open(flag_profile)?;
+    if field == "model" {
+        // Refused now, with the models there are, rather than at generate.
+        let catalog = crate::catalog::load().map_err(Failure::usage)?;
+        crate::catalog::find(catalog, &value).map_err(Failure::usage)?;
+    }
     let item = match field.as_str() {
         "base_url" | "regional_base_url" => toml_edit::value(address(&field, &value)?),
         "trusted_origins" => {
@@ -201,17 +206,34 @@ pub fn set(flag_profile: Option<&str>, change: ConfigChange) -> Result<(), Failu
 }
 
 /// `genapi login`: the profile's key (asked for, read from stdin, or the
-/// file or variable named) and, with `--base-url`, its service.
+/// file or variable named) and, with `--base-url`, its service. A key
+/// without its service is refused before anything is asked or written:
+/// every command would then stop at the half configuration.
 pub fn login(flag_profile: Option<&str>, args: LoginArgs) -> Result<(), Failure> {
     let mut editing = open(flag_profile)?;
     let base_url = args.base_url.map(|url| address("--base-url", &url)).transpose()?;
+    let has_base_url = matches!(editing.read.profiles.get(&editing.profile), Some(Ok(p)) if p.base_url.is_some());
+    if base_url.is_none() && !has_base_url {
+        return Err(Failure::usage(format!(
+            "profile {} has no service (base_url) to send the key to; give its address: genapi login --profile {} \
+             --base-url URL (nothing was written)",
+            editing.profile, editing.profile
+        )));
+    }
     let (field, reference, said) = match (args.key_file, args.key_env) {
-        (Some(file), _) => ("key_file", key_file(&file)?, "the key by the file named".to_string()),
-        (None, Some(name)) => (
-            "key_env",
-            variable_name(&name)?,
-            "the key by the variable named".to_string(),
-        ),
+        (Some(file), _) => {
+            let path = key_file(&file)?;
+            let said = format!("the key in the file {}", out::clean(&path));
+            ("key_file", path, said)
+        }
+        (None, Some(name)) => {
+            let name = variable_name(&name)?;
+            (
+                "key_env",
+                name.clone(),
+                format!("the key in the variable {}", config::shown_variable(&name)),
+            )
+        }
         (None, None) => {
             let key = key_input::read_key(&format!("API key for profile {} (not shown): ", editing.profile))?;
             let kept = kept_key_file(&editing.path, &editing.profile);

@@ -100,7 +100,7 @@ fn read_profile(text: &str, written: &Spanned<DeValue<'_>>) -> Result<Profile, B
         why,
     };
     let profile = Profile::deserialize(ValueDeserializer::from(written.clone()))
-        .map_err(|e| broken(e.span(), unquoted(e.message())))?;
+        .map_err(|e| broken(e.span(), said_of_a_profile(e.message())))?;
     if profile.key.is_some() || profile.api_key.is_some() {
         let at = written.get_ref().as_table().and_then(|fields| {
             fields
@@ -119,6 +119,21 @@ fn read_profile(text: &str, written: &Spanned<DeValue<'_>>) -> Result<Profile, B
         return Err(broken(None, "key_env and key_file both name the key; keep one".into()));
     }
     Ok(profile)
+}
+
+/// A parser's message about a profile: a misspelt field is named (when it
+/// has a field's shape) with the fields a profile may have, the one list
+/// [`PROFILE_FIELDS`] (the parser's own list has the refused `key` too).
+fn said_of_a_profile(message: &str) -> String {
+    let Some(rest) = message.strip_prefix("unknown field `") else {
+        return unquoted(message);
+    };
+    let name = rest.split('`').next().unwrap_or_default();
+    let name = if is_field_like(name) { name } else { "…" };
+    format!(
+        "unknown field `{name}`; a profile's fields are {}",
+        PROFILE_FIELDS.join(", ")
+    )
 }
 
 /// The line (from 1) of byte `offset` of `text`.
@@ -186,11 +201,14 @@ pub const PROFILE_FIELDS: [&str; 7] = [
 const OTHER_FIELDS: [&str; 4] = ["default_profile", "profiles", "key", "api_key"];
 
 /// Whether `text` has the shape of a field's name (a short lower-case
-/// identifier), not of a key.
+/// identifier, digits allowed after its first letter: `base_ur1`), not of
+/// a key, which is longer or has capitals or other signs.
 fn is_field_like(text: &str) -> bool {
-    (1..=32).contains(&text.len())
+    (1..=24).contains(&text.len())
         && text.starts_with(|c: char| c.is_ascii_lowercase())
-        && text.chars().all(|c| c.is_ascii_lowercase() || c == '_')
+        && text
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
 }
 
 #[cfg(test)]
@@ -199,7 +217,8 @@ mod tests {
 
     const FILE: &str = "default_profile = \"a\"\n\n[profiles.a]\nbase_url = \"https://a.example.com\"\n\n\
                         [profiles.b]\nbase_url = \"https://b.example.com\"\napi_key = \"sk-in-the-file\"\n\n\
-                        [profiles.c]\nkey_env = 48151623\n\n[profiles.d]\nbase_ur = \"x\"\n";
+                        [profiles.c]\nkey_env = 48151623\n\n[profiles.d]\nbase_ur1 = \"x\"\n\n\
+                        [profiles.e]\nsk_live_a1b2c3d4e5f6g7h8i9 = \"x\"\n";
 
     #[test]
     fn a_broken_profile_is_kept_apart_with_the_line_of_its_mistake() {
@@ -215,7 +234,16 @@ mod tests {
         assert!(c.why.contains("invalid type") && !c.why.contains("48151623"), "{c:?}");
         let d = file.profiles["d"].as_ref().unwrap_err();
         assert_eq!(d.line, 14, "{d:?}");
-        assert!(d.why.contains("base_ur"), "{d:?}");
+        assert_eq!(
+            d.why,
+            "unknown field `base_ur1`; a profile's fields are base_url, regional_base_url, trusted_origins, key_env, \
+             key_file, model, out"
+        );
+        let e = file.profiles["e"].as_ref().unwrap_err();
+        assert!(
+            e.why.starts_with("unknown field `…`;") && !e.why.contains("sk_live"),
+            "{e:?}"
+        );
         assert!(!format!("{file:?}").contains("sk-in-the-file"));
     }
 

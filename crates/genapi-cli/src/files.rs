@@ -26,7 +26,16 @@ pub fn read_to_string(path: &Path, limit: u64) -> Result<String, String> {
 pub fn said(refused: &genapi_files::FileError) -> String {
     let text = crate::out::clean(&refused.to_string());
     match refused {
-        genapi_files::FileError::Exists { .. } => format!("{text}; pass --force to replace it"),
+        // The library's words say to allow replacing; the command's way is --force.
+        genapi_files::FileError::Exists { link, path } => format!(
+            "{} {}; choose another name, or pass --force to replace it",
+            crate::out::clean(&path.display().to_string()),
+            if *link {
+                "is a link (never written through)"
+            } else {
+                "exists"
+            }
+        ),
         _ => text,
     }
 }

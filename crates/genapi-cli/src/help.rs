@@ -3,10 +3,10 @@
 //! each from one list ([`ENVIRONMENT`], [`files`], [`EXAMPLES`],
 //! [`crate::code::table`]). `-h` only says where to find them.
 
-use crate::{cache, code, config};
+use crate::{cache, code, config, mock, opener};
 
 /// The variables the command reads, with what each means.
-pub const ENVIRONMENT: [(&str, &str); 8] = [
+pub const ENVIRONMENT: [(&str, &str); 10] = [
     ("GENAPI_API_KEY", "project API key (never printed)"),
     ("GENAPI_BASE_URL", "service address"),
     (
@@ -27,6 +27,14 @@ pub const ENVIRONMENT: [(&str, &str); 8] = [
         "the PostgreSQL ledger a batch is shared through, when --ledger is not given",
     ),
     ("GENAPI_LOG", "log filter, e.g. genapi=debug (plain text on stderr)"),
+    (
+        opener::VARIABLE,
+        "the program --open opens saved images and galleries with, instead of the desktop's",
+    ),
+    (
+        mock::KEY_VARIABLE,
+        "the key `genapi mock` asks of its clients, when --key is not given",
+    ),
 ];
 
 /// What the environment list ends with.
@@ -107,4 +115,47 @@ pub fn long() -> String {
     text.push('\n');
     text.push_str(&code::help_section());
     text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Read only by tests, to try a document of their own: not listed.
+    const HIDDEN: [&str; 1] = ["GENAPI_DOCUMENT"];
+
+    /// Every `"GENAPI_…"` name written in the command's source, each a
+    /// variable it reads, is in the list (or hidden on purpose).
+    #[test]
+    fn every_variable_the_command_reads_is_listed() {
+        let mut read = Vec::new();
+        let mut folders = vec![std::path::PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/src"))];
+        while let Some(folder) = folders.pop() {
+            for entry in std::fs::read_dir(&folder).unwrap() {
+                let path = entry.unwrap().path();
+                if path.is_dir() {
+                    folders.push(path);
+                } else if path.extension().is_some_and(|e| e == "rs") {
+                    read.extend(quoted_names(&std::fs::read_to_string(&path).unwrap()));
+                }
+            }
+        }
+        assert!(read.contains(&"GENAPI_OPENER".to_string()), "{read:?}");
+        for name in read {
+            assert!(
+                ENVIRONMENT.iter().any(|(listed, _)| *listed == name) || HIDDEN.contains(&name.as_str()),
+                "{name} is read but not in ENVIRONMENT"
+            );
+        }
+    }
+
+    /// The string literals of `source` that are a variable's name.
+    fn quoted_names(source: &str) -> Vec<String> {
+        source
+            .match_indices("\"GENAPI_")
+            .filter_map(|(at, _)| source[at + 1..].split('"').next())
+            .filter(|text| text.len() > "GENAPI_".len() && text.chars().all(|c| c.is_ascii_uppercase() || c == '_'))
+            .map(str::to_string)
+            .collect()
+    }
 }

@@ -133,7 +133,7 @@ enum Command {
         request: request::RequestArgs,
         /// The file `genapi wait` will save the result to.
         ///
-        /// The file `genapi wait` will save the result to: its extension asks for the format now, as with
+        /// Its extension asks for the format now, as with
         /// generate, and the `wait` command printed names it. Checked to be free, not written.
         #[arg(short = 'o', long, value_name = "FILE")]
         out: Option<PathBuf>,
@@ -188,11 +188,13 @@ enum Command {
     /// Print genapi's man page (roff), or write them all.
     ///
     /// `genapi man` prints the first page, genapi(1), `genapi man batch` the page of a command, genapi-batch(1),
-    /// which the first refers to; `genapi man --dir ~/.local/share/man/man1` writes them all.
+    /// which the first refers to (`genapi man config set`: genapi-config-set(1)); `genapi man --dir
+    /// ~/.local/share/man/man1` writes them all.
     Man {
-        /// The command whose page to print.
-        command: Option<String>,
-        /// Write every page into DIR instead: genapi.1 and genapi-COMMAND.1 for each command.
+        /// The command whose page to print (`config set` for a command of a command).
+        command: Vec<String>,
+        /// Write every page into DIR instead: genapi.1 and genapi-COMMAND.1 for each command (genapi-config-set.1 for
+        /// `config set`).
         #[arg(long, value_name = "DIR", conflicts_with = "command")]
         dir: Option<PathBuf>,
     },
@@ -272,9 +274,26 @@ impl Failure {
     }
 }
 
+/// Whose key this run sends to the service, in words
+/// ([`config::Settings::key_origin`]): set once connected, for the message
+/// of a refused key, which is made far from the settings.
+static KEY_ORIGIN: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// The words of a refused key (403), naming the key the command sent: the
+/// library's text speaks of GENAPI_API_KEY, which a profile's key is not.
+fn key_refused(text: String, key_origin: Option<&str>) -> String {
+    match key_origin {
+        Some(origin) => text.replacen("the API key (GENAPI_API_KEY)", origin, 1),
+        None => text,
+    }
+}
+
 /// An error and its cause chain, one cause per line, without repeats.
 pub fn describe(error: &Error) -> String {
     let mut text = out::clean(&error.to_string());
+    if let Error::Forbidden { .. } = error {
+        text = key_refused(text, KEY_ORIGIN.get().map(String::as_str));
+    }
     if let Error::UntrustedOrigin { origin, .. } = error {
         text.push_str(&format!(
             " (or --trust-origin {}; with a profile, add it to the profile's trusted_origins)",
@@ -647,6 +666,9 @@ pub async fn connect_with(
         for origin in &global.trust_origins {
             builder = builder.trust_origin(origin);
         }
+        if let Some(origin) = global.settings.key_origin() {
+            let _ = KEY_ORIGIN.set(out::clean(&origin));
+        }
         // What earlier runs learned about this service's task durations.
         let service = service_key(global);
         let marked = Arc::new(AtomicBool::new(false));
@@ -714,5 +736,47 @@ mod tests {
             "the command speaks of its flags: {text}"
         );
         assert!(text.contains("(or --trust-origin https://eu.example.com;"), "{text}");
+    }
+
+    /// `--help` shows a summary, then the rest: the rest never opens by
+    /// saying the summary again.
+    #[test]
+    fn no_long_help_repeats_its_summary() {
+        fn opening(text: &str) -> String {
+            text.split_whitespace().take(3).collect::<Vec<_>>().join(" ")
+        }
+        fn repeats(summary: Option<&clap::builder::StyledStr>, long: Option<&clap::builder::StyledStr>) -> bool {
+            let (Some(summary), Some(long)) = (summary, long) else {
+                return false;
+            };
+            let long = long.to_string();
+            let rest = long.split_once("\n\n").map(|(_, rest)| rest).unwrap_or_default();
+            opening(rest) == opening(&summary.to_string())
+        }
+        fn walk(command: &clap::Command, found: &mut Vec<String>) {
+            if repeats(command.get_about(), command.get_long_about()) {
+                found.push(command.get_name().to_string());
+            }
+            for arg in command.get_arguments() {
+                if repeats(arg.get_help(), arg.get_long_help()) {
+                    found.push(format!("{} --{}", command.get_name(), arg.get_id()));
+                }
+            }
+            command.get_subcommands().for_each(|sub| walk(sub, found));
+        }
+        let mut found = Vec::new();
+        walk(&definition(), &mut found);
+        assert!(found.is_empty(), "{found:?}");
+    }
+
+    #[test]
+    fn a_refused_key_is_named_by_where_it_came_from() {
+        let error = Error::Forbidden {
+            message: String::new(),
+            task: None,
+        };
+        let text = key_refused(error.to_string(), Some("the key of profile m (key_file k.key)"));
+        assert!(text.contains("check the key of profile m (key_file k.key)"), "{text}");
+        assert!(!text.contains("GENAPI_API_KEY"), "{text}");
     }
 }

@@ -2,7 +2,11 @@
 //! first page, genapi(1), adds the ENVIRONMENT, FILES, EXIT STATUS and
 //! EXAMPLES sections, from the lists `genapi --help` shows ([`crate::help`],
 //! [`crate::code`]); each command has its page, genapi-COMMAND(1), which the
-//! first refers to. `--dir` writes them all, as the file policy allows.
+//! first refers to, and so has each command of a command (genapi-config-set(1),
+//! which genapi-config(1) refers to). A command's page has the EXIT STATUS
+//! too and refers to the first for the rest. clap's `help` command has no
+//! page, so none refers to one. `--dir` writes them all, as the file policy
+//! allows.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -11,60 +15,86 @@ use roff::{bold, roman, Roff};
 
 use crate::{code, files, help, out, Failure};
 
-/// Prints the page of `name` (the first page without one), or writes
-/// every page into `dir`.
-pub fn run(definition: clap::Command, name: Option<String>, dir: Option<PathBuf>, force: bool) -> Result<(), Failure> {
-    let mut definition = definition;
+/// Prints the page of the command `words` name (`config set`; the first
+/// page without any), or writes every page into `dir`.
+pub fn run(definition: clap::Command, words: Vec<String>, dir: Option<PathBuf>, force: bool) -> Result<(), Failure> {
+    let mut definition = without_help(definition);
     definition.build();
     if let Some(dir) = dir {
         return write_all(&definition, &dir, force);
     }
-    let page = match name {
-        None => page(&definition, true),
-        Some(name) => {
-            let Some(command) = definition.find_subcommand(&name).filter(|sub| is_documented(sub)) else {
-                let known: Vec<&str> = commands(&definition).map(clap::Command::get_name).collect();
-                return Err(Failure::usage(format!(
-                    "no command {}; the commands: {}",
-                    out::clean(&name),
-                    known.join(", ")
-                )));
-            };
-            page(&named(command), false)
-        }
+    let page = if words.is_empty() {
+        page(&definition, true)
+    } else {
+        let pages = command_pages(&definition);
+        let name = format!("genapi-{}", words.join("-"));
+        let Some(command) = pages
+            .iter()
+            .find(|command| command.get_display_name() == Some(name.as_str()))
+        else {
+            let known: Vec<String> = pages.iter().map(spoken).collect();
+            return Err(Failure::usage(format!(
+                "no command {}; the commands: {}",
+                out::clean(&words.join(" ")),
+                known.join(", ")
+            )));
+        };
+        page(command, false)
     };
     out::out(String::from_utf8_lossy(&page?).trim_end());
     Ok(())
 }
 
-/// The commands that have a page: not `help`, nor hidden ones.
-fn commands(definition: &clap::Command) -> impl Iterator<Item = &clap::Command> {
-    definition.get_subcommands().filter(|sub| is_documented(sub))
+/// The definition without clap's `help` commands, at every level: they
+/// have no page, so no page may list one.
+fn without_help(command: clap::Command) -> clap::Command {
+    let names: Vec<String> = command
+        .get_subcommands()
+        .map(|sub| sub.get_name().to_string())
+        .collect();
+    names
+        .iter()
+        .fold(command.disable_help_subcommand(true), |command, name| {
+            command.mut_subcommand(name, without_help)
+        })
 }
 
-fn is_documented(command: &clap::Command) -> bool {
-    !command.is_hide_set() && command.get_name() != "help"
-}
-
-/// A command as its page names it: genapi-batch, run as `genapi batch`.
-fn named(command: &clap::Command) -> clap::Command {
-    let name = command.get_name();
+/// A command as the user types it after `genapi` (`config set`).
+fn spoken(command: &clap::Command) -> String {
     command
-        .clone()
-        .display_name(format!("genapi-{name}"))
-        .bin_name(format!("genapi {name}"))
+        .get_bin_name()
+        .unwrap_or_default()
+        .trim_start_matches("genapi ")
+        .to_string()
 }
 
-/// Writes genapi.1 and genapi-COMMAND.1 for every command into `dir`
-/// (made if needed), replacing none without `force`: all are checked
-/// before any is written.
+/// Every command that has a page, each named as its page names it
+/// (genapi-config-set, run as `genapi config set`), parents first.
+fn command_pages(definition: &clap::Command) -> Vec<clap::Command> {
+    let mut pages = Vec::new();
+    add_pages(definition, "genapi", "genapi", &mut pages);
+    pages
+}
+
+fn add_pages(parent: &clap::Command, page: &str, typed: &str, pages: &mut Vec<clap::Command>) {
+    for command in parent.get_subcommands().filter(|sub| !sub.is_hide_set()) {
+        let name = command.get_name();
+        let (page, typed) = (format!("{page}-{name}"), format!("{typed} {name}"));
+        pages.push(command.clone().display_name(&page).bin_name(&typed));
+        add_pages(command, &page, &typed, pages);
+    }
+}
+
+/// Writes genapi.1 and a page for every command into `dir` (made if
+/// needed), replacing none without `force`: all are checked before any is
+/// written.
 fn write_all(definition: &clap::Command, dir: &Path, force: bool) -> Result<(), Failure> {
     let mut pages = vec![(dir.join("genapi.1"), page(definition, true)?)];
-    for command in commands(definition) {
-        let file = dir.join(format!("genapi-{}.1", command.get_name()));
-        pages.push((file, page(&named(command), false)?));
+    for command in command_pages(definition) {
+        let file = dir.join(format!("{}.1", command.get_display_name().unwrap_or_default()));
+        pages.push((file, page(&command, false)?));
     }
-    let refused = |error: genapi_files::FileError| Failure::usage(format!("man --dir {}", files::said(&error)));
+    let refused = |error: genapi_files::FileError| Failure::usage(format!("man --dir: {}", files::said(&error)));
     for (file, _) in &pages {
         genapi_files::may_write(file, files::existing(force)).map_err(refused)?;
     }
@@ -95,11 +125,8 @@ fn page(command: &clap::Command, first: bool) -> Result<Vec<u8>, Failure> {
         if command.has_subcommands() {
             man.render_subcommands_section(&mut text)?;
         }
-        if first {
-            text.write_all(sections().to_roff().as_bytes())?;
-        } else {
-            text.write_all(see_also().to_roff().as_bytes())?;
-        }
+        let sections = if first { sections() } else { command_sections() };
+        text.write_all(sections.to_roff().as_bytes())?;
         if command.get_version().is_some() {
             man.render_version_section(&mut text)?;
         }
@@ -109,12 +136,14 @@ fn page(command: &clap::Command, first: bool) -> Result<Vec<u8>, Failure> {
     Ok(text)
 }
 
+/// A term and what it means, in a section.
+fn entry(roff: &mut Roff, term: &str, text: &str) {
+    roff.control("TP", []).text([bold(term)]).text([roman(text)]);
+}
+
 /// ENVIRONMENT, FILES, EXIT STATUS and EXAMPLES.
 fn sections() -> Roff {
     let mut roff = Roff::new();
-    let entry = |roff: &mut Roff, term: &str, text: &str| {
-        roff.control("TP", []).text([bold(term)]).text([roman(text)]);
-    };
     roff.control("SH", ["ENVIRONMENT"]);
     for (name, meaning) in help::ENVIRONMENT {
         entry(&mut roff, name, meaning);
@@ -125,12 +154,7 @@ fn sections() -> Roff {
         entry(&mut roff, &file, &holds);
     }
     roff.control("PP", []).text([roman(help::CLEARING)]);
-    roff.control("SH", ["EXIT STATUS"]);
-    for (code, meaning) in code::table() {
-        entry(&mut roff, &code.to_string(), &meaning);
-    }
-    roff.control("PP", [])
-        .text([roman(format!("A batch exits {}.", code::batch_rule()))]);
+    exit_status(&mut roff);
     roff.control("SH", ["EXAMPLES"]);
     for (line, does) in help::EXAMPLES {
         entry(&mut roff, line, does);
@@ -138,12 +162,24 @@ fn sections() -> Roff {
     roff
 }
 
-/// A command's page refers to the first.
-fn see_also() -> Roff {
+/// EXIT STATUS, from the one table of codes.
+fn exit_status(roff: &mut Roff) {
+    roff.control("SH", ["EXIT STATUS"]);
+    for (code, meaning) in code::table() {
+        entry(roff, &code.to_string(), &meaning);
+    }
+    roff.control("PP", [])
+        .text([roman(format!("A batch exits {}.", code::batch_rule()))]);
+}
+
+/// A command's own sections: EXIT STATUS, and SEE ALSO the first page for
+/// the rest, which is written there only.
+fn command_sections() -> Roff {
     let mut roff = Roff::new();
+    exit_status(&mut roff);
     roff.control("SH", ["SEE ALSO"]).text([
         bold("genapi"),
-        roman("(1): the environment, files, exit status and examples."),
+        roman("(1): its ENVIRONMENT section (the variables every command reads), FILES (the config file and what is kept between runs) and EXAMPLES."),
     ]);
     roff
 }

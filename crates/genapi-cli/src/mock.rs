@@ -14,7 +14,7 @@ const READY_MARKER: &str = "# genapi mock ready";
 
 /// Where a key of the user's may come from, kept off the command line
 /// (where others on the machine can read it).
-const KEY_VARIABLE: &str = "GENAPI_MOCK_KEY";
+pub const KEY_VARIABLE: &str = "GENAPI_MOCK_KEY";
 
 /// A receiver's origin the messages give as an example.
 const EXAMPLE_TARGET: &str = "http://127.0.0.1:9000";
@@ -29,13 +29,12 @@ pub struct MockArgs {
     addr: String,
     /// Allow listening on a non-loopback address.
     ///
-    /// Allow listening on a non-loopback address (its control routes are then reachable by others). It
-    /// then needs a key of your own, and delivers webhooks only to the --webhook-target origins.
+    /// Its control routes are then reachable by others. It then needs a key of your own, and delivers webhooks only to the --webhook-target origins.
     #[arg(long)]
     allow_remote: bool,
     /// The key clients must send.
     ///
-    /// The key clients must send [default: GENAPI_MOCK_KEY if set, else mock-key]. With --allow-remote, a
+    /// [default: GENAPI_MOCK_KEY if set, else mock-key]. With --allow-remote, a
     /// key of your own is required: set GENAPI_MOCK_KEY (out of the process list) or pass this.
     #[arg(long)]
     key: Option<String>,
@@ -50,14 +49,13 @@ pub struct MockArgs {
     max_active: Option<usize>,
     /// An origin webhooks may be delivered to; repeatable.
     ///
-    /// An origin webhooks may be delivered to (a `webhook_url` elsewhere is never called: its delivery
-    /// carries the secret); repeatable. On loopback the mock also calls any address on this machine; a
+    /// A `webhook_url` elsewhere is never called: its delivery carries the secret. On loopback the mock also calls any address on this machine; a
     /// non-loopback origin needs --allow-remote, and with --allow-remote only these origins are called.
     #[arg(long, value_name = "ORIGIN")]
     webhook_target: Vec<String>,
     /// Answer from a recording (genapi --record FILE).
     ///
-    /// Answer from a recording (genapi --record FILE) instead of simulating tasks: recorded
+    /// Instead of simulating tasks: recorded
     /// submissions, their polls' statuses in order, their results (or placeholders of the
     /// recorded format and size), errors and 429s.
     #[arg(long, value_name = "FILE")]
@@ -87,12 +85,9 @@ pub async fn run(global: &Global, args: MockArgs) -> Result<(), Failure> {
              open control routes (webhooks go only to the --webhook-target origins)"
         ));
     }
-    let mock = MockService::start_with(config, address).await.map_err(|e| {
-        Failure::new(
-            code::OTHER,
-            format!("cannot start the mock: {}", out::clean(&e.to_string())),
-        )
-    })?;
+    let mock = MockService::start_with(config, address)
+        .await
+        .map_err(|e| Failure::new(code::OTHER, not_started(address, &e)))?;
     out::err(&format!(
         "mock service (a test double) listening on {} (polling host {}, delivery host {}); stop it with Ctrl-C",
         mock.base_url(),
@@ -161,6 +156,27 @@ fn config(args: &MockArgs) -> Result<MockConfig, Failure> {
         config = config.replay(replay);
     }
     Ok(config)
+}
+
+/// Why the mock did not start. A port taken after `--addr`'s is one of
+/// the mock's other hosts (polling, then delivery): said so, with a port
+/// whose three are all after the taken one.
+fn not_started(asked: SocketAddr, error: &genapi_mock::Error) -> String {
+    let said = format!("cannot start the mock: {}", out::clean(&error.to_string()));
+    let genapi_mock::Error::Listen { addr, .. } = error else {
+        return said;
+    };
+    let host = match addr.port().checked_sub(asked.port()) {
+        Some(1) if asked.port() != 0 => "polling",
+        Some(2) if asked.port() != 0 => "delivery",
+        _ => return said,
+    };
+    let free = SocketAddr::new(asked.ip(), addr.port().saturating_add(1));
+    format!(
+        "{said}; port {} is the {host} host of --addr {asked} (the mock's polling and delivery hosts take the two \
+         ports after --addr's): choose another port, e.g. --addr {free}",
+        addr.port()
+    )
 }
 
 /// The key clients must send.

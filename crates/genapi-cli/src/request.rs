@@ -44,7 +44,7 @@ pub struct RequestArgs {
     pub format: Option<Format>,
     /// An input image, file or URL; repeatable.
     ///
-    /// An input image, file or URL. Without FIELD=, images fill the model's image fields in the
+    /// Without FIELD=, images fill the model's image fields in the
     /// document's order (`genapi models NAME` lists them).
     #[arg(long = "image", value_name = "[FIELD=]PATH|URL")]
     pub images: Vec<String>,

@@ -314,13 +314,19 @@ fn probe_writable(dir: &Path) -> Result<(), Failure> {
     }
 }
 
+/// The profile the run used, which a printed command that picks a task up
+/// again names ([`WaitCommand`] says why).
+fn profile_of(global: &Global) -> Option<&str> {
+    global.settings.profile.as_ref().map(|profile| profile.value.as_str())
+}
+
 /// The command that picks a task up again.
-fn resume_command(client: &Client, task_id: &str, polling_url: &str, target: &Path) -> WaitCommand {
+fn resume_command(global: &Global, client: &Client, task_id: &str, polling_url: &str, target: &Path) -> WaitCommand {
     let by_id = url_is_fallback(client, task_id, polling_url);
     let reference = if by_id { task_id } else { polling_url };
     // `wait` finishes the job whatever the task's state: it waits while the
     // task runs and downloads once it is Ready.
-    WaitCommand::new(reference, &target.display().to_string())
+    WaitCommand::new(reference, profile_of(global), &target.display().to_string())
 }
 
 fn url_is_fallback(client: &Client, task_id: &str, polling_url: &str) -> bool {
@@ -412,6 +418,7 @@ pub async fn generate(global: &Global, request: RequestArgs, save: SaveArgs, cou
             }
         };
         let resume = resume_command(
+            global,
             &connection.client,
             task.id(),
             task.polling_url().as_str(),
@@ -607,7 +614,7 @@ async fn save_output(
             format!(
                 "{} exists, so the result was not saved (nothing is replaced without --force); save it with: {}",
                 shown(file),
-                resume_command(client, &reference.id, &reference.polling_url, &free)
+                resume_command(global, client, &reference.id, &reference.polling_url, &free)
             ),
         )
     };
@@ -655,7 +662,7 @@ async fn save_output(
             format!(
                 "cannot write {}; save it with: {}",
                 out::clean(&refused.to_string()),
-                resume_command(client, &reference.id, &reference.polling_url, &file)
+                resume_command(global, client, &reference.id, &reference.polling_url, &file)
             ),
         ));
     }
@@ -684,7 +691,7 @@ async fn write_to_stdout(
             code::OTHER,
             format!(
                 "standard output did not take the whole image ({error}); write it again with: {}",
-                resume_command(client, &reference.id, &reference.polling_url, Path::new("-"))
+                resume_command(global, client, &reference.id, &reference.polling_url, Path::new("-"))
             ),
         ));
     }
@@ -869,8 +876,8 @@ pub async fn submit(global: &Global, request: RequestArgs, out_file: Option<Path
     // Only a command that can succeed is printed.
     let wait = (!on_builtin_mock).then(|| {
         let command = match target {
-            Some(target) => WaitCommand::new(reference, &target.display().to_string()),
-            None => WaitCommand::saved_by_default(reference),
+            Some(target) => WaitCommand::new(reference, profile_of(global), &target.display().to_string()),
+            None => WaitCommand::saved_by_default(reference, profile_of(global)),
         };
         format!("wait for it with: {command}")
     });
@@ -926,6 +933,7 @@ pub async fn wait(global: &Global, reference: &str, save: SaveArgs) -> Result<()
     crate::task_secrets::learn(&connection.client, task.id());
     let task_id = task.id().to_string();
     let resume = resume_command(
+        global,
         &connection.client,
         task.id(),
         task.polling_url().as_str(),
@@ -1039,7 +1047,11 @@ async fn get_task(
         return match plan {
             None => Ok(false),
             Some(plan) => {
-                let command = WaitCommand::new(reference, &plan.resume_target(None).display().to_string());
+                let command = WaitCommand::new(
+                    reference,
+                    profile_of(global),
+                    &plan.resume_target(None).display().to_string(),
+                );
                 Err(said(Failure::new(
                     code::TIMEOUT,
                     format!("the task is not finished yet; wait for it with: {command}"),
@@ -1068,7 +1080,7 @@ async fn get_task(
     if let Ok(saved) = &outcome {
         crate::history::note(&id, "Ready", Some(&saved.file));
     }
-    let resume = resume_command(&connection.client, &id, &polling_url, &plan.resume_target(None));
+    let resume = resume_command(global, &connection.client, &id, &polling_url, &plan.resume_target(None));
     match report(global, connection, &id, &polling_url, "", &resume, "Ready", outcome) {
         0 => Ok(true),
         code => Err(Failure::new(code, "")),

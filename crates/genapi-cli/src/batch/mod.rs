@@ -58,14 +58,13 @@ const DEFAULT_MAX_ACTIVE: usize = 24;
 pub struct BatchArgs {
     /// The job file: one JSON object per line.
     ///
-    /// The job file: one JSON object per line, `{"model": "gen-2-pro", "name": "fox", "prompt": "a red fox"}`;
+    /// E.g. `{"model": "gen-2-pro", "name": "fox", "prompt": "a red fox"}`;
     /// image fields take a path (relative to the job file) or an http(s) URL. See --schema.
     #[arg(value_name = "JOBS.jsonl", required_unless_present = "schema")]
     jobs: Option<PathBuf>,
-    /// Directory for the images, results and journal.
+    /// Directory for the images, results.jsonl and the journal (created if needed).
     ///
-    /// Directory for the images, results.jsonl and the journal (created if needed). Run the same command
-    /// again to resume.
+    /// Run the same command again to resume.
     #[arg(short = 'o', long, value_name = "DIR", required_unless_present_any = ["schema", "status", "estimate"])]
     out: Option<PathBuf>,
     /// Submit the valid lines even when others are invalid.
@@ -73,50 +72,46 @@ pub struct BatchArgs {
     skip_invalid: bool,
     /// Submit again lines sent but never answered (may pay twice).
     ///
-    /// Submit again lines whose earlier submission was sent but never answered. The service may have accepted
-    /// them: this risks paying twice for each.
+    /// The service may have accepted them: this risks paying twice for each.
     #[arg(long)]
     resubmit_unknown: bool,
     /// Give an unanswered line the task it created.
     ///
-    /// Give a line whose submission went unanswered the task it created, found elsewhere (e.g. in the project's
-    /// activity records): the task is polled and its result saved; the line is not submitted again. TASK is the
-    /// task id or its polling URL. Repeatable.
+    /// The task, found elsewhere (e.g. in the project's activity records), is polled and its result saved; the
+    /// line is not submitted again. TASK is the task id or its polling URL. Repeatable.
     #[arg(long, value_name = "LINE=TASK", value_parser = adoption::parse)]
     adopt: Vec<(u64, String)>,
     /// Submit again lines the service refused in an earlier run.
     ///
-    /// Submit again lines the service refused in an earlier run (402, 403, 422), e.g. after adding credits.
+    /// Those refused with 402, 403 or 422, e.g. after adding credits.
     #[arg(long)]
     retry_refused: bool,
     /// Tasks active at the service at most.
     ///
-    /// Tasks active at the service at most, for this run [default: 24, as the service allows by default; with
+    /// For this run [default: 24, as the service allows by default; with
     /// --ledger, the seat pool's size, which a new pool takes from its first worker]. `--limit` is the old name.
     #[arg(long, visible_alias = "limit", value_parser = clap::value_parser!(u32).range(1..=1000))]
     max_active: Option<u32>,
     /// Share the batch with other workers through a PostgreSQL ledger.
     ///
-    /// Share the batch with other workers, on this machine or others, through this PostgreSQL database
-    /// (postgres://USER:PASSWORD@HOST:PORT/DB; default: GENAPI_LEDGER_URL). Each line is done by one worker, the
+    /// Workers on this machine or others, through this PostgreSQL database (postgres://USER:PASSWORD@HOST:PORT/DB; default: GENAPI_LEDGER_URL). Each line is done by one worker, the
     /// seats of the --seats-pool are shared by all, and the ledger replaces the journal.
     #[arg(long, value_name = "URL")]
     ledger: Option<String>,
     /// The batch's name in the ledger.
     ///
-    /// The batch's name in the ledger [default: the job file's name, as `jobs:` and its letters and digits,
-    /// e.g. jobs:jobsjsonl].
+    /// [default: the job file's name, as `jobs:` and its letters and digits, e.g. jobs:jobsjsonl].
     #[arg(long, value_name = "NAME")]
     batch_name: Option<String>,
     /// The seat pool in the ledger that --max-active counts in.
     ///
-    /// The seat pool in the ledger that --max-active counts in: batches and programs sharing a pool share an
+    /// Batches and programs sharing a pool share an
     /// account's active tasks. A pool has one size: a worker asking for another is refused.
     #[arg(long, value_name = "NAME", default_value = "default")]
     seats_pool: String,
     /// Spend at most N credits on this batch in all.
     ///
-    /// Spend at most N credits on this batch in all (over every run and worker). Submissions stop when the next
+    /// Over every run and worker. Submissions stop when the next
     /// could pass it; tasks in flight finish. A kind of line (the same model, sizes and input images) is priced
     /// by the cost the service settled when one of its tasks ended in this batch, never by the cost an
     /// acceptance reports or a price learned before (see --estimate). Until then its first line is sent alone,
@@ -126,7 +121,7 @@ pub struct BatchArgs {
     max_credits: Option<f64>,
     /// Show where the batch stands and exit.
     ///
-    /// Show where the batch stands and exit: what the next run does with each line, read from the journal in
+    /// What the next run does with each line, read from the journal in
     /// --out DIR, or from the ledger with --ledger, which adds the credits and the workers (--out is not
     /// needed); --json for JSON, counting the lines by where they stand. It only reads: nothing is created or
     /// sent.
@@ -134,15 +129,14 @@ pub struct BatchArgs {
     status: bool,
     /// Seconds a worker's claims and seats last without renewal.
     ///
-    /// Seconds a worker's claims and seats last without renewal (renewed a few times per lease while it runs): a
-    /// worker that died leaves its lines to the others after this long. The same worker started again (same
+    /// Renewed a few times per lease while it runs: a worker that died leaves its lines to the others after this long. The same worker started again (same
     /// machine and --out, or same --worker-name) takes its lines back at once, once the database ended its earlier
     /// run's connections (waited for up to 5 s).
     #[arg(long, value_name = "SECONDS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3600))]
     ledger_lease: u64,
     /// This worker's name in the ledger.
     ///
-    /// This worker's name in the ledger [default: this machine's name and the --out folder; workers sharing both
+    /// [default: this machine's name and the --out folder; workers sharing both
     /// are told apart as NAME#2, NAME#3…]. Started again under its name, a worker takes back its lines at once,
     /// without waiting for --ledger-lease. Only one running worker may have a name: a name still held is waited for
     /// up to 5 s (a worker killed a moment ago holds it until the database ends its connections).
@@ -150,7 +144,7 @@ pub struct BatchArgs {
     worker_name: Option<String>,
     /// Print what the job file will cost and exit, sending nothing.
     ///
-    /// Print what the job file will cost and exit, sending nothing: per model and in all, by the prices this
+    /// Per model and in all, by the prices this
     /// account was charged before for each kind of line (the same model, sizes and inputs; kept per service
     /// address); lines of a kind never charged (or at a price no service charges, such as 1e-9) are counted
     /// apart and named, not guessed. --json for JSON.
@@ -161,7 +155,7 @@ pub struct BatchArgs {
     schema: bool,
     /// Do not keep the gallery (index.html) in the output directory.
     ///
-    /// Do not keep index.html (a gallery of the results, with thumbnails in thumbs/) in the output directory.
+    /// The gallery is a page of the results, with thumbnails in thumbs/.
     #[arg(long)]
     no_gallery: bool,
     /// Open the gallery (index.html) with the desktop's opener (or GENAPI_OPENER) as the batch starts: the page
@@ -277,16 +271,32 @@ impl<'g> Run<'g> {
             );
         }
         adoption::adopt_all(self, &connection.client, &*keeper.store).await?;
+        let gallery = if keep_gallery {
+            Some(self.gallery(&*keeper.store, &out_dir).await)
+        } else {
+            None
+        };
         let keeper::Keeper { store, seats } = keeper;
         let batch = self.settle(
             Batch::new(connection.client.clone(), store, &out_dir),
             on_builtin_mock,
             connection.prices_key(),
         );
-        let gallery = keep_gallery.then(|| results::LiveGallery::new(&out_dir, &self.jobs_file, self.args.open));
         let results = results::Results::create(&out_dir, self.global.json, gallery)?;
         let ended = self.drive(batch, results, &connection).await?;
         finish::finish(self, ended, seats, &out_dir, connection.on_a_mock()).await
+    }
+
+    /// The gallery kept during the run, written now with every line as
+    /// `store` says it stands (a store that cannot say leaves them unsent).
+    async fn gallery(&self, store: &dyn genapi_batch::Store, out_dir: &Path) -> results::LiveGallery {
+        let standings = store
+            .status(self.job_lines())
+            .await
+            .map(|status| status.lines)
+            .unwrap_or_default();
+        let before = results::standing_before(out_dir, &standings, self.job_lines());
+        results::LiveGallery::new(out_dir, &self.jobs_file, self.args.open, before)
     }
 
     /// The run's settings on a batch. Prices charged before only keep back

@@ -8,7 +8,7 @@
 //! batch did not write is never replaced. A task is paid for, so when
 //! stdout cannot be written, each task's id goes to stderr instead.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -51,12 +51,24 @@ fn is_results_file(head: &[u8]) -> bool {
 /// sending the line would pay for it again.
 pub(super) fn lines_that_may_have_paid(out_dir: &Path) -> Option<BTreeSet<u64>> {
     let mut lines = BTreeSet::new();
+    each_result(out_dir, |result| {
+        let sent = !matches!(result.standing(), Some(Standing::Unsent | Standing::Refused) | None);
+        if result.task_id.is_some() || sent {
+            lines.insert(result.line);
+        }
+    })?;
+    Some(lines)
+}
+
+/// Every result line of `results.jsonl` in `out_dir`, to `take` (none
+/// when there is no file; `None`: the file cannot be read as results).
+fn each_result(out_dir: &Path, mut take: impl FnMut(ResultLine)) -> Option<()> {
     let path = out_dir.join(RESULTS);
     if !genapi_files::is_taken(&path) {
-        return Some(lines);
+        return Some(());
     }
     // By the file policy; one that cannot be read as a results file of
-    // reasonable size is taken to name every line.
+    // reasonable size is not read.
     let file = genapi_files::open(&path, RESULTS_LIMIT).ok()?;
     let mut reader = BufReader::new(file);
     let mut text = Vec::new();
@@ -64,14 +76,9 @@ pub(super) fn lines_that_may_have_paid(out_dir: &Path) -> Option<BTreeSet<u64>> 
         text.clear();
         // A result line is small: a longer line is no result, and is not held.
         match (&mut reader).take(RESULT_LINE_LIMIT).read_until(b'\n', &mut text) {
-            Ok(0) => return Some(lines),
+            Ok(0) => return Some(()),
             Ok(_) => match serde_json::from_slice::<ResultLine>(&text) {
-                Ok(result) => {
-                    let sent = !matches!(result.standing(), Some(Standing::Unsent | Standing::Refused) | None);
-                    if result.task_id.is_some() || sent {
-                        lines.insert(result.line);
-                    }
-                }
+                Ok(result) => take(result),
                 // The rest of a long line is passed over.
                 Err(_) if !text.ends_with(b"\n") => {
                     reader.skip_until(b'\n').ok()?;
@@ -81,6 +88,32 @@ pub(super) fn lines_that_may_have_paid(out_dir: &Path) -> Option<BTreeSet<u64>> 
             Err(_) => return None,
         }
     }
+}
+
+/// What the gallery shows before the run's first result: every valid line
+/// of the job file (`job_lines`) as the store says it stands (`unsent`
+/// when it knows nothing of it), with the result the folder's last
+/// results.jsonl kept for it when that says the same (its image, prompt and
+/// cost).
+pub(super) fn standing_before(
+    out_dir: &Path,
+    standings: &BTreeMap<u64, Standing>,
+    job_lines: &[u64],
+) -> Vec<ResultLine> {
+    let mut earlier = BTreeMap::new();
+    let _ = each_result(out_dir, |result| {
+        earlier.insert(result.line, result);
+    });
+    job_lines
+        .iter()
+        .filter_map(|&line| {
+            let standing = standings.get(&line).copied().unwrap_or(Standing::Unsent);
+            match earlier.remove(&line) {
+                Some(result) if result.standing() == Some(standing) => Some(result),
+                _ => serde_json::from_value(serde_json::json!({"line": line, "status": standing.as_str()})).ok(),
+            }
+        })
+        .collect()
 }
 
 /// Checks, before anything is sent, that the run may write its files in
@@ -220,13 +253,17 @@ impl LiveGallery {
     const EVERY: Duration = Duration::from_secs(2);
 
     /// The gallery in `dir` of a running batch of `jobs_file`: its page
-    /// reloads itself until the batch ends. With `open`, it is written and
-    /// opened now, before any line is in, so it is watched as the batch
-    /// goes.
-    pub(super) fn new(dir: &Path, jobs_file: &Path, open: bool) -> LiveGallery {
+    /// reloads itself until the batch ends. It is written now, with the
+    /// lines as they stand `before` the run ([`standing_before`]), so the
+    /// page is there (and, with `open`, opened) from the start and counts
+    /// every line, those saved by earlier runs too.
+    pub(super) fn new(dir: &Path, jobs_file: &Path, open: bool, before: Vec<ResultLine>) -> LiveGallery {
         let mut gallery = genapi_gallery::Gallery::new(dir);
         gallery.set_job_file(&jobs_file.display().to_string());
         gallery.set_running(true);
+        for line in before {
+            gallery.add(line);
+        }
         let mut live = LiveGallery {
             gallery,
             open,
@@ -235,9 +272,7 @@ impl LiveGallery {
             failed: false,
             warning: None,
         };
-        if open {
-            live.write();
-        }
+        live.write();
         live
     }
 

@@ -119,7 +119,13 @@ fn the_man_page_has_environment_files_exit_status_and_examples() {
             "exit code {code} missing:\n{status}"
         );
     }
-    for name in ["GENAPI_API_KEY", "GENAPI_CONFIG", "GENAPI_PROFILE", "GENAPI_LEDGER_URL"] {
+    for name in [
+        "GENAPI_API_KEY",
+        "GENAPI_CONFIG",
+        "GENAPI_PROFILE",
+        "GENAPI_LEDGER_URL",
+        "GENAPI_OPENER",
+    ] {
         assert!(page.contains(&format!("\\fB{name}\\fR")), "{name}");
     }
     let files = page.split(".SH FILES").nth(1).unwrap();
@@ -150,8 +156,41 @@ fn man_dir_writes_a_page_for_every_command_and_replaces_none_unasked() {
         .map(|command| format!("genapi-{command}.1"))
         .collect();
     expected.push("genapi.1".into());
+    expected.push("genapi-config-set.1".into());
     expected.sort();
     assert_eq!(written, expected);
+    // Every page a page refers to is written; each command's page has its
+    // exit status and refers to the first for the rest.
+    for name in &written {
+        let page = std::fs::read_to_string(pages.join(name)).unwrap();
+        for (at, _) in page.match_indices("(1)") {
+            let before = &page[..at];
+            let start = before
+                .rfind(|c: char| !(c.is_ascii_alphanumeric() || c == '-'))
+                .map_or(0, |i| i + 1);
+            let named = &before[start..];
+            if named.starts_with("genapi") {
+                assert!(
+                    written.contains(&format!("{named}.1")),
+                    "{name} refers to {named}(1), not written"
+                );
+            }
+        }
+        if name != "genapi.1" {
+            assert!(page.contains("\n.SH \"EXIT STATUS\"\n"), "{name}:\n{page}");
+            assert!(
+                page.contains("\n.SH \"SEE ALSO\"\n") && page.contains("ENVIRONMENT"),
+                "{name}:\n{page}"
+            );
+        }
+    }
+    let config = std::fs::read_to_string(pages.join("genapi-config.1")).unwrap();
+    assert!(
+        config.contains("genapi\\-config\\-set(1)") || config.contains("genapi-config-set(1)"),
+        "{config}"
+    );
+    let set = std::fs::read_to_string(pages.join("genapi-config-set.1")).unwrap();
+    assert_eq!(set.trim_end(), printed(&dir, &["man", "config", "set"]).trim_end());
     let batch = std::fs::read_to_string(pages.join("genapi-batch.1")).unwrap();
     assert!(
         batch.contains(".TH genapi-batch 1") && batch.contains("max\\-credits"),
@@ -162,7 +201,12 @@ fn man_dir_writes_a_page_for_every_command_and_replaces_none_unasked() {
     std::fs::write(pages.join("genapi-grid.1"), "mine").unwrap();
     let again = genapi_alone(&dir).args(["man", "--dir", "man1"]).output().unwrap();
     assert_eq!(again.status.code(), Some(2), "{}", text(&again.stderr));
-    assert!(text(&again.stderr).contains("--force"), "{}", text(&again.stderr));
+    let said = text(&again.stderr);
+    assert!(said.contains("man1/genapi"), "{said}");
+    assert!(
+        said.contains(" exists; choose another name, or pass --force to replace it\n") && !said.contains("allow"),
+        "one sentence: {said}"
+    );
     assert_eq!(std::fs::read_to_string(pages.join("genapi-grid.1")).unwrap(), "mine");
     printed(&dir, &["man", "--dir", "man1", "--force"]);
     assert!(std::fs::read_to_string(pages.join("genapi-grid.1"))

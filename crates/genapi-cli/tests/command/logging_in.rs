@@ -133,10 +133,11 @@ fn login_and_config_set_keep_the_rest_of_the_file() {
     assert_eq!(std::fs::read_to_string(&config).unwrap(), set);
 
     // Naming the key by its variable replaces the file that held it.
-    ok(&genapi_alone(&dir)
+    let said = ok(&genapi_alone(&dir)
         .args(["login", "--profile", "work", "--key-env", "WORK_KEY"])
         .output()
         .unwrap());
+    assert!(said.contains(": the key in the variable WORK_KEY\n"), "{said}");
     let work = std::fs::read_to_string(&config).unwrap();
     let work = &work[work.find("[profiles.work]").unwrap()..];
     assert!(
@@ -160,4 +161,48 @@ fn ctrl_c_at_the_key_prompt_leaves_the_terminal_as_it_was() {
     assert_eq!(code, Some(130), "{screen}");
     assert!(echoing, "echo was left off: {screen}");
     assert!(!config_path(&dir).exists(), "nothing is saved");
+}
+
+/// A key for a profile without a service is refused before it is asked
+/// for or anything is written, saying to give `--base-url`; a profile that
+/// gives a key without its service says what to run, and `genapi config`
+/// says why a profile named `default` was chosen.
+#[test]
+fn a_key_without_its_service_is_refused_with_what_to_do() {
+    let dir = Dir::new("login-without-service");
+    let refused = with_input(genapi_alone(&dir).args(["login"]), KEY);
+    assert_eq!(refused.status.code(), Some(2), "{}", text(&refused.stderr));
+    let said = text(&refused.stderr);
+    assert!(
+        said.contains("--base-url URL") && said.contains("nothing was written"),
+        "{said}"
+    );
+    assert!(!config_path(&dir).exists(), "nothing written");
+    assert!(!config_path(&dir).with_file_name("keys").exists(), "no key kept");
+
+    // A profile made by hand with a key and no service.
+    let config = config_path(&dir);
+    std::fs::create_dir_all(config.parent().unwrap()).unwrap();
+    std::fs::write(&config, "[profiles.default]\nkey_env = \"HALF_KEY\"\n").unwrap();
+    std::fs::set_permissions(&config, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let run = genapi_alone(&dir)
+        .env("HALF_KEY", KEY)
+        .args(["generate", "a fox", "-o", "fox.jpg"])
+        .output()
+        .unwrap();
+    let said = text(&run.stderr);
+    assert_eq!(run.status.code(), Some(2), "{said}");
+    assert!(
+        said.contains("run `genapi --profile default config set base_url URL`, or pass --mock"),
+        "{said}"
+    );
+    let shown = ok(&genapi_alone(&dir)
+        .env("HALF_KEY", KEY)
+        .args(["config"])
+        .output()
+        .unwrap());
+    assert!(
+        shown.contains("profile: default (from its name: the config file has no default_profile)"),
+        "{shown}"
+    );
 }

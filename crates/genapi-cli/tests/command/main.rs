@@ -55,6 +55,8 @@ mod ledger_pool_size;
 mod ledger_seat_lost;
 mod ledger_status;
 mod logging_in;
+mod mending_a_profile;
+mod mock_ports;
 #[cfg(unix)]
 mod mock_webhooks;
 mod opening;
@@ -72,5 +74,7 @@ mod record;
 mod refused_lines;
 mod refused_sizes;
 mod replay;
+#[cfg(unix)]
+mod resuming_under_a_profile;
 #[cfg(unix)]
 mod terminal;

@@ -185,8 +185,46 @@ async fn batch_open_opens_the_gallery_which_reloads_until_the_batch_ends() {
     let seen = std::fs::read_to_string(dir.join("seen")).unwrap();
     assert!(seen.contains(reload), "the page opened mid-run reloads: {seen}");
     assert!(seen.contains("job file <code>night.jsonl</code>"), "{seen}");
+    assert!(
+        seen.contains("genapi batch: 3 lines"),
+        "every line counted from the start: {seen}"
+    );
     let last = std::fs::read_to_string(dir.join("shots/index.html")).unwrap();
     assert!(!last.contains(reload), "the batch has ended: {last}");
     assert!(last.contains("job file <code>night.jsonl</code>"), "{last}");
     assert!(last.contains("3 saved"), "{last}");
+}
+
+/// A batch run again over lines all saved: the gallery the viewer gets as
+/// it starts already shows them saved, with their count and images.
+#[cfg(unix)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rerun_opens_a_gallery_that_shows_the_lines_saved_before() {
+    let mock = roomy_mock(50).await;
+    let dir = Dir::new("open-batch-rerun");
+    let opener = recording_opener(&dir);
+    crate::common::write_jobs(&dir.join("night.jsonl"), 3, "night");
+    let first = genapi(&dir, &mock)
+        .args(["batch", "night.jsonl", "--out", "shots", "--no-gallery", "-q"])
+        .output()
+        .unwrap();
+    assert_eq!(first.status.code(), Some(0), "{}", text(&first.stderr));
+    assert!(!dir.join("shots/index.html").exists());
+    let again = genapi(&dir, &mock)
+        .args(["batch", "night.jsonl", "--out", "shots", "--open", "-q"])
+        .env("GENAPI_OPENER", &opener)
+        .output()
+        .unwrap();
+    assert_eq!(again.status.code(), Some(0), "{}", text(&again.stderr));
+    let seen = std::fs::read_to_string(dir.join("seen")).unwrap();
+    assert!(seen.contains("genapi batch: 3 lines"), "{seen}");
+    assert!(seen.contains("3 saved"), "{seen}");
+    assert!(
+        seen.contains("src=\"thumbs/img-3.jpg\""),
+        "the saved images shown: {seen}"
+    );
+    assert!(
+        seen.contains("<meta http-equiv=\"refresh\""),
+        "opened at the start: {seen}"
+    );
 }

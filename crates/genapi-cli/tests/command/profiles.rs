@@ -298,14 +298,12 @@ async fn a_paid_task_on_a_host_the_profile_does_not_trust_is_picked_up_by_the_pr
         .unwrap_or_else(|| panic!("no resume command in: {said}"))
         .to_string();
     assert!(resume.contains("--trust-origin"), "{resume}");
-    let words: Vec<String> = resume
-        .split_whitespace()
-        .map(|word| word.trim_matches('\'').to_string())
-        .collect();
+    assert!(resume.starts_with("genapi --profile lab wait "), "{resume}");
+    let words = crate::readme_tour::words(&resume);
     assert_eq!(words[0], "genapi");
+    // Run as printed: the profile is in it.
     let picked_up = genapi(&dir)
         .env("WORK_KEY", mock.key())
-        .args(["--profile", "lab"])
         .args(&words[1..])
         .output()
         .unwrap();

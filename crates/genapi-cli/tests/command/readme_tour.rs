@@ -6,11 +6,22 @@ use crate::common::{genapi_alone, Dir};
 
 const README: &str = include_str!("../../../../README.md");
 
-/// The words of a shell line: quotes group, `#` after a space starts a comment.
-fn words(line: &str) -> Vec<String> {
+/// The words of a shell line: quotes group, a backslash outside them
+/// keeps the next character as it is, `#` after a space starts a comment.
+pub fn words(line: &str) -> Vec<String> {
     let (mut words, mut word, mut quote, mut started) = (Vec::new(), String::new(), None, false);
+    let mut escaped = false;
     for c in line.chars() {
+        if escaped {
+            word.push(c);
+            escaped = false;
+            continue;
+        }
         match (quote, c) {
+            (None, '\\') => {
+                escaped = true;
+                started = true;
+            }
             (Some(q), c) if c == q => quote = None,
             (Some(_), c) => word.push(c),
             (None, '\'' | '"') => {

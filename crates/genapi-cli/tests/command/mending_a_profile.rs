@@ -1,0 +1,84 @@
+//! A profile with a misspelt field names the field and the fields a
+//! profile may have; `config set` says which line to correct when the
+//! mistake is one it cannot change, and fixes the field it sets; a model
+//! the command does not know is refused with the models there are.
+
+use crate::cli::text;
+use crate::common::{genapi_alone, Dir};
+
+fn config_file(dir: &Dir, text: &str) -> std::path::PathBuf {
+    let folder = dir.join("config/genapi");
+    std::fs::create_dir_all(&folder).unwrap();
+    let path = folder.join("config.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// `genapi --profile bad config set base_url …`.
+fn set_base_url(dir: &Dir) -> std::process::Output {
+    genapi_alone(dir)
+        .args([
+            "--profile",
+            "bad",
+            "config",
+            "set",
+            "base_url",
+            "https://api.example.com",
+        ])
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn a_misspelt_field_is_named_with_the_fields_a_profile_may_have() {
+    let dir = Dir::new("misspelt-field");
+    let config = config_file(
+        &dir,
+        "[profiles.bad]\nbase_ur1 = \"https://api.example.com\"\nkey_env = \"BAD_KEY\"\n",
+    );
+    let run = genapi_alone(&dir)
+        .args(["--profile", "bad", "generate", "a fox", "-o", "fox.jpg"])
+        .output()
+        .unwrap();
+    let said = text(&run.stderr);
+    assert_eq!(run.status.code(), Some(2), "{said}");
+    assert!(
+        said.contains("line 2: profile bad: unknown field `base_ur1`; a profile's fields are base_url,"),
+        "{said}"
+    );
+    assert!(!said.contains("`key`") && !said.contains("api_key"), "{said}");
+
+    // Setting base_url leaves the misspelt one: refused, with the line to correct.
+    let before = std::fs::read_to_string(&config).unwrap();
+    let run = set_base_url(&dir);
+    let said = text(&run.stderr);
+    assert_eq!(run.status.code(), Some(2), "{said}");
+    assert!(said.contains("correct line 2 of "), "{said}");
+    assert_eq!(std::fs::read_to_string(&config).unwrap(), before, "left as it was");
+
+    // A field of the wrong type is one `config set` replaces.
+    config_file(&dir, "[profiles.bad]\nbase_url = 3\nkey_env = \"BAD_KEY\"\n");
+    let run = set_base_url(&dir);
+    assert_eq!(run.status.code(), Some(0), "{}", text(&run.stderr));
+}
+
+#[test]
+fn an_unknown_model_is_refused_with_the_known_ones() {
+    let dir = Dir::new("config-set-model");
+    let run = genapi_alone(&dir)
+        .args(["config", "set", "model", "nosuch"])
+        .output()
+        .unwrap();
+    let said = text(&run.stderr);
+    assert_eq!(run.status.code(), Some(2), "{said}");
+    assert!(
+        said.contains("unknown model") && said.contains("known models: ") && said.contains("gen-2-pro"),
+        "{said}"
+    );
+    assert!(!dir.join("config/genapi/config.toml").exists(), "nothing written");
+    let run = genapi_alone(&dir)
+        .args(["config", "set", "model", "gen-2-flex"])
+        .output()
+        .unwrap();
+    assert_eq!(run.status.code(), Some(0), "{}", text(&run.stderr));
+}

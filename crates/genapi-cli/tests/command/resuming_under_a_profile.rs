@@ -1,0 +1,83 @@
+//! A task submitted under a profile is picked up again under that profile:
+//! the printed `wait` names it, so the key that goes to the task's polling
+//! host is that profile's, never the default one's; and a key the service
+//! refuses is named by where it came from.
+
+use std::os::unix::fs::PermissionsExt as _;
+
+use crate::cli::text;
+use crate::common::{genapi_alone, roomy_mock, Dir};
+use crate::readme_tour::words;
+
+/// A config file whose default profile holds a wrong key and whose
+/// profile `m` holds the mock's, kept in a file only its owner reads.
+fn two_profiles(dir: &Dir, mock: &genapi_mock::MockService, key_of_m: &str) {
+    let folder = dir.join("config/genapi");
+    std::fs::create_dir_all(&folder).unwrap();
+    let key_file = folder.join("m.key");
+    std::fs::write(&key_file, key_of_m).unwrap();
+    std::fs::set_permissions(&key_file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let origins: Vec<String> = mock.trusted_origins().iter().map(|o| format!("{o:?}")).collect();
+    let service = format!(
+        "base_url = \"{}\"\ntrusted_origins = [{}]\n",
+        mock.base_url(),
+        origins.join(", ")
+    );
+    std::fs::write(
+        folder.join("config.toml"),
+        format!(
+            "[profiles.default]\n{service}key_env = \"DEFAULT_GENAPI_KEY\"\n\n[profiles.m]\n{service}key_file = {:?}\n",
+            key_file.display().to_string()
+        ),
+    )
+    .unwrap();
+}
+
+fn genapi(dir: &Dir) -> std::process::Command {
+    let mut command = genapi_alone(dir);
+    command.env("DEFAULT_GENAPI_KEY", "the-default-profiles-key");
+    command
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_printed_wait_names_the_profile_and_runs_as_printed() {
+    let mock = roomy_mock(50).await;
+    let dir = Dir::new("resuming-under-a-profile");
+    two_profiles(&dir, &mock, mock.key());
+    let submitted = genapi(&dir)
+        .args(["--profile", "m", "submit", "a fox"])
+        .output()
+        .unwrap();
+    let stderr = text(&submitted.stderr);
+    assert_eq!(submitted.status.code(), Some(0), "{stderr}");
+    let line = stderr
+        .lines()
+        .find_map(|line| line.strip_prefix("wait for it with: "))
+        .unwrap_or_else(|| panic!("no wait command printed: {stderr}"));
+    assert!(line.starts_with("genapi --profile m wait "), "{line}");
+    // The command as a shell would run it.
+    let printed = words(line);
+    assert_eq!(printed[0], "genapi");
+    let waited = genapi(&dir).args(&printed[1..]).output().unwrap();
+    assert_eq!(waited.status.code(), Some(0), "{}", text(&waited.stderr));
+    assert!(text(&waited.stdout).contains("saved "), "{}", text(&waited.stdout));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_key_is_named_by_its_profile_and_file() {
+    let mock = roomy_mock(50).await;
+    let dir = Dir::new("refused-profile-key");
+    two_profiles(&dir, &mock, "not-the-mocks-key");
+    let run = genapi(&dir)
+        .args(["--profile", "m", "generate", "a fox", "-o", "fox.jpg"])
+        .output()
+        .unwrap();
+    let stderr = text(&run.stderr);
+    assert_ne!(run.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("forbidden (403): check the key of profile m (key_file "),
+        "{stderr}"
+    );
+    assert!(stderr.contains("m.key)"), "{stderr}");
+    assert!(!stderr.contains("GENAPI_API_KEY"), "{stderr}");
+}
