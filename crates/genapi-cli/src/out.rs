@@ -63,11 +63,11 @@ pub fn give_stdout_to_bytes() {
     STDOUT_CARRIES_BYTES.store(true, Ordering::Relaxed);
 }
 
-/// Writes an image's bytes to stdout (given to them by
+/// Copies an image's bytes to stdout (given to them by
 /// [`give_stdout_to_bytes`]).
-pub fn out_bytes(bytes: &[u8]) -> std::io::Result<()> {
+pub fn copy_bytes(bytes: &mut impl std::io::Read) -> std::io::Result<()> {
     let mut stdout = std::io::stdout().lock();
-    stdout.write_all(bytes).and_then(|()| stdout.flush())
+    std::io::copy(bytes, &mut stdout).and_then(|_| stdout.flush())
 }
 
 /// Why a line meant for stdout could not be written, if one could not: a

@@ -680,12 +680,24 @@ async fn write_to_stdout(
     deadline: Instant,
     global: &Global,
 ) -> Result<Saved, Failure> {
-    let bytes = match tokio::time::timeout_at(deadline, output.bytes()).await {
-        Ok(Ok(bytes)) => bytes,
+    // Streamed through a hidden file of the command's own (never held whole
+    // in memory: a result may be as large as the download bound), removed
+    // however this ends.
+    let folder = crate::cache::dir().unwrap_or_else(std::env::temp_dir);
+    let _ = std::fs::create_dir_all(&folder);
+    let partial = folder.join(format!(
+        ".genapi-{}-{}.partial",
+        out::safe_component(output.id(), 16),
+        std::process::id()
+    ));
+    let _removed = RemovedOnDrop(partial.clone());
+    let saved = match tokio::time::timeout_at(deadline, output.save_replacing(&partial)).await {
+        Ok(Ok(saved)) => saved,
         Ok(Err(error)) => return Err(Failure::api(&error)),
         Err(_) => return Err(download_timed_out(global)),
     };
-    if let Err(error) = out::out_bytes(&bytes) {
+    let copied = std::fs::File::open(&saved).and_then(|mut file| out::copy_bytes(&mut file));
+    if let Err(error) = copied {
         let reference = output.reference();
         return Err(Failure::new(
             code::OTHER,
@@ -699,6 +711,15 @@ async fn write_to_stdout(
         output,
         file: PathBuf::from("-"),
     })
+}
+
+/// A file removed when this is dropped.
+struct RemovedOnDrop(PathBuf);
+
+impl Drop for RemovedOnDrop {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
 }
 
 /// The deadline passed while the result was downloading.

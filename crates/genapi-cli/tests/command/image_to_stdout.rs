@@ -34,6 +34,15 @@ async fn the_image_goes_to_standard_output_and_the_report_to_stderr() {
         .filter(|name| name != "cache")
         .collect();
     assert!(files.is_empty(), "-o - wrote a file: {files:?}");
+    // The result went through a hidden file of the command's, gone now.
+    let cache = dir.join("cache").join("genapi");
+    let left: Vec<_> = std::fs::read_dir(&cache)
+        .map(|entries| entries.map(|e| e.unwrap().file_name()).collect())
+        .unwrap_or_default();
+    assert!(
+        !left.iter().any(|name| name.to_string_lossy().ends_with(".partial")),
+        "a hidden file was left behind: {left:?}"
+    );
 
     // `get -o -` of the same task writes the same kind of bytes, and its
     // state line goes to stderr too.
