@@ -8,9 +8,23 @@
 //! # Where the key goes
 //!
 //! The key is added per request, only to trusted origins (see the trust rules
-//! in `ClientBuilder::trust_origin`), never to a download. API requests do not
-//! follow redirects, so the key cannot be carried to another host; downloads
-//! follow them without sending a `Referer` (the signed address stays private).
+//! in `ClientBuilder::trust_origin`), never to a download. It is added at the
+//! very bottom, beneath the user's layers (`layers.rs`), to the address the
+//! request finally goes to: no layer sees it, and a layer that points a
+//! request elsewhere sends it without the key. API requests do not follow
+//! redirects, so the key cannot be carried to another host; downloads follow
+//! them without sending a `Referer` (the signed address stays private).
+//!
+//! # The user's layers
+//!
+//! Each attempt goes through the program's own tower layers
+//! ([`crate::ClientBuilder::layer`]) on its way to the HTTP client. They run
+//! beneath this loop, so the retry rules below still hold: a submission's
+//! bytes are kept here, and each attempt carries them in a sealed body that
+//! no layer can clone, so a layer that retries everything still sends a
+//! submission once per attempt of this loop. A layer's own error (or a
+//! request it holds past the request timeout) may hide a request that left:
+//! a submission is not sent again after it, a poll or download is.
 //!
 //! # Bounded answers
 //!
