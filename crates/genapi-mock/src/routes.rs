@@ -480,6 +480,19 @@ fn control(state: &State, key: &str, method: &Method, path: &str, body: &Bytes) 
     }
 }
 
+/// A fault's duration in milliseconds, when `field` is given: at most a
+/// minute.
+fn millis(request: &Value, field: &str) -> Result<Option<Duration>, String> {
+    match request.get(field).filter(|v| !v.is_null()) {
+        None => Ok(None),
+        Some(ms) => ms
+            .as_u64()
+            .filter(|ms| *ms <= 60_000)
+            .map(|ms| Some(Duration::from_millis(ms)))
+            .ok_or_else(|| format!("{field} must be from 0 to 60000")),
+    }
+}
+
 /// `{"path_prefix", "method"?, "times"?, one of: "status" (+ "retry_after",
 /// "body"), "delay_ms", "drop_connection": true, "lose_answer": true, "truncated_answer": true,
 /// "stall_ms", "malformed_body": true, "redirect"}`, each within sane bounds.
@@ -512,24 +525,16 @@ fn fault_from_json(request: &Value) -> Result<super::Fault, String> {
             retry_after,
             body: body.to_string(),
         }
-    } else if let Some(ms) = request.get("delay_ms").filter(|v| !v.is_null()) {
-        let ms = ms
-            .as_u64()
-            .filter(|ms| *ms <= 60_000)
-            .ok_or("delay_ms must be from 0 to 60000")?;
-        FaultKind::Delay(Duration::from_millis(ms))
+    } else if let Some(delay) = millis(request, "delay_ms")? {
+        FaultKind::Delay(delay)
     } else if request["drop_connection"] == true {
         FaultKind::DropConnection
     } else if request["lose_answer"] == true {
         FaultKind::LoseAnswer
     } else if request["truncated_answer"] == true {
         FaultKind::TruncatedAnswer
-    } else if let Some(ms) = request.get("stall_ms").filter(|v| !v.is_null()) {
-        let ms = ms
-            .as_u64()
-            .filter(|ms| *ms <= 60_000)
-            .ok_or("stall_ms must be from 0 to 60000")?;
-        FaultKind::StalledAnswer(Duration::from_millis(ms))
+    } else if let Some(stall) = millis(request, "stall_ms")? {
+        FaultKind::StalledAnswer(stall)
     } else if request["malformed_body"] == true {
         FaultKind::MalformedBody
     } else if let Some(location) = request["redirect"].as_str() {
