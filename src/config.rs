@@ -8,6 +8,7 @@ use reqwest::Url;
 
 use crate::client::Client;
 use crate::error::{Error, Result};
+use crate::layers::{add_layer, AddLayer, HttpRequest, HttpService};
 use crate::limit::ActiveTasks;
 use crate::record::{Origins, RecordOptions, Recorder};
 use crate::scrub::Scrubber;
@@ -58,6 +59,8 @@ pub struct ClientBuilder {
     record: Option<(PathBuf, RecordOptions)>,
     /// Called with the headers of every answer.
     observers: Vec<HeaderObserver>,
+    /// The user's layers around every exchange, the first outermost.
+    layers: Vec<AddLayer>,
 }
 
 impl Default for ClientBuilder {
@@ -82,6 +85,7 @@ impl Default for ClientBuilder {
             learned: Learned::default(),
             record: None,
             observers: Vec::new(),
+            layers: Vec::new(),
         }
     }
 }
@@ -98,6 +102,7 @@ impl std::fmt::Debug for ClientBuilder {
             .field("retry", &self.retry)
             .field("max_active_tasks", &self.max_active_tasks)
             .field("record", &self.record)
+            .field("layers", &self.layers.len())
             .finish_non_exhaustive()
     }
 }
@@ -254,6 +259,48 @@ impl ClientBuilder {
         self
     }
 
+    /// Wraps every exchange (submissions, polls, downloads; each attempt)
+    /// in `layer`, a tower layer of the program's own: metrics, tracing, a
+    /// rate limit, tower-http's layers. Repeatable: the first layer added is
+    /// the outermost, as in tower's `ServiceBuilder`.
+    ///
+    /// The layers run beneath genapi's retries, which still decide what may
+    /// be sent again, and above the wire, where the key is added (no layer
+    /// sees it). A submission's body reaches them sealed: it cannot be
+    /// cloned, so even a layer that retries everything sends a submission
+    /// once and never pays twice; polls and downloads it may retry. A
+    /// layer's own error, or a layer holding a request past the request
+    /// timeout, is an [`crate::Error::Layer`]. See `docs/library.md`.
+    ///
+    /// ```
+    /// use std::sync::atomic::{AtomicUsize, Ordering};
+    /// use std::sync::Arc;
+    /// let exchanges = Arc::new(AtomicUsize::new(0));
+    /// let counted = exchanges.clone();
+    /// let client = genapi::Client::builder()
+    ///     .api_key("k")
+    ///     .base_url("https://api.example.com")
+    ///     .layer(genapi::tower::util::MapRequestLayer::new(move |request: genapi::HttpRequest| {
+    ///         counted.fetch_add(1, Ordering::Relaxed);
+    ///         request
+    ///     }))
+    ///     .build()?;
+    /// # Ok::<(), genapi::Error>(())
+    /// ```
+    pub fn layer<L, B>(mut self, layer: L) -> Self
+    where
+        L: tower::Layer<HttpService> + Send + Sync + 'static,
+        L::Service: tower::Service<HttpRequest, Response = http::Response<B>> + Clone + Send + Sync + 'static,
+        <L::Service as tower::Service<HttpRequest>>::Error: Into<tower::BoxError>,
+        <L::Service as tower::Service<HttpRequest>>::Future: Send + 'static,
+        B: http_body::Body + Send + Sync + 'static,
+        B::Data: Into<bytes::Bytes>,
+        B::Error: Into<tower::BoxError>,
+    {
+        self.layers.push(add_layer(layer));
+        self
+    }
+
     /// Records every exchange of the client (submissions, polls, downloads,
     /// errors and retries, each attempt with its number) to `path` in HAR
     /// 1.2, without secrets or image bytes (see [`RecordOptions`]). The file
@@ -342,6 +389,8 @@ impl ClientBuilder {
             max_download_bytes: self.max_download_bytes,
             download_timeout: self.download_timeout,
             observers: self.observers,
+            layers: self.layers,
+            request_timeout: self.request_timeout,
         })?;
         Ok(Client::from_parts(
             Arc::new(transport),

@@ -48,6 +48,13 @@ fn named(operation: &str) -> String {
     }
 }
 
+/// Whether an operation is a submission, which may create a task.
+fn is_submission(operation: &str) -> bool {
+    crate::api::OPERATIONS
+        .iter()
+        .any(|op| op.id == operation && op.method == "POST")
+}
+
 /// Result of the client's operations.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -116,7 +123,7 @@ pub enum Error {
         task: Option<TaskRef>,
     },
     /// 5xx from the service.
-    #[error("service error ({status}){}{}", detail(.message), match .task { Some(t) => format!("; {t} was accepted: wait for it again instead of resubmitting"), None => "; the submission may or may not have been accepted".to_string() })]
+    #[error("service error ({status}){}{}", detail(.message), what_next(.task))]
     Server {
         /// HTTP status.
         status: u16,
@@ -138,13 +145,26 @@ pub enum Error {
         task: Option<TaskRef>,
     },
     /// The request could not be sent, or the answer not read.
-    #[error("network error during {request}: {}{}", cause_chain(.source), match .task { Some(t) => format!("; {t} was accepted: wait for it again instead of resubmitting"), None if .source.is_connect() => "; nothing was sent: check the base URL and your connection".to_string(), None => "; the request may have reached the service: check for the task before submitting again".to_string() }, request = named(.operation))]
+    #[error("network error during {request}: {}{}", cause_chain(.source), match .task { None if .source.is_connect() => "; nothing was sent: check the base URL and your connection".to_string(), task => what_next(task) }, request = named(.operation))]
     Transport {
         /// What was being done.
         operation: String,
         /// The underlying error (never carries the key).
         #[source]
         source: reqwest::Error,
+        /// The task, when this happened after it was accepted.
+        task: Option<TaskRef>,
+    },
+    /// A layer added with [`crate::ClientBuilder::layer`] failed, or held
+    /// the request past the request timeout: the request may have left, so
+    /// a submission is not sent again (see [`Error::is_safe_to_resubmit`]).
+    #[error("a layer added with ClientBuilder::layer failed during {request}: {}{}", cause_chain(&**.source), what_next(.task), request = named(.operation))]
+    Layer {
+        /// What was being done.
+        operation: String,
+        /// The layer's error.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
         /// The task, when this happened after it was accepted.
         task: Option<TaskRef>,
     },
@@ -230,7 +250,7 @@ pub enum Error {
     },
     /// A body could not be decoded; the raw text is kept (cut to a few KiB,
     /// with the API key removed should a hostile service echo it).
-    #[error("cannot decode the answer to {request}: {message}{}", on_task(.task), request = named(.operation))]
+    #[error("cannot decode the answer to {request}: {message}{}", match .task { None if is_submission(.operation) => what_next(&None), task => on_task(task) }, request = named(.operation))]
     Decode {
         /// What was being done.
         operation: String,
@@ -317,6 +337,7 @@ macro_rules! with_optional_task {
             | Error::Server { $task, .. }
             | Error::UnexpectedStatus { $task, .. }
             | Error::Transport { $task, .. }
+            | Error::Layer { $task, .. }
             | Error::Redirected { $task, .. }
             | Error::Decode { $task, .. }
             | Error::TooLarge { $task, .. }
@@ -324,6 +345,16 @@ macro_rules! with_optional_task {
             _ => $else,
         }
     };
+}
+
+/// What to do after a request that may have reached the service and got no
+/// usable answer: wait for its task again, or, when no task is known yet,
+/// look for one before submitting again.
+fn what_next(task: &Option<TaskRef>) -> String {
+    match task {
+        Some(t) => format!("; {t} was accepted: wait for it again instead of resubmitting"),
+        None => "; the request may have reached the service: check for the task before submitting again".to_string(),
+    }
 }
 
 /// `; task ID (polling URL …)` when there is a task.
@@ -497,6 +528,7 @@ impl Error {
             Error::Timeout { .. }
                 | Error::DownloadTimeout { .. }
                 | Error::Transport { .. }
+                | Error::Layer { .. }
                 | Error::Server { .. }
                 | Error::RateLimited { .. }
                 | Error::UnexpectedStatus { .. }

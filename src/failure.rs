@@ -164,6 +164,7 @@ impl Error {
             }
             Error::Timeout { .. } | Error::DownloadTimeout { .. } => FailureClass::Timeout,
             Error::Transport { .. }
+            | Error::Layer { .. }
             | Error::Server { .. }
             | Error::UnexpectedStatus { .. }
             | Error::Redirected { .. }

@@ -132,6 +132,7 @@ mod field;
 #[cfg(feature = "fuzzing")]
 pub mod fuzzing;
 mod input;
+mod layers;
 mod limit;
 mod output;
 mod poll;
@@ -157,6 +158,7 @@ pub use error::{Checked, Error, Moderation, Result, TaskRef};
 pub use failure::FailureClass;
 pub use field::{FieldValue, Unparsed};
 pub use input::{ImageFormat, ImageInput};
+pub use layers::{HttpRequest, HttpResponse, HttpService};
 pub use limit::SeatPool;
 pub use output::Output;
 pub use record::RecordOptions;
@@ -172,6 +174,8 @@ pub use http;
 /// The HTTP client crate genapi is built on; its types appear in
 /// [`ClientBuilder::reqwest_builder`] and [`Error::Transport`].
 pub use reqwest;
+/// The service abstraction of [`ClientBuilder::layer`]'s layers.
+pub use tower;
 
 /// The handles a program shares between tasks and threads are `Send + Sync`;
 /// this fails to compile the day one of them stops being so.

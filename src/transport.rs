@@ -8,9 +8,23 @@
 //! # Where the key goes
 //!
 //! The key is added per request, only to trusted origins (see the trust rules
-//! in `ClientBuilder::trust_origin`), never to a download. API requests do not
-//! follow redirects, so the key cannot be carried to another host; downloads
-//! follow them without sending a `Referer` (the signed address stays private).
+//! in `ClientBuilder::trust_origin`), never to a download. It is added at the
+//! very bottom, beneath the user's layers (`layers.rs`), to the address the
+//! request finally goes to: no layer sees it, and a layer that points a
+//! request elsewhere sends it without the key. API requests do not follow
+//! redirects, so the key cannot be carried to another host; downloads follow
+//! them without sending a `Referer` (the signed address stays private).
+//!
+//! # The user's layers
+//!
+//! Each attempt goes through the program's own tower layers
+//! ([`crate::ClientBuilder::layer`]) on its way to the HTTP client. They run
+//! beneath this loop, so the retry rules below still hold: a submission's
+//! bytes are kept here, and each attempt carries them in a sealed body that
+//! no layer can clone, so a layer that retries everything still sends a
+//! submission once per attempt of this loop. A layer's own error (or a
+//! request it holds past the request timeout) may hide a request that left:
+//! a submission is not sent again after it, a poll or download is.
 //!
 //! # Bounded answers
 //!
@@ -38,12 +52,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use reqwest::header::{HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
+use reqwest::header::{HeaderMap, HeaderValue, RETRY_AFTER};
 use reqwest::{Method, Request, StatusCode, Url};
+use tower::BoxError;
 use tracing::Instrument;
 
 use crate::error::{Error, Result};
-use crate::record::{Attempt, Body, Recorder};
+use crate::layers::{self, AddLayer, Failed, HttpService, Keying, Wire, LAYER_GRACE};
+use crate::record::{Attempt, Body, Recorder, Sent};
 use crate::scrub::Scrubber;
 use crate::telemetry;
 use crate::trust::TrustPolicy;
@@ -186,6 +202,12 @@ impl Purpose {
         }
     }
 
+    /// Whether a failure that may have left the request is asked again:
+    /// only when asking again is harmless.
+    fn retries_unknown(self) -> bool {
+        matches!(self, Purpose::Poll | Purpose::Download)
+    }
+
     fn retries_error(self, error: &reqwest::Error) -> bool {
         match self {
             Purpose::SubmitOnce => false,
@@ -300,11 +322,15 @@ const ERROR_BODY_LIMIT: u64 = 64 * 1024;
 /// The shared HTTP machinery behind a [`crate::Client`] (and the inner value
 /// of the generated [`crate::api::Client`]); built only by the client builder.
 pub struct Transport {
+    /// The client the generated code builds requests with (no redirects).
     api: reqwest::Client,
-    downloads: reqwest::Client,
+    /// The API client beneath the user's layers, adding the key.
+    api_service: HttpService,
+    /// The download client beneath the user's layers (no key).
+    download_service: HttpService,
+    /// How long an attempt waits for its answer's head through the layers.
+    layer_deadline: Duration,
     key: ApiKey,
-    /// The key as a sensitive header value, built once.
-    key_header: HeaderValue,
     trust: TrustPolicy,
     retry: RetryPolicy,
     pub(crate) max_response_bytes: u64,
@@ -318,9 +344,6 @@ pub struct Transport {
     /// Every secret the client holds or has sent; every answer passes it.
     scrubber: Arc<Scrubber>,
 }
-
-/// The header that carries the API key.
-const KEY_HEADER: HeaderName = HeaderName::from_static("x-key");
 
 /// What [`crate::ClientBuilder::observe_headers`] was given.
 pub(crate) type HeaderObserver = Arc<dyn Fn(&http::HeaderMap) + Send + Sync>;
@@ -349,6 +372,10 @@ pub(crate) struct TransportParts {
     pub(crate) recorder: Option<Recorder>,
     pub(crate) scrubber: Arc<Scrubber>,
     pub(crate) observers: Vec<HeaderObserver>,
+    /// The user's layers, the first outermost.
+    pub(crate) layers: Vec<AddLayer>,
+    /// Timeout of one API exchange.
+    pub(crate) request_timeout: Duration,
 }
 
 impl Transport {
@@ -357,11 +384,16 @@ impl Transport {
         let mut key_header = HeaderValue::from_str(parts.key.expose())
             .map_err(|_| Error::Config("the API key has characters a header cannot carry".into()))?;
         key_header.set_sensitive(true);
+        let keying = Arc::new(Keying {
+            header: key_header,
+            trust: parts.trust.clone(),
+        });
         Ok(Transport {
+            api_service: layers::stack(Wire::new(parts.api.clone(), Some(keying)), &parts.layers),
+            download_service: layers::stack(Wire::new(parts.downloads, None), &parts.layers),
+            layer_deadline: parts.request_timeout.saturating_add(LAYER_GRACE),
             api: parts.api,
-            downloads: parts.downloads,
             key: parts.key,
-            key_header,
             trust: parts.trust,
             retry: parts.retry,
             max_response_bytes: parts.max_response_bytes,
@@ -466,16 +498,23 @@ impl Transport {
         sink: &mut Sink,
         span: &tracing::Span,
     ) -> Result<Answer> {
-        let client = if purpose == Purpose::Download {
-            &self.downloads
+        let service = if purpose == Purpose::Download {
+            &self.download_service
         } else {
-            &self.api
+            &self.api_service
         };
+        // Added beneath the layers, by the service (see `layers.rs`).
         let keyed = purpose != Purpose::Download && self.is_trusted(request.url());
-        if keyed {
-            request.headers_mut().insert(KEY_HEADER, self.key_header.clone());
-        }
         telemetry::exchange_keyed(span, keyed);
+        // A submission's bytes stay here: each attempt carries them sealed,
+        // so only this loop can send them again.
+        let sealed = match purpose {
+            Purpose::Submit | Purpose::SubmitOnce => request
+                .body_mut()
+                .take()
+                .map(|body| Bytes::copy_from_slice(body.as_bytes().unwrap_or_default())),
+            Purpose::Poll | Purpose::Download => None,
+        };
         let failed = |why: Read| why.into_error(operation, limit);
         let attempts = purpose.attempts(&self.retry);
         let mut attempt = 1;
@@ -484,7 +523,8 @@ impl Transport {
             // A body that cannot be cloned (a stream) is sent once.
             let again = if attempt < attempts { request.try_clone() } else { None };
             let exchange = Exchange {
-                client,
+                service,
+                sealed: sealed.clone(),
                 purpose,
                 operation,
                 attempt,
@@ -512,6 +552,10 @@ impl Transport {
                     .unwrap_or_else(|| self.retry.backoff(attempt, fastrand::f64())),
                 Tried::Unsent(error) if purpose.retries_error(&error) => self.retry.backoff(attempt, fastrand::f64()),
                 Tried::Unsent(error) => return Err(failed(Read::Body(error))),
+                // A layer's own failure: the request may have left, so it
+                // is asked again only when idempotent.
+                Tried::Layer(_) if purpose.retries_unknown() => self.retry.backoff(attempt, fastrand::f64()),
+                Tried::Layer(error) => return Err(failed(Read::Layer(error))),
             };
             tracing::debug!(attempt, wait_ms = wait.as_millis() as u64, "retrying");
             tokio::time::sleep(wait).await;
@@ -532,15 +576,33 @@ impl Transport {
         span: &tracing::Span,
     ) -> Tried {
         let download = exchange.purpose == Purpose::Download;
+        let body = exchange
+            .sealed
+            .as_deref()
+            .or_else(|| request.body().and_then(reqwest::Body::as_bytes));
         let mut noted = self.recorder.as_ref().map(|recorder| {
-            let attempt = recorder.begin(&request, exchange.operation, exchange.attempt, exchange.keyed, download);
-            (recorder, attempt)
+            let sent = Sent {
+                request: &request,
+                body,
+                operation: exchange.operation,
+                attempt: exchange.attempt,
+                keyed: exchange.keyed,
+                download,
+            };
+            (recorder, recorder.begin(sent))
         });
-        let response = match exchange.client.execute(request).await {
+        let sent = match layers::for_layers(request, exchange.sealed) {
+            Ok(request) => layers::send(exchange.service, request, self.layer_deadline).await,
+            Err(error) => Err(Failed::Http(error)),
+        };
+        let response = match sent {
             Ok(response) => response,
-            Err(error) => {
-                record_failure(noted, &error);
-                return Tried::Unsent(error);
+            Err(failed) => {
+                record_failure(noted, &failed);
+                return match failed {
+                    Failed::Http(error) => Tried::Unsent(error),
+                    Failed::Layer(error) => Tried::Layer(error),
+                };
             }
         };
         let status = response.status();
@@ -655,6 +717,7 @@ fn record_read(noted: Option<(&Recorder, Attempt)>, read: &Result<Answer, Read>,
             recorder.answered(attempt, answer.status, &answer.headers, Body::Read(body));
         }
         Err(Read::Body(error)) => recorder.failed(attempt, error.to_string()),
+        Err(Read::Layer(error)) => recorder.failed(attempt, error.to_string()),
         Err(Read::TooLarge) => recorder.failed(attempt, "the answer was larger than the limit".into()),
         Err(Read::Sink(error)) => recorder.failed(attempt, format!("the answer could not be stored: {error}")),
         Err(Read::Status(status)) => recorder.failed(attempt, format!("{status} left unread")),
@@ -662,16 +725,23 @@ fn record_read(noted: Option<(&Recorder, Attempt)>, read: &Result<Answer, Read>,
 }
 
 /// Records an attempt that got no answer.
-fn record_failure(noted: Option<(&Recorder, Attempt)>, error: &reqwest::Error) {
+fn record_failure(noted: Option<(&Recorder, Attempt)>, failed: &Failed) {
     if let Some((recorder, attempt)) = noted {
-        recorder.failed(attempt, error.to_string());
+        let why = match failed {
+            Failed::Http(error) => error.to_string(),
+            Failed::Layer(error) => error.to_string(),
+        };
+        recorder.failed(attempt, why);
     }
 }
 
 /// One attempt of an exchange, as the retry loop hands it to
 /// [`Transport::attempt`].
 struct Exchange<'a> {
-    client: &'a reqwest::Client,
+    /// The client beneath the user's layers.
+    service: &'a HttpService,
+    /// A submission's body, sent sealed (see `layers.rs`).
+    sealed: Option<Bytes>,
     purpose: Purpose,
     operation: &'a str,
     /// Its number, from 1.
@@ -695,6 +765,9 @@ enum Tried {
     },
     /// No answer: the request was not sent, or broke off before a status.
     Unsent(reqwest::Error),
+    /// No answer, by a layer's own error or past the deadline: the request
+    /// may have left.
+    Layer(BoxError),
 }
 
 impl Tried {
@@ -703,6 +776,7 @@ impl Tried {
         match self {
             Tried::Read(read) => read,
             Tried::Unsent(error) => Err(Read::Body(error)),
+            Tried::Layer(error) => Err(Read::Layer(error)),
             // The last attempt's answer is read whatever its status, so
             // this is not met; were it, the status is said as it is.
             Tried::Retried { status, .. } => Err(Read::Status(status)),
@@ -714,6 +788,8 @@ impl Tried {
 enum Read {
     /// The request could not be sent, or its answer broke off.
     Body(reqwest::Error),
+    /// A layer failed, or held the request past the deadline.
+    Layer(BoxError),
     /// A status left unread with no attempt left to retry it.
     Status(StatusCode),
     TooLarge,
@@ -725,6 +801,11 @@ impl Read {
         let operation = operation.to_string();
         match self {
             Read::Body(source) => Error::Transport {
+                operation,
+                source,
+                task: None,
+            },
+            Read::Layer(source) => Error::Layer {
                 operation,
                 source,
                 task: None,

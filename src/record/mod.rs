@@ -192,14 +192,15 @@ impl Recorder {
     }
 
     /// Notes a request as it is sent (its secrets are removed at once).
-    pub(crate) fn begin(
-        &self,
-        request: &reqwest::Request,
-        operation: &str,
-        attempt: u32,
-        keyed: bool,
-        download: bool,
-    ) -> Attempt {
+    pub(crate) fn begin(&self, sent: Sent<'_>) -> Attempt {
+        let Sent {
+            request,
+            body,
+            operation,
+            attempt,
+            keyed,
+            download,
+        } = sent;
         let mut secrets = Vec::new();
         let url = self.redactor.url(request.url(), &mut secrets);
         let query_string = reqwest::Url::parse(&url)
@@ -212,8 +213,15 @@ impl Recorder {
                     .collect()
             })
             .unwrap_or_default();
-        let headers = self.headers(request.headers(), &mut secrets);
-        let body = request.body().and_then(reqwest::Body::as_bytes);
+        let mut headers = self.headers(request.headers(), &mut secrets);
+        if keyed {
+            // Added beneath the user's layers (see `layers.rs`), so not in
+            // the request yet; recorded as sent, redacted.
+            headers.push(har::Pair {
+                name: "x-key".into(),
+                value: self.redactor.header("x-key", &[], &mut secrets),
+            });
+        }
         let post_data = body.map(|bytes| har::PostData {
             mime_type: content_type(request.headers()),
             text: self.redactor.request_body(bytes, &mut secrets),
@@ -405,6 +413,19 @@ impl Recorder {
             }
         }
     }
+}
+
+/// A request as one attempt sends it, for [`Recorder::begin`].
+pub(crate) struct Sent<'a> {
+    pub(crate) request: &'a reqwest::Request,
+    /// Its body: a submission's travels sealed, out of the request's reach.
+    pub(crate) body: Option<&'a [u8]>,
+    pub(crate) operation: &'a str,
+    /// Its number, from 1.
+    pub(crate) attempt: u32,
+    /// Whether the key goes with it.
+    pub(crate) keyed: bool,
+    pub(crate) download: bool,
 }
 
 /// One attempt being recorded.

@@ -30,6 +30,7 @@ mod secret_hygiene;
 mod spec_snapshots;
 mod string_setters;
 mod trust_and_secrets;
+mod user_layers;
 mod validation;
 mod waiting;
 mod webhooks;

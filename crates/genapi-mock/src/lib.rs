@@ -61,8 +61,8 @@
 //! - **Control over HTTP** (with the mock's key in `x-key`), for tests in other
 //!   languages: `POST /mock/faults`
 //!   with `{"path_prefix": "/v1/get_result", "status": 503, "retry_after": 1,
-//!   "times": 2}` (or `delay_ms`, `drop_connection`, `lose_answer`, `malformed_body`,
-//!   `redirect` instead of `status`), and `POST /mock/clock/advance` with
+//!   "times": 2}` (or `delay_ms`, `drop_connection`, `lose_answer`, `truncated_answer`,
+//!   `stall_ms`, `malformed_body`, `redirect` instead of `status`), and `POST /mock/clock/advance` with
 //!   `{"seconds": 601}` (at most a century in all), `GET /mock/stats`, and
 //!   `GET /mock/tasks` (the tasks created: id, prompt, submission time, size, seed).
 //! - **Bounded state**: tasks are forgotten once their results expire, and it
@@ -211,6 +211,15 @@ pub enum FaultKind {
     LoseAnswer,
     /// Answer 200 with a body that is not JSON.
     MalformedBody,
+    /// Handle the request normally (a submission creates its task), then
+    /// send the answer's headers (its full `Content-Length` included) and
+    /// the first half of its body, and break the connection: an answer
+    /// truncated in flight.
+    TruncatedAnswer,
+    /// Handle the request normally (a submission creates its task), then
+    /// send the answer's headers and the first half of its body, and hold
+    /// the rest this long on the mock clock: an answer that stalls midway.
+    StalledAnswer(Duration),
     /// Answer 307 to this address.
     Redirect(String),
 }

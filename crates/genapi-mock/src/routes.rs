@@ -171,6 +171,14 @@ async fn handle(Shared(ctx): Shared<Ctx>, request: Request) -> Response {
                 });
                 (acted.status(), Body::from_stream(broken)).into_response()
             }
+            FaultKind::TruncatedAnswer => {
+                let acted = route(&ctx, &method, &uri, &headers, &body).await;
+                cut_short(acted, None).await
+            }
+            FaultKind::StalledAnswer(stall) => {
+                let acted = route(&ctx, &method, &uri, &headers, &body).await;
+                cut_short(acted, Some((ctx.state.clone(), stall))).await
+            }
             FaultKind::MalformedBody => (
                 StatusCode::OK,
                 [("content-type", "application/json")],
@@ -185,6 +193,37 @@ async fn handle(Shared(ctx): Shared<Ctx>, request: Request) -> Response {
         None => route(&ctx, &method, &uri, &headers, &body).await,
     };
     mark(response)
+}
+
+/// How long a truncated answer waits after its first half before it breaks.
+const FLUSH_PAUSE: Duration = Duration::from_millis(50);
+
+/// `acted` with its headers and the first half of its body; then the
+/// connection breaks, or, given a stall, the rest follows after it on the
+/// mock clock.
+async fn cut_short(acted: Response, stall: Option<(Arc<State>, Duration)>) -> Response {
+    let (mut parts, whole) = acted.into_parts();
+    let whole = axum::body::to_bytes(whole, usize::MAX).await.unwrap_or_default();
+    parts.headers.insert("content-length", HeaderValue::from(whole.len()));
+    let (first, rest) = whole.split_at(whole.len() / 2);
+    let (first, rest) = (Bytes::copy_from_slice(first), Bytes::copy_from_slice(rest));
+    let then = async move {
+        match stall {
+            Some((state, stall)) => {
+                state.clock.sleep_past(state.clock.now(), stall).await;
+                Ok(rest)
+            }
+            None => {
+                // The half is flushed before the break: the server writes
+                // it while this waits (on a paused clock, the wait ends
+                // only once every task is idle, so surely after the write).
+                tokio::time::sleep(FLUSH_PAUSE).await;
+                Err(std::io::Error::other("answer truncated (mock fault)"))
+            }
+        }
+    };
+    let chunks = futures::stream::once(async { Ok::<_, std::io::Error>(first) }).chain(futures::stream::once(then));
+    Response::from_parts(parts, Body::from_stream(chunks))
 }
 
 /// Every answer says it comes from a test double.
@@ -441,9 +480,22 @@ fn control(state: &State, key: &str, method: &Method, path: &str, body: &Bytes) 
     }
 }
 
+/// A fault's duration in milliseconds, when `field` is given: at most a
+/// minute.
+fn millis(request: &Value, field: &str) -> Result<Option<Duration>, String> {
+    match request.get(field).filter(|v| !v.is_null()) {
+        None => Ok(None),
+        Some(ms) => ms
+            .as_u64()
+            .filter(|ms| *ms <= 60_000)
+            .map(|ms| Some(Duration::from_millis(ms)))
+            .ok_or_else(|| format!("{field} must be from 0 to 60000")),
+    }
+}
+
 /// `{"path_prefix", "method"?, "times"?, one of: "status" (+ "retry_after",
-/// "body"), "delay_ms", "drop_connection": true, "lose_answer": true, "malformed_body": true,
-/// "redirect"}`, each within sane bounds.
+/// "body"), "delay_ms", "drop_connection": true, "lose_answer": true, "truncated_answer": true,
+/// "stall_ms", "malformed_body": true, "redirect"}`, each within sane bounds.
 fn fault_from_json(request: &Value) -> Result<super::Fault, String> {
     let prefix = request["path_prefix"].as_str().ok_or("path_prefix is required")?;
     if prefix.len() > 1024 {
@@ -473,16 +525,16 @@ fn fault_from_json(request: &Value) -> Result<super::Fault, String> {
             retry_after,
             body: body.to_string(),
         }
-    } else if let Some(ms) = request.get("delay_ms").filter(|v| !v.is_null()) {
-        let ms = ms
-            .as_u64()
-            .filter(|ms| *ms <= 60_000)
-            .ok_or("delay_ms must be from 0 to 60000")?;
-        FaultKind::Delay(Duration::from_millis(ms))
+    } else if let Some(delay) = millis(request, "delay_ms")? {
+        FaultKind::Delay(delay)
     } else if request["drop_connection"] == true {
         FaultKind::DropConnection
     } else if request["lose_answer"] == true {
         FaultKind::LoseAnswer
+    } else if request["truncated_answer"] == true {
+        FaultKind::TruncatedAnswer
+    } else if let Some(stall) = millis(request, "stall_ms")? {
+        FaultKind::StalledAnswer(stall)
     } else if request["malformed_body"] == true {
         FaultKind::MalformedBody
     } else if let Some(location) = request["redirect"].as_str() {
@@ -491,7 +543,7 @@ fn fault_from_json(request: &Value) -> Result<super::Fault, String> {
         }
         FaultKind::Redirect(location.to_string())
     } else {
-        return Err("give one of status, delay_ms, drop_connection, lose_answer, malformed_body, redirect".into());
+        return Err("give one of status, delay_ms, drop_connection, lose_answer, truncated_answer, stall_ms, malformed_body, redirect".into());
     };
     let times = match request.get("times").filter(|v| !v.is_null()) {
         None => 1,

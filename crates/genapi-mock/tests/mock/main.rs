@@ -6,6 +6,7 @@ mod common {
     pub use genapi_test_common::*;
 }
 
+mod broken_answers;
 mod delays;
 mod documented_notification;
 mod fidelity;

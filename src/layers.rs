@@ -1,0 +1,251 @@
+//! The user's own tower layers, beneath genapi's guarantee.
+//!
+//! [`crate::ClientBuilder::layer`] wraps every exchange (submissions, polls
+//! and downloads) in the program's own [`tower::Layer`]s: metrics, tracing,
+//! rate limits, tower-http's layers, even a retry layer. They run *beneath*
+//! the transport's retry loop (`transport.rs`): genapi still decides, per
+//! purpose, what may be sent again, and the layers see each attempt it makes.
+//!
+//! # Why tower, on `http` types
+//!
+//! Tower's `Layer` is the vocabulary type of the ecosystem genapi stands on
+//! (reqwest, hyper, axum and tower-http speak it; tower is already built as
+//! reqwest's dependency), so any layer a program already has fits, with no
+//! second client type. The service speaks `http::Request` and
+//! `http::Response` (with reqwest's body), not reqwest's own request type,
+//! so tower-http's layers, written for `http`, fit too. reqwest-middleware
+//! would add its own client and trait, and its retry middleware refuses a
+//! request it cannot clone with an error instead of sending it once.
+//!
+//! # Why a retry layer cannot pay twice
+//!
+//! A layer that retries must copy the request before it sends it: the sent
+//! request is consumed by the service beneath. A submission's body is
+//! therefore given to the layers as a [`SealedBody`]: a body of one chunk
+//! that reqwest cannot clone (`reqwest::Body::as_bytes` is `None`, so
+//! `reqwest::Request::try_clone` is too) and whose bytes cannot be reached
+//! through the request. A retry layer can only send it once; genapi, which
+//! keeps the bytes, sends a submission again itself only when the service
+//! surely did not accept it (see [`crate::RetryPolicy`]). Polls and
+//! downloads are idempotent GETs, free for a layer to retry. A layer that
+//! takes the body stream apart and builds a new body from what it read
+//! steps out of this guarantee on purpose: that is code written to resend.
+//!
+//! # Where the key goes
+//!
+//! Beneath the layers: the innermost service ([`Wire`]) adds the key as the
+//! request goes onto the wire, and only when the address it finally goes to
+//! is trusted, so no layer sees the key (a tracing layer cannot log it), and
+//! a layer that points a request elsewhere sends it without the key.
+//!
+//! # Deadlines
+//!
+//! reqwest's own timeouts bound what happens on the wire. A layer may also
+//! hold a request (a rate limit, a backoff), so genapi bounds each attempt's
+//! wait for an answer by the request timeout and one second more
+//! ([`LAYER_GRACE`]): reqwest's timeout, which names what timed out, speaks
+//! first when no layer holds the request.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use reqwest::header::{HeaderValue, CONTENT_LENGTH};
+use tower::util::BoxCloneSyncService;
+use tower::{BoxError, Layer, Service, ServiceExt};
+
+use crate::trust::TrustPolicy;
+
+/// A request as the layers see it.
+pub type HttpRequest = http::Request<reqwest::Body>;
+
+/// An answer as the layers give it back.
+pub type HttpResponse = http::Response<reqwest::Body>;
+
+/// The service every exchange is sent through, and what a layer given to
+/// [`crate::ClientBuilder::layer`] wraps: the HTTP client (and the layers
+/// added after this one) as one clonable tower service.
+pub type HttpService = BoxCloneSyncService<HttpRequest, HttpResponse, BoxError>;
+
+/// A layer as the builder keeps it: applied once to the API client and once
+/// to the download client.
+pub(crate) type AddLayer = Arc<dyn Fn(HttpService) -> HttpService + Send + Sync>;
+
+/// How much longer than the request timeout genapi waits for the layers'
+/// answer (see the module's "Deadlines").
+pub(crate) const LAYER_GRACE: Duration = Duration::from_secs(1);
+
+/// Boxes a user's layer; its answers' bodies become reqwest's body (a
+/// tower-http layer wraps them in its own type) and its errors a
+/// [`BoxError`].
+pub(crate) fn add_layer<L, B>(layer: L) -> AddLayer
+where
+    L: Layer<HttpService> + Send + Sync + 'static,
+    L::Service: Service<HttpRequest, Response = http::Response<B>> + Clone + Send + Sync + 'static,
+    <L::Service as Service<HttpRequest>>::Error: Into<BoxError>,
+    <L::Service as Service<HttpRequest>>::Future: Send + 'static,
+    B: http_body::Body + Send + Sync + 'static,
+    B::Data: Into<Bytes>,
+    B::Error: Into<BoxError>,
+{
+    Arc::new(move |inner| {
+        let wrapped = layer
+            .layer(inner)
+            .map_response(|response: http::Response<B>| response.map(reqwest::Body::wrap))
+            .map_err(Into::into);
+        BoxCloneSyncService::new(wrapped)
+    })
+}
+
+/// The HTTP client under the layers, the first added outermost.
+pub(crate) fn stack(wire: Wire, layers: &[AddLayer]) -> HttpService {
+    layers
+        .iter()
+        .rev()
+        .fold(BoxCloneSyncService::new(wire), |inner, layer| layer(inner))
+}
+
+/// The key, and where it may go.
+pub(crate) struct Keying {
+    /// The key as a sensitive header value.
+    pub(crate) header: HeaderValue,
+    pub(crate) trust: TrustPolicy,
+}
+
+/// The innermost service: a reqwest client, which adds the key (when it
+/// has one) to requests bound for a trusted address.
+#[derive(Clone)]
+pub(crate) struct Wire {
+    client: reqwest::Client,
+    key: Option<Arc<Keying>>,
+}
+
+impl Wire {
+    /// The service of `client`; `key` is `None` for downloads.
+    pub(crate) fn new(client: reqwest::Client, key: Option<Arc<Keying>>) -> Wire {
+        Wire { client, key }
+    }
+}
+
+/// The header that carries the API key.
+pub(crate) const KEY_HEADER: http::HeaderName = http::HeaderName::from_static("x-key");
+
+impl Service<HttpRequest> for Wire {
+    type Response = HttpResponse;
+    type Error = BoxError;
+    type Future = Pin<Box<dyn Future<Output = Result<HttpResponse, BoxError>> + Send>>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: HttpRequest) -> Self::Future {
+        let client = self.client.clone();
+        let key = self.key.clone();
+        Box::pin(async move {
+            let mut request = reqwest::Request::try_from(request)?;
+            if let Some(key) = key.filter(|key| key.trust.trusts(request.url())) {
+                request.headers_mut().insert(KEY_HEADER, key.header.clone());
+            }
+            Ok(http::Response::from(client.execute(request).await?))
+        })
+    }
+}
+
+/// Sends one attempt through `service`, waiting at most `deadline` for its
+/// answer's head.
+pub(crate) async fn send(
+    service: &HttpService,
+    request: HttpRequest,
+    deadline: Duration,
+) -> Result<reqwest::Response, Failed> {
+    match tokio::time::timeout(deadline, service.clone().oneshot(request)).await {
+        Ok(Ok(response)) => Ok(reqwest::Response::from(response)),
+        Ok(Err(error)) => Err(match error.downcast::<reqwest::Error>() {
+            Ok(error) => Failed::Http(*error),
+            Err(error) => Failed::Layer(error),
+        }),
+        Err(_) => Err(Failed::Layer(Box::new(NoAnswerInTime(deadline)))),
+    }
+}
+
+/// Why an attempt through the layers got no answer.
+#[derive(Debug)]
+pub(crate) enum Failed {
+    /// reqwest's own error, classified as it always is.
+    Http(reqwest::Error),
+    /// A layer's own error, or no answer within the deadline: the request
+    /// may have left.
+    Layer(BoxError),
+}
+
+/// The layers held a request past the deadline.
+#[derive(Debug)]
+struct NoAnswerInTime(Duration);
+
+impl std::fmt::Display for NoAnswerInTime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "no answer came through the layers within {}s (the request timeout and a second)",
+            self.0.as_secs_f64()
+        )
+    }
+}
+
+impl std::error::Error for NoAnswerInTime {}
+
+/// A request for the layers: a submission's body sealed, anything else's
+/// as it is.
+pub(crate) fn for_layers(request: reqwest::Request, sealed: Option<Bytes>) -> reqwest::Result<HttpRequest> {
+    let mut request = HttpRequest::try_from(request)?;
+    if let Some(bytes) = sealed {
+        request
+            .headers_mut()
+            .insert(CONTENT_LENGTH, HeaderValue::from(bytes.len()));
+        *request.body_mut() = reqwest::Body::wrap(SealedBody(Some(bytes)));
+    }
+    Ok(request)
+}
+
+/// A body sent once: one chunk of known length, which reqwest cannot clone
+/// and no one can read back out of the request.
+pub(crate) struct SealedBody(Option<Bytes>);
+
+impl http_body::Body for SealedBody {
+    type Data = Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        _cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Bytes>, Self::Error>>> {
+        Poll::Ready(self.0.take().map(|bytes| Ok(http_body::Frame::data(bytes))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.0.is_none()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        http_body::SizeHint::with_exact(self.0.as_ref().map_or(0, |bytes| bytes.len() as u64))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sealed_submission_cannot_be_cloned_or_read_back() {
+        let request = reqwest::Request::new(reqwest::Method::POST, "https://api.example.com/v1/x".parse().unwrap());
+        let sealed = for_layers(request, Some(Bytes::from_static(b"{\"prompt\":\"a fox\"}"))).unwrap();
+        assert_eq!(sealed.headers()[CONTENT_LENGTH], "18");
+        assert!(sealed.body().as_bytes().is_none(), "the bytes are out of reach");
+        let back = reqwest::Request::try_from(sealed).unwrap();
+        assert!(back.try_clone().is_none(), "no layer can copy it to send again");
+    }
+}

@@ -1,0 +1,229 @@
+//! The user's own tower layers run beneath genapi's guarantee: whatever a
+//! layer does, a submission leaves once per attempt the user made, so even a
+//! layer that retries everything cannot pay twice; polls it may retry, and a
+//! metrics layer sees every exchange.
+
+use std::future::{ready, Ready};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use genapi::api::types;
+use genapi::tower::retry::{Policy, RetryLayer};
+use genapi::tower::util::MapRequestLayer;
+use genapi::tower::BoxError;
+use genapi::{ClientBuilder, HttpRequest, HttpResponse, RetryPolicy};
+use genapi_mock::{Fault, FaultKind, MockService};
+
+const SUBMISSION: &str = "/v1/gen-2-pro";
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Retries any error or 5xx, up to five times, whenever it can copy the
+/// request: what the ecosystem's retry layers do to a POST.
+#[derive(Clone)]
+struct RetryEverything {
+    left: usize,
+}
+
+impl Policy<HttpRequest, HttpResponse, BoxError> for RetryEverything {
+    type Future = Ready<()>;
+
+    fn retry(&mut self, _: &mut HttpRequest, result: &mut Result<HttpResponse, BoxError>) -> Option<Ready<()>> {
+        let failed = result.as_ref().map_or(true, |answer| answer.status().is_server_error());
+        (failed && self.left > 0).then(|| {
+            self.left -= 1;
+            ready(())
+        })
+    }
+
+    fn clone_request(&mut self, request: &HttpRequest) -> Option<HttpRequest> {
+        let body = request.body().as_bytes()?.to_vec();
+        let mut copy = genapi::http::Request::builder()
+            .method(request.method().clone())
+            .uri(request.uri().clone())
+            .version(request.version())
+            .body(genapi::reqwest::Body::from(body))
+            .ok()?;
+        *copy.headers_mut() = request.headers().clone();
+        Some(copy)
+    }
+}
+
+/// The three set-ups: no layer, a metrics layer, a retry-everything layer.
+#[derive(Clone, Copy, Debug)]
+enum SetUp {
+    Bare,
+    Metrics,
+    RetryEverything,
+}
+
+impl SetUp {
+    /// The builder with this set-up's layer, and the metrics layer's count.
+    fn apply(self, builder: ClientBuilder) -> (ClientBuilder, Arc<AtomicUsize>) {
+        let seen = Arc::new(AtomicUsize::new(0));
+        let builder = match self {
+            SetUp::Bare => builder,
+            SetUp::Metrics => builder.layer(counting(seen.clone())),
+            SetUp::RetryEverything => builder.layer(RetryLayer::new(RetryEverything { left: 5 })),
+        };
+        (builder, seen)
+    }
+}
+
+/// A metrics layer: counts the requests that pass it.
+fn counting(seen: Arc<AtomicUsize>) -> MapRequestLayer<impl Fn(HttpRequest) -> HttpRequest + Clone> {
+    MapRequestLayer::new(move |request: HttpRequest| {
+        seen.fetch_add(1, Ordering::SeqCst);
+        request
+    })
+}
+
+fn status(code: u16, body: &str) -> FaultKind {
+    FaultKind::Status {
+        status: code,
+        retry_after: None,
+        body: body.into(),
+    }
+}
+
+/// The seven failure shapes after a submission left, each with the number
+/// of tasks the mock creates for it: 1 when the service acted before the
+/// failure; 0 when it answered without acting (the status and not-JSON
+/// faults), or was still holding the request when the client gave up (the
+/// timeout: the mock drops a request whose connection closed).
+fn shapes() -> Vec<(&'static str, FaultKind, usize)> {
+    vec![
+        ("connection reset after the task was created", FaultKind::LoseAnswer, 1),
+        (
+            "no answer within the timeout",
+            FaultKind::Delay(Duration::from_secs(30)),
+            0,
+        ),
+        ("500", status(500, "{}"), 0),
+        (
+            "502 with a body",
+            status(502, "<html><h1>502 Bad Gateway</h1></html>"),
+            0,
+        ),
+        ("a truncated answer", FaultKind::TruncatedAnswer, 1),
+        ("an answer that is not JSON", FaultKind::MalformedBody, 0),
+        (
+            "a stall past the deadline",
+            FaultKind::StalledAnswer(Duration::from_secs(30)),
+            1,
+        ),
+    ]
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_submission_leaves_once_per_attempt_whatever_the_layers_do() {
+    for set_up in [SetUp::Bare, SetUp::Metrics, SetUp::RetryEverything] {
+        for (shape, fault, created) in shapes() {
+            let case = format!("{shape} under {set_up:?}");
+            let mock = MockService::start().await.unwrap();
+            mock.inject(Fault::on(SUBMISSION, fault).method("POST"));
+            let (builder, seen) = set_up.apply(mock.client_builder().request_timeout(REQUEST_TIMEOUT));
+            let client = builder.build().unwrap();
+            let submitted = client.submit(types::Gen2ProRequest::builder().prompt("once")).await;
+            let error = submitted.err().unwrap_or_else(|| panic!("{case}: succeeded"));
+            // Whatever the service was still doing ends before counting.
+            tokio::time::sleep(Duration::from_secs(60)).await;
+            assert_eq!(mock.count("POST", SUBMISSION), 1, "{case}: submissions seen");
+            assert_eq!(mock.created_tasks().len(), created, "{case}: tasks created");
+            let said = error.to_string();
+            assert!(
+                said.contains("check for the task before submitting again"),
+                "{case}: the error says what to do next: {said}"
+            );
+            assert!(!error.is_safe_to_resubmit(), "{case}: {said}");
+            if let SetUp::Metrics = set_up {
+                assert_eq!(seen.load(Ordering::SeqCst), 1, "{case}: the metrics layer saw it");
+            }
+        }
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_retry_layer_retries_polls_and_a_metrics_layer_sees_every_exchange() {
+    let mock = MockService::start().await.unwrap();
+    let seen = Arc::new(AtomicUsize::new(0));
+    // genapi retries nothing here: what is retried, the layer retries.
+    let client = mock
+        .client_builder()
+        .retry_policy(RetryPolicy::never())
+        .layer(counting(seen.clone()))
+        .layer(RetryLayer::new(RetryEverything { left: 5 }))
+        .build()
+        .unwrap();
+    let task = client
+        .submit(types::Gen2ProRequest::builder().prompt("polled"))
+        .await
+        .unwrap();
+    mock.inject(Fault::status("/v1/get_result", 500).times(2));
+    let output = task.wait().await.unwrap();
+    let bytes = output.bytes().await.unwrap();
+    assert!(!bytes.is_empty());
+    let polls = mock.count("GET", "/v1/get_result");
+    assert!(polls >= 3, "two 500s, then the layer's third try: {polls}");
+    let downloads = mock.requests().iter().filter(|r| r.origin == "delivery").count();
+    assert_eq!(downloads, 1);
+    // The metrics layer is outermost: it sees each exchange genapi made,
+    // once, however often the retry layer beneath it sent it.
+    assert_eq!(
+        seen.load(Ordering::SeqCst),
+        1 + (polls - 2) + downloads,
+        "one submission, the polls genapi made, one download"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn no_layer_sees_the_key_and_a_layer_that_holds_a_request_is_cut_off() {
+    let mock = MockService::start().await.unwrap();
+    let saw_key = Arc::new(AtomicUsize::new(0));
+    let looked = saw_key.clone();
+    let client = mock
+        .client_builder()
+        .request_timeout(REQUEST_TIMEOUT)
+        .layer(MapRequestLayer::new(move |request: HttpRequest| {
+            if request.headers().contains_key("x-key") {
+                looked.fetch_add(1, Ordering::SeqCst);
+            }
+            request
+        }))
+        .build()
+        .unwrap();
+    client
+        .run(types::Gen2ProRequest::builder().prompt("keyed beneath"))
+        .await
+        .unwrap();
+    assert_eq!(saw_key.load(Ordering::SeqCst), 0, "the key is added beneath the layers");
+    let keyed = mock.requests().iter().filter(|r| r.header("x-key").is_some()).count();
+    assert!(keyed >= 2, "yet the service got it: {keyed}");
+
+    // A layer that never answers: the submission fails at the deadline,
+    // is sent no more, and says what to do.
+    let held = mock
+        .client_builder()
+        .request_timeout(REQUEST_TIMEOUT)
+        .layer(genapi::tower::layer::layer_fn(|_inner| {
+            genapi::tower::service_fn(|_request: HttpRequest| async {
+                std::future::pending::<Result<HttpResponse, BoxError>>().await
+            })
+        }))
+        .build()
+        .unwrap();
+    let started = tokio::time::Instant::now();
+    let error = held
+        .submit(types::Gen2ProRequest::builder().prompt("held"))
+        .await
+        .unwrap_err();
+    assert!(matches!(error, genapi::Error::Layer { .. }), "{error}");
+    assert!(
+        started.elapsed() <= REQUEST_TIMEOUT + Duration::from_secs(1),
+        "cut off at the deadline"
+    );
+    assert!(
+        error.to_string().contains("check for the task before submitting again"),
+        "{error}"
+    );
+}
