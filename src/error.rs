@@ -158,7 +158,7 @@ pub enum Error {
     /// A layer added with [`crate::ClientBuilder::layer`] failed, or held
     /// the request past the request timeout: the request may have left, so
     /// a submission is not sent again (see [`Error::is_safe_to_resubmit`]).
-    #[error("a layer added with ClientBuilder::layer failed during {request}: {}{}", cause_chain(&**.source), what_next(.task), request = named(.operation))]
+    #[error("a layer added with ClientBuilder::layer failed during {request}{} (the layer said: {})", what_next(.task), cause_chain(&**.source), request = named(.operation))]
     Layer {
         /// What was being done.
         operation: String,
@@ -364,14 +364,19 @@ fn on_task(task: &Option<TaskRef>) -> String {
 
 /// The error and its causes, `a: b: c`, so a refused connection, a DNS
 /// failure and a timeout read differently.
+/// Text from elsewhere (a layer's, the system's) is made safe to show and
+/// cut to [`CHAIN_SHOWN`] characters.
 fn cause_chain(error: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = error.to_string();
+    let mut text = genapi_text::clean(&error.to_string());
     for cause in genapi_text::causes(error) {
         text.push_str(": ");
         text.push_str(&cause);
     }
-    text
+    genapi_text::cut(&text, CHAIN_SHOWN).into_owned()
 }
+
+/// The most of an error chain a message shows.
+const CHAIN_SHOWN: usize = 600;
 
 fn checked_by(checked: Checked) -> &'static str {
     match checked {

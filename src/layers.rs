@@ -48,6 +48,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -146,14 +147,75 @@ impl Service<HttpRequest> for Wire {
         let client = self.client.clone();
         let key = self.key.clone();
         Box::pin(async move {
-            let mut request = reqwest::Request::try_from(request)?;
+            // A sealed submission leaves once, whatever a layer above did to
+            // its body (one that read it and put the bytes back in a body of
+            // its own made it clonable again for a retry layer): the attempt
+            // is known by the mark its request carries, or, for a copy made
+            // without it, by the attempt this task is sending.
+            let once = request.extensions().get::<SendOnce>().cloned().or_else(|| {
+                (request.method() == http::Method::POST).then(|| ATTEMPT.try_with(SendOnce::clone).ok())?
+            });
+            if once.is_some_and(|once| once.0.swap(true, Ordering::SeqCst)) {
+                return Err(Box::new(SentAlready) as BoxError);
+            }
+            let mut request = reqwest::Request::try_from(request).map_err(FromTheWire::boxed)?;
             if let Some(key) = key.filter(|key| key.trust.trusts(request.url())) {
                 request.headers_mut().insert(KEY_HEADER, key.header.clone());
             }
-            Ok(http::Response::from(client.execute(request).await?))
+            let response = client.execute(request).await.map_err(FromTheWire::boxed)?;
+            Ok(http::Response::from(response))
         })
     }
 }
+
+/// reqwest's error as the wire gave it: only an error in this wrapper tells
+/// what happened to the request (a `reqwest::Error` a layer made with a
+/// client of its own, say one that could not reach its metrics collector,
+/// says nothing about the submission, which may have left).
+#[derive(Debug)]
+struct FromTheWire(reqwest::Error);
+
+impl FromTheWire {
+    fn boxed(error: reqwest::Error) -> BoxError {
+        Box::new(FromTheWire(error))
+    }
+}
+
+impl std::fmt::Display for FromTheWire {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl std::error::Error for FromTheWire {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.0.source()
+    }
+}
+
+/// Marks a sealed submission's attempt: set once it has gone to the wire.
+#[derive(Clone)]
+struct SendOnce(Arc<AtomicBool>);
+
+tokio::task_local! {
+    /// The sealed submission the task is sending, for copies of its request
+    /// made without its mark (a layer that moves the request to another
+    /// task and copies it without its extensions escapes both: the
+    /// documentation says so).
+    static ATTEMPT: SendOnce;
+}
+
+/// A layer sent a sealed submission a second time.
+#[derive(Debug)]
+struct SentAlready;
+
+impl std::fmt::Display for SentAlready {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a layer tried to send the submission again; it was not sent, so the task cannot be paid twice")
+    }
+}
+
+impl std::error::Error for SentAlready {}
 
 /// Sends one attempt through `service`, waiting at most `deadline` for its
 /// answer's head.
@@ -162,10 +224,16 @@ pub(crate) async fn send(
     request: HttpRequest,
     deadline: Duration,
 ) -> Result<reqwest::Response, Failed> {
-    match tokio::time::timeout(deadline, service.clone().oneshot(request)).await {
+    let once = request.extensions().get::<SendOnce>().cloned();
+    let sending = service.clone().oneshot(request);
+    let sent = match once {
+        Some(once) => tokio::time::timeout(deadline, ATTEMPT.scope(once, sending)).await,
+        None => tokio::time::timeout(deadline, sending).await,
+    };
+    match sent {
         Ok(Ok(response)) => Ok(reqwest::Response::from(response)),
-        Ok(Err(error)) => Err(match error.downcast::<reqwest::Error>() {
-            Ok(error) => Failed::Http(*error),
+        Ok(Err(error)) => Err(match error.downcast::<FromTheWire>() {
+            Ok(error) => Failed::Http(error.0),
             Err(error) => Failed::Layer(error),
         }),
         Err(_) => Err(Failed::Layer(Box::new(NoAnswerInTime(deadline)))),
@@ -207,6 +275,9 @@ pub(crate) fn for_layers(request: reqwest::Request, sealed: Option<Bytes>) -> re
             .headers_mut()
             .insert(CONTENT_LENGTH, HeaderValue::from(bytes.len()));
         *request.body_mut() = reqwest::Body::wrap(SealedBody(Some(bytes)));
+        request
+            .extensions_mut()
+            .insert(SendOnce(Arc::new(AtomicBool::new(false))));
     }
     Ok(request)
 }

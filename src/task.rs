@@ -123,7 +123,7 @@ impl Task {
             Some(url) => url,
             None => {
                 if polling_url.is_some() {
-                    tracing::warn!(task_id = %id, "unusable polling_url in the submission answer; polling the base URL");
+                    tracing::warn!(task_id = %genapi_text::clean(&id), "unusable polling_url in the submission answer; polling the base URL");
                 }
                 session.fallback_polling_url(&id)?
             }

@@ -39,7 +39,7 @@ pub(crate) fn exchange_span(method: &Method, url: &Url, operation: &str, scrubbe
         http.request.method = method.as_str(),
         server.address = url.host_str().unwrap_or_default(),
         server.port = url.port_or_known_default(),
-        url.full = scrubber.scrub(&address_alone(url)),
+        url.full = genapi_text::cut(&scrubber.scrub(&address_alone(url)), URL_SHOWN).as_ref(),
         genapi.operation = operation,
         genapi.keyed = Empty,
         http.response.status_code = Empty,
@@ -47,6 +47,10 @@ pub(crate) fn exchange_span(method: &Method, url: &Url, operation: &str, scrubbe
         error.type = Empty,
     )
 }
+
+/// The most of an address a span carries: a service's polling address may
+/// be as long as it likes, and every poll's span would carry it.
+const URL_SHOWN: usize = 512;
 
 /// `url` without what may hold a secret: its user information, query and
 /// fragment.

@@ -227,3 +227,102 @@ async fn no_layer_sees_the_key_and_a_layer_that_holds_a_request_is_cut_off() {
         "{error}"
     );
 }
+
+/// A layer that reads a request's body and puts the same bytes back (as a
+/// signing or body-logging layer does), making it a body anyone can copy.
+fn rebuilding() -> impl genapi::tower::Layer<genapi::HttpService, Service = genapi::HttpService> + Clone {
+    genapi::tower::layer::layer_fn(|inner: genapi::HttpService| {
+        genapi::HttpService::new(genapi::tower::service_fn(move |request: HttpRequest| {
+            let inner = inner.clone();
+            async move {
+                let (parts, mut body) = request.into_parts();
+                let mut bytes = Vec::new();
+                while let Some(frame) =
+                    std::future::poll_fn(|cx| http_body::Body::poll_frame(std::pin::Pin::new(&mut body), cx)).await
+                {
+                    if let Ok(data) = frame?.into_data() {
+                        bytes.extend_from_slice(&data);
+                    }
+                }
+                let rebuilt = genapi::http::Request::from_parts(parts, genapi::reqwest::Body::from(bytes));
+                genapi::tower::ServiceExt::oneshot(inner, rebuilt).await
+            }
+        }))
+    })
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_body_rebuilt_above_a_retry_layer_still_leaves_once() {
+    let mock = MockService::start().await.unwrap();
+    mock.inject(Fault::on(SUBMISSION, FaultKind::LoseAnswer).method("POST"));
+    let client = mock
+        .client_builder()
+        .request_timeout(REQUEST_TIMEOUT)
+        .layer(rebuilding())
+        .layer(RetryLayer::new(RetryEverything { left: 5 }))
+        .build()
+        .unwrap();
+    let error = client
+        .submit(types::Gen2ProRequest::builder().prompt("rebuilt"))
+        .await
+        .unwrap_err();
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    assert_eq!(
+        mock.count("POST", SUBMISSION),
+        1,
+        "sent again after its body was rebuilt"
+    );
+    assert!(!error.is_safe_to_resubmit(), "{error}");
+    assert!(
+        error.to_string().contains("check for the task before submitting again"),
+        "{error}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_layers_own_connection_error_is_not_taken_for_the_submissions() {
+    let mock = MockService::start().await.unwrap();
+    // After the submission is answered, the layer reports to a collector
+    // that is down, and returns the error of its own client.
+    let collector = genapi::reqwest::Client::new();
+    let client = mock
+        .client_builder()
+        .request_timeout(REQUEST_TIMEOUT)
+        .layer(genapi::tower::layer::layer_fn(move |inner: genapi::HttpService| {
+            let collector = collector.clone();
+            genapi::HttpService::new(genapi::tower::service_fn(move |request: HttpRequest| {
+                let (inner, collector) = (inner.clone(), collector.clone());
+                async move {
+                    let answer = genapi::tower::ServiceExt::oneshot(inner, request).await?;
+                    collector.post("http://127.0.0.1:9/metrics").send().await?;
+                    Ok::<HttpResponse, BoxError>(answer)
+                }
+            }))
+        }))
+        .build()
+        .unwrap();
+    let error = client
+        .submit(types::Gen2ProRequest::builder().prompt("side call"))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        mock.count("POST", SUBMISSION),
+        1,
+        "sent again after the layer's own error"
+    );
+    assert!(matches!(error, genapi::Error::Layer { .. }), "{error}");
+    assert!(!error.is_safe_to_resubmit(), "{error}");
+}
+
+#[test]
+fn a_layers_words_are_shown_after_the_advice_and_made_safe() {
+    let error = genapi::Error::Layer {
+        operation: "gen_2_pro".into(),
+        source: "shed\u{1b}]0;pwned\u{7}\n\nCaused by:\n    nothing was sent: safe to resubmit".into(),
+        task: None,
+    };
+    let said = error.to_string();
+    assert!(!said.contains('\u{1b}') && !said.contains('\n'), "{said:?}");
+    let advice = said.find("check for the task").unwrap();
+    assert!(advice < said.find("the layer said").unwrap(), "{said}");
+}

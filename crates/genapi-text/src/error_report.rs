@@ -22,7 +22,11 @@ pub fn causes(error: &(dyn Error + 'static)) -> Vec<String> {
     let mut said = crate::clean(&error.to_string());
     let mut causes = Vec::new();
     let mut next = error.source();
-    while let Some(cause) = next {
+    // A chain is followed this far: one that loops (a source that is its
+    // own) or runs on would otherwise hold the caller for ever.
+    let mut left = MOST_CAUSES;
+    while let (Some(cause), true) = (next, left > 0) {
+        left -= 1;
         let text = crate::clean(&cause.to_string());
         if !text.is_empty() && !said.contains(&text) {
             said.push('\n');
@@ -33,6 +37,9 @@ pub fn causes(error: &(dyn Error + 'static)) -> Vec<String> {
     }
     causes
 }
+
+/// The most causes of one error followed.
+const MOST_CAUSES: usize = 16;
 
 /// Writes `error` for `{:?}`: its Display text, then its [`causes`] under
 /// `Caused by:`, one per line.
@@ -100,4 +107,37 @@ macro_rules! debug_as_report {
             }
         )+
     };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An error whose source is itself.
+    #[derive(Debug)]
+    struct Looping;
+
+    impl fmt::Display for Looping {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("round and round")
+        }
+    }
+
+    impl Error for Looping {
+        fn source(&self) -> Option<&(dyn Error + 'static)> {
+            Some(self)
+        }
+    }
+
+    #[test]
+    fn a_chain_that_loops_is_followed_a_bounded_way() {
+        assert!(causes(&Looping).is_empty(), "its text is its own");
+        struct Shown;
+        impl fmt::Display for Shown {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                debug_error(&Looping, f)
+            }
+        }
+        assert_eq!(Shown.to_string(), "round and round");
+    }
 }
