@@ -26,6 +26,7 @@ import ipaddress
 import json
 import os
 import queue
+import re
 import sys
 import threading
 import time
@@ -42,7 +43,33 @@ MAX_BODY_BYTES = 1 << 20
 MAX_DOWNLOAD_BYTES = 512 << 20
 # Polling statuses that end a task (any other value means "keep polling").
 FAILED_STATUSES = {"Error", "Failed", "Request Moderated", "Content Moderated", "Task not found"}
-EXTENSIONS = {"image/jpeg": ".jpg", "image/png": ".png", "image/webp": ".webp", "video/mp4": ".mp4"}
+# A connection that sends nothing for this long is closed.
+READ_TIMEOUT_SECONDS = 10
+
+
+class NoRedirects(urllib.request.HTTPRedirectHandler):
+    """Refuses every redirect: the key (on API calls) must not follow one to
+    another host, and a signed output address is fetched where it points."""
+
+    def redirect_request(self, *args, **kwargs):
+        return None
+
+
+def opener(redirects):
+    """An opener of http and https alone (no file:, ftp: or data: address is
+    ever opened), following redirects or refusing them."""
+    made = urllib.request.OpenerDirector()
+    for handler in (urllib.request.HTTPHandler, urllib.request.HTTPSHandler,
+                    urllib.request.HTTPRedirectHandler if redirects else NoRedirects,
+                    urllib.request.HTTPErrorProcessor, urllib.request.HTTPDefaultErrorHandler):
+        made.add_handler(handler())
+    return made
+
+
+# API calls carry the key: they follow no redirect (urllib would send the key on).
+API = opener(redirects=False)
+# Downloads carry no key, and an output's host may redirect to where it is kept.
+DOWNLOADS = opener(redirects=True)
 
 
 class Rejected(Exception):
@@ -95,6 +122,8 @@ def make_handler(secret, accept_echo, deliveries):
     seen_ids = set()
 
     class Handler(http.server.BaseHTTPRequestHandler):
+        timeout = READ_TIMEOUT_SECONDS  # a sender that stalls is not waited for
+
         def do_POST(self):
             length = self.headers.get("content-length", "")
             if not length.isdigit() or int(length) > MAX_BODY_BYTES:
@@ -137,7 +166,7 @@ def call(url, key=None, body=None):
         data = json.dumps(body).encode()
         headers["content-type"] = "application/json"
     request = urllib.request.Request(url, data=data, headers=headers)
-    with urllib.request.urlopen(request, timeout=30) as response:
+    with API.open(request, timeout=30) as response:
         return json.load(response)
 
 
@@ -202,16 +231,38 @@ def failed(task_id, status, details):
     return 1
 
 
+def extension_of(data):
+    """What an output is, told by its first bytes (never by what the service
+    calls it): the extension of an image or video, else None."""
+    if data.startswith(b"\xff\xd8\xff"):
+        return ".jpg"
+    if data.startswith(b"\x89PNG\r\n\x1a\n"):
+        return ".png"
+    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+        return ".webp"
+    if data.startswith(b"GIF8"):
+        return ".gif"
+    if data[4:8] == b"ftyp":
+        return ".mp4"
+    return None
+
+
 def download(sample, out_dir, task_id):
     """Saves the output. The address is signed: it takes no key, and the key must
-    not go to its host. It is valid for minutes only, so this runs at once."""
-    with urllib.request.urlopen(urllib.request.Request(sample), timeout=60) as response:
+    not go to its host. It is valid for minutes only, so this runs at once. The
+    file's name is made here (from the task id's safe characters and what the
+    bytes are), never taken from the service."""
+    if urllib.parse.urlsplit(sample).scheme not in ("http", "https"):
+        raise SystemExit("the output's address is not http or https; not fetched")
+    with DOWNLOADS.open(urllib.request.Request(sample), timeout=60) as response:
         data = response.read(MAX_DOWNLOAD_BYTES + 1)
-        kind = response.headers.get_content_type()
     if len(data) > MAX_DOWNLOAD_BYTES:
         raise SystemExit("the output is larger than expected; not saved")
-    suffix = EXTENSIONS.get(kind) or os.path.splitext(urllib.parse.urlsplit(sample).path)[1] or ".bin"
-    path = os.path.join(out_dir, task_id + suffix)
+    suffix = extension_of(data)
+    if suffix is None:
+        raise SystemExit("the output is not an image; not saved")
+    name = re.sub(r"[^A-Za-z0-9_-]", "", task_id)[:64] or "output"
+    path = os.path.join(out_dir, name + suffix)
     with open(path, "xb") as file:  # never replaces a file
         file.write(data)
     return path

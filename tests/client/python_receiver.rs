@@ -162,3 +162,72 @@ async fn the_python_receiver_polls_get_result_when_no_notification_comes() {
     assert_eq!(mock.stats().webhooks_refused, 1);
     assert!(mock.count("GET", "/v1/get_result") >= 1);
 }
+
+/// What the receiver does with a hostile service's addresses and ids, run in
+/// Python against a server of its own: the key never follows a redirect, a
+/// task id cannot steer where the output is saved, and only an image or
+/// video fetched over http(s) is saved.
+const HOSTILE_SERVICE: &str = r#"
+import http.server, os, sys, tempfile, threading
+sys.path.insert(0, sys.argv[1])
+import receiver
+
+seen_keys = []
+
+class Service(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        if self.path == "/redirect":
+            self.send_response(302)
+            self.send_header("location", "http://127.0.0.1:%d/elsewhere" % PORT)
+            self.send_header("content-length", "0")
+            self.end_headers()
+            return
+        if self.path == "/elsewhere":
+            seen_keys.append(self.headers.get("x-key"))
+        body = b"\xff\xd8\xff\xe0 a picture" if self.path == "/picture" else b"<html>not one</html>"
+        self.send_response(200)
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Service)
+PORT = server.server_address[1]
+threading.Thread(target=server.serve_forever, daemon=True).start()
+base = "http://127.0.0.1:%d" % PORT
+
+try:
+    receiver.call(base + "/redirect", key="sk-never-follows")
+except Exception:
+    pass
+assert seen_keys == [], "the key followed a redirect: %r" % seen_keys
+
+out = tempfile.mkdtemp()
+saved = receiver.download(base + "/picture", out, "../../escape/x")
+assert os.path.dirname(saved) == out, saved
+for refused in (base + "/page", "file:///etc/hostname"):
+    try:
+        receiver.download(refused, out, "t")
+    except (SystemExit, Exception):
+        continue
+    raise AssertionError("saved " + refused)
+print("kept to itself")
+"#;
+
+#[test]
+fn the_python_receiver_keeps_the_key_and_its_files_to_itself() {
+    if !python_is_installed() {
+        return;
+    }
+    let examples = concat!(env!("CARGO_MANIFEST_DIR"), "/examples");
+    let run = std::process::Command::new("python3")
+        .args(["-c", HOSTILE_SERVICE, examples])
+        // Nothing is written beside the example.
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&run.stdout).into_owned() + &String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.success() && said.contains("kept to itself"), "{said}");
+}
