@@ -8,7 +8,8 @@
 //!   (`http.request.method`, `server.address`, `server.port`, `url.full`,
 //!   `http.response.status_code`, `http.request.resend_count`,
 //!   `error.type`), and genapi's own `genapi.operation` and
-//!   `genapi.keyed` (whether the key went with it).
+//!   `genapi.keyed` (whether the key went with it); one span per request
+//!   sent (a retried poll has two), none for the waits between them.
 //! - `genapi.submit` and `genapi.wait`, at INFO:
 //!   `gen_ai.operation.name` (`generate_content`), `gen_ai.request.model`
 //!   and the task's id, `gen_ai.response.id`, once known; the wait also
@@ -22,7 +23,6 @@ use reqwest::{Method, StatusCode, Url};
 use tracing::field::Empty;
 use tracing::Span;
 
-use crate::error::Error;
 use crate::scrub::Scrubber;
 
 /// The generative operation every task of the service is, in
@@ -45,6 +45,7 @@ pub(crate) fn exchange_span(method: &Method, url: &Url, operation: &str, scrubbe
         http.response.status_code = Empty,
         http.request.resend_count = Empty,
         error.type = Empty,
+        otel.status_code = Empty,
     )
 }
 
@@ -82,17 +83,13 @@ pub(crate) fn exchange_answered(span: &Span, status: StatusCode) {
     span.record("http.response.status_code", status.as_u16());
 }
 
-/// How the exchange ended: `error.type` is the status of an answer that is
-/// an error, or the class of a failure without one (`network`, `timeout`).
-pub(crate) fn exchange_ended(span: &Span, ended: Result<StatusCode, &Error>) {
-    match ended {
-        Ok(status) if status.is_client_error() || status.is_server_error() => {
-            span.record("error.type", status.as_str());
-        }
-        Ok(_) => {}
-        Err(error) => {
-            span.record("error.type", error.class().as_str());
-        }
+/// How the attempt ended: `error.type` is the status of an answer that is
+/// an error, or the kind of failure without one (`network`, `timeout`,
+/// `layer`); such an attempt's span is an error's (`otel.status_code`).
+pub(crate) fn exchange_ended(span: &Span, error_type: Option<&str>) {
+    if let Some(error_type) = error_type {
+        span.record("error.type", error_type);
+        span.record("otel.status_code", "ERROR");
     }
 }
 

@@ -456,15 +456,8 @@ impl Transport {
         limit: u64,
         sink: &mut Sink,
     ) -> Result<Answer> {
-        let span = telemetry::exchange_span(request.method(), request.url(), operation, &self.scrubber);
-        // The span is handed down as well as entered: looking the current
-        // one up again costs a thread-local lookup per request.
-        let ended = self
-            .exchange_with_retries(request, purpose, operation, limit, sink, &span)
-            .instrument(span.clone())
-            .await;
-        telemetry::exchange_ended(&span, ended.as_ref().map(|answer| answer.status));
-        ended
+        self.exchange_with_retries(request, purpose, operation, limit, sink)
+            .await
     }
 
     /// As [`Transport::exchange`], reading a success into memory.
@@ -496,7 +489,6 @@ impl Transport {
         operation: &str,
         limit: u64,
         sink: &mut Sink,
-        span: &tracing::Span,
     ) -> Result<Answer> {
         let service = if purpose == Purpose::Download {
             &self.download_service
@@ -505,7 +497,6 @@ impl Transport {
         };
         // Added beneath the layers, by the service (see `layers.rs`).
         let keyed = purpose != Purpose::Download && self.is_trusted(request.url());
-        telemetry::exchange_keyed(span, keyed);
         // A submission's bytes stay here: each attempt carries them sealed,
         // so only this loop can send them again.
         let sealed = match purpose {
@@ -519,7 +510,13 @@ impl Transport {
         let attempts = purpose.attempts(&self.retry);
         let mut attempt = 1;
         loop {
-            telemetry::exchange_attempt(span, attempt);
+            // A span per request sent, as OpenTelemetry counts them; the
+            // waits between attempts are in none. It is handed down as well
+            // as entered: looking the current one up again costs a
+            // thread-local lookup per request.
+            let span = telemetry::exchange_span(request.method(), request.url(), operation, &self.scrubber);
+            telemetry::exchange_keyed(&span, keyed);
+            telemetry::exchange_attempt(&span, attempt);
             // A body that cannot be cloned (a stream) is sent once.
             let again = if attempt < attempts { request.try_clone() } else { None };
             let exchange = Exchange {
@@ -531,7 +528,11 @@ impl Transport {
                 keyed,
                 may_retry: again.is_some(),
             };
-            let tried = self.attempt(exchange, request, limit, sink, span).await;
+            let tried = self
+                .attempt(exchange, request, limit, sink, &span)
+                .instrument(span.clone())
+                .await;
+            telemetry::exchange_ended(&span, tried.error_type().as_deref());
             let Some(next) = again else {
                 // The last attempt: its answer, whatever it is.
                 return tried.finished().map_err(failed);
@@ -771,6 +772,23 @@ enum Tried {
 }
 
 impl Tried {
+    /// What went wrong, as OpenTelemetry's `error.type` says it: the status
+    /// of an answer that is an error, else the kind of failure.
+    fn error_type(&self) -> Option<std::borrow::Cow<'static, str>> {
+        let status = |status: StatusCode| {
+            (status.is_client_error() || status.is_server_error()).then(|| status.as_str().to_string().into())
+        };
+        match self {
+            Tried::Read(Ok(answer)) => status(answer.status),
+            Tried::Retried { status: code, .. } | Tried::Read(Err(Read::Status(code))) => status(*code),
+            Tried::Read(Err(Read::Body(error))) | Tried::Unsent(error) if error.is_timeout() => Some("timeout".into()),
+            Tried::Read(Err(Read::Body(_))) | Tried::Unsent(_) => Some("network".into()),
+            Tried::Read(Err(Read::Layer(_))) | Tried::Layer(_) => Some("layer".into()),
+            Tried::Read(Err(Read::TooLarge)) => Some("too_large".into()),
+            Tried::Read(Err(Read::Sink(_))) => Some("write".into()),
+        }
+    }
+
     /// What the last attempt allowed comes to.
     fn finished(self) -> Result<Answer, Read> {
         match self {

@@ -70,9 +70,10 @@ impl Spans {
 }
 
 /// The names every exchange span carries, and no other.
-const EXCHANGE_FIELDS: [&str; 11] = [
+const EXCHANGE_FIELDS: [&str; 12] = [
     "otel.name",
     "otel.kind",
+    "otel.status_code",
     "http.request.method",
     "server.address",
     "server.port",
@@ -142,7 +143,16 @@ async fn spans_carry_opentelemetry_http_and_generation_attributes() {
     assert_eq!(submission.get("http.request.resend_count"), None, "sent once");
     assert_eq!(submission.get("error.type"), None);
 
-    // The poll that met a 503 was sent again once, and ended well.
+    // The poll that met a 503 was sent again once, and ended well: two
+    // spans, one per request sent.
+    let refused_poll: Vec<&Collected> = exchanges
+        .iter()
+        .filter(|s| s.get("http.response.status_code") == Some("503"))
+        .collect();
+    assert_eq!(refused_poll.len(), 1, "{exchanges:#?}");
+    assert_eq!(refused_poll[0].get("error.type"), Some("503"));
+    assert_eq!(refused_poll[0].get("otel.status_code"), Some("ERROR"));
+    assert_eq!(refused_poll[0].get("http.request.resend_count"), None, "the first send");
     let retried: Vec<&Collected> = exchanges
         .iter()
         .filter(|s| s.get("http.request.resend_count") == Some("1"))
@@ -166,6 +176,8 @@ async fn spans_carry_opentelemetry_http_and_generation_attributes() {
     let failed = exchanges.last().unwrap();
     assert_eq!(failed.get("http.response.status_code"), Some("403"));
     assert_eq!(failed.get("error.type"), Some("403"));
+    assert_eq!(failed.get("otel.status_code"), Some("ERROR"));
+    assert_eq!(submission.get("otel.status_code"), None, "a success is no error");
 
     let submits = spans.named("genapi.submit");
     let submit = &submits[0];

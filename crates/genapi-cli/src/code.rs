@@ -46,7 +46,7 @@ pub const fn meaning(class: FailureClass) -> &'static str {
         FailureClass::Network => "network or service error",
         FailureClass::Unknown => "a submission got no answer: it may have created a task",
         FailureClass::Write => "the result could not be written (the task is paid for: resume it)",
-        FailureClass::CreditCap => "a batch stopped submitting at its spending cap, or was charged more than it",
+        FailureClass::CreditCap => "a batch stopped submitting at its spending cap, or was charged more than its cap",
         _ => "any other failure",
     }
 }

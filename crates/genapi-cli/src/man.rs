@@ -114,7 +114,9 @@ fn write_all(definition: &clap::Command, dir: &Path, force: bool) -> Result<(), 
 /// The page of `command` (built); `first` adds the sections of the first
 /// page.
 fn page(command: &clap::Command, first: bool) -> Result<Vec<u8>, Failure> {
-    let man = clap_mangen::Man::new(command.clone());
+    // Every page says the program and its version where a man page's header
+    // names its source (clap would give a command's name alone).
+    let man = clap_mangen::Man::new(command.clone()).source(format!("genapi {}", env!("CARGO_PKG_VERSION")));
     let mut text = Vec::new();
     let rendered = (|| -> std::io::Result<()> {
         man.render_title(&mut text)?;

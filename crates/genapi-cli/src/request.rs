@@ -21,8 +21,7 @@ pub const DEFAULT_MODEL: &str = "gen-2-pro";
 pub struct RequestArgs {
     /// Model, e.g. gen-2-pro (`genapi models` lists them).
     ///
-    /// Model (see `genapi models`), e.g. gen-2-pro, deblur-v1, gen-tools/vto-v1 [default: the profile's model,
-    /// else gen-2-pro].
+    /// Others: deblur-v1, gen-tools/vto-v1, … [default: the profile's model, else gen-2-pro].
     #[arg(short = 'm', long, value_parser = crate::completions::ModelName, hide_possible_values = true)]
     pub model: Option<String>,
     /// The prompt; `-` reads it from stdin.

@@ -163,6 +163,11 @@ fn man_dir_writes_a_page_for_every_command_and_replaces_none_unasked() {
     // exit status and refers to the first for the rest.
     for name in &written {
         let page = std::fs::read_to_string(pages.join(name)).unwrap();
+        let header = page.lines().find(|line| line.starts_with(".TH ")).unwrap();
+        assert!(
+            header.contains(&format!("\"genapi {}\"", env!("CARGO_PKG_VERSION"))),
+            "{name}: {header}"
+        );
         for (at, _) in page.match_indices("(1)") {
             let before = &page[..at];
             let start = before
