@@ -45,6 +45,16 @@
 //! wait for an answer by the request timeout and one second more
 //! ([`LAYER_GRACE`]): reqwest's timeout, which names what timed out, speaks
 //! first when no layer holds the request.
+//!
+//! # Without layers
+//!
+//! A client given no layer sends each attempt to the innermost service
+//! directly ([`Route::Direct`]), as reqwest's own request: the conversions
+//! to `http` types and back, the boxed service, the mark and the deadline
+//! exist for layers, and cost a few microseconds an attempt with cold
+//! caches. What they guard is kept by other means there: the sealed body
+//! still cannot be cloned, the key is added by the same [`Wire`] code, and
+//! nothing but the HTTP client can fail or hold the request.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -101,12 +111,53 @@ where
     })
 }
 
-/// The HTTP client under the layers, the first added outermost.
-pub(crate) fn stack(wire: Wire, layers: &[AddLayer]) -> HttpService {
-    layers
-        .iter()
-        .rev()
-        .fold(BoxCloneSyncService::new(wire), |inner, layer| layer(inner))
+/// Where each attempt of one client (the API's or the downloads') goes:
+/// through the program's layers, or, when it added none, to the wire
+/// itself (see the module's "Without layers"). Nothing stands between the
+/// transport and the wire then: no layer can hold a request (reqwest's own
+/// timeouts bound it) or send it again (a submission's sealed body cannot
+/// be cloned, so not even reqwest's retry of protocol refusals can), and
+/// every error is the wire's.
+pub(crate) enum Route {
+    /// No layer: the wire itself.
+    Direct(Wire),
+    /// The program's layers around the wire, and how long an attempt waits
+    /// for their answer.
+    Layered { service: HttpService, deadline: Duration },
+}
+
+impl Route {
+    /// The wire under `layers` (the first added outermost); `deadline`
+    /// bounds each attempt's wait for an answer through them.
+    pub(crate) fn new(wire: Wire, layers: &[AddLayer], deadline: Duration) -> Route {
+        if layers.is_empty() {
+            return Route::Direct(wire);
+        }
+        let service = layers
+            .iter()
+            .rev()
+            .fold(BoxCloneSyncService::new(wire), |inner, layer| layer(inner));
+        Route::Layered { service, deadline }
+    }
+
+    /// Sends one attempt; `sealed` is a submission's body, sent sealed.
+    pub(crate) async fn send(
+        &self,
+        mut request: reqwest::Request,
+        sealed: Option<Bytes>,
+    ) -> Result<reqwest::Response, Failed> {
+        let once = sealed.is_some();
+        if let Some(bytes) = sealed {
+            seal(&mut request, bytes);
+        }
+        match self {
+            Route::Direct(wire) => wire.send(request).await.map_err(Failed::Http),
+            Route::Layered { service, deadline } => match for_layers(request, once) {
+                Ok(request) => send(service, request, *deadline).await,
+                Err(error) => Err(Failed::Http(error)),
+            },
+        }
+    }
 }
 
 /// The key, and where it may go.
@@ -129,6 +180,16 @@ impl Wire {
     pub(crate) fn new(client: reqwest::Client, key: Option<Arc<Keying>>) -> Wire {
         Wire { client, key }
     }
+
+    /// Sends `request` as it is, with the key when it has one and the
+    /// address the request finally goes to is trusted: the one place the
+    /// key is added, with layers or without.
+    async fn send(&self, mut request: reqwest::Request) -> reqwest::Result<reqwest::Response> {
+        if let Some(key) = self.key.as_ref().filter(|key| key.trust.trusts(request.url())) {
+            request.headers_mut().insert(KEY_HEADER, key.header.clone());
+        }
+        self.client.execute(request).await
+    }
 }
 
 /// The header that carries the API key.
@@ -144,8 +205,7 @@ impl Service<HttpRequest> for Wire {
     }
 
     fn call(&mut self, request: HttpRequest) -> Self::Future {
-        let client = self.client.clone();
-        let key = self.key.clone();
+        let wire = self.clone();
         Box::pin(async move {
             // A sealed submission leaves once, whatever a layer above did to
             // its body (one that read it and put the bytes back in a body of
@@ -158,11 +218,8 @@ impl Service<HttpRequest> for Wire {
             if once.is_some_and(|once| once.0.swap(true, Ordering::SeqCst)) {
                 return Err(Box::new(SentAlready) as BoxError);
             }
-            let mut request = reqwest::Request::try_from(request).map_err(FromTheWire::boxed)?;
-            if let Some(key) = key.filter(|key| key.trust.trusts(request.url())) {
-                request.headers_mut().insert(KEY_HEADER, key.header.clone());
-            }
-            let response = client.execute(request).await.map_err(FromTheWire::boxed)?;
+            let request = reqwest::Request::try_from(request).map_err(FromTheWire::boxed)?;
+            let response = wire.send(request).await.map_err(FromTheWire::boxed)?;
             Ok(http::Response::from(response))
         })
     }
@@ -219,11 +276,7 @@ impl std::error::Error for SentAlready {}
 
 /// Sends one attempt through `service`, waiting at most `deadline` for its
 /// answer's head.
-pub(crate) async fn send(
-    service: &HttpService,
-    request: HttpRequest,
-    deadline: Duration,
-) -> Result<reqwest::Response, Failed> {
+async fn send(service: &HttpService, request: HttpRequest, deadline: Duration) -> Result<reqwest::Response, Failed> {
     let once = request.extensions().get::<SendOnce>().cloned();
     let sending = service.clone().oneshot(request);
     let sent = match once {
@@ -266,15 +319,20 @@ impl std::fmt::Display for NoAnswerInTime {
 
 impl std::error::Error for NoAnswerInTime {}
 
-/// A request for the layers: a submission's body sealed, anything else's
-/// as it is.
-pub(crate) fn for_layers(request: reqwest::Request, sealed: Option<Bytes>) -> reqwest::Result<HttpRequest> {
+/// A submission's body put in `request` sealed (see the module's "Why a
+/// retry layer cannot pay twice"), with its length.
+fn seal(request: &mut reqwest::Request, bytes: Bytes) {
+    request
+        .headers_mut()
+        .insert(CONTENT_LENGTH, HeaderValue::from(bytes.len()));
+    *request.body_mut() = Some(reqwest::Body::wrap(SealedBody(Some(bytes))));
+}
+
+/// A request for the layers; a sealed submission's (`once`) carries the
+/// mark that lets it leave once.
+fn for_layers(request: reqwest::Request, once: bool) -> reqwest::Result<HttpRequest> {
     let mut request = HttpRequest::try_from(request)?;
-    if let Some(bytes) = sealed {
-        request
-            .headers_mut()
-            .insert(CONTENT_LENGTH, HeaderValue::from(bytes.len()));
-        *request.body_mut() = reqwest::Body::wrap(SealedBody(Some(bytes)));
+    if once {
         request
             .extensions_mut()
             .insert(SendOnce(Arc::new(AtomicBool::new(false))));
@@ -312,9 +370,15 @@ mod tests {
 
     #[test]
     fn a_sealed_submission_cannot_be_cloned_or_read_back() {
-        let request = reqwest::Request::new(reqwest::Method::POST, "https://api.example.com/v1/x".parse().unwrap());
-        let sealed = for_layers(request, Some(Bytes::from_static(b"{\"prompt\":\"a fox\"}"))).unwrap();
-        assert_eq!(sealed.headers()[CONTENT_LENGTH], "18");
+        let mut request = reqwest::Request::new(reqwest::Method::POST, "https://api.example.com/v1/x".parse().unwrap());
+        seal(&mut request, Bytes::from_static(b"{\"prompt\":\"a fox\"}"));
+        assert_eq!(request.headers()[CONTENT_LENGTH], "18");
+        assert!(
+            request.try_clone().is_none(),
+            "sent straight to the wire, it cannot be copied either"
+        );
+        let sealed = for_layers(request, true).unwrap();
+        assert!(sealed.extensions().get::<SendOnce>().is_some(), "marked to leave once");
         assert!(sealed.body().as_bytes().is_none(), "the bytes are out of reach");
         let back = reqwest::Request::try_from(sealed).unwrap();
         assert!(back.try_clone().is_none(), "no layer can copy it to send again");

@@ -26,6 +26,11 @@
 //! request it holds past the request timeout) may hide a request that left:
 //! a submission is not sent again after it, a poll or download is.
 //!
+//! A client without layers (the usual one) does none of the layers' work:
+//! each attempt goes straight to the innermost service, as reqwest's own
+//! request, with the same sealed body and the same key rule
+//! (`layers::Route`); every error it meets is then the HTTP client's.
+//!
 //! # Bounded answers
 //!
 //! Bodies are read in chunks up to a limit: JSON answers to
@@ -58,7 +63,7 @@ use tower::BoxError;
 use tracing::Instrument;
 
 use crate::error::{Error, Result};
-use crate::layers::{self, AddLayer, Failed, HttpService, Keying, Wire, LAYER_GRACE};
+use crate::layers::{AddLayer, Failed, Keying, Route, Wire, LAYER_GRACE};
 use crate::record::{Attempt, Body, Recorder, Sent};
 use crate::scrub::Scrubber;
 use crate::telemetry;
@@ -324,12 +329,12 @@ const ERROR_BODY_LIMIT: u64 = 64 * 1024;
 pub struct Transport {
     /// The client the generated code builds requests with (no redirects).
     api: reqwest::Client,
-    /// The API client beneath the user's layers, adding the key.
-    api_service: HttpService,
-    /// The download client beneath the user's layers (no key).
-    download_service: HttpService,
-    /// How long an attempt waits for its answer's head through the layers.
-    layer_deadline: Duration,
+    /// Where API requests go: the client that adds the key, beneath the
+    /// user's layers if there are any.
+    api_route: Route,
+    /// Where downloads go: the download client (no key), beneath the
+    /// user's layers if there are any.
+    download_route: Route,
     key: ApiKey,
     trust: TrustPolicy,
     retry: RetryPolicy,
@@ -388,10 +393,11 @@ impl Transport {
             header: key_header,
             trust: parts.trust.clone(),
         });
+        // How long an attempt waits for its answer's head through layers.
+        let deadline = parts.request_timeout.saturating_add(LAYER_GRACE);
         Ok(Transport {
-            api_service: layers::stack(Wire::new(parts.api.clone(), Some(keying)), &parts.layers),
-            download_service: layers::stack(Wire::new(parts.downloads, None), &parts.layers),
-            layer_deadline: parts.request_timeout.saturating_add(LAYER_GRACE),
+            api_route: Route::new(Wire::new(parts.api.clone(), Some(keying)), &parts.layers, deadline),
+            download_route: Route::new(Wire::new(parts.downloads, None), &parts.layers, deadline),
             api: parts.api,
             key: parts.key,
             trust: parts.trust,
@@ -490,10 +496,10 @@ impl Transport {
         limit: u64,
         sink: &mut Sink,
     ) -> Result<Answer> {
-        let service = if purpose == Purpose::Download {
-            &self.download_service
+        let route = if purpose == Purpose::Download {
+            &self.download_route
         } else {
-            &self.api_service
+            &self.api_route
         };
         // Added beneath the layers, by the service (see `layers.rs`).
         let keyed = purpose != Purpose::Download && self.is_trusted(request.url());
@@ -520,7 +526,7 @@ impl Transport {
             // A body that cannot be cloned (a stream) is sent once.
             let again = if attempt < attempts { request.try_clone() } else { None };
             let exchange = Exchange {
-                service,
+                route,
                 sealed: sealed.clone(),
                 purpose,
                 operation,
@@ -592,11 +598,7 @@ impl Transport {
             };
             (recorder, recorder.begin(sent))
         });
-        let sent = match layers::for_layers(request, exchange.sealed) {
-            Ok(request) => layers::send(exchange.service, request, self.layer_deadline).await,
-            Err(error) => Err(Failed::Http(error)),
-        };
-        let response = match sent {
+        let response = match exchange.route.send(request, exchange.sealed).await {
             Ok(response) => response,
             Err(failed) => {
                 record_failure(noted, &failed);
@@ -739,8 +741,8 @@ fn record_failure(noted: Option<(&Recorder, Attempt)>, failed: &Failed) {
 /// One attempt of an exchange, as the retry loop hands it to
 /// [`Transport::attempt`].
 struct Exchange<'a> {
-    /// The client beneath the user's layers.
-    service: &'a HttpService,
+    /// Where it goes: the wire, or the user's layers around it.
+    route: &'a Route,
     /// A submission's body, sent sealed (see `layers.rs`).
     sealed: Option<Bytes>,
     purpose: Purpose,
