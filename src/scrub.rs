@@ -46,10 +46,13 @@
 //! reads (a status, a polling URL).
 //!
 //! Secrets are indexed by their first sixteen bytes (eight for shorter
-//! ones), so searching costs about two table lookups per byte however many
-//! secrets there are (a batch whose every line has its own `whsec_…` secret
-//! is scrubbed about as fast as one with none); only secrets that share
-//! their first sixteen bytes are compared with each other.
+//! ones), so searching costs one look-up in a small table of first bytes
+//! per byte of text, and a second, of first pairs, only where a secret may
+//! begin, however many secrets there are (a batch whose every line has its
+//! own `whsec_…` secret is scrubbed about as fast as one with none); only
+//! secrets that share their first sixteen bytes are compared with each
+//! other. Every answer passes here, so the usual one, which holds no
+//! secret, costs one tight pass over its bytes and no allocation.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::{OnceLock, RwLock};
@@ -147,9 +150,21 @@ struct Known {
     long: HashMap<[u8; LONG], Vec<Box<[u8]>>>,
     /// Shorter spellings by their first eight bytes, longest first.
     short: HashMap<[u8; SHORTEST_SECRET], Vec<Box<[u8]>>>,
-    /// One bit per possible pair of first two bytes: most positions of a
-    /// text are passed over on one bit test.
+    /// Which bytes a spelling may begin with: most positions of a text are
+    /// passed over on this one look-up in a small table.
+    firsts: FirstBytes,
+    /// One bit per possible pair of first two bytes, read only for a
+    /// possible first byte.
     starts: Box<[u64]>,
+}
+
+/// Which bytes the spellings begin with.
+struct FirstBytes([bool; 256]);
+
+impl Default for FirstBytes {
+    fn default() -> Self {
+        FirstBytes([false; 256])
+    }
 }
 
 /// The length of the longer index's keys.
@@ -168,6 +183,7 @@ impl Known {
         if self.starts.is_empty() {
             self.starts = vec![0u64; 1024].into_boxed_slice();
         }
+        self.firsts.0[usize::from(spelling[0])] = true;
         let pair = usize::from(spelling[0]) << 8 | usize::from(spelling[1]);
         self.starts[pair / 64] |= 1 << (pair % 64);
         let bucket = match (start_of::<LONG>(spelling), start_of::<SHORTEST_SECRET>(spelling)) {
@@ -180,14 +196,35 @@ impl Known {
         self.spellings.insert(spelling.into());
     }
 
+    /// Whether a spelling may begin with these two bytes.
+    #[inline]
+    fn may_begin(&self, first: u8, second: u8) -> bool {
+        let pair = usize::from(first) << 8 | usize::from(second);
+        self.firsts.0[usize::from(first)]
+            && self
+                .starts
+                .get(pair / 64)
+                .is_some_and(|bits| bits & (1 << (pair % 64)) != 0)
+    }
+
+    /// The positions of `text` where a spelling may begin, by the tables
+    /// alone: one tight pass over the first bytes, where the few candidates
+    /// are then looked at more closely.
+    fn candidates<'t>(&'t self, text: &'t [u8]) -> impl Iterator<Item = usize> + 't {
+        // Where a spelling still fits.
+        let fits = (text.len() + 1).saturating_sub(SHORTEST_SECRET);
+        text[..fits]
+            .iter()
+            .enumerate()
+            .filter(|(_, first)| self.firsts.0[usize::from(**first)])
+            .map(|(at, _)| at)
+            .filter(|&at| self.may_begin(text[at], text[at + 1]))
+    }
+
     /// The longest spelling found at `text[at..]`.
     fn found_at(&self, text: &[u8], at: usize) -> Option<usize> {
         let rest = &text[at..];
-        if rest.len() < SHORTEST_SECRET || self.starts.is_empty() {
-            return None;
-        }
-        let pair = usize::from(rest[0]) << 8 | usize::from(rest[1]);
-        if self.starts[pair / 64] & (1 << (pair % 64)) == 0 {
+        if rest.len() < SHORTEST_SECRET || !self.may_begin(rest[0], rest[1]) {
             return None;
         }
         let found = |bucket: Option<&Vec<Box<[u8]>>>| {
@@ -220,17 +257,16 @@ impl Known {
     fn replaced(&self, text: &[u8]) -> Option<Vec<u8>> {
         let mut out: Option<Vec<u8>> = None;
         let mut copied = 0;
-        let mut at = 0;
-        while at < text.len() {
-            match self.found_at(text, at) {
-                Some(length) => {
-                    let out = out.get_or_insert_with(|| Vec::with_capacity(text.len()));
-                    out.extend_from_slice(&text[copied..at]);
-                    out.extend_from_slice(REDACTED.as_bytes());
-                    at += length;
-                    copied = at;
-                }
-                None => at += 1,
+        for at in self.candidates(text) {
+            // Within a spelling already replaced.
+            if at < copied {
+                continue;
+            }
+            if let Some(length) = self.found_at(text, at) {
+                let out = out.get_or_insert_with(|| Vec::with_capacity(text.len()));
+                out.extend_from_slice(&text[copied..at]);
+                out.extend_from_slice(REDACTED.as_bytes());
+                copied = at + length;
             }
         }
         let mut out = out?;
@@ -239,8 +275,24 @@ impl Known {
     }
 
     fn contains(&self, text: &[u8]) -> bool {
-        (0..text.len()).any(|at| self.found_at(text, at).is_some())
+        self.candidates(text).any(|at| self.found_at(text, at).is_some())
     }
+}
+
+/// Whether a JSON text names a field the document marks `x-secret`
+/// (`"webhook_secret"`): only where a quote opens a string is it compared.
+fn names_a_secret_field(body: &[u8]) -> bool {
+    static QUOTED: OnceLock<Vec<Vec<u8>>> = OnceLock::new();
+    let names = QUOTED.get_or_init(|| {
+        secret_fields()
+            .iter()
+            .map(|name| format!("\"{name}\"").into_bytes())
+            .collect()
+    });
+    body.iter()
+        .enumerate()
+        .filter(|(_, byte)| **byte == b'"')
+        .any(|(at, _)| names.iter().any(|name| body[at..].starts_with(name)))
 }
 
 impl Scrubber {
@@ -401,13 +453,8 @@ impl Scrubber {
     /// body with no escape (`\\`), no secret and no secret field's name
     /// costs one pass over its bytes.
     pub(crate) fn scrub_body(&self, body: &[u8]) -> Option<Vec<u8>> {
-        let names_a_secret_field = || {
-            secret_fields()
-                .iter()
-                .any(|name| contains(body, format!("\"{name}\"").as_bytes()))
-        };
         let escapes = body.contains(&b'\\');
-        if !escapes && !self.finds(body) && !names_a_secret_field() {
+        if !escapes && !self.finds(body) && !names_a_secret_field(body) {
             return None;
         }
         match serde_json::from_slice::<Value>(body) {
@@ -438,6 +485,15 @@ impl Scrubber {
     /// Headers scrubbed in place: a value holding a secret is replaced by
     /// its scrubbed text.
     pub(crate) fn scrub_headers(&self, headers: &mut HeaderMap) {
+        // The usual answer holds no secret: one look, under one lock.
+        let clean = self.known.read().is_ok_and(|known| {
+            !headers
+                .iter()
+                .any(|(name, value)| known.contains(name.as_str().as_bytes()) || known.contains(value.as_bytes()))
+        });
+        if clean {
+            return;
+        }
         // A header named with a secret (a service echoing one as a name)
         // goes whole: a name cannot be redacted in place.
         let named: Vec<_> = headers
@@ -473,10 +529,6 @@ fn lowercase_hex(text: &str) -> String {
     out
 }
 
-fn contains(haystack: &[u8], needle: &[u8]) -> bool {
-    haystack.windows(needle.len()).any(|window| window == needle)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -495,6 +547,18 @@ mod tests {
         assert_eq!(scrubber.scrub("q=whsec%2F%22quoted%22+%2Bplus"), "q=[redacted]");
         assert_eq!(scrubber.scrub("q=whsec%2F%22quoted%22%20%2Bplus"), "q=[redacted]");
         assert_eq!(scrubber.scrub("nothing here"), "nothing here");
+    }
+
+    #[test]
+    fn secrets_are_found_at_both_ends_and_side_by_side() {
+        let scrubber = Scrubber::new("key-12345678");
+        assert_eq!(scrubber.scrub("key-12345678"), "[redacted]");
+        assert_eq!(scrubber.scrub("ends with key-12345678"), "ends with [redacted]");
+        assert_eq!(scrubber.scrub("key-12345678key-12345678"), "[redacted][redacted]");
+        assert_eq!(scrubber.scrub("kkey-1234567"), "kkey-1234567", "one byte short");
+        assert!(scrubber.finds(b"xkey-12345678"));
+        assert!(!scrubber.finds(b"key-1234567"));
+        assert_eq!(scrubber.scrub_body(b""), None);
     }
 
     #[test]
