@@ -462,8 +462,11 @@ impl Transport {
         limit: u64,
         sink: &mut Sink,
     ) -> Result<Answer> {
-        self.exchange_with_retries(request, purpose, operation, limit, sink)
-            .await
+        // The retry loop's state (the attempt, its answer being read) is
+        // some kilobytes: kept on the heap, once per exchange, it is not
+        // copied again each time a future holding it is moved on the way
+        // up (the generated client, the hooks, a poll, a wait).
+        Box::pin(self.exchange_with_retries(request, purpose, operation, limit, sink)).await
     }
 
     /// As [`Transport::exchange`], reading a success into memory.
@@ -524,7 +527,11 @@ impl Transport {
             telemetry::exchange_keyed(&span, keyed);
             telemetry::exchange_attempt(&span, attempt);
             // A body that cannot be cloned (a stream) is sent once.
-            let again = if attempt < attempts { request.try_clone() } else { None };
+            let again = if attempt < attempts {
+                copy_to_resend(&request)
+            } else {
+                None
+            };
             let exchange = Exchange {
                 route,
                 sealed: sealed.clone(),
@@ -689,8 +696,11 @@ impl Transport {
         if cut {
             // Whatever a cut left of a secret goes too.
             error_body = self.scrubber.scrub_cut(&error_body);
-        } else if let Some(scrubbed) = self.scrubber.scrub_body(&error_body) {
-            error_body = scrubbed;
+        } else if !error_body.is_empty() {
+            // (Empty for a success, whose body went to the sink.)
+            if let Some(scrubbed) = self.scrubber.scrub_body(&error_body) {
+                error_body = scrubbed;
+            }
         }
         if let (true, false, Sink::Memory(bytes)) = (success, purpose == Purpose::Download, &mut *sink) {
             if let Some(scrubbed) = self.scrubber.scrub_body(bytes) {
@@ -703,6 +713,26 @@ impl Transport {
             body: Bytes::from(error_body),
         })
     }
+}
+
+/// A copy of `request` to send if this attempt fails, or `None` when its
+/// body cannot be copied (a stream is sent once). reqwest's own
+/// `try_clone` also gives every copy a map of extensions, an allocation
+/// for each attempt, made in case it fails; a request without a body
+/// (a poll, a download, a submission whose bytes are kept sealed) is
+/// copied as reqwest's public interface sets it: method, address,
+/// headers, version and timeout.
+fn copy_to_resend(request: &Request) -> Option<Request> {
+    if request.body().is_some() {
+        return request.try_clone();
+    }
+    let mut copy = Request::new(request.method().clone(), request.url().clone());
+    *copy.headers_mut() = request.headers().clone();
+    *copy.version_mut() = request.version();
+    if let Some(timeout) = request.timeout() {
+        *copy.timeout_mut() = Some(*timeout);
+    }
+    Some(copy)
 }
 
 /// Records an attempt whose answer was read (or broke off).
@@ -890,6 +920,31 @@ mod tests {
         // Far retries stay under max_backoff, whatever the draw.
         assert_eq!(policy.backoff(40, 1.0), Duration::from_secs(8));
         assert_eq!(policy.backoff(40, 0.0), Duration::from_secs(4));
+    }
+
+    #[test]
+    fn a_request_to_resend_is_copied_whole() {
+        let mut request = Request::new(
+            Method::GET,
+            "https://api.example.com/v1/get_result?id=1".parse().unwrap(),
+        );
+        request
+            .headers_mut()
+            .insert("api-version", HeaderValue::from_static("0.0.1"));
+        *request.version_mut() = reqwest::Version::HTTP_11;
+        *request.timeout_mut() = Some(Duration::from_secs(7));
+        let copy = copy_to_resend(&request).unwrap();
+        assert_eq!(copy.method(), request.method());
+        assert_eq!(copy.url(), request.url());
+        assert_eq!(copy.headers(), request.headers());
+        assert_eq!(copy.version(), request.version());
+        assert_eq!(copy.timeout(), Some(&Duration::from_secs(7)));
+        let untimed = Request::new(Method::GET, "https://api.example.com/x".parse().unwrap());
+        assert_eq!(copy_to_resend(&untimed).unwrap().timeout(), None);
+        let mut with_body = Request::new(Method::POST, "https://api.example.com/x".parse().unwrap());
+        *with_body.body_mut() = Some(reqwest::Body::from("{}"));
+        let copied = copy_to_resend(&with_body).unwrap();
+        assert_eq!(copied.body().and_then(reqwest::Body::as_bytes), Some(&b"{}"[..]));
     }
 
     #[test]
