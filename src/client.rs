@@ -400,13 +400,32 @@ impl Client {
             return Ok(None);
         };
         let _waiting = active.wait_for_room();
-        let mut reservation = loop {
+        // The usual case, room at once, registers no waiter.
+        let mut reservation = match active.try_reserve() {
+            Some(reservation) => reservation,
+            // Rare: kept off the submission's own state.
+            None => Box::pin(self.room(&active)).await,
+        };
+        // A limit shared with other processes needs one of its places too.
+        active
+            .take_shared(&mut reservation, |polling_url| async move {
+                self.seen_final(&polling_url).await
+            })
+            .await
+            .map_err(|reason| Error::SharedLimit { reason })?;
+        Ok(Some(reservation))
+    }
+
+    /// Waits until there is room under the client's own limit, polling the
+    /// tasks nobody waits for meanwhile.
+    async fn room(&self, active: &Arc<ActiveTasks>) -> Reservation {
+        loop {
             // Registered before looking, so a seat freed in between wakes us.
             let changed = active.next_change();
             tokio::pin!(changed);
             changed.as_mut().enable();
             if let Some(reservation) = active.try_reserve() {
-                break reservation;
+                return reservation;
             }
             let mut found = None;
             while let Some((id, polling_url)) = active.next_due() {
@@ -419,19 +438,11 @@ impl Client {
                 }
             }
             if let Some(reservation) = found {
-                break reservation;
+                return reservation;
             }
             // Unwatched tasks are checked again after a while.
             let _ = tokio::time::timeout(RECHECK, changed).await;
-        };
-        // A limit shared with other processes needs one of its places too.
-        active
-            .take_shared(&mut reservation, |polling_url| async move {
-                self.seen_final(&polling_url).await
-            })
-            .await
-            .map_err(|reason| Error::SharedLimit { reason })?;
-        Ok(Some(reservation))
+        }
     }
 
     /// Polls a task once to learn whether it can still be running: a final
