@@ -45,6 +45,10 @@
 //! not poll in lockstep: only ever later (an aimed poll that lands early costs
 //! a round), and at most 2 % and 20 ms, so it never undoes an aim; the
 //! jitter's draw is an input, so tests pin it.
+//!
+//! A notification may end a sleep early ([`WaitOptions::woken_by`]): the task
+//! is then polled at once, and the poll, not the notification, says how the
+//! task stands.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
@@ -52,6 +56,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use crate::webhook::Inbox;
 use crate::TaskStatus;
 
 /// What a progress callback receives after each poll.
@@ -88,6 +93,7 @@ pub struct WaitOptions {
     not_found_grace: Duration,
     fixed_interval: Option<Duration>,
     on_progress: Option<ProgressCallback>,
+    woken_by: Option<Arc<Inbox>>,
 }
 
 impl std::fmt::Debug for WaitOptions {
@@ -97,6 +103,7 @@ impl std::fmt::Debug for WaitOptions {
             .field("not_found_grace", &self.not_found_grace)
             .field("fixed_interval", &self.fixed_interval)
             .field("on_progress", &self.on_progress.is_some())
+            .field("woken_by", &self.woken_by)
             .finish()
     }
 }
@@ -108,6 +115,7 @@ impl Default for WaitOptions {
             not_found_grace: Duration::from_secs(10),
             fixed_interval: None,
             on_progress: None,
+            woken_by: None,
         }
     }
 }
@@ -138,8 +146,8 @@ impl WaitOptions {
         self.fixed_interval = Some(interval.max(Self::MIN_INTERVAL));
         self
     }
-    /// The shortest interval between polls, 10 ms: of a fixed interval, and
-    /// of the adaptive schedule.
+    /// The shortest interval between polls, 10 ms: of a fixed interval, of
+    /// the adaptive schedule, and after a wake-up ([`WaitOptions::woken_by`]).
     pub const MIN_INTERVAL: Duration = Duration::from_millis(10);
     /// Calls `callback` after every poll.
     ///
@@ -150,6 +158,35 @@ impl WaitOptions {
     /// ```
     pub fn on_progress(mut self, callback: impl Fn(&Progress) + Send + Sync + 'static) -> Self {
         self.on_progress = Some(Arc::new(callback));
+        self
+    }
+
+    /// Polls at once when `inbox` receives a notification of the task's end,
+    /// instead of sleeping until the next scheduled poll.
+    ///
+    /// The poll's answer decides, never the notification: one that says the
+    /// task is ready while the poll says it is still running only means
+    /// polling goes on as scheduled (a notification may be early, replayed,
+    /// or forged by someone who learned the secret; the poll is the service's
+    /// own word). Polling never waits for a notification either, so a lost
+    /// one, or a receiver nobody can reach, costs nothing but the wake-up.
+    /// Woken polls are at least [`WaitOptions::MIN_INTERVAL`] apart, so a
+    /// burst of notifications is not a burst of polls.
+    ///
+    /// Set on [`crate::ClientBuilder::wait_options`], it wakes every wait of
+    /// the client; [`Inbox::wait`] is the short-hand for one task.
+    ///
+    /// ```no_run
+    /// # async fn demo(task: genapi::Task) -> genapi::Result<()> {
+    /// use std::sync::Arc;
+    /// // Your webhook receiver hands each verified notification to `inbox.deliver`.
+    /// let inbox = Arc::new(genapi::webhook::Inbox::new());
+    /// let options = genapi::WaitOptions::default().woken_by(inbox.clone());
+    /// let output = task.wait_with(options).await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn woken_by(mut self, inbox: Arc<Inbox>) -> Self {
+        self.woken_by = Some(inbox);
         self
     }
 
@@ -166,6 +203,9 @@ impl WaitOptions {
     }
     pub(crate) fn callback(&self) -> Option<&ProgressCallback> {
         self.on_progress.as_ref()
+    }
+    pub(crate) fn inbox(&self) -> Option<&Inbox> {
+        self.woken_by.as_deref()
     }
 }
 
