@@ -26,15 +26,20 @@
 //!    1 % of that end plus 3 ms for the request's travel. A fraction rounded
 //!    down, as it is reported, puts the extrapolated end at or after the true
 //!    one, so one such poll usually sees the end, a few percent after it.
-//! 3. **Late**: once the task is past its expected end (a poll aimed at an
-//!    extrapolated end found it still running) or, without progress, past the
-//!    lower quartile, the intervals start at a tenth of the expected duration
-//!    (the extrapolated end, or the middle of the quartiles), at least
-//!    [`WaitOptions::MIN_INTERVAL`], and grow by half each time up to 1 s: a
-//!    task that ends soon after is seen soon after, and one that overruns, or
-//!    stays at 99 %, does not get many more polls. Progress that puts the end
-//!    further away than the next late interval still aims the poll.
-//! 4. **Nothing known** (no learned duration, no progress): a poll every
+//! 3. **Without progress**, between the quartiles, polls come evenly: a
+//!    quarter of the spread apart (at least a tenth of the typical duration),
+//!    so the middle half of the durations costs about four polls whatever
+//!    their length.
+//! 4. **Late**: once the task is past its expected end (a poll aimed at an
+//!    extrapolated end found it still running, or, without progress, the
+//!    upper quartile has passed), the intervals start at a tenth of the
+//!    extrapolated end (without progress: at the step between the
+//!    quartiles), at least [`WaitOptions::MIN_INTERVAL`], and grow by half
+//!    each time up to 1 s: a task that ends soon after is seen soon after,
+//!    and one that overruns, or stays at 99 %, does not get many more polls.
+//!    Progress that puts the end further away than the next late interval
+//!    still aims the poll.
+//! 5. **Nothing known** (no learned duration, no progress): a poll every
 //!    second, on a grid from submission, as a fixed 1 s interval would; never
 //!    closer than 0.2 s, so a poll out of step (after a wake-up) is not
 //!    followed by another at once.
@@ -365,6 +370,9 @@ const TRAVEL: f64 = 0.003;
 const LATE_START: f64 = 0.1;
 /// How much each late interval grows over the last.
 const GROWTH: f64 = 1.5;
+/// Polls spread through the middle half of the learned durations when no
+/// progress is reported.
+const SPREAD_POLLS: f64 = 4.0;
 /// Progress at or below this share is too coarse to extrapolate from.
 const LEAST_PROGRESS: f64 = 0.02;
 /// Most jitter, as a share of the delay and in all.
@@ -413,33 +421,42 @@ impl Schedule {
     fn toward_end(&mut self, t: f64, end: f64) -> f64 {
         let aim = end * (1.0 + MARGIN) + TRAVEL - t;
         let past_an_aimed_end = self.aimed_end.is_some_and(|due| t >= due);
-        if past_an_aimed_end && aim < self.late_interval(end) {
-            return self.late(end);
+        if past_an_aimed_end && aim < self.late_interval(end * LATE_START) {
+            return self.late(end * LATE_START);
         }
         self.aimed_end = Some(t + aim);
         aim
     }
 
-    /// Just past the lower quartile, then late.
+    /// Just past the lower quartile, then evenly through the middle half of
+    /// the learned durations, then late.
     fn by_quartiles(&mut self, t: f64, quartiles: Quartiles) -> f64 {
         let first = quartiles.low * (1.0 + MARGIN);
+        // A quarter of the spread keeps the polls through the middle half
+        // to about four, whatever the durations; a tenth of the typical
+        // duration keeps tasks of one duration from being polled densely.
+        let middle = (quartiles.low + quartiles.high) / 2.0;
+        let step = ((quartiles.high - quartiles.low) / SPREAD_POLLS).max(middle * LATE_START);
         if t < first {
             first - t
+        } else if t < quartiles.high {
+            step.clamp(WaitOptions::MIN_INTERVAL.as_secs_f64(), CEILING)
         } else {
-            self.late((quartiles.low + quartiles.high) / 2.0)
+            self.late(step)
         }
     }
 
-    /// The next late interval for a task expected to last `expected`.
-    fn late_interval(&self, expected: f64) -> f64 {
+    /// The next late interval, starting at `start`.
+    fn late_interval(&self, start: f64) -> f64 {
         self.late
-            .unwrap_or(expected * LATE_START)
+            .unwrap_or(start)
             .clamp(WaitOptions::MIN_INTERVAL.as_secs_f64(), CEILING)
     }
 
-    /// The next late interval, growing the one after it.
-    fn late(&mut self, expected: f64) -> f64 {
-        let interval = self.late_interval(expected);
+    /// The next late interval (the first is `start`), growing the one after
+    /// it.
+    fn late(&mut self, start: f64) -> f64 {
+        let interval = self.late_interval(start);
         self.late = Some((interval * GROWTH).min(CEILING));
         interval
     }
@@ -497,11 +514,14 @@ mod tests {
             (0.0, None, Some((1.0, 1.0)), 1.01),
             (0.0, None, Some((15.0, 25.0)), 15.15),
             (0.1, None, Some((0.15, 0.25)), 0.0515),
-            // Past the lower quartile without progress: a tenth of the middle
-            // of the quartiles, at most 1 s.
-            (0.16, None, Some((0.15, 0.25)), 0.02),
-            (3.1, None, Some((3.0, 5.0)), 0.4),
+            // Between the quartiles without progress: a quarter of the
+            // spread, at least a tenth of the middle, at most 1 s; past the
+            // upper quartile the same step, growing.
+            (0.16, None, Some((0.15, 0.25)), 0.025),
+            (3.1, None, Some((3.0, 5.0)), 0.5),
+            (3.1, None, Some((3.0, 3.2)), 0.31),
             (16.0, None, Some((15.0, 25.0)), 1.0),
+            (0.3, None, Some((0.15, 0.25)), 0.025),
             // Progress: 1 % past the extrapolated end, plus 3 ms; it outranks
             // learned durations.
             (0.2, Some((0.8, 0.2)), None, 0.25 * 1.01 + 0.003 - 0.2),
@@ -509,7 +529,7 @@ mod tests {
             (2.0, Some((0.5, 2.0)), None, 4.0 * 1.01 + 0.003 - 2.0),
             // Progress too coarse to extrapolate from counts as none.
             (1.0, Some((0.02, 1.0)), None, 1.0),
-            (0.16, Some((0.01, 0.16)), Some((0.15, 0.25)), 0.02),
+            (0.16, Some((0.01, 0.16)), Some((0.15, 0.25)), 0.025),
             // Nothing known: the whole-second grid, never closer than 0.2 s.
             (0.0, None, None, 1.0),
             (1.03, None, None, 0.97),
