@@ -38,7 +38,9 @@
 //!    each time up to 1 s: a task that ends soon after is seen soon after,
 //!    and one that overruns, or stays at 99 %, does not get many more polls.
 //!    Progress that puts the end further away than the next late interval
-//!    still aims the poll.
+//!    still aims the poll, and the interval grows with every poll past an
+//!    aimed end, aimed or not, so progress that keeps the end just beyond it
+//!    cannot hold it short.
 //! 5. **Nothing known** (no learned duration, no progress): a poll every
 //!    second, on a grid from submission, as a fixed 1 s interval would; never
 //!    closer than 0.2 s, so a poll out of step (after a wake-up) is not
@@ -420,9 +422,14 @@ impl Schedule {
     /// task is already past an aimed end and this one is nearer than that.
     fn toward_end(&mut self, t: f64, end: f64) -> f64 {
         let aim = end * (1.0 + MARGIN) + TRAVEL - t;
-        let past_an_aimed_end = self.aimed_end.is_some_and(|due| t >= due);
-        if past_an_aimed_end && aim < self.late_interval(end * LATE_START) {
-            return self.late(end * LATE_START);
+        if self.aimed_end.is_some_and(|due| t >= due) {
+            // Every poll past an aimed end lengthens the late interval,
+            // aimed or not: progress that puts the end just beyond it each
+            // time could otherwise hold it at its first, short length.
+            let interval = self.late(end * LATE_START);
+            if aim < interval {
+                return interval;
+            }
         }
         self.aimed_end = Some(t + aim);
         aim
@@ -446,17 +453,13 @@ impl Schedule {
         }
     }
 
-    /// The next late interval, starting at `start`.
-    fn late_interval(&self, start: f64) -> f64 {
-        self.late
-            .unwrap_or(start)
-            .clamp(WaitOptions::MIN_INTERVAL.as_secs_f64(), CEILING)
-    }
-
     /// The next late interval (the first is `start`), growing the one after
     /// it.
     fn late(&mut self, start: f64) -> f64 {
-        let interval = self.late_interval(start);
+        let interval = self
+            .late
+            .unwrap_or(start)
+            .clamp(WaitOptions::MIN_INTERVAL.as_secs_f64(), CEILING);
         self.late = Some((interval * GROWTH).min(CEILING));
         interval
     }
@@ -614,6 +617,31 @@ mod tests {
         assert!(delays.len() <= 20, "{} polls in 10 s: {delays:?}", delays.len());
         let further = secs(schedule.next(Duration::from_secs(10), read(0.5, 10.0)));
         assert!((further - (20.0 * 1.01 + 0.003 - 10.0)).abs() < 1e-9, "{further}");
+    }
+
+    /// A service that, once the task is late, reports progress putting the
+    /// end just beyond the next late interval (so the aim, not the interval,
+    /// decides) cannot hold the late intervals at their first, short length:
+    /// they grow with every poll past an aimed end, aimed or not.
+    #[test]
+    fn progress_that_always_outbids_the_late_interval_does_not_keep_it_short() {
+        let mut schedule = Schedule::new(None, None);
+        let (mut t, mut polls) = (0.3, 0);
+        let mut progress = read(0.99, t);
+        while t < 10.0 {
+            t += secs(schedule.next(Duration::from_secs_f64(t), progress));
+            polls += 1;
+            // At 99 % twice, so the task is late with a short first
+            // interval; then the fraction that aims 48 ms ahead, just over
+            // it (once none below 1 can, the nearest one).
+            let fraction = if polls < 2 {
+                0.99
+            } else {
+                (1.01 * t / (t + 0.045)).min(0.999_999)
+            };
+            progress = read(fraction, t);
+        }
+        assert!(polls <= 25, "{polls} polls in 10 s");
     }
 
     /// The end extrapolated from 99 % read at `t`.
