@@ -370,7 +370,9 @@ impl Task {
             if let Some(deadline) = deadline {
                 delay = delay.min(deadline.saturating_duration_since(Instant::now()));
             }
-            self.sleep_unless_woken(delay, options.inbox()).await;
+            let woken = self
+                .sleep_unless_woken(delay, options.inbox(), schedule.wake_gap())
+                .await;
             // A poll may not outlast the deadline by more than a moment.
             let bounded = async {
                 match deadline.and_then(|d| d.checked_add(Duration::from_secs(2))) {
@@ -408,6 +410,9 @@ impl Task {
                 Some(Err(error)) => return Err(error),
                 None => {}
             }
+            if woken {
+                schedule.woken_in_vain();
+            }
             if deadline.is_some_and(|d| Instant::now() >= d) {
                 return Err(Error::Timeout {
                     after: options.deadline_after().unwrap_or_else(|| self.submitted.elapsed()),
@@ -420,16 +425,19 @@ impl Task {
 
     /// Sleeps `delay`, or less when `inbox` receives a notification of this
     /// task's end: then the task is polled at once, though never within
-    /// [`WaitOptions::MIN_INTERVAL`] of the last poll.
-    async fn sleep_unless_woken(&self, delay: Duration, inbox: Option<&Inbox>) {
+    /// `gap` of the last poll. Returns whether the notification brought the
+    /// poll forward.
+    async fn sleep_unless_woken(&self, delay: Duration, inbox: Option<&Inbox>, gap: Duration) -> bool {
         let Some(inbox) = inbox else {
-            return tokio::time::sleep(delay).await;
+            tokio::time::sleep(delay).await;
+            return false;
         };
         let asleep = Instant::now();
         tokio::select! {
-            () = tokio::time::sleep(delay) => {}
+            () = tokio::time::sleep(delay) => false,
             () = inbox.arrival(self.id()) => {
-                tokio::time::sleep_until(asleep + WaitOptions::MIN_INTERVAL.min(delay)).await;
+                tokio::time::sleep_until(asleep + gap.min(delay)).await;
+                gap < delay
             }
         }
     }

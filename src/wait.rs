@@ -55,7 +55,9 @@
 //!
 //! A notification may end a sleep early ([`WaitOptions::woken_by`]): the task
 //! is then polled at once, and the poll, not the notification, says how the
-//! task stands.
+//! task stands. One whose poll finds the task still going was early, replayed
+//! or forged, so the next may bring a poll no sooner than twice as long after
+//! the last ([`WaitOptions::MIN_INTERVAL`] at first, [`MAX_AIM`] at most).
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
@@ -177,8 +179,11 @@ impl WaitOptions {
     /// or forged by someone who learned the secret; the poll is the service's
     /// own word). Polling never waits for a notification either, so a lost
     /// one, or a receiver nobody can reach, costs nothing but the wake-up.
-    /// Woken polls are at least [`WaitOptions::MIN_INTERVAL`] apart, so a
-    /// burst of notifications is not a burst of polls.
+    /// A woken poll comes at least [`WaitOptions::MIN_INTERVAL`] after the
+    /// last poll, and each woken poll that finds the task still going
+    /// doubles that gap for the next wake-up (up to [`MAX_AIM`]), so a flood
+    /// of notifications costs a few polls more than the schedule's, not one
+    /// each.
     ///
     /// Set on [`crate::ClientBuilder::wait_options`], it wakes every wait of
     /// the client; [`Inbox::wait`] is the short-hand for one task.
@@ -391,6 +396,8 @@ pub(crate) struct Schedule {
     aimed_end: Option<f64>,
     /// The next interval once late (`None` until the first); grows on use.
     late: Option<f64>,
+    /// How long after a poll a notification may bring the next one.
+    wake_gap: Duration,
 }
 
 impl Schedule {
@@ -400,7 +407,22 @@ impl Schedule {
             fixed,
             aimed_end: None,
             late: None,
+            wake_gap: WaitOptions::MIN_INTERVAL,
         }
+    }
+
+    /// How long after the last poll a notification may bring the next one
+    /// forward: [`WaitOptions::MIN_INTERVAL`] at first.
+    pub(crate) fn wake_gap(&self) -> Duration {
+        self.wake_gap
+    }
+
+    /// A poll a notification brought forward found the task still going:
+    /// that notification was early, replayed or forged, and the next one
+    /// must wait twice as long after a poll, up to [`MAX_AIM`], so a flood
+    /// of them costs a few polls, not one each.
+    pub(crate) fn woken_in_vain(&mut self) {
+        self.wake_gap = self.wake_gap.saturating_mul(2).min(MAX_AIM);
     }
 
     /// Delay before the next poll, before jitter. `elapsed` is the time since

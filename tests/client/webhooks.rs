@@ -724,6 +724,36 @@ async fn a_forged_ready_notification_does_not_end_the_wait() {
     assert_eq!(seen[1].0, TaskStatus::Ready, "{seen:?}");
 }
 
+/// A sender that repeats a task's notification every millisecond (replayed,
+/// or forged with a leaked secret) while the task runs 5 s does not buy a
+/// poll each: the woken polls that find the task still running push the next
+/// wake-up ever further out, so the wait makes a few polls more than its
+/// schedule's five, not hundreds.
+#[tokio::test(start_paused = true)]
+async fn a_flood_of_notifications_is_not_a_flood_of_polls() {
+    let mock = genapi_mock::MockService::start().await.unwrap();
+    let task = mock
+        .client()
+        .unwrap()
+        .submit(prompt("[mock:duration_ms=5000] a fox"))
+        .await
+        .unwrap();
+    let inbox = Arc::new(Inbox::new());
+    let flood = {
+        let (inbox, event) = (inbox.clone(), final_event(task.id()));
+        tokio::spawn(async move {
+            loop {
+                inbox.deliver(event.clone());
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+        })
+    };
+    inbox.wait(task).await.unwrap();
+    flood.abort();
+    let polls = mock.stats().polls;
+    assert!(polls <= 12, "{polls} polls for a task of 5 s");
+}
+
 /// The Standard Webhooks specification's own worked example: its secret,
 /// message id, timestamp and body give its signature, which the verifier
 /// accepts at the example's time, alone or among other signatures (a
