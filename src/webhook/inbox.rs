@@ -23,7 +23,9 @@ use crate::{Output, Task};
 /// tasks' notifications are held (the oldest goes first), none longer than
 /// `max_age` ([`Inbox::DEFAULT_CAPACITY`] and [`Inbox::DEFAULT_MAX_AGE`]
 /// unless set with [`Inbox::with_limits`]), and of each only that it
-/// arrived. A waiter that comes later polls on its schedule.
+/// arrived, under its task id (a long one as its digest, so a sender's ids
+/// cannot make the inbox hold more than a few bytes each). A waiter that
+/// comes later polls on its schedule.
 ///
 /// ```no_run
 /// # async fn demo(client: genapi::Client, inbox: std::sync::Arc<genapi::webhook::Inbox>) -> genapi::Result<()> {
