@@ -181,7 +181,7 @@ impl WaitOptions {
     /// one, or a receiver nobody can reach, costs nothing but the wake-up.
     /// A woken poll comes at least [`WaitOptions::MIN_INTERVAL`] after the
     /// last poll, and each woken poll that finds the task still going
-    /// doubles that gap for the next wake-up (up to [`MAX_AIM`]), so a flood
+    /// doubles that gap for the next wake-up (up to 20 s), so a flood
     /// of notifications costs a few polls more than the schedule's, not one
     /// each.
     ///
