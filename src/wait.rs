@@ -322,6 +322,26 @@ pub(crate) struct Quartiles {
 impl Learned {
     /// Records a duration the service reported for a task of `operation`.
     /// Values that are not a plausible duration are ignored.
+    ///
+    /// `operation` is the document's operationId, as [`crate::Task::operation`]
+    /// and [`crate::OperationSpec::id`] give it: `gen_2_klein_4b`, with
+    /// underscores, not the model's name as a job file writes it
+    /// (`gen-2-klein-4b`) nor its path. Durations under any other name are
+    /// kept but aim no wait. A program that knows how long its model's tasks
+    /// take can take the name from the request type:
+    ///
+    /// ```
+    /// use genapi::api::types::Gen2Klein4bRequest;
+    /// use genapi::Submit;
+    ///
+    /// let operation = <Gen2Klein4bRequest as Submit>::OPERATION.id;
+    /// assert_eq!(operation, "gen_2_klein_4b");
+    /// let mut learned = genapi::Learned::default();
+    /// for seconds in [0.12, 0.15, 0.2] {
+    ///     learned.observe(operation, seconds);
+    /// }
+    /// let builder = genapi::Client::builder().learned(learned);
+    /// ```
     pub fn observe(&mut self, operation: &str, seconds: f64) {
         if !plausible(seconds) {
             return;
