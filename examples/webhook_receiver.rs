@@ -1,5 +1,6 @@
-//! A webhook receiver with axum, and a program that waits for its task by
-//! webhook instead of polling. Runs against the mock service:
+//! A webhook receiver with axum, and a program whose wait polls its task the
+//! moment the task's notification arrives (and on its schedule, should none
+//! come). Runs against the mock service:
 //!
 //! ```sh
 //! cargo run --example webhook_receiver
@@ -66,7 +67,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .webhook_url(WebhookUrl::try_from(hook.as_str())?)
         .webhook_secret(genapi::WebhookSecret::new(SECRET));
     let task = client.submit(request).await?;
-    let output = inbox.wait(task, Duration::from_secs(30)).await?;
+    let output = inbox.wait(task).await?;
     println!(
         "task {} ready: {} ({} polls)",
         output.id(),

@@ -9,7 +9,6 @@ use crate::api::types::{PollResult, TaskResult};
 use crate::call::{Call, Reply};
 use crate::error::{Error, Result, TaskRef};
 use crate::response::{decode_error, error_for_task};
-use crate::scrub::Scrubber;
 use crate::session::Session;
 use crate::trust::origin_text;
 use crate::TaskStatus;
@@ -102,31 +101,6 @@ pub(crate) fn lenient_poll_result(body: &[u8], id: &str) -> std::result::Result<
     }
     keep_fitting::<PollResult>(&mut object, &["id", "status"]);
     serde_json::from_value(Value::Object(object)).map_err(|e| e.to_string())
-}
-
-/// A poll result that did not come through the transport (a notification)
-/// scrubbed of every secret, as an answer is when it is read. Nothing of it
-/// is dropped but a `details` that no longer decodes, which cannot happen
-/// as long as strings stay strings.
-pub(crate) fn scrubbed(scrubber: &Scrubber, result: PollResult) -> PollResult {
-    let Ok(mut value) = serde_json::to_value(&result) else {
-        return PollResult {
-            details: None,
-            ..result
-        };
-    };
-    scrubber.scrub_json(&mut value);
-    serde_json::from_value(value).unwrap_or(PollResult {
-        details: None,
-        ..result
-    })
-}
-
-/// A notification's `result`, decoded as leniently as a poll's.
-pub(crate) fn lenient_task_result(value: Value) -> Option<TaskResult> {
-    let Value::Object(mut object) = value else { return None };
-    keep_fitting::<TaskResult>(&mut object, &[]);
-    serde_json::from_value(Value::Object(object)).ok()
 }
 
 /// Drops every field of `object` (but `required`) that does not decode on

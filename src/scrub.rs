@@ -14,8 +14,9 @@
 //!   successful download are the one thing not searched, since they are
 //!   never shown as text;
 //! - **every webhook notification**: [`crate::webhook::Verifier`] scrubs an
-//!   event of its own secret, and [`crate::webhook::Inbox::wait`] of
-//!   everything the waiting task's client knows.
+//!   event of its own secret. A waiting task reads nothing else of it: a
+//!   notification only wakes the wait ([`crate::WaitOptions::woken_by`]),
+//!   and the poll it triggers is an answer like any other.
 //!
 //! # What it knows
 //!

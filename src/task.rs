@@ -16,6 +16,7 @@ use crate::output::Output;
 use crate::response::decode_error;
 use crate::session::Session;
 use crate::wait::{deadline, jitter, Progress, Schedule, WaitOptions};
+use crate::webhook::Inbox;
 use crate::TaskStatus;
 
 /// How errors name the argument that picks a task up again.
@@ -154,11 +155,6 @@ impl Task {
     }
 
     /// The task takes its place under the active-task limit.
-    /// The scrubber of the client this task belongs to.
-    pub(crate) fn scrubber(&self) -> &crate::scrub::Scrubber {
-        self.session.transport.scrubber()
-    }
-
     pub(crate) fn seated(mut self, seat: Option<Seat>) -> Task {
         self.seat = seat;
         self
@@ -330,6 +326,13 @@ impl Task {
         self.wait_with(options).await
     }
 
+    /// [`Task::wait`], polling at once whenever `inbox` receives the task's
+    /// notification ([`Inbox::wait`]).
+    pub(crate) async fn wait_woken_by(self, inbox: Arc<Inbox>) -> Result<Output> {
+        let options = self.session.wait.clone().woken_by(inbox);
+        self.wait_with(options).await
+    }
+
     /// Waits for a final status: `Ready` gives the [`Output`]; the failure
     /// statuses give their typed errors. Any other status, known or new,
     /// means "keep polling"; so do network failures and overload answers, up
@@ -367,7 +370,9 @@ impl Task {
             if let Some(deadline) = deadline {
                 delay = delay.min(deadline.saturating_duration_since(Instant::now()));
             }
-            tokio::time::sleep(delay).await;
+            let woken = self
+                .sleep_unless_woken(delay, options.inbox(), schedule.wake_gap())
+                .await;
             // A poll may not outlast the deadline by more than a moment.
             let bounded = async {
                 match deadline.and_then(|d| d.checked_add(Duration::from_secs(2))) {
@@ -405,6 +410,9 @@ impl Task {
                 Some(Err(error)) => return Err(error),
                 None => {}
             }
+            if woken {
+                schedule.woken_in_vain();
+            }
             if deadline.is_some_and(|d| Instant::now() >= d) {
                 return Err(Error::Timeout {
                     after: options.deadline_after().unwrap_or_else(|| self.submitted.elapsed()),
@@ -415,9 +423,28 @@ impl Task {
         }
     }
 
-    /// What a poll result (or a notification) means for this task: `None`
-    /// while it is in progress, else the output or the typed failure.
-    pub(crate) fn settle(&self, result: PollResult, not_found_grace: Duration) -> Option<Result<Output>> {
+    /// Sleeps `delay`, or less when `inbox` receives a notification of this
+    /// task's end: then the task is polled at once, though never within
+    /// `gap` of the last poll. Returns whether the notification brought the
+    /// poll forward.
+    async fn sleep_unless_woken(&self, delay: Duration, inbox: Option<&Inbox>, gap: Duration) -> bool {
+        let Some(inbox) = inbox else {
+            tokio::time::sleep(delay).await;
+            return false;
+        };
+        let asleep = Instant::now();
+        tokio::select! {
+            () = tokio::time::sleep(delay) => false,
+            () = inbox.arrival(self.id()) => {
+                tokio::time::sleep_until(asleep + gap.min(delay)).await;
+                gap < delay
+            }
+        }
+    }
+
+    /// What a poll result means for this task: `None` while it is in
+    /// progress, else the output or the typed failure.
+    fn settle(&self, result: PollResult, not_found_grace: Duration) -> Option<Result<Output>> {
         if !result.status.is_final() {
             return None;
         }

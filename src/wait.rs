@@ -1,27 +1,63 @@
 //! When to poll.
 //!
-//! Fixed-interval polling either wastes requests (short interval) or notices
-//! `Ready` late (long interval). The schedule here aims its polls at the
-//! moment the task is expected to finish:
+//! A task holds its place under the active-task limit until the poll that
+//! sees it end, so a poll that lands late costs the next task that long, and
+//! one that lands early costs a request and, usually, one more round. The
+//! schedule aims each poll just past the moment the task is expected to end,
+//! by one rule for every duration: each margin and interval is a share of the
+//! expected duration, so a task of 0.2 s is polled as a task of 20 s would be,
+//! scaled down. The only amounts in seconds are a few milliseconds for a
+//! request's travel, the [`WaitOptions::MIN_INTERVAL`] floor, the 1 s ceiling,
+//! the [`MAX_AIM`] cap and the 1 s grid used when nothing is known.
 //!
-//! 1. **Progress**: when the service reports `progress` (a fraction), the end
-//!    is extrapolated from the elapsed time and the next poll aimed just past
-//!    it; every poll refines the estimate.
-//! 2. **Learned durations**: otherwise the client uses the durations the
-//!    service *reported* for earlier tasks of the same operation
-//!    (`result.duration`, or `end_time − start_time`), never the moment the
-//!    client happened to notice `Ready` (which would feed a late poll back
-//!    into the next wait). Quartiles of the last [`WINDOW`] durations are
-//!    robust: one outlier moves them little, and it leaves the window.
-//! 3. **Nothing known**: a poll every second, on a grid from submission, as a
-//!    fixed 1 s interval would.
+//! 1. **Learned durations**: the durations the service *reported* for earlier
+//!    tasks of the same operation (`result.duration`, or
+//!    `end_time − start_time`), never the moment the client happened to
+//!    notice `Ready` (which would feed a late poll back into the next wait).
+//!    Quartiles of the last [`WINDOW`] durations are robust: one outlier
+//!    moves them little, and it leaves the window. The first poll is aimed at
+//!    the lower quartile plus 1 % of it: a quarter of the tasks have ended by
+//!    then, and tasks of one constant duration are polled just after they end,
+//!    not a moment before (the reported duration and the moment the status
+//!    changes need not agree to the millisecond, and a poll a moment early
+//!    costs a whole round).
+//! 2. **Progress**: after a poll that reports `progress` (a fraction), the end
+//!    is extrapolated from the elapsed time and the next poll aimed past it by
+//!    1 % of that end plus 3 ms for the request's travel. A fraction rounded
+//!    down, as it is reported, puts the extrapolated end at or after the true
+//!    one, so one such poll usually sees the end, a few percent after it.
+//! 3. **Without progress**, between the quartiles, polls come evenly: a
+//!    quarter of the spread apart (at least a tenth of the typical duration),
+//!    so the middle half of the durations costs about four polls whatever
+//!    their length.
+//! 4. **Late**: once the task is past its expected end (a poll aimed at an
+//!    extrapolated end found it still running, or, without progress, the
+//!    upper quartile has passed), the intervals start at a tenth of the
+//!    extrapolated end (without progress: at the step between the
+//!    quartiles), at least [`WaitOptions::MIN_INTERVAL`], and grow by half
+//!    each time up to 1 s: a task that ends soon after is seen soon after,
+//!    and one that overruns, or stays at 99 %, does not get many more polls.
+//!    Progress that puts the end further away than the next late interval
+//!    still aims the poll, and the interval grows with every poll past an
+//!    aimed end, aimed or not, so progress that keeps the end just beyond it
+//!    cannot hold it short.
+//! 5. **Nothing known** (no learned duration, no progress): a poll every
+//!    second, on a grid from submission, as a fixed 1 s interval would; never
+//!    closer than 0.2 s, so a poll out of step (after a wake-up) is not
+//!    followed by another at once.
 //!
-//! Past the expected end the interval grows from 0.2 s to 1 s. Every aimed
-//! sleep is capped (a wrong guess costs at most [`MAX_AIM`]), every sleep is
-//! clamped to the deadline, and the task is polled once more at the deadline
-//! before a wait gives up. Delays get up to 5 % jitter, only ever later (an
-//! aimed poll that lands early costs a round), so many tasks do not poll in
-//! lockstep; the jitter's draw is an input, so tests pin it.
+//! Every aimed sleep is capped (a wrong guess costs at most [`MAX_AIM`]),
+//! every sleep is clamped to the deadline, and the task is polled once more at
+//! the deadline before a wait gives up. Delays get jitter, so many tasks do
+//! not poll in lockstep: only ever later (an aimed poll that lands early costs
+//! a round), and at most 2 % and 20 ms, so it never undoes an aim; the
+//! jitter's draw is an input, so tests pin it.
+//!
+//! A notification may end a sleep early ([`WaitOptions::woken_by`]): the task
+//! is then polled at once, and the poll, not the notification, says how the
+//! task stands. One whose poll finds the task still going was early, replayed
+//! or forged, so the next may bring a poll no sooner than twice as long after
+//! the last ([`WaitOptions::MIN_INTERVAL`] at first, [`MAX_AIM`] at most).
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
@@ -29,6 +65,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use crate::webhook::Inbox;
 use crate::TaskStatus;
 
 /// What a progress callback receives after each poll.
@@ -65,6 +102,7 @@ pub struct WaitOptions {
     not_found_grace: Duration,
     fixed_interval: Option<Duration>,
     on_progress: Option<ProgressCallback>,
+    woken_by: Option<Arc<Inbox>>,
 }
 
 impl std::fmt::Debug for WaitOptions {
@@ -74,6 +112,7 @@ impl std::fmt::Debug for WaitOptions {
             .field("not_found_grace", &self.not_found_grace)
             .field("fixed_interval", &self.fixed_interval)
             .field("on_progress", &self.on_progress.is_some())
+            .field("woken_by", &self.woken_by)
             .finish()
     }
 }
@@ -85,6 +124,7 @@ impl Default for WaitOptions {
             not_found_grace: Duration::from_secs(10),
             fixed_interval: None,
             on_progress: None,
+            woken_by: None,
         }
     }
 }
@@ -115,7 +155,8 @@ impl WaitOptions {
         self.fixed_interval = Some(interval.max(Self::MIN_INTERVAL));
         self
     }
-    /// The shortest fixed interval: 10 ms.
+    /// The shortest interval between polls, 10 ms: of a fixed interval, of
+    /// the adaptive schedule, and after a wake-up ([`WaitOptions::woken_by`]).
     pub const MIN_INTERVAL: Duration = Duration::from_millis(10);
     /// Calls `callback` after every poll.
     ///
@@ -126,6 +167,38 @@ impl WaitOptions {
     /// ```
     pub fn on_progress(mut self, callback: impl Fn(&Progress) + Send + Sync + 'static) -> Self {
         self.on_progress = Some(Arc::new(callback));
+        self
+    }
+
+    /// Polls at once when `inbox` receives a notification of the task's end,
+    /// instead of sleeping until the next scheduled poll.
+    ///
+    /// The poll's answer decides, never the notification: one that says the
+    /// task is ready while the poll says it is still running only means
+    /// polling goes on as scheduled (a notification may be early, replayed,
+    /// or forged by someone who learned the secret; the poll is the service's
+    /// own word). Polling never waits for a notification either, so a lost
+    /// one, or a receiver nobody can reach, costs nothing but the wake-up.
+    /// A woken poll comes at least [`WaitOptions::MIN_INTERVAL`] after the
+    /// last poll, and each woken poll that finds the task still going
+    /// doubles that gap for the next wake-up (up to 20 s), so a flood
+    /// of notifications costs a few polls more than the schedule's, not one
+    /// each.
+    ///
+    /// Set on [`crate::ClientBuilder::wait_options`], it wakes every wait of
+    /// the client; [`Inbox::wait`] is the short-hand for one task.
+    ///
+    /// ```no_run
+    /// # async fn demo(task: genapi::Task) -> genapi::Result<()> {
+    /// use std::sync::Arc;
+    /// // Your webhook receiver hands each verified notification to `inbox.deliver`.
+    /// let inbox = Arc::new(genapi::webhook::Inbox::new());
+    /// let options = genapi::WaitOptions::default().woken_by(inbox.clone());
+    /// let output = task.wait_with(options).await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn woken_by(mut self, inbox: Arc<Inbox>) -> Self {
+        self.woken_by = Some(inbox);
         self
     }
 
@@ -142,6 +215,9 @@ impl WaitOptions {
     }
     pub(crate) fn callback(&self) -> Option<&ProgressCallback> {
         self.on_progress.as_ref()
+    }
+    pub(crate) fn inbox(&self) -> Option<&Inbox> {
+        self.woken_by.as_deref()
     }
 }
 
@@ -246,6 +322,26 @@ pub(crate) struct Quartiles {
 impl Learned {
     /// Records a duration the service reported for a task of `operation`.
     /// Values that are not a plausible duration are ignored.
+    ///
+    /// `operation` is the document's operationId, as [`crate::Task::operation`]
+    /// and [`crate::OperationSpec::id`] give it: `gen_2_klein_4b`, with
+    /// underscores, not the model's name as a job file writes it
+    /// (`gen-2-klein-4b`) nor its path. Durations under any other name are
+    /// kept but aim no wait. A program that knows how long its model's tasks
+    /// take can take the name from the request type:
+    ///
+    /// ```
+    /// use genapi::api::types::Gen2Klein4bRequest;
+    /// use genapi::Submit;
+    ///
+    /// let operation = <Gen2Klein4bRequest as Submit>::OPERATION.id;
+    /// assert_eq!(operation, "gen_2_klein_4b");
+    /// let mut learned = genapi::Learned::default();
+    /// for seconds in [0.12, 0.15, 0.2] {
+    ///     learned.observe(operation, seconds);
+    /// }
+    /// let builder = genapi::Client::builder().learned(learned);
+    /// ```
     pub fn observe(&mut self, operation: &str, seconds: f64) {
         if !plausible(seconds) {
             return;
@@ -287,22 +383,41 @@ impl Learned {
     }
 }
 
-/// Closest polls ever are.
-const DENSE: f64 = 0.2;
-/// Widest interval when nothing aims the polls.
+/// Widest interval once late.
 const CEILING: f64 = 1.0;
+/// Closest step of the grid when nothing is known.
+const GRID_NEAREST: f64 = 0.2;
 /// Longest single aimed sleep.
 pub const MAX_AIM: Duration = Duration::from_secs(20);
-/// How far past an extrapolated end to aim, so the poll lands after it.
-const MARGIN: f64 = 0.05;
+/// How far past an expected end to aim, as a share of it.
+const MARGIN: f64 = 0.01;
+/// A poll request's travel, added to an end extrapolated from progress.
+const TRAVEL: f64 = 0.003;
+/// The first interval once late, as a share of the expected duration.
+const LATE_START: f64 = 0.1;
+/// How much each late interval grows over the last.
+const GROWTH: f64 = 1.5;
+/// Polls spread through the middle half of the learned durations when no
+/// progress is reported.
+const SPREAD_POLLS: f64 = 4.0;
+/// Progress at or below this share is too coarse to extrapolate from.
+const LEAST_PROGRESS: f64 = 0.02;
+/// Most jitter, as a share of the delay and in all.
+const JITTER_SHARE: f64 = 0.02;
+const JITTER_MOST: Duration = Duration::from_millis(20);
 
 /// Decides the delay before each poll of one wait.
 #[derive(Debug)]
 pub(crate) struct Schedule {
     learned: Option<Quartiles>,
     fixed: Option<Duration>,
-    /// Interval once past the expected end; grows on every miss.
-    late: f64,
+    /// When the last poll aimed at an extrapolated end was due: once past
+    /// it, the task is late.
+    aimed_end: Option<f64>,
+    /// The next interval once late (`None` until the first); grows on use.
+    late: Option<f64>,
+    /// How long after a poll a notification may bring the next one.
+    wake_gap: Duration,
 }
 
 impl Schedule {
@@ -310,8 +425,24 @@ impl Schedule {
         Schedule {
             learned,
             fixed,
-            late: DENSE,
+            aimed_end: None,
+            late: None,
+            wake_gap: WaitOptions::MIN_INTERVAL,
         }
+    }
+
+    /// How long after the last poll a notification may bring the next one
+    /// forward: [`WaitOptions::MIN_INTERVAL`] at first.
+    pub(crate) fn wake_gap(&self) -> Duration {
+        self.wake_gap
+    }
+
+    /// A poll a notification brought forward found the task still going:
+    /// that notification was early, replayed or forged, and the next one
+    /// must wait twice as long after a poll, up to [`MAX_AIM`], so a flood
+    /// of them costs a few polls, not one each.
+    pub(crate) fn woken_in_vain(&mut self) {
+        self.wake_gap = self.wake_gap.saturating_mul(2).min(MAX_AIM);
     }
 
     /// Delay before the next poll, before jitter. `elapsed` is the time since
@@ -321,48 +452,84 @@ impl Schedule {
             return fixed;
         }
         let t = elapsed.as_secs_f64();
-        let seconds = if let Some((fraction, read_at)) = progress.filter(|(p, _)| *p > 0.02 && *p < 1.0) {
-            let end = read_at.as_secs_f64() / fraction + MARGIN;
-            self.aim_or_late(t, end)
-        } else if let Some(q) = self.learned {
-            if t + DENSE < q.low {
-                q.low - t
-            } else if t < q.high {
-                ((q.high - q.low) / 4.0).clamp(DENSE, CEILING)
-            } else {
-                self.late()
-            }
-        } else {
-            // Nothing known: the next whole second since submission.
-            (t.floor() + 1.0 - t).max(DENSE)
+        let seconds = match (extrapolated_end(progress), self.learned) {
+            (Some(end), _) => self.toward_end(t, end),
+            (None, Some(quartiles)) => self.by_quartiles(t, quartiles),
+            (None, None) => grid(t),
         };
-        Duration::from_secs_f64(seconds.clamp(0.0, MAX_AIM.as_secs_f64()))
+        Duration::from_secs_f64(seconds.clamp(WaitOptions::MIN_INTERVAL.as_secs_f64(), MAX_AIM.as_secs_f64()))
     }
 
-    fn aim_or_late(&mut self, t: f64, end: f64) -> f64 {
-        if end - t >= DENSE {
-            end - t
+    /// Just past an extrapolated end, or the next late interval when the
+    /// task is already past an aimed end and this one is nearer than that.
+    fn toward_end(&mut self, t: f64, end: f64) -> f64 {
+        let aim = end * (1.0 + MARGIN) + TRAVEL - t;
+        if self.aimed_end.is_some_and(|due| t >= due) {
+            // Every poll past an aimed end lengthens the late interval,
+            // aimed or not: progress that puts the end just beyond it each
+            // time could otherwise hold it at its first, short length.
+            let interval = self.late(end * LATE_START);
+            if aim < interval {
+                return interval;
+            }
+        }
+        self.aimed_end = Some(t + aim);
+        aim
+    }
+
+    /// Just past the lower quartile, then evenly through the middle half of
+    /// the learned durations, then late.
+    fn by_quartiles(&mut self, t: f64, quartiles: Quartiles) -> f64 {
+        let first = quartiles.low * (1.0 + MARGIN);
+        // A quarter of the spread keeps the polls through the middle half
+        // to about four, whatever the durations; a tenth of the typical
+        // duration keeps tasks of one duration from being polled densely.
+        let middle = (quartiles.low + quartiles.high) / 2.0;
+        let step = ((quartiles.high - quartiles.low) / SPREAD_POLLS).max(middle * LATE_START);
+        if t < first {
+            first - t
+        } else if t < quartiles.high {
+            step.clamp(WaitOptions::MIN_INTERVAL.as_secs_f64(), CEILING)
         } else {
-            self.late()
+            self.late(step)
         }
     }
 
-    fn late(&mut self) -> f64 {
-        let interval = self.late;
-        self.late = (self.late * 1.5).min(CEILING);
+    /// The next late interval (the first is `start`), growing the one after
+    /// it.
+    fn late(&mut self, start: f64) -> f64 {
+        let interval = self
+            .late
+            .unwrap_or(start)
+            .clamp(WaitOptions::MIN_INTERVAL.as_secs_f64(), CEILING);
+        self.late = Some((interval * GROWTH).min(CEILING));
         interval
     }
 }
 
-/// `delay` plus up to 5 %; `unit` is a draw in `[0, 1)`. Only ever later: a
-/// poll aimed at the expected end that lands before it costs a whole extra
-/// round, one that lands a little after costs a few milliseconds.
+/// The end `progress` points at: when it was read over the fraction done.
+fn extrapolated_end(progress: Option<(f64, Duration)>) -> Option<f64> {
+    let (fraction, read_at) = progress?;
+    (fraction > LEAST_PROGRESS && fraction < 1.0).then(|| read_at.as_secs_f64() / fraction)
+}
+
+/// Nothing known: the next whole second since submission.
+fn grid(t: f64) -> f64 {
+    (t.floor() + 1.0 - t).max(GRID_NEAREST)
+}
+
+/// `delay` plus up to 2 % of it and at most 20 ms; `unit` is a draw in
+/// `[0, 1)`. Only ever later: a poll aimed at the expected end that lands
+/// before it costs a whole extra round, one that lands a little after costs
+/// a few milliseconds.
 pub(crate) fn jitter(delay: Duration, unit: f64) -> Duration {
+    let most = Duration::try_from_secs_f64(delay.as_secs_f64() * JITTER_SHARE)
+        .unwrap_or(Duration::MAX)
+        .min(JITTER_MOST);
     // Added rather than multiplied, so a delay near `Duration::MAX` saturates
     // instead of overflowing.
-    delay.saturating_add(
-        Duration::try_from_secs_f64(delay.as_secs_f64() * unit.clamp(0.0, 1.0) * 0.05).unwrap_or(Duration::MAX),
-    )
+    let unit = if unit.is_nan() { 0.0 } else { unit.clamp(0.0, 1.0) };
+    delay.saturating_add(most.mul_f64(unit))
 }
 
 #[cfg(test)]
@@ -373,12 +540,60 @@ mod tests {
         d.as_secs_f64()
     }
 
+    fn quartiles(low: f64, high: f64) -> Quartiles {
+        Quartiles { low, high }
+    }
+
+    /// Progress `fraction` read at `at` seconds.
+    fn read(fraction: f64, at: f64) -> Option<(f64, Duration)> {
+        Some((fraction, Duration::from_secs_f64(at)))
+    }
+
     #[test]
-    fn progress_aims_just_past_the_extrapolated_end() {
-        let mut schedule = Schedule::new(None, None);
-        // Half done when read at 2 s: the end is at 4 s.
-        let delay = secs(schedule.next(Duration::from_secs(2), Some((0.5, Duration::from_secs(2)))));
-        assert!((delay - 2.05).abs() < 1e-9, "{delay}");
+    fn the_delay_by_elapsed_time_progress_and_learned_durations() {
+        #[rustfmt::skip]
+        let table = [
+            // (elapsed, progress (fraction, read at), learned quartiles) → delay
+            // Learned: the lower quartile plus 1 % of it, at every scale.
+            (0.0, None, Some((0.15, 0.25)), 0.1515),
+            (0.0, None, Some((1.0, 1.0)), 1.01),
+            (0.0, None, Some((15.0, 25.0)), 15.15),
+            (0.1, None, Some((0.15, 0.25)), 0.0515),
+            // Between the quartiles without progress: a quarter of the
+            // spread, at least a tenth of the middle, at most 1 s; past the
+            // upper quartile the same step, growing.
+            (0.16, None, Some((0.15, 0.25)), 0.025),
+            (3.1, None, Some((3.0, 5.0)), 0.5),
+            (3.1, None, Some((3.0, 3.2)), 0.31),
+            (16.0, None, Some((15.0, 25.0)), 1.0),
+            (0.3, None, Some((0.15, 0.25)), 0.025),
+            // Progress: 1 % past the extrapolated end, plus 3 ms; it outranks
+            // learned durations.
+            (0.2, Some((0.8, 0.2)), None, 0.25 * 1.01 + 0.003 - 0.2),
+            (0.2, Some((0.8, 0.2)), Some((0.15, 0.25)), 0.25 * 1.01 + 0.003 - 0.2),
+            (2.0, Some((0.5, 2.0)), None, 4.0 * 1.01 + 0.003 - 2.0),
+            // Progress too coarse to extrapolate from counts as none.
+            (1.0, Some((0.02, 1.0)), None, 1.0),
+            (0.16, Some((0.01, 0.16)), Some((0.15, 0.25)), 0.025),
+            // Nothing known: the whole-second grid, never closer than 0.2 s.
+            (0.0, None, None, 1.0),
+            (1.03, None, None, 0.97),
+            (1.9, None, None, 0.2),
+            // Never longer than MAX_AIM, never shorter than MIN_INTERVAL.
+            (0.0, None, Some((3000.0, 3000.0)), 20.0),
+            (1.0, Some((0.03, 1.0)), None, 20.0),
+            (0.0, None, Some((0.005, 0.005)), 0.01),
+            (0.2, Some((0.99, 0.2)), None, 0.01),
+        ];
+        for (elapsed, progress, learned, expected) in table {
+            let progress = progress.and_then(|(fraction, at)| read(fraction, at));
+            let learned = learned.map(|(low, high)| quartiles(low, high));
+            let delay = secs(Schedule::new(learned, None).next(Duration::from_secs_f64(elapsed), progress));
+            assert!(
+                (delay - expected).abs() < 1e-6,
+                "at {elapsed} s with {progress:?} and {learned:?}: {delay}, not {expected}"
+            );
+        }
     }
 
     #[test]
@@ -390,7 +605,7 @@ mod tests {
         let q = learned.quartiles("op").unwrap();
         assert_eq!((q.low, q.high), (3.0, 3.0));
         let mut schedule = Schedule::new(Some(q), None);
-        assert_eq!(secs(schedule.next(Duration::ZERO, None)), 3.0);
+        assert!((secs(schedule.next(Duration::ZERO, None)) - 3.03).abs() < 1e-9);
     }
 
     #[test]
@@ -413,42 +628,124 @@ mod tests {
     }
 
     #[test]
-    fn aimed_sleeps_are_capped() {
-        let mut learned = Learned::default();
-        learned.observe("op", 3000.0);
-        let mut schedule = Schedule::new(learned.quartiles("op"), None);
-        assert_eq!(schedule.next(Duration::ZERO, None), MAX_AIM);
-        let mut by_progress = Schedule::new(None, None);
-        assert_eq!(
-            by_progress.next(Duration::from_secs(1), Some((0.03, Duration::from_secs(1)))),
-            MAX_AIM
-        );
-    }
-
-    #[test]
-    fn late_polls_back_off_to_the_ceiling() {
-        let mut learned = Learned::default();
-        learned.observe("op", 1.0);
-        let mut schedule = Schedule::new(learned.quartiles("op"), None);
+    fn late_polls_without_progress_grow_from_a_tenth_of_the_duration_to_the_ceiling() {
+        let mut schedule = Schedule::new(Some(quartiles(1.0, 1.0)), None);
         let delays: Vec<f64> = (0..10)
             .map(|_| secs(schedule.next(Duration::from_secs(5), None)))
             .collect();
-        assert_eq!(delays[0], DENSE);
+        assert!((delays[0] - 0.1).abs() < 1e-9, "{delays:?}");
+        assert!((delays[1] - 0.15).abs() < 1e-9, "{delays:?}");
         assert!(delays.windows(2).all(|w| w[1] >= w[0]), "{delays:?}");
         assert_eq!(delays[9], CEILING);
     }
 
+    /// A task that stays at 99 % past its extrapolated end is polled ever
+    /// more sparsely, not every few milliseconds; progress that moves the end
+    /// further away than the next late interval still aims the poll.
     #[test]
-    fn with_nothing_known_polls_fall_on_whole_seconds() {
+    fn past_an_aimed_end_progress_aims_only_beyond_the_late_interval() {
         let mut schedule = Schedule::new(None, None);
-        assert_eq!(secs(schedule.next(Duration::ZERO, None)), 1.0);
-        let after = secs(schedule.next(Duration::from_millis(1030), None));
-        assert!((after - 0.97).abs() < 1e-9, "{after}");
-        assert_eq!(
-            secs(schedule.next(Duration::from_millis(1900), None)),
-            DENSE,
-            "never closer than DENSE"
-        );
+        let first = secs(schedule.next(Duration::from_secs_f64(0.2), read(0.8, 0.2)));
+        let mut t = 0.2 + first;
+        let mut delays = Vec::new();
+        while t < 10.0 {
+            let delay = secs(schedule.next(Duration::from_secs_f64(t), read(0.99, t)));
+            delays.push(delay);
+            t += delay;
+        }
+        assert!((delays[0] - 0.1 * t_end(0.2 + first)).abs() < 1e-9, "{delays:?}");
+        assert!(delays.windows(2).all(|w| w[1] >= w[0]), "{delays:?}");
+        assert_eq!(*delays.last().unwrap(), CEILING);
+        assert!(delays.len() <= 20, "{} polls in 10 s: {delays:?}", delays.len());
+        let further = secs(schedule.next(Duration::from_secs(10), read(0.5, 10.0)));
+        assert!((further - (20.0 * 1.01 + 0.003 - 10.0)).abs() < 1e-9, "{further}");
+    }
+
+    /// A service that, once the task is late, reports progress putting the
+    /// end just beyond the next late interval (so the aim, not the interval,
+    /// decides) cannot hold the late intervals at their first, short length:
+    /// they grow with every poll past an aimed end, aimed or not.
+    #[test]
+    fn progress_that_always_outbids_the_late_interval_does_not_keep_it_short() {
+        let mut schedule = Schedule::new(None, None);
+        let (mut t, mut polls) = (0.3, 0);
+        let mut progress = read(0.99, t);
+        while t < 10.0 {
+            t += secs(schedule.next(Duration::from_secs_f64(t), progress));
+            polls += 1;
+            // At 99 % twice, so the task is late with a short first
+            // interval; then the fraction that aims 48 ms ahead, just over
+            // it (once none below 1 can, the nearest one).
+            let fraction = if polls < 2 {
+                0.99
+            } else {
+                (1.01 * t / (t + 0.045)).min(0.999_999)
+            };
+            progress = read(fraction, t);
+        }
+        assert!(polls <= 25, "{polls} polls in 10 s");
+    }
+
+    /// The end extrapolated from 99 % read at `t`.
+    fn t_end(t: f64) -> f64 {
+        t / 0.99
+    }
+
+    /// Polls a task of `duration` as the service would answer: progress
+    /// rounded down to a hundredth, on the client's clock. Returns the polls
+    /// made and when the one that saw the end was made.
+    fn simulate(duration: f64, learned: Option<Quartiles>, draws: &mut fastrand::Rng) -> (u32, f64) {
+        let mut schedule = Schedule::new(learned, None);
+        let (mut t, mut progress, mut polls) = (0.0, None, 0);
+        loop {
+            t += secs(jitter(schedule.next(Duration::from_secs_f64(t), progress), draws.f64()));
+            polls += 1;
+            if t >= duration {
+                return (polls, t);
+            }
+            progress = read((t / duration * 100.0).floor() / 100.0, t);
+        }
+    }
+
+    /// Polls per task, and the time tasks ran on after their end until a
+    /// poll saw it over their durations, of every task but the first (which,
+    /// with nothing learned, is polled on the grid).
+    fn batch(durations: &[f64]) -> (f64, f64) {
+        let mut draws = fastrand::Rng::with_seed(5);
+        let mut learned = Learned::default();
+        let (mut polls, mut overrun) = (0, 0.0);
+        for (n, duration) in durations.iter().enumerate() {
+            let (made, seen) = simulate(*duration, learned.quartiles("op"), &mut draws);
+            if n > 0 {
+                polls += made;
+                overrun += seen - duration;
+            }
+            learned.observe("op", *duration);
+        }
+        let tasks = (durations.len() - 1) as f64;
+        (f64::from(polls) / tasks, overrun / durations[1..].iter().sum::<f64>())
+    }
+
+    /// One rule for every duration: tasks of 0.1-0.3 s are seen as promptly,
+    /// relative to their length, as tasks of 1-3 s (the few milliseconds of
+    /// a request's travel aside), with fewer than two polls each; tasks of
+    /// one constant length are seen with one poll each, just after their end.
+    #[test]
+    fn short_tasks_are_seen_as_promptly_as_long_ones() {
+        let mut rng = fastrand::Rng::with_seed(5);
+        let uniform: Vec<f64> = (0..2000).map(|_| 0.1 + 0.2 * rng.f64()).collect();
+        let mut overruns = Vec::new();
+        for scale in [1.0, 10.0] {
+            let mixed: Vec<f64> = uniform.iter().map(|seconds| seconds * scale).collect();
+            let (polls, overrun) = batch(&mixed);
+            assert!(polls < 1.8, "{polls} polls per task at scale {scale}");
+            assert!(overrun < 0.08, "overrun {overrun} at scale {scale}");
+            overruns.push(overrun);
+            let (polls, overrun) = batch(&vec![scale; 200]);
+            assert_eq!(polls, 1.0, "at scale {scale}");
+            assert!(overrun < 0.025, "overrun {overrun} at scale {scale}");
+        }
+        assert!((overruns[0] - overruns[1]).abs() < 0.02, "{overruns:?}");
     }
 
     #[test]
@@ -458,11 +755,14 @@ mod tests {
     }
 
     #[test]
-    fn jitter_only_delays_and_by_at_most_five_percent() {
-        let base = Duration::from_secs(2);
-        assert_eq!(jitter(base, 0.0), base);
-        assert_eq!(jitter(base, 1.0), Duration::from_millis(2100));
-        assert_eq!(jitter(base, 0.5), Duration::from_millis(2050));
+    fn jitter_only_delays_and_by_at_most_two_percent_and_twenty_milliseconds() {
+        let short = Duration::from_millis(500);
+        assert_eq!(jitter(short, 0.0), short);
+        assert_eq!(jitter(short, 1.0), Duration::from_millis(510));
+        assert_eq!(jitter(short, 0.5), Duration::from_millis(505));
+        let long = Duration::from_secs(20);
+        assert_eq!(jitter(long, 1.0), Duration::from_millis(20_020));
+        assert_eq!(jitter(long, f64::NAN), long);
     }
 
     #[test]

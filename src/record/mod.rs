@@ -43,6 +43,9 @@
 mod har;
 mod redact;
 
+/// The SHA-256 of bytes, in hex (also how the webhook maps hold long keys).
+pub(crate) use redact::sha256;
+
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};

@@ -5,13 +5,31 @@
 //! ones and evicting the oldest look only at the front: every call costs
 //! O(log n), plus the entries it drops (each entry is dropped once, so that
 //! work is shared among the calls that inserted them).
+//!
+//! Keys are what senders write (a notification's task id may be as long as
+//! its body), so a long key is held as its digest: the memory a map holds is
+//! bounded by its capacity, not by the senders.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Reads the monotonic clock; replaceable for tests.
 pub(super) type Now = Arc<dyn Fn() -> Instant + Send + Sync>;
+
+/// Keys longer than this are held as their digest.
+const LONGEST_KEY_HELD: usize = 64;
+
+/// How `key` is held: as itself when short, else as `sha256:` and its digest
+/// in hex, longer than any key held as itself, so the two never meet.
+fn held(key: &str) -> Cow<'_, str> {
+    if key.len() <= LONGEST_KEY_HELD {
+        Cow::Borrowed(key)
+    } else {
+        Cow::Owned(format!("sha256:{}", crate::record::sha256(key.as_bytes())))
+    }
+}
 
 pub(super) struct Bounded<V> {
     entries: HashMap<String, Entry<V>>,
@@ -81,14 +99,15 @@ impl<V> Bounded<V> {
     /// Whether `key` is held at `now`.
     pub(super) fn contains(&mut self, key: &str, now: Instant) -> bool {
         self.expire(now);
-        self.entries.contains_key(key)
+        self.entries.contains_key(held(key).as_ref())
     }
 
     /// Holds `value` under `key`. A key already held gets the new value and
     /// keeps its age; a new one evicts the oldest entry when full.
     pub(super) fn insert(&mut self, key: &str, value: V, now: Instant) {
         self.expire(now);
-        if let Some(entry) = self.entries.get_mut(key) {
+        let key = held(key);
+        if let Some(entry) = self.entries.get_mut(key.as_ref()) {
             entry.value = value;
             return;
         }
@@ -118,7 +137,7 @@ impl<V> Bounded<V> {
     /// Takes the value under `key` out, if held at `now`.
     pub(super) fn remove(&mut self, key: &str, now: Instant) -> Option<V> {
         self.expire(now);
-        let entry = self.entries.remove(key)?;
+        let entry = self.entries.remove(held(key).as_ref())?;
         self.order.remove(&entry.arrival);
         Some(entry.value)
     }
@@ -149,6 +168,25 @@ mod tests {
         full.insert("e", (), start);
         assert!(full.visits <= 2, "looked at {} entries", full.visits);
         assert!(!full.contains("b", start) && full.contains("c", start) && full.contains("e", start));
+    }
+
+    /// Keys are what senders write (a notification's task id may be as long
+    /// as its body): a full map of keys of half a megabyte holds a few
+    /// bytes of each, and still tells them apart.
+    #[test]
+    fn long_keys_are_held_in_bounded_memory_and_still_found() {
+        let start = Instant::now();
+        let mut map = Bounded::new(64, Duration::from_secs(60));
+        let long = "x".repeat(512 * 1024);
+        for n in 0..64 {
+            map.insert(&format!("{long}{n}"), (), start);
+        }
+        let held: usize = map.entries.keys().chain(map.order.values()).map(String::len).sum();
+        assert!(held <= 2 * 64 * 80, "{held} bytes of keys held for 64 entries");
+        assert!(map.contains(&format!("{long}7"), start));
+        assert!(!map.contains(&format!("{long}64"), start));
+        assert_eq!(map.remove(&format!("{long}63"), start), Some(()));
+        assert_eq!(map.len(start), 63);
     }
 
     #[test]

@@ -1,26 +1,31 @@
-//! Waiting for a task by its notification instead of polling.
+//! Waking a task's wait when its notification arrives.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::bounded::{Bounded, Now};
 use super::event::Event;
-use crate::api::types::PollResult;
 use crate::{Output, Task};
 
-/// Where a receiver hands over verified notifications, so a program can wait
-/// for a task by its webhook instead of polling.
+/// Where a receiver hands over verified notifications, so that a task's wait
+/// polls the moment its notification arrives instead of at the next
+/// scheduled poll.
 ///
-/// Your receiver calls [`Inbox::deliver`] with each verified [`Event`];
-/// [`Inbox::wait`] returns the task's output as soon as its final event
-/// arrives (zero polls), and falls back to polling when none has arrived
-/// within `fallback_after`, so a program still finishes when the receiver is
-/// unreachable.
+/// Your receiver calls [`Inbox::deliver`] with each verified [`Event`]; a
+/// wait made with [`crate::WaitOptions::woken_by`] (or [`Inbox::wait`], its
+/// short-hand) then polls the task at once. Polling stays the source of
+/// truth: the poll's answer ends the wait or not, never the notification
+/// (one may be early, replayed or, with a leaked secret, forged), and the
+/// wait keeps polling on its schedule whether notifications come or not, so
+/// a program still finishes when the receiver is unreachable.
 ///
-/// An event nobody waits for is not kept forever: at most `capacity` events
-/// are held (the oldest goes first), none longer than `max_age`
-/// ([`Inbox::DEFAULT_CAPACITY`] and [`Inbox::DEFAULT_MAX_AGE`] unless set
-/// with [`Inbox::with_limits`]). A waiter that comes later polls instead.
+/// A notification nobody waits for is not kept forever: at most `capacity`
+/// tasks' notifications are held (the oldest goes first), none longer than
+/// `max_age` ([`Inbox::DEFAULT_CAPACITY`] and [`Inbox::DEFAULT_MAX_AGE`]
+/// unless set with [`Inbox::with_limits`]), and of each only that it
+/// arrived, under its task id (a long one as its digest, so a sender's ids
+/// cannot make the inbox hold more than a few bytes each). A waiter that
+/// comes later polls on its schedule.
 ///
 /// ```no_run
 /// # async fn demo(client: genapi::Client, inbox: std::sync::Arc<genapi::webhook::Inbox>) -> genapi::Result<()> {
@@ -30,13 +35,14 @@ use crate::{Output, Task};
 ///     .webhook_url("https://hooks.example.com/genapi")
 ///     .webhook_secret(genapi::WebhookSecret::new("whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD"));
 /// let task = client.submit(request).await?;
-/// let output = inbox.wait(task, std::time::Duration::from_secs(30)).await?;
+/// let output = inbox.wait(task).await?;
 /// # Ok(()) }
 /// ```
 pub struct Inbox {
-    /// What is kept of each final event: its poll-result form, without the raw
-    /// body or fields nobody reads, so memory stays near the event count.
-    events: Mutex<Bounded<PollResult>>,
+    /// The tasks whose final notification arrived and that no waiter has
+    /// taken yet. Nothing else of a notification is kept: the poll it
+    /// prompts is what counts.
+    arrivals: Mutex<Bounded<()>>,
     arrived: tokio::sync::Notify,
     clock: Now,
 }
@@ -44,9 +50,9 @@ pub struct Inbox {
 impl std::fmt::Debug for Inbox {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let mut out = f.debug_struct("Inbox");
-        if let Ok(events) = self.events.lock() {
-            out.field("capacity", &events.capacity())
-                .field("max_age", &events.max_age());
+        if let Ok(arrivals) = self.arrivals.lock() {
+            out.field("capacity", &arrivals.capacity())
+                .field("max_age", &arrivals.max_age());
         }
         out.finish_non_exhaustive()
     }
@@ -80,7 +86,7 @@ impl Inbox {
     /// ```
     pub fn with_limits(capacity: usize, max_age: Duration) -> Inbox {
         Inbox {
-            events: Mutex::new(Bounded::new(capacity, max_age)),
+            arrivals: Mutex::new(Bounded::new(capacity, max_age)),
             arrived: tokio::sync::Notify::new(),
             // The runtime's clock, so a paused test clock ages entries too.
             clock: Arc::new(|| tokio::time::Instant::now().into_std()),
@@ -93,91 +99,59 @@ impl Inbox {
         self
     }
 
-    /// Hands over a verified event (only final ones are kept).
+    /// Hands over a verified event: a final one wakes the wait of its task
+    /// (others are ignored).
     pub fn deliver(&self, event: Event) {
         if !event.status.is_final() {
             return;
         }
         let now = (self.clock)();
-        let task_id = event.task_id.clone();
-        let kept = slim(event);
-        if let Ok(mut events) = self.events.lock() {
-            events.insert(&task_id, kept, now);
+        if let Ok(mut arrivals) = self.arrivals.lock() {
+            arrivals.insert(&event.task_id, (), now);
         }
         self.arrived.notify_waiters();
     }
 
-    /// The number of events held now, waiting for their waiter.
+    /// The number of tasks whose notification is held now, waiting for
+    /// their waiter.
     pub fn len(&self) -> usize {
         let now = (self.clock)();
-        self.events.lock().map(|mut events| events.len(now)).unwrap_or(0)
+        self.arrivals.lock().map(|mut arrivals| arrivals.len(now)).unwrap_or(0)
     }
 
-    /// Whether no event is held now.
+    /// Whether no notification is held now.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
-    fn take(&self, task_id: &str) -> Option<PollResult> {
+    /// Takes the notification of `task_id` out, if one is held.
+    fn take(&self, task_id: &str) -> bool {
         let now = (self.clock)();
-        self.events.lock().ok()?.remove(task_id, now)
+        self.arrivals
+            .lock()
+            .is_ok_and(|mut arrivals| arrivals.remove(task_id, now).is_some())
     }
 
-    /// Waits for the task's final notification; polls if none arrives within
-    /// `fallback_after`.
-    pub async fn wait(&self, task: Task, fallback_after: Duration) -> crate::Result<Output> {
-        // A fallback too far away to add to the clock means "never poll".
-        let deadline = crate::wait::deadline(tokio::time::Instant::now(), Some(fallback_after));
+    /// Returns once a final notification of `task_id` has arrived (at once
+    /// if one is held), taking it.
+    pub(crate) async fn arrival(&self, task_id: &str) {
         loop {
             let arrived = self.arrived.notified();
             tokio::pin!(arrived);
             // Register before looking, so an event delivered in between wakes us.
             arrived.as_mut().enable();
-            if let Some(result) = self.take(task.id()) {
-                // A notification is text from the service, scrubbed as an
-                // answer is, of everything the task's client knows.
-                let result = crate::poll::scrubbed(task.scrubber(), result);
-                if let Some(outcome) = task.settle(result, Duration::ZERO) {
-                    return outcome;
-                }
+            if self.take(task_id) {
+                return;
             }
-            let timed_out = match deadline {
-                Some(deadline) => tokio::time::timeout_at(deadline, arrived).await.is_err(),
-                None => {
-                    arrived.await;
-                    false
-                }
-            };
-            if timed_out {
-                tracing::debug!(task_id = task.id(), "no webhook in time; polling instead");
-                return task.wait().await;
-            }
+            arrived.await;
         }
     }
-}
 
-/// Longest `details` kept from a notification, as JSON text.
-const DETAILS_KEPT: usize = 4096;
-
-/// An event as a poll result: the known fields of `result` only (others are
-/// dropped), `details` cut when large, no raw body.
-fn slim(event: Event) -> PollResult {
-    let details = event.details.map(|details| {
-        let text = details.to_string();
-        if text.len() <= DETAILS_KEPT {
-            details
-        } else {
-            let cut = text.char_indices().nth(DETAILS_KEPT).map_or(text.len(), |(at, _)| at);
-            serde_json::Value::String(format!("{}…", &text[..cut]))
-        }
-    });
-    PollResult {
-        id: event.task_id,
-        status: event.status,
-        result: event.result.and_then(crate::poll::lenient_task_result),
-        progress: event.progress,
-        details,
-        preview: None,
-        cost: event.cost,
+    /// Waits for the task with the client's wait options, polling at once
+    /// whenever its notification arrives here: short for
+    /// `task.wait_with(options.woken_by(inbox))` (see
+    /// [`crate::WaitOptions::woken_by`]).
+    pub async fn wait(self: &Arc<Self>, task: Task) -> crate::Result<Output> {
+        task.wait_woken_by(self.clone()).await
     }
 }

@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use genapi::api::types;
-use genapi::{Error, Moderation, TaskStatus, WaitOptions};
+use genapi::{Error, Learned, Moderation, TaskStatus, WaitOptions};
 use genapi_mock::{Fault, MockConfig, MockService};
 
 fn prompt(text: &str) -> types::builder::Gen2ProRequest {
@@ -247,6 +247,72 @@ async fn a_not_found_past_the_grace_period_frees_the_place() {
     assert_eq!(first.poll().await.unwrap().status, TaskStatus::TaskNotFound);
     let second = tokio::time::timeout(Duration::from_secs(2), client.submit(prompt("second"))).await;
     assert!(second.is_ok_and(|submitted| submitted.is_ok()), "the place was freed");
+}
+
+/// A client that has seen tasks of `seconds` each.
+fn learned(seconds: &[f64]) -> Learned {
+    let mut learned = Learned::default();
+    for s in seconds {
+        learned.observe("gen_2_pro", *s);
+    }
+    learned
+}
+
+/// Runs a task of `ms` at the mock; returns how long after submission the
+/// wait saw its end, and the polls it made.
+async fn seen_after(mock: &MockService, client: &genapi::Client, ms: u64) -> (Duration, u64) {
+    let polls = mock.stats().polls;
+    let task = client
+        .submit(prompt(&format!("[mock:duration_ms={ms}]")))
+        .await
+        .unwrap();
+    let submitted = tokio::time::Instant::now();
+    task.wait().await.unwrap();
+    (submitted.elapsed(), mock.stats().polls - polls)
+}
+
+/// With tasks of about 0.2 s learned, the first poll comes just after the
+/// lower quartile: a task of 0.12 s has ended by then, and one of 0.25 s
+/// reports progress there, from which the next poll lands just past its end
+/// (not at a floor of 0.2 s more).
+#[tokio::test(start_paused = true)]
+async fn short_tasks_are_seen_just_after_their_end() {
+    let mock = MockService::start().await.unwrap();
+    let client = mock
+        .client_builder()
+        .learned(learned(&[0.18, 0.19, 0.2, 0.2, 0.2, 0.21, 0.22, 0.2]))
+        .build()
+        .unwrap();
+    let (seen, polls) = seen_after(&mock, &client, 120).await;
+    assert_eq!(polls, 1, "seen at {seen:?}");
+    assert!(seen < Duration::from_millis(210), "{seen:?}");
+    let (seen, polls) = seen_after(&mock, &client, 250).await;
+    assert_eq!(polls, 2, "seen at {seen:?}");
+    let end = Duration::from_millis(250);
+    assert!(seen >= end && seen < end.mul_f64(1.05), "{seen:?}");
+}
+
+/// Tasks of one constant duration are polled once each, just after they
+/// end: the first on the whole-second grid, the rest aimed by what it
+/// taught the client.
+#[tokio::test(start_paused = true)]
+async fn tasks_of_one_constant_duration_take_one_poll_each() {
+    let mock = MockService::start().await.unwrap();
+    let client = mock.client().unwrap();
+    let (first, polls) = seen_after(&mock, &client, 1000).await;
+    assert_eq!(polls, 1, "seen at {first:?}");
+    let started = tokio::time::Instant::now();
+    let runs = (0..24).map(|_| seen_after(&mock, &client, 1000));
+    for (seen, _) in futures::future::join_all(runs).await {
+        let end = Duration::from_secs(1);
+        assert!(seen >= end && seen < end.mul_f64(1.035), "{seen:?}");
+    }
+    assert_eq!(mock.stats().polls, 25, "one poll per task");
+    assert!(
+        started.elapsed() < Duration::from_millis(1050),
+        "{:?}",
+        started.elapsed()
+    );
 }
 
 #[test]

@@ -1,6 +1,7 @@
 //! Webhook verification: the published Standard Webhooks vector, every way a
 //! notification must be rejected, secrets checked up front, bounded work per
-//! request, bounded memory in long-lived receivers, and waiting by webhook.
+//! request, bounded memory in long-lived receivers, and a notification
+//! waking a task's wait for a poll, which alone decides.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -498,15 +499,20 @@ mod end_to_end {
             .webhook_secret(WebhookSecret::new(SECRET))
     }
 
+    /// The mock's notification, refused once and delivered on the retry,
+    /// wakes the wait: one poll, long before the schedule's first (at 1 s,
+    /// with nothing learned).
     #[tokio::test(start_paused = true)]
-    async fn the_mock_notifies_the_receiver_and_the_task_finishes_without_polling() {
+    async fn the_mock_notifies_the_receiver_and_the_wait_polls_once_at_once() {
         let inbox = Arc::new(Inbox::new());
         let (url, schemes) = receiver(inbox.clone(), 1).await;
         let mock = mock_delivering_to(&[&url]).await;
         let task = mock.client().unwrap().submit(request(&url)).await.unwrap();
-        let output = inbox.wait(task, Duration::from_secs(20)).await.unwrap();
+        let started = tokio::time::Instant::now();
+        let output = inbox.wait(task).await.unwrap();
+        assert!(started.elapsed() < Duration::from_secs(1), "{:?}", started.elapsed());
         assert!(!output.bytes().await.unwrap().is_empty());
-        assert_eq!(mock.count("GET", "/v1/get_result"), 0, "zero polls");
+        assert_eq!(mock.stats().polls, 1, "one poll, the one the notification woke");
         assert_eq!(
             *schemes.lock().unwrap(),
             [Scheme::StandardWebhooks],
@@ -527,7 +533,7 @@ mod end_to_end {
         let mock = mock_delivering_to(&[&url]).await;
         let moderated = request(&url).prompt("a lighthouse [mock:content-moderated]");
         let task = mock.client().unwrap().submit(moderated).await.unwrap();
-        let error = inbox.wait(task, Duration::from_secs(20)).await.unwrap_err();
+        let error = inbox.wait(task).await.unwrap_err();
         assert!(
             matches!(
                 error,
@@ -538,22 +544,11 @@ mod end_to_end {
             ),
             "{error}"
         );
-        assert_eq!(mock.count("GET", "/v1/get_result"), 0, "the notification settled it");
+        assert_eq!(mock.stats().polls, 1, "the poll the notification woke settled it");
     }
 
     #[tokio::test(start_paused = true)]
-    async fn waiting_by_webhook_without_a_fallback_deadline_is_no_panic() {
-        let inbox = Arc::new(Inbox::new());
-        let (url, _) = receiver(inbox.clone(), 0).await;
-        let mock = mock_delivering_to(&[&url]).await;
-        let task = mock.client().unwrap().submit(request(&url)).await.unwrap();
-        let output = inbox.wait(task, Duration::MAX).await.unwrap();
-        assert!(!output.sample().is_empty());
-        assert_eq!(mock.count("GET", "/v1/get_result"), 0, "the notification settled it");
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn an_unreachable_receiver_falls_back_to_polling() {
+    async fn with_an_unreachable_receiver_the_wait_polls_on_its_schedule() {
         let mock = MockService::start().await.unwrap();
         let task = mock
             .client()
@@ -561,9 +556,9 @@ mod end_to_end {
             .submit(request("http://127.0.0.1:9/hook"))
             .await
             .unwrap();
-        let output = Inbox::new().wait(task, Duration::from_millis(500)).await.unwrap();
+        let output = Arc::new(Inbox::new()).wait(task).await.unwrap();
         assert!(!output.sample().is_empty());
-        assert!(mock.count("GET", "/v1/get_result") >= 1);
+        assert_eq!(mock.stats().polls, 1, "the schedule's poll, at 1 s");
     }
 
     #[tokio::test(start_paused = true)]
@@ -623,18 +618,19 @@ mod end_to_end {
             .submit(request(&url).prompt("[mock:error]"))
             .await
             .unwrap();
-        let error = inbox.wait(task, Duration::from_secs(20)).await.unwrap_err();
+        let error = inbox.wait(task).await.unwrap_err();
         assert!(matches!(error, genapi::Error::TaskFailed { .. }), "{error}");
-        assert_eq!(mock.count("GET", "/v1/get_result"), 0);
+        assert_eq!(mock.stats().polls, 1);
     }
 }
 
 /// A notification is text from the service like any answer: the secret it
-/// was verified with, quoted in its body, is gone from the event; and a
-/// task waited for by its notification loses the client's key from the
-/// details of its failure, as a poll's would.
+/// was verified with, quoted in its body, is gone from the event. And what
+/// it says never becomes a wait's outcome: a notification of failure,
+/// quoting the client's key, for a task that goes on to succeed only wakes
+/// the wait for a poll, and the poll decides.
 #[tokio::test(start_paused = true)]
-async fn a_notification_quoting_a_secret_is_scrubbed_like_an_answer() {
+async fn a_notification_quoting_a_secret_is_scrubbed_and_never_the_outcome() {
     const KEY: &str = "inbox-canary-key-31";
     let body = format!(
         r#"{{"task_id":"t-1","status":"FAILED","webhook_secret":"{RAW}","error":{{"message":"sent {RAW} with {KEY}"}}}}"#
@@ -649,25 +645,113 @@ async fn a_notification_quoting_a_secret_is_scrubbed_like_an_answer() {
     let mock = genapi_mock::MockService::start_with(config, "127.0.0.1:0".parse().unwrap())
         .await
         .unwrap();
-    let task = mock
-        .client()
-        .unwrap()
-        .submit(genapi::api::types::Gen2ProRequest::builder().prompt("a fox"))
-        .await
-        .unwrap();
-    let inbox = Inbox::new();
+    let task = mock.client().unwrap().submit(prompt("a fox")).await.unwrap();
+    let inbox = Arc::new(Inbox::new());
     let body = body.replace("t-1", task.id());
     inbox.deliver(
         raw_verifier()
             .verify(&headers(&[("x-webhook-secret", RAW)]), body.as_bytes())
             .unwrap(),
     );
-    let failed = inbox.wait(task, Duration::from_secs(20)).await.unwrap_err();
-    assert!(matches!(failed, genapi::Error::TaskFailed { .. }), "{failed}");
-    for text in [failed.to_string(), format!("{failed:?}")] {
-        assert!(!text.contains(KEY) && !text.contains(RAW), "{text}");
-        assert!(text.contains("[redacted]"), "{text}");
+    let output = inbox.wait(task).await.unwrap();
+    assert!(!output.sample().is_empty());
+    assert_eq!(mock.stats().polls, 2, "one woken at once, one when the task ended");
+}
+
+fn prompt(text: &str) -> genapi::api::types::builder::Gen2ProRequest {
+    genapi::api::types::Gen2ProRequest::builder().prompt(text)
+}
+
+/// Delivers the final notification `event` of `task_id` to `inbox` after
+/// `after`.
+fn notify_later(inbox: &Arc<Inbox>, event: Event, after: Duration) {
+    let inbox = inbox.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(after).await;
+        inbox.deliver(event);
+    });
+}
+
+/// A client that expects tasks of 5 s polls a task that ended at 0.3 s once,
+/// right when its notification arrives, not at 5 s.
+#[tokio::test(start_paused = true)]
+async fn a_notification_brings_the_poll_forward_to_its_arrival() {
+    let mock = genapi_mock::MockService::start().await.unwrap();
+    let mut learned = genapi::Learned::default();
+    for _ in 0..8 {
+        learned.observe("gen_2_pro", 5.0);
     }
+    let client = mock.client_builder().learned(learned).build().unwrap();
+    let task = client.submit(prompt("[mock:duration_ms=300] a fox")).await.unwrap();
+    let started = tokio::time::Instant::now();
+    let inbox = Arc::new(Inbox::new());
+    notify_later(&inbox, final_event(task.id()), Duration::from_millis(300));
+    let output = task
+        .wait_with(genapi::WaitOptions::default().woken_by(inbox.clone()))
+        .await
+        .unwrap();
+    assert!(!output.sample().is_empty());
+    let seen = started.elapsed();
+    assert!(
+        seen >= Duration::from_millis(300) && seen < Duration::from_millis(310),
+        "{seen:?}"
+    );
+    assert_eq!(mock.stats().polls, 1);
+    assert!(inbox.is_empty(), "the waiter took the notification");
+}
+
+/// A forged "ready" for a task still running wakes one poll, which says
+/// Pending: the wait goes on, on its schedule, until a poll says Ready.
+#[tokio::test(start_paused = true)]
+async fn a_forged_ready_notification_does_not_end_the_wait() {
+    let mock = genapi_mock::MockService::start().await.unwrap();
+    let client = mock.client().unwrap();
+    let task = client.submit(prompt("[mock:duration_ms=2000] a fox")).await.unwrap();
+    let started = tokio::time::Instant::now();
+    let inbox = Arc::new(Inbox::new());
+    notify_later(&inbox, final_event(task.id()), Duration::from_millis(300));
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let record = seen.clone();
+    let options = genapi::WaitOptions::default()
+        .woken_by(inbox)
+        .on_progress(move |p| record.lock().unwrap().push((p.status.clone(), p.elapsed)));
+    task.wait_with(options).await.unwrap();
+    assert!(started.elapsed() >= Duration::from_secs(2), "{:?}", started.elapsed());
+    let seen = seen.lock().unwrap();
+    assert_eq!(seen.len(), 2, "{seen:?}");
+    assert_eq!(seen[0].0, TaskStatus::Pending, "{seen:?}");
+    assert!(seen[0].1 < Duration::from_millis(310), "woken at once: {seen:?}");
+    assert_eq!(seen[1].0, TaskStatus::Ready, "{seen:?}");
+}
+
+/// A sender that repeats a task's notification every millisecond (replayed,
+/// or forged with a leaked secret) while the task runs 5 s does not buy a
+/// poll each: the woken polls that find the task still running push the next
+/// wake-up ever further out, so the wait makes a few polls more than its
+/// schedule's five, not hundreds.
+#[tokio::test(start_paused = true)]
+async fn a_flood_of_notifications_is_not_a_flood_of_polls() {
+    let mock = genapi_mock::MockService::start().await.unwrap();
+    let task = mock
+        .client()
+        .unwrap()
+        .submit(prompt("[mock:duration_ms=5000] a fox"))
+        .await
+        .unwrap();
+    let inbox = Arc::new(Inbox::new());
+    let flood = {
+        let (inbox, event) = (inbox.clone(), final_event(task.id()));
+        tokio::spawn(async move {
+            loop {
+                inbox.deliver(event.clone());
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+        })
+    };
+    inbox.wait(task).await.unwrap();
+    flood.abort();
+    let polls = mock.stats().polls;
+    assert!(polls <= 12, "{polls} polls for a task of 5 s");
 }
 
 /// The Standard Webhooks specification's own worked example: its secret,

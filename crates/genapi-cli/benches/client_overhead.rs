@@ -1,7 +1,7 @@
 //! Client CPU time per task (submit + wait + download of a 1 MP image on
 //! loopback): genapi against a minimal hand-written reqwest loop making the
 //! same calls (one POST, polls every 10 ms, one download). genapi's fixed
-//! interval carries up to 5 % of jitter, so on the mixed workload it polls a
+//! interval carries up to 2 % of jitter, so on the mixed workload it polls a
 //! little less; the CPU per request the mocks answered is printed beside the
 //! CPU per task, so the comparison does not rest on equal poll counts.
 //!

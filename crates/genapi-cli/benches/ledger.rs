@@ -2,7 +2,8 @@
 //! through 24 shared seats, against the mock in another process and a
 //! throwaway PostgreSQL cluster: wall time against the 24-slot ideal, and
 //! what the database did per line (transactions, which are the round trips
-//! of autocommit statements, and its busy time).
+//! of autocommit statements, and its busy time), and the polls the mock
+//! answered per line (what the service saw), with the load average seen.
 //!
 //! The lines are mixed: durations uniform in 100–300 ms, and one in a
 //! hundred an outlier of 2 s (seeded). The ideal is the sum of the durations
@@ -25,6 +26,8 @@ const KEY: &str = "ledger-bench-key";
 
 struct Figures {
     wall: f64,
+    polls_per_line: f64,
+    load: f64,
     transactions_per_line: f64,
     db_ms_per_line: f64,
 }
@@ -52,6 +55,7 @@ fn run_once(
     // the previous run's a moment.
     std::thread::sleep(Duration::from_millis(1200));
     let (transactions_before, busy_before) = db_counters(cluster);
+    let polls_before = mock.polls_so_far();
     let started = Instant::now();
     let children: Vec<_> = (0..workers.max(1))
         .map(|_| {
@@ -78,10 +82,14 @@ fn run_once(
         assert!(status.success(), "a worker failed ({status})");
     }
     let wall = started.elapsed().as_secs_f64();
+    let load = support::load_average();
+    let polls = mock.polls_so_far() - polls_before;
     std::thread::sleep(Duration::from_millis(1200));
     let (transactions_after, busy_after) = db_counters(cluster);
     Figures {
         wall,
+        polls_per_line: polls as f64 / lines,
+        load,
         transactions_per_line: (transactions_after - transactions_before) / lines,
         db_ms_per_line: (busy_after - busy_before) / lines,
     }
@@ -128,17 +136,20 @@ fn main() {
                 .collect();
             let result = run_once(&mock, &cluster, *workers, &name, &(jobs.join("\n") + "\n"), &dir);
             println!(
-                "{}, run {run}: {:.2} s ({:.3}x the ideal {ideal:.2} s); {:.1} transactions and {:.2} \
-                 ms of database time per line",
+                "{}, run {run}: {:.2} s ({:.3}x the ideal {ideal:.2} s); {:.2} polls, {:.1} transactions and \
+                 {:.2} ms of database time per line; load {:.1}",
                 shown(*workers),
                 result.wall,
                 result.wall / ideal,
+                result.polls_per_line,
                 result.transactions_per_line,
-                result.db_ms_per_line
+                result.db_ms_per_line,
+                result.load
             );
             results.push(result);
         }
     }
+    let mut medians = Vec::new();
     for (workers, results) in &figures {
         let mut ratios: Vec<f64> = results.iter().map(|f| f.wall / ideal).collect();
         let (low, high) = (
@@ -147,14 +158,27 @@ fn main() {
         );
         let mut transactions: Vec<f64> = results.iter().map(|f| f.transactions_per_line).collect();
         let mut busy: Vec<f64> = results.iter().map(|f| f.db_ms_per_line).collect();
+        let mut polls: Vec<f64> = results.iter().map(|f| f.polls_per_line).collect();
+        let mut load: Vec<f64> = results.iter().map(|f| f.load).collect();
         println!(
             "{}, {lines} lines, {SEATS} seats: median {:.3}x the ideal (range {low:.3}x to {high:.3}x \
-             over {runs} runs); median {:.1} transactions and {:.2} ms of database time per line",
+             over {runs} runs); median {:.2} polls, {:.1} transactions and {:.2} ms of database time per \
+             line; median load {:.1}",
             shown(*workers),
             support::median(&mut ratios),
+            support::median(&mut polls),
             support::median(&mut transactions),
-            support::median(&mut busy)
+            support::median(&mut busy),
+            support::median(&mut load)
         );
+        medians.push((
+            *workers,
+            support::median(&mut results.iter().map(|f| f.wall).collect::<Vec<_>>()),
+        ));
+    }
+    let wall_of = |n: usize| medians.iter().find(|(workers, _)| *workers == n).map(|(_, wall)| *wall);
+    if let (Some(one), Some(four)) = (wall_of(1), wall_of(4)) {
+        println!("4 workers / 1 worker (median walls): {:.3}", four / one);
     }
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -26,8 +26,10 @@ pub struct CacheFile {
 /// Task durations learned from the services used.
 pub const DURATIONS: CacheFile = CacheFile {
     name: "learned.json",
-    holds: "how long each operation's tasks took, per service address (the ones used last)",
-    deleting_costs: "the first waits of the next runs are aimed less well (a few more polls)",
+    holds: "how long each operation's tasks took, per service address (the ones used last; nothing for the built-in \
+            mock)",
+    deleting_costs: "the next run polls on a one-second grid until its first task of each kind ends, so tasks of a \
+                     fraction of a second are seen about a second after they were sent",
 };
 
 /// Prices the account was charged.

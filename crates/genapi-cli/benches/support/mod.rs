@@ -63,6 +63,30 @@ impl MockProcess {
     }
 }
 
+impl MockProcess {
+    /// Polls the mock has answered so far, read from its counters.
+    #[allow(dead_code)] // not every bench counts polls
+    pub fn polls_so_far(&self) -> u64 {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a runtime to read the counters");
+        genapi_test_common::install_tls_provider();
+        let stats = runtime.block_on(self.stats(&reqwest::Client::new()));
+        stats["polls"].as_u64().expect("the mock counts polls")
+    }
+}
+
+/// The machine's one-minute load average, as the kernel reports it: printed
+/// beside every figure, since a busy machine moves them.
+#[allow(dead_code)]
+pub fn load_average() -> f64 {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|text| text.split_whitespace().next()?.parse().ok())
+        .unwrap_or(f64::NAN)
+}
+
 impl Drop for MockProcess {
     fn drop(&mut self) {
         let _ = self.child.kill();
