@@ -216,6 +216,7 @@ async fn a_rerun_opens_a_gallery_that_shows_the_lines_saved_before() {
         .output()
         .unwrap();
     assert_eq!(again.status.code(), Some(0), "{}", text(&again.stderr));
+    assert!(appears(&dir.join("seen")), "the opener never ran");
     let seen = std::fs::read_to_string(dir.join("seen")).unwrap();
     assert!(seen.contains("genapi batch: 3 lines"), "{seen}");
     assert!(seen.contains("3 saved"), "{seen}");
