@@ -16,6 +16,10 @@
 //!   [`Error`] it gave is kept in the [`Call`] and taken back by
 //!   [`Call::reply`], since the generator's error type only carries text.
 //!
+//! A task's later polls are the one exception: its first poll keeps the
+//! request the generated `get_result` built, and each later poll sends a copy
+//! of it through the same exchange (`poll::KeptRequest` says why).
+//!
 //! The generated answers are then sorted into a [`Reply`]: the document's
 //! type, the document's 422, or the raw answer for everything the document
 //! does not describe (another status, a body that does not fit), which the
@@ -29,7 +33,7 @@ use reqwest::{StatusCode, Url};
 
 use crate::api::types::HttpValidationError;
 use crate::error::{Error, Result};
-use crate::transport::{Answer, Purpose, Transport};
+use crate::transport::{copy_to_resend, Answer, Purpose, Transport};
 
 /// The generated client, for one call.
 pub(crate) type Generated = crate::api::generated::Client;
@@ -49,6 +53,9 @@ pub(crate) struct Call {
     /// What the exchange is for, when its method alone does not say: a
     /// submission its caller records is sent once.
     purpose: Option<Purpose>,
+    /// Whether a copy of the request sent is kept for the caller (a task's
+    /// poll request, see `poll::KeptRequest`).
+    keep_request: bool,
     /// What the exchange ended in, when it was not an HTTP answer, and the
     /// status of the last answer (the generator keeps neither).
     outcome: Arc<Mutex<Outcome>>,
@@ -58,6 +65,8 @@ pub(crate) struct Call {
 struct Outcome {
     failed: Option<Error>,
     status: Option<StatusCode>,
+    /// The request as sent, when the call keeps it.
+    sent: Option<reqwest::Request>,
 }
 
 impl std::fmt::Debug for Call {
@@ -81,44 +90,49 @@ pub(crate) enum Reply<T> {
 }
 
 impl Call {
-    /// A generated client for one call to `base` (an origin or base URL, as
-    /// text), optionally to the exact `address` and with the exact `body`
-    /// given.
-    pub(crate) fn client(
-        transport: &Arc<Transport>,
-        base: &str,
-        address: Option<Url>,
-        body: Option<Bytes>,
-    ) -> Generated {
-        Call::generated(transport, base, address, body, None)
+    /// A generated client for one poll of `address` on `base` (an origin, as
+    /// text), keeping a copy of the request sent when `keep_request` (see
+    /// [`Call::sent_request`]).
+    pub(crate) fn poll(transport: &Arc<Transport>, base: &str, address: Url, keep_request: bool) -> Generated {
+        let mut call = Call::new(transport, Some(address), None, None);
+        call.keep_request = keep_request;
+        Call::around(base, call)
     }
 
-    /// [`Call::client`] for one submission, sent for `purpose`: retried as
-    /// any (`Submit`), or sent once (`SubmitOnce`).
+    /// The request a call made by [`Call::poll`] sent, as the generated code
+    /// and the `pre` hook built it (without the key, which the exchange adds
+    /// beneath).
+    pub(crate) fn sent_request(client: &Generated) -> Option<reqwest::Request> {
+        client.inner().outcome.lock().ok()?.sent.take()
+    }
+
+    /// A generated client for one submission to `base` (a base URL, as
+    /// text), optionally with the exact `body` the caller wrote, sent for
+    /// `purpose`: retried as any (`Submit`), or sent once (`SubmitOnce`).
     pub(crate) fn submission(
         transport: &Arc<Transport>,
         base: &str,
         body: Option<Bytes>,
         purpose: Purpose,
     ) -> Generated {
-        Call::generated(transport, base, None, body, Some(purpose))
+        Call::around(base, Call::new(transport, None, body, Some(purpose)))
     }
 
-    fn generated(
-        transport: &Arc<Transport>,
-        base: &str,
-        address: Option<Url>,
-        body: Option<Bytes>,
-        purpose: Option<Purpose>,
-    ) -> Generated {
-        let call = Call {
+    fn new(transport: &Arc<Transport>, address: Option<Url>, body: Option<Bytes>, purpose: Option<Purpose>) -> Call {
+        Call {
             transport: transport.clone(),
             address,
             body,
             purpose,
+            keep_request: false,
             outcome: Arc::default(),
-        };
-        Generated::new_with_client(base.trim_end_matches('/'), transport.api_client().clone(), call)
+        }
+    }
+
+    /// The generated client for `base`, around `call`.
+    fn around(base: &str, call: Call) -> Generated {
+        let api = call.transport.api_client().clone();
+        Generated::new_with_client(base.trim_end_matches('/'), api, call)
     }
 
     /// Sorts what an operation method of `client` returned.
@@ -195,6 +209,10 @@ impl ClientHooks<Call> for Generated {
         let call = self.inner();
         let purpose = call.purpose.unwrap_or_else(|| Purpose::of(request.method()));
         let url = request.url().clone();
+        if call.keep_request {
+            let sent = copy_to_resend(&request);
+            call.keep(|outcome| outcome.sent = sent);
+        }
         let transport = &call.transport;
         match transport
             .exchange_bytes(request, purpose, info.operation_id, transport.max_response_bytes)

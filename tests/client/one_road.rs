@@ -154,3 +154,115 @@ async fn a_polling_url_is_polled_exactly_as_the_service_gave_it() {
         polls.iter().map(|r| r.query.clone()).collect::<Vec<_>>()
     );
 }
+
+fn long_task() -> types::builder::Gen2ProRequest {
+    types::Gen2ProRequest::builder().prompt("a slow fox [mock:duration_ms=60000]")
+}
+
+/// A task's first poll keeps the request the generated `get_result` built;
+/// every later poll sends a copy of it. On the wire they are one request:
+/// the address the service gave (query and all), the generated headers, and
+/// the key once, added beneath for the trusted host.
+#[tokio::test(start_paused = true)]
+async fn every_poll_of_a_task_is_the_request_its_first_poll_sent() {
+    let mock = MockService::start().await.unwrap();
+    let client = mock.client().unwrap();
+    let accepted = client.submit(long_task()).await.unwrap();
+    let given = format!(
+        "{}/v1/get_result?shard=7&id={}",
+        mock.base_url().trim_end_matches('/'),
+        accepted.id()
+    );
+    let task = client.task(&given).unwrap();
+    for _ in 0..4 {
+        task.poll().await.unwrap();
+    }
+    let polls: Vec<_> = mock
+        .requests()
+        .into_iter()
+        .filter(|r| r.path == "/v1/get_result")
+        .collect();
+    assert_eq!(polls.len(), 4);
+    let first = &polls[0];
+    assert_eq!(
+        first.query.as_deref(),
+        Some(format!("shard=7&id={}", accepted.id()).as_str())
+    );
+    assert_eq!(first.header("api-version"), Some("0.0.1"));
+    assert_eq!(first.header("accept"), Some("application/json"));
+    let keys = |r: &genapi_mock::LoggedRequest| r.headers.iter().filter(|(name, _)| name == "x-key").count();
+    assert_eq!(keys(first), 1, "the key, once");
+    for later in &polls[1..] {
+        assert_eq!((&later.method, &later.query), (&first.method, &first.query));
+        assert_eq!(later.headers, first.headers, "a later poll is the first one again");
+    }
+}
+
+/// A first poll that failed in the transport still kept its request: the
+/// next poll sends it and reads the task.
+#[tokio::test(start_paused = true)]
+async fn a_poll_after_a_failed_first_poll_reads_the_task() {
+    let mock = MockService::start().await.unwrap();
+    let client = mock.client_builder().retry_policy(fast_retries(1)).build().unwrap();
+    let task = client.submit(long_task()).await.unwrap();
+    mock.inject(Fault::on("/v1/get_result", FaultKind::DropConnection).times(1));
+    let error = task.poll().await.unwrap_err();
+    assert!(matches!(error, Error::Transport { .. }), "{error}");
+    assert!(!task.poll().await.unwrap().status.is_final());
+    assert_eq!(mock.count("GET", "/v1/get_result"), 2);
+}
+
+/// Whatever the service answers, a task's later poll reads it as its first
+/// poll does (the first goes through the generated `get_result`, later ones
+/// send its request again): the same result or the same error.
+#[tokio::test(start_paused = true)]
+async fn a_later_poll_reads_every_answer_as_the_first_poll_does() {
+    let answers: Vec<(&str, u16, String)> = vec![
+        (
+            "a fitting 200",
+            200,
+            r#"{"id":"ID","status":"Processing","progress":0.5}"#.into(),
+        ),
+        (
+            "a 200 with odd fields",
+            200,
+            r#"{"id":"ID","status":"Pending","progress":"half","cost":"x"}"#.into(),
+        ),
+        ("a 200 that is not JSON", 200, "<html>".into()),
+        ("a 202", 202, "{}".into()),
+        ("a 404", 404, r#"{"detail":"Task not found"}"#.into()),
+        (
+            "a 422 in the validation shape",
+            422,
+            r#"{"detail":[{"loc":["query","id"],"msg":"bad id","type":"value_error"}]}"#.into(),
+        ),
+        (
+            "a 422 carrying a task",
+            422,
+            r#"{"id":"ID","status":"Content Moderated"}"#.into(),
+        ),
+        ("a 422 of another shape", 422, r#"{"detail":"no"}"#.into()),
+        ("a 401", 401, r#"{"detail":"Invalid key"}"#.into()),
+        ("a 500", 500, r#"{"detail":"down"}"#.into()),
+    ];
+    for (name, status, body) in answers {
+        let mock = MockService::start().await.unwrap();
+        let client = mock.client_builder().retry_policy(fast_retries(1)).build().unwrap();
+        let first = client.submit(long_task()).await.unwrap();
+        let later = client.submit(long_task()).await.unwrap();
+        later.poll().await.unwrap();
+        let outcome = |task: &genapi::Task, read: Result<types::PollResult, Error>| {
+            format!("{read:?}").replace(task.id(), "<task>")
+        };
+        let fault = |id: &str| FaultKind::Status {
+            status,
+            retry_after: None,
+            body: body.replace("ID", id),
+        };
+        mock.inject(Fault::on("/v1/get_result", fault(first.id())).times(1));
+        let on_first = outcome(&first, first.poll().await);
+        mock.inject(Fault::on("/v1/get_result", fault(later.id())).times(1));
+        let on_later = outcome(&later, later.poll().await);
+        assert_eq!(on_later, on_first, "{name}");
+    }
+}
