@@ -16,9 +16,10 @@
 //!   [`Error`] it gave is kept in the [`Call`] and taken back by
 //!   [`Call::reply`], since the generator's error type only carries text.
 //!
-//! A task's later polls are the one exception: its first poll keeps the
-//! request the generated `get_result` built, and each later poll sends a copy
-//! of it through the same exchange (`poll::KeptRequest` says why).
+//! Polls after a client's first are the one exception: that first poll keeps
+//! the request the generated `get_result` built, and every later poll sends
+//! it at its own task's polling URL through the same exchange
+//! (`poll_request.rs` says why).
 //!
 //! The generated answers are then sorted into a [`Reply`]: the document's
 //! type, the document's 422, or the raw answer for everything the document
@@ -33,7 +34,7 @@ use reqwest::{StatusCode, Url};
 
 use crate::api::types::HttpValidationError;
 use crate::error::{Error, Result};
-use crate::transport::{copy_to_resend, Answer, Purpose, Transport};
+use crate::transport::{Answer, Purpose, Transport};
 
 /// The generated client, for one call.
 pub(crate) type Generated = crate::api::generated::Client;
@@ -53,8 +54,8 @@ pub(crate) struct Call {
     /// What the exchange is for, when its method alone does not say: a
     /// submission its caller records is sent once.
     purpose: Option<Purpose>,
-    /// Whether a copy of the request sent is kept for the caller (a task's
-    /// poll request, see `poll::KeptRequest`).
+    /// Whether a copy of the request sent is kept for the caller (the
+    /// client's poll request, see `poll_request.rs`).
     keep_request: bool,
     /// What the exchange ended in, when it was not an HTTP answer, and the
     /// status of the last answer (the generator keeps neither).
@@ -210,8 +211,13 @@ impl ClientHooks<Call> for Generated {
         let purpose = call.purpose.unwrap_or_else(|| Purpose::of(request.method()));
         let url = request.url().clone();
         if call.keep_request {
-            let sent = copy_to_resend(&request);
-            call.keep(|outcome| outcome.sent = sent);
+            // No body to copy: a poll's request is its method, address and
+            // headers (see `poll_request.rs`).
+            let mut sent = reqwest::Request::new(request.method().clone(), url.clone());
+            *sent.headers_mut() = request.headers().clone();
+            *sent.version_mut() = request.version();
+            *sent.timeout_mut() = request.timeout().copied();
+            call.keep(|outcome| outcome.sent = Some(sent));
         }
         let transport = &call.transport;
         match transport

@@ -95,6 +95,7 @@ impl Client {
                 active,
                 wait,
                 learned: Mutex::new(learned),
+                poll_request: Default::default(),
             }),
         }
     }

@@ -136,6 +136,7 @@ mod layers;
 mod limit;
 mod output;
 mod poll;
+mod poll_request;
 mod record;
 mod response;
 mod scrub;

@@ -303,7 +303,7 @@ impl Output {
         if let Fetched::Got(value) = fetch(self.sample.clone()).await? {
             return Ok(value);
         }
-        let fresh = crate::poll::poll_task(&self.session, &self.polling_url, &self.task, None).await?;
+        let fresh = crate::poll::poll_task(&self.session, &self.polling_url, &self.task).await?;
         let sample = fresh
             .result
             .and_then(|r| r.sample)

@@ -2,9 +2,7 @@
 //! reading of its answer. [`crate::Task`] polls through it, and so does
 //! [`crate::Output`] when a signed address expired and a fresh one is needed.
 
-use std::sync::Mutex;
-
-use reqwest::{Request, StatusCode, Url};
+use reqwest::{StatusCode, Url};
 use serde_json::{Map, Value};
 
 use crate::api::types::{PollResult, TaskResult};
@@ -12,7 +10,7 @@ use crate::call::{Call, Reply};
 use crate::error::{Error, Result, TaskRef};
 use crate::response::{decode_error, error_for_task};
 use crate::session::Session;
-use crate::transport::{copy_to_resend, Answer, Purpose, Transport};
+use crate::transport::{Answer, Purpose, Transport};
 use crate::trust::origin_text;
 use crate::TaskStatus;
 
@@ -20,13 +18,8 @@ use crate::TaskStatus;
 /// frees its place under the active-task limit. `Task not found` is left to
 /// the caller: right after a submission it is not final yet (the not-found
 /// grace period), and only the task knows when it was submitted.
-pub(crate) async fn poll_task(
-    session: &Session,
-    polling_url: &Url,
-    task: &TaskRef,
-    kept: Option<&KeptRequest>,
-) -> Result<PollResult> {
-    let result = poll_at(session, polling_url, task, kept)
+pub(crate) async fn poll_task(session: &Session, polling_url: &Url, task: &TaskRef) -> Result<PollResult> {
+    let result = poll_at(session, polling_url, task)
         .await
         .map_err(|e| e.for_task(task))?;
     if result.status.is_final() && result.status != TaskStatus::TaskNotFound {
@@ -39,17 +32,13 @@ pub(crate) async fn poll_task(
 /// `Pending`; a 404 as `Task not found`. Errors carry no task yet: the
 /// caller decides whether the answer is the task's.
 ///
-/// With `kept`, the request the generated `get_result` built for this
-/// address is kept by the first poll and each later poll sends a copy of
-/// it (see [`KeptRequest`]).
-pub(crate) async fn poll_at(
-    session: &Session,
-    polling_url: &Url,
-    task: &TaskRef,
-    kept: Option<&KeptRequest>,
-) -> Result<PollResult> {
+/// The client's first poll goes through the generated code; every later
+/// one sends the request it built, at its own address (see
+/// [`crate::poll_request::PollRequest`]).
+pub(crate) async fn poll_at(session: &Session, polling_url: &Url, task: &TaskRef) -> Result<PollResult> {
     let transport = &session.transport;
-    if let Some(request) = kept.and_then(|kept| kept.copy_for(polling_url)) {
+    let kept = &session.poll_request;
+    if let Some(request) = kept.to(polling_url) {
         let answer = transport
             .exchange_bytes(request, Purpose::Poll, GET_RESULT, transport.max_response_bytes)
             .await?;
@@ -59,11 +48,9 @@ pub(crate) async fn poll_at(
     // URL exactly as given (the `pre` hook sets it). The origin is a slice
     // of the URL's text: nothing is parsed or built again for it.
     let origin = &polling_url[..url::Position::BeforePath];
-    let api = Call::poll(transport, origin, polling_url.clone(), kept.is_some());
+    let api = Call::poll(transport, origin, polling_url.clone(), !kept.is_kept());
     let sent = api.get_result().id(&task.id).send().await;
-    if let Some(kept) = kept {
-        kept.keep(Call::sent_request(&api));
-    }
+    kept.keep(Call::sent_request(&api));
     match Call::reply(&api, GET_RESULT, sent).await? {
         Reply::Typed(result) => Ok(result),
         // A 422 about an accepted task is not about the user's request.
@@ -108,44 +95,6 @@ fn read_answer(transport: &Transport, polling_url: &Url, task: &TaskRef, answer:
             })
         }
         _ => Err(error_for_task(transport, GET_RESULT, &answer, task)),
-    }
-}
-
-/// A task's poll request, as the generated `get_result` built it for the
-/// task's first poll (after the `pre` hook put it at the polling URL).
-///
-/// Every poll of a task is the same request: the same address, the same
-/// headers, no body. Building it again is most of what a poll costs the
-/// client beyond reqwest's own send (the generated code formats the
-/// address, parses it, encodes the query, and the hook then sets the polling
-/// URL), so later polls send a copy of this one through the same exchange,
-/// and read the answer the way a generated answer that does not fit is
-/// read. The key is never in it: the exchange adds it beneath, for trusted
-/// origins only, on every attempt.
-#[derive(Default)]
-pub(crate) struct KeptRequest(Mutex<Option<Request>>);
-
-impl KeptRequest {
-    /// A copy of the kept request, if one was kept for this address.
-    fn copy_for(&self, polling_url: &Url) -> Option<Request> {
-        let kept = self.0.lock().ok()?;
-        kept.as_ref()
-            .filter(|request| request.url() == polling_url)
-            .and_then(copy_to_resend)
-    }
-
-    /// Keeps `request`, if the first poll sent one.
-    fn keep(&self, request: Option<Request>) {
-        if let (Some(request), Ok(mut kept)) = (request, self.0.lock()) {
-            *kept = Some(request);
-        }
-    }
-}
-
-impl std::fmt::Debug for KeptRequest {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let kept = self.0.lock().map(|kept| kept.is_some()).unwrap_or(false);
-        f.debug_struct("KeptRequest").field("kept", &kept).finish()
     }
 }
 
@@ -217,27 +166,6 @@ mod tests {
         assert_eq!(output.sample.as_deref(), Some("https://d/x.jpg"));
         assert_eq!(output.prompt.as_deref(), Some("ok"));
         assert_eq!(output.duration, None);
-    }
-
-    #[test]
-    fn a_kept_request_is_copied_only_for_its_own_address() {
-        let url = Url::parse("https://api.example/v1/get_result?id=t").unwrap();
-        let kept = KeptRequest::default();
-        assert!(kept.copy_for(&url).is_none(), "nothing kept yet");
-        kept.keep(None);
-        assert!(kept.copy_for(&url).is_none());
-        let mut request = Request::new(reqwest::Method::GET, url.clone());
-        request
-            .headers_mut()
-            .insert("api-version", reqwest::header::HeaderValue::from_static("0.0.1"));
-        kept.keep(Some(request));
-        for _ in 0..2 {
-            let copy = kept.copy_for(&url).unwrap();
-            assert_eq!(copy.url(), &url);
-            assert_eq!(copy.headers()["api-version"], "0.0.1");
-        }
-        let elsewhere = Url::parse("https://eu.api.example/v1/get_result?id=t").unwrap();
-        assert!(kept.copy_for(&elsewhere).is_none(), "another host builds its own");
     }
 
     #[test]

@@ -9,6 +9,7 @@ use reqwest::Url;
 
 use crate::error::{Error, Result};
 use crate::limit::ActiveTasks;
+use crate::poll_request::PollRequest;
 use crate::transport::Transport;
 use crate::wait::{Learned, Quartiles, WaitOptions};
 
@@ -21,6 +22,8 @@ pub(crate) struct Session {
     pub(crate) active: Option<Arc<ActiveTasks>>,
     pub(crate) wait: WaitOptions,
     pub(crate) learned: Mutex<Learned>,
+    /// The request every poll is, once the first poll built it.
+    pub(crate) poll_request: PollRequest,
 }
 
 impl Session {

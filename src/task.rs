@@ -13,7 +13,6 @@ use crate::api::types::{PollResult, SubmissionResponse};
 use crate::error::{Error, Moderation, Result, TaskRef};
 use crate::limit::Seat;
 use crate::output::Output;
-use crate::poll::KeptRequest;
 use crate::response::decode_error;
 use crate::session::Session;
 use crate::wait::{deadline, jitter, Progress, Schedule, WaitOptions};
@@ -49,8 +48,6 @@ pub struct Task {
     elsewhere: Vec<Url>,
     /// Where the task turned out to be, once one of `elsewhere` knew it.
     found: std::sync::OnceLock<(TaskRef, Url)>,
-    /// The request its first poll sent, copied for every later poll.
-    poll_request: KeptRequest,
 }
 
 impl Task {
@@ -154,7 +151,6 @@ impl Task {
             seat: None,
             elsewhere: Vec::new(),
             found: std::sync::OnceLock::new(),
-            poll_request: KeptRequest::default(),
         }
     }
 
@@ -278,13 +274,7 @@ impl Task {
 
     /// One poll whose `Task not found` the caller settles.
     async fn poll_for_status(&self) -> Result<PollResult> {
-        let result = crate::poll::poll_task(
-            &self.session,
-            self.polling_url(),
-            self.reference(),
-            Some(&self.poll_request),
-        )
-        .await?;
+        let result = crate::poll::poll_task(&self.session, self.polling_url(), self.reference()).await?;
         Ok(self.or_elsewhere(result).await)
     }
 
@@ -296,7 +286,7 @@ impl Task {
             return result;
         }
         for candidate in &self.elsewhere {
-            match crate::poll::poll_at(&self.session, candidate, &self.task, None).await {
+            match crate::poll::poll_at(&self.session, candidate, &self.task).await {
                 Ok(found) if found.status != TaskStatus::TaskNotFound => {
                     let task = TaskRef {
                         id: self.task.id.clone(),
@@ -326,13 +316,7 @@ impl Task {
     /// Polls once, without taking the answer as the task's: errors carry no
     /// task, and the active-task ledger is not told (for looking a task up).
     pub(crate) async fn poll_once(&self) -> Result<PollResult> {
-        let result = crate::poll::poll_at(
-            &self.session,
-            self.polling_url(),
-            self.reference(),
-            Some(&self.poll_request),
-        )
-        .await?;
+        let result = crate::poll::poll_at(&self.session, self.polling_url(), self.reference()).await?;
         Ok(self.or_elsewhere(result).await)
     }
 

@@ -722,7 +722,7 @@ impl Transport {
 /// (a poll, a download, a submission whose bytes are kept sealed) is
 /// copied as reqwest's public interface sets it: method, address,
 /// headers, version and timeout.
-pub(crate) fn copy_to_resend(request: &Request) -> Option<Request> {
+fn copy_to_resend(request: &Request) -> Option<Request> {
     if request.body().is_some() {
         return request.try_clone();
     }

@@ -159,43 +159,86 @@ fn long_task() -> types::builder::Gen2ProRequest {
     types::Gen2ProRequest::builder().prompt("a slow fox [mock:duration_ms=60000]")
 }
 
-/// A task's first poll keeps the request the generated `get_result` built;
-/// every later poll sends a copy of it. On the wire they are one request:
-/// the address the service gave (query and all), the generated headers, and
-/// the key once, added beneath for the trusted host.
+/// A client's first poll keeps the request the generated `get_result`
+/// built; every later poll, of any task, is that request at the task's own
+/// polling URL. On the wire each poll is what the generated code sends: the
+/// address the service gave (query and all), the generated headers, and the
+/// key once, added beneath for a trusted host.
 #[tokio::test(start_paused = true)]
-async fn every_poll_of_a_task_is_the_request_its_first_poll_sent() {
+async fn every_poll_is_the_request_the_generated_get_result_sends() {
     let mock = MockService::start().await.unwrap();
     let client = mock.client().unwrap();
-    let accepted = client.submit(long_task()).await.unwrap();
-    let given = format!(
-        "{}/v1/get_result?shard=7&id={}",
-        mock.base_url().trim_end_matches('/'),
-        accepted.id()
-    );
-    let task = client.task(&given).unwrap();
-    for _ in 0..4 {
-        task.poll().await.unwrap();
+    let mut tasks = Vec::new();
+    for _ in 0..2 {
+        let accepted = client.submit(long_task()).await.unwrap();
+        let given = format!(
+            "{}/v1/get_result?shard=7&id={}",
+            mock.base_url().trim_end_matches('/'),
+            accepted.id()
+        );
+        tasks.push((client.task(&given).unwrap(), format!("shard=7&id={}", accepted.id())));
+    }
+    for _ in 0..3 {
+        for (task, _) in &tasks {
+            task.poll().await.unwrap();
+        }
     }
     let polls: Vec<_> = mock
         .requests()
         .into_iter()
         .filter(|r| r.path == "/v1/get_result")
         .collect();
-    assert_eq!(polls.len(), 4);
+    assert_eq!(polls.len(), 6);
     let first = &polls[0];
-    assert_eq!(
-        first.query.as_deref(),
-        Some(format!("shard=7&id={}", accepted.id()).as_str())
-    );
     assert_eq!(first.header("api-version"), Some("0.0.1"));
     assert_eq!(first.header("accept"), Some("application/json"));
     let keys = |r: &genapi_mock::LoggedRequest| r.headers.iter().filter(|(name, _)| name == "x-key").count();
     assert_eq!(keys(first), 1, "the key, once");
-    for later in &polls[1..] {
-        assert_eq!((&later.method, &later.query), (&first.method, &first.query));
-        assert_eq!(later.headers, first.headers, "a later poll is the first one again");
+    for (n, poll) in polls.iter().enumerate() {
+        let (_, query) = &tasks[n % 2];
+        assert_eq!(
+            poll.query.as_deref(),
+            Some(query.as_str()),
+            "poll {n} went to its task's own URL"
+        );
+        assert_eq!(poll.method, "GET");
+        assert_eq!(poll.headers, first.headers, "poll {n} is the first one again");
     }
+}
+
+/// The key is added to each poll as it leaves, by the trust rules: a client
+/// that polled a trusted host first polls an untrusted one without it.
+#[tokio::test(start_paused = true)]
+async fn a_poll_of_an_untrusted_host_after_a_trusted_one_carries_no_key() {
+    let (front, other) = (MockService::start().await.unwrap(), MockService::start().await.unwrap());
+    let client = front.client().unwrap();
+    client.submit(long_task()).await.unwrap().poll().await.unwrap();
+    let elsewhere = other.client().unwrap().submit(long_task()).await.unwrap();
+    let untrusted = client.task(elsewhere.polling_url().as_str()).unwrap();
+    let _refused = untrusted.poll().await;
+    let _refused_again = untrusted.poll().await;
+    let front_polls: Vec<_> = front
+        .requests()
+        .into_iter()
+        .filter(|r| r.path == "/v1/get_result")
+        .collect();
+    assert_eq!(front_polls.len(), 1);
+    assert_eq!(
+        front_polls[0].header("x-key"),
+        Some("[redacted]"),
+        "the trusted host got the key"
+    );
+    let other_polls: Vec<_> = other
+        .requests()
+        .into_iter()
+        .filter(|r| r.path == "/v1/get_result")
+        .collect();
+    assert_eq!(other_polls.len(), 2, "the untrusted host was polled");
+    assert!(
+        other_polls.iter().all(|r| r.header("x-key").is_none()),
+        "never with the key"
+    );
+    assert!(other_polls.iter().all(|r| r.header("api-version") == Some("0.0.1")));
 }
 
 /// A first poll that failed in the transport still kept its request: the
@@ -212,9 +255,10 @@ async fn a_poll_after_a_failed_first_poll_reads_the_task() {
     assert_eq!(mock.count("GET", "/v1/get_result"), 2);
 }
 
-/// Whatever the service answers, a task's later poll reads it as its first
-/// poll does (the first goes through the generated `get_result`, later ones
-/// send its request again): the same result or the same error.
+/// Whatever the service answers, a poll reads it the same whether the
+/// generated `get_result` sent it (a client's first poll) or the request it
+/// built was sent again (every later poll): the same result or the same
+/// error.
 #[tokio::test(start_paused = true)]
 async fn a_later_poll_reads_every_answer_as_the_first_poll_does() {
     let answers: Vec<(&str, u16, String)> = vec![
@@ -247,22 +291,25 @@ async fn a_later_poll_reads_every_answer_as_the_first_poll_does() {
     ];
     for (name, status, body) in answers {
         let mock = MockService::start().await.unwrap();
-        let client = mock.client_builder().retry_policy(fast_retries(1)).build().unwrap();
-        let first = client.submit(long_task()).await.unwrap();
-        let later = client.submit(long_task()).await.unwrap();
-        later.poll().await.unwrap();
-        let outcome = |task: &genapi::Task, read: Result<types::PollResult, Error>| {
-            format!("{read:?}").replace(task.id(), "<task>")
-        };
-        let fault = |id: &str| FaultKind::Status {
-            status,
-            retry_after: None,
-            body: body.replace("ID", id),
-        };
-        mock.inject(Fault::on("/v1/get_result", fault(first.id())).times(1));
-        let on_first = outcome(&first, first.poll().await);
-        mock.inject(Fault::on("/v1/get_result", fault(later.id())).times(1));
-        let on_later = outcome(&later, later.poll().await);
-        assert_eq!(on_later, on_first, "{name}");
+        let client = || mock.client_builder().retry_policy(fast_retries(1)).build().unwrap();
+        let (fresh, warm) = (client(), client());
+        warm.submit(long_task()).await.unwrap().poll().await.unwrap();
+        let mut outcomes = Vec::new();
+        for client in [&fresh, &warm] {
+            let task = client.submit(long_task()).await.unwrap();
+            mock.inject(
+                Fault::on(
+                    "/v1/get_result",
+                    FaultKind::Status {
+                        status,
+                        retry_after: None,
+                        body: body.replace("ID", task.id()),
+                    },
+                )
+                .times(1),
+            );
+            outcomes.push(format!("{:?}", task.poll().await).replace(task.id(), "<task>"));
+        }
+        assert_eq!(outcomes[1], outcomes[0], "{name}");
     }
 }
