@@ -271,3 +271,80 @@ async fn with_durations_given_notifications_still_see_every_end_at_once() {
     assert!(batch.worst_lag() < Duration::from_millis(10), "{batch:?}");
     assert!(batch.wall.as_secs_f64() < batch.ideal.as_secs_f64() * 1.01, "{batch:?}");
 }
+
+/// Sends `request` and picks its task up again by its polling URL, as a
+/// batch's rerun does; returns how long the wait of the task picked up
+/// took.
+async fn picked_up_again(client: &genapi::Client, request: impl genapi::IntoRequest) -> Duration {
+    let task = client.submit(request).await.unwrap();
+    let again = client.task(task.polling_url().as_str()).unwrap();
+    drop(task);
+    assert_eq!(again.operation(), "get_result");
+    let started = tokio::time::Instant::now();
+    again.wait().await.unwrap();
+    started.elapsed()
+}
+
+/// A task picked up again (as a batch's rerun does) learns its duration
+/// under its own operation, or not at all: never under `get_result`, one
+/// name for every model picked up again, which then aims their waits. Here
+/// a task of 4 s of `gen-2-pro` picked up again makes the next task picked
+/// up, of 0.15 s of `gen-2-klein-4b`, wait 4 s for its second poll, where
+/// a client knowing nothing sees it at 1 s.
+#[tokio::test(start_paused = true)]
+async fn a_task_picked_up_again_learns_no_duration_under_get_result() {
+    let mock = MockService::start().await.unwrap();
+    let client = mock.client().unwrap();
+    let slow = types::Gen2ProRequest::builder().prompt("a fox [mock:duration_ms=4000]");
+    picked_up_again(&client, slow).await;
+    let fast = Gen2Klein4bRequest::builder().prompt("a fox [mock:duration_ms=150]");
+    let seen = picked_up_again(&client, fast).await;
+    let learned = serde_json::to_value(client.learned()).unwrap();
+    assert!(
+        seen < Duration::from_millis(1100),
+        "seen after {seen:?}; learned {learned}"
+    );
+    assert!(learned["operations"].get("get_result").is_none(), "{learned}");
+}
+
+/// The guide's program for a fast model, run `runs` times: each run
+/// observes the duration it expects, merges what the last run kept, sends
+/// one task of 0.15 s and keeps what its client learned. Returns the polls
+/// of the last run's task.
+async fn runs_as_the_guide_writes_them(runs: usize, expected: f64) -> u64 {
+    let mock = MockService::start().await.unwrap();
+    let mut kept: Option<String> = None;
+    let mut polls = 0;
+    for _ in 0..runs {
+        let mut learned = Learned::default();
+        learned.observe(operation(), expected);
+        if let Some(text) = &kept {
+            learned.merge(&serde_json::from_str::<Learned>(text).unwrap());
+        }
+        let client = mock.client_builder().learned(learned).build().unwrap();
+        let before = mock.stats().polls;
+        client
+            .run(Gen2Klein4bRequest::builder().prompt("a fox [mock:duration_ms=150]"))
+            .await
+            .unwrap();
+        polls = mock.stats().polls - before;
+        kept = Some(serde_json::to_string(&client.learned()).unwrap());
+    }
+    polls
+}
+
+/// "If unsure, give one a little short … a given duration soon gives way
+/// to the reported ones." Given 0.1 s for tasks of 0.15 s, the first run
+/// polls twice; by the tenth, the reported durations should aim the first
+/// poll past the end. Following the guide's example, each run adds the
+/// given duration again to what the last kept, so it stays half of the
+/// window and the lower quartile for ever.
+#[tokio::test(start_paused = true)]
+async fn a_duration_given_every_run_gives_way_to_the_reported_ones() {
+    assert_eq!(runs_as_the_guide_writes_them(1, 0.1).await, 2, "the guess is short");
+    assert_eq!(
+        runs_as_the_guide_writes_them(10, 0.1).await,
+        1,
+        "the tenth run is still aimed at the guess"
+    );
+}
