@@ -352,9 +352,12 @@ impl Task {
         // Learned durations matter only when the interval is not fixed.
         let learned = match options.fixed() {
             Some(_) => None,
-            None => self.session.quartiles(&self.operation),
+            None => self.learned_durations(),
         };
         let mut schedule = Schedule::new(learned, options.fixed());
+        if options.inbox().is_some() {
+            schedule = schedule.woken();
+        }
         let mut progress: Option<(f64, Duration)> = None;
         let mut last_status = None;
         let mut polls = 0u32;
@@ -482,9 +485,25 @@ impl Task {
         Some(outcome)
     }
 
+    /// What tasks of this one's operation took. A task picked up by id or
+    /// polling URL has none: its operation is unknown (`get_result` stands
+    /// for it), and one name for every model picked up would aim a fast
+    /// model's wait by a slow one's durations.
+    fn learned_durations(&self) -> Option<crate::wait::Quartiles> {
+        if self.resumed {
+            return None;
+        }
+        self.session.quartiles(&self.operation)
+    }
+
     /// Learns the duration the service reported (never the moment Ready was
-    /// noticed, which depends on when we polled).
+    /// noticed, which depends on when we polled), under the task's operation;
+    /// nothing for a task picked up by id or polling URL, whose operation is
+    /// unknown.
     fn learn(&self, result: &PollResult) {
+        if self.resumed {
+            return;
+        }
         let Some(output) = &result.result else { return };
         let reported = output.duration.or(match (output.start_time, output.end_time) {
             (Some(start), Some(end)) => Some(end - start),

@@ -55,7 +55,10 @@
 //!
 //! A notification may end a sleep early ([`WaitOptions::woken_by`]): the task
 //! is then polled at once, and the poll, not the notification, says how the
-//! task stands. One whose poll finds the task still going was early, replayed
+//! task stands. Notifications are then meant to see most ends, so the first
+//! poll by learned durations waits for the upper quartile instead of the
+//! lower (three tasks in four are notified before it), and is there for a
+//! notification that comes late or not at all. One whose poll finds the task still going was early, replayed
 //! or forged, so the next may bring a poll no sooner than twice as long after
 //! the last ([`WaitOptions::MIN_INTERVAL`] at first, [`MAX_AIM`] at most).
 
@@ -418,6 +421,9 @@ pub(crate) struct Schedule {
     late: Option<f64>,
     /// How long after a poll a notification may bring the next one.
     wake_gap: Duration,
+    /// A notification is expected to end the wait's sleep: the first poll
+    /// by learned durations waits for the upper quartile.
+    notified: bool,
 }
 
 impl Schedule {
@@ -428,7 +434,17 @@ impl Schedule {
             aimed_end: None,
             late: None,
             wake_gap: WaitOptions::MIN_INTERVAL,
+            notified: false,
         }
+    }
+
+    /// A schedule for a wait that notifications wake: they, not the first
+    /// poll, are meant to see most ends, so that poll comes just past the
+    /// upper quartile rather than the lower one (three tasks in four are
+    /// notified first), and is there for a notification late or lost.
+    pub(crate) fn woken(mut self) -> Self {
+        self.notified = true;
+        self
     }
 
     /// How long after the last poll a notification may bring the next one
@@ -480,7 +496,8 @@ impl Schedule {
     /// Just past the lower quartile, then evenly through the middle half of
     /// the learned durations, then late.
     fn by_quartiles(&mut self, t: f64, quartiles: Quartiles) -> f64 {
-        let first = quartiles.low * (1.0 + MARGIN);
+        let aimed_at = if self.notified { quartiles.high } else { quartiles.low };
+        let first = aimed_at * (1.0 + MARGIN);
         // A quarter of the spread keeps the polls through the middle half
         // to about four, whatever the durations; a tenth of the typical
         // duration keeps tasks of one duration from being polled densely.
@@ -594,6 +611,26 @@ mod tests {
                 "at {elapsed} s with {progress:?} and {learned:?}: {delay}, not {expected}"
             );
         }
+    }
+
+    #[test]
+    fn a_wait_woken_by_notifications_polls_first_past_the_upper_quartile() {
+        let learned = Some(quartiles(0.15, 0.25));
+        let first = secs(Schedule::new(learned, None).woken().next(Duration::ZERO, None));
+        assert!((first - 0.25 * 1.01).abs() < 1e-9, "{first}");
+        let unwoken = secs(Schedule::new(learned, None).next(Duration::ZERO, None));
+        assert!((unwoken - 0.15 * 1.01).abs() < 1e-9, "{unwoken}");
+        // Past it, the late intervals, as for any task past the quartiles.
+        let mut schedule = Schedule::new(learned, None).woken();
+        let late = secs(schedule.next(Duration::from_secs_f64(0.26), None));
+        assert!(late > 0.0 && late < 0.1, "{late}");
+        // Progress still aims at the extrapolated end.
+        let aimed = secs(
+            Schedule::new(learned, None)
+                .woken()
+                .next(Duration::from_secs_f64(0.1), read(0.5, 0.1)),
+        );
+        assert!((aimed - (0.2 * 1.01 + 0.003 - 0.1)).abs() < 1e-9, "{aimed}");
     }
 
     #[test]

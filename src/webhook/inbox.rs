@@ -25,7 +25,8 @@ use crate::{Output, Task};
 /// unless set with [`Inbox::with_limits`]), and of each only that it
 /// arrived, under its task id (a long one as its digest, so a sender's ids
 /// cannot make the inbox hold more than a few bytes each). A waiter that
-/// comes later polls on its schedule.
+/// comes while its task's notification is held polls at once; one that comes
+/// after it was dropped for age or room polls on its schedule.
 ///
 /// ```no_run
 /// # async fn demo(client: genapi::Client, inbox: std::sync::Arc<genapi::webhook::Inbox>) -> genapi::Result<()> {

@@ -11,6 +11,7 @@ mod contract_coverage;
 mod document_corrections;
 mod errors_and_retries;
 mod examples;
+mod fast_models;
 mod fault_table;
 #[cfg(feature = "fuzzing")]
 mod fuzz_regressions;
