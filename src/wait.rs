@@ -246,6 +246,9 @@ pub const WINDOW: usize = 32;
 /// # Ok::<(), serde_json::Error>(())
 /// ```
 ///
+/// Serialized, it is `{"operations": {"gen_2_klein_4b": [0.12, 0.15]}}`:
+/// each operationId with its durations in seconds, oldest first.
+///
 /// What is read is trimmed as it is read, to what [`Learned::observe`] would
 /// keep: the last 32 plausible durations of each operation, for at most 256
 /// operations, so a large or hostile file costs no more memory or time than
@@ -354,6 +357,26 @@ impl Learned {
         while window.len() > WINDOW {
             window.pop_front();
         }
+    }
+
+    /// The operations something was learned of, by operationId.
+    ///
+    /// ```
+    /// let mut learned = genapi::Learned::default();
+    /// learned.observe("gen_2_klein_4b", 0.15);
+    /// learned.observe("gen_2_klein_4b", 0.18);
+    /// assert_eq!(learned.operations().collect::<Vec<_>>(), ["gen_2_klein_4b"]);
+    /// assert_eq!(learned.durations("gen_2_klein_4b").collect::<Vec<_>>(), [0.15, 0.18]);
+    /// assert_eq!(learned.durations("gen-2-klein-4b").count(), 0);
+    /// ```
+    pub fn operations(&self) -> impl Iterator<Item = &str> {
+        self.operations.keys().map(String::as_str)
+    }
+
+    /// The durations kept for `operation`, oldest first, in seconds (none for
+    /// a name nothing was learned under).
+    pub fn durations(&self, operation: &str) -> impl Iterator<Item = f64> + '_ {
+        self.operations.get(operation).into_iter().flatten().copied()
     }
 
     /// Merges what another client learned (its samples come after ours).
