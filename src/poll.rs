@@ -5,7 +5,7 @@
 use reqwest::{StatusCode, Url};
 use serde_json::{Map, Value};
 
-use crate::api::types::{PollResult, TaskResult};
+use crate::api::types::{HttpValidationError, PollResult, TaskResult};
 use crate::call::{Call, Reply};
 use crate::error::{Error, Result, TaskRef};
 use crate::response::{decode_error, error_for_task};
@@ -85,6 +85,12 @@ fn read_answer(transport: &Transport, polling_url: &Url, task: &TaskRef, answer:
             .map_err(|message| decode_error(transport, GET_RESULT, message, &answer.body)),
         StatusCode::ACCEPTED => Ok(placeholder(TaskStatus::Pending)),
         StatusCode::NOT_FOUND => Ok(placeholder(TaskStatus::TaskNotFound)),
+        // The document's 422 first, as the generated code reads it for a
+        // client's first poll: a body in its shape is an error even when it
+        // also names a status.
+        StatusCode::UNPROCESSABLE_ENTITY if serde_json::from_slice::<HttpValidationError>(&answer.body).is_ok() => {
+            Err(error_for_task(transport, GET_RESULT, &answer, task))
+        }
         // Seen live: a 422 carrying a task body.
         StatusCode::UNPROCESSABLE_ENTITY => lenient_poll_result(&answer.body, &task.id)
             .map_err(|_| error_for_task(transport, GET_RESULT, &answer, task)),

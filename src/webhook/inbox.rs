@@ -1,7 +1,10 @@
 //! Waking a task's wait when its notification arrives.
 
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+use tokio::sync::Notify;
 
 use super::bounded::{Bounded, Now};
 use super::event::Event;
@@ -44,7 +47,10 @@ pub struct Inbox {
     /// taken yet. Nothing else of a notification is kept: the poll it
     /// prompts is what counts.
     arrivals: Mutex<Bounded<()>>,
-    arrived: tokio::sync::Notify,
+    /// The waits listening now, by task id: a delivery wakes its own
+    /// task's waits only, so notifications for other tasks cost the waits
+    /// nothing, however many there are.
+    listening: Mutex<HashMap<String, Arc<Notify>>>,
     clock: Now,
 }
 
@@ -88,7 +94,7 @@ impl Inbox {
     pub fn with_limits(capacity: usize, max_age: Duration) -> Inbox {
         Inbox {
             arrivals: Mutex::new(Bounded::new(capacity, max_age)),
-            arrived: tokio::sync::Notify::new(),
+            listening: Mutex::default(),
             // The runtime's clock, so a paused test clock ages entries too.
             clock: Arc::new(|| tokio::time::Instant::now().into_std()),
         }
@@ -110,7 +116,14 @@ impl Inbox {
         if let Ok(mut arrivals) = self.arrivals.lock() {
             arrivals.insert(&event.task_id, (), now);
         }
-        self.arrived.notify_waiters();
+        // Woken under the lock and without a copy of the handle, so a
+        // listener's count of its fellows there is exact (see `Listener`'s
+        // drop).
+        if let Ok(listening) = self.listening.lock() {
+            if let Some(arrived) = listening.get(&event.task_id) {
+                arrived.notify_waiters();
+            }
+        }
     }
 
     /// The number of tasks whose notification is held now, waiting for
@@ -136,8 +149,9 @@ impl Inbox {
     /// Returns once a final notification of `task_id` has arrived (at once
     /// if one is held), taking it.
     pub(crate) async fn arrival(&self, task_id: &str) {
+        let listener = Listener::new(self, task_id);
         loop {
-            let arrived = self.arrived.notified();
+            let arrived = listener.arrived.notified();
             tokio::pin!(arrived);
             // Register before looking, so an event delivered in between wakes us.
             arrived.as_mut().enable();
@@ -154,5 +168,86 @@ impl Inbox {
     /// [`crate::WaitOptions::woken_by`]).
     pub async fn wait(self: &Arc<Self>, task: Task) -> crate::Result<Output> {
         task.wait_woken_by(self.clone()).await
+    }
+}
+
+/// A wait listening for its task's notification, from the moment it starts
+/// to look until it stops (a wake-up, or the sleep it raced ending first).
+struct Listener<'a> {
+    inbox: &'a Inbox,
+    task_id: &'a str,
+    arrived: Arc<Notify>,
+}
+
+impl<'a> Listener<'a> {
+    fn new(inbox: &'a Inbox, task_id: &'a str) -> Listener<'a> {
+        let arrived = match inbox.listening.lock() {
+            Ok(mut listening) => listening.entry(task_id.to_string()).or_default().clone(),
+            // Never woken then: the wait polls on its schedule.
+            Err(_) => Arc::default(),
+        };
+        Listener {
+            inbox,
+            task_id,
+            arrived,
+        }
+    }
+}
+
+impl Drop for Listener<'_> {
+    fn drop(&mut self) {
+        if let Ok(mut listening) = self.inbox.listening.lock() {
+            // Only the map and this listener hold it: no other wait of the
+            // task listens (counts change only under this lock).
+            let alone = |arrived: &Arc<Notify>| Arc::ptr_eq(arrived, &self.arrived) && Arc::strong_count(arrived) == 2;
+            if listening.get(self.task_id).is_some_and(alone) {
+                listening.remove(self.task_id);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::webhook::Scheme;
+    use crate::TaskStatus;
+
+    fn ready(task_id: &str) -> Event {
+        Event {
+            task_id: task_id.into(),
+            status: TaskStatus::Ready,
+            result: None,
+            details: None,
+            progress: None,
+            cost: None,
+            scheme: Scheme::SharedSecret,
+            message_id: None,
+            raw: serde_json::Value::Null,
+        }
+    }
+
+    /// Two waits of one task listen together; the one that stops leaves the
+    /// other listening, and the last to stop leaves nothing behind.
+    #[tokio::test(start_paused = true)]
+    async fn a_task_is_listened_for_while_any_of_its_waits_listens() {
+        let inbox = Inbox::new();
+        let patient = inbox.arrival("t-1");
+        tokio::pin!(patient);
+        let brief = tokio::time::timeout(Duration::from_millis(10), inbox.arrival("t-1"));
+        tokio::select! {
+            _ = &mut patient => panic!("nothing was delivered"),
+            ended = brief => assert!(ended.is_err()),
+        }
+        assert_eq!(
+            inbox.listening.lock().unwrap().len(),
+            1,
+            "the patient wait still listens"
+        );
+        inbox.deliver(ready("someone-else"));
+        inbox.deliver(ready("t-1"));
+        patient.await;
+        assert!(inbox.listening.lock().unwrap().is_empty(), "no listener left behind");
+        assert_eq!(inbox.len(), 1, "only the other task's notification is held");
     }
 }

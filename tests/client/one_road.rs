@@ -313,3 +313,38 @@ async fn a_later_poll_reads_every_answer_as_the_first_poll_does() {
         assert_eq!(outcomes[1], outcomes[0], "{name}");
     }
 }
+
+/// A 422 in the validation shape that also names a task and a status is read
+/// as the generated `get_result` reads it (the document's 422 first), by a
+/// client's first poll and by every later one alike: a later poll must not
+/// take it for the task's state when the first poll took it for an error.
+#[tokio::test(start_paused = true)]
+async fn a_422_in_the_validation_shape_naming_a_status_is_one_answer_to_every_poll() {
+    let mock = MockService::start().await.unwrap();
+    let client = || mock.client_builder().retry_policy(fast_retries(1)).build().unwrap();
+    let (fresh, warm) = (client(), client());
+    warm.submit(long_task()).await.unwrap().poll().await.unwrap();
+    let mut outcomes = Vec::new();
+    for client in [&fresh, &warm] {
+        let task = client.submit(long_task()).await.unwrap();
+        let body = format!(
+            r#"{{"detail":[{{"loc":["query","id"],"msg":"bad id","type":"value_error"}}],"id":"{}","status":"Ready","result":{{"sample":"{}/x.jpg"}}}}"#,
+            task.id(),
+            mock.base_url().trim_end_matches('/'),
+        );
+        let status = FaultKind::Status {
+            status: 422,
+            retry_after: None,
+            body,
+        };
+        mock.inject(Fault::on("/v1/get_result", status).times(1));
+        let polled = task.poll().await;
+        outcomes.push(format!("{:?}", polled.map(|r| r.status)).replace(task.id(), "<task>"));
+    }
+    assert!(
+        outcomes[0].starts_with("Err(unexpected response (422)"),
+        "{}",
+        outcomes[0]
+    );
+    assert_eq!(outcomes[1], outcomes[0], "the later poll read another answer");
+}

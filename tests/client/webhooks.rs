@@ -796,3 +796,44 @@ fn the_standard_webhooks_specifications_worked_example_is_accepted() {
         Err(Rejection::Stale(_))
     ));
 }
+
+/// A notification is looked up by the wait of its own task only: a flood of
+/// notifications for tasks nobody here waits for (valid, but for another
+/// program's tasks, or forged with a leaked secret) costs each delivery a
+/// look-up, not one for every waiting task. The inbox's clock is read once
+/// per look-up, so it counts them.
+#[tokio::test(start_paused = true)]
+async fn notifications_for_other_tasks_do_not_wake_every_wait() {
+    const WAITS: usize = 20;
+    const OTHERS: usize = 50;
+    let mock = genapi_mock::MockService::start().await.unwrap();
+    let client = mock.client().unwrap();
+    let reads = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = reads.clone();
+    let inbox = Arc::new(Inbox::new().clock(move || {
+        counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        tokio::time::Instant::now().into_std()
+    }));
+    let mut waits = Vec::new();
+    for _ in 0..WAITS {
+        let task = client.submit(prompt("[mock:duration_ms=60000] a fox")).await.unwrap();
+        let inbox = inbox.clone();
+        waits.push(tokio::spawn(async move { inbox.wait(task).await }));
+    }
+    // Every wait is asleep before its first poll, listening to the inbox.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    reads.store(0, std::sync::atomic::Ordering::SeqCst);
+    for n in 0..OTHERS {
+        inbox.deliver(final_event(&format!("someone-elses-task-{n}")));
+        tokio::task::yield_now().await;
+    }
+    tokio::task::yield_now().await;
+    let looked = reads.load(std::sync::atomic::Ordering::SeqCst);
+    for wait in waits {
+        wait.abort();
+    }
+    assert!(
+        looked <= 2 * OTHERS,
+        "{looked} look-ups for {OTHERS} notifications of tasks nobody waits for, with {WAITS} waits"
+    );
+}
