@@ -34,7 +34,7 @@ use reqwest::{StatusCode, Url};
 
 use crate::api::types::HttpValidationError;
 use crate::error::{Error, Result};
-use crate::transport::{Answer, Purpose, Transport};
+use crate::transport::{bodiless_copy, Answer, Purpose, Transport};
 
 /// The generated client, for one call.
 pub(crate) type Generated = crate::api::generated::Client;
@@ -211,12 +211,8 @@ impl ClientHooks<Call> for Generated {
         let purpose = call.purpose.unwrap_or_else(|| Purpose::of(request.method()));
         let url = request.url().clone();
         if call.keep_request {
-            // No body to copy: a poll's request is its method, address and
-            // headers (see `poll_request.rs`).
-            let mut sent = reqwest::Request::new(request.method().clone(), url.clone());
-            *sent.headers_mut() = request.headers().clone();
-            *sent.version_mut() = request.version();
-            *sent.timeout_mut() = request.timeout().copied();
+            // A poll has no body (see `poll_request.rs`).
+            let sent = bodiless_copy(&request, url.clone());
             call.keep(|outcome| outcome.sent = Some(sent));
         }
         let transport = &call.transport;

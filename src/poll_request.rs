@@ -1,11 +1,11 @@
 //! The request every poll is, built once per client by the generated
 //! `get_result`.
 
-use std::sync::OnceLock;
-use std::time::Duration;
+use std::sync::{Mutex, OnceLock};
 
-use reqwest::header::HeaderMap;
-use reqwest::{Method, Request, Url, Version};
+use reqwest::{Request, Url};
+
+use crate::transport::bodiless_copy;
 
 /// The request every poll of a client is, as the generated `get_result`
 /// built it for the client's first poll, less its address.
@@ -21,17 +21,11 @@ use reqwest::{Method, Request, Url, Version};
 /// a generated answer that does not fit the document is read. The key is
 /// never part of it: the exchange adds it beneath, for trusted origins
 /// only, on every attempt.
+///
+/// (A `Mutex` because a request may hold a streamed body and is not `Sync`;
+/// this one has none, and the lock is only held while it is copied.)
 #[derive(Debug, Default)]
-pub(crate) struct PollRequest(OnceLock<Shape>);
-
-/// A request without its address and body.
-#[derive(Debug)]
-struct Shape {
-    method: Method,
-    headers: HeaderMap,
-    version: Version,
-    timeout: Option<Duration>,
-}
+pub(crate) struct PollRequest(OnceLock<Mutex<Request>>);
 
 impl PollRequest {
     /// Whether the generated request was kept already.
@@ -41,23 +35,14 @@ impl PollRequest {
 
     /// The kept request, sent to `polling_url`, once one was kept.
     pub(crate) fn to(&self, polling_url: &Url) -> Option<Request> {
-        let shape = self.0.get()?;
-        let mut request = Request::new(shape.method.clone(), polling_url.clone());
-        *request.headers_mut() = shape.headers.clone();
-        *request.version_mut() = shape.version;
-        *request.timeout_mut() = shape.timeout;
-        Some(request)
+        let kept = self.0.get()?.lock().ok()?;
+        Some(bodiless_copy(&kept, polling_url.clone()))
     }
 
     /// Keeps what the generated code built, if the poll sent a request.
     pub(crate) fn keep(&self, sent: Option<Request>) {
         if let Some(request) = sent {
-            let _ = self.0.set(Shape {
-                method: request.method().clone(),
-                headers: request.headers().clone(),
-                version: request.version(),
-                timeout: request.timeout().copied(),
-            });
+            let _ = self.0.set(Mutex::new(request));
         }
     }
 }

@@ -720,19 +720,23 @@ impl Transport {
 /// `try_clone` also gives every copy a map of extensions, an allocation
 /// for each attempt, made in case it fails; a request without a body
 /// (a poll, a download, a submission whose bytes are kept sealed) is
-/// copied as reqwest's public interface sets it: method, address,
-/// headers, version and timeout.
+/// copied by [`bodiless_copy`].
 fn copy_to_resend(request: &Request) -> Option<Request> {
     if request.body().is_some() {
         return request.try_clone();
     }
-    let mut copy = Request::new(request.method().clone(), request.url().clone());
+    Some(bodiless_copy(request, request.url().clone()))
+}
+
+/// `request` without its body, sent to `url`: what reqwest's public
+/// interface sets of a request (method, address, headers, version and
+/// timeout), and nothing else.
+pub(crate) fn bodiless_copy(request: &Request, url: Url) -> Request {
+    let mut copy = Request::new(request.method().clone(), url);
     *copy.headers_mut() = request.headers().clone();
     *copy.version_mut() = request.version();
-    if let Some(timeout) = request.timeout() {
-        *copy.timeout_mut() = Some(*timeout);
-    }
-    Some(copy)
+    *copy.timeout_mut() = request.timeout().copied();
+    copy
 }
 
 /// Records an attempt whose answer was read (or broke off).

@@ -8,16 +8,15 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use axum::body::Bytes;
-use axum::http::{HeaderMap, StatusCode};
 use genapi::api::types::{self, Gen2Klein4bRequest};
-use genapi::webhook::{Inbox, Verifier};
+use genapi::webhook::Inbox;
 use genapi::{Learned, Submit, WaitOptions, WebhookSecret};
-use genapi_mock::{MockConfig, MockService};
+use genapi_mock::MockService;
+
+use crate::webhooks::end_to_end::{mock_delivering_to, receiver, SECRET};
 
 const TASKS: usize = 50;
 const SEATS: usize = 24;
-const SECRET: &str = "whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD";
 
 /// The operation's name, as the guide says to take it.
 fn operation() -> &'static str {
@@ -202,40 +201,12 @@ async fn tasks_of_the_duration_given_are_seen_with_one_poll_each() {
     assert!(batch.worst_lag() < Duration::from_millis(15), "{batch:?}");
 }
 
-/// A receiver on loopback that verifies each notification and hands it to
-/// `inbox`; returns its address.
-async fn receiver(inbox: Arc<Inbox>) -> String {
-    let verifier = Arc::new(Verifier::new(SECRET).unwrap());
-    let app = axum::Router::new().route(
-        "/hook",
-        axum::routing::post(move |headers: HeaderMap, body: Bytes| {
-            let (inbox, verifier) = (inbox.clone(), verifier.clone());
-            async move {
-                match verifier.verify(&headers, &body) {
-                    Ok(event) => {
-                        inbox.deliver(event);
-                        StatusCode::NO_CONTENT
-                    }
-                    Err(_) => StatusCode::UNAUTHORIZED,
-                }
-            }
-        }),
-    );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let address = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await });
-    format!("http://{address}/hook")
-}
-
 /// A batch of `durations()` whose waits are woken by the mock's
 /// notifications, the client starting from `learned`.
 async fn woken(learned: Learned) -> Batch {
     let inbox = Arc::new(Inbox::new());
-    let url = receiver(inbox.clone()).await;
-    let config = MockConfig::default().webhook_target(&url);
-    let mock = MockService::start_with(config, "127.0.0.1:0".parse().unwrap())
-        .await
-        .unwrap();
+    let (url, _) = receiver(inbox.clone(), 0).await;
+    let mock = mock_delivering_to(&[&url]).await;
     let last = LastPolls::default();
     let options = WaitOptions::default().woken_by(inbox.clone());
     let client = client(&mock, learned, options, &last);

@@ -437,7 +437,7 @@ proptest::proptest! {
     }
 }
 
-mod end_to_end {
+pub(crate) mod end_to_end {
     use std::sync::Arc;
     use std::time::Duration;
 
@@ -448,11 +448,15 @@ mod end_to_end {
     use genapi::WebhookSecret;
     use genapi_mock::{MockConfig, MockService};
 
-    const SECRET: &str = "whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD";
+    /// The secret the receiver verifies with and requests sign with.
+    pub(crate) const SECRET: &str = "whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD";
 
     /// A receiver on loopback that verifies and forwards to the inbox; it
     /// refuses the first `refuse_first` deliveries with 500.
-    async fn receiver(inbox: Arc<Inbox>, refuse_first: usize) -> (String, Arc<std::sync::Mutex<Vec<Scheme>>>) {
+    pub(crate) async fn receiver(
+        inbox: Arc<Inbox>,
+        refuse_first: usize,
+    ) -> (String, Arc<std::sync::Mutex<Vec<Scheme>>>) {
         let schemes = Arc::new(std::sync::Mutex::new(Vec::new()));
         let seen = schemes.clone();
         let refused = Arc::new(std::sync::atomic::AtomicUsize::new(0));
@@ -483,7 +487,7 @@ mod end_to_end {
     }
 
     /// A mock that may deliver webhooks to these addresses.
-    async fn mock_delivering_to(urls: &[&str]) -> MockService {
+    pub(crate) async fn mock_delivering_to(urls: &[&str]) -> MockService {
         let config = urls
             .iter()
             .fold(MockConfig::default(), |config, url| config.webhook_target(url));
