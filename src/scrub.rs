@@ -259,16 +259,20 @@ impl Known {
         let mut out: Option<Vec<u8>> = None;
         let mut copied = 0;
         for at in self.candidates(text) {
-            // Within a spelling already replaced.
+            let Some(length) = self.found_at(text, at) else {
+                continue;
+            };
             if at < copied {
+                // A spelling that begins inside one already replaced (two
+                // secrets that overlap): the redaction runs on to its end,
+                // so no tail of the second is left showing.
+                copied = copied.max(at + length);
                 continue;
             }
-            if let Some(length) = self.found_at(text, at) {
-                let out = out.get_or_insert_with(|| Vec::with_capacity(text.len()));
-                out.extend_from_slice(&text[copied..at]);
-                out.extend_from_slice(REDACTED.as_bytes());
-                copied = at + length;
-            }
+            let out = out.get_or_insert_with(|| Vec::with_capacity(text.len()));
+            out.extend_from_slice(&text[copied..at]);
+            out.extend_from_slice(REDACTED.as_bytes());
+            copied = at + length;
         }
         let mut out = out?;
         out.extend_from_slice(&text[copied..]);
@@ -548,6 +552,23 @@ mod tests {
         assert_eq!(scrubber.scrub("q=whsec%2F%22quoted%22+%2Bplus"), "q=[redacted]");
         assert_eq!(scrubber.scrub("q=whsec%2F%22quoted%22%20%2Bplus"), "q=[redacted]");
         assert_eq!(scrubber.scrub("nothing here"), "nothing here");
+    }
+
+    #[test]
+    fn secrets_that_overlap_are_replaced_together_and_leave_no_tail() {
+        let scrubber = Scrubber::new("key-12345678");
+        scrubber.learn("0123456789ab");
+        scrubber.learn("6789abcdefghij");
+        // The second begins inside the first and runs on past it.
+        assert_eq!(scrubber.scrub("x 0123456789abcdefghij y"), "x [redacted] y");
+        // A third nested in the first changes nothing; a fourth that
+        // begins inside the second runs the one redaction on again.
+        scrubber.learn("23456789");
+        scrubber.learn("efghijKLMNOP");
+        assert_eq!(scrubber.scrub("<0123456789abcdefghij>"), "<[redacted]>");
+        assert_eq!(scrubber.scrub("<0123456789abcdefghijKLMNOP>"), "<[redacted]>");
+        // Each alone, and side by side, as before.
+        assert_eq!(scrubber.scrub("0123456789ab 6789abcdefghij"), "[redacted] [redacted]");
     }
 
     #[test]
