@@ -137,6 +137,7 @@ mod limit;
 mod output;
 mod poll;
 mod poll_request;
+mod received;
 mod record;
 mod response;
 mod scrub;

@@ -16,6 +16,7 @@ use reqwest::{StatusCode, Url};
 use crate::api::types::PollResult;
 use crate::error::{Error, Result, TaskRef};
 use crate::input::extension_of;
+use crate::received::Received;
 use crate::response::error_for_task;
 use crate::session::Session;
 use crate::transport::{Purpose, Sink};
@@ -127,9 +128,9 @@ impl Output {
     pub async fn bytes(&self) -> Result<Bytes> {
         let bytes = self
             .bounded(self.with_fresh_address(|address| async move {
-                let mut sink = Sink::Memory(Vec::new());
+                let mut sink = Sink::Memory(Received::default());
                 Ok(match (self.fetch(&address, &mut sink).await?, sink) {
-                    (Fetched::Got(()), Sink::Memory(bytes)) => Fetched::Got(Bytes::from(bytes)),
+                    (Fetched::Got(()), Sink::Memory(body)) => Fetched::Got(body.into_bytes()),
                     (Fetched::Got(()), Sink::File(_)) => Fetched::Got(Bytes::new()),
                     (Fetched::Refused, _) => Fetched::Refused,
                 })

@@ -64,6 +64,7 @@ use tracing::Instrument;
 
 use crate::error::{Error, Result};
 use crate::layers::{AddLayer, Failed, Keying, Route, Wire, LAYER_GRACE};
+use crate::received::Received;
 use crate::record::{Attempt, Body, Recorder, Sent};
 use crate::scrub::Scrubber;
 use crate::telemetry;
@@ -255,7 +256,7 @@ fn tls_config() -> Result<rustls::ClientConfig> {
 /// Where the body of a successful answer goes.
 pub(crate) enum Sink {
     /// Kept in memory (JSON answers, `Output::bytes`).
-    Memory(Vec<u8>),
+    Memory(Received),
     /// Streamed to a file (`Output::save`); truncated on a retry.
     File(tokio::fs::File),
 }
@@ -263,8 +264,8 @@ pub(crate) enum Sink {
 impl Sink {
     async fn reset(&mut self) -> std::io::Result<()> {
         match self {
-            Sink::Memory(bytes) => {
-                bytes.clear();
+            Sink::Memory(body) => {
+                body.clear();
                 Ok(())
             }
             Sink::File(file) => {
@@ -275,13 +276,13 @@ impl Sink {
         }
     }
 
-    async fn write(&mut self, chunk: &[u8]) -> std::io::Result<()> {
+    async fn write(&mut self, chunk: Bytes) -> std::io::Result<()> {
         match self {
-            Sink::Memory(bytes) => {
-                bytes.extend_from_slice(chunk);
+            Sink::Memory(body) => {
+                body.push(chunk);
                 Ok(())
             }
-            Sink::File(file) => tokio::io::AsyncWriteExt::write_all(file, chunk).await,
+            Sink::File(file) => tokio::io::AsyncWriteExt::write_all(file, &chunk).await,
         }
     }
 }
@@ -477,11 +478,11 @@ impl Transport {
         operation: &str,
         limit: u64,
     ) -> Result<Answer> {
-        let mut sink = Sink::Memory(Vec::new());
+        let mut sink = Sink::Memory(Received::default());
         let mut answer = self.exchange(request, purpose, operation, limit, &mut sink).await?;
         if answer.status.is_success() {
-            if let Sink::Memory(bytes) = sink {
-                answer.body = Bytes::from(bytes);
+            if let Sink::Memory(body) = sink {
+                answer.body = body.into_bytes();
             }
         }
         Ok(answer)
@@ -665,11 +666,11 @@ impl Transport {
         if response.content_length().is_some_and(|length| length > limit) && success {
             return Err(Read::TooLarge);
         }
-        if let (true, Sink::Memory(bytes), Some(length)) = (success, &mut *sink, response.content_length()) {
+        if let (true, Sink::Memory(body), Some(length)) = (success, &mut *sink, response.content_length()) {
             // Announced and within the limit: one allocation instead of
             // doubling as chunks arrive, but never more than a few MiB on
             // the service's word (the limit may be far above memory).
-            bytes.reserve(usize::try_from(length.min(MAX_RESERVE)).unwrap_or(0));
+            body.expect(usize::try_from(length.min(MAX_RESERVE)).unwrap_or(0));
         }
         let mut error_body = Vec::new();
         let mut cut = false;
@@ -685,10 +686,10 @@ impl Transport {
                 break;
             }
             if success {
-                sink.write(&chunk).await.map_err(Read::Sink)?;
                 if let Some(attempt) = noted.as_deref_mut() {
                     attempt.feed(&chunk);
                 }
+                sink.write(chunk).await.map_err(Read::Sink)?;
             } else {
                 error_body.extend_from_slice(&chunk);
             }
@@ -702,9 +703,9 @@ impl Transport {
                 error_body = scrubbed;
             }
         }
-        if let (true, false, Sink::Memory(bytes)) = (success, purpose == Purpose::Download, &mut *sink) {
-            if let Some(scrubbed) = self.scrubber.scrub_body(bytes) {
-                *bytes = scrubbed;
+        if let (true, false, Sink::Memory(body)) = (success, purpose == Purpose::Download, &mut *sink) {
+            if let Some(scrubbed) = self.scrubber.scrub_body(body.as_slice()) {
+                body.replace(scrubbed);
             }
         }
         Ok(Answer {
@@ -748,7 +749,7 @@ fn record_read(noted: Option<(&Recorder, Attempt)>, read: &Result<Answer, Read>,
         Ok(answer) => {
             // A success's body is in its sink; anything else's in the answer.
             let body = match sink {
-                Sink::Memory(bytes) if answer.status.is_success() => bytes.as_slice(),
+                Sink::Memory(body) if answer.status.is_success() => body.as_slice(),
                 _ => &answer.body,
             };
             recorder.answered(attempt, answer.status, &answer.headers, Body::Read(body));
