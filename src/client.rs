@@ -58,10 +58,7 @@ impl Target<'_> {
     /// The submission to `path`: an operation of the document, or a path
     /// it lacks.
     fn of_path(path: &str) -> Target<'_> {
-        let known = crate::api::OPERATIONS
-            .iter()
-            .find(|op| op.path == path && op.method == "POST");
-        match known {
+        match OperationSpec::by_path(path) {
             Some(op) => Target {
                 operation: op.id,
                 path: op.path,

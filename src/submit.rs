@@ -31,6 +31,20 @@ impl OperationSpec {
     pub fn by_id(id: &str) -> Option<&'static OperationSpec> {
         crate::api::OPERATIONS.iter().find(|op| op.id == id)
     }
+
+    /// Looks up the operation that creates tasks at a path, as the
+    /// reference writes it.
+    ///
+    /// ```
+    /// let op = genapi::OperationSpec::by_path("/v1/gen-2-klein-4b").unwrap();
+    /// assert_eq!(op.id, "gen_2_klein_4b");
+    /// assert!(genapi::OperationSpec::by_path("/v1/get_result").is_none(), "polled, not submitted to");
+    /// ```
+    pub fn by_path(path: &str) -> Option<&'static OperationSpec> {
+        crate::api::OPERATIONS
+            .iter()
+            .find(|op| op.path == path && op.method == "POST")
+    }
 }
 
 /// A request body that creates a task: the request type of one operation of

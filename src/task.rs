@@ -17,7 +17,7 @@ use crate::response::decode_error;
 use crate::session::Session;
 use crate::wait::{deadline, jitter, Progress, Schedule, WaitOptions};
 use crate::webhook::Inbox;
-use crate::TaskStatus;
+use crate::{OperationSpec, TaskStatus};
 
 /// How errors name the argument that picks a task up again.
 const TASK_REFERENCE: &str = "task id or polling URL";
@@ -40,6 +40,10 @@ pub struct Task {
     /// Made from an id or polling URL (not a submission just answered): it
     /// was accepted earlier, so "not found" is final at once.
     resumed: bool,
+    /// Its operation is known: it was submitted by this client, or the
+    /// program said which one ([`Task::submitted_to`]). Only then are its
+    /// wait aimed and its duration learned under it.
+    operation_known: bool,
     /// Its place under the client's active-task limit, if it holds one.
     seat: Option<Seat>,
     /// For a handle made from a bare id: the other API hosts the task may be
@@ -148,6 +152,7 @@ impl Task {
             output_mp,
             submitted: Instant::now(),
             resumed: false,
+            operation_known: true,
             seat: None,
             elsewhere: Vec::new(),
             found: std::sync::OnceLock::new(),
@@ -209,6 +214,7 @@ impl Task {
                     .collect();
                 return Ok(Task {
                     resumed: true,
+                    operation_known: false,
                     elsewhere,
                     ..Task::new(session, text.to_string(), here, "get_result", [None; 3])
                 });
@@ -216,8 +222,35 @@ impl Task {
         };
         Ok(Task {
             resumed: true,
+            operation_known: false,
             ..Task::new(session, id, polling_url, "get_result", [None; 3])
         })
+    }
+
+    /// Says which operation a task picked up by id or polling URL
+    /// ([`crate::Client::task`], [`crate::Client::resume`]) was submitted
+    /// to. Its wait is then aimed by what that operation's tasks took, and
+    /// the duration the service reports is learned under it, as for a task
+    /// this client submitted; without it, neither (one name for every task
+    /// picked up would aim a fast model's wait by a slow one's durations).
+    ///
+    /// ```no_run
+    /// # async fn demo(client: genapi::Client) -> genapi::Result<()> {
+    /// use genapi::api::types::Gen2Klein4bRequest;
+    /// use genapi::Submit;
+    ///
+    /// let task = client
+    ///     .resume("https://api.example.com/v1/get_result?id=abc")
+    ///     .await?
+    ///     .submitted_to(<Gen2Klein4bRequest as Submit>::OPERATION);
+    /// assert_eq!(task.operation(), "gen_2_klein_4b");
+    /// let output = task.wait().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn submitted_to(mut self, operation: &OperationSpec) -> Task {
+        self.operation = operation.id.to_string();
+        self.operation_known = true;
+        self
     }
 
     /// Task id.
@@ -234,7 +267,8 @@ impl Task {
     pub fn reference(&self) -> &TaskRef {
         self.found.get().map_or(&self.task, |(task, _)| task)
     }
-    /// The operation it was submitted to (`get_result` for a resumed task).
+    /// The operation it was submitted to (`get_result` for a task picked up
+    /// by id or polling URL, unless [`Task::submitted_to`] said which).
     pub fn operation(&self) -> &str {
         &self.operation
     }
@@ -486,11 +520,12 @@ impl Task {
     }
 
     /// What tasks of this one's operation took. A task picked up by id or
-    /// polling URL has none: its operation is unknown (`get_result` stands
-    /// for it), and one name for every model picked up would aim a fast
-    /// model's wait by a slow one's durations.
+    /// polling URL has none unless told its operation
+    /// ([`Task::submitted_to`]): `get_result` stands for it, and one name for
+    /// every model picked up would aim a fast model's wait by a slow one's
+    /// durations.
     fn learned_durations(&self) -> Option<crate::wait::Quartiles> {
-        if self.resumed {
+        if !self.operation_known {
             return None;
         }
         self.session.quartiles(&self.operation)
@@ -498,10 +533,9 @@ impl Task {
 
     /// Learns the duration the service reported (never the moment Ready was
     /// noticed, which depends on when we polled), under the task's operation;
-    /// nothing for a task picked up by id or polling URL, whose operation is
-    /// unknown.
+    /// nothing for a task whose operation is unknown.
     fn learn(&self, result: &PollResult) {
-        if self.resumed {
+        if !self.operation_known {
             return;
         }
         let Some(output) = &result.result else { return };

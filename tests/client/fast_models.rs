@@ -281,6 +281,44 @@ async fn a_task_picked_up_again_learns_no_duration_under_get_result() {
     assert!(learned["operations"].get("get_result").is_none(), "{learned}");
 }
 
+/// A task picked up again and told its operation (as a batch's rerun
+/// does from its job's path) waits as one this client submitted: after the
+/// poll that asks at once, the next is aimed by what that operation's tasks
+/// took, so a 0.15 s task is seen at about 0.15 s rather than at the next
+/// whole second, and its duration is learned under its operation.
+#[tokio::test(start_paused = true)]
+async fn a_task_picked_up_again_and_told_its_operation_is_aimed_by_its_durations() {
+    let mock = MockService::start().await.unwrap();
+    let mut learned = Learned::default();
+    for _ in 0..8 {
+        learned.observe(operation(), 0.15);
+    }
+    let client = mock.client_builder().learned(learned).build().unwrap();
+    let task = client
+        .submit(Gen2Klein4bRequest::builder().prompt("a fox [mock:duration_ms=150]"))
+        .await
+        .unwrap();
+    let url = task.polling_url().to_string();
+    drop(task);
+    let again = client
+        .resume(&url)
+        .await
+        .unwrap()
+        .submitted_to(<Gen2Klein4bRequest as Submit>::OPERATION);
+    assert_eq!(again.operation(), operation());
+    let polls_before = mock.stats().polls;
+    let started = tokio::time::Instant::now();
+    again.wait().await.unwrap();
+    let seen = started.elapsed();
+    assert!(seen < Duration::from_millis(300), "seen after {seen:?}");
+    assert_eq!(mock.stats().polls - polls_before, 2, "one at once, one aimed");
+    assert_eq!(
+        client.learned().durations(operation()).count(),
+        9,
+        "learned under its operation"
+    );
+}
+
 /// The guide's program for a fast model, run `runs` times: each run
 /// starts from what the last run kept, or, the first time, from the
 /// duration it expects; sends one task of 0.15 s and keeps what its client

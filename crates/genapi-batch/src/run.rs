@@ -21,7 +21,7 @@ use super::store::{Claim, Store, StoreError};
 use genapi::FailureClass;
 use genapi::Unsent;
 use genapi::{Checked, Error};
-use genapi::{Client, Output, Task, WaitOptions};
+use genapi::{Client, OperationSpec, Output, Task, WaitOptions};
 
 /// Submissions refused with "surely not accepted" (429, connection never
 /// opened) are tried this many times in one run before the job is reported
@@ -963,7 +963,11 @@ impl Context {
         // an earlier run: the client scrubs them as its own.
         self.client.learn_secrets(&job.body);
         let resumed = tokio::select! {
-            resumed = self.client.resume(&task.polling_url) => resumed,
+            resumed = self.client.resume(&task.polling_url) => resumed.map(|resumed| match OperationSpec::by_path(&job.path) {
+                // Its wait is aimed by what its model's tasks took.
+                Some(operation) => resumed.submitted_to(operation),
+                None => resumed,
+            }),
             () = self.stop.stopped() => return self.stopped_polling(job.line, stem, line),
         };
         self.counters.inner.resumed.fetch_add(1, Ordering::Relaxed);

@@ -18,7 +18,16 @@ pub async fn accepted_earlier(
     mock: &genapi_mock::MockService,
     body: serde_json::Value,
 ) -> (genapi::Task, MemoryJournal) {
-    let task = mock.client().unwrap().submit_raw("/v1/gen-2-pro", body).await.unwrap();
+    accepted_earlier_at(mock, "/v1/gen-2-pro", body).await
+}
+
+/// As [`accepted_earlier`], for a line of the operation at `path`.
+pub async fn accepted_earlier_at(
+    mock: &genapi_mock::MockService,
+    path: &str,
+    body: serde_json::Value,
+) -> (genapi::Task, MemoryJournal) {
+    let task = mock.client().unwrap().submit_raw(path, body).await.unwrap();
     let mut journal = MemoryJournal::default();
     journal
         .append(&Event::Accepted {

@@ -17,6 +17,7 @@ mod paying_once;
 mod protocol;
 mod refusals;
 mod results_file;
+mod resumed_fast_model;
 mod resumed_secrets;
 mod resumed_without_seat;
 mod stopping;
