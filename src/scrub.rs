@@ -256,9 +256,25 @@ impl Known {
 
     /// `text` with every spelling replaced, or `None` when none is in it.
     fn replaced(&self, text: &[u8]) -> Option<Vec<u8>> {
+        self.replaced_up_to(text, text.len())
+    }
+
+    /// `text` cut short: every spelling replaced, and a spelling the cut
+    /// went through dropped from where it begins ([`Known::partial_tail`]),
+    /// together with any replaced one it begins inside, so neither the
+    /// beginning nor the middle of it is left showing.
+    fn replaced_cut(&self, text: &[u8]) -> Vec<u8> {
+        let kept = text.len() - self.partial_tail(text);
+        self.replaced_up_to(text, kept).unwrap_or_else(|| text[..kept].to_vec())
+    }
+
+    /// `text[..kept]` with every spelling replaced, or `None` when none is
+    /// in it and nothing is dropped. A redaction that runs past `kept` (a
+    /// spelling the one dropped there begins inside) ends the text.
+    fn replaced_up_to(&self, text: &[u8], kept: usize) -> Option<Vec<u8>> {
         let mut out: Option<Vec<u8>> = None;
         let mut copied = 0;
-        for at in self.candidates(text) {
+        for at in self.candidates(text).take_while(|&at| at < kept) {
             let Some(length) = self.found_at(text, at) else {
                 continue;
             };
@@ -274,8 +290,11 @@ impl Known {
             out.extend_from_slice(REDACTED.as_bytes());
             copied = at + length;
         }
-        let mut out = out?;
-        out.extend_from_slice(&text[copied..]);
+        if out.is_none() && kept == text.len() {
+            return None;
+        }
+        let mut out = out.unwrap_or_default();
+        out.extend_from_slice(&text[copied.min(kept)..kept]);
         Some(out)
     }
 
@@ -479,7 +498,13 @@ impl Scrubber {
     /// of what is left of a secret the cut went through: its first bytes,
     /// at the end.
     pub(crate) fn scrub_cut(&self, body: &[u8]) -> Vec<u8> {
-        let mut body = self.scrub_body(body).unwrap_or_else(|| body.to_vec());
+        // Searched as text first: a secret the cut went through may begin
+        // inside a whole one, whose redaction would hide its beginning from
+        // a look at the end alone. Then as JSON, should what is left parse.
+        let Ok(cut) = self.known.read().map(|known| known.replaced_cut(body)) else {
+            return Vec::new();
+        };
+        let mut body = self.scrub_body(&cut).unwrap_or(cut);
         if let Ok(known) = self.known.read() {
             let partial = known.partial_tail(&body);
             body.truncate(body.len() - partial);
@@ -688,6 +713,26 @@ mod tests {
             b"ends with 0c8a2f3",
             "seven bytes say nothing"
         );
+    }
+
+    #[test]
+    fn a_cut_through_a_secret_that_begins_inside_another_leaves_no_part_of_it() {
+        let scrubber = Scrubber::new("key-12345678");
+        scrubber.learn("0123456789ab");
+        scrubber.learn("6789abcdefghijklmnop");
+        // The second begins inside the first, and the cut goes through it:
+        // what follows the first would be the second's middle.
+        assert_eq!(scrubber.scrub_cut(b"page 0123456789abcdefghijkl"), b"page [redacted]");
+        // A chain: a third begins inside the second, and the cut goes
+        // through the third.
+        scrubber.learn("klmnopQRSTUVWXYZ");
+        assert_eq!(
+            scrubber.scrub_cut(b"page 0123456789abcdefghijklmnopQRSTU"),
+            b"page [redacted]"
+        );
+        // Whole, overlapping secrets before the cut are one redaction and
+        // the text after them stays.
+        assert_eq!(scrubber.scrub_cut(b"0123456789abcdefghijklmnop ok"), b"[redacted] ok");
     }
 
     #[test]
