@@ -38,8 +38,11 @@
 //! decodes them, however they were escaped (`\/`, `\u0041`); it is replaced
 //! by `[redacted]`, never in the JSON's syntax. A number that spells a
 //! secret becomes the string `[redacted]`, and a field the document marks
-//! `x-secret` is redacted whatever its value. A text cut short (an error
-//! page past its limit) loses a secret's beginning at its end as well.
+//! `x-secret` is redacted whatever its value; a secret the JSON text holds
+//! where no decoded value spells it (digits past what a float keeps) is
+//! gone from it as well. A text cut short (an error page past its limit)
+//! loses a secret's beginning at its end as well, and all of one that
+//! begins inside another.
 //!
 //! Secrets shorter than eight bytes are not searched for: such a secret
 //! protects little, and replacing every `Ready` or `https` of the answers for
@@ -478,17 +481,26 @@ impl Scrubber {
     /// costs one pass over its bytes.
     pub(crate) fn scrub_body(&self, body: &[u8]) -> Option<Vec<u8>> {
         let escapes = body.contains(&b'\\');
-        if !escapes && !self.finds(body) && !names_a_secret_field(body) {
+        let found = self.finds(body);
+        if !escapes && !found && !names_a_secret_field(body) {
             return None;
         }
         match serde_json::from_slice::<Value>(body) {
             Ok(mut value) => {
                 let before = value.clone();
                 self.scrub_json(&mut value);
-                if value == before {
+                // A secret in the text that no decoded value spells (a
+                // number past what a float keeps, a backslash of the secret
+                // read as an escape) goes too: written again, the number
+                // loses that spelling; what still holds one, as text.
+                if value == before && !found {
                     return None;
                 }
-                serde_json::to_vec(&value).ok()
+                let written = serde_json::to_vec(&value).ok()?;
+                if self.finds(&written) {
+                    return self.known.read().ok()?.replaced(&written);
+                }
+                Some(written)
             }
             Err(_) => self.known.read().ok()?.replaced(body),
         }
@@ -695,6 +707,23 @@ mod tests {
         let scrubber = Scrubber::new("12345678");
         let scrubbed: Value = serde_json::from_slice(&scrubber.scrub_body(number).unwrap()).unwrap();
         assert_eq!(scrubbed["code"], REDACTED, "a number that spells a secret");
+    }
+
+    #[test]
+    fn a_secret_in_json_text_that_no_decoded_value_spells_is_still_removed() {
+        // All digits, past what a float keeps: the number decodes to
+        // another spelling, while the text still holds the secret.
+        let scrubber = Scrubber::new("98237498237498237498234");
+        let body = br#"{"id":"t","code":98237498237498237498234}"#;
+        let scrubbed = scrubber.scrub_body(body).expect("the secret is in the text");
+        assert!(!scrubber.finds(&scrubbed), "{}", String::from_utf8_lossy(&scrubbed));
+        assert!(serde_json::from_slice::<Value>(&scrubbed).is_ok(), "still JSON");
+        // A backslash in the secret: as written, it is an escape in the
+        // JSON text, which decodes to something else.
+        let scrubber = Scrubber::new(r"pass\nword12");
+        let body = br#"{"detail":"pass\nword12"}"#;
+        let scrubbed = scrubber.scrub_body(body).expect("the secret is in the text");
+        assert!(!scrubber.finds(&scrubbed), "{}", String::from_utf8_lossy(&scrubbed));
     }
 
     #[test]
