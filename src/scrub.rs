@@ -341,9 +341,18 @@ impl Scrubber {
         let escaped = escaped.trim_matches('"');
         let encoded: String = url::form_urlencoded::byte_serialize(secret.as_bytes()).collect();
         let percent = encoded.replace('+', "%20");
+        // As other serializers write it: PHP escapes `/`; Go escapes the
+        // characters HTML gives a meaning. A JSON answer is decoded before
+        // it is searched, but a page cut at its limit is no JSON to decode.
+        let other_escapes = escaped
+            .replace('/', "\\/")
+            .replace('<', "\\u003c")
+            .replace('>', "\\u003e")
+            .replace('&', "\\u0026");
         let spellings = [
             secret.to_string(),
             escaped.to_string(),
+            other_escapes,
             lowercase_hex(&encoded),
             lowercase_hex(&percent),
             encoded,
@@ -724,6 +733,20 @@ mod tests {
         let body = br#"{"detail":"pass\nword12"}"#;
         let scrubbed = scrubber.scrub_body(body).expect("the secret is in the text");
         assert!(!scrubber.finds(&scrubbed), "{}", String::from_utf8_lossy(&scrubbed));
+    }
+
+    #[test]
+    fn a_cut_json_page_loses_secrets_escaped_as_other_serializers_write_them() {
+        // Cut, the page is no JSON to decode: the spellings other
+        // serializers write (`\/` for a slash, `\u0026` for `&` and the
+        // like) are searched as text.
+        let scrubber = Scrubber::new("key-12345678");
+        scrubber.learn("whsec/abc+def1");
+        scrubber.learn("tok<en>&12345678");
+        let page = br#"{"detail":"echo whsec\/abc+def1 and tok\u003cen\u003e\u002612345678 and more"#;
+        let cut = scrubber.scrub_cut(page);
+        let text = String::from_utf8_lossy(&cut);
+        assert_eq!(text, r#"{"detail":"echo [redacted] and [redacted] and more"#);
     }
 
     #[test]
