@@ -3,8 +3,12 @@
 //! Most answers arrive in one chunk: every JSON answer, and on a fast link
 //! a whole image. Such a body is kept as that chunk, shared with the
 //! connection's buffer, so it is neither allocated again nor copied (as
-//! reqwest's own `bytes()` does). A body in several chunks is joined as
-//! they come, into one allocation of the announced length.
+//! reqwest's own `bytes()` keeps it too). Shared, it keeps that buffer
+//! alive while it is held: at most hyper's largest read buffer (some
+//! hundred KiB) for a body held long, only the bytes a caller of
+//! `Output::bytes` keeps, since a JSON answer is decoded and dropped. A
+//! body in several chunks is joined as they come, into one allocation of
+//! the announced length.
 
 use bytes::Bytes;
 

@@ -38,8 +38,11 @@
 //! decodes them, however they were escaped (`\/`, `\u0041`); it is replaced
 //! by `[redacted]`, never in the JSON's syntax. A number that spells a
 //! secret becomes the string `[redacted]`, and a field the document marks
-//! `x-secret` is redacted whatever its value. A text cut short (an error
-//! page past its limit) loses a secret's beginning at its end as well.
+//! `x-secret` is redacted whatever its value; a secret the JSON text holds
+//! where no decoded value spells it (digits past what a float keeps) is
+//! gone from it as well. A text cut short (an error page past its limit)
+//! loses a secret's beginning at its end as well, and all of one that
+//! begins inside another.
 //!
 //! Secrets shorter than eight bytes are not searched for: such a secret
 //! protects little, and replacing every `Ready` or `https` of the answers for
@@ -256,9 +259,25 @@ impl Known {
 
     /// `text` with every spelling replaced, or `None` when none is in it.
     fn replaced(&self, text: &[u8]) -> Option<Vec<u8>> {
+        self.replaced_up_to(text, text.len())
+    }
+
+    /// `text` cut short: every spelling replaced, and a spelling the cut
+    /// went through dropped from where it begins ([`Known::partial_tail`]),
+    /// together with any replaced one it begins inside, so neither the
+    /// beginning nor the middle of it is left showing.
+    fn replaced_cut(&self, text: &[u8]) -> Vec<u8> {
+        let kept = text.len() - self.partial_tail(text);
+        self.replaced_up_to(text, kept).unwrap_or_else(|| text[..kept].to_vec())
+    }
+
+    /// `text[..kept]` with every spelling replaced, or `None` when none is
+    /// in it and nothing is dropped. A redaction that runs past `kept` (a
+    /// spelling the one dropped there begins inside) ends the text.
+    fn replaced_up_to(&self, text: &[u8], kept: usize) -> Option<Vec<u8>> {
         let mut out: Option<Vec<u8>> = None;
         let mut copied = 0;
-        for at in self.candidates(text) {
+        for at in self.candidates(text).take_while(|&at| at < kept) {
             let Some(length) = self.found_at(text, at) else {
                 continue;
             };
@@ -274,8 +293,11 @@ impl Known {
             out.extend_from_slice(REDACTED.as_bytes());
             copied = at + length;
         }
-        let mut out = out?;
-        out.extend_from_slice(&text[copied..]);
+        if out.is_none() && kept == text.len() {
+            return None;
+        }
+        let mut out = out.unwrap_or_default();
+        out.extend_from_slice(&text[copied.min(kept)..kept]);
         Some(out)
     }
 
@@ -319,9 +341,18 @@ impl Scrubber {
         let escaped = escaped.trim_matches('"');
         let encoded: String = url::form_urlencoded::byte_serialize(secret.as_bytes()).collect();
         let percent = encoded.replace('+', "%20");
+        // As other serializers write it: PHP escapes `/`; Go escapes the
+        // characters HTML gives a meaning. A JSON answer is decoded before
+        // it is searched, but a page cut at its limit is no JSON to decode.
+        let other_escapes = escaped
+            .replace('/', "\\/")
+            .replace('<', "\\u003c")
+            .replace('>', "\\u003e")
+            .replace('&', "\\u0026");
         let spellings = [
             secret.to_string(),
             escaped.to_string(),
+            other_escapes,
             lowercase_hex(&encoded),
             lowercase_hex(&percent),
             encoded,
@@ -459,17 +490,26 @@ impl Scrubber {
     /// costs one pass over its bytes.
     pub(crate) fn scrub_body(&self, body: &[u8]) -> Option<Vec<u8>> {
         let escapes = body.contains(&b'\\');
-        if !escapes && !self.finds(body) && !names_a_secret_field(body) {
+        let found = self.finds(body);
+        if !escapes && !found && !names_a_secret_field(body) {
             return None;
         }
         match serde_json::from_slice::<Value>(body) {
             Ok(mut value) => {
                 let before = value.clone();
                 self.scrub_json(&mut value);
-                if value == before {
+                // A secret in the text that no decoded value spells (a
+                // number past what a float keeps, a backslash of the secret
+                // read as an escape) goes too: written again, the number
+                // loses that spelling; what still holds one, as text.
+                if value == before && !found {
                     return None;
                 }
-                serde_json::to_vec(&value).ok()
+                let written = serde_json::to_vec(&value).ok()?;
+                if self.finds(&written) {
+                    return self.known.read().ok()?.replaced(&written);
+                }
+                Some(written)
             }
             Err(_) => self.known.read().ok()?.replaced(body),
         }
@@ -479,7 +519,13 @@ impl Scrubber {
     /// of what is left of a secret the cut went through: its first bytes,
     /// at the end.
     pub(crate) fn scrub_cut(&self, body: &[u8]) -> Vec<u8> {
-        let mut body = self.scrub_body(body).unwrap_or_else(|| body.to_vec());
+        // Searched as text first: a secret the cut went through may begin
+        // inside a whole one, whose redaction would hide its beginning from
+        // a look at the end alone. Then as JSON, should what is left parse.
+        let Ok(cut) = self.known.read().map(|known| known.replaced_cut(body)) else {
+            return Vec::new();
+        };
+        let mut body = self.scrub_body(&cut).unwrap_or(cut);
         if let Ok(known) = self.known.read() {
             let partial = known.partial_tail(&body);
             body.truncate(body.len() - partial);
@@ -673,6 +719,37 @@ mod tests {
     }
 
     #[test]
+    fn a_secret_in_json_text_that_no_decoded_value_spells_is_still_removed() {
+        // All digits, past what a float keeps: the number decodes to
+        // another spelling, while the text still holds the secret.
+        let scrubber = Scrubber::new("98237498237498237498234");
+        let body = br#"{"id":"t","code":98237498237498237498234}"#;
+        let scrubbed = scrubber.scrub_body(body).expect("the secret is in the text");
+        assert!(!scrubber.finds(&scrubbed), "{}", String::from_utf8_lossy(&scrubbed));
+        assert!(serde_json::from_slice::<Value>(&scrubbed).is_ok(), "still JSON");
+        // A backslash in the secret: as written, it is an escape in the
+        // JSON text, which decodes to something else.
+        let scrubber = Scrubber::new(r"pass\nword12");
+        let body = br#"{"detail":"pass\nword12"}"#;
+        let scrubbed = scrubber.scrub_body(body).expect("the secret is in the text");
+        assert!(!scrubber.finds(&scrubbed), "{}", String::from_utf8_lossy(&scrubbed));
+    }
+
+    #[test]
+    fn a_cut_json_page_loses_secrets_escaped_as_other_serializers_write_them() {
+        // Cut, the page is no JSON to decode: the spellings other
+        // serializers write (`\/` for a slash, `\u0026` for `&` and the
+        // like) are searched as text.
+        let scrubber = Scrubber::new("key-12345678");
+        scrubber.learn("whsec/abc+def1");
+        scrubber.learn("tok<en>&12345678");
+        let page = br#"{"detail":"echo whsec\/abc+def1 and tok\u003cen\u003e\u002612345678 and more"#;
+        let cut = scrubber.scrub_cut(page);
+        let text = String::from_utf8_lossy(&cut);
+        assert_eq!(text, r#"{"detail":"echo [redacted] and [redacted] and more"#);
+    }
+
+    #[test]
     fn a_cut_through_a_secret_loses_its_beginning_too() {
         let scrubber = Scrubber::new("0c8a2f3e-1234-4cde-9abc-def012345678");
         assert_eq!(
@@ -688,6 +765,26 @@ mod tests {
             b"ends with 0c8a2f3",
             "seven bytes say nothing"
         );
+    }
+
+    #[test]
+    fn a_cut_through_a_secret_that_begins_inside_another_leaves_no_part_of_it() {
+        let scrubber = Scrubber::new("key-12345678");
+        scrubber.learn("0123456789ab");
+        scrubber.learn("6789abcdefghijklmnop");
+        // The second begins inside the first, and the cut goes through it:
+        // what follows the first would be the second's middle.
+        assert_eq!(scrubber.scrub_cut(b"page 0123456789abcdefghijkl"), b"page [redacted]");
+        // A chain: a third begins inside the second, and the cut goes
+        // through the third.
+        scrubber.learn("klmnopQRSTUVWXYZ");
+        assert_eq!(
+            scrubber.scrub_cut(b"page 0123456789abcdefghijklmnopQRSTU"),
+            b"page [redacted]"
+        );
+        // Whole, overlapping secrets before the cut are one redaction and
+        // the text after them stays.
+        assert_eq!(scrubber.scrub_cut(b"0123456789abcdefghijklmnop ok"), b"[redacted] ok");
     }
 
     #[test]
