@@ -40,9 +40,12 @@
 //! secret becomes the string `[redacted]`, and a field the document marks
 //! `x-secret` is redacted whatever its value; a secret the JSON text holds
 //! where no decoded value spells it (digits past what a float keeps) is
-//! gone from it as well. A text cut short (an error page past its limit)
-//! loses a secret's beginning at its end as well, and all of one that
-//! begins inside another.
+//! gone from it as well. A text that is no JSON (an error page cut at its
+//! limit, an HTML page) is searched as written and as its JSON escapes
+//! would decode, so a secret spelled with escapes there goes too, escapes
+//! and all. A text cut short loses a secret's beginning at its end as well
+//! (written plainly or with escapes), and all of one that begins inside
+//! another.
 //!
 //! Secrets shorter than eight bytes are not searched for: such a secret
 //! protects little, and replacing every `Ready` or `https` of the answers for
@@ -64,6 +67,10 @@ use std::sync::{OnceLock, RwLock};
 use reqwest::header::{HeaderMap, HeaderValue};
 use reqwest::Url;
 use serde_json::Value;
+
+use escaped::View;
+
+mod escaped;
 
 /// What replaces a secret.
 pub(crate) const REDACTED: &str = "[redacted]";
@@ -272,38 +279,61 @@ impl Known {
     }
 
     /// `text[..kept]` with every spelling replaced, or `None` when none is
-    /// in it and nothing is dropped. A redaction that runs past `kept` (a
-    /// spelling the one dropped there begins inside) ends the text.
+    /// in it and nothing is dropped.
     fn replaced_up_to(&self, text: &[u8], kept: usize) -> Option<Vec<u8>> {
-        let mut out: Option<Vec<u8>> = None;
-        let mut copied = 0;
-        for at in self.candidates(text).take_while(|&at| at < kept) {
-            let Some(length) = self.found_at(text, at) else {
-                continue;
-            };
-            if at < copied {
-                // A spelling that begins inside one already replaced (two
-                // secrets that overlap): the redaction runs on to its end,
-                // so no tail of the second is left showing.
-                copied = copied.max(at + length);
-                continue;
-            }
-            let out = out.get_or_insert_with(|| Vec::with_capacity(text.len()));
-            out.extend_from_slice(&text[copied..at]);
-            out.extend_from_slice(REDACTED.as_bytes());
-            copied = at + length;
-        }
-        if out.is_none() && kept == text.len() {
+        redacted(text, self.found(text), kept)
+    }
+
+    /// Where the spellings in `text` begin and end, in order.
+    fn found<'t>(&'t self, text: &'t [u8]) -> impl Iterator<Item = (usize, usize)> + 't {
+        self.candidates(text)
+            .filter_map(move |at| self.found_at(text, at).map(|length| (at, at + length)))
+    }
+
+    /// `text` with every secret it spells through JSON escapes replaced
+    /// (see `escaped.rs`), and, when it was `cut`, one the cut went through
+    /// dropped from where it begins; `None` when there is none.
+    fn replaced_escaped(&self, text: &[u8], cut: bool) -> Option<Vec<u8>> {
+        let view = View::of(text)?;
+        let tail = if cut { self.partial_tail(&view.decoded) } else { 0 };
+        if tail == 0 && !self.contains(&view.decoded) {
             return None;
         }
-        let mut out = out.unwrap_or_default();
-        out.extend_from_slice(&text[copied.min(kept)..kept]);
-        Some(out)
+        let (kept, _) = view.source(view.decoded.len() - tail, view.decoded.len());
+        let found = self.found(&view.decoded).map(|(start, end)| view.source(start, end));
+        redacted(text, found, kept)
     }
 
     fn contains(&self, text: &[u8]) -> bool {
         self.candidates(text).any(|at| self.found_at(text, at).is_some())
     }
+}
+
+/// `text[..kept]` with the ranges `found` (in order of their starts)
+/// replaced, or `None` when there are none and nothing is dropped. A range
+/// that begins inside one already replaced (two secrets that overlap) runs
+/// the redaction on to its end, so no tail of the second is left showing;
+/// one that runs past `kept` (a secret the one dropped there begins inside)
+/// ends the text.
+fn redacted(text: &[u8], found: impl Iterator<Item = (usize, usize)>, kept: usize) -> Option<Vec<u8>> {
+    let mut out: Option<Vec<u8>> = None;
+    let mut copied = 0;
+    for (start, end) in found.take_while(|&(start, _)| start < kept) {
+        if start < copied {
+            copied = copied.max(end);
+            continue;
+        }
+        let out = out.get_or_insert_with(|| Vec::with_capacity(text.len()));
+        out.extend_from_slice(&text[copied..start]);
+        out.extend_from_slice(REDACTED.as_bytes());
+        copied = end;
+    }
+    if out.is_none() && kept == text.len() {
+        return None;
+    }
+    let mut out = out.unwrap_or_default();
+    out.extend_from_slice(&text[copied.min(kept)..kept]);
+    Some(out)
 }
 
 /// Whether a JSON text names a field the document marks `x-secret`
@@ -511,7 +541,14 @@ impl Scrubber {
                 }
                 Some(written)
             }
-            Err(_) => self.known.read().ok()?.replaced(body),
+            // No JSON: searched as written, then as its escapes spell it.
+            Err(_) => {
+                let known = self.known.read().ok()?;
+                let plain = known.replaced(body);
+                known
+                    .replaced_escaped(plain.as_deref().unwrap_or(body), false)
+                    .or(plain)
+            }
         }
     }
 
@@ -529,6 +566,10 @@ impl Scrubber {
         if let Ok(known) = self.known.read() {
             let partial = known.partial_tail(&body);
             body.truncate(body.len() - partial);
+            // And what is left of one spelled with escapes.
+            if let Some(scrubbed) = known.replaced_escaped(&body, true) {
+                body = scrubbed;
+            }
         }
         body
     }
@@ -747,6 +788,34 @@ mod tests {
         let cut = scrubber.scrub_cut(page);
         let text = String::from_utf8_lossy(&cut);
         assert_eq!(text, r#"{"detail":"echo [redacted] and [redacted] and more"#);
+    }
+
+    #[test]
+    fn a_page_that_is_no_json_loses_secrets_spelled_with_any_escape() {
+        let scrubber = Scrubber::new("key-12345678");
+        scrubber.learn("whsec_abcdefgh");
+        // Every character escaped (JSON allows any as `\uXXXX`), in a page
+        // cut at its limit, and whole in an HTML page carrying JSON in a
+        // script.
+        let escaped = r"\u0077\u0068\u0073\u0065\u0063\u005f\u0061\u0062\u0063\u0064\u0065\u0066\u0067\u0068";
+        let cut = format!(r#"{{"detail":"echo {escaped} and key\u002d12345678, and mo"#);
+        assert_eq!(
+            String::from_utf8_lossy(&scrubber.scrub_cut(cut.as_bytes())),
+            r#"{"detail":"echo [redacted] and [redacted], and mo"#
+        );
+        let page = format!(r#"<html><script>var e = {{"echo": "{escaped}"}};</script></html>"#);
+        assert_eq!(
+            String::from_utf8_lossy(&scrubber.scrub_body(page.as_bytes()).unwrap()),
+            r#"<html><script>var e = {"echo": "[redacted]"};</script></html>"#
+        );
+        // A cut through one spelled so drops its beginning too.
+        let through = format!(r#"{{"detail":"echo {}"#, &escaped[..6 * 9]);
+        assert_eq!(
+            String::from_utf8_lossy(&scrubber.scrub_cut(through.as_bytes())),
+            r#"{"detail":"echo "#
+        );
+        // Escapes that spell no secret are left as they are.
+        assert_eq!(scrubber.scrub_body(br"<p>caf\u00e9 \u0041BC</p>"), None);
     }
 
     #[test]

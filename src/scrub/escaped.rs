@@ -1,0 +1,126 @@
+//! A text read as JSON strings read, whatever else it is.
+//!
+//! A JSON answer is decoded before it is searched, so a secret its strings
+//! spell with escapes (`\u0073k-…`, `\/`) is found there. A page that does
+//! not parse is searched as it was written: one cut at its limit, an HTML
+//! page carrying JSON in a script. Its strings may still spell a secret
+//! with escapes, in any of the ways JSON allows. So such a text is also
+//! searched in a view with every escape it holds decoded, leniently (what
+//! is no escape stays as it is), and each byte of that view knows where in
+//! the text it came from: a secret found in the view is redacted in the
+//! text, escapes and all.
+
+/// A text with its JSON escapes decoded.
+pub(super) struct View {
+    /// The decoded bytes.
+    pub(super) decoded: Vec<u8>,
+    /// For each decoded byte, and one past the last, where in the text what
+    /// it was decoded from begins.
+    pub(super) from: Vec<usize>,
+}
+
+impl View {
+    /// The view of `text`, or `None` when it holds no escape to decode.
+    pub(super) fn of(text: &[u8]) -> Option<View> {
+        if !text.contains(&b'\\') {
+            return None;
+        }
+        let mut decoded = Vec::with_capacity(text.len());
+        let mut from = Vec::with_capacity(text.len() + 1);
+        let mut at = 0;
+        while at < text.len() {
+            match escape_at(text, at) {
+                Some((character, length)) => {
+                    let mut bytes = [0; 4];
+                    for byte in character.encode_utf8(&mut bytes).bytes() {
+                        decoded.push(byte);
+                        from.push(at);
+                    }
+                    at += length;
+                }
+                None => {
+                    decoded.push(text[at]);
+                    from.push(at);
+                    at += 1;
+                }
+            }
+        }
+        from.push(text.len());
+        Some(View { decoded, from })
+    }
+
+    /// Where in the text the decoded bytes `start..end` came from.
+    pub(super) fn source(&self, start: usize, end: usize) -> (usize, usize) {
+        (self.from[start], self.from[end])
+    }
+}
+
+/// The character the JSON escape at `text[at..]` stands for, and the bytes
+/// it takes; `None` where none begins (a lone surrogate, an escape cut
+/// short, a backslash before anything else).
+fn escape_at(text: &[u8], at: usize) -> Option<(char, usize)> {
+    if text.get(at) != Some(&b'\\') {
+        return None;
+    }
+    let simple = match *text.get(at + 1)? {
+        b'"' => '"',
+        b'\\' => '\\',
+        b'/' => '/',
+        b'b' => '\u{8}',
+        b'f' => '\u{c}',
+        b'n' => '\n',
+        b'r' => '\r',
+        b't' => '\t',
+        b'u' => return unicode_at(text, at),
+        _ => return None,
+    };
+    Some((simple, 2))
+}
+
+/// A `\uXXXX` escape at `text[at..]`, or a pair of them spelling one
+/// character beyond the first plane.
+fn unicode_at(text: &[u8], at: usize) -> Option<(char, usize)> {
+    let unit = hex_unit(text, at)?;
+    if let Some(character) = char::from_u32(unit) {
+        return Some((character, 6));
+    }
+    // A high surrogate, which only a low one after it completes.
+    let low = hex_unit(text, at + 6).filter(|low| (0xdc00..0xe000).contains(low))?;
+    let high = unit.checked_sub(0xd800).filter(|high| *high < 0x400)?;
+    char::from_u32(0x10000 + (high << 10) + (low - 0xdc00)).map(|character| (character, 12))
+}
+
+/// The four hex digits of a `\uXXXX` at `text[at..]`.
+fn hex_unit(text: &[u8], at: usize) -> Option<u32> {
+    let digits = text.get(at..at + 6)?.strip_prefix(b"\\u")?;
+    u32::from_str_radix(std::str::from_utf8(digits).ok()?, 16).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn decoded(text: &str) -> String {
+        String::from_utf8(View::of(text.as_bytes()).unwrap().decoded).unwrap()
+    }
+
+    #[test]
+    fn every_json_escape_is_decoded_and_anything_else_kept() {
+        assert_eq!(decoded(r#"\u0073k\/\"\\\n"#), "sk/\"\\\n");
+        assert_eq!(decoded(r"\ud83d\ude00 \u00e9"), "😀 é");
+        // No escape: a lone surrogate, one cut short, an unknown one.
+        assert_eq!(decoded(r"\ud83d \u00 \x"), r"\ud83d \u00 \x");
+        // An escaped backslash before `u0073` is a backslash, then text.
+        assert_eq!(decoded(r"\\u0073"), r"\u0073");
+        assert!(View::of(b"no escape").is_none());
+    }
+
+    #[test]
+    fn each_decoded_byte_knows_where_it_came_from() {
+        let view = View::of(r"a\u00e9b".as_bytes()).unwrap();
+        assert_eq!(view.decoded, "aéb".as_bytes());
+        // `é` is two bytes, both from the escape at 1; `b` is at 7.
+        assert_eq!(view.from, [0, 1, 1, 7, 8]);
+        assert_eq!(view.source(1, 3), (1, 7));
+    }
+}
