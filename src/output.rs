@@ -130,7 +130,7 @@ impl Output {
             .bounded(self.with_fresh_address(|address| async move {
                 let mut sink = Sink::Memory(Received::default());
                 Ok(match (self.fetch(&address, &mut sink).await?, sink) {
-                    (Fetched::Got(()), Sink::Memory(body)) => Fetched::Got(body.into_bytes()),
+                    (Fetched::Got(()), Sink::Memory(body)) => Fetched::Got(body.into_owned_bytes()),
                     (Fetched::Got(()), Sink::File(_)) => Fetched::Got(Bytes::new()),
                     (Fetched::Refused, _) => Fetched::Refused,
                 })

@@ -2,13 +2,13 @@
 //!
 //! Most answers arrive in one chunk: every JSON answer, and on a fast link
 //! a whole image. Such a body is kept as that chunk, shared with the
-//! connection's buffer, so it is neither allocated again nor copied (as
-//! reqwest's own `bytes()` keeps it too). Shared, it keeps that buffer
-//! alive while it is held: at most hyper's largest read buffer (some
-//! hundred KiB) for a body held long, only the bytes a caller of
-//! `Output::bytes` keeps, since a JSON answer is decoded and dropped. A
-//! body in several chunks is joined as they come, into one allocation of
-//! the announced length.
+//! connection's read buffer, so it is neither allocated again nor copied
+//! (as reqwest's own `bytes()` keeps it too). That suits an answer that is
+//! decoded and dropped. A download handed to a caller, who may keep it
+//! long, gets bytes of its own instead ([`Received::into_owned_bytes`]):
+//! shared, a small image would keep alive a read buffer of some hundred
+//! KiB, past what `max_download_bytes` promises. A body in several chunks
+//! is joined as they come, into one allocation of the announced length.
 
 use bytes::Bytes;
 
@@ -73,6 +73,16 @@ impl Received {
         }
     }
 
+    /// The body, in bytes of its own: a body kept as the one chunk it came
+    /// in is copied out of the buffer it shares (see the module
+    /// documentation).
+    pub(crate) fn into_owned_bytes(self) -> Bytes {
+        match self.held {
+            Held::One(chunk) => Bytes::copy_from_slice(&chunk),
+            _ => self.into_bytes(),
+        }
+    }
+
     /// The body, without a copy.
     pub(crate) fn into_bytes(self) -> Bytes {
         match self.held {
@@ -95,6 +105,11 @@ mod tests {
         assert_eq!(one.as_slice(), &chunk[..]);
         let kept = one.into_bytes();
         assert_eq!(kept.as_ptr(), chunk.as_ptr(), "the chunk itself, not a copy");
+        let mut download = Received::default();
+        download.push(chunk.clone());
+        let own = download.into_owned_bytes();
+        assert_eq!(own, chunk);
+        assert_ne!(own.as_ptr(), chunk.as_ptr(), "a download holds bytes of its own");
 
         let mut several = Received::default();
         several.expect(9);

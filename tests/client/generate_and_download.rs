@@ -400,3 +400,34 @@ async fn save_keeps_an_existing_file_and_save_replacing_replaces_it() {
     assert_eq!(ImageFormat::sniff(&bytes), Some(ImageFormat::Jpeg));
     assert_eq!(dimensions(&bytes), Some((64, 64)));
 }
+
+/// A downloaded result holds bytes of its own: kept as the chunk it came
+/// in, it would share (and keep alive) the connection's read buffer, which
+/// may be far larger than the result and than `max_download_bytes`.
+#[tokio::test(start_paused = true)]
+async fn a_downloaded_result_holds_only_its_own_bytes() {
+    let mock = MockService::start().await.unwrap();
+    let client = mock.client_builder().build().unwrap();
+    let output = client
+        .run(
+            types::Gen2ProRequest::builder()
+                .prompt("a small lighthouse")
+                .width(64)
+                .height(64),
+        )
+        .await
+        .unwrap();
+    let bytes = output.bytes().await.unwrap();
+    assert_eq!(dimensions(&bytes), Some((64, 64)));
+    let length = bytes.len();
+    // Made mutable, the bytes show what they hold: only they own it, and
+    // it is no larger than they are.
+    let held = bytes
+        .try_into_mut()
+        .expect("no other owner shares the downloaded bytes");
+    assert_eq!(
+        held.capacity(),
+        length,
+        "the result holds no buffer beyond its own bytes"
+    );
+}
