@@ -79,35 +79,6 @@ impl std::fmt::Debug for Call {
     }
 }
 
-/// A generated answer as sorted before its body, if still unread, is read.
-enum Sorted<T> {
-    Reply(Reply<T>),
-    /// An answer the generated code did not read (a status the document
-    /// does not list).
-    Unread(reqwest::Response),
-}
-
-/// An answer the generated code left unread, read raw.
-async fn read_unread<T>(operation: &str, mut response: reqwest::Response) -> Result<Reply<T>> {
-    let headers = std::mem::take(response.headers_mut());
-    let status = response.status();
-    // The transport read this body already; this takes it back.
-    let body = response
-        .bytes()
-        .await
-        .map_err(|source| transport_error(operation, source))?;
-    Ok(Reply::Raw(Answer { status, headers, body }))
-}
-
-/// The error of a call whose exchange failed on the way.
-fn transport_error(operation: &str, source: reqwest::Error) -> Error {
-    Error::Transport {
-        operation: operation.to_string(),
-        source,
-        task: None,
-    }
-}
-
 /// A generated answer, sorted.
 pub(crate) enum Reply<T> {
     /// A 200 whose body is the document's type.
@@ -166,27 +137,11 @@ impl Call {
     }
 
     /// Sorts what an operation method of `client` returned.
-    pub(crate) fn reply<'a, T: 'a>(
-        client: &'a Generated,
-        operation: &'a str,
-        sent: Sent<T>,
-    ) -> impl std::future::Future<Output = Result<Reply<T>>> + 'a {
-        // Sorted at once: the future holds the sorted answer, not the
-        // generated one as well.
-        let sorted = client.inner().sort(operation, sent);
-        async move {
-            match sorted? {
-                Sorted::Reply(reply) => Ok(reply),
-                // Off the usual answer's state: boxed.
-                Sorted::Unread(response) => Box::pin(read_unread(operation, response)).await,
-            }
-        }
+    pub(crate) async fn reply<T>(client: &Generated, operation: &str, sent: Sent<T>) -> Result<Reply<T>> {
+        client.inner().sort(operation, sent).await
     }
 
-    /// Sorts a generated answer without waiting: only an answer the
-    /// generated code left unread has a body still to read, so the answers
-    /// of every call (kept whole in their futures) are not held twice.
-    fn sort<T>(&self, operation: &str, sent: Sent<T>) -> Result<Sorted<T>> {
+    async fn sort<T>(&self, operation: &str, sent: Sent<T>) -> Result<Reply<T>> {
         let (failed, status) = match self.outcome.lock() {
             Ok(mut outcome) => (outcome.failed.take(), outcome.status),
             Err(_) => (None, None),
@@ -195,28 +150,36 @@ impl Call {
             return Err(error);
         }
         use progenitor_client::Error as Generated;
-        let reply = match sent {
-            Ok(value) => Reply::Typed(value.into_inner()),
-            Err(Generated::ErrorResponse(value)) => Reply::Invalid(value.into_inner()),
-            Err(Generated::InvalidResponsePayload(body, _)) => Reply::Raw(Answer {
+        let transport_error = |source| Error::Transport {
+            operation: operation.to_string(),
+            source,
+            task: None,
+        };
+        match sent {
+            Ok(value) => Ok(Reply::Typed(value.into_inner())),
+            Err(Generated::ErrorResponse(value)) => Ok(Reply::Invalid(value.into_inner())),
+            Err(Generated::InvalidResponsePayload(body, _)) => Ok(Reply::Raw(Answer {
                 status: status.unwrap_or(StatusCode::OK),
                 headers: Default::default(),
                 body,
-            }),
-            Err(Generated::UnexpectedResponse(response)) => return Ok(Sorted::Unread(response)),
+            })),
+            Err(Generated::UnexpectedResponse(mut response)) => {
+                let headers = std::mem::take(response.headers_mut());
+                let status = response.status();
+                // The transport read this body already; this takes it back.
+                let body = response.bytes().await.map_err(transport_error)?;
+                Ok(Reply::Raw(Answer { status, headers, body }))
+            }
             Err(Generated::CommunicationError(source) | Generated::ResponseBodyError(source)) => {
-                return Err(transport_error(operation, source))
+                Err(transport_error(source))
             }
             // The generated code met a request it could not build, or a hook
             // refused it without saying why; neither happens with the typed
             // bodies and text ids this crate gives it.
-            Err(other) => {
-                return Err(Error::refused_locally(format!(
-                    "the generated client refused {operation}: {other}"
-                )))
-            }
-        };
-        Ok(Sorted::Reply(reply))
+            Err(other) => Err(Error::refused_locally(format!(
+                "the generated client refused {operation}: {other}"
+            ))),
+        }
     }
 
     fn keep(&self, update: impl FnOnce(&mut Outcome)) {

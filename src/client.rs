@@ -343,10 +343,7 @@ impl Client {
         let reply = match outgoing {
             Outgoing::Operation(request, exact_body) => {
                 let api = Call::submission(transport, base.as_str(), exact_body, purpose);
-                // The generated method's state holds the request and its
-                // answer (kilobytes): kept on the heap, it is not copied up
-                // the chain of futures that waits for it.
-                let sent = Box::pin(request.send(&api)).await;
+                let sent = request.send(&api).await;
                 Call::reply(&api, target.operation, sent).await?
             }
             Outgoing::Unlisted(request) => Reply::Raw(
@@ -410,7 +407,7 @@ impl Client {
         // A limit shared with other processes needs one of its places too.
         active
             .take_shared(&mut reservation, |polling_url| async move {
-                Box::pin(self.seen_final(&polling_url)).await
+                self.seen_final(&polling_url).await
             })
             .await
             .map_err(|reason| Error::SharedLimit { reason })?;

@@ -152,9 +152,10 @@ impl Route {
         }
         match self {
             Route::Direct(wire) => wire.send(request).await.map_err(Failed::Http),
-            // Boxed: a layered attempt's state is kept off the state of
-            // every attempt, layered or not.
-            Route::Layered { service, deadline } => Box::pin(send(service, request, once, *deadline)).await,
+            Route::Layered { service, deadline } => match for_layers(request, once) {
+                Ok(request) => send(service, request, *deadline).await,
+                Err(error) => Err(Failed::Http(error)),
+            },
         }
     }
 }
@@ -183,14 +184,11 @@ impl Wire {
     /// Sends `request` as it is, with the key when it has one and the
     /// address the request finally goes to is trusted: the one place the
     /// key is added, with layers or without.
-    ///
-    /// The key is added when this is called, so the future holds only
-    /// reqwest's own.
-    fn send(&self, mut request: reqwest::Request) -> impl Future<Output = reqwest::Result<reqwest::Response>> {
+    async fn send(&self, mut request: reqwest::Request) -> reqwest::Result<reqwest::Response> {
         if let Some(key) = self.key.as_ref().filter(|key| key.trust.trusts(request.url())) {
             request.headers_mut().insert(KEY_HEADER, key.header.clone());
         }
-        self.client.execute(request)
+        self.client.execute(request).await
     }
 }
 
@@ -276,15 +274,9 @@ impl std::fmt::Display for SentAlready {
 
 impl std::error::Error for SentAlready {}
 
-/// Sends one attempt through `service` (marked to leave `once` when it is a
-/// sealed submission), waiting at most `deadline` for its answer's head.
-async fn send(
-    service: &HttpService,
-    request: reqwest::Request,
-    once: bool,
-    deadline: Duration,
-) -> Result<reqwest::Response, Failed> {
-    let request = for_layers(request, once).map_err(Failed::Http)?;
+/// Sends one attempt through `service`, waiting at most `deadline` for its
+/// answer's head.
+async fn send(service: &HttpService, request: HttpRequest, deadline: Duration) -> Result<reqwest::Response, Failed> {
     let once = request.extensions().get::<SendOnce>().cloned();
     let sending = service.clone().oneshot(request);
     let sent = match once {

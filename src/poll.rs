@@ -38,25 +38,15 @@ pub(crate) async fn poll_task(session: &Session, polling_url: &Url, task: &TaskR
 pub(crate) async fn poll_at(session: &Session, polling_url: &Url, task: &TaskRef) -> Result<PollResult> {
     let transport = &session.transport;
     let kept = &session.poll_request;
-    let Some(request) = kept.to(polling_url) else {
-        // The generated method's state (its request, its typed answer) is
-        // kilobytes; boxed, it stays off every poll's own state, which the
-        // waits above move as they start.
-        return Box::pin(first_poll(session, polling_url, task)).await;
-    };
-    let answer = transport
-        .exchange_bytes(request, Purpose::Poll, GET_RESULT, transport.max_response_bytes)
-        .await?;
-    read_answer(transport, polling_url, task, answer)
-}
-
-/// The client's first poll: the generated `get_result` for the polling
-/// host, sent to the polling URL exactly as given (the `pre` hook sets it),
-/// keeping the request it built for the polls after it. The origin is a
-/// slice of the URL's text: nothing is parsed or built again for it.
-async fn first_poll(session: &Session, polling_url: &Url, task: &TaskRef) -> Result<PollResult> {
-    let transport = &session.transport;
-    let kept = &session.poll_request;
+    if let Some(request) = kept.to(polling_url) {
+        let answer = transport
+            .exchange_bytes(request, Purpose::Poll, GET_RESULT, transport.max_response_bytes)
+            .await?;
+        return read_answer(transport, polling_url, task, answer);
+    }
+    // The generated `get_result` for the polling host, sent to the polling
+    // URL exactly as given (the `pre` hook sets it). The origin is a slice
+    // of the URL's text: nothing is parsed or built again for it.
     let origin = &polling_url[..url::Position::BeforePath];
     let api = Call::poll(transport, origin, polling_url.clone(), !kept.is_kept());
     let sent = api.get_result().id(&task.id).send().await;

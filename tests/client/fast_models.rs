@@ -362,27 +362,3 @@ async fn a_duration_given_every_run_gives_way_to_the_reported_ones() {
         "the tenth run is still aimed at the guess"
     );
 }
-
-/// What each step of a task holds while it waits, in bytes: every step's
-/// state is moved when the step starts (into the caller's own, into a
-/// spawned task), so a state of kilobytes is copied on every submission,
-/// poll and download. The large, rarely needed parts (the generated
-/// methods' requests and typed answers, the retry loop, a layered attempt,
-/// a shared seat's wait) are kept on the heap instead. Before that, these
-/// were 7,136, 5,440 and 5,184 bytes.
-#[tokio::test]
-async fn a_task_in_flight_holds_a_few_kilobytes_at_each_step() {
-    let mock = MockService::start().await.unwrap();
-    let client = mock.client_builder().build().unwrap();
-    let submitting = client.submit(Gen2Klein4bRequest::builder().prompt("a fox"));
-    let submitting_bytes = std::mem::size_of_val(&submitting);
-    let task = submitting.await.unwrap();
-    let waiting = task.wait();
-    let waiting_bytes = std::mem::size_of_val(&waiting);
-    let output = waiting.await.unwrap();
-    let downloading_bytes = std::mem::size_of_val(&output.bytes());
-    eprintln!("submit {submitting_bytes} B, wait {waiting_bytes} B, download {downloading_bytes} B");
-    assert!(submitting_bytes <= 4096, "a submission holds {submitting_bytes} bytes");
-    assert!(waiting_bytes <= 4096, "a wait holds {waiting_bytes} bytes");
-    assert!(downloading_bytes <= 2048, "a download holds {downloading_bytes} bytes");
-}
