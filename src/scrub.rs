@@ -299,9 +299,18 @@ impl Known {
         if tail == 0 && !self.contains(&view.decoded) {
             return None;
         }
-        let (kept, _) = view.source(view.decoded.len() - tail, view.decoded.len());
-        let found = self.found(&view.decoded).map(|(start, end)| view.source(start, end));
-        redacted(text, found, kept)
+        let kept = view.decoded.len() - tail;
+        let found: Vec<(usize, usize)> = self.found(&view.decoded).collect();
+        let wanted = found
+            .iter()
+            .flat_map(|&(start, end)| [start, end])
+            .chain([kept])
+            .collect();
+        let sources = view.sources(text, wanted);
+        let found = found
+            .into_iter()
+            .map(|(start, end)| (sources.of(start), sources.of(end)));
+        redacted(text, found, sources.of(kept))
     }
 
     fn contains(&self, text: &[u8]) -> bool {
@@ -788,6 +797,49 @@ mod tests {
         let cut = scrubber.scrub_cut(page);
         let text = String::from_utf8_lossy(&cut);
         assert_eq!(text, r#"{"detail":"echo [redacted] and [redacted] and more"#);
+    }
+
+    /// Pages of secrets with some of their characters escaped, between
+    /// stray backslashes and broken escapes, whole and cut anywhere,
+    /// seeded: whatever the scrubber leaves spells no secret, as written or
+    /// as its escapes decode, and nothing panics.
+    #[test]
+    fn no_page_of_secrets_spelled_with_escapes_keeps_one() {
+        let secrets = ["whsec_abcdefgh", "key-12345678"];
+        let scrubber = Scrubber::new(secrets[1]);
+        scrubber.learn(secrets[0]);
+        let junk = [
+            r"\", r"\u", r"\u00", r"\ud83d", r"\ude00", r"\\", "\"", " ", "é", "{\"a\":",
+        ];
+        let mut draw = fastrand::Rng::with_seed(53);
+        for _ in 0..20_000 {
+            let mut page = String::new();
+            for _ in 0..draw.usize(1..4) {
+                page.push_str(junk[draw.usize(..junk.len())]);
+                for character in secrets[draw.usize(..secrets.len())].chars() {
+                    match draw.u8(..3) {
+                        0 => page.push_str(&format!("\\u{:04x}", u32::from(character))),
+                        1 => page.push_str(&format!("\\u{:04X}", u32::from(character))),
+                        _ => page.push(character),
+                    }
+                }
+            }
+            let cut_at = draw.usize(..=page.len());
+            let cut = page.as_bytes()[..cut_at].to_vec();
+            let whole = scrubber
+                .scrub_body(page.as_bytes())
+                .unwrap_or_else(|| page.clone().into_bytes());
+            let left_of_cut = scrubber.scrub_cut(&cut);
+            let known = scrubber.known.read().unwrap();
+            for left in [left_of_cut, whole] {
+                let decoded = View::of(&left).map_or_else(|| left.clone(), |view| view.decoded);
+                assert!(
+                    !known.contains(&left) && !known.contains(&decoded),
+                    "{page:?} left {:?}",
+                    String::from_utf8_lossy(&left)
+                );
+            }
+        }
     }
 
     #[test]

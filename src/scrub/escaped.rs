@@ -7,16 +7,14 @@
 //! with escapes, in any of the ways JSON allows. So such a text is also
 //! searched in a view with every escape it holds decoded, leniently (what
 //! is no escape stays as it is), and each byte of that view knows where in
-//! the text it came from: a secret found in the view is redacted in the
-//! text, escapes and all.
+//! the text it came from (found by walking the text again, so no map as
+//! large as the text is kept): a secret found in the view is redacted in
+//! the text, escapes and all.
 
 /// A text with its JSON escapes decoded.
 pub(super) struct View {
     /// The decoded bytes.
     pub(super) decoded: Vec<u8>,
-    /// For each decoded byte, and one past the last, where in the text what
-    /// it was decoded from begins.
-    pub(super) from: Vec<usize>,
 }
 
 impl View {
@@ -26,32 +24,67 @@ impl View {
             return None;
         }
         let mut decoded = Vec::with_capacity(text.len());
-        let mut from = Vec::with_capacity(text.len() + 1);
-        let mut at = 0;
-        while at < text.len() {
-            match escape_at(text, at) {
-                Some((character, length)) => {
-                    let mut bytes = [0; 4];
-                    for byte in character.encode_utf8(&mut bytes).bytes() {
-                        decoded.push(byte);
-                        from.push(at);
-                    }
-                    at += length;
-                }
-                None => {
-                    decoded.push(text[at]);
-                    from.push(at);
-                    at += 1;
-                }
-            }
-        }
-        from.push(text.len());
-        Some(View { decoded, from })
+        walk(text, |_, bytes| decoded.extend_from_slice(bytes));
+        Some(View { decoded })
     }
 
-    /// Where in the text the decoded bytes `start..end` came from.
-    pub(super) fn source(&self, start: usize, end: usize) -> (usize, usize) {
-        (self.from[start], self.from[end])
+    /// Where in `text` (the text this is the view of) each decoded position
+    /// of `wanted` came from: the start of what decodes to the byte there,
+    /// or the end of the text for the end of the view. Found by walking the
+    /// text again, so the view needs no map as large as the text.
+    pub(super) fn sources(&self, text: &[u8], mut wanted: Vec<usize>) -> Sources {
+        wanted.sort_unstable();
+        wanted.dedup();
+        let mut found = Vec::with_capacity(wanted.len());
+        let mut next = wanted.iter().peekable();
+        let mut decoded = 0;
+        walk(text, |at, bytes| {
+            decoded += bytes.len();
+            while let Some(&&position) = next.peek() {
+                if position >= decoded {
+                    break;
+                }
+                found.push((position, at));
+                next.next();
+            }
+        });
+        found.extend(next.map(|&position| (position, text.len())));
+        Sources(found)
+    }
+}
+
+/// Decoded positions and where in the text each came from.
+pub(super) struct Sources(Vec<(usize, usize)>);
+
+impl Sources {
+    /// Where the decoded `position` came from (it was among those wanted).
+    pub(super) fn of(&self, position: usize) -> usize {
+        match self.0.binary_search_by_key(&position, |&(decoded, _)| decoded) {
+            Ok(index) => self.0[index].1,
+            // Not wanted: the nearest source at or before it, which only
+            // widens what is redacted.
+            Err(index) => index.checked_sub(1).map_or(0, |before| self.0[before].1),
+        }
+    }
+}
+
+/// Calls `each` with every piece of `text` as JSON decodes it: where in
+/// the text it begins and the bytes it decodes to (an escape's character,
+/// or a byte that is no escape, as it is).
+fn walk(text: &[u8], mut each: impl FnMut(usize, &[u8])) {
+    let mut at = 0;
+    while at < text.len() {
+        match escape_at(text, at) {
+            Some((character, length)) => {
+                let mut bytes = [0; 4];
+                each(at, character.encode_utf8(&mut bytes).as_bytes());
+                at += length;
+            }
+            None => {
+                each(at, &text[at..=at]);
+                at += 1;
+            }
+        }
     }
 }
 
@@ -116,11 +149,13 @@ mod tests {
     }
 
     #[test]
-    fn each_decoded_byte_knows_where_it_came_from() {
-        let view = View::of(r"a\u00e9b".as_bytes()).unwrap();
+    fn each_decoded_position_knows_where_it_came_from() {
+        let text = r"a\u00e9b".as_bytes();
+        let view = View::of(text).unwrap();
         assert_eq!(view.decoded, "aéb".as_bytes());
-        // `é` is two bytes, both from the escape at 1; `b` is at 7.
-        assert_eq!(view.from, [0, 1, 1, 7, 8]);
-        assert_eq!(view.source(1, 3), (1, 7));
+        // `é` is two bytes, both from the escape at 1; `b` is at 7; the
+        // view's end is the text's.
+        let sources = view.sources(text, vec![4, 3, 1, 0, 2]);
+        assert_eq!([0, 1, 2, 3, 4].map(|position| sources.of(position)), [0, 1, 1, 7, 8]);
     }
 }
