@@ -44,8 +44,8 @@
 //! limit, an HTML page) is searched as written and as its JSON escapes
 //! would decode, so a secret spelled with escapes there goes too, escapes
 //! and all. A text cut short loses a secret's beginning at its end as well
-//! (written plainly or with escapes), and all of one that begins inside
-//! another.
+//! (written plainly or with escapes, even when the cut went through one),
+//! and all of one that begins inside another.
 //!
 //! Secrets shorter than eight bytes are not searched for: such a secret
 //! protects little, and replacing every `Ready` or `https` of the answers for
@@ -295,11 +295,17 @@ impl Known {
     /// dropped from where it begins; `None` when there is none.
     fn replaced_escaped(&self, text: &[u8], cut: bool) -> Option<Vec<u8>> {
         let view = View::of(text)?;
-        let tail = if cut { self.partial_tail(&view.decoded) } else { 0 };
+        // What is left of a secret ends where the escapes that decode end.
+        let whole = view.whole().len();
+        let tail = if cut { self.partial_tail(view.whole()) } else { 0 };
         if tail == 0 && !self.contains(&view.decoded) {
             return None;
         }
-        let (kept, _) = view.source(view.decoded.len() - tail, view.decoded.len());
+        let kept = if tail == 0 {
+            text.len()
+        } else {
+            view.source(whole - tail, whole).0
+        };
         let found = self.found(&view.decoded).map(|(start, end)| view.source(start, end));
         redacted(text, found, kept)
     }
@@ -816,6 +822,35 @@ mod tests {
         );
         // Escapes that spell no secret are left as they are.
         assert_eq!(scrubber.scrub_body(br"<p>caf\u00e9 \u0041BC</p>"), None);
+    }
+
+    #[test]
+    fn a_cut_through_an_escape_leaves_no_beginning_of_the_secret_before_it() {
+        let scrubber = Scrubber::new("key-12345678");
+        scrubber.learn("whsec_abcdefgh");
+        scrubber.learn("password\u{1f600}-1234");
+        let escaped = r"\u0077\u0068\u0073\u0065\u0063\u005f\u0061\u0062\u0063\u0064\u0065\u0066\u0067\u0068";
+        // The cut goes through the last escape, which decodes to nothing:
+        // the thirteen characters before it are still the secret's.
+        for cut_in_escape in [r"\", r"\u", r"\u00", r"\u006"] {
+            let page = format!(r#"{{"detail":"echo {}{cut_in_escape}"#, &escaped[..6 * 13]);
+            assert_eq!(
+                String::from_utf8_lossy(&scrubber.scrub_cut(page.as_bytes())),
+                r#"{"detail":"echo "#,
+                "{page}"
+            );
+            // Written plainly up to the escape the cut went through.
+            let page = format!("echo whsec_abcdefg{cut_in_escape}");
+            assert_eq!(scrubber.scrub_cut(page.as_bytes()), b"echo ", "{page}");
+        }
+        // A surrogate pair the cut went through: its high half alone, or
+        // with the beginning of its low half.
+        for cut_in_pair in [r"\ud83d", r"\ud83d\", r"\ud83d\ude0"] {
+            let page = format!(r"echo pass\u0077ord{cut_in_pair}");
+            assert_eq!(scrubber.scrub_cut(page.as_bytes()), b"echo ", "{page}");
+        }
+        // An escape cut short after no secret is left as it is.
+        assert_eq!(scrubber.scrub_cut(br"echo caf\u00"), br"echo caf\u00");
     }
 
     #[test]

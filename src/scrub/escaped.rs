@@ -9,6 +9,11 @@
 //! is no escape stays as it is), and each byte of that view knows where in
 //! the text it came from: a secret found in the view is redacted in the
 //! text, escapes and all.
+//!
+//! A text cut at its limit may end inside an escape (`\u00`, the high half
+//! of a surrogate pair alone). That escape decodes to nothing, so the
+//! secret it was spelling would not end the view; the view says where it
+//! begins, and a secret's beginning is looked for before it.
 
 /// A text with its JSON escapes decoded.
 pub(super) struct View {
@@ -17,6 +22,9 @@ pub(super) struct View {
     /// For each decoded byte, and one past the last, where in the text what
     /// it was decoded from begins.
     pub(super) from: Vec<usize>,
+    /// How many decoded bytes come before an escape the text's end cut
+    /// short (all of them when it ends with none).
+    whole: usize,
 }
 
 impl View {
@@ -28,6 +36,7 @@ impl View {
         let mut decoded = Vec::with_capacity(text.len());
         let mut from = Vec::with_capacity(text.len() + 1);
         let mut at = 0;
+        let mut whole = None;
         while at < text.len() {
             match escape_at(text, at) {
                 Some((character, length)) => {
@@ -39,6 +48,9 @@ impl View {
                     at += length;
                 }
                 None => {
+                    if whole.is_none() && cut_short(&text[at..]) {
+                        whole = Some(decoded.len());
+                    }
                     decoded.push(text[at]);
                     from.push(at);
                     at += 1;
@@ -46,7 +58,14 @@ impl View {
             }
         }
         from.push(text.len());
-        Some(View { decoded, from })
+        let whole = whole.unwrap_or(decoded.len());
+        Some(View { decoded, from, whole })
+    }
+
+    /// The decoded bytes before an escape the text's end cut short: where
+    /// what is left of a secret a cut went through ends.
+    pub(super) fn whole(&self) -> &[u8] {
+        &self.decoded[..self.whole]
     }
 
     /// Where in the text the decoded bytes `start..end` came from.
@@ -90,6 +109,24 @@ fn unicode_at(text: &[u8], at: usize) -> Option<(char, usize)> {
     char::from_u32(0x10000 + (high << 10) + (low - 0xdc00)).map(|character| (character, 12))
 }
 
+/// Whether `rest`, the end of a text, is an escape cut short: the beginning
+/// of one (`\`, `\u00`), or the high half of a surrogate pair with at most
+/// the beginning of its low half.
+fn cut_short(rest: &[u8]) -> bool {
+    match rest.split_at_checked(6) {
+        None => !rest.is_empty() && begins_unicode(rest),
+        Some((unit, low)) => {
+            hex_unit(unit, 0).is_some_and(|unit| (0xd800..0xdc00).contains(&unit)) && begins_unicode(low)
+        }
+    }
+}
+
+/// Whether `bytes` (empty, too) begin a `\uXXXX` escape short of its end.
+fn begins_unicode(bytes: &[u8]) -> bool {
+    let (lead, digits) = bytes.split_at(bytes.len().min(2));
+    bytes.len() < 6 && b"\\u".starts_with(lead) && digits.iter().all(u8::is_ascii_hexdigit)
+}
+
 /// The four hex digits of a `\uXXXX` at `text[at..]`.
 fn hex_unit(text: &[u8], at: usize) -> Option<u32> {
     let digits = text.get(at..at + 6)?.strip_prefix(b"\\u")?;
@@ -122,5 +159,20 @@ mod tests {
         // `é` is two bytes, both from the escape at 1; `b` is at 7.
         assert_eq!(view.from, [0, 1, 1, 7, 8]);
         assert_eq!(view.source(1, 3), (1, 7));
+    }
+
+    #[test]
+    fn an_escape_the_end_cut_short_is_no_part_of_the_whole_view() {
+        let whole = |text: &str| View::of(text.as_bytes()).unwrap().whole().to_vec();
+        for cut in [r"ab\", r"ab\u", r"ab\u00e", r"ab\ud83d", r"ab\ud83d\", r"ab\ud83d\ude0"] {
+            assert_eq!(whole(cut), b"ab", "{cut}");
+        }
+        // Whole escapes, an escaped backslash, and what could never become
+        // an escape are no escape cut short.
+        assert_eq!(whole(r"ab\u00e9"), "abé".as_bytes());
+        assert_eq!(whole(r"ab\\"), br"ab\");
+        assert_eq!(whole(r"ab\ud83d\u0041"), br"ab\ud83dA");
+        assert_eq!(whole(r"ab\u0g"), br"ab\u0g");
+        assert_eq!(whole(r"ab\x"), br"ab\x");
     }
 }
