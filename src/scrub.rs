@@ -266,22 +266,7 @@ impl Known {
 
     /// `text` with every spelling replaced, or `None` when none is in it.
     fn replaced(&self, text: &[u8]) -> Option<Vec<u8>> {
-        self.replaced_up_to(text, text.len())
-    }
-
-    /// `text` cut short: every spelling replaced, and a spelling the cut
-    /// went through dropped from where it begins ([`Known::partial_tail`]),
-    /// together with any replaced one it begins inside, so neither the
-    /// beginning nor the middle of it is left showing.
-    fn replaced_cut(&self, text: &[u8]) -> Vec<u8> {
-        let kept = text.len() - self.partial_tail(text);
-        self.replaced_up_to(text, kept).unwrap_or_else(|| text[..kept].to_vec())
-    }
-
-    /// `text[..kept]` with every spelling replaced, or `None` when none is
-    /// in it and nothing is dropped.
-    fn replaced_up_to(&self, text: &[u8], kept: usize) -> Option<Vec<u8>> {
-        redacted(text, self.found(text), kept)
+        redacted(text, self.found(text), text.len())
     }
 
     /// Where the spellings in `text` begin and end, in order.
@@ -290,29 +275,46 @@ impl Known {
             .filter_map(move |at| self.found_at(text, at).map(|length| (at, at + length)))
     }
 
-    /// `text` with every secret it spells through JSON escapes replaced
-    /// (see `escaped.rs`), and, when it was `cut`, one the cut went through
-    /// dropped from where it begins; `None` when there is none.
-    fn replaced_escaped(&self, text: &[u8], cut: bool) -> Option<Vec<u8>> {
-        let view = View::of(text)?;
+    /// A text that is no JSON with every secret replaced, as written and as
+    /// its JSON escapes spell it (see `escaped.rs`), and, when it was `cut`,
+    /// one the cut went through dropped from where it begins
+    /// ([`Known::partial_tail`]), together with any replaced one it begins
+    /// inside; `None` when there is none. Both spellings are found in one
+    /// pass over the text, so a secret that begins inside another, one
+    /// written plainly and the other with escapes, is replaced with it and
+    /// leaves no tail.
+    fn replaced_text(&self, text: &[u8], cut: bool) -> Option<Vec<u8>> {
+        let mut kept = text.len() - if cut { self.partial_tail(text) } else { 0 };
+        let Some(view) = View::of(text) else {
+            return redacted(text, self.found(text), kept);
+        };
         // What is left of a secret ends where the escapes that decode end.
         let whole = view.whole().len();
         let tail = if cut { self.partial_tail(view.whole()) } else { 0 };
-        if tail == 0 && !self.contains(&view.decoded) {
-            return None;
+        if tail > 0 {
+            kept = kept.min(view.source(whole - tail, whole).0);
         }
-        let kept = if tail == 0 {
-            text.len()
-        } else {
-            view.source(whole - tail, whole).0
-        };
-        let found = self.found(&view.decoded).map(|(start, end)| view.source(start, end));
-        redacted(text, found, kept)
+        let escaped = self.found(&view.decoded).map(|(start, end)| view.source(start, end));
+        redacted(text, by_start(self.found(text), escaped), kept)
     }
 
     fn contains(&self, text: &[u8]) -> bool {
         self.candidates(text).any(|at| self.found_at(text, at).is_some())
     }
+}
+
+/// The ranges of `one` and `other` (each in order of their starts) in
+/// order of their starts.
+fn by_start(
+    one: impl Iterator<Item = (usize, usize)>,
+    other: impl Iterator<Item = (usize, usize)>,
+) -> impl Iterator<Item = (usize, usize)> {
+    let (mut one, mut other) = (one.peekable(), other.peekable());
+    std::iter::from_fn(move || match (one.peek(), other.peek()) {
+        (Some(first), Some(second)) if second < first => other.next(),
+        (Some(_), _) => one.next(),
+        (None, _) => other.next(),
+    })
 }
 
 /// `text[..kept]` with the ranges `found` (in order of their starts)
@@ -547,14 +549,8 @@ impl Scrubber {
                 }
                 Some(written)
             }
-            // No JSON: searched as written, then as its escapes spell it.
-            Err(_) => {
-                let known = self.known.read().ok()?;
-                let plain = known.replaced(body);
-                known
-                    .replaced_escaped(plain.as_deref().unwrap_or(body), false)
-                    .or(plain)
-            }
+            // No JSON: searched as written and as its escapes spell it.
+            Err(_) => self.known.read().ok()?.replaced_text(body, false),
         }
     }
 
@@ -564,18 +560,21 @@ impl Scrubber {
     pub(crate) fn scrub_cut(&self, body: &[u8]) -> Vec<u8> {
         // Searched as text first: a secret the cut went through may begin
         // inside a whole one, whose redaction would hide its beginning from
-        // a look at the end alone. Then as JSON, should what is left parse.
-        let Ok(cut) = self.known.read().map(|known| known.replaced_cut(body)) else {
+        // a look at the end alone. Then as JSON, should what is left parse;
+        // written again, it may end otherwise, so its end is looked at once
+        // more.
+        let Ok(cut) = self.known.read().map(|known| known.replaced_text(body, true)) else {
             return Vec::new();
         };
+        let cut = cut.unwrap_or_else(|| body.to_vec());
         let mut body = self.scrub_body(&cut).unwrap_or(cut);
-        if let Ok(known) = self.known.read() {
-            let partial = known.partial_tail(&body);
-            body.truncate(body.len() - partial);
-            // And what is left of one spelled with escapes.
-            if let Some(scrubbed) = known.replaced_escaped(&body, true) {
-                body = scrubbed;
-            }
+        if let Some(scrubbed) = self
+            .known
+            .read()
+            .ok()
+            .and_then(|known| known.replaced_text(&body, true))
+        {
+            body = scrubbed;
         }
         body
     }
@@ -851,6 +850,26 @@ mod tests {
         }
         // An escape cut short after no secret is left as it is.
         assert_eq!(scrubber.scrub_cut(br"echo caf\u00"), br"echo caf\u00");
+    }
+
+    #[test]
+    fn secrets_that_overlap_leave_no_tail_when_one_is_escaped() {
+        let scrubber = Scrubber::new("key-12345678");
+        scrubber.learn("0123456789ab");
+        scrubber.learn("6789abcdefghij");
+        // The second begins inside the first, written plainly, and goes on
+        // escaped; then the first escaped and the second plain.
+        for page in [r"x 0123456789ab\u0063defghij y", r"x \u0030123456789abcdefghij y"] {
+            assert_eq!(
+                scrubber.scrub_body(page.as_bytes()).unwrap(),
+                b"x [redacted] y",
+                "{page}"
+            );
+            let cut = format!("{page} and mo");
+            assert_eq!(scrubber.scrub_cut(cut.as_bytes()), b"x [redacted] y and mo", "{cut}");
+        }
+        // A cut through the second, escaped, which begins inside the first.
+        assert_eq!(scrubber.scrub_cut(br"x 0123456789ab\u0063def"), b"x [redacted]");
     }
 
     #[test]
