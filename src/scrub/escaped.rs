@@ -130,7 +130,10 @@ fn begins_unicode(bytes: &[u8]) -> bool {
 /// The four hex digits of a `\uXXXX` at `text[at..]`.
 fn hex_unit(text: &[u8], at: usize) -> Option<u32> {
     let digits = text.get(at..at + 6)?.strip_prefix(b"\\u")?;
-    u32::from_str_radix(std::str::from_utf8(digits).ok()?, 16).ok()
+    // Digit by digit: a number's parser would take `+041` as well.
+    digits
+        .iter()
+        .try_fold(0, |unit, digit| Some(unit << 4 | char::from(*digit).to_digit(16)?))
 }
 
 #[cfg(test)]
@@ -147,6 +150,8 @@ mod tests {
         assert_eq!(decoded(r"\ud83d\ude00 \u00e9"), "😀 é");
         // No escape: a lone surrogate, one cut short, an unknown one.
         assert_eq!(decoded(r"\ud83d \u00 \x"), r"\ud83d \u00 \x");
+        // Four hex digits and nothing else, as JSON has them.
+        assert_eq!(decoded(r"\u+041 \u004G \u00E9"), r"\u+041 \u004G é");
         // An escaped backslash before `u0073` is a backslash, then text.
         assert_eq!(decoded(r"\\u0073"), r"\u0073");
         assert!(View::of(b"no escape").is_none());
