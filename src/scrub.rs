@@ -39,13 +39,14 @@
 //! by `[redacted]`, never in the JSON's syntax. A number that spells a
 //! secret becomes the string `[redacted]`, and a field the document marks
 //! `x-secret` is redacted whatever its value; a secret the JSON text holds
-//! where no decoded value spells it (digits past what a float keeps) is
-//! gone from it as well. A text that is no JSON (an error page cut at its
-//! limit, an HTML page) is searched as written and as its JSON escapes
-//! would decode, so a secret spelled with escapes there goes too, escapes
-//! and all. A text cut short loses a secret's beginning at its end as well
-//! (written plainly or with escapes, even when the cut went through one),
-//! and all of one that begins inside another.
+//! where no decoded value spells it (digits past what a float keeps, the
+//! first of two fields of one name, which JSON drops) is gone from it as
+//! well. A text that is no JSON (an error page cut at its limit, an HTML
+//! page) is searched as written and as its JSON escapes would decode, so a
+//! secret spelled with escapes there goes too, escapes and all. A text cut
+//! short loses a secret's beginning at its end as well (written plainly or
+//! with escapes, even when the cut went through one), and all of one that
+//! begins inside another.
 //!
 //! Secrets shorter than eight bytes are not searched for: such a secret
 //! protects little, and replacing every `Ready` or `https` of the answers for
@@ -478,6 +479,11 @@ impl Scrubber {
         self.known.read().is_ok_and(|known| known.contains(text))
     }
 
+    /// Whether `text` spells a secret through its JSON escapes.
+    fn finds_escaped(&self, text: &[u8]) -> bool {
+        View::of(text).is_some_and(|view| self.finds(&view.decoded))
+    }
+
     /// `text` with every secret replaced by `[redacted]`.
     pub(crate) fn scrub(&self, text: &str) -> String {
         let Ok(known) = self.known.read() else {
@@ -538,9 +544,11 @@ impl Scrubber {
                 self.scrub_json(&mut value);
                 // A secret in the text that no decoded value spells (a
                 // number past what a float keeps, a backslash of the secret
-                // read as an escape) goes too: written again, the number
-                // loses that spelling; what still holds one, as text.
-                if value == before && !found {
+                // read as an escape, the first of two fields of one name,
+                // which JSON drops, escapes and all) goes too: written
+                // again, the number loses that spelling and the field is
+                // gone; what still holds one, as text.
+                if value == before && !found && !self.finds_escaped(body) {
                     return None;
                 }
                 let written = serde_json::to_vec(&value).ok()?;
@@ -779,6 +787,21 @@ mod tests {
         let body = br#"{"detail":"pass\nword12"}"#;
         let scrubbed = scrubber.scrub_body(body).expect("the secret is in the text");
         assert!(!scrubber.finds(&scrubbed), "{}", String::from_utf8_lossy(&scrubbed));
+    }
+
+    #[test]
+    fn a_secret_escaped_in_a_json_field_given_twice_is_removed() {
+        // JSON keeps the last of two fields of one name: the first, which
+        // spells the key with escapes, is in the text and in no value.
+        let scrubber = Scrubber::new("key-12345678");
+        let body = br#"{"detail":"bad \u006bey-12345678","detail":"bad key"}"#;
+        let scrubbed = scrubber.scrub_body(body).expect("the key is in the text");
+        let text = String::from_utf8_lossy(&scrubbed);
+        assert!(!text.contains("ey-12345678"), "{text}");
+        assert_eq!(
+            serde_json::from_slice::<Value>(&scrubbed).unwrap(),
+            json!({"detail": "bad key"})
+        );
     }
 
     #[test]

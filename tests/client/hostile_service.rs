@@ -523,3 +523,36 @@ async fn an_acceptance_with_a_number_out_of_range_keeps_its_task() {
     );
     assert_eq!(task.cost(), None);
 }
+
+/// A JSON answer that names a field twice keeps only the last: the key
+/// spelled with escapes in the first is in the text and in no value, and it
+/// reaches neither the error nor the recording.
+#[tokio::test(start_paused = true)]
+async fn a_key_escaped_in_a_field_named_twice_reaches_no_error_or_recording() {
+    let escaped = format!(r"\u{:04x}{}", KEY.as_bytes()[0], &KEY[1..]);
+    // No `detail`: the error's message is the answer's text.
+    let body = format!(r#"{{"note":"bad key {escaped}","note":"bad key"}}"#);
+    let service = hostile::serve(move |_, _, _| {
+        (
+            axum::http::StatusCode::BAD_REQUEST,
+            [("content-type", "application/json")],
+            body.clone(),
+        )
+            .into_response_for_test()
+    })
+    .await;
+    let dir = common::Dir::new("hostile-field-named-twice");
+    let har = dir.join("run.har");
+    let client = genapi::Client::builder()
+        .api_key(KEY)
+        .base_url(&service.base)
+        .record(&har)
+        .build()
+        .unwrap();
+    let error = client.submit(prompt("x")).await.unwrap_err();
+    let recording = std::fs::read_to_string(&har).unwrap();
+    assert!(recording.contains("bad key"), "the answer was recorded: {recording}");
+    for text in [error.to_string(), format!("{error:?}"), recording] {
+        assert!(!text.contains(&KEY[1..]), "the key is kept: {text}");
+    }
+}
