@@ -42,11 +42,11 @@
 //! where no decoded value spells it (digits past what a float keeps, the
 //! first of two fields of one name, which JSON drops) is gone from it as
 //! well. A text that is no JSON (an error page cut at its limit, an HTML
-//! page) is searched as written and as its JSON escapes would decode, so a
-//! secret spelled with escapes there goes too, escapes and all. A text cut
-//! short loses a secret's beginning at its end as well (written plainly or
-//! with escapes, even when the cut went through one), and all of one that
-//! begins inside another.
+//! page, a header's value) is searched as written and as its JSON escapes
+//! would decode, so a secret spelled with escapes there goes too, escapes
+//! and all. A text cut short loses a secret's beginning at its end as well
+//! (written plainly or with escapes, even when the cut went through one),
+//! and all of one that begins inside another.
 //!
 //! Secrets shorter than eight bytes are not searched for: such a secret
 //! protects little, and replacing every `Ready` or `https` of the answers for
@@ -302,6 +302,16 @@ impl Known {
     fn contains(&self, text: &[u8]) -> bool {
         self.candidates(text).any(|at| self.found_at(text, at).is_some())
     }
+
+    /// Whether `text` spells a secret through its JSON escapes.
+    fn contains_escaped(&self, text: &[u8]) -> bool {
+        View::of(text).is_some_and(|view| self.contains(&view.decoded))
+    }
+
+    /// Whether `text` spells a secret, as written or through its escapes.
+    fn spells(&self, text: &[u8]) -> bool {
+        self.contains(text) || self.contains_escaped(text)
+    }
 }
 
 /// The ranges of `one` and `other` (each in order of their starts) in
@@ -481,7 +491,7 @@ impl Scrubber {
 
     /// Whether `text` spells a secret through its JSON escapes.
     fn finds_escaped(&self, text: &[u8]) -> bool {
-        View::of(text).is_some_and(|view| self.finds(&view.decoded))
+        self.known.read().is_ok_and(|known| known.contains_escaped(text))
     }
 
     /// `text` with every secret replaced by `[redacted]`.
@@ -594,7 +604,7 @@ impl Scrubber {
         let clean = self.known.read().is_ok_and(|known| {
             !headers
                 .iter()
-                .any(|(name, value)| known.contains(name.as_str().as_bytes()) || known.contains(value.as_bytes()))
+                .any(|(name, value)| known.contains(name.as_str().as_bytes()) || known.spells(value.as_bytes()))
         });
         if clean {
             return;
@@ -609,10 +619,16 @@ impl Scrubber {
         for name in named {
             headers.remove(name);
         }
+        // A value is no JSON: searched as written and as its escapes spell
+        // it, as a page is.
         for value in headers.values_mut() {
-            if self.finds(value.as_bytes()) {
-                let text = self.scrub(&String::from_utf8_lossy(value.as_bytes()));
-                *value = HeaderValue::from_str(&text).unwrap_or(HeaderValue::from_static(REDACTED));
+            let scrubbed = self
+                .known
+                .read()
+                .ok()
+                .and_then(|known| known.replaced_text(value.as_bytes(), false));
+            if let Some(bytes) = scrubbed {
+                *value = HeaderValue::from_bytes(&bytes).unwrap_or(HeaderValue::from_static(REDACTED));
             }
         }
     }
@@ -755,6 +771,19 @@ mod tests {
             "{headers:?}"
         );
         assert_eq!(headers.len(), 2);
+    }
+
+    #[test]
+    fn a_header_spelling_a_secret_with_escapes_is_scrubbed() {
+        // A header is no JSON to decode: a request echoed as JSON in one
+        // may spell the key with escapes.
+        let scrubber = Scrubber::new("key-12345678");
+        let mut headers = HeaderMap::new();
+        headers.insert("x-echo", HeaderValue::from_static(r#"{"x-key":"\u006bey-12345678"}"#));
+        headers.insert("x-other", HeaderValue::from_static(r"caf\u00e9"));
+        scrubber.scrub_headers(&mut headers);
+        assert_eq!(headers["x-echo"], r#"{"x-key":"[redacted]"}"#);
+        assert_eq!(headers["x-other"], r"caf\u00e9");
     }
 
     #[test]
