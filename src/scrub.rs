@@ -42,11 +42,12 @@
 //! where no decoded value spells it (digits past what a float keeps, the
 //! first of two fields of one name, which JSON drops) is gone from it as
 //! well. A text that is no JSON (an error page cut at its limit, an HTML
-//! page, a header's value) is searched as written and as its JSON escapes
-//! would decode, so a secret spelled with escapes there goes too, escapes
-//! and all. A text cut short loses a secret's beginning at its end as well
-//! (written plainly or with escapes, even when the cut went through one),
-//! and all of one that begins inside another.
+//! page, a header's value), and a string of a JSON answer, which may quote
+//! one, are searched as written and as their JSON escapes would decode, so a
+//! secret spelled with escapes there goes too, escapes and all. A text cut
+//! short loses a secret's beginning at its end as well (written plainly or
+//! with escapes, even when the cut went through one), and all of one that
+//! begins inside another.
 //!
 //! Secrets shorter than eight bytes are not searched for: such a secret
 //! protects little, and replacing every `Ready` or `https` of the answers for
@@ -276,7 +277,8 @@ impl Known {
             .filter_map(move |at| self.found_at(text, at).map(|length| (at, at + length)))
     }
 
-    /// A text that is no JSON with every secret replaced, as written and as
+    /// A text read as text (a page that is no JSON, a header's value, a
+    /// string JSON decoded) with every secret replaced, as written and as
     /// its JSON escapes spell it (see `escaped.rs`), and, when it was `cut`,
     /// one the cut went through dropped from where it begins
     /// ([`Known::partial_tail`]), together with any replaced one it begins
@@ -494,12 +496,19 @@ impl Scrubber {
         self.known.read().is_ok_and(|known| known.contains_escaped(text))
     }
 
-    /// `text` with every secret replaced by `[redacted]`.
+    /// Whether `text` spells a secret, as written or through its escapes.
+    fn spells(&self, text: &[u8]) -> bool {
+        self.known.read().is_ok_and(|known| known.spells(text))
+    }
+
+    /// `text` with every secret replaced by `[redacted]`, as written and as
+    /// its JSON escapes spell it: a text may quote JSON (a string of an
+    /// answer holding an upstream's answer, a message quoting a page).
     pub(crate) fn scrub(&self, text: &str) -> String {
         let Ok(known) = self.known.read() else {
             return REDACTED.to_string();
         };
-        match known.replaced(text.as_bytes()) {
+        match known.replaced_text(text.as_bytes(), false) {
             // Secrets are whole UTF-8 strings found in UTF-8 text, so their
             // ends are character boundaries, and the replacement is ASCII.
             Some(bytes) => {
@@ -513,13 +522,13 @@ impl Scrubber {
     /// redacted, every string and name scrubbed.
     pub(crate) fn scrub_json(&self, value: &mut Value) {
         match value {
-            Value::String(text) if self.finds(text.as_bytes()) => *text = self.scrub(text),
+            Value::String(text) if self.spells(text.as_bytes()) => *text = self.scrub(text),
             Value::Number(number) if self.finds(number.to_string().as_bytes()) => {
                 *value = Value::String(REDACTED.into());
             }
             Value::Array(items) => items.iter_mut().for_each(|item| self.scrub_json(item)),
             Value::Object(fields) => {
-                if fields.keys().any(|name| self.finds(name.as_bytes())) {
+                if fields.keys().any(|name| self.spells(name.as_bytes())) {
                     *fields = std::mem::take(fields)
                         .into_iter()
                         .map(|(name, field)| (self.scrub(&name), field))
@@ -831,6 +840,20 @@ mod tests {
             serde_json::from_slice::<Value>(&scrubbed).unwrap(),
             json!({"detail": "bad key"})
         );
+    }
+
+    #[test]
+    fn a_json_string_quoting_json_loses_a_secret_spelled_with_its_escapes() {
+        // An upstream's answer quoted whole in a string of this one: its
+        // escapes are text in the decoded string (Java's serializers write
+        // `<` as `\u003C`, which no learned spelling holds).
+        let scrubber = Scrubber::new("key-12345678");
+        scrubber.learn("tok<en>&12345678");
+        let quoted = r#"upstream: {"error":"bad tok\u003Cen\u003E\u002612345678"}"#;
+        let body = json!({"detail": quoted, r"\u006bey-12345678": 1}).to_string();
+        let scrubbed: Value = serde_json::from_slice(&scrubber.scrub_body(body.as_bytes()).unwrap()).unwrap();
+        assert_eq!(scrubbed["detail"], r#"upstream: {"error":"bad [redacted]"}"#);
+        assert_eq!(scrubbed["[redacted]"], 1, "a name, too");
     }
 
     #[test]
