@@ -8,7 +8,8 @@
 //! searched in a view with every escape it holds decoded, leniently (what
 //! is no escape stays as it is), and each byte of that view knows where in
 //! the text it came from: a secret found in the view is redacted in the
-//! text, escapes and all.
+//! text, escapes and all. A header's value and a string JSON decoded (which
+//! may quote another answer, escapes and all) are read the same way.
 //!
 //! A text cut at its limit may end inside an escape (`\u00`, the high half
 //! of a surrogate pair alone). That escape decodes to nothing, so the
