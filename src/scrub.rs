@@ -39,13 +39,15 @@
 //! by `[redacted]`, never in the JSON's syntax. A number that spells a
 //! secret becomes the string `[redacted]`, and a field the document marks
 //! `x-secret` is redacted whatever its value; a secret the JSON text holds
-//! where no decoded value spells it (digits past what a float keeps) is
-//! gone from it as well. A text that is no JSON (an error page cut at its
-//! limit, an HTML page) is searched as written and as its JSON escapes
-//! would decode, so a secret spelled with escapes there goes too, escapes
-//! and all. A text cut short loses a secret's beginning at its end as well
-//! (written plainly or with escapes), and all of one that begins inside
-//! another.
+//! where no decoded value spells it (digits past what a float keeps, the
+//! first of two fields of one name, which JSON drops) is gone from it as
+//! well. A text that is no JSON (an error page cut at its limit, an HTML
+//! page, a header's value), and a string of a JSON answer, which may quote
+//! one, are searched as written and as their JSON escapes would decode, so a
+//! secret spelled with escapes there goes too, escapes and all. A text cut
+//! short loses a secret's beginning at its end as well (written plainly or
+//! with escapes, even when the cut went through one), and all of one that
+//! begins inside another.
 //!
 //! Secrets shorter than eight bytes are not searched for: such a secret
 //! protects little, and replacing every `Ready` or `https` of the answers for
@@ -266,22 +268,7 @@ impl Known {
 
     /// `text` with every spelling replaced, or `None` when none is in it.
     fn replaced(&self, text: &[u8]) -> Option<Vec<u8>> {
-        self.replaced_up_to(text, text.len())
-    }
-
-    /// `text` cut short: every spelling replaced, and a spelling the cut
-    /// went through dropped from where it begins ([`Known::partial_tail`]),
-    /// together with any replaced one it begins inside, so neither the
-    /// beginning nor the middle of it is left showing.
-    fn replaced_cut(&self, text: &[u8]) -> Vec<u8> {
-        let kept = text.len() - self.partial_tail(text);
-        self.replaced_up_to(text, kept).unwrap_or_else(|| text[..kept].to_vec())
-    }
-
-    /// `text[..kept]` with every spelling replaced, or `None` when none is
-    /// in it and nothing is dropped.
-    fn replaced_up_to(&self, text: &[u8], kept: usize) -> Option<Vec<u8>> {
-        redacted(text, self.found(text), kept)
+        redacted(text, self.found(text), text.len())
     }
 
     /// Where the spellings in `text` begin and end, in order.
@@ -290,32 +277,57 @@ impl Known {
             .filter_map(move |at| self.found_at(text, at).map(|length| (at, at + length)))
     }
 
-    /// `text` with every secret it spells through JSON escapes replaced
-    /// (see `escaped.rs`), and, when it was `cut`, one the cut went through
-    /// dropped from where it begins; `None` when there is none.
-    fn replaced_escaped(&self, text: &[u8], cut: bool) -> Option<Vec<u8>> {
-        let view = View::of(text)?;
-        let tail = if cut { self.partial_tail(&view.decoded) } else { 0 };
-        if tail == 0 && !self.contains(&view.decoded) {
-            return None;
+    /// A text read as text (a page that is no JSON, a header's value, a
+    /// string JSON decoded) with every secret replaced, as written and as
+    /// its JSON escapes spell it (see `escaped.rs`), and, when it was `cut`,
+    /// one the cut went through dropped from where it begins
+    /// ([`Known::partial_tail`]), together with any replaced one it begins
+    /// inside; `None` when there is none. Both spellings are found in one
+    /// pass over the text, so a secret that begins inside another, one
+    /// written plainly and the other with escapes, is replaced with it and
+    /// leaves no tail.
+    fn replaced_text(&self, text: &[u8], cut: bool) -> Option<Vec<u8>> {
+        let mut kept = text.len() - if cut { self.partial_tail(text) } else { 0 };
+        let Some(view) = View::of(text) else {
+            return redacted(text, self.found(text), kept);
+        };
+        // What is left of a secret ends where the escapes that decode end.
+        let whole = view.whole().len();
+        let tail = if cut { self.partial_tail(view.whole()) } else { 0 };
+        if tail > 0 {
+            kept = kept.min(view.source(whole - tail, whole).0);
         }
-        let kept = view.decoded.len() - tail;
-        let found: Vec<(usize, usize)> = self.found(&view.decoded).collect();
-        let wanted = found
-            .iter()
-            .flat_map(|&(start, end)| [start, end])
-            .chain([kept])
-            .collect();
-        let sources = view.sources(text, wanted);
-        let found = found
-            .into_iter()
-            .map(|(start, end)| (sources.of(start), sources.of(end)));
-        redacted(text, found, sources.of(kept))
+        let escaped = self.found(&view.decoded).map(|(start, end)| view.source(start, end));
+        redacted(text, by_start(self.found(text), escaped), kept)
     }
 
     fn contains(&self, text: &[u8]) -> bool {
         self.candidates(text).any(|at| self.found_at(text, at).is_some())
     }
+
+    /// Whether `text` spells a secret through its JSON escapes.
+    fn contains_escaped(&self, text: &[u8]) -> bool {
+        View::of(text).is_some_and(|view| self.contains(&view.decoded))
+    }
+
+    /// Whether `text` spells a secret, as written or through its escapes.
+    fn spells(&self, text: &[u8]) -> bool {
+        self.contains(text) || self.contains_escaped(text)
+    }
+}
+
+/// The ranges of `one` and `other` (each in order of their starts) in
+/// order of their starts.
+fn by_start(
+    one: impl Iterator<Item = (usize, usize)>,
+    other: impl Iterator<Item = (usize, usize)>,
+) -> impl Iterator<Item = (usize, usize)> {
+    let (mut one, mut other) = (one.peekable(), other.peekable());
+    std::iter::from_fn(move || match (one.peek(), other.peek()) {
+        (Some(first), Some(second)) if second < first => other.next(),
+        (Some(_), _) => one.next(),
+        (None, _) => other.next(),
+    })
 }
 
 /// `text[..kept]` with the ranges `found` (in order of their starts)
@@ -479,12 +491,24 @@ impl Scrubber {
         self.known.read().is_ok_and(|known| known.contains(text))
     }
 
-    /// `text` with every secret replaced by `[redacted]`.
+    /// Whether `text` spells a secret through its JSON escapes.
+    fn finds_escaped(&self, text: &[u8]) -> bool {
+        self.known.read().is_ok_and(|known| known.contains_escaped(text))
+    }
+
+    /// Whether `text` spells a secret, as written or through its escapes.
+    fn spells(&self, text: &[u8]) -> bool {
+        self.known.read().is_ok_and(|known| known.spells(text))
+    }
+
+    /// `text` with every secret replaced by `[redacted]`, as written and as
+    /// its JSON escapes spell it: a text may quote JSON (a string of an
+    /// answer holding an upstream's answer, a message quoting a page).
     pub(crate) fn scrub(&self, text: &str) -> String {
         let Ok(known) = self.known.read() else {
             return REDACTED.to_string();
         };
-        match known.replaced(text.as_bytes()) {
+        match known.replaced_text(text.as_bytes(), false) {
             // Secrets are whole UTF-8 strings found in UTF-8 text, so their
             // ends are character boundaries, and the replacement is ASCII.
             Some(bytes) => {
@@ -498,13 +522,13 @@ impl Scrubber {
     /// redacted, every string and name scrubbed.
     pub(crate) fn scrub_json(&self, value: &mut Value) {
         match value {
-            Value::String(text) if self.finds(text.as_bytes()) => *text = self.scrub(text),
+            Value::String(text) if self.spells(text.as_bytes()) => *text = self.scrub(text),
             Value::Number(number) if self.finds(number.to_string().as_bytes()) => {
                 *value = Value::String(REDACTED.into());
             }
             Value::Array(items) => items.iter_mut().for_each(|item| self.scrub_json(item)),
             Value::Object(fields) => {
-                if fields.keys().any(|name| self.finds(name.as_bytes())) {
+                if fields.keys().any(|name| self.spells(name.as_bytes())) {
                     *fields = std::mem::take(fields)
                         .into_iter()
                         .map(|(name, field)| (self.scrub(&name), field))
@@ -539,9 +563,11 @@ impl Scrubber {
                 self.scrub_json(&mut value);
                 // A secret in the text that no decoded value spells (a
                 // number past what a float keeps, a backslash of the secret
-                // read as an escape) goes too: written again, the number
-                // loses that spelling; what still holds one, as text.
-                if value == before && !found {
+                // read as an escape, the first of two fields of one name,
+                // which JSON drops, escapes and all) goes too: written
+                // again, the number loses that spelling and the field is
+                // gone; what still holds one, as text.
+                if value == before && !found && !self.finds_escaped(body) {
                     return None;
                 }
                 let written = serde_json::to_vec(&value).ok()?;
@@ -550,14 +576,8 @@ impl Scrubber {
                 }
                 Some(written)
             }
-            // No JSON: searched as written, then as its escapes spell it.
-            Err(_) => {
-                let known = self.known.read().ok()?;
-                let plain = known.replaced(body);
-                known
-                    .replaced_escaped(plain.as_deref().unwrap_or(body), false)
-                    .or(plain)
-            }
+            // No JSON: searched as written and as its escapes spell it.
+            Err(_) => self.known.read().ok()?.replaced_text(body, false),
         }
     }
 
@@ -567,18 +587,21 @@ impl Scrubber {
     pub(crate) fn scrub_cut(&self, body: &[u8]) -> Vec<u8> {
         // Searched as text first: a secret the cut went through may begin
         // inside a whole one, whose redaction would hide its beginning from
-        // a look at the end alone. Then as JSON, should what is left parse.
-        let Ok(cut) = self.known.read().map(|known| known.replaced_cut(body)) else {
+        // a look at the end alone. Then as JSON, should what is left parse;
+        // written again, it may end otherwise, so its end is looked at once
+        // more.
+        let Ok(cut) = self.known.read().map(|known| known.replaced_text(body, true)) else {
             return Vec::new();
         };
+        let cut = cut.unwrap_or_else(|| body.to_vec());
         let mut body = self.scrub_body(&cut).unwrap_or(cut);
-        if let Ok(known) = self.known.read() {
-            let partial = known.partial_tail(&body);
-            body.truncate(body.len() - partial);
-            // And what is left of one spelled with escapes.
-            if let Some(scrubbed) = known.replaced_escaped(&body, true) {
-                body = scrubbed;
-            }
+        if let Some(scrubbed) = self
+            .known
+            .read()
+            .ok()
+            .and_then(|known| known.replaced_text(&body, true))
+        {
+            body = scrubbed;
         }
         body
     }
@@ -590,7 +613,7 @@ impl Scrubber {
         let clean = self.known.read().is_ok_and(|known| {
             !headers
                 .iter()
-                .any(|(name, value)| known.contains(name.as_str().as_bytes()) || known.contains(value.as_bytes()))
+                .any(|(name, value)| known.contains(name.as_str().as_bytes()) || known.spells(value.as_bytes()))
         });
         if clean {
             return;
@@ -605,10 +628,16 @@ impl Scrubber {
         for name in named {
             headers.remove(name);
         }
+        // A value is no JSON: searched as written and as its escapes spell
+        // it, as a page is.
         for value in headers.values_mut() {
-            if self.finds(value.as_bytes()) {
-                let text = self.scrub(&String::from_utf8_lossy(value.as_bytes()));
-                *value = HeaderValue::from_str(&text).unwrap_or(HeaderValue::from_static(REDACTED));
+            let scrubbed = self
+                .known
+                .read()
+                .ok()
+                .and_then(|known| known.replaced_text(value.as_bytes(), false));
+            if let Some(bytes) = scrubbed {
+                *value = HeaderValue::from_bytes(&bytes).unwrap_or(HeaderValue::from_static(REDACTED));
             }
         }
     }
@@ -754,6 +783,19 @@ mod tests {
     }
 
     #[test]
+    fn a_header_spelling_a_secret_with_escapes_is_scrubbed() {
+        // A header is no JSON to decode: a request echoed as JSON in one
+        // may spell the key with escapes.
+        let scrubber = Scrubber::new("key-12345678");
+        let mut headers = HeaderMap::new();
+        headers.insert("x-echo", HeaderValue::from_static(r#"{"x-key":"\u006bey-12345678"}"#));
+        headers.insert("x-other", HeaderValue::from_static(r"caf\u00e9"));
+        scrubber.scrub_headers(&mut headers);
+        assert_eq!(headers["x-echo"], r#"{"x-key":"[redacted]"}"#);
+        assert_eq!(headers["x-other"], r"caf\u00e9");
+    }
+
+    #[test]
     fn escaped_json_and_lowercase_percent_spellings_are_scrubbed() {
         let scrubber = Scrubber::new("key-12345678");
         scrubber.learn("whsec/abc+def1");
@@ -783,6 +825,35 @@ mod tests {
         let body = br#"{"detail":"pass\nword12"}"#;
         let scrubbed = scrubber.scrub_body(body).expect("the secret is in the text");
         assert!(!scrubber.finds(&scrubbed), "{}", String::from_utf8_lossy(&scrubbed));
+    }
+
+    #[test]
+    fn a_secret_escaped_in_a_json_field_given_twice_is_removed() {
+        // JSON keeps the last of two fields of one name: the first, which
+        // spells the key with escapes, is in the text and in no value.
+        let scrubber = Scrubber::new("key-12345678");
+        let body = br#"{"detail":"bad \u006bey-12345678","detail":"bad key"}"#;
+        let scrubbed = scrubber.scrub_body(body).expect("the key is in the text");
+        let text = String::from_utf8_lossy(&scrubbed);
+        assert!(!text.contains("ey-12345678"), "{text}");
+        assert_eq!(
+            serde_json::from_slice::<Value>(&scrubbed).unwrap(),
+            json!({"detail": "bad key"})
+        );
+    }
+
+    #[test]
+    fn a_json_string_quoting_json_loses_a_secret_spelled_with_its_escapes() {
+        // An upstream's answer quoted whole in a string of this one: its
+        // escapes are text in the decoded string (Java's serializers write
+        // `<` as `\u003C`, which no learned spelling holds).
+        let scrubber = Scrubber::new("key-12345678");
+        scrubber.learn("tok<en>&12345678");
+        let quoted = r#"upstream: {"error":"bad tok\u003Cen\u003E\u002612345678"}"#;
+        let body = json!({"detail": quoted, r"\u006bey-12345678": 1}).to_string();
+        let scrubbed: Value = serde_json::from_slice(&scrubber.scrub_body(body.as_bytes()).unwrap()).unwrap();
+        assert_eq!(scrubbed["detail"], r#"upstream: {"error":"bad [redacted]"}"#);
+        assert_eq!(scrubbed["[redacted]"], 1, "a name, too");
     }
 
     #[test]
@@ -868,6 +939,55 @@ mod tests {
         );
         // Escapes that spell no secret are left as they are.
         assert_eq!(scrubber.scrub_body(br"<p>caf\u00e9 \u0041BC</p>"), None);
+    }
+
+    #[test]
+    fn a_cut_through_an_escape_leaves_no_beginning_of_the_secret_before_it() {
+        let scrubber = Scrubber::new("key-12345678");
+        scrubber.learn("whsec_abcdefgh");
+        scrubber.learn("password\u{1f600}-1234");
+        let escaped = r"\u0077\u0068\u0073\u0065\u0063\u005f\u0061\u0062\u0063\u0064\u0065\u0066\u0067\u0068";
+        // The cut goes through the last escape, which decodes to nothing:
+        // the thirteen characters before it are still the secret's.
+        for cut_in_escape in [r"\", r"\u", r"\u00", r"\u006"] {
+            let page = format!(r#"{{"detail":"echo {}{cut_in_escape}"#, &escaped[..6 * 13]);
+            assert_eq!(
+                String::from_utf8_lossy(&scrubber.scrub_cut(page.as_bytes())),
+                r#"{"detail":"echo "#,
+                "{page}"
+            );
+            // Written plainly up to the escape the cut went through.
+            let page = format!("echo whsec_abcdefg{cut_in_escape}");
+            assert_eq!(scrubber.scrub_cut(page.as_bytes()), b"echo ", "{page}");
+        }
+        // A surrogate pair the cut went through: its high half alone, or
+        // with the beginning of its low half.
+        for cut_in_pair in [r"\ud83d", r"\ud83d\", r"\ud83d\ude0"] {
+            let page = format!(r"echo pass\u0077ord{cut_in_pair}");
+            assert_eq!(scrubber.scrub_cut(page.as_bytes()), b"echo ", "{page}");
+        }
+        // An escape cut short after no secret is left as it is.
+        assert_eq!(scrubber.scrub_cut(br"echo caf\u00"), br"echo caf\u00");
+    }
+
+    #[test]
+    fn secrets_that_overlap_leave_no_tail_when_one_is_escaped() {
+        let scrubber = Scrubber::new("key-12345678");
+        scrubber.learn("0123456789ab");
+        scrubber.learn("6789abcdefghij");
+        // The second begins inside the first, written plainly, and goes on
+        // escaped; then the first escaped and the second plain.
+        for page in [r"x 0123456789ab\u0063defghij y", r"x \u0030123456789abcdefghij y"] {
+            assert_eq!(
+                scrubber.scrub_body(page.as_bytes()).unwrap(),
+                b"x [redacted] y",
+                "{page}"
+            );
+            let cut = format!("{page} and mo");
+            assert_eq!(scrubber.scrub_cut(cut.as_bytes()), b"x [redacted] y and mo", "{cut}");
+        }
+        // A cut through the second, escaped, which begins inside the first.
+        assert_eq!(scrubber.scrub_cut(br"x 0123456789ab\u0063def"), b"x [redacted]");
     }
 
     #[test]

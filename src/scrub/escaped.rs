@@ -7,14 +7,25 @@
 //! with escapes, in any of the ways JSON allows. So such a text is also
 //! searched in a view with every escape it holds decoded, leniently (what
 //! is no escape stays as it is), and each byte of that view knows where in
-//! the text it came from (found by walking the text again, so no map as
-//! large as the text is kept): a secret found in the view is redacted in
-//! the text, escapes and all.
+//! the text it came from: a secret found in the view is redacted in the
+//! text, escapes and all. A header's value and a string JSON decoded (which
+//! may quote another answer, escapes and all) are read the same way.
+//!
+//! A text cut at its limit may end inside an escape (`\u00`, the high half
+//! of a surrogate pair alone). That escape decodes to nothing, so the
+//! secret it was spelling would not end the view; the view says where it
+//! begins, and a secret's beginning is looked for before it.
 
 /// A text with its JSON escapes decoded.
 pub(super) struct View {
     /// The decoded bytes.
     pub(super) decoded: Vec<u8>,
+    /// For each decoded byte, and one past the last, where in the text what
+    /// it was decoded from begins.
+    pub(super) from: Vec<usize>,
+    /// How many decoded bytes come before an escape the text's end cut
+    /// short (all of them when it ends with none).
+    whole: usize,
 }
 
 impl View {
@@ -24,67 +35,43 @@ impl View {
             return None;
         }
         let mut decoded = Vec::with_capacity(text.len());
-        walk(text, |_, bytes| decoded.extend_from_slice(bytes));
-        Some(View { decoded })
-    }
-
-    /// Where in `text` (the text this is the view of) each decoded position
-    /// of `wanted` came from: the start of what decodes to the byte there,
-    /// or the end of the text for the end of the view. Found by walking the
-    /// text again, so the view needs no map as large as the text.
-    pub(super) fn sources(&self, text: &[u8], mut wanted: Vec<usize>) -> Sources {
-        wanted.sort_unstable();
-        wanted.dedup();
-        let mut found = Vec::with_capacity(wanted.len());
-        let mut next = wanted.iter().peekable();
-        let mut decoded = 0;
-        walk(text, |at, bytes| {
-            decoded += bytes.len();
-            while let Some(&&position) = next.peek() {
-                if position >= decoded {
-                    break;
+        let mut from = Vec::with_capacity(text.len() + 1);
+        let mut at = 0;
+        let mut whole = None;
+        while at < text.len() {
+            match escape_at(text, at) {
+                Some((character, length)) => {
+                    let mut bytes = [0; 4];
+                    for byte in character.encode_utf8(&mut bytes).bytes() {
+                        decoded.push(byte);
+                        from.push(at);
+                    }
+                    at += length;
                 }
-                found.push((position, at));
-                next.next();
-            }
-        });
-        found.extend(next.map(|&position| (position, text.len())));
-        Sources(found)
-    }
-}
-
-/// Decoded positions and where in the text each came from.
-pub(super) struct Sources(Vec<(usize, usize)>);
-
-impl Sources {
-    /// Where the decoded `position` came from (it was among those wanted).
-    pub(super) fn of(&self, position: usize) -> usize {
-        match self.0.binary_search_by_key(&position, |&(decoded, _)| decoded) {
-            Ok(index) => self.0[index].1,
-            // Not wanted: the nearest source at or before it, which only
-            // widens what is redacted.
-            Err(index) => index.checked_sub(1).map_or(0, |before| self.0[before].1),
-        }
-    }
-}
-
-/// Calls `each` with every piece of `text` as JSON decodes it: where in
-/// the text it begins and the bytes it decodes to (an escape's character,
-/// or a byte that is no escape, as it is).
-fn walk(text: &[u8], mut each: impl FnMut(usize, &[u8])) {
-    let mut at = 0;
-    while at < text.len() {
-        match escape_at(text, at) {
-            Some((character, length)) => {
-                let mut bytes = [0; 4];
-                each(at, character.encode_utf8(&mut bytes).as_bytes());
-                at += length;
-            }
-            None => {
-                each(at, &text[at..=at]);
-                at += 1;
+                None => {
+                    if whole.is_none() && cut_short(&text[at..]) {
+                        whole = Some(decoded.len());
+                    }
+                    decoded.push(text[at]);
+                    from.push(at);
+                    at += 1;
+                }
             }
         }
+        from.push(text.len());
+        let whole = whole.unwrap_or(decoded.len());
+        Some(View { decoded, from, whole })
+    }
+
+    /// The decoded bytes before an escape the text's end cut short: where
+    /// what is left of a secret a cut went through ends.
+    pub(super) fn whole(&self) -> &[u8] {
+        &self.decoded[..self.whole]
+    }
+
+    /// Where in the text the decoded bytes `start..end` came from.
+    pub(super) fn source(&self, start: usize, end: usize) -> (usize, usize) {
+        (self.from[start], self.from[end])
     }
 }
 
@@ -123,10 +110,31 @@ fn unicode_at(text: &[u8], at: usize) -> Option<(char, usize)> {
     char::from_u32(0x10000 + (high << 10) + (low - 0xdc00)).map(|character| (character, 12))
 }
 
+/// Whether `rest`, the end of a text, is an escape cut short: the beginning
+/// of one (`\`, `\u00`), or the high half of a surrogate pair with at most
+/// the beginning of its low half.
+fn cut_short(rest: &[u8]) -> bool {
+    match rest.split_at_checked(6) {
+        None => !rest.is_empty() && begins_unicode(rest),
+        Some((unit, low)) => {
+            hex_unit(unit, 0).is_some_and(|unit| (0xd800..0xdc00).contains(&unit)) && begins_unicode(low)
+        }
+    }
+}
+
+/// Whether `bytes` (empty, too) begin a `\uXXXX` escape short of its end.
+fn begins_unicode(bytes: &[u8]) -> bool {
+    let (lead, digits) = bytes.split_at(bytes.len().min(2));
+    bytes.len() < 6 && b"\\u".starts_with(lead) && digits.iter().all(u8::is_ascii_hexdigit)
+}
+
 /// The four hex digits of a `\uXXXX` at `text[at..]`.
 fn hex_unit(text: &[u8], at: usize) -> Option<u32> {
     let digits = text.get(at..at + 6)?.strip_prefix(b"\\u")?;
-    u32::from_str_radix(std::str::from_utf8(digits).ok()?, 16).ok()
+    // Digit by digit: a number's parser would take `+041` as well.
+    digits
+        .iter()
+        .try_fold(0, |unit, digit| Some(unit << 4 | char::from(*digit).to_digit(16)?))
 }
 
 #[cfg(test)]
@@ -143,19 +151,34 @@ mod tests {
         assert_eq!(decoded(r"\ud83d\ude00 \u00e9"), "😀 é");
         // No escape: a lone surrogate, one cut short, an unknown one.
         assert_eq!(decoded(r"\ud83d \u00 \x"), r"\ud83d \u00 \x");
+        // Four hex digits and nothing else, as JSON has them.
+        assert_eq!(decoded(r"\u+041 \u004G \u00E9"), r"\u+041 \u004G é");
         // An escaped backslash before `u0073` is a backslash, then text.
         assert_eq!(decoded(r"\\u0073"), r"\u0073");
         assert!(View::of(b"no escape").is_none());
     }
 
     #[test]
-    fn each_decoded_position_knows_where_it_came_from() {
-        let text = r"a\u00e9b".as_bytes();
-        let view = View::of(text).unwrap();
+    fn each_decoded_byte_knows_where_it_came_from() {
+        let view = View::of(r"a\u00e9b".as_bytes()).unwrap();
         assert_eq!(view.decoded, "aéb".as_bytes());
-        // `é` is two bytes, both from the escape at 1; `b` is at 7; the
-        // view's end is the text's.
-        let sources = view.sources(text, vec![4, 3, 1, 0, 2]);
-        assert_eq!([0, 1, 2, 3, 4].map(|position| sources.of(position)), [0, 1, 1, 7, 8]);
+        // `é` is two bytes, both from the escape at 1; `b` is at 7.
+        assert_eq!(view.from, [0, 1, 1, 7, 8]);
+        assert_eq!(view.source(1, 3), (1, 7));
+    }
+
+    #[test]
+    fn an_escape_the_end_cut_short_is_no_part_of_the_whole_view() {
+        let whole = |text: &str| View::of(text.as_bytes()).unwrap().whole().to_vec();
+        for cut in [r"ab\", r"ab\u", r"ab\u00e", r"ab\ud83d", r"ab\ud83d\", r"ab\ud83d\ude0"] {
+            assert_eq!(whole(cut), b"ab", "{cut}");
+        }
+        // Whole escapes, an escaped backslash, and what could never become
+        // an escape are no escape cut short.
+        assert_eq!(whole(r"ab\u00e9"), "abé".as_bytes());
+        assert_eq!(whole(r"ab\\"), br"ab\");
+        assert_eq!(whole(r"ab\ud83d\u0041"), br"ab\ud83dA");
+        assert_eq!(whole(r"ab\u0g"), br"ab\u0g");
+        assert_eq!(whole(r"ab\x"), br"ab\x");
     }
 }

@@ -419,6 +419,21 @@ async fn a_result_address_signed_like_an_input_image_is_downloaded_whole() {
     );
 }
 
+/// The error of a submission to `base` by a client that records, and the
+/// recording, kept in a directory of this `name`.
+async fn submit_recorded(base: &str, name: &str) -> (Error, String) {
+    let dir = common::Dir::new(name);
+    let har = dir.join("run.har");
+    let client = genapi::Client::builder()
+        .api_key(KEY)
+        .base_url(base)
+        .record(&har)
+        .build()
+        .unwrap();
+    let error = client.submit(prompt("x")).await.unwrap_err();
+    (error, std::fs::read_to_string(&har).unwrap())
+}
+
 /// An error page cut at its limit in the middle of the key loses the key's
 /// beginning too: no part of it long enough to say anything is kept.
 #[tokio::test]
@@ -437,21 +452,44 @@ async fn a_key_cut_by_the_limit_of_an_error_page_leaves_no_part_behind() {
             .into_response_for_test()
     })
     .await;
-    let dir = common::Dir::new("hostile-cut-key");
-    let har = dir.join("run.har");
-    let client = genapi::Client::builder()
-        .api_key(KEY)
-        .base_url(&service.base)
-        .record(&har)
-        .build()
-        .unwrap();
-    let error = client.submit(prompt("x")).await.unwrap_err();
-    let recording = std::fs::read_to_string(&har).unwrap();
+    let (error, recording) = submit_recorded(&service.base, "hostile-cut-key").await;
     for text in [error.to_string(), format!("{error:?}"), recording] {
         assert!(
             !text.contains(&KEY[..8]),
             "part of the key is kept: …{}",
             &text[text.len().saturating_sub(80)..]
+        );
+    }
+}
+
+/// An error page that spells the key with escapes, cut at its limit inside
+/// one of them, loses what came before it of the key: the escape cut short
+/// decodes to nothing, yet the thirteen characters before it are the key's.
+#[tokio::test]
+async fn a_key_escaped_and_cut_inside_an_escape_leaves_no_part_behind() {
+    let escaped: String = KEY.bytes().map(|byte| format!(r"\u{byte:04x}")).collect();
+    let cut_at = 6 * 13 + 4;
+    let service = hostile::serve(move |_, _, _| {
+        let first = format!("{}{}", "a".repeat(65536 - cut_at), &escaped[..cut_at]);
+        let second = format!("{} and more", &escaped[cut_at..]);
+        let stream = futures::StreamExt::then(futures::stream::iter([first, second]), |chunk| async move {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            Ok::<_, std::io::Error>(axum::body::Bytes::from(chunk))
+        });
+        (
+            axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+            axum::body::Body::from_stream(stream),
+        )
+            .into_response_for_test()
+    })
+    .await;
+    let (error, recording) = submit_recorded(&service.base, "hostile-cut-escape").await;
+    for text in [error.to_string(), format!("{error:?}"), recording] {
+        // The key's first character, escaped: the page holds only `a`s.
+        assert!(
+            !text.contains("u0068"),
+            "part of the key is kept: …{}",
+            &text[text.len().saturating_sub(120)..]
         );
     }
 }
@@ -522,4 +560,28 @@ async fn an_acceptance_with_a_number_out_of_range_keeps_its_task() {
         format!("{}/v1/get_result?id=t-huge", service.base)
     );
     assert_eq!(task.cost(), None);
+}
+
+/// A JSON answer that names a field twice keeps only the last: the key
+/// spelled with escapes in the first is in the text and in no value, and it
+/// reaches neither the error nor the recording.
+#[tokio::test(start_paused = true)]
+async fn a_key_escaped_in_a_field_named_twice_reaches_no_error_or_recording() {
+    let escaped = format!(r"\u{:04x}{}", KEY.as_bytes()[0], &KEY[1..]);
+    // No `detail`: the error's message is the answer's text.
+    let body = format!(r#"{{"note":"bad key {escaped}","note":"bad key"}}"#);
+    let service = hostile::serve(move |_, _, _| {
+        (
+            axum::http::StatusCode::BAD_REQUEST,
+            [("content-type", "application/json")],
+            body.clone(),
+        )
+            .into_response_for_test()
+    })
+    .await;
+    let (error, recording) = submit_recorded(&service.base, "hostile-field-named-twice").await;
+    assert!(recording.contains("bad key"), "the answer was recorded: {recording}");
+    for text in [error.to_string(), format!("{error:?}"), recording] {
+        assert!(!text.contains(&KEY[1..]), "the key is kept: {text}");
+    }
 }

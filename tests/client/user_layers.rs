@@ -326,3 +326,31 @@ fn a_layers_words_are_shown_after_the_advice_and_made_safe() {
     let advice = said.find("check for the task").unwrap();
     assert!(advice < said.find("the layer said").unwrap(), "{said}");
 }
+
+/// The key is added beneath the layers, to the address a request finally
+/// goes to, and only when that address is trusted: a layer that points the
+/// requests at another host sends them there without it.
+#[tokio::test(start_paused = true)]
+async fn a_layer_that_points_requests_elsewhere_sends_them_without_the_key() {
+    let trusted = MockService::start().await.unwrap();
+    let elsewhere = MockService::start().await.unwrap();
+    let other = elsewhere.base_url().trim_end_matches('/').to_string();
+    let client = trusted
+        .client_builder()
+        .layer(MapRequestLayer::new(move |mut request: HttpRequest| {
+            let path = request.uri().path_and_query().map_or("/", |path| path.as_str());
+            *request.uri_mut() = format!("{other}{path}").parse().unwrap();
+            request
+        }))
+        .build()
+        .unwrap();
+    // Refused there: without the key, the other host does not know it.
+    let refused = client
+        .submit(types::Gen2ProRequest::builder().prompt("pointed away"))
+        .await;
+    assert!(refused.is_err(), "{refused:?}");
+    let sent = elsewhere.requests();
+    assert!(!sent.is_empty(), "the layer pointed the submission elsewhere");
+    assert!(sent.iter().all(|request| request.header("x-key").is_none()), "{sent:?}");
+    assert!(trusted.requests().is_empty(), "nothing went to the trusted host");
+}
