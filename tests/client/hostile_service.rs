@@ -434,13 +434,13 @@ async fn submit_recorded(base: &str, name: &str) -> (Error, String) {
     (error, std::fs::read_to_string(&har).unwrap())
 }
 
-/// An error page cut at its limit in the middle of the key loses the key's
-/// beginning too: no part of it long enough to say anything is kept.
-#[tokio::test]
-async fn a_key_cut_by_the_limit_of_an_error_page_leaves_no_part_behind() {
-    let service = hostile::serve(|_, _, _| {
-        let first = format!("{}{}", "a".repeat(65536 - 12), &KEY[..12]);
-        let second = format!("{} and more", &KEY[12..]);
+/// A service answering every request with an error page of 64 KiB of `a`s
+/// that ends with the first `cut_at` bytes of `secret` (the client's limit
+/// for an error page cuts there), then the rest of it, in a second chunk.
+async fn error_page_cut_at_its_limit(secret: String, cut_at: usize) -> hostile::Hostile {
+    hostile::serve(move |_, _, _| {
+        let first = format!("{}{}", "a".repeat(65536 - cut_at), &secret[..cut_at]);
+        let second = format!("{} and more", &secret[cut_at..]);
         let stream = futures::StreamExt::then(futures::stream::iter([first, second]), |chunk| async move {
             tokio::time::sleep(Duration::from_millis(20)).await;
             Ok::<_, std::io::Error>(axum::body::Bytes::from(chunk))
@@ -451,7 +451,14 @@ async fn a_key_cut_by_the_limit_of_an_error_page_leaves_no_part_behind() {
         )
             .into_response_for_test()
     })
-    .await;
+    .await
+}
+
+/// An error page cut at its limit in the middle of the key loses the key's
+/// beginning too: no part of it long enough to say anything is kept.
+#[tokio::test]
+async fn a_key_cut_by_the_limit_of_an_error_page_leaves_no_part_behind() {
+    let service = error_page_cut_at_its_limit(KEY.to_string(), 12).await;
     let (error, recording) = submit_recorded(&service.base, "hostile-cut-key").await;
     for text in [error.to_string(), format!("{error:?}"), recording] {
         assert!(
@@ -468,21 +475,7 @@ async fn a_key_cut_by_the_limit_of_an_error_page_leaves_no_part_behind() {
 #[tokio::test]
 async fn a_key_escaped_and_cut_inside_an_escape_leaves_no_part_behind() {
     let escaped: String = KEY.bytes().map(|byte| format!(r"\u{byte:04x}")).collect();
-    let cut_at = 6 * 13 + 4;
-    let service = hostile::serve(move |_, _, _| {
-        let first = format!("{}{}", "a".repeat(65536 - cut_at), &escaped[..cut_at]);
-        let second = format!("{} and more", &escaped[cut_at..]);
-        let stream = futures::StreamExt::then(futures::stream::iter([first, second]), |chunk| async move {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-            Ok::<_, std::io::Error>(axum::body::Bytes::from(chunk))
-        });
-        (
-            axum::http::StatusCode::INTERNAL_SERVER_ERROR,
-            axum::body::Body::from_stream(stream),
-        )
-            .into_response_for_test()
-    })
-    .await;
+    let service = error_page_cut_at_its_limit(escaped, 6 * 13 + 4).await;
     let (error, recording) = submit_recorded(&service.base, "hostile-cut-escape").await;
     for text in [error.to_string(), format!("{error:?}"), recording] {
         // The key's first character, escaped: the page holds only `a`s.
