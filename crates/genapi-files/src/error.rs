@@ -77,6 +77,15 @@ pub enum FileError {
         /// link.
         owner: Option<u32>,
     },
+    /// The folder a private file was to be written in is the user's, but
+    /// others may change what is in it (replace the file once written):
+    /// see [`crate::write_private`].
+    OpenFolder {
+        /// The folder.
+        path: PathBuf,
+        /// Its permission bits.
+        mode: u32,
+    },
 }
 
 impl std::fmt::Display for FileError {
@@ -138,6 +147,10 @@ impl FileError {
                 "a folder of another user (uid {owner}), where a file of yours alone was to go; use a folder of your \
                  own"
             ),
+            FileError::OpenFolder { mode, .. } => format!(
+                "a folder others may change (mode {mode:o}: they could replace what is written in it), where a file \
+                 of yours alone was to go; run `chmod go-w` on it, or use a folder of your own"
+            ),
         }
     }
 
@@ -159,7 +172,8 @@ impl FileError {
             | FileError::NotText { path }
             | FileError::Stopped { path }
             | FileError::Exposed { path, .. }
-            | FileError::ForeignFolder { path, .. } => path,
+            | FileError::ForeignFolder { path, .. }
+            | FileError::OpenFolder { path, .. } => path,
         }
     }
 }

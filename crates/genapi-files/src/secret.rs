@@ -118,13 +118,15 @@ pub fn read_sensitive_text(path: &Path, limit: u64, sensitivity: Sensitivity) ->
 /// readable and writable by its owner alone (mode 600) from the call that
 /// creates it, so no one else can ever open it.
 ///
-/// The folder it goes in is its owner's alone too, since whoever can enter
-/// it sees (or, writing, replaces) what is kept there: each folder made for
-/// it is made with mode 700; a folder already there must be a folder of
-/// the user's, and is refused ([`FileError::ForeignFolder`]) when it is a
-/// link or another user's; one of the user's that others may enter is
-/// made the user's alone (mode 700) before anything is written in it. So a
-/// file of this kind is best kept in a folder of its own.
+/// Whoever may change the folder it goes in may replace it, so each
+/// folder made for it is made the user's alone (mode 700), and a folder
+/// already there must be the user's and changed by no one else: one that
+/// is a link or another user's is refused ([`FileError::ForeignFolder`]),
+/// and so is one its group or others may write
+/// ([`FileError::OpenFolder`]), before anything is written. A folder that
+/// others may only enter or list (a home folder, mode 755) is left as it
+/// is: the file in it is still its owner's alone. An existing folder's
+/// mode is never changed.
 ///
 /// ```
 /// # #[cfg(unix)] {
@@ -163,23 +165,26 @@ fn stage_private(target: &Path) -> Result<crate::Staged, FileError> {
 }
 
 /// Makes `folder` and the folders above it that are missing, each made its
-/// owner's alone, then makes sure `folder` is the user's alone
-/// ([`owned_alone`]).
+/// owner's alone, then makes sure no one else may change `folder`
+/// ([`changed_by_user_alone`]).
 fn private_folder(folder: &Path) -> Result<(), FileError> {
     let mut builder = std::fs::DirBuilder::new();
     builder.recursive(true);
     #[cfg(unix)]
     std::os::unix::fs::DirBuilderExt::mode(&mut builder, OWNER_FOLDER);
     builder.create(folder).map_err(|e| FileError::io(folder, e))?;
-    owned_alone(folder)
+    changed_by_user_alone(folder)
 }
 
-/// Refuses `folder` when it is a link or another user's; when others may
-/// enter it, takes their access away. Judged and changed on the folder
-/// opened (never through a link), so it cannot be swapped in between.
+/// Refuses `folder` when it is a link, another user's, or one its group or
+/// others may write. Judged on the folder opened (never through a link).
+/// Its mode is left as it is: taking others' access away from a folder the
+/// user keeps open to them (a home folder, a shared project) would break
+/// what they share in it, and a file written in it is the user's alone
+/// anyway.
 #[cfg(unix)]
-fn owned_alone(folder: &Path) -> Result<(), FileError> {
-    use std::os::unix::fs::{MetadataExt as _, OpenOptionsExt as _, PermissionsExt as _};
+fn changed_by_user_alone(folder: &Path) -> Result<(), FileError> {
+    use std::os::unix::fs::{MetadataExt as _, OpenOptionsExt as _};
     let link = || FileError::ForeignFolder {
         path: folder.to_path_buf(),
         owner: None,
@@ -204,17 +209,18 @@ fn owned_alone(folder: &Path) -> Result<(), FileError> {
         });
     }
     let mode = metadata.mode() & 0o7777;
-    if mode & 0o077 != 0 {
-        opened
-            .set_permissions(std::fs::Permissions::from_mode((mode & !0o077) | OWNER_FOLDER))
-            .map_err(|e| FileError::io(folder, e))?;
+    if mode & 0o022 != 0 {
+        return Err(FileError::OpenFolder {
+            path: folder.to_path_buf(),
+            mode,
+        });
     }
     Ok(())
 }
 
 /// Elsewhere the platform's access lists decide; nothing is checked here.
 #[cfg(not(unix))]
-fn owned_alone(_: &Path) -> Result<(), FileError> {
+fn changed_by_user_alone(_: &Path) -> Result<(), FileError> {
     Ok(())
 }
 
@@ -437,14 +443,37 @@ mod tests {
     }
 
     #[test]
-    fn a_folder_of_ones_own_that_others_may_enter_is_closed_before_writing() {
+    fn a_folder_of_ones_own_that_others_may_only_enter_is_left_as_it_is() {
         let dir = scratch("open-folder");
         let keys = open_folder(&dir.join("keys"));
         std::fs::write(keys.join("old.key"), "kept").unwrap();
         write_private(&keys.join("work.key"), b"key\n", crate::Existing::Replace).unwrap();
-        assert_eq!(mode_of(&keys), 0o700);
+        assert_eq!(mode_of(&keys), 0o755, "an existing folder's mode is never changed");
         assert_eq!(mode_of(&keys.join("work.key")), 0o600);
         assert_eq!(std::fs::read_to_string(keys.join("old.key")).unwrap(), "kept");
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn a_folder_others_may_change_is_refused_and_left_as_it_is() {
+        let dir = scratch("writable-folder");
+        for mode in [0o775, 0o757, 0o1777] {
+            let keys = dir.join(format!("keys-{mode:o}"));
+            std::fs::create_dir(&keys).unwrap();
+            std::fs::set_permissions(&keys, std::fs::Permissions::from_mode(mode)).unwrap();
+            let refused = write_private(&keys.join("work.key"), b"key\n", crate::Existing::Replace).unwrap_err();
+            assert!(
+                matches!(&refused, FileError::OpenFolder { path, mode: m } if *path == keys && *m == mode),
+                "{refused}"
+            );
+            assert!(refused.reason().contains("chmod go-w"), "{refused}");
+            assert!(
+                refused.to_string().starts_with(&keys.display().to_string()),
+                "{refused}"
+            );
+            assert_eq!(std::fs::read_dir(&keys).unwrap().count(), 0, "nothing written");
+            assert_eq!(mode_of(&keys), mode, "left as it is");
+        }
         std::fs::remove_dir_all(dir).unwrap();
     }
 

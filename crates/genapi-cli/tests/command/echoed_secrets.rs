@@ -78,9 +78,9 @@ async fn details_quoting_secrets_are_scrubbed_from_the_terminal_and_every_file_o
 /// `genapi submit`, then `genapi wait` in another process: the waiting
 /// process never sent the webhook secret or the webhook address's token,
 /// yet they are scrubbed from what the service echoes, as the submission
-/// left them (readable by the user alone, in a folder of the user's alone,
-/// even one an earlier version left open to others) for it; once the task
-/// has ended they are forgotten.
+/// left them (readable by the user alone, even in a folder an earlier
+/// version left open for others to enter, which is left as it was) for it;
+/// once the task has ended they are forgotten.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_task_waited_for_in_another_process_is_scrubbed_of_its_submissions_secrets() {
     const SECRET: &str = "wait-canary-secret-0e7";
@@ -117,7 +117,11 @@ async fn a_task_waited_for_in_another_process_is_scrubbed_of_its_submissions_sec
         let mode = std::fs::metadata(&kept[0]).unwrap().permissions().mode();
         assert_eq!(mode & 0o077, 0, "readable by the user alone: {mode:o}");
         let mode = std::fs::metadata(&folder).unwrap().permissions().mode();
-        assert_eq!(mode & 0o777, 0o700, "the folder is the user's alone: {mode:o}");
+        assert_eq!(
+            mode & 0o777,
+            0o755,
+            "an existing folder's mode is left as it was: {mode:o}"
+        );
     }
     let quoting = json!({"id": id, "status": "Error",
                          "details": {"error": format!("cannot deliver to /hook/{TOKEN}/in with secret {SECRET}")}});

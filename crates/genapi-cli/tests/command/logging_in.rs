@@ -206,3 +206,39 @@ fn a_key_without_its_service_is_refused_with_what_to_do() {
         "{shown}"
     );
 }
+
+/// A config file named by `GENAPI_CONFIG` in a folder of the user's that
+/// others may enter (a home folder) is written there and the folder is left
+/// as it is; in one others may change, where they could replace the file,
+/// nothing is written and the refusal says what to run.
+#[test]
+fn a_config_file_goes_only_in_a_folder_no_one_else_may_change_and_the_folder_is_left_as_it_is() {
+    let dir = Dir::new("config-shared-folder");
+    for (folder, folder_mode) in [("home", 0o755), ("team", 0o775)] {
+        let folder = dir.join(folder);
+        std::fs::create_dir_all(&folder).unwrap();
+        std::fs::set_permissions(&folder, std::fs::Permissions::from_mode(folder_mode)).unwrap();
+        let config = folder.join("genapi.toml");
+        let run = genapi_alone(&dir)
+            .env("GENAPI_CONFIG", &config)
+            .args(["config", "set", "model", "gen-2-flex"])
+            .output()
+            .unwrap();
+        assert_eq!(mode(&folder), folder_mode, "the folder's mode is never changed");
+        if folder_mode == 0o755 {
+            ok(&run);
+            assert_eq!(mode(&config), 0o600);
+            assert!(std::fs::read_to_string(&config)
+                .unwrap()
+                .contains("model = \"gen-2-flex\""));
+        } else {
+            let said = text(&run.stderr);
+            assert_eq!(run.status.code(), Some(1), "{said}");
+            assert!(
+                said.contains(&folder.display().to_string()) && said.contains("chmod go-w"),
+                "{said}"
+            );
+            assert!(!config.exists(), "nothing written");
+        }
+    }
+}
