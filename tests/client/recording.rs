@@ -90,7 +90,7 @@ async fn the_canaries_stay_out_of_the_recording_at_every_log_level() {
             .with_max_level(level)
             .with_writer(move || writer.clone())
             .finish();
-        let _guard = tracing::subscriber::set_default(subscriber);
+        let _guard = common::log_into(subscriber);
         let path = dir.join(&format!("canary-{level}.har"));
         let mock = MockService::start_with(MockConfig::default().key(KEY), "127.0.0.1:0".parse().unwrap())
             .await

@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::common;
 use genapi::api::types;
 use genapi::RetryPolicy;
 use genapi_mock::{Fault, MockService};
@@ -89,7 +90,7 @@ const EXCHANGE_FIELDS: [&str; 12] = [
 async fn spans_carry_opentelemetry_http_and_generation_attributes() {
     let spans = Spans::default();
     let subscriber = tracing_subscriber::registry().with(spans.clone());
-    let _guard = tracing::subscriber::set_default(subscriber);
+    let _guard = common::log_into(subscriber);
 
     let mock = MockService::start().await.unwrap();
     let retries = RetryPolicy::default()
@@ -202,7 +203,7 @@ async fn spans_carry_opentelemetry_http_and_generation_attributes() {
 async fn an_exchange_that_gets_no_answer_names_its_class_of_failure() {
     let spans = Spans::default();
     let subscriber = tracing_subscriber::registry().with(spans.clone());
-    let _guard = tracing::subscriber::set_default(subscriber);
+    let _guard = common::log_into(subscriber);
     let nobody = genapi::Client::builder()
         .api_key("k")
         .base_url("http://127.0.0.1:1")

@@ -19,7 +19,7 @@ async fn the_canaries_never_leak() {
         .with_max_level(tracing::Level::TRACE)
         .with_writer(move || writer.clone())
         .finish();
-    let _guard = tracing::subscriber::set_default(subscriber);
+    let _guard = common::log_into(subscriber);
 
     let config = MockConfig::default().key(KEY);
     let mock = MockService::start_with(config, "127.0.0.1:0".parse().unwrap())

@@ -264,6 +264,25 @@ pub fn answer_polls(mock: &genapi_mock::MockService, body: String, times: usize)
     );
 }
 
+/// Makes `subscriber` this thread's default until the guard is dropped, for
+/// a test that reads what was logged.
+///
+/// `tracing` decides once for the whole process whether each place that
+/// logs is on, when that place is first reached. While a single subscriber
+/// is registered in the process, that decision is made by the subscriber of
+/// the thread that reached the place first: a test beside this one, with no
+/// subscriber, switches off a span this test waits for, on every thread.
+/// A second subscriber, registered once and kept for the whole run, makes
+/// every such decision ask each subscriber alive, this one included.
+pub fn log_into<S>(subscriber: S) -> tracing::subscriber::DefaultGuard
+where
+    S: tracing::Subscriber + Send + Sync + 'static,
+{
+    static SECOND: std::sync::OnceLock<tracing::Dispatch> = std::sync::OnceLock::new();
+    SECOND.get_or_init(|| tracing::Dispatch::new(tracing::subscriber::NoSubscriber::default()));
+    tracing::subscriber::set_default(subscriber)
+}
+
 /// Where a `tracing_subscriber` writes, for a test to read what was logged.
 #[derive(Clone, Default)]
 pub struct LogCapture(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
