@@ -43,8 +43,9 @@
 //! first of two fields of one name, which JSON drops) is gone from it as
 //! well. A text that is no JSON (an error page cut at its limit, an HTML
 //! page, a header's value), and a string of a JSON answer, which may quote
-//! one, are searched as written and as their JSON escapes would decode, so a
-//! secret spelled with escapes there goes too, escapes and all. A text cut
+//! one, are searched as written and as their JSON escapes would decode,
+//! level by level when escapes were escaped again, so a secret spelled
+//! with escapes there goes too, escapes and all. A text cut
 //! short loses a secret's beginning at its end as well (written plainly or
 //! with escapes, even when the cut went through one), and all of one that
 //! begins inside another.
@@ -279,55 +280,55 @@ impl Known {
 
     /// A text read as text (a page that is no JSON, a header's value, a
     /// string JSON decoded) with every secret replaced, as written and as
-    /// its JSON escapes spell it (see `escaped.rs`), and, when it was `cut`,
-    /// one the cut went through dropped from where it begins
-    /// ([`Known::partial_tail`]), together with any replaced one it begins
-    /// inside; `None` when there is none. Both spellings are found in one
-    /// pass over the text, so a secret that begins inside another, one
-    /// written plainly and the other with escapes, is replaced with it and
-    /// leaves no tail.
+    /// its JSON escapes spell it at every level (see `escaped.rs`), and,
+    /// when it was `cut`, one the cut went through dropped from where it
+    /// begins ([`Known::partial_tail`]), together with any replaced one it
+    /// begins inside; `None` when there is none. The secrets of every
+    /// level are replaced together, in order, so a secret that begins
+    /// inside another, one written plainly and the other with escapes, is
+    /// replaced with it and leaves no tail.
     fn replaced_text(&self, text: &[u8], cut: bool) -> Option<Vec<u8>> {
         let mut kept = text.len() - if cut { self.partial_tail(text) } else { 0 };
         let Some(view) = View::of(text) else {
             return redacted(text, self.found(text), kept);
         };
-        // What is left of a secret ends where the escapes that decode end.
-        let whole = view.whole().len();
-        let tail = if cut { self.partial_tail(view.whole()) } else { 0 };
-        if tail > 0 {
-            kept = kept.min(view.source(whole - tail, whole).0);
+        let mut found: Vec<(usize, usize)> = self.found(text).collect();
+        let mut level = Some(view);
+        while let Some(view) = level {
+            // What is left of a secret ends where the escapes that decode end.
+            let whole = view.whole().len();
+            let tail = if cut { self.partial_tail(view.whole()) } else { 0 };
+            if tail > 0 {
+                kept = kept.min(view.source(whole - tail, whole).0);
+            }
+            found.extend(self.found(&view.decoded).map(|(start, end)| view.source(start, end)));
+            level = view.deeper();
         }
-        let escaped = self.found(&view.decoded).map(|(start, end)| view.source(start, end));
-        redacted(text, by_start(self.found(text), escaped), kept)
+        found.sort_unstable();
+        redacted(text, found.into_iter(), kept)
     }
 
     fn contains(&self, text: &[u8]) -> bool {
         self.candidates(text).any(|at| self.found_at(text, at).is_some())
     }
 
-    /// Whether `text` spells a secret through its JSON escapes.
+    /// Whether `text` spells a secret through its JSON escapes, at any
+    /// level.
     fn contains_escaped(&self, text: &[u8]) -> bool {
-        View::of(text).is_some_and(|view| self.contains(&view.decoded))
+        let mut level = View::of(text);
+        while let Some(view) = level {
+            if self.contains(&view.decoded) {
+                return true;
+            }
+            level = view.deeper();
+        }
+        false
     }
 
     /// Whether `text` spells a secret, as written or through its escapes.
     fn spells(&self, text: &[u8]) -> bool {
         self.contains(text) || self.contains_escaped(text)
     }
-}
-
-/// The ranges of `one` and `other` (each in order of their starts) in
-/// order of their starts.
-fn by_start(
-    one: impl Iterator<Item = (usize, usize)>,
-    other: impl Iterator<Item = (usize, usize)>,
-) -> impl Iterator<Item = (usize, usize)> {
-    let (mut one, mut other) = (one.peekable(), other.peekable());
-    std::iter::from_fn(move || match (one.peek(), other.peek()) {
-        (Some(first), Some(second)) if second < first => other.next(),
-        (Some(_), _) => one.next(),
-        (None, _) => other.next(),
-    })
 }
 
 /// `text[..kept]` with the ranges `found` (in order of their starts)
@@ -879,9 +880,11 @@ mod tests {
             for _ in 0..draw.usize(1..4) {
                 page.push_str(junk[draw.usize(..junk.len())]);
                 for character in secrets[draw.usize(..secrets.len())].chars() {
-                    match draw.u8(..3) {
+                    match draw.u8(..4) {
                         0 => page.push_str(&format!("\\u{:04x}", u32::from(character))),
                         1 => page.push_str(&format!("\\u{:04X}", u32::from(character))),
+                        // Quoted twice: JSON quoting JSON.
+                        2 => page.push_str(&format!("\\\\u{:04x}", u32::from(character))),
                         _ => page.push(character),
                     }
                 }
@@ -894,14 +897,40 @@ mod tests {
             let left_of_cut = scrubber.scrub_cut(&cut);
             let known = scrubber.known.read().unwrap();
             for left in [left_of_cut, whole] {
-                let decoded = View::of(&left).map_or_else(|| left.clone(), |view| view.decoded);
+                // Decoded again and again on its own, each level from the
+                // one before, not through the levels the scrubber reads.
+                let mut levels = vec![left.clone()];
+                while let Some(view) = View::of(&levels[levels.len() - 1]) {
+                    if view.decoded == levels[levels.len() - 1] {
+                        break;
+                    }
+                    levels.push(view.decoded);
+                }
                 assert!(
-                    !known.contains(&left) && !known.contains(&decoded),
+                    levels.iter().all(|level| !known.contains(level)),
                     "{page:?} left {:?}",
                     String::from_utf8_lossy(&left)
                 );
             }
         }
+    }
+
+    #[test]
+    fn a_page_quoting_json_that_quotes_json_loses_secrets_escaped_twice() {
+        let scrubber = Scrubber::new("key-12345678");
+        // An HTML page carrying an answer whose message quotes the request:
+        // the key's escapes are escaped once more.
+        let page = r#"<script>var a = "{\"detail\":\"sent x-key: \\u006bey-12345678\"}";</script>"#;
+        assert_eq!(
+            String::from_utf8_lossy(&scrubber.scrub_body(page.as_bytes()).unwrap()),
+            r#"<script>var a = "{\"detail\":\"sent x-key: [redacted]\"}";</script>"#
+        );
+        // Cut through it, its beginning goes too.
+        let cut = r#"{"detail":"{\"sent\":\"\\u006bey-1234"#;
+        assert_eq!(
+            String::from_utf8_lossy(&scrubber.scrub_cut(cut.as_bytes())),
+            r#"{"detail":"{\"sent\":\""#
+        );
     }
 
     #[test]

@@ -11,6 +11,12 @@
 //! text, escapes and all. A header's value and a string JSON decoded (which
 //! may quote another answer, escapes and all) are read the same way.
 //!
+//! JSON quoting JSON escapes its escapes (`\\u0073`: an HTML page carrying
+//! an answer that quotes another), so the view is decoded again, level by
+//! level, while its escapes decode (at most [`DEPTH`] levels), and every
+//! level is searched; each level's bytes still know where in the text they
+//! came from.
+//!
 //! A text cut at its limit may end inside an escape (`\u00`, the high half
 //! of a surrogate pair alone). That escape decodes to nothing, so the
 //! secret it was spelling would not end the view; the view says where it
@@ -26,7 +32,14 @@ pub(super) struct View {
     /// How many decoded bytes come before an escape the text's end cut
     /// short (all of them when it ends with none).
     whole: usize,
+    /// How many times the text was decoded to make this view.
+    depth: usize,
 }
+
+/// The most levels of escapes decoded: each level halves a run of
+/// backslashes, so this many cover any quoting a service does, and a page
+/// of backslashes costs a bounded number of passes.
+pub(super) const DEPTH: usize = 8;
 
 impl View {
     /// The view of `text`, or `None` when it holds no escape to decode.
@@ -34,10 +47,65 @@ impl View {
         if !text.contains(&b'\\') {
             return None;
         }
+        let level = Level::of(text);
+        Some(View {
+            decoded: level.decoded,
+            from: level.from,
+            whole: level.whole,
+            depth: 1,
+        })
+    }
+
+    /// This view decoded once more (`\\u0073` was `\u0073` in this view,
+    /// and is `s` in the next), its bytes still pointing into the text; or
+    /// `None` when no escape of this view decodes, or it is the
+    /// [`DEPTH`]th.
+    pub(super) fn deeper(&self) -> Option<View> {
+        if self.depth >= DEPTH || !self.decoded.contains(&b'\\') {
+            return None;
+        }
+        let level = Level::of(&self.decoded);
+        if !level.decoded_any {
+            return None;
+        }
+        // Bytes from beyond this view's whole part (an escape cut short)
+        // are no part of the next one's either.
+        let whole = level.whole.min(level.from.partition_point(|&at| at < self.whole));
+        Some(View {
+            decoded: level.decoded,
+            from: level.from.iter().map(|&at| self.from[at]).collect(),
+            whole,
+            depth: self.depth + 1,
+        })
+    }
+
+    /// The decoded bytes before an escape the text's end cut short: where
+    /// what is left of a secret a cut went through ends.
+    pub(super) fn whole(&self) -> &[u8] {
+        &self.decoded[..self.whole]
+    }
+
+    /// Where in the text the decoded bytes `start..end` came from.
+    pub(super) fn source(&self, start: usize, end: usize) -> (usize, usize) {
+        (self.from[start], self.from[end])
+    }
+}
+
+/// One pass of decoding, its bytes pointing into the text it decoded.
+struct Level {
+    decoded: Vec<u8>,
+    from: Vec<usize>,
+    whole: usize,
+    decoded_any: bool,
+}
+
+impl Level {
+    fn of(text: &[u8]) -> Level {
         let mut decoded = Vec::with_capacity(text.len());
         let mut from = Vec::with_capacity(text.len() + 1);
         let mut at = 0;
         let mut whole = None;
+        let mut decoded_any = false;
         while at < text.len() {
             match escape_at(text, at) {
                 Some((character, length)) => {
@@ -47,6 +115,7 @@ impl View {
                         from.push(at);
                     }
                     at += length;
+                    decoded_any = true;
                 }
                 None => {
                     if whole.is_none() && cut_short(&text[at..]) {
@@ -60,18 +129,12 @@ impl View {
         }
         from.push(text.len());
         let whole = whole.unwrap_or(decoded.len());
-        Some(View { decoded, from, whole })
-    }
-
-    /// The decoded bytes before an escape the text's end cut short: where
-    /// what is left of a secret a cut went through ends.
-    pub(super) fn whole(&self) -> &[u8] {
-        &self.decoded[..self.whole]
-    }
-
-    /// Where in the text the decoded bytes `start..end` came from.
-    pub(super) fn source(&self, start: usize, end: usize) -> (usize, usize) {
-        (self.from[start], self.from[end])
+        Level {
+            decoded,
+            from,
+            whole,
+            decoded_any,
+        }
     }
 }
 
@@ -165,6 +228,33 @@ mod tests {
         // `é` is two bytes, both from the escape at 1; `b` is at 7.
         assert_eq!(view.from, [0, 1, 1, 7, 8]);
         assert_eq!(view.source(1, 3), (1, 7));
+    }
+
+    #[test]
+    fn escapes_of_escapes_are_decoded_level_by_level_and_still_know_their_source() {
+        // Quoted three times: four backslashes before `u0073`, two before
+        // `u002d`.
+        let text = r"a\\\\u0073k\\u002dkey b".as_bytes();
+        let first = View::of(text).unwrap();
+        assert_eq!(first.decoded, br"a\\u0073k\u002dkey b");
+        let second = first.deeper().unwrap();
+        assert_eq!(second.decoded, br"a\u0073k-key b");
+        let third = second.deeper().unwrap();
+        assert_eq!(third.decoded, b"ask-key b");
+        // `s` came from what begins at 1, `k` from 10, `-` from 11, and
+        // the `k` after it is at 18.
+        assert_eq!(third.source(1, 2), (1, 10));
+        assert_eq!(third.source(2, 4), (10, 18));
+        assert!(third.deeper().is_none(), "nothing more decodes");
+        // A page of backslashes is decoded a bounded number of times.
+        let page = vec![b'\\'; 1 << 12];
+        let mut view = View::of(&page);
+        let mut levels = 0;
+        while let Some(level) = view {
+            levels += 1;
+            view = level.deeper();
+        }
+        assert_eq!(levels, DEPTH);
     }
 
     #[test]

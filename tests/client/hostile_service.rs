@@ -487,6 +487,24 @@ async fn a_key_escaped_and_cut_inside_an_escape_leaves_no_part_behind() {
     }
 }
 
+/// An HTML error page carrying an answer that quotes the request spells
+/// the key with its escapes escaped once more (`\\u0068…`); that spelling
+/// reaches no error and no recording either.
+#[tokio::test]
+async fn a_key_escaped_twice_in_an_html_error_page_reaches_no_error_or_recording() {
+    let twice: String = KEY.bytes().map(|byte| format!(r"\\u{byte:04x}")).collect();
+    let page = format!(r#"<html><script>var answer = "{{\"sent\":\"{twice}\"}}";</script></html>"#);
+    let service = hostile::serve(move |_, _, _| {
+        (axum::http::StatusCode::INTERNAL_SERVER_ERROR, page.clone()).into_response_for_test()
+    })
+    .await;
+    let (error, recording) = submit_recorded(&service.base, "hostile-escaped-twice").await;
+    assert!(error.to_string().contains("[redacted]"), "{error}");
+    for text in [error.to_string(), format!("{error:?}"), recording] {
+        assert!(!text.contains("u0068"), "the key is kept, escaped twice: {text}");
+    }
+}
+
 /// Observers of answers' headers see every attempt's, a retried 429's too,
 /// and never the key the service echoes in them.
 #[tokio::test]
