@@ -22,6 +22,14 @@ use crate::{OperationSpec, TaskStatus};
 /// How errors name the argument that picks a task up again.
 const TASK_REFERENCE: &str = "task id or polling URL";
 
+/// How many poll answers in a row may be unreadable (a 200 that is not a
+/// task's state) before a wait gives up with the last of them. One is
+/// ridden out, as any odd answer is; a service that keeps answering so has
+/// changed, or something in between answers for it, and polling on until
+/// the deadline would hide that for minutes. The error names the task, so
+/// it can be waited for again.
+const UNREADABLE_IN_A_ROW: u32 = 5;
+
 /// A task the service accepted (and will charge for).
 ///
 /// Waiting consumes it; every error from then on carries its [`TaskRef`], and
@@ -395,6 +403,7 @@ impl Task {
         let mut progress: Option<(f64, Duration)> = None;
         let mut last_status = None;
         let mut polls = 0u32;
+        let mut unreadable = 0u32;
         loop {
             // A task picked up again may have ended long ago: it is asked at
             // once, and the schedule (which counts from this moment, not
@@ -420,7 +429,12 @@ impl Task {
             let outcome = bounded.await;
             polls += 1;
             crate::telemetry::polled(span, polls);
+            unreadable = match &outcome {
+                Some(Err(Error::Decode { .. })) => unreadable + 1,
+                _ => 0,
+            };
             match outcome {
+                Some(Err(error)) if unreadable >= UNREADABLE_IN_A_ROW => return Err(error),
                 Some(Ok(result)) => {
                     last_status = Some(result.status.clone());
                     if let Some(fraction) = result.progress {

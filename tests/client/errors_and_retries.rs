@@ -203,6 +203,22 @@ async fn malformed_json_keeps_the_raw_body() {
     );
 }
 
+/// A service that keeps answering polls with what is no task's state is
+/// polled five times, not until the deadline; the error names the task, so
+/// it can be waited for again.
+#[tokio::test(start_paused = true)]
+async fn poll_answers_that_stay_unreadable_end_the_wait_naming_the_task() {
+    let mock = MockService::start().await.unwrap();
+    let task = mock.client().unwrap().submit(request()).await.unwrap();
+    let id = task.id().to_string();
+    mock.inject(Fault::on("/v1/get_result", FaultKind::MalformedBody).times(1000));
+    let error = task.wait().await.unwrap_err();
+    assert!(matches!(error, Error::Decode { .. }), "{error}");
+    assert_eq!(error.task().map(|t| t.id.as_str()), Some(id.as_str()));
+    assert!(error.is_worth_waiting_again(), "{error}");
+    assert_eq!(mock.count("GET", "/v1/get_result"), 5, "polls the service saw");
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_redirect_from_the_api_is_not_followed() {
     let mock = MockService::start().await.unwrap();

@@ -175,6 +175,18 @@ async fn http_faults_on_submit_and_poll() {
             1,
         ),
         (
+            "unreadable poll answers, ridden out",
+            Fault::on("/v1/get_result", FaultKind::MalformedBody).times(4),
+            Expect::Success,
+            1,
+        ),
+        (
+            "unreadable poll answers that go on",
+            Fault::on("/v1/get_result", FaultKind::MalformedBody).times(1000),
+            Expect::Decode,
+            1,
+        ),
+        (
             "reset while polling",
             Fault::on("/v1/get_result", FaultKind::DropConnection).times(2),
             Expect::Success,
