@@ -38,21 +38,7 @@ pub struct Seen {
 
 /// The browser's program, or `None` (outside CI) when it is not installed.
 pub fn chromium() -> Option<PathBuf> {
-    let found = ["chromium", "chromium-browser"].into_iter().find_map(|name| {
-        std::env::var_os("PATH").and_then(|paths| {
-            std::env::split_paths(&paths)
-                .map(|dir| dir.join(name))
-                .find(|path| path.is_file())
-        })
-    });
-    if found.is_none() {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "Chromium is not installed (Debian's chromium package); CI must have it"
-        );
-        eprintln!("skipped: Chromium is not installed (Debian's chromium package)");
-    }
-    found
+    crate::installed(&["chromium", "chromium-browser"], "Chromium", "chromium")
 }
 
 /// Opens `index` (a gallery's `index.html`) and reports what loaded.

@@ -264,6 +264,27 @@ pub fn answer_polls(mock: &genapi_mock::MockService, body: String, times: usize)
     );
 }
 
+/// The first of `names` on `PATH`: a program a test drives (`what`, from
+/// Debian's `package`). Under CI, which installs it, a missing one fails
+/// the test; elsewhere the test says it skipped that part and gets `None`.
+pub fn installed(names: &[&str], what: &str, package: &str) -> Option<std::path::PathBuf> {
+    let found = names.iter().find_map(|name| {
+        std::env::var_os("PATH").and_then(|paths| {
+            std::env::split_paths(&paths)
+                .map(|dir| dir.join(name))
+                .find(|path| path.is_file())
+        })
+    });
+    if found.is_none() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "{what} is not installed (Debian's {package} package); CI must have it"
+        );
+        eprintln!("skipped: {what} is not installed (Debian's {package} package)");
+    }
+    found
+}
+
 /// Makes `subscriber` this thread's default until the guard is dropped, for
 /// a test that reads what was logged.
 ///

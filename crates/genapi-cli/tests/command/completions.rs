@@ -1,15 +1,17 @@
 //! Shell completions offer what the user may type there: model names where a
 //! model is asked for, the config file's profiles (read when completing)
 //! after --profile, and never a hidden option or command. Bash's own
-//! completion function is run on partial words; zsh and fish are not on
-//! every machine, so their scripts are checked to name the same sources.
+//! completion function is run on partial words, and so is fish's `complete
+//! -C`; zsh loads its script into its completion system, and the script is
+//! checked to name the same sources. zsh and fish are not on every machine:
+//! CI installs them, elsewhere their parts are skipped, saying so.
 
 use std::path::Path;
 
 use serde_json::Value;
 
 use crate::cli::text;
-use crate::common::{genapi_alone, Dir};
+use crate::common::{self, genapi_alone, Dir};
 
 /// The script of `genapi completions SHELL`.
 fn script(dir: &Dir, shell: &str) -> String {
@@ -24,12 +26,7 @@ fn script(dir: &Dir, shell: &str) -> String {
 fn bash_offers(dir: &Dir, config: &Path, words: &[&str]) -> Vec<String> {
     let file = dir.join("genapi.bash");
     std::fs::write(&file, script(dir, "bash")).unwrap();
-    let program = Path::new(env!("CARGO_BIN_EXE_genapi"));
-    let path = format!(
-        "{}:{}",
-        program.parent().unwrap().display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
+    let path = with_genapi_first();
     let run = std::process::Command::new("bash")
         .args(["--norc", "-c"])
         .arg(
@@ -57,6 +54,43 @@ printf '%s\n' "${COMPREPLY[@]}""#,
         .filter(|line| !line.is_empty())
         .map(str::to_string)
         .collect()
+}
+
+/// What fish offers to complete `line` (up to the cursor at its end), its
+/// script loaded as from a completion folder, with this build's genapi
+/// first on PATH and `config` as the config file.
+fn fish_offers(fish: &Path, dir: &Dir, config: &Path, line: &str) -> Vec<String> {
+    let file = dir.join("genapi.fish");
+    std::fs::write(&file, script(dir, "fish")).unwrap();
+    let run = std::process::Command::new(fish)
+        .args(["--no-config", "-c", "source $argv[1]; complete -C $argv[2]"])
+        .arg(&file)
+        .arg(line)
+        .env("PATH", with_genapi_first())
+        .env("GENAPI_CONFIG", config)
+        .env("XDG_CONFIG_HOME", dir.join("config"))
+        .env("XDG_CACHE_HOME", dir.join("cache"))
+        .current_dir(&dir.0)
+        .output()
+        .unwrap();
+    assert!(run.status.success(), "{line:?}: {}", text(&run.stderr));
+    // Each line is a candidate, then a tab and its description.
+    text(&run.stdout)
+        .lines()
+        .filter_map(|line| line.split('\t').next())
+        .filter(|candidate| !candidate.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+/// `PATH` with this build's genapi first.
+fn with_genapi_first() -> String {
+    let program = Path::new(env!("CARGO_BIN_EXE_genapi"));
+    format!(
+        "{}:{}",
+        program.parent().unwrap().display(),
+        std::env::var("PATH").unwrap_or_default()
+    )
 }
 
 /// The models `genapi models --json` lists.
@@ -138,6 +172,82 @@ fn bash_completes_models_profiles_and_no_hidden_option() {
     assert_eq!(offered, ["--json", "--help"], "{offered:?}");
     let offered = bash_offers(&dir, &config, &["genapi", "__"]);
     assert!(offered.is_empty(), "{offered:?}");
+}
+
+#[test]
+fn fish_completes_models_and_profiles_and_runs_no_profile_name() {
+    let Some(fish) = common::installed(&["fish"], "fish", "fish") else {
+        return;
+    };
+    let dir = Dir::new("completions-fish");
+    let config = config_with_profiles(&dir);
+    let offered = fish_offers(&fish, &dir, &config, "genapi generate --profile ");
+    assert_eq!(offered, ["lab", "work"], "the config file's profiles");
+    let offered = fish_offers(&fish, &dir, &config, "genapi submit --profile=w");
+    assert_eq!(offered, ["--profile=work"]);
+    let models = models(&dir);
+    let mut offered = fish_offers(&fish, &dir, &config, "genapi generate --model gen-2-");
+    // fish sorts what it offers.
+    offered.sort();
+    let mut expected: Vec<&String> = models.iter().filter(|name| name.starts_with("gen-2-")).collect();
+    expected.sort();
+    assert_eq!(
+        offered.iter().collect::<Vec<_>>(),
+        expected,
+        "the models of that prefix"
+    );
+    let offered = fish_offers(&fish, &dir, &config, "genapi models --");
+    assert_eq!(offered, ["--help", "--json"], "{offered:?}");
+
+    // Names that are shell code are never run.
+    let hostile = dir.join("hostile.toml");
+    std::fs::write(
+        &hostile,
+        "[profiles.work]\n\n[profiles.\"$(touch PWNED)\"]\n\n[profiles.\"(touch FISHED)\"]\n",
+    )
+    .unwrap();
+    fish_offers(&fish, &dir, &hostile, "genapi generate --profile ");
+    for planted in ["PWNED", "FISHED"] {
+        assert!(!dir.join(planted).exists(), "a profile's name was run as code");
+    }
+}
+
+/// zsh binds the script to genapi when it finds it on its function path,
+/// and the script's helper offers the config file's profiles (`compadd`,
+/// which only a completion may call, is stood in for to print what it is
+/// given).
+#[test]
+fn zsh_loads_its_script_and_offers_the_profiles() {
+    let Some(zsh) = common::installed(&["zsh"], "zsh", "zsh") else {
+        return;
+    };
+    let dir = Dir::new("completions-zsh");
+    let config = config_with_profiles(&dir);
+    let folder = dir.join("functions");
+    std::fs::create_dir_all(&folder).unwrap();
+    std::fs::write(folder.join("_genapi"), script(&dir, "zsh")).unwrap();
+    let run = std::process::Command::new(zsh)
+        .args([
+            "-f",
+            "-c",
+            r#"fpath=($1 $fpath); autoload -Uz compinit && compinit -u -d $2 || exit 1
+print -r -- $_comps[genapi]
+{ _genapi } 2>/dev/null
+compadd() { [[ $1 == -a ]] && print -rl -- ${(P)2} }
+_genapi_profiles"#,
+        ])
+        .arg("zsh")
+        .arg(&folder)
+        .arg(dir.join("zcompdump"))
+        .env("PATH", with_genapi_first())
+        .env("GENAPI_CONFIG", &config)
+        .env("XDG_CONFIG_HOME", dir.join("config"))
+        .env("XDG_CACHE_HOME", dir.join("cache"))
+        .output()
+        .unwrap();
+    let said = text(&run.stdout);
+    assert!(run.status.success(), "{said}{}", text(&run.stderr));
+    assert_eq!(said.lines().collect::<Vec<_>>(), ["_genapi", "lab", "work"], "{said}");
 }
 
 #[test]
