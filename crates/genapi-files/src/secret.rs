@@ -500,7 +500,10 @@ mod tests {
                 matches!(&refused, FileError::OpenFolder { path, mode: m } if *path == keys && *m == mode),
                 "{refused}"
             );
-            assert!(refused.reason().contains("chmod go-w"), "{refused}");
+            // A shared folder (sticky, like /tmp) is to stay open to others.
+            let fix = format!("chmod go-w {}", keys.display());
+            assert_eq!(refused.reason().contains(&fix), mode & 0o1000 == 0, "{refused}");
+            assert!(refused.reason().contains("a folder of your own"), "{refused}");
             assert!(
                 refused.to_string().starts_with(&keys.display().to_string()),
                 "{refused}"
