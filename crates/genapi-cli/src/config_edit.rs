@@ -7,9 +7,10 @@
 //! and names that file in the profile (`key_file`), or names the file or
 //! variable the user says holds it. Both files are written by genapi-files'
 //! rule for files that steer or hold a secret: the user's alone (mode 600)
-//! in folders made the user's alone (700). The file is checked as every
-//! command reads it before it is written: a change that would break the
-//! profile is refused, and the file stays as it was.
+//! in a folder no one else may change, judged before the key is asked for
+//! so a refused folder is left without a key in it. The file is checked as
+//! every command reads it before it is written: a change that would break
+//! the profile is refused, and the file stays as it was.
 
 use std::path::{Path, PathBuf};
 
@@ -79,6 +80,9 @@ fn open(flag_profile: Option<&str>) -> Result<Editing, Failure> {
             "config file {file} is a link; change the file it leads to by hand, or name that file with GENAPI_CONFIG"
         )));
     }
+    // Refused now, before a key is asked for or kept beside it.
+    genapi_files::may_write_private(&path)
+        .map_err(|refused| Failure::new(code::OTHER, crate::files::said(&refused)))?;
     let text = if genapi_files::is_taken(&path) {
         genapi_files::read_sensitive_text(&path, config::FILE_LIMIT, genapi_files::Sensitivity::SteersASecret)
             .map_err(|refused| Failure::usage(format!("config file {file}: {}", out::clean(&refused.reason()))))?

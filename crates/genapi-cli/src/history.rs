@@ -211,7 +211,16 @@ pub fn list(global: &Global, args: &TasksArgs) -> Result<(), Failure> {
         ));
         Vec::new()
     });
-    if entries.is_empty() && !global.json {
+    // A folder the history may not be written in keeps none: saying "none
+    // yet" would hide why, and what to run.
+    let refused = genapi_files::may_write_private(&path).err();
+    if let Some(refused) = &refused {
+        out::err(&format!(
+            "warning: submissions are not kept: {}",
+            crate::files::said(refused)
+        ));
+    }
+    if entries.is_empty() && !global.json && refused.is_none() {
         out::err(&format!(
             "no submissions yet (the newest {CAP} are kept in {})",
             out::clean(&path.display().to_string())

@@ -78,8 +78,9 @@ pub enum FileError {
         owner: Option<u32>,
     },
     /// The folder a private file was to be written in is the user's, but
-    /// others may change what is in it (replace the file once written):
-    /// see [`crate::write_private`].
+    /// its group or others may write it: replace the file once written,
+    /// or, in a folder shared on purpose (sticky, like `/tmp`), add files
+    /// of theirs. See [`crate::write_private`].
     OpenFolder {
         /// The folder.
         path: PathBuf,
@@ -147,9 +148,15 @@ impl FileError {
                 "a folder of another user (uid {owner}), where a file of yours alone was to go; use a folder of your \
                  own"
             ),
-            FileError::OpenFolder { mode, .. } => format!(
+            // A sticky folder is shared on purpose (like /tmp): closing it would break what others keep there.
+            FileError::OpenFolder { mode, .. } if mode & 0o1000 != 0 => format!(
+                "a folder shared with others (mode {mode:o}: they may add files to it), where a file of yours alone \
+                 was to go; use a folder of your own"
+            ),
+            FileError::OpenFolder { path, mode } => format!(
                 "a folder others may change (mode {mode:o}: they could replace what is written in it), where a file \
-                 of yours alone was to go; run `chmod go-w` on it, or use a folder of your own"
+                 of yours alone was to go; stop them: chmod go-w {}, or use a folder of your own",
+                path.display()
             ),
         }
     }

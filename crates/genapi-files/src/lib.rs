@@ -23,8 +23,11 @@
 //! by no one else; a file that holds one (a key file) readable by no one
 //! else either. The file checked is the one opened, after links; a refusal
 //! says what to run (`chmod`). Such a file is written by [`write_private`]:
-//! its owner's alone from its creation, in a folder of its owner's alone (a
-//! folder that is a link or another user's is refused).
+//! its owner's alone from its creation, in a folder no one else may change:
+//! one made for it is made its owner's alone, an existing one keeps its
+//! mode, and one that is a link, another user's or writable by its group or
+//! others is refused ([`may_write_private`] asks before anything is
+//! written).
 //!
 //! **Writing** ([`create`], [`stage`], [`publish`], [`write_whole`]):
 //!
@@ -65,7 +68,7 @@ mod write;
 
 pub use error::{shown_size, FileError};
 pub use read::{open, read, read_sensitive_stoppable, read_stoppable, read_text, Bounded};
-pub use secret::{open_sensitive, read_sensitive_text, write_private, Exposure, Sensitivity};
+pub use secret::{may_write_private, open_sensitive, read_sensitive_text, write_private, Exposure, Sensitivity};
 pub use write::{
     create, create_temporary, is_taken, may_write, publish, stage, temporary_name, write_whole, Existing, Staged,
 };

@@ -144,14 +144,48 @@ pub fn read_sensitive_text(path: &Path, limit: u64, sensitivity: Sensitivity) ->
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub fn write_private(target: &Path, bytes: &[u8], existing: crate::Existing) -> Result<PathBuf, FileError> {
-    let folder = match target.parent() {
-        Some(folder) if !folder.as_os_str().is_empty() => folder,
-        _ => Path::new("."),
-    };
+    let folder = folder_of(target);
     private_folder(folder)?;
     let mut staged = stage_private(target)?;
     staged.write_all(bytes).map_err(|e| FileError::io(target, e))?;
     staged.publish(existing)
+}
+
+/// Whether [`write_private`] would accept the folder of `target`, without
+/// making or writing anything: for a program that writes other files
+/// first (a key, before the config file that names it), so that a refused
+/// folder leaves nothing behind. A folder not there yet passes, as it
+/// would be made the user's alone. The write itself checks again.
+///
+/// ```
+/// # #[cfg(unix)] {
+/// use std::os::unix::fs::PermissionsExt as _;
+/// use genapi_files::FileError;
+///
+/// let dir = std::env::temp_dir().join(format!("genapi-files-may-private-{}", std::process::id()));
+/// genapi_files::may_write_private(&dir.join("genapi").join("config.toml"))?;
+/// std::fs::create_dir(&dir)?;
+/// std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o775))?;
+/// let refused = genapi_files::may_write_private(&dir.join("config.toml")).unwrap_err();
+/// assert!(matches!(refused, FileError::OpenFolder { .. }));
+/// # std::fs::remove_dir(&dir)?;
+/// # }
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn may_write_private(target: &Path) -> Result<(), FileError> {
+    let folder = folder_of(target);
+    if crate::is_taken(folder) {
+        changed_by_user_alone(folder)?;
+    }
+    Ok(())
+}
+
+/// The folder `target` goes in: `.` for a bare name.
+fn folder_of(target: &Path) -> &Path {
+    match target.parent() {
+        Some(folder) if !folder.as_os_str().is_empty() => folder,
+        _ => Path::new("."),
+    }
 }
 
 /// The permission bits of a private file: its owner's alone.
@@ -466,7 +500,10 @@ mod tests {
                 matches!(&refused, FileError::OpenFolder { path, mode: m } if *path == keys && *m == mode),
                 "{refused}"
             );
-            assert!(refused.reason().contains("chmod go-w"), "{refused}");
+            // A shared folder (sticky, like /tmp) is to stay open to others.
+            let fix = format!("chmod go-w {}", keys.display());
+            assert_eq!(refused.reason().contains(&fix), mode & 0o1000 == 0, "{refused}");
+            assert!(refused.reason().contains("a folder of your own"), "{refused}");
             assert!(
                 refused.to_string().starts_with(&keys.display().to_string()),
                 "{refused}"

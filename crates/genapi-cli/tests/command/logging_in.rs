@@ -242,3 +242,37 @@ fn a_config_file_goes_only_in_a_folder_no_one_else_may_change_and_the_folder_is_
         }
     }
 }
+
+/// `genapi login` with its config file in a folder that is refused (one
+/// others may change, or a link) stops before the key is read or kept:
+/// no `keys/` folder and no key file are left behind in it, or where the
+/// link leads.
+#[test]
+fn login_into_a_refused_folder_keeps_no_key_there() {
+    let dir = Dir::new("login-refused-folder");
+    let open = dir.join("team");
+    std::fs::create_dir(&open).unwrap();
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o775)).unwrap();
+    let real = dir.join("real");
+    std::fs::create_dir(&real).unwrap();
+    std::fs::set_permissions(&real, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let linked = dir.join("linked");
+    std::os::unix::fs::symlink(&real, &linked).unwrap();
+    for (folder, kept_in) in [(&open, &open), (&linked, &real)] {
+        let run = with_input(
+            genapi_alone(&dir)
+                .env("GENAPI_CONFIG", folder.join("genapi.toml"))
+                .args(["login", "--base-url", "https://api.example.com"]),
+            KEY,
+        );
+        let said = text(&run.stderr);
+        assert_eq!(run.status.code(), Some(1), "{said}");
+        assert!(said.contains(&folder.display().to_string()), "{said}");
+        assert_eq!(
+            std::fs::read_dir(kept_in).unwrap().count(),
+            0,
+            "nothing is written in {}: {said}",
+            kept_in.display()
+        );
+    }
+}

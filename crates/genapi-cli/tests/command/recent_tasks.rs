@@ -7,6 +7,15 @@ use serde_json::Value;
 use crate::cli::text;
 use crate::common::{genapi, roomy_mock, Dir};
 
+/// `genapi generate "a fox" -o OUT` against `mock`, which must succeed.
+fn generate_a_fox(dir: &Dir, mock: &genapi_mock::MockService, out: &str) {
+    let generated = genapi(dir, mock)
+        .args(["generate", "a fox", "-o", out])
+        .output()
+        .unwrap();
+    assert_eq!(generated.status.code(), Some(0), "{}", text(&generated.stderr));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tasks_lists_what_generate_and_submit_sent() {
     let mock = roomy_mock(50).await;
@@ -58,11 +67,7 @@ async fn tasks_lists_what_generate_and_submit_sent() {
 async fn a_result_written_to_standard_output_is_listed_so() {
     let mock = roomy_mock(50).await;
     let dir = Dir::new("recent-tasks-stdout");
-    let generated = genapi(&dir, &mock)
-        .args(["generate", "a fox", "-o", "-"])
-        .output()
-        .unwrap();
-    assert_eq!(generated.status.code(), Some(0), "{}", text(&generated.stderr));
+    generate_a_fox(&dir, &mock, "-");
     let plain = genapi(&dir, &mock).args(["tasks"]).output().unwrap();
     let plain = text(&plain.stdout);
     assert!(plain.contains("written to standard output"), "{plain}");
@@ -71,4 +76,30 @@ async fn a_result_written_to_standard_output_is_listed_so() {
     let line: Value = serde_json::from_str(text(&listed.stdout).trim()).unwrap();
     assert_eq!(line["saved"], Value::Null, "{line}");
     assert_eq!(line["written_to_stdout"], true, "{line}");
+}
+
+/// In a cache folder others may change, the history is not kept (its file
+/// would be the user's alone there); `genapi tasks` then says why nothing
+/// is listed and what to run, rather than that nothing was sent, and the
+/// folder is left as it is.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tasks_says_why_no_history_is_kept_in_a_folder_others_may_change() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let mock = roomy_mock(50).await;
+    let dir = Dir::new("recent-tasks-open-cache");
+    let cache = dir.join("cache/genapi");
+    std::fs::create_dir_all(&cache).unwrap();
+    std::fs::set_permissions(&cache, std::fs::Permissions::from_mode(0o775)).unwrap();
+    generate_a_fox(&dir, &mock, "fox.jpg");
+
+    let listed = genapi(&dir, &mock).args(["tasks"]).output().unwrap();
+    let said = text(&listed.stderr);
+    assert_eq!(listed.status.code(), Some(0), "{said}");
+    assert!(
+        said.contains("not kept") && said.contains(&format!("chmod go-w {}", cache.display())),
+        "{said}"
+    );
+    assert!(!said.contains("no submissions yet"), "{said}");
+    let mode = std::fs::metadata(&cache).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o775, "left as it is");
 }
