@@ -156,8 +156,14 @@ complete -F _genapi_with_profiles -o bashdefault -o default genapi
                 .flatten()
                 .map(|model| model.get_name().to_string())
                 .collect();
+            // Before a command, clap's condition for its options does not
+            // hold while --profile waits for its value (fish would offer
+            // files): one more hook answers after a bare --profile.
             format!(
-                "{script}\ncomplete -c genapi -n \"__fish_genapi_using_subcommand models\" -f -a \"{}\"\n",
+                "{script}\ncomplete -c genapi -n \"__fish_genapi_using_subcommand models\" -f -a \"{}\"\n\
+                 function __fish_genapi_after_profile\n    set -l tokens (commandline -opc)\n    \
+                 test \"$tokens[-1]\" = --profile\nend\n\
+                 complete -c genapi -n __fish_genapi_after_profile -f -a \"({PROFILES} 2>/dev/null)\"\n",
                 models.join(" ")
             )
         }

@@ -181,8 +181,10 @@ fn fish_completes_models_and_profiles_and_runs_no_profile_name() {
     };
     let dir = Dir::new("completions-fish");
     let config = config_with_profiles(&dir);
-    let offered = fish_offers(&fish, &dir, &config, "genapi generate --profile ");
-    assert_eq!(offered, ["lab", "work"], "the config file's profiles");
+    for line in ["genapi generate --profile ", "genapi --profile "] {
+        let offered = fish_offers(&fish, &dir, &config, line);
+        assert_eq!(offered, ["lab", "work"], "the config file's profiles after {line:?}");
+    }
     let offered = fish_offers(&fish, &dir, &config, "genapi submit --profile=w");
     assert_eq!(offered, ["--profile=work"]);
     let models = models(&dir);
