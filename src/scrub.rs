@@ -991,6 +991,24 @@ mod tests {
     }
 
     #[test]
+    fn a_cut_through_an_escape_escaped_again_leaves_no_beginning_of_the_secret_before_it() {
+        let scrubber = Scrubber::new("key-12345678");
+        scrubber.learn("whsec_abcdefgh");
+        scrubber.learn("password\u{1f600}-1234");
+        // JSON quoting JSON, cut inside the escape that follows: its first
+        // level decodes to an escape cut short, which decodes to nothing.
+        for cut_in_escape in [r"\\", r"\\u", r"\\u00", r"\\\\u00", r"\u005c", r"\u005cu00"] {
+            let page = format!("echo whsec_abcdefg{cut_in_escape}");
+            assert_eq!(scrubber.scrub_cut(page.as_bytes()), b"echo ", "{page}");
+        }
+        for cut_in_pair in [r"\\ud83d", r"\\ud83d\\", r"\\ud83d\\ude0"] {
+            let page = format!("echo password{cut_in_pair}");
+            assert_eq!(scrubber.scrub_cut(page.as_bytes()), b"echo ", "{page}");
+        }
+        assert_eq!(scrubber.scrub_cut(br"echo caf\\u00"), br"echo caf\\u00");
+    }
+
+    #[test]
     fn secrets_that_overlap_leave_no_tail_when_one_is_escaped() {
         let scrubber = Scrubber::new("key-12345678");
         scrubber.learn("0123456789ab");

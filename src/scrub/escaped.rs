@@ -58,14 +58,19 @@ impl View {
 
     /// This view decoded once more (`\\u0073` was `\u0073` in this view,
     /// and is `s` in the next), its bytes still pointing into the text; or
-    /// `None` when no escape of this view decodes, or it is the
-    /// [`DEPTH`]th.
+    /// `None` when no escape of this view decodes and none is cut short at
+    /// its end, or it is the [`DEPTH`]th.
     pub(super) fn deeper(&self) -> Option<View> {
         if self.depth >= DEPTH || !self.decoded.contains(&b'\\') {
             return None;
         }
         let level = Level::of(&self.decoded);
-        if !level.decoded_any {
+        // A text cut through an escape escaped again (`\\u00`) ends this
+        // view with an escape cut short (`\u00`): the next view, though
+        // nothing of it decodes, says where a secret's beginning ends, and
+        // is the last.
+        let cut_short = level.whole < level.decoded.len();
+        if !level.decoded_any && !cut_short {
             return None;
         }
         // Bytes from beyond this view's whole part (an escape cut short)
@@ -75,7 +80,7 @@ impl View {
             decoded: level.decoded,
             from: level.from.iter().map(|&at| self.from[at]).collect(),
             whole,
-            depth: self.depth + 1,
+            depth: if level.decoded_any { self.depth + 1 } else { DEPTH },
         })
     }
 
