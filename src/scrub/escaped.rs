@@ -32,6 +32,9 @@ pub(super) struct View {
     /// How many decoded bytes come before an escape the text's end cut
     /// short (all of them when it ends with none).
     whole: usize,
+    /// Where in the bytes this view was decoded from (the text, or the
+    /// view it is deeper than) an escape their end cut short begins.
+    cut_in_source: Option<usize>,
     /// How many times the text was decoded to make this view.
     depth: usize,
 }
@@ -49,6 +52,7 @@ impl View {
         }
         let level = Level::of(text);
         Some(View {
+            cut_in_source: level.cut_in_source(),
             decoded: level.decoded,
             from: level.from,
             whole: level.whole,
@@ -77,6 +81,7 @@ impl View {
         // are no part of the next one's either.
         let whole = level.whole.min(level.from.partition_point(|&at| at < self.whole));
         Some(View {
+            cut_in_source: level.cut_in_source(),
             decoded: level.decoded,
             from: level.from.iter().map(|&at| self.from[at]).collect(),
             whole,
@@ -88,6 +93,15 @@ impl View {
     /// what is left of a secret a cut went through ends.
     pub(super) fn whole(&self) -> &[u8] {
         &self.decoded[..self.whole]
+    }
+
+    /// The bytes this view was decoded from (`source`: the text, or the
+    /// view it is deeper than) that come before an escape their end cut
+    /// short, or `None` when none was. What is left of a secret may end
+    /// there, in bytes this view decodes otherwise (`\u0123456` is
+    /// `ģ456` here): each level is looked at for it.
+    pub(super) fn before_cut<'s>(&self, source: &'s [u8]) -> Option<&'s [u8]> {
+        self.cut_in_source.and_then(|at| source.get(..at))
     }
 
     /// Where in the text the decoded bytes `start..end` came from.
@@ -140,6 +154,13 @@ impl Level {
             whole,
             decoded_any,
         }
+    }
+}
+
+impl Level {
+    /// Where in the bytes decoded the escape their end cut short begins.
+    fn cut_in_source(&self) -> Option<usize> {
+        (self.whole < self.decoded.len()).then(|| self.from[self.whole])
     }
 }
 
