@@ -80,10 +80,17 @@ impl View {
         // Bytes from beyond this view's whole part (an escape cut short)
         // are no part of the next one's either.
         let whole = level.whole.min(level.from.partition_point(|&at| at < self.whole));
+        let cut_in_source = level.cut_in_source();
+        // Pointed into the text in place: a page of a few MiB has as many
+        // of these as bytes, at each level.
+        let mut from = level.from;
+        for at in &mut from {
+            *at = self.from[*at];
+        }
         Some(View {
-            cut_in_source: level.cut_in_source(),
+            cut_in_source,
             decoded: level.decoded,
-            from: level.from.iter().map(|&at| self.from[at]).collect(),
+            from,
             whole,
             depth: if level.decoded_any { self.depth + 1 } else { DEPTH },
         })
