@@ -292,17 +292,29 @@ impl Known {
         let Some(view) = View::of(text) else {
             return redacted(text, self.found(text), kept);
         };
+        // What is left of a secret ends where the escapes that decode end:
+        // in each view, and in the bytes the next one decodes otherwise.
+        let mut tail_before = |before: &[u8], source: &dyn Fn(usize) -> usize| {
+            let tail = self.partial_tail(before);
+            if tail > 0 {
+                kept = kept.min(source(before.len() - tail));
+            }
+        };
+        if let Some(before) = view.before_cut(text).filter(|_| cut) {
+            tail_before(before, &|at| at);
+        }
         let mut found: Vec<(usize, usize)> = self.found(text).collect();
         let mut level = Some(view);
         while let Some(view) = level {
-            // What is left of a secret ends where the escapes that decode end.
-            let whole = view.whole().len();
-            let tail = if cut { self.partial_tail(view.whole()) } else { 0 };
-            if tail > 0 {
-                kept = kept.min(view.source(whole - tail, whole).0);
+            let deeper = view.deeper();
+            if cut {
+                let before_cut = deeper.as_ref().and_then(|next| next.before_cut(&view.decoded));
+                for before in std::iter::once(view.whole()).chain(before_cut) {
+                    tail_before(before, &|at| view.from[at]);
+                }
             }
             found.extend(self.found(&view.decoded).map(|(start, end)| view.source(start, end)));
-            level = view.deeper();
+            level = deeper;
         }
         found.sort_unstable();
         redacted(text, found.into_iter(), kept)
@@ -868,9 +880,11 @@ mod tests {
     /// as its escapes decode, and nothing panics.
     #[test]
     fn no_page_of_secrets_spelled_with_escapes_keeps_one() {
-        let secrets = ["whsec_abcdefgh", "key-12345678"];
+        // The last begins with hex digits, which an escape before it takes.
+        let secrets = ["whsec_abcdefgh", "key-12345678", "0c8a2f3e-1234"];
         let scrubber = Scrubber::new(secrets[1]);
         scrubber.learn(secrets[0]);
+        scrubber.learn(secrets[2]);
         let junk = [
             r"\", r"\u", r"\u00", r"\ud83d", r"\ude00", r"\\", "\"", " ", "é", "{\"a\":",
         ];
@@ -896,7 +910,7 @@ mod tests {
                 .unwrap_or_else(|| page.clone().into_bytes());
             let left_of_cut = scrubber.scrub_cut(&cut);
             let known = scrubber.known.read().unwrap();
-            for left in [left_of_cut, whole] {
+            for left in [left_of_cut.clone(), whole] {
                 // Decoded again and again on its own, each level from the
                 // one before, not through the levels the scrubber reads.
                 let mut levels = vec![left.clone()];
@@ -912,6 +926,24 @@ mod tests {
                     String::from_utf8_lossy(&left)
                 );
             }
+            // Nor does what is left of the cut end, at any level, with a
+            // secret's beginning, before an escape cut short or without.
+            let mut level = left_of_cut.clone();
+            while let Some(view) = View::of(&level) {
+                let before = view.before_cut(&level).unwrap_or(&level);
+                assert_eq!(
+                    known.partial_tail(before),
+                    0,
+                    "{:?} left {:?}",
+                    String::from_utf8_lossy(&cut),
+                    String::from_utf8_lossy(&left_of_cut)
+                );
+                if view.decoded == level {
+                    break;
+                }
+                level = view.decoded;
+            }
+            assert_eq!(known.partial_tail(&level), 0, "{:?}", String::from_utf8_lossy(&cut));
         }
     }
 
@@ -988,6 +1020,48 @@ mod tests {
         }
         // An escape cut short after no secret is left as it is.
         assert_eq!(scrubber.scrub_cut(br"echo caf\u00"), br"echo caf\u00");
+    }
+
+    #[test]
+    fn a_cut_through_an_escape_escaped_again_leaves_no_beginning_of_the_secret_before_it() {
+        let scrubber = Scrubber::new("key-12345678");
+        scrubber.learn("whsec_abcdefgh");
+        scrubber.learn("password\u{1f600}-1234");
+        // JSON quoting JSON, cut inside the escape that follows: its first
+        // level decodes to an escape cut short, which decodes to nothing.
+        // Or inside a surrogate pair escaped so.
+        let pages = [
+            r"echo whsec_abcdefg\\",
+            r"echo whsec_abcdefg\\u",
+            r"echo whsec_abcdefg\\u00",
+            r"echo whsec_abcdefg\\\\u00",
+            r"echo whsec_abcdefg\u005c",
+            r"echo whsec_abcdefg\u005cu00",
+            r"echo password\\ud83d",
+            r"echo password\\ud83d\\",
+            r"echo password\\ud83d\\ude0",
+        ];
+        for page in pages {
+            assert_eq!(scrubber.scrub_cut(page.as_bytes()), b"echo ", "{page}");
+        }
+        assert_eq!(scrubber.scrub_cut(br"echo caf\\u00"), br"echo caf\\u00");
+    }
+
+    #[test]
+    fn a_cut_leaves_no_beginning_of_a_secret_that_an_escape_before_it_hides_once_decoded() {
+        let scrubber = Scrubber::new("0c8a2f3e-1234-4cde-9abc-def012345678");
+        // `\u0c8a` is an escape: decoded, the key's first characters are
+        // another character, while as written they still read as the key's;
+        // escaped once more, the same in the first level. Seven bytes of
+        // it say nothing.
+        for (page, left) in [
+            (r"path C:\u0c8a2f3e-1234-4cde\u00", r"path C:\u"),
+            (r"path C:\\u0c8a2f3e-1234-4cde\\u00", r"path C:\\u"),
+            (r"path C:\u0c8a2f3e\u00", r"path C:\u"),
+            (r"path C:\u0c8a2f3\u00", r"path C:\u0c8a2f3\u00"),
+        ] {
+            assert_eq!(scrubber.scrub_cut(page.as_bytes()), left.as_bytes(), "{page}");
+        }
     }
 
     #[test]

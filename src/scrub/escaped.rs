@@ -32,6 +32,9 @@ pub(super) struct View {
     /// How many decoded bytes come before an escape the text's end cut
     /// short (all of them when it ends with none).
     whole: usize,
+    /// Where in the bytes this view was decoded from (the text, or the
+    /// view it is deeper than) an escape their end cut short begins.
+    cut_in_source: Option<usize>,
     /// How many times the text was decoded to make this view.
     depth: usize,
 }
@@ -49,6 +52,7 @@ impl View {
         }
         let level = Level::of(text);
         Some(View {
+            cut_in_source: level.cut_in_source(),
             decoded: level.decoded,
             from: level.from,
             whole: level.whole,
@@ -58,24 +62,37 @@ impl View {
 
     /// This view decoded once more (`\\u0073` was `\u0073` in this view,
     /// and is `s` in the next), its bytes still pointing into the text; or
-    /// `None` when no escape of this view decodes, or it is the
-    /// [`DEPTH`]th.
+    /// `None` when no escape of this view decodes and none is cut short at
+    /// its end, or it is the [`DEPTH`]th.
     pub(super) fn deeper(&self) -> Option<View> {
         if self.depth >= DEPTH || !self.decoded.contains(&b'\\') {
             return None;
         }
         let level = Level::of(&self.decoded);
-        if !level.decoded_any {
+        // A text cut through an escape escaped again (`\\u00`) ends this
+        // view with an escape cut short (`\u00`): the next view, though
+        // nothing of it decodes, says where a secret's beginning ends, and
+        // is the last.
+        let cut_short = level.whole < level.decoded.len();
+        if !level.decoded_any && !cut_short {
             return None;
         }
         // Bytes from beyond this view's whole part (an escape cut short)
         // are no part of the next one's either.
         let whole = level.whole.min(level.from.partition_point(|&at| at < self.whole));
+        let cut_in_source = level.cut_in_source();
+        // Pointed into the text in place: a page of a few MiB has as many
+        // of these as bytes, at each level.
+        let mut from = level.from;
+        for at in &mut from {
+            *at = self.from[*at];
+        }
         Some(View {
+            cut_in_source,
             decoded: level.decoded,
-            from: level.from.iter().map(|&at| self.from[at]).collect(),
+            from,
             whole,
-            depth: self.depth + 1,
+            depth: if level.decoded_any { self.depth + 1 } else { DEPTH },
         })
     }
 
@@ -83,6 +100,15 @@ impl View {
     /// what is left of a secret a cut went through ends.
     pub(super) fn whole(&self) -> &[u8] {
         &self.decoded[..self.whole]
+    }
+
+    /// The bytes this view was decoded from (`source`: the text, or the
+    /// view it is deeper than) that come before an escape their end cut
+    /// short, or `None` when none was. What is left of a secret may end
+    /// there, in bytes this view decodes otherwise (`\u0123456` is
+    /// `ģ456` here): each level is looked at for it.
+    pub(super) fn before_cut<'s>(&self, source: &'s [u8]) -> Option<&'s [u8]> {
+        self.cut_in_source.and_then(|at| source.get(..at))
     }
 
     /// Where in the text the decoded bytes `start..end` came from.
@@ -135,6 +161,13 @@ impl Level {
             whole,
             decoded_any,
         }
+    }
+}
+
+impl Level {
+    /// Where in the bytes decoded the escape their end cut short begins.
+    fn cut_in_source(&self) -> Option<usize> {
+        (self.whole < self.decoded.len()).then(|| self.from[self.whole])
     }
 }
 
