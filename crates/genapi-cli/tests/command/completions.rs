@@ -26,8 +26,7 @@ fn script(dir: &Dir, shell: &str) -> String {
 fn bash_offers(dir: &Dir, config: &Path, words: &[&str]) -> Vec<String> {
     let file = dir.join("genapi.bash");
     std::fs::write(&file, script(dir, "bash")).unwrap();
-    let path = with_genapi_first();
-    let run = std::process::Command::new("bash")
+    let run = shell("bash", dir, config)
         .args(["--norc", "-c"])
         .arg(
             r#"source "$0"
@@ -41,11 +40,6 @@ printf '%s\n' "${COMPREPLY[@]}""#,
         )
         .arg(&file)
         .args(words)
-        .env("PATH", path)
-        .env("GENAPI_CONFIG", config)
-        .env("XDG_CONFIG_HOME", dir.join("config"))
-        .env("XDG_CACHE_HOME", dir.join("cache"))
-        .current_dir(&dir.0)
         .output()
         .unwrap();
     assert!(run.status.success(), "{words:?}: {}", text(&run.stderr));
@@ -62,15 +56,10 @@ printf '%s\n' "${COMPREPLY[@]}""#,
 fn fish_offers(fish: &Path, dir: &Dir, config: &Path, line: &str) -> Vec<String> {
     let file = dir.join("genapi.fish");
     std::fs::write(&file, script(dir, "fish")).unwrap();
-    let run = std::process::Command::new(fish)
+    let run = shell(fish, dir, config)
         .args(["--no-config", "-c", "source $argv[1]; complete -C $argv[2]"])
         .arg(&file)
         .arg(line)
-        .env("PATH", with_genapi_first())
-        .env("GENAPI_CONFIG", config)
-        .env("XDG_CONFIG_HOME", dir.join("config"))
-        .env("XDG_CACHE_HOME", dir.join("cache"))
-        .current_dir(&dir.0)
         .output()
         .unwrap();
     assert!(run.status.success(), "{line:?}: {}", text(&run.stderr));
@@ -83,14 +72,23 @@ fn fish_offers(fish: &Path, dir: &Dir, config: &Path, line: &str) -> Vec<String>
         .collect()
 }
 
-/// `PATH` with this build's genapi first.
-fn with_genapi_first() -> String {
-    let program = Path::new(env!("CARGO_BIN_EXE_genapi"));
-    format!(
+/// The shell `program`, run in `dir` with this build's genapi first on
+/// PATH, `config` as the config file and the folders of `dir`.
+fn shell(program: impl AsRef<std::ffi::OsStr>, dir: &Dir, config: &Path) -> std::process::Command {
+    let genapi = Path::new(env!("CARGO_BIN_EXE_genapi"));
+    let path = format!(
         "{}:{}",
-        program.parent().unwrap().display(),
+        genapi.parent().unwrap().display(),
         std::env::var("PATH").unwrap_or_default()
-    )
+    );
+    let mut command = std::process::Command::new(program);
+    command
+        .env("PATH", path)
+        .env("GENAPI_CONFIG", config)
+        .env("XDG_CONFIG_HOME", dir.join("config"))
+        .env("XDG_CACHE_HOME", dir.join("cache"))
+        .current_dir(&dir.0);
+    command
 }
 
 /// The models `genapi models --json` lists.
@@ -228,7 +226,7 @@ fn zsh_loads_its_script_and_offers_the_profiles() {
     let folder = dir.join("functions");
     std::fs::create_dir_all(&folder).unwrap();
     std::fs::write(folder.join("_genapi"), script(&dir, "zsh")).unwrap();
-    let run = std::process::Command::new(zsh)
+    let run = shell(zsh, &dir, &config)
         .args([
             "-f",
             "-c",
@@ -241,10 +239,6 @@ _genapi_profiles"#,
         .arg("zsh")
         .arg(&folder)
         .arg(dir.join("zcompdump"))
-        .env("PATH", with_genapi_first())
-        .env("GENAPI_CONFIG", &config)
-        .env("XDG_CONFIG_HOME", dir.join("config"))
-        .env("XDG_CACHE_HOME", dir.join("cache"))
         .output()
         .unwrap();
     let said = text(&run.stdout);
