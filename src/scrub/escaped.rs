@@ -162,9 +162,7 @@ impl Level {
             decoded_any,
         }
     }
-}
 
-impl Level {
     /// Where in the bytes decoded the escape their end cut short begins.
     fn cut_in_source(&self) -> Option<usize> {
         (self.whole < self.decoded.len()).then(|| self.from[self.whole])
