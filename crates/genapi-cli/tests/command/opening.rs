@@ -67,16 +67,58 @@ fn generate_opening(dir: &Dir, mock: &genapi_mock::MockService, opener: &Path) -
     command
 }
 
-/// A batch of three lines run with `--open` and `opener` as the opener,
-/// to its end.
+/// How long a held line's task takes on the mock clock.
+const HELD_MS: u64 = 60_000;
+
+/// Appends to `jobs` a line whose task takes [`HELD_MS`] on the mock clock:
+/// the batch cannot end before the test moves that clock on.
 #[cfg(unix)]
-fn batch_opening(dir: &Dir, mock: &genapi_mock::MockService, opener: &Path) -> std::process::Output {
-    crate::common::write_jobs(&dir.join("night.jsonl"), 3, "night");
-    genapi(dir, mock)
+fn append_held_line(jobs: &Path) {
+    use std::io::Write;
+    let line = serde_json::json!({"model": "gen-2-pro", "name": "held",
+        "prompt": format!("held [mock:duration_ms={HELD_MS}]"), "width": 64, "height": 64});
+    let mut file = std::fs::OpenOptions::new().append(true).open(jobs).unwrap();
+    writeln!(file, "{line}").unwrap();
+}
+
+/// Runs `command` (a batch with a held line) until `mark` appears, the sign
+/// that its opener has run, and the held task is under way, then ends that
+/// task and lets the batch finish. The opener thus always runs while the batch is under way, however
+/// slow the machine; no result depends on which comes first.
+#[cfg(unix)]
+fn run_until_opened(
+    mut command: std::process::Command,
+    mock: &genapi_mock::MockService,
+    mark: &Path,
+) -> std::process::Output {
+    use std::process::Stdio;
+    let child = command.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let opened = appears(mark);
+    let held = format!("held [mock:duration_ms={HELD_MS}]");
+    for _ in 0..1000 {
+        if mock.created_tasks().iter().any(|task| task.prompt == held) {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    mock.advance(std::time::Duration::from_millis(HELD_MS + 1_000));
+    let output = child.wait_with_output().unwrap();
+    assert!(opened, "the opener never ran: {}", text(&output.stderr));
+    output
+}
+
+/// A batch of three lines, the last held until the opener has run (its
+/// `mark` appeared), run with `--open` and `opener` as the opener, to its end.
+#[cfg(unix)]
+fn batch_opening(dir: &Dir, mock: &genapi_mock::MockService, opener: &Path, mark: &Path) -> std::process::Output {
+    let jobs = dir.join("night.jsonl");
+    crate::common::write_jobs(&jobs, 2, "night");
+    append_held_line(&jobs);
+    let mut command = genapi(dir, mock);
+    command
         .args(["batch", "night.jsonl", "--out", "shots", "--open", "-q"])
-        .env("GENAPI_OPENER", opener)
-        .output()
-        .unwrap()
+        .env("GENAPI_OPENER", opener);
+    run_until_opened(command, mock, mark)
 }
 
 #[cfg(unix)]
@@ -144,7 +186,7 @@ async fn a_viewer_that_stays_open_does_not_hold_the_batch() {
         marker = marker.display()
     );
     let opener = script(&dir, "viewer.sh", &body);
-    let run = batch_opening(&dir, &mock, &opener);
+    let run = batch_opening(&dir, &mock, &opener, &started);
     assert_eq!(run.status.code(), Some(0), "{}", text(&run.stderr));
     assert!(!marker.exists(), "the command waited for the viewer");
     let page = std::fs::read_to_string(dir.join("shots/index.html")).unwrap();
@@ -178,7 +220,7 @@ async fn batch_open_opens_the_gallery_which_reloads_until_the_batch_ends() {
     let mock = roomy_mock(50).await;
     let dir = Dir::new("open-batch");
     let opener = recording_opener(&dir);
-    let run = batch_opening(&dir, &mock, &opener);
+    let run = batch_opening(&dir, &mock, &opener, &dir.join("seen"));
     assert_eq!(run.status.code(), Some(0), "{}", text(&run.stderr));
     assert_eq!(opened(&dir), ["shots/index.html"]);
     let reload = "<meta http-equiv=\"refresh\"";
@@ -195,30 +237,32 @@ async fn batch_open_opens_the_gallery_which_reloads_until_the_batch_ends() {
     assert!(last.contains("3 saved"), "{last}");
 }
 
-/// A batch run again over lines all saved: the gallery the viewer gets as
-/// it starts already shows them saved, with their count and images.
+/// A batch run again over lines saved before, and one more: the gallery
+/// the viewer gets as it starts already shows them saved, with their count
+/// and images.
 #[cfg(unix)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rerun_opens_a_gallery_that_shows_the_lines_saved_before() {
     let mock = roomy_mock(50).await;
     let dir = Dir::new("open-batch-rerun");
     let opener = recording_opener(&dir);
-    crate::common::write_jobs(&dir.join("night.jsonl"), 3, "night");
+    let jobs = dir.join("night.jsonl");
+    crate::common::write_jobs(&jobs, 3, "night");
     let first = genapi(&dir, &mock)
         .args(["batch", "night.jsonl", "--out", "shots", "--no-gallery", "-q"])
         .output()
         .unwrap();
     assert_eq!(first.status.code(), Some(0), "{}", text(&first.stderr));
     assert!(!dir.join("shots/index.html").exists());
-    let again = genapi(&dir, &mock)
+    append_held_line(&jobs);
+    let mut again = genapi(&dir, &mock);
+    again
         .args(["batch", "night.jsonl", "--out", "shots", "--open", "-q"])
-        .env("GENAPI_OPENER", &opener)
-        .output()
-        .unwrap();
+        .env("GENAPI_OPENER", &opener);
+    let again = run_until_opened(again, &mock, &dir.join("seen"));
     assert_eq!(again.status.code(), Some(0), "{}", text(&again.stderr));
-    assert!(appears(&dir.join("seen")), "the opener never ran");
     let seen = std::fs::read_to_string(dir.join("seen")).unwrap();
-    assert!(seen.contains("genapi batch: 3 lines"), "{seen}");
+    assert!(seen.contains("genapi batch: 4 lines"), "{seen}");
     assert!(seen.contains("3 saved"), "{seen}");
     assert!(
         seen.contains("src=\"thumbs/img-3.jpg\""),
@@ -228,4 +272,6 @@ async fn a_rerun_opens_a_gallery_that_shows_the_lines_saved_before() {
         seen.contains("<meta http-equiv=\"refresh\""),
         "opened at the start: {seen}"
     );
+    let last = std::fs::read_to_string(dir.join("shots/index.html")).unwrap();
+    assert!(last.contains("4 saved"), "{last}");
 }
