@@ -4,7 +4,8 @@
 //! passed over, so deleting the folder is always safe, and costs only what
 //! each entry says.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 
 /// `genapi` in the platform's cache folder (`$XDG_CACHE_HOME`, else
 /// `~/.cache`, on Linux).
@@ -60,6 +61,45 @@ pub const HISTORY: CacheFile = CacheFile {
 /// Everything the command keeps in its cache folder: `--help` and the man
 /// page's FILES section list it, and the README's is checked against it.
 pub const FILES: [CacheFile; 4] = [DURATIONS, PRICES, TASK_SECRETS, HISTORY];
+
+/// Writes `bytes` as `path`, a private file of the cache (`file`). Keeping
+/// it is best effort, but a folder the file policy refuses (another user's,
+/// or one others may change) is one the user can fix, and what its loss
+/// costs them is theirs to know: that is said once a run on stderr, with
+/// what to run. Anything else that stops the write is only logged.
+pub fn keep_private(file: &CacheFile, path: &Path, bytes: &[u8]) {
+    match genapi_files::write_private(path, bytes, genapi_files::Existing::Replace) {
+        Ok(_) => {}
+        Err(refused) if is_folder_refusal(&refused) => {
+            static SAID: Mutex<Vec<&str>> = Mutex::new(Vec::new());
+            let Ok(mut said) = SAID.lock() else { return };
+            if !said.contains(&file.name) {
+                said.push(file.name);
+                crate::out::err(&not_kept(file, &refused));
+            }
+        }
+        Err(error) => tracing::debug!(%error, file = file.name, "a file of the cache is not kept"),
+    }
+}
+
+/// Whether `refused` is the file policy refusing a private file's folder.
+fn is_folder_refusal(refused: &genapi_files::FileError) -> bool {
+    matches!(
+        refused,
+        genapi_files::FileError::OpenFolder { .. } | genapi_files::FileError::ForeignFolder { .. }
+    )
+}
+
+/// The warning that `file` is not kept, because of `refused`: what it
+/// costs, and what to run.
+pub fn not_kept(file: &CacheFile, refused: &genapi_files::FileError) -> String {
+    format!(
+        "warning: {} is not kept, so {}: {}",
+        file.name,
+        file.deleting_costs,
+        crate::files::said(refused)
+    )
+}
 
 #[cfg(test)]
 mod tests {

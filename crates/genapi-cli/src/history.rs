@@ -122,9 +122,7 @@ fn write(path: &Path, mut entries: Vec<Entry>) {
             text.push('\n');
         }
     }
-    if let Err(error) = genapi_files::write_private(path, text.as_bytes(), genapi_files::Existing::Replace) {
-        tracing::debug!(%error, "the history of submissions is not kept");
-    }
+    crate::cache::keep_private(&crate::cache::HISTORY, path, text.as_bytes());
 }
 
 /// Adds `entry` as the newest submission of the history at `path`.
@@ -215,10 +213,7 @@ pub fn list(global: &Global, args: &TasksArgs) -> Result<(), Failure> {
     // yet" would hide why, and what to run.
     let refused = genapi_files::may_write_private(&path).err();
     if let Some(refused) = &refused {
-        out::err(&format!(
-            "warning: submissions are not kept: {}",
-            crate::files::said(refused)
-        ));
+        out::err(&crate::cache::not_kept(&crate::cache::HISTORY, refused));
     }
     if entries.is_empty() && !global.json && refused.is_none() {
         out::err(&format!(

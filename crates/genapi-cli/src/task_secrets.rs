@@ -8,7 +8,9 @@
 //! file of the cache readable by the user alone, `wait` and `get` hand them
 //! to their client before polling, and the file goes once the task has
 //! ended for good. Keeping it is best effort: a file that cannot be written
-//! or read is passed over, and the task is polled all the same.
+//! or read is passed over, and the task is polled all the same (a folder the
+//! file policy refuses is said, with what to run: see
+//! [`crate::cache::keep_private`]).
 
 use std::path::PathBuf;
 
@@ -40,14 +42,11 @@ pub fn keep(task_id: &str, body: &Map<String, Value>) {
         .collect();
     let Some(path) = path(task_id) else { return };
     // Readable by the user alone, before a byte is written.
-    let written = genapi_files::write_private(
+    crate::cache::keep_private(
+        &crate::cache::TASK_SECRETS,
         &path,
         Value::Object(kept).to_string().as_bytes(),
-        genapi_files::Existing::Replace,
     );
-    if let Err(error) = written {
-        tracing::debug!(%error, "the secrets of the task are not kept for a later wait");
-    }
 }
 
 /// Hands the kept secrets of task `task_id` to `client`, when there are.

@@ -145,7 +145,7 @@ pub fn read_sensitive_text(path: &Path, limit: u64, sensitivity: Sensitivity) ->
 /// ```
 pub fn write_private(target: &Path, bytes: &[u8], existing: crate::Existing) -> Result<PathBuf, FileError> {
     let folder = folder_of(target);
-    private_folder(folder)?;
+    private_folder(&folder)?;
     let mut staged = stage_private(target)?;
     staged.write_all(bytes).map_err(|e| FileError::io(target, e))?;
     staged.publish(existing)
@@ -174,18 +174,21 @@ pub fn write_private(target: &Path, bytes: &[u8], existing: crate::Existing) -> 
 /// ```
 pub fn may_write_private(target: &Path) -> Result<(), FileError> {
     let folder = folder_of(target);
-    if crate::is_taken(folder) {
-        changed_by_user_alone(folder)?;
+    if crate::is_taken(&folder) {
+        changed_by_user_alone(&folder)?;
     }
     Ok(())
 }
 
-/// The folder `target` goes in: `.` for a bare name.
-fn folder_of(target: &Path) -> &Path {
-    match target.parent() {
+/// The folder `target` goes in, made absolute so that a refusal names a
+/// folder whose `chmod` works from anywhere (a bare name's folder is the
+/// current one, not `.`).
+fn folder_of(target: &Path) -> PathBuf {
+    let folder = match target.parent() {
         Some(folder) if !folder.as_os_str().is_empty() => folder,
         _ => Path::new("."),
-    }
+    };
+    std::path::absolute(folder).unwrap_or_else(|_| folder.to_path_buf())
 }
 
 /// The permission bits of a private file: its owner's alone.

@@ -241,6 +241,18 @@ fn a_config_file_goes_only_in_a_folder_no_one_else_may_change_and_the_folder_is_
             assert!(!config.exists(), "nothing written");
         }
     }
+    // A bare name's folder is named whole, not as `.`: the `chmod` works
+    // from anywhere.
+    let team = std::fs::canonicalize(dir.join("team")).unwrap();
+    let run = genapi_alone(&dir)
+        .current_dir(&team)
+        .env("GENAPI_CONFIG", "genapi.toml")
+        .args(["config", "set", "model", "gen-2-flex"])
+        .output()
+        .unwrap();
+    let said = text(&run.stderr);
+    assert!(said.contains(&format!("chmod go-w {}", team.display())), "{said}");
+    assert!(!team.join("genapi.toml").exists(), "nothing written");
 }
 
 /// `genapi login` with its config file in a folder that is refused (one

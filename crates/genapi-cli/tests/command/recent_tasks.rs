@@ -79,18 +79,27 @@ async fn a_result_written_to_standard_output_is_listed_so() {
 }
 
 /// In a cache folder others may change, the history is not kept (its file
-/// would be the user's alone there); `genapi tasks` then says why nothing
-/// is listed and what to run, rather than that nothing was sent, and the
-/// folder is left as it is.
+/// would be the user's alone there): `generate` says so once, with what to
+/// run; `genapi tasks` then says why nothing is listed, rather than that
+/// nothing was sent; and the folder is left as it is. A task's secrets
+/// that `submit` cannot keep are said the same way.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn tasks_says_why_no_history_is_kept_in_a_folder_others_may_change() {
+async fn generate_and_tasks_say_why_no_history_is_kept_in_a_folder_others_may_change() {
     use std::os::unix::fs::PermissionsExt as _;
     let mock = roomy_mock(50).await;
     let dir = Dir::new("recent-tasks-open-cache");
     let cache = dir.join("cache/genapi");
     std::fs::create_dir_all(&cache).unwrap();
     std::fs::set_permissions(&cache, std::fs::Permissions::from_mode(0o775)).unwrap();
-    generate_a_fox(&dir, &mock, "fox.jpg");
+    let generated = genapi(&dir, &mock)
+        .args(["generate", "a fox", "-o", "fox.jpg"])
+        .output()
+        .unwrap();
+    let said = text(&generated.stderr);
+    assert_eq!(generated.status.code(), Some(0), "{said}");
+    let warning = "history.jsonl is not kept, so genapi tasks lists nothing sent before: ";
+    assert_eq!(said.matches(warning).count(), 1, "said once, as it is sent: {said}");
+    assert!(said.contains(&format!("chmod go-w {}", cache.display())), "{said}");
 
     let listed = genapi(&dir, &mock).args(["tasks"]).output().unwrap();
     let said = text(&listed.stderr);
@@ -102,4 +111,16 @@ async fn tasks_says_why_no_history_is_kept_in_a_folder_others_may_change() {
     assert!(!said.contains("no submissions yet"), "{said}");
     let mode = std::fs::metadata(&cache).unwrap().permissions().mode();
     assert_eq!(mode & 0o777, 0o775, "left as it is");
+
+    // The secrets of a task `submit` sent are kept by the same rule, and
+    // losing them is said the same way.
+    let tasks = cache.join("tasks");
+    std::fs::create_dir(&tasks).unwrap();
+    std::fs::set_permissions(&tasks, std::fs::Permissions::from_mode(0o775)).unwrap();
+    let submitted = genapi(&dir, &mock).args(["submit", "a cat"]).output().unwrap();
+    let said = text(&submitted.stderr);
+    assert_eq!(submitted.status.code(), Some(0), "{said}");
+    assert!(said.contains("tasks is not kept, so a later wait or get"), "{said}");
+    assert!(said.contains(&format!("chmod go-w {}", tasks.display())), "{said}");
+    assert_eq!(std::fs::read_dir(&tasks).unwrap().count(), 0, "nothing written there");
 }
