@@ -173,6 +173,9 @@ async fn a_dead_workers_seat_whose_task_cannot_be_checked_comes_back_in_time() {
     )
     .await
     .unwrap();
+    // The seat is taken (by the database's clock) after this: however long
+    // the client below takes to build, the hold cannot begin before it.
+    let started = std::time::Instant::now();
     pg.sql(
         "UPDATE genapi_seats SET worker = 'gone', lease_until = now() - interval '1 second', task_id = 't', \
          polling_url = 'http://127.0.0.1:1/v1/get_result?id=t', taken_at = now() WHERE pool = 'stranded'",
@@ -182,7 +185,6 @@ async fn a_dead_workers_seat_whose_task_cannot_be_checked_comes_back_in_time() {
         .shared_seats(seats.pool(), seats.limit())
         .build()
         .unwrap();
-    let started = std::time::Instant::now();
     let request = genapi::api::types::Gen2ProRequest::builder()
         .prompt("stranded")
         .width(64)
