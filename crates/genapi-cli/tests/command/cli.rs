@@ -1233,7 +1233,7 @@ fn help_and_the_command_docs_list_the_same_exit_codes() {
 #[test]
 fn a_mock_restarted_on_the_same_address_is_the_same_service() {
     let dir = Dir::new("learned-per-mock");
-    let port = crate::common::three_free_ports();
+    let port = crate::common::free_ports(3);
     let address = format!("127.0.0.1:{port}");
     let file = dir.join("cache").join("genapi").join("learned.json");
     let learned_for = |mock: &Mock| -> Value {
