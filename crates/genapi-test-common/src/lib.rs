@@ -120,6 +120,34 @@ pub async fn submit_with_webhook(
     (response.status().as_u16(), response.json().await.unwrap_or(Value::Null))
 }
 
+/// The first of `count` loopback ports in a row, free when looked at, for
+/// a mock on a port of the test's choosing (its polling and delivery hosts
+/// take the two after it), chosen below the ports the system hands out for
+/// connections: one of those (port 0 gives one) can be taken by any test's
+/// connection between the look and the mock's listening, or between one
+/// mock and the next on the same port. No two calls of one process get the
+/// same port.
+pub fn free_ports(count: u16) -> u16 {
+    static LOOKED_AT: std::sync::atomic::AtomicU16 = std::sync::atomic::AtomicU16::new(0);
+    let handed_out_from = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|range| range.split_whitespace().next()?.parse::<u16>().ok())
+        .unwrap_or(32768);
+    // Test processes running at once start apart.
+    let start = 10_000 + (std::process::id() % 500) as u16 * 40;
+    let start = if start + count < handed_out_from { start } else { 1025 };
+    loop {
+        let first = start.saturating_add(LOOKED_AT.fetch_add(count, std::sync::atomic::Ordering::SeqCst));
+        assert!(
+            first.saturating_add(count) < handed_out_from,
+            "no {count} free ports below the range handed out for connections"
+        );
+        if (first..first + count).all(|port| std::net::TcpListener::bind(("127.0.0.1", port)).is_ok()) {
+            return first;
+        }
+    }
+}
+
 /// A fresh working directory for one test, removed at the end.
 pub struct Dir(pub std::path::PathBuf);
 

@@ -528,16 +528,38 @@ fn exit_codes_by_class() {
     }
 }
 
+/// `genapi generate` on `slow` (whose task outlasts the test) with a
+/// --timeout that passes while the task is waited for, the case a resume
+/// line is for. The timeout counts from the command's start: on a loaded
+/// machine 1 s may pass before the submission is answered, which the
+/// command rightly says without a resume line (the task may or may not have
+/// been accepted). Such a run is checked for that and the timeout doubled,
+/// so the run returned surely timed out after its task was accepted.
+fn timed_out_while_waiting(slow: &Mock, dir: &Dir) -> Output {
+    for seconds in [1, 2, 4, 8, 16, 32] {
+        let run = slow
+            .command(dir)
+            .args(["generate", "x", "--timeout", &seconds.to_string(), "-o", "slow.jpg"])
+            .output()
+            .unwrap();
+        assert_exit(&run, 8);
+        let stderr = text(&run.stderr);
+        if !stderr.contains("passed during submission") {
+            return run;
+        }
+        assert!(
+            stderr.contains("may have been accepted") && !stderr.contains("resume with: "),
+            "{stderr}"
+        );
+    }
+    panic!("no submission was answered within 32 s");
+}
+
 #[test]
 fn timeout_is_resumable_and_submit_wait_get_pick_tasks_up() {
     let dir = Dir::new("resume");
     let slow = Mock::start(&dir, &["--duration-ms", "600000"]);
-    let run = slow
-        .command(&dir)
-        .args(["generate", "x", "--timeout", "1", "-o", "slow.jpg"])
-        .output()
-        .unwrap();
-    assert_exit(&run, 8);
+    let run = timed_out_while_waiting(&slow, &dir);
     let stderr = text(&run.stderr);
     let resume = stderr
         .lines()
@@ -1211,7 +1233,7 @@ fn help_and_the_command_docs_list_the_same_exit_codes() {
 #[test]
 fn a_mock_restarted_on_the_same_address_is_the_same_service() {
     let dir = Dir::new("learned-per-mock");
-    let port = crate::common::three_free_ports();
+    let port = crate::common::free_ports(3);
     let address = format!("127.0.0.1:{port}");
     let file = dir.join("cache").join("genapi").join("learned.json");
     let learned_for = |mock: &Mock| -> Value {

@@ -197,13 +197,20 @@ async fn a_killed_and_resumed_batch_leaves_a_gallery_the_browser_accepts_and_a_r
         return;
     };
     // Tasks of 2 s, four at a time: the first run is killed once its four
-    // submissions are answered and journalled, when no submission can be in
-    // flight (the limit is reached and no task has ended), so the kill
-    // leaves no line without an answer, whatever the timing.
+    // submissions are answered and journalled and each task's first poll is
+    // held (an hour on the mock clock, which nobody moves), when no
+    // submission can be in flight: the limit is reached and the run cannot
+    // learn that a task ended, however late the kill comes (a held poll
+    // gives up only at the client's request timeout, a minute). So the kill
+    // leaves no line without an answer, whatever the timing. (A task's wait
+    // holds its one poll at a time, and submissions waiting for room poll
+    // only tasks nobody waits for: the first run makes no fifth poll.)
     let config = genapi_mock::MockConfig::default().default_duration(std::time::Duration::from_secs(2));
     let mock = genapi_mock::MockService::start_with(config, "127.0.0.1:0".parse().unwrap())
         .await
         .unwrap();
+    let held = genapi_mock::FaultKind::Delay(std::time::Duration::from_secs(3600));
+    mock.inject(genapi_mock::Fault::on("/v1/get_result", held).method("GET").times(4));
     let dir = Dir::new("gallery-batch");
     sweep_with_failures(&dir);
     let mut first = crate::common::genapi(&dir, &mock)
@@ -218,10 +225,10 @@ async fn a_killed_and_resumed_batch_leaves_a_gallery_the_browser_accepts_and_a_r
             .count()
     };
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    while accepted() < 4 {
+    while accepted() < 4 || mock.count("GET", "/v1/get_result") < 4 {
         assert!(
             std::time::Instant::now() < deadline,
-            "the first run had no task accepted"
+            "the first run's four tasks were not all accepted and polled"
         );
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
     }

@@ -29,25 +29,6 @@ mod common {
     pub fn genapi_alone(dir: &Dir) -> std::process::Command {
         genapi_test_common::genapi_alone(env!("CARGO_BIN_EXE_genapi"), dir)
     }
-
-    /// A loopback port free with the two after it, for `genapi mock --addr`
-    /// (its polling and delivery hosts take those), chosen below the ports
-    /// the system hands out for connections: one of those (port 0 gives
-    /// one) can be taken by any test's connection between one mock and the
-    /// next on the same address, or be next to one in use.
-    pub fn three_free_ports() -> u16 {
-        let handed_out_from = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
-            .ok()
-            .and_then(|range| range.split_whitespace().next()?.parse::<u16>().ok())
-            .unwrap_or(32768);
-        // Test processes running at once start apart.
-        let start = 10_000 + (std::process::id() % 500) as u16 * 40;
-        let start = if start + 3 < handed_out_from { start } else { 1025 };
-        (start..handed_out_from.saturating_sub(3))
-            .step_by(3)
-            .find(|&port| (port..port + 3).all(|port| std::net::TcpListener::bind(("127.0.0.1", port)).is_ok()))
-            .expect("three free ports below the range handed out for connections")
-    }
 }
 
 mod batch;

@@ -8,15 +8,13 @@ use crate::common::{genapi_alone, Dir};
 #[test]
 fn a_taken_polling_port_is_named_as_the_polling_host_of_addr() {
     let dir = Dir::new("mock-ports");
-    // A port taken whose port before is free: that one is --addr.
-    let (taken, addr) = loop {
-        let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = taken.local_addr().unwrap().port();
-        if port > 1024 && std::net::TcpListener::bind(("127.0.0.1", port - 1)).is_ok() {
-            break (taken, format!("127.0.0.1:{}", port - 1));
-        }
-    };
-    let port = taken.local_addr().unwrap().port();
+    // A port taken whose port before is free: that one is --addr. Both are
+    // below the ports handed out for connections, so no other test's
+    // connection takes --addr's port before the mock listens on it.
+    let first = crate::common::free_ports(2);
+    let taken = std::net::TcpListener::bind(("127.0.0.1", first + 1)).unwrap();
+    let addr = format!("127.0.0.1:{first}");
+    let port = first + 1;
     let run = genapi_alone(&dir)
         .args(["mock", "--addr", &addr, "--timeout", "5"])
         .output()

@@ -103,7 +103,10 @@ async fn a_task_id_the_service_repeats_keeps_one_seat() {
     let b = client.submit(request()).await.unwrap();
     let _ = a.wait().await;
     let _ = b.wait().await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Seats seen free are given back to the database by a task of their
+    // own: once it has written every change made so far, the count is
+    // final, however slowly the database answers.
+    seats.flush().await;
     assert_eq!(
         seats.taken().await.unwrap(),
         0,
@@ -170,6 +173,9 @@ async fn a_dead_workers_seat_whose_task_cannot_be_checked_comes_back_in_time() {
     )
     .await
     .unwrap();
+    // The seat is taken (by the database's clock) after this: however long
+    // the client below takes to build, the hold cannot begin before it.
+    let started = std::time::Instant::now();
     pg.sql(
         "UPDATE genapi_seats SET worker = 'gone', lease_until = now() - interval '1 second', task_id = 't', \
          polling_url = 'http://127.0.0.1:1/v1/get_result?id=t', taken_at = now() WHERE pool = 'stranded'",
@@ -179,7 +185,6 @@ async fn a_dead_workers_seat_whose_task_cannot_be_checked_comes_back_in_time() {
         .shared_seats(seats.pool(), seats.limit())
         .build()
         .unwrap();
-    let started = std::time::Instant::now();
     let request = genapi::api::types::Gen2ProRequest::builder()
         .prompt("stranded")
         .width(64)
@@ -195,13 +200,50 @@ async fn a_dead_workers_seat_whose_task_cannot_be_checked_comes_back_in_time() {
     assert_eq!(seats.taken().await.unwrap(), 0);
 }
 
+/// How long each program's first task lasts on the mock clock: until the
+/// test moves it.
+const FIRST_TASK: Duration = Duration::from_secs(3600);
+
+/// The prompt of program `tag`'s task `n`: its first task lasts
+/// [`FIRST_TASK`], the others the mock's half second.
+fn prompt(tag: &str, n: u32) -> String {
+    match n {
+        0 => format!("{tag} {n} [mock:duration_ms={}]", FIRST_TASK.as_millis()),
+        _ => format!("{tag} {n}"),
+    }
+}
+
+/// Waits until a task was created after both programs' first tasks, which
+/// run until the mock clock moves: the three seats were then surely taken at
+/// once, however slowly the programs sent. Then ends those first tasks.
+async fn release_the_first_tasks_once_a_task_ran_beside_them(mock: &MockService) {
+    let held = [prompt("first", 0), prompt("second", 0)];
+    let give_up = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        assert!(
+            std::time::Instant::now() < give_up,
+            "no task was sent beside the first two"
+        );
+        let created = mock.created_tasks();
+        let last_held = created.iter().rposition(|task| held.contains(&task.prompt));
+        let both_held = created.iter().filter(|task| held.contains(&task.prompt)).count() == 2;
+        if both_held && last_held.is_some_and(|at| at + 1 < created.len()) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    mock.advance(FIRST_TASK + Duration::from_secs(1));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_programs_sharing_seats_keep_the_accounts_active_tasks_under_the_limit() {
     let Some(pg) = Postgres::start("shared-seats") else {
         return;
     };
+    // Tasks ended before the clock moves past the first tasks stay known.
     let config = MockConfig::default()
         .default_duration(Duration::from_millis(500))
+        .task_ttl(3 * FIRST_TASK)
         .price_per_mp(1.5)
         .request_log_capacity(100_000);
     let mock = MockService::start_with(config, "127.0.0.1:0".parse().unwrap())
@@ -213,22 +255,22 @@ async fn two_programs_sharing_seats_keep_the_accounts_active_tasks_under_the_lim
             .unwrap()
     };
     let (first_seats, second_seats) = (seats().await, seats().await);
-    let first = mock
-        .client_builder()
-        .shared_seats(first_seats.pool(), first_seats.limit())
-        .build()
-        .unwrap();
-    let second = mock
-        .client_builder()
-        .shared_seats(second_seats.pool(), second_seats.limit())
-        .build()
-        .unwrap();
+    // Waits poll every half second: the first tasks' hour, which the
+    // clients learn, does not aim their later waits an hour out.
+    let program = |seats: &genapi_ledger::SharedSeats| {
+        mock.client_builder()
+            .shared_seats(seats.pool(), seats.limit())
+            .wait_options(genapi::WaitOptions::default().fixed_interval(Duration::from_millis(500)))
+            .build()
+            .unwrap()
+    };
+    let (first, second) = (program(&first_seats), program(&second_seats));
     assert_eq!(first.max_active_tasks(), Some(3));
     let run = |client: genapi::Client, tag: &'static str| async move {
         let mut tasks = Vec::new();
         for n in 0..8 {
             let request = genapi::api::types::Gen2ProRequest::builder()
-                .prompt(format!("{tag} {n}"))
+                .prompt(prompt(tag, n))
                 .width(64)
                 .height(64);
             tasks.push(client.submit(request).await.unwrap());
@@ -237,7 +279,11 @@ async fn two_programs_sharing_seats_keep_the_accounts_active_tasks_under_the_lim
             task.wait().await.unwrap();
         }
     };
-    tokio::join!(run(first, "first"), run(second, "second"));
+    tokio::join!(
+        run(first, "first"),
+        run(second, "second"),
+        release_the_first_tasks_once_a_task_ran_beside_them(&mock)
+    );
     let stats = mock.stats();
     assert_eq!(mock.count("POST", "/v1/gen-2-pro"), 16);
     assert!(stats.peak_active_tasks <= 3, "peak {}", stats.peak_active_tasks);

@@ -184,28 +184,9 @@ async fn faults_and_the_clock_can_be_scripted_over_http() {
     );
 }
 
-/// Three free ports in a row on loopback, the first of them returned.
-fn three_free_ports() -> u16 {
-    (0..50)
-        .find_map(|_| {
-            let first = std::net::TcpListener::bind("127.0.0.1:0")
-                .ok()?
-                .local_addr()
-                .ok()?
-                .port();
-            let free = (0..3).all(|n| {
-                first
-                    .checked_add(n)
-                    .is_some_and(|port| std::net::TcpListener::bind(("127.0.0.1", port)).is_ok())
-            });
-            free.then_some(first)
-        })
-        .expect("three free ports in a row on loopback")
-}
-
 #[tokio::test]
 async fn a_mock_started_again_on_its_port_has_the_same_addresses() {
-    let port = three_free_ports();
+    let port = common::free_ports(3);
     let addr: std::net::SocketAddr = ([127, 0, 0, 1], port).into();
     let first = MockService::start_with(MockConfig::default(), addr).await.unwrap();
     let origins = (
