@@ -3,15 +3,15 @@
 //! and folders it refuses rather than pay twice. (The runner's own
 //! behaviour is tested with the library, in genapi-batch.)
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use tokio::time::Instant;
 
 use futures::StreamExt;
-use genapi_mock::{Fault, FaultKind};
+use genapi_mock::{Fault, FaultKind, MockService};
 use serde_json::{json, Value};
 
 use crate::common;
@@ -21,7 +21,7 @@ fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
-use crate::common::write_jobs;
+use crate::common::{write_jobs, write_jobs_with_line_1_held};
 
 fn results(path: &Path) -> Vec<Value> {
     std::fs::read_to_string(path)
@@ -31,54 +31,76 @@ fn results(path: &Path) -> Vec<Value> {
         .collect()
 }
 
-fn journal_records(path: &Path) -> usize {
-    std::fs::read_to_string(path).map(|t| t.lines().count()).unwrap_or(0)
+/// How many lines the journal has reached: lines with a submission
+/// recorded as about to be sent. Unlike its count of records, this reaches
+/// every line however many answers the kills lose (a line whose answer was
+/// lost keeps one record, not three).
+fn lines_started(path: &Path) -> usize {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let started: HashSet<u64> = text
+        .lines()
+        .filter(|record| record.contains(r#""event":"intent""#))
+        // A record the kill cut short is not read.
+        .filter_map(|record| serde_json::from_str::<Value>(record).ok()?["line"].as_u64())
+        .collect();
+    started.len()
 }
 
-/// Runs the batch to its end; `None` when it was killed.
-///
-/// A kill comes once the journal holds `threshold` records (so it lands
-/// inside the batch, not after it) plus `delay` (so it lands at any moment:
-/// while submissions are in flight, answers are being recorded, results
-/// saved, or nothing happens).
-fn run_until(command: &mut Command, journal: &Path, kill: Option<(usize, Duration)>) -> Option<Output> {
-    let Some((threshold, delay)) = kill else {
-        return Some(command.output().unwrap());
-    };
+/// Where a run is killed: once the journal has reached `lines` lines, and
+/// the mock has created `held` (the task that keeps the batch from ending),
+/// then `delay` later, so that the kill lands at any moment: while
+/// submissions are in flight, answers are being recorded, results saved,
+/// or nothing happens.
+struct KillPoint<'a> {
+    lines: usize,
+    delay: Duration,
+    held: &'a str,
+}
+
+/// Runs a batch killed at `point`. The batch cannot end before it: the
+/// held task keeps it waiting until the test moves the mock's clock on.
+fn run_killed(command: &mut Command, journal: &Path, mock: &MockService, point: &KillPoint) {
     // Nobody reads a run that is to be killed: its output goes nowhere.
     let mut child = command.stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
-    let give_up = Instant::now() + Duration::from_secs(30);
+    // Only a guard against a hung batch: the kill point never waits on time.
+    let give_up = Instant::now() + Duration::from_secs(120);
     let mut fire_at = None;
     loop {
         if let Some(status) = child.try_wait().unwrap() {
-            panic!("the batch ended ({status}) before the kill point {threshold} + {delay:?}");
+            panic!("the batch ended ({status}) before its kill point, with its held task unfinished");
         }
-        if fire_at.is_none() && journal_records(journal) >= threshold {
-            fire_at = Some(Instant::now() + delay);
+        let reached =
+            || lines_started(journal) >= point.lines && mock.created_tasks().iter().any(|t| t.prompt == point.held);
+        if fire_at.is_none() && reached() {
+            fire_at = Some(Instant::now() + point.delay);
         }
         if fire_at.is_some_and(|at| Instant::now() >= at) {
             child.kill().unwrap(); // SIGKILL
             let _ = child.wait();
-            return None;
+            return;
         }
         assert!(Instant::now() < give_up, "the batch made no progress");
-        std::thread::sleep(Duration::from_millis(1));
+        std::thread::sleep(Duration::from_millis(2));
     }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_batch_killed_with_sigkill_at_random_points_completes_without_a_lost_or_doubled_task() {
     const LINES: u64 = 200;
+    // Line 1 is held for five minutes of the mock's clock, so no killed run
+    // can reach the batch's end before its kill, however many lines the
+    // kills leave unanswered. (Five minutes leaves every result address
+    // given before the clock moves on valid.)
+    const HELD: Duration = Duration::from_secs(300);
     let mock = roomy_mock(150).await;
     let dir = Dir::new("crash");
-    write_jobs(&dir.join("jobs.jsonl"), LINES, "crash test line");
+    let held = write_jobs_with_line_1_held(&dir.join("jobs.jsonl"), LINES, "crash test line", HELD);
     let out = dir.join("out");
     let journal = out.join("journal.jsonl");
-    // A journal holds about 3 records per line (intent, accepted, finished):
-    // kill points spread over the whole batch, drawn from a fixed seed.
+    // Kill points spread over the whole batch, drawn from a fixed seed.
     let mut rng = fastrand::Rng::with_seed(13);
-    let mut points: Vec<usize> = (0..5).map(|i| 10 + i * 110 + rng.usize(0..100)).collect();
-    points.sort();
+    let mut lines: Vec<usize> = (0..5).map(|i| 10 + i * 38 + rng.usize(0..30)).collect();
+    lines.sort();
     let batch = |extra: &[String]| {
         let mut command = genapi(&dir, &mock);
         command
@@ -86,11 +108,17 @@ async fn a_batch_killed_with_sigkill_at_random_points_completes_without_a_lost_o
             .args(extra);
         command
     };
-    for point in &points {
-        let delay = Duration::from_millis(rng.u64(0..40));
-        assert!(run_until(&mut batch(&[]), &journal, Some((*point, delay))).is_none());
+    for lines in &lines {
+        let point = KillPoint {
+            lines: *lines,
+            delay: Duration::from_millis(rng.u64(0..40)),
+            held: &held,
+        };
+        run_killed(&mut batch(&[]), &journal, &mock, &point);
     }
-    let last = run_until(&mut batch(&[]), &journal, None).unwrap();
+    // The held task ends; the last run finishes the batch.
+    mock.advance(HELD + Duration::from_secs(1));
+    let last = batch(&[]).output().unwrap();
     let stderr = text(&last.stderr);
     assert!(!stderr.contains("panicked"), "{stderr}");
 
@@ -101,7 +129,13 @@ async fn a_batch_killed_with_sigkill_at_random_points_completes_without_a_lost_o
         .filter(|r| r["status"] == "unanswered")
         .map(|r| r["line"].as_u64().unwrap())
         .collect();
-    let prompt = |line: u64| format!("crash test line {line}");
+    let prompt = |line: u64| {
+        if line == 1 {
+            held.clone()
+        } else {
+            format!("crash test line {line}")
+        }
+    };
     let before = posts_by_prompt(&mock);
     let sent = |posts: &HashMap<String, usize>, line: u64| posts.get(&prompt(line)).copied().unwrap_or(0);
     for line in 1..=LINES {
@@ -133,7 +167,7 @@ async fn a_batch_killed_with_sigkill_at_random_points_completes_without_a_lost_o
             }
         }
         recover.push("--resubmit-unknown".into());
-        let again = run_until(&mut batch(&recover), &journal, None).unwrap();
+        let again = batch(&recover).output().unwrap();
         assert_eq!(again.status.code(), Some(0), "{}", text(&again.stderr));
     }
     // Exactly one accepted submission per line, by the mock's own counters.
@@ -144,7 +178,7 @@ async fn a_batch_killed_with_sigkill_at_random_points_completes_without_a_lost_o
     assert_eq!(mock.stats().submissions.get("/v1/gen-2-pro"), Some(&LINES));
     eprintln!(
         "kills: {}; unknown lines: {unknown:?}; adopted: {}",
-        points.len(),
+        lines.len(),
         recover.len().saturating_sub(1)
     );
     let lines = results(&out.join("results.jsonl"));

@@ -31,29 +31,10 @@ async fn service(duration: Duration) -> MockService {
         .unwrap()
 }
 
-use crate::common::write_jobs;
+use crate::common::{write_jobs, write_jobs_with_line_1_held};
 
-/// Writes `count` job lines of prompts `tag N`, line 1's asking for a task
-/// of an hour (its prompt also ends with the marker): the worker that sent
-/// it surely still holds it when the test acts. Line 1's prompt.
-fn write_jobs_led_by_an_hour(path: &std::path::Path, count: u64, tag: &str) -> String {
-    write_jobs(path, count, tag);
-    let text = std::fs::read_to_string(path).unwrap();
-    let first = format!("{tag} 1 [mock:duration_ms=3600000]");
-    let jobs: Vec<String> = text
-        .lines()
-        .enumerate()
-        .map(|(index, line)| {
-            let mut job: Value = serde_json::from_str(line).unwrap();
-            if index == 0 {
-                job["prompt"] = first.clone().into();
-            }
-            job.to_string()
-        })
-        .collect();
-    std::fs::write(path, jobs.join("\n") + "\n").unwrap();
-    first
-}
+/// How long line 1's task takes where a test holds it.
+const AN_HOUR: Duration = Duration::from_secs(3600);
 
 /// Blocks until the mock has received `prompt` (or `limit` passed).
 fn wait_for_post(mock: &MockService, prompt: &str, limit: Duration) {
@@ -183,7 +164,7 @@ async fn a_database_that_stops_answering_mid_run_cannot_hold_the_worker_past_its
     let dir = Dir::new("ledger-stops-answering");
     // Line 1's hour keeps the worker at work until --timeout, however late
     // the database goes silent.
-    let first = write_jobs_led_by_an_hour(&dir.join("jobs.jsonl"), 30, "silent line");
+    let first = write_jobs_with_line_1_held(&dir.join("jobs.jsonl"), 30, "silent line", AN_HOUR);
     let mut running = Watched::start(worker(&dir, &mock, &url, &["--max-active", "2", "--timeout", "10"]));
     tokio::task::block_in_place(|| {
         wait_for_post(&mock, &first, Duration::from_secs(30));
@@ -326,7 +307,7 @@ async fn killed_and_started_again(test: &str, name: Option<&str>) {
     let dir = Dir::new(&format!("ledger-{test}"));
     // Line 1's hour: the kill surely leaves it held; the mock clock is
     // moved past it before the worker starts again.
-    let first_line = write_jobs_led_by_an_hour(&dir.join("jobs.jsonl"), LINES, "again line");
+    let first_line = write_jobs_with_line_1_held(&dir.join("jobs.jsonl"), LINES, "again line", AN_HOUR);
     let url = pg.url();
     let mut extra = vec!["--max-active", "4", "--ledger-lease", "3600", "--timeout", "60"];
     if let Some(name) = name {
@@ -428,7 +409,7 @@ async fn a_worker_waiting_for_lines_another_holds_says_so() {
     let mock = service(Duration::from_millis(1_000)).await;
     let dir = Dir::new("ledger-held-elsewhere");
     // Line 1's hour: the dead worker surely holds it.
-    let first_line = write_jobs_led_by_an_hour(&dir.join("jobs.jsonl"), 8, "held line");
+    let first_line = write_jobs_with_line_1_held(&dir.join("jobs.jsonl"), 8, "held line", AN_HOUR);
     let url = pg.url();
     let extra = ["--max-active", "4", "--ledger-lease", "3600", "--timeout", "60"];
     let mut first = Watched::start(worker(&dir, &mock, &url, &extra));

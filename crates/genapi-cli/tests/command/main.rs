@@ -25,6 +25,35 @@ mod common {
         std::fs::write(path, lines.join("\n") + "\n").unwrap();
     }
 
+    /// [`write_jobs`], but line 1 asks for a task that takes `held` on
+    /// the mock clock (its prompt ends with the marker): whoever sent it
+    /// surely still waits for it when the test acts, and a batch over the
+    /// file cannot end before the test moves the mock's clock on. Returns
+    /// line 1's prompt.
+    pub fn write_jobs_with_line_1_held(
+        path: &std::path::Path,
+        count: u64,
+        tag: &str,
+        held: std::time::Duration,
+    ) -> String {
+        write_jobs(path, count, tag);
+        let first = format!("{tag} 1 [mock:duration_ms={}]", held.as_millis());
+        let text = std::fs::read_to_string(path).unwrap();
+        let jobs: Vec<String> = text
+            .lines()
+            .enumerate()
+            .map(|(index, line)| {
+                let mut job: serde_json::Value = serde_json::from_str(line).unwrap();
+                if index == 0 {
+                    job["prompt"] = first.clone().into();
+                }
+                job.to_string()
+            })
+            .collect();
+        std::fs::write(path, jobs.join("\n") + "\n").unwrap();
+        first
+    }
+
     /// This build's `genapi` with nothing configured, run in `dir`.
     pub fn genapi_alone(dir: &Dir) -> std::process::Command {
         genapi_test_common::genapi_alone(env!("CARGO_BIN_EXE_genapi"), dir)
