@@ -43,9 +43,10 @@
 //! first of two fields of one name, which JSON drops) is gone from it as
 //! well. A text that is no JSON (an error page cut at its limit, an HTML
 //! page, a header's value), and a string of a JSON answer, which may quote
-//! one, are searched as written and as their JSON escapes would decode,
-//! level by level when escapes were escaped again, so a secret spelled
-//! with escapes there goes too, escapes and all. A text cut
+//! one, are searched as written and as their JSON escapes and HTML
+//! character references (`&#43;`, `&plus;`) would decode, level by level
+//! when escapes were escaped again, so a secret spelled with escapes there
+//! goes too, escapes and all. A text cut
 //! short loses a secret's beginning at its end as well (written plainly or
 //! with escapes, even when the cut went through one), and all of one that
 //! begins inside another.
@@ -553,10 +554,10 @@ impl Scrubber {
     /// An answer's body scrubbed: a JSON body in its strings, names and
     /// numbers as JSON decodes them (and its `x-secret` fields), any other
     /// as text. `None` when there was nothing to remove, the usual case: a
-    /// body with no escape (`\\`), no secret and no secret field's name
-    /// costs one pass over its bytes.
+    /// body with no escape (`\\`, an HTML character reference), no secret
+    /// and no secret field's name costs a pass over its bytes.
     pub(crate) fn scrub_body(&self, body: &[u8]) -> Option<Vec<u8>> {
-        let escapes = body.contains(&b'\\');
+        let escapes = escaped::may_hold_escapes(body);
         let found = self.finds(body);
         if !escapes && !found && !names_a_secret_field(body) {
             return None;
@@ -886,7 +887,7 @@ mod tests {
         scrubber.learn(secrets[0]);
         scrubber.learn(secrets[2]);
         let junk = [
-            r"\", r"\u", r"\u00", r"\ud83d", r"\ude00", r"\\", "\"", " ", "é", "{\"a\":",
+            r"\", r"\u", r"\u00", r"\ud83d", r"\ude00", r"\\", "\"", " ", "é", "{\"a\":", "&", "&#", "&#x", "&am",
         ];
         let mut draw = fastrand::Rng::with_seed(53);
         for _ in 0..20_000 {
@@ -894,11 +895,15 @@ mod tests {
             for _ in 0..draw.usize(1..4) {
                 page.push_str(junk[draw.usize(..junk.len())]);
                 for character in secrets[draw.usize(..secrets.len())].chars() {
-                    match draw.u8(..4) {
+                    match draw.u8(..8) {
                         0 => page.push_str(&format!("\\u{:04x}", u32::from(character))),
                         1 => page.push_str(&format!("\\u{:04X}", u32::from(character))),
                         // Quoted twice: JSON quoting JSON.
                         2 => page.push_str(&format!("\\\\u{:04x}", u32::from(character))),
+                        // HTML character references, and HTML quoting them.
+                        3 => page.push_str(&format!("&#{};", u32::from(character))),
+                        4 => page.push_str(&format!("&#x{:x}", u32::from(character))),
+                        5 => page.push_str(&format!("&amp;#{};", u32::from(character))),
                         _ => page.push(character),
                     }
                 }
@@ -991,6 +996,44 @@ mod tests {
         );
         // Escapes that spell no secret are left as they are.
         assert_eq!(scrubber.scrub_body(br"<p>caf\u00e9 \u0041BC</p>"), None);
+    }
+
+    #[test]
+    fn a_page_spelling_a_secret_with_html_character_references_loses_it() {
+        let scrubber = Scrubber::new("key-12345678");
+        scrubber.learn("whsec_ab+cd/ef=gh");
+        // What HTML templates write for the `+`, `/` and `=` of a secret in
+        // an attribute: numbers, in either base, or names.
+        for spelled in [
+            "whsec_ab&#43;cd&#x2F;ef&#61;gh",
+            "whsec_ab&plus;cd&sol;ef&equals;gh",
+            "whsec_ab&#43cd&#47ef&#61gh",
+            "&#119;&#104;&#115;&#101;&#99;&#95;&#97;&#98;&#43;&#99;&#100;&#47;&#101;&#102;&#61;&#103;&#104;",
+            // Quoted by HTML again, or by JSON.
+            "whsec_ab&amp;#43;cd&amp;sol;ef&amp;#x3d;gh",
+            r"whsec_ab\u0026#43;cd/ef=gh",
+        ] {
+            let page = format!(r#"<p>sent <input value="{spelled}"> back</p>"#);
+            assert_eq!(
+                String::from_utf8_lossy(&scrubber.scrub_body(page.as_bytes()).unwrap()),
+                r#"<p>sent <input value="[redacted]"> back</p>"#,
+                "{spelled}"
+            );
+        }
+        // In a string of a JSON answer, which quotes a page.
+        let answer = r#"{"detail":"<input value=\"whsec_ab&#43;cd&#x2f;ef&#61;gh\">"}"#;
+        let scrubbed: Value = serde_json::from_slice(&scrubber.scrub_body(answer.as_bytes()).unwrap()).unwrap();
+        assert_eq!(scrubbed["detail"], r#"<input value="[redacted]">"#);
+        // A page cut through a reference loses the secret's beginning.
+        for cut in ["&", "&#", "&#6", "&#x3", "&equ", "&equals"] {
+            let page = format!("echo whsec_ab&#43;cd&#x2F;ef{cut}");
+            assert_eq!(scrubber.scrub_cut(page.as_bytes()), b"echo ", "{page}");
+        }
+        // References that spell no secret, and an address's `&`s, are left.
+        assert_eq!(
+            scrubber.scrub_body(b"<p>a&#43;b &amp; https://x.example/?a=1&b=2</p>"),
+            None
+        );
     }
 
     #[test]

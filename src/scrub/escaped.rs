@@ -1,28 +1,31 @@
-//! A text read as JSON strings read, whatever else it is.
+//! A text read as JSON strings and HTML pages read, whatever else it is.
 //!
 //! A JSON answer is decoded before it is searched, so a secret its strings
 //! spell with escapes (`\u0073k-…`, `\/`) is found there. A page that does
 //! not parse is searched as it was written: one cut at its limit, an HTML
 //! page carrying JSON in a script. Its strings may still spell a secret
-//! with escapes, in any of the ways JSON allows. So such a text is also
-//! searched in a view with every escape it holds decoded, leniently (what
-//! is no escape stays as it is), and each byte of that view knows where in
-//! the text it came from: a secret found in the view is redacted in the
-//! text, escapes and all. A header's value and a string JSON decoded (which
-//! may quote another answer, escapes and all) are read the same way.
+//! with escapes, in any of the ways JSON allows, and an HTML page may spell
+//! one with character references (`&#43;`, `&#x2b;`, `&plus;`: what an
+//! HTML template writes for a `+` of a `whsec_…` secret in an attribute).
+//! So such a text is also searched in a view with every escape and
+//! reference it holds decoded, leniently (what is neither stays as it is),
+//! and each byte of that view knows where in the text it came from: a
+//! secret found in the view is redacted in the text, escapes and all. A
+//! header's value and a string JSON decoded (which may quote another
+//! answer, escapes and all) are read the same way.
 //!
 //! JSON quoting JSON escapes its escapes (`\\u0073`: an HTML page carrying
-//! an answer that quotes another), so the view is decoded again, level by
-//! level, while its escapes decode (at most [`DEPTH`] levels), and every
-//! level is searched; each level's bytes still know where in the text they
-//! came from.
+//! an answer that quotes another), and HTML quoting HTML its references
+//! (`&amp;#43;`), so the view is decoded again, level by level, while its
+//! escapes decode (at most [`DEPTH`] levels), and every level is searched;
+//! each level's bytes still know where in the text they came from.
 //!
 //! A text cut at its limit may end inside an escape (`\u00`, the high half
-//! of a surrogate pair alone). That escape decodes to nothing, so the
-//! secret it was spelling would not end the view; the view says where it
-//! begins, and a secret's beginning is looked for before it.
+//! of a surrogate pair alone, `&#4`). That escape decodes to nothing, so
+//! the secret it was spelling would not end the view; the view says where
+//! it begins, and a secret's beginning is looked for before it.
 
-/// A text with its JSON escapes decoded.
+/// A text with its JSON escapes and HTML character references decoded.
 pub(super) struct View {
     /// The decoded bytes.
     pub(super) decoded: Vec<u8>,
@@ -40,14 +43,15 @@ pub(super) struct View {
 }
 
 /// The most levels of escapes decoded: each level halves a run of
-/// backslashes, so this many cover any quoting a service does, and a page
-/// of backslashes costs a bounded number of passes.
+/// backslashes, so this many cover any quoting a service does; and a page
+/// of backslashes, or of `&amp;amp;amp;…` (which loses four bytes a level,
+/// not half), costs a bounded number of passes.
 pub(super) const DEPTH: usize = 8;
 
 impl View {
     /// The view of `text`, or `None` when it holds no escape to decode.
     pub(super) fn of(text: &[u8]) -> Option<View> {
-        if !text.contains(&b'\\') {
+        if !may_hold_escapes(text) {
             return None;
         }
         let level = Level::of(text);
@@ -65,7 +69,7 @@ impl View {
     /// `None` when no escape of this view decodes and none is cut short at
     /// its end, or it is the [`DEPTH`]th.
     pub(super) fn deeper(&self) -> Option<View> {
-        if self.depth >= DEPTH || !self.decoded.contains(&b'\\') {
+        if self.depth >= DEPTH || !may_hold_escapes(&self.decoded) {
             return None;
         }
         let level = Level::of(&self.decoded);
@@ -169,13 +173,32 @@ impl Level {
     }
 }
 
-/// The character the JSON escape at `text[at..]` stands for, and the bytes
-/// it takes; `None` where none begins (a lone surrogate, an escape cut
-/// short, a backslash before anything else).
+/// Whether `text` holds something a view would decode or find cut short:
+/// any backslash, or an `&` that begins a character reference. The usual
+/// text has neither, and an address's `&`s begin none: no view is made
+/// for them.
+pub(super) fn may_hold_escapes(text: &[u8]) -> bool {
+    text.contains(&b'\\')
+        || text
+            .iter()
+            .enumerate()
+            .any(|(at, byte)| *byte == b'&' && (reference_at(text, at).is_some() || cut_short(&text[at..])))
+}
+
+/// The character the escape at `text[at..]` stands for, and the bytes it
+/// takes: a JSON escape or an HTML character reference; `None` where none
+/// begins (a lone surrogate, an escape cut short, a backslash before
+/// anything else, an `&` of an address).
 fn escape_at(text: &[u8], at: usize) -> Option<(char, usize)> {
-    if text.get(at) != Some(&b'\\') {
-        return None;
+    match text.get(at)? {
+        b'\\' => json_escape_at(text, at),
+        b'&' => reference_at(text, at),
+        _ => None,
     }
+}
+
+/// The JSON escape at `text[at..]`, which begins with a backslash.
+fn json_escape_at(text: &[u8], at: usize) -> Option<(char, usize)> {
     let simple = match *text.get(at + 1)? {
         b'"' => '"',
         b'\\' => '\\',
@@ -191,6 +214,79 @@ fn escape_at(text: &[u8], at: usize) -> Option<(char, usize)> {
     Some((simple, 2))
 }
 
+/// The HTML character reference at `text[at..]`, which begins with `&`: a
+/// number (`&#43;`, `&#x2B;`), also without its `;` as browsers read it
+/// (though not at the text's end, where its digits may be cut short), or a
+/// name of [`NAMED`] with its `;`.
+fn reference_at(text: &[u8], at: usize) -> Option<(char, usize)> {
+    let rest = text.get(at + 1..)?;
+    let Some(number) = rest.strip_prefix(b"#") else {
+        return NAMED.iter().find_map(|(name, character)| {
+            let after = rest.strip_prefix(name.as_bytes())?;
+            (after.first() == Some(&b';')).then_some((*character, name.len() + 2))
+        });
+    };
+    let (radix, digits) = match number.first() {
+        Some(b'x' | b'X') => (16, &number[1..]),
+        _ => (10, number),
+    };
+    let count = digits
+        .iter()
+        .take_while(|digit| char::from(**digit).is_digit(radix))
+        .count();
+    // Digit by digit, giving up past the last character's number.
+    let value = digits[..count].iter().try_fold(0_u32, |value, digit| {
+        value
+            .checked_mul(radix)?
+            .checked_add(char::from(*digit).to_digit(radix)?)
+            .filter(|value| *value <= 0x10ffff)
+    })?;
+    let character = char::from_u32(value).filter(|_| count > 0)?;
+    // `&`, `#`, an `x` if any, the digits.
+    let length = 2 + (number.len() - digits.len()) + count;
+    match text.get(at + length) {
+        Some(b';') => Some((character, length + 1)),
+        Some(_) => Some((character, length)),
+        None => None,
+    }
+}
+
+/// The named references that stand for an ASCII character: the ones a
+/// template may write for a character of a secret, of its address or of
+/// its quoting. Every name is HTML's own.
+const NAMED: [(&str, char); 30] = [
+    ("amp", '&'),
+    ("lt", '<'),
+    ("gt", '>'),
+    ("quot", '"'),
+    ("apos", '\''),
+    ("sol", '/'),
+    ("bsol", '\\'),
+    ("equals", '='),
+    ("plus", '+'),
+    ("colon", ':'),
+    ("semi", ';'),
+    ("comma", ','),
+    ("period", '.'),
+    ("excl", '!'),
+    ("quest", '?'),
+    ("num", '#'),
+    ("dollar", '$'),
+    ("percnt", '%'),
+    ("lpar", '('),
+    ("rpar", ')'),
+    ("ast", '*'),
+    ("lowbar", '_'),
+    ("commat", '@'),
+    ("lsqb", '['),
+    ("rsqb", ']'),
+    ("lcub", '{'),
+    ("rcub", '}'),
+    ("verbar", '|'),
+    ("grave", '`'),
+    ("Hat", '^'),
+];
+
 /// A `\uXXXX` escape at `text[at..]`, or a pair of them spelling one
 /// character beyond the first plane.
 fn unicode_at(text: &[u8], at: usize) -> Option<(char, usize)> {
@@ -205,15 +301,34 @@ fn unicode_at(text: &[u8], at: usize) -> Option<(char, usize)> {
 }
 
 /// Whether `rest`, the end of a text, is an escape cut short: the beginning
-/// of one (`\`, `\u00`), or the high half of a surrogate pair with at most
-/// the beginning of its low half.
+/// of one (`\`, `\u00`, `&#4`, `&pl`), or the high half of a surrogate pair
+/// with at most the beginning of its low half.
 fn cut_short(rest: &[u8]) -> bool {
+    if let Some(reference) = rest.strip_prefix(b"&") {
+        return begins_reference(reference);
+    }
     match rest.split_at_checked(6) {
         None => !rest.is_empty() && begins_unicode(rest),
         Some((unit, low)) => {
             hex_unit(unit, 0).is_some_and(|unit| (0xd800..0xdc00).contains(&unit)) && begins_unicode(low)
         }
     }
+}
+
+/// Whether `bytes`, what follows an `&` to the end of a text, begin a
+/// character reference short of its `;`: a number's `#`, `x` and digits,
+/// or the beginning of a name.
+fn begins_reference(bytes: &[u8]) -> bool {
+    let Some(number) = bytes.strip_prefix(b"#") else {
+        return NAMED.iter().any(|(name, _)| name.as_bytes().starts_with(bytes));
+    };
+    let digits = match number.first() {
+        Some(b'x' | b'X') => &number[1..],
+        _ => number,
+    };
+    let radix = if digits.len() < number.len() { 16 } else { 10 };
+    // Leading zeros aside, no character's number is longer.
+    digits.len() <= 16 && digits.iter().all(|digit| char::from(*digit).is_digit(radix))
 }
 
 /// Whether `bytes` (empty, too) begin a `\uXXXX` escape short of its end.
@@ -289,6 +404,31 @@ mod tests {
     }
 
     #[test]
+    fn html_character_references_are_decoded_and_an_addresss_ampersands_kept() {
+        assert_eq!(decoded("a&#43;b&#x2B;c&#X2b;d&plus;e&#61;"), "a+b+c+d+e=");
+        // A number without its `;`, as browsers read it, if anything follows.
+        assert_eq!(decoded("&#43x &#x2bg"), "+x +g");
+        // No reference: no digits, past the last character, an unknown
+        // name, a name without its `;`, a surrogate.
+        assert_eq!(
+            decoded(r"\n &#; &#x; &#1114112; &nosuch; &plus &#xd800;"),
+            "\n &#; &#x; &#1114112; &nosuch; &plus &#xd800;"
+        );
+        // HTML quoting HTML: one level a time.
+        let quoted = View::of(b"&amp;#43;").unwrap();
+        assert_eq!(quoted.decoded, b"&#43;");
+        assert_eq!(quoted.deeper().unwrap().decoded, b"+");
+        // An address's `&`s begin no reference: no view is made.
+        assert!(View::of(b"https://x.example/r?expires=1&signature=ab&amp=1").is_none());
+        assert!(View::of(b"https://x.example/r?a=1&plus;").is_some());
+        // JSON quoting a page: its escapes, then its references.
+        let mixed = View::of(br"\u0026#43;").unwrap();
+        assert_eq!(mixed.decoded, b"&#43;");
+        assert_eq!(mixed.deeper().unwrap().decoded, b"+");
+        assert_eq!(mixed.deeper().unwrap().source(0, 1), (0, 10));
+    }
+
+    #[test]
     fn an_escape_the_end_cut_short_is_no_part_of_the_whole_view() {
         let whole = |text: &str| View::of(text.as_bytes()).unwrap().whole().to_vec();
         for cut in [r"ab\", r"ab\u", r"ab\u00e", r"ab\ud83d", r"ab\ud83d\", r"ab\ud83d\ude0"] {
@@ -301,5 +441,12 @@ mod tests {
         assert_eq!(whole(r"ab\ud83d\u0041"), br"ab\ud83dA");
         assert_eq!(whole(r"ab\u0g"), br"ab\u0g");
         assert_eq!(whole(r"ab\x"), br"ab\x");
+        // A reference cut short: its `&`, `#`, `x`, digits, a name's
+        // beginning or the whole name without its `;`.
+        for cut in ["ab&", "ab&#", "ab&#4", "ab&#x", "ab&#x2", "ab&pl", "ab&plus"] {
+            assert_eq!(whole(cut), b"ab", "{cut}");
+        }
+        assert_eq!(whole("ab&#43;"), b"ab+");
+        assert_eq!(whole("ab&zz\\n"), b"ab&zz\n");
     }
 }

@@ -505,6 +505,25 @@ async fn a_key_escaped_twice_in_an_html_error_page_reaches_no_error_or_recording
     }
 }
 
+/// An HTML error page whose template wrote the key's characters as
+/// character references (as some write every character of an attribute)
+/// reaches no error and no recording with the key in any spelling.
+#[tokio::test]
+async fn a_key_spelled_with_html_character_references_reaches_no_error_or_recording() {
+    let referenced: String = KEY.bytes().map(|byte| format!("&#x{byte:x};")).collect();
+    let page = format!(r#"<html><body><form><input name="key" value="{referenced}"></form></body></html>"#);
+    let service = hostile::serve(move |_, _, _| {
+        (axum::http::StatusCode::INTERNAL_SERVER_ERROR, page.clone()).into_response_for_test()
+    })
+    .await;
+    let (error, recording) = submit_recorded(&service.base, "hostile-html-references").await;
+    assert!(error.to_string().contains("[redacted]"), "{error}");
+    for text in [error.to_string(), format!("{error:?}"), recording] {
+        // The key's first two characters, as the page wrote them.
+        assert!(!text.contains("&#x68;&#x6f;"), "the key is kept, as references: {text}");
+    }
+}
+
 /// Observers of answers' headers see every attempt's, a retried 429's too,
 /// and never the key the service echoes in them.
 #[tokio::test]
