@@ -94,7 +94,7 @@ fn is_folder_refusal(refused: &genapi_files::FileError) -> bool {
 /// costs, and what to run.
 pub fn not_kept(file: &CacheFile, refused: &genapi_files::FileError) -> String {
     format!(
-        "warning: {} is not kept, so {}: {}",
+        "warning: not keeping {} in the cache, so {}: {}",
         file.name,
         file.deleting_costs,
         crate::files::said(refused)

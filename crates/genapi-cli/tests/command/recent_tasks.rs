@@ -97,7 +97,7 @@ async fn generate_and_tasks_say_why_no_history_is_kept_in_a_folder_others_may_ch
         .unwrap();
     let said = text(&generated.stderr);
     assert_eq!(generated.status.code(), Some(0), "{said}");
-    let warning = "history.jsonl is not kept, so genapi tasks lists nothing sent before: ";
+    let warning = "not keeping history.jsonl in the cache, so genapi tasks lists nothing sent before: ";
     assert_eq!(said.matches(warning).count(), 1, "said once, as it is sent: {said}");
     assert!(said.contains(&format!("chmod go-w {}", cache.display())), "{said}");
 
@@ -105,7 +105,8 @@ async fn generate_and_tasks_say_why_no_history_is_kept_in_a_folder_others_may_ch
     let said = text(&listed.stderr);
     assert_eq!(listed.status.code(), Some(0), "{said}");
     assert!(
-        said.contains("not kept") && said.contains(&format!("chmod go-w {}", cache.display())),
+        said.contains("not keeping history.jsonl in the cache")
+            && said.contains(&format!("chmod go-w {}", cache.display())),
         "{said}"
     );
     assert!(!said.contains("no submissions yet"), "{said}");
@@ -120,7 +121,10 @@ async fn generate_and_tasks_say_why_no_history_is_kept_in_a_folder_others_may_ch
     let submitted = genapi(&dir, &mock).args(["submit", "a cat"]).output().unwrap();
     let said = text(&submitted.stderr);
     assert_eq!(submitted.status.code(), Some(0), "{said}");
-    assert!(said.contains("tasks is not kept, so a later wait or get"), "{said}");
+    assert!(
+        said.contains("not keeping tasks in the cache, so a later wait or get"),
+        "{said}"
+    );
     assert!(said.contains(&format!("chmod go-w {}", tasks.display())), "{said}");
     assert_eq!(std::fs::read_dir(&tasks).unwrap().count(), 0, "nothing written there");
 }
