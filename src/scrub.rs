@@ -76,6 +76,12 @@ use escaped::View;
 
 mod escaped;
 
+/// The longest text whose secrets spelled with escapes are replaced where
+/// they stand: finding where costs about twenty bytes for each byte of the
+/// text. A longer one (possible only where the answer limits were raised)
+/// that spells one is replaced whole.
+const LONGEST_MAPPED: usize = 4 << 20;
+
 /// What replaces a secret.
 pub(crate) const REDACTED: &str = "[redacted]";
 
@@ -288,8 +294,20 @@ impl Known {
     /// level are replaced together, in order, so a secret that begins
     /// inside another, one written plainly and the other with escapes, is
     /// replaced with it and leaves no tail.
+    ///
+    /// Views that know where each byte came from cost nine bytes for each
+    /// byte of the text, at each of two levels at once: they are made only
+    /// when views made for searching alone, a byte for each byte, found
+    /// something to replace, and not for a text longer than
+    /// [`LONGEST_MAPPED`], which is then replaced whole.
     fn replaced_text(&self, text: &[u8], cut: bool) -> Option<Vec<u8>> {
         let mut kept = text.len() - if cut { self.partial_tail(text) } else { 0 };
+        if !self.escapes_spell_any(text, cut) {
+            return redacted(text, self.found(text), kept);
+        }
+        if text.len() > LONGEST_MAPPED {
+            return Some(REDACTED.as_bytes().to_vec());
+        }
         let Some(view) = View::of(text) else {
             return redacted(text, self.found(text), kept);
         };
@@ -321,6 +339,34 @@ impl Known {
         redacted(text, found.into_iter(), kept)
     }
 
+    /// Whether the escapes of `text`, at any level, spell a secret, or,
+    /// when it was `cut`, what is left of one before the cut: what
+    /// [`Known::replaced_text`] finds in its views, found in views made for
+    /// searching alone.
+    fn escapes_spell_any(&self, text: &[u8], cut: bool) -> bool {
+        let mut level = View::searched(text);
+        let tail_before = |before: &[u8]| cut && self.partial_tail(before) > 0;
+        if level
+            .as_ref()
+            .and_then(|view| view.before_cut(text))
+            .is_some_and(tail_before)
+        {
+            return true;
+        }
+        while let Some(view) = level {
+            if self.contains(&view.decoded) {
+                return true;
+            }
+            let deeper = view.deeper();
+            let before_cut = deeper.as_ref().and_then(|next| next.before_cut(&view.decoded));
+            if std::iter::once(view.whole()).chain(before_cut).any(tail_before) {
+                return true;
+            }
+            level = deeper;
+        }
+        false
+    }
+
     fn contains(&self, text: &[u8]) -> bool {
         self.candidates(text).any(|at| self.found_at(text, at).is_some())
     }
@@ -328,7 +374,7 @@ impl Known {
     /// Whether `text` spells a secret through its JSON escapes, at any
     /// level.
     fn contains_escaped(&self, text: &[u8]) -> bool {
-        let mut level = View::of(text);
+        let mut level = View::searched(text);
         while let Some(view) = level {
             if self.contains(&view.decoded) {
                 return true;
@@ -996,6 +1042,84 @@ mod tests {
         );
         // Escapes that spell no secret are left as they are.
         assert_eq!(scrubber.scrub_body(br"<p>caf\u00e9 \u0041BC</p>"), None);
+    }
+
+    /// The unit tests' allocator: the system's, counting, for the thread
+    /// that asks, the most bytes it held at once since it last asked.
+    struct Counting;
+
+    thread_local! {
+        static HELD: std::cell::Cell<(usize, usize)> = const { std::cell::Cell::new((0, 0)) };
+    }
+
+    // SAFETY: every call is passed to the system allocator as it came.
+    unsafe impl std::alloc::GlobalAlloc for Counting {
+        unsafe fn alloc(&self, layout: std::alloc::Layout) -> *mut u8 {
+            let _ = HELD.try_with(|held| {
+                let (now, most) = held.get();
+                held.set((now + layout.size(), most.max(now + layout.size())));
+            });
+            // SAFETY: the caller's layout, as it came.
+            unsafe { std::alloc::System.alloc(layout) }
+        }
+        unsafe fn dealloc(&self, pointer: *mut u8, layout: std::alloc::Layout) {
+            let _ = HELD.try_with(|held| {
+                let (now, most) = held.get();
+                held.set((now.saturating_sub(layout.size()), most));
+            });
+            // SAFETY: allocated above with this layout.
+            unsafe { std::alloc::System.dealloc(pointer, layout) }
+        }
+    }
+
+    #[global_allocator]
+    static ALLOCATOR: Counting = Counting;
+
+    /// The most bytes this thread held at once while `work` ran, beyond
+    /// what it held before.
+    fn most_held(work: impl FnOnce()) -> usize {
+        let before = HELD.with(|held| {
+            let (now, _) = held.get();
+            held.set((now, now));
+            now
+        });
+        work();
+        HELD.with(|held| held.get().1) - before
+    }
+
+    #[test]
+    fn a_page_with_escapes_and_no_secret_is_searched_in_a_few_bytes_a_byte() {
+        let scrubber = Scrubber::new("key-12345678");
+        scrubber.learn("whsec_abcdefgh");
+        // A page of a MiB with escapes at two levels, as the default limit
+        // lets in: searched, it spells no secret.
+        let page = "caf\\u00e9 \\\\u0041 ".repeat((1 << 20) / 18);
+        let held = most_held(|| assert_eq!(scrubber.scrub_body(page.as_bytes()), None));
+        assert!(held < 3 * page.len(), "{held} bytes held for a page of {}", page.len());
+        // The same page spelling a secret: now each byte says where it
+        // came from, for the replacement.
+        let spelled = format!("{page} key\\u002d12345678");
+        let held = most_held(|| assert!(scrubber.scrub_body(spelled.as_bytes()).is_some()));
+        assert!(held > 9 * page.len(), "{held} bytes held for a page of {}", page.len());
+    }
+
+    #[test]
+    fn a_page_too_long_to_map_is_replaced_whole_only_when_its_escapes_spell_a_secret() {
+        let scrubber = Scrubber::new("key-12345678");
+        let padding = "caf\\u00e9 ".repeat(LONGEST_MAPPED / 10 + 1);
+        // Escapes that spell nothing: left as it is, however long.
+        let clean = format!("<p>{padding}</p>");
+        assert!(clean.len() > LONGEST_MAPPED);
+        assert_eq!(scrubber.scrub_body(clean.as_bytes()), None);
+        // One that spells the key, at the end: the page goes whole.
+        let spelled = format!("<p>{padding} key\\u002d12345678</p>");
+        assert_eq!(scrubber.scrub_body(spelled.as_bytes()).unwrap(), REDACTED.as_bytes());
+        // Just as long as may be mapped: replaced where it stands.
+        let short = format!("{} key\\u002d12345678", &padding[..LONGEST_MAPPED - 18]);
+        assert_eq!(short.len(), LONGEST_MAPPED);
+        let scrubbed = scrubber.scrub_body(short.as_bytes()).unwrap();
+        assert!(scrubbed.ends_with(b" [redacted]"));
+        assert_eq!(scrubbed.len(), LONGEST_MAPPED - 17 + REDACTED.len());
     }
 
     #[test]

@@ -20,6 +20,11 @@
 //! escapes decode (at most [`DEPTH`] levels), and every level is searched;
 //! each level's bytes still know where in the text they came from.
 //!
+//! Most texts spell no secret: they are searched in views whose bytes do
+//! not know where they came from, a byte for each byte of the text at each
+//! level. Only a text found to spell one is decoded again into views that
+//! know, about nine bytes for each byte.
+//!
 //! A text cut at its limit may end inside an escape (`\u00`, the high half
 //! of a surrogate pair alone, `&#4`). That escape decodes to nothing, so
 //! the secret it was spelling would not end the view; the view says where
@@ -30,7 +35,8 @@ pub(super) struct View {
     /// The decoded bytes.
     pub(super) decoded: Vec<u8>,
     /// For each decoded byte, and one past the last, where in the text what
-    /// it was decoded from begins.
+    /// it was decoded from begins; empty in a view made for searching alone
+    /// ([`View::searched`]).
     pub(super) from: Vec<usize>,
     /// How many decoded bytes come before an escape the text's end cut
     /// short (all of them when it ends with none).
@@ -40,6 +46,8 @@ pub(super) struct View {
     cut_in_source: Option<usize>,
     /// How many times the text was decoded to make this view.
     depth: usize,
+    /// Whether its bytes know where in the text they came from.
+    mapped: bool,
 }
 
 /// The most levels of escapes decoded: each level halves a run of
@@ -49,30 +57,44 @@ pub(super) struct View {
 pub(super) const DEPTH: usize = 8;
 
 impl View {
-    /// The view of `text`, or `None` when it holds no escape to decode.
+    /// The view of `text`, each of its bytes knowing where in the text it
+    /// came from (nine bytes for each byte of the text); `None` when the
+    /// text holds no escape to decode.
     pub(super) fn of(text: &[u8]) -> Option<View> {
+        View::first(text, true)
+    }
+
+    /// The view of `text` for searching alone: its bytes do not know where
+    /// they came from, so it costs a byte for each byte of the text. Most
+    /// texts spell no secret, and are only searched.
+    pub(super) fn searched(text: &[u8]) -> Option<View> {
+        View::first(text, false)
+    }
+
+    fn first(text: &[u8], mapped: bool) -> Option<View> {
         if !may_hold_escapes(text) {
             return None;
         }
-        let level = Level::of(text);
+        let level = Level::of(text, mapped, text.len());
         Some(View {
-            cut_in_source: level.cut_in_source(),
+            cut_in_source: level.cut_at,
             decoded: level.decoded,
             from: level.from,
             whole: level.whole,
             depth: 1,
+            mapped,
         })
     }
 
     /// This view decoded once more (`\\u0073` was `\u0073` in this view,
-    /// and is `s` in the next), its bytes still pointing into the text; or
-    /// `None` when no escape of this view decodes and none is cut short at
-    /// its end, or it is the [`DEPTH`]th.
+    /// and is `s` in the next), its bytes still pointing into the text
+    /// when this view's do; or `None` when no escape of this view decodes
+    /// and none is cut short at its end, or it is the [`DEPTH`]th.
     pub(super) fn deeper(&self) -> Option<View> {
         if self.depth >= DEPTH || !may_hold_escapes(&self.decoded) {
             return None;
         }
-        let level = Level::of(&self.decoded);
+        let level = Level::of(&self.decoded, self.mapped, self.whole);
         // A text cut through an escape escaped again (`\\u00`) ends this
         // view with an escape cut short (`\u00`): the next view, though
         // nothing of it decodes, says where a secret's beginning ends, and
@@ -83,8 +105,7 @@ impl View {
         }
         // Bytes from beyond this view's whole part (an escape cut short)
         // are no part of the next one's either.
-        let whole = level.whole.min(level.from.partition_point(|&at| at < self.whole));
-        let cut_in_source = level.cut_in_source();
+        let whole = level.whole.min(level.within);
         // Pointed into the text in place: a page of a few MiB has as many
         // of these as bytes, at each level.
         let mut from = level.from;
@@ -92,11 +113,12 @@ impl View {
             *at = self.from[*at];
         }
         Some(View {
-            cut_in_source,
+            cut_in_source: level.cut_at,
             decoded: level.decoded,
             from,
             whole,
             depth: if level.decoded_any { self.depth + 1 } else { DEPTH },
+            mapped: self.mapped,
         })
     }
 
@@ -115,61 +137,79 @@ impl View {
         self.cut_in_source.and_then(|at| source.get(..at))
     }
 
-    /// Where in the text the decoded bytes `start..end` came from.
+    /// Where in the text the decoded bytes `start..end` came from; only
+    /// a view made by [`View::of`] knows.
     pub(super) fn source(&self, start: usize, end: usize) -> (usize, usize) {
+        debug_assert!(self.mapped, "asked a searched view where its bytes came from");
         (self.from[start], self.from[end])
     }
 }
 
-/// One pass of decoding, its bytes pointing into the text it decoded.
+/// One pass of decoding, its bytes pointing into the text it decoded when
+/// asked to.
 struct Level {
     decoded: Vec<u8>,
+    /// Where each decoded byte came from, and the text's end; empty unless
+    /// mapped.
     from: Vec<usize>,
+    /// How many decoded bytes come before an escape the end cut short.
     whole: usize,
+    /// Where in the text that escape begins.
+    cut_at: Option<usize>,
+    /// How many decoded bytes came from before the limit given.
+    within: usize,
     decoded_any: bool,
 }
 
 impl Level {
-    fn of(text: &[u8]) -> Level {
+    /// `text` decoded once; `mapped`, each decoded byte says where it came
+    /// from; `within` counts the decoded bytes from before `limit`.
+    fn of(text: &[u8], mapped: bool, limit: usize) -> Level {
         let mut decoded = Vec::with_capacity(text.len());
-        let mut from = Vec::with_capacity(text.len() + 1);
+        let mut from = Vec::with_capacity(if mapped { text.len() + 1 } else { 0 });
         let mut at = 0;
         let mut whole = None;
+        let mut cut_at = None;
+        let mut within = 0;
         let mut decoded_any = false;
         while at < text.len() {
-            match escape_at(text, at) {
+            let before = decoded.len();
+            let length = match escape_at(text, at) {
                 Some((character, length)) => {
                     let mut bytes = [0; 4];
-                    for byte in character.encode_utf8(&mut bytes).bytes() {
-                        decoded.push(byte);
-                        from.push(at);
-                    }
-                    at += length;
+                    decoded.extend_from_slice(character.encode_utf8(&mut bytes).as_bytes());
                     decoded_any = true;
+                    length
                 }
                 None => {
                     if whole.is_none() && cut_short(&text[at..]) {
                         whole = Some(decoded.len());
+                        cut_at = Some(at);
                     }
                     decoded.push(text[at]);
-                    from.push(at);
-                    at += 1;
+                    1
                 }
+            };
+            let added = decoded.len() - before;
+            if mapped {
+                from.extend(std::iter::repeat_n(at, added));
             }
+            if at < limit {
+                within += added;
+            }
+            at += length;
         }
-        from.push(text.len());
-        let whole = whole.unwrap_or(decoded.len());
+        if mapped {
+            from.push(text.len());
+        }
         Level {
+            whole: whole.unwrap_or(decoded.len()),
             decoded,
             from,
-            whole,
+            cut_at,
+            within,
             decoded_any,
         }
-    }
-
-    /// Where in the bytes decoded the escape their end cut short begins.
-    fn cut_in_source(&self) -> Option<usize> {
-        (self.whole < self.decoded.len()).then(|| self.from[self.whole])
     }
 }
 
