@@ -1181,6 +1181,22 @@ mod tests {
     }
 
     #[test]
+    fn a_cut_through_a_number_reference_padded_with_zeros_leaves_no_beginning_of_the_secret() {
+        let scrubber = Scrubber::new("key-12345678");
+        scrubber.learn("whsec_ab+cd/ef=gh");
+        // HTML allows any number of leading zeros: `&#000…043;` is a `+`.
+        for zeros in [1, 16, 40] {
+            let zeros = "0".repeat(zeros);
+            for cut in [format!("&#{zeros}4"), format!("&#x{zeros}2"), format!("&amp;#{zeros}")] {
+                let page = format!("echo whsec_ab{cut}");
+                assert_eq!(scrubber.scrub_cut(page.as_bytes()), b"echo ", "{page}");
+            }
+            let whole = format!("<p>whsec_ab&#{zeros}43;cd/ef=gh</p>");
+            assert_eq!(scrubber.scrub_body(whole.as_bytes()).unwrap(), b"<p>[redacted]</p>");
+        }
+    }
+
+    #[test]
     fn a_cut_through_an_escape_leaves_no_beginning_of_the_secret_before_it() {
         let scrubber = Scrubber::new("key-12345678");
         scrubber.learn("whsec_abcdefgh");

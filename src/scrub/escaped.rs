@@ -379,8 +379,12 @@ fn begins_reference(bytes: &[u8]) -> bool {
         _ => number,
     };
     let radix = if digits.len() < number.len() { 16 } else { 10 };
-    // Leading zeros aside, no character's number is longer.
-    digits.len() <= 16 && digits.iter().all(|digit| char::from(*digit).is_digit(radix))
+    // Digits to the end first: that look stops at the first other byte,
+    // where counting them all would read a page of `&#&#…` once an `&`.
+    // Then no character's number is longer, leading zeros aside (a page
+    // may write as many as it likes: `&#000043;`).
+    digits.iter().all(|digit| char::from(*digit).is_digit(radix))
+        && digits.iter().skip_while(|digit| **digit == b'0').count() <= 7
 }
 
 /// Whether `bytes` (empty, too) begin a `\uXXXX` escape short of its end.
@@ -498,7 +502,12 @@ mod tests {
         assert_eq!(whole(r"ab\x"), br"ab\x");
         // A reference cut short: its `&`, `#`, `x`, digits, a name's
         // beginning or the whole name without its `;`.
-        for cut in ["ab&", "ab&#", "ab&#4", "ab&#x", "ab&#x2", "ab&pl", "ab&plus"] {
+        let zeros = "0".repeat(40);
+        let padded = [format!("ab&#{zeros}"), format!("ab&#x{zeros}2")];
+        for cut in ["ab&", "ab&#", "ab&#4", "ab&#x", "ab&#x2", "ab&pl", "ab&plus"]
+            .into_iter()
+            .chain(padded.iter().map(String::as_str))
+        {
             assert_eq!(whole(cut), b"ab", "{cut}");
         }
         assert_eq!(whole("ab&#43;"), b"ab+");
