@@ -328,7 +328,7 @@ impl Known {
             let deeper = view.deeper();
             if cut {
                 let before_cut = deeper.as_ref().and_then(|next| next.before_cut(&view.decoded));
-                for before in std::iter::once(view.whole()).chain(before_cut) {
+                for before in view.ends().into_iter().chain(before_cut) {
                     tail_before(before, &|at| view.from[at]);
                 }
             }
@@ -359,7 +359,7 @@ impl Known {
             }
             let deeper = view.deeper();
             let before_cut = deeper.as_ref().and_then(|next| next.before_cut(&view.decoded));
-            if std::iter::once(view.whole()).chain(before_cut).any(tail_before) {
+            if view.ends().into_iter().chain(before_cut).any(tail_before) {
                 return true;
             }
             level = deeper;
@@ -1158,6 +1158,42 @@ mod tests {
             scrubber.scrub_body(b"<p>a&#43;b &amp; https://x.example/?a=1&b=2</p>"),
             None
         );
+    }
+
+    #[test]
+    fn a_number_reference_ending_a_text_without_its_semicolon_spells_its_character() {
+        let scrubber = Scrubber::new("key-12345678");
+        scrubber.learn("whsec_ab+cd/ef=gh");
+        // Browsers read `&#104` at the end of a text as `h`: a string of an
+        // answer, a header's value or a page may end a secret so.
+        let answer = br#"{"detail":"whsec_ab&#43;cd&#47;ef&#61;g&#104"}"#;
+        let scrubbed: Value = serde_json::from_slice(&scrubber.scrub_body(answer).unwrap()).unwrap();
+        assert_eq!(scrubbed["detail"], REDACTED);
+        assert_eq!(scrubber.scrub("sent whsec_ab&#43;cd/ef=g&amp;#x68"), "sent [redacted]");
+        let mut headers = HeaderMap::new();
+        headers.insert("x-echo", HeaderValue::from_static("whsec_ab&#43;cd/ef=g&#x68"));
+        scrubber.scrub_headers(&mut headers);
+        assert_eq!(headers["x-echo"], REDACTED);
+        // Cut there, it may be whole, and then ends eight bytes of the
+        // secret, or cut short, and then ends seven: either way they go.
+        assert_eq!(scrubber.scrub_cut(b"echo whsec_a&#98"), b"echo ");
+        assert_eq!(scrubber.scrub_cut(b"echo whsec_a&amp;#x62"), b"echo ");
+    }
+
+    #[test]
+    fn a_cut_through_a_number_reference_padded_with_zeros_leaves_no_beginning_of_the_secret() {
+        let scrubber = Scrubber::new("key-12345678");
+        scrubber.learn("whsec_ab+cd/ef=gh");
+        // HTML allows any number of leading zeros: `&#000…043;` is a `+`.
+        for zeros in [1, 16, 40] {
+            let zeros = "0".repeat(zeros);
+            for cut in [format!("&#{zeros}4"), format!("&#x{zeros}2"), format!("&amp;#{zeros}")] {
+                let page = format!("echo whsec_ab{cut}");
+                assert_eq!(scrubber.scrub_cut(page.as_bytes()), b"echo ", "{page}");
+            }
+            let whole = format!("<p>whsec_ab&#{zeros}43;cd/ef=gh</p>");
+            assert_eq!(scrubber.scrub_body(whole.as_bytes()).unwrap(), b"<p>[redacted]</p>");
+        }
     }
 
     #[test]

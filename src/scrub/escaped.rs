@@ -28,7 +28,10 @@
 //! A text cut at its limit may end inside an escape (`\u00`, the high half
 //! of a surrogate pair alone, `&#4`). That escape decodes to nothing, so
 //! the secret it was spelling would not end the view; the view says where
-//! it begins, and a secret's beginning is looked for before it.
+//! it begins, and a secret's beginning is looked for before it. A number
+//! ending the text without its `;` (`&#101`) may be whole as well, as a
+//! browser reads it: it decodes, and a secret's beginning is also looked
+//! for with it.
 
 /// A text with its JSON escapes and HTML character references decoded.
 pub(super) struct View {
@@ -128,6 +131,14 @@ impl View {
         &self.decoded[..self.whole]
     }
 
+    /// Where what is left of a secret a cut went through may end in this
+    /// view: before an escape the text's end cut short, or after all of it,
+    /// since a number ending the text without its `;` (`&#101`) may be
+    /// whole, and is then a character of the secret.
+    pub(super) fn ends(&self) -> [&[u8]; 2] {
+        [self.whole(), &self.decoded]
+    }
+
     /// The bytes this view was decoded from (`source`: the text, or the
     /// view it is deeper than) that come before an escape their end cut
     /// short, or `None` when none was. What is left of a secret may end
@@ -174,6 +185,12 @@ impl Level {
         let mut decoded_any = false;
         while at < text.len() {
             let before = decoded.len();
+            // A number ending the text (`&#104`) decodes, for a text that
+            // was not cut, and may be one cut short, for one that was.
+            if whole.is_none() && cut_short(&text[at..]) {
+                whole = Some(decoded.len());
+                cut_at = Some(at);
+            }
             let length = match escape_at(text, at) {
                 Some((character, length)) => {
                     let mut bytes = [0; 4];
@@ -182,10 +199,6 @@ impl Level {
                     length
                 }
                 None => {
-                    if whole.is_none() && cut_short(&text[at..]) {
-                        whole = Some(decoded.len());
-                        cut_at = Some(at);
-                    }
                     decoded.push(text[at]);
                     1
                 }
@@ -256,8 +269,8 @@ fn json_escape_at(text: &[u8], at: usize) -> Option<(char, usize)> {
 
 /// The HTML character reference at `text[at..]`, which begins with `&`: a
 /// number (`&#43;`, `&#x2B;`), also without its `;` as browsers read it
-/// (though not at the text's end, where its digits may be cut short), or a
-/// name of [`NAMED`] with its `;`.
+/// (at the text's end too, where its digits may also be cut short: see
+/// [`cut_short`]), or a name of [`NAMED`] with its `;`.
 fn reference_at(text: &[u8], at: usize) -> Option<(char, usize)> {
     let rest = text.get(at + 1..)?;
     let Some(number) = rest.strip_prefix(b"#") else {
@@ -286,8 +299,7 @@ fn reference_at(text: &[u8], at: usize) -> Option<(char, usize)> {
     let length = 2 + (number.len() - digits.len()) + count;
     match text.get(at + length) {
         Some(b';') => Some((character, length + 1)),
-        Some(_) => Some((character, length)),
-        None => None,
+        _ => Some((character, length)),
     }
 }
 
@@ -367,8 +379,12 @@ fn begins_reference(bytes: &[u8]) -> bool {
         _ => number,
     };
     let radix = if digits.len() < number.len() { 16 } else { 10 };
-    // Leading zeros aside, no character's number is longer.
-    digits.len() <= 16 && digits.iter().all(|digit| char::from(*digit).is_digit(radix))
+    // Digits to the end first: that look stops at the first other byte,
+    // where counting them all would read a page of `&#&#…` once an `&`.
+    // Then no character's number is longer, leading zeros aside (a page
+    // may write as many as it likes: `&#000043;`).
+    digits.iter().all(|digit| char::from(*digit).is_digit(radix))
+        && digits.iter().skip_while(|digit| **digit == b'0').count() <= 7
 }
 
 /// Whether `bytes` (empty, too) begin a `\uXXXX` escape short of its end.
@@ -448,6 +464,9 @@ mod tests {
         assert_eq!(decoded("a&#43;b&#x2B;c&#X2b;d&plus;e&#61;"), "a+b+c+d+e=");
         // A number without its `;`, as browsers read it, if anything follows.
         assert_eq!(decoded("&#43x &#x2bg"), "+x +g");
+        // At the text's end too, where it may as well be cut short.
+        let ending = View::of(b"ab&#43").unwrap();
+        assert_eq!((ending.decoded.as_slice(), ending.whole()), (&b"ab+"[..], &b"ab"[..]));
         // No reference: no digits, past the last character, an unknown
         // name, a name without its `;`, a surrogate.
         assert_eq!(
@@ -483,7 +502,12 @@ mod tests {
         assert_eq!(whole(r"ab\x"), br"ab\x");
         // A reference cut short: its `&`, `#`, `x`, digits, a name's
         // beginning or the whole name without its `;`.
-        for cut in ["ab&", "ab&#", "ab&#4", "ab&#x", "ab&#x2", "ab&pl", "ab&plus"] {
+        let zeros = "0".repeat(40);
+        let padded = [format!("ab&#{zeros}"), format!("ab&#x{zeros}2")];
+        for cut in ["ab&", "ab&#", "ab&#4", "ab&#x", "ab&#x2", "ab&pl", "ab&plus"]
+            .into_iter()
+            .chain(padded.iter().map(String::as_str))
+        {
             assert_eq!(whole(cut), b"ab", "{cut}");
         }
         assert_eq!(whole("ab&#43;"), b"ab+");

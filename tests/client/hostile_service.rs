@@ -524,6 +524,25 @@ async fn a_key_spelled_with_html_character_references_reaches_no_error_or_record
     }
 }
 
+/// A JSON error whose message spells the key with numbers that omit their
+/// `;` (as browsers read them), the last one ending the message, reaches no
+/// error and no recording with the key in that spelling.
+#[tokio::test]
+async fn a_key_spelled_with_references_to_the_end_of_a_message_reaches_no_error_or_recording() {
+    let referenced: String = KEY.bytes().map(|byte| format!("&#{byte}")).collect();
+    let service = hostile::serve(move |_, _, _| {
+        let body = json!({"detail": format!("sent {referenced}")});
+        (axum::http::StatusCode::INTERNAL_SERVER_ERROR, axum::Json(body)).into_response_for_test()
+    })
+    .await;
+    let (error, recording) = submit_recorded(&service.base, "hostile-references-to-the-end").await;
+    assert!(error.to_string().contains("[redacted]"), "{error}");
+    for text in [error.to_string(), format!("{error:?}"), recording] {
+        // The key's first two characters, as the message wrote them.
+        assert!(!text.contains("&#104&#111"), "the key is kept, as references: {text}");
+    }
+}
+
 /// Observers of answers' headers see every attempt's, a retried 429's too,
 /// and never the key the service echoes in them.
 #[tokio::test]
