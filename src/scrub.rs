@@ -1153,6 +1153,12 @@ mod tests {
             let page = format!("echo whsec_ab&#43;cd&#x2F;ef{cut}");
             assert_eq!(scrubber.scrub_cut(page.as_bytes()), b"echo ", "{page}");
         }
+        // Legacy names without their `;`, and in capitals, as browsers read them.
+        scrubber.learn("tok<en>&12345678");
+        assert_eq!(
+            String::from_utf8_lossy(&scrubber.scrub_body(b"<p>tok&lten&gt&AMP;12345678</p>").unwrap()),
+            "<p>[redacted]</p>"
+        );
         // References that spell no secret, and an address's `&`s, are left.
         assert_eq!(
             scrubber.scrub_body(b"<p>a&#43;b &amp; https://x.example/?a=1&b=2</p>"),

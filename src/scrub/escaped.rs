@@ -270,13 +270,23 @@ fn json_escape_at(text: &[u8], at: usize) -> Option<(char, usize)> {
 /// The HTML character reference at `text[at..]`, which begins with `&`: a
 /// number (`&#43;`, `&#x2B;`), also without its `;` as browsers read it
 /// (at the text's end too, where its digits may also be cut short: see
-/// [`cut_short`]), or a name of [`NAMED`] with its `;`.
+/// [`cut_short`]), or a name of [`NAMED`] with its `;` (or without, for
+/// the few of [`WITHOUT_SEMICOLON`]).
 fn reference_at(text: &[u8], at: usize) -> Option<(char, usize)> {
     let rest = text.get(at + 1..)?;
     let Some(number) = rest.strip_prefix(b"#") else {
+        // A name begins with a letter: the `&&` and `& ` of a page begin
+        // none, and cost no look at every name.
+        if !rest.first().is_some_and(u8::is_ascii_alphabetic) {
+            return None;
+        }
         return NAMED.iter().find_map(|(name, character)| {
             let after = rest.strip_prefix(name.as_bytes())?;
-            (after.first() == Some(&b';')).then_some((*character, name.len() + 2))
+            match after.first() {
+                Some(b';') => Some((*character, name.len() + 2)),
+                _ if WITHOUT_SEMICOLON.contains(name) => Some((*character, name.len() + 1)),
+                _ => None,
+            }
         });
     };
     let (radix, digits) = match number.first() {
@@ -303,14 +313,22 @@ fn reference_at(text: &[u8], at: usize) -> Option<(char, usize)> {
     }
 }
 
+/// The names a browser reads without their `;` too (`&lt`, `&amp`), the
+/// ASCII ones of HTML's legacy list.
+const WITHOUT_SEMICOLON: [&str; 8] = ["amp", "lt", "gt", "quot", "AMP", "LT", "GT", "QUOT"];
+
 /// The named references that stand for an ASCII character: the ones a
 /// template may write for a character of a secret, of its address or of
 /// its quoting. Every name is HTML's own.
-const NAMED: [(&str, char); 30] = [
+const NAMED: [(&str, char); 34] = [
     ("amp", '&'),
     ("lt", '<'),
     ("gt", '>'),
     ("quot", '"'),
+    ("AMP", '&'),
+    ("LT", '<'),
+    ("GT", '>'),
+    ("QUOT", '"'),
     ("apos", '\''),
     ("sol", '/'),
     ("bsol", '\\'),
@@ -372,7 +390,8 @@ fn cut_short(rest: &[u8]) -> bool {
 /// or the beginning of a name.
 fn begins_reference(bytes: &[u8]) -> bool {
     let Some(number) = bytes.strip_prefix(b"#") else {
-        return NAMED.iter().any(|(name, _)| name.as_bytes().starts_with(bytes));
+        return bytes.is_empty()
+            || bytes[0].is_ascii_alphabetic() && NAMED.iter().any(|(name, _)| name.as_bytes().starts_with(bytes));
     };
     let digits = match number.first() {
         Some(b'x' | b'X') => &number[1..],
@@ -467,6 +486,8 @@ mod tests {
         // At the text's end too, where it may as well be cut short.
         let ending = View::of(b"ab&#43").unwrap();
         assert_eq!((ending.decoded.as_slice(), ending.whole()), (&b"ab+"[..], &b"ab"[..]));
+        // The legacy names, in either case, with or without their `;`.
+        assert_eq!(decoded("&lt&gt;&AMP&QUOT;&ampx"), "<>&\"&x");
         // No reference: no digits, past the last character, an unknown
         // name, a name without its `;`, a surrogate.
         assert_eq!(
@@ -478,7 +499,7 @@ mod tests {
         assert_eq!(quoted.decoded, b"&#43;");
         assert_eq!(quoted.deeper().unwrap().decoded, b"+");
         // An address's `&`s begin no reference: no view is made.
-        assert!(View::of(b"https://x.example/r?expires=1&signature=ab&amp=1").is_none());
+        assert!(View::of(b"https://x.example/r?expires=1&signature=ab&amount=1").is_none());
         assert!(View::of(b"https://x.example/r?a=1&plus;").is_some());
         // JSON quoting a page: its escapes, then its references.
         let mixed = View::of(br"\u0026#43;").unwrap();
