@@ -457,6 +457,9 @@ impl Task {
                 // already retried and honoured Retry-After).
                 Some(Err(error)) if error.is_worth_waiting_again() => {
                     tracing::debug!(%error, "poll failed; will poll again");
+                    if let Some(callback) = options.failure_callback() {
+                        callback(&error);
+                    }
                 }
                 Some(Err(error)) => return Err(error),
                 None => {}

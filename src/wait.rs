@@ -69,7 +69,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::webhook::Inbox;
-use crate::TaskStatus;
+use crate::{Error, TaskStatus};
 
 /// What a progress callback receives after each poll.
 #[derive(Clone, Debug, PartialEq)]
@@ -89,6 +89,8 @@ pub struct Progress {
 
 /// Callback for [`WaitOptions::on_progress`].
 pub(crate) type ProgressCallback = Arc<dyn Fn(&Progress) + Send + Sync>;
+/// What [`WaitOptions::on_poll_failure`] calls.
+pub(crate) type FailureCallback = Arc<dyn Fn(&Error) + Send + Sync>;
 
 /// Options of [`crate::Task::wait_with`].
 ///
@@ -105,6 +107,7 @@ pub struct WaitOptions {
     not_found_grace: Duration,
     fixed_interval: Option<Duration>,
     on_progress: Option<ProgressCallback>,
+    on_poll_failure: Option<FailureCallback>,
     woken_by: Option<Arc<Inbox>>,
 }
 
@@ -115,6 +118,7 @@ impl std::fmt::Debug for WaitOptions {
             .field("not_found_grace", &self.not_found_grace)
             .field("fixed_interval", &self.fixed_interval)
             .field("on_progress", &self.on_progress.is_some())
+            .field("on_poll_failure", &self.on_poll_failure.is_some())
             .field("woken_by", &self.woken_by)
             .finish()
     }
@@ -127,6 +131,7 @@ impl Default for WaitOptions {
             not_found_grace: Duration::from_secs(10),
             fixed_interval: None,
             on_progress: None,
+            on_poll_failure: None,
             woken_by: None,
         }
     }
@@ -170,6 +175,22 @@ impl WaitOptions {
     /// ```
     pub fn on_progress(mut self, callback: impl Fn(&Progress) + Send + Sync + 'static) -> Self {
         self.on_progress = Some(Arc::new(callback));
+        self
+    }
+
+    /// Calls `callback` with every poll that failed and is tried again (a
+    /// network error, a 5xx, a 429, after the transport's own retries): the
+    /// task goes on at the service, so the wait goes on until its deadline,
+    /// and without this a service that cannot be reached looks like a task
+    /// still running. Its error names the task and says what went wrong.
+    ///
+    /// ```
+    /// let options = genapi::WaitOptions::default().on_poll_failure(|error| {
+    ///     eprintln!("polling again after: {error}");
+    /// });
+    /// ```
+    pub fn on_poll_failure(mut self, callback: impl Fn(&Error) + Send + Sync + 'static) -> Self {
+        self.on_poll_failure = Some(Arc::new(callback));
         self
     }
 
@@ -218,6 +239,9 @@ impl WaitOptions {
     }
     pub(crate) fn callback(&self) -> Option<&ProgressCallback> {
         self.on_progress.as_ref()
+    }
+    pub(crate) fn failure_callback(&self) -> Option<&FailureCallback> {
+        self.on_poll_failure.as_ref()
     }
     pub(crate) fn inbox(&self) -> Option<&Inbox> {
         self.woken_by.as_deref()

@@ -426,3 +426,34 @@ async fn a_task_picked_up_again_is_polled_at_once() {
         first.duration()
     );
 }
+
+/// Polls the service fails are each told to the wait's caller, naming the
+/// task, while the wait goes on to the task's end: a service that cannot
+/// be reached does not look like a task still running.
+#[tokio::test(start_paused = true)]
+async fn each_failed_poll_is_told_and_the_wait_goes_on_to_the_end() {
+    let mock = MockService::start().await.unwrap();
+    let client = mock
+        .client_builder()
+        .retry_policy(RetryPolicy::never())
+        .build()
+        .unwrap();
+    let task = client.submit(prompt("told")).await.unwrap();
+    let id = task.id().to_string();
+    mock.inject(Fault::status("/v1/get_result", 503).times(3));
+    let told = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = told.clone();
+    let options = WaitOptions::default().on_poll_failure(move |error| {
+        seen.lock()
+            .unwrap()
+            .push((error.task().map(|t| t.id.clone()), error.to_string()));
+    });
+    let output = task.wait_with(options).await.unwrap();
+    assert_eq!(output.id(), id);
+    let told = told.lock().unwrap();
+    assert_eq!(told.len(), 3, "{told:?}");
+    for (task, text) in told.iter() {
+        assert_eq!(task.as_deref(), Some(id.as_str()), "{text}");
+        assert!(text.contains("503"), "{text}");
+    }
+}

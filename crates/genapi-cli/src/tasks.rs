@@ -558,7 +558,28 @@ async fn finish(
 ) -> Result<Saved, Failure> {
     let remaining = deadline.saturating_duration_since(Instant::now());
     let label = format!("task {}", out::safe_component(task.id(), 8));
-    let options = WaitOptions::default().timeout(remaining).on_progress(move |p| {
+    // A poll that failed is said (once for each new reason), and the last
+    // one is named if the deadline then passes: a service that cannot be
+    // reached must not look like a task still running.
+    let failing: Arc<Mutex<Option<String>>> = Arc::default();
+    let (failed, answered) = (failing.clone(), failing.clone());
+    let failure_label = label.clone();
+    let failure_progress = progress.clone();
+    let options = WaitOptions::default().timeout(remaining).on_poll_failure(move |error| {
+        let reason = crate::describe(error).replace('\n', " ");
+        let new = failed
+            .lock()
+            .map(|mut last| last.replace(reason.clone()).as_ref() != Some(&reason));
+        if new.unwrap_or(true) {
+            failure_progress.note(&format!(
+                "{failure_label}: a poll failed, polling again until --timeout: {reason}"
+            ));
+        }
+    });
+    let options = options.on_progress(move |p| {
+        if let Ok(mut last) = answered.lock() {
+            *last = None;
+        }
         let status = out::clean(p.status.as_str());
         let changed = last_status.lock().map(|mut last| {
             let changed = *last != status;
@@ -573,15 +594,21 @@ async fn finish(
     let waited = tokio::time::timeout_at(deadline, task.wait_with(options)).await;
     let output = match waited {
         Ok(Ok(output)) => output,
-        Ok(Err(error)) => return Err(Failure::api(&error)),
-        Err(_) => {
+        Ok(Err(error)) if !matches!(error, genapi::Error::Timeout { .. }) => return Err(Failure::api(&error)),
+        // The library's deadline and the command's are one: either may
+        // be seen first.
+        Ok(Err(_)) | Err(_) => {
+            let last_failure = failing.lock().ok().and_then(|last| last.clone());
+            let since = last_failure
+                .map(|reason| format!("; its last poll failed: {reason}"))
+                .unwrap_or_default();
             return Err(Failure::new(
                 code::TIMEOUT,
                 format!(
-                    "--timeout {}s passed before the task finished",
+                    "--timeout {}s passed before the task finished{since}",
                     global.timeout_seconds()
                 ),
-            ))
+            ));
         }
     };
     save_output(client, output, plan, index, deadline, global).await

@@ -146,3 +146,31 @@ fn an_out_folder_named_with_a_trailing_slash_is_made_as_batch_makes_its_folder()
     let saved: Vec<_> = std::fs::read_dir(dir.join("newdir")).unwrap().collect();
     assert_eq!(saved.len(), 1, "{saved:?}");
 }
+
+/// `wait` on a service nothing answers for says, as it goes, that its polls
+/// fail and why, and its timeout names the last failure: it does not look
+/// like a task still running. The resume line stays, for when the service
+/// is back.
+#[test]
+fn a_wait_whose_polls_fail_says_why_as_it_goes_and_when_it_gives_up() {
+    let dir = Dir::new("polls-fail");
+    // Nothing listens there: every poll is refused.
+    let port = crate::common::free_ports(1);
+    let run = genapi_alone(&dir)
+        .env("GENAPI_BASE_URL", format!("http://127.0.0.1:{port}"))
+        .env("GENAPI_API_KEY", "key-polls-fail")
+        .args(["--timeout", "2", "wait", "t-unreachable"])
+        .output()
+        .unwrap();
+    let said = said(&run);
+    assert_eq!(run.status.code(), Some(8), "a timeout: {said}");
+    assert!(
+        said.contains("task t-unreac: a poll failed, polling again until --timeout: network error"),
+        "{said}"
+    );
+    assert!(
+        said.contains("--timeout 2s passed before the task finished; its last poll failed: network error"),
+        "{said}"
+    );
+    assert!(said.contains("resume with: genapi wait"), "{said}");
+}
