@@ -241,6 +241,10 @@ pub struct Failure {
     /// An origin the task's polling host is at, which the key may not go
     /// to yet: a `wait` that trusts it picks the (paid) task up again.
     pub untrusted: Option<String>,
+    /// The command that picks the task up, where the failure knows a
+    /// better one than the task's own: a free name for a result that
+    /// could not be saved under the one asked.
+    pub resume: Option<Box<resume::WaitCommand>>,
 }
 
 impl Failure {
@@ -250,6 +254,7 @@ impl Failure {
             code: code::USAGE,
             message: message.into(),
             untrusted: None,
+            resume: None,
         }
     }
     /// A failure with this code.
@@ -258,6 +263,7 @@ impl Failure {
             code,
             message: message.into(),
             untrusted: None,
+            resume: None,
         }
     }
     /// A library error, its causes included.
@@ -270,6 +276,7 @@ impl Failure {
             code: exit_code(error),
             message: describe(error),
             untrusted,
+            resume: None,
         }
     }
 }

@@ -634,16 +634,23 @@ async fn save_output(
     // The task is paid for by now: not a usage error (2 says nothing was
     // charged), a result that could not be written (1).
     let taken_by_other = |file: &Path| -> Failure {
-        let free = free_name(file);
         let reference = output.reference();
-        Failure::new(
-            code::OTHER,
-            format!(
-                "{} exists, so the result was not saved (nothing is replaced without --force); save it with: {}",
-                shown(file),
-                resume_command(global, client, &reference.id, &reference.polling_url, &free)
-            ),
-        )
+        Failure {
+            resume: Some(Box::new(resume_command(
+                global,
+                client,
+                &reference.id,
+                &reference.polling_url,
+                &free_name(file),
+            ))),
+            ..Failure::new(
+                code::OTHER,
+                format!(
+                    "{} exists, so the result was not saved (nothing is replaced without --force)",
+                    shown(file)
+                ),
+            )
+        }
     };
     if plan.file.is_some() && !plan.force && taken(&planned) {
         return Err(taken_by_other(&planned));
@@ -684,14 +691,19 @@ async fn save_output(
             return Err(taken_by_other(&file));
         }
         let reference = output.reference();
-        return Err(Failure::new(
-            code::OTHER,
-            format!(
-                "cannot write {}; save it with: {}",
-                out::clean(&refused.to_string()),
-                resume_command(global, client, &reference.id, &reference.polling_url, &file)
-            ),
-        ));
+        return Err(Failure {
+            resume: Some(Box::new(resume_command(
+                global,
+                client,
+                &reference.id,
+                &reference.polling_url,
+                &file,
+            ))),
+            ..Failure::new(
+                code::OTHER,
+                format!("cannot write {}", out::clean(&refused.to_string())),
+            )
+        });
     }
     if plan.open {
         crate::opener::open(&file);
@@ -830,9 +842,10 @@ fn report(
             // saved) is worth resuming; a failed or moderated one is not.
             // A polling host the key may not go to yet: the task is paid
             // for, and a `wait` that trusts the host picks it up.
+            let resume = failure.resume.as_deref().unwrap_or(resume).clone();
             let resume = match &failure.untrusted {
                 Some(origin) => resume.trusting(origin),
-                None => resume.clone(),
+                None => resume,
             };
             let resumable =
                 failure.untrusted.is_some() || matches!(failure.code, code::TIMEOUT | code::NETWORK | code::OTHER);

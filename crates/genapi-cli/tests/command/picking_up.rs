@@ -118,7 +118,9 @@ fn wait_and_get_into_a_name_of_another_format_check_the_real_name_and_print_a_co
             "{command}: nothing hidden left behind"
         );
 
-        let again = printed_command(&stderr, "save it with: ");
+        // One next step, the one that works: under a free name.
+        assert_eq!(stderr.matches("resume with: ").count(), 1, "{command}: {stderr}");
+        let again = printed_command(&stderr, "resume with: ");
         assert_eq!(again[..3], ["wait", "--out", "x-2.jpg"], "{again:?}");
         let saved = mock.command(&dir).args(&again).output().unwrap();
         assert_eq!(
