@@ -357,7 +357,9 @@ struct Accepted {
     task: Task,
     index: Option<u32>,
     resume: WaitCommand,
-    model: String,
+    /// The model it was submitted to; unknown to a `wait` given only the
+    /// task (`null` in `--json`, never an empty name).
+    model: Option<String>,
 }
 
 /// What a finished task produced.
@@ -433,7 +435,7 @@ pub async fn generate(global: &Global, request: RequestArgs, save: SaveArgs, cou
             task,
             index,
             resume,
-            model: prepared.model.name.clone(),
+            model: Some(prepared.model.name.clone()),
         });
     }
     crate::learned::save_prices(connection.prices_key(), prices);
@@ -516,7 +518,7 @@ async fn complete(
                     connection,
                     &id,
                     &polling_url,
-                    &accepted.model,
+                    accepted.model.as_deref(),
                     &accepted.resume,
                     &status,
                     outcome,
@@ -795,7 +797,7 @@ fn report(
     connection: &Connection,
     id: &str,
     polling_url: &str,
-    model: &str,
+    model: Option<&str>,
     resume: &WaitCommand,
     status: &str,
     outcome: Result<Saved, Failure>,
@@ -1004,7 +1006,7 @@ pub async fn wait(global: &Global, reference: &str, save: SaveArgs) -> Result<()
         task,
         index: None,
         resume,
-        model: String::new(),
+        model: None,
     }];
     let interrupt = crate::interrupt::interrupted();
     tokio::pin!(interrupt);
@@ -1142,7 +1144,7 @@ async fn get_task(
         crate::history::note(&id, "Ready", Some(&saved.file));
     }
     let resume = resume_command(global, &connection.client, &id, &polling_url, &plan.resume_target(None));
-    match report(global, connection, &id, &polling_url, "", &resume, "Ready", outcome) {
+    match report(global, connection, &id, &polling_url, None, &resume, "Ready", outcome) {
         0 => Ok(true),
         code => Err(Failure::new(code, "")),
     }

@@ -599,6 +599,9 @@ fn timeout_is_resumable_and_submit_wait_get_pick_tasks_up() {
         .unwrap();
     assert_exit(&waited, 0);
     assert_eq!(json_lines(&waited)[0]["status"], "Ready");
+    // `wait` is given the task alone: its model is unknown, not "".
+    assert_eq!(json_lines(&waited)[0]["model"], Value::Null);
+    assert_eq!(task["model"], "gen-2-pro", "submit knows it");
     assert_eq!(decoded(&dir.join("boat.webp")).0, Some(genapi::ImageFormat::Webp));
     let got = quick
         .command(&dir)
