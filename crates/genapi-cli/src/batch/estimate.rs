@@ -29,15 +29,28 @@ pub(super) fn show(run: &Run<'_>) -> Result<(), Failure> {
     } else {
         crate::service_shown(global)
     };
+    let invalid = run.checked.invalid_lines();
     if global.json {
         let mut shown = serde_json::to_value(&estimate).unwrap_or_default();
         shown["service"] = serde_json::Value::String(shown_service);
         shown["priced_lines"] = (estimate.lines - estimate.unknown.len()).into();
+        shown["invalid_lines"] = invalid.into();
         out::out(&shown.to_string());
         return Ok(());
     }
     for line in words(&estimate, &shown(&run.jobs_file), &shown_service) {
         out::out(&out::clean(&line));
+    }
+    if invalid > 0 {
+        let run_does = if run.args.skip_invalid {
+            "a run with --skip-invalid sends the others"
+        } else {
+            "a run refuses the file until they are fixed, or sends the others with --skip-invalid"
+        };
+        out::out(&format!(
+            "not counted: {} found invalid (said above); {run_does}",
+            lines_of(invalid)
+        ));
     }
     Ok(())
 }

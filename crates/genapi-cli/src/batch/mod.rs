@@ -235,8 +235,9 @@ impl<'g> Run<'g> {
             return Err(Failure::usage("give a job file and --out DIR (or --schema)"));
         };
         let deadline = Instant::now() + timeout_if_given(global);
-        // `--status` only reads: invalid lines are said, and counted.
-        let checked = jobs::check(&jobs_file, args.skip_invalid || args.status)?;
+        // `--status` and `--estimate` only read: invalid lines are said,
+        // and counted.
+        let checked = jobs::check(&jobs_file, args.skip_invalid || args.status || args.estimate)?;
         Ok(Run {
             global,
             args,

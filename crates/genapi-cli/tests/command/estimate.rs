@@ -212,3 +212,40 @@ async fn a_mock_on_another_port_is_the_same_service_for_prices() {
     let services: Vec<&String> = kept.as_object().unwrap().keys().collect();
     assert_eq!(services, ["the mock"], "one service, whatever its port");
 }
+
+/// An estimate sends nothing, so invalid lines do not stop it: they are
+/// said, the valid lines are estimated, and the words say what a run does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_estimate_of_a_file_with_invalid_lines_prices_the_others_and_says_what_a_run_does() {
+    let mock = roomy_mock(50).await;
+    let dir = Dir::new("estimate-invalid");
+    job_file(
+        &dir,
+        "mixed.jsonl",
+        &[
+            json!({"model": "gen-2-pro", "prompt": "a fox"}),
+            json!({"model": "gen-2-pro", "prompt": "a hare", "width": 1000}),
+            json!({"model": "gen-2-pro", "prompt": "an owl"}),
+        ],
+    );
+    let estimate = genapi(&dir, &mock)
+        .args(["batch", "mixed.jsonl", "--estimate"])
+        .output()
+        .unwrap();
+    let (said, stderr) = (text(&estimate.stdout), text(&estimate.stderr));
+    assert_eq!(estimate.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("warning: mixed.jsonl: line 2: width"), "{stderr}");
+    assert!(said.contains("mixed.jsonl: 2 lines, by the prices"), "{said}");
+    assert!(
+        said.contains("not counted: 1 line found invalid (said above); a run refuses the file until they are fixed"),
+        "{said}"
+    );
+    assert!(!stderr.contains("nothing was submitted"), "{stderr}");
+    let json = genapi(&dir, &mock)
+        .args(["--json", "batch", "mixed.jsonl", "--estimate"])
+        .output()
+        .unwrap();
+    let shown: Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(shown["invalid_lines"], 1, "{shown}");
+    assert_eq!(mock.requests().len(), 0, "an estimate sends nothing");
+}
