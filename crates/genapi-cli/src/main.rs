@@ -67,10 +67,10 @@ pub struct Global {
     /// Use the built-in mock service (a test double) even when the service is configured.
     #[arg(long, global = true)]
     pub mock: bool,
-    /// Stop the command after this many seconds.
+    /// Stop the command after this many seconds (at least 1).
     ///
     /// [default: none for batch and mock, which run until done or interrupted; 600 for the other commands]
-    #[arg(long, global = true, value_name = "SECONDS")]
+    #[arg(long, global = true, value_name = "SECONDS", value_parser = timeout_seconds)]
     pub timeout: Option<u64>,
     /// Another origin the key may be sent to (e.g. a regional polling host); repeatable.
     #[arg(long = "trust-origin", global = true, value_name = "ORIGIN")]
@@ -544,6 +544,16 @@ async fn run(cli: Cli) -> Result<(), Failure> {
 /// The longest bound the command accepts; larger values mean "no practical
 /// limit" and are clamped so no deadline arithmetic can overflow.
 const MAX_TIMEOUT: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+
+/// `--timeout`'s value: whole seconds, at least one. Zero would submit a
+/// task, which is then paid for, with no time left to wait for it.
+fn timeout_seconds(text: &str) -> Result<u64, String> {
+    match text.parse::<u64>() {
+        Ok(0) => Err("0 leaves no time to wait for a task, which would still be paid for: give at least 1".into()),
+        Ok(seconds) => Ok(seconds),
+        Err(error) => Err(format!("{error}: give whole seconds, at least 1")),
+    }
+}
 
 /// The bound of `generate`, `submit`, `wait` and `get` without `--timeout`.
 const DEFAULT_TIMEOUT: u64 = 600;

@@ -455,6 +455,23 @@ fn models_come_from_the_document_and_a_fixture_shows_an_extra_operation() {
     assert_eq!(field["type"], "integer");
 }
 
+/// A `--timeout` of zero would pay for a task with no time to wait for it:
+/// refused before anything is sent, as is one that is no whole number.
+#[test]
+fn a_timeout_of_zero_is_refused_before_anything_is_paid() {
+    let dir = Dir::new("timeout-zero");
+    for value in ["0", "1.5", "x"] {
+        let run = genapi(&dir)
+            .args(["generate", "x", "-o", "x.jpg", "--timeout", value])
+            .output()
+            .unwrap();
+        assert_exit(&run, 2);
+        let stderr = text(&run.stderr);
+        assert!(stderr.contains("at least 1"), "{value}: {stderr}");
+        assert!(!stderr.contains("submitted"), "{value}: {stderr}");
+    }
+}
+
 #[test]
 fn exit_codes_by_class() {
     let dir = Dir::new("codes");
