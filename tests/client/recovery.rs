@@ -15,6 +15,18 @@ fn prompt(text: &str) -> types::builder::Gen2ProRequest {
     types::Gen2ProRequest::builder().prompt(text)
 }
 
+/// A mock, and a client of it whose transport retries nothing: each
+/// failure reaches the caller as it happens.
+async fn mock_without_retries() -> (MockService, genapi::Client) {
+    let mock = MockService::start().await.unwrap();
+    let client = mock
+        .client_builder()
+        .retry_policy(RetryPolicy::never())
+        .build()
+        .unwrap();
+    (mock, client)
+}
+
 fn quick_retries() -> RetryPolicy {
     RetryPolicy::default()
         .initial_backoff(Duration::from_millis(5))
@@ -193,12 +205,7 @@ async fn download_and_save_failures_name_the_task() {
 
 #[tokio::test(start_paused = true)]
 async fn retry_advice_never_suggests_paying_twice() {
-    let mock = MockService::start().await.unwrap();
-    let client = mock
-        .client_builder()
-        .retry_policy(RetryPolicy::never())
-        .build()
-        .unwrap();
+    let (mock, client) = mock_without_retries().await;
     mock.inject(Fault::status("/v1/gen-2-pro", 500));
     let server = client.submit(prompt("x")).await.unwrap_err();
     assert!(
@@ -432,12 +439,7 @@ async fn a_task_picked_up_again_is_polled_at_once() {
 /// be reached does not look like a task still running.
 #[tokio::test(start_paused = true)]
 async fn each_failed_poll_is_told_and_the_wait_goes_on_to_the_end() {
-    let mock = MockService::start().await.unwrap();
-    let client = mock
-        .client_builder()
-        .retry_policy(RetryPolicy::never())
-        .build()
-        .unwrap();
+    let (mock, client) = mock_without_retries().await;
     let task = client.submit(prompt("told")).await.unwrap();
     let id = task.id().to_string();
     mock.inject(Fault::status("/v1/get_result", 503).times(3));
