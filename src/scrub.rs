@@ -371,17 +371,10 @@ impl Known {
         self.candidates(text).any(|at| self.found_at(text, at).is_some())
     }
 
-    /// Whether `text` spells a secret through its JSON escapes, at any
-    /// level.
+    /// Whether `text` spells a secret through its escapes or references,
+    /// at any level.
     fn contains_escaped(&self, text: &[u8]) -> bool {
-        let mut level = View::searched(text);
-        while let Some(view) = level {
-            if self.contains(&view.decoded) {
-                return true;
-            }
-            level = view.deeper();
-        }
-        false
+        self.escapes_spell_any(text, false)
     }
 
     /// Whether `text` spells a secret, as written or through its escapes.
