@@ -97,6 +97,16 @@ impl Progress {
         }
     }
 
+    /// One thing's trouble (a poll that failed): a time-stamped line when
+    /// progress is plain, and a line above the bar on a terminal, where
+    /// the bar says nothing of it. `--quiet` shows neither.
+    pub fn warn(&self, text: &str) {
+        match &self.bar {
+            Some(_) => self.println(&format!("{}: {text}", self.label)),
+            None => self.note(text),
+        }
+    }
+
     /// A line of its own on stderr, above the bar.
     pub fn println(&self, line: &str) {
         self.suspend(|| out::err(line));

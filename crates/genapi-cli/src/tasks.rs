@@ -573,7 +573,7 @@ async fn finish(
             .lock()
             .map(|mut last| last.replace(reason.clone()).as_ref() != Some(&reason));
         if new.unwrap_or(true) {
-            failure_progress.note(&format!(
+            failure_progress.warn(&format!(
                 "{failure_label}: a poll failed, polling again until --timeout: {reason}"
             ));
         }

@@ -176,3 +176,23 @@ fn a_wait_whose_polls_fail_says_why_as_it_goes_and_when_it_gives_up() {
     );
     assert!(said.contains("resume with: genapi wait"), "{said}");
 }
+
+/// On a terminal, where a bar shows progress, a failing poll is said above
+/// it: the bar alone would show a task still in flight.
+#[cfg(unix)]
+#[test]
+fn on_a_terminal_a_failing_poll_is_said_above_the_bar() {
+    let dir = Dir::new("polls-fail-terminal");
+    let port = crate::common::free_ports(1);
+    let mut command = genapi_alone(&dir);
+    command
+        .env("GENAPI_BASE_URL", format!("http://127.0.0.1:{port}"))
+        .env("GENAPI_API_KEY", "key-polls-fail")
+        .args(["--timeout", "2", "wait", "t-unreachable"]);
+    let (code, screen) = crate::terminal::Terminal::spawn(command).finish(std::time::Duration::from_secs(60));
+    assert_eq!(code, Some(8), "{screen}");
+    assert!(
+        screen.contains("wait: task t-unreac: a poll failed, polling again until --timeout: network error"),
+        "{screen}"
+    );
+}
