@@ -7,33 +7,91 @@
 //! quoted for a POSIX shell (and cleaned of terminal controls) by
 //! [`out::shell_quote`].
 //!
-//! The command names the profile the run used, whenever one was chosen
-//! (by `--profile`, `GENAPI_PROFILE` or the file's default): the task is
-//! picked up with the same key at the same service wherever the command is
-//! pasted, even in a shell where `GENAPI_PROFILE` is not set or after the
-//! file's default changed. Naming a profile that would have been chosen
-//! anyway costs nothing; leaving one out sends another profile's key.
+//! The command names the run's service the way the run found it
+//! ([`ServiceOfRun`]), so the task is picked up at the same service wherever
+//! the command is pasted:
+//!
+//! - from a profile (chosen by `--profile`, `GENAPI_PROFILE` or the file's
+//!   default), the command names it, even in a shell where `GENAPI_PROFILE`
+//!   is not set or after the file's default changed. Naming a profile that
+//!   would have been chosen anyway costs nothing; leaving one out sends
+//!   another profile's key;
+//! - from the environment (`GENAPI_BASE_URL`, which then overrides any
+//!   profile's service), the command starts with the variables that named
+//!   the service, and no profile: pasted in a shell without them, a profile
+//!   would send its own key to its own service, which never saw the task.
+//!   The key is never printed: the command takes it from `GENAPI_API_KEY`
+//!   where it is pasted, and stops before sending anything when it is unset.
 
 use std::fmt;
 
+use crate::config::{Settings, Source};
 use crate::out;
+
+/// The variables that name a service, in the order a command line gives them.
+const SERVICE_VARIABLES: [&str; 3] = ["GENAPI_BASE_URL", "GENAPI_REGIONAL_BASE_URL", "GENAPI_TRUSTED_ORIGINS"];
+
+/// How a pasted command reaches the service a run used: by the profile
+/// that named it, or by the environment's variables that did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ServiceOfRun {
+    profile: Option<String>,
+    /// `(variable, value)` pairs, set before the command.
+    environment: Vec<(&'static str, String)>,
+}
+
+impl ServiceOfRun {
+    /// The service `settings` chose.
+    pub fn of(settings: &Settings) -> ServiceOfRun {
+        let from_environment = |source: &Source| matches!(source, Source::Environment(_));
+        let environment_names_it = settings
+            .base_url
+            .as_ref()
+            .is_some_and(|url| from_environment(&url.source))
+            || settings.key.as_ref().is_some_and(|key| from_environment(&key.source));
+        if !environment_names_it {
+            return ServiceOfRun {
+                profile: settings.profile.as_ref().map(|profile| profile.value.clone()),
+                environment: Vec::new(),
+            };
+        }
+        let origins: Vec<&str> = settings
+            .trusted_origins
+            .iter()
+            .map(|origin| origin.value.as_str())
+            .collect();
+        let values = [
+            settings.base_url.as_ref().map(|url| url.value.clone()),
+            settings.regional_base_url.as_ref().map(|url| url.value.clone()),
+            (!origins.is_empty()).then(|| origins.join(",")),
+        ];
+        ServiceOfRun {
+            profile: None,
+            environment: SERVICE_VARIABLES
+                .into_iter()
+                .zip(values)
+                .filter_map(|(name, value)| value.map(|value| (name, value)))
+                .collect(),
+        }
+    }
+}
 
 /// `genapi [--profile NAME] wait [--out FILE] [--trust-origin ORIGIN] -- TASK`.
 #[derive(Clone, Debug)]
 pub struct WaitCommand {
     task: String,
-    profile: Option<String>,
+    service: ServiceOfRun,
     out: Option<String>,
     trust_origin: Option<String>,
 }
 
 impl WaitCommand {
-    /// Waits for `task` (an id or a polling URL) under `profile` (the
-    /// run's, when one was chosen) and saves it to `out`.
-    pub fn new(task: &str, profile: Option<&str>, out: &str) -> WaitCommand {
+    /// Waits for `task` (an id or a polling URL) at the run's `service`
+    /// and saves it to `out`.
+    pub fn new(task: &str, service: &ServiceOfRun, out: &str) -> WaitCommand {
         WaitCommand {
             task: task.to_string(),
-            profile: profile.map(str::to_string),
+            service: service.clone(),
             out: Some(out.to_string()),
             trust_origin: None,
         }
@@ -41,10 +99,10 @@ impl WaitCommand {
 
     /// Waits for `task` and saves it where `genapi wait` saves by default
     /// (a name made from the task, in the current folder).
-    pub fn saved_by_default(task: &str, profile: Option<&str>) -> WaitCommand {
+    pub fn saved_by_default(task: &str, service: &ServiceOfRun) -> WaitCommand {
         WaitCommand {
             task: task.to_string(),
-            profile: profile.map(str::to_string),
+            service: service.clone(),
             out: None,
             trust_origin: None,
         }
@@ -61,8 +119,11 @@ impl WaitCommand {
 
 impl fmt::Display for WaitCommand {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (name, value) in &self.service.environment {
+            write!(f, "{name}={} ", out::shell_quote(value))?;
+        }
         f.write_str("genapi")?;
-        if let Some(profile) = &self.profile {
+        if let Some(profile) = &self.service.profile {
             write!(f, " --profile {}", out::shell_quote(profile))?;
         }
         f.write_str(" wait")?;
@@ -80,20 +141,27 @@ impl fmt::Display for WaitCommand {
 mod tests {
     use super::*;
 
+    fn profile(name: &str) -> ServiceOfRun {
+        ServiceOfRun {
+            profile: Some(name.to_string()),
+            environment: Vec::new(),
+        }
+    }
+
     #[test]
     fn the_task_comes_after_the_options_and_a_double_dash() {
-        let command = WaitCommand::new("-rf", None, "out/fox.jpg");
+        let command = WaitCommand::new("-rf", &ServiceOfRun::default(), "out/fox.jpg");
         assert_eq!(command.to_string(), "genapi wait --out out/fox.jpg -- -rf");
         assert_eq!(
             command.trusting("https://eu.example.com").to_string(),
             "genapi wait --out out/fox.jpg --trust-origin https://eu.example.com -- -rf"
         );
         assert_eq!(
-            WaitCommand::new("--help'; rm x", None, "my file.jpg").to_string(),
+            WaitCommand::new("--help'; rm x", &ServiceOfRun::default(), "my file.jpg").to_string(),
             r"genapi wait --out 'my file.jpg' -- '--help'\''; rm x'"
         );
         assert_eq!(
-            WaitCommand::saved_by_default("-t", None).to_string(),
+            WaitCommand::saved_by_default("-t", &ServiceOfRun::default()).to_string(),
             "genapi wait -- -t"
         );
     }
@@ -101,14 +169,61 @@ mod tests {
     #[test]
     fn the_profile_of_the_run_is_named_before_the_subcommand() {
         assert_eq!(
-            WaitCommand::saved_by_default("t1", Some("lab eu")).to_string(),
+            WaitCommand::saved_by_default("t1", &profile("lab eu")).to_string(),
             "genapi --profile 'lab eu' wait -- t1"
         );
         assert_eq!(
-            WaitCommand::new("t1", Some("m"), "a.jpg")
+            WaitCommand::new("t1", &profile("m"), "a.jpg")
                 .trusting("https://eu.example.com")
                 .to_string(),
             "genapi --profile m wait --out a.jpg --trust-origin https://eu.example.com -- t1"
+        );
+    }
+
+    /// A run whose service the environment named is picked up there again,
+    /// not at the profile's service.
+    #[test]
+    fn a_service_named_by_the_environment_is_named_the_same_way_and_the_profile_is_left_out() {
+        use crate::config::Sourced;
+        let from = |name: &str, value: &str| Sourced {
+            value: value.to_string(),
+            source: Source::Environment(name.into()),
+        };
+        let settings = Settings {
+            profile: Some(Sourced {
+                value: "work".into(),
+                source: Source::Environment("GENAPI_PROFILE".into()),
+            }),
+            base_url: Some(from("GENAPI_BASE_URL", "https://staging.example.com")),
+            regional_base_url: Some(from("GENAPI_REGIONAL_BASE_URL", "https://eu.staging.example.com")),
+            trusted_origins: vec![
+                from("GENAPI_TRUSTED_ORIGINS", "https://a.example.com"),
+                from("GENAPI_TRUSTED_ORIGINS", "https://b example.com"),
+            ],
+            ..Settings::default()
+        };
+        let command = WaitCommand::new("t1", &ServiceOfRun::of(&settings), "a.jpg").to_string();
+        assert_eq!(
+            command,
+            "GENAPI_BASE_URL=https://staging.example.com GENAPI_REGIONAL_BASE_URL=https://eu.staging.example.com \
+             GENAPI_TRUSTED_ORIGINS='https://a.example.com,https://b example.com' genapi wait --out a.jpg -- t1"
+        );
+
+        let by_profile = Settings {
+            base_url: Some(Sourced {
+                value: "https://api.example.com".into(),
+                source: Source::Profile("work".into()),
+            }),
+            ..settings
+        };
+        let by_profile = Settings {
+            trusted_origins: Vec::new(),
+            regional_base_url: None,
+            ..by_profile
+        };
+        assert_eq!(
+            WaitCommand::saved_by_default("t1", &ServiceOfRun::of(&by_profile)).to_string(),
+            "genapi --profile work wait -- t1"
         );
     }
 }

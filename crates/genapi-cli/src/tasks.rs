@@ -12,7 +12,7 @@ use tokio::time::Instant;
 
 use crate::progress::{Figures, Progress};
 use crate::request::{prepare, Format, RequestArgs};
-use crate::resume::WaitCommand;
+use crate::resume::{ServiceOfRun, WaitCommand};
 use crate::{code, connect, out, timeout_of, Connection, Failure, Global};
 
 /// Where results go.
@@ -314,10 +314,10 @@ fn probe_writable(dir: &Path) -> Result<(), Failure> {
     }
 }
 
-/// The profile the run used, which a printed command that picks a task up
-/// again names ([`WaitCommand`] says why).
-fn profile_of(global: &Global) -> Option<&str> {
-    global.settings.profile.as_ref().map(|profile| profile.value.as_str())
+/// The service the run used, as a printed command that picks a task up
+/// again names it ([`ServiceOfRun`] says how).
+fn service_of(global: &Global) -> ServiceOfRun {
+    ServiceOfRun::of(&global.settings)
 }
 
 /// The command that picks a task up again.
@@ -326,7 +326,7 @@ fn resume_command(global: &Global, client: &Client, task_id: &str, polling_url: 
     let reference = if by_id { task_id } else { polling_url };
     // `wait` finishes the job whatever the task's state: it waits while the
     // task runs and downloads once it is Ready.
-    WaitCommand::new(reference, profile_of(global), &target.display().to_string())
+    WaitCommand::new(reference, &service_of(global), &target.display().to_string())
 }
 
 fn url_is_fallback(client: &Client, task_id: &str, polling_url: &str) -> bool {
@@ -939,8 +939,8 @@ pub async fn submit(global: &Global, request: RequestArgs, out_file: Option<Path
     // Only a command that can succeed is printed.
     let wait = (!on_builtin_mock).then(|| {
         let command = match target {
-            Some(target) => WaitCommand::new(reference, profile_of(global), &target.display().to_string()),
-            None => WaitCommand::saved_by_default(reference, profile_of(global)),
+            Some(target) => WaitCommand::new(reference, &service_of(global), &target.display().to_string()),
+            None => WaitCommand::saved_by_default(reference, &service_of(global)),
         };
         format!("wait for it with: {command}")
     });
@@ -1112,7 +1112,7 @@ async fn get_task(
             Some(plan) => {
                 let command = WaitCommand::new(
                     reference,
-                    profile_of(global),
+                    &service_of(global),
                     &plan.resume_target(None).display().to_string(),
                 );
                 Err(said(Failure::new(

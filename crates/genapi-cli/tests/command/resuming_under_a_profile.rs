@@ -1,6 +1,7 @@
 //! A task submitted under a profile is picked up again under that profile:
 //! the printed `wait` names it, so the key that goes to the task's polling
-//! host is that profile's, never the default one's; and a key the service
+//! host is that profile's, never the default one's; a task of a service the
+//! environment named is picked up at that service; and a key the service
 //! refuses is named by where it came from.
 
 use std::os::unix::fs::PermissionsExt as _;
@@ -80,4 +81,60 @@ async fn a_refused_key_is_named_by_its_profile_and_file() {
     );
     assert!(stderr.contains("m.key)"), "{stderr}");
     assert!(!stderr.contains("GENAPI_API_KEY"), "{stderr}");
+}
+
+/// A run whose service the environment named (overriding the profile's)
+/// prints a `wait` that goes to that service again when pasted in a shell
+/// that has only the key: it sets the environment's service variables and
+/// names no profile, whose own service never saw the task.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_printed_wait_of_a_service_the_environment_named_goes_to_that_service() {
+    let profiles_service = roomy_mock(50).await;
+    let environments_service = roomy_mock(50).await;
+    let dir = Dir::new("resuming-under-the-environment");
+    two_profiles(&dir, &profiles_service, profiles_service.key());
+    let origins: Vec<String> = environments_service
+        .trusted_origins()
+        .iter()
+        .map(|o| o.to_string())
+        .collect();
+    let submitted = genapi(&dir)
+        .env("GENAPI_PROFILE", "m")
+        .env("GENAPI_API_KEY", environments_service.key())
+        .env("GENAPI_BASE_URL", environments_service.base_url())
+        .env("GENAPI_TRUSTED_ORIGINS", origins.join(","))
+        .args(["submit", "a fox"])
+        .output()
+        .unwrap();
+    let stderr = text(&submitted.stderr);
+    assert_eq!(submitted.status.code(), Some(0), "{stderr}");
+    let line = stderr
+        .lines()
+        .find_map(|line| line.strip_prefix("wait for it with: "))
+        .unwrap_or_else(|| panic!("no wait command printed: {stderr}"));
+    assert!(line.starts_with("GENAPI_BASE_URL="), "{line}");
+    assert!(!line.contains("--profile"), "{line}");
+    assert!(
+        !line.contains(environments_service.key()),
+        "the key is never printed: {line}"
+    );
+    // Pasted where the profile is still the default and only the key is set.
+    let printed = words(line);
+    let (assignments, command) = printed.split_at(printed.iter().position(|w| w == "genapi").unwrap());
+    let mut waited = genapi(&dir);
+    waited
+        .env("GENAPI_PROFILE", "m")
+        .env("GENAPI_API_KEY", environments_service.key());
+    for assignment in assignments {
+        let (name, value) = assignment.split_once('=').unwrap();
+        waited.env(name, value);
+    }
+    let waited = waited.args(&command[1..]).output().unwrap();
+    assert_eq!(waited.status.code(), Some(0), "{}", text(&waited.stderr));
+    assert!(text(&waited.stdout).contains("saved "), "{}", text(&waited.stdout));
+    assert_eq!(
+        profiles_service.stats().polls,
+        0,
+        "the profile's service never heard of the task"
+    );
 }
