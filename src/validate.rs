@@ -132,6 +132,47 @@ impl Document {
         Sizes::read(&model.fields, self.resolve(self.schema(schema_name)?))
     }
 
+    /// What to ask for instead when `body` asks the named request schema
+    /// for a size it refuses: `the nearest sizes gen-2-pro takes: 992x768 or
+    /// 1008x768` ([`Sizes::nearest`]); `None` when the size is accepted, the
+    /// body names no whole `width` and `height`, or the schema takes none.
+    ///
+    /// ```
+    /// let document = genapi::validate::Document::embedded();
+    /// let body = serde_json::json!({ "prompt": "a fox", "width": 1000, "height": 768 });
+    /// assert_eq!(
+    ///     document.nearest_sizes_said("Gen2ProRequest", &body).as_deref(),
+    ///     Some("the nearest sizes gen-2-pro takes: 992x768 or 1008x768")
+    /// );
+    /// let body = serde_json::json!({ "prompt": "a fox", "width": 1024, "height": 768 });
+    /// assert_eq!(document.nearest_sizes_said("Gen2ProRequest", &body), None);
+    /// ```
+    pub fn nearest_sizes_said(&self, schema_name: &str, body: &Value) -> Option<String> {
+        let side = |name: &str| {
+            body.get(name)
+                .and_then(Value::as_u64)
+                .and_then(|v| u32::try_from(v).ok())
+        };
+        let (width, height) = (side("width")?, side("height")?);
+        let sizes = self.sizes(schema_name)?;
+        if sizes.accepts(width, height) {
+            return None;
+        }
+        let model = &self.catalog.by_request_schema(schema_name)?.name;
+        let named: Vec<String> = sizes
+            .nearest(width, height)
+            .iter()
+            .map(|(w, h)| format!("{w}x{h}"))
+            .collect();
+        match named.split_last()? {
+            (last, []) => Some(format!("the nearest size {model} takes: {last}")),
+            (last, rest) => Some(format!(
+                "the nearest sizes {model} takes: {} or {last}",
+                rest.join(", ")
+            )),
+        }
+    }
+
     /// A named schema of `components/schemas`.
     pub fn schema(&self, name: &str) -> Option<&Value> {
         document::schema(&self.root, name)

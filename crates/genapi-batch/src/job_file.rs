@@ -391,10 +391,11 @@ fn shown_problems(problems: &[LineProblem]) -> String {
     genapi_text::clean(&joined)
 }
 
-/// What the document refuses in a body.
+/// What the document refuses in a body; a refused size ends with the
+/// nearest sizes the model takes, as `generate --size` says them.
 fn refusals(model: &Model, body: &Value) -> Vec<LineProblem> {
     let schema = model.operation.request_schema.as_deref().unwrap_or_default();
-    Document::embedded()
+    let mut problems: Vec<LineProblem> = Document::embedded()
         .validate(schema, body)
         .into_iter()
         .map(|error| LineProblem::Invalid {
@@ -407,7 +408,21 @@ fn refusals(model: &Model, body: &Value) -> Vec<LineProblem> {
                 .join("."),
             message: error.msg,
         })
-        .collect()
+        .collect();
+    if let Some(said) = Document::embedded().nearest_sizes_said(schema, body) {
+        // The size's own refusal: a side's, or the area's (said of the body).
+        let of_the_size = problems.iter_mut().rev().find_map(|problem| match problem {
+            LineProblem::Invalid { field, message } if ["width", "height", ""].contains(&field.as_str()) => {
+                Some(message)
+            }
+            _ => None,
+        });
+        if let Some(message) = of_the_size {
+            message.push_str("; ");
+            message.push_str(&said);
+        }
+    }
+    problems
 }
 
 /// The fingerprint of a line's text.

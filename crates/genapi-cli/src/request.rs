@@ -114,49 +114,19 @@ impl Prepared {
         if errors.is_empty() {
             return Ok(());
         }
+        // A refused size is followed by the nearest ones the model takes.
+        let nearest = genapi::validate::Document::embedded()
+            .nearest_sizes_said(schema, &body)
+            .map(|said| format!("; {said}"))
+            .unwrap_or_default();
         let error = genapi::Error::Validation {
             errors,
             checked: genapi::Checked::Locally,
         };
         Err(Failure {
-            message: format!("{}{}", self.in_flag_terms(&error), self.nearest_sizes(schema)),
+            message: format!("{}{nearest}", self.in_flag_terms(&error)),
             ..Failure::api(&error)
         })
-    }
-
-    /// `; the nearest sizes MODEL takes: 992x768 or 1008x768` when the size
-    /// asked is one the model refuses (empty otherwise), by the bounds the
-    /// check itself read.
-    fn nearest_sizes(&self, schema: &str) -> String {
-        let side = |name: &str| {
-            self.body
-                .get(name)
-                .and_then(Value::as_u64)
-                .and_then(|v| u32::try_from(v).ok())
-        };
-        let (Some(width), Some(height)) = (side("width"), side("height")) else {
-            return String::new();
-        };
-        let Some(sizes) = genapi::validate::Document::embedded().sizes(schema) else {
-            return String::new();
-        };
-        if sizes.accepts(width, height) {
-            return String::new();
-        }
-        let named: Vec<String> = sizes
-            .nearest(width, height)
-            .iter()
-            .map(|(w, h)| format!("{w}x{h}"))
-            .collect();
-        match named.split_last() {
-            Some((last, [])) => format!("; the nearest size {} takes: {last}", self.model.name),
-            Some((last, rest)) => format!(
-                "; the nearest sizes {} takes: {} or {last}",
-                self.model.name,
-                rest.join(", ")
-            ),
-            None => String::new(),
-        }
     }
 
     /// A validation message in the user's terms: flags instead of JSON paths.

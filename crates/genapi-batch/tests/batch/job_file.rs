@@ -275,3 +275,38 @@ fn what_a_line_shows_is_safe_for_a_terminal_and_keeps_secrets() {
     let debug = format!("{job:?}");
     assert!(!debug.contains("canary"), "{debug}");
 }
+
+/// A refused size is followed by the nearest sizes the model takes, as
+/// `generate --size` says them: a side off its step, and an area above the
+/// limit (refused for the body as a whole).
+#[test]
+fn a_refused_size_names_the_nearest_sizes_the_model_takes() {
+    let dir = Dir::new("job-file-sizes");
+    let path = write_lines(
+        &dir,
+        &[
+            json!({"model": "gen-2-pro", "prompt": "off step", "width": 1000, "height": 768}),
+            json!({"model": "gen-2-pro", "prompt": "too many pixels", "width": 4096, "height": 4096}),
+            json!({"model": "gen-2-pro", "prompt": "fine", "width": 1024, "height": 768}),
+            json!({"model": "gen-2-pro", "prompt": "bad seed", "seed": "x", "width": 1024, "height": 768}),
+        ],
+    );
+    let checked = JobFile::check(&path).unwrap();
+    let shown: Vec<String> = checked.invalid().iter().map(ToString::to_string).collect();
+    assert_eq!(shown.len(), 3, "{shown:#?}");
+    assert!(
+        shown[0].contains("width: ") && shown[0].ends_with("; the nearest sizes gen-2-pro takes: 992x768 or 1008x768"),
+        "{}",
+        shown[0]
+    );
+    assert!(
+        shown[1].ends_with("; the nearest size gen-2-pro takes: 2048x2048"),
+        "{}",
+        shown[1]
+    );
+    assert!(
+        !shown[2].contains("nearest"),
+        "an accepted size gets no suggestion: {}",
+        shown[2]
+    );
+}
