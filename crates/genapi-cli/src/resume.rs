@@ -16,16 +16,19 @@
 //!   is not set or after the file's default changed. Naming a profile that
 //!   would have been chosen anyway costs nothing; leaving one out sends
 //!   another profile's key;
-//! - from the environment (`GENAPI_BASE_URL`, which then overrides any
-//!   profile's service), the command starts with the variables that named
-//!   the service, and no profile: pasted in a shell without them, a profile
-//!   would send its own key to its own service, which never saw the task.
-//!   The key is never printed: the command takes it from `GENAPI_API_KEY`
-//!   where it is pasted, and stops before sending anything when it is unset.
+//! - from the environment over a profile's own service, the command starts
+//!   with the variables that named the service, and names no profile:
+//!   pasted in a shell without them, the profile would send its own key to
+//!   its own service, which never saw the task (and might say "not found"
+//!   of a task that is paid for). The key is never printed: the command
+//!   takes it from `GENAPI_API_KEY` where it is pasted, and stops before
+//!   sending anything when it is unset. A run whose service only the
+//!   environment gave, with no profile's service to mistake it for, gets
+//!   the plain command.
 
 use std::fmt;
 
-use crate::config::{Settings, Source};
+use crate::config::Settings;
 use crate::out;
 
 /// The variables that name a service, in the order a command line gives them.
@@ -43,13 +46,11 @@ pub struct ServiceOfRun {
 impl ServiceOfRun {
     /// The service `settings` chose.
     pub fn of(settings: &Settings) -> ServiceOfRun {
-        let from_environment = |source: &Source| matches!(source, Source::Environment(_));
-        let environment_names_it = settings
-            .base_url
-            .as_ref()
-            .is_some_and(|url| from_environment(&url.source))
-            || settings.key.as_ref().is_some_and(|key| from_environment(&key.source));
-        if !environment_names_it {
+        // Set only when the environment named the service over a profile's
+        // own: pasted without the variables, the command would go to that
+        // profile's service. Where no profile has one, the variables are
+        // left to the shell, as the run found them there.
+        if settings.overridden.is_none() {
             return ServiceOfRun {
                 profile: settings.profile.as_ref().map(|profile| profile.value.clone()),
                 environment: Vec::new(),
@@ -140,6 +141,7 @@ impl fmt::Display for WaitCommand {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::Source;
 
     fn profile(name: &str) -> ServiceOfRun {
         ServiceOfRun {
@@ -180,8 +182,8 @@ mod tests {
         );
     }
 
-    /// A run whose service the environment named is picked up there again,
-    /// not at the profile's service.
+    /// A run whose service the environment named over a profile's is
+    /// picked up there again, not at the profile's service.
     #[test]
     fn a_service_named_by_the_environment_is_named_the_same_way_and_the_profile_is_left_out() {
         use crate::config::Sourced;
@@ -190,6 +192,7 @@ mod tests {
             source: Source::Environment(name.into()),
         };
         let settings = Settings {
+            overridden: Some("the service of profile work is not used".into()),
             profile: Some(Sourced {
                 value: "work".into(),
                 source: Source::Environment("GENAPI_PROFILE".into()),
@@ -217,6 +220,7 @@ mod tests {
             ..settings
         };
         let by_profile = Settings {
+            overridden: None,
             trusted_origins: Vec::new(),
             regional_base_url: None,
             ..by_profile
