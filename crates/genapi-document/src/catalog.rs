@@ -185,10 +185,12 @@ pub struct UnknownModel {
 impl fmt::Display for UnknownModel {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "unknown model {:?}; ", self.name)?;
-        if let Some(suggestion) = &self.suggestion {
-            write!(f, "did you mean {suggestion}? ")?;
+        // A typo's one likely fix says more than the whole list, which
+        // would bury it in a results file or a gallery card.
+        match &self.suggestion {
+            Some(suggestion) => write!(f, "did you mean {suggestion}?"),
+            None => write!(f, "known models: {}", self.known.join(", ")),
         }
-        write!(f, "known models: {}", self.known.join(", "))
     }
 }
 
@@ -330,7 +332,11 @@ mod tests {
         assert_eq!(unknown.known, ["tools/a-model", "z-model"], "a GET is not a model");
         assert_eq!(
             catalog.find("z-modle").unwrap_err().to_string(),
-            "unknown model \"z-modle\"; did you mean z-model? known models: tools/a-model, z-model"
+            "unknown model \"z-modle\"; did you mean z-model?"
+        );
+        assert_eq!(
+            catalog.find("nothing-like-it").unwrap_err().to_string(),
+            "unknown model \"nothing-like-it\"; known models: tools/a-model, z-model"
         );
     }
 }

@@ -420,7 +420,18 @@ fn models_come_from_the_document_and_a_fixture_shows_an_extra_operation() {
     assert_exit(&run, 2);
     let stderr = text(&run.stderr);
     assert!(
-        stderr.contains("did you mean gen-2-pro?") && stderr.contains("gen-tools/vto-v2"),
+        stderr.contains("did you mean gen-2-pro? (see `genapi models`)"),
+        "{stderr}"
+    );
+    assert!(
+        !stderr.contains("gen-tools/vto-v2"),
+        "the likely fix is not buried in the list: {stderr}"
+    );
+    let run = genapi(&dir).args(["models", "nothing-like-any"]).output().unwrap();
+    assert_exit(&run, 2);
+    let stderr = text(&run.stderr);
+    assert!(
+        stderr.contains("known models: ") && stderr.contains("gen-tools/vto-v2"),
         "{stderr}"
     );
 
