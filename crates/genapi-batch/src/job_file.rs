@@ -97,7 +97,7 @@ pub struct InvalidLine {
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
 #[non_exhaustive]
 pub enum LineProblem {
-    /// Not a JSON object with a `model` (the reason given by the parser).
+    /// Not a JSON object with a `model` (why, in a job file's words).
     #[error("not a job line ({0})")]
     NotAJobLine(String),
     /// The model is not a submission of the document.
@@ -308,7 +308,7 @@ impl JobFile {
     ) -> Vec<LineProblem> {
         let job: JobLine = match serde_json::from_str(text) {
             Ok(job) => job,
-            Err(e) => return vec![LineProblem::NotAJobLine(e.to_string())],
+            Err(e) => return vec![LineProblem::NotAJobLine(why_not_a_job_line(text, &e))],
         };
         let model = match self.models.resolve(&job.model) {
             Ok(model) => model,
@@ -383,6 +383,44 @@ impl ImageCache {
         self.0.push((key, encoded.clone()));
         Ok(encoded)
     }
+}
+
+/// A line that is a job line: what the reason for `text` not reading as
+/// one says in the words of a job file, not of the JSON reader.
+const A_JOB_LINE: &str = r#"each line is one JSON object such as {"model": "gen-2-pro", "prompt": "a fox"}"#;
+
+/// Why `text` is not a job line, in a job file's words: not JSON at all,
+/// JSON of another kind, or an object whose `model` (or another field of
+/// the line's own) is missing or of the wrong kind. `error` is the JSON
+/// reader's, said for what no plainer words cover.
+fn why_not_a_job_line(text: &str, error: &serde_json::Error) -> String {
+    let kind = |value: &Value| match value {
+        Value::Null => "null",
+        Value::Bool(_) => "true or false",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "a list",
+        Value::Object(_) => "an object",
+    };
+    // Without the line's end, which a string cut short would run into.
+    let value: Value = match serde_json::from_str(text.trim_end_matches(['\n', '\r'])) {
+        Ok(value) => value,
+        Err(e) if e.is_eof() => return format!("the JSON ends with a string, list or object left open; {A_JOB_LINE}"),
+        Err(e) => return format!("not JSON from column {}; {A_JOB_LINE}", e.column()),
+    };
+    let Value::Object(fields) = &value else {
+        return format!("JSON {}, not an object; {A_JOB_LINE}", kind(&value));
+    };
+    match fields.get("model") {
+        None => return format!("no \"model\"; {A_JOB_LINE}"),
+        Some(Value::String(_)) => {}
+        Some(other) => return format!("\"model\" is {}, not a model's name such as \"gen-2-pro\"", kind(other)),
+    }
+    match fields.get("name") {
+        Some(Value::String(_)) | None => {}
+        Some(other) => return format!("\"name\" is {}, not a file name such as \"fox-1\"", kind(other)),
+    }
+    error.to_string()
 }
 
 /// Problems shown one after the other, safe for a terminal.

@@ -310,3 +310,38 @@ fn a_refused_size_names_the_nearest_sizes_the_model_takes() {
         shown[2]
     );
 }
+
+/// A line that is not a job line is told what a job line is, in a job
+/// file's words rather than the JSON reader's.
+#[test]
+fn a_line_that_is_no_job_line_is_told_what_one_looks_like() {
+    let dir = Dir::new("job-file-not-lines");
+    let path = dir.join("jobs.jsonl");
+    let lines = [
+        "a fox in the snow",
+        r#"{"model": "gen-2-pro", "prompt": "cut"#,
+        r#"["gen-2-pro", "a fox"]"#,
+        r#"{"prompt": "a fox"}"#,
+        r#"{"model": 3, "prompt": "a fox"}"#,
+        r#"{"model": "gen-2-pro", "name": 7, "prompt": "a fox"}"#,
+    ];
+    std::fs::write(&path, lines.join("\n")).unwrap();
+    let checked = JobFile::check(&path).unwrap();
+    let shown: Vec<String> = checked
+        .invalid()
+        .iter()
+        .map(|line| line.problems[0].to_string())
+        .collect();
+    let example = r#"each line is one JSON object such as {"model": "gen-2-pro", "prompt": "a fox"}"#;
+    assert_eq!(
+        shown,
+        [
+            format!("not a job line (not JSON from column 1; {example})"),
+            format!("not a job line (the JSON ends with a string, list or object left open; {example})"),
+            format!("not a job line (JSON a list, not an object; {example})"),
+            format!("not a job line (no \"model\"; {example})"),
+            "not a job line (\"model\" is a number, not a model's name such as \"gen-2-pro\")".to_string(),
+            "not a job line (\"name\" is a number, not a file name such as \"fox-1\")".to_string(),
+        ]
+    );
+}
