@@ -15,6 +15,7 @@ use super::decide::{decide, Action, Asked, Seen};
 use super::job::Job;
 use super::journal::Event;
 use super::line::{AcceptedTask, Ending, FailedStatus, Line, Standing};
+use super::notify::NotifyAt;
 use super::outcome::{JobOutcome, Requested};
 use super::prices::{PriceBook, Prices};
 use super::store::{Claim, Store, StoreError};
@@ -96,6 +97,7 @@ pub struct Batch {
     resubmit_unknown: bool,
     retry_refused: bool,
     wait: Option<WaitOptions>,
+    notify: Option<NotifyAt>,
     counters: Counters,
     /// Prices known before the run and charges seen in it.
     prices: PriceBook,
@@ -278,6 +280,7 @@ impl Batch {
             resubmit_unknown: false,
             retry_refused: false,
             wait: None,
+            notify: None,
             counters,
             prices: PriceBook::default(),
             stop: Stopper::default(),
@@ -379,6 +382,16 @@ impl Batch {
         self
     }
 
+    /// Names a receiver of notifications in every submission (see
+    /// [`NotifyAt`]); give the waits its inbox with
+    /// [`Batch::wait_options`] and [`WaitOptions::woken_by`], so that a
+    /// task's seat is given back when its notification arrives rather than
+    /// at the next scheduled poll. Off by default.
+    pub fn notify_at(mut self, notify: NotifyAt) -> Self {
+        self.notify = Some(notify);
+        self
+    }
+
     /// A handle that stops the batch gently (see [`Stopper`]).
     pub fn stopper(&self) -> Stopper {
         self.stop.clone()
@@ -440,6 +453,7 @@ impl Batch {
             resubmit_unknown: self.resubmit_unknown,
             retry_refused: self.retry_refused,
             wait: self.wait,
+            notify: self.notify,
             counters: self.counters,
             prices: self.prices,
             stop: self.stop,
@@ -592,6 +606,7 @@ struct Context {
     resubmit_unknown: bool,
     retry_refused: bool,
     wait: Option<WaitOptions>,
+    notify: Option<NotifyAt>,
     counters: Counters,
     /// Prices known before the run and charges seen in it.
     prices: PriceBook,
@@ -1140,9 +1155,13 @@ impl Context {
             leaving: &leaving,
             sent_at: &sent_at,
         };
+        let body = match &self.notify {
+            Some(notify) => notify.added_to(&job.path, job.body.clone()),
+            None => job.body.clone(),
+        };
         let submission = self
             .client
-            .submit_raw_recorded(&job.path, job.body.clone(), || self.record_intent(intent));
+            .submit_raw_recorded(&job.path, body, || self.record_intent(intent));
         tokio::pin!(submission);
         let mut stop_seen = false;
         let submitted = loop {

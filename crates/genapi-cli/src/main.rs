@@ -703,7 +703,11 @@ pub async fn connect_with(
             prices_key: learned::prices_key(global),
         });
     }
-    let config = MockConfig::default().default_duration(Duration::from_secs(3));
+    // On loopback, as `genapi mock`: webhooks may go to receivers on this
+    // machine (a batch's --webhook-listen).
+    let config = MockConfig::default()
+        .default_duration(Duration::from_secs(3))
+        .webhooks_to_loopback(true);
     let address = std::net::SocketAddr::from(([127, 0, 0, 1], 0));
     let mock = MockService::start_with(config, address).await.map_err(|e| {
         Failure::new(

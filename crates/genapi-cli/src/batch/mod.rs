@@ -26,6 +26,7 @@ mod estimate;
 mod finish;
 mod jobs;
 mod keeper;
+mod notifications;
 mod report;
 mod results;
 mod standing;
@@ -142,6 +143,17 @@ pub struct BatchArgs {
     /// up to 5 s (a worker killed a moment ago holds it until the database ends its connections).
     #[arg(long, value_name = "NAME", value_parser = parse_worker_name)]
     worker_name: Option<String>,
+    /// Have the service notify the batch at URL when each task ends.
+    ///
+    /// The service calls URL (an address it can reach, which leads to --webhook-listen, e.g. through your proxy);
+    /// each notification wakes its task's wait, so its seat goes to the next line at once instead of at the next
+    /// poll. Polling still says how each task ended, and goes on if no notification comes. Each run makes a secret
+    /// of its own for them. Lines naming their own webhook_url keep it.
+    #[arg(long, value_name = "URL", requires = "webhook_listen", conflicts_with_all = ["status", "estimate", "schema"])]
+    webhook_url: Option<String>,
+    /// Where the batch listens for the notifications sent to --webhook-url (ADDR:PORT, e.g. 0.0.0.0:8090).
+    #[arg(long, value_name = "ADDR:PORT", requires = "webhook_url")]
+    webhook_listen: Option<std::net::SocketAddr>,
     /// Print what the job file will cost and exit, sending nothing.
     ///
     /// Per model and in all, by the prices this
@@ -260,6 +272,12 @@ impl<'g> Run<'g> {
         // An --adopt naming no valid line is a mistake said before anything
         // is opened or reached.
         adoption::check_lines(self)?;
+        // Listening first: a port that cannot be had stops the run before
+        // anything is opened.
+        let receiver = match (&self.args.webhook_url, self.args.webhook_listen) {
+            (Some(url), Some(listen)) => Some(notifications::Receiver::start(url, listen).await?),
+            _ => None,
+        };
         let out_dir = out_folder(&self.args)?;
         let keep_gallery = results::check_folder(&out_dir, self.args.no_gallery)?;
         let keeper = keeper::open(self, ledger_url, &out_dir).await?;
@@ -278,11 +296,16 @@ impl<'g> Run<'g> {
             None
         };
         let keeper::Keeper { store, seats } = keeper;
-        let batch = self.settle(
+        let mut batch = self.settle(
             Batch::new(connection.client.clone(), store, &out_dir),
             on_builtin_mock,
             connection.prices_key(),
         );
+        if let Some(receiver) = &receiver {
+            batch = batch
+                .notify_at(receiver.notify_at())
+                .wait_options(genapi::WaitOptions::default().woken_by(receiver.inbox()));
+        }
         let results = results::Results::create(&out_dir, self.global.json, gallery)?;
         let ended = self.drive(batch, results, &connection).await?;
         finish::finish(self, ended, seats, &out_dir, connection.on_a_mock()).await

@@ -61,6 +61,7 @@ mod common {
 }
 
 mod batch;
+mod batch_notifications;
 mod batch_stdout;
 mod cli;
 mod completions;
