@@ -57,13 +57,14 @@ impl NotifyAt {
     }
 
     /// `body` as sent to the operation at `path`: with this receiver named,
-    /// unless the line names its own or the operation takes none.
+    /// unless the line names a webhook of its own (or a secret for one) or
+    /// the operation takes none.
     pub(crate) fn added_to(&self, path: &str, mut body: Value) -> Value {
         if !takes_webhooks(path) {
             return body;
         }
         if let Value::Object(fields) = &mut body {
-            if !fields.contains_key("webhook_url") {
+            if !fields.contains_key("webhook_url") && !fields.contains_key("webhook_secret") {
                 fields.insert("webhook_url".into(), Value::String(self.url.clone()));
                 fields.insert("webhook_secret".into(), Value::String(self.secret.expose().to_string()));
             }
@@ -104,6 +105,8 @@ mod tests {
         );
         let own = json!({"prompt": "a fox", "webhook_url": "https://mine.example.com", "webhook_secret": "mine-of-sixteen-bytes"});
         assert_eq!(notify().added_to("/v1/gen-2-pro", own.clone()), own);
+        let own_secret = json!({"prompt": "a fox", "webhook_secret": "mine-of-sixteen-bytes"});
+        assert_eq!(notify().added_to("/v1/gen-2-pro", own_secret.clone()), own_secret);
     }
 
     #[test]

@@ -11,6 +11,10 @@
 //! workers, and again): the file journal, one process with no database, is
 //! the baseline the ledger is compared with.
 //!
+//! Each is run twice: polling alone, and with a receiver of the service's
+//! notifications per process (`--webhook-url`, `--webhook-listen` on a free
+//! loopback port), which wakes a task's wait when it ends.
+//!
 //! `cargo bench -p genapi-cli --bench ledger`
 //! (`LEDGER_BENCH_RUNS=N` sets the runs of each, 5 by default;
 //! `LEDGER_BENCH_LINES=N` the lines, 2,000 by default.)
@@ -39,10 +43,18 @@ fn db_counters(cluster: &pg::Postgres) -> (f64, f64) {
     (parts.next().unwrap_or(0.0), parts.next().unwrap_or(0.0))
 }
 
+/// How a run is set up: its workers (0 for the file journal), and whether
+/// each process receives the service's notifications.
+#[derive(Clone, Copy, PartialEq)]
+struct Setup {
+    workers: usize,
+    notified: bool,
+}
+
 fn run_once(
     mock: &support::MockProcess,
     cluster: &pg::Postgres,
-    workers: usize,
+    setup: Setup,
     name: &str,
     jobs: &str,
     dir: &Path,
@@ -57,6 +69,7 @@ fn run_once(
     let (transactions_before, busy_before) = db_counters(cluster);
     let polls_before = mock.polls_so_far();
     let started = Instant::now();
+    let workers = setup.workers;
     let children: Vec<_> = (0..workers.max(1))
         .map(|_| {
             let mut command = support::genapi_command(mock, KEY, dir);
@@ -69,6 +82,14 @@ fn run_once(
                 "--max-active",
                 &SEATS.to_string(),
             ]);
+            if setup.notified {
+                let port = genapi_test_common::free_ports(1);
+                command
+                    .arg("--webhook-url")
+                    .arg(format!("http://127.0.0.1:{port}/hooks"))
+                    .arg("--webhook-listen")
+                    .arg(format!("127.0.0.1:{port}"));
+            }
             if workers > 0 {
                 command
                     .args(["--batch-name", name, "--seats-pool", name, "--ledger"])
@@ -95,10 +116,15 @@ fn run_once(
     }
 }
 
-fn shown(workers: usize) -> String {
-    match workers {
+fn shown(setup: Setup) -> String {
+    let by = match setup.workers {
         0 => "file journal".into(),
         n => format!("{n} worker(s) on the ledger"),
+    };
+    if setup.notified {
+        format!("{by}, notified")
+    } else {
+        by
     }
 }
 
@@ -120,10 +146,17 @@ fn main() {
         .collect();
     let ideal = durations.iter().sum::<u64>() as f64 / 1000.0 / SEATS as f64;
     let dir = std::env::temp_dir().join(format!("genapi-ledger-bench-{}", std::process::id()));
-    let mut figures: Vec<(usize, Vec<Figures>)> = vec![(0, Vec::new()), (1, Vec::new()), (4, Vec::new())];
+    let mut figures: Vec<(Setup, Vec<Figures>)> = [false, true]
+        .into_iter()
+        .flat_map(|notified| [0, 1, 4].map(|workers| (Setup { workers, notified }, Vec::new())))
+        .collect();
     for run in 1..=runs {
-        for (workers, results) in &mut figures {
-            let name = format!("bench-{workers}-{run}");
+        for (setup, results) in &mut figures {
+            let name = format!(
+                "bench-{}-{}-{run}",
+                setup.workers,
+                if setup.notified { "n" } else { "p" }
+            );
             // Prompts differ per run: every run's lines are new tasks.
             let jobs: Vec<String> = durations
                 .iter()
@@ -134,11 +167,11 @@ fn main() {
                     .to_string()
                 })
                 .collect();
-            let result = run_once(&mock, &cluster, *workers, &name, &(jobs.join("\n") + "\n"), &dir);
+            let result = run_once(&mock, &cluster, *setup, &name, &(jobs.join("\n") + "\n"), &dir);
             println!(
                 "{}, run {run}: {:.2} s ({:.3}x the ideal {ideal:.2} s); {:.2} polls, {:.1} transactions and \
                  {:.2} ms of database time per line; load {:.1}",
-                shown(*workers),
+                shown(*setup),
                 result.wall,
                 result.wall / ideal,
                 result.polls_per_line,
@@ -150,7 +183,7 @@ fn main() {
         }
     }
     let mut medians = Vec::new();
-    for (workers, results) in &figures {
+    for (setup, results) in &figures {
         let mut ratios: Vec<f64> = results.iter().map(|f| f.wall / ideal).collect();
         let (low, high) = (
             ratios.iter().copied().fold(f64::MAX, f64::min),
@@ -164,7 +197,7 @@ fn main() {
             "{}, {lines} lines, {SEATS} seats: median {:.3}x the ideal (range {low:.3}x to {high:.3}x \
              over {runs} runs); median {:.2} polls, {:.1} transactions and {:.2} ms of database time per \
              line; median load {:.1}",
-            shown(*workers),
+            shown(*setup),
             support::median(&mut ratios),
             support::median(&mut polls),
             support::median(&mut transactions),
@@ -172,13 +205,21 @@ fn main() {
             support::median(&mut load)
         );
         medians.push((
-            *workers,
+            *setup,
             support::median(&mut results.iter().map(|f| f.wall).collect::<Vec<_>>()),
         ));
     }
-    let wall_of = |n: usize| medians.iter().find(|(workers, _)| *workers == n).map(|(_, wall)| *wall);
-    if let (Some(one), Some(four)) = (wall_of(1), wall_of(4)) {
-        println!("4 workers / 1 worker (median walls): {:.3}", four / one);
+    for notified in [false, true] {
+        let wall_of = |workers: usize| {
+            medians
+                .iter()
+                .find(|(setup, _)| *setup == Setup { workers, notified })
+                .map(|(_, wall)| *wall)
+        };
+        if let (Some(one), Some(four)) = (wall_of(1), wall_of(4)) {
+            let how = if notified { ", notified" } else { "" };
+            println!("4 workers / 1 worker{how} (median walls): {:.3}", four / one);
+        }
     }
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -275,7 +275,15 @@ impl<'g> Run<'g> {
         // Listening first: a port that cannot be had stops the run before
         // anything is opened.
         let receiver = match (&self.args.webhook_url, self.args.webhook_listen) {
-            (Some(url), Some(listen)) => Some(notifications::Receiver::start(url, listen).await?),
+            (Some(url), Some(listen)) => {
+                let receiver = notifications::Receiver::start(url, listen).await?;
+                out::progress(&format!(
+                    "note: listening on {} for the service's notifications to {}",
+                    receiver.listening_on(),
+                    out::clean(receiver.notify_at().url())
+                ));
+                Some(receiver)
+            }
             _ => None,
         };
         let out_dir = out_folder(&self.args)?;

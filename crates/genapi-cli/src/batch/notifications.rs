@@ -15,24 +15,40 @@
 //! (or a signature made with it) is answered 401 and wakes nothing. Tasks a
 //! run accepted before (resumed lines) carry another run's secret: their
 //! notifications are refused, and they are polled as always.
+//!
+//! The receiver may face anyone who can reach `ADDR`, so what they can make
+//! it hold is bounded: [`MOST_CONNECTIONS`] connections at once (one more is
+//! closed as it comes), each for [`CONNECTION_TIME`] at most, and
+//! [`LARGEST_NOTIFICATION`] bytes of body. The batch's own connections to
+//! the service never wait for a file descriptor a stranger holds.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::extract::{DefaultBodyLimit, State};
 use axum::http::{HeaderMap, StatusCode};
 use genapi::webhook::{Inbox, Verifier};
 use genapi::WebhookSecret;
 use genapi_batch::NotifyAt;
+use tokio::sync::Semaphore;
 
 use crate::{out, Failure};
 
 /// The largest notification read; the service's are a few hundred bytes.
 const LARGEST_NOTIFICATION: usize = 64 * 1024;
 
+/// Connections served at once; the service's deliveries need a few.
+const MOST_CONNECTIONS: usize = 64;
+
+/// How long one connection is served, however slowly it sends; the service
+/// opens another for its next notification.
+const CONNECTION_TIME: Duration = Duration::from_secs(30);
+
 /// A receiver listening for the batch's notifications; it stops when
 /// dropped.
 pub struct Receiver {
+    listening_on: SocketAddr,
     notify: NotifyAt,
     inbox: Arc<Inbox>,
     serving: tokio::task::JoinHandle<()>,
@@ -62,6 +78,7 @@ impl Receiver {
                 "--webhook-listen {listen}: cannot listen there ({e}); give a free port on an address of this machine"
             ))
         })?;
+        let listening_on = listener.local_addr().unwrap_or(listen);
         let inbox = Arc::new(Inbox::new());
         let receiving = Arc::new(Receiving {
             verifier,
@@ -71,19 +88,19 @@ impl Receiver {
             .fallback(receive)
             .layer(DefaultBodyLimit::max(LARGEST_NOTIFICATION))
             .with_state(receiving);
-        let serving = tokio::spawn(async move {
-            if let Err(error) = axum::serve(listener, router).await {
-                out::err(&format!(
-                    "warning: no more notifications are received ({}); the batch goes on polling",
-                    out::clean(&error.to_string())
-                ));
-            }
-        });
+        let serving = tokio::spawn(serve(listener, router));
         Ok(Receiver {
+            listening_on,
             notify: NotifyAt::new(url, secret),
             inbox,
             serving,
         })
+    }
+
+    /// The address it listens on (the port the system chose, when
+    /// `--webhook-listen` gave 0).
+    pub fn listening_on(&self) -> SocketAddr {
+        self.listening_on
     }
 
     /// What every submission names.
@@ -94,6 +111,33 @@ impl Receiver {
     /// Where the notifications that verified go: the waits' wake-ups.
     pub fn inbox(&self) -> Arc<Inbox> {
         self.inbox.clone()
+    }
+}
+
+/// Serves `router` on the connections `listener` accepts, within the
+/// bounds the module states.
+async fn serve(listener: tokio::net::TcpListener, router: axum::Router) {
+    let permits = Arc::new(Semaphore::new(MOST_CONNECTIONS));
+    loop {
+        let stream = match listener.accept().await {
+            Ok((stream, _)) => stream,
+            // Out of file descriptors, or a connection reset before it was
+            // taken: the next one may do.
+            Err(_) => {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let Ok(permit) = permits.clone().try_acquire_owned() else {
+            continue; // dropped: closed at once
+        };
+        let service = hyper_util::service::TowerToHyperService::new(router.clone());
+        tokio::spawn(async move {
+            let connection = hyper::server::conn::http1::Builder::new()
+                .serve_connection(hyper_util::rt::TokioIo::new(stream), service);
+            let _ = tokio::time::timeout(CONNECTION_TIME, connection).await;
+            drop(permit);
+        });
     }
 }
 
@@ -110,7 +154,8 @@ async fn receive(State(receiving): State<Arc<Receiving>>, headers: HeaderMap, bo
     }
 }
 
-/// `--webhook-url`: an http or https URL with a host.
+/// `--webhook-url`: an http or https URL with a host. An `http` one off
+/// this machine is said: the secret would cross the network in clear.
 fn checked_url(text: &str) -> Result<String, Failure> {
     let refused = |why: &str| {
         Failure::usage(format!(
@@ -128,6 +173,18 @@ fn checked_url(text: &str) -> Result<String, Failure> {
             "--webhook-url carries a user name or password, which every submission would tell the service; give \
              the address without them",
         ));
+    }
+    let on_this_machine = match url.host() {
+        Some(url::Host::Domain(name)) => name.eq_ignore_ascii_case("localhost"),
+        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
+        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
+        None => false,
+    };
+    if url.scheme() == "http" && !on_this_machine {
+        out::err(
+            "warning: --webhook-url is http, not https: the secret each submission gives for the notifications, and \
+             the notifications, cross the network unencrypted",
+        );
     }
     Ok(url.to_string())
 }
@@ -160,6 +217,91 @@ mod tests {
             refused.contains("user name or password") && !refused.contains("pw"),
             "{refused}"
         );
+    }
+
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    use tokio::net::TcpStream;
+
+    async fn receiver() -> Receiver {
+        Receiver::start("http://127.0.0.1:9/hooks", "127.0.0.1:0".parse().unwrap())
+            .await
+            .unwrap()
+    }
+
+    /// Whether the receiver closes `stream` (its read ends) rather than
+    /// keeping it open for a request.
+    async fn closed(stream: &mut TcpStream) -> bool {
+        let mut byte = [0u8; 1];
+        matches!(
+            tokio::time::timeout(Duration::from_secs(5), stream.read(&mut byte)).await,
+            Ok(Ok(0) | Err(_))
+        )
+    }
+
+    /// A notification's answer on a new connection: its status line.
+    async fn answer_to(address: SocketAddr, request: &str) -> String {
+        let mut stream = TcpStream::connect(address).await.unwrap();
+        stream.write_all(request.as_bytes()).await.unwrap();
+        let mut answer = String::new();
+        let _ = stream.read_to_string(&mut answer).await;
+        answer.lines().next().unwrap_or_default().to_string()
+    }
+
+    const FORGED: &str = "POST /hooks HTTP/1.1\r\nhost: x\r\nx-webhook-secret: not-it-at-all-not-it\r\n\
+                          content-length: 2\r\nconnection: close\r\n\r\n{}";
+
+    /// Strangers holding connections open take at most its share: one more
+    /// is closed as it comes, and a connection given up frees its place.
+    #[tokio::test]
+    async fn connections_held_open_are_bounded_in_number() {
+        let receiver = receiver().await;
+        let address = receiver.listening_on();
+        let mut held = Vec::new();
+        for _ in 0..MOST_CONNECTIONS {
+            held.push(TcpStream::connect(address).await.unwrap());
+        }
+        let mut one_more = TcpStream::connect(address).await.unwrap();
+        assert!(closed(&mut one_more).await, "one past the bound is closed");
+        drop(held.pop());
+        // The freed place is found once the server has seen the close.
+        let give_up = tokio::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let status = answer_to(address, FORGED).await;
+            if status.starts_with("HTTP/1.1 401") {
+                break;
+            }
+            assert!(tokio::time::Instant::now() < give_up, "no place freed: {status:?}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// A connection that sends nothing is closed after its time.
+    #[tokio::test(start_paused = true)]
+    async fn a_connection_that_sends_nothing_is_closed_after_its_time() {
+        let receiver = receiver().await;
+        let started = tokio::time::Instant::now();
+        let mut idle = TcpStream::connect(receiver.listening_on()).await.unwrap();
+        let mut byte = [0u8; 1];
+        let read = idle.read(&mut byte).await;
+        assert!(matches!(read, Ok(0) | Err(_)), "{read:?}");
+        assert!(started.elapsed() >= CONNECTION_TIME, "{:?}", started.elapsed());
+    }
+
+    #[tokio::test]
+    async fn a_notification_without_the_secret_is_refused_and_a_large_one_is_not_read() {
+        let receiver = receiver().await;
+        assert!(answer_to(receiver.listening_on(), FORGED)
+            .await
+            .starts_with("HTTP/1.1 401"));
+        let large = format!(
+            "POST /hooks HTTP/1.1\r\nhost: x\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{}",
+            LARGEST_NOTIFICATION + 1,
+            "x".repeat(LARGEST_NOTIFICATION + 1)
+        );
+        assert!(answer_to(receiver.listening_on(), &large)
+            .await
+            .starts_with("HTTP/1.1 413"));
+        assert!(receiver.inbox().is_empty());
     }
 
     #[test]
