@@ -168,6 +168,7 @@ impl Settings {
                     &base.source,
                     ("the base URL", "GENAPI_API_KEY", "key_env or key_file"),
                     "login",
+                    self.overridden_profile(),
                 ))
             }
             (Some(key), None) => {
@@ -175,6 +176,7 @@ impl Settings {
                     &key.source,
                     ("the key", "GENAPI_BASE_URL", "base_url"),
                     "config set base_url URL",
+                    self.overridden_profile(),
                 ))
             }
             (None, None) => return Err("no service is configured".into()),
@@ -189,6 +191,12 @@ impl Settings {
             builder = builder.trust_origin(&origin.value);
         }
         Ok(builder)
+    }
+
+    /// The chosen profile whose service the environment overrides.
+    fn overridden_profile(&self) -> Option<&str> {
+        self.overridden.as_ref()?;
+        self.profile.as_ref().map(|profile| profile.value.as_str())
     }
 
     /// Whose key is sent, in words (`the key of profile m (key_file
@@ -220,11 +228,25 @@ impl Settings {
 
 /// Half a service: `given` came from `source`, its other half is missing
 /// (`variable` in the environment, `setting` in a profile, which
-/// `genapi --profile NAME {fix}` gives); said with what to do.
-fn half(source: &Source, (given, variable, setting): (&str, &str, &str), fix: &str) -> String {
+/// `genapi --profile NAME {fix}` gives); said with what to do. Half a
+/// service in the environment still overrides the chosen profile's
+/// (`overridden`), which unsetting the variable gives back.
+fn half(
+    source: &Source,
+    (given, variable, setting): (&str, &str, &str),
+    fix: &str,
+    overridden: Option<&str>,
+) -> String {
     let or_mock = "or pass --mock to use the built-in mock";
     match source {
-        Source::Environment(name) => format!("{name} is set but {variable} is not: set it too, {or_mock}"),
+        Source::Environment(name) => match overridden {
+            Some(profile) => format!(
+                "{name} is set but {variable} is not: set it too, or unset {name} to use the service of profile {}, \
+                 {or_mock}",
+                out::clean(profile)
+            ),
+            None => format!("{name} is set but {variable} is not: set it too, {or_mock}"),
+        },
         Source::Profile(name) => format!(
             "profile {name} gives {given} but not its other half ({setting}): run `genapi --profile {} {fix}`, \
              {or_mock}",

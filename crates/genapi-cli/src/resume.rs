@@ -17,10 +17,11 @@
 //!   would have been chosen anyway costs nothing; leaving one out sends
 //!   another profile's key;
 //! - from the environment over a profile's own service, the command starts
-//!   with the variables that named the service, and names no profile:
-//!   pasted in a shell without them, the profile would send its own key to
-//!   its own service, which never saw the task (and might say "not found"
-//!   of a task that is paid for). The key is never printed: the command
+//!   with the variables that named the service: pasted in a shell without
+//!   them, the profile would send its own key to its own service, which
+//!   never saw the task (and might say "not found" of a task that is paid
+//!   for). It still names the profile, whose other settings (the `out`
+//!   folder a result is saved in) the run used. The key is never printed: the command
 //!   takes it from `GENAPI_API_KEY` where it is pasted, and stops before
 //!   sending anything when it is unset. A run whose service only the
 //!   environment gave, with no profile's service to mistake it for, gets
@@ -50,9 +51,10 @@ impl ServiceOfRun {
         // own: pasted without the variables, the command would go to that
         // profile's service. Where no profile has one, the variables are
         // left to the shell, as the run found them there.
+        let profile = settings.profile.as_ref().map(|profile| profile.value.clone());
         if settings.overridden.is_none() {
             return ServiceOfRun {
-                profile: settings.profile.as_ref().map(|profile| profile.value.clone()),
+                profile,
                 environment: Vec::new(),
             };
         }
@@ -67,7 +69,7 @@ impl ServiceOfRun {
             (!origins.is_empty()).then(|| origins.join(",")),
         ];
         ServiceOfRun {
-            profile: None,
+            profile,
             environment: SERVICE_VARIABLES
                 .into_iter()
                 .zip(values)
@@ -185,7 +187,7 @@ mod tests {
     /// A run whose service the environment named over a profile's is
     /// picked up there again, not at the profile's service.
     #[test]
-    fn a_service_named_by_the_environment_is_named_the_same_way_and_the_profile_is_left_out() {
+    fn a_service_named_by_the_environment_over_a_profiles_is_named_the_same_way() {
         use crate::config::Sourced;
         let from = |name: &str, value: &str| Sourced {
             value: value.to_string(),
@@ -209,7 +211,8 @@ mod tests {
         assert_eq!(
             command,
             "GENAPI_BASE_URL=https://staging.example.com GENAPI_REGIONAL_BASE_URL=https://eu.staging.example.com \
-             GENAPI_TRUSTED_ORIGINS='https://a.example.com,https://b example.com' genapi wait --out a.jpg -- t1"
+             GENAPI_TRUSTED_ORIGINS='https://a.example.com,https://b example.com' genapi --profile work wait --out a.jpg \
+             -- t1"
         );
 
         let by_profile = Settings {

@@ -85,8 +85,8 @@ async fn a_refused_key_is_named_by_its_profile_and_file() {
 
 /// A run whose service the environment named (overriding the profile's)
 /// prints a `wait` that goes to that service again when pasted in a shell
-/// that has only the key: it sets the environment's service variables and
-/// names no profile, whose own service never saw the task.
+/// that has only the key: it sets the environment's service variables, which
+/// override the profile's service, which never saw the task.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_printed_wait_of_a_service_the_environment_named_goes_to_that_service() {
     let profiles_service = roomy_mock(50).await;
@@ -113,7 +113,10 @@ async fn the_printed_wait_of_a_service_the_environment_named_goes_to_that_servic
         .find_map(|line| line.strip_prefix("wait for it with: "))
         .unwrap_or_else(|| panic!("no wait command printed: {stderr}"));
     assert!(line.starts_with("GENAPI_BASE_URL="), "{line}");
-    assert!(!line.contains("--profile"), "{line}");
+    assert!(
+        line.contains(" genapi --profile m wait "),
+        "the profile still gives its out folder: {line}"
+    );
     assert!(
         !line.contains(environments_service.key()),
         "the key is never printed: {line}"
@@ -137,4 +140,29 @@ async fn the_printed_wait_of_a_service_the_environment_named_goes_to_that_servic
         0,
         "the profile's service never heard of the task"
     );
+}
+
+/// A profile's printed `wait`, pasted where the environment holds a key
+/// alone, is refused before anything is sent, saying that the environment
+/// overrides the profile and how to give the profile its service back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_in_the_environment_over_a_profile_says_to_unset_it() {
+    let mock = roomy_mock(50).await;
+    let dir = Dir::new("resuming-with-a-stray-key");
+    two_profiles(&dir, &mock, mock.key());
+    let run = genapi(&dir)
+        .env("GENAPI_API_KEY", "some-other-key")
+        .args(["--profile", "m", "wait", "--", "t-1"])
+        .output()
+        .unwrap();
+    let stderr = text(&run.stderr);
+    assert_eq!(run.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains(
+            "GENAPI_API_KEY is set but GENAPI_BASE_URL is not: set it too, or unset GENAPI_API_KEY to use the \
+             service of profile m"
+        ),
+        "{stderr}"
+    );
+    assert_eq!(mock.stats().polls, 0);
 }
