@@ -402,14 +402,17 @@ fn why_not_a_job_line(text: &str, error: &serde_json::Error) -> String {
         Value::Array(_) => "a list",
         Value::Object(_) => "an object",
     };
+    if text.starts_with('\u{feff}') {
+        return "the file starts with a byte-order mark: save it as UTF-8 without one".to_string();
+    }
     // Without the line's end, which a string cut short would run into.
     let value: Value = match serde_json::from_str(text.trim_end_matches(['\n', '\r'])) {
         Ok(value) => value,
         Err(e) if e.is_eof() => return format!("the JSON ends with a string, list or object left open; {A_JOB_LINE}"),
-        Err(e) => return format!("not JSON from column {}; {A_JOB_LINE}", e.column()),
+        Err(e) => return format!("not JSON (read as far as column {}); {A_JOB_LINE}", e.column()),
     };
     let Value::Object(fields) = &value else {
-        return format!("JSON {}, not an object; {A_JOB_LINE}", kind(&value));
+        return format!("{} in JSON, not an object; {A_JOB_LINE}", kind(&value));
     };
     match fields.get("model") {
         None => return format!("no \"model\"; {A_JOB_LINE}"),

@@ -336,12 +336,19 @@ fn a_line_that_is_no_job_line_is_told_what_one_looks_like() {
     assert_eq!(
         shown,
         [
-            format!("not a job line (not JSON from column 1; {example})"),
+            format!("not a job line (not JSON (read as far as column 1); {example})"),
             format!("not a job line (the JSON ends with a string, list or object left open; {example})"),
-            format!("not a job line (JSON a list, not an object; {example})"),
+            format!("not a job line (a list in JSON, not an object; {example})"),
             format!("not a job line (no \"model\"; {example})"),
             "not a job line (\"model\" is a number, not a model's name such as \"gen-2-pro\")".to_string(),
             "not a job line (\"name\" is a number, not a file name such as \"fox-1\")".to_string(),
         ]
+    );
+    // Some editors start a UTF-8 file with a byte-order mark.
+    std::fs::write(&path, "\u{feff}{\"model\": \"gen-2-pro\", \"prompt\": \"a fox\"}\n").unwrap();
+    let checked = JobFile::check(&path).unwrap();
+    assert_eq!(
+        checked.invalid()[0].problems[0].to_string(),
+        "not a job line (the file starts with a byte-order mark: save it as UTF-8 without one)"
     );
 }

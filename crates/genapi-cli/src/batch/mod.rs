@@ -152,7 +152,16 @@ pub struct BatchArgs {
     #[arg(long, value_name = "URL", requires = "webhook_listen", conflicts_with_all = ["status", "estimate", "schema"])]
     webhook_url: Option<String>,
     /// Where the batch listens for the notifications sent to --webhook-url (ADDR:PORT, e.g. 0.0.0.0:8090).
-    #[arg(long, value_name = "ADDR:PORT", requires = "webhook_url")]
+    ///
+    /// The service's own notifications come from the service's side: with `genapi mock` or the built-in mock,
+    /// which call this machine, `--webhook-url http://127.0.0.1:8090/ --webhook-listen 127.0.0.1:8090` tries it.
+    #[arg(
+        long,
+        value_name = "ADDR:PORT",
+        requires = "webhook_url",
+        conflicts_with_all = ["status", "estimate", "schema"],
+        value_parser = notifications::parse_listen
+    )]
     webhook_listen: Option<std::net::SocketAddr>,
     /// Print what the job file will cost and exit, sending nothing.
     ///
@@ -275,15 +284,7 @@ impl<'g> Run<'g> {
         // Listening first: a port that cannot be had stops the run before
         // anything is opened.
         let receiver = match (&self.args.webhook_url, self.args.webhook_listen) {
-            (Some(url), Some(listen)) => {
-                let receiver = notifications::Receiver::start(url, listen).await?;
-                out::progress(&format!(
-                    "note: listening on {} for the service's notifications to {}",
-                    receiver.listening_on(),
-                    out::clean(receiver.notify_at().url())
-                ));
-                Some(receiver)
-            }
+            (Some(url), Some(listen)) => Some(notifications::Receiver::start(url, listen).await?),
             _ => None,
         };
         let out_dir = out_folder(&self.args)?;
@@ -314,8 +315,12 @@ impl<'g> Run<'g> {
                 .notify_at(receiver.notify_at())
                 .wait_options(genapi::WaitOptions::default().woken_by(receiver.inbox()));
         }
+        let counters = batch.counters();
         let results = results::Results::create(&out_dir, self.global.json, gallery)?;
         let ended = self.drive(batch, results, &connection).await?;
+        if let Some(receiver) = &receiver {
+            receiver.say_what_came(counters.submitted());
+        }
         finish::finish(self, ended, seats, &out_dir, connection.on_a_mock()).await
     }
 

@@ -23,6 +23,7 @@
 //! the service never wait for a file descriptor a stranger holds.
 
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -48,6 +49,7 @@ const CONNECTION_TIME: Duration = Duration::from_secs(30);
 /// A receiver listening for the batch's notifications; it stops when
 /// dropped.
 pub struct Receiver {
+    receiving: Arc<Receiving>,
     listening_on: SocketAddr,
     notify: NotifyAt,
     inbox: Arc<Inbox>,
@@ -64,6 +66,9 @@ impl Drop for Receiver {
 struct Receiving {
     verifier: Verifier,
     inbox: Arc<Inbox>,
+    /// Notifications that verified, and the requests refused.
+    verified: AtomicU64,
+    refused: AtomicU64,
 }
 
 impl Receiver {
@@ -83,13 +88,20 @@ impl Receiver {
         let receiving = Arc::new(Receiving {
             verifier,
             inbox: inbox.clone(),
+            verified: AtomicU64::new(0),
+            refused: AtomicU64::new(0),
         });
         let router = axum::Router::new()
             .fallback(receive)
             .layer(DefaultBodyLimit::max(LARGEST_NOTIFICATION))
-            .with_state(receiving);
+            .with_state(receiving.clone());
         let serving = tokio::spawn(serve(listener, router));
+        out::progress(&format!(
+            "note: listening on {listening_on} for the service's notifications to {}",
+            out::clean(&url)
+        ));
         Ok(Receiver {
+            receiving,
             listening_on,
             notify: NotifyAt::new(url, secret),
             inbox,
@@ -112,6 +124,33 @@ impl Receiver {
     pub fn inbox(&self) -> Arc<Inbox> {
         self.inbox.clone()
     }
+
+    /// Says how many notifications came, after a run that sent `submitted`
+    /// tasks; none at all is a warning, since then `--webhook-url` likely
+    /// does not lead here (the run polled instead).
+    pub fn say_what_came(&self, submitted: usize) {
+        let verified = self.receiving.verified.load(Ordering::Relaxed);
+        let refused = self.receiving.refused.load(Ordering::Relaxed);
+        if verified == 0 && submitted > 0 {
+            out::err(&format!(
+                "warning: no notification came to {} for the {submitted} tasks sent ({refused} requests refused): \
+                 check that --webhook-url {} leads here; the batch polled instead",
+                self.listening_on,
+                out::clean(self.notify.url())
+            ));
+        } else {
+            out::progress(&format!(
+                "note: {verified} notifications came and woke their tasks' waits, {refused} requests refused"
+            ));
+        }
+    }
+}
+
+/// `--webhook-listen`: an IP address and a port.
+pub fn parse_listen(text: &str) -> Result<SocketAddr, String> {
+    text.parse().map_err(|_| {
+        format!("{text:?} is not an IP address and port: give e.g. 127.0.0.1:8090 (this machine only) or 0.0.0.0:8090")
+    })
 }
 
 /// Serves `router` on the connections `listener` accepts, within the
@@ -147,10 +186,14 @@ async fn serve(listener: tokio::net::TcpListener, router: axum::Router) {
 async fn receive(State(receiving): State<Arc<Receiving>>, headers: HeaderMap, body: axum::body::Bytes) -> StatusCode {
     match receiving.verifier.verify(&headers, &body) {
         Ok(event) => {
+            receiving.verified.fetch_add(1, Ordering::Relaxed);
             receiving.inbox.deliver(event);
             StatusCode::NO_CONTENT
         }
-        Err(_) => StatusCode::UNAUTHORIZED,
+        Err(_) => {
+            receiving.refused.fetch_add(1, Ordering::Relaxed);
+            StatusCode::UNAUTHORIZED
+        }
     }
 }
 
@@ -174,6 +217,13 @@ fn checked_url(text: &str) -> Result<String, Failure> {
              the address without them",
         ));
     }
+    if let Some(longest) = longest_webhook_url() {
+        if url.as_str().len() > longest {
+            return Err(refused(&format!(
+                "longer than the {longest} characters a request's webhook_url may have"
+            )));
+        }
+    }
     let on_this_machine = match url.host() {
         Some(url::Host::Domain(name)) => name.eq_ignore_ascii_case("localhost"),
         Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
@@ -187,6 +237,16 @@ fn checked_url(text: &str) -> Result<String, Failure> {
         );
     }
     Ok(url.to_string())
+}
+
+/// The longest `webhook_url` a request accepts: the document's
+/// `WebhookUrl`, which every request's `webhook_url` refers to.
+fn longest_webhook_url() -> Option<usize> {
+    let longest = genapi::validate::Document::embedded()
+        .schema("WebhookUrl")?
+        .get("maxLength")?
+        .as_u64()?;
+    usize::try_from(longest).ok()
 }
 
 /// A secret no one can guess: 32 bytes from the system's random source,
@@ -212,6 +272,17 @@ mod tests {
             let refused = checked_url(bad).unwrap_err().message;
             assert!(refused.starts_with(&format!("--webhook-url {bad}: ")), "{refused}");
         }
+        let long = format!(
+            "https://hooks.example.com/{}",
+            "a".repeat(longest_webhook_url().unwrap())
+        );
+        let refused = checked_url(&long).unwrap_err().message;
+        assert!(refused.contains("longer than the 2083 characters"), "{refused}");
+        assert_eq!(
+            parse_listen("localhost:8090").unwrap_err(),
+            "\"localhost:8090\" is not an IP address and port: give e.g. 127.0.0.1:8090 (this machine only) or \
+             0.0.0.0:8090"
+        );
         let refused = checked_url("https://me:pw@hooks.example.com/").unwrap_err().message;
         assert!(
             refused.contains("user name or password") && !refused.contains("pw"),

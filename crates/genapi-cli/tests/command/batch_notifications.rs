@@ -83,6 +83,10 @@ async fn each_notification_brings_its_tasks_one_poll_forward() {
         6,
         "one poll a task, woken by its notification"
     );
+    assert!(
+        stderr.contains("note: 6 notifications came and woke their tasks' waits, 0 requests refused"),
+        "{stderr}"
+    );
     let batch_deliveries: Vec<_> = mock
         .deliveries()
         .into_iter()
@@ -160,4 +164,31 @@ async fn a_notification_without_the_runs_secret_is_refused_and_wakes_nothing() {
         .unwrap();
     assert_eq!(ended.status.code(), Some(0), "{}", text(&ended.stderr));
     assert!(dir.join("out/img-1.jpg").exists() && dir.join("out/img-2.jpg").exists());
+}
+
+/// A --webhook-url that does not lead to --webhook-listen brings no
+/// notification: the batch polls, finishes, and says so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_url_that_leads_elsewhere_is_said_after_the_batch_polled_instead() {
+    let mock = delivering_mock(50).await;
+    let dir = Dir::new("batch-notified-elsewhere");
+    write_jobs(&dir.join("jobs.jsonl"), 2, "unheard fox");
+    let (listening, nowhere) = (free_ports(1), free_ports(1));
+    let run = genapi(&dir, &mock)
+        .args(["batch", "jobs.jsonl", "--out", "out", "--no-gallery"])
+        .arg("--webhook-url")
+        .arg(format!("http://127.0.0.1:{nowhere}/hooks"))
+        .arg("--webhook-listen")
+        .arg(format!("127.0.0.1:{listening}"))
+        .output()
+        .unwrap();
+    let stderr = text(&run.stderr);
+    assert_eq!(run.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "warning: no notification came to 127.0.0.1:{listening} for the 2 tasks sent (0 requests refused): \
+             check that --webhook-url http://127.0.0.1:{nowhere}/hooks leads here; the batch polled instead"
+        )),
+        "{stderr}"
+    );
 }
