@@ -50,6 +50,8 @@ const CONNECTION_TIME: Duration = Duration::from_secs(30);
 /// dropped.
 pub struct Receiver {
     receiving: Arc<Receiving>,
+    /// The address it listens on (the port the system chose, when
+    /// `--webhook-listen` gave 0).
     listening_on: SocketAddr,
     notify: NotifyAt,
     inbox: Arc<Inbox>,
@@ -107,12 +109,6 @@ impl Receiver {
             inbox,
             serving,
         })
-    }
-
-    /// The address it listens on (the port the system chose, when
-    /// `--webhook-listen` gave 0).
-    pub fn listening_on(&self) -> SocketAddr {
-        self.listening_on
     }
 
     /// What every submission names.
@@ -326,7 +322,7 @@ mod tests {
     #[tokio::test]
     async fn connections_held_open_are_bounded_in_number() {
         let receiver = receiver().await;
-        let address = receiver.listening_on();
+        let address = receiver.listening_on;
         let mut held = Vec::new();
         for _ in 0..MOST_CONNECTIONS {
             held.push(TcpStream::connect(address).await.unwrap());
@@ -351,7 +347,7 @@ mod tests {
     async fn a_connection_that_sends_nothing_is_closed_after_its_time() {
         let receiver = receiver().await;
         let started = tokio::time::Instant::now();
-        let mut idle = TcpStream::connect(receiver.listening_on()).await.unwrap();
+        let mut idle = TcpStream::connect(receiver.listening_on).await.unwrap();
         let mut byte = [0u8; 1];
         let read = idle.read(&mut byte).await;
         assert!(matches!(read, Ok(0) | Err(_)), "{read:?}");
@@ -361,7 +357,7 @@ mod tests {
     #[tokio::test]
     async fn a_notification_without_the_secret_is_refused_and_a_large_one_is_not_read() {
         let receiver = receiver().await;
-        assert!(answer_to(receiver.listening_on(), FORGED)
+        assert!(answer_to(receiver.listening_on, FORGED)
             .await
             .starts_with("HTTP/1.1 401"));
         let large = format!(
@@ -369,7 +365,7 @@ mod tests {
             LARGEST_NOTIFICATION + 1,
             "x".repeat(LARGEST_NOTIFICATION + 1)
         );
-        assert!(answer_to(receiver.listening_on(), &large)
+        assert!(answer_to(receiver.listening_on, &large)
             .await
             .starts_with("HTTP/1.1 413"));
         assert!(receiver.inbox().is_empty());
