@@ -397,7 +397,8 @@ impl Task {
             None => self.learned_durations(),
         };
         let mut schedule = Schedule::new(learned, options.fixed());
-        if options.inbox().is_some() {
+        // Notifications are left most ends only while they come.
+        if options.inbox().is_some_and(Inbox::is_heard) {
             schedule = schedule.woken();
         }
         let mut progress: Option<(f64, Duration)> = None;
@@ -450,6 +451,9 @@ impl Task {
                         });
                     }
                     if let Some(outcome) = self.settle(result, options.grace_period()) {
+                        if let Some(inbox) = options.inbox() {
+                            inbox.wait_ended(woken);
+                        }
                         return outcome;
                     }
                 }

@@ -55,10 +55,12 @@
 //!
 //! A notification may end a sleep early ([`WaitOptions::woken_by`]): the task
 //! is then polled at once, and the poll, not the notification, says how the
-//! task stands. Notifications are then meant to see most ends, so the first
-//! poll by learned durations waits for the upper quartile instead of the
-//! lower (three tasks in four are notified before it), and is there for a
-//! notification that comes late or not at all. One whose poll finds the task still going was early, replayed
+//! task stands. While notifications come ([`crate::webhook::Inbox::is_heard`])
+//! they are meant to see most ends, so the first poll by learned durations
+//! waits for the upper quartile instead of the lower (three tasks in four are
+//! notified before it), and is there for a notification that comes late or
+//! not at all; once waits keep ending without them, the schedule is the one
+//! without notifications, so a receiver nobody reaches makes no wait later. One whose poll finds the task still going was early, replayed
 //! or forged, so the next may bring a poll no sooner than twice as long after
 //! the last ([`WaitOptions::MIN_INTERVAL`] at first, [`MAX_AIM`] at most).
 
@@ -202,7 +204,9 @@ impl WaitOptions {
     /// polling goes on as scheduled (a notification may be early, replayed,
     /// or forged by someone who learned the secret; the poll is the service's
     /// own word). Polling never waits for a notification either, so a lost
-    /// one, or a receiver nobody can reach, costs nothing but the wake-up.
+    /// one, or a receiver nobody can reach, costs nothing but the wake-up:
+    /// the first poll is left to notifications (aimed past most tasks' ends)
+    /// only while they come ([`Inbox::is_heard`]).
     /// A woken poll comes at least [`WaitOptions::MIN_INTERVAL`] after the
     /// last poll, and each woken poll that finds the task still going
     /// doubles that gap for the next wake-up (up to 20 s), so a flood

@@ -841,3 +841,42 @@ async fn notifications_for_other_tasks_do_not_wake_every_wait() {
         "{looked} look-ups for {OTHERS} notifications of tasks nobody waits for, with {WAITS} waits"
     );
 }
+
+/// An inbox nothing reaches (the receiver cut off, its connections held by
+/// strangers) makes no wait later than without one: after eight waits in a
+/// row ended by a scheduled poll, a wait aims its first poll as it would
+/// with no notifications at all, and the next notification makes the
+/// inbox heard again.
+#[tokio::test(start_paused = true)]
+async fn waits_stop_leaving_their_polls_to_notifications_that_do_not_come() {
+    let mock = genapi_mock::MockService::start().await.unwrap();
+    let mut learned = genapi::Learned::default();
+    // Lower quartile about 0.2 s, upper about 1.6 s.
+    for seconds in [0.2, 0.2, 0.2, 0.4, 0.8, 1.6, 1.6, 1.6] {
+        learned.observe("gen_2_pro", seconds);
+    }
+    let client = mock.client_builder().learned(learned).build().unwrap();
+    let inbox = Arc::new(Inbox::new());
+    let mut seen = Vec::new();
+    for n in 0..=Inbox::DEAF_AFTER {
+        assert_eq!(inbox.is_heard(), n < Inbox::DEAF_AFTER, "after {n} waits");
+        let task = client
+            .submit(prompt(&format!("[mock:duration_ms=150] fox {n}")))
+            .await
+            .unwrap();
+        let started = tokio::time::Instant::now();
+        task.wait_with(genapi::WaitOptions::default().woken_by(inbox.clone()))
+            .await
+            .unwrap();
+        seen.push(started.elapsed());
+    }
+    // (The client learns each 0.15 s task, so the upper quartile comes down
+    // as they end, not below 0.8 s in eight.)
+    assert!(
+        seen[..8].iter().all(|took| *took >= Duration::from_millis(700)),
+        "left to notifications, first polled past the upper quartile: {seen:?}"
+    );
+    assert!(seen[8] < Duration::from_millis(300), "polled as without them: {seen:?}");
+    inbox.deliver(final_event("another-task"));
+    assert!(inbox.is_heard(), "a notification came");
+}
