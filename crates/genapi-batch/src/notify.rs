@@ -15,16 +15,26 @@
 //! own `webhook_url` keeps its own, and an operation whose request has no
 //! `webhook_url` is sent as it was.
 
+use std::sync::Arc;
+
+use genapi::webhook::Inbox;
 use genapi::WebhookSecret;
 use serde_json::Value;
 
-/// Where the service sends the batch's notifications, and the secret they
-/// are checked with.
+/// Where the service sends the batch's notifications, the secret they are
+/// checked with, and the inbox the receiver hands the verified ones to.
+///
+/// Only the waits of tasks whose submission named the receiver are woken
+/// through the inbox: a line naming a webhook of its own, an operation
+/// without webhooks, or a task an earlier run accepted (with another
+/// secret) waits as it would without notifications.
 ///
 /// ```
+/// let inbox = std::sync::Arc::new(genapi::webhook::Inbox::new());
 /// let notify = genapi_batch::NotifyAt::new(
 ///     "https://hooks.example.com/batch",
 ///     genapi::WebhookSecret::new("a secret of at least sixteen bytes"),
+///     inbox,
 /// );
 /// assert_eq!(notify.url(), "https://hooks.example.com/batch");
 /// ```
@@ -32,6 +42,7 @@ use serde_json::Value;
 pub struct NotifyAt {
     url: String,
     secret: WebhookSecret,
+    inbox: Arc<Inbox>,
 }
 
 impl std::fmt::Debug for NotifyAt {
@@ -43,12 +54,19 @@ impl std::fmt::Debug for NotifyAt {
 }
 
 impl NotifyAt {
-    /// Notifications to `url`, which the service calls, carrying `secret`.
-    pub fn new(url: impl Into<String>, secret: WebhookSecret) -> NotifyAt {
+    /// Notifications to `url`, which the service calls, carrying `secret`;
+    /// the receiver there hands the verified ones to `inbox`.
+    pub fn new(url: impl Into<String>, secret: WebhookSecret, inbox: Arc<Inbox>) -> NotifyAt {
         NotifyAt {
             url: url.into(),
             secret,
+            inbox,
         }
+    }
+
+    /// The inbox the waits of notified tasks are woken through.
+    pub fn inbox(&self) -> &Arc<Inbox> {
+        &self.inbox
     }
 
     /// The address the service calls.
@@ -58,18 +76,20 @@ impl NotifyAt {
 
     /// `body` as sent to the operation at `path`: with this receiver named,
     /// unless the line names a webhook of its own (or a secret for one) or
-    /// the operation takes none.
-    pub(crate) fn added_to(&self, path: &str, mut body: Value) -> Value {
+    /// the operation takes none; and whether it was named.
+    pub(crate) fn added_to(&self, path: &str, mut body: Value) -> (Value, bool) {
         if !takes_webhooks(path) {
-            return body;
+            return (body, false);
         }
+        let mut named = false;
         if let Value::Object(fields) = &mut body {
             if !fields.contains_key("webhook_url") && !fields.contains_key("webhook_secret") {
                 fields.insert("webhook_url".into(), Value::String(self.url.clone()));
                 fields.insert("webhook_secret".into(), Value::String(self.secret.expose().to_string()));
+                named = true;
             }
         }
-        body
+        (body, named)
     }
 }
 
@@ -93,6 +113,7 @@ mod tests {
         NotifyAt::new(
             "https://hooks.example.com/b",
             WebhookSecret::new("s3cret-of-sixteen-bytes"),
+            Arc::new(Inbox::new()),
         )
     }
 
@@ -101,22 +122,28 @@ mod tests {
         let sent = notify().added_to("/v1/gen-2-pro", json!({"prompt": "a fox"}));
         assert_eq!(
             sent,
-            json!({"prompt": "a fox", "webhook_url": "https://hooks.example.com/b", "webhook_secret": "s3cret-of-sixteen-bytes"})
+            (
+                json!({"prompt": "a fox", "webhook_url": "https://hooks.example.com/b", "webhook_secret": "s3cret-of-sixteen-bytes"}),
+                true
+            )
         );
         let own = json!({"prompt": "a fox", "webhook_url": "https://mine.example.com", "webhook_secret": "mine-of-sixteen-bytes"});
-        assert_eq!(notify().added_to("/v1/gen-2-pro", own.clone()), own);
+        assert_eq!(notify().added_to("/v1/gen-2-pro", own.clone()), (own, false));
         let own_secret = json!({"prompt": "a fox", "webhook_secret": "mine-of-sixteen-bytes"});
-        assert_eq!(notify().added_to("/v1/gen-2-pro", own_secret.clone()), own_secret);
+        assert_eq!(
+            notify().added_to("/v1/gen-2-pro", own_secret.clone()),
+            (own_secret, false)
+        );
     }
 
     #[test]
     fn an_operation_without_webhooks_is_sent_as_it_was() {
         // The reference shows no webhook fields for outpainting.
         let sent = notify().added_to("/v1/gen-tools/outpainting-v1", json!({"mode": "fast"}));
-        assert_eq!(sent, json!({"mode": "fast"}));
+        assert_eq!(sent, (json!({"mode": "fast"}), false));
         assert_eq!(
             notify().added_to("/v1/not-an-operation", json!({"x": 1})),
-            json!({"x": 1})
+            (json!({"x": 1}), false)
         );
         assert!(takes_webhooks("/v1/gen-2-pro"));
     }

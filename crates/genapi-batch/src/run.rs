@@ -239,8 +239,9 @@ impl Counters {
 
 /// Where a followed task comes from.
 enum Source<'a> {
-    /// Submitted in this run.
-    Submitted,
+    /// Submitted in this run, naming the batch's receiver of notifications
+    /// or not.
+    Submitted { notified: bool },
     /// Accepted in an earlier run (or adopted), polled in this one.
     Resumed {
         /// For an adopted task: the prompt its result must report.
@@ -382,11 +383,12 @@ impl Batch {
         self
     }
 
-    /// Names a receiver of notifications in every submission (see
-    /// [`NotifyAt`]); give the waits its inbox with
-    /// [`Batch::wait_options`] and [`WaitOptions::woken_by`], so that a
-    /// task's seat is given back when its notification arrives rather than
-    /// at the next scheduled poll. Off by default.
+    /// Names a receiver of notifications in every submission that can take
+    /// one (see [`NotifyAt`]), and wakes those tasks' waits through its
+    /// inbox ([`WaitOptions::woken_by`], over the options of
+    /// [`Batch::wait_options`] or the client's), so that a task's seat is
+    /// given back when its notification arrives rather than at the next
+    /// scheduled poll. Off by default.
     pub fn notify_at(mut self, notify: NotifyAt) -> Self {
         self.notify = Some(notify);
         self
@@ -1125,7 +1127,7 @@ impl Context {
                 Err(outcome) => return outcome,
             };
             let error = match sent.answer {
-                Ok(task) => return self.accepted(task, job.line, stem, place).await,
+                Ok(task) => return self.accepted(task, job.line, stem, place, sent.notified).await,
                 Err(error) => error,
             };
             match self.not_accepted(job.line, stem, error, attempt, sent.sent_at).await {
@@ -1155,9 +1157,9 @@ impl Context {
             leaving: &leaving,
             sent_at: &sent_at,
         };
-        let body = match &self.notify {
+        let (body, notified) = match &self.notify {
             Some(notify) => notify.added_to(&job.path, job.body.clone()),
-            None => job.body.clone(),
+            None => (job.body.clone(), false),
         };
         let submission = self
             .client
@@ -1191,7 +1193,11 @@ impl Context {
             Ok(task) => Ok(task),
         };
         let sent_at = Some(sent_at.load(Ordering::SeqCst)).filter(|at| *at > 0);
-        Ok(Sent { answer, sent_at })
+        Ok(Sent {
+            answer,
+            sent_at,
+            notified,
+        })
     }
 
     /// Written at the last moment before sending (the body checked, a place
@@ -1240,7 +1246,7 @@ impl Context {
     }
 
     /// An accepted (paid) task: recorded, then followed to its end.
-    async fn accepted(&self, task: Task, line: u64, stem: &str, place: Place) -> JobOutcome {
+    async fn accepted(&self, task: Task, line: u64, stem: &str, place: Place, notified: bool) -> JobOutcome {
         self.counters.inner.submitted.fetch_add(1, Ordering::Relaxed);
         let accepted = Event::Accepted {
             line,
@@ -1252,7 +1258,9 @@ impl Context {
         let unrecorded = self.record_paid(accepted).await.err();
         let cost = task.cost();
         let reference = task.reference().clone();
-        let mut outcome = self.follow(task, cost, line, stem, Source::Submitted, place).await;
+        let mut outcome = self
+            .follow(task, cost, line, stem, Source::Submitted { notified }, place)
+            .await;
         let recorded_later = outcome.standing == Standing::Saved && outcome.error.is_none();
         if let (Some(error), true) = (&unrecorded, recorded_later) {
             // The saved result was written after all: a later run knows the
@@ -1357,18 +1365,23 @@ impl Context {
         source: Source<'_>,
         place: Place,
     ) -> JobOutcome {
-        let (resumed, expected_prompt, adopted) = match source {
-            Source::Submitted => (false, None, false),
+        let (resumed, expected_prompt, adopted, notified) = match source {
+            Source::Submitted { notified } => (false, None, false, notified),
             Source::Resumed {
                 expected_prompt,
                 adopted,
-            } => (true, expected_prompt, adopted),
+            } => (true, expected_prompt, adopted, false),
         };
         let task_ref = task.reference().clone();
+        // Woken by its notification only when its submission named the
+        // receiver: another would wait for one that never comes.
+        let inbox = self.notify.as_ref().filter(|_| notified).map(NotifyAt::inbox);
         let wait = async {
-            match &self.wait {
-                Some(options) => task.wait_with(options.clone()).await,
-                None => task.wait().await,
+            match (&self.wait, inbox) {
+                (Some(options), Some(inbox)) => task.wait_with(options.clone().woken_by(inbox.clone())).await,
+                (Some(options), None) => task.wait_with(options.clone()).await,
+                (None, Some(inbox)) => inbox.wait(task).await,
+                (None, None) => task.wait().await,
             }
         };
         let waited = tokio::select! {
@@ -1706,6 +1719,8 @@ fn existing_file(dir: &Path, stem: &str) -> Option<PathBuf> {
 struct Sent {
     answer: Result<Task, Error>,
     sent_at: Option<u64>,
+    /// The request named the batch's receiver of notifications.
+    notified: bool,
 }
 
 /// What follows a submission that was not accepted.

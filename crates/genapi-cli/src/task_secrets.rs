@@ -51,13 +51,23 @@ pub fn keep(task_id: &str, body: &Map<String, Value>) {
 
 /// Hands the kept secrets of task `task_id` to `client`, when there are.
 pub fn learn(client: &genapi::Client, task_id: &str) {
-    let Some(path) = path(task_id) else { return };
+    if let Some(body) = kept(task_id) {
+        client.learn_secrets(&Value::Object(body));
+    }
+}
+
+/// The fields kept for task `task_id`, when there are and can be read.
+pub fn kept(task_id: &str) -> Option<Map<String, Value>> {
+    let path = path(task_id)?;
     if !genapi_files::is_taken(&path) {
-        return;
+        return None;
     }
     match genapi_files::read(&path, FILE_LIMIT).map(|bytes| serde_json::from_slice::<Value>(&bytes)) {
-        Ok(Ok(body)) => client.learn_secrets(&body),
-        _ => tracing::debug!(file = %path.display(), "the kept secrets of the task cannot be read"),
+        Ok(Ok(Value::Object(body))) => Some(body),
+        _ => {
+            tracing::debug!(file = %path.display(), "the kept secrets of the task cannot be read");
+            None
+        }
     }
 }
 

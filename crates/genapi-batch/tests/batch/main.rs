@@ -13,6 +13,7 @@ mod expired_results;
 mod job_file;
 mod journal_lock;
 mod journal_reading;
+mod notified_lines;
 mod paying_once;
 mod protocol;
 mod refusals;

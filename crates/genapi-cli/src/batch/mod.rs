@@ -283,8 +283,8 @@ impl<'g> Run<'g> {
         adoption::check_lines(self)?;
         // Listening first: a port that cannot be had stops the run before
         // anything is opened.
-        let receiver = match (&self.args.webhook_url, self.args.webhook_listen) {
-            (Some(url), Some(listen)) => Some(notifications::Receiver::start(url, listen).await?),
+        let receiver = match (&self.args.webhook_url, self.args.webhook_listen, &self.args.out) {
+            (Some(url), Some(listen), Some(out)) => Some(notifications::Receiver::start(url, listen, out).await?),
             _ => None,
         };
         let out_dir = out_folder(&self.args)?;
@@ -298,6 +298,7 @@ impl<'g> Run<'g> {
                  are gone and the batch starts over in another folder (run `genapi mock` to be able to resume)",
             );
         }
+        notifications::learn_kept_secret(&connection.client, &out_dir);
         adoption::adopt_all(self, &connection.client, &*keeper.store).await?;
         let gallery = if keep_gallery {
             Some(self.gallery(&*keeper.store, &out_dir).await)
@@ -311,9 +312,7 @@ impl<'g> Run<'g> {
             connection.prices_key(),
         );
         if let Some(receiver) = &receiver {
-            batch = batch
-                .notify_at(receiver.notify_at())
-                .wait_options(genapi::WaitOptions::default().woken_by(receiver.inbox()));
+            batch = batch.notify_at(receiver.notify_at());
         }
         let counters = batch.counters();
         let results = results::Results::create(&out_dir, self.global.json, gallery)?;

@@ -10,11 +10,14 @@
 //! forged costs a poll and nothing else, and the batch finishes by polling
 //! alone when the service cannot reach `URL`.
 //!
-//! Each run makes a secret of its own (32 random bytes), sent with its
-//! submissions and written nowhere; a notification that does not carry it
-//! (or a signature made with it) is answered 401 and wakes nothing. Tasks a
-//! run accepted before (resumed lines) carry another run's secret: their
-//! notifications are refused, and they are polled as always.
+//! The batch in an output folder has a secret of its own (192 random
+//! bits), sent with its submissions; a notification that does not carry it
+//! (or a signature made with it) is answered 401 and wakes nothing. It is
+//! kept with the secrets of tasks `genapi submit` sent ([`crate::task_secrets`],
+//! a file of the cache only the user reads), so every later run over the
+//! folder, with these flags or without, has its client scrub it from what
+//! the service says of the tasks accepted before, and takes it again for
+//! its own submissions. It is written nowhere else.
 //!
 //! The receiver may face anyone who can reach `ADDR`, so what they can make
 //! it hold is bounded: [`MOST_CONNECTIONS`] connections at once (one more is
@@ -23,6 +26,7 @@
 //! the service never wait for a file descriptor a stranger holds.
 
 use std::net::SocketAddr;
+use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -54,7 +58,6 @@ pub struct Receiver {
     /// `--webhook-listen` gave 0).
     listening_on: SocketAddr,
     notify: NotifyAt,
-    inbox: Arc<Inbox>,
     serving: tokio::task::JoinHandle<()>,
 }
 
@@ -74,10 +77,16 @@ struct Receiving {
 }
 
 impl Receiver {
-    /// Listens on `listen` for notifications the service sends to `url`.
-    pub async fn start(url: &str, listen: SocketAddr) -> Result<Receiver, Failure> {
+    /// Listens on `listen` for notifications the service sends to `url`,
+    /// about the batch in `out_dir` (whose secret they carry).
+    pub async fn start(url: &str, listen: SocketAddr, out_dir: &Path) -> Result<Receiver, Failure> {
         let url = checked_url(url)?;
-        let secret = WebhookSecret::new(fresh_secret()?);
+        Receiver::listen(url, listen, secret_of(out_dir)?).await
+    }
+
+    /// Listens on `listen` for notifications to `url` carrying `secret`.
+    async fn listen(url: String, listen: SocketAddr, secret: String) -> Result<Receiver, Failure> {
+        let secret = WebhookSecret::new(secret);
         let verifier = Verifier::new(secret.clone())
             .map_err(|e| Failure::usage(format!("cannot check notifications: {}", out::clean(&e.to_string()))))?;
         let listener = tokio::net::TcpListener::bind(listen).await.map_err(|e| {
@@ -86,6 +95,7 @@ impl Receiver {
             ))
         })?;
         let listening_on = listener.local_addr().unwrap_or(listen);
+        warn_of_a_port_elsewhere(&url, listening_on);
         let inbox = Arc::new(Inbox::new());
         let receiving = Arc::new(Receiving {
             verifier,
@@ -100,13 +110,12 @@ impl Receiver {
         let serving = tokio::spawn(serve(listener, router));
         out::progress(&format!(
             "note: listening on {listening_on} for the service's notifications to {}",
-            out::clean(&url)
+            genapi_text::shown_address(&url)
         ));
         Ok(Receiver {
             receiving,
             listening_on,
-            notify: NotifyAt::new(url, secret),
-            inbox,
+            notify: NotifyAt::new(url, secret, inbox),
             serving,
         })
     }
@@ -114,11 +123,6 @@ impl Receiver {
     /// What every submission names.
     pub fn notify_at(&self) -> NotifyAt {
         self.notify.clone()
-    }
-
-    /// Where the notifications that verified go: the waits' wake-ups.
-    pub fn inbox(&self) -> Arc<Inbox> {
-        self.inbox.clone()
     }
 
     /// Says how many notifications came, after a run that sent `submitted`
@@ -132,7 +136,7 @@ impl Receiver {
                 "warning: no notification came to {} for the {submitted} tasks sent ({refused} requests refused): \
                  check that --webhook-url {} leads here; the batch polled instead",
                 self.listening_on,
-                out::clean(self.notify.url())
+                genapi_text::shown_address(self.notify.url())
             ));
         } else {
             out::progress(&format!(
@@ -199,7 +203,7 @@ fn checked_url(text: &str) -> Result<String, Failure> {
     let refused = |why: &str| {
         Failure::usage(format!(
             "--webhook-url {}: {why}; give the address the service calls, e.g. https://hooks.example.com/batch",
-            out::clean(text)
+            genapi_text::shown_address(text)
         ))
     };
     let url = url::Url::parse(text).map_err(|_| refused("not a URL"))?;
@@ -220,13 +224,7 @@ fn checked_url(text: &str) -> Result<String, Failure> {
             )));
         }
     }
-    let on_this_machine = match url.host() {
-        Some(url::Host::Domain(name)) => name.eq_ignore_ascii_case("localhost"),
-        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
-        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
-        None => false,
-    };
-    if url.scheme() == "http" && !on_this_machine {
+    if url.scheme() == "http" && !on_this_machine(&url) {
         out::err(
             "warning: --webhook-url is http, not https: the secret each submission gives for the notifications, and \
              the notifications, cross the network unencrypted",
@@ -245,13 +243,79 @@ fn longest_webhook_url() -> Option<usize> {
     usize::try_from(longest).ok()
 }
 
+/// Whether `url`'s host is this machine (a loopback address, or
+/// `localhost`).
+fn on_this_machine(url: &url::Url) -> bool {
+    match url.host() {
+        Some(url::Host::Domain(name)) => name.eq_ignore_ascii_case("localhost"),
+        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
+        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
+        None => false,
+    }
+}
+
+/// Says when `url` names this machine on another port than `listen`:
+/// notifications sent there cannot come here.
+fn warn_of_a_port_elsewhere(url: &str, listen: SocketAddr) {
+    let Ok(parsed) = url::Url::parse(url) else { return };
+    if on_this_machine(&parsed) && parsed.port_or_known_default() != Some(listen.port()) {
+        out::err(&format!(
+            "warning: --webhook-url names this machine on port {}, and the batch listens on port {}: notifications \
+             cannot come; give both the same port",
+            parsed.port_or_known_default().unwrap_or(0),
+            listen.port()
+        ));
+    }
+}
+
+/// What the secret of the batch in `out_dir` is kept under.
+fn kept_under(out_dir: &Path) -> String {
+    let folder = std::path::absolute(out_dir).unwrap_or_else(|_| out_dir.to_path_buf());
+    // FNV-1a of the folder's path: a short name, the same in every run.
+    let digest = folder
+        .as_os_str()
+        .as_encoded_bytes()
+        .iter()
+        .fold(0xcbf2_9ce4_8422_2325_u64, |hash, byte| {
+            (hash ^ u64::from(*byte)).wrapping_mul(0x0000_0100_0000_01b3)
+        });
+    format!("batch-notifications-{digest:016x}")
+}
+
+/// The secret of the batch in `out_dir`: the one kept for it, or a new one,
+/// kept.
+fn secret_of(out_dir: &Path) -> Result<String, Failure> {
+    let key = kept_under(out_dir);
+    let kept = crate::task_secrets::kept(&key)
+        .and_then(|fields| fields.get("webhook_secret")?.as_str().map(str::to_string))
+        .filter(|secret| Verifier::new(secret.as_str()).is_ok());
+    if let Some(secret) = kept {
+        return Ok(secret);
+    }
+    let secret = fresh_secret()?;
+    let mut fields = serde_json::Map::new();
+    fields.insert("webhook_secret".into(), secret.clone().into());
+    crate::task_secrets::keep(&key, &fields);
+    Ok(secret)
+}
+
+/// Has `client` scrub the secret of the batch in `out_dir` from what the
+/// service says, when one is kept: the tasks an earlier run accepted
+/// carry it, whether this run receives notifications or not.
+pub fn learn_kept_secret(client: &genapi::Client, out_dir: &Path) {
+    crate::task_secrets::learn(client, &kept_under(out_dir));
+}
+
 /// A secret no one can guess: 32 bytes from the system's random source,
-/// as hex.
+/// in the 64 letters, digits, `-` and `_` of URL-safe base64. Not hex: a
+/// service echoing it in capitals would give back a hex secret whole.
 fn fresh_secret() -> Result<String, Failure> {
+    const LETTERS: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
     let mut bytes = [0u8; 32];
     getrandom::fill(&mut bytes)
         .map_err(|e| Failure::usage(format!("cannot make a secret for the notifications: {e}")))?;
-    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+    // Each byte's low six bits: 192 random bits, 32 letters.
+    Ok(bytes.iter().map(|b| char::from(LETTERS[usize::from(b & 63)])).collect())
 }
 
 #[cfg(test)]
@@ -279,6 +343,12 @@ mod tests {
             "\"localhost:8090\" is not an IP address and port: give e.g. 127.0.0.1:8090 (this machine only) or \
              0.0.0.0:8090"
         );
+        let long_with_token = format!("https://hooks.example.com/h?token=t0k3n{}", "a".repeat(3000));
+        let refused = checked_url(&long_with_token).unwrap_err().message;
+        assert!(
+            !refused.contains("t0k3n"),
+            "a URL is shown without its query: {refused}"
+        );
         let refused = checked_url("https://me:pw@hooks.example.com/").unwrap_err().message;
         assert!(
             refused.contains("user name or password") && !refused.contains("pw"),
@@ -290,9 +360,13 @@ mod tests {
     use tokio::net::TcpStream;
 
     async fn receiver() -> Receiver {
-        Receiver::start("http://127.0.0.1:9/hooks", "127.0.0.1:0".parse().unwrap())
-            .await
-            .unwrap()
+        Receiver::start(
+            "http://127.0.0.1:9/hooks",
+            "127.0.0.1:0".parse().unwrap(),
+            Path::new("out"),
+        )
+        .await
+        .unwrap()
     }
 
     /// Whether the receiver closes `stream` (its read ends) rather than
@@ -368,14 +442,15 @@ mod tests {
         assert!(answer_to(receiver.listening_on, &large)
             .await
             .starts_with("HTTP/1.1 413"));
-        assert!(receiver.inbox().is_empty());
+        assert!(receiver.notify.inbox().is_empty());
     }
 
     #[test]
     fn each_secret_is_new_and_long_enough_to_check_notifications() {
         let (a, b) = (fresh_secret().unwrap(), fresh_secret().unwrap());
         assert_ne!(a, b);
-        assert_eq!(a.len(), 64);
+        assert_eq!(a.len(), 32);
+        assert!(a.chars().any(|c| c.is_ascii_lowercase()) || a.chars().any(|c| c.is_ascii_uppercase()));
         assert!(Verifier::new(a.as_str()).is_ok());
     }
 }

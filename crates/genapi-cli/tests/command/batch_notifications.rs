@@ -99,8 +99,30 @@ async fn each_notification_brings_its_tasks_one_poll_forward() {
             .all(|d| d.delivered && d.last_status == Some(204)),
         "every notification verified: {batch_deliveries:?}"
     );
+    // The batch's secret is kept, readable by the user alone, and a later
+    // run over the folder takes it again.
+    let kept_secret = || {
+        let kept: Vec<_> = std::fs::read_dir(dir.join("cache/genapi/tasks"))
+            .unwrap()
+            .filter_map(Result::ok)
+            .filter(|entry| entry.file_name().to_string_lossy().starts_with("batch-notifications-"))
+            .collect();
+        assert_eq!(kept.len(), 1, "{kept:?}");
+        let mode = std::os::unix::fs::PermissionsExt::mode(&kept[0].metadata().unwrap().permissions());
+        assert_eq!(mode & 0o077, 0, "{mode:o}");
+        std::fs::read_to_string(kept[0].path()).unwrap()
+    };
+    let first_secret = kept_secret();
+    assert!(first_secret.contains("webhook_secret"), "{first_secret}");
+    let again = genapi(&dir, &mock)
+        .args(["batch", "jobs.jsonl", "--out", "out", "--no-gallery"])
+        .args(&flags)
+        .output()
+        .unwrap();
+    assert_eq!(again.status.code(), Some(0), "{}", text(&again.stderr));
+    assert_eq!(kept_secret(), first_secret);
     // The receiver's fields went with the requests only: the line's record
-    // and results are the job file's own, and the run's secret is nowhere.
+    // and results are the job file's own, and the batch's secret is nowhere.
     for kept in ["out/journal.jsonl", "out/results.jsonl"] {
         let kept_text = std::fs::read_to_string(dir.join(kept)).unwrap();
         assert!(!kept_text.contains("webhook"), "{kept}: {kept_text}");
@@ -184,6 +206,12 @@ async fn a_url_that_leads_elsewhere_is_said_after_the_batch_polled_instead() {
         .unwrap();
     let stderr = text(&run.stderr);
     assert_eq!(run.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "warning: --webhook-url names this machine on port {nowhere}, and the batch listens on port {listening}"
+        )),
+        "said at the start: {stderr}"
+    );
     assert!(
         stderr.contains(&format!(
             "warning: no notification came to 127.0.0.1:{listening} for the 2 tasks sent (0 requests refused): \
