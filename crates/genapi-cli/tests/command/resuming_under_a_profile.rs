@@ -40,6 +40,17 @@ fn genapi(dir: &Dir) -> std::process::Command {
     command
 }
 
+/// The `wait` a successful `submit` printed.
+fn printed_wait(submitted: &std::process::Output) -> String {
+    let stderr = text(&submitted.stderr);
+    assert_eq!(submitted.status.code(), Some(0), "{stderr}");
+    stderr
+        .lines()
+        .find_map(|line| line.strip_prefix("wait for it with: "))
+        .unwrap_or_else(|| panic!("no wait command printed: {stderr}"))
+        .to_string()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_printed_wait_names_the_profile_and_runs_as_printed() {
     let mock = roomy_mock(50).await;
@@ -49,12 +60,8 @@ async fn the_printed_wait_names_the_profile_and_runs_as_printed() {
         .args(["--profile", "m", "submit", "a fox"])
         .output()
         .unwrap();
-    let stderr = text(&submitted.stderr);
-    assert_eq!(submitted.status.code(), Some(0), "{stderr}");
-    let line = stderr
-        .lines()
-        .find_map(|line| line.strip_prefix("wait for it with: "))
-        .unwrap_or_else(|| panic!("no wait command printed: {stderr}"));
+    let line = printed_wait(&submitted);
+    let line = line.as_str();
     assert!(line.starts_with("genapi --profile m wait "), "{line}");
     // The command as a shell would run it.
     let printed = words(line);
@@ -106,12 +113,8 @@ async fn the_printed_wait_of_a_service_the_environment_named_goes_to_that_servic
         .args(["submit", "a fox"])
         .output()
         .unwrap();
-    let stderr = text(&submitted.stderr);
-    assert_eq!(submitted.status.code(), Some(0), "{stderr}");
-    let line = stderr
-        .lines()
-        .find_map(|line| line.strip_prefix("wait for it with: "))
-        .unwrap_or_else(|| panic!("no wait command printed: {stderr}"));
+    let line = printed_wait(&submitted);
+    let line = line.as_str();
     assert!(line.starts_with("GENAPI_BASE_URL="), "{line}");
     assert!(
         line.contains(" genapi --profile m wait "),
