@@ -48,7 +48,8 @@ pub const TASK_SECRETS: CacheFile = CacheFile {
     holds: "a file per task genapi submit sent and no wait or get has seen end: the short text fields of its \
             request (webhook secret and addresses among them), and one per batch output folder run with \
             --webhook-url (its notification secret); readable by the user alone",
-    deleting_costs: "a later wait or get of such a task cannot scrub its webhook secret from what it shows",
+    deleting_costs: "a later wait or get of such a task cannot scrub its webhook secret from what it shows, and a \
+                     batch's next run makes a new notification secret and cannot scrub the old one",
 };
 
 /// The recent submissions `genapi tasks` lists.
