@@ -500,11 +500,18 @@ async fn complete(
             )
             .await;
             if let Ok(mut figures) = figures.lock() {
-                figures.done += 1;
-                figures.worked += 1;
-                figures.in_flight = figures.in_flight.saturating_sub(1);
+                // A task the deadline left running is neither done nor
+                // failed: it goes on at the service, paid for, and the
+                // resume line picks it up.
+                let still_running = matches!(&outcome, Err(failure) if failure.code == code::TIMEOUT);
+                if !still_running {
+                    figures.done += 1;
+                    figures.worked += 1;
+                    figures.in_flight = figures.in_flight.saturating_sub(1);
+                }
                 match &outcome {
                     Ok(saved) => figures.credits += saved.output.cost().unwrap_or(0.0),
+                    Err(_) if still_running => {}
                     Err(_) => figures.failed += 1,
                 }
                 progress.show(&figures);

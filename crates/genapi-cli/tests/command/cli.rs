@@ -589,6 +589,11 @@ fn timeout_is_resumable_and_submit_wait_get_pick_tasks_up() {
     let slow = Mock::start(&dir, &["--duration-ms", "600000"]);
     let run = timed_out_while_waiting(&slow, &dir);
     let stderr = text(&run.stderr);
+    // Still running at the service, paid for: not counted as failed.
+    assert!(
+        stderr.contains("generate: 0/1 done, 0 failed, 1 in flight") && !stderr.contains("1 failed"),
+        "{stderr}"
+    );
     let resume = stderr
         .lines()
         .find_map(|l| l.strip_prefix("resume with: "))
