@@ -360,10 +360,11 @@ mod tests {
     use tokio::net::TcpStream;
 
     async fn receiver() -> Receiver {
-        Receiver::start(
-            "http://127.0.0.1:9/hooks",
+        // A secret of its own: the tests keep nothing in the user's cache.
+        Receiver::listen(
+            "http://127.0.0.1:9/hooks".into(),
             "127.0.0.1:0".parse().unwrap(),
-            Path::new("out"),
+            fresh_secret().unwrap(),
         )
         .await
         .unwrap()
