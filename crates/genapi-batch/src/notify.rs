@@ -93,15 +93,13 @@ impl NotifyAt {
     }
 }
 
-/// Whether the request of the operation at `path` has a `webhook_url`.
+/// Whether the model at `path` takes a `webhook_url`, as the document's
+/// catalog reads its fields.
 fn takes_webhooks(path: &str) -> bool {
-    let Some(schema) = genapi::OperationSpec::by_path(path).and_then(|op| op.request_schema) else {
-        return false;
-    };
     genapi::validate::Document::embedded()
-        .schema(schema)
-        .and_then(|schema| schema.get("properties"))
-        .is_some_and(|properties| properties.get("webhook_url").is_some())
+        .catalog()
+        .find(path)
+        .is_ok_and(|model| model.fields.iter().any(|field| field.name == "webhook_url"))
 }
 
 #[cfg(test)]
