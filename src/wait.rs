@@ -60,7 +60,8 @@
 //! waits for the upper quartile instead of the lower (three tasks in four are
 //! notified before it), and is there for a notification that comes late or
 //! not at all; once waits keep ending without them, the schedule is the one
-//! without notifications, so a receiver nobody reaches makes no wait later. One whose poll finds the task still going was early, replayed
+//! without notifications, so a receiver nobody reaches makes no wait later.
+//! A notification whose poll finds the task still going was early, replayed
 //! or forged, so the next may bring a poll no sooner than twice as long after
 //! the last ([`WaitOptions::MIN_INTERVAL`] at first, [`MAX_AIM`] at most).
 

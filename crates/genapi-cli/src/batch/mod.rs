@@ -147,8 +147,8 @@ pub struct BatchArgs {
     ///
     /// The service calls URL (an address it can reach, which leads to --webhook-listen, e.g. through your proxy);
     /// each notification wakes its task's wait, so its seat goes to the next line at once instead of at the next
-    /// poll. Polling still says how each task ended, and goes on if no notification comes. Each run makes a secret
-    /// of its own for them. Lines naming their own webhook_url keep it.
+    /// poll. Polling still says how each task ended, and goes on if no notification comes. The --out folder has a
+    /// secret of its own for them, kept for its later runs. Lines naming their own webhook_url keep it.
     #[arg(long, value_name = "URL", requires = "webhook_listen", conflicts_with_all = ["status", "estimate", "schema"])]
     webhook_url: Option<String>,
     /// Where the batch listens for the notifications sent to --webhook-url (ADDR:PORT, e.g. 0.0.0.0:8090).
