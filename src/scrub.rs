@@ -51,6 +51,15 @@
 //! with escapes, even when the cut went through one), and all of one that
 //! begins inside another.
 //!
+//! A secret may also come back cut short where the text goes on (`"x-key:
+//! 0c8a2f3e-12…"`, a service shortening what it quotes): the first eight
+//! bytes or more of the key, of a field marked `x-secret` and of a token
+//! of an address the user owns are replaced wherever they stand, as a
+//! whole secret is. An image address's signature is found whole only: a
+//! result address the service signs may begin as the user's own did
+//! (the same signer's name, a credential's fixed start), and must reach
+//! the download whole.
+//!
 //! Secrets shorter than eight bytes are not searched for: such a secret
 //! protects little, and replacing every `Ready` or `https` of the answers for
 //! a webhook secret of that spelling would break the very fields the client
@@ -171,6 +180,13 @@ struct Known {
     long: HashMap<[u8; LONG], Vec<Box<[u8]>>>,
     /// Shorter spellings by their first eight bytes, longest first.
     short: HashMap<[u8; SHORTEST_SECRET], Vec<Box<[u8]>>>,
+    /// The spellings whose beginnings are found too ([`Found::FromItsStart`]),
+    /// in order: the longest beginning of one that a text starts with is
+    /// shared with one of the two spellings beside the text in that order.
+    begun: BTreeSet<Box<[u8]>>,
+    /// The first eight bytes of those: most places a text may hold one are
+    /// passed over on this look-up.
+    begun_starts: HashSet<[u8; SHORTEST_SECRET]>,
     /// Which bytes a spelling may begin with: most positions of a text are
     /// passed over on this one look-up in a small table.
     firsts: FirstBytes,
@@ -191,14 +207,33 @@ impl Default for FirstBytes {
 /// The length of the longer index's keys.
 const LONG: usize = 16;
 
+/// How much of a secret is searched for.
+#[derive(Clone, Copy, PartialEq)]
+enum Found {
+    /// The secret whole, or its first [`SHORTEST_SECRET`] bytes or more
+    /// wherever they stand (a quote cut short).
+    FromItsStart,
+    /// The secret whole only (an image address's signature).
+    Whole,
+}
+
 /// The first `N` bytes of `bytes`, when it has as many.
 fn start_of<const N: usize>(bytes: &[u8]) -> Option<[u8; N]> {
     bytes.get(..N)?.try_into().ok()
 }
 
 impl Known {
-    fn add(&mut self, spelling: &[u8]) {
-        if spelling.len() < SHORTEST_SECRET || self.spellings.contains(spelling) {
+    fn add(&mut self, spelling: &[u8], found: Found) {
+        if spelling.len() < SHORTEST_SECRET {
+            return;
+        }
+        if let (Found::FromItsStart, Some(start)) = (found, start_of::<SHORTEST_SECRET>(spelling)) {
+            self.begun_starts.insert(start);
+            if !self.begun.contains(spelling) {
+                self.begun.insert(spelling.into());
+            }
+        }
+        if self.spellings.contains(spelling) {
             return;
         }
         if self.starts.is_empty() {
@@ -254,9 +289,29 @@ impl Known {
                 .map(|s| s.len())
         };
         // A long spelling found is longer than any short one.
-        start_of::<LONG>(rest)
+        let whole = start_of::<LONG>(rest)
             .and_then(|start| found(self.long.get(&start)))
-            .or_else(|| found(self.short.get(&start_of::<SHORTEST_SECRET>(rest)?)))
+            .or_else(|| found(self.short.get(&start_of::<SHORTEST_SECRET>(rest)?)));
+        whole.max(self.begun_at(rest))
+    }
+
+    /// How many bytes of `rest`, [`SHORTEST_SECRET`] or more, begin a
+    /// spelling found from its start: the spellings beside `rest` in their
+    /// order share the longest such beginning, so two are compared however
+    /// many there are.
+    fn begun_at(&self, rest: &[u8]) -> Option<usize> {
+        use std::ops::Bound::{Excluded, Included, Unbounded};
+        if !self.begun_starts.contains(&start_of::<SHORTEST_SECRET>(rest)?) {
+            return None;
+        }
+        let before = self.begun.range::<[u8], _>((Unbounded, Excluded(rest))).next_back();
+        let after = self.begun.range::<[u8], _>((Included(rest), Unbounded)).next();
+        before
+            .into_iter()
+            .chain(after)
+            .map(|spelling| spelling.iter().zip(rest).take_while(|(a, b)| a == b).count())
+            .max()
+            .filter(|&shared| shared >= SHORTEST_SECRET)
     }
 
     /// How many bytes at the end of `text` begin a spelling (at least
@@ -436,8 +491,15 @@ impl Scrubber {
         scrubber
     }
 
-    /// Learns one secret, in every spelling it may come back in.
+    /// Learns one secret, in every spelling it may come back in, to be
+    /// found whole or by its beginning.
     pub(crate) fn learn(&self, secret: &str) {
+        self.learn_as(secret, Found::FromItsStart);
+    }
+
+    /// Learns one secret, in every spelling it may come back in, to be
+    /// found as `found` says.
+    fn learn_as(&self, secret: &str, found: Found) {
         if secret.len() < SHORTEST_SECRET {
             return;
         }
@@ -455,7 +517,7 @@ impl Scrubber {
         ];
         if let Ok(mut known) = self.known.write() {
             for spelling in &spellings {
-                known.add(spelling.as_bytes());
+                known.add(spelling.as_bytes(), found);
             }
         }
     }
@@ -494,12 +556,16 @@ impl Scrubber {
     /// values only (see the module documentation). Values are learned
     /// decoded and as written. The task id of a poll is no secret.
     fn learn_address(&self, url: &Url, kind: Address) {
-        self.learn(url.username());
+        let found = match kind {
+            Address::Owned => Found::FromItsStart,
+            Address::Image => Found::Whole,
+        };
+        self.learn_as(url.username(), found);
         if let Some(password) = url.password() {
-            self.learn(password);
+            self.learn_as(password, found);
         }
         if let Some(fragment) = url.fragment() {
-            self.learn(fragment);
+            self.learn_as(fragment, found);
         }
         let secret = |value: &str| match kind {
             Address::Owned => is_token_like(value),
@@ -507,13 +573,13 @@ impl Scrubber {
         };
         for (name, value) in url.query_pairs() {
             if name != TASK_ID_QUERY && secret(&value) {
-                self.learn(&value);
+                self.learn_as(&value, found);
             }
         }
         for pair in url.query().unwrap_or_default().split('&') {
             if let Some((name, value)) = pair.split_once('=') {
                 if name != TASK_ID_QUERY && secret(value) {
-                    self.learn(value);
+                    self.learn_as(value, found);
                 }
             }
         }
@@ -746,10 +812,37 @@ mod tests {
         assert_eq!(scrubber.scrub("key-12345678"), "[redacted]");
         assert_eq!(scrubber.scrub("ends with key-12345678"), "ends with [redacted]");
         assert_eq!(scrubber.scrub("key-12345678key-12345678"), "[redacted][redacted]");
-        assert_eq!(scrubber.scrub("kkey-1234567"), "kkey-1234567", "one byte short");
         assert!(scrubber.finds(b"xkey-12345678"));
-        assert!(!scrubber.finds(b"key-1234567"));
+        assert!(!scrubber.finds(b"key-123"), "seven bytes say nothing");
         assert_eq!(scrubber.scrub_body(b""), None);
+    }
+
+    #[test]
+    fn a_secret_cut_short_where_the_text_goes_on_loses_what_is_left_of_it() {
+        let key = "0c8a2f3e-1234-4cde-9abc-def012345678";
+        let scrubber = Scrubber::new(key);
+        scrubber.learn_request(&json!({
+            "webhook_secret": "whsec-canary-0123456789",
+            "webhook_url": "https://hooks.example.com/in?token=tok3n-canary-abcdef",
+        }));
+        assert_eq!(
+            scrubber.scrub("header x-key: 0c8a2f3e-1234-4c… (shortened), secret whsec-canary-01..., token tok3n-ca"),
+            "header x-key: [redacted]… (shortened), secret [redacted]..., token [redacted]"
+        );
+        // Every beginning of eight bytes or more, and none shorter.
+        for length in SHORTEST_SECRET..key.len() {
+            let text = format!("<{}>", &key[..length]);
+            assert_eq!(scrubber.scrub(&text), "<[redacted]>", "{length} bytes");
+        }
+        assert_eq!(scrubber.scrub("<0c8a2f3>"), "<0c8a2f3>", "seven bytes say nothing");
+        // In a JSON answer too, and with escapes.
+        let answer = br#"{"status":"Error","details":"x-key was 0c8a2f3e-123"}"#;
+        let scrubbed = String::from_utf8(scrubber.scrub_body(answer).unwrap()).unwrap();
+        assert!(!scrubbed.contains("0c8a2f3e"), "{scrubbed}");
+        assert!(scrubbed.contains("[redacted]"), "{scrubbed}");
+        // The longest beginning wins where a short secret begins a longer one.
+        scrubber.learn("0c8a2f3e-12");
+        assert_eq!(scrubber.scrub("<0c8a2f3e-1234-4cZ>"), "<[redacted]Z>");
     }
 
     #[test]
@@ -1340,6 +1433,10 @@ mod tests {
             sample,
             "a result address signed alike stays whole"
         );
+        // A signature is found whole only: a result address's own may
+        // begin as the user's did.
+        let signed = format!("{sample}&X-Amz-Signature={}ffff", &signature[..60]);
+        assert_eq!(scrubber.scrub(&signed), signed);
         assert_eq!(
             scrubber.scrub(&format!("PATHSECRET123abc {signature} hook in")),
             "[redacted] [redacted] hook in"
