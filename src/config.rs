@@ -38,6 +38,8 @@ type HttpFactory = Box<dyn Fn() -> reqwest::ClientBuilder + Send + Sync>;
 /// ```
 pub struct ClientBuilder {
     key: Option<ApiKey>,
+    /// Where the key came from, in words, for the message of a refused key.
+    key_origin: Option<String>,
     base_url: Option<String>,
     regional_base_url: Option<String>,
     trusted: Vec<String>,
@@ -67,6 +69,7 @@ impl Default for ClientBuilder {
     fn default() -> Self {
         ClientBuilder {
             key: None,
+            key_origin: None,
             base_url: None,
             regional_base_url: None,
             trusted: Vec::new(),
@@ -108,9 +111,28 @@ impl std::fmt::Debug for ClientBuilder {
 }
 
 impl ClientBuilder {
-    /// The project API key (required).
+    /// The project API key (required). A key the service refuses is
+    /// spoken of as "the API key the client was built with"; a program
+    /// that reads its key from somewhere a user can name says where with
+    /// [`ClientBuilder::api_key_from`].
     pub fn api_key(mut self, key: impl Into<String>) -> Self {
         self.key = Some(ApiKey::new(key));
+        self.key_origin = None;
+        self
+    }
+
+    /// The project API key, with where it came from in words, which the
+    /// message of a key the service refuses ([`Error::Forbidden`]) names
+    /// as the key to check. [`ClientBuilder::from_env`] says
+    /// `the key of GENAPI_API_KEY`.
+    ///
+    /// ```
+    /// let builder = genapi::Client::builder().api_key_from("k-123", "the key in ~/.config/acme/key");
+    /// # let _ = builder;
+    /// ```
+    pub fn api_key_from(mut self, key: impl Into<String>, origin: impl Into<String>) -> Self {
+        self.key = Some(ApiKey::new(key));
+        self.key_origin = Some(origin.into());
         self
     }
     /// The service address, e.g. `https://api.example.com` (required). Plain
@@ -383,6 +405,9 @@ impl ClientBuilder {
             api,
             downloads,
             key,
+            key_origin: self
+                .key_origin
+                .unwrap_or_else(|| "the API key the client was built with".into()),
             trust: TrustPolicy::new(&base_url, &regional_url, &extra),
             retry: self.retry,
             max_response_bytes: self.max_response_bytes,
@@ -477,7 +502,12 @@ impl ClientBuilder {
     /// # Ok::<(), genapi::Error>(())
     /// ```
     pub fn from_env() -> Result<ClientBuilder> {
-        let read = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
+        ClientBuilder::from_variables(|name| std::env::var(name).ok())
+    }
+
+    /// [`ClientBuilder::from_env`] over variables `read` gives.
+    fn from_variables(read: impl Fn(&str) -> Option<String>) -> Result<ClientBuilder> {
+        let read = |name: &str| read(name).filter(|v| !v.trim().is_empty());
         let (key, base) = match (read("GENAPI_API_KEY"), read("GENAPI_BASE_URL")) {
             (Some(key), Some(base)) => (key, base),
             (None, Some(_)) => return Err(Error::Config("GENAPI_BASE_URL is set but GENAPI_API_KEY is not".into())),
@@ -491,7 +521,9 @@ impl ClientBuilder {
                 ))
             }
         };
-        let mut builder = Client::builder().api_key(key).base_url(base);
+        let mut builder = Client::builder()
+            .api_key_from(key, "the key of GENAPI_API_KEY")
+            .base_url(base);
         if let Some(regional) = read("GENAPI_REGIONAL_BASE_URL") {
             builder = builder.regional_base_url(regional);
         }
@@ -507,6 +539,19 @@ impl ClientBuilder {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_key_from_the_environment_is_named_by_its_variable() {
+        let variables = |name: &str| match name {
+            "GENAPI_API_KEY" => Some("k-1".to_string()),
+            "GENAPI_BASE_URL" => Some("https://api.example.com".to_string()),
+            _ => None,
+        };
+        let builder = ClientBuilder::from_variables(variables).unwrap();
+        assert_eq!(builder.key_origin.as_deref(), Some("the key of GENAPI_API_KEY"));
+        // A key given afterwards is no longer the variable's.
+        assert_eq!(builder.api_key("k-2").key_origin, None);
+    }
 
     #[test]
     fn plain_http_is_for_loopback_only() {

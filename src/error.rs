@@ -98,10 +98,13 @@ pub enum Error {
         checked: Checked,
     },
     /// 403: the key is missing or wrong, or its project has no access.
-    #[error("forbidden (403): check the API key (GENAPI_API_KEY) and that its project may use this endpoint{}{}", detail(.message), on_task(.task))]
+    #[error("forbidden (403): check {key} and that its project may use this endpoint{}{}", detail(.message), on_task(.task))]
     Forbidden {
         /// The service's message, if any.
         message: String,
+        /// The key that was sent, named by where it came from
+        /// ([`crate::ClientBuilder::api_key_from`]), never spelled out.
+        key: String,
         /// The task, when this happened after it was accepted.
         task: Option<TaskRef>,
     },

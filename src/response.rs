@@ -32,7 +32,11 @@ pub(crate) fn error_from(transport: &Transport, operation: &str, answer: &Answer
             Ok(detail) => validation_from_service(transport, detail),
             Err(_) => unexpected(operation, answer.status, message),
         },
-        StatusCode::FORBIDDEN | StatusCode::UNAUTHORIZED => Error::Forbidden { message, task: None },
+        StatusCode::FORBIDDEN | StatusCode::UNAUTHORIZED => Error::Forbidden {
+            message,
+            key: transport.key_origin.clone(),
+            task: None,
+        },
         StatusCode::PAYMENT_REQUIRED => Error::InsufficientCredits { message },
         StatusCode::TOO_MANY_REQUESTS => Error::RateLimited {
             retry_after: answer.retry_after(),

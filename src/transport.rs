@@ -337,6 +337,8 @@ pub struct Transport {
     /// user's layers if there are any.
     download_route: Route,
     key: ApiKey,
+    /// Where the key came from, in words: the key a refusal names.
+    pub(crate) key_origin: String,
     trust: TrustPolicy,
     retry: RetryPolicy,
     pub(crate) max_response_bytes: u64,
@@ -370,6 +372,8 @@ pub(crate) struct TransportParts {
     pub(crate) api: reqwest::Client,
     pub(crate) downloads: reqwest::Client,
     pub(crate) key: ApiKey,
+    /// Where the key came from, in words.
+    pub(crate) key_origin: String,
     pub(crate) trust: TrustPolicy,
     pub(crate) retry: RetryPolicy,
     pub(crate) max_response_bytes: u64,
@@ -401,6 +405,7 @@ impl Transport {
             download_route: Route::new(Wire::new(parts.downloads, None), &parts.layers, deadline),
             api: parts.api,
             key: parts.key,
+            key_origin: parts.key_origin,
             trust: parts.trust,
             retry: parts.retry,
             max_response_bytes: parts.max_response_bytes,

@@ -43,7 +43,9 @@ async fn a_wrong_key_is_forbidden() {
     let error = client.submit(request()).await.unwrap_err();
     assert!(matches!(error, Error::Forbidden { .. }), "{error}");
     assert!(
-        error.to_string().contains("GENAPI_API_KEY"),
+        error
+            .to_string()
+            .contains("check the API key the client was built with"),
         "says what to check: {error}"
     );
 }

@@ -33,7 +33,19 @@ async fn the_library_errors_print_their_advice_when_main_returns_them() {
     let forbidden = wrong_key.submit(request.clone()).await.unwrap_err();
     assert!(matches!(forbidden, Error::Forbidden { .. }));
     let said = readable(&forbidden, format!("{forbidden:?}"));
-    assert!(said.contains("check the API key"), "{said}");
+    assert!(said.contains("check the API key the client was built with"), "{said}");
+    assert!(!said.contains("GENAPI_API_KEY"), "not where this key came from: {said}");
+
+    // A program that says where its key came from has it named.
+    let named = genapi::Client::builder()
+        .api_key_from("wrong-key-from-the-vault", "the key in the vault at ops/genapi")
+        .base_url(mock.base_url())
+        .build()
+        .unwrap();
+    let forbidden = named.submit(request.clone()).await.unwrap_err();
+    let said = forbidden.to_string();
+    assert!(said.contains("check the key in the vault at ops/genapi and"), "{said}");
+    assert!(!said.contains("wrong-key-from-the-vault"), "{said}");
 
     let task = TaskRef {
         id: "t-1".into(),

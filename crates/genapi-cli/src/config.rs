@@ -181,8 +181,9 @@ impl Settings {
             }
             (None, None) => return Err("no service is configured".into()),
         };
+        let origin = self.key_origin().unwrap_or_default();
         let mut builder = genapi::Client::builder()
-            .api_key(key.value.expose())
+            .api_key_from(key.value.expose(), origin)
             .base_url(&base.value);
         if let Some(regional) = &self.regional_base_url {
             builder = builder.regional_base_url(&regional.value);
@@ -201,8 +202,8 @@ impl Settings {
 
     /// Whose key is sent, in words (`the key of profile m (key_file
     /// PATH)`, `the key of GENAPI_API_KEY`), for a message about a key the
-    /// service refused.
-    pub fn key_origin(&self) -> Option<String> {
+    /// service refused: the origin the client is given with its key.
+    fn key_origin(&self) -> Option<String> {
         let key = self.key.as_ref()?;
         Some(match (&key.source, &self.key_kept_in) {
             (Source::Environment(name), _) => format!("the key of {name}"),

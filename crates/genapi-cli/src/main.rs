@@ -281,26 +281,9 @@ impl Failure {
     }
 }
 
-/// Whose key this run sends to the service, in words
-/// ([`config::Settings::key_origin`]): set once connected, for the message
-/// of a refused key, which is made far from the settings.
-static KEY_ORIGIN: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-
-/// The words of a refused key (403), naming the key the command sent: the
-/// library's text speaks of GENAPI_API_KEY, which a profile's key is not.
-fn key_refused(text: String, key_origin: Option<&str>) -> String {
-    match key_origin {
-        Some(origin) => text.replacen("the API key (GENAPI_API_KEY)", origin, 1),
-        None => text,
-    }
-}
-
 /// An error and its cause chain, one cause per line, without repeats.
 pub fn describe(error: &Error) -> String {
     let mut text = out::clean(&error.to_string());
-    if let Error::Forbidden { .. } = error {
-        text = key_refused(text, KEY_ORIGIN.get().map(String::as_str));
-    }
     if let Error::UntrustedOrigin { origin, .. } = error {
         text.push_str(&format!(
             " (or --trust-origin {}; with a profile, add it to the profile's trusted_origins)",
@@ -683,9 +666,6 @@ pub async fn connect_with(
         for origin in &global.trust_origins {
             builder = builder.trust_origin(origin);
         }
-        if let Some(origin) = global.settings.key_origin() {
-            let _ = KEY_ORIGIN.set(out::clean(&origin));
-        }
         // What earlier runs learned about this service's task durations.
         let service = service_key(global);
         let marked = Arc::new(AtomicBool::new(false));
@@ -788,16 +768,5 @@ mod tests {
         let mut found = Vec::new();
         walk(&definition(), &mut found);
         assert!(found.is_empty(), "{found:?}");
-    }
-
-    #[test]
-    fn a_refused_key_is_named_by_where_it_came_from() {
-        let error = Error::Forbidden {
-            message: String::new(),
-            task: None,
-        };
-        let text = key_refused(error.to_string(), Some("the key of profile m (key_file k.key)"));
-        assert!(text.contains("check the key of profile m (key_file k.key)"), "{text}");
-        assert!(!text.contains("GENAPI_API_KEY"), "{text}");
     }
 }
