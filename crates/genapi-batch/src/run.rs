@@ -1,6 +1,6 @@
 //! The batch driver: jobs in, outcomes out, the journal kept in between.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -180,6 +180,11 @@ struct CounterValues {
     held: std::sync::Mutex<std::collections::BTreeSet<u64>>,
     /// The batch's client, which knows how many of its calls wait for room.
     client: Option<Client>,
+    /// What the acceptances of tasks reported they cost, by line, until
+    /// the line's outcome comes out of the run's stream: kept apart rather
+    /// than summed, so an absurd price reported for one task leaves the
+    /// others' sum exact when it goes.
+    charged: std::sync::Mutex<BTreeMap<u64, f64>>,
 }
 
 impl Counters {
@@ -231,9 +236,44 @@ impl Counters {
             }
         }
     }
+    /// Credits the acceptances of this run's tasks reported (submitted in
+    /// this run, or in an earlier one for a task taken up again) whose
+    /// lines' outcomes have not come out of the run's stream: charged
+    /// already, and in no [`JobOutcome`] taken yet. A progress display adds
+    /// them to its outcomes' costs, so what it shows charged does not wait
+    /// for the tasks to end; a run stopped before its outcomes all came out
+    /// adds them to what it says was charged. Costs that are no number of
+    /// credits (infinite, negative) count as nothing, as a summary counts
+    /// them.
+    ///
+    /// ```no_run
+    /// # async fn demo(batch: genapi_batch::Batch, jobs: Vec<genapi_batch::Job>) -> genapi::Result<()> {
+    /// use futures::StreamExt;
+    /// let counters = batch.counters();
+    /// let mut outcomes = std::pin::pin!(batch.run(jobs)?);
+    /// let mut charged = 0.0;
+    /// while let Some(outcome) = outcomes.next().await {
+    ///     charged += outcome.cost.unwrap_or(0.0);
+    ///     println!("{:.2} credits charged", charged + counters.charged_without_outcome());
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn charged_without_outcome(&self) -> f64 {
+        self.inner.charged.lock().map_or(0.0, |charged| {
+            charged.values().filter(|cost| cost.is_finite() && **cost > 0.0).sum()
+        })
+    }
+
     fn enter(&self) -> InFlight {
         self.inner.in_flight.fetch_add(1, Ordering::Relaxed);
         InFlight(self.inner.clone())
+    }
+
+    /// The line's outcome came out: what it was charged is in it now.
+    fn carried(&self, line: u64) {
+        if let Ok(mut charged) = self.inner.charged.lock() {
+            charged.remove(&line);
+        }
     }
 }
 
@@ -254,7 +294,19 @@ enum Source<'a> {
 /// A job being submitted or followed, counted in flight until dropped.
 /// (Its task's place under the active-task limit is the task's own seat.)
 struct Place {
-    _in_flight: InFlight,
+    in_flight: InFlight,
+}
+
+impl Place {
+    /// The line's task is accepted, at `cost` when its acceptance said:
+    /// counted in [`Counters::charged_without_outcome`] until the line's outcome
+    /// comes out of the run's stream.
+    fn charged(&self, line: u64, cost: Option<f64>) {
+        let Some(cost) = cost else { return };
+        if let Ok(mut charged) = self.in_flight.0.charged.lock() {
+            charged.insert(line, cost);
+        }
+    }
 }
 
 /// One job in flight; counted out when dropped.
@@ -436,7 +488,10 @@ impl Batch {
         // Another worker's lines go to later rounds.
         let first_pass =
             claimed_and_worked(context.clone(), first_pass, block, at_once).filter_map(futures::future::ready);
-        let outcomes = first_pass.chain(later_rounds(context, block));
+        let counters = context.counters.clone();
+        let outcomes = first_pass
+            .chain(later_rounds(context, block))
+            .inspect(move |outcome| counters.carried(outcome.line));
         Ok(closed_at_the_end(outcomes))
     }
 
@@ -1111,7 +1166,7 @@ impl Context {
             return None;
         }
         Some(Place {
-            _in_flight: self.counters.enter(),
+            in_flight: self.counters.enter(),
         })
     }
 
@@ -1365,6 +1420,7 @@ impl Context {
         source: Source<'_>,
         place: Place,
     ) -> JobOutcome {
+        place.charged(line, cost);
         let (resumed, expected_prompt, adopted, notified) = match source {
             Source::Submitted { notified } => (false, None, false, notified),
             Source::Resumed {

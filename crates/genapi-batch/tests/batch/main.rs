@@ -6,6 +6,7 @@
 
 mod active_limit;
 mod adopting;
+mod charged_in_flight;
 mod common;
 mod credit_cap;
 mod earlier_journals;

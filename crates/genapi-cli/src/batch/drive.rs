@@ -121,9 +121,12 @@ pub(super) async fn drive(
         stream,
         mut sink,
         progress,
-        ..
+        counters,
     } = going;
     progress.finish();
+    // Tasks a stop left running were charged at their acceptance, and
+    // their outcomes, never taken, do not say so.
+    sink.tally.charged_without_outcome(counters.charged_without_outcome());
     // Lines that changed while the batch ran were sent nowhere: each is a
     // result, and counted as an invalid line.
     for line in changed.take() {

@@ -102,8 +102,16 @@ impl Tally {
             waiting: counters.waiting_for_room() as u64,
             held: counters.held_elsewhere() as u64,
             worked: self.worked as u64,
-            credits: self.cost,
+            // Tasks running were charged at their acceptance already.
+            credits: self.cost + counters.charged_without_outcome(),
         }
+    }
+
+    /// Counts what tasks were charged at their acceptance whose lines'
+    /// outcomes were never taken (a run stopped while they ran): their
+    /// lines stand where the journal says, and the cost is known.
+    pub(super) fn charged_without_outcome(&mut self, credits: f64) {
+        self.cost += credits;
     }
 
     /// The batch's cap (`--max-credits`), if it has one.

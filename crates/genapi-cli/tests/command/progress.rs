@@ -89,3 +89,42 @@ async fn in_a_log_progress_is_plain_time_stamped_lines_and_quiet_writes_none() {
         "--quiet writes no progress: {stderr}"
     );
 }
+
+/// A batch stopped by `--timeout` while its tasks run: they were charged
+/// when accepted, so the line of where it stopped shows their cost, the
+/// same as the summary's known cost, not 0.00.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_stopped_while_its_tasks_run_shows_what_their_acceptance_charged() {
+    let mock = mock(600_000).await;
+    let dir = Dir::new("progress-charged-in-flight");
+    let lines: Vec<String> = (1..=2)
+        .map(|n| format!(r#"{{"model": "gen-2-pro", "prompt": "a long fox {n}", "width": 1024, "height": 1024}}"#))
+        .collect();
+    std::fs::write(dir.join("jobs.jsonl"), lines.join("\n") + "\n").unwrap();
+    let run = genapi(&dir, &mock)
+        .args(["--timeout", "3", "batch", "jobs.jsonl", "--out", "out", "--no-gallery"])
+        .output()
+        .unwrap();
+    // The summary goes to stdout, progress to stderr.
+    let stderr = format!(
+        "{}{}",
+        String::from_utf8_lossy(&run.stdout),
+        String::from_utf8_lossy(&run.stderr)
+    );
+    assert_eq!(mock.count("POST", "/v1/gen-2-pro"), 2, "{stderr}");
+    let figure = |after: &str, before: &str| -> f64 {
+        let line = stderr
+            .lines()
+            .find(|line| line.contains(after))
+            .unwrap_or_else(|| panic!("{after:?}: {stderr}"));
+        let start = line.find(after).unwrap() + after.len();
+        let rest = &line[start..];
+        let (number, _) = rest.rsplit_once(before).unwrap_or_else(|| panic!("{line}"));
+        let number = number.rsplit(' ').next().unwrap();
+        number.parse().unwrap_or_else(|_| panic!("{number:?} in {line}"))
+    };
+    let shown = figure("batch: stopped at 0/2 done", " credits");
+    let known = figure("known cost ", " credits");
+    assert!(known > 0.0, "the mock charges a 1 MP image: {stderr}");
+    assert_eq!(shown, known, "{stderr}");
+}
