@@ -52,13 +52,15 @@
 //! begins inside another.
 //!
 //! A secret may also come back cut short where the text goes on (`"x-key:
-//! 0c8a2f3e-12…"`, a service shortening what it quotes): the first eight
+//! 0c8a2f3e-1234…"`, a service shortening what it quotes): the first twelve
 //! bytes or more of the key, of a field marked `x-secret` and of a token
 //! of an address the user owns are replaced wherever they stand, as a
-//! whole secret is. An image address's signature is found whole only: a
-//! result address the service signs may begin as the user's own did
-//! (the same signer's name, a credential's fixed start), and must reach
-//! the download whole.
+//! whole secret is. Twelve, not eight as at a cut: every answer is
+//! searched for these, the addresses the client must read whole among
+//! them, and twelve bytes of a secret do not turn up there by chance. An
+//! image address's signature is found whole only: a result address the
+//! service signs may begin as the user's own did (the same signer's name,
+//! a credential's fixed start), and must reach the download whole.
 //!
 //! Secrets shorter than eight bytes are not searched for: such a secret
 //! protects little, and replacing every `Ready` or `https` of the answers for
@@ -96,6 +98,10 @@ pub(crate) const REDACTED: &str = "[redacted]";
 
 /// Shortest secret searched for, in bytes (see the module documentation).
 pub(crate) const SHORTEST_SECRET: usize = 8;
+
+/// Shortest beginning of a secret searched for where a text goes on past it
+/// (see the module documentation).
+const SHORTEST_BEGINNING: usize = 12;
 
 /// The one query parameter of an address that is never a secret: the task
 /// id a poll names, which identifies the task and grants nothing.
@@ -184,9 +190,9 @@ struct Known {
     /// in order: the longest beginning of one that a text starts with is
     /// shared with one of the two spellings beside the text in that order.
     begun: BTreeSet<Box<[u8]>>,
-    /// The first eight bytes of those: most places a text may hold one are
-    /// passed over on this look-up.
-    begun_starts: HashSet<[u8; SHORTEST_SECRET]>,
+    /// The first [`SHORTEST_BEGINNING`] bytes of those: most places a text
+    /// may hold one are passed over on this look-up.
+    begun_starts: HashSet<[u8; SHORTEST_BEGINNING]>,
     /// Which bytes a spelling may begin with: most positions of a text are
     /// passed over on this one look-up in a small table.
     firsts: FirstBytes,
@@ -210,7 +216,7 @@ const LONG: usize = 16;
 /// How much of a secret is searched for.
 #[derive(Clone, Copy, PartialEq)]
 enum Found {
-    /// The secret whole, or its first [`SHORTEST_SECRET`] bytes or more
+    /// The secret whole, or its first [`SHORTEST_BEGINNING`] bytes or more
     /// wherever they stand (a quote cut short).
     FromItsStart,
     /// The secret whole only (an image address's signature).
@@ -227,7 +233,7 @@ impl Known {
         if spelling.len() < SHORTEST_SECRET {
             return;
         }
-        if let (Found::FromItsStart, Some(start)) = (found, start_of::<SHORTEST_SECRET>(spelling)) {
+        if let (Found::FromItsStart, Some(start)) = (found, start_of::<SHORTEST_BEGINNING>(spelling)) {
             self.begun_starts.insert(start);
             if !self.begun.contains(spelling) {
                 self.begun.insert(spelling.into());
@@ -295,13 +301,13 @@ impl Known {
         whole.max(self.begun_at(rest))
     }
 
-    /// How many bytes of `rest`, [`SHORTEST_SECRET`] or more, begin a
+    /// How many bytes of `rest`, [`SHORTEST_BEGINNING`] or more, begin a
     /// spelling found from its start: the spellings beside `rest` in their
     /// order share the longest such beginning, so two are compared however
     /// many there are.
     fn begun_at(&self, rest: &[u8]) -> Option<usize> {
         use std::ops::Bound::{Excluded, Included, Unbounded};
-        if !self.begun_starts.contains(&start_of::<SHORTEST_SECRET>(rest)?) {
+        if !self.begun_starts.contains(&start_of::<SHORTEST_BEGINNING>(rest)?) {
             return None;
         }
         let before = self.begun.range::<[u8], _>((Unbounded, Excluded(rest))).next_back();
@@ -311,7 +317,7 @@ impl Known {
             .chain(after)
             .map(|spelling| spelling.iter().zip(rest).take_while(|(a, b)| a == b).count())
             .max()
-            .filter(|&shared| shared >= SHORTEST_SECRET)
+            .filter(|&shared| shared >= SHORTEST_BEGINNING)
     }
 
     /// How many bytes at the end of `text` begin a spelling (at least
@@ -812,8 +818,9 @@ mod tests {
         assert_eq!(scrubber.scrub("key-12345678"), "[redacted]");
         assert_eq!(scrubber.scrub("ends with key-12345678"), "ends with [redacted]");
         assert_eq!(scrubber.scrub("key-12345678key-12345678"), "[redacted][redacted]");
+        assert_eq!(scrubber.scrub("kkey-1234567"), "kkey-1234567", "one byte short");
         assert!(scrubber.finds(b"xkey-12345678"));
-        assert!(!scrubber.finds(b"key-123"), "seven bytes say nothing");
+        assert!(!scrubber.finds(b"key-1234567"));
         assert_eq!(scrubber.scrub_body(b""), None);
     }
 
@@ -826,15 +833,20 @@ mod tests {
             "webhook_url": "https://hooks.example.com/in?token=tok3n-canary-abcdef",
         }));
         assert_eq!(
-            scrubber.scrub("header x-key: 0c8a2f3e-1234-4c… (shortened), secret whsec-canary-01..., token tok3n-ca"),
+            scrubber
+                .scrub("header x-key: 0c8a2f3e-1234-4c… (shortened), secret whsec-canary-01..., token tok3n-canary-a"),
             "header x-key: [redacted]… (shortened), secret [redacted]..., token [redacted]"
         );
-        // Every beginning of eight bytes or more, and none shorter.
-        for length in SHORTEST_SECRET..key.len() {
+        // Every beginning of twelve bytes or more, and none shorter.
+        for length in SHORTEST_BEGINNING..key.len() {
             let text = format!("<{}>", &key[..length]);
             assert_eq!(scrubber.scrub(&text), "<[redacted]>", "{length} bytes");
         }
-        assert_eq!(scrubber.scrub("<0c8a2f3>"), "<0c8a2f3>", "seven bytes say nothing");
+        assert_eq!(
+            scrubber.scrub("<0c8a2f3e-12>"),
+            "<0c8a2f3e-12>",
+            "eleven bytes say little"
+        );
         // In a JSON answer too, and with escapes.
         let answer = br#"{"status":"Error","details":"x-key was 0c8a2f3e-123"}"#;
         let scrubbed = String::from_utf8(scrubber.scrub_body(answer).unwrap()).unwrap();
@@ -843,6 +855,7 @@ mod tests {
         // The longest beginning wins where a short secret begins a longer one.
         scrubber.learn("0c8a2f3e-12");
         assert_eq!(scrubber.scrub("<0c8a2f3e-1234-4cZ>"), "<[redacted]Z>");
+        assert_eq!(scrubber.scrub("<0c8a2f3e-12>"), "<[redacted]>", "the short one, whole");
     }
 
     #[test]
