@@ -23,13 +23,15 @@
 //! - the API key;
 //! - every secret a submission carried: the fields the document marks
 //!   `x-secret` (`webhook_secret`); the user name, password, and token-like
-//!   query values and path segments of the addresses the user owns (a
-//!   `webhook_url`'s token); and of an image address (a signed URL to the
-//!   user's image), its long signature-like query values only, since its
-//!   short ones (`X-Amz-Algorithm=AWS4-HMAC-SHA256`, a date) may also stand
-//!   in the result address the service signs, which must reach the download
-//!   whole. All are learned before the body is sent, so even the answer to
-//!   that very submission is scrubbed;
+//!   query values and path segments of the user's own receiving address
+//!   (`webhook_url`, which the document marks `x-receiver`); and of every
+//!   other address (an input image, a video, an address in a prompt: a
+//!   signed URL to the user's file), its user name and password and its
+//!   long signature-like query values only, since its short ones
+//!   (`X-Amz-Algorithm=AWS4-HMAC-SHA256`, a date) may also stand in the
+//!   result address the service signs, which must reach the download whole.
+//!   All are learned before the body is sent, so even the answer to that
+//!   very submission is scrubbed;
 //! - the secrets of bodies sent by another process, when a program resuming
 //!   its tasks hands them over ([`crate::Client::learn_secrets`]).
 //!
@@ -51,16 +53,18 @@
 //! with escapes, even when the cut went through one), and all of one that
 //! begins inside another.
 //!
-//! A secret may also come back cut short where the text goes on (`"x-key:
+//! A secret may also come back cut short inside a text (`"x-key:
 //! 0c8a2f3e-1234…"`, a service shortening what it quotes): the first twelve
-//! bytes or more of the key, of a field marked `x-secret` and of a token
-//! of an address the user owns are replaced wherever they stand, as a
-//! whole secret is. Twelve, not eight as at a cut: every answer is
-//! searched for these, the addresses the client must read whole among
-//! them, and twelve bytes of a secret do not turn up there by chance. An
-//! image address's signature is found whole only: a result address the
+//! bytes or more of the key, of a field marked `x-secret` and of a token of
+//! the user's receiving address are replaced where the text stops following
+//! the secret at what ends a quote (the text's end, a space, a quote mark,
+//! `…` or `...`, a bracket, a comma), never where it goes on as a word or
+//! an address would: a polling or result address that begins as a secret
+//! does (`https://api.`, a JWT's fixed start, a date) is read whole. Twelve
+//! bytes, not eight as at a cut, as every answer is searched. The other
+//! addresses' signatures are found whole only: a result address the
 //! service signs may begin as the user's own did (the same signer's name,
-//! a credential's fixed start), and must reach the download whole.
+//! a credential's fixed start).
 //!
 //! Secrets shorter than eight bytes are not searched for: such a secret
 //! protects little, and replacing every `Ready` or `https` of the answers for
@@ -126,10 +130,11 @@ pub(crate) fn secret_fields() -> &'static BTreeSet<String> {
     FIELDS.get_or_init(|| fields_where(|field| field.rule("x-secret").is_some_and(|v| v != &Value::Bool(false))))
 }
 
-/// The fields the document marks `x-image`, in every model.
-fn image_fields() -> &'static BTreeSet<String> {
+/// The fields the document marks `x-receiver` (the user's own receiving
+/// address), in every model.
+fn receiver_fields() -> &'static BTreeSet<String> {
     static FIELDS: OnceLock<BTreeSet<String>> = OnceLock::new();
-    FIELDS.get_or_init(|| fields_where(|field| field.image().is_some()))
+    FIELDS.get_or_init(|| fields_where(|field| field.rule("x-receiver").is_some_and(|v| v == &Value::Bool(true))))
 }
 
 /// Whether a query value of an address a user gave reads like a credential
@@ -157,10 +162,13 @@ const IMAGE_ADDRESS_SECRET: usize = 32;
 /// Which addresses a request names, for what is learned of them.
 #[derive(Clone, Copy, PartialEq)]
 enum Address {
-    /// The user's own (a webhook receiver): any token in it is a secret.
+    /// The user's own receiving address (`x-receiver`: a webhook URL): any
+    /// token in it is a secret.
     Owned,
-    /// An image to fetch: only its long signature-like values.
-    Image,
+    /// Any other: a file the service fetches (an image, a video), an
+    /// address in a prompt. Only its credentials and long signature-like
+    /// values.
+    Input,
 }
 
 /// Every secret a client holds or has sent, and the one place texts from
@@ -302,9 +310,10 @@ impl Known {
     }
 
     /// How many bytes of `rest`, [`SHORTEST_BEGINNING`] or more, begin a
-    /// spelling found from its start: the spellings beside `rest` in their
-    /// order share the longest such beginning, so two are compared however
-    /// many there are.
+    /// spelling found from its start, when the text stops following it
+    /// where a quote ends ([`ends_a_quote`]): the spellings beside `rest` in
+    /// their order share the longest such beginning, so two are compared
+    /// however many there are.
     fn begun_at(&self, rest: &[u8]) -> Option<usize> {
         use std::ops::Bound::{Excluded, Included, Unbounded};
         if !self.begun_starts.contains(&start_of::<SHORTEST_BEGINNING>(rest)?) {
@@ -315,7 +324,9 @@ impl Known {
         before
             .into_iter()
             .chain(after)
-            .map(|spelling| spelling.iter().zip(rest).take_while(|(a, b)| a == b).count())
+            .map(|spelling| (spelling, spelling.iter().zip(rest).take_while(|(a, b)| a == b).count()))
+            .filter(|&(spelling, shared)| shared == spelling.len() || ends_a_quote(&rest[shared..]))
+            .map(|(_, shared)| shared)
             .max()
             .filter(|&shared| shared >= SHORTEST_BEGINNING)
     }
@@ -444,6 +455,28 @@ impl Known {
     }
 }
 
+/// Whether a text that stops following a secret here (`after`: what comes
+/// next) ends a quote of it cut short: the text ends, or goes on with a
+/// space, a quote mark, an ellipsis (`…`, `..`, or `.` then a space or the
+/// end), a bracket or a comma, or any character past ASCII. A letter, a
+/// digit or what an address goes on with (`.`, `/`, `%`, `-`, `:`, `?`,
+/// `&`, `=`) is a word or an address going its own way, which is read
+/// whole.
+fn ends_a_quote(after: &[u8]) -> bool {
+    match after {
+        [] => true,
+        [b'.', rest @ ..] => matches!(rest.first(), None | Some(b'.')) || rest[0].is_ascii_whitespace(),
+        [next, ..] => {
+            next.is_ascii_whitespace()
+                || !next.is_ascii()
+                || matches!(
+                    next,
+                    b'"' | b'\'' | b'`' | b'*' | b')' | b']' | b'}' | b'>' | b'<' | b',' | b';' | b'\\'
+                )
+        }
+    }
+}
+
 /// `text[..kept]` with the ranges `found` (in order of their starts)
 /// replaced, or `None` when there are none and nothing is dropped. A range
 /// that begins inside one already replaced (two secrets that overlap) runs
@@ -532,7 +565,7 @@ impl Scrubber {
     /// `x-secret` fields, and what is secret in every address it names (an
     /// image field's as an image address's).
     pub(crate) fn learn_request(&self, body: &Value) {
-        self.learn_value(body, Address::Owned);
+        self.learn_value(body, Address::Input);
     }
 
     fn learn_value(&self, value: &Value, kind: Address) {
@@ -541,7 +574,7 @@ impl Scrubber {
                 for (name, value) in fields {
                     match value {
                         Value::String(secret) if secret_fields().contains(name) => self.learn(secret),
-                        other if image_fields().contains(name) => self.learn_value(other, Address::Image),
+                        other if receiver_fields().contains(name) => self.learn_value(other, Address::Owned),
                         other => self.learn_value(other, kind),
                     }
                 }
@@ -564,7 +597,7 @@ impl Scrubber {
     fn learn_address(&self, url: &Url, kind: Address) {
         let found = match kind {
             Address::Owned => Found::FromItsStart,
-            Address::Image => Found::Whole,
+            Address::Input => Found::Whole,
         };
         self.learn_as(url.username(), found);
         if let Some(password) = url.password() {
@@ -575,7 +608,7 @@ impl Scrubber {
         }
         let secret = |value: &str| match kind {
             Address::Owned => is_token_like(value),
-            Address::Image => value.len() >= IMAGE_ADDRESS_SECRET && !value.contains(char::is_whitespace),
+            Address::Input => value.len() >= IMAGE_ADDRESS_SECRET && !value.contains(char::is_whitespace),
         };
         for (name, value) in url.query_pairs() {
             if name != TASK_ID_QUERY && secret(&value) {
@@ -854,8 +887,39 @@ mod tests {
         assert!(scrubbed.contains("[redacted]"), "{scrubbed}");
         // The longest beginning wins where a short secret begins a longer one.
         scrubber.learn("0c8a2f3e-12");
-        assert_eq!(scrubber.scrub("<0c8a2f3e-1234-4cZ>"), "<[redacted]Z>");
+        assert_eq!(scrubber.scrub("<0c8a2f3e-1234-4c>"), "<[redacted]>");
         assert_eq!(scrubber.scrub("<0c8a2f3e-12>"), "<[redacted]>", "the short one, whole");
+    }
+
+    #[test]
+    fn an_address_that_begins_as_a_secret_does_is_read_whole() {
+        let jwt_start = "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJ";
+        let scrubber = Scrubber::new("https://api.acme.com/key-in-a-url");
+        scrubber.learn_request(&json!({
+            "webhook_url": format!(
+                "https://hooks.acme.com/in/2026-11-27T13-40-00Z?next=https://api.acme.com/genapi/done&t={jwt_start}c3ViIjoiYWNtZSJ9.sig"
+            ),
+            "webhook_secret": "delivery-us1-secret-xyz",
+            "start_video": "https://bucket.s3.amazonaws.com/in.mp4?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Date=20261127T130000Z",
+        }));
+        for address in [
+            "https://api.acme.com/v1/get_result?id=7c1f".to_string(),
+            "https://delivery-us1.bfl.ai/results/7c1f/sample.jpeg".to_string(),
+            format!("https://cdn.example.com/r.png?jwt={jwt_start}leHAiOjF9.sig"),
+            "https://cdn.example.com/r.png?se=2026-11-27T13%3A40%3A00Z&sp=r".to_string(),
+            "https://bucket.s3.amazonaws.com/r.png?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Date=20261127T130000Z"
+                .to_string(),
+        ] {
+            assert_eq!(scrubber.scrub(&address), address);
+            let answer = json!({"status": "Ready", "result": {"sample": address}}).to_string();
+            assert_eq!(scrubber.scrub_body(answer.as_bytes()), None, "{answer}");
+        }
+        // The same beginnings, where a quote of them ends, go.
+        assert_eq!(
+            scrubber.scrub("the key https://api.acme.com/ke… was refused"),
+            "the key [redacted]… was refused"
+        );
+        assert_eq!(scrubber.scrub("secret delivery-us1-se..."), "secret [redacted]...");
     }
 
     #[test]
