@@ -123,8 +123,12 @@ impl ClientBuilder {
 
     /// The project API key, with where it came from in words, which the
     /// message of a key the service refuses ([`Error::Forbidden`]) names
-    /// as the key to check. [`ClientBuilder::from_env`] says
-    /// `the key of GENAPI_API_KEY`.
+    /// as the key to check: `forbidden (403): check {origin} and that its
+    /// project may use this endpoint`, so the words read after "check" (a
+    /// noun: `the key in ~/.config/acme/key`, not a bare path).
+    /// [`ClientBuilder::from_env`] says `the key in GENAPI_API_KEY`; empty
+    /// words are taken as none. The key comes first: words that hold the
+    /// key are shown with it redacted.
     ///
     /// ```
     /// let builder = genapi::Client::builder().api_key_from("k-123", "the key in ~/.config/acme/key");
@@ -387,6 +391,11 @@ impl ClientBuilder {
                 .referer(false),
         )?;
         let scrubber = Arc::new(Scrubber::new(key.expose()));
+        // Words that quote the key never show it.
+        let key_origin = self.key_origin.filter(|origin| !origin.trim().is_empty()).map_or_else(
+            || "the API key the client was built with".into(),
+            |origin| scrubber.scrub(&origin),
+        );
         let recorder = match &self.record {
             Some((path, options)) => {
                 let origins = Origins {
@@ -405,9 +414,7 @@ impl ClientBuilder {
             api,
             downloads,
             key,
-            key_origin: self
-                .key_origin
-                .unwrap_or_else(|| "the API key the client was built with".into()),
+            key_origin,
             trust: TrustPolicy::new(&base_url, &regional_url, &extra),
             retry: self.retry,
             max_response_bytes: self.max_response_bytes,
@@ -522,7 +529,7 @@ impl ClientBuilder {
             }
         };
         let mut builder = Client::builder()
-            .api_key_from(key, "the key of GENAPI_API_KEY")
+            .api_key_from(key, "the key in GENAPI_API_KEY")
             .base_url(base);
         if let Some(regional) = read("GENAPI_REGIONAL_BASE_URL") {
             builder = builder.regional_base_url(regional);
@@ -548,7 +555,7 @@ mod tests {
             _ => None,
         };
         let builder = ClientBuilder::from_variables(variables).unwrap();
-        assert_eq!(builder.key_origin.as_deref(), Some("the key of GENAPI_API_KEY"));
+        assert_eq!(builder.key_origin.as_deref(), Some("the key in GENAPI_API_KEY"));
         // A key given afterwards is no longer the variable's.
         assert_eq!(builder.api_key("k-2").key_origin, None);
     }

@@ -98,13 +98,17 @@ pub enum Error {
         checked: Checked,
     },
     /// 403: the key is missing or wrong, or its project has no access.
-    #[error("forbidden (403): check {key} and that its project may use this endpoint{}{}", detail(.message), on_task(.task))]
+    ///
+    /// Says `forbidden (403): check {key_origin} and that its project may
+    /// use this endpoint`, e.g. `check the key in GENAPI_API_KEY`.
+    #[error("forbidden (403): check {key_origin} and that its project may use this endpoint{}{}", detail(.message), on_task(.task))]
     Forbidden {
         /// The service's message, if any.
         message: String,
-        /// The key that was sent, named by where it came from
-        /// ([`crate::ClientBuilder::api_key_from`]), never spelled out.
-        key: String,
+        /// Where the key that was sent came from, in words (`the key in
+        /// GENAPI_API_KEY`, [`crate::ClientBuilder::api_key_from`]); never
+        /// the key itself.
+        key_origin: String,
         /// The task, when this happened after it was accepted.
         task: Option<TaskRef>,
     },

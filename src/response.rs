@@ -34,7 +34,7 @@ pub(crate) fn error_from(transport: &Transport, operation: &str, answer: &Answer
         },
         StatusCode::FORBIDDEN | StatusCode::UNAUTHORIZED => Error::Forbidden {
             message,
-            key: transport.key_origin.clone(),
+            key_origin: transport.key_origin.clone(),
             task: None,
         },
         StatusCode::PAYMENT_REQUIRED => Error::InsufficientCredits { message },

@@ -47,6 +47,24 @@ async fn the_library_errors_print_their_advice_when_main_returns_them() {
     assert!(said.contains("check the key in the vault at ops/genapi and"), "{said}");
     assert!(!said.contains("wrong-key-from-the-vault"), "{said}");
 
+    // Words that quote the key never show it; empty words are none.
+    let named = |origin: &str| {
+        genapi::Client::builder()
+            .api_key_from("wrong-key-from-the-vault", origin)
+            .base_url(mock.base_url())
+            .build()
+            .unwrap()
+    };
+    let quoting = named("the key wrong-key-from-the-vault")
+        .submit(request.clone())
+        .await
+        .unwrap_err();
+    let said = format!("{quoting} {quoting:?}");
+    assert!(said.contains("check the key [redacted] and"), "{said}");
+    assert!(!said.contains("wrong-key-from-the-vault"), "{said}");
+    let empty = named("  ").submit(request.clone()).await.unwrap_err().to_string();
+    assert!(empty.contains("check the API key the client was built with"), "{empty}");
+
     let task = TaskRef {
         id: "t-1".into(),
         polling_url: "https://poll.example.com/v1/get_result?id=t-1".into(),

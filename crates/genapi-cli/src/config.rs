@@ -201,12 +201,12 @@ impl Settings {
     }
 
     /// Whose key is sent, in words (`the key of profile m (key_file
-    /// PATH)`, `the key of GENAPI_API_KEY`), for a message about a key the
+    /// PATH)`, `the key in GENAPI_API_KEY`), for a message about a key the
     /// service refused: the origin the client is given with its key.
     fn key_origin(&self) -> Option<String> {
         let key = self.key.as_ref()?;
         Some(match (&key.source, &self.key_kept_in) {
-            (Source::Environment(name), _) => format!("the key of {name}"),
+            (Source::Environment(name), _) => format!("the key in {name}"),
             (source, Some(kept)) => format!("the key of {source} ({kept})"),
             (source, None) => format!("the key of {source}"),
         })
