@@ -260,7 +260,10 @@ impl Counters {
     /// ```
     pub fn charged_without_outcome(&self) -> f64 {
         self.inner.charged.lock().map_or(0.0, |charged| {
-            charged.values().filter(|cost| cost.is_finite() && **cost > 0.0).sum()
+            charged
+                .values()
+                .filter(|cost| cost.is_finite() && **cost > 0.0)
+                .fold(0.0, |sum, cost| sum + cost)
         })
     }
 
@@ -968,8 +971,8 @@ impl Context {
                 outcome.settled = *cost;
                 outcome.duration = *duration;
             }
-            Some(Ending::Failed { error, class, .. }) => {
-                outcome.cost = line.task().and_then(|task| task.cost);
+            Some(Ending::Failed { status, error, class }) => {
+                outcome.cost = charged(status, line.task().and_then(|task| task.cost));
                 outcome.error = error.clone();
                 outcome.class = *class;
             }
@@ -1303,6 +1306,8 @@ impl Context {
     /// An accepted (paid) task: recorded, then followed to its end.
     async fn accepted(&self, task: Task, line: u64, stem: &str, place: Place, notified: bool) -> JobOutcome {
         self.counters.inner.submitted.fetch_add(1, Ordering::Relaxed);
+        // Charged from now, even while the acceptance is being recorded.
+        place.charged(line, task.cost());
         let accepted = Event::Accepted {
             line,
             id: task.id().to_string(),
@@ -1522,12 +1527,15 @@ impl Context {
         } else {
             Standing::Accepted
         };
+        let mut outcome = self.failed(line, stem, Some(task_ref.clone()), &error, standing);
+        outcome.cost = match &ended {
+            Some(status) => charged(status, cost),
+            None => cost,
+        };
         if let Some(ending) = ended {
             self.record_ending(line, ending, &error).await;
         }
-        let mut outcome = self.failed(line, stem, Some(task_ref.clone()), &error, standing);
         if standing == Standing::Accepted {
-            outcome.cost = cost;
             outcome.error = Some(format!(
                 "{error}; task {} was accepted: run the batch again to keep waiting for it (it is not \
                  submitted again)",
@@ -1557,6 +1565,7 @@ impl Context {
                 Ok(file) => file,
                 Err(error) => {
                     let mut outcome = self.failed(line, stem, None, &error, Standing::Accepted);
+                    outcome.cost = cost;
                     outcome.error = Some(format!(
                         "{error}; the task is finished: run the batch again to fetch its result (it is not submitted \
                          again)"
@@ -1602,6 +1611,12 @@ impl Context {
         outcome.error = Some(error.to_string());
         outcome
     }
+}
+
+/// What a task that ended without a result was charged: what its
+/// acceptance reported, unless its ending charges nothing (moderation).
+fn charged(ending: &FailedStatus, reported: Option<f64>) -> Option<f64> {
+    reported.filter(|_| !ending.charged_nothing())
 }
 
 /// Said of an accepted task whose wait a stop ended.

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use futures::StreamExt;
-use genapi_batch::{Batch, Job, MemoryJournal};
+use genapi_batch::{Batch, Event, Job, MemoryJournal};
 use serde_json::json;
 
 use crate::common::*;
@@ -14,7 +14,8 @@ async fn credits_charged_at_acceptance_count_until_the_outcomes_carry_them() {
     // Tasks of a minute: all three are accepted long before any ends.
     let mock = roomy_mock(60_000).await;
     let dir = Dir::new("charged-in-flight");
-    let batch = Batch::new(mock.client().unwrap(), store(MemoryJournal::default()), &dir.0);
+    let journal = MemoryJournal::default();
+    let batch = Batch::new(mock.client().unwrap(), store(journal.clone()), &dir.0);
     let counters = batch.counters();
     let jobs: Vec<Job> = (1..=3)
         .map(|n| {
@@ -25,17 +26,34 @@ async fn credits_charged_at_acceptance_count_until_the_outcomes_carry_them() {
     let stream = batch.run(jobs).unwrap();
     tokio::pin!(stream);
     assert_eq!(counters.charged_without_outcome(), 0.0, "nothing accepted yet");
+    // What the three acceptances reported, as the journal recorded them.
+    let accepted = || -> Vec<f64> {
+        journal
+            .events_so_far()
+            .iter()
+            .filter_map(|event| match event {
+                Event::Accepted { cost, .. } => *cost,
+                _ => None,
+            })
+            .collect()
+    };
     let mut outcomes = Vec::new();
-    while counters.submitted() < 3 {
+    // Each counts from its acceptance: once all three are recorded, and
+    // their waits begun, the count reaches their sum, a minute before any
+    // ends.
+    for _ in 0..1_000 {
+        let reported = accepted();
+        if reported.len() == 3 && counters.charged_without_outcome() >= reported.iter().sum::<f64>() - 1e-9 {
+            break;
+        }
         tokio::select! {
             next = stream.next() => outcomes.extend(next),
             _ = tokio::time::sleep(Duration::from_millis(5)) => {}
         }
     }
-    // The acceptances are recorded before their waits begin.
-    tokio::time::sleep(Duration::from_millis(100)).await;
     assert!(outcomes.is_empty(), "no task has ended: {outcomes:#?}");
     let while_running = counters.charged_without_outcome();
+    assert_eq!(accepted().len(), 3);
     outcomes.extend(stream.by_ref().collect::<Vec<_>>().await);
     assert_eq!(outcomes.len(), 3);
     let settled: f64 = outcomes.iter().filter_map(|outcome| outcome.cost).sum();
@@ -56,16 +74,51 @@ async fn a_run_dropped_while_its_tasks_run_still_says_what_they_were_charged() {
     let body = json!({"prompt": "dropped", "width": 1024, "height": 1024});
     let stream = batch.run(vec![Job::new(1, "/v1/gen-2-pro", body)]).unwrap();
     let mut stream = Box::pin(stream);
-    while counters.submitted() < 1 {
+    // The mock charges a 1 MP image at acceptance.
+    for _ in 0..1_000 {
+        if counters.charged_without_outcome() > 0.0 {
+            break;
+        }
         tokio::select! {
             next = stream.next() => panic!("the task runs a minute: {next:#?}"),
             _ = tokio::time::sleep(Duration::from_millis(5)) => {}
         }
     }
-    tokio::time::sleep(Duration::from_millis(100)).await;
     let charged = counters.charged_without_outcome();
-    assert!(charged > 0.0, "the mock charges a 1 MP image at acceptance");
+    assert!(charged > 0.0, "counted from its acceptance");
     // No outcome ever comes out: the cost stays known.
     drop(stream);
     assert_eq!(counters.charged_without_outcome(), charged);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_task_that_fails_keeps_what_its_acceptance_charged_and_a_moderated_one_costs_nothing() {
+    let mock = roomy_mock(1_000).await;
+    let dir = Dir::new("charged-endings");
+    let journal = MemoryJournal::default();
+    let jobs = || -> Vec<Job> {
+        ["fails [mock:error]", "moderated [mock:content-moderated]", "fine"]
+            .iter()
+            .zip(1..)
+            .map(|(prompt, n)| {
+                let body = json!({"prompt": prompt, "width": 1024, "height": 1024});
+                Job::new(n, "/v1/gen-2-pro", body).name(format!("img-{n}"))
+            })
+            .collect()
+    };
+    // As the run sees them end, and as a later run reads them back.
+    for run in ["live", "from the journal"] {
+        let batch = Batch::new(mock.client().unwrap(), store(journal.clone()), &dir.0);
+        let counters = batch.counters();
+        let outcomes = run_batch(batch, jobs()).await;
+        let costs: Vec<Option<f64>> = outcomes.iter().map(|outcome| outcome.cost).collect();
+        assert!(
+            costs[0].is_some_and(|cost| cost > 0.0),
+            "{run}: a failed task was charged: {outcomes:#?}"
+        );
+        assert_eq!(costs[1], None, "{run}: moderation charges nothing");
+        assert_eq!(costs[0], costs[2], "{run}: both charged at acceptance alike");
+        assert_eq!(counters.charged_without_outcome(), 0.0, "{run}");
+    }
+    assert_eq!(mock.count("POST", "/v1/gen-2-pro"), 3, "sent once each");
 }

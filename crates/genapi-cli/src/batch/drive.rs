@@ -113,8 +113,8 @@ pub(super) async fn drive(
         counters,
     };
     let stopped = going.until_stopped(run, interrupt).await?;
-    if stopped.is_some() {
-        going.stop(&stopper, on_builtin_mock);
+    if let Some(why) = &stopped {
+        going.stop(&stopper, on_builtin_mock, why.code == code::TIMEOUT);
         going.drain(run.deadline).await?;
     }
     let Going {
@@ -186,10 +186,18 @@ impl Going {
     }
 
     /// Sends nothing more: the bar goes before anything else is said, and
-    /// where the run stood is said once more.
-    fn stop(&self, stopper: &Stopper, on_builtin_mock: bool) {
+    /// where the run stood is said once more. At its `--timeout` the run
+    /// has no time left to wait for answers, and says so.
+    fn stop(&self, stopper: &Stopper, on_builtin_mock: bool, timed_out: bool) {
         self.progress.stopped(&self.sink.tally.figures(&self.counters));
         stopper.stop();
+        if timed_out {
+            out::progress(
+                "stopping at --timeout: answers to submissions still in flight are not waited for; the next run \
+                 sends none of them again, and says which got no answer (they may have been accepted, and charged)",
+            );
+            return;
+        }
         out::progress(if on_builtin_mock {
             "stopping: recording the answers of submissions in flight (Ctrl-C again to quit now)"
         } else {

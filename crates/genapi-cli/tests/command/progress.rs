@@ -123,6 +123,10 @@ async fn a_batch_stopped_while_its_tasks_run_shows_what_their_acceptance_charged
         let number = number.rsplit(' ').next().unwrap();
         number.parse().unwrap_or_else(|_| panic!("{number:?} in {line}"))
     };
+    assert!(
+        stderr.contains("stopping at --timeout: answers to submissions still in flight are not waited for"),
+        "a stop at --timeout promises no wait it has no time for: {stderr}"
+    );
     let shown = figure("batch: stopped at 0/2 done", " credits");
     let known = figure("known cost ", " credits");
     assert!(known > 0.0, "the mock charges a 1 MP image: {stderr}");
