@@ -442,6 +442,16 @@ pub async fn generate(global: &Global, request: RequestArgs, save: SaveArgs, cou
     complete("generate", global, &connection, &plan, accepted, deadline, interrupt).await
 }
 
+/// A cost as a number of credits, when it is one.
+fn credits(cost: Option<f64>) -> Option<f64> {
+    cost.filter(|cost| cost.is_finite() && *cost >= 0.0)
+}
+
+/// What a task's acceptance said it costs (0 when it did not say).
+fn charged_at_acceptance(task: &Task) -> f64 {
+    credits(task.cost()).unwrap_or(0.0)
+}
+
 /// Submission stopped early: report the tasks already accepted.
 fn finish_early(connection: &Connection, accepted: &[Accepted], failure: Failure) -> Result<(), Failure> {
     for task in accepted {
@@ -473,19 +483,21 @@ async fn complete(
     let resumes: Vec<WaitCommand> = accepted.iter().map(|a| a.resume.clone()).collect();
     let total = accepted.len() as u64;
     let progress = Progress::start(command, total);
-    let figures = Mutex::new(Figures {
+    // The tasks were charged when accepted: the credits count from there,
+    // and each end puts what its task settled at in its place (nothing,
+    // when moderation stopped it).
+    let start = Figures {
         total,
         in_flight: total,
+        credits: accepted.iter().map(|a| charged_at_acceptance(&a.task)).sum::<f64>(),
         ..Figures::default()
-    });
-    progress.show(&Figures {
-        total,
-        in_flight: total,
-        ..Figures::default()
-    });
+    };
+    progress.show(&start);
+    let figures = Mutex::new(start);
     let runs = accepted.into_iter().map(|accepted| {
         let (progress, figures) = (&progress, &figures);
         async move {
+            let charged = charged_at_acceptance(&accepted.task);
             let id = accepted.task.id().to_string();
             let polling_url = accepted.task.polling_url().to_string();
             let last_status = Arc::new(Mutex::new(String::new()));
@@ -510,9 +522,14 @@ async fn complete(
                     figures.in_flight = figures.in_flight.saturating_sub(1);
                 }
                 match &outcome {
-                    Ok(saved) => figures.credits += saved.output.cost().unwrap_or(0.0),
+                    Ok(saved) => figures.credits += credits(saved.output.cost()).unwrap_or(charged) - charged,
                     Err(_) if still_running => {}
-                    Err(_) => figures.failed += 1,
+                    Err(failure) => {
+                        figures.failed += 1;
+                        if failure.code == code::of(genapi::FailureClass::Moderated) {
+                            figures.credits -= charged;
+                        }
+                    }
                 }
                 progress.show(&figures);
             }

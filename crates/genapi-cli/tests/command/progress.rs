@@ -132,3 +132,37 @@ async fn a_batch_stopped_while_its_tasks_run_shows_what_their_acceptance_charged
     assert!(known > 0.0, "the mock charges a 1 MP image: {stderr}");
     assert_eq!(shown, known, "{stderr}");
 }
+
+/// `generate` counts a task's credits from its acceptance too: one the
+/// deadline leaves running shows what it was charged, not 0.00.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_generate_whose_task_runs_on_shows_what_its_acceptance_charged() {
+    let mock = mock(600_000).await;
+    let dir = Dir::new("progress-generate-charged");
+    let run = genapi(&dir, &mock)
+        .args([
+            "--timeout",
+            "3",
+            "generate",
+            "a long fox",
+            "--size",
+            "1024x1024",
+            "-o",
+            "fox.jpg",
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert_eq!(run.status.code(), Some(8), "timed out: {stderr}");
+    let line = stderr
+        .lines()
+        .find(|line| line.contains("generate: 0/1 done, 0 failed, 1 in flight"))
+        .unwrap_or_else(|| panic!("{stderr}"));
+    let credits: f64 = line
+        .trim_end_matches(" credits")
+        .rsplit(' ')
+        .next()
+        .and_then(|figure| figure.parse().ok())
+        .unwrap_or_else(|| panic!("{line}"));
+    assert!(credits > 0.0, "the mock charges a 1 MP image at acceptance: {line}");
+}
