@@ -169,7 +169,7 @@ impl Tally {
 pub(super) fn summary(tally: &Tally, out_dir: &Path, json: bool, mock: bool, written: bool) {
     let prices = if mock { " (the mock's illustrative prices)" } else { "" };
     let mut text = format!(
-        "{}; total known cost {} credits{prices}; {}",
+        "{}; known cost, all runs: {} credits{prices}; {}",
         standings(tally),
         credits(tally.cost),
         if written {
@@ -192,7 +192,7 @@ pub(super) fn summary(tally: &Tally, out_dir: &Path, json: bool, mock: bool, wri
     // not from the counts of this run, which miss the lines it let go of.
     if !written {
         let text = format!(
-            "the run stopped early ({RESULTS} not updated); known cost {} credits{prices}",
+            "the run stopped early ({RESULTS} not updated); known cost, all runs: {} credits{prices}",
             credits(tally.cost)
         );
         let texts: Vec<String> = std::iter::once(text).chain(past_the_cap).collect();

@@ -128,7 +128,7 @@ async fn a_batch_stopped_while_its_tasks_run_shows_what_their_acceptance_charged
         "a stop at --timeout promises no wait it has no time for: {stderr}"
     );
     let shown = figure("batch: stopped at 0/2 done", " credits");
-    let known = figure("known cost ", " credits");
+    let known = figure("known cost, all runs: ", " credits");
     assert!(known > 0.0, "the mock charges a 1 MP image: {stderr}");
     assert_eq!(shown, known, "{stderr}");
 }
