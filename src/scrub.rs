@@ -31,7 +31,14 @@
 //!   (`X-Amz-Algorithm=AWS4-HMAC-SHA256`, a date) may also stand in the
 //!   result address the service signs, which must reach the download whole.
 //!   All are learned before the body is sent, so even the answer to that
-//!   very submission is scrubbed;
+//!   very submission is scrubbed. What the service itself writes in the
+//!   addresses the client must read whole is never learned: a value that
+//!   is an address itself (`?next=https://…`, whose own secrets are), a
+//!   setting or a name (`region=us-east-1`: a token mixes letters and
+//!   digits in a run of eight or more), what every address of the same
+//!   signer repeats (a credential's scope, a signer's object id), and the
+//!   id of a task this client handles (a webhook URL naming the task it
+//!   follows up on), which is forgotten if it was learned first;
 //! - the secrets of bodies sent by another process, when a program resuming
 //!   its tasks hands them over ([`crate::Client::learn_secrets`]).
 //!
@@ -57,10 +64,11 @@
 //! 0c8a2f3e-1234…"`, a service shortening what it quotes): the first twelve
 //! bytes or more of the key, of a field marked `x-secret` and of a token of
 //! the user's receiving address are replaced where the text stops following
-//! the secret at what ends a quote (the text's end, a space, a quote mark,
-//! `…` or `...`, a bracket, a comma), never where it goes on as a word or
-//! an address would: a polling or result address that begins as a secret
-//! does (`https://api.`, a JWT's fixed start, a date) is read whole. Twelve
+//! the secret at what ends a quote (the text's end, a space, `"`, `…` or
+//! `...`, a bracket, `*`: what no address holds as it is), never where it
+//! goes on as a word or an address may: a polling or result address that
+//! begins as a secret does (`https://api.`, a JWT's fixed start, a date) is
+//! read whole. Twelve
 //! bytes, not eight as at a cut, as every answer is searched. The other
 //! addresses' signatures are found whole only: a result address the
 //! service signs may begin as the user's own did (the same signer's name,
@@ -137,14 +145,54 @@ fn receiver_fields() -> &'static BTreeSet<String> {
     FIELDS.get_or_init(|| fields_where(|field| field.rule("x-receiver").is_some_and(|v| v == &Value::Bool(true))))
 }
 
-/// Whether a query value of an address a user gave reads like a credential
-/// (a token, a signature) rather than a setting (`format=png`,
-/// `env=production`): eight characters or more with letters and digits, or
-/// twenty or more of anything but spaces.
+/// Whether a query value of the user's receiving address reads like a
+/// credential (a token, a signature) rather than a setting or a name
+/// (`format=png`, `region=us-east-1`, `model=flux-pro-1.1`, a date, a
+/// number): it holds a run of eight letters and digits or more that mixes
+/// both, as random tokens, hex digests, UUIDs and JWTs do and words joined
+/// by dashes do not. Learning a setting would redact it wherever the
+/// service's own addresses spell it, and break them.
 fn is_token_like(value: &str) -> bool {
-    let no_space = !value.chars().any(char::is_whitespace);
-    let mixed = value.chars().any(|c| c.is_ascii_digit()) && value.chars().any(|c| c.is_ascii_alphabetic());
-    no_space && ((value.len() >= 8 && mixed) || value.len() >= 20)
+    !value.chars().any(char::is_whitespace)
+        && value.split(|c: char| !c.is_ascii_alphanumeric()).any(|run| {
+            run.len() >= 8 && run.bytes().any(|b| b.is_ascii_digit()) && run.bytes().any(|b| b.is_ascii_alphabetic())
+        })
+}
+
+/// Whether a query parameter of an input address (a signed URL to the
+/// user's file) is one every address the same signer issues repeats, so
+/// no secret however long: a credential's scope, a signer's object and
+/// tenant ids, dates, expiries, the signed headers. A result address the
+/// service signs the same way names the same values.
+fn is_signers_public_value(name: &str) -> bool {
+    let name = name.to_ascii_lowercase();
+    let name = name
+        .strip_prefix("x-amz-")
+        .or_else(|| name.strip_prefix("x-goog-"))
+        .unwrap_or(&name);
+    matches!(
+        name,
+        "credential"
+            | "date"
+            | "algorithm"
+            | "signedheaders"
+            | "expires"
+            | "key-pair-id"
+            | "skoid"
+            | "sktid"
+            | "skt"
+            | "ske"
+            | "sks"
+            | "skv"
+            | "sv"
+            | "st"
+            | "se"
+            | "sp"
+            | "sr"
+            | "spr"
+            | "srt"
+            | "ss"
+    )
 }
 
 /// Whether a path segment of an address the user owns reads like a token
@@ -201,6 +249,9 @@ struct Known {
     /// The first [`SHORTEST_BEGINNING`] bytes of those: most places a text
     /// may hold one are passed over on this look-up.
     begun_starts: HashSet<[u8; SHORTEST_BEGINNING]>,
+    /// The ids of the latest tasks this client handles, which are never
+    /// secrets ([`Scrubber::is_a_task_id`]), oldest first.
+    task_ids: std::collections::VecDeque<Box<str>>,
     /// Which bytes a spelling may begin with: most positions of a text are
     /// passed over on this one look-up in a small table.
     firsts: FirstBytes,
@@ -264,6 +315,23 @@ impl Known {
         bucket.push(spelling.into());
         bucket.sort_by_key(|s| std::cmp::Reverse(s.len()));
         self.spellings.insert(spelling.into());
+    }
+
+    /// Drops a spelling (the tables of first bytes keep it: they only say
+    /// where one may begin).
+    fn forget(&mut self, spelling: &[u8]) {
+        if !self.spellings.remove(spelling) {
+            return;
+        }
+        self.begun.remove(spelling);
+        let bucket = match (start_of::<LONG>(spelling), start_of::<SHORTEST_SECRET>(spelling)) {
+            (Some(start), _) => self.long.get_mut(&start),
+            (None, Some(start)) => self.short.get_mut(&start),
+            (None, None) => None,
+        };
+        if let Some(bucket) = bucket {
+            bucket.retain(|kept| &**kept != spelling);
+        }
     }
 
     /// Whether a spelling may begin with these two bytes.
@@ -457,11 +525,12 @@ impl Known {
 
 /// Whether a text that stops following a secret here (`after`: what comes
 /// next) ends a quote of it cut short: the text ends, or goes on with a
-/// space, a quote mark, an ellipsis (`…`, `..`, or `.` then a space or the
-/// end), a bracket or a comma, or any character past ASCII. A letter, a
-/// digit or what an address goes on with (`.`, `/`, `%`, `-`, `:`, `?`,
-/// `&`, `=`) is a word or an address going its own way, which is read
-/// whole.
+/// character no address holds as it is (a space, `"`, `<`, `>`, `[`, `]`,
+/// `{`, `}`, `|`, `\`, `^`, a backquote, anything past ASCII such as `…`),
+/// with an ellipsis of dots (`..`, or `.` then a space or the end), or
+/// with `*` (masking). Any other character (a letter, a digit, `.`, `/`,
+/// `%`, `-`, `,`, `;`, `(`) may go on an address, which is read whole: the
+/// service's own addresses may begin as a secret does.
 fn ends_a_quote(after: &[u8]) -> bool {
     match after {
         [] => true,
@@ -471,7 +540,7 @@ fn ends_a_quote(after: &[u8]) -> bool {
                 || !next.is_ascii()
                 || matches!(
                     next,
-                    b'"' | b'\'' | b'`' | b'*' | b')' | b']' | b'}' | b'>' | b'<' | b',' | b';' | b'\\'
+                    b'"' | b'<' | b'>' | b'[' | b']' | b'{' | b'}' | b'|' | b'\\' | b'^' | b'`' | b'*'
                 )
         }
     }
@@ -537,27 +606,39 @@ impl Scrubber {
     }
 
     /// Learns one secret, in every spelling it may come back in, to be
-    /// found as `found` says.
+    /// found as `found` says. A task's id is no secret, whatever address
+    /// names it.
     fn learn_as(&self, secret: &str, found: Found) {
         if secret.len() < SHORTEST_SECRET {
             return;
         }
-        let escaped = serde_json::to_string(secret).unwrap_or_default();
-        let escaped = escaped.trim_matches('"');
-        let encoded: String = url::form_urlencoded::byte_serialize(secret.as_bytes()).collect();
-        let percent = encoded.replace('+', "%20");
-        let spellings = [
-            secret.to_string(),
-            escaped.to_string(),
-            lowercase_hex(&encoded),
-            lowercase_hex(&percent),
-            encoded,
-            percent,
-        ];
         if let Ok(mut known) = self.known.write() {
-            for spelling in &spellings {
+            if known.task_ids.iter().any(|id| &**id == secret) {
+                return;
+            }
+            for spelling in spellings_of(secret) {
                 known.add(spelling.as_bytes(), found);
             }
+        }
+    }
+
+    /// A task this client handles is known by `id`, which the service
+    /// writes in its answers (the id, the polling and result addresses):
+    /// never a secret, even where a request's address named it (a webhook
+    /// URL naming the task it follows up on), so it is forgotten if it was
+    /// learned, and not learned later. The latest 4,096 ids are kept.
+    pub(crate) fn is_a_task_id(&self, id: &str) {
+        const KEPT: usize = 4096;
+        let Ok(mut known) = self.known.write() else { return };
+        if known.task_ids.iter().any(|kept| &**kept == id) {
+            return;
+        }
+        if known.task_ids.len() == KEPT {
+            known.task_ids.pop_front();
+        }
+        known.task_ids.push_back(id.into());
+        for spelling in spellings_of(id) {
+            known.forget(spelling.as_bytes());
         }
     }
 
@@ -606,29 +687,40 @@ impl Scrubber {
         if let Some(fragment) = url.fragment() {
             self.learn_as(fragment, found);
         }
-        let secret = |value: &str| match kind {
+        // A value that is an address itself (`?next=https://…`) is no
+        // token: its own secrets are, as an address of the same kind.
+        let nested = |value: &str| Url::parse(value).ok().filter(Url::has_host);
+        let secret = |name: &str, value: &str| match kind {
+            _ if name == TASK_ID_QUERY => false,
             Address::Owned => is_token_like(value),
-            Address::Input => value.len() >= IMAGE_ADDRESS_SECRET && !value.contains(char::is_whitespace),
+            Address::Input => {
+                value.len() >= IMAGE_ADDRESS_SECRET
+                    && !value.contains(char::is_whitespace)
+                    && !is_signers_public_value(name)
+            }
+        };
+        let take = |name: &str, value: &str| match nested(value) {
+            Some(address) => self.learn_address(&address, kind),
+            None if secret(name, value) => self.learn_as(value, found),
+            None => {}
         };
         for (name, value) in url.query_pairs() {
-            if name != TASK_ID_QUERY && secret(&value) {
-                self.learn_as(&value, found);
-            }
+            take(&name, &value);
         }
         for pair in url.query().unwrap_or_default().split('&') {
             if let Some((name, value)) = pair.split_once('=') {
-                if name != TASK_ID_QUERY && secret(value) {
-                    self.learn_as(value, found);
-                }
+                take(name, value);
             }
         }
         if kind == Address::Owned {
             for segment in url.path_segments().into_iter().flatten() {
-                if is_token_like_segment(segment) {
+                let decoded: String = url::form_urlencoded::parse(format!("x={segment}").as_bytes())
+                    .map(|(_, value)| value.into_owned())
+                    .collect();
+                if let Some(address) = nested(&decoded) {
+                    self.learn_address(&address, kind);
+                } else if is_token_like_segment(segment) {
                     self.learn(segment);
-                    let decoded: String = url::form_urlencoded::parse(format!("x={segment}").as_bytes())
-                        .map(|(_, value)| value.into_owned())
-                        .collect();
                     self.learn(&decoded);
                 }
             }
@@ -792,6 +884,23 @@ impl Scrubber {
     }
 }
 
+/// Every spelling a secret may come back in: as sent, JSON-escaped, and as
+/// an address encodes it (`+` or `%20` for a space, either case of hex).
+fn spellings_of(secret: &str) -> [String; 6] {
+    let escaped = serde_json::to_string(secret).unwrap_or_default();
+    let escaped = escaped.trim_matches('"');
+    let encoded: String = url::form_urlencoded::byte_serialize(secret.as_bytes()).collect();
+    let percent = encoded.replace('+', "%20");
+    [
+        secret.to_string(),
+        escaped.to_string(),
+        lowercase_hex(&encoded),
+        lowercase_hex(&percent),
+        encoded,
+        percent,
+    ]
+}
+
 /// `text` with the hex digits after each `%` in lowercase.
 fn lowercase_hex(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
@@ -863,11 +972,11 @@ mod tests {
         let scrubber = Scrubber::new(key);
         scrubber.learn_request(&json!({
             "webhook_secret": "whsec-canary-0123456789",
-            "webhook_url": "https://hooks.example.com/in?token=tok3n-canary-abcdef",
+            "webhook_url": "https://hooks.example.com/in?token=tok3nCanary9-abcdef",
         }));
         assert_eq!(
             scrubber
-                .scrub("header x-key: 0c8a2f3e-1234-4c… (shortened), secret whsec-canary-01..., token tok3n-canary-a"),
+                .scrub("header x-key: 0c8a2f3e-1234-4c… (shortened), secret whsec-canary-01..., token tok3nCanary9-a"),
             "header x-key: [redacted]… (shortened), secret [redacted]..., token [redacted]"
         );
         // Every beginning of twelve bytes or more, and none shorter.
@@ -944,12 +1053,12 @@ mod tests {
         scrubber.learn_request(&json!({
             "prompt": "a fox",
             "webhook_secret": "whsec-canary-1",
-            "webhook_url": "https://hooks.example.com/in?token=tok3n-canary&env=production&id=task-7",
+            "webhook_url": "https://hooks.example.com/in?token=tok3nCanary9&env=production&id=task-7",
             "input_image": "https://user:pa55word@images.example.com/a.png?sig=abc123def456",
         }));
         // An image address's short signature is not learned (see the module
         // documentation): a result address may repeat such values.
-        let text = "whsec-canary-1 tok3n-canary pa55word abc123def456 production task-7 a fox";
+        let text = "whsec-canary-1 tok3nCanary9 pa55word abc123def456 production task-7 a fox";
         assert_eq!(
             scrubber.scrub(text),
             "[redacted] [redacted] [redacted] abc123def456 production task-7 a fox"
@@ -1542,11 +1651,89 @@ mod tests {
     }
 
     #[test]
+    fn what_every_address_of_a_signer_repeats_is_no_secret_of_an_input_address() {
+        let scrubber = Scrubber::new("key-12345678");
+        let credential = "AKIAIOSFODNN7EXAMPLE%2F20261127%2Fus-east-1%2Fs3%2Faws4_request";
+        let object_id = "6d1b4c6e-9a43-0d8e-5b7e-2a912f6c1a0e";
+        let signature = "a1b2c3d4".repeat(8);
+        scrubber.learn_request(&json!({
+            "input_image": format!("https://b.s3.amazonaws.com/in.png?X-Amz-Credential={credential}&X-Amz-Signature={signature}"),
+            "input_image_2": format!("https://a.blob.core.windows.net/c/in.png?skoid={object_id}&sktid={object_id}&sig={signature}"),
+        }));
+        for result in [
+            format!("https://b.s3.amazonaws.com/out.png?X-Amz-Credential={credential}&X-Amz-Signature=ffff"),
+            format!("https://a.blob.core.windows.net/c/out.png?skoid={object_id}&sktid={object_id}&sig=ffff"),
+        ] {
+            assert_eq!(scrubber.scrub(&result), result);
+        }
+        assert_eq!(
+            scrubber.scrub(&format!("sig={signature}")),
+            "sig=[redacted]",
+            "the signature is"
+        );
+    }
+
+    #[test]
+    fn a_beginning_followed_by_what_an_address_goes_on_with_is_read_whole() {
+        let key = "0c8a2f3e-1234-4cde-9abc-def012345678";
+        let scrubber = Scrubber::new(key);
+        for address in [
+            "https://cdn.example.com/0c8a2f3e-1234-4cde,h_512/q.png",
+            "https://cdn.example.com/0c8a2f3e-1234-4cde;v=2/q.png",
+            "https://cdn.example.com/0c8a2f3e-1234-4cde(1)/q.png",
+        ] {
+            assert_eq!(scrubber.scrub(address), address);
+        }
+        for quoted in [
+            "0c8a2f3e-1234-4cde***",
+            "0c8a2f3e-1234-4cde[truncated]",
+            "\"0c8a2f3e-1234-4cde\"",
+        ] {
+            assert!(!scrubber.scrub(quoted).contains("4cde"), "{quoted}");
+        }
+    }
+
+    #[test]
+    fn a_task_id_is_never_a_secret_whatever_learned_it() {
+        let id = "2f6c1a0e-6d1b-4c6e-9a43-0d8e5b7e2a91";
+        let answer = format!(r#"{{"id":"{id}","polling_url":"https://api.example.com/v1/get_result?id={id}"}}"#);
+        // Known first, then named by a request's address.
+        let scrubber = Scrubber::new("key-12345678");
+        scrubber.is_a_task_id(id);
+        scrubber.learn_request(&json!({"webhook_url": format!("https://hooks.example.com/in?parent={id}")}));
+        assert_eq!(scrubber.scrub_body(answer.as_bytes()), None);
+        // Named first, then known.
+        let scrubber = Scrubber::new("key-12345678");
+        scrubber.learn_request(&json!({"webhook_url": format!("https://hooks.example.com/in/{id}/done?parent={id}")}));
+        assert!(scrubber.scrub_body(answer.as_bytes()).is_some(), "learned as a token");
+        scrubber.is_a_task_id(id);
+        assert_eq!(scrubber.scrub_body(answer.as_bytes()), None);
+    }
+
+    #[test]
     fn settings_in_addresses_are_not_taken_for_tokens() {
-        for setting in ["png", "production", "1024", "europe-west"] {
+        let settings = [
+            "png",
+            "production",
+            "1024",
+            "europe-west",
+            "us-east-1",
+            "flux-pro-1.1",
+            "production-eu-west-1",
+            "2026-11-27T13-40-00Z",
+            "12345678901234567890",
+            "a-b-c-d-e-f-g-h-i-j-k",
+        ];
+        for setting in settings {
             assert!(!is_token_like(setting), "{setting}");
         }
-        for token in ["abc123def", "9f86d081884c7d659a2feaa0c55ad015", "a-b-c-d-e-f-g-h-i-j-k"] {
+        let tokens = [
+            "abc123def",
+            "9f86d081884c7d659a2feaa0c55ad015",
+            "0c8a2f3e-1234-4cde-9abc-def012345678",
+            "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxIn0.sig",
+        ];
+        for token in tokens {
             assert!(is_token_like(token), "{token}");
         }
     }

@@ -147,6 +147,9 @@ impl Task {
     /// `figures` are cost, input and output megapixels, as reported.
     fn new(session: Arc<Session>, id: String, polling_url: Url, operation: &str, figures: [Option<f64>; 3]) -> Task {
         let [cost, input_mp, output_mp] = figures;
+        // The service writes it in the task's answers, which must reach the
+        // client whole.
+        session.transport.scrubber().is_a_task_id(&id);
         Task {
             task: TaskRef {
                 id,

@@ -324,7 +324,7 @@ async fn an_absurd_content_length_is_no_allocation() {
 /// later one.
 #[tokio::test(start_paused = true)]
 async fn secrets_the_service_echoes_are_scrubbed_from_every_answer_shown_or_recorded() {
-    const TOKEN: &str = "hook-token-4f9e2a";
+    const TOKEN: &str = "hook-token-4f9e2a71";
     let echo = format!("key {KEY} secret {SECRET} token {TOKEN}");
     let quoted = echo.clone();
     let service = hostile::serve(move |base, request, before| {

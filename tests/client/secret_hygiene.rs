@@ -88,3 +88,53 @@ async fn the_canaries_never_leak() {
         assert!(!text.contains(SECRET), "the webhook secret leaked: {text}");
     }
 }
+
+/// What a request's addresses say that is no secret (another address, a
+/// setting, the id of a task it follows up on) is never learned, so the
+/// answers that spell it (the polling and result addresses the service
+/// makes on this same host) reach the client whole and the paid result is
+/// saved.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_webhook_address_naming_other_addresses_settings_and_tasks_leaves_the_results_whole() {
+    let mock = MockService::start().await.unwrap();
+    let client = mock.client().unwrap();
+    let parent = client
+        .submit(
+            types::Gen2ProRequest::builder()
+                .prompt("a parent fox")
+                .width(64)
+                .height(64),
+        )
+        .await
+        .unwrap();
+    let parent_id = parent.id().to_string();
+    let first = parent.wait().await.unwrap();
+    first.bytes().await.unwrap();
+    // The hosts the service answers and delivers from.
+    let host = mock.base_url().trim_end_matches('/').to_string();
+    let delivery = url::Url::parse(first.sample()).unwrap();
+    let delivery = delivery.origin().ascii_serialization();
+    let hook = format!(
+        "http://127.0.0.1:9/in?next={host}&origin={delivery}/mock&region=us-east-1&model=gen-2-pro\
+         &seed=12345678901234567890&parent={parent_id}"
+    );
+    let child = client
+        .submit(
+            types::Gen2ProRequest::builder()
+                .prompt("a child fox")
+                .width(64)
+                .height(64)
+                .webhook_url(hook.as_str()),
+        )
+        .await
+        .unwrap();
+    let output = child.wait().await.unwrap();
+    assert!(output.sample().starts_with(&delivery), "{}", output.sample());
+    assert!(!output.sample().contains("redacted"), "{}", output.sample());
+    let bytes = output.bytes().await.unwrap();
+    assert_eq!(common::dimensions(&bytes), Some((64, 64)));
+    // The parent is read whole again too.
+    let again = client.task(&parent_id).unwrap().wait().await.unwrap();
+    assert_eq!(again.id(), parent_id);
+    again.bytes().await.unwrap();
+}

@@ -12,7 +12,7 @@ use crate::common::{self, Dir};
 async fn details_quoting_secrets_are_scrubbed_from_the_terminal_and_every_file_of_a_batch() {
     const KEY: &str = "cli-canary-key-9d2e";
     const SECRET: &str = "cli-canary-secret-5f1";
-    const TOKEN: &str = "cli-token-77aa31";
+    const TOKEN: &str = "cli-token-77aa31b9";
     let mock = MockService::start_with(MockConfig::default().key(KEY), "127.0.0.1:0".parse().unwrap())
         .await
         .unwrap();
