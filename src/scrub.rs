@@ -250,8 +250,9 @@ struct Known {
     /// may hold one are passed over on this look-up.
     begun_starts: HashSet<[u8; SHORTEST_BEGINNING]>,
     /// The ids of the latest tasks this client handles, which are never
-    /// secrets ([`Scrubber::is_a_task_id`]), oldest first.
+    /// secrets ([`Scrubber::is_a_task_id`]), oldest first, and as a set.
     task_ids: std::collections::VecDeque<Box<str>>,
+    task_id_set: HashSet<Box<str>>,
     /// Which bytes a spelling may begin with: most positions of a text are
     /// passed over on this one look-up in a small table.
     firsts: FirstBytes,
@@ -613,7 +614,7 @@ impl Scrubber {
             return;
         }
         if let Ok(mut known) = self.known.write() {
-            if known.task_ids.iter().any(|id| &**id == secret) {
+            if known.task_id_set.contains(secret) {
                 return;
             }
             for spelling in spellings_of(secret) {
@@ -630,13 +631,16 @@ impl Scrubber {
     pub(crate) fn is_a_task_id(&self, id: &str) {
         const KEPT: usize = 4096;
         let Ok(mut known) = self.known.write() else { return };
-        if known.task_ids.iter().any(|kept| &**kept == id) {
+        if known.task_id_set.contains(id) {
             return;
         }
         if known.task_ids.len() == KEPT {
-            known.task_ids.pop_front();
+            if let Some(oldest) = known.task_ids.pop_front() {
+                known.task_id_set.remove(&oldest);
+            }
         }
         known.task_ids.push_back(id.into());
+        known.task_id_set.insert(id.into());
         for spelling in spellings_of(id) {
             known.forget(spelling.as_bytes());
         }
