@@ -641,6 +641,15 @@ impl Scrubber {
         }
         known.task_ids.push_back(id.into());
         known.task_id_set.insert(id.into());
+        // An id of letters, digits and dashes (the service's UUIDs) is
+        // spelled alike every way: one look, and no spelling made.
+        if id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+        {
+            known.forget(id.as_bytes());
+            return;
+        }
         for spelling in spellings_of(id) {
             known.forget(spelling.as_bytes());
         }
