@@ -442,6 +442,14 @@ pub async fn generate(global: &Global, request: RequestArgs, save: SaveArgs, cou
     complete("generate", global, &connection, &plan, accepted, deadline, interrupt).await
 }
 
+/// The exit codes of a wait that stopped without seeing its task end.
+const END_NOT_SEEN: [u8; 4] = [
+    code::TIMEOUT,
+    code::of(genapi::FailureClass::Auth),
+    code::of(genapi::FailureClass::RateLimited),
+    code::NETWORK,
+];
+
 /// A cost as a number of credits, when it is one.
 fn credits(cost: Option<f64>) -> Option<f64> {
     cost.filter(|cost| cost.is_finite() && *cost >= 0.0)
@@ -512,10 +520,11 @@ async fn complete(
             )
             .await;
             if let Ok(mut figures) = figures.lock() {
-                // A task the deadline left running is neither done nor
-                // failed: it goes on at the service, paid for, and the
-                // resume line picks it up.
-                let still_running = matches!(&outcome, Err(failure) if failure.code == code::TIMEOUT);
+                // A task whose end was not seen (the deadline, a refused
+                // key or host, the rate limit, the network) is neither done
+                // nor failed: it may go on at the service, paid for, and
+                // the resume line picks it up.
+                let still_running = matches!(&outcome, Err(failure) if END_NOT_SEEN.contains(&failure.code));
                 if !still_running {
                     figures.done += 1;
                     figures.worked += 1;

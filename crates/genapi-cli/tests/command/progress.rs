@@ -166,3 +166,30 @@ async fn a_generate_whose_task_runs_on_shows_what_its_acceptance_charged() {
         .unwrap_or_else(|| panic!("{line}"));
     assert!(credits > 0.0, "the mock charges a 1 MP image at acceptance: {line}");
 }
+
+/// A wait the service refuses (a key that is not the one the task was
+/// submitted with) did not see the task end: it goes on at the service,
+/// paid for, so it is not counted as failed, which would invite sending
+/// it again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wait_refused_by_the_service_counts_its_task_in_flight_not_failed() {
+    let mock = mock(600_000).await;
+    let dir = Dir::new("progress-wait-refused");
+    let task = mock
+        .client()
+        .unwrap()
+        .submit(genapi::api::types::Gen2ProRequest::builder().prompt("a long fox"))
+        .await
+        .unwrap();
+    let run = genapi(&dir, &mock)
+        .env("GENAPI_API_KEY", "not-the-key-it-was-sent-with")
+        .args(["wait", task.id()])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert_eq!(run.status.code(), Some(3), "refused: {stderr}");
+    assert!(
+        stderr.contains("0/1 done, 0 failed, 1 in flight") && !stderr.contains("1 failed"),
+        "{stderr}"
+    );
+}
