@@ -253,6 +253,9 @@ struct Known {
     /// secrets ([`Scrubber::is_a_task_id`]), oldest first, and as a set.
     task_ids: std::collections::VecDeque<Box<str>>,
     task_id_set: HashSet<Box<str>>,
+    /// The spellings of the secrets the user gave as such (the key, the
+    /// `x-secret` fields), which a task id never unlearns.
+    pinned: HashSet<Box<[u8]>>,
     /// Which bytes a spelling may begin with: most positions of a text are
     /// passed over on this one look-up in a small table.
     firsts: FirstBytes,
@@ -321,7 +324,7 @@ impl Known {
     /// Drops a spelling (the tables of first bytes keep it: they only say
     /// where one may begin).
     fn forget(&mut self, spelling: &[u8]) {
-        if !self.spellings.remove(spelling) {
+        if self.pinned.contains(spelling) || !self.spellings.remove(spelling) {
             return;
         }
         self.begun.remove(spelling);
@@ -600,25 +603,34 @@ impl Scrubber {
         scrubber
     }
 
-    /// Learns one secret, in every spelling it may come back in, to be
-    /// found whole or by its beginning.
+    /// Learns one secret the user gave as one (the key, a field marked
+    /// `x-secret`), in every spelling it may come back in, to be found
+    /// whole or by its beginning. Nothing the service says unlearns it: a
+    /// service naming a task with it ([`Scrubber::is_a_task_id`]) does not.
     pub(crate) fn learn(&self, secret: &str) {
-        self.learn_as(secret, Found::FromItsStart);
+        self.learn_spellings(secret, Found::FromItsStart, true);
     }
 
-    /// Learns one secret, in every spelling it may come back in, to be
-    /// found as `found` says. A task's id is no secret, whatever address
-    /// names it.
+    /// Learns a secret part of an address, in every spelling it may come
+    /// back in, to be found as `found` says. A task's id is no secret,
+    /// whatever address names it.
     fn learn_as(&self, secret: &str, found: Found) {
+        self.learn_spellings(secret, found, false);
+    }
+
+    fn learn_spellings(&self, secret: &str, found: Found, pinned: bool) {
         if secret.len() < SHORTEST_SECRET {
             return;
         }
         if let Ok(mut known) = self.known.write() {
-            if known.task_id_set.contains(secret) {
+            if !pinned && known.task_id_set.contains(secret) {
                 return;
             }
             for spelling in spellings_of(secret) {
                 known.add(spelling.as_bytes(), found);
+                if pinned {
+                    known.pinned.insert(spelling.into_bytes().into());
+                }
             }
         }
     }
@@ -733,8 +745,8 @@ impl Scrubber {
                 if let Some(address) = nested(&decoded) {
                     self.learn_address(&address, kind);
                 } else if is_token_like_segment(segment) {
-                    self.learn(segment);
-                    self.learn(&decoded);
+                    self.learn_as(segment, Found::FromItsStart);
+                    self.learn_as(&decoded, Found::FromItsStart);
                 }
             }
         }
@@ -1721,6 +1733,15 @@ mod tests {
         assert!(scrubber.scrub_body(answer.as_bytes()).is_some(), "learned as a token");
         scrubber.is_a_task_id(id);
         assert_eq!(scrubber.scrub_body(answer.as_bytes()), None);
+        // A service naming a task with the key or a secret field's value
+        // unlearns neither.
+        scrubber.learn_request(&json!({"webhook_secret": "whsec-given-as-one-42"}));
+        scrubber.is_a_task_id("key-12345678");
+        scrubber.is_a_task_id("whsec-given-as-one-42");
+        assert_eq!(
+            scrubber.scrub("key-12345678 whsec-given-as-one-42"),
+            "[redacted] [redacted]"
+        );
     }
 
     #[test]
