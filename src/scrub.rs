@@ -38,7 +38,8 @@
 //!   digits in a run of eight or more), what every address of the same
 //!   signer repeats (a credential's scope, a signer's object id), and the
 //!   id of a task this client handles (a webhook URL naming the task it
-//!   follows up on), which is forgotten if it was learned first;
+//!   follows up on), which is forgotten if it was learned first (the key
+//!   and the `x-secret` fields never are, whatever a service names a task);
 //! - the secrets of bodies sent by another process, when a program resuming
 //!   its tasks hands them over ([`crate::Client::learn_secrets`]).
 //!
@@ -147,16 +148,22 @@ fn receiver_fields() -> &'static BTreeSet<String> {
 
 /// Whether a query value of the user's receiving address reads like a
 /// credential (a token, a signature) rather than a setting or a name
-/// (`format=png`, `region=us-east-1`, `model=flux-pro-1.1`, a date, a
-/// number): it holds a run of eight letters and digits or more that mixes
-/// both, as random tokens, hex digests, UUIDs and JWTs do and words joined
-/// by dashes do not. Learning a setting would redact it wherever the
-/// service's own addresses spell it, and break them.
+/// (`format=png`, `region=us-east-1`, `model=flux-pro-1.1`, `1024x1024`,
+/// `20261127T120000Z`, `HMACSHA256`, a number): it holds a run of eight
+/// letters and digits or more that goes from letters to digits or back
+/// four times or more, as random tokens, hex digests, UUIDs and JWTs do and
+/// words, sizes, dates and names with a number do not. Learning a setting
+/// would redact it wherever the service's own addresses spell it, and
+/// break them.
 fn is_token_like(value: &str) -> bool {
+    let mixes = |run: &str| {
+        let kinds: Vec<bool> = run.bytes().map(|b| b.is_ascii_digit()).collect();
+        kinds.windows(2).filter(|pair| pair[0] != pair[1]).count() >= 4
+    };
     !value.chars().any(char::is_whitespace)
-        && value.split(|c: char| !c.is_ascii_alphanumeric()).any(|run| {
-            run.len() >= 8 && run.bytes().any(|b| b.is_ascii_digit()) && run.bytes().any(|b| b.is_ascii_alphabetic())
-        })
+        && value
+            .split(|c: char| !c.is_ascii_alphanumeric())
+            .any(|run| run.len() >= 8 && mixes(run))
 }
 
 /// Whether a query parameter of an input address (a signed URL to the
@@ -173,6 +180,8 @@ fn is_signers_public_value(name: &str) -> bool {
     matches!(
         name,
         "credential"
+            | "security-token"
+            | "policy"
             | "date"
             | "algorithm"
             | "signedheaders"
@@ -653,18 +662,9 @@ impl Scrubber {
         }
         known.task_ids.push_back(id.into());
         known.task_id_set.insert(id.into());
-        // An id of letters, digits and dashes (the service's UUIDs) is
-        // spelled alike every way: one look, and no spelling made.
-        if id
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
-        {
-            known.forget(id.as_bytes());
-            return;
-        }
-        for spelling in spellings_of(id) {
-            known.forget(spelling.as_bytes());
-        }
+        // The id as the service writes it, and no other spelling: another
+        // spelling of it (`q%40ss` of `q@ss`) may be a secret of its own.
+        known.forget(id.as_bytes());
     }
 
     /// Learns the secrets of a submission's body before it is sent: its
@@ -705,12 +705,25 @@ impl Scrubber {
             Address::Owned => Found::FromItsStart,
             Address::Input => Found::Whole,
         };
-        self.learn_as(url.username(), found);
-        if let Some(password) = url.password() {
-            self.learn_as(password, found);
+        // A user name is a secret only when it reads as a token, a
+        // password unless it is a plain word (`production`), which the
+        // service's own addresses may hold. Both are found whole only, as
+        // written and decoded (`p%40ss` and `p@ss`).
+        let username = url.username();
+        if is_token_like(&decoded(username)) {
+            self.learn_as(username, Found::Whole);
+            self.learn_as(&decoded(username), Found::Whole);
+        }
+        if let Some(password) = url
+            .password()
+            .filter(|p| !decoded(p).bytes().all(|b| b.is_ascii_alphabetic()))
+        {
+            self.learn_as(password, Found::Whole);
+            self.learn_as(&decoded(password), Found::Whole);
         }
         if let Some(fragment) = url.fragment() {
             self.learn_as(fragment, found);
+            self.learn_as(&decoded(fragment), found);
         }
         // A value that is an address itself (`?next=https://…`) is no
         // token: its own secrets are, as an address of the same kind.
@@ -739,9 +752,7 @@ impl Scrubber {
         }
         if kind == Address::Owned {
             for segment in url.path_segments().into_iter().flatten() {
-                let decoded: String = url::form_urlencoded::parse(format!("x={segment}").as_bytes())
-                    .map(|(_, value)| value.into_owned())
-                    .collect();
+                let decoded = decoded(segment);
                 if let Some(address) = nested(&decoded) {
                     self.learn_address(&address, kind);
                 } else if is_token_like_segment(segment) {
@@ -926,6 +937,13 @@ fn spellings_of(secret: &str) -> [String; 6] {
     ]
 }
 
+/// A part of an address with its `%` escapes decoded.
+fn decoded(text: &str) -> String {
+    url::form_urlencoded::parse(format!("x={text}").as_bytes())
+        .map(|(_, value)| value.into_owned())
+        .collect()
+}
+
 /// `text` with the hex digits after each `%` in lowercase.
 fn lowercase_hex(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
@@ -997,11 +1015,11 @@ mod tests {
         let scrubber = Scrubber::new(key);
         scrubber.learn_request(&json!({
             "webhook_secret": "whsec-canary-0123456789",
-            "webhook_url": "https://hooks.example.com/in?token=tok3nCanary9-abcdef",
+            "webhook_url": "https://hooks.example.com/in?token=t0k3nC4n4ry9-abcdef",
         }));
         assert_eq!(
             scrubber
-                .scrub("header x-key: 0c8a2f3e-1234-4c… (shortened), secret whsec-canary-01..., token tok3nCanary9-a"),
+                .scrub("header x-key: 0c8a2f3e-1234-4c… (shortened), secret whsec-canary-01..., token t0k3nC4n4ry9-a"),
             "header x-key: [redacted]… (shortened), secret [redacted]..., token [redacted]"
         );
         // Every beginning of twelve bytes or more, and none shorter.
@@ -1078,12 +1096,12 @@ mod tests {
         scrubber.learn_request(&json!({
             "prompt": "a fox",
             "webhook_secret": "whsec-canary-1",
-            "webhook_url": "https://hooks.example.com/in?token=tok3nCanary9&env=production&id=task-7",
+            "webhook_url": "https://hooks.example.com/in?token=t0k3nC4n4ry9&env=production&id=task-7",
             "input_image": "https://user:pa55word@images.example.com/a.png?sig=abc123def456",
         }));
         // An image address's short signature is not learned (see the module
         // documentation): a result address may repeat such values.
-        let text = "whsec-canary-1 tok3nCanary9 pa55word abc123def456 production task-7 a fox";
+        let text = "whsec-canary-1 t0k3nC4n4ry9 pa55word abc123def456 production task-7 a fox";
         assert_eq!(
             scrubber.scrub(text),
             "[redacted] [redacted] [redacted] abc123def456 production task-7 a fox"
@@ -1633,7 +1651,7 @@ mod tests {
         let scrubber = Scrubber::new("key-12345678");
         let signature = "a1b2c3d4".repeat(8);
         scrubber.learn_request(&json!({
-            "webhook_url": "https://hooks.example.com/hook/PATHSECRET123abc/in",
+            "webhook_url": "https://hooks.example.com/hook/P4THS3CR3T123abc/in",
             "input_image": format!(
                 "https://bucket.s3.amazonaws.com/in.png?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Date=20261125T000000Z&X-Amz-Signature={signature}"
             ),
@@ -1649,7 +1667,7 @@ mod tests {
         let signed = format!("{sample}&X-Amz-Signature={}ffff", &signature[..60]);
         assert_eq!(scrubber.scrub(&signed), signed);
         assert_eq!(
-            scrubber.scrub(&format!("PATHSECRET123abc {signature} hook in")),
+            scrubber.scrub(&format!("P4THS3CR3T123abc {signature} hook in")),
             "[redacted] [redacted] hook in"
         );
     }
@@ -1745,6 +1763,26 @@ mod tests {
     }
 
     #[test]
+    fn an_addresss_user_name_and_password_are_learned_decoded_and_found_whole() {
+        let scrubber = Scrubber::new("key-12345678");
+        scrubber.learn_request(&json!({
+            "webhook_url": "https://delivery:production@hooks.example.com/in?size=1024x1024",
+            "input_image": "https://v:q%40ss-word-99@files.example.com/in.png?X-Amz-Security-Token=IQoJb3JpZ2luX2VjEJr%2F%2FexampleSessionToken0123456789",
+        }));
+        // Words and settings the service's addresses may hold stay whole.
+        let sample = "https://delivery-eu1.example.ai/production/1024x1024/r.png?X-Amz-Security-Token=IQoJb3JpZ2luX2VjEJr%2F%2FexampleSessionToken0123456789";
+        assert_eq!(scrubber.scrub(sample), sample);
+        // The password, as written and decoded.
+        assert_eq!(
+            scrubber.scrub("p=q%40ss-word-99 p=q@ss-word-99"),
+            "p=[redacted] p=[redacted]"
+        );
+        // A service naming a task with its decoded spelling unlearns neither.
+        scrubber.is_a_task_id("q@ss-word-99");
+        assert_eq!(scrubber.scrub("q%40ss-word-99"), "[redacted]");
+    }
+
+    #[test]
     fn settings_in_addresses_are_not_taken_for_tokens() {
         let settings = [
             "png",
@@ -1757,12 +1795,15 @@ mod tests {
             "2026-11-27T13-40-00Z",
             "12345678901234567890",
             "a-b-c-d-e-f-g-h-i-j-k",
+            "1024x1024",
+            "20261127T120000Z",
+            "HMACSHA256",
+            "v20240101",
         ];
         for setting in settings {
             assert!(!is_token_like(setting), "{setting}");
         }
         let tokens = [
-            "abc123def",
             "9f86d081884c7d659a2feaa0c55ad015",
             "0c8a2f3e-1234-4cde-9abc-def012345678",
             "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxIn0.sig",

@@ -84,7 +84,7 @@ async fn details_quoting_secrets_are_scrubbed_from_the_terminal_and_every_file_o
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_task_waited_for_in_another_process_is_scrubbed_of_its_submissions_secrets() {
     const SECRET: &str = "wait-canary-secret-0e7";
-    const TOKEN: &str = "PATHSECRET123abc";
+    const TOKEN: &str = "P4THS3CR3T123abc";
     let mock = MockService::start().await.unwrap();
     let dir = Dir::new("echoed-secrets-wait");
     let folder = dir.join("cache/genapi/tasks");
