@@ -268,10 +268,27 @@ fn open_existing(mut existing: OpenOptions, path: &Path) -> io::Result<File> {
     Ok(file)
 }
 
+/// How long a lock held elsewhere is tried again before the run is refused:
+/// a child process this program starts holds a copy of every open file from
+/// its start until it runs its own program, so a run that has just ended
+/// may still be seen holding its journal for that instant.
+const LOCK_RETRIES: u32 = 25;
+const LOCK_RETRY_EVERY: std::time::Duration = std::time::Duration::from_millis(20);
+
 /// Locks `held` (the journal, or its directory) for this run: a second run
 /// of the batch is refused while this one lives.
 fn lock_for_this_run(held: &File, path: &Path) -> io::Result<()> {
-    match held.try_lock() {
+    let mut attempt = 0;
+    let tried = loop {
+        match held.try_lock() {
+            Err(std::fs::TryLockError::WouldBlock) if attempt < LOCK_RETRIES => {
+                attempt += 1;
+                std::thread::sleep(LOCK_RETRY_EVERY);
+            }
+            tried => break tried,
+        }
+    };
+    match tried {
         Ok(()) => Ok(()),
         Err(std::fs::TryLockError::WouldBlock) => Err(io::Error::new(
             io::ErrorKind::WouldBlock,
@@ -1022,6 +1039,25 @@ mod tests {
         assert_eq!(after_delete.kind(), io::ErrorKind::WouldBlock);
         drop(first);
         assert!(FileJournal::open(&path).is_ok());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_lock_held_for_an_instant_after_a_run_ends_lets_the_next_run_in() {
+        // As a child process started just then holds the last run's files
+        // until it runs its own program.
+        let dir = std::env::temp_dir().join(format!("genapi-journal-instant-{}", std::process::id()));
+        let _ = std::fs::create_dir_all(&dir);
+        let path = dir.join("journal.jsonl");
+        drop(FileJournal::open(&path).unwrap());
+        let copy = File::open(&path).unwrap();
+        copy.lock().unwrap();
+        let releaser = std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            drop(copy);
+        });
+        assert!(FileJournal::open(&path).is_ok(), "taken once the copy is closed");
+        releaser.join().unwrap();
         let _ = std::fs::remove_dir_all(&dir);
     }
 
