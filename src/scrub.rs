@@ -1766,7 +1766,7 @@ mod tests {
     }
 
     #[test]
-    fn an_addresss_user_name_and_password_are_learned_decoded_and_found_whole() {
+    fn the_user_name_and_password_of_an_address_are_learned_decoded_and_found_whole() {
         let scrubber = Scrubber::new("key-12345678");
         scrubber.learn_request(&json!({
             "webhook_url": "https://delivery:production@hooks.example.com/in?size=1024x1024",
