@@ -34,8 +34,8 @@
 //!   very submission is scrubbed. What the service itself writes in the
 //!   addresses the client must read whole is never learned: a value that
 //!   is an address itself (`?next=https://…`, whose own secrets are), a
-//!   setting or a name (`region=us-east-1`: a token mixes letters and
-//!   digits in a run of eight or more), what every address of the same
+//!   setting or a name (`region=us-east-1`, `1024x1024`: see
+//!   `is_token_like`), what every address of the same
 //!   signer repeats (a credential's scope, a signer's object id), and the
 //!   id of a task this client handles (a webhook URL naming the task it
 //!   follows up on), which is forgotten if it was learned first (the key
@@ -69,8 +69,8 @@
 //! `...`, a bracket, `*`: what no address holds as it is), never where it
 //! goes on as a word or an address may: a polling or result address that
 //! begins as a secret does (`https://api.`, a JWT's fixed start, a date) is
-//! read whole. Twelve
-//! bytes, not eight as at a cut, as every answer is searched. The other
+//! read whole. Twelve bytes, not eight as at a cut, as every answer is
+//! searched. The other
 //! addresses' signatures are found whole only: a result address the
 //! service signs may begin as the user's own did (the same signer's name,
 //! a credential's fixed start).
@@ -214,10 +214,10 @@ fn is_token_like_segment(segment: &str) -> bool {
     is_token_like(segment) && segment.len() >= 12
 }
 
-/// The shortest query value of an image address learned: signatures and
+/// The shortest query value of an input address learned: signatures and
 /// credentials are longer; algorithm names, dates and expiries, which a
 /// result address signed the same way may repeat, are shorter.
-const IMAGE_ADDRESS_SECRET: usize = 32;
+const INPUT_ADDRESS_SECRET: usize = 32;
 
 /// Which addresses a request names, for what is learned of them.
 #[derive(Clone, Copy, PartialEq)]
@@ -294,7 +294,7 @@ enum Found {
     /// The secret whole, or its first [`SHORTEST_BEGINNING`] bytes or more
     /// wherever they stand (a quote cut short).
     FromItsStart,
-    /// The secret whole only (an image address's signature).
+    /// The secret whole only (an input address's credentials and signatures).
     Whole,
 }
 
@@ -671,8 +671,8 @@ impl Scrubber {
     }
 
     /// Learns the secrets of a submission's body before it is sent: its
-    /// `x-secret` fields, and what is secret in every address it names (an
-    /// image field's as an image address's).
+    /// `x-secret` fields, and what is secret in every address it names (the
+    /// `x-receiver` field's as the user's own, any other as an input).
     pub(crate) fn learn_request(&self, body: &Value) {
         self.learn_value(body, Address::Input);
     }
@@ -698,11 +698,13 @@ impl Scrubber {
         }
     }
 
-    /// Learns what is secret in an address a request names: its user name,
-    /// password and fragment; of an address the user owns, its token-like
-    /// query values and path segments; of an image address, its long query
-    /// values only (see the module documentation). Values are learned
-    /// decoded and as written. The task id of a poll is no secret.
+    /// Learns what is secret in an address a request names: its fragment, a
+    /// user name that reads as a token and a password that is no plain
+    /// word; of the user's own address, its token-like query values and
+    /// path segments; of an input address, its long query values that are
+    /// not public to their signer (see the module documentation). A value
+    /// that is an address is learned as one. Values are learned decoded and
+    /// as written. The task id of a poll is no secret.
     fn learn_address(&self, url: &Url, kind: Address) {
         let found = match kind {
             Address::Owned => Found::FromItsStart,
@@ -735,7 +737,7 @@ impl Scrubber {
             _ if name == TASK_ID_QUERY => false,
             Address::Owned => is_token_like(value),
             Address::Input => {
-                value.len() >= IMAGE_ADDRESS_SECRET
+                value.len() >= INPUT_ADDRESS_SECRET
                     && !value.contains(char::is_whitespace)
                     && !is_signers_public_value(name)
             }
@@ -1102,7 +1104,7 @@ mod tests {
             "webhook_url": "https://hooks.example.com/in?token=t0k3nC4n4ry9&env=production&id=task-7",
             "input_image": "https://user:pa55word@images.example.com/a.png?sig=abc123def456",
         }));
-        // An image address's short signature is not learned (see the module
+        // An input address's short signature is not learned (see the module
         // documentation): a result address may repeat such values.
         let text = "whsec-canary-1 t0k3nC4n4ry9 pa55word abc123def456 production task-7 a fox";
         assert_eq!(
