@@ -34,6 +34,13 @@ pub struct Figures {
     pub credits: f64,
 }
 
+/// A reported cost as credits the progress counts, when it is a number of
+/// them: a cost below nothing, or not a number (a hostile answer), is no
+/// refund and must not hide what was charged or a cap that was passed.
+pub fn credits(cost: Option<f64>) -> Option<f64> {
+    cost.filter(|cost| cost.is_finite() && *cost >= 0.0)
+}
+
 /// How often a plain progress line is written.
 pub const PLAIN_EVERY: Duration = Duration::from_secs(5);
 

@@ -450,13 +450,9 @@ const END_NOT_SEEN: [u8; 4] = [
     code::NETWORK,
 ];
 
-/// A cost as a number of credits, when it is one.
-fn credits(cost: Option<f64>) -> Option<f64> {
-    cost.filter(|cost| cost.is_finite() && *cost >= 0.0)
-}
-
 /// What a task's acceptance said it costs (0 when it did not say).
 fn charged_at_acceptance(task: &Task) -> f64 {
+    use crate::progress::credits;
     credits(task.cost()).unwrap_or(0.0)
 }
 
@@ -531,7 +527,9 @@ async fn complete(
                     figures.in_flight = figures.in_flight.saturating_sub(1);
                 }
                 match &outcome {
-                    Ok(saved) => figures.credits += credits(saved.output.cost()).unwrap_or(charged) - charged,
+                    Ok(saved) => {
+                        figures.credits += crate::progress::credits(saved.output.cost()).unwrap_or(charged) - charged;
+                    }
                     Err(_) if still_running => {}
                     Err(failure) => {
                         figures.failed += 1;

@@ -382,11 +382,10 @@ pub(super) fn say(texts: &[String], json: bool) {
     }
 }
 
-/// What a line's reported cost adds to the run's total: a cost below
-/// nothing, or not a number (a hostile answer), is no refund and must not
-/// hide a cap that was passed.
+/// What a line's reported cost adds to the run's total (see
+/// [`crate::progress::credits`]).
 fn counted(cost: Option<f64>) -> f64 {
-    cost.filter(|cost| cost.is_finite()).unwrap_or(0.0).max(0.0)
+    crate::progress::credits(cost).unwrap_or(0.0)
 }
 
 #[cfg(test)]
