@@ -98,6 +98,24 @@ impl FailureClass {
             .min_by_key(|class| FailureClass::BY_SEVERITY.iter().position(|c| c == class))
     }
 
+    /// Whether a failure of this class is the task's end: the service
+    /// ended it without a result (it failed, was moderated, is gone or its
+    /// result expired), so waiting for it again gives nothing. Any other
+    /// failure of an accepted task (a timeout, the network, a refused key, a
+    /// result not written) leaves it to be waited for again, never
+    /// submitted again. The one rule for whether an accepted task is
+    /// still open, for a batch's lines and the command's tasks alike.
+    ///
+    /// ```
+    /// use genapi::FailureClass;
+    /// assert!(FailureClass::Moderated.ends_the_task());
+    /// assert!(!FailureClass::Timeout.ends_the_task());
+    /// assert!(!FailureClass::Write.ends_the_task());
+    /// ```
+    pub fn ends_the_task(self) -> bool {
+        matches!(self, FailureClass::Moderated | FailureClass::TaskFailed)
+    }
+
     /// The class as a person reads it, in a summary or a gallery (the
     /// word of [`FailureClass::as_str`] is the one programs read).
     ///
@@ -191,6 +209,71 @@ mod tests {
             sorted.dedup();
             assert_eq!(sorted.len(), 12, "{list:?}");
         }
+    }
+
+    #[test]
+    fn only_an_end_the_service_said_closes_an_accepted_task() {
+        let task = TaskRef {
+            id: "t".into(),
+            polling_url: "https://api.example.com/v1/get_result?id=t".into(),
+        };
+        let ended = [
+            Error::TaskFailed {
+                task: task.clone(),
+                details: None,
+            },
+            Error::TaskNotFound { task: task.clone() },
+            Error::ResultExpired { task: task.clone() },
+            Error::Moderated {
+                task: task.clone(),
+                stage: crate::Moderation::Content,
+                details: None,
+            },
+        ];
+        for error in &ended {
+            assert!(error.class().ends_the_task(), "{error}");
+            assert!(!error.is_worth_waiting_again(), "{error}");
+        }
+        let open = [
+            Error::Timeout {
+                after: std::time::Duration::from_secs(1),
+                last_status: None,
+                task: task.clone(),
+            },
+            Error::DownloadTimeout {
+                after: std::time::Duration::from_secs(1),
+                task: task.clone(),
+            },
+            Error::Server {
+                status: 503,
+                message: String::new(),
+                task: Some(task.clone()),
+            },
+            Error::RateLimited {
+                retry_after: None,
+                message: String::new(),
+                task: Some(task.clone()),
+            },
+            Error::Forbidden {
+                message: String::new(),
+                key_origin: String::new(),
+                task: Some(task.clone()),
+            },
+            Error::NotAnImage {
+                task: task.clone(),
+                size: 3,
+            },
+            Error::Write {
+                target: "out.png".into(),
+                message: "full".into(),
+                task: Some(task.clone()),
+            },
+        ];
+        for error in &open {
+            assert!(!error.class().ends_the_task(), "{error}");
+        }
+        let ending: Vec<_> = FailureClass::ALL.into_iter().filter(|c| c.ends_the_task()).collect();
+        assert_eq!(ending, [FailureClass::Moderated, FailureClass::TaskFailed]);
     }
 
     #[test]

@@ -1511,17 +1511,18 @@ impl Context {
         stem: &str,
         task_ref: &genapi::TaskRef,
     ) -> JobOutcome {
-        let ended = match &error {
+        // Whether the task ended is the library's one rule; which status
+        // it ended with is the error's own.
+        let ended = error.class().ends_the_task().then_some(match &error {
             Error::Moderated {
                 stage: genapi::Moderation::Request,
                 ..
-            } => Some(FailedStatus::RequestModerated),
-            Error::Moderated { .. } => Some(FailedStatus::ContentModerated),
-            Error::TaskFailed { .. } => Some(FailedStatus::Error),
-            Error::TaskNotFound { .. } => Some(FailedStatus::TaskNotFound),
-            Error::ResultExpired { .. } => Some(FailedStatus::Expired),
-            _ => None,
-        };
+            } => FailedStatus::RequestModerated,
+            Error::Moderated { .. } => FailedStatus::ContentModerated,
+            Error::TaskNotFound { .. } => FailedStatus::TaskNotFound,
+            Error::ResultExpired { .. } => FailedStatus::Expired,
+            _ => FailedStatus::Error,
+        });
         let standing = if ended.is_some() {
             Standing::Ended
         } else {

@@ -442,13 +442,16 @@ pub async fn generate(global: &Global, request: RequestArgs, save: SaveArgs, cou
     complete("generate", global, &connection, &plan, accepted, deadline, interrupt).await
 }
 
-/// The exit codes of a wait that stopped without seeing its task end.
-const END_NOT_SEEN: [u8; 4] = [
-    code::TIMEOUT,
-    code::of(genapi::FailureClass::Auth),
-    code::of(genapi::FailureClass::RateLimited),
-    code::NETWORK,
-];
+/// Whether a wait's failure is its task's end, by the library's one rule
+/// ([`genapi::FailureClass::ends_the_task`]) read from the exit code: any
+/// other failure (the deadline, a refused key or host, the rate limit, the
+/// network, a result not written, an interruption) leaves the task open,
+/// paid for, for its resume line.
+fn ends_the_task(failure: &Failure) -> bool {
+    genapi::FailureClass::ALL
+        .into_iter()
+        .any(|class| class.ends_the_task() && code::of(class) == failure.code)
+}
 
 /// What a task's acceptance said it costs (0 when it did not say).
 fn charged_at_acceptance(task: &Task) -> f64 {
@@ -516,11 +519,11 @@ async fn complete(
             )
             .await;
             if let Ok(mut figures) = figures.lock() {
-                // A task whose end was not seen (the deadline, a refused
-                // key or host, the rate limit, the network) is neither done
-                // nor failed: it may go on at the service, paid for, and
-                // the resume line picks it up.
-                let still_running = matches!(&outcome, Err(failure) if END_NOT_SEEN.contains(&failure.code));
+                // A task whose wait failed without its end is neither done
+                // nor failed: it may go on at the service, paid for, or
+                // wait there for its result to be fetched, and the resume
+                // line picks it up.
+                let still_running = matches!(&outcome, Err(failure) if !ends_the_task(failure));
                 if !still_running {
                     figures.done += 1;
                     figures.worked += 1;
@@ -1046,15 +1049,6 @@ pub async fn wait(global: &Global, reference: &str, save: SaveArgs) -> Result<()
         crate::task_secrets::forget(&task_id);
     }
     waited
-}
-
-/// Whether a failure of `wait` or `get` leaves the task with nothing more
-/// to do: it failed in a way waiting again would not change.
-fn ends_the_task(failure: &Failure) -> bool {
-    !matches!(
-        failure.code,
-        code::TIMEOUT | code::NETWORK | code::OTHER | code::INTERRUPTED | code::ID_NOT_WRITTEN
-    )
 }
 
 /// `genapi get`: the state; with `--out`, the result when Ready.

@@ -80,7 +80,8 @@ async fn details_quoting_secrets_are_scrubbed_from_the_terminal_and_every_file_o
 /// yet they are scrubbed from what the service echoes, as the submission
 /// left them (readable by the user alone, even in a folder an earlier
 /// version left open for others to enter, which is left as it was) for it;
-/// once the task has ended they are forgotten.
+/// once the task has ended they are forgotten, and not before (a wait the
+/// service refused did not see it end).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_task_waited_for_in_another_process_is_scrubbed_of_its_submissions_secrets() {
     const SECRET: &str = "wait-canary-secret-0e7";
@@ -123,6 +124,17 @@ async fn a_task_waited_for_in_another_process_is_scrubbed_of_its_submissions_sec
             "an existing folder's mode is left as it was: {mode:o}"
         );
     }
+    // A wait the service refuses (another key) did not see the task end:
+    // the task goes on, and so must what scrubs its answers for the wait
+    // that picks it up with the right key.
+    let refused = common::genapi(&dir, &mock)
+        .env("GENAPI_API_KEY", "not-the-key-it-was-sent-with")
+        .args(["wait", id, "-o", "fox.jpg"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&refused.stderr).into_owned();
+    assert_eq!(refused.status.code(), Some(3), "{stderr}");
+    assert!(kept[0].exists(), "kept while the task is open: {stderr}");
     let quoting = json!({"id": id, "status": "Error",
                          "details": {"error": format!("cannot deliver to /hook/{TOKEN}/in with secret {SECRET}")}});
     common::answer_polls(&mock, quoting.to_string(), 100);
