@@ -875,16 +875,16 @@ fn report(
                 out::err(&format!("error: task {}: {}", out::clean(id), failure.message));
             }
             // Only a task that may still finish (or whose result could not be
-            // saved) is worth resuming; a failed or moderated one is not.
-            // A polling host the key may not go to yet: the task is paid
-            // for, and a `wait` that trusts the host picks it up.
+            // saved) is worth resuming; a failed or moderated one is not
+            // ([`ends_the_task`]: a refused key or the rate limit leave it
+            // open). A polling host the key may not go to yet: the task is
+            // paid for, and a `wait` that trusts the host picks it up.
             let resume = failure.resume.as_deref().unwrap_or(resume).clone();
             let resume = match &failure.untrusted {
                 Some(origin) => resume.trusting(origin),
                 None => resume,
             };
-            let resumable =
-                failure.untrusted.is_some() || matches!(failure.code, code::TIMEOUT | code::NETWORK | code::OTHER);
+            let resumable = failure.untrusted.is_some() || !ends_the_task(&failure);
             if resumable {
                 print_resume(connection, &resume);
             }

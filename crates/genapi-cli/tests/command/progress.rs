@@ -170,7 +170,7 @@ async fn a_generate_whose_task_runs_on_shows_what_its_acceptance_charged() {
 /// A wait the service refuses (a key that is not the one the task was
 /// submitted with) did not see the task end: it goes on at the service,
 /// paid for, so it is not counted as failed, which would invite sending
-/// it again.
+/// it again, and the command that picks it up is printed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_wait_refused_by_the_service_counts_its_task_in_flight_not_failed() {
     let mock = mock(600_000).await;
@@ -191,5 +191,9 @@ async fn a_wait_refused_by_the_service_counts_its_task_in_flight_not_failed() {
     assert!(
         stderr.contains("0/1 done, 0 failed, 1 in flight") && !stderr.contains("1 failed"),
         "{stderr}"
+    );
+    assert!(
+        stderr.contains("resume with: genapi wait") && stderr.contains(&format!("-- {}", task.id())),
+        "the paid task is offered to be picked up once the key is right: {stderr}"
     );
 }
