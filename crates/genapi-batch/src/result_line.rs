@@ -46,7 +46,10 @@ pub struct ResultLine {
     /// The seed the service reported.
     #[serde(default)]
     pub seed: Option<i128>,
-    /// Credits charged.
+    /// Credits charged for the line's task, by this run or the one that
+    /// sent it (`from_journal`, `resumed`): a run's lines sum to what the
+    /// job cost over all its runs, and summing the lines of several runs
+    /// counts such a line once per run.
     #[serde(default)]
     pub cost: Option<f64>,
     /// The task's duration as the service reported it, in seconds.
@@ -68,6 +71,10 @@ pub struct ResultLine {
     /// Finished in an earlier run: nothing was sent or downloaded in this one.
     #[serde(default)]
     pub from_journal: bool,
+    /// Accepted in an earlier run, which was charged for it, and polled in
+    /// this one.
+    #[serde(default)]
+    pub resumed: bool,
     /// What went wrong, and what to do about it.
     #[serde(default)]
     pub error: Option<String>,
@@ -132,6 +139,7 @@ impl From<&JobOutcome> for ResultLine {
             task_id: outcome.task.as_ref().map(|t| t.id.clone()),
             polling_url: outcome.task.as_ref().map(|t| t.polling_url.clone()),
             from_journal: outcome.from_journal,
+            resumed: outcome.resumed,
             error: outcome.error.clone(),
             class: outcome.class.map(|class| class.as_str().to_string()),
             grid: outcome.request.cell.clone(),
@@ -141,7 +149,8 @@ impl From<&JobOutcome> for ResultLine {
 
 impl JobOutcome {
     /// The outcome as one JSON object (`line`, `name`, `task_id`, `status`,
-    /// `file`, `seed`, `cost`, `duration`, `error`, and what was asked:
+    /// `file`, `seed`, `cost`, `duration`, `error`, `from_journal`,
+    /// `resumed`, and what was asked:
     /// `model`, `prompt`, `width`, `height`, `grid`; `finished_at` in
     /// seconds since 1970), as a results file holds it.
     pub fn to_json(&self) -> serde_json::Value {

@@ -68,6 +68,8 @@ async fn a_batch_stopped_by_the_earlier_release_resumes_without_paying_twice() {
     let outcomes = run_batch(batch, jobs(1, "resumed")).await;
     assert_eq!(outcomes[0].standing, Standing::Saved, "{outcomes:#?}");
     assert!(outcomes[0].resumed);
+    // Its result line says so: its cost was charged by the run that sent it.
+    assert_eq!(outcomes[0].to_json()["resumed"], true);
     assert_eq!(outcomes[0].task.as_ref().map(|t| t.id.as_str()), Some(task.id()));
     assert_eq!(
         mock.count("POST", "/v1/gen-2-pro"),
