@@ -548,8 +548,25 @@ fn kept_in(profile: &Profile) -> String {
     match (&profile.key_env, &profile.key_file) {
         (Some(name), _) if is_variable_name(name) && names_a_secret(name) => format!("key_env {name}"),
         (Some(_), _) => "key_env".to_string(),
-        (None, Some(file)) => format!("key_file {}", out::clean(&expand_home(file).display().to_string())),
+        (None, Some(file)) => format!(
+            "key_file {}",
+            out::clean(
+                &under_home(&expand_home(file), dirs::home_dir().as_deref())
+                    .display()
+                    .to_string()
+            )
+        ),
         (None, None) => "no key".to_string(),
+    }
+}
+
+/// A path inside the home folder written from `~/`, as a config file may
+/// write it: the words naming a refused key travel into results files and
+/// galleries that are shared, and the home folder's path names its user.
+fn under_home(path: &Path, home: Option<&Path>) -> PathBuf {
+    match home.and_then(|home| path.strip_prefix(home).ok()) {
+        Some(rest) if !rest.as_os_str().is_empty() => Path::new("~").join(rest),
+        _ => path.to_path_buf(),
     }
 }
 
@@ -695,5 +712,23 @@ mod tests {
             ..Settings::default()
         };
         assert!(!format!("{settings:?}").contains("sk-very-secret"));
+    }
+
+    #[test]
+    fn a_key_file_in_the_home_folder_is_named_from_it() {
+        let home = Path::new("/home/ada");
+        let shown = |path: &str| under_home(Path::new(path), Some(home)).display().to_string();
+        assert_eq!(
+            shown("/home/ada/.config/genapi/keys/work"),
+            "~/.config/genapi/keys/work"
+        );
+        assert_eq!(
+            shown("/home/adam/key"),
+            "/home/adam/key",
+            "another folder that begins alike"
+        );
+        assert_eq!(shown("/etc/genapi/key"), "/etc/genapi/key");
+        assert_eq!(shown("/home/ada"), "/home/ada");
+        assert_eq!(under_home(Path::new("/home/ada/k"), None), Path::new("/home/ada/k"));
     }
 }

@@ -77,6 +77,7 @@ async fn a_refused_key_is_named_by_its_profile_and_file() {
     let dir = Dir::new("refused-profile-key");
     two_profiles(&dir, &mock, "not-the-mocks-key");
     let run = genapi(&dir)
+        .env("HOME", &dir.0)
         .args(["--profile", "m", "generate", "a fox", "-o", "fox.jpg"])
         .output()
         .unwrap();
@@ -86,7 +87,10 @@ async fn a_refused_key_is_named_by_its_profile_and_file() {
         stderr.contains("forbidden (403): check the key of profile m (key_file "),
         "{stderr}"
     );
-    assert!(stderr.contains("m.key)"), "{stderr}");
+    // Named from the home folder: these words reach results files and
+    // galleries, and the home folder's path names its user.
+    assert!(stderr.contains("(key_file ~/config/genapi/m.key)"), "{stderr}");
+    assert!(!stderr.contains(&dir.0.display().to_string()), "{stderr}");
     assert!(!stderr.contains("GENAPI_API_KEY"), "{stderr}");
 }
 
