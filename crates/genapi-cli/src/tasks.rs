@@ -487,7 +487,20 @@ async fn complete(
     deadline: Instant,
     interrupt: std::pin::Pin<&mut impl std::future::Future<Output = std::io::Result<()>>>,
 ) -> Result<(), Failure> {
-    let resumes: Vec<WaitCommand> = accepted.iter().map(|a| a.resume.clone()).collect();
+    // What is said of each task not reported when an interruption comes:
+    // its slot empties once its own report is out.
+    let unreported: Vec<Mutex<Option<Unreported>>> = accepted
+        .iter()
+        .map(|a| {
+            Mutex::new(Some(Unreported {
+                id: a.task.id().to_string(),
+                polling_url: a.task.polling_url().to_string(),
+                model: a.model.clone(),
+                resume: a.resume.clone(),
+                last_status: Arc::default(),
+            }))
+        })
+        .collect();
     let total = accepted.len() as u64;
     let progress = Progress::start(command, total);
     // The tasks were charged when accepted: the credits count from there,
@@ -501,13 +514,17 @@ async fn complete(
     };
     progress.show(&start);
     let figures = Mutex::new(start);
-    let runs = accepted.into_iter().map(|accepted| {
+    let runs = accepted.into_iter().zip(&unreported).map(|(accepted, slot)| {
         let (progress, figures) = (&progress, &figures);
+        let last_status = slot
+            .lock()
+            .ok()
+            .and_then(|slot| slot.as_ref().map(|task| task.last_status.clone()))
+            .unwrap_or_default();
         async move {
             let charged = charged_at_acceptance(&accepted.task);
             let id = accepted.task.id().to_string();
             let polling_url = accepted.task.polling_url().to_string();
-            let last_status = Arc::new(Mutex::new(String::new()));
             let outcome = finish(
                 &connection.client,
                 accepted.task,
@@ -546,6 +563,10 @@ async fn complete(
             let status = last_status.lock().map(|s| s.clone()).unwrap_or_default();
             let saved = outcome.as_ref().ok().map(|saved| saved.file.as_path());
             crate::history::note(&id, if saved.is_some() { "Ready" } else { &status }, saved);
+            // Reported now, at once: an interruption cannot come between.
+            if let Ok(mut slot) = slot.lock() {
+                *slot = None;
+            }
             progress.suspend(|| {
                 report(
                     global,
@@ -573,12 +594,42 @@ async fn complete(
         },
         None => {
             out::err("error: interrupted");
-            for resume in &resumes {
-                print_resume(connection, resume);
+            // Each task not reported yet goes on at the service, paid for:
+            // reported as any other open task is, its resume command on
+            // stderr and, with `--json`, in its line on stdout.
+            for task in unreported
+                .into_iter()
+                .filter_map(|slot| slot.into_inner().ok().flatten())
+            {
+                let status = task.last_status.lock().map(|s| s.clone()).unwrap_or_default();
+                let interrupted = Failure::new(
+                    code::INTERRUPTED,
+                    "interrupted while waiting; the task goes on at the service",
+                );
+                report(
+                    global,
+                    connection,
+                    &task.id,
+                    &task.polling_url,
+                    task.model.as_deref(),
+                    &task.resume,
+                    &status,
+                    Err(interrupted),
+                );
             }
             Err(Failure::new(code::INTERRUPTED, ""))
         }
     }
+}
+
+/// A task an interruption may leave unreported, with what its report says.
+struct Unreported {
+    id: String,
+    polling_url: String,
+    model: Option<String>,
+    resume: WaitCommand,
+    /// The last status polling saw, kept up to date by the task's wait.
+    last_status: Arc<Mutex<String>>,
 }
 
 /// One task, from waiting to the saved file; its status changes go to

@@ -657,7 +657,8 @@ fn timeout_is_resumable_and_submit_wait_get_pick_tasks_up() {
 }
 
 /// Ctrl-C (SIGINT) and SIGTERM (a service manager, `kill`) stop the same
-/// way: exit 130 with the command that picks the task up again.
+/// way: exit 130 with the command that picks the task up again, and with
+/// `--json` a line for the task on stdout that carries it.
 #[test]
 fn a_ctrl_c_or_sigterm_after_submission_prints_the_resume_command() {
     for (signal, name) in [(libc::SIGINT, "sigint"), (libc::SIGTERM, "sigterm")] {
@@ -665,11 +666,12 @@ fn a_ctrl_c_or_sigterm_after_submission_prints_the_resume_command() {
         let slow = Mock::start(&dir, &["--duration-ms", "600000"]);
         let mut child = slow
             .command(&dir)
-            .args(["generate", "x", "-o", "later.png"])
+            .args(["generate", "x", "-o", "later.png", "--json"])
             .stderr(Stdio::piped())
-            .stdout(Stdio::null())
+            .stdout(Stdio::piped())
             .spawn()
             .unwrap();
+        let mut stdout = child.stdout.take().unwrap();
         let mut stderr = BufReader::new(child.stderr.take().unwrap());
         let mut seen = String::new();
         while !seen.contains("submitted task") {
@@ -686,6 +688,16 @@ fn a_ctrl_c_or_sigterm_after_submission_prints_the_resume_command() {
         assert!(
             rest.contains("resume with: genapi wait ") && rest.contains("--out later.png"),
             "{name}: {rest}"
+        );
+        let mut printed = String::new();
+        std::io::Read::read_to_string(&mut stdout, &mut printed).unwrap();
+        let line: serde_json::Value = serde_json::from_str(printed.trim()).unwrap_or_else(|e| panic!("{e}: {printed}"));
+        assert_eq!(line["exit_code"], 130, "{name}: {printed}");
+        assert!(
+            line["resume"]
+                .as_str()
+                .is_some_and(|resume| resume.contains("--out later.png")),
+            "{name}: {printed}"
         );
     }
 }
