@@ -38,8 +38,9 @@ pub struct Output {
 /// What fetching one address gave.
 enum Fetched<T> {
     Got(T),
-    /// The delivery host refused the address (expired or revoked).
-    Refused,
+    /// The delivery host refused the address (expired or revoked), with
+    /// this status.
+    Refused(u16),
 }
 
 impl Output {
@@ -132,7 +133,7 @@ impl Output {
                 Ok(match (self.fetch(&address, &mut sink).await?, sink) {
                     (Fetched::Got(()), Sink::Memory(body)) => Fetched::Got(body.into_owned_bytes()),
                     (Fetched::Got(()), Sink::File(_)) => Fetched::Got(Bytes::new()),
-                    (Fetched::Refused, _) => Fetched::Refused,
+                    (Fetched::Refused(status), _) => Fetched::Refused(status),
                 })
             }))
             .await?;
@@ -313,10 +314,26 @@ impl Output {
             task: self.task.clone(),
         };
         match sample {
-            Some(sample) => match fetch(sample).await? {
-                Fetched::Got(value) => Ok(value),
-                Fetched::Refused => Err(expired()),
-            },
+            Some(sample) => {
+                let offered_again = sample == self.sample;
+                match fetch(sample).await? {
+                    Fetched::Got(value) => Ok(value),
+                    // The same address refused twice: the service offers
+                    // no fresh one.
+                    Fetched::Refused(_) if offered_again => Err(expired()),
+                    // A fresh address refused as well says nothing of the
+                    // result's end: the task is the service's still, and a
+                    // later wait asks for an address once more.
+                    Fetched::Refused(status) => Err(Error::UnexpectedStatus {
+                        status,
+                        operation: "download".into(),
+                        message: "the delivery host refused the result's fresh address as well; the result is \
+                              still the service's: wait for the task again to fetch it"
+                            .into(),
+                        task: Some(self.task.clone()),
+                    }),
+                }
+            }
             None => Err(expired()),
         }
     }
@@ -350,7 +367,7 @@ impl Output {
             | StatusCode::NOT_FOUND
             | StatusCode::GONE
             | StatusCode::BAD_REQUEST
-            | StatusCode::UNAUTHORIZED => Ok(Fetched::Refused),
+            | StatusCode::UNAUTHORIZED => Ok(Fetched::Refused(answer.status.as_u16())),
             _ => Err(error_for_task(transport, "download", &answer, &self.task)),
         }
     }

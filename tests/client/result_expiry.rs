@@ -49,6 +49,28 @@ async fn once_the_task_itself_has_expired_the_error_is_result_expired() {
     assert!(error.to_string().contains("submit the task again"), "{error}");
 }
 
+/// A fresh address the delivery host refuses as well says nothing of the
+/// result's end: the task is left to be waited for again, never called
+/// expired (which would tell the user to pay for it again).
+#[tokio::test(start_paused = true)]
+async fn a_fresh_address_refused_as_well_leaves_the_task_to_wait_for_again() {
+    let mock = MockService::start().await.unwrap();
+    let client = mock.client().unwrap();
+    let output = client.run(types::Gen2ProRequest::builder().prompt("x")).await.unwrap();
+    mock.advance(Duration::from_secs(10 * 60 + 1));
+    mock.inject(genapi_mock::Fault::status("/mock/results/", 403).times(2));
+    let error = output.bytes().await.unwrap_err();
+    assert!(!matches!(error, Error::ResultExpired { .. }), "{error}");
+    assert!(
+        error.is_worth_waiting_again() && !error.class().ends_the_task(),
+        "{error}"
+    );
+    assert!(!error.to_string().contains("submit the task again"), "{error}");
+    let task = client.task(output.reference().polling_url.as_str()).unwrap();
+    let again = task.wait().await.unwrap();
+    assert!(!again.bytes().await.unwrap().is_empty(), "the result was the service's still");
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_tampered_address_is_refused() {
     let mock = MockService::start().await.unwrap();
