@@ -46,7 +46,8 @@ pub struct Task {
     output_mp: Option<f64>,
     submitted: Instant,
     /// Made from an id or polling URL (not a submission just answered): it
-    /// was accepted earlier, so "not found" is final at once.
+    /// was accepted earlier, maybe only just (a run killed right after the
+    /// acceptance, run again), so it is asked at once.
     resumed: bool,
     /// Its operation is known: it was submitted by this client, or the
     /// program said which one ([`Task::submitted_to`]). Only then are its
@@ -307,8 +308,9 @@ impl Task {
     /// setting that trusts it.
     ///
     /// A final status frees the task's place under the active-task limit;
-    /// `Task not found` does so only once it is final for this task (a
-    /// resumed task, or one past the client's not-found grace period).
+    /// `Task not found` does so only once it is final for this task: past
+    /// the client's not-found grace period since the task was submitted, or
+    /// since this handle was made for a task accepted earlier.
     pub async fn poll(&self) -> Result<PollResult> {
         let result = self.poll_for_status().await?;
         if result.status == TaskStatus::TaskNotFound && self.not_found_is_final(self.session.wait.grace_period()) {
@@ -353,9 +355,12 @@ impl Task {
     }
 
     /// Whether `Task not found` is the task's end rather than the service
-    /// not knowing it yet.
+    /// not knowing it yet. The service may not know a task for a short
+    /// while after accepting it, and a task picked up again may have been
+    /// accepted only just, so its handle's first moments are a grace period
+    /// too: ending a paid task on one passing "not found" would lose it.
     fn not_found_is_final(&self, grace: Duration) -> bool {
-        self.resumed || self.submitted.elapsed() >= grace
+        self.submitted.elapsed() >= grace
     }
 
     /// Polls once, without taking the answer as the task's: errors carry no

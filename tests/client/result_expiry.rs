@@ -68,7 +68,10 @@ async fn a_fresh_address_refused_as_well_leaves_the_task_to_wait_for_again() {
     assert!(!error.to_string().contains("submit the task again"), "{error}");
     let task = client.task(output.reference().polling_url.as_str()).unwrap();
     let again = task.wait().await.unwrap();
-    assert!(!again.bytes().await.unwrap().is_empty(), "the result was the service's still");
+    assert!(
+        !again.bytes().await.unwrap().is_empty(),
+        "the result was the service's still"
+    );
 }
 
 #[tokio::test(start_paused = true)]
