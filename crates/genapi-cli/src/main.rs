@@ -245,17 +245,22 @@ pub struct Failure {
     /// better one than the task's own: a free name for a result that
     /// could not be saved under the one asked.
     pub resume: Option<Box<resume::WaitCommand>>,
+    /// Set when the task was seen `Ready` before this failure, whose result
+    /// was then not saved: it ended, charged.
+    pub ready: Option<Ready>,
+}
+
+/// A task seen `Ready`.
+#[derive(Clone, Copy, Debug)]
+pub struct Ready {
+    /// What it settled at, when the service said.
+    pub cost: Option<f64>,
 }
 
 impl Failure {
     /// A usage or validation failure.
     pub fn usage(message: impl Into<String>) -> Failure {
-        Failure {
-            code: code::USAGE,
-            message: message.into(),
-            untrusted: None,
-            resume: None,
-        }
+        Failure::new(code::USAGE, message)
     }
     /// A failure with this code.
     pub fn new(code: u8, message: impl Into<String>) -> Failure {
@@ -264,6 +269,7 @@ impl Failure {
             message: message.into(),
             untrusted: None,
             resume: None,
+            ready: None,
         }
     }
     /// A library error, its causes included.
@@ -273,10 +279,8 @@ impl Failure {
             _ => None,
         };
         Failure {
-            code: exit_code(error),
-            message: describe(error),
             untrusted,
-            resume: None,
+            ..Failure::new(exit_code(error), describe(error))
         }
     }
 }

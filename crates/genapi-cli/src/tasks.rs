@@ -536,21 +536,27 @@ async fn complete(
             )
             .await;
             if let Ok(mut figures) = figures.lock() {
-                // A task whose wait failed without its end is neither done
-                // nor failed: it may go on at the service, paid for, or
-                // wait there for its result to be fetched, and the resume
-                // line picks it up.
-                let still_running = matches!(&outcome, Err(failure) if !ends_the_task(failure));
+                // A task whose wait failed before its end is neither done
+                // nor failed: it may go on at the service, paid for, and
+                // the resume line picks it up. One seen `Ready` whose
+                // result was not saved ended: failed, at what it settled.
+                let still_running =
+                    matches!(&outcome, Err(failure) if failure.ready.is_none() && !ends_the_task(failure));
                 if !still_running {
                     figures.done += 1;
                     figures.worked += 1;
                     figures.in_flight = figures.in_flight.saturating_sub(1);
                 }
+                // What a task seen Ready settled at takes the place of
+                // what its acceptance said.
+                let settled = |cost| crate::progress::credits(cost).unwrap_or(charged) - charged;
                 match &outcome {
-                    Ok(saved) => {
-                        figures.credits += crate::progress::credits(saved.output.cost()).unwrap_or(charged) - charged;
-                    }
+                    Ok(saved) => figures.credits += settled(saved.output.cost()),
                     Err(_) if still_running => {}
+                    Err(Failure { ready: Some(ready), .. }) => {
+                        figures.failed += 1;
+                        figures.credits += settled(ready.cost);
+                    }
                     Err(failure) => {
                         figures.failed += 1;
                         if failure.code == code::of(genapi::FailureClass::Moderated) {
@@ -698,7 +704,15 @@ async fn finish(
             ));
         }
     };
-    save_output(client, output, plan, index, deadline, global).await
+    // From here the task has ended, charged: a failure to save its result
+    // says so, for the figures.
+    let ready = crate::Ready { cost: output.cost() };
+    save_output(client, output, plan, index, deadline, global)
+        .await
+        .map_err(|failure| Failure {
+            ready: Some(ready),
+            ..failure
+        })
 }
 
 async fn save_output(

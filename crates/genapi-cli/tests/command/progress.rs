@@ -197,3 +197,33 @@ async fn a_wait_refused_by_the_service_counts_its_task_in_flight_not_failed() {
         "the paid task is offered to be picked up once the key is right: {stderr}"
     );
 }
+
+/// A task seen `Ready` whose result could not be written ended, charged:
+/// `generate` counts it failed, not in flight, at what it settled at (a
+/// model whose acceptance says no cost reports it on the poll).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_generate_whose_result_is_not_written_counts_its_ended_task_at_its_cost() {
+    let mock = mock(50).await;
+    let dir = Dir::new("progress-generate-not-written");
+    // The image goes to stdout, a device that is always full.
+    let full = std::fs::OpenOptions::new().write(true).open("/dev/full").unwrap();
+    let run = genapi(&dir, &mock)
+        .args(["generate", "-m", "gen-dev", "a fox", "-o", "-"])
+        .stdout(full)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert_ne!(run.status.code(), Some(0), "not written: {stderr}");
+    let line = stderr
+        .lines()
+        .rfind(|line| line.contains("generate: "))
+        .unwrap_or_else(|| panic!("{stderr}"));
+    assert!(line.contains("1/1 done, 1 failed, 0 in flight"), "{stderr}");
+    let credits: f64 = line
+        .trim_end_matches(" credits")
+        .rsplit(' ')
+        .next()
+        .and_then(|figure| figure.parse().ok())
+        .unwrap_or_else(|| panic!("{line}"));
+    assert!(credits > 0.0, "the mock charges gen-dev on the poll: {line}");
+}
