@@ -1153,12 +1153,21 @@ async fn get_task(
 ) -> Result<bool, Failure> {
     let state = match tokio::time::timeout_at(deadline, task.poll()).await {
         Ok(Ok(state)) => state,
-        Ok(Err(error)) => return Err(Failure::api(&error)),
-        Err(_) => {
-            return Err(Failure::new(
-                code::TIMEOUT,
-                format!("--timeout {}s passed", global.timeout_seconds()),
-            ))
+        polled => {
+            let failure = match polled {
+                Ok(Err(error)) => Failure::api(&error),
+                _ => Failure::new(code::TIMEOUT, format!("--timeout {}s passed", global.timeout_seconds())),
+            };
+            // Said as any failure of a task is, with its object under
+            // --json: a refused key or the rate limit leave the task open,
+            // with the command that picks it up.
+            let target = plan
+                .as_ref()
+                .map_or_else(|| PathBuf::from("."), |plan| plan.resume_target(None));
+            let (id, polling_url) = (task.id(), task.polling_url().as_str());
+            let resume = resume_command(global, &connection.client, id, polling_url, &target);
+            let code = report(global, connection, id, polling_url, None, &resume, "", Err(failure));
+            return Err(Failure::new(code, ""));
         }
     };
     crate::history::note(task.id(), state.status.as_str(), None);
@@ -1226,7 +1235,9 @@ async fn get_task(
             )))
         }
     };
-    let Some(plan) = plan else { return Ok(true) };
+    // Ready, and its result not fetched here: a later `wait` or `get
+    // --out` polls it again, and what scrubs the answers stays for it.
+    let Some(plan) = plan else { return Ok(false) };
     let id = output.id().to_string();
     let polling_url = reference.to_string();
     let outcome = save_output(&connection.client, output, &plan, None, deadline, global).await;

@@ -151,3 +151,75 @@ async fn a_task_waited_for_in_another_process_is_scrubbed_of_its_submissions_sec
     assert!(!stderr.contains(SECRET) && !stderr.contains(TOKEN), "{stderr}");
     assert!(!kept[0].exists(), "forgotten once the task has ended");
 }
+
+/// A `get` that only looks leaves a task's kept secrets for the command that
+/// fetches its result: a `get` of a Ready task without `--out`, and one the
+/// service refuses (which, under `--json`, gives the task's object with the
+/// command that picks it up, never a bare "failed").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_get_that_only_looks_keeps_the_secrets_until_the_result_is_fetched() {
+    let mock = MockService::start().await.unwrap();
+    let dir = Dir::new("echoed-secrets-get");
+    let submitted = common::genapi(&dir, &mock)
+        .args([
+            "submit",
+            "a fox",
+            "--json",
+            "--set",
+            "webhook_secret=get-canary-secret-0e7",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(
+        submitted.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&submitted.stderr)
+    );
+    let task: Value = serde_json::from_slice(&submitted.stdout).unwrap();
+    let id = task["id"].as_str().unwrap();
+    let folder = dir.join("cache/genapi/tasks");
+    let kept = || std::fs::read_dir(&folder).map(|entries| entries.count()).unwrap_or(0);
+    assert_eq!(kept(), 1);
+    let refused = common::genapi(&dir, &mock)
+        .env("GENAPI_API_KEY", "not-the-key-it-was-sent-with")
+        .args(["get", id, "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        refused.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&refused.stderr)
+    );
+    let object: Value = serde_json::from_slice(&refused.stdout).unwrap();
+    assert_eq!(object["id"], id, "{object}");
+    assert_ne!(object["status"], "failed", "{object}");
+    assert!(
+        object["resume"].as_str().is_some_and(|resume| resume.contains(id)),
+        "{object}"
+    );
+    assert_eq!(kept(), 1, "kept while the task is open");
+    let mut looked = String::new();
+    for _ in 0..200 {
+        let run = common::genapi(&dir, &mock).args(["get", id]).output().unwrap();
+        looked = String::from_utf8_lossy(&run.stdout).into_owned();
+        if looked.contains("Ready") {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(25));
+    }
+    assert!(looked.contains("Ready"), "{looked}");
+    assert_eq!(kept(), 1, "kept until the result is fetched");
+    let fetched = common::genapi(&dir, &mock)
+        .args(["wait", id, "-o", "fox.jpg"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        fetched.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&fetched.stderr)
+    );
+    assert_eq!(kept(), 0, "forgotten once the result is saved");
+}
