@@ -530,7 +530,10 @@ impl Error {
     /// later (`client.task(id)?.wait()`), never submit it again. True for
     /// timeouts, for network, overload and server failures while polling or
     /// downloading, and for a result that could not be written (once the
-    /// disk has room or the folder is writable again).
+    /// disk has room or the folder is writable again). Whether the task is
+    /// open at all (a refused key leaves it open, though waiting again
+    /// does not help until the key is fixed) is
+    /// [`crate::FailureClass::ends_the_task`].
     pub fn is_worth_waiting_again(&self) -> bool {
         if self.task().is_none() {
             return false;

@@ -99,12 +99,16 @@ impl FailureClass {
     }
 
     /// Whether a failure of this class is the task's end: the service
-    /// ended it without a result (it failed, was moderated, is gone or its
-    /// result expired), so waiting for it again gives nothing. Any other
-    /// failure of an accepted task (a timeout, the network, a refused key, a
-    /// result not written) leaves it to be waited for again, never
-    /// submitted again. The one rule for whether an accepted task is
-    /// still open, for a batch's lines and the command's tasks alike.
+    /// ended it without a result ([`FailureClass::Moderated`], or
+    /// [`FailureClass::TaskFailed`]: it failed, is gone or its result
+    /// expired), so waiting for it again gives nothing. Any other failure
+    /// of an accepted task (a timeout, the network, a refused key, the rate
+    /// limit, a result not written, an interruption) leaves it open: to be
+    /// waited for again, never submitted again. The rule for whether an
+    /// accepted task is still open, for a batch's lines and the command's
+    /// tasks alike. [`Error::is_worth_waiting_again`] answers another
+    /// question: whether waiting again may help as things are (not while
+    /// the key is refused, which must be fixed first).
     ///
     /// ```
     /// use genapi::FailureClass;
