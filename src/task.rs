@@ -46,9 +46,11 @@ pub struct Task {
     output_mp: Option<f64>,
     submitted: Instant,
     /// Made from an id or polling URL (not a submission just answered): it
-    /// was accepted earlier, maybe only just (a run killed right after the
-    /// acceptance, run again), so it is asked at once.
+    /// was accepted earlier, so it is asked at once, and "not found" is
+    /// final at once unless [`Task::sent_at`] says it was sent only just.
     resumed: bool,
+    /// When its submission was sent, for a resumed task that says so.
+    sent_at: Option<std::time::SystemTime>,
     /// Its operation is known: it was submitted by this client, or the
     /// program said which one ([`Task::submitted_to`]). Only then are its
     /// wait aimed and its duration learned under it.
@@ -164,6 +166,7 @@ impl Task {
             output_mp,
             submitted: Instant::now(),
             resumed: false,
+            sent_at: None,
             operation_known: true,
             seat: None,
             elsewhere: Vec::new(),
@@ -265,6 +268,29 @@ impl Task {
         self
     }
 
+    /// When this task's submission was sent, for a task picked up again
+    /// ([`crate::Client::resume`], [`crate::Client::task`]) by a program
+    /// that recorded it. The service may not know a task for a short while
+    /// after accepting it (404, `Task not found`), so a task sent within
+    /// the not-found grace period ([`WaitOptions::not_found_grace`]) rides
+    /// that out, as a task just submitted does; one sent earlier, or whose
+    /// sending is not known, is not found for good at once.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: genapi::Client) -> genapi::Result<()> {
+    /// let sent = std::time::SystemTime::now();
+    /// let task = client
+    ///     .resume("https://api.example.com/v1/get_result?id=abc")
+    ///     .await?
+    ///     .sent_at(sent);
+    /// let output = task.wait().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn sent_at(mut self, when: std::time::SystemTime) -> Task {
+        self.sent_at = Some(when);
+        self
+    }
+
     /// Task id.
     pub fn id(&self) -> &str {
         &self.task.id
@@ -308,9 +334,9 @@ impl Task {
     /// setting that trusts it.
     ///
     /// A final status frees the task's place under the active-task limit;
-    /// `Task not found` does so only once it is final for this task: past
-    /// the client's not-found grace period since the task was submitted, or
-    /// since this handle was made for a task accepted earlier.
+    /// `Task not found` does so only once it is final for this task (past
+    /// the client's not-found grace period since it was sent: see
+    /// [`Task::sent_at`] for a task picked up again).
     pub async fn poll(&self) -> Result<PollResult> {
         let result = self.poll_for_status().await?;
         if result.status == TaskStatus::TaskNotFound && self.not_found_is_final(self.session.wait.grace_period()) {
@@ -355,12 +381,22 @@ impl Task {
     }
 
     /// Whether `Task not found` is the task's end rather than the service
-    /// not knowing it yet. The service may not know a task for a short
-    /// while after accepting it, and a task picked up again may have been
-    /// accepted only just, so its handle's first moments are a grace period
-    /// too: ending a paid task on one passing "not found" would lose it.
+    /// not knowing it yet: past the grace period since the task was sent.
+    /// A task picked up again was sent when [`Task::sent_at`] says (ending
+    /// a paid task sent only just on one passing "not found" would lose
+    /// it), else long ago; the grace never outlasts the handle's own, so a
+    /// recorded time in the future holds nothing up.
     fn not_found_is_final(&self, grace: Duration) -> bool {
-        self.submitted.elapsed() >= grace
+        let past_the_handles = self.submitted.elapsed() >= grace;
+        if !self.resumed {
+            return past_the_handles;
+        }
+        let since_sent = |sent| {
+            std::time::SystemTime::now()
+                .duration_since(sent)
+                .unwrap_or(Duration::ZERO)
+        };
+        past_the_handles || self.sent_at.is_none_or(|sent| since_sent(sent) >= grace)
     }
 
     /// Polls once, without taking the answer as the task's: errors carry no

@@ -154,10 +154,9 @@ impl WaitOptions {
         self
     }
     /// Right after submission the service may not know the task yet (404, or
-    /// `Task not found`); polling goes on for this long (default 10 s), from
-    /// the submission, or for a task picked up by its id or polling URL
-    /// ([`crate::Client::task`]), from when its handle was made: it may have
-    /// been accepted only just.
+    /// `Task not found`); polling goes on for this long (default 10 s) from
+    /// the submission (for a task picked up again, see
+    /// [`crate::Task::sent_at`]).
     pub fn not_found_grace(mut self, grace: Duration) -> Self {
         self.not_found_grace = grace;
         self

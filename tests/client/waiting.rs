@@ -53,33 +53,37 @@ async fn each_failure_status_is_a_typed_error() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn not_found_is_ridden_out_after_submission_and_after_picking_a_task_up() {
+async fn not_found_is_ridden_out_after_sending_but_final_for_a_task_sent_long_ago() {
     let mock = MockService::start().await.unwrap();
     // The default grace is 10 s.
     let client = mock.client().unwrap();
     // Just submitted: the service may not know it yet; polling goes on.
     mock.inject(genapi_mock::Fault::status("/v1/get_result", 404).times(2));
     let output = client.run(prompt("x")).await.unwrap();
-    // Picked up again, maybe right after its acceptance (a run killed and
-    // run again): a passing "not found" does not end the paid task.
+    // Picked up again by a program that recorded it was sent only just (a
+    // run killed right after the acceptance, run again): a passing "not
+    // found" does not end the paid task.
     mock.inject(genapi_mock::Fault::status("/v1/get_result", 404).times(2));
-    let again = client
-        .task(output.reference().polling_url.as_str())
-        .unwrap()
-        .wait()
-        .await;
+    let polling_url = output.reference().polling_url.as_str();
+    let just_sent = client.task(polling_url).unwrap().sent_at(std::time::SystemTime::now());
+    let again = just_sent.wait().await;
     assert!(again.is_ok(), "{:?}", again.err());
-    // An id the service does not know ends once the grace has passed, and
+    // Sent long ago, or when it was sent is not known: final at once, and
     // the message says how to resume a task polled on another host.
-    let started = tokio::time::Instant::now();
-    let error = client.task("no-such-task").unwrap().wait().await.unwrap_err();
-    assert!(matches!(error, Error::TaskNotFound { .. }), "{error}");
-    let took = started.elapsed();
-    assert!(
-        took >= Duration::from_secs(10) && took < Duration::from_secs(13),
-        "ended after the grace period: {took:?}"
-    );
-    assert!(error.to_string().contains("polling URL"), "{error}");
+    let long_ago = std::time::SystemTime::now() - Duration::from_secs(3600);
+    for task in [
+        client.task("no-such-task").unwrap(),
+        client.task("no-such-task").unwrap().sent_at(long_ago),
+    ] {
+        let started = tokio::time::Instant::now();
+        let error = task.wait().await.unwrap_err();
+        assert!(matches!(error, Error::TaskNotFound { .. }), "{error}");
+        assert!(
+            started.elapsed() < Duration::from_millis(1500),
+            "no grace for a task sent long ago"
+        );
+        assert!(error.to_string().contains("polling URL"), "{error}");
+    }
 }
 
 #[tokio::test(start_paused = true)]

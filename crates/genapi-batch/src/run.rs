@@ -1037,11 +1037,24 @@ impl Context {
         // Its answers may quote the secrets its submission carried, sent by
         // an earlier run: the client scrubs them as its own.
         self.client.learn_secrets(&job.body);
+        // A run killed right after the acceptance and run again may find
+        // the service not knowing the task yet: sent so recently, its "not
+        // found" is ridden out.
+        let sent_at = line
+            .sent()
+            .and_then(|sent| sent.sent_at)
+            .map(|seconds| std::time::UNIX_EPOCH + Duration::from_secs(seconds));
         let resumed = tokio::select! {
-            resumed = self.client.resume(&task.polling_url) => resumed.map(|resumed| match OperationSpec::by_path(&job.path) {
-                // Its wait is aimed by what its model's tasks took.
-                Some(operation) => resumed.submitted_to(operation),
-                None => resumed,
+            resumed = self.client.resume(&task.polling_url) => resumed.map(|resumed| {
+                let resumed = match sent_at {
+                    Some(sent_at) => resumed.sent_at(sent_at),
+                    None => resumed,
+                };
+                match OperationSpec::by_path(&job.path) {
+                    // Its wait is aimed by what its model's tasks took.
+                    Some(operation) => resumed.submitted_to(operation),
+                    None => resumed,
+                }
             }),
             () = self.stop.stopped() => return self.stopped_polling(job.line, stem, line),
         };

@@ -20,6 +20,7 @@ mod protocol;
 mod refusals;
 mod results_file;
 mod resumed_fast_model;
+mod resumed_just_sent;
 mod resumed_secrets;
 mod resumed_without_seat;
 mod stopping;
