@@ -427,6 +427,9 @@ pub async fn generate(global: &Global, request: RequestArgs, save: SaveArgs, cou
             &plan.resume_target(index),
         );
         announce(&task);
+        // For a `wait` in another process that picks the task up, which
+        // never sent them (forgotten once the task ends here).
+        crate::task_secrets::keep(task.id(), &prepared.body);
         crate::history::submitted(global, task.id(), &prepared.model.name);
         if let Some(cost) = task.cost() {
             prices.learn(&kind, cost);
@@ -569,6 +572,11 @@ async fn complete(
             let status = last_status.lock().map(|s| s.clone()).unwrap_or_default();
             let saved = outcome.as_ref().ok().map(|saved| saved.file.as_path());
             crate::history::note(&id, if saved.is_some() { "Ready" } else { &status }, saved);
+            // What scrubs the task's answers goes once nothing is left of it
+            // to fetch: its result saved, or its end.
+            if !matches!(&outcome, Err(failure) if !ends_the_task(failure)) {
+                crate::task_secrets::forget(&id);
+            }
             // Reported now, at once: an interruption cannot come between.
             if let Ok(mut slot) = slot.lock() {
                 *slot = None;
@@ -1093,7 +1101,6 @@ pub async fn wait(global: &Global, reference: &str, save: SaveArgs) -> Result<()
     // regional task is unknown to the global one).
     let task = connection.client.task(reference).map_err(|e| Failure::api(&e))?;
     crate::task_secrets::learn(&connection.client, task.id());
-    let task_id = task.id().to_string();
     let resume = resume_command(
         global,
         &connection.client,
@@ -1109,11 +1116,7 @@ pub async fn wait(global: &Global, reference: &str, save: SaveArgs) -> Result<()
     }];
     let interrupt = crate::interrupt::interrupted();
     tokio::pin!(interrupt);
-    let waited = complete("wait", global, &connection, &plan, accepted, deadline, interrupt).await;
-    if waited.as_ref().map_or_else(ends_the_task, |()| true) {
-        crate::task_secrets::forget(&task_id);
-    }
-    waited
+    complete("wait", global, &connection, &plan, accepted, deadline, interrupt).await
 }
 
 /// `genapi get`: the state; with `--out`, the result when Ready.

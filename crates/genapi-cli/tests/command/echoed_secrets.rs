@@ -223,3 +223,58 @@ async fn a_get_that_only_looks_keeps_the_secrets_until_the_result_is_fetched() {
     );
     assert_eq!(kept(), 0, "forgotten once the result is saved");
 }
+
+/// A task `generate` left running (its deadline passed) keeps its
+/// submission's secrets, as `submit` does, for the `wait` its resume line
+/// names: that wait scrubs them from what the service echoes, and forgets
+/// them once the task has ended.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_generate_left_running_is_scrubbed_of_its_secrets_when_picked_up() {
+    const SECRET: &str = "generate-canary-secret-4f1";
+    let mock = MockService::start_with(
+        MockConfig::default().default_duration(std::time::Duration::from_secs(600)),
+        "127.0.0.1:0".parse().unwrap(),
+    )
+    .await
+    .unwrap();
+    let dir = Dir::new("echoed-secrets-generate");
+    let generated = common::genapi(&dir, &mock)
+        .args([
+            "--timeout",
+            "2",
+            "generate",
+            "a fox",
+            "-o",
+            "fox.jpg",
+            "--json",
+            "--set",
+        ])
+        .arg(format!("webhook_secret={SECRET}"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&generated.stderr).into_owned();
+    assert_eq!(generated.status.code(), Some(8), "{stderr}");
+    let object: Value = serde_json::from_slice(&generated.stdout).unwrap();
+    let id = object["id"].as_str().unwrap();
+    assert!(
+        object["resume"].as_str().is_some_and(|resume| resume.contains(id)),
+        "{object}"
+    );
+    let folder = dir.join("cache/genapi/tasks");
+    let kept = || std::fs::read_dir(&folder).map(|entries| entries.count()).unwrap_or(0);
+    assert_eq!(kept(), 1, "kept while the task runs on");
+    let quoting =
+        json!({"id": id, "status": "Error", "details": {"error": format!("no delivery with secret {SECRET}")}});
+    common::answer_polls(&mock, quoting.to_string(), 100);
+    let waited = common::genapi(&dir, &mock)
+        .args(["wait", id, "-o", "fox.jpg"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&waited.stderr).into_owned();
+    assert_eq!(waited.status.code(), Some(7), "{stderr}");
+    assert!(
+        stderr.contains("no delivery with secret [redacted]") && !stderr.contains(SECRET),
+        "{stderr}"
+    );
+    assert_eq!(kept(), 0, "forgotten once the task has ended");
+}

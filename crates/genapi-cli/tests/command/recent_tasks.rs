@@ -116,7 +116,8 @@ async fn generate_and_tasks_say_why_no_history_is_kept_in_a_folder_others_may_ch
     // The secrets of a task `submit` sent are kept by the same rule, and
     // losing them is said the same way.
     let tasks = cache.join("tasks");
-    std::fs::create_dir(&tasks).unwrap();
+    // `generate` may have made it, for the secrets of its own task.
+    std::fs::create_dir_all(&tasks).unwrap();
     std::fs::set_permissions(&tasks, std::fs::Permissions::from_mode(0o775)).unwrap();
     let submitted = genapi(&dir, &mock).args(["submit", "a cat"]).output().unwrap();
     let said = text(&submitted.stderr);
