@@ -1132,20 +1132,12 @@ pub async fn get(global: &Global, reference: &str, save: SaveArgs) -> Result<(),
     // regional task is unknown to the global one).
     let task = connection.client.task(reference).map_err(|e| Failure::api(&e))?;
     crate::task_secrets::learn(&connection.client, task.id());
-    let task_id = task.id().to_string();
-    let got = get_task(global, &connection, task, reference, plan, deadline).await;
-    let ended = match &got {
-        Ok(finished) => *finished,
-        Err(failure) => ends_the_task(failure),
-    };
-    if ended {
-        crate::task_secrets::forget(&task_id);
-    }
-    got.map(drop)
+    get_task(global, &connection, task, reference, plan, deadline).await
 }
 
 /// `genapi get` once its task is known: polled once, saved when Ready and
-/// asked to; whether the task is final.
+/// asked to; the secrets kept for its answers are forgotten once nothing is
+/// left of it to fetch.
 async fn get_task(
     global: &Global,
     connection: &Connection,
@@ -1153,7 +1145,7 @@ async fn get_task(
     reference: &str,
     plan: Option<Plan>,
     deadline: Instant,
-) -> Result<bool, Failure> {
+) -> Result<(), Failure> {
     let state = match tokio::time::timeout_at(deadline, task.poll()).await {
         Ok(Ok(state)) => state,
         polled => {
@@ -1210,7 +1202,7 @@ async fn get_task(
     };
     if !state.status.is_final() {
         return match plan {
-            None => Ok(false),
+            None => Ok(()),
             Some(plan) => {
                 let command = WaitCommand::new(
                     reference,
@@ -1228,9 +1220,19 @@ async fn get_task(
     let options = WaitOptions::default()
         .not_found_grace(Duration::ZERO)
         .timeout(deadline.saturating_duration_since(Instant::now()));
+    let task_id = task.id().to_string();
     let output = match tokio::time::timeout_at(deadline, task.wait_with(options)).await {
         Ok(Ok(output)) => output,
-        Ok(Err(error)) => return Err(said(Failure::api(&error))),
+        Ok(Err(error)) => {
+            let failure = Failure::api(&error);
+            // One look's "not found" may be passing (the service may not
+            // know a task it accepted only just): a later wait still
+            // needs what scrubs the task's answers.
+            if ends_the_task(&failure) && !matches!(error, genapi::Error::TaskNotFound { .. }) {
+                crate::task_secrets::forget(&task_id);
+            }
+            return Err(said(failure));
+        }
         Err(_) => {
             return Err(said(Failure::new(
                 code::TIMEOUT,
@@ -1240,7 +1242,7 @@ async fn get_task(
     };
     // Ready, and its result not fetched here: a later `wait` or `get
     // --out` polls it again, and what scrubs the answers stays for it.
-    let Some(plan) = plan else { return Ok(false) };
+    let Some(plan) = plan else { return Ok(()) };
     let id = output.id().to_string();
     let polling_url = reference.to_string();
     let outcome = save_output(&connection.client, output, &plan, None, deadline, global).await;
@@ -1249,7 +1251,10 @@ async fn get_task(
     }
     let resume = resume_command(global, &connection.client, &id, &polling_url, &plan.resume_target(None));
     match report(global, connection, &id, &polling_url, None, &resume, "Ready", outcome) {
-        0 => Ok(true),
+        0 => {
+            crate::task_secrets::forget(&id);
+            Ok(())
+        }
         code => Err(Failure::new(code, "")),
     }
 }

@@ -153,9 +153,10 @@ async fn a_task_waited_for_in_another_process_is_scrubbed_of_its_submissions_sec
 }
 
 /// A `get` that only looks leaves a task's kept secrets for the command that
-/// fetches its result: a `get` of a Ready task without `--out`, and one the
-/// service refuses (which, under `--json`, gives the task's object with the
-/// command that picks it up, never a bare "failed").
+/// fetches its result: a `get` of a Ready task without `--out`, one that
+/// saw a passing "not found", and one the service refuses (which, under
+/// `--json`, gives the task's object with the command that picks it up,
+/// never a bare "failed").
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_get_that_only_looks_keeps_the_secrets_until_the_result_is_fetched() {
     let mock = MockService::start().await.unwrap();
@@ -181,6 +182,20 @@ async fn a_get_that_only_looks_keeps_the_secrets_until_the_result_is_fetched() {
     let folder = dir.join("cache/genapi/tasks");
     let kept = || std::fs::read_dir(&folder).map(|entries| entries.count()).unwrap_or(0);
     assert_eq!(kept(), 1);
+    // A passing 404 on both of its polls: the look says not found, and a
+    // later wait still needs what scrubs the task's answers.
+    mock.inject(genapi_mock::Fault::status("/v1/get_result", 404).times(2));
+    let not_found = common::genapi(&dir, &mock)
+        .args(["get", task["polling_url"].as_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(
+        not_found.status.code(),
+        Some(7),
+        "{}",
+        String::from_utf8_lossy(&not_found.stderr)
+    );
+    assert_eq!(kept(), 1, "kept after one look's not found");
     let refused = common::genapi(&dir, &mock)
         .env("GENAPI_API_KEY", "not-the-key-it-was-sent-with")
         .args(["get", id, "--json"])
