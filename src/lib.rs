@@ -127,6 +127,7 @@ mod call;
 mod client;
 mod config;
 mod error;
+mod expiry;
 mod failure;
 mod field;
 #[cfg(feature = "fuzzing")]

@@ -315,20 +315,25 @@ impl Output {
         };
         match sample {
             Some(sample) => {
-                let offered_again = sample == self.sample;
+                // The same address, however spelt.
+                let offered_again = Url::parse(&sample).ok() == Url::parse(&self.sample).ok();
+                let still_valid = crate::expiry::states_it_is_still_valid(&sample, std::time::SystemTime::now());
                 match fetch(sample).await? {
                     Fetched::Got(value) => Ok(value),
-                    // The same address refused twice: the service offers
-                    // no fresh one.
-                    Fetched::Refused(_) if offered_again => Err(expired()),
-                    // A fresh address refused as well says nothing of the
-                    // result's end: the task is the service's still, and a
-                    // later wait asks for an address once more.
+                    // The same address refused twice, and by what it states
+                    // it may well have run out: the service offers no fresh
+                    // one.
+                    Fetched::Refused(_) if offered_again && !still_valid => Err(expired()),
+                    // A fresh address refused as well, or one refused
+                    // though it states it is valid for a while yet, says
+                    // nothing of the result's end: the task is the
+                    // service's still, and a later wait asks for an
+                    // address once more.
                     Fetched::Refused(status) => Err(Error::UnexpectedStatus {
                         status,
                         operation: "download".into(),
-                        message: "the delivery host refused the result's fresh address as well; the result is \
-                              still the service's: wait for the task again to fetch it"
+                        message: "the delivery host refused the result's address again, which is not its \
+                              expiry; the result is still the service's: wait for the task again to fetch it"
                             .into(),
                         task: Some(self.task.clone()),
                     }),

@@ -74,6 +74,27 @@ async fn a_fresh_address_refused_as_well_leaves_the_task_to_wait_for_again() {
     );
 }
 
+/// The service offering the same address again, which states it is valid
+/// for minutes yet, and the delivery host refusing it twice: a passing
+/// refusal, not the result's expiry.
+#[tokio::test(start_paused = true)]
+async fn an_address_refused_though_it_states_it_is_valid_is_not_called_expired() {
+    let mock = MockService::start().await.unwrap();
+    let client = mock.client().unwrap();
+    let output = client.run(types::Gen2ProRequest::builder().prompt("x")).await.unwrap();
+    mock.inject(genapi_mock::Fault::status("/mock/results/", 403).times(2));
+    let error = output.bytes().await.unwrap_err();
+    assert!(!matches!(error, Error::ResultExpired { .. }), "{error}");
+    assert!(error.is_worth_waiting_again(), "{error}");
+    let again = client
+        .task(output.reference().polling_url.as_str())
+        .unwrap()
+        .wait()
+        .await
+        .unwrap();
+    assert!(!again.bytes().await.unwrap().is_empty());
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_tampered_address_is_refused() {
     let mock = MockService::start().await.unwrap();
