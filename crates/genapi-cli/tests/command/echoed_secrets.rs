@@ -95,20 +95,14 @@ async fn a_task_waited_for_in_another_process_is_scrubbed_of_its_submissions_sec
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&folder, std::fs::Permissions::from_mode(0o755)).unwrap();
     }
-    let submitted = common::genapi(&dir, &mock)
-        .args(["submit", "a fox", "--json", "--set"])
-        .arg(format!("webhook_secret={SECRET}"))
-        .arg("--set")
-        .arg(format!("webhook_url=http://127.0.0.1:9/hook/{TOKEN}/in"))
-        .output()
-        .unwrap();
-    assert_eq!(
-        submitted.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&submitted.stderr)
+    let task = submitted(
+        &dir,
+        &mock,
+        &[
+            format!("webhook_secret={SECRET}"),
+            format!("webhook_url=http://127.0.0.1:9/hook/{TOKEN}/in"),
+        ],
     );
-    let task: Value = serde_json::from_slice(&submitted.stdout).unwrap();
     let id = task["id"].as_str().unwrap();
     let kept: Vec<_> = std::fs::read_dir(&folder).unwrap().map(|e| e.unwrap().path()).collect();
     assert_eq!(kept.len(), 1, "{kept:?}");
@@ -135,15 +129,12 @@ async fn a_task_waited_for_in_another_process_is_scrubbed_of_its_submissions_sec
     let stderr = String::from_utf8_lossy(&refused.stderr).into_owned();
     assert_eq!(refused.status.code(), Some(3), "{stderr}");
     assert!(kept[0].exists(), "kept while the task is open: {stderr}");
-    let quoting = json!({"id": id, "status": "Error",
-                         "details": {"error": format!("cannot deliver to /hook/{TOKEN}/in with secret {SECRET}")}});
-    common::answer_polls(&mock, quoting.to_string(), 100);
-    let waited = common::genapi(&dir, &mock)
-        .args(["wait", id, "-o", "fox.jpg"])
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&waited.stderr).into_owned();
-    assert_eq!(waited.status.code(), Some(7), "{stderr}");
+    let stderr = waited_for_failure_quoting(
+        &dir,
+        &mock,
+        id,
+        &format!("cannot deliver to /hook/{TOKEN}/in with secret {SECRET}"),
+    );
     assert!(
         stderr.contains("cannot deliver to /hook/[redacted]/in with secret [redacted]"),
         "{stderr}"
@@ -161,23 +152,7 @@ async fn a_task_waited_for_in_another_process_is_scrubbed_of_its_submissions_sec
 async fn a_get_that_only_looks_keeps_the_secrets_until_the_result_is_fetched() {
     let mock = MockService::start().await.unwrap();
     let dir = Dir::new("echoed-secrets-get");
-    let submitted = common::genapi(&dir, &mock)
-        .args([
-            "submit",
-            "a fox",
-            "--json",
-            "--set",
-            "webhook_secret=get-canary-secret-0e7",
-        ])
-        .output()
-        .unwrap();
-    assert_eq!(
-        submitted.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&submitted.stderr)
-    );
-    let task: Value = serde_json::from_slice(&submitted.stdout).unwrap();
+    let task = submitted(&dir, &mock, &["webhook_secret=get-canary-secret-0e7".to_string()]);
     let id = task["id"].as_str().unwrap();
     let folder = dir.join("cache/genapi/tasks");
     let kept = || std::fs::read_dir(&folder).map(|entries| entries.count()).unwrap_or(0);
@@ -185,27 +160,16 @@ async fn a_get_that_only_looks_keeps_the_secrets_until_the_result_is_fetched() {
     // A passing 404 on both of its polls: the look says not found, and a
     // later wait still needs what scrubs the task's answers.
     mock.inject(genapi_mock::Fault::status("/v1/get_result", 404).times(2));
-    let not_found = common::genapi(&dir, &mock)
-        .args(["get", task["polling_url"].as_str().unwrap()])
-        .output()
-        .unwrap();
-    assert_eq!(
-        not_found.status.code(),
-        Some(7),
-        "{}",
-        String::from_utf8_lossy(&not_found.stderr)
+    exits(
+        common::genapi(&dir, &mock).args(["get", task["polling_url"].as_str().unwrap()]),
+        7,
     );
     assert_eq!(kept(), 1, "kept after one look's not found");
-    let refused = common::genapi(&dir, &mock)
-        .env("GENAPI_API_KEY", "not-the-key-it-was-sent-with")
-        .args(["get", id, "--json"])
-        .output()
-        .unwrap();
-    assert_eq!(
-        refused.status.code(),
-        Some(3),
-        "{}",
-        String::from_utf8_lossy(&refused.stderr)
+    let refused = exits(
+        common::genapi(&dir, &mock)
+            .env("GENAPI_API_KEY", "not-the-key-it-was-sent-with")
+            .args(["get", id, "--json"]),
+        3,
     );
     let object: Value = serde_json::from_slice(&refused.stdout).unwrap();
     assert_eq!(object["id"], id, "{object}");
@@ -226,16 +190,7 @@ async fn a_get_that_only_looks_keeps_the_secrets_until_the_result_is_fetched() {
     }
     assert!(looked.contains("Ready"), "{looked}");
     assert_eq!(kept(), 1, "kept until the result is fetched");
-    let fetched = common::genapi(&dir, &mock)
-        .args(["wait", id, "-o", "fox.jpg"])
-        .output()
-        .unwrap();
-    assert_eq!(
-        fetched.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&fetched.stderr)
-    );
+    exits(common::genapi(&dir, &mock).args(["wait", id, "-o", "fox.jpg"]), 0);
     assert_eq!(kept(), 0, "forgotten once the result is saved");
 }
 
@@ -278,18 +233,42 @@ async fn a_task_generate_left_running_is_scrubbed_of_its_secrets_when_picked_up(
     let folder = dir.join("cache/genapi/tasks");
     let kept = || std::fs::read_dir(&folder).map(|entries| entries.count()).unwrap_or(0);
     assert_eq!(kept(), 1, "kept while the task runs on");
-    let quoting =
-        json!({"id": id, "status": "Error", "details": {"error": format!("no delivery with secret {SECRET}")}});
-    common::answer_polls(&mock, quoting.to_string(), 100);
-    let waited = common::genapi(&dir, &mock)
-        .args(["wait", id, "-o", "fox.jpg"])
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&waited.stderr).into_owned();
-    assert_eq!(waited.status.code(), Some(7), "{stderr}");
+    let stderr = waited_for_failure_quoting(&dir, &mock, id, &format!("no delivery with secret {SECRET}"));
     assert!(
         stderr.contains("no delivery with secret [redacted]") && !stderr.contains(SECRET),
         "{stderr}"
     );
     assert_eq!(kept(), 0, "forgotten once the task has ended");
+}
+
+/// `genapi submit "a fox" --json` with each of `settings` as a `--set`: the
+/// accepted task's object.
+fn submitted(dir: &Dir, mock: &MockService, settings: &[String]) -> Value {
+    let mut command = common::genapi(dir, mock);
+    command.args(["submit", "a fox", "--json"]);
+    for setting in settings {
+        command.args(["--set", setting]);
+    }
+    serde_json::from_slice(&exits(&mut command, 0).stdout).unwrap()
+}
+
+/// Runs `command`, which must exit with `code` (its stderr said if not).
+fn exits(command: &mut std::process::Command, code: i32) -> std::process::Output {
+    let run = command.output().unwrap();
+    assert_eq!(
+        run.status.code(),
+        Some(code),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    run
+}
+
+/// `genapi wait ID` once the service says the task failed with `message`:
+/// what it said on stderr.
+fn waited_for_failure_quoting(dir: &Dir, mock: &MockService, id: &str, message: &str) -> String {
+    let quoting = json!({"id": id, "status": "Error", "details": {"error": message}});
+    common::answer_polls(mock, quoting.to_string(), 100);
+    let waited = exits(common::genapi(dir, mock).args(["wait", id, "-o", "fox.jpg"]), 7);
+    String::from_utf8_lossy(&waited.stderr).into_owned()
 }

@@ -15,6 +15,15 @@ async fn mock(duration_ms: u64) -> MockService {
         .unwrap()
 }
 
+/// The credits a progress line ends with (`…, 1.58 credits`).
+fn credits_on(line: &str) -> f64 {
+    line.trim_end_matches(" credits")
+        .rsplit(' ')
+        .next()
+        .and_then(|figure| figure.parse().ok())
+        .unwrap_or_else(|| panic!("{line}"))
+}
+
 /// A styling escape sequence (colour, bold…): `ESC [ … m`.
 fn has_styling(screen: &str) -> bool {
     screen.match_indices("\u{1b}[").any(|(at, _)| {
@@ -158,12 +167,7 @@ async fn a_generate_whose_task_runs_on_shows_what_its_acceptance_charged() {
         .lines()
         .find(|line| line.contains("generate: 0/1 done, 0 failed, 1 in flight"))
         .unwrap_or_else(|| panic!("{stderr}"));
-    let credits: f64 = line
-        .trim_end_matches(" credits")
-        .rsplit(' ')
-        .next()
-        .and_then(|figure| figure.parse().ok())
-        .unwrap_or_else(|| panic!("{line}"));
+    let credits = credits_on(line);
     assert!(credits > 0.0, "the mock charges a 1 MP image at acceptance: {line}");
 }
 
@@ -219,11 +223,6 @@ async fn a_generate_whose_result_is_not_written_counts_its_ended_task_at_its_cos
         .rfind(|line| line.contains("generate: "))
         .unwrap_or_else(|| panic!("{stderr}"));
     assert!(line.contains("1/1 done, 1 failed, 0 in flight"), "{stderr}");
-    let credits: f64 = line
-        .trim_end_matches(" credits")
-        .rsplit(' ')
-        .next()
-        .and_then(|figure| figure.parse().ok())
-        .unwrap_or_else(|| panic!("{line}"));
+    let credits = credits_on(line);
     assert!(credits > 0.0, "the mock charges gen-dev on the poll: {line}");
 }
