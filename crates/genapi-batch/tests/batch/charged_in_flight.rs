@@ -9,10 +9,12 @@ use serde_json::json;
 
 use crate::common::*;
 
-#[tokio::test(start_paused = true)]
+// On the real clock, as the next: the run must see its acceptances, which
+// a paused clock could skip past while the machine is busy.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn credits_charged_at_acceptance_count_until_the_outcomes_carry_them() {
-    // Tasks of a minute: all three are accepted long before any ends.
-    let mock = roomy_mock(60_000).await;
+    // Tasks of ten minutes: all three are accepted long before any ends.
+    let mock = roomy_mock(600_000).await;
     let dir = Dir::new("charged-in-flight");
     let journal = MemoryJournal::default();
     let batch = Batch::new(mock.client().unwrap(), store(journal.clone()), &dir.0);
@@ -39,21 +41,26 @@ async fn credits_charged_at_acceptance_count_until_the_outcomes_carry_them() {
     };
     let mut outcomes = Vec::new();
     // Each counts from its acceptance: once all three are recorded, and
-    // their waits begun, the count reaches their sum, a minute before any
-    // ends.
-    for _ in 0..1_000 {
-        let reported = accepted();
-        if reported.len() == 3 && counters.charged_without_outcome() >= reported.iter().sum::<f64>() - 1e-9 {
-            break;
+    // their waits begun, the count reaches their sum, long before any ends.
+    let counted = tokio::time::timeout(Duration::from_secs(60), async {
+        loop {
+            let reported = accepted();
+            if reported.len() == 3 && counters.charged_without_outcome() >= reported.iter().sum::<f64>() - 1e-9 {
+                break;
+            }
+            tokio::select! {
+                next = stream.next() => outcomes.extend(next),
+                _ = tokio::time::sleep(Duration::from_millis(5)) => {}
+            }
         }
-        tokio::select! {
-            next = stream.next() => outcomes.extend(next),
-            _ = tokio::time::sleep(Duration::from_millis(5)) => {}
-        }
-    }
+    })
+    .await;
+    assert!(counted.is_ok(), "counted: {}", counters.charged_without_outcome());
     assert!(outcomes.is_empty(), "no task has ended: {outcomes:#?}");
     let while_running = counters.charged_without_outcome();
     assert_eq!(accepted().len(), 3);
+    // The tasks end.
+    mock.advance(Duration::from_secs(601));
     outcomes.extend(stream.by_ref().collect::<Vec<_>>().await);
     assert_eq!(outcomes.len(), 3);
     let settled: f64 = outcomes.iter().filter_map(|outcome| outcome.cost).sum();
@@ -65,9 +72,9 @@ async fn credits_charged_at_acceptance_count_until_the_outcomes_carry_them() {
     assert_eq!(counters.charged_without_outcome(), 0.0, "the outcomes carry them now");
 }
 
-#[tokio::test(start_paused = true)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_dropped_while_its_tasks_run_still_says_what_they_were_charged() {
-    let mock = roomy_mock(60_000).await;
+    let mock = roomy_mock(600_000).await;
     let dir = Dir::new("charged-dropped");
     let batch = Batch::new(mock.client().unwrap(), store(MemoryJournal::default()), &dir.0);
     let counters = batch.counters();
@@ -75,15 +82,16 @@ async fn a_run_dropped_while_its_tasks_run_still_says_what_they_were_charged() {
     let stream = batch.run(vec![Job::new(1, "/v1/gen-2-pro", body)]).unwrap();
     let mut stream = Box::pin(stream);
     // The mock charges a 1 MP image at acceptance.
-    for _ in 0..1_000 {
-        if counters.charged_without_outcome() > 0.0 {
-            break;
+    let counted = tokio::time::timeout(Duration::from_secs(60), async {
+        while counters.charged_without_outcome() == 0.0 {
+            tokio::select! {
+                next = stream.next() => panic!("the task runs ten minutes: {next:#?}"),
+                _ = tokio::time::sleep(Duration::from_millis(5)) => {}
+            }
         }
-        tokio::select! {
-            next = stream.next() => panic!("the task runs a minute: {next:#?}"),
-            _ = tokio::time::sleep(Duration::from_millis(5)) => {}
-        }
-    }
+    })
+    .await;
+    assert!(counted.is_ok(), "counted from its acceptance");
     let charged = counters.charged_without_outcome();
     assert!(charged > 0.0, "counted from its acceptance");
     // No outcome ever comes out: the cost stays known.
