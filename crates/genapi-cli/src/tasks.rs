@@ -538,13 +538,15 @@ async fn complete(
                 (last_status.clone(), progress.clone()),
             )
             .await;
+            // Nothing is left of the task to fetch: its result saved, or
+            // its end.
+            let over = outcome.as_ref().map_or_else(ends_the_task, |_| true);
             if let Ok(mut figures) = figures.lock() {
                 // A task whose wait failed before its end is neither done
                 // nor failed: it may go on at the service, paid for, and
                 // the resume line picks it up. One seen `Ready` whose
                 // result was not saved ended: failed, at what it settled.
-                let still_running =
-                    matches!(&outcome, Err(failure) if failure.ready.is_none() && !ends_the_task(failure));
+                let still_running = !over && matches!(&outcome, Err(failure) if failure.ready.is_none());
                 if !still_running {
                     figures.done += 1;
                     figures.worked += 1;
@@ -572,9 +574,8 @@ async fn complete(
             let status = last_status.lock().map(|s| s.clone()).unwrap_or_default();
             let saved = outcome.as_ref().ok().map(|saved| saved.file.as_path());
             crate::history::note(&id, if saved.is_some() { "Ready" } else { &status }, saved);
-            // What scrubs the task's answers goes once nothing is left of it
-            // to fetch: its result saved, or its end.
-            if !matches!(&outcome, Err(failure) if !ends_the_task(failure)) {
+            // What scrubs the task's answers is kept while something is left.
+            if over {
                 crate::task_secrets::forget(&id);
             }
             // Reported now, at once: an interruption cannot come between.
