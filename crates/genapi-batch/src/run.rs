@@ -1506,7 +1506,10 @@ impl Context {
         let mut outcome = match waited {
             // A file left by an earlier run is this task's, unless the task
             // was adopted (it may replace another).
-            Ok(output) => self.save(output, cost, line, stem, resumed && !adopted).await,
+            Ok(output) => {
+                self.save(output, cost, line, stem, resumed && !adopted, &task_ref)
+                    .await
+            }
             Err(error) => self.not_saved(error, cost, line, stem, &task_ref).await,
         };
         outcome.task = Some(task_ref);
@@ -1514,7 +1517,8 @@ impl Context {
         outcome
     }
     /// A task that ended without a result to save (failed, moderated,
-    /// gone), or whose wait ended some other way: recorded when it ended
+    /// gone, or its result expired before it was saved), or whose wait
+    /// ended some other way: recorded when it ended
     /// for good, else left for a later run to wait for.
     async fn not_saved(
         &self,
@@ -1559,7 +1563,15 @@ impl Context {
         outcome
     }
 
-    async fn save(&self, output: Output, cost: Option<f64>, line: u64, stem: &str, resumed: bool) -> JobOutcome {
+    async fn save(
+        &self,
+        output: Output,
+        cost: Option<f64>,
+        line: u64,
+        stem: &str,
+        resumed: bool,
+        task_ref: &genapi::TaskRef,
+    ) -> JobOutcome {
         // The journal keeps the settled cost alone: the cap trusts no other.
         let settled = settled_cost(&output);
         let cost = output.cost().or(cost);
@@ -1577,6 +1589,11 @@ impl Context {
             // one of an earlier batch into the same folder, is replaced.
             None => match output.save_replacing(self.out_dir.join(stem)).await {
                 Ok(file) => file,
+                // The result is gone with its task (it expired): the line
+                // ended as a failed wait would end it.
+                Err(error) if error.class().ends_the_task() => {
+                    return self.not_saved(error, cost, line, stem, task_ref).await;
+                }
                 Err(error) => {
                     let mut outcome = self.failed(line, stem, None, &error, Standing::Accepted);
                     outcome.cost = cost;
