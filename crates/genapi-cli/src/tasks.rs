@@ -247,6 +247,21 @@ impl Plan {
                                      extension"
                                 )),
                             ),
+                            // `-o out.txt`: no image format's name. The
+                            // image's own is added, not put in its place:
+                            // `frame.001` and `frame.002` stay two files.
+                            (None, Some(got)) => {
+                                let mut name = path.clone().into_os_string();
+                                name.push(format!(".{extension}"));
+                                (
+                                    PathBuf::from(name),
+                                    Some(format!(
+                                        "the result is {got}, and .{} is no image extension; the .{extension} \
+                                         extension is added to its name",
+                                        out::clean(&ext)
+                                    )),
+                                )
+                            }
                             _ => (path, None),
                         }
                     }
