@@ -590,6 +590,12 @@ impl Connection {
         &self.prices_key
     }
 
+    /// Whether the service ends with this command (the built-in mock): no
+    /// other command can pick up its tasks.
+    pub fn ends_with_this_command(&self) -> bool {
+        self.mock.is_some()
+    }
+
     /// Whether the results are a mock's: the built-in one, or a standalone
     /// `genapi mock` on this machine recognised by the mark on its answers,
     /// so they are never presented as the service's. A remote service's

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use clap::Args;
 use genapi::{Client, Output, Task, WaitOptions};
-use serde_json::{json, Value};
+use serde_json::{json, Map, Value};
 use tokio::time::Instant;
 
 use crate::progress::{Figures, Progress};
@@ -358,9 +358,18 @@ fn reqwest_url(text: &str) -> Result<url::Url, url::ParseError> {
     url::Url::parse(text)
 }
 
+/// Keeps the secrets of task `id`, sent with `body`, for the `wait` or `get`
+/// of another command that picks it up; not when the service ends with
+/// this command, as nothing can pick its tasks up.
+fn keep_secrets(connection: &Connection, id: &str, body: &Map<String, Value>) {
+    if !connection.ends_with_this_command() {
+        crate::task_secrets::keep(id, body);
+    }
+}
+
 /// Tells the user how to resume after a failure or an interruption.
 fn print_resume(connection: &Connection, command: &WaitCommand) {
-    if connection.mock.is_some() {
+    if connection.ends_with_this_command() {
         out::err("note: the built-in mock stops with this command, so its tasks cannot be resumed");
     } else {
         out::err(&format!("resume with: {command}"));
@@ -444,7 +453,7 @@ pub async fn generate(global: &Global, request: RequestArgs, save: SaveArgs, cou
         announce(&task);
         // For a `wait` in another process that picks the task up, which
         // never sent them (forgotten once the task ends here).
-        crate::task_secrets::keep(task.id(), &prepared.body);
+        keep_secrets(&connection, task.id(), &prepared.body);
         crate::history::submitted(global, task.id(), &prepared.model.name);
         if let Some(cost) = task.cost() {
             prices.learn(&kind, cost);
@@ -1020,7 +1029,7 @@ pub async fn submit(global: &Global, request: RequestArgs, out_file: Option<Path
         None => None,
     };
     let connection = connect(global).await?;
-    let on_builtin_mock = connection.mock.is_some();
+    let on_builtin_mock = connection.ends_with_this_command();
     if on_builtin_mock {
         out::err(&format!("warning: this task cannot be waited for: {SUBMIT_THEN_WAIT}"));
     }
@@ -1047,7 +1056,7 @@ pub async fn submit(global: &Global, request: RequestArgs, out_file: Option<Path
     };
     let (id, polling_url) = (task.id().to_string(), task.polling_url().to_string());
     // For the `wait` in another process, which never sent them.
-    crate::task_secrets::keep(&id, &prepared.body);
+    keep_secrets(&connection, &id, &prepared.body);
     crate::history::submitted(global, &id, &prepared.model.name);
     let line = if global.json {
         json!({"id": id, "polling_url": polling_url, "model": prepared.model.name, "status": "submitted", "cost": task.cost()}).to_string()

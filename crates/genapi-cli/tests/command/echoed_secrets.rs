@@ -272,3 +272,29 @@ fn waited_for_failure_quoting(dir: &Dir, mock: &MockService, id: &str, message: 
     let waited = exits(common::genapi(dir, mock).args(["wait", id, "-o", "fox.jpg"]), 7);
     String::from_utf8_lossy(&waited.stderr).into_owned()
 }
+
+/// The built-in mock ends with the command: a task of it that `generate`
+/// leaves running cannot be picked up, so its secrets are not kept.
+#[test]
+fn a_task_of_the_built_in_mock_leaves_no_secrets_behind() {
+    let dir = Dir::new("echoed-secrets-builtin");
+    let generated = common::genapi_alone(&dir)
+        .args([
+            "--timeout",
+            "2",
+            "generate",
+            "a fox [mock:duration_ms=600000]",
+            "-o",
+            "fox.jpg",
+            "--set",
+            "webhook_secret=builtin-canary-secret-4f1",
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&generated.stderr).into_owned();
+    assert_eq!(generated.status.code(), Some(8), "{stderr}");
+    assert!(stderr.contains("cannot be resumed"), "{stderr}");
+    let folder = dir.join("cache/genapi/tasks");
+    let kept = std::fs::read_dir(&folder).map(|entries| entries.count()).unwrap_or(0);
+    assert_eq!(kept, 0, "nothing kept for a task no command can pick up");
+}
