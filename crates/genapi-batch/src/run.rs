@@ -1517,8 +1517,7 @@ impl Context {
         outcome
     }
     /// A task that ended without a result to save (failed, moderated,
-    /// gone, or its result expired before it was saved), or whose wait
-    /// ended some other way: recorded when it ended
+    /// gone), or whose wait ended some other way: recorded when it ended
     /// for good, else left for a later run to wait for.
     async fn not_saved(
         &self,
@@ -1589,18 +1588,26 @@ impl Context {
             // one of an earlier batch into the same folder, is replaced.
             None => match output.save_replacing(self.out_dir.join(stem)).await {
                 Ok(file) => file,
-                // The result is gone with its task (it expired): the line
-                // ended as a failed wait would end it.
-                Err(error) if error.class().ends_the_task() => {
-                    return self.not_saved(error, cost, line, stem, task_ref).await;
-                }
                 Err(error) => {
                     let mut outcome = self.failed(line, stem, None, &error, Standing::Accepted);
                     outcome.cost = cost;
-                    outcome.error = Some(format!(
-                        "{error}; the task is finished: run the batch again to fetch its result (it is not submitted \
-                         again)"
-                    ));
+                    outcome.error = Some(match &error {
+                        // One refusal and one poll make the client call the
+                        // result expired; a passing glitch can too. Only
+                        // the next run's polls say the task is gone, so the
+                        // line stays open, and the error's own advice (to
+                        // submit again) is not given.
+                        Error::ResultExpired { .. } => format!(
+                            "the result of task {} could not be fetched: its address was refused and the service \
+                             offered no fresh one; run the batch again to poll the task once more (it is not \
+                             submitted again; if the task is gone, that run says so)",
+                            task_ref.id
+                        ),
+                        _ => format!(
+                            "{error}; the task is finished: run the batch again to fetch its result (it is not \
+                             submitted again)"
+                        ),
+                    });
                     return outcome;
                 }
             },
