@@ -247,21 +247,19 @@ impl Plan {
                                      extension"
                                 )),
                             ),
-                            // `-o out.txt`: no image format's name. The
-                            // image's own is added, not put in its place:
-                            // `frame.001` and `frame.002` stay two files.
-                            (None, Some(got)) => {
-                                let mut name = path.clone().into_os_string();
-                                name.push(format!(".{extension}"));
-                                (
-                                    PathBuf::from(name),
-                                    Some(format!(
-                                        "the result is {got}, and .{} is no image extension; the .{extension} \
-                                         extension is added to its name",
-                                        out::clean(&ext)
-                                    )),
-                                )
-                            }
+                            // `-o out.txt`, `-o "$(mktemp)"`: no image
+                            // format's name. It is written as given (a
+                            // script reads that name), once the bytes say
+                            // what the image is, with a word that the name
+                            // does not.
+                            (None, Some(got)) if !bytes.is_empty() => (
+                                path,
+                                Some(format!(
+                                    "the result is {got}, and .{} is no image extension; it is saved under the name \
+                                     given",
+                                    out::clean(&ext)
+                                )),
+                            ),
                             _ => (path, None),
                         }
                     }
