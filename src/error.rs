@@ -230,7 +230,11 @@ pub enum Error {
         /// How many bytes came.
         size: u64,
     },
-    /// The signed result address no longer works, even after polling again.
+    /// The signed result address no longer works, even after polling
+    /// again: the service offered the same address, which states no
+    /// validity left, or said the task is over (gone, failed). A fresh
+    /// address refused as well, or a poll answer that the task runs, is an
+    /// [`Error::UnexpectedStatus`] instead, which leaves the task open.
     #[error("the result of task {} has expired (addresses are valid about 10 minutes) and the service no longer offers a fresh one; to get an image, submit the task again (a new, charged task)", .task.id)]
     ResultExpired {
         /// The task.

@@ -302,10 +302,12 @@ impl Output {
         F: Fn(String) -> Fut,
         Fut: std::future::Future<Output = Result<Fetched<T>>>,
     {
-        if let Fetched::Got(value) = fetch(self.sample.clone()).await? {
-            return Ok(value);
-        }
+        let refused = match fetch(self.sample.clone()).await? {
+            Fetched::Got(value) => return Ok(value),
+            Fetched::Refused(status) => status,
+        };
         let fresh = crate::poll::poll_task(&self.session, &self.polling_url, &self.task).await?;
+        let status = fresh.status.clone();
         let sample = fresh
             .result
             .and_then(|r| r.sample)
@@ -314,6 +316,21 @@ impl Output {
             task: self.task.clone(),
         };
         match sample {
+            // The service says the task is over (gone, failed): the result
+            // went with it.
+            None if status.is_final() && !status.is_success() => Err(expired()),
+            // A task it had called Ready now running, or Ready without an
+            // address: a passing glitch, not the result's end.
+            None => Err(Error::UnexpectedStatus {
+                status: refused,
+                operation: "download".into(),
+                message: format!(
+                    "the delivery host refused the result's address, and the service, asked for a fresh one, \
+                     answered {status} without one; the result is still the service's: wait for the task again to \
+                     fetch it"
+                ),
+                task: Some(self.task.clone()),
+            }),
             Some(sample) => {
                 // The same address, however spelt.
                 let offered_again = Url::parse(&sample).ok() == Url::parse(&self.sample).ok();
@@ -339,7 +356,6 @@ impl Output {
                     }),
                 }
             }
-            None => Err(expired()),
         }
     }
 

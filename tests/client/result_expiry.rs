@@ -95,6 +95,39 @@ async fn an_address_refused_though_it_states_it_is_valid_is_not_called_expired()
     assert!(!again.bytes().await.unwrap().is_empty());
 }
 
+/// A refusal, then a service that answers once that the task it called
+/// Ready is running: a passing glitch, not the result's end. Only the
+/// service saying the task is gone makes it expired.
+#[tokio::test(start_paused = true)]
+async fn a_refusal_then_a_passing_wrong_answer_is_not_called_expired() {
+    let mock = MockService::start().await.unwrap();
+    let client = mock.client().unwrap();
+    let output = client.run(types::Gen2ProRequest::builder().prompt("x")).await.unwrap();
+    mock.inject(genapi_mock::Fault::status("/mock/results/", 403));
+    mock.inject(genapi_mock::Fault::status("/v1/get_result", 202));
+    let error = output.bytes().await.unwrap_err();
+    assert!(!matches!(error, Error::ResultExpired { .. }), "{error}");
+    assert!(
+        error.is_worth_waiting_again() && !error.class().ends_the_task(),
+        "{error}"
+    );
+    assert!(!error.to_string().contains("submit the task again"), "{error}");
+    assert!(
+        error.to_string().contains(&output.reference().id),
+        "names the task: {error}"
+    );
+    let again = client
+        .task(output.reference().polling_url.as_str())
+        .unwrap()
+        .wait()
+        .await
+        .unwrap();
+    assert!(
+        !again.bytes().await.unwrap().is_empty(),
+        "the result was the service's still"
+    );
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_tampered_address_is_refused() {
     let mock = MockService::start().await.unwrap();
