@@ -471,7 +471,22 @@ async fn run(cli: Cli) -> Result<(), Failure> {
         genapi_files::may_write(record, files::existing(global.force))
             .map_err(|refused| Failure::usage(format!("--record {}", files::said(&refused))))?;
     }
-    match command {
+    // A service out of reach is often one a profile named long ago (a
+    // `genapi mock` since stopped): its failure says where the address
+    // came from.
+    let base_said = global
+        .settings
+        .base_url
+        .as_ref()
+        .filter(|_| !uses_builtin_mock(&global))
+        .map(|base| {
+            format!(
+                "; the base URL {} is from {} (genapi config shows every setting)",
+                genapi_text::shown_address(&base.value),
+                base.source
+            )
+        });
+    let ran = match command {
         Command::Generate {
             request,
             mut save,
@@ -525,7 +540,15 @@ async fn run(cli: Cli) -> Result<(), Failure> {
             Ok(())
         }
         Command::Man { command, dir } => man::run(definition(), command, dir, global.force),
-    }
+    };
+    ran.map_err(|mut failure| {
+        if let (code::NETWORK, Some(said)) = (failure.code, &base_said) {
+            if !failure.message.is_empty() {
+                failure.message.push_str(said);
+            }
+        }
+        failure
+    })
 }
 
 /// The longest bound the command accepts; larger values mean "no practical

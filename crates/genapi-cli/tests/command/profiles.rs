@@ -482,3 +482,31 @@ async fn a_broken_profile_stops_only_the_commands_that_use_it() {
     }
     assert_eq!(mock.count("POST", "/v1/gen-2-pro"), 1, "nothing sent with profile b");
 }
+
+/// A profile that names a service since gone (a `genapi mock` stopped):
+/// the failure says the address is the profile's, not the command's.
+#[test]
+fn a_service_out_of_reach_is_said_with_where_its_address_came_from() {
+    let dir = Dir::new("profiles-out-of-reach");
+    // A port nothing listens on: bound, then let go.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    config_file(
+        &dir,
+        &format!("[profiles.default]\nbase_url = \"http://127.0.0.1:{port}\"\nkey_env = \"WORK_KEY\"\n"),
+    );
+    let run = genapi(&dir)
+        .env("WORK_KEY", "k")
+        .args(["generate", "a fox", "-o", "fox.jpg"])
+        .output()
+        .unwrap();
+    let stderr = text(&run.stderr);
+    assert_eq!(run.status.code(), Some(9), "{stderr}");
+    assert!(
+        stderr.contains(&format!("the base URL http://127.0.0.1:{port} is from profile default")),
+        "{stderr}"
+    );
+}
