@@ -66,7 +66,7 @@ pub struct BatchArgs {
     /// Directory for the images, results.jsonl and the journal (created if needed).
     ///
     /// Run the same command again to resume.
-    #[arg(short = 'o', long, value_name = "DIR", required_unless_present_any = ["schema", "status", "estimate"])]
+    #[arg(short = 'o', long, value_name = "DIR", required_unless_present_any = ["schema", "status", "estimate"], value_parser = parse_out_dir)]
     out: Option<PathBuf>,
     /// Submit the valid lines even when others are invalid.
     #[arg(long)]
@@ -191,6 +191,18 @@ fn parse_worker_name(text: &str) -> Result<String, String> {
         return Err("give a name of 1 to 200 printable characters".into());
     }
     Ok(text.to_string())
+}
+
+/// Reads the output folder: `-`, standard output elsewhere, is no folder.
+fn parse_out_dir(text: &str) -> Result<PathBuf, String> {
+    if text == "-" {
+        return Err(
+            "a batch writes its images and results.jsonl into a folder: name one (--json prints the \
+                    results on standard output)"
+                .into(),
+        );
+    }
+    Ok(PathBuf::from(text))
 }
 
 /// Reads a credit amount.

@@ -919,3 +919,19 @@ async fn a_journal_that_lost_some_lines_records_is_refused_for_them_not_paid_aga
     );
     assert_eq!(mock.count("POST", "/v1/gen-2-pro"), posts, "nothing paid again");
 }
+
+/// `-o -` means standard output to the other commands: a batch, which
+/// writes a folder, refuses it rather than make a folder named `-`.
+#[test]
+fn a_batch_into_standard_output_is_refused_before_anything_is_made() {
+    let dir = Dir::new("batch-out-dash");
+    write_jobs(&dir.join("jobs.jsonl"), 1, "dash");
+    let run = genapi_alone(&dir)
+        .args(["batch", "jobs.jsonl", "-o", "-"])
+        .output()
+        .unwrap();
+    let stderr = text(&run.stderr);
+    assert_eq!(run.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("--json prints the results"), "{stderr}");
+    assert!(!dir.join("-").exists(), "no folder named -");
+}
