@@ -231,10 +231,12 @@ pub enum Error {
         size: u64,
     },
     /// The signed result address no longer works, even after polling
-    /// again: the service offered the same address, which states no
-    /// validity left, or said the task is over (gone, failed). A fresh
-    /// address refused as well, or a poll answer that the task runs, is an
-    /// [`Error::UnexpectedStatus`] instead, which leaves the task open.
+    /// again: it states an expiry that has passed, and the service offers
+    /// no other (the same address again, or none as the task is over). Any
+    /// other refusal (of a fresh address, of one that states nothing or
+    /// validity left, with a poll answer that the task runs or is gone) is
+    /// an [`Error::UnexpectedStatus`] instead, which leaves the task open:
+    /// the wait that follows says whether it is gone.
     #[error("the result of task {} has expired (addresses are valid about 10 minutes) and the service no longer offers a fresh one; to get an image, submit the task again (a new, charged task)", .task.id)]
     ResultExpired {
         /// The task.

@@ -18,11 +18,14 @@ use reqwest::Url;
 /// for it: clocks of the client and the signer may differ a little.
 const CLOCK_SLACK: Duration = Duration::from_secs(60);
 
-/// Whether `address` states that it is valid for a while yet (beyond
-/// [`CLOCK_SLACK`]), so a refusal of it is not its expiry. `false` where it
-/// states nothing this reads.
-pub(crate) fn states_it_is_still_valid(address: &str, now: SystemTime) -> bool {
-    stated_expiry(address).is_some_and(|expiry| expiry > now + CLOCK_SLACK)
+/// Whether `address` states an expiry that has passed (by more than
+/// [`CLOCK_SLACK`]): the one sign that a refusal of it is its end. `false`
+/// where it states nothing this reads.
+pub(crate) fn states_it_has_run_out(address: &str, now: SystemTime) -> bool {
+    // Checked: an address may state a time near the end of time.
+    stated_expiry(address)
+        .and_then(|expiry| expiry.checked_add(CLOCK_SLACK))
+        .is_some_and(|end| end < now)
 }
 
 /// The expiry `address` states, if it states one this reads.
@@ -110,21 +113,24 @@ mod tests {
             "https://storage.googleapis.com/b/a.jpg?X-Goog-Date=20261127T123005Z&X-Goog-Expires=600",
         ];
         for address in valid {
-            assert!(states_it_is_still_valid(address, now), "{address}");
+            assert!(!states_it_has_run_out(address, now), "{address}");
             assert!(
-                !states_it_is_still_valid(address, now + Duration::from_secs(600)),
+                states_it_has_run_out(address, now + Duration::from_secs(600 + 61)),
                 "{address}"
             );
         }
         // Within the clocks' slack of its end, or stating nothing: a
-        // refusal may be its expiry.
-        assert!(!states_it_is_still_valid(valid[2], now + Duration::from_secs(550)));
+        // refusal is not taken for its expiry.
+        assert!(!states_it_has_run_out(valid[2], now + Duration::from_secs(600 + 30)));
         for silent in [
             "https://d.example.com/a.jpg",
             "https://d.example.com/a.jpg?se=whenever",
             "not an address",
         ] {
-            assert!(!states_it_is_still_valid(silent, now), "{silent}");
+            assert!(
+                !states_it_has_run_out(silent, now + Duration::from_secs(86_400)),
+                "{silent}"
+            );
         }
     }
 }

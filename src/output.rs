@@ -297,6 +297,13 @@ impl Output {
 
     /// Runs `fetch` on the address; on a refusal, polls for a fresh address
     /// and tries once more.
+    ///
+    /// A refusal is called the result's expiry only where the address
+    /// says so: it states an expiry that has passed, and the service offers
+    /// no other (the same address again, or none, the task being over).
+    /// Anything else leaves the task open, as a wait may fetch its result
+    /// yet: telling the user to pay again for a result still there costs
+    /// more than a wait more.
     async fn with_fresh_address<T, F, Fut>(&self, fetch: F) -> Result<T>
     where
         F: Fn(String) -> Fut,
@@ -307,53 +314,43 @@ impl Output {
             Fetched::Refused(status) => status,
         };
         let fresh = crate::poll::poll_task(&self.session, &self.polling_url, &self.task).await?;
-        let status = fresh.status.clone();
+        let run_out = |address: &str| crate::expiry::states_it_has_run_out(address, std::time::SystemTime::now());
+        let expired = || Error::ResultExpired {
+            task: self.task.clone(),
+        };
+        let open = |status: u16, what: String| Error::UnexpectedStatus {
+            status,
+            operation: "download".into(),
+            message: format!(
+                "the delivery host refused the result's address, {what}; the result may still be the \
+                 service's: wait for the task again to fetch it (if the task is gone, that wait says so)"
+            ),
+            task: Some(self.task.clone()),
+        };
+        let over = fresh.status.is_final() && !fresh.status.is_success();
+        // The service's word, as an error keeps text from it: scrubbed and
+        // cut short.
+        let said = self.session.transport.scrub(&fresh.status.to_string());
         let sample = fresh
             .result
             .and_then(|r| r.sample)
             .filter(|_| fresh.status.is_success());
-        let expired = || Error::ResultExpired {
-            task: self.task.clone(),
-        };
         match sample {
-            // The service says the task is over (gone, failed): the result
-            // went with it.
-            None if status.is_final() && !status.is_success() => Err(expired()),
-            // A task it had called Ready now running, or Ready without an
-            // address: a passing glitch, not the result's end.
-            None => Err(Error::UnexpectedStatus {
-                status: refused,
-                operation: "download".into(),
-                message: format!(
-                    "the delivery host refused the result's address, and the service, asked for a fresh one, \
-                     answered {status} without one; the result is still the service's: wait for the task again to \
-                     fetch it"
-                ),
-                task: Some(self.task.clone()),
-            }),
+            None if over && run_out(&self.sample) => Err(expired()),
+            None => Err(open(
+                refused,
+                format!("and the service, asked for a fresh one, answered {said} without one"),
+            )),
             Some(sample) => {
                 // The same address, however spelt.
                 let offered_again = Url::parse(&sample).ok() == Url::parse(&self.sample).ok();
-                let still_valid = crate::expiry::states_it_is_still_valid(&sample, std::time::SystemTime::now());
-                match fetch(sample).await? {
+                match fetch(sample.clone()).await? {
                     Fetched::Got(value) => Ok(value),
-                    // The same address refused twice, and by what it states
-                    // it may well have run out: the service offers no fresh
-                    // one.
-                    Fetched::Refused(_) if offered_again && !still_valid => Err(expired()),
-                    // A fresh address refused as well, or one refused
-                    // though it states it is valid for a while yet, says
-                    // nothing of the result's end: the task is the
-                    // service's still, and a later wait asks for an
-                    // address once more.
-                    Fetched::Refused(status) => Err(Error::UnexpectedStatus {
-                        status,
-                        operation: "download".into(),
-                        message: "the delivery host refused the result's address again, which is not its \
-                              expiry; the result is still the service's: wait for the task again to fetch it"
-                            .into(),
-                        task: Some(self.task.clone()),
-                    }),
+                    Fetched::Refused(_) if offered_again && run_out(&sample) => Err(expired()),
+                    Fetched::Refused(status) if offered_again => {
+                        Err(open(status, "twice, though it states no expiry that has passed".into()))
+                    }
+                    Fetched::Refused(status) => Err(open(status, "and the fresh one the service offered too".into())),
                 }
             }
         }

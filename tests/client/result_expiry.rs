@@ -34,19 +34,31 @@ async fn an_expired_address_is_refused_and_the_client_fetches_a_fresh_one() {
     );
 }
 
+/// One "not found" after a refused download is not taken for the result's
+/// end (a load balancer's passing 404 says the same): the download says
+/// to wait again, and the wait, which polls the task itself, says it is
+/// gone.
 #[tokio::test(start_paused = true)]
-async fn once_the_task_itself_has_expired_the_error_is_result_expired() {
+async fn once_the_task_itself_has_expired_the_wait_that_follows_says_it_is_gone() {
     let mock = MockService::start().await.unwrap();
-    let output = mock
-        .client()
-        .unwrap()
-        .run(types::Gen2ProRequest::builder().prompt("x"))
-        .await
-        .unwrap();
+    let client = mock.client().unwrap();
+    let output = client.run(types::Gen2ProRequest::builder().prompt("x")).await.unwrap();
     mock.advance(Duration::from_secs(60 * 60));
     let error = output.bytes().await.unwrap_err();
-    assert!(matches!(error, Error::ResultExpired { .. }), "{error}");
-    assert!(error.to_string().contains("submit the task again"), "{error}");
+    assert!(!matches!(error, Error::ResultExpired { .. }), "{error}");
+    assert!(
+        error.is_worth_waiting_again() && !error.class().ends_the_task(),
+        "{error}"
+    );
+    assert!(error.to_string().contains("Task not found"), "{error}");
+    let waited = client
+        .task(output.reference().polling_url.as_str())
+        .unwrap()
+        .wait()
+        .await
+        .unwrap_err();
+    assert!(matches!(waited, Error::TaskNotFound { .. }), "{waited}");
+    assert!(waited.class().ends_the_task(), "{waited}");
 }
 
 /// A fresh address the delivery host refuses as well says nothing of the

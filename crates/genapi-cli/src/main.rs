@@ -248,6 +248,8 @@ pub struct Failure {
     /// Set when the task was seen `Ready` before this failure, whose result
     /// was then not saved: it ended, charged.
     pub ready: Option<Ready>,
+    /// The service could not be reached at all: nothing was sent.
+    pub unreachable: bool,
 }
 
 /// A task seen `Ready`.
@@ -270,6 +272,7 @@ impl Failure {
             untrusted: None,
             resume: None,
             ready: None,
+            unreachable: false,
         }
     }
     /// A library error, its causes included.
@@ -278,8 +281,12 @@ impl Failure {
             Error::UntrustedOrigin { origin, .. } => Some(origin.clone()),
             _ => None,
         };
+        // A connection never opened, before any task: the address, not
+        // the service, is what to check.
+        let unreachable = matches!(error, Error::Transport { source, task: None, .. } if source.is_connect());
         Failure {
             untrusted,
+            unreachable,
             ..Failure::new(exit_code(error), describe(error))
         }
     }
@@ -472,8 +479,8 @@ async fn run(cli: Cli) -> Result<(), Failure> {
             .map_err(|refused| Failure::usage(format!("--record {}", files::said(&refused))))?;
     }
     // A service out of reach is often one a profile named long ago (a
-    // `genapi mock` since stopped): its failure says where the address
-    // came from.
+    // `genapi mock` since stopped): a connection that could not be opened
+    // says where the address came from.
     let base_said = global
         .settings
         .base_url
@@ -483,7 +490,7 @@ async fn run(cli: Cli) -> Result<(), Failure> {
             format!(
                 "; the base URL {} is from {} (genapi config shows every setting)",
                 genapi_text::shown_address(&base.value),
-                base.source
+                out::clean(&base.source.to_string())
             )
         });
     let ran = match command {
@@ -542,7 +549,7 @@ async fn run(cli: Cli) -> Result<(), Failure> {
         Command::Man { command, dir } => man::run(definition(), command, dir, global.force),
     };
     ran.map_err(|mut failure| {
-        if let (code::NETWORK, Some(said)) = (failure.code, &base_said) {
+        if let (true, Some(said)) = (failure.unreachable, &base_said) {
             if !failure.message.is_empty() {
                 failure.message.push_str(said);
             }
