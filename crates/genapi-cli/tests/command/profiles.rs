@@ -510,3 +510,20 @@ fn a_service_out_of_reach_is_said_with_where_its_address_came_from() {
         "{stderr}"
     );
 }
+
+/// A service that was reached and lost the answer is no address to
+/// check: the note is not given, only what the failure itself says (the
+/// task may exist).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_service_reached_is_not_sent_to_the_settings() {
+    let mock = roomy_mock(50).await;
+    mock.inject(genapi_mock::Fault::on("/v1/gen-2-pro", genapi_mock::FaultKind::LoseAnswer).method("POST"));
+    let dir = Dir::new("profiles-reached");
+    let run = crate::common::genapi(&dir, &mock)
+        .args(["generate", "a fox", "-o", "fox.jpg"])
+        .output()
+        .unwrap();
+    let stderr = text(&run.stderr);
+    assert_eq!(run.status.code(), Some(9), "{stderr}");
+    assert!(!stderr.contains("the base URL"), "{stderr}");
+}
