@@ -231,12 +231,12 @@ pub enum Error {
         size: u64,
     },
     /// The signed result address no longer works, even after polling
-    /// again: it states an expiry that has passed, and the service offers
-    /// no other (the same address again, or none as the task is over). Any
-    /// other refusal (of a fresh address, of one that states nothing or
-    /// validity left, with a poll answer that the task runs or is gone) is
-    /// an [`Error::UnexpectedStatus`] instead, which leaves the task open:
-    /// the wait that follows says whether it is gone.
+    /// again: the validity it stated when it came has passed, and the
+    /// service offers the same address again. Any other refusal (of a fresh
+    /// address, of one that states nothing, validity left or a time already
+    /// past when it came, with a poll answer that the task runs or is gone)
+    /// is an [`Error::UnexpectedStatus`] instead, which leaves the task
+    /// open: the wait that follows says whether it is gone.
     #[error("the result of task {} has expired (addresses are valid about 10 minutes) and the service no longer offers a fresh one; to get an image, submit the task again (a new, charged task)", .task.id)]
     ResultExpired {
         /// The task.

@@ -33,6 +33,18 @@ pub struct Output {
     cost: Option<f64>,
     /// The final poll result, whole.
     result: PollResult,
+    /// Whether `sample` stated, when it came, an expiry already passed by
+    /// this machine's clock: a clock that disagrees with the signer's,
+    /// not a result at its end (see [`Output::with_fresh_address`]).
+    past_when_received: bool,
+}
+
+/// Whether a second refusal of a result's address is the result's end:
+/// the service offered the `same` address again, and the validity it
+/// stated has run out `now`, though it had not when the address came (an
+/// address already past then says the clocks disagree).
+fn refusal_is_its_end(same: bool, past_when_received: bool, past_now: bool) -> bool {
+    same && past_now && !past_when_received
 }
 
 /// What fetching one address gave.
@@ -67,6 +79,7 @@ impl Output {
             polling_url,
             seed: result.result.as_ref().and_then(|r| r.seed),
             cost: result.cost.or(submitted_cost),
+            past_when_received: crate::expiry::states_it_has_run_out(&sample, std::time::SystemTime::now()),
             sample,
             result,
         })
@@ -299,11 +312,14 @@ impl Output {
     /// and tries once more.
     ///
     /// A refusal is called the result's expiry only where the address
-    /// says so: it states an expiry that has passed, and the service offers
-    /// no other (the same address again, or none, the task being over).
-    /// Anything else leaves the task open, as a wait may fetch its result
-    /// yet: telling the user to pay again for a result still there costs
-    /// more than a wait more.
+    /// says so and the service agrees: the address stated a validity that
+    /// has passed since it came (one already past when it came says the
+    /// clocks disagree), and the service, asked again, offers that same
+    /// address. Anything else (a fresh address refused too, no address, a
+    /// poll answer that the task runs or is gone, which a wait checks)
+    /// leaves the task open, as a wait may fetch its result yet: telling
+    /// the user to pay again for a result still there costs more than a
+    /// wait more.
     async fn with_fresh_address<T, F, Fut>(&self, fetch: F) -> Result<T>
     where
         F: Fn(String) -> Fut,
@@ -323,11 +339,11 @@ impl Output {
             operation: "download".into(),
             message: format!(
                 "the delivery host refused the result's address, {what}; the result may still be the \
-                 service's: wait for the task again to fetch it (if the task is gone, that wait says so)"
+                 service's: wait for the task again to fetch it (if the task is gone, that wait says so; a result \
+                 refused every time may be lost)"
             ),
             task: Some(self.task.clone()),
         };
-        let over = fresh.status.is_final() && !fresh.status.is_success();
         // The service's word, as an error keeps text from it: scrubbed and
         // cut short.
         let said = self.session.transport.scrub(&fresh.status.to_string());
@@ -336,7 +352,6 @@ impl Output {
             .and_then(|r| r.sample)
             .filter(|_| fresh.status.is_success());
         match sample {
-            None if over && run_out(&self.sample) => Err(expired()),
             None => Err(open(
                 refused,
                 format!("and the service, asked for a fresh one, answered {said} without one"),
@@ -346,7 +361,11 @@ impl Output {
                 let offered_again = Url::parse(&sample).ok() == Url::parse(&self.sample).ok();
                 match fetch(sample.clone()).await? {
                     Fetched::Got(value) => Ok(value),
-                    Fetched::Refused(_) if offered_again && run_out(&sample) => Err(expired()),
+                    Fetched::Refused(_)
+                        if refusal_is_its_end(offered_again, self.past_when_received, run_out(&sample)) =>
+                    {
+                        Err(expired())
+                    }
                     Fetched::Refused(status) if offered_again => {
                         Err(open(status, "twice, though it states no expiry that has passed".into()))
                     }
@@ -409,4 +428,32 @@ async fn sniff_extension(path: &Path) -> Option<&'static str> {
     let mut file = tokio::fs::File::open(path).await.ok()?;
     let read = file.read(&mut head).await.ok()?;
     extension_of(&head[..read])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::refusal_is_its_end;
+
+    #[test]
+    fn only_the_same_address_run_out_since_it_came_is_the_results_end() {
+        // (same address again, past when it came, past now) → its end
+        let table = [
+            ((true, false, true), true),
+            // A clock ahead of the signer's: every address looks past.
+            ((true, true, true), false),
+            // Refused though it states validity left, or states nothing.
+            ((true, false, false), false),
+            // A fresh address refused as well.
+            ((false, false, true), false),
+            ((false, true, true), false),
+            ((false, false, false), false),
+        ];
+        for ((same, past_when_received, past_now), end) in table {
+            assert_eq!(
+                refusal_is_its_end(same, past_when_received, past_now),
+                end,
+                "same {same}, past when received {past_when_received}, past now {past_now}"
+            );
+        }
+    }
 }

@@ -248,8 +248,8 @@ pub struct Failure {
     /// Set when the task was seen `Ready` before this failure, whose result
     /// was then not saved: it ended, charged.
     pub ready: Option<Ready>,
-    /// The service could not be reached at all: nothing was sent.
-    pub unreachable: bool,
+    /// The origin a connection could not be opened to, when that is why.
+    pub unreachable: Option<String>,
 }
 
 /// A task seen `Ready`.
@@ -272,7 +272,7 @@ impl Failure {
             untrusted: None,
             resume: None,
             ready: None,
-            unreachable: false,
+            unreachable: None,
         }
     }
     /// A library error, its causes included.
@@ -281,9 +281,14 @@ impl Failure {
             Error::UntrustedOrigin { origin, .. } => Some(origin.clone()),
             _ => None,
         };
-        // A connection never opened, before any task: the address, not
-        // the service, is what to check.
-        let unreachable = matches!(error, Error::Transport { source, task: None, .. } if source.is_connect());
+        // A connection never opened: the address, not the service, is
+        // what to check.
+        let unreachable = match error {
+            Error::Transport { source, .. } if source.is_connect() => {
+                source.url().map(|url| url.origin().ascii_serialization())
+            }
+            _ => None,
+        };
         Failure {
             untrusted,
             unreachable,
@@ -481,18 +486,24 @@ async fn run(cli: Cli) -> Result<(), Failure> {
     // A service out of reach is often one a profile named long ago (a
     // `genapi mock` since stopped): a connection that could not be opened
     // says where the address came from.
-    let base_said = global
-        .settings
-        .base_url
-        .as_ref()
+    let configured = [
+        ("base URL", &global.settings.base_url),
+        ("regional base URL", &global.settings.regional_base_url),
+    ];
+    let said: Vec<(String, String)> = configured
+        .into_iter()
         .filter(|_| !uses_builtin_mock(&global))
-        .map(|base| {
-            format!(
-                "; the base URL {} is from {} (genapi config shows every setting)",
-                genapi_text::shown_address(&base.value),
-                out::clean(&base.source.to_string())
-            )
-        });
+        .filter_map(|(name, setting)| {
+            let setting = setting.as_ref()?;
+            let origin = url::Url::parse(&setting.value).ok()?.origin().ascii_serialization();
+            let words = format!(
+                "; the {name} {} is from {} (genapi config shows every setting)",
+                genapi_text::shown_address(&setting.value),
+                out::clean(&setting.source.to_string())
+            );
+            Some((origin, words))
+        })
+        .collect();
     let ran = match command {
         Command::Generate {
             request,
@@ -549,10 +560,12 @@ async fn run(cli: Cli) -> Result<(), Failure> {
         Command::Man { command, dir } => man::run(definition(), command, dir, global.force),
     };
     ran.map_err(|mut failure| {
-        if let (true, Some(said)) = (failure.unreachable, &base_said) {
-            if !failure.message.is_empty() {
-                failure.message.push_str(said);
-            }
+        let words = failure
+            .unreachable
+            .as_ref()
+            .and_then(|origin| said.iter().find(|(configured, _)| configured == origin));
+        if let (Some((_, words)), false) = (words, failure.message.is_empty()) {
+            failure.message.push_str(words);
         }
         failure
     })
