@@ -1043,7 +1043,7 @@ impl Context {
         let sent_at = line
             .sent()
             .and_then(|sent| sent.sent_at)
-            .map(|seconds| std::time::UNIX_EPOCH + Duration::from_secs(seconds));
+            .and_then(|seconds| std::time::UNIX_EPOCH.checked_add(Duration::from_secs(seconds)));
         let resumed = tokio::select! {
             resumed = self.client.resume(&task.polling_url) => resumed.map(|resumed| {
                 let resumed = match sent_at {
@@ -1592,10 +1592,10 @@ impl Context {
                     let mut outcome = self.failed(line, stem, None, &error, Standing::Accepted);
                     outcome.cost = cost;
                     outcome.error = Some(match &error {
-                        // One refusal and one poll make the client call the
-                        // result expired; a passing glitch can too. Only
-                        // the next run's polls say the task is gone, so the
-                        // line stays open, and the error's own advice (to
+                        // The same address, run out since it came, offered
+                        // again: the next run's polls ask once more, and
+                        // end the line if the task is gone. The line stays
+                        // open meanwhile, and the error's own advice (to
                         // submit again) is not given.
                         Error::ResultExpired { .. } => format!(
                             "the result of task {} could not be fetched: its address was refused and the service \
