@@ -330,7 +330,6 @@ impl Output {
             Fetched::Refused(status) => status,
         };
         let fresh = crate::poll::poll_task(&self.session, &self.polling_url, &self.task).await?;
-        let run_out = |address: &str| crate::expiry::states_it_has_run_out(address, std::time::SystemTime::now());
         let expired = || Error::ResultExpired {
             task: self.task.clone(),
         };
@@ -346,7 +345,7 @@ impl Output {
         };
         // The service's word, as an error keeps text from it: scrubbed and
         // cut short.
-        let said = self.session.transport.scrub(&fresh.status.to_string());
+        let said = || self.session.transport.scrub(&fresh.status.to_string());
         let sample = fresh
             .result
             .and_then(|r| r.sample)
@@ -354,7 +353,10 @@ impl Output {
         match sample {
             None => Err(open(
                 refused,
-                format!("and the service, asked for a fresh one, answered {said} without one"),
+                format!(
+                    "and the service, asked for a fresh one, answered {} without one",
+                    said()
+                ),
             )),
             Some(sample) => {
                 // The same address, however spelt.
@@ -362,13 +364,18 @@ impl Output {
                 match fetch(sample.clone()).await? {
                     Fetched::Got(value) => Ok(value),
                     Fetched::Refused(_)
-                        if refusal_is_its_end(offered_again, self.past_when_received, run_out(&sample)) =>
+                        if refusal_is_its_end(
+                            offered_again,
+                            self.past_when_received,
+                            crate::expiry::states_it_has_run_out(&sample, std::time::SystemTime::now()),
+                        ) =>
                     {
                         Err(expired())
                     }
-                    Fetched::Refused(status) if offered_again => {
-                        Err(open(status, "twice, though it states no expiry that has passed".into()))
-                    }
+                    Fetched::Refused(status) if offered_again => Err(open(
+                        status,
+                        "twice, and what it states of its validity does not show the result's end".into(),
+                    )),
                     Fetched::Refused(status) => Err(open(status, "and the fresh one the service offered too".into())),
                 }
             }
