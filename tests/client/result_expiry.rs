@@ -7,6 +7,22 @@ use genapi::api::types;
 use genapi::Error;
 use genapi_mock::MockService;
 
+/// A refusal `error` that leaves the task open: never called expired (which
+/// tells the user to pay again), worth a wait more.
+fn assert_left_open(error: &Error) {
+    assert!(!matches!(error, Error::ResultExpired { .. }), "{error}");
+    assert!(
+        error.is_worth_waiting_again() && !error.class().ends_the_task(),
+        "{error}"
+    );
+    assert!(!error.to_string().contains("submit the task again"), "{error}");
+}
+
+/// Waits again for the task `output` came from, as the error advises.
+async fn waited_again(client: &genapi::Client, output: &genapi::Output) -> genapi::Result<genapi::Output> {
+    client.task(output.reference().polling_url.as_str())?.wait().await
+}
+
 #[tokio::test(start_paused = true)]
 async fn an_expired_address_is_refused_and_the_client_fetches_a_fresh_one() {
     let mock = MockService::start().await.unwrap();
@@ -45,18 +61,9 @@ async fn once_the_task_itself_has_expired_the_wait_that_follows_says_it_is_gone(
     let output = client.run(types::Gen2ProRequest::builder().prompt("x")).await.unwrap();
     mock.advance(Duration::from_secs(60 * 60));
     let error = output.bytes().await.unwrap_err();
-    assert!(!matches!(error, Error::ResultExpired { .. }), "{error}");
-    assert!(
-        error.is_worth_waiting_again() && !error.class().ends_the_task(),
-        "{error}"
-    );
+    assert_left_open(&error);
     assert!(error.to_string().contains("Task not found"), "{error}");
-    let waited = client
-        .task(output.reference().polling_url.as_str())
-        .unwrap()
-        .wait()
-        .await
-        .unwrap_err();
+    let waited = waited_again(&client, &output).await.unwrap_err();
     assert!(matches!(waited, Error::TaskNotFound { .. }), "{waited}");
     assert!(waited.class().ends_the_task(), "{waited}");
 }
@@ -72,14 +79,8 @@ async fn a_fresh_address_refused_as_well_leaves_the_task_to_wait_for_again() {
     mock.advance(Duration::from_secs(10 * 60 + 1));
     mock.inject(genapi_mock::Fault::status("/mock/results/", 403).times(2));
     let error = output.bytes().await.unwrap_err();
-    assert!(!matches!(error, Error::ResultExpired { .. }), "{error}");
-    assert!(
-        error.is_worth_waiting_again() && !error.class().ends_the_task(),
-        "{error}"
-    );
-    assert!(!error.to_string().contains("submit the task again"), "{error}");
-    let task = client.task(output.reference().polling_url.as_str()).unwrap();
-    let again = task.wait().await.unwrap();
+    assert_left_open(&error);
+    let again = waited_again(&client, &output).await.unwrap();
     assert!(
         !again.bytes().await.unwrap().is_empty(),
         "the result was the service's still"
@@ -96,20 +97,13 @@ async fn an_address_refused_though_it_states_it_is_valid_is_not_called_expired()
     let output = client.run(types::Gen2ProRequest::builder().prompt("x")).await.unwrap();
     mock.inject(genapi_mock::Fault::status("/mock/results/", 403).times(2));
     let error = output.bytes().await.unwrap_err();
-    assert!(!matches!(error, Error::ResultExpired { .. }), "{error}");
-    assert!(error.is_worth_waiting_again(), "{error}");
-    let again = client
-        .task(output.reference().polling_url.as_str())
-        .unwrap()
-        .wait()
-        .await
-        .unwrap();
+    assert_left_open(&error);
+    let again = waited_again(&client, &output).await.unwrap();
     assert!(!again.bytes().await.unwrap().is_empty());
 }
 
 /// A refusal, then a service that answers once that the task it called
-/// Ready is running: a passing glitch, not the result's end. Only the
-/// service saying the task is gone makes it expired.
+/// Ready is running: a passing glitch, not the result's end.
 #[tokio::test(start_paused = true)]
 async fn a_refusal_then_a_passing_wrong_answer_is_not_called_expired() {
     let mock = MockService::start().await.unwrap();
@@ -118,22 +112,12 @@ async fn a_refusal_then_a_passing_wrong_answer_is_not_called_expired() {
     mock.inject(genapi_mock::Fault::status("/mock/results/", 403));
     mock.inject(genapi_mock::Fault::status("/v1/get_result", 202));
     let error = output.bytes().await.unwrap_err();
-    assert!(!matches!(error, Error::ResultExpired { .. }), "{error}");
-    assert!(
-        error.is_worth_waiting_again() && !error.class().ends_the_task(),
-        "{error}"
-    );
-    assert!(!error.to_string().contains("submit the task again"), "{error}");
+    assert_left_open(&error);
     assert!(
         error.to_string().contains(&output.reference().id),
         "names the task: {error}"
     );
-    let again = client
-        .task(output.reference().polling_url.as_str())
-        .unwrap()
-        .wait()
-        .await
-        .unwrap();
+    let again = waited_again(&client, &output).await.unwrap();
     assert!(
         !again.bytes().await.unwrap().is_empty(),
         "the result was the service's still"
