@@ -764,8 +764,7 @@ mod tests {
 
     #[test]
     fn a_torn_last_line_is_ignored_and_the_next_record_starts_clean() {
-        let dir = std::env::temp_dir().join(format!("genapi-journal-{}", std::process::id()));
-        let _ = std::fs::create_dir_all(&dir);
+        let dir = scratch("torn-last");
         let path = dir.join("journal.jsonl");
         let _ = std::fs::remove_file(&path);
         let mut journal = FileJournal::open(&path).unwrap();
@@ -794,7 +793,6 @@ mod tests {
         assert_eq!(records.len(), 2);
         let state = &Line::of_each(records)[&1];
         assert!(matches!(state, Line::Unsent { .. }), "{state:?}");
-        let _ = std::fs::remove_dir_all(&dir);
     }
 
     /// Holds its first write until told, and counts the events of each.
@@ -871,11 +869,28 @@ mod tests {
         }
     }
 
-    fn scratch(name: &str) -> PathBuf {
+    /// A fresh folder of this test process, removed when dropped, even by
+    /// a failing assertion.
+    struct Scratch(PathBuf);
+
+    impl std::ops::Deref for Scratch {
+        type Target = Path;
+        fn deref(&self) -> &Path {
+            &self.0
+        }
+    }
+
+    impl Drop for Scratch {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn scratch(name: &str) -> Scratch {
         let dir = std::env::temp_dir().join(format!("genapi-journal-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
-        dir
+        Scratch(dir)
     }
 
     /// A damaged record that ends with its newline was written whole (not
@@ -931,7 +946,6 @@ mod tests {
         std::fs::write(&path, format!("{whole}{{\"event\":nonsense}}\n{whole}")).unwrap();
         let mut journal = FileJournal::open(&path).unwrap();
         assert_eq!(journal.events().unwrap_err().kind(), io::ErrorKind::InvalidData);
-        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
@@ -962,7 +976,6 @@ mod tests {
             assert!(refused.to_string().contains("move it elsewhere"), "{refused}");
             assert_eq!(std::fs::read_to_string(&path).unwrap(), foreign);
         }
-        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[cfg(target_os = "linux")]
@@ -1004,7 +1017,6 @@ mod tests {
         // Another file at the same path is not this run's either.
         std::fs::write(&path, "").unwrap();
         assert!(journal.append(&record).is_err());
-        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
@@ -1025,8 +1037,7 @@ mod tests {
 
     #[test]
     fn a_journal_in_use_cannot_be_opened_again_until_it_is_closed() {
-        let dir = std::env::temp_dir().join(format!("genapi-journal-lock-{}", std::process::id()));
-        let _ = std::fs::create_dir_all(&dir);
+        let dir = scratch("lock");
         let path = dir.join("journal.jsonl");
         let first = FileJournal::open(&path).unwrap();
         let second = FileJournal::open(&path).unwrap_err();
@@ -1039,15 +1050,13 @@ mod tests {
         assert_eq!(after_delete.kind(), io::ErrorKind::WouldBlock);
         drop(first);
         assert!(FileJournal::open(&path).is_ok());
-        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
     fn a_lock_held_for_an_instant_after_a_run_ends_lets_the_next_run_in() {
         // As a child process started just then holds the last run's files
         // until it runs its own program.
-        let dir = std::env::temp_dir().join(format!("genapi-journal-instant-{}", std::process::id()));
-        let _ = std::fs::create_dir_all(&dir);
+        let dir = scratch("instant");
         let path = dir.join("journal.jsonl");
         drop(FileJournal::open(&path).unwrap());
         let copy = File::open(&path).unwrap();
@@ -1058,7 +1067,6 @@ mod tests {
         });
         assert!(FileJournal::open(&path).is_ok(), "taken once the copy is closed");
         releaser.join().unwrap();
-        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

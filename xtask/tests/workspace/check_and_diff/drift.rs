@@ -69,7 +69,7 @@ fn run(name: &str, har: &Value, extra: &[&str]) -> (bool, String) {
 
 /// [`run`], with insta's `INSTA_UPDATE` set to `update`.
 fn run_with(name: &str, har: &Value, extra: &[&str], update: &str) -> (bool, String) {
-    let dir = std::env::temp_dir().join(format!("xtask-drift-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("xtask-drift-har-{name}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let file: PathBuf = dir.join(format!("{name}.har"));
     std::fs::write(&file, har.to_string()).unwrap();
@@ -81,6 +81,7 @@ fn run_with(name: &str, har: &Value, extra: &[&str], update: &str) -> (bool, Str
         .env_remove("INSTA_FORCE_PASS")
         .output()
         .unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
     let text = String::from_utf8_lossy(&output.stdout).into_owned() + &String::from_utf8_lossy(&output.stderr);
     (output.status.success(), text)
 }
