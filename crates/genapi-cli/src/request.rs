@@ -77,10 +77,11 @@ impl Format {
         }
     }
 
-    /// From a file extension.
+    /// From a file extension: the names each format's files go by
+    /// (`.jfif` and `.jpe` are JPEG too).
     pub fn from_extension(extension: &str) -> Option<Format> {
         match extension.to_ascii_lowercase().as_str() {
-            "jpg" | "jpeg" => Some(Format::Jpeg),
+            "jpg" | "jpeg" | "jpe" | "jfif" => Some(Format::Jpeg),
             "png" => Some(Format::Png),
             "webp" => Some(Format::Webp),
             _ => None,

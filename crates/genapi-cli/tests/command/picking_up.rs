@@ -140,7 +140,16 @@ fn wait_and_get_into_a_name_of_another_format_check_the_real_name_and_print_a_co
             said(&txt)
         );
         assert_eq!(format_of(&dir.join("y.txt")), Some(genapi::ImageFormat::Jpeg));
-        for name in ["x.jpg", "x-2.jpg", "first.jpg", "y.txt"] {
+        // JPEG's other names are its own: no word.
+        let jfif = mock
+            .command(&dir)
+            .args([command, &id, "-o", "z.jfif"])
+            .output()
+            .unwrap();
+        assert_eq!(jfif.status.code(), Some(0), "{command}: {}", said(&jfif));
+        assert!(!text(&jfif.stderr).contains("extension"), "{command}: {}", said(&jfif));
+        assert_eq!(format_of(&dir.join("z.jfif")), Some(genapi::ImageFormat::Jpeg));
+        for name in ["x.jpg", "x-2.jpg", "first.jpg", "y.txt", "z.jfif"] {
             std::fs::remove_file(dir.join(name)).unwrap();
         }
     }
