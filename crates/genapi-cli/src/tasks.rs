@@ -101,13 +101,14 @@ impl Plan {
             open: save.open,
         };
         if let Some(file) = &plan.file {
-            // A name that is already a pipe or a device is never written,
-            // nor used as the stem of other names (`/dev/null` must not
-            // become `/dev/null.jpg`).
+            // A name that is already a pipe or a device, or a link to one,
+            // is never written, nor used as the stem of other names
+            // (`/dev/null` must not become `/dev/null.jpg`, nor
+            // `/dev/stdout` `/dev/stdout.jpg`).
             if genapi_files::is_taken(file) {
                 genapi_files::may_write(file, genapi_files::Existing::Replace).map_err(|refused| {
                     Failure::usage(format!(
-                        "--out {}; nothing was submitted",
+                        "--out {} (-o - writes the image to standard output); nothing was submitted",
                         out::clean(&refused.to_string())
                     ))
                 })?;

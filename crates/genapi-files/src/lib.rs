@@ -39,7 +39,8 @@
 //! - a link at the name is never followed: it is replaced as a link when
 //!   replacing is allowed, and otherwise makes the name taken;
 //! - only regular files are written: a pipe, a device or a folder at the
-//!   name is refused even when replacing is allowed;
+//!   name, or a link to one (`/dev/stdout`), is refused even when replacing
+//!   is allowed;
 //! - a whole file is written beside its name under a temporary name of its
 //!   writer's own, then published at once ([`stage`], [`publish`]): a
 //!   reader never sees half a file, and writers sharing a folder never

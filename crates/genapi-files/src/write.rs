@@ -15,7 +15,7 @@ pub enum Existing {
     Keep,
     /// It is replaced (the command's `--force`): a regular file, or a link
     /// as a link (never the file it points to). A pipe, a device or a
-    /// folder is never replaced.
+    /// folder is never replaced, nor a link to one.
     Replace,
     /// It is replaced only when it is a regular file whose first bytes (at
     /// most 64 KiB) `ours` says `writer` wrote; anything else stays, with
@@ -44,7 +44,12 @@ fn there(path: &Path) -> Result<There, FileError> {
     match std::fs::symlink_metadata(path) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(There::Nothing),
         Err(e) => Err(FileError::io(path, e)),
-        Ok(metadata) if metadata.file_type().is_symlink() => Ok(There::Link),
+        // A link to a pipe, a device or a folder names that thing
+        // (`/dev/stdout`): it is never replaced as if it were a plain link.
+        Ok(metadata) if metadata.file_type().is_symlink() => match std::fs::metadata(path) {
+            Ok(target) if !target.is_file() => Ok(There::Other),
+            _ => Ok(There::Link),
+        },
         Ok(metadata) if metadata.file_type().is_file() => Ok(There::Regular),
         Ok(_) => Ok(There::Other),
     }
@@ -418,7 +423,18 @@ mod tests {
             .status()
             .unwrap()
             .success());
-        for path in [fifo.as_path(), dir.as_path(), Path::new("/dev/null")] {
+        // Named through a link as well (`/dev/stdout` is one).
+        let links: Vec<PathBuf> = [fifo.as_path(), dir.as_path(), Path::new("/dev/null")]
+            .iter()
+            .enumerate()
+            .map(|(i, target)| {
+                let link = dir.join(format!("link-{i}"));
+                std::os::unix::fs::symlink(target, &link).unwrap();
+                link
+            })
+            .collect();
+        let named = [fifo.as_path(), dir.as_path(), Path::new("/dev/null")];
+        for path in named.into_iter().chain(links.iter().map(PathBuf::as_path)) {
             for existing in [Existing::Keep, Existing::Replace, OURS] {
                 let error = create(path, existing).unwrap_err();
                 assert!(
@@ -435,6 +451,12 @@ mod tests {
             ));
         }
         assert!(std::fs::symlink_metadata(&fifo).unwrap().file_type().is_fifo_like());
+        for link in &links {
+            assert!(
+                std::fs::symlink_metadata(link).unwrap().file_type().is_symlink(),
+                "kept"
+            );
+        }
         std::fs::remove_dir_all(dir).unwrap();
     }
 

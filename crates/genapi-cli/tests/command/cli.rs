@@ -206,6 +206,19 @@ fn output_paths_are_checked_before_anything_is_submitted() {
     }
     assert_eq!(std::fs::read(dir.join("taken.jpg")).unwrap(), b"keep");
 
+    // A link to a device (as `/dev/stdout` is) names the device: refused,
+    // never the stem of `stdout.jpg`.
+    std::os::unix::fs::symlink("/dev/null", dir.join("stdout")).unwrap();
+    let run = genapi(&dir).args(["generate", "x", "-o", "stdout"]).output().unwrap();
+    assert_exit(&run, 2);
+    let stderr = text(&run.stderr);
+    assert!(
+        stderr.contains("not a regular file") && stderr.contains("-o - writes the image to standard output"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("submitted a"), "{stderr}");
+    assert!(!dir.join("stdout.jpg").exists());
+
     // A directory gets a generated name inside it; --force overwrites.
     std::fs::create_dir(dir.join("pictures")).unwrap();
     let run = genapi(&dir)
