@@ -281,19 +281,22 @@ impl Failure {
             Error::UntrustedOrigin { origin, .. } => Some(origin.clone()),
             _ => None,
         };
-        // A connection never opened: the address, not the service, is
-        // what to check.
-        let unreachable = match error {
-            Error::Transport { source, .. } if source.is_connect() => {
-                source.url().map(|url| url.origin().ascii_serialization())
-            }
-            _ => None,
-        };
         Failure {
             untrusted,
-            unreachable,
+            unreachable: unreachable(error),
             ..Failure::new(exit_code(error), describe(error))
         }
+    }
+}
+
+/// The origin a connection could not be opened to, when that is what
+/// `error` is: the address, not the service, is what to check.
+pub fn unreachable(error: &Error) -> Option<String> {
+    match error {
+        Error::Transport { source, .. } if source.is_connect() => {
+            source.url().map(|url| url.origin().ascii_serialization())
+        }
+        _ => None,
     }
 }
 
@@ -483,27 +486,7 @@ async fn run(cli: Cli) -> Result<(), Failure> {
         genapi_files::may_write(record, files::existing(global.force))
             .map_err(|refused| Failure::usage(format!("--record {}", files::said(&refused))))?;
     }
-    // A service out of reach is often one a profile named long ago (a
-    // `genapi mock` since stopped): a connection that could not be opened
-    // says where the address came from.
-    let configured = [
-        ("base URL", &global.settings.base_url),
-        ("regional base URL", &global.settings.regional_base_url),
-    ];
-    let said: Vec<(String, String)> = configured
-        .into_iter()
-        .filter(|_| !uses_builtin_mock(&global))
-        .filter_map(|(name, setting)| {
-            let setting = setting.as_ref()?;
-            let origin = url::Url::parse(&setting.value).ok()?.origin().ascii_serialization();
-            let words = format!(
-                "; the {name} {} is from {} (genapi config shows every setting)",
-                genapi_text::shown_address(&setting.value),
-                out::clean(&setting.source.to_string())
-            );
-            Some((origin, words))
-        })
-        .collect();
+    let sources = address_sources(&global);
     let ran = match command {
         Command::Generate {
             request,
@@ -560,15 +543,53 @@ async fn run(cli: Cli) -> Result<(), Failure> {
         Command::Man { command, dir } => man::run(definition(), command, dir, global.force),
     };
     ran.map_err(|mut failure| {
-        let words = failure
+        match failure
             .unreachable
-            .as_ref()
-            .and_then(|origin| said.iter().find(|(configured, _)| configured == origin));
-        if let (Some((_, words)), false) = (words, failure.message.is_empty()) {
-            failure.message.push_str(words);
+            .as_deref()
+            .and_then(|origin| where_from(&sources, origin))
+        {
+            // Said already, with its task: the note follows on its own.
+            Some(words) if failure.message.is_empty() => out::err(&format!("note: {words}")),
+            Some(words) => failure.message.push_str(&format!("; {words}")),
+            None => {}
         }
         failure
     })
+}
+
+/// Where the addresses the command connects to came from: each configured
+/// API origin (the base URL, the regional one) with the words that say so,
+/// for a connection that could not be opened there. A service out of reach
+/// is often one a profile named long ago (a `genapi mock` since stopped).
+/// Empty on the built-in mock, which the command starts itself.
+pub fn address_sources(global: &Global) -> Vec<(String, String)> {
+    if uses_builtin_mock(global) {
+        return Vec::new();
+    }
+    [
+        ("base URL", &global.settings.base_url),
+        ("regional base URL", &global.settings.regional_base_url),
+    ]
+    .into_iter()
+    .filter_map(|(name, setting)| {
+        let setting = setting.as_ref()?;
+        let origin = url::Url::parse(&setting.value).ok()?.origin().ascii_serialization();
+        let words = format!(
+            "the {name} {} is from {} (genapi config shows every setting)",
+            genapi_text::shown_address(&setting.value),
+            out::clean(&setting.source.to_string())
+        );
+        Some((origin, words))
+    })
+    .collect()
+}
+
+/// The words of [`address_sources`] for `origin`, if it is one of them.
+pub fn where_from<'a>(sources: &'a [(String, String)], origin: &str) -> Option<&'a str> {
+    sources
+        .iter()
+        .find(|(configured, _)| configured == origin)
+        .map(|(_, words)| words.as_str())
 }
 
 /// The longest bound the command accepts; larger values mean "no practical

@@ -691,8 +691,12 @@ async fn finish(
     let (failed, answered) = (failing.clone(), failing.clone());
     let failure_label = label.clone();
     let failure_progress = progress.clone();
+    let sources = crate::address_sources(global);
     let options = WaitOptions::default().timeout(remaining).on_poll_failure(move |error| {
-        let reason = crate::describe(error).replace('\n', " ");
+        let mut reason = crate::describe(error).replace('\n', " ");
+        if let Some(words) = crate::unreachable(error).and_then(|origin| crate::where_from(&sources, &origin)) {
+            reason.push_str(&format!("; {words}"));
+        }
         let new = failed
             .lock()
             .map(|mut last| last.replace(reason.clone()).as_ref() != Some(&reason));
@@ -1186,8 +1190,12 @@ async fn get_task(
                 .map_or_else(|| PathBuf::from("."), |plan| plan.resume_target(None));
             let (id, polling_url) = (task.id(), task.polling_url().as_str());
             let resume = resume_command(global, &connection.client, id, polling_url, &target);
+            let unreachable = failure.unreachable.clone();
             let code = report(global, connection, id, polling_url, None, &resume, "", Err(failure));
-            return Err(Failure::new(code, ""));
+            return Err(Failure {
+                unreachable,
+                ..Failure::new(code, "")
+            });
         }
     };
     crate::history::note(task.id(), state.status.as_str(), None);

@@ -498,6 +498,7 @@ fn a_service_out_of_reach_is_said_with_where_its_address_came_from() {
         &dir,
         &format!("[profiles.default]\nbase_url = \"http://127.0.0.1:{port}\"\nkey_env = \"WORK_KEY\"\n"),
     );
+    let note = format!("the base URL http://127.0.0.1:{port} is from profile default");
     let run = genapi(&dir)
         .env("WORK_KEY", "k")
         .args(["generate", "a fox", "-o", "fox.jpg"])
@@ -505,10 +506,21 @@ fn a_service_out_of_reach_is_said_with_where_its_address_came_from() {
         .unwrap();
     let stderr = text(&run.stderr);
     assert_eq!(run.status.code(), Some(9), "{stderr}");
-    assert!(
-        stderr.contains(&format!("the base URL http://127.0.0.1:{port} is from profile default")),
-        "{stderr}"
-    );
+    assert!(stderr.contains(&note), "{stderr}");
+    // Picking a task up there says so too: `get` after its task's report,
+    // `wait` with the failed poll it goes on from until --timeout (and
+    // again in the error that quotes that poll when the time is up).
+    let id = "2f6c1a0e-6d1b-4c6e-9a43-0d8e5b7e2a91";
+    for (command, ends, times) in [("get", Some(9), 1), ("wait", Some(8), 2)] {
+        let run = genapi(&dir)
+            .env("WORK_KEY", "k")
+            .args([command, id, "--timeout", "2"])
+            .output()
+            .unwrap();
+        let stderr = text(&run.stderr);
+        assert_eq!(run.status.code(), ends, "{command}: {stderr}");
+        assert_eq!(stderr.matches(&note).count(), times, "{command}: {stderr}");
+    }
 }
 
 /// A service that was reached and lost the answer is no address to
