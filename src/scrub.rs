@@ -24,7 +24,9 @@
 //! - every secret a submission carried: the fields the document marks
 //!   `x-secret` (`webhook_secret`); the user name, password, and token-like
 //!   query values and path segments of the user's own receiving address
-//!   (`webhook_url`, which the document marks `x-receiver`); and of every
+//!   (`webhook_url`, which the document marks `x-receiver`), and its whole
+//!   path when a segment is a token shorter than twelve bytes, which alone
+//!   could be a word of any address (`flux2dev`); and of every
 //!   other address (an input image, a video, an address in a prompt: a
 //!   signed URL to the user's file), its user name and password and its
 //!   long signature-like query values only, since its short ones
@@ -212,6 +214,12 @@ fn is_signers_public_value(name: &str) -> bool {
 /// words and dates (`2026-11-25`, `uploads`) more often than secrets.
 fn is_token_like_segment(segment: &str) -> bool {
     is_token_like(segment) && segment.len() >= 12
+}
+
+/// Whether a path segment of the user's own receiving address is a token
+/// too short to be learned alone (see [`Scrubber::learn_address`]).
+fn is_short_token_segment(segment: &str) -> bool {
+    is_token_like(segment) && segment.len() < 12
 }
 
 /// The shortest query value of an input address learned: signatures and
@@ -764,6 +772,15 @@ impl Scrubber {
                     self.learn_as(segment, Found::FromItsStart);
                     self.learn_as(&decoded, Found::FromItsStart);
                 }
+            }
+            // A shorter token (`/hook/T0KENCAN4RY/in`) alone may be a
+            // word of any address (`flux2dev`), and is not learned alone:
+            // the path that holds it is, whole. An echo of the address
+            // loses it, and no address the service writes holds the user's
+            // own path.
+            if url.path_segments().into_iter().flatten().any(is_short_token_segment) {
+                self.learn_as(url.path(), Found::Whole);
+                self.learn_as(&decoded(url.path()), Found::Whole);
             }
         }
     }
@@ -1675,6 +1692,34 @@ mod tests {
             scrubber.scrub(&format!("P4THS3CR3T123abc {signature} hook in")),
             "[redacted] [redacted] hook in"
         );
+    }
+
+    /// A token too short to be learned alone goes with the path it stands
+    /// in; the same word in an address of the service's stays.
+    #[test]
+    fn a_short_webhook_path_token_goes_with_its_path_and_the_same_word_elsewhere_stays() {
+        let scrubber = Scrubber::new("key-12345678");
+        scrubber.learn_request(&json!({"webhook_url": "https://me.example/hook/T0KENCAN4RY/in?x=1"}));
+        for (text, scrubbed) in [
+            (
+                "webhook https://me.example/hook/T0KENCAN4RY/in?x=1 refused",
+                "webhook https://me.example[redacted]?x=1 refused",
+            ),
+            (
+                "{\"webhook_url\":\"https:\\/\\/me.example\\/hook\\/T0KENCAN4RY\\/in\"}",
+                "{\"webhook_url\":\"https:\\/\\/me.example[redacted]\"}",
+            ),
+            (
+                "https://delivery.example.com/T0KENCAN4RY/in/r.png",
+                "https://delivery.example.com/T0KENCAN4RY/in/r.png",
+            ),
+        ] {
+            assert_eq!(scrubber.scrub(text), scrubbed, "{text}");
+        }
+        // A path of words only is no secret.
+        let plain = Scrubber::new("key-12345678");
+        plain.learn_request(&json!({"webhook_url": "https://me.example/hooks/genapi/in"}));
+        assert_eq!(plain.scrub("/hooks/genapi/in"), "/hooks/genapi/in");
     }
 
     #[test]
