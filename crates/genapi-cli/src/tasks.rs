@@ -91,6 +91,18 @@ impl Plan {
                 shown(&dir)
             )));
         }
+        // A name that is already a pipe or a device, or a link to one, or
+        // a process's open file (`/dev/stdout`, `/dev/fd/1`), is never
+        // written, nor used as the stem of other names (`/dev/null` must
+        // not become `/dev/null.jpg`): said before the folder is tried.
+        if let Some(file) = file.as_deref().filter(|file| genapi_files::is_taken(file)) {
+            genapi_files::may_write(file, genapi_files::Existing::Replace).map_err(|refused| {
+                Failure::usage(format!(
+                    "--out {} (-o - writes the image to standard output); nothing was submitted",
+                    out::clean(&refused.to_string())
+                ))
+            })?;
+        }
         probe_writable(&dir)?;
         let plan = Plan {
             file,
@@ -101,18 +113,6 @@ impl Plan {
             open: save.open,
         };
         if let Some(file) = &plan.file {
-            // A name that is already a pipe or a device, or a link to one,
-            // is never written, nor used as the stem of other names
-            // (`/dev/null` must not become `/dev/null.jpg`, nor
-            // `/dev/stdout` `/dev/stdout.jpg`).
-            if genapi_files::is_taken(file) {
-                genapi_files::may_write(file, genapi_files::Existing::Replace).map_err(|refused| {
-                    Failure::usage(format!(
-                        "--out {} (-o - writes the image to standard output); nothing was submitted",
-                        out::clean(&refused.to_string())
-                    ))
-                })?;
-            }
             for index in 1..=count {
                 let numbered = plan.numbered(file, (count > 1).then_some(index));
                 // Without an extension the save adds the format's: every name
@@ -132,16 +132,15 @@ impl Plan {
                             shown(&path)
                         )));
                     }
-                    if plan.force {
-                        // Replacing is allowed, but never a pipe, a device
-                        // or a folder: found now, before paying.
-                        genapi_files::may_write(&path, genapi_files::Existing::Replace).map_err(|refused| {
-                            Failure::usage(format!(
-                                "--out {}; nothing was submitted",
-                                out::clean(&refused.to_string())
-                            ))
-                        })?;
-                    }
+                    // Never a pipe, a device or a folder, nor a link to
+                    // one, --force or not: found now, before paying, and
+                    // before a taken name's advice to pass --force.
+                    genapi_files::may_write(&path, genapi_files::Existing::Replace).map_err(|refused| {
+                        Failure::usage(format!(
+                            "--out {}; nothing was submitted",
+                            out::clean(&refused.to_string())
+                        ))
+                    })?;
                     if taken(&path) && !plan.force {
                         let what = if path.exists() {
                             "the file exists"
@@ -1075,7 +1074,9 @@ pub async fn submit(global: &Global, request: RequestArgs, out_file: Option<Path
     // Only a command that can succeed is printed.
     let wait = (!on_builtin_mock).then(|| {
         let command = match target {
-            Some(target) => WaitCommand::new(reference, &service_of(global), &target.display().to_string()),
+            Some(target) => {
+                WaitCommand::new(reference, &service_of(global), &target.display().to_string()).replacing(global.force)
+            }
             None => WaitCommand::saved_by_default(reference, &service_of(global)),
         };
         format!("wait for it with: {command}")

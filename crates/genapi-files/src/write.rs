@@ -41,6 +41,9 @@ enum There {
 }
 
 fn there(path: &Path) -> Result<There, FileError> {
+    if names_a_process_file(path) {
+        return Ok(There::Other);
+    }
     match std::fs::symlink_metadata(path) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(There::Nothing),
         Err(e) => Err(FileError::io(path, e)),
@@ -53,6 +56,31 @@ fn there(path: &Path) -> Result<There, FileError> {
         Ok(metadata) if metadata.file_type().is_file() => Ok(There::Regular),
         Ok(_) => Ok(There::Other),
     }
+}
+
+/// Whether `path` is a name in `/proc`, or leads there through links: one
+/// of a process's open files (`/dev/stdout` is `/proc/self/fd/1`, and
+/// `/dev/fd` is `/proc/self/fd`). That is a stream, never a file of the
+/// user's, whatever it points to now (a file the shell's `>` opened looks
+/// like a regular one): it is neither written nor replaced as a link.
+fn names_a_process_file(path: &Path) -> bool {
+    let in_proc = |name: &Path| name.starts_with("/proc");
+    let mut name = path.to_path_buf();
+    // As the kernel does, a chain longer than 40 links is not followed.
+    for _ in 0..40 {
+        let folder = match name.parent() {
+            Some(folder) if !folder.as_os_str().is_empty() => folder.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        if in_proc(&name) || std::fs::canonicalize(&folder).is_ok_and(|folder| in_proc(&folder)) {
+            return true;
+        }
+        match std::fs::read_link(&name) {
+            Ok(target) => name = folder.join(target),
+            Err(_) => return false,
+        }
+    }
+    true
 }
 
 /// Whether anything has the name `path`: a file, a folder, or a link (one
@@ -423,6 +451,35 @@ mod tests {
             .status()
             .unwrap()
             .success());
+        // A process's open file, even one the shell opened as a regular
+        // file, directly or through a link: `/dev/stdout` is one.
+        let out = dir.join("opened.txt");
+        std::fs::write(&out, "the shell's").unwrap();
+        let opened = File::open(&out).unwrap();
+        let fd = std::os::unix::io::AsRawFd::as_raw_fd(&opened);
+        let by_process = PathBuf::from(format!("/proc/self/fd/{fd}"));
+        let by_link = dir.join("my-stdout");
+        std::os::unix::fs::symlink(&by_process, &by_link).unwrap();
+        for path in [
+            by_process.as_path(),
+            by_link.as_path(),
+            Path::new("/dev/stdout"),
+            Path::new("/dev/fd/1"),
+        ] {
+            for existing in [Existing::Keep, Existing::Replace, OURS] {
+                assert!(
+                    matches!(create(path, existing), Err(FileError::NotRegular { .. })),
+                    "{}",
+                    path.display()
+                );
+            }
+        }
+        assert!(
+            std::fs::symlink_metadata(&by_link).unwrap().file_type().is_symlink(),
+            "kept"
+        );
+        assert_eq!(std::fs::read_to_string(&out).unwrap(), "the shell's");
+        drop(opened);
         // Named through a link as well (`/dev/stdout` is one).
         let links: Vec<PathBuf> = [fifo.as_path(), dir.as_path(), Path::new("/dev/null")]
             .iter()

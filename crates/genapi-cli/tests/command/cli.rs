@@ -218,6 +218,33 @@ fn output_paths_are_checked_before_anything_is_submitted() {
     );
     assert!(!stderr.contains("submitted a"), "{stderr}");
     assert!(!dir.join("stdout.jpg").exists());
+    // The same when the shell sent standard output to a file: `/dev/stdout`
+    // then leads to a regular file, and is still the process's stream.
+    for name in ["/dev/stdout", "/dev/fd/1"] {
+        let captured = std::fs::File::create(dir.join("captured.txt")).unwrap();
+        let run = genapi(&dir)
+            .args(["generate", "x", "-o", name])
+            .stdout(captured)
+            .output()
+            .unwrap();
+        assert_exit(&run, 2);
+        let stderr = text(&run.stderr);
+        assert!(
+            stderr.contains("not a regular file") && stderr.contains("-o - writes the image to standard output"),
+            "{name}: {stderr}"
+        );
+        assert!(!std::path::Path::new(&format!("{name}.jpg")).exists(), "{name}");
+    }
+    // A name the save would pick that leads to a device is said to be one,
+    // not a file --force would replace.
+    std::os::unix::fs::symlink("/dev/null", dir.join("nul.jpg")).unwrap();
+    let run = genapi(&dir).args(["generate", "x", "-o", "nul"]).output().unwrap();
+    assert_exit(&run, 2);
+    let stderr = text(&run.stderr);
+    assert!(
+        stderr.contains("not a regular file") && !stderr.contains("--force"),
+        "{stderr}"
+    );
 
     // A directory gets a generated name inside it; --force overwrites.
     std::fs::create_dir(dir.join("pictures")).unwrap();
