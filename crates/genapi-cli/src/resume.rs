@@ -86,6 +86,8 @@ pub struct WaitCommand {
     service: ServiceOfRun,
     out: Option<String>,
     trust_origin: Option<String>,
+    /// `--force`: the file at `out` is replaced.
+    force: bool,
 }
 
 impl WaitCommand {
@@ -97,6 +99,7 @@ impl WaitCommand {
             service: service.clone(),
             out: Some(out.to_string()),
             trust_origin: None,
+            force: false,
         }
     }
 
@@ -108,6 +111,7 @@ impl WaitCommand {
             service: service.clone(),
             out: None,
             trust_origin: None,
+            force: false,
         }
     }
 
@@ -117,6 +121,14 @@ impl WaitCommand {
             trust_origin: Some(origin.to_string()),
             ..self.clone()
         }
+    }
+}
+
+impl WaitCommand {
+    /// The same command, replacing the file it saves to (`--force`), as
+    /// the run that printed it was told to.
+    pub fn replacing(self, force: bool) -> WaitCommand {
+        WaitCommand { force, ..self }
     }
 }
 
@@ -132,6 +144,9 @@ impl fmt::Display for WaitCommand {
         f.write_str(" wait")?;
         if let Some(file) = &self.out {
             write!(f, " --out {}", out::shell_quote(file))?;
+        }
+        if self.force {
+            f.write_str(" --force")?;
         }
         if let Some(origin) = &self.trust_origin {
             write!(f, " --trust-origin {}", out::shell_quote(origin))?;
@@ -167,6 +182,12 @@ mod tests {
         assert_eq!(
             WaitCommand::saved_by_default("-t", &ServiceOfRun::default()).to_string(),
             "genapi wait -- -t"
+        );
+        assert_eq!(
+            WaitCommand::new("t1", &ServiceOfRun::default(), "fox.jpg")
+                .replacing(true)
+                .to_string(),
+            "genapi wait --out fox.jpg --force -- t1"
         );
     }
 

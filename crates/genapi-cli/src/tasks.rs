@@ -1020,7 +1020,7 @@ pub async fn submit(global: &Global, request: RequestArgs, out_file: Option<Path
                 &SaveArgs {
                     out: out_file.clone(),
                     open: false,
-                    force: false,
+                    force: global.force,
                     record: global.record.clone(),
                     json: false,
                 },

@@ -85,6 +85,25 @@ fn on_the_built_in_mock_submit_and_wait_say_they_need_one_genapi_mock_and_with_o
     let waited = mock.command(&dir).args(&wait).output().unwrap();
     assert_eq!(waited.status.code(), Some(0), "{}", said(&waited));
     assert_eq!(format_of(&dir.join("boat.png")), Some(genapi::ImageFormat::Png));
+
+    // --force, as `generate` takes it: the name is free to replace, and the
+    // printed command replaces it.
+    let refused = mock
+        .command(&dir)
+        .args(["submit", "a boat", "-o", "boat.png"])
+        .output()
+        .unwrap();
+    assert_eq!(refused.status.code(), Some(2), "{}", said(&refused));
+    let submitted = mock
+        .command(&dir)
+        .args(["submit", "a boat", "-o", "boat.png", "--force"])
+        .output()
+        .unwrap();
+    assert_eq!(submitted.status.code(), Some(0), "{}", said(&submitted));
+    let wait = printed_command(&text(&submitted.stderr), "wait for it with: ");
+    assert_eq!(wait[..5], ["wait", "--out", "boat.png", "--force", "--"], "{wait:?}");
+    let waited = mock.command(&dir).args(&wait).output().unwrap();
+    assert_eq!(waited.status.code(), Some(0), "{}", said(&waited));
 }
 
 #[test]
