@@ -25,8 +25,9 @@
 //!   `x-secret` (`webhook_secret`); the user name, password, and token-like
 //!   query values and path segments of the user's own receiving address
 //!   (`webhook_url`, which the document marks `x-receiver`), and its whole
-//!   path when a segment is a token shorter than twelve bytes, which alone
-//!   could be a word of any address (`flux2dev`); and of every
+//!   path (as parsed and as written) when a segment is a token shorter
+//!   than twelve bytes, which alone could be a word of any address
+//!   (`flux2dev`); and of every
 //!   other address (an input image, a video, an address in a prompt: a
 //!   signed URL to the user's file), its user name and password and its
 //!   long signature-like query values only, since its short ones
@@ -216,10 +217,27 @@ fn is_token_like_segment(segment: &str) -> bool {
     is_token_like(segment) && segment.len() >= 12
 }
 
-/// Whether a path segment of the user's own receiving address is a token
-/// too short to be learned alone (see [`Scrubber::learn_address`]).
-fn is_short_token_segment(segment: &str) -> bool {
-    is_token_like(segment) && segment.len() < 12
+/// Whether a segment of the path of the user's own receiving address is a
+/// token too short to be learned alone, so that the whole path is (see
+/// [`Scrubber::learn_address`]).
+fn holds_a_short_token(url: &Url) -> bool {
+    url.path_segments()
+        .into_iter()
+        .flatten()
+        .any(|segment| is_token_like(segment) && segment.len() < 12)
+}
+
+/// The path of an address as `text` writes it: from the end of its
+/// authority (the first `/` or `\` after `://`) to its query or fragment.
+/// None when the authority ends otherwise (no path).
+fn written_path(text: &str) -> Option<&str> {
+    let rest = &text[text.find("://")? + 3..];
+    let start = rest.find(['/', '\\', '?', '#'])?;
+    let path = &rest[start..];
+    if path.starts_with(['?', '#']) {
+        return None;
+    }
+    Some(&path[..path.find(['?', '#']).unwrap_or(path.len())])
 }
 
 /// The shortest query value of an input address learned: signatures and
@@ -700,6 +718,15 @@ impl Scrubber {
             Value::String(text) => {
                 if let Some(url) = Url::parse(text).ok().filter(Url::has_host) {
                     self.learn_address(&url, kind);
+                    // The path as the request wrote it, too: the parser
+                    // changes some spellings (`/./`, a backslash, escapes
+                    // it keeps or adds), and a service may echo the text
+                    // it was sent.
+                    if kind == Address::Owned && holds_a_short_token(&url) {
+                        if let Some(path) = written_path(text) {
+                            self.learn_as(path, Found::Whole);
+                        }
+                    }
                 }
             }
             _ => {}
@@ -778,7 +805,7 @@ impl Scrubber {
             // the path that holds it is, whole. An echo of the address
             // loses it, and no address the service writes holds the user's
             // own path.
-            if url.path_segments().into_iter().flatten().any(is_short_token_segment) {
+            if holds_a_short_token(url) {
                 self.learn_as(url.path(), Found::Whole);
                 self.learn_as(&decoded(url.path()), Found::Whole);
             }
@@ -1716,6 +1743,26 @@ mod tests {
         ] {
             assert_eq!(scrubber.scrub(text), scrubbed, "{text}");
         }
+        // The path as the request wrote it, which the parser spells
+        // otherwise, goes too.
+        for (sent, echoed) in [
+            (
+                "https://me.example/hook/./ab12cd34ef",
+                "https://me.example/hook/./ab12cd34ef",
+            ),
+            (
+                "https://me.example/h%6Fok/ab12cd34ef/x y",
+                "https://me.example/h%6Fok/ab12cd34ef/x y?",
+            ),
+        ] {
+            let scrubber = Scrubber::new("key-12345678");
+            scrubber.learn_request(&json!({ "webhook_url": sent }));
+            let scrubbed = scrubber.scrub(&format!("cannot deliver to {echoed}"));
+            assert!(!scrubbed.contains("ab12cd34ef"), "{sent}: {scrubbed}");
+        }
+        assert_eq!(written_path("https://h.example/a/b?q=/c#f"), Some("/a/b"));
+        assert_eq!(written_path("https://h.example?q=/c"), None);
+        assert_eq!(written_path("https://h.example\\a\\b"), Some("\\a\\b"));
         // A path of words only is no secret.
         let plain = Scrubber::new("key-12345678");
         plain.learn_request(&json!({"webhook_url": "https://me.example/hooks/genapi/in"}));
