@@ -59,6 +59,16 @@ fn names_stdout(out: &Path) -> bool {
     out.as_os_str() == "-"
 }
 
+/// A save refused before a submission: says that nothing was sent, so
+/// nothing is paid. (`wait` and `get` submit nothing, and say nothing of
+/// it.)
+fn before_submitting(failure: Failure) -> Failure {
+    Failure {
+        message: format!("{}; nothing was submitted", failure.message),
+        ..failure
+    }
+}
+
 impl Plan {
     fn new(save: &SaveArgs, count: u32, stem: String) -> Result<Plan, Failure> {
         if save.out.as_deref().is_some_and(names_stdout) {
@@ -98,7 +108,7 @@ impl Plan {
         if let Some(file) = file.as_deref().filter(|file| genapi_files::is_taken(file)) {
             genapi_files::may_write(file, genapi_files::Existing::Replace).map_err(|refused| {
                 Failure::usage(format!(
-                    "--out {} (-o - writes the image to standard output); nothing was submitted",
+                    "--out {} (-o - writes the image to standard output)",
                     out::clean(&refused.to_string())
                 ))
             })?;
@@ -128,19 +138,15 @@ impl Plan {
                     if save.record.as_deref().is_some_and(|record| same_name(record, &path)) {
                         return Err(Failure::usage(format!(
                             "--record and --out both name {}: the result would be written over the recording (or \
-                             the recording over an earlier result); give each its own file; nothing was submitted",
+                             the recording over an earlier result); give each its own file",
                             shown(&path)
                         )));
                     }
                     // Never a pipe, a device or a folder, nor a link to
                     // one, --force or not: found now, before paying, and
                     // before a taken name's advice to pass --force.
-                    genapi_files::may_write(&path, genapi_files::Existing::Replace).map_err(|refused| {
-                        Failure::usage(format!(
-                            "--out {}; nothing was submitted",
-                            out::clean(&refused.to_string())
-                        ))
-                    })?;
+                    genapi_files::may_write(&path, genapi_files::Existing::Replace)
+                        .map_err(|refused| Failure::usage(format!("--out {}", out::clean(&refused.to_string()))))?;
                     if taken(&path) && !plan.force {
                         let what = if path.exists() {
                             "the file exists"
@@ -170,19 +176,19 @@ impl Plan {
         if save.json {
             return Err(Failure::usage(
                 "--json and -o - both write to standard output: drop --json (the task's line then goes to stderr), \
-                 or give -o a file name; nothing was submitted",
+                 or give -o a file name",
             ));
         }
         if save.open {
             return Err(Failure::usage(
                 "--open opens a saved file, and -o - saves none: give -o a file name to open it, or pipe the bytes \
-                 into a viewer; nothing was submitted",
+                 into a viewer",
             ));
         }
         if std::io::stdout().is_terminal() {
             return Err(Failure::usage(
                 "-o - writes the image's bytes to standard output, which is a terminal here: redirect it \
-                 (-o - > image.jpg) or pipe it into a program, or give -o a file name; nothing was submitted",
+                 (-o - > image.jpg) or pipe it into a program, or give -o a file name",
             ));
         }
         out::give_stdout_to_bytes();
@@ -397,7 +403,7 @@ pub async fn generate(global: &Global, request: RequestArgs, save: SaveArgs, cou
     let out_file = save.out.as_deref().filter(|p| !p.is_dir());
     let prepared = prepare(&request, out_file).await?;
     let stem = out::slug(prepared.prompt.as_deref().unwrap_or(&prepared.model.name), 40);
-    let plan = Plan::new(&save, count, stem)?;
+    let plan = Plan::new(&save, count, stem).map_err(before_submitting)?;
     prepared.check()?;
     if count > 1 && prepared.body.get("seed").is_some_and(|seed| !seed.is_null()) {
         out::err(&format!(
@@ -1026,7 +1032,8 @@ pub async fn submit(global: &Global, request: RequestArgs, out_file: Option<Path
                 },
                 1,
                 "genapi".into(),
-            )?
+            )
+            .map_err(before_submitting)?
             .resume_target(None),
         ),
         None => None,

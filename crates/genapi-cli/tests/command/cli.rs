@@ -199,7 +199,7 @@ fn output_paths_are_checked_before_anything_is_submitted() {
         assert_exit(&run, 2);
         let stderr = text(&run.stderr);
         assert!(
-            !stderr.contains("submitted"),
+            !stderr.contains("submitted task"),
             "{args:?}: refused before submitting: {stderr}"
         );
         assert!(stderr.contains("--out") || stderr.contains("--format"), "{stderr}");
@@ -216,7 +216,7 @@ fn output_paths_are_checked_before_anything_is_submitted() {
         stderr.contains("not a regular file") && stderr.contains("-o - writes the image to standard output"),
         "{stderr}"
     );
-    assert!(!stderr.contains("submitted a"), "{stderr}");
+    assert!(!stderr.contains("submitted task"), "{stderr}");
     assert!(!dir.join("stdout.jpg").exists());
     // The same when the shell sent standard output to a file: `/dev/stdout`
     // then leads to a regular file, and is still the process's stream.
@@ -1042,7 +1042,13 @@ fn an_output_named_by_a_link_to_nothing_is_refused_before_anything_is_submitted(
         let run = genapi(&dir).args(&args).output().unwrap();
         assert_exit(&run, 2);
         let stderr = text(&run.stderr);
-        assert!(!stderr.contains("submitted"), "{args:?}: {stderr}");
+        assert!(!stderr.contains("submitted task"), "{args:?}: {stderr}");
+        // Said by the command that would have submitted, and only by it.
+        assert_eq!(
+            stderr.contains("nothing was submitted"),
+            args[0] == "generate",
+            "{args:?}: {stderr}"
+        );
         assert!(
             stderr.contains("--out link.jpg") && stderr.contains("link to a file that does not exist"),
             "{args:?}: {stderr}"
