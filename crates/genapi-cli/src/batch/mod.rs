@@ -382,6 +382,13 @@ fn out_folder(args: &BatchArgs) -> Result<PathBuf, Failure> {
         .out
         .clone()
         .ok_or_else(|| Failure::usage("give --out DIR: the folder for the images, results.jsonl and the journal"))?;
+    // A file (or a device) at the name: --out takes a folder.
+    if out_dir.exists() && !out_dir.is_dir() {
+        return Err(Failure::usage(format!(
+            "--out {}: not a folder; --out names the folder for the images, results.jsonl and the journal",
+            shown(&out_dir)
+        )));
+    }
     std::fs::create_dir_all(&out_dir)
         .map_err(|e| Failure::usage(format!("--out {}: cannot create the directory ({e})", shown(&out_dir))))?;
     Ok(out_dir)

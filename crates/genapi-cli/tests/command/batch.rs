@@ -934,4 +934,16 @@ fn a_batch_into_standard_output_is_refused_before_anything_is_made() {
     assert_eq!(run.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("--json prints the results"), "{stderr}");
     assert!(!dir.join("-").exists(), "no folder named -");
+    // A file or a device is no folder, and is said to be none.
+    std::fs::write(dir.join("shot.jpg"), b"mine").unwrap();
+    for name in ["shot.jpg", "/dev/null"] {
+        let run = genapi_alone(&dir)
+            .args(["batch", "jobs.jsonl", "-o", name])
+            .output()
+            .unwrap();
+        let stderr = text(&run.stderr);
+        assert_eq!(run.status.code(), Some(2), "{stderr}");
+        assert!(stderr.contains(&format!("--out {name}: not a folder")), "{stderr}");
+    }
+    assert_eq!(std::fs::read(dir.join("shot.jpg")).unwrap(), b"mine");
 }
