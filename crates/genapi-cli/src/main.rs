@@ -463,12 +463,7 @@ async fn run(cli: Cli) -> Result<(), Failure> {
     }
     let settings = global.settings.clone();
     // A profile's defaults stand in for the flags not given.
-    let default_out = settings.out.map(|out| {
-        // A folder: its results get generated names in it.
-        let mut folder = out.value.into_os_string();
-        folder.push(std::path::MAIN_SEPARATOR_STR);
-        PathBuf::from(folder)
-    });
+    let default_out = settings.out.map(|out| as_folder(out.value));
     let mut command = cli.command;
     match &mut command {
         Command::Generate { request, save, .. } => {
@@ -590,6 +585,17 @@ pub fn where_from<'a>(sources: &'a [(String, String)], origin: &str) -> Option<&
         .iter()
         .find(|(configured, _)| configured == origin)
         .map(|(_, words)| words.as_str())
+}
+
+/// A profile's `out`, a folder whose results get generated names in it:
+/// one separator at its end marks it so (`pics` and `pics/` both give
+/// `pics/`, never `pics//`, which a printed command would repeat).
+fn as_folder(out: PathBuf) -> PathBuf {
+    let mut folder = out.into_os_string();
+    if !folder.to_string_lossy().ends_with(std::path::MAIN_SEPARATOR) {
+        folder.push(std::path::MAIN_SEPARATOR_STR);
+    }
+    PathBuf::from(folder)
 }
 
 /// The longest bound the command accepts; larger values mean "no practical
@@ -795,6 +801,15 @@ pub async fn connect_with(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_profiles_out_folder_ends_with_one_separator() {
+        for given in ["pics", "pics/"] {
+            // As text: paths compare by their components, which a second
+            // separator does not change.
+            assert_eq!(as_folder(PathBuf::from(given)).into_os_string(), "pics/", "{given}");
+        }
+    }
 
     #[test]
     fn an_untrusted_polling_host_is_described_with_the_flag_that_trusts_it() {
