@@ -228,10 +228,20 @@ fn holds_a_short_token(url: &Url) -> bool {
 }
 
 /// The path of an address as `text` writes it: from the end of its
-/// authority (the first `/` or `\` after `://`) to its query or fragment.
-/// None when the authority ends otherwise (no path).
+/// authority (the first `/` or `\` after the `://` that follows its
+/// scheme) to its query or fragment. None when the text does not open with
+/// a scheme and `://` (`https:host/…`, which the parser takes too, may hold
+/// `://` only further on, in a query that is no part of its path) or when
+/// the authority ends otherwise (no path).
 fn written_path(text: &str) -> Option<&str> {
-    let rest = &text[text.find("://")? + 3..];
+    let (scheme, rest) = text.split_once("://")?;
+    let is_scheme = scheme.starts_with(|c: char| c.is_ascii_alphabetic())
+        && scheme
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'));
+    if !is_scheme {
+        return None;
+    }
     let start = rest.find(['/', '\\', '?', '#'])?;
     let path = &rest[start..];
     if path.starts_with(['?', '#']) {
@@ -1743,6 +1753,14 @@ mod tests {
         ] {
             assert_eq!(scrubber.scrub(text), scrubbed, "{text}");
         }
+        // An address of the service's, which a query of the webhook
+        // address names after a `://` of its own, stays whole.
+        let scrubber = Scrubber::new("key-12345678");
+        scrubber.learn_request(&json!({
+            "webhook_url": "https:me.example/hook/ab12cd34?next=http://x/mock/results/"
+        }));
+        let result = "http://127.0.0.1:8080/mock/results/t1.jpg?se=1";
+        assert_eq!(scrubber.scrub(result), result);
         // The path as the request wrote it, which the parser spells
         // otherwise, goes too.
         for (sent, echoed) in [
@@ -1762,6 +1780,13 @@ mod tests {
         }
         assert_eq!(written_path("https://h.example/a/b?q=/c#f"), Some("/a/b"));
         assert_eq!(written_path("https://h.example?q=/c"), None);
+        // `https:host` is an address to the parser; the `://` further on
+        // is in its query, and what follows is no path of it.
+        assert_eq!(
+            written_path("https:me.example/hook/ab12cd34?next=http://x/mock/results/"),
+            None
+        );
+        assert_eq!(written_path(" https://h.example/a"), None);
         assert_eq!(written_path("https://h.example\\a\\b"), Some("\\a\\b"));
         // A path of words only is no secret.
         let plain = Scrubber::new("key-12345678");
