@@ -66,7 +66,8 @@ fn there(path: &Path) -> Result<There, FileError> {
 fn names_a_process_file(path: &Path) -> bool {
     let in_proc = |name: &Path| name.starts_with("/proc");
     let mut name = path.to_path_buf();
-    // As the kernel does, a chain longer than 40 links is not followed.
+    // As the kernel does, a chain longer than 40 links is not followed:
+    // nothing can be written through it, and it is the user's own link.
     for _ in 0..40 {
         let folder = match name.parent() {
             Some(folder) if !folder.as_os_str().is_empty() => folder.to_path_buf(),
@@ -80,7 +81,7 @@ fn names_a_process_file(path: &Path) -> bool {
             Err(_) => return false,
         }
     }
-    true
+    false
 }
 
 /// Whether anything has the name `path`: a file, a folder, or a link (one
@@ -438,6 +439,15 @@ mod tests {
             Err(FileError::Exists { link: true, .. })
         ));
         assert!(!dir.join("nothing").exists());
+        // A loop of links leads nowhere: a link of the user's like any.
+        std::os::unix::fs::symlink(dir.join("loop-b"), dir.join("loop-a")).unwrap();
+        std::os::unix::fs::symlink(dir.join("loop-a"), dir.join("loop-b")).unwrap();
+        assert!(matches!(
+            create(&dir.join("loop-a"), Existing::Keep),
+            Err(FileError::Exists { link: true, .. })
+        ));
+        create(&dir.join("loop-a"), Existing::Replace).unwrap();
+        assert!(std::fs::symlink_metadata(dir.join("loop-a")).unwrap().is_file());
         std::fs::remove_dir_all(dir).unwrap();
     }
 
