@@ -217,16 +217,6 @@ fn is_token_like_segment(segment: &str) -> bool {
     is_token_like(segment) && segment.len() >= 12
 }
 
-/// Whether a segment of the path of the user's own receiving address is a
-/// token too short to be learned alone, so that the whole path is (see
-/// [`Scrubber::learn_address`]).
-fn holds_a_short_token(url: &Url) -> bool {
-    url.path_segments()
-        .into_iter()
-        .flatten()
-        .any(|segment| is_token_like(segment) && segment.len() < 12)
-}
-
 /// The path of an address as `text` writes it: from the end of its
 /// authority (the first `/` or `\` after the `://` that follows its
 /// scheme) to its query or fragment. None when the text does not open with
@@ -732,7 +722,7 @@ impl Scrubber {
                     // changes some spellings (`/./`, a backslash, escapes
                     // it keeps or adds), and a service may echo the text
                     // it was sent.
-                    if kind == Address::Owned && holds_a_short_token(&url) {
+                    if kind == Address::Owned && self.holds_a_short_token(&url) {
                         if let Some(path) = written_path(text) {
                             self.learn_as(path, Found::Whole);
                         }
@@ -815,11 +805,24 @@ impl Scrubber {
             // the path that holds it is, whole. An echo of the address
             // loses it, and no address the service writes holds the user's
             // own path.
-            if holds_a_short_token(url) {
+            if self.holds_a_short_token(url) {
                 self.learn_as(url.path(), Found::Whole);
                 self.learn_as(&decoded(url.path()), Found::Whole);
             }
         }
+    }
+
+    /// Whether a segment of the path of the user's own receiving address is
+    /// a token too short to be learned alone, so that the whole path is
+    /// (see [`Scrubber::learn_address`]). The id of a task this client
+    /// handles is no such token: the service writes it in that task's
+    /// addresses (`…/results/{id}.jpg`), which a path `/{id}` would cut.
+    fn holds_a_short_token(&self, url: &Url) -> bool {
+        let Ok(known) = self.known.read() else { return false };
+        url.path_segments()
+            .into_iter()
+            .flatten()
+            .any(|segment| is_token_like(segment) && segment.len() < 12 && !known.task_id_set.contains(segment))
     }
 
     /// Whether `text` holds a secret.
@@ -1788,6 +1791,12 @@ mod tests {
         );
         assert_eq!(written_path(" https://h.example/a"), None);
         assert_eq!(written_path("https://h.example\\a\\b"), Some("\\a\\b"));
+        // A short task id is no token: its own result address stays whole.
+        let scrubber = Scrubber::new("key-12345678");
+        scrubber.is_a_task_id("ab12cd34ef");
+        scrubber.learn_request(&json!({"webhook_url": "https://me.example/ab12cd34ef"}));
+        let result = "http://127.0.0.1:8082/mock/results/ab12cd34ef.jpg?expires=1";
+        assert_eq!(scrubber.scrub(result), result);
         // A path of words only is no secret.
         let plain = Scrubber::new("key-12345678");
         plain.learn_request(&json!({"webhook_url": "https://me.example/hooks/genapi/in"}));
