@@ -33,10 +33,11 @@ pub struct Output {
     cost: Option<f64>,
     /// The final poll result, whole.
     result: PollResult,
-    /// Whether `sample` stated, when it came, an expiry already passed by
-    /// this machine's clock: a clock that disagrees with the signer's,
-    /// not a result at its end (see [`Output::with_fresh_address`]).
-    past_when_received: bool,
+    /// When `sample` came, by this machine's clock: an expiry it stated as
+    /// already passed then says the clocks disagree, not that the result
+    /// is at its end (see [`Output::with_fresh_address`]). Read only on a
+    /// refusal, so a task that succeeds never parses its address for it.
+    received_at: std::time::SystemTime,
 }
 
 /// Whether a second refusal of a result's address is the result's end:
@@ -79,7 +80,7 @@ impl Output {
             polling_url,
             seed: result.result.as_ref().and_then(|r| r.seed),
             cost: result.cost.or(submitted_cost),
-            past_when_received: crate::expiry::states_it_has_run_out(&sample, std::time::SystemTime::now()),
+            received_at: std::time::SystemTime::now(),
             sample,
             result,
         })
@@ -366,7 +367,7 @@ impl Output {
                     Fetched::Refused(_)
                         if refusal_is_its_end(
                             offered_again,
-                            self.past_when_received,
+                            crate::expiry::states_it_has_run_out(&self.sample, self.received_at),
                             crate::expiry::states_it_has_run_out(&sample, std::time::SystemTime::now()),
                         ) =>
                     {
