@@ -122,9 +122,7 @@ impl WaitCommand {
             ..self.clone()
         }
     }
-}
 
-impl WaitCommand {
     /// The same command, replacing the file it saves to (`--force`), as
     /// the run that printed it was told to.
     pub fn replacing(self, force: bool) -> WaitCommand {
