@@ -24,10 +24,12 @@
 //! - every secret a submission carried: the fields the document marks
 //!   `x-secret` (`webhook_secret`); the user name, password, and token-like
 //!   query values and path segments of the user's own receiving address
-//!   (`webhook_url`, which the document marks `x-receiver`), and its whole
-//!   path (as parsed and as written) when a segment is a token shorter
-//!   than twelve bytes, which alone could be a word of any address
-//!   (`flux2dev`); and of every
+//!   (`webhook_url`, which the document marks `x-receiver`), its host
+//!   when a name in it is a token (an endpoint's own subdomain), and, when
+//!   a segment of its path is a token shorter than twelve bytes, which
+//!   alone could be a word of any address (`flux2dev`), its whole path (as
+//!   parsed and as written) and its path up to that token (`hook/ab12cd34`,
+//!   `me.example/ab12cd34` when the token opens it); and of every
 //!   other address (an input image, a video, an address in a prompt: a
 //!   signed URL to the user's file), its user name and password and its
 //!   long signature-like query values only, since its short ones
@@ -802,12 +804,26 @@ impl Scrubber {
             }
             // A shorter token (`/hook/T0KENCAN4RY/in`) alone may be a
             // word of any address (`flux2dev`), and is not learned alone:
-            // the path that holds it is, whole. An echo of the address
-            // loses it, and no address the service writes holds the user's
-            // own path.
-            if self.holds_a_short_token(url) {
+            // the path that holds it is, whole, and so is the path up to
+            // it (`hook/T0KENCAN4RY`, or `me.example/T0KENCAN4RY` when it
+            // opens the path), so an echo of the address loses it even cut
+            // short after the token or with a slash added or dropped. No
+            // address the service writes holds the user's own path.
+            let through = self.paths_through_short_tokens(url);
+            if !through.is_empty() {
                 self.learn_as(url.path(), Found::Whole);
                 self.learn_as(&decoded(url.path()), Found::Whole);
+            }
+            for path in through {
+                self.learn_as(&path, Found::Whole);
+                self.learn_as(&decoded(&path), Found::Whole);
+            }
+            // A host named by a token (`ab12cd34ef.m.example.net`, an
+            // endpoint's own subdomain) is the secret itself.
+            if let Some(host) = url.host_str() {
+                if host.split('.').any(is_token_like) {
+                    self.learn_as(host, Found::Whole);
+                }
             }
         }
     }
@@ -818,11 +834,35 @@ impl Scrubber {
     /// handles is no such token: the service writes it in that task's
     /// addresses (`…/results/{id}.jpg`), which a path `/{id}` would cut.
     fn holds_a_short_token(&self, url: &Url) -> bool {
-        let Ok(known) = self.known.read() else { return false };
-        url.path_segments()
-            .into_iter()
-            .flatten()
-            .any(|segment| is_token_like(segment) && segment.len() < 12 && !known.task_id_set.contains(segment))
+        !self.paths_through_short_tokens(url).is_empty()
+    }
+
+    /// The path of the user's own receiving address up to each of its short
+    /// tokens (see [`Scrubber::holds_a_short_token`]), without its leading
+    /// slash (`hook/T0KENCAN4RY`), or, for a token that opens the path,
+    /// after its host and port (`me.example/T0KENCAN4RY`): the token alone
+    /// is never one of them.
+    fn paths_through_short_tokens(&self, url: &Url) -> Vec<String> {
+        let Ok(known) = self.known.read() else {
+            return Vec::new();
+        };
+        let segments: Vec<&str> = url.path_segments().into_iter().flatten().collect();
+        let authority = match (url.host_str(), url.port()) {
+            (Some(host), Some(port)) => format!("{host}:{port}"),
+            (host, None) => host.unwrap_or_default().to_string(),
+            (None, Some(_)) => String::new(),
+        };
+        segments
+            .iter()
+            .enumerate()
+            .filter(|(_, segment)| {
+                is_token_like(segment) && segment.len() < 12 && !known.task_id_set.contains(**segment)
+            })
+            .map(|(at, _)| match segments[..=at].join("/") {
+                opening if at == 0 => format!("{authority}/{opening}"),
+                path => path,
+            })
+            .collect()
     }
 
     /// Whether `text` holds a secret.
@@ -1791,6 +1831,54 @@ mod tests {
         );
         assert_eq!(written_path(" https://h.example/a"), None);
         assert_eq!(written_path("https://h.example\\a\\b"), Some("\\a\\b"));
+        // An echo of part of the path keeps no token: cut after it, a
+        // slash added or dropped, no leading slash, a token opening the
+        // path with its host; the same word after another host stays (a
+        // path of that one word alone, `/ab12cd34ef`, is learned whole).
+        for (sent, echoed) in [
+            (
+                "https://me.example/hook/T0KENCAN4RY/in",
+                "https://me.example/hook/T0KENCAN4RY",
+            ),
+            (
+                "https://me.example/hook/T0KENCAN4RY/in",
+                "https://me.example/hook/T0KENCAN4RY/i…",
+            ),
+            (
+                "https://me.example/hook/T0KENCAN4RY/",
+                "posting to /hook/T0KENCAN4RY failed",
+            ),
+            ("https://me.example/hook/T0KENCAN4RY/in", "path hook/T0KENCAN4RY/in"),
+            (
+                "https://me.example:8443/ab12cd34ef/in",
+                "me.example:8443/ab12cd34ef/ refused",
+            ),
+            ("https://me.example/in/ab12cd34ef/", "https://me.example/in/ab12cd34ef"),
+        ] {
+            let scrubber = Scrubber::new("key-12345678");
+            scrubber.learn_request(&json!({ "webhook_url": sent }));
+            let scrubbed = scrubber.scrub(echoed);
+            assert!(
+                !scrubbed.contains("T0KENCAN4RY") && !scrubbed.contains("ab12cd34ef"),
+                "{sent}: {scrubbed}"
+            );
+            for elsewhere in [
+                "https://delivery.example.com/T0KENCAN4RY/r.png",
+                "https://delivery.example.com/ab12cd34ef/r.png",
+            ] {
+                assert_eq!(scrubber.scrub(elsewhere), elsewhere, "{sent}");
+            }
+        }
+        // A host named by a token is the secret; a host of words is not.
+        let scrubber = Scrubber::new("key-12345678");
+        scrubber.learn_request(&json!({"webhook_url": "https://eo1ab2cd3ef.m.pipedream.example/"}));
+        assert_eq!(
+            scrubber.scrub("cannot reach eo1ab2cd3ef.m.pipedream.example"),
+            "cannot reach [redacted]"
+        );
+        let plain = Scrubber::new("key-12345678");
+        plain.learn_request(&json!({"webhook_url": "https://hooks.example.com/in"}));
+        assert_eq!(plain.scrub("hooks.example.com"), "hooks.example.com");
         // A short task id is no token: its own result address stays whole.
         let scrubber = Scrubber::new("key-12345678");
         scrubber.is_a_task_id("ab12cd34ef");
