@@ -834,6 +834,13 @@ async fn save_output(
         if let genapi_files::FileError::Exists { .. } = refused {
             return Err(taken_by_other(&file));
         }
+        // A name that is no regular file (a link that came to lead to a
+        // device while the task ran) is refused again however often the
+        // command is run: it names a free one beside it.
+        let resume_at = match refused {
+            genapi_files::FileError::NotRegular { .. } => free_name(&file),
+            _ => file.clone(),
+        };
         let reference = output.reference();
         return Err(Failure {
             resume: Some(Box::new(resume_command(
@@ -841,7 +848,7 @@ async fn save_output(
                 client,
                 &reference.id,
                 &reference.polling_url,
-                &file,
+                &resume_at,
             ))),
             ..Failure::new(
                 code::OTHER,
