@@ -365,7 +365,9 @@ macro_rules! with_optional_task {
 /// look for one before submitting again.
 fn what_next(task: &Option<TaskRef>) -> String {
     match task {
-        Some(t) => format!("; {t} was accepted: wait for it again instead of resubmitting"),
+        // Not "was accepted": a handle made from an id or an address
+        // (`Client::task`) may name a task the service never accepted.
+        Some(t) => format!("; {t}: wait for it again instead of resubmitting"),
         None => "; the request may have reached the service: check for the task before submitting again".to_string(),
     }
 }

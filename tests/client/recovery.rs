@@ -179,6 +179,8 @@ async fn every_failure_after_acceptance_names_the_task() {
     assert!(matches!(error, Error::Server { .. }), "{error}");
     assert_eq!(error.task().map(|t| t.id.as_str()), Some(id.as_str()));
     assert!(error.to_string().contains("instead of resubmitting"), "{error}");
+    // A handle made from an id alone does not know the task was accepted.
+    assert!(!error.to_string().contains("was accepted"), "{error}");
 }
 
 #[tokio::test(start_paused = true)]
