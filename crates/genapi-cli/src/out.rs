@@ -148,10 +148,16 @@ pub fn slug(text: &str, max: usize) -> String {
 }
 
 /// A word quoted for a POSIX shell when it needs to be.
+///
+/// Printed for the user to copy, so what a terminal would act on (escapes
+/// from service data, a profile name holding a line break) never reaches
+/// it: a word holding such a character is written `$'…'`, each of them by
+/// its bytes (`\x1b`), which bash, zsh and ksh read back as the same word.
+/// A cleaned word would name another profile or file than the run used.
 pub fn shell_quote(word: &str) -> String {
-    // Printed for the user to copy: control characters (terminal escapes from
-    // service data) never reach the terminal.
-    let word = &clean(word);
+    if word.chars().any(genapi_text::is_unsafe_to_show) {
+        return escaped_quote(word);
+    }
     let plain = !word.is_empty()
         && word
             .chars()
@@ -161,6 +167,29 @@ pub fn shell_quote(word: &str) -> String {
     } else {
         format!("'{}'", word.replace('\'', r"'\''"))
     }
+}
+
+/// `word` as `$'…'`, with every character unsafe to show, `\` and `'`
+/// escaped.
+fn escaped_quote(word: &str) -> String {
+    let mut quoted = String::from("$'");
+    for c in word.chars() {
+        match c {
+            '\\' | '\'' => {
+                quoted.push('\\');
+                quoted.push(c);
+            }
+            c if genapi_text::is_unsafe_to_show(c) => {
+                let mut bytes = [0u8; 4];
+                for byte in c.encode_utf8(&mut bytes).bytes() {
+                    quoted.push_str(&format!("\\x{byte:02x}"));
+                }
+            }
+            c => quoted.push(c),
+        }
+    }
+    quoted.push('\'');
+    quoted
 }
 
 #[cfg(test)]
@@ -193,5 +222,27 @@ mod tests {
         assert_eq!(shell_quote("a b'c"), r"'a b'\''c'");
         assert_eq!(shell_quote("out/x.png"), "out/x.png");
         assert!(!shell_quote("\u{1b}]0;title\u{7}\u{1b}[2Jid").contains('\u{1b}'));
+        assert_eq!(shell_quote("lab\neu's \\"), r"$'lab\x0aeu\'s \\'");
+        assert_eq!(shell_quote("a\u{202e}b"), r"$'a\xe2\x80\xaeb'");
+    }
+
+    /// What a shell reads back from a quoted word is the word itself.
+    #[test]
+    fn a_quoted_word_is_read_back_as_itself_by_a_shell() {
+        for word in [
+            "plain",
+            "a b'c",
+            "lab\neu",
+            "\u{1b}[31mred\\'x",
+            "a\u{202e}b",
+            "tab\there",
+        ] {
+            let script = format!("printf '%s' {}", shell_quote(word));
+            let run = std::process::Command::new("bash")
+                .args(["-c", &script])
+                .output()
+                .expect("bash");
+            assert_eq!(String::from_utf8_lossy(&run.stdout), word, "{script}");
+        }
     }
 }

@@ -201,6 +201,12 @@ mod tests {
                 .to_string(),
             "genapi --profile m wait --out a.jpg --trust-origin https://eu.example.com -- t1"
         );
+        // A name holding a line break is named as it is, never cleaned into
+        // a profile that does not exist, and prints no line break.
+        assert_eq!(
+            WaitCommand::saved_by_default("t1", &profile("lab\neu")).to_string(),
+            r"genapi --profile $'lab\x0aeu' wait -- t1"
+        );
     }
 
     /// A run whose service the environment named over a profile's is
