@@ -103,16 +103,19 @@ impl Plan {
             )));
         }
         // A name that is already a pipe or a device, or a link to one, or
-        // a process's open file (`/dev/stdout`, `/dev/fd/1`), is never
-        // written, nor used as the stem of other names (`/dev/null` must
-        // not become `/dev/null.jpg`): said before the folder is tried.
-        if let Some(file) = file.as_deref().filter(|file| genapi_files::is_taken(file)) {
-            genapi_files::may_write(file, genapi_files::Existing::Replace).map_err(|refused| {
-                Failure::usage(format!(
+        // a process's open file (`/dev/stdout`, `/dev/fd/1`, or `/dev/fd/9`
+        // not open), is never written, nor used as the stem of other names
+        // (`/dev/null` must not become `/dev/null.jpg`): said before the
+        // folder is tried. Any other refusal is the folder's to say.
+        if let Some(file) = file.as_deref() {
+            if let Err(refused @ genapi_files::FileError::NotRegular { .. }) =
+                genapi_files::may_write(file, genapi_files::Existing::Replace)
+            {
+                return Err(Failure::usage(format!(
                     "--out {} (-o - writes the image to standard output)",
                     out::clean(&refused.to_string())
-                ))
-            })?;
+                )));
+            }
         }
         probe_writable(&dir)?;
         let plan = Plan {

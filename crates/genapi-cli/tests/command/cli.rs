@@ -219,8 +219,9 @@ fn output_paths_are_checked_before_anything_is_submitted() {
     assert!(!stderr.contains("submitted task"), "{stderr}");
     assert!(!dir.join("stdout.jpg").exists());
     // The same when the shell sent standard output to a file: `/dev/stdout`
-    // then leads to a regular file, and is still the process's stream.
-    for name in ["/dev/stdout", "/dev/fd/1"] {
+    // then leads to a regular file, and is still the process's stream; and
+    // for a descriptor the process has not open, which leads nowhere.
+    for name in ["/dev/stdout", "/dev/fd/1", "/dev/fd/9"] {
         let captured = std::fs::File::create(dir.join("captured.txt")).unwrap();
         let run = genapi(&dir)
             .args(["generate", "x", "-o", name])
