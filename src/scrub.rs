@@ -859,7 +859,9 @@ impl Scrubber {
                 is_token_like(segment) && segment.len() < 12 && !known.task_id_set.contains(**segment)
             })
             .map(|(at, _)| match segments[..=at].join("/") {
-                opening if at == 0 => format!("{authority}/{opening}"),
+                // Only empty segments before it (`//ab12cd34`): it opens
+                // the path as well.
+                opening if segments[..at].iter().all(|s| s.is_empty()) => format!("{authority}/{opening}"),
                 path => path,
             })
             .collect()
@@ -1854,6 +1856,7 @@ mod tests {
                 "me.example:8443/ab12cd34ef/ refused",
             ),
             ("https://me.example/in/ab12cd34ef/", "https://me.example/in/ab12cd34ef"),
+            ("https://me.example//ab12cd34ef/in", "me.example//ab12cd34ef/"),
         ] {
             let scrubber = Scrubber::new("key-12345678");
             scrubber.learn_request(&json!({ "webhook_url": sent }));
