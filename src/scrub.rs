@@ -1041,11 +1041,15 @@ fn spellings_of(secret: &str) -> [String; 6] {
     ]
 }
 
-/// A part of an address with its `%` escapes decoded.
+/// A part of an address (a path, a segment, a user name, a fragment) with
+/// its `%` escapes decoded, and nothing else changed: not as a form's
+/// values are (`&` and `=` cut it, `+` is a space), which would learn
+/// whatever stands before an `&` the user's address holds
+/// (`/mock/results&/ab12cd34`), a piece of the service's own addresses.
 fn decoded(text: &str) -> String {
-    url::form_urlencoded::parse(format!("x={text}").as_bytes())
-        .map(|(_, value)| value.into_owned())
-        .collect()
+    percent_encoding::percent_decode_str(text)
+        .decode_utf8_lossy()
+        .into_owned()
 }
 
 /// `text` with the hex digits after each `%` in lowercase.
@@ -1806,6 +1810,21 @@ mod tests {
         }));
         let result = "http://127.0.0.1:8080/mock/results/t1.jpg?se=1";
         assert_eq!(scrubber.scrub(result), result);
+        // A path is decoded as a path: an `&` or `=` in it cuts nothing
+        // off, so what stands before the token is learned with it.
+        for webhook in [
+            "https://hooks.example/mock/results&/ab12cd34/=zz",
+            "https://hooks.example/v1/get_result&/ab12cd34/=zz",
+            "https://hooks.example/mock/results&/ab12cd34",
+            "http://127.0.0.1:8080/&ab12cd34",
+            "http://127.0.0.1:8080/a+b/&ab12cd34",
+        ] {
+            let scrubber = Scrubber::new("key-12345678");
+            scrubber.learn_request(&json!({ "webhook_url": webhook }));
+            for address in [result, "http://127.0.0.1:8080/v1/get_result?id=t1"] {
+                assert_eq!(scrubber.scrub(address), address, "{webhook}");
+            }
+        }
         // The path as the request wrote it, which the parser spells
         // otherwise, goes too.
         for (sent, echoed) in [

@@ -137,4 +137,41 @@ async fn a_webhook_address_naming_other_addresses_settings_and_tasks_leaves_the_
     let again = client.task(&parent_id).unwrap().wait().await.unwrap();
     assert_eq!(again.id(), parent_id);
     again.bytes().await.unwrap();
+
+    // A short token after pieces of the service's own paths, cut from them
+    // by `&` and `=` as a form's values would be: the tasks that follow,
+    // with no webhook at all, are polled and fetched whole.
+    for hook in [
+        "http://127.0.0.1:9/mock/results&/ab12cd34/=zz".to_string(),
+        "http://127.0.0.1:9/v1/get_result&/ab12cd34/=zz".to_string(),
+        format!("{delivery}/&ab12cd34"),
+    ] {
+        client
+            .submit(
+                types::Gen2ProRequest::builder()
+                    .prompt("a hooked fox")
+                    .width(64)
+                    .height(64)
+                    .webhook_url(hook.as_str()),
+            )
+            .await
+            .unwrap();
+    }
+    let plain = client
+        .submit(
+            types::Gen2ProRequest::builder()
+                .prompt("a plain fox")
+                .width(64)
+                .height(64),
+        )
+        .await
+        .unwrap();
+    assert!(
+        !plain.polling_url().as_str().contains("redacted"),
+        "{}",
+        plain.polling_url()
+    );
+    let output = plain.wait().await.unwrap();
+    assert!(!output.sample().contains("redacted"), "{}", output.sample());
+    assert_eq!(common::dimensions(&output.bytes().await.unwrap()), Some((64, 64)));
 }
