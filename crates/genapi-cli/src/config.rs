@@ -249,9 +249,9 @@ fn half(
             None => format!("{name} is set but {variable} is not: set it too, {or_mock}"),
         },
         Source::Profile(name) => format!(
-            "profile {name} gives {given} but not its other half ({setting}): run `genapi --profile {} {fix}`, \
+            "profile {name} gives {given} but not its other half ({setting}): run `genapi {} {fix}`, \
              {or_mock}",
-            out::shell_quote(name)
+            out::shell_option("--profile", name)
         ),
         other => format!("{other} gives {given} but not its other half ({setting}); {or_mock}"),
     }

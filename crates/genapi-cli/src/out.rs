@@ -169,6 +169,23 @@ pub fn shell_quote(word: &str) -> String {
     }
 }
 
+/// An option and its value as a printed command gives them, quoted:
+/// `NAME VALUE`, or `NAME=VALUE` for a value that begins with `-` (a
+/// profile `-x`, a file `-a.png`), which would otherwise be read as an
+/// option of its own.
+///
+/// ```text
+/// --out a.png    --out='-a b.png'
+/// ```
+pub fn shell_option(name: &str, value: &str) -> String {
+    let quoted = shell_quote(value);
+    if value.starts_with('-') {
+        format!("{name}={quoted}")
+    } else {
+        format!("{name} {quoted}")
+    }
+}
+
 /// `word` as `$'…'`, with every character unsafe to show, `\` and `'`
 /// escaped.
 fn escaped_quote(word: &str) -> String {

@@ -137,17 +137,17 @@ impl fmt::Display for WaitCommand {
         }
         f.write_str("genapi")?;
         if let Some(profile) = &self.service.profile {
-            write!(f, " --profile {}", out::shell_quote(profile))?;
+            write!(f, " {}", out::shell_option("--profile", profile))?;
         }
         f.write_str(" wait")?;
         if let Some(file) = &self.out {
-            write!(f, " --out {}", out::shell_quote(file))?;
+            write!(f, " {}", out::shell_option("--out", file))?;
         }
         if self.force {
             f.write_str(" --force")?;
         }
         if let Some(origin) = &self.trust_origin {
-            write!(f, " --trust-origin {}", out::shell_quote(origin))?;
+            write!(f, " {}", out::shell_option("--trust-origin", origin))?;
         }
         write!(f, " -- {}", out::shell_quote(&self.task))
     }
@@ -206,6 +206,11 @@ mod tests {
         assert_eq!(
             WaitCommand::saved_by_default("t1", &profile("lab\neu")).to_string(),
             r"genapi --profile $'lab\x0aeu' wait -- t1"
+        );
+        // Values that begin as options do are given with `=`.
+        assert_eq!(
+            WaitCommand::new("-t1", &profile("-x"), "--a b.png").to_string(),
+            "genapi --profile=-x wait --out='--a b.png' -- -t1"
         );
     }
 

@@ -104,6 +104,20 @@ fn on_the_built_in_mock_submit_and_wait_say_they_need_one_genapi_mock_and_with_o
     assert_eq!(wait[..5], ["wait", "--out", "boat.png", "--force", "--"], "{wait:?}");
     let waited = mock.command(&dir).args(&wait).output().unwrap();
     assert_eq!(waited.status.code(), Some(0), "{}", said(&waited));
+
+    // A name that begins as an option does is printed so that it is read
+    // as the value it is.
+    let submitted = mock
+        .command(&dir)
+        .args(["submit", "a dash", "--out=-dash.png"])
+        .output()
+        .unwrap();
+    assert_eq!(submitted.status.code(), Some(0), "{}", said(&submitted));
+    let wait = printed_command(&text(&submitted.stderr), "wait for it with: ");
+    assert_eq!(wait[..2], ["wait", "--out=-dash.png"], "{wait:?}");
+    let waited = mock.command(&dir).args(&wait).output().unwrap();
+    assert_eq!(waited.status.code(), Some(0), "{}", said(&waited));
+    assert_eq!(format_of(&dir.join("-dash.png")), Some(genapi::ImageFormat::Png));
 }
 
 #[test]
