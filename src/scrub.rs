@@ -25,7 +25,9 @@
 //!   `x-secret` (`webhook_secret`); the user name, password, and token-like
 //!   query values and path segments of the user's own receiving address
 //!   (`webhook_url`, which the document marks `x-receiver`), its host
-//!   when a name in it is a token (an endpoint's own subdomain), and, when
+//!   when a name in it is a token (an endpoint's own subdomain: the host
+//!   whole, as parsed and as written, and that name as a path segment
+//!   would be), and, when
 //!   a segment of its path is a token shorter than twelve bytes, which
 //!   alone could be a word of any address (`flux2dev`), its whole path (as
 //!   parsed and as written) and its path up to that token (`hook/ab12cd34`,
@@ -226,20 +228,61 @@ fn is_token_like_segment(segment: &str) -> bool {
 /// `://` only further on, in a query that is no part of its path) or when
 /// the authority ends otherwise (no path).
 fn written_path(text: &str) -> Option<&str> {
-    let (scheme, rest) = text.split_once("://")?;
-    let is_scheme = scheme.starts_with(|c: char| c.is_ascii_alphabetic())
-        && scheme
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'));
-    if !is_scheme {
-        return None;
-    }
+    let rest = after_scheme(text)?;
     let start = rest.find(['/', '\\', '?', '#'])?;
     let path = &rest[start..];
     if path.starts_with(['?', '#']) {
         return None;
     }
     Some(&path[..path.find(['?', '#']).unwrap_or(path.len())])
+}
+
+/// The path of the user's own receiving address up to a short token in it
+/// ([`Scrubber::learn_address`]).
+struct ThroughToken {
+    /// Without its leading slash: `hook/T0KENCAN4RY`.
+    path: String,
+    /// Only empty segments stand before the token (`/T0KENCAN4RY/in`):
+    /// the path alone would be the token alone, and is learned after the
+    /// host only.
+    opens: bool,
+}
+
+/// What is learned of each path through a short token: the path, or after
+/// each of `authorities` (`me.example/T0KENCAN4RY`) when the token opens it.
+fn with_authorities(through: &[ThroughToken], authorities: &[String]) -> Vec<String> {
+    through
+        .iter()
+        .flat_map(|token| match token.opens {
+            true => authorities
+                .iter()
+                .map(|authority| format!("{authority}/{}", token.path))
+                .collect(),
+            false => vec![token.path.clone()],
+        })
+        .collect()
+}
+
+/// The host and port of an address as `text` writes them (after a scheme,
+/// its `://` and any user information), when it opens with a scheme and
+/// `://` (see [`written_path`]).
+fn written_authority(text: &str) -> Option<&str> {
+    let rest = after_scheme(text)?;
+    let end = rest.find(['/', '\\', '?', '#']).unwrap_or(rest.len());
+    let authority = &rest[..end];
+    let authority = authority.rsplit_once('@').map_or(authority, |(_, host)| host);
+    (!authority.is_empty()).then_some(authority)
+}
+
+/// What follows the scheme and its `://` that `text` opens with, if it
+/// does.
+fn after_scheme(text: &str) -> Option<&str> {
+    let (scheme, rest) = text.split_once("://")?;
+    let is_scheme = scheme.starts_with(|c: char| c.is_ascii_alphabetic())
+        && scheme
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'));
+    is_scheme.then_some(rest)
 }
 
 /// The shortest query value of an input address learned: signatures and
@@ -724,10 +767,8 @@ impl Scrubber {
                     // changes some spellings (`/./`, a backslash, escapes
                     // it keeps or adds), and a service may echo the text
                     // it was sent.
-                    if kind == Address::Owned && self.holds_a_short_token(&url) {
-                        if let Some(path) = written_path(text) {
-                            self.learn_as(path, Found::Whole);
-                        }
+                    if kind == Address::Owned {
+                        self.learn_written(text, &url);
                     }
                 }
             }
@@ -814,55 +855,79 @@ impl Scrubber {
                 self.learn_as(url.path(), Found::Whole);
                 self.learn_as(&decoded(url.path()), Found::Whole);
             }
-            for path in through {
-                self.learn_as(&path, Found::Whole);
-                self.learn_as(&decoded(&path), Found::Whole);
+            // The host as the parser writes it, alone and with its port
+            // (`me.example:443`, as the user may have written it).
+            let host = url.host_str().unwrap_or_default();
+            let mut authorities = vec![host.to_string()];
+            authorities.extend(url.port_or_known_default().map(|port| format!("{host}:{port}")));
+            for learned in with_authorities(&through, &authorities) {
+                self.learn_as(&learned, Found::Whole);
+                self.learn_as(&decoded(&learned), Found::Whole);
             }
             // A host named by a token (`ab12cd34ef.m.example.net`, an
-            // endpoint's own subdomain) is the secret itself.
-            if let Some(host) = url.host_str() {
-                if host.split('.').any(is_token_like) {
-                    self.learn_as(host, Found::Whole);
+            // endpoint's own subdomain) is the secret itself: the host
+            // whole, and the token as a path segment would be (a long one
+            // alone, a short one with the dot that follows it).
+            let labels: Vec<&str> = host.split('.').collect();
+            if labels.iter().any(|label| is_token_like(label)) {
+                self.learn_as(host, Found::Whole);
+            }
+            for label in labels.iter().rev().skip(1).filter(|label| is_token_like(label)) {
+                if label.len() >= 12 {
+                    self.learn_as(label, Found::FromItsStart);
+                } else {
+                    self.learn_as(&format!("{label}."), Found::Whole);
                 }
             }
         }
     }
 
-    /// Whether a segment of the path of the user's own receiving address is
-    /// a token too short to be learned alone, so that the whole path is
-    /// (see [`Scrubber::learn_address`]). The id of a task this client
-    /// handles is no such token: the service writes it in that task's
-    /// addresses (`…/results/{id}.jpg`), which a path `/{id}` would cut.
-    fn holds_a_short_token(&self, url: &Url) -> bool {
-        !self.paths_through_short_tokens(url).is_empty()
+    /// Learns what the user's own receiving address `text` (parsed as
+    /// `url`) holds as written, where the parser spells it otherwise: its
+    /// path (`/./`, a backslash, escapes it keeps or adds) when a short
+    /// token is in it, and its host and port (their case, a default port)
+    /// when a token names the host or opens the path.
+    fn learn_written(&self, text: &str, url: &Url) {
+        let through = self.paths_through_short_tokens(url);
+        if !through.is_empty() {
+            if let Some(path) = written_path(text) {
+                self.learn_as(path, Found::Whole);
+            }
+        }
+        let Some(authority) = written_authority(text) else {
+            return;
+        };
+        for learned in with_authorities(&through, &[authority.to_string()]) {
+            self.learn_as(&learned, Found::Whole);
+        }
+        let host = url.host_str().unwrap_or_default();
+        if host.split('.').any(is_token_like) {
+            self.learn_as(authority, Found::Whole);
+        }
     }
 
-    /// The path of the user's own receiving address up to each of its short
-    /// tokens (see [`Scrubber::holds_a_short_token`]), without its leading
-    /// slash (`hook/T0KENCAN4RY`), or, for a token that opens the path,
-    /// after its host and port (`me.example/T0KENCAN4RY`): the token alone
-    /// is never one of them.
-    fn paths_through_short_tokens(&self, url: &Url) -> Vec<String> {
+    /// The path of the user's own receiving address up to each segment of
+    /// it that is a token too short to be learned alone (see
+    /// [`Scrubber::learn_address`]), without its leading slash
+    /// (`hook/T0KENCAN4RY`), and whether the token opens the path (only
+    /// empty segments before it), when it is learned after the host
+    /// ([`with_authorities`]). The id of a task this client handles is no
+    /// such token: the service writes it in that task's addresses
+    /// (`…/results/{id}.jpg`), which a path `/{id}` would cut.
+    fn paths_through_short_tokens(&self, url: &Url) -> Vec<ThroughToken> {
         let Ok(known) = self.known.read() else {
             return Vec::new();
         };
         let segments: Vec<&str> = url.path_segments().into_iter().flatten().collect();
-        let authority = match (url.host_str(), url.port()) {
-            (Some(host), Some(port)) => format!("{host}:{port}"),
-            (host, None) => host.unwrap_or_default().to_string(),
-            (None, Some(_)) => String::new(),
-        };
         segments
             .iter()
             .enumerate()
             .filter(|(_, segment)| {
                 is_token_like(segment) && segment.len() < 12 && !known.task_id_set.contains(**segment)
             })
-            .map(|(at, _)| match segments[..=at].join("/") {
-                // Only empty segments before it (`//ab12cd34`): it opens
-                // the path as well.
-                opening if segments[..at].iter().all(|s| s.is_empty()) => format!("{authority}/{opening}"),
-                path => path,
+            .map(|(at, _)| ThroughToken {
+                path: segments[..=at].join("/"),
+                opens: segments[..at].iter().all(|s| s.is_empty()),
             })
             .collect()
     }
@@ -1876,6 +1941,14 @@ mod tests {
             ),
             ("https://me.example/in/ab12cd34ef/", "https://me.example/in/ab12cd34ef"),
             ("https://me.example//ab12cd34ef/in", "me.example//ab12cd34ef/"),
+            (
+                "https://me.example:443/ab12cd34ef/in",
+                "POST https://me.example:443/ab12cd34ef failed",
+            ),
+            (
+                "https://Me.Example/ab12cd34ef/in",
+                "POST https://Me.Example/ab12cd34ef failed",
+            ),
         ] {
             let scrubber = Scrubber::new("key-12345678");
             scrubber.learn_request(&json!({ "webhook_url": sent }));
@@ -1891,7 +1964,31 @@ mod tests {
                 assert_eq!(scrubber.scrub(elsewhere), elsewhere, "{sent}");
             }
         }
-        // A host named by a token is the secret; a host of words is not.
+        // A host named by a token is the secret, whole, as written, cut
+        // after the token, and a long token alone; a host of words is not.
+        for (sent, echoed) in [
+            (
+                "https://eo1ab2cd3ef.m.pipedream.example/",
+                "cannot reach eo1ab2cd3ef.m.pipedream.example",
+            ),
+            (
+                "https://eo1ab2cd3ef.m.pipedream.example/",
+                "cannot reach eo1ab2cd3ef.m.pipedream…",
+            ),
+            ("https://EO1ab2cd3ef.M.example/", "cannot reach EO1ab2cd3ef.M.example"),
+            (
+                "https://3f9c1e2d4b5a6f7e8d9c.hooks.example/",
+                "subdomain 3f9c1e2d4b5a6f7e8d9c refused",
+            ),
+        ] {
+            let scrubber = Scrubber::new("key-12345678");
+            scrubber.learn_request(&json!({ "webhook_url": sent }));
+            let scrubbed = scrubber.scrub(echoed);
+            assert!(
+                !scrubbed.to_lowercase().contains("eo1ab2cd3ef") && !scrubbed.contains("3f9c1e2d4b5a6f7e8d9c"),
+                "{sent}: {scrubbed}"
+            );
+        }
         let scrubber = Scrubber::new("key-12345678");
         scrubber.learn_request(&json!({"webhook_url": "https://eo1ab2cd3ef.m.pipedream.example/"}));
         assert_eq!(
