@@ -345,6 +345,19 @@ pub fn resolve(flag_profile: Option<&str>) -> Result<Settings, Failure> {
         file.profiles.contains_key("default"),
     );
     let profile = match &chosen {
+        // A name no printed command could give back as it is (a line
+        // break, a terminal control, a NUL no argument can hold) is never
+        // used: the resume line of a paid task must name the profile the
+        // run used.
+        Some((name, source)) if name.chars().any(genapi_text::is_unsafe_to_show) => {
+            settings.broken = Some(format!(
+                "the profile {} ({source}) holds a control character, which no printed command can name; rename \
+                 it in {} (letters, digits, - and _)",
+                out::shell_quote(name),
+                shown_file(&settings)
+            ));
+            None
+        }
         Some((name, source)) => match file.profiles.get(name) {
             Some(Ok(profile)) => Some((name.clone(), profile.clone())),
             Some(Err(broken)) => {

@@ -98,7 +98,7 @@ fn open(flag_profile: Option<&str>) -> Result<Editing, Failure> {
     let plain = |c: char| c.is_ascii_alphanumeric() || c == '-' || c == '_';
     if profile.is_empty() || profile.len() > 64 || !profile.chars().all(plain) {
         return Err(Failure::usage(
-            "a profile's name is letters, digits, - and _ (at most 64); choose one with --profile",
+            "a profile's name is ASCII letters, digits, - and _ (at most 64): give such a name with --profile",
         ));
     }
     Ok(Editing {

@@ -539,3 +539,54 @@ async fn a_service_reached_is_not_sent_to_the_settings() {
     assert_eq!(run.status.code(), Some(9), "{stderr}");
     assert!(!stderr.contains("the base URL"), "{stderr}");
 }
+
+/// A profile whose name holds a control character (a line break, a NUL
+/// the file may spell) is never used: no printed command could name it,
+/// and the resume line of a paid task must. Nothing is sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_profile_named_with_a_control_character_is_refused_before_anything_is_sent() {
+    let mock = roomy_mock(50).await;
+    let dir = Dir::new("profile-control-name");
+    for (default, chosen) in [("lab\\neu", None), ("pr\\u0000od", None), ("x", Some("lab\neu"))] {
+        let profile = |name: &str| {
+            format!(
+                "[profiles.\"{name}\"]\nbase_url = \"{}\"\ntrusted_origins = [\"{}\"]\nkey_env = \"WORK_KEY\"\n\n",
+                mock.base_url(),
+                mock.trusted_origins().join("\", \"")
+            )
+        };
+        config_file(
+            &dir,
+            &format!(
+                "default_profile = \"{default}\"\n\n{}{}{}",
+                profile("x"),
+                profile("lab\\neu"),
+                profile("pr\\u0000od")
+            ),
+        );
+        let mut command = genapi(&dir);
+        command.env("WORK_KEY", mock.key());
+        if let Some(name) = chosen {
+            command.args(["--profile", name]);
+        }
+        let run = command.args(["generate", "a fox", "-o", "fox.jpg"]).output().unwrap();
+        let stderr = text(&run.stderr);
+        assert_eq!(run.status.code(), Some(2), "{default}: {stderr}");
+        assert!(stderr.contains("holds a control character"), "{default}: {stderr}");
+        // Said on one line, with no control character of the name in it.
+        assert_eq!(stderr.trim_end().lines().count(), 1, "{default}: {stderr}");
+        assert!(
+            !stderr.trim_end().chars().any(char::is_control),
+            "{default}: {stderr:?}"
+        );
+    }
+    assert_eq!(mock.count("POST", "/v1/gen-2-pro"), 0, "nothing was sent");
+    // Only the commands that would use it stop: the config is shown.
+    let shown = genapi(&dir).args(["--profile", "lab\neu", "config"]).output().unwrap();
+    assert_eq!(shown.status.code(), Some(0), "{}", text(&shown.stderr));
+    assert!(
+        text(&shown.stdout).contains("holds a control character"),
+        "{}",
+        text(&shown.stdout)
+    );
+}
