@@ -782,6 +782,17 @@ async fn save_output(
     // charged), a result that could not be written (1).
     let taken_by_other = |file: &Path| -> Failure {
         let reference = output.reference();
+        // What --force would not replace either (a folder, a pipe, a device
+        // put there while the task ran) is said as such.
+        let said = match genapi_files::may_write(file, genapi_files::Existing::Replace) {
+            Err(refused @ genapi_files::FileError::NotRegular { .. }) => {
+                format!("cannot write {}", out::clean(&refused.to_string()))
+            }
+            _ => format!(
+                "{} exists, so the result was not saved (nothing is replaced without --force)",
+                shown(file)
+            ),
+        };
         Failure {
             resume: Some(Box::new(resume_command(
                 global,
@@ -790,13 +801,7 @@ async fn save_output(
                 &reference.polling_url,
                 &free_name(file),
             ))),
-            ..Failure::new(
-                code::OTHER,
-                format!(
-                    "{} exists, so the result was not saved (nothing is replaced without --force)",
-                    shown(file)
-                ),
-            )
+            ..Failure::new(code::OTHER, said)
         }
     };
     if plan.file.is_some() && !plan.force && taken(&planned) {

@@ -104,6 +104,14 @@ impl std::error::Error for FileError {
     }
 }
 
+/// Why a file that is not a regular one is never read.
+const NOT_REGULAR_READ: &str = "not a regular file (a pipe, a device or a folder is never read); name a file";
+
+/// Why it is never written: a process's open file (`/dev/stdout`,
+/// `/dev/fd/N`) may lead to a regular file, or to nothing, and is named too.
+const NOT_REGULAR_WRITTEN: &str = "not a regular file (a pipe, a device, a folder or a process's stream such as \
+                                   /dev/stdout is never written); name a file";
+
 impl FileError {
     /// What is wrong and what to do, without the file's name.
     ///
@@ -118,10 +126,8 @@ impl FileError {
     pub fn reason(&self) -> String {
         match self {
             FileError::Io { source, .. } => source.to_string(),
-            FileError::NotRegular { writing, .. } => format!(
-                "not a regular file (a pipe, a device or a folder is never {}); name a file",
-                if *writing { "written" } else { "read" }
-            ),
+            FileError::NotRegular { writing: false, .. } => NOT_REGULAR_READ.into(),
+            FileError::NotRegular { writing: true, .. } => NOT_REGULAR_WRITTEN.into(),
             FileError::TooLarge { size, limit, .. } => {
                 format!("{size} bytes, above the {} this file may have", shown_size(*limit))
             }

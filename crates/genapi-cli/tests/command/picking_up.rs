@@ -248,53 +248,70 @@ fn on_a_terminal_a_failing_poll_is_said_above_the_bar() {
     );
 }
 
-/// A paid result whose `-o` came to lead to a device while its task ran
-/// (a link the user replaces with `--force`, changed meanwhile) is refused
-/// at the save, and the command printed to fetch it names a free file
-/// beside it, which the same name would never be: that command saves it.
+/// A paid result whose `-o` came to be no regular file while its task ran
+/// (a link the user replaces with `--force`, changed to lead to a device;
+/// a folder made there) is refused at the save, with no word of `--force`,
+/// which would not replace it either, and the command printed to fetch it
+/// names a free file beside it, which the same name would never be: that
+/// command saves it.
 #[cfg(unix)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_result_whose_output_became_a_device_while_it_ran_is_resumed_under_a_free_name() {
+async fn a_result_whose_output_became_a_device_or_a_folder_while_it_ran_is_resumed_under_a_free_name() {
     use std::time::{Duration, Instant};
     let mock = genapi_mock::MockService::start().await.unwrap();
-    let dir = Dir::new("output-became-a-device");
-    std::fs::write(dir.join("old.jpg"), b"old").unwrap();
-    std::os::unix::fs::symlink("old.jpg", dir.join("out.jpg")).unwrap();
-    let child = crate::common::genapi(&dir, &mock)
-        .args([
-            "--force",
-            "generate",
-            "x [mock:duration_ms=3600000]",
-            "--size",
-            "64x64",
-            "-o",
-            "out.jpg",
-        ])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    // The task cannot end before the mock's clock is moved past it.
-    let until = Instant::now() + Duration::from_secs(60);
-    while mock.count("POST", "/v1/gen-2-pro") == 0 {
-        assert!(Instant::now() < until, "nothing was submitted");
-        tokio::time::sleep(Duration::from_millis(5)).await;
+    for (case, force) in [("device", true), ("folder", false)] {
+        let dir = Dir::new(&format!("output-became-a-{case}"));
+        std::fs::write(dir.join("old.jpg"), b"old").unwrap();
+        if force {
+            std::os::unix::fs::symlink("old.jpg", dir.join("out.jpg")).unwrap();
+        }
+        let mut command = crate::common::genapi(&dir, &mock);
+        if force {
+            command.arg("--force");
+        }
+        let child = command
+            .args([
+                "generate",
+                "x [mock:duration_ms=3600000]",
+                "--size",
+                "64x64",
+                "-o",
+                "out.jpg",
+            ])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // The task cannot end before the mock's clock is moved past it.
+        let submitted = mock.count("POST", "/v1/gen-2-pro");
+        let until = Instant::now() + Duration::from_secs(60);
+        while mock.count("POST", "/v1/gen-2-pro") == submitted {
+            assert!(Instant::now() < until, "{case}: nothing was submitted");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        if force {
+            std::fs::remove_file(dir.join("out.jpg")).unwrap();
+            std::os::unix::fs::symlink("/dev/null", dir.join("out.jpg")).unwrap();
+        } else {
+            std::fs::create_dir(dir.join("out.jpg")).unwrap();
+        }
+        mock.advance(Duration::from_secs(3601));
+        let run = tokio::task::spawn_blocking(move || child.wait_with_output())
+            .await
+            .unwrap()
+            .unwrap();
+        let stderr = text(&run.stderr);
+        assert_eq!(run.status.code(), Some(1), "{case}: paid for, not saved: {stderr}");
+        assert!(
+            stderr.contains("not a regular file") && !stderr.contains("--force"),
+            "{case}: {stderr}"
+        );
+        let again = printed_command(&stderr, "resume with: ");
+        assert_eq!(again[..3], ["wait", "--out", "out-2.jpg"], "{case}: {again:?}");
+        let saved = crate::common::genapi(&dir, &mock).args(&again).output().unwrap();
+        assert_eq!(saved.status.code(), Some(0), "{case}: {}", said(&saved));
+        assert_eq!(format_of(&dir.join("out-2.jpg")), Some(genapi::ImageFormat::Jpeg));
+        assert_eq!(std::fs::read(dir.join("old.jpg")).unwrap(), b"old");
     }
-    std::fs::remove_file(dir.join("out.jpg")).unwrap();
-    std::os::unix::fs::symlink("/dev/null", dir.join("out.jpg")).unwrap();
-    mock.advance(Duration::from_secs(3601));
-    let run = tokio::task::spawn_blocking(move || child.wait_with_output())
-        .await
-        .unwrap()
-        .unwrap();
-    let stderr = text(&run.stderr);
-    assert_eq!(run.status.code(), Some(1), "paid for, not saved: {stderr}");
-    assert!(stderr.contains("not a regular file"), "{stderr}");
-    let again = printed_command(&stderr, "resume with: ");
-    assert_eq!(again[..3], ["wait", "--out", "out-2.jpg"], "{again:?}");
-    let saved = crate::common::genapi(&dir, &mock).args(&again).output().unwrap();
-    assert_eq!(saved.status.code(), Some(0), "{}", said(&saved));
-    assert_eq!(format_of(&dir.join("out-2.jpg")), Some(genapi::ImageFormat::Jpeg));
-    assert_eq!(std::fs::read(dir.join("old.jpg")).unwrap(), b"old");
-    assert_eq!(mock.count("POST", "/v1/gen-2-pro"), 1, "paid once");
+    assert_eq!(mock.count("POST", "/v1/gen-2-pro"), 2, "each paid once");
 }
