@@ -605,6 +605,12 @@ async fn complete(
                 progress.show(&figures);
             }
             let status = last_status.lock().map(|s| s.clone()).unwrap_or_default();
+            // Polled, a task picked up by id is known where the service
+            // keeps it (its polling host, not the first one tried).
+            let polling_url = match &outcome {
+                Ok(saved) => saved.output.reference().polling_url.to_string(),
+                Err(_) => polling_url,
+            };
             let saved = outcome.as_ref().ok().map(|saved| saved.file.as_path());
             crate::history::note(&id, if saved.is_some() { "Ready" } else { &status }, saved);
             // What scrubs the task's answers is kept while something is left.
@@ -1301,7 +1307,8 @@ async fn get_task(
     // --out` polls it again, and what scrubs the answers stays for it.
     let Some(plan) = plan else { return Ok(()) };
     let id = output.id().to_string();
-    let polling_url = reference.to_string();
+    // Where the service keeps the task (a bare id was looked for).
+    let polling_url = output.reference().polling_url.to_string();
     let outcome = save_output(&connection.client, output, &plan, None, deadline, global).await;
     if let Ok(saved) = &outcome {
         crate::history::note(&id, "Ready", Some(&saved.file));

@@ -120,6 +120,33 @@ fn on_the_built_in_mock_submit_and_wait_say_they_need_one_genapi_mock_and_with_o
     assert_eq!(format_of(&dir.join("-dash.png")), Some(genapi::ImageFormat::Png));
 }
 
+/// A task picked up by its id alone is reported, once saved, with the
+/// address the service polls it at (its polling host), as `submit` gave
+/// it: never the bare id, nor the base URL's address, which does not know
+/// the task.
+#[test]
+fn a_task_picked_up_by_id_is_reported_with_its_real_polling_url() {
+    let dir = Dir::new("picked-up-polling-url");
+    let mock = Mock::start(&dir, &["--duration-ms", "50"]);
+    let submitted = mock.command(&dir).args(["--json", "submit", "a fox"]).output().unwrap();
+    assert_eq!(submitted.status.code(), Some(0), "{}", said(&submitted));
+    let accepted: serde_json::Value = serde_json::from_slice(&submitted.stdout).unwrap();
+    let (id, polling_url) = (
+        accepted["id"].as_str().unwrap(),
+        accepted["polling_url"].as_str().unwrap(),
+    );
+    for command in ["wait", "get"] {
+        let run = mock
+            .command(&dir)
+            .args(["--json", command, id, "-o", &format!("{command}.jpg")])
+            .output()
+            .unwrap();
+        assert_eq!(run.status.code(), Some(0), "{command}: {}", said(&run));
+        let reported: serde_json::Value = serde_json::from_slice(&run.stdout).unwrap();
+        assert_eq!(reported["polling_url"], polling_url, "{command}: {reported}");
+    }
+}
+
 #[test]
 fn wait_and_get_into_a_name_of_another_format_check_the_real_name_and_print_a_command_that_works() {
     let dir = Dir::new("wrong-extension");
