@@ -71,6 +71,22 @@ fn on_the_built_in_mock_submit_and_wait_say_they_need_one_genapi_mock_and_with_o
         );
     }
 
+    // A polling URL names a service of its own, which nothing configured
+    // reaches: said so, not that the built-in mock lost the task.
+    for command in ["wait", "get"] {
+        let run = genapi_alone(&dir)
+            .args([command, "http://127.0.0.1:9/v1/get_result?id=t1"])
+            .output()
+            .unwrap();
+        let stderr = text(&run.stderr);
+        assert_eq!(run.status.code(), Some(2), "{command}: {stderr}");
+        assert!(
+            stderr.contains("is an address of http://127.0.0.1:9") && stderr.contains("GENAPI_BASE_URL"),
+            "{command}: {stderr}"
+        );
+        assert!(!stderr.contains("not found"), "{command}: {stderr}");
+    }
+
     // With one `genapi mock`, as said: the printed command finishes the task,
     // in the format its --out asked for at submission.
     let mock = Mock::start(&dir, &["--duration-ms", "50"]);
