@@ -42,10 +42,10 @@ pub const PRICES: CacheFile = CacheFile {
                      first line alone, until a run prices the kinds again",
 };
 
-/// The secrets of tasks sent by `genapi submit`.
+/// The secrets of tasks sent by `genapi submit` and `genapi generate`.
 pub const TASK_SECRETS: CacheFile = CacheFile {
     name: "tasks",
-    holds: "a file per task genapi submit sent and no wait or get has seen end: the short text fields of its \
+    holds: "a file per task genapi submit or generate sent and no command has seen end: the short text fields of its \
             request (webhook secret and addresses among them), and one per batch output folder run with \
             --webhook-url (its notification secret); readable by the user alone",
     deleting_costs: "a later wait or get of such a task cannot scrub its webhook secret from what it shows, and a \

@@ -48,6 +48,10 @@ pub struct RequestArgs {
     #[arg(long = "image", value_name = "[FIELD=]PATH|URL")]
     pub images: Vec<String>,
     /// A field of the model; VALUE is read as JSON when it parses, else as text.
+    ///
+    /// `genapi models NAME` lists the fields: `--set seed=42`, or
+    /// `--set webhook_url=https://… --set webhook_secret=…` for the
+    /// service's notification when the task ends.
     #[arg(long = "set", value_name = "FIELD=VALUE")]
     pub set: Vec<String>,
     /// Like --set, without checking that the model has the field.

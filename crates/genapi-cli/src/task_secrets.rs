@@ -1,5 +1,6 @@
-//! The secrets of a task `genapi submit` sent, kept for the `genapi wait`
-//! or `genapi get` that picks the task up in another process.
+//! The secrets of a task `genapi submit` or `genapi generate` sent, kept
+//! for the `genapi wait` or `genapi get` that picks the task up in another
+//! process.
 //!
 //! The client scrubs every answer of the secrets a submission carried (its
 //! webhook secret, the tokens of its webhook address), but a process that
