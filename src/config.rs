@@ -390,7 +390,11 @@ impl ClientBuilder {
                 .read_timeout(self.request_timeout)
                 .referer(false),
         )?;
-        let scrubber = Arc::new(Scrubber::new(key.expose()));
+        let addresses: Vec<&str> = [base_url.as_str(), regional_url.as_str()]
+            .into_iter()
+            .chain(extra.iter().map(Url::as_str))
+            .collect();
+        let scrubber = Arc::new(Scrubber::new(key.expose()).serving(&addresses));
         // Words that quote the key never show it.
         let key_origin = self.key_origin.filter(|origin| !origin.trim().is_empty()).map_or_else(
             || "the API key the client was built with".into(),

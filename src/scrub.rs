@@ -23,30 +23,35 @@
 //! - the API key;
 //! - every secret a submission carried: the fields the document marks
 //!   `x-secret` (`webhook_secret`); the user name, password, and token-like
-//!   query values and path segments of the user's own receiving address
-//!   (`webhook_url`, which the document marks `x-receiver`), its host
-//!   when a name in it is a token (an endpoint's own subdomain: the host
-//!   whole, as parsed and as written, and that name as a path segment
-//!   would be), and, when
-//!   a segment of its path is a token shorter than twelve bytes, which
-//!   alone could be a word of any address (`flux2dev`), its whole path (as
-//!   parsed and as written) and its path up to that token (`hook/ab12cd34`,
-//!   `me.example/ab12cd34` when the token opens it); and of every
-//!   other address (an input image, a video, an address in a prompt: a
-//!   signed URL to the user's file), its user name and password and its
-//!   long signature-like query values only, since its short ones
-//!   (`X-Amz-Algorithm=AWS4-HMAC-SHA256`, a date) may also stand in the
-//!   result address the service signs, which must reach the download whole.
-//!   All are learned before the body is sent, so even the answer to that
-//!   very submission is scrubbed. What the service itself writes in the
-//!   addresses the client must read whole is never learned: a value that
-//!   is an address itself (`?next=https://…`, whose own secrets are), a
-//!   setting or a name (`region=us-east-1`, `1024x1024`: see
-//!   `is_token_like`), what every address of the same
-//!   signer repeats (a credential's scope, a signer's object id), and the
-//!   id of a task this client handles (a webhook URL naming the task it
-//!   follows up on), which is forgotten if it was learned first (the key
-//!   and the `x-secret` fields never are, whatever a service names a task);
+//!   query values, fragment and path segments of the user's own receiving
+//!   address (the body's `webhook_url`, which the document marks
+//!   `x-receiver`; a field of that name inside another is any address),
+//!   its host when a name in it is a token (an endpoint's own subdomain:
+//!   the host whole, as parsed and as written, and that name as a path
+//!   segment would be), and, when a segment of its path is a token shorter
+//!   than twelve bytes, which alone could be a word of any address
+//!   (`flux2dev`), its path up to that token (`hook/ab12cd34`, or
+//!   `me.example/ab12cd34` when the token opens it) and, when it holds
+//!   more, its whole path (as parsed and as written); and of every other
+//!   address (an input image, a video, an address in a prompt: a signed URL
+//!   to the user's file), its user name and password, a token-like
+//!   fragment and its long token-like query values only, since its short
+//!   ones (`X-Amz-Algorithm=AWS4-HMAC-SHA256`, a date) may also stand in
+//!   the result address the service signs, which must reach the download
+//!   whole. Parts of addresses are decoded as addresses write them (`%`
+//!   escapes only). All are learned before the body is sent, so even the
+//!   answer to that very submission is scrubbed. What the service itself
+//!   writes in the addresses the client must read whole is never learned,
+//!   whoever sends it as a secret (one line of a batch must not break the
+//!   others' tasks): its own addresses and the document's paths, and what
+//!   names one of its hosts' registrable domains (see [`Scrubber::serving`]);
+//!   a value that is an address itself (`?next=https://…`, whose own
+//!   secrets are), a setting or a name (`region=us-east-1`, `1024x1024`:
+//!   see `is_token_like`), what every address of the same signer repeats
+//!   (a credential's scope, a signer's object id), and the id of a task
+//!   this client handles (a webhook URL naming the task it follows up on),
+//!   which is forgotten if it was learned first (the key and the `x-secret`
+//!   fields never are, whatever a service names a task);
 //! - the secrets of bodies sent by another process, when a program resuming
 //!   its tasks hands them over ([`crate::Client::learn_secrets`]).
 //!
@@ -58,7 +63,8 @@
 //! `x-secret` is redacted whatever its value; a secret the JSON text holds
 //! where no decoded value spells it (digits past what a float keeps, the
 //! first of two fields of one name, which JSON drops) is gone from it as
-//! well. A text that is no JSON (an error page cut at its limit, an HTML
+//! well, unless it spans the JSON's own syntax (`","id":`), which holds no
+//! secret and must stay JSON for the answer to be read. A text that is no JSON (an error page cut at its limit, an HTML
 //! page, a header's value), and a string of a JSON answer, which may quote
 //! one, are searched as written and as their JSON escapes and HTML
 //! character references (`&#43;`, `&plus;`) would decode, level by level
@@ -248,6 +254,18 @@ struct ThroughToken {
     opens: bool,
 }
 
+/// Whether the path of `url` holds more than one word (a token opening it
+/// and nothing else, `/ab12cd34`, is learned after the host only: alone it
+/// may stand in any address, `…/results/ab12cd34-….jpg`).
+fn more_than_a_token(url: &Url) -> bool {
+    url.path_segments()
+        .into_iter()
+        .flatten()
+        .filter(|segment| !segment.is_empty())
+        .count()
+        > 1
+}
+
 /// What is learned of each path through a short token: the path, or after
 /// each of `authorities` (`me.example/T0KENCAN4RY`) when the token opens it.
 fn with_authorities(through: &[ThroughToken], authorities: &[String]) -> Vec<String> {
@@ -306,6 +324,49 @@ enum Address {
 /// the service are scrubbed of them (see the module documentation).
 pub(crate) struct Scrubber {
     known: RwLock<Known>,
+    /// What the service writes in its own addresses ([`Scrubber::serving`]).
+    service: ServiceWords,
+}
+
+/// What the service itself writes in the addresses the client must read
+/// whole: its configured addresses, the document's paths, and the
+/// registrable domains of its hosts (where its results are delivered
+/// from too), lowercased. None of it is ever learned as a secret, whoever
+/// sends it as one (an address's fragment or password, a webhook secret of
+/// a job file's line): redacted, every polling and result address would
+/// break, and the tasks of every other line with them.
+#[derive(Default)]
+struct ServiceWords {
+    texts: Vec<String>,
+    domains: Vec<String>,
+}
+
+impl ServiceWords {
+    fn of(addresses: &[&str]) -> ServiceWords {
+        let mut texts: Vec<String> = addresses.iter().map(|address| address.to_ascii_lowercase()).collect();
+        texts.extend(
+            crate::api::OPERATIONS
+                .iter()
+                .map(|operation| operation.path.to_ascii_lowercase()),
+        );
+        let domains = addresses
+            .iter()
+            .filter_map(|address| Url::parse(address).ok())
+            .filter_map(|url| {
+                let host = url.host_str()?.to_ascii_lowercase();
+                Some(genapi_domain::registrable_domain(&host).unwrap_or(host))
+            })
+            .collect();
+        ServiceWords { texts, domains }
+    }
+
+    /// Whether `secret` is written by the service: inside one of its texts,
+    /// or naming one of its domains.
+    fn writes(&self, secret: &str) -> bool {
+        let secret = secret.to_ascii_lowercase();
+        self.texts.iter().any(|text| text.contains(&secret))
+            || self.domains.iter().any(|domain| secret.contains(domain.as_str()))
+    }
 }
 
 impl std::fmt::Debug for Scrubber {
@@ -681,9 +742,18 @@ impl Scrubber {
     pub(crate) fn new(key: &str) -> Scrubber {
         let scrubber = Scrubber {
             known: RwLock::new(Known::default()),
+            service: ServiceWords::default(),
         };
         scrubber.learn(key);
         scrubber
+    }
+
+    /// The same scrubber, told the service's addresses (the base URL, the
+    /// regional one, the trusted origins): what they and the document's
+    /// paths hold is never learned ([`ServiceWords`]).
+    pub(crate) fn serving(mut self, addresses: &[&str]) -> Scrubber {
+        self.service = ServiceWords::of(addresses);
+        self
     }
 
     /// Learns one secret the user gave as one (the key, a field marked
@@ -702,7 +772,7 @@ impl Scrubber {
     }
 
     fn learn_spellings(&self, secret: &str, found: Found, pinned: bool) {
-        if secret.len() < SHORTEST_SECRET {
+        if secret.len() < SHORTEST_SECRET || self.service.writes(secret) {
             return;
         }
         if let Ok(mut known) = self.known.write() {
@@ -745,18 +815,35 @@ impl Scrubber {
     /// `x-secret` fields, and what is secret in every address it names (the
     /// `x-receiver` field's as the user's own, any other as an input).
     pub(crate) fn learn_request(&self, body: &Value) {
-        self.learn_value(body, Address::Input);
+        // Only the body's own receiving address is the user's: a field of
+        // that name inside another (an item of a list) is any address.
+        match body {
+            Value::Object(fields) => {
+                for (name, value) in fields {
+                    match receiver_fields().contains(name) {
+                        true => self.learn_value(value, Address::Owned),
+                        false => self.learn_field(name, value, Address::Input),
+                    }
+                }
+            }
+            other => self.learn_value(other, Address::Input),
+        }
+    }
+
+    /// Learns a field named `name`: its value if the document marks the
+    /// field `x-secret`, else what is secret in it.
+    fn learn_field(&self, name: &str, value: &Value, kind: Address) {
+        match value {
+            Value::String(secret) if secret_fields().contains(name) => self.learn(secret),
+            other => self.learn_value(other, kind),
+        }
     }
 
     fn learn_value(&self, value: &Value, kind: Address) {
         match value {
             Value::Object(fields) => {
                 for (name, value) in fields {
-                    match value {
-                        Value::String(secret) if secret_fields().contains(name) => self.learn(secret),
-                        other if receiver_fields().contains(name) => self.learn_value(other, Address::Owned),
-                        other => self.learn_value(other, kind),
-                    }
+                    self.learn_field(name, value, kind);
                 }
             }
             Value::Array(items) => items.iter().for_each(|item| self.learn_value(item, kind)),
@@ -804,7 +891,9 @@ impl Scrubber {
             self.learn_as(password, Found::Whole);
             self.learn_as(&decoded(password), Found::Whole);
         }
-        if let Some(fragment) = url.fragment() {
+        // A fragment only when it reads as a token (`#access_token=eyJ…`):
+        // any other is a place in a page, or words the service may write.
+        if let Some(fragment) = url.fragment().filter(|fragment| is_token_like(&decoded(fragment))) {
             self.learn_as(fragment, found);
             self.learn_as(&decoded(fragment), found);
         }
@@ -817,6 +906,7 @@ impl Scrubber {
             Address::Input => {
                 value.len() >= INPUT_ADDRESS_SECRET
                     && !value.contains(char::is_whitespace)
+                    && is_token_like(value)
                     && !is_signers_public_value(name)
             }
         };
@@ -851,7 +941,7 @@ impl Scrubber {
             // short after the token or with a slash added or dropped. No
             // address the service writes holds the user's own path.
             let through = self.paths_through_short_tokens(url);
-            if !through.is_empty() {
+            if !through.is_empty() && more_than_a_token(url) {
                 self.learn_as(url.path(), Found::Whole);
                 self.learn_as(&decoded(url.path()), Found::Whole);
             }
@@ -889,18 +979,26 @@ impl Scrubber {
     /// when a token names the host or opens the path.
     fn learn_written(&self, text: &str, url: &Url) {
         let through = self.paths_through_short_tokens(url);
-        if !through.is_empty() {
+        if !through.is_empty() && more_than_a_token(url) {
             if let Some(path) = written_path(text) {
                 self.learn_as(path, Found::Whole);
             }
         }
-        let Some(authority) = written_authority(text) else {
+        // The host as written, only where it spells the parsed one (a
+        // backslash ends what this reads, not always what the parser does).
+        let host = url.host_str().unwrap_or_default();
+        let Some(authority) = written_authority(text).filter(|authority| {
+            let written_host = authority.to_ascii_lowercase();
+            written_host == host
+                || written_host
+                    .strip_prefix(host)
+                    .is_some_and(|port| port.starts_with(':'))
+        }) else {
             return;
         };
         for learned in with_authorities(&through, &[authority.to_string()]) {
             self.learn_as(&learned, Found::Whole);
         }
-        let host = url.host_str().unwrap_or_default();
         if host.split('.').any(is_token_like) {
             self.learn_as(authority, Found::Whole);
         }
@@ -1018,7 +1116,14 @@ impl Scrubber {
                 }
                 let written = serde_json::to_vec(&value).ok()?;
                 if self.finds(&written) {
-                    return self.known.read().ok()?.replaced(&written);
+                    // Inside a string's escapes, the text is replaced; a
+                    // "secret" that spans the JSON's own syntax (`","id":`,
+                    // which no value holds) is none, and the answer must
+                    // stay JSON for its task to be read.
+                    let replaced = self.known.read().ok()?.replaced(&written)?;
+                    if serde_json::from_slice::<serde::de::IgnoredAny>(&replaced).is_ok() {
+                        return Some(replaced);
+                    }
                 }
                 Some(written)
             }
@@ -2008,6 +2113,69 @@ mod tests {
         let plain = Scrubber::new("key-12345678");
         plain.learn_request(&json!({"webhook_url": "https://me.example/hooks/genapi/in"}));
         assert_eq!(plain.scrub("/hooks/genapi/in"), "/hooks/genapi/in");
+    }
+
+    /// No request, however its addresses and secrets are written, teaches
+    /// the scrubber what the service writes in its own answers: its hosts,
+    /// its paths, the JSON's syntax, the start of a task's id. Each line of
+    /// a batch is such a request, and every other line's answers pass the
+    /// same scrubber.
+    #[test]
+    fn no_request_teaches_what_the_service_writes_itself() {
+        let polling = "http://127.0.0.1:8081/v1/get_result?id=4dad05af-1b2c-4d5e-8f90-123456789abc";
+        let result = "http://127.0.0.1:8082/mock/results/4dad05af-1b2c-4d5e-8f90-123456789abc.jpg?se=1&sig=f00";
+        let answer = format!(
+            r#"{{"id":"t1","polling_url":"{polling}","status":"Ready","input_mp":1.0,"result":{{"sample":"{result}"}}}}"#
+        );
+        for body in [
+            json!({"prompt": "x", "input_image": "https://me.example/x.png#127.0.0.1"}),
+            json!({"prompt": "x", "input_image": "https://me.example/x.png#%22,%22input_mp%22:"}),
+            json!({"prompt": "x", "input_image": "https://me.example/x.png?a=127.0.0.1:8081/v1/get_result?id="}),
+            json!({"prompt": "x", "webhook_url": "https://u:get_result@hooks.example/in"}),
+            json!({"prompt": "x", "webhook_url": "https://u:%2Fv1%2Fget_result@me.example/hook"}),
+            json!({"prompt": "x", "webhook_url": "https://hooks.example/in#%22status%22:%22Ready%22"}),
+            json!({"prompt": "x", "webhook_url": "foo://127.0.0.1\\@ab12cd34ef.example/"}),
+            json!({"prompt": "x", "webhook_url": "foo://127.0.0.1:8081\\@ab12cd34ef.example/"}),
+            json!({"prompt": "x", "keyframes": [{"webhook_url": "foo://127.0.0.1\\@ab12cd34ef.example/"}]}),
+            json!({"prompt": "x", "webhook_url": "https://hooks.example/4dad05af"}),
+            json!({"prompt": "x", "webhook_url": "https://hooks.example/4dad05af/"}),
+            json!({"prompt": "x", "webhook_secret": "/v1/get_result"}),
+            json!({"prompt": "x", "webhook_secret": "127.0.0.1:8082"}),
+            json!({"prompt": "x", "webhook_secret": "\",\"input_mp\":"}),
+            json!({"prompt": "x", "webhook_secret": "\"status\":\"Ready\""}),
+        ] {
+            let scrubber = Scrubber::new("key-12345678").serving(&[
+                "http://127.0.0.1:8080/",
+                "http://127.0.0.1:8080/",
+                "http://127.0.0.1:8081/",
+            ]);
+            scrubber.learn_request(&body);
+            for address in [polling, result] {
+                assert_eq!(scrubber.scrub(address), address, "{body}");
+            }
+            let scrubbed = scrubber
+                .scrub_body(answer.as_bytes())
+                .unwrap_or_else(|| answer.clone().into_bytes());
+            let read: Value = serde_json::from_slice(&scrubbed)
+                .unwrap_or_else(|e| panic!("{body}: no JSON left ({e}): {}", String::from_utf8_lossy(&scrubbed)));
+            assert_eq!(read["polling_url"], polling, "{body}");
+            assert_eq!(read["result"]["sample"], result, "{body}");
+            assert_eq!(read["status"], "Ready", "{body}");
+        }
+        // Results delivered from a host the scrubber was not told of: what
+        // keeps them whole is what each kind of value must read as to be
+        // learned (a fragment, an input's query value: a token; a host as
+        // written: the parsed one).
+        let result = "https://cdn.example.net/mock/results/t1.jpg?se=1";
+        for body in [
+            json!({"prompt": "x", "input_image": "https://me.example/x.png#cdn.example.net"}),
+            json!({"prompt": "x", "input_image": "https://me.example/x.png?a=cdn.example.net/mock/results/t1.jpg"}),
+            json!({"prompt": "x", "webhook_url": "foo://cdn.example.net\\@ab12cd34ef.example/"}),
+        ] {
+            let scrubber = Scrubber::new("key-12345678").serving(&["http://127.0.0.1:8080/"]);
+            scrubber.learn_request(&body);
+            assert_eq!(scrubber.scrub(result), result, "{body}");
+        }
     }
 
     #[test]

@@ -141,10 +141,27 @@ async fn a_webhook_address_naming_other_addresses_settings_and_tasks_leaves_the_
     // A short token after pieces of the service's own paths, cut from them
     // by `&` and `=` as a form's values would be: the tasks that follow,
     // with no webhook at all, are polled and fetched whole.
-    for hook in [
-        "http://127.0.0.1:9/mock/results&/ab12cd34/=zz".to_string(),
-        "http://127.0.0.1:9/v1/get_result&/ab12cd34/=zz".to_string(),
-        format!("{delivery}/&ab12cd34"),
+    // So are the service's own hosts and paths, and JSON's syntax, sent as
+    // a fragment, a password or a webhook secret.
+    for (hook, secret) in [
+        (
+            "http://127.0.0.1:9/mock/results&/ab12cd34/=zz".to_string(),
+            "whsec-fox-0001",
+        ),
+        (
+            "http://127.0.0.1:9/v1/get_result&/ab12cd34/=zz".to_string(),
+            "whsec-fox-0002",
+        ),
+        (format!("{delivery}/&ab12cd34"), "whsec-fox-0003"),
+        (
+            "http://127.0.0.1:9/in#%22,%22input_mp%22:".to_string(),
+            "whsec-fox-0004",
+        ),
+        (
+            "http://u:get_result@127.0.0.1:9/in#127.0.0.1".to_string(),
+            "/v1/get_result",
+        ),
+        ("http://127.0.0.1:9/in".to_string(), "\",\"status\":\""),
     ] {
         client
             .submit(
@@ -152,7 +169,8 @@ async fn a_webhook_address_naming_other_addresses_settings_and_tasks_leaves_the_
                     .prompt("a hooked fox")
                     .width(64)
                     .height(64)
-                    .webhook_url(hook.as_str()),
+                    .webhook_url(hook.as_str())
+                    .webhook_secret(secret),
             )
             .await
             .unwrap();
