@@ -393,6 +393,9 @@ struct Accepted {
     /// The model it was submitted to; unknown to a `wait` given only the
     /// task (`null` in `--json`, never an empty name).
     model: Option<String>,
+    /// What it was sent as, to learn its kind's price by what the task
+    /// settled at (a `wait` given only the task does not know).
+    kind: Option<genapi_batch::Job>,
 }
 
 /// What a finished task produced.
@@ -472,6 +475,7 @@ pub async fn generate(global: &Global, request: RequestArgs, save: SaveArgs, cou
             index,
             resume,
             model: Some(prepared.model.name.clone()),
+            kind: Some(kind.clone()),
         });
     }
     crate::learned::save_prices(connection.prices_key(), prices);
@@ -550,8 +554,12 @@ async fn complete(
     };
     progress.show(&start);
     let figures = Mutex::new(start);
+    // What each kind's tasks settled at, as a batch learns it: the price of
+    // a model whose acceptance says none (the older families' cost comes
+    // with the result).
+    let settled_prices = Mutex::new(genapi_batch::Prices::default());
     let runs = accepted.into_iter().zip(&unreported).map(|(accepted, slot)| {
-        let (progress, figures) = (&progress, &figures);
+        let (progress, figures, settled_prices) = (&progress, &figures, &settled_prices);
         let last_status = slot
             .lock()
             .ok()
@@ -588,6 +596,15 @@ async fn complete(
                 // What a task seen Ready settled at takes the place of
                 // what its acceptance said.
                 let settled = |cost| crate::progress::credits(cost).unwrap_or(charged) - charged;
+                let settled_at = match &outcome {
+                    Ok(saved) => crate::progress::credits(saved.output.cost()),
+                    Err(Failure { ready: Some(ready), .. }) => crate::progress::credits(ready.cost),
+                    Err(_) => None,
+                };
+                if let (Some(kind), Some(credits), Ok(mut prices)) = (&accepted.kind, settled_at, settled_prices.lock())
+                {
+                    prices.learn(kind, credits);
+                }
                 match &outcome {
                     Ok(saved) => figures.credits += settled(saved.output.cost()),
                     Err(_) if still_running => {}
@@ -641,6 +658,11 @@ async fn complete(
         _ = interrupt => None,
     };
     progress.finish();
+    if let Ok(prices) = settled_prices.into_inner() {
+        if !prices.is_empty() {
+            crate::learned::save_prices(connection.prices_key(), prices);
+        }
+    }
     match finished {
         Some(codes) => match codes.into_iter().find(|c| *c != 0) {
             None => Ok(()),
@@ -1183,6 +1205,7 @@ pub async fn wait(global: &Global, reference: &str, save: SaveArgs) -> Result<()
         index: None,
         resume,
         model: None,
+        kind: None,
     }];
     let interrupt = crate::interrupt::interrupted();
     tokio::pin!(interrupt);

@@ -46,3 +46,43 @@ async fn a_mock_with_its_own_key_keeps_the_prices_an_estimate_then_reads() {
     let said = estimate(&dir);
     assert!(said.contains("in all: ") && !said.contains("unknown price"), "{said}");
 }
+
+/// A model whose acceptance names no cost (the older families: their cost
+/// comes with the result) is priced by what `generate`'s task settled at,
+/// as a batch prices it, so an estimate of it is no longer unknown.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn generate_prices_a_model_by_what_its_task_settled_at() {
+    let config = MockConfig::default()
+        .key("a-key-of-its-own")
+        .default_duration(std::time::Duration::from_millis(10));
+    let mock = MockService::start_with(config, "127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    let dir = Dir::new("learned-settled-prices");
+    let job = json!({"model": "gen-dev", "prompt": "a dog", "width": 512, "height": 512, "output_format": "jpeg"});
+    std::fs::write(dir.join("jobs.jsonl"), format!("{job}\n")).unwrap();
+    let estimate = || {
+        let said = genapi(&dir, &mock)
+            .args(["batch", "jobs.jsonl", "--estimate"])
+            .output()
+            .unwrap();
+        text(&said.stdout)
+    };
+    assert!(estimate().contains("unknown price"), "nothing charged yet");
+    let submitted = genapi(&dir, &mock)
+        .args(["--json", "submit", "-m", "gen-dev", "a dog", "--size", "512x512"])
+        .output()
+        .unwrap();
+    let accepted: serde_json::Value = serde_json::from_slice(&submitted.stdout).unwrap();
+    assert!(accepted["cost"].is_null(), "no cost at acceptance: {accepted}");
+
+    let run = genapi(&dir, &mock)
+        .args([
+            "generate", "-m", "gen-dev", "a dog", "--size", "512x512", "-o", "dog.jpg",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(run.status.code(), Some(0), "{}", text(&run.stderr));
+    let said = estimate();
+    assert!(said.contains("in all: ") && !said.contains("unknown price"), "{said}");
+}
