@@ -118,6 +118,13 @@ fn read_profile(text: &str, written: &Spanned<DeValue<'_>>) -> Result<Profile, B
     if profile.key_env.is_some() && profile.key_file.is_some() {
         return Err(broken(None, "key_env and key_file both name the key; keep one".into()));
     }
+    if let Some(why) = profile
+        .key_env
+        .as_deref()
+        .and_then(crate::config::not_a_profiles_key_variable)
+    {
+        return Err(broken(None, why));
+    }
     Ok(profile)
 }
 

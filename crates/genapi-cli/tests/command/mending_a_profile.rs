@@ -82,3 +82,44 @@ fn an_unknown_model_is_refused_with_the_known_ones() {
         .unwrap();
     assert_eq!(run.status.code(), Some(0), "{}", text(&run.stderr));
 }
+
+/// A profile's key may not come from `GENAPI_API_KEY` (or `GENAPI_BASE_URL`):
+/// set, the variable names the environment's service over every profile;
+/// unset, the profile has no key. `config set` and `login` refuse it, and a
+/// file that names it says so where the profile is used.
+#[test]
+fn a_profile_key_from_the_environments_own_variable_is_refused_with_what_to_name_instead() {
+    let dir = Dir::new("profile-key-env-own");
+    for args in [
+        vec!["--profile", "w", "config", "set", "key_env", "GENAPI_API_KEY"],
+        vec![
+            "--profile",
+            "w",
+            "login",
+            "--base-url",
+            "http://127.0.0.1:9",
+            "--key-env",
+            "GENAPI_BASE_URL",
+        ],
+    ] {
+        let run = genapi_alone(&dir).args(&args).output().unwrap();
+        let stderr = text(&run.stderr);
+        assert_eq!(run.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains("name one of the profile's own"), "{args:?}: {stderr}");
+    }
+    config_file(
+        &dir,
+        "[profiles.w]\nbase_url = \"http://127.0.0.1:9\"\nkey_env = \"GENAPI_API_KEY\"\n",
+    );
+    for key in [None, Some("k-1234567890")] {
+        let mut command = genapi_alone(&dir);
+        command.env_remove("GENAPI_API_KEY").env_remove("GENAPI_BASE_URL");
+        if let Some(key) = key {
+            command.env("GENAPI_API_KEY", key);
+        }
+        let run = command.args(["--profile", "w", "generate", "x"]).output().unwrap();
+        let stderr = text(&run.stderr);
+        assert_eq!(run.status.code(), Some(2), "{key:?}: {stderr}");
+        assert!(stderr.contains("name one of the profile's own"), "{key:?}: {stderr}");
+    }
+}
