@@ -64,13 +64,13 @@
 //! where no decoded value spells it (digits past what a float keeps, the
 //! first of two fields of one name, which JSON drops) is gone from it as
 //! well, unless it spans the JSON's own syntax (`","id":`), which holds no
-//! secret and must stay JSON for the answer to be read. A text that is no JSON (an error page cut at its limit, an HTML
-//! page, a header's value), and a string of a JSON answer, which may quote
-//! one, are searched as written and as their JSON escapes and HTML
-//! character references (`&#43;`, `&plus;`) would decode, level by level
-//! when escapes were escaped again, so a secret spelled with escapes there
-//! goes too, escapes and all. A text cut
-//! short loses a secret's beginning at its end as well (written plainly or
+//! secret and must stay JSON for the answer to be read. A text that is no
+//! JSON (an error page cut at its limit, an HTML page, a header's value),
+//! and a string of a JSON answer, which may quote one, are searched as
+//! written and as their JSON escapes and HTML character references
+//! (`&#43;`, `&plus;`) would decode, level by level when escapes were
+//! escaped again, so a secret spelled with escapes there goes too, escapes
+//! and all. A text cut short loses a secret's beginning at its end as well (written plainly or
 //! with escapes, even when the cut went through one), and all of one that
 //! begins inside another.
 //!
