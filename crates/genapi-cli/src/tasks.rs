@@ -1161,13 +1161,13 @@ fn no_task_in_a_new_mock(global: &Global, reference: &str) -> Result<(), Failure
     }
     // A polling URL names its service: no built-in mock ever had it, and
     // the service it names needs its key, which nothing configured gives.
-    if let Some(origin) = reqwest_url(reference).ok().filter(|url| url.has_host()) {
+    if let Some(address) = reqwest_url(reference).ok().filter(|url| url.has_host()) {
         return Err(Failure::usage(format!(
             "{} is an address of {}, and no service is configured, so the command would use its built-in mock, \
              which never had that task: set that service's GENAPI_BASE_URL and GENAPI_API_KEY (for a `genapi \
              mock`, the variables it printed), or give --profile",
             genapi_text::shown_address(reference),
-            genapi_text::shown_address(&origin.origin().ascii_serialization())
+            genapi_text::shown_address(&address.origin().ascii_serialization())
         )));
     }
     Err(Failure::new(
