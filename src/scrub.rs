@@ -58,9 +58,12 @@
 //! A secret is found as it was sent, as an address encodes it (either case
 //! of hex digits), and, in a JSON answer, in its strings and names as JSON
 //! decodes them, however they were escaped (`\/`, `\u0041`); it is replaced
-//! by `[redacted]`, never in the JSON's syntax. A number that spells a
-//! secret becomes the string `[redacted]`, and a field the document marks
-//! `x-secret` is redacted whatever its value; a secret the JSON text holds
+//! by `[redacted]`, never in the JSON's syntax. A number that spells the
+//! key becomes the string `[redacted]`, and a field the document marks
+//! `x-secret` is redacted whatever its value. What the client follows or
+//! reads as the service wrote it (a task's id, status, polling and result
+//! addresses, and numbers) is searched for the key alone: a request may
+//! send anything as a secret, a piece of those among it (see `FOLLOWED`); a secret the JSON text holds
 //! where no decoded value spells it (digits past what a float keeps, the
 //! first of two fields of one name, which JSON drops) is gone from it as
 //! well, unless it spans the JSON's own syntax (`","id":`), which holds no
@@ -324,17 +327,21 @@ enum Address {
 /// the service are scrubbed of them (see the module documentation).
 pub(crate) struct Scrubber {
     known: RwLock<Known>,
+    /// The key's spellings, the one secret searched for in what the client
+    /// follows ([`FOLLOWED`]).
+    key: Vec<String>,
     /// What the service writes in its own addresses ([`Scrubber::serving`]).
     service: ServiceWords,
 }
 
-/// What the service itself writes in the addresses the client must read
-/// whole: its configured addresses, the document's paths, and the
-/// registrable domains of its hosts (where its results are delivered
-/// from too), lowercased. None of it is ever learned as a secret, whoever
-/// sends it as one (an address's fragment or password, a webhook secret of
-/// a job file's line): redacted, every polling and result address would
-/// break, and the tasks of every other line with them.
+/// What the service itself writes in the addresses and answers the client
+/// must read whole: its configured addresses, the document's paths, field
+/// names and enumerated values (`polling_url`, `Task not found`), and the
+/// registrable domains of its hosts (where its results are delivered from
+/// too), lowercased. None of it is ever learned as a secret, whoever sends
+/// it as one (an address's password, a webhook secret of a job file's
+/// line): redacted, every polling and result address would break, and the
+/// tasks of every other line with them.
 #[derive(Default)]
 struct ServiceWords {
     texts: Vec<String>,
@@ -349,23 +356,29 @@ impl ServiceWords {
                 .iter()
                 .map(|operation| operation.path.to_ascii_lowercase()),
         );
+        texts.extend(
+            crate::validate::Document::embedded()
+                .words()
+                .into_iter()
+                .map(|word| word.to_ascii_lowercase()),
+        );
+        // A host with no registrable domain (an address, `localhost`, `api`)
+        // is in the texts already, with its port.
         let domains = addresses
             .iter()
             .filter_map(|address| Url::parse(address).ok())
-            .filter_map(|url| {
-                let host = url.host_str()?.to_ascii_lowercase();
-                Some(genapi_domain::registrable_domain(&host).unwrap_or(host))
-            })
+            .filter_map(|url| genapi_domain::registrable_domain(&url.host_str()?.to_ascii_lowercase()))
             .collect();
         ServiceWords { texts, domains }
     }
 
     /// Whether `secret` is written by the service: inside one of its texts,
-    /// or naming one of its domains.
+    /// or, reading as no token, naming one of its domains (a token beside a
+    /// domain, `ab12cd34.bfl.ai`, is no text of the service's).
     fn writes(&self, secret: &str) -> bool {
         let secret = secret.to_ascii_lowercase();
         self.texts.iter().any(|text| text.contains(&secret))
-            || self.domains.iter().any(|domain| secret.contains(domain.as_str()))
+            || (!is_token_like(&secret) && self.domains.iter().any(|domain| secret.contains(domain.as_str())))
     }
 }
 
@@ -428,6 +441,39 @@ enum Found {
     FromItsStart,
     /// The secret whole only (an input address's credentials and signatures).
     Whole,
+}
+
+/// The fields whose text the client follows or reads as the service wrote
+/// it: a task's id, the address it is polled at, its status and its
+/// result's address. A secret learned from a request is never searched
+/// there, only the key: what a request sends (a job file's line may send
+/// anything as its webhook secret: `get_result?id=`, `delivery-eu1`) could
+/// be a piece of them, and a redacted address loses a paid task, another
+/// line's too. The service never writes a request's secret in them; one
+/// that does is shown there, and scrubbed wherever else it says it.
+const FOLLOWED: [&str; 4] = ["id", "polling_url", "status", "sample"];
+
+/// Whether `a` and `b` differ only in the text of strings the client does
+/// not follow: the same names, numbers and literals, each in its place,
+/// and [`FOLLOWED`] fields as they were. A replacement in a JSON text that
+/// keeps its shape went inside one such string, never across the syntax
+/// between two (`","sample":"http`, which would fold a field into the one
+/// before it).
+fn same_shape(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::String(_), Value::String(_)) => true,
+        (Value::Array(a), Value::Array(b)) => a.len() == b.len() && a.iter().zip(b).all(|(a, b)| same_shape(a, b)),
+        (Value::Object(a), Value::Object(b)) => {
+            a.len() == b.len()
+                && a.iter().all(|(name, a)| {
+                    b.get(name).is_some_and(|b| match FOLLOWED.contains(&name.as_str()) {
+                        true => a == b,
+                        false => same_shape(a, b),
+                    })
+                })
+        }
+        (a, b) => a == b,
+    }
 }
 
 /// The first `N` bytes of `bytes`, when it has as many.
@@ -742,6 +788,10 @@ impl Scrubber {
     pub(crate) fn new(key: &str) -> Scrubber {
         let scrubber = Scrubber {
             known: RwLock::new(Known::default()),
+            key: match key.len() >= SHORTEST_SECRET {
+                true => spellings_of(key).into(),
+                false => Vec::new(),
+            },
             service: ServiceWords::default(),
         };
         scrubber.learn(key);
@@ -1030,6 +1080,11 @@ impl Scrubber {
             .collect()
     }
 
+    /// Whether `text` spells the key.
+    fn holds_the_key(&self, text: &str) -> bool {
+        self.key.iter().any(|spelling| text.contains(spelling.as_str()))
+    }
+
     /// Whether `text` holds a secret.
     pub(crate) fn finds(&self, text: &[u8]) -> bool {
         self.known.read().is_ok_and(|known| known.contains(text))
@@ -1067,7 +1122,7 @@ impl Scrubber {
     pub(crate) fn scrub_json(&self, value: &mut Value) {
         match value {
             Value::String(text) if self.spells(text.as_bytes()) => *text = self.scrub(text),
-            Value::Number(number) if self.finds(number.to_string().as_bytes()) => {
+            Value::Number(number) if self.holds_the_key(&number.to_string()) => {
                 *value = Value::String(REDACTED.into());
             }
             Value::Array(items) => items.iter_mut().for_each(|item| self.scrub_json(item)),
@@ -1079,10 +1134,16 @@ impl Scrubber {
                         .collect();
                 }
                 for (name, field) in fields.iter_mut() {
-                    if secret_fields().contains(name) && !field.is_null() {
-                        *field = Value::String(REDACTED.into());
-                    } else {
-                        self.scrub_json(field);
+                    match field {
+                        _ if secret_fields().contains(name) && !field.is_null() => {
+                            *field = Value::String(REDACTED.into());
+                        }
+                        Value::String(text) if FOLLOWED.contains(&name.as_str()) => {
+                            if self.holds_the_key(text) {
+                                *text = REDACTED.into();
+                            }
+                        }
+                        _ => self.scrub_json(field),
                     }
                 }
             }
@@ -1121,7 +1182,9 @@ impl Scrubber {
                     // which no value holds) is none, and the answer must
                     // stay JSON for its task to be read.
                     let replaced = self.known.read().ok()?.replaced(&written)?;
-                    if serde_json::from_slice::<serde::de::IgnoredAny>(&replaced).is_ok() {
+                    let kept_its_shape =
+                        serde_json::from_slice::<Value>(&replaced).is_ok_and(|replaced| same_shape(&replaced, &value));
+                    if kept_its_shape {
                         return Some(replaced);
                     }
                 }
@@ -2125,7 +2188,7 @@ mod tests {
         let polling = "http://127.0.0.1:8081/v1/get_result?id=4dad05af-1b2c-4d5e-8f90-123456789abc";
         let result = "http://127.0.0.1:8082/mock/results/4dad05af-1b2c-4d5e-8f90-123456789abc.jpg?se=1&sig=f00";
         let answer = format!(
-            r#"{{"id":"t1","polling_url":"{polling}","status":"Ready","input_mp":1.0,"result":{{"sample":"{result}"}}}}"#
+            r#"{{"id":"t1","polling_url":"{polling}","status":"Ready","input_mp":1.0,"seed":12345678901,"prompt":"a fox","result":{{"sample":"{result}"}}}}"#
         );
         for body in [
             json!({"prompt": "x", "input_image": "https://me.example/x.png#127.0.0.1"}),
@@ -2143,6 +2206,13 @@ mod tests {
             json!({"prompt": "x", "webhook_secret": "127.0.0.1:8082"}),
             json!({"prompt": "x", "webhook_secret": "\",\"input_mp\":"}),
             json!({"prompt": "x", "webhook_secret": "\"status\":\"Ready\""}),
+            json!({"prompt": "x", "webhook_secret": "get_result?id="}),
+            json!({"prompt": "x", "webhook_secret": "polling_url"}),
+            json!({"prompt": "x", "webhook_secret": "/mock/results/"}),
+            json!({"prompt": "x", "webhook_secret": "\",\"sample\":\"http"}),
+            json!({"prompt": "x", "webhook_secret": "-1b2c-4d5e-"}),
+            json!({"prompt": "x", "webhook_secret": "12345678901"}),
+            json!({"prompt": "x", "keyframes": [{"webhook_secret": "/mock/results/"}]}),
         ] {
             let scrubber = Scrubber::new("key-12345678").serving(&[
                 "http://127.0.0.1:8080/",
@@ -2150,9 +2220,6 @@ mod tests {
                 "http://127.0.0.1:8081/",
             ]);
             scrubber.learn_request(&body);
-            for address in [polling, result] {
-                assert_eq!(scrubber.scrub(address), address, "{body}");
-            }
             let scrubbed = scrubber
                 .scrub_body(answer.as_bytes())
                 .unwrap_or_else(|| answer.clone().into_bytes());
@@ -2161,6 +2228,9 @@ mod tests {
             assert_eq!(read["polling_url"], polling, "{body}");
             assert_eq!(read["result"]["sample"], result, "{body}");
             assert_eq!(read["status"], "Ready", "{body}");
+            assert_eq!(read["id"], "t1", "{body}");
+            assert_eq!(read["seed"], 12345678901u64, "{body}");
+            assert_eq!(read["prompt"], "a fox", "{body}");
         }
         // Results delivered from a host the scrubber was not told of: what
         // keeps them whole is what each kind of value must read as to be

@@ -173,6 +173,29 @@ impl Document {
         }
     }
 
+    /// Every field name and enumerated value the schemas name (`polling_url`,
+    /// `Ready`, `Task not found`): words the service writes in its answers.
+    pub(crate) fn words(&self) -> std::collections::BTreeSet<String> {
+        fn walk(value: &Value, words: &mut std::collections::BTreeSet<String>) {
+            match value {
+                Value::Object(fields) => {
+                    if let Some(Value::Object(properties)) = fields.get("properties") {
+                        words.extend(properties.keys().cloned());
+                    }
+                    if let Some(Value::Array(values)) = fields.get("enum") {
+                        words.extend(values.iter().filter_map(Value::as_str).map(str::to_string));
+                    }
+                    fields.values().for_each(|field| walk(field, words));
+                }
+                Value::Array(items) => items.iter().for_each(|item| walk(item, words)),
+                _ => {}
+            }
+        }
+        let mut words = std::collections::BTreeSet::new();
+        walk(&self.root["components"]["schemas"], &mut words);
+        words
+    }
+
     /// A named schema of `components/schemas`.
     pub fn schema(&self, name: &str) -> Option<&Value> {
         document::schema(&self.root, name)

@@ -162,6 +162,9 @@ async fn a_webhook_address_naming_other_addresses_settings_and_tasks_leaves_the_
             "/v1/get_result",
         ),
         ("http://127.0.0.1:9/in".to_string(), "\",\"status\":\""),
+        ("http://127.0.0.1:9/in".to_string(), "get_result?id="),
+        ("http://127.0.0.1:9/in".to_string(), "/mock/results/"),
+        ("http://127.0.0.1:9/in".to_string(), "\",\"sample\":\"http"),
     ] {
         client
             .submit(

@@ -387,7 +387,9 @@ pub fn resolve(flag_profile: Option<&str>) -> Result<Settings, Failure> {
         None => None,
     };
     settings.profile = chosen.map(|(value, source)| Sourced { value, source });
-    let from_environment = SERVICE_VARIABLES.iter().any(|name| variable(name).is_some());
+    let from_environment = crate::config_file::SERVICE_OVER_PROFILES
+        .iter()
+        .any(|name| variable(name).is_some());
     let environment = |name: &str| {
         variable(name).map(|value| Sourced {
             value: value.trim().to_string(),
@@ -468,23 +470,6 @@ fn read_file(path: &Path) -> Result<ConfigFile, Failure> {
         .map_err(|refused| Failure::usage(format!("config file {shown}: {}", out::clean(&refused.reason()))))?;
     crate::config_file::parse(&text).map_err(|why| Failure::usage(format!("config file {shown}, {why}")))
 }
-
-/// Why a profile's `key_env` may not name `name`, when it may not: the
-/// variables that name a service of the environment's own
-/// (`GENAPI_API_KEY`, `GENAPI_BASE_URL`) are read over every profile, so a
-/// profile whose key came from one would, set, give way to the environment
-/// and, unset, have no key.
-pub fn not_a_profiles_key_variable(name: &str) -> Option<String> {
-    SERVICE_VARIABLES.contains(&name).then(|| {
-        format!(
-            "key_env = \"{name}\" names a variable that picks the environment's service over every profile; name \
-             one of the profile's own (key_env = \"MYSERVICE_KEY\")"
-        )
-    })
-}
-
-/// The variables that name the environment's service, over any profile.
-const SERVICE_VARIABLES: [&str; 2] = ["GENAPI_API_KEY", "GENAPI_BASE_URL"];
 
 /// Whether `text` looks like the name of an environment variable (and not
 /// like a key written where its variable's name belongs): shown only then.

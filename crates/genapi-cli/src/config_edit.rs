@@ -279,7 +279,7 @@ fn address(what: &str, text: &str) -> Result<String, Failure> {
 
 /// The name of an environment variable, never a key written in its place.
 fn variable_name(text: &str) -> Result<String, Failure> {
-    if let Some(why) = config::not_a_profiles_key_variable(text) {
+    if let Some(why) = crate::config_file::not_a_profiles_key_variable(text) {
         return Err(Failure::usage(why));
     }
     if config::is_variable_name(text) {

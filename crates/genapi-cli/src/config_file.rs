@@ -118,11 +118,7 @@ fn read_profile(text: &str, written: &Spanned<DeValue<'_>>) -> Result<Profile, B
     if profile.key_env.is_some() && profile.key_file.is_some() {
         return Err(broken(None, "key_env and key_file both name the key; keep one".into()));
     }
-    if let Some(why) = profile
-        .key_env
-        .as_deref()
-        .and_then(crate::config::not_a_profiles_key_variable)
-    {
+    if let Some(why) = profile.key_env.as_deref().and_then(not_a_profiles_key_variable) {
         return Err(broken(None, why));
     }
     Ok(profile)
@@ -217,6 +213,23 @@ fn is_field_like(text: &str) -> bool {
             .chars()
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
 }
+
+/// Why a profile's `key_env` may not name `name`, when it may not: the
+/// variables that name a service of the environment's own
+/// (`GENAPI_API_KEY`, `GENAPI_BASE_URL`) are read over every profile, so a
+/// profile whose key came from one would, set, give way to the environment
+/// and, unset, have no key.
+pub fn not_a_profiles_key_variable(name: &str) -> Option<String> {
+    SERVICE_OVER_PROFILES.contains(&name).then(|| {
+        format!(
+            "key_env = \"{name}\" names a variable that picks the environment's service over every profile; name \
+             one of the profile's own (key_env = \"MYSERVICE_KEY\")"
+        )
+    })
+}
+
+/// The variables that name the environment's service, over any profile.
+pub const SERVICE_OVER_PROFILES: [&str; 2] = ["GENAPI_API_KEY", "GENAPI_BASE_URL"];
 
 #[cfg(test)]
 mod tests {
