@@ -123,7 +123,7 @@ mod escaped;
 const LONGEST_MAPPED: usize = 4 << 20;
 
 /// What replaces a secret.
-pub(crate) const REDACTED: &str = "[redacted]";
+pub(crate) const REDACTED: &str = genapi_text::REDACTED;
 
 /// Shortest secret searched for, in bytes (see the module documentation).
 pub(crate) const SHORTEST_SECRET: usize = 8;
@@ -452,6 +452,59 @@ enum Found {
 /// line's too. The service never writes a request's secret in them; one
 /// that does is shown there, and scrubbed wherever else it says it.
 const FOLLOWED: [&str; 4] = ["id", "polling_url", "status", "sample"];
+
+/// Where the string values of [`FOLLOWED`] fields stand in a JSON text
+/// (`"polling_url": "…"`, between the quotes), in order and apart.
+fn followed_values(body: &[u8]) -> Vec<std::ops::Range<usize>> {
+    let mut values = Vec::new();
+    for name in FOLLOWED {
+        let quoted = format!("\"{name}\"");
+        let mut from = 0;
+        while let Some(found) = find(&body[from..], quoted.as_bytes()) {
+            let mut at = from + found + quoted.len();
+            from = at;
+            let skip = |at: &mut usize| {
+                while body.get(*at).is_some_and(u8::is_ascii_whitespace) {
+                    *at += 1;
+                }
+            };
+            skip(&mut at);
+            if body.get(at) != Some(&b':') {
+                continue;
+            }
+            at += 1;
+            skip(&mut at);
+            if body.get(at) != Some(&b'"') {
+                continue;
+            }
+            let start = at + 1;
+            let mut end = start;
+            while let Some(&byte) = body.get(end) {
+                match byte {
+                    b'\\' => end += 2,
+                    b'"' => break,
+                    _ => end += 1,
+                }
+            }
+            let end = end.min(body.len());
+            values.push(start..end);
+            from = end;
+        }
+    }
+    values.sort_by_key(|value| value.start);
+    let mut apart: Vec<std::ops::Range<usize>> = Vec::with_capacity(values.len());
+    for value in values {
+        if apart.last().is_none_or(|last| last.end <= value.start) {
+            apart.push(value);
+        }
+    }
+    apart
+}
+
+/// Where `needle` first stands in `haystack`.
+fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack.windows(needle.len()).position(|window| window == needle)
+}
 
 /// Whether `a` and `b` differ only in the text of strings the client does
 /// not follow: the same names, numbers and literals, each in its place,
@@ -1190,8 +1243,32 @@ impl Scrubber {
                 }
                 Some(written)
             }
-            // No JSON: searched as written and as its escapes spell it.
-            Err(_) => self.known.read().ok()?.replaced_text(body, false),
+            // No JSON as a value holds it (a number past what a float
+            // holds, a lone surrogate escape): searched as written and as
+            // its escapes spell it, but for what the client follows, which
+            // it may still read (`Task::accepted`).
+            Err(_) => {
+                let known = self.known.read().ok()?;
+                let (mut scrubbed, mut changed) = (Vec::with_capacity(body.len()), false);
+                let mut take = |part: &[u8], replaced: Option<Vec<u8>>| match replaced {
+                    Some(replaced) => {
+                        changed = true;
+                        scrubbed.extend(replaced);
+                    }
+                    None => scrubbed.extend_from_slice(part),
+                };
+                let mut at = 0;
+                for value in followed_values(body) {
+                    let gap = &body[at..value.start];
+                    take(gap, known.replaced_text(gap, false));
+                    let followed = &body[value.clone()];
+                    let holds_the_key = std::str::from_utf8(followed).is_ok_and(|text| self.holds_the_key(text));
+                    take(followed, holds_the_key.then(|| REDACTED.as_bytes().to_vec()));
+                    at = value.end;
+                }
+                take(&body[at..], known.replaced_text(&body[at..], false));
+                changed.then_some(scrubbed)
+            }
         }
     }
 
@@ -2231,6 +2308,26 @@ mod tests {
             assert_eq!(read["id"], "t1", "{body}");
             assert_eq!(read["seed"], 12345678901u64, "{body}");
             assert_eq!(read["prompt"], "a fox", "{body}");
+        }
+        // An answer no JSON value holds (a number past a float, a lone
+        // surrogate), which the client may still read for its task: what
+        // it follows stays whole there too, and the rest is scrubbed.
+        let scrubber = Scrubber::new("key-12345678").serving(&["http://127.0.0.1:8080/"]);
+        scrubber.learn_request(&json!({"prompt": "x", "webhook_secret": "get_result?id="}));
+        for odd in [r#""input_mp":1e400"#, r#""prompt":"a red fox \ud83d""#] {
+            let answer = format!(
+                r#"{{"id":"t1", "polling_url" : "{polling}",{odd},"details":"get_result?id= and key-12345678"}}"#
+            );
+            assert!(serde_json::from_str::<Value>(&answer).is_err(), "{answer}");
+            let scrubbed = String::from_utf8(scrubber.scrub_body(answer.as_bytes()).unwrap()).unwrap();
+            assert!(
+                scrubbed.contains(&format!(r#""polling_url" : "{polling}""#)),
+                "{scrubbed}"
+            );
+            assert!(
+                scrubbed.contains(r#""details":"[redacted] and [redacted]""#),
+                "{scrubbed}"
+            );
         }
         // Results delivered from a host the scrubber was not told of: what
         // keeps them whole is what each kind of value must read as to be
