@@ -309,10 +309,33 @@ pub(crate) fn checked_prompt(job: &Job) -> Option<&str> {
 }
 
 /// Whether a reported prompt is the asked one: the same text, allowing for
-/// spaces around it and for a long report cut short.
+/// spaces around it, for a long report cut short, and for words of it the
+/// client scrubbed as secrets it sent (another line's webhook secret may be
+/// a word of this line's prompt: `a red [redacted]`).
 pub(crate) fn same_prompt(asked: &str, reported: &str) -> bool {
     let (asked, reported) = (asked.trim(), reported.trim());
-    asked == reported || (reported.len() >= 1024 && asked.starts_with(reported))
+    asked == reported || (reported.len() >= 1024 && asked.starts_with(reported)) || same_but_redacted(asked, reported)
+}
+
+/// Whether `reported` is `asked` with some of its text replaced by
+/// [`genapi_text::REDACTED`]: what it keeps stands in `asked` in order,
+/// from its start to its end.
+fn same_but_redacted(asked: &str, reported: &str) -> bool {
+    let pieces: Vec<&str> = reported.split(genapi_text::REDACTED).collect();
+    let (Some(first), Some(last)) = (pieces.first(), pieces.last()) else {
+        return false;
+    };
+    if pieces.len() < 2 || !asked.starts_with(first) {
+        return false;
+    }
+    let mut rest = &asked[first.len()..];
+    for piece in &pieces[1..pieces.len() - 1] {
+        match rest.find(piece) {
+            Some(at) => rest = &rest[at + piece.len()..],
+            None => return false,
+        }
+    }
+    rest.ends_with(last)
 }
 
 /// The start of a reported prompt, safe to show.
@@ -322,4 +345,29 @@ pub(crate) fn shown_prompt(reported: &str) -> String {
         .filter(|c| !genapi_text::is_unsafe_to_show(*c))
         .take(80)
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::same_prompt;
+
+    /// A prompt the client scrubbed of a secret another line sent is still
+    /// the line's; a prompt that differs where nothing was redacted is not.
+    #[test]
+    fn a_prompt_reported_with_words_redacted_is_the_asked_one() {
+        for (asked, reported, same) in [
+            ("a red fox in the snow", "a red fox in the snow", true),
+            ("a red fox in the snow", " a red fox in the snow ", true),
+            ("a red fox in the snow", "a red [redacted]", true),
+            ("a red fox in the snow", "[redacted] in the snow", true),
+            ("a red fox in the snow", "a [redacted] in [redacted]", true),
+            ("a red fox in the snow", "[redacted]", true),
+            ("a red fox in the snow", "a blue [redacted]", false),
+            ("a red fox in the snow", "a red [redacted] rain", false),
+            ("a red fox in the snow", "a red fox in the rain", false),
+            ("a red fox", "a red fox [redacted] more", false),
+        ] {
+            assert_eq!(same_prompt(asked, reported), same, "{asked:?} / {reported:?}");
+        }
+    }
 }

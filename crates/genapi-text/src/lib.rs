@@ -153,6 +153,12 @@ fn is_secret_name(name: &str) -> bool {
         .any(|word| name.contains(word))
 }
 
+/// What replaces a secret in any text genapi shows or keeps: the fields
+/// [`scrubbed`] leaves out, and the secrets the client scrubs from what the
+/// service says. A program comparing a text it sent with the one the
+/// service reports (a prompt) reads it as "some text was here".
+pub const REDACTED: &str = "[redacted]";
+
 /// A JSON value as genapi shows one in messages and `Debug` output: fields
 /// whose name says secret, key, token, password, authorization or
 /// credential replaced, long strings (images) cut, deep nesting folded.
@@ -188,7 +194,7 @@ fn scrub_at(value: &mut Value, depth: usize) {
         Value::Object(map) => {
             for (name, field) in map.iter_mut() {
                 if is_secret_name(name) && !field.is_null() {
-                    *field = Value::String("[redacted]".into());
+                    *field = Value::String(REDACTED.into());
                 } else {
                     scrub_at(field, depth + 1);
                 }
