@@ -9,14 +9,20 @@ use serde_json::json;
 use crate::cli::text;
 use crate::common::{genapi, Dir};
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_mock_with_its_own_key_keeps_the_prices_an_estimate_then_reads() {
+/// A mock with a key of its own (so its prices are kept under its
+/// address), whose tasks take 10 ms.
+async fn mock_of_its_own() -> MockService {
     let config = MockConfig::default()
         .key("a-key-of-its-own")
         .default_duration(std::time::Duration::from_millis(10));
-    let mock = MockService::start_with(config, "127.0.0.1:0".parse().unwrap())
+    MockService::start_with(config, "127.0.0.1:0".parse().unwrap())
         .await
-        .unwrap();
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mock_with_its_own_key_keeps_the_prices_an_estimate_then_reads() {
+    let mock = mock_of_its_own().await;
     let dir = Dir::new("learned-prices");
     let pro = json!({"model": "gen-2-pro", "prompt": "a fox", "width": 512, "height": 512});
     let flex = json!({"model": "gen-2-flex", "prompt": "a hare"});
@@ -52,12 +58,7 @@ async fn a_mock_with_its_own_key_keeps_the_prices_an_estimate_then_reads() {
 /// as a batch prices it, so an estimate of it is no longer unknown.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn generate_prices_a_model_by_what_its_task_settled_at() {
-    let config = MockConfig::default()
-        .key("a-key-of-its-own")
-        .default_duration(std::time::Duration::from_millis(10));
-    let mock = MockService::start_with(config, "127.0.0.1:0".parse().unwrap())
-        .await
-        .unwrap();
+    let mock = mock_of_its_own().await;
     let dir = Dir::new("learned-settled-prices");
     let job = json!({"model": "gen-dev", "prompt": "a dog", "width": 512, "height": 512, "output_format": "jpeg"});
     std::fs::write(dir.join("jobs.jsonl"), format!("{job}\n")).unwrap();
