@@ -178,6 +178,23 @@ fn new_entry(id: &str, model: &str, service: &str) -> Option<Entry> {
     })
 }
 
+/// The model task `id` was submitted to, when this command's history holds
+/// it for the service in use: what `wait` and `get` report for a task they
+/// were given only by id (`None` when the history does not know it).
+pub fn model_of(global: &Global, id: &str) -> Option<String> {
+    model_at(&path()?, id, &crate::service_shown(global))
+}
+
+/// The model the history at `path` keeps for task `id` sent to `service`:
+/// an id another service gave names another task.
+fn model_at(path: &Path, id: &str, service: &str) -> Option<String> {
+    read(path)
+        .ok()?
+        .into_iter()
+        .find(|entry| entry.id == id && entry.service == service && !entry.model.is_empty())
+        .map(|entry| out::clean(&entry.model))
+}
+
 /// Notes what is now known of task `id`: its service status (empty when
 /// unknown) and the file its result was saved to.
 pub fn note(id: &str, status: &str, saved: Option<&Path>) {
@@ -279,6 +296,38 @@ mod tests {
 
     fn entry_of(id: String) -> Option<Entry> {
         new_entry(&id, "gen-2-pro", "the built-in mock")
+    }
+
+    #[test]
+    fn a_task_s_model_is_known_only_for_the_service_it_was_sent_to() {
+        let dir = std::env::temp_dir().join(format!("genapi-history-model-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("history.jsonl");
+        add_at(&path, entry(1));
+        let mut elsewhere = entry(2);
+        elsewhere.service = "https://api.example".into();
+        elsewhere.model = "gen-2-klein-4b\u{1b}[2J".into();
+        add_at(&path, elsewhere);
+        assert_eq!(
+            model_at(&path, "task-1", "the built-in mock").as_deref(),
+            Some("gen-2-pro")
+        );
+        assert_eq!(
+            model_at(&path, "task-2", "the built-in mock"),
+            None,
+            "another service's task"
+        );
+        assert_eq!(
+            model_at(&path, "task-3", "the built-in mock"),
+            None,
+            "never sent from here"
+        );
+        let shown = model_at(&path, "task-2", "https://api.example").unwrap();
+        assert!(
+            shown.starts_with("gen-2-klein-4b") && !shown.contains('\u{1b}'),
+            "{shown:?}"
+        );
+        std::fs::remove_dir_all(dir).unwrap();
     }
 
     #[test]

@@ -390,8 +390,9 @@ struct Accepted {
     task: Task,
     index: Option<u32>,
     resume: WaitCommand,
-    /// The model it was submitted to; unknown to a `wait` given only the
-    /// task (`null` in `--json`, never an empty name).
+    /// The model it was submitted to; for a `wait` given only the task,
+    /// what this command's history keeps of it (`null` in `--json` when it
+    /// keeps nothing, never an empty name).
     model: Option<String>,
     /// What it was sent as, to learn its kind's price by what the task
     /// settled at (a `wait` given only the task does not know).
@@ -1200,11 +1201,12 @@ pub async fn wait(global: &Global, reference: &str, save: SaveArgs) -> Result<()
         task.polling_url().as_str(),
         &plan.resume_target(None),
     );
+    let model = crate::history::model_of(global, task.id());
     let accepted = vec![Accepted {
         task,
         index: None,
         resume,
-        model: None,
+        model,
         kind: None,
     }];
     let interrupt = crate::interrupt::interrupted();
@@ -1255,7 +1257,17 @@ async fn get_task(
             let (id, polling_url) = (task.id(), task.polling_url().as_str());
             let resume = resume_command(global, &connection.client, id, polling_url, &target);
             let unreachable = failure.unreachable.clone();
-            let code = report(global, connection, id, polling_url, None, &resume, "", Err(failure));
+            let model = crate::history::model_of(global, id);
+            let code = report(
+                global,
+                connection,
+                id,
+                polling_url,
+                model.as_deref(),
+                &resume,
+                "",
+                Err(failure),
+            );
             return Err(Failure {
                 unreachable,
                 ..Failure::new(code, "")
@@ -1271,7 +1283,8 @@ async fn get_task(
         let view = serde_json::to_value(&state).unwrap_or_default();
         out::out(
             &json!({
-                "id": task.id(), "polling_url": task.polling_url().as_str(), "status": state.status.as_str(),
+                "id": task.id(), "polling_url": task.polling_url().as_str(),
+                "model": crate::history::model_of(global, task.id()), "status": state.status.as_str(),
                 "progress": state.progress, "file": null, "seed": view["result"]["seed"], "cost": view["cost"],
                 "duration": view["result"]["duration"], "mock": mock,
             })
@@ -1348,7 +1361,17 @@ async fn get_task(
         crate::history::note(&id, "Ready", Some(&saved.file));
     }
     let resume = resume_command(global, &connection.client, &id, &polling_url, &plan.resume_target(None));
-    match report(global, connection, &id, &polling_url, None, &resume, "Ready", outcome) {
+    let model = crate::history::model_of(global, &id);
+    match report(
+        global,
+        connection,
+        &id,
+        &polling_url,
+        model.as_deref(),
+        &resume,
+        "Ready",
+        outcome,
+    ) {
         0 => {
             crate::task_secrets::forget(&id);
             Ok(())

@@ -646,6 +646,7 @@ fn timeout_is_resumable_and_submit_wait_get_pick_tasks_up() {
     let pending = slow.command(&dir).args(["get", id, "--json"]).output().unwrap();
     assert_exit(&pending, 0);
     assert_eq!(json_lines(&pending)[0]["status"], "Pending");
+    assert_eq!(json_lines(&pending)[0]["model"], "gen-2-pro", "as `generate` kept it");
     let not_yet = slow
         .command(&dir)
         .args(["get", id, "--out", "slow.jpg"])
@@ -673,9 +674,14 @@ fn timeout_is_resumable_and_submit_wait_get_pick_tasks_up() {
         .unwrap();
     assert_exit(&waited, 0);
     assert_eq!(json_lines(&waited)[0]["status"], "Ready");
-    // `wait` is given the task alone: its model is unknown, not "".
-    assert_eq!(json_lines(&waited)[0]["model"], Value::Null);
+    // `wait` is given the task alone: its model is what the command's
+    // history kept when `submit` sent it.
     assert_eq!(task["model"], "gen-2-pro", "submit knows it");
+    assert_eq!(
+        json_lines(&waited)[0]["model"],
+        "gen-2-pro",
+        "so does wait, from the history"
+    );
     assert_eq!(decoded(&dir.join("boat.webp")).0, Some(genapi::ImageFormat::Webp));
     let got = quick
         .command(&dir)
@@ -689,6 +695,7 @@ fn timeout_is_resumable_and_submit_wait_get_pick_tasks_up() {
     let by_id = quick.command(&dir).args(["get", id, "--json"]).output().unwrap();
     assert_exit(&by_id, 0);
     assert_eq!(json_lines(&by_id)[0]["status"], "Ready");
+    assert_eq!(json_lines(&by_id)[0]["model"], "gen-2-pro");
 
     let forever = genapi(&dir)
         .args(["generate", "x", "--timeout", "18446744073709551615", "--json"])
