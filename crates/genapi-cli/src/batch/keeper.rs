@@ -129,19 +129,24 @@ async fn open_journal(out_dir: &Path) -> Result<Keeper, Failure> {
                 .into_iter()
                 .filter(|line| !status.lines.contains_key(line))
                 .collect();
-            (!lost.is_empty()).then(|| standing::counted(&lost))
+            (!lost.is_empty()).then(|| (standing::counted(&lost), lost.len() == 1))
         }
         // Results that cannot be read beside an empty journal: any line
         // may have been sent.
-        None if status.lines.is_empty() => Some("lines".to_string()),
+        None if status.lines.is_empty() => Some(("lines".to_string(), false)),
         None => None,
     };
-    if let Some(which) = lost {
+    if let Some((which, one)) = lost {
+        let (was, it, its) = if one {
+            ("was", "it", "its file")
+        } else {
+            ("were", "them", "their files")
+        };
         return Err(Failure::usage(format!(
-            "--out {}: {RESULTS} says {which} of an earlier run were sent, but {JOURNAL} holds no record of them, so \
-             running would submit (and pay for) them again and overwrite their files; restore {JOURNAL} from a \
-             copy, or, to start over, move {RESULTS} and the images away (or choose another --out directory); \
-             nothing was sent",
+            "--out {}: {RESULTS} says {which} of an earlier run {was} sent, but {JOURNAL} holds no record of {it}, \
+             so running would submit (and pay for) {it} again and overwrite {its}; restore {JOURNAL} from a copy, \
+             or, to start over, move {RESULTS} and the images away (or choose another --out directory); nothing \
+             was sent",
             shown(out_dir)
         )));
     }

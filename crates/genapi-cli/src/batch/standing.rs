@@ -122,10 +122,14 @@ pub fn gone_advice(lines: &[u64], out_dir: &Path, now: bool) -> String {
     } else {
         "the built-in mock of an earlier run, which ended with that run"
     };
+    let (their_tasks_are, them) = match lines {
+        [_] => ("its task is", "it"),
+        _ => ("their tasks are", "them"),
+    };
     format!(
-        "{} went to {when}: their tasks are gone, and no run can finish them in {}. Start over in another folder \
-         (another --out), or, to be able to resume after an interruption, run `genapi mock` in another terminal, set \
-         the variables it prints, and run the batch there",
+        "{} went to {when}: {their_tasks_are} gone, and no run can finish {them} in {}. Start over in another \
+         folder (another --out), or, to be able to resume after an interruption, run `genapi mock` in another \
+         terminal, set the variables it prints, and run the batch there",
         counted(lines),
         out::clean(&out_dir.display().to_string())
     )
@@ -167,5 +171,13 @@ mod tests {
     fn consecutive_lines_are_said_as_ranges() {
         assert_eq!(counted(&[3]), "line 3");
         assert_eq!(counted(&[1, 2, 3, 4, 7, 9, 10]), "lines 1-4, 7, 9-10 (7)");
+    }
+
+    #[test]
+    fn lines_gone_with_a_mock_are_said_of_one_or_of_many() {
+        let one = gone_advice(&[4], Path::new("out"), true);
+        assert!(one.starts_with("line 4 went to the built-in mock, which ends with this command: its task is gone, and no run can finish it in out."), "{one}");
+        let many = gone_advice(&[1, 2], Path::new("out"), false);
+        assert!(many.starts_with("lines 1-2 (2) went to the built-in mock of an earlier run, which ended with that run: their tasks are gone, and no run can finish them in out."), "{many}");
     }
 }

@@ -100,8 +100,9 @@ impl View<'_> {
         let next_run = self.lines().next_run(&self.folder);
         said.extend(next_run.iter().map(|sentence| format!("  {sentence}")));
         if self.invalid > 0 {
+            let them = if self.invalid == 1 { "it" } else { "them" };
             said.push(format!(
-                "  {} of the job file invalid: not jobs, never sent (fix them, as said above, to have them sent)",
+                "  {} of the job file invalid: not jobs, never sent (fix {them}, as said above, to have {them} sent)",
                 lines(self.invalid)
             ));
         }
@@ -221,6 +222,27 @@ mod tests {
             (&Value::from(1), &Value::Bool(true))
         );
         assert_eq!(ledger_json["credits_charged"], 2.5);
+    }
+
+    #[test]
+    fn invalid_lines_of_the_job_file_are_said_of_one_or_of_many() {
+        let mut one = view(Place::Journal(PathBuf::from("out")), Some(Status::default()));
+        one.invalid = 1;
+        let said = one.text().join("\n");
+        assert!(
+            said.contains(
+                "1 line of the job file invalid: not jobs, never sent (fix it, as said above, to have it sent)"
+            ),
+            "{said}"
+        );
+        one.invalid = 2;
+        let said = one.text().join("\n");
+        assert!(
+            said.contains(
+                "2 lines of the job file invalid: not jobs, never sent (fix them, as said above, to have them sent)"
+            ),
+            "{said}"
+        );
     }
 
     #[test]

@@ -749,6 +749,25 @@ async fn an_output_directory_whose_journal_lost_its_records_is_refused_not_paid_
             assert_eq!(&std::fs::read(out.join(format!("img-{n}.jpg"))).unwrap(), image);
         }
     };
+    // The journal loses line 2's records: results.jsonl still names its
+    // task.
+    let journal = std::fs::read_to_string(out.join("journal.jsonl")).unwrap();
+    let kept: String = journal
+        .lines()
+        .filter(|record| !record.contains(r#""line":2,"#))
+        .map(|record| format!("{record}\n"))
+        .collect();
+    assert_ne!(kept, journal, "line 2 had records");
+    std::fs::write(out.join("journal.jsonl"), kept).unwrap();
+    let refused = batch();
+    let stderr = text(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr
+            .contains("results.jsonl says line 2 of an earlier run was sent, but journal.jsonl holds no record of it"),
+        "{stderr}"
+    );
+    assert_eq!(mock.count("POST", "/v1/gen-2-pro"), 2, "nothing paid again");
     // The journal is emptied: results.jsonl still names the tasks.
     std::fs::write(out.join("journal.jsonl"), "").unwrap();
     let refused = batch();
