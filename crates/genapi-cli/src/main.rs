@@ -124,6 +124,8 @@ enum Command {
         #[command(flatten)]
         save: tasks::SaveArgs,
         /// Number of results (N tasks; files are numbered).
+        ///
+        /// `-n 3 -o fox.png` saves `fox-1.png`, `fox-2.png` and `fox-3.png`.
         #[arg(short = 'n', long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=24))]
         count: u32,
     },

@@ -21,7 +21,7 @@ pub struct SaveArgs {
     /// File or directory for the result, or `-` for standard output.
     ///
     /// When the task is submitted, a file's extension chooses the format (.jpg .jpeg .jfif .jpe, .png, .webp; others
-    /// are refused). When a task is picked up (wait, get), a result of another format is saved with its own
+    /// are refused), and a name without one gets the format's (`-o fox` saves `fox.jpg`). When a task is picked up (wait, get), a result of another format is saved with its own
     /// extension, and a name of no image format as given, with a warning. A folder gets generated names; `-` writes
     /// the image's bytes to standard output (redirected or piped, never a terminal).
     #[arg(short = 'o', long, value_name = "FILE|DIR|-")]

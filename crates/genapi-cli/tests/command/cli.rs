@@ -1006,6 +1006,29 @@ fn a_misspelt_image_field_is_named_and_n_with_a_seed_warns() {
     assert!(text(&run.stderr).contains("identical images"), "{}", text(&run.stderr));
 }
 
+/// `generate --help` says what files `-o` and `-n` make; the examples it
+/// gives make those files.
+#[test]
+fn the_files_generate_help_promises_are_the_files_it_saves() {
+    let dir = Dir::new("help-names");
+    let help = genapi(&dir).args(["generate", "--help"]).output().unwrap();
+    let help = text(&help.stdout);
+    for promise in [
+        "`-o fox` saves `fox.jpg`",
+        "`-n 3 -o fox.png` saves `fox-1.png`, `fox-2.png` and `fox-3.png`",
+    ] {
+        assert!(help.contains(promise), "{promise:?} in {help}");
+    }
+    for args in [&["-o", "fox"][..], &["-n", "3", "-o", "fox.png"]] {
+        let run = genapi(&dir).args(["generate", "x"]).args(args).output().unwrap();
+        assert_exit(&run, 0);
+    }
+    for name in ["fox.jpg", "fox-1.png", "fox-2.png", "fox-3.png"] {
+        assert!(dir.join(name).is_file(), "{name}");
+    }
+    assert!(!dir.join("fox").exists() && !dir.join("fox.png").exists());
+}
+
 #[test]
 fn a_result_that_cannot_be_written_exits_1_and_says_how_to_resume() {
     let dir = Dir::new("unwritable");
