@@ -186,8 +186,11 @@ pub fn model_of(global: &Global, id: &str) -> Option<String> {
 }
 
 /// The model the history at `path` keeps for task `id` sent to `service`:
-/// an id another service gave names another task.
+/// an id another service gave names another task. A history in a folder
+/// others may change is not one this command kept (it keeps none there),
+/// so nothing is taken from it.
 fn model_at(path: &Path, id: &str, service: &str) -> Option<String> {
+    genapi_files::may_write_private(path).ok()?;
     read(path)
         .ok()?
         .into_iter()
@@ -300,8 +303,10 @@ mod tests {
 
     #[test]
     fn a_task_s_model_is_known_only_for_the_service_it_was_sent_to() {
+        use std::os::unix::fs::PermissionsExt;
         let dir = std::env::temp_dir().join(format!("genapi-history-model-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
         let path = dir.join("history.jsonl");
         add_at(&path, entry(1));
         let mut elsewhere = entry(2);
@@ -326,6 +331,14 @@ mod tests {
         assert!(
             shown.starts_with("gen-2-klein-4b") && !shown.contains('\u{1b}'),
             "{shown:?}"
+        );
+        // A folder others may write in: what it holds is not this command's.
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+        assert_eq!(model_at(&path, "task-1", "the built-in mock"), None);
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+        assert_eq!(
+            model_at(&path, "task-1", "the built-in mock").as_deref(),
+            Some("gen-2-pro")
         );
         std::fs::remove_dir_all(dir).unwrap();
     }
