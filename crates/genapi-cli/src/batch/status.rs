@@ -226,23 +226,21 @@ mod tests {
 
     #[test]
     fn invalid_lines_of_the_job_file_are_said_of_one_or_of_many() {
-        let mut one = view(Place::Journal(PathBuf::from("out")), Some(Status::default()));
-        one.invalid = 1;
-        let said = one.text().join("\n");
-        assert!(
-            said.contains(
-                "1 line of the job file invalid: not jobs, never sent (fix it, as said above, to have it sent)"
+        let mut status = view(Place::Journal(PathBuf::from("out")), Some(Status::default()));
+        for (invalid, expected) in [
+            (
+                1,
+                "1 line of the job file invalid: not jobs, never sent (fix it, as said above, to have it sent)",
             ),
-            "{said}"
-        );
-        one.invalid = 2;
-        let said = one.text().join("\n");
-        assert!(
-            said.contains(
-                "2 lines of the job file invalid: not jobs, never sent (fix them, as said above, to have them sent)"
+            (
+                2,
+                "2 lines of the job file invalid: not jobs, never sent (fix them, as said above, to have them sent)",
             ),
-            "{said}"
-        );
+        ] {
+            status.invalid = invalid;
+            let said = status.text().join("\n");
+            assert!(said.contains(expected), "{said}");
+        }
     }
 
     #[test]
