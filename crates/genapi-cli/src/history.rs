@@ -133,11 +133,15 @@ fn add_at(path: &Path, entry: Entry) {
     write(path, entries);
 }
 
-/// Notes the status (and saved file) of task `id` in the history at `path`,
-/// when the task is there.
-fn note_at(path: &Path, id: &str, status: &str, saved: Option<&Path>) {
+/// Notes the status (and saved file) of task `id` sent to `service` in the
+/// history at `path`, when the task is there: another service's answer
+/// about the same id (a `get` with the wrong profile) is not this task's.
+fn note_at(path: &Path, id: &str, service: &str, status: &str, saved: Option<&Path>) {
     let Ok(mut entries) = read(path) else { return };
-    let Some(entry) = entries.iter_mut().find(|entry| entry.id == id) else {
+    let Some(entry) = entries
+        .iter_mut()
+        .find(|entry| entry.id == id && entry.service == service)
+    else {
         return;
     };
     if !status.is_empty() {
@@ -194,13 +198,14 @@ fn model_at(path: &Path, id: &str, service: &str) -> Option<String> {
     read(path)
         .ok()?
         .into_iter()
-        .find(|entry| entry.id == id && entry.service == service && !entry.model.is_empty())
-        .map(|entry| out::clean(&entry.model))
+        .find(|entry| entry.id == id && entry.service == service)
+        .map(|entry| bounded(&out::clean(&entry.model)))
+        .filter(|model| !model.trim().is_empty())
 }
 
-/// Notes what is now known of task `id`: its service status (empty when
-/// unknown) and the file its result was saved to.
-pub fn note(id: &str, status: &str, saved: Option<&Path>) {
+/// Notes what is now known of task `id` from the service in use: its
+/// status (empty when unknown) and the file its result was saved to.
+pub fn note(global: &Global, id: &str, status: &str, saved: Option<&Path>) {
     // Absolute: the list is read from any folder (`-` is standard output).
     let saved = saved.map(|file| {
         if file == Path::new("-") {
@@ -210,7 +215,7 @@ pub fn note(id: &str, status: &str, saved: Option<&Path>) {
         }
     });
     if let Some(path) = path() {
-        note_at(&path, id, status, saved.as_deref());
+        note_at(&path, id, &crate::service_shown(global), status, saved.as_deref());
     }
 }
 
@@ -327,6 +332,22 @@ mod tests {
             None,
             "never sent from here"
         );
+        let mut blank = entry(3);
+        blank.model = "\u{1b}\u{200b}".into();
+        add_at(&path, blank);
+        assert_eq!(
+            model_at(&path, "task-3", "the built-in mock"),
+            None,
+            "nothing left to show"
+        );
+        let mut long = entry(4);
+        long.model = "m".repeat(100_000);
+        add_at(&path, long);
+        let cut = model_at(&path, "task-4", "the built-in mock").unwrap();
+        assert!(
+            cut.chars().count() <= FIELD_MOST + 35 && cut.ends_with("characters)"),
+            "{cut}"
+        );
         let shown = model_at(&path, "task-2", "https://api.example").unwrap();
         assert!(
             shown.starts_with("gen-2-klein-4b") && !shown.contains('\u{1b}'),
@@ -351,7 +372,7 @@ mod tests {
         let big = "x".repeat(FILE_LIMIT as usize + 1);
         std::fs::write(&path, &big).unwrap();
         add_at(&path, entry(1));
-        note_at(&path, "task-1", "Ready", None);
+        note_at(&path, "task-1", "the built-in mock", "Ready", None);
         assert_eq!(std::fs::read_to_string(&path).unwrap(), big, "not erased");
         std::fs::remove_dir_all(dir).unwrap();
     }
@@ -380,15 +401,22 @@ mod tests {
         assert_eq!(kept.len(), CAP);
         assert_eq!(kept[0].id, format!("task-{}", CAP + 29), "newest first");
         assert_eq!(kept[CAP - 1].id, "task-30", "the oldest went");
-        note_at(&path, "task-40", "Ready", Some(Path::new("shots/fox.jpg")));
-        note_at(&path, "task-41", "Content Moderated", None);
-        note_at(&path, "task-0", "Ready", None);
+        let here = "the built-in mock";
+        note_at(&path, "task-40", here, "Ready", Some(Path::new("shots/fox.jpg")));
+        note_at(&path, "task-41", here, "Content Moderated", None);
+        note_at(&path, "task-0", here, "Ready", None);
+        note_at(&path, "task-42", "https://elsewhere.example", "Task not found", None);
         let kept = read(&path).unwrap();
         let found = |id: &str| kept.iter().find(|e| e.id == id).cloned();
         assert_eq!(found("task-40").unwrap().status, "ready");
         assert_eq!(found("task-40").unwrap().saved.as_deref(), Some("shots/fox.jpg"));
         assert_eq!(found("task-41").unwrap().status, "refused by moderation (the result)");
         assert!(found("task-0").is_none(), "a task no longer kept is not added back");
+        assert_eq!(
+            found("task-42").unwrap().status,
+            "submitted",
+            "another service's answer is not its"
+        );
         assert_eq!(kept.len(), CAP);
         std::fs::remove_dir_all(dir).unwrap();
     }

@@ -630,7 +630,7 @@ async fn complete(
                 Err(_) => polling_url,
             };
             let saved = outcome.as_ref().ok().map(|saved| saved.file.as_path());
-            crate::history::note(&id, if saved.is_some() { "Ready" } else { &status }, saved);
+            crate::history::note(global, &id, if saved.is_some() { "Ready" } else { &status }, saved);
             // What scrubs the task's answers is kept while something is left.
             if over {
                 crate::task_secrets::forget(&id);
@@ -1274,7 +1274,7 @@ async fn get_task(
             });
         }
     };
-    crate::history::note(task.id(), state.status.as_str(), None);
+    crate::history::note(global, task.id(), state.status.as_str(), None);
     let mock = connection.on_a_mock();
     // With --json, the task's object is printed once: its state here, or
     // its saved result below.
@@ -1358,7 +1358,7 @@ async fn get_task(
     let polling_url = output.reference().polling_url.to_string();
     let outcome = save_output(&connection.client, output, &plan, None, deadline, global).await;
     if let Ok(saved) = &outcome {
-        crate::history::note(&id, "Ready", Some(&saved.file));
+        crate::history::note(global, &id, "Ready", Some(&saved.file));
     }
     let resume = resume_command(global, &connection.client, &id, &polling_url, &plan.resume_target(None));
     let model = crate::history::model_of(global, &id);
