@@ -46,16 +46,28 @@ pub(super) fn check(jobs_file: &Path, skip_invalid: bool) -> Result<JobFile, Fai
         ));
     }
     if checked.invalid_lines() > 0 && !skip_invalid {
-        return Err(Failure::usage(format!(
-            "{} of {} lines are invalid; nothing was submitted (fix them, or pass --skip-invalid to submit the others)",
+        return Err(Failure::usage(invalid_lines_refused(
             checked.invalid_lines(),
-            checked.lines()
+            checked.lines(),
         )));
     }
     if checked.lines() == 0 {
         return Err(Failure::usage(format!("{}: no jobs in the file", shown(jobs_file))));
     }
     Ok(checked)
+}
+
+/// Why a job file with `invalid` invalid lines of `lines` sends nothing,
+/// and what to do: fix them, or (when some are valid) skip them.
+fn invalid_lines_refused(invalid: usize, lines: usize) -> String {
+    let (are, them) = if invalid == 1 { ("is", "it") } else { ("are", "them") };
+    let of = if lines == 1 { "line" } else { "lines" };
+    let skip = match lines - invalid.min(lines) {
+        0 => String::new(),
+        1 => ", or pass --skip-invalid to submit the other one".to_string(),
+        valid => format!(", or pass --skip-invalid to submit the other {valid}"),
+    };
+    format!("{invalid} of {lines} {of} {are} invalid; nothing was submitted (fix {them}{skip})")
 }
 
 /// Why a line is invalid, in the command's words: the library's reasons, with
@@ -117,4 +129,34 @@ pub(super) fn valid_jobs(
         })
         .ok()
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::invalid_lines_refused;
+
+    #[test]
+    fn invalid_lines_are_said_of_one_or_of_many_and_skipping_is_offered_only_with_lines_left() {
+        for (invalid, lines, said) in [
+            (1, 1, "1 of 1 line is invalid; nothing was submitted (fix it)"),
+            (
+                1,
+                2,
+                "1 of 2 lines is invalid; nothing was submitted (fix it, or pass --skip-invalid to submit the other one)",
+            ),
+            (3, 3, "3 of 3 lines are invalid; nothing was submitted (fix them)"),
+            (
+                6,
+                7,
+                "6 of 7 lines are invalid; nothing was submitted (fix them, or pass --skip-invalid to submit the other one)",
+            ),
+            (
+                2,
+                7,
+                "2 of 7 lines are invalid; nothing was submitted (fix them, or pass --skip-invalid to submit the other 5)",
+            ),
+        ] {
+            assert_eq!(invalid_lines_refused(invalid, lines), said);
+        }
+    }
 }
