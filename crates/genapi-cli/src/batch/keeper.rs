@@ -120,9 +120,31 @@ async fn open_journal(out_dir: &Path) -> Result<Keeper, Failure> {
         }
     })?;
     let status = store.status(&[]).await.map_err(store_failure)?;
-    // A journal that lost records (emptied, cut, replaced) would have
-    // their lines submitted (and paid for) again: results.jsonl says which
-    // lines were sent.
+    refuse_lost_records(out_dir, &status)?;
+    // Tasks that lived in a built-in mock that ended cannot be polled by
+    // anyone: said at once, instead of polling them until --timeout.
+    let gone: Vec<u64> = status
+        .lines
+        .iter()
+        .filter(|(_, standing)| **standing == Standing::Gone)
+        .map(|(line, _)| *line)
+        .collect();
+    if !gone.is_empty() {
+        return Err(Failure::usage(format!(
+            "{}; nothing was sent",
+            standing::gone_advice(&gone, out_dir, false)
+        )));
+    }
+    Ok(Keeper {
+        store: Box::new(store),
+        seats: None,
+    })
+}
+
+/// A journal that lost records (emptied, cut, replaced) would have their
+/// lines submitted (and paid for) again: results.jsonl says which lines
+/// were sent. Refused, by a run and by `--status` alike, with what to do.
+fn refuse_lost_records(out_dir: &Path, status: &Status) -> Result<(), Failure> {
     let lost = match lines_that_may_have_paid(out_dir) {
         Some(sent) => {
             let lost: Vec<u64> = sent
@@ -150,24 +172,7 @@ async fn open_journal(out_dir: &Path) -> Result<Keeper, Failure> {
             shown(out_dir)
         )));
     }
-    // Tasks that lived in a built-in mock that ended cannot be polled by
-    // anyone: said at once, instead of polling them until --timeout.
-    let gone: Vec<u64> = status
-        .lines
-        .iter()
-        .filter(|(_, standing)| **standing == Standing::Gone)
-        .map(|(line, _)| *line)
-        .collect();
-    if !gone.is_empty() {
-        return Err(Failure::usage(format!(
-            "{}; nothing was sent",
-            standing::gone_advice(&gone, out_dir, false)
-        )));
-    }
-    Ok(Keeper {
-        store: Box::new(store),
-        seats: None,
-    })
+    Ok(())
 }
 
 /// The ledger's batch `name`, with the seat pool this worker counts in.
@@ -240,6 +245,16 @@ pub(super) async fn read_status(run: &Run<'_>, ledger_url: Option<String>) -> Re
                 })?;
                 // No journal there: no run of the batch has started in it.
                 let journal = genapi_files::is_taken(&out_dir.join(JOURNAL)).then(|| journal_view(&out_dir));
+                // What a run would refuse, --status says: not "not sent" of
+                // lines results.jsonl says were.
+                let recorded = match &journal {
+                    Some(view) => view
+                        .status(&[])
+                        .await
+                        .map_err(|error| unreadable(&Place::Journal(out_dir.clone()), error))?,
+                    None => Status::default(),
+                };
+                refuse_lost_records(&out_dir, &recorded)?;
                 (Place::Journal(out_dir), journal.map(|view| Box::new(view) as _))
             }
         };

@@ -768,6 +768,17 @@ async fn an_output_directory_whose_journal_lost_its_records_is_refused_not_paid_
         "{stderr}"
     );
     assert_eq!(mock.count("POST", "/v1/gen-2-pro"), 2, "nothing paid again");
+    // --status says what the run does, not "not sent" of line 2.
+    let status = genapi(&dir, &mock)
+        .args(["batch", "jobs.jsonl", "--out", "out", "--status"])
+        .output()
+        .unwrap();
+    let said = format!("{}{}", text(&status.stdout), text(&status.stderr));
+    assert_eq!(status.status.code(), Some(2), "{said}");
+    assert!(
+        said.contains("line 2 of an earlier run was sent") && !said.contains("not sent"),
+        "{said}"
+    );
     // The journal is emptied: results.jsonl still names the tasks.
     std::fs::write(out.join("journal.jsonl"), "").unwrap();
     let refused = batch();
