@@ -30,17 +30,27 @@ mod error_report;
 pub use error_report::{causes, debug_error};
 
 /// Whether a character should not reach a terminal as it is: control
-/// characters, and the invisible ones that reorder or hide text (bidi
-/// controls, zero-width characters, the byte-order mark).
+/// characters, the line and paragraph separators (which some terminals and
+/// log viewers break lines at, so a field could forge a line of its own),
+/// and the invisible ones that reorder or hide text (bidi controls,
+/// zero-width characters, the byte-order mark).
 ///
 /// ```
 /// assert!(genapi_text::is_unsafe_to_show('\u{1b}'));
 /// assert!(genapi_text::is_unsafe_to_show('\u{202e}'));
+/// assert!(genapi_text::is_unsafe_to_show('\u{2028}'));
 /// assert!(!genapi_text::is_unsafe_to_show('é'));
 /// ```
 pub fn is_unsafe_to_show(c: char) -> bool {
     c.is_control()
-        || matches!(c, '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{feff}' | '\u{061c}')
+        || matches!(
+            c,
+            '\u{200b}'..='\u{200f}'
+                | '\u{2028}'..='\u{202e}'
+                | '\u{2066}'..='\u{2069}'
+                | '\u{feff}'
+                | '\u{061c}'
+        )
 }
 
 /// An address as it may be shown: its user information (`user:password@`)
