@@ -10,6 +10,7 @@
 //! mock no other worker can reach. `--status` opens either to read only
 //! ([`read_status`]).
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -120,7 +121,7 @@ async fn open_journal(out_dir: &Path) -> Result<Keeper, Failure> {
         }
     })?;
     let status = store.status(&[]).await.map_err(store_failure)?;
-    refuse_lost_records(out_dir, &status)?;
+    refuse_lost_records(out_dir, lines_that_may_have_paid(out_dir), &status)?;
     // Tasks that lived in a built-in mock that ended cannot be polled by
     // anyone: said at once, instead of polling them until --timeout.
     let gone: Vec<u64> = status
@@ -142,10 +143,11 @@ async fn open_journal(out_dir: &Path) -> Result<Keeper, Failure> {
 }
 
 /// A journal that lost records (emptied, cut, replaced) would have their
-/// lines submitted (and paid for) again: results.jsonl says which lines
-/// were sent. Refused, by a run and by `--status` alike, with what to do.
-fn refuse_lost_records(out_dir: &Path, status: &Status) -> Result<(), Failure> {
-    let lost = match lines_that_may_have_paid(out_dir) {
+/// lines submitted (and paid for) again: `sent` is what results.jsonl says
+/// was ([`lines_that_may_have_paid`]), `status` what the journal holds.
+/// Refused, by a run and by `--status` alike, with what to do.
+fn refuse_lost_records(out_dir: &Path, sent: Option<BTreeSet<u64>>, status: &Status) -> Result<(), Failure> {
+    let lost = match sent {
         Some(sent) => {
             let lost: Vec<u64> = sent
                 .into_iter()
@@ -246,7 +248,11 @@ pub(super) async fn read_status(run: &Run<'_>, ledger_url: Option<String>) -> Re
                 // No journal there: no run of the batch has started in it.
                 let journal = genapi_files::is_taken(&out_dir.join(JOURNAL)).then(|| journal_view(&out_dir));
                 // What a run would refuse, --status says: not "not sent" of
-                // lines results.jsonl says were.
+                // lines results.jsonl says were. Results first: a run
+                // records a line in the journal before its result, so a
+                // journal read after them holds every line they name, even
+                // while a run goes on.
+                let sent = lines_that_may_have_paid(&out_dir);
                 let recorded = match &journal {
                     Some(view) => view
                         .status(&[])
@@ -254,7 +260,7 @@ pub(super) async fn read_status(run: &Run<'_>, ledger_url: Option<String>) -> Re
                         .map_err(|error| unreadable(&Place::Journal(out_dir.clone()), error))?,
                     None => Status::default(),
                 };
-                refuse_lost_records(&out_dir, &recorded)?;
+                refuse_lost_records(&out_dir, sent, &recorded)?;
                 (Place::Journal(out_dir), journal.map(|view| Box::new(view) as _))
             }
         };
