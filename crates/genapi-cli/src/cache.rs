@@ -68,19 +68,58 @@ pub const FILES: [CacheFile; 4] = [DURATIONS, PRICES, TASK_SECRETS, HISTORY];
 /// it is best effort, but a folder the file policy refuses (another user's,
 /// or one others may change) is one the user can fix, and what its loss
 /// costs them is theirs to know: that is said once a run on stderr, with
-/// what to run. Anything else that stops the write is only logged.
+/// what to run ([`say_not_kept`]). A pipe or a device at the file's name
+/// (nothing the command wrote) is removed, as an unusable file of the cache
+/// is replaced. Anything else that stops the write is only logged.
 pub fn keep_private(file: &CacheFile, path: &Path, bytes: &[u8]) {
-    match genapi_files::write_private(path, bytes, genapi_files::Existing::Replace) {
+    let write = || genapi_files::write_private(path, bytes, genapi_files::Existing::Replace);
+    let written = match write() {
+        Err(genapi_files::FileError::NotRegular { .. }) => match std::fs::remove_file(path) {
+            Ok(()) => write(),
+            Err(error) => Err(genapi_files::FileError::Io {
+                path: path.to_path_buf(),
+                source: error,
+            }),
+        },
+        written => written,
+    };
+    match written {
         Ok(_) => {}
-        Err(refused) if is_folder_refusal(&refused) => {
-            static SAID: Mutex<Vec<&str>> = Mutex::new(Vec::new());
-            let Ok(mut said) = SAID.lock() else { return };
-            if !said.contains(&file.name) {
-                said.push(file.name);
-                crate::out::err(&not_kept(file, &refused));
-            }
-        }
+        Err(refused) if is_folder_refusal(&refused) => say_not_kept(file, &refused),
         Err(error) => tracing::debug!(%error, file = file.name, "a file of the cache is not kept"),
+    }
+}
+
+/// The bytes of `path`, a private file of the cache (`file`), as the file
+/// policy reads back a file a program keeps for itself
+/// ([`genapi_files::read_private`]: never through a link, and only while no
+/// one else may change it); `None` when there is none. A folder the policy
+/// refuses holds nothing the command kept (it keeps nothing there), so
+/// nothing of it is read: that is said once a run, as when keeping
+/// ([`say_not_kept`]), and the file counts as missing. Why the file itself
+/// is unusable, otherwise: the caller decides what to tell.
+pub fn read_kept(file: &CacheFile, path: &Path, limit: u64) -> Result<Option<Vec<u8>>, genapi_files::FileError> {
+    let read = genapi_files::may_write_private(path).and_then(|()| match genapi_files::is_taken(path) {
+        true => genapi_files::read_private(path, limit).map(Some),
+        false => Ok(None),
+    });
+    match read {
+        Err(refused) if is_folder_refusal(&refused) => {
+            say_not_kept(file, &refused);
+            Ok(None)
+        }
+        read => read,
+    }
+}
+
+/// Says, once a run for each file, that `file` is not kept because the
+/// file policy refused its folder, what that costs, and what to run.
+fn say_not_kept(file: &CacheFile, refused: &genapi_files::FileError) {
+    static SAID: Mutex<Vec<&str>> = Mutex::new(Vec::new());
+    let Ok(mut said) = SAID.lock() else { return };
+    if !said.contains(&file.name) {
+        said.push(file.name);
+        crate::out::err(&not_kept(file, refused));
     }
 }
 

@@ -78,15 +78,15 @@ pub fn plain_status(status: &str) -> String {
     }
 }
 
-/// The kept submissions, newest first (none when there is no file; a line
-/// that is not an entry is passed over); why the file cannot be read (too
-/// large, not a regular file), when it cannot: it is then never written
+/// The kept submissions, newest first (none when there is no file, or
+/// when it is in a folder others may change, where none are kept: see
+/// [`crate::cache::read_kept`]; a line that is not an entry is passed
+/// over); why the file cannot be read (too large, not a regular file, a
+/// link, others may change it), when it cannot: it is then never written
 /// over, so what it holds is not erased.
 fn read(path: &Path) -> Result<Vec<Entry>, String> {
-    if !genapi_files::is_taken(path) {
-        return Ok(Vec::new());
-    }
-    let text = crate::files::read_to_string(path, FILE_LIMIT)?;
+    let kept = crate::cache::read_kept(&crate::cache::HISTORY, path, FILE_LIMIT).map_err(|refused| refused.reason())?;
+    let text = String::from_utf8(kept.unwrap_or_default()).map_err(|_| "not UTF-8 text".to_string())?;
     Ok(text
         .lines()
         .filter_map(|line| serde_json::from_str(line).ok())
@@ -190,11 +190,9 @@ pub fn model_of(global: &Global, id: &str) -> Option<String> {
 }
 
 /// The model the history at `path` keeps for task `id` sent to `service`:
-/// an id another service gave names another task. A history in a folder
-/// others may change is not one this command kept (it keeps none there),
-/// so nothing is taken from it.
+/// an id another service gave names another task. A history others could
+/// have written is not read ([`read`]).
 fn model_at(path: &Path, id: &str, service: &str) -> Option<String> {
-    genapi_files::may_write_private(path).ok()?;
     read(path)
         .ok()?
         .into_iter()
@@ -234,13 +232,10 @@ pub fn list(global: &Global, args: &TasksArgs) -> Result<(), Failure> {
         ));
         Vec::new()
     });
-    // A folder the history may not be written in keeps none: saying "none
-    // yet" would hide why, and what to run.
-    let refused = genapi_files::may_write_private(&path).err();
-    if let Some(refused) = &refused {
-        out::err(&crate::cache::not_kept(&crate::cache::HISTORY, refused));
-    }
-    if entries.is_empty() && !global.json && refused.is_none() {
+    // A folder the history may not be written in keeps none, which reading
+    // said with what to run: saying "none yet" as well would hide it.
+    let refused = genapi_files::may_write_private(&path).is_err();
+    if entries.is_empty() && !global.json && !refused {
         out::err(&format!(
             "no submissions yet (the newest {CAP} are kept in {})",
             out::clean(&path.display().to_string())
@@ -357,6 +352,18 @@ mod tests {
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
         assert_eq!(model_at(&path, "task-1", "the built-in mock"), None);
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+        // Nor a history others may change, nor a link (to one elsewhere).
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666)).unwrap();
+        assert_eq!(model_at(&path, "task-1", "the built-in mock"), None);
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let moved = dir.join("elsewhere.jsonl");
+        std::fs::rename(&path, &moved).unwrap();
+        std::os::unix::fs::symlink(&moved, &path).unwrap();
+        assert_eq!(model_at(&path, "task-1", "the built-in mock"), None);
+        add_at(&path, entry(5));
+        assert!(path.is_symlink(), "a link is left for the user to remove");
+        std::fs::remove_file(&path).unwrap();
+        std::fs::rename(&moved, &path).unwrap();
         assert_eq!(
             model_at(&path, "task-1", "the built-in mock").as_deref(),
             Some("gen-2-pro")

@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
-use crate::{files, out, Global};
+use crate::{out, Global};
 
 /// What the prices of a mock are kept under, whatever its address: every
 /// mock charges the same illustrative prices, and a `genapi mock` takes
@@ -82,7 +82,7 @@ fn loopback(base: Option<&str>) -> bool {
 
 /// One kind of thing learned, and its file in the command's cache folder.
 pub struct Kept {
-    file: &'static str,
+    file: &'static crate::cache::CacheFile,
     what: &'static str,
     /// Largest file read.
     limit: u64,
@@ -90,7 +90,7 @@ pub struct Kept {
 
 /// Task durations (`genapi::Learned`).
 pub const DURATIONS: Kept = Kept {
-    file: crate::cache::DURATIONS.name,
+    file: &crate::cache::DURATIONS,
     what: "learned task durations",
     // Far more than the durations of every operation of a few services.
     limit: 1024 * 1024,
@@ -98,7 +98,7 @@ pub const DURATIONS: Kept = Kept {
 
 /// Prices the account was charged (`genapi_batch::Prices`).
 pub const PRICES: Kept = Kept {
-    file: crate::cache::PRICES.name,
+    file: &crate::cache::PRICES,
     what: "learned prices",
     // The prices of tens of thousands of kinds.
     limit: 4 * 1024 * 1024,
@@ -138,14 +138,15 @@ impl<T> Stored<T> {
 /// Every service's values, as kept in a file.
 type All<T> = BTreeMap<String, Stored<T>>;
 
-/// Every service's values, as kept in the file (none when there is no
-/// file); why the file is not usable otherwise.
-fn read_all<T: DeserializeOwned>(path: &Path, limit: u64) -> Result<All<T>, String> {
-    if !path.exists() {
-        return Ok(BTreeMap::new());
+/// Every service's values, as kept in `file` at `path` (none when there is
+/// no file, or none the command kept: see [`crate::cache::read_kept`]); why
+/// the file is not usable otherwise.
+fn read_all<T: DeserializeOwned>(file: &crate::cache::CacheFile, path: &Path, limit: u64) -> Result<All<T>, String> {
+    match crate::cache::read_kept(file, path, limit) {
+        Ok(Some(bytes)) => serde_json::from_slice(&bytes).map_err(|e| e.to_string()),
+        Ok(None) => Ok(BTreeMap::new()),
+        Err(refused) => Err(refused.reason()),
     }
-    let text = files::read_to_string(path, limit)?;
-    serde_json::from_str(&text).map_err(|e| e.to_string())
 }
 
 /// Puts `learned` in `all` as the service's newest values, and drops the
@@ -168,7 +169,7 @@ fn keep<T>(all: &mut All<T>, service: &str, learned: T) {
 impl Kept {
     /// The file's name in the command's cache folder.
     pub fn file_name(&self) -> &'static str {
-        self.file
+        self.file.name
     }
 
     /// The file, in the command's cache folder.
@@ -179,7 +180,7 @@ impl Kept {
     /// What was learned for this service.
     pub fn load<T: DeserializeOwned + Default>(&self, service: &str) -> T {
         let Some(path) = self.path() else { return T::default() };
-        match read_all::<T>(&path, self.limit) {
+        match read_all::<T>(self.file, &path, self.limit) {
             Ok(mut all) => all.remove(service).map(Stored::learned).unwrap_or_default(),
             Err(why) => {
                 out::err(&format!(
@@ -205,7 +206,7 @@ impl Kept {
     pub fn save_with<T: Serialize + DeserializeOwned>(&self, service: &str, learned: T, merge: impl FnOnce(T, T) -> T) {
         let Some(path) = self.path() else { return };
         // An unusable file was reported when it was loaded; it is replaced.
-        let mut all = read_all::<T>(&path, self.limit).unwrap_or_default();
+        let mut all = read_all::<T>(self.file, &path, self.limit).unwrap_or_default();
         let learned = match all.remove(service) {
             Some(kept) => merge(kept.learned(), learned),
             None => learned,
@@ -214,27 +215,7 @@ impl Kept {
         let Ok(text) = serde_json::to_string(&all) else { return };
         // Written whole beside it, then put in its place: a reader never sees
         // half a file, and two commands ending at once each write their own.
-        // The cache is the command's own file, so it is replaced.
-        let written = path
-            .parent()
-            .map_or(Ok(()), std::fs::create_dir_all)
-            .map_err(|e| e.to_string())
-            .and_then(|()| {
-                let write = || genapi_files::write_whole(&path, text.as_bytes(), genapi_files::Existing::Replace);
-                match write() {
-                    // The cache's own name holds a pipe or a device (it was
-                    // reported when it was read): the name is freed, as an
-                    // unusable cache is replaced.
-                    Err(genapi_files::FileError::NotRegular { .. }) => {
-                        std::fs::remove_file(&path).map_err(|e| e.to_string())?;
-                        write().map(drop).map_err(|e| e.to_string())
-                    }
-                    written => written.map(drop).map_err(|e| e.to_string()),
-                }
-            });
-        if let Err(error) = written {
-            tracing::debug!(%error, file = %path.display(), "cannot keep what was learned");
-        }
+        crate::cache::keep_private(self.file, &path, text.as_bytes());
     }
 }
 

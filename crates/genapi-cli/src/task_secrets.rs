@@ -60,11 +60,21 @@ pub fn learn(client: &genapi::Client, task_id: &str) {
 /// The fields kept for task `task_id`, when there are and can be read.
 pub fn kept(task_id: &str) -> Option<Map<String, Value>> {
     let path = path(task_id)?;
-    if !genapi_files::is_taken(&path) {
-        return None;
-    }
-    match genapi_files::read(&path, FILE_LIMIT).map(|bytes| serde_json::from_slice::<Value>(&bytes)) {
-        Ok(Ok(Value::Object(body))) => Some(body),
+    let kept = crate::cache::read_kept(&crate::cache::TASK_SECRETS, &path, FILE_LIMIT);
+    match kept.map(|bytes| bytes.map(|bytes| serde_json::from_slice::<Value>(&bytes))) {
+        Ok(None) => None,
+        Ok(Some(Ok(Value::Object(body)))) => Some(body),
+        // Someone else could have written it: said, as what it would have
+        // scrubbed is then shown.
+        Err(refused @ genapi_files::FileError::Exposed { .. }) => {
+            out::err(&format!(
+                "warning: not reading the secrets kept for task {}, so its webhook secret is not scrubbed from what \
+                 is shown: {}",
+                out::clean(task_id),
+                crate::files::said(&refused)
+            ));
+            None
+        }
         _ => {
             tracing::debug!(file = %path.display(), "the kept secrets of the task cannot be read");
             None

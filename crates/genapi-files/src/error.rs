@@ -59,7 +59,9 @@ pub enum FileError {
         path: PathBuf,
     },
     /// A file that steers a secret is someone else's, or others may change
-    /// it (or read it, when it holds the secret): see [`crate::open_sensitive`].
+    /// it (or read it, when it holds the secret), or it is a link where a
+    /// file a program keeps for itself was to be: see
+    /// [`crate::open_sensitive`] and [`crate::read_private`].
     Exposed {
         /// The file opened (a link's name, when a link led to it).
         path: PathBuf,

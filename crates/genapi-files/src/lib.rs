@@ -27,7 +27,9 @@
 //! one made for it is made its owner's alone, an existing one keeps its
 //! mode, and one that is a link, another user's or writable by its group or
 //! others is refused ([`may_write_private`] asks before anything is
-//! written).
+//! written). A file a program keeps for itself that way (a cache's) is read
+//! back by [`read_private`]: never through a link, and only when the file
+//! opened is still the user's alone to change.
 //!
 //! **Writing** ([`create`], [`stage`], [`publish`], [`write_whole`]):
 //!
@@ -69,7 +71,9 @@ mod write;
 
 pub use error::{shown_size, FileError};
 pub use read::{open, read, read_sensitive_stoppable, read_stoppable, read_text, Bounded};
-pub use secret::{may_write_private, open_sensitive, read_sensitive_text, write_private, Exposure, Sensitivity};
+pub use secret::{
+    may_write_private, open_sensitive, read_private, read_sensitive_text, write_private, Exposure, Sensitivity,
+};
 pub use write::{
     create, create_temporary, is_taken, may_write, publish, stage, temporary_name, write_whole, Existing, Staged,
 };

@@ -71,11 +71,42 @@ impl Read for Bounded {
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub fn open(path: &Path, limit: u64) -> Result<Bounded, FileError> {
+    open_as(path, limit, Links::Followed)
+}
+
+/// Whether a link at a file's name is followed to the file it leads to.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Links {
+    /// A file the user names may be a link (a dotfile kept elsewhere).
+    Followed,
+    /// A file a program keeps for itself never is one.
+    Refused,
+}
+
+/// [`open`], following a link at `path` or refusing it.
+pub(crate) fn open_as(path: &Path, limit: u64, links: Links) -> Result<Bounded, FileError> {
     let mut options = std::fs::OpenOptions::new();
     options.read(true);
     #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::custom_flags(&mut options, libc::O_NONBLOCK);
-    let file = options.open(path).map_err(|e| FileError::io(path, e))?;
+    std::os::unix::fs::OpenOptionsExt::custom_flags(
+        &mut options,
+        libc::O_NONBLOCK
+            | match links {
+                Links::Followed => 0,
+                Links::Refused => libc::O_NOFOLLOW,
+            },
+    );
+    let file = options.open(path).map_err(|e| {
+        #[cfg(unix)]
+        if links == Links::Refused && e.raw_os_error() == Some(libc::ELOOP) {
+            return FileError::Exposed {
+                path: path.to_path_buf(),
+                sensitivity: crate::Sensitivity::SteersTheProgram,
+                exposure: crate::Exposure::Link,
+            };
+        }
+        FileError::io(path, e)
+    })?;
     let metadata = file.metadata().map_err(|e| FileError::io(path, e))?;
     if !metadata.is_file() {
         return Err(FileError::NotRegular {

@@ -32,13 +32,18 @@ pub enum Sensitivity {
     /// A file that holds a secret (a key file): only its owner may read or
     /// change it.
     HoldsASecret,
+    /// A file a program keeps for itself ([`read_private`]: what it learned
+    /// or sent, in a cache), which what it does next rests on (the secrets
+    /// it scrubs, how it polls, what it reports): others may read it, but
+    /// only its owner may change it.
+    SteersTheProgram,
 }
 
 impl Sensitivity {
     /// The permission bits others must not have, and the mode that fixes it.
     fn forbidden(self) -> (u32, &'static str) {
         match self {
-            Sensitivity::SteersASecret => (0o022, "go-w"),
+            Sensitivity::SteersASecret | Sensitivity::SteersTheProgram => (0o022, "go-w"),
             Sensitivity::HoldsASecret => (0o077, "600"),
         }
     }
@@ -48,6 +53,7 @@ impl Sensitivity {
         match self {
             Sensitivity::SteersASecret => "it decides where a secret goes",
             Sensitivity::HoldsASecret => "it holds a secret",
+            Sensitivity::SteersTheProgram => "what the program does next rests on it",
         }
     }
 }
@@ -65,6 +71,10 @@ pub enum Exposure {
         /// The file's permission bits.
         mode: u32,
     },
+    /// A link, where a file a program keeps for itself was to be
+    /// ([`read_private`]): that program never writes one, and whoever did
+    /// chose what it reads.
+    Link,
 }
 
 /// Opens `path` as [`crate::open`] does (a regular file within `limit`,
@@ -98,18 +108,61 @@ pub fn open_sensitive(path: &Path, limit: u64, sensitivity: Sensitivity) -> Resu
 /// The text of a file that steers a secret: [`open_sensitive`], then read
 /// whole as UTF-8.
 pub fn read_sensitive_text(path: &Path, limit: u64, sensitivity: Sensitivity) -> Result<String, FileError> {
+    let bytes = read_whole(open_sensitive(path, limit, sensitivity)?)?;
+    String::from_utf8(bytes).map_err(|_| FileError::NotText {
+        path: path.to_path_buf(),
+    })
+}
+
+/// The bytes of a file a program keeps for itself, as [`write_private`]
+/// wrote it (a cache's: what the program learned or sent), read within
+/// `limit`. What the program does next rests on such a file, so it is
+/// read only when no one else could have put it there:
+///
+/// - its folder passes [`may_write_private`] (a folder others may change is
+///   one where the program keeps nothing);
+/// - a link at its name is refused ([`Exposure::Link`]), never followed;
+/// - the file opened passes the rule of the module for
+///   [`Sensitivity::SteersTheProgram`]: the user's (or root's), and
+///   writable by no one else. That is judged on the file opened, not on
+///   its name, so a folder swapped for another user's between the check
+///   and the read gives a file of theirs, which is refused.
+///
+/// ```
+/// # #[cfg(unix)] {
+/// use genapi_files::{Existing, Exposure, FileError};
+///
+/// let dir = std::env::temp_dir().join(format!("genapi-files-read-private-{}", std::process::id()));
+/// let kept = dir.join("genapi").join("learned.json");
+/// genapi_files::write_private(&kept, b"{}", Existing::Replace)?;
+/// assert_eq!(genapi_files::read_private(&kept, 1024)?, b"{}");
+/// let link = dir.join("genapi").join("history.jsonl");
+/// std::os::unix::fs::symlink(&kept, &link)?;
+/// let refused = genapi_files::read_private(&link, 1024).unwrap_err();
+/// assert!(matches!(refused, FileError::Exposed { exposure: Exposure::Link, .. }), "{refused}");
+/// # std::fs::remove_dir_all(&dir)?;
+/// # }
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn read_private(path: &Path, limit: u64) -> Result<Vec<u8>, FileError> {
+    may_write_private(path)?;
+    let opened = crate::read::open_as(path, limit, crate::read::Links::Refused)?;
+    let metadata = opened.metadata().map_err(|e| FileError::io(path, e))?;
+    check(path, &metadata, Sensitivity::SteersTheProgram)?;
+    read_whole(opened)
+}
+
+/// What is left to read of `opened`, within its limit.
+fn read_whole(mut opened: Bounded) -> Result<Vec<u8>, FileError> {
     use std::io::Read as _;
-    let mut opened = open_sensitive(path, limit, sensitivity)?;
     let mut bytes = Vec::new();
     opened
         .read_to_end(&mut bytes)
         .map_err(|e| match e.downcast::<FileError>() {
             Ok(refused) => refused,
-            Err(e) => FileError::io(path, e),
+            Err(e) => FileError::io(opened.path(), e),
         })?;
-    String::from_utf8(bytes).map_err(|_| FileError::NotText {
-        path: path.to_path_buf(),
-    })
+    Ok(bytes)
 }
 
 /// Writes `bytes` as the whole file `target` ([`crate::stage`], then
@@ -307,6 +360,11 @@ fn exposure(_: &Metadata, _: Sensitivity, _: u32) -> Option<Exposure> {
 pub(crate) fn reason(path: &Path, sensitivity: Sensitivity, exposure: Exposure) -> String {
     let what = sensitivity.what();
     match exposure {
+        Exposure::Link => format!(
+            "a link, where a file the program keeps for itself was to be (it never writes one, and whoever did chose \
+             what it reads), and {what}; remove it: rm {}",
+            path.display()
+        ),
         Exposure::NotOwned { owner } => {
             format!("owned by another user (uid {owner}), and {what}; use a file of your own, not writable by others")
         }
@@ -560,6 +618,103 @@ mod tests {
             "{refused}"
         );
         assert!(!target.exists());
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// What a program reads back of the files it keeps for itself: each
+    /// way someone else could have put the file there is refused, and why.
+    #[test]
+    fn a_kept_file_is_read_only_when_no_one_else_could_have_put_it_there() {
+        use std::os::unix::fs::MetadataExt as _;
+        let dir = scratch("kept");
+        let kept = |name: &str| {
+            let folder = dir.join(name);
+            let path = folder.join("history.jsonl");
+            write_private(&path, b"{}\n", crate::Existing::Replace).unwrap();
+            (folder, path)
+        };
+        let (_, mine) = kept("mine");
+        assert_eq!(read_private(&mine, 1024).unwrap(), b"{}\n");
+        assert!(matches!(read_private(&mine, 2), Err(FileError::TooLarge { .. })));
+
+        let (_, linked) = kept("linked");
+        std::fs::remove_file(&linked).unwrap();
+        std::os::unix::fs::symlink(&mine, &linked).unwrap();
+        let refused = read_private(&linked, 1024).unwrap_err();
+        assert!(
+            matches!(
+                refused,
+                FileError::Exposed {
+                    exposure: Exposure::Link,
+                    ..
+                }
+            ),
+            "{refused}"
+        );
+        assert!(
+            refused.reason().contains(&format!("rm {}", linked.display())),
+            "{refused}"
+        );
+
+        let (_, changeable) = kept("changeable");
+        with_mode(&changeable, 0o666);
+        let refused = read_private(&changeable, 1024).unwrap_err();
+        assert!(
+            matches!(
+                refused,
+                FileError::Exposed {
+                    sensitivity: Sensitivity::SteersTheProgram,
+                    exposure: Exposure::OpenToOthers { mode: 0o666 },
+                    ..
+                }
+            ),
+            "{refused}"
+        );
+        assert!(refused.reason().contains("chmod go-w"), "{refused}");
+        // Others may read it: the rule is about who may change it.
+        with_mode(&changeable, 0o644);
+        assert!(read_private(&changeable, 1024).is_ok());
+
+        let (open, in_open_folder) = kept("open");
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let refused = read_private(&in_open_folder, 1024).unwrap_err();
+        assert!(
+            matches!(refused, FileError::OpenFolder { mode: 0o777, .. }),
+            "{refused}"
+        );
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o700)).unwrap();
+
+        let (_, piped) = kept("piped");
+        std::fs::remove_file(&piped).unwrap();
+        let made = std::process::Command::new("mkfifo").arg(&piped).status().unwrap();
+        assert!(made.success());
+        assert!(matches!(
+            read_private(&piped, 1024),
+            Err(FileError::NotRegular { writing: false, .. })
+        ));
+
+        // A folder swapped for another user's gives a file of theirs.
+        if current_user() == 0 {
+            let (_, theirs) = kept("theirs");
+            std::os::unix::fs::chown(&theirs, Some(4242), None).unwrap();
+            let refused = read_private(&theirs, 1024).unwrap_err();
+            assert!(
+                matches!(
+                    refused,
+                    FileError::Exposed {
+                        exposure: Exposure::NotOwned { owner: 4242 },
+                        ..
+                    }
+                ),
+                "{refused}"
+            );
+        } else {
+            let theirs = std::fs::metadata(&mine).unwrap();
+            assert_eq!(
+                exposure(&theirs, Sensitivity::SteersTheProgram, theirs.uid() + 1),
+                Some(Exposure::NotOwned { owner: theirs.uid() })
+            );
+        }
         std::fs::remove_dir_all(dir).unwrap();
     }
 

@@ -1258,12 +1258,13 @@ fn a_learned_durations_file_that_is_not_a_small_regular_file_is_ignored_with_a_w
         std::os::unix::fs::symlink("/dev/zero", path).unwrap();
     }
     // Valid JSON, but over the 1 MiB limit; a named pipe (no writer: reading
-    // it would wait for ever); a device that never ends.
+    // it would wait for ever); a link (never followed) to a device that
+    // never ends.
     type Make = fn(&Path);
     let cases: [(&str, Make); 3] = [
         ("1 MiB", oversize),
         ("not a regular file", fifo),
-        ("not a regular file", endless),
+        ("a link, where a file the program keeps for itself was to be", endless),
     ];
     for (n, (expected, make)) in cases.iter().enumerate() {
         let _ = std::fs::remove_file(&file);

@@ -129,6 +129,24 @@ async fn a_task_waited_for_in_another_process_is_scrubbed_of_its_submissions_sec
     let stderr = String::from_utf8_lossy(&refused.stderr).into_owned();
     assert_eq!(refused.status.code(), Some(3), "{stderr}");
     assert!(kept[0].exists(), "kept while the task is open: {stderr}");
+    // Secrets others could have changed are not used, and that is said.
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&kept[0], std::fs::Permissions::from_mode(0o622)).unwrap();
+        let run = common::genapi(&dir, &mock)
+            .env("GENAPI_API_KEY", "not-the-key-it-was-sent-with")
+            .args(["wait", id, "-o", "fox.jpg"])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&run.stderr).into_owned();
+        assert!(
+            stderr.contains(&format!("warning: not reading the secrets kept for task {id}"))
+                && stderr.contains("chmod go-w"),
+            "{stderr}"
+        );
+        std::fs::set_permissions(&kept[0], std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
     let stderr = waited_for_failure_quoting(
         &dir,
         &mock,

@@ -101,6 +101,9 @@ async fn generate_and_tasks_say_why_no_history_is_kept_in_a_folder_others_may_ch
     assert_eq!(said.matches(warning).count(), 1, "said once, as it is sent: {said}");
     assert!(said.contains(&format!("chmod go-w {}", cache.display())), "{said}");
 
+    // What anyone could have put there is not listed as the user's.
+    let planted = r#"{"id":"planted","model":"gen-2-pro","submitted":"2026-01-01T00:00:00Z","status":"ready","service":"the built-in mock"}"#;
+    std::fs::write(cache.join("history.jsonl"), format!("{planted}\n")).unwrap();
     let listed = genapi(&dir, &mock).args(["tasks"]).output().unwrap();
     let said = text(&listed.stderr);
     assert_eq!(listed.status.code(), Some(0), "{said}");
@@ -110,6 +113,8 @@ async fn generate_and_tasks_say_why_no_history_is_kept_in_a_folder_others_may_ch
         "{said}"
     );
     assert!(!said.contains("no submissions yet"), "{said}");
+    assert!(!text(&listed.stdout).contains("planted"), "{}", text(&listed.stdout));
+    std::fs::remove_file(cache.join("history.jsonl")).unwrap();
     let mode = std::fs::metadata(&cache).unwrap().permissions().mode();
     assert_eq!(mode & 0o777, 0o775, "left as it is");
 
