@@ -133,6 +133,23 @@ fn add_at(path: &Path, entry: Entry) {
     write(path, entries);
 }
 
+/// Whether `kept` and `now`, two services as shown, are one: an address
+/// written with a slash after it or without, its scheme or host in
+/// capitals or not, or with its scheme's own port, is the same address.
+fn same_service(kept: &str, now: &str) -> bool {
+    kept == now || service_key(kept) == service_key(now)
+}
+
+/// A service as shown, spelled one way: parsed as an address (which puts
+/// the scheme and host in small letters and drops a scheme's own port),
+/// without the slash its path may end with; as it is, when it is none.
+fn service_key(shown: &str) -> String {
+    match url::Url::parse(shown) {
+        Ok(address) => address.as_str().trim_end_matches('/').to_string(),
+        Err(_) => shown.trim_end_matches('/').to_string(),
+    }
+}
+
 /// Notes the status (and saved file) of task `id` sent to `service` in the
 /// history at `path`, when the task is there: another service's answer
 /// about the same id (a `get` with the wrong profile) is not this task's.
@@ -140,7 +157,7 @@ fn note_at(path: &Path, id: &str, service: &str, status: &str, saved: Option<&Pa
     let Ok(mut entries) = read(path) else { return };
     let Some(entry) = entries
         .iter_mut()
-        .find(|entry| entry.id == id && entry.service == service)
+        .find(|entry| entry.id == id && same_service(&entry.service, service))
     else {
         return;
     };
@@ -196,7 +213,7 @@ fn model_at(path: &Path, id: &str, service: &str) -> Option<String> {
     read(path)
         .ok()?
         .into_iter()
-        .find(|entry| entry.id == id && entry.service == service)
+        .find(|entry| entry.id == id && same_service(&entry.service, service))
         .map(|entry| bounded(&out::clean(&entry.model)))
         .filter(|model| !model.trim().is_empty())
 }
@@ -348,6 +365,21 @@ mod tests {
             shown.starts_with("gen-2-klein-4b") && !shown.contains('\u{1b}'),
             "{shown:?}"
         );
+        // The same address, spelled another way, is the same service.
+        for spelled in [
+            "https://api.example/",
+            "HTTPS://API.example:443",
+            "https://api.example//",
+        ] {
+            assert_eq!(model_at(&path, "task-2", spelled), Some(shown.clone()), "{spelled}");
+        }
+        for other in [
+            "https://api.example/v2",
+            "http://api.example",
+            "https://api.example:8443",
+        ] {
+            assert_eq!(model_at(&path, "task-2", other), None, "{other}");
+        }
         // A folder others may write in: what it holds is not this command's.
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
         assert_eq!(model_at(&path, "task-1", "the built-in mock"), None);
