@@ -141,6 +141,10 @@ enum Command {
         out: Option<PathBuf>,
     },
     /// Wait for a submitted task and save its result.
+    #[command(mut_arg("out", |out| out.long_help(format!(
+        "File or directory for the result, or `-` for standard output.\n\n{}",
+        tasks::PICKED_UP_OUT
+    ))))]
     Wait {
         /// Task id or polling URL.
         id: String,
@@ -152,7 +156,10 @@ enum Command {
         /// Task id or polling URL.
         id: String,
         /// Where to save the result when it is Ready; `-` writes its bytes to standard output.
-        #[arg(short = 'o', long, value_name = "FILE|DIR|-")]
+        #[arg(short = 'o', long, value_name = "FILE|DIR|-", long_help = format!(
+            "Where to save the result when it is Ready, or `-` for standard output.\n\n{}",
+            tasks::PICKED_UP_OUT
+        ))]
         out: Option<PathBuf>,
         /// Open the saved image with the desktop's opener (or GENAPI_OPENER).
         #[arg(long, requires = "out")]

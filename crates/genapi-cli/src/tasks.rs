@@ -20,10 +20,9 @@ use crate::{code, connect, out, timeout_of, Connection, Failure, Global};
 pub struct SaveArgs {
     /// File or directory for the result, or `-` for standard output.
     ///
-    /// When the task is submitted, a file's extension chooses the format (.jpg .jpeg .jfif .jpe, .png, .webp; others
-    /// are refused), and a name without one gets the format's (`-o fox` saves `fox.jpg`). When a task is picked up (wait, get), a result of another format is saved with its own
-    /// extension, and a name of no image format as given, with a warning. A folder gets generated names; `-` writes
-    /// the image's bytes to standard output (redirected or piped, never a terminal).
+    /// A file's extension chooses the format (.jpg .jpeg .jfif .jpe, .png, .webp; others are refused), and a name
+    /// without one gets the format's (`-o fox` saves `fox.jpg`). A folder gets generated names; `-` writes the
+    /// image's bytes to standard output (redirected or piped, never a terminal).
     #[arg(short = 'o', long, value_name = "FILE|DIR|-")]
     pub out: Option<PathBuf>,
     /// Open each saved image with the desktop's opener (or GENAPI_OPENER).
@@ -39,6 +38,14 @@ pub struct SaveArgs {
     #[arg(skip)]
     pub json: bool,
 }
+
+/// What `--out` does in a command that picks a task up (`wait`, `get`),
+/// below its first line: the format was chosen when the task was
+/// submitted, so the name's extension only names the file.
+pub const PICKED_UP_OUT: &str = "The format was chosen when the task was submitted: a result of another format than \
+the name's extension is saved with its own extension instead, and a name of no image format as given, with a \
+warning. A folder gets generated names; `-` writes the image's bytes to standard output (redirected or piped, never \
+a terminal).";
 
 /// Where each result will be written; checked before anything is submitted.
 #[derive(Clone, Debug)]

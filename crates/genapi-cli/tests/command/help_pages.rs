@@ -233,3 +233,21 @@ fn no_help_or_man_text_points_at_a_file_of_the_repository() {
         }
     }
 }
+
+/// `-o` says what it does in each command: `generate` chooses the format
+/// by the name's extension; `wait` and `get` pick up a task whose format
+/// was chosen when it was submitted.
+#[test]
+fn out_says_what_it_does_in_each_command() {
+    let dir = Dir::new("help-out");
+    let chooses = "A file's extension chooses the format";
+    let chosen = "The format was chosen when the task was submitted";
+    let generate = printed(&dir, &["generate", "--help"]);
+    assert!(generate.contains(chooses) && !generate.contains(chosen), "{generate}");
+    for command in ["wait", "get"] {
+        let help = printed(&dir, &[command, "--help"]);
+        assert!(help.contains(chosen) && !help.contains(chooses), "{command}: {help}");
+    }
+    let get = printed(&dir, &["get", "--help"]);
+    assert!(get.contains("Where to save the result when it is Ready"), "{get}");
+}
