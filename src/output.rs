@@ -429,13 +429,21 @@ impl Drop for RemoveOnDrop {
     }
 }
 
-/// The extension of a finished file's format, from its first bytes.
+/// The extension of a finished file's format, from its first bytes: read
+/// by the file policy as a file the client has just written
+/// ([`genapi_files::open_private`]), so that whatever else came to have its
+/// name (a pipe that would never answer, a link, another user's file) is
+/// read as no image.
 async fn sniff_extension(path: &Path) -> Option<&'static str> {
-    use tokio::io::AsyncReadExt;
-    let mut head = [0u8; 16];
-    let mut file = tokio::fs::File::open(path).await.ok()?;
-    let read = file.read(&mut head).await.ok()?;
-    extension_of(&head[..read])
+    let path = path.to_path_buf();
+    tokio::task::spawn_blocking(move || {
+        let mut head = [0u8; 16];
+        let mut file = genapi_files::open_private(&path, u64::MAX).ok()?;
+        let read = std::io::Read::read(&mut file, &mut head).ok()?;
+        extension_of(&head[..read])
+    })
+    .await
+    .ok()?
 }
 
 #[cfg(test)]
@@ -463,5 +471,29 @@ mod tests {
                 "same {same}, past when received {past_when_received}, past now {past_now}"
             );
         }
+    }
+
+    /// What came to have the name of a finished download is read by the
+    /// file policy: a pipe nobody writes to is no image (at once, not a
+    /// read that never ends), nor is a link, even to an image.
+    #[cfg(unix)]
+    #[tokio::test]
+    async fn only_a_file_of_the_users_own_is_sniffed_for_its_format() {
+        let dir = std::env::temp_dir().join(format!("genapi-sniff-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let image = dir.join("image");
+        std::fs::write(&image, b"\xff\xd8\xff\xe0 a JPEG's start").unwrap();
+        assert_eq!(super::sniff_extension(&image).await, Some("jpg"));
+        let link = dir.join("link");
+        std::os::unix::fs::symlink(&image, &link).unwrap();
+        assert_eq!(super::sniff_extension(&link).await, None);
+        let pipe = dir.join("pipe");
+        let name = std::ffi::CString::new(pipe.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(name.as_ptr(), 0o600) }, 0);
+        let sniffed = tokio::time::timeout(std::time::Duration::from_secs(30), super::sniff_extension(&pipe)).await;
+        assert_eq!(sniffed, Ok(None));
+        std::fs::remove_dir_all(dir).unwrap();
     }
 }

@@ -862,9 +862,11 @@ async fn save_output(
             return Err(download_timed_out(global));
         }
     };
+    // Read back as the file the command has just written, or not at all.
     let mut head = [0u8; 16];
-    let read = std::fs::File::open(&saved)
-        .and_then(|mut f| std::io::Read::read(&mut f, &mut head))
+    let read = genapi_files::open_private(&saved, u64::MAX)
+        .ok()
+        .and_then(|mut file| std::io::Read::read(&mut file, &mut head).ok())
         .unwrap_or(0);
     let (file, late_warning) = plan.path_for(index, output.id(), &head[..read], output.sample());
     if let (Some(late_warning), None) = (late_warning, &warning) {
@@ -917,8 +919,11 @@ async fn write_to_stdout(
     // Streamed through a hidden file of the command's own (never held whole
     // in memory: a result may be as large as the download bound), removed
     // however this ends.
-    let folder = crate::cache::dir().unwrap_or_else(std::env::temp_dir);
-    let _ = std::fs::create_dir_all(&folder);
+    // The cache folder as the files kept there make it (the user's alone),
+    // else the system's folder for temporary files.
+    let folder = crate::cache::dir()
+        .filter(|folder| genapi_files::private_folder(folder).is_ok())
+        .unwrap_or_else(std::env::temp_dir);
     let partial = folder.join(format!(
         ".genapi-{}-{}.partial",
         out::safe_component(output.id(), 16),
@@ -930,7 +935,11 @@ async fn write_to_stdout(
         Ok(Err(error)) => return Err(Failure::api(&error)),
         Err(_) => return Err(download_timed_out(global)),
     };
-    let copied = std::fs::File::open(&saved).and_then(|mut file| out::copy_bytes(&mut file));
+    // Read back as the file the command has just written: never through a
+    // link, never a file someone else put at its name.
+    let copied = genapi_files::open_private(&saved, u64::MAX)
+        .map_err(std::io::Error::other)
+        .and_then(|mut file| out::copy_bytes(&mut file));
     if let Err(error) = copied {
         let reference = output.reference();
         return Err(Failure::new(

@@ -29,7 +29,9 @@
 //! others is refused ([`may_write_private`] asks before anything is
 //! written). A file a program keeps for itself that way (a cache's) is read
 //! back by [`read_private`]: never through a link, and only when the file
-//! opened is still the user's alone to change.
+//! opened is still the user's alone to change; a file the program has just
+//! written elsewhere (a download, to read back) is opened by
+//! [`open_private`] under the same rule.
 //!
 //! **Writing** ([`create`], [`stage`], [`publish`], [`write_whole`]):
 //!
@@ -72,7 +74,8 @@ mod write;
 pub use error::{shown_size, FileError};
 pub use read::{open, read, read_sensitive_stoppable, read_stoppable, read_text, Bounded};
 pub use secret::{
-    may_write_private, open_sensitive, read_private, read_sensitive_text, write_private, Exposure, Sensitivity,
+    may_write_private, open_private, open_sensitive, private_folder, read_private, read_sensitive_text, write_private,
+    Exposure, Sensitivity,
 };
 pub use write::{
     create, create_temporary, is_taken, may_write, publish, stage, temporary_name, write_whole, Existing, Staged,

@@ -146,10 +146,49 @@ pub fn read_sensitive_text(path: &Path, limit: u64, sensitivity: Sensitivity) ->
 /// ```
 pub fn read_private(path: &Path, limit: u64) -> Result<Vec<u8>, FileError> {
     may_write_private(path)?;
-    let opened = crate::read::open_as(path, limit, crate::read::Links::Refused)?;
+    let opened = open_private(path, limit)?;
     let metadata = opened.metadata().map_err(|e| FileError::io(path, e))?;
     check(path, &metadata, Sensitivity::SteersTheProgram)?;
     read_whole(opened)
+}
+
+/// Opens a file the program itself has just written (a download it saved
+/// beside its final name, to read back what it holds) as [`crate::open`]
+/// does, but never through a link ([`Exposure::Link`]), and only when the
+/// file opened is the user's (or root's, [`Exposure::NotOwned`]). Its mode
+/// is as the umask made it (a group may write it under `umask 002`, as it
+/// may the file the program then publishes), and its folder is not judged:
+/// one shared with others on purpose (sticky, like `/tmp`) lets no one else
+/// replace the file, and one that lets them gives a file of theirs, or a
+/// link, both refused. So what is read is a file of the user's, or nothing.
+///
+/// ```
+/// # #[cfg(unix)] {
+/// use std::io::Read as _;
+/// use genapi_files::{Existing, FileError};
+///
+/// let path = std::env::temp_dir().join(format!("genapi-files-open-private-{}", std::process::id()));
+/// genapi_files::write_whole(&path, b"\xff\xd8\xff", Existing::Replace)?;
+/// let mut head = Vec::new();
+/// genapi_files::open_private(&path, u64::MAX)?.read_to_end(&mut head)?;
+/// assert_eq!(head, b"\xff\xd8\xff");
+/// # std::fs::remove_file(&path)?;
+/// # }
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn open_private(path: &Path, limit: u64) -> Result<Bounded, FileError> {
+    let opened = crate::read::open_as(path, limit, crate::read::Links::Refused)?;
+    let metadata = opened.metadata().map_err(|e| FileError::io(path, e))?;
+    if let Some(exposure @ Exposure::NotOwned { .. }) =
+        exposure(&metadata, Sensitivity::SteersTheProgram, current_user())
+    {
+        return Err(FileError::Exposed {
+            path: path.to_path_buf(),
+            sensitivity: Sensitivity::SteersTheProgram,
+            exposure,
+        });
+    }
+    Ok(opened)
 }
 
 /// What is left to read of `opened`, within its limit.
@@ -255,9 +294,25 @@ fn stage_private(target: &Path) -> Result<crate::Staged, FileError> {
 }
 
 /// Makes `folder` and the folders above it that are missing, each made its
-/// owner's alone, then makes sure no one else may change `folder`
-/// ([`changed_by_user_alone`]).
-fn private_folder(folder: &Path) -> Result<(), FileError> {
+/// owner's alone (mode 700, whatever the umask), then makes sure no one
+/// else may change `folder`, as [`write_private`] does for the folder of
+/// its file: for a program that keeps files of its own there by other
+/// means (a download it reads back). An existing folder's mode is never
+/// changed; one that is a link, another user's or one others may write is
+/// refused.
+///
+/// ```
+/// # #[cfg(unix)] {
+/// use std::os::unix::fs::PermissionsExt as _;
+///
+/// let dir = std::env::temp_dir().join(format!("genapi-files-private-folder-{}", std::process::id()));
+/// genapi_files::private_folder(&dir.join("cache").join("genapi"))?;
+/// assert_eq!(std::fs::metadata(dir.join("cache"))?.permissions().mode() & 0o777, 0o700);
+/// # std::fs::remove_dir_all(&dir)?;
+/// # }
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn private_folder(folder: &Path) -> Result<(), FileError> {
     let mut builder = std::fs::DirBuilder::new();
     builder.recursive(true);
     #[cfg(unix)]
@@ -671,6 +726,10 @@ mod tests {
             "{refused}"
         );
         assert!(refused.reason().contains("chmod go-w"), "{refused}");
+        // A file just written under umask 002 is opened to be read back.
+        with_mode(&changeable, 0o664);
+        assert!(open_private(&changeable, 1024).is_ok());
+        assert!(read_private(&changeable, 1024).is_err());
         // Others may read it: the rule is about who may change it.
         with_mode(&changeable, 0o644);
         assert!(read_private(&changeable, 1024).is_ok());

@@ -12,10 +12,19 @@ use crate::terminal::Terminal;
 async fn the_image_goes_to_standard_output_and_the_report_to_stderr() {
     let mock = roomy_mock(10).await;
     let dir = Dir::new("stdout-image");
-    let run = genapi(&dir, &mock)
-        .args(["generate", "a lighthouse", "--size", "96x64", "-o", "-"])
-        .output()
-        .unwrap();
+    let mut command = genapi(&dir, &mock);
+    command.args(["generate", "a lighthouse", "--size", "96x64", "-o", "-"]);
+    // Under a umask that leaves new folders open to the group, as some
+    // systems set it: the cache folder is still made the user's alone.
+    #[cfg(unix)]
+    // SAFETY: umask is async-signal-safe and cannot fail.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(&mut command, || {
+            libc::umask(0o002);
+            Ok(())
+        });
+    }
+    let run = command.output().unwrap();
     let said = text(&run.stderr);
     assert_eq!(run.status.code(), Some(0), "{said}");
     assert_eq!(
@@ -43,6 +52,12 @@ async fn the_image_goes_to_standard_output_and_the_report_to_stderr() {
         !left.iter().any(|name| name.to_string_lossy().ends_with(".partial")),
         "a hidden file was left behind: {left:?}"
     );
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        let mode = std::fs::metadata(&cache).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o700, "the cache folder is the user's alone: {mode:o}");
+    }
 
     // `get -o -` of the same task writes the same kind of bytes, and its
     // state line goes to stderr too.
