@@ -490,6 +490,33 @@ mod tests {
         std::fs::remove_dir_all(dir).unwrap();
     }
 
+    /// `path` is refused by `read` once it is another user's: given away
+    /// for real where the test runs as root (who can, and then judges it as
+    /// its user), else judged by the rule as another user's.
+    fn refused_as_another_users(path: &Path, sensitivity: Sensitivity, read: impl Fn(&Path) -> Result<(), FileError>) {
+        use std::os::unix::fs::MetadataExt as _;
+        if current_user() == 0 {
+            std::os::unix::fs::chown(path, Some(4242), None).unwrap();
+            let refused = read(path).unwrap_err();
+            assert!(
+                matches!(
+                    refused,
+                    FileError::Exposed {
+                        exposure: Exposure::NotOwned { owner: 4242 },
+                        ..
+                    }
+                ),
+                "{refused}"
+            );
+        } else {
+            let theirs = std::fs::metadata(path).unwrap();
+            assert_eq!(
+                exposure(&theirs, sensitivity, theirs.uid() + 1),
+                Some(Exposure::NotOwned { owner: theirs.uid() })
+            );
+        }
+    }
+
     #[test]
     fn a_file_of_another_user_is_refused_whatever_its_mode() {
         use std::os::unix::fs::MetadataExt as _;
@@ -502,31 +529,14 @@ mod tests {
             exposure(&mine, Sensitivity::HoldsASecret, mine.uid() + 4242).is_none(),
             mine.uid() == 0
         );
+        refused_as_another_users(&path, Sensitivity::SteersASecret, |path| {
+            open_sensitive(path, 1024, Sensitivity::SteersASecret).map(drop)
+        });
         if current_user() == 0 {
-            // Root can give the file away, and then judges it as its user.
-            let path_c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
-            // SAFETY: a valid NUL-terminated path; -1 leaves the group.
-            assert_eq!(unsafe { libc::chown(path_c.as_ptr(), 4242, u32::MAX) }, 0);
             let refused = open_sensitive(&path, 1024, Sensitivity::SteersASecret).unwrap_err();
-            assert!(
-                matches!(
-                    refused,
-                    FileError::Exposed {
-                        exposure: Exposure::NotOwned { owner: 4242 },
-                        ..
-                    }
-                ),
-                "{refused}"
-            );
             assert!(
                 refused.reason().contains("owned by another user (uid 4242)"),
                 "{refused}"
-            );
-        } else {
-            let theirs = std::fs::metadata(&path).unwrap();
-            assert_eq!(
-                exposure(&theirs, Sensitivity::SteersASecret, theirs.uid() + 1),
-                Some(Exposure::NotOwned { owner: theirs.uid() })
             );
         }
         std::fs::remove_dir_all(dir).unwrap();
@@ -680,7 +690,6 @@ mod tests {
     /// way someone else could have put the file there is refused, and why.
     #[test]
     fn a_kept_file_is_read_only_when_no_one_else_could_have_put_it_there() {
-        use std::os::unix::fs::MetadataExt as _;
         let dir = scratch("kept");
         let kept = |name: &str| {
             let folder = dir.join(name);
@@ -753,27 +762,10 @@ mod tests {
         ));
 
         // A folder swapped for another user's gives a file of theirs.
-        if current_user() == 0 {
-            let (_, theirs) = kept("theirs");
-            std::os::unix::fs::chown(&theirs, Some(4242), None).unwrap();
-            let refused = read_private(&theirs, 1024).unwrap_err();
-            assert!(
-                matches!(
-                    refused,
-                    FileError::Exposed {
-                        exposure: Exposure::NotOwned { owner: 4242 },
-                        ..
-                    }
-                ),
-                "{refused}"
-            );
-        } else {
-            let theirs = std::fs::metadata(&mine).unwrap();
-            assert_eq!(
-                exposure(&theirs, Sensitivity::SteersTheProgram, theirs.uid() + 1),
-                Some(Exposure::NotOwned { owner: theirs.uid() })
-            );
-        }
+        let (_, theirs) = kept("theirs");
+        refused_as_another_users(&theirs, Sensitivity::SteersTheProgram, |path| {
+            read_private(path, 1024).map(drop)
+        });
         std::fs::remove_dir_all(dir).unwrap();
     }
 
