@@ -30,8 +30,10 @@ pub struct Figures {
     pub worked: u64,
     /// Lines another worker holds (a shared batch), waited for.
     pub held: u64,
-    /// Credits charged so far.
-    pub credits: f64,
+    /// Credits charged so far, when known: none until a charge is seen
+    /// (a task picked up by id was charged when another command sent it,
+    /// and its cost is known once it ends).
+    pub credits: Option<f64>,
 }
 
 /// A reported cost as credits the progress counts, when it is a number of
@@ -151,7 +153,8 @@ impl Progress {
     }
 }
 
-/// `2 failed, 5 in flight, 1.3/s, ETA 21s, 0.60 credits`.
+/// `2 failed, 5 in flight, 1.3/s, ETA 21s, 0.60 credits` (the credits
+/// left out while none are known).
 fn details(figures: &Figures, elapsed: Duration) -> String {
     let rate = figures.worked as f64 / elapsed.as_secs_f64().max(0.001);
     let remaining = figures.total.saturating_sub(figures.done);
@@ -170,9 +173,13 @@ fn details(figures: &Figures, elapsed: Duration) -> String {
         0 => String::new(),
         n => format!(", {n} waiting for a seat"),
     };
+    let credits = match figures.credits {
+        Some(credits) => format!(", {credits:.2} credits"),
+        None => String::new(),
+    };
     format!(
-        "{} failed, {} in flight{waiting}{held}, {rate:.1}/s, {eta}, {:.2} credits",
-        figures.failed, figures.in_flight, figures.credits
+        "{} failed, {} in flight{waiting}{held}, {rate:.1}/s, {eta}{credits}",
+        figures.failed, figures.in_flight
     )
 }
 
@@ -209,7 +216,7 @@ mod tests {
             waiting: 0,
             worked: 10,
             held: 0,
-            credits: 0.6,
+            credits: Some(0.6),
         };
         assert_eq!(
             details(&figures, Duration::from_secs(5)),
@@ -227,5 +234,14 @@ mod tests {
         );
         let idle = Figures { worked: 0, ..figures };
         assert!(details(&idle, Duration::from_secs(5)).contains("ETA unknown"));
+        // A task picked up by id: its charge is not known until it ends.
+        let picked_up = Figures {
+            credits: None,
+            ..figures
+        };
+        assert_eq!(
+            details(&picked_up, Duration::from_secs(5)),
+            "2 failed, 5 in flight, 2.0/s, ETA 15s"
+        );
     }
 }

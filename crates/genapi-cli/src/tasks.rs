@@ -551,13 +551,17 @@ async fn complete(
         .collect();
     let total = accepted.len() as u64;
     let progress = Progress::start(command, total);
-    // The tasks were charged when accepted: the credits count from there,
-    // and each end puts what its task settled at in its place (nothing,
-    // when moderation stopped it).
+    // The tasks were charged when accepted: the credits count from what
+    // their acceptances said (none known for tasks picked up by id, sent by
+    // another command), and each end puts what its task settled at in its
+    // place (nothing, when moderation stopped it).
     let start = Figures {
         total,
         in_flight: total,
-        credits: accepted.iter().map(|a| charged_at_acceptance(&a.task)).sum::<f64>(),
+        credits: accepted
+            .iter()
+            .filter_map(|a| crate::progress::credits(a.task.cost()))
+            .reduce(|sum, charged| sum + charged),
         ..Figures::default()
     };
     progress.show(&start);
@@ -601,9 +605,6 @@ async fn complete(
                     figures.worked += 1;
                     figures.in_flight = figures.in_flight.saturating_sub(1);
                 }
-                // What a task seen Ready settled at takes the place of
-                // what its acceptance said.
-                let settled = |cost| crate::progress::credits(cost).unwrap_or(charged) - charged;
                 let settled_at = match &outcome {
                     Ok(saved) => crate::progress::credits(saved.output.cost()),
                     Err(Failure { ready: Some(ready), .. }) => crate::progress::credits(ready.cost),
@@ -613,19 +614,18 @@ async fn complete(
                 {
                     prices.learn(kind, credits);
                 }
-                match &outcome {
-                    Ok(saved) => figures.credits += settled(saved.output.cost()),
-                    Err(_) if still_running => {}
-                    Err(Failure { ready: Some(ready), .. }) => {
-                        figures.failed += 1;
-                        figures.credits += settled(ready.cost);
-                    }
-                    Err(failure) => {
-                        figures.failed += 1;
-                        if failure.code == code::of(genapi::FailureClass::Moderated) {
-                            figures.credits -= charged;
-                        }
-                    }
+                // What a task seen Ready settled at takes the place of
+                // what its acceptance said; moderation charges nothing.
+                let settled_at = match &outcome {
+                    Err(_) if still_running => None,
+                    Err(failure) if failure.code == code::of(genapi::FailureClass::Moderated) => Some(0.0),
+                    _ => settled_at,
+                };
+                if let Some(settled_at) = settled_at {
+                    figures.credits = Some(figures.credits.unwrap_or(0.0) + settled_at - charged);
+                }
+                if !still_running && outcome.is_err() {
+                    figures.failed += 1;
                 }
                 progress.show(&figures);
             }

@@ -103,7 +103,7 @@ impl Tally {
             held: counters.held_elsewhere() as u64,
             worked: self.worked as u64,
             // Tasks running were charged at their acceptance already.
-            credits: self.cost + counters.charged_without_outcome(),
+            credits: Some(self.cost + counters.charged_without_outcome()),
         }
     }
 

@@ -160,6 +160,24 @@ fn a_task_picked_up_by_id_is_reported_with_its_real_polling_url() {
         assert_eq!(run.status.code(), Some(0), "{command}: {}", said(&run));
         let reported: serde_json::Value = serde_json::from_slice(&run.stdout).unwrap();
         assert_eq!(reported["polling_url"], polling_url, "{command}: {reported}");
+        if command == "wait" {
+            // Charged when `submit` sent it: no credits are counted until
+            // it ends, then what it settled at.
+            let stderr = said(&run);
+            let counts: Vec<_> = stderr.lines().filter(|line| line.contains("1 done,")).collect();
+            assert!(
+                counts
+                    .first()
+                    .is_some_and(|first| first.contains("0/1 done") && !first.contains("credits")),
+                "{stderr}"
+            );
+            assert!(
+                counts
+                    .last()
+                    .is_some_and(|last| last.contains("1/1 done") && last.ends_with(" credits")),
+                "{stderr}"
+            );
+        }
     }
 }
 
