@@ -431,14 +431,13 @@ impl Drop for RemoveOnDrop {
 
 /// The extension of a finished file's format, from its first bytes: read
 /// by the file policy as a file the client has just written
-/// ([`genapi_files::open_private`]), so that whatever else came to have its
-/// name (a pipe that would never answer, a link, another user's file) is
-/// read as no image.
+/// ([`genapi_files::open_written`]), so that a pipe that would never answer
+/// or a link that came to have its name is read as no image.
 async fn sniff_extension(path: &Path) -> Option<&'static str> {
     let path = path.to_path_buf();
     tokio::task::spawn_blocking(move || {
         let mut head = [0u8; 16];
-        let mut file = genapi_files::open_private(&path, u64::MAX).ok()?;
+        let mut file = genapi_files::open_written(&path, u64::MAX).ok()?;
         let read = std::io::Read::read(&mut file, &mut head).ok()?;
         extension_of(&head[..read])
     })

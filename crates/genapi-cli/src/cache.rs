@@ -72,6 +72,9 @@ pub const FILES: [CacheFile; 4] = [DURATIONS, PRICES, TASK_SECRETS, HISTORY];
 /// (nothing the command wrote) is removed, as an unusable file of the cache
 /// is replaced. Anything else that stops the write is only logged.
 pub fn keep_private(file: &CacheFile, path: &Path, bytes: &[u8]) {
+    if let Some(refused) = cache_folder_refused(path) {
+        return say_not_kept(file, &refused);
+    }
     let write = || genapi_files::write_private(path, bytes, genapi_files::Existing::Replace);
     let written = match write() {
         Err(genapi_files::FileError::NotRegular { .. }) => match std::fs::remove_file(path) {
@@ -85,7 +88,7 @@ pub fn keep_private(file: &CacheFile, path: &Path, bytes: &[u8]) {
     };
     match written {
         Ok(_) => {}
-        Err(refused) if is_folder_refusal(&refused) => say_not_kept(file, &refused),
+        Err(refused) if is_folder_refusal(&refused) || is_denied(&refused) => say_not_kept(file, &refused),
         Err(error) => tracing::debug!(%error, file = file.name, "a file of the cache is not kept"),
     }
 }
@@ -99,6 +102,10 @@ pub fn keep_private(file: &CacheFile, path: &Path, bytes: &[u8]) {
 /// ([`say_not_kept`]), and the file counts as missing. Why the file itself
 /// is unusable, otherwise: the caller decides what to tell.
 pub fn read_kept(file: &CacheFile, path: &Path, limit: u64) -> Result<Option<Vec<u8>>, genapi_files::FileError> {
+    if let Some(refused) = cache_folder_refused(path) {
+        say_not_kept(file, &refused);
+        return Ok(None);
+    }
     let read = genapi_files::may_write_private(path).and_then(|()| match genapi_files::is_taken(path) {
         true => genapi_files::read_private(path, limit).map(Some),
         false => Ok(None),
@@ -110,6 +117,27 @@ pub fn read_kept(file: &CacheFile, path: &Path, limit: u64) -> Result<Option<Vec
         }
         read => read,
     }
+}
+
+/// Why the command's cache folder, when `path` is in it, may not hold a
+/// file of its own: a file in a folder of its own (a task's secrets) is
+/// kept only while the cache folder above is no one else's to change
+/// either, as whoever may change it may move that folder away, or put one
+/// of theirs in its place. The file's own folder is judged where it is
+/// written and read.
+fn cache_folder_refused(path: &Path) -> Option<genapi_files::FileError> {
+    let cache = dir()?;
+    let below = path
+        .parent()
+        .is_some_and(|folder| folder != cache && folder.starts_with(&cache));
+    below.then(|| genapi_files::may_write_private(&cache.join(HISTORY.name)).err())?
+}
+
+/// Whether `refused` is the system refusing the user a folder or file of
+/// the cache (one made by a command run as root): theirs to fix, and so
+/// said.
+fn is_denied(refused: &genapi_files::FileError) -> bool {
+    matches!(refused, genapi_files::FileError::Io { source, .. } if source.kind() == std::io::ErrorKind::PermissionDenied)
 }
 
 /// Says, once a run for each file, that `file` is not kept because the

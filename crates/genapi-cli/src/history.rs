@@ -240,7 +240,9 @@ pub fn list(global: &Global, args: &TasksArgs) -> Result<(), Failure> {
     let Some(path) = path() else {
         return Err(Failure::usage("there is no cache folder, so no submissions are kept"));
     };
+    let mut unreadable = false;
     let entries = read(&path).unwrap_or_else(|why| {
+        unreadable = true;
         out::err(&format!(
             "warning: the history of submissions in {} cannot be read ({}); it is kept as it is: remove it to start \
              again",
@@ -252,7 +254,7 @@ pub fn list(global: &Global, args: &TasksArgs) -> Result<(), Failure> {
     // A folder the history may not be written in keeps none, which reading
     // said with what to run: saying "none yet" as well would hide it.
     let refused = genapi_files::may_write_private(&path).is_err();
-    if entries.is_empty() && !global.json && !refused {
+    if entries.is_empty() && !global.json && !refused && !unreadable {
         out::err(&format!(
             "no submissions yet (the newest {CAP} are kept in {})",
             out::clean(&path.display().to_string())

@@ -42,9 +42,9 @@ pub struct SaveArgs {
 /// What `--out` does in a command that picks a task up (`wait`, `get`),
 /// below its first line: the format was chosen when the task was
 /// submitted, so the name's extension only names the file.
-pub const PICKED_UP_OUT: &str = "The format was chosen when the task was submitted: a result of another format than \
-the name's extension is saved with its own extension instead, and a name of no image format as given, with a \
-warning. A folder gets generated names; `-` writes the image's bytes to standard output (redirected or piped, never \
+pub const PICKED_UP_OUT: &str = "The format was chosen when the task was submitted: a name without an extension \
+gets the result's (`-o fox` saves `fox.jpg` for a JPEG), a result of another format than the name's extension is \
+saved with its own extension instead, and a name of no image format as given, with a warning. A folder gets generated names; `-` writes the image's bytes to standard output (redirected or piped, never \
 a terminal).";
 
 /// Where each result will be written; checked before anything is submitted.
@@ -864,7 +864,7 @@ async fn save_output(
     };
     // Read back as the file the command has just written, or not at all.
     let mut head = [0u8; 16];
-    let read = genapi_files::open_private(&saved, u64::MAX)
+    let read = genapi_files::open_written(&saved, u64::MAX)
         .ok()
         .and_then(|mut file| std::io::Read::read(&mut file, &mut head).ok())
         .unwrap_or(0);
@@ -918,12 +918,30 @@ async fn write_to_stdout(
 ) -> Result<Saved, Failure> {
     // Streamed through a hidden file of the command's own (never held whole
     // in memory: a result may be as large as the download bound), removed
-    // however this ends.
-    // The cache folder as the files kept there make it (the user's alone),
-    // else the system's folder for temporary files.
-    let folder = crate::cache::dir()
-        .filter(|folder| genapi_files::private_folder(folder).is_ok())
-        .unwrap_or_else(std::env::temp_dir);
+    // however this ends, in a folder no one else may change: the cache
+    // folder as the files kept there make it (the user's alone), else a
+    // folder of this run's own.
+    let again = || {
+        let reference = output.reference();
+        resume_command(global, client, &reference.id, &reference.polling_url, Path::new("-"))
+    };
+    let mut own_folder = None;
+    let folder = match crate::cache::dir().filter(|folder| genapi_files::private_folder(folder).is_ok()) {
+        Some(folder) => folder,
+        None => {
+            let made = RunFolder::make().map_err(|error| {
+                Failure::new(
+                    code::OTHER,
+                    format!(
+                        "no folder of the user's own to hold the image before standard output ({error}); write it \
+                         again with: {}",
+                        again()
+                    ),
+                )
+            })?;
+            own_folder.insert(made).0.clone()
+        }
+    };
     let partial = folder.join(format!(
         ".genapi-{}-{}.partial",
         out::safe_component(output.id(), 16),
@@ -936,17 +954,16 @@ async fn write_to_stdout(
         Err(_) => return Err(download_timed_out(global)),
     };
     // Read back as the file the command has just written: never through a
-    // link, never a file someone else put at its name.
-    let copied = genapi_files::open_private(&saved, u64::MAX)
+    // link, never a pipe.
+    let copied = genapi_files::open_written(&saved, u64::MAX)
         .map_err(std::io::Error::other)
         .and_then(|mut file| out::copy_bytes(&mut file));
     if let Err(error) = copied {
-        let reference = output.reference();
         return Err(Failure::new(
             code::OTHER,
             format!(
                 "standard output did not take the whole image ({error}); write it again with: {}",
-                resume_command(global, client, &reference.id, &reference.polling_url, Path::new("-"))
+                again()
             ),
         ));
     }
@@ -954,6 +971,37 @@ async fn write_to_stdout(
         output,
         file: PathBuf::from("-"),
     })
+}
+
+/// A folder of one run's own under the system's folder for temporary
+/// files: made the user's alone, under a name no one else can guess (so
+/// no one can take it first), and removed with what it holds when this is
+/// dropped.
+struct RunFolder(PathBuf);
+
+impl RunFolder {
+    fn make() -> std::io::Result<RunFolder> {
+        let mut last = std::io::Error::other("no name was free");
+        for _ in 0..8 {
+            let mut random = [0u8; 8];
+            getrandom::fill(&mut random).map_err(|error| std::io::Error::other(error.to_string()))?;
+            let path = std::env::temp_dir().join(format!(".genapi-{:016x}", u64::from_le_bytes(random)));
+            let mut builder = std::fs::DirBuilder::new();
+            #[cfg(unix)]
+            std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+            match builder.create(&path) {
+                Ok(()) => return Ok(RunFolder(path)),
+                Err(error) => last = error,
+            }
+        }
+        Err(last)
+    }
+}
+
+impl Drop for RunFolder {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 /// A file removed when this is dropped.

@@ -31,7 +31,7 @@
 //! back by [`read_private`]: never through a link, and only when the file
 //! opened is still the user's alone to change; a file the program has just
 //! written elsewhere (a download, to read back) is opened by
-//! [`open_private`] under the same rule.
+//! [`open_written`], never through a link either.
 //!
 //! **Writing** ([`create`], [`stage`], [`publish`], [`write_whole`]):
 //!
@@ -74,7 +74,7 @@ mod write;
 pub use error::{shown_size, FileError};
 pub use read::{open, read, read_sensitive_stoppable, read_stoppable, read_text, Bounded};
 pub use secret::{
-    may_write_private, open_private, open_sensitive, private_folder, read_private, read_sensitive_text, write_private,
+    may_write_private, open_sensitive, open_written, private_folder, read_private, read_sensitive_text, write_private,
     Exposure, Sensitivity,
 };
 pub use write::{

@@ -146,49 +146,44 @@ pub fn read_sensitive_text(path: &Path, limit: u64, sensitivity: Sensitivity) ->
 /// ```
 pub fn read_private(path: &Path, limit: u64) -> Result<Vec<u8>, FileError> {
     may_write_private(path)?;
-    let opened = open_private(path, limit)?;
+    let opened = open_written(path, limit)?;
     let metadata = opened.metadata().map_err(|e| FileError::io(path, e))?;
     check(path, &metadata, Sensitivity::SteersTheProgram)?;
     read_whole(opened)
 }
 
-/// Opens a file the program itself has just written (a download it saved
-/// beside its final name, to read back what it holds) as [`crate::open`]
-/// does, but never through a link ([`Exposure::Link`]), and only when the
-/// file opened is the user's (or root's, [`Exposure::NotOwned`]). Its mode
-/// is as the umask made it (a group may write it under `umask 002`, as it
-/// may the file the program then publishes), and its folder is not judged:
-/// one shared with others on purpose (sticky, like `/tmp`) lets no one else
-/// replace the file, and one that lets them gives a file of theirs, or a
-/// link, both refused. So what is read is a file of the user's, or nothing.
+/// Opens a file the program itself has just written, to read back what it
+/// holds (a download it saved beside its final name), as [`crate::open`]
+/// does (a regular file within `limit`, opened without blocking, so a pipe
+/// put at its name is refused at once), but never through a link
+/// ([`Exposure::Link`]): whatever came to have its name, what is read is
+/// no file elsewhere. Its owner and mode are not judged: a folder on a
+/// file system that maps owners (sshfs, CIFS, NFS with root squashed)
+/// shows the program's own files as another user's, and its mode is as the
+/// umask made it.
 ///
 /// ```
 /// # #[cfg(unix)] {
 /// use std::io::Read as _;
-/// use genapi_files::{Existing, FileError};
+/// use genapi_files::{Existing, Exposure, FileError};
 ///
-/// let path = std::env::temp_dir().join(format!("genapi-files-open-private-{}", std::process::id()));
+/// let dir = std::env::temp_dir().join(format!("genapi-files-open-written-{}", std::process::id()));
+/// std::fs::create_dir_all(&dir)?;
+/// let path = dir.join("download.partial");
 /// genapi_files::write_whole(&path, b"\xff\xd8\xff", Existing::Replace)?;
 /// let mut head = Vec::new();
-/// genapi_files::open_private(&path, u64::MAX)?.read_to_end(&mut head)?;
+/// genapi_files::open_written(&path, u64::MAX)?.read_to_end(&mut head)?;
 /// assert_eq!(head, b"\xff\xd8\xff");
-/// # std::fs::remove_file(&path)?;
+/// let link = dir.join("link.partial");
+/// std::os::unix::fs::symlink(&path, &link)?;
+/// let refused = genapi_files::open_written(&link, u64::MAX).unwrap_err();
+/// assert!(matches!(refused, FileError::Exposed { exposure: Exposure::Link, .. }), "{refused}");
+/// # std::fs::remove_dir_all(&dir)?;
 /// # }
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-pub fn open_private(path: &Path, limit: u64) -> Result<Bounded, FileError> {
-    let opened = crate::read::open_as(path, limit, crate::read::Links::Refused)?;
-    let metadata = opened.metadata().map_err(|e| FileError::io(path, e))?;
-    if let Some(exposure @ Exposure::NotOwned { .. }) =
-        exposure(&metadata, Sensitivity::SteersTheProgram, current_user())
-    {
-        return Err(FileError::Exposed {
-            path: path.to_path_buf(),
-            sensitivity: Sensitivity::SteersTheProgram,
-            exposure,
-        });
-    }
-    Ok(opened)
+pub fn open_written(path: &Path, limit: u64) -> Result<Bounded, FileError> {
+    crate::read::open_as(path, limit, crate::read::Links::Refused)
 }
 
 /// What is left to read of `opened`, within its limit.
@@ -334,10 +329,32 @@ fn changed_by_user_alone(folder: &Path) -> Result<(), FileError> {
         path: folder.to_path_buf(),
         owner: None,
     };
+    // Judged by its name first: a folder of another user that the user may
+    // not even open (root's, made by a command run with sudo) is said to be
+    // theirs, not a bare "permission denied".
+    let judge = |metadata: &Metadata| {
+        if metadata.uid() != current_user() {
+            return Err(FileError::ForeignFolder {
+                path: folder.to_path_buf(),
+                owner: Some(metadata.uid()),
+            });
+        }
+        let mode = metadata.mode() & 0o7777;
+        if mode & 0o022 != 0 {
+            return Err(FileError::OpenFolder {
+                path: folder.to_path_buf(),
+                mode,
+            });
+        }
+        Ok(())
+    };
     let named = std::fs::symlink_metadata(folder).map_err(|e| FileError::io(folder, e))?;
     if named.file_type().is_symlink() {
         return Err(link());
     }
+    judge(&named)?;
+    // Then as opened, never through a link: what it is now, whatever took
+    // its name since.
     let opened = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW)
@@ -346,21 +363,7 @@ fn changed_by_user_alone(folder: &Path) -> Result<(), FileError> {
             Some(libc::ELOOP) => link(),
             _ => FileError::io(folder, e),
         })?;
-    let metadata = opened.metadata().map_err(|e| FileError::io(folder, e))?;
-    if metadata.uid() != current_user() {
-        return Err(FileError::ForeignFolder {
-            path: folder.to_path_buf(),
-            owner: Some(metadata.uid()),
-        });
-    }
-    let mode = metadata.mode() & 0o7777;
-    if mode & 0o022 != 0 {
-        return Err(FileError::OpenFolder {
-            path: folder.to_path_buf(),
-            mode,
-        });
-    }
-    Ok(())
+    judge(&opened.metadata().map_err(|e| FileError::io(folder, e))?)
 }
 
 /// Elsewhere the platform's access lists decide; nothing is checked here.
@@ -570,6 +573,69 @@ mod tests {
         false
     }
 
+    /// Set, to the folder to judge, in the copy of the test binary that
+    /// runs as another user.
+    const AS_NOBODY: &str = "GENAPI_FILES_TEST_AS_NOBODY";
+
+    /// A folder of root's that the user may not even open (a command run
+    /// with sudo made the cache folder) is said to be another user's, with
+    /// what to do, not a bare "permission denied". Run as root, the test
+    /// makes one and judges it from a copy of itself run as `nobody`; run
+    /// as anyone else, it judges `/root`.
+    #[test]
+    fn a_folder_of_roots_the_user_cannot_open_is_said_to_be_roots() {
+        use std::os::unix::process::CommandExt as _;
+        let judged = |folder: &Path| {
+            let refused = may_write_private(&folder.join("history.jsonl")).unwrap_err();
+            assert!(
+                matches!(refused, FileError::ForeignFolder { owner: Some(0), .. }),
+                "{refused}"
+            );
+        };
+        if let Some(folder) = std::env::var_os(AS_NOBODY) {
+            return judged(Path::new(&folder));
+        }
+        if current_user() != 0 {
+            if std::fs::read_dir("/root").is_err() && std::fs::symlink_metadata("/root").is_ok() {
+                judged(Path::new("/root/."));
+            }
+            return;
+        }
+        let dir = scratch("roots");
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let folder = dir.join("genapi");
+        std::fs::create_dir(&folder).unwrap();
+        std::fs::set_permissions(&folder, std::fs::Permissions::from_mode(0o700)).unwrap();
+        let copy = dir.join("test-binary");
+        std::fs::copy(std::env::current_exe().unwrap(), &copy).unwrap();
+        std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let mut command = std::process::Command::new(&copy);
+        command
+            .args([
+                "--exact",
+                "secret::tests::a_folder_of_roots_the_user_cannot_open_is_said_to_be_roots",
+                "--test-threads=1",
+            ])
+            .env(AS_NOBODY, &folder);
+        // SAFETY: setgid and setuid are async-signal-safe.
+        unsafe {
+            command.pre_exec(|| {
+                if libc::setgid(65534) != 0 || libc::setuid(65534) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let run = command.output().unwrap();
+        let said = String::from_utf8_lossy(&run.stdout);
+        assert!(
+            run.status.success() && said.contains("1 passed"),
+            "{said}{}",
+            String::from_utf8_lossy(&run.stderr)
+        );
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
     fn mode_of(path: &Path) -> u32 {
         std::fs::symlink_metadata(path).unwrap().permissions().mode() & 0o7777
     }
@@ -735,9 +801,10 @@ mod tests {
             "{refused}"
         );
         assert!(refused.reason().contains("chmod go-w"), "{refused}");
-        // A file just written under umask 002 is opened to be read back.
+        // A file just written under umask 002 is opened to be read back,
+        // but is not one kept for later.
         with_mode(&changeable, 0o664);
-        assert!(open_private(&changeable, 1024).is_ok());
+        assert!(open_written(&changeable, 1024).is_ok());
         assert!(read_private(&changeable, 1024).is_err());
         // Others may read it: the rule is about who may change it.
         with_mode(&changeable, 0o644);
@@ -760,6 +827,14 @@ mod tests {
             read_private(&piped, 1024),
             Err(FileError::NotRegular { writing: false, .. })
         ));
+
+        // A file just written is read back whoever the file system says
+        // owns it (one that maps owners shows the user's files as another's).
+        if current_user() == 0 {
+            let (_, mapped) = kept("mapped");
+            std::os::unix::fs::chown(&mapped, Some(4242), None).unwrap();
+            assert!(open_written(&mapped, 1024).is_ok());
+        }
 
         // A folder swapped for another user's gives a file of theirs.
         let (_, theirs) = kept("theirs");

@@ -119,11 +119,13 @@ async fn generate_and_tasks_say_why_no_history_is_kept_in_a_folder_others_may_ch
     assert_eq!(mode & 0o777, 0o775, "left as it is");
 
     // The secrets of a task `submit` sent are kept by the same rule, and
-    // losing them is said the same way.
+    // losing them is said the same way: their own folder the user's alone
+    // is not enough, as whoever may change the folder above may take it
+    // away, or put theirs in its place.
     let tasks = cache.join("tasks");
     // `generate` may have made it, for the secrets of its own task.
     std::fs::create_dir_all(&tasks).unwrap();
-    std::fs::set_permissions(&tasks, std::fs::Permissions::from_mode(0o775)).unwrap();
+    std::fs::set_permissions(&tasks, std::fs::Permissions::from_mode(0o700)).unwrap();
     let submitted = genapi(&dir, &mock).args(["submit", "a cat"]).output().unwrap();
     let said = text(&submitted.stderr);
     assert_eq!(submitted.status.code(), Some(0), "{said}");
@@ -131,6 +133,39 @@ async fn generate_and_tasks_say_why_no_history_is_kept_in_a_folder_others_may_ch
         said.contains("not keeping tasks in the cache, so a later wait or get"),
         "{said}"
     );
-    assert!(said.contains(&format!("chmod go-w {}", tasks.display())), "{said}");
+    assert!(said.contains(&format!("chmod go-w {}", cache.display())), "{said}");
     assert_eq!(std::fs::read_dir(&tasks).unwrap().count(), 0, "nothing written there");
+
+    // `-o -` passes its image through a folder of its own instead, gone
+    // after it.
+    let temporary = dir.join("tmp");
+    std::fs::create_dir_all(&temporary).unwrap();
+    let piped = genapi(&dir, &mock)
+        .env("TMPDIR", &temporary)
+        .args(["generate", "a fox", "--size", "96x64", "-o", "-"])
+        .output()
+        .unwrap();
+    assert_eq!(piped.status.code(), Some(0), "{}", text(&piped.stderr));
+    assert_eq!(crate::common::dimensions(&piped.stdout), Some((96, 64)));
+    assert_eq!(std::fs::read_dir(&temporary).unwrap().count(), 0, "nothing left behind");
+}
+
+/// A history the command cannot read is said, with what to do, and not
+/// called empty.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tasks_says_why_a_history_cannot_be_read_and_never_that_it_is_empty() {
+    let mock = roomy_mock(50).await;
+    let dir = Dir::new("recent-tasks-linked-history");
+    let cache = dir.join("cache/genapi");
+    std::fs::create_dir_all(&cache).unwrap();
+    std::fs::write(dir.join("elsewhere.jsonl"), "").unwrap();
+    std::os::unix::fs::symlink(dir.join("elsewhere.jsonl"), cache.join("history.jsonl")).unwrap();
+    let listed = genapi(&dir, &mock).args(["tasks"]).output().unwrap();
+    let said = text(&listed.stderr);
+    assert_eq!(listed.status.code(), Some(0), "{said}");
+    assert!(
+        said.contains("cannot be read (a link") && said.contains("rm "),
+        "{said}"
+    );
+    assert!(!said.contains("no submissions yet"), "{said}");
 }
