@@ -45,9 +45,9 @@ pub const PRICES: CacheFile = CacheFile {
 /// The secrets of tasks sent by `genapi submit` and `genapi generate`.
 pub const TASK_SECRETS: CacheFile = CacheFile {
     name: "tasks",
-    holds: "a file per task genapi submit or generate sent and no command has seen end: the short text fields of its \
-            request (webhook secret and addresses among them), and one per batch output folder run with \
-            --webhook-url (its notification secret); readable by the user alone",
+    holds: "a file per task genapi submit or generate sent until a command saves its result or sees it fail: the \
+            short text fields of its request (webhook secret and addresses among them), and one per batch output \
+            folder run with --webhook-url (its notification secret); readable by the user alone",
     deleting_costs: "a later wait or get of such a task cannot scrub its webhook secret from what it shows, and a \
                      batch's next run makes a new notification secret and cannot scrub the old one",
 };
@@ -68,12 +68,12 @@ pub const FILES: [CacheFile; 4] = [DURATIONS, PRICES, TASK_SECRETS, HISTORY];
 /// it is best effort, but a folder the file policy refuses (another user's,
 /// or one others may change) is one the user can fix, and what its loss
 /// costs them is theirs to know: that is said once a run on stderr, with
-/// what to run ([`say_not_kept`]). A pipe or a device at the file's name
+/// what to run ([`say_unusable`]). A pipe or a device at the file's name
 /// (nothing the command wrote) is removed, as an unusable file of the cache
 /// is replaced. Anything else that stops the write is only logged.
 pub fn keep_private(file: &CacheFile, path: &Path, bytes: &[u8]) {
     if let Some(refused) = cache_folder_refused(path) {
-        return say_not_kept(file, &refused);
+        return say_unusable(file, &refused, Use::Keeping);
     }
     let write = || genapi_files::write_private(path, bytes, genapi_files::Existing::Replace);
     let written = match write() {
@@ -88,7 +88,9 @@ pub fn keep_private(file: &CacheFile, path: &Path, bytes: &[u8]) {
     };
     match written {
         Ok(_) => {}
-        Err(refused) if is_folder_refusal(&refused) || is_denied(&refused) => say_not_kept(file, &refused),
+        Err(refused) if is_folder_refusal(&refused) || is_denied(&refused) => {
+            say_unusable(file, &refused, Use::Keeping)
+        }
         Err(error) => tracing::debug!(%error, file = file.name, "a file of the cache is not kept"),
     }
 }
@@ -103,7 +105,7 @@ pub fn keep_private(file: &CacheFile, path: &Path, bytes: &[u8]) {
 /// is unusable, otherwise: the caller decides what to tell.
 pub fn read_kept(file: &CacheFile, path: &Path, limit: u64) -> Result<Option<Vec<u8>>, genapi_files::FileError> {
     if let Some(refused) = cache_folder_refused(path) {
-        say_not_kept(file, &refused);
+        say_unusable(file, &refused, Use::Reading);
         return Ok(None);
     }
     let read = genapi_files::may_write_private(path).and_then(|()| match genapi_files::is_taken(path) {
@@ -112,7 +114,7 @@ pub fn read_kept(file: &CacheFile, path: &Path, limit: u64) -> Result<Option<Vec
     });
     match read {
         Err(refused) if is_folder_refusal(&refused) => {
-            say_not_kept(file, &refused);
+            say_unusable(file, &refused, Use::Reading);
             Ok(None)
         }
         read => read,
@@ -140,15 +142,44 @@ fn is_denied(refused: &genapi_files::FileError) -> bool {
     matches!(refused, genapi_files::FileError::Io { source, .. } if source.kind() == std::io::ErrorKind::PermissionDenied)
 }
 
-/// Says, once a run for each file, that `file` is not kept because the
-/// file policy refused its folder, what that costs, and what to run.
-fn say_not_kept(file: &CacheFile, refused: &genapi_files::FileError) {
-    static SAID: Mutex<Vec<&str>> = Mutex::new(Vec::new());
-    let Ok(mut said) = SAID.lock() else { return };
-    if !said.contains(&file.name) {
-        said.push(file.name);
-        crate::out::err(&not_kept(file, refused));
+/// What the command was doing with a file of the cache when the file
+/// policy refused it: the warning says which, as `genapi tasks` only reads
+/// the history that `generate` keeps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Use {
+    /// Writing it.
+    Keeping,
+    /// Reading it back.
+    Reading,
+}
+
+/// Says, once a run for each file, that `file` is not kept (or not read)
+/// because the file policy refused it or its folder, what that costs, and
+/// what to run. A second file refused for its folder in the same run gets
+/// one short line: the folder and its fix were said with the first.
+fn say_unusable(file: &CacheFile, refused: &genapi_files::FileError, doing: Use) {
+    /// What this run has said.
+    struct Said {
+        /// The files said not kept or read.
+        files: Vec<&'static str>,
+        /// Whether a folder's refusal was said, with its fix.
+        folder: bool,
     }
+    static SAID: Mutex<Said> = Mutex::new(Said {
+        files: Vec::new(),
+        folder: false,
+    });
+    let Ok(mut said) = SAID.lock() else { return };
+    if said.files.contains(&file.name) {
+        return;
+    }
+    said.files.push(file.name);
+    let warning = match is_folder_refusal(refused) && said.folder {
+        true => not_kept_either(file, doing),
+        false => not_kept(file, refused, doing),
+    };
+    said.folder |= is_folder_refusal(refused);
+    crate::out::err(&warning);
 }
 
 /// Whether `refused` is the file policy refusing a private file's folder.
@@ -159,15 +190,35 @@ fn is_folder_refusal(refused: &genapi_files::FileError) -> bool {
     )
 }
 
-/// The warning that `file` is not kept, because of `refused`: what it
-/// costs, and what to run.
-pub fn not_kept(file: &CacheFile, refused: &genapi_files::FileError) -> String {
+/// The warning that `file` is not kept (or not read), because of
+/// `refused`: what it costs, and what to run.
+fn not_kept(file: &CacheFile, refused: &genapi_files::FileError, doing: Use) -> String {
     format!(
-        "warning: not keeping {} in the cache, so {}: {}",
+        "warning: {} {} in the cache, so {}: {}",
+        verb(doing),
         file.name,
         file.deleting_costs,
         crate::files::said(refused)
     )
+}
+
+/// The warning that `file` is not kept (or read) either, its folder
+/// refused as was said just before.
+fn not_kept_either(file: &CacheFile, doing: Use) -> String {
+    format!(
+        "warning: {} {} in that folder either, so {}",
+        verb(doing),
+        file.name,
+        file.deleting_costs
+    )
+}
+
+/// What the command is not doing with a file, in a warning.
+fn verb(doing: Use) -> &'static str {
+    match doing {
+        Use::Keeping => "not keeping",
+        Use::Reading => "not reading",
+    }
 }
 
 #[cfg(test)]

@@ -213,14 +213,24 @@ impl Settings {
     }
 
     /// Every address the service is reached at, as one text: what learned
-    /// durations are kept under.
+    /// durations are kept under, each address spelled one way
+    /// ([`crate::address_key`]: never a password or query a base URL may
+    /// carry).
     pub fn service_addresses(&self) -> String {
-        let mut text = self.base_url.as_ref().map(|b| b.value.clone()).unwrap_or_default();
+        let mut text = self
+            .base_url
+            .as_ref()
+            .map(|b| crate::address_key(&b.value))
+            .unwrap_or_default();
         if let Some(regional) = &self.regional_base_url {
-            text.push_str(&format!(" regional={}", regional.value));
+            text.push_str(&format!(" regional={}", crate::address_key(&regional.value)));
         }
         if !self.trusted_origins.is_empty() {
-            let origins: Vec<&str> = self.trusted_origins.iter().map(|o| o.value.as_str()).collect();
+            let origins: Vec<String> = self
+                .trusted_origins
+                .iter()
+                .map(|o| crate::address_key(&o.value))
+                .collect();
             text.push_str(&format!(" trusted={}", origins.join(",")));
         }
         text

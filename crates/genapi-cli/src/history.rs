@@ -125,29 +125,33 @@ fn write(path: &Path, mut entries: Vec<Entry>) {
     crate::cache::keep_private(&crate::cache::HISTORY, path, text.as_bytes());
 }
 
-/// Adds `entry` as the newest submission of the history at `path`.
-fn add_at(path: &Path, entry: Entry) {
-    let Ok(mut entries) = read(path) else { return };
+/// Adds `entry` as the newest submission of the history at `path`; why
+/// it cannot, when the file there cannot be read (it is then left as it
+/// is: see [`read`]).
+fn add_at(path: &Path, entry: Entry) -> Result<(), String> {
+    let mut entries = read(path)?;
     entries.retain(|kept| kept.id != entry.id);
     entries.insert(0, entry);
     write(path, entries);
+    Ok(())
+}
+
+/// That the history at `path` cannot be read, because of `why`, and what
+/// to do.
+fn unreadable(path: &Path, why: &str) -> String {
+    format!(
+        "the history of submissions in {} cannot be read ({}); it is kept as it is: remove it to start again",
+        out::clean(&path.display().to_string()),
+        out::clean(why)
+    )
 }
 
 /// Whether `kept` and `now`, two services as shown, are one: an address
 /// written with a slash after it or without, its scheme or host in
-/// capitals or not, or with its scheme's own port, is the same address.
+/// capitals or not, or with its scheme's own port, is the same address
+/// ([`crate::address_key`]).
 fn same_service(kept: &str, now: &str) -> bool {
-    kept == now || service_key(kept) == service_key(now)
-}
-
-/// A service as shown, spelled one way: parsed as an address (which puts
-/// the scheme and host in small letters and drops a scheme's own port),
-/// without the slash its path may end with; as it is, when it is none.
-fn service_key(shown: &str) -> String {
-    match url::Url::parse(shown) {
-        Ok(address) => address.as_str().trim_end_matches('/').to_string(),
-        Err(_) => shown.trim_end_matches('/').to_string(),
-    }
+    kept == now || crate::address_key(kept) == crate::address_key(now)
 }
 
 /// Notes the status (and saved file) of task `id` sent to `service` in the
@@ -173,11 +177,20 @@ fn note_at(path: &Path, id: &str, service: &str, status: &str, saved: Option<&Pa
     write(path, entries);
 }
 
-/// Keeps task `id`, just accepted for `model`.
+/// Keeps task `id`, just accepted for `model`. A history that cannot be
+/// read is said, naming the task: `genapi tasks` will not list it, and its
+/// id is what picks it up.
 pub fn submitted(global: &Global, id: &str, model: &str) {
     let Some(path) = path() else { return };
-    if let Some(entry) = new_entry(id, model, &crate::service_shown(global)) {
-        add_at(&path, entry);
+    let Some(entry) = new_entry(id, model, &crate::service_shown(global)) else {
+        return;
+    };
+    if let Err(why) = add_at(&path, entry) {
+        out::err(&format!(
+            "warning: task {} is not in the list genapi tasks shows: {}",
+            out::clean(id),
+            unreadable(&path, &why)
+        ));
     }
 }
 
@@ -240,21 +253,16 @@ pub fn list(global: &Global, args: &TasksArgs) -> Result<(), Failure> {
     let Some(path) = path() else {
         return Err(Failure::usage("there is no cache folder, so no submissions are kept"));
     };
-    let mut unreadable = false;
+    let mut said_unreadable = false;
     let entries = read(&path).unwrap_or_else(|why| {
-        unreadable = true;
-        out::err(&format!(
-            "warning: the history of submissions in {} cannot be read ({}); it is kept as it is: remove it to start \
-             again",
-            out::clean(&path.display().to_string()),
-            out::clean(&why)
-        ));
+        said_unreadable = true;
+        out::err(&format!("warning: {}", unreadable(&path, &why)));
         Vec::new()
     });
     // A folder the history may not be written in keeps none, which reading
     // said with what to run: saying "none yet" as well would hide it.
     let refused = genapi_files::may_write_private(&path).is_err();
-    if entries.is_empty() && !global.json && !refused && !unreadable {
+    if entries.is_empty() && !global.json && !refused && !said_unreadable {
         out::err(&format!(
             "no submissions yet (the newest {CAP} are kept in {})",
             out::clean(&path.display().to_string())
@@ -327,11 +335,11 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
         let path = dir.join("history.jsonl");
-        add_at(&path, entry(1));
+        add_at(&path, entry(1)).unwrap();
         let mut elsewhere = entry(2);
         elsewhere.service = "https://api.example".into();
         elsewhere.model = "gen-2-klein-4b\u{1b}[2J".into();
-        add_at(&path, elsewhere);
+        add_at(&path, elsewhere).unwrap();
         assert_eq!(
             model_at(&path, "task-1", "the built-in mock").as_deref(),
             Some("gen-2-pro")
@@ -348,7 +356,7 @@ mod tests {
         );
         let mut blank = entry(3);
         blank.model = "\u{1b}\u{200b}".into();
-        add_at(&path, blank);
+        add_at(&path, blank).unwrap();
         assert_eq!(
             model_at(&path, "task-3", "the built-in mock"),
             None,
@@ -356,7 +364,7 @@ mod tests {
         );
         let mut long = entry(4);
         long.model = "m".repeat(100_000);
-        add_at(&path, long);
+        add_at(&path, long).unwrap();
         let cut = model_at(&path, "task-4", "the built-in mock").unwrap();
         assert!(
             cut.chars().count() <= FIELD_MOST + 35 && cut.ends_with("characters)"),
@@ -394,7 +402,7 @@ mod tests {
         std::fs::rename(&path, &moved).unwrap();
         std::os::unix::fs::symlink(&moved, &path).unwrap();
         assert_eq!(model_at(&path, "task-1", "the built-in mock"), None);
-        add_at(&path, entry(5));
+        assert!(add_at(&path, entry(5)).unwrap_err().contains("a link"), "said why");
         assert!(path.is_symlink(), "a link is left for the user to remove");
         std::fs::remove_file(&path).unwrap();
         std::fs::rename(&moved, &path).unwrap();
@@ -412,7 +420,10 @@ mod tests {
         let path = dir.join("history.jsonl");
         let big = "x".repeat(FILE_LIMIT as usize + 1);
         std::fs::write(&path, &big).unwrap();
-        add_at(&path, entry(1));
+        assert!(
+            add_at(&path, entry(1)).unwrap_err().contains("bytes, above"),
+            "said why"
+        );
         note_at(&path, "task-1", "the built-in mock", "Ready", None);
         assert_eq!(std::fs::read_to_string(&path).unwrap(), big, "not erased");
         std::fs::remove_dir_all(dir).unwrap();
@@ -436,7 +447,7 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("genapi-history-{}", std::process::id()));
         let path = dir.join("history.jsonl");
         for n in 0..CAP + 30 {
-            add_at(&path, entry(n));
+            add_at(&path, entry(n)).unwrap();
         }
         let kept = read(&path).unwrap();
         assert_eq!(kept.len(), CAP);

@@ -650,8 +650,9 @@ pub struct Connection {
     pub client: Client,
     /// The mock serving it, when the mock is used.
     pub mock: Option<MockService>,
-    /// The configured service's addresses, under which learned durations are kept.
-    service: Option<String>,
+    /// The configured service's addresses, under which learned durations
+    /// are kept, and the durations loaded for it.
+    durations: Option<(String, genapi::Learned)>,
     /// Whether an answer carried the mock's mark ([`genapi_mock::MOCK_HEADER`]).
     marked: Arc<AtomicBool>,
     /// Whether the service is on this machine: only then is the mark
@@ -700,10 +701,15 @@ fn noting_the_mock(builder: genapi::ClientBuilder, marked: &Arc<AtomicBool>) -> 
 
 impl Drop for Connection {
     /// Keeps what this run learned about task durations for the next one
-    /// (not for the built-in mock, which lives only as long as the run).
+    /// (not for the built-in mock, which lives only as long as the run),
+    /// when it learned anything: a run that saw no task end (`submit`, a
+    /// `get` of a task still running) leaves the file as it was.
     fn drop(&mut self) {
-        if let Some(service) = &self.service {
-            learned::DURATIONS.save(service, self.client.learned());
+        if let Some((service, loaded)) = &self.durations {
+            let learned = self.client.learned();
+            if learned != *loaded {
+                learned::DURATIONS.save(service, learned);
+            }
         }
     }
 }
@@ -715,6 +721,31 @@ impl Drop for Connection {
 /// gets new ports, and starts from nothing.
 fn service_key(global: &Global) -> String {
     global.settings.service_addresses()
+}
+
+/// An address spelled one way, to tell whether two name one service: as
+/// parsed (its scheme and host in small letters, without its scheme's own
+/// port), without a user name, password, query or fragment (which may be
+/// secrets, and name no other service) and without the slash its path may
+/// end with; as it is, but for that slash, when it is no address.
+///
+/// ```text
+/// HTTPS://Api.Example.com:443/v1/  ->  https://api.example.com/v1
+/// https://me:pa55@api.example.com?token=t0k  ->  https://api.example.com
+/// ```
+pub fn address_key(text: &str) -> String {
+    let text = text.trim();
+    match url::Url::parse(text) {
+        Ok(mut address) => {
+            // Refused only for addresses that cannot have them.
+            let _ = address.set_username("");
+            let _ = address.set_password(None);
+            address.set_query(None);
+            address.set_fragment(None);
+            address.as_str().trim_end_matches('/').to_string()
+        }
+        Err(_) => text.trim_end_matches('/').to_string(),
+    }
 }
 
 /// The service as the command names it: the built-in mock, or the
@@ -757,16 +788,17 @@ pub async fn connect_with(
         }
         // What earlier runs learned about this service's task durations.
         let service = service_key(global);
+        let loaded: genapi::Learned = learned::DURATIONS.load(&service);
         let marked = Arc::new(AtomicBool::new(false));
         let client = global
             .recording(noting_the_mock(limited(builder), &marked))
-            .learned(learned::DURATIONS.load(&service))
+            .learned(loaded.clone())
             .build()
             .map_err(|e| Failure::api(&e))?;
         return Ok(Connection {
             client,
             mock: None,
-            service: Some(service),
+            durations: Some((service, loaded)),
             marked,
             loopback: learned::on_loopback(global),
             prices_key: learned::prices_key(global),
@@ -800,7 +832,7 @@ pub async fn connect_with(
     Ok(Connection {
         client,
         mock: Some(mock),
-        service: None,
+        durations: None,
         marked: Arc::new(AtomicBool::new(true)),
         loopback: true,
         prices_key: learned::prices_key(global),
@@ -810,6 +842,32 @@ pub async fn connect_with(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// One service however its address is written, and never a secret of
+    /// the address in what it is known by.
+    #[test]
+    fn an_address_is_known_by_one_spelling_without_its_secrets() {
+        for (written, key) in [
+            ("https://api.example.com", "https://api.example.com"),
+            ("https://api.example.com/", "https://api.example.com"),
+            (" HTTPS://Api.Example.COM:443/v1/ ", "https://api.example.com/v1"),
+            (
+                "https://me:pa55@api.example.com?token=t0k#frag",
+                "https://api.example.com",
+            ),
+            ("http://127.0.0.1:8787/", "http://127.0.0.1:8787"),
+            ("the built-in mock", "the built-in mock"),
+        ] {
+            assert_eq!(address_key(written), key, "{written}");
+        }
+        for other in [
+            "https://api.example.com:8443",
+            "http://api.example.com",
+            "https://api.example.com/v2",
+        ] {
+            assert_ne!(address_key(other), address_key("https://api.example.com"), "{other}");
+        }
+    }
 
     #[test]
     fn a_profiles_out_folder_ends_with_one_separator() {

@@ -959,6 +959,60 @@ fn learned_durations_are_kept_between_runs_and_a_corrupt_file_is_ignored() {
         serde_json::json!([0.4, 0.4])
     );
 
+    // A run that sees no task end leaves the file as it was, and the same
+    // service written another way (a slash after it, its host in
+    // capitals) is the same entry, not a new one.
+    let before = std::fs::read(&file).unwrap();
+    let configured = mock.variable("GENAPI_BASE_URL");
+    let base = configured.replace("127.0.0.1", "LocalHost");
+    let localhost = configured.replace("127.0.0.1", "localhost");
+    let submitted = mock
+        .command(&dir)
+        .env("GENAPI_BASE_URL", format!("{base}/"))
+        .args(["submit", "w"])
+        .output()
+        .unwrap();
+    assert_exit(&submitted, 0);
+    assert_eq!(
+        std::fs::read(&file).unwrap(),
+        before,
+        "nothing learned, nothing written"
+    );
+    let respelled = mock
+        .command(&dir)
+        .env("GENAPI_BASE_URL", format!("{base}/"))
+        .args(["generate", "v", "-o", "four.jpg"])
+        .output()
+        .unwrap();
+    assert_exit(&respelled, 0);
+    let kept: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    let services: Vec<&String> = kept.as_object().unwrap().keys().collect();
+    assert_eq!(services.len(), 2, "{kept}");
+    let key = services
+        .iter()
+        .find(|key| key.starts_with(&localhost))
+        .unwrap()
+        .to_string();
+    assert!(
+        !key.contains("LocalHost") && !key.contains(&format!("{localhost}/ ")),
+        "{key}"
+    );
+    // The same service as `localhost` learns on; `127.0.0.1` is another name.
+    let again = mock
+        .command(&dir)
+        .env("GENAPI_BASE_URL", &localhost)
+        .args(["generate", "u", "-o", "five.jpg"])
+        .output()
+        .unwrap();
+    assert_exit(&again, 0);
+    let kept: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    assert_eq!(kept.as_object().unwrap().len(), 2, "{kept}");
+    assert_eq!(
+        kept[key.as_str()]["learned"]["operations"]["gen_2_pro"],
+        serde_json::json!([0.4, 0.4]),
+        "{kept}"
+    );
+
     // A corrupt file is ignored, never fatal, and replaced.
     std::fs::write(&file, "{not json").unwrap();
     let third = mock
