@@ -180,8 +180,7 @@ impl Plan {
         if count > 1 {
             return Err(Failure::usage(format!(
                 "-o - writes one image to standard output, and -n {count} makes {count}: give a folder (-o shots/) \
-                 or a file name, which is numbered (-o shot.jpg writes shot-1.jpg, shot-2.jpg, …); nothing was \
-                 submitted"
+                 or a file name, which is numbered (-o shot.jpg writes shot-1.jpg, shot-2.jpg, …)"
             )));
         }
         if save.json {
@@ -806,7 +805,7 @@ async fn save_output(
     global: &Global,
 ) -> Result<Saved, Failure> {
     if plan.to_stdout {
-        return write_to_stdout(client, output, deadline, global).await;
+        return write_to_stdout(output, deadline, global).await;
     }
     // The name that will really be written, checked before the download: a
     // result of another format than --out's extension gets that format's.
@@ -910,21 +909,13 @@ async fn save_output(
 
 /// `-o -`: the result's bytes, downloaded whole (within the client's bound
 /// on a download), written to standard output.
-async fn write_to_stdout(
-    client: &Client,
-    output: Output,
-    deadline: Instant,
-    global: &Global,
-) -> Result<Saved, Failure> {
+async fn write_to_stdout(output: Output, deadline: Instant, global: &Global) -> Result<Saved, Failure> {
     // Streamed through a hidden file of the command's own (never held whole
     // in memory: a result may be as large as the download bound), removed
     // however this ends, in a folder no one else may change: the cache
     // folder as the files kept there make it (the user's alone), else a
-    // folder of this run's own.
-    let again = || {
-        let reference = output.reference();
-        resume_command(global, client, &reference.id, &reference.polling_url, Path::new("-"))
-    };
+    // folder of this run's own. A failure here leaves a task paid for and
+    // its result not written: the report says what writes it again.
     let mut own_folder = None;
     let folder = match crate::cache::dir().filter(|folder| genapi_files::private_folder(folder).is_ok()) {
         Some(folder) => folder,
@@ -932,11 +923,7 @@ async fn write_to_stdout(
             let made = RunFolder::make().map_err(|error| {
                 Failure::new(
                     code::OTHER,
-                    format!(
-                        "no folder of the user's own to hold the image before standard output ({error}); write it \
-                         again with: {}",
-                        again()
-                    ),
+                    format!("no folder of the user's own to hold the image before standard output ({error})"),
                 )
             })?;
             own_folder.insert(made).0.clone()
@@ -961,10 +948,7 @@ async fn write_to_stdout(
     if let Err(error) = copied {
         return Err(Failure::new(
             code::OTHER,
-            format!(
-                "standard output did not take the whole image ({error}); write it again with: {}",
-                again()
-            ),
+            format!("standard output did not take the whole image ({error})"),
         ));
     }
     Ok(Saved {
@@ -1343,6 +1327,8 @@ async fn get_task(
     // With --json, the task's object is printed once: its state here, or
     // its saved result below.
     let state_printed = global.json && (plan.is_none() || !state.status.is_final());
+    // A final state with --out is said once, by the report below.
+    let said_by_the_report = plan.is_some() && state.status.is_final();
     if state_printed {
         let view = serde_json::to_value(&state).unwrap_or_default();
         out::out(
@@ -1354,7 +1340,7 @@ async fn get_task(
             })
             .to_string(),
         );
-    } else if !global.json {
+    } else if !global.json && !said_by_the_report {
         let percent = state
             .progress
             .map(|f| format!(" {:.0}%", f * 100.0))

@@ -690,6 +690,10 @@ fn timeout_is_resumable_and_submit_wait_get_pick_tasks_up() {
         .unwrap();
     assert_exit(&got, 0);
     assert!(dir.join("again.webp").exists(), "get downloads when Ready");
+    // Ready is said once, with where the result went.
+    let said = format!("{}{}", text(&got.stdout), text(&got.stderr));
+    assert_eq!(said.matches("Ready").count(), 1, "{said}");
+    assert!(said.contains("saved again.webp"), "{said}");
     // By its id alone it is looked for on every configured host, the
     // regional one included.
     let by_id = quick.command(&dir).args(["get", id, "--json"]).output().unwrap();

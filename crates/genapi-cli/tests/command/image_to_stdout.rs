@@ -79,6 +79,7 @@ async fn where_the_bytes_cannot_go_nothing_is_sent() {
     let said = text(&many.stderr);
     assert_eq!(many.status.code(), Some(2), "{said}");
     assert!(said.contains("-n 3") && said.contains("-o shots/"), "{said}");
+    assert_eq!(said.matches("nothing was submitted").count(), 1, "said once: {said}");
 
     let json = genapi(&dir, &mock)
         .args(["generate", "x", "--json", "-o", "-"])
@@ -101,4 +102,32 @@ async fn where_the_bytes_cannot_go_nothing_is_sent() {
     assert!(screen.contains("which is a terminal here"), "{screen}");
 
     assert_eq!(mock.requests().len(), 0, "a refused -o - sent something");
+}
+
+/// A reader that stops before the image's end leaves a task paid for and
+/// its result not written: said once, with the one command that writes it
+/// again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reader_that_stops_early_is_told_once_how_to_write_the_image_again() {
+    let mock = roomy_mock(10).await;
+    let dir = Dir::new("stdout-closed");
+    let mut child = genapi(&dir, &mock)
+        .args(["generate", "a lighthouse", "-o", "-"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The reader goes before a byte is read.
+    drop(child.stdout.take());
+    let run = child.wait_with_output().unwrap();
+    let said = text(&run.stderr);
+    assert_eq!(run.status.code(), Some(1), "{said}");
+    assert!(said.contains("standard output did not take the whole image"), "{said}");
+    let id = mock.created_tasks()[0].id.clone();
+    assert_eq!(said.matches("genapi wait --out=-").count(), 1, "{said}");
+    let resume = said
+        .lines()
+        .find(|line| line.starts_with("resume with: "))
+        .unwrap_or_default();
+    assert!(resume.contains(&id), "{said}");
 }
