@@ -231,6 +231,17 @@ fn model_at(path: &Path, id: &str, service: &str) -> Option<String> {
         .filter(|model| !model.trim().is_empty())
 }
 
+/// The service, as shown, this command's history says task `id` was sent
+/// to (the newest, should two services have given the same id); `None`
+/// when it keeps none.
+pub fn sent_to(id: &str) -> Option<String> {
+    read(&path()?)
+        .ok()?
+        .into_iter()
+        .find(|entry| entry.id == id)
+        .map(|entry| bounded(&out::clean(&entry.service)))
+}
+
 /// Notes what is now known of task `id` from the service in use: its
 /// status (empty when unknown) and the file its result was saved to.
 pub fn note(global: &Global, id: &str, status: &str, saved: Option<&Path>) {

@@ -1219,6 +1219,16 @@ fn no_task_in_a_new_mock(global: &Global, reference: &str) -> Result<(), Failure
             genapi_text::shown_address(&address.origin().ascii_serialization())
         )));
     }
+    // A task this command sent to a service: that service has it.
+    let builtin = crate::service_shown(global);
+    if let Some(service) = crate::history::sent_to(reference).filter(|service| *service != builtin) {
+        return Err(Failure::usage(format!(
+            "task {} was sent to {service} (genapi tasks lists it), and no service is configured, so the command \
+             would use its built-in mock, which never had that task: set that service's GENAPI_BASE_URL and \
+             GENAPI_API_KEY (for a `genapi mock`, the variables it printed), or give --profile",
+            out::clean(reference)
+        )));
+    }
     Err(Failure::new(
         code::of(genapi::FailureClass::TaskFailed),
         format!("task {}: not found: {}", out::clean(reference), SUBMIT_THEN_WAIT),

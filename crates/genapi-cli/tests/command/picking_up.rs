@@ -98,6 +98,18 @@ fn on_the_built_in_mock_submit_and_wait_say_they_need_one_genapi_mock_and_with_o
     assert_eq!(submitted.status.code(), Some(0), "{}", said(&submitted));
     let wait = printed_command(&text(&submitted.stderr), "wait for it with: ");
     assert_eq!(wait[..4], ["wait", "--out", "boat.png", "--"], "{wait:?}");
+    // Its id alone, with nothing configured: the history knows where it
+    // went, and that is said rather than that the built-in mock lost it.
+    let id = wait[4].split("id=").nth(1).unwrap().to_string();
+    let alone = genapi_alone(&dir).args(["wait", &id]).output().unwrap();
+    let stderr = text(&alone.stderr);
+    assert_eq!(alone.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains(&format!("task {id} was sent to {}", mock.variable("GENAPI_BASE_URL")))
+            && stderr.contains("GENAPI_BASE_URL and GENAPI_API_KEY"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("not found"), "{stderr}");
     let waited = mock.command(&dir).args(&wait).output().unwrap();
     assert_eq!(waited.status.code(), Some(0), "{}", said(&waited));
     assert_eq!(format_of(&dir.join("boat.png")), Some(genapi::ImageFormat::Png));
