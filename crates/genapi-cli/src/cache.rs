@@ -156,7 +156,8 @@ pub enum Use {
 /// Says, once a run for each file, that `file` is not kept (or not read)
 /// because the file policy refused it or its folder, what that costs, and
 /// what to run. A second file refused for its folder in the same run gets
-/// one short line: the folder and its fix were said with the first.
+/// one short line: the folder and its fix were said with the first (the
+/// same folder: every file of the cache is in it, or in a folder of it).
 fn say_unusable(file: &CacheFile, refused: &genapi_files::FileError, doing: Use) {
     /// What this run has said.
     struct Said {
@@ -174,11 +175,14 @@ fn say_unusable(file: &CacheFile, refused: &genapi_files::FileError, doing: Use)
         return;
     }
     said.files.push(file.name);
-    let warning = match is_folder_refusal(refused) && said.folder {
+    // A folder refused, or one the system refuses the user, is the cache
+    // folder's cause, not the file's: its reason is said once.
+    let the_folder_s = is_folder_refusal(refused) || is_denied(refused);
+    let warning = match the_folder_s && said.folder {
         true => not_kept_either(file, doing),
         false => not_kept(file, refused, doing),
     };
-    said.folder |= is_folder_refusal(refused);
+    said.folder |= the_folder_s;
     crate::out::err(&warning);
 }
 
@@ -193,20 +197,37 @@ fn is_folder_refusal(refused: &genapi_files::FileError) -> bool {
 /// The warning that `file` is not kept (or not read), because of
 /// `refused`: what it costs, and what to run.
 fn not_kept(file: &CacheFile, refused: &genapi_files::FileError, doing: Use) -> String {
+    let why = match refused {
+        genapi_files::FileError::Io { path, source } if is_denied(refused) => format!(
+            "{}: the system refuses you this folder ({source}): it, or the folder it would be made in, was made by \
+             another user (a command run with sudo, perhaps); make it yours again (sudo chown -R \"$USER\" {}), or \
+             set XDG_CACHE_HOME to a folder of your own",
+            crate::out::clean(&path.display().to_string()),
+            crate::out::clean(&existing(path).display().to_string())
+        ),
+        _ => crate::files::said(refused),
+    };
     format!(
-        "warning: {} {} in the cache, so {}: {}",
+        "warning: {} {} in the cache, so {}: {why}",
         verb(doing),
         file.name,
-        file.deleting_costs,
-        crate::files::said(refused)
+        file.deleting_costs
     )
+}
+
+/// `path`, or the nearest folder above it that is there: the one the
+/// system refused the user, when `path` could not be made.
+fn existing(path: &Path) -> &Path {
+    path.ancestors()
+        .find(|folder| std::fs::symlink_metadata(folder).is_ok())
+        .unwrap_or(path)
 }
 
 /// The warning that `file` is not kept (or read) either, its folder
 /// refused as was said just before.
 fn not_kept_either(file: &CacheFile, doing: Use) -> String {
     format!(
-        "warning: {} {} in that folder either, so {}",
+        "warning: {} {} in the cache either, so {}",
         verb(doing),
         file.name,
         file.deleting_costs

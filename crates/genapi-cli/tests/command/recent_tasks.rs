@@ -101,7 +101,7 @@ async fn generate_and_tasks_say_why_no_history_is_kept_in_a_folder_others_may_ch
     // cache the run met; each file lost is named once, with its cost.
     let fix = format!("chmod go-w {}", cache.display());
     assert_eq!(said.matches(&fix).count(), 1, "the folder said once: {said}");
-    let history = "history.jsonl in that folder either, so genapi tasks lists nothing sent before";
+    let history = "history.jsonl in the cache either, so genapi tasks lists nothing sent before";
     assert_eq!(said.matches(history).count(), 1, "said once, as it is sent: {said}");
     assert_eq!(said.matches("prices.json").count(), 1, "{said}");
 
@@ -136,7 +136,7 @@ async fn generate_and_tasks_say_why_no_history_is_kept_in_a_folder_others_may_ch
     let said = text(&submitted.stderr);
     assert_eq!(submitted.status.code(), Some(0), "{said}");
     assert!(
-        said.contains("not keeping tasks in that folder either, so a later wait or get"),
+        said.contains("not keeping tasks in the cache either, so a later wait or get"),
         "{said}"
     );
     assert_eq!(
@@ -200,4 +200,74 @@ async fn tasks_says_why_a_history_cannot_be_read_and_never_that_it_is_empty() {
         "{said}"
     );
     assert!(!said.contains("no submissions yet"), "{said}");
+}
+
+/// A cache the system refuses the user (`~/.cache` made by a command run
+/// with sudo, with no `genapi` folder in it yet) is said once a run, with
+/// the folder to take back, and each file it costs in one short line. Run
+/// as root, the test runs the command as `nobody` against a cache folder of
+/// root's; run as anyone else, it cannot make one, and checks nothing.
+#[cfg(unix)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cache_the_system_refuses_is_said_once_with_the_folder_to_take_back() {
+    use std::os::unix::fs::PermissionsExt as _;
+    use std::os::unix::process::CommandExt as _;
+    // SAFETY: getuid cannot fail.
+    if unsafe { libc::getuid() } != 0 {
+        return;
+    }
+    let mock = roomy_mock(50).await;
+    let dir = Dir::new("recent-tasks-roots-cache");
+    let open = |path: &std::path::Path, mode: u32| {
+        std::fs::create_dir_all(path).unwrap();
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+    };
+    // `nobody` may pass through and write in its own folder, and run a copy
+    // of the command; the cache is root's.
+    open(&dir.join("."), 0o755);
+    let roots = dir.join("roots-cache");
+    open(&roots, 0o755);
+    let theirs = dir.join("nobodys");
+    open(&theirs, 0o777);
+    let copy = theirs.join("genapi");
+    std::fs::copy(env!("CARGO_BIN_EXE_genapi"), &copy).unwrap();
+    std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let configured = genapi(&dir, &mock);
+    let mut command = std::process::Command::new(&copy);
+    for (name, value) in configured.get_envs() {
+        match value {
+            Some(value) => command.env(name, value),
+            None => command.env_remove(name),
+        };
+    }
+    command
+        .env("HOME", &theirs)
+        .env("XDG_CACHE_HOME", &roots)
+        .current_dir(&theirs)
+        .args(["generate", "a fox", "-o", "fox.jpg"]);
+    // SAFETY: setgid and setuid are async-signal-safe.
+    unsafe {
+        command.pre_exec(|| {
+            if libc::setgid(65534) != 0 || libc::setuid(65534) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let run = command.output().unwrap();
+    let said = text(&run.stderr);
+    assert_eq!(run.status.code(), Some(0), "paid for, and saved: {said}");
+    assert!(theirs.join("fox.jpg").exists(), "{said}");
+    let fix = format!("sudo chown -R \"$USER\" {}", roots.display());
+    assert_eq!(said.matches("the system refuses you this folder").count(), 1, "{said}");
+    assert_eq!(said.matches(&fix).count(), 1, "{said}");
+    // Each file it costs is named once (the first with the folder).
+    for file in ["tasks", "history.jsonl", "prices.json", "learned.json"] {
+        assert_eq!(
+            said.matches(&format!(" {file} in the cache")).count(),
+            1,
+            "{file}: {said}"
+        );
+    }
+    assert!(!roots.join("genapi").exists(), "nothing made there");
 }
