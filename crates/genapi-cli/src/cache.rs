@@ -203,7 +203,8 @@ fn not_kept(file: &CacheFile, refused: &genapi_files::FileError, doing: Use) -> 
              another user (a command run with sudo, perhaps); make it yours again (sudo chown -R \"$USER\" {}), or \
              set XDG_CACHE_HOME to a folder of your own",
             crate::out::clean(&path.display().to_string()),
-            crate::out::clean(&existing(path).display().to_string())
+            // Quoted, as it is for pasting.
+            crate::out::shell_quote(&existing(path).display().to_string())
         ),
         _ => crate::files::said(refused),
     };

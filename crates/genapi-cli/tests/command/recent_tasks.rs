@@ -225,7 +225,8 @@ async fn a_cache_the_system_refuses_is_said_once_with_the_folder_to_take_back() 
     // `nobody` may pass through and write in its own folder, and run a copy
     // of the command; the cache is root's.
     open(&dir.join("."), 0o755);
-    let roots = dir.join("roots-cache");
+    // Named as a shell would misread it unquoted.
+    let roots = dir.join("root's cache");
     open(&roots, 0o755);
     let theirs = dir.join("nobodys");
     open(&theirs, 0o777);
@@ -258,7 +259,8 @@ async fn a_cache_the_system_refuses_is_said_once_with_the_folder_to_take_back() 
     let said = text(&run.stderr);
     assert_eq!(run.status.code(), Some(0), "paid for, and saved: {said}");
     assert!(theirs.join("fox.jpg").exists(), "{said}");
-    let fix = format!("sudo chown -R \"$USER\" {}", roots.display());
+    let quoted = format!("'{}'", roots.display().to_string().replace('\'', r"'\''"));
+    let fix = format!("sudo chown -R \"$USER\" {quoted}");
     assert_eq!(said.matches("the system refuses you this folder").count(), 1, "{said}");
     assert_eq!(said.matches(&fix).count(), 1, "{said}");
     // Each file it costs is named once (the first with the folder).
