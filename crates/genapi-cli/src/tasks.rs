@@ -1288,6 +1288,39 @@ pub async fn get(global: &Global, reference: &str, save: SaveArgs) -> Result<(),
     get_task(global, &connection, task, reference, plan, deadline).await
 }
 
+/// `failure` of task `id` said as any failure of a task is (with its
+/// object under --json, and, when the task is left open, as a refused key
+/// or the rate limit leave it, the command that picks it up): the failure
+/// to return, its words said.
+fn reported(
+    global: &Global,
+    connection: &Connection,
+    id: &str,
+    polling_url: &str,
+    plan: Option<&Plan>,
+    status: &str,
+    failure: Failure,
+) -> Failure {
+    let target = plan.map_or_else(|| PathBuf::from("."), |plan| plan.resume_target(None));
+    let resume = resume_command(global, &connection.client, id, polling_url, &target);
+    let unreachable = failure.unreachable.clone();
+    let model = crate::history::model_of(global, id);
+    let code = report(
+        global,
+        connection,
+        id,
+        polling_url,
+        model.as_deref(),
+        &resume,
+        status,
+        Err(failure),
+    );
+    Failure {
+        unreachable,
+        ..Failure::new(code, "")
+    }
+}
+
 /// `genapi get` once its task is known: polled once, saved when Ready and
 /// asked to; the secrets kept for its answers are forgotten once nothing is
 /// left of it to fetch.
@@ -1306,30 +1339,16 @@ async fn get_task(
                 Ok(Err(error)) => Failure::api(&error),
                 _ => Failure::new(code::TIMEOUT, format!("--timeout {}s passed", global.timeout_seconds())),
             };
-            // Said as any failure of a task is, with its object under
-            // --json: a refused key or the rate limit leave the task open,
-            // with the command that picks it up.
-            let target = plan
-                .as_ref()
-                .map_or_else(|| PathBuf::from("."), |plan| plan.resume_target(None));
             let (id, polling_url) = (task.id(), task.polling_url().as_str());
-            let resume = resume_command(global, &connection.client, id, polling_url, &target);
-            let unreachable = failure.unreachable.clone();
-            let model = crate::history::model_of(global, id);
-            let code = report(
+            return Err(reported(
                 global,
                 connection,
                 id,
                 polling_url,
-                model.as_deref(),
-                &resume,
+                plan.as_ref(),
                 "",
-                Err(failure),
-            );
-            return Err(Failure {
-                unreachable,
-                ..Failure::new(code, "")
-            });
+                failure,
+            ));
         }
     };
     crate::history::note(global, task.id(), state.status.as_str(), None);
@@ -1391,6 +1410,7 @@ async fn get_task(
         .not_found_grace(Duration::ZERO)
         .timeout(deadline.saturating_duration_since(Instant::now()));
     let task_id = task.id().to_string();
+    let task_polling_url = task.polling_url().to_string();
     let output = match tokio::time::timeout_at(deadline, task.wait_with(options)).await {
         Ok(Ok(output)) => output,
         Ok(Err(error)) => {
@@ -1401,7 +1421,19 @@ async fn get_task(
             if ends_the_task(&failure) && !matches!(error, genapi::Error::TaskNotFound { .. }) {
                 crate::task_secrets::forget(&task_id);
             }
-            return Err(said(failure));
+            if state_printed {
+                return Err(said(failure));
+            }
+            let status = state.status.as_str();
+            return Err(reported(
+                global,
+                connection,
+                &task_id,
+                &task_polling_url,
+                plan.as_ref(),
+                status,
+                failure,
+            ));
         }
         Err(_) => {
             return Err(said(Failure::new(

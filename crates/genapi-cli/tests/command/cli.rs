@@ -554,6 +554,28 @@ fn exit_codes_by_class() {
     assert!(text(&unknown.stderr).contains("not found"), "{}", text(&unknown.stderr));
 
     let mock = Mock::start(&dir, &[]);
+    // `get -o` of a task the service does not know gives the object every
+    // failure of a task gives, naming it.
+    let missing = mock
+        .command(&dir)
+        .args(["get", "no-such-task", "-o", "x.jpg", "--json"])
+        .output()
+        .unwrap();
+    assert_exit(&missing, 7);
+    let object = &json_lines(&missing)[0];
+    assert_eq!(
+        (
+            object["id"].as_str(),
+            object["status"].as_str(),
+            object["exit_code"].as_u64()
+        ),
+        (Some("no-such-task"), Some("Task not found"), Some(7)),
+        "{object}"
+    );
+    assert!(
+        object["polling_url"].as_str().is_some() && object["error"].is_string(),
+        "{object}"
+    );
     let auth = mock
         .command(&dir)
         .env("GENAPI_API_KEY", "wrong")
