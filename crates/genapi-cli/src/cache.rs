@@ -177,12 +177,12 @@ fn say_unusable(file: &CacheFile, refused: &genapi_files::FileError, doing: Use)
     said.files.push(file.name);
     // A folder refused, or one the system refuses the user, is the cache
     // folder's cause, not the file's: its reason is said once.
-    let the_folder_s = is_folder_refusal(refused) || is_denied(refused);
-    let warning = match the_folder_s && said.folder {
+    let folder_caused = is_folder_refusal(refused) || is_denied(refused);
+    let warning = match folder_caused && said.folder {
         true => not_kept_either(file, doing),
         false => not_kept(file, refused, doing),
     };
-    said.folder |= the_folder_s;
+    said.folder |= folder_caused;
     crate::out::err(&warning);
 }
 
