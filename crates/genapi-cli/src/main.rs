@@ -61,7 +61,7 @@ pub struct Global {
     /// Print one JSON object per result on stdout, and nothing else there.
     #[arg(long, global = true)]
     pub json: bool,
-    /// No progress lines on stderr (errors and submitted task ids are still shown).
+    /// No progress lines on stderr (errors, warnings and submitted task ids are still shown).
     #[arg(long, short = 'q', global = true)]
     pub quiet: bool,
     /// Use the built-in mock service (a test double) even when the service is configured.
