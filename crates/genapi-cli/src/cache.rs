@@ -198,14 +198,7 @@ fn is_folder_refusal(refused: &genapi_files::FileError) -> bool {
 /// `refused`: what it costs, and what to run.
 fn not_kept(file: &CacheFile, refused: &genapi_files::FileError, doing: Use) -> String {
     let why = match refused {
-        genapi_files::FileError::Io { path, source } if is_denied(refused) => format!(
-            "{}: the system refuses you this folder ({source}): it, or the folder it would be made in, was made by \
-             another user (a command run with sudo, perhaps); make it yours again (sudo chown -R \"$USER\" {}), or \
-             set XDG_CACHE_HOME to a folder of your own",
-            crate::out::clean(&path.display().to_string()),
-            // Quoted, as it is for pasting.
-            crate::out::shell_quote(&existing(path).display().to_string())
-        ),
+        genapi_files::FileError::Io { path, source } if is_denied(refused) => denied(path, source),
         _ => crate::files::said(refused),
     };
     format!(
@@ -216,12 +209,67 @@ fn not_kept(file: &CacheFile, refused: &genapi_files::FileError, doing: Use) -> 
     )
 }
 
+/// Why the system refused the user `path` of the cache (`source`), and
+/// what to do: said of the folder that refused, the nearest one that is
+/// there. Giving a folder back (`sudo chown`) is offered only for one of
+/// another user's below the user's home folder (a `~/.cache` a command run
+/// with sudo made), never for a folder of the system (`/`, `/var/lib`) or
+/// the home folder itself.
+fn denied(path: &Path, source: &std::io::Error) -> String {
+    let folder = existing(path);
+    let shown = crate::out::shell_quote(&folder.display().to_string());
+    let own = "set XDG_CACHE_HOME to a folder of your own";
+    match owner(folder) {
+        Some(owner) if owner == user() => {
+            format!("{shown}: you may not write in this folder of yours ({source}): chmod u+rwx {shown}, or {own}")
+        }
+        Some(owner) => {
+            let home = dirs::home_dir().filter(|home| home.parent().is_some());
+            let below_home = home.is_some_and(|home| folder != home && folder.starts_with(&home));
+            let give_back = match below_home {
+                true => format!("make it yours again (sudo chown -R \"$(id -un)\" {shown}), or "),
+                false => String::new(),
+            };
+            format!(
+                "{shown}: you may not write in this folder of another user's (uid {owner}; {source}): {give_back}{own}"
+            )
+        }
+        None => format!("{shown}: you may not write there ({source}): {own}"),
+    }
+}
+
 /// `path`, or the nearest folder above it that is there: the one the
 /// system refused the user, when `path` could not be made.
 fn existing(path: &Path) -> &Path {
     path.ancestors()
         .find(|folder| std::fs::symlink_metadata(folder).is_ok())
         .unwrap_or(path)
+}
+
+/// Who owns `path`, where the system says.
+fn owner(path: &Path) -> Option<u32> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt as _;
+        std::fs::symlink_metadata(path).ok().map(|metadata| metadata.uid())
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = path;
+        None
+    }
+}
+
+/// The user running the command.
+fn user() -> u32 {
+    #[cfg(unix)]
+    {
+        rustix::process::geteuid().as_raw()
+    }
+    #[cfg(not(unix))]
+    {
+        0
+    }
 }
 
 /// The warning that `file` is not kept (or read) either, its folder
@@ -246,6 +294,34 @@ fn verb(doing: Use) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A folder the system refuses is said as the user's own (its mode to
+    /// fix) or another user's, of the nearest folder that is there; giving
+    /// one back is never offered outside the user's home folder.
+    #[cfg(unix)]
+    #[test]
+    fn a_refused_folder_is_said_by_whose_it_is() {
+        let denied_here = |path: &Path| denied(path, &std::io::Error::from(std::io::ErrorKind::PermissionDenied));
+        let dir = std::env::temp_dir().join(format!("genapi-cache-denied-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let said = denied_here(&dir.join("genapi/tasks"));
+        assert!(
+            said.starts_with(&format!("{}: you may not write in this folder of yours", dir.display()))
+                && said.contains(&format!("chmod u+rwx {}", dir.display())),
+            "{said}"
+        );
+        if user() == 0 {
+            std::os::unix::fs::chown(&dir, Some(65534), None).unwrap();
+            let said = denied_here(&dir.join("genapi"));
+            assert!(said.contains("of another user's (uid 65534;"), "{said}");
+            let below_home = dirs::home_dir().is_some_and(|home| dir.starts_with(home));
+            assert!(
+                below_home || !said.contains("chown"),
+                "not below the home folder: {said}"
+            );
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     /// The README's section on what the command keeps names every file of
     /// the cache folder, so the list and the prose cannot drift apart.

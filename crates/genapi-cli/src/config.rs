@@ -226,11 +226,13 @@ impl Settings {
             text.push_str(&format!(" regional={}", crate::address_key(&regional.value)));
         }
         if !self.trusted_origins.is_empty() {
-            let origins: Vec<String> = self
+            // In one order, as they name one set however they were listed.
+            let origins: std::collections::BTreeSet<String> = self
                 .trusted_origins
                 .iter()
                 .map(|o| crate::address_key(&o.value))
                 .collect();
+            let origins: Vec<String> = origins.into_iter().collect();
             text.push_str(&format!(" trusted={}", origins.join(",")));
         }
         text
@@ -722,6 +724,40 @@ fn one_line(value: &serde_json::Value) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Learned durations are kept under the service's addresses however
+    /// they were written: the same set of trusted origins in another order
+    /// or spelling is the same service.
+    #[test]
+    fn a_service_s_addresses_are_one_text_however_written() {
+        let settings = |base: &str, origins: &[&str]| Settings {
+            base_url: Some(Sourced {
+                value: base.to_string(),
+                source: Source::Environment("GENAPI_BASE_URL".into()),
+            }),
+            trusted_origins: origins
+                .iter()
+                .map(|origin| Sourced {
+                    value: origin.to_string(),
+                    source: Source::Environment("GENAPI_TRUSTED_ORIGINS".into()),
+                })
+                .collect(),
+            ..Settings::default()
+        };
+        let one = settings(
+            "https://api.example.com",
+            &["https://a.example.com", "https://b.example.com"],
+        );
+        let other = settings(
+            "HTTPS://api.example.com/",
+            &["https://b.example.com/", "https://A.example.com"],
+        );
+        assert_eq!(one.service_addresses(), other.service_addresses());
+        assert_eq!(
+            one.service_addresses(),
+            "https://api.example.com trusted=https://a.example.com,https://b.example.com"
+        );
+    }
 
     #[test]
     fn a_key_is_never_shown() {

@@ -178,19 +178,23 @@ fn note_at(path: &Path, id: &str, service: &str, status: &str, saved: Option<&Pa
 }
 
 /// Keeps task `id`, just accepted for `model`. A history that cannot be
-/// read is said, naming the task: `genapi tasks` will not list it, and its
-/// id is what picks it up.
+/// read is said once a run, naming the first task it costs: `genapi tasks`
+/// will not list it, and its id (printed as each task is sent) is what
+/// picks it up.
 pub fn submitted(global: &Global, id: &str, model: &str) {
+    static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
     let Some(path) = path() else { return };
     let Some(entry) = new_entry(id, model, &crate::service_shown(global)) else {
         return;
     };
     if let Err(why) = add_at(&path, entry) {
-        out::err(&format!(
-            "warning: task {} is not in the list genapi tasks shows: {}",
-            out::clean(id),
-            unreadable(&path, &why)
-        ));
+        if !SAID.swap(true, std::sync::atomic::Ordering::Relaxed) {
+            out::err(&format!(
+                "warning: task {}, and any other this run sends, is not in the list genapi tasks shows: {}",
+                out::clean(id),
+                unreadable(&path, &why)
+            ));
+        }
     }
 }
 

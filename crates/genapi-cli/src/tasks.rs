@@ -1208,13 +1208,22 @@ fn no_task_in_a_new_mock(global: &Global, reference: &str) -> Result<(), Failure
     if !crate::uses_builtin_mock(global) {
         return Ok(());
     }
+    // Why the built-in mock would be used, and what uses the service
+    // instead.
+    let (why, instead) = match global.mock {
+        true => ("--mock is given", "drop --mock to use the configured service"),
+        false => (
+            "no service is configured",
+            "set that service's GENAPI_BASE_URL and GENAPI_API_KEY (for a `genapi mock`, the variables it \
+             printed), or give --profile",
+        ),
+    };
     // A polling URL names its service: no built-in mock ever had it, and
     // the service it names needs its key, which nothing configured gives.
     if let Some(address) = reqwest_url(reference).ok().filter(|url| url.has_host()) {
         return Err(Failure::usage(format!(
-            "{} is an address of {}, and no service is configured, so the command would use its built-in mock, \
-             which never had that task: set that service's GENAPI_BASE_URL and GENAPI_API_KEY (for a `genapi \
-             mock`, the variables it printed), or give --profile",
+            "{} is an address of {}, and {why}, so the command would use its built-in mock, which never had that \
+             task: {instead}",
             genapi_text::shown_address(reference),
             genapi_text::shown_address(&address.origin().ascii_serialization())
         )));
@@ -1223,9 +1232,8 @@ fn no_task_in_a_new_mock(global: &Global, reference: &str) -> Result<(), Failure
     let builtin = crate::service_shown(global);
     if let Some(service) = crate::history::sent_to(reference).filter(|service| *service != builtin) {
         return Err(Failure::usage(format!(
-            "task {} was sent to {service} (genapi tasks lists it), and no service is configured, so the command \
-             would use its built-in mock, which never had that task: set that service's GENAPI_BASE_URL and \
-             GENAPI_API_KEY (for a `genapi mock`, the variables it printed), or give --profile",
+            "task {} was sent to {service} (genapi tasks lists it), and {why}, so the command would use its \
+             built-in mock, which never had that task: {instead}",
             out::clean(reference)
         )));
     }

@@ -110,6 +110,15 @@ fn on_the_built_in_mock_submit_and_wait_say_they_need_one_genapi_mock_and_with_o
         "{stderr}"
     );
     assert!(!stderr.contains("not found"), "{stderr}");
+    // With the service configured and --mock given, dropping --mock is the
+    // fix.
+    let forced = mock.command(&dir).args(["--mock", "wait", &id]).output().unwrap();
+    let stderr = text(&forced.stderr);
+    assert_eq!(forced.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("--mock is given") && stderr.contains("drop --mock") && !stderr.contains("no service"),
+        "{stderr}"
+    );
     let waited = mock.command(&dir).args(&wait).output().unwrap();
     assert_eq!(waited.status.code(), Some(0), "{}", said(&waited));
     assert_eq!(format_of(&dir.join("boat.png")), Some(genapi::ImageFormat::Png));

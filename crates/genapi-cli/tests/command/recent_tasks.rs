@@ -181,8 +181,21 @@ async fn tasks_says_why_a_history_cannot_be_read_and_never_that_it_is_empty() {
     let task: Value = serde_json::from_str(text(&submitted.stdout).trim()).unwrap();
     let id = task["id"].as_str().unwrap();
     assert!(
-        said.contains(&format!("warning: task {id} is not in the list genapi tasks shows: "))
-            && said.contains("cannot be read (a link"),
+        said.contains(&format!(
+            "warning: task {id}, and any other this run sends, is not in the list genapi tasks shows: "
+        )) && said.contains("cannot be read (a link"),
+        "{said}"
+    );
+    // Said once a run, however many tasks it sends.
+    let generated = genapi(&dir, &mock)
+        .args(["generate", "a dog", "-n", "3", "--size", "64x64", "-o", "dogs/"])
+        .output()
+        .unwrap();
+    let said = text(&generated.stderr);
+    assert_eq!(generated.status.code(), Some(0), "{said}");
+    assert_eq!(
+        said.matches("is not in the list genapi tasks shows").count(),
+        1,
         "{said}"
     );
     assert!(cache.join("history.jsonl").is_symlink(), "kept as it is");
@@ -234,34 +247,47 @@ async fn a_cache_the_system_refuses_is_said_once_with_the_folder_to_take_back() 
     std::fs::copy(env!("CARGO_BIN_EXE_genapi"), &copy).unwrap();
     std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o755)).unwrap();
     let configured = genapi(&dir, &mock);
-    let mut command = std::process::Command::new(&copy);
-    for (name, value) in configured.get_envs() {
-        match value {
-            Some(value) => command.env(name, value),
-            None => command.env_remove(name),
-        };
-    }
-    command
-        .env("HOME", &theirs)
-        .env("XDG_CACHE_HOME", &roots)
-        .current_dir(&theirs)
-        .args(["generate", "a fox", "-o", "fox.jpg"]);
-    // SAFETY: setgid and setuid are async-signal-safe.
-    unsafe {
-        command.pre_exec(|| {
-            if libc::setgid(65534) != 0 || libc::setuid(65534) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
-    let run = command.output().unwrap();
-    let said = text(&run.stderr);
-    assert_eq!(run.status.code(), Some(0), "paid for, and saved: {said}");
-    assert!(theirs.join("fox.jpg").exists(), "{said}");
+    let as_nobody = |home: &std::path::Path, out: &str| {
+        let mut command = std::process::Command::new(&copy);
+        for (name, value) in configured.get_envs() {
+            match value {
+                Some(value) => command.env(name, value),
+                None => command.env_remove(name),
+            };
+        }
+        command
+            .env("HOME", home)
+            .env("XDG_CACHE_HOME", &roots)
+            .current_dir(&theirs)
+            .args(["generate", "a fox", "-o", out]);
+        // SAFETY: setgid and setuid are async-signal-safe.
+        unsafe {
+            command.pre_exec(|| {
+                if libc::setgid(65534) != 0 || libc::setuid(65534) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let run = command.output().unwrap();
+        let said = text(&run.stderr);
+        assert_eq!(run.status.code(), Some(0), "paid for, and saved: {said}");
+        assert!(theirs.join(out).exists(), "{said}");
+        said
+    };
+    // A cache below the user's home folder: the folder of another user's
+    // is named, with the command that gives it back.
+    let said = as_nobody(&dir.join("."), "fox.jpg");
     let quoted = format!("'{}'", roots.display().to_string().replace('\'', r"'\''"));
-    let fix = format!("sudo chown -R \"$USER\" {quoted}");
-    assert_eq!(said.matches("the system refuses you this folder").count(), 1, "{said}");
+    let fix = format!("sudo chown -R \"$(id -un)\" {quoted}");
+    assert_eq!(
+        said.matches(&format!(
+            "{quoted}: you may not write in this folder of another user's (uid 0;"
+        ))
+        .count(),
+        1,
+        "{said}"
+    );
     assert_eq!(said.matches(&fix).count(), 1, "{said}");
     // Each file it costs is named once (the first with the folder).
     for file in ["tasks", "history.jsonl", "prices.json", "learned.json"] {
@@ -271,5 +297,14 @@ async fn a_cache_the_system_refuses_is_said_once_with_the_folder_to_take_back() 
             "{file}: {said}"
         );
     }
+    // Anywhere else (a folder of the system's, the home folder itself), no
+    // folder is offered to be taken: another cache folder is.
+    let said = as_nobody(&theirs, "fox-2.jpg");
+    assert!(!said.contains("chown"), "{said}");
+    assert_eq!(
+        said.matches("set XDG_CACHE_HOME to a folder of your own").count(),
+        1,
+        "{said}"
+    );
     assert!(!roots.join("genapi").exists(), "nothing made there");
 }
