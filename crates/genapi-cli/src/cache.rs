@@ -22,6 +22,16 @@ pub struct CacheFile {
     pub holds: &'static str,
     /// What deleting it costs.
     pub deleting_costs: &'static str,
+    /// What a run that cannot keep or read it costs, when that is not what
+    /// deleting it costs.
+    pub unkept_costs: Option<&'static str>,
+}
+
+impl CacheFile {
+    /// What a run that cannot keep or read it costs.
+    fn unkept_costs(&self) -> &'static str {
+        self.unkept_costs.unwrap_or(self.deleting_costs)
+    }
 }
 
 /// Task durations learned from the services used.
@@ -31,6 +41,7 @@ pub const DURATIONS: CacheFile = CacheFile {
             mock)",
     deleting_costs: "the next run polls on a one-second grid until its first task of each kind ends, so tasks of a \
                      fraction of a second are seen about a second after they were sent",
+    unkept_costs: None,
 };
 
 /// Prices the account was charged.
@@ -40,6 +51,7 @@ pub const PRICES: CacheFile = CacheFile {
             under one name whatever its port; the ones used last)",
     deleting_costs: "batch --estimate lists every line as of unknown price, and --max-credits sends each kind's \
                      first line alone, until a run prices the kinds again",
+    unkept_costs: None,
 };
 
 /// The secrets of tasks sent by `genapi submit` and `genapi generate`.
@@ -50,6 +62,7 @@ pub const TASK_SECRETS: CacheFile = CacheFile {
             folder run with --webhook-url (its notification secret); readable by the user alone",
     deleting_costs: "a later wait or get of such a task cannot scrub its webhook secret from what it shows, and a \
                      batch's next run makes a new notification secret and cannot scrub the old one",
+    unkept_costs: None,
 };
 
 /// The recent submissions `genapi tasks` lists.
@@ -58,6 +71,7 @@ pub const HISTORY: CacheFile = CacheFile {
     holds: "the last 200 tasks generate and submit sent: id, model, when, last known status, where the result was \
             saved and the service's address; never a key, prompt or polling address",
     deleting_costs: "genapi tasks lists nothing sent before",
+    unkept_costs: Some("genapi tasks lists no task sent while it is not kept"),
 };
 
 /// Everything the command keeps in its cache folder: `--help` and the man
@@ -70,10 +84,12 @@ pub const FILES: [CacheFile; 4] = [DURATIONS, PRICES, TASK_SECRETS, HISTORY];
 /// costs them is theirs to know: that is said once a run on stderr, with
 /// what to run ([`say_unusable`]). A pipe or a device at the file's name
 /// (nothing the command wrote) is removed, as an unusable file of the cache
-/// is replaced. Anything else that stops the write is only logged.
-pub fn keep_private(file: &CacheFile, path: &Path, bytes: &[u8]) {
+/// is replaced. Anything else that stops the write is only logged. Whether
+/// it was kept.
+pub fn keep_private(file: &CacheFile, path: &Path, bytes: &[u8]) -> bool {
     if let Some(refused) = cache_folder_refused(path) {
-        return say_unusable(file, &refused, Use::Keeping);
+        say_unusable(file, &refused, Use::Keeping);
+        return false;
     }
     let write = || genapi_files::write_private(path, bytes, genapi_files::Existing::Replace);
     let written = match write() {
@@ -87,12 +103,13 @@ pub fn keep_private(file: &CacheFile, path: &Path, bytes: &[u8]) {
         written => written,
     };
     match written {
-        Ok(_) => {}
-        Err(refused) if is_folder_refusal(&refused) || is_denied(&refused) => {
+        Ok(_) => return true,
+        Err(refused) if is_folder_refusal(&refused) || is_unmakeable(&refused) => {
             say_unusable(file, &refused, Use::Keeping)
         }
         Err(error) => tracing::debug!(%error, file = file.name, "a file of the cache is not kept"),
     }
+    false
 }
 
 /// The bytes of `path`, a private file of the cache (`file`), as the file
@@ -101,10 +118,11 @@ pub fn keep_private(file: &CacheFile, path: &Path, bytes: &[u8]) {
 /// one else may change it); `None` when there is none. A folder the policy
 /// refuses holds nothing the command kept (it keeps nothing there), so
 /// nothing of it is read: that is said once a run, as when keeping
-/// ([`say_not_kept`]), and the file counts as missing. Why the file itself
-/// is unusable, otherwise: the caller decides what to tell.
+/// ([`say_unusable`]), and the file counts as missing; so does a folder
+/// that is not there and cannot be made ([`cannot_be_made`]). Why the file
+/// itself is unusable, otherwise: the caller decides what to tell.
 pub fn read_kept(file: &CacheFile, path: &Path, limit: u64) -> Result<Option<Vec<u8>>, genapi_files::FileError> {
-    if let Some(refused) = cache_folder_refused(path) {
+    if let Some(refused) = cache_folder_refused(path).or_else(|| cannot_be_made(path)) {
         say_unusable(file, &refused, Use::Reading);
         return Ok(None);
     }
@@ -136,10 +154,48 @@ fn cache_folder_refused(path: &Path) -> Option<genapi_files::FileError> {
 }
 
 /// Whether `refused` is the system refusing the user a folder or file of
-/// the cache (one made by a command run as root): theirs to fix, and so
+/// the cache (one made by a command run as root, a file where a folder was
+/// to be made, a file system mounted read-only): theirs to fix, and so
 /// said.
-fn is_denied(refused: &genapi_files::FileError) -> bool {
-    matches!(refused, genapi_files::FileError::Io { source, .. } if source.kind() == std::io::ErrorKind::PermissionDenied)
+fn is_unmakeable(refused: &genapi_files::FileError) -> bool {
+    use std::io::ErrorKind;
+    matches!(
+        refused,
+        genapi_files::FileError::Io { source, .. }
+            if matches!(
+                source.kind(),
+                ErrorKind::PermissionDenied | ErrorKind::NotADirectory | ErrorKind::ReadOnlyFilesystem
+            )
+    )
+}
+
+/// Why the folder of `path`, a file of the cache, cannot be made when it is
+/// not there: the nearest folder above that is there is not a folder, or
+/// the user may not make one in it. `None` when the folder is there (the
+/// file policy judges it), or may be made.
+pub fn cannot_be_made(path: &Path) -> Option<genapi_files::FileError> {
+    let folder = path.parent()?;
+    if std::fs::symlink_metadata(folder).is_ok() {
+        return None;
+    }
+    let above = existing(folder);
+    let refused = |kind: std::io::ErrorKind| {
+        Some(genapi_files::FileError::Io {
+            path: folder.to_path_buf(),
+            source: std::io::Error::from(kind),
+        })
+    };
+    if !std::fs::metadata(above).is_ok_and(|metadata| metadata.is_dir()) {
+        return refused(std::io::ErrorKind::NotADirectory);
+    }
+    #[cfg(unix)]
+    {
+        use rustix::fs::Access;
+        if rustix::fs::access(above, Access::WRITE_OK | Access::EXEC_OK).is_err() {
+            return refused(std::io::ErrorKind::PermissionDenied);
+        }
+    }
+    None
 }
 
 /// What the command was doing with a file of the cache when the file
@@ -177,7 +233,7 @@ fn say_unusable(file: &CacheFile, refused: &genapi_files::FileError, doing: Use)
     said.files.push(file.name);
     // A folder refused, or one the system refuses the user, is the cache
     // folder's cause, not the file's: its reason is said once.
-    let folder_caused = is_folder_refusal(refused) || is_denied(refused);
+    let folder_caused = is_folder_refusal(refused) || is_unmakeable(refused);
     let warning = match folder_caused && said.folder {
         true => not_kept_either(file, doing),
         false => not_kept(file, refused, doing),
@@ -198,14 +254,14 @@ fn is_folder_refusal(refused: &genapi_files::FileError) -> bool {
 /// `refused`: what it costs, and what to run.
 fn not_kept(file: &CacheFile, refused: &genapi_files::FileError, doing: Use) -> String {
     let why = match refused {
-        genapi_files::FileError::Io { path, source } if is_denied(refused) => denied(path, source),
+        genapi_files::FileError::Io { path, source } if is_unmakeable(refused) => denied(path, source),
         _ => crate::files::said(refused),
     };
     format!(
         "warning: {} {} in the cache, so {}: {why}",
         verb(doing),
         file.name,
-        file.deleting_costs
+        file.unkept_costs()
     )
 }
 
@@ -219,6 +275,12 @@ fn denied(path: &Path, source: &std::io::Error) -> String {
     let folder = existing(path);
     let shown = crate::out::shell_quote(&folder.display().to_string());
     let own = "set XDG_CACHE_HOME to a folder of your own";
+    if !std::fs::metadata(folder).is_ok_and(|metadata| metadata.is_dir()) {
+        return format!("{shown}: not a folder, where the cache's folder was to be: move it away, or {own}");
+    }
+    if source.kind() == std::io::ErrorKind::ReadOnlyFilesystem {
+        return format!("{shown}: on a file system mounted read-only ({source}): {own}");
+    }
     match owner(folder) {
         Some(owner) if owner == user() => {
             format!("{shown}: you may not write in this folder of yours ({source}): chmod u+rwx {shown}, or {own}")
@@ -279,7 +341,7 @@ fn not_kept_either(file: &CacheFile, doing: Use) -> String {
         "warning: {} {} in the cache either, so {}",
         verb(doing),
         file.name,
-        file.deleting_costs
+        file.unkept_costs()
     )
 }
 

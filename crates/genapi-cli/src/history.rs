@@ -112,8 +112,8 @@ fn scrubbed(entry: &Entry) -> Entry {
     }
 }
 
-/// Keeps `entries`, the newest [`CAP`] of them.
-fn write(path: &Path, mut entries: Vec<Entry>) {
+/// Keeps `entries`, the newest [`CAP`] of them; whether they were kept.
+fn write(path: &Path, mut entries: Vec<Entry>) -> bool {
     entries.truncate(CAP);
     let mut text = String::new();
     for entry in &entries {
@@ -122,18 +122,18 @@ fn write(path: &Path, mut entries: Vec<Entry>) {
             text.push('\n');
         }
     }
-    crate::cache::keep_private(&crate::cache::HISTORY, path, text.as_bytes());
+    crate::cache::keep_private(&crate::cache::HISTORY, path, text.as_bytes())
 }
 
-/// Adds `entry` as the newest submission of the history at `path`; why
-/// it cannot, when the file there cannot be read (it is then left as it
-/// is: see [`read`]).
-fn add_at(path: &Path, entry: Entry) -> Result<(), String> {
+/// Adds `entry` as the newest submission of the history at `path`, and
+/// whether it was kept (a folder the cache may not use keeps none: that is
+/// said as the cache says it); why it cannot, when the file there cannot
+/// be read (it is then left as it is: see [`read`]).
+fn add_at(path: &Path, entry: Entry) -> Result<bool, String> {
     let mut entries = read(path)?;
     entries.retain(|kept| kept.id != entry.id);
     entries.insert(0, entry);
-    write(path, entries);
-    Ok(())
+    Ok(write(path, entries))
 }
 
 /// That the history at `path` cannot be read, because of `why`, and what
@@ -184,17 +184,21 @@ fn note_at(path: &Path, id: &str, service: &str, status: &str, saved: Option<&Pa
 pub fn submitted(global: &Global, id: &str, model: &str) {
     static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
     let Some(path) = path() else { return };
-    let Some(entry) = new_entry(id, model, &crate::service_shown(global)) else {
+    // One spelling of the service, however its address was written.
+    let service = crate::address_key(&crate::service_shown(global));
+    let Some(entry) = new_entry(id, model, &service) else {
         return;
     };
-    if let Err(why) = add_at(&path, entry) {
-        if !SAID.swap(true, std::sync::atomic::Ordering::Relaxed) {
-            out::err(&format!(
-                "warning: task {}, and any other this run sends, is not in the list genapi tasks shows: {}",
-                out::clean(id),
-                unreadable(&path, &why)
-            ));
-        }
+    let why = match add_at(&path, entry) {
+        Ok(true) => return,
+        Ok(false) => "history.jsonl is not kept (said above)".to_string(),
+        Err(why) => unreadable(&path, &why),
+    };
+    if !SAID.swap(true, std::sync::atomic::Ordering::Relaxed) {
+        out::err(&format!(
+            "warning: task {}, and any other this run sends, is not in the list genapi tasks shows: {why}",
+            out::clean(id)
+        ));
     }
 }
 
@@ -274,9 +278,10 @@ pub fn list(global: &Global, args: &TasksArgs) -> Result<(), Failure> {
         out::err(&format!("warning: {}", unreadable(&path, &why)));
         Vec::new()
     });
-    // A folder the history may not be written in keeps none, which reading
-    // said with what to run: saying "none yet" as well would hide it.
-    let refused = genapi_files::may_write_private(&path).is_err();
+    // A folder the history may not be written in (or that cannot be made)
+    // keeps none, which reading said with what to run: saying "none yet"
+    // as well would hide it.
+    let refused = genapi_files::may_write_private(&path).is_err() || crate::cache::cannot_be_made(&path).is_some();
     if entries.is_empty() && !global.json && !refused && !said_unreadable {
         out::err(&format!(
             "no submissions yet (the newest {CAP} are kept in {})",

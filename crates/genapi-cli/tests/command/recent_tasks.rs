@@ -101,9 +101,17 @@ async fn generate_and_tasks_say_why_no_history_is_kept_in_a_folder_others_may_ch
     // cache the run met; each file lost is named once, with its cost.
     let fix = format!("chmod go-w {}", cache.display());
     assert_eq!(said.matches(&fix).count(), 1, "the folder said once: {said}");
-    let history = "history.jsonl in the cache either, so genapi tasks lists nothing sent before";
+    let history = "history.jsonl in the cache either, so genapi tasks lists no task sent while it is not kept";
     assert_eq!(said.matches(history).count(), 1, "said once, as it is sent: {said}");
     assert_eq!(said.matches("prices.json").count(), 1, "{said}");
+    // The task sent is named: the list will not hold it.
+    let id = mock.created_tasks()[0].id.clone();
+    assert!(
+        said.contains(&format!(
+            "task {id}, and any other this run sends, is not in the list genapi tasks shows: history.jsonl is not kept"
+        )),
+        "{said}"
+    );
 
     // What anyone could have put there is not listed as the user's.
     let planted = r#"{"id":"planted","model":"gen-2-pro","submitted":"2026-01-01T00:00:00Z","status":"ready","service":"the built-in mock"}"#;
@@ -113,8 +121,9 @@ async fn generate_and_tasks_say_why_no_history_is_kept_in_a_folder_others_may_ch
     assert_eq!(listed.status.code(), Some(0), "{said}");
     // Said as what `tasks` does: it reads the history, and keeps none.
     assert!(
-        said.contains("not reading history.jsonl in the cache, so genapi tasks lists nothing sent before")
-            && said.contains(&format!("chmod go-w {}", cache.display())),
+        said.contains(
+            "not reading history.jsonl in the cache, so genapi tasks lists no task sent while it is not kept"
+        ) && said.contains(&format!("chmod go-w {}", cache.display())),
         "{said}"
     );
     assert!(!said.contains("not keeping"), "{said}");
@@ -307,4 +316,56 @@ async fn a_cache_the_system_refuses_is_said_once_with_the_folder_to_take_back() 
         "{said}"
     );
     assert!(!roots.join("genapi").exists(), "nothing made there");
+}
+
+/// A file where the cache folder was to be made keeps nothing, and that is
+/// said once a run, naming the task the list will not hold; `genapi tasks`
+/// then says why it lists nothing rather than that nothing was sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_where_the_cache_folder_goes_is_said_and_tasks_does_not_call_the_list_empty() {
+    let mock = roomy_mock(50).await;
+    let dir = Dir::new("recent-tasks-cache-is-a-file");
+    std::fs::write(dir.join("cache"), "").unwrap();
+    let generated = genapi(&dir, &mock)
+        .args(["generate", "a fox", "--size", "64x64", "-o", "fox.jpg"])
+        .output()
+        .unwrap();
+    let said = text(&generated.stderr);
+    assert_eq!(generated.status.code(), Some(0), "{said}");
+    assert_eq!(
+        said.matches("not a folder, where the cache's folder was to be: move it away, or set XDG_CACHE_HOME")
+            .count(),
+        1,
+        "{said}"
+    );
+    let id = mock.created_tasks()[0].id.clone();
+    assert!(
+        said.contains(&format!("task {id}, and any other this run sends, is not in the list")),
+        "{said}"
+    );
+    let listed = genapi(&dir, &mock).args(["tasks"]).output().unwrap();
+    let said = text(&listed.stderr);
+    assert_eq!(listed.status.code(), Some(0), "{said}");
+    assert!(
+        said.contains("not reading history.jsonl") && said.contains("not a folder"),
+        "{said}"
+    );
+    assert!(!said.contains("no submissions yet"), "{said}");
+}
+
+/// A service is listed in one spelling, however its address was written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_service_is_listed_in_one_spelling() {
+    let mock = roomy_mock(50).await;
+    let dir = Dir::new("recent-tasks-one-spelling");
+    let respelled = format!("{}/", mock.base_url().replace("http://", "HTTP://"));
+    let submitted = genapi(&dir, &mock)
+        .env("GENAPI_BASE_URL", &respelled)
+        .args(["submit", "a cat"])
+        .output()
+        .unwrap();
+    assert_eq!(submitted.status.code(), Some(0), "{}", text(&submitted.stderr));
+    let listed = genapi(&dir, &mock).args(["tasks", "--json"]).output().unwrap();
+    let line: Value = serde_json::from_str(text(&listed.stdout).trim()).unwrap();
+    assert_eq!(line["service"], mock.base_url().trim_end_matches('/'), "{line}");
 }
