@@ -286,11 +286,12 @@ fn denied(path: &Path, source: &std::io::Error) -> String {
             format!("{shown}: you may not write in this folder of yours ({source}): chmod u+rwx {shown}, or {own}")
         }
         Some(owner) => {
-            let home = dirs::home_dir().filter(|home| home.parent().is_some());
-            let below_home = home.is_some_and(|home| folder != home && folder.starts_with(&home));
-            let give_back = match below_home {
-                true => format!("make it yours again (sudo chown -R \"$(id -un)\" {shown}), or "),
-                false => String::new(),
+            let give_back = match below_home(folder) {
+                Some(folder) => {
+                    let folder = crate::out::shell_quote(&folder.display().to_string());
+                    format!("make it yours again (sudo chown -R \"$(id -un)\" {folder}), or ")
+                }
+                None => String::new(),
             };
             format!(
                 "{shown}: you may not write in this folder of another user's (uid {owner}; {source}): {give_back}{own}"
@@ -298,6 +299,22 @@ fn denied(path: &Path, source: &std::io::Error) -> String {
         }
         None => format!("{shown}: you may not write there ({source}): {own}"),
     }
+}
+
+/// `folder` as the system finds it (links and `..` resolved), when that is
+/// strictly below the user's home folder (found the same way), and the
+/// home folder is not the root of the file system: the only folder a
+/// command giving it back is offered for.
+fn below_home(folder: &Path) -> Option<PathBuf> {
+    strictly_below(folder, &dirs::home_dir()?)
+}
+
+/// `folder` resolved, when it is strictly below `home` resolved, and
+/// `home` is not the root ([`below_home`]).
+fn strictly_below(folder: &Path, home: &Path) -> Option<PathBuf> {
+    let home = std::fs::canonicalize(home).ok()?;
+    let folder = std::fs::canonicalize(folder).ok()?;
+    (home.parent().is_some() && folder != home && folder.starts_with(&home)).then_some(folder)
 }
 
 /// `path`, or the nearest folder above it that is there: the one the
@@ -382,6 +399,37 @@ mod tests {
                 "not below the home folder: {said}"
             );
         }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Giving a folder back is offered only for one strictly below the
+    /// home folder as the system finds both: never the home folder, the
+    /// root, or a folder a `..` or a link leads out to.
+    #[cfg(unix)]
+    #[test]
+    fn only_a_folder_below_the_home_folder_may_be_given_back() {
+        let dir = std::env::temp_dir().join(format!("genapi-cache-below-{}", std::process::id()));
+        let home = dir.join("home");
+        std::fs::create_dir_all(home.join(".cache")).unwrap();
+        std::fs::create_dir_all(dir.join("etc")).unwrap();
+        std::os::unix::fs::symlink(dir.join("etc"), home.join("out")).unwrap();
+        let resolved = std::fs::canonicalize(home.join(".cache")).unwrap();
+        assert_eq!(strictly_below(&home.join(".cache"), &home), Some(resolved.clone()));
+        assert_eq!(strictly_below(&home.join("./.cache/"), &home.join(".")), Some(resolved));
+        for outside in [
+            home.clone(),
+            home.join(".."),
+            home.join(".cache/../../etc"),
+            home.join("out"),
+        ] {
+            assert_eq!(strictly_below(&outside, &home), None, "{}", outside.display());
+        }
+        assert_eq!(
+            strictly_below(&dir.join("etc"), Path::new("/")),
+            None,
+            "the root is no home"
+        );
+        assert_eq!(strictly_below(&home.join("missing"), &home), None);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
