@@ -175,24 +175,31 @@ fn is_unmakeable(refused: &genapi_files::FileError) -> bool {
 /// file policy judges it), or may be made.
 pub fn cannot_be_made(path: &Path) -> Option<genapi_files::FileError> {
     let folder = path.parent()?;
-    if std::fs::symlink_metadata(folder).is_ok() {
-        return None;
-    }
-    let above = existing(folder);
-    let refused = |kind: std::io::ErrorKind| {
+    let refused = |source: std::io::Error| {
         Some(genapi_files::FileError::Io {
             path: folder.to_path_buf(),
-            source: std::io::Error::from(kind),
+            source,
         })
     };
+    let not_a_folder = || refused(std::io::Error::from(std::io::ErrorKind::NotADirectory));
+    match std::fs::metadata(folder) {
+        Ok(metadata) if metadata.is_dir() => return None,
+        // A file, a pipe or a device where the folder goes.
+        Ok(_) => return not_a_folder(),
+        // A link to nothing: the file policy judges it.
+        Err(_) if std::fs::symlink_metadata(folder).is_ok() => return None,
+        Err(_) => {}
+    }
+    let above = existing(folder);
     if !std::fs::metadata(above).is_ok_and(|metadata| metadata.is_dir()) {
-        return refused(std::io::ErrorKind::NotADirectory);
+        return not_a_folder();
     }
     #[cfg(unix)]
     {
         use rustix::fs::Access;
-        if rustix::fs::access(above, Access::WRITE_OK | Access::EXEC_OK).is_err() {
-            return refused(std::io::ErrorKind::PermissionDenied);
+        // EACCES, or EROFS on a file system mounted read-only.
+        if let Err(errno) = rustix::fs::access(above, Access::WRITE_OK | Access::EXEC_OK) {
+            return refused(errno.into());
         }
     }
     None
@@ -321,16 +328,21 @@ fn strictly_below(folder: &Path, home: &Path) -> Option<PathBuf> {
 /// system refused the user, when `path` could not be made.
 fn existing(path: &Path) -> &Path {
     path.ancestors()
+        // A relative path's last folder is the one it is relative to.
+        .map(|folder| match folder.as_os_str().is_empty() {
+            true => Path::new("."),
+            false => folder,
+        })
         .find(|folder| std::fs::symlink_metadata(folder).is_ok())
         .unwrap_or(path)
 }
 
-/// Who owns `path`, where the system says.
+/// Who owns `path` (what a link at it leads to), where the system says.
 fn owner(path: &Path) -> Option<u32> {
     #[cfg(unix)]
     {
         use std::os::unix::fs::MetadataExt as _;
-        std::fs::symlink_metadata(path).ok().map(|metadata| metadata.uid())
+        std::fs::metadata(path).ok().map(|metadata| metadata.uid())
     }
     #[cfg(not(unix))]
     {
@@ -399,6 +411,45 @@ mod tests {
                 "not below the home folder: {said}"
             );
         }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A folder that is not there is judged by the nearest one that is; a
+    /// file or a pipe where a folder goes is no folder, said at once.
+    #[cfg(unix)]
+    #[test]
+    fn a_folder_that_cannot_be_made_is_known_before_anything_is_read() {
+        use std::io::ErrorKind;
+        let kind = |path: &Path| match cannot_be_made(path) {
+            Some(genapi_files::FileError::Io { source, .. }) => Some(source.kind()),
+            _ => None,
+        };
+        let dir = std::env::temp_dir().join(format!("genapi-cache-unmade-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        assert_eq!(kind(&dir.join("genapi/history.jsonl")), None, "may be made");
+        assert_eq!(
+            kind(&dir.join("a/b/genapi/history.jsonl")),
+            None,
+            "may be made, folders and all"
+        );
+        std::fs::write(dir.join("file"), "").unwrap();
+        assert_eq!(
+            kind(&dir.join("file/genapi/history.jsonl")),
+            Some(ErrorKind::NotADirectory)
+        );
+        assert_eq!(kind(&dir.join("file/history.jsonl")), Some(ErrorKind::NotADirectory));
+        let pipe = dir.join("pipe");
+        let made = std::process::Command::new("mkfifo").arg(&pipe).status();
+        if made.is_ok_and(|status| status.success()) {
+            assert_eq!(kind(&pipe.join("history.jsonl")), Some(ErrorKind::NotADirectory));
+            let said = denied(&pipe, &std::io::Error::from(ErrorKind::NotADirectory));
+            assert!(
+                said.contains("not a folder, where the cache's folder was to be"),
+                "{said}"
+            );
+        }
+        // Relative, with nothing of it there: made where the command runs.
+        assert_eq!(existing(Path::new("no-such-folder/.cache/genapi")), Path::new("."));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -191,7 +191,7 @@ pub fn submitted(global: &Global, id: &str, model: &str) {
     };
     let why = match add_at(&path, entry) {
         Ok(true) => return,
-        Ok(false) => "history.jsonl is not kept (said above)".to_string(),
+        Ok(false) => "history.jsonl could not be kept".to_string(),
         Err(why) => unreadable(&path, &why),
     };
     if !SAID.swap(true, std::sync::atomic::Ordering::Relaxed) {

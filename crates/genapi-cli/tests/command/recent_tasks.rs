@@ -108,7 +108,7 @@ async fn generate_and_tasks_say_why_no_history_is_kept_in_a_folder_others_may_ch
     let id = mock.created_tasks()[0].id.clone();
     assert!(
         said.contains(&format!(
-            "task {id}, and any other this run sends, is not in the list genapi tasks shows: history.jsonl is not kept"
+            "task {id}, and any other this run sends, is not in the list genapi tasks shows: history.jsonl could not be kept"
         )),
         "{said}"
     );
