@@ -84,9 +84,24 @@ pub fn plain_status(status: &str) -> String {
 /// over); why the file cannot be read (too large, not a regular file, a
 /// link, others may change it), when it cannot: it is then never written
 /// over, so what it holds is not erased.
-fn read(path: &Path) -> Result<Vec<Entry>, String> {
-    let kept = crate::cache::read_kept(&crate::cache::HISTORY, path, FILE_LIMIT).map_err(|refused| refused.reason())?;
-    let text = String::from_utf8(kept.unwrap_or_default()).map_err(|_| "not UTF-8 text".to_string())?;
+fn read(path: &Path) -> Result<Vec<Entry>, Unreadable> {
+    let kept = crate::cache::read_kept(&crate::cache::HISTORY, path, FILE_LIMIT).map_err(|refused| Unreadable {
+        problem: refused.problem(),
+        // Giving it back to the user alone keeps what it holds; any other
+        // fix of the file policy (another name, another file) is none for
+        // a file of a fixed name.
+        fix: match refused {
+            genapi_files::FileError::Exposed {
+                exposure: genapi_files::Exposure::OpenToOthers { .. },
+                ..
+            } => refused.fix(),
+            _ => None,
+        },
+    })?;
+    let text = String::from_utf8(kept.unwrap_or_default()).map_err(|_| Unreadable {
+        problem: "not UTF-8 text".into(),
+        fix: None,
+    })?;
     Ok(text
         .lines()
         .filter_map(|line| serde_json::from_str(line).ok())
@@ -129,20 +144,32 @@ fn write(path: &Path, mut entries: Vec<Entry>) -> bool {
 /// whether it was kept (a folder the cache may not use keeps none: that is
 /// said as the cache says it); why it cannot, when the file there cannot
 /// be read (it is then left as it is: see [`read`]).
-fn add_at(path: &Path, entry: Entry) -> Result<bool, String> {
+fn add_at(path: &Path, entry: Entry) -> Result<bool, Unreadable> {
     let mut entries = read(path)?;
     entries.retain(|kept| kept.id != entry.id);
     entries.insert(0, entry);
     Ok(write(path, entries))
 }
 
+/// Why the history cannot be read, and what keeps what it holds, when
+/// something does.
+#[derive(Debug)]
+struct Unreadable {
+    problem: String,
+    fix: Option<String>,
+}
+
 /// That the history at `path` cannot be read, because of `why`, and what
-/// to do.
-fn unreadable(path: &Path, why: &str) -> String {
+/// to do: what keeps it, or else to remove it.
+fn unreadable(path: &Path, why: &Unreadable) -> String {
+    let shown = out::clean(&path.display().to_string());
+    let fix = match &why.fix {
+        Some(fix) => out::clean(fix),
+        None => format!("to start again, remove it: rm {}", out::shell_quote(&shown)),
+    };
     format!(
-        "the history of submissions in {} cannot be read ({}); it is kept as it is: remove it to start again",
-        out::clean(&path.display().to_string()),
-        out::clean(why)
+        "the history of submissions in {shown} cannot be read ({}); it is kept as it is; {fix}",
+        out::clean(&why.problem)
     )
 }
 
@@ -422,7 +449,10 @@ mod tests {
         std::fs::rename(&path, &moved).unwrap();
         std::os::unix::fs::symlink(&moved, &path).unwrap();
         assert_eq!(model_at(&path, "task-1", "the built-in mock"), None);
-        assert!(add_at(&path, entry(5)).unwrap_err().contains("a link"), "said why");
+        assert!(
+            add_at(&path, entry(5)).unwrap_err().problem.contains("a link"),
+            "said why"
+        );
         assert!(path.is_symlink(), "a link is left for the user to remove");
         std::fs::remove_file(&path).unwrap();
         std::fs::rename(&moved, &path).unwrap();
@@ -430,6 +460,36 @@ mod tests {
             model_at(&path, "task-1", "the built-in mock").as_deref(),
             Some("gen-2-pro")
         );
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// What to do is said once: removing the file, or, for one others may
+    /// change, giving it back to the user, which keeps what it holds.
+    #[test]
+    fn an_unreadable_history_says_what_to_do_once() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!("genapi-history-unreadable-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+        let path = dir.join("history.jsonl");
+        std::os::unix::fs::symlink(dir.join("elsewhere.jsonl"), &path).unwrap();
+        let said = unreadable(&path, &read(&path).unwrap_err());
+        assert_eq!(said.matches("remove it").count(), 1, "{said}");
+        assert!(said.contains("(a link, where") && !said.contains("(("), "{said}");
+        assert!(
+            said.ends_with(&format!("to start again, remove it: rm {}", path.display())),
+            "{said}"
+        );
+        std::fs::remove_file(&path).unwrap();
+        std::fs::write(&path, "").unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666)).unwrap();
+        let said = unreadable(&path, &read(&path).unwrap_err());
+        assert!(
+            said.ends_with(&format!("make it yours alone: chmod go-w {}", path.display())),
+            "{said}"
+        );
+        assert!(!said.contains("remove it"), "{said}");
         std::fs::remove_dir_all(dir).unwrap();
     }
 
@@ -441,7 +501,7 @@ mod tests {
         let big = "x".repeat(FILE_LIMIT as usize + 1);
         std::fs::write(&path, &big).unwrap();
         assert!(
-            add_at(&path, entry(1)).unwrap_err().contains("bytes, above"),
+            add_at(&path, entry(1)).unwrap_err().problem.contains("bytes, above"),
             "said why"
         );
         note_at(&path, "task-1", "the built-in mock", "Ready", None);

@@ -145,7 +145,8 @@ fn read_all<T: DeserializeOwned>(file: &crate::cache::CacheFile, path: &Path, li
     match crate::cache::read_kept(file, path, limit) {
         Ok(Some(bytes)) => serde_json::from_slice(&bytes).map_err(|e| e.to_string()),
         Ok(None) => Ok(BTreeMap::new()),
-        Err(refused) => Err(refused.reason()),
+        // Replaced after the next task: the fix is the command's own.
+        Err(refused) => Err(refused.problem()),
     }
 }
 

@@ -107,15 +107,17 @@ impl std::error::Error for FileError {
 }
 
 /// Why a file that is not a regular one is never read.
-const NOT_REGULAR_READ: &str = "not a regular file (a pipe, a device or a folder is never read); name a file";
+const NOT_REGULAR_READ: &str = "not a regular file (a pipe, a device or a folder is never read)";
 
 /// Why it is never written: a process's open file (`/dev/stdout`,
 /// `/dev/fd/N`) may lead to a regular file, or to nothing, and is named too.
 const NOT_REGULAR_WRITTEN: &str = "not a regular file (a pipe, a device, a folder or a process's stream such as \
-                                   /dev/stdout is never written); name a file";
+                                   /dev/stdout is never written)";
 
 impl FileError {
-    /// What is wrong and what to do, without the file's name.
+    /// What is wrong and what to do, without the file's name: the
+    /// [`FileError::problem`], then what to run or choose where the policy
+    /// has a fix.
     ///
     /// ```
     /// let error = genapi_files::read(std::path::Path::new("/dev/zero"), 1024).unwrap_err();
@@ -126,6 +128,21 @@ impl FileError {
     /// assert_eq!(error.to_string(), format!("/dev/zero: {}", error.reason()));
     /// ```
     pub fn reason(&self) -> String {
+        match self.fix() {
+            Some(fix) => format!("{}; {fix}", self.problem()),
+            None => self.problem(),
+        }
+    }
+
+    /// What is wrong, without what to do about it: for a caller that does
+    /// something else about it, such as a program that replaces a file of
+    /// its own it refused to read.
+    ///
+    /// ```
+    /// let error = genapi_files::read(std::path::Path::new("/dev/zero"), 1024).unwrap_err();
+    /// assert_eq!(error.problem(), "not a regular file (a pipe, a device or a folder is never read)");
+    /// ```
+    pub fn problem(&self) -> String {
         match self {
             FileError::Io { source, .. } => source.to_string(),
             FileError::NotRegular { writing: false, .. } => NOT_REGULAR_READ.into(),
@@ -133,39 +150,61 @@ impl FileError {
             FileError::TooLarge { size, limit, .. } => {
                 format!("{size} bytes, above the {} this file may have", shown_size(*limit))
             }
-            FileError::Exists { link: true, .. } => {
-                "the name is taken by a link (never written through); choose another name, or allow replacing it".into()
-            }
-            FileError::Exists { link: false, .. } => "exists; choose another name, or allow replacing it".into(),
-            FileError::NotOurs { writer, .. } => {
-                format!("not written by {writer}, so it is left as it is (move it away, or choose another folder)")
-            }
+            FileError::Exists { link: true, .. } => "the name is taken by a link (never written through)".into(),
+            FileError::Exists { link: false, .. } => "exists".into(),
+            FileError::NotOurs { writer, .. } => format!("not written by {writer}, so it is left as it is"),
             FileError::NotText { .. } => "not UTF-8 text".into(),
             FileError::Stopped { .. } => "the read was stopped before it ended".into(),
+            FileError::Exposed {
+                sensitivity, exposure, ..
+            } => crate::secret::problem(*sensitivity, *exposure),
+            FileError::ForeignFolder { owner: None, .. } => {
+                "a link to a folder, where a file of yours alone was to go (the link could lead anywhere)".into()
+            }
+            FileError::ForeignFolder { owner: Some(owner), .. } => {
+                format!("a folder of another user (uid {owner}), where a file of yours alone was to go")
+            }
+            // A sticky folder is shared on purpose (like /tmp): closing it would break what others keep there.
+            FileError::OpenFolder { mode, .. } if mode & 0o1000 != 0 => format!(
+                "a folder shared with others (mode {mode:o}: they may add files to it), where a file of yours alone \
+                 was to go"
+            ),
+            FileError::OpenFolder { mode, .. } => format!(
+                "a folder others may change (mode {mode:o}: they could replace what is written in it), where a file \
+                 of yours alone was to go"
+            ),
+        }
+    }
+
+    /// What to run or choose about it, where the policy has a fix: the
+    /// second part of [`FileError::reason`].
+    ///
+    /// ```
+    /// let error = genapi_files::read(std::path::Path::new("/dev/zero"), 1024).unwrap_err();
+    /// assert_eq!(error.fix().as_deref(), Some("name a file"));
+    /// ```
+    pub fn fix(&self) -> Option<String> {
+        match self {
+            FileError::Io { .. }
+            | FileError::TooLarge { .. }
+            | FileError::NotText { .. }
+            | FileError::Stopped { .. } => None,
+            FileError::NotRegular { .. } => Some("name a file".into()),
+            FileError::Exists { .. } => Some("choose another name, or allow replacing it".into()),
+            FileError::NotOurs { .. } => Some("move it away, or choose another folder".into()),
             FileError::Exposed {
                 path,
                 sensitivity,
                 exposure,
-            } => crate::secret::reason(path, *sensitivity, *exposure),
-            FileError::ForeignFolder { owner: None, .. } => {
-                "a link to a folder, where a file of yours alone was to go (the link could lead anywhere); put a \
-                 folder of your own in its place"
-                    .into()
-            }
-            FileError::ForeignFolder { owner: Some(owner), .. } => format!(
-                "a folder of another user (uid {owner}), where a file of yours alone was to go; use a folder of your \
-                 own"
-            ),
-            // A sticky folder is shared on purpose (like /tmp): closing it would break what others keep there.
-            FileError::OpenFolder { mode, .. } if mode & 0o1000 != 0 => format!(
-                "a folder shared with others (mode {mode:o}: they may add files to it), where a file of yours alone \
-                 was to go; use a folder of your own"
-            ),
-            FileError::OpenFolder { path, mode } => format!(
-                "a folder others may change (mode {mode:o}: they could replace what is written in it), where a file \
-                 of yours alone was to go; stop them: chmod go-w {}, or use a folder of your own",
+            } => Some(crate::secret::fix(path, *sensitivity, *exposure)),
+            FileError::ForeignFolder { owner: None, .. } => Some("put a folder of your own in its place".into()),
+            FileError::ForeignFolder { owner: Some(_), .. } => Some("use a folder of your own".into()),
+            // Shared on purpose: not the user's to close.
+            FileError::OpenFolder { mode, .. } if mode & 0o1000 != 0 => Some("use a folder of your own".into()),
+            FileError::OpenFolder { path, .. } => Some(format!(
+                "stop them: chmod go-w {}, or use a folder of your own",
                 path.display()
-            ),
+            )),
         }
     }
 

@@ -414,30 +414,34 @@ fn exposure(_: &Metadata, _: Sensitivity, _: u32) -> Option<Exposure> {
     None
 }
 
-/// The reason of a refusal: what is wrong, and what to run.
-pub(crate) fn reason(path: &Path, sensitivity: Sensitivity, exposure: Exposure) -> String {
+/// What is wrong with a refused file, without what to do about it.
+pub(crate) fn problem(sensitivity: Sensitivity, exposure: Exposure) -> String {
     let what = sensitivity.what();
     match exposure {
         Exposure::Link => format!(
-            "a link, where a file the program keeps for itself was to be (it never writes one, and whoever did chose \
-             what it reads), and {what}; remove it: rm {}",
-            path.display()
+            "a link, where a file the program keeps for itself was to be; the program never makes one, so whoever \
+             did chose what it reads, and {what}"
         ),
-        Exposure::NotOwned { owner } => {
-            format!("owned by another user (uid {owner}), and {what}; use a file of your own, not writable by others")
-        }
+        Exposure::NotOwned { owner } => format!("owned by another user (uid {owner}), and {what}"),
         Exposure::OpenToOthers { mode } => {
-            let (_, fix) = sensitivity.forbidden();
             let who = if mode & 0o022 != 0 {
                 "others can change it"
             } else {
                 "others can read it"
             };
-            format!(
-                "{who} (mode {:o}), and {what}; make it yours alone: chmod {fix} {}",
-                mode & 0o777,
-                path.display()
-            )
+            format!("mode {:o}: {who}, and {what}", mode & 0o777)
+        }
+    }
+}
+
+/// What to run about a refused file.
+pub(crate) fn fix(path: &Path, sensitivity: Sensitivity, exposure: Exposure) -> String {
+    match exposure {
+        Exposure::Link => format!("remove it: rm {}", path.display()),
+        Exposure::NotOwned { .. } => "use a file of your own, not writable by others".into(),
+        Exposure::OpenToOthers { .. } => {
+            let (_, fix) = sensitivity.forbidden();
+            format!("make it yours alone: chmod {fix} {}", path.display())
         }
     }
 }

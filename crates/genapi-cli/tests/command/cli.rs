@@ -1360,6 +1360,11 @@ fn a_learned_durations_file_that_is_not_a_small_regular_file_is_ignored_with_a_w
             stderr.contains("warning: ignoring the learned task durations") && stderr.contains(expected),
             "{expected}: {stderr}"
         );
+        // Replaced by the command itself: nothing for the user to remove.
+        assert!(
+            stderr.contains("it is replaced after the next task") && !stderr.contains("remove it"),
+            "{stderr}"
+        );
         assert_eq!(json_lines(&run).len(), 1);
         let kept: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
         assert!(kept.is_object(), "replaced by what this run learned: {kept}");
