@@ -185,7 +185,7 @@ impl Kept {
             Ok(mut all) => all.remove(service).map(Stored::learned).unwrap_or_default(),
             Err(why) => {
                 out::err(&format!(
-                    "warning: ignoring the {} in {} ({}); it is replaced after the next task",
+                    "warning: ignoring the {} in {}: {}; it is replaced after the next task",
                     self.what,
                     out::clean(&path.display().to_string()),
                     out::clean(&why)

@@ -192,7 +192,7 @@ async fn tasks_says_why_a_history_cannot_be_read_and_never_that_it_is_empty() {
     assert!(
         said.contains(&format!(
             "warning: task {id}, and any other this run sends, is not in the list genapi tasks shows: "
-        )) && said.contains("cannot be read (a link"),
+        )) && said.contains("cannot be read: a link"),
         "{said}"
     );
     // Said once a run, however many tasks it sends.
@@ -218,7 +218,7 @@ async fn tasks_says_why_a_history_cannot_be_read_and_never_that_it_is_empty() {
     let said = text(&listed.stderr);
     assert_eq!(listed.status.code(), Some(0), "{said}");
     assert!(
-        said.contains("cannot be read (a link") && said.contains("rm "),
+        said.contains("cannot be read: a link") && said.contains("rm "),
         "{said}"
     );
     assert!(!said.contains("no submissions yet"), "{said}");
