@@ -262,6 +262,9 @@ fn is_folder_refusal(refused: &genapi_files::FileError) -> bool {
 fn not_kept(file: &CacheFile, refused: &genapi_files::FileError, doing: Use) -> String {
     let why = match refused {
         genapi_files::FileError::Io { path, source } if is_unmakeable(refused) => denied(path, source),
+        genapi_files::FileError::ForeignFolder { path, owner: None } if dir().as_deref() == Some(path.as_path()) => {
+            linked(refused, path)
+        }
         _ => crate::files::said(refused),
     };
     format!(
@@ -270,6 +273,24 @@ fn not_kept(file: &CacheFile, refused: &genapi_files::FileError, doing: Use) -> 
         file.name,
         file.unkept_costs()
     )
+}
+
+/// The cache folder is a link (`refused`): the file policy's words, and how
+/// to keep the cache where the link leads, when it leads to a folder of the
+/// cache's name that the policy takes (`XDG_CACHE_HOME` names the folder
+/// above it); else, how to name another.
+fn linked(refused: &genapi_files::FileError, path: &Path) -> String {
+    let said = crate::files::said(refused);
+    let kept_there = std::fs::canonicalize(path).ok().filter(|target| {
+        target.file_name() == path.file_name() && genapi_files::may_write_private(&target.join("probe")).is_ok()
+    });
+    match kept_there.as_deref().and_then(Path::parent) {
+        Some(above) => format!(
+            "{said}; or keep it where the link leads: set XDG_CACHE_HOME={}",
+            crate::out::shell_quote(&above.display().to_string())
+        ),
+        None => format!("{said}, or set XDG_CACHE_HOME to a folder of your own"),
+    }
 }
 
 /// Why the system refused the user `path` of the cache (`source`), and
@@ -385,6 +406,54 @@ fn verb(doing: Use) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A cache folder that is a link is kept where it leads only when that
+    /// is a folder of the cache's name the file policy takes: then the
+    /// setting that names it is said.
+    #[cfg(unix)]
+    #[test]
+    fn a_linked_cache_folder_is_offered_where_it_leads_when_that_may_hold_it() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = std::env::temp_dir().join(format!("genapi-cache-linked-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let (real, other) = (dir.join("disk").join("genapi"), dir.join("disk").join("elsewhere"));
+        for folder in [&real, &other] {
+            std::fs::create_dir_all(folder).unwrap();
+            std::fs::set_permissions(folder, std::fs::Permissions::from_mode(0o700)).unwrap();
+        }
+        let link = dir.join("genapi");
+        std::os::unix::fs::symlink(&real, &link).unwrap();
+        let refused = genapi_files::may_write_private(&link.join("history.jsonl")).unwrap_err();
+        assert!(matches!(
+            refused,
+            genapi_files::FileError::ForeignFolder { owner: None, .. }
+        ));
+        let above = std::fs::canonicalize(dir.join("disk")).unwrap();
+        let said = linked(&refused, &link);
+        assert!(
+            said.ends_with(&format!(
+                "keep it where the link leads: set XDG_CACHE_HOME={}",
+                above.display()
+            )),
+            "{said}"
+        );
+        // Open to others there: the policy would refuse it too.
+        std::fs::set_permissions(&real, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let said = linked(&refused, &link);
+        assert!(
+            said.ends_with("or set XDG_CACHE_HOME to a folder of your own"),
+            "{said}"
+        );
+        // Another name: XDG_CACHE_HOME cannot name it.
+        std::fs::remove_file(&link).unwrap();
+        std::os::unix::fs::symlink(&other, &link).unwrap();
+        let said = linked(&refused, &link);
+        assert!(
+            said.ends_with("or set XDG_CACHE_HOME to a folder of your own"),
+            "{said}"
+        );
+        std::fs::remove_dir_all(dir).unwrap();
+    }
 
     /// A folder the system refuses is said as the user's own (its mode to
     /// fix) or another user's, of the nearest folder that is there; giving
