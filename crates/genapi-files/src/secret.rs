@@ -611,7 +611,15 @@ mod tests {
         std::fs::create_dir(&folder).unwrap();
         std::fs::set_permissions(&folder, std::fs::Permissions::from_mode(0o700)).unwrap();
         let copy = dir.join("test-binary");
-        std::fs::copy(std::env::current_exe().unwrap(), &copy).unwrap();
+        // Copied by another process: a file this one wrote could still be
+        // open in a child another test is starting, and running it would
+        // then fail ("text file busy").
+        let copied = std::process::Command::new("cp")
+            .arg(std::env::current_exe().unwrap())
+            .arg(&copy)
+            .status()
+            .unwrap();
+        assert!(copied.success());
         std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o755)).unwrap();
         let mut command = std::process::Command::new(&copy);
         command
