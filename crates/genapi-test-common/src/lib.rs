@@ -292,6 +292,23 @@ pub fn answer_polls(mock: &genapi_mock::MockService, body: String, times: usize)
     );
 }
 
+/// Copies `from` to `to` as an executable (mode 755) for a test to run.
+/// The copy is written by another process (`cp`): a file this process
+/// writes stays open for writing, for a moment, in every child another
+/// test thread starts meanwhile, and running it then fails with "text file
+/// busy".
+#[cfg(unix)]
+pub fn install_executable(from: &std::path::Path, to: &std::path::Path) {
+    use std::os::unix::fs::PermissionsExt as _;
+    let copied = std::process::Command::new("cp")
+        .arg(from)
+        .arg(to)
+        .status()
+        .expect("cp runs");
+    assert!(copied.success(), "cp {} {}", from.display(), to.display());
+    std::fs::set_permissions(to, std::fs::Permissions::from_mode(0o755)).expect("the copy's mode");
+}
+
 /// The first of `names` on `PATH`: a program a test drives (`what`, from
 /// Debian's `package`). Under CI, which installs it, a missing one fails
 /// the test; elsewhere the test says it skipped that part and gets `None`.

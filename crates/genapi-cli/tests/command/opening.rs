@@ -12,10 +12,9 @@ use crate::common::{genapi, roomy_mock, Dir};
 /// An executable script `name` in `dir` of `body`, run by sh.
 #[cfg(unix)]
 fn script(dir: &Dir, name: &str, body: &str) -> std::path::PathBuf {
-    use std::os::unix::fs::PermissionsExt;
-    let script = dir.join(name);
-    std::fs::write(&script, format!("#!/bin/sh\n{body}")).unwrap();
-    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let (source, script) = (dir.join(&format!("{name}.source")), dir.join(name));
+    std::fs::write(&source, format!("#!/bin/sh\n{body}")).unwrap();
+    crate::common::install_executable(&source, &script);
     script
 }
 

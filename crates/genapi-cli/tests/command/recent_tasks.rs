@@ -253,16 +253,7 @@ async fn a_cache_the_system_refuses_is_said_once_with_the_folder_to_take_back() 
     let theirs = dir.join("nobodys");
     open(&theirs, 0o777);
     let copy = theirs.join("genapi");
-    // Copied by another process: a file this one wrote could still be open
-    // in a child another test is starting, and running it would then fail
-    // ("text file busy").
-    let copied = std::process::Command::new("cp")
-        .arg(env!("CARGO_BIN_EXE_genapi"))
-        .arg(&copy)
-        .status()
-        .unwrap();
-    assert!(copied.success());
-    std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o755)).unwrap();
+    crate::common::install_executable(std::path::Path::new(env!("CARGO_BIN_EXE_genapi")), &copy);
     let configured = genapi(&dir, &mock);
     let as_nobody = |home: &std::path::Path, out: &str| {
         let mut command = std::process::Command::new(&copy);
