@@ -275,21 +275,25 @@ fn not_kept(file: &CacheFile, refused: &genapi_files::FileError, doing: Use) -> 
     )
 }
 
+/// What to do when the cache folder cannot be used as it is.
+const OWN_FOLDER: &str = "set XDG_CACHE_HOME to a folder of your own";
+
 /// The cache folder is a link (`refused`): the file policy's words, and how
 /// to keep the cache where the link leads, when it leads to a folder of the
 /// cache's name that the policy takes (`XDG_CACHE_HOME` names the folder
 /// above it); else, how to name another.
 fn linked(refused: &genapi_files::FileError, path: &Path) -> String {
     let said = crate::files::said(refused);
+    // Judged as the folder a file of the cache would be written in.
     let kept_there = std::fs::canonicalize(path).ok().filter(|target| {
-        target.file_name() == path.file_name() && genapi_files::may_write_private(&target.join("probe")).is_ok()
+        target.file_name() == path.file_name() && genapi_files::may_write_private(&target.join(HISTORY.name)).is_ok()
     });
     match kept_there.as_deref().and_then(Path::parent) {
         Some(above) => format!(
             "{said}; or keep it where the link leads: set XDG_CACHE_HOME={}",
             crate::out::shell_quote(&above.display().to_string())
         ),
-        None => format!("{said}, or set XDG_CACHE_HOME to a folder of your own"),
+        None => format!("{said}, or {OWN_FOLDER}"),
     }
 }
 
@@ -302,7 +306,7 @@ fn linked(refused: &genapi_files::FileError, path: &Path) -> String {
 fn denied(path: &Path, source: &std::io::Error) -> String {
     let folder = existing(path);
     let shown = crate::out::shell_quote(&folder.display().to_string());
-    let own = "set XDG_CACHE_HOME to a folder of your own";
+    let own = OWN_FOLDER;
     if !std::fs::metadata(folder).is_ok_and(|metadata| metadata.is_dir()) {
         return format!("{shown}: not a folder, where the cache's folder was to be: move it away, or {own}");
     }
