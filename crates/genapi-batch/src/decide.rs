@@ -13,8 +13,10 @@
 //! 1. A line whose job changed since its submission was recorded, and
 //!    whose submission may have created a task, is refused: its task is not
 //!    this job's, and this job must not be sent in its place.
-//! 2. A line never recorded whose job was recorded as another line (the job
-//!    file's lines moved) is refused: sending it would pay twice.
+//! 2. A line is its job, not its number: a line whose job has a record
+//!    left behind under another number ([`crate::Claims`]: the job file's
+//!    lines moved, or that line was removed) is never sent, whatever its
+//!    own number's history; where rule 9 would send it, it is refused.
 //! 3. An ended line is reported as it ended; a saved line whose file is
 //!    gone is polled again for its result (never sent), unless no task was
 //!    recorded for it (refused: the file is lost) or its task lived in a
@@ -30,7 +32,8 @@
 //! 8. A file with the line's name, with no task in the store to explain it,
 //!    means the store lost its records: the line is refused rather than
 //!    paid for again.
-//! 9. Otherwise the line is sent.
+//! 9. Otherwise the line is sent, unless its job was recorded under
+//!    another line (rule 2).
 
 use serde::Serialize;
 
@@ -41,8 +44,10 @@ use crate::line::{Ending, Line};
 pub struct Seen {
     /// The job differs from the one the store recorded as sent.
     pub changed: bool,
-    /// The store holds nothing of this line, but this job was recorded as
-    /// another line, which now holds another job.
+    /// This job has a record that may hold its task under another line,
+    /// which now holds another job or is no longer in the job file
+    /// ([`crate::Claims::left_behind`]): whatever this line's own history,
+    /// sending it may pay twice.
     pub moved: bool,
     /// The file a saved ending names is on disk (or kept by another worker
     /// of a shared store).
@@ -77,7 +82,8 @@ pub enum Action {
     Report,
     /// Refused: its job changed since its submission was recorded.
     RefuseChanged,
-    /// Refused: its job was recorded as another line (lines moved).
+    /// Refused: its job was recorded under another line that no longer
+    /// holds it (lines moved, or removed).
     RefuseMoved,
     /// Refused: saved in an earlier run, the file is gone, and the store
     /// holds no task to fetch it again.
@@ -143,12 +149,8 @@ impl Action {
 /// ```
 pub fn decide(line: &Line, seen: Seen, asked: Asked) -> Action {
     let refused = line.refused();
-    let may_have_a_task = !matches!(line, Line::Unsent { .. }) && !refused;
-    if seen.changed && may_have_a_task {
+    if seen.changed && line.may_hold_a_task() {
         return Action::RefuseChanged;
-    }
-    if seen.moved && line.sent().is_none() {
-        return Action::RefuseMoved;
     }
     if let Line::Ended { ending, task, sent } = line {
         let saved = matches!(ending, Ending::Saved { .. });
@@ -183,6 +185,9 @@ pub fn decide(line: &Line, seen: Seen, asked: Asked) -> Action {
     }
     if seen.stopping || seen.halted {
         return Action::Stop;
+    }
+    if seen.moved {
+        return Action::RefuseMoved;
     }
     Action::Send
 }
@@ -327,7 +332,8 @@ mod tests {
     ];
 
     /// What the run sees, as the table's second column: nothing unusual,
-    /// then each fact alone.
+    /// each fact alone, and the edit of a job file that moves a job onto a
+    /// line holding another job's record (both facts at once).
     fn sights() -> Vec<(&'static str, Seen)> {
         let usual = Seen {
             saved_file: true,
@@ -337,6 +343,14 @@ mod tests {
             ("as usual", usual),
             ("job changed", Seen { changed: true, ..usual }),
             ("job moved", Seen { moved: true, ..usual }),
+            (
+                "job changed and moved",
+                Seen {
+                    changed: true,
+                    moved: true,
+                    ..usual
+                },
+            ),
             (
                 "saved file gone",
                 Seen {
@@ -378,6 +392,7 @@ mod tests {
 | never sent | as usual | send | send | send | send |
 | never sent | job changed | send | send | send | send |
 | never sent | job moved | refuse: moved | refuse: moved | refuse: moved | refuse: moved |
+| never sent | job changed and moved | refuse: moved | refuse: moved | refuse: moved | refuse: moved |
 | never sent | saved file gone | send | send | send | send |
 | never sent | name taken | refuse: name taken | refuse: name taken | refuse: name taken | refuse: name taken |
 | never sent | cap reached | stop at cap | stop at cap | stop at cap | stop at cap |
@@ -385,7 +400,8 @@ mod tests {
 | never sent | stopping | stop | stop | stop | stop |
 | refused, may be tried again | as usual | send | send | send | send |
 | refused, may be tried again | job changed | send | send | send | send |
-| refused, may be tried again | job moved | send | send | send | send |
+| refused, may be tried again | job moved | refuse: moved | refuse: moved | refuse: moved | refuse: moved |
+| refused, may be tried again | job changed and moved | refuse: moved | refuse: moved | refuse: moved | refuse: moved |
 | refused, may be tried again | saved file gone | send | send | send | send |
 | refused, may be tried again | name taken | refuse: name taken | refuse: name taken | refuse: name taken | refuse: name taken |
 | refused, may be tried again | cap reached | stop at cap | stop at cap | stop at cap | stop at cap |
@@ -393,7 +409,8 @@ mod tests {
 | refused, may be tried again | stopping | stop | stop | stop | stop |
 | sent, no answer | as usual | report unknown | report unknown | send | send |
 | sent, no answer | job changed | refuse: changed | refuse: changed | refuse: changed | refuse: changed |
-| sent, no answer | job moved | report unknown | report unknown | send | send |
+| sent, no answer | job moved | report unknown | report unknown | refuse: moved | refuse: moved |
+| sent, no answer | job changed and moved | refuse: changed | refuse: changed | refuse: changed | refuse: changed |
 | sent, no answer | saved file gone | report unknown | report unknown | send | send |
 | sent, no answer | name taken | report unknown | report unknown | refuse: name taken | refuse: name taken |
 | sent, no answer | cap reached | report unknown | report unknown | stop at cap | stop at cap |
@@ -402,6 +419,7 @@ mod tests {
 | sent to a service that ended, no answer | as usual | report gone | report gone | report gone | report gone |
 | sent to a service that ended, no answer | job changed | refuse: changed | refuse: changed | refuse: changed | refuse: changed |
 | sent to a service that ended, no answer | job moved | report gone | report gone | report gone | report gone |
+| sent to a service that ended, no answer | job changed and moved | refuse: changed | refuse: changed | refuse: changed | refuse: changed |
 | sent to a service that ended, no answer | saved file gone | report gone | report gone | report gone | report gone |
 | sent to a service that ended, no answer | name taken | report gone | report gone | report gone | report gone |
 | sent to a service that ended, no answer | cap reached | report gone | report gone | report gone | report gone |
@@ -410,6 +428,7 @@ mod tests {
 | accepted | as usual | poll | poll | poll | poll |
 | accepted | job changed | refuse: changed | refuse: changed | refuse: changed | refuse: changed |
 | accepted | job moved | poll | poll | poll | poll |
+| accepted | job changed and moved | refuse: changed | refuse: changed | refuse: changed | refuse: changed |
 | accepted | saved file gone | poll | poll | poll | poll |
 | accepted | name taken | poll | poll | poll | poll |
 | accepted | cap reached | poll | poll | poll | poll |
@@ -418,6 +437,7 @@ mod tests {
 | adopted | as usual | poll | poll | poll | poll |
 | adopted | job changed | refuse: changed | refuse: changed | refuse: changed | refuse: changed |
 | adopted | job moved | poll | poll | poll | poll |
+| adopted | job changed and moved | refuse: changed | refuse: changed | refuse: changed | refuse: changed |
 | adopted | saved file gone | poll | poll | poll | poll |
 | adopted | name taken | poll | poll | poll | poll |
 | adopted | cap reached | poll | poll | poll | poll |
@@ -426,6 +446,7 @@ mod tests {
 | accepted by a service that ended | as usual | report gone | report gone | report gone | report gone |
 | accepted by a service that ended | job changed | refuse: changed | refuse: changed | refuse: changed | refuse: changed |
 | accepted by a service that ended | job moved | report gone | report gone | report gone | report gone |
+| accepted by a service that ended | job changed and moved | refuse: changed | refuse: changed | refuse: changed | refuse: changed |
 | accepted by a service that ended | saved file gone | report gone | report gone | report gone | report gone |
 | accepted by a service that ended | name taken | report gone | report gone | report gone | report gone |
 | accepted by a service that ended | cap reached | report gone | report gone | report gone | report gone |
@@ -434,6 +455,7 @@ mod tests {
 | saved | as usual | report | report | report | report |
 | saved | job changed | refuse: changed | refuse: changed | refuse: changed | refuse: changed |
 | saved | job moved | report | report | report | report |
+| saved | job changed and moved | refuse: changed | refuse: changed | refuse: changed | refuse: changed |
 | saved | saved file gone | poll | poll | poll | poll |
 | saved | name taken | report | report | report | report |
 | saved | cap reached | report | report | report | report |
@@ -442,6 +464,7 @@ mod tests {
 | saved, no task recorded | as usual | report | report | report | report |
 | saved, no task recorded | job changed | refuse: changed | refuse: changed | refuse: changed | refuse: changed |
 | saved, no task recorded | job moved | report | report | report | report |
+| saved, no task recorded | job changed and moved | refuse: changed | refuse: changed | refuse: changed | refuse: changed |
 | saved, no task recorded | saved file gone | refuse: file lost | refuse: file lost | refuse: file lost | refuse: file lost |
 | saved, no task recorded | name taken | report | report | report | report |
 | saved, no task recorded | cap reached | report | report | report | report |
@@ -450,6 +473,7 @@ mod tests {
 | saved by a service that ended | as usual | report | report | report | report |
 | saved by a service that ended | job changed | refuse: changed | refuse: changed | refuse: changed | refuse: changed |
 | saved by a service that ended | job moved | report | report | report | report |
+| saved by a service that ended | job changed and moved | refuse: changed | refuse: changed | refuse: changed | refuse: changed |
 | saved by a service that ended | saved file gone | report gone | report gone | report gone | report gone |
 | saved by a service that ended | name taken | report | report | report | report |
 | saved by a service that ended | cap reached | report | report | report | report |
@@ -457,7 +481,8 @@ mod tests {
 | saved by a service that ended | stopping | report | report | report | report |
 | refused for good | as usual | report | send | report | send |
 | refused for good | job changed | send | send | send | send |
-| refused for good | job moved | report | send | report | send |
+| refused for good | job moved | report | refuse: moved | report | refuse: moved |
+| refused for good | job changed and moved | refuse: moved | refuse: moved | refuse: moved | refuse: moved |
 | refused for good | saved file gone | report | send | report | send |
 | refused for good | name taken | report | refuse: name taken | report | refuse: name taken |
 | refused for good | cap reached | report | stop at cap | report | stop at cap |
@@ -466,6 +491,7 @@ mod tests {
 | failed | as usual | report | report | report | report |
 | failed | job changed | refuse: changed | refuse: changed | refuse: changed | refuse: changed |
 | failed | job moved | report | report | report | report |
+| failed | job changed and moved | refuse: changed | refuse: changed | refuse: changed | refuse: changed |
 | failed | saved file gone | report | report | report | report |
 | failed | name taken | report | report | report | report |
 | failed | cap reached | report | report | report | report |
@@ -474,6 +500,7 @@ mod tests {
 | moderated | as usual | report | report | report | report |
 | moderated | job changed | refuse: changed | refuse: changed | refuse: changed | refuse: changed |
 | moderated | job moved | report | report | report | report |
+| moderated | job changed and moved | refuse: changed | refuse: changed | refuse: changed | refuse: changed |
 | moderated | saved file gone | report | report | report | report |
 | moderated | name taken | report | report | report | report |
 | moderated | cap reached | report | report | report | report |
@@ -522,8 +549,9 @@ mod tests {
 
     /// What may never happen, over every combination of what is seen and
     /// asked (2^7 × 4 for each situation): a task is never sent again, a
-    /// line is never polled without a task, and nothing is sent past a
-    /// stop or the cap.
+    /// job recorded under another line is never sent for this one, a line
+    /// is never polled without a task, and nothing is sent past a stop or
+    /// the cap.
     #[test]
     fn no_combination_pays_twice_or_sends_past_a_stop() {
         let mut combinations = 0;
@@ -552,6 +580,9 @@ mod tests {
                             !(seen.stopping || seen.halted || seen.cap_reached || seen.name_taken),
                             "{why}"
                         );
+                        // A job recorded under another line is never sent
+                        // for this one, whatever this line's history.
+                        assert!(!seen.moved, "{why}");
                         assert!(!matches!(line.ending(), Some(Ending::Saved { .. })), "{why}");
                     }
                     if action == Action::Poll {

@@ -429,6 +429,14 @@ impl Line {
             )
     }
 
+    /// Whether its record may hold a task of the job it sent: anything but
+    /// a line never sent or surely refused. Such a line is its job's claim
+    /// ([`crate::Claims`]): the job is never sent for another line while the
+    /// claim is left behind.
+    pub fn may_hold_a_task(&self) -> bool {
+        !matches!(self, Line::Unsent { .. }) && !self.refused()
+    }
+
     /// Whether what it sent last went to a service that ended with its run
     /// and nothing ended it since: its task cannot be found by any run.
     pub fn gone(&self) -> bool {

@@ -12,6 +12,7 @@ use futures::{Stream, StreamExt};
 
 use super::cap::Hold;
 use super::decide::{decide, Action, Asked, Seen};
+use super::identity::{Claims, JobAt};
 use super::job::Job;
 use super::journal::Event;
 use super::line::{AcceptedTask, Ending, FailedStatus, Line, Standing};
@@ -485,7 +486,14 @@ impl Batch {
             names: HashMap::new(),
             lines_seen: HashSet::new(),
         };
-        let first_pass = futures::stream::iter(jobs)
+        let read = context.clone();
+        let whole_file = jobs.into_iter().chain(std::iter::from_fn(move || {
+            // Every job was taken: a claim at a number not seen is at a line
+            // the job file no longer has.
+            read.file_read.store(true, Ordering::SeqCst);
+            None
+        }));
+        let first_pass = futures::stream::iter(whole_file)
             .take_while(move |_| futures::future::ready(!stop.is_stopped()))
             .map(move |job| admission.admit(job));
         // Another worker's lines go to later rounds.
@@ -500,7 +508,7 @@ impl Batch {
 
     /// What the run's steps share.
     fn into_context(self) -> Context {
-        let recorded = self.store.known_digests();
+        let claims = Claims::from_numbers(self.store.known_digests());
         let jobs_at_once = self
             .jobs_at_once
             .unwrap_or_else(|| self.client.max_active_tasks().unwrap_or(24).saturating_mul(2));
@@ -517,8 +525,9 @@ impl Batch {
             counters: self.counters,
             prices: self.prices,
             stop: self.stop,
-            recorded,
+            claims,
             current: Mutex::new(HashMap::new()),
+            file_read: AtomicBool::new(false),
             deferred: Mutex::new(Vec::new()),
             halted: Mutex::new(None),
             sending: Stopper::default(),
@@ -671,10 +680,13 @@ struct Context {
     /// Prices known before the run and charges seen in it.
     prices: PriceBook,
     stop: Stopper,
-    /// Lines the journal written a submission for, by the job's digest.
-    recorded: HashMap<String, Vec<u64>>,
-    /// The digest of each job taken so far, by line.
+    /// The records of earlier runs that may hold a task, by the job's
+    /// digest: a job is never sent for another line than its record's.
+    claims: Claims,
+    /// The digest of each job taken so far, by line (lines the store knows).
     current: Mutex<HashMap<u64, String>>,
+    /// Every job of the job file was taken.
+    file_read: AtomicBool,
     /// Jobs whose line another worker holds, to try again.
     deferred: Mutex<Vec<Job>>,
     /// Why the batch stopped sending on its own, when it did (see
@@ -714,6 +726,15 @@ fn claimed_and_worked(
             async move { context.work(entry).await }
         })
         .buffer_unordered(at_once)
+}
+
+/// What [`Context::decide`] made of a job.
+enum Decided {
+    /// Its outcome (boxed, so the value is no larger than a job).
+    Now(Box<JobOutcome>),
+    /// Decided again once the job file is read (a record of its job sits at
+    /// a line not read yet).
+    Later(Job),
 }
 
 /// A job on its way through the first pass.
@@ -798,20 +819,34 @@ impl Context {
         // the line was settled at (now or in an earlier run) is that kind's
         // price, learned.
         let (kind, path) = (super::budget::kind(&job), job.path.clone());
-        let mut outcome = self.decide(job, &stem, state, &kind).await;
+        let mut outcome = match self.decide(job, &stem, state, &kind).await {
+            Decided::Now(outcome) => *outcome,
+            Decided::Later(job) => {
+                self.release_if(mine, line).await;
+                if let Ok(mut deferred) = self.deferred.lock() {
+                    deferred.push(job);
+                }
+                return None;
+            }
+        };
         if let Some(cost) = outcome.settled {
             self.prices.learn(&kind, &path, cost);
         }
+        self.release_if(mine, line).await;
+        outcome.elapsed = started.elapsed();
+        outcome.request = requested;
+        outcome.finished_at = Some(SystemTime::now());
+        Some(outcome)
+    }
+
+    /// Lets go of a line this run claimed.
+    async fn release_if(&self, mine: bool, line: u64) {
         if mine {
             if let Err(error) = self.store.release(line).await {
                 // Its lease lapses instead: another worker takes it then.
                 tracing::warn!(%error, line, "cannot release a line");
             }
         }
-        outcome.elapsed = started.elapsed();
-        outcome.request = requested;
-        outcome.finished_at = Some(SystemTime::now());
-        Some(outcome)
     }
 
     /// Stores an event durably.
@@ -896,13 +931,14 @@ impl Context {
     /// holds of it and what the run sees around it, carried out. Facts that
     /// cost a look at the disk are gathered only where they can change the
     /// action.
-    async fn decide(&self, job: Job, stem: &str, line: Line, kind: &str) -> JobOutcome {
+    async fn decide(&self, job: Job, stem: &str, line: Line, kind: &str) -> Decided {
         // Computed once: a body with images is large.
         let digest = job.digest();
         let sent_digest = line.sent().and_then(|sent| sent.digest.as_deref());
+        let left_behind = self.left_behind(job.line, &digest);
         let mut seen = Seen {
             changed: sent_digest.is_some_and(|sent| sent != digest),
-            moved: line.sent().is_none() && self.moved_from(job.line, &digest).is_some(),
+            moved: left_behind.is_some(),
             saved_file: self.saved_file_is_here(&line),
             cap_reached: self.cap_reached.load(Ordering::SeqCst),
             halted: self.sending.is_stopped(),
@@ -918,10 +954,14 @@ impl Context {
             seen.name_taken = existing_file(&self.out_dir, stem).is_some();
             action = decide(&line, seen, asked);
         }
-        match action {
+        if let (Action::RefuseMoved, Some((_, JobAt::Unread))) = (action, left_behind) {
+            // Whether the claim is this job's is known once the file is read.
+            return Decided::Later(job);
+        }
+        Decided::Now(Box::new(match action {
             Action::Report => self.reported(job.line, stem, &line),
             Action::RefuseChanged => refused_changed(job.line, stem, &line),
-            Action::RefuseMoved => self.refused_moved(job.line, stem, &digest),
+            Action::RefuseMoved => refused_moved(job.line, stem, &line, left_behind),
             Action::RefuseLostFile => refused_lost_file(job.line, stem, &line),
             Action::ReportGone => gone(job.line, stem, &line),
             Action::Poll => self.poll(job, stem, &line).await,
@@ -934,7 +974,7 @@ impl Context {
                 Some(place) => self.submit(job, stem, digest, place, kind).await,
                 None => self.not_sent(job.line, stem),
             },
-        }
+        }))
     }
 
     /// Whether the file a saved line names is here (in a ledger it may be
@@ -979,21 +1019,6 @@ impl Context {
             None => {}
         }
         outcome
-    }
-
-    fn refused_moved(&self, number: u64, stem: &str, digest: &str) -> JobOutcome {
-        let earlier = self.moved_from(number, digest).unwrap_or_default();
-        failed_outcome(
-            number,
-            stem,
-            Standing::Unsent,
-            FailureClass::Validation,
-            format!(
-                "line {number}'s job was submitted as line {earlier}, which now holds another job: lines of the job \
-                 file moved (one inserted or removed above?); restore the file, or run it with another output \
-                 directory"
-            ),
-        )
     }
 
     /// The journal holds no task of this line, yet a result has its name:
@@ -1086,15 +1111,21 @@ impl Context {
         }
     }
 
-    /// The earlier line this job was submitted as, when that line now holds
-    /// another job (the job file's lines moved).
-    fn moved_from(&self, line: u64, digest: &str) -> Option<u64> {
-        let current = self.current.lock().ok()?;
-        self.recorded
-            .get(digest)?
-            .iter()
-            .copied()
-            .find(|earlier| *earlier != line && current.get(earlier).is_some_and(|now| now != digest))
+    /// A record of this job, under another line, that the job file no
+    /// longer holds there ([`Claims::left_behind`]).
+    fn left_behind(&self, line: u64, digest: &str) -> Option<(u64, JobAt)> {
+        let file_read = self.file_read.load(Ordering::SeqCst);
+        let Ok(current) = self.current.lock() else {
+            // Without the file's jobs, any claim of this job may be its own.
+            return self.claims.left_behind(line, digest, |_| JobAt::Other);
+        };
+        self.claims
+            .left_behind(line, digest, |number| match current.get(&number) {
+                Some(now) if now == digest => JobAt::Same,
+                Some(_) => JobAt::Other,
+                None if file_read => JobAt::Other,
+                None => JobAt::Unread,
+            })
     }
 
     /// Where a line sent without an answer is left: gone when its service
@@ -1759,6 +1790,24 @@ fn refused_changed(number: u64, stem: &str, line: &Line) -> JobOutcome {
         format!(
             "line {number} changed since the journal recorded its submission{earlier}; restore it, or run the \
              changed job file with another output directory"
+        ),
+    )
+}
+
+/// A job whose record another line holds ([`Claims`]) is not sent here:
+/// that record may be its paid task.
+fn refused_moved(number: u64, stem: &str, line: &Line, left_behind: Option<(u64, JobAt)>) -> JobOutcome {
+    let earlier = left_behind.map(|(earlier, _)| earlier).unwrap_or_default();
+    failed_outcome(
+        number,
+        stem,
+        line.standing(),
+        FailureClass::Validation,
+        format!(
+            "line {number}'s job was submitted as line {earlier}, which now holds another job or is no longer in the \
+             job file: lines of the job file moved (one \
+             inserted or removed above, or the lines sorted?), so it was not sent (that could pay for it twice); \
+             restore the file's order, or run the edited file with another output directory"
         ),
     )
 }

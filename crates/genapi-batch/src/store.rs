@@ -36,6 +36,7 @@ use genapi::FailureClass;
 
 use crate::budget::LocalBudget;
 use crate::cap::Hold;
+use crate::identity::Claims;
 use crate::journal::{Event, Journal, Writer};
 use crate::line::Line;
 use crate::standing::Status;
@@ -170,9 +171,11 @@ pub trait WriteStore: ReadStore {
     /// claim (a journal read at start); `None` otherwise.
     fn earlier(&self, line: u64) -> Option<Line>;
 
-    /// The lines earlier runs submitted, by the digest of their job, when
-    /// the store knows them before a claim: a job found under another line
-    /// is refused rather than paid for again.
+    /// The lines whose records may hold a task, by the digest of the job
+    /// each sent ([`crate::Claims`]), when the store knows them before a
+    /// claim: a job whose claim is left behind under another line is
+    /// refused rather than paid for again. A store that refuses a changed
+    /// job file (the ledger) knows none.
     fn known_digests(&self) -> HashMap<String, Vec<u64>> {
         HashMap::new()
     }
@@ -337,15 +340,10 @@ impl WriteStore for JournalStore {
     }
 
     fn known_digests(&self) -> HashMap<String, Vec<u64>> {
-        let mut known: HashMap<String, Vec<u64>> = HashMap::new();
-        if let Ok(lines) = self.lines.lock() {
-            for (number, line) in lines.iter() {
-                if let Some(digest) = line.sent().and_then(|sent| sent.digest.as_ref()) {
-                    known.entry(digest.clone()).or_default().push(*number);
-                }
-            }
+        match self.lines.lock() {
+            Ok(lines) => Claims::of(lines.iter().map(|(number, line)| (*number, line))).into_numbers(),
+            Err(_) => HashMap::new(),
         }
-        known
     }
 }
 

@@ -10,6 +10,7 @@ mod charged_in_flight;
 mod common;
 mod credit_cap;
 mod earlier_journals;
+mod edited_job_files;
 mod expired_results;
 mod job_file;
 mod journal_lock;

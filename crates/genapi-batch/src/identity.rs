@@ -1,0 +1,188 @@
+//! Which line a job is: a job recorded under one line is never sent for
+//! another.
+//!
+//! A store knows a line by its number, and a job by the digest of its path
+//! and body ([`crate::Job::digest`]). An ordinary edit of a job file (a line
+//! inserted or removed above, the lines sorted or swapped, a line copied)
+//! moves jobs to other numbers, so the number alone cannot say whose task a
+//! record holds. The rule here says it by the job:
+//!
+//! - A record that may hold a task ([`Line::may_hold_a_task`]: sent and not
+//!   surely refused, accepted, ended with or without a result) is a *claim*
+//!   of the job it recorded.
+//! - A claim is *left behind* when the number it sits at now holds another
+//!   job, or is no longer in the job file: the job moved away from its
+//!   record.
+//! - A line whose job has a claim left behind is never sent, whatever its
+//!   own number's history (never sent, refused, unanswered): it may be that
+//!   very job, and sending it would pay twice. [`crate::decide`] refuses it
+//!   ([`crate::Action::RefuseMoved`]).
+//!
+//! A claim whose number still holds its job is that line's own, so a copy
+//! of a line (a second occurrence of one job, at a number with no claim of
+//! it) is a new job and is sent: two occurrences, two tasks. A run reads
+//! its job file as it goes, so a claim at a number it has not reached yet
+//! is [`JobAt::Unread`]: the line waits for the file to be read before it
+//! is decided.
+//!
+//! ```
+//! use genapi_batch::{Claims, JobAt, Line};
+//! # fn saved(digest: &str) -> Line {
+//! #     use genapi_batch::Event;
+//! #     let intent = Event::Intent { line: 1, name: "l".into(), digest: digest.into(), sent_at: None, ephemeral: false };
+//! #     Line::of([intent])
+//! # }
+//! // Line 1 sent job "alpha"; a line inserted on top moved alpha to line 2.
+//! let records = [(1, saved("alpha"))];
+//! let claims = Claims::of(records.iter().map(|(number, line)| (*number, line)));
+//! let now = |number: u64| if number == 1 { JobAt::Other } else { JobAt::Unread };
+//! assert_eq!(claims.left_behind(2, "alpha", now), Some((1, JobAt::Other)));
+//! // A line that holds its own claim is its own job.
+//! assert_eq!(claims.left_behind(1, "alpha", |_| JobAt::Same), None);
+//! ```
+
+use std::collections::HashMap;
+
+use crate::line::Line;
+
+/// What the job file holds now at a number where a claim sits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum JobAt {
+    /// The job the claim recorded: the claim is that line's own.
+    Same,
+    /// Another job, or nothing (the file no longer has that line).
+    Other,
+    /// Not known yet: the run has not read that far into the job file.
+    Unread,
+}
+
+/// The claims of earlier runs (records that may hold a task), by the
+/// digest of the job each recorded.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Claims {
+    by_job: HashMap<String, Vec<u64>>,
+}
+
+impl Claims {
+    /// The claims among a store's lines: each line whose record may hold a
+    /// task and names the job it sent (a damaged record names none, and is
+    /// never sent on its own anyway).
+    pub fn of<'a>(lines: impl IntoIterator<Item = (u64, &'a Line)>) -> Claims {
+        let mut by_job: HashMap<String, Vec<u64>> = HashMap::new();
+        for (number, line) in lines {
+            let digest = line.sent().and_then(|sent| sent.digest.as_ref());
+            if let (Some(digest), true) = (digest, line.may_hold_a_task()) {
+                by_job.entry(digest.clone()).or_default().push(number);
+            }
+        }
+        for numbers in by_job.values_mut() {
+            numbers.sort_unstable();
+        }
+        Claims { by_job }
+    }
+
+    /// Claims given as the lines that hold each job ([`crate::WriteStore::known_digests`]).
+    pub fn from_numbers(by_job: HashMap<String, Vec<u64>>) -> Claims {
+        Claims { by_job }
+    }
+
+    /// The lines holding a claim of each job.
+    pub fn into_numbers(self) -> HashMap<String, Vec<u64>> {
+        self.by_job
+    }
+
+    /// A claim of the job `digest`, held by another number than `line`,
+    /// that its number no longer holds: where it sits and what is there
+    /// now. A claim left behind ([`JobAt::Other`]) is preferred to one not
+    /// read yet ([`JobAt::Unread`]), so a line waits for the file only when
+    /// nothing already refuses it.
+    pub fn left_behind(&self, line: u64, digest: &str, now: impl Fn(u64) -> JobAt) -> Option<(u64, JobAt)> {
+        let mut unread = None;
+        for &number in self.by_job.get(digest)?.iter().filter(|number| **number != line) {
+            match now(number) {
+                JobAt::Same => {}
+                JobAt::Other => return Some((number, JobAt::Other)),
+                JobAt::Unread => unread = unread.or(Some((number, JobAt::Unread))),
+            }
+        }
+        unread
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::journal::Event;
+
+    fn intent(line: u64, digest: &str) -> Event {
+        Event::Intent {
+            line,
+            name: format!("l{line}"),
+            digest: digest.into(),
+            sent_at: None,
+            ephemeral: false,
+        }
+    }
+
+    fn finished(line: u64, status: &str) -> Event {
+        Event::Finished {
+            line,
+            status: status.into(),
+            file: None,
+            seed: None,
+            cost: None,
+            duration: None,
+            error: None,
+            class: None,
+        }
+    }
+
+    #[test]
+    fn only_records_that_may_hold_a_task_are_claims() {
+        let lines = [
+            (1, Line::of([intent(1, "sent")])),
+            (2, Line::of([intent(2, "refused"), finished(2, "Refused")])),
+            (
+                3,
+                Line::of([
+                    intent(3, "retried"),
+                    Event::Refused {
+                        line: 3,
+                        error: "429".into(),
+                    },
+                ]),
+            ),
+            (4, Line::of([intent(4, "saved"), finished(4, "Ready")])),
+            (5, Line::of([intent(5, "failed"), finished(5, "Error")])),
+            (6, Line::of([Event::Damaged { line: 6 }])),
+            (7, Line::default()),
+        ];
+        let claims = Claims::of(lines.iter().map(|(number, line)| (*number, line)));
+        let mut jobs: Vec<_> = claims.into_numbers().into_keys().collect();
+        jobs.sort();
+        assert_eq!(jobs, ["failed", "saved", "sent"]);
+    }
+
+    #[test]
+    fn a_claim_is_left_behind_when_its_number_holds_another_job_or_is_gone() {
+        let lines = [(1, Line::of([intent(1, "a")])), (3, Line::of([intent(3, "a")]))];
+        let claims = Claims::of(lines.iter().map(|(number, line)| (*number, line)));
+        // Line 1 still holds a, line 3 now holds b: line 3's claim of a is
+        // left behind, and a line 2 holding a is not sent.
+        let now = |number: u64| if number == 1 { JobAt::Same } else { JobAt::Other };
+        assert_eq!(claims.left_behind(2, "a", now), Some((3, JobAt::Other)));
+        // Both still hold a: a third a is a new occurrence.
+        assert_eq!(claims.left_behind(2, "a", |_| JobAt::Same), None);
+        // A claim not read yet waits; one left behind answers first.
+        let unread_first = |number: u64| if number == 1 { JobAt::Unread } else { JobAt::Other };
+        assert_eq!(claims.left_behind(2, "a", unread_first), Some((3, JobAt::Other)));
+        assert_eq!(claims.left_behind(2, "a", |_| JobAt::Unread), Some((1, JobAt::Unread)));
+        // A line's own claim is never another's.
+        assert_eq!(
+            claims.left_behind(1, "a", |number| if number == 3 { JobAt::Same } else { JobAt::Other }),
+            None
+        );
+        // A job nobody claimed.
+        assert_eq!(claims.left_behind(2, "b", |_| JobAt::Other), None);
+    }
+}

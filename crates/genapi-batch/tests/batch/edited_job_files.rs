@@ -1,0 +1,285 @@
+//! A line is its job, not its place in the file: after any ordinary edit of
+//! a job file (a line inserted or removed above, the lines sorted or
+//! swapped, a line copied), whatever became of a line in the run before
+//! (refused with 402, 403 or 422, a 429 and a stop before it left again, sent without
+//! an answer, accepted and not saved, never sent), no job is paid for more
+//! often than the job file holds it, counted at the mock.
+//!
+//! Each case: a first run saves alpha (line 1) and charlie (line 3) and
+//! leaves bravo (line 2) one of those ways; the file is edited; the edited
+//! file is run, then run again with every flag that sends a refused or
+//! unanswered line again.
+
+use std::collections::HashMap;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use genapi_batch::{Batch, Event, Job, Journal, MemoryJournal, Standing, Stopper};
+use genapi_mock::{Fault, FaultKind, MockService};
+use serde_json::json;
+
+use crate::common::*;
+
+/// bravo's operation: its own, so its faults and its task's length touch
+/// no other line.
+const BRAVO_PATH: &str = "/v1/gen-2-flex";
+
+/// How bravo was left by the first run.
+#[derive(Clone, Copy, Debug)]
+enum Left {
+    /// The service refused it with this status (402, 403, 422).
+    Refused(u16),
+    /// It met a 429 and the run was stopped before it left again.
+    RateLimitedThenStopped,
+    /// The service took it (and made a task) and the answer was lost.
+    Unanswered,
+    /// Accepted, and the run was stopped before its result was saved.
+    AcceptedNotSaved,
+    /// The run never sent it (it was not in the file yet).
+    NeverSent,
+}
+
+const WAYS: [Left; 7] = [
+    Left::Refused(402),
+    Left::Refused(403),
+    Left::Refused(422),
+    Left::RateLimitedThenStopped,
+    Left::Unanswered,
+    Left::AcceptedNotSaved,
+    Left::NeverSent,
+];
+
+fn job(line: u64, prompt: &str) -> Job {
+    let path = if prompt == "bravo" { BRAVO_PATH } else { "/v1/gen-2-pro" };
+    Job::new(line, path, json!({"prompt": prompt, "width": 64, "height": 64}))
+}
+
+/// The jobs of a file, one prompt per line, numbered from 1.
+fn file(prompts: &[&str]) -> Vec<Job> {
+    (1..).zip(prompts).map(|(line, prompt)| job(line, prompt)).collect()
+}
+
+/// The first run: alpha and charlie saved, bravo left as `left` says.
+async fn first_run(mock: &MockService, dir: &Dir, journal: &MemoryJournal, left: Left) {
+    let client = mock.client().unwrap();
+    let batch = || Batch::new(client.clone(), store(journal.clone()), &dir.0).jobs_at_once(1);
+    let saved = run_batch(batch(), vec![job(1, "alpha"), job(3, "charlie")]).await;
+    assert!(saved.iter().all(|o| o.standing == Standing::Saved), "{saved:#?}");
+    let post = |kind: FaultKind, times: usize| Fault::on(BRAVO_PATH, kind).method("POST").times(times);
+    // Bodies as the service writes them.
+    let status = |status: u16, retry_after: Option<&str>| FaultKind::Status {
+        status,
+        retry_after: retry_after.map(str::to_string),
+        body: match status {
+            422 => r#"{"detail":[{"loc":["body","prompt"],"msg":"not allowed","type":"value_error"}]}"#,
+            402 => r#"{"detail":"Insufficient credits"}"#,
+            403 => r#"{"detail":"Not authenticated - Invalid Authentication"}"#,
+            _ => r#"{"detail":"Too many requests"}"#,
+        }
+        .into(),
+    };
+    let expected = match left {
+        Left::NeverSent => return,
+        Left::Refused(code) => {
+            mock.inject(post(status(code, None), 1));
+            Standing::Refused
+        }
+        Left::RateLimitedThenStopped => {
+            mock.inject(post(status(429, Some("1")), 1));
+            Standing::Unsent
+        }
+        Left::Unanswered => {
+            mock.inject(post(FaultKind::LoseAnswer, 1));
+            Standing::Unanswered
+        }
+        Left::AcceptedNotSaved => Standing::Accepted,
+    };
+    // The run is stopped the moment bravo's acceptance (its task runs for
+    // an hour) or its 429 is written.
+    let stopping = StopOnBravo {
+        journal: journal.clone(),
+        stopper: Arc::new(OnceLock::new()),
+    };
+    let run = Batch::new(client.clone(), store(stopping.clone()), &dir.0).jobs_at_once(1);
+    let _ = stopping.stopper.set(run.stopper());
+    let outcomes = run_batch(run, file(&["alpha", "bravo", "charlie"])).await;
+    assert_eq!(outcomes[1].standing, expected, "{left:?}: {outcomes:#?}");
+}
+
+/// A journal that stops its run once bravo's acceptance or 429 is written.
+#[derive(Clone)]
+struct StopOnBravo {
+    journal: MemoryJournal,
+    stopper: Arc<OnceLock<Stopper>>,
+}
+
+impl Journal for StopOnBravo {
+    fn events(&mut self) -> std::io::Result<Vec<Event>> {
+        self.journal.events()
+    }
+
+    fn append(&mut self, event: &Event) -> std::io::Result<()> {
+        self.journal.append(event)?;
+        if let (Event::Accepted { line: 2, .. } | Event::Refused { line: 2, .. }, Some(stopper)) =
+            (event, self.stopper.get())
+        {
+            stopper.stop();
+        }
+        Ok(())
+    }
+}
+
+/// Tasks the mock created, by prompt.
+fn tasks_by_prompt(mock: &MockService) -> HashMap<String, usize> {
+    let mut counted = HashMap::new();
+    for task in mock.created_tasks() {
+        *counted.entry(task.prompt).or_insert(0) += 1;
+    }
+    counted
+}
+
+/// Runs every way a line can be left, then `edited`, then `edited` again
+/// with every flag that sends a line again; no job is paid for more often
+/// than the most the files held it.
+async fn no_job_is_paid_twice_after(edit: &str, edited: &[&str]) {
+    for left in WAYS {
+        let config = genapi_mock::MockConfig::default()
+            .default_duration(Duration::from_millis(50))
+            .duration_for("gen_2_flex", Duration::from_secs(3600))
+            .max_active_tasks(10_000);
+        let mock = MockService::start_with(config, "127.0.0.1:0".parse().unwrap())
+            .await
+            .unwrap();
+        let dir = Dir::new(&format!("edited-{edit}-{left:?}"));
+        let journal = MemoryJournal::default();
+        first_run(&mock, &dir, &journal, left).await;
+        let client = mock.client().unwrap();
+        let after = run_batch(Batch::new(client.clone(), store(journal.clone()), &dir.0), file(edited)).await;
+        let again = run_batch(
+            Batch::new(client, store(journal.clone()), &dir.0)
+                .retry_refused(true)
+                .resubmit_unknown(false),
+            file(edited),
+        )
+        .await;
+        let before = ["alpha", "bravo", "charlie"];
+        for (prompt, tasks) in tasks_by_prompt(&mock) {
+            let held = |prompts: &[&str]| prompts.iter().filter(|p| **p == prompt).count();
+            let most = held(&before).max(held(edited));
+            assert!(
+                tasks <= most,
+                "{edit} after bravo was {left:?}: {prompt} was paid {tasks} times, held {most} times\n\
+                 after the edit: {after:#?}\nagain: {again:#?}"
+            );
+        }
+        // Every refusal of a moved job says what to do.
+        for outcome in after.iter().chain(&again) {
+            if let Some(error) = outcome.error.as_deref().filter(|e| e.contains("submitted as line")) {
+                assert!(error.contains("restore the file's order"), "{error}");
+            }
+        }
+        mock.stop().await;
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_line_inserted_above_pays_no_job_twice() {
+    no_job_is_paid_twice_after("insert-above", &["zulu", "alpha", "bravo", "charlie"]).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_line_removed_above_pays_no_job_twice() {
+    no_job_is_paid_twice_after("remove-above", &["bravo", "charlie"]).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn sorted_lines_pay_no_job_twice() {
+    no_job_is_paid_twice_after("sort", &["charlie", "bravo", "alpha"]).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn swapped_lines_pay_no_job_twice() {
+    no_job_is_paid_twice_after("swap", &["bravo", "alpha", "charlie"]).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_copied_line_pays_for_the_copy_alone() {
+    no_job_is_paid_twice_after("duplicate", &["alpha", "alpha", "bravo", "charlie"]).await;
+}
+
+/// The case the review found: alpha saved, bravo refused for want of
+/// credits; the user buys credits, adds a line on top and runs the same
+/// command. alpha, now line 2 where bravo's refusal is recorded, is not
+/// sent again; bravo, new at line 3, is sent once.
+#[tokio::test(start_paused = true)]
+async fn a_job_moved_onto_a_refused_line_is_not_paid_again() {
+    let mock = roomy_mock(50).await;
+    let dir = Dir::new("moved-onto-refused");
+    let journal = MemoryJournal::default();
+    let client = mock.client().unwrap();
+    let batch = || Batch::new(client.clone(), store(journal.clone()), &dir.0).jobs_at_once(1);
+    let alpha = |line| {
+        Job::new(
+            line,
+            "/v1/gen-2-pro",
+            json!({"prompt": "alpha", "width": 64, "height": 64}),
+        )
+    };
+    let bravo = |line| {
+        Job::new(
+            line,
+            "/v1/gen-2-pro",
+            json!({"prompt": "bravo", "width": 64, "height": 64}),
+        )
+    };
+    let zulu = |line| {
+        Job::new(
+            line,
+            "/v1/gen-2-pro",
+            json!({"prompt": "zulu", "width": 64, "height": 64}),
+        )
+    };
+    run_batch(batch(), vec![alpha(1)]).await;
+    mock.inject(Fault::status("/v1/gen-2-pro", 402).method("POST"));
+    let first = run_batch(batch(), vec![alpha(1), bravo(2)]).await;
+    assert_eq!(first[1].standing, Standing::Refused, "{first:#?}");
+
+    let edited = run_batch(batch().retry_refused(true), vec![zulu(1), alpha(2), bravo(3)]).await;
+    let error = edited[1].error.as_deref().unwrap_or_default();
+    assert!(error.contains("line 2's job was submitted as line 1"), "{edited:#?}");
+    assert_eq!(
+        edited[1].standing,
+        Standing::Refused,
+        "line 2 stands as its record says"
+    );
+    let paid = tasks_by_prompt(&mock);
+    assert_eq!(paid.get("alpha"), Some(&1), "alpha paid once: {paid:?}");
+    assert_eq!(paid.get("bravo"), Some(&1), "bravo paid once: {paid:?}");
+}
+
+/// A copy put above its original, on a line whose own submission was
+/// refused: when the copy's line comes, the original's line is not read
+/// yet, so the copy waits for the file to be read, finds its job still
+/// there, and is sent as the new job it is.
+#[tokio::test(start_paused = true)]
+async fn a_copy_above_its_original_waits_for_the_file_and_is_sent() {
+    let mock = roomy_mock(50).await;
+    let dir = Dir::new("copy-above");
+    let journal = MemoryJournal::default();
+    let client = mock.client().unwrap();
+    // One job at a time: line 2 is read only once line 1 is decided.
+    let batch = || Batch::new(client.clone(), store(journal.clone()), &dir.0).jobs_at_once(1);
+    run_batch(batch(), vec![job(2, "alpha")]).await;
+    mock.inject(Fault::status("/v1/gen-2-pro", 402).method("POST"));
+    let first = run_batch(batch(), file(&["zulu", "alpha"])).await;
+    assert_eq!(first[0].standing, Standing::Refused, "{first:#?}");
+
+    let copied = run_batch(batch(), file(&["alpha", "alpha"])).await;
+    assert_eq!(copied[0].standing, Standing::Saved, "the copy is sent: {copied:#?}");
+    assert!(copied[1].from_journal, "the original is reported: {copied:#?}");
+    assert_eq!(
+        tasks_by_prompt(&mock).get("alpha"),
+        Some(&2),
+        "two occurrences, two tasks"
+    );
+}
