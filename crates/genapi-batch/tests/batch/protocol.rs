@@ -17,19 +17,51 @@
 //! refused by a restarting database, which a rerun sends); the credits held
 //! and charged never exceed the cap; a seat never serves two tasks.
 //!
-//! Two broken variants must each yield a counterexample: a worker that
-//! sends before its intent is stored, and a claim that takes a line whose
-//! lease is still live.
+//! Between runs the user may edit the job file (swap its lines, insert one
+//! above, remove one above) and the service may refuse a submission (a
+//! 402: nothing created): a line is then its job, not its number, and no
+//! *job* is paid for twice.
+//!
+//! Broken variants must each yield a counterexample: a worker that sends
+//! before its intent is stored, one that stores it without its claim, and
+//! a run that checks a job's identity only for lines with no record.
 
 use std::hash::Hash;
 
-use genapi_batch::{decide, Action, Asked, Event, Line, Seen};
+use genapi_batch::{decide, Action, Asked, Claims, Event, JobAt, Line, Seen};
 use stateright::{Checker, Model, Property};
 
 /// What one task costs, in whole credits.
 const PRICE: u8 = 1;
 /// Seats: tasks in flight at once over the whole batch.
 const SEATS: usize = 2;
+/// Jobs a job file may hold: the two it starts with, and one an edit adds.
+const JOBS: usize = 3;
+
+/// An edit of the job file between runs, over its two lines.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Edit {
+    /// The two lines swap places.
+    Swap,
+    /// A new line is inserted on top (the second falls out of the model's
+    /// two lines).
+    InsertAbove,
+    /// The first line is removed (the second moves up; a new one follows).
+    RemoveAbove,
+}
+
+impl Edit {
+    const ALL: [Edit; 3] = [Edit::Swap, Edit::InsertAbove, Edit::RemoveAbove];
+
+    fn applied(self, file: &[u8]) -> Vec<u8> {
+        let new = (JOBS - 1) as u8;
+        match self {
+            Edit::Swap => vec![file[1], file[0]],
+            Edit::InsertAbove => vec![new, file[0]],
+            Edit::RemoveAbove => vec![file[1], new],
+        }
+    }
+}
 
 /// What a worker knows of its work.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -53,9 +85,13 @@ enum Phase {
 /// A stored event, small enough to hash: folded into real events.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 enum Stored {
-    Intent,
+    /// The intent to send the job it names.
+    Intent(u8),
     Accepted,
     Saved,
+    /// The service refused the submission for good (a 402): nothing was
+    /// created.
+    Refused,
 }
 
 /// A line as the store keeps it.
@@ -84,9 +120,11 @@ struct Worker {
 struct System {
     lines: Vec<StoreLine>,
     workers: Vec<Worker>,
-    /// Tasks the service created for each line.
+    /// The job at each line of the job file.
+    file: Vec<u8>,
+    /// Tasks the service created for each job.
     tasks: Vec<u8>,
-    /// Whether each line's (latest) task has ended at the service.
+    /// Whether each job's (latest) task has ended at the service.
     task_ended: Vec<bool>,
     /// The worker and line each seat serves.
     seats: Vec<(usize, usize)>,
@@ -100,6 +138,8 @@ struct System {
     lost_answers_left: u8,
     lapses_left: u8,
     restarts_left: u8,
+    edits_left: u8,
+    refusals_left: u8,
 }
 
 /// One step of one actor.
@@ -117,6 +157,10 @@ enum Step {
     Crash(usize),
     Lapse(usize),
     RestartDatabase(usize),
+    /// The service refuses the worker's submission (nothing created).
+    Refuse(usize),
+    /// The user edits the job file between runs.
+    EditFile(Edit),
 }
 
 /// Which protocol the workers follow.
@@ -132,6 +176,10 @@ enum Variant {
     /// still the worker's (a paused worker, waking after its lease lapsed
     /// and the line was taken, sends all the same).
     UnfencedIntent,
+    /// Broken: a job's identity is checked only for lines with no record,
+    /// so a job moved onto a line whose own submission was refused is sent
+    /// again.
+    IdentityOnlyForUnrecordedLines,
 }
 
 /// The model: how many workers and lines, the cap, how many crashes, and
@@ -141,6 +189,10 @@ struct Protocol {
     lines: usize,
     cap: u8,
     crashes: u8,
+    /// Edits of the job file between runs.
+    edits: u8,
+    /// Submissions the service may refuse.
+    refusals: u8,
     variant: Variant,
 }
 
@@ -151,12 +203,22 @@ impl Protocol {
         let line = line as u64;
         let task = format!("task-{line}");
         Line::of(stored.events.iter().map(|event| match event {
-            Stored::Intent => Event::Intent {
+            Stored::Intent(job) => Event::Intent {
                 line,
                 name: format!("l{line}"),
-                digest: "d".into(),
+                digest: digest(*job),
                 sent_at: Some(1),
                 ephemeral: false,
+            },
+            Stored::Refused => Event::Finished {
+                line,
+                status: "Refused".into(),
+                file: None,
+                seed: None,
+                cost: None,
+                duration: None,
+                error: None,
+                class: None,
             },
             Stored::Accepted => Event::Accepted {
                 line,
@@ -176,6 +238,20 @@ impl Protocol {
                 class: None,
             },
         }))
+    }
+
+    /// The job whose task a worker polling the line waits for: the one its
+    /// record sent.
+    fn task_of(&self, system: &System, line: usize) -> Option<usize> {
+        Self::recorded_job(&system.lines[line]).map(usize::from)
+    }
+
+    /// The job whose submission the line's record holds, if any.
+    fn recorded_job(stored: &StoreLine) -> Option<u8> {
+        stored.events.iter().rev().find_map(|event| match event {
+            Stored::Intent(job) => Some(*job),
+            _ => None,
+        })
     }
 
     fn committed(&self, system: &System) -> u8 {
@@ -225,14 +301,34 @@ impl Protocol {
         };
         let action = decide(
             &self.line_of(&system.lines[line], line),
-            self.seen(system),
+            self.seen(system, line),
             Asked::default(),
         );
         matches!(action, Action::Send | Action::Poll) && system.seats.len() >= SEATS
     }
 
-    fn seen(&self, system: &System) -> Seen {
+    /// What a run sees of the line: the cap, and the job file against the
+    /// records, by the same identity rule a run applies ([`Claims`]).
+    fn seen(&self, system: &System, line: usize) -> Seen {
+        let folded = self.line_of(&system.lines[line], line);
+        let job = system.file[line];
+        let changed = Self::recorded_job(&system.lines[line]).is_some_and(|sent| sent != job);
+        let records: Vec<(u64, Line)> = (0..self.lines)
+            .map(|number| (number as u64, self.line_of(&system.lines[number], number)))
+            .collect();
+        let claims = Claims::of(records.iter().map(|(number, line)| (*number, line)));
+        let now = |number: u64| match system.file.get(number as usize) {
+            Some(there) if digest(*there) == digest(job) => JobAt::Same,
+            _ => JobAt::Other,
+        };
+        let left_behind = claims.left_behind(line as u64, &digest(job), now).is_some();
+        let moved = match self.variant {
+            Variant::IdentityOnlyForUnrecordedLines => left_behind && folded.sent().is_none(),
+            _ => left_behind,
+        };
         Seen {
+            changed,
+            moved,
             saved_file: true,
             cap_reached: self.committed(system) + PRICE > self.cap,
             ..Seen::default()
@@ -242,7 +338,7 @@ impl Protocol {
     /// What the worker's decision on a claimed line leads to.
     fn decided(&self, system: &mut System, worker: usize, line: usize) {
         let folded = self.line_of(&system.lines[line], line);
-        match decide(&folded, self.seen(system), Asked::default()) {
+        match decide(&folded, self.seen(system, line), Asked::default()) {
             Action::Send => {
                 system.lines[line].hold = Some(worker);
                 system.seats.push((worker, line));
@@ -252,7 +348,9 @@ impl Protocol {
                 system.seats.push((worker, line));
                 system.workers[worker].phase = Phase::Polling(line);
             }
-            Action::StopAtCap => {
+            // Reported not sent: a rerun (with the job file restored, or
+            // the cap raised) decides again.
+            Action::StopAtCap | Action::RefuseChanged | Action::RefuseMoved => {
                 system.reported_unsent[line] = true;
                 Self::report(system, worker, line);
             }
@@ -265,17 +363,41 @@ impl Protocol {
         system.workers[worker].phase = Phase::Claimed(line);
     }
 
-    /// The request leaves: the service creates (and will charge) a task.
+    /// The request leaves: the service creates (and will charge) a task
+    /// for the job the worker read at the line.
     fn send(system: &mut System, worker: usize, line: usize) {
-        system.tasks[line] += 1;
-        system.task_ended[line] = false;
+        let job = usize::from(system.file[line]);
+        system.tasks[job] += 1;
+        system.task_ended[job] = false;
         system.workers[worker].phase = Phase::Sent(line);
+    }
+
+    /// The service refuses the request for good: nothing is created, the
+    /// refusal is stored, the hold and seat go back.
+    fn refused(system: &mut System, worker: usize, line: usize) {
+        system.refusals_left -= 1;
+        system.lines[line].events.push(Stored::Refused);
+        Self::drop_hold(system, worker, line);
+        Self::free_seat(system, worker, line);
+        Self::report(system, worker, line);
+    }
+
+    /// Between runs (no worker busy), the job file is edited; the next run
+    /// takes every line up again.
+    fn edit(system: &mut System, edit: Edit) {
+        system.edits_left -= 1;
+        system.file = edit.applied(&system.file);
+        for worker in &mut system.workers {
+            worker.reported.iter_mut().for_each(|reported| *reported = false);
+        }
+        system.reported_unsent.iter_mut().for_each(|unsent| *unsent = false);
     }
 
     fn store_intent(&self, system: &mut System, worker: usize, line: usize) {
         // An intent is stored only under a claim still the worker's.
         if Self::holds(system, worker, line) || self.variant == Variant::UnfencedIntent {
-            system.lines[line].events.push(Stored::Intent);
+            let job = system.file[line];
+            system.lines[line].events.push(Stored::Intent(job));
             system.workers[worker].phase = Phase::Intended(line);
         } else {
             Self::drop_hold(system, worker, line);
@@ -311,6 +433,11 @@ impl Protocol {
     }
 }
 
+/// The digest a run keeps of a job.
+fn digest(job: u8) -> String {
+    format!("job-{job}")
+}
+
 /// The line a worker is busy with.
 fn working_on(phase: &Phase) -> Option<usize> {
     match phase {
@@ -338,14 +465,17 @@ impl Model for Protocol {
                 };
                 self.workers
             ],
-            tasks: vec![0; self.lines],
-            task_ended: vec![false; self.lines],
+            file: (0..self.lines as u8).collect(),
+            tasks: vec![0; JOBS],
+            task_ended: vec![false; JOBS],
             seats: Vec::new(),
             reported_unsent: vec![false; self.lines],
             crashes_left: self.crashes,
             lost_answers_left: 1,
             lapses_left: 1,
             restarts_left: 1,
+            edits_left: self.edits,
+            refusals_left: self.refusals,
         }]
     }
 
@@ -368,7 +498,12 @@ impl Model for Protocol {
                         steps.push(Step::RestartDatabase(worker));
                     }
                 }
-                Phase::Intended(_) => steps.push(Step::Send(worker)),
+                Phase::Intended(_) => {
+                    steps.push(Step::Send(worker));
+                    if system.refusals_left > 0 {
+                        steps.push(Step::Refuse(worker));
+                    }
+                }
                 Phase::Sent(_) => {
                     steps.push(Step::Answer(worker));
                     if system.lost_answers_left > 0 {
@@ -376,17 +511,24 @@ impl Model for Protocol {
                     }
                 }
                 Phase::Answered(_) => steps.push(Step::StoreAccepted(worker)),
-                Phase::Polling(line) if system.task_ended[line] => steps.push(Step::SeeEnd(worker)),
+                Phase::Polling(line) if self.task_of(system, line).is_some_and(|job| system.task_ended[job]) => {
+                    steps.push(Step::SeeEnd(worker))
+                }
                 Phase::Polling(_) => {}
             }
             if process.phase != Phase::Idle && system.crashes_left > 0 {
                 steps.push(Step::Crash(worker));
             }
         }
-        for line in 0..self.lines {
-            if system.tasks[line] > 0 && !system.task_ended[line] {
-                steps.push(Step::TaskEnds(line));
+        for job in 0..JOBS {
+            if system.tasks[job] > 0 && !system.task_ended[job] {
+                steps.push(Step::TaskEnds(job));
             }
+        }
+        if system.edits_left > 0 && system.workers.iter().all(|worker| worker.phase == Phase::Idle) {
+            steps.extend(Edit::ALL.map(Step::EditFile));
+        }
+        for line in 0..self.lines {
             if let Some((holder, true)) = system.lines[line].lease {
                 // A crashed holder's lease always lapses in time; a live
                 // one's only while it is paused (once here).
@@ -417,7 +559,8 @@ impl Model for Protocol {
             Step::Send(worker) => {
                 let line = line_of(worker)?;
                 if self.variant == Variant::SendsBeforeTheIntent {
-                    system.lines[line].events.push(Stored::Intent);
+                    let job = system.file[line];
+                    system.lines[line].events.push(Stored::Intent(job));
                     system.workers[worker].phase = Phase::Sent(line);
                 } else {
                     Protocol::send(&mut system, worker, line);
@@ -438,7 +581,9 @@ impl Model for Protocol {
                 system.lines[line].events.push(Stored::Accepted);
                 system.workers[worker].phase = Phase::Polling(line);
             }
-            Step::TaskEnds(line) => system.task_ended[line] = true,
+            Step::TaskEnds(job) => system.task_ended[job] = true,
+            Step::Refuse(worker) => Protocol::refused(&mut system, worker, line_of(worker)?),
+            Step::EditFile(edit) => Protocol::edit(&mut system, edit),
             Step::SeeEnd(worker) => Protocol::see_end(&mut system, worker, line_of(worker)?),
             Step::Crash(worker) => Protocol::crash(&mut system, worker),
             Step::Lapse(line) => {
@@ -466,7 +611,7 @@ impl Model for Protocol {
 
     fn properties(&self) -> Vec<Property<Self>> {
         vec![
-            Property::always("no line is sent twice", |_, system: &System| {
+            Property::always("no job is paid twice", |_, system: &System| {
                 system.tasks.iter().all(|tasks| *tasks <= 1)
             }),
             Property::always("credits never exceed the cap", |model: &Protocol, system: &System| {
@@ -519,6 +664,8 @@ fn the_protocol_as_built_keeps_every_property_in_every_state() {
                 lines: 2,
                 cap,
                 crashes,
+                edits: 0,
+                refusals: 0,
                 variant: Variant::AsBuilt,
             },
             &name,
@@ -540,6 +687,8 @@ fn broken(variant: Variant) -> impl Checker<Protocol> {
             lines: 2,
             cap: 2,
             crashes: 1,
+            edits: 0,
+            refusals: 0,
             variant,
         },
         &format!("{variant:?}"),
@@ -548,13 +697,13 @@ fn broken(variant: Variant) -> impl Checker<Protocol> {
 
 #[test]
 fn sending_before_the_intent_is_stored_pays_twice() {
-    let path = broken(Variant::SendsBeforeTheIntent).assert_any_discovery("no line is sent twice");
+    let path = broken(Variant::SendsBeforeTheIntent).assert_any_discovery("no job is paid twice");
     println!("counterexample: {:?}", path.into_actions());
 }
 
 #[test]
 fn a_paused_worker_that_sends_without_its_claim_pays_twice() {
-    let path = broken(Variant::UnfencedIntent).assert_any_discovery("no line is sent twice");
+    let path = broken(Variant::UnfencedIntent).assert_any_discovery("no job is paid twice");
     println!("counterexample: {:?}", path.into_actions());
 }
 
@@ -564,5 +713,45 @@ fn a_paused_worker_that_sends_without_its_claim_pays_twice() {
 /// the first stored. With that check gone as well, it pays twice.
 #[test]
 fn taking_a_line_whose_lease_is_live_is_held_by_the_intents_check() {
-    broken(Variant::IgnoresLiveLeases).assert_no_discovery("no line is sent twice");
+    broken(Variant::IgnoresLiveLeases).assert_no_discovery("no job is paid twice");
+}
+
+/// One worker (a file journal has one), two lines, a crash, a refusal and
+/// an edit of the job file between runs; the cap lets every job through.
+fn edited(variant: Variant) -> impl Checker<Protocol> {
+    explored(
+        Protocol {
+            workers: 1,
+            lines: 2,
+            cap: JOBS as u8,
+            crashes: 1,
+            edits: 1,
+            refusals: 1,
+            variant,
+        },
+        &format!("edited job file, {variant:?}"),
+    )
+}
+
+#[test]
+fn a_job_moved_by_an_edit_of_the_job_file_is_paid_once() {
+    let checker = edited(Variant::AsBuilt);
+    checker.assert_properties();
+    let states = checker.unique_state_count();
+    assert!(states > 1_000, "the edited model explores nothing ({states} states)");
+}
+
+/// Today's rule before this model: a job's identity checked only for a
+/// line with no record. A job moved onto a line whose own submission was
+/// refused is sent again, and paid twice.
+#[test]
+fn checking_identity_only_for_unrecorded_lines_pays_twice_after_an_edit() {
+    let path = edited(Variant::IdentityOnlyForUnrecordedLines).assert_any_discovery("no job is paid twice");
+    let steps = path.into_actions();
+    println!("counterexample: {steps:?}");
+    assert!(
+        steps.iter().any(|step| matches!(step, Step::EditFile(_)))
+            && steps.iter().any(|step| matches!(step, Step::Refuse(_))),
+        "the counterexample is an edit after a refusal: {steps:?}"
+    );
 }
