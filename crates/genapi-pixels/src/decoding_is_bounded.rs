@@ -216,6 +216,8 @@ fn a_lossless_webp_of_pixels_that_take_no_bit_is_read_at_once() {
     let file = webp_of(&[chunk(b"ALPH", &[&[1][..], &stream].concat())]);
     let started = std::time::Instant::now();
     let read = lossless_codes(&file, (1 << 24, 1 << 24));
-    assert!(started.elapsed() < std::time::Duration::from_secs(2));
+    // A hang detector, not a figure: read pixel by pixel, 2⁴⁴ pixels take
+    // days; read past at once, milliseconds, on a tenth of a core as well.
+    assert!(started.elapsed() < std::time::Duration::from_secs(120));
     assert!(read.is_err(), "{read:?}");
 }
