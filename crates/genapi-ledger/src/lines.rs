@@ -118,13 +118,24 @@ macro_rules! with_and_without_carried {
 }
 
 /// An intent, stored only while the worker holds the line with at least
-/// `$5` seconds of its lease left.
+/// `$5` seconds of its lease left by the database's clock when the
+/// statement runs (`clock_timestamp()`: `now()` is the transaction's start,
+/// which a statement stalled in a lock wait or a descheduled backend would
+/// keep in the past). The same statement locks the line's row and renews
+/// its lease to `$6` seconds, so a claim made while the intent is in flight
+/// waits for it (or skips the line) and then finds the lease live: no other
+/// worker can take the line between the check and the intent becoming
+/// visible, and decide without it.
 const INTENT: (&str, &str) = with_and_without_carried!(
-    before "$6", "$7",
-    "INSERT INTO genapi_records (batch, line, worker, record)
-     SELECT $1, $2, $3, $4::text::jsonb FROM genapi_lines
-     WHERE batch = $1 AND line = $2 AND worker = $3
-       AND lease_until > now() + make_interval(secs => $5)"
+    within "$7", "$8",
+    "fenced AS (
+       UPDATE genapi_lines
+       SET lease_until = greatest(lease_until, clock_timestamp() + make_interval(secs => $6))
+       WHERE batch = $1 AND line = $2 AND worker = $3
+         AND lease_until > clock_timestamp() + make_interval(secs => $5)
+       RETURNING line)
+     INSERT INTO genapi_records (batch, line, worker, record)
+     SELECT $1, $2, $3, $4::text::jsonb FROM fenced"
 );
 
 /// An acceptance, with the cost it reported (`$5`): not a charge (a
@@ -427,11 +438,12 @@ impl Ledger {
         let (batch, worker, text) = (&self.batch, &self.worker, &text);
         match record {
             Event::Intent { .. } => {
-                let margin = seconds(self.lease) / 2.0;
+                let lease = seconds(self.lease);
+                let margin = lease / 2.0;
                 // Exclusive: a worker whose name another process took sends
                 // nothing more.
                 let stored = self
-                    .write(line, true, INTENT, &[batch, &line, worker, text, &margin])
+                    .write(line, true, INTENT, &[batch, &line, worker, text, &margin, &lease])
                     .await?;
                 if stored == 0 {
                     return Err(LedgerError::Database(format!(

@@ -19,6 +19,7 @@ mod carried;
 mod credit_holds;
 mod earlier_ledgers;
 mod fair_shares;
+mod fenced_intents;
 mod shared_seats;
 mod store_contract;
 mod tls;

@@ -1,0 +1,135 @@
+//! An intent is fenced by the line's own row: a worker whose intent is in
+//! flight when its lease lapses (its statement stalled in a lock wait, a
+//! descheduled backend, a network stall before the commit) keeps the line,
+//! and a worker claiming it meanwhile waits for the intent and finds it,
+//! so the two never both decide to send.
+
+use std::io::Write;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use genapi_batch::{Claim, WriteStore};
+use genapi_ledger::{Ledger, LedgerOptions};
+use tokio::task::block_in_place;
+
+use crate::common::pg::{Postgres, PASSWORD};
+
+const BATCH: &str = "fenced";
+const DIGEST: &str = "0123456789abcdef";
+/// The advisory lock the test holds to stall worker a's intents.
+const GATE: i64 = 424_242;
+/// Longer than any step here takes on a loaded machine: a hang detector.
+const LONG: Duration = Duration::from_secs(120);
+
+/// A session holding the gate until it is dropped.
+struct Gate(Child);
+
+impl Gate {
+    fn close(pg: &Postgres) -> Gate {
+        let mut psql = Command::new("psql")
+            .args(["-X", "-q", "-v", "ON_ERROR_STOP=1", &pg.url()])
+            .env("PGPASSWORD", PASSWORD)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("psql runs");
+        let stdin = psql.stdin.as_mut().expect("psql's input");
+        writeln!(stdin, "BEGIN; SELECT pg_advisory_xact_lock({GATE});").unwrap();
+        stdin.flush().unwrap();
+        pg.await_rows(
+            "the gate held",
+            &format!("SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND objid = {GATE} AND granted"),
+            LONG,
+        );
+        Gate(psql)
+    }
+}
+
+impl Drop for Gate {
+    fn drop(&mut self) {
+        // Its transaction ends with the session, and the gate opens.
+        drop(self.0.stdin.take());
+        let _ = self.0.wait();
+    }
+}
+
+async fn worker(url: &str, name: &str) -> Ledger {
+    let options = LedgerOptions::default()
+        .worker_name(name)
+        .lease(Duration::from_secs(2))
+        .step_deadline(LONG);
+    Ledger::open_with(url, BATCH, DIGEST, options).await.unwrap()
+}
+
+fn intent() -> genapi_batch::Event {
+    crate::record(serde_json::json!({
+        "event": "intent", "line": 1, "name": "l1", "digest": "d", "sent_at": 1
+    }))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_made_while_an_intent_is_in_flight_waits_for_it_and_sees_it() {
+    let Some(pg) = Postgres::start("fenced-intent") else {
+        return;
+    };
+    let url = pg.url();
+    let a = worker(&url, "a").await;
+    let b = worker(&url, "b").await;
+    // Worker a's intents wait at the gate inside their statement.
+    pg.sql(&format!(
+        "CREATE FUNCTION stall_intents() RETURNS trigger LANGUAGE plpgsql AS $$
+         BEGIN
+           IF NEW.worker = 'a' AND NEW.record->>'event' = 'intent' THEN
+             PERFORM pg_advisory_xact_lock({GATE});
+           END IF;
+           RETURN NEW;
+         END $$;
+         CREATE TRIGGER stall_intents BEFORE INSERT ON genapi_records
+         FOR EACH ROW EXECUTE FUNCTION stall_intents();"
+    ));
+    assert!(matches!(a.claim(1).await.unwrap(), Claim::Mine(_)));
+    let gate = block_in_place(|| Gate::close(&pg));
+    let a = std::sync::Arc::new(a);
+    let writing = tokio::spawn({
+        let a = a.clone();
+        async move { a.write(intent()).await }
+    });
+    block_in_place(|| {
+        pg.await_rows(
+            "a's intent waiting at the gate",
+            &format!("SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND objid = {GATE} AND NOT granted"),
+            LONG,
+        );
+        // By the database's clock, the lease a's claim took has lapsed.
+        pg.await_rows(
+            "a's lease lapsed",
+            "SELECT 1 FROM genapi_lines WHERE line = 1 AND lease_until < clock_timestamp()",
+            LONG,
+        );
+    });
+    let claiming = tokio::spawn(async move { (b.claim(1).await, b.claim_many(&[1]).await) });
+    // b's claim either answers at once (the line taken from under a) or
+    // waits for the line's row, which a's intent holds.
+    block_in_place(|| {
+        pg.await_rows(
+            "b's claim answered or waiting for a's intent",
+            "SELECT 1 WHERE EXISTS (SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' \
+             AND query LIKE '%claimed AS%') OR EXISTS (SELECT 1 FROM genapi_lines WHERE worker = 'b')",
+            LONG,
+        )
+    });
+    drop(gate);
+    let written = writing.await.unwrap();
+    let (claimed, claimed_many) = claiming.await.unwrap();
+    for claim in [claimed.unwrap(), claimed_many.into_iter().next().unwrap().unwrap()] {
+        if let Claim::Mine(line) = claim {
+            assert!(
+                written.is_err() || line.sent().is_some(),
+                "b took the line without a's intent, which a then stored: both would send"
+            );
+        }
+    }
+    let intents = pg.sql("SELECT count(*) FROM genapi_records WHERE line = 1 AND record->>'event' = 'intent'");
+    assert!(written.is_ok(), "a kept the line through its intent: {written:?}");
+    assert_eq!(intents, "1");
+}
