@@ -289,12 +289,13 @@ fn an_out_folder_named_with_a_trailing_slash_is_made_as_batch_makes_its_folder()
 #[test]
 fn a_wait_whose_polls_fail_says_why_as_it_goes_and_when_it_gives_up() {
     let dir = Dir::new("polls-fail");
-    // Nothing listens there: every poll is refused.
+    // Nothing listens there: every poll is refused. The timeout leaves a
+    // process on a tenth of a core time to start and poll once.
     let port = crate::common::free_ports(1);
     let run = genapi_alone(&dir)
         .env("GENAPI_BASE_URL", format!("http://127.0.0.1:{port}"))
         .env("GENAPI_API_KEY", "key-polls-fail")
-        .args(["--timeout", "2", "wait", "t-unreachable"])
+        .args(["--timeout", "20", "wait", "t-unreachable"])
         .output()
         .unwrap();
     let said = said(&run);
@@ -304,7 +305,7 @@ fn a_wait_whose_polls_fail_says_why_as_it_goes_and_when_it_gives_up() {
         "{said}"
     );
     assert!(
-        said.contains("--timeout 2s passed before the task finished; its last poll failed: network error"),
+        said.contains("--timeout 20s passed before the task finished; its last poll failed: network error"),
         "{said}"
     );
     assert!(said.contains("resume with: genapi wait"), "{said}");
@@ -321,7 +322,7 @@ fn on_a_terminal_a_failing_poll_is_said_above_the_bar() {
     command
         .env("GENAPI_BASE_URL", format!("http://127.0.0.1:{port}"))
         .env("GENAPI_API_KEY", "key-polls-fail")
-        .args(["--timeout", "2", "wait", "t-unreachable"]);
+        .args(["--timeout", "20", "wait", "t-unreachable"]);
     let (code, screen) = crate::terminal::Terminal::spawn(command).finish(std::time::Duration::from_secs(60));
     assert_eq!(code, Some(8), "{screen}");
     assert!(

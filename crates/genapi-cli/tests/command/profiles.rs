@@ -508,10 +508,13 @@ fn a_service_out_of_reach_is_said_with_where_its_address_came_from() {
     // `wait` with the failed poll it goes on from until --timeout (and
     // again in the error that quotes that poll when the time is up).
     let id = "2f6c1a0e-6d1b-4c6e-9a43-0d8e5b7e2a91";
-    for (command, ends, times) in [("get", Some(9), 1), ("wait", Some(8), 2)] {
+    // `get` ends at its one failed poll, whatever its timeout; `wait` polls
+    // until its timeout, long enough for a process on a tenth of a core to
+    // start and poll once.
+    for (command, timeout, ends, times) in [("get", "600", Some(9), 1), ("wait", "20", Some(8), 2)] {
         let run = genapi(&dir)
             .env("WORK_KEY", "k")
-            .args([command, id, "--timeout", "2"])
+            .args([command, id, "--timeout", timeout])
             .output()
             .unwrap();
         let stderr = text(&run.stderr);

@@ -111,7 +111,9 @@ async fn a_batch_stopped_while_its_tasks_run_shows_what_their_acceptance_charged
         .collect();
     std::fs::write(dir.join("jobs.jsonl"), lines.join("\n") + "\n").unwrap();
     let run = genapi(&dir, &mock)
-        .args(["--timeout", "3", "batch", "jobs.jsonl", "--out", "out", "--no-gallery"])
+        // Time for both submissions to leave on a tenth of a core; the
+        // tasks run ten minutes.
+        .args(["--timeout", "30", "batch", "jobs.jsonl", "--out", "out", "--no-gallery"])
         .output()
         .unwrap();
     // The summary goes to stdout, progress to stderr.
