@@ -119,6 +119,11 @@ pub struct Settings {
     /// Where the key is kept, when a profile gives it (`key_file PATH`, or
     /// `key_env NAME`): what a refused key's message names.
     pub key_kept_in: Option<String>,
+    /// The variable the chosen profile's `key_env` names, whether or not
+    /// its key is used (the environment's service may be used instead): it
+    /// holds a key whatever its name, so no program genapi starts is handed
+    /// it.
+    pub key_variable: Option<String>,
     /// The service's address.
     pub base_url: Option<Sourced<String>>,
     /// The regional polling host.
@@ -426,6 +431,7 @@ pub fn resolve(flag_profile: Option<&str>) -> Result<Settings, Failure> {
         }
     }
     if let Some((name, profile)) = &profile {
+        settings.key_variable = profile.key_env.clone();
         let from = || Source::Profile(name.clone());
         if !from_environment {
             match profile_key(name, profile) {
@@ -520,10 +526,39 @@ fn names_a_secret(name: &str) -> bool {
 /// address may carry the ledger's password.
 pub const LEDGER_VARIABLE: &str = "GENAPI_LEDGER_URL";
 
-/// Whether the variable `name` of the environment may hold a secret: its
-/// name says so ([`names_a_secret`]), or it is the ledger's address.
-pub fn may_hold_a_secret(name: &str) -> bool {
-    names_a_secret(name) || name == LEDGER_VARIABLE
+/// Variables that hold a password or key by the convention of the program
+/// that reads them, though their names do not end as [`names_a_secret`]
+/// looks for (`PGPASSWORD`, which PostgreSQL's clients read).
+const SECRETS_BY_CONVENTION: [&str; 3] = ["PGPASSWORD", "MYSQL_PWD", "REDISCLI_AUTH"];
+
+/// Whether the variable `name` of the environment, set to `value`, may
+/// hold a secret: its name says so ([`names_a_secret`]), it is the ledger's
+/// address or a variable that holds a password by convention (`PGPASSWORD`),
+/// or its value holds an address with a password (`user:password@`), as
+/// `DATABASE_URL=postgres://u:pw@host/db` does.
+pub fn may_hold_a_secret(name: &str, value: &str) -> bool {
+    let upper = name.to_ascii_uppercase();
+    names_a_secret(name)
+        || upper == LEDGER_VARIABLE
+        || SECRETS_BY_CONVENTION.contains(&upper.as_str())
+        || holds_an_address_with_a_password(value)
+}
+
+/// Whether `text` holds an address whose authority carries a password
+/// (`scheme://user:password@host`, `redis://:password@host`), anywhere in
+/// it: a list of addresses, or one inside other words.
+fn holds_an_address_with_a_password(text: &str) -> bool {
+    text.match_indices("://").any(|(at, mark)| {
+        let rest = &text[at + mark.len()..];
+        // Up to its path: a password's `?` or `#` (which an address should
+        // escape, and a hand-written one may not) does not end it early.
+        let end = rest
+            .find(|c: char| matches!(c, '/' | '\\') || c.is_whitespace())
+            .unwrap_or(rest.len());
+        rest[..end]
+            .rfind('@')
+            .is_some_and(|user_at| rest[..user_at].contains(':'))
+    })
 }
 
 /// The key a profile names: from its variable, or from its file; why it
@@ -789,5 +824,33 @@ mod tests {
         assert_eq!(shown("/etc/genapi/key"), "/etc/genapi/key");
         assert_eq!(shown("/home/ada"), "/home/ada");
         assert_eq!(under_home(Path::new("/home/ada/k"), None), Path::new("/home/ada/k"));
+    }
+
+    /// A variable may hold a secret by its name, by convention, or by an
+    /// address with a password in its value; an address without one, and
+    /// a plain value, are kept.
+    #[test]
+    fn a_variable_may_hold_a_secret_by_its_name_or_its_value() {
+        for (name, value) in [
+            ("DEPLOY_TOKEN", "x"),
+            ("PGPASSWORD", "pg-canary"),
+            ("pgpassword", "pg-canary"),
+            ("GENAPI_LEDGER_URL", "postgres://127.0.0.1/db"),
+            ("DATABASE_URL", "postgres://u:pw@host/db"),
+            ("CACHE", "redis://:pw@cache:6379"),
+            ("MIRRORS", "https://a.example.com, https://me:pw@b.example.com/x"),
+            ("HAND_WRITTEN", "postgres://u:p?w#d@host/db"),
+        ] {
+            assert!(may_hold_a_secret(name, value), "{name}={value}");
+        }
+        for (name, value) in [
+            ("HOME", "/home/ada"),
+            ("DATABASE_URL", "postgres://u@host/db"),
+            ("GENAPI_BASE_URL", "https://api.example.com/v1?at=12:00"),
+            ("MAILTO", "ada@example.com"),
+            ("PAGE", "https://example.com/people/ada:1@home"),
+        ] {
+            assert!(!may_hold_a_secret(name, value), "{name}={value}");
+        }
     }
 }

@@ -7,13 +7,16 @@
 //! for it: a viewer that stays in front (rather than handing the file to
 //! one already running) holds neither a batch nor the command's end. The
 //! opener is handed the environment without the variables that may hold a
-//! secret ([`crate::config::may_hold_a_secret`]): it is the desktop's, or
-//! the user's choice, and needs no key.
+//! secret ([`crate::config::may_hold_a_secret`]: by their name, as
+//! `PGPASSWORD`, or by an address with a password in their value) and
+//! without the one the profile's `key_env` names, whatever its name: it is
+//! the desktop's, or the user's choice, and needs no key.
 
 use std::ffi::OsString;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 
+use crate::config::Settings;
 use crate::out;
 
 /// The variable naming the program that opens files instead of the
@@ -38,10 +41,42 @@ fn opener() -> (OsString, Vec<&'static str>) {
     }
 }
 
-/// Starts the opener on `file`, without the secrets of the environment;
-/// says on stderr when it cannot be started, or (while the command still
-/// runs) when it fails.
-pub fn open(file: &Path) {
+/// The desktop's opener as this run starts it: what it withholds from it
+/// beside the variables that may hold a secret.
+#[derive(Clone, Debug)]
+pub struct Opener {
+    /// The variable the chosen profile's `key_env` names.
+    key_variable: Option<String>,
+}
+
+impl Opener {
+    /// The opener for a run with `settings`: it is never handed the
+    /// variable holding the profile's key.
+    pub fn of(settings: &Settings) -> Opener {
+        Opener {
+            key_variable: settings.key_variable.clone(),
+        }
+    }
+
+    /// Whether the opener is not handed the variable `name` set to `value`.
+    fn withholds(&self, name: &str, value: &str) -> bool {
+        crate::config::may_hold_a_secret(name, value)
+            || self
+                .key_variable
+                .as_deref()
+                .is_some_and(|key| key.eq_ignore_ascii_case(name))
+    }
+
+    /// Starts the opener on `file`, without the secrets of the
+    /// environment; says on stderr when it cannot be started, or (while
+    /// the command still runs) when it fails.
+    pub fn open(&self, file: &Path) {
+        open(file, |name, value| self.withholds(name, value));
+    }
+}
+
+/// Starts the opener on `file`, without the variables `withheld` names.
+fn open(file: &Path, withheld: impl Fn(&str, &str) -> bool) {
     let (program, leading) = opener();
     let shown_program = out::clean(&program.to_string_lossy());
     let shown_file = out::clean(&file.display().to_string());
@@ -52,8 +87,8 @@ pub fn open(file: &Path) {
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null());
-    for (name, _) in std::env::vars_os() {
-        if crate::config::may_hold_a_secret(&name.to_string_lossy()) {
+    for (name, value) in std::env::vars_os() {
+        if withheld(&name.to_string_lossy(), &value.to_string_lossy()) {
             command.env_remove(name);
         }
     }

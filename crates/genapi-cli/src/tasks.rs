@@ -902,7 +902,7 @@ async fn save_output(
         });
     }
     if plan.open {
-        crate::opener::open(&file);
+        crate::opener::Opener::of(&global.settings).open(&file);
     }
     Ok(Saved { output, file })
 }

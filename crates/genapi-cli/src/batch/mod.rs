@@ -344,7 +344,8 @@ impl<'g> Run<'g> {
             .map(|status| status.lines)
             .unwrap_or_default();
         let before = results::standing_before(out_dir, &standings, self.job_lines());
-        results::LiveGallery::new(out_dir, &self.jobs_file, self.args.open, before)
+        let opener = self.args.open.then(|| crate::opener::Opener::of(&self.global.settings));
+        results::LiveGallery::new(out_dir, &self.jobs_file, opener, before)
     }
 
     /// The run's settings on a batch. Prices charged before only keep back

@@ -239,8 +239,9 @@ impl Results {
 /// end. A gallery that cannot be written is said once; the batch goes on.
 pub(super) struct LiveGallery {
     gallery: genapi_gallery::Gallery,
-    /// Whether the page is to be opened when next written (`--open`).
-    open: bool,
+    /// The opener the page is to be opened with when next written
+    /// (`--open`).
+    open: Option<crate::opener::Opener>,
     written: Option<Instant>,
     changed: bool,
     failed: bool,
@@ -257,7 +258,12 @@ impl LiveGallery {
     /// lines as they stand `before` the run ([`standing_before`]), so the
     /// page is there (and, with `open`, opened) from the start and counts
     /// every line, those saved by earlier runs too.
-    pub(super) fn new(dir: &Path, jobs_file: &Path, open: bool, before: Vec<ResultLine>) -> LiveGallery {
+    pub(super) fn new(
+        dir: &Path,
+        jobs_file: &Path,
+        open: Option<crate::opener::Opener>,
+        before: Vec<ResultLine>,
+    ) -> LiveGallery {
         let mut gallery = genapi_gallery::Gallery::new(dir);
         gallery.set_job_file(&jobs_file.display().to_string());
         gallery.set_running(true);
@@ -293,8 +299,11 @@ impl LiveGallery {
         self.written = Some(Instant::now());
         self.changed = false;
         match self.gallery.write() {
-            Ok(index) if std::mem::take(&mut self.open) => crate::opener::open(&index),
-            Ok(_) => {}
+            Ok(index) => {
+                if let Some(opener) = self.open.take() {
+                    opener.open(&index);
+                }
+            }
             Err(error) => self.said(&error),
         }
     }

@@ -170,6 +170,47 @@ async fn the_opener_is_not_handed_the_environments_secrets() {
     assert!(!environment.contains("GENAPI_API_KEY"), "{environment}");
 }
 
+/// The opener is not handed the variable holding the profile's key, whose
+/// name (`GENAPI_WORK`) does not say it holds one, nor `PGPASSWORD`, nor a
+/// variable whose value is an address with a password (`DATABASE_URL`).
+#[cfg(unix)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_opener_is_not_handed_the_profiles_key_nor_passwords_by_convention_or_in_addresses() {
+    let mock = roomy_mock(50).await;
+    let dir = Dir::new("open-profile-secrets");
+    let opener = recording_opener(&dir);
+    let folder = dir.join("config/genapi");
+    std::fs::create_dir_all(&folder).unwrap();
+    let origins: Vec<String> = mock.trusted_origins().iter().map(|o| format!("{o:?}")).collect();
+    std::fs::write(
+        folder.join("config.toml"),
+        format!(
+            "default_profile = \"work\"\n[profiles.work]\nbase_url = \"{}\"\ntrusted_origins = [{}]\n\
+             key_env = \"GENAPI_WORK\"\n",
+            mock.base_url(),
+            origins.join(", ")
+        ),
+    )
+    .unwrap();
+    let run = crate::common::genapi_alone(&dir)
+        .args(["generate", "a fox", "--size", "512x512", "-o", "fox.jpg", "--open"])
+        .env("GENAPI_OPENER", &opener)
+        .env("GENAPI_WORK", mock.key())
+        .env("PGPASSWORD", "pgpassword-canary")
+        .env("DATABASE_URL", "postgres://app:database-canary@db.example.com:5432/app")
+        .env("OPENER_CANARY", "kept")
+        .output()
+        .unwrap();
+    assert_eq!(run.status.code(), Some(0), "{}", text(&run.stderr));
+    assert_eq!(mock.count("POST", "/v1/gen-2-pro"), 1, "the profile's key was used");
+    assert_eq!(opened(&dir), ["fox.jpg"]);
+    let environment = std::fs::read_to_string(dir.join("environment.txt")).unwrap();
+    assert!(environment.contains("OPENER_CANARY=kept"), "{environment}");
+    for secret in [mock.key(), "pgpassword-canary", "database-canary"] {
+        assert!(!environment.contains(secret), "{secret} handed over: {environment}");
+    }
+}
+
 /// A viewer that stays in front until it is closed (here one that sleeps
 /// 30 s, then leaves a mark) holds neither the batch nor its end: the
 /// command has ended, its gallery whole, while the opener still sleeps.
