@@ -34,6 +34,7 @@ pub enum ConfigChange {
         #[arg(value_parser = clap::builder::PossibleValuesParser::new(config_file::PROFILE_FIELDS))]
         field: String,
         /// Its value (trusted_origins: origins separated by commas).
+        #[arg(allow_hyphen_values = true)]
         value: String,
     },
 }
@@ -181,14 +182,34 @@ impl Editing {
     }
 }
 
-/// `genapi config set FIELD VALUE`.
+/// `genapi config set FIELD VALUE`. No message says the value back, for
+/// any field: it may be a key pasted in the wrong place. A value with the
+/// shape of a key ([`looks_like_a_key`]) is refused for every field that
+/// does not name the key, before anything is read or written.
 pub fn set(flag_profile: Option<&str>, change: ConfigChange) -> Result<(), Failure> {
     let ConfigChange::Set { field, value } = change;
+    if !KEY_FIELDS.contains(&field.as_str()) && looks_like_a_key(&value) {
+        return Err(Failure::usage(format!(
+            "{field} is not set: what was given has the shape of a key (it is not shown, and nothing was written). A \
+             key is never written in the config file: run `genapi login` to keep it in a file only you can read, or \
+             name where it is kept with `genapi config set key_env NAME` (the variable that holds it) or `genapi \
+             config set key_file PATH` (a file only you can read)"
+        )));
+    }
     let mut editing = open(flag_profile)?;
     if field == "model" {
         // Refused now, with the models there are, rather than at generate.
         let catalog = crate::catalog::load().map_err(Failure::usage)?;
-        crate::catalog::find(catalog, &value).map_err(Failure::usage)?;
+        catalog.find(&value).map_err(|unknown| {
+            let known = match &unknown.suggestion {
+                Some(suggestion) => format!("did you mean {suggestion}?"),
+                None => format!("known models: {}", unknown.known.join(", ")),
+            };
+            Failure::usage(format!(
+                "unknown model (what was given is not shown, in case it is a key); {} (see `genapi models`)",
+                out::clean(&known)
+            ))
+        })?;
     }
     let item = match field.as_str() {
         "base_url" | "regional_base_url" => toml_edit::value(address(&field, &value)?),
@@ -279,8 +300,12 @@ fn address(what: &str, text: &str) -> Result<String, Failure> {
 
 /// The name of an environment variable, never a key written in its place.
 fn variable_name(text: &str) -> Result<String, Failure> {
-    if let Some(why) = crate::config_file::not_a_profiles_key_variable(text) {
-        return Err(Failure::usage(why));
+    if crate::config_file::not_a_profiles_key_variable(text).is_some() {
+        return Err(Failure::usage(format!(
+            "key_env may not name {}: each picks the environment's service over every profile; name one of the \
+             profile's own (key_env = \"MYSERVICE_KEY\")",
+            crate::config_file::SERVICE_OVER_PROFILES.join(" or ")
+        )));
     }
     if config::is_variable_name(text) {
         return Ok(text.to_string());
@@ -305,4 +330,98 @@ fn key_file(path: &Path) -> Result<String, Failure> {
     }
     let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
     Ok(absolute.to_string_lossy().into_owned())
+}
+
+/// The beginnings of common services' keys and tokens (`sk-` and `sk_`,
+/// GitHub's `ghp_`, Slack's `xoxb-`, AWS's `AKIA`, Google's `AIza`, a JWT's
+/// `eyJ`): a word that opens so and is long enough is taken for a key.
+const KEY_PREFIXES: [&str; 18] = [
+    "sk-",
+    "sk_",
+    "rk_",
+    "pk_",
+    "ghp_",
+    "gho_",
+    "ghs_",
+    "ghu_",
+    "github_pat_",
+    "glpat-",
+    "xoxb-",
+    "xoxp-",
+    "xapp-",
+    "AKIA",
+    "ASIA",
+    "AIza",
+    "hf_",
+    "eyJ",
+];
+
+/// The fewest characters of a word [`KEY_PREFIXES`] opens that is taken for
+/// a key (a folder `sk-trips` is not one).
+const SHORTEST_PREFIXED_KEY: usize = 16;
+
+/// The fewest letters and digits in a row that [`looks_like_a_key`] weighs.
+const SHORTEST_RANDOM_RUN: usize = 20;
+
+/// Whether `value` has the shape of a key rather than of a model's name, a
+/// folder or an address: one of its words (between `/`, spaces and the
+/// like) opens as common services' keys do ([`KEY_PREFIXES`]) and is
+/// [`SHORTEST_PREFIXED_KEY`] characters or more, or it holds a run of
+/// [`SHORTEST_RANDOM_RUN`] letters and digits or more that goes from letters
+/// to digits or back three times or more, with three of each, as random keys
+/// and digests do and names, dates and sizes do not (`gen-2-pro`,
+/// `shots/2026-11-25`, `renders-1024x1024`).
+fn looks_like_a_key(value: &str) -> bool {
+    let words = value.split(|c: char| c.is_whitespace() || matches!(c, '/' | '\\' | '=' | ',' | '?' | '&' | '@' | ':'));
+    let prefixed = words
+        .filter(|word| word.len() >= SHORTEST_PREFIXED_KEY)
+        .any(|word| KEY_PREFIXES.iter().any(|prefix| word.starts_with(prefix)));
+    let random = value
+        .split(|c: char| !c.is_ascii_alphanumeric())
+        .filter(|run| run.len() >= SHORTEST_RANDOM_RUN)
+        .any(|run| {
+            let digits = run.bytes().filter(u8::is_ascii_digit).count();
+            let changes = run
+                .as_bytes()
+                .windows(2)
+                .filter(|pair| pair[0].is_ascii_digit() != pair[1].is_ascii_digit())
+                .count();
+            digits >= 3 && run.len() - digits >= 3 && changes >= 3
+        });
+    prefixed || random
+}
+
+#[cfg(test)]
+mod tests {
+    use super::looks_like_a_key;
+
+    #[test]
+    fn keys_have_their_shape_and_names_folders_and_addresses_do_not() {
+        for key in [
+            "sk-live-PASTED7731q9ZcX2vB8nM4kL0p",
+            "sk_test_4eC39HqLyjWDarjtT1zdp7dc",
+            "ghp_16C7e42F292c6912E7710c838347Ae178B4a",
+            "AKIAIOSFODNN7EXAMPLE",
+            "Q7f3Kp92LmX0zR4tB8vN1cW6yH5j",
+            "3f9c1e2a7b4d5e6f8a9b0c1d2e3f4a5b",
+            "  sk-proj-AbCdEf0123456789xyz  ",
+            "~/keys/sk-live-PASTED7731q9ZcX2vB8",
+        ] {
+            assert!(looks_like_a_key(key), "{key}");
+        }
+        for plain in [
+            "gen-2-pro",
+            "gen-tools/deblur-v1",
+            "shots",
+            "~/Pictures/genapi/2026-11-25",
+            "renders-1024x1024",
+            "sk-trips",
+            "https://api.eu4.example.com",
+            "https://api.example.com/v1",
+            "my-output-folder-for-the-night-batch",
+            "20261125T120000Z",
+        ] {
+            assert!(!looks_like_a_key(plain), "{plain}");
+        }
+    }
 }

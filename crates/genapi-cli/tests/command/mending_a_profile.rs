@@ -1,7 +1,9 @@
 //! A profile with a misspelt field names the field and the fields a
 //! profile may have; `config set` says which line to correct when the
 //! mistake is one it cannot change, and fixes the field it sets; a model
-//! the command does not know is refused with the models there are.
+//! the command does not know is refused with the models there are; a key
+//! set where a model, a folder or an address belongs is refused, and no
+//! value is ever said back.
 
 use crate::cli::text;
 use crate::common::{genapi_alone, Dir};
@@ -122,4 +124,63 @@ fn a_profile_key_from_the_environments_own_variable_is_refused_with_what_to_name
         assert_eq!(run.status.code(), Some(2), "{key:?}: {stderr}");
         assert!(stderr.contains("name one of the profile's own"), "{key:?}: {stderr}");
     }
+}
+
+/// A key pasted as `config set model KEY` or `config set out KEY` (or
+/// another field that does not name the key) is refused with what to do
+/// instead; it is said nowhere, and the config file, as `genapi config`
+/// shows it, is left as it was.
+#[test]
+fn a_key_set_as_a_model_a_folder_or_an_address_is_refused_and_never_said_back() {
+    let dir = Dir::new("config-set-key-shaped");
+    let config = config_file(
+        &dir,
+        "default_profile = \"work\"\n[profiles.work]\nbase_url = \"https://api.example.com\"\nmodel = \"gen-2-flex\"\n",
+    );
+    let before = std::fs::read_to_string(&config).unwrap();
+    for (field, value, shown_part) in [
+        ("model", "sk-live-PASTED7731q9ZcX2vB8nM4kL0p", "PASTED7731"),
+        ("out", "sk-live-PASTED7731q9ZcX2vB8nM4kL0p", "PASTED7731"),
+        ("out", "Q7f3Kp92LmX0zR4tB8vN1cW6yH5j", "Q7f3Kp92"),
+        ("out", "-sk_live_PASTED7731q9ZcX2vB8nM4", "PASTED7731"),
+        ("trusted_origins", "ghp_PASTED7731q9ZcX2vB8nM4kL0pAbCd", "PASTED7731"),
+    ] {
+        let run = genapi_alone(&dir)
+            .args(["config", "set", field, value])
+            .output()
+            .unwrap();
+        let said = text(&run.stdout) + &text(&run.stderr);
+        assert_eq!(run.status.code(), Some(2), "{field}: {said}");
+        assert!(!said.contains(shown_part), "{field}: the value is said back: {said}");
+        assert!(
+            said.contains("shape of a key") && said.contains("genapi login") && said.contains("key_env"),
+            "{field}: {said}"
+        );
+        let after = std::fs::read_to_string(&config).unwrap();
+        assert_eq!(after, before, "{field}: the file is left as it was");
+        assert!(!after.contains(shown_part), "{field}: {after}");
+    }
+    let shown = genapi_alone(&dir).args(["config"]).output().unwrap();
+    let shown = text(&shown.stdout) + &text(&shown.stderr);
+    assert!(!shown.contains("PASTED") && !shown.contains("Q7f3Kp92"), "{shown}");
+    assert!(shown.contains("gen-2-flex"), "{shown}");
+}
+
+/// A model the command does not know is refused without being said back
+/// (it may be a key of no known shape), with the models there are.
+#[test]
+fn an_unknown_model_is_refused_without_being_said_back() {
+    let dir = Dir::new("config-set-model-unsaid");
+    let run = genapi_alone(&dir)
+        .args(["config", "set", "model", "PASTEDsecret-of-no-shape"])
+        .output()
+        .unwrap();
+    let said = text(&run.stdout) + &text(&run.stderr);
+    assert_eq!(run.status.code(), Some(2), "{said}");
+    assert!(!said.contains("PASTED"), "{said}");
+    assert!(
+        said.contains("unknown model") && said.contains("genapi models"),
+        "{said}"
+    );
+    assert!(!dir.join("config/genapi/config.toml").exists(), "nothing written");
 }
