@@ -12,6 +12,12 @@ docs/webhooks.md. Against the mock service:
 The key and the secret are read from the environment, never from the command line
 (other users of the machine can read a process's arguments).
 
+The key goes only to the origins configured: the base URL's (GENAPI_BASE_URL) and,
+when set, the regional base URL's (GENAPI_REGIONAL_BASE_URL), each the same scheme,
+host and port exactly. A `polling_url` anywhere else (another host of the same parent
+domain too: `attacker.herokuapp.com` beside `you.herokuapp.com`) is not sent the key;
+the task is polled at the base URL's `get_result` instead.
+
 It prints `listening URL` once the receiver is up, `submitted ID` once the task is
 accepted and `saved PATH` at the end; exit 0 then, 1 when the task failed, 2 on a
 usage error or when nothing came within --timeout.
@@ -170,26 +176,43 @@ def call(url, key=None, body=None):
         return json.load(response)
 
 
-def same_owner(url, base_url):
-    """Whether the key may go to `url`: the base URL's host, or (over https) a host
-    of the same domain, as a regional `polling_url` is."""
-    host, base = urllib.parse.urlsplit(url), urllib.parse.urlsplit(base_url)
-    if (host.scheme, host.hostname, host.port) == (base.scheme, base.hostname, base.port):
-        return True
+DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def origin(url):
+    """An address's origin as compared: (scheme, host without a trailing dot, port),
+    the port written out; None for an address that is not http or https, has no
+    host, or carries a user or password (`https://user@host`), which is never trusted."""
     try:
-        ipaddress.ip_address(base.hostname or "")
-        return False  # an address has no domain to share
-    except ValueError:
-        pass
-    domain = (base.hostname or "").split(".", 1)[-1]
-    return host.scheme == "https" and "." in domain and (host.hostname or "").endswith("." + domain)
+        parts = urllib.parse.urlsplit(url.strip())
+        port = parts.port
+    except (AttributeError, ValueError):
+        return None
+    scheme = parts.scheme.lower()
+    host = (parts.hostname or "").rstrip(".")
+    if scheme not in DEFAULT_PORTS or not host or "@" in parts.netloc:
+        return None
+    return (scheme, host, port if port is not None else DEFAULT_PORTS[scheme])
+
+
+def may_have_the_key(url, base_url, regional_base_url=None):
+    """Whether the key may go to `url`: only when its origin is exactly a configured
+    one, the base URL's or the regional base URL's (GENAPI_REGIONAL_BASE_URL).
+
+    No host is trusted for sharing a domain with the base host: under a platform's
+    domain (herokuapp.com, ngrok-free.app, s3.amazonaws.com, azurewebsites.net,
+    nip.io) anyone can have a neighbour host, and a `polling_url` pointing there
+    would take the key. A regional polling host is trusted only once configured."""
+    wanted = origin(url)
+    configured = {origin(base) for base in (base_url, regional_base_url) if base}
+    return wanted is not None and wanted in configured
 
 
 def poll(args, task):
-    """The task's state: its `polling_url` when one came back (and may have the key),
-    else the fallback `get_result` with the id."""
+    """The task's state: its `polling_url` when one came back on a configured origin
+    (`may_have_the_key`), else the fallback `get_result` at the base URL with the id."""
     url = task.get("polling_url")
-    if not url or not same_owner(url, args.base_url):
+    if not url or not may_have_the_key(url, args.base_url, args.regional_base_url):
         query = urllib.parse.urlencode({"id": task["id"]})
         url = args.base_url.rstrip("/") + "/v1/get_result?" + query
     try:
@@ -285,6 +308,7 @@ def arguments():
     args = parser.parse_args()
     args.base_url = os.environ.get("GENAPI_BASE_URL")
     args.key = os.environ.get("GENAPI_API_KEY")
+    args.regional_base_url = os.environ.get("GENAPI_REGIONAL_BASE_URL") or None
     args.secret = os.environ.get("GENAPI_WEBHOOK_SECRET")
     missing = [name for name, value in [("GENAPI_BASE_URL", args.base_url), ("GENAPI_API_KEY", args.key),
                                         ("GENAPI_WEBHOOK_SECRET", args.secret)] if not value]

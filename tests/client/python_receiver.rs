@@ -2,8 +2,9 @@
 //! languages (Python's standard library only), works against the mock: it
 //! submits with its own address as `webhook_url`, refuses forged and stale
 //! deliveries, verifies the real one, saves the output fetched without the
-//! key, and polls `get_result` when no notification comes. Skipped, saying
-//! so, where `python3` is not installed.
+//! key, polls `get_result` when no notification comes, and sends the key
+//! to no polling address but the configured origins. Skipped, saying so,
+//! where `python3` is not installed.
 
 use std::process::Stdio;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -230,4 +231,79 @@ fn the_python_receiver_keeps_the_key_and_its_files_to_itself() {
         .unwrap();
     let said = String::from_utf8_lossy(&run.stdout).into_owned() + &String::from_utf8_lossy(&run.stderr);
     assert!(run.status.success() && said.contains("kept to itself"), "{said}");
+}
+
+/// Where the receiver polls a task whose `polling_url` points at each host,
+/// run in Python with its `call` recording each request instead of sending
+/// it: the key goes to the configured origins alone, the base URL's and
+/// `GENAPI_REGIONAL_BASE_URL`'s, each exactly. A `polling_url` on a
+/// neighbour under a platform's domain (anyone's host there), a regional host
+/// not configured, another scheme or port, or with a user is not fetched:
+/// the task is polled at the base URL's `get_result`.
+const POLLING_HOSTS: &str = r#"
+import sys, types
+sys.path.insert(0, sys.argv[1])
+import receiver
+
+KEY = "sk-receiver-canary"
+calls = []
+receiver.call = lambda url, key=None, body=None: calls.append((url, key)) or {"status": "Pending"}
+
+def polled(base, polling_url, regional=None):
+    """The requests one poll makes, for a task answered with `polling_url`."""
+    calls.clear()
+    args = types.SimpleNamespace(base_url=base, regional_base_url=regional, key=KEY)
+    receiver.poll(args, {"id": "t1", "polling_url": polling_url})
+    return list(calls)
+
+REFUSED = [
+    ("https://genapi-prod.herokuapp.com", "https://attacker.herokuapp.com/v1/get_result?id=t1", None),
+    ("https://genapi-prod.herokuapp.com", "https://attacker.herokuapp.com/v1/get_result?id=t1",
+     "https://eu.genapi-prod.herokuapp.com"),
+    ("https://genapi-7f3a.ngrok-free.app", "https://attacker-9c1d.ngrok-free.app/v1/get_result?id=t1", None),
+    ("https://genapi.s3.amazonaws.com", "https://attacker.s3.amazonaws.com/v1/get_result?id=t1", None),
+    ("https://genapi.azurewebsites.net", "https://attacker.azurewebsites.net/v1/get_result?id=t1", None),
+    ("https://genapi.nip.io", "https://attacker.nip.io/v1/get_result?id=t1", None),
+    ("https://genapi.10.0.0.5.nip.io", "https://attacker.10.0.0.5.nip.io/v1/get_result?id=t1", None),
+    # A regional host of the service's own domain, but not configured.
+    ("https://api.example.com", "https://api.eu4.example.com/v1/get_result?id=t1", None),
+    # The configured hosts, by another scheme, port, or with a user.
+    ("https://api.example.com", "http://api.example.com/v1/get_result?id=t1", None),
+    ("https://api.example.com", "https://api.example.com:8443/v1/get_result?id=t1", None),
+    ("https://api.example.com", "https://user@api.example.com/v1/get_result?id=t1", None),
+    ("https://api.example.com", "https://api.example.com.evil.net/v1/get_result?id=t1", None),
+    ("https://api.example.com", "http://api.eu4.example.com/v1/get_result?id=t1", "https://api.eu4.example.com"),
+]
+for base, polling_url, regional in REFUSED:
+    made = polled(base, polling_url, regional)
+    # One request, to the base URL's get_result: the polling_url is not fetched at all.
+    assert made == [(base + "/v1/get_result?id=t1", KEY)], (polling_url, made)
+
+ACCEPTED = [
+    ("https://genapi-prod.herokuapp.com", "https://genapi-prod.herokuapp.com/v1/get_result?id=t1&at=1", None),
+    ("https://api.example.com", "https://api.eu4.example.com/v1/get_result?id=t1", "https://api.eu4.example.com"),
+    ("https://api.example.com/", "https://API.example.com:443/v1/get_result?id=t1", None),
+    ("https://api.example.com", "https://api.eu4.example.com./v1/get_result?id=t1", "https://api.eu4.example.com/"),
+    ("http://127.0.0.1:8787", "http://127.0.0.1:8788/v1/get_result?id=t1", "http://127.0.0.1:8788"),
+]
+for base, polling_url, regional in ACCEPTED:
+    made = polled(base, polling_url, regional)
+    assert made == [(polling_url, KEY)], (polling_url, made)
+print("trusted as configured")
+"#;
+
+#[test]
+fn the_python_receiver_sends_the_key_only_to_the_configured_origins() {
+    if !python_is_installed() {
+        return;
+    }
+    let examples = concat!(env!("CARGO_MANIFEST_DIR"), "/examples");
+    let run = std::process::Command::new("python3")
+        .args(["-c", POLLING_HOSTS, examples])
+        // Nothing is written beside the example.
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&run.stdout).into_owned() + &String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.success() && said.contains("trusted as configured"), "{said}");
 }
