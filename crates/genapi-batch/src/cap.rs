@@ -55,6 +55,32 @@ pub(crate) fn plausible(credits: f64) -> bool {
     credits.is_finite() && credits >= LEAST_PRICE
 }
 
+/// A cost the service settled that the cap counts a line at and prices its
+/// kind by: a finite number of at least [`LEAST_PRICE`]. Only
+/// [`SettledCost::of`] makes one, so a store given one applies no rule of
+/// its own, and every store counts the same figures alike; a figure that is
+/// not one leaves the line at what it held.
+///
+/// ```
+/// use genapi_batch::SettledCost;
+/// assert_eq!(SettledCost::of(1.5).map(SettledCost::credits), Some(1.5));
+/// assert!(SettledCost::of(0.0).is_none() && SettledCost::of(f64::NAN).is_none());
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, PartialOrd)]
+pub struct SettledCost(f64);
+
+impl SettledCost {
+    /// `credits` as a settled cost, when it can be a price.
+    pub fn of(credits: f64) -> Option<SettledCost> {
+        plausible(credits).then_some(SettledCost(credits))
+    }
+
+    /// The credits.
+    pub fn credits(self) -> f64 {
+        self.0
+    }
+}
+
 /// Whether a batch charged `charged` credits in all passed its cap of
 /// `max` (beyond the noise of adding costs up): the bound allows it by one
 /// submission's excess, and a program (the `genapi` command's exit code)

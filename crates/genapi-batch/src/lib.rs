@@ -54,7 +54,7 @@ mod standing;
 mod store;
 
 pub use adopt::{adopt, AdoptError, Adopted};
-pub use cap::{cap_passed, Credits, Hold, LEAST_PRICE};
+pub use cap::{cap_passed, Credits, Hold, SettledCost, LEAST_PRICE};
 pub use decide::{decide, Action, Asked, Seen};
 pub use identity::{Claims, JobAt};
 pub use job::{safe_stem, GridCell, Job, JobLine};

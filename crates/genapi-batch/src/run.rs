@@ -10,7 +10,7 @@ use tokio::time::Instant;
 
 use futures::{Stream, StreamExt};
 
-use super::cap::Hold;
+use super::cap::{Hold, SettledCost};
 use super::decide::{decide, Action, Asked, Seen};
 use super::identity::{Claims, JobAt};
 use super::job::Job;
@@ -1603,7 +1603,7 @@ impl Context {
         task_ref: &genapi::TaskRef,
     ) -> JobOutcome {
         // The journal keeps the settled cost alone: the cap trusts no other.
-        let settled = settled_cost(&output);
+        let settled = settled_cost(&output).map(SettledCost::credits);
         let cost = output.cost().or(cost);
         let duration = output.duration();
         // A run that stopped between saving and writing left the file.
@@ -1728,8 +1728,8 @@ fn surely_refused(error: &Error) -> bool {
 /// a figure below any real price (nothing, less than nothing, 1e-9) is no
 /// settled cost, so the task stays counted at what it held (it may have
 /// been charged) instead of loosening the cap by its figure.
-fn settled_cost(output: &Output) -> Option<f64> {
-    output.settled_cost().filter(|cost| super::cap::plausible(*cost))
+fn settled_cost(output: &Output) -> Option<SettledCost> {
+    output.settled_cost().and_then(SettledCost::of)
 }
 
 /// What to say about a submission sent without an answer.

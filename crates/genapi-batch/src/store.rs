@@ -35,7 +35,7 @@ use futures::future::BoxFuture;
 use genapi::FailureClass;
 
 use crate::budget::LocalBudget;
-use crate::cap::Hold;
+use crate::cap::{Hold, SettledCost};
 use crate::identity::Claims;
 use crate::journal::{Event, Journal, Writer};
 use crate::line::Line;
@@ -205,7 +205,7 @@ pub trait CreditHolds: Send + Sync {
     /// can serve another submission (a price that rose must be seen by the
     /// next hold, not after the result is saved). The line's end, written
     /// later, settles it again to the same cost.
-    fn settle(&self, line: u64, cost: f64) -> BoxFuture<'_, Result<(), StoreError>>;
+    fn settle(&self, line: u64, cost: SettledCost) -> BoxFuture<'_, Result<(), StoreError>>;
 
     /// The submission of `line` was sent and never answered: its hold stays
     /// (it may have been charged) but no longer waits for an answer.
@@ -368,8 +368,8 @@ impl CreditHolds for JournalStore {
         Box::pin(futures::future::ready(Ok(())))
     }
 
-    fn settle(&self, line: u64, cost: f64) -> BoxFuture<'_, Result<(), StoreError>> {
-        self.with_budget(|budget| budget.settle(line, cost));
+    fn settle(&self, line: u64, cost: SettledCost) -> BoxFuture<'_, Result<(), StoreError>> {
+        self.with_budget(|budget| budget.settle(line, cost.credits()));
         Box::pin(futures::future::ready(Ok(())))
     }
 
@@ -478,7 +478,7 @@ macro_rules! store_behind {
             fn drop_hold(&self, line: u64) -> BoxFuture<'_, Result<(), StoreError>> {
                 (**self).drop_hold(line)
             }
-            fn settle(&self, line: u64, cost: f64) -> BoxFuture<'_, Result<(), StoreError>> {
+            fn settle(&self, line: u64, cost: SettledCost) -> BoxFuture<'_, Result<(), StoreError>> {
                 (**self).settle(line, cost)
             }
             fn keep_unanswered(&self, line: u64) {

@@ -12,7 +12,7 @@ use crate::link::Link;
 use crate::options::seconds;
 use crate::SharedSeats;
 use crate::{naming, LedgerError, LedgerOptions};
-use genapi_batch::{Event, Hold, SharedStatus, Status};
+use genapi_batch::{Event, Hold, SettledCost, SharedStatus, Status};
 
 /// Every event of a batch (`$1`), in the order they were stored.
 pub(crate) const EVENTS: &str = "SELECT record::text FROM genapi_records WHERE batch = $1 ORDER BY seq";
@@ -459,6 +459,9 @@ impl Ledger {
                 self.write(line, false, REFUSED, &[batch, &line, worker, text]).await?;
             }
             Event::Finished { status, cost, .. } if status != "Refused" => {
+                // A figure that is no price settles nothing: the line stays
+                // counted at what it held, as the journal counts it.
+                let cost = cost.and_then(SettledCost::of).map(SettledCost::credits);
                 // An ending the service charges nothing for (moderation)
                 // gives its hold back, as the journal's budget counts it;
                 // other endings without a settled cost keep theirs.
@@ -467,7 +470,7 @@ impl Ledger {
                 }
                 // A line done is given back with its end: nothing more is
                 // done on it, and a release would be one more step.
-                self.end(line, record, *cost).await?;
+                self.end(line, record, cost).await?;
                 if let Ok(mut released) = self.released.lock() {
                     released.insert(line as u64);
                 }
@@ -706,8 +709,8 @@ impl Ledger {
     /// `line`'s task ended at a settled `cost`: charged and its hold gone
     /// at once, so the kind's price (the most its lines were charged) is
     /// the next hold's; the end, stored later, sets the same charge.
-    pub(crate) async fn settle(&self, line: u64, cost: f64) -> Result<(), LedgerError> {
-        let (batch, line) = (&self.batch, line as i64);
+    pub(crate) async fn settle(&self, line: u64, cost: SettledCost) -> Result<(), LedgerError> {
+        let (batch, line, cost) = (&self.batch, line as i64, cost.credits());
         self.db
             .run(false, |session| async move {
                 session

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use futures::future::BoxFuture;
 use genapi::FailureClass;
-use genapi_batch::{Claim, CreditHolds, Event, Hold, Line, ReadStore, Status, StoreError, WriteStore};
+use genapi_batch::{Claim, CreditHolds, Event, Hold, Line, ReadStore, SettledCost, Status, StoreError, WriteStore};
 
 use crate::lines::{Claim as LedgerClaim, Ledger};
 use crate::LedgerError;
@@ -115,7 +115,7 @@ impl CreditHolds for Ledger {
         Box::pin(async move { Ok(Ledger::drop_hold(self, line).await?) })
     }
 
-    fn settle(&self, line: u64, cost: f64) -> BoxFuture<'_, Result<(), StoreError>> {
+    fn settle(&self, line: u64, cost: SettledCost) -> BoxFuture<'_, Result<(), StoreError>> {
         Box::pin(async move { Ok(Ledger::settle(self, line, cost).await?) })
     }
 

@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 
 use futures::future::BoxFuture;
-use genapi_batch::{Claim, CreditHolds, Event, Hold, ReadStore, Standing, Store, WriteStore};
+use genapi_batch::{Claim, CreditHolds, Event, Hold, ReadStore, SettledCost, Standing, Store, WriteStore};
 
 /// Opens stores of one batch, as its runs open them.
 pub trait Opener: Sync {
@@ -28,6 +28,7 @@ pub async fn holds<O: Opener>(fresh: impl Fn(&str) -> O) {
     what_is_written_stands_as_it_was_written(&fresh("written")).await;
     what_one_run_wrote_the_next_reads(&fresh("reopened")).await;
     credits_held_never_pass_the_cap(&fresh("credits")).await;
+    an_end_at_no_price_leaves_its_hold_counted(&fresh("no-price")).await;
     two_runs_at_once_never_both_hold_a_line(&fresh("two-runs")).await;
 }
 
@@ -88,10 +89,46 @@ pub async fn credits_held_never_pass_the_cap<O: Opener>(opener: &O) {
     assert!(matches!(again, Hold::Held(held) if held <= 2.0), "{again:?}");
     // A cost settled counts at once, before the line's end is written: the
     // kind is priced, and what is left of the cap is too little for one more.
-    store.settle(2, 1.5).await.expect("settle");
+    let cost = SettledCost::of(1.5).expect("1.5 is a price");
+    store.settle(2, cost).await.expect("settle");
     assert!(matches!(store.claim(3).await.expect("claim"), Claim::Mine(_)));
     let after = store.hold_credits(3, "kind", 2.0, None).await.expect("hold");
     assert_eq!(after, Hold::CapReached, "1.5 charged, a second at 1.5 would pass 2");
+}
+
+/// A line that ended with a figure that is no price (0, a forged 1e-9: a
+/// hostile answer) is counted at what it held, in every store alike: the
+/// cap it filled stays filled.
+pub async fn an_end_at_no_price_leaves_its_hold_counted<O: Opener>(opener: &O) {
+    let store = opener.open().await.expect("the batch opens");
+    for line in [1, 2] {
+        assert!(matches!(store.claim(line).await.expect("claim"), Claim::Mine(_)));
+    }
+    let held = store.hold_credits(1, "kind", 2.0, None).await.expect("hold");
+    assert_eq!(held, Hold::Held(2.0), "the first line of a kind holds what is left");
+    store.write(intent(1)).await.expect("intent");
+    store.write(accepted(1)).await.expect("accepted");
+    for cost in [0.0, 1e-9] {
+        let Event::Finished { line, status, file, .. } = saved(1) else {
+            unreachable!("saved makes an end")
+        };
+        let ended = Event::Finished {
+            line,
+            status,
+            file,
+            seed: None,
+            cost: Some(cost),
+            duration: None,
+            error: None,
+            class: None,
+        };
+        store.write(ended).await.expect("finished");
+        let next = store.hold_credits(2, "kind", 2.0, None).await.expect("hold");
+        assert!(
+            !matches!(next, Hold::Held(_)),
+            "line 1 ended at {cost}, no price: its 2 credits stay counted, so nothing more fits: {next:?}"
+        );
+    }
 }
 
 /// Of two runs of one batch at once, at most one holds a line: the second
