@@ -1,14 +1,18 @@
-//! An intent is fenced by the line's own row: a worker whose intent is in
-//! flight when its lease lapses (its statement stalled in a lock wait, a
-//! descheduled backend, a network stall before the commit) keeps the line,
-//! and a worker claiming it meanwhile waits for the intent and finds it,
-//! so the two never both decide to send.
+//! What fences the workers of one batch, each stalled on purpose where a
+//! race would hurt (a trigger waits at a gate the test holds): a worker
+//! whose intent is in flight when its lease lapses (its statement stalled
+//! in a lock wait, a descheduled backend, a network stall before the
+//! commit) keeps the line, and a worker claiming it meanwhile waits for the
+//! intent and finds it, so the two never both decide to send; an intent is
+//! refused on a line another worker took, or with less than half its lease
+//! left; and two workers' credit holds are decided one after the other, so
+//! together they never pass the cap.
 
 use std::io::Write;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use genapi_batch::{Claim, WriteStore};
+use genapi_batch::{Claim, CreditHolds, Hold, WriteStore};
 use genapi_ledger::{Ledger, LedgerOptions};
 use tokio::task::block_in_place;
 
@@ -132,4 +136,116 @@ async fn a_claim_made_while_an_intent_is_in_flight_waits_for_it_and_sees_it() {
     let intents = pg.sql("SELECT count(*) FROM genapi_records WHERE line = 1 AND record->>'event' = 'intent'");
     assert!(written.is_ok(), "a kept the line through its intent: {written:?}");
     assert_eq!(intents, "1");
+}
+
+/// Worker a holds line 1 under a lease of ten minutes (renewed every
+/// few minutes: no renewal comes between a test's steps), as it would
+/// claim it.
+async fn claimed_by_a(pg: &Postgres) -> Ledger {
+    let options = LedgerOptions::default()
+        .worker_name("a")
+        .lease(Duration::from_secs(600))
+        .step_deadline(LONG);
+    let a = Ledger::open_with(&pg.url(), BATCH, DIGEST, options).await.unwrap();
+    assert!(matches!(a.claim(1).await.unwrap(), Claim::Mine(_)));
+    a
+}
+
+fn intents(pg: &Postgres) -> String {
+    pg.sql("SELECT count(*) FROM genapi_records WHERE line = 1 AND record->>'event' = 'intent'")
+}
+
+/// A worker whose line another worker took (its lease lapsed while it
+/// was paused) stores no intent, and so sends nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_intent_on_a_line_another_worker_took_is_refused() {
+    let Some(pg) = Postgres::start("fenced-taken") else {
+        return;
+    };
+    let a = claimed_by_a(&pg).await;
+    pg.sql("UPDATE genapi_lines SET worker = 'b', lease_until = clock_timestamp() + interval '600 s' WHERE line = 1");
+    let written = a.write(intent()).await;
+    assert!(written.is_err(), "a's intent on b's line: {written:?}");
+    assert_eq!(intents(&pg), "0");
+}
+
+/// An intent needs half the lease left: a request that leaves with less
+/// could still be on its way when the lease lapses and another worker
+/// takes the line.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_intent_with_less_than_half_the_lease_left_is_refused() {
+    let Some(pg) = Postgres::start("fenced-margin") else {
+        return;
+    };
+    let a = claimed_by_a(&pg).await;
+    // 100 s left of a 600 s lease: live, but less than half.
+    pg.sql("UPDATE genapi_lines SET lease_until = clock_timestamp() + interval '100 s' WHERE line = 1");
+    let written = a.write(intent()).await;
+    assert!(
+        written.is_err(),
+        "an intent with 100 s of a 600 s lease left: {written:?}"
+    );
+    assert_eq!(intents(&pg), "0");
+    // With the lease renewed, the same intent is stored.
+    pg.sql("UPDATE genapi_lines SET lease_until = clock_timestamp() + interval '600 s' WHERE line = 1");
+    a.write(intent()).await.unwrap();
+    assert_eq!(intents(&pg), "1");
+}
+
+/// Waits until `done` or `query` answers a row (a hang detector bounds it).
+async fn until(pg: &Postgres, done: impl Fn() -> bool, query: &str) {
+    let started = std::time::Instant::now();
+    while !done() && block_in_place(|| pg.sql(query)).is_empty() {
+        assert!(started.elapsed() < LONG, "not within {LONG:?}: {query}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Two workers ask to hold credits at once under a cap one hold fills:
+/// the second decides only once the first's hold is written, and is not
+/// given credits the first holds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn holds_of_two_workers_at_once_never_pass_the_cap() {
+    let Some(pg) = Postgres::start("fenced-holds") else {
+        return;
+    };
+    let url = pg.url();
+    let (a, b) = (worker(&url, "a").await, worker(&url, "b").await);
+    assert!(matches!(a.claim(1).await.unwrap(), Claim::Mine(_)));
+    assert!(matches!(b.claim(2).await.unwrap(), Claim::Mine(_)));
+    // Worker a's hold waits at the gate once decided, before its commit.
+    pg.sql(&format!(
+        "CREATE FUNCTION stall_holds() RETURNS trigger LANGUAGE plpgsql AS $$
+         BEGIN
+           IF NEW.worker = 'a' AND NEW.hold IS NOT NULL THEN
+             PERFORM pg_advisory_xact_lock({GATE});
+           END IF;
+           RETURN NEW;
+         END $$;
+         CREATE TRIGGER stall_holds BEFORE UPDATE ON genapi_lines
+         FOR EACH ROW EXECUTE FUNCTION stall_holds();"
+    ));
+    let gate = block_in_place(|| Gate::close(&pg));
+    let first = tokio::spawn(async move { a.hold_credits(1, "kind", 2.0, None).await });
+    until(
+        &pg,
+        || false,
+        &format!("SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND objid = {GATE} AND NOT granted"),
+    )
+    .await;
+    let second = tokio::spawn(async move { b.hold_credits(2, "kind", 2.0, None).await });
+    // b's decision is made (the race lost) or waits for a's.
+    until(
+        &pg,
+        || second.is_finished(),
+        &format!("SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND objid <> {GATE} AND NOT granted"),
+    )
+    .await;
+    drop(gate);
+    let (first, second) = (first.await.unwrap().unwrap(), second.await.unwrap().unwrap());
+    assert_eq!(first, Hold::Held(2.0), "the first line of a kind holds what is left");
+    assert!(
+        !matches!(second, Hold::Held(_)),
+        "b was given credits a holds: {second:?} beside {first:?} under a cap of 2"
+    );
 }
