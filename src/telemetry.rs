@@ -16,8 +16,11 @@
 //!   counts its polls (`genapi.polls`).
 //!
 //! No field holds a secret, a signed query or a prompt: `url.full` is an
-//! address without its query, user information or fragment, passed through
-//! the client's scrubber, and no body is ever a field.
+//! address without its query, user information or fragment (by the one
+//! rule every address shown follows, `genapi_text::address_alone`), passed
+//! through the client's scrubber, and no body is ever a field. An event's
+//! error names the host it met, never the address (see
+//! [`crate::Error::Transport`]).
 
 use reqwest::{Method, StatusCode, Url};
 use tracing::field::Empty;
@@ -39,7 +42,7 @@ pub(crate) fn exchange_span(method: &Method, url: &Url, operation: &str, scrubbe
         http.request.method = method.as_str(),
         server.address = url.host_str().unwrap_or_default(),
         server.port = url.port_or_known_default(),
-        url.full = genapi_text::cut(&scrubber.scrub(&address_alone(url)), URL_SHOWN).as_ref(),
+        url.full = genapi_text::cut(&scrubber.scrub(&genapi_text::address_alone(url.as_str())), URL_SHOWN).as_ref(),
         genapi.operation = operation,
         genapi.keyed = Empty,
         http.response.status_code = Empty,
@@ -52,18 +55,6 @@ pub(crate) fn exchange_span(method: &Method, url: &Url, operation: &str, scrubbe
 /// The most of an address a span carries: a service's polling address may
 /// be as long as it likes, and every poll's span would carry it.
 const URL_SHOWN: usize = 512;
-
-/// `url` without what may hold a secret: its user information, query and
-/// fragment.
-fn address_alone(url: &Url) -> String {
-    let port = url.port().map(|p| format!(":{p}")).unwrap_or_default();
-    format!(
-        "{}://{}{port}{}",
-        url.scheme(),
-        url.host_str().unwrap_or_default(),
-        url.path()
-    )
-}
 
 /// Whether the key went with the exchange.
 pub(crate) fn exchange_keyed(span: &Span, keyed: bool) {

@@ -12,7 +12,9 @@
 //!   says they are secret, with long strings (images) cut and deep nesting
 //!   folded.
 //! - [`shown_address`]: an address without what may hold a secret in it
-//!   (a user and password, a query or a fragment).
+//!   (a user and password, a query or a fragment), the one rule for every
+//!   address shown ([`address_alone`] is the same without the marks of
+//!   what was left out).
 //! - [`cut`]: a long text as its start and its length, `… (300000
 //!   characters)`, so what shows it holds little whatever the text.
 //! - [`debug_error`]: an error's Debug form, its advice first and then its
@@ -59,6 +61,11 @@ pub fn is_unsafe_to_show(c: char) -> bool {
 /// (`api.example.com`, `127.0.0.1:8787`), after its last `@`: anything else
 /// may be a key pasted where an address belongs, and is not shown.
 ///
+/// This is the one rule by which genapi's crates show an address anywhere
+/// (a message, a progress line, a span's field): no query, no user
+/// information, no fragment. [`address_alone`] applies the same rule
+/// without the marks of what was left out, for a field a program reads.
+///
 /// ```
 /// assert_eq!(
 ///     genapi_text::shown_address("https://me:pa55@api.example.com/v1?token=t0k"),
@@ -69,29 +76,90 @@ pub fn is_unsafe_to_show(c: char) -> bool {
 /// assert_eq!(genapi_text::shown_address("sk-SECRET9x"), "(not an address; not shown)");
 /// ```
 pub fn shown_address(text: &str) -> String {
-    let text = text.trim();
-    if !text.contains("://") && !looks_like_a_host(text.split('@').next_back().unwrap_or_default()) {
-        return "(not an address; not shown)".to_string();
-    }
-    let (head, hidden) = match text.find(['?', '#']) {
-        Some(at) => (&text[..at], true),
-        None => (text, false),
-    };
-    let shown = match head.split_once("://") {
-        None => head.split('@').next_back().unwrap_or_default().to_string(),
-        Some((scheme, rest)) => {
-            let end = rest.find('/').unwrap_or(rest.len());
-            match rest[..end].rfind('@') {
-                Some(at) => format!("{scheme}://…@{}", &rest[at + 1..]),
-                None => head.to_string(),
+    match Address::of(text) {
+        None => NOT_AN_ADDRESS.to_string(),
+        Some(address) => {
+            let mut shown = match address.scheme {
+                Some(scheme) if address.had_user => format!("{scheme}://…@{}", address.rest),
+                Some(scheme) => format!("{scheme}://{}", address.rest),
+                None => address.rest,
+            };
+            if address.had_query {
+                shown.push_str("?…");
             }
+            shown
         }
-    };
-    let shown = clean(&shown);
-    if hidden {
-        shown + "?…"
-    } else {
-        shown
+    }
+}
+
+/// An address by the rule of [`shown_address`] (no query, no user
+/// information, no fragment), with nothing in their place: what a field
+/// a program reads carries, such as a span's `url.full`. Text that is no
+/// address is not shown, as there.
+///
+/// ```
+/// assert_eq!(
+///     genapi_text::address_alone("https://me:pa55@api.example.com/v1?X-Amz-Signature=s1g#top"),
+///     "https://api.example.com/v1"
+/// );
+/// assert_eq!(genapi_text::address_alone("http://127.0.0.1:8787/v1/get_result?id=7"), "http://127.0.0.1:8787/v1/get_result");
+/// assert_eq!(genapi_text::address_alone("sk-SECRET9x"), "(not an address; not shown)");
+/// ```
+pub fn address_alone(text: &str) -> String {
+    match Address::of(text) {
+        None => NOT_AN_ADDRESS.to_string(),
+        Some(Address {
+            scheme: Some(scheme),
+            rest,
+            ..
+        }) => format!("{scheme}://{rest}"),
+        Some(address) => address.rest,
+    }
+}
+
+/// What is said of text that is not shown because it is no address.
+const NOT_AN_ADDRESS: &str = "(not an address; not shown)";
+
+/// An address taken apart by the one rule: what may be shown of it, and
+/// whether something that may not was there.
+struct Address {
+    /// The scheme, when the text has one, cleaned.
+    scheme: Option<String>,
+    /// The host (with its port) and path, cleaned.
+    rest: String,
+    /// Whether user information was left out.
+    had_user: bool,
+    /// Whether a query or fragment was left out.
+    had_query: bool,
+}
+
+impl Address {
+    /// `None` when `text` is no address (see [`shown_address`]).
+    fn of(text: &str) -> Option<Address> {
+        let text = text.trim();
+        if !text.contains("://") && !looks_like_a_host(text.split('@').next_back().unwrap_or_default()) {
+            return None;
+        }
+        let (head, had_query) = match text.find(['?', '#']) {
+            Some(at) => (&text[..at], true),
+            None => (text, false),
+        };
+        let (scheme, rest, had_user) = match head.split_once("://") {
+            None => (None, head.split('@').next_back().unwrap_or_default(), false),
+            Some((scheme, rest)) => {
+                let end = rest.find('/').unwrap_or(rest.len());
+                match rest[..end].rfind('@') {
+                    Some(at) => (Some(scheme), &rest[at + 1..], true),
+                    None => (Some(scheme), rest, false),
+                }
+            }
+        };
+        Some(Address {
+            scheme: scheme.map(clean),
+            rest: clean(rest),
+            had_user,
+            had_query,
+        })
     }
 }
 
