@@ -33,7 +33,7 @@ use progenitor_client::{ClientHooks, ClientInfo, OperationInfo, ResponseValue};
 use reqwest::{StatusCode, Url};
 
 use crate::api::types::HttpValidationError;
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, Unaddressed};
 use crate::transport::{bodiless_copy, Answer, Purpose, Transport};
 
 /// The generated client, for one call.
@@ -150,11 +150,8 @@ impl Call {
             return Err(error);
         }
         use progenitor_client::Error as Generated;
-        let transport_error = |source| Error::Transport {
-            operation: operation.to_string(),
-            source,
-            task: None,
-        };
+        // The address a generated error names is left out of it.
+        let transport_error = |source| Error::transport(operation, Unaddressed::new(source, self.address.as_ref()));
         match sent {
             Ok(value) => Ok(Reply::Typed(value.into_inner())),
             Err(Generated::ErrorResponse(value)) => Ok(Reply::Invalid(value.into_inner())),

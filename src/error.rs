@@ -27,13 +27,59 @@ pub struct TaskRef {
 }
 
 impl fmt::Display for TaskRef {
+    /// The task by its id, and its polling URL as every address is shown
+    /// ([`genapi_text::shown_address`]: without its query, which may be
+    /// signed); the whole URL is the `polling_url` field.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         // A task resumed from a polling URL without an `id` parameter has
         // no id of its own: the URL alone names it.
+        let shown = genapi_text::shown_address(&self.polling_url);
         match self.id.as_str() {
-            "" => write!(f, "the task at polling URL {}", self.polling_url),
-            id => write!(f, "task {id} (polling URL {})", self.polling_url),
+            "" => write!(f, "the task at polling URL {shown}"),
+            id => write!(f, "task {id} (polling URL {shown})"),
         }
+    }
+}
+
+/// A network error as the client keeps it: reqwest's error without the
+/// address it names (reqwest's text is `… for url (ADDRESS)`, the signed
+/// query included), and that address's origin, to name instead.
+#[derive(Debug)]
+pub(crate) struct Unaddressed {
+    /// reqwest's error, its address taken out.
+    pub(crate) error: reqwest::Error,
+    /// [`shown_origin`] of the address, empty when none is known.
+    pub(crate) origin: String,
+}
+
+impl Unaddressed {
+    /// `error` without its address; its origin is the one of the address it
+    /// names, or else of `address` (the request's).
+    pub(crate) fn new(error: reqwest::Error, address: Option<&reqwest::Url>) -> Unaddressed {
+        let origin = error.url().or(address).map(shown_origin).unwrap_or_default();
+        Unaddressed {
+            error: error.without_url(),
+            origin,
+        }
+    }
+}
+
+impl fmt::Display for Unaddressed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.error.fmt(f)
+    }
+}
+
+/// `scheme://host[:port]` of `address`, by the one rule for addresses shown.
+pub(crate) fn shown_origin(address: &reqwest::Url) -> String {
+    genapi_text::shown_address(&address.origin().ascii_serialization())
+}
+
+/// ` at ORIGIN`, when it is known.
+fn at_origin(origin: &str) -> String {
+    match origin {
+        "" => String::new(),
+        origin => format!(" at {origin}"),
     }
 }
 
@@ -152,11 +198,20 @@ pub enum Error {
         task: Option<TaskRef>,
     },
     /// The request could not be sent, or the answer not read.
-    #[error("network error during {request}: {}{}", cause_chain(.source), match .task { None if .source.is_connect() => "; nothing was sent: check the base URL and your connection".to_string(), task => what_next(task) }, request = named(.operation))]
+    ///
+    /// Names the operation and the host it met (`network error during the
+    /// poll of a task at https://api.example.com: …`), never the address:
+    /// a result's or a polling address's query may be signed.
+    #[error("network error during {request}{}: {}{}", at_origin(.origin), cause_chain(.source), match .task { None if .source.is_connect() => "; nothing was sent: check the base URL and your connection".to_string(), task => what_next(task) }, request = named(.operation))]
     Transport {
         /// What was being done.
         operation: String,
-        /// The underlying error (never carries the key).
+        /// `scheme://host[:port]` of the address the request went to, as
+        /// every address is shown ([`genapi_text::shown_address`]): never
+        /// its path, query or user information. Empty when unknown.
+        origin: String,
+        /// The underlying error, without the address it would name
+        /// ([`reqwest::Error::without_url`]; never carries the key).
         #[source]
         source: reqwest::Error,
         /// The task, when this happened after it was accepted.
@@ -256,7 +311,9 @@ pub enum Error {
     Redirected {
         /// What was being done.
         operation: String,
-        /// The `Location` header.
+        /// The `Location` header, as every address is shown
+        /// ([`genapi_text::shown_address`]: without its query, fragment or
+        /// user information; a relative one is not shown).
         location: String,
         /// The task, when this happened after it was accepted.
         task: Option<TaskRef>,
@@ -288,7 +345,8 @@ pub enum Error {
     /// sent.
     #[error("{source_name}: {message}")]
     Input {
-        /// The path, URL or "bytes".
+        /// The path, the URL (as every address is shown, without its
+        /// query: [`genapi_text::shown_address`]) or "bytes".
         source_name: String,
         /// What to fix.
         message: String,
@@ -502,6 +560,17 @@ impl Error {
         }
     }
 
+    /// A network error of `operation`, naming the host it met rather than
+    /// the address (see [`Error::Transport`]).
+    pub(crate) fn transport(operation: &str, network: Unaddressed) -> Error {
+        Error::Transport {
+            operation: operation.to_string(),
+            origin: network.origin,
+            source: network.error,
+            task: None,
+        }
+    }
+
     /// A request refused before anything was sent, for a reason about the
     /// body as a whole, in the service's 422 shape (`loc: ["body"]`), so it
     /// is handled like any other invalid request.
@@ -582,17 +651,18 @@ mod tests {
             id: "t-1".into(),
             polling_url: "https://api.example.com/v1/get_result?id=t-1".into(),
         };
+        // The query is never shown: a polling address may be signed.
         assert_eq!(
             with_id.to_string(),
-            "task t-1 (polling URL https://api.example.com/v1/get_result?id=t-1)"
+            "task t-1 (polling URL https://api.example.com/v1/get_result?…)"
         );
         let without = TaskRef {
             id: String::new(),
-            polling_url: "https://api.example.com/v1/get_result?task=7".into(),
+            polling_url: "https://api.example.com/v1/get_result?task=7&token=s3cret".into(),
         };
         assert_eq!(
             without.to_string(),
-            "the task at polling URL https://api.example.com/v1/get_result?task=7"
+            "the task at polling URL https://api.example.com/v1/get_result?…"
         );
         let not_found = Error::TaskNotFound { task: without }.to_string();
         assert!(!not_found.contains("  "), "no gap where an id would be: {not_found}");

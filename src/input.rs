@@ -144,7 +144,8 @@ impl ImageInput {
         match self {
             ImageInput::Path(path) => path.display().to_string(),
             ImageInput::Bytes(_) => "bytes".to_string(),
-            ImageInput::Url(url) => url.clone(),
+            // A presigned address's query is a credential: shown without it.
+            ImageInput::Url(url) => genapi_text::shown_address(url),
         }
     }
 

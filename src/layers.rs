@@ -68,6 +68,7 @@ use reqwest::header::{HeaderValue, CONTENT_LENGTH};
 use tower::util::BoxCloneSyncService;
 use tower::{BoxError, Layer, Service, ServiceExt};
 
+use crate::error::Unaddressed;
 use crate::trust::TrustPolicy;
 
 /// A request as the layers see it.
@@ -154,7 +155,7 @@ impl Route {
             Route::Direct(wire) => wire.send(request).await.map_err(Failed::Http),
             Route::Layered { service, deadline } => match for_layers(request, once) {
                 Ok(request) => send(service, request, *deadline).await,
-                Err(error) => Err(Failed::Http(error)),
+                Err(error) => Err(Failed::Http(Unaddressed::new(error, None))),
             },
         }
     }
@@ -183,12 +184,17 @@ impl Wire {
 
     /// Sends `request` as it is, with the key when it has one and the
     /// address the request finally goes to is trusted: the one place the
-    /// key is added, with layers or without.
-    async fn send(&self, mut request: reqwest::Request) -> reqwest::Result<reqwest::Response> {
+    /// key is added, with layers or without. An error leaves without the
+    /// address (see [`crate::Error::Transport`]): no layer above, log or
+    /// message gets a signed query from it.
+    async fn send(&self, mut request: reqwest::Request) -> Result<reqwest::Response, Unaddressed> {
         if let Some(key) = self.key.as_ref().filter(|key| key.trust.trusts(request.url())) {
             request.headers_mut().insert(KEY_HEADER, key.header.clone());
         }
-        self.client.execute(request).await
+        self.client
+            .execute(request)
+            .await
+            .map_err(|error| Unaddressed::new(error, None))
     }
 }
 
@@ -218,7 +224,8 @@ impl Service<HttpRequest> for Wire {
             if once.is_some_and(|once| once.0.swap(true, Ordering::SeqCst)) {
                 return Err(Box::new(SentAlready) as BoxError);
             }
-            let request = reqwest::Request::try_from(request).map_err(FromTheWire::boxed)?;
+            let request = reqwest::Request::try_from(request)
+                .map_err(|error| FromTheWire::boxed(Unaddressed::new(error, None)))?;
             let response = wire.send(request).await.map_err(FromTheWire::boxed)?;
             Ok(http::Response::from(response))
         })
@@ -230,10 +237,10 @@ impl Service<HttpRequest> for Wire {
 /// client of its own, say one that could not reach its metrics collector,
 /// says nothing about the submission, which may have left).
 #[derive(Debug)]
-struct FromTheWire(reqwest::Error);
+struct FromTheWire(Unaddressed);
 
 impl FromTheWire {
-    fn boxed(error: reqwest::Error) -> BoxError {
+    fn boxed(error: Unaddressed) -> BoxError {
         Box::new(FromTheWire(error))
     }
 }
@@ -246,7 +253,7 @@ impl std::fmt::Display for FromTheWire {
 
 impl std::error::Error for FromTheWire {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        self.0.source()
+        self.0.error.source()
     }
 }
 
@@ -296,8 +303,9 @@ async fn send(service: &HttpService, request: HttpRequest, deadline: Duration) -
 /// Why an attempt through the layers got no answer.
 #[derive(Debug)]
 pub(crate) enum Failed {
-    /// reqwest's own error, classified as it always is.
-    Http(reqwest::Error),
+    /// reqwest's own error, classified as it always is (without the
+    /// address it named).
+    Http(Unaddressed),
     /// A layer's own error, or no answer within the deadline: the request
     /// may have left.
     Layer(BoxError),

@@ -54,7 +54,7 @@ pub(crate) fn error_from(transport: &Transport, operation: &str, answer: &Answer
                 .headers
                 .get(reqwest::header::LOCATION)
                 .and_then(|v| v.to_str().ok())
-                .map(|l| transport.scrub(l))
+                .map(|l| genapi_text::shown_address(&transport.scrub(l)))
                 .unwrap_or_default(),
             task: None,
         },

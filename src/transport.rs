@@ -62,7 +62,7 @@ use reqwest::{Method, Request, StatusCode, Url};
 use tower::BoxError;
 use tracing::Instrument;
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, Unaddressed};
 use crate::layers::{AddLayer, Failed, Keying, Route, Wire, LAYER_GRACE};
 use crate::received::Received;
 use crate::record::{Attempt, Body, Recorder, Sent};
@@ -561,7 +561,7 @@ impl Transport {
                 // Only idempotent exchanges are asked again after their
                 // answer broke off: `retries_error` refuses it for a
                 // submission, which may have been accepted.
-                Tried::Read(Err(Read::Body(error))) if purpose.retries_error(&error) => {
+                Tried::Read(Err(Read::Body(error))) if purpose.retries_error(&error.error) => {
                     tracing::debug!(%error, attempt, "the answer broke off; asking again");
                     sink.reset().await.map_err(|e| failed(Read::Sink(e)))?;
                     self.retry.backoff(attempt, fastrand::f64())
@@ -570,7 +570,9 @@ impl Transport {
                 Tried::Retried { after, .. } => after
                     .map(|d| d.min(self.retry.max_retry_after))
                     .unwrap_or_else(|| self.retry.backoff(attempt, fastrand::f64())),
-                Tried::Unsent(error) if purpose.retries_error(&error) => self.retry.backoff(attempt, fastrand::f64()),
+                Tried::Unsent(error) if purpose.retries_error(&error.error) => {
+                    self.retry.backoff(attempt, fastrand::f64())
+                }
                 Tried::Unsent(error) => return Err(failed(Read::Body(error))),
                 // A layer's own failure: the request may have left, so it
                 // is asked again only when idempotent.
@@ -680,7 +682,11 @@ impl Transport {
         let mut error_body = Vec::new();
         let mut cut = false;
         let mut read: u64 = 0;
-        while let Some(chunk) = response.chunk().await.map_err(Read::Body)? {
+        while let Some(chunk) = response
+            .chunk()
+            .await
+            .map_err(|error| Read::Body(Unaddressed::new(error, Some(response.url()))))?
+        {
             read = read.saturating_add(chunk.len() as u64);
             if read > limit {
                 if success {
@@ -807,7 +813,7 @@ enum Tried {
         after: Option<Duration>,
     },
     /// No answer: the request was not sent, or broke off before a status.
-    Unsent(reqwest::Error),
+    Unsent(Unaddressed),
     /// No answer, by a layer's own error or past the deadline: the request
     /// may have left.
     Layer(BoxError),
@@ -823,7 +829,9 @@ impl Tried {
         match self {
             Tried::Read(Ok(answer)) => status(answer.status),
             Tried::Retried { status: code, .. } | Tried::Read(Err(Read::Status(code))) => status(*code),
-            Tried::Read(Err(Read::Body(error))) | Tried::Unsent(error) if error.is_timeout() => Some("timeout".into()),
+            Tried::Read(Err(Read::Body(network))) | Tried::Unsent(network) if network.error.is_timeout() => {
+                Some("timeout".into())
+            }
             Tried::Read(Err(Read::Body(_))) | Tried::Unsent(_) => Some("network".into()),
             Tried::Read(Err(Read::Layer(_))) | Tried::Layer(_) => Some("layer".into()),
             Tried::Read(Err(Read::TooLarge)) => Some("too_large".into()),
@@ -847,7 +855,7 @@ impl Tried {
 /// Why an exchange failed.
 enum Read {
     /// The request could not be sent, or its answer broke off.
-    Body(reqwest::Error),
+    Body(Unaddressed),
     /// A layer failed, or held the request past the deadline.
     Layer(BoxError),
     /// A status left unread with no attempt left to retry it.
@@ -860,11 +868,7 @@ impl Read {
     fn into_error(self, operation: &str, limit: u64) -> Error {
         let operation = operation.to_string();
         match self {
-            Read::Body(source) => Error::Transport {
-                operation,
-                source,
-                task: None,
-            },
+            Read::Body(network) => Error::transport(&operation, network),
             Read::Layer(source) => Error::Layer {
                 operation,
                 source,

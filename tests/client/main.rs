@@ -28,6 +28,7 @@ mod replay;
 mod request_tracing;
 mod result_expiry;
 mod secret_hygiene;
+mod signed_addresses;
 mod spec_snapshots;
 mod string_setters;
 mod trust_and_secrets;
