@@ -266,6 +266,16 @@ mod tests {
             ),
             ("sent, no answer", Line::Unanswered { sent: sent(false) }),
             (
+                "a record that cannot be read",
+                Line::Unanswered {
+                    sent: Sent {
+                        digest: None,
+                        sent_at: None,
+                        ephemeral: false,
+                    },
+                },
+            ),
+            (
                 "sent to a service that ended, no answer",
                 Line::Unanswered { sent: sent(true) },
             ),
@@ -416,6 +426,15 @@ mod tests {
 | sent, no answer | cap reached | report unknown | report unknown | stop at cap | stop at cap |
 | sent, no answer | sending halted | report unknown | report unknown | stop | stop |
 | sent, no answer | stopping | report unknown | report unknown | stop | stop |
+| a record that cannot be read | as usual | report unknown | report unknown | send | send |
+| a record that cannot be read | job changed | refuse: changed | refuse: changed | refuse: changed | refuse: changed |
+| a record that cannot be read | job moved | report unknown | report unknown | refuse: moved | refuse: moved |
+| a record that cannot be read | job changed and moved | refuse: changed | refuse: changed | refuse: changed | refuse: changed |
+| a record that cannot be read | saved file gone | report unknown | report unknown | send | send |
+| a record that cannot be read | name taken | report unknown | report unknown | refuse: name taken | refuse: name taken |
+| a record that cannot be read | cap reached | report unknown | report unknown | stop at cap | stop at cap |
+| a record that cannot be read | sending halted | report unknown | report unknown | stop | stop |
+| a record that cannot be read | stopping | report unknown | report unknown | stop | stop |
 | sent to a service that ended, no answer | as usual | report gone | report gone | report gone | report gone |
 | sent to a service that ended, no answer | job changed | refuse: changed | refuse: changed | refuse: changed | refuse: changed |
 | sent to a service that ended, no answer | job moved | report gone | report gone | report gone | report gone |
@@ -591,6 +610,6 @@ mod tests {
                 }
             }
         }
-        assert_eq!(combinations, 13 * 128 * 4);
+        assert_eq!(combinations, 14 * 128 * 4);
     }
 }
