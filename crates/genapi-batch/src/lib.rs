@@ -37,6 +37,7 @@
 //! `JobLine::schema` gives a line's JSON Schema.
 
 mod adopt;
+mod answer;
 mod budget;
 mod cap;
 mod decide;

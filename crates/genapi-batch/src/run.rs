@@ -10,6 +10,7 @@ use tokio::time::Instant;
 
 use futures::{Stream, StreamExt};
 
+use super::answer::{answer_to_a_submission, Answer};
 use super::cap::{Hold, SettledCost};
 use super::decide::{decide, Action, Asked, Seen};
 use super::identity::{Claims, JobAt};
@@ -20,9 +21,9 @@ use super::notify::NotifyAt;
 use super::outcome::{JobOutcome, Requested};
 use super::prices::{PriceBook, Prices};
 use super::store::{Claim, Store, StoreError};
+use genapi::Error;
 use genapi::FailureClass;
 use genapi::Unsent;
-use genapi::{Checked, Error};
 use genapi::{Client, OperationSpec, Output, Task, WaitOptions};
 
 /// Submissions refused with "surely not accepted" (429, connection never
@@ -1391,23 +1392,16 @@ impl Context {
     /// refused for good when its answer says no task was created; unknown
     /// when no answer says what became of it.
     async fn not_accepted(&self, line: u64, stem: &str, error: Error, attempt: u32, sent_at: Option<u64>) -> Next {
+        let answer = answer_to_a_submission(&error);
         // No place could be taken under the shared limit: the request never
         // left and nothing was written, so the next run sends it.
-        if let Error::SharedLimit { .. } = error {
+        if answer == Answer::NoPlace {
             let mut outcome = self.failed(line, stem, None, &error, Standing::Unsent);
             outcome.error = Some(format!("{error} (running the batch again submits it)"));
             return Next::Outcome(Box::new(outcome));
         }
-        let nothing_sent = matches!(
-            error,
-            Error::Validation {
-                checked: Checked::Locally,
-                ..
-            } | Error::Input { .. }
-                | Error::InvalidArgument { .. }
-                | Error::Config(_)
-        );
-        if error.is_safe_to_resubmit() || nothing_sent {
+        let nothing_sent = answer == Answer::NeverLeft;
+        if answer == Answer::SafeToResend || nothing_sent {
             let refused = Event::Refused {
                 line,
                 error: error.to_string(),
@@ -1428,7 +1422,7 @@ impl Context {
                 _ => Duration::from_secs(u64::from(attempt)).min(LONGEST_UNHINTED_PAUSE),
             });
         }
-        if surely_refused(&error) {
+        if answer == Answer::SurelyRefused {
             self.record_ending(line, FailedStatus::Refused, &error).await;
             return Next::Outcome(Box::new(self.failed(line, stem, None, &error, Standing::Refused)));
         }
@@ -1710,18 +1704,6 @@ fn not_sent(line: u64, stem: &str) -> JobOutcome {
     let mut outcome = JobOutcome::new(line, stem, Standing::Unsent);
     outcome.error = Some("stopped before it was sent; running the batch again submits it".into());
     outcome
-}
-
-/// The service answered, and its answer means no task was created.
-fn surely_refused(error: &Error) -> bool {
-    matches!(
-        error,
-        Error::Validation {
-            checked: Checked::ByService,
-            ..
-        } | Error::InsufficientCredits { .. }
-            | Error::Forbidden { task: None, .. }
-    )
 }
 
 /// The cost the service settled `output`'s task at, when it can be one:
