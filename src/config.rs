@@ -294,7 +294,11 @@ impl ClientBuilder {
     /// be sent again, and above the wire, where the key is added (no layer
     /// sees it). A submission's body reaches them sealed: it cannot be
     /// cloned, so even a layer that retries everything sends a submission
-    /// once and never pays twice; polls and downloads it may retry. A
+    /// once and never pays twice; polls and downloads it may retry. Each
+    /// attempt of a submission also carries a send-once mark
+    /// ([`crate::SEND_ONCE_HEADER`]) that lets one copy of it leave, so a
+    /// layer that copies it (and sends the copies from tasks of their own)
+    /// cannot pay twice either ([`crate::SendOnceRefused`]). A
     /// layer's own error, or a layer holding a request past the request
     /// timeout, is an [`crate::Error::Layer`]. See `docs/library.md`.
     ///

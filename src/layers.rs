@@ -27,9 +27,32 @@
 //! through the request. A retry layer can only send it once; genapi, which
 //! keeps the bytes, sends a submission again itself only when the service
 //! surely did not accept it (see [`crate::RetryPolicy`]). Polls and
-//! downloads are idempotent GETs, free for a layer to retry. A layer that
-//! takes the body stream apart and builds a new body from what it read
-//! steps out of this guarantee on purpose: that is code written to resend.
+//! downloads are idempotent GETs, free for a layer to retry.
+//!
+//! A layer that reads the body and puts the bytes back (to sign or log
+//! it) makes it copyable again, so each attempt of a submission also
+//! carries a send-once mark, which the innermost service ([`Wire`]) checks
+//! and takes off before the request goes onto the wire: a request whose
+//! mark has gone to the wire already, or whose mark this client did not
+//! give to an attempt still in flight, is refused there, unsent, with a
+//! [`SendOnceRefused`]. The mark is a random token, one per attempt, known
+//! only to the client that made it and good once, until the attempt ends.
+//! It travels three ways, so whatever a layer does with the request one
+//! of them reaches the wire with it:
+//!
+//! - in the request's extensions, which a layer that passes the request
+//!   on (to another task too, as a buffer does) keeps;
+//! - in the [`SEND_ONCE_HEADER`] header, which any copy of a request keeps
+//!   (a copy is its method, address, headers and body), so a layer that
+//!   copies the request without its extensions and sends each copy from a
+//!   task of its own still sends it once;
+//! - in the task that is sending the attempt, for a copy of a POST made on
+//!   that task without either.
+//!
+//! The header is the mark a layer can see and copy, so it cannot be made
+//! up: a token the client did not give is refused, not sent, and one it
+//! gave is good for one request. A layer that signs headers leaves this
+//! one out (it is taken off beneath the layers).
 //!
 //! # Where the key goes
 //!
@@ -54,17 +77,18 @@
 //! exist for layers, and cost a few microseconds an attempt with cold
 //! caches. What they guard is kept by other means there: the sealed body
 //! still cannot be cloned, the key is added by the same [`Wire`] code, and
-//! nothing but the HTTP client can fail or hold the request.
+//! nothing but the HTTP client can fail or hold the request; no mark is
+//! given, since nothing could copy the request.
 
+use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
-use reqwest::header::{HeaderValue, CONTENT_LENGTH};
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue, CONTENT_LENGTH};
 use tower::util::BoxCloneSyncService;
 use tower::{BoxError, Layer, Service, ServiceExt};
 
@@ -122,9 +146,13 @@ where
 pub(crate) enum Route {
     /// No layer: the wire itself.
     Direct(Wire),
-    /// The program's layers around the wire, and how long an attempt waits
-    /// for their answer.
-    Layered { service: HttpService, deadline: Duration },
+    /// The program's layers around the wire, how long an attempt waits
+    /// for their answer, and the send-once marks the wire checks.
+    Layered {
+        service: HttpService,
+        deadline: Duration,
+        marks: Arc<Marks>,
+    },
 }
 
 impl Route {
@@ -134,11 +162,16 @@ impl Route {
         if layers.is_empty() {
             return Route::Direct(wire);
         }
+        let marks = wire.marks.clone();
         let service = layers
             .iter()
             .rev()
             .fold(BoxCloneSyncService::new(wire), |inner, layer| layer(inner));
-        Route::Layered { service, deadline }
+        Route::Layered {
+            service,
+            deadline,
+            marks,
+        }
     }
 
     /// Sends one attempt; `sealed` is a submission's body, sent sealed.
@@ -153,10 +186,20 @@ impl Route {
         }
         match self {
             Route::Direct(wire) => wire.send(request).await.map_err(Failed::Http),
-            Route::Layered { service, deadline } => match for_layers(request, once) {
-                Ok(request) => send(service, request, *deadline).await,
-                Err(error) => Err(Failed::Http(Unaddressed::new(error, None))),
-            },
+            Route::Layered {
+                service,
+                deadline,
+                marks,
+            } => {
+                // Good until this attempt ends, however it ends (dropped
+                // too): a copy that reaches the wire later is refused.
+                let open = once.then(|| marks.open());
+                let mark = open.as_ref().map(Open::mark);
+                match for_layers(request, mark) {
+                    Ok(request) => send(service, request, *deadline, mark).await,
+                    Err(error) => Err(Failed::Http(Unaddressed::new(error, None))),
+                }
+            }
         }
     }
 }
@@ -169,17 +212,50 @@ pub(crate) struct Keying {
 }
 
 /// The innermost service: a reqwest client, which adds the key (when it
-/// has one) to requests bound for a trusted address.
+/// has one) to requests bound for a trusted address, and lets each
+/// attempt of a sealed submission leave once.
 #[derive(Clone)]
 pub(crate) struct Wire {
     client: reqwest::Client,
     key: Option<Arc<Keying>>,
+    /// The send-once marks of this client's attempts in flight.
+    marks: Arc<Marks>,
 }
 
 impl Wire {
     /// The service of `client`; `key` is `None` for downloads.
     pub(crate) fn new(client: reqwest::Client, key: Option<Arc<Keying>>) -> Wire {
-        Wire { client, key }
+        Wire {
+            client,
+            key,
+            marks: Arc::default(),
+        }
+    }
+
+    /// Lets `request` through when it is no sealed submission's, or the
+    /// first to go to the wire with its attempt's mark, and takes the
+    /// mark's header off it either way (see the module's "Why a retry
+    /// layer cannot pay twice").
+    fn pass_once(&self, request: &mut HttpRequest) -> Result<(), SendOnceRefused> {
+        let extension = request.extensions().get::<SendOnce>().copied();
+        let mark = match (take_mark(request.headers_mut()), extension) {
+            (Some(Ok(headed)), Some(kept)) if headed != kept => return Err(SendOnceRefused::UnknownMark),
+            (Some(Err(Unreadable)), _) => return Err(SendOnceRefused::UnknownMark),
+            (Some(Ok(mark)), _) | (None, Some(mark)) => mark,
+            // A copy with neither, made on the task sending the attempt:
+            // that attempt's, when it is this client's.
+            (None, None) if request.method() == http::Method::POST => {
+                return match ATTEMPT.try_with(|mark| *mark) {
+                    Ok(mark) => match self.marks.take(mark) {
+                        Err(SendOnceRefused::SentAlready) => Err(SendOnceRefused::SentAlready),
+                        _ => Ok(()),
+                    },
+                    Err(_) => Ok(()),
+                };
+            }
+            (None, None) => return Ok(()),
+        };
+        self.marks.take(mark)
     }
 
     /// Sends `request` as it is, with the key when it has one and the
@@ -210,20 +286,15 @@ impl Service<HttpRequest> for Wire {
         Poll::Ready(Ok(()))
     }
 
-    fn call(&mut self, request: HttpRequest) -> Self::Future {
+    fn call(&mut self, mut request: HttpRequest) -> Self::Future {
         let wire = self.clone();
         Box::pin(async move {
             // A sealed submission leaves once, whatever a layer above did to
             // its body (one that read it and put the bytes back in a body of
-            // its own made it clonable again for a retry layer): the attempt
-            // is known by the mark its request carries, or, for a copy made
-            // without it, by the attempt this task is sending.
-            let once = request.extensions().get::<SendOnce>().cloned().or_else(|| {
-                (request.method() == http::Method::POST).then(|| ATTEMPT.try_with(SendOnce::clone).ok())?
-            });
-            if once.is_some_and(|once| once.0.swap(true, Ordering::SeqCst)) {
-                return Err(Box::new(SentAlready) as BoxError);
-            }
+            // its own made it clonable again for a retry layer) or to the
+            // request (copied, sent from another task).
+            wire.pass_once(&mut request)
+                .map_err(|refused| Box::new(refused) as BoxError)?;
             let request = reqwest::Request::try_from(request)
                 .map_err(|error| FromTheWire::boxed(Unaddressed::new(error, None)))?;
             let response = wire.send(request).await.map_err(FromTheWire::boxed)?;
@@ -257,37 +328,167 @@ impl std::error::Error for FromTheWire {
     }
 }
 
-/// Marks a sealed submission's attempt: set once it has gone to the wire.
-#[derive(Clone)]
-struct SendOnce(Arc<AtomicBool>);
+/// The header that carries a sealed submission's send-once mark through
+/// the layers (see [`crate::ClientBuilder::layer`]): a random token that
+/// the client gave the attempt, good for one request while the attempt is
+/// in flight. genapi's innermost service checks it and takes it off, so it
+/// never reaches the network; a request whose token is made up, another
+/// client's, or used already is refused there with a [`SendOnceRefused`].
+/// A layer that signs headers leaves it out.
+pub const SEND_ONCE_HEADER: &str = "x-genapi-send-once";
 
-tokio::task_local! {
-    /// The sealed submission the task is sending, for copies of its request
-    /// made without its mark (a layer that moves the request to another
-    /// task and copies it without its extensions escapes both: the
-    /// documentation says so).
-    static ATTEMPT: SendOnce;
+/// [`SEND_ONCE_HEADER`], as a header name.
+const SEND_ONCE: HeaderName = HeaderName::from_static(SEND_ONCE_HEADER);
+
+/// Why genapi's innermost service refused to send a sealed submission
+/// that came down through the layers: nothing was sent, so the task cannot
+/// be paid twice. A layer that sends a submission again meets it as the
+/// inner service's error (downcast its [`tower::BoxError`]); when it comes
+/// up to genapi, the call ends in an [`crate::Error::Layer`] whose source
+/// it is.
+#[derive(Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SendOnceRefused {
+    /// This attempt of the submission has gone to the wire already: a layer
+    /// sent it (or a copy of it) again.
+    #[error("a layer sent the submission again: this copy was not sent, so the task cannot be paid twice")]
+    SentAlready,
+    /// The request carried a send-once mark that this client gave to no
+    /// attempt still in flight: made up, copied from another client's
+    /// request, given more than once, or its attempt has ended.
+    #[error(
+        "the submission carried a send-once mark (header x-genapi-send-once) that this client gave to no attempt \
+         in flight (made up, another client's, repeated, or its attempt has ended): this request was not sent, so \
+         the task cannot be paid twice"
+    )]
+    UnknownMark,
 }
 
-/// A layer sent a sealed submission a second time.
-#[derive(Debug)]
-struct SentAlready;
+genapi_text::debug_as_report!(SendOnceRefused);
 
-impl std::fmt::Display for SentAlready {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("a layer tried to send the submission again; it was not sent, so the task cannot be paid twice")
+/// A sealed submission's attempt, by the token of its send-once mark.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+struct SendOnce(u128);
+
+impl SendOnce {
+    /// A token no one can guess: 128 random bits.
+    fn fresh() -> SendOnce {
+        use ring::rand::SecureRandom;
+        let mut bytes = [0u8; 16];
+        match ring::rand::SystemRandom::new().fill(&mut bytes) {
+            Ok(()) => SendOnce(u128::from_le_bytes(bytes)),
+            // Unguessable still matters less than good once: a token the
+            // client did not give, or gave and saw used, is refused anyway.
+            Err(_) => SendOnce(fastrand::u128(..)),
+        }
+    }
+
+    /// The mark as its header carries it: 32 lowercase hexadecimal digits.
+    fn header(self) -> HeaderValue {
+        let mut value = HeaderValue::from_str(&format!("{:032x}", self.0)).unwrap_or(HeaderValue::from_static("0"));
+        value.set_sensitive(true);
+        value
     }
 }
 
-impl std::error::Error for SentAlready {}
+/// A mark's header that names no token.
+struct Unreadable;
+
+/// Takes every [`SEND_ONCE_HEADER`] off `headers`: the token they carry,
+/// `None` when there was none, or [`Unreadable`] when there were several
+/// or one that is no token.
+fn take_mark(headers: &mut HeaderMap) -> Option<Result<SendOnce, Unreadable>> {
+    let read = {
+        let mut values = headers.get_all(SEND_ONCE).iter();
+        let first = values.next()?;
+        let token = first
+            .to_str()
+            .ok()
+            .filter(|text| text.len() == 32 && text.bytes().all(|b| b.is_ascii_hexdigit()))
+            .and_then(|text| u128::from_str_radix(text, 16).ok());
+        match (token, values.next()) {
+            (Some(token), None) => Ok(SendOnce(token)),
+            _ => Err(Unreadable),
+        }
+    };
+    headers.remove(SEND_ONCE);
+    Some(read)
+}
+
+/// The send-once marks one client gave its attempts still in flight, and
+/// whether each has gone to the wire.
+#[derive(Default)]
+pub(crate) struct Marks(Mutex<HashMap<SendOnce, bool>>);
+
+impl Marks {
+    /// The table, even after a panic elsewhere held it (a mark is one
+    /// boolean: no state half made).
+    fn table(&self) -> std::sync::MutexGuard<'_, HashMap<SendOnce, bool>> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// A fresh mark for an attempt, good until the [`Open`] is dropped.
+    fn open(self: &Arc<Self>) -> Open {
+        let mut table = self.table();
+        let mut mark = SendOnce::fresh();
+        while table.contains_key(&mark) {
+            mark = SendOnce::fresh();
+        }
+        table.insert(mark, false);
+        Open {
+            marks: self.clone(),
+            mark,
+        }
+    }
+
+    /// Lets `mark` go to the wire once.
+    fn take(&self, mark: SendOnce) -> Result<(), SendOnceRefused> {
+        match self.table().get_mut(&mark) {
+            Some(sent) if !*sent => {
+                *sent = true;
+                Ok(())
+            }
+            Some(_) => Err(SendOnceRefused::SentAlready),
+            None => Err(SendOnceRefused::UnknownMark),
+        }
+    }
+}
+
+/// An attempt's mark, in the table while its attempt is in flight.
+struct Open {
+    marks: Arc<Marks>,
+    mark: SendOnce,
+}
+
+impl Open {
+    fn mark(&self) -> SendOnce {
+        self.mark
+    }
+}
+
+impl Drop for Open {
+    fn drop(&mut self) {
+        self.marks.table().remove(&self.mark);
+    }
+}
+
+tokio::task_local! {
+    /// The sealed submission the task is sending, for copies of its request
+    /// made on this task without its mark's header or extension.
+    static ATTEMPT: SendOnce;
+}
 
 /// Sends one attempt through `service`, waiting at most `deadline` for its
-/// answer's head.
-async fn send(service: &HttpService, request: HttpRequest, deadline: Duration) -> Result<reqwest::Response, Failed> {
-    let once = request.extensions().get::<SendOnce>().cloned();
+/// answer's head; `mark` is a sealed submission's.
+async fn send(
+    service: &HttpService,
+    request: HttpRequest,
+    deadline: Duration,
+    mark: Option<SendOnce>,
+) -> Result<reqwest::Response, Failed> {
     let sending = service.clone().oneshot(request);
-    let sent = match once {
-        Some(once) => tokio::time::timeout(deadline, ATTEMPT.scope(once, sending)).await,
+    let sent = match mark {
+        Some(mark) => tokio::time::timeout(deadline, ATTEMPT.scope(mark, sending)).await,
         None => tokio::time::timeout(deadline, sending).await,
     };
     match sent {
@@ -336,14 +537,13 @@ fn seal(request: &mut reqwest::Request, bytes: Bytes) {
     *request.body_mut() = Some(reqwest::Body::wrap(SealedBody(Some(bytes))));
 }
 
-/// A request for the layers; a sealed submission's (`once`) carries the
-/// mark that lets it leave once.
-fn for_layers(request: reqwest::Request, once: bool) -> reqwest::Result<HttpRequest> {
+/// A request for the layers; a sealed submission's carries its attempt's
+/// `mark`, in its extensions and its headers, which lets it leave once.
+fn for_layers(request: reqwest::Request, mark: Option<SendOnce>) -> reqwest::Result<HttpRequest> {
     let mut request = HttpRequest::try_from(request)?;
-    if once {
-        request
-            .extensions_mut()
-            .insert(SendOnce(Arc::new(AtomicBool::new(false))));
+    if let Some(mark) = mark {
+        request.headers_mut().insert(SEND_ONCE, mark.header());
+        request.extensions_mut().insert(mark);
     }
     Ok(request)
 }
@@ -385,10 +585,92 @@ mod tests {
             request.try_clone().is_none(),
             "sent straight to the wire, it cannot be copied either"
         );
-        let sealed = for_layers(request, true).unwrap();
-        assert!(sealed.extensions().get::<SendOnce>().is_some(), "marked to leave once");
+        let mark = SendOnce::fresh();
+        let sealed = for_layers(request, Some(mark)).unwrap();
+        assert!(
+            sealed.extensions().get::<SendOnce>() == Some(&mark),
+            "marked to leave once"
+        );
+        assert_eq!(
+            sealed.headers()[SEND_ONCE_HEADER].to_str().unwrap(),
+            format!("{:032x}", mark.0),
+            "and the mark travels in a header too"
+        );
         assert!(sealed.body().as_bytes().is_none(), "the bytes are out of reach");
         let back = reqwest::Request::try_from(sealed).unwrap();
         assert!(back.try_clone().is_none(), "no layer can copy it to send again");
+    }
+
+    /// A request as a layer would copy it: method, address and headers,
+    /// without the extensions.
+    fn copied(request: &HttpRequest) -> HttpRequest {
+        let mut copy = http::Request::post(request.uri().clone())
+            .body(reqwest::Body::from("{}"))
+            .unwrap();
+        *copy.headers_mut() = request.headers().clone();
+        copy
+    }
+
+    fn marked(marks: &Arc<Marks>) -> (Open, HttpRequest) {
+        let open = marks.open();
+        let request = reqwest::Request::new(reqwest::Method::POST, "https://api.example.com/v1/x".parse().unwrap());
+        let request = for_layers(request, Some(open.mark())).unwrap();
+        (open, request)
+    }
+
+    #[test]
+    fn a_mark_lets_one_copy_through_and_is_taken_off_it() {
+        let wire = Wire::new(reqwest::Client::new(), None);
+        let (_open, request) = marked(&wire.marks);
+        let (mut first, mut second) = (copied(&request), copied(&request));
+        assert_eq!(wire.pass_once(&mut first), Ok(()));
+        assert!(!first.headers().contains_key(SEND_ONCE_HEADER), "never sent on");
+        assert_eq!(wire.pass_once(&mut second), Err(SendOnceRefused::SentAlready));
+        let mut original = request;
+        assert_eq!(
+            wire.pass_once(&mut original),
+            Err(SendOnceRefused::SentAlready),
+            "the original, with its extension, is the same attempt"
+        );
+    }
+
+    #[test]
+    fn a_mark_not_given_or_no_longer_in_flight_is_refused() {
+        let wire = Wire::new(reqwest::Client::new(), None);
+        let other = Wire::new(reqwest::Client::new(), None);
+        let (open, request) = marked(&wire.marks);
+        let mut made_up = copied(&request);
+        made_up
+            .headers_mut()
+            .insert(SEND_ONCE, SendOnce(open.mark().0 ^ 1).header());
+        assert_eq!(wire.pass_once(&mut made_up), Err(SendOnceRefused::UnknownMark));
+        let mut twice = copied(&request);
+        twice.headers_mut().append(SEND_ONCE, open.mark().header());
+        assert_eq!(wire.pass_once(&mut twice), Err(SendOnceRefused::UnknownMark));
+        let mut garbled = copied(&request);
+        garbled
+            .headers_mut()
+            .insert(SEND_ONCE, HeaderValue::from_static("let me through"));
+        assert_eq!(wire.pass_once(&mut garbled), Err(SendOnceRefused::UnknownMark));
+        let mut elsewhere = copied(&request);
+        assert_eq!(
+            other.pass_once(&mut elsewhere),
+            Err(SendOnceRefused::UnknownMark),
+            "another client's"
+        );
+        // Those refusals sent nothing: the mark is still good, once.
+        let mut good = copied(&request);
+        assert_eq!(wire.pass_once(&mut good), Ok(()));
+        drop(open);
+        let mut late = copied(&request);
+        assert_eq!(
+            wire.pass_once(&mut late),
+            Err(SendOnceRefused::UnknownMark),
+            "its attempt has ended"
+        );
+        let mut poll = http::Request::get("https://api.example.com/v1/get_result?id=1")
+            .body(reqwest::Body::from(""))
+            .unwrap();
+        assert_eq!(wire.pass_once(&mut poll), Ok(()), "an unmarked request goes as it is");
     }
 }

@@ -161,7 +161,7 @@ pub use error::{Checked, Error, Moderation, Result, TaskRef};
 pub use failure::FailureClass;
 pub use field::{FieldValue, Unparsed};
 pub use input::{ImageFormat, ImageInput};
-pub use layers::{HttpRequest, HttpResponse, HttpService};
+pub use layers::{HttpRequest, HttpResponse, HttpService, SendOnceRefused, SEND_ONCE_HEADER};
 pub use limit::SeatPool;
 pub use output::Output;
 pub use record::RecordOptions;

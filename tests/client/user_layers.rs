@@ -235,15 +235,8 @@ fn rebuilding() -> impl genapi::tower::Layer<genapi::HttpService, Service = gena
         genapi::HttpService::new(genapi::tower::service_fn(move |request: HttpRequest| {
             let inner = inner.clone();
             async move {
-                let (parts, mut body) = request.into_parts();
-                let mut bytes = Vec::new();
-                while let Some(frame) =
-                    std::future::poll_fn(|cx| http_body::Body::poll_frame(std::pin::Pin::new(&mut body), cx)).await
-                {
-                    if let Ok(data) = frame?.into_data() {
-                        bytes.extend_from_slice(&data);
-                    }
-                }
+                let (parts, body) = request.into_parts();
+                let bytes = read_body(body).await?;
                 let rebuilt = genapi::http::Request::from_parts(parts, genapi::reqwest::Body::from(bytes));
                 genapi::tower::ServiceExt::oneshot(inner, rebuilt).await
             }
@@ -353,4 +346,132 @@ async fn a_layer_that_points_requests_elsewhere_sends_them_without_the_key() {
     assert!(!sent.is_empty(), "the layer pointed the submission elsewhere");
     assert!(sent.iter().all(|request| request.header("x-key").is_none()), "{sent:?}");
     assert!(trusted.requests().is_empty(), "nothing went to the trusted host");
+}
+
+/// The body's bytes, read out of a request's body stream.
+async fn read_body(mut body: genapi::reqwest::Body) -> Result<Vec<u8>, BoxError> {
+    let mut bytes = Vec::new();
+    while let Some(frame) =
+        std::future::poll_fn(|cx| http_body::Body::poll_frame(std::pin::Pin::new(&mut body), cx)).await
+    {
+        if let Ok(data) = frame?.into_data() {
+            bytes.extend_from_slice(&data);
+        }
+    }
+    Ok(bytes)
+}
+
+/// A retry layer of the worst kind: it reads the submission's body, makes
+/// `copies` copies of the request (method, address, version, headers and
+/// the bytes, as any copy of a request is; its extensions left behind),
+/// and sends each from a task of its own, detached from genapi's. It
+/// answers with the first answer that came, and keeps what the inner
+/// service said to each of the others.
+fn detaching_copier(
+    copies: usize,
+    refusals: Arc<std::sync::Mutex<Vec<BoxError>>>,
+) -> impl genapi::tower::Layer<genapi::HttpService, Service = genapi::HttpService> + Clone {
+    genapi::tower::layer::layer_fn(move |inner: genapi::HttpService| {
+        let refusals = refusals.clone();
+        genapi::HttpService::new(genapi::tower::service_fn(move |request: HttpRequest| {
+            let (inner, refusals) = (inner.clone(), refusals.clone());
+            async move {
+                let (parts, body) = request.into_parts();
+                let bytes = read_body(body).await?;
+                let sending: Vec<_> = (0..copies)
+                    .map(|_| {
+                        let mut copy = genapi::http::Request::builder()
+                            .method(parts.method.clone())
+                            .uri(parts.uri.clone())
+                            .version(parts.version)
+                            .body(genapi::reqwest::Body::from(bytes.clone()))
+                            .unwrap();
+                        *copy.headers_mut() = parts.headers.clone();
+                        tokio::spawn(genapi::tower::ServiceExt::oneshot(inner.clone(), copy))
+                    })
+                    .collect();
+                let mut first = None;
+                for copy in sending {
+                    match copy.await? {
+                        Ok(answer) if first.is_none() => first = Some(answer),
+                        Ok(_) => {}
+                        Err(error) => refusals.lock().unwrap().push(error),
+                    }
+                }
+                first.ok_or_else(|| BoxError::from("no copy was answered"))
+            }
+        }))
+    })
+}
+
+/// A layer that copies a submission without its extensions and sends the
+/// copies from tasks of their own still sends it once: the mark travels in
+/// a header, which every copy keeps and the wire takes off.
+#[tokio::test(start_paused = true)]
+async fn a_layer_that_sends_copies_from_tasks_of_their_own_sends_a_submission_once() {
+    let mock = MockService::start().await.unwrap();
+    let refusals = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let client = mock
+        .client_builder()
+        .request_timeout(REQUEST_TIMEOUT)
+        .layer(detaching_copier(3, refusals.clone()))
+        .build()
+        .unwrap();
+    let task = client
+        .submit(types::Gen2ProRequest::builder().prompt("copied thrice"))
+        .await
+        .unwrap();
+
+    assert_eq!(mock.count("POST", SUBMISSION), 1, "submissions the service saw");
+    assert_eq!(mock.created_tasks().len(), 1, "tasks created (and paid for)");
+    assert_eq!(mock.created_tasks()[0].id, task.id());
+    let refusals = refusals.lock().unwrap();
+    assert_eq!(refusals.len(), 2, "the two other copies were refused");
+    for refusal in refusals.iter() {
+        assert_eq!(
+            refusal.downcast_ref::<genapi::SendOnceRefused>(),
+            Some(&genapi::SendOnceRefused::SentAlready),
+            "{refusal}"
+        );
+    }
+    let marked: Vec<_> = mock
+        .requests()
+        .into_iter()
+        .filter(|request| request.header(genapi::SEND_ONCE_HEADER).is_some())
+        .collect();
+    assert!(marked.is_empty(), "the mark never reaches the service: {marked:?}");
+}
+
+/// The mark a layer sees cannot be made up to let a copy through: a token
+/// the client did not give is refused before anything leaves.
+#[tokio::test(start_paused = true)]
+async fn a_made_up_send_once_mark_is_refused_before_anything_leaves() {
+    let mock = MockService::start().await.unwrap();
+    let client = mock
+        .client_builder()
+        .request_timeout(REQUEST_TIMEOUT)
+        .layer(MapRequestLayer::new(|mut request: HttpRequest| {
+            request.headers_mut().insert(
+                genapi::SEND_ONCE_HEADER,
+                genapi::http::HeaderValue::from_static("0123456789abcdef0123456789abcdef"),
+            );
+            request
+        }))
+        .build()
+        .unwrap();
+    let error = client
+        .submit(types::Gen2ProRequest::builder().prompt("forged"))
+        .await
+        .unwrap_err();
+    let genapi::Error::Layer { source, .. } = &error else {
+        panic!("{error}")
+    };
+    assert_eq!(
+        source.downcast_ref::<genapi::SendOnceRefused>(),
+        Some(&genapi::SendOnceRefused::UnknownMark),
+        "{error}"
+    );
+    assert!(error.to_string().contains("this request was not sent"), "{error}");
+    assert_eq!(mock.count("POST", SUBMISSION), 0, "nothing left");
+    assert!(mock.created_tasks().is_empty());
 }
