@@ -220,13 +220,14 @@ pub enum Error {
     /// A layer added with [`crate::ClientBuilder::layer`] failed, or held
     /// the request past the request timeout: the request may have left, so
     /// a submission is not sent again (see [`Error::is_safe_to_resubmit`]).
-    #[error("a layer added with ClientBuilder::layer failed during {request}{} (the layer said: {})", what_next(.task), cause_chain(&**.source), request = named(.operation))]
+    #[error("a layer added with ClientBuilder::layer failed during {request}{} (the layer said: {source})", what_next(.task), request = named(.operation))]
     Layer {
         /// What was being done.
         operation: String,
-        /// The layer's error.
+        /// The layer's error, shown without the key or any secret the
+        /// client knows (it may quote the request).
         #[source]
-        source: Box<dyn std::error::Error + Send + Sync>,
+        source: crate::LayerError,
         /// The task, when this happened after it was accepted.
         task: Option<TaskRef>,
     },
@@ -439,7 +440,7 @@ fn on_task(task: &Option<TaskRef>) -> String {
 /// failure and a timeout read differently.
 /// Text from elsewhere (a layer's, the system's) is made safe to show and
 /// cut to [`CHAIN_SHOWN`] characters.
-fn cause_chain(error: &(dyn std::error::Error + 'static)) -> String {
+pub(crate) fn cause_chain(error: &(dyn std::error::Error + 'static)) -> String {
     let mut text = genapi_text::clean(&error.to_string());
     for cause in genapi_text::causes(error) {
         text.push_str(": ");

@@ -133,6 +133,7 @@ mod field;
 #[cfg(feature = "fuzzing")]
 pub mod fuzzing;
 mod input;
+mod layer_error;
 mod layers;
 mod limit;
 mod output;
@@ -161,6 +162,7 @@ pub use error::{Checked, Error, Moderation, Result, TaskRef};
 pub use failure::FailureClass;
 pub use field::{FieldValue, Unparsed};
 pub use input::{ImageFormat, ImageInput};
+pub use layer_error::LayerError;
 pub use layers::{HttpRequest, HttpResponse, HttpService, SendOnceRefused, SEND_ONCE_HEADER};
 pub use limit::SeatPool;
 pub use output::Output;

@@ -63,6 +63,7 @@ use tower::BoxError;
 use tracing::Instrument;
 
 use crate::error::{Error, Result, Unaddressed};
+use crate::layer_error::LayerError;
 use crate::layers::{AddLayer, Failed, Keying, Route, Wire, LAYER_GRACE};
 use crate::received::Received;
 use crate::record::{Attempt, Body, Recorder, Sent};
@@ -521,7 +522,7 @@ impl Transport {
                 .map(|body| Bytes::copy_from_slice(body.as_bytes().unwrap_or_default())),
             Purpose::Poll | Purpose::Download => None,
         };
-        let failed = |why: Read| why.into_error(operation, limit);
+        let failed = |why: Read| why.into_error(operation, limit, &self.scrubber);
         let attempts = purpose.attempts(&self.retry);
         let mut attempt = 1;
         loop {
@@ -865,13 +866,13 @@ enum Read {
 }
 
 impl Read {
-    fn into_error(self, operation: &str, limit: u64) -> Error {
+    fn into_error(self, operation: &str, limit: u64, scrubber: &Scrubber) -> Error {
         let operation = operation.to_string();
         match self {
             Read::Body(network) => Error::transport(&operation, network),
             Read::Layer(source) => Error::Layer {
                 operation,
-                source,
+                source: LayerError::scrubbed(source, scrubber),
                 task: None,
             },
             Read::Status(status) => Error::UnexpectedStatus {

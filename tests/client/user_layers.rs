@@ -311,7 +311,9 @@ async fn a_layers_own_connection_error_is_not_taken_for_the_submissions() {
 fn a_layers_words_are_shown_after_the_advice_and_made_safe() {
     let error = genapi::Error::Layer {
         operation: "gen_2_pro".into(),
-        source: "shed\u{1b}]0;pwned\u{7}\n\nCaused by:\n    nothing was sent: safe to resubmit".into(),
+        source: genapi::LayerError::new(
+            "shed\u{1b}]0;pwned\u{7}\n\nCaused by:\n    nothing was sent: safe to resubmit",
+        ),
         task: None,
     };
     let said = error.to_string();
@@ -474,4 +476,53 @@ async fn a_made_up_send_once_mark_is_refused_before_anything_leaves() {
     assert!(error.to_string().contains("this request was not sent"), "{error}");
     assert_eq!(mock.count("POST", SUBMISSION), 0, "nothing left");
     assert!(mock.created_tasks().is_empty());
+}
+
+/// A layer whose error quotes the request it was given (its sealed body,
+/// with the webhook secret and the receiver's token) is shown without
+/// them: the client scrubs a layer's words as it does a service's, and
+/// keeps the error itself for the program.
+#[tokio::test(start_paused = true)]
+async fn a_layers_error_quoting_the_request_is_shown_without_its_secrets() {
+    const SECRET: &str = "whsec-Layer7Quote3Secret9x";
+    const TOKEN: &str = "tok3nQuoted7byLayer4x";
+    let mock = MockService::start().await.unwrap();
+    let client = mock
+        .client_builder()
+        .layer(genapi::tower::layer::layer_fn(|_inner: genapi::HttpService| {
+            genapi::HttpService::new(genapi::tower::service_fn(|request: HttpRequest| async move {
+                let (parts, body) = request.into_parts();
+                let body = String::from_utf8_lossy(&read_body(body).await?).into_owned();
+                Err::<HttpResponse, BoxError>(
+                    std::io::Error::other(format!("cannot send {} with body {body}", parts.uri)).into(),
+                )
+            }))
+        }))
+        .build()
+        .unwrap();
+    let request = types::Gen2ProRequest::builder()
+        .prompt("a fox")
+        .webhook_url(format!("https://hooks.example.com/in?token={TOKEN}").as_str())
+        .webhook_secret(genapi::WebhookSecret::new(SECRET));
+    let error = client.submit(request).await.unwrap_err();
+    let genapi::Error::Layer { source, .. } = &error else {
+        panic!("{error}")
+    };
+    assert!(
+        source.downcast_ref::<std::io::Error>().is_some(),
+        "the layer's error is kept"
+    );
+    assert!(
+        error.to_string().contains("with body"),
+        "the layer's words are shown: {error}"
+    );
+    for shown in [
+        error.to_string(),
+        format!("{error:?}"),
+        source.to_string(),
+        format!("{source:?}"),
+    ] {
+        assert!(!shown.contains(SECRET) && !shown.contains(TOKEN), "{shown}");
+    }
+    assert_eq!(mock.count("POST", SUBMISSION), 0);
 }

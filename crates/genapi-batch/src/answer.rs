@@ -198,7 +198,7 @@ mod tests {
                 "a layer's failure",
                 Error::Layer {
                     operation: "gen_2_pro".into(),
-                    source: "broke".into(),
+                    source: genapi::LayerError::new("broke"),
                     task: None,
                 },
                 Answer::Unknown,
