@@ -54,41 +54,46 @@ pub enum JobAt {
     Other,
     /// Not known yet: the run has not read that far into the job file.
     Unread,
+    /// Not known ever: the claim's record cannot be read (a damaged line
+    /// of a journal), so any job may be the one it paid for.
+    Unreadable,
 }
 
 /// The claims of earlier runs (records that may hold a task), by the
 /// digest of the job each recorded.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default)]
 pub struct Claims {
     by_job: HashMap<String, Vec<u64>>,
+    /// Lines whose records may hold a task but name no job (damaged).
+    unreadable: Vec<u64>,
+    /// Every line holding a claim.
+    lines: std::collections::HashSet<u64>,
 }
 
 impl Claims {
     /// The claims among a store's lines: each line whose record may hold a
-    /// task and names the job it sent (a damaged record names none, and is
-    /// never sent on its own anyway).
+    /// task, by the job it sent; a record that may hold a task and names
+    /// no job (a damaged line) is a claim of any job.
     pub fn of<'a>(lines: impl IntoIterator<Item = (u64, &'a Line)>) -> Claims {
-        let mut by_job: HashMap<String, Vec<u64>> = HashMap::new();
-        for (number, line) in lines {
-            let digest = line.sent().and_then(|sent| sent.digest.as_ref());
-            if let (Some(digest), true) = (digest, line.may_hold_a_task()) {
-                by_job.entry(digest.clone()).or_default().push(number);
+        let mut claims = Claims::default();
+        for (number, line) in lines.into_iter().filter(|(_, line)| line.may_hold_a_task()) {
+            claims.lines.insert(number);
+            match line.sent().and_then(|sent| sent.digest.as_ref()) {
+                Some(digest) => claims.by_job.entry(digest.clone()).or_default().push(number),
+                None => claims.unreadable.push(number),
             }
         }
-        for numbers in by_job.values_mut() {
+        for numbers in claims.by_job.values_mut() {
             numbers.sort_unstable();
         }
-        Claims { by_job }
+        claims.unreadable.sort_unstable();
+        claims
     }
 
-    /// Claims given as the lines that hold each job ([`crate::WriteStore::known_digests`]).
-    pub fn from_numbers(by_job: HashMap<String, Vec<u64>>) -> Claims {
-        Claims { by_job }
-    }
-
-    /// The lines holding a claim of each job.
-    pub fn into_numbers(self) -> HashMap<String, Vec<u64>> {
-        self.by_job
+    /// Whether `line` holds a claim (the run keeps the job the file holds
+    /// there, to compare).
+    pub fn holds(&self, line: u64) -> bool {
+        self.lines.contains(&line)
     }
 
     /// A claim of the job `digest`, held by another number than `line`,
@@ -96,16 +101,25 @@ impl Claims {
     /// now. A claim left behind ([`JobAt::Other`]) is preferred to one not
     /// read yet ([`JobAt::Unread`]), so a line waits for the file only when
     /// nothing already refuses it.
+    /// A claim whose record cannot be read, at another line, is left
+    /// behind by any job ([`JobAt::Unreadable`]).
     pub fn left_behind(&self, line: u64, digest: &str, now: impl Fn(u64) -> JobAt) -> Option<(u64, JobAt)> {
         let mut unread = None;
-        for &number in self.by_job.get(digest)?.iter().filter(|number| **number != line) {
+        for &number in self
+            .by_job
+            .get(digest)
+            .into_iter()
+            .flatten()
+            .filter(|number| **number != line)
+        {
             match now(number) {
                 JobAt::Same => {}
-                JobAt::Other => return Some((number, JobAt::Other)),
                 JobAt::Unread => unread = unread.or(Some((number, JobAt::Unread))),
+                other => return Some((number, other)),
             }
         }
-        unread
+        let unreadable = self.unreadable.iter().find(|number| **number != line);
+        unreadable.map(|number| (*number, JobAt::Unreadable)).or(unread)
     }
 }
 
@@ -158,9 +172,17 @@ mod tests {
             (7, Line::default()),
         ];
         let claims = Claims::of(lines.iter().map(|(number, line)| (*number, line)));
-        let mut jobs: Vec<_> = claims.into_numbers().into_keys().collect();
+        let mut jobs: Vec<_> = claims.by_job.keys().cloned().collect();
         jobs.sort();
         assert_eq!(jobs, ["failed", "saved", "sent"]);
+        // The damaged line may hold a task of any job.
+        assert_eq!(claims.unreadable, [6]);
+        assert!(claims.holds(6) && claims.holds(1) && !claims.holds(2) && !claims.holds(7));
+        assert_eq!(
+            claims.left_behind(9, "b", |_| JobAt::Same),
+            Some((6, JobAt::Unreadable))
+        );
+        assert_eq!(claims.left_behind(6, "b", |_| JobAt::Same), None, "not its own");
     }
 
     #[test]

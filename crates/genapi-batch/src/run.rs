@@ -509,7 +509,7 @@ impl Batch {
 
     /// What the run's steps share.
     fn into_context(self) -> Context {
-        let claims = Claims::from_numbers(self.store.known_digests());
+        let claims = self.store.known_digests();
         let jobs_at_once = self
             .jobs_at_once
             .unwrap_or_else(|| self.client.max_active_tasks().unwrap_or(24).saturating_mul(2));
@@ -529,6 +529,7 @@ impl Batch {
             claims,
             current: Mutex::new(HashMap::new()),
             file_read: AtomicBool::new(false),
+            waiting_histories: Mutex::new(HashMap::new()),
             deferred: Mutex::new(Vec::new()),
             halted: Mutex::new(None),
             sending: Stopper::default(),
@@ -594,9 +595,9 @@ impl Admission {
             return Entry::Answered(refused_before_sending(&job, &stem, error, earlier));
         }
         // Taken in order: every earlier line's job is known here (kept only
-        // for lines the journal knows, so memory follows the journal, not
-        // the job file).
-        if self.context.store.earlier(job.line).is_some() {
+        // for lines holding a claim, so memory follows the store, not the
+        // job file).
+        if self.context.claims.holds(job.line) {
             if let Ok(mut current) = self.context.current.lock() {
                 current.insert(job.line, job.digest());
             }
@@ -688,6 +689,8 @@ struct Context {
     current: Mutex<HashMap<u64, String>>,
     /// Every job of the job file was taken.
     file_read: AtomicBool,
+    /// The histories of lines waiting for the file to be read.
+    waiting_histories: Mutex<HashMap<u64, Line>>,
     /// Jobs whose line another worker holds, to try again.
     deferred: Mutex<Vec<Job>>,
     /// Why the batch stopped sending on its own, when it did (see
@@ -731,11 +734,11 @@ fn claimed_and_worked(
 
 /// What [`Context::decide`] made of a job.
 enum Decided {
-    /// Its outcome (boxed, so the value is no larger than a job).
+    /// Its outcome.
     Now(Box<JobOutcome>),
     /// Decided again once the job file is read (a record of its job sits at
     /// a line not read yet).
-    Later(Job),
+    Later(Box<(Job, Line)>),
 }
 
 /// A job on its way through the first pass.
@@ -797,7 +800,15 @@ impl Context {
         let line = job.line;
         let requested = Requested::of(&job);
         self.counters.found_held(line, matches!(claim, Ok(Claim::Held)));
+        let kept = self
+            .waiting_histories
+            .lock()
+            .ok()
+            .and_then(|mut kept| kept.remove(&line));
         let (state, mine) = match claim {
+            // What the store forgot of a line it handed out before is what
+            // this run kept of it; a store that reads it again knows more.
+            Ok(Claim::Mine(state)) if state == Line::default() => (kept.unwrap_or(state), true),
             Ok(Claim::Mine(state)) => (state, true),
             Ok(Claim::Done(state)) => (state, false),
             Ok(Claim::Held) => {
@@ -822,7 +833,13 @@ impl Context {
         let (kind, path) = (super::budget::kind(&job), job.path.clone());
         let mut outcome = match self.decide(job, &stem, state, &kind).await {
             Decided::Now(outcome) => *outcome,
-            Decided::Later(job) => {
+            Decided::Later(waiting) => {
+                let (job, history) = *waiting;
+                // A journal hands a line's history out once: it is kept
+                // here for the line's next claim.
+                if let Ok(mut kept) = self.waiting_histories.lock() {
+                    kept.insert(line, history);
+                }
                 self.release_if(mine, line).await;
                 if let Ok(mut deferred) = self.deferred.lock() {
                     deferred.push(job);
@@ -957,7 +974,7 @@ impl Context {
         }
         if let (Action::RefuseMoved, Some((_, JobAt::Unread))) = (action, left_behind) {
             // Whether the claim is this job's is known once the file is read.
-            return Decided::Later(job);
+            return Decided::Later(Box::new((job, line)));
         }
         Decided::Now(Box::new(match action {
             Action::Report => self.reported(job.line, stem, &line),
@@ -1763,8 +1780,9 @@ fn refused_changed(number: u64, stem: &str, line: &Line) -> JobOutcome {
         .map(|task| format!(" (its task then: {})", task.id))
         .unwrap_or_default();
     // It stands as the store says (`--status` says the same): where the
-    // earlier job stands; nothing of this one is sent.
-    failed_outcome(
+    // earlier job stands, and what it was charged; nothing of this one is
+    // sent.
+    let mut outcome = failed_outcome(
         number,
         stem,
         line.standing(),
@@ -1773,13 +1791,33 @@ fn refused_changed(number: u64, stem: &str, line: &Line) -> JobOutcome {
             "line {number} changed since the journal recorded its submission{earlier}; restore it, or run the \
              changed job file with another output directory"
         ),
-    )
+    );
+    let task_cost = line.task().and_then(|task| task.cost);
+    outcome.cost = match line.ending() {
+        Some(Ending::Saved { cost, .. }) => cost.or(task_cost),
+        Some(Ending::Failed { status, .. }) => charged(status, task_cost),
+        None => task_cost,
+    };
+    outcome
 }
 
 /// A job whose record another line holds ([`Claims`]) is not sent here:
 /// that record may be its paid task.
 fn refused_moved(number: u64, stem: &str, line: &Line, left_behind: Option<(u64, JobAt)>) -> JobOutcome {
     let earlier = left_behind.map(|(earlier, _)| earlier).unwrap_or_default();
+    if let Some((_, JobAt::Unreadable)) = left_behind {
+        return failed_outcome(
+            number,
+            stem,
+            line.standing(),
+            FailureClass::Validation,
+            format!(
+                "line {earlier}'s record in the journal cannot be read, so the job its task was paid for is not \
+                 known and could be line {number}'s: line {number} was not sent (that could pay for it twice); \
+                 restore the journal's damaged line, or run the job file with another output directory"
+            ),
+        );
+    }
     failed_outcome(
         number,
         stem,

@@ -171,13 +171,13 @@ pub trait WriteStore: ReadStore {
     /// claim (a journal read at start); `None` otherwise.
     fn earlier(&self, line: u64) -> Option<Line>;
 
-    /// The lines whose records may hold a task, by the digest of the job
-    /// each sent ([`crate::Claims`]), when the store knows them before a
+    /// The lines whose records may hold a task, by the job each sent
+    /// ([`crate::Claims`]), when the store knows them before a
     /// claim: a job whose claim is left behind under another line is
     /// refused rather than paid for again. A store that refuses a changed
     /// job file (the ledger) knows none.
-    fn known_digests(&self) -> HashMap<String, Vec<u64>> {
-        HashMap::new()
+    fn known_digests(&self) -> Claims {
+        Claims::default()
     }
 }
 
@@ -339,10 +339,10 @@ impl WriteStore for JournalStore {
         }
     }
 
-    fn known_digests(&self) -> HashMap<String, Vec<u64>> {
+    fn known_digests(&self) -> Claims {
         match self.lines.lock() {
-            Ok(lines) => Claims::of(lines.iter().map(|(number, line)| (*number, line))).into_numbers(),
-            Err(_) => HashMap::new(),
+            Ok(lines) => Claims::of(lines.iter().map(|(number, line)| (*number, line))),
+            Err(_) => Claims::default(),
         }
     }
 }
@@ -460,7 +460,7 @@ macro_rules! store_behind {
             fn earlier(&self, line: u64) -> Option<Line> {
                 (**self).earlier(line)
             }
-            fn known_digests(&self) -> HashMap<String, Vec<u64>> {
+            fn known_digests(&self) -> Claims {
                 (**self).known_digests()
             }
         }

@@ -252,6 +252,10 @@ async fn a_job_moved_onto_a_refused_line_is_not_paid_again() {
         Standing::Refused,
         "line 2 stands as its record says"
     );
+    // Line 1, changed, stands as alpha's saved line, with what alpha cost:
+    // a summary counts what was spent.
+    assert_eq!(edited[0].standing, Standing::Saved, "{edited:#?}");
+    assert!(edited[0].cost.is_some(), "{edited:#?}");
     let paid = tasks_by_prompt(&mock);
     assert_eq!(paid.get("alpha"), Some(&1), "alpha paid once: {paid:?}");
     assert_eq!(paid.get("bravo"), Some(&1), "bravo paid once: {paid:?}");
@@ -281,5 +285,70 @@ async fn a_copy_above_its_original_waits_for_the_file_and_is_sent() {
         tasks_by_prompt(&mock).get("alpha"),
         Some(&2),
         "two occurrences, two tasks"
+    );
+}
+
+/// A journal line that cannot be read (a hand edit, a damaged disk) may
+/// have been the intent of any job: a job that would be sent for another
+/// line is refused until the journal is whole, since it may be the one the
+/// damaged line paid for.
+#[tokio::test(start_paused = true)]
+async fn a_record_that_cannot_be_read_keeps_any_job_from_being_paid_again() {
+    let mock = roomy_mock(50).await;
+    let dir = Dir::new("damaged-then-moved");
+    let path = dir.join("journal.jsonl");
+    let client = mock.client().unwrap();
+    let batch = || {
+        let journal = genapi_batch::FileJournal::open(&path).unwrap();
+        Batch::new(client.clone(), store(journal), &dir.0).jobs_at_once(1)
+    };
+    let first = run_batch(batch(), file(&["alpha"])).await;
+    assert_eq!(first[0].standing, Standing::Saved, "{first:#?}");
+    // The intent's line is damaged: the job it sent cannot be read.
+    let text = std::fs::read_to_string(&path).unwrap();
+    let damaged = text.replacen("\"digest\":", "\"digest\" ", 1);
+    assert_ne!(text, damaged, "the journal holds an intent: {text}");
+    std::fs::write(&path, damaged).unwrap();
+
+    let edited = run_batch(batch(), file(&["zulu", "alpha"])).await;
+    let error = edited[1].error.as_deref().unwrap_or_default();
+    assert!(
+        error.contains("line 1's record in the journal cannot be read"),
+        "{edited:#?}"
+    );
+    assert_eq!(tasks_by_prompt(&mock).get("alpha"), Some(&1), "alpha paid once");
+}
+
+/// A line that waits for the file to be read keeps its history: decided
+/// again, it stands as its record says (sent without an answer), not as a
+/// line never sent.
+#[tokio::test(start_paused = true)]
+async fn a_line_waiting_for_the_file_keeps_its_history() {
+    let mock = roomy_mock(50).await;
+    let dir = Dir::new("waiting-keeps-history");
+    let journal = MemoryJournal::default();
+    let client = mock.client().unwrap();
+    let batch = || Batch::new(client.clone(), store(journal.clone()), &dir.0).jobs_at_once(1);
+    mock.inject(Fault::on("/v1/gen-2-pro", FaultKind::LoseAnswer).method("POST"));
+    let first = run_batch(batch(), file(&["alpha", "alpha"])).await;
+    assert_eq!(first[0].standing, Standing::Unanswered, "{first:#?}");
+    assert_eq!(first[1].standing, Standing::Saved, "{first:#?}");
+
+    // alpha's saved line now holds charlie: line 1 waits for the file,
+    // then is refused as the job whose record line 2 no longer holds.
+    let edited = run_batch(batch().resubmit_unknown(true), file(&["alpha", "charlie"])).await;
+    assert_eq!(edited[0].standing, Standing::Unanswered, "{edited:#?}");
+    assert!(
+        edited[0]
+            .error
+            .as_deref()
+            .unwrap_or_default()
+            .contains("submitted as line 2"),
+        "{edited:#?}"
+    );
+    assert_eq!(
+        tasks_by_prompt(&mock).get("alpha"),
+        Some(&2),
+        "two occurrences, each paid once"
     );
 }
