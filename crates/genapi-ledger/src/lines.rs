@@ -192,7 +192,12 @@ impl Ledger {
     /// the batch if it is new. A batch of another job file is refused.
     ///
     /// `jobs_digest` is any fingerprint of the jobs that every worker
-    /// computes alike. `genapi batch` uses [`genapi_batch::JobFile::digest`]
+    /// computes alike, and that changes whenever any job does, or moves to
+    /// another line: the ledger refuses a batch whose jobs changed, rather
+    /// than tell which line's records are which job's (a line is its job,
+    /// see [`genapi_batch::Claims`]), so a fingerprint that stays the same
+    /// over an edit (a constant, a count of lines) lets a job moved to
+    /// another line be paid for again. `genapi batch` uses [`genapi_batch::JobFile::digest`]
     /// and names the batch `jobs:` followed by
     /// [`genapi_batch::safe_stem`] of the job file's name (`jobs:jobsjsonl`
     /// for `jobs.jsonl`), so a program joins a batch the command started by
