@@ -302,9 +302,8 @@ impl Failure {
 /// `error` is: the address, not the service, is what to check.
 pub fn unreachable(error: &Error) -> Option<String> {
     match error {
-        Error::Transport { source, .. } if source.is_connect() => {
-            source.url().map(|url| url.origin().ascii_serialization())
-        }
+        // The error names the origin it met, never the whole address.
+        Error::Transport { source, origin, .. } if source.is_connect() => Some(origin.clone()),
         _ => None,
     }
 }
