@@ -224,7 +224,9 @@ const FIRST_LINE_LIMIT: u64 = 1 << 20;
 fn create_or_open_existing(path: &Path) -> io::Result<File> {
     let mut options = OpenOptions::new();
     options.read(true).append(true);
-    match options.clone().create_new(true).open(path) {
+    // Its owner's alone: it keeps each task's polling address whole, which
+    // a later run needs and which may carry a token the user gave.
+    match genapi_files::owner_only(options.clone().create_new(true)).open(path) {
         Ok(file) => {
             sync_directory(path);
             Ok(file)
@@ -412,8 +414,6 @@ impl FileJournal {
         // Absolute, so a later change of directory does not make it name
         // another file.
         let path = std::path::absolute(path.as_ref())?;
-        let mut options = OpenOptions::new();
-        options.read(true).append(true);
         let mut file = create_or_open_existing(&path)?;
         // The journal and its directory: deleting the journal while a run
         // uses it must not let a second run in.

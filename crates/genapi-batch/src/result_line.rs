@@ -65,7 +65,8 @@ pub struct ResultLine {
     /// The task, once accepted.
     #[serde(default)]
     pub task_id: Option<String>,
-    /// The task's polling URL, once accepted.
+    /// The task's polling URL, once accepted, as a shared record keeps it
+    /// ([`genapi_text::task_address`]: its `id`, and no other parameter).
     #[serde(default)]
     pub polling_url: Option<String>,
     /// Finished in an earlier run: nothing was sent or downloaded in this one.
@@ -137,7 +138,7 @@ impl From<&JobOutcome> for ResultLine {
                 .and_then(|at| at.duration_since(std::time::UNIX_EPOCH).ok())
                 .map(|since| seconds(since.as_secs_f64())),
             task_id: outcome.task.as_ref().map(|t| t.id.clone()),
-            polling_url: outcome.task.as_ref().map(|t| t.polling_url.clone()),
+            polling_url: outcome.task.as_ref().map(|t| genapi_text::task_address(&t.polling_url)),
             from_journal: outcome.from_journal,
             resumed: outcome.resumed,
             error: outcome.error.clone(),

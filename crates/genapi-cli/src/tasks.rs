@@ -353,7 +353,8 @@ fn service_of(global: &Global) -> ServiceOfRun {
 /// The command that picks a task up again.
 fn resume_command(global: &Global, client: &Client, task_id: &str, polling_url: &str, target: &Path) -> WaitCommand {
     let by_id = url_is_fallback(client, task_id, polling_url);
-    let reference = if by_id { task_id } else { polling_url };
+    let shown = genapi_text::task_address(polling_url);
+    let reference = if by_id { task_id } else { &shown };
     // `wait` finishes the job whatever the task's state: it waits while the
     // task runs and downloads once it is Ready.
     WaitCommand::new(reference, &service_of(global), &target.display().to_string())
@@ -519,7 +520,7 @@ fn announce(task: &Task) {
     out::err(&format!(
         "submitted task {} (polling URL {})",
         out::clean(task.id()),
-        out::clean(task.polling_url().as_str())
+        genapi_text::task_address(task.polling_url().as_str())
     ));
 }
 
@@ -1036,6 +1037,8 @@ fn report(
     status: &str,
     outcome: Result<Saved, Failure>,
 ) -> u8 {
+    // What is printed and kept names the task, never a token its address held.
+    let polling_url = &genapi_text::task_address(polling_url);
     // The built-in mock, or a standalone one recognised by its mark.
     let mock = connection.on_a_mock();
     match outcome {
@@ -1157,7 +1160,10 @@ pub async fn submit(global: &Global, request: RequestArgs, out_file: Option<Path
             ))
         }
     };
-    let (id, polling_url) = (task.id().to_string(), task.polling_url().to_string());
+    let (id, polling_url) = (
+        task.id().to_string(),
+        genapi_text::task_address(task.polling_url().as_str()),
+    );
     // For the `wait` in another process, which never sent them.
     keep_secrets(&connection, &id, &prepared.body);
     crate::history::submitted(global, &id, &prepared.model.name);
@@ -1370,7 +1376,7 @@ async fn get_task(
         let view = serde_json::to_value(&state).unwrap_or_default();
         out::out(
             &json!({
-                "id": task.id(), "polling_url": task.polling_url().as_str(),
+                "id": task.id(), "polling_url": genapi_text::task_address(task.polling_url().as_str()),
                 "model": crate::history::model_of(global, task.id()), "status": state.status.as_str(),
                 "progress": state.progress, "file": null, "seed": view["result"]["seed"], "cost": view["cost"],
                 "duration": view["result"]["duration"], "mock": mock,

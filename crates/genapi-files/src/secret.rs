@@ -280,6 +280,30 @@ fn folder_of(target: &Path) -> PathBuf {
 
 /// The permission bits of a private file: its owner's alone.
 const OWNER_FILE: u32 = 0o600;
+
+/// `options` set to create a file its owner's alone (mode 600, whatever
+/// the umask), for a file a program keeps open and appends to, which
+/// [`write_private`] cannot write whole: a state file holding what a later
+/// run needs, a polling address with its token among it. A file that
+/// exists keeps its mode.
+///
+/// ```
+/// # #[cfg(unix)] {
+/// use std::os::unix::fs::PermissionsExt as _;
+///
+/// let path = std::env::temp_dir().join(format!("genapi-files-owner-only-{}", std::process::id()));
+/// let mut options = std::fs::OpenOptions::new();
+/// genapi_files::owner_only(options.append(true).create_new(true)).open(&path)?;
+/// assert_eq!(std::fs::metadata(&path)?.permissions().mode() & 0o777, 0o600);
+/// # std::fs::remove_file(&path)?;
+/// # }
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub fn owner_only(options: &mut std::fs::OpenOptions) -> &mut std::fs::OpenOptions {
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(options, OWNER_FILE);
+    options
+}
 /// The permission bits of a private folder: its owner's alone.
 const OWNER_FOLDER: u32 = 0o700;
 

@@ -117,6 +117,45 @@ pub fn address_alone(text: &str) -> String {
     }
 }
 
+/// A task's polling address as a record a person may share keeps it
+/// (results.jsonl, `--json` output, a resume line): the rule of
+/// [`address_alone`], except that the query's `id` parameter stays. The
+/// service's polling addresses name their task by it, and a task id is no
+/// credential; any other parameter (a token a user's own address carried)
+/// may be one, and is left out. Only a state file a program keeps for
+/// itself, owner-only, holds the address whole.
+///
+/// ```
+/// assert_eq!(
+///     genapi_text::task_address("https://api.eu1.example.com/v1/get_result?id=t-7&token=s3cret"),
+///     "https://api.eu1.example.com/v1/get_result?id=t-7"
+/// );
+/// assert_eq!(genapi_text::task_address("https://poll.example.com/t/7?token=s3cret"), "https://poll.example.com/t/7");
+/// assert_eq!(genapi_text::task_address("https://me:pw@poll.example.com/t?id=a%20b"), "https://poll.example.com/t?id=a%20b");
+/// ```
+pub fn task_address(text: &str) -> String {
+    let alone = address_alone(text);
+    if alone == NOT_AN_ADDRESS {
+        return alone;
+    }
+    let query = text
+        .split('#')
+        .next()
+        .unwrap_or_default()
+        .split_once('?')
+        .map(|(_, query)| query);
+    let id = query.and_then(|query| {
+        query
+            .split('&')
+            .find_map(|pair| pair.strip_prefix("id="))
+            .filter(|id| !id.is_empty() && id.chars().all(|c| c.is_ascii_alphanumeric() || "-_.~%".contains(c)))
+    });
+    match id {
+        Some(id) => format!("{alone}?id={id}"),
+        None => alone,
+    }
+}
+
 /// What is said of text that is not shown because it is no address.
 const NOT_AN_ADDRESS: &str = "(not an address; not shown)";
 

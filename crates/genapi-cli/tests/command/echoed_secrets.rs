@@ -316,3 +316,74 @@ fn a_task_of_the_built_in_mock_leaves_no_secrets_behind() {
     let kept = std::fs::read_dir(&folder).map(|entries| entries.count()).unwrap_or(0);
     assert_eq!(kept, 0, "nothing kept for a task no command can pick up");
 }
+
+/// A polling address the user gives with a token of its own (`batch
+/// --adopt`, `wait`, `get`): the journal keeps it whole, its owner's alone,
+/// for the run that polls it; results, the gallery, stdout and stderr name
+/// the task by its address and id alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_in_a_polling_address_the_user_gives_stays_in_the_journal_alone() {
+    const TOKEN: &str = "poll-token-3c9e1a77";
+    let mock = MockService::start().await.unwrap();
+    let dir = Dir::new("echoed-secrets-adopt");
+    common::write_jobs(&dir.join("jobs.jsonl"), 1, "adopted token");
+    mock.inject(genapi_mock::Fault::on("/v1/gen-2-pro", genapi_mock::FaultKind::LoseAnswer).method("POST"));
+    let lost = common::genapi(&dir, &mock)
+        .args(["batch", "jobs.jsonl", "--out", "out"])
+        .output()
+        .unwrap();
+    assert_ne!(lost.status.code(), Some(0), "{}", String::from_utf8_lossy(&lost.stderr));
+    let task = mock.created_tasks().pop().expect("the lost answer's task was made");
+    let address = format!("{}/v1/get_result?id={}&token={TOKEN}", mock.regional_url(), task.id);
+    let adopted = exits(
+        common::genapi(&dir, &mock)
+            .args(["batch", "jobs.jsonl", "--out", "out", "--json", "--adopt"])
+            .arg(format!("1={address}")),
+        0,
+    );
+    let waited = exits(
+        common::genapi(&dir, &mock).args(["wait", &address, "--json", "-o", "again.jpg"]),
+        0,
+    );
+    let looked = exits(common::genapi(&dir, &mock).args(["get", &address, "--json"]), 0);
+    let mut texts = Vec::new();
+    for (name, run) in [("batch", &adopted), ("wait", &waited), ("get", &looked)] {
+        texts.push((
+            format!("{name}'s stdout"),
+            String::from_utf8_lossy(&run.stdout).into_owned(),
+        ));
+        texts.push((
+            format!("{name}'s stderr"),
+            String::from_utf8_lossy(&run.stderr).into_owned(),
+        ));
+    }
+    for file in ["results.jsonl", "index.html"] {
+        texts.push((
+            file.to_string(),
+            std::fs::read_to_string(dir.join("out").join(file)).unwrap(),
+        ));
+    }
+    for (name, text) in &texts {
+        assert!(!text.contains(TOKEN), "the token is in {name}:\n{text}");
+    }
+    let results = std::fs::read_to_string(dir.join("out/results.jsonl")).unwrap();
+    let line: Value = serde_json::from_str(results.lines().next().unwrap()).unwrap();
+    assert_eq!(
+        line["polling_url"],
+        format!("{}/v1/get_result?id={}", mock.regional_url(), task.id),
+        "the task stays named: {line}"
+    );
+    let waited: Value = serde_json::from_slice(&waited.stdout).unwrap();
+    assert_eq!(waited["polling_url"], line["polling_url"], "{waited}");
+    let journal = dir.join("out/journal.jsonl");
+    assert!(
+        std::fs::read_to_string(&journal).unwrap().contains(TOKEN),
+        "the journal keeps what a later run polls"
+    );
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&journal).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600, "the journal is its owner's alone: {mode:o}");
+    }
+}
