@@ -237,20 +237,53 @@ def outcome(args, task, deliveries):
             if status == "Ready":
                 return state["result"]
             if status in FAILED_STATUSES:
-                raise SystemExit(failed(task["id"], status, state.get("details")))
+                raise SystemExit(failed(task["id"], status, state.get("details"), (args.secret, args.key)))
             continue
         if notification.get("task_id", notification.get("id")) != task["id"]:
             continue
         if notification.get("status") in ("SUCCESS", "Ready"):
             return notification["result"]
         error = notification.get("error") or {}
-        raise SystemExit(failed(task["id"], error.get("status", notification.get("status")), error.get("details")))
+        raise SystemExit(
+            failed(task["id"], error.get("status", notification.get("status")), error.get("details"), (args.secret, args.key))
+        )
     print("nothing came within", args.timeout, "seconds for task", task["id"], file=sys.stderr)
     raise SystemExit(2)
 
 
-def failed(task_id, status, details):
-    print("task", task_id, "failed:", status, json.dumps(details), file=sys.stderr)
+def refusal(body, secrets):
+    """What a refused submission's answer says, as it may be printed. A validation
+    error names each field and what is wrong with it, never the `input` it quotes:
+    for a missing field that is the whole submission, `webhook_secret` included.
+    Any other answer is cut short; a secret left in either is replaced."""
+    try:
+        detail = json.loads(body).get("detail")
+    except (ValueError, AttributeError):
+        detail = None
+    if isinstance(detail, list):
+        said = "; ".join(
+            "{}: {}".format(".".join(str(part) for part in item.get("loc", [])), item.get("msg", ""))
+            for item in detail
+            if isinstance(item, dict)
+        )
+    elif isinstance(detail, str):
+        said = detail
+    else:
+        said = body[:512].decode(errors="replace")
+    return without_secrets(said, secrets)
+
+
+def without_secrets(text, secrets):
+    """`text` with each secret (and a webhook secret's key part after `whsec_`) replaced."""
+    for secret in secrets:
+        for form in (secret, (secret or "").removeprefix("whsec_")):
+            if form:
+                text = text.replace(form, "[redacted]")
+    return text
+
+
+def failed(task_id, status, details, secrets=()):
+    print("task", task_id, "failed:", status, without_secrets(json.dumps(details), secrets), file=sys.stderr)
     return 1
 
 
@@ -336,7 +369,8 @@ def main():
     try:
         task = call(args.base_url.rstrip("/") + "/v1/" + args.model, key=args.key, body=submission)
     except urllib.error.HTTPError as error:
-        print("the submission was refused:", error.code, error.read(4096).decode(errors="replace"), file=sys.stderr)
+        said = refusal(error.read(65536), (args.secret, args.key))
+        print("the submission was refused:", error.code, said, file=sys.stderr)
         raise SystemExit(1)
     print("submitted", task["id"], flush=True)
 

@@ -307,3 +307,59 @@ fn the_python_receiver_sends_the_key_only_to_the_configured_origins() {
     let said = String::from_utf8_lossy(&run.stdout).into_owned() + &String::from_utf8_lossy(&run.stderr);
     assert!(run.status.success() && said.contains("trusted as configured"), "{said}");
 }
+
+/// A submission the service refuses for a missing field: its 422 quotes the
+/// whole submission as the field's `input`, `webhook_secret` among it. The
+/// receiver says which field and why, and never the secret or the key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_python_receiver_says_why_a_submission_was_refused_without_its_secret() {
+    if !python_is_installed() {
+        return;
+    }
+    let mock = mock(MockConfig::default().webhooks_to_loopback(true)).await;
+    let out = Dir::new("python-receiver-refused");
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/receiver.py");
+    let run = Command::new("python3")
+        .args([
+            script,
+            "--prompt",
+            "a lighthouse",
+            "--model",
+            "gen-pro-1.0-fill",
+            "--timeout",
+            "60",
+        ])
+        .arg("--out")
+        .arg(&out.0)
+        .env("GENAPI_BASE_URL", mock.base_url())
+        .env("GENAPI_API_KEY", mock.key())
+        .env("GENAPI_WEBHOOK_SECRET", SECRET)
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&run.stderr).into_owned();
+    assert_eq!(run.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("the submission was refused: 422 body.image: Field required"),
+        "{stderr}"
+    );
+    let key_part = SECRET.trim_start_matches("whsec_");
+    for secret in [key_part, mock.key()] {
+        assert!(!stderr.contains(secret), "{secret} was printed:\n{stderr}");
+    }
+    // What the service answers such a submission quotes it: the receiver
+    // left it out.
+    assert_eq!(mock.count("POST", "/v1/gen-pro-1.0-fill"), 1);
+    let answer = common::http()
+        .post(format!("{}/v1/gen-pro-1.0-fill", mock.base_url()))
+        .header("x-key", mock.key())
+        .json(&json!({"prompt": "a lighthouse", "webhook_url": "http://127.0.0.1:9/hooks", "webhook_secret": SECRET}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status().as_u16(), 422);
+    assert!(
+        answer.text().await.unwrap().contains(key_part),
+        "the answer quotes the secret"
+    );
+}
