@@ -59,6 +59,30 @@ pub enum JobAt {
     Unreadable,
 }
 
+impl JobAt {
+    /// What the job file holds at `number`, for a claim of the job
+    /// `digest`: `current` is the file's jobs read so far (number to
+    /// digest), and `file_read` whether that is all of them.
+    ///
+    /// ```
+    /// use std::collections::HashMap;
+    /// use genapi_batch::JobAt;
+    /// let current = HashMap::from([(1, "zulu".to_string()), (2, "alpha".to_string())]);
+    /// assert_eq!(JobAt::in_file(&current, 2, "alpha", false), JobAt::Same);
+    /// assert_eq!(JobAt::in_file(&current, 1, "alpha", false), JobAt::Other);
+    /// assert_eq!(JobAt::in_file(&current, 3, "alpha", false), JobAt::Unread);
+    /// assert_eq!(JobAt::in_file(&current, 3, "alpha", true), JobAt::Other);
+    /// ```
+    pub fn in_file(current: &HashMap<u64, String>, number: u64, digest: &str, file_read: bool) -> JobAt {
+        match current.get(&number) {
+            Some(now) if now == digest => JobAt::Same,
+            Some(_) => JobAt::Other,
+            None if file_read => JobAt::Other,
+            None => JobAt::Unread,
+        }
+    }
+}
+
 /// The claims of earlier runs (records that may hold a task), by the
 /// digest of the job each recorded.
 #[derive(Clone, Debug, Default)]

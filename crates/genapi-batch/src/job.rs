@@ -116,9 +116,11 @@ impl Job {
         }
     }
 
-    /// A fingerprint of the path and body (FNV-1a, hex), to notice a job file
-    /// that changed between runs.
-    pub(crate) fn digest(&self) -> String {
+    /// A fingerprint of the path and body (FNV-1a, hex): the job's
+    /// identity, as a store records it with its submission
+    /// ([`crate::Event::Intent`]), to know the job wherever the job file
+    /// moves it ([`crate::Claims`]).
+    pub fn digest(&self) -> String {
         let mut fingerprint = Fingerprint::default();
         fingerprint.add(format!("{}\n{}", self.path, self.body).as_bytes());
         fingerprint.hex()

@@ -200,13 +200,22 @@ pub enum Standing {
     /// Surely not accepted (never sent, refused before it was created, or
     /// stopped before it was sent): the next run sends it.
     Unsent,
+    /// Not sent, because the job file changed under it since the store
+    /// recorded it: its line now holds another job than the one it sent,
+    /// or its job was recorded under another line (lines inserted, removed
+    /// or sorted), or a damaged record may hold its task. Sending it could
+    /// pay for a job twice: no run sends it until the file is restored.
+    /// Said of the job file as it is now ([`crate::Status::with_job_file`],
+    /// a run's outcomes), never by the store alone.
+    Changed,
 }
 
 impl Standing {
     /// Every standing, in the order a summary lists them.
-    pub const ALL: [Standing; 7] = [
+    pub const ALL: [Standing; 8] = [
         Standing::Saved,
         Standing::Ended,
+        Standing::Changed,
         Standing::Refused,
         Standing::Accepted,
         Standing::Unanswered,
@@ -224,6 +233,7 @@ impl Standing {
             Standing::Unanswered => "unanswered",
             Standing::Gone => "gone",
             Standing::Unsent => "unsent",
+            Standing::Changed => "changed",
         }
     }
 

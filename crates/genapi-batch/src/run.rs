@@ -529,7 +529,6 @@ impl Batch {
             claims,
             current: Mutex::new(HashMap::new()),
             file_read: AtomicBool::new(false),
-            waiting_histories: Mutex::new(HashMap::new()),
             deferred: Mutex::new(Vec::new()),
             halted: Mutex::new(None),
             sending: Stopper::default(),
@@ -689,8 +688,6 @@ struct Context {
     current: Mutex<HashMap<u64, String>>,
     /// Every job of the job file was taken.
     file_read: AtomicBool,
-    /// The histories of lines waiting for the file to be read.
-    waiting_histories: Mutex<HashMap<u64, Line>>,
     /// Jobs whose line another worker holds, to try again.
     deferred: Mutex<Vec<Job>>,
     /// Why the batch stopped sending on its own, when it did (see
@@ -737,8 +734,10 @@ enum Decided {
     /// Its outcome.
     Now(Box<JobOutcome>),
     /// Decided again once the job file is read (a record of its job sits at
-    /// a line not read yet).
-    Later(Box<(Job, Line)>),
+    /// a line not read yet). Its history is not kept: a line waits only
+    /// where it would otherwise be sent, and once the file is read it is
+    /// sent or refused for the edit, whatever its history.
+    Later(Box<Job>),
 }
 
 /// A job on its way through the first pass.
@@ -800,15 +799,7 @@ impl Context {
         let line = job.line;
         let requested = Requested::of(&job);
         self.counters.found_held(line, matches!(claim, Ok(Claim::Held)));
-        let kept = self
-            .waiting_histories
-            .lock()
-            .ok()
-            .and_then(|mut kept| kept.remove(&line));
         let (state, mine) = match claim {
-            // What the store forgot of a line it handed out before is what
-            // this run kept of it; a store that reads it again knows more.
-            Ok(Claim::Mine(state)) if state == Line::default() => (kept.unwrap_or(state), true),
             Ok(Claim::Mine(state)) => (state, true),
             Ok(Claim::Done(state)) => (state, false),
             Ok(Claim::Held) => {
@@ -833,13 +824,8 @@ impl Context {
         let (kind, path) = (super::budget::kind(&job), job.path.clone());
         let mut outcome = match self.decide(job, &stem, state, &kind).await {
             Decided::Now(outcome) => *outcome,
-            Decided::Later(waiting) => {
-                let (job, history) = *waiting;
-                // A journal hands a line's history out once: it is kept
-                // here for the line's next claim.
-                if let Ok(mut kept) = self.waiting_histories.lock() {
-                    kept.insert(line, history);
-                }
+            Decided::Later(job) => {
+                let job = *job;
                 self.release_if(mine, line).await;
                 if let Ok(mut deferred) = self.deferred.lock() {
                     deferred.push(job);
@@ -974,12 +960,12 @@ impl Context {
         }
         if let (Action::RefuseMoved, Some((_, JobAt::Unread))) = (action, left_behind) {
             // Whether the claim is this job's is known once the file is read.
-            return Decided::Later(Box::new((job, line)));
+            return Decided::Later(Box::new(job));
         }
         Decided::Now(Box::new(match action {
             Action::Report => self.reported(job.line, stem, &line),
             Action::RefuseChanged => refused_changed(job.line, stem, &line),
-            Action::RefuseMoved => refused_moved(job.line, stem, &line, left_behind),
+            Action::RefuseMoved => refused_moved(job.line, stem, left_behind),
             Action::RefuseLostFile => refused_lost_file(job.line, stem, &line),
             Action::ReportGone => gone(job.line, stem, &line),
             Action::Poll => self.poll(job, stem, &line).await,
@@ -1137,13 +1123,9 @@ impl Context {
             // Without the file's jobs, any claim of this job may be its own.
             return self.claims.left_behind(line, digest, |_| JobAt::Other);
         };
-        self.claims
-            .left_behind(line, digest, |number| match current.get(&number) {
-                Some(now) if now == digest => JobAt::Same,
-                Some(_) => JobAt::Other,
-                None if file_read => JobAt::Other,
-                None => JobAt::Unread,
-            })
+        self.claims.left_behind(line, digest, |number| {
+            JobAt::in_file(&current, number, digest, file_read)
+        })
     }
 
     /// Where a line sent without an answer is left: gone when its service
@@ -1779,17 +1761,16 @@ fn refused_changed(number: u64, stem: &str, line: &Line) -> JobOutcome {
         .task()
         .map(|task| format!(" (its task then: {})", task.id))
         .unwrap_or_default();
-    // It stands as the store says (`--status` says the same): where the
-    // earlier job stands, and what it was charged; nothing of this one is
-    // sent.
+    // It stands changed (`--status` says the same), with what the earlier
+    // job was charged; nothing of this one is sent.
     let mut outcome = failed_outcome(
         number,
         stem,
-        line.standing(),
+        Standing::Changed,
         FailureClass::Validation,
         format!(
-            "line {number} changed since the journal recorded its submission{earlier}; restore it, or run the \
-             changed job file with another output directory"
+            "line {number} changed since the journal recorded its submission{earlier}, so it was not sent; \
+             {RESTORE}"
         ),
     );
     let task_cost = line.task().and_then(|task| task.cost);
@@ -1803,34 +1784,39 @@ fn refused_changed(number: u64, stem: &str, line: &Line) -> JobOutcome {
 
 /// A job whose record another line holds ([`Claims`]) is not sent here:
 /// that record may be its paid task.
-fn refused_moved(number: u64, stem: &str, line: &Line, left_behind: Option<(u64, JobAt)>) -> JobOutcome {
+fn refused_moved(number: u64, stem: &str, left_behind: Option<(u64, JobAt)>) -> JobOutcome {
     let earlier = left_behind.map(|(earlier, _)| earlier).unwrap_or_default();
     if let Some((_, JobAt::Unreadable)) = left_behind {
         return failed_outcome(
             number,
             stem,
-            line.standing(),
+            Standing::Changed,
             FailureClass::Validation,
             format!(
                 "line {earlier}'s record in the journal cannot be read, so the job its task was paid for is not \
                  known and could be line {number}'s: line {number} was not sent (that could pay for it twice); \
-                 restore the journal's damaged line, or run the job file with another output directory"
+                 restore the journal's damaged line"
             ),
         );
     }
     failed_outcome(
         number,
         stem,
-        line.standing(),
+        Standing::Changed,
         FailureClass::Validation,
         format!(
             "line {number}'s job was submitted as line {earlier}, which now holds another job or is no longer in the \
              job file: lines of the job file moved (one \
              inserted or removed above, or the lines sorted?), so it was not sent (that could pay for it twice); \
-             restore the file's order, or run the edited file with another output directory"
+             {RESTORE}"
         ),
     )
 }
+
+/// What to do about a line refused for an edit of the job file. Another
+/// output directory is not advised: it would send every line again, the
+/// saved ones too, and pay for each twice.
+const RESTORE: &str = "restore the file as it was, and add new jobs at its end, where they move no line";
 
 /// Never submit a finished line again, even without its task.
 fn refused_lost_file(number: u64, stem: &str, line: &Line) -> JobOutcome {

@@ -2,12 +2,15 @@
 //! run does with it. A run that stops says this, and only this, about its
 //! lines, so what it says is what the next run does.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use serde::Serialize;
 
 use super::line::Line;
 use super::line::Standing;
+use crate::decide::{decide, Action, Asked, Seen};
+use crate::identity::{Claims, JobAt};
+use crate::job::Job;
 
 /// Where a batch stands, as its store says ([`crate::ReadStore::status`]).
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
@@ -27,6 +30,48 @@ impl Status {
             lines: lines.iter().map(|(number, line)| (*number, line.standing())).collect(),
             shared: None,
         }
+    }
+
+    /// This status, with the job file as it is now: each line a run would
+    /// refuse for an edit of the file ([`crate::decide`]'s first two rules:
+    /// its job changed since its record, or its job was recorded under
+    /// another line) stands [`Standing::Changed`]. `lines` are the store's
+    /// records ([`crate::ReadStore::lines`]), `jobs` the file's valid jobs.
+    ///
+    /// ```
+    /// use std::collections::BTreeMap;
+    /// use genapi_batch::{Event, Job, Line, Standing, Status};
+    /// # let job = |line: u64, prompt: &str| Job::new(line, "/v1/gen-2-pro", serde_json::json!({"prompt": prompt}));
+    /// // Line 1 sent "alpha"; then a line was inserted on top.
+    /// let sent = job(1, "alpha");
+    /// let intent = Event::Intent { line: 1, name: "a".into(), digest: sent.digest(), sent_at: None, ephemeral: false };
+    /// let lines = BTreeMap::from([(1, Line::of([intent]))]);
+    /// let status = Status::of_lines(&lines).with_job_file(&lines, [job(1, "zulu"), job(2, "alpha")]);
+    /// assert_eq!(status.lines[&1], Standing::Changed);
+    /// assert_eq!(status.lines[&2], Standing::Changed);
+    /// ```
+    pub fn with_job_file(mut self, lines: &BTreeMap<u64, Line>, jobs: impl IntoIterator<Item = Job>) -> Status {
+        let current: HashMap<u64, String> = jobs.into_iter().map(|job| (job.line, job.digest())).collect();
+        let claims = Claims::of(lines.iter().map(|(number, line)| (*number, line)));
+        for (&number, digest) in &current {
+            let line = lines.get(&number).cloned().unwrap_or_default();
+            let sent = line.sent().and_then(|sent| sent.digest.as_deref());
+            let seen = Seen {
+                changed: sent.is_some_and(|sent| sent != digest),
+                moved: claims
+                    .left_behind(number, digest, |at| JobAt::in_file(&current, at, digest, true))
+                    .is_some(),
+                saved_file: true,
+                ..Seen::default()
+            };
+            if matches!(
+                decide(&line, seen, Asked::default()),
+                Action::RefuseChanged | Action::RefuseMoved
+            ) {
+                self.lines.insert(number, Standing::Changed);
+            }
+        }
+        self
     }
 
     /// The status of a store workers share.

@@ -30,7 +30,7 @@ table.grid td{padding:4px;vertical-align:top}nav{margin:0 0 .6em}ol.pages{column
 
 /// The order statuses are counted in: what went well first, the standings
 /// of [`Standing::ALL`] and then lines that were not jobs.
-const STATUS_ORDER: [&str; 8] = [
+const STATUS_ORDER: [&str; 9] = [
     Standing::ALL[0].as_str(),
     Standing::ALL[1].as_str(),
     Standing::ALL[2].as_str(),
@@ -38,6 +38,7 @@ const STATUS_ORDER: [&str; 8] = [
     Standing::ALL[4].as_str(),
     Standing::ALL[5].as_str(),
     Standing::ALL[6].as_str(),
+    Standing::ALL[7].as_str(),
     INVALID,
 ];
 

@@ -172,10 +172,13 @@ async fn no_job_is_paid_twice_after(edit: &str, edited: &[&str]) {
                  after the edit: {after:#?}\nagain: {again:#?}"
             );
         }
-        // Every refusal of a moved job says what to do.
+        // Every refusal for the edit stands changed and says what to do,
+        // never to start over elsewhere (which pays for every line again).
         for outcome in after.iter().chain(&again) {
             if let Some(error) = outcome.error.as_deref().filter(|e| e.contains("submitted as line")) {
-                assert!(error.contains("restore the file's order"), "{error}");
+                assert_eq!(outcome.standing, Standing::Changed, "{outcome:#?}");
+                assert!(error.contains("add new jobs at its end"), "{error}");
+                assert!(!error.contains("output directory"), "{error}");
             }
         }
         mock.stop().await;
@@ -249,12 +252,13 @@ async fn a_job_moved_onto_a_refused_line_is_not_paid_again() {
     assert!(error.contains("line 2's job was submitted as line 1"), "{edited:#?}");
     assert_eq!(
         edited[1].standing,
-        Standing::Refused,
-        "line 2 stands as its record says"
+        Standing::Changed,
+        "line 2 stands changed, not as bravo's refusal: --retry-refused would not send it"
     );
-    // Line 1, changed, stands as alpha's saved line, with what alpha cost:
-    // a summary counts what was spent.
-    assert_eq!(edited[0].standing, Standing::Saved, "{edited:#?}");
+    // Line 1, changed, does not stand saved (its job, zulu, was never
+    // made), yet carries what alpha cost: a summary counts what was spent.
+    assert_eq!(edited[0].standing, Standing::Changed, "{edited:#?}");
+    assert!(edited[0].file.is_none(), "{edited:#?}");
     assert!(edited[0].cost.is_some(), "{edited:#?}");
     let paid = tasks_by_prompt(&mock);
     assert_eq!(paid.get("alpha"), Some(&1), "alpha paid once: {paid:?}");
@@ -319,13 +323,14 @@ async fn a_record_that_cannot_be_read_keeps_any_job_from_being_paid_again() {
     assert_eq!(tasks_by_prompt(&mock).get("alpha"), Some(&1), "alpha paid once");
 }
 
-/// A line that waits for the file to be read keeps its history: decided
-/// again, it stands as its record says (sent without an answer), not as a
-/// line never sent.
+/// A job recorded twice (an unanswered line and a saved copy): the same
+/// file again leaves the unanswered line as it is; moved, with
+/// `--resubmit-unknown`, its line waits for the file to be read and is
+/// then refused for the edit.
 #[tokio::test(start_paused = true)]
-async fn a_line_waiting_for_the_file_keeps_its_history() {
+async fn an_unanswered_line_with_a_copy_is_refused_once_moved() {
     let mock = roomy_mock(50).await;
-    let dir = Dir::new("waiting-keeps-history");
+    let dir = Dir::new("unanswered-with-a-copy");
     let journal = MemoryJournal::default();
     let client = mock.client().unwrap();
     let batch = || Batch::new(client.clone(), store(journal.clone()), &dir.0).jobs_at_once(1);
@@ -334,10 +339,18 @@ async fn a_line_waiting_for_the_file_keeps_its_history() {
     assert_eq!(first[0].standing, Standing::Unanswered, "{first:#?}");
     assert_eq!(first[1].standing, Standing::Saved, "{first:#?}");
 
+    // The same file: line 1 stands as its record says, unanswered.
+    let again = run_batch(batch(), file(&["alpha", "alpha"])).await;
+    assert_eq!(again[0].standing, Standing::Unanswered, "{again:#?}");
+    assert_eq!(
+        tasks_by_prompt(&mock).get("alpha"),
+        Some(&2),
+        "two occurrences, each paid once"
+    );
     // alpha's saved line now holds charlie: line 1 waits for the file,
     // then is refused as the job whose record line 2 no longer holds.
     let edited = run_batch(batch().resubmit_unknown(true), file(&["alpha", "charlie"])).await;
-    assert_eq!(edited[0].standing, Standing::Unanswered, "{edited:#?}");
+    assert_eq!(edited[0].standing, Standing::Changed, "{edited:#?}");
     assert!(
         edited[0]
             .error

@@ -268,6 +268,13 @@ pub(super) async fn read_status(run: &Run<'_>, ledger_url: Option<String>) -> Re
             return Ok((place, None));
         };
         match store.status(run.job_lines()).await {
+            // What a run would refuse for an edit of the job file, --status
+            // says too. (A ledger refuses an edited file whole.)
+            Ok(status) if matches!(place, Place::Journal(_)) => {
+                let lines = store.lines().await.map_err(|error| unreadable(&place, error))?;
+                let jobs = run.checked.jobs().into_iter().flatten().filter_map(Result::ok);
+                Ok((place, Some(status.with_job_file(&lines, jobs))))
+            }
             Ok(status) => Ok((place, Some(status))),
             Err(error) => Err(unreadable(&place, error)),
         }

@@ -45,14 +45,19 @@ fn is_results_file(head: &[u8]) -> bool {
 }
 
 /// The lines `results.jsonl` in `out_dir` says may have been paid for: a
-/// line with a task, or one that stood anywhere but unsent or refused
+/// line with a task, or one that stood anywhere but unsent, refused or changed
 /// (`None`: the file cannot be read as results, and any line may have
 /// been). A journal that holds no record of such a line lost it, and
 /// sending the line would pay for it again.
 pub(super) fn lines_that_may_have_paid(out_dir: &Path) -> Option<BTreeSet<u64>> {
     let mut lines = BTreeSet::new();
     each_result(out_dir, |result| {
-        let sent = !matches!(result.standing(), Some(Standing::Unsent | Standing::Refused) | None);
+        // A changed line's record, if any, is its earlier job's, kept in
+        // the journal under whichever line sent it.
+        let sent = !matches!(
+            result.standing(),
+            Some(Standing::Unsent | Standing::Refused | Standing::Changed) | None
+        );
         if result.task_id.is_some() || sent {
             lines.insert(result.line);
         }

@@ -100,8 +100,17 @@ pub fn next_run(standing: Standing, one: bool) -> &'static str {
             "its task lived in a built-in mock that ended; no run can finish it here",
             "their tasks lived in a built-in mock that ended; no run can finish them here",
         ),
+        Standing::Changed => (
+            "not sent, because the job file changed under it since the journal recorded it (a line edited, \
+             inserted or removed above, the lines sorted), and sending it could pay for a job twice (results.jsonl \
+             says why); no run sends it: restore the file as it was, and add new jobs at its end",
+            "not sent, because the job file changed under them since the journal recorded them (a line edited, \
+             inserted or removed above, the lines sorted), and sending them could pay for jobs twice (results.jsonl \
+             says why); no run sends them: restore the file as it was, and add new jobs at its end",
+        ),
         // Stopped before sending, or held back by the cap: the same
-        // command sends them while its cap allows.
+        // command sends them while its cap allows. (A standing of a later
+        // release is said as this one, the next run's default.)
         _ => (
             "not sent; the same command sends it (while its --max-credits, if any, allows)",
             "not sent; the same command sends them (while its --max-credits, if any, allows)",

@@ -247,8 +247,8 @@ fn standings(tally: &Tally) -> String {
             .map(|((_, class), n)| format!("{n} {class}"))
             .collect();
         // A saved line's class is said of it as it happens, and an
-        // unanswered line's is its standing again.
-        if matches!(standing, Standing::Saved | Standing::Unanswered) {
+        // unanswered or changed line's is its standing again.
+        if matches!(standing, Standing::Saved | Standing::Unanswered | Standing::Changed) {
             why.clear();
             if tally.saved_earlier > 0 {
                 why.push(format!("{} before this run or by another worker", tally.saved_earlier));

@@ -66,6 +66,7 @@ mod batch_stdout;
 mod cli;
 mod completions;
 mod echoed_secrets;
+mod edited_job_file;
 mod estimate;
 mod gallery;
 mod hardening_files;

@@ -1,0 +1,91 @@
+//! A job file edited between runs the way people edit one (a line added on
+//! top): the lines the edit moved are not sent, and every view says the
+//! same of them (`changed`): the summary, results.jsonl, the gallery and
+//! `--status` before the run. None is told a flag that would not send it,
+//! or to start over elsewhere (which pays again); each is told to restore
+//! the file and add new jobs at its end.
+
+use std::time::Duration;
+
+use genapi_mock::{Fault, MockConfig, MockService};
+use serde_json::{json, Value};
+
+use crate::common::{genapi, posts_by_prompt, Dir};
+
+fn write(dir: &Dir, prompts: &[&str]) {
+    let lines: Vec<String> = prompts
+        .iter()
+        .map(|prompt| json!({"model": "gen-2-pro", "prompt": prompt, "width": 64, "height": 64}).to_string())
+        .collect();
+    std::fs::write(dir.join("jobs.jsonl"), lines.join("\n") + "\n").unwrap();
+}
+
+fn said(run: &std::process::Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&run.stdout),
+        String::from_utf8_lossy(&run.stderr)
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lines_an_edit_moved_stand_changed_in_every_view_and_are_told_to_restore_the_file() {
+    let config = MockConfig::default().default_duration(Duration::from_millis(50));
+    let mock = MockService::start_with(config, "127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    let dir = Dir::new("edited-job-file");
+    let batch = |extra: &[&str]| {
+        let mut command = genapi(&dir, &mock);
+        command.args(["batch", "jobs.jsonl", "--out", "out"]).args(extra);
+        command.output().unwrap()
+    };
+    // alpha saved; bravo refused for credits.
+    write(&dir, &["alpha"]);
+    assert_eq!(batch(&[]).status.code(), Some(0));
+    mock.inject(Fault::status("/v1/gen-2-pro", 402).method("POST"));
+    write(&dir, &["alpha", "bravo"]);
+    let refused = batch(&[]);
+    assert_ne!(refused.status.code(), Some(0), "{}", said(&refused));
+
+    // A line added on top: line 1 (alpha's record) now holds zulu, line 2
+    // holds alpha, whose record line 1 no longer holds.
+    write(&dir, &["zulu", "alpha", "bravo"]);
+    let status = batch(&["--status", "--json"]);
+    let view: Value = serde_json::from_slice(&status.stdout).unwrap();
+    assert_eq!(view["lines"]["changed"], 2, "--status reads the edit: {view}");
+    assert_eq!(view["lines"]["saved"], 0, "{view}");
+    let status = said(&batch(&["--status"]));
+    assert!(status.contains("add new jobs at its end"), "{status}");
+
+    let run = batch(&["--retry-refused"]);
+    let text = said(&run);
+    assert_ne!(run.status.code(), Some(0), "{text}");
+    assert!(text.contains("1 saved, 2 changed;"), "{text}");
+    assert!(text.contains("add new jobs at its end"), "{text}");
+    assert!(!text.contains("output directory"), "{text}");
+    assert!(
+        !text.contains("--retry-refused"),
+        "no flag sends a changed line: {text}"
+    );
+    let results = std::fs::read_to_string(dir.join("out/results.jsonl")).unwrap();
+    let standing: Vec<(u64, String)> = results
+        .lines()
+        .map(|line| serde_json::from_str::<Value>(line).unwrap())
+        .map(|line| {
+            (
+                line["line"].as_u64().unwrap(),
+                line["status"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert!(standing.contains(&(1, "changed".into())), "{results}");
+    assert!(standing.contains(&(2, "changed".into())), "{results}");
+    let page = std::fs::read_to_string(dir.join("out/index.html")).unwrap();
+    assert!(page.contains("changed"), "the gallery says changed");
+    // bravo, refused before, is sent at its new line; alpha and zulu are not.
+    let paid = posts_by_prompt(&mock);
+    assert_eq!(paid.get("alpha"), Some(&1), "{paid:?}");
+    assert_eq!(paid.get("zulu"), None, "{paid:?}");
+    assert_eq!(paid.get("bravo"), Some(&2), "refused once, then sent: {paid:?}");
+}
