@@ -99,6 +99,15 @@ impl Key {
     pub fn expose(&self) -> &str {
         &self.0
     }
+
+    /// Whether `text` holds this key: is it (spaces aside), or has it
+    /// inside when the key is long enough (8 characters) not to turn up
+    /// there by chance. What a program is handed, or a file keeps, is
+    /// checked by this.
+    pub fn is_in(&self, text: &str) -> bool {
+        let key = self.0.trim();
+        !key.is_empty() && (text.trim() == key || (key.len() >= 8 && text.contains(key)))
+    }
 }
 
 impl fmt::Debug for Key {

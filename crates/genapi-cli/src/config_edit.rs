@@ -184,13 +184,19 @@ impl Editing {
 
 /// `genapi config set FIELD VALUE`. No message says the value back, for
 /// any field: it may be a key pasted in the wrong place. A value with the
-/// shape of a key ([`looks_like_a_key`]) is refused for every field that
+/// shape of a key ([`looks_like_a_key`]), or holding the key the command
+/// would use (whatever its shape), is refused for every field that
 /// does not name the key, before anything is read or written.
 pub fn set(flag_profile: Option<&str>, change: ConfigChange) -> Result<(), Failure> {
     let ConfigChange::Set { field, value } = change;
-    if !KEY_FIELDS.contains(&field.as_str()) && looks_like_a_key(&value) {
+    // The key the command would use, as far as the settings can be read
+    // (a file being mended may not be).
+    let key = config::resolve(flag_profile).ok().and_then(|settings| settings.key);
+    let a_key = looks_like_a_key(&value) || key.is_some_and(|key| key.value.is_in(&value));
+    if !KEY_FIELDS.contains(&field.as_str()) && a_key {
         return Err(Failure::usage(format!(
-            "{field} is not set: what was given has the shape of a key (it is not shown, and nothing was written). A \
+            "{field} is not set: what was given has the shape of a key, or holds the key in use (it is not shown, and \
+             nothing was written). A \
              key is never written in the config file: run `genapi login` to keep it in a file only you can read, or \
              name where it is kept with `genapi config set key_env NAME` (the variable that holds it) or `genapi \
              config set key_file PATH` (a file only you can read)"

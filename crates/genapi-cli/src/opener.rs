@@ -47,6 +47,9 @@ fn opener() -> (OsString, Vec<&'static str>) {
 pub struct Opener {
     /// The variable the chosen profile's `key_env` names.
     key_variable: Option<String>,
+    /// The key the run uses, wherever it came from: a variable holding it
+    /// under any name is withheld too.
+    key: Option<crate::config::Key>,
 }
 
 impl Opener {
@@ -55,6 +58,7 @@ impl Opener {
     pub fn of(settings: &Settings) -> Opener {
         Opener {
             key_variable: settings.key_variable.clone(),
+            key: settings.key.as_ref().map(|key| key.value.clone()),
         }
     }
 
@@ -65,6 +69,7 @@ impl Opener {
                 .key_variable
                 .as_deref()
                 .is_some_and(|key| key.eq_ignore_ascii_case(name))
+            || self.key.as_ref().is_some_and(|key| key.is_in(value))
     }
 
     /// Starts the opener on `file`, without the secrets of the
@@ -83,7 +88,7 @@ fn open(file: &Path, withheld: impl Fn(&str, &str) -> bool) {
     let mut command = Command::new(&program);
     command
         .args(leading)
-        .arg(file)
+        .arg(not_an_option(file))
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null());
@@ -105,6 +110,16 @@ fn open(file: &Path, withheld: impl Fn(&str, &str) -> bool) {
     }
 }
 
+/// `file` as an argument no opener takes for an option: a relative path
+/// that starts with `-` (an output named `-x.jpg`) gets `./` before it.
+fn not_an_option(file: &Path) -> std::path::PathBuf {
+    if file.as_os_str().to_string_lossy().starts_with('-') {
+        Path::new(".").join(file)
+    } else {
+        file.to_path_buf()
+    }
+}
+
 /// Waits for the opener on a thread of its own, so it is reaped when it
 /// ends without the command waiting for it (an opener still running when
 /// the command ends is left running).
@@ -120,5 +135,20 @@ fn reap(mut opener: Child, shown_program: String, shown_file: String) {
         });
     if let Err(error) = waiting {
         tracing::debug!(%error, "the opener is not waited for");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::{Path, PathBuf};
+
+    use super::not_an_option;
+
+    #[test]
+    fn a_file_named_like_an_option_is_handed_over_as_a_path() {
+        assert_eq!(not_an_option(Path::new("-rf.jpg")), PathBuf::from("./-rf.jpg"));
+        assert_eq!(not_an_option(Path::new("--help")), PathBuf::from("./--help"));
+        assert_eq!(not_an_option(Path::new("shots/-x.jpg")), PathBuf::from("shots/-x.jpg"));
+        assert_eq!(not_an_option(Path::new("/tmp/-x.jpg")), PathBuf::from("/tmp/-x.jpg"));
     }
 }

@@ -160,6 +160,17 @@ fn a_key_set_as_a_model_a_folder_or_an_address_is_refused_and_never_said_back() 
         assert_eq!(after, before, "{field}: the file is left as it was");
         assert!(!after.contains(shown_part), "{field}: {after}");
     }
+    // The key in use, of no key's shape, pasted as a folder.
+    let run = genapi_alone(&dir)
+        .env("GENAPI_API_KEY", "harbour-lights-1")
+        .args(["config", "set", "out", "harbour-lights-1"])
+        .output()
+        .unwrap();
+    let said = text(&run.stdout) + &text(&run.stderr);
+    assert_eq!(run.status.code(), Some(2), "the key in use: {said}");
+    assert!(!said.contains("harbour-lights"), "{said}");
+    assert!(said.contains("holds the key in use"), "{said}");
+    assert_eq!(std::fs::read_to_string(&config).unwrap(), before);
     let shown = genapi_alone(&dir).args(["config"]).output().unwrap();
     let shown = text(&shown.stdout) + &text(&shown.stderr);
     assert!(!shown.contains("PASTED") && !shown.contains("Q7f3Kp92"), "{shown}");

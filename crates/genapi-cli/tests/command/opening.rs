@@ -171,7 +171,8 @@ async fn the_opener_is_not_handed_the_environments_secrets() {
 }
 
 /// The opener is not handed the variable holding the profile's key, whose
-/// name (`GENAPI_WORK`) does not say it holds one, nor `PGPASSWORD`, nor a
+/// name (`GENAPI_WORK`) does not say it holds one, nor another variable
+/// holding the same key (`WORK_COPY`), nor `PGPASSWORD`, nor a
 /// variable whose value is an address with a password (`DATABASE_URL`).
 #[cfg(unix)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -199,6 +200,8 @@ async fn the_opener_is_not_handed_the_profiles_key_nor_passwords_by_convention_o
         .env("PGPASSWORD", "pgpassword-canary")
         .env("DATABASE_URL", "postgres://app:database-canary@db.example.com:5432/app")
         .env("OPENER_CANARY", "kept")
+        // The key again, under a name that says nothing of it.
+        .env("WORK_COPY", format!("  {}\n", mock.key()))
         .output()
         .unwrap();
     assert_eq!(run.status.code(), Some(0), "{}", text(&run.stderr));
