@@ -175,8 +175,8 @@ enum Command {
     Batch(batch::BatchArgs),
     /// Run the mock service (a test double) until interrupted.
     ///
-    /// It prints `export NAME='VALUE'` lines: paste them into the shell of your client (or `genapi mock >
-    /// mock.env &`, then `. ./mock.env`).
+    /// It prints `export NAME='VALUE'` lines: paste them into the shell of your client, or start it with
+    /// `eval "$(genapi mock --background)"`, which returns once it answers.
     Mock(mock::MockArgs),
     /// Make the gallery (index.html) of a batch's output folder again from its results.
     Gallery {

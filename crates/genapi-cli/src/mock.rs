@@ -60,12 +60,21 @@ pub struct MockArgs {
     /// recorded format and size), errors and 429s.
     #[arg(long, value_name = "FILE")]
     replay: Option<std::path::PathBuf>,
+    /// Start the mock in the background and return once it answers.
+    ///
+    /// Prints the same lines, plus GENAPI_MOCK_PID (stop it with `kill $GENAPI_MOCK_PID`), so
+    /// `eval "$(genapi mock --background)"` works typed at once, before the next command.
+    #[arg(long)]
+    background: bool,
 }
 
 /// Runs the mock until Ctrl-C or SIGTERM (or `--timeout`). Prints on stdout the variables a client
 /// needs as lines a shell takes as they are, `export NAME='VALUE'` (or one JSON object with
 /// `--json`), then `# genapi mock ready`.
 pub async fn run(global: &Global, args: MockArgs) -> Result<(), Failure> {
+    if args.background {
+        return background(global).await;
+    }
     let address: SocketAddr = args.addr.parse().map_err(|e| {
         Failure::usage(format!(
             "--addr {}: {e}; expected IP:PORT, e.g. 127.0.0.1:8787",
@@ -118,6 +127,84 @@ pub async fn run(global: &Global, args: MockArgs) -> Result<(), Failure> {
     };
     mock.stop().await;
     stopped.map_err(|e| Failure::new(code::OTHER, format!("cannot wait for Ctrl-C: {e}")))
+}
+
+/// How long `--background` waits for the mock to answer: a hang detector
+/// (a mock starts in well under a second).
+const BACKGROUND_START: Duration = Duration::from_secs(120);
+
+/// `--background`: this command again, without the flag, in a session of
+/// its own (Ctrl-C in the terminal does not reach it); its lines are
+/// passed on once it printed them all, which it does once it answers, with
+/// its process id. A mock that did not start says why on stderr.
+async fn background(global: &Global) -> Result<(), Failure> {
+    use std::io::{BufRead as _, Read as _};
+    use std::process::{Command, Stdio};
+
+    let program = std::env::current_exe()
+        .map_err(|e| Failure::new(code::OTHER, format!("--background: cannot find this program: {e}")))?;
+    let args = std::env::args_os().skip(1).filter(|arg| arg != "--background");
+    let mut command = Command::new(program);
+    command
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    #[cfg(unix)]
+    std::os::unix::process::CommandExt::process_group(&mut command, 0);
+    let mut child = command
+        .spawn()
+        .map_err(|e| Failure::new(code::OTHER, format!("--background: cannot start the mock: {e}")))?;
+    let (Some(stdout), Some(mut stderr)) = (child.stdout.take(), child.stderr.take()) else {
+        return Err(Failure::new(
+            code::OTHER,
+            "--background: the mock's output cannot be read",
+        ));
+    };
+    let json = global.json;
+    // Its lines up to the ready mark (its one line, with --json), read on a
+    // thread: none when it ended first.
+    let reading = tokio::task::spawn_blocking(move || {
+        let mut lines = Vec::new();
+        for line in std::io::BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            let last = json || line == READY_MARKER;
+            lines.push(line);
+            if last {
+                return Some(lines);
+            }
+        }
+        None
+    });
+    let lines = tokio::time::timeout(BACKGROUND_START, reading)
+        .await
+        .ok()
+        .and_then(Result::ok)
+        .flatten();
+    let pid = child.id();
+    let Some(mut lines) = lines else {
+        let _ = child.kill();
+        let _ = child.wait();
+        let mut said = String::new();
+        let _ = stderr.read_to_string(&mut said);
+        out::err_raw(&said);
+        return Err(Failure::new(code::OTHER, "--background: the mock did not start"));
+    };
+    match lines.last_mut() {
+        Some(object) if json => {
+            let mut value: Value = serde_json::from_str(object).unwrap_or_default();
+            value["GENAPI_MOCK_PID"] = Value::String(pid.to_string());
+            *object = value.to_string();
+        }
+        _ => lines.insert(lines.len().saturating_sub(1), format!("export GENAPI_MOCK_PID='{pid}'")),
+    }
+    out::err(&format!(
+        "mock service (a test double) started in the background, process {pid}: stop it with kill {pid}"
+    ));
+    for line in lines {
+        out::out(&line);
+    }
+    Ok(())
 }
 
 /// The mock's settings from the options, or what to fix in them.
