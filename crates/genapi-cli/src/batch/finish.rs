@@ -49,7 +49,7 @@ pub(super) async fn finish(
             );
         }
     }
-    let lost = results.close(stopped.is_none())?;
+    let lost = results.close()?;
     reports.close();
     summary(&tally, out_dir, run.global.json, mock_prices, stopped.is_none());
     let stopped = match stopped {
@@ -57,13 +57,11 @@ pub(super) async fn finish(
         None => None,
     };
     if let Some(error) = lost {
-        let kept = if stopped.is_none() {
-            format!("they are in {}, and ", shown(&out_dir.join(RESULTS)))
-        } else {
-            String::new()
-        };
-        let message =
-            format!("the results could not be written to stdout ({error}); {kept}the task of each line is named above");
+        let message = format!(
+            "the results could not be written to stdout ({error}); they are in {}, and the task of each line is \
+             named above",
+            shown(&out_dir.join(RESULTS))
+        );
         return Err(match stopped {
             Some(failure) => {
                 out::err(&format!("error: {message}"));

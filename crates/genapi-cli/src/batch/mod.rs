@@ -312,11 +312,8 @@ impl<'g> Run<'g> {
         }
         notifications::learn_kept_secret(&connection.client, &out_dir);
         adoption::adopt_all(self, &connection.client, &*keeper.store).await?;
-        let gallery = if keep_gallery {
-            Some(self.gallery(&*keeper.store, &out_dir).await)
-        } else {
-            None
-        };
+        let before = self.standing_before(&*keeper.store, &out_dir).await;
+        let gallery = keep_gallery.then(|| self.gallery(&out_dir, before.clone()));
         let keeper::Keeper { store, seats } = keeper;
         let mut batch = self.settle(
             Batch::new(connection.client.clone(), store, &out_dir),
@@ -327,7 +324,7 @@ impl<'g> Run<'g> {
             batch = batch.notify_at(receiver.notify_at());
         }
         let counters = batch.counters();
-        let results = results::Results::create(&out_dir, self.global.json, gallery)?;
+        let results = results::Results::create(&out_dir, self.global.json, gallery, before)?;
         let ended = self.drive(batch, results, &connection).await?;
         if let Some(receiver) = &receiver {
             receiver.say_what_came(counters.submitted());
@@ -335,15 +332,21 @@ impl<'g> Run<'g> {
         finish::finish(self, ended, seats, &out_dir, connection.on_a_mock()).await
     }
 
-    /// The gallery kept during the run, written now with every line as
-    /// `store` says it stands (a store that cannot say leaves them unsent).
-    async fn gallery(&self, store: &dyn genapi_batch::Store, out_dir: &Path) -> results::LiveGallery {
+    /// Every line as `store` says it stands before the run (a store that
+    /// cannot say leaves them unsent), with what the last results kept of
+    /// it ([`results::standing_before`]).
+    async fn standing_before(&self, store: &dyn genapi_batch::Store, out_dir: &Path) -> Vec<genapi_batch::ResultLine> {
         let standings = store
             .status(self.job_lines())
             .await
             .map(|status| status.lines)
             .unwrap_or_default();
-        let before = results::standing_before(out_dir, &standings, self.job_lines());
+        results::standing_before(out_dir, &standings, self.job_lines())
+    }
+
+    /// The gallery kept during the run, written now with every line as it
+    /// stands `before` the run.
+    fn gallery(&self, out_dir: &Path, before: Vec<genapi_batch::ResultLine>) -> results::LiveGallery {
         let opener = self.args.open.then(|| crate::opener::Opener::of(&self.global.settings));
         results::LiveGallery::new(out_dir, &self.jobs_file, opener, before)
     }

@@ -2,8 +2,12 @@
 //! line's result goes to all three as it comes.
 //!
 //! The run writes its results under a name of its own (workers sharing the
-//! folder each write theirs) and puts the file in place only when the run
-//! completes, so a run that stops early leaves the previous results whole.
+//! folder each write theirs, each holding a lock on its own, so a file a
+//! killed worker left is known and removed by the next run) and puts the
+//! file in place when the run ends, completed or stopped: in line order,
+//! every valid line of the job file there, as this run left it or, for a
+//! line it did not reach, as it stood before. A reader never sees half a
+//! file: the previous results stay whole until the new ones are in place.
 //! By the file policy ([`genapi_files`]), a results file or a page the
 //! batch did not write is never replaced. A task is paid for, so when
 //! stdout cannot be written, each task's id goes to stderr instead.
@@ -152,15 +156,26 @@ pub(super) struct Results {
     lost: Option<std::io::Error>,
     /// The gallery kept beside the results (unless `--no-gallery`).
     gallery: Option<LiveGallery>,
+    /// Every valid line as it stood before the run: what results.jsonl
+    /// says of a line the run does not reach.
+    before: Vec<ResultLine>,
 }
 
 impl Results {
     /// Starts the run's results in `out_dir`, with the gallery kept beside
     /// them if any.
-    pub(super) fn create(out_dir: &Path, json: bool, gallery: Option<LiveGallery>) -> Result<Results, Failure> {
+    pub(super) fn create(
+        out_dir: &Path,
+        json: bool,
+        gallery: Option<LiveGallery>,
+        before: Vec<ResultLine>,
+    ) -> Result<Results, Failure> {
+        remove_left_behind(out_dir);
         let partial = genapi_files::temporary_name(&out_dir.join(RESULTS));
         let file = genapi_files::create_temporary(&partial)
             .map_err(|e| Failure::new(code::OTHER, format!("cannot write {}: {e}", shown(&partial))))?;
+        // Held while the run writes it: the mark of a live writer.
+        let _ = file.try_lock();
         Ok(Results {
             file,
             partial,
@@ -168,6 +183,7 @@ impl Results {
             json,
             lost: None,
             gallery,
+            before,
         })
     }
 
@@ -208,9 +224,10 @@ impl Results {
     }
 
     /// Ends the results: the gallery's page is written, and results.jsonl
-    /// put in place when the run `completed` (else the previous one stays).
-    /// Returns why stdout could not be written, if it could not.
-    pub(super) fn close(mut self, completed: bool) -> Result<Option<std::io::Error>, Failure> {
+    /// put in place in line order, with the lines the run did not reach as
+    /// they stood before it. Returns why stdout could not be written, if
+    /// it could not.
+    pub(super) fn close(mut self) -> Result<Option<std::io::Error>, Failure> {
         if let Some(gallery) = &mut self.gallery {
             // The batch has ended: the last page stays still.
             gallery.gallery.set_running(false);
@@ -225,16 +242,67 @@ impl Results {
             partial,
             out_dir,
             lost,
+            before,
             ..
         } = self;
         drop(file);
-        if completed {
-            genapi_files::publish(&partial, &out_dir.join(RESULTS), RESULTS_FILE)
-                .map_err(|refused| Failure::new(code::OTHER, out::clean(&refused.to_string())))?;
-        } else {
-            let _ = std::fs::remove_file(&partial);
-        }
+        let in_order = in_line_order(&partial, before);
+        let _ = std::fs::remove_file(&partial);
+        let written = in_order.map_err(|e| Failure::new(code::OTHER, format!("cannot write {RESULTS}: {e}")))?;
+        genapi_files::publish(&written, &out_dir.join(RESULTS), RESULTS_FILE)
+            .map_err(|refused| Failure::new(code::OTHER, out::clean(&refused.to_string())))?;
         Ok(lost)
+    }
+}
+
+/// The run's results (the file at `partial`, in the order they came) over
+/// the lines as they stood `before`, in line order, written under a new
+/// temporary name of this run's, which is returned.
+fn in_line_order(partial: &Path, before: Vec<ResultLine>) -> std::io::Result<PathBuf> {
+    let mut by_line: BTreeMap<u64, String> = before
+        .into_iter()
+        .filter_map(|result| Some((result.line, serde_json::to_string(&result).ok()?)))
+        .collect();
+    for text in BufReader::new(std::fs::File::open(partial)?).lines() {
+        let text = text?;
+        let line = serde_json::from_str::<Value>(&text)
+            .ok()
+            .and_then(|entry| entry["line"].as_u64());
+        if let Some(line) = line {
+            by_line.insert(line, text);
+        }
+    }
+    let ordered = genapi_files::temporary_name(&partial.with_file_name(RESULTS));
+    let mut file = std::io::BufWriter::new(genapi_files::create_temporary(&ordered)?);
+    for text in by_line.values() {
+        writeln!(file, "{text}")?;
+    }
+    file.into_inner()
+        .map_err(std::io::IntoInnerError::into_error)?
+        .sync_data()?;
+    Ok(ordered)
+}
+
+/// Removes the results a killed run left in `out_dir` under its own name:
+/// a `.results.jsonl.*.partial` no live writer holds a lock on. (A file
+/// system without locks keeps them all: none can be told dead.)
+fn remove_left_behind(out_dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(out_dir) else {
+        return;
+    };
+    let prefix = format!(".{RESULTS}.");
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let is_regular = entry.file_type().is_ok_and(|kind| kind.is_file());
+        if !(is_regular && name.starts_with(&prefix) && name.ends_with(".partial")) {
+            continue;
+        }
+        let Ok(file) = std::fs::File::open(entry.path()) else {
+            continue;
+        };
+        if file.try_lock().is_ok() {
+            let _ = std::fs::remove_file(entry.path());
+        }
     }
 }
 

@@ -166,17 +166,13 @@ impl Tally {
 /// The summary: where the lines stand, in the words `--status` uses, and
 /// what they cost, with what to do about lines left accepted or
 /// unanswered.
-pub(super) fn summary(tally: &Tally, out_dir: &Path, json: bool, mock: bool, written: bool) {
+pub(super) fn summary(tally: &Tally, out_dir: &Path, json: bool, mock: bool, completed: bool) {
     let prices = if mock { " (the mock's illustrative prices)" } else { "" };
+    let results = shown(&out_dir.join(RESULTS));
     let mut text = format!(
-        "{}; known cost, all runs: {} credits{prices}; {}",
+        "{}; known cost, all runs: {} credits{prices}; results in {results}",
         standings(tally),
         credits(tally.cost),
-        if written {
-            format!("results in {}", shown(&out_dir.join(RESULTS)))
-        } else {
-            format!("{RESULTS} not updated (the run stopped early)")
-        },
     );
     let past_the_cap = tally.passed_cap().map(|cap| {
         format!(
@@ -190,9 +186,10 @@ pub(super) fn summary(tally: &Tally, out_dir: &Path, json: bool, mock: bool, wri
     });
     // A run that stopped early says what the next does from the journal,
     // not from the counts of this run, which miss the lines it let go of.
-    if !written {
+    if !completed {
         let text = format!(
-            "the run stopped early ({RESULTS} not updated); known cost, all runs: {} credits{prices}",
+            "the run stopped early (results in {results}, a line it did not reach as it stood before); known cost, \
+             all runs: {} credits{prices}",
             credits(tally.cost)
         );
         let texts: Vec<String> = std::iter::once(text).chain(past_the_cap).collect();

@@ -327,10 +327,12 @@ async fn invalid_lines_are_all_reported_and_nothing_is_sent() {
         text(&run.stderr)
     );
     assert_eq!(mock.count("POST", "/v1/gen-2-pro"), 1);
-    let printed: Vec<Value> = text(&run.stdout)
+    let mut printed: Vec<Value> = text(&run.stdout)
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
+    // Printed as they come; the file is in line order.
+    printed.sort_by_key(|r| r["line"].as_u64());
     assert_eq!(printed, results(&dir.join("out/results.jsonl")));
     assert_eq!(printed.len(), 7);
     let fine = printed.iter().find(|r| r["line"] == 1).unwrap();
@@ -615,10 +617,13 @@ async fn ctrl_c_stops_with_130_and_the_same_command_finishes_the_batch() {
     let stderr = text(&stopped.stderr);
     assert_eq!(stopped.status.code(), Some(130), "{stderr}");
     assert!(stderr.contains("run the same command again to resume"), "{stderr}");
-    assert!(
-        !dir.join("out/results.jsonl").exists(),
-        "no results from an unfinished run"
-    );
+    // The stopped run's results are there, in line order, every line.
+    let stopped_results = results(&dir.join("out/results.jsonl"));
+    let numbers: Vec<u64> = stopped_results.iter().map(|r| r["line"].as_u64().unwrap()).collect();
+    let mut in_order = numbers.clone();
+    in_order.sort_unstable();
+    assert_eq!(numbers, in_order, "in line order");
+    assert_eq!(numbers.len(), 30, "every line");
     mock.advance(Duration::from_secs(3601));
     let finished = genapi(&dir, &mock)
         .args(["batch", "jobs.jsonl", "--out", "out"])

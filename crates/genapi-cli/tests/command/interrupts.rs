@@ -296,3 +296,62 @@ fn batch_has_no_deadline_unless_given_the_mocks_help_promises_none_and_batch_nam
         "docs/batch.md"
     );
 }
+
+/// A batch stopped with Ctrl-C leaves results.jsonl in line order, with
+/// every line there: those saved, those left accepted. The results a killed
+/// run left under its own name are removed; those of a run still writing
+/// (it holds their lock) are not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopped_batch_leaves_its_results_in_line_order_and_a_killed_runs_partial_results_are_removed() {
+    let mock = mock(HOUR).await;
+    let dir = Dir::new("interrupt-results-in-order");
+    let lines: Vec<String> = (1..=6)
+        .map(|n| {
+            // The even lines end at once; the odd ones last an hour.
+            let marker = if n % 2 == 0 { " [mock:duration_ms=1]" } else { "" };
+            serde_json::json!({"model": "gen-2-pro", "name": format!("img-{n}"), "prompt": format!("ordered {n}{marker}"),
+                               "width": 64, "height": 64})
+            .to_string()
+        })
+        .collect();
+    std::fs::write(dir.join("jobs.jsonl"), lines.join("\n") + "\n").unwrap();
+    let shots = dir.join("shots");
+    std::fs::create_dir_all(&shots).unwrap();
+    let killed = shots.join(".results.jsonl.4242-0.partial");
+    std::fs::write(&killed, "{\"line\":1,\"status\":\"saved\"}\n").unwrap();
+    let writing = shots.join(".results.jsonl.4243-0.partial");
+    let held = std::fs::File::create(&writing).unwrap();
+    held.lock().unwrap();
+
+    let journal = shots.join("journal.jsonl");
+    let mut terminal = Terminal::spawn({
+        let mut command = genapi(&dir, &mock);
+        batch(&mut command);
+        command
+    });
+    terminal.wait_until("the even lines saved, the odd ones accepted", PATIENCE, || {
+        recorded(&journal, "accepted") == 6 && [2, 4, 6].iter().all(|n| shots.join(format!("img-{n}.jpg")).is_file())
+    });
+    terminal.ctrl_c();
+    let (code, screen) = terminal.finish(PATIENCE);
+    assert_eq!(code, Some(130), "{screen}");
+    assert!(screen.contains("results in shots/results.jsonl"), "{screen}");
+    let results = std::fs::read_to_string(shots.join("results.jsonl")).unwrap();
+    let standing: Vec<(u64, String)> = results
+        .lines()
+        .map(|line| serde_json::from_str::<serde_json::Value>(line).unwrap())
+        .map(|line| {
+            (
+                line["line"].as_u64().unwrap(),
+                line["status"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    let expected: Vec<(u64, String)> = (1..=6)
+        .map(|n| (n, if n % 2 == 0 { "saved" } else { "accepted" }.to_string()))
+        .collect();
+    assert_eq!(standing, expected, "{results}");
+    assert!(!killed.exists(), "a killed run's results are removed");
+    assert!(writing.exists(), "a live writer's results are kept");
+    drop(held);
+}
