@@ -301,12 +301,15 @@ impl Output {
     /// address) within the client's download timeout.
     async fn bounded<T>(&self, download: impl std::future::Future<Output = Result<T>>) -> Result<T> {
         let after = self.session.transport.download_timeout;
-        tokio::time::timeout(after, download).await.unwrap_or_else(|_| {
-            Err(Error::DownloadTimeout {
-                after,
-                task: self.task.clone(),
+        let span = crate::telemetry::download_span(&self.task.id);
+        tokio::time::timeout(after, tracing::Instrument::instrument(download, span))
+            .await
+            .unwrap_or_else(|_| {
+                Err(Error::DownloadTimeout {
+                    after,
+                    task: self.task.clone(),
+                })
             })
-        })
     }
 
     /// Runs `fetch` on the address; on a refusal, polls for a fresh address

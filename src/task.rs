@@ -427,12 +427,19 @@ impl Task {
     /// the wait (not the task).
     pub async fn wait_with(self, options: WaitOptions) -> Result<Output> {
         let span = crate::telemetry::wait_span(&self.task.id, &self.operation);
-        self.poll_until_final(&options, &span).instrument(span.clone()).await
+        let mut polls = 0u32;
+        let waited = self
+            .poll_until_final(&options, &mut polls)
+            .instrument(span.clone())
+            .await;
+        // Once, as the wait ends: a field recorded at each poll is printed
+        // at each by a reader that prints records.
+        crate::telemetry::polled(&span, polls);
+        waited
     }
 
-    /// `span` is the wait's own, handed down so each poll is counted on it
-    /// without looking the current span up again.
-    async fn poll_until_final(&self, options: &WaitOptions, span: &tracing::Span) -> Result<Output> {
+    /// Counts each poll in `polls`, for the wait's span.
+    async fn poll_until_final(&self, options: &WaitOptions, polls: &mut u32) -> Result<Output> {
         let _watching = self.seat.as_ref().map(Seat::watch);
         let deadline = deadline(self.submitted, options.deadline_after());
         // Learned durations matter only when the interval is not fixed.
@@ -447,13 +454,12 @@ impl Task {
         }
         let mut progress: Option<(f64, Duration)> = None;
         let mut last_status = None;
-        let mut polls = 0u32;
         let mut unreadable = 0u32;
         loop {
             // A task picked up again may have ended long ago: it is asked at
             // once, and the schedule (which counts from this moment, not
             // from an unknown submission) takes over after.
-            let mut delay = if self.resumed && polls == 0 {
+            let mut delay = if self.resumed && *polls == 0 {
                 Duration::ZERO
             } else {
                 jitter(schedule.next(self.submitted.elapsed(), progress), fastrand::f64())
@@ -472,8 +478,7 @@ impl Task {
                 }
             };
             let outcome = bounded.await;
-            polls += 1;
-            crate::telemetry::polled(span, polls);
+            *polls += 1;
             unreadable = match &outcome {
                 Some(Err(Error::Decode { .. })) => unreadable + 1,
                 _ => 0,
@@ -491,7 +496,7 @@ impl Task {
                             status: result.status.clone(),
                             progress: result.progress,
                             elapsed: self.submitted.elapsed(),
-                            polls,
+                            polls: *polls,
                         });
                     }
                     if let Some(outcome) = self.settle(result, options.grace_period()) {

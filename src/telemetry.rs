@@ -13,7 +13,10 @@
 //! - `genapi.submit` and `genapi.wait`, at INFO:
 //!   `gen_ai.operation.name` (`generate_content`), `gen_ai.request.model`
 //!   and the task's id, `gen_ai.response.id`, once known; the wait also
-//!   counts its polls (`genapi.polls`).
+//!   counts its polls (`genapi.polls`, recorded once, as it ends).
+//! - `genapi.download`, at INFO: the download of a task's result, every
+//!   attempt's exchange inside it, with the task's id
+//!   (`gen_ai.response.id`).
 //!
 //! No field holds a secret, a signed query or a prompt: `url.full` is an
 //! address without its query, user information or fragment (by the one
@@ -115,6 +118,17 @@ pub(crate) fn wait_span(task_id: &str, operation: &str) -> Span {
         gen_ai.response.id = task_id,
         genapi.operation = operation,
         genapi.polls = Empty,
+    )
+}
+
+/// The span of the download of task `task_id`'s result (each attempt's
+/// exchange inside it), so a trace shows the download with its task.
+pub(crate) fn download_span(task_id: &str) -> Span {
+    tracing::info_span!(
+        "genapi.download",
+        gen_ai.operation.name = GENERATE,
+        gen_ai.response.id = task_id,
+        genapi.operation = "download",
     )
 }
 

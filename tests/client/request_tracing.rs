@@ -14,13 +14,18 @@ use genapi_mock::{Fault, MockService};
 use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id, Record};
 use tracing_subscriber::layer::{Context, SubscriberExt};
+use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::Layer;
 
-/// A span as a collector receives it: its name and every field recorded.
+/// A span as a collector receives it: its name, every field recorded (and
+/// how many times each was recorded after the span opened), and its
+/// parent's name and task.
 #[derive(Clone, Debug)]
 struct Collected {
     name: &'static str,
     fields: BTreeMap<String, String>,
+    recorded: BTreeMap<String, usize>,
+    parent: Option<(&'static str, Option<String>)>,
 }
 
 impl Collected {
@@ -44,17 +49,40 @@ impl Visit for Fields<'_> {
     }
 }
 
-impl<S: tracing::Subscriber> Layer<S> for Spans {
-    fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, _: Context<'_, S>) {
+impl<S: tracing::Subscriber + for<'a> LookupSpan<'a>> Layer<S> for Spans {
+    fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, context: Context<'_, S>) {
         let mut fields = BTreeMap::new();
         attrs.record(&mut Fields(&mut fields));
         let name = attrs.metadata().name();
-        self.0.lock().unwrap().push((id.clone(), Collected { name, fields }));
+        let mut spans = self.0.lock().unwrap();
+        let parent = context.span(id).and_then(|span| span.parent()).map(|parent| {
+            let task = spans
+                .iter()
+                .rev()
+                .find(|(known, _)| *known == parent.id())
+                .and_then(|(_, span)| span.get("gen_ai.response.id").map(str::to_string));
+            (parent.name(), task)
+        });
+        let recorded = BTreeMap::new();
+        spans.push((
+            id.clone(),
+            Collected {
+                name,
+                fields,
+                recorded,
+                parent,
+            },
+        ));
     }
     fn on_record(&self, id: &Id, values: &Record<'_>, _: Context<'_, S>) {
         let mut spans = self.0.lock().unwrap();
         if let Some((_, span)) = spans.iter_mut().rev().find(|(known, _)| known == id) {
-            values.record(&mut Fields(&mut span.fields));
+            let mut fields = BTreeMap::new();
+            values.record(&mut Fields(&mut fields));
+            for (name, value) in fields {
+                *span.recorded.entry(name.clone()).or_default() += 1;
+                span.fields.insert(name, value);
+            }
         }
     }
 }
@@ -98,7 +126,8 @@ async fn spans_carry_opentelemetry_http_and_generation_attributes() {
         .max_backoff(Duration::from_millis(20));
     let client = mock.client_builder().retry_policy(retries).build().unwrap();
     let task = client
-        .submit(types::Gen2ProRequest::builder().prompt("a secret prompt"))
+        // Long enough (on the paused clock) for the wait to poll a few times.
+        .submit(types::Gen2ProRequest::builder().prompt("a secret prompt [mock:duration_ms=6000]"))
         .await
         .unwrap();
     mock.inject(Fault::status("/v1/get_result", 503).times(1));
@@ -173,6 +202,9 @@ async fn spans_carry_opentelemetry_http_and_generation_attributes() {
         "downloads go without the key"
     );
     assert_eq!(download.get("http.request.method"), Some("GET"));
+    // In a trace, the download sits in a span of its task's.
+    let task = mock.created_tasks()[0].id.clone();
+    assert_eq!(download.parent, Some(("genapi.download", Some(task))), "{download:?}");
 
     let failed = exchanges.last().unwrap();
     assert_eq!(failed.get("http.response.status_code"), Some("403"));
@@ -197,6 +229,10 @@ async fn spans_carry_opentelemetry_http_and_generation_attributes() {
     // one poll.
     let polls = mock.count("GET", "/v1/get_result") - 1;
     assert_eq!(wait.get("genapi.polls"), Some(polls.to_string().as_str()));
+    // Recorded once, when the wait ends: a reader that prints each record
+    // (the fmt layer does) sees one count.
+    assert!(polls > 1, "{polls}");
+    assert_eq!(wait.recorded.get("genapi.polls"), Some(&1), "{wait:?}");
 }
 
 #[tokio::test(start_paused = true)]

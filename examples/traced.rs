@@ -1,0 +1,50 @@
+//! The client's spans on the terminal: `tracing-subscriber`'s fmt layer,
+//! each span printed as it closes with its fields (the HTTP exchanges at
+//! DEBUG, the submission, the wait and the download at INFO). Against the
+//! service when `GENAPI_API_KEY` is set, else against a mock started here:
+//!
+//! ```sh
+//! cargo run --example traced
+//! ```
+//!
+//! In a program of your own, `tracing-subscriber` with `default-features =
+//! false, features = ["fmt", "std", "registry"]` is all this needs.
+
+use genapi::api::types::Gen2ProRequest;
+use tracing_subscriber::filter::Targets;
+use tracing_subscriber::fmt::format::FmtSpan;
+use tracing_subscriber::layer::SubscriberExt as _;
+use tracing_subscriber::util::SubscriberInitExt as _;
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    // A span's fields are printed when it closes: by then its answer's
+    // status, its task's id and its count of polls are recorded. Only
+    // genapi's spans, down to DEBUG (the HTTP client's own events left out).
+    let printed = tracing_subscriber::fmt::layer()
+        .with_span_events(FmtSpan::CLOSE)
+        .with_target(false);
+    tracing_subscriber::registry()
+        .with(printed)
+        .with(Targets::new().with_target("genapi", tracing::Level::DEBUG))
+        .init();
+    let mock = match std::env::var_os("GENAPI_API_KEY") {
+        Some(_) => None,
+        None => Some(genapi_mock::MockService::start().await?),
+    };
+    let client = match &mock {
+        Some(mock) => mock.client()?,
+        None => genapi::Client::from_env()?,
+    };
+    let output = client
+        .run(
+            Gen2ProRequest::builder()
+                .prompt("a lighthouse at dusk")
+                .width(512)
+                .height(512),
+        )
+        .await?;
+    let bytes = output.bytes().await?;
+    println!("{} bytes of {:?}", bytes.len(), genapi::ImageFormat::sniff(&bytes));
+    Ok(())
+}
