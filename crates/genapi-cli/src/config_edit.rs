@@ -145,9 +145,12 @@ impl Editing {
     /// says so with `done`; when `key_changed`, says at once what keeps the
     /// key from being had, if anything.
     fn save(mut self, done: &str, key_changed: bool) -> Result<(), Failure> {
-        // The first profile of a file is the one used without --profile.
+        // The first profile of a file is the one used without --profile,
+        // unless its service is on this machine: a mock's address outlives
+        // the mock, and every command would go to it after it ended.
+        let local = crate::learned::loopback(self.fields()?.get("base_url").and_then(|url| url.as_str()));
         let first = self.read.profiles.is_empty() && self.read.default_profile.is_none() && self.profile != "default";
-        if first {
+        if first && !local {
             self.document
                 .insert("default_profile", toml_edit::value(self.profile.clone()));
         }
@@ -172,7 +175,15 @@ impl Editing {
         };
         genapi_files::write_private(&self.path, text.as_bytes(), genapi_files::Existing::Replace)
             .map_err(|refused| Failure::new(code::OTHER, crate::files::said(&refused)))?;
-        let default = if first { "; it is the default profile" } else { "" };
+        let default = match (first, local) {
+            (true, false) => "; it is the default profile".to_string(),
+            (true, true) => format!(
+                "; it is not made the default profile, since its service is on this machine (a mock ends, its \
+                 address stays): use it with --profile {} (or GENAPI_PROFILE={})",
+                self.profile, self.profile
+            ),
+            _ => String::new(),
+        };
         out::out(&format!("profile {} saved in {file}: {done}{default}", self.profile));
         // Said now rather than at the next command.
         if let (true, Err(problem)) = (key_changed, config::profile_key(&self.profile, profile)) {

@@ -70,7 +70,7 @@ pub fn on_loopback(global: &Global) -> bool {
 }
 
 /// Whether `base` is an address on this machine.
-fn loopback(base: Option<&str>) -> bool {
+pub fn loopback(base: Option<&str>) -> bool {
     base.and_then(|base| url::Url::parse(base).ok())
         .is_some_and(|url| match url.host() {
             Some(url::Host::Domain(name)) => name.eq_ignore_ascii_case("localhost"),

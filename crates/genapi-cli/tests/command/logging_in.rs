@@ -42,7 +42,10 @@ fn ok(run: &Output) -> String {
 
 /// The key read from stdin lands in a file only the user can read, named by
 /// the profile of a config file made the user's alone; it is never printed
-/// nor written in the config file; the profile then works.
+/// nor written in the config file; the profile then works. A profile for a
+/// service on this machine (a mock, which ends while its address stays) is
+/// not made the default: a command without --profile still uses the
+/// built-in mock.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn login_from_stdin_makes_a_private_config_file_that_refers_to_the_key() {
     let mock = roomy_mock(50).await;
@@ -53,29 +56,47 @@ async fn login_from_stdin_makes_a_private_config_file_that_refers_to_the_key() {
         &format!("  {key}  \n"),
     ));
     assert!(!said.contains(key), "{said}");
-    assert!(said.contains("it is the default profile"), "{said}");
+    assert!(
+        said.contains("it is not made the default profile, since its service is on this machine")
+            && said.contains("--profile work"),
+        "{said}"
+    );
     let config = config_path(&dir);
     assert_eq!(mode(&config), 0o600);
     assert_eq!(mode(config.parent().unwrap()), 0o700);
     let written = std::fs::read_to_string(&config).unwrap();
     assert!(!written.contains(key), "{written}");
     assert!(
-        written.contains("[profiles.work]") && written.contains("default_profile = \"work\""),
+        written.contains("[profiles.work]") && !written.contains("default_profile"),
         "{written}"
     );
     let key_file = config.parent().unwrap().join("keys/work.key");
     assert_eq!(mode(&key_file), 0o600);
     assert_eq!(std::fs::read_to_string(&key_file).unwrap().trim(), key, "trimmed");
 
-    // The profile is used as written: its service, its key.
+    // The profile is used as written when named: its service, its key.
     ok(&genapi_alone(&dir)
-        .args(["config", "set", "trusted_origins", &mock.trusted_origins().join(",")])
+        .args([
+            "--profile",
+            "work",
+            "config",
+            "set",
+            "trusted_origins",
+            &mock.trusted_origins().join(","),
+        ])
         .output()
         .unwrap());
     ok(&genapi_alone(&dir)
-        .args(["generate", "a fox", "-o", "fox.jpg"])
+        .args(["--profile", "work", "generate", "a fox", "-o", "fox.jpg"])
         .output()
         .unwrap());
+    assert_eq!(mock.count("POST", "/v1/gen-2-pro"), 1);
+    // Not named, it is not used: the built-in mock is.
+    let builtin = ok(&genapi_alone(&dir)
+        .args(["generate", "a fox", "-o", "fox-2.jpg"])
+        .output()
+        .unwrap());
+    assert!(builtin.contains("using the built-in mock"), "{builtin}");
     assert_eq!(mock.count("POST", "/v1/gen-2-pro"), 1);
 }
 
