@@ -1,11 +1,13 @@
 //! Maintenance tasks of the genapi document: `check`, `regen`,
-//! `diff-upstream` and `drift`. A library so the crate's snapshot tests use the same
+//! `diff-upstream` and `drift`; and `guards`, the mutation run of paying
+//! once's guards. A library so the crate's snapshot tests use the same
 //! surface listing.
 
 pub mod callbacks;
 pub mod check;
 pub mod diff;
 pub mod drift;
+pub mod guards;
 pub mod model;
 pub mod surface;
 

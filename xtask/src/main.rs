@@ -1,4 +1,4 @@
-//! `cargo xtask check | regen | diff-upstream FILE [--map-prefix FROM=TO]… | drift FILE… [--propose OUT]`
+//! `cargo xtask check | regen | diff-upstream FILE [--map-prefix FROM=TO]… | drift FILE… [--propose OUT] | guards [NAME]`
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -132,6 +132,9 @@ The maintenance tasks of openapi.json:
                          service (cargo xtask diff-upstream --help)
   drift FILE...          recorded traffic checked against the document
                          (cargo xtask drift --help)
+  guards [NAME]          weakens each guard of paying once in turn (xtask/src/guards.rs;
+                         those whose name holds NAME) and runs the test that must catch
+                         it; the file is put back after each. Minutes per guard
   -h, --help             this text";
 
 const DIFF_USAGE: &str = "usage: cargo xtask diff-upstream FILE [--map-prefix FROM=TO]...
@@ -304,6 +307,76 @@ fn compare_snapshot(file: &Path, shape: &str) -> Result<(), String> {
     })
 }
 
+/// `cargo xtask guards [NAME]`: each guard weakened in turn, its test run,
+/// the file put back; a table of what caught what. Fails when a mutation
+/// survives or does not build.
+fn guards(only: Option<&str>) -> Result<(), String> {
+    let mut survived = Vec::new();
+    println!("| guard | test | verdict |\n|---|---|---|");
+    for guard in xtask::guards::GUARDS
+        .iter()
+        .filter(|g| only.is_none_or(|name| g.name.contains(name)))
+    {
+        let path = root().join(guard.file);
+        let original = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", guard.file))?;
+        if original.matches(guard.find).count() != 1 {
+            return Err(format!("{}: its text is not found once in {}", guard.name, guard.file));
+        }
+        let restore = Restore {
+            path: &path,
+            original: &original,
+        };
+        std::fs::write(&path, original.replacen(guard.find, guard.replace, 1)).map_err(|e| e.to_string())?;
+        let (package, target, filter) = guard.test;
+        let cargo = |extra: &[&str]| {
+            let mut command = Command::new(env!("CARGO"));
+            command
+                .current_dir(root())
+                .args(["test", "--quiet", "-p", package, "--all-features"]);
+            match target {
+                "--lib" => command.arg("--lib"),
+                test => command.args(["--test", test]),
+            };
+            command.args(extra);
+            command
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null());
+            command.status().map(|status| status.success())
+        };
+        let built = cargo(&["--no-run"]).map_err(|e| e.to_string())?;
+        let verdict = if !built {
+            survived.push(guard.name);
+            "the mutation does not build"
+        } else if cargo(&["--", filter]).map_err(|e| e.to_string())? {
+            survived.push(guard.name);
+            "SURVIVED: the test passes without the guard"
+        } else {
+            "caught"
+        };
+        drop(restore);
+        println!("| {} | `{target} {filter}` | {verdict} |", guard.name);
+    }
+    if survived.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("not caught: {}", survived.join("; ")))
+    }
+}
+
+/// Puts a mutated file back as it was, however the run ends.
+struct Restore<'a> {
+    path: &'a Path,
+    original: &'a str,
+}
+
+impl Drop for Restore<'_> {
+    fn drop(&mut self) {
+        if let Err(error) = std::fs::write(self.path, self.original) {
+            eprintln!("cannot put {} back: {error}; restore it with git", self.path.display());
+        }
+    }
+}
+
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let outcome = match args.first().map(String::as_str) {
@@ -311,6 +384,7 @@ fn main() -> ExitCode {
         Some("regen") => regen(),
         Some("diff-upstream") => diff_upstream(&args[1..]),
         Some("drift") => drift(&args[1..]),
+        Some("guards") => guards(args.get(1).map(String::as_str)),
         Some("-h" | "--help" | "help") => {
             // A closed pipe (`| head`) is not an error of the help.
             let _ = writeln!(std::io::stdout(), "{USAGE}");

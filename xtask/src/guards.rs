@@ -1,0 +1,180 @@
+//! The guards of paying once, each with the test that fails without it.
+//!
+//! A guard is a condition, a lock or an arm that `docs/batch.md` relies on:
+//! a line of `decide`, of what an answer to a submission means, of the
+//! identity of jobs, of the price rule, or of the ledger's SQL. Each is
+//! listed here once, with a mutation (the guard weakened the way a careless
+//! change would) and the test that must fail when the mutation is applied.
+//! `cargo xtask guards` applies each mutation in turn, runs its test, and
+//! puts the file back: a mutation whose test still passes is a guard no
+//! test holds. It is a script, not part of the test command (each mutation
+//! costs a build); the unit test below keeps the list in step with the code
+//! (each mutation's text is found once in its file).
+
+/// One guard: where it is, how it is weakened, and what must catch it.
+#[derive(Debug, Clone, Copy)]
+pub struct Guard {
+    /// A short name.
+    pub name: &'static str,
+    /// What it keeps from happening.
+    pub why: &'static str,
+    /// The file, from the workspace's root.
+    pub file: &'static str,
+    /// The guard's text, found exactly once in the file.
+    pub find: &'static str,
+    /// What the mutation puts in its place.
+    pub replace: &'static str,
+    /// The cargo test that must fail: package, test target (`--lib` for
+    /// the unit tests) and name filter.
+    pub test: (&'static str, &'static str, &'static str),
+}
+
+/// Every guard, in the order of the rules they keep.
+pub const GUARDS: &[Guard] = &[
+    Guard {
+        name: "decide: a changed job is refused",
+        why: "a line whose job changed since it may have made a task is not sent for the new job",
+        file: "crates/genapi-batch/src/decide.rs",
+        find: "if seen.changed && line.may_hold_a_task() {",
+        replace: "if false && seen.changed && line.may_hold_a_task() {",
+        test: ("genapi-batch", "--lib", "decide"),
+    },
+    Guard {
+        name: "decide: a moved job is refused",
+        why: "a job recorded under another line is never sent for its new line",
+        file: "crates/genapi-batch/src/decide.rs",
+        find: "    if seen.moved {\n        return Action::RefuseMoved;",
+        replace: "    if false && seen.moved {\n        return Action::RefuseMoved;",
+        test: ("genapi-batch", "--lib", "decide"),
+    },
+    Guard {
+        name: "decide: a refusal is sent again only with --retry-refused",
+        why: "the flag for refusals does not send unanswered lines, nor the other way round",
+        file: "crates/genapi-batch/src/decide.rs",
+        find: "() if !seen.changed && !asked.retry_refused => return Action::Report,",
+        replace: "() if !seen.changed && !asked.resubmit_unknown => return Action::Report,",
+        test: ("genapi-batch", "--lib", "decide"),
+    },
+    Guard {
+        name: "decide: an unanswered line is sent again only with --resubmit-unknown",
+        why: "a submission that may have made a task is not paid again unasked",
+        file: "crates/genapi-batch/src/decide.rs",
+        find: "if let (Line::Unanswered { .. }, false) = (line, asked.resubmit_unknown) {",
+        replace: "if let (Line::Unanswered { .. }, false) = (line, asked.retry_refused) {",
+        test: ("genapi-batch", "--lib", "decide"),
+    },
+    Guard {
+        name: "decide: an accepted line is polled",
+        why: "a task accepted in an earlier run is polled, never submitted again",
+        file: "crates/genapi-batch/src/decide.rs",
+        find: "    if let Line::Accepted { .. } = line {\n        return polled(seen);\n    }",
+        replace: "    if let Line::Accepted { .. } = line {\n        let _ = polled(seen);\n    }",
+        test: ("genapi-batch", "--lib", "decide"),
+    },
+    Guard {
+        name: "identity: a damaged record is a claim of any job",
+        why: "a journal line that cannot be read may be any job's paid intent",
+        file: "crates/genapi-batch/src/identity.rs",
+        find: "None => claims.unreadable.push(number),",
+        replace: "None => {}",
+        test: (
+            "genapi-batch",
+            "batch",
+            "edited_job_files::a_record_that_cannot_be_read",
+        ),
+    },
+    Guard {
+        name: "identity: a refused line holds no claim",
+        why: "a line the service refused made no task, so its job may be sent elsewhere",
+        file: "crates/genapi-batch/src/line.rs",
+        find: "!matches!(self, Line::Unsent { .. }) && !self.refused()",
+        replace: "!matches!(self, Line::Unsent { .. })",
+        test: ("genapi-batch", "batch", "edited_job_files"),
+    },
+    Guard {
+        name: "answer: a 5xx to a submission is unknown",
+        why: "an answer that does not say nothing was made is never taken for a refusal",
+        file: "crates/genapi-batch/src/answer.rs",
+        find: "| Error::Forbidden { task: None, .. } => Answer::SurelyRefused,\n        _ => Answer::Unknown,",
+        replace: "| Error::Forbidden { task: None, .. } => Answer::SurelyRefused,\n        _ => Answer::SurelyRefused,",
+        test: ("genapi-batch", "--lib", "answer"),
+    },
+    Guard {
+        name: "cap: a settled cost is a plausible price",
+        why: "an end at no price (or a hostile one) leaves the line's hold counted",
+        file: "crates/genapi-batch/src/cap.rs",
+        find: "plausible(credits).then_some(SettledCost(credits))",
+        replace: "Some(SettledCost(credits))",
+        test: ("genapi-batch", "batch", "store_contract"),
+    },
+    Guard {
+        name: "ledger: an intent only from the line's worker",
+        why: "a worker whose line another took cannot store an intent (and send) for it",
+        file: "crates/genapi-ledger/src/lines.rs",
+        find: "WHERE batch = $1 AND line = $2 AND worker = $3\n         AND lease_until > clock_timestamp()",
+        replace: "WHERE batch = $1 AND line = $2\n         AND lease_until > clock_timestamp()",
+        test: (
+            "genapi-ledger",
+            "ledger",
+            "fenced_intents::an_intent_on_a_line_another_worker_took",
+        ),
+    },
+    Guard {
+        name: "ledger: an intent needs half its lease left",
+        why: "an intent is not stored so late that the lease lapses before the send",
+        file: "crates/genapi-ledger/src/lines.rs",
+        find: "AND lease_until > clock_timestamp() + make_interval(secs => $5)",
+        replace: "AND lease_until > clock_timestamp() + make_interval(secs => $5 * 0)",
+        test: (
+            "genapi-ledger",
+            "ledger",
+            "fenced_intents::an_intent_with_less_than_half",
+        ),
+    },
+    Guard {
+        name: "ledger: an intent is fenced by the lease",
+        why: "a claim made while an intent is in flight waits for it and sees it",
+        file: "crates/genapi-ledger/src/lines.rs",
+        find: "AND lease_until > clock_timestamp() + make_interval(secs => $5)",
+        replace: "AND $5::float8 IS NOT NULL",
+        test: (
+            "genapi-ledger",
+            "ledger",
+            "fenced_intents::a_claim_made_while_an_intent",
+        ),
+    },
+    Guard {
+        name: "ledger: holds of a batch are taken one at a time",
+        why: "two workers' holds at once never pass the cap",
+        file: "crates/genapi-ledger/src/lines.rs",
+        find: "\"SELECT pg_advisory_xact_lock(hashtextextended($1, 7))\"",
+        replace: "\"SELECT hashtextextended($1, 7)\"",
+        test: ("genapi-ledger", "ledger", "fenced_intents::holds_of_two_workers"),
+    },
+    Guard {
+        name: "ledger: a live lease keeps a line its worker's",
+        why: "two workers never hold one line at once",
+        file: "crates/genapi-ledger/src/lines.rs",
+        find: "WHERE NOT l.done AND (l.worker IS NULL OR l.worker = $3 OR l.lease_until < now())",
+        replace: "WHERE NOT l.done AND (l.worker IS NULL OR l.worker = $3 OR l.lease_until IS NOT NULL)",
+        test: ("genapi-ledger", "ledger", "store_contract"),
+    },
+];
+
+#[cfg(test)]
+mod tests {
+    use super::GUARDS;
+
+    /// Each mutation's text is in its file once, so the list follows the
+    /// code: a guard moved or rewritten fails here, not silently in the
+    /// script.
+    #[test]
+    fn every_guard_is_found_once_where_the_list_says() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        for guard in GUARDS {
+            let text = std::fs::read_to_string(root.join(guard.file)).unwrap();
+            assert_eq!(text.matches(guard.find).count(), 1, "{}: {}", guard.name, guard.file);
+            assert_ne!(guard.find, guard.replace, "{}", guard.name);
+        }
+    }
+}
