@@ -132,16 +132,12 @@ pub const GUARDS: &[Guard] = &[
         ),
     },
     Guard {
-        name: "ledger: an intent is fenced by the lease",
+        name: "ledger: an intent is fenced by the line's row",
         why: "a claim made while an intent is in flight waits for it and sees it",
         file: "crates/genapi-ledger/src/lines.rs",
-        find: "AND lease_until > clock_timestamp() + make_interval(secs => $5)",
-        replace: "AND $5::float8 IS NOT NULL",
-        test: (
-            "genapi-ledger",
-            "ledger",
-            "fenced_intents::a_claim_made_while_an_intent",
-        ),
+        find: "UPDATE genapi_lines\n       SET lease_until = greatest(lease_until, clock_timestamp() + make_interval(secs => $6))\n       WHERE batch = $1 AND line = $2 AND worker = $3\n         AND lease_until > clock_timestamp() + make_interval(secs => $5)\n       RETURNING line)",
+        replace: "SELECT line FROM genapi_lines\n       WHERE batch = $1 AND line = $2 AND worker = $3\n         AND lease_until > clock_timestamp() + make_interval(secs => $5) AND $6::float8 IS NOT NULL)",
+        test: ("genapi-ledger", "ledger", "fenced_intents::a_claim_made_while_an_intent"),
     },
     Guard {
         name: "ledger: holds of a batch are taken one at a time",
@@ -152,11 +148,19 @@ pub const GUARDS: &[Guard] = &[
         test: ("genapi-ledger", "ledger", "fenced_intents::holds_of_two_workers"),
     },
     Guard {
-        name: "ledger: a live lease keeps a line its worker's",
+        name: "ledger: a live lease keeps a line its worker's (one claim)",
         why: "two workers never hold one line at once",
         file: "crates/genapi-ledger/src/lines.rs",
         find: "WHERE NOT l.done AND (l.worker IS NULL OR l.worker = $3 OR l.lease_until < now())",
         replace: "WHERE NOT l.done AND (l.worker IS NULL OR l.worker = $3 OR l.lease_until IS NOT NULL)",
+        test: ("genapi-ledger", "ledger", "store_contract"),
+    },
+    Guard {
+        name: "ledger: a live lease keeps a line its worker's (many claims)",
+        why: "two workers never hold one line at once",
+        file: "crates/genapi-ledger/src/lines.rs",
+        find: "AND (l.worker IS NULL OR l.worker = $3 OR l.lease_until < now())\n                           FOR UPDATE SKIP LOCKED",
+        replace: "AND (l.worker IS NULL OR l.worker = $3 OR l.lease_until IS NOT NULL)\n                           FOR UPDATE SKIP LOCKED",
         test: ("genapi-ledger", "ledger", "store_contract"),
     },
 ];

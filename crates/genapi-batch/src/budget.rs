@@ -17,7 +17,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use super::cap::{plausible, Credits, Hold};
+use super::cap::{Credits, Hold, SettledCost};
 use super::job::Job;
 use super::journal::Event;
 use super::line::{Ending, Line};
@@ -105,7 +105,7 @@ impl LocalBudget {
                 Line::Ended {
                     ending: Ending::Saved { cost: Some(cost), .. },
                     ..
-                } if plausible(*cost) => {
+                } if SettledCost::of(*cost).is_some() => {
                     budget.settled.insert(*number, *cost);
                 }
                 Line::Ended {
@@ -213,10 +213,10 @@ impl LocalBudget {
         // Below any real price (a hostile answer, or a journal written
         // before such figures were refused): no settled cost, so the line
         // stays counted at what it held.
-        if !plausible(cost) {
+        let Some(cost) = SettledCost::of(cost).map(SettledCost::credits) else {
             self.end_unsettled(line, "Ready");
             return;
-        }
+        };
         self.settled.insert(line, cost);
         self.kept.remove(&line);
         if let Some((kind, _)) = self.holds.remove(&line) {

@@ -30,6 +30,28 @@ pub async fn holds<O: Opener>(fresh: impl Fn(&str) -> O) {
     credits_held_never_pass_the_cap(&fresh("credits")).await;
     an_end_at_no_price_leaves_its_hold_counted(&fresh("no-price")).await;
     two_runs_at_once_never_both_hold_a_line(&fresh("two-runs")).await;
+    a_line_a_live_run_holds_is_not_taken(&fresh("held")).await;
+}
+
+/// A line one run holds (its lease live) is not the other's, claimed alone
+/// or among others, until the first gives it back.
+pub async fn a_line_a_live_run_holds_is_not_taken<O: Opener>(opener: &O) {
+    let first = opener.open().await.expect("the first run opens");
+    assert!(matches!(first.claim(1).await.expect("claim"), Claim::Mine(_)));
+    assert!(matches!(first.claim(2).await.expect("claim"), Claim::Mine(_)));
+    let Ok(second) = opener.open().await else {
+        // Refused at open: the first run holds the whole batch.
+        return;
+    };
+    let alone = second.claim(1).await.expect("claim");
+    assert!(matches!(alone, Claim::Held), "line 1 taken from a live run: {alone:?}");
+    let among = second.claim_many(&[2, 3]).await;
+    assert!(
+        matches!(among[0], Ok(Claim::Held)),
+        "line 2 taken from a live run: {:?}",
+        among[0]
+    );
+    assert!(matches!(among[1], Ok(Claim::Mine(_))), "line 3 is free: {:?}", among[1]);
 }
 
 /// Nothing is known of a batch no run has written to.
