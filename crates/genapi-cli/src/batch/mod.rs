@@ -307,7 +307,8 @@ impl<'g> Run<'g> {
         if on_builtin_mock {
             out::err(
                 "note: the built-in mock ends with this command: if the batch is interrupted, the tasks it accepted \
-                 are gone and the batch starts over in another folder (run `genapi mock` to be able to resume)",
+                 are gone and the batch starts over in another folder (to be able to resume, start a mock that \
+                 outlives it: eval \"$(genapi mock --background)\")",
             );
         }
         notifications::learn_kept_secret(&connection.client, &out_dir);
