@@ -122,7 +122,9 @@ mod tests {
     use super::*;
 
     /// Read only by tests, to try a document of their own: not listed.
-    const HIDDEN: [&str; 1] = ["GENAPI_DOCUMENT"];
+    /// `GENAPI_MOCK_PID` is never read: `genapi mock --background` prints
+    /// it for the user's shell (its process id, to stop it).
+    const HIDDEN: [&str; 2] = ["GENAPI_DOCUMENT", "GENAPI_MOCK_PID"];
 
     /// Every `"GENAPI_…"` name written in the command's source, each a
     /// variable it reads, is in the list (or hidden on purpose).
