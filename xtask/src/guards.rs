@@ -120,16 +120,20 @@ pub const GUARDS: &[Guard] = &[
         ),
     },
     Guard {
-        name: "ledger: an intent needs half its lease left",
-        why: "an intent is not stored so late that the lease lapses before the send",
+        name: "ledger: an intent needs a live lease",
+        why: "a worker whose lease lapsed sends nothing on it",
         file: "crates/genapi-ledger/src/lines.rs",
         find: "AND lease_until > clock_timestamp() + make_interval(secs => $5)",
-        replace: "AND lease_until > clock_timestamp() + make_interval(secs => $5 * 0)",
-        test: (
-            "genapi-ledger",
-            "ledger",
-            "fenced_intents::an_intent_with_less_than_half",
-        ),
+        replace: "AND $5::float8 IS NOT NULL",
+        test: ("genapi-ledger", "ledger", "fenced_intents::an_intent_renews_a_live_lease"),
+    },
+    Guard {
+        name: "ledger: an intent renews the lease",
+        why: "the request leaves with a whole lease ahead, so no one takes the line while it is on its way",
+        file: "crates/genapi-ledger/src/lines.rs",
+        find: "SET lease_until = greatest(lease_until, clock_timestamp() + make_interval(secs => $6))",
+        replace: "SET lease_until = greatest(lease_until, clock_timestamp() + make_interval(secs => $6 * 0))",
+        test: ("genapi-ledger", "ledger", "fenced_intents::an_intent_renews_a_live_lease"),
     },
     Guard {
         name: "ledger: an intent is fenced by the line's row",

@@ -600,7 +600,16 @@ mod tests {
         let words: Vec<&str> = Standing::ALL.iter().map(|s| s.as_str()).collect();
         assert_eq!(
             words,
-            ["saved", "ended", "changed", "refused", "accepted", "unanswered", "gone", "unsent"]
+            [
+                "saved",
+                "ended",
+                "changed",
+                "refused",
+                "accepted",
+                "unanswered",
+                "gone",
+                "unsent"
+            ]
         );
     }
 }

@@ -433,10 +433,10 @@ impl Ledger {
     }
 
     /// Stores one event of a line this worker holds. An intent is stored
-    /// only while the claim has at least half its lease left (else
+    /// only while the claim is this worker's and its lease live (else
     /// [`LedgerError::Database`] says the claim was lost and nothing may be
-    /// sent); the other events are stored whatever happened to the claim,
-    /// since they say what the service did.
+    /// sent), and renews the lease; the other events are stored whatever
+    /// happened to the claim, since they say what the service did.
     pub(crate) async fn record(&self, record: &Event) -> Result<(), LedgerError> {
         let line = record.line() as i64;
         let text = serde_json::to_string(record).map_err(|e| LedgerError::Database(e.to_string()))?;
@@ -444,7 +444,11 @@ impl Ledger {
         match record {
             Event::Intent { .. } => {
                 let lease = seconds(self.lease);
-                let margin = lease / 2.0;
+                // Live is enough: the statement renews the lease to a whole
+                // one under the line's row lock, so the request leaves with a
+                // whole lease ahead however little was left. (A margin asked
+                // more of a worker the machine had slowed, and bought nothing.)
+                let margin = 0.0_f64;
                 // Exclusive: a worker whose name another process took sends
                 // nothing more.
                 let stored = self

@@ -166,8 +166,15 @@ impl Postgres {
     }
 
     /// A URL to database `postgres` as user `postgres`.
+    ///
+    /// Its `connect_timeout` is a hang detector: the server runs on the
+    /// test's machine, which may be slow or busy, and a connection made late
+    /// is no failure of what a test looks at.
     pub fn url(&self) -> String {
-        format!("postgres://postgres:{PASSWORD}@127.0.0.1:{}/postgres", self.port)
+        format!(
+            "postgres://postgres:{PASSWORD}@127.0.0.1:{}/postgres?connect_timeout=120",
+            self.port
+        )
     }
 
     /// A URL to the cluster at `host`, with `query` (`key=value&…`) after it.

@@ -228,8 +228,10 @@ async fn a_task_generate_left_running_is_scrubbed_of_its_secrets_when_picked_up(
     let dir = Dir::new("echoed-secrets-generate");
     let generated = common::genapi(&dir, &mock)
         .args([
+            // Past once the task is accepted (it runs ten minutes), with
+            // time for a starved machine to start and submit.
             "--timeout",
-            "2",
+            "20",
             "generate",
             "a fox",
             "-o",
@@ -298,8 +300,10 @@ fn a_task_of_the_built_in_mock_leaves_no_secrets_behind() {
     let dir = Dir::new("echoed-secrets-builtin");
     let generated = common::genapi_alone(&dir)
         .args([
+            // Past once the task is accepted (it runs ten minutes), with
+            // time for a starved machine to start and submit.
             "--timeout",
-            "2",
+            "20",
             "generate",
             "a fox [mock:duration_ms=600000]",
             "-o",

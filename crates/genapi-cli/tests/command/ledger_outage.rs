@@ -165,15 +165,16 @@ async fn a_database_that_stops_answering_mid_run_cannot_hold_the_worker_past_its
     // Line 1's hour keeps the worker at work until --timeout, however late
     // the database goes silent.
     let first = write_jobs_with_line_1_held(&dir.join("jobs.jsonl"), 30, "silent line", AN_HOUR);
-    let mut running = Watched::start(worker(&dir, &mock, &url, &["--max-active", "2", "--timeout", "10"]));
+    // Time for a slow machine to start and send line 1 before it passes.
+    let mut running = Watched::start(worker(&dir, &mock, &url, &["--max-active", "2", "--timeout", "30"]));
     tokio::task::block_in_place(|| {
-        wait_for_post(&mock, &first, Duration::from_secs(30));
-        running.wait_for_outcomes(1, Duration::from_secs(30));
+        wait_for_post(&mock, &first, Duration::from_secs(120));
+        running.wait_for_outcomes(1, Duration::from_secs(120));
     });
     stall.silence();
     // --timeout, then at most 15 s of answers in flight and 5 s to give
-    // seats back: a worker still running after three times that is hung.
-    let (status, outcomes, stderr) = tokio::task::block_in_place(|| running.end_within(Duration::from_secs(90)));
+    // seats back: a worker still running after four times that is hung.
+    let (status, outcomes, stderr) = tokio::task::block_in_place(|| running.end_within(Duration::from_secs(240)));
     let status = status.unwrap_or_else(|| panic!("the worker hung on the silent database\n{stderr}"));
     assert_eq!(status.code(), Some(8), "the timeout's exit code\n{stderr}");
     // Why the lines were kept back: the silent database, when a step met
@@ -181,7 +182,7 @@ async fn a_database_that_stops_answering_mid_run_cannot_hold_the_worker_past_its
     // first. Either way the worker ended, with the timeout's code.
     let said = format!("{stderr}{outcomes:?}");
     assert!(
-        said.contains("the ledger database did not answer within 5 s") || said.contains("--timeout 10s passed"),
+        said.contains("the ledger database did not answer within 15 s") || said.contains("--timeout 30s passed"),
         "the lines kept back say why: {said}"
     );
     assert!(!said.contains(PASSWORD), "the password is never shown");
@@ -213,8 +214,8 @@ async fn workers_go_on_after_the_database_restarts_and_nothing_is_sent_twice_or_
     // Both at work (each has its name, and lines) before the database
     // goes: a worker still starting while it is down is another test.
     tokio::task::block_in_place(|| {
-        first.wait_for_outcomes(2, Duration::from_secs(30));
-        second.wait_for_outcomes(1, Duration::from_secs(30));
+        first.wait_for_outcomes(2, Duration::from_secs(120));
+        second.wait_for_outcomes(1, Duration::from_secs(120));
     });
     tokio::task::block_in_place(|| {
         pg.stop_immediately();
@@ -258,7 +259,7 @@ impl Lingering {
             "every connection of the paused worker idle",
             "SELECT 1 WHERE NOT EXISTS (SELECT 1 FROM pg_stat_activity WHERE backend_type = 'client backend' \
              AND pid <> pg_backend_pid() AND state IS DISTINCT FROM 'idle')",
-            Duration::from_secs(30),
+            Duration::from_secs(120),
         );
         let mut stopped = Lingering(Vec::new());
         for pid in pg.advisory_lock_holders() {
@@ -315,8 +316,8 @@ async fn killed_and_started_again(test: &str, name: Option<&str>) {
     }
     let mut first = Watched::start(worker(&dir, &mock, &url, &extra));
     tokio::task::block_in_place(|| {
-        wait_for_post(&mock, &first_line, Duration::from_secs(30));
-        first.wait_for_outcomes(3, Duration::from_secs(30));
+        wait_for_post(&mock, &first_line, Duration::from_secs(120));
+        first.wait_for_outcomes(3, Duration::from_secs(120));
     });
     first.pause();
     let lingering = tokio::task::block_in_place(|| Lingering::stop_name_holders(&pg));
@@ -411,18 +412,20 @@ async fn a_worker_waiting_for_lines_another_holds_says_so() {
     // Line 1's hour: the dead worker surely holds it.
     let first_line = write_jobs_with_line_1_held(&dir.join("jobs.jsonl"), 8, "held line", AN_HOUR);
     let url = pg.url();
-    let extra = ["--max-active", "4", "--ledger-lease", "3600", "--timeout", "60"];
+    let extra = ["--max-active", "4", "--ledger-lease", "3600", "--timeout", "120"];
     let mut first = Watched::start(worker(&dir, &mock, &url, &extra));
     tokio::task::block_in_place(|| {
-        wait_for_post(&mock, &first_line, Duration::from_secs(30));
-        first.wait_for_outcomes(1, Duration::from_secs(30));
+        wait_for_post(&mock, &first_line, Duration::from_secs(120));
+        first.wait_for_outcomes(1, Duration::from_secs(120));
     });
     first.kill();
     // Another folder: another worker, which cannot take the dead one's lines.
     let elsewhere = Dir::new("ledger-held-elsewhere-2");
     std::fs::copy(dir.join("jobs.jsonl"), elsewhere.join("jobs.jsonl")).unwrap();
-    let second = Watched::start(worker(&elsewhere, &mock, &url, &["--timeout", "7"]));
-    let (status, _, stderr) = tokio::task::block_in_place(|| second.end_within(Duration::from_secs(60)));
+    // Its --timeout passes while it waits: long enough for each step of a
+    // slow machine's database.
+    let second = Watched::start(worker(&elsewhere, &mock, &url, &["--timeout", "30"]));
+    let (status, _, stderr) = tokio::task::block_in_place(|| second.end_within(Duration::from_secs(120)));
     assert_eq!(status.and_then(|s| s.code()), Some(8), "{stderr}");
     assert!(stderr.contains(" held by other workers"), "{stderr}");
 }

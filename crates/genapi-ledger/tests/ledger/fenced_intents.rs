@@ -169,27 +169,27 @@ async fn an_intent_on_a_line_another_worker_took_is_refused() {
     assert_eq!(intents(&pg), "0");
 }
 
-/// An intent needs half the lease left: a request that leaves with less
-/// could still be on its way when the lease lapses and another worker
-/// takes the line.
+/// An intent on a live lease, however little of it is left, is stored and
+/// renews the lease to a whole one (the request leaves with it ahead); an
+/// intent on a lease that lapsed is refused.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_intent_with_less_than_half_the_lease_left_is_refused() {
-    let Some(pg) = Postgres::start("fenced-margin") else {
+async fn an_intent_renews_a_live_lease_and_is_refused_on_a_lapsed_one() {
+    let Some(pg) = Postgres::start("fenced-renewal") else {
         return;
     };
     let a = claimed_by_a(&pg).await;
-    // 100 s left of a 600 s lease: live, but less than half.
-    pg.sql("UPDATE genapi_lines SET lease_until = clock_timestamp() + interval '100 s' WHERE line = 1");
+    pg.sql("UPDATE genapi_lines SET lease_until = clock_timestamp() - interval '1 s' WHERE line = 1");
     let written = a.write(intent()).await;
-    assert!(
-        written.is_err(),
-        "an intent with 100 s of a 600 s lease left: {written:?}"
-    );
+    assert!(written.is_err(), "an intent on a lapsed lease: {written:?}");
     assert_eq!(intents(&pg), "0");
-    // With the lease renewed, the same intent is stored.
-    pg.sql("UPDATE genapi_lines SET lease_until = clock_timestamp() + interval '600 s' WHERE line = 1");
+    // 5 s left of a 600 s lease: live, so stored, and renewed.
+    pg.sql("UPDATE genapi_lines SET lease_until = clock_timestamp() + interval '5 s' WHERE line = 1");
     a.write(intent()).await.unwrap();
     assert_eq!(intents(&pg), "1");
+    let left =
+        pg.sql("SELECT extract(epoch FROM lease_until - clock_timestamp())::int FROM genapi_lines WHERE line = 1");
+    let left: i64 = left.trim().parse().unwrap();
+    assert!(left > 500, "renewed to a whole lease: {left} s left");
 }
 
 /// Waits until `done` or `query` answers a row (a hang detector bounds it).
