@@ -159,14 +159,17 @@ async fn a_database_that_stops_answering_mid_run_cannot_hold_the_worker_past_its
         return;
     };
     let stall = common::stall::Stall::start(pg.port).await;
-    let url = format!("postgres://postgres:{PASSWORD}@127.0.0.1:{}/postgres", stall.port);
+    let url = format!(
+        "postgres://postgres:{PASSWORD}@127.0.0.1:{}/postgres?connect_timeout=120",
+        stall.port
+    );
     let mock = service(Duration::from_millis(500)).await;
     let dir = Dir::new("ledger-stops-answering");
     // Line 1's hour keeps the worker at work until --timeout, however late
     // the database goes silent.
     let first = write_jobs_with_line_1_held(&dir.join("jobs.jsonl"), 30, "silent line", AN_HOUR);
     // Time for a slow machine to start and send line 1 before it passes.
-    let mut running = Watched::start(worker(&dir, &mock, &url, &["--max-active", "2", "--timeout", "30"]));
+    let mut running = Watched::start(worker(&dir, &mock, &url, &["--max-active", "2", "--timeout", "60"]));
     tokio::task::block_in_place(|| {
         wait_for_post(&mock, &first, Duration::from_secs(120));
         running.wait_for_outcomes(1, Duration::from_secs(120));
@@ -174,7 +177,7 @@ async fn a_database_that_stops_answering_mid_run_cannot_hold_the_worker_past_its
     stall.silence();
     // --timeout, then at most 15 s of answers in flight and 5 s to give
     // seats back: a worker still running after four times that is hung.
-    let (status, outcomes, stderr) = tokio::task::block_in_place(|| running.end_within(Duration::from_secs(240)));
+    let (status, outcomes, stderr) = tokio::task::block_in_place(|| running.end_within(Duration::from_secs(360)));
     let status = status.unwrap_or_else(|| panic!("the worker hung on the silent database\n{stderr}"));
     assert_eq!(status.code(), Some(8), "the timeout's exit code\n{stderr}");
     // Why the lines were kept back: the silent database, when a step met
@@ -182,7 +185,7 @@ async fn a_database_that_stops_answering_mid_run_cannot_hold_the_worker_past_its
     // first. Either way the worker ended, with the timeout's code.
     let said = format!("{stderr}{outcomes:?}");
     assert!(
-        said.contains("the ledger database did not answer within 15 s") || said.contains("--timeout 30s passed"),
+        said.contains("the ledger database did not answer within 30 s") || said.contains("--timeout 60s passed"),
         "the lines kept back say why: {said}"
     );
     assert!(!said.contains(PASSWORD), "the password is never shown");
