@@ -10,7 +10,7 @@ use std::time::Duration;
 use genapi_mock::{Fault, MockConfig, MockService};
 use serde_json::{json, Value};
 
-use crate::common::{genapi, posts_by_prompt, Dir};
+use crate::common::{genapi, posts_by_prompt, said, Dir};
 
 fn write(dir: &Dir, prompts: &[&str]) {
     let lines: Vec<String> = prompts
@@ -18,14 +18,6 @@ fn write(dir: &Dir, prompts: &[&str]) {
         .map(|prompt| json!({"model": "gen-2-pro", "prompt": prompt, "width": 64, "height": 64}).to_string())
         .collect();
     std::fs::write(dir.join("jobs.jsonl"), lines.join("\n") + "\n").unwrap();
-}
-
-fn said(run: &std::process::Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&run.stdout),
-        String::from_utf8_lossy(&run.stderr)
-    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -58,6 +58,15 @@ mod common {
     pub fn genapi_alone(dir: &Dir) -> std::process::Command {
         genapi_test_common::genapi_alone(env!("CARGO_BIN_EXE_genapi"), dir)
     }
+
+    /// What a run said, stdout then stderr.
+    pub fn said(run: &std::process::Output) -> String {
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&run.stdout),
+            String::from_utf8_lossy(&run.stderr)
+        )
+    }
 }
 
 mod batch;

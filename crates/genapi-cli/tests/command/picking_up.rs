@@ -2,17 +2,12 @@
 //! previous one printed, and every command printed can succeed.
 
 use std::path::Path;
-use std::process::Output;
 
 use crate::cli::Mock;
-use crate::common::{genapi_alone, Dir};
+use crate::common::{genapi_alone, said, Dir};
 
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
-}
-
-fn said(run: &Output) -> String {
-    format!("{}{}", text(&run.stdout), text(&run.stderr))
 }
 
 /// The files whose name starts with a dot in `dir`.

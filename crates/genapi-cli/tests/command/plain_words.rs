@@ -9,7 +9,7 @@ use genapi_mock::{Fault, FaultKind, MockConfig, MockService};
 use serde_json::{json, Value};
 
 use crate::cli::Mock;
-use crate::common::{genapi, genapi_alone, Dir};
+use crate::common::{genapi, genapi_alone, said, Dir};
 
 /// Names of the library's code that a user of the command never typed.
 const INTERNAL: [&str; 7] = [
@@ -21,14 +21,6 @@ const INTERNAL: [&str; 7] = [
     "not_sent",
     "gen_2_pro",
 ];
-
-fn said(run: &std::process::Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&run.stdout),
-        String::from_utf8_lossy(&run.stderr)
-    )
-}
 
 fn no_internal_names(text: &str) {
     for name in INTERNAL {

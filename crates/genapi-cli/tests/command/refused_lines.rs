@@ -7,15 +7,7 @@ use std::time::Duration;
 use genapi_mock::{MockConfig, MockService};
 use serde_json::Value;
 
-use crate::common::{genapi, write_jobs, Dir};
-
-fn said(run: &std::process::Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&run.stdout),
-        String::from_utf8_lossy(&run.stderr)
-    )
-}
+use crate::common::{genapi, said, write_jobs, Dir};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_line_refused_for_a_wrong_key_names_retry_refused_everywhere_and_is_sent_with_it() {
