@@ -110,6 +110,33 @@ impl Key {
     }
 }
 
+impl Key {
+    /// Every key the command could find, wherever it is kept, for a check
+    /// that no other setting holds one: the environment's, each profile's
+    /// variable and each profile's file, read whatever the file's mode
+    /// (the check only compares; a file others may read is refused for
+    /// use elsewhere, yet still holds a key).
+    pub fn all_known(
+        profiles: &std::collections::BTreeMap<String, Result<Profile, crate::config_file::Broken>>,
+    ) -> Vec<Key> {
+        let mut keys: Vec<Key> = variable("GENAPI_API_KEY")
+            .map(|key| Key(key.trim().to_string()))
+            .into_iter()
+            .collect();
+        for profile in profiles.values().flatten() {
+            if let Some(key) = profile.key_env.as_deref().and_then(variable) {
+                keys.push(Key(key.trim().to_string()));
+            }
+            if let Some(path) = &profile.key_file {
+                if let Ok(key) = genapi_files::read_text(&expand_home(path), KEY_FILE_LIMIT) {
+                    keys.push(Key(key.trim().to_string()));
+                }
+            }
+        }
+        keys
+    }
+}
+
 impl fmt::Debug for Key {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("Key(redacted)")
@@ -550,7 +577,28 @@ pub fn may_hold_a_secret(name: &str, value: &str) -> bool {
     names_a_secret(name)
         || upper == LEDGER_VARIABLE
         || SECRETS_BY_CONVENTION.contains(&upper.as_str())
+        || SECRET_WORDS.iter().any(|word| upper.contains(word))
+        || SECRET_ENDS.iter().any(|end| upper.ends_with(end))
         || holds_an_address_with_a_password(value)
+        || holds_a_password_setting(value)
+}
+
+/// Words that make any variable's name one that may hold a secret, where
+/// they appear (`APIKEY`, `DB_PASSWD`, `MY_SECRET_X`).
+const SECRET_WORDS: [&str; 6] = ["PASSWORD", "PASSWD", "SECRET", "TOKEN", "APIKEY", "API_KEY"];
+
+/// Ends of a name that make it one that may hold a secret (`DB_PASS`,
+/// `DB_PWD`, `NPM_CONFIG__AUTH`, `CLOUD_CREDENTIALS`); `PWD` and
+/// `XAUTHORITY`, which do not end so, are left to the program.
+const SECRET_ENDS: [&str; 5] = ["_PASS", "_PWD", "_AUTH", "_CREDENTIALS", "_CREDENTIAL"];
+
+/// Whether `text` sets a password as connection strings do
+/// (`password=…`, `pwd=…`, in a libpq or ODBC string or a URL's query).
+fn holds_a_password_setting(text: &str) -> bool {
+    let lower = text.to_ascii_lowercase();
+    ["password=", "passwd=", "pwd="]
+        .iter()
+        .any(|setting| lower.contains(setting))
 }
 
 /// Whether `text` holds an address whose authority carries a password
@@ -564,9 +612,11 @@ fn holds_an_address_with_a_password(text: &str) -> bool {
         let end = rest
             .find(|c: char| matches!(c, '/' | '\\') || c.is_whitespace())
             .unwrap_or(rest.len());
-        rest[..end]
-            .rfind('@')
-            .is_some_and(|user_at| rest[..user_at].contains(':'))
+        rest[..end].rfind('@').is_some_and(|user_at| {
+            let user = &rest[..user_at];
+            // A password, or a token given as the user (`https://ghp_…@host`).
+            user.contains(':') || crate::key_shape::looks_like_a_key(user)
+        })
     })
 }
 
@@ -849,6 +899,17 @@ mod tests {
             ("CACHE", "redis://:pw@cache:6379"),
             ("MIRRORS", "https://a.example.com, https://me:pw@b.example.com/x"),
             ("HAND_WRITTEN", "postgres://u:p?w#d@host/db"),
+            ("PGURL", "postgres://u@db/x?password=pg-canary"),
+            ("DSN", "host=db user=u password=pg-canary"),
+            (
+                "GITREMOTE",
+                "https://ghp_16C7e42F292c6912E7710c838347Ae178B4a@github.com/x",
+            ),
+            ("APIKEY", "x"),
+            ("PASSWORD", "x"),
+            ("DB_PASS", "x"),
+            ("DB_PWD", "x"),
+            ("NPM_CONFIG__AUTH", "x"),
         ] {
             assert!(may_hold_a_secret(name, value), "{name}={value}");
         }
@@ -858,6 +919,10 @@ mod tests {
             ("GENAPI_BASE_URL", "https://api.example.com/v1?at=12:00"),
             ("MAILTO", "ada@example.com"),
             ("PAGE", "https://example.com/people/ada:1@home"),
+            ("PWD", "/home/ada/shots"),
+            ("XAUTHORITY", "/run/user/1000/xauth"),
+            ("SSH_AUTH_SOCK", "/run/user/1000/ssh"),
+            ("REMOTE", "ssh://git@github.com/x"),
         ] {
             assert!(!may_hold_a_secret(name, value), "{name}={value}");
         }

@@ -18,6 +18,7 @@ use clap::{Args, Subcommand};
 use toml_edit::{DocumentMut, Item, Table, TableLike};
 
 use crate::config_file::{self, ConfigFile};
+use crate::key_shape::looks_like_a_key;
 use crate::{code, config, key_input, out, Failure};
 
 /// The fields that say what the key is: a profile has one at most.
@@ -196,14 +197,21 @@ impl Editing {
 /// `genapi config set FIELD VALUE`. No message says the value back, for
 /// any field: it may be a key pasted in the wrong place. A value with the
 /// shape of a key ([`looks_like_a_key`]), or holding the key the command
-/// would use (whatever its shape), is refused for every field that
-/// does not name the key, before anything is read or written.
+/// would find (whatever its shape, wherever it is kept), is refused for
+/// every field that does not name the key, before anything is written.
 pub fn set(flag_profile: Option<&str>, change: ConfigChange) -> Result<(), Failure> {
     let ConfigChange::Set { field, value } = change;
-    // The key the command would use, as far as the settings can be read
-    // (a file being mended may not be).
-    let key = config::resolve(flag_profile).ok().and_then(|settings| settings.key);
-    let a_key = looks_like_a_key(&value) || key.is_some_and(|key| key.value.is_in(&value));
+    let mut editing = open(flag_profile)?;
+    // Every key the command could find, whether or not the settings can be
+    // read whole (a file being mended may not be).
+    let mut keys = config::Key::all_known(&editing.read.profiles);
+    keys.extend(
+        config::resolve(flag_profile)
+            .ok()
+            .and_then(|settings| settings.key)
+            .map(|key| key.value),
+    );
+    let a_key = looks_like_a_key(&value) || keys.iter().any(|key| key.is_in(&value));
     if !KEY_FIELDS.contains(&field.as_str()) && a_key {
         return Err(Failure::usage(format!(
             "{field} is not set: what was given has the shape of a key, or holds the key in use (it is not shown, and \
@@ -213,7 +221,6 @@ pub fn set(flag_profile: Option<&str>, change: ConfigChange) -> Result<(), Failu
              config set key_file PATH` (a file only you can read)"
         )));
     }
-    let mut editing = open(flag_profile)?;
     if field == "model" {
         // Refused now, with the models there are, rather than at generate.
         let catalog = crate::catalog::load().map_err(Failure::usage)?;
@@ -347,98 +354,4 @@ fn key_file(path: &Path) -> Result<String, Failure> {
     }
     let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
     Ok(absolute.to_string_lossy().into_owned())
-}
-
-/// The beginnings of common services' keys and tokens (`sk-` and `sk_`,
-/// GitHub's `ghp_`, Slack's `xoxb-`, AWS's `AKIA`, Google's `AIza`, a JWT's
-/// `eyJ`): a word that opens so and is long enough is taken for a key.
-const KEY_PREFIXES: [&str; 18] = [
-    "sk-",
-    "sk_",
-    "rk_",
-    "pk_",
-    "ghp_",
-    "gho_",
-    "ghs_",
-    "ghu_",
-    "github_pat_",
-    "glpat-",
-    "xoxb-",
-    "xoxp-",
-    "xapp-",
-    "AKIA",
-    "ASIA",
-    "AIza",
-    "hf_",
-    "eyJ",
-];
-
-/// The fewest characters of a word [`KEY_PREFIXES`] opens that is taken for
-/// a key (a folder `sk-trips` is not one).
-const SHORTEST_PREFIXED_KEY: usize = 16;
-
-/// The fewest letters and digits in a row that [`looks_like_a_key`] weighs.
-const SHORTEST_RANDOM_RUN: usize = 20;
-
-/// Whether `value` has the shape of a key rather than of a model's name, a
-/// folder or an address: one of its words (between `/`, spaces and the
-/// like) opens as common services' keys do ([`KEY_PREFIXES`]) and is
-/// [`SHORTEST_PREFIXED_KEY`] characters or more, or it holds a run of
-/// [`SHORTEST_RANDOM_RUN`] letters and digits or more that goes from letters
-/// to digits or back three times or more, with three of each, as random keys
-/// and digests do and names, dates and sizes do not (`gen-2-pro`,
-/// `shots/2026-11-25`, `renders-1024x1024`).
-fn looks_like_a_key(value: &str) -> bool {
-    let words = value.split(|c: char| c.is_whitespace() || matches!(c, '/' | '\\' | '=' | ',' | '?' | '&' | '@' | ':'));
-    let prefixed = words
-        .filter(|word| word.len() >= SHORTEST_PREFIXED_KEY)
-        .any(|word| KEY_PREFIXES.iter().any(|prefix| word.starts_with(prefix)));
-    let random = value
-        .split(|c: char| !c.is_ascii_alphanumeric())
-        .filter(|run| run.len() >= SHORTEST_RANDOM_RUN)
-        .any(|run| {
-            let digits = run.bytes().filter(u8::is_ascii_digit).count();
-            let changes = run
-                .as_bytes()
-                .windows(2)
-                .filter(|pair| pair[0].is_ascii_digit() != pair[1].is_ascii_digit())
-                .count();
-            digits >= 3 && run.len() - digits >= 3 && changes >= 3
-        });
-    prefixed || random
-}
-
-#[cfg(test)]
-mod tests {
-    use super::looks_like_a_key;
-
-    #[test]
-    fn keys_have_their_shape_and_names_folders_and_addresses_do_not() {
-        for key in [
-            "sk-live-PASTED7731q9ZcX2vB8nM4kL0p",
-            "sk_test_4eC39HqLyjWDarjtT1zdp7dc",
-            "ghp_16C7e42F292c6912E7710c838347Ae178B4a",
-            "AKIAIOSFODNN7EXAMPLE",
-            "Q7f3Kp92LmX0zR4tB8vN1cW6yH5j",
-            "3f9c1e2a7b4d5e6f8a9b0c1d2e3f4a5b",
-            "  sk-proj-AbCdEf0123456789xyz  ",
-            "~/keys/sk-live-PASTED7731q9ZcX2vB8",
-        ] {
-            assert!(looks_like_a_key(key), "{key}");
-        }
-        for plain in [
-            "gen-2-pro",
-            "gen-tools/deblur-v1",
-            "shots",
-            "~/Pictures/genapi/2026-11-25",
-            "renders-1024x1024",
-            "sk-trips",
-            "https://api.eu4.example.com",
-            "https://api.example.com/v1",
-            "my-output-folder-for-the-night-batch",
-            "20261125T120000Z",
-        ] {
-            assert!(!looks_like_a_key(plain), "{plain}");
-        }
-    }
 }

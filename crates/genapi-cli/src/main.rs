@@ -17,6 +17,7 @@ mod help;
 mod history;
 mod interrupt;
 mod key_input;
+mod key_shape;
 mod learned;
 mod man;
 mod mock;

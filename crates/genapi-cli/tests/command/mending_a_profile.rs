@@ -171,6 +171,37 @@ fn a_key_set_as_a_model_a_folder_or_an_address_is_refused_and_never_said_back() 
     assert!(!said.contains("harbour-lights"), "{said}");
     assert!(said.contains("holds the key in use"), "{said}");
     assert_eq!(std::fs::read_to_string(&config).unwrap(), before);
+    // The same where no settings can be made of it (no config file, a key
+    // without an address), and a key kept in a file others may read.
+    let alone = Dir::new("config-set-key-alone");
+    let run = genapi_alone(&alone)
+        .env("GENAPI_API_KEY", "harbour-lights-1")
+        .args(["config", "set", "out", "harbour-lights-1"])
+        .output()
+        .unwrap();
+    assert_eq!(run.status.code(), Some(2), "{}", text(&run.stderr));
+    let kept = alone.join("open.key");
+    std::fs::write(&kept, "harbour-lights-2\n").unwrap();
+    config_file(
+        &alone,
+        &format!(
+            "[profiles.work]\nbase_url = \"https://api.example.com\"\nkey_file = \"{}\"\n",
+            kept.display()
+        ),
+    );
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&kept, std::fs::Permissions::from_mode(0o644)).unwrap();
+    }
+    let run = genapi_alone(&alone)
+        .args(["--profile", "work", "config", "set", "out", "harbour-lights-2"])
+        .output()
+        .unwrap();
+    assert_eq!(run.status.code(), Some(2), "{}", text(&run.stderr));
+    assert!(!std::fs::read_to_string(alone.join("config/genapi/config.toml"))
+        .unwrap()
+        .contains("harbour"));
     let shown = genapi_alone(&dir).args(["config"]).output().unwrap();
     let shown = text(&shown.stdout) + &text(&shown.stderr);
     assert!(!shown.contains("PASTED") && !shown.contains("Q7f3Kp92"), "{shown}");

@@ -46,11 +46,20 @@ fn appears(file: &Path) -> bool {
     false
 }
 
-/// The files the opener was given, a line each, once it has run.
+/// The files the opener was given, a line each, once it has run (its
+/// line written whole: the script's `>>` makes the file before it writes).
 #[cfg(unix)]
 fn opened(dir: &Dir) -> Vec<String> {
-    assert!(appears(&dir.join("opened.txt")), "the opener ran");
-    std::fs::read_to_string(dir.join("opened.txt"))
+    let log = dir.join("opened.txt");
+    assert!(appears(&log), "the opener ran");
+    let whole = || std::fs::read_to_string(&log).is_ok_and(|text| text.ends_with('\n'));
+    for _ in 0..1000 {
+        if whole() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    std::fs::read_to_string(&log)
         .unwrap()
         .lines()
         .map(str::to_string)
