@@ -92,6 +92,14 @@ pub const GUARDS: &[Guard] = &[
         test: ("genapi-batch", "batch", "edited_job_files"),
     },
     Guard {
+        name: "runner: a line waiting for the file keeps its history",
+        why: "a journal hands a line's history out once: lost, an unanswered line would be sent as new",
+        file: "crates/genapi-batch/src/run.rs",
+        find: "kept.insert(line, history);",
+        replace: "let _ = (kept, history);",
+        test: ("genapi-batch", "batch", "edited_job_files::an_unanswered_line_with_a_copy"),
+    },
+    Guard {
         name: "answer: a 5xx to a submission is unknown",
         why: "an answer that does not say nothing was made is never taken for a refusal",
         file: "crates/genapi-batch/src/answer.rs",

@@ -192,6 +192,33 @@ pub fn decide(line: &Line, seen: Seen, asked: Asked) -> Action {
     Action::Send
 }
 
+/// The refusal an edit of the job file holds `line` to, when even both
+/// flags (`--retry-refused`, `--resubmit-unknown`) would not send it: a
+/// refused or unanswered line the file moved is reported as refused for the
+/// edit, never with a flag that would not send it.
+///
+/// ```
+/// use genapi_batch::{refused_for_the_edit, Action, Line, Seen};
+/// let moved = Seen { moved: true, ..Seen::default() };
+/// assert_eq!(refused_for_the_edit(&Line::default(), moved), Some(Action::RefuseMoved));
+/// assert_eq!(refused_for_the_edit(&Line::default(), Seen::default()), None);
+/// ```
+pub fn refused_for_the_edit(line: &Line, seen: Seen) -> Option<Action> {
+    let every_flag = Asked {
+        retry_refused: true,
+        resubmit_unknown: true,
+    };
+    let seen = Seen {
+        cap_reached: false,
+        halted: false,
+        stopping: false,
+        name_taken: false,
+        ..seen
+    };
+    let action = decide(line, seen, every_flag);
+    matches!(action, Action::RefuseChanged | Action::RefuseMoved).then_some(action)
+}
+
 /// A task is polled unless a stop was asked for.
 fn polled(seen: Seen) -> Action {
     if seen.stopping {

@@ -56,7 +56,7 @@ mod store;
 
 pub use adopt::{adopt, AdoptError, Adopted};
 pub use cap::{cap_passed, Credits, Hold, SettledCost, LEAST_PRICE};
-pub use decide::{decide, Action, Asked, Seen};
+pub use decide::{decide, refused_for_the_edit, Action, Asked, Seen};
 pub use identity::{Claims, JobAt};
 pub use job::{safe_stem, GridCell, Job, JobLine};
 pub use job_file::{InvalidLine, JobFile, Jobs, LineProblem, INVALID_LINES_KEPT, JOB_FILE_LIMIT};

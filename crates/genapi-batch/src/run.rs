@@ -12,7 +12,7 @@ use futures::{Stream, StreamExt};
 
 use super::answer::{answer_to_a_submission, Answer};
 use super::cap::{Hold, SettledCost};
-use super::decide::{decide, Action, Asked, Seen};
+use super::decide::{decide, refused_for_the_edit, Action, Asked, Seen};
 use super::identity::{Claims, JobAt};
 use super::job::Job;
 use super::journal::Event;
@@ -529,6 +529,7 @@ impl Batch {
             claims,
             current: Mutex::new(HashMap::new()),
             file_read: AtomicBool::new(false),
+            waiting_histories: Mutex::new(HashMap::new()),
             deferred: Mutex::new(Vec::new()),
             halted: Mutex::new(None),
             sending: Stopper::default(),
@@ -688,6 +689,8 @@ struct Context {
     current: Mutex<HashMap<u64, String>>,
     /// Every job of the job file was taken.
     file_read: AtomicBool,
+    /// The histories of lines waiting for the file to be read.
+    waiting_histories: Mutex<HashMap<u64, Line>>,
     /// Jobs whose line another worker holds, to try again.
     deferred: Mutex<Vec<Job>>,
     /// Why the batch stopped sending on its own, when it did (see
@@ -734,10 +737,9 @@ enum Decided {
     /// Its outcome.
     Now(Box<JobOutcome>),
     /// Decided again once the job file is read (a record of its job sits at
-    /// a line not read yet). Its history is not kept: a line waits only
-    /// where it would otherwise be sent, and once the file is read it is
-    /// sent or refused for the edit, whatever its history.
-    Later(Box<Job>),
+    /// a line not read yet), with the line's history, which a journal hands
+    /// out once.
+    Later(Box<(Job, Line)>),
 }
 
 /// A job on its way through the first pass.
@@ -799,7 +801,15 @@ impl Context {
         let line = job.line;
         let requested = Requested::of(&job);
         self.counters.found_held(line, matches!(claim, Ok(Claim::Held)));
+        let kept = self
+            .waiting_histories
+            .lock()
+            .ok()
+            .and_then(|mut kept| kept.remove(&line));
         let (state, mine) = match claim {
+            // What the store forgot of a line it handed out before is what
+            // this run kept of it; a store that reads it again knows more.
+            Ok(Claim::Mine(state)) if state == Line::default() => (kept.unwrap_or(state), true),
             Ok(Claim::Mine(state)) => (state, true),
             Ok(Claim::Done(state)) => (state, false),
             Ok(Claim::Held) => {
@@ -824,8 +834,14 @@ impl Context {
         let (kind, path) = (super::budget::kind(&job), job.path.clone());
         let mut outcome = match self.decide(job, &stem, state, &kind).await {
             Decided::Now(outcome) => *outcome,
-            Decided::Later(job) => {
-                let job = *job;
+            Decided::Later(waiting) => {
+                let (job, history) = *waiting;
+                // A journal hands a line's history out once: it is kept
+                // here for the line's next claim, or the line would be
+                // decided as one never sent.
+                if let Ok(mut kept) = self.waiting_histories.lock() {
+                    kept.insert(line, history);
+                }
                 self.release_if(mine, line).await;
                 if let Ok(mut deferred) = self.deferred.lock() {
                     deferred.push(job);
@@ -958,9 +974,15 @@ impl Context {
             seen.name_taken = existing_file(&self.out_dir, stem).is_some();
             action = decide(&line, seen, asked);
         }
+        // A refused or unanswered line the edit keeps from being sent
+        // whatever the flags is said as refused for the edit, not with a
+        // flag that would not send it.
+        if matches!(action, Action::Report | Action::ReportUnknown) {
+            action = refused_for_the_edit(&line, seen).unwrap_or(action);
+        }
         if let (Action::RefuseMoved, Some((_, JobAt::Unread))) = (action, left_behind) {
             // Whether the claim is this job's is known once the file is read.
-            return Decided::Later(Box::new(job));
+            return Decided::Later(Box::new((job, line)));
         }
         Decided::Now(Box::new(match action {
             Action::Report => self.reported(job.line, stem, &line),
@@ -1816,7 +1838,9 @@ fn refused_moved(number: u64, stem: &str, left_behind: Option<(u64, JobAt)>) -> 
 /// What to do about a line refused for an edit of the job file. Another
 /// output directory is not advised: it would send every line again, the
 /// saved ones too, and pay for each twice.
-const RESTORE: &str = "restore the file as it was, and add new jobs at its end, where they move no line";
+const RESTORE: &str = "restore the file as it was when its lines were sent (each job at the line the journal \
+                       recorded it at; `--status` says which lines still differ), and add new jobs at its end, \
+                       where they move no line";
 
 /// Never submit a finished line again, even without its task.
 fn refused_lost_file(number: u64, stem: &str, line: &Line) -> JobOutcome {

@@ -8,7 +8,7 @@ use serde::Serialize;
 
 use super::line::Line;
 use super::line::Standing;
-use crate::decide::{decide, Action, Asked, Seen};
+use crate::decide::{refused_for_the_edit, Seen};
 use crate::identity::{Claims, JobAt};
 use crate::job::Job;
 
@@ -64,10 +64,7 @@ impl Status {
                 saved_file: true,
                 ..Seen::default()
             };
-            if matches!(
-                decide(&line, seen, Asked::default()),
-                Action::RefuseChanged | Action::RefuseMoved
-            ) {
+            if refused_for_the_edit(&line, seen).is_some() {
                 self.lines.insert(number, Standing::Changed);
             }
         }

@@ -324,9 +324,10 @@ async fn a_record_that_cannot_be_read_keeps_any_job_from_being_paid_again() {
 }
 
 /// A job recorded twice (an unanswered line and a saved copy): the same
-/// file again leaves the unanswered line as it is; moved, with
-/// `--resubmit-unknown`, its line waits for the file to be read and is
-/// then refused for the edit.
+/// file again leaves the unanswered line as it is (it waits for the file to
+/// be read, and keeps its history meanwhile: a journal hands it out once,
+/// and a line without one would be sent); moved, with `--resubmit-unknown`,
+/// its line waits and is then refused for the edit.
 #[tokio::test(start_paused = true)]
 async fn an_unanswered_line_with_a_copy_is_refused_once_moved() {
     let mock = roomy_mock(50).await;

@@ -247,7 +247,7 @@ fn standings(tally: &Tally) -> String {
         // unanswered or changed line's is its standing again.
         if matches!(standing, Standing::Saved | Standing::Unanswered | Standing::Changed) {
             why.clear();
-            if tally.saved_earlier > 0 {
+            if standing == Standing::Saved && tally.saved_earlier > 0 {
                 why.push(format!("{} before this run or by another worker", tally.saved_earlier));
             }
         }

@@ -81,3 +81,42 @@ async fn lines_an_edit_moved_stand_changed_in_every_view_and_are_told_to_restore
     assert_eq!(paid.get("zulu"), None, "{paid:?}");
     assert_eq!(paid.get("bravo"), Some(&2), "refused once, then sent: {paid:?}");
 }
+
+/// A refused line whose job the edit moved is said as changed by
+/// `--status` and by a run without flags, never with `--retry-refused`,
+/// which would not send it either.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_line_the_edit_moved_is_never_told_a_flag_that_would_not_send_it() {
+    let config = MockConfig::default().default_duration(Duration::from_millis(50));
+    let mock = MockService::start_with(config, "127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    let dir = Dir::new("edited-refused-copy");
+    let batch = |extra: &[&str]| {
+        let mut command = genapi(&dir, &mock);
+        command.args(["batch", "jobs.jsonl", "--out", "out"]).args(extra);
+        command.output().unwrap()
+    };
+    write(&dir, &["juliet"]);
+    assert_eq!(batch(&[]).status.code(), Some(0));
+    mock.inject(Fault::status("/v1/gen-2-pro", 402).method("POST"));
+    // A copy of juliet, refused.
+    write(&dir, &["juliet", "juliet"]);
+    assert_ne!(batch(&[]).status.code(), Some(0));
+    // Line 1 edited: juliet's saved record is left behind, so the refused
+    // copy at line 2 may be the job it paid for.
+    write(&dir, &["kilo", "juliet"]);
+    let status = batch(&["--status", "--json"]);
+    let view: Value = serde_json::from_slice(&status.stdout).unwrap();
+    assert_eq!(view["lines"]["changed"], 2, "{view}");
+    for extra in [&[][..], &["--retry-refused"][..]] {
+        let text = said(&batch(extra));
+        assert!(!text.contains("--retry-refused"), "{extra:?}: {text}");
+        assert!(text.contains("2 changed"), "{extra:?}: {text}");
+    }
+    assert_eq!(
+        posts_by_prompt(&mock).get("juliet"),
+        Some(&2),
+        "saved once, refused once"
+    );
+}
