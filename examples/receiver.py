@@ -255,31 +255,35 @@ def refusal(body, secrets):
     """What a refused submission's answer says, as it may be printed. A validation
     error names each field and what is wrong with it, never the `input` it quotes:
     for a missing field that is the whole submission, `webhook_secret` included.
-    Any other answer is cut short; a secret left in either is replaced."""
+    Any other answer is not shown (it may quote the submission in any encoding);
+    what is shown has secrets replaced and control characters removed."""
     try:
         detail = json.loads(body).get("detail")
     except (ValueError, AttributeError):
         detail = None
     if isinstance(detail, list):
         said = "; ".join(
-            "{}: {}".format(".".join(str(part) for part in item.get("loc", [])), item.get("msg", ""))
+            "{}: {}".format(".".join(str(part) for part in (item.get("loc") or [])), item.get("msg", ""))
             for item in detail
             if isinstance(item, dict)
         )
     elif isinstance(detail, str):
         said = detail
     else:
-        said = body[:512].decode(errors="replace")
+        said = "(the answer is not shown: it may quote the submission, webhook secret included)"
     return without_secrets(said, secrets)
 
 
 def without_secrets(text, secrets):
-    """`text` with each secret (and a webhook secret's key part after `whsec_`) replaced."""
+    """`text` with each secret (and a webhook secret's key part after `whsec_`) replaced,
+    and characters that could reach a terminal as commands made spaces."""
     for secret in secrets:
-        for form in (secret, (secret or "").removeprefix("whsec_")):
+        secret = secret or ""
+        key_part = secret[len("whsec_"):] if secret.startswith("whsec_") else secret
+        for form in (secret, key_part):
             if form:
                 text = text.replace(form, "[redacted]")
-    return text
+    return "".join(" " if ord(c) < 32 or 127 <= ord(c) < 160 else c for c in str(text))
 
 
 def failed(task_id, status, details, secrets=()):

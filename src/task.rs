@@ -203,14 +203,23 @@ impl Task {
             // a bare id (it would be sent to the service as one), and not
             // echoed when it may hold a password.
             _ if text.contains("://") => {
-                let shown = if text.contains('@') {
-                    "the address given".to_string()
-                } else {
-                    format!("{text:?}")
-                };
                 return Err(Error::InvalidArgument {
                     argument: TASK_REFERENCE,
-                    problem: format!("{shown} is neither a task id nor an http(s) polling URL"),
+                    problem: "the address given is neither a task id nor an http(s) polling URL (it is not \
+                              repeated: it may hold a token)"
+                        .into(),
+                });
+            }
+            // An address without its scheme (`host:port/v1/get_result?id=…`):
+            // no task id has these characters, and sent as one, its query
+            // (a token perhaps) would go to the service as an id.
+            _ if text.contains(['/', '?', '&', '#', '=']) || text.chars().any(char::is_whitespace) => {
+                return Err(Error::InvalidArgument {
+                    argument: TASK_REFERENCE,
+                    problem: "what was given is not a task id (an id has no `/`, `?`, `=` or spaces), nor a \
+                              polling URL (one starts with https:// or http://); it is not repeated: it may hold \
+                              a token"
+                        .into(),
                 });
             }
             Err(_) if text.is_empty() => {

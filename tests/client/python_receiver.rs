@@ -362,4 +362,40 @@ async fn the_python_receiver_says_why_a_submission_was_refused_without_its_secre
         answer.text().await.unwrap().contains(key_part),
         "the answer quotes the secret"
     );
+
+    // Other shapes of refusal, as other servers write them: the secret
+    // escaped (`\/`, `\u002B`), in HTML, under a `detail` that is an object,
+    // a `loc` of null, escape codes.
+    let examples = concat!(env!("CARGO_MANIFEST_DIR"), "/examples");
+    let run = std::process::Command::new("python3")
+        .args(["-c", REFUSALS, examples, SECRET])
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&run.stdout).into_owned() + &String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.success() && said.contains("nothing shown"), "{said}");
 }
+
+/// `receiver.refusal` on answers that quote the secret in other forms:
+/// none of its printed text holds the secret's key part, or an escape code.
+const REFUSALS: &str = r#"
+import json, sys
+sys.path.insert(0, sys.argv[1])
+import receiver
+
+secret = sys.argv[2]
+key = secret[len("whsec_"):]
+escaped = json.dumps({"input": secret}).replace("/", "\\/").replace("+", "\\u002B")
+answers = [
+    ('{"detail": {"input": ' + json.dumps(secret) + '}}').encode(),
+    ('{"error": ' + escaped + '}').encode(),
+    ("<html><p>" + secret.replace("/", "&#x2F;") + "</p></html>").encode(),
+    json.dumps({"detail": [{"loc": None, "msg": "bad \x1b[31mred"}]}).encode(),
+    json.dumps({"detail": "refused " + secret}).encode(),
+]
+for body in answers:
+    said = receiver.refusal(body, (secret, "sk-key"))
+    assert key[:12] not in said, (body, said)
+    assert "\x1b" not in said, (body, said)
+print("nothing shown")
+"#;

@@ -350,8 +350,22 @@ async fn a_token_in_a_polling_address_the_user_gives_stays_in_the_journal_alone(
         0,
     );
     let looked = exits(common::genapi(&dir, &mock).args(["get", &address, "--json"]), 0);
-    let mut texts = Vec::new();
-    for (name, run) in [("batch", &adopted), ("wait", &waited), ("get", &looked)] {
+    // Without its scheme, the address is no task id: refused, not sent.
+    let bare = address.split_once("://").map(|(_, rest)| rest.to_string()).unwrap();
+    let seen_before = mock.requests().len();
+    let refused = common::genapi(&dir, &mock)
+        .args(["get", &bare, "--json"])
+        .output()
+        .unwrap();
+    assert_ne!(refused.status.code(), Some(0));
+    let requests = format!("{:?}", &mock.requests()[seen_before..]);
+    let mut texts = vec![("what the mock saw of the bare address".to_string(), requests)];
+    for (name, run) in [
+        ("batch", &adopted),
+        ("wait", &waited),
+        ("get", &looked),
+        ("a bare address", &refused),
+    ] {
         texts.push((
             format!("{name}'s stdout"),
             String::from_utf8_lossy(&run.stdout).into_owned(),
