@@ -20,18 +20,26 @@ fn write(dir: &Dir, prompts: &[&str]) {
     std::fs::write(dir.join("jobs.jsonl"), lines.join("\n") + "\n").unwrap();
 }
 
+/// A mock whose tasks end at once.
+async fn quick_mock() -> MockService {
+    let config = MockConfig::default().default_duration(Duration::from_millis(50));
+    MockService::start_with(config, "127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap()
+}
+
+/// `genapi batch jobs.jsonl --out out` with `extra`, in `dir`.
+fn batch(dir: &Dir, mock: &MockService, extra: &[&str]) -> std::process::Output {
+    let mut command = genapi(dir, mock);
+    command.args(["batch", "jobs.jsonl", "--out", "out"]).args(extra);
+    command.output().unwrap()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lines_an_edit_moved_stand_changed_in_every_view_and_are_told_to_restore_the_file() {
-    let config = MockConfig::default().default_duration(Duration::from_millis(50));
-    let mock = MockService::start_with(config, "127.0.0.1:0".parse().unwrap())
-        .await
-        .unwrap();
+    let mock = quick_mock().await;
     let dir = Dir::new("edited-job-file");
-    let batch = |extra: &[&str]| {
-        let mut command = genapi(&dir, &mock);
-        command.args(["batch", "jobs.jsonl", "--out", "out"]).args(extra);
-        command.output().unwrap()
-    };
+    let batch = |extra: &[&str]| batch(&dir, &mock, extra);
     // alpha saved; bravo refused for credits.
     write(&dir, &["alpha"]);
     assert_eq!(batch(&[]).status.code(), Some(0));
@@ -87,16 +95,9 @@ async fn lines_an_edit_moved_stand_changed_in_every_view_and_are_told_to_restore
 /// which would not send it either.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refused_line_the_edit_moved_is_never_told_a_flag_that_would_not_send_it() {
-    let config = MockConfig::default().default_duration(Duration::from_millis(50));
-    let mock = MockService::start_with(config, "127.0.0.1:0".parse().unwrap())
-        .await
-        .unwrap();
+    let mock = quick_mock().await;
     let dir = Dir::new("edited-refused-copy");
-    let batch = |extra: &[&str]| {
-        let mut command = genapi(&dir, &mock);
-        command.args(["batch", "jobs.jsonl", "--out", "out"]).args(extra);
-        command.output().unwrap()
-    };
+    let batch = |extra: &[&str]| batch(&dir, &mock, extra);
     write(&dir, &["juliet"]);
     assert_eq!(batch(&[]).status.code(), Some(0));
     mock.inject(Fault::status("/v1/gen-2-pro", 402).method("POST"));
