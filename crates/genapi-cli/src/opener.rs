@@ -6,11 +6,14 @@
 //! on stderr and never changes the exit code. Nor does the command wait
 //! for it: a viewer that stays in front (rather than handing the file to
 //! one already running) holds neither a batch nor the command's end. The
-//! opener is handed the environment without the variables that may hold a
-//! secret ([`crate::config::may_hold_a_secret`]: by their name, as
-//! `PGPASSWORD`, or by an address with a password in their value) and
-//! without the one the profile's `key_env` names, whatever its name: it is
-//! the desktop's, or the user's choice, and needs no key.
+//! opener is the desktop's, or the user's choice, and needs no key: it is
+//! handed only the variables a desktop program needs to find the screen,
+//! the session and the user's settings ([`DESKTOP_VARIABLES`]), never the
+//! rest of the environment. A list of what to keep, not of what to drop:
+//! a secret can sit under any name and in any spelling (`DB_PASS`,
+//! `CREDENTIALS`, a cookie, a base64 key), and no list of such names is
+//! ever whole. Even a kept variable is dropped when its value holds the
+//! run's key or an address with a password.
 
 use std::ffi::OsString;
 use std::path::Path;
@@ -64,7 +67,8 @@ impl Opener {
 
     /// Whether the opener is not handed the variable `name` set to `value`.
     fn withholds(&self, name: &str, value: &str) -> bool {
-        crate::config::may_hold_a_secret(name, value)
+        !is_a_desktop_variable(name)
+            || crate::config::may_hold_a_secret(name, value)
             || self
                 .key_variable
                 .as_deref()
@@ -78,6 +82,51 @@ impl Opener {
     pub fn open(&self, file: &Path) {
         open(file, |name, value| self.withholds(name, value));
     }
+}
+
+/// The variables a desktop's opener needs, by name (compared without
+/// case, as Windows does): where programs are, who and where the user is,
+/// the screen and session to show the file on, the language.
+const DESKTOP_VARIABLES: [&str; 27] = [
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "SHELL",
+    "TERM",
+    "PWD",
+    "TMPDIR",
+    "LANG",
+    "LANGUAGE",
+    "DISPLAY",
+    "WAYLAND_DISPLAY",
+    "XAUTHORITY",
+    "DBUS_SESSION_BUS_ADDRESS",
+    "DESKTOP_SESSION",
+    "BROWSER",
+    "KDE_FULL_SESSION",
+    "KDE_SESSION_VERSION",
+    "GNOME_DESKTOP_SESSION_ID",
+    // Windows: `cmd /c start` finds programs and file types with these.
+    "SYSTEMROOT",
+    "WINDIR",
+    "COMSPEC",
+    "PATHEXT",
+    "USERPROFILE",
+    "APPDATA",
+    "LOCALAPPDATA",
+    "TEMP",
+];
+
+/// Families of desktop variables, by the start of their name: the XDG
+/// folders and session (`XDG_RUNTIME_DIR`, `XDG_CURRENT_DESKTOP`) and the
+/// locale's parts (`LC_ALL`).
+const DESKTOP_FAMILIES: [&str; 2] = ["XDG_", "LC_"];
+
+/// Whether `name` is one of [`DESKTOP_VARIABLES`] or of their families.
+fn is_a_desktop_variable(name: &str) -> bool {
+    let upper = name.to_ascii_uppercase();
+    DESKTOP_VARIABLES.contains(&upper.as_str()) || DESKTOP_FAMILIES.iter().any(|start| upper.starts_with(start))
 }
 
 /// Starts the opener on `file`, without the variables `withheld` names.
@@ -142,7 +191,35 @@ fn reap(mut opener: Child, shown_program: String, shown_file: String) {
 mod tests {
     use std::path::{Path, PathBuf};
 
-    use super::not_an_option;
+    use super::{is_a_desktop_variable, not_an_option};
+
+    #[test]
+    fn only_the_desktops_variables_are_handed_over() {
+        for kept in [
+            "PATH",
+            "HOME",
+            "DISPLAY",
+            "XDG_RUNTIME_DIR",
+            "LC_ALL",
+            "Path",
+            "SystemRoot",
+        ] {
+            assert!(is_a_desktop_variable(kept), "{kept}");
+        }
+        for dropped in [
+            "GENAPI_API_KEY",
+            "AWS_ACCESS_KEY_ID",
+            "CREDENTIALS",
+            "SESSION_COOKIE",
+            "PASSPHRASE",
+            "HTTP_AUTHORIZATION",
+            "GENAPI_BASE_URL",
+            "PATH_EXTRA",
+            "XDG",
+        ] {
+            assert!(!is_a_desktop_variable(dropped), "{dropped}");
+        }
+    }
 
     #[test]
     fn a_file_named_like_an_option_is_handed_over_as_a_path() {

@@ -145,9 +145,10 @@ async fn generate_open_opens_the_saved_image() {
     );
 }
 
-/// The opener gets the environment, but none of the variables that may
-/// hold a secret: the key, the mock's key, the ledger's address, and any
-/// whose name ends in _KEY, _TOKEN, _SECRET or _PASSWORD.
+/// The opener gets the desktop's variables and none of the rest: not the
+/// key, the mock's key, the ledger's address, a secret under a name that
+/// says so or under one that does not (`PASSPHRASE`, `SESSION_COOKIE`,
+/// an access key's id), nor any other variable of the run.
 #[cfg(unix)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_opener_is_not_handed_the_environments_secrets() {
@@ -159,20 +160,36 @@ async fn the_opener_is_not_handed_the_environments_secrets() {
         .env("GENAPI_LEDGER_URL", "postgres://user:ledger-canary@127.0.0.1:9/db")
         .env("DEPLOY_TOKEN", "token-canary")
         .env("Mail_Password", "password-canary")
-        .env("OPENER_CANARY", "kept")
+        .env("PASSPHRASE", "passphrase-canary")
+        .env("SESSION_COOKIE", "sid=cookie-canary")
+        .env("AWS_ACCESS_KEY_ID", "AKIAIOSFODNN7EXAMPLE")
+        .env("SETTINGS", "password = spaced-canary")
+        .env("OPENER_CANARY", "not-a-desktop-variable")
+        .env("XDG_CURRENT_DESKTOP", "desktop-kept")
+        .env("LC_ALL", "C.UTF-8")
         .output()
         .unwrap();
     assert_eq!(run.status.code(), Some(0), "{}", text(&run.stderr));
     assert_eq!(opened(&dir), ["fox.jpg"]);
     let environment = std::fs::read_to_string(dir.join("environment.txt")).unwrap();
-    assert!(environment.contains("OPENER_CANARY=kept"), "{environment}");
-    assert!(environment.contains("GENAPI_BASE_URL="), "{environment}");
+    assert!(
+        environment.contains("XDG_CURRENT_DESKTOP=desktop-kept"),
+        "{environment}"
+    );
+    assert!(environment.contains("LC_ALL=C.UTF-8"), "{environment}");
+    assert!(environment.contains("PATH="), "{environment}");
     for secret in [
         mock.key(),
         "mock-canary",
         "ledger-canary",
         "token-canary",
         "password-canary",
+        "passphrase-canary",
+        "cookie-canary",
+        "AKIAIOSFODNN7EXAMPLE",
+        "spaced-canary",
+        "not-a-desktop-variable",
+        "GENAPI_BASE_URL",
     ] {
         assert!(!environment.contains(secret), "{secret} handed over: {environment}");
     }
@@ -181,8 +198,9 @@ async fn the_opener_is_not_handed_the_environments_secrets() {
 
 /// The opener is not handed the variable holding the profile's key, whose
 /// name (`GENAPI_WORK`) does not say it holds one, nor another variable
-/// holding the same key (`WORK_COPY`), nor `PGPASSWORD`, nor a
-/// variable whose value is an address with a password (`DATABASE_URL`).
+/// holding the same key, even one a desktop keeps (`XDG_WORK`), nor
+/// `PGPASSWORD`, nor a variable whose value is an address with a password
+/// (`DATABASE_URL`, or a kept `XDG_DATA_URL`).
 #[cfg(unix)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_opener_is_not_handed_the_profiles_key_nor_passwords_by_convention_or_in_addresses() {
@@ -208,17 +226,24 @@ async fn the_opener_is_not_handed_the_profiles_key_nor_passwords_by_convention_o
         .env("GENAPI_WORK", mock.key())
         .env("PGPASSWORD", "pgpassword-canary")
         .env("DATABASE_URL", "postgres://app:database-canary@db.example.com:5432/app")
-        .env("OPENER_CANARY", "kept")
-        // The key again, under a name that says nothing of it.
-        .env("WORK_COPY", format!("  {}\n", mock.key()))
+        .env("XDG_DATA_URL", "https://app:xdg-canary@db.example.com/app")
+        .env("XDG_SEAT", "seat0")
+        // The key again, under a name a desktop keeps.
+        .env("XDG_WORK", format!("  {}\n", mock.key()))
         .output()
         .unwrap();
     assert_eq!(run.status.code(), Some(0), "{}", text(&run.stderr));
     assert_eq!(mock.count("POST", "/v1/gen-2-pro"), 1, "the profile's key was used");
     assert_eq!(opened(&dir), ["fox.jpg"]);
     let environment = std::fs::read_to_string(dir.join("environment.txt")).unwrap();
-    assert!(environment.contains("OPENER_CANARY=kept"), "{environment}");
-    for secret in [mock.key(), "pgpassword-canary", "database-canary"] {
+    assert!(environment.contains("XDG_SEAT=seat0"), "{environment}");
+    for secret in [
+        mock.key(),
+        "pgpassword-canary",
+        "database-canary",
+        "xdg-canary",
+        "XDG_WORK",
+    ] {
         assert!(!environment.contains(secret), "{secret} handed over: {environment}");
     }
 }
