@@ -252,26 +252,50 @@ def outcome(args, task, deliveries):
 
 
 def refusal(body, secrets):
-    """What a refused submission's answer says, as it may be printed. A validation
-    error names each field and what is wrong with it, never the `input` it quotes:
-    for a missing field that is the whole submission, `webhook_secret` included.
-    Any other answer is not shown (it may quote the submission in any encoding);
-    what is shown has secrets replaced and control characters removed."""
+    """What a refused submission's answer says, as it may be printed: for a
+    validation error, each field it names and the kind of error, as
+    `body.image (missing)`. Nothing the service wrote as free text is shown,
+    neither `input` nor `msg`: either may quote the submission, webhook
+    secret included, in any encoding. A part of a field's `loc` is shown
+    when it is an index or a name as the service's fields are written
+    (`webhook_url`), else as `?`; and nothing is shown when what would be
+    holds any six letters or digits of a secret in a row, in any case."""
     try:
         detail = json.loads(body).get("detail")
     except (ValueError, AttributeError):
         detail = None
-    if isinstance(detail, list):
-        said = "; ".join(
-            "{}: {}".format(".".join(str(part) for part in (item.get("loc") or [])), item.get("msg", ""))
-            for item in detail
-            if isinstance(item, dict)
+    if not isinstance(detail, list):
+        return "(the answer is not shown: it may quote the submission, webhook secret included)"
+    fields = []
+    for item in detail:
+        if not isinstance(item, dict):
+            continue
+        loc = item.get("loc") if isinstance(item.get("loc"), list) else []
+        name = ".".join(
+            str(part) if (isinstance(part, int) and not isinstance(part, bool))
+            or (isinstance(part, str) and re.fullmatch(r"[a-z][a-z0-9_]{0,31}", part)) else "?"
+            for part in loc
         )
-    elif isinstance(detail, str):
-        said = detail
-    else:
-        said = "(the answer is not shown: it may quote the submission, webhook secret included)"
-    return without_secrets(said, secrets)
+        kind = item.get("type")
+        kind = kind if isinstance(kind, str) and re.fullmatch(r"[a-z_]{1,32}", kind) else None
+        fields.append("{} ({})".format(name or "?", kind) if kind else name or "?")
+    said = "; ".join(fields) or "(no field named)"
+    if quotes_a_secret(said, secrets):
+        return "(the answer is not shown: it quotes part of a secret)"
+    return said
+
+
+def quotes_a_secret(text, secrets):
+    """Whether `text` holds six letters or digits of a secret in a row
+    (compared without case, other characters ignored): a secret split,
+    spaced out or recased is still found."""
+    letters = "".join(c for c in text if c.isalnum()).lower()
+    for secret in secrets:
+        secret = "".join(c for c in (secret or "") if c.isalnum()).lower()
+        secret = secret[len("whsec"):] if secret.startswith("whsec") else secret
+        if any(secret[at:at + 6] in letters for at in range(len(secret) - 5)):
+            return True
+    return False
 
 
 def without_secrets(text, secrets):
@@ -282,7 +306,7 @@ def without_secrets(text, secrets):
         key_part = secret[len("whsec_"):] if secret.startswith("whsec_") else secret
         for form in (secret, key_part):
             if form:
-                text = text.replace(form, "[redacted]")
+                text = re.sub(re.escape(form), "[redacted]", text, flags=re.IGNORECASE)
     return "".join(" " if ord(c) < 32 or 127 <= ord(c) < 160 else c for c in str(text))
 
 

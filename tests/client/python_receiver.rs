@@ -340,7 +340,7 @@ async fn the_python_receiver_says_why_a_submission_was_refused_without_its_secre
     let stderr = String::from_utf8_lossy(&run.stderr).into_owned();
     assert_eq!(run.status.code(), Some(1), "{stderr}");
     assert!(
-        stderr.contains("the submission was refused: 422 body.image: Field required"),
+        stderr.contains("the submission was refused: 422 body.image (missing)"),
         "{stderr}"
     );
     let key_part = SECRET.trim_start_matches("whsec_");
@@ -364,8 +364,9 @@ async fn the_python_receiver_says_why_a_submission_was_refused_without_its_secre
     );
 
     // Other shapes of refusal, as other servers write them: the secret
-    // escaped (`\/`, `\u002B`), in HTML, under a `detail` that is an object,
-    // a `loc` of null, escape codes.
+    // escaped (`\/`, `\u002B`), percent-encoded, upper-cased, split
+    // between `loc` and `msg`, with zero-width characters inside, in HTML,
+    // under a `detail` that is an object, a `loc` of null, escape codes.
     let examples = concat!(env!("CARGO_MANIFEST_DIR"), "/examples");
     let run = std::process::Command::new("python3")
         .args(["-c", REFUSALS, examples, SECRET])
@@ -379,23 +380,38 @@ async fn the_python_receiver_says_why_a_submission_was_refused_without_its_secre
 /// `receiver.refusal` on answers that quote the secret in other forms:
 /// none of its printed text holds the secret's key part, or an escape code.
 const REFUSALS: &str = r#"
-import json, sys
+import json, sys, urllib.parse
 sys.path.insert(0, sys.argv[1])
 import receiver
 
 secret = sys.argv[2]
 key = secret[len("whsec_"):]
 escaped = json.dumps({"input": secret}).replace("/", "\\/").replace("+", "\\u002B")
+half = len(key) // 2
 answers = [
     ('{"detail": {"input": ' + json.dumps(secret) + '}}').encode(),
     ('{"error": ' + escaped + '}').encode(),
     ("<html><p>" + secret.replace("/", "&#x2F;") + "</p></html>").encode(),
     json.dumps({"detail": [{"loc": None, "msg": "bad \x1b[31mred"}]}).encode(),
     json.dumps({"detail": "refused " + secret}).encode(),
+    json.dumps({"detail": [{"loc": ["body", key[:half]], "msg": key[half:], "type": "missing"}]}).encode(),
+    json.dumps({"detail": [{"loc": ["body", urllib.parse.quote(secret, safe="")], "msg": "x"}]}).encode(),
+    json.dumps({"detail": [{"loc": ["body", key.upper()], "msg": key.upper(), "type": key.lower()[:30]}]}).encode(),
+    json.dumps({"detail": [{"loc": ["body", "\u200b".join(key)], "msg": "\u200b".join(key)}]}).encode(),
+    # A piece of the secret written as a field's name would be.
+    json.dumps({"detail": [{"loc": ["body", "x" + "".join(c for c in key.lower() if c.isalnum())[:20]]}]}).encode(),
 ]
 for body in answers:
     said = receiver.refusal(body, (secret, "sk-key"))
-    assert key[:12] not in said, (body, said)
+    shown = "".join(c for c in said if c.isalnum()).lower()
+    for part in (key[:half], key[half:]):
+        assert "".join(c for c in part if c.isalnum()).lower()[:6] not in shown, (body, said)
     assert "\x1b" not in said, (body, said)
+# What a validation error's fields are is said, by the names the submission uses.
+said = receiver.refusal(json.dumps({"detail": [
+    {"loc": ["body", "webhook_url"], "msg": "too long", "type": "string_too_long"},
+    {"loc": ["body", "image"], "msg": "Field required", "type": "missing"},
+]}).encode(), (secret,))
+assert said == "body.webhook_url (string_too_long); body.image (missing)", said
 print("nothing shown")
 "#;
