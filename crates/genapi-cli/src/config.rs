@@ -123,11 +123,20 @@ impl Key {
             .map(|key| Key(key.trim().to_string()))
             .into_iter()
             .collect();
-        for profile in profiles.values().flatten() {
-            if let Some(key) = profile.key_env.as_deref().and_then(variable) {
+        for profile in profiles.values() {
+            let (key_env, key_file) = match profile {
+                Ok(profile) => (profile.key_env.as_deref(), profile.key_file.as_ref()),
+                // A profile that cannot be used (a misspelt field) still
+                // names where its key is kept.
+                Err(broken) => (
+                    broken.key_kept_at.key_env.as_deref(),
+                    broken.key_kept_at.key_file.as_ref(),
+                ),
+            };
+            if let Some(key) = key_env.and_then(variable) {
                 keys.push(Key(key.trim().to_string()));
             }
-            if let Some(path) = &profile.key_file {
+            if let Some(path) = key_file {
                 if let Ok(key) = genapi_files::read_text(&expand_home(path), KEY_FILE_LIMIT) {
                     keys.push(Key(key.trim().to_string()));
                 }

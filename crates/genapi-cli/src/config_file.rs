@@ -71,6 +71,26 @@ pub struct Broken {
     pub line: usize,
     /// What is wrong, without any value that could be a key.
     pub why: String,
+    /// Where the profile says its key is kept, as written, though the
+    /// profile cannot be used: a check that no setting holds a key still
+    /// reads the key kept there.
+    pub key_kept_at: KeyKeptAt,
+}
+
+/// The places a profile names for its key, as written in the file (not
+/// shown by Debug: a key may have been written where a name belongs).
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct KeyKeptAt {
+    /// The `key_env` written, if a string.
+    pub key_env: Option<String>,
+    /// The `key_file` written, if a string.
+    pub key_file: Option<PathBuf>,
+}
+
+impl std::fmt::Debug for KeyKeptAt {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("KeyKeptAt(not shown)")
+    }
 }
 
 /// What is wrong with the file as a whole, with its line when known.
@@ -95,9 +115,22 @@ pub fn parse(text: &str) -> Result<ConfigFile, String> {
 
 /// One profile read on its own; its mistake with its line.
 fn read_profile(text: &str, written: &Spanned<DeValue<'_>>) -> Result<Profile, Broken> {
+    let written_string = |field: &str| {
+        written
+            .get_ref()
+            .as_table()
+            .and_then(|fields| fields.get(field))
+            .and_then(|value| value.get_ref().as_str())
+            .map(str::to_string)
+    };
+    let key_kept_at = KeyKeptAt {
+        key_env: written_string("key_env"),
+        key_file: written_string("key_file").map(PathBuf::from),
+    };
     let broken = |span: Option<std::ops::Range<usize>>, why: String| Broken {
         line: line_of(text, span.unwrap_or_else(|| written.span()).start),
         why,
+        key_kept_at: key_kept_at.clone(),
     };
     let profile = Profile::deserialize(ValueDeserializer::from(written.clone()))
         .map_err(|e| broken(e.span(), said_of_a_profile(e.message())))?;

@@ -202,6 +202,28 @@ fn a_key_set_as_a_model_a_folder_or_an_address_is_refused_and_never_said_back() 
     assert!(!std::fs::read_to_string(alone.join("config/genapi/config.toml"))
         .unwrap()
         .contains("harbour"));
+    // A key kept by a profile that cannot be used (a misspelt field):
+    // still a key.
+    let mended = alone.join("mended.key");
+    std::fs::write(&mended, "harbour-lights-3\n").unwrap();
+    config_file(
+        &alone,
+        &format!(
+            "[profiles.work]\nbase_url = \"https://api.example.com\"\n[profiles.old]\nbase_url = \
+             \"https://api.example.com\"\nmodle = \"gen-2-flex\"\nkey_file = \"{}\"\n",
+            mended.display()
+        ),
+    );
+    let run = genapi_alone(&alone)
+        .args(["--profile", "work", "config", "set", "out", "harbour-lights-3"])
+        .output()
+        .unwrap();
+    let said = text(&run.stdout) + &text(&run.stderr);
+    assert_eq!(run.status.code(), Some(2), "a broken profile's key: {said}");
+    assert!(said.contains("holds the key in use"), "{said}");
+    assert!(!std::fs::read_to_string(alone.join("config/genapi/config.toml"))
+        .unwrap()
+        .contains("harbour"));
     let shown = genapi_alone(&dir).args(["config"]).output().unwrap();
     let shown = text(&shown.stdout) + &text(&shown.stderr);
     assert!(!shown.contains("PASTED") && !shown.contains("Q7f3Kp92"), "{shown}");
