@@ -35,7 +35,9 @@ impl Status {
     /// This status, with the job file as it is now: each line a run would
     /// refuse for an edit of the file ([`crate::decide`]'s first two rules:
     /// its job changed since its record, or its job was recorded under
-    /// another line) stands [`Standing::Changed`]. `lines` are the store's
+    /// another line) stands [`Standing::Changed`], and a line whose record
+    /// is of another job that holds no task stands [`Standing::Unsent`]
+    /// (the run sends its new job). `lines` are the store's
     /// records ([`crate::ReadStore::lines`]), `jobs` the file's valid jobs.
     ///
     /// ```
@@ -45,10 +47,17 @@ impl Status {
     /// // Line 1 sent "alpha"; then a line was inserted on top.
     /// let sent = job(1, "alpha");
     /// let intent = Event::Intent { line: 1, name: "a".into(), digest: sent.digest(), sent_at: None, ephemeral: false };
-    /// let lines = BTreeMap::from([(1, Line::of([intent]))]);
+    /// let lines = BTreeMap::from([(1, Line::of([intent.clone()]))]);
     /// let status = Status::of_lines(&lines).with_job_file(&lines, [job(1, "zulu"), job(2, "alpha")]);
     /// assert_eq!(status.lines[&1], Standing::Changed);
     /// assert_eq!(status.lines[&2], Standing::Changed);
+    ///
+    /// // Line 1 sent "alpha", which was refused; "zulu" took its place: a
+    /// // new job, which the next run sends.
+    /// let refused = Event::Refused { line: 1, error: "402".into() };
+    /// let lines = BTreeMap::from([(1, Line::of([intent, refused]))]);
+    /// let status = Status::of_lines(&lines).with_job_file(&lines, [job(1, "zulu")]);
+    /// assert_eq!(status.lines[&1], Standing::Unsent);
     /// ```
     pub fn with_job_file(mut self, lines: &BTreeMap<u64, Line>, jobs: impl IntoIterator<Item = Job>) -> Status {
         let current: HashMap<u64, String> = jobs.into_iter().map(|job| (job.line, job.digest())).collect();
@@ -66,6 +75,11 @@ impl Status {
             };
             if refused_for_the_edit(&line, seen).is_some() {
                 self.lines.insert(number, Standing::Changed);
+            } else if seen.changed {
+                // Its record is of another job, which holds no task (a
+                // refusal created nothing): the line's job is a new one,
+                // which the next run sends.
+                self.lines.insert(number, Standing::Unsent);
             }
         }
         self

@@ -121,3 +121,28 @@ async fn a_refused_line_the_edit_moved_is_never_told_a_flag_that_would_not_send_
         "saved once, refused once"
     );
 }
+
+/// A refused line whose place another job took (the file rewritten, not
+/// moved) holds no task: `--status` says the new job is to be sent, not
+/// that it was refused, and a run without flags sends it, once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_job_where_a_refused_one_stood_is_said_to_be_sent_and_is_sent() {
+    let mock = quick_mock().await;
+    let dir = Dir::new("edited-refused-replaced");
+    let batch = |extra: &[&str]| batch(&dir, &mock, extra);
+    mock.inject(Fault::status("/v1/gen-2-pro", 402).method("POST"));
+    write(&dir, &["lima"]);
+    assert_ne!(batch(&[]).status.code(), Some(0));
+    write(&dir, &["mike"]);
+    let status = batch(&["--status", "--json"]);
+    let view: Value = serde_json::from_slice(&status.stdout).unwrap();
+    assert_eq!(view["lines"]["refused"], 0, "{view}");
+    assert_eq!(view["lines"]["unsent"], 1, "{view}");
+    let status = said(&batch(&["--status"]));
+    assert!(!status.contains("--retry-refused"), "{status}");
+    let run = batch(&[]);
+    assert_eq!(run.status.code(), Some(0), "{}", said(&run));
+    let paid = posts_by_prompt(&mock);
+    assert_eq!(paid.get("mike"), Some(&1), "{paid:?}");
+    assert_eq!(paid.get("lima"), Some(&1), "refused once, never again: {paid:?}");
+}
