@@ -267,6 +267,8 @@ fn open_existing(mut existing: OpenOptions, path: &Path) -> io::Result<File> {
     if !kind.is_file() && !device {
         return Err(refuse("not a regular file"));
     }
+    // One an older version left readable by others is closed to them now.
+    genapi_files::keep_owner_only(&file)?;
     Ok(file)
 }
 
@@ -761,6 +763,23 @@ impl Writer {
 mod tests {
     use super::*;
     use crate::line::Line;
+
+    /// A journal an older version left readable by others (it keeps
+    /// polling addresses whole, tokens among them) is its owner's alone
+    /// once a run opens it.
+    #[cfg(unix)]
+    #[test]
+    fn a_journal_others_could_read_is_made_its_owners_alone() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = scratch("loose-mode");
+        let path = dir.join("journal.jsonl");
+        let _ = std::fs::remove_file(&path);
+        drop(FileJournal::open(&path).unwrap());
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        drop(FileJournal::open(&path).unwrap());
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600, "{mode:o}");
+    }
 
     #[test]
     fn a_torn_last_line_is_ignored_and_the_next_record_starts_clean() {

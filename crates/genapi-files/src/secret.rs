@@ -304,6 +304,41 @@ pub fn owner_only(options: &mut std::fs::OpenOptions) -> &mut std::fs::OpenOptio
     std::os::unix::fs::OpenOptionsExt::mode(options, OWNER_FILE);
     options
 }
+
+/// Makes `file`, opened from an existing path, its owner's alone (mode
+/// 600), as [`owner_only`] creates one: a state file written by an older
+/// version, or under a looser rule, that others may read is closed to
+/// them before more is written to it. A file of another user, which this
+/// user cannot change, is left as it is (and refused by the caller if it
+/// matters); a file already private is not touched.
+///
+/// ```
+/// # #[cfg(unix)] {
+/// use std::os::unix::fs::PermissionsExt as _;
+///
+/// let path = std::env::temp_dir().join(format!("genapi-files-kept-private-{}", std::process::id()));
+/// std::fs::write(&path, "state\n")?;
+/// std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644))?;
+/// let file = std::fs::OpenOptions::new().append(true).open(&path)?;
+/// genapi_files::keep_owner_only(&file)?;
+/// assert_eq!(std::fs::metadata(&path)?.permissions().mode() & 0o777, 0o600);
+/// # std::fs::remove_file(&path)?;
+/// # }
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub fn keep_owner_only(file: &std::fs::File) -> std::io::Result<()> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
+        let metadata = file.metadata()?;
+        if metadata.is_file() && metadata.uid() == current_user() && metadata.mode() & 0o077 != 0 {
+            file.set_permissions(std::fs::Permissions::from_mode(OWNER_FILE))?;
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = file;
+    Ok(())
+}
 /// The permission bits of a private folder: its owner's alone.
 const OWNER_FOLDER: u32 = 0o700;
 
