@@ -4,8 +4,8 @@
 //! in a lock wait, a descheduled backend, a network stall before the
 //! commit) keeps the line, and a worker claiming it meanwhile waits for the
 //! intent and finds it, so the two never both decide to send; an intent is
-//! refused on a line another worker took, or with less than half its lease
-//! left; and two workers' credit holds are decided one after the other, so
+//! refused on a line another worker took, or once its lease has lapsed; and
+//! two workers' credit holds are decided one after the other, so
 //! together they never pass the cap.
 
 use std::io::Write;
