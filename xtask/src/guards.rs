@@ -116,6 +116,14 @@ pub const GUARDS: &[Guard] = &[
         test: ("genapi-batch", "batch", "store_contract"),
     },
     Guard {
+        name: "journal: an intent only for a line the run holds",
+        why: "a journal writes an intent (and the request leaves) only for a line claimed and not given back",
+        file: "crates/genapi-batch/src/store.rs",
+        find: "if matches!(event, Event::Intent { .. }) && !self.held.lock()",
+        replace: "if false && matches!(event, Event::Intent { .. }) && !self.held.lock()",
+        test: ("genapi-batch", "batch", "store_contract"),
+    },
+    Guard {
         name: "ledger: an intent only from the line's worker",
         why: "a worker whose line another took cannot store an intent (and send) for it",
         file: "crates/genapi-ledger/src/lines.rs",

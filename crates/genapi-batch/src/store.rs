@@ -27,7 +27,7 @@
 //! store, holds the file journal, the memory journal and the ledger to the
 //! same answers.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io;
 use std::sync::{Arc, Mutex};
 
@@ -236,6 +236,10 @@ pub struct JournalStore {
     /// Every line's state as written, claimed or not, for adoption and
     /// status.
     states: Mutex<BTreeMap<u64, Line>>,
+    /// The lines this run holds: claimed and not released. An intent is
+    /// written for these alone, as the ledger writes one only under the
+    /// worker's claim.
+    held: Mutex<HashSet<u64>>,
     /// Credits under the cap, counted from `states` the first time they
     /// are needed (so an adoption written before the run is in them).
     budget: Mutex<Option<LocalBudget>>,
@@ -258,6 +262,7 @@ impl JournalStore {
             writer: Writer::start(journal)?,
             lines: Mutex::new(lines),
             states: Mutex::new(states),
+            held: Mutex::new(HashSet::new()),
             budget: Mutex::new(None),
         })
     }
@@ -295,9 +300,12 @@ impl WriteStore for JournalStore {
     fn claim(&self, line: u64) -> BoxFuture<'_, Result<Claim, StoreError>> {
         // Without what the journal holds (a lock poisoned by a panic), the
         // line could look new and be paid for again: nothing is sent for it.
-        let claim = match self.lines.lock() {
-            Ok(mut lines) => Ok(Claim::Mine(lines.remove(&line).unwrap_or_default())),
-            Err(_) => Err(unusable()),
+        let claim = match (self.lines.lock(), self.held.lock()) {
+            (Ok(mut lines), Ok(mut held)) => {
+                held.insert(line);
+                Ok(Claim::Mine(lines.remove(&line).unwrap_or_default()))
+            }
+            _ => Err(unusable()),
         };
         // A line is claimed as it is worked on (one at a time, as room
         // frees up): a task an earlier run left in flight may settle now.
@@ -306,12 +314,24 @@ impl WriteStore for JournalStore {
     }
 
     fn release(&self, line: u64) -> BoxFuture<'_, Result<(), StoreError>> {
+        if let Ok(mut held) = self.held.lock() {
+            held.remove(&line);
+        }
         self.with_budget(|budget| budget.released(line));
         Box::pin(futures::future::ready(Ok(())))
     }
 
     fn write(&self, event: Event) -> BoxFuture<'_, Result<(), StoreError>> {
         Box::pin(async move {
+            // The request leaves after its intent: never for a line this run
+            // does not hold.
+            if matches!(event, Event::Intent { .. }) && !self.held.lock().is_ok_and(|held| held.contains(&event.line()))
+            {
+                return Err(StoreError::new(
+                    FailureClass::Other,
+                    format!("line {} is not held by this run; nothing was sent", event.line()),
+                ));
+            }
             // What is known of the line changes once the event is durable:
             // an adoption that could not be written is not polled.
             self.writer.write(event.clone()).await.map_err(StoreError::from)?;

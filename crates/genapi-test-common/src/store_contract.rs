@@ -31,6 +31,24 @@ pub async fn holds<O: Opener>(fresh: impl Fn(&str) -> O) {
     an_end_at_no_price_leaves_its_hold_counted(&fresh("no-price")).await;
     two_runs_at_once_never_both_hold_a_line(&fresh("two-runs")).await;
     a_line_a_live_run_holds_is_not_taken(&fresh("held")).await;
+    an_intent_is_written_only_for_a_line_the_run_holds(&fresh("unheld")).await;
+}
+
+/// The request leaves after its intent, and the intent is written only for
+/// a line the run holds: never for one it did not claim, nor for one it
+/// gave back. A refused intent leaves nothing behind.
+pub async fn an_intent_is_written_only_for_a_line_the_run_holds<O: Opener>(opener: &O) {
+    let store = opener.open().await.expect("the batch opens");
+    assert!(
+        store.write(intent(1)).await.is_err(),
+        "an intent for a line never claimed"
+    );
+    assert!(matches!(store.claim(2).await.expect("claim"), Claim::Mine(_)));
+    store.release(2).await.expect("release");
+    assert!(store.write(intent(2)).await.is_err(), "an intent for a line given back");
+    assert!(store.lines().await.expect("lines").is_empty(), "nothing was recorded");
+    assert!(matches!(store.claim(3).await.expect("claim"), Claim::Mine(_)));
+    store.write(intent(3)).await.expect("an intent for a line held");
 }
 
 /// A line one run holds (its lease live) is not the other's, claimed alone
