@@ -176,6 +176,8 @@ pub struct Counters {
 #[derive(Debug, Default)]
 struct CounterValues {
     in_flight: AtomicUsize,
+    /// Of those in flight, lines waiting for credits under the cap.
+    at_the_cap: AtomicUsize,
     submitted: AtomicUsize,
     resumed: AtomicUsize,
     /// Lines another worker holds now, by line.
@@ -195,7 +197,16 @@ impl Counters {
     /// ([`Counters::waiting_for_room`]); with those, at most
     /// [`Batch::jobs_at_once`].
     pub fn in_flight(&self) -> usize {
-        self.placed().saturating_sub(self.waiting_for_room())
+        self.placed()
+            .saturating_sub(self.waiting_for_room())
+            .saturating_sub(self.waiting_at_the_cap())
+    }
+    /// Jobs waiting for credits under the batch's cap
+    /// ([`Batch::max_credits`]): the holds of submissions whose cost is
+    /// not known yet fill it, and the line waits for one of them to settle.
+    /// Nothing of theirs is sent yet.
+    pub fn waiting_at_the_cap(&self) -> usize {
+        self.inner.at_the_cap.load(Ordering::Relaxed).min(self.placed())
     }
     /// Jobs waiting for room under the active-task limit (a seat), a
     /// resumed task among them: nothing of theirs is sent yet.
@@ -269,6 +280,12 @@ impl Counters {
         })
     }
 
+    /// A line waiting for credits under the cap, counted until dropped.
+    fn at_the_cap(&self) -> AtTheCap {
+        self.inner.at_the_cap.fetch_add(1, Ordering::Relaxed);
+        AtTheCap(self.inner.clone())
+    }
+
     fn enter(&self) -> InFlight {
         self.inner.in_flight.fetch_add(1, Ordering::Relaxed);
         InFlight(self.inner.clone())
@@ -311,6 +328,15 @@ impl Place {
         if let Ok(mut charged) = self.in_flight.0.charged.lock() {
             charged.insert(line, cost);
         }
+    }
+}
+
+/// One line waiting at the cap; counted out when dropped.
+struct AtTheCap(Arc<CounterValues>);
+
+impl Drop for AtTheCap {
+    fn drop(&mut self) {
+        self.0.at_the_cap.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -915,10 +941,13 @@ impl Context {
                     self.cap_reached.store(true, Ordering::SeqCst);
                     return Err(HeldBack::CapReached);
                 }
-                Hold::Wait => tokio::select! {
-                    () = tokio::time::sleep(CREDITS_RECHECK) => {}
-                    () = self.no_more_sending() => return Err(HeldBack::Stopped),
-                },
+                Hold::Wait => {
+                    let _waiting = self.counters.at_the_cap();
+                    tokio::select! {
+                        () = tokio::time::sleep(CREDITS_RECHECK) => {}
+                        () = self.no_more_sending() => return Err(HeldBack::Stopped),
+                    }
+                }
             }
         }
     }

@@ -26,6 +26,8 @@ pub struct Figures {
     pub in_flight: u64,
     /// Waiting for room under the active-task limit: not sent yet.
     pub waiting: u64,
+    /// Waiting for credits under the cap (`--max-credits`): not sent yet.
+    pub at_the_cap: u64,
     /// Finished by this run (not taken from an earlier one): the rate's count.
     pub worked: u64,
     /// Lines another worker holds (a shared batch), waited for.
@@ -153,8 +155,11 @@ impl Progress {
     }
 }
 
-/// `2 failed, 5 in flight, 1.3/s, ETA 21s, 0.60 credits` (the credits
-/// left out while none are known).
+/// `2 failed, 5 in flight, 1.3/s, ETA 21s, 0.60 credits`: every line not
+/// done is in one of the counts after `failed` (in flight: being sent or
+/// its task followed; waiting for a seat; held at the cap; held by other
+/// workers; not sent yet), each said only when it has lines; the credits
+/// are left out while none are known.
 fn details(figures: &Figures, elapsed: Duration) -> String {
     let rate = figures.worked as f64 / elapsed.as_secs_f64().max(0.001);
     let remaining = figures.total.saturating_sub(figures.done);
@@ -173,12 +178,21 @@ fn details(figures: &Figures, elapsed: Duration) -> String {
         0 => String::new(),
         n => format!(", {n} waiting for a seat"),
     };
+    let at_the_cap = match figures.at_the_cap {
+        0 => String::new(),
+        n => format!(", {n} held at the cap"),
+    };
+    let accounted = figures.done + figures.in_flight + figures.waiting + figures.at_the_cap + figures.held;
+    let not_sent = match figures.total.saturating_sub(accounted) {
+        0 => String::new(),
+        n => format!(", {n} not sent yet"),
+    };
     let credits = match figures.credits {
         Some(credits) => format!(", {credits:.2} credits"),
         None => String::new(),
     };
     format!(
-        "{} failed, {} in flight{waiting}{held}, {rate:.1}/s, {eta}{credits}",
+        "{} failed, {} in flight{waiting}{at_the_cap}{held}{not_sent}, {rate:.1}/s, {eta}{credits}",
         figures.failed, figures.in_flight
     )
 }
@@ -210,27 +224,51 @@ mod tests {
     fn the_details_give_rate_eta_and_credits() {
         let figures = Figures {
             done: 10,
-            total: 40,
+            total: 15,
             failed: 2,
             in_flight: 5,
             waiting: 0,
+            at_the_cap: 0,
             worked: 10,
             held: 0,
             credits: Some(0.6),
         };
         assert_eq!(
             details(&figures, Duration::from_secs(5)),
-            "2 failed, 5 in flight, 2.0/s, ETA 15s, 0.60 credits"
+            "2 failed, 5 in flight, 2.0/s, ETA 2s, 0.60 credits"
         );
-        let waiting = Figures { held: 3, ..figures };
+        let waiting = Figures {
+            held: 3,
+            total: 18,
+            ..figures
+        };
         assert_eq!(
             details(&waiting, Duration::from_secs(5)),
-            "2 failed, 5 in flight, 3 held by other workers, 2.0/s, ETA 15s, 0.60 credits"
+            "2 failed, 5 in flight, 3 held by other workers, 2.0/s, ETA 4s, 0.60 credits"
         );
-        let seatless = Figures { waiting: 4, ..figures };
+        let seatless = Figures {
+            waiting: 4,
+            total: 19,
+            ..figures
+        };
         assert_eq!(
             details(&seatless, Duration::from_secs(5)),
-            "2 failed, 5 in flight, 4 waiting for a seat, 2.0/s, ETA 15s, 0.60 credits"
+            "2 failed, 5 in flight, 4 waiting for a seat, 2.0/s, ETA 4s, 0.60 credits"
+        );
+        // A capped run: one line sent, fifteen held at the cap, three not
+        // taken up yet; none of them is in flight.
+        let capped = Figures {
+            done: 1,
+            total: 20,
+            failed: 0,
+            in_flight: 1,
+            at_the_cap: 15,
+            worked: 1,
+            ..figures
+        };
+        assert_eq!(
+            details(&capped, Duration::from_secs(1)),
+            "0 failed, 1 in flight, 15 held at the cap, 3 not sent yet, 1.0/s, ETA 19s, 0.60 credits"
         );
         let idle = Figures { worked: 0, ..figures };
         assert!(details(&idle, Duration::from_secs(5)).contains("ETA unknown"));
@@ -241,7 +279,7 @@ mod tests {
         };
         assert_eq!(
             details(&picked_up, Duration::from_secs(5)),
-            "2 failed, 5 in flight, 2.0/s, ETA 15s"
+            "2 failed, 5 in flight, 2.0/s, ETA 2s"
         );
     }
 }

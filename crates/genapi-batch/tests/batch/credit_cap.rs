@@ -276,3 +276,46 @@ async fn prices_learned_in_an_earlier_run_keep_a_known_dear_kind_under_the_cap()
     // Three from the earlier run, two now: the dear line was never sent.
     assert_eq!(mock.count("POST", "/v1/gen-2-pro"), 5);
 }
+
+/// While the first line of a kind not priced yet runs alone, the lines
+/// behind it wait for credits: the run's counters say so (held at the
+/// cap), and count them out of those in flight, which send or follow a
+/// task.
+#[tokio::test(start_paused = true)]
+async fn lines_waiting_for_credits_are_counted_at_the_cap_not_in_flight() {
+    let config = MockConfig::default().default_duration(Duration::from_secs(60));
+    let mock = MockService::start_with(config, "127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    let dir = Dir::new("credit-cap-counted");
+    let jobs: Vec<Job> = (1..=4)
+        .map(|n| {
+            Job::new(
+                n,
+                "/v1/gen-2-pro",
+                json!({"prompt": format!("line {n}"), "width": 256, "height": 256}),
+            )
+        })
+        .collect();
+    let batch = Batch::new(mock.client().unwrap(), store(MemoryJournal::default()), &dir.0)
+        .jobs_at_once(4)
+        .max_credits(10.0);
+    let counters = batch.counters();
+    let mut outcomes = std::pin::pin!(batch.run(jobs).unwrap());
+    // Until the three lines behind the first are held at the cap.
+    let waited = async {
+        while counters.waiting_at_the_cap() < 3 {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    };
+    tokio::select! {
+        () = waited => {}
+        outcome = outcomes.next() => panic!("a line ended before the others waited: {outcome:?}"),
+    }
+    assert_eq!(mock.count("POST", "/v1/gen-2-pro"), 1, "the first goes alone");
+    assert_eq!(counters.in_flight(), 1, "only the line sent is in flight");
+    // Once it settles, the others go, and none waits at the cap any more.
+    let rest: Vec<JobOutcome> = outcomes.collect().await;
+    assert_eq!(rest.len(), 4, "{rest:#?}");
+    assert_eq!(counters.waiting_at_the_cap(), 0);
+}

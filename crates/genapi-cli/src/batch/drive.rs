@@ -116,6 +116,9 @@ pub(super) async fn drive(
     if let Some(why) = &stopped {
         going.stop(&stopper, on_builtin_mock, why.code == code::TIMEOUT);
         going.drain(run.deadline).await?;
+        // Where the run stood once the answers it waited for came: the
+        // same lines the summary then counts.
+        going.progress.stopped(&going.sink.tally.figures(&going.counters));
     }
     let Going {
         stream,
@@ -185,11 +188,12 @@ impl Going {
         }
     }
 
-    /// Sends nothing more: the bar goes before anything else is said, and
-    /// where the run stood is said once more. At its `--timeout` the run
-    /// has no time left to wait for answers, and says so.
+    /// Sends nothing more: the bar goes before anything else is said
+    /// (where the run stood is said once the answers in flight are taken).
+    /// At its `--timeout` the run has no time left to wait for answers,
+    /// and says so.
     fn stop(&self, stopper: &Stopper, on_builtin_mock: bool, timed_out: bool) {
-        self.progress.stopped(&self.sink.tally.figures(&self.counters));
+        self.progress.finish();
         stopper.stop();
         if timed_out {
             out::progress(

@@ -100,6 +100,7 @@ impl Tally {
             failed: self.failed_total() as u64,
             in_flight: counters.in_flight() as u64,
             waiting: counters.waiting_for_room() as u64,
+            at_the_cap: counters.waiting_at_the_cap() as u64,
             held: counters.held_elsewhere() as u64,
             worked: self.worked as u64,
             // Tasks running were charged at their acceptance already.
