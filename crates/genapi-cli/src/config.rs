@@ -320,7 +320,7 @@ fn half(
 }
 
 /// A variable's value, when set and not blank.
-fn variable(name: &str) -> Option<String> {
+pub fn variable(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|value| !value.trim().is_empty())
 }
 

@@ -60,7 +60,15 @@ struct Editing {
     document: DocumentMut,
     read: ConfigFile,
     profile: String,
+    /// Whether the profile was named (`--profile`, `GENAPI_PROFILE`), not
+    /// taken as the default one.
+    named: bool,
 }
+
+/// The name a file's first profile gets when none was named and its
+/// service is on this machine: not `default`, which every command would
+/// use after the mock it names has ended.
+const LOCAL_PROFILE: &str = "local";
 
 fn shown(path: &Path) -> String {
     out::clean(&path.display().to_string())
@@ -103,11 +111,15 @@ fn open(flag_profile: Option<&str>) -> Result<Editing, Failure> {
             "a profile's name is ASCII letters, digits, - and _ (at most 64): give such a name with --profile",
         ));
     }
+    let named = flag_profile.is_some()
+        || config::variable(config::PROFILE_VARIABLE).is_some()
+        || read.default_profile.is_some();
     Ok(Editing {
         path,
         document,
         read,
         profile,
+        named,
     })
 }
 
@@ -130,6 +142,16 @@ impl Editing {
             .ok_or_else(not_a_table)
     }
 
+    /// Gives the profile being made another name (its table moved).
+    fn rename_to(&mut self, name: &str) {
+        if let Some(profiles) = self.document.get_mut("profiles").and_then(Item::as_table_like_mut) {
+            if let Some(table) = profiles.remove(&self.profile) {
+                profiles.insert(name, table);
+            }
+        }
+        self.profile = name.to_string();
+    }
+
     /// Sets `field`; a field naming the key replaces any other that does.
     fn set(&mut self, field: &str, value: Item) -> Result<(), Failure> {
         let fields = self.fields()?;
@@ -150,6 +172,9 @@ impl Editing {
         // unless its service is on this machine: a mock's address outlives
         // the mock, and every command would go to it after it ended.
         let local = crate::learned::loopback(self.fields()?.get("base_url").and_then(|url| url.as_str()));
+        if local && !self.named && self.read.profiles.is_empty() && self.profile == "default" {
+            self.rename_to(LOCAL_PROFILE);
+        }
         let first = self.read.profiles.is_empty() && self.read.default_profile.is_none() && self.profile != "default";
         if first && !local {
             self.document

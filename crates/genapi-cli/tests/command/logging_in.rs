@@ -46,6 +46,39 @@ fn ok(run: &Output) -> String {
 /// service on this machine (a mock, which ends while its address stays) is
 /// not made the default: a command without --profile still uses the
 /// built-in mock.
+/// Without --profile, a first profile for a service on this machine is not
+/// named `default` (which every command uses, whatever `default_profile`
+/// says) but `local`, by `login` and `config set` alike: a command without
+/// --profile still uses the built-in mock once that mock has ended.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_first_profile_for_a_service_on_this_machine_is_named_local_not_default() {
+    let mock = roomy_mock(50).await;
+    for (name, login) in [("login-local", true), ("config-set-local", false)] {
+        let dir = Dir::new(name);
+        let said = if login {
+            ok(&with_input(
+                genapi_alone(&dir).args(["login", "--base-url", mock.base_url()]),
+                &format!("{}\n", mock.key()),
+            ))
+        } else {
+            ok(&genapi_alone(&dir)
+                .args(["config", "set", "base_url", mock.base_url()])
+                .output()
+                .unwrap())
+        };
+        assert!(
+            said.contains("profile local saved") && said.contains("--profile local"),
+            "{said}"
+        );
+        let written = std::fs::read_to_string(config_path(&dir)).unwrap();
+        assert!(
+            written.contains("[profiles.local]") && !written.contains("[profiles.default]"),
+            "{written}"
+        );
+        assert!(!written.contains("default_profile"), "{written}");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn login_from_stdin_makes_a_private_config_file_that_refers_to_the_key() {
     let mock = roomy_mock(50).await;
