@@ -185,6 +185,41 @@ fn is_token_like(value: &str) -> bool {
             .any(|run| run.len() >= 8 && mixes(run))
 }
 
+/// Whether `value` is a UUID (`550e8400-e29b-41d4-a716-446655440000`), as
+/// endpoints made for one user name themselves (a webhook's path, its
+/// `token=`): random, though its runs of hex digits may hold too few
+/// letters to read as a token ([`is_token_like`]).
+fn is_uuid(value: &str) -> bool {
+    let groups: Vec<&str> = value.split('-').collect();
+    groups.len() == 5
+        && groups
+            .iter()
+            .zip([8, 4, 4, 4, 12])
+            .all(|(group, length)| group.len() == length && group.bytes().all(|b| b.is_ascii_hexdigit()))
+}
+
+/// Whether a query parameter's name says its value is a credential
+/// (`token`, `key`, `secret`, `sig`, `auth`, `password`, `code`,
+/// `session`): the value of such a parameter of the user's own receiving
+/// address is a secret whatever it looks like (a passphrase of words, a
+/// token of letters then digits).
+fn names_a_credential(name: &str) -> bool {
+    const WORDS: [&str; 10] = [
+        "token",
+        "key",
+        "secret",
+        "sig",
+        "auth",
+        "pass",
+        "pwd",
+        "code",
+        "session",
+        "credential",
+    ];
+    let name = name.to_ascii_lowercase();
+    WORDS.iter().any(|word| name.contains(word))
+}
+
 /// Whether a query parameter of an input address (a signed URL to the
 /// user's file) is one every address the same signer issues repeats, so
 /// no secret however long: a credential's scope, a signer's object and
@@ -227,7 +262,7 @@ fn is_signers_public_value(name: &str) -> bool {
 /// (`/hook/3f9c1e…`): longer than a query token must be, as paths hold
 /// words and dates (`2026-11-25`, `uploads`) more often than secrets.
 fn is_token_like_segment(segment: &str) -> bool {
-    is_token_like(segment) && segment.len() >= 12
+    (is_token_like(segment) && segment.len() >= 12) || is_uuid(segment)
 }
 
 /// The path of an address as `text` writes it: from the end of its
@@ -937,7 +972,15 @@ impl Scrubber {
     /// field `x-secret`, else what is secret in it.
     fn learn_field(&self, name: &str, value: &Value, kind: Address) {
         match value {
-            Value::String(secret) if secret_fields().contains(name) => self.learn(secret),
+            Value::String(secret) if secret_fields().contains(name) => {
+                self.learn(secret);
+                // A Standard Webhooks secret's key is what follows its
+                // `whsec_`: the HMAC key itself, which a service may quote
+                // alone (decoding it, or saying why it cannot).
+                if let Some(key) = secret.strip_prefix(WEBHOOK_SECRET_PREFIX) {
+                    self.learn(key);
+                }
+            }
             other => self.learn_value(other, kind),
         }
     }
@@ -1005,7 +1048,7 @@ impl Scrubber {
         let nested = |value: &str| Url::parse(value).ok().filter(Url::has_host);
         let secret = |name: &str, value: &str| match kind {
             _ if name == TASK_ID_QUERY => false,
-            Address::Owned => is_token_like(value),
+            Address::Owned => is_token_like(value) || is_uuid(value) || names_a_credential(name),
             Address::Input => {
                 value.len() >= INPUT_ADDRESS_SECRET
                     && !value.contains(char::is_whitespace)
@@ -1378,10 +1421,64 @@ fn lowercase_hex(text: &str) -> String {
     out
 }
 
+/// What opens a webhook secret in the Standard Webhooks form.
+const WEBHOOK_SECRET_PREFIX: &str = "whsec_";
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// The user's receiving address keeps its credentials whatever their
+    /// look: a UUID as a path or a `token=`, a parameter named as a
+    /// credential holding words or letters then digits; and a webhook
+    /// secret's key part is as secret as the whole.
+    #[test]
+    fn credentials_of_the_receiving_address_and_the_webhook_key_are_learned_whatever_their_look() {
+        for (sent, quoted) in [
+            (
+                "http://127.0.0.1:9/h?token=550e8400-e29b-41d4-a716-446655440000",
+                "550e8400-e29b-41d4-a716-446655440000",
+            ),
+            (
+                "https://webhook.example/550e8400-e29b-41d4-a716-446655440000",
+                "550e8400-e29b-41d4-a716-446655440000",
+            ),
+            (
+                "https://me.example/h?token=tok_AbCdEf1234567890",
+                "tok_AbCdEf1234567890",
+            ),
+            (
+                "https://me.example/h?pass=CorrectHorseBatteryStaple",
+                "CorrectHorseBatteryStaple",
+            ),
+            (
+                "https://me.example/h?key=ABCDEFGHIJKLMNOPQRSTUVWXYZ",
+                "ABCDEFGHIJKLMNOPQRSTUVWXYZ",
+            ),
+            (
+                "https://me.example/h?token=abcdefghijklmnopqrstuvwxyz0123456789",
+                "abcdefghijklmnopqrstuvwxyz0123456789",
+            ),
+        ] {
+            let scrubber = Scrubber::new("key-12345678");
+            scrubber.learn_request(&json!({"prompt": "x", "webhook_url": sent}));
+            let said = scrubber.scrub(&format!("cannot deliver to {quoted} now"));
+            assert!(!said.contains(quoted), "{sent}: {said}");
+        }
+        let scrubber = Scrubber::new("key-12345678");
+        let key_part = "MDEyMzQ1Njc4OWFiY2RlZg+/w==";
+        scrubber.learn_request(&json!({"prompt": "x", "webhook_secret": format!("whsec_{key_part}")}));
+        let said = scrubber.scrub(&format!("Value error, not base64: {key_part}"));
+        assert!(!said.contains("MDEyMzQ1"), "{said}");
+        // Settings under other names stay as they are.
+        let plain = Scrubber::new("key-12345678");
+        plain.learn_request(&json!({"webhook_url": "https://me.example/h?region=us-east-1&format=png1024"}));
+        assert_eq!(
+            plain.scrub("region us-east-1, format png1024"),
+            "region us-east-1, format png1024"
+        );
+    }
 
     #[test]
     fn every_spelling_of_a_secret_is_replaced() {
