@@ -267,8 +267,6 @@ fn open_existing(mut existing: OpenOptions, path: &Path) -> io::Result<File> {
     if !kind.is_file() && !device {
         return Err(refuse("not a regular file"));
     }
-    // One an older version left readable by others is closed to them now.
-    genapi_files::keep_owner_only(&file)?;
     Ok(file)
 }
 
@@ -424,6 +422,11 @@ impl FileJournal {
             lock_for_this_run(held, &path)?;
         }
         recognise(&mut file, &path)?;
+        // One an older version left readable by others becomes a private
+        // copy under its name (the directory's lock keeps other runs out
+        // meanwhile); whoever opened the old one reads nothing new.
+        let mut file = genapi_files::made_owner_only(&path, file)?;
+        lock_for_this_run(&file, &path)?;
         cut_a_torn_tail(&mut file)?;
         let identity = identity(&file.metadata()?);
         Ok(FileJournal {
@@ -770,15 +773,30 @@ mod tests {
     #[cfg(unix)]
     #[test]
     fn a_journal_others_could_read_is_made_its_owners_alone() {
+        use std::io::Read as _;
         use std::os::unix::fs::PermissionsExt as _;
         let dir = scratch("loose-mode");
         let path = dir.join("journal.jsonl");
         let _ = std::fs::remove_file(&path);
         drop(FileJournal::open(&path).unwrap());
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
-        drop(FileJournal::open(&path).unwrap());
+        let held_by_another = std::fs::File::open(&path).unwrap();
+        let mut journal = FileJournal::open(&path).unwrap();
         let mode = std::fs::metadata(&path).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o600, "{mode:o}");
+        journal
+            .append(&Event::Refused {
+                line: 1,
+                error: "x".into(),
+            })
+            .unwrap();
+        assert_eq!(journal.events().unwrap().len(), 1, "the copy is the journal");
+        let mut seen = String::new();
+        (&held_by_another).read_to_string(&mut seen).unwrap();
+        assert!(
+            !seen.contains("refused"),
+            "what was opened before reads nothing new: {seen}"
+        );
     }
 
     #[test]

@@ -74,7 +74,7 @@ mod write;
 pub use error::{shown_size, FileError};
 pub use read::{open, read, read_sensitive_stoppable, read_stoppable, read_text, Bounded};
 pub use secret::{
-    keep_owner_only, may_write_private, open_sensitive, open_written, owner_only, private_folder, read_private,
+    made_owner_only, may_write_private, open_sensitive, open_written, owner_only, private_folder, read_private,
     read_sensitive_text, write_private, Exposure, Sensitivity,
 };
 pub use write::{

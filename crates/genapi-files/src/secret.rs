@@ -305,40 +305,77 @@ pub fn owner_only(options: &mut std::fs::OpenOptions) -> &mut std::fs::OpenOptio
     options
 }
 
-/// Makes `file`, opened from an existing path, its owner's alone (mode
-/// 600), as [`owner_only`] creates one: a state file written by an older
-/// version, or under a looser rule, that others may read is closed to
-/// them before more is written to it. A file of another user, which this
-/// user cannot change, is left as it is (and refused by the caller if it
-/// matters); a file already private is not touched.
+/// Makes the file at `path` (open as `file`, which the caller holds
+/// locked or otherwise its own) its owner's alone, as [`owner_only`]
+/// creates one: a state file written by an older version, or under a
+/// looser rule, that others may read. Changing its mode would not do:
+/// anyone who opened it while it was readable goes on reading what is
+/// written next through that descriptor. So its content is copied into a
+/// new file, private from its creation, which then takes its name; the
+/// copy is returned, opened to read and append, and what others opened
+/// keeps only what was there before. A file already private, or another
+/// user's (which this user cannot make private), is returned as it is.
 ///
 /// ```
 /// # #[cfg(unix)] {
-/// use std::os::unix::fs::PermissionsExt as _;
+/// use std::io::Write as _;
+/// use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
 ///
-/// let path = std::env::temp_dir().join(format!("genapi-files-kept-private-{}", std::process::id()));
+/// let path = std::env::temp_dir().join(format!("genapi-files-made-private-{}", std::process::id()));
 /// std::fs::write(&path, "state\n")?;
 /// std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644))?;
-/// let file = std::fs::OpenOptions::new().append(true).open(&path)?;
-/// genapi_files::keep_owner_only(&file)?;
-/// assert_eq!(std::fs::metadata(&path)?.permissions().mode() & 0o777, 0o600);
+/// let before = std::fs::metadata(&path)?.ino();
+/// let file = std::fs::OpenOptions::new().read(true).append(true).open(&path)?;
+/// let mut file = genapi_files::made_owner_only(&path, file)?;
+/// file.write_all(b"more\n")?;
+/// let after = std::fs::metadata(&path)?;
+/// assert_eq!(after.permissions().mode() & 0o777, 0o600);
+/// assert_ne!(after.ino(), before, "a new file, not the one others may hold open");
+/// assert_eq!(std::fs::read_to_string(&path)?, "state\nmore\n");
 /// # std::fs::remove_file(&path)?;
 /// # }
 /// # Ok::<(), std::io::Error>(())
 /// ```
-pub fn keep_owner_only(file: &std::fs::File) -> std::io::Result<()> {
+pub fn made_owner_only(path: &Path, file: std::fs::File) -> std::io::Result<std::fs::File> {
     #[cfg(unix)]
     {
-        use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
+        use std::io::{Seek as _, SeekFrom};
+        use std::os::unix::fs::{MetadataExt as _, OpenOptionsExt as _};
         let metadata = file.metadata()?;
-        if metadata.is_file() && metadata.uid() == current_user() && metadata.mode() & 0o077 != 0 {
-            file.set_permissions(std::fs::Permissions::from_mode(OWNER_FILE))?;
+        if !metadata.is_file() || metadata.uid() != current_user() || metadata.mode() & 0o077 == 0 {
+            return Ok(file);
         }
+        let copy_path = crate::write::temporary_name(path);
+        let mut copy = crate::write::create_temporary_with_mode(&copy_path, OWNER_FILE)?;
+        let copied = (|| {
+            let mut source = &file;
+            source.seek(SeekFrom::Start(0))?;
+            std::io::copy(&mut source, &mut copy)?;
+            copy.sync_all()?;
+            std::fs::rename(&copy_path, path)?;
+            if let Some(folder) = path.parent().filter(|folder| !folder.as_os_str().is_empty()) {
+                if let Ok(folder) = std::fs::File::open(folder) {
+                    let _ = folder.sync_all();
+                }
+            }
+            std::fs::OpenOptions::new()
+                .read(true)
+                .append(true)
+                .custom_flags(libc::O_NOFOLLOW)
+                .open(path)
+        })();
+        if copied.is_err() {
+            let _ = std::fs::remove_file(&copy_path);
+        }
+        copied
     }
     #[cfg(not(unix))]
-    let _ = file;
-    Ok(())
+    {
+        let _ = path;
+        Ok(file)
+    }
 }
+
 /// The permission bits of a private folder: its owner's alone.
 const OWNER_FOLDER: u32 = 0o700;
 
