@@ -53,6 +53,7 @@ impl Sink {
         let checked = &run.checked;
         let mut tally = Tally::new(checked.lines() - checked.invalid_lines());
         tally.capped(run.args.max_credits);
+        tally.asked(run.asked());
         let mut sink = Sink {
             results,
             tally,

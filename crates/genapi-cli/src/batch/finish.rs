@@ -95,7 +95,7 @@ async fn what_next(run: &Run<'_>, mut failure: Failure, shared: bool, out_dir: &
     let json = run.global.json;
     if lines.gone().is_empty() {
         let said: Vec<String> = lines
-            .next_run(out_dir)
+            .next_run(out_dir, run.asked())
             .iter()
             .map(|sentence| format!("  {sentence}"))
             .collect();

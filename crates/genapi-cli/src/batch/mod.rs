@@ -281,6 +281,15 @@ impl<'g> Run<'g> {
         })
     }
 
+    /// The flags that send again what a plain run would not: what "the
+    /// same command" does with a line depends on them.
+    fn asked(&self) -> genapi_batch::Asked {
+        genapi_batch::Asked {
+            retry_refused: self.args.retry_refused,
+            resubmit_unknown: self.args.resubmit_unknown,
+        }
+    }
+
     /// The line numbers of the job file's valid lines.
     fn job_lines(&self) -> &[u64] {
         self.job_lines.get_or_init(|| jobs::job_lines(&self.checked))

@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use genapi_batch::Standing;
+use genapi_batch::{Asked, Standing};
 
 use crate::out;
 
@@ -50,7 +50,7 @@ impl Lines {
     /// One sentence per standing that has lines, each saying what the same
     /// command does with them next; a folder whose built-in mock is gone
     /// gets the one thing that can be done there.
-    pub fn next_run(&self, out_dir: &Path) -> Vec<String> {
+    pub fn next_run(&self, out_dir: &Path, asked: Asked) -> Vec<String> {
         if !self.gone().is_empty() {
             return vec![gone_advice(self.gone(), out_dir, false)];
         }
@@ -59,17 +59,30 @@ impl Lines {
             .filter(|standing| !self.of(*standing).is_empty())
             .map(|standing| {
                 let lines = self.of(standing);
-                format!("{}: {}", counted(lines), next_run(standing, lines.len() == 1))
+                format!("{}: {}", counted(lines), next_run(standing, lines.len() == 1, asked))
             })
             .collect()
     }
 }
 
-/// What the same command does next with lines that stand so, said of one
-/// line or of many: every place that reports lines (a stopped run,
-/// `--status`, the summary) says this.
-pub fn next_run(standing: Standing, one: bool) -> &'static str {
+/// What the same command (with the flags it was `asked`) does next with
+/// lines that stand so, said of one line or of many: every place that
+/// reports lines (a stopped run, `--status`, the summary) says this.
+pub fn next_run(standing: Standing, one: bool, asked: Asked) -> &'static str {
     let (of_one, of_many) = match standing {
+        Standing::Refused if asked.retry_refused => (
+            "refused by the service with an answer that created no task (402: credits, 403: the key, 422: the job, \
+             as results.jsonl says); the same command, with --retry-refused, sends it again",
+            "refused by the service with an answer that created no task (402: credits, 403: the key, 422: the job, \
+             as results.jsonl says); the same command, with --retry-refused, sends them again",
+        ),
+        Standing::Unanswered if asked.resubmit_unknown => (
+            "sent, and no answer came back, so the service may have accepted (and charged) it; the same command, \
+             with --resubmit-unknown, sends it again, which may pay for it twice (without that flag it is not sent)",
+            "sent, and no answer came back, so the service may have accepted (and charged) them; the same command, \
+             with --resubmit-unknown, sends them again, which may pay for them twice (without that flag they are not \
+             sent)",
+        ),
         Standing::Saved => ("saved; not sent again", "saved; not sent again"),
         Standing::Ended => (
             "ended for good (failed, moderated or expired, as results.jsonl says); not sent again",

@@ -32,6 +32,7 @@ pub(super) async fn show(run: &Run<'_>, ledger_url: Option<String>) -> Result<()
         // Where a line's advice sends the user: a ledger read without
         // --out has no folder of its own.
         folder: run.args.out.clone().unwrap_or_else(|| PathBuf::from(".")),
+        asked: run.asked(),
     };
     if run.global.json {
         out::out(&view.json().to_string());
@@ -55,6 +56,8 @@ struct View<'a> {
     invalid: usize,
     /// The folder the advice names.
     folder: PathBuf,
+    /// The flags given with `--status`: the run they would make.
+    asked: genapi_batch::Asked,
 }
 
 impl View<'_> {
@@ -97,7 +100,7 @@ impl View<'_> {
             Place::Journal(out_dir) => format!("batch in {}:", shown(out_dir)),
             Place::Ledger(name) => format!("batch {}: {}", out::clean(name), credits(&self.shared(name))),
         }];
-        let next_run = self.lines().next_run(&self.folder);
+        let next_run = self.lines().next_run(&self.folder, self.asked);
         said.extend(next_run.iter().map(|sentence| format!("  {sentence}")));
         if self.invalid > 0 {
             let them = if self.invalid == 1 { "it" } else { "them" };
@@ -184,7 +187,29 @@ mod tests {
             job_lines: &[1, 2, 3],
             invalid: 0,
             folder: PathBuf::from("out"),
+            asked: genapi_batch::Asked::default(),
         }
+    }
+
+    /// `--status` with the flags that send lines again says what the run
+    /// with them does: it sends them.
+    #[test]
+    fn the_flags_given_with_status_are_the_runs_it_speaks_of() {
+        let mut status = Status::default();
+        status.lines = BTreeMap::from([(1, Standing::Unanswered), (2, Standing::Refused)]);
+        let plain = view(Place::Journal(PathBuf::from("out")), Some(status.clone()))
+            .text()
+            .join("\n");
+        assert!(plain.contains("the same command does not send it again"), "{plain}");
+        let mut flagged = view(Place::Journal(PathBuf::from("out")), Some(status));
+        flagged.asked = genapi_batch::Asked {
+            retry_refused: true,
+            resubmit_unknown: true,
+        };
+        let said = flagged.text().join("\n");
+        assert!(said.contains("with --resubmit-unknown, sends it again"), "{said}");
+        assert!(said.contains("with --retry-refused, sends it again"), "{said}");
+        assert!(!said.contains("does not send it again"), "{said}");
     }
 
     #[test]

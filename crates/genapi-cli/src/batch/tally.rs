@@ -36,6 +36,8 @@ pub(super) struct Tally {
     /// at all it held ([`JobOutcome::counted_at_its_hold`]).
     unsettled: usize,
     cap: Option<f64>,
+    /// The run's flags that send again what a plain run would not.
+    asked: genapi_batch::Asked,
 }
 
 impl Tally {
@@ -55,6 +57,7 @@ impl Tally {
             charged: 0,
             unsettled: 0,
             cap: None,
+            asked: genapi_batch::Asked::default(),
         }
     }
 
@@ -113,6 +116,11 @@ impl Tally {
     /// lines stand where the journal says, and the cost is known.
     pub(super) fn charged_without_outcome(&mut self, credits: f64) {
         self.cost += credits;
+    }
+
+    /// The flags of the run, which the advice of the summary follows.
+    pub(super) fn asked(&mut self, asked: genapi_batch::Asked) {
+        self.asked = asked;
     }
 
     /// The batch's cap (`--max-credits`), if it has one.
@@ -221,7 +229,7 @@ pub(super) fn summary(tally: &Tally, out_dir: &Path, json: bool, mock: bool, com
         } else {
             format!("{refused} lines")
         };
-        let said = super::standing::next_run(Standing::Refused, refused == 1);
+        let said = super::standing::next_run(Standing::Refused, refused == 1, tally.asked);
         text.push_str(&format!("\n{lines} {said}"));
     }
 
