@@ -259,7 +259,8 @@ def refusal(body, secrets):
     secret included, in any encoding. A part of a field's `loc` is shown
     when it is an index or a name as the service's fields are written
     (`webhook_url`), else as `?`; and nothing is shown when what would be
-    holds any six letters or digits of a secret in a row, in any case."""
+    holds eight letters or digits in a row of a secret, in any case or
+    encoding (`quotes_a_secret`)."""
     try:
         detail = json.loads(body).get("detail")
     except (ValueError, AttributeError):
@@ -285,16 +286,44 @@ def refusal(body, secrets):
     return said
 
 
+def spellings_of(secret):
+    """The forms a secret may come back in: as sent, its key part after
+    `whsec_` (and the bytes that part encodes), each percent-encoded, and
+    the bytes of each as hex, base32 and base64 (standard and URL-safe)."""
+    secret = secret or ""
+    forms = [secret]
+    if secret.startswith("whsec_"):
+        forms.append(secret[len("whsec_"):])
+    raw = [form.encode() for form in forms]
+    for form in forms[1:]:
+        try:
+            raw.append(base64.b64decode(form + "=" * (-len(form) % 4), validate=False))
+        except (ValueError, TypeError):
+            pass
+    spellings = set(forms)
+    for data in raw:
+        spellings.update({
+            urllib.parse.quote(data, safe=""),
+            data.hex(),
+            base64.b32encode(data).decode(),
+            base64.b64encode(data).decode(),
+            base64.urlsafe_b64encode(data).decode(),
+        })
+    return spellings
+
+
 def quotes_a_secret(text, secrets):
-    """Whether `text` holds six letters or digits of a secret in a row
-    (compared without case, other characters ignored): a secret split,
-    spaced out or recased is still found."""
+    """Whether `text` holds eight letters or digits in a row of any spelling
+    of a secret (`spellings_of`), compared without case and with other
+    characters ignored: a secret split, spaced out, recased or encoded is
+    still found."""
     letters = "".join(c for c in text if c.isalnum()).lower()
     for secret in secrets:
-        secret = "".join(c for c in (secret or "") if c.isalnum()).lower()
-        secret = secret[len("whsec"):] if secret.startswith("whsec") else secret
-        if any(secret[at:at + 6] in letters for at in range(len(secret) - 5)):
-            return True
+        for spelling in spellings_of(secret):
+            spelling = "".join(c for c in spelling if c.isalnum()).lower()
+            spelling = spelling[len("whsec"):] if spelling.startswith("whsec") else spelling
+            if any(spelling[at:at + 8] in letters for at in range(len(spelling) - 7)):
+                return True
     return False
 
 
@@ -311,7 +340,10 @@ def without_secrets(text, secrets):
 
 
 def failed(task_id, status, details, secrets=()):
-    print("task", task_id, "failed:", status, without_secrets(json.dumps(details), secrets), file=sys.stderr)
+    said = json.dumps(details)
+    if quotes_a_secret(said, secrets):
+        said = "(its details are not shown: they quote a secret)"
+    print("task", task_id, "failed:", status, without_secrets(said, secrets), file=sys.stderr)
     return 1
 
 

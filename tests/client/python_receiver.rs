@@ -380,7 +380,7 @@ async fn the_python_receiver_says_why_a_submission_was_refused_without_its_secre
 /// `receiver.refusal` on answers that quote the secret in other forms:
 /// none of its printed text holds the secret's key part, or an escape code.
 const REFUSALS: &str = r#"
-import json, sys, urllib.parse
+import base64, io, json, sys, urllib.parse
 sys.path.insert(0, sys.argv[1])
 import receiver
 
@@ -398,6 +398,9 @@ answers = [
     json.dumps({"detail": [{"loc": ["body", urllib.parse.quote(secret, safe="")], "msg": "x"}]}).encode(),
     json.dumps({"detail": [{"loc": ["body", key.upper()], "msg": key.upper(), "type": key.lower()[:30]}]}).encode(),
     json.dumps({"detail": [{"loc": ["body", "\u200b".join(key)], "msg": "\u200b".join(key)}]}).encode(),
+    # The secret encoded: base32 (lower case, as a field's name), hex.
+    json.dumps({"detail": [{"loc": ["body", base64.b32encode(key.encode()).decode().lower()[:30]]}]}).encode(),
+    json.dumps({"detail": [{"loc": ["body", "x" + key.encode().hex()[:30]]}]}).encode(),
     # A piece of the secret written as a field's name would be.
     json.dumps({"detail": [{"loc": ["body", "x" + "".join(c for c in key.lower() if c.isalnum())[:20]]}]}).encode(),
 ]
@@ -407,6 +410,27 @@ for body in answers:
     for part in (key[:half], key[half:]):
         assert "".join(c for c in part if c.isalnum()).lower()[:6] not in shown, (body, said)
     assert "\x1b" not in said, (body, said)
+# A failed task's details quoting the secret or the key in any encoding
+# are not shown.
+api_key = "sk-LONGSECRETKEY0123456789"
+for quoted in [
+    urllib.parse.quote(secret, safe=""),
+    urllib.parse.quote(key, safe=""),
+    key.encode().hex(),
+    base64.b32encode(key.encode()).decode(),
+    base64.urlsafe_b64encode(base64.b64decode(key)).decode(),
+    secret.replace("/", "\\/"),
+    urllib.parse.quote(api_key, safe=""),
+    base64.b64encode(api_key.encode()).decode(),
+]:
+    err = io.StringIO()
+    sys.stderr, kept = err, sys.stderr
+    try:
+        receiver.failed("t1", "Error", {"error": "hook refused " + quoted}, (secret, api_key))
+    finally:
+        sys.stderr = kept
+    said = err.getvalue()
+    assert "not shown" in said and quoted[:12] not in said, (quoted, said)
 # What a validation error's fields are is said, by the names the submission uses.
 said = receiver.refusal(json.dumps({"detail": [
     {"loc": ["body", "webhook_url"], "msg": "too long", "type": "string_too_long"},
