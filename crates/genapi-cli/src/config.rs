@@ -106,7 +106,24 @@ impl Key {
     /// checked by this.
     pub fn is_in(&self, text: &str) -> bool {
         let key = self.0.trim();
-        !key.is_empty() && (text.trim() == key || (key.len() >= 8 && text.contains(key)))
+        !key.is_empty() && (text.trim() == key || (key.len() >= 8 && self.spellings().iter().any(|s| text.contains(s))))
+    }
+
+    /// The key as a value may hold it: as it is, backwards, as hex (either
+    /// case) and as base64 (standard and URL-safe, without the padding a
+    /// longer text would not end with).
+    fn spellings(&self) -> Vec<String> {
+        use base64::Engine as _;
+        let key = self.0.trim();
+        let hex: String = key.bytes().map(|b| format!("{b:02x}")).collect();
+        vec![
+            key.to_string(),
+            key.chars().rev().collect(),
+            hex.to_ascii_uppercase(),
+            hex,
+            base64::engine::general_purpose::STANDARD_NO_PAD.encode(key),
+            base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(key),
+        ]
     }
 }
 

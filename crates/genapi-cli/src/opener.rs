@@ -69,6 +69,7 @@ impl Opener {
     fn withholds(&self, name: &str, value: &str) -> bool {
         !is_a_desktop_variable(name)
             || crate::config::may_hold_a_secret(name, value)
+            || holds_a_credential(value)
             || self
                 .key_variable
                 .as_deref()
@@ -127,6 +128,16 @@ const DESKTOP_FAMILIES: [&str; 2] = ["XDG_", "LC_"];
 fn is_a_desktop_variable(name: &str) -> bool {
     let upper = name.to_ascii_uppercase();
     DESKTOP_VARIABLES.contains(&upper.as_str()) || DESKTOP_FAMILIES.iter().any(|start| upper.starts_with(start))
+}
+
+/// Whether a value holds what credentials are written as: a token in an
+/// address's query, an `Authorization` header's value. No desktop variable
+/// holds one.
+fn holds_a_credential(value: &str) -> bool {
+    let lower = value.to_ascii_lowercase();
+    ["token=", "bearer ", "basic ", "key=", "secret=", "sig="]
+        .iter()
+        .any(|mark| lower.contains(mark))
 }
 
 /// Starts the opener on `file`, without the variables `withheld` names.

@@ -228,6 +228,12 @@ async fn the_opener_is_not_handed_the_profiles_key_nor_passwords_by_convention_o
         .env("DATABASE_URL", "postgres://app:database-canary@db.example.com:5432/app")
         .env("XDG_DATA_URL", "https://app:xdg-canary@db.example.com/app")
         .env("XDG_SEAT", "seat0")
+        // The key encoded, and credentials as they are written, in
+        // variables a desktop keeps.
+        .env("LC_MESSAGES", base64_of(mock.key()))
+        .env("XDG_SESSION_TYPE", mock.key().chars().rev().collect::<String>())
+        .env("XDG_X", "https://h/?token=abc123SECRET")
+        .env("LC_Y", "Bearer eyJhbGciOi.SECRETsig")
         // The key again, under a name a desktop keeps.
         .env("XDG_WORK", format!("  {}\n", mock.key()))
         .output()
@@ -351,4 +357,10 @@ async fn a_rerun_opens_a_gallery_that_shows_the_lines_saved_before() {
     );
     let last = std::fs::read_to_string(dir.join("shots/index.html")).unwrap();
     assert!(last.contains("4 saved"), "{last}");
+}
+
+/// `text` in base64, as a value may hold a key.
+fn base64_of(text: &str) -> String {
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD.encode(text)
 }
