@@ -340,6 +340,14 @@ fn kept_key_file(config_file: &Path, profile: &str) -> PathBuf {
 /// the value, which could be a key pasted in the wrong place.
 fn address(what: &str, text: &str) -> Result<String, Failure> {
     match url::Url::parse(text.trim()) {
+        // A user name, a password or a query in a service's address is a
+        // credential written where none belongs (the library refuses such
+        // an address when it is used): refused before it is kept.
+        Ok(url) if !url.username().is_empty() || url.password().is_some() || url.query().is_some() => {
+            Err(Failure::usage(format!(
+                "{what} takes an address without a user name, password or query (what was given is not shown, in                  case it holds a secret); a key goes in with `genapi login`"
+            )))
+        }
         Ok(url) if matches!(url.scheme(), "http" | "https") && url.host().is_some() => Ok(text.trim().to_string()),
         _ => Err(Failure::usage(format!(
             "{what} takes an http or https address (what was given is not shown, in case it is a key)"

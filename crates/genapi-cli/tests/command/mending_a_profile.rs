@@ -224,6 +224,26 @@ fn a_key_set_as_a_model_a_folder_or_an_address_is_refused_and_never_said_back() 
     assert!(!std::fs::read_to_string(alone.join("config/genapi/config.toml"))
         .unwrap()
         .contains("harbour"));
+    // An address carrying a credential is refused for every address field,
+    // unsaid.
+    for (field, value) in [
+        ("base_url", "http://u:pass-CANARY@api.example.com"),
+        ("base_url", "https://api.example.com/?password=pass-CANARY"),
+        (
+            "trusted_origins",
+            "https://a.example.com, http://a:pass-CANARY@h.example.com",
+        ),
+        ("regional_base_url", "https://ghp-CANARY@api.eu.example.com"),
+    ] {
+        let run = genapi_alone(&dir)
+            .args(["config", "set", field, value])
+            .output()
+            .unwrap();
+        let said = text(&run.stdout) + &text(&run.stderr);
+        assert_eq!(run.status.code(), Some(2), "{field}: {said}");
+        assert!(!said.contains("CANARY"), "{field}: {said}");
+        assert!(!std::fs::read_to_string(&config).unwrap().contains("CANARY"));
+    }
     let shown = genapi_alone(&dir).args(["config"]).output().unwrap();
     let shown = text(&shown.stdout) + &text(&shown.stderr);
     assert!(!shown.contains("PASTED") && !shown.contains("Q7f3Kp92"), "{shown}");
