@@ -62,8 +62,8 @@ pub fn is_unsafe_to_show(c: char) -> bool {
 /// may be a key pasted where an address belongs, and is not shown.
 ///
 /// This is the one rule by which genapi's crates show an address anywhere
-/// (a message, a progress line, a span's field): no query, no user
-/// information, no fragment. [`address_alone`] applies the same rule
+/// (a message, a progress line, a span's field): no query (nor path
+/// parameters, `;…`), no user information, no fragment. [`address_alone`] applies the same rule
 /// without the marks of what was left out, for a field a program reads.
 ///
 /// ```
@@ -131,6 +131,10 @@ pub fn address_alone(text: &str) -> String {
 ///     "https://api.eu1.example.com/v1/get_result?id=t-7"
 /// );
 /// assert_eq!(genapi_text::task_address("https://poll.example.com/t/7?token=s3cret"), "https://poll.example.com/t/7");
+/// assert_eq!(
+///     genapi_text::task_address("http://127.0.0.1:8/v1/get_result;token=TOK3?id=t-7"),
+///     "http://127.0.0.1:8/v1/get_result?id=t-7"
+/// );
 /// assert_eq!(genapi_text::task_address("https://me:pw@poll.example.com/t?id=a%20b"), "https://poll.example.com/t?id=a%20b");
 /// ```
 pub fn task_address(text: &str) -> String {
@@ -179,7 +183,9 @@ impl Address {
         if !text.contains("://") && !looks_like_a_host(text.split('@').next_back().unwrap_or_default()) {
             return None;
         }
-        let (head, had_query) = match text.find(['?', '#']) {
+        // A path parameter (`/get_result;token=…`, `;jsessionid=…`) is a
+        // query in all but name: cut with it.
+        let (head, had_query) = match text.find(['?', '#', ';']) {
             Some(at) => (&text[..at], true),
             None => (text, false),
         };
