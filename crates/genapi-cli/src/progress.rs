@@ -28,6 +28,9 @@ pub struct Figures {
     pub waiting: u64,
     /// Waiting for credits under the cap (`--max-credits`): not sent yet.
     pub at_the_cap: u64,
+    /// Reported, and left to the next run (accepted and not finished, sent
+    /// without an answer, or not sent): a stopped run's.
+    pub left: u64,
     /// Finished by this run (not taken from an earlier one): the rate's count.
     pub worked: u64,
     /// Lines another worker holds (a shared batch), waited for.
@@ -144,6 +147,15 @@ impl Progress {
     /// lines, or under a bar about to be cleared, still says it.
     pub fn stopped(&self, figures: &Figures) {
         self.finish();
+        // The command ends here: what was in flight or waiting is the next
+        // run's now, as the summary says.
+        let figures = &Figures {
+            left: figures.left + figures.in_flight + figures.waiting + figures.at_the_cap,
+            in_flight: 0,
+            waiting: 0,
+            at_the_cap: 0,
+            ..*figures
+        };
         out::progress(&format!(
             "{} {}: stopped at {}/{} done, {}",
             utc(SystemTime::now()),
@@ -182,7 +194,12 @@ fn details(figures: &Figures, elapsed: Duration) -> String {
         0 => String::new(),
         n => format!(", {n} held at the cap"),
     };
-    let accounted = figures.done + figures.in_flight + figures.waiting + figures.at_the_cap + figures.held;
+    let left = match figures.left {
+        0 => String::new(),
+        n => format!(", {n} left to the next run"),
+    };
+    let accounted =
+        figures.done + figures.in_flight + figures.waiting + figures.at_the_cap + figures.held + figures.left;
     let not_sent = match figures.total.saturating_sub(accounted) {
         0 => String::new(),
         n => format!(", {n} not sent yet"),
@@ -192,7 +209,7 @@ fn details(figures: &Figures, elapsed: Duration) -> String {
         None => String::new(),
     };
     format!(
-        "{} failed, {} in flight{waiting}{at_the_cap}{held}{not_sent}, {rate:.1}/s, {eta}{credits}",
+        "{} failed, {} in flight{waiting}{at_the_cap}{held}{left}{not_sent}, {rate:.1}/s, {eta}{credits}",
         figures.failed, figures.in_flight
     )
 }
@@ -229,6 +246,7 @@ mod tests {
             in_flight: 5,
             waiting: 0,
             at_the_cap: 0,
+            left: 0,
             worked: 10,
             held: 0,
             credits: Some(0.6),
@@ -266,6 +284,21 @@ mod tests {
             worked: 1,
             ..figures
         };
+        // A run stopped while its two tasks ran: nothing done, both left to
+        // the next run, as its summary says.
+        let stopped = Figures {
+            done: 0,
+            total: 2,
+            failed: 0,
+            in_flight: 0,
+            left: 2,
+            worked: 2,
+            ..figures
+        };
+        assert_eq!(
+            details(&stopped, Duration::from_secs(1)),
+            "0 failed, 0 in flight, 2 left to the next run, 2.0/s, ETA 1s, 0.60 credits"
+        );
         assert_eq!(
             details(&capped, Duration::from_secs(1)),
             "0 failed, 1 in flight, 15 held at the cap, 3 not sent yet, 1.0/s, ETA 19s, 0.60 credits"

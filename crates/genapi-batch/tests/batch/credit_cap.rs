@@ -302,9 +302,10 @@ async fn lines_waiting_for_credits_are_counted_at_the_cap_not_in_flight() {
         .max_credits(10.0);
     let counters = batch.counters();
     let mut outcomes = std::pin::pin!(batch.run(jobs).unwrap());
-    // Until the three lines behind the first are held at the cap.
+    // Until the first line's request has reached the service and the
+    // three behind it are held at the cap.
     let waited = async {
-        while counters.waiting_at_the_cap() < 3 {
+        while counters.waiting_at_the_cap() < 3 || mock.count("POST", "/v1/gen-2-pro") < 1 {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     };

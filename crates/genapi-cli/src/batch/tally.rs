@@ -100,7 +100,8 @@ impl Tally {
         Figures {
             done: self.done() as u64,
             total: self.jobs as u64,
-            failed: self.failed_total() as u64,
+            failed: self.failed_done() as u64,
+            left: self.left() as u64,
             in_flight: counters.in_flight() as u64,
             waiting: counters.waiting_for_room() as u64,
             at_the_cap: counters.waiting_at_the_cap() as u64,
@@ -147,8 +148,25 @@ impl Tally {
         self.jobs
     }
 
+    /// Lines that ended: reported, and left with nothing for the next run
+    /// to do (a line accepted and not finished, unanswered, or not sent is
+    /// the next run's: [`Tally::left`]).
     fn done(&self) -> usize {
-        self.earlier + self.worked
+        self.earlier + self.worked - self.left()
+    }
+
+    /// Lines reported that the next run takes up: accepted and not
+    /// finished, sent without an answer, not sent (a stop, the cap).
+    fn left(&self) -> usize {
+        [Standing::Accepted, Standing::Unanswered, Standing::Unsent]
+            .iter()
+            .map(|standing| self.count(*standing))
+            .sum()
+    }
+
+    /// Lines that ended otherwise than saved.
+    fn failed_done(&self) -> usize {
+        self.done() - self.count(Standing::Saved)
     }
 
     /// Lines this run reached that did not end saved.

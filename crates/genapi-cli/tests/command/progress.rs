@@ -138,6 +138,14 @@ async fn a_batch_stopped_while_its_tasks_run_shows_what_their_acceptance_charged
         stderr.contains("stopping at --timeout: answers to submissions still in flight are not waited for"),
         "a stop at --timeout promises no wait it has no time for: {stderr}"
     );
+    // Its last progress line counts what its summary counts: both lines
+    // accepted, not finished, left to the next run (neither done nor
+    // failed).
+    assert!(
+        stderr.contains("batch: stopped at 0/2 done, 0 failed, 0 in flight, 2 left to the next run")
+            && stderr.contains("lines 1-2 (2): accepted, not finished"),
+        "{stderr}"
+    );
     let shown = figure("batch: stopped at 0/2 done", " credits");
     let known = figure("known cost, all runs: ", " credits");
     assert!(known > 0.0, "the mock charges a 1 MP image: {stderr}");
