@@ -198,13 +198,35 @@ fn is_uuid(value: &str) -> bool {
             .all(|(group, length)| group.len() == length && group.bytes().all(|b| b.is_ascii_hexdigit()))
 }
 
+/// The length from which a password of letters alone is no word an
+/// address may hold (`production`, `delivery`) but a passphrase.
+const PASSPHRASE: usize = 12;
+
+/// The spellings a UUID comes back in: either case, dashes or none.
+fn uuid_spellings(uuid: &str) -> [String; 4] {
+    let bare = uuid.replace('-', "");
+    [
+        uuid.to_ascii_lowercase(),
+        uuid.to_ascii_uppercase(),
+        bare.to_ascii_lowercase(),
+        bare.to_ascii_uppercase(),
+    ]
+}
+
+/// Whether a path segment of the user's own address is one long run of
+/// letters or digits (`CorrectHorseBatteryStaple`, `83749283749283749283`):
+/// sixteen or more with no separator, longer than the words of a path.
+fn is_a_long_run(segment: &str) -> bool {
+    segment.len() >= 16 && segment.bytes().all(|b| b.is_ascii_alphanumeric())
+}
+
 /// Whether a query parameter's name says its value is a credential
 /// (`token`, `key`, `secret`, `sig`, `auth`, `password`, `code`,
 /// `session`): the value of such a parameter of the user's own receiving
 /// address is a secret whatever it looks like (a passphrase of words, a
 /// token of letters then digits).
 fn names_a_credential(name: &str) -> bool {
-    const WORDS: [&str; 10] = [
+    const WORDS: [&str; 16] = [
         "token",
         "key",
         "secret",
@@ -212,9 +234,15 @@ fn names_a_credential(name: &str) -> bool {
         "auth",
         "pass",
         "pwd",
+        "pw",
         "code",
         "session",
         "credential",
+        "hash",
+        "access",
+        "hmac",
+        "nonce",
+        "jwt",
     ];
     let name = name.to_ascii_lowercase();
     WORDS.iter().any(|word| name.contains(word))
@@ -1030,18 +1058,31 @@ impl Scrubber {
             self.learn_as(username, Found::Whole);
             self.learn_as(&decoded(username), Found::Whole);
         }
+        // Of the user's own address, a password of letters alone too once
+        // it is longer than a word of an address (a passphrase).
+        let passphrase = |p: &str| kind == Address::Owned && decoded(p).len() >= PASSPHRASE;
         if let Some(password) = url
             .password()
-            .filter(|p| !decoded(p).bytes().all(|b| b.is_ascii_alphabetic()))
+            .filter(|p| passphrase(p) || !decoded(p).bytes().all(|b| b.is_ascii_alphabetic()))
         {
             self.learn_as(password, Found::Whole);
             self.learn_as(&decoded(password), Found::Whole);
         }
         // A fragment only when it reads as a token (`#access_token=eyJ…`):
         // any other is a place in a page, or words the service may write.
-        if let Some(fragment) = url.fragment().filter(|fragment| is_token_like(&decoded(fragment))) {
+        // Of the user's own address, any fragment, and the value of a
+        // `name=value` in it: the service never writes it.
+        let owned_fragment = |fragment: &str| kind == Address::Owned && fragment.len() >= SHORTEST_SECRET;
+        if let Some(fragment) = url
+            .fragment()
+            .filter(|fragment| is_token_like(&decoded(fragment)) || owned_fragment(fragment))
+        {
             self.learn_as(fragment, found);
             self.learn_as(&decoded(fragment), found);
+            for (_, value) in fragment.split('&').filter_map(|pair| pair.split_once('=')) {
+                self.learn_as(value, found);
+                self.learn_as(&decoded(value), found);
+            }
         }
         // A value that is an address itself (`?next=https://…`) is no
         // token: its own secrets are, as an address of the same kind.
@@ -1058,7 +1099,16 @@ impl Scrubber {
         };
         let take = |name: &str, value: &str| match nested(value) {
             Some(address) => self.learn_address(&address, kind),
-            None if secret(name, value) => self.learn_as(value, found),
+            None if secret(name, value) => {
+                self.learn_as(value, found);
+                // A UUID comes back in either case, with or without its
+                // dashes.
+                if is_uuid(value) {
+                    for spelling in uuid_spellings(value) {
+                        self.learn_as(&spelling, found);
+                    }
+                }
+            }
             None => {}
         };
         for (name, value) in url.query_pairs() {
@@ -1074,9 +1124,19 @@ impl Scrubber {
                 let decoded = decoded(segment);
                 if let Some(address) = nested(&decoded) {
                     self.learn_address(&address, kind);
-                } else if is_token_like_segment(segment) {
+                } else if is_token_like_segment(segment) || is_a_long_run(&decoded) {
                     self.learn_as(segment, Found::FromItsStart);
                     self.learn_as(&decoded, Found::FromItsStart);
+                    if is_uuid(&decoded) {
+                        for spelling in uuid_spellings(&decoded) {
+                            self.learn_as(&spelling, Found::FromItsStart);
+                        }
+                    }
+                }
+                // A path parameter (`/h;token=…`) is a query by another name.
+                for (_, value) in segment.split(';').skip(1).filter_map(|param| param.split_once('=')) {
+                    self.learn_as(value, found);
+                    self.learn_as(&self::decoded(value), found);
                 }
             }
             // A shorter token (`/hook/T0KENCAN4RY/in`) alone may be a
@@ -1459,6 +1519,34 @@ mod tests {
             (
                 "https://me.example/h?token=abcdefghijklmnopqrstuvwxyz0123456789",
                 "abcdefghijklmnopqrstuvwxyz0123456789",
+            ),
+            (
+                "https://me.example/h?pw=CorrectHorseBatteryStaple",
+                "CorrectHorseBatteryStaple",
+            ),
+            (
+                "http://user:CorrectHorseBatteryStaple@127.0.0.1:9/h",
+                "CorrectHorseBatteryStaple",
+            ),
+            (
+                "https://me.example/hooks/CorrectHorseBatteryStaple",
+                "CorrectHorseBatteryStaple",
+            ),
+            (
+                "https://me.example/services/83749283749283749283",
+                "83749283749283749283",
+            ),
+            (
+                "https://me.example/h;token=tok_AbCdEf1234567890x",
+                "tok_AbCdEf1234567890x",
+            ),
+            (
+                "https://me.example/h#token=CorrectHorseBatteryStaple",
+                "CorrectHorseBatteryStaple",
+            ),
+            (
+                "https://me.example/h?token=550E8400-E29B-41D4-A716-446655440000",
+                "550e8400e29b41d4a716446655440000",
             ),
         ] {
             let scrubber = Scrubber::new("key-12345678");
