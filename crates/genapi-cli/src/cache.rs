@@ -57,7 +57,8 @@ pub const PRICES: CacheFile = CacheFile {
 /// The secrets of tasks sent by `genapi submit` and `genapi generate`.
 pub const TASK_SECRETS: CacheFile = CacheFile {
     name: "tasks",
-    holds: "a file per task genapi submit or generate sent until a command saves its result or sees it fail: the \
+    holds: "a file per task genapi submit or generate sent until a command saves its result (one that failed, for \
+            30 days): the \
             short text fields of its request (webhook secret and addresses among them), and one per batch output \
             folder run with --webhook-url (its notification secret); readable by the user alone",
     deleting_costs: "a later wait or get of such a task cannot scrub its webhook secret from what it shows, and a \

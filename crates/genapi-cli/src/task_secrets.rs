@@ -7,8 +7,10 @@
 //! only polls never sent them. So `submit` keeps the short text fields of
 //! the body it sent (secrets and addresses among them; never images) in a
 //! file of the cache readable by the user alone, `wait` and `get` hand them
-//! to their client before polling, and the file goes once the task has
-//! ended for good. Keeping it is best effort: a file that cannot be written
+//! to their client before polling, and the file goes once the task's
+//! result is saved. A failed task's stays (a later `genapi get` of it shows
+//! its answer, which may quote what it was sent) until it is older than
+//! [`KEPT_FOR`]. Keeping it is best effort: a file that cannot be written
 //! or read is passed over, and the task is polled all the same (a folder the
 //! file policy refuses is said, with what to run: see
 //! [`crate::cache::keep_private`]).
@@ -34,8 +36,13 @@ fn path(task_id: &str) -> Option<PathBuf> {
     )
 }
 
-/// Keeps the short text fields of `body`, sent as task `task_id`.
+/// How long the secrets of a task whose result was never saved are kept.
+pub const KEPT_FOR: std::time::Duration = std::time::Duration::from_secs(30 * 24 * 3600);
+
+/// Keeps the short text fields of `body`, sent as task `task_id`; the
+/// files of tasks older than [`KEPT_FOR`] go.
 pub fn keep(task_id: &str, body: &Map<String, Value>) {
+    forget_the_old();
     let kept: Map<String, Value> = body
         .iter()
         .filter(|(_, value)| value.as_str().is_some_and(|text| text.len() <= FIELD_LIMIT))
@@ -82,7 +89,27 @@ pub fn kept(task_id: &str) -> Option<Map<String, Value>> {
     }
 }
 
-/// Forgets the kept secrets of task `task_id`: it has ended for good.
+/// Removes the kept secrets older than [`KEPT_FOR`].
+fn forget_the_old() {
+    let Some(folder) = crate::cache::dir().map(|dir| dir.join(crate::cache::TASK_SECRETS.name)) else {
+        return;
+    };
+    let Ok(entries) = std::fs::read_dir(folder) else { return };
+    for entry in entries.flatten() {
+        let old = entry
+            .metadata()
+            .ok()
+            .filter(std::fs::Metadata::is_file)
+            .and_then(|metadata| metadata.modified().ok())
+            .and_then(|modified| modified.elapsed().ok())
+            .is_some_and(|age| age > KEPT_FOR);
+        if old {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+}
+
+/// Forgets the kept secrets of task `task_id`: its result is saved.
 pub fn forget(task_id: &str) {
     if let Some(path) = path(task_id) {
         let _ = std::fs::remove_file(path);

@@ -638,8 +638,10 @@ async fn complete(
             };
             let saved = outcome.as_ref().ok().map(|saved| saved.file.as_path());
             crate::history::note(global, &id, if saved.is_some() { "Ready" } else { &status }, saved);
-            // What scrubs the task's answers is kept while something is left.
-            if over {
+            // What scrubs the task's answers is kept until its result is
+            // saved: a failed task is still looked up (`genapi get`), and
+            // its answer quotes what it was sent.
+            if over && outcome.is_ok() {
                 crate::task_secrets::forget(&id);
             }
             // Reported now, at once: an interruption cannot come between.
@@ -1428,13 +1430,9 @@ async fn get_task(
     let output = match tokio::time::timeout_at(deadline, task.wait_with(options)).await {
         Ok(Ok(output)) => output,
         Ok(Err(error)) => {
+            // What scrubs the task's answers stays: a failed task is still
+            // looked up, and its answer quotes what it was sent.
             let failure = Failure::api(&error);
-            // One look's "not found" may be passing (the service may not
-            // know a task it accepted only just): a later wait still
-            // needs what scrubs the task's answers.
-            if ends_the_task(&failure) && !matches!(error, genapi::Error::TaskNotFound { .. }) {
-                crate::task_secrets::forget(&task_id);
-            }
             if state_printed {
                 return Err(said(failure));
             }

@@ -80,8 +80,9 @@ async fn details_quoting_secrets_are_scrubbed_from_the_terminal_and_every_file_o
 /// yet they are scrubbed from what the service echoes, as the submission
 /// left them (readable by the user alone, even in a folder an earlier
 /// version left open for others to enter, which is left as it was) for it;
-/// once the task has ended they are forgotten, and not before (a wait the
-/// service refused did not see it end).
+/// they are kept while the task is open (a wait the service refused did
+/// not see it end) and after it failed (a second look shows its answer
+/// again).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_task_waited_for_in_another_process_is_scrubbed_of_its_submissions_secrets() {
     const SECRET: &str = "wait-canary-secret-0e7";
@@ -158,7 +159,16 @@ async fn a_task_waited_for_in_another_process_is_scrubbed_of_its_submissions_sec
         "{stderr}"
     );
     assert!(!stderr.contains(SECRET) && !stderr.contains(TOKEN), "{stderr}");
-    assert!(!kept[0].exists(), "forgotten once the task has ended");
+    // A failed task is looked up again (its answer quotes what it was
+    // sent): what scrubs it stays, and the second look is scrubbed too.
+    assert!(kept[0].exists(), "kept after the task failed");
+    let again = waited_for_failure_quoting(
+        &dir,
+        &mock,
+        id,
+        &format!("cannot deliver to /hook/{TOKEN}/in with secret {SECRET}"),
+    );
+    assert!(!again.contains(SECRET) && !again.contains(TOKEN), "{again}");
 }
 
 /// A `get` that only looks leaves a task's kept secrets for the command that
@@ -258,7 +268,10 @@ async fn a_task_generate_left_running_is_scrubbed_of_its_secrets_when_picked_up(
         stderr.contains("no delivery with secret [redacted]") && !stderr.contains(SECRET),
         "{stderr}"
     );
-    assert_eq!(kept(), 0, "forgotten once the task has ended");
+    // Failed, the task is still looked up: a second look is scrubbed too.
+    assert_eq!(kept(), 1, "kept after the task failed");
+    let again = waited_for_failure_quoting(&dir, &mock, id, &format!("no delivery with secret {SECRET}"));
+    assert!(!again.contains(SECRET), "{again}");
 }
 
 /// `genapi submit "a fox" --json` with each of `settings` as a `--set`: the
