@@ -302,13 +302,20 @@ def spellings_of(secret):
             pass
     spellings = set(forms)
     for data in raw:
-        spellings.update({
-            urllib.parse.quote(data, safe=""),
-            data.hex(),
-            base64.b32encode(data).decode(),
-            base64.b64encode(data).decode(),
-            base64.urlsafe_b64encode(data).decode(),
-        })
+        spellings.update({urllib.parse.quote(data, safe=""), data.hex()})
+        # Base64 and base32 at every alignment a longer text may put the
+        # secret at, without the characters its neighbours change.
+        for encode, group, width in (
+            (base64.b64encode, 3, 4),
+            (base64.urlsafe_b64encode, 3, 4),
+            (base64.b32encode, 5, 8),
+        ):
+            for before in range(group):
+                written = encode(b"\0" * before + data).decode().rstrip("=")
+                start = width if before else 0
+                end = len(written) - (0 if (before + len(data)) % group == 0 else width)
+                if end - start >= 8:
+                    spellings.add(written[start:end])
     return spellings
 
 

@@ -928,6 +928,13 @@ impl Scrubber {
     /// service naming a task with it ([`Scrubber::is_a_task_id`]) does not.
     pub(crate) fn learn(&self, secret: &str) {
         self.learn_spellings(secret, Found::FromItsStart, true);
+        // A webhook secret's encodings would all open alike (its common
+        // `whsec_`); its key part, learned on its own, is encoded instead.
+        if !starts_as_a_webhook_secret(secret) {
+            for encoded in encodings_of(secret) {
+                self.learn_spellings(&encoded, Found::Whole, true);
+            }
+        }
     }
 
     /// Learns a secret part of an address, in every spelling it may come
@@ -1005,8 +1012,20 @@ impl Scrubber {
                 // A Standard Webhooks secret's key is what follows its
                 // `whsec_`: the HMAC key itself, which a service may quote
                 // alone (decoding it, or saying why it cannot).
-                if let Some(key) = secret.strip_prefix(WEBHOOK_SECRET_PREFIX) {
+                let prefixed = starts_as_a_webhook_secret(secret);
+                if let Some(key) = secret.get(WEBHOOK_SECRET_PREFIX.len()..).filter(|_| prefixed) {
                     self.learn(key);
+                    // Its padding dropped, its alphabet URL-safe, the bytes
+                    // it encodes as hex: as a service may quote a key it
+                    // decoded.
+                    let bare = key.trim_end_matches('=');
+                    self.learn(bare);
+                    self.learn(&bare.replace('+', "-").replace('/', "_"));
+                    use base64::Engine as _;
+                    if let Ok(bytes) = base64::engine::general_purpose::STANDARD_NO_PAD.decode(bare) {
+                        let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+                        self.learn(&hex);
+                    }
                 }
             }
             other => self.learn_value(other, kind),
@@ -1454,6 +1473,48 @@ fn spellings_of(secret: &str) -> [String; 6] {
     ]
 }
 
+/// Whether `secret` opens as a Standard Webhooks secret does (`whsec_`, in
+/// either case).
+fn starts_as_a_webhook_secret(secret: &str) -> bool {
+    secret
+        .get(..WEBHOOK_SECRET_PREFIX.len())
+        .is_some_and(|start| start.eq_ignore_ascii_case(WEBHOOK_SECRET_PREFIX))
+}
+
+/// A secret's bytes as an encoder writes them, wherever they stand in what
+/// it encodes: hex in either case, and base64 (standard and URL-safe)
+/// at each of the three alignments a longer text may put them at, the
+/// characters their neighbours change left out.
+fn encodings_of(secret: &str) -> Vec<String> {
+    use base64::Engine as _;
+    let bytes = secret.as_bytes();
+    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    let mut encodings = vec![hex.to_ascii_uppercase(), hex];
+    for engine in [
+        base64::engine::general_purpose::STANDARD_NO_PAD,
+        base64::engine::general_purpose::URL_SAFE_NO_PAD,
+    ] {
+        for before in 0..3 {
+            let mut aligned = vec![0u8; before];
+            aligned.extend_from_slice(bytes);
+            let written = engine.encode(&aligned);
+            // Four characters per three bytes: the first group holds the
+            // padding bytes, the last may hold what follows.
+            let start = if before == 0 { 0 } else { 4 };
+            let end = written.len() - written.len() % 4;
+            let end = if aligned.len() % 3 == 0 {
+                written.len()
+            } else {
+                end.min(written.len())
+            };
+            if let Some(middle) = written.get(start..end).filter(|middle| middle.len() >= 12) {
+                encodings.push(middle.to_string());
+            }
+        }
+    }
+    encodings
+}
+
 /// A part of an address (a path, a segment, a user name, a fragment) with
 /// its `%` escapes decoded, and nothing else changed: not as a form's
 /// values are (`&` and `=` cut it, `+` is a space), which would learn
@@ -1554,11 +1615,37 @@ mod tests {
             let said = scrubber.scrub(&format!("cannot deliver to {quoted} now"));
             assert!(!said.contains(quoted), "{sent}: {said}");
         }
+        // The key, the secret and its key part, encoded as another writer
+        // would, wherever they stand in what it encodes.
         let scrubber = Scrubber::new("key-12345678");
-        let key_part = "MDEyMzQ1Njc4OWFiY2RlZg+/w==";
+        use base64::Engine as _;
+        let b64 = |text: &str| base64::engine::general_purpose::STANDARD.encode(text);
+        for wrapped in [
+            b64("key-12345678"),
+            b64("x:key-12345678"),
+            b64("{\"k\":\"key-12345678\"}"),
+        ] {
+            let said = scrubber.scrub(&format!("auth {wrapped} end"));
+            assert!(said.contains("[redacted]"), "{wrapped}: {said}");
+        }
+        let key_part = "MDEyMzQ1Njc4OWFiY2RlZmdo++++////AQ==";
         scrubber.learn_request(&json!({"prompt": "x", "webhook_secret": format!("whsec_{key_part}")}));
         let said = scrubber.scrub(&format!("Value error, not base64: {key_part}"));
         assert!(!said.contains("MDEyMzQ1"), "{said}");
+        for quoted in [
+            "MDEyMzQ1Njc4OWFiY2RlZmdo++++////AQ,",
+            "MDEyMzQ1Njc4OWFiY2RlZmdo----____AQ",
+            "303132333435363738396162636465666768fbefbeffffff01",
+        ] {
+            let said = scrubber.scrub(&format!("bad key {quoted} here"));
+            assert!(
+                !said.contains("MDEyMzQ1") && !said.contains("3031323334"),
+                "{quoted}: {said}"
+            );
+        }
+        let upper = Scrubber::new("key-12345678");
+        upper.learn_request(&json!({"prompt": "x", "webhook_secret": format!("WHSEC_{key_part}")}));
+        assert!(!upper.scrub(key_part).contains("MDEyMzQ1"));
         // Settings under other names stay as they are.
         let plain = Scrubber::new("key-12345678");
         plain.learn_request(&json!({"webhook_url": "https://me.example/h?region=us-east-1&format=png1024"}));

@@ -420,6 +420,11 @@ for quoted in [
     base64.b32encode(key.encode()).decode(),
     base64.urlsafe_b64encode(base64.b64decode(key)).decode(),
     secret.replace("/", "\\/"),
+    # Encoded inside something longer: any alignment.
+    base64.b64encode(b"x" + secret.encode()).decode(),
+    base64.b64encode(b'{"webhook_secret":"' + secret.encode() + b'"}').decode(),
+    base64.b32encode(b"abc" + secret.encode()).decode(),
+    base64.b64encode(b"k" + base64.b64decode(key)).decode(),
     urllib.parse.quote(api_key, safe=""),
     base64.b64encode(api_key.encode()).decode(),
 ]:
