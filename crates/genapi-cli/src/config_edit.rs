@@ -343,9 +343,17 @@ fn address(what: &str, text: &str) -> Result<String, Failure> {
         // A user name, a password or a query in a service's address is a
         // credential written where none belongs (the library refuses such
         // an address when it is used): refused before it is kept.
-        Ok(url) if !url.username().is_empty() || url.password().is_some() || url.query().is_some() => {
+        Ok(url)
+            if !url.username().is_empty()
+                || url.password().is_some()
+                || url.query().is_some()
+                || url.fragment().is_some()
+                || url.path().contains(';')
+                || url.path().to_ascii_lowercase().contains("%3f") =>
+        {
             Err(Failure::usage(format!(
-                "{what} takes an address without a user name, password or query (what was given is not shown, in                  case it holds a secret); a key goes in with `genapi login`"
+                "{what} takes an address without a user name, password, query, fragment or path parameter (what was given \
+                 is not shown, in case it holds a secret); a key goes in with `genapi login`"
             )))
         }
         Ok(url) if matches!(url.scheme(), "http" | "https") && url.host().is_some() => Ok(text.trim().to_string()),

@@ -145,12 +145,7 @@ fn a_key_set_as_a_model_a_folder_or_an_address_is_refused_and_never_said_back() 
         ("out", "-sk_live_PASTED7731q9ZcX2vB8nM4", "PASTED7731"),
         ("trusted_origins", "ghp_PASTED7731q9ZcX2vB8nM4kL0pAbCd", "PASTED7731"),
     ] {
-        let run = genapi_alone(&dir)
-            .args(["config", "set", field, value])
-            .output()
-            .unwrap();
-        let said = text(&run.stdout) + &text(&run.stderr);
-        assert_eq!(run.status.code(), Some(2), "{field}: {said}");
+        let said = refused_set(&dir, field, value);
         assert!(!said.contains(shown_part), "{field}: the value is said back: {said}");
         assert!(
             said.contains("shape of a key") && said.contains("genapi login") && said.contains("key_env"),
@@ -234,13 +229,11 @@ fn a_key_set_as_a_model_a_folder_or_an_address_is_refused_and_never_said_back() 
             "https://a.example.com, http://a:pass-CANARY@h.example.com",
         ),
         ("regional_base_url", "https://ghp-CANARY@api.eu.example.com"),
+        ("base_url", "https://api.example.com/#token=CANARY"),
+        ("base_url", "https://api.example.com/v1;token=CANARY"),
+        ("base_url", "https://api.example.com/v1%3Ftoken=CANARY"),
     ] {
-        let run = genapi_alone(&dir)
-            .args(["config", "set", field, value])
-            .output()
-            .unwrap();
-        let said = text(&run.stdout) + &text(&run.stderr);
-        assert_eq!(run.status.code(), Some(2), "{field}: {said}");
+        let said = refused_set(&dir, field, value);
         assert!(!said.contains("CANARY"), "{field}: {said}");
         assert!(!std::fs::read_to_string(&config).unwrap().contains("CANARY"));
     }
@@ -267,4 +260,16 @@ fn an_unknown_model_is_refused_without_being_said_back() {
         "{said}"
     );
     assert!(!dir.join("config/genapi/config.toml").exists(), "nothing written");
+}
+
+/// `genapi config set FIELD VALUE` in `dir`, refused as a usage error:
+/// what it said.
+fn refused_set(dir: &Dir, field: &str, value: &str) -> String {
+    let run = genapi_alone(dir)
+        .args(["config", "set", field, value])
+        .output()
+        .unwrap();
+    let said = text(&run.stdout) + &text(&run.stderr);
+    assert_eq!(run.status.code(), Some(2), "{field}: {said}");
+    said
 }
