@@ -205,12 +205,26 @@ const PASSPHRASE: usize = 12;
 /// The spellings a UUID comes back in: either case, dashes or none.
 fn uuid_spellings(uuid: &str) -> [String; 4] {
     let bare = uuid.replace('-', "");
+    let dashed = match bare
+        .get(..8)
+        .zip(bare.get(8..12))
+        .zip(bare.get(12..16))
+        .zip(bare.get(16..20))
+    {
+        Some((((a, b), c), d)) => format!("{a}-{b}-{c}-{d}-{}", &bare[20..]),
+        None => uuid.to_string(),
+    };
     [
-        uuid.to_ascii_lowercase(),
-        uuid.to_ascii_uppercase(),
+        dashed.to_ascii_lowercase(),
+        dashed.to_ascii_uppercase(),
         bare.to_ascii_lowercase(),
         bare.to_ascii_uppercase(),
     ]
+}
+
+/// Whether `value` is a UUID written with or without its dashes.
+fn is_uuid_in_any_spelling(value: &str) -> bool {
+    is_uuid(value) || (value.len() == 32 && value.bytes().all(|b| b.is_ascii_hexdigit()))
 }
 
 /// Whether a path segment of the user's own address is one long run of
@@ -1024,6 +1038,7 @@ impl Scrubber {
                     use base64::Engine as _;
                     if let Ok(bytes) = base64::engine::general_purpose::STANDARD_NO_PAD.decode(bare) {
                         let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+                        self.learn(&hex.to_ascii_uppercase());
                         self.learn(&hex);
                     }
                 }
@@ -1122,7 +1137,7 @@ impl Scrubber {
                 self.learn_as(value, found);
                 // A UUID comes back in either case, with or without its
                 // dashes.
-                if is_uuid(value) {
+                if is_uuid_in_any_spelling(value) {
                     for spelling in uuid_spellings(value) {
                         self.learn_as(&spelling, found);
                     }
@@ -1143,10 +1158,17 @@ impl Scrubber {
                 let decoded = decoded(segment);
                 if let Some(address) = nested(&decoded) {
                     self.learn_address(&address, kind);
-                } else if is_token_like_segment(segment) || is_a_long_run(&decoded) {
+                } else if is_token_like_segment(segment)
+                    || is_a_long_run(&decoded)
+                    || is_a_long_run(decoded.split(';').next().unwrap_or_default())
+                {
+                    // Before its path parameters too (`/Abc…1234;token=…`).
+                    if let Some(before) = segment.split(';').next().filter(|before| *before != segment) {
+                        self.learn_as(before, Found::FromItsStart);
+                    }
                     self.learn_as(segment, Found::FromItsStart);
                     self.learn_as(&decoded, Found::FromItsStart);
-                    if is_uuid(&decoded) {
+                    if is_uuid_in_any_spelling(&decoded) {
                         for spelling in uuid_spellings(&decoded) {
                             self.learn_as(&spelling, Found::FromItsStart);
                         }
@@ -1609,6 +1631,14 @@ mod tests {
                 "https://me.example/h?token=550E8400-E29B-41D4-A716-446655440000",
                 "550e8400e29b41d4a716446655440000",
             ),
+            (
+                "https://me.example/hooks/3F2504E04F8911D39A0C0305E82C3301/in",
+                "3f2504e0-4f89-11d3-9a0c-0305e82c3301",
+            ),
+            (
+                "http://127.0.0.1:9/hooks/Abcdefghijklmnop1234;token=pathtokval/in",
+                "Abcdefghijklmnop1234",
+            ),
         ] {
             let scrubber = Scrubber::new("key-12345678");
             scrubber.learn_request(&json!({"prompt": "x", "webhook_url": sent}));
@@ -1636,6 +1666,7 @@ mod tests {
             "MDEyMzQ1Njc4OWFiY2RlZmdo++++////AQ,",
             "MDEyMzQ1Njc4OWFiY2RlZmdo----____AQ",
             "303132333435363738396162636465666768fbefbeffffff01",
+            "303132333435363738396162636465666768FBEFBEFFFFFF01",
         ] {
             let said = scrubber.scrub(&format!("bad key {quoted} here"));
             assert!(
