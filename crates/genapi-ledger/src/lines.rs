@@ -273,11 +273,16 @@ impl Ledger {
         let line = line as i64;
         let lease = seconds(self.lease);
         let (batch, worker) = (&self.batch, &self.worker);
-        // One round trip: the claim, and what the line was before it.
+        // The claim, then what the line holds, read apart: a claim that
+        // waited for another worker's intent (its statement holds the
+        // line's row) must read the records that intent committed. One
+        // statement would read them as they stood when it began, and a
+        // line whose renewed lease lapsed meanwhile would be taken without
+        // its intent, and sent again.
         let row = self
             .db
             .run(true, |session| async move {
-                session
+                let claimed = session
                     .query_one(
                         "WITH claimed AS (
                    INSERT INTO genapi_lines AS l (batch, line, worker, lease_until)
@@ -287,11 +292,18 @@ impl Ledger {
                          kind = CASE WHEN l.hold IS NULL THEN l.kind END
                      WHERE NOT l.done AND (l.worker IS NULL OR l.worker = $3 OR l.lease_until < now())
                    RETURNING 1)
-                 SELECT EXISTS (SELECT 1 FROM claimed),
+                 SELECT EXISTS (SELECT 1 FROM claimed)",
+                        &[batch, &line, worker, &lease],
+                    )
+                    .await?;
+                let mine: bool = claimed.try_get(0)?;
+                session
+                    .query_one(
+                        "SELECT $3::bool,
                         coalesce((SELECT done FROM genapi_lines WHERE batch = $1 AND line = $2), false),
                         (SELECT coalesce(json_agg(r.record ORDER BY r.seq), '[]'::json)::text
                          FROM genapi_records r WHERE r.batch = $1 AND r.line = $2)",
-                        &[batch, &line, worker, &lease],
+                        &[batch, &line, &mine],
                     )
                     .await
             })

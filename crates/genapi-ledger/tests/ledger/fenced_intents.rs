@@ -249,3 +249,71 @@ async fn holds_of_two_workers_at_once_never_pass_the_cap() {
         "b was given credits a holds: {second:?} beside {first:?} under a cap of 2"
     );
 }
+
+/// An intent whose commit comes more than a lease after its statement
+/// renewed the lease (a commit stalled on a slow disk, a network stall
+/// before the `COMMIT`): a claim that waited for the line's row then finds
+/// the renewed lease lapsed and takes the line, and must read the intent
+/// that was committed while it waited, not the records as they stood when
+/// its own statement began.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_that_waited_for_an_intent_reads_it_even_when_its_renewed_lease_lapsed() {
+    let Some(pg) = Postgres::start("fenced-late-commit") else {
+        return;
+    };
+    let url = pg.url();
+    let a = worker(&url, "a").await;
+    let b = worker(&url, "b").await;
+    assert!(matches!(a.claim(1).await.unwrap(), Claim::Mine(_)));
+    // a's own renewals would take the row first once it is free: its
+    // intent is played by the session below, as its statement writes it.
+    drop(a);
+    let gate = block_in_place(|| Gate::close(&pg));
+    // a's intent, whose commit waits at the gate: the lease renewed to one
+    // second, the record written.
+    let mut late = Command::new("psql")
+        .args(["-X", "-q", "-v", "ON_ERROR_STOP=1", &pg.url()])
+        .env("PGPASSWORD", PASSWORD)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("psql runs");
+    {
+        let stdin = late.stdin.as_mut().expect("psql's input");
+        writeln!(
+            stdin,
+            "BEGIN; UPDATE genapi_lines SET lease_until = clock_timestamp() + interval '1 s' \
+             WHERE batch = '{BATCH}' AND line = 1 AND worker = 'a'; \
+             INSERT INTO genapi_records (batch, line, worker, record) VALUES ('{BATCH}', 1, 'a', \
+             '{{\"event\": \"intent\", \"line\": 1, \"name\": \"l1\", \"digest\": \"d\", \"sent_at\": 1}}'); \
+             SELECT pg_advisory_xact_lock({GATE}); COMMIT;"
+        )
+        .unwrap();
+    }
+    drop(late.stdin.take());
+    block_in_place(|| {
+        pg.await_rows(
+            "a's intent waiting to commit, its renewed lease lapsed",
+            &format!(
+                "SELECT 1 FROM pg_stat_activity WHERE xact_start < clock_timestamp() - interval '1.5 s' \
+                 AND pid IN (SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND objid = {GATE} \
+                 AND NOT granted)"
+            ),
+            LONG,
+        )
+    });
+    let claiming = tokio::spawn(async move { b.claim(1).await });
+    block_in_place(|| {
+        pg.await_rows(
+            "b's claim waiting for the line's row",
+            "SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%claimed AS%'",
+            LONG,
+        )
+    });
+    drop(gate);
+    let _ = block_in_place(|| late.wait());
+    match claiming.await.unwrap().unwrap() {
+        Claim::Mine(line) => assert!(line.sent().is_some(), "b took the line without a's intent: {line:?}"),
+        other => assert!(matches!(other, Claim::Held), "{other:?}"),
+    }
+}
