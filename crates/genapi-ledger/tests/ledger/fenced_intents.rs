@@ -25,18 +25,23 @@ const GATE: i64 = 424_242;
 /// Longer than any step here takes on a loaded machine: a hang detector.
 const LONG: Duration = Duration::from_secs(120);
 
+/// A psql session on `pg`, reading its statements from its input.
+fn psql(pg: &Postgres) -> Child {
+    Command::new("psql")
+        .args(["-X", "-q", "-v", "ON_ERROR_STOP=1", &pg.url()])
+        .env("PGPASSWORD", PASSWORD)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("psql runs")
+}
+
 /// A session holding the gate until it is dropped.
 struct Gate(Child);
 
 impl Gate {
     fn close(pg: &Postgres) -> Gate {
-        let mut psql = Command::new("psql")
-            .args(["-X", "-q", "-v", "ON_ERROR_STOP=1", &pg.url()])
-            .env("PGPASSWORD", PASSWORD)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("psql runs");
+        let mut psql = psql(pg);
         let stdin = psql.stdin.as_mut().expect("psql's input");
         writeln!(stdin, "BEGIN; SELECT pg_advisory_xact_lock({GATE});").unwrap();
         stdin.flush().unwrap();
@@ -271,13 +276,7 @@ async fn a_claim_that_waited_for_an_intent_reads_it_even_when_its_renewed_lease_
     let gate = block_in_place(|| Gate::close(&pg));
     // a's intent, whose commit waits at the gate: the lease renewed to one
     // second, the record written.
-    let mut late = Command::new("psql")
-        .args(["-X", "-q", "-v", "ON_ERROR_STOP=1", &pg.url()])
-        .env("PGPASSWORD", PASSWORD)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .expect("psql runs");
+    let mut late = psql(&pg);
     {
         let stdin = late.stdin.as_mut().expect("psql's input");
         writeln!(
