@@ -261,6 +261,26 @@ impl Client {
         self.shared.active.as_ref().map(|active| active.limit())
     }
 
+    /// Whether this client sends its key to `url`: the base and regional
+    /// origins, the origins it was told to trust, and https hosts inside the
+    /// base host's registrable domain ([`crate::ClientBuilder::trust_origin`]
+    /// has the whole rule). A program that relays the service's addresses
+    /// (a proxy) asks it before it adds a key.
+    ///
+    /// ```
+    /// let client = genapi::Client::builder()
+    ///     .api_key("k")
+    ///     .base_url("https://api.example.com")
+    ///     .build()
+    ///     .unwrap();
+    /// let url = |text: &str| genapi::reqwest::Url::parse(text).unwrap();
+    /// assert!(client.sends_key_to(&url("https://api.eu4.example.com/v1/get_result?id=1")));
+    /// assert!(!client.sends_key_to(&url("https://example.com.evil.net/v1/get_result")));
+    /// ```
+    pub fn sends_key_to(&self, url: &Url) -> bool {
+        self.shared.transport.is_trusted(url)
+    }
+
     /// What this client has learned about task durations, to keep across
     /// runs and give to [`crate::ClientBuilder::learned`].
     pub fn learned(&self) -> Learned {

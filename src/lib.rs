@@ -172,6 +172,21 @@ pub use status::TaskStatus;
 pub use submit::{IntoRequest, OperationSpec, Submit};
 pub use task::Task;
 pub use transport::RetryPolicy;
+
+/// A reqwest builder with the TLS this crate was built with (rustls with
+/// ring and the platform's roots, or `native-tls`), set on the builder
+/// alone: nothing process-wide changes. For a program that talks to the
+/// service's hosts beside its [`Client`], as a proxy relaying an SDK's
+/// requests does; the [`Client`] builds its own.
+///
+/// ```
+/// let http = genapi::http_client_builder()?.build()?;
+/// # drop(http);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn http_client_builder() -> Result<reqwest::ClientBuilder> {
+    transport::http_builder()
+}
 pub use wait::{Learned, Progress, WaitOptions};
 
 /// The `http` crate, whose `HeaderMap` [`webhook::Verifier::verify`] takes.

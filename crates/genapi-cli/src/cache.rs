@@ -75,9 +75,19 @@ pub const HISTORY: CacheFile = CacheFile {
     unkept_costs: Some("genapi tasks lists no task sent while it is not kept"),
 };
 
+/// What `genapi proxy` remembers of the submissions it sent.
+pub const PROXY: CacheFile = CacheFile {
+    name: "proxy",
+    holds: "a file per service genapi proxy relayed to: for a day, a digest of each submission it sent (never its key \
+            or body), the service's acceptance of it, and whether that reached its caller; readable by the user alone",
+    deleting_costs: "a stopped proxy's restart no longer knows the submissions it sent: an SDK retrying one whose \
+                     answer it never received is sent to the service again, and pays again",
+    unkept_costs: None,
+};
+
 /// Everything the command keeps in its cache folder: `--help` and the man
 /// page's FILES section list it, and the README's is checked against it.
-pub const FILES: [CacheFile; 4] = [DURATIONS, PRICES, TASK_SECRETS, HISTORY];
+pub const FILES: [CacheFile; 5] = [DURATIONS, PRICES, TASK_SECRETS, HISTORY, PROXY];
 
 /// Writes `bytes` as `path`, a private file of the cache (`file`). Keeping
 /// it is best effort, but a folder the file policy refuses (another user's,

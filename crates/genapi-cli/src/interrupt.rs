@@ -32,3 +32,14 @@ pub fn interrupted() -> impl Future<Output = std::io::Result<()>> {
         tokio::signal::ctrl_c()
     }
 }
+
+/// Until Ctrl-C or SIGTERM, or `--timeout` when given: how a command that
+/// serves (`mock`, `proxy`) runs.
+pub async fn served_until_stopped(global: &crate::Global) -> std::io::Result<()> {
+    match global.timeout {
+        None => interrupted().await,
+        Some(_) => tokio::time::timeout(crate::timeout_if_given(global), interrupted())
+            .await
+            .unwrap_or(Ok(())),
+    }
+}

@@ -25,6 +25,7 @@ mod models;
 mod opener;
 mod out;
 mod progress;
+mod proxy;
 mod request;
 mod resume;
 mod task_secrets;
@@ -179,6 +180,12 @@ enum Command {
     /// It prints `export NAME='VALUE'` lines: paste them into the shell of your client, or start it with
     /// `eval "$(genapi mock --background)"`, which returns once it answers.
     Mock(mock::MockArgs),
+    /// Relay an SDK in any language to the service, paying once for each submission.
+    ///
+    /// Point the SDK's base URL at the address it prints. A submission sent again because its answer never
+    /// arrived gets the first task instead of a second; polling and result addresses pass through it; a request
+    /// without a key gets the configured one. Relays to the built-in mock when nothing is configured.
+    Proxy(proxy::ProxyArgs),
     /// Make the gallery (index.html) of a batch's output folder again from its results.
     Gallery {
         /// The batch's output folder (its --out).
@@ -352,6 +359,7 @@ fn reads_settings(command: &Command) -> bool {
             | Command::Submit { .. }
             | Command::Wait { .. }
             | Command::Get { .. }
+            | Command::Proxy(_)
             | Command::Config { change: None }
     )
 }
@@ -522,6 +530,7 @@ async fn run(cli: Cli) -> Result<(), Failure> {
         Command::Models { name } => models::run(&global, name.as_deref()),
         Command::Batch(args) => batch::run(&global, args).await,
         Command::Mock(args) => mock::run(&global, args).await,
+        Command::Proxy(args) => proxy::run(&global, args).await,
         Command::Gallery { dir } => gallery::run(&global, &dir),
         Command::Grid(args) => grid::run(args, global.force),
         Command::Completions { shell } => {

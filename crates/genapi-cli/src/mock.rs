@@ -119,12 +119,7 @@ pub async fn run(global: &Global, args: MockArgs) -> Result<(), Failure> {
         out::out(READY_MARKER);
     }
     // Whether or not anyone still reads stdout, the mock keeps serving.
-    let stopped = match global.timeout {
-        None => crate::interrupt::interrupted().await,
-        Some(_) => tokio::time::timeout(crate::timeout_if_given(global), crate::interrupt::interrupted())
-            .await
-            .unwrap_or(Ok(())),
-    };
+    let stopped = crate::interrupt::served_until_stopped(global).await;
     mock.stop().await;
     stopped.map_err(|e| Failure::new(code::OTHER, format!("cannot wait for Ctrl-C: {e}")))
 }

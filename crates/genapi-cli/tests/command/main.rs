@@ -107,6 +107,7 @@ mod plain_words;
 mod profiles;
 #[cfg(unix)]
 mod progress;
+mod proxying;
 mod raising_the_cap;
 mod readme_tour;
 mod recent_tasks;

@@ -1,0 +1,147 @@
+//! `genapi proxy`: an SDK of any language pointed at it pays once for a
+//! submission whose answer it never heard, across a restart of the proxy.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Stdio};
+use std::time::Duration;
+
+use genapi_mock::{Fault, FaultKind, MockConfig, MockService};
+use serde_json::Value;
+
+use crate::cli::text;
+use crate::common::{genapi, genapi_alone, Dir};
+
+const PATH: &str = "/v1/gen-2-pro";
+
+/// `genapi proxy` started by `command`, and the base URL it printed.
+fn started(mut command: std::process::Command) -> (Child, String) {
+    let mut child = command
+        .args(["proxy", "--listen", "127.0.0.1:0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert!(
+        line.starts_with("http://127.0.0.1:"),
+        "the proxy printed its address: {line:?}"
+    );
+    (child, line.trim().to_string())
+}
+
+/// Stops the proxy as Ctrl-C does; what it said.
+fn stopped(child: Child) -> String {
+    assert_eq!(unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) }, 0);
+    let run = child.wait_with_output().unwrap();
+    assert_eq!(run.status.code(), Some(0));
+    text(&run.stderr)
+}
+
+fn http() -> reqwest::Client {
+    genapi::http_client_builder().unwrap().build().unwrap()
+}
+
+async fn until(what: &str, condition: impl AsyncFn() -> bool) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    while !condition().await {
+        assert!(std::time::Instant::now() < deadline, "still waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+fn job() -> String {
+    serde_json::json!({"prompt": "a proxied fox", "width": 64, "height": 64}).to_string()
+}
+
+#[cfg(unix)]
+#[tokio::test]
+async fn a_retry_after_the_sdk_gave_up_and_the_proxy_restarted_is_answered_with_the_first_task() {
+    let dir = Dir::new("proxy-restart");
+    let config = MockConfig::default().credits(Some(10.0));
+    let mock = MockService::start_with(config, "127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    mock.inject(Fault::on(PATH, FaultKind::Delay(Duration::from_secs(3600))).method("POST"));
+    let (proxy, base) = started(genapi(&dir, &mock));
+
+    // The SDK sends, and gives up once the service has the request.
+    let caller = {
+        let url = format!("{base}{PATH}");
+        tokio::spawn(async move {
+            let _ = http()
+                .post(url)
+                .header("content-type", "application/json")
+                .body(job())
+                .send()
+                .await;
+        })
+    };
+    until("the service to have it", async || mock.count("POST", PATH) == 1).await;
+    caller.abort();
+    mock.advance(Duration::from_secs(3600));
+    let summary_url = format!("{base}/_genapi/summary");
+    until("the proxy to have the acceptance", async || {
+        let summary: Value = http().get(&summary_url).send().await.unwrap().json().await.unwrap();
+        summary["tasks"] == 1
+    })
+    .await;
+    let said = stopped(proxy);
+    assert!(said.contains("1 tasks accepted, 0 duplicates stopped"), "{said}");
+
+    // Started again, it still knows the task the SDK never heard of.
+    let (proxy, base) = started(genapi(&dir, &mock));
+    let retry = http()
+        .post(format!("{base}{PATH}"))
+        .header("content-type", "application/json")
+        .body(job())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(retry.headers()["x-genapi-proxy"], "replayed");
+    let accepted: Value = retry.json().await.unwrap();
+    assert_eq!(accepted["id"], mock.created_tasks()[0].id.as_str());
+    assert_eq!(mock.count("POST", PATH), 1, "the retry never reached the service");
+    let cost = accepted["cost"].as_f64().unwrap();
+    assert_eq!(mock.credits(), Some(10.0 - cost), "charged once");
+    let said = stopped(proxy);
+    assert!(said.contains("1 duplicates stopped"), "{said}");
+}
+
+#[cfg(unix)]
+#[tokio::test]
+async fn with_nothing_configured_it_relays_to_the_built_in_mock_and_says_so() {
+    let dir = Dir::new("proxy-builtin");
+    let (proxy, base) = started(genapi_alone(&dir));
+    let accepted: Value = http()
+        .post(format!("{base}{PATH}"))
+        .header("content-type", "application/json")
+        .body(job())
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert!(
+        accepted["polling_url"].as_str().unwrap().starts_with(&base),
+        "{accepted}"
+    );
+    let said = stopped(proxy);
+    assert!(said.contains("relaying to the built-in mock"), "{said}");
+    assert!(said.contains("a test double"), "{said}");
+}
+
+#[test]
+fn an_address_beyond_loopback_is_refused() {
+    let dir = Dir::new("proxy-remote");
+    let run = genapi_alone(&dir)
+        .args(["proxy", "--listen", "0.0.0.0:0", "--timeout", "5"])
+        .output()
+        .unwrap();
+    let said = text(&run.stderr);
+    assert_ne!(run.status.code(), Some(0));
+    assert!(said.contains("loopback only"), "{said}");
+}

@@ -1,0 +1,340 @@
+//! One caller's request, from its arrival to its answer.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::response::Response;
+use bytes::Bytes;
+use http::{HeaderMap, HeaderValue, Method, StatusCode};
+
+use crate::addresses::{route, Route};
+use crate::delivery::Delivered;
+use crate::identity::SubmissionId;
+use crate::memory::{Answer, Claimed, Owner};
+use crate::relay::relayed_headers;
+use crate::summary::Count;
+use crate::Shared;
+
+/// The header the proxy marks its own answers with.
+pub const PROXY_HEADER: &str = "x-genapi-proxy";
+
+/// The largest request body relayed: the service's own bound (eight large
+/// base64 images fit).
+pub(crate) const MOST_REQUEST_BYTES: usize = 128 * 1024 * 1024;
+
+/// The largest JSON answer read to rewrite its addresses.
+const MOST_JSON_ANSWER_BYTES: usize = 4 * 1024 * 1024;
+
+/// How long a caller may take to send its body.
+const BODY_WITHIN: Duration = Duration::from_secs(120);
+
+/// Answers one request.
+pub(crate) async fn answer(State(shared): State<Arc<Shared>>, request: Request) -> Response {
+    shared.counters.add(Count::Request);
+    let (parts, body) = request.into_parts();
+    let body = match tokio::time::timeout(BODY_WITHIN, axum::body::to_bytes(body, MOST_REQUEST_BYTES)).await {
+        Ok(Ok(body)) => body,
+        Ok(Err(_)) => {
+            return own(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "refused",
+                &format!("a body over {} bytes is not relayed", MOST_REQUEST_BYTES),
+            )
+        }
+        Err(_) => {
+            return own(
+                StatusCode::REQUEST_TIMEOUT,
+                "refused",
+                "the body did not arrive in time",
+            )
+        }
+    };
+    let path_and_query = parts.uri.path_and_query().map_or("/", |p| p.as_str()).to_string();
+    if path_and_query == "/_genapi/summary" && parts.method == Method::GET {
+        return json(StatusCode::OK, &shared.counters.summary());
+    }
+    shared.note_retry_after(&parts.headers);
+    let target = match route(&path_and_query) {
+        Route::Base => shared.service.at_base(&path_and_query),
+        Route::Origin { origin, path_and_query } => {
+            // Only where the service sent its callers, or where the client
+            // would send its key: never a host a caller names.
+            let allowed = shared.memory.knows_origin(&origin)
+                || url::Url::parse(&origin).is_ok_and(|url| shared.service.client.sends_key_to(&url));
+            if !allowed {
+                return own(
+                    StatusCode::FORBIDDEN,
+                    "refused",
+                    "the proxy relays only to the service's hosts and the addresses it handed out",
+                );
+            }
+            url::Url::parse(&format!("{origin}{path_and_query}")).ok()
+        }
+        Route::Unreadable => None,
+    };
+    let Some(target) = target else {
+        return own(StatusCode::NOT_FOUND, "refused", "not an address the proxy relays");
+    };
+    let is_submission = parts.method == Method::POST && matches!(route(&path_and_query), Route::Base);
+    if is_submission {
+        submission(&shared, target, &path_and_query, parts.headers, body).await
+    } else {
+        relay(&shared, parts.method, target, &parts.headers, body).await
+    }
+}
+
+/// A submission: sent once per job, whatever its callers do.
+async fn submission(
+    shared: &Arc<Shared>,
+    target: url::Url,
+    path_and_query: &str,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let key = shared.service.key_of(&headers).unwrap_or_default().to_string();
+    let idempotency_key = headers.get("idempotency-key").and_then(|value| value.to_str().ok());
+    let (id, naming) = SubmissionId::of(&key, path_and_query, &body, idempotency_key);
+    loop {
+        let mut changes = shared.memory.watch();
+        match shared.memory.claim(&id, naming) {
+            Claimed::Wait => {
+                if changes.changed().await.is_err() {
+                    return own(StatusCode::SERVICE_UNAVAILABLE, "stopping", "the proxy is stopping");
+                }
+            }
+            Claimed::RefuseUnknown => {
+                shared.counters.add(Count::UnknownRefused);
+                return own(
+                    StatusCode::CONFLICT,
+                    "unknown",
+                    "an identical submission was sent and its answer never came: the service may have made (and \
+                     charged for) its task, so it is not sent again. Look for the task with the service, or send \
+                     the job with an Idempotency-Key of its own",
+                );
+            }
+            Claimed::Replay(answer) => {
+                shared.counters.duplicate_stopped(answer.cost());
+                let owner = Owner::new(shared.memory.clone(), id);
+                return acceptance(shared, &answer, owner, "replayed");
+            }
+            Claimed::Send => return send(shared, target, headers, body, id).await,
+        }
+    }
+}
+
+/// Sends a submission claimed by this caller. The exchange with the service
+/// runs on a task of its own: a caller that goes away does not stop it, and
+/// its answer is kept for the caller's retry.
+async fn send(shared: &Arc<Shared>, target: url::Url, headers: HeaderMap, body: Bytes, id: SubmissionId) -> Response {
+    let owner = Owner::new(shared.memory.clone(), id.clone());
+    shared.counters.add(Count::SubmissionSent);
+    let exchange = {
+        let shared = shared.clone();
+        tokio::spawn(async move {
+            let answer = match shared.service.send(Method::POST, target, &headers, body).await {
+                Ok(response) => {
+                    shared.note_answer(&headers, &response);
+                    read_answer(response).await
+                }
+                Err(error) => Err(Unanswered::of(error)),
+            };
+            match &answer {
+                Ok(answer) if (200..300).contains(&answer.status) => {
+                    shared.counters.add(Count::Task);
+                    shared.memory.accepted(&id, answer.clone());
+                }
+                // Refused: no task, the job may be sent again.
+                Ok(_) => shared.memory.forget(&id),
+                Err(unanswered) if unanswered.never_left => shared.memory.forget(&id),
+                Err(_) => shared.memory.unknown(&id),
+            }
+            answer
+        })
+    };
+    match exchange.await {
+        Ok(Ok(answer)) if (200..300).contains(&answer.status) => acceptance(shared, &answer, owner, "sent"),
+        Ok(Ok(answer)) => {
+            drop(owner);
+            whole(shared, &answer)
+        }
+        Ok(Err(unanswered)) => own(
+            StatusCode::BAD_GATEWAY,
+            "unanswered",
+            &format!("the service did not answer: {}", unanswered.why),
+        ),
+        Err(_) => own(
+            StatusCode::BAD_GATEWAY,
+            "unanswered",
+            "the exchange with the service stopped",
+        ),
+    }
+}
+
+/// Why a submission has no answer.
+#[derive(Debug)]
+struct Unanswered {
+    /// The request surely never reached the service (no connection).
+    never_left: bool,
+    /// What happened, without the address.
+    why: String,
+}
+
+impl Unanswered {
+    fn of(error: reqwest::Error) -> Unanswered {
+        Unanswered {
+            never_left: error.is_connect(),
+            why: genapi_text::clean(&error_text(&error.without_url())),
+        }
+    }
+}
+
+/// A transport error's text and causes, without the address it failed on.
+fn error_text(error: &reqwest::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = std::error::Error::source(error);
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    genapi_text::shown_address(&text)
+}
+
+/// Reads a submission's answer whole, within its bound.
+async fn read_answer(response: reqwest::Response) -> Result<Answer, Unanswered> {
+    let status = response.status().as_u16();
+    let content_type = response
+        .headers()
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .map(str::to_string);
+    let bytes = read_bounded(response).await.ok_or(Unanswered {
+        never_left: false,
+        why: "its answer broke off or was too large".into(),
+    })?;
+    Ok(Answer {
+        status,
+        content_type,
+        body: String::from_utf8_lossy(&bytes).into_owned(),
+    })
+}
+
+/// The acceptance of a task, its addresses through the proxy, owed to
+/// `owner`'s caller until written to its end.
+fn acceptance(shared: &Shared, answer: &Answer, owner: Owner, mark: &'static str) -> Response {
+    let body = shared
+        .rewriter()
+        .body(answer.body.as_bytes())
+        .unwrap_or_else(|| answer.body.clone().into_bytes());
+    let mut response = Response::new(Body::new(Delivered::new(Bytes::from(body), owner)));
+    *response.status_mut() = StatusCode::from_u16(answer.status).unwrap_or(StatusCode::OK);
+    set_type(response.headers_mut(), answer.content_type.as_deref());
+    response
+        .headers_mut()
+        .insert(PROXY_HEADER, HeaderValue::from_static(mark));
+    response
+}
+
+/// A refusal's answer as it came (it names no task).
+fn whole(shared: &Shared, answer: &Answer) -> Response {
+    let body = shared
+        .rewriter()
+        .body(answer.body.as_bytes())
+        .unwrap_or_else(|| answer.body.clone().into_bytes());
+    let mut response = Response::new(Body::from(body));
+    *response.status_mut() = StatusCode::from_u16(answer.status).unwrap_or(StatusCode::BAD_GATEWAY);
+    set_type(response.headers_mut(), answer.content_type.as_deref());
+    response
+}
+
+fn set_type(headers: &mut HeaderMap, content_type: Option<&str>) {
+    if let Some(value) = content_type.and_then(|text| HeaderValue::from_str(text).ok()) {
+        headers.insert(http::header::CONTENT_TYPE, value);
+    }
+}
+
+/// Any other request (a poll, a download, a listing): relayed as it is, a
+/// JSON answer with its addresses through the proxy, anything else streamed.
+async fn relay(shared: &Arc<Shared>, method: Method, target: url::Url, headers: &HeaderMap, body: Bytes) -> Response {
+    let response = match shared.service.send(method, target, headers, body).await {
+        Ok(response) => response,
+        Err(error) => {
+            return own(
+                StatusCode::BAD_GATEWAY,
+                "unanswered",
+                &format!("the service did not answer: {}", Unanswered::of(error).why),
+            )
+        }
+    };
+    shared.note_answer(headers, &response);
+    let status = response.status();
+    let mut answer_headers = relayed_headers(response.headers());
+    let is_json = answer_headers
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .is_some_and(|text| text.contains("json"));
+    let body = if is_json
+        && response
+            .content_length()
+            .is_none_or(|n| n <= MOST_JSON_ANSWER_BYTES as u64)
+    {
+        match read_bounded(response).await {
+            Some(bytes) => {
+                let rewritten = shared.rewriter().body(&bytes).map(Bytes::from).unwrap_or(bytes);
+                Body::from(rewritten)
+            }
+            None => {
+                return own(
+                    StatusCode::BAD_GATEWAY,
+                    "unanswered",
+                    "the service's answer broke off or was too large",
+                )
+            }
+        }
+    } else {
+        answer_headers.remove(http::header::CONTENT_LENGTH);
+        Body::from_stream(futures::stream::unfold(response, |mut response| async move {
+            match response.chunk().await {
+                Ok(Some(chunk)) => Some((Ok::<Bytes, reqwest::Error>(chunk), response)),
+                Ok(None) => None,
+                Err(error) => Some((Err(error.without_url()), response)),
+            }
+        }))
+    };
+    let mut relayed = Response::new(body);
+    *relayed.status_mut() = status;
+    *relayed.headers_mut() = answer_headers;
+    relayed
+}
+
+async fn read_bounded(mut response: reqwest::Response) -> Option<Bytes> {
+    let mut bytes = Vec::new();
+    while let Some(chunk) = response.chunk().await.ok()? {
+        if bytes.len() + chunk.len() > MOST_JSON_ANSWER_BYTES {
+            return None;
+        }
+        bytes.extend_from_slice(&chunk);
+    }
+    Some(Bytes::from(bytes))
+}
+
+/// An answer of the proxy's own: `{"detail": …}`, marked `mark`.
+fn own(status: StatusCode, mark: &'static str, detail: &str) -> Response {
+    let mut response = json(status, &serde_json::json!({ "detail": detail }));
+    response
+        .headers_mut()
+        .insert(PROXY_HEADER, HeaderValue::from_static(mark));
+    response
+}
+
+fn json(status: StatusCode, value: &impl serde::Serialize) -> Response {
+    let body = serde_json::to_vec(value).unwrap_or_default();
+    let mut response = Response::new(Body::from(body));
+    *response.status_mut() = status;
+    response
+        .headers_mut()
+        .insert(http::header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response
+}

@@ -1,0 +1,280 @@
+//! # genapi-proxy
+//!
+//! A reverse proxy in front of the Image Generation and Editing Service that
+//! gives any language's SDK genapi's promise: **a submission is paid for
+//! once**. Point an SDK's base URL at it (`genapi proxy` starts one); the SDK
+//! works unmodified.
+//!
+//! - **A repeat whose first answer never arrived is answered, not sent.**
+//!   An SDK that timed out, or whose connection broke, sends the same
+//!   submission again (the same key, path and body). If the first one's
+//!   acceptance did not reach its caller, the repeat gets it — the same task,
+//!   marked `x-genapi-proxy: replayed` — and the service never sees the
+//!   repeat. The proxy never abandons a submission it sent because its
+//!   caller went away: it waits for the answer and keeps it. A submission
+//!   whose acceptance *was* delivered is another variation when sent again,
+//!   and is sent. A submission with an `Idempotency-Key` is one job for as
+//!   long as it is remembered, whatever its body.
+//! - **An answer that never came is never guessed.** When the request left
+//!   and no answer came (the connection broke mid-way, the proxy stopped),
+//!   the service may have made the task: a repeat is refused with 409
+//!   (`x-genapi-proxy: unknown`) rather than paid again.
+//! - **It remembers across restarts**, in a private file
+//!   ([`ProxyBuilder::memory_file`]), for a day.
+//! - **Polling and result addresses pass through it.** Answers' `polling_url`
+//!   and `result.sample` are rewritten to the proxy's own address; the key
+//!   goes only where the client's trust rule sends it
+//!   ([`genapi::Client::sends_key_to`]), and a caller that sends no key gets
+//!   the configured one.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! let client = genapi::Client::from_env()?;
+//! let proxy = genapi_proxy::Proxy::builder(client)
+//!     .key(std::env::var("GENAPI_API_KEY")?)
+//!     .start("127.0.0.1:8787".parse()?)
+//!     .await?;
+//! println!("point your SDK at {}", proxy.address());
+//! // … later:
+//! let summary = proxy.stop().await;
+//! println!("{summary}");
+//! # Ok(()) }
+//! ```
+
+mod addresses;
+mod decide;
+mod delivery;
+mod exchange;
+mod identity;
+mod memory;
+mod relay;
+mod summary;
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use tokio::time::Instant;
+
+pub use exchange::PROXY_HEADER;
+pub use memory::MemoryError;
+pub use summary::Summary;
+
+use addresses::Rewriter;
+use memory::Memory;
+use relay::Service;
+use summary::{Count, Counters};
+
+/// Why a proxy could not start.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StartError {
+    /// The address to listen on is not on this machine's loopback.
+    #[error("the proxy listens on loopback only ({0} is not): anyone who reaches it spends your credits")]
+    NotLoopback(SocketAddr),
+    /// The address could not be listened on.
+    #[error("cannot listen on {address}: {source}")]
+    Listen {
+        /// The address.
+        address: SocketAddr,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The memory file could not be read.
+    #[error(transparent)]
+    Memory(#[from] MemoryError),
+    /// The HTTP client could not be built.
+    #[error(transparent)]
+    Client(#[from] genapi::Error),
+}
+
+/// Settings of a [`Proxy`].
+pub struct ProxyBuilder {
+    client: genapi::Client,
+    key: Option<genapi::ApiKey>,
+    memory_file: Option<PathBuf>,
+}
+
+impl ProxyBuilder {
+    /// The key given to callers that send none.
+    pub fn key(mut self, key: impl Into<String>) -> Self {
+        self.key = Some(genapi::ApiKey::new(key));
+        self
+    }
+
+    /// Keeps what the proxy remembers in `path` (a private file, under the
+    /// file policy of `genapi-files`), read back at the next start.
+    pub fn memory_file(mut self, path: impl Into<PathBuf>) -> Self {
+        self.memory_file = Some(path.into());
+        self
+    }
+
+    /// Starts the proxy on `address` (port 0: any free port), on loopback
+    /// only.
+    pub async fn start(self, address: SocketAddr) -> Result<Proxy, StartError> {
+        if !address.ip().is_loopback() {
+            return Err(StartError::NotLoopback(address));
+        }
+        let memory = Arc::new(Memory::open(self.memory_file)?);
+        let listener = tokio::net::TcpListener::bind(address)
+            .await
+            .map_err(|source| StartError::Listen { address, source })?;
+        let local = listener
+            .local_addr()
+            .map_err(|source| StartError::Listen { address, source })?;
+        let shared = Arc::new(Shared {
+            service: Service {
+                base: self.client.base_url().clone(),
+                key: self.key,
+                http: Service::http()?,
+                client: self.client,
+            },
+            memory,
+            counters: Counters::default(),
+            proxy_origin: format!("http://{local}"),
+            waits: Mutex::new(HashMap::new()),
+        });
+        let app = axum::Router::new()
+            .fallback(exchange::answer)
+            .with_state(shared.clone())
+            .layer(axum::extract::DefaultBodyLimit::disable());
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let serving = tokio::spawn(async move {
+            let _ = axum::serve(listener, app)
+                .with_graceful_shutdown(async move {
+                    let _ = stopped.await;
+                })
+                .await;
+        });
+        Ok(Proxy {
+            address: local,
+            shared,
+            stop: Some(stop),
+            serving: Some(serving),
+        })
+    }
+}
+
+/// A running proxy.
+pub struct Proxy {
+    address: SocketAddr,
+    shared: Arc<Shared>,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    serving: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for Proxy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Proxy")
+            .field("address", &self.address)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Proxy {
+    /// A proxy for `client`'s service: its base URL and trust rule.
+    pub fn builder(client: genapi::Client) -> ProxyBuilder {
+        ProxyBuilder {
+            client,
+            key: None,
+            memory_file: None,
+        }
+    }
+
+    /// The address it listens on.
+    pub fn address(&self) -> SocketAddr {
+        self.address
+    }
+
+    /// Its base URL, for an SDK: `http://127.0.0.1:PORT`.
+    pub fn base_url(&self) -> String {
+        self.shared.proxy_origin.clone()
+    }
+
+    /// What it saw so far.
+    pub fn summary(&self) -> Summary {
+        self.shared.counters.summary()
+    }
+
+    /// Stops listening, lets the exchanges under way finish, and says what
+    /// it saw.
+    pub async fn stop(mut self) -> Summary {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(serving) = self.serving.take() {
+            let _ = serving.await;
+        }
+        self.shared.counters.summary()
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        if let Some(serving) = self.serving.take() {
+            serving.abort();
+        }
+    }
+}
+
+/// What every exchange of one proxy shares.
+pub(crate) struct Shared {
+    service: Service,
+    memory: Arc<Memory>,
+    counters: Counters,
+    /// `http://127.0.0.1:PORT`: where callers reach the proxy.
+    proxy_origin: String,
+    /// Until when each caller (by the key it uses) was asked to wait by a
+    /// 429's `Retry-After`.
+    waits: Mutex<HashMap<String, Instant>>,
+}
+
+impl Shared {
+    fn rewriter(&self) -> Rewriter<'_> {
+        Rewriter {
+            base: &self.service.base,
+            proxy: &self.proxy_origin,
+            memory: &self.memory,
+        }
+    }
+
+    fn caller(&self, headers: &http::HeaderMap) -> String {
+        identity::SubmissionId::of(self.service.key_of(headers).unwrap_or_default(), "", b"", None)
+            .0
+            .as_str()
+            .to_string()
+    }
+
+    /// Counts a request sent before the wait a 429 asked of its caller.
+    fn note_retry_after(&self, headers: &http::HeaderMap) {
+        let caller = self.caller(headers);
+        let mut waits = self.waits.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(until) = waits.get(&caller) {
+            if Instant::now() < *until {
+                self.counters.add(Count::RetryAfterIgnored);
+            } else {
+                waits.remove(&caller);
+            }
+        }
+    }
+
+    /// Notes a 429's `Retry-After` for the caller it answers.
+    fn note_answer(&self, headers: &http::HeaderMap, response: &reqwest::Response) {
+        if response.status() != reqwest::StatusCode::TOO_MANY_REQUESTS {
+            return;
+        }
+        let seconds = response
+            .headers()
+            .get(reqwest::header::RETRY_AFTER)
+            .and_then(|value| value.to_str().ok())
+            .and_then(|text| text.trim().parse::<u64>().ok());
+        if let Some(seconds) = seconds {
+            let until = Instant::now() + std::time::Duration::from_secs(seconds.min(3600));
+            self.waits
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(self.caller(headers), until);
+        }
+    }
+}

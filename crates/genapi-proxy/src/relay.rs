@@ -1,0 +1,144 @@
+//! One request, relayed to the service's host.
+//!
+//! **Who gets the key.** The proxy asks the client's own trust rule
+//! ([`genapi::Client::sends_key_to`]): a host it trusts gets the key the
+//! caller sent, or the proxy's configured key when the caller sent none (so
+//! a key can live in the proxy alone); any other host (a delivery host, a
+//! polling host outside the service's domain) gets no key at all, whatever
+//! the caller sent.
+//!
+//! **What passes.** The method, path, query, body and the caller's headers,
+//! but those of one connection (`Connection`, `Transfer-Encoding`…), its
+//! `Host`, and `Accept-Encoding` (the proxy reads answers to rewrite their
+//! addresses, so it asks for them plain). Nothing is retried here: a
+//! submission is sent once, and a caller's retry is the caller's.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{HeaderMap, HeaderName, HeaderValue, Method};
+use url::Url;
+
+/// The header that carries the key.
+pub(crate) const KEY_HEADER: &str = "x-key";
+
+/// How long a request to the service may take, its answer included: past
+/// any task's acceptance, and an end to a host that never answers.
+const SERVICE_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// Headers of one connection, never relayed (RFC 9110, 7.6.1).
+const HOP_BY_HOP: [&str; 9] = [
+    "connection",
+    "keep-alive",
+    "proxy-authenticate",
+    "proxy-authorization",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+    "host",
+];
+
+/// The service, as the proxy reaches it.
+pub(crate) struct Service {
+    pub(crate) base: Url,
+    pub(crate) key: Option<genapi::ApiKey>,
+    pub(crate) client: genapi::Client,
+    pub(crate) http: reqwest::Client,
+}
+
+impl Service {
+    /// A reqwest client for the service's hosts, with the client crate's TLS.
+    pub(crate) fn http() -> genapi::Result<reqwest::Client> {
+        genapi::http_client_builder()?
+            .timeout(SERVICE_TIMEOUT)
+            .connect_timeout(Duration::from_secs(15))
+            // The proxy relays what it is answered; a redirect is the caller's
+            // to follow (through the proxy or not).
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .map_err(|e| genapi::Error::Config(format!("the proxy's HTTP client: {}", e.without_url())))
+    }
+
+    /// The key this request is sent with, as the service would see it: the
+    /// caller's, or the configured one.
+    pub(crate) fn key_of<'h>(&'h self, headers: &'h HeaderMap) -> Option<&'h str> {
+        headers
+            .get(KEY_HEADER)
+            .and_then(|value| value.to_str().ok())
+            .or(self.key.as_ref().map(genapi::ApiKey::expose))
+    }
+
+    /// The base URL's address for `path_and_query`.
+    pub(crate) fn at_base(&self, path_and_query: &str) -> Option<Url> {
+        let mut base = self.base.as_str().trim_end_matches('/').to_string();
+        base.push_str(path_and_query);
+        Url::parse(&base).ok()
+    }
+
+    /// Sends one request to `target`.
+    pub(crate) async fn send(
+        &self,
+        method: Method,
+        target: Url,
+        headers: &HeaderMap,
+        body: Bytes,
+    ) -> Result<reqwest::Response, reqwest::Error> {
+        let key = self
+            .client
+            .sends_key_to(&target)
+            .then(|| self.key_of(headers))
+            .flatten()
+            .and_then(|key| HeaderValue::from_str(key).ok());
+        let mut relayed = relayed_headers(headers);
+        relayed.remove(http::header::ACCEPT_ENCODING);
+        relayed.remove(KEY_HEADER);
+        if let Some(mut key) = key {
+            key.set_sensitive(true);
+            relayed.insert(HeaderName::from_static(KEY_HEADER), key);
+        }
+        self.http
+            .request(method, target)
+            .headers(relayed)
+            .body(body)
+            .send()
+            .await
+    }
+}
+
+/// `headers` without those of one connection, and without a length (the
+/// body relayed sets its own).
+pub(crate) fn relayed_headers(headers: &HeaderMap) -> HeaderMap {
+    let mut relayed = headers.clone();
+    // Headers a `Connection` header names are the connection's too.
+    let named: Vec<String> = headers
+        .get_all(http::header::CONNECTION)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|value| value.split(',').map(|name| name.trim().to_ascii_lowercase()))
+        .collect();
+    for name in HOP_BY_HOP.iter().copied().chain(named.iter().map(String::as_str)) {
+        relayed.remove(name);
+    }
+    relayed.remove(http::header::CONTENT_LENGTH);
+    relayed
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_headers_of_one_connection_are_not_relayed() {
+        let mut headers = HeaderMap::new();
+        headers.insert("connection", HeaderValue::from_static("close, x-trace"));
+        headers.insert("x-trace", HeaderValue::from_static("1"));
+        headers.insert("transfer-encoding", HeaderValue::from_static("chunked"));
+        headers.insert("host", HeaderValue::from_static("127.0.0.1:9"));
+        headers.insert("content-length", HeaderValue::from_static("3"));
+        headers.insert("content-type", HeaderValue::from_static("application/json"));
+        let relayed = relayed_headers(&headers);
+        let names: Vec<&str> = relayed.keys().map(HeaderName::as_str).collect();
+        assert_eq!(names, ["content-type"]);
+    }
+}

@@ -1,0 +1,118 @@
+//! What the proxy saw, counted as it happens, and the summary it prints.
+
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+
+/// Counters of one proxy.
+#[derive(Default)]
+pub(crate) struct Counters {
+    requests: AtomicU64,
+    submissions_sent: AtomicU64,
+    tasks: AtomicU64,
+    duplicates_stopped: AtomicU64,
+    unknown_refused: AtomicU64,
+    retry_after_ignored: AtomicU64,
+    /// Credits the stopped duplicates would have cost, as their
+    /// acceptances reported.
+    credits_saved: Mutex<f64>,
+}
+
+/// One of the things the proxy counts.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Count {
+    Request,
+    SubmissionSent,
+    Task,
+    UnknownRefused,
+    RetryAfterIgnored,
+}
+
+impl Counters {
+    pub(crate) fn add(&self, count: Count) {
+        let counter = match count {
+            Count::Request => &self.requests,
+            Count::SubmissionSent => &self.submissions_sent,
+            Count::Task => &self.tasks,
+            Count::UnknownRefused => &self.unknown_refused,
+            Count::RetryAfterIgnored => &self.retry_after_ignored,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A duplicate answered with its first acceptance, which reported `cost`.
+    pub(crate) fn duplicate_stopped(&self, cost: Option<f64>) {
+        self.duplicates_stopped.fetch_add(1, Ordering::Relaxed);
+        if let Some(cost) = cost {
+            *self.credits_saved.lock().unwrap_or_else(|p| p.into_inner()) += cost;
+        }
+    }
+
+    pub(crate) fn summary(&self) -> Summary {
+        let read = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
+        Summary {
+            requests: read(&self.requests),
+            submissions_sent: read(&self.submissions_sent),
+            tasks: read(&self.tasks),
+            duplicates_stopped: read(&self.duplicates_stopped),
+            credits_saved: *self.credits_saved.lock().unwrap_or_else(|p| p.into_inner()),
+            unknown_refused: read(&self.unknown_refused),
+            retry_after_ignored: read(&self.retry_after_ignored),
+        }
+    }
+}
+
+/// What a proxy saw since it started.
+///
+/// ```
+/// let summary = genapi_proxy::Summary::default();
+/// assert_eq!(summary.to_string(), "0 requests, 0 submissions sent, 0 tasks accepted, 0 duplicates stopped");
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
+#[non_exhaustive]
+pub struct Summary {
+    /// Requests received from callers.
+    pub requests: u64,
+    /// Submissions sent to the service.
+    pub submissions_sent: u64,
+    /// Submissions the service accepted: tasks made.
+    pub tasks: u64,
+    /// Repeats of a job answered with its first acceptance instead of
+    /// being sent again.
+    pub duplicates_stopped: u64,
+    /// What the stopped duplicates would have cost, by the costs their
+    /// acceptances reported.
+    pub credits_saved: f64,
+    /// Repeats refused because the first one's answer never came.
+    pub unknown_refused: u64,
+    /// Requests a caller sent before the wait a 429 asked of it was over.
+    pub retry_after_ignored: u64,
+}
+
+impl fmt::Display for Summary {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} requests, {} submissions sent, {} tasks accepted, {} duplicates stopped",
+            self.requests, self.submissions_sent, self.tasks, self.duplicates_stopped
+        )?;
+        if self.credits_saved > 0.0 {
+            write!(f, " ({} credits not paid twice)", self.credits_saved)?;
+        }
+        if self.unknown_refused > 0 {
+            write!(
+                f,
+                ", {} repeats of a submission with no answer refused",
+                self.unknown_refused
+            )?;
+        }
+        if self.retry_after_ignored > 0 {
+            write!(
+                f,
+                ", {} requests sent before their Retry-After",
+                self.retry_after_ignored
+            )?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,65 @@
+//! A mock service, a proxy in front of it, and a plain HTTP client of the
+//! kind any SDK is.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use genapi_mock::MockService;
+use genapi_proxy::Proxy;
+
+/// The submission path the tests use.
+pub const PATH: &str = "/v1/gen-2-pro";
+
+/// A body for `PATH`.
+pub fn job(prompt: &str) -> String {
+    serde_json::json!({ "prompt": prompt, "width": 512, "height": 512 }).to_string()
+}
+
+/// A proxy for `mock`, holding its key, remembering in `memory` if given.
+pub async fn proxy(mock: &MockService, memory: Option<PathBuf>) -> Proxy {
+    let mut builder = Proxy::builder(mock.client().unwrap()).key(mock.key());
+    if let Some(memory) = memory {
+        builder = builder.memory_file(memory);
+    }
+    builder.start("127.0.0.1:0".parse().unwrap()).await.unwrap()
+}
+
+/// A plain HTTP client: what a Python or JavaScript SDK sends.
+pub fn http() -> reqwest::Client {
+    genapi::http_client_builder().unwrap().build().unwrap()
+}
+
+/// Posts `body` to `path` at the proxy, with no key (the proxy has one).
+pub async fn post(proxy: &Proxy, path: &str, body: &str, headers: &[(&str, &str)]) -> reqwest::Response {
+    let mut request = http()
+        .post(format!("{}{path}", proxy.base_url()))
+        .header("content-type", "application/json")
+        .body(body.to_string());
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    request.send().await.unwrap()
+}
+
+/// Waits for `condition`, checking every few milliseconds; a minute is a
+/// hang, not a verdict.
+pub async fn until(what: &str, condition: impl Fn() -> bool) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    while !condition() {
+        assert!(std::time::Instant::now() < deadline, "still waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// A fresh folder for a memory file.
+pub fn memory_file(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("genapi-proxy-test-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join("memory.json")
+}
+
+/// The tasks the mock made.
+pub fn tasks(mock: &MockService) -> usize {
+    mock.created_tasks().len()
+}

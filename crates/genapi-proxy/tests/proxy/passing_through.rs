@@ -1,0 +1,74 @@
+//! Polls and downloads pass through the proxy, the key only where the
+//! client's trust rule sends it.
+
+use std::time::Duration;
+
+use genapi_mock::MockService;
+use genapi_proxy::PROXY_HEADER;
+use serde_json::Value;
+
+use crate::common::{http, job, post, proxy, PATH};
+
+#[tokio::test]
+async fn an_sdk_that_sends_no_key_polls_and_downloads_through_the_proxy() {
+    let mock = MockService::start().await.unwrap();
+    let proxy = proxy(&mock, None).await;
+    let accepted: Value = post(&proxy, PATH, &job("heron"), &[]).await.json().await.unwrap();
+    let polling_url = accepted["polling_url"].as_str().unwrap();
+    assert!(polling_url.starts_with(&proxy.base_url()), "{polling_url}");
+    mock.advance(Duration::from_secs(600));
+    let result: Value = http().get(polling_url).send().await.unwrap().json().await.unwrap();
+    assert_eq!(result["status"], "Ready", "{result}");
+    let sample = result["result"]["sample"].as_str().unwrap();
+    assert!(
+        sample.starts_with(&proxy.base_url()),
+        "the result passes through the proxy: {sample}"
+    );
+    let image = http().get(sample).send().await.unwrap();
+    assert_eq!(image.status(), 200);
+    assert!(!image.bytes().await.unwrap().is_empty());
+    let stats = mock.stats();
+    assert_eq!(stats.downloads, 1);
+    assert_eq!(stats.keys_sent_to_delivery, 0, "the delivery host never gets the key");
+    let polls_with_key = mock
+        .requests()
+        .iter()
+        .filter(|r| r.path == "/v1/get_result" && r.header("x-key").is_some())
+        .count();
+    assert!(polls_with_key >= 1, "the polling host got the proxy's key");
+}
+
+#[tokio::test]
+async fn the_rust_client_runs_a_task_through_the_proxy_unmodified() {
+    let mock = MockService::start().await.unwrap();
+    let proxy = proxy(&mock, None).await;
+    let client = genapi::Client::builder()
+        .base_url(proxy.base_url())
+        .api_key(mock.key())
+        .build()
+        .unwrap();
+    let request = genapi::api::types::Gen2ProRequest::builder()
+        .prompt("a crane")
+        .width(512)
+        .height(512);
+    let task = client.submit(request).await.unwrap();
+    mock.advance(Duration::from_secs(600));
+    let output = task.wait().await.unwrap();
+    assert!(!output.bytes().await.unwrap().is_empty());
+    assert_eq!(mock.created_tasks().len(), 1);
+}
+
+#[tokio::test]
+async fn an_origin_the_service_never_handed_out_is_refused() {
+    let mock = MockService::start().await.unwrap();
+    let proxy = proxy(&mock, None).await;
+    use base64::Engine;
+    let elsewhere = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode("http://127.0.0.1:9");
+    let response = http()
+        .get(format!("{}/_genapi/origin/{elsewhere}/x", proxy.base_url()))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 403);
+    assert_eq!(response.headers()[PROXY_HEADER], "refused");
+}

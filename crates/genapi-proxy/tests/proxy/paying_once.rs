@@ -1,0 +1,149 @@
+//! A submission is paid once, whatever its caller does.
+
+use std::time::Duration;
+
+use genapi_mock::{Fault, FaultKind, MockConfig, MockService};
+use genapi_proxy::PROXY_HEADER;
+use serde_json::Value;
+
+use crate::common::{job, memory_file, post, proxy, tasks, until, PATH};
+
+/// A mock that holds the next submission unanswered (an hour on its
+/// clock), with credits to count charges.
+async fn holding_mock() -> MockService {
+    let mock = MockService::start_with(
+        MockConfig::default().credits(Some(100.0)),
+        "127.0.0.1:0".parse().unwrap(),
+    )
+    .await
+    .unwrap();
+    mock.inject(Fault::on(PATH, FaultKind::Delay(Duration::from_secs(3600))).method("POST"));
+    mock
+}
+
+/// A caller that sends `body` and goes away once the service has the
+/// request: its connection closes before any answer.
+async fn send_and_give_up(proxy: &genapi_proxy::Proxy, mock: &MockService, body: &str) {
+    let sent_before = mock.count("POST", PATH);
+    let caller = {
+        let (base, body) = (proxy.base_url(), body.to_string());
+        tokio::spawn(async move {
+            let _ = crate::common::http()
+                .post(format!("{base}{PATH}"))
+                .header("content-type", "application/json")
+                .body(body)
+                .send()
+                .await;
+        })
+    };
+    until("the service to have the submission", || {
+        mock.count("POST", PATH) > sent_before
+    })
+    .await;
+    caller.abort();
+    let _ = caller.await;
+}
+
+async fn id_of(response: reqwest::Response) -> String {
+    let value: Value = response.json().await.unwrap();
+    value["id"].as_str().unwrap().to_string()
+}
+
+#[tokio::test]
+async fn a_retry_after_the_caller_gave_up_gets_the_first_task_and_is_not_charged() {
+    let mock = holding_mock().await;
+    let proxy = proxy(&mock, None).await;
+    send_and_give_up(&proxy, &mock, &job("fox")).await;
+    // The service answers the proxy, which keeps the acceptance.
+    mock.advance(Duration::from_secs(3600));
+    let retry = post(&proxy, PATH, &job("fox"), &[]).await;
+    assert_eq!(retry.status(), 200);
+    assert_eq!(retry.headers()[PROXY_HEADER], "replayed");
+    let acceptance: Value = retry.json().await.unwrap();
+    assert_eq!(tasks(&mock), 1, "one task at the service");
+    assert_eq!(
+        mock.created_tasks()[0].id,
+        acceptance["id"],
+        "the retry names the first task"
+    );
+    assert_eq!(mock.count("POST", PATH), 1, "the retry never reached the service");
+    let cost = acceptance["cost"].as_f64().expect("the mock reports costs");
+    assert_eq!(mock.credits(), Some(100.0 - cost), "charged once");
+    let summary = proxy.stop().await;
+    assert_eq!((summary.tasks, summary.duplicates_stopped), (1, 1), "{summary}");
+    assert_eq!(summary.credits_saved, cost);
+}
+
+#[tokio::test]
+async fn a_retry_after_the_proxy_restarted_gets_the_first_task() {
+    let mock = holding_mock().await;
+    let memory = memory_file("restart");
+    let first = proxy(&mock, Some(memory.clone())).await;
+    send_and_give_up(&first, &mock, &job("owl")).await;
+    mock.advance(Duration::from_secs(3600));
+    until("the proxy to have the acceptance", || first.summary().tasks == 1).await;
+    first.stop().await;
+    let second = proxy(&mock, Some(memory)).await;
+    let retry = post(&second, PATH, &job("owl"), &[]).await;
+    assert_eq!(retry.headers()[PROXY_HEADER], "replayed");
+    assert_eq!(id_of(retry).await, mock.created_tasks()[0].id);
+    assert_eq!(mock.count("POST", PATH), 1);
+}
+
+#[tokio::test]
+async fn two_identical_submissions_both_answered_are_two_tasks() {
+    let mock = MockService::start().await.unwrap();
+    let proxy = proxy(&mock, None).await;
+    let first = id_of(post(&proxy, PATH, &job("two"), &[]).await).await;
+    let second = post(&proxy, PATH, &job("two"), &[]).await;
+    assert_eq!(second.headers()[PROXY_HEADER], "sent");
+    assert_ne!(id_of(second).await, first, "a second variation is a new job");
+    assert_eq!(tasks(&mock), 2);
+}
+
+#[tokio::test]
+async fn an_idempotency_key_seen_before_is_the_same_task_even_when_answered() {
+    let mock = MockService::start().await.unwrap();
+    let proxy = proxy(&mock, None).await;
+    let key = [("idempotency-key", "order-17")];
+    let first = id_of(post(&proxy, PATH, &job("a"), &key).await).await;
+    let again = post(&proxy, PATH, &job("a, edited"), &key).await;
+    assert_eq!(again.headers()[PROXY_HEADER], "replayed");
+    assert_eq!(id_of(again).await, first);
+    assert_eq!(tasks(&mock), 1);
+    // Another key is another job.
+    post(&proxy, PATH, &job("a"), &[("idempotency-key", "order-18")]).await;
+    assert_eq!(tasks(&mock), 2);
+}
+
+#[tokio::test]
+async fn a_submission_whose_answer_was_lost_is_not_sent_again() {
+    let mock = MockService::start().await.unwrap();
+    mock.inject(Fault::on(PATH, FaultKind::LoseAnswer).method("POST"));
+    let proxy = proxy(&mock, None).await;
+    let first = post(&proxy, PATH, &job("lost"), &[]).await;
+    assert_eq!(first.status(), 502);
+    assert_eq!(first.headers()[PROXY_HEADER], "unanswered");
+    let retry = post(&proxy, PATH, &job("lost"), &[]).await;
+    assert_eq!(
+        retry.status(),
+        409,
+        "the service may have made the task: not sent again"
+    );
+    assert_eq!(retry.headers()[PROXY_HEADER], "unknown");
+    assert_eq!(mock.count("POST", PATH), 1);
+    assert_eq!(tasks(&mock), 1, "the one task the lost answer made");
+}
+
+#[tokio::test]
+async fn a_refused_submission_may_be_sent_again() {
+    let mock = MockService::start().await.unwrap();
+    mock.inject(Fault::status(PATH, 402).method("POST"));
+    let proxy = proxy(&mock, None).await;
+    assert_eq!(post(&proxy, PATH, &job("poor"), &[]).await.status(), 402);
+    let retry = post(&proxy, PATH, &job("poor"), &[]).await;
+    assert_eq!(retry.status(), 200);
+    assert_eq!(retry.headers()[PROXY_HEADER], "sent");
+    assert_eq!(mock.count("POST", PATH), 2);
+    assert_eq!(tasks(&mock), 1);
+}
