@@ -347,10 +347,13 @@ def without_secrets(text, secrets):
 
 
 def failed(task_id, status, details, secrets=()):
-    said = json.dumps(details)
+    # Everything here is the service's text: shown as JSON (no terminal
+    # control character reaches the screen as it is) and only when it
+    # quotes no secret.
+    said = json.dumps({"id": task_id, "status": status, "details": details})
     if quotes_a_secret(said, secrets):
-        said = "(its details are not shown: they quote a secret)"
-    print("task", task_id, "failed:", status, without_secrets(said, secrets), file=sys.stderr)
+        said = "(what the service said is not shown: it quotes a secret)"
+    print("task failed:", without_secrets(said, secrets), file=sys.stderr)
     return 1
 
 

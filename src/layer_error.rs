@@ -1,5 +1,5 @@
 //! A layer's error, as [`crate::Error::Layer`] carries it: shown only
-//! through the client's one scrubber.
+//! through the client's one scrubber and the one address rule.
 //!
 //! A layer the user adds sees the request whole, and its error may quote
 //! it: the sealed body of a submission, with its webhook secret and the
@@ -16,7 +16,9 @@ use tower::BoxError;
 /// The error a layer added with [`crate::ClientBuilder::layer`] failed
 /// with: its [`Display`](fmt::Display) and [`Debug`](fmt::Debug) are its
 /// text and its causes' without the key or any secret the client knows;
-/// the error itself is [`LayerError::get_ref`].
+/// every address it quotes is shown without its query, user information or
+/// fragment ([`genapi_text::addresses_shown`]); the error itself is
+/// [`LayerError::get_ref`].
 ///
 /// ```
 /// let error = genapi::LayerError::new(std::io::Error::other("the proxy said no"));
@@ -34,13 +36,16 @@ impl LayerError {
     /// are made with its scrubber).
     pub fn new(error: impl Into<BoxError>) -> LayerError {
         let error = error.into();
-        let shown = crate::error::cause_chain(&*error);
+        let shown = genapi_text::addresses_shown(&crate::error::cause_chain(&*error));
         LayerError { error, shown }
     }
 
     /// A layer's error, its text scrubbed of every secret the client knows.
     pub(crate) fn scrubbed(error: BoxError, scrubber: &crate::scrub::Scrubber) -> LayerError {
-        let shown = scrubber.scrub(&crate::error::cause_chain(&*error));
+        // The scrubber removes the secrets the client knows; an address the
+        // layer quotes may hold others (a result's signature), which the one
+        // address rule leaves out.
+        let shown = genapi_text::addresses_shown(&scrubber.scrub(&crate::error::cause_chain(&*error)));
         LayerError { error, shown }
     }
 

@@ -49,6 +49,11 @@
 //! - in the task that is sending the attempt, for a copy of a POST made on
 //!   that task without either.
 //!
+//! The client marks every POST it sends, so a POST that reaches the wire
+//! with none of the three (a copy that kept only some headers, sent from a
+//! task of its own) is refused too, unsent ([`SendOnceRefused::Unmarked`]):
+//! it cannot be told from a second copy.
+//!
 //! The header is the mark a layer can see and copy, so it cannot be made
 //! up: a token the client did not give is refused, not sent, and one it
 //! gave is good for one request. A layer that signs headers leaves this
@@ -250,7 +255,10 @@ impl Wire {
                         Err(SendOnceRefused::SentAlready) => Err(SendOnceRefused::SentAlready),
                         _ => Ok(()),
                     },
-                    Err(_) => Ok(()),
+                    // The client marks every POST it sends: one with no mark
+                    // on any of the three ways, on a task of its own, is a
+                    // copy that lost them all, and may be the second.
+                    Err(_) => Err(SendOnceRefused::Unmarked),
                 };
             }
             (None, None) => return Ok(()),
@@ -362,6 +370,15 @@ pub enum SendOnceRefused {
          the task cannot be paid twice"
     )]
     UnknownMark,
+    /// A POST reached the wire with no send-once mark at all, from a task
+    /// of its own: a layer made a copy without the mark's header and the
+    /// request's extensions, which cannot be told from a second copy.
+    #[error(
+        "a layer sent a POST without its send-once mark (header x-genapi-send-once and the request's extensions both \
+         dropped) from a task of its own: it was not sent, so the task cannot be paid twice; a layer that copies a \
+         request keeps that header"
+    )]
+    Unmarked,
 }
 
 genapi_text::debug_as_report!(SendOnceRefused);

@@ -303,7 +303,7 @@ fn is_signers_public_value(name: &str) -> bool {
 /// Whether a path segment of an address the user owns reads like a token
 /// (`/hook/3f9c1e…`): longer than a query token must be, as paths hold
 /// words and dates (`2026-11-25`, `uploads`) more often than secrets.
-fn is_token_like_segment(segment: &str) -> bool {
+pub(crate) fn is_token_like_segment(segment: &str) -> bool {
     (is_token_like(segment) && segment.len() >= 12) || is_uuid(segment)
 }
 
@@ -925,6 +925,9 @@ impl Scrubber {
             service: ServiceWords::default(),
         };
         scrubber.learn(key);
+        for end in ends_of(key) {
+            scrubber.learn_spellings(end, Found::Whole, true);
+        }
         scrubber
     }
 
@@ -942,6 +945,9 @@ impl Scrubber {
     /// service naming a task with it ([`Scrubber::is_a_task_id`]) does not.
     pub(crate) fn learn(&self, secret: &str) {
         self.learn_spellings(secret, Found::FromItsStart, true);
+        for form in forms_of(secret) {
+            self.learn_spellings(&form, Found::Whole, true);
+        }
         // A webhook secret's encodings would all open alike (its common
         // `whsec_`); its key part, learned on its own, is encoded instead.
         if !starts_as_a_webhook_secret(secret) {
@@ -1040,6 +1046,13 @@ impl Scrubber {
                         let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
                         self.learn(&hex.to_ascii_uppercase());
                         self.learn(&hex);
+                        // A key whose bytes are text (as examples' often
+                        // are) may be quoted as that text.
+                        if let Ok(text) = std::str::from_utf8(&bytes) {
+                            if text.chars().all(|c| c.is_ascii_graphic()) {
+                                self.learn(text);
+                            }
+                        }
                     }
                 }
             }
@@ -1495,6 +1508,50 @@ fn spellings_of(secret: &str) -> [String; 6] {
     ]
 }
 
+/// The other forms a secret the user gave (the key, an `x-secret` field)
+/// takes in what a service writes back about it, each found whole:
+///
+/// - all in capitals, and all in small letters (a service normalising
+///   what it quotes);
+/// - a UUID's (a key of that shape) without its dashes, in either case,
+///   and its sixteen bytes in base64 (standard and URL-safe): how a
+///   service that parsed it as one writes it back;
+/// - every byte as a `%` escape, in either case (an address escaping it
+///   whole), but for a `whsec_` secret, whose key part is.
+fn forms_of(secret: &str) -> Vec<String> {
+    use base64::Engine as _;
+    let mut forms = vec![secret.to_ascii_uppercase(), secret.to_ascii_lowercase()];
+    let bare: String = secret.chars().filter(|c| *c != '-').collect();
+    if is_uuid(secret) || (bare.len() == 32 && bare.bytes().all(|b| b.is_ascii_hexdigit())) {
+        forms.push(bare.to_ascii_lowercase());
+        forms.push(bare.to_ascii_uppercase());
+        if let Ok(value) = u128::from_str_radix(&bare, 16) {
+            let bytes = value.to_be_bytes();
+            forms.push(base64::engine::general_purpose::STANDARD_NO_PAD.encode(bytes));
+            forms.push(base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes));
+        }
+    }
+    // A webhook secret's escapes would all open alike (`%77%68%73%65%63`);
+    // its key part, learned on its own, is escaped instead.
+    if !starts_as_a_webhook_secret(secret) {
+        let escaped: String = secret.bytes().map(|b| format!("%{b:02X}")).collect();
+        forms.push(escaped.to_ascii_lowercase());
+        forms.push(escaped);
+    }
+    forms.retain(|form| form != secret);
+    forms
+}
+
+/// The key's ends of sixteen bytes or more: the rest of a quote cut at its
+/// front (a beginning cut short is found by [`Found::FromItsStart`]). For
+/// the key alone, which every client has one of: a batch's thousands of
+/// webhook secrets would each add as many.
+fn ends_of(key: &str) -> impl Iterator<Item = &str> {
+    key.char_indices()
+        .map(|(at, _)| &key[at..])
+        .filter(|end| end.len() >= 16 && end.len() < key.len())
+}
+
 /// Whether `secret` opens as a Standard Webhooks secret does (`whsec_`, in
 /// either case).
 fn starts_as_a_webhook_secret(secret: &str) -> bool {
@@ -1571,6 +1628,51 @@ const WEBHOOK_SECRET_PREFIX: &str = "whsec_";
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// A key shaped as a UUID comes back as a service that parsed it
+    /// writes it: in capitals, without dashes, in braces, as its sixteen
+    /// bytes in base64, escaped whole, or the rest of it after a cut.
+    #[test]
+    fn a_key_is_found_in_the_forms_a_service_writes_it_back_in() {
+        use base64::Engine as _;
+        const KEY: &str = "0c8a2f3e-9b1d-4b6c-9d7e-5a4f3b2c1d0e";
+        let scrubber = Scrubber::new(KEY);
+        let bytes = u128::from_str_radix(&KEY.replace('-', ""), 16).unwrap().to_be_bytes();
+        let escaped: String = KEY.bytes().map(|b| format!("%{b:02x}")).collect();
+        for quoted in [
+            KEY.to_uppercase(),
+            KEY.replace('-', ""),
+            KEY.replace('-', "").to_uppercase(),
+            format!("{{{}}}", KEY.to_uppercase()),
+            base64::engine::general_purpose::STANDARD.encode(bytes),
+            base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes),
+            escaped.clone(),
+            escaped.to_uppercase(),
+            KEY[9..].to_string(),
+        ] {
+            let said = scrubber.scrub(&format!("Invalid key: {quoted} (normalized)"));
+            assert!(said.contains(REDACTED), "{quoted}: {said}");
+            let left = quoted.replace(['{', '}'], "");
+            assert!(!said.contains(&left[..12]), "{quoted}: {said}");
+        }
+    }
+
+    /// A webhook secret comes back in capitals, its key part in small
+    /// letters, or the text its key's bytes spell.
+    #[test]
+    fn a_webhook_secret_is_found_in_either_case_and_as_the_text_its_key_spells() {
+        let scrubber = Scrubber::new("k3y-for-this-test");
+        let secret = "whsec_MDEyMzQ1Njc4OTBhYmNkZWYwMTIzNDU2Nzg5YWJjZGVm";
+        scrubber.learn_request(&json!({ "prompt": "x", "webhook_secret": secret }));
+        for quoted in [
+            secret.to_uppercase(),
+            secret["whsec_".len()..].to_lowercase(),
+            "01234567890abcdef0123456789abcdef".to_string(),
+        ] {
+            let said = scrubber.scrub(&format!("bad secret {quoted}."));
+            assert!(!said.contains(&quoted), "{quoted}: {said}");
+        }
+    }
 
     /// The user's receiving address keeps its credentials whatever their
     /// look: a UUID as a path or a `token=`, a parameter named as a

@@ -82,9 +82,11 @@ impl Redactor {
         }
     }
 
-    /// An address as recorded: scheme, host and path kept; every query
-    /// value but the task id redacted (the names stay, to show the address
-    /// was signed). The raw values are added to `secrets`.
+    /// An address as recorded: scheme, host and path kept, but for a path
+    /// segment that reads as a token and the values of path parameters
+    /// ([`redacted_path`]); every query value but the task id redacted (the
+    /// names stay, to show the address was signed). The raw values are
+    /// added to `secrets`.
     pub(crate) fn url(&self, url: &Url, secrets: &mut Vec<String>) -> String {
         // A user name, a password and a fragment are never kept.
         let mut url = url.clone();
@@ -102,6 +104,8 @@ impl Redactor {
         let _ = url.set_username("");
         let _ = url.set_password(None);
         url.set_fragment(None);
+        let path = redacted_path(url.path(), secrets);
+        url.set_path(&path);
         let url = &url;
         if url.query().is_none() {
             return url.to_string();
@@ -262,6 +266,43 @@ pub(crate) fn summary(head: &[u8], size: u64, sha256: &str) -> String {
 }
 
 /// The SHA-256 of `bytes`, in hex.
+/// `path` as recorded: a segment that reads as a token (a signed
+/// delivery path's, a receiver's `/hook/3f9c…`) becomes `redacted-` and
+/// the first eight hex digits of its digest, the same for the same token
+/// wherever it stands (a download is matched to the poll that named it), and
+/// a path parameter's value (`;jsessionid=…`, a query by another name)
+/// becomes `redacted`. What is replaced is added to `secrets`.
+fn redacted_path(path: &str, secrets: &mut Vec<String>) -> String {
+    let segments: Vec<String> = path
+        .split('/')
+        .map(|segment| {
+            let mut parts = segment.split(';');
+            let head = parts.next().unwrap_or_default();
+            let decoded = percent_encoding::percent_decode_str(head).decode_utf8_lossy();
+            let mut kept = if crate::scrub::is_token_like_segment(&decoded) {
+                secrets.push(head.to_string());
+                secrets.push(decoded.into_owned());
+                format!("redacted-{}", &sha256(head.as_bytes())[..8])
+            } else {
+                head.to_string()
+            };
+            for parameter in parts {
+                let (name, value) = parameter.split_once('=').unwrap_or((parameter, ""));
+                if !value.is_empty() {
+                    secrets.push(value.to_string());
+                }
+                kept.push(';');
+                kept.push_str(name);
+                if !value.is_empty() {
+                    kept.push_str("=redacted");
+                }
+            }
+            kept
+        })
+        .collect();
+    segments.join("/")
+}
+
 pub(crate) fn sha256(bytes: &[u8]) -> String {
     hex(ring::digest::digest(&ring::digest::SHA256, bytes).as_ref())
 }
@@ -297,6 +338,32 @@ mod tests {
         let poll = Url::parse("https://api.eu.example.com/v1/get_result?id=t1").unwrap();
         assert_eq!(redactor.url(&poll, &mut none), poll.to_string());
         assert!(none.is_empty(), "a task id is no secret: {none:?}");
+    }
+
+    #[test]
+    fn path_tokens_and_path_parameters_are_redacted_alike_wherever_they_stand() {
+        let redactor = redactor();
+        let mut secrets = Vec::new();
+        let poll = Url::parse("https://api.example.com/v1/get_result;jsessionid=PATHSECRETAAAA1111?id=t1").unwrap();
+        let recorded = redactor.url(&poll, &mut secrets);
+        assert_eq!(
+            recorded,
+            "https://api.example.com/v1/get_result;jsessionid=redacted?id=t1"
+        );
+        let download = "https://cdn.example.com/dl/Tk9xZ3Rva2VuU2VjcmV0MTIzNDU2Nzg5/img.jpg;sig=PATHSIG5555";
+        let first = redactor.url(&Url::parse(download).unwrap(), &mut secrets);
+        for secret in ["PATHSECRETAAAA1111", "Tk9xZ3Rva2VuU2VjcmV0MTIzNDU2Nzg5", "PATHSIG5555"] {
+            assert!(!first.contains(secret), "{first}");
+            assert!(
+                secrets.iter().any(|kept| kept == secret),
+                "{secret} is searched for in the entry"
+            );
+        }
+        // The same token, the same mark: a download still meets the poll
+        // that named it.
+        assert_eq!(redactor.url(&Url::parse(download).unwrap(), &mut Vec::new()), first);
+        assert!(first.starts_with("https://cdn.example.com/dl/redacted-"), "{first}");
+        assert!(first.ends_with("/img.jpg;sig=redacted"), "{first}");
     }
 
     #[test]

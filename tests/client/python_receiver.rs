@@ -436,6 +436,17 @@ for quoted in [
         sys.stderr = kept
     said = err.getvalue()
     assert "not shown" in said and quoted[:12] not in said, (quoted, said)
+# The id and status a failed task's answer names are the service's text too:
+# no terminal control reaches the screen, and a secret there is not shown.
+for task_id, status in [("t1\x1b]0;pwned\x07", "Error\x1b[2J"), ("t1", "Error: " + secret)]:
+    err = io.StringIO()
+    sys.stderr, kept = err, sys.stderr
+    try:
+        receiver.failed(task_id, status, {}, (secret, api_key))
+    finally:
+        sys.stderr = kept
+    said = err.getvalue()
+    assert "\x1b" not in said and "\x07" not in said and secret not in said, said
 # What a validation error's fields are is said, by the names the submission uses.
 said = receiver.refusal(json.dumps({"detail": [
     {"loc": ["body", "webhook_url"], "msg": "too long", "type": "string_too_long"},

@@ -40,7 +40,8 @@ const SHORTEST_RANDOM_RUN: usize = 20;
 /// [`SHORTEST_RANDOM_RUN`] letters and digits or more that goes from letters
 /// to digits or back three times or more, with three of each, as random keys
 /// and digests do and names, dates and sizes do not (`gen-2-pro`,
-/// `shots/2026-11-25`, `renders-1024x1024`).
+/// `shots/2026-11-25`, `renders-1024x1024`), or it holds a UUID (a key of
+/// that shape: `0c8a2f3e-9b1d-4b6c-9d7e-5a4f3b2c1d0e`).
 pub fn looks_like_a_key(value: &str) -> bool {
     let words = value.split(|c: char| c.is_whitespace() || matches!(c, '/' | '\\' | '=' | ',' | '?' | '&' | '@' | ':'));
     let prefixed = words
@@ -58,7 +59,24 @@ pub fn looks_like_a_key(value: &str) -> bool {
                 .count();
             digits >= 3 && run.len() - digits >= 3 && changes >= 3
         });
-    prefixed || random
+    prefixed || random || holds_a_uuid(value)
+}
+
+/// Whether `value` holds a UUID: groups of 8, 4, 4, 4 and 12 hex digits
+/// joined by dashes, or the 32 digits alone.
+fn holds_a_uuid(value: &str) -> bool {
+    let hex = |text: &str| text.bytes().all(|b| b.is_ascii_hexdigit());
+    value
+        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '-'))
+        .any(|word| {
+            let groups: Vec<&str> = word.split('-').collect();
+            let dashed = groups.len() == 5
+                && groups
+                    .iter()
+                    .zip([8, 4, 4, 4, 12])
+                    .all(|(group, n)| group.len() == n && hex(group));
+            dashed || (word.len() == 32 && hex(word) && word.bytes().any(|b| b.is_ascii_digit()))
+        })
 }
 
 #[cfg(test)]
@@ -76,6 +94,10 @@ mod tests {
             "3f9c1e2a7b4d5e6f8a9b0c1d2e3f4a5b",
             "  sk-proj-AbCdEf0123456789xyz  ",
             "~/keys/sk-live-PASTED7731q9ZcX2vB8",
+            "0c8a2f3e-9b1d-4b6c-9d7e-5a4f3b2c1d0e",
+            "https://api.example.com/0c8a2f3e-9b1d-4b6c-9d7e-5a4f3b2c1d0e",
+            "https://0c8a2f3e-9b1d-4b6c-9d7e-5a4f3b2c1d0e.example.com",
+            "0C8A2F3E9B1D4B6C9D7E5A4F3B2C1D0E",
         ] {
             assert!(looks_like_a_key(key), "{key}");
         }

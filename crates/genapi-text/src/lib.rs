@@ -183,21 +183,20 @@ impl Address {
         if !text.contains("://") && !looks_like_a_host(text.split('@').next_back().unwrap_or_default()) {
             return None;
         }
+        // User information first: a password may hold `/`, `?`, `#` or `;`,
+        // which would otherwise end the host before its `@` is seen.
+        let (scheme, after, had_user) = match text.split_once("://") {
+            None => (None, text.split('@').next_back().unwrap_or_default(), false),
+            Some((scheme, after)) => match user_information_end(after) {
+                Some(at) => (Some(scheme), &after[at + 1..], true),
+                None => (Some(scheme), after, false),
+            },
+        };
         // A path parameter (`/get_result;token=…`, `;jsessionid=…`) is a
         // query in all but name: cut with it.
-        let (head, had_query) = match text.find(['?', '#', ';']) {
-            Some(at) => (&text[..at], true),
-            None => (text, false),
-        };
-        let (scheme, rest, had_user) = match head.split_once("://") {
-            None => (None, head.split('@').next_back().unwrap_or_default(), false),
-            Some((scheme, rest)) => {
-                let end = rest.find('/').unwrap_or(rest.len());
-                match rest[..end].rfind('@') {
-                    Some(at) => (Some(scheme), &rest[at + 1..], true),
-                    None => (Some(scheme), rest, false),
-                }
-            }
+        let (rest, had_query) = match after.find(['?', '#', ';']) {
+            Some(at) => (&after[..at], true),
+            None => (after, false),
         };
         Some(Address {
             scheme: scheme.map(clean),
@@ -206,6 +205,62 @@ impl Address {
             had_query,
         })
     }
+}
+
+/// Where the user information of `after` (an address after its `://`)
+/// ends: its last `@`, when what comes before has no `/`
+/// (`https://api.example.com@evil.example` goes to `evil.example`), or
+/// does not start with a host while what follows has the shape of one (a
+/// password holding a `/`). `https://api.example.com/p@x` has none.
+fn user_information_end(after: &str) -> Option<usize> {
+    let at = after.rfind('@')?;
+    let (before, host) = (&after[..at], &after[at + 1..]);
+    match before.split_once('/') {
+        // Before any `/`: user information, whatever follows.
+        None => Some(at),
+        Some((first, _)) => {
+            let host = host.split([';', '?', '#']).next().unwrap_or_default();
+            (!looks_like_a_host(first) && looks_like_a_host(host)).then_some(at)
+        }
+    }
+}
+
+/// `text` with every address in it (`scheme://…`, up to a space or a
+/// quote) shown by the rule of [`shown_address`]: for free text that may
+/// quote an address whole, as an error a program's own code wrote may.
+///
+/// ```
+/// assert_eq!(
+///     genapi_text::addresses_shown("GET https://cdn.example.com/r/1.jpg?sig=s1g failed: refused"),
+///     "GET https://cdn.example.com/r/1.jpg?… failed: refused"
+/// );
+/// assert_eq!(genapi_text::addresses_shown("no address here"), "no address here");
+/// ```
+pub fn addresses_shown(text: &str) -> String {
+    let mut shown = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(found) = rest.find("://") {
+        // The scheme: the letters, digits, `+`, `-` and `.` just before.
+        let start = rest[..found]
+            .char_indices()
+            .rev()
+            .take_while(|(_, c)| c.is_ascii_alphanumeric() || "+-.".contains(*c))
+            .last()
+            .map_or(found, |(at, _)| at);
+        let end = rest[found..]
+            .find(|c: char| c.is_whitespace() || "\"'<>`".contains(c))
+            .map_or(rest.len(), |at| found + at);
+        shown.push_str(&rest[..start]);
+        if start == found {
+            // No scheme: not an address, kept as it is.
+            shown.push_str(&rest[start..end]);
+        } else {
+            shown.push_str(&shown_address(&rest[start..end]));
+        }
+        rest = &rest[end..];
+    }
+    shown.push_str(rest);
+    shown
 }
 
 /// Whether `text` has the shape of a host name or address, with a port
@@ -331,6 +386,66 @@ fn scrub_at(value: &mut Value, depth: usize) {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_password_holding_the_characters_that_end_a_host_is_never_shown() {
+        for password in [
+            "Xy9/Qw7Zk2Lp",
+            "Xy9;Qw7Zk2Lp",
+            "Xy9#Qw7Zk2Lp",
+            "Xy9?Qw7Zk2Lp",
+            "Xy9/?#;Qw7Zk2Lp",
+        ] {
+            for address in [
+                format!("https://bob:{password}@api.example.com"),
+                format!("https://bob:{password}@api.example.com/v1?id=7"),
+                format!("https://{password}@api.example.com:8443/v1"),
+            ] {
+                for shown in [
+                    shown_address(&address),
+                    address_alone(&address),
+                    addresses_shown(&address),
+                ] {
+                    assert!(
+                        !shown.contains("Qw7Zk2Lp") && !shown.contains("Xy9"),
+                        "{address} -> {shown}"
+                    );
+                }
+            }
+        }
+        // An `@` in a path is no user information.
+        assert_eq!(
+            shown_address("https://api.example.com/p@x"),
+            "https://api.example.com/p@x"
+        );
+        assert_eq!(
+            address_alone("https://api.example.com/v1/a@b?x=1"),
+            "https://api.example.com/v1/a@b"
+        );
+        assert_eq!(
+            address_alone("https://api.example.com/v1?to=a@b.example.com"),
+            "https://api.example.com/v1"
+        );
+        // A host-shaped user name is still one: the address goes after it.
+        assert_eq!(
+            address_alone("https://api.example.com@evil.example/v1"),
+            "https://evil.example/v1"
+        );
+    }
+
+    #[test]
+    fn every_address_in_a_text_is_shown_by_the_rule() {
+        let text =
+            "copy of https://u:p4ssw0rd@a.example.com/x?sig=S1G failed, then 'http://b.example.com/y;tok=T0K' too";
+        let shown = addresses_shown(text);
+        for secret in ["p4ssw0rd", "S1G", "T0K"] {
+            assert!(!shown.contains(secret), "{shown}");
+        }
+        assert!(
+            shown.starts_with("copy of https://…@a.example.com/x?… failed"),
+            "{shown}"
+        );
+    }
 
     #[test]
     fn long_strings_are_cut_deep_values_folded_and_nulls_kept() {
