@@ -18,8 +18,9 @@ use std::process::Command;
 use serde_json::Value;
 
 /// The crates whose API is snapshotted, as cargo names them.
-const PUBLISHED: [&str; 10] = [
+const PUBLISHED: [&str; 11] = [
     "genapi",
+    "genapi-proxy",
     "genapi-batch",
     "genapi-ledger",
     "genapi-mock",
@@ -480,6 +481,11 @@ fn the_document_readers_public_api_is_as_reviewed() {
 #[test]
 fn the_gallerys_public_api_is_as_reviewed() {
     insta::assert_snapshot!("gallery_public_api", surface_of("genapi-gallery"));
+}
+
+#[test]
+fn the_proxys_public_api_is_as_reviewed() {
+    insta::assert_snapshot!("proxy_public_api", surface_of("genapi-proxy"));
 }
 
 #[test]

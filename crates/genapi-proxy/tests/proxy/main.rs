@@ -4,4 +4,5 @@
 mod common;
 mod passing_through;
 mod paying_once;
+mod python_sdk;
 mod refusing;
