@@ -34,7 +34,12 @@ pub async fn run(global: &Global, args: ProxyArgs) -> Result<(), Failure> {
         Some(mock) => Some(mock.key().to_string()),
         None => global.settings.key.as_ref().map(|key| key.value.expose().to_string()),
     };
-    let mut builder = genapi_proxy::Proxy::builder(connection.client.clone());
+    let mut builder = genapi_proxy::Proxy::builder(connection.client.clone()).on_mismatch(|mismatch| {
+        out::err(&format!(
+            "warning: the traffic differs from openapi.json: {}",
+            out::clean(&mismatch.to_string())
+        ))
+    });
     if let Some(key) = key {
         builder = builder.key(key);
     }

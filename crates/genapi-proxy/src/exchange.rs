@@ -77,6 +77,7 @@ pub(crate) async fn answer(State(shared): State<Arc<Shared>>, request: Request) 
     let Some(target) = target else {
         return own(StatusCode::NOT_FOUND, "refused", "not an address the proxy relays");
     };
+    shared.mismatched(crate::contract::request(&parts.method, target.path(), &body));
     let is_submission = parts.method == Method::POST && matches!(route(&path_and_query), Route::Base);
     if is_submission {
         submission(&shared, target, &path_and_query, parts.headers, body).await
@@ -133,6 +134,7 @@ async fn send(shared: &Arc<Shared>, target: url::Url, headers: HeaderMap, body: 
     let exchange = {
         let shared = shared.clone();
         tokio::spawn(async move {
+            let path = target.path().to_string();
             let answer = match shared.service.send(Method::POST, target, &headers, body).await {
                 Ok(response) => {
                     shared.note_answer(&headers, &response);
@@ -140,6 +142,10 @@ async fn send(shared: &Arc<Shared>, target: url::Url, headers: HeaderMap, body: 
                 }
                 Err(error) => Err(Unanswered::of(error)),
             };
+            if let Ok(answer) = &answer {
+                let checked = crate::contract::answer(&Method::POST, &path, answer.status, answer.body.as_bytes());
+                shared.mismatched(checked);
+            }
             match &answer {
                 Ok(answer) if (200..300).contains(&answer.status) => {
                     shared.counters.add(Count::Task);
@@ -258,7 +264,8 @@ fn set_type(headers: &mut HeaderMap, content_type: Option<&str>) {
 /// Any other request (a poll, a download, a listing): relayed as it is, a
 /// JSON answer with its addresses through the proxy, anything else streamed.
 async fn relay(shared: &Arc<Shared>, method: Method, target: url::Url, headers: &HeaderMap, body: Bytes) -> Response {
-    let response = match shared.service.send(method, target, headers, body).await {
+    let path = target.path().to_string();
+    let response = match shared.service.send(method.clone(), target, headers, body).await {
         Ok(response) => response,
         Err(error) => {
             return own(
@@ -282,6 +289,7 @@ async fn relay(shared: &Arc<Shared>, method: Method, target: url::Url, headers: 
     {
         match read_bounded(response).await {
             Some(bytes) => {
+                shared.mismatched(crate::contract::answer(&method, &path, status.as_u16(), &bytes));
                 let rewritten = shared.rewriter().body(&bytes).map(Bytes::from).unwrap_or(bytes);
                 Body::from(rewritten)
             }

@@ -42,6 +42,7 @@
 //! ```
 
 mod addresses;
+mod contract;
 mod decide;
 mod delivery;
 mod exchange;
@@ -57,6 +58,7 @@ use std::sync::{Arc, Mutex};
 
 use tokio::time::Instant;
 
+pub use contract::Mismatch;
 pub use exchange::PROXY_HEADER;
 pub use memory::MemoryError;
 pub use summary::Summary;
@@ -89,11 +91,15 @@ pub enum StartError {
     Client(#[from] genapi::Error),
 }
 
+/// What is told each mismatch of the traffic with the document.
+type OnMismatch = Arc<dyn Fn(&Mismatch) + Send + Sync>;
+
 /// Settings of a [`Proxy`].
 pub struct ProxyBuilder {
     client: genapi::Client,
     key: Option<genapi::ApiKey>,
     memory_file: Option<PathBuf>,
+    on_mismatch: Option<OnMismatch>,
 }
 
 impl ProxyBuilder {
@@ -107,6 +113,16 @@ impl ProxyBuilder {
     /// file policy of `genapi-files`), read back at the next start.
     pub fn memory_file(mut self, path: impl Into<PathBuf>) -> Self {
         self.memory_file = Some(path.into());
+        self
+    }
+
+    /// Calls `report` with each new way the traffic differs from
+    /// `openapi.json` (a request the document would refuse, an answer it
+    /// does not describe), once per operation, direction, field and kind.
+    /// The traffic is never changed; [`Summary::contract_mismatches`]
+    /// counts them all.
+    pub fn on_mismatch(mut self, report: impl Fn(&Mismatch) + Send + Sync + 'static) -> Self {
+        self.on_mismatch = Some(Arc::new(report));
         self
     }
 
@@ -134,6 +150,8 @@ impl ProxyBuilder {
             counters: Counters::default(),
             proxy_origin: format!("http://{local}"),
             waits: Mutex::new(HashMap::new()),
+            mismatches: Mutex::new(std::collections::BTreeSet::new()),
+            on_mismatch: self.on_mismatch,
         });
         let app = axum::Router::new()
             .fallback(exchange::answer)
@@ -179,6 +197,7 @@ impl Proxy {
             client,
             key: None,
             memory_file: None,
+            on_mismatch: None,
         }
     }
 
@@ -228,6 +247,9 @@ pub(crate) struct Shared {
     /// Until when each caller (by the key it uses) was asked to wait by a
     /// 429's `Retry-After`.
     waits: Mutex<HashMap<String, Instant>>,
+    /// The mismatches seen, each told once.
+    mismatches: Mutex<std::collections::BTreeSet<Mismatch>>,
+    on_mismatch: Option<OnMismatch>,
 }
 
 impl Shared {
@@ -236,6 +258,24 @@ impl Shared {
             base: &self.service.base,
             proxy: &self.proxy_origin,
             memory: &self.memory,
+        }
+    }
+
+    /// Counts `found`, and tells the new ones.
+    fn mismatched(&self, found: Vec<Mismatch>) {
+        for mismatch in found {
+            self.counters.add(Count::ContractMismatch);
+            let new = self
+                .mismatches
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(mismatch.clone());
+            if new {
+                tracing::warn!(%mismatch, "the traffic differs from openapi.json");
+                if let Some(report) = &self.on_mismatch {
+                    report(&mismatch);
+                }
+            }
         }
     }
 

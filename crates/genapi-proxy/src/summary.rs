@@ -13,6 +13,7 @@ pub(crate) struct Counters {
     duplicates_stopped: AtomicU64,
     unknown_refused: AtomicU64,
     retry_after_ignored: AtomicU64,
+    contract_mismatches: AtomicU64,
     /// Credits the stopped duplicates would have cost, as their
     /// acceptances reported.
     credits_saved: Mutex<f64>,
@@ -26,6 +27,7 @@ pub(crate) enum Count {
     Task,
     UnknownRefused,
     RetryAfterIgnored,
+    ContractMismatch,
 }
 
 impl Counters {
@@ -36,6 +38,7 @@ impl Counters {
             Count::Task => &self.tasks,
             Count::UnknownRefused => &self.unknown_refused,
             Count::RetryAfterIgnored => &self.retry_after_ignored,
+            Count::ContractMismatch => &self.contract_mismatches,
         };
         counter.fetch_add(1, Ordering::Relaxed);
     }
@@ -58,6 +61,7 @@ impl Counters {
             credits_saved: *self.credits_saved.lock().unwrap_or_else(|p| p.into_inner()),
             unknown_refused: read(&self.unknown_refused),
             retry_after_ignored: read(&self.retry_after_ignored),
+            contract_mismatches: read(&self.contract_mismatches),
         }
     }
 }
@@ -87,6 +91,8 @@ pub struct Summary {
     pub unknown_refused: u64,
     /// Requests a caller sent before the wait a 429 asked of it was over.
     pub retry_after_ignored: u64,
+    /// Requests and answers that differ from `openapi.json`.
+    pub contract_mismatches: u64,
 }
 
 impl fmt::Display for Summary {
@@ -105,6 +111,9 @@ impl fmt::Display for Summary {
                 ", {} repeats of a submission with no answer refused",
                 self.unknown_refused
             )?;
+        }
+        if self.contract_mismatches > 0 {
+            write!(f, ", {} differences from openapi.json", self.contract_mismatches)?;
         }
         if self.retry_after_ignored > 0 {
             write!(

@@ -36,6 +36,11 @@ async fn an_sdk_that_sends_no_key_polls_and_downloads_through_the_proxy() {
         .filter(|r| r.path == "/v1/get_result" && r.header("x-key").is_some())
         .count();
     assert!(polls_with_key >= 1, "the polling host got the proxy's key");
+    assert_eq!(
+        proxy.summary().contract_mismatches,
+        0,
+        "the mock's answers are the document's"
+    );
 }
 
 #[tokio::test]
@@ -56,6 +61,7 @@ async fn the_rust_client_runs_a_task_through_the_proxy_unmodified() {
     let output = task.wait().await.unwrap();
     assert!(!output.bytes().await.unwrap().is_empty());
     assert_eq!(mock.created_tasks().len(), 1);
+    assert_eq!(proxy.summary().contract_mismatches, 0);
 }
 
 #[tokio::test]
