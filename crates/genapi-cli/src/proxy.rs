@@ -15,10 +15,22 @@ use crate::{code, connect, out, service_shown, Failure, Global};
 /// Settings of `genapi proxy`.
 #[derive(Args, Debug)]
 pub struct ProxyArgs {
-    /// Address to listen on (loopback only).
+    /// Address to listen on (loopback unless --allow-remote).
     #[arg(long, default_value = "127.0.0.1:8788")]
     listen: String,
+    /// Listen beyond loopback, for callers that send the proxy's own key.
+    ///
+    /// The key is GENAPI_PROXY_KEY (16 characters or more; kept out of the process list): callers send it as their
+    /// x-key, and the proxy sends the service's key instead.
+    #[arg(long)]
+    allow_remote: bool,
+    /// Print what the proxy at --listen saw so far, and exit.
+    #[arg(long)]
+    status: bool,
 }
+
+/// The variable that holds the proxy's own key.
+const PROXY_KEY_VARIABLE: &str = "GENAPI_PROXY_KEY";
 
 /// Runs the proxy until Ctrl-C or SIGTERM (or `--timeout`), then prints
 /// what it saw.
@@ -29,6 +41,9 @@ pub async fn run(global: &Global, args: ProxyArgs) -> Result<(), Failure> {
             out::clean(&args.listen)
         ))
     })?;
+    if args.status {
+        return status(global, address).await;
+    }
     let connection = connect(global).await?;
     let key = match &connection.mock {
         Some(mock) => Some(mock.key().to_string()),
@@ -48,6 +63,14 @@ pub async fn run(global: &Global, args: ProxyArgs) -> Result<(), Failure> {
         if let Some(file) = memory_file(global) {
             builder = builder.memory_file(file);
         }
+    }
+    if args.allow_remote {
+        let key = crate::config::variable(PROXY_KEY_VARIABLE).ok_or_else(|| {
+            Failure::usage(format!(
+                "--allow-remote needs a key of the proxy's own, which its callers send: set {PROXY_KEY_VARIABLE}"
+            ))
+        })?;
+        builder = builder.allow_remote(key);
     }
     let proxy = builder
         .start(address)
@@ -72,6 +95,40 @@ pub async fn run(global: &Global, args: ProxyArgs) -> Result<(), Failure> {
         out::err(&format!("proxy stopped: {summary}"));
     }
     stopped.map_err(|e| Failure::new(code::OTHER, format!("cannot wait for Ctrl-C: {e}")))
+}
+
+/// `genapi proxy --status`: the summary of the proxy listening at
+/// `address`.
+async fn status(global: &Global, address: SocketAddr) -> Result<(), Failure> {
+    let unreachable = |why: String| Failure::new(code::OTHER, format!("no proxy answers at {address}: {why}"));
+    let http = genapi::http_client_builder()
+        .and_then(|builder| {
+            builder
+                .build()
+                .map_err(|e| genapi::Error::Config(e.without_url().to_string()))
+        })
+        .map_err(|e| Failure::api(&e))?;
+    let mut request = http.get(format!("http://{address}/_genapi/summary"));
+    if let Some(key) = crate::config::variable(PROXY_KEY_VARIABLE) {
+        request = request.header("x-key", key);
+    }
+    let answer = request
+        .send()
+        .await
+        .map_err(|e| unreachable(e.without_url().to_string()))?;
+    if !answer.status().is_success() {
+        return Err(unreachable(format!("it answered {}", answer.status())));
+    }
+    let summary: genapi_proxy::Summary = answer
+        .json()
+        .await
+        .map_err(|e| unreachable(e.without_url().to_string()))?;
+    if global.json {
+        out::out(&serde_json::to_string(&summary).unwrap_or_default());
+    } else {
+        out::out(&summary.to_string());
+    }
+    Ok(())
 }
 
 /// The memory of the proxy for the configured service, in the cache.

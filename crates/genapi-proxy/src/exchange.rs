@@ -33,7 +33,14 @@ const BODY_WITHIN: Duration = Duration::from_secs(120);
 /// Answers one request.
 pub(crate) async fn answer(State(shared): State<Arc<Shared>>, request: Request) -> Response {
     shared.counters.add(Count::Request);
-    let (parts, body) = request.into_parts();
+    let (mut parts, body) = request.into_parts();
+    if !shared.admits(&mut parts.headers) {
+        return own(
+            StatusCode::UNAUTHORIZED,
+            "refused",
+            "this proxy needs its own key in the x-key header",
+        );
+    }
     let body = match tokio::time::timeout(BODY_WITHIN, axum::body::to_bytes(body, MOST_REQUEST_BYTES)).await {
         Ok(Ok(body)) => body,
         Ok(Err(_)) => {

@@ -27,6 +27,9 @@
 //!   ([`genapi::Client::sends_key_to`]), and a caller that sends no key gets
 //!   the configured one.
 //!
+//! It listens on loopback; beyond it only with a key of its own that
+//! callers send instead of the service's ([`ProxyBuilder::allow_remote`]).
+//!
 //! ```no_run
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
 //! let client = genapi::Client::from_env()?;
@@ -72,9 +75,16 @@ use summary::{Count, Counters};
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum StartError {
-    /// The address to listen on is not on this machine's loopback.
-    #[error("the proxy listens on loopback only ({0} is not): anyone who reaches it spends your credits")]
+    /// The address to listen on is not on this machine's loopback, and
+    /// the proxy has no key of its own ([`ProxyBuilder::allow_remote`]).
+    #[error(
+        "{0} is not a loopback address: anyone who reaches the proxy would spend your credits; give it a key of its \
+         own to listen there"
+    )]
     NotLoopback(SocketAddr),
+    /// The proxy's own key is too short to keep anyone out.
+    #[error("the proxy's own key must be at least {MIN_PROXY_KEY} characters")]
+    WeakProxyKey,
     /// The address could not be listened on.
     #[error("cannot listen on {address}: {source}")]
     Listen {
@@ -91,6 +101,9 @@ pub enum StartError {
     Client(#[from] genapi::Error),
 }
 
+/// The fewest characters of the proxy's own key.
+pub const MIN_PROXY_KEY: usize = 16;
+
 /// What is told each mismatch of the traffic with the document.
 type OnMismatch = Arc<dyn Fn(&Mismatch) + Send + Sync>;
 
@@ -100,9 +113,20 @@ pub struct ProxyBuilder {
     key: Option<genapi::ApiKey>,
     memory_file: Option<PathBuf>,
     on_mismatch: Option<OnMismatch>,
+    proxy_key: Option<genapi::ApiKey>,
 }
 
 impl ProxyBuilder {
+    /// Lets the proxy listen beyond loopback, to callers that send
+    /// `proxy_key` as their `x-key`: the proxy checks it, and sends the
+    /// configured key ([`ProxyBuilder::key`]) to the service instead. Any
+    /// request without it is refused (401), the proxy's own routes
+    /// included. At least [`MIN_PROXY_KEY`] characters.
+    pub fn allow_remote(mut self, proxy_key: impl Into<String>) -> Self {
+        self.proxy_key = Some(genapi::ApiKey::new(proxy_key));
+        self
+    }
+
     /// The key given to callers that send none.
     pub fn key(mut self, key: impl Into<String>) -> Self {
         self.key = Some(genapi::ApiKey::new(key));
@@ -129,7 +153,11 @@ impl ProxyBuilder {
     /// Starts the proxy on `address` (port 0: any free port), on loopback
     /// only.
     pub async fn start(self, address: SocketAddr) -> Result<Proxy, StartError> {
-        if !address.ip().is_loopback() {
+        if let Some(key) = &self.proxy_key {
+            if key.expose().chars().count() < MIN_PROXY_KEY {
+                return Err(StartError::WeakProxyKey);
+            }
+        } else if !address.ip().is_loopback() {
             return Err(StartError::NotLoopback(address));
         }
         let memory = Arc::new(Memory::open(self.memory_file)?);
@@ -152,6 +180,7 @@ impl ProxyBuilder {
             waits: Mutex::new(HashMap::new()),
             mismatches: Mutex::new(std::collections::BTreeSet::new()),
             on_mismatch: self.on_mismatch,
+            proxy_key: self.proxy_key,
         });
         let app = axum::Router::new()
             .fallback(exchange::answer)
@@ -198,6 +227,7 @@ impl Proxy {
             key: None,
             memory_file: None,
             on_mismatch: None,
+            proxy_key: None,
         }
     }
 
@@ -250,6 +280,8 @@ pub(crate) struct Shared {
     /// The mismatches seen, each told once.
     mismatches: Mutex<std::collections::BTreeSet<Mismatch>>,
     on_mismatch: Option<OnMismatch>,
+    /// The key callers must send when the proxy listens beyond loopback.
+    proxy_key: Option<genapi::ApiKey>,
 }
 
 impl Shared {
@@ -259,6 +291,18 @@ impl Shared {
             proxy: &self.proxy_origin,
             memory: &self.memory,
         }
+    }
+
+    /// Whether `headers` may pass: always on loopback; beyond it, only with
+    /// the proxy's own key, which is then taken off (the service gets the
+    /// configured one).
+    fn admits(&self, headers: &mut http::HeaderMap) -> bool {
+        let Some(key) = &self.proxy_key else { return true };
+        let given = headers.remove(relay::KEY_HEADER);
+        // Digests compared, not the keys: how long the comparison takes
+        // tells nothing of how much of a guess was right.
+        let digest = |bytes: &[u8]| ring::digest::digest(&ring::digest::SHA256, bytes);
+        given.is_some_and(|given| digest(given.as_bytes()).as_ref() == digest(key.expose().as_bytes()).as_ref())
     }
 
     /// Counts `found`, and tells the new ones.

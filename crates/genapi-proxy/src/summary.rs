@@ -66,13 +66,15 @@ impl Counters {
     }
 }
 
-/// What a proxy saw since it started.
+/// What a proxy saw since it started; `GET /_genapi/summary` answers it
+/// as JSON.
 ///
 /// ```
 /// let summary = genapi_proxy::Summary::default();
 /// assert_eq!(summary.to_string(), "0 requests, 0 submissions sent, 0 tasks accepted, 0 duplicates stopped");
 /// ```
-#[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
 #[non_exhaustive]
 pub struct Summary {
     /// Requests received from callers.

@@ -253,6 +253,7 @@ pub fn genapi_alone(program: &str, dir: &Dir) -> std::process::Command {
         "GENAPI_CONFIG",
         "GENAPI_PROFILE",
         "GENAPI_MOCK_KEY",
+        "GENAPI_PROXY_KEY",
     ] {
         command.env_remove(name);
     }

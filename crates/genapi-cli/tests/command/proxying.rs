@@ -88,6 +88,24 @@ async fn a_retry_after_the_sdk_gave_up_and_the_proxy_restarted_is_answered_with_
         summary["tasks"] == 1
     })
     .await;
+    // `--status` asks the running proxy.
+    let listen = base.trim_start_matches("http://").to_string();
+    let status = tokio::task::spawn_blocking({
+        let command = genapi(&dir, &mock);
+        move || {
+            let mut command = command;
+            command
+                .args(["proxy", "--listen", &listen, "--status"])
+                .output()
+                .unwrap()
+        }
+    })
+    .await
+    .unwrap();
+    assert!(
+        text(&status.stdout).contains("1 submissions sent, 1 tasks accepted"),
+        "{status:?}"
+    );
     let said = stopped(proxy);
     assert!(said.contains("1 tasks accepted, 0 duplicates stopped"), "{said}");
 
@@ -143,5 +161,12 @@ fn an_address_beyond_loopback_is_refused() {
         .unwrap();
     let said = text(&run.stderr);
     assert_ne!(run.status.code(), Some(0));
-    assert!(said.contains("loopback only"), "{said}");
+    assert!(said.contains("not a loopback address"), "{said}");
+    let run = genapi_alone(&dir)
+        .args(["proxy", "--listen", "0.0.0.0:0", "--allow-remote", "--timeout", "5"])
+        .output()
+        .unwrap();
+    let said = text(&run.stderr);
+    assert_eq!(run.status.code(), Some(2), "{said}");
+    assert!(said.contains("set GENAPI_PROXY_KEY"), "{said}");
 }
