@@ -40,12 +40,28 @@ impl LayerError {
         LayerError { error, shown }
     }
 
-    /// A layer's error, its text scrubbed of every secret the client knows.
-    pub(crate) fn scrubbed(error: BoxError, scrubber: &crate::scrub::Scrubber) -> LayerError {
-        // The scrubber removes the secrets the client knows; an address the
-        // layer quotes may hold others (a result's signature), which the one
-        // address rule leaves out.
-        let shown = genapi_text::addresses_shown(&scrubber.scrub(&crate::error::cause_chain(&*error)));
+    /// A layer's error on a request to `address`, its text scrubbed of
+    /// every secret the client knows and of what that address holds.
+    pub(crate) fn scrubbed(error: BoxError, scrubber: &crate::scrub::Scrubber, address: &reqwest::Url) -> LayerError {
+        // The scrubber removes the secrets the client knows. The request's
+        // own address may hold others (a result's signature), which a layer
+        // may quote in any form (`{url:?}`, escaped, its query alone): its
+        // query values, tokens and credentials are left out wherever they
+        // stand, as a recording leaves them out, and any address written
+        // whole is shown by the one rule.
+        let mut text = scrubber.scrub(&crate::error::cause_chain(&*error));
+        let mut secrets = Vec::new();
+        crate::record::masked_address(address, &mut secrets, &|id| scrubber.is_a_known_task_id(id));
+        secrets.sort_by_key(|secret| std::cmp::Reverse(secret.len()));
+        for secret in secrets.iter().filter(|secret| secret.len() >= 4) {
+            let escaped: String = url::form_urlencoded::byte_serialize(secret.as_bytes()).collect();
+            for spelling in [secret.clone(), escaped.replace('+', "%20"), escaped] {
+                if !spelling.is_empty() {
+                    text = text.replace(&spelling, crate::scrub::REDACTED);
+                }
+            }
+        }
+        let shown = genapi_text::addresses_shown(&text);
         LayerError { error, shown }
     }
 

@@ -981,6 +981,12 @@ impl Scrubber {
         }
     }
 
+    /// Whether `text` is the id of a task this client handles
+    /// ([`Scrubber::is_a_task_id`]).
+    pub(crate) fn is_a_known_task_id(&self, text: &str) -> bool {
+        self.known.read().is_ok_and(|known| known.task_id_set.contains(text))
+    }
+
     /// A task this client handles is known by `id`, which the service
     /// writes in its answers (the id, the polling and result addresses):
     /// never a secret, even where a request's address named it (a webhook

@@ -522,7 +522,9 @@ impl Transport {
                 .map(|body| Bytes::copy_from_slice(body.as_bytes().unwrap_or_default())),
             Purpose::Poll | Purpose::Download => None,
         };
-        let failed = |why: Read| why.into_error(operation, limit, &self.scrubber);
+        // What a layer's error may quote of the address, left out of it.
+        let address = request.url().clone();
+        let failed = |why: Read| why.into_error(operation, limit, &self.scrubber, &address);
         let attempts = purpose.attempts(&self.retry);
         let mut attempt = 1;
         loop {
@@ -866,13 +868,13 @@ enum Read {
 }
 
 impl Read {
-    fn into_error(self, operation: &str, limit: u64, scrubber: &Scrubber) -> Error {
+    fn into_error(self, operation: &str, limit: u64, scrubber: &Scrubber, address: &reqwest::Url) -> Error {
         let operation = operation.to_string();
         match self {
             Read::Body(network) => Error::transport(&operation, network),
             Read::Layer(source) => Error::Layer {
                 operation,
-                source: LayerError::scrubbed(source, scrubber),
+                source: LayerError::scrubbed(source, scrubber, address),
                 task: None,
             },
             Read::Status(status) => Error::UnexpectedStatus {

@@ -44,7 +44,7 @@ mod har;
 mod redact;
 
 /// The SHA-256 of bytes, in hex (also how the webhook maps hold long keys).
-pub(crate) use redact::sha256;
+pub(crate) use redact::{masked_address, sha256};
 
 use std::fs::File;
 use std::path::{Path, PathBuf};

@@ -82,58 +82,10 @@ impl Redactor {
         }
     }
 
-    /// An address as recorded: scheme, host and path kept, but for a path
-    /// segment that reads as a token and the values of path parameters
-    /// ([`redacted_path`]); every query value but the task id redacted (the
-    /// names stay, to show the address was signed). The raw values are
-    /// added to `secrets`.
+    /// An address as recorded ([`masked_address`]), a task id this
+    /// client handles kept wherever it stands in the path.
     pub(crate) fn url(&self, url: &Url, secrets: &mut Vec<String>) -> String {
-        // A user name, a password and a fragment are never kept.
-        let mut url = url.clone();
-        for part in [
-            url.username().to_string(),
-            url.password().unwrap_or_default().to_string(),
-        ]
-        .into_iter()
-        .chain(url.fragment().map(str::to_string))
-        {
-            if !part.is_empty() {
-                secrets.push(part);
-            }
-        }
-        let _ = url.set_username("");
-        let _ = url.set_password(None);
-        url.set_fragment(None);
-        let path = redacted_path(url.path(), secrets);
-        url.set_path(&path);
-        let url = &url;
-        if url.query().is_none() {
-            return url.to_string();
-        }
-        let pairs: Vec<(String, String)> = url.query_pairs().into_owned().collect();
-        if pairs.iter().all(|(name, _)| name == KEPT_QUERY) {
-            // Nothing to redact: the address stays as it was given, and its
-            // query is no secret to search the entry for.
-            return url.to_string();
-        }
-        let mut masked = url.clone();
-        {
-            let mut query = masked.query_pairs_mut();
-            query.clear();
-            for (name, value) in pairs {
-                if name == KEPT_QUERY {
-                    query.append_pair(&name, &value);
-                } else {
-                    query.append_pair(&name, REDACTED);
-                    secrets.push(value);
-                }
-            }
-        }
-        if let Some(raw) = url.query() {
-            secrets.push(raw.to_string());
-        }
-        masked.set_fragment(None);
-        masked.to_string()
+        masked_address(url, secrets, &|text| self.scrubber.is_a_known_task_id(text))
     }
 
     /// A JSON request body as recorded: secret fields redacted (their values
@@ -266,20 +218,79 @@ pub(crate) fn summary(head: &[u8], size: u64, sha256: &str) -> String {
 }
 
 /// The SHA-256 of `bytes`, in hex.
+/// An address as recorded: scheme, host and path kept, but for a path
+/// segment that reads as a token (not a task id, by `is_task_id`) and the
+/// values of path parameters ([`redacted_path`]); every query value but the
+/// task id redacted (the names stay, to show the address was signed); no
+/// user name, password or fragment. What was left out is added to
+/// `secrets`, to be searched for in the rest of what is kept.
+pub(crate) fn masked_address(url: &Url, secrets: &mut Vec<String>, is_task_id: &dyn Fn(&str) -> bool) -> String {
+    let mut url = url.clone();
+    for part in [
+        url.username().to_string(),
+        url.password().unwrap_or_default().to_string(),
+    ]
+    .into_iter()
+    .chain(url.fragment().map(str::to_string))
+    {
+        if !part.is_empty() {
+            secrets.push(part);
+        }
+    }
+    let _ = url.set_username("");
+    let _ = url.set_password(None);
+    url.set_fragment(None);
+    let path = redacted_path(url.path(), secrets, is_task_id);
+    url.set_path(&path);
+    let url = &url;
+    if url.query().is_none() {
+        return url.to_string();
+    }
+    let pairs: Vec<(String, String)> = url.query_pairs().into_owned().collect();
+    if pairs.iter().all(|(name, _)| name == KEPT_QUERY) {
+        // Nothing to redact: the address stays as it was given, and its
+        // query is no secret to search the entry for.
+        return url.to_string();
+    }
+    let mut masked = url.clone();
+    {
+        let mut query = masked.query_pairs_mut();
+        query.clear();
+        for (name, value) in pairs {
+            if name == KEPT_QUERY {
+                query.append_pair(&name, &value);
+            } else {
+                query.append_pair(&name, REDACTED);
+                secrets.push(value);
+            }
+        }
+    }
+    if let Some(raw) = url.query() {
+        secrets.push(raw.to_string());
+    }
+    masked.set_fragment(None);
+    masked.to_string()
+}
+
 /// `path` as recorded: a segment that reads as a token (a signed
-/// delivery path's, a receiver's `/hook/3f9c…`) becomes `redacted-` and
+/// delivery path's, a receiver's `/hook/3f9c…`), and not a task's id,
+/// becomes `redacted-` and
 /// the first eight hex digits of its digest, the same for the same token
 /// wherever it stands (a download is matched to the poll that named it), and
 /// a path parameter's value (`;jsessionid=…`, a query by another name)
 /// becomes `redacted`. What is replaced is added to `secrets`.
-fn redacted_path(path: &str, secrets: &mut Vec<String>) -> String {
+fn redacted_path(path: &str, secrets: &mut Vec<String>, is_task_id: &dyn Fn(&str) -> bool) -> String {
     let segments: Vec<String> = path
         .split('/')
         .map(|segment| {
             let mut parts = segment.split(';');
             let head = parts.next().unwrap_or_default();
             let decoded = percent_encoding::percent_decode_str(head).decode_utf8_lossy();
-            let mut kept = if crate::scrub::is_token_like_segment(&decoded) {
+            // A task id is no secret, and a recording keeps it (a poll's
+            // `id`, a result address naming its task): `<id>`, `<id>.jpg`.
+            let stem = decoded.split('.').next().unwrap_or_default();
+            let names_a_task = is_task_id(&decoded) || is_task_id(stem);
+            let mut kept = if !names_a_task && crate::scrub::is_token_like_segment(&decoded) {
                 secrets.push(head.to_string());
                 secrets.push(decoded.into_owned());
                 format!("redacted-{}", &sha256(head.as_bytes())[..8])
@@ -364,6 +375,23 @@ mod tests {
         assert_eq!(redactor.url(&Url::parse(download).unwrap(), &mut Vec::new()), first);
         assert!(first.starts_with("https://cdn.example.com/dl/redacted-"), "{first}");
         assert!(first.ends_with("/img.jpg;sig=redacted"), "{first}");
+    }
+
+    #[test]
+    fn a_task_id_in_a_result_path_is_kept_as_the_poll_that_names_it_is() {
+        let redactor = redactor();
+        let id = "0adc3f5e-9b1d-4b6c-9d7e-5a4f3b2c1d0e";
+        redactor.scrubber.is_a_task_id(id);
+        let mut secrets = Vec::new();
+        for sample in [
+            format!("https://cdn.example.com/results/{id}/sample.jpeg?se=1&sig=S1GNATURE99"),
+            format!("https://cdn.example.com/mock/results/{id}.jpg?sig=S1GNATURE99"),
+        ] {
+            let recorded = redactor.url(&Url::parse(&sample).unwrap(), &mut secrets);
+            assert!(recorded.contains(id), "{recorded}");
+            assert!(!recorded.contains("S1GNATURE99"), "{recorded}");
+        }
+        assert!(!secrets.iter().any(|secret| secret.contains(id)), "{secrets:?}");
     }
 
     #[test]

@@ -372,7 +372,9 @@ fn variable_name(text: &str) -> Result<String, Failure> {
             crate::config_file::SERVICE_OVER_PROFILES.join(" or ")
         )));
     }
-    if config::is_variable_name(text) {
+    // A name with the shape of a key (a UUID in capitals, a random run) is
+    // a key pasted where its variable's name belongs.
+    if config::is_variable_name(text) && !looks_like_a_key(text) {
         return Ok(text.to_string());
     }
     Err(Failure::usage(
@@ -395,4 +397,19 @@ fn key_file(path: &Path) -> Result<String, Failure> {
     }
     let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
     Ok(absolute.to_string_lossy().into_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::variable_name;
+
+    #[test]
+    fn a_key_pasted_where_its_variables_name_belongs_is_refused() {
+        for pasted in ["AC8A2F3E9B1D4B6C9D7E5A4F3B2C1D0E", "A7K3M9Q2X8B4N6P1Z5R0T2W9"] {
+            assert!(variable_name(pasted).is_err(), "{pasted}");
+        }
+        for name in ["MYSERVICE_KEY", "GENAPI_WORK", "IMAGES_API_KEY_2"] {
+            assert_eq!(variable_name(name).ok().as_deref(), Some(name));
+        }
+    }
 }

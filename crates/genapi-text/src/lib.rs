@@ -208,20 +208,59 @@ impl Address {
 }
 
 /// Where the user information of `after` (an address after its `://`)
-/// ends: its last `@`, when what comes before has no `/`
-/// (`https://api.example.com@evil.example` goes to `evil.example`), or
-/// does not start with a host while what follows has the shape of one (a
-/// password holding a `/`). `https://api.example.com/p@x` has none.
+/// ends, so that no password is ever shown, even one holding a `/`, `?`,
+/// `#` or `;` (which end a host): the last `@` before any `/` (what
+/// follows it is the host whatever it looks like:
+/// `https://api.example.com@evil.example` goes to `evil.example`);
+/// else the first `@` that follows no `/` and is followed by what has the
+/// shape of a host, with its port perhaps (`proxy:3128`, `[::1]:8443`,
+/// `api.example.com`), not in the query or fragment of an address that
+/// opens with a host. So `https://api.example.com/p@x` has none, and an
+/// address with an address after an `@` in its path is shown from there:
+/// short, never with a password.
 fn user_information_end(after: &str) -> Option<usize> {
-    let at = after.rfind('@')?;
-    let (before, host) = (&after[..at], &after[at + 1..]);
-    match before.split_once('/') {
-        // Before any `/`: user information, whatever follows.
-        None => Some(at),
-        Some((first, _)) => {
-            let host = host.split([';', '?', '#']).next().unwrap_or_default();
-            (!looks_like_a_host(first) && looks_like_a_host(host)).then_some(at)
+    let first_slash = after.find('/').unwrap_or(after.len());
+    if let Some(at) = after[..first_slash].rfind('@') {
+        return Some(at);
+    }
+    // Past a host that reads as one, its query and fragment are no user
+    // information (`/v1?to=a@b.example.com`).
+    let searched = match looks_like_an_authority(&after[..first_slash]) {
+        true => after.find(['?', '#']).unwrap_or(after.len()),
+        false => after.len(),
+    };
+    after[..searched].match_indices('@').map(|(at, _)| at).find(|&at| {
+        let follows_a_slash = after[..at].ends_with('/');
+        let host = after[at + 1..].split(['/', ';', '?', '#']).next().unwrap_or_default();
+        !follows_a_slash && looks_like_an_authority(host)
+    })
+}
+
+/// Whether `text` has the shape of a host and perhaps its port: a name with
+/// a dot (or `localhost`), a single name with a port, an IPv4 or a
+/// bracketed IPv6 address.
+fn looks_like_an_authority(text: &str) -> bool {
+    if let Some(rest) = text.strip_prefix('[') {
+        let Some((inside, after)) = rest.split_once(']') else {
+            return false;
+        };
+        let port_ok = after.is_empty()
+            || after
+                .strip_prefix(':')
+                .is_some_and(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()));
+        return port_ok && !inside.is_empty() && inside.chars().all(|c| c.is_ascii_hexdigit() || c == ':' || c == '.');
+    }
+    if looks_like_a_host(text) {
+        return true;
+    }
+    match text.rsplit_once(':') {
+        Some((name, port)) => {
+            !name.is_empty()
+                && !port.is_empty()
+                && port.bytes().all(|b| b.is_ascii_digit())
+                && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
         }
+        None => false,
     }
 }
 
