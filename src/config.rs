@@ -353,6 +353,7 @@ impl ClientBuilder {
     }
 
     /// Checks the settings and builds the client.
+    #[expect(clippy::too_many_lines, reason = "longer than the bound; to be split")]
     pub fn build(self) -> Result<Client> {
         let key = self
             .key

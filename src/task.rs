@@ -448,6 +448,7 @@ impl Task {
     }
 
     /// Counts each poll in `polls`, for the wait's span.
+    #[expect(clippy::too_many_lines, reason = "longer than the bound; to be split")]
     async fn poll_until_final(&self, options: &WaitOptions, polls: &mut u32) -> Result<Output> {
         let _watching = self.seat.as_ref().map(Seat::watch);
         let deadline = deadline(self.submitted, options.deadline_after());

@@ -51,6 +51,7 @@ fn check(name: &str, outcome: Result<genapi::Output, Error>, expect: &Expect) {
 
 /// HTTP-level faults, injected into the mock.
 #[tokio::test(start_paused = true)]
+#[expect(clippy::too_many_lines, reason = "one scenario, told from start to end")]
 async fn http_faults_on_submit_and_poll() {
     let date_soon = httpdate::fmt_http_date(std::time::SystemTime::now() + Duration::from_secs(1));
     let status = |code: u16, retry_after: Option<&str>| FaultKind::Status {

@@ -115,6 +115,7 @@ const EXCHANGE_FIELDS: [&str; 12] = [
 ];
 
 #[tokio::test(start_paused = true)]
+#[expect(clippy::too_many_lines, reason = "one scenario, told from start to end")]
 async fn spans_carry_opentelemetry_http_and_generation_attributes() {
     let spans = Spans::default();
     let subscriber = tracing_subscriber::registry().with(spans.clone());

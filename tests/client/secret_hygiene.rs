@@ -95,6 +95,7 @@ async fn the_canaries_never_leak() {
 /// makes on this same host) reach the client whole and the paid result is
 /// saved.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[expect(clippy::too_many_lines, reason = "one scenario, told from start to end")]
 async fn a_webhook_address_naming_other_addresses_settings_and_tasks_leaves_the_results_whole() {
     let mock = MockService::start().await.unwrap();
     let client = mock.client().unwrap();

@@ -112,6 +112,7 @@ mod tests {
 
     /// Every error a submission can end in, by name, with what it means.
     #[tokio::test]
+    #[expect(clippy::too_many_lines, reason = "one scenario, told from start to end")]
     async fn every_error_of_a_submission_means_one_thing() {
         let (never_opened, lost) = network_errors().await;
         let status = |status: u16| Error::Server {

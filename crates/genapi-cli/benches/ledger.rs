@@ -128,6 +128,7 @@ fn shown(setup: Setup) -> String {
     }
 }
 
+#[expect(clippy::too_many_lines, reason = "one scenario, told from start to end")]
 fn main() {
     let setting = |name: &str, default: usize| {
         std::env::var(name)

@@ -415,6 +415,7 @@ pub fn profile_to_change(flag_profile: Option<&str>, default_profile: Option<&st
 /// The settings for `--profile` (`flag_profile`), read from the
 /// environment and the config file. A broken profile chosen is noted in
 /// [`Settings::broken`], for [`Settings::usable`] to refuse.
+#[expect(clippy::too_many_lines, reason = "longer than the bound; to be split")]
 pub fn resolve(flag_profile: Option<&str>) -> Result<Settings, Failure> {
     let mut settings = Settings::default();
     let file = read_config(&mut settings)?;
@@ -726,6 +727,7 @@ pub fn expand_home(path: &Path) -> PathBuf {
 /// `genapi config`: the settings and where each came from, in a fixed
 /// order; the key as set or not, never its value; addresses without the
 /// secrets they may carry. `flag_origins` are the `--trust-origin` flags.
+#[expect(clippy::too_many_lines, reason = "longer than the bound; to be split")]
 pub fn show(settings: &Settings, flag_origins: &[String], json: bool, uses_mock: bool) {
     let sourced = |value: String, source: &Source| serde_json::json!({"value": value, "from": source.to_string()});
     let service = if settings.broken.is_some() {

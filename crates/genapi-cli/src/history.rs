@@ -376,6 +376,7 @@ mod tests {
     }
 
     #[test]
+    #[expect(clippy::too_many_lines, reason = "one scenario, told from start to end")]
     fn a_task_s_model_is_known_only_for_the_service_it_was_sent_to() {
         use std::os::unix::fs::PermissionsExt;
         let dir = std::env::temp_dir().join(format!("genapi-history-model-{}", std::process::id()));

@@ -9,6 +9,7 @@ use serde_json::json;
 use crate::common::*;
 
 #[tokio::test(start_paused = true)]
+#[expect(clippy::too_many_lines, reason = "one scenario, told from start to end")]
 async fn a_lost_answer_is_recovered_by_adopting_the_task_found_in_the_services_records() {
     let (mock, client, dir, journal) = setup(100, "adopt").await;
     // The service creates the first task; its answer is lost on the way.

@@ -85,6 +85,7 @@ fn run_killed(command: &mut Command, journal: &Path, mock: &MockService, point: 
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[expect(clippy::too_many_lines, reason = "one scenario, told from start to end")]
 async fn a_batch_killed_with_sigkill_at_random_points_completes_without_a_lost_or_doubled_task() {
     const LINES: u64 = 200;
     // Line 1 is held for five minutes of the mock's clock, so no killed run
@@ -342,6 +343,7 @@ async fn invalid_lines_are_all_reported_and_nothing_is_sent() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[expect(clippy::too_many_lines, reason = "one scenario, told from start to end")]
 async fn the_command_reports_an_unknown_outcome_with_what_to_do_and_survives_closed_pipes() {
     let mock = roomy_mock(100).await;
     let dir = Dir::new("cli-unknown");

@@ -335,6 +335,7 @@ fn set_refuses_unknown_fields_and_set_raw_is_the_escape_hatch() {
 }
 
 #[test]
+#[expect(clippy::too_many_lines, reason = "one scenario, told from start to end")]
 fn prompt_from_stdin_or_file_and_images_by_field() {
     let dir = Dir::new("prompt");
     std::fs::write(dir.join("prompt.txt"), "a quiet harbour\n").unwrap();
@@ -525,6 +526,7 @@ fn a_timeout_of_zero_is_refused_before_anything_is_paid() {
 }
 
 #[test]
+#[expect(clippy::too_many_lines, reason = "one scenario, told from start to end")]
 fn exit_codes_by_class() {
     let dir = Dir::new("codes");
     let usage = genapi(&dir).args(["generate", "--no-such-flag"]).output().unwrap();
@@ -954,6 +956,7 @@ impl Drop for ChildGuard {
 }
 
 #[test]
+#[expect(clippy::too_many_lines, reason = "one scenario, told from start to end")]
 fn learned_durations_are_kept_between_runs_and_a_corrupt_file_is_ignored() {
     let dir = Dir::new("learned");
     let mock = Mock::start(&dir, &["--duration-ms", "400"]);
@@ -1219,6 +1222,7 @@ pub(crate) fn output_within_a_minute(command: &mut Command) -> Output {
 }
 
 #[test]
+#[expect(clippy::too_many_lines, reason = "one scenario, told from start to end")]
 fn input_files_must_be_regular_files_within_a_named_limit() {
     let dir = Dir::new("inputs");
     // One byte over each limit, sparse (nothing is written to the disk).

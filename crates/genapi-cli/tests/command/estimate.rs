@@ -13,6 +13,7 @@ fn job_file(dir: &Dir, name: &str, lines: &[Value]) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[expect(clippy::too_many_lines, reason = "one scenario, told from start to end")]
 async fn an_estimate_is_what_the_service_then_charges_and_names_the_lines_it_cannot_price() {
     let mock = roomy_mock(50).await;
     mock.set_credits(Some(1000.0));

@@ -192,6 +192,7 @@ fn results(dir: &Dir) -> std::collections::BTreeMap<u64, Value> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[expect(clippy::too_many_lines, reason = "one scenario, told from start to end")]
 async fn a_killed_and_resumed_batch_leaves_a_gallery_the_browser_accepts_and_a_rebuild_repeats() {
     let Some(chromium) = crate::common::browser::chromium() else {
         return;

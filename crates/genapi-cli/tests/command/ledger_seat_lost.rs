@@ -26,6 +26,7 @@ const LINE_2: &str = "seatless 2 [mock:duration_ms=300]";
 const LINE_1_TASK: Duration = Duration::from_secs(2 * 24 * 3600);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[expect(clippy::too_many_lines, reason = "one scenario, told from start to end")]
 async fn a_line_that_could_not_take_a_seat_is_not_submitted_and_the_next_run_sends_it() {
     let Some(pg) = Postgres::start("seat-pool-lost") else {
         return;

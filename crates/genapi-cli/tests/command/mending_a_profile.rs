@@ -131,6 +131,7 @@ fn a_profile_key_from_the_environments_own_variable_is_refused_with_what_to_name
 /// instead; it is said nowhere, and the config file, as `genapi config`
 /// shows it, is left as it was.
 #[test]
+#[expect(clippy::too_many_lines, reason = "one scenario, told from start to end")]
 fn a_key_set_as_a_model_a_folder_or_an_address_is_refused_and_never_said_back() {
     let dir = Dir::new("config-set-key-shaped");
     let config = config_file(

@@ -39,6 +39,7 @@ fn format_of(path: &Path) -> Option<genapi::ImageFormat> {
 }
 
 #[test]
+#[expect(clippy::too_many_lines, reason = "one scenario, told from start to end")]
 fn on_the_built_in_mock_submit_and_wait_say_they_need_one_genapi_mock_and_with_one_they_work() {
     let dir = Dir::new("submit-wait-builtin");
     let submitted = genapi_alone(&dir).args(["submit", "a boat"]).output().unwrap();

@@ -28,6 +28,7 @@ fn ok(run: &Output) -> String {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[expect(clippy::too_many_lines, reason = "one scenario, told from start to end")]
 async fn a_profile_names_the_service_and_its_defaults_and_flags_and_the_environment_win() {
     let work = roomy_mock(50).await;
     let other = roomy_mock(50).await;

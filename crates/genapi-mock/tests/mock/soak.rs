@@ -37,6 +37,7 @@ fn rss_mib() -> (f64, f64) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "a soak of several minutes; run explicitly"]
+#[expect(clippy::too_many_lines, reason = "one scenario, told from start to end")]
 async fn a_hundred_thousand_tasks_with_two_thousand_concurrent_polls_keep_memory_bounded() {
     let mock = Arc::new(
         MockService::start_with(
