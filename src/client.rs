@@ -281,6 +281,52 @@ impl Client {
         self.shared.transport.is_trusted(url)
     }
 
+    /// Notes that `id` names a task this client handles: its scrubber never
+    /// takes it for a secret.
+    pub(crate) fn knows_task(&self, id: &str) {
+        self.shared.transport.scrubber().is_a_task_id(id);
+    }
+
+    /// A HAR recording at `path` of exchanges a program relays to the
+    /// service with an HTTP client of its own (a proxy in front of the
+    /// service), written and redacted as this client writes its own
+    /// ([`crate::ClientBuilder::record`]): the key and every secret this
+    /// client knows left out, addresses' query values and tokens
+    /// redacted, downloads summarised. `cargo xtask drift` reads it.
+    ///
+    /// ```no_run
+    /// # fn demo(client: &genapi::Client, http: &genapi::reqwest::Client) -> genapi::Result<()> {
+    /// let recording = client.record_relayed("relayed.har", genapi::RecordOptions::default())?;
+    /// let request = http.get(format!("{}v1/get_result?id=7", client.base_url())).build().map_err(|e| {
+    ///     genapi::Error::Config(e.without_url().to_string())
+    /// })?;
+    /// let exchange = recording.sent(&request, None, "get_result");
+    /// // … send it, then:
+    /// exchange.answered(genapi::http::StatusCode::OK, &genapi::http::HeaderMap::new(), br#"{"id":"7","status":"Pending"}"#);
+    /// # Ok(()) }
+    /// ```
+    pub fn record_relayed(
+        &self,
+        path: impl AsRef<std::path::Path>,
+        options: crate::RecordOptions,
+    ) -> Result<crate::RelayRecording> {
+        let transport = &self.shared.transport;
+        let (base, regional) = (&self.shared.base_url, &self.shared.regional_url);
+        let origins = crate::record::Origins {
+            base_url: base.as_str(),
+            regional_base_url: regional.as_str(),
+            trusted: transport
+                .named_origins()
+                .iter()
+                .filter(|origin| *origin != base && *origin != regional)
+                .map(Url::as_str)
+                .collect(),
+        };
+        let recorder = crate::record::Recorder::create(path.as_ref(), &options, transport.shared_scrubber(), origins)
+            .map_err(Error::Config)?;
+        Ok(crate::RelayRecording::new(recorder, self.clone()))
+    }
+
     /// What this client has learned about task durations, to keep across
     /// runs and give to [`crate::ClientBuilder::learned`].
     pub fn learned(&self) -> Learned {

@@ -49,19 +49,10 @@ impl LayerError {
         // query values, tokens and credentials are left out wherever they
         // stand, as a recording leaves them out, and any address written
         // whole is shown by the one rule.
-        let mut text = scrubber.scrub(&crate::error::cause_chain(&*error));
         let mut secrets = Vec::new();
         crate::record::masked_address(address, &mut secrets, &|id| scrubber.is_a_known_task_id(id));
-        secrets.sort_by_key(|secret| std::cmp::Reverse(secret.len()));
-        for secret in secrets.iter().filter(|secret| secret.len() >= 4) {
-            let escaped: String = url::form_urlencoded::byte_serialize(secret.as_bytes()).collect();
-            for spelling in [secret.clone(), escaped.replace('+', "%20"), escaped] {
-                if !spelling.is_empty() {
-                    text = text.replace(&spelling, crate::scrub::REDACTED);
-                }
-            }
-        }
-        let shown = genapi_text::addresses_shown(&text);
+        let text = scrubber.scrub(&crate::error::cause_chain(&*error));
+        let shown = crate::record::without_address_secrets(&text, &secrets);
         LayerError { error, shown }
     }
 

@@ -174,7 +174,7 @@ pub use layer_error::LayerError;
 pub use layers::{HttpRequest, HttpResponse, HttpService, SendOnceRefused, SEND_ONCE_HEADER};
 pub use limit::SeatPool;
 pub use output::Output;
-pub use record::RecordOptions;
+pub use record::{RecordOptions, RecordedExchange, RelayRecording};
 pub use secret::{ApiKey, WebhookSecret};
 pub use status::TaskStatus;
 pub use submit::{IntoRequest, OperationSpec, Submit};

@@ -445,6 +445,12 @@ impl Transport {
         &self.scrubber
     }
 
+    /// The client's scrubber, shared with what outlives a call (a
+    /// recording of relayed exchanges).
+    pub(crate) fn shared_scrubber(&self) -> Arc<Scrubber> {
+        self.scrubber.clone()
+    }
+
     /// Text the service sent, as an error keeps it: scrubbed of every
     /// secret (answers were scrubbed as they were read; this also covers
     /// text put together from them) and cut to a few KiB.

@@ -42,9 +42,11 @@
 
 mod har;
 mod redact;
+mod relayed;
 
 /// The SHA-256 of bytes, in hex (also how the webhook maps hold long keys).
-pub(crate) use redact::{masked_address, sha256};
+pub(crate) use redact::{masked_address, sha256, without_address_secrets};
+pub use relayed::{RecordedExchange, RelayRecording};
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -305,7 +307,7 @@ impl Recorder {
     /// Writes the attempt that ended without an answer, or whose answer
     /// broke off; `why` is the error's text.
     pub(crate) fn failed(&self, mut attempt: Attempt, why: String) {
-        attempt.note.error = Some(why);
+        attempt.note.error = Some(redact::without_address_secrets(&why, &attempt.secrets));
         let response = har::Response {
             status: 0,
             status_text: String::new(),

@@ -140,6 +140,13 @@ impl Redactor {
     pub(crate) fn answer_body(&self, body: &[u8], secrets: &mut Vec<String>) -> String {
         match serde_json::from_slice::<Value>(body) {
             Ok(mut value) => {
+                // The task an answer names is no secret, in its polling
+                // address's path either (`/v1/tasks/<id>`): known as one
+                // before its addresses are masked, as the client knows it
+                // once it reads the answer.
+                if let Some(id) = value.get("id").and_then(Value::as_str) {
+                    self.scrubber.is_a_task_id(id);
+                }
                 self.scrubber.scrub_json(&mut value);
                 self.mask_addresses(&mut value, secrets);
                 serde_json::to_string(&value).unwrap_or_default()
@@ -266,10 +273,39 @@ pub(crate) fn masked_address(url: &Url, secrets: &mut Vec<String>, is_task_id: &
         }
     }
     if let Some(raw) = url.query() {
+        // Each value as written too (`sig=Ab9x%2FCd7q`), which a text may
+        // quote without the rest of the query.
+        let written = raw
+            .split('&')
+            .filter_map(|pair| pair.split_once('='))
+            .filter(|(name, _)| *name != KEPT_QUERY);
+        secrets.extend(written.map(|(_, value)| value.to_string()));
         secrets.push(raw.to_string());
     }
     masked.set_fragment(None);
     masked.to_string()
+}
+
+/// `text` (an error a layer or the network wrote) without `secrets` (what
+/// an address of its exchange held: [`masked_address`]) in the spellings an
+/// address writes them (as they are and `%`-escaped), and with every address
+/// it quotes whole shown by the one rule: so a result's signature does not
+/// reach what is shown or kept, in whatever form the text quotes it.
+pub(crate) fn without_address_secrets(text: &str, secrets: &[String]) -> String {
+    let mut text = text.to_string();
+    let mut secrets: Vec<&String> = secrets.iter().filter(|secret| secret.len() >= 4).collect();
+    secrets.sort_by_key(|secret| std::cmp::Reverse(secret.len()));
+    for secret in secrets {
+        let escaped: String = url::form_urlencoded::byte_serialize(secret.as_bytes()).collect();
+        // Escaped again, as an address quoting an address escapes its `%`.
+        let twice: String = url::form_urlencoded::byte_serialize(escaped.as_bytes()).collect();
+        for spelling in [secret.clone(), escaped.replace('+', "%20"), escaped, twice] {
+            if !spelling.is_empty() {
+                text = text.replace(&spelling, REDACTED);
+            }
+        }
+    }
+    genapi_text::addresses_shown(&text)
 }
 
 /// `path` as recorded: a segment that reads as a token (a signed
@@ -392,6 +428,37 @@ mod tests {
             assert!(!recorded.contains("S1GNATURE99"), "{recorded}");
         }
         assert!(!secrets.iter().any(|secret| secret.contains(id)), "{secrets:?}");
+    }
+
+    #[test]
+    fn an_error_quoting_its_address_in_any_form_keeps_none_of_its_secrets() {
+        let url =
+            Url::parse("https://cdn.example.com/r/sample.jpeg?se=2026&sig=Ab9x%2FCd7q%2BEf4w%3D%3DGh12345678").unwrap();
+        let mut secrets = Vec::new();
+        masked_address(&url, &mut secrets, &|_| false);
+        let escaped: String = url::form_urlencoded::byte_serialize(url.as_str().as_bytes()).collect();
+        for quoted in [
+            format!("GET {url} failed"),
+            format!("{url:?}"),
+            escaped,
+            format!("raw {}", url.query().unwrap().replace('&', " ")),
+            format!("decoded {:?}", url.query_pairs().collect::<Vec<_>>()),
+        ] {
+            let shown = without_address_secrets(&quoted, &secrets);
+            for secret in ["Ab9x", "Gh12345678"] {
+                assert!(!shown.contains(secret), "{quoted} -> {shown}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_submissions_answer_keeps_its_task_where_its_polling_address_names_it() {
+        let redactor = redactor();
+        let answer =
+            br#"{"id":"tk_9f3a7c21d4e8b6a0","polling_url":"https://api.example.com/v1/tasks/tk_9f3a7c21d4e8b6a0"}"#;
+        let mut secrets = Vec::new();
+        let recorded = redactor.answer_body(answer, &mut secrets);
+        assert_eq!(recorded.matches("tk_9f3a7c21d4e8b6a0").count(), 2, "{recorded}");
     }
 
     #[test]

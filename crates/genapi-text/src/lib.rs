@@ -71,7 +71,7 @@ pub fn is_unsafe_to_show(c: char) -> bool {
 ///     genapi_text::shown_address("https://me:pa55@api.example.com/v1?token=t0k"),
 ///     "https://…@api.example.com/v1?…"
 /// );
-/// assert_eq!(genapi_text::shown_address("https://api.example.com/p@x"), "https://api.example.com/p@x");
+/// assert_eq!(genapi_text::shown_address("https://cdn.example.com/@ana/x.png"), "https://cdn.example.com/@ana/x.png");
 /// assert_eq!(genapi_text::shown_address("api.example.com"), "api.example.com");
 /// assert_eq!(genapi_text::shown_address("sk-SECRET9x"), "(not an address; not shown)");
 /// ```
@@ -208,64 +208,64 @@ impl Address {
 }
 
 /// Where the user information of `after` (an address after its `://`)
-/// ends, so that no password is ever shown, even one holding a `/`, `?`,
-/// `#` or `;` (which end a host): the last `@` before any `/` (what
-/// follows it is the host whatever it looks like:
-/// `https://api.example.com@evil.example` goes to `evil.example`);
-/// else the first `@` that follows no `/` and is followed by what has the
-/// shape of a host, with its port perhaps (`proxy:3128`, `[::1]:8443`,
-/// `api.example.com`), not in the query or fragment of an address that
-/// opens with a host. So `https://api.example.com/p@x` has none, and an
-/// address with an address after an `@` in its path is shown from there:
+/// ends, so that no password is ever shown, whatever it holds (`/`, `?`,
+/// `#`, `;`, `@`) and whatever host follows it: the last `@` of the
+/// address, but for an `@` just after a `/` (a path's `/@user`) and one in
+/// the query or fragment of an address that opens with a host
+/// (`https://api.example.com/v1?to=a@b.example.com`). So an address with an
+/// `@` in its path (`https://api.example.com/p@x`) is shown from there:
 /// short, never with a password.
 fn user_information_end(after: &str) -> Option<usize> {
-    let first_slash = after.find('/').unwrap_or(after.len());
-    if let Some(at) = after[..first_slash].rfind('@') {
-        return Some(at);
-    }
-    // Past a host that reads as one, its query and fragment are no user
-    // information (`/v1?to=a@b.example.com`).
-    let searched = match looks_like_an_authority(&after[..first_slash]) {
+    let authority_end = after.find(['/', '?', '#']).unwrap_or(after.len());
+    // A single name with nothing after it may be a user name cut short
+    // (`https://Xy9#Qw7@host`): only a host that says it is one (a dot, a
+    // port, brackets, `localhost`) opens an address.
+    let host = &after[..authority_end];
+    let surely_a_host =
+        looks_like_an_authority(host) && (host.contains(['.', ':', '[']) || host.eq_ignore_ascii_case("localhost"));
+    let query_start = match surely_a_host {
         true => after.find(['?', '#']).unwrap_or(after.len()),
         false => after.len(),
     };
-    after[..searched].match_indices('@').map(|(at, _)| at).find(|&at| {
-        let follows_a_slash = after[..at].ends_with('/');
-        let host = after[at + 1..].split(['/', ';', '?', '#']).next().unwrap_or_default();
-        !follows_a_slash && looks_like_an_authority(host)
-    })
+    after[..query_start]
+        .match_indices('@')
+        .map(|(at, _)| at)
+        .filter(|&at| !after[..at].ends_with('/'))
+        .last()
 }
 
-/// Whether `text` has the shape of a host and perhaps its port: a name with
-/// a dot (or `localhost`), a single name with a port, an IPv4 or a
-/// bracketed IPv6 address.
+/// Whether `text` has the shape of a host and perhaps its port: names of
+/// letters, digits, `-` and `_` joined by dots (a trailing one too), or a
+/// bracketed IPv6 address; nothing else (no `@`, no space, no escape).
 fn looks_like_an_authority(text: &str) -> bool {
-    if let Some(rest) = text.strip_prefix('[') {
-        let Some((inside, after)) = rest.split_once(']') else {
-            return false;
-        };
-        let port_ok = after.is_empty()
-            || after
-                .strip_prefix(':')
-                .is_some_and(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()));
-        return port_ok && !inside.is_empty() && inside.chars().all(|c| c.is_ascii_hexdigit() || c == ':' || c == '.');
-    }
-    if looks_like_a_host(text) {
-        return true;
-    }
-    match text.rsplit_once(':') {
-        Some((name, port)) => {
-            !name.is_empty()
-                && !port.is_empty()
-                && port.bytes().all(|b| b.is_ascii_digit())
-                && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
-        }
-        None => false,
-    }
+    let (host, port) = match text.strip_prefix('[') {
+        Some(rest) => match rest.split_once(']') {
+            Some((inside, after))
+                if !inside.is_empty() && inside.chars().all(|c| c.is_ascii_hexdigit() || c == ':' || c == '.') =>
+            {
+                return after.is_empty()
+                    || after
+                        .strip_prefix(':')
+                        .is_some_and(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()));
+            }
+            _ => return false,
+        },
+        None => match text.rsplit_once(':') {
+            Some((host, port)) => (host, Some(port)),
+            None => (text, None),
+        },
+    };
+    let port_ok = port.is_none_or(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()));
+    let name = host.strip_suffix('.').unwrap_or(host);
+    port_ok
+        && !name.is_empty()
+        && name
+            .split('.')
+            .all(|label| !label.is_empty() && label.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_'))
 }
 
-/// `text` with every address in it (`scheme://…`, up to a space or a
-/// quote) shown by the rule of [`shown_address`]: for free text that may
+/// `text` with every address in it (`scheme://…`, up to a space, a
+/// double quote or a bracket: a password may hold a `'`) shown by the rule of [`shown_address`]: for free text that may
 /// quote an address whole, as an error a program's own code wrote may.
 ///
 /// ```
@@ -287,7 +287,7 @@ pub fn addresses_shown(text: &str) -> String {
             .last()
             .map_or(found, |(at, _)| at);
         let end = rest[found..]
-            .find(|c: char| c.is_whitespace() || "\"'<>`".contains(c))
+            .find(|c: char| c.is_whitespace() || "\"<>`".contains(c))
             .map_or(rest.len(), |at| found + at);
         shown.push_str(&rest[..start]);
         if start == found {
@@ -452,15 +452,13 @@ mod tests {
                 }
             }
         }
-        // An `@` in a path is no user information.
+        // An `@` opening a path's segment is no user information, nor one in
+        // the query of an address that opens with a host; any other is.
         assert_eq!(
-            shown_address("https://api.example.com/p@x"),
-            "https://api.example.com/p@x"
+            shown_address("https://cdn.example.com/@ana/x.png"),
+            "https://cdn.example.com/@ana/x.png"
         );
-        assert_eq!(
-            address_alone("https://api.example.com/v1/a@b?x=1"),
-            "https://api.example.com/v1/a@b"
-        );
+        assert_eq!(shown_address("https://api.example.com/p@x"), "https://…@x");
         assert_eq!(
             address_alone("https://api.example.com/v1?to=a@b.example.com"),
             "https://api.example.com/v1"
