@@ -106,14 +106,17 @@ impl Global {
     /// The builder recording as `--record` and `--record-images` ask.
     fn recording(&self, builder: genapi::ClientBuilder) -> genapi::ClientBuilder {
         match &self.record {
-            Some(path) => {
-                let options = genapi::RecordOptions::default()
-                    .keep_images(self.record_images)
-                    .replace_existing(self.force);
-                builder.record_with(path, options)
-            }
+            Some(path) => builder.record_with(path, self.record_options()),
             None => builder,
         }
+    }
+
+    /// How `--record` records: with `--record-images`, replacing a file
+    /// there with `--force`.
+    pub fn record_options(&self) -> genapi::RecordOptions {
+        genapi::RecordOptions::default()
+            .keep_images(self.record_images)
+            .replace_existing(self.force)
     }
 }
 

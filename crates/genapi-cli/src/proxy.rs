@@ -44,7 +44,13 @@ pub async fn run(global: &Global, args: ProxyArgs) -> Result<(), Failure> {
     if args.status {
         return status(global, address).await;
     }
-    let connection = connect(global).await?;
+    // The proxy records what it relays; its client sends nothing itself,
+    // and records nothing.
+    let unrecorded = Global {
+        record: None,
+        ..global.clone()
+    };
+    let connection = connect(&unrecorded).await?;
     let key = match &connection.mock {
         Some(mock) => Some(mock.key().to_string()),
         None => global.settings.key.as_ref().map(|key| key.value.expose().to_string()),
@@ -63,6 +69,9 @@ pub async fn run(global: &Global, args: ProxyArgs) -> Result<(), Failure> {
         if let Some(file) = memory_file(global) {
             builder = builder.memory_file(file);
         }
+    }
+    if let Some(record) = &global.record {
+        builder = builder.record(record, global.record_options());
     }
     if args.allow_remote {
         let key = crate::config::variable(PROXY_KEY_VARIABLE).ok_or_else(|| {

@@ -76,7 +76,7 @@ pub(crate) fn answer(method: &http::Method, path: &str, status: u16, body: &[u8]
 }
 
 /// The document's name of the operation `method` at `path`.
-fn operation_id(path: &str, method: &http::Method) -> Option<String> {
+pub(crate) fn operation_id(path: &str, method: &http::Method) -> Option<String> {
     let operation = &document()["paths"][path][method.as_str().to_ascii_lowercase()];
     operation["operationId"].as_str().map(str::to_string)
 }

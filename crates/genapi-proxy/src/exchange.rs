@@ -142,10 +142,27 @@ async fn send(shared: &Arc<Shared>, target: url::Url, headers: HeaderMap, body: 
         let shared = shared.clone();
         tokio::spawn(async move {
             let path = target.path().to_string();
-            let answer = match shared.service.send(Method::POST, target, &headers, body).await {
-                Ok(response) => {
-                    shared.note_answer(&headers, &response);
-                    read_answer(response).await
+            let operation = crate::contract::operation_id(&path, &Method::POST).unwrap_or_else(|| path.clone());
+            let answer = match shared
+                .service
+                .send(Method::POST, target, &headers, body, &operation)
+                .await
+            {
+                Ok(sent) => {
+                    shared.note_answer(&headers, &sent.response);
+                    let answer_headers = sent.response.headers().clone();
+                    let answer = read_answer(sent.response).await;
+                    if let Some(record) = sent.record {
+                        match &answer {
+                            Ok(read) => record.answered(
+                                StatusCode::from_u16(read.status).unwrap_or(StatusCode::BAD_GATEWAY),
+                                &answer_headers,
+                                read.body.as_bytes(),
+                            ),
+                            Err(unanswered) => record.failed(&unanswered.why),
+                        }
+                    }
+                    answer
                 }
                 Err(error) => Err(Unanswered::of(error)),
             };
@@ -156,6 +173,9 @@ async fn send(shared: &Arc<Shared>, target: url::Url, headers: HeaderMap, body: 
             match &answer {
                 Ok(answer) if (200..300).contains(&answer.status) => {
                     shared.counters.add(Count::Task);
+                    if let (Some(recording), Some(task)) = (&shared.service.recording, answer.task_id()) {
+                        recording.task_accepted(&task);
+                    }
                     shared.memory.accepted(&id, answer.clone());
                 }
                 // Refused: no task, the job may be sent again.
@@ -272,8 +292,18 @@ fn set_type(headers: &mut HeaderMap, content_type: Option<&str>) {
 /// JSON answer with its addresses through the proxy, anything else streamed.
 async fn relay(shared: &Arc<Shared>, method: Method, target: url::Url, headers: &HeaderMap, body: Bytes) -> Response {
     let path = target.path().to_string();
-    let response = match shared.service.send(method.clone(), target, headers, body).await {
-        Ok(response) => response,
+    // Named as the document names it; a GET of another address is a
+    // result's download, whose bytes the recording summarises.
+    let operation = crate::contract::operation_id(&path, &method).unwrap_or_else(|| match method {
+        Method::GET => "download".to_string(),
+        _ => path.clone(),
+    });
+    let (response, record) = match shared
+        .service
+        .send(method.clone(), target, headers, body, &operation)
+        .await
+    {
+        Ok(sent) => (sent.response, sent.record),
         Err(error) => {
             return own(
                 StatusCode::BAD_GATEWAY,
@@ -294,7 +324,15 @@ async fn relay(shared: &Arc<Shared>, method: Method, target: url::Url, headers: 
             .content_length()
             .is_none_or(|n| n <= MOST_JSON_ANSWER_BYTES as u64)
     {
-        match read_bounded(response).await {
+        let recorded_headers = response.headers().clone();
+        let read = read_bounded(response).await;
+        if let Some(record) = record {
+            match &read {
+                Some(bytes) => record.answered(status, &recorded_headers, bytes),
+                None => record.failed("the answer broke off or was too large"),
+            }
+        }
+        match read {
             Some(bytes) => {
                 shared.mismatched(crate::contract::answer(&method, &path, status.as_u16(), &bytes));
                 let rewritten = shared.rewriter().body(&bytes).map(Bytes::from).unwrap_or(bytes);
@@ -310,18 +348,46 @@ async fn relay(shared: &Arc<Shared>, method: Method, target: url::Url, headers: 
         }
     } else {
         answer_headers.remove(http::header::CONTENT_LENGTH);
-        Body::from_stream(futures::stream::unfold(response, |mut response| async move {
-            match response.chunk().await {
-                Ok(Some(chunk)) => Some((Ok::<Bytes, reqwest::Error>(chunk), response)),
-                Ok(None) => None,
-                Err(error) => Some((Err(error.without_url()), response)),
-            }
-        }))
+        streamed(response, record)
     };
     let mut relayed = Response::new(body);
     *relayed.status_mut() = status;
     *relayed.headers_mut() = answer_headers;
     relayed
+}
+
+/// An answer's body passed on as it streams (a result's bytes), fed to its
+/// record chunk by chunk.
+fn streamed(response: reqwest::Response, record: Option<genapi::RecordedExchange>) -> Body {
+    let (status, recorded_headers) = (response.status(), response.headers().clone());
+    Body::from_stream(futures::stream::unfold(
+        (response, record),
+        move |(mut response, record)| {
+            let recorded_headers = recorded_headers.clone();
+            async move {
+                match response.chunk().await {
+                    Ok(Some(chunk)) => {
+                        if let Some(record) = &record {
+                            record.feed(&chunk);
+                        }
+                        Some((Ok::<Bytes, reqwest::Error>(chunk), (response, record)))
+                    }
+                    Ok(None) => {
+                        if let Some(record) = record {
+                            record.answered(status, &recorded_headers, b"");
+                        }
+                        None
+                    }
+                    Err(error) => {
+                        if let Some(record) = record {
+                            record.failed("the answer broke off");
+                        }
+                        Some((Err(error.without_url()), (response, None)))
+                    }
+                }
+            }
+        },
+    ))
 }
 
 async fn read_bounded(mut response: reqwest::Response) -> Option<Bytes> {

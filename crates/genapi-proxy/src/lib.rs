@@ -114,9 +114,19 @@ pub struct ProxyBuilder {
     memory_file: Option<PathBuf>,
     on_mismatch: Option<OnMismatch>,
     proxy_key: Option<genapi::ApiKey>,
+    record: Option<(PathBuf, genapi::RecordOptions)>,
 }
 
 impl ProxyBuilder {
+    /// Records every exchange relayed to the service in a HAR file at
+    /// `path`, as the client records its own
+    /// ([`genapi::Client::record_relayed`]): redacted, downloads
+    /// summarised; `cargo xtask drift FILE` checks it against the document.
+    pub fn record(mut self, path: impl Into<PathBuf>, options: genapi::RecordOptions) -> Self {
+        self.record = Some((path.into(), options));
+        self
+    }
+
     /// Lets the proxy listen beyond loopback, to callers that send
     /// `proxy_key` as their `x-key`: the proxy checks it, and sends the
     /// configured key ([`ProxyBuilder::key`]) to the service instead. Any
@@ -161,6 +171,10 @@ impl ProxyBuilder {
             return Err(StartError::NotLoopback(address));
         }
         let memory = Arc::new(Memory::open(self.memory_file)?);
+        let recording = match &self.record {
+            Some((path, options)) => Some(self.client.record_relayed(path, options.clone())?),
+            None => None,
+        };
         let listener = tokio::net::TcpListener::bind(address)
             .await
             .map_err(|source| StartError::Listen { address, source })?;
@@ -173,6 +187,7 @@ impl ProxyBuilder {
                 key: self.key,
                 http: Service::http()?,
                 client: self.client,
+                recording,
             },
             memory,
             counters: Counters::default(),
@@ -228,6 +243,7 @@ impl Proxy {
             memory_file: None,
             on_mismatch: None,
             proxy_key: None,
+            record: None,
         }
     }
 

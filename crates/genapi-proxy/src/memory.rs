@@ -50,6 +50,12 @@ pub(crate) struct Answer {
 }
 
 impl Answer {
+    /// The task the acceptance names.
+    pub(crate) fn task_id(&self) -> Option<String> {
+        let value: serde_json::Value = serde_json::from_str(&self.body).ok()?;
+        value.get("id")?.as_str().map(str::to_string)
+    }
+
     /// The cost the acceptance reports, when it does.
     pub(crate) fn cost(&self) -> Option<f64> {
         let value: serde_json::Value = serde_json::from_str(&self.body).ok()?;

@@ -45,6 +45,14 @@ pub(crate) struct Service {
     pub(crate) key: Option<genapi::ApiKey>,
     pub(crate) client: genapi::Client,
     pub(crate) http: reqwest::Client,
+    /// Where each exchange is recorded, when asked (`--record`).
+    pub(crate) recording: Option<genapi::RelayRecording>,
+}
+
+/// An answer of the service, and its exchange's record to finish.
+pub(crate) struct Sent {
+    pub(crate) response: reqwest::Response,
+    pub(crate) record: Option<genapi::RecordedExchange>,
 }
 
 impl Service {
@@ -76,14 +84,16 @@ impl Service {
         Url::parse(&base).ok()
     }
 
-    /// Sends one request to `target`.
+    /// Sends one request to `target`, recorded as `operation` when the
+    /// proxy records; a failure to get an answer is recorded here.
     pub(crate) async fn send(
         &self,
         method: Method,
         target: Url,
         headers: &HeaderMap,
         body: Bytes,
-    ) -> Result<reqwest::Response, reqwest::Error> {
+        operation: &str,
+    ) -> Result<Sent, reqwest::Error> {
         let key = self
             .client
             .sends_key_to(&target)
@@ -97,12 +107,32 @@ impl Service {
             key.set_sensitive(true);
             relayed.insert(HeaderName::from_static(KEY_HEADER), key);
         }
-        self.http
+        let request = self
+            .http
             .request(method, target)
             .headers(relayed)
-            .body(body)
-            .send()
-            .await
+            .body(body.clone())
+            .build()?;
+        let record = self.recording.as_ref().map(|recording| {
+            if !body.is_empty() {
+                // What the caller sent as secret (a webhook's) is left out
+                // of the recording, as the client leaves out its own.
+                if let Ok(value) = serde_json::from_slice(&body) {
+                    self.client.learn_secrets(&value);
+                }
+            }
+            recording.sent(&request, (!body.is_empty()).then_some(&body[..]), operation)
+        });
+        match self.http.execute(request).await {
+            Ok(response) => Ok(Sent { response, record }),
+            Err(error) => {
+                let error = error.without_url();
+                if let Some(record) = record {
+                    record.failed(&genapi_text::clean(&error.to_string()));
+                }
+                Err(error)
+            }
+        }
     }
 }
 

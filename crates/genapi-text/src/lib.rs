@@ -228,10 +228,9 @@ fn user_information_end(after: &str) -> Option<usize> {
         false => after.len(),
     };
     after[..query_start]
-        .match_indices('@')
+        .rmatch_indices('@')
         .map(|(at, _)| at)
-        .filter(|&at| !after[..at].ends_with('/'))
-        .last()
+        .find(|&at| !after[..at].ends_with('/'))
 }
 
 /// Whether `text` has the shape of a host and perhaps its port: names of

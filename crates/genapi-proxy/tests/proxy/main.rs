@@ -6,4 +6,5 @@ mod common;
 mod passing_through;
 mod paying_once;
 mod python_sdk;
+mod recording;
 mod refusing;
