@@ -16,7 +16,9 @@ use crate::{code, connect, out, service_shown, Failure, Global};
 #[derive(Args, Debug)]
 pub struct ProxyArgs {
     /// Address to listen on (loopback unless --allow-remote).
-    #[arg(long, default_value = "127.0.0.1:8788")]
+    ///
+    /// The default is clear of a `genapi mock --addr 127.0.0.1:8787` and its two hosts (8788, 8789).
+    #[arg(long, default_value = "127.0.0.1:8790")]
     listen: String,
     /// Listen beyond loopback, for callers that send the proxy's own key.
     ///
@@ -37,7 +39,7 @@ const PROXY_KEY_VARIABLE: &str = "GENAPI_PROXY_KEY";
 pub async fn run(global: &Global, args: ProxyArgs) -> Result<(), Failure> {
     let address: SocketAddr = args.listen.parse().map_err(|e| {
         Failure::usage(format!(
-            "--listen {}: {e}; expected IP:PORT, e.g. 127.0.0.1:8788",
+            "--listen {}: {e}; expected IP:PORT, e.g. 127.0.0.1:8790",
             out::clean(&args.listen)
         ))
     })?;
@@ -81,10 +83,14 @@ pub async fn run(global: &Global, args: ProxyArgs) -> Result<(), Failure> {
         })?;
         builder = builder.allow_remote(key);
     }
-    let proxy = builder
-        .start(address)
-        .await
-        .map_err(|e| Failure::new(code::OTHER, out::clean(&e.to_string())))?;
+    let proxy = builder.start(address).await.map_err(|e| {
+        let said = out::clean(&e.to_string());
+        match e {
+            genapi_proxy::StartError::NotLoopback(_) => Failure::usage(format!("{said} (--allow-remote)")),
+            genapi_proxy::StartError::WeakProxyKey => Failure::usage(format!("{said}: {PROXY_KEY_VARIABLE}")),
+            _ => Failure::new(code::OTHER, said),
+        }
+    })?;
     let service = service_shown(global);
     let test_double = if connection.mock.is_some() {
         " (nothing is configured: a test double, whose tasks end with the proxy)"

@@ -84,12 +84,22 @@ pub(crate) async fn answer(State(shared): State<Arc<Shared>>, request: Request) 
     let Some(target) = target else {
         return own(StatusCode::NOT_FOUND, "refused", "not an address the proxy relays");
     };
+    let to_base = matches!(route(&path_and_query), Route::Base);
+    if !to_base && !matches!(parts.method, Method::GET | Method::HEAD) {
+        // Another host gets polls and downloads only: what the service's
+        // addresses are for, and nothing a caller could turn against it.
+        return own(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "refused",
+            "the proxy relays only GET to hosts other than the service's base URL",
+        );
+    }
     shared.mismatched(crate::contract::request(&parts.method, target.path(), &body));
-    let is_submission = parts.method == Method::POST && matches!(route(&path_and_query), Route::Base);
-    if is_submission {
-        submission(&shared, target, &path_and_query, parts.headers, body).await
+    let origin = shared.origin_for(&parts.headers);
+    if parts.method == Method::POST && to_base {
+        submission(&shared, target, &path_and_query, parts.headers, body, &origin).await
     } else {
-        relay(&shared, parts.method, target, &parts.headers, body).await
+        relay(&shared, parts.method, target, &parts.headers, body, &origin).await
     }
 }
 
@@ -100,6 +110,7 @@ async fn submission(
     path_and_query: &str,
     headers: HeaderMap,
     body: Bytes,
+    origin: &str,
 ) -> Response {
     let key = shared.service.key_of(&headers).unwrap_or_default().to_string();
     let idempotency_key = headers.get("idempotency-key").and_then(|value| value.to_str().ok());
@@ -125,9 +136,9 @@ async fn submission(
             Claimed::Replay(answer) => {
                 shared.counters.duplicate_stopped(answer.cost());
                 let owner = Owner::new(shared.memory.clone(), id);
-                return acceptance(shared, &answer, owner, "replayed");
+                return acceptance(shared, &answer, owner, "replayed", origin);
             }
-            Claimed::Send => return send(shared, target, headers, body, id).await,
+            Claimed::Send => return send(shared, target, headers, body, id, origin).await,
         }
     }
 }
@@ -135,12 +146,21 @@ async fn submission(
 /// Sends a submission claimed by this caller. The exchange with the service
 /// runs on a task of its own: a caller that goes away does not stop it, and
 /// its answer is kept for the caller's retry.
-async fn send(shared: &Arc<Shared>, target: url::Url, headers: HeaderMap, body: Bytes, id: SubmissionId) -> Response {
+async fn send(
+    shared: &Arc<Shared>,
+    target: url::Url,
+    headers: HeaderMap,
+    body: Bytes,
+    id: SubmissionId,
+    origin: &str,
+) -> Response {
     let owner = Owner::new(shared.memory.clone(), id.clone());
     shared.counters.add(Count::SubmissionSent);
     let exchange = {
         let shared = shared.clone();
+        let sending = shared.sending();
         tokio::spawn(async move {
+            let _sending = sending;
             let path = target.path().to_string();
             let operation = crate::contract::operation_id(&path, &Method::POST).unwrap_or_else(|| path.clone());
             let answer = match shared
@@ -178,8 +198,11 @@ async fn send(shared: &Arc<Shared>, target: url::Url, headers: HeaderMap, body: 
                     }
                     shared.memory.accepted(&id, answer.clone());
                 }
-                // Refused: no task, the job may be sent again.
-                Ok(_) => shared.memory.forget(&id),
+                // Refused (a 4xx): no task, the job may be sent again.
+                Ok(answer) if (400..500).contains(&answer.status) => shared.memory.forget(&id),
+                // A 5xx (a gateway's timeout while the service goes on) may
+                // hold a task, as an answer that never came may.
+                Ok(_) => shared.memory.unknown(&id),
                 Err(unanswered) if unanswered.never_left => shared.memory.forget(&id),
                 Err(_) => shared.memory.unknown(&id),
             }
@@ -187,10 +210,10 @@ async fn send(shared: &Arc<Shared>, target: url::Url, headers: HeaderMap, body: 
         })
     };
     match exchange.await {
-        Ok(Ok(answer)) if (200..300).contains(&answer.status) => acceptance(shared, &answer, owner, "sent"),
+        Ok(Ok(answer)) if (200..300).contains(&answer.status) => acceptance(shared, &answer, owner, "sent", origin),
         Ok(Ok(answer)) => {
             drop(owner);
-            whole(shared, &answer)
+            whole(shared, &answer, origin)
         }
         Ok(Err(unanswered)) => own(
             StatusCode::BAD_GATEWAY,
@@ -232,7 +255,7 @@ fn error_text(error: &reqwest::Error) -> String {
         text.push_str(&cause.to_string());
         source = cause.source();
     }
-    genapi_text::shown_address(&text)
+    genapi_text::addresses_shown(&text)
 }
 
 /// Reads a submission's answer whole, within its bound.
@@ -243,6 +266,11 @@ async fn read_answer(response: reqwest::Response) -> Result<Answer, Unanswered> 
         .get(http::header::CONTENT_TYPE)
         .and_then(|value| value.to_str().ok())
         .map(str::to_string);
+    let retry_after = response
+        .headers()
+        .get(reqwest::header::RETRY_AFTER)
+        .and_then(|value| value.to_str().ok())
+        .map(str::to_string);
     let bytes = read_bounded(response).await.ok_or(Unanswered {
         never_left: false,
         why: "its answer broke off or was too large".into(),
@@ -250,17 +278,15 @@ async fn read_answer(response: reqwest::Response) -> Result<Answer, Unanswered> 
     Ok(Answer {
         status,
         content_type,
+        retry_after,
         body: String::from_utf8_lossy(&bytes).into_owned(),
     })
 }
 
 /// The acceptance of a task, its addresses through the proxy, owed to
 /// `owner`'s caller until written to its end.
-fn acceptance(shared: &Shared, answer: &Answer, owner: Owner, mark: &'static str) -> Response {
-    let body = shared
-        .rewriter()
-        .body(answer.body.as_bytes())
-        .unwrap_or_else(|| answer.body.clone().into_bytes());
+fn acceptance(shared: &Shared, answer: &Answer, owner: Owner, mark: &'static str, origin: &str) -> Response {
+    let body = passed_on(shared, origin, answer.body.as_bytes());
     let mut response = Response::new(Body::new(Delivered::new(Bytes::from(body), owner)));
     *response.status_mut() = StatusCode::from_u16(answer.status).unwrap_or(StatusCode::OK);
     set_type(response.headers_mut(), answer.content_type.as_deref());
@@ -270,15 +296,28 @@ fn acceptance(shared: &Shared, answer: &Answer, owner: Owner, mark: &'static str
     response
 }
 
+/// An answer's body as the caller gets it: its addresses through the proxy
+/// (as `origin`, the proxy as the caller reached it), without the
+/// configured key.
+fn passed_on(shared: &Shared, origin: &str, body: &[u8]) -> Vec<u8> {
+    let rewritten = shared.rewriter(origin).body(body).unwrap_or_else(|| body.to_vec());
+    shared.without_key(rewritten)
+}
+
 /// A refusal's answer as it came (it names no task).
-fn whole(shared: &Shared, answer: &Answer) -> Response {
-    let body = shared
-        .rewriter()
-        .body(answer.body.as_bytes())
-        .unwrap_or_else(|| answer.body.clone().into_bytes());
+fn whole(shared: &Shared, answer: &Answer, origin: &str) -> Response {
+    let body = passed_on(shared, origin, answer.body.as_bytes());
     let mut response = Response::new(Body::from(body));
     *response.status_mut() = StatusCode::from_u16(answer.status).unwrap_or(StatusCode::BAD_GATEWAY);
     set_type(response.headers_mut(), answer.content_type.as_deref());
+    // A refusal's wait is the caller's to honour.
+    if let Some(value) = answer
+        .retry_after
+        .as_deref()
+        .and_then(|text| HeaderValue::from_str(text).ok())
+    {
+        response.headers_mut().insert(http::header::RETRY_AFTER, value);
+    }
     response
 }
 
@@ -290,7 +329,14 @@ fn set_type(headers: &mut HeaderMap, content_type: Option<&str>) {
 
 /// Any other request (a poll, a download, a listing): relayed as it is, a
 /// JSON answer with its addresses through the proxy, anything else streamed.
-async fn relay(shared: &Arc<Shared>, method: Method, target: url::Url, headers: &HeaderMap, body: Bytes) -> Response {
+async fn relay(
+    shared: &Arc<Shared>,
+    method: Method,
+    target: url::Url,
+    headers: &HeaderMap,
+    body: Bytes,
+    origin: &str,
+) -> Response {
     let path = target.path().to_string();
     // Named as the document names it; a GET of another address is a
     // result's download, whose bytes the recording summarises.
@@ -319,7 +365,11 @@ async fn relay(shared: &Arc<Shared>, method: Method, target: url::Url, headers: 
         .get(http::header::CONTENT_TYPE)
         .and_then(|value| value.to_str().ok())
         .is_some_and(|text| text.contains("json"));
-    let body = if is_json
+    // A result's bytes stream through; any other answer (JSON, an error
+    // page that may quote what it was sent) is read whole, checked and
+    // passed on without the key.
+    let whole = is_json || !status.is_success();
+    let body = if whole
         && response
             .content_length()
             .is_none_or(|n| n <= MOST_JSON_ANSWER_BYTES as u64)
@@ -334,9 +384,11 @@ async fn relay(shared: &Arc<Shared>, method: Method, target: url::Url, headers: 
         }
         match read {
             Some(bytes) => {
-                shared.mismatched(crate::contract::answer(&method, &path, status.as_u16(), &bytes));
-                let rewritten = shared.rewriter().body(&bytes).map(Bytes::from).unwrap_or(bytes);
-                Body::from(rewritten)
+                if is_json {
+                    shared.mismatched(crate::contract::answer(&method, &path, status.as_u16(), &bytes));
+                }
+                answer_headers.remove(http::header::CONTENT_LENGTH);
+                Body::from(passed_on(shared, origin, &bytes))
             }
             None => {
                 return own(

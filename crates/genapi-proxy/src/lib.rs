@@ -101,6 +101,9 @@ pub enum StartError {
     Client(#[from] genapi::Error),
 }
 
+/// How long [`Proxy::stop`] waits for the answers to submissions it sent.
+pub const STOP_WAITS_FOR: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// The fewest characters of the proxy's own key.
 pub const MIN_PROXY_KEY: usize = 16;
 
@@ -196,6 +199,7 @@ impl ProxyBuilder {
             mismatches: Mutex::new(std::collections::BTreeSet::new()),
             on_mismatch: self.on_mismatch,
             proxy_key: self.proxy_key,
+            in_flight: tokio::sync::watch::Sender::new(0),
         });
         let app = axum::Router::new()
             .fallback(exchange::answer)
@@ -262,8 +266,10 @@ impl Proxy {
         self.shared.counters.summary()
     }
 
-    /// Stops listening, lets the exchanges under way finish, and says what
-    /// it saw.
+    /// Stops listening, lets the exchanges under way finish, waits (up to
+    /// [`STOP_WAITS_FOR`]) for the answers to submissions it sent, which it
+    /// keeps for their callers' retries, and says what it saw. A submission
+    /// still unanswered then is remembered as one whose answer never came.
     pub async fn stop(mut self) -> Summary {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
@@ -271,6 +277,8 @@ impl Proxy {
         if let Some(serving) = self.serving.take() {
             let _ = serving.await;
         }
+        let mut in_flight = self.shared.in_flight.subscribe();
+        let _ = tokio::time::timeout(STOP_WAITS_FOR, in_flight.wait_for(|sent| *sent == 0)).await;
         self.shared.counters.summary()
     }
 }
@@ -298,15 +306,64 @@ pub(crate) struct Shared {
     on_mismatch: Option<OnMismatch>,
     /// The key callers must send when the proxy listens beyond loopback.
     proxy_key: Option<genapi::ApiKey>,
+    /// Submissions sent and not answered yet: a stop waits for them.
+    in_flight: tokio::sync::watch::Sender<usize>,
+}
+
+/// A submission sent and not answered yet ([`Shared::sending`]).
+pub(crate) struct InFlight(Arc<Shared>);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.in_flight.send_modify(|sent| *sent = sent.saturating_sub(1));
+    }
 }
 
 impl Shared {
-    fn rewriter(&self) -> Rewriter<'_> {
+    /// Rewrites the service's addresses to `origin`, the proxy as a caller
+    /// reached it.
+    fn rewriter<'a>(&'a self, origin: &'a str) -> Rewriter<'a> {
         Rewriter {
             base: &self.service.base,
-            proxy: &self.proxy_origin,
+            proxy: origin,
             memory: &self.memory,
         }
+    }
+
+    /// The proxy's origin as the caller of `headers` reached it: its `Host`
+    /// when it names a host (a proxy listening on every address is reached
+    /// by a name of its own), else the address it listens on.
+    fn origin_for(&self, headers: &http::HeaderMap) -> String {
+        let host = headers.get(http::header::HOST).and_then(|value| value.to_str().ok());
+        match host
+            .filter(|host| !host.is_empty() && host.chars().all(|c| c.is_ascii_alphanumeric() || "-._:[]".contains(c)))
+        {
+            Some(host) => format!("http://{host}"),
+            None => self.proxy_origin.clone(),
+        }
+    }
+
+    /// `body` without the configured key: a service that quotes the key
+    /// it was sent would otherwise hand it to a caller that never had it.
+    fn without_key(&self, body: Vec<u8>) -> Vec<u8> {
+        let Some(key) = self
+            .service
+            .key
+            .as_ref()
+            .map(genapi::ApiKey::expose)
+            .filter(|key| key.len() >= 8)
+        else {
+            return body;
+        };
+        let text = String::from_utf8_lossy(&body);
+        let escaped = serde_json::to_string(key).unwrap_or_default();
+        let escaped = escaped.trim_matches('"');
+        if !text.contains(key) && !text.contains(escaped) {
+            return body;
+        }
+        text.replace(key, "[redacted]")
+            .replace(escaped, "[redacted]")
+            .into_bytes()
     }
 
     /// Whether `headers` may pass: always on loopback; beyond it, only with
@@ -319,6 +376,12 @@ impl Shared {
         // tells nothing of how much of a guess was right.
         let digest = |bytes: &[u8]| ring::digest::digest(&ring::digest::SHA256, bytes);
         given.is_some_and(|given| digest(given.as_bytes()).as_ref() == digest(key.expose().as_bytes()).as_ref())
+    }
+
+    /// Counts a submission sent, until the guard it gets is dropped.
+    fn sending(self: &Arc<Self>) -> InFlight {
+        self.in_flight.send_modify(|sent| *sent += 1);
+        InFlight(self.clone())
     }
 
     /// Counts `found`, and tells the new ones.

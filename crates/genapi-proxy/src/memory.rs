@@ -45,6 +45,9 @@ pub(crate) struct Answer {
     pub(crate) status: u16,
     /// Its `Content-Type`, when it had one.
     pub(crate) content_type: Option<String>,
+    /// Its `Retry-After`, when it had one (a refusal's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) retry_after: Option<String>,
     /// Its body (JSON text; its addresses are the service's).
     pub(crate) body: String,
 }
@@ -122,29 +125,41 @@ pub(crate) struct Memory {
     /// Serialises writes of the file, so a later state is never
     /// overwritten by an earlier one.
     writing: Mutex<u64>,
+    /// Held while the proxy runs: one proxy per memory file, as two would
+    /// each write their own copy over the other's.
+    _lock: Option<std::fs::File>,
 }
 
 /// Why the memory file could not be read.
 #[derive(Debug, thiserror::Error)]
-#[error("the proxy's memory {path} cannot be read: {reason}; move it away to start with an empty memory")]
+#[error("the proxy's memory {path}: {reason}; {fix}")]
 pub struct MemoryError {
     path: String,
     reason: String,
+    fix: &'static str,
 }
+
+/// What to do about a memory that cannot be read.
+const MOVE_IT_AWAY: &str = "move it away to start with an empty memory";
 
 impl Memory {
     /// A memory kept in `file` (read back if it exists), or only in memory.
     pub(crate) fn open(file: Option<PathBuf>) -> Result<Memory, MemoryError> {
         let mut kept = Kept::default();
+        let lock = file.as_deref().map(lock).transpose()?;
         if let Some(path) = &file {
-            if path.exists() {
+            // A link counts as there (and is refused by the reading rule),
+            // even one to nothing.
+            if path.symlink_metadata().is_ok() {
                 let bytes = genapi_files::read_private(path, MOST_BYTES).map_err(|e| MemoryError {
                     path: path.display().to_string(),
-                    reason: e.to_string(),
+                    reason: format!("cannot be read: {e}"),
+                    fix: MOVE_IT_AWAY,
                 })?;
                 kept = serde_json::from_slice(&bytes).map_err(|e| MemoryError {
                     path: path.display().to_string(),
-                    reason: e.to_string(),
+                    reason: format!("cannot be read: {e}"),
+                    fix: MOVE_IT_AWAY,
                 })?;
             }
         }
@@ -156,6 +171,7 @@ impl Memory {
             changes,
             file,
             writing: Mutex::new(0),
+            _lock: lock,
         })
     }
 
@@ -245,14 +261,17 @@ impl Memory {
         });
         if delivered {
             // Heard by its caller: a repeat is a new job, unless named by an
-            // idempotency key. Nothing to keep for it.
-            let mut kept = self.kept();
-            if kept
-                .entries
-                .get(id)
-                .is_some_and(|e| !e.idempotent && e.fate == Fate::Delivered)
-            {
-                kept.entries.remove(id);
+            // idempotency key. Nothing to keep for it, in the file either.
+            let removed = {
+                let mut kept = self.kept();
+                let heard = kept
+                    .entries
+                    .get(id)
+                    .is_some_and(|e| !e.idempotent && e.fate == Fate::Delivered);
+                heard && kept.entries.remove(id).is_some()
+            };
+            if removed {
+                self.changed();
             }
         }
     }
@@ -299,6 +318,28 @@ impl Memory {
             Err(e) => tracing::warn!(error = %e, "the proxy's memory could not be written"),
         }
     }
+}
+
+/// Takes the lock of the memory at `path`: a file beside it, its owner's
+/// alone, locked for as long as the proxy runs.
+fn lock(path: &std::path::Path) -> Result<std::fs::File, MemoryError> {
+    let refused = |reason: String| MemoryError {
+        path: path.display().to_string(),
+        reason,
+        fix: "stop the proxy that uses it, or give this one a memory of its own",
+    };
+    if let Some(folder) = path.parent().filter(|folder| !folder.as_os_str().is_empty()) {
+        genapi_files::private_folder(folder).map_err(|e| refused(e.to_string()))?;
+    }
+    let mut options = std::fs::OpenOptions::new();
+    options.create(true).truncate(false).write(true);
+    genapi_files::owner_only(&mut options);
+    let file = options
+        .open(path.with_extension("lock"))
+        .map_err(|e| refused(e.to_string()))?;
+    file.try_lock()
+        .map_err(|_| refused("another proxy is using it (two would write over each other, and pay twice)".into()))?;
+    Ok(file)
 }
 
 fn now() -> u64 {
@@ -349,6 +390,7 @@ mod tests {
         Answer {
             status: 200,
             content_type: Some("application/json".into()),
+            retry_after: None,
             body: r#"{"id":"t","polling_url":"http://127.0.0.1:1/v1/get_result?id=t","cost":1.5}"#.into(),
         }
     }
@@ -367,6 +409,7 @@ mod tests {
         assert!(matches!(memory.claim(&id("a"), Naming::ByContent), Claimed::Send));
         memory.accepted(&id("a"), answer());
         // Owned by a caller when the proxy stopped.
+        drop(memory);
         let again = Memory::open(Some(file)).unwrap();
         assert_eq!(again.standing(&id("a")), Some((Phase::Accepted, Fate::Undelivered)));
         match again.claim(&id("a"), Naming::ByContent) {
@@ -380,6 +423,7 @@ mod tests {
         let file = temp_file("in-flight");
         let memory = Memory::open(Some(file.clone())).unwrap();
         assert!(matches!(memory.claim(&id("a"), Naming::ByContent), Claimed::Send));
+        drop(memory);
         let again = Memory::open(Some(file)).unwrap();
         assert_eq!(again.standing(&id("a")).map(|s| s.0), Some(Phase::Unknown));
     }
@@ -411,6 +455,28 @@ mod tests {
         assert_eq!(memory.standing(&id("a")), Some((Phase::Accepted, Fate::Undelivered)));
         // The next caller of the same job gets its acceptance.
         assert!(matches!(memory.claim(&id("a"), Naming::ByContent), Claimed::Replay(_)));
+    }
+
+    #[test]
+    fn a_memory_another_proxy_uses_is_refused() {
+        let file = temp_file("locked");
+        let first = Memory::open(Some(file.clone())).unwrap();
+        let refused = Memory::open(Some(file.clone())).err().unwrap().to_string();
+        assert!(refused.contains("another proxy is using it"), "{refused}");
+        drop(first);
+        assert!(Memory::open(Some(file)).is_ok(), "free once the first stops");
+    }
+
+    #[test]
+    fn a_delivered_answer_is_gone_from_the_file_too() {
+        let file = temp_file("delivered");
+        let memory = Arc::new(Memory::open(Some(file.clone())).unwrap());
+        assert!(matches!(memory.claim(&id("a"), Naming::ByContent), Claimed::Send));
+        memory.accepted(&id("a"), answer());
+        Owner::new(memory.clone(), id("a")).delivered();
+        drop(memory);
+        let again = Memory::open(Some(file)).unwrap();
+        assert_eq!(again.standing(&id("a")), None, "a repeat after a restart is a new job");
     }
 
     #[test]

@@ -74,6 +74,8 @@ impl Service {
         headers
             .get(KEY_HEADER)
             .and_then(|value| value.to_str().ok())
+            // An empty key is none: the configured one is sent.
+            .filter(|key| !key.trim().is_empty())
             .or(self.key.as_ref().map(genapi::ApiKey::expose))
     }
 
@@ -103,6 +105,12 @@ impl Service {
         let mut relayed = relayed_headers(headers);
         relayed.remove(http::header::ACCEPT_ENCODING);
         relayed.remove(KEY_HEADER);
+        if !self.client.sends_key_to(&target) {
+            // A host the key may not go to gets no other credential either.
+            for credential in [http::header::AUTHORIZATION, http::header::COOKIE] {
+                relayed.remove(credential);
+            }
+        }
         if let Some(mut key) = key {
             key.set_sensitive(true);
             relayed.insert(HeaderName::from_static(KEY_HEADER), key);

@@ -72,6 +72,9 @@ impl Counters {
 /// ```
 /// let summary = genapi_proxy::Summary::default();
 /// assert_eq!(summary.to_string(), "0 requests, 0 submissions sent, 0 tasks accepted, 0 duplicates stopped");
+/// let mut one = summary.clone();
+/// one.requests = 1;
+/// assert!(one.to_string().starts_with("1 request, "));
 /// ```
 #[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 #[serde(default)]
@@ -99,30 +102,29 @@ pub struct Summary {
 
 impl fmt::Display for Summary {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let counted = |n: u64, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
         write!(
             f,
-            "{} requests, {} submissions sent, {} tasks accepted, {} duplicates stopped",
-            self.requests, self.submissions_sent, self.tasks, self.duplicates_stopped
+            "{}, {} sent, {} accepted, {} stopped",
+            counted(self.requests, "request", "requests"),
+            counted(self.submissions_sent, "submission", "submissions"),
+            counted(self.tasks, "task", "tasks"),
+            counted(self.duplicates_stopped, "duplicate", "duplicates"),
         )?;
         if self.credits_saved > 0.0 {
             write!(f, " ({} credits not paid twice)", self.credits_saved)?;
         }
         if self.unknown_refused > 0 {
-            write!(
-                f,
-                ", {} repeats of a submission with no answer refused",
-                self.unknown_refused
-            )?;
+            let repeats = counted(self.unknown_refused, "repeat", "repeats");
+            write!(f, ", {repeats} of a submission with no answer refused")?;
         }
         if self.contract_mismatches > 0 {
-            write!(f, ", {} differences from openapi.json", self.contract_mismatches)?;
+            let differences = counted(self.contract_mismatches, "difference", "differences");
+            write!(f, ", {differences} from openapi.json")?;
         }
         if self.retry_after_ignored > 0 {
-            write!(
-                f,
-                ", {} requests sent before their Retry-After",
-                self.retry_after_ignored
-            )?;
+            let requests = counted(self.retry_after_ignored, "request", "requests");
+            write!(f, ", {requests} sent before their Retry-After")?;
         }
         Ok(())
     }

@@ -103,11 +103,11 @@ async fn a_retry_after_the_sdk_gave_up_and_the_proxy_restarted_is_answered_with_
     .await
     .unwrap();
     assert!(
-        text(&status.stdout).contains("1 submissions sent, 1 tasks accepted"),
+        text(&status.stdout).contains("1 submission sent, 1 task accepted"),
         "{status:?}"
     );
     let said = stopped(proxy);
-    assert!(said.contains("1 tasks accepted, 0 duplicates stopped"), "{said}");
+    assert!(said.contains("1 task accepted, 0 duplicates stopped"), "{said}");
 
     // Started again, it still knows the task the SDK never heard of.
     let (proxy, base) = started(genapi(&dir, &mock));
@@ -125,7 +125,7 @@ async fn a_retry_after_the_sdk_gave_up_and_the_proxy_restarted_is_answered_with_
     let cost = accepted["cost"].as_f64().unwrap();
     assert_eq!(mock.credits(), Some(10.0 - cost), "charged once");
     let said = stopped(proxy);
-    assert!(said.contains("1 duplicates stopped"), "{said}");
+    assert!(said.contains("1 duplicate stopped"), "{said}");
 }
 
 #[cfg(unix)]

@@ -78,3 +78,18 @@ async fn an_origin_the_service_never_handed_out_is_refused() {
     assert_eq!(response.status(), 403);
     assert_eq!(response.headers()[PROXY_HEADER], "refused");
 }
+
+/// A proxy reached by another name (listening on every address, behind a
+/// name of its own) hands out addresses under that name.
+#[tokio::test]
+async fn addresses_are_handed_out_under_the_name_the_caller_used() {
+    let mock = MockService::start().await.unwrap();
+    let proxy = proxy(&mock, None).await;
+    let accepted: Value = post(&proxy, PATH, &job("named"), &[("host", "proxy.example:8790")])
+        .await
+        .json()
+        .await
+        .unwrap();
+    let polling_url = accepted["polling_url"].as_str().unwrap();
+    assert!(polling_url.starts_with("http://proxy.example:8790/"), "{polling_url}");
+}

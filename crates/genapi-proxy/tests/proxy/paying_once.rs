@@ -147,3 +147,64 @@ async fn a_refused_submission_may_be_sent_again() {
     assert_eq!(mock.count("POST", PATH), 2);
     assert_eq!(tasks(&mock), 1);
 }
+
+#[tokio::test]
+async fn a_server_error_to_a_submission_may_hold_a_task_so_a_repeat_is_not_sent() {
+    let mock = MockService::start().await.unwrap();
+    mock.inject(Fault::status(PATH, 502).method("POST"));
+    let proxy = proxy(&mock, None).await;
+    assert_eq!(post(&proxy, PATH, &job("gateway"), &[]).await.status(), 502);
+    let retry = post(&proxy, PATH, &job("gateway"), &[]).await;
+    assert_eq!(retry.status(), 409);
+    assert_eq!(retry.headers()[PROXY_HEADER], "unknown");
+    assert_eq!(mock.count("POST", PATH), 1);
+}
+
+#[tokio::test]
+async fn a_refusals_retry_after_reaches_the_caller() {
+    let mock = MockService::start().await.unwrap();
+    mock.inject(
+        Fault::on(
+            PATH,
+            FaultKind::Status {
+                status: 429,
+                retry_after: Some("7".into()),
+                body: r#"{"detail":"Too many active tasks"}"#.into(),
+            },
+        )
+        .method("POST"),
+    );
+    let proxy = proxy(&mock, None).await;
+    let refused = post(&proxy, PATH, &job("busy"), &[]).await;
+    assert_eq!(refused.status(), 429);
+    assert_eq!(refused.headers()["retry-after"], "7");
+}
+
+#[tokio::test]
+async fn a_job_whose_acceptance_was_delivered_is_a_new_job_after_a_restart_too() {
+    let mock = MockService::start().await.unwrap();
+    let memory = memory_file("delivered-restart");
+    let first = proxy(&mock, Some(memory.clone())).await;
+    id_of(post(&first, PATH, &job("heard"), &[]).await).await;
+    first.stop().await;
+    let second = proxy(&mock, Some(memory)).await;
+    let again = post(&second, PATH, &job("heard"), &[]).await;
+    assert_eq!(again.headers()[PROXY_HEADER], "sent");
+    assert_eq!(tasks(&mock), 2);
+}
+
+#[tokio::test]
+async fn a_stop_waits_for_the_answer_of_a_submission_whose_caller_went_away() {
+    let mock = holding_mock().await;
+    let memory = memory_file("stop-waits");
+    let first = proxy(&mock, Some(memory.clone())).await;
+    send_and_give_up(&first, &mock, &job("late")).await;
+    let stopping = tokio::spawn(first.stop());
+    // The service answers only once the stop has begun.
+    mock.advance(Duration::from_secs(3600));
+    stopping.await.unwrap();
+    let second = proxy(&mock, Some(memory)).await;
+    let retry = post(&second, PATH, &job("late"), &[]).await;
+    assert_eq!(retry.headers()[PROXY_HEADER], "replayed", "kept, not abandoned");
+    assert_eq!(mock.count("POST", PATH), 1);
+}

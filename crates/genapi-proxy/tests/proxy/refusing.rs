@@ -1,7 +1,7 @@
 //! What the proxy refuses: to listen beyond loopback, bodies past the
 //! service's bound.
 
-use genapi_mock::MockService;
+use genapi_mock::{Fault, MockService};
 use genapi_proxy::{Proxy, StartError};
 
 use crate::common::{post, proxy, PATH};
@@ -62,4 +62,51 @@ async fn beyond_loopback_a_caller_needs_the_proxys_own_key_which_never_reaches_t
     let sent: Vec<_> = mock.requests().into_iter().filter(|r| r.method == "POST").collect();
     assert_eq!(sent.len(), 1);
     assert!(!sent[0].body.contains(OWN) && sent[0].headers.iter().all(|(_, v)| !v.contains(OWN)));
+}
+
+#[tokio::test]
+async fn two_proxies_never_share_a_memory() {
+    let mock = MockService::start().await.unwrap();
+    let memory = crate::common::memory_file("shared");
+    let _first = proxy(&mock, Some(memory.clone())).await;
+    let refused = Proxy::builder(mock.client().unwrap())
+        .memory_file(&memory)
+        .start("127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap_err();
+    assert!(refused.to_string().contains("another proxy is using it"), "{refused}");
+}
+
+#[tokio::test]
+async fn the_service_quoting_the_key_never_hands_it_to_a_caller() {
+    let mock = MockService::start().await.unwrap();
+    let quoted = format!(r#"{{"detail":"invalid key {}"}}"#, mock.key());
+    mock.inject(Fault::on(
+        PATH,
+        genapi_mock::FaultKind::Status {
+            status: 403,
+            retry_after: None,
+            body: quoted,
+        },
+    ));
+    let proxy = proxy(&mock, None).await;
+    let answer = post(&proxy, PATH, &crate::common::job("x"), &[]).await;
+    assert_eq!(answer.status(), 403);
+    assert!(!answer.text().await.unwrap().contains(mock.key()));
+}
+
+#[tokio::test]
+async fn other_hosts_get_polls_and_downloads_only() {
+    let mock = MockService::start().await.unwrap();
+    let proxy = proxy(&mock, None).await;
+    let accepted: serde_json::Value = post(&proxy, PATH, &crate::common::job("x"), &[])
+        .await
+        .json()
+        .await
+        .unwrap();
+    // The polling host's address, through the proxy, with another method.
+    let polling_url = accepted["polling_url"].as_str().unwrap();
+    let answer = crate::common::http().delete(polling_url).send().await.unwrap();
+    assert_eq!(answer.status(), 405);
+    assert_eq!(mock.requests().iter().filter(|r| r.method == "DELETE").count(), 0);
 }
