@@ -281,6 +281,11 @@ impl Client {
         self.shared.transport.is_trusted(url)
     }
 
+    /// Notes that `key` is a key too, as secret as this client's own.
+    pub(crate) fn learns_key(&self, key: &str) {
+        self.shared.transport.scrubber().learn(key);
+    }
+
     /// Notes that `id` names a task this client handles: its scrubber never
     /// takes it for a secret.
     pub(crate) fn knows_task(&self, id: &str) {

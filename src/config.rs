@@ -604,6 +604,9 @@ mod address_tests {
             assert!(!error.contains("secretpw"), "{error}");
         }
         assert_eq!(shown_address("https://a:b@host:1/p"), "\"https://…@host:1/p\"");
-        assert_eq!(shown_address("https://host/@p/x"), "\"https://host/@p/x\"");
+        assert_eq!(
+            shown_address("https://host.example/@p/x"),
+            "\"https://host.example/@p/x\""
+        );
     }
 }

@@ -1545,6 +1545,20 @@ fn forms_of(secret: &str) -> Vec<String> {
         forms.push(escaped.to_ascii_lowercase());
         forms.push(escaped);
     }
+    // Its letters and digits as they are, every other byte escaped (an
+    // encoder that keeps only those: `0c8a2f3e%2D9b1d…`), in either case
+    // of hex.
+    for hex_case in [true, false] {
+        let strict: String = secret
+            .bytes()
+            .map(|b| match (b.is_ascii_alphanumeric(), hex_case) {
+                (true, _) => (b as char).to_string(),
+                (false, true) => format!("%{b:02X}"),
+                (false, false) => format!("%{b:02x}"),
+            })
+            .collect();
+        forms.push(strict);
+    }
     forms.retain(|form| form != secret);
     forms
 }
@@ -1655,6 +1669,8 @@ mod tests {
             base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes),
             escaped.clone(),
             escaped.to_uppercase(),
+            KEY.replace('-', "%2D"),
+            KEY.replace('-', "%2d"),
             KEY[9..].to_string(),
         ] {
             let said = scrubber.scrub(&format!("Invalid key: {quoted} (normalized)"));

@@ -266,6 +266,11 @@ pub(crate) fn masked_address(url: &Url, secrets: &mut Vec<String>, is_task_id: &
         for (name, value) in pairs {
             if name == KEPT_QUERY {
                 query.append_pair(&name, &value);
+            } else if value.is_empty() {
+                // A parameter with no value (`?S3CRETTOKEN`) is a token
+                // itself: its name is what is left out.
+                query.append_pair(REDACTED, "");
+                secrets.push(name);
             } else {
                 query.append_pair(&name, REDACTED);
                 secrets.push(value);
@@ -277,7 +282,10 @@ pub(crate) fn masked_address(url: &Url, secrets: &mut Vec<String>, is_task_id: &
         // quote without the rest of the query.
         let written = raw
             .split('&')
-            .filter_map(|pair| pair.split_once('='))
+            .map(|pair| match pair.split_once('=') {
+                Some((_, "")) | None => (name_of(pair), pair.trim_end_matches('=')),
+                Some((name, value)) => (name, value),
+            })
             .filter(|(name, _)| *name != KEPT_QUERY);
         secrets.extend(written.map(|(_, value)| value.to_string()));
         secrets.push(raw.to_string());
@@ -306,6 +314,11 @@ pub(crate) fn without_address_secrets(text: &str, secrets: &[String]) -> String 
         }
     }
     genapi_text::addresses_shown(&text)
+}
+
+/// The name of a query pair as written (`name=value`, or a bare `name`).
+fn name_of(pair: &str) -> &str {
+    pair.split('=').next().unwrap_or(pair)
 }
 
 /// `path` as recorded: a segment that reads as a token (a signed
@@ -449,6 +462,17 @@ mod tests {
                 assert!(!shown.contains(secret), "{quoted} -> {shown}");
             }
         }
+    }
+
+    #[test]
+    fn a_token_written_as_a_bare_query_name_is_left_out() {
+        let redactor = redactor();
+        let url = Url::parse("https://cdn.example.com/r/sample.jpeg?v=1&S3CRETTOKENxyz123456").unwrap();
+        let mut secrets = Vec::new();
+        let recorded = redactor.url(&url, &mut secrets);
+        assert!(!recorded.contains("S3CRETTOKEN"), "{recorded}");
+        let quoted = format!("{:?}", url.query_pairs().collect::<Vec<_>>());
+        assert!(!without_address_secrets(&quoted, &secrets).contains("S3CRETTOKEN"));
     }
 
     #[test]

@@ -19,6 +19,8 @@ use super::{Attempt, Body, Recorder, Sent};
 pub struct RelayRecording {
     recorder: Arc<Recorder>,
     client: crate::Client,
+    /// The callers' keys learned so far (each once).
+    keys: Arc<Mutex<std::collections::HashSet<String>>>,
 }
 
 impl RelayRecording {
@@ -26,6 +28,7 @@ impl RelayRecording {
         RelayRecording {
             recorder: Arc::new(recorder),
             client,
+            keys: Arc::default(),
         }
     }
 
@@ -53,6 +56,20 @@ impl RelayRecording {
 }
 
 impl RelayRecording {
+    /// Tells the recording that `key` is a key a caller sent (not this
+    /// client's): it is left out of the recording, in every spelling the
+    /// client's own key is.
+    pub fn learn_key(&self, key: &str) {
+        let new = self
+            .keys
+            .lock()
+            .map(|mut keys| keys.insert(key.to_string()))
+            .unwrap_or(true);
+        if new {
+            self.client.learns_key(key);
+        }
+    }
+
     /// Tells the recording that `id` names a task (an acceptance's `id`):
     /// never a secret, so it is kept wherever it stands, a result address's
     /// path included, as the client keeps the ids of its own tasks.

@@ -408,7 +408,7 @@ mod tests {
         for pasted in ["AC8A2F3E9B1D4B6C9D7E5A4F3B2C1D0E", "A7K3M9Q2X8B4N6P1Z5R0T2W9"] {
             assert!(variable_name(pasted).is_err(), "{pasted}");
         }
-        for name in ["MYSERVICE_KEY", "GENAPI_WORK", "IMAGES_API_KEY_2"] {
+        for name in ["MYSERVICE_KEY", "STUDIO_WORK", "IMAGES_API_KEY_2"] {
             assert_eq!(variable_name(name).ok().as_deref(), Some(name));
         }
     }

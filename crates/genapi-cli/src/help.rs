@@ -3,10 +3,10 @@
 //! each from one list ([`ENVIRONMENT`], [`files`], [`EXAMPLES`],
 //! [`crate::code::table`]). `-h` only says where to find them.
 
-use crate::{cache, code, config, mock, opener};
+use crate::{cache, code, config, mock, opener, proxy};
 
 /// The variables the command reads, with what each means.
-pub const ENVIRONMENT: [(&str, &str); 10] = [
+pub const ENVIRONMENT: [(&str, &str); 11] = [
     ("GENAPI_API_KEY", "project API key (never printed)"),
     ("GENAPI_BASE_URL", "service address"),
     (
@@ -34,6 +34,10 @@ pub const ENVIRONMENT: [(&str, &str); 10] = [
     (
         mock::KEY_VARIABLE,
         "the key `genapi mock` asks of its clients, when --key is not given",
+    ),
+    (
+        proxy::KEY_VARIABLE,
+        "the key of its own `genapi proxy --allow-remote` asks of its callers",
     ),
 ];
 

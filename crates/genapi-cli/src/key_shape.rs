@@ -62,21 +62,46 @@ pub fn looks_like_a_key(value: &str) -> bool {
     prefixed || random || holds_a_uuid(value)
 }
 
-/// Whether `value` holds a UUID: groups of 8, 4, 4, 4 and 12 hex digits
-/// joined by dashes, or the 32 digits alone.
+/// Whether `value` holds a UUID anywhere, whatever stands beside it
+/// (`out-…`, `img…x`): groups of 8, 4, 4, 4 and 12 hex digits joined by
+/// one separator (`-`, `_`, `.`, `/` or a space), or 32 hex digits in a
+/// row with a digit among them; also once its `%` escapes are decoded.
 fn holds_a_uuid(value: &str) -> bool {
-    let hex = |text: &str| text.bytes().all(|b| b.is_ascii_hexdigit());
-    value
-        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '-'))
-        .any(|word| {
-            let groups: Vec<&str> = word.split('-').collect();
-            let dashed = groups.len() == 5
-                && groups
-                    .iter()
-                    .zip([8, 4, 4, 4, 12])
-                    .all(|(group, n)| group.len() == n && hex(group));
-            dashed || (word.len() == 32 && hex(word) && word.bytes().any(|b| b.is_ascii_digit()))
-        })
+    let decoded = percent_encoding::percent_decode_str(value).decode_utf8_lossy();
+    let holds = |text: &str| {
+        let bytes = text.as_bytes();
+        (0..bytes.len()).any(|start| grouped_at(&bytes[start..]) || plain_at(&bytes[start..]))
+    };
+    holds(value) || holds(&decoded)
+}
+
+/// A UUID in groups opens `bytes`.
+fn grouped_at(bytes: &[u8]) -> bool {
+    let Some(&separator) = bytes.get(8).filter(|b| b"-_./ ".contains(b)) else {
+        return false;
+    };
+    let mut at = 0;
+    for (n, length) in [8, 4, 4, 4, 12].into_iter().enumerate() {
+        let group = bytes.get(at..at + length);
+        if !group.is_some_and(|group| group.iter().all(u8::is_ascii_hexdigit)) {
+            return false;
+        }
+        at += length;
+        if n < 4 {
+            if bytes.get(at) != Some(&separator) {
+                return false;
+            }
+            at += 1;
+        }
+    }
+    true
+}
+
+/// 32 hex digits with a digit among them open `bytes`.
+fn plain_at(bytes: &[u8]) -> bool {
+    bytes
+        .get(..32)
+        .is_some_and(|run| run.iter().all(u8::is_ascii_hexdigit) && run.iter().any(u8::is_ascii_digit))
 }
 
 #[cfg(test)]
@@ -98,6 +123,11 @@ mod tests {
             "https://api.example.com/0c8a2f3e-9b1d-4b6c-9d7e-5a4f3b2c1d0e",
             "https://0c8a2f3e-9b1d-4b6c-9d7e-5a4f3b2c1d0e.example.com",
             "0C8A2F3E9B1D4B6C9D7E5A4F3B2C1D0E",
+            "x0c8a2f3e-9b1d-4b6c-9d7e-5a4f3b2c1d0e",
+            "renders-0c8a2f3e-9b1d-4b6c-9d7e-5a4f3b2c1d0ex",
+            "0c8a2f3e.9b1d.4b6c.9d7e.5a4f3b2c1d0e",
+            "0c8a2f3e 9b1d 4b6c 9d7e 5a4f3b2c1d0e",
+            "%30%63%38%61%32%66%33%65%2d%39%62%31%64%2d%34%62%36%63%2d%39%64%37%65%2d%35%61%34%66%33%62%32%63%31%64%30%65",
         ] {
             assert!(looks_like_a_key(key), "{key}");
         }

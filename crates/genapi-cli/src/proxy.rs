@@ -32,7 +32,7 @@ pub struct ProxyArgs {
 }
 
 /// The variable that holds the proxy's own key.
-const PROXY_KEY_VARIABLE: &str = "GENAPI_PROXY_KEY";
+pub const KEY_VARIABLE: &str = "GENAPI_PROXY_KEY";
 
 /// Runs the proxy until Ctrl-C or SIGTERM (or `--timeout`), then prints
 /// what it saw.
@@ -76,9 +76,9 @@ pub async fn run(global: &Global, args: ProxyArgs) -> Result<(), Failure> {
         builder = builder.record(record, global.record_options());
     }
     if args.allow_remote {
-        let key = crate::config::variable(PROXY_KEY_VARIABLE).ok_or_else(|| {
+        let key = crate::config::variable(KEY_VARIABLE).ok_or_else(|| {
             Failure::usage(format!(
-                "--allow-remote needs a key of the proxy's own, which its callers send: set {PROXY_KEY_VARIABLE}"
+                "--allow-remote needs a key of the proxy's own, which its callers send: set {KEY_VARIABLE}"
             ))
         })?;
         builder = builder.allow_remote(key);
@@ -87,7 +87,7 @@ pub async fn run(global: &Global, args: ProxyArgs) -> Result<(), Failure> {
         let said = out::clean(&e.to_string());
         match e {
             genapi_proxy::StartError::NotLoopback(_) => Failure::usage(format!("{said} (--allow-remote)")),
-            genapi_proxy::StartError::WeakProxyKey => Failure::usage(format!("{said}: {PROXY_KEY_VARIABLE}")),
+            genapi_proxy::StartError::WeakProxyKey => Failure::usage(format!("{said}: {KEY_VARIABLE}")),
             _ => Failure::new(code::OTHER, said),
         }
     })?;
@@ -124,7 +124,7 @@ async fn status(global: &Global, address: SocketAddr) -> Result<(), Failure> {
         })
         .map_err(|e| Failure::api(&e))?;
     let mut request = http.get(format!("http://{address}/_genapi/summary"));
-    if let Some(key) = crate::config::variable(PROXY_KEY_VARIABLE) {
+    if let Some(key) = crate::config::variable(KEY_VARIABLE) {
         request = request.header("x-key", key);
     }
     let answer = request

@@ -168,6 +168,9 @@ impl Replay {
         };
         // Which task a result address belongs to, from the polls that gave it.
         let mut sample_task: HashMap<String, String> = HashMap::new();
+        // The tasks the recorded submissions made: a poll names one in its
+        // query (`?id=`) or in its path (`/v1/tasks/<id>`).
+        let mut tasks: std::collections::HashSet<String> = std::collections::HashSet::new();
         for entry in entries {
             let (request, response) = (entry.request, entry.response);
             if response.status == 0 {
@@ -199,12 +202,26 @@ impl Replay {
                     .post_data
                     .and_then(|data| serde_json::from_str(&data.text).ok())
                     .unwrap_or(Value::Null);
+                let made = serde_json::from_str::<Value>(&answer.body).ok();
+                if let Some(id) = made.as_ref().and_then(|made| made["id"].as_str()) {
+                    tasks.insert(id.to_string());
+                }
                 replay.submissions.push(Submission {
                     path: url.path().to_string(),
                     body,
                     answer,
                 });
-            } else if let Some(id) = url.query_pairs().find(|(k, _)| k == "id").map(|(_, v)| v.into_owned()) {
+            } else if let Some(id) = url
+                .query_pairs()
+                .find(|(k, _)| k == "id")
+                .map(|(_, v)| v.into_owned())
+                .or_else(|| {
+                    url.path_segments()?
+                        .rev()
+                        .find(|segment| tasks.contains(*segment))
+                        .map(str::to_string)
+                })
+            {
                 let sample = serde_json::from_str::<Value>(&answer.body)
                     .ok()
                     .and_then(|b| b["result"]["sample"].as_str().map(str::to_string));
@@ -385,6 +402,28 @@ fn matches(recorded: &Value, sent: &Value) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_poll_naming_its_task_in_its_path_is_replayed_for_that_task() {
+        let entry = |method: &str, url: &str, post: Option<&str>, answer: &str| {
+            json!({
+                "request": {"method": method, "url": url, "postData": post.map(|text| json!({"mimeType": "application/json", "text": text}))},
+                "response": {"status": 200, "headers": [], "content": {"mimeType": "application/json", "text": answer}},
+                "_genapi": {"operation": if method == "POST" { "gen_dev" } else { "get_result" }},
+            })
+        };
+        let har = json!({"log": {"entries": [
+            entry("POST", "http://127.0.0.1:9/v1/gen-dev", Some(r#"{"prompt":"a fox"}"#),
+                  r#"{"id":"tk_7f3a","polling_url":"http://127.0.0.1:9/v1/tasks/tk_7f3a"}"#),
+            entry("GET", "http://127.0.0.1:9/v1/tasks/tk_7f3a", None, r#"{"id":"tk_7f3a","status":"Pending"}"#),
+        ]}});
+        let replay = Replay::from_har(&har.to_string()).unwrap();
+        assert!(
+            replay.polls.contains_key("tk_7f3a"),
+            "{:?}",
+            replay.polls.keys().collect::<Vec<_>>()
+        );
+    }
 
     #[test]
     fn redacted_values_and_image_summaries_match_anything_sent() {

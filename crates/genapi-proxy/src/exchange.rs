@@ -34,12 +34,19 @@ const BODY_WITHIN: Duration = Duration::from_secs(120);
 pub(crate) async fn answer(State(shared): State<Arc<Shared>>, request: Request) -> Response {
     shared.counters.add(Count::Request);
     let (mut parts, body) = request.into_parts();
-    if !shared.admits(&mut parts.headers) {
-        return own(
-            StatusCode::UNAUTHORIZED,
-            "refused",
-            "this proxy needs its own key in the x-key header",
-        );
+    if let Err(refusal) = shared.admits(&mut parts.headers) {
+        return match refusal {
+            crate::Refusal::NoProxyKey => own(
+                StatusCode::UNAUTHORIZED,
+                "refused",
+                "this proxy needs its own key in the x-key header",
+            ),
+            crate::Refusal::NotThisMachine => own(
+                StatusCode::FORBIDDEN,
+                "refused",
+                "the proxy serves programs of this machine: a web page, or a request naming another host, is refused",
+            ),
+        };
     }
     let body = match tokio::time::timeout(BODY_WITHIN, axum::body::to_bytes(body, MOST_REQUEST_BYTES)).await {
         Ok(Ok(body)) => body,
@@ -113,7 +120,10 @@ async fn submission(
     origin: &str,
 ) -> Response {
     let key = shared.service.key_of(&headers).unwrap_or_default().to_string();
-    let idempotency_key = headers.get("idempotency-key").and_then(|value| value.to_str().ok());
+    let idempotency_key = headers
+        .get("idempotency-key")
+        .and_then(|value| value.to_str().ok())
+        .filter(|key| !key.trim().is_empty());
     let (id, naming) = SubmissionId::of(&key, path_and_query, &body, idempotency_key);
     loop {
         let mut changes = shared.memory.watch();
@@ -404,7 +414,7 @@ async fn relay(
     };
     let mut relayed = Response::new(body);
     *relayed.status_mut() = status;
-    *relayed.headers_mut() = answer_headers;
+    *relayed.headers_mut() = shared.headers_without_key(answer_headers);
     relayed
 }
 

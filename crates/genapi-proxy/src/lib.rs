@@ -274,11 +274,17 @@ impl Proxy {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
         }
-        if let Some(serving) = self.serving.take() {
-            let _ = serving.await;
+        // One bound for it all: callers still connected, then the answers
+        // owed to callers gone.
+        let until = tokio::time::Instant::now() + STOP_WAITS_FOR;
+        if let Some(mut serving) = self.serving.take() {
+            if tokio::time::timeout_at(until, &mut serving).await.is_err() {
+                // Connections still open past the bound are closed.
+                serving.abort();
+            }
         }
         let mut in_flight = self.shared.in_flight.subscribe();
-        let _ = tokio::time::timeout(STOP_WAITS_FOR, in_flight.wait_for(|sent| *sent == 0)).await;
+        let _ = tokio::time::timeout_at(until, in_flight.wait_for(|sent| *sent == 0)).await;
         self.shared.counters.summary()
     }
 }
@@ -308,6 +314,40 @@ pub(crate) struct Shared {
     proxy_key: Option<genapi::ApiKey>,
     /// Submissions sent and not answered yet: a stop waits for them.
     in_flight: tokio::sync::watch::Sender<usize>,
+}
+
+/// Why a request is refused before anything else is read.
+pub(crate) enum Refusal {
+    /// Beyond loopback, without the proxy's own key.
+    NoProxyKey,
+    /// On loopback, from a web page or through another name.
+    NotThisMachine,
+}
+
+/// Whether a request to a proxy on loopback comes from a program of this
+/// machine, not from a web page its browser shows: its `Host` names
+/// loopback (a page on another name rebound to 127.0.0.1 sends its own),
+/// and a browser's `Origin` and `Sec-Fetch-Site`, when sent, say the page
+/// is this machine's too. Without this any site the user visits could post
+/// submissions, paid with the configured key.
+fn from_this_machine(headers: &http::HeaderMap) -> bool {
+    let text = |name: &str| headers.get(name).and_then(|value| value.to_str().ok());
+    let loopback_host = |host: &str| {
+        let name = match host.strip_prefix('[') {
+            Some(rest) => rest.split(']').next().unwrap_or_default(),
+            None => host.rsplit_once(':').map_or(host, |(name, _)| name),
+        };
+        name.eq_ignore_ascii_case("localhost") || name.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
+    };
+    let host_ok = text("host").is_none_or(loopback_host);
+    let origin_ok = text("origin").is_none_or(|origin| {
+        url::Url::parse(origin)
+            .ok()
+            .and_then(|url| url.host_str().map(str::to_string))
+            .is_some_and(|host| loopback_host(&host))
+    });
+    let site_ok = text("sec-fetch-site").is_none_or(|site| site != "cross-site");
+    host_ok && origin_ok && site_ok
 }
 
 /// A submission sent and not answered yet ([`Shared::sending`]).
@@ -343,6 +383,29 @@ impl Shared {
         }
     }
 
+    /// `headers` without a value that quotes the configured key (a
+    /// `Location`, a service's debugging header): such a value is dropped.
+    fn headers_without_key(&self, mut headers: http::HeaderMap) -> http::HeaderMap {
+        let Some(key) = self
+            .service
+            .key
+            .as_ref()
+            .map(genapi::ApiKey::expose)
+            .filter(|key| key.len() >= 8)
+        else {
+            return headers;
+        };
+        let quoting: Vec<http::HeaderName> = headers
+            .iter()
+            .filter(|(_, value)| String::from_utf8_lossy(value.as_bytes()).contains(key))
+            .map(|(name, _)| name.clone())
+            .collect();
+        for name in quoting {
+            headers.remove(name);
+        }
+        headers
+    }
+
     /// `body` without the configured key: a service that quotes the key
     /// it was sent would otherwise hand it to a caller that never had it.
     fn without_key(&self, body: Vec<u8>) -> Vec<u8> {
@@ -366,16 +429,20 @@ impl Shared {
             .into_bytes()
     }
 
-    /// Whether `headers` may pass: always on loopback; beyond it, only with
-    /// the proxy's own key, which is then taken off (the service gets the
-    /// configured one).
-    fn admits(&self, headers: &mut http::HeaderMap) -> bool {
-        let Some(key) = &self.proxy_key else { return true };
+    /// Whether `headers` may pass: on loopback, from a program of this
+    /// machine ([`from_this_machine`]); beyond it, only with the proxy's own
+    /// key, which is then taken off (the service gets the configured one).
+    fn admits(&self, headers: &mut http::HeaderMap) -> Result<(), Refusal> {
+        let Some(key) = &self.proxy_key else {
+            return from_this_machine(headers).then_some(()).ok_or(Refusal::NotThisMachine);
+        };
         let given = headers.remove(relay::KEY_HEADER);
         // Digests compared, not the keys: how long the comparison takes
         // tells nothing of how much of a guess was right.
         let digest = |bytes: &[u8]| ring::digest::digest(&ring::digest::SHA256, bytes);
-        given.is_some_and(|given| digest(given.as_bytes()).as_ref() == digest(key.expose().as_bytes()).as_ref())
+        let right =
+            given.is_some_and(|given| digest(given.as_bytes()).as_ref() == digest(key.expose().as_bytes()).as_ref());
+        right.then_some(()).ok_or(Refusal::NoProxyKey)
     }
 
     /// Counts a submission sent, until the guard it gets is dropped.

@@ -96,17 +96,22 @@ impl Service {
         body: Bytes,
         operation: &str,
     ) -> Result<Sent, reqwest::Error> {
-        let key = self
-            .client
-            .sends_key_to(&target)
+        // The key goes to the API: the base URL, and an operation of the
+        // document on a host the trust rule gives it to (a regional polling
+        // host); never to a download, though a delivery host may lie in the
+        // service's domain, as the client never sends it there.
+        let same_origin = target.origin() == self.base.origin();
+        let an_operation = crate::contract::operation_id(target.path(), &method).is_some();
+        let keyed = self.client.sends_key_to(&target) && (same_origin || an_operation);
+        let key = keyed
             .then(|| self.key_of(headers))
             .flatten()
             .and_then(|key| HeaderValue::from_str(key).ok());
         let mut relayed = relayed_headers(headers);
         relayed.remove(http::header::ACCEPT_ENCODING);
         relayed.remove(KEY_HEADER);
-        if !self.client.sends_key_to(&target) {
-            // A host the key may not go to gets no other credential either.
+        if !keyed {
+            // What the key may not go to gets no other credential either.
             for credential in [http::header::AUTHORIZATION, http::header::COOKIE] {
                 relayed.remove(credential);
             }
@@ -122,6 +127,11 @@ impl Service {
             .body(body.clone())
             .build()?;
         let record = self.recording.as_ref().map(|recording| {
+            // The caller's own key is left out of the recording as the
+            // configured one is.
+            if let Some(key) = self.key_of(headers) {
+                recording.learn_key(key);
+            }
             if !body.is_empty() {
                 // What the caller sent as secret (a webhook's) is left out
                 // of the recording, as the client leaves out its own.

@@ -217,16 +217,22 @@ impl Address {
 /// short, never with a password.
 fn user_information_end(after: &str) -> Option<usize> {
     let authority_end = after.find(['/', '?', '#']).unwrap_or(after.len());
-    // A single name with nothing after it may be a user name cut short
-    // (`https://Xy9#Qw7@host`): only a host that says it is one (a dot, a
-    // port, brackets, `localhost`) opens an address.
+    // Only a host that says it is one (a dot, brackets, `localhost`, a port
+    // a port can be) opens an address: `admin:S3cret/`, `admin:8675309#`
+    // and `Xy9#` are user information cut short.
     let host = &after[..authority_end];
-    let surely_a_host =
-        looks_like_an_authority(host) && (host.contains(['.', ':', '[']) || host.eq_ignore_ascii_case("localhost"));
-    let query_start = match surely_a_host {
-        true => after.find(['?', '#']).unwrap_or(after.len()),
-        false => after.len(),
-    };
+    let port_ok = host
+        .rsplit_once(':')
+        .filter(|_| !host.ends_with(']'))
+        .is_none_or(|(_, port)| port.parse::<u16>().is_ok());
+    let name = host.rsplit_once(':').map_or(host, |(name, _)| name);
+    let surely_a_host = looks_like_an_authority(host)
+        && port_ok
+        && (name.contains('.') || host.starts_with('[') || name.eq_ignore_ascii_case("localhost"));
+    if !surely_a_host {
+        return after.rfind('@');
+    }
+    let query_start = after.find(['?', '#']).unwrap_or(after.len());
     after[..query_start]
         .rmatch_indices('@')
         .map(|(at, _)| at)
@@ -458,6 +464,13 @@ mod tests {
             "https://cdn.example.com/@ana/x.png"
         );
         assert_eq!(shown_address("https://api.example.com/p@x"), "https://…@x");
+        // A user name and digits are no host and port (`admin:8675309#…`).
+        for address in [
+            "https://admin:8675309#Zq@api.example.com",
+            "https://admin:1234?Summer@api.example.com",
+        ] {
+            assert_eq!(shown_address(address), "https://…@api.example.com", "{address}");
+        }
         assert_eq!(
             address_alone("https://api.example.com/v1?to=a@b.example.com"),
             "https://api.example.com/v1"
