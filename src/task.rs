@@ -192,10 +192,21 @@ impl Task {
                 })
             }
             Ok(url) if matches!(url.scheme(), "http" | "https") => {
+                // The task is named by the address's `id`, or else by its
+                // path's last segment (`/v1/tasks/<id>`), as a service that
+                // polls by path writes it.
+                let by_path = || {
+                    let last = url.path_segments()?.next_back()?;
+                    let plain = !last.is_empty()
+                        && last != "get_result"
+                        && last.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+                    plain.then(|| last.to_string())
+                };
                 let id = url
                     .query_pairs()
                     .find(|(k, _)| k == "id")
                     .map(|(_, v)| v.into_owned())
+                    .or_else(by_path)
                     .unwrap_or_default();
                 (id, url)
             }

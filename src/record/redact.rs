@@ -253,8 +253,16 @@ pub(crate) fn masked_address(url: &Url, secrets: &mut Vec<String>, is_task_id: &
     if url.query().is_none() {
         return url.to_string();
     }
+    // `id` names a task where the service's polls take it, or where its value
+    // is one: elsewhere (a delivery host's `?id=` signature) it is a value
+    // like any other.
+    let polled = url
+        .path_segments()
+        .and_then(|mut segments| segments.next_back())
+        .is_some_and(|last| last.split(';').next() == Some("get_result"));
+    let kept = |name: &str, value: &str| name == KEPT_QUERY && (polled || is_task_id(value));
     let pairs: Vec<(String, String)> = url.query_pairs().into_owned().collect();
-    if pairs.iter().all(|(name, _)| name == KEPT_QUERY) {
+    if pairs.iter().all(|(name, value)| kept(name, value)) {
         // Nothing to redact: the address stays as it was given, and its
         // query is no secret to search the entry for.
         return url.to_string();
@@ -264,7 +272,7 @@ pub(crate) fn masked_address(url: &Url, secrets: &mut Vec<String>, is_task_id: &
         let mut query = masked.query_pairs_mut();
         query.clear();
         for (name, value) in pairs {
-            if name == KEPT_QUERY {
+            if kept(&name, &value) {
                 query.append_pair(&name, &value);
             } else if value.is_empty() {
                 // A parameter with no value (`?S3CRETTOKEN`) is a token
@@ -286,7 +294,7 @@ pub(crate) fn masked_address(url: &Url, secrets: &mut Vec<String>, is_task_id: &
                 Some((_, "")) | None => (name_of(pair), pair.trim_end_matches('=')),
                 Some((name, value)) => (name, value),
             })
-            .filter(|(name, _)| *name != KEPT_QUERY);
+            .filter(|(name, value)| !kept(name, value));
         secrets.extend(written.map(|(_, value)| value.to_string()));
         secrets.push(raw.to_string());
     }
@@ -388,6 +396,9 @@ mod tests {
     fn addresses_keep_host_path_and_task_id() {
         let redactor = redactor();
         let mut secrets = Vec::new();
+        // A delivery address naming its task keeps it (a task this client
+        // handles), as a poll does.
+        redactor.scrubber.is_a_task_id("t1");
         let url = Url::parse("https://delivery.example.com/r/1.png?id=t1&expires=99&signature=abcdef").unwrap();
         assert_eq!(
             redactor.url(&url, &mut secrets),
@@ -462,6 +473,16 @@ mod tests {
                 assert!(!shown.contains(secret), "{quoted} -> {shown}");
             }
         }
+    }
+
+    #[test]
+    fn an_id_in_a_query_is_kept_only_where_it_names_a_task() {
+        let redactor = redactor();
+        let mut secrets = Vec::new();
+        let sample = Url::parse("https://cdn.example.com/results/sample.jpeg?id=S3CRETTOKENxyz123456").unwrap();
+        assert!(!redactor.url(&sample, &mut secrets).contains("S3CRETTOKEN"));
+        let poll = Url::parse("https://api.example.com/v1/get_result?id=t-7").unwrap();
+        assert_eq!(redactor.url(&poll, &mut secrets), poll.as_str());
     }
 
     #[test]

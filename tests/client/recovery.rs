@@ -461,3 +461,20 @@ async fn each_failed_poll_is_told_and_the_wait_goes_on_to_the_end() {
         assert!(text.contains("503"), "{text}");
     }
 }
+
+/// A polling address that names its task in its path (`/v1/tasks/<id>`),
+/// as some services write it, gives the task its id, as `?id=` does.
+#[tokio::test(start_paused = true)]
+async fn a_polling_url_naming_its_task_in_its_path_gives_the_task_its_id() {
+    let client = genapi::Client::builder()
+        .api_key("k")
+        .base_url("http://127.0.0.1:9")
+        .build()
+        .unwrap();
+    let by_path = client.task("http://127.0.0.1:9/v1/tasks/tk_7f3a9c").unwrap();
+    assert_eq!(by_path.id(), "tk_7f3a9c");
+    let by_query = client.task("http://127.0.0.1:9/v1/get_result?id=t-1").unwrap();
+    assert_eq!(by_query.id(), "t-1");
+    let no_id = client.task("http://127.0.0.1:9/v1/get_result").unwrap();
+    assert_eq!(no_id.id(), "");
+}

@@ -216,9 +216,13 @@ impl Replay {
                 .find(|(k, _)| k == "id")
                 .map(|(_, v)| v.into_owned())
                 .or_else(|| {
+                    // A poll by path names its task in a segment: one a
+                    // recorded submission made, or the one its answer names.
+                    let answered = serde_json::from_str::<Value>(&answer.body).ok();
+                    let named = answered.as_ref().and_then(|answered| answered["id"].as_str());
                     url.path_segments()?
                         .rev()
-                        .find(|segment| tasks.contains(*segment))
+                        .find(|segment| tasks.contains(*segment) || Some(*segment) == named)
                         .map(str::to_string)
                 })
             {
