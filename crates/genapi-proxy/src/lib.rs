@@ -383,16 +383,21 @@ impl Shared {
         }
     }
 
-    /// `headers` without a value that quotes the configured key (a
-    /// `Location`, a service's debugging header): such a value is dropped.
-    fn headers_without_key(&self, mut headers: http::HeaderMap) -> http::HeaderMap {
-        let Some(key) = self
-            .service
+    /// The configured key, as searched for in answers: one shorter than
+    /// eight bytes is not (as the client's scrubber does not), since such
+    /// words stand in ordinary text.
+    fn searched_key(&self) -> Option<&str> {
+        self.service
             .key
             .as_ref()
             .map(genapi::ApiKey::expose)
             .filter(|key| key.len() >= 8)
-        else {
+    }
+
+    /// `headers` without a value that quotes the configured key (a
+    /// `Location`, a service's debugging header): such a value is dropped.
+    fn headers_without_key(&self, mut headers: http::HeaderMap) -> http::HeaderMap {
+        let Some(key) = self.searched_key() else {
             return headers;
         };
         let quoting: Vec<http::HeaderName> = headers
@@ -409,13 +414,7 @@ impl Shared {
     /// `body` without the configured key: a service that quotes the key
     /// it was sent would otherwise hand it to a caller that never had it.
     fn without_key(&self, body: Vec<u8>) -> Vec<u8> {
-        let Some(key) = self
-            .service
-            .key
-            .as_ref()
-            .map(genapi::ApiKey::expose)
-            .filter(|key| key.len() >= 8)
-        else {
+        let Some(key) = self.searched_key() else {
             return body;
         };
         let text = String::from_utf8_lossy(&body);
