@@ -42,6 +42,10 @@
 //!   ([`Ledger::carry_seat_changes`]); its end waits a moment for the next
 //!   event to carry it, and its caller still waits until it is stored.
 //!
+//! The same database keeps [`SharedRecords`]: small records that several
+//! processes share, each written only on the version its writer read (the
+//! memory `genapi proxy` shares with its peers).
+//!
 //! The ledger owns its schema: numbered migrations applied on first use. It
 //! never stores the API key or images.
 //!
@@ -59,6 +63,7 @@ mod lines;
 mod link;
 mod naming;
 mod options;
+mod records;
 mod schema;
 mod seats;
 mod store;
@@ -70,5 +75,6 @@ pub use lines::Ledger;
 pub use link::DEFAULT_STEP_DEADLINE;
 pub use naming::DEFAULT_NAME_WAIT;
 pub use options::{LedgerOptions, DEFAULT_LEASE};
+pub use records::{Record, RecordHold, SharedRecords};
 pub use seats::{SharedSeats, UNANSWERED_SEAT_HOLD};
 pub use store::ReadOnlyLedger;

@@ -61,6 +61,19 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     // the price of its kind. (A line done holds its settled cost, or 0.)
     "UPDATE genapi_lines SET hold = greatest(charged, hold), charged = NULL
      WHERE NOT done AND charged > 0;",
+    // 4: small records shared by the processes of a scope (the memory of
+    // proxies sharing what they sent), each with a version, a holder whose
+    // hold lapses, and a time after which it is forgotten.
+    "CREATE TABLE genapi_shared_records (
+        scope text NOT NULL,
+        key text NOT NULL,
+        version bigint NOT NULL,
+        value jsonb NOT NULL,
+        holder text,
+        lease_until timestamptz,
+        kept_until timestamptz NOT NULL,
+        PRIMARY KEY (scope, key)
+    );",
 ];
 
 /// Every table and the columns the ledger reads or writes, checked each
@@ -78,6 +91,10 @@ pub(crate) const SHAPE: &[(&str, &str)] = &[
         "pool, seat, worker, lease_until, task_id, polling_url, taken_at",
     ),
     ("genapi_seat_pools", "pool, size, created_at"),
+    (
+        "genapi_shared_records",
+        "scope, key, version, value, holder, lease_until, kept_until",
+    ),
 ];
 
 /// The newest schema version this build knows.

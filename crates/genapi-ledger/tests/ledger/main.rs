@@ -20,6 +20,7 @@ mod credit_holds;
 mod earlier_ledgers;
 mod fair_shares;
 mod fenced_intents;
+mod shared_records;
 mod shared_seats;
 mod store_contract;
 mod tls;
