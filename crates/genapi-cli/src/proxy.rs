@@ -26,6 +26,13 @@ pub struct ProxyArgs {
     /// x-key, and the proxy sends the service's key instead.
     #[arg(long)]
     allow_remote: bool,
+    /// Share what the proxy remembers with other proxies through a PostgreSQL database.
+    ///
+    /// Proxies on this machine or others, for the same service, through this database
+    /// (postgres://USER:PASSWORD@HOST:PORT/DB; default: GENAPI_LEDGER_URL, the batches' ledger): a caller's retry that
+    /// reaches another proxy gets the first one's task. Instead of the memory file in the cache.
+    #[arg(long, value_name = "URL")]
+    ledger: Option<String>,
     /// Print what the proxy at --listen saw so far, and exit.
     #[arg(long)]
     status: bool,
@@ -66,12 +73,7 @@ pub async fn run(global: &Global, args: ProxyArgs) -> Result<(), Failure> {
     if let Some(key) = key {
         builder = builder.key(key);
     }
-    // The built-in mock's tasks end with it: nothing to remember.
-    if connection.mock.is_none() {
-        if let Some(file) = memory_file(global) {
-            builder = builder.memory_file(file);
-        }
-    }
+    builder = remembering(builder, global, &args, &connection)?;
     if let Some(record) = &global.record {
         builder = builder.record(record, global.record_options());
     }
@@ -110,6 +112,36 @@ pub async fn run(global: &Global, args: ProxyArgs) -> Result<(), Failure> {
         out::err(&format!("proxy stopped: {summary}"));
     }
     stopped.map_err(|e| Failure::new(code::OTHER, format!("cannot wait for Ctrl-C: {e}")))
+}
+
+/// Where the proxy remembers what it sent: the ledger (`--ledger`, or
+/// `GENAPI_LEDGER_URL`) shared with other proxies, else a file in the
+/// cache; nothing for the built-in mock, whose tasks end with it.
+fn remembering(
+    builder: genapi_proxy::ProxyBuilder,
+    global: &Global,
+    args: &ProxyArgs,
+    connection: &crate::Connection,
+) -> Result<genapi_proxy::ProxyBuilder, Failure> {
+    let ledger = args
+        .ledger
+        .clone()
+        .or_else(|| crate::config::variable(crate::config::LEDGER_VARIABLE))
+        .filter(|url| !url.trim().is_empty());
+    match (ledger, &connection.mock) {
+        (Some(_), Some(_)) => Err(Failure::usage(
+            "--ledger shares what proxies of one service remember, but this proxy would relay to its own \
+                 built-in mock, which no other proxy can see and which ends with it: set GENAPI_BASE_URL and \
+                 GENAPI_API_KEY, for instance to a `genapi mock` the proxies share",
+        )),
+        (Some(url), None) => Ok(builder.ledger(url)),
+        // The built-in mock's tasks end with it: nothing to remember.
+        (None, Some(_)) => Ok(builder),
+        (None, None) => Ok(match memory_file(global) {
+            Some(file) => builder.memory_file(file),
+            None => builder,
+        }),
+    }
 }
 
 /// `genapi proxy --status`: the summary of the proxy listening at

@@ -131,16 +131,16 @@ mod tests {
     #[test]
     fn an_address_on_the_base_host_keeps_its_path_at_the_proxy() {
         let base = Url::parse("https://api.example.com").unwrap();
-        let memory = Memory::open(None).unwrap();
+        let memory = Memory::local(None).unwrap();
         let shown = rewriter(&base, &memory).address("https://api.example.com/v1/get_result?id=7");
         assert_eq!(shown.as_deref(), Some("http://127.0.0.1:9/v1/get_result?id=7"));
         assert_eq!(route("/v1/get_result?id=7"), Route::Base);
     }
 
-    #[test]
-    fn an_address_on_another_host_goes_there_through_the_proxy_and_back() {
+    #[tokio::test]
+    async fn an_address_on_another_host_goes_there_through_the_proxy_and_back() {
         let base = Url::parse("https://api.example.com").unwrap();
-        let memory = Memory::open(None).unwrap();
+        let memory = Memory::local(None).unwrap();
         let shown = rewriter(&base, &memory)
             .address("https://delivery.eu4.example.com/results/x.png?sig=abc")
             .unwrap();
@@ -152,7 +152,7 @@ mod tests {
                 path_and_query: "/results/x.png?sig=abc".into()
             }
         );
-        assert!(memory.knows_origin("https://delivery.eu4.example.com"));
+        assert!(memory.knows_origin("https://delivery.eu4.example.com").await);
     }
 
     #[test]
@@ -165,7 +165,7 @@ mod tests {
     #[test]
     fn answers_are_rewritten_where_they_name_addresses_only() {
         let base = Url::parse("http://127.0.0.1:5").unwrap();
-        let memory = Memory::open(None).unwrap();
+        let memory = Memory::local(None).unwrap();
         let rewriter = rewriter(&base, &memory);
         let body = br#"{"id":"t","polling_url":"http://127.0.0.1:5/v1/get_result?id=t","note":"http://127.0.0.1:5/x"}"#;
         let rewritten: Value = serde_json::from_slice(&rewriter.body(body).unwrap()).unwrap();

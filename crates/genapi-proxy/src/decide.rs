@@ -62,6 +62,22 @@ pub(crate) fn decide(naming: Naming, remembered: Option<(Phase, Fate)>) -> Decis
     }
 }
 
+/// Where a remembered submission stands once the proxy that held it is gone
+/// (stopped, or its hold on a shared record lapsed), as any proxy reads it
+/// after: an answer it was waiting for may have made a task, and an
+/// acceptance it was writing to its caller did not surely arrive.
+pub(crate) fn holder_gone(phase: Phase, fate: Fate) -> (Phase, Fate) {
+    let phase = match phase {
+        Phase::InFlight => Phase::Unknown,
+        kept => kept,
+    };
+    let fate = match fate {
+        Fate::Owned => Fate::Undelivered,
+        kept => kept,
+    };
+    (phase, fate)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -92,6 +108,27 @@ mod tests {
                         expected(naming, phase, fate),
                         "{naming:?} {phase:?} {fate:?}"
                     );
+                }
+            }
+        }
+    }
+
+    /// A holder's end, over every combination: nothing waits on it, and
+    /// nothing it may have sent is sent again.
+    #[test]
+    fn what_a_holder_leaves_behind() {
+        use {Fate::*, Phase::*};
+        let expected = |phase: Phase, fate: Fate| {
+            let phase = if phase == InFlight { Unknown } else { phase };
+            let fate = if fate == Owned { Undelivered } else { fate };
+            (phase, fate)
+        };
+        for phase in PHASES {
+            for fate in FATES {
+                let left = holder_gone(phase, fate);
+                assert_eq!(left, expected(phase, fate), "{phase:?} {fate:?}");
+                for naming in NAMINGS {
+                    assert_ne!(decide(naming, Some(left)), Decision::Wait, "{phase:?} {fate:?}");
                 }
             }
         }

@@ -12,7 +12,7 @@ use http::{HeaderMap, HeaderValue, Method, StatusCode};
 use crate::addresses::{route, Route};
 use crate::delivery::Delivered;
 use crate::identity::SubmissionId;
-use crate::memory::{Answer, Claimed, Owner};
+use crate::memory::{Answer, Claim, Claimed, Owner};
 use crate::relay::relayed_headers;
 use crate::summary::Count;
 use crate::Shared;
@@ -75,8 +75,8 @@ pub(crate) async fn answer(State(shared): State<Arc<Shared>>, request: Request) 
         Route::Origin { origin, path_and_query } => {
             // Only where the service sent its callers, or where the client
             // would send its key: never a host a caller names.
-            let allowed = shared.memory.knows_origin(&origin)
-                || url::Url::parse(&origin).is_ok_and(|url| shared.service.client.sends_key_to(&url));
+            let allowed = url::Url::parse(&origin).is_ok_and(|url| shared.service.client.sends_key_to(&url))
+                || shared.memory.knows_origin(&origin).await;
             if !allowed {
                 return own(
                     StatusCode::FORBIDDEN,
@@ -127,11 +127,22 @@ async fn submission(
     let (id, naming) = SubmissionId::of(&key, path_and_query, &body, idempotency_key);
     loop {
         let mut changes = shared.memory.watch();
-        match shared.memory.claim(&id, naming) {
+        match shared.memory.claim(&id, naming).await {
             Claimed::Wait => {
-                if changes.changed().await.is_err() {
+                if !shared.memory.changed(&mut changes).await {
                     return own(StatusCode::SERVICE_UNAVAILABLE, "stopping", "the proxy is stopping");
                 }
+            }
+            Claimed::Unavailable(why) => {
+                return own(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "unavailable",
+                    &format!(
+                        "the proxy cannot read what it remembers ({}), so it sends nothing that could be paid twice; \
+                         try again later",
+                        genapi_text::clean(&why)
+                    ),
+                )
             }
             Claimed::RefuseUnknown => {
                 shared.counters.add(Count::UnknownRefused);
@@ -143,12 +154,12 @@ async fn submission(
                      the job with an Idempotency-Key of its own",
                 );
             }
-            Claimed::Replay(answer) => {
+            Claimed::Replay(claim, answer) => {
                 shared.counters.duplicate_stopped(answer.cost());
-                let owner = Owner::new(shared.memory.clone(), id);
-                return acceptance(shared, &answer, owner, "replayed", origin);
+                let owner = Owner::new(shared.memory.clone(), claim);
+                return acceptance(shared, &answer, owner, "replayed", origin).await;
             }
-            Claimed::Send => return send(shared, target, headers, body, id, origin).await,
+            Claimed::Send(claim) => return send(shared, target, headers, body, claim, origin).await,
         }
     }
 }
@@ -161,10 +172,10 @@ async fn send(
     target: url::Url,
     headers: HeaderMap,
     body: Bytes,
-    id: SubmissionId,
+    claim: Claim,
     origin: &str,
 ) -> Response {
-    let owner = Owner::new(shared.memory.clone(), id.clone());
+    let owner = Owner::new(shared.memory.clone(), claim.clone());
     shared.counters.add(Count::SubmissionSent);
     let exchange = {
         let shared = shared.clone();
@@ -206,24 +217,26 @@ async fn send(
                     if let (Some(recording), Some(task)) = (&shared.service.recording, answer.task_id()) {
                         recording.task_accepted(&task);
                     }
-                    shared.memory.accepted(&id, answer.clone());
+                    shared.memory.accepted(&claim, answer.clone()).await;
                 }
                 // Refused (a 4xx): no task, the job may be sent again.
-                Ok(answer) if (400..500).contains(&answer.status) => shared.memory.forget(&id),
+                Ok(answer) if (400..500).contains(&answer.status) => shared.memory.forget(&claim).await,
                 // A 5xx (a gateway's timeout while the service goes on) may
                 // hold a task, as an answer that never came may.
-                Ok(_) => shared.memory.unknown(&id),
-                Err(unanswered) if unanswered.never_left => shared.memory.forget(&id),
-                Err(_) => shared.memory.unknown(&id),
+                Ok(_) => shared.memory.unknown(&claim).await,
+                Err(unanswered) if unanswered.never_left => shared.memory.forget(&claim).await,
+                Err(_) => shared.memory.unknown(&claim).await,
             }
             answer
         })
     };
     match exchange.await {
-        Ok(Ok(answer)) if (200..300).contains(&answer.status) => acceptance(shared, &answer, owner, "sent", origin),
+        Ok(Ok(answer)) if (200..300).contains(&answer.status) => {
+            acceptance(shared, &answer, owner, "sent", origin).await
+        }
         Ok(Ok(answer)) => {
             drop(owner);
-            whole(shared, &answer, origin)
+            whole(shared, &answer, origin).await
         }
         Ok(Err(unanswered)) => own(
             StatusCode::BAD_GATEWAY,
@@ -295,8 +308,8 @@ async fn read_answer(response: reqwest::Response) -> Result<Answer, Unanswered> 
 
 /// The acceptance of a task, its addresses through the proxy, owed to
 /// `owner`'s caller until written to its end.
-fn acceptance(shared: &Shared, answer: &Answer, owner: Owner, mark: &'static str, origin: &str) -> Response {
-    let body = passed_on(shared, origin, answer.body.as_bytes());
+async fn acceptance(shared: &Shared, answer: &Answer, owner: Owner, mark: &'static str, origin: &str) -> Response {
+    let body = passed_on(shared, origin, answer.body.as_bytes()).await;
     let mut response = Response::new(Body::new(Delivered::new(Bytes::from(body), owner)));
     *response.status_mut() = StatusCode::from_u16(answer.status).unwrap_or(StatusCode::OK);
     set_type(response.headers_mut(), answer.content_type.as_deref());
@@ -308,15 +321,17 @@ fn acceptance(shared: &Shared, answer: &Answer, owner: Owner, mark: &'static str
 
 /// An answer's body as the caller gets it: its addresses through the proxy
 /// (as `origin`, the proxy as the caller reached it), without the
-/// configured key.
-fn passed_on(shared: &Shared, origin: &str, body: &[u8]) -> Vec<u8> {
+/// configured key. The origins it names are known to every proxy sharing
+/// the memory before it leaves.
+async fn passed_on(shared: &Shared, origin: &str, body: &[u8]) -> Vec<u8> {
     let rewritten = shared.rewriter(origin).body(body).unwrap_or_else(|| body.to_vec());
+    shared.memory.publish_origins().await;
     shared.without_key(rewritten)
 }
 
 /// A refusal's answer as it came (it names no task).
-fn whole(shared: &Shared, answer: &Answer, origin: &str) -> Response {
-    let body = passed_on(shared, origin, answer.body.as_bytes());
+async fn whole(shared: &Shared, answer: &Answer, origin: &str) -> Response {
+    let body = passed_on(shared, origin, answer.body.as_bytes()).await;
     let mut response = Response::new(Body::from(body));
     *response.status_mut() = StatusCode::from_u16(answer.status).unwrap_or(StatusCode::BAD_GATEWAY);
     set_type(response.headers_mut(), answer.content_type.as_deref());
@@ -398,7 +413,7 @@ async fn relay(
                     shared.mismatched(crate::contract::answer(&method, &path, status.as_u16(), &bytes));
                 }
                 answer_headers.remove(http::header::CONTENT_LENGTH);
-                Body::from(passed_on(shared, origin, &bytes))
+                Body::from(passed_on(shared, origin, &bytes).await)
             }
             None => {
                 return own(

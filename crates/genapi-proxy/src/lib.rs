@@ -51,6 +51,8 @@ mod delivery;
 mod exchange;
 mod identity;
 mod memory;
+mod memory_local;
+mod memory_shared;
 mod relay;
 mod summary;
 
@@ -63,7 +65,7 @@ use tokio::time::Instant;
 
 pub use contract::Mismatch;
 pub use exchange::PROXY_HEADER;
-pub use memory::MemoryError;
+pub use memory_local::MemoryError;
 pub use summary::Summary;
 
 use addresses::Rewriter;
@@ -96,6 +98,10 @@ pub enum StartError {
     /// The memory file could not be read.
     #[error(transparent)]
     Memory(#[from] MemoryError),
+    /// The ledger database that keeps the shared memory could not be
+    /// opened ([`ProxyBuilder::ledger`]).
+    #[error("the proxy's shared memory: {0}")]
+    Ledger(#[from] genapi_ledger::LedgerError),
     /// The HTTP client could not be built.
     #[error(transparent)]
     Client(#[from] genapi::Error),
@@ -115,6 +121,7 @@ pub struct ProxyBuilder {
     client: genapi::Client,
     key: Option<genapi::ApiKey>,
     memory_file: Option<PathBuf>,
+    ledger: Option<String>,
     on_mismatch: Option<OnMismatch>,
     proxy_key: Option<genapi::ApiKey>,
     record: Option<(PathBuf, genapi::RecordOptions)>,
@@ -153,6 +160,18 @@ impl ProxyBuilder {
         self
     }
 
+    /// Shares what the proxy remembers with every proxy given the same
+    /// PostgreSQL database at `url` (the ledger of `genapi-ledger`), instead
+    /// of a memory file: a caller's retry that reaches another proxy is
+    /// answered as the first would answer it, and a proxy that died leaves
+    /// nothing another waits on for long (a submission it sent reads as
+    /// unknown after the service's longest answer; an acceptance it was
+    /// writing is owed to the next caller after a minute).
+    pub fn ledger(mut self, url: impl Into<String>) -> Self {
+        self.ledger = Some(url.into());
+        self
+    }
+
     /// Calls `report` with each new way the traffic differs from
     /// `openapi.json` (a request the document would refuse, an answer it
     /// does not describe), once per operation, direction, field and kind.
@@ -173,7 +192,10 @@ impl ProxyBuilder {
         } else if !address.ip().is_loopback() {
             return Err(StartError::NotLoopback(address));
         }
-        let memory = Arc::new(Memory::open(self.memory_file)?);
+        let memory = Arc::new(match &self.ledger {
+            Some(url) => Memory::shared(url, self.client.base_url().as_str()).await?,
+            None => Memory::local(self.memory_file)?,
+        });
         let recording = match &self.record {
             Some((path, options)) => Some(self.client.record_relayed(path, options.clone())?),
             None => None,
@@ -245,6 +267,7 @@ impl Proxy {
             client,
             key: None,
             memory_file: None,
+            ledger: None,
             on_mismatch: None,
             proxy_key: None,
             record: None,

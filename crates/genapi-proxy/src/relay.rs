@@ -24,7 +24,7 @@ pub(crate) const KEY_HEADER: &str = "x-key";
 
 /// How long a request to the service may take, its answer included: past
 /// any task's acceptance, and an end to a host that never answers.
-const SERVICE_TIMEOUT: Duration = Duration::from_secs(300);
+pub(crate) const SERVICE_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// Headers of one connection, never relayed (RFC 9110, 7.6.1).
 const HOP_BY_HOP: [&str; 9] = [

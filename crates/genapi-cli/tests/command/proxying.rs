@@ -170,3 +170,73 @@ fn an_address_beyond_loopback_is_refused() {
     assert_eq!(run.status.code(), Some(2), "{said}");
     assert!(said.contains("set GENAPI_PROXY_KEY"), "{said}");
 }
+
+/// Proxies given one ledger database remember together: an SDK's retry
+/// that reaches another proxy, after the first was killed, gets the first
+/// one's task.
+#[cfg(unix)]
+#[tokio::test]
+async fn a_retry_that_reaches_another_proxy_sharing_a_ledger_gets_the_first_task() {
+    let Some(pg) = crate::common::pg::Postgres::start("proxy-ledger") else {
+        return;
+    };
+    let dir = Dir::new("proxy-ledger");
+    let mock = MockService::start_with(
+        MockConfig::default().credits(Some(10.0)),
+        "127.0.0.1:0".parse().unwrap(),
+    )
+    .await
+    .unwrap();
+    mock.inject(Fault::on(PATH, FaultKind::Delay(Duration::from_secs(3600))).method("POST"));
+    let sharing = || {
+        let mut command = genapi(&dir, &mock);
+        command.env("GENAPI_LEDGER_URL", pg.url());
+        command
+    };
+    let (mut first, first_base) = started(sharing());
+    let caller = {
+        let url = format!("{first_base}{PATH}");
+        tokio::spawn(async move {
+            let _ = http()
+                .post(url)
+                .header("content-type", "application/json")
+                .body(job())
+                .send()
+                .await;
+        })
+    };
+    until("the service to have it", async || mock.count("POST", PATH) == 1).await;
+    caller.abort();
+    mock.advance(Duration::from_secs(3600));
+    let summary_url = format!("{first_base}/_genapi/summary");
+    until("the first proxy to have the acceptance", async || {
+        let summary: Value = http().get(&summary_url).send().await.unwrap().json().await.unwrap();
+        summary["tasks"] == 1
+    })
+    .await;
+    first.kill().unwrap();
+    first.wait().unwrap();
+
+    let (second, base) = started(sharing());
+    let retry = http()
+        .post(format!("{base}{PATH}"))
+        .header("content-type", "application/json")
+        .body(job())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(retry.headers()["x-genapi-proxy"], "replayed");
+    let accepted: Value = retry.json().await.unwrap();
+    assert_eq!(accepted["id"], mock.created_tasks()[0].id.as_str());
+    assert_eq!(mock.count("POST", PATH), 1, "the retry never reached the service");
+    let said = stopped(second);
+    assert!(said.contains("1 duplicate stopped"), "{said}");
+
+    // A ledger is for proxies of one service: never the built-in mock's.
+    let run = genapi_alone(&dir)
+        .args(["proxy", "--listen", "127.0.0.1:0", "--ledger", &pg.url()])
+        .output()
+        .unwrap();
+    assert_eq!(run.status.code(), Some(2), "{run:?}");
+    assert!(text(&run.stderr).contains("built-in mock"), "{run:?}");
+}

@@ -8,3 +8,4 @@ mod paying_once;
 mod python_sdk;
 mod recording;
 mod refusing;
+mod sharing;

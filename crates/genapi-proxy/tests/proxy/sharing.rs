@@ -1,0 +1,147 @@
+//! Proxies sharing their memory through a ledger database (a real
+//! PostgreSQL): a caller's retry that reaches another proxy is answered as
+//! the first would answer it, and a proxy that died leaves nothing another
+//! pays again.
+
+use std::time::Duration;
+
+use genapi_mock::{Fault, FaultKind, MockConfig, MockService};
+use genapi_proxy::{Proxy, PROXY_HEADER};
+use genapi_test_common::pg::Postgres;
+use serde_json::Value;
+
+use crate::common::{http, job, post, tasks, until, PATH};
+
+/// A proxy for `mock` sharing its memory in the database at `url`.
+async fn sharing(mock: &MockService, url: &str) -> Proxy {
+    Proxy::builder(mock.client().unwrap())
+        .key(mock.key())
+        .ledger(url)
+        .start("127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap()
+}
+
+/// A mock that holds the next submission unanswered (an hour on its
+/// clock), with credits to count charges.
+async fn holding_mock() -> MockService {
+    let mock = MockService::start_with(
+        MockConfig::default().credits(Some(100.0)),
+        "127.0.0.1:0".parse().unwrap(),
+    )
+    .await
+    .unwrap();
+    mock.inject(Fault::on(PATH, FaultKind::Delay(Duration::from_secs(3600))).method("POST"));
+    mock
+}
+
+/// Sends `body` to `proxy` on a task of its own, with `headers`.
+fn sent(
+    proxy: &Proxy,
+    body: &str,
+    headers: &[(&'static str, &'static str)],
+) -> tokio::task::JoinHandle<reqwest::Response> {
+    let (base, body, headers) = (proxy.base_url(), body.to_string(), headers.to_vec());
+    tokio::spawn(async move {
+        let mut request = http()
+            .post(format!("{base}{PATH}"))
+            .header("content-type", "application/json")
+            .body(body);
+        for (name, value) in headers {
+            request = request.header(name, value);
+        }
+        request.send().await.unwrap()
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retry_that_reaches_another_proxy_gets_the_first_task() {
+    let Some(pg) = Postgres::start("proxy-retry-elsewhere") else {
+        return;
+    };
+    let mock = holding_mock().await;
+    let (first, second) = (sharing(&mock, &pg.url()).await, sharing(&mock, &pg.url()).await);
+    // The caller gives up on the first proxy once the service has its job.
+    let caller = sent(&first, &job("fox"), &[]);
+    until("the service to have the submission", || mock.count("POST", PATH) == 1).await;
+    caller.abort();
+    let _ = caller.await;
+    mock.advance(Duration::from_secs(3600));
+    until("the first proxy to have the acceptance", || first.summary().tasks == 1).await;
+    // Its retry reaches the second.
+    let retry = post(&second, PATH, &job("fox"), &[]).await;
+    assert_eq!(retry.headers()[PROXY_HEADER], "replayed");
+    let acceptance: Value = retry.json().await.unwrap();
+    assert_eq!(mock.created_tasks()[0].id, acceptance["id"]);
+    assert_eq!(mock.count("POST", PATH), 1, "the retry never reached the service");
+    let cost = acceptance["cost"].as_f64().unwrap();
+    assert_eq!(mock.credits(), Some(100.0 - cost), "charged once");
+    assert_eq!(second.summary().duplicates_stopped, 1);
+    // Heard now: the same body again is a new job, at either proxy.
+    let again = post(&first, PATH, &job("fox"), &[]).await;
+    assert_eq!(again.headers()[PROXY_HEADER], "sent");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_idempotency_key_at_two_proxies_at_once_is_one_task() {
+    let Some(pg) = Postgres::start("proxy-one-key") else {
+        return;
+    };
+    let mock = holding_mock().await;
+    let (first, second) = (sharing(&mock, &pg.url()).await, sharing(&mock, &pg.url()).await);
+    let key = [("idempotency-key", "order-41")];
+    let at_first = sent(&first, &job("owl"), &key);
+    until("the service to have the submission", || mock.count("POST", PATH) == 1).await;
+    // The same job at the other proxy, while the first waits for its
+    // answer: it waits too, and is never sent.
+    let at_second = sent(&second, &job("owl, again"), &key);
+    mock.advance(Duration::from_secs(3600));
+    let (at_first, at_second) = (at_first.await.unwrap(), at_second.await.unwrap());
+    assert_eq!(at_first.headers()[PROXY_HEADER], "sent");
+    assert_eq!(at_second.headers()[PROXY_HEADER], "replayed");
+    let (a, b): (Value, Value) = (at_first.json().await.unwrap(), at_second.json().await.unwrap());
+    assert_eq!(a["id"], b["id"]);
+    assert_eq!((mock.count("POST", PATH), tasks(&mock)), (1, 1));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_submission_whose_proxy_died_waiting_is_never_sent_again() {
+    let Some(pg) = Postgres::start("proxy-died") else {
+        return;
+    };
+    let mock = holding_mock().await;
+    let (first, second) = (sharing(&mock, &pg.url()).await, sharing(&mock, &pg.url()).await);
+    let caller = sent(&first, &job("crane"), &[]);
+    until("the service to have the submission", || mock.count("POST", PATH) == 1).await;
+    // The retry at the other proxy waits on the first, which holds the job.
+    let retry = sent(&second, &job("crane"), &[]);
+    // The first dies; its hold lapses (on the database's clock, moved here
+    // rather than waited for).
+    caller.abort();
+    drop(first);
+    pg.sql("UPDATE genapi_shared_records SET lease_until = now() WHERE holder IS NOT NULL");
+    let retry = retry.await.unwrap();
+    assert_eq!(retry.status(), 409, "the service may have made the task");
+    assert_eq!(retry.headers()[PROXY_HEADER], "unknown");
+    assert_eq!(mock.count("POST", PATH), 1, "never sent again");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_address_one_proxy_handed_out_is_relayed_by_the_others() {
+    let Some(pg) = Postgres::start("proxy-origins") else {
+        return;
+    };
+    let mock = MockService::start().await.unwrap();
+    let (first, second) = (sharing(&mock, &pg.url()).await, sharing(&mock, &pg.url()).await);
+    let accepted: Value = post(&first, PATH, &job("heron"), &[]).await.json().await.unwrap();
+    mock.advance(Duration::from_secs(600));
+    let polling_url = accepted["polling_url"].as_str().unwrap();
+    let result: Value = http().get(polling_url).send().await.unwrap().json().await.unwrap();
+    let sample = result["result"]["sample"].as_str().unwrap();
+    // The result's address, asked of the other proxy.
+    let elsewhere = sample.replacen(&first.base_url(), &second.base_url(), 1);
+    assert_ne!(elsewhere, sample);
+    let image = http().get(&elsewhere).send().await.unwrap();
+    assert_eq!(image.status(), 200, "{elsewhere}");
+    assert_eq!(mock.stats().keys_sent_to_delivery, 0);
+}
