@@ -214,6 +214,13 @@ async fn a_retry_that_reaches_another_proxy_sharing_a_ledger_gets_the_first_task
         summary["tasks"] == 1
     })
     .await;
+    // The caller's going away is written down (else the acceptance waits
+    // for its hold to lapse, a minute, before another caller gets it).
+    pg.await_rows(
+        "the acceptance owed to the next caller",
+        "SELECT 1 FROM genapi_shared_records WHERE value->>'phase' = 'accepted' AND value->>'fate' = 'undelivered'",
+        Duration::from_secs(120),
+    );
     first.kill().unwrap();
     first.wait().unwrap();
 

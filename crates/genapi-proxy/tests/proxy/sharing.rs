@@ -68,6 +68,13 @@ async fn a_retry_that_reaches_another_proxy_gets_the_first_task() {
     let _ = caller.await;
     mock.advance(Duration::from_secs(3600));
     until("the first proxy to have the acceptance", || first.summary().tasks == 1).await;
+    // The caller's going away is written down (else the acceptance waits
+    // for its hold to lapse, a minute, before another caller gets it).
+    pg.await_rows(
+        "the acceptance owed to the next caller",
+        "SELECT 1 FROM genapi_shared_records WHERE value->>'phase' = 'accepted' AND value->>'fate' = 'undelivered'",
+        Duration::from_secs(120),
+    );
     // Its retry reaches the second.
     let retry = post(&second, PATH, &job("fox"), &[]).await;
     assert_eq!(retry.headers()[PROXY_HEADER], "replayed");
