@@ -175,7 +175,7 @@ fn an_address_beyond_loopback_is_refused() {
 /// that reaches another proxy, after the first was killed, gets the first
 /// one's task.
 #[cfg(unix)]
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_retry_that_reaches_another_proxy_sharing_a_ledger_gets_the_first_task() {
     let Some(pg) = crate::common::pg::Postgres::start("proxy-ledger") else {
         return;
