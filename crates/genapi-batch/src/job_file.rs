@@ -216,7 +216,11 @@ impl JobFile {
         if read.bytes > JOB_FILE_LIMIT {
             return Err(file.unreadable(too_large(read.bytes)));
         }
-        file.digest = read.fingerprint.hex();
+        let mut digest = read.fingerprint;
+        if let Some(images) = images.read {
+            digest.add(images.hex().as_bytes());
+        }
+        file.digest = digest.hex();
         Ok(file)
     }
 
@@ -242,9 +246,10 @@ impl JobFile {
         self.invalid_lines
     }
 
-    /// A fingerprint of the file's bytes as checked (FNV-1a, hex): what
-    /// workers sharing a ledger (`genapi-ledger`) agree on, so a file that
-    /// changed is not taken for the same batch.
+    /// A fingerprint of the file's bytes as checked, and of the image files
+    /// its lines read (FNV-1a, hex): what workers sharing a ledger
+    /// (`genapi-ledger`) agree on, so a file that changed, or whose images
+    /// changed, is not taken for the same batch.
     pub fn digest(&self) -> &str {
         &self.digest
     }
@@ -366,21 +371,39 @@ impl JobFile {
     }
 }
 
-/// The last image files the check encoded, by the source as written.
+/// The last image files the check encoded, by the source as written, and a
+/// fingerprint of every image file the lines read, in line order.
 #[derive(Default)]
-struct ImageCache(Vec<((String, bool), String)>);
+struct ImageCache {
+    kept: Vec<((String, bool), String)>,
+    /// The images read from files, each as it is sent; `None` while no
+    /// line read one (the digest is then the file's bytes alone, as it
+    /// always was for such files).
+    read: Option<Fingerprint>,
+}
 
 impl ImageCache {
     fn encoded(&mut self, source: &str, accepts_url: bool, base_dir: &Path) -> Result<String, Error> {
         let key = (source.to_string(), accepts_url);
-        if let Some((_, encoded)) = self.0.iter().find(|(seen, _)| *seen == key) {
-            return Ok(encoded.clone());
+        let encoded = match self.kept.iter().find(|(seen, _)| *seen == key) {
+            Some((_, encoded)) => encoded.clone(),
+            None => {
+                let encoded = ImageInput::from_source(source, base_dir).to_field_blocking(accepts_url)?;
+                if self.kept.len() == IMAGES_KEPT {
+                    self.kept.remove(0);
+                }
+                self.kept.push((key, encoded.clone()));
+                encoded
+            }
+        };
+        // A file's bytes, not its name, are the job: two image files
+        // swapped between runs change the batch as an edit of its lines
+        // would.
+        if encoded != source {
+            self.read
+                .get_or_insert_with(Fingerprint::default)
+                .add(encoded.as_bytes());
         }
-        let encoded = ImageInput::from_source(source, base_dir).to_field_blocking(accepts_url)?;
-        if self.0.len() == IMAGES_KEPT {
-            self.0.remove(0);
-        }
-        self.0.push((key, encoded.clone()));
         Ok(encoded)
     }
 }

@@ -70,7 +70,7 @@ pub enum LedgerError {
     /// The batch name is taken by a batch of another job file.
     #[error(
         "batch {batch:?} in the ledger was started from another job file, or from this one before it changed \
-         (lines added, removed or edited); restore it. To add jobs, put only the new ones in a job file of their \
+         (lines added, removed or edited, or an image file its lines read replaced, renamed or swapped); restore it. To add jobs, put only the new ones in a job file of their \
          own and run it as a batch of its own (its own batch name and --out): this whole file under another name \
          would send every line again, paying again for those done"
     )]

@@ -165,6 +165,34 @@ fn a_replaced_image_is_checked_again_when_its_line_is_read() {
     assert!(matches!(changed.problems[..], [LineProblem::Changed(_)]), "{changed}");
 }
 
+/// Workers sharing a ledger agree on the digest: image files swapped
+/// between runs (the job file untouched) make another batch, refused as a
+/// changed file is, rather than a line sent again with the image another
+/// line was paid for.
+#[test]
+fn the_digest_covers_the_image_files_the_lines_read() {
+    let dir = Dir::new("job-file-image-digest");
+    std::fs::write(dir.join("a.png"), png_header(64, 48)).unwrap();
+    std::fs::write(dir.join("b.png"), png_header(48, 64)).unwrap();
+    let path = write_lines(
+        &dir,
+        &[
+            json!({"model": "gen-2-pro", "prompt": "edit", "input_image": "a.png"}),
+            json!({"model": "gen-2-pro", "prompt": "edit", "input_image": "b.png"}),
+        ],
+    );
+    let before = JobFile::check(&path).unwrap().digest().to_string();
+    assert_eq!(
+        JobFile::check(&path).unwrap().digest(),
+        before,
+        "the same files, the same digest"
+    );
+    std::fs::rename(dir.join("a.png"), dir.join("t.png")).unwrap();
+    std::fs::rename(dir.join("b.png"), dir.join("a.png")).unwrap();
+    std::fs::rename(dir.join("t.png"), dir.join("b.png")).unwrap();
+    assert_ne!(JobFile::check(&path).unwrap().digest(), before);
+}
+
 #[test]
 fn a_repeated_name_points_at_the_first_line_that_has_it() {
     let dir = Dir::new("job-file-repeated");
