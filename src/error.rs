@@ -473,11 +473,17 @@ pub(crate) fn location(loc: &[ValidationErrorLocItem]) -> String {
     loc.iter().map(ToString::to_string).collect::<Vec<_>>().join(".")
 }
 
+/// The service's own words, shown: an address they quote (an input
+/// image's, a result's) by the address rule, as every address shown.
+fn service_words(text: &str) -> String {
+    truncate(&genapi_text::addresses_shown(text.trim()), 300)
+}
+
 fn detail(message: &str) -> String {
     if message.trim().is_empty() {
         String::new()
     } else {
-        format!(" ({})", truncate(message.trim(), 300))
+        format!(" ({})", service_words(message))
     }
 }
 
@@ -495,10 +501,10 @@ fn show_status(status: &Option<TaskStatus>) -> String {
 fn details_text(details: &Option<serde_json::Value>) -> String {
     match details {
         None | Some(serde_json::Value::Null) => String::new(),
-        Some(serde_json::Value::String(text)) => format!(": {}", truncate(text, 300)),
+        Some(serde_json::Value::String(text)) => format!(": {}", service_words(text)),
         Some(value) => match value.get("error").and_then(|e| e.as_str()) {
-            Some(text) => format!(": {}", truncate(text, 300)),
-            None => format!(": {}", truncate(&value.to_string(), 300)),
+            Some(text) => format!(": {}", service_words(text)),
+            None => format!(": {}", service_words(&value.to_string())),
         },
     }
 }
@@ -645,6 +651,41 @@ impl Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The service's words quote addresses (an input image it could not
+    /// fetch, a result): shown by the address rule, in Display and Debug.
+    #[test]
+    fn an_address_the_service_quotes_is_shown_without_its_secrets() {
+        let quoted = "could not fetch input_image https://ana:correcthorsebattery@files.example.com/in.png?token=t0k3nSECRET#part=F7";
+        let task = TaskRef {
+            id: "t-1".into(),
+            polling_url: "https://api.example.com/v1/get_result?id=t-1".into(),
+        };
+        let errors = [
+            Error::TaskFailed {
+                task: task.clone(),
+                details: Some(serde_json::json!({ "error": quoted })),
+            },
+            Error::TaskFailed {
+                task: task.clone(),
+                details: Some(serde_json::json!({ "other": quoted })),
+            },
+            Error::UnexpectedStatus {
+                status: 400,
+                operation: "gen_2_pro".into(),
+                message: quoted.into(),
+                task: None,
+            },
+        ];
+        for error in errors {
+            for shown in [error.to_string(), format!("{error:?}")] {
+                assert!(shown.contains("files.example.com"), "{shown}");
+                for secret in ["correcthorsebattery", "t0k3nSECRET", "F7"] {
+                    assert!(!shown.contains(secret), "{shown}");
+                }
+            }
+        }
+    }
 
     #[test]
     fn a_task_is_named_by_its_id_or_else_by_its_polling_url_alone() {

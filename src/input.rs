@@ -142,7 +142,9 @@ impl ImageInput {
 
     fn name(&self) -> String {
         match self {
-            ImageInput::Path(path) => path.display().to_string(),
+            // A path may be an address of another scheme (`s3://…`), or a
+            // mistyped one: shown by the address rule all the same.
+            ImageInput::Path(path) => genapi_text::addresses_shown(&path.display().to_string()),
             ImageInput::Bytes(_) => "bytes".to_string(),
             // A presigned address's query is a credential: shown without it.
             ImageInput::Url(url) => genapi_text::shown_address(url),
@@ -163,8 +165,12 @@ impl ImageInput {
     /// assert!(matches!(ImageInput::from_source("a.png", "jobs"), ImageInput::Path(p) if p.ends_with("jobs/a.png")));
     /// ```
     pub fn from_source(source: &str, base_dir: impl AsRef<Path>) -> Self {
-        if source.starts_with("http://") || source.starts_with("https://") {
-            ImageInput::url(source)
+        // A scheme is read as URLs read it: whatever its case, after any
+        // leading space.
+        let trimmed = source.trim_start();
+        let scheme = trimmed.split_once("://").map(|(scheme, _)| scheme.to_ascii_lowercase());
+        if matches!(scheme.as_deref(), Some("http" | "https")) {
+            ImageInput::url(trimmed)
         } else {
             ImageInput::path(base_dir.as_ref().join(source))
         }
@@ -320,5 +326,27 @@ mod tests {
             None,
             "a truncated header is no size, not a panic"
         );
+    }
+
+    /// An address is one whatever the case of its scheme or a space before
+    /// it, and a path shaped like another scheme's address is shown by the
+    /// address rule: its password and signature never reach an error.
+    #[test]
+    fn an_address_written_unusually_never_shows_its_secrets() {
+        let secret = "user:Pa55w0rd-x@files.example.com/in.png?X-Amz-Signature=SIGSECRETXYZ";
+        for source in [
+            format!("HTTPS://{secret}"),
+            format!(" https://{secret}"),
+            format!("Http://{secret}"),
+        ] {
+            let input = ImageInput::from_source(&source, "jobs");
+            assert!(matches!(input, ImageInput::Url(_)), "{source}");
+            let name = input.name();
+            assert!(!name.contains("Pa55w0rd") && !name.contains("SIGSECRET"), "{name}");
+        }
+        for source in [format!("s3://{secret}"), format!("ftp://{secret}")] {
+            let name = ImageInput::from_source(&source, "jobs").name();
+            assert!(!name.contains("Pa55w0rd") && !name.contains("SIGSECRET"), "{name}");
+        }
     }
 }

@@ -12,8 +12,9 @@ use http::{HeaderMap, HeaderValue, Method, StatusCode};
 use crate::addresses::{route, Route};
 use crate::delivery::Delivered;
 use crate::identity::SubmissionId;
-use crate::memory::{Answer, Claim, Claimed, Owner};
+use crate::memory::Owner;
 use crate::relay::relayed_headers;
+use crate::remembered::{Answer, Claim, Claimed};
 use crate::summary::Count;
 use crate::Shared;
 

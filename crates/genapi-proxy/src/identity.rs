@@ -66,19 +66,6 @@ impl SubmissionId {
     }
 }
 
-/// A name for this proxy among those sharing a memory: its process and 64
-/// random bits, so that two proxies never take each other's claims for
-/// their own.
-pub(crate) fn random_name() -> String {
-    let mut bytes = [0u8; 8];
-    // Without randomness, the time stands in: unique enough per process.
-    if ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut bytes).is_err() {
-        bytes = crate::memory::now().to_be_bytes();
-    }
-    let random: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-    format!("{}-{random}", std::process::id())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -54,6 +54,7 @@ mod memory;
 mod memory_local;
 mod memory_shared;
 mod relay;
+mod remembered;
 mod summary;
 
 use std::collections::HashMap;

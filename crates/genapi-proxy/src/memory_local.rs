@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::decide::{decide, holder_gone, Decision, Fate, Phase};
 use crate::identity::{Naming, SubmissionId};
-use crate::memory::{now, Answer, Claim, Claimed, Entry, KEPT_FOR};
+use crate::remembered::{now, Answer, Claim, Claimed, Entry, KEPT_FOR};
 
 /// The largest memory file read back.
 const MOST_BYTES: u64 = 64 * 1024 * 1024;
@@ -94,7 +94,7 @@ impl LocalMemory {
         self.kept().entries.get(id).map(|entry| (entry.phase, entry.fate))
     }
 
-    /// [`crate::memory::Memory::claim`], in one step under the lock.
+    /// the memory's `claim`, in one step under the lock.
     pub(crate) fn claim(&self, claim: Claim, naming: Naming) -> Claimed {
         let claimed = {
             let mut kept = self.kept();
@@ -127,7 +127,7 @@ impl LocalMemory {
         claimed
     }
 
-    /// [`crate::memory::Memory::accepted`].
+    /// the memory's `accepted`.
     pub(crate) fn accepted(&self, claim: &Claim, answer: Answer) {
         self.update(claim, |entry| {
             entry.phase = Phase::Accepted;
@@ -135,7 +135,7 @@ impl LocalMemory {
         });
     }
 
-    /// [`crate::memory::Memory::forget`].
+    /// the memory's `forget`.
     pub(crate) fn forget(&self, claim: &Claim) {
         let removed = {
             let mut kept = self.kept();
@@ -147,7 +147,7 @@ impl LocalMemory {
         }
     }
 
-    /// [`crate::memory::Memory::unknown`].
+    /// the memory's `unknown`.
     pub(crate) fn unknown(&self, claim: &Claim) {
         self.update(claim, |entry| entry.phase = Phase::Unknown);
     }

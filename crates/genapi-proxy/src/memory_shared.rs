@@ -19,7 +19,7 @@ use genapi_ledger::{Record, RecordHold, SharedRecords};
 
 use crate::decide::{decide, holder_gone, Decision, Fate, Phase};
 use crate::identity::Naming;
-use crate::memory::{Answer, Claim, Claimed, Entry, KEPT_FOR};
+use crate::remembered::{Answer, Claim, Claimed, Entry, KEPT_FOR};
 
 /// How often a caller waiting on another proxy's submission reads it again.
 pub(crate) const READ_AGAIN_AFTER: Duration = Duration::from_millis(250);
@@ -93,7 +93,7 @@ impl SharedMemory {
         })
     }
 
-    /// [`crate::memory::Memory::claim`]: decided on the record as read, and
+    /// the memory's `claim`: decided on the record as read, and
     /// written only on that version; decided again when another proxy
     /// changed it meanwhile.
     pub(crate) async fn claim(&self, claim: Claim, naming: Naming) -> Claimed {
@@ -174,7 +174,7 @@ impl SharedMemory {
         }
     }
 
-    /// [`crate::memory::Memory::accepted`].
+    /// the memory's `accepted`.
     pub(crate) async fn accepted(&self, claim: &Claim, answer: Answer) {
         self.update(claim, |entry| {
             entry.phase = Phase::Accepted;
@@ -183,14 +183,14 @@ impl SharedMemory {
         .await;
     }
 
-    /// [`crate::memory::Memory::forget`].
+    /// the memory's `forget`.
     pub(crate) async fn forget(&self, claim: &Claim) {
         if let Err(e) = self.records.remove_held(&submission_key(claim), &claim.holder).await {
             tracing::warn!(error = %e, "the proxy's shared memory could not be written");
         }
     }
 
-    /// [`crate::memory::Memory::unknown`].
+    /// the memory's `unknown`.
     pub(crate) async fn unknown(&self, claim: &Claim) {
         self.update(claim, |entry| entry.phase = Phase::Unknown).await;
     }

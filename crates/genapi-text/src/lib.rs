@@ -217,26 +217,41 @@ impl Address {
 /// short, never with a password.
 fn user_information_end(after: &str) -> Option<usize> {
     let authority_end = after.find(['/', '?', '#']).unwrap_or(after.len());
-    // Only a host that says it is one (a dot, brackets, `localhost`, a port
-    // a port can be) opens an address: `admin:S3cret/`, `admin:8675309#`
-    // and `Xy9#` are user information cut short.
-    let host = &after[..authority_end];
-    let port_ok = host
-        .rsplit_once(':')
-        .filter(|_| !host.ends_with(']'))
-        .is_none_or(|(_, port)| port.parse::<u16>().is_ok());
-    let name = host.rsplit_once(':').map_or(host, |(name, _)| name);
-    let surely_a_host = looks_like_an_authority(host)
-        && port_ok
-        && (name.contains('.') || host.starts_with('[') || name.eq_ignore_ascii_case("localhost"));
-    if !surely_a_host {
-        return after.rfind('@');
+    if !surely_a_host(&after[..authority_end]) {
+        // The user information holds an `@`, `/`, `?` or `#` of its own:
+        // it ends at the last `@` followed by a host, as sure a one as
+        // there is. Never at an `@` of the query (`?to=a@b.example`),
+        // which would show the rest of the query.
+        let followed_by = |at: usize, host_rule: fn(&str) -> bool| {
+            let rest = &after[at + 1..];
+            host_rule(&rest[..rest.find(['/', '?', '#']).unwrap_or(rest.len())])
+        };
+        let ats = || after.rmatch_indices('@').map(|(at, _)| at);
+        return ats()
+            .find(|&at| followed_by(at, surely_a_host))
+            .or_else(|| ats().find(|&at| followed_by(at, looks_like_an_authority)))
+            .or_else(|| after.rfind('@'));
     }
     let query_start = after.find(['?', '#']).unwrap_or(after.len());
     after[..query_start]
         .rmatch_indices('@')
         .map(|(at, _)| at)
         .find(|&at| !after[..at].ends_with('/'))
+}
+
+/// Whether `host` (an authority: a host and perhaps its port) surely is
+/// one: a dot, brackets or `localhost`, and a port a port can be.
+/// `admin:S3cret/`, `admin:8675309#` and `Xy9#` are user information cut
+/// short, not hosts.
+fn surely_a_host(host: &str) -> bool {
+    let port_ok = host
+        .rsplit_once(':')
+        .filter(|_| !host.ends_with(']'))
+        .is_none_or(|(_, port)| port.parse::<u16>().is_ok());
+    let name = host.rsplit_once(':').map_or(host, |(name, _)| name);
+    looks_like_an_authority(host)
+        && port_ok
+        && (name.contains('.') || host.starts_with('[') || name.eq_ignore_ascii_case("localhost"))
 }
 
 /// Whether `text` has the shape of a host and perhaps its port: names of
@@ -475,6 +490,20 @@ mod tests {
             address_alone("https://api.example.com/v1?to=a@b.example.com"),
             "https://api.example.com/v1"
         );
+        // An `@` in the query of an address with user information ends
+        // nothing: the query stays unshown, and so does the password.
+        for address in [
+            "https://u:pw@files.example.com/in.png?e=a@b.example.com&X-Amz-Signature=SIGSECRET",
+            "https://u:pw@files.example.com/in.png#to=a@b.example.com&sig=SIGSECRET",
+            "https://u:pw@intranet/in.png?e=a@b&sig=SIGSECRET",
+        ] {
+            for shown in [shown_address(address), address_alone(address), addresses_shown(address)] {
+                assert!(
+                    !shown.contains("SIGSECRET") && !shown.contains("pw"),
+                    "{address} -> {shown}"
+                );
+            }
+        }
         // A host-shaped user name is still one: the address goes after it.
         assert_eq!(
             address_alone("https://api.example.com@evil.example/v1"),
