@@ -157,9 +157,7 @@ impl LocalMemory {
     /// too): a repeat is a new job, unless named by an idempotency key.
     pub(crate) fn settle_delivery(&self, claim: &Claim, delivered: bool) {
         self.update(claim, |entry| {
-            if entry.fate == Fate::Owned {
-                entry.fate = if delivered { Fate::Delivered } else { Fate::Undelivered };
-            }
+            entry.fate = if delivered { Fate::Delivered } else { Fate::Undelivered };
         });
         let removed = {
             let mut kept = self.kept();

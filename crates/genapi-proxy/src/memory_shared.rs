@@ -199,9 +199,7 @@ impl SharedMemory {
     /// went away before.
     pub(crate) async fn settle_delivery(&self, claim: &Claim, delivered: bool) {
         self.update(claim, |entry| {
-            if entry.fate == Fate::Owned {
-                entry.fate = if delivered { Fate::Delivered } else { Fate::Undelivered };
-            }
+            entry.fate = if delivered { Fate::Delivered } else { Fate::Undelivered };
         })
         .await;
     }

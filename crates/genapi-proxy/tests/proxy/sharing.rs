@@ -127,7 +127,11 @@ async fn a_submission_whose_proxy_died_waiting_is_never_sent_again() {
     caller.abort();
     drop(first);
     pg.sql("UPDATE genapi_shared_records SET lease_until = now() WHERE holder IS NOT NULL");
-    let retry = retry.await.unwrap();
+    // A retry still waiting after two minutes waits on a dead proxy.
+    let retry = tokio::time::timeout(Duration::from_secs(120), retry)
+        .await
+        .expect("the retry waits on a proxy that died")
+        .unwrap();
     assert_eq!(retry.status(), 409, "the service may have made the task");
     assert_eq!(retry.headers()[PROXY_HEADER], "unknown");
     assert_eq!(mock.count("POST", PATH), 1, "never sent again");
