@@ -208,3 +208,70 @@ async fn a_stop_waits_for_the_answer_of_a_submission_whose_caller_went_away() {
     assert_eq!(retry.headers()[PROXY_HEADER], "replayed", "kept, not abandoned");
     assert_eq!(mock.count("POST", PATH), 1);
 }
+
+/// An SDK as the failures people report: a 2 s read timeout, and the same
+/// request sent again after each, against a service that takes longer to
+/// accept (held on the mock's clock until the test lets it answer, so the
+/// verdict does not depend on any machine's speed). With `restart`, the
+/// proxy is stopped and started again between the first send and the
+/// retry.
+async fn an_sdk_with_a_read_timeout_retrying(restart: bool) {
+    let mock = holding_mock().await;
+    let memory = memory_file(if restart { "timeout-restart" } else { "timeout" });
+    let mut proxy = proxy(&mock, Some(memory.clone())).await;
+    let impatient = genapi::http_client_builder()
+        .unwrap()
+        .timeout(Duration::from_secs(2))
+        .build()
+        .unwrap();
+    let send = |base: String| {
+        let impatient = impatient.clone();
+        async move {
+            impatient
+                .post(format!("{base}{PATH}"))
+                .header("content-type", "application/json")
+                .body(job("impatient"))
+                .send()
+                .await
+        }
+    };
+    // Timed out while the service holds the acceptance: the first try, and
+    // (without a restart) two retries, which wait on it and are never sent.
+    let tries = if restart { 1 } else { 3 };
+    for _ in 0..tries {
+        let timed_out = send(proxy.base_url()).await;
+        assert!(timed_out.is_err_and(|e| e.is_timeout()));
+    }
+    assert_eq!(mock.count("POST", PATH), 1);
+    mock.advance(Duration::from_secs(3600));
+    until("the proxy to have the acceptance", || proxy.summary().tasks == 1).await;
+    if restart {
+        proxy.stop().await;
+        proxy = crate::common::proxy(&mock, Some(memory)).await;
+    }
+    let retry = send(proxy.base_url()).await.unwrap();
+    assert_eq!(retry.headers()[PROXY_HEADER], "replayed");
+    let acceptance: Value = retry.json().await.unwrap();
+    assert_eq!(
+        acceptance["id"],
+        mock.created_tasks()[0].id,
+        "the task the SDK never heard of"
+    );
+    assert_eq!(
+        (mock.count("POST", PATH), tasks(&mock)),
+        (1, 1),
+        "one task at the service"
+    );
+    let cost = acceptance["cost"].as_f64().unwrap();
+    assert_eq!(mock.credits(), Some(100.0 - cost), "charged once");
+}
+
+#[tokio::test]
+async fn an_sdk_retrying_after_its_read_timeout_gets_the_first_task() {
+    an_sdk_with_a_read_timeout_retrying(false).await;
+}
+
+#[tokio::test]
+async fn an_sdk_retrying_after_its_read_timeout_and_a_restart_of_the_proxy_gets_the_first_task() {
+    an_sdk_with_a_read_timeout_retrying(true).await;
+}
