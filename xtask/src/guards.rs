@@ -1,6 +1,6 @@
 //! The guards of paying once, each with the test that fails without it.
 //!
-//! A guard is a condition, a lock or an arm that `docs/batch.md` relies on:
+//! A guard is a condition, a lock or an arm that `docs/batch-rules.md` relies on:
 //! a line of `decide`, of what an answer to a submission means, of the
 //! identity of jobs, of the price rule, or of the ledger's SQL. Each is
 //! listed here once, with a mutation (the guard weakened the way a careless

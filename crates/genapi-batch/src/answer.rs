@@ -60,7 +60,7 @@ mod tests {
 
     use super::*;
 
-    /// The answer's words, as the table of docs/batch.md shows them.
+    /// The answer's words, as the table of docs/batch-rules.md shows them.
     fn words(answer: Answer) -> &'static str {
         match answer {
             Answer::NoPlace => "no place: nothing recorded, sent by the next run",
@@ -254,15 +254,15 @@ mod tests {
         for (name, error, meant) in &table {
             assert_eq!(answer_to_a_submission(error), *meant, "{name}: {error}");
         }
-        // docs/batch.md shows the table as it is here.
+        // docs/batch-rules.md shows the table as it is here.
         let mut shown = String::from("| a submission's error | what the run takes it for |\n|---|---|\n");
         for (name, _, meant) in &table {
             shown.push_str(&format!("| {name} | {} |\n", words(*meant)));
         }
-        let docs = include_str!("../../../docs/batch.md");
+        let docs = include_str!("../../../docs/batch-rules.md");
         assert!(
             docs.contains(&shown),
-            "docs/batch.md must hold the table of what an answer means:\n{shown}"
+            "docs/batch-rules.md must hold the table of what an answer means:\n{shown}"
         );
     }
 }

@@ -120,7 +120,7 @@ impl Action {
         Action::Send,
     ];
 
-    /// The action's word, as the table of docs/batch.md shows it.
+    /// The action's word, as the table of docs/batch-rules.md shows it.
     pub fn as_str(self) -> &'static str {
         match self {
             Action::Report => "report",
@@ -583,14 +583,14 @@ mod tests {
         assert_eq!(TABLE, made);
     }
 
-    /// The table is the documentation of the rules: docs/batch.md shows it
+    /// The table is the documentation of the rules: docs/batch-rules.md shows it
     /// as it is here.
     #[test]
     fn the_documentation_shows_the_table() {
-        let docs = include_str!("../../../docs/batch.md");
+        let docs = include_str!("../../../docs/batch-rules.md");
         assert!(
             docs.contains(TABLE),
-            "docs/batch.md must hold the table of decide's tests"
+            "docs/batch-rules.md must hold the table of decide's tests"
         );
     }
 
