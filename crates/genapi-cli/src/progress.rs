@@ -157,13 +157,23 @@ impl Progress {
             ..*figures
         };
         out::progress(&format!(
-            "{} {}: stopped at {}/{} done, {}",
-            utc(SystemTime::now()),
+            "{}{}: stopped at {}/{} done, {}",
+            stamp(self.is_bar(), SystemTime::now()),
             self.label,
             figures.done,
             figures.total,
             details(figures, self.started.elapsed())
         ));
+    }
+}
+
+/// What opens a line of progress: the time, in a log (plain lines, read
+/// later); nothing on a terminal, where the line is read as it comes.
+fn stamp(on_a_terminal: bool, at: SystemTime) -> String {
+    if on_a_terminal {
+        String::new()
+    } else {
+        format!("{} ", utc(at))
     }
 }
 
@@ -235,6 +245,13 @@ mod tests {
             utc(UNIX_EPOCH + Duration::from_secs(1_795_606_861)),
             "2026-11-25T11:41:01Z"
         );
+    }
+
+    #[test]
+    fn a_line_read_as_it_comes_carries_no_date() {
+        use std::time::UNIX_EPOCH;
+        assert_eq!(stamp(true, UNIX_EPOCH), "");
+        assert_eq!(stamp(false, UNIX_EPOCH), "1970-01-01T00:00:00Z ");
     }
 
     #[test]

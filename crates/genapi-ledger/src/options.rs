@@ -66,15 +66,15 @@ impl LedgerOptions {
     }
 
     /// Works under a name made of this machine's name and the output folder
-    /// `folder`: a worker started again on the same machine for the same
+    /// `folder` (its own name and a digest of its path, as
+    /// `render-3:shots-5f1c09a2`): a worker started again on the same machine for the same
     /// folder takes back its lines at once. Workers sharing a folder each
     /// get their own name (`#2`, `#3`… after the first), and a restarted one
     /// gets back the first name no live worker has: each name held is
     /// waited for up to the name wait ([`LedgerOptions::name_wait`]) before
     /// the next is tried.
     pub fn worker_for_folder(mut self, folder: &Path) -> Self {
-        let folder = std::fs::canonicalize(folder).unwrap_or_else(|_| folder.to_path_buf());
-        self.naming = Naming::FirstFree(format!("{}:{}", crate::naming::host_name(), folder.display()));
+        self.naming = Naming::FirstFree(format!("{}:{}", crate::naming::host_name(), folder_name(folder)));
         self
     }
 
@@ -89,6 +89,24 @@ impl LedgerOptions {
     }
 }
 
+/// A folder as a worker's name shows it: its own name and a digest of its
+/// whole path (FNV-1a), so two folders of one name are two workers, and a
+/// name shown in a status or a log does not spell out where the folder is.
+fn folder_name(folder: &Path) -> String {
+    let whole = std::fs::canonicalize(folder).unwrap_or_else(|_| folder.to_path_buf());
+    let digest = whole
+        .as_os_str()
+        .as_encoded_bytes()
+        .iter()
+        .fold(0xcbf2_9ce4_8422_2325_u64, |hash, byte| {
+            (hash ^ u64::from(*byte)).wrapping_mul(0x0100_0000_01b3)
+        });
+    let own = whole
+        .file_name()
+        .map_or_else(|| "folder".into(), |name| name.to_string_lossy());
+    format!("{own}-{:08x}", digest >> 32)
+}
+
 /// How long a worker's claims and seats last without renewal (renewed a
 /// few times per lease while it lives).
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
@@ -96,4 +114,18 @@ pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
 /// `lease` in seconds, as PostgreSQL takes an interval.
 pub(crate) fn seconds(lease: Duration) -> f64 {
     lease.as_secs_f64()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_folder_is_named_by_its_own_name_and_a_digest_of_its_path() {
+        let (a, b) = (Path::new("/srv/render/shots"), Path::new("/home/ana/shots"));
+        let name = folder_name(a);
+        assert!(name.starts_with("shots-") && !name.contains("render"), "{name}");
+        assert_eq!(folder_name(a), name, "the same folder, the same name");
+        assert_ne!(folder_name(b), name, "two folders of one name are two workers");
+    }
 }
