@@ -98,7 +98,9 @@ fn unexpected(operation: &str, status: StatusCode, message: String) -> Error {
 pub(crate) fn validation_from_service(transport: &Transport, detail: HttpValidationError) -> Error {
     let mut errors = detail.detail;
     for error in &mut errors {
-        error.msg = transport.scrub(&error.msg);
+        // The service's words may quote an address (an input image it
+        // could not fetch): shown by the address rule, as every address.
+        error.msg = genapi_text::addresses_shown(&transport.scrub(&error.msg));
         for item in &mut error.loc {
             if let ValidationErrorLocItem::String(text) = item {
                 *text = transport.scrub(text);

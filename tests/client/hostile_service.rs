@@ -634,3 +634,40 @@ async fn a_key_escaped_in_a_field_named_twice_reaches_no_error_or_recording() {
         assert!(!text.contains(&KEY[1..]), "the key is kept: {text}");
     }
 }
+
+/// The service's words may quote an address with its password and
+/// signature (an input image it could not fetch), in a 422's message or
+/// in JSON it quotes with escaped slashes: the error shows them by the
+/// address rule, in its text and in the validation errors it carries.
+#[tokio::test(start_paused = true)]
+async fn an_address_the_service_quotes_in_a_refusal_is_shown_by_the_address_rule() {
+    use axum::response::IntoResponse;
+    let quoted = "could not fetch https://ana:correcthorse@files.example.com/in.png?X-Amz-Signature=SIGSECRET";
+    // As a service that escapes slashes writes it: `https:\/\/…`.
+    let escaped = format!(r#"{{"errors":[{{"title":"{}"}}]}}"#, quoted.replace('/', "\\/"));
+    let refusal = json!({"detail": [{"loc": ["body", "input_image"], "msg": quoted, "type": "value_error"}]});
+    for (status, body) in [(422, refusal.to_string()), (400, escaped)] {
+        let service = hostile::serve(move |_, _, _| {
+            (
+                axum::http::StatusCode::from_u16(status).unwrap(),
+                [("content-type", "application/json")],
+                body.clone(),
+            )
+                .into_response()
+        })
+        .await;
+        let error = client(&service.base).submit(prompt("x")).await.unwrap_err();
+        let mut shown = vec![error.to_string(), format!("{error:?}")];
+        shown.extend(
+            error
+                .validation_errors()
+                .unwrap_or_default()
+                .iter()
+                .map(|e| e.msg.clone()),
+        );
+        for text in shown {
+            assert!(text.contains("files.example.com"), "{text}");
+            assert!(!text.contains("correcthorse") && !text.contains("SIGSECRET"), "{text}");
+        }
+    }
+}

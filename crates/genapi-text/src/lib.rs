@@ -296,8 +296,9 @@ fn looks_like_an_authority(text: &str) -> bool {
 /// assert_eq!(genapi_text::addresses_shown("no address here"), "no address here");
 /// ```
 pub fn addresses_shown(text: &str) -> String {
-    let mut shown = String::with_capacity(text.len());
-    let mut rest = text;
+    let unescaped = json_escapes_of_addresses_read(text);
+    let mut shown = String::with_capacity(unescaped.len());
+    let mut rest: &str = &unescaped;
     while let Some(found) = rest.find("://") {
         // The scheme: the letters, digits, `+`, `-` and `.` just before.
         let start = rest[..found]
@@ -320,6 +321,43 @@ pub fn addresses_shown(text: &str) -> String {
     }
     shown.push_str(rest);
     shown
+}
+
+/// `text` with the JSON escapes an address may be spelled with read as
+/// the characters they stand for (`https:\/\/`, `\u0040`): a service that
+/// quotes JSON in its text still has its addresses shown by the rule.
+fn json_escapes_of_addresses_read(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.contains('\\') {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut read = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find('\\') {
+        read.push_str(&rest[..at]);
+        let escape = &rest[at..];
+        let unicode = escape
+            .get(2..6)
+            .filter(|_| escape.starts_with("\\u"))
+            .and_then(|hex| u32::from_str_radix(hex, 16).ok())
+            .and_then(char::from_u32)
+            .filter(|c| "/:@?#&=;%".contains(*c));
+        match (unicode, escape.starts_with("\\/")) {
+            (Some(c), _) => {
+                read.push(c);
+                rest = &escape[6..];
+            }
+            (None, true) => {
+                read.push('/');
+                rest = &escape[2..];
+            }
+            (None, false) => {
+                read.push('\\');
+                rest = &escape[1..];
+            }
+        }
+    }
+    read.push_str(rest);
+    std::borrow::Cow::Owned(read)
 }
 
 /// Whether `text` has the shape of a host name or address, with a port
@@ -509,6 +547,23 @@ mod tests {
             address_alone("https://api.example.com@evil.example/v1"),
             "https://evil.example/v1"
         );
+    }
+
+    #[test]
+    fn an_address_spelled_with_json_escapes_is_shown_by_the_rule() {
+        for text in [
+            r#"{"title":"could not fetch https:\/\/ana:correcthorse@files.example.com\/in.png?X-Amz-Signature=SIGSECRET"}"#,
+            r#"could not fetch https://ana:correcthorse\u0040files.example.com/in.png\u003FX-Amz-Signature=SIGSECRET"#,
+            r#"upstream said {"upstream": "https:\/\/ana:correcthorse@files.example.com\/x?sig=SIGSECRET"}"#,
+        ] {
+            let shown = addresses_shown(text);
+            assert!(
+                !shown.contains("correcthorse") && !shown.contains("SIGSECRET"),
+                "{shown}"
+            );
+            assert!(shown.contains("files.example.com"), "{shown}");
+        }
+        assert_eq!(addresses_shown(r"a \ b \n"), r"a \ b \n", "other escapes are kept");
     }
 
     #[test]
