@@ -53,9 +53,11 @@ pub struct JobFile {
     lines: usize,
     invalid: Vec<InvalidLine>,
     invalid_lines: usize,
-    /// The line numbers and text fingerprints of the valid lines, in order,
-    /// so a line that changed after the check is never sent unchecked.
-    valid: Arc<[(u64, u64)]>,
+    /// The line numbers of the valid lines, in order, with the fingerprints
+    /// of their text and of the line as checked (its image files read), so
+    /// a line, or an image it reads, that changed after the check is never
+    /// sent unchecked.
+    valid: Arc<[(u64, u64, u64)]>,
     /// How many lines the file had when checked.
     last_line: u64,
     digest: String,
@@ -200,13 +202,13 @@ impl JobFile {
                 continue;
             }
             file.lines += 1;
-            let problems = file.check_line(line, &text, &mut names, &mut images);
-            if problems.is_empty() {
-                valid.push((line, line_fingerprint(&text)));
-            } else {
-                file.invalid_lines += 1;
-                if file.invalid.len() < INVALID_LINES_KEPT {
-                    file.invalid.push(InvalidLine { line, problems });
+            match file.check_line(line, &text, &mut names, &mut images) {
+                Ok(fingerprint) => valid.push((line, line_fingerprint(&text), fingerprint)),
+                Err(problems) => {
+                    file.invalid_lines += 1;
+                    if file.invalid.len() < INVALID_LINES_KEPT {
+                        file.invalid.push(InvalidLine { line, problems });
+                    }
                 }
             }
         }
@@ -303,21 +305,22 @@ impl JobFile {
         }
     }
 
-    /// Everything wrong with one line; empty when it can be sent.
+    /// Everything wrong with one line; when nothing is, the fingerprint of
+    /// the line as checked ([`checked_fingerprint`]).
     fn check_line(
         &mut self,
         line: u64,
         text: &str,
         names: &mut HashMap<u64, u64>,
         images: &mut ImageCache,
-    ) -> Vec<LineProblem> {
+    ) -> Result<u64, Vec<LineProblem>> {
         let job: JobLine = match serde_json::from_str(text) {
             Ok(job) => job,
-            Err(e) => return vec![LineProblem::NotAJobLine(why_not_a_job_line(text, &e))],
+            Err(e) => return Err(vec![LineProblem::NotAJobLine(why_not_a_job_line(text, &e))]),
         };
         let model = match self.models.resolve(&job.model) {
             Ok(model) => model,
-            Err(unknown) => return vec![LineProblem::UnknownModel(unknown)],
+            Err(unknown) => return Err(vec![LineProblem::UnknownModel(unknown)]),
         };
         let mut problems = Vec::new();
         let name = match &job.name {
@@ -344,21 +347,22 @@ impl JobFile {
             }
         }
         if !problems.is_empty() {
-            return problems;
+            return Err(problems);
         }
         let body = match body_of(&job, model, &self.base_dir, Some(images)) {
-            Err(problem) => return vec![problem],
+            Err(problem) => return Err(vec![problem]),
             Ok(body) => body,
         };
         let refused = refusals(model, &body);
         if !refused.is_empty() {
-            return refused;
+            return Err(refused);
         }
+        let fingerprint = checked_fingerprint(text, &body);
         // What the document allows and what the request type can hold may
         // differ (a size beyond `u32`): the line must also be sendable.
         match genapi::check_request_type(&model.operation.id, body) {
-            Ok(()) => Vec::new(),
-            Err(error) => error
+            Ok(()) => Ok(fingerprint),
+            Err(error) => Err(error
                 .validation_errors()
                 .unwrap_or_default()
                 .iter()
@@ -366,7 +370,7 @@ impl JobFile {
                     field: String::new(),
                     message: problem.msg.clone(),
                 })
-                .collect(),
+                .collect()),
         }
     }
 }
@@ -489,6 +493,15 @@ fn refusals(model: &Model, body: &Value) -> Vec<LineProblem> {
     problems
 }
 
+/// The fingerprint of a line as checked: its text and its body, image
+/// files read.
+fn checked_fingerprint(text: &str, body: &Value) -> u64 {
+    let mut fingerprint = Fingerprint::default();
+    fingerprint.add(text.trim_end_matches(['\n', '\r']).as_bytes());
+    fingerprint.add(body.to_string().as_bytes());
+    fingerprint.value()
+}
+
 /// The fingerprint of a line's text.
 fn line_fingerprint(text: &str) -> u64 {
     let mut fingerprint = Fingerprint::default();
@@ -555,7 +568,7 @@ pub struct Jobs {
     ended: bool,
     base_dir: PathBuf,
     models: Models,
-    valid: Arc<[(u64, u64)]>,
+    valid: Arc<[(u64, u64, u64)]>,
     /// The first entry of `valid` not yet reached.
     next_valid: usize,
     last_line: u64,
@@ -598,19 +611,19 @@ impl Iterator for Jobs {
                 continue;
             }
             let expected = match self.valid.get(self.next_valid) {
-                Some(&(valid_line, fingerprint)) if valid_line == line => {
+                Some(&(valid_line, fingerprint, checked)) if valid_line == line => {
                     self.next_valid += 1;
-                    Some(fingerprint)
+                    Some((fingerprint, checked))
                 }
                 _ => None,
             };
-            match expected {
-                Some(fingerprint) if fingerprint == line_fingerprint(&text) => {}
+            let checked = match expected {
+                Some((fingerprint, checked)) if fingerprint == line_fingerprint(&text) => checked,
                 Some(_) => return changed("the line is not the one that was checked".into()),
                 // Blank or invalid when checked: never sent.
                 None if line <= self.last_line => continue,
                 None => return changed("the line was added after the check".into()),
-            }
+            };
             let built = serde_json::from_str::<JobLine>(&text)
                 .map_err(|e| e.to_string())
                 .and_then(|job| {
@@ -619,6 +632,11 @@ impl Iterator for Jobs {
                     let refused: Vec<String> = refusals(model, &body).iter().map(ToString::to_string).collect();
                     if !refused.is_empty() {
                         return Err(refused.join("; "));
+                    }
+                    // Its text is the one checked; its image files must be
+                    // too, or one job could be sent for two lines.
+                    if checked_fingerprint(&text, &body) != checked {
+                        return Err("an image file the line reads is not the one that was checked".into());
                     }
                     Ok(Job {
                         line,

@@ -193,6 +193,38 @@ fn the_digest_covers_the_image_files_the_lines_read() {
     assert_ne!(JobFile::check(&path).unwrap().digest(), before);
 }
 
+/// Image files swapped while a run goes on (after the check, before the
+/// lines are read to be sent): neither line is sent with the other's image,
+/// which would send one job for two lines.
+#[test]
+fn an_image_swapped_after_the_check_changes_its_line() {
+    let dir = Dir::new("job-file-image-swapped-during");
+    std::fs::write(dir.join("a.png"), png_header(64, 48)).unwrap();
+    std::fs::write(dir.join("b.png"), png_header(48, 64)).unwrap();
+    let path = write_lines(
+        &dir,
+        &[
+            json!({"model": "gen-2-pro", "prompt": "edit", "input_image": "a.png"}),
+            json!({"model": "gen-2-pro", "prompt": "plain"}),
+            json!({"model": "gen-2-pro", "prompt": "edit", "input_image": "b.png"}),
+        ],
+    );
+    let checked = JobFile::check(&path).unwrap();
+    std::fs::rename(dir.join("a.png"), dir.join("t.png")).unwrap();
+    std::fs::rename(dir.join("b.png"), dir.join("a.png")).unwrap();
+    std::fs::rename(dir.join("t.png"), dir.join("b.png")).unwrap();
+    let read: Vec<_> = checked.jobs().unwrap().collect();
+    for index in [0, 2] {
+        let changed = read[index].as_ref().unwrap_err();
+        assert!(matches!(changed.problems[..], [LineProblem::Changed(_)]), "{changed}");
+    }
+    assert_eq!(
+        read[1].as_ref().map(|job| job.line),
+        Ok(2),
+        "a line without images is sent"
+    );
+}
+
 #[test]
 fn a_repeated_name_points_at_the_first_line_that_has_it() {
     let dir = Dir::new("job-file-repeated");
