@@ -49,6 +49,13 @@ pub(super) async fn finish(
             );
         }
     }
+    let mut results = results;
+    if stopped.is_some() {
+        // Lines in flight at the stop stand as the store has them now.
+        if let Some(standings) = super::keeper::standings_now(run, out_dir).await {
+            results.restate(super::results::standing_before(out_dir, &standings, run.job_lines()));
+        }
+    }
     let lost = results.close()?;
     reports.close();
     summary(&tally, out_dir, run.global.json, mock_prices, stopped.is_none());

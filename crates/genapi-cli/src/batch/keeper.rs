@@ -10,7 +10,7 @@
 //! mock no other worker can reach. `--status` opens either to read only
 //! ([`read_status`]).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -19,7 +19,7 @@ use genapi_ledger::{Ledger, LedgerError, LedgerOptions, ReadOnlyLedger, SharedSe
 
 use super::results::lines_that_may_have_paid;
 use super::standing;
-use super::{shown, BatchArgs, Run, DEFAULT_MAX_ACTIVE, JOURNAL, RESULTS};
+use super::{shown, BatchArgs, Run, DEFAULT_MAX_ACTIVE, JOURNAL, LEDGER_MARK, RESULTS};
 use crate::{code, connect_with, out, Connection, Failure, Global};
 
 /// A batch's store, opened for a run.
@@ -87,7 +87,21 @@ pub(super) async fn open(run: &Run<'_>, ledger_url: Option<String>, out_dir: &Pa
     match ledger_url {
         None => open_journal(out_dir).await,
         Some(url) => {
+            refuse_a_journal_beside_the_ledger(out_dir).await?;
             let name = batch_name(run);
+            // Marked before anything is sent: a run without the ledger in
+            // this folder is refused from now on.
+            genapi_files::write_private(
+                &out_dir.join(LEDGER_MARK),
+                name.as_bytes(),
+                genapi_files::Existing::Replace,
+            )
+            .map_err(|e| {
+                Failure::new(
+                    code::OTHER,
+                    format!("cannot write {}: {e}", shown(&out_dir.join(LEDGER_MARK))),
+                )
+            })?;
             let opening = open_ledger(run.global, &run.args, &url, &name, run.checked.digest(), out_dir);
             tokio::time::timeout_at(run.deadline, opening)
                 .await
@@ -96,8 +110,37 @@ pub(super) async fn open(run: &Run<'_>, ledger_url: Option<String>, out_dir: &Pa
     }
 }
 
-/// The journal in `out_dir`, locked for this process.
+/// A folder whose journal holds records of a run without the ledger is
+/// refused for a run with it: the ledger knows nothing of those lines'
+/// tasks, and would send (and pay for) them again.
+async fn refuse_a_journal_beside_the_ledger(out_dir: &Path) -> Result<(), Failure> {
+    if !genapi_files::is_taken(&out_dir.join(JOURNAL)) {
+        return Ok(());
+    }
+    let recorded = journal_view(out_dir).status(&[]).await.map(|status| status.lines.len());
+    if matches!(recorded, Ok(0)) {
+        return Ok(());
+    }
+    Err(Failure::usage(format!(
+        "--out {}: its {JOURNAL} holds the lines of a run without --ledger, whose tasks the ledger knows nothing of: \
+         running with --ledger would send (and pay for) them again; finish that batch as it was run (without \
+         --ledger), or give this one another --out folder; nothing was sent",
+        shown(out_dir)
+    )))
+}
+
+/// The journal in `out_dir`, locked for this process; refused in a folder
+/// a run with `--ledger` used, whose lines' tasks only the ledger knows.
 async fn open_journal(out_dir: &Path) -> Result<Keeper, Failure> {
+    if let Ok(batch) = std::fs::read_to_string(out_dir.join(LEDGER_MARK)) {
+        return Err(Failure::usage(format!(
+            "--out {}: a run with --ledger used this folder (batch {:?}), and only the ledger knows its lines' tasks: \
+             running without it would send (and pay for) them again; give the same --ledger (GENAPI_LEDGER_URL), or \
+             another --out folder; nothing was sent",
+            shown(out_dir),
+            out::clean(batch.trim())
+        )));
+    }
     let journal = FileJournal::open(out_dir.join(JOURNAL)).map_err(|e| {
         if matches!(
             e.kind(),
@@ -283,6 +326,29 @@ pub(super) async fn read_status(run: &Run<'_>, ledger_url: Option<String>) -> Re
     tokio::time::timeout_at(run.deadline, reading)
         .await
         .map_err(|_| ledger_late(run.global))?
+}
+
+/// How long a stopped run reads where its lines stand for its results.
+const STANDINGS_WITHIN: Duration = Duration::from_secs(5);
+
+/// Where each line stands now, as the store (the ledger, else the journal
+/// in `out_dir`) has it: read for the results of a run that stopped, whose
+/// lines in flight at the stop stand sent or accepted, not as before the
+/// run. `None` when the store cannot say within a few seconds.
+pub(super) async fn standings_now(run: &Run<'_>, out_dir: &Path) -> Option<BTreeMap<u64, Standing>> {
+    let reading = async {
+        let status = match ledger_url(run).ok().flatten() {
+            Some(url) => {
+                let ledger = ReadOnlyLedger::open(&url, &batch_name(run), run.checked.digest())
+                    .await
+                    .ok()??;
+                ledger.status(run.job_lines()).await.ok()?
+            }
+            None => journal_view(out_dir).status(run.job_lines()).await.ok()?,
+        };
+        Some(status.lines)
+    };
+    tokio::time::timeout(STANDINGS_WITHIN, reading).await.ok().flatten()
 }
 
 /// The journal in `out_dir` as the library reads it without taking the

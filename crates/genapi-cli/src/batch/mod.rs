@@ -47,6 +47,10 @@ use crate::{learned, out, timeout_if_given, Failure, Global};
 
 /// The journal's file name in the output directory.
 const JOURNAL: &str = "journal.jsonl";
+/// The mark a run with `--ledger` leaves in the output directory, naming
+/// the ledger's batch: a run without it in that folder would know nothing
+/// of the lines' tasks.
+const LEDGER_MARK: &str = ".ledger-batch";
 // The results' file name in the output directory: the one the gallery
 // reads.
 use genapi_gallery::RESULTS;

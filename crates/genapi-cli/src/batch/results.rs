@@ -159,6 +159,8 @@ pub(super) struct Results {
     /// Every valid line as it stood before the run: what results.jsonl
     /// says of a line the run does not reach.
     before: Vec<ResultLine>,
+    /// The lines this run wrote a result of.
+    written: BTreeSet<u64>,
 }
 
 impl Results {
@@ -184,11 +186,15 @@ impl Results {
             lost: None,
             gallery,
             before,
+            written: BTreeSet::new(),
         })
     }
 
     /// Writes one line's result.
     pub(super) fn write(&mut self, entry: &Value) -> Result<(), Failure> {
+        if let Some(line) = entry["line"].as_u64() {
+            self.written.insert(line);
+        }
         let text = entry.to_string();
         writeln!(self.file, "{text}").map_err(|e| Failure::new(code::OTHER, format!("cannot write {RESULTS}: {e}")))?;
         if let Some(gallery) = &mut self.gallery {
@@ -214,6 +220,24 @@ impl Results {
             )));
         }
         Ok(())
+    }
+
+    /// Takes `now` (every line as the store has it at a stop) for what the
+    /// run wrote no result of: a line sent and not answered, or accepted and
+    /// not finished, when the run stopped stands so in results.jsonl and
+    /// the gallery, never as it stood before the run (`unsent`, which would
+    /// tell a reader it cost nothing).
+    pub(super) fn restate(&mut self, now: Vec<ResultLine>) {
+        for line in &now {
+            let unchanged = self.before.iter().any(|before| before == line);
+            if self.written.contains(&line.line) || unchanged {
+                continue;
+            }
+            if let (Some(gallery), Ok(entry)) = (&mut self.gallery, serde_json::to_value(line)) {
+                gallery.add(&entry);
+            }
+        }
+        self.before = now;
     }
 
     /// Writes the gallery's page if it is due (called now and then).

@@ -355,3 +355,33 @@ async fn a_stopped_batch_leaves_its_results_in_line_order_and_a_killed_runs_part
     assert!(writing.exists(), "a live writer's results are kept");
     drop(held);
 }
+
+/// A run stopped (Ctrl-C) while a submission is on the wire and
+/// another line's task runs leaves them in results.jsonl as the journal has
+/// them, sent and accepted, never as they stood before the run: `unsent`
+/// would tell a reader (and the next run in the folder) they cost nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopped_runs_results_say_what_was_sent_and_accepted() {
+    let mock = mock(HOUR).await;
+    let dir = Dir::new("interrupt-results-sent");
+    let lines = [
+        serde_json::json!({"model": "gen-2-pro", "prompt": "one", "width": 64, "height": 64}),
+        serde_json::json!({"model": "gen-2-pro", "prompt": "two", "width": 64, "height": 64}),
+    ];
+    let text: Vec<String> = lines.iter().map(ToString::to_string).collect();
+    std::fs::write(dir.join("jobs.jsonl"), text.join("\n") + "\n").unwrap();
+    // The first submission to arrive gets no answer before the stop; the
+    // other is accepted, and its task runs an hour.
+    mock.inject(Fault::on("/v1/gen-2-pro", FaultKind::Delay(Duration::from_secs(7200))).method("POST"));
+    let mut command = genapi(&dir, &mock);
+    command.args(["batch", "jobs.jsonl", "--out", "shots", "--max-active", "4"]);
+    let run = crate::common::run_until_sent(command, &mock, 2).await;
+    assert_eq!(run.status.code(), Some(130), "{}", crate::common::said(&run));
+    let results = std::fs::read_to_string(dir.join("shots/results.jsonl")).unwrap();
+    let mut standing: Vec<String> = results
+        .lines()
+        .map(|line| serde_json::from_str::<serde_json::Value>(line).unwrap()["status"].to_string())
+        .collect();
+    standing.sort();
+    assert_eq!(standing, ["\"accepted\"", "\"unanswered\""], "{results}");
+}

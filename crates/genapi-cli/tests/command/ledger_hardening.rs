@@ -8,7 +8,7 @@ use genapi_mock::MockService;
 use serde_json::Value;
 
 use crate::common::pg::{Ca, Postgres, Setup};
-use crate::common::{genapi, posts_by_prompt, roomy_mock, Dir};
+use crate::common::{genapi, posts_by_prompt, roomy_mock, run_until_sent, Dir};
 
 use crate::common::write_jobs;
 
@@ -242,4 +242,42 @@ fn the_environments_sslmode_and_sslrootcert_are_honoured_as_libpq_does() {
     assert!(text(&refused).contains("certificate"), "{}", text(&refused));
     let overridden = status("sslmode=disable&application_name=env", &wrong);
     assert_eq!(overridden.status.code(), Some(0), "the URL wins: {}", text(&overridden));
+}
+
+/// One folder, one store: a folder a run without the ledger used is refused
+/// for a run with it, and the other way round, before anything is sent:
+/// neither store knows the other's tasks, and would pay for them again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_folder_is_never_run_by_the_journal_and_the_ledger_in_turn() {
+    let Some(pg) = Postgres::start("journal-and-ledger") else {
+        return;
+    };
+    // Tasks that outlive the runs: each run stops with them accepted.
+    let mock = roomy_mock(3_600_000).await;
+    let dir = Dir::new("journal-and-ledger");
+    write_jobs(&dir.join("jobs.jsonl"), 2, "one store");
+    let posts = || mock.count("POST", "/v1/gen-2-pro");
+
+    let mut journal_run = genapi(&dir, &mock);
+    journal_run.args(["batch", "jobs.jsonl", "--out", "by-journal"]);
+    run_until_sent(journal_run, &mock, 2).await;
+    let refused = worker(&dir, &mock, &pg, "by-journal", &["--batch-name", "b1"])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(2), "{said}");
+    assert!(
+        said.contains("a run without --ledger") && said.contains("nothing was sent"),
+        "{said}"
+    );
+    assert_eq!(posts(), 2, "the ledger sent nothing");
+
+    run_until_sent(worker(&dir, &mock, &pg, "by-ledger", &["--batch-name", "b2"]), &mock, 4).await;
+    let mut command = genapi(&dir, &mock);
+    command.args(["batch", "jobs.jsonl", "--out", "by-ledger"]);
+    let refused = command.output().unwrap();
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(2), "{said}");
+    assert!(said.contains("a run with --ledger used this folder"), "{said}");
+    assert_eq!(posts(), 4, "the journal sent nothing");
 }

@@ -59,6 +59,27 @@ mod common {
         genapi_test_common::genapi_alone(env!("CARGO_BIN_EXE_genapi"), dir)
     }
 
+    /// Runs `command` until `mock` has `posts` submissions, then stops it
+    /// as Ctrl-C does, and gives what it said: the run ends with its lines
+    /// sent, whatever the speed of the machine.
+    pub async fn run_until_sent(
+        mut command: std::process::Command,
+        mock: &genapi_mock::MockService,
+        posts: usize,
+    ) -> std::process::Output {
+        use std::process::Stdio;
+        let child = command.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+        let limit = std::time::Instant::now() + std::time::Duration::from_secs(120);
+        while mock.count("POST", "/v1/gen-2-pro") < posts {
+            assert!(std::time::Instant::now() < limit, "the run did not send its lines");
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        assert_eq!(unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) }, 0);
+        tokio::task::spawn_blocking(move || child.wait_with_output().unwrap())
+            .await
+            .unwrap()
+    }
+
     /// What a run said, stdout then stderr.
     pub fn said(run: &std::process::Output) -> String {
         format!(
