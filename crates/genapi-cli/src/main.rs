@@ -71,7 +71,7 @@ pub struct Global {
     pub mock: bool,
     /// Stop the command after this many seconds (at least 1).
     ///
-    /// [default: none for batch and mock, which run until done or interrupted; 600 for the other commands]
+    /// [default: none for batch, mock and proxy, which run until done or interrupted; 600 for the other commands]
     #[arg(long, global = true, value_name = "SECONDS", value_parser = timeout_seconds)]
     pub timeout: Option<u64>,
     /// Another origin the key may be sent to (e.g. a regional polling host); repeatable.
@@ -650,7 +650,8 @@ pub fn timeout_of(global: &Global) -> Duration {
 }
 
 /// `--timeout` for a command that is not bounded by default (`batch`,
-/// `mock`): a batch of any size runs to its end unless asked otherwise.
+/// `mock`, `proxy`): a batch of any size runs to its end unless asked
+/// otherwise.
 pub fn timeout_if_given(global: &Global) -> Duration {
     global
         .timeout

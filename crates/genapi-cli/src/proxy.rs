@@ -44,7 +44,10 @@ pub const KEY_VARIABLE: &str = "GENAPI_PROXY_KEY";
 /// Runs the proxy until Ctrl-C or SIGTERM (or `--timeout`), then prints
 /// what it saw.
 pub async fn run(global: &Global, args: ProxyArgs) -> Result<(), Failure> {
-    let address: SocketAddr = args.listen.parse().map_err(|e| {
+    // The address as the proxy printed it (`http://127.0.0.1:PORT`) is
+    // taken too: it is what a user copies for --status.
+    let listen = args.listen.trim().trim_start_matches("http://").trim_end_matches('/');
+    let address: SocketAddr = listen.parse().map_err(|e| {
         Failure::usage(format!(
             "--listen {}: {e}; expected IP:PORT, e.g. 127.0.0.1:8790",
             out::clean(&args.listen)
@@ -73,7 +76,8 @@ pub async fn run(global: &Global, args: ProxyArgs) -> Result<(), Failure> {
     if let Some(key) = key {
         builder = builder.key(key);
     }
-    builder = remembering(builder, global, &args, &connection)?;
+    let (builder, memory) = remembering(builder, global, &args, &connection)?;
+    let mut builder = builder;
     if let Some(record) = &global.record {
         builder = builder.record(record, global.record_options());
     }
@@ -90,6 +94,12 @@ pub async fn run(global: &Global, args: ProxyArgs) -> Result<(), Failure> {
         match e {
             genapi_proxy::StartError::NotLoopback(_) => Failure::usage(format!("{said} (--allow-remote)")),
             genapi_proxy::StartError::WeakProxyKey => Failure::usage(format!("{said}: {KEY_VARIABLE}")),
+            // The command keeps its memory in the cache folder, one per
+            // service: another proxy for the same service needs another.
+            genapi_proxy::StartError::Memory(_) => Failure::new(
+                code::OTHER,
+                format!("{said} (genapi proxy keeps it in the cache folder; several proxies share one with --ledger)"),
+            ),
             _ => Failure::new(code::OTHER, said),
         }
     })?;
@@ -100,11 +110,16 @@ pub async fn run(global: &Global, args: ProxyArgs) -> Result<(), Failure> {
         ""
     };
     out::err(&format!(
-        "proxy listening on {}, relaying to {service}{test_double}; point your SDK's base URL at it; stop it with Ctrl-C",
+        "proxy listening on {}, relaying to {service}{test_double}{memory}; point your SDK's base URL at it; stop it \
+         with Ctrl-C",
         proxy.base_url()
     ));
     out::out(&proxy.base_url());
     let stopped = crate::interrupt::served_until_stopped(global).await;
+    out::err(&format!(
+        "proxy stopping: finishing the exchanges under way and waiting for the answers owed to callers (up to {} s)",
+        genapi_proxy::STOP_WAITS_FOR.as_secs()
+    ));
     let summary = proxy.stop().await;
     if global.json {
         out::out(&serde_json::to_string(&summary).unwrap_or_default());
@@ -122,7 +137,7 @@ fn remembering(
     global: &Global,
     args: &ProxyArgs,
     connection: &crate::Connection,
-) -> Result<genapi_proxy::ProxyBuilder, Failure> {
+) -> Result<(genapi_proxy::ProxyBuilder, String), Failure> {
     let ledger = args
         .ledger
         .clone()
@@ -130,16 +145,22 @@ fn remembering(
         .filter(|url| !url.trim().is_empty());
     match (ledger, &connection.mock) {
         (Some(_), Some(_)) => Err(Failure::usage(
-            "--ledger shares what proxies of one service remember, but this proxy would relay to its own \
-                 built-in mock, which no other proxy can see and which ends with it: set GENAPI_BASE_URL and \
+            "--ledger (or GENAPI_LEDGER_URL) shares what proxies of one service remember, but this proxy would \
+                 relay to its own built-in mock, which no other proxy can see and which ends with it: set GENAPI_BASE_URL and \
                  GENAPI_API_KEY, for instance to a `genapi mock` the proxies share",
         )),
-        (Some(url), None) => Ok(builder.ledger(url)),
+        (Some(url), None) => {
+            let shown = format!("; sharing what it remembers through the ledger at {}", genapi_text::shown_address(&url));
+            Ok((builder.ledger(url), shown))
+        }
         // The built-in mock's tasks end with it: nothing to remember.
-        (None, Some(_)) => Ok(builder),
+        (None, Some(_)) => Ok((builder, String::new())),
         (None, None) => Ok(match memory_file(global) {
-            Some(file) => builder.memory_file(file),
-            None => builder,
+            Some(file) => {
+                let shown = format!("; remembering what it sent in {}", out::clean(&file.display().to_string()));
+                (builder.memory_file(file), shown)
+            }
+            None => (builder, String::new()),
         }),
     }
 }
@@ -163,6 +184,12 @@ async fn status(global: &Global, address: SocketAddr) -> Result<(), Failure> {
         .send()
         .await
         .map_err(|e| unreachable(e.without_url().to_string()))?;
+    if answer.status().as_u16() == 401 {
+        return Err(Failure::new(
+            code::OTHER,
+            format!("the proxy at {address} asks for its own key: set {KEY_VARIABLE} as it was set for the proxy"),
+        ));
+    }
     if !answer.status().is_success() {
         return Err(unreachable(format!("it answered {}", answer.status())));
     }

@@ -135,6 +135,7 @@ async fn submission(
                 }
             }
             Claimed::Unavailable(why) => {
+                tracing::warn!(why = %genapi_text::clean(&why), "a submission refused: the proxy's memory cannot be read");
                 return own(
                     StatusCode::SERVICE_UNAVAILABLE,
                     "unavailable",
@@ -143,7 +144,7 @@ async fn submission(
                          try again later",
                         genapi_text::clean(&why)
                     ),
-                )
+                );
             }
             Claimed::RefuseUnknown => {
                 shared.counters.add(Count::UnknownRefused);
@@ -151,8 +152,8 @@ async fn submission(
                     StatusCode::CONFLICT,
                     "unknown",
                     "an identical submission was sent and its answer never came: the service may have made (and \
-                     charged for) its task, so it is not sent again. Look for the task with the service, or send \
-                     the job with an Idempotency-Key of its own",
+                     charged for) its task, so it is not sent again. If it was made, its webhook (when the job named \
+                     one) says so; to pay for the job again anyway, send it with a new Idempotency-Key",
                 );
             }
             Claimed::Replay(claim, answer) => {

@@ -13,10 +13,12 @@ use crate::common::{genapi, genapi_alone, Dir};
 
 const PATH: &str = "/v1/gen-2-pro";
 
-/// `genapi proxy` started by `command`, and the base URL it printed.
-fn started(mut command: std::process::Command) -> (Child, String) {
+/// `genapi proxy` started by `command` (with `extra` options), and the
+/// base URL it printed.
+fn started_with(mut command: std::process::Command, extra: &[&str]) -> (Child, String) {
     let mut child = command
         .args(["proxy", "--listen", "127.0.0.1:0"])
+        .args(extra)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -25,11 +27,16 @@ fn started(mut command: std::process::Command) -> (Child, String) {
     BufReader::new(child.stdout.take().unwrap())
         .read_line(&mut line)
         .unwrap();
-    assert!(
-        line.starts_with("http://127.0.0.1:"),
-        "the proxy printed its address: {line:?}"
-    );
+    if !line.starts_with("http://127.0.0.1:") {
+        let run = child.wait_with_output().unwrap();
+        panic!("the proxy printed no address: {line:?} {}", text(&run.stderr));
+    }
     (child, line.trim().to_string())
+}
+
+/// `genapi proxy` started by `command`, and the base URL it printed.
+fn started(command: std::process::Command) -> (Child, String) {
+    started_with(command, &[])
 }
 
 /// Stops the proxy as Ctrl-C does; what it said.
@@ -88,8 +95,8 @@ async fn a_retry_after_the_sdk_gave_up_and_the_proxy_restarted_is_answered_with_
         summary["tasks"] == 1
     })
     .await;
-    // `--status` asks the running proxy.
-    let listen = base.trim_start_matches("http://").to_string();
+    // `--status` asks the running proxy, at the address it printed.
+    let listen = base.clone();
     let status = tokio::task::spawn_blocking({
         let command = genapi(&dir, &mock);
         move || {
@@ -246,4 +253,26 @@ async fn a_retry_that_reaches_another_proxy_sharing_a_ledger_gets_the_first_task
         .unwrap();
     assert_eq!(run.status.code(), Some(2), "{run:?}");
     assert!(text(&run.stderr).contains("built-in mock"), "{run:?}");
+}
+
+/// `--status` of a proxy that has a key of its own says which variable to
+/// set, rather than that no proxy answers.
+#[cfg(unix)]
+#[tokio::test]
+async fn the_status_of_a_proxy_with_its_own_key_names_the_variable() {
+    let dir = Dir::new("proxy-status-key");
+    let mut command = genapi_alone(&dir);
+    command.env("GENAPI_PROXY_KEY", "a-key-of-the-proxys-own");
+    let (proxy, base) = started_with(command, &["--allow-remote"]);
+    let status = tokio::task::spawn_blocking({
+        let mut command = genapi_alone(&dir);
+        command.args(["proxy", "--listen", &base, "--status"]);
+        move || command.output().unwrap()
+    })
+    .await
+    .unwrap();
+    let said = text(&status.stderr);
+    assert_ne!(status.status.code(), Some(0));
+    assert!(said.contains("set GENAPI_PROXY_KEY"), "{said}");
+    stopped(proxy);
 }
