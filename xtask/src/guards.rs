@@ -263,6 +263,38 @@ pub const GUARDS: &[Guard] = &[
         replace: "        for origin in learnt.into_iter().filter(|_| false) {",
         test: ("genapi-proxy", "proxy", "sharing::an_address_one_proxy"),
     },
+    Guard {
+        name: "proxy: a holder's word is written on the version read",
+        why: "a submission's acceptance is never written over by its caller's going away, read before it",
+        file: "crates/genapi-proxy/src/memory_shared.rs",
+        find: "self.records.replace(key, record.version, &value_of(&entry), hold).await",
+        replace: "self.records.update_held(key, &claim.holder, &value_of(&entry), hold).await",
+        test: ("genapi-proxy", "--lib", "a_word_written_over_a_stale_reading"),
+    },
+    Guard {
+        name: "proxy: a claim's own write is its own",
+        why: "a claim whose write landed unseen sends, rather than waiting on itself and refusing the job for a day",
+        file: "crates/genapi-proxy/src/memory_shared.rs",
+        find: "            if record.as_ref().and_then(|r| r.holder.as_deref()) == Some(claim.holder.as_str()) {",
+        replace: "            if false && record.as_ref().and_then(|r| r.holder.as_deref()) == Some(claim.holder.as_str()) {",
+        test: ("genapi-proxy", "--lib", "a_claim_whose_write_landed_unseen"),
+    },
+    Guard {
+        name: "proxy: a memory file that cannot be written sends nothing",
+        why: "a submission is sent only once remembered where a restart finds it",
+        file: "crates/genapi-proxy/src/memory_local.rs",
+        find: "                    if let Err(why) = self.write() {",
+        replace: "                    if let Err(why) = self.write().and(Err::<(), String>(String::new())).or(Ok::<(), String>(())) {",
+        test: ("genapi-proxy", "--lib", "a_memory_that_cannot_be_written"),
+    },
+    Guard {
+        name: "proxy: a claim that waits wakes no one",
+        why: "a caller waiting on an identical submission waits for its change, not in a busy loop",
+        file: "crates/genapi-proxy/src/memory.rs",
+        find: "        if matches!(claimed, Claimed::Send(_) | Claimed::Replay(..)) {",
+        replace: "        if true {",
+        test: ("genapi-proxy", "--lib", "a_claim_that_waits_wakes_no_one"),
+    },
 ];
 
 #[cfg(test)]

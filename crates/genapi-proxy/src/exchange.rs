@@ -139,11 +139,8 @@ async fn submission(
                 return own(
                     StatusCode::SERVICE_UNAVAILABLE,
                     "unavailable",
-                    &format!(
-                        "the proxy cannot read what it remembers ({}), so it sends nothing that could be paid twice; \
-                         try again later",
-                        genapi_text::clean(&why)
-                    ),
+                    "the proxy cannot read what it remembers, so it sends nothing that could be paid twice; try \
+                     again later",
                 );
             }
             Claimed::RefuseUnknown => {
@@ -219,7 +216,13 @@ async fn send(
                     if let (Some(recording), Some(task)) = (&shared.service.recording, answer.task_id()) {
                         recording.task_accepted(&task);
                     }
-                    shared.memory.accepted(&claim, answer.clone()).await;
+                    // Kept as callers may read it: without the configured key.
+                    let kept = Answer {
+                        body: String::from_utf8_lossy(&shared.without_key(answer.body.clone().into_bytes()))
+                            .into_owned(),
+                        ..answer.clone()
+                    };
+                    shared.memory.accepted(&claim, kept).await;
                 }
                 // Refused (a 4xx): no task, the job may be sent again.
                 Ok(answer) if (400..500).contains(&answer.status) => shared.memory.forget(&claim).await,
@@ -365,6 +368,8 @@ async fn relay(
     origin: &str,
 ) -> Response {
     let path = target.path().to_string();
+    let from_the_service =
+        target.origin() == shared.service.base.origin() || shared.service.client.sends_key_to(&target);
     // Named as the document names it; a GET of another address is a
     // result's download, whose bytes the recording summarises.
     let operation = crate::contract::operation_id(&path, &method).unwrap_or_else(|| match method {
@@ -415,7 +420,14 @@ async fn relay(
                     shared.mismatched(crate::contract::answer(&method, &path, status.as_u16(), &bytes));
                 }
                 answer_headers.remove(http::header::CONTENT_LENGTH);
-                Body::from(passed_on(shared, origin, &bytes).await)
+                // Addresses in an answer of another host (a delivery
+                // host's) are not the service's to hand out: passed on
+                // as they are, never opened as routes of the proxy.
+                if from_the_service {
+                    Body::from(passed_on(shared, origin, &bytes).await)
+                } else {
+                    Body::from(shared.without_key(bytes.to_vec()))
+                }
             }
             None => {
                 return own(

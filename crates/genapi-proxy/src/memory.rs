@@ -100,7 +100,11 @@ impl Memory {
             Keeping::Local(local) => local.claim(claim, naming),
             Keeping::Shared(shared) => shared.claim(claim, naming).await,
         };
-        self.tell();
+        // Only a claim that took something changes what others wait on: a
+        // wait told of itself would wake at once, and spin.
+        if matches!(claimed, Claimed::Send(_) | Claimed::Replay(..)) {
+            self.tell();
+        }
         claimed
     }
 
@@ -215,5 +219,36 @@ impl Drop for Owner {
         if let Some(claim) = self.claim.take() {
             self.memory.settle_delivery(claim, false);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A caller that must wait is woken by the change it waits for, never
+    /// by its own claim (which would make every wait a busy loop).
+    #[tokio::test]
+    async fn a_claim_that_waits_wakes_no_one() {
+        let memory = Memory::local(None).unwrap();
+        let (id, naming) = SubmissionId::of("k", "/v1/x", b"{}", None);
+        let Claimed::Send(first) = memory.claim(&id, naming).await else {
+            panic!("the first is sent")
+        };
+        let changes = memory.watch();
+        assert!(matches!(memory.claim(&id, naming).await, Claimed::Wait));
+        assert!(!changes.has_changed().unwrap(), "a wait changed nothing");
+        memory
+            .accepted(
+                &first,
+                crate::remembered::Answer {
+                    status: 200,
+                    content_type: None,
+                    retry_after: None,
+                    body: "{}".into(),
+                },
+            )
+            .await;
+        assert!(changes.has_changed().unwrap(), "the acceptance is a change");
     }
 }

@@ -105,7 +105,14 @@ impl LocalMemory {
                 Decision::Send => {
                     kept.entries
                         .insert(claim.id.clone(), Entry::sending(&claim.holder, naming));
-                    Claimed::Send(claim)
+                    drop(kept);
+                    // Sent only once remembered where a restart finds it:
+                    // a memory that cannot be written sends nothing.
+                    if let Err(why) = self.write() {
+                        self.forget(&claim);
+                        return Claimed::Unavailable(format!("the proxy's memory file cannot be written ({why})"));
+                    }
+                    return Claimed::Send(claim);
                 }
                 Decision::Replay => match kept.entries.get_mut(&claim.id) {
                     Some(Entry {
@@ -200,9 +207,17 @@ impl LocalMemory {
         }
     }
 
-    /// Writes the file.
+    /// Writes the file; a failure is said (the next change writes it all
+    /// again).
     fn changed(&self) {
-        let Some(path) = &self.file else { return };
+        if let Err(why) = self.write() {
+            tracing::warn!(error = %why, "the proxy's memory could not be written");
+        }
+    }
+
+    /// Writes the file, when there is one.
+    fn write(&self) -> Result<(), String> {
+        let Some(path) = &self.file else { return Ok(()) };
         let mut written = self.writing.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         let (bytes, version) = {
             let mut kept = self.kept();
@@ -210,13 +225,12 @@ impl LocalMemory {
             (serde_json::to_vec(&*kept), kept.version)
         };
         if version < *written {
-            return;
+            return Ok(());
         }
-        let Ok(bytes) = bytes else { return };
-        match genapi_files::write_private(path, &bytes, genapi_files::Existing::Replace) {
-            Ok(_) => *written = version,
-            Err(e) => tracing::warn!(error = %e, "the proxy's memory could not be written"),
-        }
+        let bytes = bytes.map_err(|e| e.to_string())?;
+        genapi_files::write_private(path, &bytes, genapi_files::Existing::Replace).map_err(|e| e.to_string())?;
+        *written = version;
+        Ok(())
     }
 }
 
@@ -360,6 +374,19 @@ mod tests {
         assert_eq!(memory.standing(&id("a")), Some((Phase::Accepted, Fate::Owned)));
         memory.settle_delivery(&replayed, true);
         assert_eq!(memory.standing(&id("a")), None, "heard by the replay's caller");
+    }
+
+    #[test]
+    fn a_memory_that_cannot_be_written_sends_nothing() {
+        let file = temp_file("unwritable");
+        let memory = LocalMemory::open(Some(file.clone())).unwrap();
+        // The file's name taken by a folder: no write can land.
+        std::fs::create_dir(&file).unwrap();
+        match memory.claim(claim(&id("a"), "p/1"), Naming::ByContent) {
+            Claimed::Unavailable(why) => assert!(why.contains("cannot be written"), "{why}"),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(memory.standing(&id("a")), None, "nothing remembered as sent");
     }
 
     #[test]

@@ -36,6 +36,11 @@ const DELIVERING_HOLD: Duration = Duration::from_secs(60);
 /// between its read and its write.
 const MOST_RACES: usize = 16;
 
+/// How many times a holder's word is written while the database does not
+/// answer, and the pause between.
+const WRITE_ATTEMPTS: usize = 4;
+const WRITE_PAUSE: Duration = Duration::from_secs(2);
+
 /// The memory in a ledger database.
 pub(crate) struct SharedMemory {
     records: SharedRecords,
@@ -106,7 +111,17 @@ impl SharedMemory {
             };
             let entry = record.as_ref().map(entry_of);
             let version = record.as_ref().map(|record| record.version);
-            let written = match decide(naming, entry.as_ref().map(|e| (e.phase, e.fate))) {
+            // This claim's own write, applied though it was reported lost
+            // (a statement run again on a new connection, whose first run
+            // had landed): the claim has what it wrote.
+            if record.as_ref().and_then(|r| r.holder.as_deref()) == Some(claim.holder.as_str()) {
+                return match entry.and_then(|entry| entry.answer) {
+                    Some(answer) => Claimed::Replay(claim, answer),
+                    None => Claimed::Send(claim),
+                };
+            }
+            let decision = decide(naming, entry.as_ref().map(|e| (e.phase, e.fate)));
+            let written = match decision {
                 Decision::Wait => return Claimed::Wait,
                 Decision::RefuseUnknown => return Claimed::RefuseUnknown,
                 Decision::Send => {
@@ -138,47 +153,94 @@ impl SharedMemory {
             match written {
                 Ok(Some(None)) => return Claimed::Send(claim),
                 Ok(Some(Some(answer))) => return Claimed::Replay(claim, answer),
-                // Another proxy changed it first: read it again.
+                // Another proxy changed it first (or this claim's write
+                // landed unseen): read it again.
                 Ok(None) => continue,
-                Err(e) => return unavailable(e),
+                Err(e) => {
+                    // A write the database may still apply (queued behind a
+                    // lock when the step gave up) would hold the job for a
+                    // send that never happens: taken back, after it.
+                    if decision == Decision::Send {
+                        let _ = self.records.remove_held(&key, &claim.holder).await;
+                    }
+                    return unavailable(e);
+                }
             }
         }
         Claimed::Unavailable("the shared memory of this submission kept changing under it".into())
     }
 
     /// Changes `claim`'s entry, while it holds it, held for as long as its
-    /// new standing needs ([`hold_for`]).
-    async fn update(&self, claim: &Claim, change: impl FnOnce(&mut Entry)) {
+    /// new standing needs ([`hold_for`]). Written on the version read, and
+    /// read again when another write came between (the same claim's other
+    /// word: its acceptance and its caller's going away race), so no word
+    /// is written over with a stale copy. A database out of reach is tried
+    /// again a few times: an acceptance kept nowhere else is a paid task.
+    async fn update(&self, claim: &Claim, change: impl Fn(&mut Entry)) {
         let key = submission_key(claim);
-        let written = async {
-            // Written below only while this claim still holds it.
-            let Some(record) = self.records.read(&key).await? else {
-                return Ok(());
-            };
-            let mut entry = entry_of(&record);
-            change(&mut entry);
-            if entry.heard() {
-                self.records.remove_held(&key, &claim.holder).await?;
-            } else {
-                let hold = hold(&claim.holder, hold_for(&entry));
-                self.records
-                    .update_held(&key, &claim.holder, &value_of(&entry), hold)
-                    .await?;
+        let mut last = None;
+        for attempt in 0..WRITE_ATTEMPTS {
+            if attempt > 0 {
+                tokio::time::sleep(WRITE_PAUSE).await;
             }
-            Ok::<_, genapi_ledger::LedgerError>(())
-        };
-        if let Err(e) = written.await {
+            match self.write_on_read(&key, claim, &change).await {
+                Ok(()) => return,
+                Err(e) => last = Some(e),
+            }
+        }
+        if let Some(e) = last {
             // Its hold lapses: other proxies then read it as the rule for a
             // gone holder says.
             tracing::warn!(error = %e, "the proxy's shared memory could not be written");
         }
     }
 
+    /// One attempt of [`SharedMemory::update`].
+    async fn write_on_read(
+        &self,
+        key: &str,
+        claim: &Claim,
+        change: &impl Fn(&mut Entry),
+    ) -> Result<(), genapi_ledger::LedgerError> {
+        for _ in 0..MOST_RACES {
+            let Some(record) = self.records.read(key).await? else {
+                return Ok(());
+            };
+            if self.write_over(key, claim, change, &record).await? {
+                return Ok(());
+            }
+        }
+        Ok(())
+    }
+
+    /// `change` written over `record` as read: whether it is done (`false`:
+    /// the record changed since, and must be read again).
+    async fn write_over(
+        &self,
+        key: &str,
+        claim: &Claim,
+        change: &impl Fn(&mut Entry),
+        record: &Record,
+    ) -> Result<bool, genapi_ledger::LedgerError> {
+        if record.holder.as_deref() != Some(claim.holder.as_str()) {
+            // Another claim holds it now: this one has nothing to say.
+            return Ok(true);
+        }
+        let mut entry = entry_of(record);
+        change(&mut entry);
+        if entry.heard() {
+            self.records.remove_held(key, &claim.holder).await?;
+            return Ok(true);
+        }
+        let hold = hold(&claim.holder, hold_for(&entry));
+        self.records.replace(key, record.version, &value_of(&entry), hold).await
+    }
+
     /// the memory's `accepted`.
     pub(crate) async fn accepted(&self, claim: &Claim, answer: Answer) {
         self.update(claim, |entry| {
             entry.phase = Phase::Accepted;
-            entry.answer = Some(answer);
+            entry.answer = Some(answer.clone());
         })
         .await;
     }
@@ -257,6 +319,78 @@ fn value_of(entry: &Entry) -> serde_json::Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::identity::SubmissionId;
+    use genapi_test_common::pg::Postgres;
+
+    fn claim_of(text: &str, holder: &str) -> Claim {
+        Claim {
+            id: SubmissionId::of("k", "/v1/x", text.as_bytes(), None).0,
+            holder: holder.into(),
+        }
+    }
+
+    fn answer() -> Answer {
+        Answer {
+            status: 200,
+            content_type: None,
+            retry_after: None,
+            body: r#"{"id":"t-1"}"#.into(),
+        }
+    }
+
+    /// A claim's acceptance and its caller's going away race: a word
+    /// written over a record read before the other word landed is not
+    /// written (the acceptance would be lost to every retry), and is
+    /// written again over the record as it is.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_word_written_over_a_stale_reading_is_read_again() {
+        let Some(pg) = Postgres::start("proxy-two-words") else {
+            return;
+        };
+        let memory = SharedMemory::open(&pg.url(), "https://api.example.com/").await.unwrap();
+        let claim = claim_of("job", "p/1");
+        let key = submission_key(&claim);
+        assert!(matches!(
+            memory.claim(claim.clone(), Naming::ByContent).await,
+            Claimed::Send(_)
+        ));
+        let stale = memory.records.read(&key).await.unwrap().unwrap();
+        memory.accepted(&claim, answer()).await;
+        let gone = |entry: &mut Entry| entry.fate = Fate::Undelivered;
+        assert!(
+            !memory.write_over(&key, &claim, &gone, &stale).await.unwrap(),
+            "not over a stale reading"
+        );
+        memory.settle_delivery(&claim, false).await;
+        let entry = entry_of(&memory.records.read(&key).await.unwrap().unwrap());
+        assert_eq!((entry.phase, entry.fate), (Phase::Accepted, Fate::Undelivered));
+        assert!(entry.answer.is_some(), "the acceptance is kept");
+    }
+
+    /// A claim whose write landed though it was reported lost (run again
+    /// on a new connection after the first run had landed) has what it
+    /// wrote, rather than waiting on itself.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_claim_whose_write_landed_unseen_has_it() {
+        let Some(pg) = Postgres::start("proxy-own-write") else {
+            return;
+        };
+        let memory = SharedMemory::open(&pg.url(), "https://api.example.com/").await.unwrap();
+        let claim = claim_of("job", "p/1");
+        let sending = Entry::sending(&claim.holder, Naming::ByContent);
+        let hold = hold(&claim.holder, hold_for(&sending));
+        assert!(memory
+            .records
+            .create(&submission_key(&claim), &value_of(&sending), hold)
+            .await
+            .unwrap());
+        assert!(matches!(memory.claim(claim, Naming::ByContent).await, Claimed::Send(_)));
+        // Another claim of the same job waits on it.
+        assert!(matches!(
+            memory.claim(claim_of("job", "p/2"), Naming::ByContent).await,
+            Claimed::Wait
+        ));
+    }
 
     /// A hold stands exactly while something waits on its holder: a
     /// settled entry held on would keep other proxies waiting for nothing,

@@ -110,3 +110,56 @@ async fn other_hosts_get_polls_and_downloads_only() {
     assert_eq!(answer.status(), 405);
     assert_eq!(mock.requests().iter().filter(|r| r.method == "DELETE").count(), 0);
 }
+
+/// A delivery host's answer is no address book: an address in it is
+/// passed on as it came, never opened as a route of the proxy, so a host
+/// the service sends callers to cannot point the proxy anywhere else.
+#[tokio::test]
+async fn addresses_in_a_delivery_hosts_answer_open_no_route() {
+    use genapi_test_common::hostile::{self, json};
+    let delivery = hostile::serve(|_, _, _| {
+        json(
+            200,
+            serde_json::json!({"polling_url": "http://127.0.0.1:9/internal-admin"}),
+        )
+    })
+    .await;
+    let sample = format!("{}/results/x.json", delivery.base);
+    let service = hostile::serve(move |base, request, _| match request.path.as_str() {
+        "/v1/gen-2-pro" => hostile::accepted(base, "t-1"),
+        _ => json(
+            200,
+            serde_json::json!({"id": "t-1", "status": "Ready", "result": {"sample": sample}}),
+        ),
+    })
+    .await;
+    let client = genapi::Client::builder()
+        .api_key("k")
+        .base_url(&service.base)
+        .build()
+        .unwrap();
+    let proxy = Proxy::builder(client)
+        .start("127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    let accepted: serde_json::Value = post(&proxy, PATH, "{}", &[]).await.json().await.unwrap();
+    let http = crate::common::http();
+    let poll: serde_json::Value = http
+        .get(accepted["polling_url"].as_str().unwrap())
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let download = poll["result"]["sample"].as_str().unwrap();
+    assert!(
+        download.starts_with(&proxy.base_url()),
+        "the delivery host is reached through the proxy"
+    );
+    let answer: serde_json::Value = http.get(download).send().await.unwrap().json().await.unwrap();
+    assert_eq!(
+        answer["polling_url"], "http://127.0.0.1:9/internal-admin",
+        "passed on as it came"
+    );
+}
