@@ -157,11 +157,12 @@ impl Redactor {
 
     fn mask_addresses(&self, value: &mut Value, secrets: &mut Vec<String>) {
         match value {
-            Value::String(text) => {
-                if let Some(url) = Url::parse(text).ok().filter(|u| u.has_host()) {
-                    *text = self.url(&url, secrets);
-                }
-            }
+            Value::String(text) => match Url::parse(text).ok().filter(|u| u.has_host()) {
+                Some(url) => *text = self.url(&url, secrets),
+                // An address the service quotes in its words (an input
+                // image it could not fetch) is kept as the rule shows it.
+                None => *text = genapi_text::addresses_shown(text),
+            },
             Value::Array(items) => items.iter_mut().for_each(|item| self.mask_addresses(item, secrets)),
             Value::Object(fields) => fields.values_mut().for_each(|item| self.mask_addresses(item, secrets)),
             _ => {}

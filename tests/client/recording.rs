@@ -332,3 +332,35 @@ async fn secrets_that_read_like_json_or_hide_in_addresses_stay_out_and_the_file_
         .unwrap_err();
     assert!(second.to_string().contains("another client"), "{second}");
 }
+
+/// An address the service quotes in its words (an input image it could not
+/// fetch), with a password and a signature the client never sent, is kept
+/// in the recording as the address rule shows it.
+#[tokio::test(start_paused = true)]
+async fn an_address_the_service_quotes_is_recorded_without_its_secrets() {
+    use common::hostile::{self, json};
+    let dir = Dir::new("record-quoted-address");
+    let path = dir.join("quoted.har");
+    let quoted = "could not fetch https://ana:correcthorse@files.example.com/in.png?X-Amz-Signature=SIGSECRET";
+    let service = hostile::serve(move |_, _, _| {
+        json(
+            422,
+            serde_json::json!({"detail": [{"loc": ["body", "input_image"], "msg": quoted, "type": "value_error"}]}),
+        )
+    })
+    .await;
+    let client = genapi::Client::builder()
+        .api_key("k")
+        .base_url(&service.base)
+        .record(&path)
+        .build()
+        .unwrap();
+    client
+        .submit(types::Gen2ProRequest::builder().prompt("a fox"))
+        .await
+        .unwrap_err();
+    drop(client);
+    let har = std::fs::read_to_string(&path).unwrap();
+    assert!(har.contains("files.example.com"), "{har}");
+    assert!(!har.contains("correcthorse") && !har.contains("SIGSECRET"), "{har}");
+}

@@ -296,7 +296,7 @@ fn looks_like_an_authority(text: &str) -> bool {
 /// assert_eq!(genapi_text::addresses_shown("no address here"), "no address here");
 /// ```
 pub fn addresses_shown(text: &str) -> String {
-    let unescaped = json_escapes_of_addresses_read(text);
+    let unescaped = escapes_of_addresses_read(text);
     let mut shown = String::with_capacity(unescaped.len());
     let mut rest: &str = &unescaped;
     while let Some(found) = rest.find("://") {
@@ -323,41 +323,98 @@ pub fn addresses_shown(text: &str) -> String {
     shown
 }
 
-/// `text` with the JSON escapes an address may be spelled with read as
-/// the characters they stand for (`https:\/\/`, `\u0040`): a service that
-/// quotes JSON in its text still has its addresses shown by the rule.
-fn json_escapes_of_addresses_read(text: &str) -> std::borrow::Cow<'_, str> {
-    if !text.contains('\\') {
-        return std::borrow::Cow::Borrowed(text);
+/// `text` with the escapes an address may be spelled with read as the
+/// characters they stand for: JSON's (`https:\/\/`, `\u0040`) and HTML's
+/// (`&#x2F;`, `&#64;`, `&commat;`), escaped again too (`&amp;#64;`), so a
+/// service that quotes JSON or HTML in its text still has its addresses
+/// shown by the rule. Only the characters that shape an address are read.
+fn escapes_of_addresses_read(text: &str) -> std::borrow::Cow<'_, str> {
+    let mut read = std::borrow::Cow::Borrowed(text);
+    // Escapes escaped again, a few levels deep.
+    for _ in 0..4 {
+        if !read.contains(['\\', '&']) {
+            break;
+        }
+        let once = escapes_read_once(&read);
+        if once == *read {
+            break;
+        }
+        read = std::borrow::Cow::Owned(once);
     }
+    read
+}
+
+/// The characters an address is shaped by.
+fn shapes_an_address(c: char) -> bool {
+    "/:@?#&=;%".contains(c)
+}
+
+/// One level of [`escapes_of_addresses_read`].
+fn escapes_read_once(text: &str) -> String {
+    const NAMED: [(&str, char); 8] = [
+        ("&sol;", '/'),
+        ("&commat;", '@'),
+        ("&colon;", ':'),
+        ("&quest;", '?'),
+        ("&num;", '#'),
+        ("&equals;", '='),
+        ("&semi;", ';'),
+        ("&amp;", '&'),
+    ];
     let mut read = String::with_capacity(text.len());
     let mut rest = text;
-    while let Some(at) = rest.find('\\') {
+    while let Some(at) = rest.find(['\\', '&']) {
         read.push_str(&rest[..at]);
         let escape = &rest[at..];
-        let unicode = escape
-            .get(2..6)
-            .filter(|_| escape.starts_with("\\u"))
-            .and_then(|hex| u32::from_str_radix(hex, 16).ok())
-            .and_then(char::from_u32)
-            .filter(|c| "/:@?#&=;%".contains(*c));
-        match (unicode, escape.starts_with("\\/")) {
-            (Some(c), _) => {
+        let numeric = |digits: &str, radix: u32| {
+            u32::from_str_radix(digits, radix)
+                .ok()
+                .and_then(char::from_u32)
+                .filter(|c| shapes_an_address(*c))
+        };
+        let found: Option<(char, usize)> = if let Some(json) = escape.strip_prefix("\\") {
+            if json.starts_with('/') {
+                Some(('/', 2))
+            } else {
+                json.strip_prefix(['u', 'U'])
+                    .and_then(|hex| hex.get(..4))
+                    .and_then(|hex| numeric(hex, 16))
+                    .map(|c| (c, 6))
+            }
+        } else if let Some(reference) = escape.strip_prefix("&#") {
+            let end = reference.find(';').filter(|end| *end <= 8);
+            end.and_then(|end| {
+                let body = &reference[..end];
+                let c = match body.strip_prefix(['x', 'X']) {
+                    Some(hex) => numeric(hex, 16),
+                    None => numeric(body, 10),
+                };
+                c.map(|c| (c, end + 3))
+            })
+        } else {
+            NAMED
+                .iter()
+                .find(|(name, _)| {
+                    escape
+                        .get(..name.len())
+                        .is_some_and(|head| head.eq_ignore_ascii_case(name))
+                })
+                .map(|(name, c)| (*c, name.len()))
+        };
+        match found {
+            Some((c, length)) => {
                 read.push(c);
-                rest = &escape[6..];
+                rest = &escape[length..];
             }
-            (None, true) => {
-                read.push('/');
-                rest = &escape[2..];
-            }
-            (None, false) => {
-                read.push('\\');
-                rest = &escape[1..];
+            None => {
+                let first = escape.chars().next().map_or(1, char::len_utf8);
+                read.push_str(&escape[..first]);
+                rest = &escape[first..];
             }
         }
     }
     read.push_str(rest);
-    std::borrow::Cow::Owned(read)
+    read
 }
 
 /// Whether `text` has the shape of a host name or address, with a port

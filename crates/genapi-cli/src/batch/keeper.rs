@@ -89,11 +89,28 @@ pub(super) async fn open(run: &Run<'_>, ledger_url: Option<String>, out_dir: &Pa
         Some(url) => {
             refuse_a_journal_beside_the_ledger(out_dir).await?;
             let name = batch_name(run);
-            // Marked before anything is sent: a run without the ledger in
-            // this folder is refused from now on.
+            // The folder's mark: the batch and the database it holds lines
+            // of. Another batch (or database) in it knows none of them.
+            let mark = format!("{name}\n{}", genapi_text::shown_address(&url));
+            refuse_another_ledgers_folder(out_dir, &mark)?;
+            let opening = open_ledger(run.global, &run.args, &url, &name, run.checked.digest(), out_dir);
+            let keeper = tokio::time::timeout_at(run.deadline, opening)
+                .await
+                .map_err(|_| ledger_late(run.global))??;
+            // Results of lines the ledger holds no record of (a journal
+            // moved away, emptied): running would pay for them again.
+            let status = keeper.store.status(run.job_lines()).await.map_err(store_failure)?;
+            refuse_lost_records(
+                out_dir,
+                lines_that_may_have_paid(out_dir),
+                &status,
+                "the ledger's batch",
+            )?;
+            // Marked once the ledger took the batch, before anything is
+            // sent: a run without the ledger here is refused from now on.
             genapi_files::write_private(
                 &out_dir.join(LEDGER_MARK),
-                name.as_bytes(),
+                mark.as_bytes(),
                 genapi_files::Existing::Replace,
             )
             .map_err(|e| {
@@ -102,11 +119,23 @@ pub(super) async fn open(run: &Run<'_>, ledger_url: Option<String>, out_dir: &Pa
                     format!("cannot write {}: {e}", shown(&out_dir.join(LEDGER_MARK))),
                 )
             })?;
-            let opening = open_ledger(run.global, &run.args, &url, &name, run.checked.digest(), out_dir);
-            tokio::time::timeout_at(run.deadline, opening)
-                .await
-                .map_err(|_| ledger_late(run.global))?
+            Ok(keeper)
         }
+    }
+}
+
+/// A folder a run with another ledger's batch marked is refused: that
+/// batch's lines' tasks are in it, which this batch knows nothing of.
+fn refuse_another_ledgers_folder(out_dir: &Path, mark: &str) -> Result<(), Failure> {
+    match std::fs::read_to_string(out_dir.join(LEDGER_MARK)) {
+        Ok(found) if found.trim() != mark.trim() => Err(Failure::usage(format!(
+            "--out {}: a run of another ledger batch used this folder ({:?}), whose lines' tasks this batch knows \
+             nothing of: running would send (and pay for) them again; give that batch's --batch-name and ledger, \
+             or, to run this batch apart (its lines sent and paid for anew), another --out folder; nothing was sent",
+            shown(out_dir),
+            out::clean(found.lines().next().unwrap_or_default())
+        ))),
+        _ => Ok(()),
     }
 }
 
@@ -124,7 +153,8 @@ async fn refuse_a_journal_beside_the_ledger(out_dir: &Path) -> Result<(), Failur
     Err(Failure::usage(format!(
         "--out {}: its {JOURNAL} holds the lines of a run without --ledger, whose tasks the ledger knows nothing of: \
          running with --ledger would send (and pay for) them again; finish that batch as it was run (without \
-         --ledger), or give this one another --out folder; nothing was sent",
+         --ledger): another --out folder would start it over, every line sent and paid for again; nothing was \
+         sent",
         shown(out_dir)
     )))
 }
@@ -135,10 +165,10 @@ async fn open_journal(out_dir: &Path) -> Result<Keeper, Failure> {
     if let Ok(batch) = std::fs::read_to_string(out_dir.join(LEDGER_MARK)) {
         return Err(Failure::usage(format!(
             "--out {}: a run with --ledger used this folder (batch {:?}), and only the ledger knows its lines' tasks: \
-             running without it would send (and pay for) them again; give the same --ledger (GENAPI_LEDGER_URL), or \
-             another --out folder; nothing was sent",
+             running without it would send (and pay for) them again; give the same --ledger (GENAPI_LEDGER_URL): \
+             another --out folder would start the batch over, every line sent and paid for again; nothing was sent",
             shown(out_dir),
-            out::clean(batch.trim())
+            out::clean(batch.lines().next().unwrap_or_default())
         )));
     }
     let journal = FileJournal::open(out_dir.join(JOURNAL)).map_err(|e| {
@@ -164,7 +194,7 @@ async fn open_journal(out_dir: &Path) -> Result<Keeper, Failure> {
         }
     })?;
     let status = store.status(&[]).await.map_err(store_failure)?;
-    refuse_lost_records(out_dir, lines_that_may_have_paid(out_dir), &status)?;
+    refuse_lost_records(out_dir, lines_that_may_have_paid(out_dir), &status, JOURNAL)?;
     // Tasks that lived in a built-in mock that ended cannot be polled by
     // anyone: said at once, instead of polling them until --timeout.
     let gone: Vec<u64> = status
@@ -189,7 +219,12 @@ async fn open_journal(out_dir: &Path) -> Result<Keeper, Failure> {
 /// lines submitted (and paid for) again: `sent` is what results.jsonl says
 /// was ([`lines_that_may_have_paid`]), `status` what the journal holds.
 /// Refused, by a run and by `--status` alike, with what to do.
-fn refuse_lost_records(out_dir: &Path, sent: Option<BTreeSet<u64>>, status: &Status) -> Result<(), Failure> {
+fn refuse_lost_records(
+    out_dir: &Path,
+    sent: Option<BTreeSet<u64>>,
+    status: &Status,
+    store: &str,
+) -> Result<(), Failure> {
     let lost = match sent {
         Some(sent) => {
             let lost: Vec<u64> = sent
@@ -210,10 +245,10 @@ fn refuse_lost_records(out_dir: &Path, sent: Option<BTreeSet<u64>>, status: &Sta
             ("were", "them", "their files")
         };
         return Err(Failure::usage(format!(
-            "--out {}: {RESULTS} says {which} of an earlier run {was} sent, but {JOURNAL} holds no record of {it}, \
-             so running would submit (and pay for) {it} again and overwrite {its}; restore {JOURNAL} from a copy, \
-             or, to start over, move {RESULTS} and the images away (or choose another --out directory); nothing \
-             was sent",
+            "--out {}: {RESULTS} says {which} of an earlier run {was} sent, but {store} holds no record of {it}, \
+             so running would submit (and pay for) {it} again and overwrite {its}; restore {JOURNAL} from a copy \
+             (and run as that run did), or, to start over and pay again, move {RESULTS} and the images away (or \
+             choose another --out directory); nothing was sent",
             shown(out_dir)
         )));
     }
@@ -303,7 +338,7 @@ pub(super) async fn read_status(run: &Run<'_>, ledger_url: Option<String>) -> Re
                         .map_err(|error| unreadable(&Place::Journal(out_dir.clone()), error))?,
                     None => Status::default(),
                 };
-                refuse_lost_records(&out_dir, sent, &recorded)?;
+                refuse_lost_records(&out_dir, sent, &recorded, JOURNAL)?;
                 (Place::Journal(out_dir), journal.map(|view| Box::new(view) as _))
             }
         };

@@ -280,4 +280,22 @@ async fn a_folder_is_never_run_by_the_journal_and_the_ledger_in_turn() {
     assert_eq!(refused.status.code(), Some(2), "{said}");
     assert!(said.contains("a run with --ledger used this folder"), "{said}");
     assert_eq!(posts(), 4, "the journal sent nothing");
+
+    // Another ledger batch in the marked folder knows none of its tasks.
+    let refused = worker(&dir, &mock, &pg, "by-ledger", &["--batch-name", "b3"])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(2), "{said}");
+    assert!(said.contains("another ledger batch used this folder"), "{said}");
+    // Nor does a ledger batch in a folder whose journal was moved away,
+    // though its results say the lines were sent.
+    std::fs::rename(dir.join("by-journal/journal.jsonl"), dir.join("journal.bak")).unwrap();
+    let refused = worker(&dir, &mock, &pg, "by-journal", &["--batch-name", "b4"])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(2), "{said}");
+    assert!(said.contains("the ledger's batch holds no record"), "{said}");
+    assert_eq!(posts(), 4, "nothing more was sent");
 }
