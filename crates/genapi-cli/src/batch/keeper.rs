@@ -97,12 +97,14 @@ pub(super) async fn open(run: &Run<'_>, ledger_url: Option<String>, out_dir: &Pa
             let keeper = tokio::time::timeout_at(run.deadline, opening)
                 .await
                 .map_err(|_| ledger_late(run.global))??;
-            // Results of lines the ledger holds no record of (a journal
-            // moved away, emptied): running would pay for them again.
+            // Results of lines in flight the ledger holds no record of (a
+            // journal moved away, emptied): running would pay again.
             let status = keeper.store.status(run.job_lines()).await.map_err(store_failure)?;
             refuse_lost_records(
                 out_dir,
-                lines_that_may_have_paid(out_dir),
+                // Lines finished are another batch's to keep (the name rule
+                // guards their files); lines in flight would be paid again.
+                super::results::lines_in_flight(out_dir),
                 &status,
                 "the ledger's batch",
             )?;
@@ -124,11 +126,12 @@ pub(super) async fn open(run: &Run<'_>, ledger_url: Option<String>, out_dir: &Pa
     }
 }
 
-/// A folder a run with another ledger's batch marked is refused: that
-/// batch's lines' tasks are in it, which this batch knows nothing of.
+/// A folder a run with another ledger's batch marked, whose lines are not
+/// all finished, is refused: that batch's tasks in flight are in it, which
+/// this batch knows nothing of.
 fn refuse_another_ledgers_folder(out_dir: &Path, mark: &str) -> Result<(), Failure> {
     match std::fs::read_to_string(out_dir.join(LEDGER_MARK)) {
-        Ok(found) if found.trim() != mark.trim() => Err(Failure::usage(format!(
+        Ok(found) if found.trim() != mark.trim() && !finished_here(out_dir) => Err(Failure::usage(format!(
             "--out {}: a run of another ledger batch used this folder ({:?}), whose lines' tasks this batch knows \
              nothing of: running would send (and pay for) them again; give that batch's --batch-name and ledger, \
              or, to run this batch apart (its lines sent and paid for anew), another --out folder; nothing was sent",
@@ -137,6 +140,15 @@ fn refuse_another_ledgers_folder(out_dir: &Path, mark: &str) -> Result<(), Failu
         ))),
         _ => Ok(()),
     }
+}
+
+/// Whether every line the folder's results name as sent is finished
+/// (saved, or ended): no task of its batch is left in flight here, which
+/// another batch would pay for again. A folder without readable results
+/// (a killed run's) may have any line in flight.
+fn finished_here(out_dir: &Path) -> bool {
+    super::results::lines_in_flight(out_dir).is_some_and(|lines| lines.is_empty())
+        && genapi_files::is_taken(&out_dir.join(RESULTS))
 }
 
 /// A folder whose journal holds records of a run without the ledger is

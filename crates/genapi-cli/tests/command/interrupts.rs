@@ -273,7 +273,8 @@ fn batch_has_no_deadline_unless_given_the_mocks_help_promises_none_and_batch_nam
     let dir = Dir::new("timeout-help");
     for (command, absent, present) in [
         ("batch", "[default: 600]", "none for batch"),
-        ("mock", "[default: 600]", "none for batch and mock"),
+        ("mock", "[default: 600]", "none for batch, mock and proxy"),
+        ("proxy", "[default: 600]", "none for batch, mock and proxy"),
     ] {
         let help = genapi_alone(&dir).args([command, "--help"]).output().unwrap();
         let help = text(&help.stdout);
