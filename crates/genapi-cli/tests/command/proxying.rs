@@ -59,22 +59,10 @@ async fn until(what: &str, condition: impl AsyncFn() -> bool) {
     }
 }
 
-fn job() -> String {
-    serde_json::json!({"prompt": "a proxied fox", "width": 64, "height": 64}).to_string()
-}
-
-#[cfg(unix)]
-#[tokio::test]
-async fn a_retry_after_the_sdk_gave_up_and_the_proxy_restarted_is_answered_with_the_first_task() {
-    let dir = Dir::new("proxy-restart");
-    let config = MockConfig::default().credits(Some(10.0));
-    let mock = MockService::start_with(config, "127.0.0.1:0".parse().unwrap())
-        .await
-        .unwrap();
-    mock.inject(Fault::on(PATH, FaultKind::Delay(Duration::from_secs(3600))).method("POST"));
-    let (proxy, base) = started(genapi(&dir, &mock));
-
-    // The SDK sends, and gives up once the service has the request.
+/// An SDK that sends the job to the proxy at `base` and gives up once the
+/// service (holding its answer) has it; then the service answers, and the
+/// proxy keeps the acceptance.
+async fn give_up_until_accepted(base: &str, mock: &MockService) {
     let caller = {
         let url = format!("{base}{PATH}");
         tokio::spawn(async move {
@@ -95,6 +83,25 @@ async fn a_retry_after_the_sdk_gave_up_and_the_proxy_restarted_is_answered_with_
         summary["tasks"] == 1
     })
     .await;
+}
+
+fn job() -> String {
+    serde_json::json!({"prompt": "a proxied fox", "width": 64, "height": 64}).to_string()
+}
+
+#[cfg(unix)]
+#[tokio::test]
+async fn a_retry_after_the_sdk_gave_up_and_the_proxy_restarted_is_answered_with_the_first_task() {
+    let dir = Dir::new("proxy-restart");
+    let config = MockConfig::default().credits(Some(10.0));
+    let mock = MockService::start_with(config, "127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    mock.inject(Fault::on(PATH, FaultKind::Delay(Duration::from_secs(3600))).method("POST"));
+    let (proxy, base) = started(genapi(&dir, &mock));
+
+    // The SDK sends, and gives up once the service has the request.
+    give_up_until_accepted(&base, &mock).await;
     // `--status` asks the running proxy, at the address it printed.
     let listen = base.clone();
     let status = tokio::task::spawn_blocking({
@@ -201,26 +208,7 @@ async fn a_retry_that_reaches_another_proxy_sharing_a_ledger_gets_the_first_task
         command
     };
     let (mut first, first_base) = started(sharing());
-    let caller = {
-        let url = format!("{first_base}{PATH}");
-        tokio::spawn(async move {
-            let _ = http()
-                .post(url)
-                .header("content-type", "application/json")
-                .body(job())
-                .send()
-                .await;
-        })
-    };
-    until("the service to have it", async || mock.count("POST", PATH) == 1).await;
-    caller.abort();
-    mock.advance(Duration::from_secs(3600));
-    let summary_url = format!("{first_base}/_genapi/summary");
-    until("the first proxy to have the acceptance", async || {
-        let summary: Value = http().get(&summary_url).send().await.unwrap().json().await.unwrap();
-        summary["tasks"] == 1
-    })
-    .await;
+    give_up_until_accepted(&first_base, &mock).await;
     // The caller's going away is written down (else the acceptance waits
     // for its hold to lapse, a minute, before another caller gets it).
     pg.await_rows(

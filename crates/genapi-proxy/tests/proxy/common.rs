@@ -63,3 +63,16 @@ pub fn memory_file(name: &str) -> PathBuf {
 pub fn tasks(mock: &MockService) -> usize {
     mock.created_tasks().len()
 }
+
+/// A mock that holds the next submission unanswered (an hour on its
+/// clock), with credits to count charges.
+pub async fn holding_mock() -> MockService {
+    let mock = MockService::start_with(
+        genapi_mock::MockConfig::default().credits(Some(100.0)),
+        "127.0.0.1:0".parse().unwrap(),
+    )
+    .await
+    .unwrap();
+    mock.inject(genapi_mock::Fault::on(PATH, genapi_mock::FaultKind::Delay(Duration::from_secs(3600))).method("POST"));
+    mock
+}

@@ -2,24 +2,11 @@
 
 use std::time::Duration;
 
-use genapi_mock::{Fault, FaultKind, MockConfig, MockService};
+use genapi_mock::{Fault, FaultKind, MockService};
 use genapi_proxy::PROXY_HEADER;
 use serde_json::Value;
 
-use crate::common::{job, memory_file, post, proxy, tasks, until, PATH};
-
-/// A mock that holds the next submission unanswered (an hour on its
-/// clock), with credits to count charges.
-async fn holding_mock() -> MockService {
-    let mock = MockService::start_with(
-        MockConfig::default().credits(Some(100.0)),
-        "127.0.0.1:0".parse().unwrap(),
-    )
-    .await
-    .unwrap();
-    mock.inject(Fault::on(PATH, FaultKind::Delay(Duration::from_secs(3600))).method("POST"));
-    mock
-}
+use crate::common::{holding_mock, job, memory_file, post, proxy, tasks, until, PATH};
 
 /// A caller that sends `body` and goes away once the service has the
 /// request: its connection closes before any answer.

@@ -5,12 +5,12 @@
 
 use std::time::Duration;
 
-use genapi_mock::{Fault, FaultKind, MockConfig, MockService};
+use genapi_mock::MockService;
 use genapi_proxy::{Proxy, PROXY_HEADER};
 use genapi_test_common::pg::Postgres;
 use serde_json::Value;
 
-use crate::common::{http, job, post, tasks, until, PATH};
+use crate::common::{holding_mock, http, job, post, tasks, until, PATH};
 
 /// A proxy for `mock` sharing its memory in the database at `url`.
 async fn sharing(mock: &MockService, url: &str) -> Proxy {
@@ -20,19 +20,6 @@ async fn sharing(mock: &MockService, url: &str) -> Proxy {
         .start("127.0.0.1:0".parse().unwrap())
         .await
         .unwrap()
-}
-
-/// A mock that holds the next submission unanswered (an hour on its
-/// clock), with credits to count charges.
-async fn holding_mock() -> MockService {
-    let mock = MockService::start_with(
-        MockConfig::default().credits(Some(100.0)),
-        "127.0.0.1:0".parse().unwrap(),
-    )
-    .await
-    .unwrap();
-    mock.inject(Fault::on(PATH, FaultKind::Delay(Duration::from_secs(3600))).method("POST"));
-    mock
 }
 
 /// Sends `body` to `proxy` on a task of its own, with `headers`.
