@@ -85,6 +85,23 @@ async fn give_up_until_accepted(base: &str, mock: &MockService) {
     .await;
 }
 
+/// The SDK's retry at the proxy at `base`: answered with the first task,
+/// which the service never saw again. Its acceptance.
+async fn replayed_first_task(base: &str, mock: &MockService) -> Value {
+    let retry = http()
+        .post(format!("{base}{PATH}"))
+        .header("content-type", "application/json")
+        .body(job())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(retry.headers()["x-genapi-proxy"], "replayed");
+    let accepted: Value = retry.json().await.unwrap();
+    assert_eq!(accepted["id"], mock.created_tasks()[0].id.as_str());
+    assert_eq!(mock.count("POST", PATH), 1, "the retry never reached the service");
+    accepted
+}
+
 fn job() -> String {
     serde_json::json!({"prompt": "a proxied fox", "width": 64, "height": 64}).to_string()
 }
@@ -125,17 +142,7 @@ async fn a_retry_after_the_sdk_gave_up_and_the_proxy_restarted_is_answered_with_
 
     // Started again, it still knows the task the SDK never heard of.
     let (proxy, base) = started(genapi(&dir, &mock));
-    let retry = http()
-        .post(format!("{base}{PATH}"))
-        .header("content-type", "application/json")
-        .body(job())
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(retry.headers()["x-genapi-proxy"], "replayed");
-    let accepted: Value = retry.json().await.unwrap();
-    assert_eq!(accepted["id"], mock.created_tasks()[0].id.as_str());
-    assert_eq!(mock.count("POST", PATH), 1, "the retry never reached the service");
+    let accepted = replayed_first_task(&base, &mock).await;
     let cost = accepted["cost"].as_f64().unwrap();
     assert_eq!(mock.credits(), Some(10.0 - cost), "charged once");
     let said = stopped(proxy);
@@ -220,17 +227,7 @@ async fn a_retry_that_reaches_another_proxy_sharing_a_ledger_gets_the_first_task
     first.wait().unwrap();
 
     let (second, base) = started(sharing());
-    let retry = http()
-        .post(format!("{base}{PATH}"))
-        .header("content-type", "application/json")
-        .body(job())
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(retry.headers()["x-genapi-proxy"], "replayed");
-    let accepted: Value = retry.json().await.unwrap();
-    assert_eq!(accepted["id"], mock.created_tasks()[0].id.as_str());
-    assert_eq!(mock.count("POST", PATH), 1, "the retry never reached the service");
+    replayed_first_task(&base, &mock).await;
     let said = stopped(second);
     assert!(said.contains("1 duplicate stopped"), "{said}");
 
