@@ -3,8 +3,11 @@
 //! An SDK that did not hear the answer to a submission sends the same
 //! request again: the same key, the same path, the same body. Those three
 //! name the submission. A request that carries an `Idempotency-Key` is named
-//! by that key instead (with the API key, so two accounts never share one),
-//! whatever its body: the caller said it is the same job.
+//! by that key and its path instead (with the API key, so two accounts never
+//! share one), whatever its body: the caller said it is the same job. The
+//! path stays in the name because one key sent to two models asks for two
+//! images: a program that numbers its jobs per model must not get one
+//! model's image for the other's job.
 //!
 //! Only a digest is kept, never the key or the body: the memory file holds
 //! nothing a reader could use.
@@ -22,7 +25,8 @@ pub(crate) enum Naming {
     /// By its key, path and body: a repeat is the same job only while its
     /// first answer has not reached anyone.
     ByContent,
-    /// By the caller's `Idempotency-Key`: a repeat is always the same job.
+    /// By the caller's `Idempotency-Key` and the path it was sent to: a
+    /// repeat is always the same job.
     ByIdempotencyKey,
 }
 
@@ -51,6 +55,7 @@ impl SubmissionId {
         let naming = match idempotency_key {
             Some(idempotency_key) => {
                 part(b"idempotency-key");
+                part(path_and_query.as_bytes());
                 part(idempotency_key.as_bytes());
                 Naming::ByIdempotencyKey
             }
@@ -100,5 +105,7 @@ mod tests {
         assert_eq!(a.1, Naming::ByIdempotencyKey);
         // Another account's same idempotency key is its own job.
         assert_ne!(a.0, SubmissionId::of("other", "/v1/gen-2-pro", b"{}", Some("job-7")).0);
+        // So is the same key sent to another model.
+        assert_ne!(a.0, SubmissionId::of("k", "/v1/gen-2-flex", b"{\"seed\":1}", Some("job-7")).0);
     }
 }

@@ -101,6 +101,11 @@ async fn an_idempotency_key_seen_before_is_the_same_task_even_when_answered() {
     // Another key is another job.
     post(&proxy, PATH, &job("a"), &[("idempotency-key", "order-18")]).await;
     assert_eq!(tasks(&mock), 2);
+    // So is the same key sent to another model: it asks for another image.
+    let other_model = post(&proxy, "/v1/gen-2-flex", &job("a"), &key).await;
+    assert_eq!(other_model.headers()[PROXY_HEADER], "sent");
+    assert_ne!(id_of(other_model).await, first);
+    assert_eq!(tasks(&mock), 3);
 }
 
 #[tokio::test]
