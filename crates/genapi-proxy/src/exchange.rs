@@ -28,6 +28,9 @@ pub(crate) const MOST_REQUEST_BYTES: usize = 128 * 1024 * 1024;
 /// The largest JSON answer read to rewrite its addresses.
 const MOST_JSON_ANSWER_BYTES: usize = 4 * 1024 * 1024;
 
+/// Why an answer read whole is not passed on, when it could not be read.
+const BROKE_OFF: &str = "its answer broke off or was too large";
+
 /// How long a caller may take to send its body.
 const BODY_WITHIN: Duration = Duration::from_secs(120);
 
@@ -299,9 +302,9 @@ async fn read_answer(response: reqwest::Response) -> Result<Answer, Unanswered> 
         .get(reqwest::header::RETRY_AFTER)
         .and_then(|value| value.to_str().ok())
         .map(str::to_string);
-    let bytes = read_bounded(response).await.ok_or(Unanswered {
+    let bytes = read_bounded(response).await.map_err(|why| Unanswered {
         never_left: false,
-        why: "its answer broke off or was too large".into(),
+        why: why.into(),
     })?;
     Ok(Answer {
         status,
@@ -398,24 +401,25 @@ async fn relay(
         .and_then(|value| value.to_str().ok())
         .is_some_and(|text| text.contains("json"));
     // A result's bytes stream through; any other answer (JSON, an error
-    // page that may quote what it was sent) is read whole, checked and
-    // passed on without the key.
-    let whole = is_json || !status.is_success();
-    let body = if whole
-        && response
-            .content_length()
-            .is_none_or(|n| n <= MOST_JSON_ANSWER_BYTES as u64)
-    {
+    // page, any other text of the service's own hosts, each of which may
+    // quote what it was sent) is read whole, checked and passed on without
+    // the key.
+    let is_image = answer_headers
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .is_some_and(|text| text.trim_start().to_ascii_lowercase().starts_with("image/"));
+    let whole = is_json || !status.is_success() || (from_the_service && !is_image);
+    let body = if whole {
         let recorded_headers = response.headers().clone();
         let read = read_bounded(response).await;
         if let Some(record) = record {
             match &read {
-                Some(bytes) => record.answered(status, &recorded_headers, bytes),
-                None => record.failed("the answer broke off or was too large"),
+                Ok(bytes) => record.answered(status, &recorded_headers, bytes),
+                Err(why) => record.failed(why),
             }
         }
         match read {
-            Some(bytes) => {
+            Ok(bytes) => {
                 if is_json {
                     shared.mismatched(crate::contract::answer(&method, &path, status.as_u16(), &bytes));
                 }
@@ -429,11 +433,11 @@ async fn relay(
                     Body::from(shared.without_key(bytes.to_vec()))
                 }
             }
-            None => {
+            Err(why) => {
                 return own(
                     StatusCode::BAD_GATEWAY,
                     "unanswered",
-                    "the service's answer broke off or was too large",
+                    &format!("the service did not answer as it should: {why}"),
                 )
             }
         }
@@ -481,15 +485,28 @@ fn streamed(response: reqwest::Response, record: Option<genapi::RecordedExchange
     ))
 }
 
-async fn read_bounded(mut response: reqwest::Response) -> Option<Bytes> {
-    let mut bytes = Vec::new();
-    while let Some(chunk) = response.chunk().await.ok()? {
-        if bytes.len() + chunk.len() > MOST_JSON_ANSWER_BYTES {
-            return None;
-        }
-        bytes.extend_from_slice(&chunk);
+async fn read_bounded(mut response: reqwest::Response) -> Result<Bytes, &'static str> {
+    // The proxy asks for answers plain (`Accept-Encoding: identity`): one
+    // that comes compressed anyway cannot be checked for the key or have
+    // its addresses rewritten, so it is not passed on.
+    let encoded = response
+        .headers()
+        .get(http::header::CONTENT_ENCODING)
+        .is_some_and(|coding| !coding.as_bytes().eq_ignore_ascii_case(b"identity"));
+    if encoded {
+        return Err("its answer came compressed, which the proxy did not ask for and cannot check");
     }
-    Some(Bytes::from(bytes))
+    if response.content_length().is_some_and(|n| n > MOST_JSON_ANSWER_BYTES as u64) {
+        return Err(BROKE_OFF);
+    }
+    let mut bytes = Vec::new();
+    loop {
+        match response.chunk().await {
+            Ok(Some(chunk)) if bytes.len() + chunk.len() <= MOST_JSON_ANSWER_BYTES => bytes.extend_from_slice(&chunk),
+            Ok(Some(_)) | Err(_) => return Err(BROKE_OFF),
+            Ok(None) => return Ok(Bytes::from(bytes)),
+        }
+    }
 }
 
 /// An answer of the proxy's own: `{"detail": …}`, marked `mark`.

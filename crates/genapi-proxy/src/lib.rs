@@ -13,8 +13,8 @@
 //!   repeat. The proxy never abandons a submission it sent because its
 //!   caller went away: it waits for the answer and keeps it. A submission
 //!   whose acceptance *was* delivered is another variation when sent again,
-//!   and is sent. A submission with an `Idempotency-Key` is one job for as
-//!   long as it is remembered, whatever its body.
+//!   and is sent. A submission with an `Idempotency-Key` is one job at its
+//!   path for as long as it is remembered, whatever its body.
 //! - **An answer that never came is never guessed.** When the request left
 //!   and no answer came (the connection broke mid-way, the proxy stopped),
 //!   the service may have made the task: a repeat is refused with 409
@@ -374,6 +374,36 @@ fn from_this_machine(headers: &http::HeaderMap) -> bool {
     host_ok && origin_ok && site_ok
 }
 
+/// Replaces `key` in every string of `value` (its names included); whether
+/// any held it.
+fn redact_strings(value: &mut serde_json::Value, key: &str) -> bool {
+    let redact = |text: &mut String| {
+        let found = text.contains(key);
+        if found {
+            *text = text.replace(key, "[redacted]");
+        }
+        found
+    };
+    match value {
+        serde_json::Value::String(text) => redact(text),
+        serde_json::Value::Array(items) => items
+            .iter_mut()
+            .fold(false, |found, item| redact_strings(item, key) | found),
+        serde_json::Value::Object(fields) => {
+            let named: Vec<String> = fields.keys().filter(|name| name.contains(key)).cloned().collect();
+            for name in &named {
+                if let Some(field) = fields.remove(name) {
+                    fields.insert(name.replace(key, "[redacted]"), field);
+                }
+            }
+            fields
+                .values_mut()
+                .fold(!named.is_empty(), |found, field| redact_strings(field, key) | found)
+        }
+        _ => false,
+    }
+}
+
 /// A submission sent and not answered yet ([`Shared::sending`]).
 pub(crate) struct InFlight(Arc<Shared>);
 
@@ -437,10 +467,19 @@ impl Shared {
 
     /// `body` without the configured key: a service that quotes the key
     /// it was sent would otherwise hand it to a caller that never had it.
+    /// A JSON body is searched string by string, so the key is found however
+    /// its characters were escaped (`\u0073k-…`); any other body, as text.
     fn without_key(&self, body: Vec<u8>) -> Vec<u8> {
         let Some(key) = self.searched_key() else {
             return body;
         };
+        if let Ok(mut value) = serde_json::from_slice::<serde_json::Value>(&body) {
+            if redact_strings(&mut value, key) {
+                if let Ok(redacted) = serde_json::to_vec(&value) {
+                    return redacted;
+                }
+            }
+        }
         let text = String::from_utf8_lossy(&body);
         let escaped = serde_json::to_string(key).unwrap_or_default();
         let escaped = escaped.trim_matches('"');

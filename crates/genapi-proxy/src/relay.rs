@@ -10,7 +10,7 @@
 //! **What passes.** The method, path, query, body and the caller's headers,
 //! but those of one connection (`Connection`, `Transfer-Encoding`…), its
 //! `Host`, and `Accept-Encoding` (the proxy reads answers to rewrite their
-//! addresses, so it asks for them plain). Nothing is retried here: a
+//! addresses and take the key out, so it asks for them plain, `identity`). Nothing is retried here: a
 //! submission is sent once, and a caller's retry is the caller's.
 
 use std::time::Duration;
@@ -108,7 +108,9 @@ impl Service {
             .flatten()
             .and_then(|key| HeaderValue::from_str(key).ok());
         let mut relayed = relayed_headers(headers);
-        relayed.remove(http::header::ACCEPT_ENCODING);
+        // Asked for plain: without the header any coding would do (RFC 9110,
+        // 12.5.3).
+        relayed.insert(http::header::ACCEPT_ENCODING, HeaderValue::from_static("identity"));
         relayed.remove(KEY_HEADER);
         if !keyed {
             // What the key may not go to gets no other credential either.

@@ -95,6 +95,58 @@ async fn the_service_quoting_the_key_never_hands_it_to_a_caller() {
     assert!(!answer.text().await.unwrap().contains(mock.key()));
 }
 
+/// A service that quotes the key in a way a text search misses (every
+/// character a JSON escape, any text answer of its own, an answer
+/// compressed though the proxy asked for it plain) still never hands it on.
+#[tokio::test]
+async fn the_key_quoted_escaped_or_compressed_never_reaches_a_caller() {
+    use axum::response::IntoResponse;
+    use genapi_test_common::hostile;
+    const KEY: &str = "sk-quoted-0123456789";
+    let escaped: String = KEY.chars().map(|c| format!("\\u{:04x}", c as u32)).collect();
+    let quoted = escaped.clone();
+    let service = hostile::serve(move |_, request, _| match request.query.as_str() {
+        "id=escaped" => (
+            axum::http::StatusCode::OK,
+            [("content-type", "application/json")],
+            format!(r#"{{"id":"escaped","status":"Pending","debug":"sent with {quoted}"}}"#),
+        )
+            .into_response(),
+        "id=text" => (axum::http::StatusCode::OK, format!("you sent {KEY}")).into_response(),
+        _ => (
+            axum::http::StatusCode::OK,
+            [("content-type", "application/json"), ("content-encoding", "gzip")],
+            format!("{{\"debug\":\"{KEY}\"}}"),
+        )
+            .into_response(),
+    })
+    .await;
+    let client = genapi::Client::builder().api_key(KEY).base_url(&service.base).build().unwrap();
+    let proxy = Proxy::builder(client).key(KEY).start("127.0.0.1:0".parse().unwrap()).await.unwrap();
+    let http = crate::common::http();
+    for id in ["escaped", "text", "compressed"] {
+        let answer = http
+            .get(format!("{}/v1/get_result?id={id}", proxy.base_url()))
+            .send()
+            .await
+            .unwrap();
+        let (status, compressed) = (answer.status(), answer.headers().contains_key("content-encoding"));
+        let body = answer.bytes().await.unwrap();
+        let text = String::from_utf8_lossy(&body);
+        assert!(!text.contains(KEY) && !text.contains(&escaped[..12]), "{id}: {text}");
+        assert!(!compressed, "{id}: a compressed answer is not passed on unchecked");
+        if id == "compressed" {
+            assert_eq!(status, 502, "{text}");
+            assert!(text.contains("compressed"), "{text}");
+        } else {
+            assert_eq!(status, 200, "{id}: {text}");
+            assert!(text.contains("[redacted]"), "{id}: {text}");
+        }
+    }
+    let asked: Vec<_> = service.seen().iter().map(|seen| seen.headers["accept-encoding"].clone()).collect();
+    assert!(asked.iter().all(|coding| coding == "identity"), "{asked:?}");
+}
+
 #[tokio::test]
 async fn other_hosts_get_polls_and_downloads_only() {
     let mock = MockService::start().await.unwrap();
