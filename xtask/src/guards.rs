@@ -295,6 +295,38 @@ pub const GUARDS: &[Guard] = &[
         replace: "        if true {",
         test: ("genapi-proxy", "--lib", "a_claim_that_waits_wakes_no_one"),
     },
+    Guard {
+        name: "proxy: a request's head arrives within its bound",
+        why: "a caller sending its head a byte at a time holds no connection for ever",
+        file: "crates/genapi-proxy/src/serving.rs",
+        find: "                .timer(hyper_util::rt::TokioTimer::new())\n",
+        replace: "",
+        test: ("genapi-proxy", "proxy", "refusing::a_caller_that_never_finishes_its_head"),
+    },
+    Guard {
+        name: "proxy: so many connections at once",
+        why: "a caller past the bound is told at once, and cannot hold every descriptor",
+        file: "crates/genapi-proxy/src/serving.rs",
+        find: "        let Ok(permit) = permits.clone().try_acquire_owned() else {",
+        replace: "        let Ok(permit) = permits.clone().try_acquire_many_owned(0) else {",
+        test: ("genapi-proxy", "proxy", "refusing::a_connection_past_the_bound"),
+    },
+    Guard {
+        name: "proxy: the key is searched in every string of a JSON answer",
+        why: "a service quoting the key with JSON escapes never hands it to a caller",
+        file: "crates/genapi-proxy/src/lib.rs",
+        find: "            if redact_strings(&mut value, key) {",
+        replace: "            if false && redact_strings(&mut value, key) {",
+        test: ("genapi-proxy", "proxy", "refusing::the_key_quoted_escaped_or_compressed"),
+    },
+    Guard {
+        name: "proxy: an answer that came compressed is not passed on",
+        why: "an answer the proxy cannot search for the key never reaches a caller",
+        file: "crates/genapi-proxy/src/exchange.rs",
+        find: "    if encoded {\n",
+        replace: "    if false && encoded {\n",
+        test: ("genapi-proxy", "proxy", "refusing::the_key_quoted_escaped_or_compressed"),
+    },
 ];
 
 #[cfg(test)]

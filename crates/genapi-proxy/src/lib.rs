@@ -55,6 +55,7 @@ mod memory_local;
 mod memory_shared;
 mod relay;
 mod remembered;
+mod serving;
 mod summary;
 
 use std::collections::HashMap;
@@ -67,6 +68,7 @@ use tokio::time::Instant;
 pub use contract::Mismatch;
 pub use exchange::PROXY_HEADER;
 pub use memory_local::MemoryError;
+pub use serving::{HEAD_WITHIN, MOST_CONNECTIONS};
 pub use summary::Summary;
 
 use addresses::Rewriter;
@@ -126,9 +128,18 @@ pub struct ProxyBuilder {
     on_mismatch: Option<OnMismatch>,
     proxy_key: Option<genapi::ApiKey>,
     record: Option<(PathBuf, genapi::RecordOptions)>,
+    most_connections: usize,
 }
 
 impl ProxyBuilder {
+    /// Serves at most `most` connections at once (from 1 to 65,536;
+    /// [`MOST_CONNECTIONS`] unless told): one past it is answered 503
+    /// (`x-genapi-proxy: busy`) at once, and nothing of it is sent.
+    pub fn most_connections(mut self, most: usize) -> Self {
+        self.most_connections = most.clamp(1, 65_536);
+        self
+    }
+
     /// Records every exchange relayed to the service in a HAR file at
     /// `path`, as the client records its own
     /// ([`genapi::Client::record_relayed`]): redacted, downloads
@@ -229,13 +240,7 @@ impl ProxyBuilder {
             .with_state(shared.clone())
             .layer(axum::extract::DefaultBodyLimit::disable());
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let serving = tokio::spawn(async move {
-            let _ = axum::serve(listener, app)
-                .with_graceful_shutdown(async move {
-                    let _ = stopped.await;
-                })
-                .await;
-        });
+        let serving = tokio::spawn(serving::serve(listener, app, self.most_connections, stopped));
         Ok(Proxy {
             address: local,
             shared,
@@ -272,6 +277,7 @@ impl Proxy {
             on_mismatch: None,
             proxy_key: None,
             record: None,
+            most_connections: MOST_CONNECTIONS,
         }
     }
 

@@ -215,3 +215,49 @@ async fn addresses_in_a_delivery_hosts_answer_open_no_route() {
         "passed on as it came"
     );
 }
+
+/// A caller that sends its request's head a byte at a time holds its
+/// connection no longer than the head's bound: it is closed then.
+#[tokio::test(start_paused = true)]
+async fn a_caller_that_never_finishes_its_head_is_cut_off() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mock = MockService::start().await.unwrap();
+    let proxy = proxy(&mock, None).await;
+    let mut slow = tokio::net::TcpStream::connect(proxy.address()).await.unwrap();
+    slow.write_all(b"POST /v1/gen-2-pro HTTP/1.1\r\nhost: 127.0.0.1\r\n").await.unwrap();
+    let began = tokio::time::Instant::now();
+    let mut rest = Vec::new();
+    let closed = tokio::time::timeout(genapi_proxy::HEAD_WITHIN * 10, slow.read_to_end(&mut rest)).await;
+    assert!(closed.is_ok(), "the connection is still open after ten times the bound");
+    let waited = began.elapsed();
+    assert!(
+        waited >= genapi_proxy::HEAD_WITHIN && waited < genapi_proxy::HEAD_WITHIN * 2,
+        "cut off after {waited:?}"
+    );
+    assert_eq!(mock.count("POST", PATH), 0);
+}
+
+/// Past the bound on connections, a caller is told at once, and nothing
+/// of its request is sent.
+#[tokio::test]
+async fn a_connection_past_the_bound_is_answered_busy_and_nothing_is_sent() {
+    let mock = MockService::start().await.unwrap();
+    let proxy = Proxy::builder(mock.client().unwrap())
+        .key(mock.key())
+        .most_connections(2)
+        .start("127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    // Two connections that say nothing hold the two places.
+    let _idle = [
+        tokio::net::TcpStream::connect(proxy.address()).await.unwrap(),
+        tokio::net::TcpStream::connect(proxy.address()).await.unwrap(),
+    ];
+    let answer = post(&proxy, PATH, &crate::common::job("x"), &[]).await;
+    assert_eq!(answer.status(), 503);
+    assert_eq!(answer.headers()[genapi_proxy::PROXY_HEADER], "busy");
+    assert_eq!(answer.headers()["retry-after"], "1");
+    let detail = answer.text().await.unwrap();
+    assert!(detail.contains("nothing was sent"), "{detail}");
+    assert_eq!(mock.count("POST", PATH), 0);
+}
