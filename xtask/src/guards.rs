@@ -296,6 +296,14 @@ pub const GUARDS: &[Guard] = &[
         test: ("genapi-proxy", "--lib", "a_claim_that_waits_wakes_no_one"),
     },
     Guard {
+        name: "proxy: a stop waits for the deliveries it writes",
+        why: "a process that exits after a stop leaves no received acceptance looking owed",
+        file: "crates/genapi-proxy/src/lib.rs",
+        find: "        let _ = tokio::time::timeout_at(until, self.shared.memory.settled()).await;",
+        replace: "        let _ = tokio::time::timeout_at(until, std::future::ready(())).await;",
+        test: ("genapi-proxy", "proxy", "sharing::a_stop_returns_once_the_deliveries"),
+    },
+    Guard {
         name: "proxy: a request's head arrives within its bound",
         why: "a caller sending its head a byte at a time holds no connection for ever",
         file: "crates/genapi-proxy/src/serving.rs",

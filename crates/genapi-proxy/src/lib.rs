@@ -298,7 +298,8 @@ impl Proxy {
 
     /// Stops listening, lets the exchanges under way finish, waits (up to
     /// [`STOP_WAITS_FOR`]) for the answers to submissions it sent, which it
-    /// keeps for their callers' retries, and says what it saw. A submission
+    /// keeps for their callers' retries, and for what it writes of their
+    /// deliveries, and says what it saw. A submission
     /// still unanswered then is remembered as one whose answer never came.
     pub async fn stop(mut self) -> Summary {
         if let Some(stop) = self.stop.take() {
@@ -315,6 +316,7 @@ impl Proxy {
         }
         let mut in_flight = self.shared.in_flight.subscribe();
         let _ = tokio::time::timeout_at(until, in_flight.wait_for(|sent| *sent == 0)).await;
+        let _ = tokio::time::timeout_at(until, self.shared.memory.settled()).await;
         self.shared.counters.summary()
     }
 }

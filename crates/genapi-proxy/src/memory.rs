@@ -41,6 +41,9 @@ pub(crate) struct Memory {
     /// This proxy's name among the holders, and its claims' count.
     name: String,
     claims: AtomicU64,
+    /// Deliveries being written to a shared memory on tasks of their own:
+    /// a stop waits for them ([`Memory::settled`]).
+    settling: watch::Sender<usize>,
 }
 
 impl Memory {
@@ -62,7 +65,16 @@ impl Memory {
             changes,
             name: random_name(),
             claims: AtomicU64::new(0),
+            settling: watch::Sender::new(0),
         }
+    }
+
+    /// Waits until every delivery this proxy saw is written down: a process
+    /// that exits after a stop leaves no acceptance its caller received
+    /// looking owed (replayed to a new variation of the job).
+    pub(crate) async fn settled(&self) {
+        let mut settling = self.settling.subscribe();
+        let _ = settling.wait_for(|writes| *writes == 0).await;
     }
 
     /// A receiver that sees every later change this proxy makes.
@@ -147,16 +159,18 @@ impl Memory {
                 self.tell();
             }
             Keeping::Shared(_) => {
+                let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+                    return;
+                };
+                self.settling.send_modify(|writes| *writes += 1);
                 let memory = self.clone();
-                let settle = async move {
+                runtime.spawn(async move {
                     if let Keeping::Shared(shared) = &memory.keeping {
                         shared.settle_delivery(&claim, delivered).await;
                     }
                     memory.tell();
-                };
-                if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-                    runtime.spawn(settle);
-                }
+                    memory.settling.send_modify(|writes| *writes = writes.saturating_sub(1));
+                });
             }
         }
     }

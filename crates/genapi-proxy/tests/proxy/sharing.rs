@@ -143,3 +143,23 @@ async fn an_address_one_proxy_handed_out_is_relayed_by_the_others() {
     assert_eq!(image.status(), 200, "{elsewhere}");
     assert_eq!(mock.stats().keys_sent_to_delivery, 0);
 }
+
+/// What a proxy writes of a delivery is written before its stop returns:
+/// a process that exits then leaves no acceptance its caller received
+/// looking owed, to be replayed to the caller's next variation. (One
+/// thread: nothing of the proxy runs once the stop has returned.)
+#[tokio::test(flavor = "current_thread")]
+async fn a_stop_returns_once_the_deliveries_are_written() {
+    let Some(pg) = Postgres::start("proxy-stop-writes-deliveries") else {
+        return;
+    };
+    let mock = MockService::start().await.unwrap();
+    let proxy = sharing(&mock, &pg.url()).await;
+    let answer = post(&proxy, PATH, &job("owl"), &[]).await;
+    assert_eq!(answer.headers()[PROXY_HEADER], "sent");
+    answer.bytes().await.unwrap();
+    proxy.stop().await;
+    // Delivered, so forgotten: only the origin it handed out is left.
+    let left = pg.sql("SELECT value::text FROM genapi_shared_records WHERE key NOT LIKE 'origin %'");
+    assert_eq!(left, "", "an acceptance its caller received is still remembered");
+}
