@@ -199,6 +199,13 @@ impl SharedRecords {
 
     /// Replaces the record under `key` with `value` if `holder` holds it
     /// (its hold lapsed or not): whether it did.
+    ///
+    /// It writes over whatever the record holds now. That suits a holder
+    /// that writes from one place at a time. A holder whose words come from
+    /// several tasks at once (an acceptance from one, its caller's going
+    /// away from another) must write each on the version it read, with
+    /// [`SharedRecords::replace`]: else a word made on an old reading lands
+    /// over a newer one.
     pub async fn update_held(
         &self,
         key: &str,
