@@ -171,18 +171,26 @@ async fn refuse_a_journal_beside_the_ledger(out_dir: &Path) -> Result<(), Failur
     )))
 }
 
+/// A folder a run with `--ledger` marked is refused without it, by a run
+/// and by `--status` alike: only the ledger knows its lines' tasks.
+fn refuse_a_ledgers_folder(out_dir: &Path) -> Result<(), Failure> {
+    match std::fs::read_to_string(out_dir.join(LEDGER_MARK)) {
+        Ok(batch) => Err(Failure::usage(format!(
+            "--out {}: a run with --ledger used this folder (batch {:?}), and only the ledger knows its lines' tasks: \
+             running without it would send (and pay for) them again; give the same --ledger (GENAPI_LEDGER_URL), to \
+             run the batch or see where it stands: another --out folder would start the batch over, every line sent \
+             and paid for again; nothing was sent",
+            shown(out_dir),
+            out::clean(batch.lines().next().unwrap_or_default())
+        ))),
+        Err(_) => Ok(()),
+    }
+}
+
 /// The journal in `out_dir`, locked for this process; refused in a folder
 /// a run with `--ledger` used, whose lines' tasks only the ledger knows.
 async fn open_journal(out_dir: &Path) -> Result<Keeper, Failure> {
-    if let Ok(batch) = std::fs::read_to_string(out_dir.join(LEDGER_MARK)) {
-        return Err(Failure::usage(format!(
-            "--out {}: a run with --ledger used this folder (batch {:?}), and only the ledger knows its lines' tasks: \
-             running without it would send (and pay for) them again; give the same --ledger (GENAPI_LEDGER_URL): \
-             another --out folder would start the batch over, every line sent and paid for again; nothing was sent",
-            shown(out_dir),
-            out::clean(batch.lines().next().unwrap_or_default())
-        )));
-    }
+    refuse_a_ledgers_folder(out_dir)?;
     let journal = FileJournal::open(out_dir.join(JOURNAL)).map_err(|e| {
         if matches!(
             e.kind(),
@@ -335,6 +343,7 @@ pub(super) async fn read_status(run: &Run<'_>, ledger_url: Option<String>) -> Re
                 let out_dir = run.args.out.clone().ok_or_else(|| {
                     Failure::usage("--status reads the journal in --out DIR (or a ledger, with --ledger URL)")
                 })?;
+                refuse_a_ledgers_folder(&out_dir)?;
                 // No journal there: no run of the batch has started in it.
                 let journal = genapi_files::is_taken(&out_dir.join(JOURNAL)).then(|| journal_view(&out_dir));
                 // What a run would refuse, --status says: not "not sent" of

@@ -280,6 +280,13 @@ async fn a_folder_is_never_run_by_the_journal_and_the_ledger_in_turn() {
     assert_eq!(refused.status.code(), Some(2), "{said}");
     assert!(said.contains("a run with --ledger used this folder"), "{said}");
     assert_eq!(posts(), 4, "the journal sent nothing");
+    // --status without the ledger says so too, rather than "not sent".
+    let mut command = genapi(&dir, &mock);
+    command.args(["batch", "jobs.jsonl", "--out", "by-ledger", "--status"]);
+    let refused = command.output().unwrap();
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(2), "{said}");
+    assert!(said.contains("see where it stands"), "{said}");
 
     // Another ledger batch in the marked folder knows none of its tasks.
     let refused = worker(&dir, &mock, &pg, "by-ledger", &["--batch-name", "b3"])
