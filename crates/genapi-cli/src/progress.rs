@@ -147,10 +147,12 @@ impl Progress {
     /// lines, or under a bar about to be cleared, still says it.
     pub fn stopped(&self, figures: &Figures) {
         self.finish();
-        // The command ends here: what was in flight or waiting is the next
-        // run's now, as the summary says.
+        // The command ends here: every line not done (in flight, waiting,
+        // or a task the stop left running, whose outcome never came) is the
+        // next run's now, as the summary says; other workers' lines stay
+        // theirs.
         let figures = &Figures {
-            left: figures.left + figures.in_flight + figures.waiting + figures.at_the_cap,
+            left: figures.total.saturating_sub(figures.done + figures.held),
             in_flight: 0,
             waiting: 0,
             at_the_cap: 0,

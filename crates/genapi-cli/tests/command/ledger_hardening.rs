@@ -272,7 +272,14 @@ async fn a_folder_is_never_run_by_the_journal_and_the_ledger_in_turn() {
     );
     assert_eq!(posts(), 2, "the ledger sent nothing");
 
-    run_until_sent(worker(&dir, &mock, &pg, "by-ledger", &["--batch-name", "b2"]), &mock, 4).await;
+    let stopped = run_until_sent(worker(&dir, &mock, &pg, "by-ledger", &["--batch-name", "b2"]), &mock, 4).await;
+    // Its two lines accepted and left running: the next run's, not "not
+    // sent yet".
+    let said = String::from_utf8_lossy(&stopped.stderr);
+    assert!(
+        said.contains("stopped at 0/2 done") && said.contains("2 left to the next run") && !said.contains("not sent yet"),
+        "{said}"
+    );
     let mut command = genapi(&dir, &mock);
     command.args(["batch", "jobs.jsonl", "--out", "by-ledger"]);
     let refused = command.output().unwrap();
