@@ -57,6 +57,10 @@ pub enum JobAt {
     /// Not known ever: the claim's record cannot be read (a damaged line
     /// of a journal), so any job may be the one it paid for.
     Unreadable,
+    /// Nowhere: no line of the job file holds the claim's job any more (its
+    /// line edited, or removed), so a job no claim names may be that one,
+    /// spelled otherwise ([`Claims::edited_away`]).
+    Nowhere,
 }
 
 impl JobAt {
@@ -112,6 +116,72 @@ impl Claims {
         }
         claims.unreadable.sort_unstable();
         claims
+    }
+
+    /// Whether no record may hold a task: nothing an edit could pay twice.
+    pub fn is_empty(&self) -> bool {
+        self.lines.is_empty()
+    }
+
+    /// Whether a claim names the job `digest` (the run notes where the file
+    /// holds such jobs, for [`Claims::edited_away`]).
+    pub fn names(&self, digest: &str) -> bool {
+        self.by_job.contains_key(digest)
+    }
+
+    /// What keeps the job `digest` at `line` from being sent, if anything:
+    /// a claim of it left behind ([`Claims::left_behind`]), or, for a job
+    /// no claim names, a claim edited away ([`Claims::edited_away`]).
+    pub fn refusing(
+        &self,
+        line: u64,
+        digest: &str,
+        now: impl Fn(u64) -> JobAt,
+        holds: impl Fn(&str) -> Option<bool>,
+    ) -> Option<(u64, JobAt)> {
+        self.left_behind(line, digest, now)
+            .or_else(|| self.edited_away(digest, holds))
+    }
+
+    /// For a job no claim names (new to the store, or a claimed job
+    /// edited): the first claim whose job no line of the job file holds any
+    /// more, its line edited or removed ([`JobAt::Nowhere`]). The job may be
+    /// that one spelled otherwise (a number written `5.0` for `5`, text in
+    /// another Unicode form, an image file saved again), whose task was
+    /// paid for; sending it could pay twice. `holds` says whether the file
+    /// holds a job: `None` while it is not all read, when a claim whose job
+    /// may come further on is [`JobAt::Unread`].
+    ///
+    /// ```
+    /// use std::collections::BTreeMap;
+    /// use genapi_batch::{Claims, Event, JobAt, Line};
+    /// let sent = Event::Intent { line: 2, name: "b".into(), digest: "bravo".into(), sent_at: None, ephemeral: false };
+    /// let lines = BTreeMap::from([(2, Line::of([sent]))]);
+    /// let claims = Claims::of(lines.iter().map(|(n, l)| (*n, l)));
+    /// // "bravo" is no longer in the file: a new job may be it, edited.
+    /// assert_eq!(claims.edited_away("bravo, edited", |_| Some(false)), Some((2, JobAt::Nowhere)));
+    /// assert_eq!(claims.edited_away("zulu", |job| Some(job == "bravo")), None);
+    /// assert_eq!(claims.edited_away("zulu", |_| None), Some((2, JobAt::Unread)));
+    /// // A job a claim names is judged by its own claims.
+    /// assert_eq!(claims.edited_away("bravo", |_| Some(false)), None);
+    /// ```
+    pub fn edited_away(&self, digest: &str, holds: impl Fn(&str) -> Option<bool>) -> Option<(u64, JobAt)> {
+        if self.names(digest) {
+            return None;
+        }
+        let (mut nowhere, mut unread): (Option<u64>, Option<u64>) = (None, None);
+        for (claimed, numbers) in &self.by_job {
+            let first = numbers.first().copied().unwrap_or_default();
+            let earliest = |kept: Option<u64>| Some(kept.map_or(first, |kept| kept.min(first)));
+            match holds(claimed) {
+                Some(true) => {}
+                Some(false) => nowhere = earliest(nowhere),
+                None => unread = earliest(unread),
+            }
+        }
+        nowhere
+            .map(|number| (number, JobAt::Nowhere))
+            .or(unread.map(|number| (number, JobAt::Unread)))
     }
 
     /// Whether `line` holds a claim (the run keeps the job the file holds

@@ -554,6 +554,7 @@ impl Batch {
             stop: self.stop,
             claims,
             current: Mutex::new(HashMap::new()),
+            claimed_held: Mutex::new(std::collections::HashSet::new()),
             file_read: AtomicBool::new(false),
             waiting_histories: Mutex::new(HashMap::new()),
             deferred: Mutex::new(Vec::new()),
@@ -623,9 +624,18 @@ impl Admission {
         // Taken in order: every earlier line's job is known here (kept only
         // for lines holding a claim, so memory follows the store, not the
         // job file).
-        if self.context.claims.holds(job.line) {
-            if let Ok(mut current) = self.context.current.lock() {
-                current.insert(job.line, job.digest());
+        let claims = &self.context.claims;
+        if claims.holds(job.line) || !claims.is_empty() {
+            let digest = job.digest();
+            if claims.names(&digest) {
+                if let Ok(mut held) = self.context.claimed_held.lock() {
+                    held.insert(digest.clone());
+                }
+            }
+            if claims.holds(job.line) {
+                if let Ok(mut current) = self.context.current.lock() {
+                    current.insert(job.line, digest);
+                }
             }
         }
         Entry::Job(job)
@@ -713,6 +723,9 @@ struct Context {
     claims: Claims,
     /// The digest of each job taken so far, by line (lines the store knows).
     current: Mutex<HashMap<u64, String>>,
+    /// The claimed jobs the job file was found to hold so far, wherever
+    /// ([`Claims::edited_away`]).
+    claimed_held: Mutex<std::collections::HashSet<String>>,
     /// Every job of the job file was taken.
     file_read: AtomicBool,
     /// The histories of lines waiting for the file to be read.
@@ -1170,13 +1183,16 @@ impl Context {
     /// longer holds there ([`Claims::left_behind`]).
     fn left_behind(&self, line: u64, digest: &str) -> Option<(u64, JobAt)> {
         let file_read = self.file_read.load(Ordering::SeqCst);
-        let Ok(current) = self.current.lock() else {
-            // Without the file's jobs, any claim of this job may be its own.
-            return self.claims.left_behind(line, digest, |_| JobAt::Other);
+        let (Ok(current), Ok(held)) = (self.current.lock(), self.claimed_held.lock()) else {
+            // Without the file's jobs, any claim may be this job's.
+            return self.claims.refusing(line, digest, |_| JobAt::Other, |_| Some(false));
         };
-        self.claims.left_behind(line, digest, |number| {
-            JobAt::in_file(&current, number, digest, file_read)
-        })
+        self.claims.refusing(
+            line,
+            digest,
+            |number| JobAt::in_file(&current, number, digest, file_read),
+            |job| (held.contains(job) || file_read).then_some(held.contains(job)),
+        )
     }
 
     /// Where a line sent without an answer is left: gone when its service
@@ -1837,6 +1853,20 @@ fn refused_changed(number: u64, stem: &str, line: &Line) -> JobOutcome {
 /// that record may be its paid task.
 fn refused_moved(number: u64, stem: &str, left_behind: Option<(u64, JobAt)>) -> JobOutcome {
     let earlier = left_behind.map(|(earlier, _)| earlier).unwrap_or_default();
+    if let Some((_, JobAt::Nowhere)) = left_behind {
+        return failed_outcome(
+            number,
+            stem,
+            Standing::Changed,
+            FailureClass::Validation,
+            format!(
+                "line {earlier}'s job was submitted (and may have been paid for) in an earlier run, and no line of \
+                 the job file holds it any more: line {number}'s job is new to the journal and may be that one, \
+                 edited (a number written 5.0 for 5, text retyped, an image file saved again), so it was not sent \
+                 (that could pay for it twice); {RESTORE}"
+            ),
+        );
+    }
     if let Some((_, JobAt::Unreadable)) = left_behind {
         return failed_outcome(
             number,

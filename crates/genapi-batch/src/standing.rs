@@ -62,13 +62,19 @@ impl Status {
     pub fn with_job_file(mut self, lines: &BTreeMap<u64, Line>, jobs: impl IntoIterator<Item = Job>) -> Status {
         let current: HashMap<u64, String> = jobs.into_iter().map(|job| (job.line, job.digest())).collect();
         let claims = Claims::of(lines.iter().map(|(number, line)| (*number, line)));
+        let held: std::collections::HashSet<&str> = current.values().map(String::as_str).collect();
         for (&number, digest) in &current {
             let line = lines.get(&number).cloned().unwrap_or_default();
             let sent = line.sent().and_then(|sent| sent.digest.as_deref());
             let seen = Seen {
                 changed: sent.is_some_and(|sent| sent != digest),
                 moved: claims
-                    .left_behind(number, digest, |at| JobAt::in_file(&current, at, digest, true))
+                    .refusing(
+                        number,
+                        digest,
+                        |at| JobAt::in_file(&current, at, digest, true),
+                        |job| Some(held.contains(job)),
+                    )
                     .is_some(),
                 saved_file: true,
                 ..Seen::default()

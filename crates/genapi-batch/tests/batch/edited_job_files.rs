@@ -366,3 +366,46 @@ async fn an_unanswered_line_with_a_copy_is_refused_once_moved() {
         "two occurrences, each paid once"
     );
 }
+
+/// A job edited as it moved is not taken for a new one: alpha refused for
+/// want of credits, bravo saved; a line is added on top and bravo's seed
+/// rewritten (`5.0` for `5`, as a tool that rewrites the file may write
+/// it), or its prompt retyped. bravo is paid once: the same number is the
+/// same job, and a job new to the journal, while a paid job is in no line
+/// of the file any more, may be that one edited.
+#[tokio::test(start_paused = true)]
+async fn a_job_edited_as_it_moved_is_not_paid_again() {
+    let mock = roomy_mock(50).await;
+    let dir = Dir::new("edited-as-it-moved");
+    let journal = MemoryJournal::default();
+    let client = mock.client().unwrap();
+    let batch = || Batch::new(client.clone(), store(journal.clone()), &dir.0).jobs_at_once(1);
+    let at = |line, body: serde_json::Value| Job::new(line, "/v1/gen-2-pro", body);
+    let alpha = |line| at(line, json!({"prompt": "alpha", "width": 64, "height": 64}));
+    let zulu = |line| at(line, json!({"prompt": "zulu", "width": 64, "height": 64}));
+    let bravo = |line, prompt: &str, seed: serde_json::Value| {
+        at(line, json!({"prompt": prompt, "width": 64, "height": 64, "seed": seed}))
+    };
+    mock.inject(Fault::status("/v1/gen-2-pro", 402).method("POST").times(1));
+    let first = run_batch(batch(), vec![alpha(1), bravo(2, "bravo", json!(5))]).await;
+    assert_eq!(
+        [first[0].standing, first[1].standing],
+        [Standing::Refused, Standing::Saved],
+        "{first:#?}"
+    );
+
+    let rewritten = run_batch(batch(), vec![zulu(1), alpha(2), bravo(3, "bravo", json!(5.0))]).await;
+    assert_eq!(rewritten[2].standing, Standing::Changed, "{rewritten:#?}");
+    // Known as bravo, moved: the same number is the same job.
+    let error = rewritten[2].error.as_deref().unwrap_or_default();
+    assert!(error.contains("line 3's job was submitted as line 2"), "{error}");
+    assert_eq!(tasks_by_prompt(&mock).get("bravo"), Some(&1), "{rewritten:#?}");
+
+    let retyped = run_batch(batch(), vec![zulu(1), alpha(2), bravo(3, "bravo, retyped", json!(5))]).await;
+    assert_eq!(retyped[2].standing, Standing::Changed, "{retyped:#?}");
+    let error = retyped[2].error.as_deref().unwrap_or_default();
+    assert!(error.contains("no line of the job file holds it any more"), "{error}");
+    assert!(error.contains("add new jobs at its end"), "{error}");
+    assert_eq!(tasks_by_prompt(&mock).get("bravo, retyped"), None, "{retyped:#?}");
+    assert_eq!(tasks_by_prompt(&mock).get("bravo"), Some(&1));
+}

@@ -146,3 +146,42 @@ async fn a_new_job_where_a_refused_one_stood_is_said_to_be_sent_and_is_sent() {
     assert_eq!(paid.get("mike"), Some(&1), "{paid:?}");
     assert_eq!(paid.get("lima"), Some(&1), "refused once, never again: {paid:?}");
 }
+
+/// bravo saved, then a line added on top and bravo's seed written `5.0`
+/// (as a tool rewriting the file may write `5`), or its prompt retyped:
+/// `--status` and the run both say bravo's line changed, and bravo is paid
+/// once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_rewritten_as_it_moved_is_said_changed_and_not_paid_again() {
+    let mock = quick_mock().await;
+    let dir = Dir::new("rewritten-as-moved");
+    let batch = |extra: &[&str]| batch(&dir, &mock, extra);
+    let write_lines = |lines: &[Value]| {
+        let text: Vec<String> = lines.iter().map(Value::to_string).collect();
+        std::fs::write(dir.join("jobs.jsonl"), text.join("\n") + "\n").unwrap();
+    };
+    let job = |prompt: &str, seed: Value| json!({"model": "gen-2-pro", "prompt": prompt, "width": 64, "height": 64, "seed": seed});
+    mock.inject(Fault::status("/v1/gen-2-pro", 402).method("POST").times(1));
+    write_lines(&[job("alpha", json!(1)), job("bravo", json!(5))]);
+    let first = batch(&["--max-active", "1"]);
+    assert!(said(&first).contains("1 saved"), "{}", said(&first));
+
+    // Written 5.0, bravo is known where it moved: alpha (on bravo's old
+    // line) and bravo stand changed, zulu is new and sent. Retyped, bravo
+    // is nowhere in the file, and a job new to the journal is not sent
+    // while it may be bravo, edited (zulu, saved, is known by now).
+    for (bravo, said_so) in [
+        (job("bravo", json!(5.0)), "line 3's job was submitted as line 2"),
+        (job("bravo, retyped", json!(5)), "no line of the job file holds it any more"),
+    ] {
+        write_lines(&[job("zulu", json!(1)), job("alpha", json!(1)), bravo]);
+        let status: Value = serde_json::from_slice(&batch(&["--status", "--json"]).stdout).unwrap();
+        assert_eq!(status["lines"]["changed"], 2, "--status says what the run does: {status}");
+        let run = batch(&["--max-active", "1"]);
+        let text = said(&run);
+        assert!(text.contains("2 changed") && text.contains(said_so), "{text}");
+        let paid = posts_by_prompt(&mock);
+        assert_eq!(paid.get("bravo"), Some(&1), "{text}");
+        assert_eq!(paid.get("bravo, retyped"), None, "{text}");
+    }
+}
