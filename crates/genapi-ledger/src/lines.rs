@@ -56,6 +56,8 @@ pub struct Ledger {
     /// Lines given back with the event of their end, so not released again.
     released: std::sync::Mutex<std::collections::HashSet<u64>>,
     batch: String,
+    /// The database's own name ([`Ledger::database_id`]).
+    database_id: String,
     worker: String,
     lease: Duration,
     renewal: tokio::task::JoinHandle<()>,
@@ -235,6 +237,11 @@ impl Ledger {
         if recorded != jobs_digest {
             return Err(LedgerError::OtherJobFile { batch: batch.into() });
         }
+        let database_id: String = db
+            .run(false, |session| async move {
+                session.query_one("SELECT id FROM genapi_ledger LIMIT 1", &[]).await?.try_get(0)
+            })
+            .await?;
         let lease = options.lease.max(Duration::from_secs(1));
         // A worker name is this batch's: the same name in another batch is
         // another worker.
@@ -246,6 +253,7 @@ impl Ledger {
             transaction_turn: tokio::sync::Mutex::new(()),
             released: Default::default(),
             batch: batch.into(),
+            database_id,
             worker,
             lease,
             renewal,
@@ -262,6 +270,15 @@ impl Ledger {
     /// The batch's name.
     pub fn batch(&self) -> &str {
         &self.batch
+    }
+
+    /// The ledger database's own name: made once, with its tables, so two
+    /// databases never share one however their addresses are spelt (a
+    /// `host=… dbname=…` string, a URL naming the database in its query),
+    /// and one database keeps it under every spelling. What a folder a
+    /// batch's workers share is marked with.
+    pub fn database_id(&self) -> &str {
+        &self.database_id
     }
 
     /// Claims `line` for this worker: it is this worker's until released,

@@ -74,6 +74,10 @@ pub(crate) const MIGRATIONS: &[&str] = &[
         kept_until timestamptz NOT NULL,
         PRIMARY KEY (scope, key)
     );",
+    // 5: the database's own name, made once: two databases never share one,
+    // however their addresses are spelt.
+    "CREATE TABLE genapi_ledger (id text PRIMARY KEY);
+    INSERT INTO genapi_ledger (id) VALUES (gen_random_uuid()::text);",
 ];
 
 /// Every table and the columns the ledger reads or writes, checked each
@@ -95,6 +99,7 @@ pub(crate) const SHAPE: &[(&str, &str)] = &[
         "genapi_shared_records",
         "scope, key, version, value, holder, lease_until, kept_until",
     ),
+    ("genapi_ledger", "id"),
 ];
 
 /// The newest schema version this build knows.

@@ -19,7 +19,7 @@ use genapi_ledger::{Ledger, LedgerError, LedgerOptions, ReadOnlyLedger, SharedSe
 
 use super::results::lines_that_may_have_paid;
 use super::standing;
-use super::{shown, BatchArgs, Run, DEFAULT_MAX_ACTIVE, JOURNAL, LEDGER_MARK, RESULTS};
+use super::{folder, shown, BatchArgs, Run, DEFAULT_MAX_ACTIVE, JOURNAL, LEDGER_MARK, RESULTS};
 use crate::{code, connect_with, out, Connection, Failure, Global};
 
 /// A batch's store, opened for a run.
@@ -28,6 +28,8 @@ pub(super) struct Keeper {
     pub(super) store: Box<dyn Store>,
     /// With a ledger, the seats its workers share.
     pub(super) seats: Option<SharedSeats>,
+    /// With a ledger, the folder held shared for the run ([`folder`]).
+    pub(super) folder: Option<folder::Shared>,
 }
 
 impl Keeper {
@@ -87,16 +89,24 @@ pub(super) async fn open(run: &Run<'_>, ledger_url: Option<String>, out_dir: &Pa
     match ledger_url {
         None => open_journal(out_dir).await,
         Some(url) => {
+            // Held before anything is checked, so nothing checked changes
+            // under the run ([`folder`]).
+            let shared = folder::share(out_dir).await?;
+            let marking = folder::marking(out_dir, run.deadline).await?;
             refuse_a_journal_beside_the_ledger(out_dir).await?;
             let name = batch_name(run);
             // The folder's mark: the batch and the database it holds lines
-            // of. Another batch (or database) in it knows none of them.
-            let mark = format!("{name}\n{}", genapi_text::shown_address(&url));
-            refuse_another_ledgers_folder(out_dir, &mark)?;
+            // of (by the database's own name, which no spelling of an
+            // address changes), then the address as shown, for a reader.
+            // Another batch (or database) in it knows none of its lines.
+            refuse_another_ledgers_folder(out_dir, &name, None)?;
             let opening = open_ledger(run.global, &run.args, &url, &name, run.checked.digest(), out_dir);
-            let keeper = tokio::time::timeout_at(run.deadline, opening)
+            let (mut keeper, database) = tokio::time::timeout_at(run.deadline, opening)
                 .await
                 .map_err(|_| ledger_late(run.global))??;
+            keeper.folder = Some(shared);
+            refuse_another_ledgers_folder(out_dir, &name, Some(&database))?;
+            let mark = format!("{name}\nledger {database}\n{}", genapi_text::shown_address(&url));
             // Results of lines in flight the ledger holds no record of (a
             // journal moved away, emptied): running would pay again.
             let status = keeper.store.status(run.job_lines()).await.map_err(store_failure)?;
@@ -121,25 +131,38 @@ pub(super) async fn open(run: &Run<'_>, ledger_url: Option<String>, out_dir: &Pa
                     format!("cannot write {}: {e}", shown(&out_dir.join(LEDGER_MARK))),
                 )
             })?;
+            drop(marking);
             Ok(keeper)
         }
     }
 }
 
-/// A folder a run with another ledger's batch marked, whose lines are not
-/// all finished, is refused: that batch's tasks in flight are in it, which
-/// this batch knows nothing of.
-fn refuse_another_ledgers_folder(out_dir: &Path, mark: &str) -> Result<(), Failure> {
-    match std::fs::read_to_string(out_dir.join(LEDGER_MARK)) {
-        Ok(found) if found.trim() != mark.trim() && !finished_here(out_dir) => Err(Failure::usage(format!(
-            "--out {}: a run of another ledger batch used this folder ({:?}), whose lines' tasks this batch knows \
-             nothing of: running would send (and pay for) them again; give that batch's --batch-name and ledger, \
-             or, to run this batch apart (its lines sent and paid for anew), another --out folder; nothing was sent",
-            shown(out_dir),
-            out::clean(found.lines().next().unwrap_or_default())
-        ))),
-        _ => Ok(()),
+/// A folder a run with another ledger's batch marked (another batch, or
+/// the same name in another database: `database`, once the ledger is
+/// open), whose lines are not all finished, is refused: that batch's tasks
+/// in flight are in it, which this batch knows nothing of.
+fn refuse_another_ledgers_folder(out_dir: &Path, name: &str, database: Option<&str>) -> Result<(), Failure> {
+    let Ok(found) = std::fs::read_to_string(out_dir.join(LEDGER_MARK)) else {
+        return Ok(());
+    };
+    let mut lines = found.lines();
+    let (found_name, found_database) = (lines.next().unwrap_or_default(), lines.next().unwrap_or_default());
+    let other_batch = found_name != name;
+    let other_database = database.is_some_and(|database| found_database != format!("ledger {database}"));
+    if !(other_batch || other_database) || finished_here(out_dir) {
+        return Ok(());
     }
+    let whose = if other_batch {
+        format!("another ledger batch ({:?})", out::clean(found_name))
+    } else {
+        format!("batch {:?} in another ledger database", out::clean(found_name))
+    };
+    Err(Failure::usage(format!(
+        "--out {}: a run of {whose} used this folder, whose lines' tasks this batch knows nothing of: running would \
+         send (and pay for) them again; give that batch's --batch-name and ledger, or, to run this batch apart (its \
+         lines sent and paid for anew), another --out folder; nothing was sent",
+        shown(out_dir),
+    )))
 }
 
 /// Whether every line the folder's results name as sent is finished
@@ -191,6 +214,7 @@ fn refuse_a_ledgers_folder(out_dir: &Path) -> Result<(), Failure> {
 /// a run with `--ledger` used, whose lines' tasks only the ledger knows.
 async fn open_journal(out_dir: &Path) -> Result<Keeper, Failure> {
     refuse_a_ledgers_folder(out_dir)?;
+    let new = !genapi_files::is_taken(&out_dir.join(JOURNAL));
     let journal = FileJournal::open(out_dir.join(JOURNAL)).map_err(|e| {
         if matches!(
             e.kind(),
@@ -204,6 +228,15 @@ async fn open_journal(out_dir: &Path) -> Result<Keeper, Failure> {
             )
         }
     })?;
+    // Looked for again now that the journal holds the folder: a ledger run
+    // may have marked it since ([`folder`]).
+    if let Err(refused) = refuse_a_ledgers_folder(out_dir) {
+        drop(journal);
+        if new {
+            let _ = std::fs::remove_file(out_dir.join(JOURNAL));
+        }
+        return Err(refused);
+    }
     // A journal whose events cannot be read is the user's to look at (as
     // it is for --status); one the disk cannot give is another failure.
     let store = JournalStore::open(journal).map_err(|e| {
@@ -232,6 +265,7 @@ async fn open_journal(out_dir: &Path) -> Result<Keeper, Failure> {
     Ok(Keeper {
         store: Box::new(store),
         seats: None,
+        folder: None,
     })
 }
 
@@ -275,7 +309,8 @@ fn refuse_lost_records(
     Ok(())
 }
 
-/// The ledger's batch `name`, with the seat pool this worker counts in.
+/// The ledger's batch `name`, with the seat pool this worker counts in,
+/// and the ledger database's own name ([`Ledger::database_id`]).
 async fn open_ledger(
     global: &Global,
     args: &BatchArgs,
@@ -283,7 +318,7 @@ async fn open_ledger(
     name: &str,
     digest: &str,
     out_dir: &Path,
-) -> Result<Keeper, Failure> {
+) -> Result<(Keeper, String), Failure> {
     let options = LedgerOptions::default()
         .lease(Duration::from_secs(args.ledger_lease))
         // Each database step ends within half of --timeout, so a database
@@ -310,10 +345,13 @@ async fn open_ledger(
         .map_err(ledger_failure)?;
     // One commit per event, the seats' changes written with them.
     ledger.carry_seat_changes(&seats).map_err(ledger_failure)?;
-    Ok(Keeper {
+    let database = ledger.database_id().to_string();
+    let keeper = Keeper {
         store: Box::new(ledger),
         seats: Some(seats),
-    })
+        folder: None,
+    };
+    Ok((keeper, database))
 }
 
 /// Where `--status` found the batch.

@@ -24,6 +24,7 @@ mod adoption;
 mod drive;
 mod estimate;
 mod finish;
+mod folder;
 mod jobs;
 mod keeper;
 mod notifications;
@@ -328,7 +329,12 @@ impl<'g> Run<'g> {
         adoption::adopt_all(self, &connection.client, &*keeper.store).await?;
         let before = self.standing_before(&*keeper.store, &out_dir).await;
         let gallery = keep_gallery.then(|| self.gallery(&out_dir, before.clone()));
-        let keeper::Keeper { store, seats } = keeper;
+        // The folder stays held until the run has finished with it.
+        let keeper::Keeper {
+            store,
+            seats,
+            folder: _held,
+        } = keeper;
         let mut batch = self.settle(
             Batch::new(connection.client.clone(), store, &out_dir),
             on_builtin_mock,

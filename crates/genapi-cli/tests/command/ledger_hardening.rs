@@ -295,13 +295,27 @@ async fn a_folder_is_never_run_by_the_journal_and_the_ledger_in_turn() {
     assert_eq!(refused.status.code(), Some(2), "{said}");
     assert!(said.contains("see where it stands"), "{said}");
 
+    // The same batch name in another database of the same server (its
+    // name given in the address's query, which no address shows) knows
+    // none of its tasks either.
+    pg.sql("CREATE DATABASE other");
+    let mut elsewhere = genapi(&dir, &mock);
+    elsewhere
+        .args(["batch", "jobs.jsonl", "--out", "by-ledger", "--json", "--batch-name", "b2", "--ledger"])
+        .arg(pg.url_at("127.0.0.1", "dbname=other&connect_timeout=120"));
+    let refused = elsewhere.output().unwrap();
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(2), "{said}");
+    assert!(said.contains("batch \"b2\" in another ledger database"), "{said}");
+    assert_eq!(posts(), 4, "nothing more was sent");
+
     // Another ledger batch in the marked folder knows none of its tasks.
     let refused = worker(&dir, &mock, &pg, "by-ledger", &["--batch-name", "b3"])
         .output()
         .unwrap();
     let said = String::from_utf8_lossy(&refused.stderr);
     assert_eq!(refused.status.code(), Some(2), "{said}");
-    assert!(said.contains("another ledger batch used this folder"), "{said}");
+    assert!(said.contains("another ledger batch (\"b2\") used this folder"), "{said}");
     // Nor does a ledger batch in a folder whose journal was moved away,
     // though its results say the lines were sent.
     std::fs::rename(dir.join("by-journal/journal.jsonl"), dir.join("journal.bak")).unwrap();
@@ -312,4 +326,43 @@ async fn a_folder_is_never_run_by_the_journal_and_the_ledger_in_turn() {
     assert_eq!(refused.status.code(), Some(2), "{said}");
     assert!(said.contains("the ledger's batch holds no record"), "{said}");
     assert_eq!(posts(), 4, "nothing more was sent");
+}
+
+/// A run by the journal and a run by a ledger started in one new folder at
+/// once: whichever holds the folder first keeps the other out, though
+/// neither has written anything the other could read yet (an empty
+/// journal, no mark). And two ledger runs check and mark a folder one at a
+/// time. Here the test holds the locks as such a run would.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_folder_held_by_another_run_is_not_shared_by_a_ledger_run() {
+    let Some(pg) = Postgres::start("folder-held") else {
+        return;
+    };
+    let mock = roomy_mock(100).await;
+    let dir = Dir::new("folder-held");
+    write_jobs(&dir.join("jobs.jsonl"), 2, "held folder");
+    let out = dir.join("out");
+    std::fs::create_dir_all(&out).unwrap();
+
+    // A run by the journal holds the folder (its journal still empty).
+    let journal = genapi_batch::FileJournal::open(out.join("journal.jsonl")).unwrap();
+    let refused = worker(&dir, &mock, &pg, "out", &["--batch-name", "held"]).output().unwrap();
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(2), "{said}");
+    assert!(said.contains("a run without --ledger is using this folder"), "{said}");
+    assert_eq!(mock.count("POST", "/v1/gen-2-pro"), 0, "nothing was sent");
+    drop(journal);
+    std::fs::remove_file(out.join("journal.jsonl")).unwrap();
+
+    // Another ledger run is checking the folder, and never lets go.
+    let marking = std::fs::File::create(out.join(".ledger-batch.lock")).unwrap();
+    marking.lock().unwrap();
+    let waited = worker(&dir, &mock, &pg, "out", &["--batch-name", "other", "--timeout", "3"])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&waited.stderr);
+    assert_ne!(waited.status.code(), Some(0), "{said}");
+    assert!(said.contains("another run with --ledger was checking"), "{said}");
+    assert_eq!(mock.count("POST", "/v1/gen-2-pro"), 0, "nothing was sent");
+    assert!(!out.join(".ledger-batch").exists(), "nor was the folder marked");
 }

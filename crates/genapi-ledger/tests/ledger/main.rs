@@ -17,6 +17,7 @@ fn record(value: serde_json::Value) -> genapi_batch::Event {
 
 mod carried;
 mod credit_holds;
+mod database_names;
 mod earlier_ledgers;
 mod fair_shares;
 mod fenced_intents;
