@@ -168,10 +168,18 @@ fn remembering(
 /// `genapi proxy --status`: the summary of the proxy listening at
 /// `address`.
 async fn status(global: &Global, address: SocketAddr) -> Result<(), Failure> {
-    let unreachable = |why: String| Failure::new(code::OTHER, format!("no proxy answers at {address}: {why}"));
+    let unreachable = |why: String| {
+        Failure::new(
+            code::OTHER,
+            format!("no proxy answers at {address}: {why} (`genapi proxy --listen {address}` starts one there)"),
+        )
+    };
     let http = genapi::http_client_builder()
         .and_then(|builder| {
             builder
+                // The proxy's own key goes to the proxy alone, never where
+                // an answer redirects.
+                .redirect(genapi::reqwest::redirect::Policy::none())
                 .build()
                 .map_err(|e| genapi::Error::Config(e.without_url().to_string()))
         })
@@ -205,9 +213,16 @@ async fn status(global: &Global, address: SocketAddr) -> Result<(), Failure> {
     Ok(())
 }
 
-/// The memory of the proxy for the configured service, in the cache.
+/// The memory of the proxy for the configured service, in the cache: one
+/// per base URL, however its polling hosts and trusted origins are given
+/// (a restart that gives them otherwise must find what it remembered).
 fn memory_file(global: &Global) -> Option<std::path::PathBuf> {
-    let service = global.settings.service_addresses();
+    let service = global
+        .settings
+        .base_url
+        .as_ref()
+        .map(|base| crate::address_key(&base.value))
+        .unwrap_or_default();
     let digest = ring::digest::digest(&ring::digest::SHA256, service.as_bytes());
     let name: String = digest.as_ref()[..8].iter().map(|b| format!("{b:02x}")).collect();
     Some(

@@ -38,19 +38,8 @@ const BODY_WITHIN: Duration = Duration::from_secs(120);
 pub(crate) async fn answer(State(shared): State<Arc<Shared>>, request: Request) -> Response {
     shared.counters.add(Count::Request);
     let (mut parts, body) = request.into_parts();
-    if let Err(refusal) = shared.admits(&mut parts.headers) {
-        return match refusal {
-            crate::Refusal::NoProxyKey => own(
-                StatusCode::UNAUTHORIZED,
-                "refused",
-                "this proxy needs its own key in the x-key header",
-            ),
-            crate::Refusal::NotThisMachine => own(
-                StatusCode::FORBIDDEN,
-                "refused",
-                "the proxy serves programs of this machine: a web page, or a request naming another host, is refused",
-            ),
-        };
+    if let Some(refused) = refused_before_reading(&shared, &mut parts.headers) {
+        return refused;
     }
     let body = match tokio::time::timeout(BODY_WITHIN, axum::body::to_bytes(body, MOST_REQUEST_BYTES)).await {
         Ok(Ok(body)) => body,
@@ -114,6 +103,39 @@ pub(crate) async fn answer(State(shared): State<Arc<Shared>>, request: Request) 
     }
 }
 
+/// A request refused before its body is read: a caller the proxy does not
+/// admit ([`Shared::admits`]), or a key no service could read.
+fn refused_before_reading(shared: &Shared, headers: &mut HeaderMap) -> Option<Response> {
+    if let Err(refusal) = shared.admits(headers) {
+        return Some(match refusal {
+            crate::Refusal::NoProxyKey => own(
+                StatusCode::UNAUTHORIZED,
+                "refused",
+                "this proxy needs its own key in the x-key header",
+            ),
+            crate::Refusal::NotThisMachine => own(
+                StatusCode::FORBIDDEN,
+                "refused",
+                "the proxy serves programs of this machine: a web page, or a request naming another host, is refused",
+            ),
+        });
+    }
+    if headers
+        .get(crate::relay::KEY_HEADER)
+        .is_some_and(|key| key.to_str().is_err())
+    {
+        // Never read as no key (the configured one sent, another account
+        // paying): said, and nothing sent.
+        return Some(own(
+            StatusCode::BAD_REQUEST,
+            "refused",
+            "the x-key header holds bytes no key has (beyond visible ASCII): send your key as it is, or none to \
+             use the proxy's; nothing was sent",
+        ));
+    }
+    None
+}
+
 /// A submission: sent once per job, whatever its callers do.
 async fn submission(
     shared: &Arc<Shared>,
@@ -124,10 +146,12 @@ async fn submission(
     origin: &str,
 ) -> Response {
     let key = shared.service.key_of(&headers).unwrap_or_default().to_string();
+    // Its bytes: a key of characters beyond ASCII (`commande-été`) is a key
+    // too, and must never fall back to naming the job by its body.
     let idempotency_key = headers
         .get("idempotency-key")
-        .and_then(|value| value.to_str().ok())
-        .filter(|key| !key.trim().is_empty());
+        .map(HeaderValue::as_bytes)
+        .filter(|key| !key.trim_ascii().is_empty());
     let (id, naming) = SubmissionId::of(&key, path_and_query, &body, idempotency_key);
     loop {
         let mut changes = shared.memory.watch();
@@ -214,7 +238,7 @@ async fn send(
                 shared.mismatched(checked);
             }
             match &answer {
-                Ok(answer) if (200..300).contains(&answer.status) => {
+                Ok(answer) if answer.accepts_a_task() => {
                     shared.counters.add(Count::Task);
                     if let (Some(recording), Some(task)) = (&shared.service.recording, answer.task_id()) {
                         recording.task_accepted(&task);
@@ -229,8 +253,9 @@ async fn send(
                 }
                 // Refused (a 4xx): no task, the job may be sent again.
                 Ok(answer) if (400..500).contains(&answer.status) => shared.memory.forget(&claim).await,
-                // A 5xx (a gateway's timeout while the service goes on) may
-                // hold a task, as an answer that never came may.
+                // A 5xx (a gateway's timeout while the service goes on), or a
+                // success that names no task, may hold one, as an answer
+                // that never came may.
                 Ok(_) => shared.memory.unknown(&claim).await,
                 Err(unanswered) if unanswered.never_left => shared.memory.forget(&claim).await,
                 Err(_) => shared.memory.unknown(&claim).await,
@@ -239,9 +264,7 @@ async fn send(
         })
     };
     match exchange.await {
-        Ok(Ok(answer)) if (200..300).contains(&answer.status) => {
-            acceptance(shared, &answer, owner, "sent", origin).await
-        }
+        Ok(Ok(answer)) if answer.accepts_a_task() => acceptance(shared, &answer, owner, "sent", origin).await,
         Ok(Ok(answer)) => {
             drop(owner);
             whole(shared, &answer, origin).await

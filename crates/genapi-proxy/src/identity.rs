@@ -37,12 +37,13 @@ impl SubmissionId {
     }
 
     /// The submission `body` to `path_and_query`, sent with `key` (the one
-    /// the service will see; empty when none), or with `idempotency_key`.
+    /// the service will see; empty when none), or with `idempotency_key`
+    /// (its bytes as sent, whatever characters they spell).
     pub(crate) fn of(
         key: &str,
         path_and_query: &str,
         body: &[u8],
-        idempotency_key: Option<&str>,
+        idempotency_key: Option<&[u8]>,
     ) -> (SubmissionId, Naming) {
         let mut digest = Context::new(&SHA256);
         // Each part is preceded by its length, so no two different triples
@@ -56,7 +57,7 @@ impl SubmissionId {
             Some(idempotency_key) => {
                 part(b"idempotency-key");
                 part(path_and_query.as_bytes());
-                part(idempotency_key.as_bytes());
+                part(idempotency_key);
                 Naming::ByIdempotencyKey
             }
             None => {
@@ -99,13 +100,13 @@ mod tests {
 
     #[test]
     fn an_idempotency_key_names_the_job_whatever_its_body() {
-        let a = SubmissionId::of("k", "/v1/gen-2-pro", b"{\"seed\":1}", Some("job-7"));
-        let b = SubmissionId::of("k", "/v1/gen-2-pro", b"{\"seed\":2}", Some("job-7"));
+        let a = SubmissionId::of("k", "/v1/gen-2-pro", b"{\"seed\":1}", Some(b"job-7".as_slice()));
+        let b = SubmissionId::of("k", "/v1/gen-2-pro", b"{\"seed\":2}", Some(b"job-7".as_slice()));
         assert_eq!(a, b);
         assert_eq!(a.1, Naming::ByIdempotencyKey);
         // Another account's same idempotency key is its own job.
-        assert_ne!(a.0, SubmissionId::of("other", "/v1/gen-2-pro", b"{}", Some("job-7")).0);
+        assert_ne!(a.0, SubmissionId::of("other", "/v1/gen-2-pro", b"{}", Some(b"job-7".as_slice())).0);
         // So is the same key sent to another model.
-        assert_ne!(a.0, SubmissionId::of("k", "/v1/gen-2-flex", b"{\"seed\":1}", Some("job-7")).0);
+        assert_ne!(a.0, SubmissionId::of("k", "/v1/gen-2-flex", b"{\"seed\":1}", Some(b"job-7".as_slice())).0);
     }
 }

@@ -434,13 +434,30 @@ impl Shared {
 
     /// The proxy's origin as the caller of `headers` reached it: its `Host`
     /// when it names a host (a proxy listening on every address is reached
-    /// by a name of its own), else the address it listens on.
+    /// by a name of its own), else the address it listens on. Beyond
+    /// loopback, behind a front that ends TLS and says so
+    /// (`X-Forwarded-Proto: https`, or `Forwarded: proto=https`), it is an
+    /// `https` origin: the addresses handed out must not send callers (and
+    /// the proxy's key) back in clear.
     fn origin_for(&self, headers: &http::HeaderMap) -> String {
         let host = headers.get(http::header::HOST).and_then(|value| value.to_str().ok());
+        let text = |name: &str| {
+            headers
+                .get(name)
+                .and_then(|value| value.to_str().ok())
+                .map(str::to_ascii_lowercase)
+        };
+        let forwarded_https = text("x-forwarded-proto").is_some_and(|proto| proto.split(',').next().map(str::trim) == Some("https"))
+            || text("forwarded").is_some_and(|forwarded| {
+                forwarded
+                    .split([';', ','])
+                    .any(|part| part.trim().trim_matches('"') == "proto=https" || part.trim() == "proto=\"https\"")
+            });
+        let scheme = if self.proxy_key.is_some() && forwarded_https { "https" } else { "http" };
         match host
             .filter(|host| !host.is_empty() && host.chars().all(|c| c.is_ascii_alphanumeric() || "-._:[]".contains(c)))
         {
-            Some(host) => format!("http://{host}"),
+            Some(host) => format!("{scheme}://{host}"),
             None => self.proxy_origin.clone(),
         }
     }

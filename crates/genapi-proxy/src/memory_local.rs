@@ -240,7 +240,8 @@ fn lock(path: &std::path::Path) -> Result<std::fs::File, MemoryError> {
     let refused = |reason: String| MemoryError {
         path: path.display().to_string(),
         reason,
-        fix: "stop the proxy that uses it, or give this one a memory of its own",
+        fix: "stop the proxy that uses it: one proxy remembers for a service on a machine (proxies on several \
+              machines share what they remember with --ledger)",
     };
     if let Some(folder) = path.parent().filter(|folder| !folder.as_os_str().is_empty()) {
         genapi_files::private_folder(folder).map_err(|e| refused(e.to_string()))?;
@@ -340,7 +341,7 @@ mod tests {
     #[test]
     fn a_delivered_answer_is_forgotten_unless_named_by_an_idempotency_key() {
         let memory = LocalMemory::open(None).unwrap();
-        let (by_content, by_key) = (id("a"), SubmissionId::of("k", "/v1/x", b"", Some("job")).0);
+        let (by_content, by_key) = (id("a"), SubmissionId::of("k", "/v1/x", b"", Some(b"job".as_slice())).0);
         let first = sent(&memory, &by_content, "p/1", Naming::ByContent);
         let second = sent(&memory, &by_key, "p/2", Naming::ByIdempotencyKey);
         for claim in [&first, &second] {

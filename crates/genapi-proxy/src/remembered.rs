@@ -53,6 +53,13 @@ pub(crate) struct Answer {
 
 impl Answer {
     /// The task the acceptance names.
+    /// Whether it accepts a task: a success that names one. A success
+    /// that names none (not JSON, no `id`) cannot be replayed as one, and
+    /// may still have made a task the service charged for.
+    pub(crate) fn accepts_a_task(&self) -> bool {
+        (200..300).contains(&self.status) && self.task_id().is_some()
+    }
+
     pub(crate) fn task_id(&self) -> Option<String> {
         let value: serde_json::Value = serde_json::from_str(&self.body).ok()?;
         value.get("id")?.as_str().map(str::to_string)

@@ -11,6 +11,8 @@ pub(crate) struct Counters {
     submissions_sent: AtomicU64,
     tasks: AtomicU64,
     duplicates_stopped: AtomicU64,
+    /// Of those, the ones whose acceptance reported no cost.
+    duplicates_unpriced: AtomicU64,
     unknown_refused: AtomicU64,
     retry_after_ignored: AtomicU64,
     contract_mismatches: AtomicU64,
@@ -46,8 +48,11 @@ impl Counters {
     /// A duplicate answered with its first acceptance, which reported `cost`.
     pub(crate) fn duplicate_stopped(&self, cost: Option<f64>) {
         self.duplicates_stopped.fetch_add(1, Ordering::Relaxed);
-        if let Some(cost) = cost {
-            *self.credits_saved.lock().unwrap_or_else(|p| p.into_inner()) += cost;
+        match cost {
+            Some(cost) => *self.credits_saved.lock().unwrap_or_else(|p| p.into_inner()) += cost,
+            None => {
+                self.duplicates_unpriced.fetch_add(1, Ordering::Relaxed);
+            }
         }
     }
 
@@ -58,6 +63,7 @@ impl Counters {
             submissions_sent: read(&self.submissions_sent),
             tasks: read(&self.tasks),
             duplicates_stopped: read(&self.duplicates_stopped),
+            duplicates_unpriced: read(&self.duplicates_unpriced),
             credits_saved: *self.credits_saved.lock().unwrap_or_else(|p| p.into_inner()),
             unknown_refused: read(&self.unknown_refused),
             retry_after_ignored: read(&self.retry_after_ignored),
@@ -75,6 +81,10 @@ impl Counters {
 /// let mut one = summary.clone();
 /// one.requests = 1;
 /// assert!(one.to_string().starts_with("1 request, "));
+/// // A duplicate whose acceptance named no cost is not said to save nothing.
+/// one.duplicates_stopped = 1;
+/// one.duplicates_unpriced = 1;
+/// assert!(one.to_string().contains("1 duplicate stopped (1 task whose cost was not reported)"));
 /// ```
 #[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 #[serde(default)]
@@ -92,6 +102,9 @@ pub struct Summary {
     /// What the stopped duplicates would have cost, by the costs their
     /// acceptances reported.
     pub credits_saved: f64,
+    /// Stopped duplicates whose acceptance reported no cost: not in
+    /// [`Summary::credits_saved`], which is then less than they saved.
+    pub duplicates_unpriced: u64,
     /// Repeats refused because the first one's answer never came.
     pub unknown_refused: u64,
     /// Requests a caller sent before the wait a 429 asked of it was over.
@@ -111,8 +124,16 @@ impl fmt::Display for Summary {
             counted(self.tasks, "task", "tasks"),
             counted(self.duplicates_stopped, "duplicate", "duplicates"),
         )?;
-        if self.credits_saved > 0.0 {
-            write!(f, " ({} credits not paid twice)", self.credits_saved)?;
+        match (self.credits_saved > 0.0, self.duplicates_unpriced) {
+            (true, 0) => write!(f, " ({} credits not paid twice)", self.credits_saved)?,
+            (true, n) => write!(
+                f,
+                " ({} credits not paid twice, and {} whose cost was not reported)",
+                self.credits_saved,
+                counted(n, "task", "tasks")
+            )?,
+            (false, 0) => {}
+            (false, n) => write!(f, " ({} whose cost was not reported)", counted(n, "task", "tasks"))?,
         }
         if self.unknown_refused > 0 {
             let repeats = counted(self.unknown_refused, "repeat", "repeats");

@@ -140,8 +140,15 @@ async fn a_retry_after_the_sdk_gave_up_and_the_proxy_restarted_is_answered_with_
     let said = stopped(proxy);
     assert!(said.contains("1 task accepted, 0 duplicates stopped"), "{said}");
 
-    // Started again, it still knows the task the SDK never heard of.
-    let (proxy, base) = started(genapi(&dir, &mock));
+    // Started again, it still knows the task the SDK never heard of, though
+    // its trusted origins are given another way this time: one memory per
+    // service.
+    let mut again = genapi(&dir, &mock);
+    again.env_remove("GENAPI_TRUSTED_ORIGINS");
+    for origin in mock.trusted_origins() {
+        again.args(["--trust-origin", &origin]);
+    }
+    let (proxy, base) = started(again);
     let accepted = replayed_first_task(&base, &mock).await;
     let cost = accepted["cost"].as_f64().unwrap();
     assert_eq!(mock.credits(), Some(10.0 - cost), "charged once");
@@ -260,4 +267,33 @@ async fn the_status_of_a_proxy_with_its_own_key_names_the_variable() {
     assert_ne!(status.status.code(), Some(0));
     assert!(said.contains("set GENAPI_PROXY_KEY"), "{said}");
     stopped(proxy);
+}
+
+/// `--status` never follows a redirect: the proxy's own key goes to the
+/// address asked, and nowhere an answer points.
+#[cfg(unix)]
+#[tokio::test]
+async fn the_status_sends_the_proxys_key_nowhere_a_redirect_points() {
+    use axum::response::IntoResponse;
+    use genapi_test_common::hostile;
+    let elsewhere = hostile::serve(|_, _, _| hostile::json(200, serde_json::json!({}))).await;
+    let target = format!("{}/steal", elsewhere.base);
+    let redirecting = hostile::serve(move |_, _, _| {
+        (axum::http::StatusCode::FOUND, [("location", target.clone())]).into_response()
+    })
+    .await;
+    let dir = Dir::new("proxy-status-redirect");
+    let listen = redirecting.base.trim_start_matches("http://").to_string();
+    let status = tokio::task::spawn_blocking({
+        let mut command = genapi_alone(&dir);
+        command
+            .env("GENAPI_PROXY_KEY", "a-key-of-the-proxys-own")
+            .args(["proxy", "--listen", &listen, "--status"]);
+        move || command.output().unwrap()
+    })
+    .await
+    .unwrap();
+    assert_ne!(status.status.code(), Some(0), "{}", text(&status.stderr));
+    assert_eq!(redirecting.seen().len(), 1);
+    assert!(elsewhere.seen().is_empty(), "the key went where the redirect pointed");
 }

@@ -101,11 +101,28 @@ async fn an_idempotency_key_seen_before_is_the_same_task_even_when_answered() {
     // Another key is another job.
     post(&proxy, PATH, &job("a"), &[("idempotency-key", "order-18")]).await;
     assert_eq!(tasks(&mock), 2);
+    // A key beyond ASCII is a key too, never read as none.
+    let accented = || async {
+        crate::common::http()
+            .post(format!("{}{PATH}", proxy.base_url()))
+            .header("content-type", "application/json")
+            .header(
+                "idempotency-key",
+                reqwest::header::HeaderValue::from_bytes("commande-été-17".as_bytes()).unwrap(),
+            )
+            .body(job("accented"))
+            .send()
+            .await
+            .unwrap()
+    };
+    assert_eq!(accented().await.headers()[PROXY_HEADER], "sent");
+    assert_eq!(accented().await.headers()[PROXY_HEADER], "replayed");
+    assert_eq!(tasks(&mock), 3);
     // So is the same key sent to another model: it asks for another image.
     let other_model = post(&proxy, "/v1/gen-2-flex", &job("a"), &key).await;
     assert_eq!(other_model.headers()[PROXY_HEADER], "sent");
     assert_ne!(id_of(other_model).await, first);
-    assert_eq!(tasks(&mock), 3);
+    assert_eq!(tasks(&mock), 4);
 }
 
 #[tokio::test]

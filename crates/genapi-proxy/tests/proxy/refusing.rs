@@ -59,9 +59,25 @@ async fn beyond_loopback_a_caller_needs_the_proxys_own_key_which_never_reaches_t
     assert_eq!(mock.count("POST", PATH), 0);
     let answer = post(&proxy, PATH, &crate::common::job("x"), &[("x-key", OWN)]).await;
     assert_eq!(answer.status(), 200);
+    // Behind a front that ends TLS, the addresses handed out are https:
+    // the proxy's key never goes back in clear.
+    let behind_tls: serde_json::Value = post(
+        &proxy,
+        PATH,
+        &crate::common::job("y"),
+        &[("x-key", OWN), ("x-forwarded-proto", "https")],
+    )
+    .await
+    .json()
+    .await
+    .unwrap();
+    let polling_url = behind_tls["polling_url"].as_str().unwrap();
+    assert!(polling_url.starts_with("https://127.0.0.1:"), "{polling_url}");
     let sent: Vec<_> = mock.requests().into_iter().filter(|r| r.method == "POST").collect();
-    assert_eq!(sent.len(), 1);
-    assert!(!sent[0].body.contains(OWN) && sent[0].headers.iter().all(|(_, v)| !v.contains(OWN)));
+    assert_eq!(sent.len(), 2);
+    assert!(sent
+        .iter()
+        .all(|sent| !sent.body.contains(OWN) && sent.headers.iter().all(|(_, v)| !v.contains(OWN))));
 }
 
 #[tokio::test]
@@ -260,4 +276,53 @@ async fn a_connection_past_the_bound_is_answered_busy_and_nothing_is_sent() {
     let detail = answer.text().await.unwrap();
     assert!(detail.contains("nothing was sent"), "{detail}");
     assert_eq!(mock.count("POST", PATH), 0);
+}
+
+/// A caller's key with a byte no key has is refused, never read as no key
+/// (the proxy's own then sent, another account paying).
+#[tokio::test]
+async fn a_key_no_service_could_read_is_refused_not_replaced_by_the_proxys() {
+    let mock = MockService::start().await.unwrap();
+    let proxy = proxy(&mock, None).await;
+    let answer = crate::common::http()
+        .post(format!("{}{PATH}", proxy.base_url()))
+        .header("content-type", "application/json")
+        .header(
+            "x-key",
+            reqwest::header::HeaderValue::from_bytes(b"my-own-account-key\xa0").unwrap(),
+        )
+        .body(crate::common::job("x"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), 400);
+    assert_eq!(answer.headers()[genapi_proxy::PROXY_HEADER], "refused");
+    assert_eq!(mock.count("POST", PATH), 0);
+}
+
+/// A success that names no task (not JSON) is passed on as it came, and
+/// remembered as an answer that may hold a task: the caller's retry is
+/// refused (409), never sent again.
+#[tokio::test]
+async fn a_success_that_names_no_task_is_never_sent_again() {
+    use axum::response::IntoResponse;
+    use genapi_test_common::hostile;
+    let service = hostile::serve(|_, _, _| {
+        (
+            axum::http::StatusCode::OK,
+            [("content-type", "text/html")],
+            "<html>accepted</html>",
+        )
+            .into_response()
+    })
+    .await;
+    let client = service.client_builder().build().unwrap();
+    let proxy = Proxy::builder(client).start("127.0.0.1:0".parse().unwrap()).await.unwrap();
+    let first = post(&proxy, PATH, &crate::common::job("x"), &[]).await;
+    assert_eq!(first.status(), 200);
+    assert_eq!(first.text().await.unwrap(), "<html>accepted</html>");
+    let retry = post(&proxy, PATH, &crate::common::job("x"), &[]).await;
+    assert_eq!(retry.status(), 409);
+    assert_eq!(retry.headers()[genapi_proxy::PROXY_HEADER], "unknown");
+    assert_eq!(service.count(PATH), 1, "the retry was not sent");
 }
