@@ -166,8 +166,17 @@ async fn submission(
                 return own(
                     StatusCode::SERVICE_UNAVAILABLE,
                     "unavailable",
-                    "the proxy cannot read what it remembers, so it sends nothing that could be paid twice; try \
-                     again later",
+                    &format!(
+                        "the proxy cannot keep what it remembers{}, so it sends nothing that could be paid twice; \
+                         try again later",
+                        // The file's own words; a database's may name where
+                        // it lives, which callers are not told.
+                        if why.starts_with(crate::memory_local::FILE_TROUBLE) {
+                            format!(" ({})", genapi_text::clean(&why))
+                        } else {
+                            String::new()
+                        }
+                    ),
                 );
             }
             Claimed::RefuseUnknown => {

@@ -12,6 +12,9 @@ use crate::decide::{decide, holder_gone, Decision, Fate, Phase};
 use crate::identity::{Naming, SubmissionId};
 use crate::remembered::{now, Answer, Claim, Claimed, Entry, KEPT_FOR};
 
+/// How a trouble of the memory file begins, as callers are told it.
+pub(crate) const FILE_TROUBLE: &str = "the proxy's memory file cannot be written";
+
 /// The largest memory file read back.
 const MOST_BYTES: u64 = 64 * 1024 * 1024;
 
@@ -37,6 +40,8 @@ pub(crate) struct LocalMemory {
     /// Held while the proxy runs: one proxy per memory file, as two would
     /// each write their own copy over the other's.
     _lock: Option<std::fs::File>,
+    /// The most bytes the file may have: what a start reads back.
+    most_bytes: u64,
 }
 
 /// Why the memory file could not be read.
@@ -80,6 +85,7 @@ impl LocalMemory {
             file,
             writing: Mutex::new(0),
             _lock: lock,
+            most_bytes: MOST_BYTES,
         })
     }
 
@@ -110,7 +116,7 @@ impl LocalMemory {
                     // a memory that cannot be written sends nothing.
                     if let Err(why) = self.write() {
                         self.forget(&claim);
-                        return Claimed::Unavailable(format!("the proxy's memory file cannot be written ({why})"));
+                        return Claimed::Unavailable(format!("{FILE_TROUBLE} ({why})"));
                     }
                     return Claimed::Send(claim);
                 }
@@ -228,6 +234,17 @@ impl LocalMemory {
             return Ok(());
         }
         let bytes = bytes.map_err(|e| e.to_string())?;
+        // Never more than a start reads back: a memory too large to read
+        // would lose every acceptance it owes. A full memory sends nothing
+        // new until its entries age out (a day after they were sent).
+        if bytes.len() as u64 > self.most_bytes {
+            return Err(format!(
+                "it is full ({} entries of the last day, past the {} MiB it may have): nothing new is sent until \
+                 they age out; proxies with --ledger share a memory that has no such bound",
+                self.kept().entries.len(),
+                self.most_bytes / (1024 * 1024)
+            ));
+        }
         genapi_files::write_private(path, &bytes, genapi_files::Existing::Replace).map_err(|e| e.to_string())?;
         *written = version;
         Ok(())
@@ -405,6 +422,26 @@ mod tests {
             other => panic!("{other:?}"),
         }
         assert_eq!(memory.standing(&id("a")), None, "nothing remembered as sent");
+    }
+
+    #[test]
+    fn a_full_memory_sends_nothing_new_and_stays_readable() {
+        let file = temp_file("full");
+        let mut memory = LocalMemory::open(Some(file.clone())).unwrap();
+        memory.most_bytes = 1024;
+        let mut sent = 0;
+        let refused = loop {
+            match memory.claim(claim(&id(&format!("job {sent}")), "p/1"), Naming::ByIdempotencyKey) {
+                Claimed::Send(_) => sent += 1,
+                Claimed::Unavailable(why) => break why,
+                other => panic!("{other:?}"),
+            }
+        };
+        assert!(refused.contains("it is full"), "{refused}");
+        assert!(sent > 0 && memory.standing(&id(&format!("job {sent}"))).is_none());
+        drop(memory);
+        assert!(std::fs::metadata(&file).unwrap().len() <= 1024, "read back at the next start");
+        assert_eq!(reopened(file).kept().entries.len(), sent);
     }
 
     #[test]
