@@ -1853,45 +1853,25 @@ fn refused_changed(number: u64, stem: &str, line: &Line) -> JobOutcome {
 /// that record may be its paid task.
 fn refused_moved(number: u64, stem: &str, left_behind: Option<(u64, JobAt)>) -> JobOutcome {
     let earlier = left_behind.map(|(earlier, _)| earlier).unwrap_or_default();
-    if let Some((_, JobAt::Nowhere)) = left_behind {
-        return failed_outcome(
-            number,
-            stem,
-            Standing::Changed,
-            FailureClass::Validation,
-            format!(
-                "line {earlier}'s job was submitted (and may have been paid for) in an earlier run, and no line of \
-                 the job file holds it any more: line {number}'s job is new to the journal and may be that one, \
-                 edited (a number written 5.0 for 5, text retyped, an image file saved again), so it was not sent \
-                 (that could pay for it twice); {RESTORE}"
-            ),
-        );
-    }
-    if let Some((_, JobAt::Unreadable)) = left_behind {
-        return failed_outcome(
-            number,
-            stem,
-            Standing::Changed,
-            FailureClass::Validation,
-            format!(
-                "line {earlier}'s record in the journal cannot be read, so the job its task was paid for is not \
-                 known and could be line {number}'s: line {number} was not sent (that could pay for it twice); \
-                 restore the journal's damaged line"
-            ),
-        );
-    }
-    failed_outcome(
-        number,
-        stem,
-        Standing::Changed,
-        FailureClass::Validation,
-        format!(
-            "line {number}'s job was submitted as line {earlier}, which now holds another job or is no longer in the \
-             job file: lines of the job file moved (one \
-             inserted or removed above, or the lines sorted?), so it was not sent (that could pay for it twice); \
-             {RESTORE}"
+    let why = match left_behind {
+        Some((_, JobAt::Nowhere)) => format!(
+            "line {earlier}'s job was submitted (and may have been paid for) in an earlier run, and no line of the \
+             job file holds it any more: line {number}'s job is new to the journal and may be that one, edited (a \
+             number written 5.0 for 5, text retyped, an image file saved again), so it was not sent (that could pay \
+             for it twice); {RESTORE}"
         ),
-    )
+        Some((_, JobAt::Unreadable)) => format!(
+            "line {earlier}'s record in the journal cannot be read, so the job its task was paid for is not known \
+             and could be line {number}'s: line {number} was not sent (that could pay for it twice); restore the \
+             journal's damaged line"
+        ),
+        _ => format!(
+            "line {number}'s job was submitted as line {earlier}, which now holds another job or is no longer in the \
+             job file: lines of the job file moved (one inserted or removed above, or the lines sorted?), so it was \
+             not sent (that could pay for it twice); {RESTORE}"
+        ),
+    };
+    failed_outcome(number, stem, Standing::Changed, FailureClass::Validation, why)
 }
 
 /// What to do about a line refused for an edit of the job file. Another
