@@ -62,7 +62,11 @@ pub(crate) async fn answer(State(shared): State<Arc<Shared>>, request: Request) 
     if path_and_query == "/_genapi/summary" && parts.method == Method::GET {
         return json(StatusCode::OK, &shared.counters.summary());
     }
-    shared.note_retry_after(&parts.headers);
+    // A 429 asks its caller to wait before submitting again: a poll or a
+    // download meanwhile ignores nothing.
+    if parts.method == Method::POST {
+        shared.note_retry_after(&parts.headers);
+    }
     let target = match route(&path_and_query) {
         Route::Base => shared.service.at_base(&path_and_query),
         Route::Origin { origin, path_and_query } => {

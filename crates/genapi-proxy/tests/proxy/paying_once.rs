@@ -177,7 +177,7 @@ async fn a_refusals_retry_after_reaches_the_caller() {
             PATH,
             FaultKind::Status {
                 status: 429,
-                retry_after: Some("7".into()),
+                retry_after: Some("3600".into()),
                 body: r#"{"detail":"Too many active tasks"}"#.into(),
             },
         )
@@ -186,7 +186,16 @@ async fn a_refusals_retry_after_reaches_the_caller() {
     let proxy = proxy(&mock, None).await;
     let refused = post(&proxy, PATH, &job("busy"), &[]).await;
     assert_eq!(refused.status(), 429);
-    assert_eq!(refused.headers()["retry-after"], "7");
+    assert_eq!(refused.headers()["retry-after"], "3600");
+    // A poll meanwhile ignores nothing; a submission within the hour does.
+    crate::common::http()
+        .get(format!("{}/v1/credits", proxy.base_url()))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(proxy.summary().retry_after_ignored, 0);
+    post(&proxy, PATH, &job("busy"), &[]).await;
+    assert_eq!(proxy.summary().retry_after_ignored, 1);
 }
 
 #[tokio::test]
