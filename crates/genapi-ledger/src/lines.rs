@@ -239,7 +239,10 @@ impl Ledger {
         }
         let database_id: String = db
             .run(false, |session| async move {
-                session.query_one("SELECT id FROM genapi_ledger LIMIT 1", &[]).await?.try_get(0)
+                session
+                    .query_one("SELECT id FROM genapi_ledger LIMIT 1", &[])
+                    .await?
+                    .try_get(0)
             })
             .await?;
         let lease = options.lease.max(Duration::from_secs(1));

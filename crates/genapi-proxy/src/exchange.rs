@@ -532,7 +532,10 @@ async fn read_bounded(mut response: reqwest::Response) -> Result<Bytes, &'static
     if encoded {
         return Err("its answer came compressed, which the proxy did not ask for and cannot check");
     }
-    if response.content_length().is_some_and(|n| n > MOST_JSON_ANSWER_BYTES as u64) {
+    if response
+        .content_length()
+        .is_some_and(|n| n > MOST_JSON_ANSWER_BYTES as u64)
+    {
         return Err(BROKE_OFF);
     }
     let mut bytes = Vec::new();

@@ -105,8 +105,14 @@ mod tests {
         assert_eq!(a, b);
         assert_eq!(a.1, Naming::ByIdempotencyKey);
         // Another account's same idempotency key is its own job.
-        assert_ne!(a.0, SubmissionId::of("other", "/v1/gen-2-pro", b"{}", Some(b"job-7".as_slice())).0);
+        assert_ne!(
+            a.0,
+            SubmissionId::of("other", "/v1/gen-2-pro", b"{}", Some(b"job-7".as_slice())).0
+        );
         // So is the same key sent to another model.
-        assert_ne!(a.0, SubmissionId::of("k", "/v1/gen-2-flex", b"{\"seed\":1}", Some(b"job-7".as_slice())).0);
+        assert_ne!(
+            a.0,
+            SubmissionId::of("k", "/v1/gen-2-flex", b"{\"seed\":1}", Some(b"job-7".as_slice())).0
+        );
     }
 }

@@ -447,13 +447,18 @@ impl Shared {
                 .and_then(|value| value.to_str().ok())
                 .map(str::to_ascii_lowercase)
         };
-        let forwarded_https = text("x-forwarded-proto").is_some_and(|proto| proto.split(',').next().map(str::trim) == Some("https"))
+        let forwarded_https = text("x-forwarded-proto")
+            .is_some_and(|proto| proto.split(',').next().map(str::trim) == Some("https"))
             || text("forwarded").is_some_and(|forwarded| {
                 forwarded
                     .split([';', ','])
                     .any(|part| part.trim().trim_matches('"') == "proto=https" || part.trim() == "proto=\"https\"")
             });
-        let scheme = if self.proxy_key.is_some() && forwarded_https { "https" } else { "http" };
+        let scheme = if self.proxy_key.is_some() && forwarded_https {
+            "https"
+        } else {
+            "http"
+        };
         match host
             .filter(|host| !host.is_empty() && host.chars().all(|c| c.is_ascii_alphanumeric() || "-._:[]".contains(c)))
         {

@@ -443,7 +443,10 @@ mod tests {
         assert!(refused.contains("it is full"), "{refused}");
         assert!(sent > 0 && memory.standing(&id(&format!("job {sent}"))).is_none());
         drop(memory);
-        assert!(std::fs::metadata(&file).unwrap().len() <= 1024, "read back at the next start");
+        assert!(
+            std::fs::metadata(&file).unwrap().len() <= 1024,
+            "read back at the next start"
+        );
         assert_eq!(reopened(file).kept().entries.len(), sent);
     }
 

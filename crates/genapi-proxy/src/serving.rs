@@ -97,7 +97,10 @@ async fn busy(stream: TcpStream, most: usize) {
         let mut response = http::Response::new(axum::body::Body::from(body.clone()));
         *response.status_mut() = http::StatusCode::SERVICE_UNAVAILABLE;
         let headers = response.headers_mut();
-        headers.insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("application/json"));
+        headers.insert(
+            http::header::CONTENT_TYPE,
+            http::HeaderValue::from_static("application/json"),
+        );
         headers.insert(http::header::RETRY_AFTER, http::HeaderValue::from_static("1"));
         headers.insert(crate::PROXY_HEADER, http::HeaderValue::from_static("busy"));
         std::future::ready(Ok::<_, std::convert::Infallible>(response))
@@ -107,7 +110,6 @@ async fn busy(stream: TcpStream, most: usize) {
         .timer(hyper_util::rt::TokioTimer::new())
         .header_read_timeout(BUSY_FOR)
         .keep_alive(false);
-    let connection =
-        builder.serve_connection(hyper_util::rt::TokioIo::new(stream), hyper::service::service_fn(answer));
+    let connection = builder.serve_connection(hyper_util::rt::TokioIo::new(stream), hyper::service::service_fn(answer));
     let _ = tokio::time::timeout(BUSY_FOR, connection).await;
 }

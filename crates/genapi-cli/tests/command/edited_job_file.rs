@@ -172,11 +172,17 @@ async fn a_job_rewritten_as_it_moved_is_said_changed_and_not_paid_again() {
     // while it may be bravo, edited (zulu, saved, is known by now).
     for (bravo, said_so) in [
         (job("bravo", json!(5.0)), "line 3's job was submitted as line 2"),
-        (job("bravo, retyped", json!(5)), "no line of the job file holds it any more"),
+        (
+            job("bravo, retyped", json!(5)),
+            "no line of the job file holds it any more",
+        ),
     ] {
         write_lines(&[job("zulu", json!(1)), job("alpha", json!(1)), bravo]);
         let status: Value = serde_json::from_slice(&batch(&["--status", "--json"]).stdout).unwrap();
-        assert_eq!(status["lines"]["changed"], 2, "--status says what the run does: {status}");
+        assert_eq!(
+            status["lines"]["changed"], 2,
+            "--status says what the run does: {status}"
+        );
         let run = batch(&["--max-active", "1"]);
         let text = said(&run);
         assert!(text.contains("2 changed") && text.contains(said_so), "{text}");

@@ -277,7 +277,9 @@ async fn a_folder_is_never_run_by_the_journal_and_the_ledger_in_turn() {
     // sent yet".
     let said = String::from_utf8_lossy(&stopped.stderr);
     assert!(
-        said.contains("stopped at 0/2 done") && said.contains("2 left to the next run") && !said.contains("not sent yet"),
+        said.contains("stopped at 0/2 done")
+            && said.contains("2 left to the next run")
+            && !said.contains("not sent yet"),
         "{said}"
     );
     let mut command = genapi(&dir, &mock);
@@ -301,7 +303,16 @@ async fn a_folder_is_never_run_by_the_journal_and_the_ledger_in_turn() {
     pg.sql("CREATE DATABASE other");
     let mut elsewhere = genapi(&dir, &mock);
     elsewhere
-        .args(["batch", "jobs.jsonl", "--out", "by-ledger", "--json", "--batch-name", "b2", "--ledger"])
+        .args([
+            "batch",
+            "jobs.jsonl",
+            "--out",
+            "by-ledger",
+            "--json",
+            "--batch-name",
+            "b2",
+            "--ledger",
+        ])
         .arg(pg.url_at("127.0.0.1", "dbname=other&connect_timeout=120"));
     let refused = elsewhere.output().unwrap();
     let said = String::from_utf8_lossy(&refused.stderr);
@@ -315,7 +326,10 @@ async fn a_folder_is_never_run_by_the_journal_and_the_ledger_in_turn() {
         .unwrap();
     let said = String::from_utf8_lossy(&refused.stderr);
     assert_eq!(refused.status.code(), Some(2), "{said}");
-    assert!(said.contains("another ledger batch (\"b2\") used this folder"), "{said}");
+    assert!(
+        said.contains("another ledger batch (\"b2\") used this folder"),
+        "{said}"
+    );
     // Nor does a ledger batch in a folder whose journal was moved away,
     // though its results say the lines were sent.
     std::fs::rename(dir.join("by-journal/journal.jsonl"), dir.join("journal.bak")).unwrap();
@@ -346,7 +360,9 @@ async fn a_folder_held_by_another_run_is_not_shared_by_a_ledger_run() {
 
     // A run by the journal holds the folder (its journal still empty).
     let journal = genapi_batch::FileJournal::open(out.join("journal.jsonl")).unwrap();
-    let refused = worker(&dir, &mock, &pg, "out", &["--batch-name", "held"]).output().unwrap();
+    let refused = worker(&dir, &mock, &pg, "out", &["--batch-name", "held"])
+        .output()
+        .unwrap();
     let said = String::from_utf8_lossy(&refused.stderr);
     assert_eq!(refused.status.code(), Some(2), "{said}");
     assert!(said.contains("a run without --ledger is using this folder"), "{said}");

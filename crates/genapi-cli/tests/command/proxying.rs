@@ -278,10 +278,9 @@ async fn the_status_sends_the_proxys_key_nowhere_a_redirect_points() {
     use genapi_test_common::hostile;
     let elsewhere = hostile::serve(|_, _, _| hostile::json(200, serde_json::json!({}))).await;
     let target = format!("{}/steal", elsewhere.base);
-    let redirecting = hostile::serve(move |_, _, _| {
-        (axum::http::StatusCode::FOUND, [("location", target.clone())]).into_response()
-    })
-    .await;
+    let redirecting =
+        hostile::serve(move |_, _, _| (axum::http::StatusCode::FOUND, [("location", target.clone())]).into_response())
+            .await;
     let dir = Dir::new("proxy-status-redirect");
     let listen = redirecting.base.trim_start_matches("http://").to_string();
     let status = tokio::task::spawn_blocking({

@@ -137,8 +137,16 @@ async fn the_key_quoted_escaped_or_compressed_never_reaches_a_caller() {
             .into_response(),
     })
     .await;
-    let client = genapi::Client::builder().api_key(KEY).base_url(&service.base).build().unwrap();
-    let proxy = Proxy::builder(client).key(KEY).start("127.0.0.1:0".parse().unwrap()).await.unwrap();
+    let client = genapi::Client::builder()
+        .api_key(KEY)
+        .base_url(&service.base)
+        .build()
+        .unwrap();
+    let proxy = Proxy::builder(client)
+        .key(KEY)
+        .start("127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
     let http = crate::common::http();
     for id in ["escaped", "text", "compressed"] {
         let answer = http
@@ -159,7 +167,11 @@ async fn the_key_quoted_escaped_or_compressed_never_reaches_a_caller() {
             assert!(text.contains("[redacted]"), "{id}: {text}");
         }
     }
-    let asked: Vec<_> = service.seen().iter().map(|seen| seen.headers["accept-encoding"].clone()).collect();
+    let asked: Vec<_> = service
+        .seen()
+        .iter()
+        .map(|seen| seen.headers["accept-encoding"].clone())
+        .collect();
     assert!(asked.iter().all(|coding| coding == "identity"), "{asked:?}");
 }
 
@@ -240,7 +252,9 @@ async fn a_caller_that_never_finishes_its_head_is_cut_off() {
     let mock = MockService::start().await.unwrap();
     let proxy = proxy(&mock, None).await;
     let mut slow = tokio::net::TcpStream::connect(proxy.address()).await.unwrap();
-    slow.write_all(b"POST /v1/gen-2-pro HTTP/1.1\r\nhost: 127.0.0.1\r\n").await.unwrap();
+    slow.write_all(b"POST /v1/gen-2-pro HTTP/1.1\r\nhost: 127.0.0.1\r\n")
+        .await
+        .unwrap();
     let began = tokio::time::Instant::now();
     let mut rest = Vec::new();
     let closed = tokio::time::timeout(genapi_proxy::HEAD_WITHIN * 10, slow.read_to_end(&mut rest)).await;
@@ -317,7 +331,10 @@ async fn a_success_that_names_no_task_is_never_sent_again() {
     })
     .await;
     let client = service.client_builder().build().unwrap();
-    let proxy = Proxy::builder(client).start("127.0.0.1:0".parse().unwrap()).await.unwrap();
+    let proxy = Proxy::builder(client)
+        .start("127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
     let first = post(&proxy, PATH, &crate::common::job("x"), &[]).await;
     assert_eq!(first.status(), 200);
     assert_eq!(first.text().await.unwrap(), "<html>accepted</html>");
