@@ -57,9 +57,9 @@ pub enum JobAt {
     /// Not known ever: the claim's record cannot be read (a damaged line
     /// of a journal), so any job may be the one it paid for.
     Unreadable,
-    /// Nowhere: no line of the job file holds the claim's job any more (its
-    /// line edited, or removed), so a job no claim names may be that one,
-    /// spelled otherwise ([`Claims::edited_away`]).
+    /// Nowhere: the job file holds the claim's job fewer times than its
+    /// claims (a line edited, or removed), so a job no claim names may be
+    /// that one, spelled otherwise ([`Claims::edited_away`]).
     Nowhere,
 }
 
@@ -137,46 +137,52 @@ impl Claims {
         line: u64,
         digest: &str,
         now: impl Fn(u64) -> JobAt,
-        holds: impl Fn(&str) -> Option<bool>,
+        held: impl Fn(&str) -> usize,
+        file_read: bool,
     ) -> Option<(u64, JobAt)> {
         self.left_behind(line, digest, now)
-            .or_else(|| self.edited_away(digest, holds))
+            .or_else(|| self.edited_away(digest, held, file_read))
     }
 
     /// For a job no claim names (new to the store, or a claimed job
-    /// edited): the first claim whose job no line of the job file holds any
-    /// more, its line edited or removed ([`JobAt::Nowhere`]). The job may be
-    /// that one spelled otherwise (a number written `5.0` for `5`, text in
-    /// another Unicode form, an image file saved again), whose task was
-    /// paid for; sending it could pay twice. `holds` says whether the file
-    /// holds a job: `None` while it is not all read, when a claim whose job
-    /// may come further on is [`JobAt::Unread`].
+    /// edited): the first claim of a job the job file holds fewer times
+    /// than it has claims, its line edited or removed
+    /// ([`JobAt::Nowhere`]). The job may be that one spelled otherwise (a
+    /// number written `5.0` for `5`, text in another Unicode form, an
+    /// image file saved again), whose task was paid for; sending it could
+    /// pay twice. `held` says how many lines of the file read so far hold a
+    /// job; until `file_read`, a job held too few times may come further
+    /// on ([`JobAt::Unread`]).
     ///
     /// ```
     /// use std::collections::BTreeMap;
     /// use genapi_batch::{Claims, Event, JobAt, Line};
-    /// let sent = Event::Intent { line: 2, name: "b".into(), digest: "bravo".into(), sent_at: None, ephemeral: false };
-    /// let lines = BTreeMap::from([(2, Line::of([sent]))]);
+    /// let sent = |line| Event::Intent { line, name: "b".into(), digest: "bravo".into(), sent_at: None, ephemeral: false };
+    /// let lines = BTreeMap::from([(2, Line::of([sent(2)])), (3, Line::of([sent(3)]))]);
     /// let claims = Claims::of(lines.iter().map(|(n, l)| (*n, l)));
-    /// // "bravo" is no longer in the file: a new job may be it, edited.
-    /// assert_eq!(claims.edited_away("bravo, edited", |_| Some(false)), Some((2, JobAt::Nowhere)));
-    /// assert_eq!(claims.edited_away("zulu", |job| Some(job == "bravo")), None);
-    /// assert_eq!(claims.edited_away("zulu", |_| None), Some((2, JobAt::Unread)));
+    /// let held = |times: usize| move |job: &str| if job == "bravo" { times } else { 0 };
+    /// // "bravo", sent twice, is in the file once: a new job may be the other copy, edited.
+    /// assert_eq!(claims.edited_away("bravo, edited", held(1), true), Some((2, JobAt::Nowhere)));
+    /// assert_eq!(claims.edited_away("zulu", held(2), true), None);
+    /// assert_eq!(claims.edited_away("zulu", held(1), false), Some((2, JobAt::Unread)));
     /// // A job a claim names is judged by its own claims.
-    /// assert_eq!(claims.edited_away("bravo", |_| Some(false)), None);
+    /// assert_eq!(claims.edited_away("bravo", held(0), true), None);
     /// ```
-    pub fn edited_away(&self, digest: &str, holds: impl Fn(&str) -> Option<bool>) -> Option<(u64, JobAt)> {
+    pub fn edited_away(&self, digest: &str, held: impl Fn(&str) -> usize, file_read: bool) -> Option<(u64, JobAt)> {
         if self.names(digest) {
             return None;
         }
         let (mut nowhere, mut unread): (Option<u64>, Option<u64>) = (None, None);
         for (claimed, numbers) in &self.by_job {
+            if held(claimed) >= numbers.len() {
+                continue;
+            }
             let first = numbers.first().copied().unwrap_or_default();
             let earliest = |kept: Option<u64>| Some(kept.map_or(first, |kept| kept.min(first)));
-            match holds(claimed) {
-                Some(true) => {}
-                Some(false) => nowhere = earliest(nowhere),
-                None => unread = earliest(unread),
+            if file_read {
+                nowhere = earliest(nowhere);
+            } else {
+                unread = earliest(unread);
             }
         }
         nowhere

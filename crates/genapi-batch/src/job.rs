@@ -119,61 +119,15 @@ impl Job {
     /// A fingerprint of the path and body (FNV-1a, hex): the job's
     /// identity, as a store records it with its submission
     /// ([`crate::Event::Intent`]), to know the job wherever the job file
-    /// moves it ([`crate::Claims`]). A number is taken by its value, as the
-    /// service takes it: `5.0` is the job `5` is (a tool that rewrites the
-    /// file may write either), so such an edit moves no job.
-    ///
-    /// ```
-    /// use genapi_batch::Job;
-    /// let job = |seed| Job::new(1, "/v1/gen-2-pro", serde_json::json!({"prompt": "fox", "seed": seed}));
-    /// assert_eq!(job(serde_json::json!(5)).digest(), job(serde_json::json!(5.0)).digest());
-    /// assert_ne!(job(serde_json::json!(5)).digest(), job(serde_json::json!(5.5)).digest());
-    /// ```
+    /// moves it ([`crate::Claims`]). It is the body's text: what earlier
+    /// runs recorded, so a store they wrote keeps knowing its jobs. A job
+    /// spelled otherwise (`5.0` for `5`) is another job here, which a run
+    /// never sends while the one it may be is in no line of the file
+    /// ([`crate::Claims::edited_away`]).
     pub fn digest(&self) -> String {
         let mut fingerprint = Fingerprint::default();
-        let body = if holds_whole_floats(&self.body) {
-            by_value(self.body.clone()).to_string()
-        } else {
-            // The text as it always was: what earlier runs recorded.
-            self.body.to_string()
-        };
-        fingerprint.add(format!("{}\n{body}", self.path).as_bytes());
+        fingerprint.add(format!("{}\n{}", self.path, self.body).as_bytes());
         fingerprint.hex()
-    }
-}
-
-/// Whether `value` holds a number written as a float whose value is whole
-/// (`5.0`), which [`by_value`] writes as `5`.
-fn holds_whole_floats(value: &Value) -> bool {
-    match value {
-        Value::Number(number) => whole(number).is_some(),
-        Value::Array(items) => items.iter().any(holds_whole_floats),
-        Value::Object(fields) => fields.values().any(holds_whole_floats),
-        _ => false,
-    }
-}
-
-/// A float whose value is a whole number JSON's integers hold exactly.
-fn whole(number: &serde_json::Number) -> Option<i64> {
-    if number.is_f64() {
-        let float = number.as_f64()?;
-        // Beyond 2^53 floats are not exact: such a number stays as written.
-        (float.fract() == 0.0 && float.abs() <= 9_007_199_254_740_992.0).then_some(float as i64)
-    } else {
-        None
-    }
-}
-
-/// `value` with every whole float written as the integer it is.
-fn by_value(value: Value) -> Value {
-    match value {
-        Value::Number(number) => match whole(&number) {
-            Some(integer) => Value::from(integer),
-            None => Value::Number(number),
-        },
-        Value::Array(items) => Value::Array(items.into_iter().map(by_value).collect()),
-        Value::Object(fields) => Value::Object(fields.into_iter().map(|(name, field)| (name, by_value(field))).collect()),
-        other => other,
     }
 }
 

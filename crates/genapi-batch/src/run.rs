@@ -554,7 +554,7 @@ impl Batch {
             stop: self.stop,
             claims,
             current: Mutex::new(HashMap::new()),
-            claimed_held: Mutex::new(std::collections::HashSet::new()),
+            claimed_held: Mutex::new(HashMap::new()),
             file_read: AtomicBool::new(false),
             waiting_histories: Mutex::new(HashMap::new()),
             deferred: Mutex::new(Vec::new()),
@@ -629,7 +629,7 @@ impl Admission {
             let digest = job.digest();
             if claims.names(&digest) {
                 if let Ok(mut held) = self.context.claimed_held.lock() {
-                    held.insert(digest.clone());
+                    *held.entry(digest.clone()).or_default() += 1;
                 }
             }
             if claims.holds(job.line) {
@@ -723,9 +723,9 @@ struct Context {
     claims: Claims,
     /// The digest of each job taken so far, by line (lines the store knows).
     current: Mutex<HashMap<u64, String>>,
-    /// The claimed jobs the job file was found to hold so far, wherever
-    /// ([`Claims::edited_away`]).
-    claimed_held: Mutex<std::collections::HashSet<String>>,
+    /// How many lines of the job file read so far hold each claimed job,
+    /// wherever ([`Claims::edited_away`]).
+    claimed_held: Mutex<HashMap<String, usize>>,
     /// Every job of the job file was taken.
     file_read: AtomicBool,
     /// The histories of lines waiting for the file to be read.
@@ -1185,13 +1185,14 @@ impl Context {
         let file_read = self.file_read.load(Ordering::SeqCst);
         let (Ok(current), Ok(held)) = (self.current.lock(), self.claimed_held.lock()) else {
             // Without the file's jobs, any claim may be this job's.
-            return self.claims.refusing(line, digest, |_| JobAt::Other, |_| Some(false));
+            return self.claims.refusing(line, digest, |_| JobAt::Other, |_| 0, true);
         };
         self.claims.refusing(
             line,
             digest,
             |number| JobAt::in_file(&current, number, digest, file_read),
-            |job| (held.contains(job) || file_read).then_some(held.contains(job)),
+            |job| held.get(job).copied().unwrap_or(0),
+            file_read,
         )
     }
 

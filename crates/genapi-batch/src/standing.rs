@@ -62,7 +62,10 @@ impl Status {
     pub fn with_job_file(mut self, lines: &BTreeMap<u64, Line>, jobs: impl IntoIterator<Item = Job>) -> Status {
         let current: HashMap<u64, String> = jobs.into_iter().map(|job| (job.line, job.digest())).collect();
         let claims = Claims::of(lines.iter().map(|(number, line)| (*number, line)));
-        let held: std::collections::HashSet<&str> = current.values().map(String::as_str).collect();
+        let mut held: HashMap<&str, usize> = HashMap::new();
+        for digest in current.values() {
+            *held.entry(digest.as_str()).or_default() += 1;
+        }
         for (&number, digest) in &current {
             let line = lines.get(&number).cloned().unwrap_or_default();
             let sent = line.sent().and_then(|sent| sent.digest.as_deref());
@@ -73,7 +76,8 @@ impl Status {
                         number,
                         digest,
                         |at| JobAt::in_file(&current, at, digest, true),
-                        |job| Some(held.contains(job)),
+                        |job| held.get(job).copied().unwrap_or(0),
+                        true,
                     )
                     .is_some(),
                 saved_file: true,

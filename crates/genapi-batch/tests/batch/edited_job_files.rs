@@ -396,9 +396,8 @@ async fn a_job_edited_as_it_moved_is_not_paid_again() {
 
     let rewritten = run_batch(batch(), vec![zulu(1), alpha(2), bravo(3, "bravo", json!(5.0))]).await;
     assert_eq!(rewritten[2].standing, Standing::Changed, "{rewritten:#?}");
-    // Known as bravo, moved: the same number is the same job.
     let error = rewritten[2].error.as_deref().unwrap_or_default();
-    assert!(error.contains("line 3's job was submitted as line 2"), "{error}");
+    assert!(error.contains("no line of the job file holds it any more"), "{error}");
     assert_eq!(tasks_by_prompt(&mock).get("bravo"), Some(&1), "{rewritten:#?}");
 
     let retyped = run_batch(batch(), vec![zulu(1), alpha(2), bravo(3, "bravo, retyped", json!(5))]).await;
@@ -408,4 +407,29 @@ async fn a_job_edited_as_it_moved_is_not_paid_again() {
     assert!(error.contains("add new jobs at its end"), "{error}");
     assert_eq!(tasks_by_prompt(&mock).get("bravo, retyped"), None, "{retyped:#?}");
     assert_eq!(tasks_by_prompt(&mock).get("bravo"), Some(&1));
+}
+
+/// A job sent twice (two identical lines, both saved), then one copy
+/// retyped as a line is added on top: the untouched copy does not hide the
+/// retyped one, which is not paid a third time.
+#[tokio::test(start_paused = true)]
+async fn a_copy_edited_as_it_moved_is_not_hidden_by_its_twin() {
+    let mock = roomy_mock(50).await;
+    let dir = Dir::new("copy-edited-as-it-moved");
+    let journal = MemoryJournal::default();
+    let client = mock.client().unwrap();
+    let batch = || Batch::new(client.clone(), store(journal.clone()), &dir.0).jobs_at_once(1);
+    let at = |line, prompt: &str| {
+        Job::new(
+            line,
+            "/v1/gen-2-pro",
+            json!({"prompt": prompt, "width": 64, "height": 64}),
+        )
+    };
+    let first = run_batch(batch(), vec![at(1, "alpha"), at(2, "alpha")]).await;
+    assert!(first.iter().all(|o| o.standing == Standing::Saved), "{first:#?}");
+    let edited = run_batch(batch(), vec![at(1, "zulu"), at(2, "alpha"), at(3, "alpha, retyped")]).await;
+    assert_eq!(edited[2].standing, Standing::Changed, "{edited:#?}");
+    assert_eq!(tasks_by_prompt(&mock).get("alpha, retyped"), None, "{edited:#?}");
+    assert_eq!(tasks_by_prompt(&mock).get("alpha"), Some(&2));
 }

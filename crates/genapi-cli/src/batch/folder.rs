@@ -80,7 +80,13 @@ pub(super) async fn marking(out_dir: &Path, deadline: Instant) -> Result<Marking
         Ok(_) | Err(genapi_files::FileError::Exists { .. }) => {}
         Err(e) => return Err(cannot(&e)),
     }
-    let lock = File::open(&path).map_err(|e| cannot(&e))?;
+    // Open for writing: some file systems (NFS) lock a file for one
+    // writer only when it is open for writing.
+    let lock = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&path)
+        .map_err(|e| cannot(&e))?;
     loop {
         match lock.try_lock() {
             Ok(()) => return Ok(Marking(Some(lock))),

@@ -105,8 +105,9 @@ pub(super) async fn open(run: &Run<'_>, ledger_url: Option<String>, out_dir: &Pa
                 .await
                 .map_err(|_| ledger_late(run.global))??;
             keeper.folder = Some(shared);
-            refuse_another_ledgers_folder(out_dir, &name, Some(&database))?;
-            let mark = format!("{name}\nledger {database}\n{}", genapi_text::shown_address(&url));
+            let shown_url = genapi_text::shown_address(&url);
+            refuse_another_ledgers_folder(out_dir, &name, Some((&database, &shown_url)))?;
+            let mark = format!("{name}\nledger {database}\n{shown_url}");
             // Results of lines in flight the ledger holds no record of (a
             // journal moved away, emptied): running would pay again.
             let status = keeper.store.status(run.job_lines()).await.map_err(store_failure)?;
@@ -138,17 +139,23 @@ pub(super) async fn open(run: &Run<'_>, ledger_url: Option<String>, out_dir: &Pa
 }
 
 /// A folder a run with another ledger's batch marked (another batch, or
-/// the same name in another database: `database`, once the ledger is
-/// open), whose lines are not all finished, is refused: that batch's tasks
-/// in flight are in it, which this batch knows nothing of.
-fn refuse_another_ledgers_folder(out_dir: &Path, name: &str, database: Option<&str>) -> Result<(), Failure> {
+/// the same name in another database: `database`, its id and its address
+/// as shown, once the ledger is open), whose lines are not all finished,
+/// is refused: that batch's tasks in flight are in it, which this batch
+/// knows nothing of.
+fn refuse_another_ledgers_folder(out_dir: &Path, name: &str, database: Option<(&str, &str)>) -> Result<(), Failure> {
     let Ok(found) = std::fs::read_to_string(out_dir.join(LEDGER_MARK)) else {
         return Ok(());
     };
     let mut lines = found.lines();
     let (found_name, found_database) = (lines.next().unwrap_or_default(), lines.next().unwrap_or_default());
     let other_batch = found_name != name;
-    let other_database = database.is_some_and(|database| found_database != format!("ledger {database}"));
+    // A mark of an earlier release names the database by its address as
+    // shown, which is compared as it was then (and the mark rewritten).
+    let other_database = database.is_some_and(|(id, shown)| match found_database.strip_prefix("ledger ") {
+        Some(found_id) => found_id != id,
+        None => found_database != shown,
+    });
     if !(other_batch || other_database) || finished_here(out_dir) {
         return Ok(());
     }
@@ -220,7 +227,11 @@ async fn open_journal(out_dir: &Path) -> Result<Keeper, Failure> {
             e.kind(),
             std::io::ErrorKind::WouldBlock | std::io::ErrorKind::InvalidData
         ) {
-            Failure::usage(format!("{e}; nothing was sent"))
+            // The folder may be held by a ledger batch's workers too.
+            Failure::usage(format!(
+                "{e}, or by the workers of a batch run with --ledger, which hold its folder while they run; nothing \
+                 was sent"
+            ))
         } else {
             Failure::new(
                 code::OTHER,

@@ -244,6 +244,14 @@ fn the_environments_sslmode_and_sslrootcert_are_honoured_as_libpq_does() {
     assert_eq!(overridden.status.code(), Some(0), "the URL wins: {}", text(&overridden));
 }
 
+/// Runs `command`, which must be refused (exit 2) saying `words`.
+fn refused_saying(mut command: Command, words: &str) {
+    let refused = command.output().unwrap();
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(2), "{said}");
+    assert!(said.contains(words), "{said}");
+}
+
 /// One folder, one store: a folder a run without the ledger used is refused
 /// for a run with it, and the other way round, before anything is sent:
 /// neither store knows the other's tasks, and would pay for them again.
@@ -284,18 +292,34 @@ async fn a_folder_is_never_run_by_the_journal_and_the_ledger_in_turn() {
     );
     let mut command = genapi(&dir, &mock);
     command.args(["batch", "jobs.jsonl", "--out", "by-ledger"]);
-    let refused = command.output().unwrap();
-    let said = String::from_utf8_lossy(&refused.stderr);
-    assert_eq!(refused.status.code(), Some(2), "{said}");
-    assert!(said.contains("a run with --ledger used this folder"), "{said}");
+    refused_saying(command, "a run with --ledger used this folder");
     assert_eq!(posts(), 4, "the journal sent nothing");
     // --status without the ledger says so too, rather than "not sent".
     let mut command = genapi(&dir, &mock);
     command.args(["batch", "jobs.jsonl", "--out", "by-ledger", "--status"]);
-    let refused = command.output().unwrap();
-    let said = String::from_utf8_lossy(&refused.stderr);
-    assert_eq!(refused.status.code(), Some(2), "{said}");
-    assert!(said.contains("see where it stands"), "{said}");
+    refused_saying(command, "see where it stands");
+
+    // A mark an earlier release wrote (the batch, then the address as
+    // shown) is the same ledger's when the address is: the batch resumes
+    // there, and the mark is written anew.
+    let mark = std::fs::read_to_string(dir.join("by-ledger/.ledger-batch")).unwrap();
+    let lines: Vec<&str> = mark.lines().collect();
+    assert!(lines[1].starts_with("ledger "), "{mark}");
+    std::fs::write(
+        dir.join("by-ledger/.ledger-batch"),
+        format!("{}\n{}", lines[0], lines[2]),
+    )
+    .unwrap();
+    let resumed = worker(&dir, &mock, &pg, "by-ledger", &["--batch-name", "b2", "--timeout", "3"])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&resumed.stderr);
+    assert!(!said.contains("used this folder"), "{said}");
+    assert_eq!(
+        std::fs::read_to_string(dir.join("by-ledger/.ledger-batch")).unwrap(),
+        mark
+    );
+    assert_eq!(posts(), 4, "its accepted tasks are polled, not sent again");
 
     // The same batch name in another database of the same server (its
     // name given in the address's query, which no address shows) knows
@@ -314,31 +338,21 @@ async fn a_folder_is_never_run_by_the_journal_and_the_ledger_in_turn() {
             "--ledger",
         ])
         .arg(pg.url_at("127.0.0.1", "dbname=other&connect_timeout=120"));
-    let refused = elsewhere.output().unwrap();
-    let said = String::from_utf8_lossy(&refused.stderr);
-    assert_eq!(refused.status.code(), Some(2), "{said}");
-    assert!(said.contains("batch \"b2\" in another ledger database"), "{said}");
+    refused_saying(elsewhere, "batch \"b2\" in another ledger database");
     assert_eq!(posts(), 4, "nothing more was sent");
 
     // Another ledger batch in the marked folder knows none of its tasks.
-    let refused = worker(&dir, &mock, &pg, "by-ledger", &["--batch-name", "b3"])
-        .output()
-        .unwrap();
-    let said = String::from_utf8_lossy(&refused.stderr);
-    assert_eq!(refused.status.code(), Some(2), "{said}");
-    assert!(
-        said.contains("another ledger batch (\"b2\") used this folder"),
-        "{said}"
+    refused_saying(
+        worker(&dir, &mock, &pg, "by-ledger", &["--batch-name", "b3"]),
+        "another ledger batch (\"b2\") used this folder",
     );
     // Nor does a ledger batch in a folder whose journal was moved away,
     // though its results say the lines were sent.
     std::fs::rename(dir.join("by-journal/journal.jsonl"), dir.join("journal.bak")).unwrap();
-    let refused = worker(&dir, &mock, &pg, "by-journal", &["--batch-name", "b4"])
-        .output()
-        .unwrap();
-    let said = String::from_utf8_lossy(&refused.stderr);
-    assert_eq!(refused.status.code(), Some(2), "{said}");
-    assert!(said.contains("the ledger's batch holds no record"), "{said}");
+    refused_saying(
+        worker(&dir, &mock, &pg, "by-journal", &["--batch-name", "b4"]),
+        "the ledger's batch holds no record",
+    );
     assert_eq!(posts(), 4, "nothing more was sent");
 }
 
