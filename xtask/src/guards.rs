@@ -331,8 +331,8 @@ pub const GUARDS: &[Guard] = &[
         name: "batch: a folder's mark names the ledger database",
         why: "the same batch name in another database, however its address is spelt, pays nothing again",
         file: "crates/genapi-cli/src/batch/keeper.rs",
-        find: "    let other_database = database.is_some_and(|database| found_database != format!(\"ledger {database}\"));",
-        replace: "    let other_database = database.is_some_and(|_| found_database.is_empty() && false);",
+        find: "        Some(found_id) => found_id != id,",
+        replace: "        Some(found_id) => found_id != id && false,",
         test: ("genapi-cli", "command", "ledger_hardening::a_folder_is_never_run"),
     },
     Guard {
