@@ -151,6 +151,13 @@ fn remembering(
         )),
         (Some(url), None) => {
             let shown = format!("; sharing what it remembers through the ledger at {}", genapi_text::shown_address(&url));
+            // The service's memory file is held, so no proxy remembering
+            // in it alone runs beside this one, and what it remembers is
+            // not left behind.
+            let builder = match memory_file(global) {
+                Some(file) => builder.memory_file(file),
+                None => builder,
+            };
             Ok((builder.ledger(url), shown))
         }
         // The built-in mock's tasks end with it: nothing to remember.

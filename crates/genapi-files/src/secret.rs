@@ -203,7 +203,9 @@ fn read_whole(mut opened: Bounded) -> Result<Vec<u8>, FileError> {
 /// [`crate::Staged::publish`] as `existing` allows), made to pass the rule
 /// of the module for either sensitivity: the file is its writer's,
 /// readable and writable by its owner alone (mode 600) from the call that
-/// creates it, so no one else can ever open it.
+/// creates it, so no one else can ever open it. It is on the disk when the
+/// call returns ([`crate::Staged::sync`], and its folder's entry too): a
+/// crash of the machine then finds it.
 ///
 /// Whoever may change the folder it goes in may replace it, so each
 /// folder made for it is made the user's alone (mode 700), and a folder
@@ -235,7 +237,15 @@ pub fn write_private(target: &Path, bytes: &[u8], existing: crate::Existing) -> 
     private_folder(&folder)?;
     let mut staged = stage_private(target)?;
     staged.write_all(bytes).map_err(|e| FileError::io(target, e))?;
-    staged.publish(existing)
+    // What is kept private is what a program must find again (a key, what
+    // a proxy remembers it sent): on the disk before its name moves, and
+    // its name with it.
+    staged.sync()?;
+    let published = staged.publish(existing)?;
+    if let Ok(folder) = std::fs::File::open(&folder) {
+        let _ = folder.sync_all();
+    }
+    Ok(published)
 }
 
 /// Whether [`write_private`] would accept the folder of `target`, without

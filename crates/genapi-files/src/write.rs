@@ -284,6 +284,17 @@ impl Staged {
         &self.temporary
     }
 
+    /// Makes what was written so far durable: on the disk, not only in the
+    /// system's cache, so a crash of the machine after [`Staged::publish`]
+    /// finds it. For a file whose loss would cost money (what was paid for).
+    pub fn sync(&mut self) -> Result<(), FileError> {
+        let temporary = self.temporary.clone();
+        let file = self.open_file().map_err(|e| FileError::io(&temporary, e))?;
+        file.flush()
+            .and_then(|()| file.sync_all())
+            .map_err(|e| FileError::io(&temporary, e))
+    }
+
     /// Flushes the file and publishes it at its name ([`publish`]).
     pub fn publish(mut self, existing: Existing) -> Result<PathBuf, FileError> {
         if let Some(mut file) = self.file.take() {

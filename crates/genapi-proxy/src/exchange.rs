@@ -407,8 +407,8 @@ async fn relay(
     origin: &str,
 ) -> Response {
     let path = target.path().to_string();
-    let from_the_service =
-        target.origin() == shared.service.base.origin() || shared.service.client.sends_key_to(&target);
+    let from_the_base = target.origin() == shared.service.base.origin();
+    let from_the_service = from_the_base || shared.service.client.sends_key_to(&target);
     // Named as the document names it; a GET of another address is a
     // result's download, whose bytes the recording summarises.
     let operation = crate::contract::operation_id(&path, &method).unwrap_or_else(|| match method {
@@ -444,7 +444,10 @@ async fn relay(
         .get(http::header::CONTENT_TYPE)
         .and_then(|value| value.to_str().ok())
         .is_some_and(|text| text.trim_start().to_ascii_lowercase().starts_with("image/"));
-    let whole = is_json || !status.is_success() || (from_the_service && !is_image);
+    // The base URL's own host is sent the key, and may quote it in any
+    // answer: everything it answers is read whole. Results stream from
+    // the delivery hosts, which are sent no key.
+    let whole = is_json || !status.is_success() || from_the_base || (from_the_service && !is_image);
     let body = if whole {
         let recorded_headers = response.headers().clone();
         let read = read_bounded(response).await;

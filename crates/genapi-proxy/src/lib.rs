@@ -50,6 +50,7 @@ mod decide;
 mod delivery;
 mod exchange;
 mod identity;
+mod key_forms;
 mod memory;
 mod memory_local;
 mod memory_shared;
@@ -113,6 +114,10 @@ pub enum StartError {
 /// How long [`Proxy::stop`] waits for the answers to submissions it sent.
 pub const STOP_WAITS_FOR: std::time::Duration = std::time::Duration::from_secs(60);
 
+/// The fewest bytes of a configured key searched for in answers: shorter
+/// words stand in ordinary text, as the client's scrubber holds too.
+const SEARCHED_KEY: usize = 8;
+
 /// The fewest characters of the proxy's own key.
 pub const MIN_PROXY_KEY: usize = 16;
 
@@ -174,7 +179,11 @@ impl ProxyBuilder {
 
     /// Shares what the proxy remembers with every proxy given the same
     /// PostgreSQL database at `url` (the ledger of `genapi-ledger`), instead
-    /// of a memory file: a caller's retry that reaches another proxy is
+    /// of a memory file. A memory file given too
+    /// ([`ProxyBuilder::memory_file`]) is held, not written: shared with the
+    /// other ledger proxies of this machine, refused beside a proxy that
+    /// remembers in it alone, and refused while it remembers submissions of
+    /// the last day, which the ledger knows nothing of: a caller's retry that reaches another proxy is
     /// answered as the first would answer it, and a proxy that died leaves
     /// nothing another waits on for long (a submission it sent reads as
     /// unknown after the service's longest answer; an acceptance it was
@@ -205,7 +214,18 @@ impl ProxyBuilder {
             return Err(StartError::NotLoopback(address));
         }
         let memory = Arc::new(match &self.ledger {
-            Some(url) => Memory::shared(url, self.client.base_url().as_str()).await?,
+            Some(url) => {
+                let beside = self
+                    .memory_file
+                    .as_deref()
+                    .map(memory_local::hold_beside_a_ledger)
+                    .transpose()?;
+                let memory = Memory::shared(url, self.client.base_url().as_str()).await?;
+                match beside {
+                    Some(file) => memory.holding(file),
+                    None => memory,
+                }
+            }
             None => Memory::local(self.memory_file)?,
         });
         let recording = match &self.record {
@@ -218,7 +238,15 @@ impl ProxyBuilder {
         let local = listener
             .local_addr()
             .map_err(|source| StartError::Listen { address, source })?;
+        let key_forms = self
+            .key
+            .as_ref()
+            .map(genapi::ApiKey::expose)
+            .filter(|key| key.len() >= SEARCHED_KEY)
+            .map(key_forms::of)
+            .unwrap_or_default();
         let shared = Arc::new(Shared {
+            key_forms,
             service: Service {
                 base: self.client.base_url().clone(),
                 key: self.key,
@@ -346,6 +374,9 @@ pub(crate) struct Shared {
     proxy_key: Option<genapi::ApiKey>,
     /// Submissions sent and not answered yet: a stop waits for them.
     in_flight: tokio::sync::watch::Sender<usize>,
+    /// The configured key's spellings, searched for in answers
+    /// ([`Shared::searched_key`]; none for no key, or a short one).
+    key_forms: Vec<Vec<u8>>,
 }
 
 /// Why a request is refused before anything else is read.
@@ -475,18 +506,19 @@ impl Shared {
             .key
             .as_ref()
             .map(genapi::ApiKey::expose)
-            .filter(|key| key.len() >= 8)
+            .filter(|key| key.len() >= SEARCHED_KEY)
     }
 
     /// `headers` without a value that quotes the configured key (a
-    /// `Location`, a service's debugging header): such a value is dropped.
+    /// `Location`, a service's debugging header), in any of its spellings
+    /// ([`key_forms`]): such a value is dropped.
     fn headers_without_key(&self, mut headers: http::HeaderMap) -> http::HeaderMap {
-        let Some(key) = self.searched_key() else {
+        if self.key_forms.is_empty() {
             return headers;
-        };
+        }
         let quoting: Vec<http::HeaderName> = headers
             .iter()
-            .filter(|(_, value)| String::from_utf8_lossy(value.as_bytes()).contains(key))
+            .filter(|(_, value)| key_forms::redacted(value.as_bytes(), &self.key_forms).is_some())
             .map(|(name, _)| name.clone())
             .collect();
         for name in quoting {
@@ -498,27 +530,17 @@ impl Shared {
     /// `body` without the configured key: a service that quotes the key
     /// it was sent would otherwise hand it to a caller that never had it.
     /// A JSON body is searched string by string, so the key is found however
-    /// its characters were escaped (`\u0073k-…`); any other body, as text.
+    /// its characters were escaped (`\u0073k-…`); then every body, as bytes,
+    /// for the key's other spellings ([`key_forms`]).
     fn without_key(&self, body: Vec<u8>) -> Vec<u8> {
         let Some(key) = self.searched_key() else {
             return body;
         };
-        if let Ok(mut value) = serde_json::from_slice::<serde_json::Value>(&body) {
-            if redact_strings(&mut value, key) {
-                if let Ok(redacted) = serde_json::to_vec(&value) {
-                    return redacted;
-                }
-            }
-        }
-        let text = String::from_utf8_lossy(&body);
-        let escaped = serde_json::to_string(key).unwrap_or_default();
-        let escaped = escaped.trim_matches('"');
-        if !text.contains(key) && !text.contains(escaped) {
-            return body;
-        }
-        text.replace(key, "[redacted]")
-            .replace(escaped, "[redacted]")
-            .into_bytes()
+        let redacted_json = serde_json::from_slice::<serde_json::Value>(&body)
+            .ok()
+            .and_then(|mut value| redact_strings(&mut value, key).then(|| serde_json::to_vec(&value).ok())?);
+        let body = redacted_json.unwrap_or(body);
+        key_forms::redacted(&body, &self.key_forms).unwrap_or(body)
     }
 
     /// Whether `headers` may pass: on loopback, from a program of this

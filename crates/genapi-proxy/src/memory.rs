@@ -44,6 +44,8 @@ pub(crate) struct Memory {
     /// Deliveries being written to a shared memory on tasks of their own:
     /// a stop waits for them ([`Memory::settled`]).
     settling: watch::Sender<usize>,
+    /// The memory file held beside a ledger ([`Memory::holding`]).
+    held: Option<std::fs::File>,
 }
 
 impl Memory {
@@ -58,6 +60,14 @@ impl Memory {
         Ok(Memory::over(Keeping::Shared(SharedMemory::open(url, service).await?)))
     }
 
+    /// Holds `file`, the memory a proxy of this service on this machine
+    /// would keep alone, while this one remembers in a ledger
+    /// ([`crate::memory_local::hold_beside_a_ledger`]).
+    pub(crate) fn holding(mut self, file: std::fs::File) -> Memory {
+        self.held = Some(file);
+        self
+    }
+
     fn over(keeping: Keeping) -> Memory {
         let (changes, _) = watch::channel(0);
         Memory {
@@ -66,6 +76,7 @@ impl Memory {
             name: random_name(),
             claims: AtomicU64::new(0),
             settling: watch::Sender::new(0),
+            held: None,
         }
     }
 
@@ -112,9 +123,13 @@ impl Memory {
             Keeping::Local(local) => local.claim(claim, naming),
             Keeping::Shared(shared) => shared.claim(claim, naming).await,
         };
-        // Only a claim that took something changes what others wait on: a
-        // wait told of itself would wake at once, and spin.
-        if matches!(claimed, Claimed::Send(_) | Claimed::Replay(..)) {
+        // Only a claim that took something (or took back what it could not
+        // keep) changes what others wait on: a wait told of itself would
+        // wake at once, and spin.
+        if matches!(
+            claimed,
+            Claimed::Send(_) | Claimed::Replay(..) | Claimed::Unavailable(_)
+        ) {
             self.tell();
         }
         claimed

@@ -227,6 +227,10 @@ impl LocalMemory {
         let mut written = self.writing.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         let (bytes, version) = {
             let mut kept = self.kept();
+            // Entries a day old are forgotten as the proxy runs, not only
+            // when it starts: a full memory makes room again.
+            let now = crate::remembered::now();
+            kept.entries.retain(|_, entry| entry.sent_at + KEPT_FOR.as_secs() > now);
             kept.version += 1;
             (serde_json::to_vec(&*kept), kept.version)
         };
@@ -271,6 +275,52 @@ fn lock(path: &std::path::Path) -> Result<std::fs::File, MemoryError> {
         .map_err(|e| refused(e.to_string()))?;
     file.try_lock()
         .map_err(|_| refused("another proxy is using it (two would write over each other, and pay twice)".into()))?;
+    Ok(file)
+}
+
+/// Holds the memory file at `path` for a proxy that remembers in a ledger:
+/// shared with the other such proxies of this machine, never beside a proxy
+/// that remembers in the file alone (each would pay for what the other
+/// sent), and refused while the file remembers submissions of the last
+/// day, which the ledger knows nothing of.
+pub(crate) fn hold_beside_a_ledger(path: &std::path::Path) -> Result<std::fs::File, MemoryError> {
+    let refused = |reason: String| MemoryError {
+        path: path.display().to_string(),
+        reason,
+        fix: "run the proxy without --ledger until they age out (a day after they were sent), or stop the proxy \
+              that remembers in the file",
+    };
+    if let Some(folder) = path.parent().filter(|folder| !folder.as_os_str().is_empty()) {
+        genapi_files::private_folder(folder).map_err(|e| refused(e.to_string()))?;
+    }
+    let mut options = std::fs::OpenOptions::new();
+    options.create(true).truncate(false).write(true);
+    genapi_files::owner_only(&mut options);
+    let file = options
+        .open(path.with_extension("lock"))
+        .map_err(|e| refused(e.to_string()))?;
+    file.try_lock_shared().map_err(|_| {
+        refused("a proxy without --ledger is using it: what one sends, the other knows nothing of".into())
+    })?;
+    if path.symlink_metadata().is_ok() {
+        let kept: Kept = genapi_files::read_private(path, MOST_BYTES)
+            .map_err(|e| e.to_string())
+            .and_then(|bytes| serde_json::from_slice(&bytes).map_err(|e| e.to_string()))
+            .map_err(|e| refused(format!("cannot be read: {e}")))?;
+        let now = crate::remembered::now();
+        let live = kept
+            .entries
+            .values()
+            .filter(|entry| entry.sent_at + KEPT_FOR.as_secs() > now)
+            .count();
+        if live > 0 {
+            let submissions = if live == 1 { "submission" } else { "submissions" };
+            return Err(refused(format!(
+                "a proxy without --ledger remembers {live} {submissions} of the last day in it, which the ledger \
+                 knows nothing of: their retries would be sent, and paid, again"
+            )));
+        }
+    }
     Ok(file)
 }
 
@@ -442,12 +492,20 @@ mod tests {
         let refused = refused.unwrap_or_else(|| panic!("{sent} sent, and the memory never full"));
         assert!(refused.contains("it is full"), "{refused}");
         assert!(sent > 0 && memory.standing(&id(&format!("job {sent}"))).is_none());
-        drop(memory);
         assert!(
             std::fs::metadata(&file).unwrap().len() <= 1024,
             "read back at the next start"
         );
-        assert_eq!(reopened(file).kept().entries.len(), sent);
+        // A day later its entries are forgotten as it runs: room again.
+        for entry in memory.kept().entries.values_mut() {
+            entry.sent_at -= KEPT_FOR.as_secs();
+        }
+        assert!(matches!(
+            memory.claim(claim(&id("a day later"), "p/2"), Naming::ByIdempotencyKey),
+            Claimed::Send(_)
+        ));
+        drop(memory);
+        assert_eq!(reopened(file).kept().entries.len(), 1);
     }
 
     #[test]

@@ -24,6 +24,17 @@ pub async fn proxy(mock: &MockService, memory: Option<PathBuf>) -> Proxy {
     builder.start("127.0.0.1:0".parse().unwrap()).await.unwrap()
 }
 
+/// Why a proxy remembering in `memory` alone could not start.
+pub async fn proxy_refused(mock: &MockService, memory: &std::path::Path) -> String {
+    Proxy::builder(mock.client().unwrap())
+        .key(mock.key())
+        .memory_file(memory)
+        .start("127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap_err()
+        .to_string()
+}
+
 /// A plain HTTP client: what a Python or JavaScript SDK sends.
 pub fn http() -> reqwest::Client {
     genapi::http_client_builder().unwrap().build().unwrap()

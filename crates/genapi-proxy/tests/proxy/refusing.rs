@@ -129,6 +129,17 @@ async fn the_key_quoted_escaped_or_compressed_never_reaches_a_caller() {
         )
             .into_response(),
         "id=text" => (axum::http::StatusCode::OK, format!("you sent {KEY}")).into_response(),
+        "id=image" => (
+            axum::http::StatusCode::OK,
+            [("content-type", "image/png")],
+            format!("\u{89}PNG {KEY}"),
+        )
+            .into_response(),
+        "id=base64" => (axum::http::StatusCode::OK, [("content-type", "text/plain")], {
+            use base64::Engine;
+            base64::engine::general_purpose::STANDARD.encode(format!("sent: {KEY}"))
+        })
+            .into_response(),
         _ => (
             axum::http::StatusCode::OK,
             [("content-type", "application/json"), ("content-encoding", "gzip")],
@@ -148,7 +159,7 @@ async fn the_key_quoted_escaped_or_compressed_never_reaches_a_caller() {
         .await
         .unwrap();
     let http = crate::common::http();
-    for id in ["escaped", "text", "compressed"] {
+    for id in ["escaped", "text", "image", "base64", "compressed"] {
         let answer = http
             .get(format!("{}/v1/get_result?id={id}", proxy.base_url()))
             .send()
@@ -157,7 +168,14 @@ async fn the_key_quoted_escaped_or_compressed_never_reaches_a_caller() {
         let (status, compressed) = (answer.status(), answer.headers().contains_key("content-encoding"));
         let body = answer.bytes().await.unwrap();
         let text = String::from_utf8_lossy(&body);
-        assert!(!text.contains(KEY) && !text.contains(&escaped[..12]), "{id}: {text}");
+        let encoded = {
+            use base64::Engine;
+            base64::engine::general_purpose::STANDARD.encode(format!("sent: {KEY}"))
+        };
+        assert!(
+            !text.contains(KEY) && !text.contains(&escaped[..12]) && !text.contains(&encoded[8..24]),
+            "{id}: {text}"
+        );
         assert!(!compressed, "{id}: a compressed answer is not passed on unchecked");
         if id == "compressed" {
             assert_eq!(status, 502, "{text}");

@@ -163,3 +163,38 @@ async fn a_stop_returns_once_the_deliveries_are_written() {
     let left = pg.sql("SELECT value::text FROM genapi_shared_records WHERE key NOT LIKE 'origin %'");
     assert_eq!(left, "", "an acceptance its caller received is still remembered");
 }
+
+/// A proxy remembering in a file and one remembering in a ledger never run
+/// side by side for one memory file (what one sent, the other knows
+/// nothing of), and a ledger proxy does not start while the file
+/// remembers submissions of the last day.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_memory_file_and_a_ledger_never_remember_one_service_at_once() {
+    let Some(pg) = Postgres::start("proxy-file-and-ledger") else {
+        return;
+    };
+    let mock = MockService::start().await.unwrap();
+    let file = crate::common::memory_file("file-and-ledger");
+    let beside = |file: &std::path::Path| {
+        Proxy::builder(mock.client().unwrap())
+            .key(mock.key())
+            .memory_file(file)
+            .ledger(pg.url())
+            .start("127.0.0.1:0".parse().unwrap())
+    };
+    // A ledger proxy first: a file proxy is refused beside it.
+    let ledger_proxy = beside(&file).await.unwrap();
+    let refused = crate::common::proxy_refused(&mock, &file).await;
+    assert!(refused.contains("another proxy is using it"), "{refused}");
+    ledger_proxy.stop().await;
+
+    // A file proxy that remembers a job (named by a key, kept for a day):
+    // no ledger proxy beside it, nor after it while the job is remembered.
+    let file_proxy = crate::common::proxy(&mock, Some(file.clone())).await;
+    post(&file_proxy, PATH, &job("kept"), &[("idempotency-key", "order-1")]).await;
+    let refused = beside(&file).await.unwrap_err().to_string();
+    assert!(refused.contains("a proxy without --ledger is using it"), "{refused}");
+    file_proxy.stop().await;
+    let refused = beside(&file).await.unwrap_err().to_string();
+    assert!(refused.contains("remembers 1 submission of the last day"), "{refused}");
+}
