@@ -336,6 +336,14 @@ pub const GUARDS: &[Guard] = &[
         test: ("genapi-cli", "command", "ledger_hardening::a_folder_is_never_run"),
     },
     Guard {
+        name: "batch: a damaged record after a refusal claims any job",
+        why: "a record that may be another job's intent is never filed under the refused one",
+        file: "crates/genapi-batch/src/line.rs",
+        find: "        let sent = if self.refused() {",
+        replace: "        let sent = if false && self.refused() {",
+        test: ("genapi-batch", "--lib", "each_history_stands_where_the_next_run_takes_it"),
+    },
+    Guard {
         name: "proxy: a stop waits for the deliveries it writes",
         why: "a process that exits after a stop leaves no received acceptance looking owed",
         file: "crates/genapi-proxy/src/lib.rs",

@@ -356,7 +356,9 @@ impl Line {
 
     /// The line once a record of it could not be read: whatever it was,
     /// it may have been an accepted task, so a line that may be sent (or
-    /// sent again after a refusal) no longer may.
+    /// sent again after a refusal) no longer may. After a refusal it may
+    /// also have been the intent of another job (a line whose job was
+    /// replaced is sent anew): its job is not known, so it claims any.
     fn damaged(self) -> Line {
         let free = self.task().is_none() && self.ending().is_none_or(|_| self.refused());
         if !free {
@@ -367,9 +369,12 @@ impl Line {
             sent_at: None,
             ephemeral: false,
         };
-        Line::Unanswered {
-            sent: self.into_sent().unwrap_or(unknown),
-        }
+        let sent = if self.refused() {
+            unknown
+        } else {
+            self.into_sent().unwrap_or(unknown)
+        };
+        Line::Unanswered { sent }
     }
 
     /// The line once `task` was accepted (or adopted) for it.
@@ -582,6 +587,15 @@ mod tests {
             standing(14),
             Standing::Unanswered,
             "a damaged record after a refusal may have been an acceptance"
+        );
+        assert_eq!(
+            lines[&14].sent().map(|sent| sent.digest.clone()),
+            Some(None),
+            "of another job's intent, too: its job is not known"
+        );
+        assert!(
+            lines[&8].sent().is_some_and(|sent| sent.digest.is_some()),
+            "a damaged record after an intent is that job's"
         );
         assert_eq!(lines[&3].task().map(|t| t.id.as_str()), Some("t3"));
         assert!(lines[&7].refused());
