@@ -407,8 +407,8 @@ async fn relay(
     origin: &str,
 ) -> Response {
     let path = target.path().to_string();
-    let from_the_base = target.origin() == shared.service.base.origin();
-    let from_the_service = from_the_base || shared.service.client.sends_key_to(&target);
+    let from_the_service =
+        target.origin() == shared.service.base.origin() || shared.service.client.sends_key_to(&target);
     // Named as the document names it; a GET of another address is a
     // result's download, whose bytes the recording summarises.
     let operation = crate::contract::operation_id(&path, &method).unwrap_or_else(|| match method {
@@ -444,10 +444,7 @@ async fn relay(
         .get(http::header::CONTENT_TYPE)
         .and_then(|value| value.to_str().ok())
         .is_some_and(|text| text.trim_start().to_ascii_lowercase().starts_with("image/"));
-    // The base URL's own host is sent the key, and may quote it in any
-    // answer: everything it answers is read whole. Results stream from
-    // the delivery hosts, which are sent no key.
-    let whole = is_json || !status.is_success() || from_the_base || (from_the_service && !is_image);
+    let whole = is_json || !status.is_success() || (from_the_service && !is_image);
     let body = if whole {
         let recorded_headers = response.headers().clone();
         let read = read_bounded(response).await;
@@ -482,7 +479,10 @@ async fn relay(
         }
     } else {
         answer_headers.remove(http::header::CONTENT_LENGTH);
-        streamed(response, record)
+        // A host that was sent the key may quote it in any answer, an
+        // image too: searched as it streams.
+        let forms = (from_the_service && !shared.key_forms.is_empty()).then(|| shared.key_forms.clone());
+        streamed(response, record, forms)
     };
     let mut relayed = Response::new(body);
     *relayed.status_mut() = status;
@@ -491,37 +491,83 @@ async fn relay(
 }
 
 /// An answer's body passed on as it streams (a result's bytes), fed to its
-/// record chunk by chunk.
-fn streamed(response: reqwest::Response, record: Option<genapi::RecordedExchange>) -> Body {
+/// record chunk by chunk. The answer of a host that was sent the key is
+/// searched for it as it streams (`forms`, [`crate::key_forms`]): the end
+/// of each chunk is held back by the longest spelling less one byte, so a
+/// spelling cut between two chunks is seen whole, and a stream that holds
+/// one is broken off there, its key never passed on.
+fn streamed(response: reqwest::Response, record: Option<genapi::RecordedExchange>, forms: KeyForms) -> Body {
     let (status, recorded_headers) = (response.status(), response.headers().clone());
-    Body::from_stream(futures::stream::unfold(
-        (response, record),
-        move |(mut response, record)| {
-            let recorded_headers = recorded_headers.clone();
-            async move {
-                match response.chunk().await {
-                    Ok(Some(chunk)) => {
-                        if let Some(record) = &record {
-                            record.feed(&chunk);
-                        }
-                        Some((Ok::<Bytes, reqwest::Error>(chunk), (response, record)))
+    let keep = forms
+        .as_deref()
+        .map_or(0, |forms| crate::key_forms::longest(forms).saturating_sub(1));
+    let state = Streaming {
+        response,
+        record,
+        held: Vec::new(),
+        done: false,
+    };
+    Body::from_stream(futures::stream::unfold(state, move |mut state| {
+        let (recorded_headers, forms) = (recorded_headers.clone(), forms.clone());
+        async move {
+            if state.done {
+                return None;
+            }
+            match state.response.chunk().await {
+                Ok(Some(chunk)) => {
+                    if let Some(record) = &state.record {
+                        record.feed(&chunk);
                     }
-                    Ok(None) => {
-                        if let Some(record) = record {
-                            record.answered(status, &recorded_headers, b"");
+                    state.held.extend_from_slice(&chunk);
+                    if forms
+                        .as_deref()
+                        .is_some_and(|forms| crate::key_forms::redacted(&state.held, forms).is_some())
+                    {
+                        if let Some(record) = state.record.take() {
+                            record.failed("the answer quoted the key, and was broken off");
                         }
-                        None
+                        state.done = true;
+                        return Some((Err(StreamError::from("the answer quoted the key")), state));
                     }
-                    Err(error) => {
-                        if let Some(record) = record {
-                            record.failed("the answer broke off");
-                        }
-                        Some((Err(error.without_url()), (response, None)))
+                    let passed = state.held.len().saturating_sub(keep);
+                    let out: Vec<u8> = state.held.drain(..passed).collect();
+                    Some((Ok(Bytes::from(out)), state))
+                }
+                Ok(None) => {
+                    if let Some(record) = state.record.take() {
+                        record.answered(status, &recorded_headers, b"");
                     }
+                    state.done = true;
+                    // The bytes held back, searched already.
+                    let rest = std::mem::take(&mut state.held);
+                    (!rest.is_empty()).then(|| (Ok(Bytes::from(rest)), state))
+                }
+                Err(error) => {
+                    if let Some(record) = state.record.take() {
+                        record.failed("the answer broke off");
+                    }
+                    state.done = true;
+                    Some((Err(StreamError::from(error.without_url())), state))
                 }
             }
-        },
-    ))
+        }
+    }))
+}
+
+/// The configured key's spellings an answer is searched for as it streams,
+/// when its host was sent the key.
+type KeyForms = Option<Arc<Vec<Vec<u8>>>>;
+
+/// Why a streamed answer broke off.
+type StreamError = Box<dyn std::error::Error + Send + Sync>;
+
+/// A streamed answer, as far as it went.
+struct Streaming {
+    response: reqwest::Response,
+    record: Option<genapi::RecordedExchange>,
+    /// Bytes read and not passed on yet.
+    held: Vec<u8>,
+    done: bool,
 }
 
 async fn read_bounded(mut response: reqwest::Response) -> Result<Bytes, &'static str> {

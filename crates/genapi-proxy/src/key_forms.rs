@@ -7,7 +7,7 @@
 //! string first, so any JSON escape is read as the character it spells
 //! ([`crate::Shared::without_key`]); then the bytes are searched for the key
 //! as text, as UTF-16 (either byte order), as HTML character references,
-//! and as base64 (standard or URL-safe, at each of the three alignments the
+//! every character escaped (`\u0073`, `%73`), and as base64 (standard or URL-safe, at each of the three alignments the
 //! key may have in a longer text, for keys long enough that the encoded
 //! part cannot be met by chance).
 
@@ -41,6 +41,32 @@ pub(crate) fn of(key: &str) -> Vec<Vec<u8>> {
             .collect::<String>()
             .into_bytes(),
     );
+    // Every character escaped, as JSON (`\u0073`) or as an address
+    // (`%73`), in either case.
+    for upper in [false, true] {
+        let json: String = key
+            .encode_utf16()
+            .map(|unit| {
+                if upper {
+                    format!("\\u{unit:04X}")
+                } else {
+                    format!("\\u{unit:04x}")
+                }
+            })
+            .collect();
+        let address: String = key
+            .bytes()
+            .map(|byte| {
+                if upper {
+                    format!("%{byte:02X}")
+                } else {
+                    format!("%{byte:02x}")
+                }
+            })
+            .collect();
+        forms.push(json.into_bytes());
+        forms.push(address.into_bytes());
+    }
     let bytes = key.as_bytes();
     for skipped in 0..3 {
         let rest = bytes.get(skipped..).unwrap_or_default();
@@ -78,6 +104,13 @@ pub(crate) fn redacted(body: &[u8], forms: &[Vec<u8>]) -> Option<Vec<u8>> {
     found.then_some(text)
 }
 
+/// The longest of `forms`: a stream searched chunk by chunk keeps that
+/// many bytes less one from each chunk for the next, so a spelling cut in
+/// two is found whole.
+pub(crate) fn longest(forms: &[Vec<u8>]) -> usize {
+    forms.iter().map(Vec::len).max().unwrap_or(0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -101,5 +134,10 @@ mod tests {
             assert!(String::from_utf8_lossy(&redacted).contains("[redacted]"), "{body}");
         }
         assert_eq!(redacted(b"an answer that quotes nothing", &forms), None);
+        let percent: String = key.bytes().map(|b| format!("%{b:02X}")).collect();
+        let escaped: String = key.bytes().map(|b| format!("\\u{b:04x}")).collect();
+        for spelt in [percent, escaped] {
+            assert!(redacted(spelt.as_bytes(), &forms).is_some(), "{spelt}");
+        }
     }
 }

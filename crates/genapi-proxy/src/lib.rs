@@ -220,7 +220,7 @@ impl ProxyBuilder {
                     .as_deref()
                     .map(memory_local::hold_beside_a_ledger)
                     .transpose()?;
-                let memory = Memory::shared(url, self.client.base_url().as_str()).await?;
+                let memory = Memory::shared(url, &memory::scope_of(self.client.base_url())).await?;
                 match beside {
                     Some(file) => memory.holding(file),
                     None => memory,
@@ -245,6 +245,7 @@ impl ProxyBuilder {
             .filter(|key| key.len() >= SEARCHED_KEY)
             .map(key_forms::of)
             .unwrap_or_default();
+        let key_forms = Arc::new(key_forms);
         let shared = Arc::new(Shared {
             key_forms,
             service: Service {
@@ -376,7 +377,7 @@ pub(crate) struct Shared {
     in_flight: tokio::sync::watch::Sender<usize>,
     /// The configured key's spellings, searched for in answers
     /// ([`Shared::searched_key`]; none for no key, or a short one).
-    key_forms: Vec<Vec<u8>>,
+    key_forms: Arc<Vec<Vec<u8>>>,
 }
 
 /// Why a request is refused before anything else is read.

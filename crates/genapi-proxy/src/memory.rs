@@ -26,6 +26,13 @@ use crate::memory_local::{LocalMemory, MemoryError};
 use crate::memory_shared::SharedMemory;
 use crate::remembered::{random_name, Answer, Claim, Claimed};
 
+/// What a shared memory is kept under for the service at `base`: its
+/// address ending in one slash (as a host's alone always does), so one
+/// service is one memory however its base URL was written.
+pub(crate) fn scope_of(base: &url::Url) -> String {
+    format!("{}/", base.as_str().trim_end_matches('/'))
+}
+
 /// Where the memory is kept.
 enum Keeping {
     Local(LocalMemory),
@@ -45,7 +52,7 @@ pub(crate) struct Memory {
     /// a stop waits for them ([`Memory::settled`]).
     settling: watch::Sender<usize>,
     /// The memory file held beside a ledger ([`Memory::holding`]).
-    held: Option<std::fs::File>,
+    held: Option<crate::memory_local::HeldBesideALedger>,
 }
 
 impl Memory {
@@ -63,8 +70,8 @@ impl Memory {
     /// Holds `file`, the memory a proxy of this service on this machine
     /// would keep alone, while this one remembers in a ledger
     /// ([`crate::memory_local::hold_beside_a_ledger`]).
-    pub(crate) fn holding(mut self, file: std::fs::File) -> Memory {
-        self.held = Some(file);
+    pub(crate) fn holding(mut self, held: crate::memory_local::HeldBesideALedger) -> Memory {
+        self.held = Some(held);
         self
     }
 
@@ -137,6 +144,9 @@ impl Memory {
 
     /// The service answered `claim`'s submission with an acceptance.
     pub(crate) async fn accepted(&self, claim: &Claim, answer: Answer) {
+        if let Some(held) = &self.held {
+            held.took_one();
+        }
         match &self.keeping {
             Keeping::Local(local) => local.accepted(claim, answer),
             Keeping::Shared(shared) => shared.accepted(claim, answer).await,
@@ -254,6 +264,14 @@ impl Drop for Owner {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn one_service_is_one_shared_memory_however_its_base_url_is_written() {
+        let scope = |text: &str| scope_of(&url::Url::parse(text).unwrap()).to_string();
+        assert_eq!(scope("http://127.0.0.1:8787/api"), scope("http://127.0.0.1:8787/api/"));
+        assert_eq!(scope("http://127.0.0.1:8787"), scope("http://127.0.0.1:8787/"));
+        assert_ne!(scope("http://127.0.0.1:8787/api"), scope("http://127.0.0.1:8787/"));
+    }
 
     /// A caller that must wait is woken by the change it waits for, never
     /// by its own claim (which would make every wait a busy loop).

@@ -62,6 +62,9 @@ impl LocalMemory {
         let mut kept = Kept::default();
         let lock = file.as_deref().map(lock).transpose()?;
         if let Some(path) = &file {
+            refuse_beside_a_ledgers_memory(path)?;
+        }
+        if let Some(path) = &file {
             // A link counts as there (and is refused by the reading rule),
             // even one to nothing.
             if path.symlink_metadata().is_ok() {
@@ -283,7 +286,7 @@ fn lock(path: &std::path::Path) -> Result<std::fs::File, MemoryError> {
 /// that remembers in the file alone (each would pay for what the other
 /// sent), and refused while the file remembers submissions of the last
 /// day, which the ledger knows nothing of.
-pub(crate) fn hold_beside_a_ledger(path: &std::path::Path) -> Result<std::fs::File, MemoryError> {
+pub(crate) fn hold_beside_a_ledger(path: &std::path::Path) -> Result<HeldBesideALedger, MemoryError> {
     let refused = |reason: String| MemoryError {
         path: path.display().to_string(),
         reason,
@@ -321,7 +324,61 @@ pub(crate) fn hold_beside_a_ledger(path: &std::path::Path) -> Result<std::fs::Fi
             )));
         }
     }
-    Ok(file)
+    // The other way round: a proxy that remembers in the file alone, started
+    // later, must know that the ledger remembers this service's submissions.
+    let mark_path = ledger_mark(path);
+    genapi_files::write_private(&mark_path, LEDGER_MARK_TEXT, genapi_files::Existing::Replace)
+        .map_err(|e| refused(e.to_string()))?;
+    let mark = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&mark_path)
+        .map_err(|e| refused(e.to_string()))?;
+    Ok(HeldBesideALedger { _lock: file, mark })
+}
+
+/// The memory file of a service held by a proxy remembering in a ledger.
+pub(crate) struct HeldBesideALedger {
+    _lock: std::fs::File,
+    /// Beside the memory file; its time is the last submission the ledger
+    /// took ([`HeldBesideALedger::took_one`]).
+    mark: std::fs::File,
+}
+
+impl HeldBesideALedger {
+    /// A submission was sent while remembered in the ledger: a proxy
+    /// remembering in the file alone is refused for a day from now.
+    pub(crate) fn took_one(&self) {
+        let _ = self.mark.set_modified(std::time::SystemTime::now());
+    }
+}
+
+/// What the mark beside the memory file says.
+const LEDGER_MARK_TEXT: &[u8] = b"proxies of this service remember what they send in a ledger (--ledger)\n";
+
+/// The mark a proxy remembering in a ledger leaves beside the memory file
+/// at `path`.
+fn ledger_mark(path: &std::path::Path) -> PathBuf {
+    path.with_extension("ledger")
+}
+
+/// Refuses a memory file while the ledger remembers this service's
+/// submissions: its mark was touched less than a day ago (and an hour, for
+/// a proxy that died between two touches).
+fn refuse_beside_a_ledgers_memory(path: &std::path::Path) -> Result<(), MemoryError> {
+    let Ok(touched) = std::fs::metadata(ledger_mark(path)).and_then(|meta| meta.modified()) else {
+        return Ok(());
+    };
+    let until = touched + KEPT_FOR + std::time::Duration::from_secs(3600);
+    if std::time::SystemTime::now() < until {
+        return Err(MemoryError {
+            path: path.display().to_string(),
+            reason: "proxies of this service remembered what they sent in a ledger less than a day ago, which this \
+                     file knows nothing of: their retries would be sent, and paid, again"
+                .into(),
+            fix: "give the same --ledger (GENAPI_LEDGER_URL)",
+        });
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -111,43 +111,54 @@ async fn the_service_quoting_the_key_never_hands_it_to_a_caller() {
     assert!(!answer.text().await.unwrap().contains(mock.key()));
 }
 
-/// A service that quotes the key in a way a text search misses (every
-/// character a JSON escape, any text answer of its own, an answer
-/// compressed though the proxy asked for it plain) still never hands it on.
-#[tokio::test]
-async fn the_key_quoted_escaped_or_compressed_never_reaches_a_caller() {
+/// A service that answers each poll with `key`, spelled as its query says
+/// (`quoted` is every character a JSON escape).
+async fn quoting(key: &'static str, quoted: String) -> genapi_test_common::hostile::Hostile {
     use axum::response::IntoResponse;
     use genapi_test_common::hostile;
-    const KEY: &str = "sk-quoted-0123456789";
-    let escaped: String = KEY.chars().map(|c| format!("\\u{:04x}", c as u32)).collect();
-    let quoted = escaped.clone();
-    let service = hostile::serve(move |_, request, _| match request.query.as_str() {
+    hostile::serve(move |_, request, _| match request.query.as_str() {
         "id=escaped" => (
             axum::http::StatusCode::OK,
             [("content-type", "application/json")],
             format!(r#"{{"id":"escaped","status":"Pending","debug":"sent with {quoted}"}}"#),
         )
             .into_response(),
-        "id=text" => (axum::http::StatusCode::OK, format!("you sent {KEY}")).into_response(),
+        "id=text" => (axum::http::StatusCode::OK, format!("you sent {key}")).into_response(),
         "id=image" => (
             axum::http::StatusCode::OK,
             [("content-type", "image/png")],
-            format!("\u{89}PNG {KEY}"),
+            format!("\u{89}PNG {key}"),
+        )
+            .into_response(),
+        "id=big" => (
+            axum::http::StatusCode::OK,
+            [("content-type", "image/png")],
+            vec![7u8; 5 * 1024 * 1024],
         )
             .into_response(),
         "id=base64" => (axum::http::StatusCode::OK, [("content-type", "text/plain")], {
             use base64::Engine;
-            base64::engine::general_purpose::STANDARD.encode(format!("sent: {KEY}"))
+            base64::engine::general_purpose::STANDARD.encode(format!("sent: {key}"))
         })
             .into_response(),
         _ => (
             axum::http::StatusCode::OK,
             [("content-type", "application/json"), ("content-encoding", "gzip")],
-            format!("{{\"debug\":\"{KEY}\"}}"),
+            format!("{{\"debug\":\"{key}\"}}"),
         )
             .into_response(),
     })
-    .await;
+    .await
+}
+
+/// A service that quotes the key in a way a text search misses (every
+/// character a JSON escape, any text answer of its own, an answer
+/// compressed though the proxy asked for it plain) still never hands it on.
+#[tokio::test]
+async fn the_key_quoted_escaped_or_compressed_never_reaches_a_caller() {
+    const KEY: &str = "sk-quoted-0123456789";
+    let escaped: String = KEY.chars().map(|c| format!("\\u{:04x}", c as u32)).collect();
+    let service = quoting(KEY, escaped.clone()).await;
     let client = genapi::Client::builder()
         .api_key(KEY)
         .base_url(&service.base)
@@ -159,14 +170,27 @@ async fn the_key_quoted_escaped_or_compressed_never_reaches_a_caller() {
         .await
         .unwrap();
     let http = crate::common::http();
+    // A result larger than any answer read whole streams through.
+    let big = http
+        .get(format!("{}/v1/get_result?id=big", proxy.base_url()))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(big.bytes().await.unwrap().len(), 5 * 1024 * 1024);
     for id in ["escaped", "text", "image", "base64", "compressed"] {
         let answer = http
             .get(format!("{}/v1/get_result?id={id}", proxy.base_url()))
             .send()
-            .await
-            .unwrap();
+            .await;
+        // A streamed answer that quotes the key is broken off there, its
+        // head too when the key comes in its first bytes.
+        let answer = match answer {
+            Ok(answer) => answer,
+            Err(_) if id == "image" => continue,
+            Err(error) => panic!("{id}: {error}"),
+        };
         let (status, compressed) = (answer.status(), answer.headers().contains_key("content-encoding"));
-        let body = answer.bytes().await.unwrap();
+        let body = answer.bytes().await.unwrap_or_default();
         let text = String::from_utf8_lossy(&body);
         let encoded = {
             use base64::Engine;
@@ -180,6 +204,8 @@ async fn the_key_quoted_escaped_or_compressed_never_reaches_a_caller() {
         if id == "compressed" {
             assert_eq!(status, 502, "{text}");
             assert!(text.contains("compressed"), "{text}");
+        } else if id == "image" {
+            assert_eq!(status, 200, "streamed as it came, until the key");
         } else {
             assert_eq!(status, 200, "{id}: {text}");
             assert!(text.contains("[redacted]"), "{id}: {text}");

@@ -182,11 +182,24 @@ async fn a_memory_file_and_a_ledger_never_remember_one_service_at_once() {
             .ledger(pg.url())
             .start("127.0.0.1:0".parse().unwrap())
     };
-    // A ledger proxy first: a file proxy is refused beside it.
+    // A ledger proxy first: a file proxy is refused beside it, and after
+    // it, for a day after the last submission the ledger took.
     let ledger_proxy = beside(&file).await.unwrap();
     let refused = crate::common::proxy_refused(&mock, &file).await;
     assert!(refused.contains("another proxy is using it"), "{refused}");
+    post(&ledger_proxy, PATH, &job("in the ledger"), &[]).await;
     ledger_proxy.stop().await;
+    let refused = crate::common::proxy_refused(&mock, &file).await;
+    assert!(refused.contains("remembered what they sent in a ledger"), "{refused}");
+    // A day and an hour later, the file is the service's again.
+    let mark = file.with_extension("ledger");
+    let long_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(25 * 3600 + 60);
+    std::fs::File::options()
+        .write(true)
+        .open(&mark)
+        .unwrap()
+        .set_modified(long_ago)
+        .unwrap();
 
     // A file proxy that remembers a job (named by a key, kept for a day):
     // no ledger proxy beside it, nor after it while the job is remembered.
