@@ -336,11 +336,11 @@ pub const GUARDS: &[Guard] = &[
         test: ("genapi-cli", "command", "ledger_hardening::a_folder_is_never_run"),
     },
     Guard {
-        name: "batch: a damaged record after a refusal claims any job",
+        name: "batch: a damaged record claims any job but after its job's intent",
         why: "a record that may be another job's intent is never filed under the refused one",
         file: "crates/genapi-batch/src/line.rs",
-        find: "        let sent = if self.refused() {",
-        replace: "        let sent = if false && self.refused() {",
+        find: "            Line::Unanswered { sent } if sent.sent_at.is_some() => Sent { sent_at: None, ..sent },",
+        replace: "            Line::Unanswered { sent } => Sent { sent_at: None, ..sent },\n            Line::Unsent { tried: Some(sent) } => sent,",
         test: ("genapi-batch", "--lib", "each_history_stands_where_the_next_run_takes_it"),
     },
     Guard {

@@ -356,23 +356,24 @@ impl Line {
 
     /// The line once a record of it could not be read: whatever it was,
     /// it may have been an accepted task, so a line that may be sent (or
-    /// sent again after a refusal) no longer may. After a refusal it may
-    /// also have been the intent of another job (a line whose job was
-    /// replaced is sent anew): its job is not known, so it claims any.
+    /// sent again after a refusal) no longer may. It keeps the line's job
+    /// only right after that job's intent, whose acceptance it may be;
+    /// after anything else (a refusal of any kind, or another record that
+    /// could not be read, which may itself have been a refusal) it may have
+    /// been the intent of another job: its job is not known, so it claims
+    /// any. A record read so is marked by its unknown time of sending.
     fn damaged(self) -> Line {
         let free = self.task().is_none() && self.ending().is_none_or(|_| self.refused());
         if !free {
             return self;
         }
-        let unknown = Sent {
-            digest: None,
-            sent_at: None,
-            ephemeral: false,
-        };
-        let sent = if self.refused() {
-            unknown
-        } else {
-            self.into_sent().unwrap_or(unknown)
+        let sent = match self {
+            Line::Unanswered { sent } if sent.sent_at.is_some() => Sent { sent_at: None, ..sent },
+            _ => Sent {
+                digest: None,
+                sent_at: None,
+                ephemeral: false,
+            },
         };
         Line::Unanswered { sent }
     }
@@ -559,6 +560,12 @@ mod tests {
             intent(14, false),
             finished(14, "Refused"),
             Event::Damaged { line: 14 },
+            intent(15, false),
+            refused(15),
+            Event::Damaged { line: 15 },
+            intent(16, false),
+            Event::Damaged { line: 16 },
+            Event::Damaged { line: 16 },
         ]);
         let standing = |line: u64| lines[&line].standing();
         assert_eq!(standing(1), Standing::Gone);
@@ -597,6 +604,13 @@ mod tests {
             lines[&8].sent().is_some_and(|sent| sent.digest.is_some()),
             "a damaged record after an intent is that job's"
         );
+        for (line, after) in [(15, "a refusal that may be sent again"), (16, "another damaged record")] {
+            assert_eq!(
+                lines[&line].sent().map(|sent| sent.digest.clone()),
+                Some(None),
+                "a damaged record after {after} claims any job"
+            );
+        }
         assert_eq!(lines[&3].task().map(|t| t.id.as_str()), Some("t3"));
         assert!(lines[&7].refused());
         assert_eq!(lines[&4].sent().and_then(|s| s.sent_at), Some(7));
