@@ -435,8 +435,8 @@ pub const GUARDS: &[Guard] = &[
         name: "proxy: one service is one shared memory",
         why: "proxies whose base URLs differ by a slash remember together",
         file: "crates/genapi-proxy/src/memory.rs",
-        find: "    format!(\"{}/\", base.as_str().trim_end_matches('/'))",
-        replace: "    base.as_str().to_string()",
+        find: "        text.trim_end_matches('/').to_string()",
+        replace: "        text.to_string()",
         test: ("genapi-proxy", "--lib", "one_service_is_one_shared_memory"),
     },
     Guard {
@@ -475,8 +475,8 @@ pub const GUARDS: &[Guard] = &[
         name: "proxy: an answer that came compressed is not passed on",
         why: "an answer the proxy cannot search for the key never reaches a caller",
         file: "crates/genapi-proxy/src/exchange.rs",
-        find: "    if encoded {\n",
-        replace: "    if false && encoded {\n",
+        find: "        .is_some_and(|coding| !coding.as_bytes().eq_ignore_ascii_case(b\"identity\"))",
+        replace: "        .is_some_and(|coding| coding.is_empty())",
         test: ("genapi-proxy", "proxy", "refusing::the_key_quoted_escaped_or_compressed"),
     },
 ];

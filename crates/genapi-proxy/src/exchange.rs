@@ -436,15 +436,15 @@ async fn relay(
         .get(http::header::CONTENT_TYPE)
         .and_then(|value| value.to_str().ok())
         .is_some_and(|text| text.contains("json"));
-    // A result's bytes stream through; any other answer (JSON, an error
-    // page, any other text of the service's own hosts, each of which may
-    // quote what it was sent) is read whole, checked and passed on without
-    // the key.
-    let is_image = answer_headers
+    // JSON (whose addresses are rewritten) and refusals are read whole.
+    // Text of a host the key is sent to (an error page, a debugging
+    // answer) is read whole and passed on without it; its results (an
+    // image, a video, bytes of any size) stream, searched as they go.
+    let is_text = answer_headers
         .get(http::header::CONTENT_TYPE)
         .and_then(|value| value.to_str().ok())
-        .is_some_and(|text| text.trim_start().to_ascii_lowercase().starts_with("image/"));
-    let whole = is_json || !status.is_success() || (from_the_service && !is_image);
+        .is_some_and(|text| text.trim_start().to_ascii_lowercase().starts_with("text/"));
+    let whole = is_json || !status.is_success() || (from_the_service && is_text);
     let body = if whole {
         let recorded_headers = response.headers().clone();
         let read = read_bounded(response).await;
@@ -480,8 +480,17 @@ async fn relay(
     } else {
         answer_headers.remove(http::header::CONTENT_LENGTH);
         // A host that was sent the key may quote it in any answer, an
-        // image too: searched as it streams.
+        // image too: searched as it streams, and so never passed on
+        // compressed, where no search could see it.
         let forms = (from_the_service && !shared.key_forms.is_empty()).then(|| shared.key_forms.clone());
+        if forms.is_some() && encoded(response.headers()) {
+            return own(
+                StatusCode::BAD_GATEWAY,
+                "unanswered",
+                "the service did not answer as it should: its answer came compressed, which the proxy did not ask \
+                 for and cannot check",
+            );
+        }
         streamed(response, record, forms)
     };
     let mut relayed = Response::new(body);
@@ -570,15 +579,18 @@ struct Streaming {
     done: bool,
 }
 
+/// Whether an answer came compressed (any coding but `identity`).
+fn encoded(headers: &reqwest::header::HeaderMap) -> bool {
+    headers
+        .get(http::header::CONTENT_ENCODING)
+        .is_some_and(|coding| !coding.as_bytes().eq_ignore_ascii_case(b"identity"))
+}
+
 async fn read_bounded(mut response: reqwest::Response) -> Result<Bytes, &'static str> {
     // The proxy asks for answers plain (`Accept-Encoding: identity`): one
     // that comes compressed anyway cannot be checked for the key or have
     // its addresses rewritten, so it is not passed on.
-    let encoded = response
-        .headers()
-        .get(http::header::CONTENT_ENCODING)
-        .is_some_and(|coding| !coding.as_bytes().eq_ignore_ascii_case(b"identity"));
-    if encoded {
+    if encoded(response.headers()) {
         return Err("its answer came compressed, which the proxy did not ask for and cannot check");
     }
     if response

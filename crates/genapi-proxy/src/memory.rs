@@ -27,10 +27,17 @@ use crate::memory_shared::SharedMemory;
 use crate::remembered::{random_name, Answer, Claim, Claimed};
 
 /// What a shared memory is kept under for the service at `base`: its
-/// address ending in one slash (as a host's alone always does), so one
-/// service is one memory however its base URL was written.
+/// address, a path's slash at its end left off (a host's alone keeps its
+/// one slash, as it always had), so one service is one memory however its
+/// base URL was written, and a memory an earlier release kept under a base
+/// URL written without that slash is found.
 pub(crate) fn scope_of(base: &url::Url) -> String {
-    format!("{}/", base.as_str().trim_end_matches('/'))
+    let text = base.as_str();
+    if base.path() == "/" {
+        text.to_string()
+    } else {
+        text.trim_end_matches('/').to_string()
+    }
 }
 
 /// Where the memory is kept.
@@ -130,6 +137,11 @@ impl Memory {
             Keeping::Local(local) => local.claim(claim, naming),
             Keeping::Shared(shared) => shared.claim(claim, naming).await,
         };
+        // A submission about to be sent marks the memory file a ledger
+        // proxy holds, whatever answer it gets.
+        if let (Claimed::Send(_), Some(held)) = (&claimed, &self.held) {
+            held.took_one();
+        }
         // Only a claim that took something (or took back what it could not
         // keep) changes what others wait on: a wait told of itself would
         // wake at once, and spin.
@@ -144,9 +156,6 @@ impl Memory {
 
     /// The service answered `claim`'s submission with an acceptance.
     pub(crate) async fn accepted(&self, claim: &Claim, answer: Answer) {
-        if let Some(held) = &self.held {
-            held.took_one();
-        }
         match &self.keeping {
             Keeping::Local(local) => local.accepted(claim, answer),
             Keeping::Shared(shared) => shared.accepted(claim, answer).await,
@@ -271,6 +280,10 @@ mod tests {
         assert_eq!(scope("http://127.0.0.1:8787/api"), scope("http://127.0.0.1:8787/api/"));
         assert_eq!(scope("http://127.0.0.1:8787"), scope("http://127.0.0.1:8787/"));
         assert_ne!(scope("http://127.0.0.1:8787/api"), scope("http://127.0.0.1:8787/"));
+        // As an earlier release kept them: the address as written, without
+        // a path's slash at its end.
+        assert_eq!(scope("http://127.0.0.1:8787/api"), "http://127.0.0.1:8787/api");
+        assert_eq!(scope("http://127.0.0.1:8787"), "http://127.0.0.1:8787/");
     }
 
     /// A caller that must wait is woken by the change it waits for, never

@@ -326,29 +326,35 @@ pub(crate) fn hold_beside_a_ledger(path: &std::path::Path) -> Result<HeldBesideA
     }
     // The other way round: a proxy that remembers in the file alone, started
     // later, must know that the ledger remembers this service's submissions.
-    let mark_path = ledger_mark(path);
-    genapi_files::write_private(&mark_path, LEDGER_MARK_TEXT, genapi_files::Existing::Replace)
-        .map_err(|e| refused(e.to_string()))?;
-    let mark = std::fs::OpenOptions::new()
-        .write(true)
-        .open(&mark_path)
-        .map_err(|e| refused(e.to_string()))?;
-    Ok(HeldBesideALedger { _lock: file, mark })
+    // Made once, never replaced: every ledger proxy of the machine touches
+    // the same file.
+    let mark = ledger_mark(path);
+    match genapi_files::write_private(&mark, LEDGER_MARK_TEXT, genapi_files::Existing::Keep) {
+        Ok(_) | Err(genapi_files::FileError::Exists { .. }) => {}
+        Err(e) => return Err(refused(e.to_string())),
+    }
+    let held = HeldBesideALedger { _lock: file, mark };
+    held.took_one();
+    Ok(held)
 }
 
 /// The memory file of a service held by a proxy remembering in a ledger.
 pub(crate) struct HeldBesideALedger {
     _lock: std::fs::File,
-    /// Beside the memory file; its time is the last submission the ledger
-    /// took ([`HeldBesideALedger::took_one`]).
-    mark: std::fs::File,
+    /// Beside the memory file; its time is the last submission a ledger
+    /// proxy of the machine sent ([`HeldBesideALedger::took_one`]).
+    mark: PathBuf,
 }
 
 impl HeldBesideALedger {
-    /// A submission was sent while remembered in the ledger: a proxy
-    /// remembering in the file alone is refused for a day from now.
+    /// A submission is sent while remembered in the ledger: a proxy
+    /// remembering in the file alone is refused for a day from now. The
+    /// mark is touched by its name, so every ledger proxy of the machine
+    /// touches the one a file proxy reads.
     pub(crate) fn took_one(&self) {
-        let _ = self.mark.set_modified(std::time::SystemTime::now());
+        if let Ok(mark) = std::fs::OpenOptions::new().write(true).open(&self.mark) {
+            let _ = mark.set_modified(std::time::SystemTime::now());
+        }
     }
 }
 

@@ -136,6 +136,12 @@ async fn quoting(key: &'static str, quoted: String) -> genapi_test_common::hosti
             vec![7u8; 5 * 1024 * 1024],
         )
             .into_response(),
+        "id=gzimage" => (
+            axum::http::StatusCode::OK,
+            [("content-type", "image/png"), ("content-encoding", "gzip")],
+            format!("\u{89}PNG {key}"),
+        )
+            .into_response(),
         "id=base64" => (axum::http::StatusCode::OK, [("content-type", "text/plain")], {
             use base64::Engine;
             base64::engine::general_purpose::STANDARD.encode(format!("sent: {key}"))
@@ -177,7 +183,7 @@ async fn the_key_quoted_escaped_or_compressed_never_reaches_a_caller() {
         .await
         .unwrap();
     assert_eq!(big.bytes().await.unwrap().len(), 5 * 1024 * 1024);
-    for id in ["escaped", "text", "image", "base64", "compressed"] {
+    for id in ["escaped", "text", "image", "base64", "compressed", "gzimage"] {
         let answer = http
             .get(format!("{}/v1/get_result?id={id}", proxy.base_url()))
             .send()
@@ -201,7 +207,7 @@ async fn the_key_quoted_escaped_or_compressed_never_reaches_a_caller() {
             "{id}: {text}"
         );
         assert!(!compressed, "{id}: a compressed answer is not passed on unchecked");
-        if id == "compressed" {
+        if id == "compressed" || id == "gzimage" {
             assert_eq!(status, 502, "{text}");
             assert!(text.contains("compressed"), "{text}");
         } else if id == "image" {
