@@ -341,7 +341,7 @@ pub const GUARDS: &[Guard] = &[
         file: "crates/genapi-batch/src/line.rs",
         find: "            Line::Unanswered { sent } if sent.sent_at.is_some() => Sent { sent_at: None, ..sent },",
         replace: "            Line::Unanswered { sent } => Sent { sent_at: None, ..sent },\n            Line::Unsent { tried: Some(sent) } => sent,",
-        test: ("genapi-batch", "--lib", "each_history_stands_where_the_next_run_takes_it"),
+        test: ("genapi-batch", "--lib", "a_record_that_cannot_be_read_keeps_a_job_only"),
     },
     Guard {
         name: "proxy: a stop waits for the deliveries it writes",

@@ -560,12 +560,6 @@ mod tests {
             intent(14, false),
             finished(14, "Refused"),
             Event::Damaged { line: 14 },
-            intent(15, false),
-            refused(15),
-            Event::Damaged { line: 15 },
-            intent(16, false),
-            Event::Damaged { line: 16 },
-            Event::Damaged { line: 16 },
         ]);
         let standing = |line: u64| lines[&line].standing();
         assert_eq!(standing(1), Standing::Gone);
@@ -595,25 +589,40 @@ mod tests {
             Standing::Unanswered,
             "a damaged record after a refusal may have been an acceptance"
         );
-        assert_eq!(
-            lines[&14].sent().map(|sent| sent.digest.clone()),
-            Some(None),
-            "of another job's intent, too: its job is not known"
-        );
-        assert!(
-            lines[&8].sent().is_some_and(|sent| sent.digest.is_some()),
-            "a damaged record after an intent is that job's"
-        );
-        for (line, after) in [(15, "a refusal that may be sent again"), (16, "another damaged record")] {
-            assert_eq!(
-                lines[&line].sent().map(|sent| sent.digest.clone()),
-                Some(None),
-                "a damaged record after {after} claims any job"
-            );
-        }
+
         assert_eq!(lines[&3].task().map(|t| t.id.as_str()), Some("t3"));
         assert!(lines[&7].refused());
         assert_eq!(lines[&4].sent().and_then(|s| s.sent_at), Some(7));
+    }
+
+    /// A record that cannot be read keeps its line's job only right after
+    /// that job's intent (it may be its acceptance); after anything else it
+    /// may have been another job's intent, and claims any.
+    #[test]
+    fn a_record_that_cannot_be_read_keeps_a_job_only_after_its_intent() {
+        let lines = Line::of_each(vec![
+            intent(1, false),
+            Event::Damaged { line: 1 },
+            intent(2, false),
+            finished(2, "Refused"),
+            Event::Damaged { line: 2 },
+            intent(3, false),
+            refused(3),
+            Event::Damaged { line: 3 },
+            intent(4, false),
+            Event::Damaged { line: 4 },
+            Event::Damaged { line: 4 },
+        ]);
+        let job = |line: u64| lines[&line].sent().map(|sent| sent.digest.clone());
+        assert_eq!(job(1), Some(Some("d".to_string())), "after its intent: that job's");
+        for (line, after) in [
+            (2, "a refusal"),
+            (3, "a refusal that may be sent again"),
+            (4, "another record that cannot be read"),
+        ] {
+            assert_eq!(job(line), Some(None), "after {after}: any job's");
+            assert_eq!(lines[&line].standing(), Standing::Unanswered);
+        }
     }
 
     #[test]

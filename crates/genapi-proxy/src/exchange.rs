@@ -440,11 +440,7 @@ async fn relay(
     // Text of a host the key is sent to (an error page, a debugging
     // answer) is read whole and passed on without it; its results (an
     // image, a video, bytes of any size) stream, searched as they go.
-    let is_text = answer_headers
-        .get(http::header::CONTENT_TYPE)
-        .and_then(|value| value.to_str().ok())
-        .is_some_and(|text| text.trim_start().to_ascii_lowercase().starts_with("text/"));
-    let whole = is_json || !status.is_success() || (from_the_service && is_text);
+    let whole = is_json || !status.is_success() || (from_the_service && is_text(&answer_headers));
     let body = if whole {
         let recorded_headers = response.headers().clone();
         let read = read_bounded(response).await;
@@ -577,6 +573,14 @@ struct Streaming {
     /// Bytes read and not passed on yet.
     held: Vec<u8>,
     done: bool,
+}
+
+/// Whether an answer is text (`text/…`).
+fn is_text(headers: &HeaderMap) -> bool {
+    headers
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .is_some_and(|text| text.trim_start().to_ascii_lowercase().starts_with("text/"))
 }
 
 /// Whether an answer came compressed (any coding but `identity`).
