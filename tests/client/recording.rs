@@ -252,9 +252,8 @@ async fn attempts_without_an_answer_are_entries_with_the_reason() {
     let dir = Dir::new("record-no-answer");
     let path = dir.join("refused.har");
     // A port nothing listens on: every connection is refused.
-    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let address = format!("http://{}", closed.local_addr().unwrap());
-    drop(closed);
+    let refusing = genapi_test_common::RefusingPort::new();
+    let address = format!("http://{}", refusing.address);
     let client = genapi::Client::builder()
         .api_key("k-no-answer")
         .base_url(&address)

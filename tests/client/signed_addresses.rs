@@ -28,15 +28,6 @@ fn signed_query() -> String {
     format!("token={TOKEN}&X-Amz-Signature={SIGNATURE}")
 }
 
-/// `127.0.0.1:PORT` of a loopback port nothing listens on: a connection
-/// to it is refused at once.
-fn closed_port() -> String {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let address = listener.local_addr().unwrap().to_string();
-    drop(listener);
-    address
-}
-
 /// Every span field and event a collector would receive, as text: a
 /// span's name and fields (as opened, and as recorded later), an event's
 /// fields and the names of the spans it happened in.
@@ -105,7 +96,9 @@ fn assert_unsigned(what: &str, text: &str) {
 async fn a_poll_that_cannot_connect_names_the_host_never_the_signed_polling_address() {
     let collected = Collected::default();
     let _guard = common::log_into(tracing_subscriber::registry().with(collected.clone()));
-    let host = closed_port();
+    // A port nothing listens on: a connection to it is refused at once.
+    let refusing = genapi_test_common::RefusingPort::new();
+    let host = refusing.address;
     let polling_url = format!("http://{host}/v1/get_result?id=t-signed&{}", signed_query());
     let client = genapi::Client::builder()
         .api_key("k")
@@ -168,7 +161,8 @@ async fn a_download_that_cannot_connect_names_the_host_never_the_signed_result_a
     let collected = Collected::default();
     let _guard = common::log_into(tracing_subscriber::registry().with(collected.clone()));
     // The service signs its polling address too; the result's host is down.
-    let delivery = closed_port();
+    let refusing = genapi_test_common::RefusingPort::new();
+    let delivery = refusing.address;
     let sample = format!("http://{delivery}/results/t-signed.png?{}", signed_query());
     let service = hostile::serve(move |base, request, _| match request.path.as_str() {
         "/v1/gen-2-pro" => json(

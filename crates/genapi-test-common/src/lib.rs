@@ -370,3 +370,31 @@ impl std::io::Write for LogCapture {
         Ok(())
     }
 }
+
+/// A loopback port that refuses every connection, and that no other test's
+/// server can take while it is held: bound, never listened on. (A port
+/// bound and let go may be given to the next server that asks.)
+pub struct RefusingPort {
+    _socket: tokio::net::TcpSocket,
+    /// `127.0.0.1:PORT`.
+    pub address: std::net::SocketAddr,
+}
+
+impl Default for RefusingPort {
+    fn default() -> RefusingPort {
+        RefusingPort::new()
+    }
+}
+
+impl RefusingPort {
+    /// A port of its own.
+    pub fn new() -> RefusingPort {
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        let address = socket.local_addr().unwrap();
+        RefusingPort {
+            _socket: socket,
+            address,
+        }
+    }
+}

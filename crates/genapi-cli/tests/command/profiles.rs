@@ -486,11 +486,9 @@ async fn a_broken_profile_stops_only_the_commands_that_use_it() {
 #[test]
 fn a_service_out_of_reach_is_said_with_where_its_address_came_from() {
     let dir = Dir::new("profiles-out-of-reach");
-    // A port nothing listens on, and nothing else can take while the test
-    // runs: bound and never listened on, so every connection is refused.
-    let refusing = tokio::net::TcpSocket::new_v4().unwrap();
-    refusing.bind("127.0.0.1:0".parse().unwrap()).unwrap();
-    let port = refusing.local_addr().unwrap().port();
+    // A port nothing listens on, nor can while the test runs.
+    let refusing = genapi_test_common::RefusingPort::new();
+    let port = refusing.address.port();
     config_file(
         &dir,
         &format!("[profiles.default]\nbase_url = \"http://127.0.0.1:{port}\"\nkey_env = \"WORK_KEY\"\n"),
