@@ -267,18 +267,22 @@ fn lock(path: &std::path::Path) -> Result<std::fs::File, MemoryError> {
         fix: "stop the proxy that uses it: one proxy remembers for a service on a machine (proxies on several \
               machines share what they remember with --ledger)",
     };
+    let file = lock_file(path).map_err(refused)?;
+    file.try_lock()
+        .map_err(|_| refused("another proxy is using it (two would write over each other, and pay twice)".into()))?;
+    Ok(file)
+}
+
+/// The file beside the memory at `path` that proxies lock, its owner's
+/// alone, in a folder that is the user's alone.
+fn lock_file(path: &std::path::Path) -> Result<std::fs::File, String> {
     if let Some(folder) = path.parent().filter(|folder| !folder.as_os_str().is_empty()) {
-        genapi_files::private_folder(folder).map_err(|e| refused(e.to_string()))?;
+        genapi_files::private_folder(folder).map_err(|e| e.to_string())?;
     }
     let mut options = std::fs::OpenOptions::new();
     options.create(true).truncate(false).write(true);
     genapi_files::owner_only(&mut options);
-    let file = options
-        .open(path.with_extension("lock"))
-        .map_err(|e| refused(e.to_string()))?;
-    file.try_lock()
-        .map_err(|_| refused("another proxy is using it (two would write over each other, and pay twice)".into()))?;
-    Ok(file)
+    options.open(path.with_extension("lock")).map_err(|e| e.to_string())
 }
 
 /// Holds the memory file at `path` for a proxy that remembers in a ledger:
@@ -293,15 +297,7 @@ pub(crate) fn hold_beside_a_ledger(path: &std::path::Path) -> Result<HeldBesideA
         fix: "run the proxy without --ledger until they age out (a day after they were sent), or stop the proxy \
               that remembers in the file",
     };
-    if let Some(folder) = path.parent().filter(|folder| !folder.as_os_str().is_empty()) {
-        genapi_files::private_folder(folder).map_err(|e| refused(e.to_string()))?;
-    }
-    let mut options = std::fs::OpenOptions::new();
-    options.create(true).truncate(false).write(true);
-    genapi_files::owner_only(&mut options);
-    let file = options
-        .open(path.with_extension("lock"))
-        .map_err(|e| refused(e.to_string()))?;
+    let file = lock_file(path).map_err(refused)?;
     file.try_lock_shared().map_err(|_| {
         refused("a proxy without --ledger is using it: what one sends, the other knows nothing of".into())
     })?;
