@@ -26,7 +26,9 @@
 //!    gone: neither polled nor sent.
 //! 5. An accepted line is polled, never sent.
 //! 6. An unanswered line is reported unknown, unless the user asks to send
-//!    it again (`--resubmit-unknown`).
+//!    it again (`--resubmit-unknown`) and its record names its job. A
+//!    record that cannot be read may hold another line's task, whose claim
+//!    a new submission would replace: it is never sent again.
 //! 7. Nothing more is sent once the cap is reached, a stop was asked for or
 //!    the batch halted its sending; nothing more is polled after a stop.
 //! 8. A file with the line's name, with no task in the store to explain it,
@@ -174,8 +176,12 @@ pub fn decide(line: &Line, seen: Seen, asked: Asked) -> Action {
     if let Line::Accepted { .. } = line {
         return polled(seen);
     }
-    if let (Line::Unanswered { .. }, false) = (line, asked.resubmit_unknown) {
-        return Action::ReportUnknown;
+    if let Line::Unanswered { sent } = line {
+        // Sent again, a line records its job anew: an unreadable record,
+        // which may be any job's paid task, would claim nothing any more.
+        if !asked.resubmit_unknown || sent.digest.is_none() {
+            return Action::ReportUnknown;
+        }
     }
     if seen.cap_reached {
         return Action::StopAtCap;
@@ -454,15 +460,15 @@ mod tests {
 | sent, no answer | cap reached | report unknown | report unknown | stop at cap | stop at cap |
 | sent, no answer | sending halted | report unknown | report unknown | stop | stop |
 | sent, no answer | stopping | report unknown | report unknown | stop | stop |
-| a record that cannot be read | as usual | report unknown | report unknown | send | send |
+| a record that cannot be read | as usual | report unknown | report unknown | report unknown | report unknown |
 | a record that cannot be read | job changed | refuse: changed | refuse: changed | refuse: changed | refuse: changed |
-| a record that cannot be read | job moved | report unknown | report unknown | refuse: moved | refuse: moved |
+| a record that cannot be read | job moved | report unknown | report unknown | report unknown | report unknown |
 | a record that cannot be read | job changed and moved | refuse: changed | refuse: changed | refuse: changed | refuse: changed |
-| a record that cannot be read | saved file gone | report unknown | report unknown | send | send |
-| a record that cannot be read | name taken | report unknown | report unknown | refuse: name taken | refuse: name taken |
-| a record that cannot be read | cap reached | report unknown | report unknown | stop at cap | stop at cap |
-| a record that cannot be read | sending halted | report unknown | report unknown | stop | stop |
-| a record that cannot be read | stopping | report unknown | report unknown | stop | stop |
+| a record that cannot be read | saved file gone | report unknown | report unknown | report unknown | report unknown |
+| a record that cannot be read | name taken | report unknown | report unknown | report unknown | report unknown |
+| a record that cannot be read | cap reached | report unknown | report unknown | report unknown | report unknown |
+| a record that cannot be read | sending halted | report unknown | report unknown | report unknown | report unknown |
+| a record that cannot be read | stopping | report unknown | report unknown | report unknown | report unknown |
 | sent to a service that ended, no answer | as usual | report gone | report gone | report gone | report gone |
 | sent to a service that ended, no answer | job changed | refuse: changed | refuse: changed | refuse: changed | refuse: changed |
 | sent to a service that ended, no answer | job moved | report gone | report gone | report gone | report gone |
@@ -747,6 +753,10 @@ mod tests {
             let unanswered = matches!(line, Line::Unanswered { .. });
             assert!(line.task().is_none(), "{why}");
             assert!(!unanswered || asked.resubmit_unknown, "{why}");
+            // A record that cannot be read may be another job's task: a
+            // new submission would hide its claim.
+            let names_its_job = line.sent().is_none_or(|sent| sent.digest.is_some());
+            assert!(!unanswered || names_its_job, "{why}");
             assert!(!line.refused() || asked.retry_refused || seen.changed, "{why}");
             assert!(
                 !(seen.stopping || seen.halted || seen.cap_reached || seen.name_taken),

@@ -446,7 +446,9 @@ impl Batch {
 
     /// Submits again the jobs whose earlier submission was sent but never
     /// answered. The service may have accepted them: this **risks paying
-    /// twice** for each, and is off by default.
+    /// twice** for each, and is off by default. A line whose record cannot
+    /// be read (a damaged journal line) is never sent again: the record may
+    /// be another job's paid submission.
     pub fn resubmit_unknown(mut self, resubmit: bool) -> Self {
         self.resubmit_unknown = resubmit;
         self
@@ -1909,8 +1911,19 @@ fn gone(number: u64, stem: &str, line: &Line) -> JobOutcome {
 /// Sent, never answered, and not sent again unless asked.
 fn unknown(number: u64, stem: &str, line: &Line) -> JobOutcome {
     let mut outcome = JobOutcome::new(number, stem, Standing::Unanswered);
+    let sent = line.sent();
+    if sent.is_some_and(|sent| sent.digest.is_none()) {
+        // Not sent again even when asked: see `decide`'s rule 6.
+        outcome.class = Some(FailureClass::Write);
+        outcome.error = Some(format!(
+            "line {number}'s record in the journal cannot be read: it may be the submission of any job of the \
+             file, accepted and charged, so it is not sent again, even when unanswered lines may be. Restore the \
+             record, or, if you find its task id, adopt it for line {number}"
+        ));
+        return outcome;
+    }
     outcome.class = Some(FailureClass::Unknown);
-    outcome.error = Some(unknown_message(number, line.sent().and_then(|sent| sent.sent_at), None));
+    outcome.error = Some(unknown_message(number, sent.and_then(|sent| sent.sent_at), None));
     outcome
 }
 

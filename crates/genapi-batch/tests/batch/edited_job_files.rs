@@ -323,6 +323,53 @@ async fn a_record_that_cannot_be_read_keeps_any_job_from_being_paid_again() {
     assert_eq!(tasks_by_prompt(&mock).get("alpha"), Some(&1), "alpha paid once");
 }
 
+/// A record that cannot be read after a refusal may be the intent of any
+/// job, accepted and paid: its line is not sent again even with
+/// `--resubmit-unknown`, whose new intent would replace the claim and let
+/// the job the record paid for be sent again, as another line.
+#[tokio::test(start_paused = true)]
+async fn an_unreadable_record_is_not_sent_again_when_unanswered_lines_may_be() {
+    let mock = roomy_mock(50).await;
+    let dir = Dir::new("damaged-then-resubmitted");
+    let path = dir.join("journal.jsonl");
+    let client = mock.client().unwrap();
+    let batch = || {
+        let journal = genapi_batch::FileJournal::open(&path).unwrap();
+        Batch::new(client.clone(), store(journal), &dir.0).jobs_at_once(1)
+    };
+    mock.inject(Fault::status("/v1/gen-2-pro", 402).method("POST").times(1));
+    let refused = run_batch(batch(), file(&["alpha"])).await;
+    assert_eq!(refused[0].standing, Standing::Refused, "{refused:#?}");
+    mock.inject(
+        Fault::on("/v1/gen-2-pro", FaultKind::LoseAnswer)
+            .method("POST")
+            .times(1),
+    );
+    let lost = run_batch(batch().retry_refused(true), file(&["alpha"])).await;
+    assert_eq!(lost[0].standing, Standing::Unanswered, "{lost:#?}");
+    assert_eq!(tasks_by_prompt(&mock).get("alpha"), Some(&1), "the lost answer's task");
+    // The second intent's line is damaged: after the refusal, it may have
+    // been any job's.
+    let text = std::fs::read_to_string(&path).unwrap();
+    let last = text.rfind("\"digest\":").unwrap();
+    let damaged = format!("{}\"digest\" {}", &text[..last], &text[last + "\"digest\":".len()..]);
+    std::fs::write(&path, damaged).unwrap();
+
+    let asked = run_batch(batch().resubmit_unknown(true), file(&["zulu", "alpha"])).await;
+    assert_eq!(asked[0].standing, Standing::Unanswered, "{asked:#?}");
+    let error = asked[0].error.as_deref().unwrap_or_default();
+    assert!(
+        error.contains("line 1's record in the journal cannot be read"),
+        "{error}"
+    );
+    assert_eq!(asked[1].standing, Standing::Changed, "{asked:#?}");
+    let again = run_batch(batch().resubmit_unknown(true), file(&["zulu", "alpha"])).await;
+    assert_eq!(again[1].standing, Standing::Changed, "{again:#?}");
+    let paid = tasks_by_prompt(&mock);
+    assert_eq!(paid.get("alpha"), Some(&1), "alpha paid once: {paid:?}");
+    assert_eq!(paid.get("zulu"), None, "{paid:?}");
+}
+
 /// A job recorded twice (an unanswered line and a saved copy): the same
 /// file again leaves the unanswered line as it is (it waits for the file to
 /// be read, and keeps its history meanwhile: a journal hands it out once,

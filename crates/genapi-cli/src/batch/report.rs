@@ -20,6 +20,8 @@ use crate::progress::Progress;
 pub(super) fn with_flags(mut outcome: JobOutcome) -> JobOutcome {
     let line = outcome.line;
     let flags = match (outcome.standing, outcome.class, &outcome.task) {
+        // A record that cannot be read is never sent again: adoption only.
+        (Standing::Unanswered, Some(FailureClass::Write), _) => format!("--adopt {line}=TASK_ID"),
         (Standing::Unanswered, _, _) => format!("--adopt {line}=TASK_ID, or --resubmit-unknown"),
         // Sent again only when asked, once the cause is fixed.
         (Standing::Refused, _, _) => "--retry-refused, once the cause is fixed".to_string(),

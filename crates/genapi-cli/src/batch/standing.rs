@@ -78,10 +78,11 @@ pub fn next_run(standing: Standing, one: bool, asked: Asked) -> &'static str {
         ),
         Standing::Unanswered if asked.resubmit_unknown => (
             "sent, and no answer came back, so the service may have accepted (and charged) it; the same command, \
-             with --resubmit-unknown, sends it again, which may pay for it twice (without that flag it is not sent)",
+             with --resubmit-unknown, sends it again, which may pay for it twice (without that flag it is not sent; \
+             nor when its journal record cannot be read)",
             "sent, and no answer came back, so the service may have accepted (and charged) them; the same command, \
              with --resubmit-unknown, sends them again, which may pay for them twice (without that flag they are not \
-             sent)",
+             sent; nor is one whose journal record cannot be read)",
         ),
         Standing::Saved => ("saved; not sent again", "saved; not sent again"),
         Standing::Ended => (
@@ -104,10 +105,12 @@ pub fn next_run(standing: Standing, one: bool, asked: Asked) -> &'static str {
         Standing::Unanswered => (
             "sent, and no answer came back, so the service may have accepted (and charged) it; the same command \
              does not send it again: --adopt LINE=TASK_ID gives it the task you find (e.g. in the project's \
-             activity records), --resubmit-unknown sends it again (risking paying twice)",
+             activity records), --resubmit-unknown sends it again (risking paying twice) unless its journal record \
+             cannot be read",
             "sent, and no answer came back, so the service may have accepted (and charged) them; the same command \
              does not send them again: --adopt LINE=TASK_ID gives a line the task you find (e.g. in the project's \
-             activity records), --resubmit-unknown sends them again (risking paying twice)",
+             activity records), --resubmit-unknown sends them again (risking paying twice), but not one whose \
+             journal record cannot be read",
         ),
         Standing::Gone => (
             "its task lived in a built-in mock that ended; no run can finish it here",

@@ -28,6 +28,9 @@ pub(super) struct Tally {
     why: BTreeMap<(Standing, &'static str), usize>,
     classes: HashSet<FailureClass>,
     unanswered: Vec<u64>,
+    /// Unanswered lines whose journal record cannot be read: never sent
+    /// again, whatever the flags (the library's class for them is `Write`).
+    unreadable: Vec<u64>,
     invalid: usize,
     cost: f64,
     /// Lines that were charged something (their cost is in `cost`).
@@ -52,6 +55,7 @@ impl Tally {
             why: BTreeMap::new(),
             classes: HashSet::new(),
             unanswered: Vec::new(),
+            unreadable: Vec::new(),
             invalid: 0,
             cost: 0.0,
             charged: 0,
@@ -85,8 +89,10 @@ impl Tally {
             self.classes.insert(class);
             *self.why.entry((standing, class.in_words())).or_default() += 1;
         }
-        if standing == Standing::Unanswered {
-            self.unanswered.push(outcome.line);
+        match (standing, outcome.class) {
+            (Standing::Unanswered, Some(FailureClass::Write)) => self.unreadable.push(outcome.line),
+            (Standing::Unanswered, _) => self.unanswered.push(outcome.line),
+            _ => {}
         }
     }
 
@@ -240,6 +246,10 @@ pub(super) fn summary(tally: &Tally, out_dir: &Path, json: bool, mock: bool, com
         text.push('\n');
         text.push_str(&unknown_advice(&tally.unanswered));
     }
+    if !tally.unreadable.is_empty() {
+        text.push('\n');
+        text.push_str(&unreadable_advice(&tally.unreadable));
+    }
     let refused = tally.count(Standing::Refused);
     if refused > 0 {
         let lines = if refused == 1 {
@@ -374,15 +384,41 @@ fn credits(amount: f64) -> String {
     }
 }
 
+/// The lines named in an advice: "line 3" or "lines 3, 4" (the first
+/// twenty), and whether there is one.
+fn named(lines: &[u64]) -> (String, bool) {
+    let mut sorted = lines.to_vec();
+    sorted.sort_unstable();
+    let shown: Vec<String> = sorted.iter().take(20).map(u64::to_string).collect();
+    let more = if sorted.len() > shown.len() { ", …" } else { "" };
+    match shown.as_slice() {
+        [one] => (format!("line {one}"), true),
+        _ => (format!("lines {}{more}", shown.join(", ")), false),
+    }
+}
+
+/// What to do about lines whose journal record cannot be read.
+fn unreadable_advice(unreadable: &[u64]) -> String {
+    let (which, one) = named(unreadable);
+    let (records, each, is) = if one {
+        ("record", "it", "is")
+    } else {
+        ("records", "each", "are")
+    };
+    format!(
+        "the journal's {records} of {which} cannot be read: {each} may be the submission of any job of the file, \
+         accepted and charged, so {which} {is} not sent again, even with --resubmit-unknown. Restore the journal's \
+         line, or, if you find the task's id, run again with --adopt LINE=TASK_ID"
+    )
+}
+
 /// What to do about lines sent without an answer.
 fn unknown_advice(unanswered: &[u64]) -> String {
-    let mut unknown = unanswered.to_vec();
-    unknown.sort_unstable();
-    let lines: Vec<String> = unknown.iter().take(20).map(u64::to_string).collect();
-    let more = if unknown.len() > lines.len() { ", …" } else { "" };
-    let (which, them, they) = match lines.as_slice() {
-        [one] => (format!("line {one} was"), "it", "it is"),
-        _ => (format!("lines {}{more} were", lines.join(", ")), "them", "they are"),
+    let (which, one) = named(unanswered);
+    let (which, them, they) = if one {
+        (format!("{which} was"), "it", "it is")
+    } else {
+        (format!("{which} were"), "them", "they are")
     };
     format!(
         "{which} sent without an answer: the service may have accepted (and charged) {them}, so {they} not sent \

@@ -984,3 +984,49 @@ fn a_batch_into_standard_output_is_refused_before_anything_is_made() {
     }
     assert_eq!(std::fs::read(dir.join("shot.jpg")).unwrap(), b"mine");
 }
+
+/// A line whose journal record cannot be read (after a refusal, it may be
+/// any job's paid intent) is not sent with `--resubmit-unknown`, and its
+/// report names the one flag that recovers it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreadable_record_is_said_with_the_one_flag_that_recovers_it() {
+    let mock = roomy_mock(100).await;
+    let dir = Dir::new("cli-unreadable");
+    write_jobs(&dir.join("jobs.jsonl"), 1, "cli unreadable");
+    let run = |flag: &str| {
+        genapi(&dir, &mock)
+            .args(["batch", "jobs.jsonl", "--out", "out", flag])
+            .output()
+            .unwrap()
+    };
+    mock.inject(Fault::status("/v1/gen-2-pro", 402).method("POST").times(1));
+    assert_eq!(run("--quiet").status.code(), Some(4));
+    mock.inject(
+        Fault::on("/v1/gen-2-pro", FaultKind::LoseAnswer)
+            .method("POST")
+            .times(1),
+    );
+    run("--retry-refused");
+    let journal = dir.join("out/journal.jsonl");
+    let text_of_journal = std::fs::read_to_string(&journal).unwrap();
+    let last = text_of_journal.rfind("\"digest\":").unwrap();
+    let damaged = format!(
+        "{}\"digest\" {}",
+        &text_of_journal[..last],
+        &text_of_journal[last + "\"digest\":".len()..]
+    );
+    std::fs::write(&journal, damaged).unwrap();
+
+    let asked = run("--resubmit-unknown");
+    let stderr = text(&asked.stderr);
+    let said = text(&asked.stdout);
+    assert!(
+        said.contains("the journal's record of line 1 cannot be read"),
+        "{said}\n{stderr}"
+    );
+    assert!(!said.contains("run again with --resubmit-unknown"), "{said}");
+    let error = results(&dir.join("out/results.jsonl"))[0]["error"].clone();
+    let error = error.as_str().unwrap_or_default();
+    assert!(error.ends_with("(genapi batch: --adopt 1=TASK_ID)"), "{error}");
+    assert_eq!(mock.count("POST", "/v1/gen-2-pro"), 2, "nothing sent again");
+}
