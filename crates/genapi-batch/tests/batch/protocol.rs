@@ -26,15 +26,18 @@
 //! cap, a seat never serves two tasks.
 //!
 //! Between runs the user may edit the job file (swap its lines, insert one
-//! above, remove one above) and the service may refuse a submission (a
-//! 402: nothing created): a line is then its job, not its number, and no
-//! *job* is paid for twice.
+//! above, remove one above, or move a job up as it is retyped: the same
+//! job to the service, another text to the run) and the service may refuse
+//! a submission (a 402: nothing created): a line is then its job, not its
+//! number, and no *job* is paid for twice.
 //!
 //! Broken variants must each yield a counterexample: a worker that sends
 //! before its intent is stored, one that stores it without its claim, one
 //! that checks its claim apart from the write (no row lock: a claim made
 //! while the intent is in flight reads the line without it), a run that
-//! checks a job's identity only for lines with no record, a lost answer
+//! checks a job's identity only for lines with no record, one that takes
+//! a retyped job for a new one (no rule for a claimed job edited away), a
+//! lost answer
 //! that gives its credit hold back, and a seat freed when its task is
 //! accepted rather than when it ends.
 
@@ -46,7 +49,14 @@ use stateright::{Checker, CheckerBuilder, HasDiscoveries, Model, Property};
 /// What one task costs, in whole credits.
 const PRICE: u8 = 1;
 /// Jobs a job file may hold: the two it starts with, and one an edit adds.
+/// A job retyped is written `job + JOBS`: the same job to the service,
+/// another text (and digest) to the run.
 const JOBS: usize = 3;
+
+/// The job the service sees in a line of the file, however it is typed.
+fn job_of(typed: u8) -> usize {
+    usize::from(typed) % JOBS
+}
 
 /// An edit of the job file between runs, over its two lines.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -58,10 +68,13 @@ enum Edit {
     InsertAbove,
     /// The first line is removed (the second moves up; a new one follows).
     RemoveAbove,
+    /// The lines swap places, and the job moved up is retyped (a number
+    /// written `5.0` for `5`, a prompt typed again).
+    SwapRetyping,
 }
 
 impl Edit {
-    const ALL: [Edit; 3] = [Edit::Swap, Edit::InsertAbove, Edit::RemoveAbove];
+    const ALL: [Edit; 4] = [Edit::Swap, Edit::InsertAbove, Edit::RemoveAbove, Edit::SwapRetyping];
 
     fn applied(self, file: &[u8]) -> Vec<u8> {
         let new = (JOBS - 1) as u8;
@@ -69,6 +82,7 @@ impl Edit {
             Edit::Swap => vec![file[1], file[0]],
             Edit::InsertAbove => vec![new, file[0]],
             Edit::RemoveAbove => vec![file[1], new],
+            Edit::SwapRetyping => vec![(job_of(file[1]) + JOBS) as u8, file[0]],
         }
     }
 }
@@ -196,6 +210,10 @@ enum Variant {
     /// so a job moved onto a line whose own submission was refused is sent
     /// again.
     IdentityOnlyForUnrecordedLines,
+    /// Broken: a job new to the store is sent though a claimed job is in
+    /// the file fewer times than its claims: a job retyped as it moved is
+    /// taken for a new one, and paid again.
+    NoRuleForEditedJobs,
     /// Broken: the intent's statement checks the claim without locking
     /// the line's row, so a claim made while the intent is in flight reads
     /// the line without it.
@@ -271,7 +289,7 @@ impl Protocol {
     /// The job whose task a worker polling the line waits for: the one its
     /// record sent.
     fn task_of(&self, system: &System, line: usize) -> Option<usize> {
-        Self::recorded_job(&system.lines[line]).map(usize::from)
+        Self::recorded_job(&system.lines[line]).map(job_of)
     }
 
     /// The job whose submission the line's record holds, if any.
@@ -353,10 +371,15 @@ impl Protocol {
             Some(there) if digest(*there) == digest(job) => JobAt::Same,
             _ => JobAt::Other,
         };
-        let left_behind = claims.left_behind(line as u64, &digest(job), now).is_some();
+        // How many lines of the file hold a job, by its digest.
+        let held = |claimed: &str| system.file.iter().filter(|typed| digest(**typed) == claimed).count();
+        let left_behind = match self.variant {
+            Variant::NoRuleForEditedJobs => claims.left_behind(line as u64, &digest(job), now),
+            _ => claims.refusing(line as u64, &digest(job), now, held, true),
+        };
         let moved = match self.variant {
-            Variant::IdentityOnlyForUnrecordedLines => left_behind && folded.sent().is_none(),
-            _ => left_behind,
+            Variant::IdentityOnlyForUnrecordedLines => left_behind.is_some() && folded.sent().is_none(),
+            _ => left_behind.is_some(),
         };
         Seen {
             changed,
@@ -398,7 +421,7 @@ impl Protocol {
     /// The request leaves: the service creates (and will charge) a task
     /// for the job the worker read at the line.
     fn send(system: &mut System, worker: usize, line: usize) {
-        let job = usize::from(system.file[line]);
+        let job = job_of(system.file[line]);
         system.tasks[job] += 1;
         system.task_ended[job] = false;
         system.workers[worker].phase = Phase::Sent(line);
@@ -857,6 +880,21 @@ fn checking_identity_only_for_unrecorded_lines_pays_twice_after_an_edit() {
         steps.iter().any(|step| matches!(step, Step::EditFile(_)))
             && steps.iter().any(|step| matches!(step, Step::Refuse(_))),
         "the counterexample is an edit after a refusal: {steps:?}"
+    );
+}
+
+/// A job retyped as it moves onto a refused line (bravo saved, alpha
+/// refused; the file becomes bravo retyped, alpha): as built, a job new to
+/// the store while bravo's claim is in no line of the file is refused as
+/// changed. Without that rule, the retyped bravo is paid twice.
+#[test]
+fn a_job_retyped_as_it_moved_is_paid_once_and_without_the_rule_twice() {
+    let path = edited(Variant::NoRuleForEditedJobs).assert_any_discovery(PAID_TWICE);
+    let steps = path.into_actions();
+    println!("counterexample: {steps:?}");
+    assert!(
+        steps.contains(&Step::EditFile(Edit::SwapRetyping)),
+        "the counterexample retypes a job as it moves: {steps:?}"
     );
 }
 
