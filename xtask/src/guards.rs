@@ -344,6 +344,14 @@ pub const GUARDS: &[Guard] = &[
         test: ("genapi-cli", "command", "ledger_hardening::a_folder_is_never_run"),
     },
     Guard {
+        name: "ledger folder: another batch is refused, finished or not",
+        why: "a copy of a finished batch's job file, renamed or edited, would pay again for every job they share",
+        file: "crates/genapi-cli/src/batch/keeper.rs",
+        find: "    if !(other_batch || other_database) {",
+        replace: "    if !(other_batch || other_database) || super::results::lines_in_flight(out_dir).is_some_and(|l| l.is_empty()) {",
+        test: ("genapi-cli", "command", "an_edited_copy_of_a_finished_batch_is_refused"),
+    },
+    Guard {
         name: "batch: a damaged record claims any job but after its job's intent",
         why: "a record that may be another job's intent is never filed under the refused one",
         file: "crates/genapi-batch/src/line.rs",

@@ -113,8 +113,7 @@ pub(super) async fn open(run: &Run<'_>, ledger_url: Option<String>, out_dir: &Pa
             let status = keeper.store.status(run.job_lines()).await.map_err(store_failure)?;
             refuse_lost_records(
                 out_dir,
-                // Lines finished are another batch's to keep (the name rule
-                // guards their files); lines in flight would be paid again.
+                // Lines in flight would be paid again.
                 super::results::lines_in_flight(out_dir),
                 &status,
                 "the ledger's batch",
@@ -140,9 +139,11 @@ pub(super) async fn open(run: &Run<'_>, ledger_url: Option<String>, out_dir: &Pa
 
 /// A folder a run with another ledger's batch marked (another batch, or
 /// the same name in another database: `database`, its id and its address
-/// as shown, once the ledger is open), whose lines are not all finished,
-/// is refused: that batch's tasks in flight are in it, which this batch
-/// knows nothing of.
+/// as shown, once the ledger is open) is refused, finished or not: that
+/// batch's records say which of its jobs were paid for, and this batch
+/// does not read them. A copy of its job file (edited, or only renamed,
+/// which names another batch) would pay again for every job they share,
+/// its line numbers moved or not.
 fn refuse_another_ledgers_folder(out_dir: &Path, name: &str, database: Option<(&str, &str)>) -> Result<(), Failure> {
     let Ok(found) = std::fs::read_to_string(out_dir.join(LEDGER_MARK)) else {
         return Ok(());
@@ -156,7 +157,7 @@ fn refuse_another_ledgers_folder(out_dir: &Path, name: &str, database: Option<(&
         Some(found_id) => found_id != id,
         None => found_database != shown,
     });
-    if !(other_batch || other_database) || finished_here(out_dir) {
+    if !(other_batch || other_database) {
         return Ok(());
     }
     let whose = if other_batch {
@@ -165,20 +166,12 @@ fn refuse_another_ledgers_folder(out_dir: &Path, name: &str, database: Option<(&
         format!("batch {:?} in another ledger database", out::clean(found_name))
     };
     Err(Failure::usage(format!(
-        "--out {}: a run of {whose} used this folder, whose lines' tasks this batch knows nothing of: running would \
-         send (and pay for) them again; give that batch's --batch-name and ledger, or, to run this batch apart (its \
-         lines sent and paid for anew), another --out folder; nothing was sent",
+        "--out {}: a run of {whose} used this folder, whose records of paid tasks this batch does not read: a job \
+         of that batch here (its job file copied, renamed or edited) would be sent (and paid for) again; give that \
+         batch's --batch-name and ledger, or put only new jobs in a job file of their own, with another --out \
+         folder; nothing was sent",
         shown(out_dir),
     )))
-}
-
-/// Whether every line the folder's results name as sent is finished
-/// (saved, or ended): no task of its batch is left in flight here, which
-/// another batch would pay for again. A folder without readable results
-/// (a killed run's) may have any line in flight.
-fn finished_here(out_dir: &Path) -> bool {
-    super::results::lines_in_flight(out_dir).is_some_and(|lines| lines.is_empty())
-        && genapi_files::is_taken(&out_dir.join(RESULTS))
 }
 
 /// A folder whose journal holds records of a run without the ledger is

@@ -44,7 +44,7 @@ async fn a_ledger_table_changed_by_hand_is_refused_before_anything_is_sent() {
     assert_eq!(mock.count("POST", "/v1/gen-2-pro"), 2);
     pg.sql("ALTER TABLE genapi_lines DROP COLUMN charged");
     write_jobs(&dir.join("jobs.jsonl"), 3, "changed table");
-    let refused = worker(&dir, &mock, &pg, "out", &["--batch-name", "after-the-change"])
+    let refused = worker(&dir, &mock, &pg, "out-2", &["--batch-name", "after-the-change"])
         .output()
         .unwrap();
     let said = String::from_utf8_lossy(&refused.stderr);
@@ -395,4 +395,49 @@ async fn a_folder_held_by_another_run_is_not_shared_by_a_ledger_run() {
     assert!(said.contains("another run with --ledger was checking"), "{said}");
     assert_eq!(mock.count("POST", "/v1/gen-2-pro"), 0, "nothing was sent");
     assert!(!out.join(".ledger-batch").exists(), "nor was the folder marked");
+}
+
+/// A finished ledger batch's job file copied with a line inserted on top
+/// and run into the same folder (its new name names another batch) is
+/// refused, as the journal refuses the same edit: that batch's records of
+/// paid tasks are not this one's, and its jobs would be paid again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_edited_copy_of_a_finished_batch_is_refused_in_its_folder() {
+    let Some(pg) = Postgres::start("edited-copy") else {
+        return;
+    };
+    let mock = roomy_mock(100).await;
+    let dir = Dir::new("edited-copy");
+    let jobs = |file: &str, prompts: &[&str]| {
+        let lines: Vec<String> = prompts
+            .iter()
+            .map(|p| serde_json::json!({"model": "gen-2-pro", "prompt": p, "width": 64, "height": 64}).to_string())
+            .collect();
+        std::fs::write(dir.join(file), lines.join("\n") + "\n").unwrap();
+    };
+    jobs("first.jsonl", &["alpha", "bravo"]);
+    jobs("second.jsonl", &["zulu", "alpha", "bravo"]);
+    let run = |file: &str| {
+        let mut command = genapi(&dir, &mock);
+        command
+            .args(["batch", file, "--out", "out", "--ledger"])
+            .arg(pg.url())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        command
+    };
+    let first = run("first.jsonl").output().unwrap();
+    assert_eq!(
+        first.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&first.stderr)
+    );
+    refused_saying(
+        run("second.jsonl"),
+        "another ledger batch (\"jobs:firstjsonl\") used this folder",
+    );
+    let paid = posts_by_prompt(&mock);
+    assert_eq!(paid.get("bravo"), Some(&1), "{paid:?}");
+    assert_eq!(paid.get("zulu"), None, "{paid:?}");
 }

@@ -57,7 +57,15 @@ async fn a_pool_has_one_size_another_is_refused_and_a_worker_without_one_takes_i
         command
             .arg("batch")
             .arg(format!("{file}.jsonl"))
-            .args(["--out", "out", "--json", "--ledger-lease", "2", "--ledger"])
+            // A folder per batch: a folder holds one ledger batch.
+            .args([
+                "--out",
+                &format!("out-{file}"),
+                "--json",
+                "--ledger-lease",
+                "2",
+                "--ledger",
+            ])
             .arg(pg.url())
             .args(extra);
         command
