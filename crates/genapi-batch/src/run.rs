@@ -1096,15 +1096,21 @@ impl Context {
     /// someone else's. Submitting would pay again and overwrite it.
     fn refused_name_taken(&self, number: u64, stem: &str) -> JobOutcome {
         let file = existing_file(&self.out_dir, stem).unwrap_or_else(|| self.out_dir.join(stem));
+        // A shared store is a ledger; the other is the folder's journal.
+        let store = if self.store.shared() {
+            "the ledger's batch"
+        } else {
+            "the journal"
+        };
         failed_outcome(
             number,
             stem,
             Standing::Unsent,
             FailureClass::Validation,
             format!(
-                "{} is already in the output directory, but the journal holds no task of line {number}, so it was \
-                 not submitted (that would pay for it again and overwrite the file); if the journal lost its \
-                 records, restore it, else move the file away (or use another output directory) to make it anew",
+                "{} is already in the output directory, but {store} holds no task of line {number}, so it was not \
+                 submitted (that would pay for it again and overwrite the file); if {store} lost its records, \
+                 restore them, else move the file away (or use another output directory) to make it anew",
                 file.display()
             ),
         )
@@ -1865,8 +1871,11 @@ fn refused_moved(number: u64, stem: &str, left_behind: Option<(u64, JobAt)>) -> 
         ),
         Some((_, JobAt::Unreadable)) => format!(
             "line {earlier}'s record in the journal cannot be read, so the job its task was paid for is not known \
-             and could be line {number}'s: line {number} was not sent (that could pay for it twice); restore the \
-             journal's damaged line"
+             and could be line {number}'s: line {number} was not sent (that could pay for it twice). No run sends \
+             it while that record stays damaged (an adopted task does not tell which job the record sent): write \
+             the journal's damaged line back as it was, or, once the service's activity records show the job it \
+             sent (or that it made no task), delete that line from the journal (deleting a record of a task that \
+             was made pays for its job again)"
         ),
         _ => format!(
             "line {number}'s job was submitted as line {earlier}, which now holds another job or is no longer in the \

@@ -363,6 +363,11 @@ async fn an_unreadable_record_is_not_sent_again_when_unanswered_lines_may_be() {
         "{error}"
     );
     assert_eq!(asked[1].standing, Standing::Changed, "{asked:#?}");
+    let refused = asked[1].error.as_deref().unwrap_or_default();
+    assert!(
+        refused.contains("delete that line from the journal"),
+        "what unblocks it: {refused}"
+    );
     let again = run_batch(batch().resubmit_unknown(true), file(&["zulu", "alpha"])).await;
     assert_eq!(again[1].standing, Standing::Changed, "{again:#?}");
     let paid = tasks_by_prompt(&mock);

@@ -118,12 +118,13 @@ pub fn next_run(standing: Standing, one: bool, asked: Asked) -> &'static str {
         ),
         Standing::Changed => (
             "not sent, because the job file changed under it since the journal recorded it (a line edited, \
-             inserted or removed at or above it, the lines sorted), and sending it could pay for a job twice (a \
-             run's results.jsonl says why); no run sends it: restore the file as it was, and add new jobs at its end",
+             inserted or removed at or above it, the lines sorted), or a journal record that cannot be read may \
+             hold its task, and sending it could pay for a job twice (a run's results.jsonl says which and what to \
+             do); no run sends it: restore the file as it was, and add new jobs at its end",
             "not sent, because the job file changed under them since the journal recorded them (a line edited, \
-             inserted or removed at or above them, the lines sorted), and sending them could pay for jobs twice (a \
-             run's results.jsonl says why); no run sends them: restore the file as it was, and add new jobs at its \
-             end",
+             inserted or removed at or above them, the lines sorted), or a journal record that cannot be read may \
+             hold their tasks, and sending them could pay for jobs twice (a run's results.jsonl says which and what \
+             to do); no run sends them: restore the file as it was, and add new jobs at its end",
         ),
         // Stopped before sending, or held back by the cap: the same
         // command sends them while its cap allows. (A standing of a later
