@@ -10,6 +10,7 @@ use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::layers::{add_layer, AddLayer, HttpRequest, HttpService};
 use crate::limit::ActiveTasks;
+use crate::profiles;
 use crate::record::{Origins, RecordOptions, Recorder};
 use crate::scrub::Scrubber;
 use crate::transport::HeaderObserver;
@@ -502,9 +503,12 @@ impl Client {
         ClientBuilder::default()
     }
 
-    /// Reads `GENAPI_API_KEY`, `GENAPI_BASE_URL` and (optionally)
-    /// `GENAPI_REGIONAL_BASE_URL` and `GENAPI_TRUSTED_ORIGINS`
-    /// (comma-separated origins that may receive the key).
+    /// The client the environment configures: `GENAPI_API_KEY` and
+    /// `GENAPI_BASE_URL`, with (optionally) `GENAPI_REGIONAL_BASE_URL` and
+    /// `GENAPI_TRUSTED_ORIGINS` (comma-separated origins that may receive
+    /// the key); else the profile of the config file that `GENAPI_PROFILE`
+    /// names, or the file's default ([`crate::profiles`]), as the `genapi`
+    /// command reads it.
     pub fn from_env() -> Result<Client> {
         ClientBuilder::from_env()?.build()
     }
@@ -521,32 +525,121 @@ impl ClientBuilder {
         ClientBuilder::from_variables(|name| std::env::var(name).ok())
     }
 
-    /// [`ClientBuilder::from_env`] over variables `read` gives.
-    fn from_variables(read: impl Fn(&str) -> Option<String>) -> Result<ClientBuilder> {
+    /// [`ClientBuilder::from_env`] over the variables `read` gives (a
+    /// `.env` file a program read, a test's own), by the same rules: the
+    /// service the variables name, else a profile of the config file
+    /// (`GENAPI_CONFIG`, `GENAPI_PROFILE` and a profile's `key_env` read
+    /// through `read` too).
+    ///
+    /// ```
+    /// let vars = |name: &str| match name {
+    ///     "GENAPI_API_KEY" => Some("k-123".to_string()),
+    ///     "GENAPI_BASE_URL" => Some("https://api.example.com".to_string()),
+    ///     _ => None,
+    /// };
+    /// let client = genapi::ClientBuilder::from_variables(vars)?.build()?;
+    /// assert_eq!(client.base_url().host_str(), Some("api.example.com"));
+    /// # Ok::<(), genapi::Error>(())
+    /// ```
+    pub fn from_variables(read: impl Fn(&str) -> Option<String>) -> Result<ClientBuilder> {
         let read = |name: &str| read(name).filter(|v| !v.trim().is_empty());
+        let names_a_service = profiles::SERVICE_OVER_PROFILES.iter().any(|name| read(name).is_some());
+        if !names_a_service {
+            return ClientBuilder::from_profile(&read);
+        }
         let (key, base) = match (read("GENAPI_API_KEY"), read("GENAPI_BASE_URL")) {
             (Some(key), Some(base)) => (key, base),
-            (None, Some(_)) => return Err(Error::Config("GENAPI_BASE_URL is set but GENAPI_API_KEY is not".into())),
+            (None, _) => return Err(Error::Config("GENAPI_BASE_URL is set but GENAPI_API_KEY is not".into())),
             (Some(_), None) => return Err(Error::Config("GENAPI_API_KEY is set but GENAPI_BASE_URL is not".into())),
-            (None, None) => {
-                return Err(Error::Config(
-                    "set GENAPI_API_KEY and GENAPI_BASE_URL (the service's); without a key, `genapi mock` runs a \
-                     local mock service (a test double) and prints the variables to set, or a test starts one \
-                     with genapi_mock::MockService"
-                        .into(),
-                ))
-            }
         };
         let mut builder = Client::builder()
-            .api_key_from(key, "the key in GENAPI_API_KEY")
-            .base_url(base);
+            .api_key_from(key.trim(), "the key in GENAPI_API_KEY")
+            .base_url(base.trim());
         if let Some(regional) = read("GENAPI_REGIONAL_BASE_URL") {
-            builder = builder.regional_base_url(regional);
+            builder = builder.regional_base_url(regional.trim());
         }
         for origin in read("GENAPI_TRUSTED_ORIGINS").iter().flat_map(|list| list.split(',')) {
             if !origin.trim().is_empty() {
                 builder = builder.trust_origin(origin.trim());
             }
+        }
+        Ok(builder)
+    }
+
+    /// The service of the config file's chosen profile, when the variables
+    /// name none.
+    fn from_profile(read: &dyn Fn(&str) -> Option<String>) -> Result<ClientBuilder> {
+        let unconfigured = |or: String| {
+            Error::Config(format!(
+                "set GENAPI_API_KEY and GENAPI_BASE_URL (the service's){or}; without a key, `genapi mock` runs a \
+                 local mock service (a test double) and prints the variables to set, or a test starts one with \
+                 genapi_mock::MockService"
+            ))
+        };
+        let Some((path, named)) = profiles::file_path(read(profiles::CONFIG_VARIABLE).map(Into::into)) else {
+            return Err(unconfigured(String::new()));
+        };
+        let shown = genapi_text::clean(&path.display().to_string());
+        if !genapi_files::is_taken(&path) {
+            return Err(match named {
+                true => Error::Config(format!("{}={shown}: no such file", profiles::CONFIG_VARIABLE)),
+                false => unconfigured(format!(", or write a profile in {shown}")),
+            });
+        }
+        let file = profiles::read_file(&path).map_err(Error::Config)?;
+        let has_default = file.profiles.contains_key("default");
+        let chosen = profiles::choose(
+            None,
+            read(profiles::PROFILE_VARIABLE),
+            file.default_profile.as_deref(),
+            has_default,
+        );
+        let Some((name, _)) = chosen else {
+            return Err(unconfigured(format!(
+                ", or name one of the profiles of {shown} in {} (or as its default_profile)",
+                profiles::PROFILE_VARIABLE
+            )));
+        };
+        let said = genapi_text::clean(&name);
+        let profile = match file.profiles.get(&name) {
+            Some(Ok(profile)) => profile,
+            Some(Err(broken)) => {
+                return Err(Error::Config(format!(
+                    "config file {shown}, line {}: profile {said}: {}",
+                    broken.line, broken.why
+                )))
+            }
+            None => {
+                let known: Vec<&str> = file.profiles.keys().map(String::as_str).collect();
+                return Err(Error::Config(format!(
+                    "no profile {said} in {shown}; its profiles: {}",
+                    genapi_text::clean(&known.join(", "))
+                )));
+            }
+        };
+        let key = profiles::profile_key(&name, profile, read).map_err(Error::Config)?;
+        let (Some(key), Some(base)) = (key, &profile.base_url) else {
+            return Err(Error::Config(format!(
+                "profile {said} of {shown} gives no {}: run `genapi --profile {said} {}`",
+                if profile.base_url.is_none() {
+                    "base_url"
+                } else {
+                    "key (key_env or key_file)"
+                },
+                if profile.base_url.is_none() {
+                    "config set base_url URL"
+                } else {
+                    "login"
+                },
+            )));
+        };
+        let origin = format!("the key of profile {said} ({})", profiles::key_kept_in(profile));
+        let mut builder = Client::builder().api_key_from(key.expose(), origin).base_url(base);
+        if let Some(regional) = &profile.regional_base_url {
+            builder = builder.regional_base_url(regional);
+        }
+        for origin in &profile.trusted_origins {
+            builder = builder.trust_origin(origin);
         }
         Ok(builder)
     }

@@ -147,6 +147,7 @@ mod limit;
 mod output;
 mod poll;
 mod poll_request;
+pub mod profiles;
 mod received;
 mod record;
 mod response;

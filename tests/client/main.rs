@@ -20,6 +20,7 @@ mod hostile_service;
 mod module_graph;
 mod one_road;
 mod process_wide_tls;
+mod profiles;
 mod python_receiver;
 mod readable_errors;
 mod recording;

@@ -1,57 +1,28 @@
 //! Settings: flags over the environment over a profile of the config file.
 //!
-//! A user who works with several services (or accounts) keeps each as a
-//! named profile in `config.toml`, in the platform's config folder
-//! (`~/.config/genapi/config.toml` on Linux; `GENAPI_CONFIG` names another
-//! file), and picks one with `--profile NAME` (or `GENAPI_PROFILE`):
+//! The config file's profiles, where it is, which profile is chosen and
+//! the key a profile names are the library's ([`genapi::profiles`]), so
+//! the command and `Client::from_env` read one configuration alike. What
+//! the command adds: `--profile`, its flags over everything, and where
+//! each value came from. A config file or key file others could change or
+//! read stops every command that reads it (exit 2), saying what to run,
+//! before anything is sent.
 //!
-//! ```toml
-//! default_profile = "work"
-//!
-//! [profiles.work]
-//! base_url = "https://api.example.com"
-//! trusted_origins = ["https://eu.api.example.com"]
-//! key_env = "WORK_GENAPI_KEY"        # the key, by the variable that holds it
-//! model = "gen-2-pro"                # generate's -m when not given
-//! out = "shots"                      # generate's -o folder when not given
-//!
-//! [profiles.lab]
-//! base_url = "https://lab.example.com"
-//! key_file = "~/.config/genapi/lab.key"  # a file only you can read
-//! ```
-//!
-//! The key is never written in the file: a profile names the variable that
-//! holds it, or a file only its owner can read (a file others can read is
-//! refused, as ssh refuses such a key). Whoever can change the config file
-//! decides where the key goes, so it must be the user's own (or root's)
-//! and writable by no one else, after links; otherwise every command that
-//! reads it stops (exit 2) and says what to run, before anything is sent.
-//! Both rules are genapi-files' one rule for files that steer a secret. The service's address and the key
-//! come as a pair: when the environment names a service
-//! (`GENAPI_API_KEY` or `GENAPI_BASE_URL`), the profile's service settings
-//! are not used at all, so a profile's key is never sent to an address the
-//! environment gave, nor the other way round. A profile's defaults (model,
-//! output folder) still apply; a flag wins over everything. `genapi config`
-//! shows what was chosen and where each value came from, the key as "set"
-//! and never its value. A profile with a mistake stops only the commands
-//! that use it ([`crate::config_file`]); `genapi login` and `genapi config
-//! set` write profiles ([`crate::config_edit`]).
+//! The service's address and the key come as a pair: when the environment
+//! names a service (`GENAPI_API_KEY` or `GENAPI_BASE_URL`), the profile's
+//! service settings are not used at all, so a profile's key is never sent
+//! to an address the environment gave, nor the other way round. A
+//! profile's defaults (model, output folder) still apply; a flag wins over
+//! everything. `genapi config` shows what was chosen and where each value
+//! came from, the key as "set" and never its value. A profile with a
+//! mistake stops only the commands that use it; `genapi login` and
+//! `genapi config set` write profiles ([`crate::config_edit`]).
 
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-use crate::config_file::{ConfigFile, Profile};
 use crate::{out, Failure};
-
-/// The variable naming another config file.
-pub const CONFIG_VARIABLE: &str = "GENAPI_CONFIG";
-/// The variable naming the profile, when `--profile` is not given.
-pub const PROFILE_VARIABLE: &str = "GENAPI_PROFILE";
-
-/// The largest config file read.
-pub const FILE_LIMIT: u64 = 1 << 20;
-/// The largest key file read.
-pub const KEY_FILE_LIMIT: u64 = 4096;
+use genapi::profiles::{self, ConfigFile, Profile};
 
 /// Where a setting came from.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -133,9 +104,7 @@ impl Key {
     /// variable and each profile's file, read whatever the file's mode
     /// (the check only compares; a file others may read is refused for
     /// use elsewhere, yet still holds a key).
-    pub fn all_known(
-        profiles: &std::collections::BTreeMap<String, Result<Profile, crate::config_file::Broken>>,
-    ) -> Vec<Key> {
+    pub fn all_known(profiles: &std::collections::BTreeMap<String, Result<Profile, profiles::Broken>>) -> Vec<Key> {
         let mut keys: Vec<Key> = variable("GENAPI_API_KEY")
             .map(|key| Key(key.trim().to_string()))
             .into_iter()
@@ -154,7 +123,7 @@ impl Key {
                 keys.push(Key(key.trim().to_string()));
             }
             if let Some(path) = key_file {
-                if let Ok(key) = genapi_files::read_text(&expand_home(path), KEY_FILE_LIMIT) {
+                if let Ok(key) = genapi_files::read_text(&profiles::expand_home(path), profiles::KEY_FILE_LIMIT) {
                     keys.push(Key(key.trim().to_string()));
                 }
             }
@@ -345,10 +314,7 @@ pub fn variable(name: &str) -> Option<String> {
 /// the platform's config folder. The second value says whether it was
 /// named (a named file must exist).
 pub fn file_path() -> Option<(PathBuf, bool)> {
-    if let Some(named) = std::env::var_os(CONFIG_VARIABLE).filter(|v| !v.is_empty()) {
-        return Some((PathBuf::from(named), true));
-    }
-    Some((dirs::config_dir()?.join("genapi").join("config.toml"), false))
+    profiles::file_path(std::env::var_os(profiles::CONFIG_VARIABLE))
 }
 
 /// The profiles of the config file, for completing `--profile`: none when
@@ -385,7 +351,8 @@ fn read_config(settings: &mut Settings) -> Result<ConfigFile, Failure> {
         read_file(&path)
     } else if named {
         Err(Failure::usage(format!(
-            "{CONFIG_VARIABLE}={}: no such file",
+            "{}={}: no such file",
+            profiles::CONFIG_VARIABLE,
             out::clean(&path.display().to_string())
         )))
     } else {
@@ -396,14 +363,15 @@ fn read_config(settings: &mut Settings) -> Result<ConfigFile, Failure> {
 /// The profile asked for, and by what: `--profile`, `GENAPI_PROFILE`, the
 /// file's `default_profile`, else a profile named `default` if there is one.
 fn choose(flag_profile: Option<&str>, default_profile: Option<&str>, has_default: bool) -> Option<(String, Source)> {
-    match (flag_profile, variable(PROFILE_VARIABLE)) {
-        (Some(name), _) => Some((name.to_string(), Source::Flag("--profile"))),
-        (None, Some(name)) => Some((name.trim().to_string(), Source::Environment(PROFILE_VARIABLE.into()))),
-        (None, None) => match default_profile {
-            Some(name) => Some((name.to_string(), Source::ConfigFile)),
-            None => has_default.then(|| ("default".to_string(), Source::NamedDefault)),
-        },
-    }
+    let variable = variable(profiles::PROFILE_VARIABLE);
+    let (name, by) = profiles::choose(flag_profile, variable, default_profile, has_default)?;
+    let source = match by {
+        profiles::ChosenBy::Program => Source::Flag("--profile"),
+        profiles::ChosenBy::Variable => Source::Environment(profiles::PROFILE_VARIABLE.into()),
+        profiles::ChosenBy::DefaultProfile => Source::ConfigFile,
+        profiles::ChosenBy::NamedDefault => Source::NamedDefault,
+    };
+    Some((name, source))
 }
 
 /// The name of the profile `genapi login` and `genapi config set` change:
@@ -467,7 +435,7 @@ pub fn resolve(flag_profile: Option<&str>) -> Result<Settings, Failure> {
         None => None,
     };
     settings.profile = chosen.map(|(value, source)| Sourced { value, source });
-    let from_environment = crate::config_file::SERVICE_OVER_PROFILES
+    let from_environment = profiles::SERVICE_OVER_PROFILES
         .iter()
         .any(|name| variable(name).is_some());
     let environment = |name: &str| {
@@ -499,7 +467,7 @@ pub fn resolve(flag_profile: Option<&str>) -> Result<Settings, Failure> {
         if !from_environment {
             match profile_key(name, profile) {
                 Ok(key) => {
-                    settings.key_kept_in = key.as_ref().map(|_| kept_in(profile));
+                    settings.key_kept_in = key.as_ref().map(|_| profiles::key_kept_in(profile));
                     settings.key = key.map(|value| Sourced { value, source: from() });
                 }
                 Err(problem) => settings.key_problem = Some(problem),
@@ -520,7 +488,7 @@ pub fn resolve(flag_profile: Option<&str>) -> Result<Settings, Failure> {
         }
         settings.model = profile.model.clone().map(|value| Sourced { value, source: from() });
         settings.out = profile.out.clone().map(|value| Sourced {
-            value: expand_home(&value),
+            value: profiles::expand_home(&value),
             source: from(),
         });
     }
@@ -545,44 +513,18 @@ fn origins_of(list: Option<Sourced<String>>) -> Vec<Sourced<String>> {
 /// whole, said with its path (a broken profile is kept, to be said when it
 /// is used).
 fn read_file(path: &Path) -> Result<ConfigFile, Failure> {
-    let shown = out::clean(&path.display().to_string());
-    // Whoever can change this file decides where the key goes.
-    let text = genapi_files::read_sensitive_text(path, FILE_LIMIT, genapi_files::Sensitivity::SteersASecret)
-        .map_err(|refused| Failure::usage(format!("config file {shown}: {}", out::clean(&refused.reason()))))?;
-    crate::config_file::parse(&text).map_err(|why| Failure::usage(format!("config file {shown}, {why}")))
-}
-
-/// Whether `text` looks like the name of an environment variable (and not
-/// like a key written where its variable's name belongs): shown only then.
-pub fn is_variable_name(text: &str) -> bool {
-    !text.is_empty()
-        && text.len() <= 64
-        && !text.starts_with(|c: char| c.is_ascii_digit())
-        && text
-            .chars()
-            .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
+    profiles::read_file(path).map_err(Failure::usage)
 }
 
 /// A variable's name as shown: itself when it says it holds a secret (as
 /// `WORK_GENAPI_KEY` does), else words that do not show it, in case a key
 /// was written in its place.
 pub fn shown_variable(name: &str) -> String {
-    if is_variable_name(name) && names_a_secret(name) {
+    if profiles::is_variable_name(name) && profiles::names_a_secret(name) {
         name.to_string()
     } else {
         "key_env names (its name is shown only when it ends in _KEY, _TOKEN, _SECRET or _PASSWORD)".to_string()
     }
-}
-
-/// Whether a variable's name says it holds a secret (`WORK_GENAPI_KEY`,
-/// `GENAPI_MOCK_KEY`, `DB_PASSWORD`), so showing it shows a name, not a key
-/// written where the name belongs, and a program genapi starts is not
-/// handed it.
-fn names_a_secret(name: &str) -> bool {
-    let name = name.to_ascii_uppercase();
-    ["_KEY", "_TOKEN", "_SECRET", "_PASSWORD"]
-        .iter()
-        .any(|end| name.ends_with(end))
 }
 
 /// The variable naming the ledger a batch keeps its records in; its
@@ -590,18 +532,18 @@ fn names_a_secret(name: &str) -> bool {
 pub const LEDGER_VARIABLE: &str = "GENAPI_LEDGER_URL";
 
 /// Variables that hold a password or key by the convention of the program
-/// that reads them, though their names do not end as [`names_a_secret`]
+/// that reads them, though their names do not end as [`profiles::names_a_secret`]
 /// looks for (`PGPASSWORD`, which PostgreSQL's clients read).
 const SECRETS_BY_CONVENTION: [&str; 3] = ["PGPASSWORD", "MYSQL_PWD", "REDISCLI_AUTH"];
 
 /// Whether the variable `name` of the environment, set to `value`, may
-/// hold a secret: its name says so ([`names_a_secret`]), it is the ledger's
+/// hold a secret: its name says so ([`profiles::names_a_secret`]), it is the ledger's
 /// address or a variable that holds a password by convention (`PGPASSWORD`),
 /// or its value holds an address with a password (`user:password@`), as
 /// `DATABASE_URL=postgres://u:pw@host/db` does.
 pub fn may_hold_a_secret(name: &str, value: &str) -> bool {
     let upper = name.to_ascii_uppercase();
-    names_a_secret(name)
+    profiles::names_a_secret(name)
         || upper == LEDGER_VARIABLE
         || SECRETS_BY_CONVENTION.contains(&upper.as_str())
         || SECRET_WORDS.iter().any(|word| upper.contains(word))
@@ -647,81 +589,11 @@ fn holds_an_address_with_a_password(text: &str) -> bool {
     })
 }
 
-/// The key a profile names: from its variable, or from its file; why it
-/// cannot be had, without ever quoting what could be the key itself.
+/// The key a profile names, from the process's variables or its file
+/// ([`profiles::profile_key`]).
 pub fn profile_key(name: &str, profile: &Profile) -> Result<Option<Key>, String> {
-    let name = out::clean(name);
-    if let Some(variable_name) = &profile.key_env {
-        return match variable(variable_name) {
-            Some(key) => Ok(Some(Key(key.trim().to_string()))),
-            None if is_variable_name(variable_name) && names_a_secret(variable_name) => Err(format!(
-                "profile {name}: key_env names {variable_name}, which is not set"
-            )),
-            None if is_variable_name(variable_name) => Err(format!(
-                "profile {name}: the variable key_env names is not set (its name is shown only when it ends in _KEY, \
-                 _TOKEN, _SECRET or _PASSWORD, in case a key was written in its place)"
-            )),
-            None => Err(format!(
-                "profile {name}: key_env does not name a variable (capital letters, digits and _); name the variable \
-                 that holds the key, never the key itself"
-            )),
-        };
-    }
-    let Some(file) = &profile.key_file else { return Ok(None) };
-    let path = expand_home(file);
-    // A key pasted where its file's path belongs names no file: its value
-    // is shown only once it is seen to be a path.
-    if std::fs::symlink_metadata(&path).is_err() {
-        return Err(format!(
-            "profile {name}: key_file names no file that exists (not shown, in case it is the key itself); name a \
-             file only you can read, which holds the key"
-        ));
-    }
-    let shown = out::clean(&path.display().to_string());
-    let refused = |why: String| format!("profile {name}: key_file {shown}: {}", out::clean(&why));
-    let text = genapi_files::read_sensitive_text(&path, KEY_FILE_LIMIT, genapi_files::Sensitivity::HoldsASecret)
-        .map_err(|e| refused(e.reason()))?;
-    let key = text.trim();
-    if key.is_empty() {
-        return Err(refused("the file is empty".into()));
-    }
-    Ok(Some(Key(key.to_string())))
-}
-
-/// Where a profile whose key was read keeps it: its variable's name only
-/// when that says it holds a secret (as [`profile_key`] shows it).
-fn kept_in(profile: &Profile) -> String {
-    match (&profile.key_env, &profile.key_file) {
-        (Some(name), _) if is_variable_name(name) && names_a_secret(name) => format!("key_env {name}"),
-        (Some(_), _) => "key_env".to_string(),
-        (None, Some(file)) => format!(
-            "key_file {}",
-            out::clean(
-                &under_home(&expand_home(file), dirs::home_dir().as_deref())
-                    .display()
-                    .to_string()
-            )
-        ),
-        (None, None) => "no key".to_string(),
-    }
-}
-
-/// A path inside the home folder written from `~/`, as a config file may
-/// write it: the words naming a refused key travel into results files and
-/// galleries that are shared, and the home folder's path names its user.
-fn under_home(path: &Path, home: Option<&Path>) -> PathBuf {
-    match home.and_then(|home| path.strip_prefix(home).ok()) {
-        Some(rest) if !rest.as_os_str().is_empty() => Path::new("~").join(rest),
-        _ => path.to_path_buf(),
-    }
-}
-
-/// A path with a leading `~/` read as the home folder.
-pub fn expand_home(path: &Path) -> PathBuf {
-    match (path.strip_prefix("~"), dirs::home_dir()) {
-        (Ok(rest), Some(home)) => home.join(rest),
-        _ => path.to_path_buf(),
-    }
+    let key = profiles::profile_key(name, profile, variable)?;
+    Ok(key.map(|key| Key(key.expose().to_string())))
 }
 
 /// `genapi config`: the settings and where each came from, in a fixed
@@ -893,24 +765,6 @@ mod tests {
             ..Settings::default()
         };
         assert!(!format!("{settings:?}").contains("sk-very-secret"));
-    }
-
-    #[test]
-    fn a_key_file_in_the_home_folder_is_named_from_it() {
-        let home = Path::new("/home/ada");
-        let shown = |path: &str| under_home(Path::new(path), Some(home)).display().to_string();
-        assert_eq!(
-            shown("/home/ada/.config/genapi/keys/work"),
-            "~/.config/genapi/keys/work"
-        );
-        assert_eq!(
-            shown("/home/adam/key"),
-            "/home/adam/key",
-            "another folder that begins alike"
-        );
-        assert_eq!(shown("/etc/genapi/key"), "/etc/genapi/key");
-        assert_eq!(shown("/home/ada"), "/home/ada");
-        assert_eq!(under_home(Path::new("/home/ada/k"), None), Path::new("/home/ada/k"));
     }
 
     /// A variable may hold a secret by its name, by convention, or by an

@@ -17,9 +17,9 @@ use std::path::{Path, PathBuf};
 use clap::{Args, Subcommand};
 use toml_edit::{DocumentMut, Item, Table, TableLike};
 
-use crate::config_file::{self, ConfigFile};
 use crate::key_shape::looks_like_a_key;
 use crate::{code, config, key_input, out, Failure};
+use genapi::profiles::{self, ConfigFile};
 
 /// The fields that say what the key is: a profile has one at most.
 const KEY_FIELDS: [&str; 4] = ["key_env", "key_file", "key", "api_key"];
@@ -32,7 +32,7 @@ pub enum ConfigChange {
     /// or its file (key_file), or use `genapi login`.
     Set {
         /// The field.
-        #[arg(value_parser = clap::builder::PossibleValuesParser::new(config_file::PROFILE_FIELDS))]
+        #[arg(value_parser = clap::builder::PossibleValuesParser::new(profiles::PROFILE_FIELDS))]
         field: String,
         /// Its value (trusted_origins: origins separated by commas).
         #[arg(allow_hyphen_values = true)]
@@ -94,13 +94,13 @@ fn open(flag_profile: Option<&str>) -> Result<Editing, Failure> {
     genapi_files::may_write_private(&path)
         .map_err(|refused| Failure::new(code::OTHER, crate::files::said(&refused)))?;
     let text = if genapi_files::is_taken(&path) {
-        genapi_files::read_sensitive_text(&path, config::FILE_LIMIT, genapi_files::Sensitivity::SteersASecret)
+        genapi_files::read_sensitive_text(&path, profiles::FILE_LIMIT, genapi_files::Sensitivity::SteersASecret)
             .map_err(|refused| Failure::usage(format!("config file {file}: {}", out::clean(&refused.reason()))))?
     } else {
         String::new()
     };
     let left = "it is left as it is";
-    let read = config_file::parse(&text).map_err(|why| Failure::usage(format!("config file {file}, {why}; {left}")))?;
+    let read = profiles::parse(&text).map_err(|why| Failure::usage(format!("config file {file}, {why}; {left}")))?;
     let document: DocumentMut = text
         .parse()
         .map_err(|_| Failure::usage(format!("config file {file} cannot be edited; {left}")))?;
@@ -112,7 +112,7 @@ fn open(flag_profile: Option<&str>) -> Result<Editing, Failure> {
         ));
     }
     let named = flag_profile.is_some()
-        || config::variable(config::PROFILE_VARIABLE).is_some()
+        || config::variable(profiles::PROFILE_VARIABLE).is_some()
         || read.default_profile.is_some();
     Ok(Editing {
         path,
@@ -183,7 +183,7 @@ impl Editing {
         let text = self.document.to_string();
         let file = shown(&self.path);
         let unchanged = "the config file is left as it is";
-        let read = config_file::parse(&text).map_err(|why| Failure::usage(format!("{why}; {unchanged}")))?;
+        let read = profiles::parse(&text).map_err(|why| Failure::usage(format!("{why}; {unchanged}")))?;
         let profile = match read.profiles.get(&self.profile) {
             Some(Ok(profile)) => profile,
             Some(Err(broken)) => {
@@ -365,16 +365,16 @@ fn address(what: &str, text: &str) -> Result<String, Failure> {
 
 /// The name of an environment variable, never a key written in its place.
 fn variable_name(text: &str) -> Result<String, Failure> {
-    if crate::config_file::not_a_profiles_key_variable(text).is_some() {
+    if profiles::not_a_profiles_key_variable(text).is_some() {
         return Err(Failure::usage(format!(
             "key_env may not name {}: each picks the environment's service over every profile; name one of the \
              profile's own (key_env = \"MYSERVICE_KEY\")",
-            crate::config_file::SERVICE_OVER_PROFILES.join(" or ")
+            profiles::SERVICE_OVER_PROFILES.join(" or ")
         )));
     }
     // A name with the shape of a key (a UUID in capitals, a random run) is
     // a key pasted where its variable's name belongs.
-    if config::is_variable_name(text) && !looks_like_a_key(text) {
+    if profiles::is_variable_name(text) && !looks_like_a_key(text) {
         return Ok(text.to_string());
     }
     Err(Failure::usage(
@@ -386,7 +386,7 @@ fn variable_name(text: &str) -> Result<String, Failure> {
 /// The path of a file that holds the key, which must exist: made absolute
 /// (a command run in another folder reads it), or kept under `~/`.
 fn key_file(path: &Path) -> Result<String, Failure> {
-    if !genapi_files::is_taken(&config::expand_home(path)) {
+    if !genapi_files::is_taken(&profiles::expand_home(path)) {
         return Err(Failure::usage(
             "key_file names no file that exists (not shown, in case it is the key itself); name a file only you can \
              read, which holds the key",

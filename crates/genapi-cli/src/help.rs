@@ -3,7 +3,7 @@
 //! each from one list ([`ENVIRONMENT`], [`files`], [`EXAMPLES`],
 //! [`crate::code::table`]). `-h` only says where to find them.
 
-use crate::{cache, code, config, mock, opener, proxy};
+use crate::{cache, code, mock, opener, proxy};
 
 /// The variables the command reads, with what each means.
 pub const ENVIRONMENT: [(&str, &str); 11] = [
@@ -18,10 +18,13 @@ pub const ENVIRONMENT: [(&str, &str); 11] = [
         "more origins the key may go to, comma-separated (optional)",
     ),
     (
-        config::PROFILE_VARIABLE,
+        genapi::profiles::PROFILE_VARIABLE,
         "the profile of the config file, when --profile is not given",
     ),
-    (config::CONFIG_VARIABLE, "another config file than the one in FILES"),
+    (
+        genapi::profiles::CONFIG_VARIABLE,
+        "another config file than the one in FILES",
+    ),
     (
         "GENAPI_LEDGER_URL",
         "the PostgreSQL ledger a batch is shared through, when --ledger is not given",
@@ -72,7 +75,7 @@ pub fn files() -> Vec<(String, String)> {
             "the profiles ({} names another file): a service's address, where its key is found, default model and \
              output folder; never the key itself. Only you may be able to change it. `genapi config` shows what is \
              used.",
-            config::CONFIG_VARIABLE
+            genapi::profiles::CONFIG_VARIABLE
         ),
     );
     let kept = cache::FILES.iter().map(|file| {

@@ -5,8 +5,8 @@
 
 use std::io::{BufRead, IsTerminal, Read};
 
-use crate::config::KEY_FILE_LIMIT as KEY_LIMIT;
 use crate::{out, Failure};
+use genapi::profiles::KEY_FILE_LIMIT as KEY_LIMIT;
 
 /// The key, from the terminal (asked for as `prompt`, without echo) or
 /// from standard input; trimmed, and refused when empty or not one word of

@@ -9,7 +9,6 @@ mod catalog;
 mod completions;
 mod config;
 mod config_edit;
-mod config_file;
 mod files;
 mod gallery;
 mod grid;

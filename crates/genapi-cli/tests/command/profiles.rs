@@ -588,3 +588,55 @@ async fn a_profile_named_with_a_control_character_is_refused_before_anything_is_
         text(&shown.stdout)
     );
 }
+
+/// A program (`Client::from_env`, here over the same variables) and the
+/// command read one configuration: the profile `GENAPI_PROFILE` names, its
+/// service and its key, and nothing reaches the default profile's service.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_program_and_the_command_use_the_same_profile() {
+    let work = roomy_mock(50).await;
+    let lab = roomy_mock(50).await;
+    let dir = Dir::new("profiles-shared");
+    let listed = |mock: &genapi_mock::MockService| {
+        let origins: Vec<String> = mock.trusted_origins().iter().map(|o| format!("{o:?}")).collect();
+        format!(
+            "base_url = \"{}\"\ntrusted_origins = [{}]\n",
+            mock.base_url(),
+            origins.join(", ")
+        )
+    };
+    config_file(
+        &dir,
+        &format!(
+            "default_profile = \"work\"\n\n[profiles.work]\n{}key_env = \"WORK_KEY\"\n\n[profiles.lab]\n{}key_env = \
+             \"LAB_GENAPI_KEY\"\n",
+            listed(&work),
+            listed(&lab)
+        ),
+    );
+    let run = genapi(&dir)
+        .env("GENAPI_PROFILE", "lab")
+        .env("LAB_GENAPI_KEY", lab.key())
+        .args(["generate", "a fox", "--json"])
+        .output()
+        .unwrap();
+    ok(&run);
+    let config = dir.join("config/genapi/config.toml").display().to_string();
+    let variables = |name: &str| match name {
+        "GENAPI_CONFIG" => Some(config.clone()),
+        "GENAPI_PROFILE" => Some("lab".to_string()),
+        "LAB_GENAPI_KEY" => Some(lab.key().to_string()),
+        _ => None,
+    };
+    let client = genapi::ClientBuilder::from_variables(variables)
+        .unwrap()
+        .build()
+        .unwrap();
+    let task = client
+        .submit(genapi::api::types::Gen2ProRequest::builder().prompt("a fox"))
+        .await
+        .unwrap();
+    assert!(!task.id().is_empty());
+    assert_eq!(lab.count("POST", "/v1/gen-2-pro"), 2, "the command's and the program's");
+    assert_eq!(work.requests().len(), 0, "the default profile's service saw nothing");
+}

@@ -17,8 +17,6 @@ use serde::Deserialize;
 use toml::de::{DeValue, ValueDeserializer};
 use toml::Spanned;
 
-use crate::out;
-
 /// The config file: the profile used when none is named, and each profile
 /// as written or what is wrong with it.
 #[derive(Debug, Default)]
@@ -219,7 +217,7 @@ pub fn unquoted(message: &str) -> String {
         );
         shown.push('`');
     }
-    out::clean(&shown)
+    genapi_text::clean(&shown)
 }
 
 /// The fields of a profile a user sets (`genapi config set`).
