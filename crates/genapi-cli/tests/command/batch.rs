@@ -809,7 +809,7 @@ async fn an_output_directory_whose_journal_lost_its_records_is_refused_not_paid_
     assert!(
         stderr.contains("img-1.jpg is already in the output directory")
             && stderr.contains("journal holds no task of line 1")
-            && stderr.contains("restore it"),
+            && stderr.contains("restore them"),
         "{stderr}"
     );
     assert_eq!(mock.count("POST", "/v1/gen-2-pro"), 2, "nothing paid again");
