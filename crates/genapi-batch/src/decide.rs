@@ -672,6 +672,46 @@ mod tests {
         lines
     }
 
+    /// A paid task is never forgotten by the fold: in every history of up
+    /// to four events, once an acceptance is folded the line keeps a task
+    /// and may hold one, whatever comes after (a late refusal, another
+    /// intent, a damaged record, an ending), so no table row can send it.
+    #[test]
+    fn a_task_once_folded_is_never_forgotten() {
+        let alphabet = alphabet();
+        let accepted = |event: &Event| matches!(event, Event::Accepted { .. });
+        let mut histories: Vec<Vec<usize>> = vec![Vec::new()];
+        for _ in 0..4 {
+            histories = histories
+                .iter()
+                .flat_map(|history| {
+                    (0..alphabet.len()).map(move |next| {
+                        let mut longer = history.clone();
+                        longer.push(next);
+                        longer
+                    })
+                })
+                .collect();
+            for history in &histories {
+                let events: Vec<Event> = history.iter().map(|at| alphabet[*at].clone()).collect();
+                let Some(first) = events.iter().position(accepted) else {
+                    continue;
+                };
+                let mut line = Line::default();
+                for (at, event) in events.iter().enumerate() {
+                    line.apply(event.clone());
+                    if at >= first {
+                        assert!(
+                            line.task().is_some() && line.may_hold_a_task(),
+                            "a task forgotten after {:?}: {line:?}",
+                            &events[..=at]
+                        );
+                    }
+                }
+            }
+        }
+    }
+
     /// Every combination of what a run may see and be asked.
     fn every_sight() -> impl Iterator<Item = (Seen, Asked)> {
         (0..(1u32 << 7)).flat_map(|bits| {

@@ -160,3 +160,41 @@ async fn a_line_number_given_to_two_jobs_is_sent_once() {
         "{outcomes:#?}"
     );
 }
+
+/// A journal that refuses to write an intent (a full disk, a store that
+/// fenced the worker out): that line is not sent, and the others are.
+#[derive(Clone, Default)]
+struct RefusesIntentsOfLine2(MemoryJournal);
+
+impl genapi_batch::Journal for RefusesIntentsOfLine2 {
+    fn events(&mut self) -> std::io::Result<Vec<genapi_batch::Event>> {
+        self.0.events()
+    }
+
+    fn append(&mut self, event: &genapi_batch::Event) -> std::io::Result<()> {
+        if let genapi_batch::Event::Intent { line: 2, .. } = event {
+            return Err(std::io::Error::other("no space left on the device"));
+        }
+        self.0.append(event)
+    }
+}
+
+/// The intent is written before the request leaves, or the request does
+/// not leave: an intent the store refused sends nothing.
+#[tokio::test(start_paused = true)]
+async fn a_submission_whose_intent_cannot_be_written_is_not_sent() {
+    let mock = roomy_mock(100).await;
+    let dir = Dir::new("intent-refused");
+    let journal = RefusesIntentsOfLine2::default();
+    let outcomes = run_batch(
+        Batch::new(mock.client().unwrap(), store(journal), &dir.0).jobs_at_once(1),
+        jobs(3, "intent refused"),
+    )
+    .await;
+    assert_eq!(outcomes[1].standing, Standing::Unsent, "{outcomes:#?}");
+    let error = outcomes[1].error.as_deref().unwrap_or_default();
+    assert!(error.contains("nothing was sent"), "{error}");
+    let posts = crate::common::posts_by_prompt(&mock);
+    assert_eq!(posts.get("intent refused 2"), None, "{posts:?}");
+    assert_eq!(mock.count("POST", "/v1/gen-2-pro"), 2, "the other two lines");
+}
