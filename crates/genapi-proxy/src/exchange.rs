@@ -435,7 +435,7 @@ async fn relay(
     let is_json = answer_headers
         .get(http::header::CONTENT_TYPE)
         .and_then(|value| value.to_str().ok())
-        .is_some_and(|text| text.contains("json"));
+        .is_some_and(|text| text.to_ascii_lowercase().contains("json"));
     // JSON (whose addresses are rewritten) and refusals are read whole.
     // Text of a host the key is sent to (an error page, a debugging
     // answer) is read whole and passed on without it; its results (an
@@ -583,11 +583,22 @@ fn is_text(headers: &HeaderMap) -> bool {
         .is_some_and(|text| text.trim_start().to_ascii_lowercase().starts_with("text/"))
 }
 
-/// Whether an answer came compressed (any coding but `identity`).
+/// Whether an answer came compressed: a content coding but `identity` in
+/// any line of its header, or a transfer coding but `chunked` (which the
+/// client undoes; another would reach the caller as it came, unchecked).
+/// A coding that is not text counts as one.
 fn encoded(headers: &reqwest::header::HeaderMap) -> bool {
-    headers
-        .get(http::header::CONTENT_ENCODING)
-        .is_some_and(|coding| !coding.as_bytes().eq_ignore_ascii_case(b"identity"))
+    let codings = |name| {
+        headers.get_all(name).iter().flat_map(|value| {
+            let text = value.to_str().unwrap_or("unreadable");
+            text.split(',')
+                .map(|coding| coding.trim().to_ascii_lowercase())
+                .collect::<Vec<_>>()
+        })
+    };
+    let plain = |coding: &String, also: &str| coding.is_empty() || coding == "identity" || coding == also;
+    codings(http::header::CONTENT_ENCODING).any(|coding| !plain(&coding, "identity"))
+        || codings(http::header::TRANSFER_ENCODING).any(|coding| !plain(&coding, "chunked"))
 }
 
 async fn read_bounded(mut response: reqwest::Response) -> Result<Bytes, &'static str> {

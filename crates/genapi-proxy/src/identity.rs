@@ -56,7 +56,10 @@ impl SubmissionId {
         let naming = match idempotency_key {
             Some(idempotency_key) => {
                 part(b"idempotency-key");
-                part(path_and_query.as_bytes());
+                // A key names one job of the endpoint: a retry that adds
+                // or changes a query string is still that job.
+                let path = path_and_query.split('?').next().unwrap_or_default();
+                part(path.as_bytes());
                 part(idempotency_key);
                 Naming::ByIdempotencyKey
             }

@@ -323,15 +323,18 @@ pub(crate) fn hold_beside_a_ledger(path: &std::path::Path) -> Result<HeldBesideA
     // The other way round: a proxy that remembers in the file alone, started
     // later, must know that the ledger remembers this service's submissions.
     // Made once, never replaced: every ledger proxy of the machine touches
-    // the same file.
+    // the same file. Made here (a folder it cannot be made in is said
+    // before anything is sent) with the oldest time, which refuses nothing:
+    // only a submission sent makes it recent ([`HeldBesideALedger::took_one`]),
+    // so a ledger proxy that never started, or sent nothing, keeps no file
+    // proxy away.
     let mark = ledger_mark(path);
     match genapi_files::write_private(&mark, LEDGER_MARK_TEXT, genapi_files::Existing::Keep) {
-        Ok(_) | Err(genapi_files::FileError::Exists { .. }) => {}
+        Ok(_) => touch(&mark, std::time::SystemTime::UNIX_EPOCH),
+        Err(genapi_files::FileError::Exists { .. }) => {}
         Err(e) => return Err(refused(e.to_string())),
     }
-    let held = HeldBesideALedger { _lock: file, mark };
-    held.took_one();
-    Ok(held)
+    Ok(HeldBesideALedger { _lock: file, mark })
 }
 
 /// The memory file of a service held by a proxy remembering in a ledger.
@@ -348,9 +351,14 @@ impl HeldBesideALedger {
     /// mark is touched by its name, so every ledger proxy of the machine
     /// touches the one a file proxy reads.
     pub(crate) fn took_one(&self) {
-        if let Ok(mark) = std::fs::OpenOptions::new().write(true).open(&self.mark) {
-            let _ = mark.set_modified(std::time::SystemTime::now());
-        }
+        touch(&self.mark, std::time::SystemTime::now());
+    }
+}
+
+/// Sets the time of the file at `path`, by its name.
+fn touch(path: &std::path::Path, when: std::time::SystemTime) {
+    if let Ok(file) = std::fs::OpenOptions::new().write(true).open(path) {
+        let _ = file.set_modified(when);
     }
 }
 

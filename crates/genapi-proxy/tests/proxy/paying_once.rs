@@ -118,7 +118,11 @@ async fn an_idempotency_key_seen_before_is_the_same_task_even_when_answered() {
     assert_eq!(accented().await.headers()[PROXY_HEADER], "sent");
     assert_eq!(accented().await.headers()[PROXY_HEADER], "replayed");
     assert_eq!(tasks(&mock), 3);
-    // So is the same key sent to another model: it asks for another image.
+    // The same key with a query string is the same job of the endpoint.
+    let queried = post(&proxy, &format!("{PATH}?retry=1"), &job("a"), &key).await;
+    assert_eq!(queried.headers()[PROXY_HEADER], "replayed");
+    assert_eq!(tasks(&mock), 3);
+    // The same key sent to another model is another job: it asks for another image.
     let other_model = post(&proxy, "/v1/gen-2-flex", &job("a"), &key).await;
     assert_eq!(other_model.headers()[PROXY_HEADER], "sent");
     assert_ne!(id_of(other_model).await, first);

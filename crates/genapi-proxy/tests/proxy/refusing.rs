@@ -142,6 +142,24 @@ async fn quoting(key: &'static str, quoted: String) -> genapi_test_common::hosti
             format!("\u{89}PNG {key}"),
         )
             .into_response(),
+        // A media type's case is not its meaning: JSON all the same.
+        "id=upper" => (
+            axum::http::StatusCode::OK,
+            [("content-type", "Application/JSON")],
+            format!("{{\"debug\":\"{key}\"}}"),
+        )
+            .into_response(),
+        // Two lines of the header, the first plain: every line counts.
+        "id=doubled" => (
+            axum::http::StatusCode::OK,
+            axum::response::AppendHeaders([
+                ("content-type", "application/json"),
+                ("content-encoding", "identity"),
+                ("content-encoding", "gzip"),
+            ]),
+            format!("{{\"debug\":\"{key}\"}}"),
+        )
+            .into_response(),
         "id=base64" => (axum::http::StatusCode::OK, [("content-type", "text/plain")], {
             use base64::Engine;
             base64::engine::general_purpose::STANDARD.encode(format!("sent: {key}"))
@@ -183,7 +201,16 @@ async fn the_key_quoted_escaped_or_compressed_never_reaches_a_caller() {
         .await
         .unwrap();
     assert_eq!(big.bytes().await.unwrap().len(), 5 * 1024 * 1024);
-    for id in ["escaped", "text", "image", "base64", "compressed", "gzimage"] {
+    for id in [
+        "escaped",
+        "text",
+        "image",
+        "base64",
+        "compressed",
+        "gzimage",
+        "doubled",
+        "upper",
+    ] {
         let answer = http
             .get(format!("{}/v1/get_result?id={id}", proxy.base_url()))
             .send()
@@ -207,7 +234,7 @@ async fn the_key_quoted_escaped_or_compressed_never_reaches_a_caller() {
             "{id}: {text}"
         );
         assert!(!compressed, "{id}: a compressed answer is not passed on unchecked");
-        if id == "compressed" || id == "gzimage" {
+        if ["compressed", "gzimage", "doubled"].contains(&id) {
             assert_eq!(status, 502, "{text}");
             assert!(text.contains("compressed"), "{text}");
         } else if id == "image" {
@@ -392,4 +419,52 @@ async fn a_success_that_names_no_task_is_never_sent_again() {
     assert_eq!(retry.status(), 409);
     assert_eq!(retry.headers()[genapi_proxy::PROXY_HEADER], "unknown");
     assert_eq!(service.count(PATH), 1, "the retry was not sent");
+}
+
+/// A transfer coding but `chunked` (`gzip, chunked`): the client undoes the
+/// chunks and not the rest, which would reach a caller as it came, its
+/// header dropped, the key inside unchecked. Refused as a compressed
+/// answer. (A raw server: the test's HTTP server writes its own codings.)
+#[tokio::test]
+async fn an_answer_in_a_transfer_coding_not_asked_for_never_reaches_a_caller() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    const KEY: &str = "sk-transfer-0123456789";
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            let mut head = [0u8; 4096];
+            let _ = stream.read(&mut head).await;
+            // The key compressed, as no search of the bytes can find it.
+            let mut gzip = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+            std::io::Write::write_all(&mut gzip, format!("\u{89}PNG {KEY}").as_bytes()).unwrap();
+            let body = gzip.finish().unwrap();
+            let head = format!(
+                "HTTP/1.1 200 OK\r\ncontent-type: image/png\r\ntransfer-encoding: gzip, chunked\r\n\r\n{:x}\r\n",
+                body.len()
+            );
+            let _ = stream.write_all(head.as_bytes()).await;
+            let _ = stream.write_all(&body).await;
+            let _ = stream.write_all(b"\r\n0\r\n\r\n").await;
+        }
+    });
+    let client = genapi::Client::builder().api_key(KEY).base_url(&base).build().unwrap();
+    let proxy = Proxy::builder(client)
+        .key(KEY)
+        .start("127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    let answer = crate::common::http()
+        .get(format!("{}/v1/get_result?id=coded", proxy.base_url()))
+        .send()
+        .await
+        .unwrap();
+    let status = answer.status();
+    let body = answer.bytes().await.unwrap_or_default();
+    let mut unzipped = String::new();
+    let _ = std::io::Read::read_to_string(&mut flate2::read::GzDecoder::new(&body[..]), &mut unzipped);
+    assert!(!unzipped.contains(KEY), "the key reached the caller, compressed");
+    let text = String::from_utf8_lossy(&body);
+    assert_eq!(status, 502, "{text}");
+    assert!(text.contains("compressed"), "{text}");
 }

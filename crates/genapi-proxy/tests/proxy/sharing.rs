@@ -184,6 +184,19 @@ async fn a_memory_file_and_a_ledger_never_remember_one_service_at_once() {
     };
     // A ledger proxy first: a file proxy is refused beside it, and after
     // it, for a day after the last submission the ledger took.
+    // One that never started (its ledger out of reach) or sent nothing
+    // keeps no file proxy away.
+    let unreachable = genapi_test_common::RefusingPort::new();
+    let out_of_reach = Proxy::builder(mock.client().unwrap())
+        .key(mock.key())
+        .memory_file(&file)
+        .ledger(format!("postgres://genapi@{}/genapi", unreachable.address))
+        .start("127.0.0.1:0".parse().unwrap())
+        .await;
+    assert!(out_of_reach.is_err());
+    crate::common::proxy(&mock, Some(file.clone())).await.stop().await;
+    beside(&file).await.unwrap().stop().await;
+    crate::common::proxy(&mock, Some(file.clone())).await.stop().await;
     let ledger_proxy = beside(&file).await.unwrap();
     let refused = crate::common::proxy_refused(&mock, &file).await;
     assert!(refused.contains("another proxy is using it"), "{refused}");
