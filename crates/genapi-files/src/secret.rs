@@ -152,6 +152,75 @@ pub fn read_private(path: &Path, limit: u64) -> Result<Vec<u8>, FileError> {
     read_whole(opened)
 }
 
+/// A file the program keeps for itself ([`write_private`] made it), opened
+/// to add to its end: a log whose lines are written one at a time between
+/// whole rewrites (what a proxy remembers, at each change). Opened under
+/// the rule of [`read_private`]: its folder passes [`may_write_private`], a
+/// link at its name is refused ([`Exposure::Link`]), and the file opened is
+/// a regular file, the user's (or root's) and writable by no one else.
+///
+/// ```
+/// # #[cfg(unix)] {
+/// use genapi_files::Existing;
+///
+/// let dir = std::env::temp_dir().join(format!("genapi-files-append-{}", std::process::id()));
+/// let log = dir.join("genapi").join("memory.json");
+/// genapi_files::write_private(&log, b"one\n", Existing::Replace)?;
+/// let mut appending = genapi_files::append_private(&log)?;
+/// appending.append(b"two\n")?;
+/// assert_eq!(genapi_files::read_private(&log, 1024)?, b"one\ntwo\n");
+/// # std::fs::remove_dir_all(&dir)?;
+/// # }
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn append_private(path: &Path) -> Result<Appending, FileError> {
+    may_write_private(path)?;
+    let mut options = std::fs::OpenOptions::new();
+    options.append(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::custom_flags(&mut options, libc::O_NOFOLLOW | libc::O_NONBLOCK);
+    let file = options.open(path).map_err(|e| {
+        #[cfg(unix)]
+        if e.raw_os_error() == Some(libc::ELOOP) {
+            return FileError::Exposed {
+                path: path.to_path_buf(),
+                sensitivity: Sensitivity::SteersTheProgram,
+                exposure: Exposure::Link,
+            };
+        }
+        FileError::io(path, e)
+    })?;
+    let metadata = file.metadata().map_err(|e| FileError::io(path, e))?;
+    if !metadata.is_file() {
+        return Err(FileError::NotRegular {
+            path: path.to_path_buf(),
+            writing: true,
+        });
+    }
+    check(path, &metadata, Sensitivity::SteersTheProgram)?;
+    Ok(Appending {
+        file,
+        path: path.to_path_buf(),
+    })
+}
+
+/// A private file open to add to its end ([`append_private`]).
+#[derive(Debug)]
+pub struct Appending {
+    file: std::fs::File,
+    path: PathBuf,
+}
+
+impl Appending {
+    /// Adds `bytes` at the end of the file, on the disk when it returns: a
+    /// crash of the machine then finds them.
+    pub fn append(&mut self, bytes: &[u8]) -> Result<(), FileError> {
+        use std::io::Write as _;
+        self.file.write_all(bytes).map_err(|e| FileError::io(&self.path, e))?;
+        self.file.sync_data().map_err(|e| FileError::io(&self.path, e))
+    }
+}
+
 /// Opens a file the program itself has just written, to read back what it
 /// holds (a download it saved beside its final name), as [`crate::open`]
 /// does (a regular file within `limit`, opened without blocking, so a pipe

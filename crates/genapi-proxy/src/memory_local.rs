@@ -1,6 +1,15 @@
 //! The memory of one proxy alone, kept in a private file when it is given
 //! one (read back at the next start, under the file policy of
 //! `genapi-files`), and locked so that no second proxy writes over it.
+//!
+//! The file is a log: each change adds one line, the state of the one
+//! submission it changed (or that it is gone), on the disk before anything
+//! acts on it. A change costs its own line, not the whole memory: a day of
+//! a busy service is a large memory, and a submission is sent only once its
+//! line is written. The file is rewritten whole, as the lines it holds now
+//! say, when it has grown to twice that (and at each start), so it stays
+//! within twice the memory it holds. A last line cut short (the process
+//! stopped while writing it) is a change nothing acted on, and is left out.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
@@ -15,28 +24,64 @@ use crate::remembered::{now, Answer, Claim, Claimed, Entry, KEPT_FOR};
 /// How a trouble of the memory file begins, as callers are told it.
 pub(crate) const FILE_TROUBLE: &str = "the proxy's memory file cannot be written";
 
-/// The largest memory file read back.
+/// The most the memory may hold, as its file writes it whole; the file,
+/// with the lines added since, is at most twice that.
 const MOST_BYTES: u64 = 64 * 1024 * 1024;
 
-/// The memory file's content.
+/// What the memory holds (an earlier release wrote it as one JSON object).
 #[derive(Default, Serialize, Deserialize)]
 struct Kept {
     entries: BTreeMap<SubmissionId, Entry>,
     /// Origins of addresses the service handed out (polling hosts,
     /// delivery hosts), which the proxy relays to.
     origins: BTreeSet<String>,
-    /// Bumped at every change, so a later state is never overwritten in the
-    /// file by an earlier one.
-    #[serde(skip)]
-    version: u64,
+}
+
+/// One line of the memory file.
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum Change {
+    /// A submission as it stands now.
+    Entry(SubmissionId, Entry),
+    /// A submission forgotten.
+    Gone(SubmissionId),
+    /// An origin learned.
+    Origin(String),
+}
+
+impl Change {
+    /// The line, its end included.
+    fn line(&self) -> Result<Vec<u8>, String> {
+        let mut line = serde_json::to_vec(self).map_err(|e| e.to_string())?;
+        line.push(b'\n');
+        Ok(line)
+    }
+}
+
+/// The memory file as it is written.
+struct Log {
+    /// Open to add lines, once the file was written whole.
+    appending: Option<genapi_files::Appending>,
+    /// Its length.
+    length: u64,
+    /// How long each submission's line is, and the origins' lines: what a
+    /// whole rewrite would write.
+    sizes: BTreeMap<SubmissionId, u64>,
+    origins_size: u64,
+}
+
+impl Log {
+    fn held(&self) -> u64 {
+        self.sizes.values().sum::<u64>() + self.origins_size
+    }
 }
 
 /// One proxy's memory.
 pub(crate) struct LocalMemory {
     kept: Mutex<Kept>,
     file: Option<PathBuf>,
-    /// Serialises writes of the file: the version last written.
-    writing: Mutex<u64>,
+    /// Serialises writes of the file.
+    log: Mutex<Log>,
     /// Held while the proxy runs: one proxy per memory file, as two would
     /// each write their own copy over the other's.
     _lock: Option<std::fs::File>,
@@ -73,8 +118,7 @@ impl LocalMemory {
                     reason: format!("cannot be read: {reason}"),
                     fix: MOVE_IT_AWAY,
                 };
-                let bytes = genapi_files::read_private(path, MOST_BYTES).map_err(|e| unreadable(e.to_string()))?;
-                kept = serde_json::from_slice(&bytes).map_err(|e| unreadable(e.to_string()))?;
+                kept = read_kept(path, 2 * MOST_BYTES).map_err(unreadable)?;
             }
         }
         let now = now();
@@ -83,13 +127,32 @@ impl LocalMemory {
         for entry in kept.entries.values_mut() {
             (entry.phase, entry.fate) = holder_gone(entry.phase, entry.fate);
         }
-        Ok(LocalMemory {
+        let memory = LocalMemory {
             kept: Mutex::new(kept),
             file,
-            writing: Mutex::new(0),
+            log: Mutex::new(Log {
+                appending: None,
+                length: 0,
+                sizes: BTreeMap::new(),
+                origins_size: 0,
+            }),
             _lock: lock,
             most_bytes: MOST_BYTES,
-        })
+        };
+        // Written whole at once: in this release's form, and as the start
+        // judged it (whoever held an entry stopped).
+        if let Some(path) = &memory.file {
+            memory.rewrite(&mut memory.log()).map_err(|reason| MemoryError {
+                path: path.display().to_string(),
+                reason: format!("cannot be written: {reason}"),
+                fix: "make its folder yours and writable by you alone",
+            })?;
+        }
+        Ok(memory)
+    }
+
+    fn log(&self) -> MutexGuard<'_, Log> {
+        self.log.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     fn kept(&self) -> MutexGuard<'_, Kept> {
@@ -105,6 +168,7 @@ impl LocalMemory {
 
     /// the memory's `claim`, in one step under the lock.
     pub(crate) fn claim(&self, claim: Claim, naming: Naming) -> Claimed {
+        let claim_id = claim.id.clone();
         let claimed = {
             let mut kept = self.kept();
             let standing = kept.entries.get(&claim.id).map(|entry| (entry.phase, entry.fate));
@@ -117,7 +181,7 @@ impl LocalMemory {
                     drop(kept);
                     // Sent only once remembered where a restart finds it:
                     // a memory that cannot be written sends nothing.
-                    if let Err(why) = self.write() {
+                    if let Err(why) = self.write(&claim.id) {
                         self.forget(&claim);
                         return Claimed::Unavailable(format!("{FILE_TROUBLE} ({why})"));
                     }
@@ -139,7 +203,7 @@ impl LocalMemory {
                 },
             }
         };
-        self.changed();
+        self.changed(&claim_id);
         claimed
     }
 
@@ -159,7 +223,7 @@ impl LocalMemory {
             held && kept.entries.remove(&claim.id).is_some()
         };
         if removed {
-            self.changed();
+            self.changed(&claim.id);
         }
     }
 
@@ -184,7 +248,7 @@ impl LocalMemory {
             heard && kept.entries.remove(&claim.id).is_some()
         };
         if removed {
-            self.changed();
+            self.changed(&claim.id);
         }
     }
 
@@ -192,7 +256,9 @@ impl LocalMemory {
     pub(crate) fn learn_origin(&self, origin: &str) -> bool {
         let added = self.kept().origins.insert(origin.to_string());
         if added {
-            self.changed();
+            if let Err(why) = self.add(&Change::Origin(origin.to_string())) {
+                tracing::warn!(error = %why, "the proxy's memory could not be written");
+            }
         }
         added
     }
@@ -212,50 +278,151 @@ impl LocalMemory {
             _ => false,
         };
         if changed {
-            self.changed();
+            self.changed(&claim.id);
         }
     }
 
-    /// Writes the file; a failure is said (the next change writes it all
-    /// again).
-    fn changed(&self) {
-        if let Err(why) = self.write() {
+    /// Writes the state of `id`; a failure is said (the file is written
+    /// whole at the next change that can be).
+    fn changed(&self, id: &SubmissionId) {
+        if let Err(why) = self.write(id) {
             tracing::warn!(error = %why, "the proxy's memory could not be written");
         }
     }
 
-    /// Writes the file, when there is one.
-    fn write(&self) -> Result<(), String> {
-        let Some(path) = &self.file else { return Ok(()) };
-        let mut written = self.writing.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        let (bytes, version) = {
-            let mut kept = self.kept();
-            // Entries a day old are forgotten as the proxy runs, not only
-            // when it starts: a full memory makes room again.
-            let now = crate::remembered::now();
-            kept.entries.retain(|_, entry| entry.sent_at + KEPT_FOR.as_secs() > now);
-            kept.version += 1;
-            (serde_json::to_vec(&*kept), kept.version)
-        };
-        if version < *written {
+    /// Writes the state `id` has now (or that it is gone), when there is a
+    /// file: a line of its own, or the whole file when it has grown to
+    /// twice what it holds. Refused when the memory would hold more than a
+    /// start reads back.
+    fn write(&self, id: &SubmissionId) -> Result<(), String> {
+        if self.file.is_none() {
             return Ok(());
         }
-        let bytes = bytes.map_err(|e| e.to_string())?;
-        // Never more than a start reads back: a memory too large to read
-        // would lose every acceptance it owes. A full memory sends nothing
-        // new until its entries age out (a day after they were sent).
-        if bytes.len() as u64 > self.most_bytes {
-            return Err(format!(
-                "it is full ({} entries of the last day, past the {} MiB it may have): nothing new is sent until \
-                 they age out; proxies with --ledger share a memory that has no such bound",
-                self.kept().entries.len(),
-                self.most_bytes / (1024 * 1024)
-            ));
+        let mut log = self.log();
+        // Read under the log's lock: the last line written for `id` is its
+        // latest state, whichever change wrote it.
+        let change = match self.kept().entries.get(id) {
+            Some(entry) => Change::Entry(id.clone(), entry.clone()),
+            None => Change::Gone(id.clone()),
+        };
+        let line = change.line()?;
+        let held = match &change {
+            Change::Entry(..) => line.len() as u64,
+            _ => 0,
+        };
+        let before = log.sizes.get(id).copied().unwrap_or(0);
+        if log.held() - before + held > self.most_bytes {
+            // Entries a day old are forgotten as the proxy runs, not only
+            // when it starts: a full memory makes room again.
+            self.rewrite(&mut log)?;
+            let before = log.sizes.get(id).copied().unwrap_or(0);
+            if log.held() - before + held > self.most_bytes {
+                return Err(self.full());
+            }
         }
-        genapi_files::write_private(path, &bytes, genapi_files::Existing::Replace).map_err(|e| e.to_string())?;
-        *written = version;
+        self.add_line(&mut log, &line)?;
+        match held {
+            0 => log.sizes.remove(id),
+            size => log.sizes.insert(id.clone(), size),
+        };
         Ok(())
     }
+
+    /// Adds `change` (an origin) to the file.
+    fn add(&self, change: &Change) -> Result<(), String> {
+        if self.file.is_none() {
+            return Ok(());
+        }
+        let line = change.line()?;
+        let mut log = self.log();
+        self.add_line(&mut log, &line)?;
+        log.origins_size += line.len() as u64;
+        Ok(())
+    }
+
+    /// Adds `line` to the file, which is written whole first when it has
+    /// grown to twice what it holds.
+    fn add_line(&self, log: &mut Log, line: &[u8]) -> Result<(), String> {
+        // Twice what it holds, or (a small memory) twice a mebibyte, within
+        // twice the most it may hold.
+        let floor = self.most_bytes.min(1024 * 1024);
+        if log.appending.is_none() || log.length + line.len() as u64 > 2 * log.held().max(floor) {
+            self.rewrite(log)?;
+        }
+        let appending = log.appending.as_mut().ok_or("the memory file is not open")?;
+        appending.append(line).map_err(|e| e.to_string())?;
+        log.length += line.len() as u64;
+        Ok(())
+    }
+
+    /// Writes the whole file as the memory holds it now, forgetting entries
+    /// a day old.
+    fn rewrite(&self, log: &mut Log) -> Result<(), String> {
+        let Some(path) = &self.file else { return Ok(()) };
+        log.appending = None;
+        let (mut bytes, mut sizes, mut origins_size) = (Vec::new(), BTreeMap::new(), 0);
+        {
+            let mut kept = self.kept();
+            let now = crate::remembered::now();
+            kept.entries.retain(|_, entry| entry.sent_at + KEPT_FOR.as_secs() > now);
+            for (id, entry) in &kept.entries {
+                let line = Change::Entry(id.clone(), entry.clone()).line()?;
+                sizes.insert(id.clone(), line.len() as u64);
+                bytes.extend_from_slice(&line);
+            }
+            for origin in &kept.origins {
+                let line = Change::Origin(origin.clone()).line()?;
+                origins_size += line.len() as u64;
+                bytes.extend_from_slice(&line);
+            }
+        }
+        genapi_files::write_private(path, &bytes, genapi_files::Existing::Replace).map_err(|e| e.to_string())?;
+        log.appending = Some(genapi_files::append_private(path).map_err(|e| e.to_string())?);
+        (log.length, log.sizes, log.origins_size) = (bytes.len() as u64, sizes, origins_size);
+        Ok(())
+    }
+
+    /// Why a submission is not sent: the memory is full.
+    fn full(&self) -> String {
+        format!(
+            "it is full ({} entries of the last day, past the {} MiB it may have): nothing new is sent until they \
+             age out; proxies with --ledger share a memory that has no such bound",
+            self.kept().entries.len(),
+            self.most_bytes / (1024 * 1024)
+        )
+    }
+}
+
+/// What the memory file at `path` holds, read within `limit`: its lines
+/// in order, or the one object an earlier release wrote.
+fn read_kept(path: &std::path::Path, limit: u64) -> Result<Kept, String> {
+    let bytes = genapi_files::read_private(path, limit).map_err(|e| e.to_string())?;
+    if let Ok(kept) = serde_json::from_slice::<Kept>(&bytes) {
+        return Ok(kept);
+    }
+    let mut kept = Kept::default();
+    let mut lines = bytes.split(|byte| *byte == b'\n').enumerate().peekable();
+    while let Some((at, line)) = lines.next() {
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        match serde_json::from_slice::<Change>(line) {
+            Ok(Change::Entry(id, entry)) => {
+                kept.entries.insert(id, entry);
+            }
+            Ok(Change::Gone(id)) => {
+                kept.entries.remove(&id);
+            }
+            Ok(Change::Origin(origin)) => {
+                kept.origins.insert(origin);
+            }
+            // The last line, without its end: cut short as it was written,
+            // before anything acted on it.
+            Err(_) if lines.peek().is_none() && at > 0 => break,
+            Err(e) => return Err(format!("line {}: {e}", at + 1)),
+        }
+    }
+    Ok(kept)
 }
 
 /// Takes the lock of the memory at `path`: a file beside it, its owner's
@@ -302,10 +469,7 @@ pub(crate) fn hold_beside_a_ledger(path: &std::path::Path) -> Result<HeldBesideA
         refused("a proxy without --ledger is using it: what one sends, the other knows nothing of".into())
     })?;
     if path.symlink_metadata().is_ok() {
-        let kept: Kept = genapi_files::read_private(path, MOST_BYTES)
-            .map_err(|e| e.to_string())
-            .and_then(|bytes| serde_json::from_slice(&bytes).map_err(|e| e.to_string()))
-            .map_err(|e| refused(format!("cannot be read: {e}")))?;
+        let kept = read_kept(path, 2 * MOST_BYTES).map_err(|e| refused(format!("cannot be read: {e}")))?;
         let now = crate::remembered::now();
         let live = kept
             .entries
@@ -532,8 +696,11 @@ mod tests {
     fn a_memory_that_cannot_be_written_sends_nothing() {
         let file = temp_file("unwritable");
         let memory = LocalMemory::open(Some(file.clone())).unwrap();
-        // The file's name taken by a folder: no write can land.
+        // The file's name taken by a folder, and the file let go of (as a
+        // failed rewrite leaves it): no write can land.
+        std::fs::remove_file(&file).unwrap();
         std::fs::create_dir(&file).unwrap();
+        memory.log().appending = None;
         match memory.claim(claim(&id("a"), "p/1"), Naming::ByContent) {
             Claimed::Unavailable(why) => assert!(why.contains("cannot be written"), "{why}"),
             other => panic!("{other:?}"),
@@ -560,8 +727,8 @@ mod tests {
         assert!(refused.contains("it is full"), "{refused}");
         assert!(sent > 0 && memory.standing(&id(&format!("job {sent}"))).is_none());
         assert!(
-            std::fs::metadata(&file).unwrap().len() <= 1024,
-            "read back at the next start"
+            std::fs::metadata(&file).unwrap().len() <= 2 * 1024,
+            "within twice what it may hold: read back at the next start"
         );
         // A day later its entries are forgotten as it runs: room again.
         for entry in memory.kept().entries.values_mut() {
@@ -597,10 +764,83 @@ mod tests {
         assert_eq!(again.standing(&id("a")), None, "a repeat after a restart is a new job");
     }
 
+    /// A change costs its own line, not the whole memory: a day of a busy
+    /// service is a large memory, and a submission waits for its line.
+    #[test]
+    fn a_change_adds_one_line_and_the_file_stays_within_twice_the_memory() {
+        let file = temp_file("lines");
+        let mut memory = LocalMemory::open(Some(file.clone())).unwrap();
+        // A small memory, so that a few thousand changes pass twice it.
+        memory.most_bytes = 128 * 1024;
+        let claims: Vec<Claim> = (0..300)
+            .map(|n| sent(&memory, &id(&format!("job {n}")), "p/1", Naming::ByIdempotencyKey))
+            .collect();
+        let length = || std::fs::metadata(&file).unwrap().len();
+        let before = length();
+        memory.accepted(&claims[0], answer());
+        let line = length() - before;
+        assert!(line > 0 && line < 1024, "one line of {line} bytes, the file {before}");
+        // One entry changed over and over: the file is written whole again
+        // before it holds more than twice what the memory does.
+        let mut longest = 0;
+        for _ in 0..3_000 {
+            memory.unknown(&claims[1]);
+            longest = longest.max(length());
+        }
+        let held = memory.log().held();
+        assert!(longest <= 2 * held.max(128 * 1024), "{longest} for {held}");
+        assert!(longest > 128 * 1024, "the changes passed what the memory holds: {longest}");
+        drop(memory);
+        let again = reopened(file);
+        assert_eq!(again.kept().entries.len(), 300);
+        assert_eq!(again.standing(&id("job 0")).map(|s| s.0), Some(Phase::Accepted));
+    }
+
+    /// A last line cut short (the process stopped while writing it) is a
+    /// change nothing acted on: left out, and gone from the file at the
+    /// start. A line cut short before another is damage, refused.
+    #[test]
+    fn a_last_line_cut_short_is_left_out() {
+        let file = temp_file("cut-short");
+        let memory = LocalMemory::open(Some(file.clone())).unwrap();
+        let first = sent(&memory, &id("a"), "p/1", Naming::ByContent);
+        memory.accepted(&first, answer());
+        drop(memory);
+        let whole = std::fs::read(&file).unwrap();
+        let mut cut = whole.clone();
+        cut.extend_from_slice(br#"{"entry":["abc",{"pha"#);
+        genapi_files::write_private(&file, &cut, genapi_files::Existing::Replace).unwrap();
+        let again = reopened(file.clone());
+        assert_eq!(again.standing(&id("a")), Some((Phase::Accepted, Fate::Undelivered)));
+        assert!(!std::fs::read(&file).unwrap().ends_with(b"pha"), "written whole at the start");
+        drop(again);
+        let mut inside = br#"{"entry":["abc",{"pha"#.to_vec();
+        inside.push(b'\n');
+        inside.extend_from_slice(&whole);
+        genapi_files::write_private(&file, &inside, genapi_files::Existing::Replace).unwrap();
+        let error = LocalMemory::open(Some(file)).err().unwrap().to_string();
+        assert!(error.contains("line 1") && error.contains("move it away"), "{error}");
+    }
+
+    /// The earlier release's file (one JSON object of it all) is read back,
+    /// and written as lines from then on.
+    #[test]
+    fn an_earlier_releases_memory_file_is_read_back() {
+        let file = temp_file("earlier");
+        let memory = LocalMemory::open(None).unwrap();
+        let first = sent(&memory, &id("a"), "p/1", Naming::ByContent);
+        memory.accepted(&first, answer());
+        let whole = serde_json::to_vec(&*memory.kept()).unwrap();
+        genapi_files::write_private(&file, &whole, genapi_files::Existing::Replace).unwrap();
+        let again = reopened(file.clone());
+        assert_eq!(again.standing(&id("a")), Some((Phase::Accepted, Fate::Undelivered)));
+        assert!(std::fs::read_to_string(&file).unwrap().starts_with("{\"entry\":["));
+    }
+
     #[test]
     fn a_damaged_memory_file_is_refused_with_what_to_do() {
         let file = temp_file("damaged");
-        genapi_files::write_private(&file, b"{not json", genapi_files::Existing::Replace).unwrap();
+        genapi_files::write_private(&file, b"{not json\n", genapi_files::Existing::Replace).unwrap();
         let error = LocalMemory::open(Some(file)).err().unwrap().to_string();
         assert!(error.contains("move it away"), "{error}");
     }
