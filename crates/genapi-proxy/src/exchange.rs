@@ -188,9 +188,10 @@ async fn submission(
                 return own(
                     StatusCode::CONFLICT,
                     "unknown",
-                    "an identical submission was sent and its answer never came: the service may have made (and \
-                     charged for) its task, so it is not sent again. If it was made, its webhook (when the job named \
-                     one) says so; to pay for the job again anyway, send it with a new Idempotency-Key",
+                    "an identical submission was sent and no answer naming its task came (none, or one the proxy \
+                     could not read as an acceptance): the service may have made (and charged for) its task, so it \
+                     is not sent again. If it was made, its webhook (when the job named one) says so; to pay for the \
+                     job again anyway, send it with a new Idempotency-Key",
                 );
             }
             Claimed::Replay(claim, answer) => {
