@@ -29,6 +29,7 @@ pub async fn holds<O: Opener>(fresh: impl Fn(&str) -> O) {
     what_one_run_wrote_the_next_reads(&fresh("reopened")).await;
     credits_held_never_pass_the_cap(&fresh("credits")).await;
     an_end_at_no_price_leaves_its_hold_counted(&fresh("no-price")).await;
+    an_acceptance_reporting_more_than_the_hold_raises_it(&fresh("reported")).await;
     two_runs_at_once_never_both_hold_a_line(&fresh("two-runs")).await;
     a_line_a_live_run_holds_is_not_taken(&fresh("held")).await;
     an_intent_is_written_only_for_a_line_the_run_holds(&fresh("unheld")).await;
@@ -169,6 +170,47 @@ pub async fn an_end_at_no_price_leaves_its_hold_counted<O: Opener>(opener: &O) {
             "line 1 ended at {cost}, no price: its 2 credits stay counted, so nothing more fits: {next:?}"
         );
     }
+}
+
+/// An acceptance reporting a cost above what its line holds (the service
+/// says the task costs more than its kind was priced at) raises what is
+/// held to the report, in every store alike: the cap counts it at once,
+/// before the task settles.
+pub async fn an_acceptance_reporting_more_than_the_hold_raises_it<O: Opener>(opener: &O) {
+    let store = opener.open().await.expect("the batch opens");
+    for line in [1, 2, 3] {
+        assert!(matches!(store.claim(line).await.expect("claim"), Claim::Mine(_)));
+    }
+    // The kind priced at 2: line 1 settled at it.
+    let first = store.hold_credits(1, "kind", 10.0, None).await.expect("hold");
+    assert_eq!(first, Hold::Held(10.0), "the first line of a kind holds what is left");
+    store
+        .settle(1, SettledCost::of(2.0).expect("2 is a price"))
+        .await
+        .expect("settle");
+    let second = store.hold_credits(2, "kind", 10.0, None).await.expect("hold");
+    assert_eq!(second, Hold::Held(2.0), "the kind's price");
+    store.write(intent(2)).await.expect("intent");
+    let Event::Accepted {
+        line, id, polling_url, ..
+    } = accepted(2)
+    else {
+        unreachable!("accepted makes an acceptance")
+    };
+    let reported = Event::Accepted {
+        line,
+        id,
+        polling_url,
+        cost: Some(7.0),
+        adopted: false,
+    };
+    store.write(reported).await.expect("accepted");
+    // 2 charged and 7 held leave 1 of 10: too little for one more at 2.
+    let third = store.hold_credits(3, "kind", 10.0, None).await.expect("hold");
+    assert!(
+        !matches!(third, Hold::Held(_)),
+        "line 2 reported 7 at its acceptance, held 2: 2 + 7 + 2 would pass 10, yet {third:?}"
+    );
 }
 
 /// Of two runs of one batch at once, at most one holds a line: the second

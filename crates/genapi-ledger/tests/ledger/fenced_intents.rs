@@ -21,12 +21,12 @@ use crate::common::pg::{Postgres, PASSWORD};
 const BATCH: &str = "fenced";
 const DIGEST: &str = "0123456789abcdef";
 /// The advisory lock the test holds to stall worker a's intents.
-const GATE: i64 = 424_242;
+pub(crate) const GATE: i64 = 424_242;
 /// Longer than any step here takes on a loaded machine: a hang detector.
-const LONG: Duration = Duration::from_secs(120);
+pub(crate) const LONG: Duration = Duration::from_secs(120);
 
 /// A psql session on `pg`, reading its statements from its input.
-fn psql(pg: &Postgres) -> Child {
+pub(crate) fn psql(pg: &Postgres) -> Child {
     Command::new("psql")
         .args(["-X", "-q", "-v", "ON_ERROR_STOP=1", &pg.url()])
         .env("PGPASSWORD", PASSWORD)
@@ -141,6 +141,70 @@ async fn a_claim_made_while_an_intent_is_in_flight_waits_for_it_and_sees_it() {
     let intents = pg.sql("SELECT count(*) FROM genapi_records WHERE line = 1 AND record->>'event' = 'intent'");
     assert!(written.is_ok(), "a kept the line through its intent: {written:?}");
     assert_eq!(intents, "1");
+}
+
+/// A worker whose claim of several lines began before another worker took
+/// one of them, its lease lapsed (the first claim stalled meanwhile: a lock
+/// wait, a descheduled backend), does not take the line too once it runs
+/// on: the other worker's intent stands alone, and the first sends nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_claim_of_many_lines_leaves_a_lapsed_line_another_worker_took() {
+    let Some(pg) = Postgres::start("fenced-claim-many") else {
+        return;
+    };
+    let url = pg.url();
+    let open = |name: &'static str| {
+        let options = LedgerOptions::default()
+            .worker_name(name)
+            .lease(Duration::from_secs(600))
+            .step_deadline(LONG);
+        Ledger::open_with(&url, BATCH, DIGEST, options)
+    };
+    let (a, b) = (std::sync::Arc::new(open("a").await.unwrap()), open("b").await.unwrap());
+    // Line 1 was worker c's, whose lease lapsed (c is gone).
+    pg.sql(&format!(
+        "INSERT INTO genapi_lines (batch, line, worker, lease_until)
+         VALUES ('{BATCH}', 1, 'c', clock_timestamp() - interval '1 s')"
+    ));
+    // Worker a's claims wait at the gate inside their statement, before
+    // they reach the lines already there.
+    pg.sql(&format!(
+        "CREATE FUNCTION stall_claims() RETURNS trigger LANGUAGE plpgsql AS $$
+         BEGIN
+           IF NEW.worker = 'a' THEN
+             PERFORM pg_advisory_xact_lock({GATE});
+           END IF;
+           RETURN NEW;
+         END $$;
+         CREATE TRIGGER stall_claims BEFORE INSERT ON genapi_lines
+         FOR EACH ROW EXECUTE FUNCTION stall_claims();"
+    ));
+    let gate = block_in_place(|| Gate::close(&pg));
+    let claiming = tokio::spawn({
+        let a = a.clone();
+        async move { a.claim_many(&[1]).await }
+    });
+    block_in_place(|| {
+        pg.await_rows(
+            "a's claim waiting at the gate",
+            &format!("SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND objid = {GATE} AND NOT granted"),
+            LONG,
+        )
+    });
+    // Meanwhile b takes the lapsed line and stores its intent.
+    assert!(
+        matches!(b.claim(1).await.unwrap(), Claim::Mine(_)),
+        "line 1 lapsed: b's"
+    );
+    b.write(intent()).await.expect("b's intent on the line it holds");
+    drop(gate);
+    let claimed = claiming.await.unwrap().into_iter().next().unwrap().unwrap();
+    assert!(
+        matches!(claimed, Claim::Held),
+        "a took line 1 from b, who stored its intent: both would send ({claimed:?})"
+    );
+    assert!(a.write(intent()).await.is_err(), "a stored an intent on b's line");
+    assert_eq!(intents(&pg), "1");
 }
 
 /// Worker a holds line 1 under a lease of ten minutes (renewed every

@@ -21,6 +21,7 @@ mod database_names;
 mod earlier_ledgers;
 mod fair_shares;
 mod fenced_intents;
+mod fenced_seats;
 mod shared_records;
 mod shared_seats;
 mod store_contract;
