@@ -26,9 +26,10 @@
 //!    gone: neither polled nor sent.
 //! 5. An accepted line is polled, never sent.
 //! 6. An unanswered line is reported unknown, unless the user asks to send
-//!    it again (`--resubmit-unknown`) and its record names its job. A
-//!    record that cannot be read may hold another line's task, whose claim
-//!    a new submission would replace: it is never sent again.
+//!    it again (`--resubmit-unknown`) and every record after its submission
+//!    was read. A record that cannot be read may be its acceptance (a task
+//!    made and charged), or another line's task whose claim a new
+//!    submission would replace: such a line is never sent again.
 //! 7. Nothing more is sent once the cap is reached, a stop was asked for or
 //!    the batch halted its sending; nothing more is polled after a stop.
 //! 8. A file with the line's name, with no task in the store to explain it,
@@ -177,9 +178,9 @@ pub fn decide(line: &Line, seen: Seen, asked: Asked) -> Action {
         return polled(seen);
     }
     if let Line::Unanswered { sent } = line {
-        // Sent again, a line records its job anew: an unreadable record,
-        // which may be any job's paid task, would claim nothing any more.
-        if !asked.resubmit_unknown || sent.digest.is_none() {
+        // A record that cannot be read may be its paid task, or any job's,
+        // whose claim a new intent would replace.
+        if !asked.resubmit_unknown || sent.damaged || sent.digest.is_none() {
             return Action::ReportUnknown;
         }
     }
@@ -245,6 +246,7 @@ mod tests {
             digest: Some("d".into()),
             sent_at: Some(1),
             ephemeral,
+            damaged: false,
         }
     }
 
@@ -306,6 +308,16 @@ mod tests {
                         digest: None,
                         sent_at: None,
                         ephemeral: false,
+                        damaged: true,
+                    },
+                },
+            ),
+            (
+                "sent, a later record that cannot be read",
+                Line::Unanswered {
+                    sent: Sent {
+                        damaged: true,
+                        ..sent(false)
                     },
                 },
             ),
@@ -469,6 +481,15 @@ mod tests {
 | a record that cannot be read | cap reached | report unknown | report unknown | report unknown | report unknown |
 | a record that cannot be read | sending halted | report unknown | report unknown | report unknown | report unknown |
 | a record that cannot be read | stopping | report unknown | report unknown | report unknown | report unknown |
+| sent, a later record that cannot be read | as usual | report unknown | report unknown | report unknown | report unknown |
+| sent, a later record that cannot be read | job changed | refuse: changed | refuse: changed | refuse: changed | refuse: changed |
+| sent, a later record that cannot be read | job moved | report unknown | report unknown | report unknown | report unknown |
+| sent, a later record that cannot be read | job changed and moved | refuse: changed | refuse: changed | refuse: changed | refuse: changed |
+| sent, a later record that cannot be read | saved file gone | report unknown | report unknown | report unknown | report unknown |
+| sent, a later record that cannot be read | name taken | report unknown | report unknown | report unknown | report unknown |
+| sent, a later record that cannot be read | cap reached | report unknown | report unknown | report unknown | report unknown |
+| sent, a later record that cannot be read | sending halted | report unknown | report unknown | report unknown | report unknown |
+| sent, a later record that cannot be read | stopping | report unknown | report unknown | report unknown | report unknown |
 | sent to a service that ended, no answer | as usual | report gone | report gone | report gone | report gone |
 | sent to a service that ended, no answer | job changed | refuse: changed | refuse: changed | refuse: changed | refuse: changed |
 | sent to a service that ended, no answer | job moved | report gone | report gone | report gone | report gone |
@@ -780,7 +801,7 @@ mod tests {
                 assert_never_pays_twice(&line, name, seen, asked);
             }
         }
-        assert_eq!(combinations, 14 * 128 * 4);
+        assert_eq!(combinations, 15 * 128 * 4);
     }
 
     /// A task is never sent again, a job recorded under another line is
@@ -795,8 +816,8 @@ mod tests {
             assert!(!unanswered || asked.resubmit_unknown, "{why}");
             // A record that cannot be read may be another job's task: a
             // new submission would hide its claim.
-            let names_its_job = line.sent().is_none_or(|sent| sent.digest.is_some());
-            assert!(!unanswered || names_its_job, "{why}");
+            let read_whole = line.sent().is_none_or(|sent| sent.digest.is_some() && !sent.damaged);
+            assert!(!unanswered || read_whole, "{why}");
             assert!(!line.refused() || asked.retry_refused || seen.changed, "{why}");
             assert!(
                 !(seen.stopping || seen.halted || seen.cap_reached || seen.name_taken),

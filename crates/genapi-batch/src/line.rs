@@ -65,6 +65,10 @@ pub struct Sent {
     pub sent_at: Option<u64>,
     /// It went to a service that ended with the run that used it.
     pub ephemeral: bool,
+    /// A record after it could not be read: it may have been its
+    /// acceptance (a task made and charged), so the line is never sent
+    /// again, even when unanswered lines may be.
+    pub damaged: bool,
 }
 
 /// A task the service accepted for a line.
@@ -301,6 +305,7 @@ impl Line {
                     digest: Some(digest),
                     sent_at,
                     ephemeral,
+                    damaged: false,
                 };
                 match self.task().cloned() {
                     Some(task) => Line::Accepted { sent: Some(sent), task },
@@ -361,18 +366,20 @@ impl Line {
     /// after anything else (a refusal of any kind, or another record that
     /// could not be read, which may itself have been a refusal) it may have
     /// been the intent of another job: its job is not known, so it claims
-    /// any. A record read so is marked by its unknown time of sending.
+    /// any. Either way the submission is marked damaged
+    /// ([`Sent::damaged`]): never sent again.
     fn damaged(self) -> Line {
         let free = self.task().is_none() && self.ending().is_none_or(|_| self.refused());
         if !free {
             return self;
         }
         let sent = match self {
-            Line::Unanswered { sent } if sent.sent_at.is_some() => Sent { sent_at: None, ..sent },
+            Line::Unanswered { sent } if !sent.damaged => Sent { damaged: true, ..sent },
             _ => Sent {
                 digest: None,
                 sent_at: None,
                 ephemeral: false,
+                damaged: true,
             },
         };
         Line::Unanswered { sent }

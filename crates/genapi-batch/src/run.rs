@@ -1871,11 +1871,10 @@ fn refused_moved(number: u64, stem: &str, left_behind: Option<(u64, JobAt)>) -> 
         ),
         Some((_, JobAt::Unreadable)) => format!(
             "line {earlier}'s record in the journal cannot be read, so the job its task was paid for is not known \
-             and could be line {number}'s: line {number} was not sent (that could pay for it twice). No run sends \
-             it while that record stays damaged (an adopted task does not tell which job the record sent): write \
-             the journal's damaged line back as it was, or, once the service's activity records show the job it \
-             sent (or that it made no task), delete that line from the journal (deleting a record of a task that \
-             was made pays for its job again)"
+             and could be line {number}'s: line {number} was not sent (that could pay for it twice). No run of this \
+             folder sends it while that record stays damaged (an adopted task does not tell which job the record \
+             sent): write the journal's damaged line back as it was; jobs new to the batch can run in a job file \
+             of their own, with another --out folder"
         ),
         _ => format!(
             "line {number}'s job was submitted as line {earlier}, which now holds another job or is no longer in the \
@@ -1921,13 +1920,17 @@ fn gone(number: u64, stem: &str, line: &Line) -> JobOutcome {
 fn unknown(number: u64, stem: &str, line: &Line) -> JobOutcome {
     let mut outcome = JobOutcome::new(number, stem, Standing::Unanswered);
     let sent = line.sent();
-    if sent.is_some_and(|sent| sent.digest.is_none()) {
+    if let Some(sent) = sent.filter(|sent| sent.damaged || sent.digest.is_none()) {
         // Not sent again even when asked: see `decide`'s rule 6.
+        let what = match sent.digest {
+            Some(_) => "a record after its submission cannot be read: it may be its acceptance",
+            None => "its record cannot be read: it may be the submission of any job of the file",
+        };
         outcome.class = Some(FailureClass::Write);
         outcome.error = Some(format!(
-            "line {number}'s record in the journal cannot be read: it may be the submission of any job of the \
-             file, accepted and charged, so it is not sent again, even when unanswered lines may be. Restore the \
-             record, or, if you find its task id, adopt it for line {number}"
+            "line {number}'s journal is damaged ({what}, the task made and charged), so it is not sent again, even \
+             when unanswered lines may be. Write the damaged record back, or, if you find its task id (the \
+             service's activity records), adopt it for line {number}"
         ));
         return outcome;
     }

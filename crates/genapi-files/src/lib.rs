@@ -74,8 +74,8 @@ mod write;
 pub use error::{shown_size, FileError};
 pub use read::{open, read, read_sensitive_stoppable, read_stoppable, read_text, Bounded};
 pub use secret::{
-    append_private, made_owner_only, may_write_private, open_sensitive, open_written, owner_only, private_folder, read_private,
-    read_sensitive_text, write_private, Appending, Exposure, Sensitivity,
+    append_private, made_owner_only, may_write_private, open_sensitive, open_written, owner_only, private_folder,
+    read_private, read_sensitive_text, write_private, Appending, Exposure, Sensitivity,
 };
 pub use write::{
     create, create_temporary, is_taken, may_write, publish, stage, temporary_name, write_whole, Existing, Staged,

@@ -789,7 +789,10 @@ mod tests {
         }
         let held = memory.log().held();
         assert!(longest <= 2 * held.max(128 * 1024), "{longest} for {held}");
-        assert!(longest > 128 * 1024, "the changes passed what the memory holds: {longest}");
+        assert!(
+            longest > 128 * 1024,
+            "the changes passed what the memory holds: {longest}"
+        );
         drop(memory);
         let again = reopened(file);
         assert_eq!(again.kept().entries.len(), 300);
@@ -812,7 +815,10 @@ mod tests {
         genapi_files::write_private(&file, &cut, genapi_files::Existing::Replace).unwrap();
         let again = reopened(file.clone());
         assert_eq!(again.standing(&id("a")), Some((Phase::Accepted, Fate::Undelivered)));
-        assert!(!std::fs::read(&file).unwrap().ends_with(b"pha"), "written whole at the start");
+        assert!(
+            !std::fs::read(&file).unwrap().ends_with(b"pha"),
+            "written whole at the start"
+        );
         drop(again);
         let mut inside = br#"{"entry":["abc",{"pha"#.to_vec();
         inside.push(b'\n');

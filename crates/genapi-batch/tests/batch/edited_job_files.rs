@@ -358,14 +358,11 @@ async fn an_unreadable_record_is_not_sent_again_when_unanswered_lines_may_be() {
     let asked = run_batch(batch().resubmit_unknown(true), file(&["zulu", "alpha"])).await;
     assert_eq!(asked[0].standing, Standing::Unanswered, "{asked:#?}");
     let error = asked[0].error.as_deref().unwrap_or_default();
-    assert!(
-        error.contains("line 1's record in the journal cannot be read"),
-        "{error}"
-    );
+    assert!(error.contains("line 1's journal is damaged"), "{error}");
     assert_eq!(asked[1].standing, Standing::Changed, "{asked:#?}");
     let refused = asked[1].error.as_deref().unwrap_or_default();
     assert!(
-        refused.contains("delete that line from the journal"),
+        refused.contains("write the journal's damaged line back"),
         "what unblocks it: {refused}"
     );
     let again = run_batch(batch().resubmit_unknown(true), file(&["zulu", "alpha"])).await;
@@ -373,6 +370,73 @@ async fn an_unreadable_record_is_not_sent_again_when_unanswered_lines_may_be() {
     let paid = tasks_by_prompt(&mock);
     assert_eq!(paid.get("alpha"), Some(&1), "alpha paid once: {paid:?}");
     assert_eq!(paid.get("zulu"), None, "{paid:?}");
+}
+
+/// A journal that stops its run once an acceptance is written.
+#[derive(Clone)]
+struct StopOnAcceptance {
+    journal: MemoryJournal,
+    stopper: Arc<OnceLock<Stopper>>,
+}
+
+impl Journal for StopOnAcceptance {
+    fn events(&mut self) -> std::io::Result<Vec<Event>> {
+        self.journal.events()
+    }
+
+    fn append(&mut self, event: &Event) -> std::io::Result<()> {
+        self.journal.append(event)?;
+        if let (Event::Accepted { .. }, Some(stopper)) = (event, self.stopper.get()) {
+            stopper.stop();
+        }
+        Ok(())
+    }
+}
+
+/// A record after a submission that cannot be read may be its acceptance
+/// (the task made and charged): the line is not sent again, even with
+/// `--resubmit-unknown`, though it stands unanswered.
+#[tokio::test(start_paused = true)]
+async fn a_damaged_acceptance_is_not_sent_again_when_unanswered_lines_may_be() {
+    let mock = roomy_mock(3_600_000).await;
+    let dir = Dir::new("damaged-acceptance");
+    let journal = MemoryJournal::default();
+    let stopping = StopOnAcceptance {
+        journal: journal.clone(),
+        stopper: Arc::new(OnceLock::new()),
+    };
+    let client = mock.client().unwrap();
+    let run = Batch::new(client.clone(), store(stopping.clone()), &dir.0);
+    let _ = stopping.stopper.set(run.stopper());
+    let first = run_batch(run, file(&["alpha"])).await;
+    assert_eq!(first[0].standing, Standing::Accepted, "{first:#?}");
+    // The acceptance's line cut short, its end kept.
+    let mut text = String::new();
+    for event in journal.clone().events().unwrap() {
+        let line = serde_json::to_string(&event).unwrap();
+        let kept = if matches!(event, Event::Accepted { .. }) {
+            &line[..line.len() / 2]
+        } else {
+            &line
+        };
+        text.push_str(kept);
+        text.push('\n');
+    }
+    let path = dir.join("journal.jsonl");
+    std::fs::write(&path, text).unwrap();
+    let journal = genapi_batch::FileJournal::open(&path).unwrap();
+    let asked = run_batch(
+        Batch::new(client, store(journal), &dir.0).resubmit_unknown(true),
+        file(&["alpha"]),
+    )
+    .await;
+    assert_eq!(asked[0].standing, Standing::Unanswered, "{asked:#?}");
+    let error = asked[0].error.as_deref().unwrap_or_default();
+    assert!(
+        error.contains("a record after its submission cannot be read"),
+        "{error}"
+    );
+    assert_eq!(tasks_by_prompt(&mock).get("alpha"), Some(&1), "alpha paid once");
 }
 
 /// A job recorded twice (an unanswered line and a saved copy): the same

@@ -145,7 +145,7 @@ pub(super) async fn open(run: &Run<'_>, ledger_url: Option<String>, out_dir: &Pa
 /// which names another batch) would pay again for every job they share,
 /// its line numbers moved or not.
 fn refuse_another_ledgers_folder(out_dir: &Path, name: &str, database: Option<(&str, &str)>) -> Result<(), Failure> {
-    let Ok(found) = std::fs::read_to_string(out_dir.join(LEDGER_MARK)) else {
+    let Some(found) = ledger_mark(out_dir)? else {
         return Ok(());
     };
     let mut lines = found.lines();
@@ -197,8 +197,8 @@ async fn refuse_a_journal_beside_the_ledger(out_dir: &Path) -> Result<(), Failur
 /// A folder a run with `--ledger` marked is refused without it, by a run
 /// and by `--status` alike: only the ledger knows its lines' tasks.
 fn refuse_a_ledgers_folder(out_dir: &Path) -> Result<(), Failure> {
-    match std::fs::read_to_string(out_dir.join(LEDGER_MARK)) {
-        Ok(batch) => Err(Failure::usage(format!(
+    match ledger_mark(out_dir)? {
+        Some(batch) => Err(Failure::usage(format!(
             "--out {}: a run with --ledger used this folder (batch {:?}), and only the ledger knows its lines' tasks: \
              running without it would send (and pay for) them again; give the same --ledger (GENAPI_LEDGER_URL), to \
              run the batch or see where it stands: another --out folder would start the batch over, every line sent \
@@ -206,7 +206,31 @@ fn refuse_a_ledgers_folder(out_dir: &Path) -> Result<(), Failure> {
             shown(out_dir),
             out::clean(batch.lines().next().unwrap_or_default())
         ))),
-        Err(_) => Ok(()),
+        None => Ok(()),
+    }
+}
+
+/// The folder's ledger mark, if it has one. A mark that is there and
+/// cannot be read (another owner's, a folder at its name) is refused, not
+/// taken for none: the folder's lines may be a ledger's. Bytes that are
+/// not text are read as what they spell, which names no batch.
+fn ledger_mark(out_dir: &Path) -> Result<Option<String>, Failure> {
+    use std::io::Read as _;
+    let path = out_dir.join(LEDGER_MARK);
+    let opened = std::fs::File::open(&path).and_then(|file| {
+        let mut bytes = Vec::new();
+        // A mark is three short lines: more is not a mark this release wrote.
+        file.take(64 * 1024).read_to_end(&mut bytes).map(|_| bytes)
+    });
+    match opened {
+        Ok(bytes) => Ok(Some(String::from_utf8_lossy(&bytes).into_owned())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(Failure::usage(format!(
+            "--out {}: its ledger mark ({LEDGER_MARK}) cannot be read ({e}): a run with --ledger may have used \
+             this folder, whose lines' tasks only that ledger knows; make it readable again, or use the folder \
+             with that batch's --batch-name and --ledger; nothing was sent",
+            shown(out_dir)
+        ))),
     }
 }
 

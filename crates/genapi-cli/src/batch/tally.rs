@@ -406,9 +406,10 @@ fn unreadable_advice(unreadable: &[u64]) -> String {
         ("records", "each", "are")
     };
     format!(
-        "the journal's {records} of {which} cannot be read: {each} may be the submission of any job of the file, \
-         accepted and charged, so {which} {is} not sent again, even with --resubmit-unknown. Restore the journal's \
-         line, or, if you find the task's id, run again with --adopt LINE=TASK_ID"
+        "the journal's {records} of {which} cannot be read: {each} may be a submission's acceptance, the task made \
+         and charged, so {which} {is} not sent again, even with --resubmit-unknown. Write the damaged journal line \
+         back, or, if you find the task's id (the service's activity records), run again with --adopt \
+         LINE=TASK_ID"
     )
 }
 

@@ -437,6 +437,20 @@ async fn an_edited_copy_of_a_finished_batch_is_refused_in_its_folder() {
         run("second.jsonl"),
         "another ledger batch (\"jobs:firstjsonl\") used this folder",
     );
+    // A mark with a byte that is not text names no batch: still refused.
+    let mark = dir.join("out/.ledger-batch");
+    let mut bytes = std::fs::read(&mark).unwrap();
+    bytes.push(0xff);
+    std::fs::write(&mark, &bytes).unwrap();
+    refused_saying(run("second.jsonl"), "used this folder");
+    // One that cannot be read at all is refused, not taken for none, with
+    // the ledger and without it.
+    std::fs::remove_file(&mark).unwrap();
+    std::fs::create_dir(&mark).unwrap();
+    refused_saying(run("second.jsonl"), "its ledger mark (.ledger-batch) cannot be read");
+    let mut journal_run = genapi(&dir, &mock);
+    journal_run.args(["batch", "second.jsonl", "--out", "out"]);
+    refused_saying(journal_run, "its ledger mark (.ledger-batch) cannot be read");
     let paid = posts_by_prompt(&mock);
     assert_eq!(paid.get("bravo"), Some(&1), "{paid:?}");
     assert_eq!(paid.get("zulu"), None, "{paid:?}");
