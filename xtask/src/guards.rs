@@ -524,6 +524,22 @@ pub const GUARDS: &[Guard] = &[
         test: ("genapi-proxy", "--lib", "a_last_line_cut_short_is_left_out"),
     },
     Guard {
+        name: "proxy: a full memory refuses at once while nothing can age out",
+        why: "a whole rewrite for each refused submission stalls every caller of a busy proxy",
+        file: "crates/genapi-proxy/src/memory_local.rs",
+        find: "            if !self.one_aged_out() {",
+        replace: "            if false && !self.one_aged_out() {",
+        test: ("genapi-proxy", "--lib", "a_full_memory_sends_nothing_new"),
+    },
+    Guard {
+        name: "proxy: a job is named by the path it is sent to",
+        why: "a path spelled with dot segments is sent to the same place, and would be paid again",
+        file: "crates/genapi-proxy/src/exchange.rs",
+        find: "    let (id, naming) = SubmissionId::of(&key, &as_sent(path_and_query), &body, idempotency_key);",
+        replace: "    let (id, naming) = SubmissionId::of(&key, path_and_query, &body, idempotency_key);",
+        test: ("genapi-proxy", "proxy", "an_idempotency_key_seen_before"),
+    },
+    Guard {
         name: "proxy: a memory file never passes what a start reads back",
         why: "a full memory sends nothing new rather than losing every acceptance it owes",
         file: "crates/genapi-proxy/src/memory_local.rs",

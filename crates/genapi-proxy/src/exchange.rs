@@ -156,7 +156,8 @@ async fn submission(
         .get("idempotency-key")
         .map(HeaderValue::as_bytes)
         .filter(|key| !key.trim_ascii().is_empty());
-    let (id, naming) = SubmissionId::of(&key, path_and_query, &body, idempotency_key);
+    // Named as it is sent: `/v1/./gen-2-pro` is `/v1/gen-2-pro`.
+    let (id, naming) = SubmissionId::of(&key, &as_sent(path_and_query), &body, idempotency_key);
     loop {
         let mut changes = shared.memory.watch();
         match shared.memory.claim(&id, naming).await {
@@ -574,6 +575,21 @@ struct Streaming {
     /// Bytes read and not passed on yet.
     held: Vec<u8>,
     done: bool,
+}
+
+/// A request's path and query as an address reads them (dot segments
+/// resolved, characters escaped), which is where it is sent.
+fn as_sent(path_and_query: &str) -> String {
+    let Ok(base) = url::Url::parse("http://proxy.invalid") else {
+        return path_and_query.to_string();
+    };
+    match base.join(path_and_query) {
+        Ok(read) => match read.query() {
+            Some(query) => format!("{}?{query}", read.path()),
+            None => read.path().to_string(),
+        },
+        Err(_) => path_and_query.to_string(),
+    }
 }
 
 /// Whether an answer is text (`text/…`).

@@ -68,11 +68,23 @@ struct Log {
     /// whole rewrite would write.
     sizes: BTreeMap<SubmissionId, u64>,
     origins_size: u64,
+    /// The sum of them all, kept as they change.
+    total: u64,
 }
 
 impl Log {
+    /// What a whole rewrite would write.
     fn held(&self) -> u64 {
-        self.sizes.values().sum::<u64>() + self.origins_size
+        self.total
+    }
+
+    /// Notes that `id`'s line is now `size` bytes (0: gone).
+    fn resize(&mut self, id: &SubmissionId, size: u64) {
+        let before = match size {
+            0 => self.sizes.remove(id),
+            size => self.sizes.insert(id.clone(), size),
+        };
+        self.total = self.total - before.unwrap_or(0) + size;
     }
 }
 
@@ -135,6 +147,7 @@ impl LocalMemory {
                 length: 0,
                 sizes: BTreeMap::new(),
                 origins_size: 0,
+                total: 0,
             }),
             _lock: lock,
             most_bytes: MOST_BYTES,
@@ -313,7 +326,12 @@ impl LocalMemory {
         let before = log.sizes.get(id).copied().unwrap_or(0);
         if log.held() - before + held > self.most_bytes {
             // Entries a day old are forgotten as the proxy runs, not only
-            // when it starts: a full memory makes room again.
+            // when it starts: a full memory makes room again, when one has
+            // aged out (else a rewrite would free nothing, at the cost of
+            // the whole file, for each submission refused).
+            if !self.one_aged_out() {
+                return Err(self.full());
+            }
             self.rewrite(&mut log)?;
             let before = log.sizes.get(id).copied().unwrap_or(0);
             if log.held() - before + held > self.most_bytes {
@@ -321,11 +339,17 @@ impl LocalMemory {
             }
         }
         self.add_line(&mut log, &line)?;
-        match held {
-            0 => log.sizes.remove(id),
-            size => log.sizes.insert(id.clone(), size),
-        };
+        log.resize(id, held);
         Ok(())
+    }
+
+    /// Whether an entry was sent a day ago or more: a rewrite forgets it.
+    fn one_aged_out(&self) -> bool {
+        let now = crate::remembered::now();
+        self.kept()
+            .entries
+            .values()
+            .any(|entry| entry.sent_at + KEPT_FOR.as_secs() <= now)
     }
 
     /// Adds `change` (an origin) to the file.
@@ -337,6 +361,7 @@ impl LocalMemory {
         let mut log = self.log();
         self.add_line(&mut log, &line)?;
         log.origins_size += line.len() as u64;
+        log.total += line.len() as u64;
         Ok(())
     }
 
@@ -350,7 +375,12 @@ impl LocalMemory {
             self.rewrite(log)?;
         }
         let appending = log.appending.as_mut().ok_or("the memory file is not open")?;
-        appending.append(line).map_err(|e| e.to_string())?;
+        if let Err(e) = appending.append(line) {
+            // Part of the line may be in the file (a disk that filled up):
+            // no line goes after it. The next change writes the file whole.
+            log.appending = None;
+            return Err(e.to_string());
+        }
         log.length += line.len() as u64;
         Ok(())
     }
@@ -379,6 +409,7 @@ impl LocalMemory {
         genapi_files::write_private(path, &bytes, genapi_files::Existing::Replace).map_err(|e| e.to_string())?;
         log.appending = Some(genapi_files::append_private(path).map_err(|e| e.to_string())?);
         (log.length, log.sizes, log.origins_size) = (bytes.len() as u64, sizes, origins_size);
+        log.total = log.length;
         Ok(())
     }
 
@@ -725,6 +756,15 @@ mod tests {
         }
         let refused = refused.unwrap_or_else(|| panic!("{sent} sent, and the memory never full"));
         assert!(refused.contains("it is full"), "{refused}");
+        // Refused at once while nothing can age out: the file is not
+        // written whole again for each submission refused.
+        let inode = || std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(&file).unwrap());
+        let before = inode();
+        assert!(matches!(
+            memory.claim(claim(&id("one more"), "p/1"), Naming::ByIdempotencyKey),
+            Claimed::Unavailable(_)
+        ));
+        assert_eq!(inode(), before, "the full file was written whole again");
         assert!(sent > 0 && memory.standing(&id(&format!("job {sent}"))).is_none());
         assert!(
             std::fs::metadata(&file).unwrap().len() <= 2 * 1024,

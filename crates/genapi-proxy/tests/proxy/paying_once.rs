@@ -121,12 +121,34 @@ async fn an_idempotency_key_seen_before_is_the_same_task_even_when_answered() {
     // The same key with a query string is the same job of the endpoint.
     let queried = post(&proxy, &format!("{PATH}?retry=1"), &job("a"), &key).await;
     assert_eq!(queried.headers()[PROXY_HEADER], "replayed");
+    // So is its path spelled with a dot segment (sent as it is written, as
+    // a client that does not tidy addresses sends it): the same place.
+    let dotted = raw_post(&proxy, &PATH.replace("/v1/", "/v1/./"), &job("a"), "order-17").await;
+    assert!(dotted.contains(&format!("{PROXY_HEADER}: replayed")), "{dotted}");
     assert_eq!(tasks(&mock), 3);
     // The same key sent to another model is another job: it asks for another image.
     let other_model = post(&proxy, "/v1/gen-2-flex", &job("a"), &key).await;
     assert_eq!(other_model.headers()[PROXY_HEADER], "sent");
     assert_ne!(id_of(other_model).await, first);
     assert_eq!(tasks(&mock), 4);
+}
+
+/// A POST written on the socket as given (`path` untidied), its answer's
+/// head as text.
+async fn raw_post(proxy: &genapi_proxy::Proxy, path: &str, body: &str, key: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let address = proxy.base_url().trim_start_matches("http://").to_string();
+    let mut stream = tokio::net::TcpStream::connect(&address).await.unwrap();
+    let request = format!(
+        "POST {path} HTTP/1.1\r\nhost: {address}\r\ncontent-type: application/json\r\nidempotency-key: {key}\r\n\
+         content-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut answer = Vec::new();
+    let _ = stream.read_to_end(&mut answer).await;
+    let text = String::from_utf8_lossy(&answer).to_ascii_lowercase();
+    text.split("\r\n\r\n").next().unwrap_or_default().to_string()
 }
 
 #[tokio::test]
