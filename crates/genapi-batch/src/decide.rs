@@ -180,7 +180,7 @@ pub fn decide(line: &Line, seen: Seen, asked: Asked) -> Action {
     if let Line::Unanswered { sent } = line {
         // A record that cannot be read may be its paid task, or any job's,
         // whose claim a new intent would replace.
-        if !asked.resubmit_unknown || sent.damaged || sent.digest.is_none() {
+        if !asked.resubmit_unknown || sent.damaged {
             return Action::ReportUnknown;
         }
     }

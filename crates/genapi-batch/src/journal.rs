@@ -371,11 +371,16 @@ fn complete_length(file: &mut File) -> io::Result<u64> {
     Ok(0)
 }
 
-/// The line number a damaged event names (`"line":N`), if it can be read.
+/// The line number a damaged event names (`"line":N`), if it can be read
+/// whole: its digits end where the field does (at `,` or `}`). Digits run
+/// into by the damage (`"line":1r,`) may be another line's number cut
+/// short: the journal is then refused as a whole.
 fn damaged_line(text: &str) -> Option<u64> {
     let after = &text[text.find("\"line\":")? + 7..];
-    let digits: String = after.trim_start().chars().take_while(char::is_ascii_digit).collect();
-    digits.parse().ok()
+    let after = after.trim_start();
+    let digits: String = after.chars().take_while(char::is_ascii_digit).collect();
+    let rest = after[digits.len()..].trim_start();
+    (rest.starts_with(',') || rest.starts_with('}')).then(|| digits.parse().ok())?
 }
 
 /// The file's device and inode, to notice the path naming another file.
@@ -928,6 +933,23 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         Scratch(dir)
+    }
+
+    /// A damaged record whose line number the damage ran into may be any
+    /// line's: the journal is refused as a whole, never read as the line
+    /// the digits before the damage name.
+    #[test]
+    fn a_damaged_line_number_refuses_the_journal() {
+        let dir = scratch("damaged-number");
+        let path = dir.join("journal.jsonl");
+        let whole = "{\"event\":\"refused\",\"line\":1,\"error\":\"429\"}\n";
+        let damaged = "{\"event\":\"intent\",\"line\":1r,\"name\":\"line-2\"\n";
+        std::fs::write(&path, format!("{HEADER}\n{whole}{damaged}{whole}")).unwrap();
+        let error = FileJournal::open(&path)
+            .and_then(|mut journal| journal.events())
+            .unwrap_err();
+        assert_eq!(error.kind(), io::ErrorKind::InvalidData, "{error}");
+        assert!(error.to_string().contains("line 3"), "{error}");
     }
 
     /// A damaged record that ends with its newline was written whole (not

@@ -387,6 +387,27 @@ impl Line {
 
     /// The line once `task` was accepted (or adopted) for it.
     fn accepted(self, task: AcceptedTask) -> Line {
+        // An acceptance of another task for a line whose task is known (no
+        // run submits such a line; the user adopts in its place): a record
+        // of another line, renumbered by damage. The first task stays, and
+        // the line claims any job, as a record that cannot be read does.
+        if let Some(known) = self.task().filter(|known| !task.adopted && known.id != task.id) {
+            let task = known.clone();
+            let sent = Some(Sent {
+                digest: None,
+                sent_at: None,
+                ephemeral: false,
+                damaged: true,
+            });
+            return match self {
+                Line::Ended { ending, .. } => Line::Ended {
+                    sent,
+                    task: Some(task),
+                    ending,
+                },
+                _ => Line::Accepted { sent, task },
+            };
+        }
         let mut sent = self.into_sent();
         // An adopted task is one the user found at the service in use,
         // whatever the submission went to.
@@ -600,6 +621,38 @@ mod tests {
         assert_eq!(lines[&3].task().map(|t| t.id.as_str()), Some("t3"));
         assert!(lines[&7].refused());
         assert_eq!(lines[&4].sent().and_then(|s| s.sent_at), Some(7));
+    }
+
+    /// Another task's acceptance for a line whose task is known (a record
+    /// of another line, renumbered by damage) keeps the first task and
+    /// claims any job; an adoption replaces the task, as the user asked.
+    #[test]
+    fn a_second_acceptance_of_another_task_is_damage() {
+        let other = Event::Accepted {
+            line: 1,
+            id: "t2".into(),
+            polling_url: "http://127.0.0.1:1/v1/get_result?id=t2".into(),
+            cost: None,
+            adopted: false,
+        };
+        let saved = Line::of([
+            intent(1, false),
+            accepted(1, false),
+            finished(1, "Ready"),
+            other.clone(),
+        ]);
+        assert_eq!(saved.task().map(|t| t.id.as_str()), Some("t1"), "{saved:?}");
+        assert!(saved.sent().is_some_and(|sent| sent.damaged && sent.digest.is_none()));
+        assert_eq!(saved.standing(), Standing::Saved);
+        let polled = Line::of([intent(1, false), accepted(1, false), other]);
+        assert_eq!(polled.task().map(|t| t.id.as_str()), Some("t1"));
+        assert!(polled.sent().is_some_and(|sent| sent.damaged));
+        let adopted = Line::of([intent(1, false), accepted(1, false), accepted(2, true)]);
+        assert_eq!(
+            adopted.task().map(|t| t.id.as_str()),
+            Some("t2"),
+            "an adoption replaces it"
+        );
     }
 
     /// A record that cannot be read keeps its line's job only right after

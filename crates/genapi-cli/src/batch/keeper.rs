@@ -210,21 +210,29 @@ fn refuse_a_ledgers_folder(out_dir: &Path) -> Result<(), Failure> {
     }
 }
 
-/// The folder's ledger mark, if it has one. A mark that is there and
-/// cannot be read (another owner's, a folder at its name) is refused, not
-/// taken for none: the folder's lines may be a ledger's. Bytes that are
-/// not text are read as what they spell, which names no batch.
+/// The folder's ledger mark, if it has one. Anything at its name but a
+/// mark that can be read (another owner's, a folder, a pipe, a link, even
+/// to nothing) is refused, not taken for none: the folder's lines may be a
+/// ledger's. Bytes that are not text are read as what they spell, which
+/// names no batch.
 fn ledger_mark(out_dir: &Path) -> Result<Option<String>, Failure> {
     use std::io::Read as _;
     let path = out_dir.join(LEDGER_MARK);
-    let opened = std::fs::File::open(&path).and_then(|file| {
-        let mut bytes = Vec::new();
-        // A mark is three short lines: more is not a mark this release wrote.
-        file.take(64 * 1024).read_to_end(&mut bytes).map(|_| bytes)
-    });
+    if let Err(e) = std::fs::symlink_metadata(&path) {
+        if e.kind() == std::io::ErrorKind::NotFound {
+            return Ok(None);
+        }
+    }
+    // Never through a link, never waiting on a pipe; a mark is three short
+    // lines: more is not a mark this release wrote.
+    let opened = genapi_files::open_written(&path, 64 * 1024)
+        .map_err(|e| std::io::Error::other(e.to_string()))
+        .and_then(|mut file| {
+            let mut bytes = Vec::new();
+            file.read_to_end(&mut bytes).map(|_| bytes)
+        });
     match opened {
         Ok(bytes) => Ok(Some(String::from_utf8_lossy(&bytes).into_owned())),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(Failure::usage(format!(
             "--out {}: its ledger mark ({LEDGER_MARK}) cannot be read ({e}): a run with --ledger may have used \
              this folder, whose lines' tasks only that ledger knows; make it readable again, or use the folder \

@@ -451,6 +451,10 @@ async fn an_edited_copy_of_a_finished_batch_is_refused_in_its_folder() {
     let mut journal_run = genapi(&dir, &mock);
     journal_run.args(["batch", "second.jsonl", "--out", "out"]);
     refused_saying(journal_run, "its ledger mark (.ledger-batch) cannot be read");
+    // Nor is a link at its name, even to nothing.
+    std::fs::remove_dir(&mark).unwrap();
+    std::os::unix::fs::symlink(dir.join("nowhere"), &mark).unwrap();
+    refused_saying(run("second.jsonl"), "its ledger mark (.ledger-batch) cannot be read");
     let paid = posts_by_prompt(&mock);
     assert_eq!(paid.get("bravo"), Some(&1), "{paid:?}");
     assert_eq!(paid.get("zulu"), None, "{paid:?}");
