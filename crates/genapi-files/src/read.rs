@@ -96,16 +96,9 @@ pub(crate) fn open_as(path: &Path, limit: u64, links: Links) -> Result<Bounded, 
                 Links::Refused => libc::O_NOFOLLOW,
             },
     );
-    let file = options.open(path).map_err(|e| {
-        #[cfg(unix)]
-        if links == Links::Refused && e.raw_os_error() == Some(libc::ELOOP) {
-            return FileError::Exposed {
-                path: path.to_path_buf(),
-                sensitivity: crate::Sensitivity::SteersTheProgram,
-                exposure: crate::Exposure::Link,
-            };
-        }
-        FileError::io(path, e)
+    let file = options.open(path).map_err(|e| match links {
+        Links::Refused => opened_without_links(path, e),
+        Links::Followed => FileError::io(path, e),
     })?;
     let metadata = file.metadata().map_err(|e| FileError::io(path, e))?;
     if !metadata.is_file() {
@@ -127,6 +120,20 @@ pub(crate) fn open_as(path: &Path, limit: u64, links: Links) -> Result<Bounded, 
         limit,
         read: 0,
     })
+}
+
+/// Why a file opened with `O_NOFOLLOW` could not be: a link at its name
+/// (`ELOOP`) is said as such.
+pub(crate) fn opened_without_links(path: &Path, e: std::io::Error) -> FileError {
+    #[cfg(unix)]
+    if e.raw_os_error() == Some(libc::ELOOP) {
+        return FileError::Exposed {
+            path: path.to_path_buf(),
+            sensitivity: crate::Sensitivity::SteersTheProgram,
+            exposure: crate::Exposure::Link,
+        };
+    }
+    FileError::io(path, e)
 }
 
 /// The bytes of a regular file of at most `limit` bytes.

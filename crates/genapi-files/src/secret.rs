@@ -179,17 +179,9 @@ pub fn append_private(path: &Path) -> Result<Appending, FileError> {
     options.append(true);
     #[cfg(unix)]
     std::os::unix::fs::OpenOptionsExt::custom_flags(&mut options, libc::O_NOFOLLOW | libc::O_NONBLOCK);
-    let file = options.open(path).map_err(|e| {
-        #[cfg(unix)]
-        if e.raw_os_error() == Some(libc::ELOOP) {
-            return FileError::Exposed {
-                path: path.to_path_buf(),
-                sensitivity: Sensitivity::SteersTheProgram,
-                exposure: Exposure::Link,
-            };
-        }
-        FileError::io(path, e)
-    })?;
+    let file = options
+        .open(path)
+        .map_err(|e| crate::read::opened_without_links(path, e))?;
     let metadata = file.metadata().map_err(|e| FileError::io(path, e))?;
     if !metadata.is_file() {
         return Err(FileError::NotRegular {

@@ -96,33 +96,41 @@ async fn first_run(mock: &MockService, dir: &Dir, journal: &MemoryJournal, left:
     };
     // The run is stopped the moment bravo's acceptance (its task runs for
     // an hour) or its 429 is written.
-    let stopping = StopOnBravo {
-        journal: journal.clone(),
-        stopper: Arc::new(OnceLock::new()),
-    };
+    let stopping = StopWhen::new(journal, |event| {
+        matches!(event, Event::Accepted { line: 2, .. } | Event::Refused { line: 2, .. })
+    });
     let run = Batch::new(client.clone(), store(stopping.clone()), &dir.0).jobs_at_once(1);
     let _ = stopping.stopper.set(run.stopper());
     let outcomes = run_batch(run, file(&["alpha", "bravo", "charlie"])).await;
     assert_eq!(outcomes[1].standing, expected, "{left:?}: {outcomes:#?}");
 }
 
-/// A journal that stops its run once bravo's acceptance or 429 is written.
+/// A journal that stops its run once an event `when` picks is written.
 #[derive(Clone)]
-struct StopOnBravo {
+struct StopWhen {
     journal: MemoryJournal,
     stopper: Arc<OnceLock<Stopper>>,
+    when: fn(&Event) -> bool,
 }
 
-impl Journal for StopOnBravo {
+impl StopWhen {
+    fn new(journal: &MemoryJournal, when: fn(&Event) -> bool) -> StopWhen {
+        StopWhen {
+            journal: journal.clone(),
+            stopper: Arc::new(OnceLock::new()),
+            when,
+        }
+    }
+}
+
+impl Journal for StopWhen {
     fn events(&mut self) -> std::io::Result<Vec<Event>> {
         self.journal.events()
     }
 
     fn append(&mut self, event: &Event) -> std::io::Result<()> {
         self.journal.append(event)?;
-        if let (Event::Accepted { line: 2, .. } | Event::Refused { line: 2, .. }, Some(stopper)) =
-            (event, self.stopper.get())
-        {
+        if let (true, Some(stopper)) = ((self.when)(event), self.stopper.get()) {
             stopper.stop();
         }
         Ok(())
@@ -372,27 +380,6 @@ async fn an_unreadable_record_is_not_sent_again_when_unanswered_lines_may_be() {
     assert_eq!(paid.get("zulu"), None, "{paid:?}");
 }
 
-/// A journal that stops its run once an acceptance is written.
-#[derive(Clone)]
-struct StopOnAcceptance {
-    journal: MemoryJournal,
-    stopper: Arc<OnceLock<Stopper>>,
-}
-
-impl Journal for StopOnAcceptance {
-    fn events(&mut self) -> std::io::Result<Vec<Event>> {
-        self.journal.events()
-    }
-
-    fn append(&mut self, event: &Event) -> std::io::Result<()> {
-        self.journal.append(event)?;
-        if let (Event::Accepted { .. }, Some(stopper)) = (event, self.stopper.get()) {
-            stopper.stop();
-        }
-        Ok(())
-    }
-}
-
 /// A record after a submission that cannot be read may be its acceptance
 /// (the task made and charged): the line is not sent again, even with
 /// `--resubmit-unknown`, though it stands unanswered.
@@ -401,10 +388,7 @@ async fn a_damaged_acceptance_is_not_sent_again_when_unanswered_lines_may_be() {
     let mock = roomy_mock(3_600_000).await;
     let dir = Dir::new("damaged-acceptance");
     let journal = MemoryJournal::default();
-    let stopping = StopOnAcceptance {
-        journal: journal.clone(),
-        stopper: Arc::new(OnceLock::new()),
-    };
+    let stopping = StopWhen::new(&journal, |event| matches!(event, Event::Accepted { .. }));
     let client = mock.client().unwrap();
     let run = Batch::new(client.clone(), store(stopping.clone()), &dir.0);
     let _ = stopping.stopper.set(run.stopper());
