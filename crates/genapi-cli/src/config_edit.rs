@@ -164,6 +164,16 @@ impl Editing {
         Ok(())
     }
 
+    /// The first profile of a file, not named by `--profile`, for a service
+    /// on this machine (`local`) is named `local` rather than `default`,
+    /// which every command would use: settled before anything is named
+    /// after it (the key's file).
+    fn named_for(&mut self, local: bool) {
+        if local && !self.named && self.read.profiles.is_empty() && self.profile == "default" {
+            self.rename_to(LOCAL_PROFILE);
+        }
+    }
+
     /// Checks the changed file as every command reads it, writes it, and
     /// says so with `done`; when `key_changed`, says at once what keeps the
     /// key from being had, if anything.
@@ -172,9 +182,7 @@ impl Editing {
         // unless its service is on this machine: a mock's address outlives
         // the mock, and every command would go to it after it ended.
         let local = crate::learned::loopback(self.fields()?.get("base_url").and_then(|url| url.as_str()));
-        if local && !self.named && self.read.profiles.is_empty() && self.profile == "default" {
-            self.rename_to(LOCAL_PROFILE);
-        }
+        self.named_for(local);
         let first = self.read.profiles.is_empty() && self.read.default_profile.is_none() && self.profile != "default";
         if first && !local {
             self.document
@@ -294,6 +302,13 @@ pub fn login(flag_profile: Option<&str>, args: LoginArgs) -> Result<(), Failure>
             editing.profile, editing.profile
         )));
     }
+    let service = base_url
+        .clone()
+        .or_else(|| match editing.read.profiles.get(&editing.profile) {
+            Some(Ok(profile)) => profile.base_url.clone(),
+            _ => None,
+        });
+    editing.named_for(crate::learned::loopback(service.as_deref()));
     let (field, reference, said) = match (args.key_file, args.key_env) {
         (Some(file), _) => {
             let path = key_file(&file)?;

@@ -76,6 +76,12 @@ async fn a_first_profile_for_a_service_on_this_machine_is_named_local_not_defaul
             "{written}"
         );
         assert!(!written.contains("default_profile"), "{written}");
+        // The key login kept is named after the profile it belongs to.
+        if login {
+            let keys = config_path(&dir).parent().unwrap().join("keys");
+            assert!(keys.join("local.key").is_file(), "{written}");
+            assert!(!keys.join("default.key").exists(), "{written}");
+        }
     }
 }
 
