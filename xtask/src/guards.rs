@@ -533,6 +533,14 @@ pub const GUARDS: &[Guard] = &[
         test: ("genapi-proxy", "--lib", "a_last_line_cut_short_is_left_out"),
     },
     Guard {
+        name: "proxy: a delivery is written once the answer is surely on the connection",
+        why: "a proxy killed between the two would forget an answer its caller never got, and the retry pay again",
+        file: "crates/genapi-proxy/src/memory.rs",
+        find: "            tokio::time::sleep(after).await;",
+        replace: "            let _ = after;",
+        test: ("genapi-proxy", "proxy", "an_answer_read_as_the_proxy_dies"),
+    },
+    Guard {
         name: "proxy: a full memory refuses at once while nothing can age out",
         why: "a whole rewrite for each refused submission stalls every caller of a busy proxy",
         file: "crates/genapi-proxy/src/memory_local.rs",

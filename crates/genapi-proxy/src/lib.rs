@@ -134,9 +134,21 @@ pub struct ProxyBuilder {
     proxy_key: Option<genapi::ApiKey>,
     record: Option<(PathBuf, genapi::RecordOptions)>,
     most_connections: usize,
+    handed_over: std::time::Duration,
 }
 
 impl ProxyBuilder {
+    /// Writes that an answer reached its caller `after` the server took
+    /// its last bytes (one second unless told), the time it takes to hand
+    /// them to the connection: a proxy killed before leaves the answer
+    /// owed, and the caller's retry gets it rather than a second task. A
+    /// repeat of a job named by its content waits that long after the first
+    /// answer before it is sent as a new one.
+    pub fn delivery_written_after(mut self, after: std::time::Duration) -> Self {
+        self.handed_over = after;
+        self
+    }
+
     /// Serves at most `most` connections at once (from 1 to 65,536;
     /// [`MOST_CONNECTIONS`] unless told): one past it is answered 503
     /// (`x-genapi-proxy: busy`) at once, and nothing of it is sent.
@@ -213,21 +225,24 @@ impl ProxyBuilder {
         } else if !address.ip().is_loopback() {
             return Err(StartError::NotLoopback(address));
         }
-        let memory = Arc::new(match &self.ledger {
-            Some(url) => {
-                let beside = self
-                    .memory_file
-                    .as_deref()
-                    .map(memory_local::hold_beside_a_ledger)
-                    .transpose()?;
-                let memory = Memory::shared(url, &memory::scope_of(self.client.base_url())).await?;
-                match beside {
-                    Some(file) => memory.holding(file),
-                    None => memory,
+        let memory = Arc::new(
+            match &self.ledger {
+                Some(url) => {
+                    let beside = self
+                        .memory_file
+                        .as_deref()
+                        .map(memory_local::hold_beside_a_ledger)
+                        .transpose()?;
+                    let memory = Memory::shared(url, &memory::scope_of(self.client.base_url())).await?;
+                    match beside {
+                        Some(file) => memory.holding(file),
+                        None => memory,
+                    }
                 }
+                None => Memory::local(self.memory_file)?,
             }
-            None => Memory::local(self.memory_file)?,
-        });
+            .handed_over_after(self.handed_over),
+        );
         let recording = match &self.record {
             Some((path, options)) => Some(self.client.record_relayed(path, options.clone())?),
             None => None,
@@ -307,6 +322,7 @@ impl Proxy {
             proxy_key: None,
             record: None,
             most_connections: MOST_CONNECTIONS,
+            handed_over: memory::HANDED_OVER,
         }
     }
 

@@ -40,6 +40,11 @@ pub(crate) fn scope_of(base: &url::Url) -> String {
     }
 }
 
+/// How long after the server took an answer's last bytes its delivery is
+/// written ([`Memory::settle_delivery`]): the time to hand a small answer
+/// to the connection, many times over.
+pub(crate) const HANDED_OVER: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// Where the memory is kept.
 enum Keeping {
     Local(LocalMemory),
@@ -60,6 +65,9 @@ pub(crate) struct Memory {
     settling: watch::Sender<usize>,
     /// The memory file held beside a ledger ([`Memory::holding`]).
     held: Option<crate::memory_local::HeldBesideALedger>,
+    /// How long after an answer is handed over its delivery is written
+    /// ([`Memory::settle_delivery`]).
+    handed_over: std::time::Duration,
 }
 
 impl Memory {
@@ -82,6 +90,12 @@ impl Memory {
         self
     }
 
+    /// Writes a delivery `after` its answer was handed over.
+    pub(crate) fn handed_over_after(mut self, after: std::time::Duration) -> Memory {
+        self.handed_over = after;
+        self
+    }
+
     fn over(keeping: Keeping) -> Memory {
         let (changes, _) = watch::channel(0);
         Memory {
@@ -91,6 +105,7 @@ impl Memory {
             claims: AtomicU64::new(0),
             settling: watch::Sender::new(0),
             held: None,
+            handed_over: HANDED_OVER,
         }
     }
 
@@ -184,29 +199,40 @@ impl Memory {
 
     /// The caller that held `claim`'s answer received it to the end
     /// (`delivered`), or went away before. Called where nothing can wait
-    /// (a body's end, a drop): a shared memory is written on a task of its
-    /// own.
+    /// (a body's end, a drop): written on a task of its own.
+    ///
+    /// A delivery is written [`HANDED_OVER`] after the server took the last
+    /// bytes: it took them into its buffer, not yet onto the connection. A
+    /// proxy stopped (or killed) in between leaves the answer owed, so the
+    /// caller's retry gets it; written at once, the retry of an answer that
+    /// never left would be sent, and paid, again.
     fn settle_delivery(self: &Arc<Self>, claim: Claim, delivered: bool) {
-        match &self.keeping {
-            Keeping::Local(local) => {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            // No runtime (a drop as the process ends): owed, as written.
+            if let (Keeping::Local(local), false) = (&self.keeping, delivered) {
                 local.settle_delivery(&claim, delivered);
-                self.tell();
             }
-            Keeping::Shared(_) => {
-                let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-                    return;
-                };
-                self.settling.send_modify(|writes| *writes += 1);
-                let memory = self.clone();
-                runtime.spawn(async move {
-                    if let Keeping::Shared(shared) = &memory.keeping {
-                        shared.settle_delivery(&claim, delivered).await;
-                    }
-                    memory.tell();
-                    memory.settling.send_modify(|writes| *writes = writes.saturating_sub(1));
-                });
+            return;
+        };
+        self.settling.send_modify(|writes| *writes += 1);
+        // Held weakly while it waits: a proxy gone meanwhile (dropped, its
+        // file's lock let go) leaves the answer owed, as a kill would.
+        let memory = Arc::downgrade(self);
+        let after = if delivered {
+            self.handed_over
+        } else {
+            std::time::Duration::ZERO
+        };
+        runtime.spawn(async move {
+            tokio::time::sleep(after).await;
+            let Some(memory) = memory.upgrade() else { return };
+            match &memory.keeping {
+                Keeping::Local(local) => local.settle_delivery(&claim, delivered),
+                Keeping::Shared(shared) => shared.settle_delivery(&claim, delivered).await,
             }
-        }
+            memory.tell();
+            memory.settling.send_modify(|writes| *writes = writes.saturating_sub(1));
+        });
     }
 
     /// Remembers `origin` as one the service handed out an address of

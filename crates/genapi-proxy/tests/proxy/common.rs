@@ -24,6 +24,27 @@ pub async fn proxy(mock: &MockService, memory: Option<PathBuf>) -> Proxy {
     builder.start("127.0.0.1:0".parse().unwrap()).await.unwrap()
 }
 
+/// A proxy on the memory `file` once the proxy dropped before it has let
+/// go of it (its tasks end on the runtime a moment after the drop): a
+/// minute is a hang, not a verdict.
+pub async fn proxy_when_free(mock: &MockService, file: &std::path::Path) -> Proxy {
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let started = Proxy::builder(mock.client().unwrap())
+            .key(mock.key())
+            .memory_file(file)
+            .start("127.0.0.1:0".parse().unwrap())
+            .await;
+        match started {
+            Ok(proxy) => return proxy,
+            Err(e) if std::time::Instant::now() < until && e.to_string().contains("another proxy") => {
+                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            }
+            Err(e) => panic!("{e}"),
+        }
+    }
+}
+
 /// Why a proxy remembering in `memory` alone could not start.
 pub async fn proxy_refused(mock: &MockService, memory: &std::path::Path) -> String {
     Proxy::builder(mock.client().unwrap())

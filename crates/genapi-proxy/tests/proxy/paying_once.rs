@@ -319,3 +319,30 @@ async fn an_sdk_retrying_after_its_read_timeout_gets_the_first_task() {
 async fn an_sdk_retrying_after_its_read_timeout_and_a_restart_of_the_proxy_gets_the_first_task() {
     an_sdk_with_a_read_timeout_retrying(true).await;
 }
+
+/// An answer the server took to the last byte is not yet on the
+/// connection: a proxy gone right then (dropped here, as a kill leaves it)
+/// has not written it delivered, so the next proxy gives the caller's
+/// retry the first task, not a second. (The delivery is written an hour
+/// after here, so the moment is the test's, whatever the machine's speed.)
+#[tokio::test]
+async fn an_answer_read_as_the_proxy_dies_is_owed_to_the_retry() {
+    let mock = MockService::start().await.unwrap();
+    let file = memory_file("handed-over");
+    let first = genapi_proxy::Proxy::builder(mock.client().unwrap())
+        .key(mock.key())
+        .memory_file(&file)
+        .delivery_written_after(Duration::from_secs(3600))
+        .start("127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    let answered = post(&first, PATH, &job("handed over"), &[]).await;
+    assert_eq!(answered.headers()[PROXY_HEADER], "sent");
+    let id = id_of(answered).await;
+    drop(first);
+    let next = crate::common::proxy_when_free(&mock, &file).await;
+    let retry = post(&next, PATH, &job("handed over"), &[]).await;
+    assert_eq!(retry.headers()[PROXY_HEADER], "replayed");
+    assert_eq!(id_of(retry).await, id);
+    assert_eq!(tasks(&mock), 1, "the retry was not paid again");
+}
