@@ -44,8 +44,7 @@ mod file;
 mod key;
 
 pub use file::{
-    not_a_profiles_key_variable, parse, unquoted, Broken, ConfigFile, KeyKeptAt, Profile, PROFILE_FIELDS,
-    SERVICE_OVER_PROFILES,
+    not_a_profiles_key_variable, parse, Broken, ConfigFile, KeyKeptAt, Profile, PROFILE_FIELDS, SERVICE_OVER_PROFILES,
 };
 pub use key::{expand_home, is_variable_name, key_kept_in, names_a_secret, profile_key, KEY_FILE_LIMIT};
 

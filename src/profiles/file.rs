@@ -190,7 +190,7 @@ fn said_at(text: &str, span: Option<std::ops::Range<usize>>, message: &str) -> S
 /// only names of the file's fields stay (and a misspelt field's name, which
 /// the parser quotes after "unknown field"); values such as a number
 /// written for `key_env` (`` invalid type: integer `1234` ``) are hidden.
-pub fn unquoted(message: &str) -> String {
+fn unquoted(message: &str) -> String {
     let mut strings_hidden = String::new();
     for (index, part) in message.split('"').enumerate() {
         strings_hidden.push_str(if index % 2 == 1 { "\"…" } else { part });

@@ -541,6 +541,14 @@ pub const GUARDS: &[Guard] = &[
         test: ("genapi-proxy", "proxy", "an_answer_read_as_the_proxy_dies"),
     },
     Guard {
+        name: "proxy: a submission the file holds no line of adds none when forgotten",
+        why: "each refused submission would add a line to a full memory's file, and its rewrites come sooner",
+        file: "crates/genapi-proxy/src/memory_local.rs",
+        find: "            None if !log.sizes.contains_key(id) => return Ok(()),",
+        replace: "            None if false => return Ok(()),",
+        test: ("genapi-proxy", "--lib", "a_full_memory_sends_nothing_new"),
+    },
+    Guard {
         name: "proxy: a full memory refuses at once while nothing can age out",
         why: "a whole rewrite for each refused submission stalls every caller of a busy proxy",
         file: "crates/genapi-proxy/src/memory_local.rs",

@@ -60,8 +60,8 @@ pub(crate) struct Memory {
     /// This proxy's name among the holders, and its claims' count.
     name: String,
     claims: AtomicU64,
-    /// Deliveries being written to a shared memory on tasks of their own:
-    /// a stop waits for them ([`Memory::settled`]).
+    /// Deliveries being written on tasks of their own: a stop waits for
+    /// them ([`Memory::settled`]).
     settling: watch::Sender<usize>,
     /// The memory file held beside a ledger ([`Memory::holding`]).
     held: Option<crate::memory_local::HeldBesideALedger>,

@@ -64,11 +64,10 @@ struct Log {
     appending: Option<genapi_files::Appending>,
     /// Its length.
     length: u64,
-    /// How long each submission's line is, and the origins' lines: what a
-    /// whole rewrite would write.
+    /// How long each submission's line in the file is.
     sizes: BTreeMap<SubmissionId, u64>,
-    origins_size: u64,
-    /// The sum of them all, kept as they change.
+    /// What a whole rewrite would write: the submissions' lines and the
+    /// origins', kept as they change.
     total: u64,
 }
 
@@ -146,7 +145,6 @@ impl LocalMemory {
                 appending: None,
                 length: 0,
                 sizes: BTreeMap::new(),
-                origins_size: 0,
                 total: 0,
             }),
             _lock: lock,
@@ -316,6 +314,9 @@ impl LocalMemory {
         // latest state, whichever change wrote it.
         let change = match self.kept().entries.get(id) {
             Some(entry) => Change::Entry(id.clone(), entry.clone()),
+            // A submission the file holds no line of (one refused before it
+            // was written) has nothing to forget there.
+            None if !log.sizes.contains_key(id) => return Ok(()),
             None => Change::Gone(id.clone()),
         };
         let line = change.line()?;
@@ -360,7 +361,6 @@ impl LocalMemory {
         let line = change.line()?;
         let mut log = self.log();
         self.add_line(&mut log, &line)?;
-        log.origins_size += line.len() as u64;
         log.total += line.len() as u64;
         Ok(())
     }
@@ -390,7 +390,7 @@ impl LocalMemory {
     fn rewrite(&self, log: &mut Log) -> Result<(), String> {
         let Some(path) = &self.file else { return Ok(()) };
         log.appending = None;
-        let (mut bytes, mut sizes, mut origins_size) = (Vec::new(), BTreeMap::new(), 0);
+        let (mut bytes, mut sizes) = (Vec::new(), BTreeMap::new());
         {
             let mut kept = self.kept();
             let now = crate::remembered::now();
@@ -401,15 +401,12 @@ impl LocalMemory {
                 bytes.extend_from_slice(&line);
             }
             for origin in &kept.origins {
-                let line = Change::Origin(origin.clone()).line()?;
-                origins_size += line.len() as u64;
-                bytes.extend_from_slice(&line);
+                bytes.extend_from_slice(&Change::Origin(origin.clone()).line()?);
             }
         }
         genapi_files::write_private(path, &bytes, genapi_files::Existing::Replace).map_err(|e| e.to_string())?;
         log.appending = Some(genapi_files::append_private(path).map_err(|e| e.to_string())?);
-        (log.length, log.sizes, log.origins_size) = (bytes.len() as u64, sizes, origins_size);
-        log.total = log.length;
+        (log.length, log.sizes, log.total) = (bytes.len() as u64, sizes, bytes.len() as u64);
         Ok(())
     }
 
@@ -759,12 +756,14 @@ mod tests {
         // Refused at once while nothing can age out: the file is not
         // written whole again for each submission refused.
         let inode = || std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(&file).unwrap());
-        let before = inode();
+        let (before, length) = (inode(), std::fs::metadata(&file).unwrap().len());
         assert!(matches!(
             memory.claim(claim(&id("one more"), "p/1"), Naming::ByIdempotencyKey),
             Claimed::Unavailable(_)
         ));
         assert_eq!(inode(), before, "the full file was written whole again");
+        // Nor did the refusal add a line: the file holds nothing of it.
+        assert_eq!(std::fs::metadata(&file).unwrap().len(), length);
         assert!(sent > 0 && memory.standing(&id(&format!("job {sent}"))).is_none());
         assert!(
             std::fs::metadata(&file).unwrap().len() <= 2 * 1024,
