@@ -301,6 +301,22 @@ pub const GUARDS: &[Guard] = &[
         test: ("genapi-proxy", "proxy", "an_answer_in_a_transfer_coding_not_asked_for"),
     },
     Guard {
+        name: "proxy: an acceptance is delivered when its connection took it",
+        why: "an answer the server buffered and the socket refused would read as delivered, and its retry be paid again",
+        file: "crates/genapi-proxy/src/delivery.rs",
+        find: "            self.handover.after_next_flush(owner);",
+        replace: "            owner.delivered();",
+        test: ("genapi-proxy", "--lib", "serving::tests::an_acceptance_whose"),
+    },
+    Guard {
+        name: "proxy: a failed write ends a connection's deliveries",
+        why: "a socket's flush after a failed write would read as the answer taken",
+        file: "crates/genapi-proxy/src/handover.rs",
+        find: "        if let Poll::Ready(Err(_)) = outcome {\n            self.handover.ended();",
+        replace: "        if false {\n            self.handover.ended();",
+        test: ("genapi-proxy", "--lib", "serving::tests::a_flush_after_a_failed_write"),
+    },
+    Guard {
         name: "proxy: an Idempotency-Key names its job by path, not query",
         why: "a retry that adds a query string would be sent, and paid, again",
         file: "crates/genapi-proxy/src/identity.rs",
@@ -624,8 +640,8 @@ pub const GUARDS: &[Guard] = &[
         name: "proxy: a request's head arrives within its bound",
         why: "a caller sending its head a byte at a time holds no connection for ever",
         file: "crates/genapi-proxy/src/serving.rs",
-        find: "                .timer(hyper_util::rt::TokioTimer::new())\n",
-        replace: "",
+        find: "        .timer(hyper_util::rt::TokioTimer::new())\n        .header_read_timeout(HEAD_WITHIN);",
+        replace: "        .header_read_timeout(HEAD_WITHIN);",
         test: ("genapi-proxy", "proxy", "refusing::a_caller_that_never_finishes_its_head"),
     },
     Guard {

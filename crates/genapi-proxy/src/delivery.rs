@@ -4,8 +4,9 @@
 //! caller went away before the last byte was handed to its connection
 //! (its timeout, a closed socket), the acceptance stays owed and a retry of
 //! the same job gets it instead of a second task. The body is polled by the
-//! server as it writes; it is delivered when the server asks for more after
-//! the last byte, and undelivered when it is dropped before.
+//! server as it writes; when the server asks for more after the last byte,
+//! the answer is handed to its connection's [`Handover`] (delivered once the
+//! connection took those bytes), and it is undelivered when dropped before.
 
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -13,21 +14,24 @@ use std::task::{Context, Poll};
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 
+use crate::handover::Handover;
 use crate::memory::Owner;
 
 /// A whole answer's bytes, with the owner of its delivery.
 pub(crate) struct Delivered {
     bytes: Option<Bytes>,
     owner: Option<Owner>,
+    handover: Handover,
     size: u64,
 }
 
 impl Delivered {
-    pub(crate) fn new(bytes: Bytes, owner: Owner) -> Delivered {
+    pub(crate) fn new(bytes: Bytes, owner: Owner, handover: Handover) -> Delivered {
         Delivered {
             size: bytes.len() as u64,
             bytes: Some(bytes),
             owner: Some(owner),
+            handover,
         }
     }
 }
@@ -40,9 +44,9 @@ impl Body for Delivered {
         if let Some(bytes) = self.bytes.take() {
             return Poll::Ready(Some(Ok(Frame::data(bytes))));
         }
-        // Asked for more after the last byte: it was handed over.
+        // Asked for more after the last byte: the server holds it.
         if let Some(owner) = self.owner.take() {
-            owner.delivered();
+            self.handover.after_next_flush(owner);
         }
         Poll::Ready(None)
     }

@@ -11,6 +11,7 @@ use http::{HeaderMap, HeaderValue, Method, StatusCode};
 
 use crate::addresses::{route, Route};
 use crate::delivery::Delivered;
+use crate::handover::Handover;
 use crate::identity::SubmissionId;
 use crate::memory::Owner;
 use crate::relay::relayed_headers;
@@ -99,12 +100,23 @@ pub(crate) async fn answer(State(shared): State<Arc<Shared>>, request: Request) 
         );
     }
     shared.mismatched(crate::contract::request(&parts.method, target.path(), &body));
-    let origin = shared.origin_for(&parts.headers);
+    let caller = Caller {
+        origin: shared.origin_for(&parts.headers),
+        handover: parts.extensions.get::<Handover>().cloned().unwrap_or_default(),
+    };
     if parts.method == Method::POST && to_base {
-        submission(&shared, target, &path_and_query, parts.headers, body, &origin).await
+        submission(&shared, target, &path_and_query, parts.headers, body, &caller).await
     } else {
-        relay(&shared, parts.method, target, &parts.headers, body, &origin).await
+        relay(&shared, parts.method, target, &parts.headers, body, &caller.origin).await
     }
+}
+
+/// Who an answer goes to: the proxy's origin as the caller reached it (the
+/// addresses it is given name it), and its connection, which says when an
+/// acceptance was delivered.
+struct Caller {
+    origin: String,
+    handover: Handover,
 }
 
 /// A request refused before its body is read: a caller the proxy does not
@@ -147,7 +159,7 @@ async fn submission(
     path_and_query: &str,
     headers: HeaderMap,
     body: Bytes,
-    origin: &str,
+    caller: &Caller,
 ) -> Response {
     let key = shared.service.key_of(&headers).unwrap_or_default().to_string();
     // Its bytes: a key of characters beyond ASCII (`commande-été`) is a key
@@ -198,9 +210,9 @@ async fn submission(
             Claimed::Replay(claim, answer) => {
                 shared.counters.duplicate_stopped(answer.cost());
                 let owner = Owner::new(shared.memory.clone(), claim);
-                return acceptance(shared, &answer, owner, "replayed", origin).await;
+                return acceptance(shared, &answer, owner, "replayed", caller).await;
             }
-            Claimed::Send(claim) => return send(shared, target, headers, body, claim, origin).await,
+            Claimed::Send(claim) => return send(shared, target, headers, body, claim, caller).await,
         }
     }
 }
@@ -214,7 +226,7 @@ async fn send(
     headers: HeaderMap,
     body: Bytes,
     claim: Claim,
-    origin: &str,
+    caller: &Caller,
 ) -> Response {
     let owner = Owner::new(shared.memory.clone(), claim.clone());
     shared.counters.add(Count::SubmissionSent);
@@ -279,10 +291,10 @@ async fn send(
         })
     };
     match exchange.await {
-        Ok(Ok(answer)) if answer.accepts_a_task() => acceptance(shared, &answer, owner, "sent", origin).await,
+        Ok(Ok(answer)) if answer.accepts_a_task() => acceptance(shared, &answer, owner, "sent", caller).await,
         Ok(Ok(answer)) => {
             drop(owner);
-            whole(shared, &answer, origin).await
+            whole(shared, &answer, &caller.origin).await
         }
         Ok(Err(unanswered)) => own(
             StatusCode::BAD_GATEWAY,
@@ -354,9 +366,10 @@ async fn read_answer(response: reqwest::Response) -> Result<Answer, Unanswered> 
 
 /// The acceptance of a task, its addresses through the proxy, owed to
 /// `owner`'s caller until written to its end.
-async fn acceptance(shared: &Shared, answer: &Answer, owner: Owner, mark: &'static str, origin: &str) -> Response {
-    let body = passed_on(shared, origin, answer.body.as_bytes()).await;
-    let mut response = Response::new(Body::new(Delivered::new(Bytes::from(body), owner)));
+async fn acceptance(shared: &Shared, answer: &Answer, owner: Owner, mark: &'static str, caller: &Caller) -> Response {
+    let body = passed_on(shared, &caller.origin, answer.body.as_bytes()).await;
+    let delivered = Delivered::new(Bytes::from(body), owner, caller.handover.clone());
+    let mut response = Response::new(Body::new(delivered));
     *response.status_mut() = StatusCode::from_u16(answer.status).unwrap_or(StatusCode::OK);
     set_type(response.headers_mut(), answer.content_type.as_deref());
     response

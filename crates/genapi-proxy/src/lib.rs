@@ -49,6 +49,7 @@ mod contract;
 mod decide;
 mod delivery;
 mod exchange;
+mod handover;
 mod identity;
 mod key_forms;
 mod memory;
@@ -138,10 +139,10 @@ pub struct ProxyBuilder {
 }
 
 impl ProxyBuilder {
-    /// Writes that an answer reached its caller `after` the server took
-    /// its last bytes (one second unless told), the time it takes to hand
-    /// them to the connection: a proxy killed before leaves the answer
-    /// owed, and the caller's retry gets it rather than a second task. A
+    /// Writes that an answer reached its caller `after` the caller's
+    /// connection took its last bytes (one second unless told): a proxy
+    /// killed before leaves the answer owed, and the caller's retry gets it
+    /// rather than a second task. A
     /// repeat of a job named by its content waits that long after the first
     /// answer before it is sent as a new one.
     pub fn delivery_written_after(mut self, after: std::time::Duration) -> Self {

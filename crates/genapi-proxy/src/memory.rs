@@ -40,9 +40,8 @@ pub(crate) fn scope_of(base: &url::Url) -> String {
     }
 }
 
-/// How long after the server took an answer's last bytes its delivery is
-/// written ([`Memory::settle_delivery`]): the time to hand a small answer
-/// to the connection, many times over.
+/// How long after the caller's connection took an answer's last bytes its
+/// delivery is written ([`Memory::settle_delivery`]).
 pub(crate) const HANDED_OVER: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Where the memory is kept.
@@ -201,11 +200,11 @@ impl Memory {
     /// (`delivered`), or went away before. Called where nothing can wait
     /// (a body's end, a drop): written on a task of its own.
     ///
-    /// A delivery is written [`HANDED_OVER`] after the server took the last
-    /// bytes: it took them into its buffer, not yet onto the connection. A
-    /// proxy stopped (or killed) in between leaves the answer owed, so the
-    /// caller's retry gets it; written at once, the retry of an answer that
-    /// never left would be sent, and paid, again.
+    /// A delivery is written [`HANDED_OVER`] after the connection took the
+    /// last bytes ([`crate::handover`]). A proxy stopped (or killed) in
+    /// between leaves the answer owed: its caller's retry gets it, and a new
+    /// variation of the same job gets it too, which costs nothing; the
+    /// other way round would pay twice.
     fn settle_delivery(self: &Arc<Self>, claim: Claim, delivered: bool) {
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             // No runtime (a drop as the process ends): owed, as written.

@@ -19,6 +19,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::handover::Flushed;
+
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{oneshot, watch, Semaphore};
 
@@ -63,27 +66,40 @@ pub(crate) async fn serve(listener: TcpListener, app: axum::Router, most: usize,
             }
             continue;
         };
-        let service = hyper_util::service::TowerToHyperService::new(app.clone());
-        let mut closed = closed.clone();
+        let app = app.clone();
+        let closed = closed.clone();
         tokio::spawn(async move {
             let _permit = permit;
-            let mut builder = hyper::server::conn::http1::Builder::new();
-            builder
-                .timer(hyper_util::rt::TokioTimer::new())
-                .header_read_timeout(HEAD_WITHIN);
-            let connection = builder.serve_connection(hyper_util::rt::TokioIo::new(stream), service);
-            tokio::pin!(connection);
-            tokio::select! {
-                _ = connection.as_mut() => return,
-                _ = closed.wait_for(|closing| *closing) => connection.as_mut().graceful_shutdown(),
-            }
-            let _ = connection.await;
+            connection(stream, app, closed).await;
         });
     }
     drop(listener);
     let _ = closing.send(true);
     // Every permit back: every connection's exchange finished.
     let _ = permits.acquire_many(u32::try_from(most).unwrap_or(u32::MAX)).await;
+}
+
+/// Serves one caller's connection until it ends, or until `closed` says the
+/// proxy is stopping and its exchange under way is answered. Its requests
+/// carry the connection's [`Handover`](crate::handover::Handover), which says when an acceptance was
+/// delivered.
+pub(crate) async fn connection<IO>(io: IO, app: axum::Router, mut closed: watch::Receiver<bool>)
+where
+    IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let (io, handover) = Flushed::new(io);
+    let service = hyper_util::service::TowerToHyperService::new(app.layer(axum::Extension(handover)));
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    builder
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(HEAD_WITHIN);
+    let connection = builder.serve_connection(hyper_util::rt::TokioIo::new(io), service);
+    tokio::pin!(connection);
+    tokio::select! {
+        _ = connection.as_mut() => return,
+        _ = closed.wait_for(|closing| *closing) => connection.as_mut().graceful_shutdown(),
+    }
+    let _ = connection.await;
 }
 
 /// Answers every request of a connection past the bound with a 503, and
@@ -112,4 +128,160 @@ async fn busy(stream: TcpStream, most: usize) {
         .keep_alive(false);
     let connection = builder.serve_connection(hyper_util::rt::TokioIo::new(stream), hyper::service::service_fn(answer));
     let _ = tokio::time::timeout(BUSY_FOR, connection).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io;
+    use std::pin::Pin;
+    use std::sync::{Arc, Mutex};
+    use std::task::{Context, Poll};
+
+    use tokio::io::ReadBuf;
+
+    use super::*;
+    use crate::delivery::Delivered;
+    use crate::identity::SubmissionId;
+    use crate::memory::{Memory, Owner};
+    use crate::remembered::{Answer, Claimed};
+
+    /// A caller's socket: it sends one request, then waits; it takes
+    /// `takes` bytes of the answer, and its write past them (or its flush,
+    /// when `flush_fails`) fails, as a socket reset by its caller does.
+    struct Socket {
+        request: Option<Vec<u8>>,
+        takes: usize,
+        flush_fails: bool,
+        taken: Arc<Mutex<Vec<u8>>>,
+    }
+
+    impl AsyncRead for Socket {
+        fn poll_read(mut self: Pin<&mut Self>, _: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+            match self.request.take() {
+                Some(request) => {
+                    buf.put_slice(&request);
+                    Poll::Ready(Ok(()))
+                }
+                None => Poll::Pending,
+            }
+        }
+    }
+
+    impl AsyncWrite for Socket {
+        fn poll_write(self: Pin<&mut Self>, _: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+            let mut taken = self.taken.lock().unwrap();
+            let room = self.takes - taken.len();
+            if room == 0 {
+                return Poll::Ready(Err(io::ErrorKind::ConnectionReset.into()));
+            }
+            let took = room.min(buf.len());
+            taken.extend_from_slice(&buf[..took]);
+            Poll::Ready(Ok(took))
+        }
+
+        fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+            if self.flush_fails {
+                return Poll::Ready(Err(io::ErrorKind::BrokenPipe.into()));
+            }
+            Poll::Ready(Ok(()))
+        }
+
+        fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+            Poll::Ready(Ok(()))
+        }
+    }
+
+    const ACCEPTANCE: &str = r#"{"id":"task-1","polling_url":"http://127.0.0.1:1/v1/get_result?id=task-1"}"#;
+
+    /// A job the service accepted, and the owner of its acceptance.
+    async fn accepted() -> (Arc<Memory>, SubmissionId, crate::identity::Naming, Owner) {
+        let memory = Arc::new(Memory::local(None).unwrap().handed_over_after(Duration::ZERO));
+        let (id, naming) = SubmissionId::of("k", "/v1/x", b"{}", None);
+        let Claimed::Send(claim) = memory.claim(&id, naming).await else {
+            panic!("the first is sent")
+        };
+        let answer = Answer {
+            status: 200,
+            content_type: Some("application/json".into()),
+            retry_after: None,
+            body: ACCEPTANCE.into(),
+        };
+        memory.accepted(&claim, answer).await;
+        let owner = Owner::new(memory.clone(), claim);
+        (memory, id, naming, owner)
+    }
+
+    /// Serves one submission's acceptance to a socket that takes `takes`
+    /// bytes; says whether the same job is then sent again (`true`: its
+    /// acceptance counted as delivered) and what the socket took.
+    async fn served_to(takes: usize, flush_fails: bool) -> (bool, Vec<u8>) {
+        let (memory, id, naming, owner) = accepted().await;
+        let owner = Arc::new(Mutex::new(Some(owner)));
+        let app = axum::Router::new().fallback(move |request: axum::extract::Request| {
+            let handover = request.extensions().get().cloned().unwrap_or_default();
+            let owner = owner.lock().unwrap().take().unwrap();
+            let body = Delivered::new(bytes::Bytes::from_static(ACCEPTANCE.as_bytes()), owner, handover);
+            std::future::ready(axum::response::Response::new(axum::body::Body::new(body)))
+        });
+        let taken = Arc::new(Mutex::new(Vec::new()));
+        let socket = Socket {
+            request: Some(b"POST /v1/x HTTP/1.1\r\nhost: proxy\r\ncontent-length: 2\r\n\r\n{}".to_vec()),
+            takes,
+            flush_fails,
+            taken: taken.clone(),
+        };
+        let (_closing, closed) = watch::channel(false);
+        // The caller keeps its connection open: served until idle.
+        let _ = tokio::time::timeout(Duration::from_secs(5), connection(socket, app, closed)).await;
+        memory.settled().await;
+        let sent_again = matches!(memory.claim(&id, naming).await, Claimed::Send(_));
+        let taken = taken.lock().unwrap().clone();
+        (sent_again, taken)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_acceptance_the_connection_took_to_its_end_is_delivered() {
+        let (sent_again, taken) = served_to(usize::MAX, false).await;
+        assert!(
+            String::from_utf8_lossy(&taken).contains("task-1"),
+            "the whole answer went out"
+        );
+        assert!(sent_again, "delivered: the same job again is a new variation");
+    }
+
+    /// The server took the last bytes into its buffer; the socket failed
+    /// as they were written (the caller reset it): owed to its retry.
+    #[tokio::test(start_paused = true)]
+    async fn an_acceptance_whose_last_byte_the_socket_refused_stays_owed() {
+        let (_, whole) = served_to(usize::MAX, false).await;
+        let (sent_again, taken) = served_to(whole.len() - 1, false).await;
+        assert_eq!(taken.len(), whole.len() - 1);
+        assert!(!sent_again, "owed: the retry gets the first acceptance");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_acceptance_whose_flush_failed_stays_owed() {
+        let (sent_again, _) = served_to(usize::MAX, true).await;
+        assert!(!sent_again, "owed: the retry gets the first acceptance");
+    }
+
+    /// A socket answers a flush at once, even after a write failed: that
+    /// flush proves nothing was taken.
+    #[tokio::test]
+    async fn a_flush_after_a_failed_write_delivers_nothing() {
+        use tokio::io::AsyncWriteExt;
+        let (memory, id, naming, owner) = accepted().await;
+        let socket = Socket {
+            request: None,
+            takes: 0,
+            flush_fails: false,
+            taken: Arc::default(),
+        };
+        let (mut socket, handover) = Flushed::new(socket);
+        handover.after_next_flush(owner);
+        assert!(socket.write(b"0\r\n\r\n").await.is_err());
+        socket.flush().await.unwrap();
+        memory.settled().await;
+        assert!(!matches!(memory.claim(&id, naming).await, Claimed::Send(_)), "owed");
+    }
 }

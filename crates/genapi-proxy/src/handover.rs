@@ -1,0 +1,148 @@
+//! An answer is delivered when its caller's connection took its last byte,
+//! not when the server did.
+//!
+//! The server asks an answer's body for more once the last bytes are in its
+//! own buffer ([`crate::delivery`]); they have yet to be written to the
+//! socket, and a write that fails there (the caller reset the connection,
+//! the socket broke) leaves them undelivered. So an answer whose body ended
+//! waits here, beside its connection, for the connection's next flush that
+//! succeeds: the server writes out everything it holds before it flushes,
+//! so every byte of the answer was then taken by the operating system. A
+//! connection that ends first (a failed write, a reset, a stop) leaves the
+//! answer owed to the caller's retry.
+//!
+//! What the operating system took it sends even if the proxy is killed
+//! next; whether the caller was still there to read it, no server can see.
+
+use std::io;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::task::{Context, Poll};
+
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+
+use crate::memory::Owner;
+
+/// The answers of one connection whose last bytes the server took and the
+/// connection has yet to flush. Every request of the connection carries it
+/// (an extension); a request served on no connection of the proxy's gets
+/// one that never flushes, and its answers stay owed.
+#[derive(Clone, Default)]
+pub(crate) struct Handover {
+    waiting: Arc<Mutex<Waiting>>,
+}
+
+#[derive(Default)]
+struct Waiting {
+    owners: Vec<Owner>,
+    /// The connection ended: nothing more of it will be flushed.
+    ended: bool,
+}
+
+impl Handover {
+    /// `owner`'s answer is in the server's buffer: delivered at the
+    /// connection's next flush, owed if it ends first.
+    pub(crate) fn after_next_flush(&self, owner: Owner) {
+        let mut waiting = self.waiting.lock().unwrap_or_else(PoisonError::into_inner);
+        if waiting.ended {
+            // Dropped: owed.
+            return;
+        }
+        waiting.owners.push(owner);
+    }
+
+    fn flushed(&self) {
+        let owners = std::mem::take(&mut self.waiting.lock().unwrap_or_else(PoisonError::into_inner).owners);
+        for owner in owners {
+            owner.delivered();
+        }
+    }
+
+    fn ended(&self) {
+        let owners = {
+            let mut waiting = self.waiting.lock().unwrap_or_else(PoisonError::into_inner);
+            waiting.ended = true;
+            std::mem::take(&mut waiting.owners)
+        };
+        // Dropped outside the lock: each writes that its answer is owed.
+        drop(owners);
+    }
+}
+
+/// A caller's connection, telling its [`Handover`] of each flush that
+/// succeeded and of its end.
+pub(crate) struct Flushed<IO> {
+    io: IO,
+    handover: Handover,
+}
+
+impl<IO> Flushed<IO> {
+    /// `io`, with the handover its requests carry.
+    pub(crate) fn new(io: IO) -> (Flushed<IO>, Handover) {
+        let handover = Handover::default();
+        (
+            Flushed {
+                io,
+                handover: handover.clone(),
+            },
+            handover,
+        )
+    }
+}
+
+impl<IO> Flushed<IO> {
+    /// A write that failed ends what this connection can deliver: a flush
+    /// after it (which a socket answers at once) proves nothing.
+    fn failed_if<T>(&self, outcome: &Poll<io::Result<T>>) {
+        if let Poll::Ready(Err(_)) = outcome {
+            self.handover.ended();
+        }
+    }
+}
+
+impl<IO> Drop for Flushed<IO> {
+    fn drop(&mut self) {
+        self.handover.ended();
+    }
+}
+
+impl<IO: AsyncRead + Unpin> AsyncRead for Flushed<IO> {
+    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.io).poll_read(cx, buf)
+    }
+}
+
+impl<IO: AsyncWrite + Unpin> AsyncWrite for Flushed<IO> {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        let written = Pin::new(&mut self.io).poll_write(cx, buf);
+        self.failed_if(&written);
+        written
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let written = Pin::new(&mut self.io).poll_write_vectored(cx, bufs);
+        self.failed_if(&written);
+        written
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let flushed = Pin::new(&mut self.io).poll_flush(cx);
+        if let Poll::Ready(Ok(())) = flushed {
+            self.handover.flushed();
+        }
+        self.failed_if(&flushed);
+        flushed
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.io).poll_shutdown(cx)
+    }
+}
