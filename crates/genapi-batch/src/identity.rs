@@ -118,6 +118,11 @@ impl Claims {
         claims
     }
 
+    /// The lines whose records may hold a task, in no order.
+    pub fn lines(&self) -> impl Iterator<Item = u64> + '_ {
+        self.lines.iter().copied()
+    }
+
     /// Whether no record may hold a task: nothing an edit could pay twice.
     pub fn is_empty(&self) -> bool {
         self.lines.is_empty()

@@ -182,6 +182,9 @@ struct CounterValues {
     resumed: AtomicUsize,
     /// Lines another worker holds now, by line.
     held: std::sync::Mutex<std::collections::BTreeSet<u64>>,
+    /// Lines whose records show a submission that left in an earlier run
+    /// (or from another worker), not taken up by this run yet.
+    earlier: std::sync::Mutex<std::collections::BTreeSet<u64>>,
     /// The batch's client, which knows how many of its calls wait for room.
     client: Option<Client>,
     /// What the acceptances of tasks reported they cost, by line, until
@@ -238,6 +241,27 @@ impl Counters {
     /// there, or the other worker's lease lapses and this one takes them.
     pub fn held_elsewhere(&self) -> usize {
         self.inner.held.lock().map_or(0, |held| held.len())
+    }
+    /// Lines whose submission left before this run (their records say so:
+    /// accepted, unanswered, ended) and which this run has not taken up
+    /// yet: neither in flight nor waiting for room, nor ever to be sent
+    /// for this line again. A progress display counts them apart from the
+    /// lines not sent yet. Taken up lines leave the count, whatever they
+    /// come to.
+    ///
+    /// ```no_run
+    /// # fn demo(counters: genapi_batch::Counters) {
+    /// println!("{} sent earlier", counters.sent_earlier());
+    /// # }
+    /// ```
+    pub fn sent_earlier(&self) -> usize {
+        self.inner.earlier.lock().map_or(0, |earlier| earlier.len())
+    }
+    /// The run took `line` up: it is no longer waiting its turn.
+    fn taken_up(&self, line: u64) {
+        if let Ok(mut earlier) = self.inner.earlier.lock() {
+            earlier.remove(&line);
+        }
     }
     /// Whether another worker holds `line`, as its last claim found.
     fn found_held(&self, line: u64, held: bool) {
@@ -296,6 +320,7 @@ impl Counters {
         if let Ok(mut charged) = self.inner.charged.lock() {
             charged.remove(&line);
         }
+        self.taken_up(line);
     }
 }
 
@@ -538,6 +563,9 @@ impl Batch {
     /// What the run's steps share.
     fn into_context(self) -> Context {
         let claims = self.store.known_digests();
+        if let Ok(mut earlier) = self.counters.inner.earlier.lock() {
+            *earlier = claims.lines().collect();
+        }
         let jobs_at_once = self
             .jobs_at_once
             .unwrap_or_else(|| self.client.max_active_tasks().unwrap_or(24).saturating_mul(2));
@@ -841,6 +869,7 @@ impl Context {
         let stem = job.stem();
         let line = job.line;
         let requested = Requested::of(&job);
+        self.counters.taken_up(line);
         self.counters.found_held(line, matches!(claim, Ok(Claim::Held)));
         let kept = self
             .waiting_histories

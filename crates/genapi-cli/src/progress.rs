@@ -35,6 +35,10 @@ pub struct Figures {
     pub worked: u64,
     /// Lines another worker holds (a shared batch), waited for.
     pub held: u64,
+    /// Lines sent before this run (by an earlier run or another worker)
+    /// that this run has not taken up yet: waiting their turn, never to be
+    /// sent again.
+    pub sent_earlier: u64,
     /// Credits charged so far, when known: none until a charge is seen
     /// (a task picked up by id was charged when another command sent it,
     /// and its cost is known once it ends).
@@ -154,6 +158,7 @@ impl Progress {
         let figures = &Figures {
             left: figures.total.saturating_sub(figures.done + figures.held),
             in_flight: 0,
+            sent_earlier: 0,
             waiting: 0,
             at_the_cap: 0,
             ..*figures
@@ -182,8 +187,9 @@ fn stamp(on_a_terminal: bool, at: SystemTime) -> String {
 /// `2 failed, 5 in flight, 1.3/s, ETA 21s, 0.60 credits`: every line not
 /// done is in one of the counts after `failed` (in flight: being sent or
 /// its task followed; waiting for a seat; held at the cap; held by other
-/// workers; not sent yet), each said only when it has lines; the credits
-/// are left out while none are known.
+/// workers; sent earlier, its turn to be followed not come; not sent yet),
+/// each said only when it has lines; the credits are left out while none
+/// are known.
 fn details(figures: &Figures, elapsed: Duration) -> String {
     let rate = figures.worked as f64 / elapsed.as_secs_f64().max(0.001);
     let remaining = figures.total.saturating_sub(figures.done);
@@ -210,8 +216,17 @@ fn details(figures: &Figures, elapsed: Duration) -> String {
         0 => String::new(),
         n => format!(", {n} left to the next run"),
     };
-    let accounted =
-        figures.done + figures.in_flight + figures.waiting + figures.at_the_cap + figures.held + figures.left;
+    let sent_earlier = match figures.sent_earlier {
+        0 => String::new(),
+        n => format!(", {n} sent earlier"),
+    };
+    let accounted = figures.done
+        + figures.in_flight
+        + figures.waiting
+        + figures.at_the_cap
+        + figures.held
+        + figures.left
+        + figures.sent_earlier;
     let not_sent = match figures.total.saturating_sub(accounted) {
         0 => String::new(),
         n => format!(", {n} not sent yet"),
@@ -221,7 +236,7 @@ fn details(figures: &Figures, elapsed: Duration) -> String {
         None => String::new(),
     };
     format!(
-        "{} failed, {} in flight{waiting}{at_the_cap}{held}{left}{not_sent}, {rate:.1}/s, {eta}{credits}",
+        "{} failed, {} in flight{waiting}{at_the_cap}{held}{sent_earlier}{left}{not_sent}, {rate:.1}/s, {eta}{credits}",
         figures.failed, figures.in_flight
     )
 }
@@ -268,6 +283,7 @@ mod tests {
             left: 0,
             worked: 10,
             held: 0,
+            sent_earlier: 0,
             credits: Some(0.6),
         };
         assert_eq!(
@@ -332,6 +348,26 @@ mod tests {
         assert_eq!(
             details(&picked_up, Duration::from_secs(5)),
             "2 failed, 5 in flight, 2.0/s, ETA 2s"
+        );
+    }
+
+    #[test]
+    fn lines_an_earlier_run_sent_are_not_said_unsent() {
+        // A resumed run following one line of twenty an earlier run sent:
+        // the other nineteen are sent, not "not sent yet".
+        let resumed = Figures {
+            done: 0,
+            total: 20,
+            failed: 0,
+            in_flight: 1,
+            sent_earlier: 19,
+            worked: 0,
+            credits: Some(0.6),
+            ..Figures::default()
+        };
+        assert_eq!(
+            details(&resumed, Duration::from_secs(1)),
+            "0 failed, 1 in flight, 19 sent earlier, 0.0/s, ETA unknown, 0.60 credits"
         );
     }
 }

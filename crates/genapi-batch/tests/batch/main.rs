@@ -20,6 +20,7 @@ mod paying_once;
 mod protocol;
 mod refusals;
 mod results_file;
+mod resumed_counts;
 mod resumed_fast_model;
 mod resumed_just_sent;
 mod resumed_secrets;

@@ -112,6 +112,7 @@ impl Tally {
             waiting: counters.waiting_for_room() as u64,
             at_the_cap: counters.waiting_at_the_cap() as u64,
             held: counters.held_elsewhere() as u64,
+            sent_earlier: counters.sent_earlier() as u64,
             worked: self.worked as u64,
             // Tasks running were charged at their acceptance already.
             credits: Some(self.cost + counters.charged_without_outcome()),
