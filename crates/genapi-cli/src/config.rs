@@ -168,6 +168,10 @@ pub struct Settings {
     pub out: Option<Sourced<PathBuf>>,
     /// Why the profile's service settings are not used, when they are not.
     pub overridden: Option<String>,
+    /// A variable of the environment that is set and not used (the
+    /// profile's service is), with what to do instead: said when the
+    /// service is used, and by `genapi config`.
+    pub unused: Option<String>,
     /// Why the profile's key could not be read (said when the service is
     /// used, so commands that do not need it, and `genapi config`, still run).
     pub key_problem: Option<String>,
@@ -464,6 +468,15 @@ pub fn resolve(flag_profile: Option<&str>) -> Result<Settings, Failure> {
     if let Some((name, profile)) = &profile {
         settings.key_variable = profile.key_env.clone();
         let from = || Source::Profile(name.clone());
+        if !from_environment && variable("GENAPI_TRUSTED_ORIGINS").is_some() {
+            // A profile's key goes only to the origins the profile names:
+            // never to one the environment gave for another service.
+            settings.unused = Some(format!(
+                "GENAPI_TRUSTED_ORIGINS is not used: the service of profile {name} is, whose key goes only to the \
+                 origins it trusts; add one with `genapi --profile {name} config set trusted_origins ORIGIN`, or \
+                 pass --trust-origin ORIGIN for one command"
+            ));
+        }
         if !from_environment {
             match profile_key(name, profile) {
                 Ok(key) => {
@@ -678,6 +691,9 @@ pub fn show(settings: &Settings, flag_origins: &[String], json: bool, uses_mock:
     let mut fields = fields;
     if let Some(note) = &settings.overridden {
         fields.push(("note", serde_json::Value::String(note.clone())));
+    }
+    if let Some(unused) = &settings.unused {
+        fields.push(("unused", serde_json::Value::String(unused.clone())));
     }
     if json {
         let object: serde_json::Map<String, serde_json::Value> = fields

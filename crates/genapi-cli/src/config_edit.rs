@@ -164,6 +164,27 @@ impl Editing {
         Ok(())
     }
 
+    /// A setting goes to a profile the file already uses, or to the first:
+    /// a file whose profiles are all named only when asked for (`local`,
+    /// kept for a service on this machine) gets no `default` profile from
+    /// a change that named none, which every command would then use.
+    fn chosen_or_first(&self) -> Result<(), Failure> {
+        if self.named || self.read.profiles.is_empty() || self.read.profiles.contains_key(&self.profile) {
+            return Ok(());
+        }
+        let known: Vec<&str> = self.read.profiles.keys().map(String::as_str).collect();
+        Err(Failure::usage(format!(
+            "which profile? {} has {} and none is used without --profile; name it (`genapi --profile {} config set              …`), or name `--profile {}` to make a profile every command uses; nothing was written",
+            shown(&self.path),
+            match known.as_slice() {
+                [one] => format!("profile {}", out::clean(one)),
+                _ => format!("profiles {}", out::clean(&known.join(", "))),
+            },
+            out::clean(known.first().copied().unwrap_or(LOCAL_PROFILE)),
+            self.profile,
+        )))
+    }
+
     /// The first profile of a file, not named by `--profile`, for a service
     /// on this machine (`local`) is named `local` rather than `default`,
     /// which every command would use: settled before anything is named
@@ -235,6 +256,7 @@ impl Editing {
 pub fn set(flag_profile: Option<&str>, change: ConfigChange) -> Result<(), Failure> {
     let ConfigChange::Set { field, value } = change;
     let mut editing = open(flag_profile)?;
+    editing.chosen_or_first()?;
     // Every key the command could find, whether or not the settings can be
     // read whole (a file being mended may not be).
     let mut keys = config::Key::all_known(&editing.read.profiles);

@@ -796,6 +796,9 @@ pub async fn connect_with(
             .settings
             .builder()
             .map_err(|why| Failure::api(&Error::Config(why)))?;
+        if let Some(unused) = &global.settings.unused {
+            out::progress(&format!("genapi: {}", out::clean(unused)));
+        }
         for origin in &global.trust_origins {
             builder = builder.trust_origin(origin);
         }

@@ -85,6 +85,45 @@ async fn a_first_profile_for_a_service_on_this_machine_is_named_local_not_defaul
     }
 }
 
+/// After `local` was made, a setting that names no profile has none to go
+/// to: it is refused, naming the profiles, rather than made into a new
+/// `default` profile every command would use from then on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_setting_naming_no_profile_is_refused_when_no_profile_is_used_without_one() {
+    let mock = roomy_mock(50).await;
+    let dir = Dir::new("set-after-local");
+    ok(&genapi_alone(&dir)
+        .args(["config", "set", "base_url", mock.base_url()])
+        .output()
+        .unwrap());
+    let before = std::fs::read_to_string(config_path(&dir)).unwrap();
+    let refused = genapi_alone(&dir)
+        .args(["config", "set", "model", "gen-2-pro"])
+        .output()
+        .unwrap();
+    let said = text(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(2), "{said}");
+    assert!(
+        said.contains("which profile?") && said.contains("profile local") && said.contains("--profile local"),
+        "{said}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(config_path(&dir)).unwrap(),
+        before,
+        "nothing written"
+    );
+    // Named, it goes where it was meant to.
+    ok(&genapi_alone(&dir)
+        .args(["--profile", "local", "config", "set", "model", "gen-2-pro"])
+        .output()
+        .unwrap());
+    let written = std::fs::read_to_string(config_path(&dir)).unwrap();
+    assert!(
+        written.contains("model = \"gen-2-pro\"") && !written.contains("[profiles.default]"),
+        "{written}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn login_from_stdin_makes_a_private_config_file_that_refers_to_the_key() {
     let mock = roomy_mock(50).await;

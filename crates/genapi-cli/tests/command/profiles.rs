@@ -313,6 +313,44 @@ async fn a_paid_task_on_a_host_the_profile_does_not_trust_is_picked_up_by_the_pr
     assert_eq!(mock.count("POST", "/v1/gen-2-pro"), 1, "not submitted again");
 }
 
+/// GENAPI_TRUSTED_ORIGINS set beside a profile's service is not used (a
+/// profile's key goes only where the profile says), and that is said where
+/// the service is used and in `genapi config`, with how to trust the host.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn trusted_origins_from_the_environment_beside_a_profile_are_said_unused() {
+    let mock = roomy_mock(50).await;
+    let dir = Dir::new("profile-unused-origins");
+    config_file(
+        &dir,
+        &format!(
+            "[profiles.lab]\nbase_url = \"{}\"\nkey_env = \"WORK_KEY\"\n",
+            mock.base_url()
+        ),
+    );
+    let run = genapi(&dir)
+        .env("WORK_KEY", mock.key())
+        .env("GENAPI_TRUSTED_ORIGINS", mock.trusted_origins().join(","))
+        .args(["--profile", "lab", "generate", "a fox", "-o", "fox.jpg"])
+        .output()
+        .unwrap();
+    let said = text(&run.stderr);
+    assert_eq!(run.status.code(), Some(3), "the polling host is not trusted: {said}");
+    let advice = "GENAPI_TRUSTED_ORIGINS is not used: the service of profile lab is";
+    assert!(
+        said.contains(advice) && said.contains("config set trusted_origins"),
+        "{said}"
+    );
+    let shown = ok(&genapi(&dir)
+        .env("GENAPI_TRUSTED_ORIGINS", "https://x.example.com")
+        .args(["--profile", "lab", "config"])
+        .output()
+        .unwrap());
+    assert!(shown.contains(&format!("unused: {advice}")), "{shown}");
+    // Without the variable, nothing is said.
+    let shown = ok(&genapi(&dir).args(["--profile", "lab", "config"]).output().unwrap());
+    assert!(!shown.contains("unused:"), "{shown}");
+}
+
 /// Whoever can change the config file decides where the key goes: a file
 /// others can write, one owned by another user, or a link planted to such
 /// a file is refused (exit 2, with what to run) before anything is sent,
