@@ -1,6 +1,7 @@
 //! Edit an image: the picture given (or, without one, an image generated
-//! first) with an instruction. Against the service when `GENAPI_API_KEY` and
-//! `GENAPI_BASE_URL` are set, else against a mock service started here:
+//! first) with an instruction. Against the service when one is configured
+//! (`GENAPI_API_KEY` with `GENAPI_BASE_URL`, or a profile of the config
+//! file), else against a mock service started here:
 //!
 //! ```sh
 //! cargo run --example edit -- photo.png
@@ -42,10 +43,12 @@ pub async fn edit(client: &genapi::Client, input: &Path, stem: &str) -> genapi::
 
 /// The configured service, or a mock (kept alive by the caller) when none is.
 async fn client() -> Result<(genapi::Client, Option<genapi_mock::MockService>), Box<dyn std::error::Error>> {
-    if std::env::var_os("GENAPI_API_KEY").is_some() {
-        return Ok((genapi::Client::from_env()?, None));
+    // The variables' service, else the config file's profile, as the
+    // `genapi` command reads them.
+    if let Some(client) = genapi::Client::from_env_if_any()? {
+        return Ok((client, None));
     }
     let mock = genapi_mock::MockService::start().await?;
-    eprintln!("GENAPI_API_KEY is not set: using a mock service (a test double)");
+    eprintln!("no service is configured (GENAPI_API_KEY or a profile): using a mock service (a test double)");
     Ok((mock.client()?, Some(mock)))
 }

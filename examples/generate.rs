@@ -1,6 +1,7 @@
 //! Generate an image and save it as `example-lighthouse.jpg` (replacing a
 //! file of that name; not the README's `lighthouse.jpg`). Against the service
-//! when `GENAPI_API_KEY` is set (with `GENAPI_BASE_URL`), else against a mock
+//! when one is configured (`GENAPI_API_KEY` with `GENAPI_BASE_URL`, or a
+//! profile of the config file), else against a mock
 //! service started here:
 //!
 //! ```sh
@@ -36,10 +37,12 @@ pub async fn generate(client: &genapi::Client, stem: &str) -> genapi::Result<Pat
 
 /// The configured service, or a mock (kept alive by the caller) when none is.
 async fn client() -> Result<(genapi::Client, Option<genapi_mock::MockService>), Box<dyn std::error::Error>> {
-    if std::env::var_os("GENAPI_API_KEY").is_some() {
-        return Ok((genapi::Client::from_env()?, None));
+    // The variables' service, else the config file's profile, as the
+    // `genapi` command reads them.
+    if let Some(client) = genapi::Client::from_env_if_any()? {
+        return Ok((client, None));
     }
     let mock = genapi_mock::MockService::start().await?;
-    eprintln!("GENAPI_API_KEY is not set: using a mock service (a test double)");
+    eprintln!("no service is configured (GENAPI_API_KEY or a profile): using a mock service (a test double)");
     Ok((mock.client()?, Some(mock)))
 }

@@ -1,7 +1,8 @@
 //! The client's spans on the terminal: `tracing-subscriber`'s fmt layer,
 //! each span printed as it closes with its fields (the HTTP exchanges at
 //! DEBUG, the submission, the wait and the download at INFO). Against the
-//! service when `GENAPI_API_KEY` is set, else against a mock started here:
+//! service when one is configured (the variables, or a profile), else against
+//! a mock started here:
 //!
 //! ```sh
 //! cargo run --example traced
@@ -28,13 +29,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .with(printed)
         .with(Targets::new().with_target("genapi", tracing::Level::DEBUG))
         .init();
-    let mock = match std::env::var_os("GENAPI_API_KEY") {
-        Some(_) => None,
-        None => Some(genapi_mock::MockService::start().await?),
-    };
-    let client = match &mock {
-        Some(mock) => mock.client()?,
-        None => genapi::Client::from_env()?,
+    // The configured service (the variables, else a profile), or a mock
+    // that lives until the end of `main`.
+    let (client, _mock) = match genapi::Client::from_env_if_any()? {
+        Some(client) => (client, None),
+        None => {
+            let mock = genapi_mock::MockService::start().await?;
+            (mock.client()?, Some(mock))
+        }
     };
     let output = client
         .run(

@@ -512,7 +512,34 @@ impl Client {
     pub fn from_env() -> Result<Client> {
         ClientBuilder::from_env()?.build()
     }
+
+    /// [`Client::from_env`] when the environment or the config file names a
+    /// service; `None` when nothing does (no variable, no profile chosen),
+    /// where a program may start a mock instead, as the `genapi` command
+    /// does. What is configured and cannot be used is an error, never
+    /// `None`: a half configuration never quietly becomes a mock.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+    /// let client = match genapi::Client::from_env_if_any()? {
+    ///     Some(client) => client,
+    ///     None => {
+    ///         eprintln!("no service is configured: set GENAPI_API_KEY and GENAPI_BASE_URL, or make a profile");
+    ///         return Ok(());
+    ///     }
+    /// };
+    /// # let _ = client; Ok(()) }
+    /// ```
+    pub fn from_env_if_any() -> Result<Option<Client>> {
+        ClientBuilder::from_variables_if_any(|name| std::env::var(name).ok())?
+            .map(ClientBuilder::build)
+            .transpose()
+    }
 }
+
+/// No service is configured; what could configure one, said after "set
+/// GENAPI_API_KEY and GENAPI_BASE_URL".
+struct Unconfigured(String);
 
 impl ClientBuilder {
     /// The builder [`Client::from_env`] uses, to adjust before building.
@@ -542,6 +569,25 @@ impl ClientBuilder {
     /// # Ok::<(), genapi::Error>(())
     /// ```
     pub fn from_variables(read: impl Fn(&str) -> Option<String>) -> Result<ClientBuilder> {
+        ClientBuilder::configured(&read)?.map_err(|Unconfigured(or)| {
+            Error::Config(format!(
+                "set GENAPI_API_KEY and GENAPI_BASE_URL (the service's){or}; without a key, `genapi mock` runs a \
+                 local mock service (a test double) and prints the variables to set, or a test starts one with \
+                 genapi_mock::MockService"
+            ))
+        })
+    }
+
+    /// [`ClientBuilder::from_variables`] when the variables or the config
+    /// file name a service; `None` when nothing does
+    /// ([`Client::from_env_if_any`]).
+    pub fn from_variables_if_any(read: impl Fn(&str) -> Option<String>) -> Result<Option<ClientBuilder>> {
+        Ok(ClientBuilder::configured(&read)?.ok())
+    }
+
+    /// The service the variables `read` gives name, else the config file's
+    /// chosen profile; `Ok(Err(_))` when neither names one.
+    fn configured(read: &dyn Fn(&str) -> Option<String>) -> Result<std::result::Result<ClientBuilder, Unconfigured>> {
         let read = |name: &str| read(name).filter(|v| !v.trim().is_empty());
         let names_a_service = profiles::SERVICE_OVER_PROFILES.iter().any(|name| read(name).is_some());
         if !names_a_service {
@@ -563,28 +609,24 @@ impl ClientBuilder {
                 builder = builder.trust_origin(origin.trim());
             }
         }
-        Ok(builder)
+        Ok(Ok(builder))
     }
 
     /// The service of the config file's chosen profile, when the variables
     /// name none.
-    fn from_profile(read: &dyn Fn(&str) -> Option<String>) -> Result<ClientBuilder> {
-        let unconfigured = |or: String| {
-            Error::Config(format!(
-                "set GENAPI_API_KEY and GENAPI_BASE_URL (the service's){or}; without a key, `genapi mock` runs a \
-                 local mock service (a test double) and prints the variables to set, or a test starts one with \
-                 genapi_mock::MockService"
-            ))
-        };
+    fn from_profile(read: &dyn Fn(&str) -> Option<String>) -> Result<std::result::Result<ClientBuilder, Unconfigured>> {
         let Some((path, named)) = profiles::file_path(read(profiles::CONFIG_VARIABLE).map(Into::into)) else {
-            return Err(unconfigured(String::new()));
+            return Ok(Err(Unconfigured(String::new())));
         };
         let shown = genapi_text::clean(&path.display().to_string());
         if !genapi_files::is_taken(&path) {
-            return Err(match named {
-                true => Error::Config(format!("{}={shown}: no such file", profiles::CONFIG_VARIABLE)),
-                false => unconfigured(format!(", or write a profile in {shown}")),
-            });
+            return match named {
+                true => Err(Error::Config(format!(
+                    "{}={shown}: no such file",
+                    profiles::CONFIG_VARIABLE
+                ))),
+                false => Ok(Err(Unconfigured(format!(", or write a profile in {shown}")))),
+            };
         }
         let file = profiles::read_file(&path).map_err(Error::Config)?;
         let has_default = file.profiles.contains_key("default");
@@ -595,10 +637,10 @@ impl ClientBuilder {
             has_default,
         );
         let Some((name, _)) = chosen else {
-            return Err(unconfigured(format!(
+            return Ok(Err(Unconfigured(format!(
                 ", or name one of the profiles of {shown} in {} (or as its default_profile)",
                 profiles::PROFILE_VARIABLE
-            )));
+            ))));
         };
         let said = genapi_text::clean(&name);
         let profile = match file.profiles.get(&name) {
@@ -641,7 +683,7 @@ impl ClientBuilder {
         for origin in &profile.trusted_origins {
             builder = builder.trust_origin(origin);
         }
-        Ok(builder)
+        Ok(Ok(builder))
     }
 }
 

@@ -133,3 +133,45 @@ async fn a_refused_key_names_its_profile() {
     );
     assert!(!error.contains("sk-not-the-mocks-key"), "{error}");
 }
+
+/// A program that starts a mock when nothing is configured (as the examples
+/// do) asks `from_variables_if_any`: `None` only when nothing names a
+/// service; a profile chosen is used, and a configuration that cannot be
+/// used is an error, never a quiet mock.
+#[tokio::test]
+async fn only_a_service_nothing_names_is_none() {
+    let mock = MockService::start().await.unwrap();
+    let dir = Dir::new("profiles-if-any");
+    let none = |pairs: &[(&str, &str)]| {
+        ClientBuilder::from_variables_if_any(variables(pairs))
+            .unwrap()
+            .is_none()
+    };
+    let missing = dir.join("no-such.toml").display().to_string();
+    let unchosen = config_file(&dir, "[profiles.local]\nbase_url = \"http://127.0.0.1:9\"\n");
+    // A file whose profiles are used only when named.
+    assert!(none(&[("GENAPI_CONFIG", &unchosen)]));
+    // A profile chosen: its service.
+    let config = config_file(&dir, &work_profile(&mock));
+    let chosen = ClientBuilder::from_variables_if_any(variables(&[
+        ("GENAPI_CONFIG", &config),
+        ("WORK_GENAPI_KEY", mock.key()),
+    ]))
+    .unwrap()
+    .expect("the default profile names a service");
+    assert_eq!(
+        chosen.build().unwrap().base_url().as_str().trim_end_matches('/'),
+        mock.base_url().trim_end_matches('/')
+    );
+    // What cannot be used is said.
+    for broken in [
+        vec![("GENAPI_BASE_URL", "https://api.example.com")],
+        vec![("GENAPI_CONFIG", missing.as_str())],
+        vec![("GENAPI_CONFIG", config.as_str())],
+    ] {
+        assert!(
+            ClientBuilder::from_variables_if_any(variables(&broken)).is_err(),
+            "{broken:?}"
+        );
+    }
+}
