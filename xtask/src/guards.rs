@@ -101,6 +101,14 @@ pub const GUARDS: &[Guard] = &[
         test: ("genapi-batch", "batch", "edited_job_files"),
     },
     Guard {
+        name: "journal: an acceptance cut short is kept as damage",
+        why: "a last record cut short that may show a task was made would be cut off, and its line sent again",
+        file: "crates/genapi-batch/src/journal.rs",
+        find: "        if after_what_is_recorded && serde_json::from_slice::<Event>(&tail).is_err() {",
+        replace: "        if serde_json::from_slice::<Event>(&tail).is_err() {",
+        test: ("genapi-batch", "batch", "an_acceptance_cut_short"),
+    },
+    Guard {
         name: "runner: a line waiting for the file keeps its history",
         why: "a journal hands a line's history out once: lost, an unanswered line would be sent as new",
         file: "crates/genapi-batch/src/run.rs",

@@ -309,9 +309,15 @@ fn lock_for_this_run(held: &File, path: &Path) -> io::Result<()> {
     }
 }
 
-/// An event cut short by a crash was never acknowledged: it is cut off, so
-/// the next event starts on a line of its own. A whole event that only
-/// lacks its newline (an editor's save) is kept.
+/// A last line without its newline, at opening. A whole event (an editor's
+/// save) is kept and ended. An event cut short that could only have come
+/// after what its line already records (a refusal, an end) is cut off, so
+/// the next event starts on a line of its own: its line reads as it did
+/// before it, unanswered or running, which is never sent again unasked.
+/// Anything else (an acceptance, an intent, a line whose kind cannot be
+/// read) may be the only sign that a task was made, or a damaged record
+/// whose newline an editor dropped: it is kept, ended with a newline, and
+/// read as its line's damaged record ([`Event::Damaged`]), never as nothing.
 fn cut_a_torn_tail(file: &mut File) -> io::Result<()> {
     let whole = complete_length(file)?;
     let length = file.metadata()?.len();
@@ -319,10 +325,14 @@ fn cut_a_torn_tail(file: &mut File) -> io::Result<()> {
         let mut tail = Vec::new();
         file.seek(SeekFrom::Start(whole))?;
         io::Read::read_to_end(file, &mut tail)?;
-        if serde_json::from_slice::<Event>(&tail).is_ok() {
-            file.write_all(b"\n")?;
-        } else {
+        let after_what_is_recorded = [&br#"{"event":"refused","#[..], br#"{"event":"finished","#]
+            .iter()
+            .any(|kind| tail.starts_with(kind));
+        if after_what_is_recorded && serde_json::from_slice::<Event>(&tail).is_err() {
             file.set_len(whole)?;
+        } else {
+            file.seek(SeekFrom::End(0))?;
+            file.write_all(b"\n")?;
         }
         file.sync_data()?;
     }
@@ -804,37 +814,61 @@ mod tests {
         );
     }
 
+    /// A last line cut short is cut off only when it could come only after
+    /// what its line records already (a refusal, an end); an acceptance cut
+    /// short (a crash as it was written, or a damaged record whose newline
+    /// an editor dropped) is the sign a task was made: kept, and read as
+    /// its line's damage. Either way the next record starts clean.
     #[test]
-    fn a_torn_last_line_is_ignored_and_the_next_record_starts_clean() {
+    fn a_torn_last_line_is_cut_off_only_when_it_cannot_be_an_acceptance() {
         let dir = scratch("torn-last");
         let path = dir.join("journal.jsonl");
-        let _ = std::fs::remove_file(&path);
-        let mut journal = FileJournal::open(&path).unwrap();
-        journal
-            .append(&Event::Intent {
-                line: 1,
-                name: "a".into(),
-                digest: "d".into(),
-                sent_at: Some(1),
-                ephemeral: false,
-            })
-            .unwrap();
-        drop(journal);
-        let mut file = OpenOptions::new().append(true).open(&path).unwrap();
-        file.write_all(br#"{"event":"accepted","line":1,"id":"t"#).unwrap();
-        drop(file);
-        let mut journal = FileJournal::open(&path).unwrap();
-        assert_eq!(journal.events().unwrap().len(), 1);
-        journal
-            .append(&Event::Refused {
-                line: 1,
-                error: "x".into(),
-            })
-            .unwrap();
-        let records = journal.events().unwrap();
-        assert_eq!(records.len(), 2);
-        let state = &Line::of_each(records)[&1];
-        assert!(matches!(state, Line::Unsent { .. }), "{state:?}");
+        let opened_after = |torn: &[u8]| {
+            let _ = std::fs::remove_file(&path);
+            let mut journal = FileJournal::open(&path).unwrap();
+            journal
+                .append(&Event::Intent {
+                    line: 1,
+                    name: "a".into(),
+                    digest: "d".into(),
+                    sent_at: Some(1),
+                    ephemeral: false,
+                })
+                .unwrap();
+            drop(journal);
+            let mut file = OpenOptions::new().append(true).open(&path).unwrap();
+            file.write_all(torn).unwrap();
+            drop(file);
+            let mut journal = FileJournal::open(&path).unwrap();
+            journal
+                .append(&Event::Refused {
+                    line: 2,
+                    error: "x".into(),
+                })
+                .unwrap();
+            journal.events()
+        };
+        let records = opened_after(br#"{"event":"accepted","line":1,"id":"t"#).unwrap();
+        assert_eq!(records[1], Event::Damaged { line: 1 }, "{records:?}");
+        assert_eq!(records.len(), 3, "the next record on a line of its own: {records:?}");
+        assert!(Line::of_each(records.clone())[&1]
+            .sent()
+            .is_some_and(|sent| sent.damaged));
+        // Its kind and line unreadable: kept too, so the journal is refused
+        // as any record naming no line is, with the line to look at.
+        let error = opened_after(br#"{"event":"acc"#).unwrap_err();
+        assert_eq!(error.kind(), io::ErrorKind::InvalidData);
+        assert!(error.to_string().contains("line 3"), "{error}");
+        // A refusal or an end cut short: cut off, line 1 as it stood.
+        for torn in [
+            &br#"{"event":"refused","line":1,"err"#[..],
+            br#"{"event":"finished","line":1"#,
+        ] {
+            let records = opened_after(torn).unwrap();
+            assert_eq!(records.len(), 2, "{records:?}");
+            let state = &Line::of_each(records)[&1];
+            assert!(matches!(state, Line::Unanswered { .. }), "{state:?}");
+        }
     }
 
     /// Holds its first write until told, and counts the events of each.

@@ -533,3 +533,43 @@ async fn a_copy_edited_as_it_moved_is_not_hidden_by_its_twin() {
     assert_eq!(tasks_by_prompt(&mock).get("alpha, retyped"), None, "{edited:#?}");
     assert_eq!(tasks_by_prompt(&mock).get("alpha"), Some(&2));
 }
+
+/// An acceptance written last and cut short (a crash as it was written, or
+/// a damaged record whose newline an editor dropped) is the sign a task was
+/// made: its line is not sent again even with `--resubmit-unknown`, and the
+/// task's id stays in the journal.
+#[tokio::test(start_paused = true)]
+async fn an_acceptance_cut_short_at_the_end_of_the_journal_is_never_paid_again() {
+    let mock = roomy_mock(50).await;
+    let dir = Dir::new("torn-acceptance");
+    let path = dir.join("journal.jsonl");
+    let client = mock.client().unwrap();
+    let batch = || {
+        let journal = genapi_batch::FileJournal::open(&path).unwrap();
+        Batch::new(client.clone(), store(journal), &dir.0).jobs_at_once(1)
+    };
+    mock.inject(
+        Fault::on("/v1/gen-2-pro", FaultKind::LoseAnswer)
+            .method("POST")
+            .times(1),
+    );
+    let lost = run_batch(batch(), file(&["alpha"])).await;
+    assert_eq!(lost[0].standing, Standing::Unanswered, "{lost:#?}");
+    let task = mock.created_tasks().into_iter().next().expect("the lost answer's task");
+    // Its acceptance, cut short with no newline.
+    let torn = format!(
+        r#"{{"event":"accepted","line":1,"id":"{}","polling_url":"http://127.0.0.1:1/v1/get_res"#,
+        task.id
+    );
+    let mut text = std::fs::read_to_string(&path).unwrap();
+    text.push_str(&torn);
+    std::fs::write(&path, text).unwrap();
+
+    let asked = run_batch(batch().resubmit_unknown(true), file(&["alpha"])).await;
+    assert_eq!(asked[0].standing, Standing::Unanswered, "{asked:#?}");
+    assert_eq!(tasks_by_prompt(&mock).get("alpha"), Some(&1), "alpha paid once");
+    assert!(
+        std::fs::read_to_string(&path).unwrap().contains(&task.id),
+        "the id is kept"
+    );
+}
