@@ -109,6 +109,14 @@ pub const GUARDS: &[Guard] = &[
         test: ("genapi-batch", "batch", "an_acceptance_cut_short"),
     },
     Guard {
+        name: "folder: a line known only by its claim holds no record",
+        why: "results that say a line was sent, beside a ledger that lost its records, would send it again",
+        file: "crates/genapi-cli/src/batch/keeper.rs",
+        find: "                .filter(|line| matches!(status.lines.get(line), None | Some(Standing::Unsent)))",
+        replace: "                .filter(|line| status.lines.get(line).is_none())",
+        test: ("genapi-cli", "command", "ledger_hardening::a_line_the_ledger_knows"),
+    },
+    Guard {
         name: "runner: a line waiting for the file keeps its history",
         why: "a journal hands a line's history out once: lost, an unanswered line would be sent as new",
         file: "crates/genapi-batch/src/run.rs",

@@ -317,9 +317,11 @@ fn refuse_lost_records(
 ) -> Result<(), Failure> {
     let lost = match sent {
         Some(sent) => {
+            // A line a store knows of and never sent holds no record of a
+            // submission: a ledger knows a line by its claim alone.
             let lost: Vec<u64> = sent
                 .into_iter()
-                .filter(|line| !status.lines.contains_key(line))
+                .filter(|line| matches!(status.lines.get(line), None | Some(Standing::Unsent)))
                 .collect();
             (!lost.is_empty()).then(|| (standing::counted(&lost), lost.len() == 1))
         }

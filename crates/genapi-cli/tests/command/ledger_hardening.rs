@@ -459,3 +459,34 @@ async fn an_edited_copy_of_a_finished_batch_is_refused_in_its_folder() {
     assert_eq!(paid.get("bravo"), Some(&1), "{paid:?}");
     assert_eq!(paid.get("zulu"), None, "{paid:?}");
 }
+
+/// A line the ledger knows only by its claim (its records lost: a database
+/// restored from a copy taken between the claim and the intent) holds no
+/// record: results that say it was sent refuse the run, as a journal
+/// without the line's records does, rather than sending it again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_line_the_ledger_knows_only_by_its_claim_holds_no_record() {
+    use genapi_mock::{Fault, FaultKind};
+    let Some(pg) = Postgres::start("claim-only") else {
+        return;
+    };
+    let mock = roomy_mock(100).await;
+    let dir = Dir::new("claim-only");
+    write_jobs(&dir.join("jobs.jsonl"), 1, "claim only");
+    mock.inject(
+        Fault::on("/v1/gen-2-pro", FaultKind::LoseAnswer)
+            .method("POST")
+            .times(1),
+    );
+    let lost = worker(&dir, &mock, &pg, "out", &[]).output().unwrap();
+    assert_eq!(lost.status.code(), Some(9), "{}", String::from_utf8_lossy(&lost.stderr));
+    assert_eq!(mock.count("POST", "/v1/gen-2-pro"), 1);
+    let claimed = pg.sql("SELECT count(*) FROM genapi_lines");
+    assert_eq!(claimed.trim(), "1", "the line's claim stays");
+    pg.sql("DELETE FROM genapi_records");
+    refused_saying(
+        worker(&dir, &mock, &pg, "out", &[]),
+        "the ledger's batch holds no record",
+    );
+    assert_eq!(mock.count("POST", "/v1/gen-2-pro"), 1, "not sent again");
+}
