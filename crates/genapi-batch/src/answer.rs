@@ -8,7 +8,7 @@
 //! | [`Answer::NoPlace`]: no place under a shared limit | the request never left | nothing; the next run sends it |
 //! | [`Answer::NeverLeft`]: refused by the client before sending | nothing was sent | refused, may be sent again |
 //! | [`Answer::SafeToResend`]: a 429, a connection never opened | the service surely created nothing | refused, sent again after a pause |
-//! | [`Answer::SurelyRefused`]: 402, 403 before a task, 422 | no task was created, and none will be by sending it again as it is | refused for good (sent again when asked) |
+//! | [`Answer::SurelyRefused`]: 400, 402, 403 before a task, 404, 405, 422 | no task was created, and none will be by sending it again as it is | refused for good (sent again when asked) |
 //! | [`Answer::Unknown`]: anything else (a 5xx, a lost answer, a layer's failure) | the service may have created and charged a task | unanswered: never sent again on its own |
 
 use genapi::{Checked, Error};
@@ -47,6 +47,14 @@ pub(crate) fn answer_to_a_submission(error: &Error) -> Answer {
         }
         | Error::InsufficientCredits { .. }
         | Error::Forbidden { task: None, .. } => Answer::SurelyRefused,
+        // A request the service could not route or read (a wrong address,
+        // an unknown fine-tune): nothing was made, and the same request
+        // gets the same answer.
+        Error::UnexpectedStatus {
+            status: 400 | 404 | 405,
+            task: None,
+            ..
+        } => Answer::SurelyRefused,
         _ => Answer::Unknown,
     }
 }
@@ -108,6 +116,19 @@ mod tests {
             .await
             .unwrap_err();
         (never_opened, lost)
+    }
+
+    /// The error of a submission the service answered with `status` (its
+    /// own body for it).
+    async fn answered(status: u16) -> Error {
+        let mock = genapi_mock::MockService::start().await.unwrap();
+        mock.inject(Fault::status("/v1/gen-2-pro", status).method("POST"));
+        let body = serde_json::json!({"prompt": "a fox"});
+        mock.client()
+            .unwrap()
+            .submit_raw("/v1/gen-2-pro", body)
+            .await
+            .unwrap_err()
     }
 
     /// Every error a submission can end in, by name, with what it means.
@@ -181,6 +202,8 @@ mod tests {
                 },
                 Answer::SurelyRefused,
             ),
+            ("400 from the service", answered(400).await, Answer::SurelyRefused),
+            ("404 from the service", answered(404).await, Answer::SurelyRefused),
             ("an answer lost after the request left", lost, Answer::Unknown),
             ("500", status(500), Answer::Unknown),
             ("502", status(502), Answer::Unknown),
