@@ -180,6 +180,13 @@ impl Going {
                 _ = ticker.tick() => {
                     self.progress.show(&self.sink.tally.figures(&self.counters));
                     self.sink.results.refresh_gallery();
+                    if self.sink.results.publish_due() {
+                        let out_dir = self.sink.results.out_dir().to_path_buf();
+                        let now = super::keeper::standings_now(run, &out_dir)
+                            .await
+                            .map(|standings| super::results::standing_before(&out_dir, &standings, run.job_lines()));
+                        self.sink.results.publish(now);
+                    }
                 }
                 _ = tokio::time::sleep_until(run.deadline) => return Ok(Some(Failure::new(code::TIMEOUT, format!(
                     "--timeout {}s passed", run.global.timeout_seconds()

@@ -157,6 +157,9 @@ pub(super) fn check_folder(out_dir: &Path, no_gallery: bool) -> Result<bool, Fai
     }
 }
 
+/// How often results.jsonl is put in place while a run runs.
+const PUBLISHED_EVERY: Duration = Duration::from_secs(10);
+
 /// Where the run's results go.
 pub(super) struct Results {
     file: std::fs::File,
@@ -174,6 +177,8 @@ pub(super) struct Results {
     before: Vec<ResultLine>,
     /// The lines this run wrote a result of.
     written: BTreeSet<u64>,
+    /// When results.jsonl was last put in place while the run ran.
+    published: Option<Instant>,
 }
 
 impl Results {
@@ -200,6 +205,7 @@ impl Results {
             gallery,
             before,
             written: BTreeSet::new(),
+            published: None,
         })
     }
 
@@ -257,6 +263,35 @@ impl Results {
     pub(super) fn refresh_gallery(&mut self) {
         if let Some(gallery) = &mut self.gallery {
             gallery.write_if_due();
+        }
+    }
+
+    /// The output folder.
+    pub(super) fn out_dir(&self) -> &Path {
+        &self.out_dir
+    }
+
+    /// Whether results.jsonl is due to be put in place again while the
+    /// run runs ([`Results::publish`]).
+    pub(super) fn publish_due(&self) -> bool {
+        self.published.is_none_or(|at| at.elapsed() >= PUBLISHED_EVERY)
+    }
+
+    /// Puts results.jsonl in place while the run runs, in line order: what
+    /// the run wrote, and every other line as `now` has it (the store's
+    /// standings, when they could be read), so a run killed leaves a file
+    /// at most [`PUBLISHED_EVERY`] old that a reader takes whole. What
+    /// cannot be written now is said when the run ends, which writes it
+    /// again.
+    pub(super) fn publish(&mut self, now: Option<Vec<ResultLine>>) {
+        self.published = Some(Instant::now());
+        if let Some(now) = now {
+            self.restate(now);
+        }
+        if let Ok(ordered) = in_line_order(&self.partial, self.before.clone()) {
+            if genapi_files::publish(&ordered, &self.out_dir.join(RESULTS), RESULTS_FILE).is_err() {
+                let _ = std::fs::remove_file(&ordered);
+            }
         }
     }
 

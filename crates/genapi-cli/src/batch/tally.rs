@@ -222,8 +222,8 @@ pub(super) fn summary(tally: &Tally, out_dir: &Path, json: bool, mock: bool, com
     // not from the counts of this run, which miss the lines it let go of.
     if !completed {
         let text = format!(
-            "the run stopped early (results in {results}, a line it did not reach as it stood before); known cost, \
-             all runs: {} credits{prices}",
+            "the run stopped early; {results} has every line, each it did not reach as the last run left it; \
+             known cost, all runs: {} credits{prices}",
             credits(tally.cost)
         );
         let texts: Vec<String> = std::iter::once(text).chain(past_the_cap).collect();

@@ -336,7 +336,7 @@ async fn a_stopped_batch_leaves_its_results_in_line_order_and_a_killed_runs_part
     terminal.ctrl_c();
     let (code, screen) = terminal.finish(PATIENCE);
     assert_eq!(code, Some(130), "{screen}");
-    assert!(screen.contains("results in shots/results.jsonl"), "{screen}");
+    assert!(screen.contains("shots/results.jsonl has every line"), "{screen}");
     let results = std::fs::read_to_string(shots.join("results.jsonl")).unwrap();
     let standing: Vec<(u64, String)> = results
         .lines()
@@ -385,4 +385,57 @@ async fn a_stopped_runs_results_say_what_was_sent_and_accepted() {
         .collect();
     standing.sort();
     assert_eq!(standing, ["\"accepted\"", "\"unanswered\""], "{results}");
+}
+
+/// A run killed (SIGKILL, no word said) leaves results.jsonl whole and in
+/// line order, as the run last put it in place while it ran: its saved
+/// lines, and the lines it had sent as the journal has them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_batch_leaves_its_results_in_line_order() {
+    let mock = mock(HOUR).await;
+    let dir = Dir::new("killed-results");
+    let lines: Vec<String> = (1..=4)
+        .map(|n| {
+            // The even lines end at once; the odd ones last an hour.
+            let marker = if n % 2 == 0 { " [mock:duration_ms=1]" } else { "" };
+            serde_json::json!({"model": "gen-2-pro", "name": format!("img-{n}"), "prompt": format!("killed {n}{marker}"),
+                               "width": 64, "height": 64})
+            .to_string()
+        })
+        .collect();
+    std::fs::write(dir.join("jobs.jsonl"), lines.join("\n") + "\n").unwrap();
+    let shots = dir.join("shots");
+    let mut command = genapi(&dir, &mock);
+    batch(&mut command)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    let mut child = command.spawn().unwrap();
+    let standing = || -> Vec<(u64, String)> {
+        std::fs::read_to_string(shots.join("results.jsonl"))
+            .unwrap_or_default()
+            .lines()
+            .map(|line| serde_json::from_str::<serde_json::Value>(line).expect("a whole line"))
+            .map(|line| {
+                (
+                    line["line"].as_u64().unwrap(),
+                    line["status"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect()
+    };
+    let expected: Vec<(u64, String)> = (1..=4)
+        .map(|n| (n, if n % 2 == 0 { "saved" } else { "accepted" }.to_string()))
+        .collect();
+    let deadline = std::time::Instant::now() + PATIENCE;
+    while standing() != expected {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never put in place: {:?}",
+            standing()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_eq!(standing(), expected, "left whole, in line order");
 }
