@@ -128,8 +128,8 @@ pub const GUARDS: &[Guard] = &[
         name: "answer: a 5xx to a submission is unknown",
         why: "an answer that does not say nothing was made is never taken for a refusal",
         file: "crates/genapi-batch/src/answer.rs",
-        find: "| Error::Forbidden { task: None, .. } => Answer::SurelyRefused,\n        _ => Answer::Unknown,",
-        replace: "| Error::Forbidden { task: None, .. } => Answer::SurelyRefused,\n        _ => Answer::SurelyRefused,",
+        find: "        } => Answer::SurelyRefused,\n        _ => Answer::Unknown,",
+        replace: "        } => Answer::SurelyRefused,\n        _ => Answer::SurelyRefused,",
         test: ("genapi-batch", "--lib", "answer"),
     },
     Guard {
@@ -331,6 +331,14 @@ pub const GUARDS: &[Guard] = &[
         find: "        if let Poll::Ready(Err(_)) = outcome {\n            self.handover.ended();",
         replace: "        if false {\n            self.handover.ended();",
         test: ("genapi-proxy", "--lib", "serving::tests::a_flush_after_a_failed_write"),
+    },
+    Guard {
+        name: "proxy: a caller that takes nothing is cut off",
+        why: "callers that never read would hold every connection, and a retry would wait on an answer never taken",
+        file: "crates/genapi-proxy/src/handover.rs",
+        find: "            if stalled.as_mut().poll(cx).is_pending() {",
+        replace: "            if stalled.as_mut().poll(cx).is_pending() || true {",
+        test: ("genapi-proxy", "--lib", "serving::tests::a_caller_that_takes_nothing"),
     },
     Guard {
         name: "proxy: an Idempotency-Key names its job by path, not query",

@@ -18,6 +18,9 @@ use std::io;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
+use std::time::Duration;
+
+use std::future::Future;
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
@@ -70,23 +73,51 @@ impl Handover {
 }
 
 /// A caller's connection, telling its [`Handover`] of each flush that
-/// succeeded and of its end.
+/// succeeded and of its end; a caller that takes none of its answers' bytes
+/// for `taken_within` is cut off (its writes fail), so it holds no place of
+/// the proxy's, and no retry waits on an answer it will never read.
 pub(crate) struct Flushed<IO> {
     io: IO,
     handover: Handover,
+    taken_within: Duration,
+    /// Since the socket last took nothing.
+    stalled: Option<Pin<Box<tokio::time::Sleep>>>,
 }
 
 impl<IO> Flushed<IO> {
     /// `io`, with the handover its requests carry.
-    pub(crate) fn new(io: IO) -> (Flushed<IO>, Handover) {
+    pub(crate) fn new(io: IO, taken_within: Duration) -> (Flushed<IO>, Handover) {
         let handover = Handover::default();
         (
             Flushed {
                 io,
                 handover: handover.clone(),
+                taken_within,
+                stalled: None,
             },
             handover,
         )
+    }
+
+    /// `outcome` of a write or a flush: one that waits on the caller
+    /// counts toward the stall, past which it fails; any other ends it.
+    fn progress<T>(&mut self, cx: &mut Context<'_>, outcome: Poll<io::Result<T>>) -> Poll<io::Result<T>> {
+        if outcome.is_pending() {
+            let within = self.taken_within;
+            let stalled = self.stalled.get_or_insert_with(|| Box::pin(tokio::time::sleep(within)));
+            if stalled.as_mut().poll(cx).is_pending() {
+                return Poll::Pending;
+            }
+            let outcome = Poll::Ready(Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "the caller took none of its answer for too long",
+            )));
+            self.failed_if(&outcome);
+            return outcome;
+        }
+        self.stalled = None;
+        self.failed_if(&outcome);
+        outcome
     }
 }
 
@@ -115,8 +146,7 @@ impl<IO: AsyncRead + Unpin> AsyncRead for Flushed<IO> {
 impl<IO: AsyncWrite + Unpin> AsyncWrite for Flushed<IO> {
     fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
         let written = Pin::new(&mut self.io).poll_write(cx, buf);
-        self.failed_if(&written);
-        written
+        self.progress(cx, written)
     }
 
     fn poll_write_vectored(
@@ -125,8 +155,7 @@ impl<IO: AsyncWrite + Unpin> AsyncWrite for Flushed<IO> {
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
         let written = Pin::new(&mut self.io).poll_write_vectored(cx, bufs);
-        self.failed_if(&written);
-        written
+        self.progress(cx, written)
     }
 
     fn is_write_vectored(&self) -> bool {
@@ -138,8 +167,7 @@ impl<IO: AsyncWrite + Unpin> AsyncWrite for Flushed<IO> {
         if let Poll::Ready(Ok(())) = flushed {
             self.handover.flushed();
         }
-        self.failed_if(&flushed);
-        flushed
+        self.progress(cx, flushed)
     }
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {

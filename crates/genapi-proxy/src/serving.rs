@@ -7,6 +7,9 @@
 //! - **A request's head arrives within [`HEAD_WITHIN`].** A caller that
 //!   sends its headers a byte at a time is cut off then, and holds no
 //!   connection longer. Its body has a bound of its own.
+//! - **Its answers are taken** at least once every
+//!   [`ANSWER_TAKEN_WITHIN`]: a caller that stops reading is cut off, and an
+//!   acceptance it never took is owed to its retry.
 //! - **At most so many connections at once** ([`MOST_CONNECTIONS`] unless
 //!   the builder says otherwise). One past it is answered at once with a 503
 //!   (`x-genapi-proxy: busy`, `Retry-After: 1`) and closed: nothing of it
@@ -27,6 +30,11 @@ use tokio::sync::{oneshot, watch, Semaphore};
 
 /// How long a caller may take to send a request's head.
 pub const HEAD_WITHIN: Duration = Duration::from_secs(30);
+
+/// How long a caller may take none of its answers' bytes: one that stops
+/// reading (or pipelines requests it never reads the answers of) is cut
+/// off then, and holds no connection longer.
+pub const ANSWER_TAKEN_WITHIN: Duration = Duration::from_secs(30);
 
 /// How many connections a proxy serves at once, unless told otherwise
 /// ([`crate::ProxyBuilder::most_connections`]).
@@ -87,7 +95,7 @@ pub(crate) async fn connection<IO>(io: IO, app: axum::Router, mut closed: watch:
 where
     IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    let (io, handover) = Flushed::new(io);
+    let (io, handover) = Flushed::new(io, ANSWER_TAKEN_WITHIN);
     let service = hyper_util::service::TowerToHyperService::new(app.layer(axum::Extension(handover)));
     let mut builder = hyper::server::conn::http1::Builder::new();
     builder
@@ -153,6 +161,9 @@ mod tests {
         takes: usize,
         flush_fails: bool,
         taken: Arc<Mutex<Vec<u8>>>,
+        /// Takes nothing more once `takes` bytes are taken, and never
+        /// says so: a caller that stopped reading.
+        stuck: bool,
     }
 
     impl AsyncRead for Socket {
@@ -171,6 +182,9 @@ mod tests {
         fn poll_write(self: Pin<&mut Self>, _: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
             let mut taken = self.taken.lock().unwrap();
             let room = self.takes - taken.len();
+            if room == 0 && self.stuck {
+                return Poll::Pending;
+            }
             if room == 0 {
                 return Poll::Ready(Err(io::ErrorKind::ConnectionReset.into()));
             }
@@ -215,6 +229,12 @@ mod tests {
     /// bytes; says whether the same job is then sent again (`true`: its
     /// acceptance counted as delivered) and what the socket took.
     async fn served_to(takes: usize, flush_fails: bool) -> (bool, Vec<u8>) {
+        served_to_a(takes, flush_fails, false).await.0
+    }
+
+    /// [`served_to`], a `stuck` socket among them; says too whether the
+    /// connection ended on its own.
+    async fn served_to_a(takes: usize, flush_fails: bool, stuck: bool) -> ((bool, Vec<u8>), bool) {
         let (memory, id, naming, owner) = accepted().await;
         let owner = Arc::new(Mutex::new(Some(owner)));
         let app = axum::Router::new().fallback(move |request: axum::extract::Request| {
@@ -229,14 +249,21 @@ mod tests {
             takes,
             flush_fails,
             taken: taken.clone(),
+            stuck,
         };
         let (_closing, closed) = watch::channel(false);
-        // The caller keeps its connection open: served until idle.
-        let _ = tokio::time::timeout(Duration::from_secs(5), connection(socket, app, closed)).await;
+        // The caller keeps its connection open: served until idle (its
+        // next request's head is due within HEAD_WITHIN).
+        let ended = tokio::time::timeout(
+            ANSWER_TAKEN_WITHIN + Duration::from_secs(1),
+            connection(socket, app, closed),
+        )
+        .await
+        .is_ok();
         memory.settled().await;
         let sent_again = matches!(memory.claim(&id, naming).await, Claimed::Send(_));
         let taken = taken.lock().unwrap().clone();
-        (sent_again, taken)
+        ((sent_again, taken), ended)
     }
 
     #[tokio::test(start_paused = true)]
@@ -259,6 +286,17 @@ mod tests {
         assert!(!sent_again, "owed: the retry gets the first acceptance");
     }
 
+    /// A caller that stopped reading (its socket takes nothing, and never
+    /// fails) is cut off once the bound passes: its place is free, and its
+    /// acceptance owed to its retry.
+    #[tokio::test(start_paused = true)]
+    async fn a_caller_that_takes_nothing_is_cut_off_and_its_acceptance_stays_owed() {
+        let ((sent_again, taken), ended) = served_to_a(16, false, true).await;
+        assert_eq!(taken.len(), 16);
+        assert!(ended, "the connection ended on its own");
+        assert!(!sent_again, "owed: the retry gets the first acceptance");
+    }
+
     #[tokio::test(start_paused = true)]
     async fn an_acceptance_whose_flush_failed_stays_owed() {
         let (sent_again, _) = served_to(usize::MAX, true).await;
@@ -276,8 +314,9 @@ mod tests {
             takes: 0,
             flush_fails: false,
             taken: Arc::default(),
+            stuck: false,
         };
-        let (mut socket, handover) = Flushed::new(socket);
+        let (mut socket, handover) = Flushed::new(socket, ANSWER_TAKEN_WITHIN);
         handover.after_next_flush(owner);
         assert!(socket.write(b"0\r\n\r\n").await.is_err());
         socket.flush().await.unwrap();
