@@ -9,8 +9,9 @@
 //! share one batch through a [`Ledger`]:
 //!
 //! - each line is **claimed** by one worker at a time, with a lease the
-//!   worker renews while it lives. A line whose lease lapsed (its worker
-//!   died) is claimed by another, which reads the line's events as a
+//!   worker renews while it lives. A line whose lease lapsed, or whose
+//!   worker's session ended (its process died: see `liveness`), is
+//!   claimed by another, which reads the line's events as a
 //!   restarted run reads its journal: an accepted task is polled and saved,
 //!   never submitted again; a submission sent but never answered is
 //!   reported unknown, never sent again on its own;
@@ -53,6 +54,8 @@
 //! `require_auth` ask, read as libpq reads them: see [`tls`] for what each
 //! checks, and when the password may be sent.
 
+#[macro_use]
+mod liveness;
 mod carried;
 mod connect;
 mod dial;
@@ -74,7 +77,7 @@ pub use error::LedgerError;
 pub use lines::Ledger;
 pub use link::DEFAULT_STEP_DEADLINE;
 pub use naming::DEFAULT_NAME_WAIT;
-pub use options::{LedgerOptions, DEFAULT_LEASE};
+pub use options::{LedgerOptions, DEFAULT_LEASE, DEFAULT_RESCUE_GRACE};
 pub use records::{Record, RecordHold, SharedRecords};
 pub use seats::{SharedSeats, UNANSWERED_SEAT_HOLD};
 pub use store::ReadOnlyLedger;

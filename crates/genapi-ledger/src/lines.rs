@@ -216,7 +216,7 @@ impl Ledger {
         jobs_digest: &str,
         options: LedgerOptions,
     ) -> Result<Ledger, LedgerError> {
-        let db = Arc::new(Link::open(url, options.step, true, &[]).await?);
+        let db = Arc::new(Link::open(url, options.step, true, &[], options.rescue_grace).await?);
         db.run(false, |session| async move {
             session
                 .execute(
@@ -252,7 +252,7 @@ impl Ledger {
         let renewal = tokio::spawn(renew(db.clone(), batch.to_string(), worker.clone(), lease));
         Ok(Ledger {
             db,
-            transactions: Link::open(url, options.step, false, &[]).await?,
+            transactions: Link::open(url, options.step, false, &[], options.rescue_grace).await?,
             transaction_turn: tokio::sync::Mutex::new(()),
             released: Default::default(),
             batch: batch.into(),
@@ -304,15 +304,19 @@ impl Ledger {
             .run(true, |session| async move {
                 let claimed = session
                     .query_one(
-                        "WITH claimed AS (
+                        concat!(
+                            "WITH claimed AS (
                    INSERT INTO genapi_lines AS l (batch, line, worker, lease_until)
                    VALUES ($1, $2, $3, now() + make_interval(secs => $4))
                    ON CONFLICT (batch, line) DO UPDATE
                      SET worker = excluded.worker, lease_until = excluded.lease_until,
                          kind = CASE WHEN l.hold IS NULL THEN l.kind END
-                     WHERE NOT l.done AND (l.worker IS NULL OR l.worker = $3 OR l.lease_until < now())
+                     WHERE NOT l.done AND (l.worker IS NULL OR l.worker = $3 OR l.lease_until < now() OR ",
+                            name_free!("'batch ' || $1", "l.worker"),
+                            ")
                    RETURNING 1)
-                 SELECT EXISTS (SELECT 1 FROM claimed)",
+                 SELECT EXISTS (SELECT 1 FROM claimed)"
+                        ),
                         &[batch, &line, worker, &lease],
                     )
                     .await?;
@@ -360,7 +364,8 @@ impl Ledger {
             .run(true, |session| async move {
                 session
                     .query(
-                        "WITH wanted AS (SELECT DISTINCT unnest($2::bigint[]) AS line),
+                        concat!(
+                            "WITH wanted AS (SELECT DISTINCT unnest($2::bigint[]) AS line),
                          fresh AS (
                            INSERT INTO genapi_lines (batch, line, worker, lease_until)
                            SELECT $1, line, $3, now() + make_interval(secs => $4) FROM wanted
@@ -369,7 +374,9 @@ impl Ledger {
                          free AS (
                            SELECT l.line FROM genapi_lines l
                            WHERE l.batch = $1 AND l.line = ANY($2) AND NOT l.done
-                             AND (l.worker IS NULL OR l.worker = $3 OR l.lease_until < now())
+                             AND (l.worker IS NULL OR l.worker = $3 OR l.lease_until < now() OR ",
+                            name_free!("'batch ' || $1", "l.worker"),
+                            ")
                            FOR UPDATE SKIP LOCKED),
                          taken AS (
                            UPDATE genapi_lines l SET worker = $3, lease_until = now() + make_interval(secs => $4),
@@ -387,7 +394,8 @@ impl Ledger {
                                   (SELECT coalesce(json_agg(r.record ORDER BY r.seq), '[]'::json)::text
                                    FROM genapi_records r WHERE r.batch = $1 AND r.line = s.line)
                                 END
-                         FROM seen s",
+                         FROM seen s"
+                        ),
                         &[batch, wanted_ref, worker, &lease],
                     )
                     .await

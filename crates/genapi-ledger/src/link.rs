@@ -42,7 +42,7 @@ const FIRST_PAUSE: Duration = Duration::from_millis(100);
 const LONGEST_PAUSE: Duration = Duration::from_secs(2);
 
 /// The namespace of worker names' advisory locks (`hashtextextended` seed).
-const WORKER_LOCK_SEED: i64 = 0x6765_6e61_7069_0002;
+pub(crate) const WORKER_LOCK_SEED: i64 = 0x6765_6e61_7069_0002;
 
 /// One open connection and the statements prepared on it.
 pub(crate) struct Session {
@@ -101,6 +101,10 @@ pub(crate) struct Link {
     /// `LISTEN` on each new connection to these channels (freed seats,
     /// workers asking for one).
     listen: &'static [&'static str],
+    /// How long after the server started a gone worker keeps its lease
+    /// ([`crate::LedgerOptions::rescue_grace_after_restart`]), set on each
+    /// new connection.
+    rescue_grace: Duration,
     /// Woken by every notification, and whenever a connection is opened
     /// again (notifications sent while it was broken were lost).
     notified: Arc<Heard>,
@@ -128,11 +132,13 @@ impl Link {
         step: Duration,
         migrate: bool,
         listen: &'static [&'static str],
+        rescue_grace: Duration,
     ) -> Result<Link, LedgerError> {
         let link = Link {
             url: url.to_string(),
             step: step.max(Duration::from_secs(1)),
             listen,
+            rescue_grace,
             notified: Arc::new(Heard::default()),
             name: Mutex::new(None),
             name_lost: AtomicBool::new(false),
@@ -336,6 +342,13 @@ impl Link {
                 .await
                 .map_err(LedgerError::from_db)?;
         }
+        // Read by the claims' test of a gone worker (`crate::liveness`).
+        let grace = self.rescue_grace.as_secs_f64().to_string();
+        session
+            .client
+            .execute("SELECT set_config('genapi.rescue_grace', $1, false)", &[&grace])
+            .await
+            .map_err(LedgerError::from_db)?;
         let name = self.name.lock().ok().and_then(|kept| kept.clone());
         if let Some((key, name)) = name {
             // The connection this one replaces may hold the name a moment

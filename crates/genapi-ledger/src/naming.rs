@@ -49,8 +49,12 @@ impl Naming {
 /// another connection holds is waited for up to `options`' name wait
 /// before the next is tried.
 pub(crate) async fn take(link: &Link, scope: &str, options: &LedgerOptions) -> Result<String, LedgerError> {
+    // A fresh name is held too: no other process has it, but the lock's
+    // end is how the other workers know this one is gone (see
+    // `crate::liveness`).
+    let fresh = worker_name();
     let (names, shown) = match &options.naming {
-        Naming::Fresh => return Ok(worker_name()),
+        Naming::Fresh => (vec![fresh.clone()], &fresh),
         Naming::Exactly(name) => (vec![name.clone()], name),
         Naming::FirstFree(base) => (
             (1..=SHARERS)

@@ -23,6 +23,7 @@ pub struct LedgerOptions {
     pub(crate) step: Duration,
     pub(crate) naming: Naming,
     pub(crate) name_wait: Duration,
+    pub(crate) rescue_grace: Duration,
 }
 
 impl Default for LedgerOptions {
@@ -32,6 +33,7 @@ impl Default for LedgerOptions {
             step: DEFAULT_STEP_DEADLINE,
             naming: Naming::Fresh,
             name_wait: DEFAULT_NAME_WAIT,
+            rescue_grace: DEFAULT_RESCUE_GRACE,
         }
     }
 }
@@ -42,6 +44,23 @@ impl LedgerOptions {
     /// go to other workers after it.
     pub fn lease(mut self, lease: Duration) -> Self {
         self.lease = lease.max(Duration::from_secs(1));
+        self
+    }
+
+    /// How long after the database server started a worker whose session
+    /// is gone still keeps its lines and seats for its lease
+    /// ([`DEFAULT_RESCUE_GRACE`] by default). A worker that died is known
+    /// by its session's end, and its lines are taken at once; but a server
+    /// that restarted ended every session, and the workers that live take
+    /// their names back within seconds: until then, only leases count.
+    ///
+    /// ```
+    /// let options = genapi_ledger::LedgerOptions::default()
+    ///     .rescue_grace_after_restart(std::time::Duration::from_secs(60));
+    /// # let _ = options;
+    /// ```
+    pub fn rescue_grace_after_restart(mut self, grace: Duration) -> Self {
+        self.rescue_grace = grace;
         self
     }
 
@@ -110,6 +129,11 @@ fn folder_name(folder: &Path) -> String {
 /// How long a worker's claims and seats last without renewal (renewed a
 /// few times per lease while it lives).
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
+
+/// How long after the database server started a worker whose session is
+/// gone is still given its lease, unless told otherwise
+/// ([`LedgerOptions::rescue_grace_after_restart`]).
+pub const DEFAULT_RESCUE_GRACE: Duration = Duration::from_secs(30);
 
 /// `lease` in seconds, as PostgreSQL takes an interval.
 pub(crate) fn seconds(lease: Duration) -> f64 {

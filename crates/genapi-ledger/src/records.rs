@@ -118,7 +118,14 @@ impl SharedRecords {
     /// tables made or brought up to date on first use), each kept for
     /// `keep` after it was made.
     pub async fn open(url: &str, scope: &str, keep: Duration) -> Result<SharedRecords, LedgerError> {
-        let link = Link::open(url, crate::DEFAULT_STEP_DEADLINE, true, &[]).await?;
+        let link = Link::open(
+            url,
+            crate::DEFAULT_STEP_DEADLINE,
+            true,
+            &[],
+            crate::DEFAULT_RESCUE_GRACE,
+        )
+        .await?;
         let records = SharedRecords {
             link,
             scope: scope.to_string(),

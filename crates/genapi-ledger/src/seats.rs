@@ -214,7 +214,16 @@ impl SharedSeats {
         unanswered_hold: Duration,
     ) -> Result<SharedSeats, LedgerError> {
         let asked = asked.clamp(1, 100_000);
-        let db = Arc::new(Link::open(url, options.step, true, &["genapi_seats", wants::CHANNEL]).await?);
+        let db = Arc::new(
+            Link::open(
+                url,
+                options.step,
+                true,
+                &["genapi_seats", wants::CHANNEL],
+                options.rescue_grace,
+            )
+            .await?,
+        );
         let limit = size_of_pool(&db, pool, asked).await?;
         if exact && limit != asked {
             return Err(LedgerError::PoolSize {
@@ -504,7 +513,7 @@ impl SeatPool for SharedSeats {
 
     /// Looked for at most every 2 s: every process waiting for
     /// a seat asks each time one is freed anywhere, and dead workers' seats
-    /// are rare and wait for their lease anyway.
+    /// are rare.
     fn lapsed(&self) -> BoxFuture<'_, Vec<(i32, String, String)>> {
         Box::pin(async move {
             let inner = &self.inner;
@@ -525,10 +534,15 @@ impl SeatPool for SharedSeats {
                 .run_within(SEAT_STEP, false, |session| async move {
                     session
                         .query(
-                            "SELECT seat, task_id, polling_url FROM genapi_seats
-                             WHERE pool = $1 AND seat <= $2 AND worker IS NOT NULL AND lease_until < now()
+                            concat!(
+                                "SELECT seat, task_id, polling_url FROM genapi_seats
+                             WHERE pool = $1 AND seat <= $2 AND worker IS NOT NULL
+                               AND (lease_until < now() OR ",
+                                name_free!("'pool ' || $1", "worker"),
+                                ")
                                AND task_id IS NOT NULL AND polling_url IS NOT NULL
-                             ORDER BY taken_at LIMIT 8",
+                             ORDER BY taken_at LIMIT 8"
+                            ),
                             &[pool, &limit],
                         )
                         .await
@@ -709,14 +723,17 @@ impl SharedSeats {
         // when another worker holds at least two seats more (see
         // `wants`): a notification costs a transaction of every
         // listening connection, and no worker would give way otherwise.
-        const TAKE: &str = "WITH taken AS (
+        const TAKE: &str = concat!(
+            "WITH taken AS (
                    UPDATE genapi_seats SET worker = $2, lease_until = now() + make_interval(secs => $4),
                           task_id = NULL, polling_url = NULL, taken_at = now()
                    WHERE (pool, seat) = (
                      SELECT pool, seat FROM genapi_seats
                      WHERE pool = $1 AND seat <= $3
                        AND (worker IS NULL
-                            OR (lease_until < now() AND taken_at < now() - make_interval(secs => $5)))
+                            OR ((lease_until < now() OR ",
+            name_free!("'pool ' || $1", "worker"),
+            ") AND taken_at < now() - make_interval(secs => $5)))
                      ORDER BY seat LIMIT 1 FOR UPDATE SKIP LOCKED)
                    RETURNING seat),
                  most AS (
@@ -727,7 +744,8 @@ impl SharedSeats {
                  asked AS (
                    SELECT pg_notify('genapi_seat_wants', $6)
                    WHERE NOT EXISTS (SELECT 1 FROM taken) AND (SELECT held FROM most) >= $7::bigint + 2)
-                 SELECT seat FROM taken UNION ALL SELECT NULL::integer FROM asked";
+                 SELECT seat FROM taken UNION ALL SELECT NULL::integer FROM asked"
+        );
         let inner = &self.inner;
         let (pool, worker, limit) = (&inner.pool, &inner.worker, inner.limit as i32);
         let (lease, hold) = (seconds(inner.lease), seconds(inner.unanswered_hold));
@@ -847,12 +865,16 @@ impl Applier {
     /// `seat`, lapsed, is free once its task `task` was seen final.
     async fn reclaim(&self, seat: i32, task: &str) -> Result<u64, LedgerError> {
         self.execute(
-            "WITH freed AS (
+            concat!(
+                "WITH freed AS (
                UPDATE genapi_seats
                SET worker = NULL, lease_until = NULL, task_id = NULL, polling_url = NULL
-               WHERE pool = $1 AND seat = $2 AND task_id = $3 AND lease_until < now()
+               WHERE pool = $1 AND seat = $2 AND task_id = $3 AND (lease_until < now() OR ",
+                name_free!("'pool ' || $1", "worker"),
+                ")
                RETURNING seat)
-             SELECT pg_notify('genapi_seats', $1) FROM freed",
+             SELECT pg_notify('genapi_seats', $1) FROM freed"
+            ),
             &[&self.pool, &seat, &task],
         )
         .await

@@ -13,9 +13,13 @@
 //! store's events, the same function a run calls.
 //!
 //! Around it, everything that can go wrong: a worker crashes at any step
-//! (and starts again), an answer is lost after the request left, a lease
-//! lapses under a paused worker that then wakes up and goes on, the
-//! database restarts under a write. The checker visits every state these
+//! (and starts again), an answer is lost after the request left, a claim
+//! is taken from under a live worker that then goes on (its lease lapsed
+//! while it was paused, or its database session was ended under it: the
+//! ledger takes a gone worker's lines at once, so a cut connection makes
+//! a live worker's claim free as a lapse does), a crashed worker's claim
+//! is taken at any moment after the crash (its session's end, or its
+//! lease), the database restarts under a write. The checker visits every state these
 //! reach and holds its properties, each over what the service saw where it
 //! can be: no job has two tasks; the service never charges past the cap;
 //! the service never runs more tasks than there are seats, beyond the tasks
@@ -204,7 +208,9 @@ enum Variant {
     IgnoresLiveLeases,
     /// Broken: an intent is stored without checking that the claim is
     /// still the worker's (a paused worker, waking after its lease lapsed
-    /// and the line was taken, sends all the same).
+    /// and the line was taken, sends all the same; so would a worker whose
+    /// session was ended and whose line was taken at once: a rescue on the
+    /// session's end without the fence).
     UnfencedIntent,
     /// Broken: a job's identity is checked only for lines with no record,
     /// so a job moved onto a line whose own submission was refused is sent

@@ -402,9 +402,9 @@ async fn a_worker_whose_name_is_kept_in_its_seat_pool_works_under_the_same_other
     assert_eq!(workers, format!("{}#2", keeper.worker()));
 }
 
-/// A worker whose lines another worker holds (here a dead one, whose lease
-/// has an hour to run) says so in its progress instead of showing nothing
-/// in flight.
+/// A worker whose lines another worker holds (here a paused one, whose
+/// lease has an hour to run) says so in its progress instead of showing
+/// nothing in flight.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_worker_waiting_for_lines_another_holds_says_so() {
     let Some(pg) = Postgres::start("held-elsewhere") else {
@@ -421,14 +421,16 @@ async fn a_worker_waiting_for_lines_another_holds_says_so() {
         wait_for_post(&mock, &first_line, Duration::from_secs(120));
         first.wait_for_outcomes(1, Duration::from_secs(120));
     });
-    first.kill();
-    // Another folder: another worker, which cannot take the dead one's lines.
+    first.pause();
+    // Another folder: another worker, which cannot take the paused one's
+    // lines.
     let elsewhere = Dir::new("ledger-held-elsewhere-2");
     std::fs::copy(dir.join("jobs.jsonl"), elsewhere.join("jobs.jsonl")).unwrap();
     // Its --timeout passes while it waits: long enough for each step of a
     // slow machine's database.
     let second = Watched::start(worker(&elsewhere, &mock, &url, &["--timeout", "30"]));
     let (status, _, stderr) = tokio::task::block_in_place(|| second.end_within(Duration::from_secs(120)));
+    first.kill();
     assert_eq!(status.and_then(|s| s.code()), Some(8), "{stderr}");
     assert!(stderr.contains(" held by other workers"), "{stderr}");
 }

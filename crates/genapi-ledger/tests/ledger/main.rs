@@ -22,6 +22,7 @@ mod earlier_ledgers;
 mod fair_shares;
 mod fenced_intents;
 mod fenced_seats;
+mod rescue;
 mod shared_records;
 mod shared_seats;
 mod store_contract;
