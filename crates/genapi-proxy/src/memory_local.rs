@@ -445,12 +445,22 @@ fn read_kept(path: &std::path::Path, limit: u64) -> Result<Kept, String> {
                 kept.origins.insert(origin);
             }
             // The last line, without its end: cut short as it was written,
-            // before anything acted on it.
-            Err(_) if lines.peek().is_none() && at > 0 => break,
+            // before anything acted on it. The first too, when it begins
+            // as a change does (the first change after the file was
+            // written anew); an earlier release's single object, written
+            // whole or not at all, is never taken for one.
+            Err(_) if lines.peek().is_none() && (at > 0 || begins_as_a_change(line)) => break,
             Err(e) => return Err(format!("line {}: {e}", at + 1)),
         }
     }
     Ok(kept)
+}
+
+/// Whether `line` begins as a line of [`Change`] does.
+fn begins_as_a_change(line: &[u8]) -> bool {
+    [&b"{\"entry\":"[..], b"{\"gone\":", b"{\"origin\":"]
+        .iter()
+        .any(|start| line.starts_with(start))
 }
 
 /// Takes the lock of the memory at `path`: a file beside it, its owner's
@@ -863,8 +873,16 @@ mod tests {
         inside.push(b'\n');
         inside.extend_from_slice(&whole);
         genapi_files::write_private(&file, &inside, genapi_files::Existing::Replace).unwrap();
-        let error = LocalMemory::open(Some(file)).err().unwrap().to_string();
+        let error = LocalMemory::open(Some(file.clone())).err().unwrap().to_string();
         assert!(error.contains("line 1") && error.contains("move it away"), "{error}");
+        // The file's only line cut short (the first change after it was
+        // written anew): left out too; an earlier release's object cut
+        // short is refused.
+        genapi_files::write_private(&file, br#"{"entry":["abc",{"pha"#, genapi_files::Existing::Replace).unwrap();
+        assert_eq!(reopened(file.clone()).standing(&id("a")), None);
+        genapi_files::write_private(&file, br#"{"entries":{"abc":{"pha"#, genapi_files::Existing::Replace).unwrap();
+        let error = LocalMemory::open(Some(file)).err().unwrap().to_string();
+        assert!(error.contains("line 1"), "{error}");
     }
 
     /// The earlier release's file (one JSON object of it all) is read back,
