@@ -178,6 +178,9 @@ struct CounterValues {
     in_flight: AtomicUsize,
     /// Of those in flight, lines waiting for credits under the cap.
     at_the_cap: AtomicUsize,
+    /// Of those in flight, lines waiting out a refusal that asked them to
+    /// come back (a 429: the account's active tasks are all taken).
+    resting: AtomicUsize,
     submitted: AtomicUsize,
     resumed: AtomicUsize,
     /// Lines another worker holds now, by line.
@@ -212,10 +215,11 @@ impl Counters {
         self.inner.at_the_cap.load(Ordering::Relaxed).min(self.placed())
     }
     /// Jobs waiting for room under the active-task limit (a seat), a
-    /// resumed task among them: nothing of theirs is sent yet.
+    /// resumed task among them, or waiting out the service's 429 before
+    /// they are sent again: nothing of theirs is at the service now.
     pub fn waiting_for_room(&self) -> usize {
         let waiting = self.inner.client.as_ref().map_or(0, Client::waiting_for_room);
-        waiting.min(self.placed())
+        (waiting + self.inner.resting.load(Ordering::Relaxed)).min(self.placed())
     }
     fn placed(&self) -> usize {
         self.inner.in_flight.load(Ordering::Relaxed)
@@ -304,6 +308,13 @@ impl Counters {
         })
     }
 
+    /// A line waiting out a refusal before it is sent again, counted
+    /// until dropped.
+    fn resting(&self) -> Resting {
+        self.inner.resting.fetch_add(1, Ordering::Relaxed);
+        Resting(self.inner.clone())
+    }
+
     /// A line waiting for credits under the cap, counted until dropped.
     fn at_the_cap(&self) -> AtTheCap {
         self.inner.at_the_cap.fetch_add(1, Ordering::Relaxed);
@@ -362,6 +373,15 @@ struct AtTheCap(Arc<CounterValues>);
 impl Drop for AtTheCap {
     fn drop(&mut self) {
         self.0.at_the_cap.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// A line waiting out a refusal; counted out when dropped.
+struct Resting(Arc<CounterValues>);
+
+impl Drop for Resting {
+    fn drop(&mut self) {
+        self.0.resting.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -553,9 +573,16 @@ impl Batch {
         // Another worker's lines go to later rounds.
         let first_pass =
             claimed_and_worked(context.clone(), first_pass, block, at_once).filter_map(futures::future::ready);
+        // Lines another worker held are tried again while the first pass
+        // goes on: a worker gone is known at once, and its lines should not
+        // wait for the end of the file.
+        let (done, first_pass_done) = tokio::sync::watch::channel(false);
+        let first_pass = first_pass.chain(futures::stream::poll_fn(move |_| {
+            done.send_replace(true);
+            std::task::Poll::Ready(None)
+        }));
         let counters = context.counters.clone();
-        let outcomes = first_pass
-            .chain(later_rounds(context, block))
+        let outcomes = futures::stream::select(first_pass, later_rounds(context, block, first_pass_done))
             .inspect(move |outcome| counters.carried(outcome.line));
         Ok(closed_at_the_end(outcomes))
     }
@@ -683,32 +710,54 @@ fn refused_before_sending(job: &Job, stem: &str, error: String, task: Option<gen
     outcome
 }
 
-/// Lines another worker held are tried again, round after round, until
-/// each is done here or there (a dead worker's lease lapses).
-fn later_rounds(context: Arc<Context>, block: usize) -> impl Stream<Item = JobOutcome> + Send + 'static {
-    futures::stream::unfold(context, move |context| async move {
-        loop {
-            let held: Vec<Job> = context
-                .deferred
-                .lock()
-                .map(|mut held| std::mem::take(&mut *held))
-                .ok()?;
-            if held.is_empty() || context.stop.is_stopped() {
-                return None;
-            }
-            tokio::select! {
-                () = tokio::time::sleep(HELD_RECHECK) => {}
-                () = context.stop.stopped() => return None,
-            }
-            let entries = futures::stream::iter(held.into_iter().map(Entry::Job));
-            let at_once = context.jobs_at_once;
-            let round: Vec<JobOutcome> =
-                claimed_and_worked(context.clone(), entries, RECHECK_BLOCK.max(block), at_once)
-                    .filter_map(futures::future::ready)
-                    .collect()
-                    .await;
-            if !round.is_empty() {
-                return Some((futures::stream::iter(round), context));
+/// Lines another worker held are tried again, round after round, from the
+/// start of the run (beside its first pass, `first_pass_done` once it
+/// ended) until each is done here or there (its worker gone, or its lease
+/// lapsed).
+fn later_rounds(
+    context: Arc<Context>,
+    block: usize,
+    first_pass_done: tokio::sync::watch::Receiver<bool>,
+) -> impl Stream<Item = JobOutcome> + Send + 'static {
+    futures::stream::unfold(context, move |context| {
+        let mut first_pass_done = first_pass_done.clone();
+        async move {
+            loop {
+                // Read before the lines are taken: once the first pass ended,
+                // every line it put aside is among them.
+                let finished = *first_pass_done.borrow();
+                let held: Vec<Job> = context
+                    .deferred
+                    .lock()
+                    .map(|mut held| std::mem::take(&mut *held))
+                    .ok()?;
+                if context.stop.is_stopped() || (held.is_empty() && finished) {
+                    return None;
+                }
+                if held.is_empty() {
+                    // Nothing put aside yet: looked at again in a moment, or
+                    // as soon as the first pass ends.
+                    tokio::select! {
+                        () = tokio::time::sleep(HELD_RECHECK) => {}
+                        _ = first_pass_done.wait_for(|done| *done) => {}
+                        () = context.stop.stopped() => return None,
+                    }
+                    continue;
+                }
+                tokio::select! {
+                    () = tokio::time::sleep(HELD_RECHECK) => {}
+                    () = context.stop.stopped() => return None,
+                }
+                let entries = futures::stream::iter(held.into_iter().map(Entry::Job));
+                let at_once = context.jobs_at_once;
+                let round: Vec<JobOutcome> =
+                    claimed_and_worked(context.clone(), entries, RECHECK_BLOCK.max(block), at_once)
+                        .filter_map(futures::future::ready)
+                        .collect()
+                        .await;
+                if !round.is_empty() {
+                    return Some((futures::stream::iter(round), context));
+                }
             }
         }
     })
@@ -1339,10 +1388,13 @@ impl Context {
             };
             match self.not_accepted(job.line, stem, error, attempt, sent.sent_at).await {
                 Next::Outcome(outcome) => return *outcome,
-                Next::RetryAfter(pause) => tokio::select! {
-                    () = tokio::time::sleep(pause) => continue,
-                    () = self.no_more_sending() => return self.not_sent(job.line, stem),
-                },
+                Next::RetryAfter(pause) => {
+                    let _resting = self.counters.resting();
+                    tokio::select! {
+                        () = tokio::time::sleep(pause) => continue,
+                        () = self.no_more_sending() => return self.not_sent(job.line, stem),
+                    }
+                }
             }
         }
     }
@@ -2034,4 +2086,22 @@ enum HeldBack {
     JournalFailed(String),
     /// The submission could pass the credit cap.
     CapReached,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A line waiting out a 429 is not at the service: it counts as
+    /// waiting for room, never in flight, until it is sent again.
+    #[test]
+    fn a_line_waiting_out_a_refusal_waits_for_room_and_is_not_in_flight() {
+        let counters = Counters::default();
+        let (_first, _second) = (counters.enter(), counters.enter());
+        assert_eq!((counters.in_flight(), counters.waiting_for_room()), (2, 0));
+        let resting = counters.resting();
+        assert_eq!((counters.in_flight(), counters.waiting_for_room()), (1, 1));
+        drop(resting);
+        assert_eq!((counters.in_flight(), counters.waiting_for_room()), (2, 0));
+    }
 }

@@ -64,6 +64,19 @@ impl MockProcess {
 }
 
 impl MockProcess {
+    /// The tasks the mock made (`GET /mock/tasks`): what the service saw.
+    #[allow(dead_code)] // not every bench counts tasks
+    pub async fn tasks(&self, http: &reqwest::Client) -> serde_json::Value {
+        http.get(format!("{}/mock/tasks", self.base_url))
+            .header("x-key", &self.key)
+            .send()
+            .await
+            .expect("tasks")
+            .json()
+            .await
+            .expect("tasks JSON")
+    }
+
     /// Polls the mock has answered so far, read from its counters.
     #[allow(dead_code)] // not every bench counts polls
     pub fn polls_so_far(&self) -> u64 {

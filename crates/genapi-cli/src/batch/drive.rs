@@ -182,8 +182,11 @@ impl Going {
                     self.sink.results.refresh_gallery();
                     if self.sink.results.publish_due() {
                         let out_dir = self.sink.results.out_dir().to_path_buf();
-                        let now = super::keeper::standings_now(run, &out_dir)
-                            .await
+                        let standings = super::keeper::standings_now(run, &out_dir).await;
+                        if let Some(standings) = &standings {
+                            self.sink.tally.store_read(standings);
+                        }
+                        let now = standings
                             .map(|standings| super::results::standing_before(&out_dir, &standings, run.job_lines()));
                         self.sink.results.publish(now);
                     }

@@ -108,13 +108,13 @@ pub(super) async fn open(run: &Run<'_>, ledger_url: Option<String>, out_dir: &Pa
             let shown_url = genapi_text::shown_address(&url);
             refuse_another_ledgers_folder(out_dir, &name, Some((&database, &shown_url)))?;
             let mark = format!("{name}\nledger {database}\n{shown_url}");
-            // Results of lines in flight the ledger holds no record of (a
-            // journal moved away, emptied): running would pay again.
+            // Results of lines that may have been paid for, here or by
+            // another worker, the ledger holds no record of (a journal
+            // moved away, records lost): running would pay again.
             let status = keeper.store.status(run.job_lines()).await.map_err(store_failure)?;
             refuse_lost_records(
                 out_dir,
-                // Lines in flight would be paid again.
-                super::results::lines_in_flight(out_dir),
+                lines_that_may_have_paid(out_dir),
                 &status,
                 "the ledger's batch",
             )?;

@@ -69,19 +69,6 @@ pub(super) fn lines_that_may_have_paid(out_dir: &Path) -> Option<BTreeSet<u64>> 
     Some(lines)
 }
 
-/// The lines `results.jsonl` in `out_dir` says were sent and are not
-/// finished: accepted, or sent without an answer (`None`: the file cannot
-/// be read as results).
-pub(super) fn lines_in_flight(out_dir: &Path) -> Option<BTreeSet<u64>> {
-    let mut lines = BTreeSet::new();
-    each_result(out_dir, |result| {
-        if matches!(result.standing(), Some(Standing::Accepted | Standing::Unanswered)) {
-            lines.insert(result.line);
-        }
-    })?;
-    Some(lines)
-}
-
 /// Every result line of `results.jsonl` in `out_dir`, to `take` (none
 /// when there is no file; `None`: the file cannot be read as results).
 fn each_result(out_dir: &Path, mut take: impl FnMut(ResultLine)) -> Option<()> {

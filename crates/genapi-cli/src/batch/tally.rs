@@ -41,6 +41,10 @@ pub(super) struct Tally {
     cap: Option<f64>,
     /// The run's flags that send again what a plain run would not.
     asked: genapi_batch::Asked,
+    /// Where the store said the lines stood when last read: those ended
+    /// (another worker's, or an earlier run's the run has not reached, among
+    /// them), and of those, the ones not saved.
+    store_ended: Option<(usize, usize)>,
 }
 
 impl Tally {
@@ -62,7 +66,22 @@ impl Tally {
             unsettled: 0,
             cap: None,
             asked: genapi_batch::Asked::default(),
+            store_ended: None,
         }
+    }
+
+    /// Takes where the store says every line stands now (read while the
+    /// run goes on): progress counts the lines ended there as done, though
+    /// this run took no outcome of them yet.
+    pub(super) fn store_read(&mut self, standings: &BTreeMap<u64, Standing>) {
+        let left =
+            |standing: &Standing| matches!(standing, Standing::Accepted | Standing::Unanswered | Standing::Unsent);
+        let ended = standings.values().filter(|standing| !left(standing)).count();
+        let saved = standings
+            .values()
+            .filter(|standing| **standing == Standing::Saved)
+            .count();
+        self.store_ended = Some((ended, ended.saturating_sub(saved)));
     }
 
     /// Counts one line's outcome.
@@ -101,18 +120,35 @@ impl Tally {
         self.by_standing.get(&standing).copied().unwrap_or(0)
     }
 
-    /// What progress shows.
+    /// What progress shows: the lines done are those this run took an
+    /// outcome of, or those the store last said ended, whichever is more
+    /// (another worker's among them); every other count is of lines not
+    /// done, so none is said twice.
     pub(super) fn figures(&self, counters: &genapi_batch::Counters) -> Figures {
+        let (store_done, store_failed) = self.store_ended.unwrap_or_default();
+        let done = self.done().max(store_done);
+        let mut not_done = self.jobs.saturating_sub(done);
+        let mut take = |count: usize| {
+            let taken = count.min(not_done);
+            not_done -= taken;
+            taken as u64
+        };
+        let in_flight = take(counters.in_flight());
+        let waiting = take(counters.waiting_for_room());
+        let at_the_cap = take(counters.waiting_at_the_cap());
+        let left = take(self.left());
+        let held = take(counters.held_elsewhere());
+        let sent_earlier = take(counters.sent_earlier());
         Figures {
-            done: self.done() as u64,
+            done: done as u64,
             total: self.jobs as u64,
-            failed: self.failed_done() as u64,
-            left: self.left() as u64,
-            in_flight: counters.in_flight() as u64,
-            waiting: counters.waiting_for_room() as u64,
-            at_the_cap: counters.waiting_at_the_cap() as u64,
-            held: counters.held_elsewhere() as u64,
-            sent_earlier: counters.sent_earlier() as u64,
+            failed: self.failed_done().max(store_failed) as u64,
+            left,
+            in_flight,
+            waiting,
+            at_the_cap,
+            held,
+            sent_earlier,
             worked: self.worked as u64,
             // Tasks running were charged at their acceptance already.
             credits: Some(self.cost + counters.charged_without_outcome()),
@@ -452,6 +488,39 @@ fn counted(cost: Option<f64>) -> f64 {
 
 #[cfg(test)]
 mod tests {
+
+    /// A shared batch's worker counts the lines another worker ended as
+    /// done once the store says so, and says none of them twice (held,
+    /// not sent).
+    #[test]
+    fn lines_ended_in_the_store_are_done_and_said_once() {
+        let mut tally = Tally::new(20);
+        let counters = genapi_batch::Counters::default();
+        let before = tally.figures(&counters);
+        assert_eq!(before.done, 0);
+        let standings: BTreeMap<u64, Standing> = (1..=20)
+            .map(|line| {
+                let standing = match line {
+                    1..=15 => Standing::Saved,
+                    16 => Standing::Ended,
+                    _ => Standing::Accepted,
+                };
+                (line, standing)
+            })
+            .collect();
+        tally.store_read(&standings);
+        let figures = tally.figures(&counters);
+        assert_eq!((figures.done, figures.failed), (16, 1));
+        let accounted = figures.done
+            + figures.in_flight
+            + figures.waiting
+            + figures.at_the_cap
+            + figures.held
+            + figures.left
+            + figures.sent_earlier;
+        assert!(accounted <= figures.total, "{figures:?}");
+    }
+
     use super::*;
 
     #[test]

@@ -490,3 +490,46 @@ async fn a_line_the_ledger_knows_only_by_its_claim_holds_no_record() {
     );
     assert_eq!(mock.count("POST", "/v1/gen-2-pro"), 1, "not sent again");
 }
+
+/// A line another worker saved (this folder's results say so, without the
+/// image, which is in that worker's folder) whose records the ledger lost
+/// refuses the run too: it would be paid again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_line_saved_by_another_worker_whose_records_were_lost_is_not_paid_again() {
+    let Some(pg) = Postgres::start("saved-elsewhere-lost") else {
+        return;
+    };
+    let mock = roomy_mock(100).await;
+    let dir = Dir::new("saved-elsewhere-lost");
+    write_jobs(&dir.join("jobs.jsonl"), 2, "saved elsewhere");
+    let first = worker(&dir, &mock, &pg, "out", &["--batch-name", "shared"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        first.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&first.stderr)
+    );
+    // This folder's results, as a second worker that found both lines
+    // saved by the first one writes them: saved, no file here.
+    let second = worker(&dir, &mock, &pg, "out-2", &["--batch-name", "shared"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        second.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&second.stderr)
+    );
+    let results = std::fs::read_to_string(dir.join("out-2/results.jsonl")).unwrap();
+    assert!(results.contains("\"saved\""), "{results}");
+    assert_eq!(mock.count("POST", "/v1/gen-2-pro"), 2);
+    pg.sql("DELETE FROM genapi_records WHERE line = 1");
+    pg.sql("UPDATE genapi_lines SET done = false, worker = NULL, lease_until = NULL WHERE line = 1");
+    refused_saying(
+        worker(&dir, &mock, &pg, "out-2", &["--batch-name", "shared"]),
+        "the ledger's batch holds no record",
+    );
+    assert_eq!(mock.count("POST", "/v1/gen-2-pro"), 2, "not sent again");
+}
