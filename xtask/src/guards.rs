@@ -357,6 +357,14 @@ pub const GUARDS: &[Guard] = &[
         test: ("genapi-proxy", "--lib", "serving::tests::a_flush_after_a_failed_write"),
     },
     Guard {
+        name: "proxy: a flushed answer waits for the caller's sign",
+        why: "an answer left unread in a socket its caller then reset would read as delivered, and its retry be paid again",
+        file: "crates/genapi-proxy/src/handover.rs",
+        find: "        waiting.flushed.extend(owners);",
+        replace: "        drop(waiting);\n        owners.into_iter().for_each(Owner::delivered);",
+        test: ("genapi-proxy", "--lib", "serving::tests::an_acceptance_the_caller_reset"),
+    },
+    Guard {
         name: "proxy: a caller that takes nothing is cut off",
         why: "callers that never read would hold every connection, and a retry would wait on an answer never taken",
         file: "crates/genapi-proxy/src/handover.rs",

@@ -271,7 +271,12 @@ fn run_cell(
         past_cap: (charged(dir) - cap).max(0.0),
         rescue,
         wall,
-        commits_per_line: (after.0 - before.0) / total,
+        // A crash resets the server's statistics: not counted then.
+        commits_per_line: if after.0 >= before.0 {
+            (after.0 - before.0) / total
+        } else {
+            f64::NAN
+        },
         wal_per_line: (after.1 - before.1) / total,
         dead_per_line: (after.2 - before.2).max(0.0) / total,
     }
@@ -290,7 +295,15 @@ fn main() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(5usize)
         .max(1);
-    let mut cluster = pg::Postgres::start("chaos-bench").expect("PostgreSQL's server binaries (Debian's postgresql)");
+    // Commits acknowledged only once written, as any server a ledger is
+    // trusted to (a crash of one that acknowledges earlier loses intents
+    // it said were stored, and their lines are sent again).
+    let setup = pg::Setup {
+        durable_commits: true,
+        ..pg::Setup::default()
+    };
+    let mut cluster =
+        pg::Postgres::start_with("chaos-bench", setup).expect("PostgreSQL's server binaries (Debian's postgresql)");
     let mock = support::MockProcess::start(KEY, 200);
     // The ledger's tables, made as a first worker would make them, so the
     // bench can read them from the start.

@@ -1,5 +1,5 @@
-//! An answer is delivered when its caller's connection took its last byte,
-//! not when the server did.
+//! An answer is delivered when its caller took it, not when the server
+//! wrote it.
 //!
 //! The server asks an answer's body for more once the last bytes are in its
 //! own buffer ([`crate::delivery`]); they have yet to be written to the
@@ -7,12 +7,17 @@
 //! the socket broke) leaves them undelivered. So an answer whose body ended
 //! waits here, beside its connection, for the connection's next flush that
 //! succeeds: the server writes out everything it holds before it flushes,
-//! so every byte of the answer was then taken by the operating system. A
-//! connection that ends first (a failed write, a reset, a stop) leaves the
-//! answer owed to the caller's retry.
+//! so every byte of the answer was then taken by the operating system.
 //!
-//! What the operating system took it sends even if the proxy is killed
-//! next; whether the caller was still there to read it, no server can see.
+//! Taken by the operating system is not yet read by the caller: a caller
+//! whose read timed out, or whose process died, leaves the answer unread in
+//! its socket, and closing such a socket resets the connection. So a
+//! flushed answer waits for the caller's sign: the next bytes it sends (a
+//! client sends its next request once it read the answer) or its orderly
+//! close deliver it; a reset, or a read or write that fails, leaves it owed
+//! to the caller's retry. A connection the proxy ends itself (an idle
+//! caller past [`crate::serving::HEAD_WITHIN`], a stop) delivers what was
+//! flushed: its caller was reading, or hung.
 
 use std::io;
 use std::pin::Pin;
@@ -37,7 +42,10 @@ pub(crate) struct Handover {
 
 #[derive(Default)]
 struct Waiting {
+    /// Answers in the server's buffer.
     owners: Vec<Owner>,
+    /// Answers the operating system took, waiting for the caller's sign.
+    flushed: Vec<Owner>,
     /// The connection ended: nothing more of it will be flushed.
     ended: bool,
 }
@@ -54,21 +62,40 @@ impl Handover {
         waiting.owners.push(owner);
     }
 
+    /// Everything the server held was taken by the operating system.
     fn flushed(&self) {
-        let owners = std::mem::take(&mut self.waiting.lock().unwrap_or_else(PoisonError::into_inner).owners);
+        let mut waiting = self.waiting.lock().unwrap_or_else(PoisonError::into_inner);
+        let owners = std::mem::take(&mut waiting.owners);
+        waiting.flushed.extend(owners);
+    }
+
+    /// The caller sent bytes or closed in order: it read what was flushed.
+    fn caller_read(&self) {
+        let owners = std::mem::take(&mut self.waiting.lock().unwrap_or_else(PoisonError::into_inner).flushed);
         for owner in owners {
             owner.delivered();
         }
     }
 
+    /// The connection failed (a reset, a read or write that failed):
+    /// nothing of it reached the caller for sure.
     fn ended(&self) {
         let owners = {
             let mut waiting = self.waiting.lock().unwrap_or_else(PoisonError::into_inner);
             waiting.ended = true;
-            std::mem::take(&mut waiting.owners)
+            let mut owners = std::mem::take(&mut waiting.owners);
+            owners.append(&mut waiting.flushed);
+            owners
         };
         // Dropped outside the lock: each writes that its answer is owed.
         drop(owners);
+    }
+
+    /// The proxy ended the connection itself: what was flushed was
+    /// delivered, what was not is owed.
+    fn closed_here(&self) {
+        self.caller_read();
+        self.ended();
     }
 }
 
@@ -133,13 +160,21 @@ impl<IO> Flushed<IO> {
 
 impl<IO> Drop for Flushed<IO> {
     fn drop(&mut self) {
-        self.handover.ended();
+        self.handover.closed_here();
     }
 }
 
 impl<IO: AsyncRead + Unpin> AsyncRead for Flushed<IO> {
     fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.io).poll_read(cx, buf)
+        let read = Pin::new(&mut self.io).poll_read(cx, buf);
+        match &read {
+            // Bytes, or the caller's orderly close: it read the answers
+            // before (a reset is an error).
+            Poll::Ready(Ok(())) => self.handover.caller_read(),
+            Poll::Ready(Err(_)) => self.handover.ended(),
+            Poll::Pending => {}
+        }
+        read
     }
 }
 

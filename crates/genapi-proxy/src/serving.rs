@@ -164,32 +164,61 @@ mod tests {
         /// Takes nothing more once `takes` bytes are taken, and never
         /// says so: a caller that stopped reading.
         stuck: bool,
+        /// What the caller does once the answer is in its socket.
+        after: After,
+        /// The server's read, woken as the answer comes in.
+        reader: Option<std::task::Waker>,
+    }
+
+    /// What a caller does once its answer is in its socket.
+    #[derive(Clone, Copy, PartialEq)]
+    enum After {
+        /// Nothing: it keeps the connection, quiet.
+        Waits,
+        /// It resets the connection (a read timeout, a process that died,
+        /// with the answer unread).
+        Resets,
+        /// It closes in order, having read the answer.
+        Closes,
     }
 
     impl AsyncRead for Socket {
-        fn poll_read(mut self: Pin<&mut Self>, _: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
-            match self.request.take() {
-                Some(request) => {
-                    buf.put_slice(&request);
-                    Poll::Ready(Ok(()))
+        fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+            if let Some(request) = self.request.take() {
+                buf.put_slice(&request);
+                return Poll::Ready(Ok(()));
+            }
+            let answered = self.taken.lock().unwrap().ends_with(b"0\r\n\r\n");
+            match (answered, self.after) {
+                (true, After::Resets) => Poll::Ready(Err(io::ErrorKind::ConnectionReset.into())),
+                (true, After::Closes) => Poll::Ready(Ok(())),
+                _ => {
+                    self.reader = Some(cx.waker().clone());
+                    Poll::Pending
                 }
-                None => Poll::Pending,
             }
         }
     }
 
     impl AsyncWrite for Socket {
-        fn poll_write(self: Pin<&mut Self>, _: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
-            let mut taken = self.taken.lock().unwrap();
-            let room = self.takes - taken.len();
-            if room == 0 && self.stuck {
-                return Poll::Pending;
+        fn poll_write(mut self: Pin<&mut Self>, _: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+            let took = {
+                let mut taken = self.taken.lock().unwrap();
+                let room = self.takes - taken.len();
+                if room == 0 && self.stuck {
+                    return Poll::Pending;
+                }
+                if room == 0 {
+                    return Poll::Ready(Err(io::ErrorKind::ConnectionReset.into()));
+                }
+                let took = room.min(buf.len());
+                taken.extend_from_slice(&buf[..took]);
+                took
+            };
+            // Bytes came: the caller's side may have something to say.
+            if let Some(reader) = self.reader.take() {
+                reader.wake();
             }
-            if room == 0 {
-                return Poll::Ready(Err(io::ErrorKind::ConnectionReset.into()));
-            }
-            let took = room.min(buf.len());
-            taken.extend_from_slice(&buf[..took]);
             Poll::Ready(Ok(took))
         }
 
@@ -229,12 +258,13 @@ mod tests {
     /// bytes; says whether the same job is then sent again (`true`: its
     /// acceptance counted as delivered) and what the socket took.
     async fn served_to(takes: usize, flush_fails: bool) -> (bool, Vec<u8>) {
-        served_to_a(takes, flush_fails, false).await.0
+        served_to_a(takes, flush_fails, false, After::Waits).await.0
     }
 
-    /// [`served_to`], a `stuck` socket among them; says too whether the
-    /// connection ended on its own.
-    async fn served_to_a(takes: usize, flush_fails: bool, stuck: bool) -> ((bool, Vec<u8>), bool) {
+    /// [`served_to`], a `stuck` socket among them, its caller doing
+    /// `after` once the answer is in; says too whether the connection
+    /// ended on its own.
+    async fn served_to_a(takes: usize, flush_fails: bool, stuck: bool, after: After) -> ((bool, Vec<u8>), bool) {
         let (memory, id, naming, owner) = accepted().await;
         let owner = Arc::new(Mutex::new(Some(owner)));
         let app = axum::Router::new().fallback(move |request: axum::extract::Request| {
@@ -250,6 +280,8 @@ mod tests {
             flush_fails,
             taken: taken.clone(),
             stuck,
+            after,
+            reader: None,
         };
         let (_closing, closed) = watch::channel(false);
         // The caller keeps its connection open: served until idle (its
@@ -291,10 +323,30 @@ mod tests {
     /// acceptance owed to its retry.
     #[tokio::test(start_paused = true)]
     async fn a_caller_that_takes_nothing_is_cut_off_and_its_acceptance_stays_owed() {
-        let ((sent_again, taken), ended) = served_to_a(16, false, true).await;
+        let ((sent_again, taken), ended) = served_to_a(16, false, true, After::Waits).await;
         assert_eq!(taken.len(), 16);
         assert!(ended, "the connection ended on its own");
         assert!(!sent_again, "owed: the retry gets the first acceptance");
+    }
+
+    /// An answer in the caller's socket that the caller never read (its
+    /// read timed out, its process died): closing such a socket resets the
+    /// connection, and the answer stays owed to the retry. Read, then
+    /// closed in order: delivered.
+    #[tokio::test(start_paused = true)]
+    async fn an_acceptance_the_caller_reset_unread_stays_owed_and_one_read_is_delivered() {
+        let ((sent_again, taken), _) = served_to_a(usize::MAX, false, false, After::Resets).await;
+        assert!(
+            String::from_utf8_lossy(&taken).contains("task-1"),
+            "the whole answer went out"
+        );
+        assert!(!sent_again, "reset unread: owed, the retry gets the first acceptance");
+        let ((sent_again, _), ended) = served_to_a(usize::MAX, false, false, After::Closes).await;
+        assert!(ended);
+        assert!(
+            sent_again,
+            "read and closed: delivered, the same job again is a new variation"
+        );
     }
 
     #[tokio::test(start_paused = true)]
@@ -315,6 +367,8 @@ mod tests {
             flush_fails: false,
             taken: Arc::default(),
             stuck: false,
+            after: After::Waits,
+            reader: None,
         };
         let (mut socket, handover) = Flushed::new(socket, ANSWER_TAKEN_WITHIN);
         handover.after_next_flush(owner);
