@@ -289,6 +289,7 @@ fn percentile(values: &mut [f64], share: f64) -> f64 {
     values.get(at).copied().unwrap_or(f64::NAN)
 }
 
+#[expect(clippy::too_many_lines, reason = "one bench, told from start to end")]
 fn main() {
     let runs = std::env::var("CHAOS_BENCH_RUNS")
         .ok()
