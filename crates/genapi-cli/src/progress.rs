@@ -45,6 +45,14 @@ pub struct Figures {
     pub credits: Option<f64>,
 }
 
+impl Figures {
+    /// The lines in one of the counts: done, or not done and in flight,
+    /// waiting, held, left or sent earlier; the rest are not sent yet.
+    pub fn accounted(&self) -> u64 {
+        self.done + self.in_flight + self.waiting + self.at_the_cap + self.held + self.left + self.sent_earlier
+    }
+}
+
 /// A reported cost as credits the progress counts, when it is a number of
 /// them: a cost below nothing, or not a number (a hostile answer), is no
 /// refund and must not hide what was charged or a cap that was passed.
@@ -220,14 +228,7 @@ fn details(figures: &Figures, elapsed: Duration) -> String {
         0 => String::new(),
         n => format!(", {n} sent earlier"),
     };
-    let accounted = figures.done
-        + figures.in_flight
-        + figures.waiting
-        + figures.at_the_cap
-        + figures.held
-        + figures.left
-        + figures.sent_earlier;
-    let not_sent = match figures.total.saturating_sub(accounted) {
+    let not_sent = match figures.total.saturating_sub(figures.accounted()) {
         0 => String::new(),
         n => format!(", {n} not sent yet"),
     };

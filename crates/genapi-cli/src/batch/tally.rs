@@ -511,14 +511,7 @@ mod tests {
         tally.store_read(&standings);
         let figures = tally.figures(&counters);
         assert_eq!((figures.done, figures.failed), (16, 1));
-        let accounted = figures.done
-            + figures.in_flight
-            + figures.waiting
-            + figures.at_the_cap
-            + figures.held
-            + figures.left
-            + figures.sent_earlier;
-        assert!(accounted <= figures.total, "{figures:?}");
+        assert!(figures.accounted() <= figures.total, "{figures:?}");
     }
 
     use super::*;
