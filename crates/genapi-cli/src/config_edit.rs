@@ -174,7 +174,7 @@ impl Editing {
         }
         let known: Vec<&str> = self.read.profiles.keys().map(String::as_str).collect();
         Err(Failure::usage(format!(
-            "which profile? {} has {} and none is used without --profile; name it (`genapi --profile {} config set              …`), or name `--profile {}` to make a profile every command uses; nothing was written",
+            "which profile? {} has {} and none is used without --profile; name it (`genapi --profile {} config set …`), or name `--profile {}` to make a profile every command uses; nothing was written",
             shown(&self.path),
             match known.as_slice() {
                 [one] => format!("profile {}", out::clean(one)),

@@ -104,7 +104,9 @@ async fn a_setting_naming_no_profile_is_refused_when_no_profile_is_used_without_
     let said = text(&refused.stderr);
     assert_eq!(refused.status.code(), Some(2), "{said}");
     assert!(
-        said.contains("which profile?") && said.contains("profile local") && said.contains("--profile local"),
+        said.contains("which profile?")
+            && said.contains("profile local")
+            && said.contains("`genapi --profile local config set …`"),
         "{said}"
     );
     assert_eq!(
