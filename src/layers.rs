@@ -593,6 +593,12 @@ impl http_body::Body for SealedBody {
 mod tests {
     use super::*;
 
+    /// A client of the transport's own TLS setup: `reqwest::Client::new()`
+    /// needs a process-wide provider, which genapi never installs.
+    fn wire_client() -> reqwest::Client {
+        crate::http_client_builder().unwrap().build().unwrap()
+    }
+
     #[test]
     fn a_sealed_submission_cannot_be_cloned_or_read_back() {
         let mut request = reqwest::Request::new(reqwest::Method::POST, "https://api.example.com/v1/x".parse().unwrap());
@@ -637,7 +643,7 @@ mod tests {
 
     #[test]
     fn a_mark_lets_one_copy_through_and_is_taken_off_it() {
-        let wire = Wire::new(reqwest::Client::new(), None);
+        let wire = Wire::new(wire_client(), None);
         let (_open, request) = marked(&wire.marks);
         let (mut first, mut second) = (copied(&request), copied(&request));
         assert_eq!(wire.pass_once(&mut first), Ok(()));
@@ -653,8 +659,8 @@ mod tests {
 
     #[test]
     fn a_mark_not_given_or_no_longer_in_flight_is_refused() {
-        let wire = Wire::new(reqwest::Client::new(), None);
-        let other = Wire::new(reqwest::Client::new(), None);
+        let wire = Wire::new(wire_client(), None);
+        let other = Wire::new(wire_client(), None);
         let (open, request) = marked(&wire.marks);
         let mut made_up = copied(&request);
         made_up
